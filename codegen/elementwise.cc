@@ -1,0 +1,158 @@
+// codegen/elementwise.cc — kernel bodies of the element-wise operations, written once per
+// algorithm (float or quantized) and emitted through KernelWriter for either dialect.
+#include "codegen/elementwise.h"
+
+namespace mpcaffe {
+
+namespace {
+
+/// The requantization matching a type's accumulator: 32-bit for int8q, 64-bit for int16q.
+std::string RequantMacro(DataType type) {
+  return TraitsOf(type).acctype == Scalar::kI64
+             ? "mp_requant64((mp_i64)(acc), m, s)"
+             : "(mp_i64)mp_requant32((int)(acc), m, s)";
+}
+
+void UseRequant(KernelWriter& w, DataType type) {
+  w.UseHelper(KernelHelper::kRequantize);
+  w.Define("MP_REQUANT(acc, m, s)", RequantMacro(type));
+}
+
+}  // namespace
+
+std::string ElementwiseKernelName(const std::string& op, DataType type) {
+  return op + "_" + Name(type);
+}
+
+std::string ConvertKernelName(DataType from, DataType to) {
+  return std::string("convert_") + Name(from) + "_" + Name(to);
+}
+
+std::string ReluSource(const KernelTarget& target, DataType type) {
+  KernelWriter w(target);
+  w.AddType("Dtype", type);
+  auto& k = w.Kernel(ElementwiseKernelName("relu", type))
+                .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
+                .Value("float", "slope")
+                .Value("int", "x_zero").Value("int", "y_zero")
+                .Value("int", "mult").Value("int", "shift")
+                .Value("int", "neg_mult").Value("int", "neg_shift");
+  if (IsQuantized(type)) {
+    UseRequant(w, type);
+    k.Body(R"(  $loop(i, n) {
+    int d = Dtype_LOAD(x, i) - x_zero;
+    mp_i64 r = d >= 0 ? MP_REQUANT(d, mult, shift) : MP_REQUANT(d, neg_mult, neg_shift);
+    r += y_zero;
+    r = r < Dtype_QMIN ? Dtype_QMIN : (r > Dtype_QMAX ? Dtype_QMAX : r);
+    Dtype_STORE(y, i, r);
+  }
+)");
+  } else {
+    k.Body(R"(  $loop(i, n) {
+    Dtype_c v = Dtype_LOAD(x, i);
+    Dtype_STORE(y, i, v > (Dtype_c)0.0f ? v : v * (Dtype_c)slope);
+  }
+)");
+  }
+  return w.Source();
+}
+
+std::string ScaleSource(const KernelTarget& target, DataType type) {
+  KernelWriter w(target);
+  w.AddType("Dtype", type);
+  auto& k = w.Kernel(ElementwiseKernelName("scale", type))
+                .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
+                .Value("float", "alpha")
+                .Value("int", "x_zero").Value("int", "y_zero")
+                .Value("int", "mult").Value("int", "shift").Value("int", "sign");
+  if (IsQuantized(type)) {
+    UseRequant(w, type);
+    k.Body(R"(  $loop(i, n) {
+    mp_i64 r = y_zero + sign * MP_REQUANT(Dtype_LOAD(x, i) - x_zero, mult, shift);
+    r = r < Dtype_QMIN ? Dtype_QMIN : (r > Dtype_QMAX ? Dtype_QMAX : r);
+    Dtype_STORE(y, i, r);
+  }
+)");
+  } else {
+    k.Body(R"(  $loop(i, n) {
+    float v = (float)Dtype_LOAD(x, i);
+    Dtype_STORE(y, i, (Dtype_c)(alpha * v));
+  }
+)");
+  }
+  return w.Source();
+}
+
+std::string AxpbySource(const KernelTarget& target, DataType type) {
+  KernelWriter w(target);
+  w.AddType("Dtype", type);
+  auto& k = w.Kernel(ElementwiseKernelName("axpby", type))
+                .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
+                .Value("float", "a").Value("float", "b")
+                .Value("int", "x_zero").Value("int", "y_zero")
+                .Value("int", "mult_a").Value("int", "shift_a").Value("int", "sign_a")
+                .Value("int", "mult_b").Value("int", "shift_b").Value("int", "sign_b");
+  if (IsQuantized(type)) {
+    UseRequant(w, type);
+    k.Body(R"(  $loop(i, n) {
+    mp_i64 r = y_zero + sign_a * MP_REQUANT(Dtype_LOAD(x, i) - x_zero, mult_a, shift_a) +
+               sign_b * MP_REQUANT(Dtype_LOAD(y, i) - y_zero, mult_b, shift_b);
+    r = r < Dtype_QMIN ? Dtype_QMIN : (r > Dtype_QMAX ? Dtype_QMAX : r);
+    Dtype_STORE(y, i, r);
+  }
+)");
+  } else {
+    k.Body(R"(  $loop(i, n) {
+    float v = a * (float)Dtype_LOAD(x, i) + b * (float)Dtype_LOAD(y, i);
+    Dtype_STORE(y, i, (Dtype_c)v);
+  }
+)");
+  }
+  return w.Source();
+}
+
+std::string ConvertSource(const KernelTarget& target, DataType from, DataType to) {
+  KernelWriter w(target);
+  w.AddType("Xtype", from);
+  w.AddType("Ytype", to);
+  auto& k = w.Kernel(ConvertKernelName(from, to))
+                .Value("int", "n").In("Xtype", "x").Out("Ytype", "y")
+                .Value("float", "x_scale").Value("int", "x_zero")
+                .Value("float", "y_scale").Value("int", "y_zero")
+                .Value("int", "mult").Value("int", "shift");
+  const bool qx = IsQuantized(from), qy = IsQuantized(to);
+  if (!qx && !qy) {
+    k.Body(R"(  $loop(i, n) {
+    Ytype_STORE(y, i, (Ytype_c)(float)Xtype_LOAD(x, i));
+  }
+)");
+  } else if (qx && !qy) {
+    k.Body(R"(  $loop(i, n) {
+    Ytype_STORE(y, i, (Ytype_c)(x_scale * (float)(Xtype_LOAD(x, i) - x_zero)));
+  }
+)");
+  } else if (!qx && qy) {
+    k.Body(R"(  $loop(i, n) {
+    float v = (float)Xtype_LOAD(x, i);
+    int q = y_zero;
+    if (!isnan(v)) {
+      float r = $rint(v / y_scale) + (float)y_zero;
+      r = fmin(fmax(r, (float)Ytype_QMIN), (float)Ytype_QMAX);
+      q = (int)r;
+    }
+    Ytype_STORE(y, i, q);
+  }
+)");
+  } else {
+    UseRequant(w, from);
+    k.Body(R"(  $loop(i, n) {
+    mp_i64 r = y_zero + MP_REQUANT(Xtype_LOAD(x, i) - x_zero, mult, shift);
+    r = r < Ytype_QMIN ? Ytype_QMIN : (r > Ytype_QMAX ? Ytype_QMAX : r);
+    Ytype_STORE(y, i, r);
+  }
+)");
+  }
+  return w.Source();
+}
+
+}  // namespace mpcaffe

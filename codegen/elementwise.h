@@ -1,0 +1,43 @@
+// codegen/elementwise.h — kernel texts of the element-wise operations (ReLU, scale, axpby,
+// data-type conversion) for every data type and both dialects. Each algorithm has one body
+// for float types and one for quantized types; quantization parameters are kernel arguments.
+#pragma once
+
+#include <string>
+
+#include "codegen/datatype.h"
+#include "codegen/kernel_writer.h"
+
+namespace mpcaffe {
+
+/// relu_<dt>(int n, In x, Out y, float slope, int x_zero, int y_zero,
+///           int mult, int shift, int neg_mult, int neg_shift)
+/// float: y = x > 0 ? x : slope·x.  quantized: d = x − x_zero; y = clamp(y_zero +
+/// requant(d, d >= 0 ? (mult, shift) : (neg_mult, neg_shift))) — the negative multiplier is 0
+/// for a plain ReLU.
+std::string ReluSource(const KernelTarget& target, DataType type);
+
+/// scale_<dt>(int n, In x, Out y, float alpha, int x_zero, int y_zero, int mult, int shift,
+///            int sign)
+/// float: y = alpha·x (in float).  quantized: y = clamp(y_zero + sign·requant(x − x_zero)),
+/// with mult/shift the fixed-point form of |alpha|·s_x/s_y.
+std::string ScaleSource(const KernelTarget& target, DataType type);
+
+/// axpby_<dt>(int n, In x, Out y, float a, float b, int x_zero, int y_zero,
+///            int mult_a, int shift_a, int sign_a, int mult_b, int shift_b, int sign_b)
+/// float: y = a·x + b·y (in float).  quantized (y keeps its own parameters):
+/// y = clamp(y_zero + sign_a·requant(x − x_zero, a) + sign_b·requant(y − y_zero, b)).
+std::string AxpbySource(const KernelTarget& target, DataType type);
+
+/// convert_<from>_<to>(int n, In x, Out y, float x_scale, int x_zero, float y_scale,
+///                     int y_zero, int mult, int shift)
+/// float→float: rounding to nearest even; quantized→float: x_scale·(x − x_zero);
+/// float→quantized: round-half-even(x / y_scale) + y_zero saturated, NaN → y_zero;
+/// quantized→quantized: clamp(y_zero + requant(x − x_zero)) with mult/shift = s_x/s_y.
+std::string ConvertSource(const KernelTarget& target, DataType from, DataType to);
+
+/// Kernel names: "relu_int8q", "convert_fp32_int8q", ...
+std::string ElementwiseKernelName(const std::string& op, DataType type);
+std::string ConvertKernelName(DataType from, DataType to);
+
+}  // namespace mpcaffe

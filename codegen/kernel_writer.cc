@@ -1,0 +1,447 @@
+// codegen/kernel_writer.cc — the dialect table and the text assembly of KernelWriter.
+#include "codegen/kernel_writer.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace mpcaffe {
+
+namespace {
+
+// clang-format off
+const Dialect kOpenCL = {
+    Backend::kOpenCL,
+    /*kernel=*/"__kernel void",
+    /*device_fn=*/"inline",
+    /*global_ptr=*/"__global ",
+    /*local_ptr=*/"__local ",
+    /*shared_decl=*/"__local ",
+    /*restrict_kw=*/"restrict",
+    /*barrier=*/"barrier(CLK_LOCAL_MEM_FENCE)",
+    /*global_id=*/{"get_global_id(0)", "get_global_id(1)", "get_global_id(2)"},
+    /*local_id=*/{"get_local_id(0)", "get_local_id(1)", "get_local_id(2)"},
+    /*group_id=*/{"get_group_id(0)", "get_group_id(1)", "get_group_id(2)"},
+    /*local_size=*/{"get_local_size(0)", "get_local_size(1)", "get_local_size(2)"},
+    /*num_groups=*/{"get_num_groups(0)", "get_num_groups(1)", "get_num_groups(2)"},
+    /*global_size=*/{"get_global_size(0)", "get_global_size(1)", "get_global_size(2)"},
+    /*mul_hi_u64=*/"mul_hi",
+    /*atomic_cas_u32=*/"atomic_cmpxchg",
+    /*atomic_add_i32=*/"atomic_add",
+    /*float_as_uint=*/"as_uint",
+    /*uint_as_float=*/"as_float",
+    /*rint=*/"rint",
+};
+
+const Dialect kCuda = {
+    Backend::kCuda,
+    /*kernel=*/"extern \"C\" __global__ void",
+    /*device_fn=*/"__device__ __forceinline__",
+    /*global_ptr=*/"",
+    /*local_ptr=*/"",
+    /*shared_decl=*/"__shared__ ",
+    /*restrict_kw=*/"__restrict__",
+    /*barrier=*/"__syncthreads()",
+    /*global_id=*/{"(int)(blockIdx.x * blockDim.x + threadIdx.x)",
+                   "(int)(blockIdx.y * blockDim.y + threadIdx.y)",
+                   "(int)(blockIdx.z * blockDim.z + threadIdx.z)"},
+    /*local_id=*/{"(int)threadIdx.x", "(int)threadIdx.y", "(int)threadIdx.z"},
+    /*group_id=*/{"(int)blockIdx.x", "(int)blockIdx.y", "(int)blockIdx.z"},
+    /*local_size=*/{"(int)blockDim.x", "(int)blockDim.y", "(int)blockDim.z"},
+    /*num_groups=*/{"(int)gridDim.x", "(int)gridDim.y", "(int)gridDim.z"},
+    /*global_size=*/{"(int)(gridDim.x * blockDim.x)", "(int)(gridDim.y * blockDim.y)",
+                     "(int)(gridDim.z * blockDim.z)"},
+    /*mul_hi_u64=*/"__umul64hi",
+    /*atomic_cas_u32=*/"atomicCAS",
+    /*atomic_add_i32=*/"atomicAdd",
+    /*float_as_uint=*/"__float_as_uint",
+    /*uint_as_float=*/"__uint_as_float",
+    /*rint=*/"rintf",
+};
+// clang-format on
+
+// Helper functions, written once with placeholders.
+const char* kRequantizeText = R"(// Fixed-point requantization (quant/fixed_point.h is the host reference).
+$device_fn int mp_srdhm(int a, int b) {
+  if (a == b && a == (-2147483647 - 1)) return 2147483647;
+  mp_i64 ab = (mp_i64)a * (mp_i64)b;
+  mp_i64 nudge = ab >= 0 ? ((mp_i64)1 << 30) : (1 - ((mp_i64)1 << 30));
+  return (int)((ab + nudge) / ((mp_i64)1 << 31));
+}
+$device_fn int mp_rdbpot(int x, int exponent) {
+  int mask = (int)(((mp_i64)1 << exponent) - 1);
+  int remainder = x & mask;
+  int threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+  return (x >> exponent) + (remainder > threshold ? 1 : 0);
+}
+$device_fn int mp_requant32(int acc, int mult, int shift) {
+  int left = shift > 0 ? shift : 0;
+  int right = shift > 0 ? 0 : -shift;
+  if (right > 31) right = 31;
+  mp_i64 s = (mp_i64)acc * ((mp_i64)1 << left);
+  if (s > 2147483647) s = 2147483647;
+  if (s < -2147483647 - 1) s = -2147483647 - 1;
+  return mp_rdbpot(mp_srdhm((int)s, mult), right);
+}
+$device_fn mp_i64 mp_requant64(mp_i64 acc, int mult, int shift) {
+  int right = 31 - shift;
+  int negative = acc < 0;
+  mp_u64 a = negative ? (mp_u64)0 - (mp_u64)acc : (mp_u64)acc;
+  mp_u64 m = (mp_u64)(mp_u32)mult;
+  mp_u64 lo = a * m;
+  mp_u64 hi = $mul_hi_u64(a, m);
+  mp_u64 r;
+  int overflow = 0;
+  if (right <= 0) {
+    r = lo;
+    overflow = hi != 0;
+  } else if (right >= 128) {
+    r = 0;
+  } else {
+    if (right - 1 < 64) {
+      mp_u64 nudge = (mp_u64)1 << (right - 1);
+      mp_u64 sum = lo + nudge;
+      hi += sum < lo ? 1 : 0;
+      lo = sum;
+    } else {
+      hi += (mp_u64)1 << (right - 1 - 64);
+    }
+    if (right < 64) {
+      r = (hi << (64 - right)) | (lo >> right);
+      overflow = (hi >> right) != 0;
+    } else {
+      r = hi >> (right - 64);
+    }
+  }
+  const mp_u64 limit = (mp_u64)0x7fffffffffffffffULL;
+  if (overflow || r > limit) r = limit;
+  return negative ? -(mp_i64)r : (mp_i64)r;
+}
+)";
+
+const char* kAtomicAddF32Text = R"(// Float atomic add as a compare-and-swap loop on the word's bits.
+$device_fn void mp_atomic_add_f32($global float* p, float v) {
+  $global mp_u32* word = ($global mp_u32*)p;
+  mp_u32 expected = *word;
+  for (;;) {
+    mp_u32 desired = $float_as_uint($uint_as_float(expected) + v);
+    mp_u32 seen = $atomic_cas_u32(word, expected, desired);
+    if (seen == expected) break;
+    expected = seen;
+  }
+}
+)";
+
+const char* kDot4PortableText = R"(// 4-way byte dot products: acc + sum_k a.byte[k] * b.byte[k].
+$device_fn int mp_dot4_u8s8(mp_u32 a, mp_u32 b, int acc) {
+  for (int k = 0; k < 32; k += 8)
+    acc += (int)((a >> k) & 0xffu) * (int)(mp_i8)((b >> k) & 0xffu);
+  return acc;
+}
+$device_fn int mp_dot4_s8s8(mp_u32 a, mp_u32 b, int acc) {
+  for (int k = 0; k < 32; k += 8)
+    acc += (int)(mp_i8)((a >> k) & 0xffu) * (int)(mp_i8)((b >> k) & 0xffu);
+  return acc;
+}
+$device_fn int mp_dot4_u8u8(mp_u32 a, mp_u32 b, int acc) {
+  for (int k = 0; k < 32; k += 8)
+    acc += (int)((a >> k) & 0xffu) * (int)((b >> k) & 0xffu);
+  return acc;
+}
+)";
+
+// CUDA sm_61+: the hardware instruction (inline PTX for the mixed-sign forms __dp4a lacks).
+const char* kDot4CudaText = R"(// 4-way byte dot products on the dp4a instruction.
+$device_fn int mp_dot4_u8s8(mp_u32 a, mp_u32 b, int acc) {
+  int r;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
+  return r;
+}
+$device_fn int mp_dot4_s8s8(mp_u32 a, mp_u32 b, int acc) {
+  return __dp4a((int)a, (int)b, acc);
+}
+$device_fn int mp_dot4_u8u8(mp_u32 a, mp_u32 b, int acc) {
+  return (int)__dp4a(a, b, (unsigned int)acc);
+}
+)";
+
+bool IsIdentChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+}  // namespace
+
+const Dialect& Dialect::For(Backend backend) {
+  return backend == Backend::kOpenCL ? kOpenCL : kCuda;
+}
+
+KernelTarget KernelTarget::Of(const Device& device) {
+  KernelTarget t;
+  t.backend = device.backend();
+  t.fp16_arith = device.info().fp16;
+  t.dot_product = device.backend() == Backend::kCuda && device.info().dot_product;
+  return t;
+}
+
+KernelTarget KernelTarget::Cuda(int cc) {
+  KernelTarget t;
+  t.backend = Backend::kCuda;
+  t.fp16_arith = cc >= 53;
+  t.dot_product = cc >= 61;
+  return t;
+}
+
+KernelBuilder& KernelBuilder::Value(const std::string& type, const std::string& name) {
+  args_.push_back({Kind::kValue, type, name});
+  return *this;
+}
+KernelBuilder& KernelBuilder::In(const std::string& type, const std::string& name) {
+  args_.push_back({Kind::kIn, type, name});
+  return *this;
+}
+KernelBuilder& KernelBuilder::Out(const std::string& type, const std::string& name) {
+  args_.push_back({Kind::kOut, type, name});
+  return *this;
+}
+KernelBuilder& KernelBuilder::LocalPtr(const std::string& type, const std::string& name) {
+  args_.push_back({Kind::kLocal, type, name});
+  return *this;
+}
+KernelBuilder& KernelBuilder::Body(const std::string& text) {
+  body_ += text;
+  return *this;
+}
+
+KernelWriter::KernelWriter(const KernelTarget& target)
+    : target_(target), dialect_(Dialect::For(target.backend)) {}
+
+KernelWriter& KernelWriter::AddType(const std::string& a, DataType type) {
+  const DataTypeTraits& t = TraitsOf(type);
+  const bool cuda = target_.backend == Backend::kCuda;
+  std::string block = "// " + a + ": " + t.name + "\n";
+  block += std::string("typedef ") + TraitsOf(t.storage).alias + " " + a + ";\n";
+  std::string compute, load, store;
+  if (type == DataType::kFloat32) {
+    compute = "float";
+    load = "((p)[i])";
+    store = "((p)[i] = (v))";
+  } else if (type == DataType::kFloat16) {
+    uses_fp16_ = true;
+    if (cuda) {
+      compute = target_.fp16_arith ? "__half" : "float";
+      load = target_.fp16_arith ? "((p)[i])" : "__half2float((p)[i])";
+      store = target_.fp16_arith ? "((p)[i] = (v))" : "((p)[i] = __float2half_rn(v))";
+    } else if (target_.fp16_arith) {
+      compute = "half";
+      load = "((p)[i])";
+      store = "((p)[i] = (v))";
+    } else {
+      // No cl_khr_fp16: half is storage only; vload_half/vstore_half are core OpenCL 1.2.
+      compute = "float";
+      load = "vload_half((i), (p))";
+      store = "vstore_half_rte((v), (i), (p))";
+    }
+  } else {
+    compute = "int";
+    load = "((int)(p)[i])";
+    store = "((p)[i] = (" + a + ")(v))";
+  }
+  block += "typedef " + compute + " " + a + "_c;\n";
+  block += std::string("typedef ") + TraitsOf(t.difftype).alias + " " + a + "_diff;\n";
+  block += std::string("typedef ") + TraitsOf(t.acctype).alias + " " + a + "_acc;\n";
+  block += std::string("typedef ") + TraitsOf(t.multtype).alias + " " + a + "_mult;\n";
+  block += "#define " + a + "_LOAD(p, i) " + load + "\n";
+  block += "#define " + a + "_STORE(p, i, v) " + store + "\n";
+  if (t.quantized) {
+    block += "#define " + a + "_QMIN " + std::to_string(t.qmin) + "\n";
+    block += "#define " + a + "_QMAX " + std::to_string(t.qmax) + "\n";
+  }
+  type_blocks_.push_back(block);
+  return *this;
+}
+
+KernelWriter& KernelWriter::Define(const std::string& name, const std::string& value) {
+  defines_.push_back("#define " + name + " " + value + "\n");
+  return *this;
+}
+
+KernelWriter& KernelWriter::UseHelper(KernelHelper helper) {
+  if (std::find(helpers_.begin(), helpers_.end(), helper) == helpers_.end())
+    helpers_.push_back(helper);
+  return *this;
+}
+
+KernelBuilder& KernelWriter::Kernel(const std::string& name) {
+  kernels_.emplace_back();
+  kernels_.back().name_ = name;
+  return kernels_.back();
+}
+
+std::string KernelWriter::Expand(const std::string& text) const {
+  const Dialect& d = dialect_;
+  auto dim_word = [&](const std::array<const char*, 3>& words, char digit) -> std::string {
+    if (digit < '0' || digit > '2') throw std::invalid_argument("dimension must be 0, 1 or 2");
+    return words[digit - '0'];
+  };
+  std::string out;
+  out.reserve(text.size() + text.size() / 4);
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] != '$') {
+      out += text[i++];
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < text.size() && IsIdentChar(text[j])) ++j;
+    const std::string word = text.substr(i + 1, j - i - 1);
+    // Parenthesized arguments, if any.
+    std::vector<std::string> args;
+    size_t end = j;
+    if (j < text.size() && text[j] == '(') {
+      int depth = 0;
+      std::string current;
+      for (end = j; end < text.size(); ++end) {
+        char c = text[end];
+        if (c == '(') {
+          if (depth++ > 0) current += c;
+        } else if (c == ')') {
+          if (--depth == 0) {
+            args.push_back(current);
+            ++end;
+            break;
+          }
+          current += c;
+        } else if (c == ',' && depth == 1) {
+          args.push_back(current);
+          current.clear();
+        } else {
+          current += c;
+        }
+      }
+      for (auto& a : args) {
+        a.erase(0, a.find_first_not_of(' '));
+        a.erase(a.find_last_not_of(' ') + 1);
+      }
+    }
+    auto one_dim = [&](const std::array<const char*, 3>& words) {
+      if (args.size() != 1 || args[0].size() != 1)
+        throw std::invalid_argument("$" + word + " takes one dimension argument");
+      out += dim_word(words, args[0][0]);
+      i = end;
+    };
+    if (word == "global_id") {
+      one_dim(d.global_id);
+    } else if (word == "local_id") {
+      one_dim(d.local_id);
+    } else if (word == "group_id") {
+      one_dim(d.group_id);
+    } else if (word == "local_size") {
+      one_dim(d.local_size);
+    } else if (word == "num_groups") {
+      one_dim(d.num_groups);
+    } else if (word == "global_size") {
+      one_dim(d.global_size);
+    } else if (word == "loop") {
+      if (args.size() != 2) throw std::invalid_argument("$loop takes (index, count)");
+      out += "for (int " + args[0] + " = " + d.global_id[0] + "; " + args[0] + " < " + args[1] +
+             "; " + args[0] + " += " + d.global_size[0] + ")";
+      i = end;
+    } else {
+      std::string replacement;
+      if (word == "barrier") replacement = d.barrier;
+      else if (word == "global") replacement = d.global_ptr;
+      else if (word == "local") replacement = d.local_ptr;
+      else if (word == "shared") replacement = d.shared_decl;
+      else if (word == "device_fn") replacement = d.device_fn;
+      else if (word == "mul_hi_u64") replacement = d.mul_hi_u64;
+      else if (word == "atomic_cas_u32") replacement = d.atomic_cas_u32;
+      else if (word == "atomic_add_i32") replacement = d.atomic_add_i32;
+      else if (word == "float_as_uint") replacement = d.float_as_uint;
+      else if (word == "uint_as_float") replacement = d.uint_as_float;
+      else if (word == "rint") replacement = d.rint;
+      else throw std::invalid_argument("unknown kernel placeholder $" + word);
+      out += replacement;
+      i = j;
+    }
+  }
+  return out;
+}
+
+std::string KernelWriter::Preamble() const {
+  const bool cuda = target_.backend == Backend::kCuda;
+  std::string p = "// Generated by mpcaffe codegen (" + std::string(BackendName(target_.backend)) +
+                  ").\n";
+  if (uses_fp16_) {
+    if (cuda)
+      p += "#include <cuda_fp16.h>\n";
+    else if (target_.fp16_arith)
+      p += "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n";
+  }
+  // Portable scalar names from the trait table.
+  for (Scalar s : {Scalar::kF16, Scalar::kU8, Scalar::kI8, Scalar::kU16, Scalar::kI16,
+                   Scalar::kU32, Scalar::kI64, Scalar::kU64}) {
+    if (s == Scalar::kF16 && !uses_fp16_) continue;
+    const ScalarTraits& t = TraitsOf(s);
+    p += std::string("typedef ") + (cuda ? t.cuda : t.opencl) + " " + t.alias + ";\n";
+  }
+  for (const auto& block : type_blocks_) p += block;
+  for (const auto& define : defines_) p += define;
+  for (KernelHelper h : helpers_) {
+    switch (h) {
+      case KernelHelper::kRequantize: p += Expand(kRequantizeText); break;
+      case KernelHelper::kAtomicAddF32: p += Expand(kAtomicAddF32Text); break;
+      case KernelHelper::kDot4:
+        p += Expand(cuda && target_.dot_product ? kDot4CudaText : kDot4PortableText);
+        break;
+    }
+  }
+  return p;
+}
+
+std::string KernelWriter::KernelText(const KernelBuilder& k) const {
+  const Dialect& d = dialect_;
+  const bool opencl = target_.backend == Backend::kOpenCL;
+  std::string params, prologue;
+  bool has_local = false;
+  for (const auto& a : k.args_) {
+    if (!params.empty()) params += ",\n    ";
+    switch (a.kind) {
+      case KernelBuilder::Kind::kValue:
+        params += "const " + a.type + " " + a.name;
+        break;
+      case KernelBuilder::Kind::kIn:
+      case KernelBuilder::Kind::kOut: {
+        const std::string cq = a.kind == KernelBuilder::Kind::kIn ? "const " : "";
+        const std::string ptr = std::string(d.global_ptr) + cq + a.type + "* " + d.restrict_kw;
+        if (opencl) {
+          params += ptr + " " + a.name + "_base, const ulong " + a.name + "_off";
+          prologue += "  " + ptr + " " + a.name + " = " + a.name + "_base + " + a.name + "_off;\n";
+        } else {
+          params += ptr + " " + a.name;
+        }
+        break;
+      }
+      case KernelBuilder::Kind::kLocal:
+        if (opencl) {
+          params += std::string(d.local_ptr) + a.type + "* " + a.name;
+        } else {
+          has_local = true;
+          params += "const unsigned int " + a.name + "_off";
+          prologue += "  " + a.type + "* " + a.name + " = (" + a.type + "*)(mp_dyn_smem + " +
+                      a.name + "_off);\n";
+        }
+        break;
+    }
+  }
+  if (has_local)
+    prologue = "  extern __shared__ __align__(16) unsigned char mp_dyn_smem[];\n" + prologue;
+  return std::string(d.kernel) + " " + k.name_ + "(\n    " + params + ") {\n" + prologue +
+         Expand(k.body_) + "}\n";
+}
+
+std::string KernelWriter::Source() const {
+  std::string s = Preamble();
+  for (const auto& k : kernels_) s += "\n" + KernelText(k);
+  return s;
+}
+
+}  // namespace mpcaffe

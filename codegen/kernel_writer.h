@@ -1,0 +1,123 @@
+// codegen/kernel_writer.h — KernelWriter: builds one kernel text for a (dialect, data types)
+// pair. Kernel bodies are written once with `$` placeholders for the dialect's words; only the
+// Dialect table knows how OpenCL C and CUDA C spell them.
+#pragma once
+
+#include <array>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "codegen/datatype.h"
+#include "device/device.h"
+
+namespace mpcaffe {
+
+/// How a backend spells what kernels need. Data, not code: one row per backend.
+struct Dialect {
+  Backend backend;
+  const char* kernel;        // function qualifier of a kernel
+  const char* device_fn;     // qualifier of a helper function
+  const char* global_ptr;    // address-space qualifier of a global pointer ("" on CUDA)
+  const char* local_ptr;     // address-space qualifier of a local/shared pointer
+  const char* shared_decl;   // declaration qualifier of a local/shared array
+  const char* restrict_kw;   // pointer restrict keyword
+  const char* barrier;       // work-group barrier for local memory
+  std::array<const char*, 3> global_id, local_id, group_id, local_size, num_groups, global_size;
+  const char* mul_hi_u64;    // high 64 bits of a 64×64 unsigned product
+  const char* atomic_cas_u32;   // compare-and-swap on a 32-bit word: f(ptr, expected, desired)
+  const char* atomic_add_i32;   // integer atomic add: f(ptr, value)
+  const char* float_as_uint;    // reinterpret float bits as uint
+  const char* uint_as_float;    // and back
+  const char* rint;             // round half to even (float)
+
+  static const Dialect& For(Backend backend);
+};
+
+/// What the generated code may assume about its target.
+struct KernelTarget {
+  Backend backend = Backend::kOpenCL;
+  bool fp16_arith = false;   // half arithmetic (cl_khr_fp16, CUDA sm_53+)
+  bool dot_product = false;  // native 4-way int8 dot product (CUDA sm_61+ dp4a)
+
+  static KernelTarget Of(const Device& device);
+  /// A CUDA target of a given compute capability (e.g. 80), for compiling without a device.
+  static KernelTarget Cuda(int compute_capability);
+};
+
+/// Optional helper functions a kernel text may ask for.
+enum class KernelHelper {
+  kRequantize,   // mp_requant32(int acc, int mult, int shift), mp_requant64(mp_i64, int, int)
+  kAtomicAddF32, // mp_atomic_add_f32($global float* p, float v)
+  kDot4,         // mp_dot4_u8s8 / mp_dot4_s8s8 / mp_dot4_u8u8(uint a, uint b, int acc)
+};
+
+class KernelWriter;
+
+/// One kernel's signature and body. Arguments are declared in the order the host sets them.
+class KernelBuilder {
+ public:
+  /// A by-value argument of a portable scalar type ("int", "float", "mp_i64", a type alias).
+  KernelBuilder& Value(const std::string& type, const std::string& name);
+  /// A read-only global pointer (OpenCL: buffer + element offset).
+  KernelBuilder& In(const std::string& type, const std::string& name);
+  /// A writable global pointer (OpenCL: buffer + element offset).
+  KernelBuilder& Out(const std::string& type, const std::string& name);
+  /// A local/shared memory pointer whose size the host gives at launch (Kernel::Local).
+  KernelBuilder& LocalPtr(const std::string& type, const std::string& name);
+  /// Appends body text; `$` placeholders are expanded by the writer (see KernelWriter).
+  KernelBuilder& Body(const std::string& text);
+
+ private:
+  friend class KernelWriter;
+  enum class Kind { kValue, kIn, kOut, kLocal };
+  struct Arg {
+    Kind kind;
+    std::string type, name;
+  };
+  std::string name_;
+  std::vector<Arg> args_;
+  std::string body_;
+};
+
+/// Builds a program text. Placeholders in bodies and helper text:
+///   $global_id(d) $local_id(d) $group_id(d) $local_size(d) $num_groups(d) $global_size(d)
+///   $barrier  $global (pointer qualifier)  $local (pointer qualifier)  $shared (array decl)
+///   $device_fn  $loop(i, n) (grid-stride loop header over int i in [0, n))
+/// Generated text is deterministic: the same calls give the same bytes.
+class KernelWriter {
+ public:
+  explicit KernelWriter(const KernelTarget& target);
+
+  const KernelTarget& target() const { return target_; }
+  const Dialect& dialect() const { return dialect_; }
+
+  /// Declares a type alias for a data type: typedef `alias` (storage), `alias_c` (compute),
+  /// `alias_diff`, `alias_acc`, `alias_mult`, and `alias_LOAD(p, i)` / `alias_STORE(p, i, v)`
+  /// (values in the compute type) plus `alias_QMIN`/`alias_QMAX` for quantized types.
+  KernelWriter& AddType(const std::string& alias, DataType type);
+  /// #define name value.
+  KernelWriter& Define(const std::string& name, const std::string& value);
+  KernelWriter& UseHelper(KernelHelper helper);
+  /// Starts a kernel (the reference stays valid for the writer's lifetime).
+  KernelBuilder& Kernel(const std::string& name);
+
+  /// Expands the dialect placeholders in `text`.
+  std::string Expand(const std::string& text) const;
+  /// The complete program text.
+  std::string Source() const;
+
+ private:
+  std::string Preamble() const;
+  std::string KernelText(const KernelBuilder& k) const;
+
+  KernelTarget target_;
+  const Dialect& dialect_;
+  bool uses_fp16_ = false;
+  std::vector<std::string> type_blocks_;
+  std::vector<std::string> defines_;
+  std::vector<KernelHelper> helpers_;
+  std::deque<KernelBuilder> kernels_;
+};
+
+}  // namespace mpcaffe

@@ -1,0 +1,211 @@
+// device/device.cc — backend-neutral parts of the device layer: the device list, memory
+// counters, launch-shape choice and the program binary store hook.
+#include "device/device.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+
+#include "device/backends.h"
+#include "device/program_store.h"
+
+namespace mpcaffe {
+
+const char* BackendName(Backend backend) {
+  return backend == Backend::kOpenCL ? "opencl" : "cuda";
+}
+
+namespace {
+
+struct Registry {
+  std::vector<std::unique_ptr<Device>> devices;
+  std::vector<Device*> view;
+  std::vector<std::string> reports;
+};
+
+Registry& TheRegistry() {
+  static Registry* registry = [] {
+    auto* r = new Registry;  // intentionally never destroyed: drivers outlive static dtors
+    return r;
+  }();
+  return *registry;
+}
+
+std::once_flag enumerate_once;
+
+void EnumerateAll() {
+  std::call_once(enumerate_once, [] {
+    Registry& r = TheRegistry();
+    r.reports.push_back(EnumerateOpenCL());
+    r.reports.push_back(EnumerateCuda());
+  });
+}
+
+std::mutex store_mutex;
+std::shared_ptr<ProgramBinaryStore> the_store;
+
+/// MPCAFFE_MAX_DEVICE_BYTES: an artificial per-device memory limit (fault testing).
+uint64_t DeviceByteLimit() {
+  static const uint64_t limit = [] {
+    const char* v = std::getenv("MPCAFFE_MAX_DEVICE_BYTES");
+    return v && *v ? std::strtoull(v, nullptr, 10) : 0ull;
+  }();
+  return limit;
+}
+
+}  // namespace
+
+void RegisterDevice(std::unique_ptr<Device> device) {
+  Registry& r = TheRegistry();
+  device->index_ = static_cast<int>(r.devices.size());
+  r.view.push_back(device.get());
+  r.devices.push_back(std::move(device));
+}
+
+const std::vector<Device*>& DeviceList() {
+  EnumerateAll();
+  return TheRegistry().view;
+}
+
+std::vector<std::string> BackendReports() {
+  EnumerateAll();
+  return TheRegistry().reports;
+}
+
+static std::string NoDeviceAdvice() {
+  std::ostringstream os;
+  os << "no compute device found.\n";
+  for (const auto& line : BackendReports()) os << "  " << line << "\n";
+  os << "Install an OpenCL driver, e.g. on Debian/Ubuntu: apt-get install pocl-opencl-icd "
+        "(CPU) — or a GPU vendor's OpenCL/CUDA driver.";
+  return os.str();
+}
+
+Device& GetDevice(int index) {
+  const auto& list = DeviceList();
+  if (list.empty()) throw DeviceError(NoDeviceAdvice());
+  if (index < 0 || index >= static_cast<int>(list.size()))
+    throw DeviceError("device index " + std::to_string(index) + " out of range: " +
+                      std::to_string(list.size()) + " device(s), indices 0.." +
+                      std::to_string(list.size() - 1));
+  return *list[index];
+}
+
+Device& DefaultDevice() {
+  const auto& list = DeviceList();
+  if (list.empty()) throw DeviceError(NoDeviceAdvice());
+  if (const char* env = std::getenv("MPCAFFE_DEVICE"); env && *env) {
+    char* end = nullptr;
+    long index = std::strtol(env, &end, 10);
+    if (*end != '\0') throw DeviceError(std::string("MPCAFFE_DEVICE='") + env + "' is not an index");
+    return GetDevice(static_cast<int>(index));
+  }
+  for (Device* d : list)
+    if (d->info().is_gpu) return *d;
+  return *list.front();
+}
+
+std::string Device::Describe() const {
+  return std::to_string(index_) + ": " + BackendName(info_.backend) + " " + info_.name;
+}
+
+DeviceMemory::DeviceMemory(Device* device, size_t bytes) : device_(device), bytes_(bytes) {
+  device_->CountAlloc(bytes_);
+}
+
+DeviceMemory::~DeviceMemory() { device_->CountFree(bytes_); }
+
+void Device::CountAlloc(size_t bytes) {
+  const uint64_t limit = DeviceByteLimit();
+  if (limit && bytes_in_use_.load() + bytes > limit)
+    throw OutOfMemoryError("out of memory on device " + Describe() + ": requested " +
+                           std::to_string(bytes) + " bytes with " +
+                           std::to_string(bytes_in_use_.load()) +
+                           " in use (MPCAFFE_MAX_DEVICE_BYTES=" + std::to_string(limit) + ")");
+  uint64_t now = bytes_in_use_.fetch_add(bytes) + bytes;
+  uint64_t peak = peak_bytes_.load();
+  while (now > peak && !peak_bytes_.compare_exchange_weak(peak, now)) {
+  }
+}
+
+void Device::CountFree(size_t bytes) { bytes_in_use_.fetch_sub(bytes); }
+
+Dim3 Device::LaunchShape(Kernel::Impl& kernel, const Dim3& global) const {
+  const size_t multiple = std::max<size_t>(1, kernel.PreferredMultiple());
+  const size_t max_group = std::max<size_t>(1, kernel.MaxWorkGroupSize());
+  Dim3 local = {1, 1, 1};
+  if (global[1] <= 1 && global[2] <= 1) {
+    // 1-D: a few multiples of the preferred size, never more than the work needs.
+    size_t want = std::min<size_t>(max_group, std::max<size_t>(multiple, 64));
+    while (want > multiple && want / 2 >= global[0]) want /= 2;
+    local[0] = std::max<size_t>(1, std::min(want, max_group));
+  } else {
+    local[0] = std::min(multiple, max_group);
+    local[1] = std::max<size_t>(1, std::min<size_t>(max_group / local[0], 8));
+  }
+  return local;
+}
+
+void Event::Wait() const {
+  if (impl_) impl_->Wait();
+}
+
+double Event::ElapsedMs() const { return impl_ ? impl_->ElapsedMs() : 0.0; }
+
+Event Kernel::Launch(Dim3 global, Dim3 local, Queue* queue) {
+  next_arg_ = 0;
+  for (auto& g : global) g = std::max<size_t>(g, 1);
+  if (local[0] == 0) local = device_->LaunchShape(*impl_, global);
+  for (int d = 0; d < 3; ++d) {
+    local[d] = std::max<size_t>(local[d], 1);
+    global[d] = (global[d] + local[d] - 1) / local[d] * local[d];
+  }
+  return impl_->Launch(global, local, queue);
+}
+
+Event Kernel::Launch1D(size_t n, Queue* queue) {
+  Dim3 global = {std::max<size_t>(n, 1), 1, 1};
+  Dim3 local = device_->LaunchShape(*impl_, global);
+  // A grid-stride loop covers the rest: cap the groups at a generous multiple of the units.
+  const size_t max_groups = std::max<size_t>(64, 16 * std::max(1, device_->info().compute_units));
+  const size_t groups = std::min(max_groups, (global[0] + local[0] - 1) / local[0]);
+  global[0] = groups * local[0];
+  return Launch(global, local, queue);
+}
+
+std::string DumpKernelIfAsked(Backend backend, const std::string& source,
+                              const std::string& options) {
+  const char* dir = std::getenv("MPCAFFE_DUMP_KERNELS");
+  if (!dir || !*dir) return "";
+  ::mkdir(dir, 0755);
+  // FNV-1a over options and text: stable across builds, distinct per program.
+  uint64_t h = 1469598103934665603ull;
+  for (const std::string* part : {&options, &source})
+    for (unsigned char c : *part) h = (h ^ c) * 1099511628211ull;
+  char name[32];
+  std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(h));
+  const std::string path = std::string(dir) + "/" + name +
+                           (backend == Backend::kOpenCL ? ".cl" : ".cu");
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << "// build options: " << (options.empty() ? "(none)" : options) << "\n" << source;
+  if (!out) {
+    std::fprintf(stderr, "mpcaffe: warning: MPCAFFE_DUMP_KERNELS: cannot write %s\n", path.c_str());
+    return "";
+  }
+  return path;
+}
+
+void SetProgramBinaryStore(std::shared_ptr<ProgramBinaryStore> store) {
+  std::lock_guard<std::mutex> lock(store_mutex);
+  the_store = std::move(store);
+}
+
+std::shared_ptr<ProgramBinaryStore> GetProgramBinaryStore() {
+  std::lock_guard<std::mutex> lock(store_mutex);
+  return the_store;
+}
+
+}  // namespace mpcaffe

@@ -1,0 +1,294 @@
+// device/device.h — the backend-neutral device API: devices, memory, programs, kernels,
+// queues and events. OpenCL and CUDA implement it in device/opencl and device/cuda.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "device/error.h"
+
+namespace mpcaffe {
+
+enum class Backend { kOpenCL, kCuda };
+
+/// "opencl" or "cuda".
+const char* BackendName(Backend backend);
+
+/// What a device is and can do, as reported by its driver.
+struct DeviceInfo {
+  Backend backend = Backend::kOpenCL;
+  std::string name;
+  std::string vendor;
+  std::string driver_version;
+  std::string platform_name;     // OpenCL platform name; "CUDA" for CUDA devices
+  std::string platform_version;  // OpenCL platform version; CUDA driver API version
+  std::string arch;              // CUDA "sm_80"; OpenCL device version string
+  bool is_gpu = false;
+  uint64_t global_mem_bytes = 0;
+  uint64_t local_mem_bytes = 0;
+  size_t max_work_group_size = 0;
+  int compute_units = 0;
+  bool fp16 = false;         // half-precision arithmetic in kernels (cl_khr_fp16, CUDA sm_53+)
+  bool int64 = false;        // 64-bit integers in kernels
+  bool dot_product = false;  // 4-way int8 dot product (CUDA sm_61+ dp4a, cl_khr_integer_dot_product)
+  std::vector<std::string> extensions;
+};
+
+class Device;
+
+/// One device allocation. Its lifetime is counted in its device's byte counters.
+class DeviceMemory {
+ public:
+  DeviceMemory(Device* device, size_t bytes);
+  virtual ~DeviceMemory();
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+
+  Device* device() const { return device_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  Device* device_;
+  size_t bytes_;
+};
+
+/// A typed device pointer: an allocation plus an element offset. On OpenCL a kernel receives
+/// it as buffer + offset; on CUDA as the base address moved by the offset.
+template <typename T>
+struct vptr {
+  std::shared_ptr<DeviceMemory> mem;
+  size_t offset = 0;  // in elements of T
+
+  vptr() = default;
+  vptr(std::shared_ptr<DeviceMemory> m, size_t off = 0) : mem(std::move(m)), offset(off) {}
+  explicit operator bool() const { return mem != nullptr; }
+  vptr operator+(size_t n) const { return vptr(mem, offset + n); }
+  /// Elements from the offset to the end of the allocation.
+  size_t size() const { return mem ? mem->bytes() / sizeof(T) - offset : 0; }
+  size_t byte_offset() const { return offset * sizeof(T); }
+};
+
+/// A completed or pending unit of device work. Elapsed time comes from the device's
+/// profiling clock.
+class Event {
+ public:
+  struct Impl {
+    virtual ~Impl() = default;
+    virtual void Wait() = 0;
+    virtual double ElapsedMs() = 0;
+  };
+  Event() = default;
+  explicit Event(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  void Wait() const;
+  /// Device time between start and end of the work, in milliseconds (waits for it).
+  double ElapsedMs() const;
+  bool valid() const { return impl_ != nullptr; }
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+/// An in-order command queue (OpenCL) or stream (CUDA).
+class Queue {
+ public:
+  virtual ~Queue() = default;
+  /// Blocks until all work submitted to this queue has finished.
+  virtual void Finish() = 0;
+};
+
+using Dim3 = std::array<size_t, 3>;
+
+/// A compiled kernel with its arguments. Arguments are set in declaration order; a pointer
+/// argument is one call whatever the backend spells it as.
+class Kernel {
+ public:
+  struct Impl {
+    virtual ~Impl() = default;
+    virtual void SetValue(size_t index, const void* value, size_t bytes) = 0;
+    virtual void SetPointer(size_t index, DeviceMemory* mem, size_t byte_offset,
+                            size_t element_size) = 0;
+    virtual void SetLocal(size_t index, size_t bytes) = 0;
+    virtual Event Launch(const Dim3& global, const Dim3& local, Queue* queue) = 0;
+    /// The work-group size the device prefers as a multiple, and the largest it allows.
+    virtual size_t PreferredMultiple() = 0;
+    virtual size_t MaxWorkGroupSize() = 0;
+  };
+
+  Kernel() = default;
+  Kernel(std::string name, std::shared_ptr<Impl> impl, Device* device)
+      : name_(std::move(name)), impl_(std::move(impl)), device_(device) {}
+
+  const std::string& name() const { return name_; }
+  Device* device() const { return device_; }
+
+  Kernel& Arg(int32_t v) { return Value(&v, sizeof v); }
+  Kernel& Arg(uint32_t v) { return Value(&v, sizeof v); }
+  Kernel& Arg(int64_t v) { return Value(&v, sizeof v); }
+  Kernel& Arg(uint64_t v) { return Value(&v, sizeof v); }
+  Kernel& Arg(float v) { return Value(&v, sizeof v); }
+  template <typename T>
+  Kernel& Arg(const vptr<T>& p) {
+    impl_->SetPointer(next_arg_++, p.mem.get(), p.byte_offset(), sizeof(T));
+    return *this;
+  }
+  /// An untyped buffer argument: `byte_offset` into `mem`, elements of `element_size` bytes.
+  Kernel& ArgBuffer(DeviceMemory* mem, size_t byte_offset, size_t element_size) {
+    impl_->SetPointer(next_arg_++, mem, byte_offset, element_size);
+    return *this;
+  }
+  /// A local (OpenCL) / shared (CUDA) memory argument of `bytes` bytes.
+  Kernel& Local(size_t bytes) {
+    impl_->SetLocal(next_arg_++, bytes);
+    return *this;
+  }
+
+  /// Launches over `global` work-items (rounded up to a multiple of `local`). A zero local
+  /// size lets the device choose (see Device::LaunchShape). Kernels bound-check their
+  /// indices or use the writer's grid-stride loop. Resets the argument position.
+  Event Launch(Dim3 global, Dim3 local = {0, 0, 0}, Queue* queue = nullptr);
+  /// One-dimensional launch for a grid-stride kernel over `n` items: the device chooses the
+  /// local size and caps the number of work-groups.
+  Event Launch1D(size_t n, Queue* queue = nullptr);
+
+ private:
+  Kernel& Value(const void* v, size_t bytes) {
+    impl_->SetValue(next_arg_++, v, bytes);
+    return *this;
+  }
+  std::string name_;
+  std::shared_ptr<Impl> impl_;
+  Device* device_ = nullptr;
+  size_t next_arg_ = 0;
+};
+
+/// Hints that help a backend prepare (and cache) a program: the local sizes its kernels will
+/// be launched with.
+struct ProgramHints {
+  std::vector<Dim3> local_sizes;
+};
+
+/// Compiled program text for one device.
+class Program {
+ public:
+  virtual ~Program() = default;
+  /// A kernel by name; throws DeviceError naming the kernel and the program if absent.
+  virtual Kernel GetKernel(const std::string& name) = 0;
+  const std::string& source() const { return source_; }
+  const std::string& options() const { return options_; }
+  /// True when the program came from a stored binary rather than a compile from source.
+  bool from_cache() const { return from_cache_; }
+
+ protected:
+  std::string source_;
+  std::string options_;
+  bool from_cache_ = false;
+};
+
+/// A compute device of either backend.
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  /// Position in DeviceList().
+  int index() const { return index_; }
+  const DeviceInfo& info() const { return info_; }
+  Backend backend() const { return info_.backend; }
+  /// "index: backend name" for messages.
+  std::string Describe() const;
+
+  /// Allocates `bytes` of device memory; throws OutOfMemoryError naming the device, the
+  /// request and the bytes in use when the device cannot.
+  virtual std::shared_ptr<DeviceMemory> Allocate(size_t bytes) = 0;
+  template <typename T>
+  vptr<T> Alloc(size_t count) {
+    return vptr<T>(Allocate(count * sizeof(T)));
+  }
+
+  /// Blocking copies; offsets and sizes in bytes.
+  virtual void CopyToDevice(const void* host, DeviceMemory* dst, size_t dst_offset, size_t bytes,
+                            Queue* queue = nullptr) = 0;
+  virtual void CopyToHost(const DeviceMemory* src, size_t src_offset, void* host, size_t bytes,
+                          Queue* queue = nullptr) = 0;
+  /// Device-to-device copy, asynchronous on the queue.
+  virtual void CopyOnDevice(const DeviceMemory* src, size_t src_offset, DeviceMemory* dst,
+                            size_t dst_offset, size_t bytes, Queue* queue = nullptr) = 0;
+  /// Sets `bytes` bytes to zero, asynchronous on the queue.
+  virtual void Zero(DeviceMemory* dst, size_t offset, size_t bytes, Queue* queue = nullptr) = 0;
+
+  template <typename T>
+  void Write(const vptr<T>& dst, const T* host, size_t count, Queue* queue = nullptr) {
+    if (count) CopyToDevice(host, dst.mem.get(), dst.byte_offset(), count * sizeof(T), queue);
+  }
+  template <typename T>
+  void Read(const vptr<T>& src, T* host, size_t count, Queue* queue = nullptr) {
+    if (count) CopyToHost(src.mem.get(), src.byte_offset(), host, count * sizeof(T), queue);
+  }
+  template <typename T>
+  void Copy(const vptr<T>& src, const vptr<T>& dst, size_t count, Queue* queue = nullptr) {
+    if (count)
+      CopyOnDevice(src.mem.get(), src.byte_offset(), dst.mem.get(), dst.byte_offset(),
+                   count * sizeof(T), queue);
+  }
+
+  /// Builds `source` with `options` (through the program binary store when one is set).
+  /// A compile failure throws BuildError with the device, options, driver log and the
+  /// numbered source lines around the first error.
+  virtual std::shared_ptr<Program> BuildProgram(const std::string& source,
+                                                const std::string& options = "",
+                                                const ProgramHints& hints = {}) = 0;
+
+  virtual Queue& default_queue() = 0;
+  virtual std::unique_ptr<Queue> CreateQueue() = 0;
+  void Finish() { default_queue().Finish(); }
+
+  /// Local size the device picks for a kernel when the caller gives none (1-D: the kernel's
+  /// preferred multiple scaled up to a moderate group; other dimensions 1).
+  Dim3 LaunchShape(Kernel::Impl& kernel, const Dim3& global) const;
+
+  /// Bytes currently allocated on the device, and the most held at once since ResetPeak().
+  uint64_t bytes_in_use() const { return bytes_in_use_.load(); }
+  uint64_t peak_bytes() const { return peak_bytes_.load(); }
+  void ResetPeak() { peak_bytes_.store(bytes_in_use_.load()); }
+
+ protected:
+  friend class DeviceMemory;
+  friend void RegisterDevice(std::unique_ptr<Device> device);
+  void CountAlloc(size_t bytes);
+  void CountFree(size_t bytes);
+
+  DeviceInfo info_;
+  int index_ = -1;
+
+ private:
+  std::atomic<uint64_t> bytes_in_use_{0};
+  std::atomic<uint64_t> peak_bytes_{0};
+};
+
+/// Every device of every backend, enumerated once (OpenCL platforms in order, then CUDA).
+const std::vector<Device*>& DeviceList();
+
+/// The device MPCAFFE_DEVICE names, else the first GPU, else the first device. Throws
+/// DeviceError (with install advice) when there is none.
+Device& DefaultDevice();
+/// Device by index; throws DeviceError listing the valid range.
+Device& GetDevice(int index);
+
+/// One line per backend saying what it found or why it contributes no devices.
+std::vector<std::string> BackendReports();
+
+/// When MPCAFFE_DUMP_KERNELS=<dir> is set, writes `source` to <dir>/<hash>.<cl|cu> (with the
+/// options in a first-line comment) and returns the path; otherwise returns "". Backends call
+/// it for every program they build.
+std::string DumpKernelIfAsked(Backend backend, const std::string& source,
+                              const std::string& options);
+
+/// Backend registration (used by device/opencl and device/cuda during enumeration).
+void RegisterDevice(std::unique_ptr<Device> device);
+
+}  // namespace mpcaffe

@@ -1,0 +1,565 @@
+// device/opencl/opencl_device.cc — the OpenCL backend: every platform's devices, buffers with
+// offsets, programs (through the binary store), kernels, queues and profiled events.
+#include <CL/cl.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+
+#include "device/backends.h"
+#include "device/device.h"
+#include "device/program_store.h"
+
+namespace mpcaffe {
+namespace {
+
+const char* ClErrorName(cl_int code) {
+  switch (code) {
+#define MP_CL_ERROR(name) \
+  case name:              \
+    return #name;
+    MP_CL_ERROR(CL_SUCCESS)
+    MP_CL_ERROR(CL_DEVICE_NOT_FOUND)
+    MP_CL_ERROR(CL_DEVICE_NOT_AVAILABLE)
+    MP_CL_ERROR(CL_COMPILER_NOT_AVAILABLE)
+    MP_CL_ERROR(CL_MEM_OBJECT_ALLOCATION_FAILURE)
+    MP_CL_ERROR(CL_OUT_OF_RESOURCES)
+    MP_CL_ERROR(CL_OUT_OF_HOST_MEMORY)
+    MP_CL_ERROR(CL_PROFILING_INFO_NOT_AVAILABLE)
+    MP_CL_ERROR(CL_MEM_COPY_OVERLAP)
+    MP_CL_ERROR(CL_IMAGE_FORMAT_MISMATCH)
+    MP_CL_ERROR(CL_IMAGE_FORMAT_NOT_SUPPORTED)
+    MP_CL_ERROR(CL_BUILD_PROGRAM_FAILURE)
+    MP_CL_ERROR(CL_MAP_FAILURE)
+    MP_CL_ERROR(CL_MISALIGNED_SUB_BUFFER_OFFSET)
+    MP_CL_ERROR(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+    MP_CL_ERROR(CL_COMPILE_PROGRAM_FAILURE)
+    MP_CL_ERROR(CL_LINKER_NOT_AVAILABLE)
+    MP_CL_ERROR(CL_LINK_PROGRAM_FAILURE)
+    MP_CL_ERROR(CL_DEVICE_PARTITION_FAILED)
+    MP_CL_ERROR(CL_KERNEL_ARG_INFO_NOT_AVAILABLE)
+    MP_CL_ERROR(CL_INVALID_VALUE)
+    MP_CL_ERROR(CL_INVALID_DEVICE_TYPE)
+    MP_CL_ERROR(CL_INVALID_PLATFORM)
+    MP_CL_ERROR(CL_INVALID_DEVICE)
+    MP_CL_ERROR(CL_INVALID_CONTEXT)
+    MP_CL_ERROR(CL_INVALID_QUEUE_PROPERTIES)
+    MP_CL_ERROR(CL_INVALID_COMMAND_QUEUE)
+    MP_CL_ERROR(CL_INVALID_HOST_PTR)
+    MP_CL_ERROR(CL_INVALID_MEM_OBJECT)
+    MP_CL_ERROR(CL_INVALID_IMAGE_FORMAT_DESCRIPTOR)
+    MP_CL_ERROR(CL_INVALID_IMAGE_SIZE)
+    MP_CL_ERROR(CL_INVALID_SAMPLER)
+    MP_CL_ERROR(CL_INVALID_BINARY)
+    MP_CL_ERROR(CL_INVALID_BUILD_OPTIONS)
+    MP_CL_ERROR(CL_INVALID_PROGRAM)
+    MP_CL_ERROR(CL_INVALID_PROGRAM_EXECUTABLE)
+    MP_CL_ERROR(CL_INVALID_KERNEL_NAME)
+    MP_CL_ERROR(CL_INVALID_KERNEL_DEFINITION)
+    MP_CL_ERROR(CL_INVALID_KERNEL)
+    MP_CL_ERROR(CL_INVALID_ARG_INDEX)
+    MP_CL_ERROR(CL_INVALID_ARG_VALUE)
+    MP_CL_ERROR(CL_INVALID_ARG_SIZE)
+    MP_CL_ERROR(CL_INVALID_KERNEL_ARGS)
+    MP_CL_ERROR(CL_INVALID_WORK_DIMENSION)
+    MP_CL_ERROR(CL_INVALID_WORK_GROUP_SIZE)
+    MP_CL_ERROR(CL_INVALID_WORK_ITEM_SIZE)
+    MP_CL_ERROR(CL_INVALID_GLOBAL_OFFSET)
+    MP_CL_ERROR(CL_INVALID_EVENT_WAIT_LIST)
+    MP_CL_ERROR(CL_INVALID_EVENT)
+    MP_CL_ERROR(CL_INVALID_OPERATION)
+    MP_CL_ERROR(CL_INVALID_GL_OBJECT)
+    MP_CL_ERROR(CL_INVALID_BUFFER_SIZE)
+    MP_CL_ERROR(CL_INVALID_MIP_LEVEL)
+    MP_CL_ERROR(CL_INVALID_GLOBAL_WORK_SIZE)
+    MP_CL_ERROR(CL_INVALID_PROPERTY)
+    MP_CL_ERROR(CL_INVALID_IMAGE_DESCRIPTOR)
+    MP_CL_ERROR(CL_INVALID_COMPILER_OPTIONS)
+    MP_CL_ERROR(CL_INVALID_LINKER_OPTIONS)
+    MP_CL_ERROR(CL_INVALID_DEVICE_PARTITION_COUNT)
+#undef MP_CL_ERROR
+    case -1001:
+      return "CL_PLATFORM_NOT_FOUND_KHR";
+    default:
+      return "CL_UNKNOWN_ERROR";
+  }
+}
+
+/// Throws DeviceError "call: CL_NAME (code)" unless code is CL_SUCCESS.
+void Check(cl_int code, const char* call, const std::string& context = "") {
+  if (code == CL_SUCCESS) return;
+  std::string message = std::string(call) + ": " + ClErrorName(code) + " (" +
+                        std::to_string(code) + ")";
+  if (!context.empty()) message += " — " + context;
+  if (code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES ||
+      code == CL_OUT_OF_HOST_MEMORY)
+    throw OutOfMemoryError(message);
+  throw DeviceError(message);
+}
+
+std::string DeviceString(cl_device_id id, cl_device_info what) {
+  size_t size = 0;
+  if (clGetDeviceInfo(id, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
+  std::string s(size, '\0');
+  clGetDeviceInfo(id, what, size, s.data(), nullptr);
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+std::string PlatformString(cl_platform_id id, cl_platform_info what) {
+  size_t size = 0;
+  if (clGetPlatformInfo(id, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
+  std::string s(size, '\0');
+  clGetPlatformInfo(id, what, size, s.data(), nullptr);
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+template <typename T>
+T DeviceValue(cl_device_id id, cl_device_info what) {
+  T value{};
+  clGetDeviceInfo(id, what, sizeof value, &value, nullptr);
+  return value;
+}
+
+class OpenCLQueue : public Queue {
+ public:
+  OpenCLQueue(cl_context context, cl_device_id device) {
+    cl_int err = CL_SUCCESS;
+    queue_ = clCreateCommandQueue(context, device, CL_QUEUE_PROFILING_ENABLE, &err);
+    Check(err, "clCreateCommandQueue");
+  }
+  ~OpenCLQueue() override {
+    clFinish(queue_);
+    clReleaseCommandQueue(queue_);
+  }
+  void Finish() override { Check(clFinish(queue_), "clFinish"); }
+  cl_command_queue get() const { return queue_; }
+
+ private:
+  cl_command_queue queue_ = nullptr;
+};
+
+class OpenCLEvent : public Event::Impl {
+ public:
+  explicit OpenCLEvent(cl_event event) : event_(event) {}
+  ~OpenCLEvent() override { clReleaseEvent(event_); }
+  void Wait() override { Check(clWaitForEvents(1, &event_), "clWaitForEvents"); }
+  double ElapsedMs() override {
+    Wait();
+    cl_ulong start = 0, end = 0;
+    Check(clGetEventProfilingInfo(event_, CL_PROFILING_COMMAND_START, sizeof start, &start,
+                                  nullptr),
+          "clGetEventProfilingInfo");
+    Check(clGetEventProfilingInfo(event_, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr),
+          "clGetEventProfilingInfo");
+    return static_cast<double>(end - start) * 1e-6;
+  }
+
+ private:
+  cl_event event_;
+};
+
+class OpenCLMemory : public DeviceMemory {
+ public:
+  OpenCLMemory(Device* device, cl_context context, size_t bytes) : DeviceMemory(device, bytes) {
+    cl_int err = CL_SUCCESS;
+    // A zero-byte request still yields a valid (1-byte) buffer so kernels can take it.
+    mem_ = clCreateBuffer(context, CL_MEM_READ_WRITE, bytes ? bytes : 1, nullptr, &err);
+    if (err != CL_SUCCESS)
+      Check(err, "clCreateBuffer",
+            "requested " + std::to_string(bytes) + " bytes on device " + device->Describe() +
+                " with " + std::to_string(device->bytes_in_use() - bytes) + " bytes in use");
+  }
+  ~OpenCLMemory() override { clReleaseMemObject(mem_); }
+  cl_mem get() const { return mem_; }
+
+ private:
+  cl_mem mem_ = nullptr;
+};
+
+cl_mem MemOf(const DeviceMemory* m) {
+  return static_cast<const OpenCLMemory*>(m)->get();
+}
+
+class OpenCLKernel : public Kernel::Impl {
+ public:
+  OpenCLKernel(cl_kernel kernel, cl_command_queue default_queue, cl_device_id device,
+               std::shared_ptr<void> program_keepalive)
+      : kernel_(kernel),
+        default_queue_(default_queue),
+        device_(device),
+        program_(std::move(program_keepalive)) {
+    clGetKernelInfo(kernel_, CL_KERNEL_NUM_ARGS, sizeof num_args_, &num_args_, nullptr);
+  }
+  ~OpenCLKernel() override { clReleaseKernel(kernel_); }
+
+  void SetValue(size_t index, const void* value, size_t bytes) override {
+    Set(index, bytes, value);
+  }
+  void SetPointer(size_t index, DeviceMemory* mem, size_t byte_offset,
+                  size_t element_size) override {
+    // A pointer argument is (buffer, element offset) in the generated OpenCL signature.
+    cl_mem buffer = MemOf(mem);
+    cl_ulong offset = byte_offset / element_size;
+    Set(index, sizeof buffer, &buffer);
+    Set(index, sizeof offset, &offset, /*second_half=*/true);
+  }
+  void SetLocal(size_t index, size_t bytes) override { Set(index, bytes, nullptr); }
+
+  Event Launch(const Dim3& global, const Dim3& local, Queue* queue) override {
+    if (physical_ != num_args_) {
+      std::string message = "kernel " + Name() + " takes " + std::to_string(num_args_) +
+                            " OpenCL arguments, " + std::to_string(physical_) + " were set";
+      physical_ = 0;
+      throw DeviceError("clEnqueueNDRangeKernel: " + message);
+    }
+    physical_ = 0;
+    cl_command_queue q = queue ? static_cast<OpenCLQueue*>(queue)->get() : default_queue_;
+    cl_event event = nullptr;
+    Check(clEnqueueNDRangeKernel(q, kernel_, 3, nullptr, global.data(), local.data(), 0, nullptr,
+                                 &event),
+          "clEnqueueNDRangeKernel",
+          "kernel " + Name() + ", global " + Shape(global) + ", local " + Shape(local));
+    return Event(std::make_shared<OpenCLEvent>(event));
+  }
+  size_t PreferredMultiple() override {
+    size_t m = 1;
+    clGetKernelWorkGroupInfo(kernel_, device_, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
+                             sizeof m, &m, nullptr);
+    return m;
+  }
+  size_t MaxWorkGroupSize() override {
+    size_t m = 1;
+    clGetKernelWorkGroupInfo(kernel_, device_, CL_KERNEL_WORK_GROUP_SIZE, sizeof m, &m, nullptr);
+    return m;
+  }
+
+ private:
+  void Set(size_t logical, size_t bytes, const void* value, bool second_half = false) {
+    if (logical == 0 && !second_half) physical_ = 0;
+    cl_int err = clSetKernelArg(kernel_, physical_, bytes, value);
+    if (err != CL_SUCCESS) {
+      std::string where = "kernel " + Name() + ", argument " + std::to_string(logical) +
+                          " (OpenCL index " + std::to_string(physical_) + ")";
+      physical_ = 0;
+      Check(err, "clSetKernelArg", where);
+    }
+    ++physical_;
+  }
+  std::string Name() const {
+    char name[256] = {0};
+    clGetKernelInfo(kernel_, CL_KERNEL_FUNCTION_NAME, sizeof name - 1, name, nullptr);
+    return name;
+  }
+  static std::string Shape(const Dim3& d) {
+    return std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" + std::to_string(d[2]);
+  }
+
+  cl_kernel kernel_;
+  cl_command_queue default_queue_;
+  cl_device_id device_;
+  std::shared_ptr<void> program_;
+  cl_uint num_args_ = 0;
+  cl_uint physical_ = 0;
+};
+
+class OpenCLDevice;
+
+class OpenCLProgram : public Program {
+ public:
+  OpenCLProgram(OpenCLDevice* device, cl_program program, std::string source, std::string options,
+                bool from_cache);
+  Kernel GetKernel(const std::string& name) override;
+
+ private:
+  OpenCLDevice* device_;
+  std::shared_ptr<_cl_program> program_;
+};
+
+/// PoCL compiles each (kernel, local size) at first launch; a binary fetched with these
+/// specializations listed loads without compiling (see docs/BENCHMARKS.md, cache section).
+std::string PoclSpecializations(const ProgramHints& hints) {
+  std::string list;
+  for (const Dim3& l : hints.local_sizes) {
+    std::string wg = std::to_string(l[0]) + "-" + std::to_string(l[1]) + "-" +
+                     std::to_string(l[2]) + "-goffs0";
+    for (const char* suffix : {"", "-smallgrid"}) {
+      if (!list.empty()) list += ",";
+      list += wg + suffix;
+    }
+  }
+  return list;
+}
+
+std::mutex pocl_env_mutex;  // POCL_BINARY_SPECIALIZE_WG is process-wide state
+
+class OpenCLDevice : public Device {
+ public:
+  OpenCLDevice(cl_platform_id platform, cl_device_id device) : device_(device) {
+    info_.backend = Backend::kOpenCL;
+    info_.name = DeviceString(device, CL_DEVICE_NAME);
+    info_.vendor = DeviceString(device, CL_DEVICE_VENDOR);
+    info_.driver_version = DeviceString(device, CL_DRIVER_VERSION);
+    info_.platform_name = PlatformString(platform, CL_PLATFORM_NAME);
+    info_.platform_version = PlatformString(platform, CL_PLATFORM_VERSION);
+    info_.arch = DeviceString(device, CL_DEVICE_VERSION);
+    info_.is_gpu = (DeviceValue<cl_device_type>(device, CL_DEVICE_TYPE) & CL_DEVICE_TYPE_GPU) != 0;
+    info_.global_mem_bytes = DeviceValue<cl_ulong>(device, CL_DEVICE_GLOBAL_MEM_SIZE);
+    info_.local_mem_bytes = DeviceValue<cl_ulong>(device, CL_DEVICE_LOCAL_MEM_SIZE);
+    info_.max_work_group_size = DeviceValue<size_t>(device, CL_DEVICE_MAX_WORK_GROUP_SIZE);
+    info_.compute_units = static_cast<int>(DeviceValue<cl_uint>(device, CL_DEVICE_MAX_COMPUTE_UNITS));
+    std::istringstream ext(DeviceString(device, CL_DEVICE_EXTENSIONS));
+    for (std::string e; ext >> e;) info_.extensions.push_back(e);
+    auto has = [&](const char* name) {
+      for (const auto& e : info_.extensions)
+        if (e == name) return true;
+      return false;
+    };
+    info_.fp16 = has("cl_khr_fp16");
+    // OpenCL 1.2+ full-profile devices have 64-bit integers; embedded profile needs the ext.
+    info_.int64 = DeviceString(device, CL_DEVICE_PROFILE) == "FULL_PROFILE" || has("cles_khr_int64");
+    info_.dot_product = has("cl_khr_integer_dot_product");
+
+    cl_int err = CL_SUCCESS;
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM,
+                                     reinterpret_cast<cl_context_properties>(platform), 0};
+    context_ = clCreateContext(props, 1, &device, nullptr, nullptr, &err);
+    Check(err, "clCreateContext", info_.name);
+    queue_ = std::make_unique<OpenCLQueue>(context_, device_);
+    is_pocl_ = info_.platform_name.find("Portable Computing Language") != std::string::npos;
+  }
+  ~OpenCLDevice() override {
+    queue_.reset();
+    clReleaseContext(context_);
+  }
+
+  std::shared_ptr<DeviceMemory> Allocate(size_t bytes) override {
+    return std::make_shared<OpenCLMemory>(this, context_, bytes);
+  }
+
+  void CopyToDevice(const void* host, DeviceMemory* dst, size_t dst_offset, size_t bytes,
+                    Queue* queue) override {
+    if (!bytes) return;
+    CheckRange(dst, dst_offset, bytes, "CopyToDevice");
+    Check(clEnqueueWriteBuffer(Q(queue), MemOf(dst), CL_TRUE, dst_offset, bytes, host, 0,
+                               nullptr, nullptr),
+          "clEnqueueWriteBuffer");
+  }
+  void CopyToHost(const DeviceMemory* src, size_t src_offset, void* host, size_t bytes,
+                  Queue* queue) override {
+    if (!bytes) return;
+    CheckRange(src, src_offset, bytes, "CopyToHost");
+    Check(clEnqueueReadBuffer(Q(queue), MemOf(src), CL_TRUE, src_offset, bytes, host, 0, nullptr,
+                              nullptr),
+          "clEnqueueReadBuffer");
+  }
+  void CopyOnDevice(const DeviceMemory* src, size_t src_offset, DeviceMemory* dst,
+                    size_t dst_offset, size_t bytes, Queue* queue) override {
+    if (!bytes) return;
+    CheckRange(src, src_offset, bytes, "CopyOnDevice (source)");
+    CheckRange(dst, dst_offset, bytes, "CopyOnDevice (destination)");
+    Check(clEnqueueCopyBuffer(Q(queue), MemOf(src), MemOf(dst), src_offset, dst_offset, bytes, 0,
+                              nullptr, nullptr),
+          "clEnqueueCopyBuffer");
+  }
+  void Zero(DeviceMemory* dst, size_t offset, size_t bytes, Queue* queue) override {
+    if (!bytes) return;
+    CheckRange(dst, offset, bytes, "Zero");
+    const cl_uchar zero = 0;
+    Check(clEnqueueFillBuffer(Q(queue), MemOf(dst), &zero, 1, offset, bytes, 0, nullptr, nullptr),
+          "clEnqueueFillBuffer");
+  }
+
+  std::shared_ptr<Program> BuildProgram(const std::string& source, const std::string& options,
+                                        const ProgramHints& hints) override {
+    DumpKernelIfAsked(Backend::kOpenCL, source, options);
+    auto store = GetProgramBinaryStore();
+    ProgramKey key;
+    if (store) {
+      key.backend = "opencl";
+      key.platform = info_.platform_name + " " + info_.platform_version;
+      key.device = info_.name;
+      key.driver = info_.driver_version;
+      key.options = options;
+      key.source = source;
+      if (auto binary = store->Load(key)) {
+        auto start = std::chrono::steady_clock::now();
+        std::string why;
+        if (cl_program program = FromBinary(*binary, options, &why)) {
+          store->RecordLoad(Seconds(start));
+          return std::make_shared<OpenCLProgram>(this, program, source, options, true);
+        }
+        store->Reject(key, why);
+      }
+    }
+    auto start = std::chrono::steady_clock::now();
+    cl_program program = FromSource(source, options);
+    if (store) {
+      store->RecordCompile(Seconds(start));
+      std::string binary = Binary(program, hints);
+      if (!binary.empty()) store->Save(key, binary);
+    }
+    return std::make_shared<OpenCLProgram>(this, program, source, options, false);
+  }
+
+  Queue& default_queue() override { return *queue_; }
+  std::unique_ptr<Queue> CreateQueue() override {
+    return std::make_unique<OpenCLQueue>(context_, device_);
+  }
+  cl_command_queue default_cl_queue() const { return queue_->get(); }
+  cl_device_id id() const { return device_; }
+
+ private:
+  cl_command_queue Q(Queue* queue) const {
+    return queue ? static_cast<OpenCLQueue*>(queue)->get() : queue_->get();
+  }
+  static double Seconds(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  void CheckRange(const DeviceMemory* m, size_t offset, size_t bytes, const char* what) const {
+    if (offset + bytes > m->bytes() || offset + bytes < offset)
+      throw DeviceError(std::string(what) + ": bytes [" + std::to_string(offset) + ", " +
+                        std::to_string(offset + bytes) + ") outside a buffer of " +
+                        std::to_string(m->bytes()) + " bytes on " + Describe());
+  }
+
+  std::string BuildLog(cl_program program) const {
+    size_t size = 0;
+    clGetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
+    std::string log(size, '\0');
+    if (size) clGetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
+    while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+    return log;
+  }
+
+  cl_program FromSource(const std::string& source, const std::string& options) {
+    const char* text = source.c_str();
+    size_t length = source.size();
+    cl_int err = CL_SUCCESS;
+    cl_program program = clCreateProgramWithSource(context_, 1, &text, &length, &err);
+    Check(err, "clCreateProgramWithSource", info_.name);
+    err = clBuildProgram(program, 1, &device_, options.c_str(), nullptr, nullptr);
+    if (err != CL_SUCCESS) {
+      std::string log = BuildLog(program);
+      clReleaseProgram(program);
+      std::string what = std::string("clBuildProgram: ") + ClErrorName(err);
+      throw BuildError(FormatBuildFailure(what, Describe() + " (" + info_.platform_name + ", driver " +
+                                                    info_.driver_version + ")",
+                                          options, log, source),
+                       log);
+    }
+    return program;
+  }
+
+  /// A program from a stored binary, or null (with the reason) when the driver refuses it.
+  cl_program FromBinary(const std::string& binary, const std::string& options, std::string* why) {
+    const unsigned char* data = reinterpret_cast<const unsigned char*>(binary.data());
+    size_t length = binary.size();
+    cl_int status = CL_SUCCESS, err = CL_SUCCESS;
+    cl_program program =
+        clCreateProgramWithBinary(context_, 1, &device_, &length, &data, &status, &err);
+    if (err != CL_SUCCESS || status != CL_SUCCESS) {
+      *why = std::string("clCreateProgramWithBinary: ") +
+             ClErrorName(err != CL_SUCCESS ? err : status);
+      if (program) clReleaseProgram(program);
+      return nullptr;
+    }
+    err = clBuildProgram(program, 1, &device_, options.c_str(), nullptr, nullptr);
+    if (err != CL_SUCCESS) {
+      *why = std::string("clBuildProgram (binary): ") + ClErrorName(err) + ": " + BuildLog(program);
+      clReleaseProgram(program);
+      return nullptr;
+    }
+    return program;
+  }
+
+  /// CL_PROGRAM_BINARIES of a built program; empty when the driver gives none.
+  std::string Binary(cl_program program, const ProgramHints& hints) {
+    std::unique_lock<std::mutex> lock(pocl_env_mutex, std::defer_lock);
+    std::string previous;
+    bool had_previous = false;
+    if (is_pocl_ && !hints.local_sizes.empty()) {
+      lock.lock();
+      if (const char* p = std::getenv("POCL_BINARY_SPECIALIZE_WG")) {
+        previous = p;
+        had_previous = true;
+      }
+      setenv("POCL_BINARY_SPECIALIZE_WG", PoclSpecializations(hints).c_str(), 1);
+    }
+    size_t size = 0;
+    std::string binary;
+    if (clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr) ==
+            CL_SUCCESS &&
+        size > 0) {
+      binary.resize(size);
+      unsigned char* ptr = reinterpret_cast<unsigned char*>(binary.data());
+      if (clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) != CL_SUCCESS)
+        binary.clear();
+    }
+    if (lock.owns_lock()) {
+      if (had_previous)
+        setenv("POCL_BINARY_SPECIALIZE_WG", previous.c_str(), 1);
+      else
+        unsetenv("POCL_BINARY_SPECIALIZE_WG");
+    }
+    return binary;
+  }
+
+  cl_device_id device_;
+  cl_context context_ = nullptr;
+  std::unique_ptr<OpenCLQueue> queue_;
+  bool is_pocl_ = false;
+};
+
+OpenCLProgram::OpenCLProgram(OpenCLDevice* device, cl_program program, std::string source,
+                             std::string options, bool from_cache)
+    : device_(device), program_(program, [](cl_program p) { clReleaseProgram(p); }) {
+  source_ = std::move(source);
+  options_ = std::move(options);
+  from_cache_ = from_cache;
+}
+
+Kernel OpenCLProgram::GetKernel(const std::string& name) {
+  cl_int err = CL_SUCCESS;
+  cl_kernel kernel = clCreateKernel(program_.get(), name.c_str(), &err);
+  Check(err, "clCreateKernel", "kernel '" + name + "' on " + device_->Describe());
+  auto impl = std::make_shared<OpenCLKernel>(kernel, device_->default_cl_queue(), device_->id(),
+                                             std::shared_ptr<void>(program_));
+  return Kernel(name, impl, device_);
+}
+
+}  // namespace
+
+std::string EnumerateOpenCL() {
+  cl_uint num_platforms = 0;
+  cl_int err = clGetPlatformIDs(0, nullptr, &num_platforms);
+  if (err != CL_SUCCESS || num_platforms == 0)
+    return std::string("opencl: no platform (clGetPlatformIDs: ") + ClErrorName(err) +
+           "); install an ICD such as pocl-opencl-icd";
+  std::vector<cl_platform_id> platforms(num_platforms);
+  clGetPlatformIDs(num_platforms, platforms.data(), nullptr);
+  int count = 0;
+  std::string problems;
+  for (cl_platform_id platform : platforms) {
+    cl_uint num_devices = 0;
+    if (clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, nullptr, &num_devices) != CL_SUCCESS)
+      continue;
+    std::vector<cl_device_id> devices(num_devices);
+    clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, num_devices, devices.data(), nullptr);
+    for (cl_device_id d : devices) {
+      try {
+        RegisterDevice(std::make_unique<OpenCLDevice>(platform, d));
+        ++count;
+      } catch (const Error& e) {
+        problems += std::string("; skipped a device: ") + e.what();
+      }
+    }
+  }
+  return "opencl: " + std::to_string(num_platforms) + " platform(s), " + std::to_string(count) +
+         " device(s)" + problems;
+}
+
+}  // namespace mpcaffe

@@ -1,0 +1,44 @@
+// device/program_store.h — the hook through which backends keep compiled program binaries
+// (implemented by cache/ProgramCache; the device layer itself stores nothing).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "device/device.h"
+
+namespace mpcaffe {
+
+/// Everything that can make a binary invalid for another build. A store keys on all of it.
+struct ProgramKey {
+  std::string backend;           // "opencl" | "cuda"
+  std::string platform;          // platform name and version
+  std::string device;            // device name
+  std::string driver;            // driver version
+  std::string arch;              // CUDA architecture ("sm_80"), empty on OpenCL
+  std::string options;           // build options
+  std::string source;            // kernel text
+};
+
+/// A persistent map ProgramKey -> binary. Implementations must be thread-safe and must never
+/// throw: a store that cannot read or write simply misses.
+class ProgramBinaryStore {
+ public:
+  virtual ~ProgramBinaryStore() = default;
+  /// The binary stored for exactly this key, or nothing.
+  virtual std::optional<std::string> Load(const ProgramKey& key) = 0;
+  /// Stores (or replaces) the binary for the key.
+  virtual void Save(const ProgramKey& key, const std::string& binary) = 0;
+  /// The driver rejected a binary Load() returned: forget it.
+  virtual void Reject(const ProgramKey& key, const std::string& reason) = 0;
+  /// Seconds spent compiling from source / creating a program from a stored binary.
+  virtual void RecordCompile(double seconds) = 0;
+  virtual void RecordLoad(double seconds) = 0;
+};
+
+/// The store every backend's BuildProgram goes through; null (the default) means none.
+void SetProgramBinaryStore(std::shared_ptr<ProgramBinaryStore> store);
+std::shared_ptr<ProgramBinaryStore> GetProgramBinaryStore();
+
+}  // namespace mpcaffe

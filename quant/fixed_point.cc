@@ -1,0 +1,72 @@
+// quant/fixed_point.cc — host reference of fixed-point requantization (see fixed_point.h).
+#include "quant/fixed_point.h"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace mpcaffe::quant {
+
+FixedPointMultiplier QuantizeMultiplier(double real) {
+  if (!(real >= 0.0) || !(real < 2147483648.0))
+    throw std::invalid_argument("QuantizeMultiplier: multiplier " + std::to_string(real) +
+                                " is outside [0, 2^31)");
+  if (real == 0.0) return {};
+  int exponent = 0;
+  double mantissa = std::frexp(real, &exponent);  // real = mantissa · 2^exponent, [0.5, 1)
+  int64_t q = std::llround(mantissa * 2147483648.0);
+  if (q == (int64_t{1} << 31)) {  // the mantissa rounded up to 1.0
+    q /= 2;
+    ++exponent;
+  }
+  if (exponent < -62) return {};  // below every accumulator's resolution
+  return {static_cast<int32_t>(q), exponent};
+}
+
+int32_t SaturatingRoundingDoublingHighMul(int32_t a, int32_t b) {
+  if (a == b && a == std::numeric_limits<int32_t>::min())
+    return std::numeric_limits<int32_t>::max();
+  int64_t ab = static_cast<int64_t>(a) * b;
+  int64_t nudge = ab >= 0 ? (int64_t{1} << 30) : (1 - (int64_t{1} << 30));
+  return static_cast<int32_t>((ab + nudge) / (int64_t{1} << 31));
+}
+
+int32_t RoundingDivideByPOT(int32_t x, int exponent) {
+  const int32_t mask = static_cast<int32_t>((int64_t{1} << exponent) - 1);
+  const int32_t remainder = x & mask;
+  const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+  return (x >> exponent) + (remainder > threshold ? 1 : 0);
+}
+
+int32_t Requantize32(int32_t acc, FixedPointMultiplier m) {
+  const int left = m.shift > 0 ? m.shift : 0;
+  int right = m.shift > 0 ? 0 : -m.shift;
+  if (right > 31) right = 31;
+  int64_t shifted = static_cast<int64_t>(acc) * (int64_t{1} << left);
+  if (shifted > std::numeric_limits<int32_t>::max()) shifted = std::numeric_limits<int32_t>::max();
+  if (shifted < std::numeric_limits<int32_t>::min()) shifted = std::numeric_limits<int32_t>::min();
+  return RoundingDivideByPOT(
+      SaturatingRoundingDoublingHighMul(static_cast<int32_t>(shifted), m.multiplier), right);
+}
+
+int64_t Requantize64(int64_t acc, FixedPointMultiplier m) {
+  const int right = 31 - m.shift;  // >= 1 because multiplier < 2^31 and M < 2^31
+  const bool negative = acc < 0;
+  unsigned __int128 magnitude =
+      static_cast<unsigned __int128>(negative ? -static_cast<__int128>(acc) : acc) *
+      static_cast<uint32_t>(m.multiplier);
+  unsigned __int128 rounded;
+  if (right >= 128) {
+    rounded = 0;
+  } else if (right <= 0) {
+    rounded = magnitude << (-right);
+  } else {
+    rounded = (magnitude + (static_cast<unsigned __int128>(1) << (right - 1))) >> right;
+  }
+  const unsigned __int128 limit = static_cast<unsigned __int128>(std::numeric_limits<int64_t>::max());
+  if (rounded > limit) rounded = limit;
+  return negative ? -static_cast<int64_t>(rounded) : static_cast<int64_t>(rounded);
+}
+
+}  // namespace mpcaffe::quant
