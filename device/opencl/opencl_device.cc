@@ -94,7 +94,8 @@ void Check(cl_int code, const char* call, const std::string& context = "") {
                         std::to_string(code) + ")";
   if (!context.empty()) message += " — " + context;
   if (code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES ||
-      code == CL_OUT_OF_HOST_MEMORY)
+      code == CL_OUT_OF_HOST_MEMORY ||
+      (code == CL_INVALID_BUFFER_SIZE && std::strcmp(call, "clCreateBuffer") == 0))
     throw OutOfMemoryError(message);
   throw DeviceError(message);
 }

@@ -1,0 +1,190 @@
+// tests/codegen/kernel_writer_test.cc — code generation without a device: golden texts of one
+// kernel in both dialects, dialect-only differences, determinism, placeholder errors, traits.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "codegen/datatype.h"
+#include "codegen/elementwise.h"
+#include "codegen/kernel_writer.h"
+
+namespace mpcaffe {
+namespace {
+
+std::string GoldenPath(const std::string& name) {
+  const char* src = std::getenv("MPCAFFE_SOURCE_DIR");
+  return std::string(src ? src : ".") + "/tests/codegen/golden/" + name;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// Compares with a golden file; MPCAFFE_UPDATE_GOLDEN=1 rewrites it instead.
+void ExpectGolden(const std::string& text, const std::string& name) {
+  const std::string path = GoldenPath(name);
+  if (std::getenv("MPCAFFE_UPDATE_GOLDEN")) {
+    std::ofstream(path, std::ios::binary) << text;
+    GTEST_SKIP() << "rewrote " << path;
+  }
+  const std::string golden = ReadFile(path);
+  ASSERT_FALSE(golden.empty()) << "missing golden file " << path;
+  EXPECT_EQ(text, golden) << "generated text differs from " << path
+                          << " (MPCAFFE_UPDATE_GOLDEN=1 rewrites it after review)";
+}
+
+TEST(KernelWriter, GoldenReluInBothDialects) {
+  ExpectGolden(ReluSource(KernelTarget{Backend::kOpenCL}, DataType::kInt8Q), "relu_int8q.cl");
+  ExpectGolden(ReluSource(KernelTarget::Cuda(80), DataType::kInt8Q), "relu_int8q.cu");
+  ExpectGolden(ReluSource(KernelTarget{Backend::kOpenCL}, DataType::kFloat16), "relu_fp16.cl");
+  ExpectGolden(ReluSource(KernelTarget::Cuda(80), DataType::kFloat16), "relu_fp16.cu");
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+/// Replaces every word of the dialect table (and the scalar spellings) by a neutral token, so
+/// two dialects' texts of one kernel become comparable.
+std::string Neutralize(std::string line, Backend backend) {
+  const Dialect& d = Dialect::For(backend);
+  std::vector<std::pair<std::string, std::string>> words = {
+      {d.kernel, "<kernel>"},        {d.device_fn, "<device_fn>"},   {d.barrier, "<barrier>"},
+      {d.mul_hi_u64, "<mul_hi>"},    {d.atomic_cas_u32, "<cas>"},    {d.atomic_add_i32, "<atomic_add>"},
+      {d.float_as_uint, "<f2u>"},    {d.uint_as_float, "<u2f>"},     {d.restrict_kw, "<restrict>"}};
+  for (int i = 0; i < 3; ++i) {
+    words.push_back({d.global_size[i], "<global_size>"});
+    words.push_back({d.global_id[i], "<global_id>"});
+    words.push_back({d.local_id[i], "<local_id>"});
+    words.push_back({d.group_id[i], "<group_id>"});
+    words.push_back({d.local_size[i], "<local_size>"});
+    words.push_back({d.num_groups[i], "<num_groups>"});
+  }
+  for (Scalar s : {Scalar::kF16, Scalar::kU8, Scalar::kI8, Scalar::kU16, Scalar::kI16, Scalar::kU32,
+                   Scalar::kI64, Scalar::kU64}) {
+    const auto& t = TraitsOf(s);
+    words.push_back({std::string("typedef ") + (backend == Backend::kCuda ? t.cuda : t.opencl) + " ",
+                     "typedef <scalar> "});
+  }
+  for (const auto& [from, to] : words) {
+    if (from.empty()) continue;
+    for (size_t p = line.find(from); p != std::string::npos; p = line.find(from, p + to.size()))
+      line.replace(p, from.size(), to);
+  }
+  for (const char* q : {"__global ", "__local "})
+    for (size_t p = line.find(q); p != std::string::npos; p = line.find(q)) line.erase(p, std::strlen(q));
+  return line;
+}
+
+/// The kernel text minus what only a dialect has: the generated-by line, headers and pragmas,
+/// parameter lists, and OpenCL's buffer + offset prologue lines.
+std::vector<std::string> Comparable(const std::string& text, Backend backend) {
+  std::vector<std::string> out;
+  bool in_params = false;
+  for (const auto& raw : Lines(text)) {
+    if (raw.rfind("// Generated", 0) == 0 || raw.rfind("#include", 0) == 0 ||
+        raw.rfind("#pragma", 0) == 0)
+      continue;
+    if (raw.find(Dialect::For(backend).kernel) == 0) in_params = true;
+    if (in_params) {
+      if (raw.find(") {") != std::string::npos) in_params = false;
+      continue;
+    }
+    if (raw.find("_base + ") != std::string::npos && raw.find("_off;") != std::string::npos)
+      continue;
+    out.push_back(Neutralize(raw, backend));
+  }
+  return out;
+}
+
+TEST(KernelWriter, DialectsDifferOnlyInDialectWords) {
+  for (DataType t : kAllDataTypes) {
+    for (const auto& make : {ReluSource, ScaleSource, AxpbySource}) {
+      // Same fp16 capability on both sides so the compute type is the same.
+      KernelTarget cl{Backend::kOpenCL, /*fp16_arith=*/true};
+      KernelTarget cu = KernelTarget::Cuda(80);
+      const auto a = Comparable(make(cl, t), Backend::kOpenCL);
+      const auto b = Comparable(make(cu, t), Backend::kCuda);
+      ASSERT_EQ(a.size(), b.size()) << Name(t);
+      for (size_t i = 0; i < a.size(); ++i) {
+        // fp16 storage/compute spellings are data-type words of the trait table.
+        if (a[i].find("half") != std::string::npos) continue;
+        EXPECT_EQ(a[i], b[i]) << Name(t) << " line " << i;
+      }
+    }
+  }
+}
+
+TEST(KernelWriter, GeneratedTextIsDeterministic) {
+  for (DataType from : kAllDataTypes)
+    for (DataType to : kAllDataTypes)
+      for (Backend b : {Backend::kOpenCL, Backend::kCuda}) {
+        KernelTarget t{b};
+        EXPECT_EQ(ConvertSource(t, from, to), ConvertSource(t, from, to));
+      }
+}
+
+TEST(KernelWriter, UnknownPlaceholderIsAnError) {
+  KernelWriter w(KernelTarget{Backend::kOpenCL});
+  EXPECT_THROW(w.Expand("$no_such_word"), std::invalid_argument);
+  EXPECT_THROW(w.Expand("$global_id(3)"), std::invalid_argument);
+  EXPECT_EQ(w.Expand("$global_id(1)"), "get_global_id(1)");
+  EXPECT_EQ(KernelWriter(KernelTarget{Backend::kCuda}).Expand("$barrier"), "__syncthreads()");
+}
+
+TEST(KernelWriter, Fp16WithoutDeviceSupportStoresHalfAndComputesInFloat) {
+  const std::string text = ReluSource(KernelTarget{Backend::kOpenCL, false}, DataType::kFloat16);
+  EXPECT_EQ(text.find("cl_khr_fp16"), std::string::npos);
+  EXPECT_NE(text.find("vload_half"), std::string::npos);
+  EXPECT_NE(text.find("vstore_half_rte"), std::string::npos);
+  EXPECT_NE(text.find("typedef float Dtype_c;"), std::string::npos);
+  const std::string native = ReluSource(KernelTarget{Backend::kOpenCL, true}, DataType::kFloat16);
+  EXPECT_NE(native.find("#pragma OPENCL EXTENSION cl_khr_fp16 : enable"), std::string::npos);
+  EXPECT_NE(native.find("typedef half Dtype_c;"), std::string::npos);
+}
+
+TEST(DataTypeTraits, MatchTheDesign) {
+  EXPECT_EQ(TraitsOf(DataType::kInt8Q).storage, Scalar::kU8);
+  EXPECT_EQ(TraitsOf(DataType::kInt8Q).difftype, Scalar::kI16);
+  EXPECT_EQ(TraitsOf(DataType::kInt8Q).acctype, Scalar::kI32);
+  EXPECT_EQ(TraitsOf(DataType::kInt16Q).storage, Scalar::kU16);
+  EXPECT_EQ(TraitsOf(DataType::kInt16Q).difftype, Scalar::kI32);
+  EXPECT_EQ(TraitsOf(DataType::kInt16Q).acctype, Scalar::kI64);
+  EXPECT_EQ(TraitsOf(DataType::kFloat16).acctype, Scalar::kF32);
+  EXPECT_EQ(SizeOf(DataType::kFloat16), 2u);
+  EXPECT_STREQ(TraitsOf(Scalar::kI8).cuda, "signed char");  // never plain char on CUDA
+  EXPECT_EQ(ParseDataType("int8"), DataType::kInt8Q);
+  EXPECT_THROW(ParseDataType("int4"), std::invalid_argument);
+}
+
+TEST(Half, ConversionsRoundToNearestEven) {
+  EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
+  EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);     // ties to even: overflow to infinity
+  EXPECT_EQ(FloatToHalf(1.0f + 1.0f / 2048), 0x3c00);  // exact tie rounds to even
+  EXPECT_EQ(FloatToHalf(1.0f + 3.0f / 2048), 0x3c02);
+  EXPECT_EQ(FloatToHalf(5.960464477539063e-08f), 0x0001);  // smallest subnormal
+  EXPECT_EQ(FloatToHalf(2.98023223876953125e-08f), 0x0000);  // half of it: tie to even (0)
+  EXPECT_EQ(FloatToHalf(-0.0f), 0x8000);
+  EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(std::nanf("")))));
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    float f = HalfToFloat(static_cast<uint16_t>(h));
+    if (!std::isnan(f)) {
+      ASSERT_EQ(FloatToHalf(f), h) << std::hex << h;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mpcaffe

@@ -1,0 +1,215 @@
+// tests/device/device_test.cc — the device layer on the default device: enumeration, memory
+// counters, copies with offsets, launches, local memory, atomics, events, and error messages.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <vector>
+
+#include "codegen/kernel_writer.h"
+#include "device/device.h"
+
+namespace mpcaffe {
+namespace {
+
+TEST(DeviceList, HasADefaultDeviceWithInfo) {
+  ASSERT_FALSE(DeviceList().empty()) << "no device; backends say: " << BackendReports()[0];
+  Device& d = DefaultDevice();
+  EXPECT_FALSE(d.info().name.empty());
+  EXPECT_FALSE(d.info().driver_version.empty());
+  EXPECT_GT(d.info().global_mem_bytes, 0u);
+  EXPECT_GT(d.info().compute_units, 0);
+  EXPECT_EQ(&GetDevice(d.index()), &d);
+  EXPECT_THROW(GetDevice(static_cast<int>(DeviceList().size())), DeviceError);
+  EXPECT_EQ(BackendReports().size(), 2u);  // one line per backend
+}
+
+TEST(DeviceMemory, CountsCurrentAndPeakBytes) {
+  Device& d = DefaultDevice();
+  const uint64_t before = d.bytes_in_use();
+  d.ResetPeak();
+  {
+    auto a = d.Alloc<float>(1000);
+    auto b = d.Alloc<uint8_t>(500);
+    EXPECT_EQ(d.bytes_in_use(), before + 4500);
+    EXPECT_EQ(a.size(), 1000u);
+    EXPECT_EQ((a + 10).size(), 990u);
+  }
+  EXPECT_EQ(d.bytes_in_use(), before);
+  EXPECT_EQ(d.peak_bytes(), before + 4500);
+}
+
+TEST(DeviceMemory, CopiesHonourOffsets) {
+  Device& d = DefaultDevice();
+  std::vector<int32_t> host(100);
+  std::iota(host.begin(), host.end(), 0);
+  auto a = d.Alloc<int32_t>(100);
+  auto b = d.Alloc<int32_t>(100);
+  d.Zero(a.mem.get(), 0, a.mem->bytes());
+  d.Zero(b.mem.get(), 0, b.mem->bytes());
+  d.Write(a + 10, host.data(), 50);                // a[10..60) = 0..50
+  d.Copy(a + 20, b + 5, 30);                       // b[5..35) = a[20..50) = 10..40
+  std::vector<int32_t> out(100, -1);
+  d.Read(b, out.data(), 100);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(out[i], (i >= 5 && i < 35) ? i + 5 : 0) << i;
+  std::vector<int32_t> tail(3);
+  d.Read(a + 57, tail.data(), 3);
+  EXPECT_EQ(tail, (std::vector<int32_t>{47, 48, 49}));
+}
+
+TEST(DeviceMemory, OutOfRangeCopyIsAnError) {
+  Device& d = DefaultDevice();
+  auto a = d.Alloc<float>(10);
+  std::vector<float> host(20);
+  try {
+    d.Write(a + 5, host.data(), 10);
+    FAIL() << "expected DeviceError";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("outside a buffer of 40 bytes"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(DeviceMemory, ImpossibleAllocationNamesTheRequest) {
+  Device& d = DefaultDevice();
+  const uint64_t before = d.bytes_in_use();
+  try {
+    d.Allocate(size_t{1} << 50);
+    FAIL() << "expected OutOfMemoryError";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("requested 1125899906842624 bytes"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(d.bytes_in_use(), before);  // nothing counted for the failed request
+}
+
+/// A work-group sum through local memory and a barrier, then atomics into one global total.
+std::string ReductionSource(const KernelTarget& target) {
+  KernelWriter w(target);
+  w.UseHelper(KernelHelper::kAtomicAddF32);
+  w.Kernel("group_sum")
+      .Value("int", "n").In("float", "x").Out("float", "group_sums").Out("float", "total")
+      .Out("int", "count").LocalPtr("float", "scratch")
+      .Body(R"(  const int lid = $local_id(0);
+  const int gid = $global_id(0);
+  scratch[lid] = gid < n ? x[gid] : 0.0f;
+  $barrier;
+  for (int stride = $local_size(0) / 2; stride > 0; stride /= 2) {
+    if (lid < stride) scratch[lid] += scratch[lid + stride];
+    $barrier;
+  }
+  if (lid == 0) {
+    group_sums[$group_id(0)] = scratch[0];
+    mp_atomic_add_f32(total, scratch[0]);
+    $atomic_add_i32(count, 1);
+  }
+)");
+  return w.Source();
+}
+
+TEST(Kernel, LocalMemoryBarrierAndAtomics) {
+  Device& d = DefaultDevice();
+  auto program = d.BuildProgram(ReductionSource(KernelTarget::Of(d)));
+  Kernel k = program->GetKernel("group_sum");
+  const int n = 1000, local = 64, groups = (n + local - 1) / local;
+  std::vector<float> host(n);
+  for (int i = 0; i < n; ++i) host[i] = static_cast<float>(i % 13);
+  auto x = d.Alloc<float>(n);
+  auto sums = d.Alloc<float>(groups);
+  auto total = d.Alloc<float>(1);
+  auto count = d.Alloc<int32_t>(1);
+  d.Write(x, host.data(), n);
+  d.Zero(total.mem.get(), 0, 4);
+  d.Zero(count.mem.get(), 0, 4);
+  Event e = k.Arg(int32_t{n}).Arg(x).Arg(sums).Arg(total).Arg(count).Local(local * sizeof(float))
+                .Launch({static_cast<size_t>(n), 1, 1}, {local, 1, 1});
+  EXPECT_GE(e.ElapsedMs(), 0.0);
+  std::vector<float> got(groups);
+  d.Read(sums, got.data(), groups);
+  for (int g = 0; g < groups; ++g) {
+    float want = 0;
+    for (int i = g * local; i < std::min(n, (g + 1) * local); ++i) want += host[i];
+    EXPECT_EQ(got[g], want) << "group " << g;
+  }
+  float t = 0;
+  int32_t c = 0;
+  d.Read(total, &t, 1);
+  d.Read(count, &c, 1);
+  EXPECT_EQ(t, std::accumulate(host.begin(), host.end(), 0.0f));
+  EXPECT_EQ(c, groups);
+}
+
+TEST(Kernel, DeviceChoosesALocalSizeWhenNoneIsGiven) {
+  Device& d = DefaultDevice();
+  KernelWriter w(KernelTarget::Of(d));
+  w.Kernel("iota2d").Value("int", "w").Value("int", "h").Out("int", "y").Body(R"(  int c = $global_id(0), r = $global_id(1);
+  if (c < w && r < h) y[r * w + c] = r * 1000 + c;
+)");
+  Kernel k = d.BuildProgram(w.Source())->GetKernel("iota2d");
+  const int W = 37, H = 11;
+  auto y = d.Alloc<int32_t>(W * H);
+  k.Arg(int32_t{W}).Arg(int32_t{H}).Arg(y).Launch({W, H, 1});
+  std::vector<int32_t> out(W * H);
+  d.Read(y, out.data(), out.size());
+  for (int r = 0; r < H; ++r)
+    for (int c = 0; c < W; ++c) ASSERT_EQ(out[r * W + c], r * 1000 + c);
+}
+
+TEST(Kernel, MissingArgumentsNameTheKernel) {
+  Device& d = DefaultDevice();
+  KernelWriter w(KernelTarget::Of(d));
+  w.Kernel("two_args").Value("int", "n").Out("float", "y").Body("  if ($global_id(0) < n) y[0] = 1.0f;\n");
+  Kernel k = d.BuildProgram(w.Source())->GetKernel("two_args");
+  try {
+    k.Arg(int32_t{1}).Launch({1, 1, 1});
+    FAIL() << "expected DeviceError";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("two_args"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(d.BuildProgram(w.Source())->GetKernel("no_such_kernel"), DeviceError);
+}
+
+TEST(Program, BuildFailureShowsDeviceOptionsLogAndSourceLines) {
+  Device& d = DefaultDevice();
+  KernelWriter w(KernelTarget::Of(d));
+  w.Kernel("broken").Out("float", "y").Body("  y[0] = undeclared_name + 1.0f;\n");
+  const std::string source = w.Source();
+  try {
+    d.BuildProgram(source, "-DMARKER=1");
+    FAIL() << "expected BuildError";
+  } catch (const BuildError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("CL_BUILD_PROGRAM_FAILURE"), std::string::npos) << m;
+    EXPECT_NE(m.find(d.info().name), std::string::npos) << m;
+    EXPECT_NE(m.find("-DMARKER=1"), std::string::npos) << m;
+    EXPECT_NE(m.find("undeclared_name"), std::string::npos) << m;
+    EXPECT_NE(m.find(">>"), std::string::npos) << "no marked source line in: " << m;
+    EXPECT_FALSE(e.log().empty());
+  }
+}
+
+TEST(Program, DumpKernelsWritesEveryGeneratedText) {
+  const auto dir = std::filesystem::temp_directory_path() / ("mpcaffe_dump_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  setenv("MPCAFFE_DUMP_KERNELS", dir.c_str(), 1);
+  Device& d = DefaultDevice();
+  KernelWriter w(KernelTarget::Of(d));
+  w.Kernel("dumped_kernel").Out("float", "y").Body("  y[0] = 2.0f;\n");
+  d.BuildProgram(w.Source(), "-DDUMP_TEST");
+  unsetenv("MPCAFFE_DUMP_KERNELS");
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path());
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("dumped_kernel"), std::string::npos);
+    EXPECT_NE(text.find("-DDUMP_TEST"), std::string::npos);
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace mpcaffe
