@@ -100,22 +100,23 @@ void Check(cl_int code, const char* call, const std::string& context = "") {
   throw DeviceError(message);
 }
 
-std::string DeviceString(cl_device_id id, cl_device_info what) {
+/// A string property through a clGet*Info function (size query, then fetch).
+template <typename Id, typename Info, typename Getter>
+std::string InfoString(Getter get, Id id, Info what) {
   size_t size = 0;
-  if (clGetDeviceInfo(id, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
+  if (get(id, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
   std::string s(size, '\0');
-  clGetDeviceInfo(id, what, size, s.data(), nullptr);
+  get(id, what, size, s.data(), nullptr);
   while (!s.empty() && s.back() == '\0') s.pop_back();
   return s;
 }
 
+std::string DeviceString(cl_device_id id, cl_device_info what) {
+  return InfoString(clGetDeviceInfo, id, what);
+}
+
 std::string PlatformString(cl_platform_id id, cl_platform_info what) {
-  size_t size = 0;
-  if (clGetPlatformInfo(id, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
-  std::string s(size, '\0');
-  clGetPlatformInfo(id, what, size, s.data(), nullptr);
-  while (!s.empty() && s.back() == '\0') s.pop_back();
-  return s;
+  return InfoString(clGetPlatformInfo, id, what);
 }
 
 template <typename T>
