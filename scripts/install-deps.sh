@@ -25,3 +25,18 @@ if [ ${#missing[@]} -gt 0 ]; then
 else
   echo "install-deps: all Debian packages present"
 fi
+
+# Python packages the tests use (the caffemodel check reads our files with Python protobuf).
+PYTHON=${PYTHON:-python3}
+PIP_PACKAGES=(protobuf)
+PIP_MODULES=(google.protobuf)
+pip_missing=()
+for i in "${!PIP_PACKAGES[@]}"; do
+  "$PYTHON" -c "import ${PIP_MODULES[$i]}" 2>/dev/null || pip_missing+=("${PIP_PACKAGES[$i]}")
+done
+if [ ${#pip_missing[@]} -gt 0 ]; then
+  echo "install-deps: pip installing ${pip_missing[*]}"
+  "$PYTHON" -m pip install --quiet "${pip_missing[@]}"
+else
+  echo "install-deps: all Python packages present"
+fi

@@ -10,10 +10,15 @@
 
 #include "codegen/elementwise.h"
 #include "codegen/kernel_writer.h"
+#ifdef MPCAFFE_HAVE_CUDA
 #include "device/cuda/nvrtc.h"
+#endif
+#include "quant/quantizer.h"
 
 namespace mpcaffe {
 namespace {
+
+#ifdef MPCAFFE_HAVE_CUDA
 
 struct Generated {
   std::string name;
@@ -30,7 +35,10 @@ std::vector<Generated> AllGenerated() {
     for (DataType to : kAllDataTypes)
       all.push_back({ConvertKernelName(t, to),
                      [t, to](const KernelTarget& k) { return ConvertSource(k, t, to); }});
+    all.push_back({quant::PseudoKernelName(t),
+                   [t](const KernelTarget& k) { return quant::PseudoSource(k, t); }});
   }
+  all.push_back({quant::kObserveRangeKernel, [](const KernelTarget& k) { return quant::ObserveRangeSource(k); }});
   return all;
 }
 
@@ -75,6 +83,10 @@ TEST(NvrtcAllKernels, Dot4UsesTheDp4aInstructionOnSm61AndLater) {
   EXPECT_NE(out.ptx.find("dp4a.s32.s32"), std::string::npos) << out.ptx;
   EXPECT_NE(out.ptx.find("dp4a.u32.u32"), std::string::npos) << out.ptx;
 }
+
+#else
+TEST(NvrtcAllKernels, Skipped) { GTEST_SKIP() << "CUDA toolkit not found at build time: no NVRTC"; }
+#endif
 
 }  // namespace
 }  // namespace mpcaffe
