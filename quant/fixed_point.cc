@@ -40,14 +40,10 @@ int32_t RoundingDivideByPOT(int32_t x, int exponent) {
 }
 
 int32_t Requantize32(int32_t acc, FixedPointMultiplier m) {
-  const int left = m.shift > 0 ? m.shift : 0;
-  int right = m.shift > 0 ? 0 : -m.shift;
-  if (right > 31) right = 31;
-  int64_t shifted = static_cast<int64_t>(acc) * (int64_t{1} << left);
-  if (shifted > std::numeric_limits<int32_t>::max()) shifted = std::numeric_limits<int32_t>::max();
-  if (shifted < std::numeric_limits<int32_t>::min()) shifted = std::numeric_limits<int32_t>::min();
-  return RoundingDivideByPOT(
-      SaturatingRoundingDoublingHighMul(static_cast<int32_t>(shifted), m.multiplier), right);
+  const int64_t r = Requantize64(acc, m);
+  if (r > std::numeric_limits<int32_t>::max()) return std::numeric_limits<int32_t>::max();
+  if (r < std::numeric_limits<int32_t>::min()) return std::numeric_limits<int32_t>::min();
+  return static_cast<int32_t>(r);
 }
 
 int64_t Requantize64(int64_t acc, FixedPointMultiplier m) {

@@ -18,17 +18,20 @@ struct FixedPointMultiplier {
 /// rounding the mantissa to nearest. Throws std::invalid_argument outside that range.
 FixedPointMultiplier QuantizeMultiplier(double real_multiplier);
 
-/// gemmlowp's SaturatingRoundingDoublingHighMul: round(a·b / 2^31), ties away from zero,
-/// saturating the single overflow case (INT32_MIN · INT32_MIN).
+/// gemmlowp's SaturatingRoundingDoublingHighMul: a·b / 2^31 rounded to nearest (positive ties
+/// away from zero, negative ties toward +inf, as gemmlowp does), saturating the single overflow
+/// case (INT32_MIN · INT32_MIN). Kept bit-for-bit with gemmlowp as a reference primitive.
 int32_t SaturatingRoundingDoublingHighMul(int32_t a, int32_t b);
 
 /// gemmlowp's RoundingDivideByPOT: round(x / 2^exponent), ties away from zero;
 /// exponent in [0, 31].
 int32_t RoundingDivideByPOT(int32_t x, int exponent);
 
-/// Requantizes an int32 accumulator (int8q path), as gemmlowp / TFLite do: a saturating left
-/// shift for M >= 1, the rounding doubling high multiply, then a rounding right shift.
-/// Right shifts beyond 31 give the result of shifting by 31.
+/// Requantizes an int32 accumulator (int8q path): the 64-bit product acc · multiplier shifted
+/// right by 31 − shift with ONE rounding (ties away from zero), saturated to int32. Unlike the
+/// gemmlowp composition RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(·)), which
+/// rounds twice and misses the exactly rounded result in ~2^-(right+1) of cases, this is the
+/// exactly rounded value for every multiplier, including those below 2^-32 (result 0).
 int32_t Requantize32(int32_t acc, FixedPointMultiplier m);
 
 /// Requantizes an int64 accumulator (int16q path) with the full 31-bit multiplier and a

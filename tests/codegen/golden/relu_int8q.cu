@@ -17,28 +17,7 @@ typedef int Dtype_mult;
 #define Dtype_QMIN 0
 #define Dtype_QMAX 255
 #define MP_REQUANT(acc, m, s) (mp_i64)mp_requant32((int)(acc), m, s)
-// Fixed-point requantization (quant/fixed_point.h is the host reference).
-__device__ __forceinline__ int mp_srdhm(int a, int b) {
-  if (a == b && a == (-2147483647 - 1)) return 2147483647;
-  mp_i64 ab = (mp_i64)a * (mp_i64)b;
-  mp_i64 nudge = ab >= 0 ? ((mp_i64)1 << 30) : (1 - ((mp_i64)1 << 30));
-  return (int)((ab + nudge) / ((mp_i64)1 << 31));
-}
-__device__ __forceinline__ int mp_rdbpot(int x, int exponent) {
-  int mask = (int)(((mp_i64)1 << exponent) - 1);
-  int remainder = x & mask;
-  int threshold = (mask >> 1) + (x < 0 ? 1 : 0);
-  return (x >> exponent) + (remainder > threshold ? 1 : 0);
-}
-__device__ __forceinline__ int mp_requant32(int acc, int mult, int shift) {
-  int left = shift > 0 ? shift : 0;
-  int right = shift > 0 ? 0 : -shift;
-  if (right > 31) right = 31;
-  mp_i64 s = (mp_i64)acc * ((mp_i64)1 << left);
-  if (s > 2147483647) s = 2147483647;
-  if (s < -2147483647 - 1) s = -2147483647 - 1;
-  return mp_rdbpot(mp_srdhm((int)s, mult), right);
-}
+// Fixed-point requantization with one rounding (quant/fixed_point.h is the host reference).
 __device__ __forceinline__ mp_i64 mp_requant64(mp_i64 acc, int mult, int shift) {
   int right = 31 - shift;
   int negative = acc < 0;
@@ -72,6 +51,10 @@ __device__ __forceinline__ mp_i64 mp_requant64(mp_i64 acc, int mult, int shift) 
   const mp_u64 limit = (mp_u64)0x7fffffffffffffffULL;
   if (overflow || r > limit) r = limit;
   return negative ? -(mp_i64)r : (mp_i64)r;
+}
+__device__ __forceinline__ int mp_requant32(int acc, int mult, int shift) {
+  mp_i64 r = mp_requant64((mp_i64)acc, mult, shift);
+  return r > 2147483647 ? 2147483647 : (r < -2147483647 - 1 ? -2147483647 - 1 : (int)r);
 }
 
 extern "C" __global__ void relu_int8q(

@@ -1,0 +1,298 @@
+// quant/quant_params.cc — choice of quantization parameters and the host reference of
+// quantize, dequantize and data-type conversion (see quant_params.h).
+#include "quant/quant_params.h"
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+#include <string>
+
+#include "device/error.h"
+
+namespace mpcaffe::quant {
+
+namespace {
+
+void RequireQuantized(DataType type, const char* where) {
+  if (!IsQuantized(type))
+    throw Error(std::string(where) + ": data type " + Name(type) +
+                " is not a quantized type (expected int8q or int16q)");
+}
+
+/// One channel's (scale, zero point) from an observed range; see ChooseQuantParams.
+void ChooseChannel(double observed_min, double observed_max, const QuantParams& p, float* scale,
+                   int32_t* zero_point, const char* where, size_t channel) {
+  auto fail = [&](const std::string& what) {
+    std::ostringstream msg;
+    msg << where << ": channel " << channel << ": observed range [" << observed_min << ", "
+        << observed_max << "] " << what;
+    throw Error(msg.str());
+  };
+  if (std::isnan(observed_min) || std::isnan(observed_max)) fail("contains NaN");
+  if (observed_min > observed_max) fail("is empty (min > max): nothing was observed");
+  if (!(std::fabs(observed_min) <= FLT_MAX) || !(std::fabs(observed_max) <= FLT_MAX))
+    fail("exceeds the float range");
+  // Widen to include 0 for the parameters only; the observed values stay as they are.
+  const double lo = std::min(observed_min, 0.0);
+  const double hi = std::max(observed_max, 0.0);
+  if (p.symmetric) {
+    const int32_t mid = (p.qmin + p.qmax + 1) / 2;
+    const int32_t half_steps = std::min(mid - p.qmin, p.qmax - mid);
+    const double absmax = std::max(-lo, hi);
+    float s = absmax > 0.0 ? static_cast<float>(absmax / half_steps) : 1.0f;
+    *scale = std::max(s, FLT_MIN);
+    *zero_point = mid;
+    return;
+  }
+  if (hi == lo) {  // both 0: any grid containing 0 will do
+    *scale = 1.0f;
+    *zero_point = p.qmin;
+    return;
+  }
+  float s = static_cast<float>((hi - lo) / (static_cast<double>(p.qmax) - p.qmin));
+  s = std::max(s, FLT_MIN);
+  const double zp = std::round(static_cast<double>(p.qmin) - lo / static_cast<double>(s));
+  *scale = s;
+  *zero_point = static_cast<int32_t>(std::min<double>(std::max<double>(zp, p.qmin), p.qmax));
+}
+
+QuantParams EmptyParams(DataType type, bool symmetric, const char* where) {
+  RequireQuantized(type, where);
+  QuantParams p;
+  p.type = type;
+  p.qmin = static_cast<int32_t>(TraitsOf(type).qmin);
+  p.qmax = static_cast<int32_t>(TraitsOf(type).qmax);
+  p.symmetric = symmetric;
+  return p;
+}
+
+template <typename Storage>
+void QuantizeInto(const float* x, size_t n, const QuantParams& p, Storage* out, size_t inner) {
+  const size_t channels = p.channels();
+  for (size_t i = 0; i < n; ++i) {
+    const size_t c = p.per_channel() ? ChannelOf(i, inner, channels) : 0;
+    out[i] = static_cast<Storage>(
+        QuantizeValue(x[i], p.scale_of(c), p.zero_point_of(c), p.qmin, p.qmax));
+  }
+}
+
+template <typename Storage>
+void DequantizeFrom(const Storage* q, size_t n, const QuantParams& p, float* out, size_t inner) {
+  const size_t channels = p.channels();
+  for (size_t i = 0; i < n; ++i) {
+    const size_t c = p.per_channel() ? ChannelOf(i, inner, channels) : 0;
+    out[i] = DequantizeValue(q[i], p.scale_of(c), p.zero_point_of(c));
+  }
+}
+
+/// Element `i` of a float-typed buffer (fp32 or fp16 bits) as float.
+float LoadFloat(DataType type, const void* x, size_t i) {
+  if (type == DataType::kFloat32) return static_cast<const float*>(x)[i];
+  return HalfToFloat(static_cast<const uint16_t*>(x)[i]);
+}
+
+void StoreFloat(DataType type, void* y, size_t i, float v) {
+  if (type == DataType::kFloat32)
+    static_cast<float*>(y)[i] = v;
+  else
+    static_cast<uint16_t*>(y)[i] = FloatToHalf(v);
+}
+
+int32_t LoadQuantized(DataType type, const void* x, size_t i) {
+  if (type == DataType::kInt8Q) return static_cast<const uint8_t*>(x)[i];
+  return static_cast<const uint16_t*>(x)[i];
+}
+
+void StoreQuantized(DataType type, void* y, size_t i, int32_t q) {
+  if (type == DataType::kInt8Q)
+    static_cast<uint8_t*>(y)[i] = static_cast<uint8_t>(q);
+  else
+    static_cast<uint16_t*>(y)[i] = static_cast<uint16_t>(q);
+}
+
+}  // namespace
+
+float QuantParams::RepresentableMin(size_t c) const {
+  return DequantizeValue(qmin, scale_of(c), zero_point_of(c));
+}
+
+float QuantParams::RepresentableMax(size_t c) const {
+  return DequantizeValue(qmax, scale_of(c), zero_point_of(c));
+}
+
+void QuantParams::Validate() const {
+  auto fail = [](const std::string& what) { throw Error("QuantParams: " + what); };
+  if (!IsQuantized(type)) fail(std::string("data type ") + Name(type) + " is not quantized");
+  if (qmin != TraitsOf(type).qmin || qmax != TraitsOf(type).qmax)
+    fail("range [" + std::to_string(qmin) + ", " + std::to_string(qmax) +
+         "] is not the full range of " + Name(type));
+  if (scale.empty() || scale.size() != zero_point.size())
+    fail(std::to_string(scale.size()) + " scales but " + std::to_string(zero_point.size()) +
+         " zero points");
+  if (!per_channel() && scale.size() != 1)
+    fail("per-tensor parameters with " + std::to_string(scale.size()) + " scales");
+  for (size_t c = 0; c < scale.size(); ++c) {
+    if (!(scale[c] >= FLT_MIN) || !(scale[c] <= FLT_MAX))
+      fail("scale[" + std::to_string(c) + "] = " + std::to_string(scale[c]) +
+           " is not a positive normal float");
+    if (zero_point[c] < qmin || zero_point[c] > qmax)
+      fail("zero_point[" + std::to_string(c) + "] = " + std::to_string(zero_point[c]) +
+           " is outside [" + std::to_string(qmin) + ", " + std::to_string(qmax) + "]");
+  }
+}
+
+QuantParams ChooseQuantParams(double observed_min, double observed_max, DataType type,
+                              bool symmetric) {
+  QuantParams p = EmptyParams(type, symmetric, "ChooseQuantParams");
+  ChooseChannel(observed_min, observed_max, p, &p.scale[0], &p.zero_point[0], "ChooseQuantParams",
+                0);
+  return p;
+}
+
+QuantParams ChoosePerChannelQuantParams(const std::vector<double>& mins,
+                                        const std::vector<double>& maxs, int axis, DataType type,
+                                        bool symmetric) {
+  QuantParams p = EmptyParams(type, symmetric, "ChoosePerChannelQuantParams");
+  if (axis < 0)
+    throw Error("ChoosePerChannelQuantParams: axis " + std::to_string(axis) + " is negative");
+  if (mins.empty() || mins.size() != maxs.size())
+    throw Error("ChoosePerChannelQuantParams: " + std::to_string(mins.size()) + " minima and " +
+                std::to_string(maxs.size()) + " maxima (need one of each per channel)");
+  p.axis = axis;
+  p.scale.assign(mins.size(), 1.0f);
+  p.zero_point.assign(mins.size(), 0);
+  for (size_t c = 0; c < mins.size(); ++c)
+    ChooseChannel(mins[c], maxs[c], p, &p.scale[c], &p.zero_point[c], "ChoosePerChannelQuantParams",
+                  c);
+  return p;
+}
+
+int32_t QuantizeValue(float x, float scale, int32_t zero_point, int32_t qmin, int32_t qmax) {
+  if (std::isnan(x)) return zero_point;
+  // nearbyint rounds half to even in the default floating-point environment, like OpenCL rint
+  // and CUDA rintf. The division must stay a division (no reciprocal multiply).
+  const float r = std::nearbyint(x / scale) + static_cast<float>(zero_point);
+  if (r <= static_cast<float>(qmin)) return qmin;
+  if (r >= static_cast<float>(qmax)) return qmax;
+  return static_cast<int32_t>(r);
+}
+
+float DequantizeValue(int32_t q, float scale, int32_t zero_point) {
+  return scale * static_cast<float>(q - zero_point);
+}
+
+float SnapValue(float x, float scale, int32_t zero_point, int32_t qmin, int32_t qmax) {
+  return DequantizeValue(QuantizeValue(x, scale, zero_point, qmin, qmax), scale, zero_point);
+}
+
+uint16_t FloatToHalf(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t abs = bits & 0x7fffffffu;
+  if (abs > 0x7f800000u)  // NaN: keep the top payload bits, force the quiet bit
+    return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520: ±Inf
+  if (abs >= 0x38800000u) {  // a normal half (>= 2^-14): rebias, round the 13 dropped bits
+    const uint32_t m = abs - 0x38000000u;
+    return static_cast<uint16_t>(sign | ((m + 0xfffu + ((m >> 13) & 1u)) >> 13));
+  }
+  // Subnormal half (or zero): count units of 2^-24; the scaling by 2^24 is exact, nearbyint
+  // rounds half to even, and 1024 units correctly encode the smallest normal half.
+  float a;
+  std::memcpy(&a, &abs, sizeof a);
+  return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.0f)));
+}
+
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1fu;
+  const uint32_t mantissa = h & 0x3ffu;
+  uint32_t bits;
+  if (exponent == 0) {
+    const float magnitude = static_cast<float>(mantissa) * (1.0f / 16777216.0f);  // exact
+    std::memcpy(&bits, &magnitude, sizeof bits);
+    bits |= sign;
+  } else if (exponent == 31) {
+    bits = sign | 0x7f800000u | (mantissa << 13);
+  } else {
+    bits = sign | ((exponent + 112u) << 23) | (mantissa << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+void QuantizeTensor(const float* x, size_t n, const QuantParams& p, void* out, size_t inner) {
+  p.Validate();
+  if (p.type == DataType::kInt8Q)
+    QuantizeInto(x, n, p, static_cast<uint8_t*>(out), inner);
+  else
+    QuantizeInto(x, n, p, static_cast<uint16_t*>(out), inner);
+}
+
+void DequantizeTensor(const void* q, size_t n, const QuantParams& p, float* out, size_t inner) {
+  p.Validate();
+  if (p.type == DataType::kInt8Q)
+    DequantizeFrom(static_cast<const uint8_t*>(q), n, p, out, inner);
+  else
+    DequantizeFrom(static_cast<const uint16_t*>(q), n, p, out, inner);
+}
+
+FixedPointMultiplier RequantizationMultiplier(double s_a, double s_b, double s_c) {
+  const double real = s_a * s_b / s_c;
+  if (!(s_a > 0.0) || !(s_b > 0.0) || !(s_c > 0.0) || !(real < 2147483648.0)) {
+    std::ostringstream msg;
+    msg << "RequantizationMultiplier: scales " << s_a << " · " << s_b << " / " << s_c
+        << " give a multiplier outside (0, 2^31)";
+    throw Error(msg.str());
+  }
+  return QuantizeMultiplier(real);
+}
+
+FixedPointMultiplier RescaleMultiplier(double s_in, double s_out) {
+  return RequantizationMultiplier(s_in, 1.0, s_out);
+}
+
+void ConvertTensor(DataType from, const QuantParams& from_params, const void* x, DataType to,
+                   const QuantParams& to_params, void* y, size_t n) {
+  const bool qx = IsQuantized(from), qy = IsQuantized(to);
+  for (const auto* side : {qx ? &from_params : nullptr, qy ? &to_params : nullptr}) {
+    if (!side) continue;
+    side->Validate();
+    if (side->per_channel())
+      throw Error("ConvertTensor: per-channel parameters are not supported by conversions");
+  }
+  if (qx && from_params.type != from)
+    throw Error(std::string("ConvertTensor: source parameters are for ") + Name(from_params.type) +
+                ", data is " + Name(from));
+  if (qy && to_params.type != to)
+    throw Error(std::string("ConvertTensor: destination parameters are for ") +
+                Name(to_params.type) + ", data is " + Name(to));
+  if (qx && qy) {
+    const FixedPointMultiplier m = RescaleMultiplier(from_params.scale[0], to_params.scale[0]);
+    const int32_t xz = from_params.zero_point[0], yz = to_params.zero_point[0];
+    for (size_t i = 0; i < n; ++i) {
+      const int32_t d = LoadQuantized(from, x, i) - xz;
+      int64_t r = yz + (from == DataType::kInt16Q ? Requantize64(d, m)
+                                                  : static_cast<int64_t>(Requantize32(d, m)));
+      r = std::min<int64_t>(std::max<int64_t>(r, to_params.qmin), to_params.qmax);
+      StoreQuantized(to, y, i, static_cast<int32_t>(r));
+    }
+  } else if (qx) {
+    for (size_t i = 0; i < n; ++i)
+      StoreFloat(to, y, i,
+                 DequantizeValue(LoadQuantized(from, x, i), from_params.scale[0],
+                                 from_params.zero_point[0]));
+  } else if (qy) {
+    for (size_t i = 0; i < n; ++i)
+      StoreQuantized(to, y, i,
+                     QuantizeValue(LoadFloat(from, x, i), to_params.scale[0],
+                                   to_params.zero_point[0], to_params.qmin, to_params.qmax));
+  } else {
+    for (size_t i = 0; i < n; ++i) StoreFloat(to, y, i, LoadFloat(from, x, i));
+  }
+}
+
+}  // namespace mpcaffe::quant

@@ -1,0 +1,103 @@
+// quant/quantizer_proto.cc — Quantizer state to and from caffe::QuantizerParameter.
+#include "quant/quantizer_proto.h"
+
+#include <string>
+
+#include "device/error.h"
+
+namespace mpcaffe::quant {
+
+caffe::DataType ToProtoDataType(DataType type) {
+  switch (type) {
+    case DataType::kFloat32:
+      return caffe::CAFFE_FLOAT;
+    case DataType::kFloat16:
+      return caffe::CAFFE_HALF;
+    case DataType::kInt16Q:
+      return caffe::CAFFE_INT16_QUANTIZED;
+    case DataType::kInt8Q:
+      return caffe::CAFFE_INT8_QUANTIZED;
+  }
+  throw Error("ToProtoDataType: unknown data type");
+}
+
+DataType FromProtoDataType(caffe::DataType type, const char* field) {
+  switch (type) {
+    case caffe::CAFFE_FLOAT:
+      return DataType::kFloat32;
+    case caffe::CAFFE_HALF:
+      return DataType::kFloat16;
+    case caffe::CAFFE_INT16_QUANTIZED:
+      return DataType::kInt16Q;
+    case caffe::CAFFE_INT8_QUANTIZED:
+      return DataType::kInt8Q;
+    default:
+      throw Error(std::string("QuantizerParameter.") + field + ": data type " +
+                  caffe::DataType_Name(type) +
+                  " is not one mpcaffe computes in (FLOAT, HALF, INT8_QUANTIZED, "
+                  "INT16_QUANTIZED)");
+  }
+}
+
+void ToProto(Quantizer& q, caffe::QuantizerParameter* param) {
+  param->Clear();
+  if (!q.name().empty()) param->set_name(q.name());
+  param->set_zone(q.zone());
+  param->set_input_data_type(ToProtoDataType(q.input_type()));
+  param->set_output_data_type(ToProtoDataType(q.output_type()));
+  switch (q.mode()) {
+    case QuantizerMode::kObserve:
+      param->set_mode(caffe::CAFFE_QUANT_OBSERVE);
+      break;
+    case QuantizerMode::kPseudo:
+      param->set_mode(caffe::CAFFE_QUANT_PSEUDO);
+      break;
+    case QuantizerMode::kPassive:
+    case QuantizerMode::kActive:
+      param->set_mode(caffe::CAFFE_QUANT_PASSIVE);
+      break;
+  }
+  param->set_pseudo_target_type(ToProtoDataType(q.pseudo_target_type()));
+  param->set_pseudo_reset_observed(q.pseudo_reset_observed());
+  if (q.has_observed()) {
+    param->set_observed_min(q.observed_min());
+    param->set_observed_max(q.observed_max());
+  }
+  if (q.has_input_range()) {
+    param->set_min_in(q.min_in());
+    param->set_max_in(q.max_in());
+  }
+  if (q.has_output_range()) {
+    param->set_min_out(q.min_out());
+    param->set_max_out(q.max_out());
+  }
+}
+
+void FromProto(const caffe::QuantizerParameter& param, Quantizer* q) {
+  const DataType input = FromProtoDataType(param.input_data_type(), "input_data_type");
+  const DataType output = FromProtoDataType(param.output_data_type(), "output_data_type");
+  const DataType pseudo = FromProtoDataType(param.pseudo_target_type(), "pseudo_target_type");
+  q->set_types(input, output);
+  q->set_pseudo_target_type(pseudo);
+  q->set_pseudo_reset_observed(param.pseudo_reset_observed());
+  switch (param.mode()) {
+    case caffe::CAFFE_QUANT_OBSERVE:
+      q->set_mode(QuantizerMode::kObserve);
+      break;
+    case caffe::CAFFE_QUANT_PSEUDO:
+      q->set_mode(QuantizerMode::kPseudo);
+      break;
+    default:
+      q->set_mode(QuantizerMode::kPassive);
+      break;
+  }
+  if (param.has_observed_min() && param.has_observed_max())
+    q->SetObserved(param.observed_min(), param.observed_max());
+  else
+    q->ResetObserved();
+  if (param.has_min_in() || param.has_max_in()) q->SetInputRange(param.min_in(), param.max_in());
+  if (param.has_min_out() || param.has_max_out())
+    q->SetOutputRange(param.min_out(), param.max_out());
+}
+
+}  // namespace mpcaffe::quant
