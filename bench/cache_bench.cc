@@ -28,7 +28,9 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // ---------------------------------------------------------------------------------------------
 // The child: one run of the whole benchmark set in this process.
@@ -82,7 +84,9 @@ int RunChild() {
       ++programs;
       t = Clock::now();
       Kernel kernel = program->GetKernel(k.name);
-      kernel.Arg(int32_t{n}).ArgBuffer(x.get(), 0, SizeOf(k.in)).ArgBuffer(y.get(), 0, SizeOf(k.out));
+      kernel.Arg(int32_t{n})
+          .ArgBuffer(x.get(), 0, SizeOf(k.in))
+          .ArgBuffer(y.get(), 0, SizeOf(k.out));
       if (k.family == "relu") {
         kernel.Arg(0.1f).Arg(int32_t{0}).Arg(int32_t{0}).Arg(int32_t{1 << 30}).Arg(int32_t{1});
         kernel.Arg(int32_t{0}).Arg(int32_t{0});
@@ -104,11 +108,12 @@ int RunChild() {
   }
   const double seconds = Since(start);
   const auto c = cache ? cache->counters() : cache::CacheCounters{};
-  std::printf("{\"programs\": %d, \"from_cache\": %d, \"seconds\": %.4f, \"build_seconds\": %.4f, "
-              "\"first_launch_seconds\": %.4f, \"compile_seconds\": %.4f, "
-              "\"load_seconds\": %.4f, \"process_to_here\": %.4f}\n",
-              programs, from_cache, seconds, build_seconds, launch_seconds, c.compile_seconds,
-              c.load_seconds, Since(process_start));
+  std::printf(
+      "{\"programs\": %d, \"from_cache\": %d, \"seconds\": %.4f, \"build_seconds\": %.4f, "
+      "\"first_launch_seconds\": %.4f, \"compile_seconds\": %.4f, "
+      "\"load_seconds\": %.4f, \"process_to_here\": %.4f}\n",
+      programs, from_cache, seconds, build_seconds, launch_seconds, c.compile_seconds,
+      c.load_seconds, Since(process_start));
   return 0;
 }
 
@@ -175,8 +180,7 @@ int RunDriver(const std::vector<std::string>& args) {
   // --smallgrid-env: PoCL 3.1 only builds the grid family (small or large) of the first entry
   // of POCL_BINARY_SPECIALIZE_WG into a binary; this sets "64-1-1-goffs0-smallgrid" (the
   // launches here are narrower than 65536 work-items) to measure what that choice gives.
-  const bool smallgrid_env =
-      std::find(args.begin(), args.end(), "--smallgrid-env") != args.end();
+  const bool smallgrid_env = std::find(args.begin(), args.end(), "--smallgrid-env") != args.end();
   int repeat = 1;
   for (size_t i = 0; i + 1 < args.size(); ++i)
     if (args[i] == "--repeat") repeat = std::max(1, std::atoi(args[i + 1].c_str()));
@@ -199,8 +203,7 @@ int RunDriver(const std::vector<std::string>& args) {
   std::vector<Row> rows;
   auto best = [](const Row& r, const char* field) {
     double v = 1e30;
-    for (const auto& run : r.runs)
-      v = std::min(v, field ? run.fields.at(field) : run.wall);
+    for (const auto& run : r.runs) v = std::min(v, field ? run.fields.at(field) : run.wall);
     return v;
   };
   const char* names[] = {"pocl cache off: cold", "pocl cache off: warm mpcaffe cache",
@@ -220,19 +223,20 @@ int RunDriver(const std::vector<std::string>& args) {
     // PoCL's cache enabled in a fresh directory, then warm: what a user gets.
     const std::string ours_on = fresh("ours") + "/kernels.sqlite";
     const std::string pocl_on = fresh("pocl");
-    rows[2].runs.push_back(Spawn(self, {{"MPCAFFE_CACHE", ours_on},
-                                        {"POCL_KERNEL_CACHE", "1"},
-                                        {"POCL_CACHE_DIR", pocl_on}}));
-    rows[3].runs.push_back(Spawn(self, {{"MPCAFFE_CACHE", ours_on},
-                                        {"POCL_KERNEL_CACHE", "1"},
-                                        {"POCL_CACHE_DIR", pocl_on}}));
+    rows[2].runs.push_back(Spawn(
+        self,
+        {{"MPCAFFE_CACHE", ours_on}, {"POCL_KERNEL_CACHE", "1"}, {"POCL_CACHE_DIR", pocl_on}}));
+    rows[3].runs.push_back(Spawn(
+        self,
+        {{"MPCAFFE_CACHE", ours_on}, {"POCL_KERNEL_CACHE", "1"}, {"POCL_CACHE_DIR", pocl_on}}));
     // For comparison: PoCL's cache alone (its cold run is row 2's cost without the binary
     // fetch; measured here as a second run after a first one that warms it).
     const std::string pocl_only = fresh("pocl");
-    Spawn(self, {{"MPCAFFE_CACHE", "off"}, {"POCL_KERNEL_CACHE", "1"}, {"POCL_CACHE_DIR", pocl_only}});
-    rows[4].runs.push_back(Spawn(self, {{"MPCAFFE_CACHE", "off"},
-                                        {"POCL_KERNEL_CACHE", "1"},
-                                        {"POCL_CACHE_DIR", pocl_only}}));
+    Spawn(self,
+          {{"MPCAFFE_CACHE", "off"}, {"POCL_KERNEL_CACHE", "1"}, {"POCL_CACHE_DIR", pocl_only}});
+    rows[4].runs.push_back(Spawn(
+        self,
+        {{"MPCAFFE_CACHE", "off"}, {"POCL_KERNEL_CACHE", "1"}, {"POCL_CACHE_DIR", pocl_only}}));
   }
   std::error_code ec;
   fs::remove_all(root, ec);
@@ -241,19 +245,22 @@ int RunDriver(const std::vector<std::string>& args) {
   if (json) {
     std::printf("{\"programs\": %d, \"repeat\": %d, \"runs\": [", programs, repeat);
     for (size_t i = 0; i < rows.size(); ++i)
-      std::printf("%s\n {\"name\": \"%s\", \"process_seconds\": %.4f, \"build_launch_seconds\": "
-                  "%.4f, \"from_cache\": %d}",
-                  i ? "," : "", rows[i].name.c_str(), best(rows[i], nullptr),
-                  best(rows[i], "seconds"), int(rows[i].runs[0].fields.at("from_cache")));
-    std::printf("\n],\n \"ratio_cold_over_warm_pocl_off\": %.2f,\n"
-                " \"ratio_cold_over_warm_pocl_on\": %.2f}\n",
-                best(rows[0], nullptr) / best(rows[1], nullptr),
-                best(rows[2], nullptr) / best(rows[3], nullptr));
+      std::printf(
+          "%s\n {\"name\": \"%s\", \"process_seconds\": %.4f, \"build_launch_seconds\": "
+          "%.4f, \"from_cache\": %d}",
+          i ? "," : "", rows[i].name.c_str(), best(rows[i], nullptr), best(rows[i], "seconds"),
+          int(rows[i].runs[0].fields.at("from_cache")));
+    std::printf(
+        "\n],\n \"ratio_cold_over_warm_pocl_off\": %.2f,\n"
+        " \"ratio_cold_over_warm_pocl_on\": %.2f}\n",
+        best(rows[0], nullptr) / best(rows[1], nullptr),
+        best(rows[2], nullptr) / best(rows[3], nullptr));
     return 0;
   }
-  std::printf("kernel cache benchmark: %d programs (element-wise kernels x 4 dtypes + "
-              "conversions, 2 option sets), each built and launched once; best of %d\n\n",
-              programs, repeat);
+  std::printf(
+      "kernel cache benchmark: %d programs (element-wise kernels x 4 dtypes + "
+      "conversions, 2 option sets), each built and launched once; best of %d\n\n",
+      programs, repeat);
   std::printf("%-58s %9s %9s %9s %9s %6s\n", "run", "process", "build+1st", "build", "1st launch",
               "cached");
   for (const auto& r : rows)

@@ -14,8 +14,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <thread>
@@ -222,8 +222,7 @@ void CountInto(CacheFileStats* stats, const std::string& name, double value) {
 
 bool SameKey(const ProgramKey& a, const ProgramKey& b) {
   return a.backend == b.backend && a.platform == b.platform && a.device == b.device &&
-         a.driver == b.driver && a.arch == b.arch && a.options == b.options &&
-         a.source == b.source;
+         a.driver == b.driver && a.arch == b.arch && a.options == b.options && a.source == b.source;
 }
 
 std::string TuningMemoryKey(const std::string& device, const std::string& operation,
@@ -241,9 +240,12 @@ std::string TuningMemoryKey(const std::string& device, const std::string& operat
 
 const char* CacheStateName(CacheState state) {
   switch (state) {
-    case CacheState::kReadWrite: return "read-write";
-    case CacheState::kReadOnly: return "read-only";
-    case CacheState::kMemoryOnly: return "memory-only";
+    case CacheState::kReadWrite:
+      return "read-write";
+    case CacheState::kReadOnly:
+      return "read-only";
+    case CacheState::kMemoryOnly:
+      return "memory-only";
   }
   return "?";
 }
@@ -252,8 +254,8 @@ std::string ProgramKeyHash(const ProgramKey& key) {
   Sha256 h;
   h.UpdateField("mpcaffe program cache");
   h.UpdateField(std::to_string(kCacheFormatVersion));
-  for (const std::string* field : {&key.backend, &key.platform, &key.device, &key.driver,
-                                   &key.arch, &key.options, &key.source})
+  for (const std::string* field : {&key.backend, &key.platform, &key.device, &key.driver, &key.arch,
+                                   &key.options, &key.source})
     h.UpdateField(*field);
   const auto digest = h.Digest();
   return ToHex(digest.data(), digest.size());
@@ -261,8 +263,8 @@ std::string ProgramKeyHash(const ProgramKey& key) {
 
 std::string ProgramDeviceHash(const ProgramKey& key) {
   Sha256 h;
-  for (const std::string* field : {&key.backend, &key.platform, &key.device, &key.driver,
-                                   &key.arch})
+  for (const std::string* field :
+       {&key.backend, &key.platform, &key.device, &key.driver, &key.arch})
     h.UpdateField(*field);
   const auto digest = h.Digest();
   return ToHex(digest.data(), digest.size());
@@ -322,7 +324,8 @@ void ProgramCache::Connect() {
     const fs::path dir = fs::path(path).parent_path();
     if (!dir.empty() && !fs::exists(dir, ec)) fs::create_directories(dir, ec);
     if (ec) {
-      Problem("cannot create its directory (" + ec.message() + "); continuing without a cache file");
+      Problem("cannot create its directory (" + ec.message() +
+              "); continuing without a cache file");
       return;
     }
   }
@@ -417,8 +420,8 @@ void ProgramCache::CreateSchema(bool read_only) {
                 "parameters TEXT NOT NULL, time_ms REAL NOT NULL, date TEXT NOT NULL, "
                 "PRIMARY KEY(device, operation, signature))",
                 kTuning));
-  Exec(db_, Sql("CREATE TABLE IF NOT EXISTS $T(name TEXT PRIMARY KEY, value REAL NOT NULL)",
-                kCounters));
+  Exec(db_,
+       Sql("CREATE TABLE IF NOT EXISTS $T(name TEXT PRIMARY KEY, value REAL NOT NULL)", kCounters));
   Exec(db_, "INSERT OR IGNORE INTO meta(name, value) VALUES('format', '" +
                 std::to_string(kCacheFormatVersion) + "')");
   txn.Commit();
@@ -459,15 +462,15 @@ bool ProgramCache::HandleFailure(int code, const std::string& message, const cha
   switch (primary) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-      Degrade(CacheState::kMemoryOnly,
-              "is locked by another process for longer than the " +
-                  std::to_string(options_.busy_timeout_ms) +
-                  " ms busy timeout; continuing without it" + detail);
+      Degrade(CacheState::kMemoryOnly, "is locked by another process for longer than the " +
+                                           std::to_string(options_.busy_timeout_ms) +
+                                           " ms busy timeout; continuing without it" + detail);
       return false;
     case SQLITE_FULL:
       Degrade(CacheState::kReadOnly,
               "is full (disk full or size limit reached); stored programs are used, new ones "
-              "are no longer saved" + detail);
+              "are no longer saved" +
+                  detail);
       return false;
     case SQLITE_READONLY:
       Degrade(CacheState::kReadOnly,
@@ -489,7 +492,8 @@ bool ProgramCache::RepairCorruptFile(const std::string& why) {
   state_ = CacheState::kMemoryOnly;
   DirectoryLock lock(options_.path, options_.busy_timeout_ms);
   if (!lock.locked()) {
-    Problem("looks corrupt (" + why + ") and its directory could not be locked to repair it; "
+    Problem("looks corrupt (" + why +
+            ") and its directory could not be locked to repair it; "
             "continuing without it");
     return false;
   }
@@ -543,10 +547,12 @@ void ProgramCache::FlushCounters() {
     p = pending_;
     pending_ = PendingCounters{};
   }
-  const std::pair<const char*, double> values[] = {
-      {"hits", double(p.hits)},   {"misses", double(p.misses)},
-      {"compiles", double(p.compiles)}, {"loads", double(p.loads)},
-      {"compile_seconds", p.compile_seconds}, {"load_seconds", p.load_seconds}};
+  const std::pair<const char*, double> values[] = {{"hits", double(p.hits)},
+                                                   {"misses", double(p.misses)},
+                                                   {"compiles", double(p.compiles)},
+                                                   {"loads", double(p.loads)},
+                                                   {"compile_seconds", p.compile_seconds},
+                                                   {"load_seconds", p.load_seconds}};
   for (const auto& [name, value] : values) {
     if (value == 0) continue;
     Statement add(db_, Sql("INSERT INTO $T(name, value) VALUES(?1, ?2) "
@@ -603,8 +609,9 @@ std::optional<std::string> ProgramCache::Load(const ProgramKey& key) {
       found = std::move(binary);
     });
     if (corrupt_entry) {
-      Problem("holds a corrupt binary (checksum mismatch); the entry is deleted and the program "
-              "compiled from source");
+      Problem(
+          "holds a corrupt binary (checksum mismatch); the entry is deleted and the program "
+          "compiled from source");
       WithFile("deleting a corrupt entry", true, [&] {
         Statement del(db_, Sql("DELETE FROM $T WHERE key = ?1", kPrograms).c_str());
         del.Text(1, hash);
@@ -726,9 +733,8 @@ CacheFileStats ProgramCache::FileStats() {
   WithFile("reading statistics", false, [&] {
     CacheFileStats s = stats;
     {
-      Statement programs(db_, Sql("SELECT count(*), coalesce(sum(length(binary)), 0) FROM $T",
-                                  kPrograms)
-                                  .c_str());
+      Statement programs(
+          db_, Sql("SELECT count(*), coalesce(sum(length(binary)), 0) FROM $T", kPrograms).c_str());
       programs.Step();
       s.programs = programs.Int(0);
       s.bytes = programs.Int(1);
@@ -806,7 +812,7 @@ std::optional<TuningRecord> ProgramCache::GetTuning(const std::string& device,
                                 .c_str());
       select.Text(1, device).Text(2, operation).Text(3, signature);
       if (select.Step())
-        found = TuningRecord{device,           operation,          signature,
+        found = TuningRecord{device,           operation,        signature,
                              select.String(0), select.Double(1), select.String(2)};
     });
   }
@@ -882,7 +888,8 @@ size_t ProgramCache::ClearTuning(const std::string& device, const std::string& o
     std::unique_lock<std::shared_mutex> lock(memory_mutex_);
     for (auto it = tuning_memory_.begin(); it != tuning_memory_.end();) {
       const TuningRecord& r = it->second;
-      if ((device.empty() || r.device == device) && (operation.empty() || r.operation == operation)) {
+      if ((device.empty() || r.device == device) &&
+          (operation.empty() || r.operation == operation)) {
         it = tuning_memory_.erase(it);
         ++removed_memory;
       } else {

@@ -35,8 +35,9 @@ int Stats(bool json) {
   const std::string path = cache::DefaultCachePath(&why);
   if (path.empty()) {
     if (json)
-      std::printf("{\"path\": \"\", \"enabled\": false, \"programs\": 0, \"tuning_records\": 0, "
-                  "\"bytes\": 0, \"hits\": 0, \"misses\": 0}\n");
+      std::printf(
+          "{\"path\": \"\", \"enabled\": false, \"programs\": 0, \"tuning_records\": 0, "
+          "\"bytes\": 0, \"hits\": 0, \"misses\": 0}\n");
     else
       std::printf("kernel cache disabled (%s)\n",
                   why == "MPCAFFE_CACHE" ? "MPCAFFE_CACHE=off" : "no HOME or XDG_CACHE_HOME");
@@ -119,11 +120,12 @@ int Tuning(const std::vector<std::string>& args) {
     std::printf("[");
     for (size_t i = 0; i < records.size(); ++i) {
       const auto& r = records[i];
-      std::printf("%s\n {\"device\": \"%s\", \"operation\": \"%s\", \"signature\": \"%s\", "
-                  "\"parameters\": \"%s\", \"time_ms\": %.6f, \"date\": \"%s\"}",
-                  i ? "," : "", JsonEscape(r.device).c_str(), JsonEscape(r.operation).c_str(),
-                  JsonEscape(r.signature).c_str(), JsonEscape(r.parameters).c_str(), r.time_ms,
-                  JsonEscape(r.date).c_str());
+      std::printf(
+          "%s\n {\"device\": \"%s\", \"operation\": \"%s\", \"signature\": \"%s\", "
+          "\"parameters\": \"%s\", \"time_ms\": %.6f, \"date\": \"%s\"}",
+          i ? "," : "", JsonEscape(r.device).c_str(), JsonEscape(r.operation).c_str(),
+          JsonEscape(r.signature).c_str(), JsonEscape(r.parameters).c_str(), r.time_ms,
+          JsonEscape(r.date).c_str());
     }
     std::printf("%s]\n", records.empty() ? "" : "\n");
     return 0;

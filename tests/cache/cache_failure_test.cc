@@ -22,8 +22,8 @@ using testing::FakeBinary;
 using testing::FakeKey;
 using testing::IntegrityCheck;
 using testing::Query;
-using testing::StderrCapture;
 using testing::ScratchDir;
+using testing::StderrCapture;
 using testing::Worker;
 
 /// What the library does around the store for each program: load, else "compile" and save.
@@ -99,8 +99,9 @@ TEST(CacheFailure, CorruptBinaryIsDroppedAndRecompiled) {
   const std::string path = dir.File("kernels.sqlite");
   Fill(path, 5);
   // Change bytes of two stored binaries but not their checksums.
-  Query(path, "UPDATE programs_v1 SET binary = zeroblob(length(binary)) WHERE rowid IN "
-              "(SELECT rowid FROM programs_v1 LIMIT 2)");
+  Query(path,
+        "UPDATE programs_v1 SET binary = zeroblob(length(binary)) WHERE rowid IN "
+        "(SELECT rowid FROM programs_v1 LIMIT 2)");
   StderrCapture capture;
   {
     ProgramCache cache(CacheOptions{path});
@@ -155,7 +156,7 @@ TEST(CacheFailure, LockedFileIsBypassedAfterTheTimeout) {
   EXPECT_EQ(CountWarnings(err), 1) << err;
   EXPECT_NE(err.find("locked"), std::string::npos) << err;
   EXPECT_LT(seconds, 3.0);  // waited about one timeout, not one per program
-  locker.reset();  // kills the worker, which releases the lock
+  locker.reset();           // kills the worker, which releases the lock
   EXPECT_EQ(IntegrityCheck(path), "ok");
   ProgramCache after(CacheOptions{path});
   EXPECT_EQ(BuildAll(after, 4), 0);  // the file was left intact
@@ -249,10 +250,11 @@ TEST(CacheFailure, NewerFormatFileIsLeftAlone) {
   ScratchDir dir;
   const std::string path = dir.File("kernels.sqlite");
   Query(path + "", "SELECT 1");  // creates an empty database
-  Query(path, "CREATE TABLE meta(name TEXT PRIMARY KEY, value TEXT NOT NULL); "
-              "INSERT INTO meta VALUES('format', '999'); "
-              "CREATE TABLE programs_v999(key TEXT PRIMARY KEY, blob BLOB); "
-              "INSERT INTO programs_v999 VALUES('k', x'00')");
+  Query(path,
+        "CREATE TABLE meta(name TEXT PRIMARY KEY, value TEXT NOT NULL); "
+        "INSERT INTO meta VALUES('format', '999'); "
+        "CREATE TABLE programs_v999(key TEXT PRIMARY KEY, blob BLOB); "
+        "INSERT INTO programs_v999 VALUES('k', x'00')");
   StderrCapture capture;
   {
     ProgramCache cache(CacheOptions{path});

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sqlite3.h>
@@ -16,8 +17,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "cache/program_cache.h"
 #include "tests/cache/test_kernels.h"
@@ -57,8 +56,8 @@ inline ProgramKey FakeKey(int i, const std::string& options = "-cl-fast-relaxed-
                     "1.0",
                     "",
                     options,
-                    "kernel void k" + std::to_string(i) + "(global float* x) { x[0] = " +
-                        std::to_string(i) + "; }"};
+                    "kernel void k" + std::to_string(i) +
+                        "(global float* x) { x[0] = " + std::to_string(i) + "; }"};
 }
 
 /// Deterministic pseudo-random bytes standing for a compiled binary.

@@ -39,8 +39,8 @@ int Lock(const std::string& path, int milliseconds, bool exclusive) {
   }
   // In exclusive locking mode a WAL file's lock also stops readers. The transaction stays
   // open until the process exits.
-  const char* sql = exclusive ? "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE;"
-                              : "BEGIN IMMEDIATE;";
+  const char* sql =
+      exclusive ? "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE;" : "BEGIN IMMEDIATE;";
   char* error = nullptr;
   if (sqlite3_exec(db, sql, nullptr, nullptr, &error) != SQLITE_OK) {
     std::fprintf(stderr, "lock: %s\n", error ? error : "failed");
@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mpcaffe_cache_worker %s: %s\n", mode.c_str(), e.what());
     return 2;
   }
-  std::fprintf(stderr, "usage: mpcaffe_cache_worker lock|write-lock <file> <ms> | build <count> <seed>\n");
+  std::fprintf(stderr,
+               "usage: mpcaffe_cache_worker lock|write-lock <file> <ms> | build <count> <seed>\n");
   return 64;
 }

@@ -92,8 +92,8 @@ TEST(OpenCLCache, SecondBuildInThisProcessCompilesNothing) {
   EXPECT_EQ(second->counters().hits, 1u);
   // Different options are a different program.
   ProgramHints hints;
-  EXPECT_FALSE(device->BuildProgram(TestKernelSource(1001), "-cl-std=CL1.2 -DX=1", hints)
-                   ->from_cache());
+  EXPECT_FALSE(
+      device->BuildProgram(TestKernelSource(1001), "-cl-std=CL1.2 -DX=1", hints)->from_cache());
   EXPECT_EQ(second->counters().compiles, 1u);
 }
 
@@ -188,9 +188,8 @@ TEST(OpenCLCache, FourProcessesShareOneFile) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::unique_ptr<Worker>> workers;
   for (int seed = 1; seed <= 4; ++seed)
-    workers.push_back(
-        std::make_unique<Worker>(std::vector<std::string>{"build", "50", std::to_string(seed)},
-                                 env));
+    workers.push_back(std::make_unique<Worker>(
+        std::vector<std::string>{"build", "50", std::to_string(seed)}, env));
   int compiled = 0;
   for (auto& w : workers) {
     auto report = Report(w->ReadAll());

@@ -165,7 +165,7 @@ TEST(ProgramCache, ClearEmptiesFileAndMemory) {
   const CacheFileStats s = cache.FileStats();
   EXPECT_EQ(s.programs, 0u);
   EXPECT_EQ(s.tuning_records, 0u);
-  EXPECT_LT(s.file_bytes, before / 4);  // space given back
+  EXPECT_LT(s.file_bytes, before / 4);   // space given back
   EXPECT_FALSE(cache.Load(FakeKey(0)));  // the in-process map is empty too
   EXPECT_FALSE(cache.GetTuning("dev", "gemm", "sig"));
 }

@@ -54,9 +54,9 @@ TEST(Sha256, FieldsDoNotRunTogether) {
 }
 
 ProgramKey SampleKey() {
-  return ProgramKey{"opencl", "Portable Computing Language OpenCL 3.0 PoCL 3.1",
-                    "cpu-haswell", "3.1", "", "-cl-mad-enable",
-                    "kernel void f(global float* x) { x[0] = 1; }"};
+  return ProgramKey{
+      "opencl",         "Portable Computing Language OpenCL 3.0 PoCL 3.1", "cpu-haswell", "3.1", "",
+      "-cl-mad-enable", "kernel void f(global float* x) { x[0] = 1; }"};
 }
 
 TEST(ProgramKeyHash, EveryFieldChangesTheKey) {

@@ -15,8 +15,9 @@ inline std::string TestKernelSource(int i) {
          "(global float* y, const ulong y_off, global const float* x, const ulong x_off,\n"
          "    const uint n) {\n"
          "  const uint i = get_global_id(0);\n"
-         "  if (i < n) y[y_off + i] = x[x_off + i] * " + std::to_string(i + 1) + ".0f + " +
-         std::to_string(i % 7) + ".0f;\n"
+         "  if (i < n) y[y_off + i] = x[x_off + i] * " +
+         std::to_string(i + 1) + ".0f + " + std::to_string(i % 7) +
+         ".0f;\n"
          "}\n";
 }
 inline std::string TestKernelName(int i) { return "scale_" + std::to_string(i); }

@@ -66,7 +66,7 @@ TEST(TuningTable, WorksInMemoryWithoutAFile) {
   ProgramCache cache(CacheOptions{""});  // no file at all
   EXPECT_EQ(cache.state(), CacheState::kMemoryOnly);
   EXPECT_FALSE(cache.PutTuning({"d", "gemm", "s", "p", 2, ""}));  // not in a file...
-  auto r = cache.GetTuning("d", "gemm", "s");                      // ...but remembered
+  auto r = cache.GetTuning("d", "gemm", "s");                     // ...but remembered
   ASSERT_TRUE(r);
   EXPECT_EQ(r->parameters, "p");
   EXPECT_EQ(cache.ListTuning().size(), 1u);
