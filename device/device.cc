@@ -167,14 +167,22 @@ Event Kernel::Launch(Dim3 global, Dim3 local, Queue* queue) {
 }
 
 Event Kernel::Launch1D(size_t n, Queue* queue) {
-  Dim3 global = {std::max<size_t>(n, 1), 1, 1};
-  Dim3 local = device_->LaunchShape(*impl_, global);
+  const size_t local = std::max<size_t>(1, std::min(kLaunch1DLocalSize, impl_->MaxWorkGroupSize()));
   // A grid-stride loop covers the rest: cap the groups at a generous multiple of the units.
   const size_t max_groups = std::max<size_t>(64, 16 * std::max(1, device_->info().compute_units));
-  const size_t groups = std::min(max_groups, (global[0] + local[0] - 1) / local[0]);
-  global[0] = groups * local[0];
-  return Launch(global, local, queue);
+  const size_t groups = std::min(max_groups, (std::max<size_t>(n, 1) + local - 1) / local);
+  return Launch({groups * local, 1, 1}, {local, 1, 1}, queue);
 }
+
+std::shared_ptr<Program> Device::GetProgram(const std::string& source, const std::string& options,
+                                            const ProgramHints& hints) {
+  std::lock_guard<std::mutex> lock(programs_mutex_);
+  auto& slot = programs_[{options, source}];
+  if (!slot) slot = BuildProgram(source, options, hints);
+  return slot;
+}
+
+ProgramHints ProgramHints::OneDimensional() { return ProgramHints{{{kLaunch1DLocalSize, 1, 1}}}; }
 
 std::string DumpKernelIfAsked(Backend backend, const std::string& source,
                               const std::string& options) {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -152,8 +153,8 @@ class Kernel {
   /// size lets the device choose (see Device::LaunchShape). Kernels bound-check their
   /// indices or use the writer's grid-stride loop. Resets the argument position.
   Event Launch(Dim3 global, Dim3 local = {0, 0, 0}, Queue* queue = nullptr);
-  /// One-dimensional launch for a grid-stride kernel over `n` items: the device chooses the
-  /// local size and caps the number of work-groups.
+  /// One-dimensional launch for a grid-stride kernel over `n` items: work-groups of
+  /// kLaunch1DLocalSize (so cached binaries can be specialized for it), their number capped.
   Event Launch1D(size_t n, Queue* queue = nullptr);
 
  private:
@@ -171,7 +172,12 @@ class Kernel {
 /// be launched with.
 struct ProgramHints {
   std::vector<Dim3> local_sizes;
+  /// The hints of a program whose kernels are launched with Kernel::Launch1D.
+  static ProgramHints OneDimensional();
 };
+
+/// The work-group size Kernel::Launch1D uses (capped by the kernel's maximum).
+inline constexpr size_t kLaunch1DLocalSize = 64;
 
 /// Compiled program text for one device.
 class Program {
@@ -243,6 +249,11 @@ class Device {
                                                 const std::string& options = "",
                                                 const ProgramHints& hints = {}) = 0;
 
+  /// BuildProgram once per (source, options) for the life of the device: the process-wide
+  /// entry point for generated kernels (the binary store sits behind BuildProgram).
+  std::shared_ptr<Program> GetProgram(const std::string& source, const std::string& options = "",
+                                      const ProgramHints& hints = {});
+
   virtual Queue& default_queue() = 0;
   virtual std::unique_ptr<Queue> CreateQueue() = 0;
   void Finish() { default_queue().Finish(); }
@@ -266,6 +277,8 @@ class Device {
   int index_ = -1;
 
  private:
+  std::mutex programs_mutex_;
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<Program>> programs_;
   std::atomic<uint64_t> bytes_in_use_{0};
   std::atomic<uint64_t> peak_bytes_{0};
 };

@@ -66,10 +66,7 @@ int64_t Requant(DataType t, int64_t acc, FixedPointMultiplier m) {
 }  // namespace
 
 Kernel ElementwiseOps::Get(const std::string& name, const std::string& source) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto& program = programs_[name];
-  if (!program) program = device_.BuildProgram(source);
-  return program->GetKernel(name);
+  return device_.GetProgram(source, "", ProgramHints::OneDimensional())->GetKernel(name);
 }
 
 void ElementwiseOps::Relu(DataType type, int n, DeviceMemory& x, DeviceMemory& y, float slope,

@@ -2,9 +2,7 @@
 // a device for every data type, and their plain C++ references with the same contract.
 #pragma once
 
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "codegen/datatype.h"
@@ -20,8 +18,8 @@ struct Affine {
 };
 
 /// Launches the element-wise kernels of codegen/elementwise.h on one device. Buffers hold
-/// `n` elements of the data type's storage (see TraitsOf(type).storage). Programs are built
-/// once per device and kept.
+/// `n` elements of the data type's storage (see TraitsOf(type).storage). Programs come from
+/// Device::GetProgram (built once per device).
 class ElementwiseOps {
  public:
   explicit ElementwiseOps(Device& device) : device_(device) {}
@@ -44,8 +42,6 @@ class ElementwiseOps {
  private:
   Kernel Get(const std::string& name, const std::string& source);
   Device& device_;
-  std::mutex mutex_;
-  std::map<std::string, std::shared_ptr<Program>> programs_;
 };
 
 /// Plain C++ references: the same arithmetic on host storage (x and y point at `n` storage

@@ -25,16 +25,6 @@ float BitsToFloat(uint32_t bits) {
   return f;
 }
 
-/// Programs built by quantizers, per device and source text, for the process lifetime.
-std::shared_ptr<Program> CachedProgram(Device& device, const std::string& source) {
-  static std::mutex mutex;
-  static std::map<std::pair<Device*, std::string>, std::shared_ptr<Program>> programs;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto& slot = programs[{&device, source}];
-  if (!slot) slot = device.BuildProgram(source);
-  return slot;
-}
-
 }  // namespace
 
 const char* QuantizerModeName(QuantizerMode mode) {
@@ -150,7 +140,7 @@ Quantizer::Quantizer(Device& device, std::string name, int64_t zone)
     : device_(&device), name_(std::move(name)), zone_(zone) {}
 
 Kernel Quantizer::GetKernel(const std::string& source, const std::string& kernel_name) {
-  return CachedProgram(*device_, source)->GetKernel(kernel_name);
+  return device_->GetProgram(source, "", ProgramHints::OneDimensional())->GetKernel(kernel_name);
 }
 
 void Quantizer::EnsureRangeBuffer() {

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "cache/program_cache.h"
 #include "tools/command.h"
 
 namespace mpcaffe::tools {
@@ -67,6 +68,9 @@ int main(int argc, char** argv) {
     return Usage(stderr);
   }
   try {
+    // Every program the command builds goes through the kernel cache (MPCAFFE_CACHE=off
+    // disables it).
+    mpcaffe::cache::EnableProgramCache();
     return it->second.run(std::vector<std::string>(argv + 2, argv + argc));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mpcaffe %s: error: %s\n", name.c_str(), e.what());

@@ -282,21 +282,25 @@ class OpenCLProgram : public Program {
 };
 
 /// PoCL compiles each (kernel, local size) at first launch; a binary fetched with these
-/// specializations listed loads without compiling (see docs/BENCHMARKS.md, cache section).
+/// specializations listed loads without compiling (docs/BENCHMARKS.md, cache section). PoCL 3.1
+/// builds one family per binary — small-grid or not, as the first entry says — and uses the
+/// small-grid variant for every launch under 65536 work-items per dimension, which is what
+/// Kernel::Launch1D issues; so only "-goffs0-smallgrid" entries are listed. Wider launches
+/// compile once at their first use.
 std::string PoclSpecializations(const ProgramHints& hints) {
   std::string list;
   for (const Dim3& l : hints.local_sizes) {
-    std::string wg = std::to_string(l[0]) + "-" + std::to_string(l[1]) + "-" +
-                     std::to_string(l[2]) + "-goffs0";
-    for (const char* suffix : {"", "-smallgrid"}) {
-      if (!list.empty()) list += ",";
-      list += wg + suffix;
-    }
+    if (!list.empty()) list += ",";
+    list += std::to_string(l[0]) + "-" + std::to_string(l[1]) + "-" + std::to_string(l[2]) +
+            "-goffs0-smallgrid";
   }
   return list;
 }
 
-std::mutex pocl_env_mutex;  // POCL_BINARY_SPECIALIZE_WG is process-wide state
+// POCL_BINARY_SPECIALIZE_WG is process-wide state: set under this lock, read by PoCL inside
+// the same clGetProgramInfo call on this thread. (glibc's setenv is not safe against a
+// concurrent getenv elsewhere; PoCL reads it only while fetching binaries.)
+std::mutex pocl_env_mutex;
 
 class OpenCLDevice : public Device {
  public:
