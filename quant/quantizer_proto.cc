@@ -52,8 +52,10 @@ void ToProto(Quantizer& q, caffe::QuantizerParameter* param) {
     case QuantizerMode::kPseudo:
       param->set_mode(caffe::CAFFE_QUANT_PSEUDO);
       break;
-    case QuantizerMode::kPassive:
     case QuantizerMode::kActive:
+      param->set_mode(caffe::CAFFE_QUANT_ACTIVE);
+      break;
+    case QuantizerMode::kPassive:
       param->set_mode(caffe::CAFFE_QUANT_PASSIVE);
       break;
   }
@@ -86,6 +88,9 @@ void FromProto(const caffe::QuantizerParameter& param, Quantizer* q) {
       break;
     case caffe::CAFFE_QUANT_PSEUDO:
       q->set_mode(QuantizerMode::kPseudo);
+      break;
+    case caffe::CAFFE_QUANT_ACTIVE:
+      q->set_mode(QuantizerMode::kActive);
       break;
     default:
       q->set_mode(QuantizerMode::kPassive);

@@ -82,4 +82,23 @@ TEST(QuantizerProto, TextFormatAndUnsupportedTypes) {
 
 }  // namespace
 }  // namespace mpcaffe::quant
+namespace mpcaffe::quant {
+namespace {
+
+TEST(QuantizerProto, EveryModeRoundTrips) {
+  for (QuantizerMode mode : {QuantizerMode::kPassive, QuantizerMode::kObserve,
+                             QuantizerMode::kPseudo, QuantizerMode::kActive}) {
+    Quantizer q(DefaultDevice(), "q", 0);
+    q.set_mode(mode);
+    caffe::QuantizerParameter param;
+    ToProto(q, &param);
+    Quantizer r(DefaultDevice(), "r", 0);
+    FromProto(param, &r);
+    EXPECT_EQ(r.mode(), mode) << QuantizerModeName(mode);
+  }
+}
+
+}  // namespace
+}  // namespace mpcaffe::quant
+
 #endif
