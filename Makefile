@@ -4,7 +4,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 MPCAFFE := $(BUILD)/bin/mpcaffe
 
-.PHONY: all deps configure build test demo clean
+.PHONY: all deps configure build test demo clean fuzz test-asan
 
 all: build
 
@@ -25,6 +25,21 @@ test: build
 demo: build
 	$(MPCAFFE) devices
 	$(MPCAFFE) selfcheck
+
+# libFuzzer targets (model-file parsers, kernel-cache reader), FUZZ_SECONDS each.
+FUZZ_SECONDS ?= 60
+fuzz: build
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+
+# The C++ suites under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan).
+test-asan: deps
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer" \
+	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined"
+	cmake --build build-asan -j$(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/lsan.supp \
+	  ctest --output-on-failure --timeout 3000
 
 clean:
 	rm -rf $(BUILD)

@@ -46,9 +46,10 @@ class SqliteError : public Error {
 /// A prepared statement, finalized on scope exit.
 class Statement {
  public:
-  Statement(sqlite3* db, const char* sql) : db_(db), sql_(sql) {
-    const int rc = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
-    if (rc != SQLITE_OK) Fail(db, rc, std::string("prepare \"") + sql + "\"");
+  // The text is kept (callers often pass a temporary's c_str()) for error messages.
+  Statement(sqlite3* db, const std::string& sql) : db_(db), sql_(sql) {
+    const int rc = sqlite3_prepare_v2(db, sql_.c_str(), -1, &stmt_, nullptr);
+    if (rc != SQLITE_OK) Fail(db, rc, "prepare \"" + sql_ + "\"");
   }
   ~Statement() { sqlite3_finalize(stmt_); }
   Statement(const Statement&) = delete;
@@ -89,7 +90,7 @@ class Statement {
     if (rc != SQLITE_OK) Fail(db_, rc, std::string("bind \"") + sql_ + "\"");
   }
   sqlite3* db_;
-  const char* sql_;
+  const std::string sql_;
   sqlite3_stmt* stmt_ = nullptr;
 };
 

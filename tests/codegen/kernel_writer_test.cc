@@ -18,7 +18,7 @@ namespace {
 
 std::string GoldenPath(const std::string& name) {
   const char* src = std::getenv("MPCAFFE_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/tests/codegen/golden/" + name;
+  return std::string(src ? src : MPCAFFE_SOURCE_DIR_DEFAULT) + "/tests/codegen/golden/" + name;
 }
 
 std::string ReadFile(const std::string& path) {

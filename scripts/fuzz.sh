@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# scripts/fuzz.sh — builds the libFuzzer targets (clang, ASan + UBSan) in build-fuzz, seeds their
+# corpora from ../shared/models and a real kernel-cache file, and runs each for FUZZ_SECONDS.
+# Findings (crash-*, leak-*, timeout-*) land in fuzz/findings/<target>/; corpora in build-fuzz.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_EACH=${FUZZ_SECONDS:-60}
+SHARED=${MPCAFFE_SHARED_DIR:-$(cd .. && pwd)/shared}
+BUILD=build-fuzz
+
+CC=clang CXX=clang++ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DMPCAFFE_FUZZ=ON -DMPCAFFE_BUILD_TESTS=OFF > "$BUILD.configure.log" 2>&1 ||
+  { cat "$BUILD.configure.log"; exit 1; }
+cmake --build "$BUILD" -j"$(nproc)" --target fuzz_prototxt fuzz_caffemodel fuzz_solverstate \
+  fuzz_cache_file
+
+corpus=$BUILD/corpus
+mkdir -p "$corpus"/{prototxt,caffemodel,solverstate,cache_file}
+# Seeds: every shared prototxt as text, and encoded as a binary NetParameter.
+find "$SHARED/models" -name '*.prototxt' | while read -r f; do
+  name=$(echo "$f" | md5sum | cut -c1-16)
+  cp "$f" "$corpus/prototxt/$name"
+  protoc --proto_path=proto --encode=caffe.NetParameter proto/caffe.proto < "$f" \
+    > "$corpus/caffemodel/$name" 2>/dev/null || rm -f "$corpus/caffemodel/$name"
+done
+printf 'iter: 100\ncurrent_step: 2\nhistory { shape { dim: 2 } data: 1 data: 2 }\n' |
+  protoc --proto_path=proto --encode=caffe.SolverState proto/caffe.proto > "$corpus/solverstate/seed"
+printf 'num: 1 channels: 1 height: 2 width: 2 data: 1 data: 2 data: 3 data: 4\n' |
+  protoc --proto_path=proto --encode=caffe.BlobProto proto/caffe.proto > "$corpus/solverstate/mean"
+if [ -x build/bin/mpcaffe ] && [ ! -s "$corpus/cache_file/seed" ]; then
+  MPCAFFE_CACHE="$corpus/cache_file/seed" build/bin/mpcaffe selfcheck --size 16 > /dev/null || true
+  rm -f "$corpus/cache_file/seed-wal" "$corpus/cache_file/seed-shm"
+fi
+
+status=0
+for target in prototxt caffemodel solverstate cache_file; do
+  findings=fuzz/findings/$target
+  mkdir -p "$findings"
+  echo "== fuzz_$target for ${SECONDS_EACH}s"
+  "$BUILD/bin/fuzz_$target" -max_total_time="$SECONDS_EACH" -rss_limit_mb=4096 -max_len=65536 \
+    -timeout=20 -artifact_prefix="$findings/" -print_final_stats=1 "$corpus/$target" \
+    2> "$BUILD/fuzz_$target.log" || status=1
+  grep -E "^stat::number_of_executed_units|^Done|ERROR" "$BUILD/fuzz_$target.log" || true
+done
+exit $status
