@@ -10,6 +10,7 @@
 
 #include "device/backends.h"
 #include "device/device.h"
+#include "device/opencl/opencl_interop.h"
 #include "device/program_store.h"
 
 namespace mpcaffe {
@@ -569,3 +570,22 @@ std::string EnumerateOpenCL() {
 }
 
 }  // namespace mpcaffe
+
+// device/opencl/opencl_interop.h
+namespace mpcaffe::opencl {
+
+cl_mem NativeBuffer(const DeviceMemory& mem) {
+  if (mem.device()->backend() != Backend::kOpenCL)
+    throw DeviceError("NativeBuffer: the allocation belongs to " + mem.device()->Describe() +
+                      ", not an OpenCL device");
+  return MemOf(&mem);
+}
+
+cl_command_queue NativeQueue(Device& device, Queue* queue) {
+  if (device.backend() != Backend::kOpenCL)
+    throw DeviceError("NativeQueue: " + device.Describe() + " is not an OpenCL device");
+  return queue ? static_cast<OpenCLQueue*>(queue)->get()
+               : static_cast<OpenCLDevice&>(device).default_cl_queue();
+}
+
+}  // namespace mpcaffe::opencl

@@ -10,6 +10,11 @@
 
 #include "codegen/elementwise.h"
 #include "codegen/kernel_writer.h"
+#include "layers/layer_kernels.h"
+#include "libdnn/conv.h"
+#include "libdnn/gemm.h"
+#include "libdnn/lrn.h"
+#include "libdnn/pool.h"
 #ifdef MPCAFFE_HAVE_CUDA
 #include "device/cuda/nvrtc.h"
 #endif
@@ -39,6 +44,62 @@ std::vector<Generated> AllGenerated() {
                    [t](const KernelTarget& k) { return quant::PseudoSource(k, t); }});
   }
   all.push_back({quant::kObserveRangeKernel, [](const KernelTarget& k) { return quant::ObserveRangeSource(k); }});
+  // libdnn/gemm: every data type, outer-product (B rows) and dot-product (matrix × vector)
+  // kernels with the fused pipeline, in their default CUDA configurations.
+  for (DataType t : kAllDataTypes)
+    for (int n : {48, 1}) {
+      libdnn::GemmDesc d;
+      d.type = d.out_type = t;
+      d.M = 64, d.N = n, d.K = 96, d.bias = true, d.relu = true;
+      d.weights = libdnn::WeightOperand::kA;
+      d.per_channel = IsQuantized(t);
+      all.push_back({libdnn::Gemm::KernelName(d), [d](const KernelTarget& k) {
+                       DeviceInfo info;
+                       info.backend = k.backend;
+                       return libdnn::Gemm::Source(k, d, libdnn::DefaultGemmConfig(info, d));
+                     }});
+    }
+  // layers/layer_kernels: every data type each kernel has.
+  for (DataType t : kAllDataTypes) {
+    all.push_back({LayerKernelName("concat", t), [t](const KernelTarget& k) { return ConcatSource(k, t); }});
+    if (IsQuantized(t)) continue;
+    for (const char* op : {"sigmoid", "tanh"})
+      all.push_back({LayerKernelName(op, t), [t, op](const KernelTarget& k) { return UnarySource(k, op, t); }});
+    for (const char* op : {"prod", "max"})
+      all.push_back({LayerKernelName(std::string("eltwise_") + op, t),
+                     [t, op](const KernelTarget& k) { return EltwiseSource(k, op, t); }});
+    for (DataType pt : {DataType::kFloat32, DataType::kFloat16})
+      all.push_back({ChannelAffineKernelName(t, pt),
+                     [t, pt](const KernelTarget& k) { return ChannelAffineSource(k, t, pt); }});
+    all.push_back({LayerKernelName("softmax", t), [t](const KernelTarget& k) { return SoftmaxSource(k, t); }});
+    all.push_back({LayerKernelName("dropout", t), [t](const KernelTarget& k) { return DropoutSource(k, t); }});
+    all.push_back({LayerKernelName("softmax_loss", t), [t](const KernelTarget& k) { return SoftmaxLossSource(k, t); }});
+    all.push_back({LayerKernelName("accuracy", t), [t](const KernelTarget& k) { return AccuracySource(k, t); }});
+    all.push_back({LayerKernelName("sqdiff", t), [t](const KernelTarget& k) { return SquaredDifferenceSource(k, t); }});
+  }
+  // libdnn/conv, pool, lrn: every data type, weight signedness and pooling method.
+  for (DataType t : kAllDataTypes) {
+    for (bool sw : {false, true}) {
+      if (sw && !IsQuantized(t)) continue;
+      libdnn::ConvDesc d;
+      d.type = t, d.weights_signed = sw;
+      DeviceInfo cuda_info;
+      cuda_info.backend = Backend::kCuda;
+      all.push_back({libdnn::Convolution::ForwardKernelName(d), [d, cuda_info](const KernelTarget& k) {
+                       return libdnn::Convolution::ForwardSource(k, d, libdnn::DefaultConvConfig(cuda_info));
+                     }});
+    }
+    for (libdnn::PoolMethod m : {libdnn::PoolMethod::kMax, libdnn::PoolMethod::kAverage})
+      all.push_back({libdnn::Pooling::ForwardKernelName(t, m),
+                     [t, m](const KernelTarget& k) { return libdnn::Pooling::ForwardSource(k, t, m); }});
+  }
+  all.push_back({"conv_bwd_gemm", [](const KernelTarget& k) { return libdnn::Convolution::BackwardSource(k); }});
+  for (libdnn::PoolMethod m : {libdnn::PoolMethod::kMax, libdnn::PoolMethod::kAverage})
+    all.push_back({libdnn::Pooling::BackwardKernelName(m),
+                   [m](const KernelTarget& k) { return libdnn::Pooling::BackwardSource(k, m); }});
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16})
+    all.push_back({libdnn::Lrn::ForwardKernelName(t), [t](const KernelTarget& k) { return libdnn::Lrn::ForwardSource(k, t); }});
+  all.push_back({libdnn::Lrn::BackwardKernelName(), [](const KernelTarget& k) { return libdnn::Lrn::BackwardSource(k); }});
   return all;
 }
 

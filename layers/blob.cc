@@ -1,0 +1,232 @@
+// layers/blob.cc — Blob shapes, Caffe's reshape rules and host/device synchronization.
+#include "layers/blob.h"
+
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+namespace mpcaffe {
+
+std::string ShapeString(const std::vector<int>& shape) {
+  std::ostringstream os;
+  int64_t count = 1;
+  for (int d : shape) {
+    os << d << " ";
+    count *= d;
+  }
+  os << "(" << count << ")";
+  return os.str();
+}
+
+// ---- SyncedMemory --------------------------------------------------------------------------
+
+void SyncedMemory::ToHost() {
+  switch (head_) {
+    case Head::kUninitialized:
+      host_.assign(bytes_, 0);
+      head_ = Head::kHost;
+      break;
+    case Head::kDevice:
+      host_.resize(bytes_);
+      if (bytes_) device_->CopyToHost(device_mem_.get(), 0, host_.data(), bytes_);
+      head_ = Head::kSynced;
+      break;
+    case Head::kHost:
+    case Head::kSynced:
+      host_.resize(bytes_);
+      break;
+  }
+}
+
+void SyncedMemory::ToDevice() {
+  if (!device_mem_ || device_mem_->bytes() < bytes_)
+    device_mem_ = device_->Allocate(std::max<size_t>(bytes_, 4));
+  switch (head_) {
+    case Head::kUninitialized:
+      device_->Zero(device_mem_.get(), 0, bytes_);
+      head_ = Head::kDevice;
+      break;
+    case Head::kHost:
+      if (bytes_) device_->CopyToDevice(host_.data(), device_mem_.get(), 0, bytes_);
+      head_ = Head::kSynced;
+      break;
+    case Head::kDevice:
+    case Head::kSynced:
+      break;
+  }
+}
+
+const void* SyncedMemory::host_data() {
+  ToHost();
+  return host_.data();
+}
+
+void* SyncedMemory::mutable_host_data() {
+  ToHost();
+  head_ = Head::kHost;
+  return host_.data();
+}
+
+DeviceMemory* SyncedMemory::device_data() {
+  ToDevice();
+  return device_mem_.get();
+}
+
+DeviceMemory* SyncedMemory::mutable_device_data() {
+  ToDevice();
+  head_ = Head::kDevice;
+  return device_mem_.get();
+}
+
+void SyncedMemory::SetDeviceMemory(std::shared_ptr<DeviceMemory> memory) {
+  if (memory == device_mem_) return;
+  if (head_ == Head::kDevice && device_mem_ && bytes_)
+    device_->CopyOnDevice(device_mem_.get(), 0, memory.get(), 0, bytes_);
+  device_mem_ = std::move(memory);
+  if (head_ == Head::kSynced) head_ = Head::kHost;  // the new memory holds nothing yet
+  if (head_ == Head::kHost) ToDevice();
+}
+
+// ---- Blob ----------------------------------------------------------------------------------
+
+Blob::Blob(Device& device, DataType type, const std::vector<int>& shape, std::string name)
+    : device_(&device), type_(type), name_(std::move(name)) {
+  Reshape(shape);
+}
+
+void Blob::Reshape(const std::vector<int>& shape) {
+  int64_t count = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0)
+      throw BlobError("blob '" + name_ + "': dimension " + std::to_string(i) + " of shape " +
+                      ShapeString(shape) + " is negative");
+    count *= shape[i];
+    if (count > INT32_MAX)
+      throw BlobError("blob '" + name_ + "': shape " + ShapeString(shape) +
+                      " has more than INT32_MAX elements");
+  }
+  shape_ = shape;
+  count_ = static_cast<int>(count);
+  if (static_cast<size_t>(count_) > capacity_ || !data_) {
+    capacity_ = std::max<size_t>(capacity_, count_);
+    data_ = std::make_shared<SyncedMemory>(device_, capacity_ * SizeOf(type_));
+    diff_.reset();
+  }
+}
+
+int Blob::CanonicalAxisIndex(int axis) const {
+  const int n = num_axes();
+  if (axis < -n || axis >= n)
+    throw BlobError("blob '" + name_ + "': axis " + std::to_string(axis) +
+                    " out of range for a " + std::to_string(n) + "-axis blob of shape " +
+                    shape_string());
+  return axis < 0 ? axis + n : axis;
+}
+
+int Blob::count(int start, int end) const {
+  if (start < 0 || end > num_axes() || start > end)
+    throw BlobError("blob '" + name_ + "': axes [" + std::to_string(start) + ", " +
+                    std::to_string(end) + ") out of range for shape " + shape_string());
+  int c = 1;
+  for (int i = start; i < end; ++i) c *= shape_[i];
+  return c;
+}
+
+int Blob::LegacyShape(int index) const {
+  if (num_axes() > 4)
+    throw BlobError("blob '" + name_ + "': legacy 4-d accessor on a " +
+                    std::to_string(num_axes()) + "-axis blob of shape " + shape_string());
+  if (index >= num_axes() || index < -num_axes()) return 1;
+  return shape(index);
+}
+
+SyncedMemory& Blob::data() const {
+  if (!data_) data_ = std::make_shared<SyncedMemory>(device_, capacity_ * SizeOf(type_));
+  return *data_;
+}
+
+SyncedMemory& Blob::diff() const {
+  if (!diff_) diff_ = std::make_shared<SyncedMemory>(device_, capacity_ * SizeOf(type_));
+  return *diff_;
+}
+
+void Blob::CheckElement(size_t bytes) const {
+  if (bytes != SizeOf(type_))
+    throw BlobError("blob '" + name_ + "': a " + std::to_string(bytes) +
+                    "-byte element pointer asked of a " + Name(type_) + " blob");
+}
+
+const void* Blob::host_data() const { return data().host_data(); }
+void* Blob::mutable_host_data() { return data().mutable_host_data(); }
+const void* Blob::host_diff() const { return diff().host_data(); }
+void* Blob::mutable_host_diff() { return diff().mutable_host_data(); }
+DeviceMemory* Blob::device_data() const { return data().device_data(); }
+DeviceMemory* Blob::mutable_device_data() { return data().mutable_device_data(); }
+DeviceMemory* Blob::device_diff() const { return diff().device_data(); }
+DeviceMemory* Blob::mutable_device_diff() { return diff().mutable_device_data(); }
+
+std::vector<float> Blob::ToFloat() const {
+  std::vector<float> out(count_);
+  const void* p = host_data();
+  for (int i = 0; i < count_; ++i) {
+    switch (type_) {
+      case DataType::kFloat32: out[i] = static_cast<const float*>(p)[i]; break;
+      case DataType::kFloat16: out[i] = HalfToFloat(static_cast<const uint16_t*>(p)[i]); break;
+      case DataType::kInt16Q: out[i] = static_cast<const uint16_t*>(p)[i]; break;
+      case DataType::kInt8Q: out[i] = static_cast<const uint8_t*>(p)[i]; break;
+    }
+  }
+  return out;
+}
+
+void Blob::FromFloat(const std::vector<float>& values) {
+  if (values.size() != static_cast<size_t>(count_))
+    throw BlobError("blob '" + name_ + "': FromFloat given " + std::to_string(values.size()) +
+                    " values for shape " + shape_string());
+  void* p = mutable_host_data();
+  const auto& tr = TraitsOf(type_);
+  for (int i = 0; i < count_; ++i) {
+    const float v = values[i];
+    if (type_ == DataType::kFloat32) {
+      static_cast<float*>(p)[i] = v;
+    } else if (type_ == DataType::kFloat16) {
+      static_cast<uint16_t*>(p)[i] = FloatToHalf(v);
+    } else {
+      double r = std::isnan(v) ? 0.0 : std::nearbyint(v);
+      r = std::min<double>(std::max<double>(r, tr.qmin), tr.qmax);
+      if (type_ == DataType::kInt8Q)
+        static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(r);
+      else
+        static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(r);
+    }
+  }
+}
+
+void Blob::SetDataMemory(std::shared_ptr<DeviceMemory> memory) {
+  if (!memory || memory->bytes() < bytes())
+    throw BlobError("blob '" + name_ + "': shared device memory of " +
+                    std::to_string(memory ? memory->bytes() : 0) + " bytes is smaller than its " +
+                    std::to_string(bytes()) + " bytes (" + shape_string() + ")");
+  data().SetDeviceMemory(std::move(memory));
+}
+
+void Blob::ShareData(const Blob& other) {
+  if (other.type_ != type_ || other.count_ != count_)
+    throw BlobError("blob '" + name_ + "' (" + Name(type_) + ", " + shape_string() +
+                    ") cannot share the data of '" + other.name_ + "' (" + Name(other.type_) +
+                    ", " + other.shape_string() + ")");
+  other.data();  // create it when `other` has none yet
+  data_ = other.data_;
+  capacity_ = std::max(capacity_, other.capacity_);
+}
+
+size_t Blob::host_bytes() const {
+  return (data_ ? data_->host_bytes() : 0) + (diff_ ? diff_->host_bytes() : 0);
+}
+
+size_t Blob::device_bytes() const {
+  return (data_ ? data_->device_bytes() : 0) + (diff_ ? diff_->device_bytes() : 0);
+}
+
+}  // namespace mpcaffe

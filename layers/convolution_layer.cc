@@ -1,0 +1,125 @@
+// layers/convolution_layer.cc — Convolution (every dtype; groups, stride, pad, dilation) on
+// libdnn's implicit-GEMM convolution with fused bias and requantization.
+#include <sstream>
+
+#include "layers/layer_registry.h"
+#include "libdnn/conv.h"
+
+namespace mpcaffe {
+namespace {
+
+/// A repeated spatial field (kernel_size, stride, pad, dilation) or its _h/_w override.
+int Spatial(const google::protobuf::RepeatedField<uint32_t>& values, bool has_hw, uint32_t hw,
+            int index, int fallback) {
+  if (has_hw) return static_cast<int>(hw);
+  if (values.empty()) return fallback;
+  return static_cast<int>(values.size() == 1 ? values.Get(0) : values.Get(index));
+}
+
+class ConvolutionLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "Convolution"; }
+  bool SupportsType(DataType) const override { return true; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>&) override {
+    const auto& p = param_.convolution_param();
+    if (bottom[0]->num_axes() != 4) Fail("needs a 4-d (NCHW) bottom, got " + bottom[0]->shape_string());
+    if (p.axis() != 1) Fail("only channel axis 1 is supported");
+    for (auto* f : {&p.kernel_size(), &p.stride(), &p.pad(), &p.dilation()})
+      if (f->size() > 2) Fail("only 2-d convolution is supported");
+    kh_ = Spatial(p.kernel_size(), p.has_kernel_h(), p.kernel_h(), 0, 0);
+    kw_ = Spatial(p.kernel_size(), p.has_kernel_w(), p.kernel_w(), 1, 0);
+    if (kh_ <= 0 || kw_ <= 0) Fail("kernel size must be given and positive");
+    sh_ = Spatial(p.stride(), p.has_stride_h(), p.stride_h(), 0, 1);
+    sw_ = Spatial(p.stride(), p.has_stride_w(), p.stride_w(), 1, 1);
+    ph_ = Spatial(p.pad(), p.has_pad_h(), p.pad_h(), 0, 0);
+    pw_ = Spatial(p.pad(), p.has_pad_w(), p.pad_w(), 1, 0);
+    dh_ = Spatial(p.dilation(), false, 0, 0, 1);
+    dw_ = Spatial(p.dilation(), false, 0, 1, 1);
+    groups_ = static_cast<int>(p.group());
+    channels_ = bottom[0]->shape(1);
+    out_ = static_cast<int>(p.num_output());
+    if (out_ <= 0) Fail("num_output must be positive");
+    if (groups_ <= 0 || channels_ % groups_ || out_ % groups_)
+      Fail("group " + std::to_string(groups_) + " must divide channels " + std::to_string(channels_) +
+           " and num_output " + std::to_string(out_));
+    AddParam({out_, channels_ / groups_, kh_, kw_}, p.weight_filler());
+    if (p.bias_term()) AddParam({out_}, p.bias_filler());
+  }
+
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const Blob& b = *bottom[0];
+    if (b.num_axes() != 4 || b.shape(1) != channels_)
+      Fail("bottom " + b.shape_string() + " must be 4-d with " + std::to_string(channels_) + " channels");
+    desc_ = libdnn::ConvDesc{};
+    desc_.type = compute_type_;
+    desc_.batch = b.shape(0);
+    desc_.channels = channels_;
+    desc_.height = b.shape(2);
+    desc_.width = b.shape(3);
+    desc_.out_channels = out_;
+    desc_.kernel_h = kh_, desc_.kernel_w = kw_;
+    desc_.stride_h = sh_, desc_.stride_w = sw_;
+    desc_.pad_h = ph_, desc_.pad_w = pw_;
+    desc_.dilation_h = dh_, desc_.dilation_w = dw_;
+    desc_.groups = groups_;
+    desc_.bias = param_.convolution_param().bias_term();
+    if (desc_.out_h() <= 0 || desc_.out_w() <= 0)
+      Fail("the kernel does not fit the padded input " + b.shape_string());
+    top[0]->Reshape({desc_.batch, out_, desc_.out_h(), desc_.out_w()});
+  }
+  void ParamsChanged() override { prepared_key_.clear(); }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    if (desc_.batch == 0) return;
+    Prepare();
+    conv_->Forward(libdnn::BufferRef(bottom[0]->device_data(), 0),
+                   bias_ ? libdnn::BufferRef(bias_.get(), 0) : libdnn::BufferRef(),
+                   libdnn::BufferRef(top[0]->mutable_device_data(), 0));
+  }
+
+ private:
+  void Prepare() {
+    libdnn::ConvQuant q;
+    double s_x = 1.0;
+    std::vector<float> s_w{1.0f};
+    if (IsQuantized(compute_type_)) {
+      const quant::QuantParams x = BottomParams(0), w = BlobParams(0), c = TopParams(0);
+      q = libdnn::ConvQuant::From(x, w, c);
+      s_x = x.scale[0];
+      s_w = w.scale;
+    }
+    std::ostringstream os;
+    os << desc_.ToString() << std::hexfloat << " " << q.x_zero << " " << q.c_zero << " " << s_x;
+    for (float s : s_w) os << " " << s;
+    for (int32_t z : q.w_zero) os << " " << z;
+    const std::string key = os.str();
+    if (key == prepared_key_) return;
+    conv_ = std::make_unique<libdnn::Convolution>(device(), desc_, q);
+    conv_->SetWeights(libdnn::BufferRef(blobs_[0]->device_data(), 0));
+    bias_.reset();
+    if (desc_.bias) {
+      const std::vector<uint8_t> bytes = AccumulatorBias(ParamAsFloat(1), compute_type_, s_x, s_w);
+      bias_ = device().Allocate(bytes.size());
+      device().CopyToDevice(bytes.data(), bias_.get(), 0, bytes.size());
+    }
+    prepared_key_ = key;
+  }
+
+  int kh_ = 0, kw_ = 0, sh_ = 1, sw_ = 1, ph_ = 0, pw_ = 0, dh_ = 1, dw_ = 1;
+  int groups_ = 1, channels_ = 0, out_ = 0;
+  libdnn::ConvDesc desc_;
+  std::string prepared_key_;
+  std::unique_ptr<libdnn::Convolution> conv_;
+  std::shared_ptr<DeviceMemory> bias_;
+};
+
+}  // namespace
+
+void RegisterConvolutionLayer() { RegisterLayerType<ConvolutionLayer>("Convolution"); }
+
+}  // namespace mpcaffe

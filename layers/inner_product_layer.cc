@@ -1,0 +1,115 @@
+// layers/inner_product_layer.cc — InnerProduct (every dtype) on libdnn's GEMM with the bias
+// and, for quantized types, the requantization fused into the kernel.
+#include <cstring>
+#include <sstream>
+
+#include "layers/layer_registry.h"
+#include "libdnn/gemm.h"
+
+namespace mpcaffe {
+namespace {
+
+class InnerProductLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "InnerProduct"; }
+  bool SupportsType(DataType) const override { return true; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>&) override {
+    const auto& p = param_.inner_product_param();
+    if (p.num_output() == 0) Fail("num_output must be positive");
+    axis_ = bottom[0]->CanonicalAxisIndex(p.axis());
+    n_ = static_cast<int>(p.num_output());
+    k_ = bottom[0]->count(axis_);
+    if (p.transpose())
+      AddParam({k_, n_}, p.weight_filler());
+    else
+      AddParam({n_, k_}, p.weight_filler());
+    if (p.bias_term()) AddParam({n_}, p.bias_filler());
+  }
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    if (bottom[0]->count(axis_) != k_)
+      Fail("bottom " + bottom[0]->shape_string() + " has " + std::to_string(bottom[0]->count(axis_)) +
+           " inputs per sample from axis " + std::to_string(axis_) + ", the weights expect " +
+           std::to_string(k_));
+    m_ = bottom[0]->count(0, axis_);
+    std::vector<int> shape(bottom[0]->shape().begin(), bottom[0]->shape().begin() + axis_);
+    shape.push_back(n_);
+    top[0]->Reshape(shape);
+  }
+  void ParamsChanged() override { prepared_key_.clear(); }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    if (m_ == 0) return;
+    Prepare();
+    libdnn::GemmArgs args;
+    args.a = libdnn::BufferRef(bottom[0]->device_data(), 0);
+    args.b = libdnn::BufferRef(blobs_[0]->device_data(), 0);
+    args.c = libdnn::BufferRef(top[0]->mutable_device_data(), 0);
+    if (bias_) args.bias = libdnn::BufferRef(bias_.get(), 0);
+    if (sums_) args.weight_sums = libdnn::BufferRef(sums_.get(), 0);
+    gemm_->Run(args);
+  }
+
+ private:
+  /// (Re)builds the GEMM and the derived bias / weight sums when the shape, the parameters or
+  /// the quantization changed.
+  void Prepare() {
+    const auto& p = param_.inner_product_param();
+    const DataType t = compute_type_;
+    libdnn::GemmDesc d;
+    d.type = t;
+    d.out_type = t;
+    d.M = m_;
+    d.N = n_;
+    d.K = k_;
+    d.trans_b = !p.transpose();
+    d.weights = libdnn::WeightOperand::kB;
+    d.bias = p.bias_term();
+    libdnn::GemmQuant q;
+    double s_x = 1.0;
+    std::vector<float> s_w{1.0f};
+    if (IsQuantized(t)) {
+      const quant::QuantParams x = BottomParams(0), w = BlobParams(0), c = TopParams(0);
+      q.x_zero = x.zero_point[0];
+      q.w_zero = w.zero_point[0];
+      q.c_zero = c.zero_point[0];
+      q.multiplier = {quant::RequantizationMultiplier(x.scale[0], w.scale[0], c.scale[0])};
+      s_x = x.scale[0];
+      s_w = {w.scale[0]};
+    }
+    std::ostringstream os;
+    os << d.ToString() << std::hexfloat << " " << q.x_zero << " " << q.w_zero << " " << q.c_zero
+       << " " << s_x << " " << s_w[0];
+    const std::string key = os.str();
+    if (key == prepared_key_) return;
+    gemm_ = std::make_unique<libdnn::Gemm>(device(), d, q);
+    bias_.reset();
+    sums_.reset();
+    if (d.bias) {
+      const std::vector<uint8_t> bytes = AccumulatorBias(ParamAsFloat(1), t, s_x, s_w);
+      bias_ = device().Allocate(bytes.size());
+      device().CopyToDevice(bytes.data(), bias_.get(), 0, bytes.size());
+    }
+    if (IsQuantized(t)) {
+      sums_ = device().Allocate(n_ * (TraitsOf(t).acctype == Scalar::kI64 ? 8 : 4));
+      gemm_->ComputeWeightSums(libdnn::BufferRef(blobs_[0]->device_data(), 0),
+                               libdnn::BufferRef(sums_.get(), 0));
+    }
+    prepared_key_ = key;
+  }
+
+  int axis_ = 1, m_ = 0, n_ = 0, k_ = 0;
+  std::string prepared_key_;
+  std::unique_ptr<libdnn::Gemm> gemm_;
+  std::shared_ptr<DeviceMemory> bias_, sums_;
+};
+
+}  // namespace
+
+void RegisterInnerProductLayer() { RegisterLayerType<InnerProductLayer>("InnerProduct"); }
+
+}  // namespace mpcaffe

@@ -1,0 +1,388 @@
+// layers/layer.cc — the Layer base: blob checks, quantizer creation and hooks, parameter blobs,
+// fillers and the data-type helpers shared by all layers.
+#include "layers/layer.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <climits>
+#include <cstring>
+#include <random>
+
+#include "quant/quantizer_proto.h"
+
+namespace mpcaffe {
+
+namespace {
+std::atomic<uint64_t> g_seed{1701};
+}  // namespace
+
+DataType DataTypeFromProto(caffe::DataType type, const std::string& where) {
+  switch (type) {
+    case caffe::CAFFE_FLOAT: return DataType::kFloat32;
+    case caffe::CAFFE_HALF: return DataType::kFloat16;
+    case caffe::CAFFE_INT16_QUANTIZED: return DataType::kInt16Q;
+    case caffe::CAFFE_INT8_QUANTIZED: return DataType::kInt8Q;
+    default:
+      throw LayerError(where + ": data type " + caffe::DataType_Name(type) +
+                       " is not one mpcaffe computes in (CAFFE_FLOAT, CAFFE_HALF, "
+                       "CAFFE_INT16_QUANTIZED, CAFFE_INT8_QUANTIZED)");
+  }
+}
+
+caffe::DataType DataTypeToProto(DataType type) {
+  switch (type) {
+    case DataType::kFloat32: return caffe::CAFFE_FLOAT;
+    case DataType::kFloat16: return caffe::CAFFE_HALF;
+    case DataType::kInt16Q: return caffe::CAFFE_INT16_QUANTIZED;
+    case DataType::kInt8Q: return caffe::CAFFE_INT8_QUANTIZED;
+  }
+  return caffe::CAFFE_FLOAT;
+}
+
+void SetRandomSeed(uint64_t seed) { g_seed = seed; }
+uint64_t RandomSeed() { return g_seed; }
+
+uint64_t StableHash(const std::string& text, uint64_t seed) {
+  uint64_t h = 1469598103934665603ull ^ seed;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::vector<float> FillValues(const caffe::FillerParameter& f, const std::vector<int>& shape,
+                              uint64_t seed, const std::string& where) {
+  size_t count = 1;
+  for (int d : shape) count *= d;
+  std::vector<float> v(count, 0.0f);
+  std::mt19937_64 rng(seed);
+  const int num = shape.empty() ? 1 : shape[0];
+  const int channels = shape.size() > 1 ? shape[1] : 1;
+  const int fan_in = num ? static_cast<int>(count / num) : 0;
+  const int fan_out = channels ? static_cast<int>(count / channels) : 0;
+  auto fan = [&]() {
+    switch (f.variance_norm()) {
+      case caffe::FillerParameter::FAN_OUT: return static_cast<double>(fan_out);
+      case caffe::FillerParameter::AVERAGE: return (fan_in + fan_out) / 2.0;
+      default: return static_cast<double>(fan_in);
+    }
+  };
+  const std::string& type = f.type();
+  if (type == "constant") {
+    std::fill(v.begin(), v.end(), f.value());
+  } else if (type == "uniform") {
+    std::uniform_real_distribution<float> d(f.min(), f.max());
+    for (auto& x : v) x = d(rng);
+  } else if (type == "gaussian") {
+    std::normal_distribution<float> d(f.mean(), f.std());
+    for (auto& x : v) x = d(rng);
+    if (f.sparse() >= 0 && num > 0) {  // keep each weight with probability sparse / num_outputs
+      std::bernoulli_distribution keep(std::min(1.0, double(f.sparse()) / num));
+      for (auto& x : v) x = keep(rng) ? x : 0.0f;
+    }
+  } else if (type == "xavier") {
+    const float scale = static_cast<float>(std::sqrt(3.0 / std::max(1.0, fan())));
+    std::uniform_real_distribution<float> d(-scale, scale);
+    for (auto& x : v) x = d(rng);
+  } else if (type == "msra") {
+    std::normal_distribution<float> d(0.0f, static_cast<float>(std::sqrt(2.0 / std::max(1.0, fan()))));
+    for (auto& x : v) x = d(rng);
+  } else if (type == "positive_unitball") {
+    std::uniform_real_distribution<float> d(0.0f, 1.0f);
+    for (auto& x : v) x = d(rng);
+    const size_t dim = num ? count / num : 0;
+    for (int n = 0; n < num; ++n) {
+      double sum = 0;
+      for (size_t j = 0; j < dim; ++j) sum += v[n * dim + j];
+      for (size_t j = 0; j < dim; ++j) v[n * dim + j] = static_cast<float>(v[n * dim + j] / sum);
+    }
+  } else if (type == "bilinear") {
+    if (shape.size() != 4 || shape[2] != shape[3])
+      throw LayerError(where + ": bilinear filler needs a 4-d blob with square kernels, got " +
+                       ShapeString(shape));
+    const int k = shape[3];
+    const float f = std::ceil(k / 2.0f);
+    const float c = (k - 1) / (2.0f * f);
+    for (size_t i = 0; i < count; ++i) {
+      const float x = static_cast<float>(i % k), y = static_cast<float>((i / k) % k);
+      v[i] = (1 - std::fabs(x / f - c)) * (1 - std::fabs(y / f - c));
+    }
+  } else {
+    throw LayerError(where + ": unknown filler type '" + type +
+                     "' (known: constant, uniform, gaussian, xavier, msra, positive_unitball, "
+                     "bilinear)");
+  }
+  return v;
+}
+
+Affine AffineOf(const quant::QuantParams& p) { return Affine{p.scale_of(0), p.zero_point_of(0)}; }
+
+std::vector<uint8_t> AccumulatorBias(const std::vector<float>& bias, DataType type, double s_x,
+                                     const std::vector<float>& s_w) {
+  std::vector<uint8_t> out;
+  if (!IsQuantized(type)) {
+    out.resize(bias.size() * sizeof(float));
+    std::memcpy(out.data(), bias.data(), out.size());
+    return out;
+  }
+  const bool wide = TraitsOf(type).acctype == Scalar::kI64;
+  out.resize(bias.size() * (wide ? 8 : 4));
+  for (size_t c = 0; c < bias.size(); ++c) {
+    const double unit = s_x * double(s_w.size() == 1 ? s_w[0] : s_w[c]);
+    double r = std::round(double(bias[c]) / unit);  // ties away from zero
+    if (wide) {
+      r = std::min(std::max(r, -9.2e18), 9.2e18);
+      const int64_t v = static_cast<int64_t>(r);
+      std::memcpy(&out[c * 8], &v, 8);
+    } else {
+      r = std::min(std::max(r, double(INT32_MIN)), double(INT32_MAX));
+      const int32_t v = static_cast<int32_t>(r);
+      std::memcpy(&out[c * 4], &v, 4);
+    }
+  }
+  return out;
+}
+
+// ---- Layer ---------------------------------------------------------------------------------
+
+Layer::Layer(const caffe::LayerParameter& param, Device& device)
+    : param_(param), device_(&device), elementwise_(device) {
+  const caffe::DataType t = param_.type() == "Input" || param_.type() == "Data"
+                                ? param_.top_data_type()
+                                : param_.compute_data_type();
+  compute_type_ = DataTypeFromProto(t, "layer '" + param_.name() + "' (" + param_.type() + ")");
+}
+
+std::string Layer::Describe() const {
+  return "layer '" + param_.name() + "' (" + param_.type() + ")";
+}
+
+void Layer::Fail(const std::string& message) const { throw LayerError(Describe() + ": " + message); }
+
+Kernel Layer::GetKernel(const std::string& source, const std::string& kernel_name,
+                        const ProgramHints& hints) {
+  return device_->GetProgram(source, "", hints)->GetKernel(kernel_name);
+}
+
+void Layer::CheckBlobs(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) const {
+  auto check = [&](const char* what, int n, int exact, int min, int max) {
+    if (exact >= 0 && n != exact)
+      Fail(std::string("takes ") + std::to_string(exact) + " " + what + " blob(s), got " +
+           std::to_string(n));
+    if (min >= 0 && n < min)
+      Fail(std::string("takes at least ") + std::to_string(min) + " " + what +
+           " blob(s), got " + std::to_string(n));
+    if (max >= 0 && n > max)
+      Fail(std::string("takes at most ") + std::to_string(max) + " " + what + " blob(s), got " +
+           std::to_string(n));
+  };
+  check("bottom", static_cast<int>(bottom.size()), ExactNumBottomBlobs(), MinBottomBlobs(),
+        MaxBottomBlobs());
+  check("top", static_cast<int>(top.size()), ExactNumTopBlobs(), MinTopBlobs(), MaxTopBlobs());
+  for (size_t i = 0; i < bottom.size(); ++i)
+    if (bottom[i]->type() != bottom_type(static_cast<int>(i)))
+      Fail("bottom " + std::to_string(i) + " '" + bottom[i]->name() + "' is " +
+           Name(bottom[i]->type()) + " but the layer reads " + Name(bottom_type(static_cast<int>(i))));
+  for (size_t i = 0; i < top.size(); ++i) {
+    if (top[i]->type() != top_type(static_cast<int>(i)))
+      Fail("top " + std::to_string(i) + " '" + top[i]->name() + "' is " + Name(top[i]->type()) +
+           " but the layer writes " + Name(top_type(static_cast<int>(i))));
+    if (i < bottom.size() && top[i] == bottom[i] && !AllowsInPlace())
+      Fail("cannot compute in place (top " + std::to_string(i) + " is bottom " +
+           std::to_string(i) + " '" + top[i]->name() + "')");
+  }
+}
+
+std::unique_ptr<quant::Quantizer> Layer::MakeQuantizer(
+    const google::protobuf::RepeatedPtrField<caffe::QuantizerParameter>& configs, int i,
+    const std::string& name, DataType in, DataType out) {
+  auto q = std::make_unique<quant::Quantizer>(*device_, name, 0);
+  if (i < configs.size()) quant::FromProto(configs.Get(i), q.get());
+  q->set_types(in, out);
+  // A quantized side supplies parameters to kernels; fp32 sides follow the net's quant_mode.
+  q->set_mode(IsQuantized(in) || IsQuantized(out) ? quant::QuantizerMode::kActive
+              : (i < configs.size() ? q->mode() : quant::QuantizerMode::kPassive));
+  return q;
+}
+
+std::string QuantizerNameOf(const caffe::LayerParameter& p, const std::string& side, int i) {
+  const auto& list = side == "bottom" ? p.bottom_quantizer()
+                     : side == "top"  ? p.top_quantizer()
+                                      : p.blobs_quantizer();
+  if (i < list.size() && !list.Get(i).name().empty()) return list.Get(i).name();
+  return p.name() + "/" + side + std::to_string(i);
+}
+
+std::string Layer::BottomQuantizerName(int i) const { return QuantizerNameOf(param_, "bottom", i); }
+std::string Layer::TopQuantizerName(int i) const { return QuantizerNameOf(param_, "top", i); }
+std::string Layer::BlobQuantizerName(int i) const { return QuantizerNameOf(param_, "blob", i); }
+
+void Layer::SetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  if (set_up_) Fail("SetUp called twice");
+  if (!SupportsType(compute_type_)) Fail(std::string("does not compute in ") + Name(compute_type_));
+  CheckBlobs(bottom, top);
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    const int k = static_cast<int>(i);
+    bottom_quantizers_.push_back(MakeQuantizer(param_.bottom_quantizer(), k,
+                                               BottomQuantizerName(k), bottom_type(k), bottom_type(k)));
+  }
+  for (size_t i = 0; i < top.size(); ++i) {
+    const int k = static_cast<int>(i);
+    top_quantizers_.push_back(
+        MakeQuantizer(param_.top_quantizer(), k, TopQuantizerName(k), top_type(k), top_type(k)));
+  }
+  set_up_ = true;
+  LayerSetUp(bottom, top);
+  Reshape(bottom, top);
+}
+
+Blob* Layer::AddParam(const std::vector<int>& shape, const caffe::FillerParameter& filler,
+                      bool symmetric) {
+  const int index = static_cast<int>(blobs_.size());
+  auto blob = std::make_shared<Blob>(*device_, compute_type_, shape,
+                                     name() + "/param" + std::to_string(index));
+  blobs_.push_back(blob);
+  auto q = MakeQuantizer(param_.blobs_quantizer(), index, BlobQuantizerName(index), compute_type_,
+                         compute_type_);
+  q->set_symmetric(symmetric);
+  blob_quantizers_.push_back(std::move(q));
+  pending_fill_.emplace_back();
+  if (index < param_.blobs_size()) {
+    const caffe::BlobProto& bp = param_.blobs(index);
+    if (bp.data_size() != blob->count())
+      Fail("parameter blob " + std::to_string(index) + " in the LayerParameter has " +
+           std::to_string(bp.data_size()) + " values, the layer needs " + ShapeString(shape));
+    SetParamFromFloat(index, std::vector<float>(bp.data().begin(), bp.data().end()));
+  } else {
+    pending_fill_[index] = std::make_unique<caffe::FillerParameter>(filler);
+  }
+  return blob.get();
+}
+
+void Layer::DrawPendingFills() {
+  for (size_t i = 0; i < pending_fill_.size(); ++i) {
+    if (!pending_fill_[i]) continue;
+    const caffe::FillerParameter filler = *pending_fill_[i];
+    const uint64_t seed = StableHash(name() + "#" + std::to_string(i), RandomSeed());
+    SetParamFromFloat(static_cast<int>(i), FillValues(filler, blobs_[i]->shape(), seed, Describe()));
+  }
+}
+
+void Layer::SetParamStorage(int i, const void* bytes) {
+  Blob& b = *blobs_.at(i);
+  std::memcpy(b.mutable_host_data(), bytes, b.bytes());
+  pending_fill_.at(i).reset();
+  ParamsChanged();
+}
+
+void Layer::SetParamFromFloat(int i, const std::vector<float>& values) {
+  Blob& b = *blobs_.at(i);
+  pending_fill_.at(i).reset();
+  if (values.size() != static_cast<size_t>(b.count()))
+    Fail("parameter blob " + std::to_string(i) + " given " + std::to_string(values.size()) +
+         " values for shape " + b.shape_string());
+  if (!IsQuantized(b.type())) {
+    b.FromFloat(values);
+  } else {
+    quant::Quantizer& q = *blob_quantizers_.at(i);
+    if (!q.has_observed() && !q.has_input_range()) {
+      double lo = 0, hi = 0;
+      if (!values.empty()) {
+        lo = hi = values[0];
+        for (float v : values) {
+          if (std::isnan(v)) continue;
+          lo = std::min<double>(lo, v);
+          hi = std::max<double>(hi, v);
+        }
+      }
+      q.SetObserved(lo, hi);
+    }
+    const quant::QuantParams p = BlobParams(i);
+    quant::QuantizeTensor(values.data(), values.size(), p, b.mutable_host_data());
+  }
+  ParamsChanged();
+}
+
+std::vector<float> Layer::ParamAsFloat(int i) {
+  DrawPendingFills();
+  Blob& b = *blobs_.at(i);
+  if (!IsQuantized(b.type())) return b.ToFloat();
+  std::vector<float> out(b.count());
+  quant::DequantizeTensor(b.host_data(), b.count(), BlobParams(i), out.data());
+  return out;
+}
+
+std::vector<quant::Quantizer*> Layer::quantizers() {
+  std::vector<quant::Quantizer*> all;
+  for (auto* list : {&bottom_quantizers_, &top_quantizers_, &blob_quantizers_})
+    for (auto& q : *list) all.push_back(q.get());
+  return all;
+}
+
+void Layer::SetQuantMode(quant::QuantizerMode mode) {
+  for (quant::Quantizer* q : quantizers())
+    if (!IsQuantized(q->input_type()) && !IsQuantized(q->output_type())) q->set_mode(mode);
+}
+
+namespace {
+quant::QuantParams SideParams(const Layer& layer, quant::Quantizer& q, bool input) {
+  try {
+    return input ? q.InputParams() : q.OutputParams();
+  } catch (const Error& e) {
+    throw LayerError(layer.Describe() + ": quantizer '" + q.name() +
+                     "' has no range for its quantized data (" + e.what() +
+                     "); calibrate the net in fp32 with quant_mode OBSERVE and load the saved "
+                     "ranges, or set min/max in the layer's quantizer parameters");
+  }
+}
+}  // namespace
+
+quant::QuantParams Layer::BottomParams(int i) { return SideParams(*this, bottom_quantizer(i), true); }
+quant::QuantParams Layer::TopParams(int i) { return SideParams(*this, top_quantizer(i), false); }
+quant::QuantParams Layer::BlobParams(int i) { return SideParams(*this, blob_quantizer(i), true); }
+
+Affine Layer::BottomAffine(int i) {
+  return IsQuantized(bottom_type(i)) ? AffineOf(BottomParams(i)) : Affine{};
+}
+Affine Layer::TopAffine(int i) {
+  return IsQuantized(top_type(i)) ? AffineOf(TopParams(i)) : Affine{};
+}
+
+void Layer::CopyOrRequant(Blob& x, Affine xq, Blob& y, Affine yq) {
+  if (x.count() != y.count())
+    Fail("copy of '" + x.name() + "' (" + x.shape_string() + ") into '" + y.name() + "' (" +
+         y.shape_string() + ") with different counts");
+  const bool same_params = !IsQuantized(x.type()) ||
+                           (xq.scale == yq.scale && xq.zero_point == yq.zero_point);
+  if (&x == &y && same_params) return;
+  if (x.count() == 0) return;
+  if (same_params) {
+    device_->CopyOnDevice(x.device_data(), 0, y.mutable_device_data(), 0, x.bytes());
+    return;
+  }
+  DeviceMemory* in = x.device_data();
+  elementwise_.Convert(x.type(), y.type(), x.count(), *in, *y.mutable_device_data(), xq, yq);
+}
+
+void Layer::Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  auto hook = [](quant::Quantizer& q, Blob& b) {
+    if (b.type() == DataType::kFloat32 && (q.mode() == quant::QuantizerMode::kObserve ||
+                                          q.mode() == quant::QuantizerMode::kPseudo))
+      q.Forward(b.mutable_data_ptr<float>(), b.count());
+  };
+  DrawPendingFills();
+  for (size_t i = 0; i < bottom.size(); ++i) hook(*bottom_quantizers_[i], *bottom[i]);
+  for (size_t i = 0; i < blobs_.size(); ++i) {
+    quant::Quantizer& q = *blob_quantizers_[i];
+    // Parameters are observed, never snapped in place (that would overwrite the fp32 weights).
+    if (blobs_[i]->type() == DataType::kFloat32 && q.mode() != quant::QuantizerMode::kPassive &&
+        q.mode() != quant::QuantizerMode::kActive)
+      q.Observe(blobs_[i]->data_ptr<float>(), blobs_[i]->count());
+  }
+  ForwardImpl(bottom, top);
+  for (size_t i = 0; i < top.size(); ++i) hook(*top_quantizers_[i], *top[i]);
+}
+
+}  // namespace mpcaffe

@@ -1,0 +1,191 @@
+// layers/layer.h — Layer: the base of every layer (data types, quantizers on each bottom, top and
+// parameter blob, parameter blobs with fillers, Reshape/Forward), plus the shared helpers layers
+// use to hand quantization parameters to kernels.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/datatype.h"
+#include "device/device.h"
+#include "layers/blob.h"
+#include "layers/elementwise.h"
+#include "proto/caffe.pb.h"
+#include "quant/quant_params.h"
+#include "quant/quantizer.h"
+
+namespace mpcaffe {
+
+/// A layer's configuration or its blobs do not fit: the message names the layer, its type and
+/// what is wrong.
+class LayerError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// The data type of a proto DataType (CAFFE_FLOAT, CAFFE_HALF, CAFFE_INT16/INT8_QUANTIZED);
+/// throws LayerError naming `where` for the types mpcaffe does not compute in.
+DataType DataTypeFromProto(caffe::DataType type, const std::string& where);
+caffe::DataType DataTypeToProto(DataType type);
+
+/// The seed of every filler and random mask (default 1701). Fillers draw from a generator
+/// seeded by (seed, layer name, blob index), so a blob's initial values do not depend on the
+/// order layers are built in, and the fp32 and reduced-precision variants of a net start equal.
+void SetRandomSeed(uint64_t seed);
+uint64_t RandomSeed();
+/// A deterministic 64-bit hash (FNV-1a) of `text` mixed with `seed`.
+uint64_t StableHash(const std::string& text, uint64_t seed);
+
+/// Fills `n` floats as a Caffe FillerParameter says (constant, uniform, gaussian, xavier, msra,
+/// positive_unitball, bilinear), with fan-in/fan-out from `shape` as BVLC computes them.
+/// Throws LayerError naming `where` for an unknown filler type.
+std::vector<float> FillValues(const caffe::FillerParameter& filler, const std::vector<int>& shape,
+                              uint64_t seed, const std::string& where);
+
+/// The affine parameters of a quantized side as kernels take them (float types: {1, 0}).
+Affine AffineOf(const quant::QuantParams& params);
+
+/// The bias vector a libdnn GEMM / convolution of `type` adds: fp32 values for float types;
+/// for quantized types round(bias / (s_x·s_w[c])) (ties away from zero, saturated) as int32
+/// (int8q) or int64 (int16q), with s_w per channel or one for all. Returned as raw bytes.
+std::vector<uint8_t> AccumulatorBias(const std::vector<float>& bias, DataType type, double s_x,
+                                     const std::vector<float>& s_w);
+
+/// The name of a layer's quantizer: the name in LayerParameter.<side>_quantizer(i) when given,
+/// else "<layer>/<side><i>". `side` is "bottom", "top" or "blob" (LayerParameter.blobs_quantizer).
+std::string QuantizerNameOf(const caffe::LayerParameter& param, const std::string& side, int i);
+
+class Layer {
+ public:
+  Layer(const caffe::LayerParameter& param, Device& device);
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  virtual const char* type() const = 0;
+  const caffe::LayerParameter& layer_param() const { return param_; }
+  const std::string& name() const { return param_.name(); }
+  Device& device() const { return *device_; }
+  caffe::Phase phase() const { return param_.phase(); }
+  /// "layer 'conv1' (Convolution)" for messages.
+  std::string Describe() const;
+
+  /// The type the layer computes in (compute_data_type; Input: top_data_type).
+  DataType compute_type() const { return compute_type_; }
+  /// The type each bottom must have and each top is written in. Regular layers use their
+  /// compute type on both sides; Quantizer layers convert.
+  virtual DataType bottom_type(int i) const { return compute_type_; }
+  virtual DataType top_type(int i) const { return compute_type_; }
+  /// True when the layer can compute in `type` (the constructor checks compute_type()).
+  virtual bool SupportsType(DataType type) const = 0;
+
+  /// Checks blob counts and types, creates the quantizers, calls LayerSetUp then Reshape.
+  void SetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
+  /// Layer-specific one-time set-up (parameter blobs, kernels).
+  virtual void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {}
+  /// Shapes the tops (and internal buffers) for the bottoms' shapes.
+  virtual void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) = 0;
+  /// Runs the quantizer hooks (observe / pseudo on fp32 sides) around ForwardImpl.
+  void Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
+
+  /// Blob counts the layer accepts (-1: any).
+  virtual int ExactNumBottomBlobs() const { return -1; }
+  virtual int MinBottomBlobs() const { return -1; }
+  virtual int MaxBottomBlobs() const { return -1; }
+  virtual int ExactNumTopBlobs() const { return -1; }
+  virtual int MinTopBlobs() const { return -1; }
+  virtual int MaxTopBlobs() const { return -1; }
+  /// Whether top i may be the same blob as bottom i.
+  virtual bool AllowsInPlace() const { return false; }
+  /// Loss layers: the default loss weight of top i.
+  virtual float DefaultLossWeight(int top) const { return 0.0f; }
+
+  /// Parameter blobs (weights, biases, statistics) in the layer's compute type. Filler values
+  /// are drawn lazily: the first access to the values (this, Forward, ParamAsFloat) draws the
+  /// ones no weights have replaced, so loading trained weights never pays for the fillers.
+  std::vector<std::shared_ptr<Blob>>& blobs() {
+    DrawPendingFills();
+    return blobs_;
+  }
+  int num_params() const { return static_cast<int>(blobs_.size()); }
+  /// Parameter blob `i` for its shape and type, without drawing pending filler values.
+  Blob& param_blob(int i) { return *blobs_.at(i); }
+  /// Replaces parameter blob `i` by raw storage bytes of its type (bytes() of them).
+  void SetParamStorage(int i, const void* bytes);
+  /// Writes real values into parameter blob `i`: converted to the blob's type; quantized blobs
+  /// use the range of their quantizer, observed from `values` when none is known yet.
+  void SetParamFromFloat(int i, const std::vector<float>& values);
+  /// Real values of parameter blob `i` (quantized blobs dequantized with their parameters).
+  std::vector<float> ParamAsFloat(int i);
+  /// Called after parameter blobs or quantizer ranges changed (drops derived device data).
+  virtual void ParamsChanged() {}
+
+  quant::Quantizer& bottom_quantizer(int i) { return *bottom_quantizers_.at(i); }
+  quant::Quantizer& top_quantizer(int i) { return *top_quantizers_.at(i); }
+  quant::Quantizer& blob_quantizer(int i) { return *blob_quantizers_.at(i); }
+  int num_bottom_quantizers() const { return static_cast<int>(bottom_quantizers_.size()); }
+  int num_top_quantizers() const { return static_cast<int>(top_quantizers_.size()); }
+  int num_blob_quantizers() const { return static_cast<int>(blob_quantizers_.size()); }
+  /// Every quantizer of the layer: bottoms, tops, parameter blobs.
+  std::vector<quant::Quantizer*> quantizers();
+  /// Sets the mode of every quantizer that watches fp32 data (quantized sides stay ACTIVE).
+  void SetQuantMode(quant::QuantizerMode mode);
+
+  /// Quantization parameters of bottom i / top i / parameter blob i for their (quantized) type;
+  /// throws LayerError naming the layer and quantizer when no range is known.
+  quant::QuantParams BottomParams(int i);
+  quant::QuantParams TopParams(int i);
+  quant::QuantParams BlobParams(int i);
+  /// The same as kernel arguments ({1, 0} for float types).
+  Affine BottomAffine(int i);
+  Affine TopAffine(int i);
+
+  /// Default quantizer names ("<layer>/bottom<i>", "<layer>/top<i>", "<layer>/blob<i>"),
+  /// overridden by the names in LayerParameter.bottom_quantizer / top_quantizer /
+  /// blobs_quantizer. Quantizers with one name share a range when a model is loaded.
+  std::string BottomQuantizerName(int i) const;
+  std::string TopQuantizerName(int i) const;
+  std::string BlobQuantizerName(int i) const;
+
+ protected:
+  virtual void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) = 0;
+
+  /// Adds parameter blob `blobs_[index]` of `shape` in the compute type, filled from `filler`
+  /// unless the LayerParameter carries blobs (those are copied in). Symmetric quantization
+  /// for weights when `symmetric`.
+  Blob* AddParam(const std::vector<int>& shape, const caffe::FillerParameter& filler,
+                 bool symmetric = false);
+
+  /// Throws LayerError "<layer>: <message>".
+  [[noreturn]] void Fail(const std::string& message) const;
+  /// The writer target of the layer's device.
+  KernelTarget target() const { return KernelTarget::Of(*device_); }
+  /// A kernel of a generated program (memoized per device through Device::GetProgram).
+  Kernel GetKernel(const std::string& source, const std::string& name,
+                   const ProgramHints& hints = ProgramHints::OneDimensional());
+  ElementwiseOps& elementwise() { return elementwise_; }
+  /// y = x as values: a device copy for float types (nothing when in place); for quantized
+  /// types requantized from x's to y's parameters (nothing when in place with equal ones).
+  void CopyOrRequant(Blob& x, Affine xq, Blob& y, Affine yq);
+
+  caffe::LayerParameter param_;
+  Device* device_;
+  DataType compute_type_;
+  std::vector<std::shared_ptr<Blob>> blobs_;
+
+ private:
+  void DrawPendingFills();
+  void CheckBlobs(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) const;
+  std::unique_ptr<quant::Quantizer> MakeQuantizer(
+      const google::protobuf::RepeatedPtrField<caffe::QuantizerParameter>& configs, int i,
+      const std::string& name, DataType in, DataType out);
+
+  ElementwiseOps elementwise_;
+  std::vector<std::unique_ptr<quant::Quantizer>> bottom_quantizers_, top_quantizers_,
+      blob_quantizers_;
+  bool set_up_ = false;
+  std::vector<std::unique_ptr<caffe::FillerParameter>> pending_fill_;  // per parameter blob
+};
+
+}  // namespace mpcaffe

@@ -1,0 +1,218 @@
+// layers/layer_kernels.cc — bodies of the non-libdnn layer kernels, written once and emitted by
+// KernelWriter; float types compute in float, quantized paths requantize like quant/.
+#include "layers/layer_kernels.h"
+
+#include <stdexcept>
+
+namespace mpcaffe {
+
+namespace {
+
+void RequireFloat(DataType type, const std::string& op) {
+  if (IsQuantized(type))
+    throw std::invalid_argument("kernel " + op + " has no quantized variant (" + Name(type) + ")");
+}
+
+}  // namespace
+
+std::string LayerKernelName(const std::string& op, DataType type) {
+  return op + "_" + Name(type);
+}
+
+std::string ChannelAffineKernelName(DataType type, DataType param_type) {
+  return std::string("channel_affine_") + Name(type) + "_" + Name(param_type);
+}
+
+std::string UnarySource(const KernelTarget& target, const std::string& op, DataType type) {
+  RequireFloat(type, op);
+  KernelWriter w(target);
+  w.AddType("Dtype", type);
+  if (op == "sigmoid")
+    w.Define("MP_UNARY(v)", "(1.0f / (1.0f + exp(-(v))))");
+  else if (op == "tanh")
+    w.Define("MP_UNARY(v)", "tanh(v)");
+  else
+    throw std::invalid_argument("unknown unary op '" + op + "' (sigmoid, tanh)");
+  w.Kernel(LayerKernelName(op, type))
+      .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
+      .Body(R"(  $loop(i, n) {
+    float v = (float)Dtype_LOAD(x, i);
+    Dtype_STORE(y, i, (Dtype_c)(MP_UNARY(v)));
+  }
+)");
+  return w.Source();
+}
+
+std::string SoftmaxSource(const KernelTarget& target, DataType type) {
+  RequireFloat(type, "softmax");
+  KernelWriter w(target);
+  w.AddType("Dtype", type);
+  w.Kernel(LayerKernelName("softmax", type))
+      .Value("int", "outer").Value("int", "channels").Value("int", "inner")
+      .In("Dtype", "x").Out("Dtype", "y")
+      .Body(R"(  $loop(j, outer * inner) {
+    const int base = (j / inner) * channels * inner + j % inner;
+    float m = (float)Dtype_LOAD(x, base);
+    for (int c = 1; c < channels; ++c) {
+      float v = (float)Dtype_LOAD(x, base + c * inner);
+      m = v > m ? v : m;
+    }
+    float sum = 0.0f;
+    for (int c = 0; c < channels; ++c) sum += exp((float)Dtype_LOAD(x, base + c * inner) - m);
+    for (int c = 0; c < channels; ++c) {
+      float v = exp((float)Dtype_LOAD(x, base + c * inner) - m) / sum;
+      Dtype_STORE(y, base + c * inner, (Dtype_c)v);
+    }
+  }
+)");
+  return w.Source();
+}
+
+std::string ConcatSource(const KernelTarget& target, DataType type) {
+  KernelWriter w(target);
+  w.AddType("Dtype", type);
+  auto& k = w.Kernel(LayerKernelName("concat", type))
+                .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
+                .Value("int", "bottom_axis").Value("int", "top_axis").Value("int", "inner")
+                .Value("int", "offset").Value("int", "x_zero").Value("int", "y_zero")
+                .Value("int", "mult").Value("int", "shift");
+  k.Body(R"(  $loop(i, n) {
+    const int block = bottom_axis * inner;
+    const int t = (i / block) * top_axis * inner + offset * inner + i % block;
+    MP_CONCAT_STORE
+  }
+)");
+  if (IsQuantized(type)) {
+    w.UseHelper(KernelHelper::kRequantize);
+    w.Define("MP_REQUANT(acc, m, s)", TraitsOf(type).acctype == Scalar::kI64
+                                          ? "mp_requant64((mp_i64)(acc), m, s)"
+                                          : "(mp_i64)mp_requant32((int)(acc), m, s)");
+    w.Define("MP_CONCAT_STORE",
+             "mp_i64 r = y_zero + MP_REQUANT(Dtype_LOAD(x, i) - x_zero, mult, shift); "
+             "r = r < Dtype_QMIN ? Dtype_QMIN : (r > Dtype_QMAX ? Dtype_QMAX : r); "
+             "Dtype_STORE(y, t, r);");
+  } else {
+    w.Define("MP_CONCAT_STORE", "Dtype_STORE(y, t, Dtype_LOAD(x, i));");
+  }
+  return w.Source();
+}
+
+std::string EltwiseSource(const KernelTarget& target, const std::string& op, DataType type) {
+  RequireFloat(type, "eltwise_" + op);
+  KernelWriter w(target);
+  w.AddType("Dtype", type);
+  if (op == "prod")
+    w.Define("MP_ELTWISE(a, b)", "((a) * (b))");
+  else if (op == "max")
+    w.Define("MP_ELTWISE(a, b)", "((a) > (b) ? (a) : (b))");
+  else
+    throw std::invalid_argument("unknown eltwise op '" + op + "' (prod, max)");
+  w.Kernel(LayerKernelName("eltwise_" + op, type))
+      .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
+      .Body(R"(  $loop(i, n) {
+    float a = (float)Dtype_LOAD(y, i);
+    float b = (float)Dtype_LOAD(x, i);
+    Dtype_STORE(y, i, (Dtype_c)MP_ELTWISE(a, b));
+  }
+)");
+  return w.Source();
+}
+
+std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataType param_type) {
+  RequireFloat(type, "channel_affine");
+  RequireFloat(param_type, "channel_affine");
+  KernelWriter w(target);
+  w.AddType("Dtype", type);
+  w.AddType("Ptype", param_type);
+  w.Kernel(ChannelAffineKernelName(type, param_type))
+      .Value("int", "n").Value("int", "channels").Value("int", "inner")
+      .In("Dtype", "x").Out("Dtype", "y").In("Ptype", "scale").In("Ptype", "bias")
+      .Value("int", "has_bias")
+      .Body(R"(  $loop(i, n) {
+    const int c = (i / inner) % channels;
+    float v = (float)Dtype_LOAD(x, i) * (float)Ptype_LOAD(scale, c);
+    if (has_bias) v += (float)Ptype_LOAD(bias, c);
+    Dtype_STORE(y, i, (Dtype_c)v);
+  }
+)");
+  return w.Source();
+}
+
+std::string DropoutSource(const KernelTarget& target, DataType type) {
+  RequireFloat(type, "dropout");
+  KernelWriter w(target);
+  w.AddType("Dtype", type);
+  w.Kernel(LayerKernelName("dropout", type))
+      .Value("int", "n").In("Dtype", "x").In("mp_u32", "mask").Out("Dtype", "y")
+      .Value("mp_u32", "threshold").Value("float", "scale")
+      .Body(R"(  $loop(i, n) {
+    float v = mask[i] > threshold ? (float)Dtype_LOAD(x, i) * scale : 0.0f;
+    Dtype_STORE(y, i, (Dtype_c)v);
+  }
+)");
+  return w.Source();
+}
+
+std::string SoftmaxLossSource(const KernelTarget& target, DataType type) {
+  RequireFloat(type, "softmax_loss");
+  KernelWriter w(target);
+  w.AddType("Dtype", type);
+  w.Kernel(LayerKernelName("softmax_loss", type))
+      .Value("int", "outer").Value("int", "channels").Value("int", "inner")
+      .In("Dtype", "prob").In("Dtype", "label").Out("float", "loss")
+      .Value("int", "ignore_label").Value("int", "has_ignore")
+      .Body(R"(  $loop(j, outer * inner) {
+    const int l = (int)(float)Dtype_LOAD(label, j);
+    if (has_ignore && l == ignore_label) {
+      loss[j] = -1.0f;
+    } else {
+      const int base = (j / inner) * channels * inner + j % inner;
+      float p = (float)Dtype_LOAD(prob, base + l * inner);
+      p = p > 1.17549435e-38f ? p : 1.17549435e-38f;
+      loss[j] = -log(p);
+    }
+  }
+)");
+  return w.Source();
+}
+
+std::string AccuracySource(const KernelTarget& target, DataType type) {
+  RequireFloat(type, "accuracy");
+  KernelWriter w(target);
+  w.AddType("Dtype", type);
+  w.Kernel(LayerKernelName("accuracy", type))
+      .Value("int", "outer").Value("int", "channels").Value("int", "inner")
+      .In("Dtype", "x").In("Dtype", "label").Out("float", "correct")
+      .Value("int", "top_k").Value("int", "ignore_label").Value("int", "has_ignore")
+      .Body(R"(  $loop(j, outer * inner) {
+    const int l = (int)(float)Dtype_LOAD(label, j);
+    if (has_ignore && l == ignore_label) {
+      correct[j] = -1.0f;
+    } else {
+      const int base = (j / inner) * channels * inner + j % inner;
+      const float v = (float)Dtype_LOAD(x, base + l * inner);
+      int higher = 0;
+      for (int c = 0; c < channels; ++c)
+        higher += (float)Dtype_LOAD(x, base + c * inner) > v ? 1 : 0;
+      correct[j] = higher < top_k ? 1.0f : 0.0f;
+    }
+  }
+)");
+  return w.Source();
+}
+
+std::string SquaredDifferenceSource(const KernelTarget& target, DataType type) {
+  RequireFloat(type, "sqdiff");
+  KernelWriter w(target);
+  w.AddType("Dtype", type);
+  w.Kernel(LayerKernelName("sqdiff", type))
+      .Value("int", "n").In("Dtype", "a").In("Dtype", "b").Out("float", "d")
+      .Body(R"(  $loop(i, n) {
+    float v = (float)Dtype_LOAD(a, i) - (float)Dtype_LOAD(b, i);
+    d[i] = v * v;
+  }
+)");
+  return w.Source();
+}
+
+}  // namespace mpcaffe

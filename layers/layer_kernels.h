@@ -1,0 +1,59 @@
+// layers/layer_kernels.h — kernel texts of the layers that do not use libdnn (activations,
+// softmax, concat, channel-wise affine, losses, accuracy), one body per algorithm emitted
+// through KernelWriter for any data type and either dialect.
+#pragma once
+
+#include <string>
+
+#include "codegen/datatype.h"
+#include "codegen/kernel_writer.h"
+
+namespace mpcaffe {
+
+/// Unary activations computed in float: "sigmoid" (1/(1+e^-x)), "tanh".
+/// <op>_<dt>(int n, In Dtype x, Out Dtype y). Float types only.
+std::string UnarySource(const KernelTarget& target, const std::string& op, DataType type);
+
+/// softmax_<dt>(int outer, int channels, int inner, In x, Out y): softmax over the channel
+/// axis of an (outer, channels, inner) array, max-subtracted, in float. Float types only.
+std::string SoftmaxSource(const KernelTarget& target, DataType type);
+
+/// concat_<dt>(int n, In x, Out y, int bottom_axis, int top_axis, int inner, int offset,
+///             int x_zero, int y_zero, int mult, int shift)
+/// Copies an (outer, bottom_axis, inner) bottom into channels [offset, offset + bottom_axis)
+/// of an (outer, top_axis, inner) top. Quantized: y = clamp(y_zero + requant(x − x_zero)).
+std::string ConcatSource(const KernelTarget& target, DataType type);
+
+/// eltwise_<op>_<dt>(int n, In x, Out y): y = y·x ("prod") or max(y, x) ("max"), in float.
+/// Float types only (sum goes through the element-wise scale / axpby kernels).
+std::string EltwiseSource(const KernelTarget& target, const std::string& op, DataType type);
+
+/// channel_affine_<dt>_<pt>(int n, int channels, int inner, In Dtype x, Out Dtype y,
+///                          In Ptype scale, In Ptype bias, int has_bias)
+/// y = x·scale[c] + (has_bias ? bias[c] : 0) with c = (i / inner) % channels, in float.
+std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataType param_type);
+
+/// dropout_<dt>(int n, In x, In mp_u32 mask, Out y, mp_u32 threshold, float scale):
+/// y = mask[i] > threshold ? x·scale : 0. Float types only.
+std::string DropoutSource(const KernelTarget& target, DataType type);
+
+/// softmax_loss_<dt>(int outer, int channels, int inner, In prob, In label, Out float loss,
+///                   int ignore_label, int has_ignore)
+/// loss[j] = −log(max(prob[label_j], FLT_MIN)) per (outer, inner) position j, or −1 when the
+/// label is the ignored one. Float types only.
+std::string SoftmaxLossSource(const KernelTarget& target, DataType type);
+
+/// accuracy_<dt>(int outer, int channels, int inner, In x, In label, Out float correct,
+///               int top_k, int ignore_label, int has_ignore)
+/// correct[j] = 1 when fewer than top_k classes score strictly higher than the labelled one,
+/// 0 otherwise, −1 when ignored. Float types only.
+std::string AccuracySource(const KernelTarget& target, DataType type);
+
+/// sqdiff_<dt>(int n, In a, In b, Out float d): d[i] = (a[i] − b[i])² in float.
+std::string SquaredDifferenceSource(const KernelTarget& target, DataType type);
+
+/// Kernel names: "<op>_<dt>", "channel_affine_<dt>_<pt>".
+std::string LayerKernelName(const std::string& op, DataType type);
+std::string ChannelAffineKernelName(DataType type, DataType param_type);
+
+}  // namespace mpcaffe

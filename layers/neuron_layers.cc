@@ -1,0 +1,127 @@
+// layers/neuron_layers.cc — element-wise activations: ReLU (every dtype, negative_slope),
+// Sigmoid and TanH (float types), Dropout (identity in TEST for every dtype; masked in TRAIN
+// for float types).
+#include <random>
+
+#include "layers/layer_kernels.h"
+#include "layers/layer_registry.h"
+
+namespace mpcaffe {
+namespace {
+
+/// One bottom, one top of the same shape, in place allowed.
+class NeuronLayer : public Layer {
+ public:
+  using Layer::Layer;
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool AllowsInPlace() const override { return true; }
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    top[0]->ReshapeLike(*bottom[0]);
+  }
+};
+
+class ReLULayer : public NeuronLayer {
+ public:
+  using NeuronLayer::NeuronLayer;
+  const char* type() const override { return "ReLU"; }
+  bool SupportsType(DataType) const override { return true; }
+  void LayerSetUp(const std::vector<Blob*>&, const std::vector<Blob*>&) override {
+    if (IsQuantized(compute_type_) && param_.relu_param().negative_slope() < 0)
+      Fail("negative_slope must be >= 0 for quantized data");
+  }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const int n = bottom[0]->count();
+    if (n == 0) return;
+    DeviceMemory* x = bottom[0]->device_data();
+    elementwise().Relu(compute_type_, n, *x, *top[0]->mutable_device_data(),
+                       param_.relu_param().negative_slope(), BottomAffine(0), TopAffine(0));
+  }
+};
+
+/// Sigmoid / TanH: float types, computed in float.
+class UnaryLayer : public NeuronLayer {
+ public:
+  UnaryLayer(const caffe::LayerParameter& p, Device& d, const char* type, const char* op)
+      : NeuronLayer(p, d), type_(type), op_(op) {}
+  const char* type() const override { return type_; }
+  bool SupportsType(DataType t) const override { return !IsQuantized(t); }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const int n = bottom[0]->count();
+    if (n == 0) return;
+    Kernel k = GetKernel(UnarySource(target(), op_, compute_type_), LayerKernelName(op_, compute_type_));
+    const size_t es = SizeOf(compute_type_);
+    DeviceMemory* x = bottom[0]->device_data();
+    k.Arg(int32_t{n}).ArgBuffer(x, 0, es).ArgBuffer(top[0]->mutable_device_data(), 0, es);
+    k.Launch1D(n);
+  }
+
+ private:
+  const char* type_;
+  const char* op_;
+};
+
+class SigmoidLayer : public UnaryLayer {
+ public:
+  SigmoidLayer(const caffe::LayerParameter& p, Device& d) : UnaryLayer(p, d, "Sigmoid", "sigmoid") {}
+};
+class TanHLayer : public UnaryLayer {
+ public:
+  TanHLayer(const caffe::LayerParameter& p, Device& d) : UnaryLayer(p, d, "TanH", "tanh") {}
+};
+
+class DropoutLayer : public NeuronLayer {
+ public:
+  using NeuronLayer::NeuronLayer;
+  const char* type() const override { return "Dropout"; }
+  bool SupportsType(DataType) const override { return true; }
+  void LayerSetUp(const std::vector<Blob*>&, const std::vector<Blob*>&) override {
+    ratio_ = param_.dropout_param().dropout_ratio();
+    if (ratio_ < 0 || ratio_ >= 1) Fail("dropout_ratio must be in [0, 1), got " + std::to_string(ratio_));
+    rng_.seed(StableHash(name() + "#mask", RandomSeed()));
+  }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    if (phase() == caffe::TEST) {  // identity (Caffe scales during training instead)
+      CopyOrRequant(*bottom[0], BottomAffine(0), *top[0], TopAffine(0));
+      return;
+    }
+    if (IsQuantized(compute_type_))
+      Fail(std::string("TRAIN-phase dropout is computed in float types only, not ") +
+           Name(compute_type_));
+    const int n = bottom[0]->count();
+    if (n == 0) return;
+    std::vector<uint32_t> mask(n);
+    for (auto& m : mask) m = static_cast<uint32_t>(rng_());
+    if (!mask_ || mask_.size() < static_cast<size_t>(n)) mask_ = device().Alloc<uint32_t>(n);
+    device().Write(mask_, mask.data(), n);
+    const uint32_t threshold = static_cast<uint32_t>(ratio_ * 4294967295.0);
+    Kernel k = GetKernel(DropoutSource(target(), compute_type_), LayerKernelName("dropout", compute_type_));
+    const size_t es = SizeOf(compute_type_);
+    DeviceMemory* x = bottom[0]->device_data();
+    k.Arg(int32_t{n}).ArgBuffer(x, 0, es).Arg(mask_).ArgBuffer(top[0]->mutable_device_data(), 0, es)
+        .Arg(threshold).Arg(1.0f / (1.0f - ratio_));
+    k.Launch1D(n);
+  }
+
+ private:
+  float ratio_ = 0.5f;
+  std::mt19937 rng_;
+  vptr<uint32_t> mask_;
+};
+
+}  // namespace
+
+void RegisterNeuronLayers() {
+  RegisterLayerType<ReLULayer>("ReLU");
+  RegisterLayerType<SigmoidLayer>("Sigmoid");
+  RegisterLayerType<TanHLayer>("TanH");
+  RegisterLayerType<DropoutLayer>("Dropout");
+}
+
+}  // namespace mpcaffe

@@ -1,0 +1,45 @@
+// layers/quantizer_layer.cc — Quantizer: converts a blob from bottom_data_type to
+// top_data_type (any pair) with the conversion kernels, using its bottom quantizer's parameters
+// for a quantized input and its top quantizer's for a quantized output.
+#include "layers/layer_registry.h"
+
+namespace mpcaffe {
+namespace {
+
+class QuantizerLayer : public Layer {
+ public:
+  QuantizerLayer(const caffe::LayerParameter& p, Device& d) : Layer(p, d) {
+    from_ = DataTypeFromProto(p.bottom_data_type(), Describe() + " bottom_data_type");
+    to_ = DataTypeFromProto(p.top_data_type(), Describe() + " top_data_type");
+  }
+  const char* type() const override { return "Quantizer"; }
+  bool SupportsType(DataType) const override { return true; }
+  DataType bottom_type(int) const override { return from_; }
+  DataType top_type(int) const override { return to_; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    top[0]->ReshapeLike(*bottom[0]);
+  }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const int n = bottom[0]->count();
+    if (n == 0) return;
+    if (from_ == to_) {
+      CopyOrRequant(*bottom[0], BottomAffine(0), *top[0], TopAffine(0));
+      return;
+    }
+    elementwise().Convert(from_, to_, n, *bottom[0]->device_data(), *top[0]->mutable_device_data(),
+                          BottomAffine(0), TopAffine(0));
+  }
+
+ private:
+  DataType from_, to_;
+};
+
+}  // namespace
+
+void RegisterQuantizerLayer() { RegisterLayerType<QuantizerLayer>("Quantizer"); }
+
+}  // namespace mpcaffe

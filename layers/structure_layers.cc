@@ -1,0 +1,173 @@
+// layers/structure_layers.cc — layers that move data without arithmetic: Concat, Split,
+// Flatten, Reshape (every dtype; quantized tops with other parameters than their bottoms are
+// requantized on the way).
+#include "layers/layer_kernels.h"
+#include "layers/layer_registry.h"
+#include "quant/quant_params.h"
+
+namespace mpcaffe {
+namespace {
+
+class ConcatLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "Concat"; }
+  bool SupportsType(DataType) const override { return true; }
+  int MinBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const auto& p = param_.concat_param();
+    const int raw_axis = p.has_concat_dim() ? static_cast<int>(p.concat_dim()) : p.axis();
+    axis_ = bottom[0]->CanonicalAxisIndex(raw_axis);
+    std::vector<int> shape = bottom[0]->shape();
+    for (size_t i = 1; i < bottom.size(); ++i) {
+      if (bottom[i]->num_axes() != bottom[0]->num_axes())
+        Fail("bottom " + std::to_string(i) + " has " + std::to_string(bottom[i]->num_axes()) +
+             " axes, bottom 0 has " + std::to_string(bottom[0]->num_axes()));
+      for (int a = 0; a < bottom[0]->num_axes(); ++a) {
+        if (a == axis_) continue;
+        if (bottom[i]->shape(a) != bottom[0]->shape(a))
+          Fail("bottom " + std::to_string(i) + " shape " + bottom[i]->shape_string() +
+               " differs from bottom 0 shape " + bottom[0]->shape_string() +
+               " outside the concat axis " + std::to_string(axis_));
+      }
+      shape[axis_] += bottom[i]->shape(axis_);
+    }
+    top[0]->Reshape(shape);
+  }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const DataType t = compute_type_;
+    Kernel k = GetKernel(ConcatSource(target(), t), LayerKernelName("concat", t));
+    const int inner = top[0]->count(axis_ + 1);
+    const int top_axis = top[0]->shape(axis_);
+    const Affine yq = TopAffine(0);
+    DeviceMemory* y = top[0]->mutable_device_data();
+    int offset = 0;
+    for (size_t i = 0; i < bottom.size(); ++i) {
+      const int n = bottom[i]->count();
+      const int axis = bottom[i]->shape(axis_);
+      const Affine xq = BottomAffine(static_cast<int>(i));
+      quant::FixedPointMultiplier m;
+      if (IsQuantized(t)) m = quant::RescaleMultiplier(xq.scale, yq.scale);
+      if (n > 0) {
+        k.Arg(int32_t{n}).ArgBuffer(bottom[i]->device_data(), 0, SizeOf(t)).ArgBuffer(y, 0, SizeOf(t))
+            .Arg(int32_t{axis}).Arg(int32_t{top_axis}).Arg(int32_t{inner}).Arg(int32_t{offset})
+            .Arg(xq.zero_point).Arg(yq.zero_point).Arg(m.multiplier).Arg(m.shift);
+        k.Launch1D(n);
+      }
+      offset += axis;
+    }
+  }
+
+ private:
+  int axis_ = 1;
+};
+
+class SplitLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "Split"; }
+  bool SupportsType(DataType) const override { return true; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int MinTopBlobs() const override { return 1; }
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    for (Blob* t : top) t->ReshapeLike(*bottom[0]);
+  }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const Affine xq = BottomAffine(0);
+    for (size_t i = 0; i < top.size(); ++i)
+      CopyOrRequant(*bottom[0], xq, *top[i], TopAffine(static_cast<int>(i)));
+  }
+};
+
+/// Flatten and Reshape: a new shape over the same values.
+class ReshapingLayer : public Layer {
+ public:
+  using Layer::Layer;
+  bool SupportsType(DataType) const override { return true; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    CopyOrRequant(*bottom[0], BottomAffine(0), *top[0], TopAffine(0));
+  }
+};
+
+class FlattenLayer : public ReshapingLayer {
+ public:
+  using ReshapingLayer::ReshapingLayer;
+  const char* type() const override { return "Flatten"; }
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const auto& p = param_.flatten_param();
+    const int start = bottom[0]->CanonicalAxisIndex(p.axis());
+    const int end = bottom[0]->CanonicalAxisIndex(p.end_axis());
+    std::vector<int> shape;
+    for (int i = 0; i < start; ++i) shape.push_back(bottom[0]->shape(i));
+    shape.push_back(bottom[0]->count(start, end + 1));
+    for (int i = end + 1; i < bottom[0]->num_axes(); ++i) shape.push_back(bottom[0]->shape(i));
+    top[0]->Reshape(shape);
+  }
+};
+
+class ReshapeLayer : public ReshapingLayer {
+ public:
+  using ReshapingLayer::ReshapingLayer;
+  const char* type() const override { return "Reshape"; }
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    // BVLC semantics: 0 copies the bottom's dimension, one -1 is inferred; axis/num_axes select
+    // the part of the bottom shape that is replaced.
+    const auto& p = param_.reshape_param();
+    const Blob& b = *bottom[0];
+    const int in_axes = b.num_axes();
+    const int start = p.axis() < 0 ? p.axis() + in_axes + 1 : p.axis();
+    if (start < 0 || start > in_axes) Fail("axis " + std::to_string(p.axis()) + " out of range for " + b.shape_string());
+    const int end = p.num_axes() == -1 ? in_axes : start + p.num_axes();
+    if (end > in_axes || p.num_axes() < -1)
+      Fail("num_axes " + std::to_string(p.num_axes()) + " out of range for " + b.shape_string());
+    std::vector<int> shape(b.shape().begin(), b.shape().begin() + start);
+    int infer = -1;
+    for (int i = 0; i < p.shape().dim_size(); ++i) {
+      const int64_t d = p.shape().dim(i);
+      if (d == 0) {
+        if (start + i >= in_axes) Fail("dim " + std::to_string(i) + " is 0 but the bottom has no such axis");
+        shape.push_back(b.shape(start + i));
+      } else if (d == -1) {
+        if (infer >= 0) Fail("at most one dimension may be -1");
+        infer = static_cast<int>(shape.size());
+        shape.push_back(1);
+      } else if (d < 0) {
+        Fail("dimension " + std::to_string(d) + " is invalid");
+      } else {
+        shape.push_back(static_cast<int>(d));
+      }
+    }
+    shape.insert(shape.end(), b.shape().begin() + end, b.shape().end());
+    int64_t known = 1;
+    for (size_t i = 0; i < shape.size(); ++i)
+      if (static_cast<int>(i) != infer) known *= shape[i];
+    if (infer >= 0) {
+      if (known == 0 || b.count() % known) Fail("cannot infer -1 of the new shape from " + b.shape_string());
+      shape[infer] = static_cast<int>(b.count() / known);
+    } else if (known != b.count()) {
+      Fail("new shape " + ShapeString(shape) + " has a different count than bottom " + b.shape_string());
+    }
+    top[0]->Reshape(shape);
+  }
+};
+
+}  // namespace
+
+void RegisterStructureLayers() {
+  RegisterLayerType<ConcatLayer>("Concat");
+  RegisterLayerType<SplitLayer>("Split");
+  RegisterLayerType<FlattenLayer>("Flatten");
+  RegisterLayerType<ReshapeLayer>("Reshape");
+}
+
+}  // namespace mpcaffe

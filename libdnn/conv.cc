@@ -1,0 +1,811 @@
+// libdnn/conv.cc — the convolution kernels (implicit-GEMM forward for every data type, fp32
+// backward through im2col / col2im and a small GEMM), their launches and host references.
+#include "libdnn/conv.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "device/error.h"
+#include "libdnn/conv_host.h"
+
+namespace mpcaffe::libdnn {
+
+namespace {
+
+using host::Field;
+
+int DivUp(int a, int b) { return (a + b - 1) / b; }
+
+/// Packed-weight element type of the forward kernel: float for float types, the difference
+/// type for quantized ones (w − z_w fits it).
+const char* PackedType(DataType t) {
+  switch (t) {
+    case DataType::kFloat32:
+    case DataType::kFloat16:
+      return "float";
+    case DataType::kInt8Q:
+      return "mp_i16";
+    case DataType::kInt16Q:
+      return "int";
+  }
+  return "float";
+}
+size_t PackedBytes(DataType t) { return t == DataType::kInt8Q ? 2 : 4; }
+
+/// Bias element bytes: fp32 for float types, the accumulator for quantized ones.
+size_t BiasBytes(DataType t) { return t == DataType::kInt16Q ? 8 : 4; }
+
+/// Weight storage spelling and load (signed int8/int16 storage for weights_signed).
+void DeclareWeightStorage(KernelWriter& w, const ConvDesc& d) {
+  if (IsQuantized(d.type) && d.weights_signed) {
+    w.Define("Wstore", d.type == DataType::kInt8Q ? "mp_i8" : "mp_i16");
+    w.Define("WLOAD(p, i)", "((int)(p)[i])");
+  } else {
+    w.Define("Wstore", "Dtype");
+    w.Define("WLOAD(p, i)", "Dtype_LOAD(p, i)");
+  }
+}
+
+/// The register-tile part of the forward body: `f(j, t)` gives the text for one accumulator.
+template <typename F>
+std::string ForEachTile(const ConvConfig& c, F f) {
+  std::string s;
+  for (int j = 0; j < c.oc_per_item; ++j)
+    for (int t = 0; t < c.px_per_item; ++t) s += f(j, t);
+  return s;
+}
+template <typename F>
+std::string ForEachPixel(const ConvConfig& c, F f) {
+  std::string s;
+  for (int t = 0; t < c.px_per_item; ++t) s += f(t);
+  return s;
+}
+template <typename F>
+std::string ForEachChannel(const ConvConfig& c, F f) {
+  std::string s;
+  for (int j = 0; j < c.oc_per_item; ++j) s += f(j);
+  return s;
+}
+std::string Sub(const char* pattern, int j, int t) {
+  // Replaces every '#J' and '#T' in pattern by j and t.
+  std::string s = pattern, out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '#' && i + 1 < s.size() && (s[i + 1] == 'J' || s[i + 1] == 'T')) {
+      out += std::to_string(s[i + 1] == 'J' ? j : t);
+      ++i;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+std::string BackwardKernelName(const char* what) { return std::string("conv_bwd_") + what; }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Descriptions
+
+int ConvDesc::out_h() const {
+  return (height + 2 * pad_h - (dilation_h * (kernel_h - 1) + 1)) / stride_h + 1;
+}
+int ConvDesc::out_w() const {
+  return (width + 2 * pad_w - (dilation_w * (kernel_w - 1) + 1)) / stride_w + 1;
+}
+double ConvDesc::Flops() const {
+  return 2.0 * batch * out_channels * out_h() * out_w() * (channels / groups) * kernel_h * kernel_w;
+}
+size_t ConvDesc::input_count() const { return size_t(batch) * channels * height * width; }
+size_t ConvDesc::weight_count() const {
+  return size_t(out_channels) * (channels / groups) * kernel_h * kernel_w;
+}
+size_t ConvDesc::output_count() const { return size_t(batch) * out_channels * out_h() * out_w(); }
+
+std::string ConvDesc::ToString() const {
+  std::ostringstream s;
+  s << Name(type) << " n" << batch << " c" << channels << " h" << height << " w" << width << " o"
+    << out_channels << " k" << kernel_h << "x" << kernel_w << " s" << stride_h << "x" << stride_w
+    << " p" << pad_h << "x" << pad_w << " d" << dilation_h << "x" << dilation_w << " g" << groups;
+  if (bias) s << " bias";
+  if (relu) s << " relu";
+  if (weights_signed) s << " signed";
+  return s.str();
+}
+
+void ConvDesc::Validate() const {
+  auto fail = [&](const std::string& what) {
+    throw Error("convolution " + ToString() + ": " + what);
+  };
+  for (auto [name, v] : {std::pair<const char*, int>{"batch", batch},
+                         {"channels", channels},
+                         {"height", height},
+                         {"width", width},
+                         {"out_channels", out_channels},
+                         {"kernel_h", kernel_h},
+                         {"kernel_w", kernel_w},
+                         {"stride_h", stride_h},
+                         {"stride_w", stride_w},
+                         {"dilation_h", dilation_h},
+                         {"dilation_w", dilation_w},
+                         {"groups", groups}})
+    if (v <= 0) fail(Field(name, v) + " must be positive");
+  if (pad_h < 0 || pad_w < 0) fail("padding must not be negative");
+  if (channels % groups)
+    fail(Field("channels", channels) + " is not divisible by " + Field("groups", groups));
+  if (out_channels % groups)
+    fail(Field("out_channels", out_channels) + " is not divisible by " + Field("groups", groups));
+  if (out_h() <= 0 || out_w() <= 0)
+    fail("the dilated kernel does not fit the padded input (output " + std::to_string(out_h()) +
+         "x" + std::to_string(out_w()) + ")");
+  if (weights_signed && !IsQuantized(type)) fail("weights_signed needs a quantized type");
+  const double biggest =
+      std::max({double(input_count()), double(output_count()), double(weight_count()) * 2});
+  if (biggest >= 2147483647.0) fail("tensors beyond 2^31 elements are not supported");
+}
+
+ConvQuant ConvQuant::From(const quant::QuantParams& input, const quant::QuantParams& weights,
+                          const quant::QuantParams& output) {
+  ConvQuant q;
+  q.x_zero = input.zero_point_of(0);
+  q.c_zero = output.zero_point_of(0);
+  if (weights.per_channel() && weights.axis != 0)
+    throw Error(
+        "convolution quantization: per-channel weight parameters must be along axis 0 "
+        "(output channels), got axis " +
+        std::to_string(weights.axis));
+  const size_t n = weights.per_channel() ? weights.channels() : 1;
+  q.w_zero.assign(n, 0);
+  q.multiplier.assign(n, {});
+  for (size_t c = 0; c < n; ++c) {
+    q.w_zero[c] = weights.zero_point_of(c);
+    q.multiplier[c] =
+        quant::RequantizationMultiplier(input.scale_of(0), weights.scale_of(c), output.scale_of(0));
+  }
+  return q;
+}
+
+std::string ConvConfig::ToString() const {
+  return "l" + std::to_string(lanes) + " oc" + std::to_string(oc_per_item) + " px" +
+         std::to_string(px_per_item) + " v" + std::to_string(vw);
+}
+
+void ConvConfig::Validate() const {
+  const bool width_ok = vw == 1 || vw == 2 || vw == 4 || vw == 8 || vw == 16;
+  if (lanes < 1 || lanes > 256 || oc_per_item < 1 || oc_per_item > 16 || px_per_item < 1 ||
+      px_per_item > 16 || oc_per_item * px_per_item > 64 || !width_ok)
+    throw Error("convolution config " + ToString() +
+                ": lanes must be in [1, 256], tiles in [1, 16] with oc·px ≤ 64, vw 1/2/4/8/16");
+}
+
+ConvConfig DefaultConvConfig(const DeviceInfo& device) {
+  if (device.backend == Backend::kOpenCL && !device.is_gpu) {
+    // Measured on PoCL (AVX2 code, 16 vector registers; shared, loaded machine, so only
+    // side-by-side runs count): 4 vectors of 8 channels × 3 pixels (12 accumulators) was at
+    // or near the top of the candidates on AlexNet's convolutions (ConvBench in
+    // tests/libdnn/conv_test.cc compares them).
+    return {1, 4, 3, 8};
+  }
+  return {32, 2, 4, 1};
+}
+
+std::vector<ConvConfig> ConvConfig::Candidates(const DeviceInfo& device) {
+  std::vector<ConvConfig> out = {DefaultConvConfig(device)};
+  const std::vector<ConvConfig> all = {{1, 4, 3, 8},  {1, 2, 4, 8}, {1, 2, 6, 8},  {1, 1, 4, 16},
+                                       {1, 3, 4, 8},  {1, 4, 3, 4}, {32, 2, 4, 1}, {64, 1, 4, 1},
+                                       {16, 4, 4, 1}, {32, 4, 2, 1}};
+  for (const ConvConfig& c : all)
+    if (c.Supports(device.backend) && !(c == out[0])) out.push_back(c);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernel texts
+
+std::string Convolution::ForwardKernelName(const ConvDesc& d) {
+  return std::string("conv_fwd_") + Name(d.type) + (d.weights_signed ? "_sw" : "");
+}
+
+std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDesc& d,
+                                       const ConvConfig& c) {
+  c.Validate();
+  const bool q = IsQuantized(d.type);
+  const bool wide = d.type == DataType::kInt16Q;
+  KernelWriter w(target);
+  w.AddType("Dtype", d.type);
+  DeclareWeightStorage(w, d);
+  w.Define("Ptype", PackedType(d.type));
+  if (!q) {
+    w.Define("Atype", "float");
+    w.Define("Btype", "float");
+    w.Define("Xtype", "float");
+    w.Define("XVAL(v)", "(v)");
+  } else {
+    host::UseRequant(w, d.type);
+    w.Define("Atype", wide ? "mp_i64" : "int");
+    w.Define("Btype", wide ? "mp_i64" : "int");
+    w.Define("Xtype", "int");
+    w.Define("XVAL(v)", "((v) - x_zero)");
+  }
+  // Vectors of vw channels (OpenCL C vector types; plain scalars when vw == 1).
+  const std::string n = std::to_string(c.vw);
+  if (c.vw == 1) {
+    w.Define("Vtype", "Atype");
+    w.Define("WLDV(p)", "((Atype)(p)[0])");
+    w.Define("VTO(x, t)", "((t)[0] = (x))");
+  } else {
+    const std::string scalar = !q ? "float" : (wide ? "long" : "int");
+    w.Define("Vtype", scalar + n);
+    w.Define("WLDV(p)",
+             !q ? "vload" + n + "(0, (p))" : "convert_" + scalar + n + "(vload" + n + "(0, (p)))");
+    w.Define("VTO(x, t)", "vstore" + n + "((x), 0, (t))");
+  }
+  w.Define("VMAC(acc, wv, xv)", wide ? "acc += (wv) * (mp_i64)(xv)" : "acc += (wv) * (xv)");
+  w.Define("CONV_VW", n);
+  w.Define("CONV_STEP", std::to_string(c.lanes * c.vw));  // channels between a work-item's vectors
+  w.Define("CONV_TILE", std::to_string(c.channels_per_group()));
+
+  // Repacking, one contiguous stream per (group, block of CONV_TILE channels):
+  //   wp[g][blk][ky·KW + kx][ic][t] = w[g·OCg + blk·CONV_TILE + t][ic][ky][kx] − z_w (0 past OCg).
+  const std::string suffix = std::string(Name(d.type)) + (d.weights_signed ? "_sw" : "");
+  w.Kernel("conv_pack_" + suffix)
+      .In("Wstore", "wsrc")
+      .In("int", "wz")
+      .Out("Ptype", "wp")
+      .Value("int", "Cg")
+      .Value("int", "OCg")
+      .Value("int", "blocks")
+      .Value("int", "KHW")
+      .Value("int", "total")
+      .Body(std::string(R"(  $loop(i, total) {
+    const int t = i % CONV_TILE;
+    int r = i / CONV_TILE;
+    const int ic = r % Cg;
+    r /= Cg;
+    const int kk = r % KHW;
+    r /= KHW;
+    const int ocp = (r % blocks) * CONV_TILE + t;
+    const int g = r / blocks;
+)") + (q ? "    int v = 0;\n" : "    float v = 0.0f;\n") +
+            R"(    if (ocp < OCg) {
+      const int o = g * OCg + ocp;
+)" +
+            (q ? "      v = WLOAD(wsrc, (o * Cg + ic) * KHW + kk) - wz[o];\n"
+               : "      v = WLOAD(wsrc, (o * Cg + ic) * KHW + kk);\n") +
+            R"(    }
+    wp[i] = (Ptype)v;
+  }
+)");
+
+  // Forward. Work-groups: dimension 0 = pixel tiles (× lanes), 1 = channel blocks,
+  // 2 = image × group; consecutive work-groups share one block's weights (cache reuse).
+  std::string body = R"(  const int lane = $local_id(0);
+  const int blk = $group_id(1);
+  const int ocl = blk * CONV_TILE + lane * CONV_VW;
+  const int P = OH * OW;
+  const int p0 = $group_id(0) * )" +
+                     std::to_string(c.px_per_item) + R"(;
+  const int ng = $group_id(2);
+  const int n = ng / G;
+  const int g = ng - n * G;
+  const int HW = H * W;
+  const int KC = KH * KW * Cg;
+)";
+  body += ForEachPixel(c, [&](int t) {
+    return Sub(R"(  const int pv#T = p0 + #T < P;
+  const int oy#T = (p0 + #T) / OW;
+  const int iy0#T = oy#T * sh - ph;
+  const int ix0#T = (p0 + #T - oy#T * OW) * sw - pw;
+)",
+               0, t);
+  });
+  body += ForEachTile(c, [&](int j, int t) { return Sub("  Vtype acc#J_#T = (Vtype)0;\n", j, t); });
+  body += R"(  const $global Dtype* xg = x + (n * C + g * Cg) * HW;
+  const $global Ptype* wg = wp + (g * (OCpad / CONV_TILE) + blk) * KC * CONV_TILE + lane * CONV_VW;
+  for (int ky = 0; ky < KH; ++ky) {
+    for (int kx = 0; kx < KW; ++kx) {
+)";
+  body += ForEachPixel(c, [&](int t) {
+    return Sub(R"(      const int iy#T = iy0#T + ky * dh;
+      const int ix#T = ix0#T + kx * dw;
+      const int ok#T = pv#T && iy#T >= 0 && iy#T < H && ix#T >= 0 && ix#T < W;
+      const int off#T = ok#T ? iy#T * W + ix#T : 0;
+)",
+               0, t);
+  });
+  std::string all_ok;
+  for (int t = 0; t < c.px_per_item; ++t) all_ok += (t ? " && ok" : "ok") + std::to_string(t);
+  auto ic_loop = [&](bool masked) {
+    std::string s = R"(        const $global Dtype* xp = xg;
+        const $global Ptype* wk = wg + (ky * KW + kx) * Cg * CONV_TILE;
+        for (int ic = 0; ic < Cg; ++ic) {
+)";
+    // Padding and pixels past the end read nothing: a safe offset, then masked to zero (for
+    // quantized data the zero point, x − x_zero = 0).
+    s += ForEachPixel(c, [&](int t) {
+      return masked ? Sub("          Xtype x#T = XVAL(Dtype_LOAD(xp, off#T));\n"
+                          "          x#T = ok#T ? x#T : 0;\n",
+                          0, t)
+                    : Sub("          const Xtype x#T = XVAL(Dtype_LOAD(xp, off#T));\n", 0, t);
+    });
+    s += ForEachChannel(c, [&](int j) {
+      return Sub("          const Vtype w#J = WLDV(wk + #J * CONV_STEP);\n", j, 0);
+    });
+    s += ForEachTile(
+        c, [&](int j, int t) { return Sub("          VMAC(acc#J_#T, w#J, x#T);\n", j, t); });
+    s += R"(          xp += HW;
+          wk += CONV_TILE;
+        }
+)";
+    return s;
+  };
+  // Interior windows (every pixel of the tile inside the input) skip the masking.
+  body += "      if (" + all_ok + ") {\n" + ic_loop(false) + "      } else {\n" + ic_loop(true) +
+          "      }\n    }\n  }\n  Atype lanes_out[CONV_VW];\n";
+  body += ForEachTile(c, [&](int j, int t) {
+    std::string s = Sub(R"(  VTO(acc#J_#T, lanes_out);
+  for (int v = 0; v < CONV_VW; ++v) {
+    const int oc = ocl + #J * CONV_STEP + v;
+    if (oc < OCg && pv#T) {
+      const int o = g * OCg + oc;
+      const int yi = (n * G * OCg + o) * P + p0 + #T;
+)",
+                        j, t);
+    if (!q) {
+      s += R"(      float f = lanes_out[v] + (has_bias ? bias[o] : 0.0f);
+      if (relu) f = f > 0.0f ? f : 0.0f;
+      Dtype_STORE(y, yi, f);
+    }
+  }
+)";
+    } else {
+      s +=
+          R"(      mp_i64 r = (mp_i64)c_zero + MP_REQUANT(lanes_out[v] + (has_bias ? bias[o] : 0), rq[2 * o], rq[2 * o + 1]);
+      const mp_i64 lo = relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN;
+      r = r < lo ? lo : (r > Dtype_QMAX ? (mp_i64)Dtype_QMAX : r);
+      Dtype_STORE(y, yi, r);
+    }
+  }
+)";
+    }
+    return s;
+  });
+
+  auto& k = w.Kernel(ForwardKernelName(d));
+  k.In("Dtype", "x").In("Ptype", "wp").In("Btype", "bias").In("int", "rq").Out("Dtype", "y");
+  for (const char* name :
+       {"C",  "H",  "W",  "Cg", "OCg", "OCpad", "OH",       "OW",   "KH",     "KW",    "sh",
+        "sw", "ph", "pw", "dh", "dw",  "G",     "has_bias", "relu", "x_zero", "c_zero"})
+    k.Value("int", name);
+  k.Body(body);
+  return w.Source();
+}
+
+std::string Convolution::BackwardSource(const KernelTarget& target) {
+  KernelWriter w(target);
+  w.AddType("Dtype", DataType::kFloat32);
+  const char* geometry[] = {"Cg", "H",  "W",  "KH", "KW", "sh", "sw",
+                            "ph", "pw", "dh", "dw", "OH", "OW"};
+  auto& im2col = w.Kernel(BackwardKernelName("im2col")).In("float", "x").Out("float", "col");
+  for (const char* g : geometry) im2col.Value("int", g);
+  im2col.Body(R"(  const int P = OH * OW;
+  $loop(i, Cg * KH * KW * P) {
+    const int p = i % P;
+    const int r = i / P;
+    const int kx = r % KW;
+    const int ky = (r / KW) % KH;
+    const int ic = r / (KW * KH);
+    const int oy = p / OW;
+    const int iy = oy * sh - ph + ky * dh;
+    const int ix = (p - oy * OW) * sw - pw + kx * dw;
+    col[i] = iy >= 0 && iy < H && ix >= 0 && ix < W ? x[(ic * H + iy) * W + ix] : 0.0f;
+  }
+)");
+  auto& col2im = w.Kernel(BackwardKernelName("col2im")).In("float", "col").Out("float", "x");
+  for (const char* g : geometry) col2im.Value("int", g);
+  col2im.Body(R"(  const int P = OH * OW;
+  $loop(i, Cg * H * W) {
+    const int ix = i % W;
+    const int iy = (i / W) % H;
+    const int ic = i / (W * H);
+    float v = 0.0f;
+    for (int ky = 0; ky < KH; ++ky) {
+      const int ty = iy + ph - ky * dh;
+      if (ty < 0 || ty % sh) continue;
+      const int oy = ty / sh;
+      if (oy >= OH) continue;
+      for (int kx = 0; kx < KW; ++kx) {
+        const int tx = ix + pw - kx * dw;
+        if (tx < 0 || tx % sw) continue;
+        const int ox = tx / sw;
+        if (ox >= OW) continue;
+        v += col[((ic * KH + ky) * KW + kx) * P + oy * OW + ox];
+      }
+    }
+    x[i] = v;
+  }
+)");
+  // C[m][n] (+)= Σ_k A[m·a_sm + k·a_sk] · B[k·b_sk + n·b_sn]; a work-item: 4 rows of one column.
+  w.Kernel(BackwardKernelName("gemm"))
+      .In("float", "a")
+      .In("float", "b")
+      .Out("float", "c")
+      .Value("int", "M")
+      .Value("int", "N")
+      .Value("int", "K")
+      .Value("int", "a_sm")
+      .Value("int", "a_sk")
+      .Value("int", "b_sk")
+      .Value("int", "b_sn")
+      .Value("int", "c_sm")
+      .Value("int", "accumulate")
+      .Body(R"(  const int n = $global_id(0);
+  const int m0 = $global_id(1) * 4;
+  if (n >= N || m0 >= M) return;
+  const int m1 = m0 + 1 < M ? m0 + 1 : m0;
+  const int m2 = m0 + 2 < M ? m0 + 2 : m0;
+  const int m3 = m0 + 3 < M ? m0 + 3 : m0;
+  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+  for (int k = 0; k < K; ++k) {
+    const float bv = b[k * b_sk + n * b_sn];
+    s0 += a[m0 * a_sm + k * a_sk] * bv;
+    s1 += a[m1 * a_sm + k * a_sk] * bv;
+    s2 += a[m2 * a_sm + k * a_sk] * bv;
+    s3 += a[m3 * a_sm + k * a_sk] * bv;
+  }
+  const float s[4] = {s0, s1, s2, s3};
+  for (int r = 0; r < 4 && m0 + r < M; ++r) {
+    const int ci = (m0 + r) * c_sm + n;
+    c[ci] = (accumulate ? c[ci] : 0.0f) + s[r];
+  }
+)");
+  w.Kernel(BackwardKernelName("bias"))
+      .In("float", "top")
+      .Out("float", "db")
+      .Value("int", "N")
+      .Value("int", "OC")
+      .Value("int", "P")
+      .Body(R"(  $loop(o, OC) {
+    float s = 0.0f;
+    for (int n = 0; n < N; ++n) {
+      const $global float* t = top + (n * OC + o) * P;
+      for (int p = 0; p < P; ++p) s += t[p];
+    }
+    db[o] += s;
+  }
+)");
+  return w.Source();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launches
+
+namespace {
+
+constexpr Dim3 kGemmLocal = {16, 4, 1};
+
+BufferRef Offset(const BufferRef& b, size_t elements, size_t element_bytes) {
+  return BufferRef(b.mem, b.byte_offset + elements * element_bytes);
+}
+
+void CheckBuffer(const ConvDesc& d, const char* what, const BufferRef& b, size_t count,
+                 size_t element_bytes) {
+  if (!b) throw Error("convolution " + d.ToString() + ": " + what + " buffer is missing");
+  if (b.byte_offset + count * element_bytes > b.mem->bytes())
+    throw Error("convolution " + d.ToString() + ": " + what + " buffer holds " +
+                std::to_string(b.mem->bytes() - std::min(b.byte_offset, b.mem->bytes())) +
+                " bytes past its offset, " + std::to_string(count * element_bytes) + " needed");
+}
+
+}  // namespace
+
+Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant)
+    : Convolution(device, desc, quant, DefaultConvConfig(device.info())) {}
+
+Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant,
+                         const ConvConfig& config)
+    : device_(&device), desc_(desc), config_(config) {
+  desc_.Validate();
+  config_.Validate();
+  if (!config_.Supports(device.backend()))
+    throw Error("convolution " + desc_.ToString() + ": config " + config_.ToString() +
+                " needs OpenCL vector types; use vw = 1 on " + BackendName(device.backend()));
+  const int oc = desc_.out_channels, ocg = oc / desc_.groups;
+  const int tile = config_.channels_per_group();
+  oc_padded_ = DivUp(ocg, tile) * tile;
+
+  const KernelTarget target = KernelTarget::Of(device);
+  ProgramHints hints;
+  hints.local_sizes = {{size_t(config_.lanes), 1, 1}, {kLaunch1DLocalSize, 1, 1}};
+  auto program = device.GetProgram(ForwardSource(target, desc_, config_), "", hints);
+  forward_ = program->GetKernel(ForwardKernelName(desc_));
+  pack_ = program->GetKernel(std::string("conv_pack_") + Name(desc_.type) +
+                             (desc_.weights_signed ? "_sw" : ""));
+
+  std::vector<int32_t> rq(2 * size_t(oc), 0), wz(size_t(oc), 0);
+  if (IsQuantized(desc_.type)) {
+    auto per = [&](size_t n, const char* what) {
+      if (n != 1 && n != size_t(oc))
+        throw Error("convolution " + desc_.ToString() + ": " + what + " has " + std::to_string(n) +
+                    " entries; 1 or out_channels (" + std::to_string(oc) + ") expected");
+    };
+    per(quant.w_zero.size(), "ConvQuant::w_zero");
+    per(quant.multiplier.size(), "ConvQuant::multiplier");
+    for (int o = 0; o < oc; ++o) {
+      const auto& m = quant.multiplier[quant.multiplier.size() == 1 ? 0 : o];
+      rq[2 * o] = m.multiplier;
+      rq[2 * o + 1] = m.shift;
+      wz[o] = quant.w_zero[quant.w_zero.size() == 1 ? 0 : o];
+    }
+    x_zero_ = quant.x_zero;
+    c_zero_ = quant.c_zero;
+  }
+  requant_ = device.Alloc<int32_t>(rq.size());
+  device.Write(requant_, rq.data(), rq.size());
+  w_zero_ = device.Alloc<int32_t>(wz.size());
+  device.Write(w_zero_, wz.data(), wz.size());
+  const size_t khw = size_t(desc_.kernel_h) * desc_.kernel_w;
+  packed_ = device.Allocate(size_t(desc_.groups) * khw * (desc_.channels / desc_.groups) *
+                            oc_padded_ * PackedBytes(desc_.type));
+}
+
+Event Convolution::SetWeights(const BufferRef& weights, Queue* queue) {
+  const ConvDesc& d = desc_;
+  const size_t wbytes = IsQuantized(d.type) ? SizeOf(d.type) : SizeOf(d.type);
+  CheckBuffer(d, "weights", weights, d.weight_count(), wbytes);
+  const int cg = d.channels / d.groups, khw = d.kernel_h * d.kernel_w;
+  const int total = d.groups * khw * cg * oc_padded_;
+  pack_.ArgBuffer(weights.mem, weights.byte_offset, wbytes)
+      .Arg(w_zero_)
+      .ArgBuffer(packed_.get(), 0, PackedBytes(d.type))
+      .Arg(int32_t{cg})
+      .Arg(int32_t{d.out_channels / d.groups})
+      .Arg(int32_t{oc_padded_ / config_.channels_per_group()})
+      .Arg(int32_t{khw})
+      .Arg(int32_t{total});
+  packed_ready_ = true;
+  return pack_.Launch1D(size_t(total), queue);
+}
+
+Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const BufferRef& output,
+                           Queue* queue) {
+  const ConvDesc& d = desc_;
+  if (!packed_ready_) throw Error("convolution " + d.ToString() + ": Forward before SetWeights");
+  const size_t es = SizeOf(d.type);
+  CheckBuffer(d, "input", input, d.input_count(), es);
+  CheckBuffer(d, "output", output, d.output_count(), es);
+  if (d.bias) CheckBuffer(d, "bias", bias, size_t(d.out_channels), BiasBytes(d.type));
+  const BufferRef bias_arg = d.bias ? bias : output;  // any valid buffer when unused
+  const int ocg = d.out_channels / d.groups, oh = d.out_h(), ow = d.out_w();
+  forward_.ArgBuffer(input.mem, input.byte_offset, es)
+      .ArgBuffer(packed_.get(), 0, PackedBytes(d.type))
+      .ArgBuffer(bias_arg.mem, d.bias ? bias_arg.byte_offset : 0, BiasBytes(d.type))
+      .Arg(requant_)
+      .ArgBuffer(output.mem, output.byte_offset, es);
+  for (int v : {d.channels, d.height,    d.width,      d.channels / d.groups,
+                ocg,        oc_padded_,  oh,           ow,
+                d.kernel_h, d.kernel_w,  d.stride_h,   d.stride_w,
+                d.pad_h,    d.pad_w,     d.dilation_h, d.dilation_w,
+                d.groups,   int(d.bias), int(d.relu),  x_zero_,
+                c_zero_})
+    forward_.Arg(int32_t{v});
+  const size_t lanes = size_t(config_.lanes);
+  const Dim3 global = {size_t(DivUp(oh * ow, config_.px_per_item)) * lanes,
+                       size_t(DivUp(ocg, config_.channels_per_group())),
+                       size_t(d.batch) * d.groups};
+  return forward_.Launch(global, {lanes, 1, 1}, queue);
+}
+
+namespace {
+
+struct BackwardKernels {
+  Kernel im2col, col2im, gemm, bias;
+};
+
+BackwardKernels GetBackward(Device& device) {
+  ProgramHints hints = ProgramHints::OneDimensional();
+  hints.local_sizes.push_back(kGemmLocal);
+  auto program =
+      device.GetProgram(Convolution::BackwardSource(KernelTarget::Of(device)), "", hints);
+  return {program->GetKernel(BackwardKernelName("im2col")),
+          program->GetKernel(BackwardKernelName("col2im")),
+          program->GetKernel(BackwardKernelName("gemm")),
+          program->GetKernel(BackwardKernelName("bias"))};
+}
+
+void SetGeometry(Kernel& k, const ConvDesc& d) {
+  for (int v : {d.channels / d.groups, d.height, d.width, d.kernel_h, d.kernel_w, d.stride_h,
+                d.stride_w, d.pad_h, d.pad_w, d.dilation_h, d.dilation_w, d.out_h(), d.out_w()})
+    k.Arg(int32_t{v});
+}
+
+void LaunchGemm(Kernel& k, const BufferRef& a, const BufferRef& b, const BufferRef& c, int M, int N,
+                int K, int a_sm, int a_sk, int b_sk, int b_sn, int c_sm, bool accumulate,
+                Queue* queue) {
+  k.ArgBuffer(a.mem, a.byte_offset, 4)
+      .ArgBuffer(b.mem, b.byte_offset, 4)
+      .ArgBuffer(c.mem, c.byte_offset, 4);
+  for (int v : {M, N, K, a_sm, a_sk, b_sk, b_sn, c_sm, int(accumulate)}) k.Arg(int32_t{v});
+  k.Launch({size_t(N), size_t(DivUp(M, 4)), 1}, kGemmLocal, queue);
+}
+
+}  // namespace
+
+void Convolution::BackwardData(const BufferRef& top_diff, const BufferRef& weights,
+                               const BufferRef& bottom_diff, Queue* queue) {
+  const ConvDesc& d = desc_;
+  if (d.type != DataType::kFloat32)
+    throw Error("convolution " + d.ToString() + ": backward is fp32 only");
+  CheckBuffer(d, "top_diff", top_diff, d.output_count(), 4);
+  CheckBuffer(d, "weights", weights, d.weight_count(), 4);
+  CheckBuffer(d, "bottom_diff", bottom_diff, d.input_count(), 4);
+  BackwardKernels k = GetBackward(*device_);
+  const int cg = d.channels / d.groups, ocg = d.out_channels / d.groups;
+  const int kc = cg * d.kernel_h * d.kernel_w, p = d.out_h() * d.out_w();
+  if (!col_ || col_->bytes() < size_t(kc) * p * 4) col_ = device_->Allocate(size_t(kc) * p * 4);
+  const BufferRef col(col_.get(), 0);
+  for (int n = 0; n < d.batch; ++n) {
+    for (int g = 0; g < d.groups; ++g) {
+      // col (kc × P) = W_g^T (kc × ocg) · top_g (ocg × P)
+      LaunchGemm(k.gemm, Offset(weights, size_t(g) * ocg * kc, 4),
+                 Offset(top_diff, (size_t(n) * d.out_channels + size_t(g) * ocg) * p, 4), col, kc,
+                 p, ocg, /*a_sm=*/1, /*a_sk=*/kc, /*b_sk=*/p, /*b_sn=*/1, /*c_sm=*/p, false, queue);
+      const BufferRef dst =
+          Offset(bottom_diff, (size_t(n) * d.channels + size_t(g) * cg) * d.height * d.width, 4);
+      k.col2im.ArgBuffer(col.mem, 0, 4).ArgBuffer(dst.mem, dst.byte_offset, 4);
+      SetGeometry(k.col2im, d);
+      k.col2im.Launch1D(size_t(cg) * d.height * d.width, queue);
+    }
+  }
+}
+
+void Convolution::BackwardWeights(const BufferRef& top_diff, const BufferRef& input,
+                                  const BufferRef& weight_diff, const BufferRef& bias_diff,
+                                  Queue* queue) {
+  const ConvDesc& d = desc_;
+  if (d.type != DataType::kFloat32)
+    throw Error("convolution " + d.ToString() + ": backward is fp32 only");
+  CheckBuffer(d, "top_diff", top_diff, d.output_count(), 4);
+  CheckBuffer(d, "input", input, d.input_count(), 4);
+  CheckBuffer(d, "weight_diff", weight_diff, d.weight_count(), 4);
+  BackwardKernels k = GetBackward(*device_);
+  const int cg = d.channels / d.groups, ocg = d.out_channels / d.groups;
+  const int kc = cg * d.kernel_h * d.kernel_w, p = d.out_h() * d.out_w();
+  if (!col_ || col_->bytes() < size_t(kc) * p * 4) col_ = device_->Allocate(size_t(kc) * p * 4);
+  const BufferRef col(col_.get(), 0);
+  for (int n = 0; n < d.batch; ++n) {
+    for (int g = 0; g < d.groups; ++g) {
+      const BufferRef src =
+          Offset(input, (size_t(n) * d.channels + size_t(g) * cg) * d.height * d.width, 4);
+      k.im2col.ArgBuffer(src.mem, src.byte_offset, 4).ArgBuffer(col.mem, 0, 4);
+      SetGeometry(k.im2col, d);
+      k.im2col.Launch1D(size_t(kc) * p, queue);
+      // dW_g (ocg × kc) += top_g (ocg × P) · col^T (P × kc)
+      LaunchGemm(k.gemm, Offset(top_diff, (size_t(n) * d.out_channels + size_t(g) * ocg) * p, 4),
+                 col, Offset(weight_diff, size_t(g) * ocg * kc, 4), ocg, kc, p, /*a_sm=*/p,
+                 /*a_sk=*/1, /*b_sk=*/1, /*b_sn=*/p, /*c_sm=*/kc, true, queue);
+    }
+  }
+  if (bias_diff) {
+    CheckBuffer(d, "bias_diff", bias_diff, size_t(d.out_channels), 4);
+    k.bias.ArgBuffer(top_diff.mem, top_diff.byte_offset, 4)
+        .ArgBuffer(bias_diff.mem, bias_diff.byte_offset, 4)
+        .Arg(int32_t{d.batch})
+        .Arg(int32_t{d.out_channels})
+        .Arg(int32_t{p});
+    k.bias.Launch1D(size_t(d.out_channels), queue);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// References
+
+void ConvForwardReference(const ConvDesc& d, const ConvQuant& quant, const void* input,
+                          const void* weights, const void* bias, void* output) {
+  d.Validate();
+  const bool q = IsQuantized(d.type);
+  const int cg = d.channels / d.groups, ocg = d.out_channels / d.groups;
+  const int oh = d.out_h(), ow = d.out_w();
+  for (int n = 0; n < d.batch; ++n)
+    for (int o = 0; o < d.out_channels; ++o) {
+      const int g = o / ocg;
+      const int32_t wz = q ? quant.w_zero[quant.w_zero.size() == 1 ? 0 : o] : 0;
+      for (int oy = 0; oy < oh; ++oy)
+        for (int ox = 0; ox < ow; ++ox) {
+          double facc = 0.0;
+          int64_t iacc = 0;
+          for (int ky = 0; ky < d.kernel_h; ++ky)
+            for (int kx = 0; kx < d.kernel_w; ++kx) {
+              const int iy = oy * d.stride_h - d.pad_h + ky * d.dilation_h;
+              const int ix = ox * d.stride_w - d.pad_w + kx * d.dilation_w;
+              if (iy < 0 || iy >= d.height || ix < 0 || ix >= d.width) continue;
+              for (int ic = 0; ic < cg; ++ic) {
+                const size_t xi =
+                    ((size_t(n) * d.channels + g * cg + ic) * d.height + iy) * d.width + ix;
+                const size_t wi = ((size_t(o) * cg + ic) * d.kernel_h + ky) * d.kernel_w + kx;
+                if (q) {
+                  iacc += int64_t(host::LoadQ(d.type, input, xi) - quant.x_zero) *
+                          (host::LoadQ(d.type, weights, wi, d.weights_signed) - wz);
+                } else {
+                  facc += double(host::LoadF(d.type, input, xi)) *
+                          double(host::LoadF(d.type, weights, wi));
+                }
+              }
+            }
+          const size_t yi = ((size_t(n) * d.out_channels + o) * oh + oy) * ow + ox;
+          if (q) {
+            if (d.bias)
+              iacc += d.type == DataType::kInt16Q ? static_cast<const int64_t*>(bias)[o]
+                                                  : static_cast<const int32_t*>(bias)[o];
+            const auto& m = quant.multiplier[quant.multiplier.size() == 1 ? 0 : o];
+            host::StoreQ(d.type, output, yi, quant.c_zero + host::Requant(d.type, iacc, m),
+                         d.relu ? quant.c_zero : INT64_MIN);
+          } else {
+            if (d.bias) facc += static_cast<const float*>(bias)[o];
+            if (d.relu && facc < 0) facc = 0;
+            host::StoreF(d.type, output, yi, static_cast<float>(facc));
+          }
+        }
+    }
+}
+
+void ConvBackwardDataReference(const ConvDesc& d, const float* top, const float* w, float* bottom) {
+  d.Validate();
+  const int cg = d.channels / d.groups, ocg = d.out_channels / d.groups;
+  const int oh = d.out_h(), ow = d.out_w();
+  std::vector<double> acc(d.input_count(), 0.0);
+  for (int n = 0; n < d.batch; ++n)
+    for (int o = 0; o < d.out_channels; ++o) {
+      const int g = o / ocg;
+      for (int oy = 0; oy < oh; ++oy)
+        for (int ox = 0; ox < ow; ++ox) {
+          const double t = top[((size_t(n) * d.out_channels + o) * oh + oy) * ow + ox];
+          for (int ic = 0; ic < cg; ++ic)
+            for (int ky = 0; ky < d.kernel_h; ++ky)
+              for (int kx = 0; kx < d.kernel_w; ++kx) {
+                const int iy = oy * d.stride_h - d.pad_h + ky * d.dilation_h;
+                const int ix = ox * d.stride_w - d.pad_w + kx * d.dilation_w;
+                if (iy < 0 || iy >= d.height || ix < 0 || ix >= d.width) continue;
+                acc[((size_t(n) * d.channels + g * cg + ic) * d.height + iy) * d.width + ix] +=
+                    t * w[((size_t(o) * cg + ic) * d.kernel_h + ky) * d.kernel_w + kx];
+              }
+        }
+    }
+  for (size_t i = 0; i < acc.size(); ++i) bottom[i] = static_cast<float>(acc[i]);
+}
+
+void ConvBackwardWeightsReference(const ConvDesc& d, const float* top, const float* x, float* wdiff,
+                                  float* bdiff) {
+  d.Validate();
+  const int cg = d.channels / d.groups, ocg = d.out_channels / d.groups;
+  const int oh = d.out_h(), ow = d.out_w();
+  for (int o = 0; o < d.out_channels; ++o) {
+    const int g = o / ocg;
+    double b = 0.0;
+    for (int ic = 0; ic < cg; ++ic)
+      for (int ky = 0; ky < d.kernel_h; ++ky)
+        for (int kx = 0; kx < d.kernel_w; ++kx) {
+          double s = 0.0;
+          for (int n = 0; n < d.batch; ++n)
+            for (int oy = 0; oy < oh; ++oy)
+              for (int ox = 0; ox < ow; ++ox) {
+                const int iy = oy * d.stride_h - d.pad_h + ky * d.dilation_h;
+                const int ix = ox * d.stride_w - d.pad_w + kx * d.dilation_w;
+                if (iy < 0 || iy >= d.height || ix < 0 || ix >= d.width) continue;
+                s += double(top[((size_t(n) * d.out_channels + o) * oh + oy) * ow + ox]) *
+                     x[((size_t(n) * d.channels + g * cg + ic) * d.height + iy) * d.width + ix];
+              }
+          wdiff[((size_t(o) * cg + ic) * d.kernel_h + ky) * d.kernel_w + kx] +=
+              static_cast<float>(s);
+        }
+    if (bdiff) {
+      for (int n = 0; n < d.batch; ++n)
+        for (int p = 0; p < oh * ow; ++p) b += top[(size_t(n) * d.out_channels + o) * oh * ow + p];
+      bdiff[o] += static_cast<float>(b);
+    }
+  }
+}
+
+}  // namespace mpcaffe::libdnn

@@ -1,0 +1,177 @@
+// libdnn/conv.h — 2-D convolution (NCHW) for fp32, fp16, int16q and int8q: an implicit-GEMM
+// forward kernel (no im2col buffer) with groups, stride, padding, dilation and a fused output
+// pipeline (bias, ReLU, requantization), fp32 backward for training, and host references.
+//
+// Contract (stable; layers/ builds on it):
+//   * Layouts (all packed, NCHW):
+//       input   [batch][channels][height][width]                     type storage
+//       weights [out_channels][channels/groups][kernel_h][kernel_w]  (OIHW, Caffe's layout)
+//       bias    [out_channels]      fp32 for fp32/fp16; int32 for int8q; int64 for int16q
+//       output  [batch][out_channels][out_h][out_w]                  type storage
+//     out_h = (height + 2·pad_h − (dilation_h·(kernel_h − 1) + 1)) / stride_h + 1 (Caffe's).
+//     Group g reads input channels [g·C/G, (g+1)·C/G) and writes outputs [g·O/G, (g+1)·O/G).
+//   * Float types (fp16: half storage, fp32 arithmetic, one rounding to half on store):
+//       out = relu?( Σ x·w + bias[o] ), padding reads 0.
+//   * Quantized types: activations unsigned (uint8 int8q / uint16 int16q) with zero point
+//     x_zero; weights unsigned with zero points w_zero (per tensor or per output channel), or
+//     with weights_signed signed int8 / int16 storage (then w_zero is normally 0).
+//       acc = Σ (x − x_zero)(w − w_zero[o])      in int32 (int8q) / int64 (int16q); padding
+//                                                reads x_zero (real 0), contributing nothing
+//       out = clamp(c_zero + Requantize(acc + bias[o], M[o]), qmin, qmax)
+//             ReLU: clamped below at c_zero. Requantize = quant::Requantize32 (int8q) /
+//             quant::Requantize64 (int16q); M = s_x·s_w[o]/s_out (ConvQuant::From computes it).
+//   * Results: quantized bit-exact with ConvForwardReference; fp32 within fp32 rounding of the
+//     reference's sum (1e-5 relative); fp16 within half rounding of the output.
+//   * Backward (fp32 only; Caffe's semantics): BackwardData overwrites bottom_diff;
+//     BackwardWeights ADDS to weight_diff and bias_diff (the solver clears them).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codegen/datatype.h"
+#include "codegen/kernel_writer.h"
+#include "device/device.h"
+#include "libdnn/gemm.h"  // BufferRef
+#include "quant/fixed_point.h"
+#include "quant/quant_params.h"
+
+namespace mpcaffe::libdnn {
+
+/// What a convolution computes; fixed when its kernels are generated.
+struct ConvDesc {
+  DataType type = DataType::kFloat32;
+  int batch = 1, channels = 1, height = 1, width = 1;
+  int out_channels = 1;
+  int kernel_h = 1, kernel_w = 1;
+  int stride_h = 1, stride_w = 1;
+  int pad_h = 0, pad_w = 0;
+  int dilation_h = 1, dilation_w = 1;
+  int groups = 1;
+  bool bias = false;  // add bias[o]
+  bool relu = false;  // fused ReLU
+  // Quantized types only.
+  bool weights_signed = false;  // weights stored as int8 (int8q) / int16 (int16q)
+
+  int out_h() const;
+  int out_w() const;
+  /// 2·batch·out_channels·out_h·out_w·(channels/groups)·kernel_h·kernel_w (integer ops too).
+  double Flops() const;
+  size_t input_count() const;   // elements of the input
+  size_t weight_count() const;  // elements of the weights
+  size_t output_count() const;  // elements of the output
+  /// "int8q n1 c3 h227 w227 o96 k11x11 s4x4 p0x0 d1x1 g1 bias relu" — also a tuning signature.
+  std::string ToString() const;
+  /// Throws mpcaffe::Error naming the field when the description is impossible (non-positive
+  /// sizes, channels not divisible by groups, empty output, ...).
+  void Validate() const;
+};
+
+/// Quantization of a quantized convolution (ignored for float types).
+struct ConvQuant {
+  int32_t x_zero = 0;              // input zero point
+  std::vector<int32_t> w_zero{0};  // weight zero point(s): 1 or out_channels
+  int32_t c_zero = 0;              // output zero point
+  /// M = s_x·s_w[o]/s_out: 1 or out_channels.
+  std::vector<quant::FixedPointMultiplier> multiplier{quant::FixedPointMultiplier{}};
+
+  /// From the tensors' parameters (weights per tensor, or per channel along axis 0). Weights
+  /// stored signed (weights_signed) pass their zero point as stored (normally 0).
+  static ConvQuant From(const quant::QuantParams& input, const quant::QuantParams& weights,
+                        const quant::QuantParams& output);
+};
+
+/// Tunable parameters of the forward kernel (compile-time constants of the generated text).
+/// A work-item computes (oc_per_item · vw) output channels × px_per_item consecutive output
+/// pixels: oc_per_item vectors of `vw` neighbouring channels (contiguous loads from the
+/// repacked weights), the input pixels loaded once and broadcast. The `lanes` work-items of a
+/// work-group take neighbouring channel vectors (GPUs: coalesced loads); channel of
+/// (vector j, component v) = group_base + (j·lanes + lane)·vw + v.
+/// vw > 1 uses OpenCL C vector types (OpenCL only; CUDA uses vw = 1).
+struct ConvConfig {
+  int lanes = 1;        // work-group size (dimension 0)
+  int oc_per_item = 4;  // register tile: channel vectors per work-item
+  int px_per_item = 3;  // register tile: output pixels per work-item
+  int vw = 8;           // vector width along output channels (1, 2, 4, 8, 16)
+
+  std::string ToString() const;  // "l1 oc4 px3 v8"
+  /// Throws mpcaffe::Error: lanes in [1, 256], tiles in [1, 16], oc·px ≤ 64, vw a width above.
+  void Validate() const;
+  /// Whether the config can run on a backend (vw > 1 needs OpenCL).
+  bool Supports(Backend backend) const { return vw == 1 || backend == Backend::kOpenCL; }
+  /// Channels of one work-group: lanes · oc_per_item · vw.
+  int channels_per_group() const { return lanes * oc_per_item * vw; }
+  bool operator==(const ConvConfig& o) const {
+    return lanes == o.lanes && oc_per_item == o.oc_per_item && px_per_item == o.px_per_item &&
+           vw == o.vw;
+  }
+  /// Sensible candidates for a tuner to time on a device (all supported; the default first).
+  static std::vector<ConvConfig> Candidates(const DeviceInfo& device);
+};
+
+/// The default tile for a device class: wide-vector register tiles with one work-item per
+/// group on OpenCL CPUs (PoCL), scalar lanes in larger work-groups elsewhere.
+ConvConfig DefaultConvConfig(const DeviceInfo& device);
+
+/// A convolution prepared for one device and description: kernels generated, quantization
+/// parameters uploaded. Not thread-safe for concurrent calls on one object.
+class Convolution {
+ public:
+  /// With the device's DefaultConvConfig.
+  Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant = {});
+  Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant,
+              const ConvConfig& config);
+
+  const ConvDesc& desc() const { return desc_; }
+  const ConvConfig& config() const { return config_; }
+  Device& device() const { return *device_; }
+
+  /// Repacks the OIHW `weights` (type storage; int8/int16 when weights_signed) into the
+  /// forward kernel's layout (zero points subtracted, channel-interleaved). Call it after
+  /// every change of the weights and before Forward.
+  Event SetWeights(const BufferRef& weights, Queue* queue = nullptr);
+  /// output = conv(input, weights of the last SetWeights) (+ bias) (ReLU) (requantized).
+  /// `bias` may be empty when desc().bias is false. Asynchronous.
+  Event Forward(const BufferRef& input, const BufferRef& bias, const BufferRef& output,
+                Queue* queue = nullptr);
+
+  /// fp32 only: bottom_diff = ∂L/∂input from top_diff (output-shaped) and the OIHW weights.
+  void BackwardData(const BufferRef& top_diff, const BufferRef& weights,
+                    const BufferRef& bottom_diff, Queue* queue = nullptr);
+  /// fp32 only: weight_diff += ∂L/∂w, bias_diff += ∂L/∂b (bias_diff may be empty).
+  void BackwardWeights(const BufferRef& top_diff, const BufferRef& input,
+                       const BufferRef& weight_diff, const BufferRef& bias_diff,
+                       Queue* queue = nullptr);
+
+  /// Generated program texts (tests compile them with NVRTC).
+  static std::string ForwardSource(const KernelTarget& target, const ConvDesc& desc,
+                                   const ConvConfig& config);
+  /// The fp32 backward program (im2col, col2im, GEMM, bias sum); shape-independent.
+  static std::string BackwardSource(const KernelTarget& target);
+  static std::string ForwardKernelName(const ConvDesc& desc);
+
+ private:
+  Device* device_;
+  ConvDesc desc_;
+  ConvConfig config_;
+  int oc_padded_ = 0;  // out_channels/groups rounded up to channels_per_group()
+  Kernel pack_, forward_;
+  vptr<int32_t> requant_;  // (multiplier, shift) per output channel
+  vptr<int32_t> w_zero_;   // per output channel
+  std::shared_ptr<DeviceMemory> packed_;
+  bool packed_ready_ = false;
+  int32_t x_zero_ = 0, c_zero_ = 0;
+  std::shared_ptr<DeviceMemory> col_;  // backward im2col buffer (one image, one group)
+};
+
+/// Host references (host memory in the element types of the contract above).
+void ConvForwardReference(const ConvDesc& desc, const ConvQuant& quant, const void* input,
+                          const void* weights, const void* bias, void* output);
+void ConvBackwardDataReference(const ConvDesc& desc, const float* top_diff, const float* weights,
+                               float* bottom_diff);
+/// Adds to weight_diff and (when not null) bias_diff.
+void ConvBackwardWeightsReference(const ConvDesc& desc, const float* top_diff, const float* input,
+                                  float* weight_diff, float* bias_diff);
+
+}  // namespace mpcaffe::libdnn

@@ -1,0 +1,648 @@
+// libdnn/gemm.cc — the GEMM kernel generator (outer-product and dot-product register tiles,
+// one body for every data type and both dialects), its launcher and the host reference.
+#include "libdnn/gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <sstream>
+
+#include "cache/program_cache.h"
+#include "quant/fixed_point.h"
+
+namespace mpcaffe::libdnn {
+
+namespace {
+
+std::string Str(int v) { return std::to_string(v); }
+
+/// The portable name of the weight operand's storage when it is signed.
+const char* SignedStorage(DataType t) { return t == DataType::kInt8Q ? "mp_i8" : "mp_i16"; }
+
+/// Scalar compute/accumulator spelling: float, int (int8q), mp_i64 (int16q).
+std::string ComputeScalar(DataType t) {
+  if (!IsQuantized(t)) return "float";
+  return t == DataType::kInt8Q ? "int" : "mp_i64";
+}
+
+/// Vector spellings. Vector types of width > 1 exist only in OpenCL C (CUDA configs use
+/// vw = 1, see GemmConfig::Supports); with vw == 1 every macro is plain portable C.
+struct VectorText {
+  std::string type;                          // CV
+  std::string load_f32, load_f16, load_int;  // vector loads at a pointer
+  std::string from_array, to_array;          // private array <-> vector
+};
+
+VectorText Vectors(DataType t, int vw) {
+  VectorText v;
+  const std::string cs = ComputeScalar(t);
+  if (vw == 1) {
+    v.type = cs;
+    v.from_array = "((t)[0])";
+    v.to_array = "((t)[0] = (x))";
+    return v;
+  }
+  const std::string n = Str(vw);
+  const std::string ocl_scalar = cs == "mp_i64" ? "long" : cs;
+  v.type = ocl_scalar + n;
+  v.load_f32 = "vload" + n + "(0, (p))";
+  v.load_f16 = "vload_half" + n + "(0, (p))";
+  v.load_int = "convert_" + ocl_scalar + n + "(vload" + n + "(0, (p)))";
+  v.from_array = "vload" + n + "(0, (t))";
+  v.to_array = "vstore" + n + "((x), 0, (t))";
+  return v;
+}
+
+/// Declares the storage type and loads of operand `name` ("A" or "B") of a GEMM.
+void DeclareOperand(KernelWriter& w, const std::string& name, const GemmDesc& d, bool is_weights,
+                    const VectorText& vec, int vw) {
+  const std::string t = name + "type";
+  const std::string cs = ComputeScalar(d.type);
+  if (is_weights && d.weights_signed) {
+    w.Define(t, SignedStorage(d.type));
+    w.Define(t + "_LOAD(p, i)", "((" + cs + ")(p)[i])");
+  } else {
+    w.AddType(t, d.type);
+  }
+  w.Define("LDS_" + name + "(p, i)", "((" + cs + ")" + t + "_LOAD(p, i))");
+  std::string vload;
+  if (vw == 1)
+    vload = "LDS_" + name + "(p, 0)";
+  else if (d.type == DataType::kFloat32)
+    vload = vec.load_f32;
+  else if (d.type == DataType::kFloat16)
+    vload = vec.load_f16;
+  else
+    vload = vec.load_int;
+  w.Define("LDV_" + name + "(p)", vload);
+}
+
+/// Index expressions of op(A)(m, k) and op(B)(k, n) in the stored matrices.
+std::string AIndex(const GemmDesc& d, const std::string& m, const std::string& k) {
+  return d.trans_a ? "(" + k + ") * lda + (" + m + ")" : "(" + m + ") * lda + (" + k + ")";
+}
+std::string BIndex(const GemmDesc& d, const std::string& k, const std::string& n) {
+  return d.trans_b ? "(" + n + ") * ldb + (" + k + ")" : "(" + k + ") * ldb + (" + n + ")";
+}
+
+bool ActivationsAreA(const GemmDesc& d) { return d.weights == WeightOperand::kB; }
+bool NeedActivationSums(const GemmDesc& d) { return IsQuantized(d.type) && d.weight_zero; }
+
+/// The output pipeline for one element: `x` is the raw Σ product (compute scalar), `xs` the
+/// activation sum (when needed), `m`/`n` the element's row and column.
+std::string Epilogue(const GemmDesc& d, const std::string& x, const std::string& xs) {
+  const std::string ch = d.weights == WeightOperand::kA ? "m" : "n";
+  const std::string idx = "m * ldc + n";
+  std::string s;
+  if (!IsQuantized(d.type)) {
+    s += "float f = alpha * " + x + ";\n";
+    s += "if (beta != 0.0f) f += beta * (float)Ctype_LOAD(c, " + idx + ");\n";
+    if (d.bias) s += "f += bias[" + ch + "];\n";
+    if (d.relu) s += "f = f > 0.0f ? f : 0.0f;\n";
+    s += "Ctype_STORE(c, " + idx + ", f);\n";
+    return s;
+  }
+  const std::string acc = ComputeScalar(d.type);
+  s += acc + " val = " + x + " - (" + acc + ")x_zero * wsum[" + ch + "]";
+  if (d.weight_zero) s += " - (" + acc + ")w_zero * " + xs + " + (" + acc + ")K * x_zero * w_zero";
+  s += ";\n";
+  if (d.bias) s += "val += bias[" + ch + "];\n";
+  const std::string pc = d.per_channel ? ch : "0";
+  if (d.out_type == DataType::kFloat32) {
+    s += "float f = (float)val * scale[" + pc + "];\n";
+    if (d.relu) s += "f = f > 0.0f ? f : 0.0f;\n";
+    s += "Ctype_STORE(c, " + idx + ", f);\n";
+  } else {
+    // Clamped before adding z_c, so no sum can overflow.
+    s += "mp_i64 r = MP_REQUANT(val, mult[" + pc + "], shift[" + pc + "]);\n";
+    s += std::string("const mp_i64 lo = ") + (d.relu ? "0" : "(mp_i64)Ctype_QMIN - c_zero") +
+         ", hi = (mp_i64)Ctype_QMAX - c_zero;\n";
+    s += "r = r < lo ? lo : (r > hi ? hi : r);\n";
+    s += "Ctype_STORE(c, " + idx + ", r + c_zero);\n";
+  }
+  return s;
+}
+
+/// Indents every line of `text` by `n` spaces.
+std::string Indent(const std::string& text, int n) {
+  std::string out, pad(n, ' ');
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    out += pad + text.substr(start, end - start) + "\n";
+    start = end + 1;
+  }
+  return out;
+}
+
+/// One k step of the outer-product tile; `gather` loads B lane by lane (edge tiles,
+/// transposed B).
+std::string OuterStep(const GemmDesc& d, const GemmConfig& c, const std::string& k, bool gather) {
+  const bool sums = NeedActivationSums(d);
+  std::ostringstream s;
+  s << "{\n";
+  for (int j = 0; j < c.tn; ++j) {
+    if (gather) {
+      s << "  CS g" << j << "[VW];\n";
+      s << "  for (int v = 0; v < VW; ++v) g" << j << "[v] = LDS_B(b, "
+        << BIndex(d, k, "min(n0 + " + Str(j * c.vw) + " + v, N - 1)") << ");\n";
+      s << "  const CV b" << j << " = VFROM(g" << j << ");\n";
+    } else {
+      s << "  const CV b" << j << " = LDV_B(b + " << BIndex(d, k, "n0 + " + Str(j * c.vw))
+        << ");\n";
+    }
+    if (sums && !ActivationsAreA(d)) s << "  xs" << j << " += b" << j << ";\n";
+  }
+  for (int i = 0; i < c.tm; ++i) {
+    s << "  { const CS as = LDS_A(a, " << AIndex(d, "r" + Str(i), k) << ");\n";
+    if (sums && ActivationsAreA(d)) s << "    xs" << i << " += as;\n";
+    s << "    const CV av = (CV)(as);\n";
+    for (int j = 0; j < c.tn; ++j)
+      s << "    acc" << i << "_" << j << " = MAC(av, b" << j << ", acc" << i << "_" << j << ");\n";
+    s << "  }\n";
+  }
+  s << "}\n";
+  return s.str();
+}
+
+std::string KLoops(const GemmConfig& c, const std::function<std::string(const std::string&)>& step,
+                   int stride) {
+  std::ostringstream s;
+  const std::string ks = Str(stride);
+  s << "int k = 0;\n";
+  if (c.ku > 1) {
+    s << "for (; k + " << stride * c.ku << " <= K; k += " << stride * c.ku << ") {\n";
+    for (int u = 0; u < c.ku; ++u) s << Indent(step("k + " + Str(u * stride)), 2);
+    s << "}\n";
+  }
+  s << "for (; k + " << ks << " <= K; k += " << ks << ") {\n" << Indent(step("k"), 2) << "}\n";
+  return s.str();
+}
+
+std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
+  const bool sums = NeedActivationSums(d);
+  std::ostringstream s;
+  s << "const int n0 = $global_id(" << (c.mf ? 1 : 0) << ") * " << c.cols_per_item() << ";\n";
+  s << "const int m0 = $global_id(" << (c.mf ? 0 : 1) << ") * " << c.tm << ";\n";
+  s << "if (n0 >= N || m0 >= M) return;\n";
+  for (int i = 0; i < c.tm; ++i) s << "const int r" << i << " = min(m0 + " << i << ", M - 1);\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j) s << "CV acc" << i << "_" << j << " = (CV)(0);\n";
+  if (sums) {
+    if (ActivationsAreA(d))
+      for (int i = 0; i < c.tm; ++i) s << "CS xs" << i << " = 0;\n";
+    else
+      for (int j = 0; j < c.tn; ++j) s << "CV xs" << j << " = (CV)(0);\n";
+  }
+  auto fast = [&](const std::string& k) { return OuterStep(d, c, k, false); };
+  auto gathered = [&](const std::string& k) { return OuterStep(d, c, k, true); };
+  if (!d.trans_b) {
+    s << "if (n0 + " << c.cols_per_item() << " <= N) {\n" << Indent(KLoops(c, fast, 1), 2);
+    s << "} else {\n" << Indent(KLoops(c, gathered, 1), 2) << "}\n";
+  } else {
+    s << "{\n" << Indent(KLoops(c, gathered, 1), 2) << "}\n";
+  }
+  // Epilogue: lanes to private arrays, then the output pipeline per element.
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j) {
+      s << "{\n  CS t[VW];\n  VTO(acc" << i << "_" << j << ", t);\n";
+      std::string xs = "0";
+      if (sums && !ActivationsAreA(d)) {
+        s << "  CS ts[VW];\n  VTO(xs" << j << ", ts);\n";
+        xs = "ts[v]";
+      } else if (sums) {
+        xs = "xs" + Str(i);
+      }
+      s << "  for (int v = 0; v < VW; ++v) {\n";
+      s << "    const int m = m0 + " << i << ";\n";
+      s << "    const int n = n0 + " << j * c.vw << " + v;\n";
+      s << "    if (m < M && n < N) {\n" << Indent(Epilogue(d, "t[v]", xs), 6) << "    }\n";
+      s << "  }\n}\n";
+    }
+  return s.str();
+}
+
+/// Whether the kDot kernel of `d` packs four int8 k values per 32-bit dot product.
+bool UsesDot4(const GemmDesc& d, const GemmConfig& c) {
+  return d.type == DataType::kInt8Q && c.vw == 1 && c.algorithm == GemmConfig::Algorithm::kDot;
+}
+
+std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
+  const bool sums = NeedActivationSums(d);
+  const bool act_a = ActivationsAreA(d);
+  std::ostringstream s;
+  s << "const int n0 = $global_id(" << (c.mf ? 1 : 0) << ") * " << c.tn << ";\n";
+  s << "const int m0 = $global_id(" << (c.mf ? 0 : 1) << ") * " << c.tm << ";\n";
+  s << "if (n0 >= N || m0 >= M) return;\n";
+  // op(B)(k, n) = b[n * ldbk + k]: B transposed, or a single packed column.
+  s << "const int ldbk = " << (d.trans_b ? "ldb" : "0") << ";\n";
+  for (int i = 0; i < c.tm; ++i)
+    s << "const $global Atype* ap" << i << " = a + min(m0 + " << i << ", M - 1) * lda;\n";
+  for (int j = 0; j < c.tn; ++j)
+    s << "const $global Btype* bp" << j << " = b + min(n0 + " << j << ", N - 1) * ldbk;\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j) s << "CV acc" << i << "_" << j << " = (CV)(0);\n";
+  const int nsums = act_a ? c.tm : c.tn;
+  if (sums)
+    for (int q = 0; q < nsums; ++q) s << "CV xs" << q << " = (CV)(0);\n";
+  auto step = [&](const std::string& k) {
+    std::ostringstream t;
+    t << "{\n";
+    for (int j = 0; j < c.tn; ++j)
+      t << "  const CV b" << j << " = LDV_B(bp" << j << " + " << k << ");\n";
+    for (int i = 0; i < c.tm; ++i)
+      t << "  const CV a" << i << " = LDV_A(ap" << i << " + " << k << ");\n";
+    if (sums)
+      for (int q = 0; q < nsums; ++q)
+        t << "  xs" << q << " += " << (act_a ? "a" : "b") << q << ";\n";
+    for (int i = 0; i < c.tm; ++i)
+      for (int j = 0; j < c.tn; ++j)
+        t << "  acc" << i << "_" << j << " = MAC(a" << i << ", b" << j << ", acc" << i << "_" << j
+          << ");\n";
+    t << "}\n";
+    return t.str();
+  };
+  // int8 with scalar lanes: four k at a time through the 4-way byte dot product (dp4a on
+  // CUDA sm_61+, portable shifts elsewhere); Σx rides along as a dot with 0x01010101.
+  auto dot4_step = [&](const std::string& k) {
+    const std::string dot = d.weights_signed ? "mp_dot4_u8s8" : "mp_dot4_u8u8";
+    std::ostringstream t;
+    t << "{\n";
+    for (int j = 0; j < c.tn; ++j)
+      t << "  const mp_u32 b" << j << " = PACK4(bp" << j << ", " << k << ");\n";
+    for (int i = 0; i < c.tm; ++i)
+      t << "  const mp_u32 a" << i << " = PACK4(ap" << i << ", " << k << ");\n";
+    if (sums)
+      for (int q = 0; q < nsums; ++q)
+        t << "  xs" << q << " = mp_dot4_u8u8(" << (act_a ? "a" : "b") << q << ", 0x01010101u, xs"
+          << q << ");\n";
+    for (int i = 0; i < c.tm; ++i)
+      for (int j = 0; j < c.tn; ++j)
+        t << "  acc" << i << "_" << j << " = " << dot << "(" << (act_a ? "a" : "b")
+          << (act_a ? i : j) << ", " << (act_a ? "b" : "a") << (act_a ? j : i) << ", acc" << i
+          << "_" << j << ");\n";
+    t << "}\n";
+    return t.str();
+  };
+  if (UsesDot4(d, c))
+    s << KLoops(c, dot4_step, 4);
+  else
+    s << KLoops(c, step, c.vw);
+  // Horizontal sums, then the K tail in scalars.
+  s << "CS t[VW];\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j) {
+      s << "VTO(acc" << i << "_" << j << ", t);\n";
+      s << "CS r" << i << "_" << j << " = t[0];\n";
+      s << "for (int v = 1; v < VW; ++v) r" << i << "_" << j << " += t[v];\n";
+    }
+  if (sums)
+    for (int q = 0; q < nsums; ++q) {
+      s << "VTO(xs" << q << ", t);\n";
+      s << "CS s" << q << " = t[0];\n";
+      s << "for (int v = 1; v < VW; ++v) s" << q << " += t[v];\n";
+    }
+  s << "for (; k < K; ++k) {\n";
+  for (int j = 0; j < c.tn; ++j) s << "  const CS b" << j << " = LDS_B(bp" << j << ", k);\n";
+  for (int i = 0; i < c.tm; ++i) s << "  const CS a" << i << " = LDS_A(ap" << i << ", k);\n";
+  if (sums)
+    for (int q = 0; q < nsums; ++q) s << "  s" << q << " += " << (act_a ? "a" : "b") << q << ";\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j)
+      s << "  r" << i << "_" << j << " = MAC(a" << i << ", b" << j << ", r" << i << "_" << j
+        << ");\n";
+  s << "}\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j) {
+      s << "{\n  const int m = m0 + " << i << ";\n  const int n = n0 + " << j << ";\n";
+      s << "  if (m < M && n < N) {\n";
+      const std::string xs = sums ? "s" + Str(act_a ? i : j) : "0";
+      s << Indent(Epilogue(d, "r" + Str(i) + "_" + Str(j), xs), 4) << "  }\n}\n";
+    }
+  return s.str();
+}
+
+std::string WeightSumsKernelName(const GemmDesc& d) { return Gemm::KernelName(d) + "_wsum"; }
+
+Dim3 LocalSize(const GemmConfig& c) { return {static_cast<size_t>(c.wg), 1, 1}; }
+
+}  // namespace
+
+std::string GemmDesc::ToString() const {
+  std::ostringstream s;
+  s << Name(type) << "->" << Name(out_type) << " M=" << M << " N=" << N << " K=" << K
+    << " ta=" << trans_a << " tb=" << trans_b << " lda=" << lda_or_packed()
+    << " ldb=" << ldb_or_packed() << " ldc=" << ldc_or_packed()
+    << " w=" << (weights == WeightOperand::kA ? "A" : "B") << " bias=" << bias << " relu=" << relu;
+  if (IsQuantized(type))
+    s << " wsigned=" << weights_signed << " perch=" << per_channel << " wzero=" << weight_zero;
+  return s.str();
+}
+
+void GemmDesc::Validate() const {
+  auto fail = [&](const std::string& what) { throw Error("GEMM " + ToString() + ": " + what); };
+  if (M < 1 || N < 1 || K < 1) fail("M, N and K must be at least 1");
+  const int min_lda = trans_a ? M : K, min_ldb = trans_b ? K : N;
+  if (lda_or_packed() < min_lda) fail("lda below " + std::to_string(min_lda));
+  if (ldb_or_packed() < min_ldb) fail("ldb below " + std::to_string(min_ldb));
+  if (ldc_or_packed() < N) fail("ldc below N");
+  if (IsQuantized(type)) {
+    if (out_type != type && out_type != DataType::kFloat32)
+      fail("a quantized GEMM writes its own type or fp32");
+  } else {
+    if (out_type != type) fail("a float GEMM writes its own type");
+    if (weights_signed || per_channel) fail("weights_signed/per_channel apply to quantized types");
+  }
+}
+
+size_t InputElementBytes(const GemmDesc& desc) { return SizeOf(desc.type); }
+size_t OutputElementBytes(const GemmDesc& desc) { return SizeOf(desc.out_type); }
+
+std::string Gemm::KernelName(const GemmDesc& desc) {
+  return std::string("gemm_") + Name(desc.type) +
+         (desc.out_type != desc.type ? std::string("_") + Name(desc.out_type) : std::string());
+}
+
+std::string Gemm::Source(const KernelTarget& target, const GemmDesc& d, const GemmConfig& c) {
+  d.Validate();
+  if (!c.Supports(d, target.backend))
+    throw Error("GEMM " + d.ToString() + ": configuration '" + c.ToString() +
+                "' does not support this layout or backend");
+  KernelWriter w(target);
+  const VectorText vec = Vectors(d.type, c.vw);
+  const bool weights_a = d.weights == WeightOperand::kA;
+  w.Define("VW", Str(c.vw));
+  w.Define("CS", ComputeScalar(d.type));
+  w.Define("CV", vec.type);
+  w.Define("VFROM(t)", vec.from_array);
+  w.Define("VTO(x, t)", vec.to_array);
+  w.Define("MAC(a, b, c)", IsQuantized(d.type) ? "((c) + (a) * (b))" : "fma((a), (b), (c))");
+  DeclareOperand(w, "A", d, weights_a, vec, c.vw);
+  DeclareOperand(w, "B", d, !weights_a, vec, c.vw);
+  w.AddType("Ctype", d.out_type);
+  const std::string acc = ComputeScalar(d.type);
+  if (IsQuantized(d.type)) {
+    w.UseHelper(KernelHelper::kRequantize);
+    w.Define("MP_REQUANT(acc, m, s)", d.type == DataType::kInt16Q
+                                          ? "mp_requant64((mp_i64)(acc), m, s)"
+                                          : "(mp_i64)mp_requant32((int)(acc), m, s)");
+  }
+  if (UsesDot4(d, c)) {
+    w.UseHelper(KernelHelper::kDot4);
+    w.Define("PACK4(p, k)",
+             "((mp_u32)(mp_u8)(p)[k] | ((mp_u32)(mp_u8)(p)[(k) + 1] << 8) | "
+             "((mp_u32)(mp_u8)(p)[(k) + 2] << 16) | ((mp_u32)(mp_u8)(p)[(k) + 3] << 24))");
+  }
+  auto& k = w.Kernel(KernelName(d));
+  k.Value("int", "M").Value("int", "N").Value("int", "K");
+  k.In("Atype", "a").Value("int", "lda").In("Btype", "b").Value("int", "ldb");
+  k.Out("Ctype", "c").Value("int", "ldc");
+  if (IsQuantized(d.type)) {
+    if (d.bias) k.In(acc, "bias");
+    k.In(acc, "wsum");
+    if (d.out_type == DataType::kFloat32)
+      k.In("float", "scale");
+    else
+      k.In("int", "mult").In("int", "shift");
+    k.Value("int", "x_zero").Value("int", "w_zero").Value("int", "c_zero");
+  } else {
+    k.Value("float", "alpha").Value("float", "beta");
+    if (d.bias) k.In("float", "bias");
+  }
+  k.Body(Indent(c.algorithm == GemmConfig::Algorithm::kOuter ? OuterBody(d, c) : DotBody(d, c), 2));
+
+  if (IsQuantized(d.type)) {
+    // Σ_k W(ch, k) per output channel of the weight operand.
+    const std::string wt = weights_a ? "Atype" : "Btype";
+    const std::string idx = weights_a ? AIndex(d, "ch", "kk") : BIndex(d, "kk", "ch");
+    w.Kernel(WeightSumsKernelName(d))
+        .Value("int", "channels")
+        .Value("int", "K")
+        .In(wt, weights_a ? "a" : "b")
+        .Value("int", weights_a ? "lda" : "ldb")
+        .Out(acc, "sums")
+        .Body(
+            "  $loop(ch, channels) {\n    CS s = 0;\n    for (int kk = 0; kk < K; ++kk) s += LDS_" +
+            std::string(weights_a ? "A(a, " : "B(b, ") + idx + ");\n    sums[ch] = s;\n  }\n");
+  }
+  return w.Source();
+}
+
+Gemm::Gemm(Device& device, const GemmDesc& desc, const GemmQuant& quant)
+    : device_(&device), desc_(desc) {
+  desc_.Validate();
+  config_ = DefaultGemmConfig(device.info(), desc_);
+  if (auto store = cache::ActiveProgramCache()) {
+    if (auto rec =
+            store->GetTuning(cache::TuningDeviceKey(device.info()), "gemm", desc_.ToString())) {
+      if (auto tuned = GemmConfig::Parse(rec->parameters);
+          tuned && tuned->Supports(desc_, device.backend()))
+        config_ = *tuned;
+    }
+  }
+  Prepare(quant);
+}
+
+Gemm::Gemm(Device& device, const GemmDesc& desc, const GemmQuant& quant, const GemmConfig& config)
+    : device_(&device), desc_(desc), config_(config) {
+  desc_.Validate();
+  Prepare(quant);
+}
+
+void Gemm::Prepare(const GemmQuant& quant) {
+  const std::string source = Source(KernelTarget::Of(*device_), desc_, config_);
+  ProgramHints hints;
+  hints.local_sizes.push_back(LocalSize(config_));
+  if (IsQuantized(desc_.type)) hints.local_sizes.push_back({kLaunch1DLocalSize, 1, 1});
+  auto program = device_->GetProgram(source, "", hints);
+  kernel_ = program->GetKernel(KernelName(desc_));
+  if (!IsQuantized(desc_.type)) return;
+  sums_kernel_ = program->GetKernel(WeightSumsKernelName(desc_));
+  quant_ = quant;
+  const size_t want = desc_.per_channel ? static_cast<size_t>(desc_.channels()) : 1;
+  auto bad = [&](const std::string& what) {
+    throw Error("GEMM " + desc_.ToString() + ": " + what);
+  };
+  if (desc_.out_type == DataType::kFloat32) {
+    if (quant.scale.size() != want)
+      bad("needs " + std::to_string(want) + " dequantization scale(s), got " +
+          std::to_string(quant.scale.size()));
+    scale_ = device_->Alloc<float>(want);
+    device_->Write(scale_, quant.scale.data(), want);
+  } else {
+    if (quant.multiplier.size() != want)
+      bad("needs " + std::to_string(want) + " requantization multiplier(s), got " +
+          std::to_string(quant.multiplier.size()));
+    std::vector<int32_t> mult(want), shift(want);
+    for (size_t i = 0; i < want; ++i) {
+      mult[i] = quant.multiplier[i].multiplier;
+      shift[i] = quant.multiplier[i].shift;
+    }
+    mult_ = device_->Alloc<int32_t>(want);
+    shift_ = device_->Alloc<int32_t>(want);
+    device_->Write(mult_, mult.data(), want);
+    device_->Write(shift_, shift.data(), want);
+  }
+  if (!desc_.weight_zero && quant.w_zero != 0)
+    bad("weight_zero is false but the weight zero point is " + std::to_string(quant.w_zero));
+}
+
+Event Gemm::Run(const GemmArgs& args, Queue* queue) {
+  const GemmDesc& d = desc_;
+  auto bad = [&](const std::string& what) { throw Error("GEMM " + d.ToString() + ": " + what); };
+  if (!args.a || !args.b || !args.c) bad("A, B and C buffers are required");
+  if (d.bias && !args.bias) bad("the description has a bias but no bias buffer was given");
+  const size_t in = SizeOf(d.type),
+               cs = IsQuantized(d.type) ? (d.type == DataType::kInt8Q ? 4 : 8) : 4;
+  Kernel& k = kernel_;
+  k.Arg(int32_t(d.M)).Arg(int32_t(d.N)).Arg(int32_t(d.K));
+  k.ArgBuffer(args.a.mem, args.a.byte_offset, in).Arg(int32_t(d.lda_or_packed()));
+  k.ArgBuffer(args.b.mem, args.b.byte_offset, in).Arg(int32_t(d.ldb_or_packed()));
+  k.ArgBuffer(args.c.mem, args.c.byte_offset, SizeOf(d.out_type)).Arg(int32_t(d.ldc_or_packed()));
+  if (IsQuantized(d.type)) {
+    if (args.alpha != 1.0f || args.beta != 0.0f) bad("quantized GEMMs need alpha 1 and beta 0");
+    if (!args.weight_sums) bad("a quantized GEMM needs the weight sums (ComputeWeightSums)");
+    if (d.bias) k.ArgBuffer(args.bias.mem, args.bias.byte_offset, cs);
+    k.ArgBuffer(args.weight_sums.mem, args.weight_sums.byte_offset, cs);
+    if (d.out_type == DataType::kFloat32)
+      k.Arg(scale_);
+    else
+      k.Arg(mult_).Arg(shift_);
+    k.Arg(int32_t(quant_.x_zero)).Arg(int32_t(quant_.w_zero)).Arg(int32_t(quant_.c_zero));
+  } else {
+    k.Arg(args.alpha).Arg(args.beta);
+    if (d.bias) k.ArgBuffer(args.bias.mem, args.bias.byte_offset, 4);
+  }
+  const size_t cols = config_.cols_per_item();
+  const size_t n_tiles = (d.N + cols - 1) / cols;
+  const size_t m_tiles = (d.M + config_.tm - 1) / static_cast<size_t>(config_.tm);
+  const Dim3 global = config_.mf ? Dim3{m_tiles, n_tiles, 1} : Dim3{n_tiles, m_tiles, 1};
+  return k.Launch(global, LocalSize(config_), queue);
+}
+
+Event Gemm::ComputeWeightSums(const BufferRef& weights, const BufferRef& sums, Queue* queue) {
+  if (!IsQuantized(desc_.type))
+    throw Error("GEMM " + desc_.ToString() + ": weight sums apply to quantized GEMMs only");
+  const bool weights_a = desc_.weights == WeightOperand::kA;
+  const size_t acc = desc_.type == DataType::kInt8Q ? 4 : 8;
+  sums_kernel_.Arg(int32_t(desc_.channels())).Arg(int32_t(desc_.K));
+  sums_kernel_.ArgBuffer(weights.mem, weights.byte_offset, SizeOf(desc_.type));
+  sums_kernel_.Arg(int32_t(weights_a ? desc_.lda_or_packed() : desc_.ldb_or_packed()));
+  sums_kernel_.ArgBuffer(sums.mem, sums.byte_offset, acc);
+  return sums_kernel_.Launch1D(desc_.channels(), queue);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host reference.
+
+namespace {
+
+/// Reads element i of a buffer of `type` storage (signed when `is_signed`) as an integer.
+int64_t ReadInt(const void* p, size_t i, DataType type, bool is_signed) {
+  if (type == DataType::kInt8Q)
+    return is_signed ? static_cast<const int8_t*>(p)[i] : static_cast<const uint8_t*>(p)[i];
+  return is_signed ? static_cast<const int16_t*>(p)[i] : static_cast<const uint16_t*>(p)[i];
+}
+
+float ReadFloat(const void* p, size_t i, DataType type) {
+  if (type == DataType::kFloat16) return HalfToFloat(static_cast<const uint16_t*>(p)[i]);
+  return static_cast<const float*>(p)[i];
+}
+
+void WriteFloat(void* p, size_t i, DataType type, float v) {
+  if (type == DataType::kFloat16)
+    static_cast<uint16_t*>(p)[i] = FloatToHalf(v);
+  else
+    static_cast<float*>(p)[i] = v;
+}
+
+/// clamp(z_c + r) to the output range (ReLU: from z_c up), computed without overflow.
+int64_t ClampOut(const GemmDesc& d, const GemmQuant& q, int64_t r) {
+  const int64_t lo = d.relu ? 0 : TraitsOf(d.type).qmin - q.c_zero;
+  const int64_t hi = TraitsOf(d.type).qmax - q.c_zero;
+  return std::clamp(r, lo, hi) + q.c_zero;
+}
+
+}  // namespace
+
+void WeightSumsReference(const GemmDesc& d, const void* weights, void* sums) {
+  const bool wa = d.weights == WeightOperand::kA;
+  const size_t lda = d.lda_or_packed(), ldb = d.ldb_or_packed();
+  for (int ch = 0; ch < d.channels(); ++ch) {
+    int64_t s = 0;
+    for (int k = 0; k < d.K; ++k) {
+      const size_t i = wa ? (d.trans_a ? k * lda + ch : ch * lda + k)
+                          : (d.trans_b ? ch * ldb + k : k * ldb + ch);
+      s += ReadInt(weights, i, d.type, d.weights_signed);
+    }
+    if (d.type == DataType::kInt8Q)
+      static_cast<int32_t*>(sums)[ch] = static_cast<int32_t>(s);
+    else
+      static_cast<int64_t*>(sums)[ch] = s;
+  }
+}
+
+void GemmReference(const GemmDesc& d, const GemmQuant& q, const void* a, const void* b, void* c,
+                   float alpha, float beta, const void* bias) {
+  d.Validate();
+  const size_t lda = d.lda_or_packed(), ldb = d.ldb_or_packed(), ldc = d.ldc_or_packed();
+  const bool wa = d.weights == WeightOperand::kA;
+  for (int m = 0; m < d.M; ++m)
+    for (int n = 0; n < d.N; ++n) {
+      const size_t ia0 = d.trans_a ? m : m * lda, sa = d.trans_a ? lda : 1;
+      const size_t ib0 = d.trans_b ? n * ldb : n, sb = d.trans_b ? 1 : ldb;
+      const int ch = wa ? m : n;
+      const size_t out = m * ldc + n;
+      if (!IsQuantized(d.type)) {
+        float acc = 0.0f;
+        for (int k = 0; k < d.K; ++k)
+          acc =
+              std::fma(ReadFloat(a, ia0 + k * sa, d.type), ReadFloat(b, ib0 + k * sb, d.type), acc);
+        float f = alpha * acc;
+        if (beta != 0.0f) f += beta * ReadFloat(c, out, d.out_type);
+        if (d.bias) f += static_cast<const float*>(bias)[ch];
+        if (d.relu) f = f > 0.0f ? f : 0.0f;
+        WriteFloat(c, out, d.out_type, f);
+        continue;
+      }
+      // Σ (x − z_x)(w − z_w) directly (a different formula from the kernel's, same value).
+      int64_t acc = 0;
+      for (int k = 0; k < d.K; ++k) {
+        const int64_t av =
+            ReadInt(a, ia0 + k * sa, d.type, wa && d.weights_signed) - (wa ? q.w_zero : q.x_zero);
+        const int64_t bv =
+            ReadInt(b, ib0 + k * sb, d.type, !wa && d.weights_signed) - (wa ? q.x_zero : q.w_zero);
+        acc += av * bv;
+      }
+      const size_t pc = d.per_channel ? ch : 0;
+      if (d.type == DataType::kInt8Q) {
+        // int32 wrapping arithmetic, as the kernel's.
+        uint32_t v = static_cast<uint32_t>(acc);
+        if (d.bias) v += static_cast<uint32_t>(static_cast<const int32_t*>(bias)[ch]);
+        const int32_t vi = static_cast<int32_t>(v);
+        if (d.out_type == DataType::kFloat32) {
+          float f = static_cast<float>(vi) * q.scale[pc];
+          if (d.relu) f = f > 0.0f ? f : 0.0f;
+          static_cast<float*>(c)[out] = f;
+        } else {
+          const int64_t r = quant::Requantize32(vi, q.multiplier[pc]);
+          static_cast<uint8_t*>(c)[out] = static_cast<uint8_t>(ClampOut(d, q, r));
+        }
+      } else {
+        int64_t v = acc;
+        if (d.bias) v += static_cast<const int64_t*>(bias)[ch];
+        if (d.out_type == DataType::kFloat32) {
+          float f = static_cast<float>(v) * q.scale[pc];
+          if (d.relu) f = f > 0.0f ? f : 0.0f;
+          static_cast<float*>(c)[out] = f;
+        } else {
+          const int64_t r = quant::Requantize64(v, q.multiplier[pc]);
+          static_cast<uint16_t*>(c)[out] = static_cast<uint16_t>(ClampOut(d, q, r));
+        }
+      }
+    }
+}
+
+}  // namespace mpcaffe::libdnn

@@ -1,0 +1,164 @@
+// libdnn/gemm_config.cc — GEMM kernel parameters: text form, defaults per device class and the
+// tuner's candidate set.
+#include "libdnn/gemm_config.h"
+
+#include <sstream>
+
+#include "libdnn/gemm.h"
+
+namespace mpcaffe::libdnn {
+
+namespace {
+
+bool ValidWidth(int vw) { return vw == 1 || vw == 2 || vw == 4 || vw == 8 || vw == 16; }
+
+/// Whether op(A) and op(B) are both contiguous along K, as kDot reads them.
+bool DotLayout(const GemmDesc& d) {
+  return !d.trans_a && (d.trans_b || (d.N == 1 && d.ldb_or_packed() == 1));
+}
+
+}  // namespace
+
+std::string GemmConfig::ToString() const {
+  std::ostringstream s;
+  s << (algorithm == Algorithm::kOuter ? "outer" : "dot") << " tm=" << tm << " tn=" << tn
+    << " vw=" << vw << " wg=" << wg << " ku=" << ku << " mf=" << mf;
+  return s.str();
+}
+
+std::optional<GemmConfig> GemmConfig::Parse(const std::string& text) {
+  std::istringstream in(text);
+  std::string word;
+  GemmConfig c;
+  if (!(in >> word)) return std::nullopt;
+  if (word == "outer")
+    c.algorithm = Algorithm::kOuter;
+  else if (word == "dot")
+    c.algorithm = Algorithm::kDot;
+  else
+    return std::nullopt;
+  int seen = 0;
+  while (in >> word) {
+    const size_t eq = word.find('=');
+    if (eq == std::string::npos) return std::nullopt;
+    const std::string key = word.substr(0, eq);
+    int value = 0;
+    try {
+      value = std::stoi(word.substr(eq + 1));
+    } catch (...) {
+      return std::nullopt;
+    }
+    if (key == "tm")
+      c.tm = value;
+    else if (key == "tn")
+      c.tn = value;
+    else if (key == "vw")
+      c.vw = value;
+    else if (key == "wg")
+      c.wg = value;
+    else if (key == "ku")
+      c.ku = value;
+    else if (key == "mf")
+      c.mf = value;
+    else
+      return std::nullopt;
+    ++seen;
+  }
+  if (seen != 6 || (c.mf != 0 && c.mf != 1) || c.tm < 1 || c.tm > 16 || c.tn < 1 || c.tn > 16 ||
+      !ValidWidth(c.vw) || c.wg < 1 || c.wg > 1024 || (c.ku != 1 && c.ku != 2 && c.ku != 4))
+    return std::nullopt;
+  return c;
+}
+
+bool GemmConfig::Supports(const GemmDesc& desc, Backend backend) const {
+  if (backend == Backend::kCuda && vw != 1) return false;
+  if (algorithm == Algorithm::kDot && !DotLayout(desc)) return false;
+  return true;
+}
+
+bool GemmConfig::operator==(const GemmConfig& o) const {
+  return algorithm == o.algorithm && tm == o.tm && tn == o.tn && vw == o.vw && wg == o.wg &&
+         ku == o.ku && mf == o.mf;
+}
+
+GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc) {
+  GemmConfig c;
+  const bool cpu_vectors = device.backend == Backend::kOpenCL && !device.is_gpu;
+  if (DotLayout(desc) && (desc.N <= 4 || desc.trans_b)) {
+    // Matrix × vector and K-contiguous operands: vectors along K.
+    c.algorithm = GemmConfig::Algorithm::kDot;
+    c.vw = cpu_vectors ? 8 : 1;
+    c.tm = desc.N <= 4 ? 4 : 4;
+    c.tn = desc.N <= 4 ? 1 : 2;
+    c.wg = cpu_vectors ? 1 : 64;
+    return c;
+  }
+  c.algorithm = GemmConfig::Algorithm::kOuter;
+  if (cpu_vectors) {
+    // Measured on PoCL (AVX2 code, 16 vector registers): 6 rows × 2 vectors of 8 floats
+    // (12 accumulators) was the fastest register tile for fp32.
+    c.tm = 6;
+    c.tn = 2;
+    c.vw = 8;
+    c.wg = 1;
+    // Stream the larger operand once: with M < N keep a B panel in cache while A (the
+    // smaller) is re-read per N tile.
+    c.mf = desc.M < desc.N ? 1 : 0;
+  } else {
+    c.tm = 4;
+    c.tn = 4;
+    c.vw = 1;
+    c.wg = 64;
+  }
+  return c;
+}
+
+std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc& desc) {
+  const Backend backend = device.backend;
+  std::vector<GemmConfig> out;
+  auto add = [&](const GemmConfig& c) {
+    if (!c.Supports(desc, backend)) return;
+    for (const auto& seen : out)
+      if (seen == c) return;
+    out.push_back(c);
+  };
+  const GemmConfig base = DefaultGemmConfig(device, desc);
+  add(base);
+  const bool vectors = backend == Backend::kOpenCL;
+  const std::vector<int> widths = vectors ? std::vector<int>{4, 8, 16} : std::vector<int>{1};
+  const std::vector<int> groups = device.is_gpu || backend == Backend::kCuda
+                                      ? std::vector<int>{32, 64, 128}
+                                      : std::vector<int>{1};
+  for (int vw : widths)
+    for (int wg : groups) {
+      for (auto [tm, tn] : {std::pair{4, 1}, {6, 2}, {8, 1}, {4, 2}, {4, 3}, {8, 2}}) {
+        GemmConfig c;
+        c.algorithm = GemmConfig::Algorithm::kOuter;
+        c.tm = tm;
+        c.tn = vw == 16 ? std::max(1, tn / 2) : tn;
+        c.vw = vw;
+        c.wg = wg;
+        c.mf = base.mf;
+        add(c);
+      }
+      for (auto [tm, tn] : {std::pair{4, 1}, {8, 1}, {2, 2}, {4, 2}}) {
+        GemmConfig c;
+        c.algorithm = GemmConfig::Algorithm::kDot;
+        c.tm = tm;
+        c.tn = tn;
+        c.vw = vw;
+        c.wg = wg;
+        c.mf = base.mf;
+        add(c);
+      }
+    }
+  GemmConfig unrolled = out.front();
+  unrolled.ku = 2;
+  add(unrolled);
+  GemmConfig flipped = out.front();
+  flipped.mf = 1 - flipped.mf;
+  add(flipped);
+  return out;
+}
+
+}  // namespace mpcaffe::libdnn

@@ -1,0 +1,59 @@
+// libdnn/gemm_config.h — the tunable parameters of the generated GEMM kernels: their text form
+// (stored in the cache's tuning table), the defaults per device class, and the candidate set
+// the Tuner times.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "device/device.h"
+
+namespace mpcaffe::libdnn {
+
+struct GemmDesc;
+
+/// Parameters of one generated GEMM kernel. Every field is part of the kernel text, hence of
+/// the program cache key.
+struct GemmConfig {
+  enum class Algorithm {
+    /// Outer products: each work-item keeps a tm × (tn·vw) register tile of C, reading
+    /// op(B) rows as vectors of vw along N and broadcasting op(A) scalars. Any layout (a
+    /// transposed B is gathered lane by lane).
+    kOuter,
+    /// Dot products along K: each work-item keeps tm × tn accumulators that are vectors of
+    /// vw along K, reduced at the end. Needs op(A) and op(B) contiguous in K (A not
+    /// transposed; B transposed, or N == 1 packed): matrix × vector and Caffe's
+    /// InnerProduct layout.
+    kDot,
+  };
+  Algorithm algorithm = Algorithm::kOuter;
+  int tm = 6;  // rows of C per work-item
+  int tn = 2;  // kOuter: vectors of vw columns per work-item; kDot: columns per work-item
+  int vw = 8;  // vector width (1, 2, 4, 8, 16; 1 on CUDA, which has no such vector types)
+  int wg = 1;  // work-items per work-group along dimension 0 (local size (wg, 1, 1))
+  int ku = 1;  // K loop unroll factor (1, 2, 4)
+  /// Work-group order: 1 walks M tiles first (dimension 0) so consecutive work-groups reuse one
+  /// B panel from cache; 0 walks N tiles first, reusing an A strip.
+  int mf = 0;
+
+  /// "outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0" — the tuning table's parameters column.
+  std::string ToString() const;
+  /// Parses ToString()'s form; nothing when malformed or out of range.
+  static std::optional<GemmConfig> Parse(const std::string& text);
+  /// Whether this config can run `desc` on a target of `backend` (layout, vector widths).
+  bool Supports(const GemmDesc& desc, Backend backend) const;
+  /// Columns of C per work-item (tn·vw for kOuter, tn for kDot).
+  int cols_per_item() const { return algorithm == Algorithm::kOuter ? tn * vw : tn; }
+  bool operator==(const GemmConfig& o) const;
+};
+
+/// The default for a description on a device class: a CPU-shaped register tile with wide
+/// vectors on OpenCL CPUs (measured on PoCL, docs/BENCHMARKS.md), vw = 1 tiles with larger
+/// work-groups on GPUs and CUDA; kDot for N ≤ 4 when the layout allows it.
+GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc);
+
+/// The configurations the Tuner times for `desc` (the default first), all supported.
+std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc& desc);
+
+}  // namespace mpcaffe::libdnn

@@ -1,0 +1,70 @@
+// libdnn/lrn.h — local response normalization across channels (Caffe's ACROSS_CHANNELS LRN,
+// NCHW) forward in fp32 and fp16, backward in fp32, with host references.
+//
+// Contract (stable; layers/ builds on it):
+//   * Layout packed NCHW, input and output [batch][channels][height][width] of `type`
+//     (fp16: half storage, fp32 arithmetic, one rounding on store).
+//   * scale[n,c,h,w] = k + (alpha/local_size) · Σ_{c' = c − (local_size−1)/2 … c + local_size/2,
+//     0 ≤ c' < channels} x[n,c',h,w]²;  y = x · scale^(−beta). local_size is odd (Caffe).
+//   * Forward may store `scale` (fp32, input-shaped) for Backward.
+//   * Backward (fp32), as Caffe: bottom_diff = top_diff · scale^(−beta)
+//       − (2·alpha·beta/local_size) · x · Σ_{c' whose window holds c} top_diff[c']·y[c']/scale[c'].
+//     bottom_diff is overwritten.
+//   * fp32 within 1e-5 relative of LrnForwardReference; fp16 within half rounding.
+#pragma once
+
+#include <string>
+
+#include "codegen/datatype.h"
+#include "codegen/kernel_writer.h"
+#include "device/device.h"
+#include "libdnn/gemm.h"  // BufferRef
+
+namespace mpcaffe::libdnn {
+
+/// What an LRN computes.
+struct LrnDesc {
+  DataType type = DataType::kFloat32;  // kFloat32 or kFloat16
+  int batch = 1, channels = 1, height = 1, width = 1;
+  int local_size = 5;
+  float alpha = 1.0f;
+  float beta = 0.75f;
+  float k = 1.0f;
+
+  size_t count() const;
+  std::string ToString() const;  // "fp32 n1 c96 h55 w55 size5 alpha0.0001 beta0.75 k1"
+  /// Throws mpcaffe::Error (quantized type, even or non-positive local_size, sizes, ...).
+  void Validate() const;
+};
+
+/// An LRN prepared for one device and description.
+class Lrn {
+ public:
+  Lrn(Device& device, const LrnDesc& desc);
+
+  const LrnDesc& desc() const { return desc_; }
+
+  /// output = LRN(input); `scale` (fp32, may be empty) keeps the scale for Backward.
+  Event Forward(const BufferRef& input, const BufferRef& output, const BufferRef& scale = {},
+                Queue* queue = nullptr);
+  /// fp32 only: bottom_diff from input, output, top_diff and the scale of Forward.
+  Event Backward(const BufferRef& input, const BufferRef& output, const BufferRef& top_diff,
+                 const BufferRef& scale, const BufferRef& bottom_diff, Queue* queue = nullptr);
+
+  static std::string ForwardSource(const KernelTarget& target, DataType type);
+  static std::string BackwardSource(const KernelTarget& target);
+  static std::string ForwardKernelName(DataType type);
+  static std::string BackwardKernelName();
+
+ private:
+  Device* device_;
+  LrnDesc desc_;
+  Kernel forward_, backward_;
+};
+
+/// Host references (`scale` may be null in the forward).
+void LrnForwardReference(const LrnDesc& desc, const void* input, void* output, float* scale);
+void LrnBackwardReference(const LrnDesc& desc, const float* input, const float* output,
+                          const float* top_diff, const float* scale, float* bottom_diff);
+
+}  // namespace mpcaffe::libdnn

@@ -1,0 +1,396 @@
+// libdnn/pool.cc — the pooling kernels (max / average / global forward for every data type,
+// fp32 backward), their launches and host references, following BVLC Caffe's geometry.
+#include "libdnn/pool.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <vector>
+
+#include "device/error.h"
+#include "libdnn/conv_host.h"
+#include "quant/quant_params.h"
+
+namespace mpcaffe::libdnn {
+
+namespace {
+
+const char* MethodName(PoolMethod m) { return m == PoolMethod::kMax ? "max" : "ave"; }
+
+/// Effective geometry (global pooling resolved).
+struct Geometry {
+  int kh, kw, sh, sw, ph, pw, oh, ow;
+};
+Geometry GeometryOf(const PoolDesc& d) {
+  if (d.global) return {d.height, d.width, 1, 1, 0, 0, 1, 1};
+  return {d.kernel_h, d.kernel_w, d.stride_h, d.stride_w, d.pad_h, d.pad_w, d.out_h(), d.out_w()};
+}
+
+/// One output's window in Caffe's terms: [hs, he) × [ws, we) clipped to the input, and the
+/// average divisor `count` (the window clipped to the padded input).
+struct Window {
+  int hs, he, ws, we, count;
+};
+Window WindowOf(const PoolDesc& d, const Geometry& g, int oy, int ox) {
+  Window w;
+  w.hs = oy * g.sh - g.ph;
+  w.ws = ox * g.sw - g.pw;
+  w.he = std::min(w.hs + g.kh, d.height + g.ph);
+  w.we = std::min(w.ws + g.kw, d.width + g.pw);
+  w.count = (w.he - w.hs) * (w.we - w.ws);
+  w.hs = std::max(w.hs, 0);
+  w.ws = std::max(w.ws, 0);
+  w.he = std::min(w.he, d.height);
+  w.we = std::min(w.we, d.width);
+  return w;
+}
+
+void CheckBuffer(const PoolDesc& d, const char* what, const BufferRef& b, size_t count,
+                 size_t element_bytes) {
+  if (!b) throw Error("pooling " + d.ToString() + ": " + what + " buffer is missing");
+  if (b.byte_offset + count * element_bytes > b.mem->bytes())
+    throw Error("pooling " + d.ToString() + ": " + what + " buffer is too small (" +
+                std::to_string(count * element_bytes) + " bytes needed past offset " +
+                std::to_string(b.byte_offset) + ", allocation " + std::to_string(b.mem->bytes()) +
+                ")");
+}
+
+// The shared head of forward and backward kernels: one output's window, as WindowOf.
+const char* kWindowText = R"(    int hs = oy * sh - ph;
+    int ws = ox * sw - pw;
+    int he = hs + KH < H + ph ? hs + KH : H + ph;
+    int we = ws + KW < W + pw ? ws + KW : W + pw;
+    const int count = (he - hs) * (we - ws);
+    hs = hs > 0 ? hs : 0;
+    ws = ws > 0 ? ws : 0;
+    he = he < H ? he : H;
+    we = we < W ? we : W;
+)";
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Description
+
+int PoolDesc::out_h() const {
+  if (global) return 1;
+  int o = int(std::ceil(float(height + 2 * pad_h - kernel_h) / stride_h)) + 1;
+  if (pad_h && (o - 1) * stride_h >= height + pad_h) --o;
+  return o;
+}
+int PoolDesc::out_w() const {
+  if (global) return 1;
+  int o = int(std::ceil(float(width + 2 * pad_w - kernel_w) / stride_w)) + 1;
+  if (pad_w && (o - 1) * stride_w >= width + pad_w) --o;
+  return o;
+}
+size_t PoolDesc::input_count() const { return size_t(batch) * channels * height * width; }
+size_t PoolDesc::output_count() const { return size_t(batch) * channels * out_h() * out_w(); }
+
+std::string PoolDesc::ToString() const {
+  std::ostringstream s;
+  s << Name(type) << " " << MethodName(method) << " n" << batch << " c" << channels << " h"
+    << height << " w" << width;
+  if (global)
+    s << " global";
+  else
+    s << " k" << kernel_h << "x" << kernel_w << " s" << stride_h << "x" << stride_w << " p" << pad_h
+      << "x" << pad_w;
+  return s.str();
+}
+
+void PoolDesc::Validate() const {
+  auto fail = [&](const std::string& what) { throw Error("pooling " + ToString() + ": " + what); };
+  for (auto [name, v] : {std::pair<const char*, int>{"batch", batch},
+                         {"channels", channels},
+                         {"height", height},
+                         {"width", width}})
+    if (v <= 0) fail(host::Field(name, v) + " must be positive");
+  if (!global) {
+    if (kernel_h <= 0 || kernel_w <= 0) fail("kernel sizes must be positive");
+    if (stride_h <= 0 || stride_w <= 0) fail("strides must be positive");
+    if (pad_h < 0 || pad_w < 0) fail("padding must not be negative");
+    if (pad_h >= kernel_h || pad_w >= kernel_w) fail("padding must be smaller than the kernel");
+    if (kernel_h > height + 2 * pad_h || kernel_w > width + 2 * pad_w)
+      fail("the kernel is larger than the padded input");
+  }
+  if (double(input_count()) >= 2147483647.0) fail("tensors beyond 2^31 elements are not supported");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernel texts
+
+std::string Pooling::ForwardKernelName(DataType type, PoolMethod method) {
+  return std::string("pool_") + MethodName(method) + "_fwd_" + Name(type);
+}
+std::string Pooling::BackwardKernelName(PoolMethod method) {
+  return std::string("pool_") + MethodName(method) + "_bwd_fp32";
+}
+
+std::string Pooling::ForwardSource(const KernelTarget& target, DataType type, PoolMethod method) {
+  const bool q = IsQuantized(type);
+  KernelWriter w(target);
+  w.AddType("Dtype", type);
+  if (q) host::UseRequant(w, type);
+  auto& k = w.Kernel(ForwardKernelName(type, method))
+                .In("Dtype", "x")
+                .Out("Dtype", "y")
+                .Out("int", "mask")
+                .In("int", "rq");
+  for (const char* name : {"total", "H", "W", "OH", "OW", "KH", "KW", "sh", "sw", "ph", "pw",
+                           "has_mask", "x_zero", "y_zero", "same", "mult", "shift"})
+    k.Value("int", name);
+  std::string body = R"(  $loop(i, total) {
+    const int ox = i % OW;
+    const int oy = (i / OW) % OH;
+    const int nc = i / (OW * OH);
+)";
+  body += kWindowText;
+  body += "    const $global Dtype* xp = x + nc * H * W;\n";
+  if (method == PoolMethod::kMax) {
+    body += R"(    Dtype_c best = Dtype_LOAD(xp, hs * W + ws);
+    int arg = hs * W + ws;
+    for (int h = hs; h < he; ++h)
+      for (int w = ws; w < we; ++w) {
+        const Dtype_c v = Dtype_LOAD(xp, h * W + w);
+        if (v > best) {
+          best = v;
+          arg = h * W + w;
+        }
+      }
+    if (has_mask) mask[i] = arg;
+)";
+    if (q) {
+      body +=
+          R"(    mp_i64 r = same ? (mp_i64)best : (mp_i64)y_zero + MP_REQUANT(best - x_zero, mult, shift);
+    r = r < Dtype_QMIN ? Dtype_QMIN : (r > Dtype_QMAX ? Dtype_QMAX : r);
+    Dtype_STORE(y, i, r);
+)";
+    } else {
+      body += "    Dtype_STORE(y, i, best);\n";
+    }
+  } else {
+    if (q) {
+      body += R"(    Dtype_acc acc = 0;
+    for (int h = hs; h < he; ++h)
+      for (int w = ws; w < we; ++w) acc += Dtype_LOAD(xp, h * W + w) - x_zero;
+    mp_i64 r = (mp_i64)y_zero + MP_REQUANT(acc, rq[2 * count - 2], rq[2 * count - 1]);
+    r = r < Dtype_QMIN ? Dtype_QMIN : (r > Dtype_QMAX ? Dtype_QMAX : r);
+    Dtype_STORE(y, i, r);
+)";
+    } else {
+      body += R"(    float acc = 0.0f;
+    for (int h = hs; h < he; ++h)
+      for (int w = ws; w < we; ++w) acc += (float)Dtype_LOAD(xp, h * W + w);
+    Dtype_STORE(y, i, acc / (float)count);
+)";
+    }
+  }
+  body += "  }\n";
+  k.Body(body);
+  return w.Source();
+}
+
+std::string Pooling::BackwardSource(const KernelTarget& target, PoolMethod method) {
+  KernelWriter w(target);
+  w.AddType("Dtype", DataType::kFloat32);
+  auto& k = w.Kernel(BackwardKernelName(method))
+                .In("float", "top")
+                .In("int", "mask")
+                .Out("float", "bottom");
+  for (const char* name : {"total", "H", "W", "OH", "OW", "KH", "KW", "sh", "sw", "ph", "pw"})
+    k.Value("int", name);
+  // Every input element gathers from the outputs whose windows can hold it (no atomics).
+  std::string body = R"(  $loop(i, total) {
+    const int iw = i % W;
+    const int ih = (i / W) % H;
+    const int nc = i / (W * H);
+    const int hp = ih + ph;
+    const int wp = iw + pw;
+    const int oys = hp < KH ? 0 : (hp - KH) / sh + 1;
+    const int oye = hp / sh + 1 < OH ? hp / sh + 1 : OH;
+    const int oxs = wp < KW ? 0 : (wp - KW) / sw + 1;
+    const int oxe = wp / sw + 1 < OW ? wp / sw + 1 : OW;
+    const $global float* t = top + nc * OH * OW;
+    float g = 0.0f;
+    for (int oy = oys; oy < oye; ++oy)
+      for (int ox = oxs; ox < oxe; ++ox) {
+)";
+  if (method == PoolMethod::kMax) {
+    body += R"(        if (mask[nc * OH * OW + oy * OW + ox] == ih * W + iw) g += t[oy * OW + ox];
+)";
+  } else {
+    body += R"(        const int hs = oy * sh - ph;
+        const int ws = ox * sw - pw;
+        const int he = hs + KH < H + ph ? hs + KH : H + ph;
+        const int we = ws + KW < W + pw ? ws + KW : W + pw;
+        g += t[oy * OW + ox] / (float)((he - hs) * (we - ws));
+)";
+  }
+  body += R"(      }
+    bottom[i] = g;
+  }
+)";
+  k.Body(body);
+  return w.Source();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launches
+
+Pooling::Pooling(Device& device, const PoolDesc& desc, const PoolQuant& quant)
+    : device_(&device), desc_(desc), quant_(quant) {
+  desc_.Validate();
+  const KernelTarget target = KernelTarget::Of(device);
+  forward_ = device
+                 .GetProgram(ForwardSource(target, desc_.type, desc_.method), "",
+                             ProgramHints::OneDimensional())
+                 ->GetKernel(ForwardKernelName(desc_.type, desc_.method));
+  if (desc_.type == DataType::kFloat32)
+    backward_ =
+        device.GetProgram(BackwardSource(target, desc_.method), "", ProgramHints::OneDimensional())
+            ->GetKernel(BackwardKernelName(desc_.method));
+  const int area = desc_.window_h() * desc_.window_w();
+  std::vector<int32_t> table(2, 0);
+  if (IsQuantized(desc_.type)) {
+    if (!(quant.x_scale > 0) || !(quant.y_scale > 0))
+      throw Error("pooling " + desc_.ToString() + ": quantization scales must be positive");
+    if (desc_.method == PoolMethod::kAverage) {
+      table.assign(2 * size_t(area), 0);
+      for (int c = 1; c <= area; ++c) {
+        const auto m =
+            quant::QuantizeMultiplier(double(quant.x_scale) / (double(quant.y_scale) * c));
+        table[2 * c - 2] = m.multiplier;
+        table[2 * c - 1] = m.shift;
+      }
+    } else {
+      max_same_ = quant.x_scale == quant.y_scale && quant.x_zero == quant.y_zero;
+      const auto m = quant::RescaleMultiplier(quant.x_scale, quant.y_scale);
+      max_mult_ = m.multiplier;
+      max_shift_ = m.shift;
+    }
+  }
+  avg_requant_ = device.Alloc<int32_t>(table.size());
+  device.Write(avg_requant_, table.data(), table.size());
+}
+
+Event Pooling::Forward(const BufferRef& input, const BufferRef& output, const BufferRef& mask,
+                       Queue* queue) {
+  const PoolDesc& d = desc_;
+  const size_t es = SizeOf(d.type);
+  CheckBuffer(d, "input", input, d.input_count(), es);
+  CheckBuffer(d, "output", output, d.output_count(), es);
+  const bool has_mask = bool(mask);
+  if (has_mask) {
+    if (d.method != PoolMethod::kMax)
+      throw Error("pooling " + d.ToString() + ": a mask is only produced by max pooling");
+    CheckBuffer(d, "mask", mask, d.output_count(), 4);
+  }
+  const Geometry g = GeometryOf(d);
+  const BufferRef m = has_mask ? mask : BufferRef(avg_requant_.mem.get(), 0);
+  const int total = int(d.output_count());
+  forward_.ArgBuffer(input.mem, input.byte_offset, es)
+      .ArgBuffer(output.mem, output.byte_offset, es)
+      .ArgBuffer(m.mem, m.byte_offset, 4)
+      .Arg(avg_requant_);
+  for (int v : {total, d.height, d.width, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw,
+                int(has_mask), quant_.x_zero, quant_.y_zero, max_same_, max_mult_, max_shift_})
+    forward_.Arg(int32_t{v});
+  return forward_.Launch1D(size_t(total), queue);
+}
+
+Event Pooling::Backward(const BufferRef& top_diff, const BufferRef& mask,
+                        const BufferRef& bottom_diff, Queue* queue) {
+  const PoolDesc& d = desc_;
+  if (d.type != DataType::kFloat32)
+    throw Error("pooling " + d.ToString() + ": backward is fp32 only");
+  CheckBuffer(d, "top_diff", top_diff, d.output_count(), 4);
+  CheckBuffer(d, "bottom_diff", bottom_diff, d.input_count(), 4);
+  if (d.method == PoolMethod::kMax) CheckBuffer(d, "mask", mask, d.output_count(), 4);
+  const BufferRef m = d.method == PoolMethod::kMax ? mask : BufferRef(avg_requant_.mem.get(), 0);
+  const Geometry g = GeometryOf(d);
+  const int total = int(d.input_count());
+  backward_.ArgBuffer(top_diff.mem, top_diff.byte_offset, 4)
+      .ArgBuffer(m.mem, m.byte_offset, 4)
+      .ArgBuffer(bottom_diff.mem, bottom_diff.byte_offset, 4);
+  for (int v : {total, d.height, d.width, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw})
+    backward_.Arg(int32_t{v});
+  return backward_.Launch1D(size_t(total), queue);
+}
+
+// ---------------------------------------------------------------------------------------------
+// References
+
+void PoolForwardReference(const PoolDesc& d, const PoolQuant& quant, const void* input,
+                          void* output, int32_t* mask) {
+  d.Validate();
+  const Geometry g = GeometryOf(d);
+  const bool q = IsQuantized(d.type);
+  const bool same = quant.x_scale == quant.y_scale && quant.x_zero == quant.y_zero;
+  for (int nc = 0; nc < d.batch * d.channels; ++nc)
+    for (int oy = 0; oy < g.oh; ++oy)
+      for (int ox = 0; ox < g.ow; ++ox) {
+        const Window win = WindowOf(d, g, oy, ox);
+        const size_t base = size_t(nc) * d.height * d.width;
+        const size_t yi = (size_t(nc) * g.oh + oy) * g.ow + ox;
+        if (d.method == PoolMethod::kMax) {
+          int arg = win.hs * d.width + win.ws;
+          for (int h = win.hs; h < win.he; ++h)
+            for (int w = win.ws; w < win.we; ++w) {
+              const int i = h * d.width + w;
+              const bool better =
+                  q ? host::LoadQ(d.type, input, base + i) > host::LoadQ(d.type, input, base + arg)
+                    : host::LoadF(d.type, input, base + i) > host::LoadF(d.type, input, base + arg);
+              if (better) arg = i;
+            }
+          if (mask) mask[yi] = arg;
+          if (q) {
+            const int32_t best = host::LoadQ(d.type, input, base + arg);
+            const int64_t r =
+                same ? best
+                     : quant.y_zero +
+                           host::Requant(d.type, best - quant.x_zero,
+                                         quant::RescaleMultiplier(quant.x_scale, quant.y_scale));
+            host::StoreQ(d.type, output, yi, r);
+          } else {
+            host::StoreF(d.type, output, yi, host::LoadF(d.type, input, base + arg));
+          }
+        } else if (q) {
+          int64_t acc = 0;
+          for (int h = win.hs; h < win.he; ++h)
+            for (int w = win.ws; w < win.we; ++w)
+              acc += host::LoadQ(d.type, input, base + h * d.width + w) - quant.x_zero;
+          const auto m = quant::QuantizeMultiplier(double(quant.x_scale) /
+                                                   (double(quant.y_scale) * win.count));
+          host::StoreQ(d.type, output, yi, quant.y_zero + host::Requant(d.type, acc, m));
+        } else {
+          float acc = 0.0f;
+          for (int h = win.hs; h < win.he; ++h)
+            for (int w = win.ws; w < win.we; ++w)
+              acc += host::LoadF(d.type, input, base + h * d.width + w);
+          host::StoreF(d.type, output, yi, acc / float(win.count));
+        }
+      }
+}
+
+void PoolBackwardReference(const PoolDesc& d, const float* top, const int32_t* mask,
+                           float* bottom) {
+  d.Validate();
+  const Geometry g = GeometryOf(d);
+  std::fill(bottom, bottom + d.input_count(), 0.0f);
+  for (int nc = 0; nc < d.batch * d.channels; ++nc)
+    for (int oy = 0; oy < g.oh; ++oy)
+      for (int ox = 0; ox < g.ow; ++ox) {
+        const size_t yi = (size_t(nc) * g.oh + oy) * g.ow + ox;
+        float* b = bottom + size_t(nc) * d.height * d.width;
+        if (d.method == PoolMethod::kMax) {
+          b[mask[yi]] += top[yi];
+        } else {
+          const Window win = WindowOf(d, g, oy, ox);
+          for (int h = win.hs; h < win.he; ++h)
+            for (int w = win.ws; w < win.we; ++w) b[h * d.width + w] += top[yi] / win.count;
+        }
+      }
+}
+
+}  // namespace mpcaffe::libdnn

@@ -1,0 +1,154 @@
+// net/net.h — Net: a layer graph built from a NetParameter (phase/level/stage rules, in-place
+// layers, automatic Split and Quantizer insertion), forward passes, quant_mode, trained-weight
+// copy and caffemodel saving, and the reduced-memory planner for inference.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "device/device.h"
+#include "layers/blob.h"
+#include "layers/layer.h"
+#include "proto/caffe.pb.h"
+#include "quant/quantizer.h"
+
+namespace mpcaffe {
+
+/// The net definition is inconsistent (unknown bottom, duplicate top, weights that do not fit).
+/// Messages name the layer, the blob and the shapes involved.
+class NetError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// How to build a net beyond what its NetParameter says.
+struct NetOptions {
+  caffe::Phase phase = caffe::TEST;
+  int level = 0;
+  std::vector<std::string> stages;
+  /// Replace every Data layer by an Input layer with the same tops, filled with seeded random
+  /// data (benchmarks without the LMDB). Top shapes come from the mean file when it exists,
+  /// else from `synthetic_shape` (C, H, W), else from crop_size (3×crop×crop) or the dataset
+  /// name in the source path (mnist 1×28×28, cifar 3×32×32).
+  bool synthetic_data = false;
+  std::vector<int> synthetic_shape;
+  /// Overrides NetParameter.reduced_memory_inference when set (-1: use the file's value).
+  int reduced_memory = -1;
+  /// Blobs the reduced-memory planner must keep readable after Forward (never shared).
+  std::vector<std::string> keep_blobs;
+};
+
+/// Applies BVLC's NetStateRule semantics: keeps the layers whose include rules (any) are met
+/// and whose exclude rules (all) are not. Throws NetError for a layer with both.
+caffe::NetParameter FilterNet(const caffe::NetParameter& param, const caffe::NetState& state);
+bool StateMeetsRule(const caffe::NetState& state, const caffe::NetStateRule& rule);
+
+/// The same net with every data type set to `type` (the fp32 variant used for calibration).
+caffe::NetParameter WithDataType(const caffe::NetParameter& param, DataType type);
+
+class Net {
+ public:
+  Net(const caffe::NetParameter& param, Device& device, const NetOptions& options = {});
+  /// Reads a .prototxt (upgraded as BVLC does) and builds it.
+  static std::unique_ptr<Net> FromFile(const std::string& prototxt, Device& device,
+                                       const NetOptions& options = {});
+
+  const std::string& name() const { return param_.name(); }
+  caffe::Phase phase() const { return state_.phase(); }
+  Device& device() const { return *device_; }
+  /// The net as built: filtered, with inserted Quantizer and Split layers.
+  const caffe::NetParameter& built_param() const { return param_; }
+
+  /// Runs every layer; returns the weighted sum of the loss tops.
+  float Forward();
+  /// Runs layers [start, end] (inclusive); returns their weighted loss.
+  float ForwardFromTo(int start, int end);
+  /// Reshapes every layer for the current input shapes (and re-plans shared memory).
+  void Reshape();
+
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  const std::vector<std::string>& layer_names() const { return layer_names_; }
+  int layer_index(const std::string& name) const;
+  Layer& layer(const std::string& name) { return *layers_[layer_index(name)]; }
+  /// True for the Quantizer and Split layers the net inserted itself.
+  bool inserted(int layer) const { return inserted_.count(layer_names_[layer]) > 0; }
+  const std::vector<std::vector<Blob*>>& bottom_vecs() const { return bottom_vecs_; }
+  const std::vector<std::vector<Blob*>>& top_vecs() const { return top_vecs_; }
+  const std::vector<std::string>& blob_names() const { return blob_names_; }
+  bool has_blob(const std::string& name) const { return blobs_.count(name) > 0; }
+  /// A blob by name; throws NetError listing nothing but the name.
+  Blob& blob(const std::string& name) const;
+  /// Tops of the Input layers, and blobs no layer consumes.
+  const std::vector<Blob*>& input_blobs() const { return input_blobs_; }
+  const std::vector<Blob*>& output_blobs() const { return output_blobs_; }
+
+  /// Sets the mode of every quantizer watching fp32 data (quantized sides stay active).
+  void SetQuantMode(quant::QuantizerMode mode);
+  quant::QuantizerMode quant_mode() const { return quant_mode_; }
+  /// True when any layer computes in a quantized type.
+  bool has_quantized_layers() const;
+  /// Names of quantizers on quantized data that have no range (observed, loaded or explicit).
+  std::vector<std::string> QuantizersWithoutRange();
+
+  /// Copies weights by layer name (layers absent from the net are ignored, as BVLC does) and
+  /// the quantizer ranges in NetParameter.quantizer (matched by name). A blob count or shape
+  /// mismatch throws NetError naming the layer, the blob index and both shapes. fp32 `data`,
+  /// `double_data`, and `packed_data` of any computed type are accepted; values are converted
+  /// to the layer's type (quantized with the blob quantizer's range).
+  void CopyTrainedLayersFrom(const caffe::NetParameter& weights);
+  /// Reads a .caffemodel (binary) and copies it.
+  void CopyTrainedLayersFrom(const std::string& caffemodel);
+  /// The net's own layers (not the inserted ones) with their weights: fp32 blobs as `data`
+  /// floats, others as `packed_data` + `data_type`; every quantizer range (observed or
+  /// explicit) in `quantizer`, once per name, in layer order.
+  void ToProto(caffe::NetParameter* out);
+  /// Writes ToProto to a .caffemodel (deterministic bytes).
+  void Save(const std::string& caffemodel);
+
+  /// Whether blob memory is shared by lifetime (TEST phase with reduced memory asked for).
+  bool reduced_memory() const { return reduced_memory_; }
+  /// The most device memory held at once since the net started building (its device's peak
+  /// counter minus the bytes in use before construction).
+  uint64_t peak_device_bytes() const;
+  /// Restarts the peak count from the bytes in use now (e.g. after a calibration net that
+  /// shared the device was destroyed); peak_device_bytes stays relative to this net's start.
+  void ResetPeakMemory() { device_->ResetPeak(); }
+  /// Device bytes held now by the net's blobs and parameters (each allocation once).
+  uint64_t blob_device_bytes() const;
+
+ private:
+  void Build(const caffe::NetParameter& param);
+  void PlanMemory();
+  void FillSyntheticInputs();
+
+  Device* device_;
+  NetOptions options_;
+  caffe::NetState state_;
+  caffe::NetParameter param_;
+  std::set<std::string> inserted_;
+  std::set<std::string> synthetic_layers_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<std::string> layer_names_;
+  std::map<std::string, int> layer_index_;
+  std::map<std::string, std::shared_ptr<Blob>> blobs_;
+  std::vector<std::string> blob_names_;
+  std::vector<std::vector<Blob*>> bottom_vecs_, top_vecs_;
+  std::vector<std::vector<float>> loss_weights_;
+  std::vector<Blob*> input_blobs_, output_blobs_;
+  quant::QuantizerMode quant_mode_ = quant::QuantizerMode::kPassive;
+  bool reduced_memory_ = false;
+  uint64_t base_bytes_ = 0;
+  std::vector<std::shared_ptr<DeviceMemory>> slots_;
+};
+
+/// Gives a reduced-precision net the ranges it lacks: builds the fp32 variant of `param` with
+/// the same options, copies `net`'s trained layers (as real values) and float inputs into it,
+/// runs `iterations` forward passes with quant_mode OBSERVE, and copies the observed ranges
+/// (and weights) back into `net`.
+void CalibrateWithFloatVariant(Net& net, const caffe::NetParameter& param,
+                               const NetOptions& options, int iterations = 1);
+
+}  // namespace mpcaffe

@@ -1,0 +1,551 @@
+// tests/layers/layers_test.cc — Blob, the registry, and every layer in each of its data types
+// against plain C++ references (fp32 1e-5 relative, fp16 within half precision, quantized
+// types exactly equal to the reference integer arithmetic).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "layers/blob.h"
+#include "layers/layer_registry.h"
+#include "libdnn/lrn.h"
+#include "libdnn/pool.h"
+#include "proto/model_io.h"
+#include "quant/fixed_point.h"
+#include "quant/quant_params.h"
+
+namespace mpcaffe {
+namespace {
+
+Device& Dev() { return DefaultDevice(); }
+
+// ---- Blob -----------------------------------------------------------------------------------
+
+TEST(Blob, ReshapeFollowsCaffeRules) {
+  Blob b(Dev(), DataType::kFloat32, {2, 3, 4}, "b");
+  EXPECT_EQ(b.count(), 24);
+  EXPECT_EQ(b.count(1), 12);
+  EXPECT_EQ(b.shape(-1), 4);
+  EXPECT_EQ(b.num(), 2);
+  EXPECT_EQ(b.channels(), 3);
+  EXPECT_EQ(b.height(), 4);
+  EXPECT_EQ(b.width(), 1);
+  EXPECT_EQ(b.shape_string(), "2 3 4 (24)");
+  const size_t cap = b.capacity_bytes();
+  b.Reshape({2, 2});  // smaller: memory kept
+  EXPECT_EQ(b.capacity_bytes(), cap);
+  b.Reshape({10, 10});  // larger: grows
+  EXPECT_EQ(b.capacity_bytes(), 400u);
+  EXPECT_THROW(b.Reshape({2, -1}), BlobError);
+  EXPECT_THROW(b.shape(5), BlobError);
+  try {
+    b.Reshape({1 << 16, 1 << 16});
+    FAIL();
+  } catch (const BlobError& e) {
+    EXPECT_NE(std::string(e.what()).find("'b'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Blob, HostAndDeviceStayInSync) {
+  for (DataType t : kAllDataTypes) {
+    Blob b(Dev(), t, {5, 7}, "b");
+    std::vector<float> v(35);
+    for (int i = 0; i < 35; ++i) v[i] = IsQuantized(t) ? i * 3 : 0.25f * i - 2;
+    b.FromFloat(v);
+    EXPECT_EQ(b.device_bytes(), 0u) << "no device copy before device use";
+    b.device_data();
+    EXPECT_GE(b.device_bytes(), b.bytes());
+    // Device-side write: zero the memory, then the host view must follow.
+    Dev().Zero(b.mutable_device_data(), 0, b.bytes());
+    for (float x : b.ToFloat()) ASSERT_EQ(x, 0.0f);
+    b.FromFloat(v);  // host newest again
+    std::vector<uint8_t> back(b.bytes());
+    Dev().CopyToHost(b.device_data(), 0, back.data(), b.bytes());
+    EXPECT_EQ(0, std::memcmp(back.data(), b.host_data(), b.bytes())) << Name(t);
+  }
+}
+
+TEST(Registry, UnknownTypeNamesLayerAndListsKnownTypes) {
+  caffe::LayerParameter p;
+  p.set_name("mystery");
+  p.set_type("Frobnicate");
+  try {
+    CreateLayer(p, Dev());
+    FAIL();
+  } catch (const LayerError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("mystery"), std::string::npos) << m;
+    EXPECT_NE(m.find("Frobnicate"), std::string::npos) << m;
+    EXPECT_NE(m.find("Convolution"), std::string::npos) << m;
+    EXPECT_NE(m.find("ReLU"), std::string::npos) << m;
+  }
+  for (const char* t : {"Input", "Data", "InnerProduct", "Convolution", "Pooling", "ReLU", "Sigmoid",
+                        "TanH", "LRN", "Dropout", "Softmax", "SoftmaxWithLoss", "EuclideanLoss",
+                        "Accuracy", "Concat", "Split", "Flatten", "Reshape", "Eltwise", "BatchNorm",
+                        "Scale", "Quantizer"}) {
+    const auto types = LayerTypes();
+    EXPECT_NE(std::find(types.begin(), types.end(), t), types.end()) << t;
+  }
+}
+
+// ---- Harness --------------------------------------------------------------------------------
+
+/// A layer with its own bottoms and tops. Bottoms hold random reals (float types) or random
+/// stored integers (quantized types).
+struct LayerRun {
+  std::unique_ptr<Layer> layer;
+  std::vector<std::unique_ptr<Blob>> bottom_store, top_store;
+  std::vector<Blob*> bottom, top;
+  void Forward() { layer->Forward(bottom, top); }
+};
+
+caffe::LayerParameter Param(const std::string& text, DataType t) {
+  caffe::LayerParameter p;
+  ParseProtoFromText(text, "<test>", &p);
+  if (p.name().empty()) p.set_name("L");
+  p.set_bottom_data_type(DataTypeToProto(t));
+  p.set_compute_data_type(DataTypeToProto(t));
+  p.set_top_data_type(DataTypeToProto(t));
+  p.set_phase(caffe::TEST);
+  return p;
+}
+
+/// Gives bottom/top quantizer i the range [lo, hi] (quantized tests).
+void SetRange(caffe::LayerParameter* p, const std::string& side, int i, double lo, double hi) {
+  auto* list = side == "bottom" ? p->mutable_bottom_quantizer() : p->mutable_top_quantizer();
+  while (list->size() <= i) list->Add();
+  list->Mutable(i)->set_observed_min(lo);
+  list->Mutable(i)->set_observed_max(hi);
+}
+
+std::vector<float> RandomReals(size_t n, std::mt19937& rng, float lo = -2, float hi = 2) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+LayerRun Make(const caffe::LayerParameter& p, const std::vector<std::vector<int>>& shapes, int tops,
+         uint32_t seed = 7) {
+  LayerRun r;
+  r.layer = CreateLayer(p, Dev());
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const DataType t = r.layer->bottom_type(static_cast<int>(i));
+    r.bottom_store.push_back(std::make_unique<Blob>(Dev(), t, shapes[i], "bottom" + std::to_string(i)));
+    Blob& b = *r.bottom_store.back();
+    const auto& tr = TraitsOf(t);
+    r.bottom.push_back(&b);
+    b.FromFloat(IsQuantized(t) ? RandomReals(b.count(), rng, float(tr.qmin), float(tr.qmax))
+                               : RandomReals(b.count(), rng));
+  }
+  for (int i = 0; i < tops; ++i) {
+    r.top_store.push_back(std::make_unique<Blob>(Dev(), r.layer->top_type(i), std::vector<int>{}, "top" + std::to_string(i)));
+    r.top.push_back(r.top_store.back().get());
+  }
+  r.layer->SetUp(r.bottom, r.top);
+  return r;
+}
+
+/// Real values of a blob: float types widened; quantized types dequantized with `params`.
+std::vector<float> Reals(const Blob& b, const quant::QuantParams* params = nullptr) {
+  std::vector<float> v = b.ToFloat();
+  if (IsQuantized(b.type()))
+    for (auto& x : v) x = quant::DequantizeValue(static_cast<int32_t>(x), params->scale[0], params->zero_point[0]);
+  return v;
+}
+
+/// fp32: 1e-5 relative; fp16: half precision (2^-10 relative plus a small absolute term for
+/// inputs rounded to half); quantized: exact stored integers.
+void ExpectMatch(DataType t, const std::vector<float>& got, const std::vector<float>& want,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int bad = 0;
+  for (size_t i = 0; i < got.size() && bad < 5; ++i) {
+    const float tol = IsQuantized(t) ? 0.0f
+                      : t == DataType::kFloat32 ? 1e-5f * std::max(1.0f, std::fabs(want[i]))
+                                                : 2e-3f * std::max(1.0f, std::fabs(want[i]));
+    if (!(std::fabs(got[i] - want[i]) <= tol)) {
+      ADD_FAILURE() << what << " " << Name(t) << " [" << i << "]: got " << got[i] << " want " << want[i];
+      ++bad;
+    }
+  }
+}
+
+/// Float reference inputs as the layer sees them (fp16 rounded).
+std::vector<float> Seen(const Blob& b) { return b.ToFloat(); }
+
+/// Stores reals as `t` does (fp16 rounding), for float references.
+float AsType(DataType t, float v) { return t == DataType::kFloat16 ? HalfToFloat(FloatToHalf(v)) : v; }
+
+const DataType kFloats[] = {DataType::kFloat32, DataType::kFloat16};
+
+// ---- Element-wise and structural layers -----------------------------------------------------
+
+TEST(Layers, ReLUEveryType) {
+  for (DataType t : kAllDataTypes) {
+    auto p = Param("type: 'ReLU' relu_param { negative_slope: 0.125 }", t);
+    SetRange(&p, "bottom", 0, -3, 5);
+    SetRange(&p, "top", 0, -0.5, 5);
+    LayerRun r = Make(p, {{2, 3, 4, 5}}, 1);
+    r.Forward();
+    std::vector<uint8_t> want(r.top[0]->bytes());
+    reference::Relu(t, r.bottom[0]->count(), r.bottom[0]->host_data(), want.data(), 0.125f,
+                    r.layer->BottomAffine(0), r.layer->TopAffine(0));
+    Blob w(Dev(), t, r.top[0]->shape());
+    std::memcpy(w.mutable_host_data(), want.data(), want.size());
+    ExpectMatch(t, r.top[0]->ToFloat(), w.ToFloat(), "ReLU");
+  }
+}
+
+TEST(Layers, SigmoidTanHSoftmaxFloatTypes) {
+  for (DataType t : kFloats) {
+    for (const char* type : {"Sigmoid", "TanH"}) {
+      LayerRun r = Make(Param(std::string("type: '") + type + "'", t), {{3, 17}}, 1);
+      r.Forward();
+      std::vector<float> want;
+      for (float x : Seen(*r.bottom[0]))
+        want.push_back(AsType(t, std::string(type) == "TanH" ? std::tanh(x) : 1 / (1 + std::exp(-x))));
+      ExpectMatch(t, r.top[0]->ToFloat(), want, type);
+    }
+    LayerRun r = Make(Param("type: 'Softmax'", t), {{2, 5, 3}}, 1);
+    r.Forward();
+    const auto x = Seen(*r.bottom[0]);
+    std::vector<float> want(x.size());
+    for (int n = 0; n < 2; ++n)
+      for (int i = 0; i < 3; ++i) {
+        double m = -1e30, s = 0;
+        for (int c = 0; c < 5; ++c) m = std::max<double>(m, x[(n * 5 + c) * 3 + i]);
+        for (int c = 0; c < 5; ++c) s += std::exp(x[(n * 5 + c) * 3 + i] - m);
+        for (int c = 0; c < 5; ++c)
+          want[(n * 5 + c) * 3 + i] = AsType(t, static_cast<float>(std::exp(x[(n * 5 + c) * 3 + i] - m) / s));
+      }
+    ExpectMatch(t, r.top[0]->ToFloat(), want, "Softmax");
+  }
+}
+
+TEST(Layers, ConcatEveryTypeRequantizesEachBottom) {
+  for (DataType t : kAllDataTypes) {
+    auto p = Param("type: 'Concat' concat_param { axis: 1 }", t);
+    SetRange(&p, "bottom", 0, -1, 1);
+    SetRange(&p, "bottom", 1, -4, 2);
+    SetRange(&p, "top", 0, -4, 2);
+    LayerRun r = Make(p, {{2, 3, 4}, {2, 2, 4}}, 1);
+    r.Forward();
+    ASSERT_EQ(r.top[0]->shape(), (std::vector<int>{2, 5, 4}));
+    std::vector<float> want(40);
+    const auto a = r.bottom[0]->ToFloat(), b = r.bottom[1]->ToFloat();
+    for (int n = 0; n < 2; ++n)
+      for (int c = 0; c < 5; ++c)
+        for (int i = 0; i < 4; ++i) {
+          const bool first = c < 3;
+          const float v = first ? a[(n * 3 + c) * 4 + i] : b[(n * 2 + c - 3) * 4 + i];
+          float out = v;
+          if (IsQuantized(t)) {
+            const Affine x = r.layer->BottomAffine(first ? 0 : 1), y = r.layer->TopAffine(0);
+            const auto m = quant::RescaleMultiplier(x.scale, y.scale);
+            const int64_t d = static_cast<int64_t>(v) - x.zero_point;
+            int64_t q = y.zero_point + (t == DataType::kInt8Q ? quant::Requantize32(static_cast<int32_t>(d), m)
+                                                              : quant::Requantize64(d, m));
+            q = std::min<int64_t>(std::max<int64_t>(q, TraitsOf(t).qmin), TraitsOf(t).qmax);
+            out = static_cast<float>(q);
+          }
+          want[(n * 5 + c) * 4 + i] = out;
+        }
+    ExpectMatch(t, r.top[0]->ToFloat(), want, "Concat");
+  }
+}
+
+TEST(Layers, SplitFlattenReshapeDropoutCopyEveryType) {
+  for (DataType t : kAllDataTypes) {
+    for (const char* text : {"type: 'Split'", "type: 'Flatten'", "type: 'Dropout'",
+                             "type: 'Reshape' reshape_param { shape { dim: 0 dim: -1 dim: 2 } }"}) {
+      auto p = Param(text, t);
+      SetRange(&p, "bottom", 0, -1, 3);
+      SetRange(&p, "top", 0, -1, 3);
+      LayerRun r = Make(p, {{2, 3, 2, 2}}, 1);
+      r.Forward();
+      EXPECT_EQ(r.top[0]->count(), 24);
+      ExpectMatch(t, r.top[0]->ToFloat(), r.bottom[0]->ToFloat(), text);
+    }
+  }
+  LayerRun f = Make(Param("type: 'Flatten'", DataType::kFloat32), {{2, 3, 2, 2}}, 1);
+  EXPECT_EQ(f.top[0]->shape(), (std::vector<int>{2, 12}));
+  LayerRun s = Make(Param("type: 'Reshape' reshape_param { shape { dim: 0 dim: -1 dim: 2 } }", DataType::kFloat32),
+               {{2, 3, 2, 2}}, 1);
+  EXPECT_EQ(s.top[0]->shape(), (std::vector<int>{2, 6, 2}));
+}
+
+TEST(Layers, EltwiseSumEveryTypeProdMaxFloat) {
+  for (DataType t : kAllDataTypes) {
+    auto p = Param("type: 'Eltwise' eltwise_param { operation: SUM coeff: 0.5 coeff: -1 }", t);
+    SetRange(&p, "bottom", 0, -2, 2);
+    SetRange(&p, "bottom", 1, -1, 3);
+    SetRange(&p, "top", 0, -4, 3);
+    LayerRun r = Make(p, {{4, 9}, {4, 9}}, 1);
+    r.Forward();
+    const int n = 36;
+    std::vector<uint8_t> want(r.top[0]->bytes());
+    reference::Scale(t, n, 0.5f, r.bottom[0]->host_data(), want.data(), r.layer->BottomAffine(0), r.layer->TopAffine(0));
+    reference::Axpby(t, n, -1.0f, r.bottom[1]->host_data(), 1.0f, want.data(), r.layer->BottomAffine(1),
+                     r.layer->TopAffine(0));
+    Blob w(Dev(), t, {n});
+    std::memcpy(w.mutable_host_data(), want.data(), want.size());
+    ExpectMatch(t, r.top[0]->ToFloat(), w.ToFloat(), "Eltwise SUM");
+  }
+  for (DataType t : kFloats)
+    for (const char* op : {"PROD", "MAX"}) {
+      LayerRun r = Make(Param(std::string("type: 'Eltwise' eltwise_param { operation: ") + op + " }", t),
+                   {{3, 5}, {3, 5}, {3, 5}}, 1);
+      r.Forward();
+      const auto a = Seen(*r.bottom[0]), b = Seen(*r.bottom[1]), c = Seen(*r.bottom[2]);
+      std::vector<float> want(15);
+      for (int i = 0; i < 15; ++i)
+        want[i] = std::string(op) == "PROD" ? AsType(t, AsType(t, a[i] * b[i]) * c[i])
+                                            : std::max(a[i], std::max(b[i], c[i]));
+      ExpectMatch(t, r.top[0]->ToFloat(), want, op);
+    }
+}
+
+TEST(Layers, BatchNormAndScaleFloatTypes) {
+  for (DataType t : kFloats) {
+    LayerRun r = Make(Param("type: 'BatchNorm' batch_norm_param { eps: 0.001 }", t), {{2, 3, 2, 2}}, 1);
+    r.layer->SetParamFromFloat(0, {2.0f, -1.0f, 0.5f});  // mean sums
+    r.layer->SetParamFromFloat(1, {8.0f, 2.0f, 1.0f});   // variance sums
+    r.layer->SetParamFromFloat(2, {2.0f});               // scale factor
+    r.Forward();
+    const auto x = Seen(*r.bottom[0]);
+    const auto mean = r.layer->ParamAsFloat(0), var = r.layer->ParamAsFloat(1);
+    std::vector<float> want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const int c = (i / 4) % 3;
+      want[i] = AsType(t, (x[i] - mean[c] / 2) / std::sqrt(var[c] / 2 + 0.001f));
+    }
+    ExpectMatch(t, r.top[0]->ToFloat(), want, "BatchNorm");
+
+    LayerRun s = Make(Param("type: 'Scale' scale_param { bias_term: true }", t), {{2, 3, 2, 2}}, 1);
+    s.layer->SetParamFromFloat(0, {2.0f, -1.0f, 0.5f});
+    s.layer->SetParamFromFloat(1, {0.25f, 1.0f, -3.0f});
+    s.Forward();
+    const auto sx = Seen(*s.bottom[0]);
+    for (size_t i = 0; i < sx.size(); ++i) {
+      const int c = (i / 4) % 3;
+      const float sc[] = {2.0f, -1.0f, 0.5f}, bi[] = {0.25f, 1.0f, -3.0f};
+      want[i] = AsType(t, sx[i] * sc[c] + bi[c]);
+    }
+    ExpectMatch(t, s.top[0]->ToFloat(), want, "Scale");
+  }
+}
+
+TEST(Layers, QuantizerLayerConvertsEveryPair) {
+  for (DataType from : kAllDataTypes)
+    for (DataType to : kAllDataTypes) {
+      auto p = Param("type: 'Quantizer'", from);
+      p.set_top_data_type(DataTypeToProto(to));
+      SetRange(&p, "bottom", 0, -2, 2);
+      SetRange(&p, "top", 0, -3, 1);
+      LayerRun r = Make(p, {{5, 11}}, 1);
+      r.Forward();
+      std::vector<uint8_t> want(r.top[0]->bytes());
+      reference::Convert(from, to, 55, r.bottom[0]->host_data(), want.data(), r.layer->BottomAffine(0),
+                         r.layer->TopAffine(0));
+      Blob w(Dev(), to, {55});
+      std::memcpy(w.mutable_host_data(), want.data(), want.size());
+      ExpectMatch(to, r.top[0]->ToFloat(), w.ToFloat(), std::string("Quantizer from ") + Name(from));
+    }
+}
+
+TEST(Layers, LossAndAccuracyFloatTypes) {
+  for (DataType t : kFloats) {
+    auto p = Param("type: 'SoftmaxWithLoss'", t);
+    LayerRun r = Make(p, {{4, 5}, {4}}, 1);
+    r.bottom[1]->FromFloat({0, 3, 4, 1});
+    r.Forward();
+    const auto x = Seen(*r.bottom[0]);
+    double loss = 0;
+    const int labels[] = {0, 3, 4, 1};
+    for (int n = 0; n < 4; ++n) {
+      double m = -1e30, s = 0;
+      for (int c = 0; c < 5; ++c) m = std::max<double>(m, x[n * 5 + c]);
+      for (int c = 0; c < 5; ++c) s += std::exp(x[n * 5 + c] - m);
+      loss -= std::log(AsType(t, static_cast<float>(std::exp(x[n * 5 + labels[n]] - m) / s)));
+    }
+    ExpectMatch(t, r.top[0]->ToFloat(), {AsType(t, static_cast<float>(loss / 4))}, "SoftmaxWithLoss");
+
+    LayerRun a = Make(Param("type: 'Accuracy' accuracy_param { top_k: 2 }", t), {{4, 5}, {4}}, 1);
+    a.bottom[1]->FromFloat({0, 3, 4, 1});
+    a.Forward();
+    const auto ax = Seen(*a.bottom[0]);
+    int correct = 0;
+    for (int n = 0; n < 4; ++n) {
+      int higher = 0;
+      for (int c = 0; c < 5; ++c) higher += ax[n * 5 + c] > ax[n * 5 + labels[n]];
+      correct += higher < 2;
+    }
+    ExpectMatch(t, a.top[0]->ToFloat(), {AsType(t, correct / 4.0f)}, "Accuracy");
+
+    LayerRun e = Make(Param("type: 'EuclideanLoss'", t), {{3, 4}, {3, 4}}, 1);
+    e.Forward();
+    const auto e0 = Seen(*e.bottom[0]), e1 = Seen(*e.bottom[1]);
+    double sum = 0;
+    for (int i = 0; i < 12; ++i) sum += double(e0[i] - e1[i]) * (e0[i] - e1[i]);
+    ExpectMatch(t, e.top[0]->ToFloat(), {AsType(t, static_cast<float>(sum / 3 / 2))}, "EuclideanLoss");
+  }
+}
+
+// ---- libdnn-backed layers -------------------------------------------------------------------
+
+/// Quantized output of an accumulator: clamp(z + requant(acc)).
+float Requantized(DataType t, int64_t acc, quant::FixedPointMultiplier m, int32_t zero) {
+  int64_t q = zero + (t == DataType::kInt8Q ? quant::Requantize32(static_cast<int32_t>(acc), m)
+                                            : quant::Requantize64(acc, m));
+  return static_cast<float>(std::min<int64_t>(std::max<int64_t>(q, TraitsOf(t).qmin), TraitsOf(t).qmax));
+}
+
+/// Bias in accumulator units as the layers compute it.
+int64_t BiasUnits(float bias, double unit) { return static_cast<int64_t>(std::round(double(bias) / unit)); }
+
+TEST(Layers, InnerProductEveryType) {
+  for (DataType t : kAllDataTypes) {
+    auto p = Param("type: 'InnerProduct' inner_product_param { num_output: 7 "
+                   "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'uniform' min: -1 max: 1 } }", t);
+    SetRange(&p, "bottom", 0, -2, 2);
+    SetRange(&p, "top", 0, -6, 6);
+    LayerRun r = Make(p, {{3, 2, 5}}, 1);
+    r.Forward();
+    ASSERT_EQ(r.top[0]->shape(), (std::vector<int>{3, 7}));
+    const auto x = r.bottom[0]->ToFloat(), w = r.layer->blobs()[0]->ToFloat();
+    const auto b = r.layer->ParamAsFloat(1);
+    std::vector<float> want(21);
+    for (int m = 0; m < 3; ++m)
+      for (int n = 0; n < 7; ++n) {
+        if (IsQuantized(t)) {
+          const auto xp = r.layer->BottomParams(0), wp = r.layer->BlobParams(0), cp = r.layer->TopParams(0);
+          int64_t acc = BiasUnits(b[n], double(xp.scale[0]) * wp.scale[0]);
+          for (int k = 0; k < 10; ++k)
+            acc += int64_t(x[m * 10 + k] - xp.zero_point[0]) * int64_t(w[n * 10 + k] - wp.zero_point[0]);
+          want[m * 7 + n] = Requantized(t, acc, quant::RequantizationMultiplier(xp.scale[0], wp.scale[0], cp.scale[0]),
+                                        cp.zero_point[0]);
+        } else {
+          double acc = b[n];
+          for (int k = 0; k < 10; ++k) acc += double(x[m * 10 + k]) * w[n * 10 + k];
+          want[m * 7 + n] = AsType(t, static_cast<float>(acc));
+        }
+      }
+    ExpectMatch(t, r.top[0]->ToFloat(), want, "InnerProduct");
+  }
+}
+
+TEST(Layers, ConvolutionEveryTypeGroupsStridePadDilation) {
+  for (DataType t : kAllDataTypes) {
+    auto p = Param("type: 'Convolution' convolution_param { num_output: 4 kernel_size: 3 stride: 2 pad: 1 "
+                   "dilation: 1 group: 2 weight_filler { type: 'gaussian' std: 0.3 } "
+                   "bias_filler { type: 'uniform' min: -1 max: 1 } }", t);
+    SetRange(&p, "bottom", 0, -2, 2);
+    SetRange(&p, "top", 0, -5, 5);
+    LayerRun r = Make(p, {{2, 4, 7, 6}}, 1);
+    r.Forward();
+    const int N = 2, C = 4, H = 7, W = 6, O = 4, G = 2, K = 3, S = 2, P = 1;
+    const int OH = (H + 2 * P - K) / S + 1, OW = (W + 2 * P - K) / S + 1;
+    ASSERT_EQ(r.top[0]->shape(), (std::vector<int>{N, O, OH, OW}));
+    const auto x = r.bottom[0]->ToFloat(), w = r.layer->blobs()[0]->ToFloat();
+    const auto b = r.layer->ParamAsFloat(1);
+    quant::QuantParams xp, wp, cp;
+    if (IsQuantized(t)) xp = r.layer->BottomParams(0), wp = r.layer->BlobParams(0), cp = r.layer->TopParams(0);
+    std::vector<float> want(r.top[0]->count());
+    const int cg = C / G, og = O / G;
+    for (int n = 0; n < N; ++n)
+      for (int o = 0; o < O; ++o)
+        for (int oh = 0; oh < OH; ++oh)
+          for (int ow = 0; ow < OW; ++ow) {
+            double facc = 0;
+            int64_t qacc = 0;
+            const int g = o / og;
+            for (int c = 0; c < cg; ++c)
+              for (int kh = 0; kh < K; ++kh)
+                for (int kw = 0; kw < K; ++kw) {
+                  const int ih = oh * S - P + kh, iw = ow * S - P + kw;
+                  if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                  const float xv = x[((n * C + g * cg + c) * H + ih) * W + iw];
+                  const float wv = w[((o * cg + c) * K + kh) * K + kw];
+                  facc += double(xv) * wv;
+                  if (IsQuantized(t)) qacc += int64_t(xv - xp.zero_point[0]) * int64_t(wv - wp.zero_point[0]);
+                }
+            const size_t idx = ((n * O + o) * OH + oh) * OW + ow;
+            if (IsQuantized(t)) {
+              qacc += BiasUnits(b[o], double(xp.scale[0]) * wp.scale[0]);
+              want[idx] = Requantized(t, qacc, quant::RequantizationMultiplier(xp.scale[0], wp.scale[0], cp.scale[0]),
+                                      cp.zero_point[0]);
+            } else {
+              want[idx] = AsType(t, static_cast<float>(facc + b[o]));
+            }
+          }
+    ExpectMatch(t, r.top[0]->ToFloat(), want, "Convolution");
+  }
+}
+
+TEST(Layers, PoolingEveryTypeMatchesTheReference) {
+  for (DataType t : kAllDataTypes)
+    for (const char* text : {"pool: MAX kernel_size: 3 stride: 2", "pool: AVE kernel_size: 3 stride: 2 pad: 1",
+                             "pool: AVE global_pooling: true"}) {
+      auto p = Param(std::string("type: 'Pooling' pooling_param { ") + text + " }", t);
+      SetRange(&p, "bottom", 0, -2, 2);
+      SetRange(&p, "top", 0, -1, 2);
+      LayerRun r = Make(p, {{2, 3, 7, 7}}, 1);
+      r.Forward();
+      libdnn::PoolDesc d;
+      d.type = t;
+      const std::string s = text;
+      d.method = s.find("MAX") != std::string::npos ? libdnn::PoolMethod::kMax : libdnn::PoolMethod::kAverage;
+      d.batch = 2, d.channels = 3, d.height = 7, d.width = 7;
+      d.global = s.find("global") != std::string::npos;
+      d.kernel_h = d.kernel_w = 3;
+      d.stride_h = d.stride_w = 2;
+      d.pad_h = d.pad_w = s.find("pad") != std::string::npos ? 1 : 0;
+      libdnn::PoolQuant q;
+      if (IsQuantized(t)) {
+        const Affine x = r.layer->BottomAffine(0), y = r.layer->TopAffine(0);
+        q = {x.scale, x.zero_point, y.scale, y.zero_point};
+      }
+      Blob want(Dev(), t, {2, 3, d.out_h(), d.out_w()});
+      ASSERT_EQ(r.top[0]->shape(), want.shape()) << text;
+      libdnn::PoolForwardReference(d, q, r.bottom[0]->host_data(), want.mutable_host_data(), nullptr);
+      ExpectMatch(t, r.top[0]->ToFloat(), want.ToFloat(), text);
+    }
+}
+
+TEST(Layers, LRNFloatTypes) {
+  for (DataType t : kFloats) {
+    LayerRun r = Make(Param("type: 'LRN' lrn_param { local_size: 5 alpha: 0.0001 beta: 0.75 }", t), {{2, 7, 3, 3}}, 1);
+    r.Forward();
+    libdnn::LrnDesc d;
+    d.type = t;
+    d.batch = 2, d.channels = 7, d.height = 3, d.width = 3;
+    d.local_size = 5, d.alpha = 0.0001f, d.beta = 0.75f, d.k = 1.0f;
+    Blob want(Dev(), t, {2, 7, 3, 3});
+    libdnn::LrnForwardReference(d, r.bottom[0]->host_data(), want.mutable_host_data(), nullptr);
+    ExpectMatch(t, r.top[0]->ToFloat(), want.ToFloat(), "LRN");
+  }
+}
+
+TEST(Layers, ErrorsNameTheLayer) {
+  auto p = Param("name: 'act' type: 'Sigmoid'", DataType::kInt8Q);
+  try {
+    Make(p, {{2, 2}}, 1);
+    FAIL();
+  } catch (const LayerError& e) {
+    EXPECT_NE(std::string(e.what()).find("'act'"), std::string::npos) << e.what();
+  }
+  auto q = Param("name: 'r' type: 'ReLU'", DataType::kInt8Q);  // no ranges: a clear error
+  LayerRun r = Make(q, {{2, 2}}, 1);
+  try {
+    r.Forward();
+    FAIL();
+  } catch (const LayerError& e) {
+    EXPECT_NE(std::string(e.what()).find("calibrate"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace mpcaffe

@@ -1,0 +1,497 @@
+// tests/libdnn/conv_test.cc — the convolution kernels against the plain C++ references: forward
+// on 22 shapes (LeNet's and AlexNet's layers scaled down, odd sizes, 1×1, groups, stride,
+// padding, dilation) in every data type, fp32 backward, references checked by finite
+// differences, and a disabled AlexNet benchmark.
+#include "libdnn/conv.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "codegen/datatype.h"
+#include "device/device.h"
+#include "quant/fixed_point.h"
+
+namespace mpcaffe::libdnn {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+struct Shape {
+  int n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, g;
+};
+
+// clang-format off
+const Shape kShapes[] = {
+    {2, 1, 28, 28, 20, 5, 5, 1, 1, 0, 0, 1, 1, 1},   // LeNet conv1
+    {2, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 1, 1, 1},  // LeNet conv2
+    {1, 3, 35, 35, 16, 11, 11, 4, 4, 0, 0, 1, 1, 1}, // AlexNet conv1, scaled
+    {1, 16, 13, 13, 24, 5, 5, 1, 1, 2, 2, 1, 1, 2},  // AlexNet conv2, scaled (groups 2)
+    {1, 24, 7, 7, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1},    // AlexNet conv3, scaled
+    {1, 32, 7, 7, 32, 3, 3, 1, 1, 1, 1, 1, 1, 2},    // AlexNet conv4, scaled
+    {1, 32, 7, 7, 24, 3, 3, 1, 1, 1, 1, 1, 1, 2},    // AlexNet conv5, scaled
+    {2, 7, 5, 5, 9, 1, 1, 1, 1, 0, 0, 1, 1, 1},      // 1×1
+    {3, 13, 1, 1, 5, 1, 1, 1, 1, 0, 0, 1, 1, 1},     // 1×1 on a 1×1 input
+    {1, 3, 9, 11, 5, 3, 2, 2, 1, 1, 0, 1, 1, 1},     // odd sizes, rectangular kernel, stride
+    {1, 4, 10, 10, 6, 3, 3, 1, 1, 2, 2, 2, 2, 1},    // dilation
+    {2, 5, 13, 9, 3, 3, 3, 2, 2, 1, 3, 2, 2, 1},     // dilation + stride + uneven padding
+    {1, 8, 6, 6, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8},      // depthwise
+    {1, 12, 7, 5, 20, 3, 3, 2, 2, 1, 1, 1, 1, 4},    // groups 4, odd
+    {1, 3, 8, 8, 1, 3, 3, 1, 1, 0, 0, 1, 1, 1},      // one output channel
+    {1, 1, 9, 9, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1},     // one input channel, channels past a tile
+    {1, 40, 6, 6, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1},    // channels past two tiles
+    {2, 6, 5, 5, 10, 5, 5, 1, 1, 0, 0, 1, 1, 1},     // kernel = input: 1×1 output
+    {1, 2, 3, 3, 4, 3, 3, 1, 1, 2, 2, 1, 1, 1},      // padding larger than the output gain
+    {1, 3, 12, 7, 8, 2, 3, 3, 1, 0, 1, 1, 1, 1},     // asymmetric stride
+    {1, 6, 4, 9, 5, 1, 7, 1, 1, 0, 3, 1, 1, 1},      // 1×7 kernel
+    {4, 5, 6, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1},      // batch 4
+};
+// clang-format on
+
+ConvDesc DescOf(const Shape& s, DataType t, int index) {
+  ConvDesc d;
+  d.type = t;
+  d.batch = s.n, d.channels = s.c, d.height = s.h, d.width = s.w, d.out_channels = s.o;
+  d.kernel_h = s.kh, d.kernel_w = s.kw, d.stride_h = s.sh, d.stride_w = s.sw;
+  d.pad_h = s.ph, d.pad_w = s.pw, d.dilation_h = s.dh, d.dilation_w = s.dw, d.groups = s.g;
+  d.bias = index % 4 != 3;
+  d.relu = index % 3 == 1;
+  d.weights_signed = IsQuantized(t) && index % 2 == 1;
+  return d;
+}
+
+Bytes RandomFloats(DataType t, size_t n, float lo, float hi, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  Bytes b(n * SizeOf(t));
+  for (size_t i = 0; i < n; ++i) {
+    const float v = u(rng);
+    if (t == DataType::kFloat32) {
+      std::memcpy(b.data() + 4 * i, &v, 4);
+    } else {
+      const uint16_t h = FloatToHalf(v);
+      std::memcpy(b.data() + 2 * i, &h, 2);
+    }
+  }
+  return b;
+}
+
+/// Quantized storage: uniform over the type's range (signed: the signed range).
+Bytes RandomQ(DataType t, size_t n, bool is_signed, std::mt19937& rng) {
+  const bool wide = t == DataType::kInt16Q;
+  Bytes b(n * (wide ? 2 : 1));
+  std::uniform_int_distribution<int> u(0, wide ? 65535 : 255);
+  for (size_t i = 0; i < n; ++i) {
+    const int v = u(rng);
+    if (wide) {
+      const uint16_t h = uint16_t(v);
+      std::memcpy(b.data() + 2 * i, &h, 2);
+    } else {
+      b[i] = uint8_t(v);
+    }
+  }
+  (void)is_signed;  // the same bits, read as signed by the kernel when weights_signed
+  return b;
+}
+
+std::shared_ptr<DeviceMemory> Upload(Device& dev, const Bytes& b) {
+  auto m = dev.Allocate(std::max<size_t>(b.size(), 4));
+  if (!b.empty()) dev.CopyToDevice(b.data(), m.get(), 0, b.size());
+  return m;
+}
+Bytes Download(Device& dev, const std::shared_ptr<DeviceMemory>& m, size_t bytes) {
+  Bytes b(bytes);
+  dev.CopyToHost(m.get(), 0, b.data(), bytes);
+  return b;
+}
+std::vector<float> AsFloats(DataType t, const Bytes& b) {
+  const size_t n = b.size() / SizeOf(t);
+  std::vector<float> f(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (t == DataType::kFloat32) {
+      std::memcpy(&f[i], b.data() + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, b.data() + 2 * i, 2);
+      f[i] = HalfToFloat(h);
+    }
+  }
+  return f;
+}
+
+/// Element-wise |got − want| ≤ tol · max(|want|, rms(want)) (the rms guards outputs that are
+/// small only by cancellation). Returns the number of failures, reporting the first few.
+int CompareFloats(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                  const std::string& what) {
+  double rms = 0;
+  for (float v : want) rms += double(v) * v;
+  rms = std::sqrt(rms / std::max<size_t>(want.size(), 1));
+  int bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double scale = std::max(std::fabs(double(want[i])), rms);
+    if (!(std::fabs(double(got[i]) - want[i]) <= tol * scale + 1e-30)) {
+      if (bad++ < 5)
+        ADD_FAILURE() << what << ": element " << i << " got " << got[i] << " want " << want[i];
+    }
+  }
+  return bad;
+}
+
+/// Quantization parameters that keep outputs mostly inside the range: M ≈ spread / σ(acc).
+ConvQuant MakeQuant(const ConvDesc& d, bool per_channel, std::mt19937& rng) {
+  const bool wide = d.type == DataType::kInt16Q;
+  const double sigma = wide ? 18918.0 : 73.9;  // σ of a uniform integer over the range
+  const double k = double(d.channels / d.groups) * d.kernel_h * d.kernel_w;
+  const double spread = wide ? 12000.0 : 45.0;
+  ConvQuant q;
+  std::uniform_int_distribution<int> zx(wide ? 30000 : 110, wide ? 36000 : 150);
+  q.x_zero = zx(rng);
+  q.c_zero = zx(rng);
+  const size_t n = per_channel ? size_t(d.out_channels) : 1;
+  std::uniform_real_distribution<double> f(0.5, 1.5);
+  q.w_zero.assign(n, 0);
+  q.multiplier.assign(n, {});
+  for (size_t c = 0; c < n; ++c) {
+    q.w_zero[c] = d.weights_signed ? 0 : zx(rng);
+    q.multiplier[c] = quant::QuantizeMultiplier(f(rng) * spread / (std::sqrt(k) * sigma * sigma));
+  }
+  return q;
+}
+
+Bytes RandomBias(const ConvDesc& d, std::mt19937& rng) {
+  const size_t o = size_t(d.out_channels);
+  if (!IsQuantized(d.type)) return RandomFloats(DataType::kFloat32, o, -0.5f, 0.5f, rng);
+  const bool wide = d.type == DataType::kInt16Q;
+  const double k = double(d.channels / d.groups) * d.kernel_h * d.kernel_w;
+  const double sigma = std::sqrt(k) * (wide ? 18918.0 * 18918.0 : 73.9 * 73.9);
+  std::uniform_real_distribution<double> u(-sigma, sigma);
+  Bytes b(o * (wide ? 8 : 4));
+  for (size_t i = 0; i < o; ++i) {
+    if (wide) {
+      const int64_t v = int64_t(u(rng));
+      std::memcpy(b.data() + 8 * i, &v, 8);
+    } else {
+      const int32_t v = int32_t(u(rng));
+      std::memcpy(b.data() + 4 * i, &v, 4);
+    }
+  }
+  return b;
+}
+
+class ConvForward : public testing::TestWithParam<DataType> {};
+
+TEST_P(ConvForward, MatchesReferenceOnEveryShape) {
+  const DataType t = GetParam();
+  Device& dev = DefaultDevice();
+  std::mt19937 rng(1234 + int(t));
+  int index = 0, saturated_low = 0, saturated_high = 0, total = 0;
+  for (const Shape& s : kShapes) {
+    const ConvDesc d = DescOf(s, t, index);
+    SCOPED_TRACE(d.ToString());
+    const bool q = IsQuantized(t);
+    const ConvQuant quant = q ? MakeQuant(d, (index / 2) % 2 == 1, rng) : ConvQuant{};
+    const Bytes x =
+        q ? RandomQ(t, d.input_count(), false, rng) : RandomFloats(t, d.input_count(), -1, 1, rng);
+    const Bytes w = q ? RandomQ(t, d.weight_count(), d.weights_signed, rng)
+                      : RandomFloats(t, d.weight_count(), -1, 1, rng);
+    const Bytes bias = RandomBias(d, rng);
+    Bytes want(d.output_count() * SizeOf(t));
+    ConvForwardReference(d, quant, x.data(), w.data(), d.bias ? bias.data() : nullptr, want.data());
+
+    Convolution conv(dev, d, quant);
+    auto xm = Upload(dev, x), wm = Upload(dev, w), bm = Upload(dev, bias);
+    auto ym = dev.Allocate(want.size());
+    conv.SetWeights(BufferRef(wm.get(), 0));
+    conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0));
+    const Bytes got = Download(dev, ym, want.size());
+    if (q) {
+      const bool wide = t == DataType::kInt16Q;
+      size_t mismatches = 0;
+      for (size_t i = 0; i < d.output_count(); ++i) {
+        int gv, wv;
+        if (wide) {
+          uint16_t a, b;
+          std::memcpy(&a, got.data() + 2 * i, 2);
+          std::memcpy(&b, want.data() + 2 * i, 2);
+          gv = a, wv = b;
+        } else {
+          gv = got[i], wv = want[i];
+        }
+        if (gv != wv && mismatches++ < 5)
+          ADD_FAILURE() << "output " << i << ": got " << gv << " want " << wv;
+        saturated_low += wv == 0;
+        saturated_high += wv == (wide ? 65535 : 255);
+        ++total;
+      }
+      EXPECT_EQ(mismatches, 0u);
+    } else {
+      CompareFloats(AsFloats(t, got), AsFloats(t, want), t == DataType::kFloat32 ? 1e-5 : 1e-3,
+                    d.ToString());
+    }
+    ++index;
+  }
+  if (IsQuantized(t)) {
+    // The data exercise the requantization, not only the clamps.
+    EXPECT_LT(saturated_low + saturated_high, total / 3)
+        << saturated_low << " low, " << saturated_high << " high";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, ConvForward,
+                         testing::Values(DataType::kFloat32, DataType::kFloat16, DataType::kInt16Q,
+                                         DataType::kInt8Q),
+                         [](const testing::TestParamInfo<DataType>& i) {
+                           return std::string(Name(i.param));
+                         });
+
+TEST(ConvForward, TileConfigurationsGiveTheSameResults) {
+  Device& dev = DefaultDevice();
+  std::mt19937 rng(77);
+  for (DataType t : {DataType::kFloat32, DataType::kInt8Q}) {
+    const ConvDesc d = DescOf(kShapes[13], t, 0);  // groups 4, odd sizes, stride
+    const ConvQuant quant = IsQuantized(t) ? MakeQuant(d, true, rng) : ConvQuant{};
+    const Bytes x = IsQuantized(t) ? RandomQ(t, d.input_count(), false, rng)
+                                   : RandomFloats(t, d.input_count(), -1, 1, rng);
+    const Bytes w = IsQuantized(t) ? RandomQ(t, d.weight_count(), false, rng)
+                                   : RandomFloats(t, d.weight_count(), -1, 1, rng);
+    const Bytes bias = RandomBias(d, rng);
+    Bytes want(d.output_count() * SizeOf(t));
+    ConvForwardReference(d, quant, x.data(), w.data(), bias.data(), want.data());
+    auto xm = Upload(dev, x), wm = Upload(dev, w), bm = Upload(dev, bias);
+    // Beyond the default (every other test): a narrower vector, and scalar lanes in a
+    // work-group (the GPU/CUDA shape).
+    for (const ConvConfig& c : {ConvConfig{1, 4, 3, 4}, ConvConfig{16, 2, 3, 1}}) {
+      SCOPED_TRACE(c.ToString() + " " + d.ToString());
+      Convolution conv(dev, d, quant, c);
+      auto ym = dev.Allocate(want.size());
+      conv.SetWeights(BufferRef(wm.get(), 0));
+      conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0));
+      const Bytes got = Download(dev, ym, want.size());
+      if (IsQuantized(t))
+        EXPECT_EQ(got, want);
+      else
+        CompareFloats(AsFloats(t, got), AsFloats(t, want), 1e-5, c.ToString());
+    }
+  }
+}
+
+TEST(ConvForward, RejectsImpossibleDescriptions) {
+  ConvDesc d;
+  d.channels = 6, d.groups = 4;
+  EXPECT_THROW(d.Validate(), Error);
+  d.groups = 1, d.kernel_h = 5, d.height = 3;
+  EXPECT_THROW(d.Validate(), Error);
+  d.height = 8, d.stride_w = 0;
+  EXPECT_THROW(d.Validate(), Error);
+  ConvConfig c;
+  c.oc_per_item = 0;
+  EXPECT_THROW(c.Validate(), Error);
+  // A quantized convolution with the wrong number of per-channel parameters.
+  ConvDesc q;
+  q.type = DataType::kInt8Q, q.out_channels = 4;
+  ConvQuant bad;
+  bad.w_zero = {0, 0};
+  EXPECT_THROW(Convolution(DefaultDevice(), q, bad), Error);
+  // Forward before SetWeights names the mistake.
+  Convolution conv(DefaultDevice(), ConvDesc{});
+  auto m = DefaultDevice().Allocate(16);
+  try {
+    conv.Forward(BufferRef(m.get(), 0), {}, BufferRef(m.get(), 0));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("SetWeights"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConvForward, QuantFromTensorParameters) {
+  quant::QuantParams x = quant::ChooseQuantParams(-1.0, 3.0, DataType::kInt8Q);
+  quant::QuantParams y = quant::ChooseQuantParams(-2.0, 6.0, DataType::kInt8Q);
+  quant::QuantParams w =
+      quant::ChoosePerChannelQuantParams({-1, -0.5}, {1, 0.25}, 0, DataType::kInt8Q, true);
+  const ConvQuant q = ConvQuant::From(x, w, y);
+  EXPECT_EQ(q.x_zero, x.zero_point[0]);
+  EXPECT_EQ(q.c_zero, y.zero_point[0]);
+  ASSERT_EQ(q.w_zero.size(), 2u);
+  EXPECT_EQ(q.w_zero[1], w.zero_point[1]);
+  const auto m = quant::RequantizationMultiplier(x.scale[0], w.scale[1], y.scale[0]);
+  EXPECT_EQ(q.multiplier[1].multiplier, m.multiplier);
+  EXPECT_EQ(q.multiplier[1].shift, m.shift);
+}
+
+// ------------------------------------------------------------------------------------------
+// Backward (fp32)
+
+TEST(ConvBackward, MatchesReferenceOnEveryShape) {
+  Device& dev = DefaultDevice();
+  std::mt19937 rng(99);
+  int index = 0;
+  for (const Shape& s : kShapes) {
+    ConvDesc d = DescOf(s, DataType::kFloat32, index++);
+    d.relu = false;
+    SCOPED_TRACE(d.ToString());
+    const Bytes x = RandomFloats(d.type, d.input_count(), -1, 1, rng);
+    const Bytes w = RandomFloats(d.type, d.weight_count(), -1, 1, rng);
+    const Bytes top = RandomFloats(d.type, d.output_count(), -1, 1, rng);
+    const Bytes wdiff0 = RandomFloats(d.type, d.weight_count(), -1, 1, rng);
+    const Bytes bdiff0 = RandomFloats(d.type, size_t(d.out_channels), -1, 1, rng);
+    std::vector<float> want_dx(d.input_count()), want_dw = AsFloats(d.type, wdiff0),
+                                                 want_db = AsFloats(d.type, bdiff0);
+    ConvBackwardDataReference(d, AsFloats(d.type, top).data(), AsFloats(d.type, w).data(),
+                              want_dx.data());
+    ConvBackwardWeightsReference(d, AsFloats(d.type, top).data(), AsFloats(d.type, x).data(),
+                                 want_dw.data(), want_db.data());
+
+    Convolution conv(dev, d);
+    auto xm = Upload(dev, x), wm = Upload(dev, w), tm = Upload(dev, top);
+    auto dwm = Upload(dev, wdiff0), dbm = Upload(dev, bdiff0);
+    auto dxm = dev.Allocate(d.input_count() * 4);
+    conv.BackwardData(BufferRef(tm.get(), 0), BufferRef(wm.get(), 0), BufferRef(dxm.get(), 0));
+    conv.BackwardWeights(BufferRef(tm.get(), 0), BufferRef(xm.get(), 0), BufferRef(dwm.get(), 0),
+                         BufferRef(dbm.get(), 0));
+    CompareFloats(AsFloats(d.type, Download(dev, dxm, d.input_count() * 4)), want_dx, 1e-5,
+                  "bottom_diff");
+    CompareFloats(AsFloats(d.type, Download(dev, dwm, d.weight_count() * 4)), want_dw, 1e-5,
+                  "weight_diff");
+    CompareFloats(AsFloats(d.type, Download(dev, dbm, size_t(d.out_channels) * 4)), want_db, 1e-5,
+                  "bias_diff");
+  }
+}
+
+// The backward references agree with finite differences of the forward reference
+// (L = Σ top·y, so ∂L/∂x = BackwardData(top), ∂L/∂w = BackwardWeights(top)).
+TEST(ConvBackward, ReferencesMatchFiniteDifferences) {
+  std::mt19937 rng(5);
+  for (int which : {11, 13}) {  // dilation + stride; groups
+    ConvDesc d = DescOf(kShapes[which], DataType::kFloat32, 0);
+    d.bias = false, d.relu = false;
+    std::vector<float> x = AsFloats(d.type, RandomFloats(d.type, d.input_count(), -1, 1, rng));
+    std::vector<float> w = AsFloats(d.type, RandomFloats(d.type, d.weight_count(), -1, 1, rng));
+    const std::vector<float> top =
+        AsFloats(d.type, RandomFloats(d.type, d.output_count(), -1, 1, rng));
+    auto loss = [&]() {
+      std::vector<float> y(d.output_count());
+      ConvForwardReference(d, {}, x.data(), w.data(), nullptr, y.data());
+      double l = 0;
+      for (size_t i = 0; i < y.size(); ++i) l += double(top[i]) * y[i];
+      return l;
+    };
+    std::vector<float> dx(d.input_count()), dw(d.weight_count(), 0.0f);
+    ConvBackwardDataReference(d, top.data(), w.data(), dx.data());
+    ConvBackwardWeightsReference(d, top.data(), x.data(), dw.data(), nullptr);
+    const float eps = 1e-2f;
+    for (auto [v, g] : {std::pair<std::vector<float>*, std::vector<float>*>{&x, &dx}, {&w, &dw}}) {
+      for (size_t i = 0; i < v->size(); i += 7) {
+        const float keep = (*v)[i];
+        (*v)[i] = keep + eps;
+        const double up = loss();
+        (*v)[i] = keep - eps;
+        const double down = loss();
+        (*v)[i] = keep;
+        EXPECT_NEAR((up - down) / (2 * eps), (*g)[i], 2e-3) << d.ToString() << " index " << i;
+      }
+    }
+  }
+}
+
+TEST(ConvBackward, RejectsNonFloat32) {
+  ConvDesc d;
+  d.type = DataType::kFloat16;
+  Convolution conv(DefaultDevice(), d);
+  auto m = DefaultDevice().Allocate(64);
+  EXPECT_THROW(
+      conv.BackwardData(BufferRef(m.get(), 0), BufferRef(m.get(), 0), BufferRef(m.get(), 0)),
+      Error);
+}
+
+// ------------------------------------------------------------------------------------------
+// Benchmark (not run by default): AlexNet's five convolutions at batch 1.
+//   build-conv/bin/test_libdnn --gtest_also_run_disabled_tests
+//     --gtest_filter='ConvBench.DISABLED_AlexNetBatch1'
+// MPCAFFE_CONV_TILES="l1 oc4 px3 v8;l1 oc2 px4 v8" times several configurations side by side.
+
+std::vector<ConvConfig> BenchConfigs(const DeviceInfo& info) {
+  const char* env = std::getenv("MPCAFFE_CONV_TILES");
+  if (!env) return {DefaultConvConfig(info)};
+  std::vector<ConvConfig> out;
+  std::string s = env;
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t end = s.find(';', start);
+    if (end == std::string::npos) end = s.size();
+    ConvConfig c;
+    if (std::sscanf(s.substr(start, end - start).c_str(), " l%d oc%d px%d v%d", &c.lanes,
+                    &c.oc_per_item, &c.px_per_item, &c.vw) == 4)
+      out.push_back(c);
+    start = end + 1;
+  }
+  return out;
+}
+
+TEST(ConvBench, DISABLED_AlexNetBatch1) {
+  Device& dev = DefaultDevice();
+  // clang-format off
+  const Shape layers[] = {
+      {1, 3, 227, 227, 96, 11, 11, 4, 4, 0, 0, 1, 1, 1},
+      {1, 96, 27, 27, 256, 5, 5, 1, 1, 2, 2, 1, 1, 2},
+      {1, 256, 13, 13, 384, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+      {1, 384, 13, 13, 384, 3, 3, 1, 1, 1, 1, 1, 1, 2},
+      {1, 384, 13, 13, 256, 3, 3, 1, 1, 1, 1, 1, 1, 2},
+  };
+  // clang-format on
+  const char* types = std::getenv("MPCAFFE_CONV_TYPES");
+  std::vector<DataType> list = {DataType::kFloat32, DataType::kInt8Q};
+  if (types) {
+    list.clear();
+    std::string s = types;
+    for (size_t a = 0; a < s.size();) {
+      size_t b = s.find(',', a);
+      if (b == std::string::npos) b = s.size();
+      list.push_back(ParseDataType(s.substr(a, b - a)));
+      a = b + 1;
+    }
+  }
+  std::printf("device: %s\n", dev.info().name.c_str());
+  std::mt19937 rng(1);
+  for (const ConvConfig& cfg : BenchConfigs(dev.info())) {
+    for (DataType t : list) {
+      double log_sum = 0;
+      int li = 0;
+      for (const Shape& s : layers) {
+        ConvDesc d = DescOf(s, t, 0);
+        d.bias = true, d.relu = true, d.weights_signed = false;
+        const ConvQuant quant = IsQuantized(t) ? MakeQuant(d, false, rng) : ConvQuant{};
+        auto xm = Upload(dev, IsQuantized(t) ? RandomQ(t, d.input_count(), false, rng)
+                                             : RandomFloats(t, d.input_count(), -1, 1, rng));
+        auto wm = Upload(dev, IsQuantized(t) ? RandomQ(t, d.weight_count(), false, rng)
+                                             : RandomFloats(t, d.weight_count(), -1, 1, rng));
+        auto bm = Upload(dev, RandomBias(d, rng));
+        auto ym = dev.Allocate(d.output_count() * SizeOf(t));
+        Convolution conv(dev, d, quant, cfg);
+        conv.SetWeights(BufferRef(wm.get(), 0));
+        dev.Finish();
+        double best = 1e30;
+        for (int rep = 0; rep < 6; ++rep) {
+          const auto start = std::chrono::steady_clock::now();
+          conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0));
+          dev.Finish();
+          best = std::min(
+              best,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        }
+        const double gflops = d.Flops() / best * 1e-9;
+        log_sum += std::log(gflops);
+        std::printf("%-6s %-12s conv%d %8.3f ms %8.1f GFLOP/s\n", Name(t), cfg.ToString().c_str(),
+                    ++li, best * 1e3, gflops);
+      }
+      std::printf("%-6s %-12s geometric mean %.1f GFLOP/s\n", Name(t), cfg.ToString().c_str(),
+                  std::exp(log_sum / 5));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mpcaffe::libdnn

@@ -1,0 +1,211 @@
+// tests/libdnn/lrn_test.cc — the across-channel LRN kernels against the plain C++ references:
+// fp32 and fp16 forward and fp32 backward on 22 shapes (AlexNet's norm1/norm2 scaled down, odd
+// sizes, windows wider than the channel count, 1×1 planes), and the backward reference
+// against finite differences.
+#include "libdnn/lrn.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "codegen/datatype.h"
+#include "device/device.h"
+
+namespace mpcaffe::libdnn {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+struct Shape {
+  int n, c, h, w, size;
+  float alpha, beta, k;
+};
+
+// clang-format off
+const Shape kShapes[] = {
+    {1, 16, 13, 13, 5, 1e-4f, 0.75f, 1.0f},  // AlexNet norm1 (scaled), Caffe's parameters
+    {1, 24, 7, 7, 5, 1e-4f, 0.75f, 1.0f},    // AlexNet norm2 (scaled)
+    {2, 8, 5, 5, 5, 0.5f, 0.75f, 1.0f},      // strong normalization
+    {1, 3, 4, 4, 5, 1.0f, 0.75f, 2.0f},      // window wider than the channels
+    {1, 1, 6, 6, 3, 2.0f, 0.5f, 1.0f},       // one channel
+    {3, 7, 1, 1, 3, 0.7f, 0.75f, 1.0f},      // 1×1 planes
+    {1, 9, 3, 7, 1, 0.3f, 0.75f, 1.0f},      // size 1
+    {1, 11, 5, 3, 7, 0.9f, 0.6f, 1.5f},      // size 7
+    {2, 5, 2, 9, 9, 0.4f, 1.0f, 1.0f},       // size 9 > channels
+    {1, 32, 2, 2, 5, 0.2f, 0.75f, 1.0f},
+    {1, 6, 11, 11, 3, 1.5f, 0.75f, 0.5f},
+    {4, 4, 3, 3, 3, 0.8f, 0.25f, 1.0f},
+    {1, 13, 1, 5, 5, 0.6f, 0.75f, 1.0f},
+    {1, 2, 8, 1, 3, 0.6f, 0.75f, 1.0f},
+    {1, 17, 4, 6, 11, 0.35f, 0.9f, 1.2f},
+    {2, 3, 3, 3, 3, 3.0f, 0.75f, 1.0f},
+    {1, 20, 6, 6, 5, 1e-2f, 0.75f, 1.0f},
+    {1, 48, 3, 3, 5, 1e-4f, 0.75f, 1.0f},
+    {1, 5, 5, 5, 5, 0.5f, 2.0f, 1.0f},
+    {2, 10, 2, 3, 7, 0.25f, 0.75f, 3.0f},
+    {1, 7, 9, 2, 3, 1.0f, 0.1f, 1.0f},
+    {1, 8, 1, 1, 5, 0.9f, 0.75f, 1.0f},
+};
+// clang-format on
+
+LrnDesc DescOf(const Shape& s, DataType t) {
+  LrnDesc d;
+  d.type = t;
+  d.batch = s.n, d.channels = s.c, d.height = s.h, d.width = s.w;
+  d.local_size = s.size, d.alpha = s.alpha, d.beta = s.beta, d.k = s.k;
+  return d;
+}
+
+Bytes RandomData(DataType t, size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-2, 2);
+  Bytes b(n * SizeOf(t));
+  for (size_t i = 0; i < n; ++i) {
+    const float v = u(rng);
+    if (t == DataType::kFloat32) {
+      std::memcpy(b.data() + 4 * i, &v, 4);
+    } else {
+      const uint16_t h = FloatToHalf(v);
+      std::memcpy(b.data() + 2 * i, &h, 2);
+    }
+  }
+  return b;
+}
+
+std::vector<float> AsFloats(DataType t, const Bytes& b) {
+  std::vector<float> f(b.size() / SizeOf(t));
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (t == DataType::kFloat32) {
+      std::memcpy(&f[i], b.data() + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, b.data() + 2 * i, 2);
+      f[i] = HalfToFloat(h);
+    }
+  }
+  return f;
+}
+
+std::shared_ptr<DeviceMemory> Upload(Device& dev, const void* p, size_t bytes) {
+  auto m = dev.Allocate(std::max<size_t>(bytes, 4));
+  dev.CopyToDevice(p, m.get(), 0, bytes);
+  return m;
+}
+
+/// |got − want| ≤ tol · max(|want|, rms(want)).
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                 const char* what) {
+  double rms = 0;
+  for (float v : want) rms += double(v) * v;
+  rms = std::sqrt(rms / std::max<size_t>(want.size(), 1));
+  int bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double scale = std::max(std::fabs(double(want[i])), rms);
+    if (!(std::fabs(double(got[i]) - want[i]) <= tol * scale) && bad++ < 5)
+      ADD_FAILURE() << what << " element " << i << ": got " << got[i] << " want " << want[i];
+  }
+}
+
+class LrnForward : public testing::TestWithParam<DataType> {};
+
+TEST_P(LrnForward, MatchesReferenceOnEveryShape) {
+  const DataType t = GetParam();
+  Device& dev = DefaultDevice();
+  std::mt19937 rng(11 + int(t));
+  for (const Shape& s : kShapes) {
+    const LrnDesc d = DescOf(s, t);
+    SCOPED_TRACE(d.ToString());
+    const Bytes x = RandomData(t, d.count(), rng);
+    Bytes want(d.count() * SizeOf(t));
+    std::vector<float> want_scale(d.count());
+    LrnForwardReference(d, x.data(), want.data(), want_scale.data());
+
+    Lrn lrn(dev, d);
+    auto xm = Upload(dev, x.data(), x.size());
+    auto ym = dev.Allocate(want.size()), sm = dev.Allocate(d.count() * 4);
+    lrn.Forward(BufferRef(xm.get(), 0), BufferRef(ym.get(), 0), BufferRef(sm.get(), 0));
+    Bytes got(want.size());
+    std::vector<float> scale(d.count());
+    dev.CopyToHost(ym.get(), 0, got.data(), got.size());
+    dev.CopyToHost(sm.get(), 0, scale.data(), scale.size() * 4);
+    // fp16: one rounding of a value the kernel holds to fp32 accuracy — within an ulp of half.
+    ExpectClose(AsFloats(t, got), AsFloats(t, want), t == DataType::kFloat32 ? 1e-5 : 1e-3,
+                "output");
+    ExpectClose(scale, want_scale, 1e-5, "scale");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(FloatTypes, LrnForward,
+                         testing::Values(DataType::kFloat32, DataType::kFloat16),
+                         [](const testing::TestParamInfo<DataType>& i) {
+                           return std::string(Name(i.param));
+                         });
+
+TEST(LrnForward, RejectsQuantizedTypesAndEvenWindows) {
+  LrnDesc d;
+  d.type = DataType::kInt8Q;
+  EXPECT_THROW(d.Validate(), Error);
+  d.type = DataType::kFloat32, d.local_size = 4;
+  EXPECT_THROW(d.Validate(), Error);
+}
+
+TEST(LrnBackward, MatchesReferenceOnEveryShape) {
+  Device& dev = DefaultDevice();
+  std::mt19937 rng(23);
+  for (const Shape& s : kShapes) {
+    const LrnDesc d = DescOf(s, DataType::kFloat32);
+    SCOPED_TRACE(d.ToString());
+    const auto x = AsFloats(d.type, RandomData(d.type, d.count(), rng));
+    const auto top = AsFloats(d.type, RandomData(d.type, d.count(), rng));
+    std::vector<float> y(d.count()), scale(d.count()), want(d.count());
+    LrnForwardReference(d, x.data(), y.data(), scale.data());
+    LrnBackwardReference(d, x.data(), y.data(), top.data(), scale.data(), want.data());
+
+    Lrn lrn(dev, d);
+    const size_t bytes = d.count() * 4;
+    auto xm = Upload(dev, x.data(), bytes), tm = Upload(dev, top.data(), bytes);
+    auto ym = dev.Allocate(bytes), sm = dev.Allocate(bytes), bm = dev.Allocate(bytes);
+    lrn.Forward(BufferRef(xm.get(), 0), BufferRef(ym.get(), 0), BufferRef(sm.get(), 0));
+    lrn.Backward(BufferRef(xm.get(), 0), BufferRef(ym.get(), 0), BufferRef(tm.get(), 0),
+                 BufferRef(sm.get(), 0), BufferRef(bm.get(), 0));
+    std::vector<float> got(d.count());
+    dev.CopyToHost(bm.get(), 0, got.data(), bytes);
+    ExpectClose(got, want, 1e-5, "bottom_diff");
+  }
+}
+
+// The backward reference is the gradient of L = Σ top·y (central differences in double
+// precision through the forward reference's float results are too coarse; use a wide step).
+TEST(LrnBackward, ReferenceMatchesFiniteDifferences) {
+  std::mt19937 rng(8);
+  for (int which : {2, 7, 8}) {
+    const LrnDesc d = DescOf(kShapes[which], DataType::kFloat32);
+    auto x = AsFloats(d.type, RandomData(d.type, d.count(), rng));
+    const auto top = AsFloats(d.type, RandomData(d.type, d.count(), rng));
+    std::vector<float> y(d.count()), scale(d.count()), grad(d.count());
+    LrnForwardReference(d, x.data(), y.data(), scale.data());
+    LrnBackwardReference(d, x.data(), y.data(), top.data(), scale.data(), grad.data());
+    auto loss = [&]() {
+      std::vector<float> yy(d.count());
+      LrnForwardReference(d, x.data(), yy.data(), nullptr);
+      double l = 0;
+      for (size_t i = 0; i < yy.size(); ++i) l += double(top[i]) * yy[i];
+      return l;
+    };
+    const float eps = 1e-2f;
+    for (size_t i = 0; i < x.size(); i += 3) {
+      const float keep = x[i];
+      x[i] = keep + eps;
+      const double up = loss();
+      x[i] = keep - eps;
+      const double down = loss();
+      x[i] = keep;
+      EXPECT_NEAR((up - down) / (2 * eps), grad[i], 3e-3) << d.ToString() << " index " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mpcaffe::libdnn

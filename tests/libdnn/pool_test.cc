@@ -1,0 +1,258 @@
+// tests/libdnn/pool_test.cc — the pooling kernels against the plain C++ references: max and
+// average forward on 22 shapes (LeNet's and AlexNet's pools scaled down, Caffe's ceil-mode
+// edges, padding, global, 1×1) in every data type, and fp32 backward.
+#include "libdnn/pool.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "codegen/datatype.h"
+#include "device/device.h"
+
+namespace mpcaffe::libdnn {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+struct Shape {
+  int n, c, h, w, kh, kw, sh, sw, ph, pw;
+  bool global;
+};
+
+// clang-format off
+const Shape kShapes[] = {
+    {2, 20, 24, 24, 2, 2, 2, 2, 0, 0, false},  // LeNet pool1
+    {2, 50, 8, 8, 2, 2, 2, 2, 0, 0, false},    // LeNet pool2
+    {1, 16, 27, 27, 3, 3, 2, 2, 0, 0, false},  // AlexNet pool1, scaled
+    {1, 24, 13, 13, 3, 3, 2, 2, 0, 0, false},  // AlexNet pool2, scaled
+    {1, 24, 7, 7, 3, 3, 2, 2, 0, 0, false},    // AlexNet pool5, scaled
+    {1, 3, 5, 7, 3, 3, 2, 2, 1, 1, false},     // odd, padded
+    {2, 2, 9, 9, 3, 3, 3, 3, 1, 1, false},     // padded, stride = kernel
+    {1, 4, 1, 1, 1, 1, 1, 1, 0, 0, false},     // 1×1
+    {1, 5, 6, 4, 2, 3, 1, 2, 0, 0, false},     // rectangular kernel and stride
+    {1, 3, 7, 7, 3, 3, 2, 2, 1, 1, false},     // padded ceil mode
+    {1, 2, 10, 10, 3, 3, 3, 3, 2, 2, false},   // last window dropped (starts in the padding)
+    {1, 3, 8, 8, 3, 3, 2, 2, 0, 0, false},     // ceil mode: clipped last window
+    {2, 3, 13, 13, 0, 0, 0, 0, 0, 0, true},    // global 13×13
+    {1, 7, 6, 6, 0, 0, 0, 0, 0, 0, true},      // global 6×6
+    {3, 2, 1, 1, 0, 0, 0, 0, 0, 0, true},      // global 1×1
+    {1, 4, 3, 5, 0, 0, 0, 0, 0, 0, true},      // global 3×5
+    {1, 3, 11, 11, 5, 5, 1, 1, 2, 2, false},   // 5×5 window, stride 1, padded
+    {3, 5, 9, 6, 2, 2, 2, 2, 1, 1, false},     // batch 3, padded 2×2
+    {1, 1, 17, 3, 4, 2, 3, 1, 0, 1, false},    // tall input
+    {1, 6, 12, 12, 2, 2, 1, 1, 0, 0, false},   // overlapping 2×2, stride 1
+    {1, 2, 5, 5, 5, 5, 1, 1, 0, 0, false},     // kernel = input
+    {2, 3, 15, 15, 3, 3, 2, 2, 0, 0, false},   // AlexNet pool geometry, odd input
+};
+// clang-format on
+
+PoolDesc DescOf(const Shape& s, DataType t, PoolMethod m) {
+  PoolDesc d;
+  d.type = t, d.method = m;
+  d.batch = s.n, d.channels = s.c, d.height = s.h, d.width = s.w;
+  d.kernel_h = s.kh, d.kernel_w = s.kw, d.stride_h = s.sh, d.stride_w = s.sw;
+  d.pad_h = s.ph, d.pad_w = s.pw, d.global = s.global;
+  return d;
+}
+
+Bytes RandomData(DataType t, size_t n, std::mt19937& rng) {
+  Bytes b(n * SizeOf(t));
+  std::uniform_real_distribution<float> u(-2, 2);
+  std::uniform_int_distribution<int> q(0, t == DataType::kInt16Q ? 65535 : 255);
+  for (size_t i = 0; i < n; ++i) {
+    if (t == DataType::kFloat32) {
+      const float v = u(rng);
+      std::memcpy(b.data() + 4 * i, &v, 4);
+    } else if (t == DataType::kFloat16) {
+      const uint16_t h = FloatToHalf(u(rng));
+      std::memcpy(b.data() + 2 * i, &h, 2);
+    } else if (t == DataType::kInt16Q) {
+      const uint16_t v = uint16_t(q(rng));
+      std::memcpy(b.data() + 2 * i, &v, 2);
+    } else {
+      b[i] = uint8_t(q(rng));
+    }
+  }
+  return b;
+}
+
+std::shared_ptr<DeviceMemory> Upload(Device& dev, const Bytes& b) {
+  auto m = dev.Allocate(std::max<size_t>(b.size(), 4));
+  dev.CopyToDevice(b.data(), m.get(), 0, b.size());
+  return m;
+}
+Bytes Download(Device& dev, const std::shared_ptr<DeviceMemory>& m, size_t bytes) {
+  Bytes b(bytes);
+  dev.CopyToHost(m.get(), 0, b.data(), bytes);
+  return b;
+}
+std::vector<float> AsFloats(DataType t, const Bytes& b) {
+  std::vector<float> f(b.size() / SizeOf(t));
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (t == DataType::kFloat32) {
+      std::memcpy(&f[i], b.data() + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, b.data() + 2 * i, 2);
+      f[i] = HalfToFloat(h);
+    }
+  }
+  return f;
+}
+
+/// Quantization parameters: shared by input and output for even shape indices (max pooling
+/// then copies stored integers), different otherwise.
+PoolQuant QuantFor(DataType t, int index) {
+  PoolQuant q;
+  if (!IsQuantized(t)) return q;
+  const bool wide = t == DataType::kInt16Q;
+  q.x_scale = 0.0123f, q.x_zero = wide ? 31000 : 120;
+  if (index % 2 == 0) {
+    q.y_scale = q.x_scale, q.y_zero = q.x_zero;
+  } else {
+    q.y_scale = 0.0171f, q.y_zero = wide ? 33000 : 135;
+  }
+  return q;
+}
+
+using Param = std::tuple<DataType, PoolMethod>;
+class PoolForward : public testing::TestWithParam<Param> {};
+
+TEST_P(PoolForward, MatchesReferenceOnEveryShape) {
+  const auto [t, method] = GetParam();
+  Device& dev = DefaultDevice();
+  std::mt19937 rng(42 + int(t) * 2 + int(method));
+  int index = 0;
+  for (const Shape& s : kShapes) {
+    const PoolDesc d = DescOf(s, t, method);
+    SCOPED_TRACE(d.ToString());
+    const PoolQuant q = QuantFor(t, index++);
+    const Bytes x = RandomData(t, d.input_count(), rng);
+    Bytes want(d.output_count() * SizeOf(t));
+    std::vector<int32_t> want_mask(d.output_count());
+    PoolForwardReference(d, q, x.data(), want.data(), want_mask.data());
+
+    Pooling pool(dev, d, q);
+    auto xm = Upload(dev, x);
+    auto ym = dev.Allocate(want.size());
+    auto mm = dev.Allocate(d.output_count() * 4);
+    const bool with_mask = method == PoolMethod::kMax;
+    pool.Forward(BufferRef(xm.get(), 0), BufferRef(ym.get(), 0),
+                 with_mask ? BufferRef(mm.get(), 0) : BufferRef());
+    const Bytes got = Download(dev, ym, want.size());
+    if (IsQuantized(t) || method == PoolMethod::kMax) {
+      // Integers and maxima are exact; float averages are too (same order, one division).
+      EXPECT_EQ(got, want);
+    } else {
+      const auto g = AsFloats(t, got), w = AsFloats(t, want);
+      for (size_t i = 0; i < w.size(); ++i)
+        ASSERT_NEAR(g[i], w[i], 1e-6 * std::max(1.0f, std::fabs(w[i]))) << i;
+    }
+    if (with_mask) {
+      std::vector<int32_t> mask(d.output_count());
+      dev.CopyToHost(mm.get(), 0, mask.data(), mask.size() * 4);
+      EXPECT_EQ(mask, want_mask);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, PoolForward,
+                         testing::Combine(testing::Values(DataType::kFloat32, DataType::kFloat16,
+                                                          DataType::kInt16Q, DataType::kInt8Q),
+                                          testing::Values(PoolMethod::kMax, PoolMethod::kAverage)),
+                         [](const testing::TestParamInfo<Param>& i) {
+                           return std::string(Name(std::get<0>(i.param))) +
+                                  (std::get<1>(i.param) == PoolMethod::kMax ? "_max" : "_ave");
+                         });
+
+// The quantized average divides with one round-to-nearest: check the reference itself on a
+// hand-computed case (x_scale = y_scale: out = zero + round(Σ(q − zero) / count)).
+TEST(PoolForward, QuantizedAverageRoundsToNearest) {
+  PoolDesc d;
+  d.type = DataType::kInt8Q, d.method = PoolMethod::kAverage;
+  d.height = 1, d.width = 4, d.kernel_h = 1, d.kernel_w = 4;
+  PoolQuant q;
+  q.x_scale = q.y_scale = 0.5f, q.x_zero = q.y_zero = 10;
+  const uint8_t cases[][4] = {{10, 10, 10, 12}, {10, 10, 10, 11}, {9, 9, 10, 10}, {13, 13, 13, 10}};
+  // Σ(q − 10) / 4 = 0.5 → 1, 0.25 → 0, −0.5 → −1 (ties away from zero), 2.25 → 2.
+  const uint8_t want[] = {11, 10, 9, 12};
+  Device& dev = DefaultDevice();
+  Pooling pool(dev, d, q);
+  for (int c = 0; c < 4; ++c) {
+    uint8_t ref = 0;
+    PoolForwardReference(d, q, cases[c], &ref, nullptr);
+    EXPECT_EQ(ref, want[c]) << "case " << c;
+    auto xm = dev.Allocate(4);
+    dev.CopyToDevice(cases[c], xm.get(), 0, 4);
+    auto ym = dev.Allocate(4);
+    pool.Forward(BufferRef(xm.get(), 0), BufferRef(ym.get(), 0));
+    uint8_t got = 0;
+    dev.CopyToHost(ym.get(), 0, &got, 1);
+    EXPECT_EQ(got, want[c]) << "case " << c;
+  }
+}
+
+TEST(PoolForward, CaffeGeometry) {
+  PoolDesc d;
+  d.height = d.width = 13, d.kernel_h = d.kernel_w = 3, d.stride_h = d.stride_w = 2;
+  EXPECT_EQ(d.out_h(), 6);  // AlexNet pool5
+  d.height = d.width = 55;
+  EXPECT_EQ(d.out_w(), 27);  // AlexNet pool1
+  d.height = d.width = 8;
+  EXPECT_EQ(d.out_h(), 4);  // ceil((8 − 3)/2) + 1: the last window is clipped
+  d.height = d.width = 10, d.pad_h = d.pad_w = 2, d.stride_h = d.stride_w = 3;
+  EXPECT_EQ(d.out_h(), 4);  // the 5th window would start in the padding: dropped
+  d.pad_h = 3;
+  EXPECT_THROW(d.Validate(), Error);  // pad ≥ kernel
+}
+
+TEST(PoolBackward, MatchesReferenceOnEveryShape) {
+  Device& dev = DefaultDevice();
+  std::mt19937 rng(3);
+  for (PoolMethod method : {PoolMethod::kMax, PoolMethod::kAverage}) {
+    for (const Shape& s : kShapes) {
+      const PoolDesc d = DescOf(s, DataType::kFloat32, method);
+      SCOPED_TRACE(d.ToString());
+      const Bytes x = RandomData(d.type, d.input_count(), rng);
+      const Bytes top = RandomData(d.type, d.output_count(), rng);
+      std::vector<float> y(d.output_count());
+      std::vector<int32_t> mask(d.output_count());
+      PoolForwardReference(d, {}, x.data(), y.data(), mask.data());
+      std::vector<float> want(d.input_count());
+      PoolBackwardReference(d, AsFloats(d.type, top).data(), mask.data(), want.data());
+
+      Pooling pool(dev, d);
+      auto xm = Upload(dev, x), tm = Upload(dev, top);
+      auto ym = dev.Allocate(d.output_count() * 4), mm = dev.Allocate(d.output_count() * 4);
+      auto bm = dev.Allocate(d.input_count() * 4);
+      const bool max = method == PoolMethod::kMax;
+      pool.Forward(BufferRef(xm.get(), 0), BufferRef(ym.get(), 0),
+                   max ? BufferRef(mm.get(), 0) : BufferRef());
+      pool.Backward(BufferRef(tm.get(), 0), max ? BufferRef(mm.get(), 0) : BufferRef(),
+                    BufferRef(bm.get(), 0));
+      const auto got = AsFloats(d.type, Download(dev, bm, d.input_count() * 4));
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0f, std::fabs(want[i]))) << i;
+    }
+  }
+}
+
+TEST(PoolBackward, RejectsNonFloat32AndMissingMask) {
+  Device& dev = DefaultDevice();
+  PoolDesc d;
+  d.height = d.width = 4, d.kernel_h = d.kernel_w = 2, d.stride_h = d.stride_w = 2;
+  auto m = dev.Allocate(256);
+  Pooling max(dev, d);
+  EXPECT_THROW(max.Backward(BufferRef(m.get(), 0), {}, BufferRef(m.get(), 0)), Error);
+  d.type = DataType::kInt8Q;
+  Pooling q(dev, d);
+  EXPECT_THROW(q.Backward(BufferRef(m.get(), 0), BufferRef(m.get(), 0), BufferRef(m.get(), 0)),
+               Error);
+}
+
+}  // namespace
+}  // namespace mpcaffe::libdnn

@@ -1,0 +1,381 @@
+// tests/net/net_test.cc — Net construction (rules, in-place, automatic splits and conversions),
+// every shared model building, fp32/int8 forward of the paper's nets, caffemodel round trips,
+// weight-shape errors and reduced-memory inference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "layers/layer_registry.h"
+#include "net/memory_planner.h"
+#include "net/net.h"
+#include "proto/model_io.h"
+
+namespace mpcaffe {
+namespace {
+
+namespace fs = std::filesystem;
+
+Device& Dev() { return DefaultDevice(); }
+
+std::string SharedDir() {
+  const char* d = std::getenv("MPCAFFE_SHARED_DIR");
+  return d ? d : "/work/shared";
+}
+std::string Paper(const std::string& rel) { return SharedDir() + "/models/paper_examples/" + rel; }
+
+caffe::NetParameter Text(const std::string& text) {
+  caffe::NetParameter p;
+  ParseProtoFromText(text, "<test>", &p);
+  return p;
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+fs::path TempDir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("mpcaffe_net_test_" + name + "_" + std::to_string(getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+// ---- Construction rules -------------------------------------------------------------------------
+
+const char* kRulesNet = R"(
+name: "rules"
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }
+layer { name: "train_only" type: "ReLU" bottom: "x" top: "t" include { phase: TRAIN } }
+layer { name: "test_only" type: "ReLU" bottom: "x" top: "t" include { phase: TEST } }
+layer { name: "level2" type: "Sigmoid" bottom: "x" top: "l" include { min_level: 2 } }
+layer { name: "staged" type: "TanH" bottom: "x" top: "s" include { stage: "deploy" } }
+layer { name: "not_staged" type: "TanH" bottom: "x" top: "ns" exclude { stage: "deploy" } }
+)";
+
+TEST(Net, PhaseLevelStageRules) {
+  Net test(Text(kRulesNet), Dev());
+  EXPECT_NO_THROW(test.layer_index("test_only"));
+  EXPECT_THROW(test.layer_index("train_only"), NetError);
+  EXPECT_THROW(test.layer_index("level2"), NetError);
+  EXPECT_THROW(test.layer_index("staged"), NetError);
+  EXPECT_NO_THROW(test.layer_index("not_staged"));
+  NetOptions o;
+  o.phase = caffe::TRAIN;
+  o.level = 3;
+  o.stages = {"deploy"};
+  Net train(Text(kRulesNet), Dev(), o);
+  EXPECT_NO_THROW(train.layer_index("train_only"));
+  EXPECT_NO_THROW(train.layer_index("level2"));
+  EXPECT_NO_THROW(train.layer_index("staged"));
+  EXPECT_THROW(train.layer_index("not_staged"), NetError);
+}
+
+TEST(Net, InPlaceLayersAndAutomaticSplits) {
+  Net net(Text(R"(
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 1 dim: 4 } } }
+layer { name: "r" type: "ReLU" bottom: "x" top: "x" }
+layer { name: "a" type: "Sigmoid" bottom: "x" top: "a" }
+layer { name: "b" type: "TanH" bottom: "x" top: "b" }
+layer { name: "sum" type: "Eltwise" bottom: "a" bottom: "b" top: "y" }
+)"), Dev());
+  // A split after the in-place ReLU feeds a and b one copy each.
+  const int split = net.layer_index("x_r_0_split");
+  EXPECT_TRUE(net.inserted(split));
+  EXPECT_EQ(net.layers()[split]->type(), std::string("Split"));
+  EXPECT_EQ(net.bottom_vecs()[net.layer_index("a")][0]->name(), "x_r_0_split_0");
+  EXPECT_EQ(net.bottom_vecs()[net.layer_index("b")][0]->name(), "x_r_0_split_1");
+  EXPECT_EQ(net.top_vecs()[net.layer_index("r")][0], net.bottom_vecs()[net.layer_index("r")][0]);
+  net.blob("x").FromFloat({-1, 0.5f, 2, -3});
+  net.Forward();
+  const auto y = net.blob("y").ToFloat();
+  const float x[] = {0, 0.5f, 2, 0};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[i], 1 / (1 + std::exp(-x[i])) + std::tanh(x[i]), 1e-5);
+  EXPECT_EQ(net.output_blobs().size(), 1u);
+  EXPECT_EQ(net.output_blobs()[0]->name(), "y");
+}
+
+TEST(Net, UnknownBottomAndDuplicateTopAreErrors) {
+  try {
+    Net net(Text(R"(layer { name: "r" type: "ReLU" bottom: "nothing" top: "y" })"), Dev());
+    FAIL();
+  } catch (const NetError& e) {
+    EXPECT_NE(std::string(e.what()).find("'nothing'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Net(Text(R"(
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 1 } } }
+layer { name: "in2" type: "Input" top: "x" input_param { shape { dim: 1 } } })"), Dev()), NetError);
+}
+
+// ---- Every shared model ---------------------------------------------------------------------
+
+TEST(Net, EverySharedModelBuilds) {
+  int built = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(SharedDir() + "/models")) {
+    const std::string path = entry.path().string();
+    if (entry.path().extension() != ".prototxt" || path.find("solver") != std::string::npos) continue;
+    const caffe::NetParameter p = ReadNetParameterText(path);
+    bool moe = false;
+    for (const auto& l : p.layer()) moe |= l.type() == "MOE";
+    if (moe) {  // the MOE layer is a later issue: it must be reported as an unknown type for now
+      EXPECT_THROW(Net(p, Dev(), NetOptions{caffe::TEST, 0, {}, true}), LayerError) << path;
+      continue;
+    }
+    for (caffe::Phase phase : {caffe::TRAIN, caffe::TEST}) {
+      NetOptions o;
+      o.phase = phase;
+      o.synthetic_data = true;
+      try {
+        Net net(p, Dev(), o);
+        EXPECT_GT(net.layers().size(), 0u) << path;
+        ++built;
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << path << " (" << (phase == caffe::TRAIN ? "TRAIN" : "TEST") << "): " << e.what();
+      }
+    }
+  }
+  EXPECT_GE(built, 2 * 20);
+}
+
+TEST(Net, MissingDataSourceNamesLayerAndPath) {
+  const caffe::NetParameter p = ReadNetParameterText(Paper("imagenet_caffenet/net_float_1.prototxt"));
+  try {
+    Net net(p, Dev());
+    FAIL();
+  } catch (const LayerError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'data'"), std::string::npos) << m;
+    EXPECT_NE(m.find("ilsvrc12_val_lmdb"), std::string::npos) << m;
+    EXPECT_NE(m.find("--synthetic"), std::string::npos) << m;
+  }
+}
+
+// ---- Conversions and forward of the paper's nets --------------------------------------------
+
+TEST(Net, CelsiusInt8InsertsTheConversionAndMatchesFloat) {
+  const auto fp = ReadNetParameterText(Paper("celsius_farenheit/net_float.prototxt"));
+  const auto q8 = ReadNetParameterText(Paper("celsius_farenheit/net_int8.prototxt"));
+  // The "trained" neuron: F = 1.8·C + 32.
+  caffe::NetParameter weights;
+  auto* l = weights.add_layer();
+  l->set_name("neuron");
+  auto* w = l->add_blobs();
+  w->mutable_shape()->add_dim(1), w->mutable_shape()->add_dim(1), w->add_data(1.8f);
+  auto* b = l->add_blobs();
+  b->mutable_shape()->add_dim(1), b->add_data(32.0f);
+
+  Net f(fp, Dev());
+  f.CopyTrainedLayersFrom(weights);
+  f.SetQuantMode(quant::QuantizerMode::kObserve);
+  for (float c : {-100.0f, 0.0f, 37.0f, 250.0f}) {
+    f.blob("celsius").FromFloat({c});
+    f.Forward();
+    EXPECT_NEAR(f.blob("output").ToFloat()[0], 1.8f * c + 32, 1e-3);
+  }
+  caffe::NetParameter calibrated;
+  f.ToProto(&calibrated);
+
+  Net n8(q8, Dev());
+  // Input (fp32) → neuron (int8): a Quantizer layer was inserted in front of the neuron.
+  const int conv = n8.layer_index("neuron_celsius_to_int8q");
+  EXPECT_TRUE(n8.inserted(conv));
+  EXPECT_EQ(n8.layers()[conv]->type(), std::string("Quantizer"));
+  EXPECT_EQ(n8.blob("neuron").type(), DataType::kInt8Q);
+  EXPECT_EQ(n8.blob("output").type(), DataType::kFloat32);
+  EXPECT_FALSE(n8.QuantizersWithoutRange().empty());
+  n8.CopyTrainedLayersFrom(calibrated);
+  EXPECT_TRUE(n8.QuantizersWithoutRange().empty());
+  for (float c : {-100.0f, 0.0f, 37.0f, 250.0f}) {
+    n8.blob("celsius").FromFloat({c});
+    n8.Forward();
+    // int8 over [-148, 482] °F: a step is about 2.5 °F; input, weight and output rounding.
+    EXPECT_NEAR(n8.blob("output").ToFloat()[0], 1.8f * c + 32, 8.0f) << c;
+  }
+}
+
+/// Forward of a paper net in fp32 and int8 at batch 1: the int8 net calibrated from the fp32
+/// net on the same input; outputs compared loosely (random weights).
+void ForwardFloatAndInt8(const std::string& float_file, const std::string& int8_file,
+                         const std::string& output, const std::string& int8_output, float tolerance) {
+  NetOptions o;
+  o.synthetic_data = true;
+  o.keep_blobs = {output};
+  const auto fp = ReadNetParameterText(Paper(float_file));
+  const auto q8 = ReadNetParameterText(Paper(int8_file));
+  Net f(fp, Dev(), o);
+  f.SetQuantMode(quant::QuantizerMode::kObserve);
+  f.Forward();
+  const std::vector<float> want = f.blob(output).ToFloat();
+  o.keep_blobs = {int8_output};
+  Net n8(q8, Dev(), o);
+  for (Blob* in : n8.input_blobs()) in->FromFloat(f.blob(in->name()).ToFloat());
+  caffe::NetParameter calibrated;
+  f.ToProto(&calibrated);
+  n8.CopyTrainedLayersFrom(calibrated);
+  ASSERT_TRUE(n8.QuantizersWithoutRange().empty());
+  n8.Forward();
+  Blob& out = n8.blob(int8_output);
+  ASSERT_EQ(out.type(), DataType::kFloat32) << int8_output;
+  const std::vector<float> got = out.ToFloat();
+  ASSERT_EQ(got.size(), want.size());
+  double err = 0, mag = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(got[i]));
+    err = std::max<double>(err, std::fabs(got[i] - want[i]));
+    mag = std::max<double>(mag, std::fabs(want[i]));
+  }
+  EXPECT_LE(err, tolerance * std::max(1.0, mag)) << int8_file << ": max |int8 − fp32| " << err;
+}
+
+TEST(Net, MnistSimpleForwardFloatAndInt8) {
+  ForwardFloatAndInt8("mnist_simple/net_float.prototxt", "mnist_simple/net_int8.prototxt", "pred", "pred", 0.1f);
+}
+
+TEST(Net, ImagenetCaffenetForwardFloatAndInt8Batch1) {
+  ForwardFloatAndInt8("imagenet_caffenet/net_float_1.prototxt", "imagenet_caffenet/net_int8_1.prototxt",
+                      "fc8", "fc8_fp32", 0.25f);
+}
+
+// ---- Weights --------------------------------------------------------------------------------
+
+const char* kSmallNet = R"(
+name: "small"
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 dim: 5 dim: 5 } } }
+layer { name: "conv" type: "Convolution" bottom: "x" top: "c"
+        convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "xavier" }
+                            bias_filler { type: "constant" value: 0.1 } } }
+layer { name: "relu" type: "ReLU" bottom: "c" top: "c" }
+layer { name: "fc" type: "InnerProduct" bottom: "c" top: "y"
+        inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.1 } } }
+)";
+
+TEST(Net, CaffemodelRoundTripGivesIdenticalBytes) {
+  const fs::path dir = TempDir("roundtrip");
+  for (DataType t : kAllDataTypes) {
+    caffe::NetParameter p = WithDataType(Text(kSmallNet), t);
+    p.mutable_layer(0)->set_top_data_type(caffe::CAFFE_FLOAT);  // inputs stay fp32
+    // Ranges for the quantized activations come from an fp32 calibration.
+    Net f(WithDataType(p, DataType::kFloat32), Dev());
+    f.SetQuantMode(quant::QuantizerMode::kObserve);
+    f.Forward();
+    caffe::NetParameter calibrated;
+    f.ToProto(&calibrated);
+    Net a(p, Dev());
+    a.CopyTrainedLayersFrom(calibrated);
+    const std::string first = (dir / (std::string(Name(t)) + "_1.caffemodel")).string();
+    const std::string second = (dir / (std::string(Name(t)) + "_2.caffemodel")).string();
+    a.Save(first);
+    Net b(p, Dev());
+    b.CopyTrainedLayersFrom(first);
+    b.Save(second);
+    EXPECT_EQ(ReadBytes(first), ReadBytes(second)) << Name(t);
+    // fp32 blobs as BVLC floats; others packed in their type.
+    const caffe::NetParameter saved = ReadNetParameterBinary(first);
+    const caffe::BlobProto& w = saved.layer(1).blobs(0);
+    if (t == DataType::kFloat32) {
+      EXPECT_EQ(w.data_size(), 4 * 3 * 3 * 3);
+      EXPECT_FALSE(w.has_packed_data());
+    } else {
+      EXPECT_EQ(w.data_size(), 0);
+      EXPECT_EQ(w.packed_data().size(), 4 * 3 * 3 * 3 * SizeOf(t));
+      EXPECT_EQ(w.data_type(), DataTypeToProto(t));
+    }
+    EXPECT_GT(saved.quantizer_size(), 0);
+    // Same outputs from both nets.
+    for (Net* n : {&a, &b}) n->blob("x").FromFloat(f.blob("x").ToFloat());
+    a.Forward();
+    b.Forward();
+    EXPECT_EQ(a.blob("y").ToFloat(), b.blob("y").ToFloat()) << Name(t);
+  }
+  // Readable by the Python protobuf package with our caffe.proto.
+  const char* src = std::getenv("MPCAFFE_SOURCE_DIR");
+  const std::string source_dir = src ? src : "/work/main";
+  const std::string log = (dir / "py.log").string();
+  if (std::system(("python3 -c 'import google.protobuf' > '" + log + "' 2>&1").c_str()) != 0) {
+    GTEST_SKIP() << "python3 with protobuf not available";
+  }
+  ASSERT_EQ(0, std::system(("cd '" + source_dir + "' && protoc --python_out='" + dir.string() +
+                            "' proto/caffe.proto > '" + log + "' 2>&1").c_str()))
+      << ReadBytes(log);
+  const std::string py = "import sys; sys.path.insert(0, '" + dir.string() + "/proto'); import caffe_pb2; "
+                         "n = caffe_pb2.NetParameter(); n.ParseFromString(open('" +
+                         (dir / "int8q_1.caffemodel").string() +
+                         "', 'rb').read()); "
+                         "assert n.layer[1].blobs[0].data_type == caffe_pb2.CAFFE_INT8_QUANTIZED; "
+                         "assert len(n.layer[1].blobs[0].packed_data) == 108; "
+                         "assert len(n.quantizer) > 0; print(len(n.layer), len(n.quantizer))";
+  EXPECT_EQ(0, std::system(("python3 -c \"" + py + "\" > '" + log + "' 2>&1").c_str())) << ReadBytes(log);
+  fs::remove_all(dir);
+}
+
+TEST(Net, ShapeMismatchNamesLayerBlobAndShapes) {
+  Net net(Text(kSmallNet), Dev());
+  caffe::NetParameter w;
+  auto* l = w.add_layer();
+  l->set_name("fc");
+  auto* b = l->add_blobs();
+  b->mutable_shape()->add_dim(3), b->mutable_shape()->add_dim(99);
+  for (int i = 0; i < 297; ++i) b->add_data(0);
+  l->add_blobs()->mutable_shape()->add_dim(3);
+  try {
+    net.CopyTrainedLayersFrom(w);
+    FAIL();
+  } catch (const NetError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'fc'"), std::string::npos) << m;
+    EXPECT_NE(m.find("blob 0"), std::string::npos) << m;
+    EXPECT_NE(m.find("3 99"), std::string::npos) << m;
+    EXPECT_NE(m.find("3 36"), std::string::npos) << m;
+  }
+}
+
+TEST(Net, QuantModeReachesEveryFloatQuantizer) {
+  caffe::NetParameter p = Text(kSmallNet);
+  p.mutable_state()->set_quantizer_mode(caffe::CAFFE_QUANT_OBSERVE);
+  Net net(p, Dev());
+  EXPECT_EQ(net.quant_mode(), quant::QuantizerMode::kObserve);
+  net.Forward();
+  for (const auto& l : net.layers())
+    for (quant::Quantizer* q : l->quantizers()) EXPECT_TRUE(q->has_observed()) << q->name();
+}
+
+// ---- Reduced memory -------------------------------------------------------------------------
+
+TEST(MemoryPlanner, OverlappingLifetimesNeverShare) {
+  const std::vector<BlobLifetime> lives = {{100, -1, 1}, {200, 0, 2}, {50, 1, 3}, {300, 2, 4}, {10, 3, 5}};
+  const MemoryPlan plan = PlanSharedMemory(lives);
+  for (size_t i = 0; i < lives.size(); ++i)
+    for (size_t j = i + 1; j < lives.size(); ++j)
+      if (plan.slot_of[i] == plan.slot_of[j])
+        EXPECT_TRUE(lives[i].last < lives[j].first || lives[j].last < lives[i].first) << i << " " << j;
+  for (size_t i = 0; i < lives.size(); ++i) EXPECT_GE(plan.slot_bytes[plan.slot_of[i]], lives[i].bytes);
+  EXPECT_LT(plan.total_bytes(), 660u);
+}
+
+TEST(Net, ReducedMemoryAlexNetUsesLessPeakMemoryWithIdenticalOutputs) {
+  const auto p = ReadNetParameterText(Paper("imagenet_caffenet/net_float_1.prototxt"));
+  std::vector<float> outputs[2];
+  uint64_t peak[2];
+  for (int rm = 0; rm < 2; ++rm) {
+    NetOptions o;
+    o.synthetic_data = true;
+    o.reduced_memory = rm;
+    o.keep_blobs = {"fc8"};
+    Net net(p, Dev(), o);
+    EXPECT_EQ(net.reduced_memory(), rm == 1);
+    net.Forward();
+    Dev().Finish();
+    outputs[rm] = net.blob("fc8").ToFloat();
+    peak[rm] = net.peak_device_bytes();
+    std::printf("AlexNet fp32 batch 1, reduced memory %s: peak %.1f MiB, blobs+params %.1f MiB\n",
+                rm ? "on " : "off", peak[rm] / 1048576.0, net.blob_device_bytes() / 1048576.0);
+  }
+  EXPECT_LT(peak[1], peak[0]);
+  EXPECT_EQ(outputs[0], outputs[1]);
+}
+
+}  // namespace
+}  // namespace mpcaffe

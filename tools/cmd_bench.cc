@@ -1,0 +1,207 @@
+// tools/cmd_bench.cc — `mpcaffe bench gemm [--device i] [--json out.json]`: LibDNN against
+// CLBlast fp32 GEMM, and LibDNN int8/int16/fp16 against LibDNN fp32, on square and AlexNet
+// shapes, in one run, printing GFLOP/s and the ratios side by side.
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "libdnn/blas.h"
+#include "libdnn/tuner.h"
+#include "tools/command.h"
+
+namespace mpcaffe::tools {
+namespace {
+
+using libdnn::BlasGemm;
+using libdnn::BlasImpl;
+using libdnn::GemmDesc;
+
+struct Shape {
+  int M, N, K;
+};
+
+struct Result {
+  BlasImpl impl;
+  DataType type;
+  Shape shape;
+  double ms = 0, gflops = 0;
+};
+
+const char* JsonDtype(DataType t) {
+  switch (t) {
+    case DataType::kFloat32:
+      return "fp32";
+    case DataType::kFloat16:
+      return "fp16";
+    case DataType::kInt16Q:
+      return "int16";
+    case DataType::kInt8Q:
+      return "int8";
+  }
+  return "?";
+}
+
+/// The benchmark's GEMM: A = weights (M×K), B = activations (K×N), row-major, no transposes
+/// (Caffe's convolution-as-GEMM and inner product at batch N); quantized: uint8/uint16 with
+/// nonzero zero points on both sides, per-tensor requantization to the same type.
+GemmDesc BenchDesc(DataType t, const Shape& s) {
+  GemmDesc d;
+  d.type = d.out_type = t;
+  d.M = s.M;
+  d.N = s.N;
+  d.K = s.K;
+  d.weights = libdnn::WeightOperand::kA;
+  return d;
+}
+
+class Bench {
+ public:
+  explicit Bench(Device& dev) : dev_(dev) {}
+
+  /// Measures (impl, type, shape) once; later requests reuse the figure.
+  const Result* Run(BlasImpl impl, DataType t, const Shape& s) {
+    const auto key = std::make_tuple(int(impl), int(t), s.M, s.N, s.K);
+    if (auto it = done_.find(key); it != done_.end()) return &it->second;
+    const GemmDesc d = BenchDesc(t, s);
+    if (!libdnn::Available(impl, dev_, d)) return nullptr;
+    libdnn::GemmOperands ops(dev_, d);
+    BlasGemm gemm(dev_, d, libdnn::PlaceholderQuant(d), impl);
+    const libdnn::GemmArgs args = ops.args();
+    // Wall clock (libdnn::TimeMs) after a warm-up that compiles and lets PoCL specialize;
+    // best of 5 under 0.1 s, of 3 under 0.5 s, slower cases once.
+    auto run = [&] { return gemm.Run(args); };
+    double ms = libdnn::TimeMs(run, 1);
+    if (ms < 100)
+      ms = std::min(ms, libdnn::TimeMs(run, 4));
+    else if (ms < 500)
+      ms = std::min(ms, libdnn::TimeMs(run, 2));
+    Result r{impl, t, s, ms, 2.0 * s.M * s.N * s.K / (ms * 1e6)};
+    std::printf("  %-8s %-5s %5d x %5d x %5d  %9.3f ms  %7.1f GFLOP/s\n", BlasImplName(impl),
+                JsonDtype(t), s.M, s.N, s.K, ms, r.gflops);
+    std::fflush(stdout);
+    order_.push_back(key);
+    return &(done_[key] = r);
+  }
+
+  std::vector<Result> All() const {
+    std::vector<Result> out;
+    for (const auto& k : order_) out.push_back(done_.at(k));
+    return out;
+  }
+
+ private:
+  Device& dev_;
+  std::map<std::tuple<int, int, int, int, int>, Result> done_;
+  std::vector<std::tuple<int, int, int, int, int>> order_;
+};
+
+double GeoMean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += std::log(x);
+  return v.empty() ? 0 : std::exp(s / v.size());
+}
+
+int BenchGemm(const std::vector<std::string>& args) {
+  const std::string dev_flag = FlagValue(args, "--device");
+  Device& dev = dev_flag.empty() ? DefaultDevice() : GetDevice(std::stoi(dev_flag));
+  const std::string json_path = FlagValue(args, "--json");
+  std::printf("mpcaffe bench gemm on %s (%s)\n", dev.Describe().c_str(),
+              dev.info().driver_version.c_str());
+  Bench bench(dev);
+  const std::vector<Shape> squares = {
+      {256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048}};
+  const std::vector<Shape> alexnet = {
+      {96, 3025, 363}, {256, 729, 1200}, {384, 169, 2304}, {4096, 64, 9216}, {4096, 1, 9216}};
+  // AlexNet's five convolutions as GEMMs per group (conv2, conv4, conv5 have 2 groups).
+  const std::vector<Shape> conv = {
+      {96, 3025, 363}, {128, 729, 1200}, {384, 169, 2304}, {192, 169, 1728}, {128, 169, 1728}};
+  const DataType f32 = DataType::kFloat32, f16 = DataType::kFloat16, i16 = DataType::kInt16Q,
+                 i8 = DataType::kInt8Q;
+
+  std::printf("\nLibDNN vs CLBlast fp32; LibDNN int8 / int16 (square and AlexNet shapes)\n");
+  for (const auto* set : {&squares, &alexnet})
+    for (const Shape& s : *set) {
+      bench.Run(BlasImpl::kLibDNN, f32, s);
+      bench.Run(BlasImpl::kCLBlast, f32, s);
+      bench.Run(BlasImpl::kLibDNN, i8, s);
+      bench.Run(BlasImpl::kLibDNN, i16, s);
+    }
+  std::printf("\nAlexNet convolutions as GEMM (per group), batch 1 and 16, every dtype (LibDNN)\n");
+  for (int batch : {1, 16})
+    for (Shape s : conv) {
+      s.N *= batch;
+      for (DataType t : {f32, f16, i16, i8}) bench.Run(BlasImpl::kLibDNN, t, s);
+    }
+
+  // Ratios over the five AlexNet shapes, measured side by side in this run.
+  std::vector<double> vs_clblast, int8_vs_fp32, int16_vs_fp32;
+  std::printf("\n%-22s %10s %10s %10s %10s %8s %8s\n", "AlexNet shape", "libdnn", "clblast", "int8",
+              "int16", "fp32/CLB", "int8/fp32");
+  for (const Shape& s : alexnet) {
+    const Result* l = bench.Run(BlasImpl::kLibDNN, f32, s);
+    const Result* c = bench.Run(BlasImpl::kCLBlast, f32, s);
+    const Result* q8 = bench.Run(BlasImpl::kLibDNN, i8, s);
+    const Result* q16 = bench.Run(BlasImpl::kLibDNN, i16, s);
+    char name[32];
+    std::snprintf(name, sizeof name, "%dx%dx%d", s.M, s.N, s.K);
+    std::printf("%-22s %10.1f %10.1f %10.1f %10.1f %8.2f %8.2f\n", name, l->gflops,
+                c ? c->gflops : 0.0, q8->gflops, q16->gflops, c ? l->gflops / c->gflops : 0.0,
+                q8->gflops / l->gflops);
+    if (c) vs_clblast.push_back(l->gflops / c->gflops);
+    int8_vs_fp32.push_back(q8->gflops / l->gflops);
+    int16_vs_fp32.push_back(q16->gflops / l->gflops);
+  }
+  std::printf(
+      "geometric mean: LibDNN fp32 / CLBlast fp32 = %.2f (target >= 4), LibDNN int8 / "
+      "LibDNN fp32 = %.2f (target >= 1.5), int16 / fp32 = %.2f\n",
+      GeoMean(vs_clblast), GeoMean(int8_vs_fp32), GeoMean(int16_vs_fp32));
+  // Matrix × vector against the time to stream the weights at 30 GB/s (the DRAM figure of
+  // this machine kind quoted in the issue; not measured here).
+  const Shape mv = {4096, 1, 9216};
+  for (DataType t : {f32, i8}) {
+    const Result* r = bench.Run(BlasImpl::kLibDNN, t, mv);
+    const double stream_ms = double(mv.M) * mv.K * SizeOf(t) / 30e9 * 1e3;
+    std::printf(
+        "4096x1x9216 %s: %.2f ms = %.2f x the weight-streaming time %.2f ms (target <= 3)\n",
+        JsonDtype(t), r->ms, r->ms / stream_ms, stream_ms);
+  }
+
+  if (!json_path.empty()) {
+    std::FILE* f = std::fopen(json_path.c_str(), "w");
+    if (!f) {
+      std::fprintf(stderr, "bench: cannot write %s\n", json_path.c_str());
+      return 1;
+    }
+    std::fprintf(f, "{\"device\": \"%s\", \"results\": [", JsonEscape(dev.info().name).c_str());
+    bool first = true;
+    for (const Result& r : bench.All()) {
+      std::fprintf(f,
+                   "%s\n  {\"impl\": \"%s\", \"dtype\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, "
+                   "\"gflops\": %.3f, \"ms\": %.4f}",
+                   first ? "" : ",", BlasImplName(r.impl), JsonDtype(r.type), r.shape.M, r.shape.N,
+                   r.shape.K, r.gflops, r.ms);
+      first = false;
+    }
+    std::fprintf(f, "\n]}\n");
+    std::fclose(f);
+    std::printf("wrote %s\n", json_path.c_str());
+  }
+  return 0;
+}
+
+int BenchCommand(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] != "gemm") {
+    std::fprintf(stderr, "usage: mpcaffe bench gemm [--device i] [--json out.json]\n");
+    return 2;
+  }
+  return BenchGemm(std::vector<std::string>(args.begin() + 1, args.end()));
+}
+
+const RegisterCommand kRegister("bench", "GEMM benchmark: LibDNN vs CLBlast, every dtype",
+                                BenchCommand);
+
+}  // namespace
+}  // namespace mpcaffe::tools

@@ -1,0 +1,125 @@
+// tools/cmd_time.cc — `mpcaffe time --model <prototxt> [--weights w] [--iterations N]
+// [--phase TEST] [--device i] [--synthetic] [--json]`: per-layer forward times and the median
+// total, like BVLC's `caffe time` (forward only).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "net/net.h"
+#include "proto/model_io.h"
+#include "tools/command.h"
+
+namespace mpcaffe::tools {
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string LayerDtype(const Layer& l) {
+  if (std::string(l.type()) == "Quantizer")
+    return std::string(Name(l.bottom_type(0))) + "->" + Name(l.top_type(0));
+  return Name(l.compute_type());
+}
+
+int Usage(const char* why) {
+  std::fprintf(stderr,
+               "mpcaffe time: %s\n"
+               "usage: mpcaffe time --model <prototxt> [--weights <caffemodel>] [--iterations N]\n"
+               "                    [--phase TEST|TRAIN] [--device i] [--synthetic] [--json]\n",
+               why);
+  return 2;
+}
+
+int RunTime(const std::vector<std::string>& args) {
+  const std::string model = FlagValue(args, "--model");
+  if (model.empty()) return Usage("--model is required");
+  const std::string weights = FlagValue(args, "--weights");
+  const std::string phase = FlagValue(args, "--phase", "TEST");
+  const bool json = HasFlag(args, "--json");
+  int iterations = 0;
+  try {
+    iterations = std::stoi(FlagValue(args, "--iterations", "10"));
+  } catch (const std::exception&) {
+    return Usage("--iterations needs a number");
+  }
+  if (iterations < 1) return Usage("--iterations must be at least 1");
+  if (phase != "TEST" && phase != "TRAIN") return Usage("--phase is TEST or TRAIN");
+  try {
+    const std::string device_flag = FlagValue(args, "--device");
+    Device& device = device_flag.empty() ? DefaultDevice() : GetDevice(std::stoi(device_flag));
+    NetOptions options;
+    options.phase = phase == "TEST" ? caffe::TEST : caffe::TRAIN;
+    options.synthetic_data = HasFlag(args, "--synthetic");
+    const caffe::NetParameter param = ReadNetParameterText(model);
+    Net net(param, device, options);
+    if (!weights.empty()) net.CopyTrainedLayersFrom(weights);
+    if (!net.QuantizersWithoutRange().empty()) {
+      std::fprintf(stderr,
+                   "mpcaffe time: %zu quantizers have no range; calibrating on the fp32 variant of "
+                   "the net with its current inputs\n",
+                   net.QuantizersWithoutRange().size());
+      CalibrateWithFloatVariant(net, param, options);
+      net.ResetPeakMemory();  // the fp32 calibration net is gone; count this net only
+    }
+    using Clock = std::chrono::steady_clock;
+    const int n = static_cast<int>(net.layers().size());
+    net.Forward();  // warm-up: kernel builds, weight uploads
+    device.Finish();
+    std::vector<std::vector<double>> layer_ms(n);
+    std::vector<double> total_ms;
+    for (int it = 0; it < iterations; ++it) {
+      double total = 0;
+      for (int i = 0; i < n; ++i) {
+        const auto t0 = Clock::now();
+        net.ForwardFromTo(i, i);
+        device.Finish();
+        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        layer_ms[i].push_back(ms);
+        total += ms;
+      }
+      total_ms.push_back(total);
+    }
+    const double median = Median(total_ms);
+    if (json) {
+      std::ostringstream os;
+      os << "{\"model\": \"" << JsonEscape(model) << "\", \"device\": \""
+         << JsonEscape(device.Describe()) << "\", \"iterations\": " << iterations
+         << ", \"forward_ms_median\": " << median << ", \"layers\": [";
+      for (int i = 0; i < n; ++i) {
+        const Layer& l = *net.layers()[i];
+        os << (i ? ",\n  " : "\n  ") << "{\"name\": \"" << JsonEscape(l.name()) << "\", \"type\": \""
+           << l.type() << "\", \"dtype\": \"" << LayerDtype(l) << "\", \"forward_ms\": "
+           << Median(layer_ms[i]) << "}";
+      }
+      os << "\n]}\n";
+      std::fputs(os.str().c_str(), stdout);
+      return 0;
+    }
+    std::printf("model %s on %s, %d iterations (median per layer, ms)\n", model.c_str(),
+                device.Describe().c_str(), iterations);
+    for (int i = 0; i < n; ++i) {
+      const Layer& l = *net.layers()[i];
+      std::printf("%24s %-16s %-12s forward: %9.3f ms\n", l.name().c_str(), l.type(),
+                  LayerDtype(l).c_str(), Median(layer_ms[i]));
+    }
+    std::printf("Median forward pass: %.3f ms\n", median);
+    std::printf("Peak device memory: %.1f MiB%s\n", net.peak_device_bytes() / 1048576.0,
+                net.reduced_memory() ? " (reduced memory)" : "");
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mpcaffe time: %s\n", e.what());
+    return 1;
+  }
+}
+
+RegisterCommand time_command("time", "per-layer forward times of a net (like `caffe time`)", RunTime);
+
+}  // namespace
+}  // namespace mpcaffe::tools
