@@ -23,8 +23,7 @@ test: build
 
 # The main job on the default device (MPCAFFE_DEVICE=<index> chooses another).
 demo: build
-	$(MPCAFFE) devices
-	$(MPCAFFE) selfcheck
+	MPCAFFE=$(MPCAFFE) scripts/demo.sh
 
 # libFuzzer targets (model-file parsers, kernel-cache reader), FUZZ_SECONDS each.
 FUZZ_SECONDS ?= 60

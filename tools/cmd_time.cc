@@ -91,7 +91,9 @@ int RunTime(const std::vector<std::string>& args) {
       std::ostringstream os;
       os << "{\"model\": \"" << JsonEscape(model) << "\", \"device\": \""
          << JsonEscape(device.Describe()) << "\", \"iterations\": " << iterations
-         << ", \"forward_ms_median\": " << median << ", \"layers\": [";
+         << ", \"forward_ms_median\": " << median
+         << ", \"peak_device_bytes\": " << net.peak_device_bytes()
+         << ", \"reduced_memory\": " << (net.reduced_memory() ? "true" : "false") << ", \"layers\": [";
       for (int i = 0; i < n; ++i) {
         const Layer& l = *net.layers()[i];
         os << (i ? ",\n  " : "\n  ") << "{\"name\": \"" << JsonEscape(l.name()) << "\", \"type\": \""
