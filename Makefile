@@ -20,6 +20,7 @@ build: configure
 # Every C++ suite (one CTest entry per folder); Python tests join once the package exists.
 test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 1500
+	scripts/python-test.sh
 
 # The main job on the default device (MPCAFFE_DEVICE=<index> chooses another).
 demo: build

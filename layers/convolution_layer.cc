@@ -82,6 +82,30 @@ class ConvolutionLayer : public Layer {
                    libdnn::BufferRef(top[0]->mutable_device_data(), 0));
   }
 
+ public:
+  bool HasBackward() const override { return true; }
+
+ protected:
+  // libdnn's fp32 backward: bottom diff overwritten, weight and bias diffs accumulated.
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    if (desc_.batch == 0) return;
+    Prepare();
+    const libdnn::BufferRef dy(top[0]->device_diff(), 0);
+    const bool dw = param_propagate_down(0);
+    const bool db = desc_.bias && param_propagate_down(1);
+    if (dw || db) {
+      if (!dw) Fail("a bias gradient without the weight gradient is not supported");
+      conv_->BackwardWeights(dy, libdnn::BufferRef(bottom[0]->device_data(), 0),
+                             libdnn::BufferRef(blobs_[0]->mutable_device_diff(), 0),
+                             db ? libdnn::BufferRef(blobs_[1]->mutable_device_diff(), 0)
+                                : libdnn::BufferRef());
+    }
+    if (down[0])
+      conv_->BackwardData(dy, libdnn::BufferRef(blobs_[0]->device_data(), 0),
+                          libdnn::BufferRef(bottom[0]->mutable_device_diff(), 0));
+  }
+
  private:
   void Prepare() {
     libdnn::ConvQuant q;

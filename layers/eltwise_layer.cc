@@ -1,6 +1,7 @@
 // layers/eltwise_layer.cc — Eltwise: SUM with coefficients (every dtype; quantized through the
 // requantizing scale / axpby kernels), PROD and MAX (float types).
 #include "layers/layer_kernels.h"
+#include "layers/host_math.h"
 #include "layers/layer_registry.h"
 
 namespace mpcaffe {
@@ -55,6 +56,39 @@ class EltwiseLayer : public Layer {
     for (size_t i = 1; i < bottom.size(); ++i) {
       k.Arg(int32_t{n}).ArgBuffer(bottom[i]->device_data(), 0, SizeOf(t)).ArgBuffer(y, 0, SizeOf(t));
       k.Launch1D(n);
+    }
+  }
+
+ public:
+  bool HasBackward() const override { return true; }
+
+ protected:
+  // SUM: coeff·dy; PROD: dy·Π_{j≠i} x_j; MAX: dy where x_i was the first maximum (as BVLC).
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    const auto& p = param_.eltwise_param();
+    const int n = top[0]->count();
+    const float* dy = HostDiff(*top[0]);
+    std::vector<const float*> x(bottom.size());
+    for (size_t i = 0; i < bottom.size(); ++i) x[i] = HostData(*bottom[i]);
+    for (size_t i = 0; i < bottom.size(); ++i) {
+      if (!down[i]) continue;
+      float* dx = MutableHostDiff(*bottom[i]);
+      for (int e = 0; e < n; ++e) {
+        if (p.operation() == caffe::EltwiseParameter::SUM) {
+          dx[e] = dy[e] * (p.coeff_size() ? p.coeff(static_cast<int>(i)) : 1.0f);
+        } else if (p.operation() == caffe::EltwiseParameter::PROD) {
+          float prod = 1.0f;
+          for (size_t j = 0; j < bottom.size(); ++j)
+            if (j != i) prod *= x[j][e];
+          dx[e] = dy[e] * prod;
+        } else {
+          size_t arg = 0;
+          for (size_t j = 1; j < bottom.size(); ++j)
+            if (x[j][e] > x[arg][e]) arg = j;
+          dx[e] = arg == i ? dy[e] : 0.0f;
+        }
+      }
     }
   }
 };

@@ -54,6 +54,63 @@ class InnerProductLayer : public Layer {
     gemm_->Run(args);
   }
 
+ public:
+  bool HasBackward() const override { return true; }
+
+ protected:
+  // With W stored N×K (K×N when transposed): dX = dY·W, dW += dYᵀ·X (Xᵀ·dY), db += 1ᵀ·dY,
+  // all on libdnn's fp32 GEMM.
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    if (m_ == 0) return;
+    const bool transpose = param_.inner_product_param().transpose();
+    if (back_m_ != m_) {
+      libdnn::GemmDesc dx;
+      dx.M = m_, dx.N = k_, dx.K = n_, dx.trans_b = transpose;
+      gemm_dx_ = std::make_unique<libdnn::Gemm>(device(), dx);
+      libdnn::GemmDesc dw;
+      dw.trans_a = true;
+      if (transpose)
+        dw.M = k_, dw.N = n_, dw.K = m_;  // Xᵀ·dY
+      else
+        dw.M = n_, dw.N = k_, dw.K = m_;  // dYᵀ·X
+      dw.weights = libdnn::WeightOperand::kA;
+      gemm_dw_ = std::make_unique<libdnn::Gemm>(device(), dw);
+      libdnn::GemmDesc db;
+      db.M = 1, db.N = n_, db.K = m_;
+      gemm_db_ = std::make_unique<libdnn::Gemm>(device(), db);
+      ones_ = device().Alloc<float>(m_);
+      const std::vector<float> ones(m_, 1.0f);
+      device().Write(ones_, ones.data(), m_);
+      back_m_ = m_;
+    }
+    const libdnn::BufferRef dy(top[0]->device_diff(), 0);
+    const libdnn::BufferRef x(bottom[0]->device_data(), 0);
+    if (param_propagate_down(0)) {
+      libdnn::GemmArgs a;
+      a.a = transpose ? x : dy;
+      a.b = transpose ? dy : x;
+      a.c = libdnn::BufferRef(blobs_[0]->mutable_device_diff(), 0);
+      a.beta = 1.0f;
+      gemm_dw_->Run(a);
+    }
+    if (param_.inner_product_param().bias_term() && param_propagate_down(1)) {
+      libdnn::GemmArgs a;
+      a.a = ones_;
+      a.b = dy;
+      a.c = libdnn::BufferRef(blobs_[1]->mutable_device_diff(), 0);
+      a.beta = 1.0f;
+      gemm_db_->Run(a);
+    }
+    if (down[0]) {
+      libdnn::GemmArgs a;
+      a.a = dy;
+      a.b = libdnn::BufferRef(blobs_[0]->device_data(), 0);
+      a.c = libdnn::BufferRef(bottom[0]->mutable_device_diff(), 0);
+      gemm_dx_->Run(a);
+    }
+  }
+
  private:
   /// (Re)builds the GEMM and the derived bias / weight sums when the shape, the parameters or
   /// the quantization changed.
@@ -106,6 +163,9 @@ class InnerProductLayer : public Layer {
   std::string prepared_key_;
   std::unique_ptr<libdnn::Gemm> gemm_;
   std::shared_ptr<DeviceMemory> bias_, sums_;
+  int back_m_ = -1;  // the batch the backward GEMMs were built for
+  std::unique_ptr<libdnn::Gemm> gemm_dx_, gemm_dw_, gemm_db_;
+  vptr<float> ones_;
 };
 
 }  // namespace

@@ -1,6 +1,5 @@
-// layers/input_layers.cc — Input (tops of given shapes, filled by the user) and Data (LMDB
-// sources: a missing source is an error naming the layer and path; see Net's --synthetic).
-#include <sys/stat.h>
+// layers/input_layers.cc — Input (tops of given shapes, filled by the user); the registration
+// of Input and of the LMDB Data layer (layers/data_layer.cc).
 
 #include "layers/layer_registry.h"
 
@@ -41,32 +40,14 @@ class InputLayer : public Layer {
   bool shaped_ = false;
 };
 
-class DataLayer : public Layer {
- public:
-  DataLayer(const caffe::LayerParameter& p, Device& d) : Layer(p, d) {
-    const std::string& source = param_.data_param().source();
-    struct stat st;
-    if (source.empty() || stat(source.c_str(), &st) != 0)
-      Fail("data source '" + source +
-           "' does not exist (to run without it, replace Data layers by random Inputs: "
-           "`--synthetic` on the command line, NetOptions::synthetic_data in C++)");
-    Fail("data source '" + source +
-         "' exists, but reading LMDB/LevelDB databases is not implemented in mpcaffe yet; "
-         "use an Input layer, or --synthetic for benchmarks");
-  }
-  const char* type() const override { return "Data"; }
-  bool SupportsType(DataType) const override { return true; }
-  void Reshape(const std::vector<Blob*>&, const std::vector<Blob*>&) override {}
-
- protected:
-  void ForwardImpl(const std::vector<Blob*>&, const std::vector<Blob*>&) override {}
-};
-
 }  // namespace
+
+/// The LMDB Data layer (layers/data_layer.cc).
+std::unique_ptr<Layer> CreateDataLayer(const caffe::LayerParameter& param, Device& device);
 
 void RegisterInputLayers() {
   RegisterLayerType<InputLayer>("Input");
-  RegisterLayerType<DataLayer>("Data");
+  RegisterLayer("Data", CreateDataLayer);
 }
 
 }  // namespace mpcaffe

@@ -385,4 +385,32 @@ void Layer::Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& 
   for (size_t i = 0; i < top.size(); ++i) hook(*top_quantizers_[i], *top[i]);
 }
 
+void Layer::Backward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                     const std::vector<Blob*>& bottom) {
+  if (!HasBackward()) Fail("has no backward pass");
+  if (compute_type_ != DataType::kFloat32)
+    Fail(std::string("backward is computed in fp32 only, the layer computes in ") +
+         Name(compute_type_));
+  if (propagate_down.size() != bottom.size())
+    Fail("propagate_down has " + std::to_string(propagate_down.size()) + " entries for " +
+         std::to_string(bottom.size()) + " bottoms");
+  DrawPendingFills();
+  BackwardImpl(top, propagate_down, bottom);
+}
+
+void Layer::BackwardImpl(const std::vector<Blob*>&, const std::vector<bool>&,
+                         const std::vector<Blob*>&) {
+  Fail("has no backward pass");
+}
+
+bool Layer::param_propagate_down(int i) const {
+  return i >= static_cast<int>(param_propagate_down_.size()) || param_propagate_down_[i];
+}
+
+void Layer::set_param_propagate_down(int i, bool value) {
+  if (i < 0) Fail("negative parameter index " + std::to_string(i));
+  if (i >= static_cast<int>(param_propagate_down_.size())) param_propagate_down_.resize(i + 1, true);
+  param_propagate_down_[i] = value;
+}
+
 }  // namespace mpcaffe

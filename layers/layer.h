@@ -88,6 +88,21 @@ class Layer {
   virtual void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) = 0;
   /// Runs the quantizer hooks (observe / pseudo on fp32 sides) around ForwardImpl.
   void Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top);
+  /// Training (fp32 only, as BVLC): writes each bottom's diff whose propagate_down is true
+  /// (overwritten) from the tops' diffs and adds the parameter gradients to the parameter
+  /// blobs' diffs (accumulated: the solver clears them) for the blobs whose
+  /// param_propagate_down is true. Throws LayerError for a layer without a backward pass or a
+  /// compute type other than fp32. Quantizers in PSEUDO mode pass gradients straight through.
+  void Backward(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                const std::vector<Blob*>& bottom);
+  /// True when the layer implements Backward.
+  virtual bool HasBackward() const { return false; }
+  /// Whether force_backward may ask for bottom `i`'s gradient (false for labels).
+  virtual bool AllowForceBackward(int bottom) const { return true; }
+  /// Whether Backward computes the gradient of parameter blob `i` (default true; the net sets
+  /// it false for lr_mult 0).
+  bool param_propagate_down(int i) const;
+  void set_param_propagate_down(int i, bool value);
 
   /// Blob counts the layer accepts (-1: any).
   virtual int ExactNumBottomBlobs() const { return -1; }
@@ -150,6 +165,9 @@ class Layer {
 
  protected:
   virtual void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) = 0;
+  /// The layer's fp32 backward (called by Backward after the checks).
+  virtual void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& propagate_down,
+                            const std::vector<Blob*>& bottom);
 
   /// Adds parameter blob `blobs_[index]` of `shape` in the compute type, filled from `filler`
   /// unless the LayerParameter carries blobs (those are copied in). Symmetric quantization
@@ -173,6 +191,7 @@ class Layer {
   Device* device_;
   DataType compute_type_;
   std::vector<std::shared_ptr<Blob>> blobs_;
+  std::vector<bool> param_propagate_down_;  // per parameter blob; missing entries are true
 
  private:
   void DrawPendingFills();

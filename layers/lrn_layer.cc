@@ -37,13 +37,34 @@ class LRNLayer : public Layer {
   void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     if (desc_.batch == 0) return;
     if (!lrn_) lrn_ = std::make_unique<libdnn::Lrn>(device(), desc_);
+    libdnn::BufferRef scale;
+    if (compute_type_ == DataType::kFloat32) {  // kept for Backward
+      const size_t n = static_cast<size_t>(bottom[0]->count());
+      if (scale_.size() < n) scale_ = device().Alloc<float>(n);
+      scale = scale_;
+    }
     lrn_->Forward(libdnn::BufferRef(bottom[0]->device_data(), 0),
-                  libdnn::BufferRef(top[0]->mutable_device_data(), 0));
+                  libdnn::BufferRef(top[0]->mutable_device_data(), 0), scale);
+  }
+
+ public:
+  bool HasBackward() const override { return true; }
+
+ protected:
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    if (!down[0] || desc_.batch == 0) return;
+    if (!lrn_) Fail("Backward before Forward");
+    lrn_->Backward(libdnn::BufferRef(bottom[0]->device_data(), 0),
+                   libdnn::BufferRef(top[0]->device_data(), 0),
+                   libdnn::BufferRef(top[0]->device_diff(), 0), scale_,
+                   libdnn::BufferRef(bottom[0]->mutable_device_diff(), 0));
   }
 
  private:
   libdnn::LrnDesc desc_;
   std::unique_ptr<libdnn::Lrn> lrn_;
+  vptr<float> scale_;
 };
 
 }  // namespace

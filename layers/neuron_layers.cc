@@ -1,8 +1,11 @@
 // layers/neuron_layers.cc — element-wise activations: ReLU (every dtype, negative_slope),
 // Sigmoid and TanH (float types), Dropout (identity in TEST for every dtype; masked in TRAIN
 // for float types).
+#include <algorithm>
 #include <random>
+#include <string>
 
+#include "layers/host_math.h"
 #include "layers/layer_kernels.h"
 #include "layers/layer_registry.h"
 
@@ -39,6 +42,22 @@ class ReLULayer : public NeuronLayer {
     elementwise().Relu(compute_type_, n, *x, *top[0]->mutable_device_data(),
                        param_.relu_param().negative_slope(), BottomAffine(0), TopAffine(0));
   }
+
+ public:
+  bool HasBackward() const override { return true; }
+
+ protected:
+  // dx = dy · (x > 0 ? 1 : slope); in place, x is y, which has the same sign for slope >= 0.
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    if (!down[0]) return;
+    const int n = bottom[0]->count();
+    const float slope = param_.relu_param().negative_slope();
+    const float* x = HostData(*bottom[0]);
+    const float* dy = HostDiff(*top[0]);
+    float* dx = MutableHostDiff(*bottom[0]);
+    for (int i = 0; i < n; ++i) dx[i] = dy[i] * (x[i] > 0 ? 1.0f : slope);
+  }
 };
 
 /// Sigmoid / TanH: float types, computed in float.
@@ -58,6 +77,22 @@ class UnaryLayer : public NeuronLayer {
     DeviceMemory* x = bottom[0]->device_data();
     k.Arg(int32_t{n}).ArgBuffer(x, 0, es).ArgBuffer(top[0]->mutable_device_data(), 0, es);
     k.Launch1D(n);
+  }
+
+ public:
+  bool HasBackward() const override { return true; }
+
+ protected:
+  // From the output: sigmoid' = y(1 − y), tanh' = 1 − y².
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    if (!down[0]) return;
+    const int n = bottom[0]->count();
+    const bool sigmoid = std::string(op_) == "sigmoid";
+    const float* y = HostData(*top[0]);
+    const float* dy = HostDiff(*top[0]);
+    float* dx = MutableHostDiff(*bottom[0]);
+    for (int i = 0; i < n; ++i) dx[i] = dy[i] * (sigmoid ? y[i] * (1 - y[i]) : 1 - y[i] * y[i]);
   }
 
  private:
@@ -100,6 +135,7 @@ class DropoutLayer : public NeuronLayer {
     for (auto& m : mask) m = static_cast<uint32_t>(rng_());
     if (!mask_ || mask_.size() < static_cast<size_t>(n)) mask_ = device().Alloc<uint32_t>(n);
     device().Write(mask_, mask.data(), n);
+    host_mask_ = std::move(mask);
     const uint32_t threshold = static_cast<uint32_t>(ratio_ * 4294967295.0);
     Kernel k = GetKernel(DropoutSource(target(), compute_type_), LayerKernelName("dropout", compute_type_));
     const size_t es = SizeOf(compute_type_);
@@ -109,7 +145,29 @@ class DropoutLayer : public NeuronLayer {
     k.Launch1D(n);
   }
 
+ public:
+  bool HasBackward() const override { return true; }
+
+ protected:
+  // TRAIN: the mask of the last Forward, scaled as the forward scaled; TEST: identity.
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    if (!down[0]) return;
+    const int n = bottom[0]->count();
+    const float* dy = HostDiff(*top[0]);
+    float* dx = MutableHostDiff(*bottom[0]);
+    if (phase() == caffe::TEST) {
+      if (dx != dy) std::copy(dy, dy + n, dx);
+      return;
+    }
+    if (host_mask_.size() < static_cast<size_t>(n)) Fail("Backward before a TRAIN Forward");
+    const uint32_t threshold = static_cast<uint32_t>(ratio_ * 4294967295.0);
+    const float scale = 1.0f / (1.0f - ratio_);
+    for (int i = 0; i < n; ++i) dx[i] = host_mask_[i] > threshold ? dy[i] * scale : 0.0f;
+  }
+
  private:
+  std::vector<uint32_t> host_mask_;
   float ratio_ = 0.5f;
   std::mt19937 rng_;
   vptr<uint32_t> mask_;

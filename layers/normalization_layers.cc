@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "layers/layer_kernels.h"
+#include "layers/host_math.h"
 #include "layers/layer_registry.h"
 
 namespace mpcaffe {
@@ -136,13 +137,71 @@ class ScaleLayer : public Layer {
     Blob& s = bottom.size() == 2 ? *bottom[1] : *blobs_[0];
     DeviceMemory* bias = nullptr;
     if (param_.scale_param().bias_term()) bias = blobs_.back()->device_data();
+    if (top[0] == bottom[0] && t == DataType::kFloat32 && phase() == caffe::TRAIN) {
+      // In place: keep x for the scale gradient (as BVLC's temp_).
+      if (!x_copy_) x_copy_ = std::make_unique<Blob>(device(), t, std::vector<int>{}, name() + "/x");
+      x_copy_->ReshapeLike(*bottom[0]);
+      device().CopyOnDevice(bottom[0]->device_data(), 0, x_copy_->mutable_device_data(), 0,
+                            bottom[0]->bytes());
+    }
     DeviceMemory* x = bottom[0]->device_data();
     LaunchChannelAffine(device(), k, t, n, channels_, inner_, x, top[0]->mutable_device_data(), t,
                         s.device_data(), bias);
   }
 
+ public:
+  bool HasBackward() const override { return true; }
+
+ protected:
+  // dx = dy·s; ds = Σ dy·x (a second bottom's diff is overwritten, a parameter's accumulates);
+  // db += Σ dy — sums over the positions outside the scale's axes.
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    const int n = top[0]->count();
+    const int outer = inner_ * channels_ ? n / (inner_ * channels_) : 0;
+    const bool scale_is_bottom = bottom.size() == 2;
+    Blob& s = scale_is_bottom ? *bottom[1] : *blobs_[0];
+    const bool want_s = scale_is_bottom ? down[1] : param_propagate_down(0);
+    const bool has_bias = param_.scale_param().bias_term();
+    const int bias_index = static_cast<int>(blobs_.size()) - 1;
+    const bool want_b = has_bias && param_propagate_down(bias_index);
+    const std::vector<float> dy(HostDiff(*top[0]), HostDiff(*top[0]) + n);
+    if (want_s || want_b) {
+      const Blob& xb = top[0] == bottom[0] ? *x_copy_ : *bottom[0];
+      const float* x = HostData(xb);
+      std::vector<double> gs(channels_, 0.0), gb(channels_, 0.0);
+      for (int o = 0; o < outer; ++o)
+        for (int c = 0; c < channels_; ++c)
+          for (int i = 0; i < inner_; ++i) {
+            const size_t j = (static_cast<size_t>(o) * channels_ + c) * inner_ + i;
+            gs[c] += static_cast<double>(dy[j]) * x[j];
+            gb[c] += dy[j];
+          }
+      if (want_s) {
+        float* ds = MutableHostDiff(s);
+        for (int c = 0; c < channels_; ++c)
+          ds[c] = static_cast<float>(scale_is_bottom ? gs[c] : ds[c] + gs[c]);
+      }
+      if (want_b) {
+        float* db = MutableHostDiff(*blobs_[bias_index]);
+        for (int c = 0; c < channels_; ++c) db[c] += static_cast<float>(gb[c]);
+      }
+    }
+    if (down[0]) {
+      const float* sv = HostData(s);
+      float* dx = MutableHostDiff(*bottom[0]);
+      for (int o = 0; o < outer; ++o)
+        for (int c = 0; c < channels_; ++c)
+          for (int i = 0; i < inner_; ++i) {
+            const size_t j = (static_cast<size_t>(o) * channels_ + c) * inner_ + i;
+            dx[j] = dy[j] * sv[c];
+          }
+    }
+  }
+
  private:
   int axis_ = 1, channels_ = 1, inner_ = 1;
+  std::unique_ptr<Blob> x_copy_;
 };
 
 }  // namespace

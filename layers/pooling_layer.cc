@@ -64,8 +64,26 @@ class PoolingLayer : public Layer {
       pool_ = std::make_unique<libdnn::Pooling>(device(), desc_, q);
       quant_ = q;
     }
+    libdnn::BufferRef mask;
+    if (compute_type_ == DataType::kFloat32 && desc_.method == libdnn::PoolMethod::kMax) {
+      // Argmax indices for Backward (fp32 only: the type training runs in).
+      if (mask_.size() < desc_.output_count()) mask_ = device().Alloc<int32_t>(desc_.output_count());
+      mask = mask_;
+    }
     pool_->Forward(libdnn::BufferRef(bottom[0]->device_data(), 0),
-                   libdnn::BufferRef(top[0]->mutable_device_data(), 0));
+                   libdnn::BufferRef(top[0]->mutable_device_data(), 0), mask);
+  }
+
+ public:
+  bool HasBackward() const override { return true; }
+
+ protected:
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    if (!down[0] || desc_.batch == 0) return;
+    if (!pool_) Fail("Backward before Forward");
+    pool_->Backward(libdnn::BufferRef(top[0]->device_diff(), 0), mask_,
+                    libdnn::BufferRef(bottom[0]->mutable_device_diff(), 0));
   }
 
  private:
@@ -74,6 +92,7 @@ class PoolingLayer : public Layer {
   libdnn::PoolDesc desc_;
   libdnn::PoolQuant quant_;
   std::unique_ptr<libdnn::Pooling> pool_;
+  vptr<int32_t> mask_;
 };
 
 }  // namespace

@@ -1,7 +1,10 @@
 // layers/softmax_layers.cc — Softmax, SoftmaxWithLoss, Accuracy and EuclideanLoss forward in
 // float types: per-position values on the device, the scalar reduction on the host.
 #include <cmath>
+#include <algorithm>
+#include <string>
 
+#include "layers/host_math.h"
 #include "layers/layer_kernels.h"
 #include "layers/layer_registry.h"
 
@@ -41,6 +44,29 @@ class SoftmaxLayer : public Layer {
     k.Launch1D(outer * inner);
   }
 
+ public:
+  bool HasBackward() const override { return true; }
+
+ protected:
+  // dx = (dy − Σ_c dy·y) · y along the softmax axis.
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    if (!down[0]) return;
+    const Blob& b = *bottom[0];
+    const int outer = b.count(0, axis_), channels = b.shape(axis_), inner = b.count(axis_ + 1);
+    const std::vector<float> y(HostData(*top[0]), HostData(*top[0]) + b.count());
+    const std::vector<float> dy(HostDiff(*top[0]), HostDiff(*top[0]) + b.count());
+    float* dx = MutableHostDiff(*bottom[0]);
+    for (int o = 0; o < outer; ++o)
+      for (int i = 0; i < inner; ++i) {
+        const size_t base = static_cast<size_t>(o) * channels * inner + i;
+        double dot = 0;
+        for (int c = 0; c < channels; ++c) dot += dy[base + c * inner] * y[base + c * inner];
+        for (int c = 0; c < channels; ++c)
+          dx[base + c * inner] = (dy[base + c * inner] - static_cast<float>(dot)) * y[base + c * inner];
+      }
+  }
+
  private:
   int axis_ = 1;
 };
@@ -69,6 +95,7 @@ class SoftmaxWithLossLayer : public Layer {
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }
   float DefaultLossWeight(int top) const override { return top == 0 ? 1.0f : 0.0f; }
+  bool AllowForceBackward(int bottom) const override { return bottom != 1; }
 
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     axis_ = bottom[0]->CanonicalAxisIndex(param_.softmax_param().axis());
@@ -105,9 +132,41 @@ class SoftmaxWithLossLayer : public Layer {
     for (float v : ReadScratch(device(), scratch_, outer_ * inner_))
       if (v >= 0) loss += v, ++valid;
     top[0]->FromFloat({static_cast<float>(loss / Normalizer(lp, outer_, inner_, valid))});
+    valid_ = valid;
+  }
+
+ public:
+  bool HasBackward() const override { return true; }
+
+ protected:
+  // d scores = (prob − onehot(label)) · top_diff / normalizer; ignored labels get 0.
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    if (down.size() > 1 && down[1]) Fail("cannot backpropagate to the labels");
+    if (!down[0]) return;
+    const auto& lp = param_.loss_param();
+    const int channels = bottom[0]->shape(axis_);
+    const Blob& prob = top.size() == 2 ? *top[1] : *prob_;
+    const float* p = HostData(prob);
+    const float* label = HostData(*bottom[1]);
+    const float scale = HostDiff(*top[0])[0] / Normalizer(lp, outer_, inner_, valid_);
+    float* dx = MutableHostDiff(*bottom[0]);
+    for (int o = 0; o < outer_; ++o)
+      for (int i = 0; i < inner_; ++i) {
+        const size_t base = static_cast<size_t>(o) * channels * inner_ + i;
+        const int l = static_cast<int>(label[o * inner_ + i]);
+        const bool ignored = lp.has_ignore_label() && l == lp.ignore_label();
+        if (!ignored && (l < 0 || l >= channels))
+          Fail("label " + std::to_string(l) + " outside [0, " + std::to_string(channels) + ")");
+        for (int c = 0; c < channels; ++c) {
+          const size_t j = base + static_cast<size_t>(c) * inner_;
+          dx[j] = ignored ? 0.0f : (p[j] - (c == l ? 1.0f : 0.0f)) * scale;
+        }
+      }
   }
 
  private:
+  int valid_ = 0;
   int axis_ = 1, outer_ = 0, inner_ = 0;
   std::unique_ptr<Blob> prob_;
   vptr<float> scratch_;
@@ -190,6 +249,25 @@ class EuclideanLossLayer : public Layer {
     }
     const int num = std::max(1, bottom[0]->shape(0));
     top[0]->FromFloat({static_cast<float>(sum / num / 2.0)});
+  }
+
+ public:
+  bool HasBackward() const override { return true; }
+
+ protected:
+  // d x0 = ±(x0 − x1) · top_diff / num.
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    const int n = bottom[0]->count();
+    const float alpha = HostDiff(*top[0])[0] / std::max(1, bottom[0]->shape(0));
+    const std::vector<float> a(HostData(*bottom[0]), HostData(*bottom[0]) + n);
+    const std::vector<float> b(HostData(*bottom[1]), HostData(*bottom[1]) + n);
+    for (int k = 0; k < 2; ++k) {
+      if (!down[k]) continue;
+      float* dx = MutableHostDiff(*bottom[k]);
+      const float sign = k == 0 ? 1.0f : -1.0f;
+      for (int i = 0; i < n; ++i) dx[i] = sign * alpha * (a[i] - b[i]);
+    }
   }
 
  private:

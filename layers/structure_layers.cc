@@ -1,6 +1,9 @@
 // layers/structure_layers.cc — layers that move data without arithmetic: Concat, Split,
 // Flatten, Reshape (every dtype; quantized tops with other parameters than their bottoms are
 // requantized on the way).
+#include <algorithm>
+
+#include "layers/host_math.h"
 #include "layers/layer_kernels.h"
 #include "layers/layer_registry.h"
 #include "quant/quant_params.h"
@@ -62,6 +65,29 @@ class ConcatLayer : public Layer {
     }
   }
 
+ public:
+  bool HasBackward() const override { return true; }
+
+ protected:
+  // Each bottom's diff is its slice of the top's diff along the concat axis.
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    const float* dy = HostDiff(*top[0]);
+    const int outer = top[0]->count(0, axis_), inner = top[0]->count(axis_ + 1);
+    const int top_axis = top[0]->shape(axis_);
+    int offset = 0;
+    for (size_t i = 0; i < bottom.size(); ++i) {
+      const int axis = bottom[i]->shape(axis_);
+      if (down[i]) {
+        float* dx = MutableHostDiff(*bottom[i]);
+        for (int o = 0; o < outer; ++o)
+          std::copy_n(dy + (static_cast<size_t>(o) * top_axis + offset) * inner,
+                      static_cast<size_t>(axis) * inner, dx + static_cast<size_t>(o) * axis * inner);
+      }
+      offset += axis;
+    }
+  }
+
  private:
   int axis_ = 1;
 };
@@ -83,6 +109,23 @@ class SplitLayer : public Layer {
     for (size_t i = 0; i < top.size(); ++i)
       CopyOrRequant(*bottom[0], xq, *top[i], TopAffine(static_cast<int>(i)));
   }
+
+ public:
+  bool HasBackward() const override { return true; }
+
+ protected:
+  // The bottom's diff is the sum of the tops' diffs.
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    if (!down[0]) return;
+    const int n = bottom[0]->count();
+    std::vector<float> sum(HostDiff(*top[0]), HostDiff(*top[0]) + n);
+    for (size_t t = 1; t < top.size(); ++t) {
+      const float* d = HostDiff(*top[t]);
+      for (int i = 0; i < n; ++i) sum[i] += d[i];
+    }
+    std::copy(sum.begin(), sum.end(), MutableHostDiff(*bottom[0]));
+  }
 };
 
 /// Flatten and Reshape: a new shape over the same values.
@@ -96,6 +139,18 @@ class ReshapingLayer : public Layer {
  protected:
   void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     CopyOrRequant(*bottom[0], BottomAffine(0), *top[0], TopAffine(0));
+  }
+
+ public:
+  bool HasBackward() const override { return true; }
+
+ protected:
+  // The same values in a new shape: the diff is copied back.
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    if (!down[0] || top[0] == bottom[0]) return;
+    const float* dy = HostDiff(*top[0]);
+    std::copy_n(dy, bottom[0]->count(), MutableHostDiff(*bottom[0]));
   }
 };
 

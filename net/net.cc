@@ -355,8 +355,147 @@ void Net::Build(const caffe::NetParameter& given) {
   // Blobs overwritten in place are outputs too when their last writer is not consumed further.
   if (state_.quantizer_mode() != caffe::CAFFE_QUANT_PASSIVE)
     SetQuantMode(static_cast<quant::QuantizerMode>(state_.quantizer_mode()));
+  SetUpBackward();
   if (options_.synthetic_data) FillSyntheticInputs();
   if (reduced_memory_) PlanMemory();
+}
+
+void Net::SetUpBackward() {
+  const size_t n = layers_.size();
+  layer_need_backward_.assign(n, false);
+  bottom_need_backward_.assign(n, {});
+  std::set<const Blob*> need;  // blobs whose gradient some layer needs
+  std::map<std::string, std::pair<int, int>> owners;  // ParamSpec name -> (layer, blob)
+  for (size_t i = 0; i < n; ++i) {
+    Layer& layer = *layers_[i];
+    const caffe::LayerParameter& lp = param_.layer(static_cast<int>(i));
+    bool layer_need = false;
+    auto& bnb = bottom_need_backward_[i];
+    for (size_t b = 0; b < bottom_vecs_[i].size(); ++b) {
+      bool d = need.count(bottom_vecs_[i][b]) > 0 ||
+               (param_.force_backward() && layer.HasBackward() &&
+                layer.AllowForceBackward(static_cast<int>(b)));
+      if (static_cast<int>(b) < lp.propagate_down_size() && !lp.propagate_down(static_cast<int>(b)))
+        d = false;
+      bnb.push_back(d);
+      layer_need |= d;
+    }
+    for (int j = 0; j < layer.num_params(); ++j) {
+      const caffe::ParamSpec spec = j < lp.param_size() ? lp.param(j) : caffe::ParamSpec();
+      const float lr = spec.has_lr_mult() ? spec.lr_mult() : 1.0f;
+      const float decay = spec.has_decay_mult() ? spec.decay_mult() : 1.0f;
+      layer.set_param_propagate_down(j, lr != 0.0f);
+      layer_need |= lr != 0.0f && layer.HasBackward();
+      const std::string pname = lp.name() + "/" + std::to_string(j);
+      if (!spec.name().empty()) {
+        auto it = owners.find(spec.name());
+        if (it != owners.end()) {  // shared: use the owner's blob (data and diff)
+          Blob& own = layers_[it->second.first]->param_blob(it->second.second);
+          Blob& mine = layer.param_blob(j);
+          if (own.count() != mine.count() || own.type() != mine.type())
+            throw NetError("layer '" + lp.name() + "': parameter " + std::to_string(j) + " ('" +
+                           spec.name() + "') of shape " + mine.shape_string() +
+                           " cannot share the owner's " + own.shape_string());
+          layer.blobs()[j] = layers_[it->second.first]->blobs()[it->second.second];
+          layer.ParamsChanged();
+          continue;
+        }
+        owners[spec.name()] = {static_cast<int>(i), j};
+      }
+      // Not trainable: reduced-precision blobs, and layers without a backward pass (BatchNorm's
+      // statistics, as BVLC forces their lr_mult to 0).
+      if (layer.param_blob(j).type() != DataType::kFloat32 || !layer.HasBackward()) continue;
+      learnable_params_.push_back(&layer.param_blob(j));
+      params_lr_.push_back(lr);
+      params_weight_decay_.push_back(decay);
+      learnable_param_names_.push_back(pname);
+    }
+    layer_need_backward_[i] = layer_need;
+    if (layer_need)
+      for (size_t t = 0; t < top_vecs_[i].size(); ++t) need.insert(top_vecs_[i][t]);
+  }
+  // Only layers under a loss run backward (BVLC's second pass).
+  std::set<const Blob*> under_loss;
+  for (size_t r = n; r-- > 0;) {
+    bool contributes = false;
+    for (size_t t = 0; t < top_vecs_[r].size(); ++t)
+      if (loss_weights_[r][t] != 0.0f || under_loss.count(top_vecs_[r][t])) contributes = true;
+    if (!contributes) {
+      layer_need_backward_[r] = false;
+      bottom_need_backward_[r].assign(bottom_vecs_[r].size(), false);
+      continue;
+    }
+    for (Blob* b : bottom_vecs_[r]) under_loss.insert(b);
+  }
+}
+
+void Net::BackwardFromTo(int start, int end) {
+  const int n = static_cast<int>(layers_.size());
+  if (start < 0 || end >= n || start > end + 1)
+    throw NetError("BackwardFromTo(" + std::to_string(start) + ", " + std::to_string(end) +
+                   ") outside the net's " + std::to_string(n) + " layers");
+  for (int i = end; i >= start; --i) {
+    for (size_t t = 0; t < top_vecs_[i].size(); ++t) {
+      const float w = loss_weights_[i][t];
+      if (w == 0.0f) continue;
+      Blob& top = *top_vecs_[i][t];
+      if (top.type() != DataType::kFloat32)
+        throw NetError("loss top '" + top.name() + "' of layer '" + layer_names_[i] +
+                       "' is not fp32; training runs in fp32");
+      std::fill_n(static_cast<float*>(top.mutable_host_diff()), top.count(), w);
+    }
+  }
+  for (int i = end; i >= start; --i) {
+    if (!layer_need_backward_[i]) continue;
+    Layer& layer = *layers_[i];
+    if (!layer.HasBackward())
+      throw NetError("layer '" + layer_names_[i] + "' (" + layer.type() +
+                     ") needs a backward pass (it lies between a loss and a learnable "
+                     "parameter) but has none");
+    layer.Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
+  }
+}
+
+void Net::Backward() {
+  if (!layers_.empty()) BackwardFromTo(0, static_cast<int>(layers_.size()) - 1);
+}
+
+float Net::ForwardBackward() {
+  const float loss = Forward();
+  Backward();
+  return loss;
+}
+
+void Net::ClearParamDiffs() {
+  for (Blob* b : learnable_params_)
+    if (b->count()) device_->Zero(b->mutable_device_diff(), 0, b->bytes());
+}
+
+void Net::ParamsUpdated() {
+  for (auto& l : layers_) l->ParamsChanged();
+}
+
+void Net::ShareTrainedLayersWith(const Net& other) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const std::string& name = layer_names_[i];
+    auto it = other.layer_index_.find(name);
+    if (it == other.layer_index_.end()) continue;
+    Layer& src = *other.layers_[it->second];
+    Layer& dst = *layers_[i];
+    if (src.num_params() != dst.num_params())
+      throw NetError("layer '" + name + "': " + std::to_string(dst.num_params()) +
+                     " parameter blobs, the shared net's layer has " +
+                     std::to_string(src.num_params()));
+    for (int j = 0; j < dst.num_params(); ++j) {
+      if (src.param_blob(j).shape() != dst.param_blob(j).shape() ||
+          src.param_blob(j).type() != dst.param_blob(j).type())
+        throw NetError("layer '" + name + "' parameter " + std::to_string(j) + ": shape " +
+                       dst.param_blob(j).shape_string() + " cannot share " +
+                       src.param_blob(j).shape_string());
+      dst.blobs()[j] = src.blobs()[j];
+    }
+    dst.ParamsChanged();
+  }
 }
 
 void Net::FillSyntheticInputs() {

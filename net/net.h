@@ -69,6 +69,37 @@ class Net {
   /// Reshapes every layer for the current input shapes (and re-plans shared memory).
   void Reshape();
 
+  // ---- Training (fp32), BVLC's semantics ----
+  /// Sets each loss top's diff to its loss weight and runs Backward of every layer that needs
+  /// it, from the last to the first. Parameter diffs accumulate (ClearParamDiffs clears them).
+  /// Throws NetError naming a layer that needs a backward pass it does not have.
+  void Backward();
+  /// Backward of layers [start, end] in reverse order (loss top diffs are set when the loss
+  /// layers are in the range).
+  void BackwardFromTo(int start, int end);
+  /// Forward then Backward; returns the loss.
+  float ForwardBackward();
+  /// Whether layer i runs in Backward, and which of its bottoms receive a gradient
+  /// (propagate_down, force_backward, only layers under a loss, lr_mult 0 parameters).
+  bool layer_need_backward(int i) const { return layer_need_backward_.at(i); }
+  const std::vector<std::vector<bool>>& bottom_need_backward() const { return bottom_need_backward_; }
+  /// The learnable parameter blobs, each once (a parameter shared by ParamSpec.name belongs to
+  /// the first layer naming it; later layers hold the same Blob, data and diff), with their
+  /// lr_mult and decay_mult.
+  const std::vector<Blob*>& learnable_params() const { return learnable_params_; }
+  const std::vector<float>& params_lr() const { return params_lr_; }
+  const std::vector<float>& params_weight_decay() const { return params_weight_decay_; }
+  /// "<layer>/<index>" of each learnable parameter (for messages and the solver state).
+  const std::vector<std::string>& learnable_param_names() const { return learnable_param_names_; }
+  /// Zeroes every learnable parameter's diff.
+  void ClearParamDiffs();
+  /// Tells every layer its parameters changed (after a solver update or a restore), so
+  /// derived device data (packed weights, bias buffers) is rebuilt before the next Forward.
+  void ParamsUpdated();
+  /// Makes every layer's parameter blobs the same as `other`'s (same net definition, e.g. the
+  /// test net sharing the train net's weights as BVLC's ShareTrainedLayersWith does).
+  void ShareTrainedLayersWith(const Net& other);
+
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   const std::vector<std::string>& layer_names() const { return layer_names_; }
   int layer_index(const std::string& name) const;
@@ -123,6 +154,7 @@ class Net {
   void Build(const caffe::NetParameter& param);
   void PlanMemory();
   void FillSyntheticInputs();
+  void SetUpBackward();
 
   Device* device_;
   NetOptions options_;
@@ -142,6 +174,11 @@ class Net {
   bool reduced_memory_ = false;
   uint64_t base_bytes_ = 0;
   std::vector<std::shared_ptr<DeviceMemory>> slots_;
+  std::vector<bool> layer_need_backward_;
+  std::vector<std::vector<bool>> bottom_need_backward_;
+  std::vector<Blob*> learnable_params_;
+  std::vector<float> params_lr_, params_weight_decay_;
+  std::vector<std::string> learnable_param_names_;
 };
 
 /// Gives a reduced-precision net the ranges it lacks: builds the fp32 variant of `param` with

@@ -1,0 +1,381 @@
+// net/solver.cc — the Solver: BVLC's training loop, update rules, learning-rate policies and
+// snapshot / restore. Parameter updates run on the host side of the fp32 parameter blobs.
+#include "net/solver.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "layers/host_math.h"
+#include "proto/model_io.h"
+
+namespace mpcaffe {
+namespace {
+
+std::string CanonicalType(const caffe::SolverParameter& p) {
+  const std::string t = p.type();
+  for (const char* known : {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"})
+    if (t == known) return t;
+  throw SolverError("solver type '" + t +
+                    "' is unknown (SGD, Nesterov, AdaGrad, RMSProp, AdaDelta, Adam)");
+}
+
+NetOptions OptionsFor(const NetOptions& base, const caffe::NetState& state, caffe::Phase phase) {
+  NetOptions o = base;
+  o.phase = phase;
+  o.reduced_memory = 0;  // test nets share the train net's blobs' lifetimes with the solver
+  o.level = state.level();
+  for (const auto& s : state.stage()) o.stages.push_back(s);
+  return o;
+}
+
+bool Exists(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f) std::fclose(f);
+  return f != nullptr;
+}
+
+}  // namespace
+
+Solver::Solver(const caffe::SolverParameter& param, Device& device, const NetOptions& base)
+    : param_(param), device_(&device), log_(&std::cout) {
+  type_ = CanonicalType(param_);
+  if (param_.random_seed() >= 0) SetRandomSeed(static_cast<uint64_t>(param_.random_seed()));
+  // Train net: exactly one of net, net_param, train_net, train_net_param.
+  const int sources = param_.has_net() + param_.has_net_param() + param_.has_train_net() +
+                      param_.has_train_net_param();
+  if (sources != 1)
+    throw SolverError("the solver must name exactly one train net (net, net_param, train_net or "
+                      "train_net_param), it names " + std::to_string(sources));
+  caffe::NetParameter train;
+  if (param_.has_train_net_param()) train = param_.train_net_param();
+  else if (param_.has_train_net()) train = ReadNetParameterText(param_.train_net());
+  else if (param_.has_net_param()) train = param_.net_param();
+  else train = ReadNetParameterText(param_.net());
+  net_ = std::make_unique<Net>(train, device, OptionsFor(base, param_.train_state(), caffe::TRAIN));
+
+  // Test nets: test_net_param, test_net, then the general net once per remaining test_iter.
+  std::vector<caffe::NetParameter> tests;
+  for (const auto& p : param_.test_net_param()) tests.push_back(p);
+  for (const auto& f : param_.test_net()) tests.push_back(ReadNetParameterText(f));
+  const bool general = param_.has_net() || param_.has_net_param();
+  if (general)
+    while (static_cast<int>(tests.size()) < param_.test_iter_size())
+      tests.push_back(param_.has_net_param() ? param_.net_param() : ReadNetParameterText(param_.net()));
+  if (static_cast<int>(tests.size()) != param_.test_iter_size())
+    throw SolverError("test_iter must be given once per test net: " +
+                      std::to_string(param_.test_iter_size()) + " test_iter for " +
+                      std::to_string(tests.size()) + " test nets");
+  if (!tests.empty() && param_.test_interval() <= 0 && param_.has_test_interval())
+    throw SolverError("test_interval must be positive");
+  for (size_t i = 0; i < tests.size(); ++i) {
+    const caffe::NetState state =
+        static_cast<int>(i) < param_.test_state_size() ? param_.test_state(static_cast<int>(i)) : caffe::NetState();
+    test_nets_.push_back(std::make_unique<Net>(tests[i], device, OptionsFor(base, state, caffe::TEST)));
+    test_nets_.back()->ShareTrainedLayersWith(*net_);
+  }
+  if (param_.iter_size() < 1) throw SolverError("iter_size must be at least 1");
+  InitHistory();
+}
+
+std::unique_ptr<Solver> Solver::FromFile(const std::string& path, Device& device,
+                                         const NetOptions& base) {
+  return std::make_unique<Solver>(ReadSolverText(path), device, base);
+}
+
+void Solver::InitHistory() {
+  const int copies = type_ == "AdaDelta" || type_ == "Adam" ? 2 : 1;
+  history_.clear();
+  for (int c = 0; c < copies; ++c)
+    for (Blob* b : net_->learnable_params()) history_.emplace_back(b->count(), 0.0f);
+}
+
+float Solver::smoothed_loss() const { return smoothed_loss_; }
+
+float Solver::GetLearningRate() const {
+  const std::string& policy = param_.lr_policy();
+  const double base = param_.base_lr(), gamma = param_.gamma(), power = param_.power();
+  const double it = iter_;
+  if (policy == "fixed") return static_cast<float>(base);
+  if (policy == "step") {
+    if (param_.stepsize() <= 0) throw SolverError("lr_policy step needs a positive stepsize");
+    return static_cast<float>(base * std::pow(gamma, std::floor(it / param_.stepsize())));
+  }
+  if (policy == "exp") return static_cast<float>(base * std::pow(gamma, it));
+  if (policy == "inv") return static_cast<float>(base * std::pow(1.0 + gamma * it, -power));
+  if (policy == "multistep") {
+    int step = 0;
+    while (step < param_.stepvalue_size() && iter_ >= param_.stepvalue(step)) ++step;
+    return static_cast<float>(base * std::pow(gamma, step));
+  }
+  if (policy == "poly") {
+    if (param_.max_iter() <= 0) throw SolverError("lr_policy poly needs a positive max_iter");
+    return static_cast<float>(base * std::pow(1.0 - it / param_.max_iter(), power));
+  }
+  if (policy == "sigmoid")
+    return static_cast<float>(base / (1.0 + std::exp(-gamma * (it - param_.stepsize()))));
+  throw SolverError("lr_policy '" + policy +
+                    "' is unknown (fixed, step, exp, inv, multistep, poly, sigmoid)");
+}
+
+void Solver::ClipGradients() {
+  const float clip = param_.clip_gradients();
+  if (clip < 0) return;
+  double sumsq = 0;
+  for (Blob* b : net_->learnable_params()) {
+    const float* d = HostDiff(*b);
+    for (int i = 0; i < b->count(); ++i) sumsq += static_cast<double>(d[i]) * d[i];
+  }
+  const double l2 = std::sqrt(sumsq);
+  if (l2 <= clip) return;
+  const float scale = static_cast<float>(clip / l2);
+  if (log_)
+    *log_ << "Gradient clipping: scaling down gradients (L2 norm " << l2 << " > " << clip
+          << ") by scale factor " << scale << "\n";
+  for (Blob* b : net_->learnable_params()) {
+    float* d = MutableHostDiff(*b);
+    for (int i = 0; i < b->count(); ++i) d[i] *= scale;
+  }
+}
+
+void Solver::ApplyUpdate() {
+  const float rate = GetLearningRate();
+  if (log_ && param_.display() && iter_ % param_.display() == 0)
+    *log_ << "Iteration " << iter_ << ", lr = " << rate << "\n";
+  const auto& params = net_->learnable_params();
+  const size_t n = params.size();
+  // Normalize and regularize each diff, then clip over all of them (BVLC's order).
+  const bool l1 = param_.regularization_type() == "L1";
+  if (!l1 && param_.regularization_type() != "L2")
+    throw SolverError("regularization_type '" + param_.regularization_type() + "' is unknown (L2, L1)");
+  for (size_t p = 0; p < n; ++p) {
+    Blob& b = *params[p];
+    float* d = MutableHostDiff(b);
+    const float* w = HostData(b);
+    const float norm = 1.0f / param_.iter_size();
+    const float decay = param_.weight_decay() * net_->params_weight_decay()[p];
+    for (int i = 0; i < b.count(); ++i) {
+      d[i] *= norm;
+      if (decay != 0.0f) d[i] += decay * (l1 ? (w[i] > 0 ? 1.0f : (w[i] < 0 ? -1.0f : 0.0f)) : w[i]);
+    }
+  }
+  ClipGradients();
+  const float momentum = param_.momentum(), delta = param_.delta();
+  for (size_t p = 0; p < n; ++p) {
+    Blob& b = *params[p];
+    const float lr = rate * net_->params_lr()[p];
+    float* d = MutableHostDiff(b);
+    std::vector<float>& h = history_[p];
+    const int count = b.count();
+    if (type_ == "SGD") {
+      for (int i = 0; i < count; ++i) d[i] = h[i] = momentum * h[i] + lr * d[i];
+    } else if (type_ == "Nesterov") {
+      for (int i = 0; i < count; ++i) {
+        const float prev = h[i];
+        h[i] = momentum * h[i] + lr * d[i];
+        d[i] = (1 + momentum) * h[i] - momentum * prev;
+      }
+    } else if (type_ == "AdaGrad") {
+      for (int i = 0; i < count; ++i) {
+        h[i] += d[i] * d[i];
+        d[i] = lr * d[i] / (std::sqrt(h[i]) + delta);
+      }
+    } else if (type_ == "RMSProp") {
+      const float decay = param_.rms_decay();
+      for (int i = 0; i < count; ++i) {
+        h[i] = decay * h[i] + (1 - decay) * d[i] * d[i];
+        d[i] = lr * d[i] / (std::sqrt(h[i]) + delta);
+      }
+    } else if (type_ == "AdaDelta") {
+      std::vector<float>& u = history_[n + p];
+      for (int i = 0; i < count; ++i) {
+        h[i] = momentum * h[i] + (1 - momentum) * d[i] * d[i];
+        const float update = d[i] * std::sqrt((u[i] + delta) / (h[i] + delta));
+        u[i] = momentum * u[i] + (1 - momentum) * update * update;
+        d[i] = lr * update;
+      }
+    } else {  // Adam
+      std::vector<float>& v = history_[n + p];
+      const float beta1 = momentum, beta2 = param_.momentum2();
+      const int t = iter_ + 1;
+      const float correction = static_cast<float>(std::sqrt(1 - std::pow(beta2, t)) / (1 - std::pow(beta1, t)));
+      for (int i = 0; i < count; ++i) {
+        h[i] = beta1 * h[i] + (1 - beta1) * d[i];
+        v[i] = beta2 * v[i] + (1 - beta2) * d[i] * d[i];
+        d[i] = lr * correction * h[i] / (std::sqrt(v[i]) + delta);
+      }
+    }
+    float* w = MutableHostData(b);
+    for (int i = 0; i < count; ++i) w[i] -= d[i];
+  }
+  net_->ParamsUpdated();
+  for (auto& t : test_nets_) t->ParamsUpdated();
+}
+
+void Solver::UpdateSmoothedLoss(float loss, int start_iter) {
+  const int average = std::max(1, param_.average_loss());
+  const size_t k = static_cast<size_t>(iter_ - start_iter);
+  if (losses_.size() < static_cast<size_t>(average)) {
+    losses_.push_back(loss);
+    smoothed_loss_ = (smoothed_loss_ * (losses_.size() - 1) + loss) / losses_.size();
+  } else {
+    const size_t idx = k % average;
+    smoothed_loss_ += (loss - losses_[idx]) / average;
+    losses_[idx] = loss;
+  }
+}
+
+void Solver::Step(int iters) {
+  const int start_iter = iter_, stop_iter = iter_ + iters;
+  losses_.clear();
+  smoothed_loss_ = 0;
+  auto tick = std::chrono::steady_clock::now();
+  int tick_iter = iter_;
+  while (iter_ < stop_iter) {
+    net_->ClearParamDiffs();
+    if (param_.test_interval() > 0 && iter_ % param_.test_interval() == 0 &&
+        (iter_ > 0 || param_.test_initialization()))
+      TestAll();
+    float loss = 0;
+    for (int i = 0; i < param_.iter_size(); ++i) loss += net_->ForwardBackward();
+    loss /= param_.iter_size();
+    UpdateSmoothedLoss(loss, start_iter);
+    if (log_ && param_.display() && iter_ % param_.display() == 0) {
+      const auto now = std::chrono::steady_clock::now();
+      const double secs = std::chrono::duration<double>(now - tick).count();
+      const int done = iter_ - tick_iter;
+      *log_ << "Iteration " << iter_;
+      if (done > 0)
+        *log_ << " (" << done / secs << " iter/s, " << secs << "s/" << done << " iters)";
+      *log_ << ", loss = " << smoothed_loss_ << "\n";
+      int k = 0;
+      for (Blob* out : net_->output_blobs()) {
+        const std::vector<float> v = out->ToFloat();
+        for (float x : v) *log_ << "    Train net output #" << k++ << ": " << out->name() << " = " << x << "\n";
+      }
+      *log_ << std::flush;
+      tick = now;
+      tick_iter = iter_;
+    }
+    ApplyUpdate();
+    ++iter_;
+    if (param_.snapshot() > 0 && iter_ % param_.snapshot() == 0) Snapshot();
+  }
+}
+
+void Solver::Solve(const std::string& resume_file) {
+  if (log_) *log_ << "Solving " << net_->name() << "\n" << "Learning Rate Policy: " << param_.lr_policy() << "\n";
+  if (!resume_file.empty()) {
+    if (log_) *log_ << "Restoring previous solver status from " << resume_file << "\n";
+    Restore(resume_file);
+  }
+  Step(param_.max_iter() - iter_);
+  if (param_.snapshot_after_train() && (param_.snapshot() == 0 || iter_ % param_.snapshot() != 0))
+    Snapshot();
+  if (param_.display() && log_) {
+    const float loss = net_->Forward();
+    *log_ << "Iteration " << iter_ << ", loss = " << loss << "\n";
+  }
+  if (param_.test_interval() > 0 && iter_ % param_.test_interval() == 0) TestAll();
+  if (log_) *log_ << "Optimization Done.\n";
+}
+
+std::vector<std::string> Solver::TestOutputNames(int id) const {
+  std::vector<std::string> names;
+  for (Blob* out : test_nets_.at(id)->output_blobs()) {
+    if (out->count() == 1) {
+      names.push_back(out->name());
+      continue;
+    }
+    for (int i = 0; i < out->count(); ++i) names.push_back(out->name() + "[" + std::to_string(i) + "]");
+  }
+  return names;
+}
+
+std::vector<float> Solver::Test(int id) {
+  Net& net = *test_nets_.at(id);
+  const int iters = param_.test_iter(id);
+  std::vector<double> sum;
+  for (int it = 0; it < iters; ++it) {
+    net.Forward();
+    size_t k = 0;
+    for (Blob* out : net.output_blobs()) {
+      const std::vector<float> v = out->ToFloat();
+      if (sum.size() < k + v.size()) sum.resize(k + v.size(), 0.0);
+      for (float x : v) sum[k++] += x;
+    }
+  }
+  std::vector<float> mean(sum.size());
+  for (size_t k = 0; k < sum.size(); ++k) mean[k] = static_cast<float>(sum[k] / std::max(1, iters));
+  if (log_) {
+    *log_ << "Iteration " << iter_ << ", Testing net (#" << id << ")\n";
+    const std::vector<std::string> names = TestOutputNames(id);
+    for (size_t k = 0; k < mean.size() && k < names.size(); ++k)
+      *log_ << "    Test net output #" << k << ": " << names[k] << " = " << mean[k] << "\n";
+    *log_ << std::flush;
+  }
+  return mean;
+}
+
+void Solver::TestAll() {
+  for (size_t i = 0; i < test_nets_.size(); ++i) Test(static_cast<int>(i));
+}
+
+std::string Solver::SnapshotFilename(const std::string& extension) const {
+  std::string prefix = param_.snapshot_prefix();
+  if (prefix.empty()) prefix = net_->name().empty() ? "snapshot" : net_->name();
+  return prefix + "_iter_" + std::to_string(iter_) + extension;
+}
+
+std::string Solver::Snapshot() {
+  const std::string model = SnapshotFilename(".caffemodel");
+  net_->Save(model);  // written to a temporary file and renamed (WriteProtoToBinaryFile)
+  caffe::SolverState state;
+  state.set_iter(iter_);
+  state.set_learned_net(model);
+  state.set_current_step(current_step_);
+  for (const auto& h : history_) {
+    caffe::BlobProto* b = state.add_history();
+    b->mutable_shape()->add_dim(static_cast<int64_t>(h.size()));
+    for (float x : h) b->add_data(x);
+  }
+  const std::string path = SnapshotFilename(".solverstate");
+  WriteProtoToBinaryFile(state, path);
+  if (log_) *log_ << "Snapshotting to binary proto file " << model << "\n"
+                  << "Snapshotting solver state to binary proto file " << path << "\n";
+  return path;
+}
+
+void Solver::Restore(const std::string& solverstate) {
+  caffe::SolverState state;
+  ReadProtoFromBinaryFile(solverstate, &state);
+  if (state.history_size() != static_cast<int>(history_.size()))
+    throw SolverError("solver state '" + solverstate + "' has " +
+                      std::to_string(state.history_size()) + " history blobs, the " + type_ +
+                      " solver of net '" + net_->name() + "' needs " +
+                      std::to_string(history_.size()));
+  for (int i = 0; i < state.history_size(); ++i) {
+    if (static_cast<size_t>(state.history(i).data_size()) != history_[i].size())
+      throw SolverError("solver state '" + solverstate + "' history blob " + std::to_string(i) +
+                        " has " + std::to_string(state.history(i).data_size()) +
+                        " values, parameter needs " + std::to_string(history_[i].size()));
+    std::copy(state.history(i).data().begin(), state.history(i).data().end(), history_[i].begin());
+  }
+  if (state.has_learned_net()) {
+    std::string model = state.learned_net();
+    if (!Exists(model) && !model.empty() && model[0] != '/') {
+      const size_t slash = solverstate.rfind('/');
+      if (slash != std::string::npos) model = solverstate.substr(0, slash + 1) + model;
+    }
+    net_->CopyTrainedLayersFrom(model);
+  }
+  iter_ = state.iter();
+  current_step_ = state.current_step();
+  net_->ParamsUpdated();
+  for (auto& t : test_nets_) t->ParamsUpdated();
+}
+
+}  // namespace mpcaffe

@@ -1,0 +1,94 @@
+// net/solver.h — Solver: BVLC's training loop (SGD, Nesterov, AdaGrad, RMSProp, AdaDelta, Adam;
+// learning-rate policies; L2/L1 weight decay; gradient clipping; iter_size; test nets;
+// snapshot and restore as .caffemodel + .solverstate written atomically).
+#pragma once
+
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/net.h"
+#include "proto/caffe.pb.h"
+
+namespace mpcaffe {
+
+/// The solver definition is inconsistent (no train net, unknown type or lr policy, a state
+/// file that does not fit the net). Messages name the field or file and what is wrong.
+class SolverError : public Error {
+ public:
+  using Error::Error;
+};
+
+class Solver {
+ public:
+  /// Builds the train net (TRAIN phase, train_state) and the test nets (TEST phase, sharing the
+  /// train net's weights) from `param`. Net files are read relative to the working directory,
+  /// as BVLC does. `base` supplies the net options beyond phase, level and stages (e.g.
+  /// synthetic_data to train on random inputs for timing).
+  Solver(const caffe::SolverParameter& param, Device& device, const NetOptions& base = {});
+  /// Reads a solver .prototxt (upgraded) and builds it.
+  static std::unique_ptr<Solver> FromFile(const std::string& path, Device& device,
+                                          const NetOptions& base = {});
+
+  const caffe::SolverParameter& param() const { return param_; }
+  /// "SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta" or "Adam".
+  const std::string& type() const { return type_; }
+  Net& net() { return *net_; }
+  const std::vector<std::unique_ptr<Net>>& test_nets() const { return test_nets_; }
+  int iter() const { return iter_; }
+  /// Mean of the last average_loss iterations' losses.
+  float smoothed_loss() const;
+
+  /// Runs `iters` iterations: tests at test_interval, forward/backward iter_size times,
+  /// display, update, snapshots at the snapshot interval.
+  void Step(int iters);
+  /// Restores from `resume_file` (a .solverstate) when given, runs to max_iter, snapshots
+  /// (snapshot_after_train) and runs the final tests as BVLC's Solve does.
+  void Solve(const std::string& resume_file = "");
+  /// Runs test net `id` for its test_iter iterations; returns the mean of each output value
+  /// (in the order of the net's output blobs, every element), and prints them when logging.
+  std::vector<float> Test(int id);
+  /// Names matching Test's values ("accuracy", "loss", "prob[3]", ...).
+  std::vector<std::string> TestOutputNames(int id) const;
+
+  /// The learning rate of the current iteration under lr_policy.
+  float GetLearningRate() const;
+  /// One update from the accumulated parameter diffs (normalize by iter_size, regularize,
+  /// clip, the solver's rule, data −= update); the iteration counter is not advanced.
+  void ApplyUpdate();
+  /// The solver's per-parameter history (SGD-like: one array per parameter; AdaDelta and
+  /// Adam: two, the second set after the first, as BVLC stores them).
+  const std::vector<std::vector<float>>& history() const { return history_; }
+
+  /// Writes <prefix>_iter_<iter>.caffemodel and .solverstate (each to a temporary file renamed
+  /// into place); returns the .solverstate path.
+  std::string Snapshot();
+  /// Reads a .solverstate (and the .caffemodel it names, resolved beside it when relative and
+  /// absent); throws SolverError when its history does not fit the net.
+  void Restore(const std::string& solverstate);
+
+  /// Where progress lines go (BVLC's format); null silences the solver. Default: std::cout.
+  void set_log(std::ostream* log) { log_ = log; }
+
+ private:
+  void InitHistory();
+  void ClipGradients();
+  void UpdateSmoothedLoss(float loss, int start_iter);
+  void TestAll();
+  std::string SnapshotFilename(const std::string& extension) const;
+
+  caffe::SolverParameter param_;
+  Device* device_;
+  std::string type_;
+  std::unique_ptr<Net> net_;
+  std::vector<std::unique_ptr<Net>> test_nets_;
+  std::vector<std::vector<float>> history_;
+  int iter_ = 0;
+  int current_step_ = 0;
+  std::vector<float> losses_;
+  float smoothed_loss_ = 0;
+  std::ostream* log_;
+};
+
+}  // namespace mpcaffe

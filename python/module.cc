@@ -1,0 +1,262 @@
+// python/module.cc — the pybind11 extension mpcaffe._mpcaffe: devices, Net and Blob with NumPy
+// views of the blobs' host memory; the pure-Python package (python/mpcaffe) builds pycaffe's API
+// on top of these bindings.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/program_cache.h"
+#include "device/device.h"
+#include "device/error.h"
+#include "layers/blob.h"
+#include "net/net.h"
+#include "net/solver.h"
+#include "proto/model_io.h"
+#include "proto/upgrade.h"
+
+namespace py = pybind11;
+
+// Net and Solver hold unique_ptrs: their implicit copy constructors are declared but unusable,
+// so pybind11 must not try to generate copies when returning them by pointer.
+namespace pybind11::detail {
+template <>
+struct is_copy_constructible<mpcaffe::Net> : std::false_type {};
+template <>
+struct is_copy_constructible<mpcaffe::Solver> : std::false_type {};
+}  // namespace pybind11::detail
+using mpcaffe::Blob;
+using mpcaffe::DataType;
+using mpcaffe::Device;
+using mpcaffe::Net;
+
+namespace {
+
+/// The device nets are built on: chosen by set_device / set_mode_gpu, else the library default.
+int g_device_index = -1;
+
+Device& CurrentDevice() {
+  if (g_device_index < 0) g_device_index = mpcaffe::DefaultDevice().index();
+  return mpcaffe::GetDevice(g_device_index);
+}
+
+/// NumPy element type of a blob's storage (int8q is uint8 with a zero point, int16q uint16).
+py::dtype StorageDtype(DataType type) {
+  switch (type) {
+    case DataType::kFloat32: return py::dtype::of<float>();
+    case DataType::kFloat16: return py::dtype("float16");
+    case DataType::kInt16Q: return py::dtype::of<uint16_t>();
+    case DataType::kInt8Q: return py::dtype::of<uint8_t>();
+  }
+  throw mpcaffe::Error("unknown data type");
+}
+
+/// A writable view of the blob's host data or diff; `owner` (the Python Blob) keeps it alive.
+/// Taking the view makes the host side the newest, so writes reach the next forward pass.
+py::array HostView(py::object owner, bool diff) {
+  Blob& blob = owner.cast<Blob&>();
+  std::vector<py::ssize_t> shape(blob.shape().begin(), blob.shape().end());
+  py::dtype dtype = StorageDtype(blob.type());
+  if (blob.count() == 0) return py::array(dtype, shape);
+  void* ptr = diff ? blob.mutable_host_diff() : blob.mutable_host_data();
+  return py::array(dtype, shape, ptr, owner);
+}
+
+mpcaffe::NetOptions MakeOptions(int phase, int level, const std::vector<std::string>& stages,
+                                int reduced_memory) {
+  if (phase != caffe::TRAIN && phase != caffe::TEST)
+    throw mpcaffe::Error("Net: phase must be caffe.TRAIN (0) or caffe.TEST (1), got " +
+                         std::to_string(phase));
+  mpcaffe::NetOptions options;
+  options.phase = static_cast<caffe::Phase>(phase);
+  options.level = level;
+  options.stages = stages;
+  options.reduced_memory = reduced_memory;
+  return options;
+}
+
+std::vector<std::string> BlobNamesOf(const Net& net, const std::vector<Blob*>& blobs) {
+  std::map<const Blob*, std::string> names;
+  for (const auto& name : net.blob_names()) names.emplace(&net.blob(name), name);
+  std::vector<std::string> out;
+  for (const Blob* b : blobs) out.push_back(names.at(b));
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_mpcaffe, m) {
+  m.doc() = "mpcaffe C++ core (devices, Net, Blob); use the mpcaffe package, not this module";
+
+  py::register_exception<mpcaffe::Error>(m, "Error", PyExc_RuntimeError);
+
+  // Every program the package builds goes through the kernel cache (MPCAFFE_CACHE=off disables).
+  mpcaffe::cache::EnableProgramCache();
+
+  m.def("devices", [] {
+    std::vector<py::dict> out;
+    for (Device* d : mpcaffe::DeviceList()) {
+      py::dict info;
+      info["index"] = d->index();
+      info["backend"] = mpcaffe::BackendName(d->backend());
+      info["name"] = d->info().name;
+      info["vendor"] = d->info().vendor;
+      info["is_gpu"] = d->info().is_gpu;
+      info["fp16"] = d->info().fp16;
+      info["global_mem_bytes"] = d->info().global_mem_bytes;
+      info["description"] = d->Describe();
+      out.push_back(info);
+    }
+    return out;
+  }, "Every device of every backend, as dicts (index, backend, name, vendor, is_gpu, ...).");
+  m.def("set_device", [](int index) { g_device_index = mpcaffe::GetDevice(index).index(); },
+        "Builds later nets on the device with this index (see devices()).");
+  m.def("device_index", [] { return CurrentDevice().index(); });
+  m.def("set_mode_gpu", [] {
+    // The library default already prefers a GPU; keep an explicit set_device choice.
+    if (g_device_index < 0) g_device_index = mpcaffe::DefaultDevice().index();
+  }, "Runs on the chosen device, else the first GPU, else the first OpenCL device.");
+
+  py::class_<Blob>(m, "Blob", "An N-d array of one data type in host and device memory.")
+      .def_property_readonly("data", [](py::object self) { return HostView(self, false); },
+                             "Writable NumPy view of the host data (float32, float16, uint16 "
+                             "for int16q, uint8 for int8q).")
+      .def_property_readonly("diff", [](py::object self) { return HostView(self, true); },
+                             "Writable NumPy view of the host diff.")
+      .def_property_readonly("shape", [](const Blob& b) { return b.shape(); })
+      .def_property_readonly("count", [](const Blob& b) { return b.count(); })
+      .def_property_readonly("num", &Blob::num)
+      .def_property_readonly("channels", &Blob::channels)
+      .def_property_readonly("height", &Blob::height)
+      .def_property_readonly("width", &Blob::width)
+      .def_property_readonly("data_type", [](const Blob& b) { return static_cast<int>(b.type()); })
+      .def_property_readonly("type_name", [](const Blob& b) { return mpcaffe::Name(b.type()); })
+      .def("reshape", [](Blob& b, py::args dims) {
+        std::vector<int> shape;
+        for (auto d : dims) shape.push_back(d.cast<int>());
+        b.Reshape(shape);
+      }, "Changes the shape (call Net.reshape() afterwards for inputs).")
+      .def("__repr__", [](const Blob& b) {
+        return "<mpcaffe Blob '" + b.name() + "' " + mpcaffe::Name(b.type()) + " " +
+               b.shape_string() + ">";
+      });
+
+  py::class_<Net>(m, "Net", "A layer graph built from a NetParameter.")
+      .def_static("from_file", [](const std::string& path, int phase, int level,
+                                  const std::vector<std::string>& stages, int reduced_memory) {
+        return Net::FromFile(path, CurrentDevice(), MakeOptions(phase, level, stages, reduced_memory));
+      }, py::arg("path"), py::arg("phase"), py::arg("level") = 0,
+         py::arg("stages") = std::vector<std::string>{}, py::arg("reduced_memory") = -1)
+      .def_static("from_bytes", [](py::bytes serialized, int phase, int level,
+                                   const std::vector<std::string>& stages, int reduced_memory) {
+        caffe::NetParameter param;
+        if (!param.ParseFromString(std::string(serialized)))
+          throw mpcaffe::NetError("Net: the NetParameter given is not a valid serialized message");
+        mpcaffe::UpgradeNetAsNeeded("<NetParameter from Python>", &param);
+        return std::make_unique<Net>(param, CurrentDevice(),
+                                     MakeOptions(phase, level, stages, reduced_memory));
+      }, py::arg("serialized"), py::arg("phase"), py::arg("level") = 0,
+         py::arg("stages") = std::vector<std::string>{}, py::arg("reduced_memory") = -1)
+      .def_property_readonly("name", &Net::name)
+      .def_property_readonly("phase", [](const Net& n) { return static_cast<int>(n.phase()); })
+      .def_property_readonly("device_index", [](const Net& n) { return n.device().index(); })
+      .def_property_readonly("blob_names", &Net::blob_names)
+      .def_property_readonly("layer_names", &Net::layer_names)
+      .def("blob", &Net::blob, py::return_value_policy::reference_internal)
+      .def("layer_type", [](const Net& n, int i) { return std::string(n.layers().at(i)->type()); })
+      .def("layer_inserted", &Net::inserted)
+      .def("layer_params", [](const Net& n, int i) {
+        std::vector<Blob*> out;
+        for (auto& b : n.layers().at(i)->blobs()) out.push_back(b.get());
+        return out;
+      }, py::return_value_policy::reference_internal)
+      .def("layer_bottoms", [](const Net& n, int i) { return BlobNamesOf(n, n.bottom_vecs().at(i)); })
+      .def("layer_tops", [](const Net& n, int i) { return BlobNamesOf(n, n.top_vecs().at(i)); })
+      .def_property_readonly("input_names", [](const Net& n) { return BlobNamesOf(n, n.input_blobs()); })
+      .def_property_readonly("output_names", [](const Net& n) { return BlobNamesOf(n, n.output_blobs()); })
+      .def("forward", [](Net& n) {
+        py::gil_scoped_release release;
+        return n.Forward();
+      }, "Runs every layer; returns the weighted loss.")
+      .def("forward_from_to", [](Net& n, int start, int end) {
+        py::gil_scoped_release release;
+        return n.ForwardFromTo(start, end);
+      })
+      .def("backward", [](Net& n) {
+        py::gil_scoped_release release;
+        n.Backward();
+      }, "Sets the loss tops' diffs to their weights and back-propagates through every layer.")
+      .def("backward_from_to", [](Net& n, int start, int end) {
+        py::gil_scoped_release release;
+        n.BackwardFromTo(start, end);
+      })
+      .def("reshape", &Net::Reshape)
+      .def_property("quant_mode", [](const Net& n) { return static_cast<int>(n.quant_mode()); },
+                    [](Net& n, int mode) {
+                      if (mode < 0 || mode > 3)
+                        throw mpcaffe::Error("Net.quant_mode: unknown quantizer mode " +
+                                             std::to_string(mode));
+                      n.SetQuantMode(static_cast<mpcaffe::quant::QuantizerMode>(mode));
+                    })
+      .def("copy_from", py::overload_cast<const std::string&>(&Net::CopyTrainedLayersFrom),
+           "Copies trained weights (and quantizer ranges) from a .caffemodel by layer name.")
+      .def("copy_from_bytes", [](Net& n, py::bytes serialized) {
+        caffe::NetParameter param;
+        if (!param.ParseFromString(std::string(serialized)))
+          throw mpcaffe::NetError("Net.copy_from: the weights given are not a serialized NetParameter");
+        n.CopyTrainedLayersFrom(param);
+      })
+      .def("save", &Net::Save, "Writes the weights and quantizer ranges to a .caffemodel.")
+      .def("to_proto_bytes", [](Net& n) {
+        caffe::NetParameter param;
+        n.ToProto(&param);
+        return py::bytes(param.SerializeAsString());
+      })
+      .def_property_readonly("built_param_bytes", [](const Net& n) {
+        return py::bytes(n.built_param().SerializeAsString());
+      })
+      .def_property_readonly("peak_device_bytes", &Net::peak_device_bytes)
+      .def_property_readonly("blob_device_bytes", &Net::blob_device_bytes)
+      .def("quantizers_without_range", &Net::QuantizersWithoutRange);
+
+  py::class_<mpcaffe::Solver>(m, "Solver", "BVLC's training loop over a train net and test nets.")
+      .def_static("from_file", [](const std::string& path) {
+        return mpcaffe::Solver::FromFile(path, CurrentDevice());
+      })
+      .def_static("from_bytes", [](py::bytes serialized) {
+        caffe::SolverParameter param;
+        if (!param.ParseFromString(std::string(serialized)))
+          throw mpcaffe::SolverError("Solver: the SolverParameter given is not a valid serialized message");
+        mpcaffe::UpgradeSolverAsNeeded("<SolverParameter from Python>", &param);
+        return std::make_unique<mpcaffe::Solver>(param, CurrentDevice());
+      })
+      .def_property_readonly("type", &mpcaffe::Solver::type)
+      .def_property_readonly("iter", &mpcaffe::Solver::iter)
+      .def_property_readonly("net", [](mpcaffe::Solver& s) { return &s.net(); },
+                             py::return_value_policy::reference_internal)
+      .def_property_readonly("test_nets", [](const mpcaffe::Solver& s) {
+        std::vector<Net*> out;
+        for (const auto& n : s.test_nets()) out.push_back(n.get());
+        return out;
+      }, py::return_value_policy::reference_internal)
+      .def_property_readonly("smoothed_loss", &mpcaffe::Solver::smoothed_loss)
+      .def_property_readonly("learning_rate", &mpcaffe::Solver::GetLearningRate)
+      .def("step", [](mpcaffe::Solver& s, int iters) {
+        py::gil_scoped_release release;
+        s.Step(iters);
+        return s.smoothed_loss();
+      }, "Runs `iters` iterations; returns the smoothed loss.")
+      .def("solve", [](mpcaffe::Solver& s, const std::string& resume) {
+        py::gil_scoped_release release;
+        s.Solve(resume);
+      }, py::arg("resume_file") = "")
+      .def("test", &mpcaffe::Solver::Test)
+      .def("test_output_names", &mpcaffe::Solver::TestOutputNames)
+      .def("snapshot", &mpcaffe::Solver::Snapshot)
+      .def("restore", &mpcaffe::Solver::Restore)
+      .def("quiet", [](mpcaffe::Solver& s) { s.set_log(nullptr); }, "Stops progress lines.");
+}

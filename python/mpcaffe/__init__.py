@@ -1,0 +1,43 @@
+"""mpcaffe — `import mpcaffe as caffe`: pycaffe's API (NetSpec, layers, params, Net, Solver,
+phases, devices) over mpcaffe's OpenCL/CUDA core, with data types and quantizer modes."""
+
+from . import caffe_pb2
+from . import _mpcaffe
+from ._mpcaffe import Error, devices, set_device, set_mode_gpu, device_index
+from .net_spec import NetSpec, layers, params, to_proto
+from .pycaffe import Net, Blob, Layer, Solver, get_solver, TRAIN, TEST
+
+proto = caffe_pb2
+NetParameter = caffe_pb2.NetParameter
+LayerParameter = caffe_pb2.LayerParameter
+SolverParameter = caffe_pb2.SolverParameter
+
+
+class _EnumNamespace:
+    """The values of one caffe.proto enum as attributes (data_type.CAFFE_HALF == 1)."""
+
+    def __init__(self, enum):
+        self._enum = enum
+        for value in enum.DESCRIPTOR.values:
+            setattr(self, value.name, value.number)
+
+    def Name(self, number):
+        return self._enum.Name(number)
+
+    def __iter__(self):
+        return iter(value.number for value in self._enum.DESCRIPTOR.values)
+
+    def __repr__(self):
+        names = ", ".join(v.name for v in self._enum.DESCRIPTOR.values)
+        return f"<{self._enum.DESCRIPTOR.name}: {names}>"
+
+
+data_type = _EnumNamespace(caffe_pb2.DataType)
+quantizer_mode = _EnumNamespace(caffe_pb2.QuantizerMode)
+
+__all__ = [
+    "NetSpec", "layers", "params", "to_proto", "Net", "Blob", "Layer", "TRAIN", "TEST",
+    "data_type", "quantizer_mode", "devices", "set_device", "set_mode_gpu", "device_index",
+    "Error", "proto", "caffe_pb2", "NetParameter", "LayerParameter", "SolverParameter",
+    "Solver", "get_solver",
+]

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# scripts/python-test.sh — builds and installs the mpcaffe Python package into the Python that
+# `python3` runs (pip install ., build tree kept in build/python) and runs the pytest suite.
+# Extra arguments go to pytest. PYTHON overrides the interpreter; MPCAFFE_SHARED_DIR the
+# folder holding models/paper_examples (default: ../shared next to the repository).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# Build and test requirements, installed only when missing. The build runs without pip's build
+# isolation so the persistent CMake tree keeps valid paths (pybind11, compilers) between runs.
+PIP_PACKAGES=(numpy protobuf pytest pybind11 scikit-build-core)
+PIP_MODULES=(numpy google.protobuf pytest pybind11 scikit_build_core)
+missing=()
+for i in "${!PIP_PACKAGES[@]}"; do
+  "$PYTHON" -c "import ${PIP_MODULES[$i]}" 2>/dev/null || missing+=("${PIP_PACKAGES[$i]}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "python-test: pip installing ${missing[*]}"
+  "$PYTHON" -m pip install --quiet "${missing[@]}"
+fi
+
+echo "python-test: pip install . (build tree build/python)"
+"$PYTHON" -m pip install --quiet --no-build-isolation .
+
+# Run from outside the source tree's python/ folder so the installed package is what is tested.
+"$PYTHON" -c "import mpcaffe, sys; print('python-test: mpcaffe from', mpcaffe.__file__)"
+exec "$PYTHON" -m pytest -q tests/python "$@"

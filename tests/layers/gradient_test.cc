@@ -1,0 +1,285 @@
+// tests/layers/gradient_test.cc — finite-difference gradient checks of every fp32 layer backward
+// (BVLC's checker: objective Σ c·top with fixed random c, central differences with step 1e-2,
+// |analytic − numeric| ≤ threshold · max(|analytic|, |numeric|, 1)).
+#include <gtest/gtest.h>
+#include <google/protobuf/text_format.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+
+#include "layers/blob.h"
+#include "layers/layer_registry.h"
+
+namespace mpcaffe {
+namespace {
+
+Device& Dev() { return DefaultDevice(); }
+
+caffe::LayerParameter Parse(const std::string& text) {
+  caffe::LayerParameter p;
+  if (!google::protobuf::TextFormat::ParseFromString(text, &p)) throw Error("bad test proto: " + text);
+  return p;
+}
+
+/// A layer under test with owned bottoms and tops and the fixed objective weights.
+struct Checker {
+  std::unique_ptr<Layer> layer;
+  std::vector<std::unique_ptr<Blob>> bottoms, tops;
+  std::vector<Blob*> bvec, tvec;
+  std::vector<std::vector<float>> coeff;  // objective weights per top
+  float step = 1e-2f, threshold = 1e-3f;
+  std::vector<bool> check_bottom;         // which bottoms to check (labels: no)
+
+  Checker(const std::string& proto, const std::vector<std::vector<int>>& shapes, int tops_n,
+          uint64_t seed = 5, caffe::Phase phase = caffe::TRAIN) {
+    caffe::LayerParameter p = Parse(proto);
+    p.set_phase(phase);
+    layer = CreateLayer(p, Dev());
+    std::mt19937 rng(static_cast<uint32_t>(seed));
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      bottoms.push_back(std::make_unique<Blob>(Dev(), DataType::kFloat32, shapes[i], "b" + std::to_string(i)));
+      std::vector<float> v(bottoms.back()->count());
+      for (auto& x : v) x = u(rng);
+      bottoms.back()->FromFloat(v);
+      bvec.push_back(bottoms.back().get());
+      check_bottom.push_back(true);
+    }
+    for (int t = 0; t < tops_n; ++t) {
+      tops.push_back(std::make_unique<Blob>(Dev(), DataType::kFloat32, std::vector<int>{}, "t" + std::to_string(t)));
+      tvec.push_back(tops.back().get());
+    }
+    layer->SetUp(bvec, tvec);
+  }
+
+  void SetBottom(int i, const std::vector<float>& v) { bottoms[i]->FromFloat(v); }
+
+  double Objective() {
+    layer->Forward(bvec, tvec);
+    double l = 0;
+    for (size_t t = 0; t < tvec.size(); ++t) {
+      const std::vector<float> y = tvec[t]->ToFloat();
+      for (size_t k = 0; k < y.size(); ++k) l += coeff[t][k] * y[k];
+    }
+    return l;
+  }
+
+  void Check() {
+    layer->Forward(bvec, tvec);
+    std::mt19937 rng(99);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    coeff.assign(tvec.size(), {});
+    for (size_t t = 0; t < tvec.size(); ++t) {
+      coeff[t].resize(tvec[t]->count());
+      for (auto& c : coeff[t]) c = u(rng);
+    }
+    // Analytic gradients.
+    for (int j = 0; j < layer->num_params(); ++j) {
+      Blob& b = *layer->blobs()[j];
+      b.FromFloat(b.ToFloat());  // keep the data; then zero the diff
+      std::fill_n(static_cast<float*>(b.mutable_host_diff()), b.count(), 0.0f);
+    }
+    for (size_t t = 0; t < tvec.size(); ++t)
+      std::copy(coeff[t].begin(), coeff[t].end(), static_cast<float*>(tvec[t]->mutable_host_diff()));
+    layer->Backward(tvec, check_bottom, bvec);
+    std::vector<std::vector<float>> bottom_grad, param_grad;
+    for (size_t i = 0; i < bvec.size(); ++i) {
+      const float* d = static_cast<const float*>(bvec[i]->host_diff());
+      bottom_grad.emplace_back(d, d + bvec[i]->count());
+    }
+    for (int j = 0; j < layer->num_params(); ++j) {
+      Blob& b = *layer->blobs()[j];
+      const float* d = static_cast<const float*>(b.host_diff());
+      param_grad.emplace_back(d, d + b.count());
+    }
+    // Numeric gradients.
+    auto compare = [&](double analytic, double numeric, const std::string& what) {
+      const double scale = std::max({std::fabs(analytic), std::fabs(numeric), 1.0});
+      EXPECT_NEAR(analytic, numeric, threshold * scale)
+          << layer->Describe() << " " << what;
+    };
+    for (size_t i = 0; i < bvec.size(); ++i) {
+      if (!check_bottom[i]) continue;
+      std::vector<float> v = bvec[i]->ToFloat();
+      for (size_t k = 0; k < v.size(); ++k) {
+        const float orig = v[k];
+        v[k] = orig + step;
+        bvec[i]->FromFloat(v);
+        const double plus = Objective();
+        v[k] = orig - step;
+        bvec[i]->FromFloat(v);
+        const double minus = Objective();
+        v[k] = orig;
+        bvec[i]->FromFloat(v);
+        compare(bottom_grad[i][k], (plus - minus) / (2 * step),
+                "bottom " + std::to_string(i) + "[" + std::to_string(k) + "]");
+      }
+    }
+    for (int j = 0; j < layer->num_params(); ++j) {
+      std::vector<float> v = layer->ParamAsFloat(j);
+      for (size_t k = 0; k < v.size(); ++k) {
+        const float orig = v[k];
+        auto set = [&](float x) {
+          v[k] = x;
+          layer->blobs()[j]->FromFloat(v);
+          layer->ParamsChanged();
+        };
+        set(orig + step);
+        const double plus = Objective();
+        set(orig - step);
+        const double minus = Objective();
+        set(orig);
+        compare(param_grad[j][k], (plus - minus) / (2 * step),
+                "param " + std::to_string(j) + "[" + std::to_string(k) + "]");
+      }
+    }
+  }
+};
+
+TEST(Gradient, InnerProduct) {
+  Checker c(R"(name: "ip" type: "InnerProduct" inner_product_param { num_output: 3
+            weight_filler { type: "gaussian" std: 0.5 } bias_filler { type: "uniform" min: -1 max: 1 } })",
+            {{2, 2, 2, 1}}, 1);
+  c.Check();
+}
+
+TEST(Gradient, InnerProductTransposed) {
+  Checker c(R"(name: "ipt" type: "InnerProduct" inner_product_param { num_output: 2 transpose: true
+            weight_filler { type: "xavier" } bias_filler { type: "constant" value: 0.5 } })",
+            {{3, 4}}, 1);
+  c.Check();
+}
+
+TEST(Gradient, ConvolutionStridePadGroupsDilation) {
+  Checker c(R"(name: "conv" type: "Convolution" convolution_param { num_output: 4 kernel_size: 3
+            stride: 2 pad: 1 group: 2 weight_filler { type: "gaussian" std: 0.3 }
+            bias_filler { type: "gaussian" std: 0.3 } })",
+            {{2, 2, 5, 5}}, 1);
+  c.Check();
+  Checker d(R"(name: "dil" type: "Convolution" convolution_param { num_output: 2 kernel_size: 2
+            dilation: 2 weight_filler { type: "msra" } bias_term: false })",
+            {{1, 3, 5, 4}}, 1);
+  d.Check();
+}
+
+TEST(Gradient, PoolingMaxAndAverage) {
+  Checker m(R"(name: "pmax" type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 })",
+            {{2, 2, 5, 5}}, 1);
+  // Distinct values 0.05 apart, so no window's maximum changes within a finite-difference step.
+  std::vector<float> v(100);
+  for (int i = 0; i < 100; ++i) v[i] = 0.05f * ((i * 37) % 100) - 2.5f;
+  m.SetBottom(0, v);
+  m.Check();
+  Checker a(R"(name: "pave" type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 })",
+            {{1, 2, 5, 5}}, 1);
+  a.Check();
+}
+
+TEST(Gradient, Activations) {
+  Checker relu(R"(name: "relu" type: "ReLU" relu_param { negative_slope: 0.1 })", {{2, 3, 4}}, 1);
+  relu.Check();
+  Checker sig(R"(name: "sig" type: "Sigmoid")", {{2, 3, 4}}, 1);
+  sig.Check();
+  Checker tanh(R"(name: "tanh" type: "TanH")", {{2, 3, 4}}, 1);
+  tanh.Check();
+}
+
+TEST(Gradient, Softmax) {
+  Checker c(R"(name: "sm" type: "Softmax")", {{2, 4, 2, 1}}, 1);
+  c.Check();
+}
+
+TEST(Gradient, SoftmaxWithLoss) {
+  Checker c(R"(name: "loss" type: "SoftmaxWithLoss")", {{3, 5}, {3}}, 1);
+  c.SetBottom(1, {0, 4, 2});
+  c.check_bottom[1] = false;
+  c.Check();
+  Checker ig(R"(name: "loss_ig" type: "SoftmaxWithLoss" loss_param { ignore_label: 1 normalization: VALID })",
+             {{2, 3, 2, 2}, {2, 1, 2, 2}}, 1);
+  ig.SetBottom(1, {0, 1, 2, 1, 1, 0, 2, 2});
+  ig.check_bottom[1] = false;
+  ig.Check();
+}
+
+TEST(Gradient, EuclideanLoss) {
+  Checker c(R"(name: "l2" type: "EuclideanLoss")", {{3, 4}, {3, 4}}, 1);
+  c.Check();
+}
+
+TEST(Gradient, DropoutTrainUsesTheForwardMask) {
+  Checker c(R"(name: "drop" type: "Dropout" dropout_param { dropout_ratio: 0.4 })", {{4, 25}}, 1);
+  c.layer->Forward(c.bvec, c.tvec);
+  const std::vector<float> x = c.bvec[0]->ToFloat(), y = c.tvec[0]->ToFloat();
+  std::vector<float> dy(y.size());
+  for (size_t i = 0; i < dy.size(); ++i) dy[i] = 0.5f + i;
+  std::copy(dy.begin(), dy.end(), static_cast<float*>(c.tvec[0]->mutable_host_diff()));
+  c.layer->Backward(c.tvec, {true}, c.bvec);
+  const float* dx = static_cast<const float*>(c.bvec[0]->host_diff());
+  int dropped = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (y[i] == 0.0f) {
+      ++dropped;
+      EXPECT_EQ(dx[i], 0.0f) << i;
+    } else {
+      EXPECT_NEAR(y[i], x[i] / 0.6f, 1e-5);
+      EXPECT_NEAR(dx[i], dy[i] / 0.6f, 1e-4) << i;
+    }
+  }
+  EXPECT_GT(dropped, 20);
+  EXPECT_LT(dropped, 60);
+  Checker test(R"(name: "dropt" type: "Dropout")", {{2, 3}}, 1, 5, caffe::TEST);
+  test.Check();
+}
+
+TEST(Gradient, StructureLayers) {
+  Checker cat(R"(name: "cat" type: "Concat" concat_param { axis: 1 })", {{2, 2, 3}, {2, 3, 3}}, 1);
+  cat.Check();
+  Checker split(R"(name: "split" type: "Split")", {{2, 3}}, 3);
+  split.Check();
+  Checker flat(R"(name: "flat" type: "Flatten")", {{2, 3, 2}}, 1);
+  flat.Check();
+  Checker re(R"(name: "re" type: "Reshape" reshape_param { shape { dim: 3 dim: -1 } })", {{2, 3, 2}}, 1);
+  re.Check();
+}
+
+TEST(Gradient, Eltwise) {
+  Checker sum(R"(name: "sum" type: "Eltwise" eltwise_param { operation: SUM coeff: 2 coeff: -0.5 })",
+              {{2, 5}, {2, 5}}, 1);
+  sum.Check();
+  Checker prod(R"(name: "prod" type: "Eltwise" eltwise_param { operation: PROD })",
+               {{2, 5}, {2, 5}, {2, 5}}, 1);
+  prod.Check();
+  Checker max(R"(name: "max" type: "Eltwise" eltwise_param { operation: MAX })", {{2, 5}, {2, 5}}, 1, 7);
+  max.Check();
+}
+
+TEST(Gradient, LRN) {
+  Checker c(R"(name: "lrn" type: "LRN" lrn_param { local_size: 3 alpha: 0.5 beta: 0.75 })",
+            {{2, 5, 2, 2}}, 1);
+  c.Check();
+}
+
+TEST(Gradient, Scale) {
+  Checker p(R"(name: "scale" type: "Scale" scale_param { axis: 1 num_axes: 1 bias_term: true
+            filler { type: "uniform" min: 0.5 max: 1.5 } bias_filler { type: "gaussian" std: 1 } })",
+            {{2, 3, 2}}, 1);
+  p.Check();
+  Checker two(R"(name: "scale2" type: "Scale" scale_param { axis: 0 })", {{2, 3, 2}, {2, 3}}, 1);
+  two.Check();
+}
+
+TEST(Gradient, ErrorsNameTheLayer) {
+  Checker c(R"(name: "acc" type: "Accuracy")", {{2, 3}, {2}}, 1);
+  c.SetBottom(1, {0, 2});
+  c.layer->Forward(c.bvec, c.tvec);
+  try {
+    c.layer->Backward(c.tvec, {true, false}, c.bvec);
+    FAIL();
+  } catch (const LayerError& e) {
+    EXPECT_NE(std::string(e.what()).find("acc"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace mpcaffe

@@ -1,0 +1,190 @@
+// tests/net/data_test.cc — the LMDB Data layer (records, transform_param, wrap-around, errors)
+// and LeNet trained end to end on a Fashion-MNIST subset (Debian dataset-fashion-mnist).
+#include <gtest/gtest.h>
+#include <google/protobuf/text_format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "layers/layer_registry.h"
+#include "layers/lmdb_io.h"
+#include "net/net.h"
+#include "net/solver.h"
+#include "proto/model_io.h"
+
+namespace mpcaffe {
+namespace {
+
+Device& Dev() { return DefaultDevice(); }
+
+std::string TempDir() {
+  char dir[] = "/tmp/mpcaffe_data_XXXXXX";
+  if (!mkdtemp(dir)) throw Error("mkdtemp failed");
+  return dir;
+}
+
+/// Five 1×3×4 records: pixel i of record r is 10·r + i, label r.
+std::string WriteTinyDb(const std::string& dir) {
+  const std::string path = dir + "/tiny_lmdb";
+  LmdbWriter w(path, 2);
+  for (int r = 0; r < 5; ++r) {
+    caffe::Datum d;
+    d.set_channels(1), d.set_height(3), d.set_width(4), d.set_label(r);
+    std::string bytes;
+    for (int i = 0; i < 12; ++i) bytes.push_back(static_cast<char>(10 * r + i));
+    d.set_data(bytes);
+    char key[16];
+    std::snprintf(key, sizeof key, "%08d", r);
+    w.Put(key, d.SerializeAsString());
+  }
+  w.Finish();
+  return path;
+}
+
+std::unique_ptr<Layer> MakeData(const std::string& text, caffe::Phase phase, Blob& data, Blob& label) {
+  caffe::LayerParameter p;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &p));
+  p.set_phase(phase);
+  auto layer = CreateLayer(p, Dev());
+  layer->SetUp({}, {&data, &label});
+  return layer;
+}
+
+TEST(DataLayer, ReadsRecordsWithScaleMeanAndWrapsAround) {
+  const std::string dir = TempDir();
+  const std::string db = WriteTinyDb(dir);
+  Blob data(Dev(), DataType::kFloat32), label(Dev(), DataType::kFloat32);
+  auto layer = MakeData("name: 'd' type: 'Data' data_param { source: '" + db +
+                            "' batch_size: 3 backend: LMDB } transform_param { scale: 0.5 mean_value: 2 }",
+                        caffe::TRAIN, data, label);
+  EXPECT_EQ(data.shape(), (std::vector<int>{3, 1, 3, 4}));
+  EXPECT_EQ(label.shape(), (std::vector<int>{3}));
+  int record = 0;
+  for (int batch = 0; batch < 3; ++batch) {  // 9 records from 5: wraps around
+    layer->Forward({}, {&data, &label});
+    const std::vector<float> v = data.ToFloat(), l = label.ToFloat();
+    for (int n = 0; n < 3; ++n, ++record) {
+      const int r = record % 5;
+      EXPECT_EQ(l[n], r);
+      for (int i = 0; i < 12; ++i) EXPECT_FLOAT_EQ(v[n * 12 + i], (10 * r + i - 2) * 0.5f) << r << " " << i;
+    }
+  }
+  layer.reset();
+  system(("rm -rf '" + dir + "'").c_str());
+}
+
+TEST(DataLayer, CropsInTheCentreForTestAndMirrorsInTrain) {
+  const std::string dir = TempDir();
+  const std::string db = WriteTinyDb(dir);
+  Blob data(Dev(), DataType::kFloat32), label(Dev(), DataType::kFloat32);
+  auto test = MakeData("name: 'd' type: 'Data' data_param { source: '" + db +
+                           "' batch_size: 1 backend: LMDB } transform_param { crop_size: 2 }",
+                       caffe::TEST, data, label);
+  EXPECT_EQ(data.shape(), (std::vector<int>{1, 1, 2, 2}));
+  test->Forward({}, {&data, &label});
+  EXPECT_EQ(data.ToFloat(), (std::vector<float>{1, 2, 5, 6}));  // rows 0-1, cols 1-2
+  test.reset();
+  auto train = MakeData("name: 'd' type: 'Data' data_param { source: '" + db +
+                            "' batch_size: 1 backend: LMDB } transform_param { mirror: true }",
+                        caffe::TRAIN, data, label);
+  int flipped = 0;
+  for (int k = 0; k < 20; ++k) {
+    train->Forward({}, {&data, &label});
+    const int r = static_cast<int>(label.ToFloat()[0]);
+    const std::vector<float> v = data.ToFloat();
+    const bool plain = v[0] == 10 * r, mirrored = v[0] == 10 * r + 3;
+    EXPECT_TRUE(plain || mirrored) << v[0];
+    if (mirrored) {
+      ++flipped;
+      EXPECT_EQ(v[3], 10 * r);
+    }
+  }
+  EXPECT_GT(flipped, 2);
+  EXPECT_LT(flipped, 18);
+  train.reset();
+  system(("rm -rf '" + dir + "'").c_str());
+}
+
+TEST(DataLayer, ErrorsNameTheSource) {
+  Blob data(Dev(), DataType::kFloat32), label(Dev(), DataType::kFloat32);
+  try {
+    MakeData("name: 'd' type: 'Data' data_param { source: '/nonexistent/db' batch_size: 1 }",
+             caffe::TRAIN, data, label);
+    FAIL();
+  } catch (const LayerError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/db"), std::string::npos);
+  }
+  const std::string dir = TempDir();  // an empty directory is no LMDB
+  EXPECT_THROW(MakeData("name: 'd' type: 'Data' data_param { source: '" + dir +
+                            "' batch_size: 1 backend: LMDB }", caffe::TRAIN, data, label),
+               LayerError);
+  rmdir(dir.c_str());
+}
+
+/// The bytes of a gzip file (through the gzip tool: the test binary does not link zlib).
+std::string Gunzip(const std::string& path) {
+  FILE* p = popen(("gzip -dc '" + path + "'").c_str(), "r");
+  if (!p) return "";
+  std::string out;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+void IdxToLmdb(const std::string& images, const std::string& labels, int count, const std::string& out) {
+  const std::string im = Gunzip(images), lb = Gunzip(labels);
+  ASSERT_GE(im.size(), 16u + 784u * count);
+  ASSERT_GE(lb.size(), 8u + count);
+  LmdbWriter w(out);
+  for (int i = 0; i < count; ++i) {
+    caffe::Datum d;
+    d.set_channels(1), d.set_height(28), d.set_width(28);
+    d.set_data(im.substr(16 + 784 * static_cast<size_t>(i), 784));
+    d.set_label(static_cast<uint8_t>(lb[8 + i]));
+    char key[16];
+    std::snprintf(key, sizeof key, "%08d", i);
+    w.Put(key, d.SerializeAsString());
+  }
+}
+
+TEST(EndToEnd, LeNetLearnsFashionMnistSubset) {
+  const std::string fm = "/usr/share/datasets/fashion-mnist/";
+  const std::string shared = std::getenv("MPCAFFE_SHARED_DIR") ? std::getenv("MPCAFFE_SHARED_DIR")
+                                                                 : MPCAFFE_SHARED_DIR_DEFAULT;
+  if (access((fm + "train-images-idx3-ubyte.gz").c_str(), R_OK) != 0)
+    GTEST_SKIP() << "Debian package dataset-fashion-mnist is not installed";
+  const std::string dir = TempDir();
+  IdxToLmdb(fm + "train-images-idx3-ubyte.gz", fm + "train-labels-idx1-ubyte.gz", 2000, dir + "/train");
+  IdxToLmdb(fm + "t10k-images-idx3-ubyte.gz", fm + "t10k-labels-idx1-ubyte.gz", 500, dir + "/test");
+  caffe::NetParameter net = ReadNetParameterText(shared + "/models/bvlc/mnist/lenet_train_test.prototxt");
+  for (auto& l : *net.mutable_layer())
+    if (l.type() == "Data")
+      l.mutable_data_param()->set_source(dir + (l.data_param().source().find("train") != std::string::npos
+                                                    ? "/train" : "/test"));
+  caffe::SolverParameter sp = ReadSolverText(shared + "/models/bvlc/mnist/lenet_solver.prototxt");
+  sp.clear_net();
+  *sp.mutable_net_param() = net;
+  sp.set_max_iter(250);
+  sp.set_test_iter(0, 5);  // 5 × 100 = the 500 test images
+  sp.set_test_interval(250);
+  sp.set_test_initialization(false);
+  sp.set_snapshot(0);
+  sp.set_snapshot_after_train(false);
+  sp.set_display(0);
+  Solver solver(sp, Dev());
+  solver.set_log(nullptr);
+  solver.Solve();
+  const std::vector<std::string> names = solver.TestOutputNames(0);
+  const std::vector<float> scores = solver.Test(0);
+  ASSERT_EQ(names[0], "accuracy");
+  EXPECT_GE(scores[0], 0.70f) << "test accuracy after 250 iterations on 2000 images";
+  system(("rm -rf '" + dir + "'").c_str());
+}
+
+}  // namespace
+}  // namespace mpcaffe

@@ -1,0 +1,145 @@
+"""test_net.py — caffe.Net from Python: NumPy views per data type, write-through, forward against
+NumPy, weights saved and loaded, quant_mode, and C++ errors as Python exceptions."""
+
+import numpy as np
+import pytest
+
+import mpcaffe as caffe
+from mpcaffe import layers as L
+
+DT = caffe.data_type
+
+
+def _fc_net(dtype=DT.CAFFE_FLOAT, batch=2, inputs=5, outputs=3):
+    n = caffe.NetSpec()
+    n.data = L.Input(shape=dict(dim=[batch, inputs]))
+    n.ip = L.InnerProduct(n.data, num_output=outputs,
+                          weight_filler=dict(type="gaussian", std=0.5),
+                          bias_filler=dict(type="gaussian", std=0.5),
+                          bottom_data_type=dtype, compute_data_type=dtype, top_data_type=dtype)
+    n.out = L.Quantizer(n.ip, bottom_data_type=dtype, compute_data_type=dtype,
+                        top_data_type=DT.CAFFE_FLOAT)
+    return n.to_proto()
+
+
+def test_devices_and_device_choice():
+    devices = caffe.devices()
+    assert devices, "no device: the tests need at least PoCL"
+    caffe.set_mode_gpu()
+    caffe.set_device(devices[0]["index"])
+    assert caffe.device_index() == devices[0]["index"]
+    with pytest.raises(caffe.Error, match="device"):
+        caffe.set_device(len(devices) + 5)
+
+
+def test_inner_product_forward_matches_numpy():
+    net = caffe.Net(_fc_net(), caffe.TEST)
+    assert net.inputs == ["data"] and net.outputs == ["out"]
+    assert list(net.params) == ["ip"]
+    w, b = (p.data for p in net.params["ip"])
+    assert w.shape == (3, 5) and b.shape == (3,) and w.dtype == np.float32
+    assert np.std(w) > 0.1, "gaussian filler values expected"
+    x = np.random.default_rng(1).standard_normal((2, 5)).astype(np.float32)
+    out = net.forward(data=x)["out"]
+    np.testing.assert_allclose(out, x @ w.T + b, rtol=1e-5, atol=1e-5)
+
+
+def test_writes_to_views_reach_the_next_forward():
+    net = caffe.Net(_fc_net(), caffe.TEST)
+    weights = np.arange(15, dtype=np.float32).reshape(3, 5) / 10
+    net.params["ip"][0].data[...] = weights
+    net.params["ip"][1].data[...] = [1, 2, 3]
+    net.blobs["data"].data[...] = 1.0
+    net.forward()
+    np.testing.assert_allclose(net.blobs["out"].data, np.tile(weights.sum(1) + [1, 2, 3], (2, 1)),
+                               rtol=1e-6)
+    net.blobs["data"].data[1] = 0.0  # a second write through a fresh view
+    net.forward()
+    np.testing.assert_allclose(net.blobs["out"].data[1], [1, 2, 3], rtol=1e-6)
+    diff = net.blobs["out"].diff
+    assert diff.shape == (2, 3) and diff.dtype == np.float32
+    diff[...] = 7
+    assert np.all(net.blobs["out"].diff == 7) and not np.all(net.blobs["out"].data == 7)
+
+
+def test_forward_reshapes_inputs_for_a_new_batch():
+    net = caffe.Net(_fc_net(), caffe.TEST)
+    w, b = (p.data.copy() for p in net.params["ip"])
+    x = np.random.default_rng(2).standard_normal((7, 5)).astype(np.float32)
+    out = net.forward(data=x)["out"]
+    assert out.shape == (7, 3)
+    np.testing.assert_allclose(out, x @ w.T + b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype, numpy_type", [
+    (DT.CAFFE_FLOAT, np.float32), (DT.CAFFE_HALF, np.float16),
+    (DT.CAFFE_INT16_QUANTIZED, np.uint16), (DT.CAFFE_INT8_QUANTIZED, np.uint8)])
+def test_numpy_type_of_each_data_type(dtype, numpy_type):
+    net = caffe.Net(_fc_net(dtype), caffe.TEST)
+    assert net.blobs["ip"].data.dtype == numpy_type
+    assert all(p.data.dtype == numpy_type or dtype in (DT.CAFFE_INT8_QUANTIZED,
+                                                       DT.CAFFE_INT16_QUANTIZED)
+               for p in net.params["ip"])
+    assert net.params["ip"][0].data.dtype == numpy_type
+    assert net.blobs["data"].data.dtype == np.float32
+    assert net.blobs["out"].data.dtype == np.float32
+
+
+def test_fp16_forward_close_to_fp32(tmp_path):
+    ref = caffe.Net(_fc_net(), caffe.TEST)
+    ref.save(tmp_path / "w.caffemodel")
+    half = caffe.Net(_fc_net(DT.CAFFE_HALF), caffe.TEST, weights=str(tmp_path / "w.caffemodel"))
+    np.testing.assert_allclose(half.params["ip"][0].data.astype(np.float32),
+                               ref.params["ip"][0].data, rtol=1e-3)
+    x = np.random.default_rng(3).uniform(-1, 1, (2, 5)).astype(np.float32)
+    np.testing.assert_allclose(half.forward(data=x)["out"], ref.forward(data=x)["out"],
+                               rtol=1e-2, atol=1e-2)
+
+
+def test_save_and_load_weights_both_call_forms(tmp_path):
+    proto_path = tmp_path / "net.prototxt"
+    proto_path.write_text(str(_fc_net()))
+    net = caffe.Net(str(proto_path), caffe.TEST)
+    net.params["ip"][0].data[...] = np.random.default_rng(4).standard_normal((3, 5))
+    model = tmp_path / "net.caffemodel"
+    net.save(str(model))
+    for loaded in (caffe.Net(str(proto_path), caffe.TEST, weights=str(model)),
+                   caffe.Net(str(proto_path), str(model), caffe.TEST)):
+        for mine, theirs in zip(net.params["ip"], loaded.params["ip"]):
+            np.testing.assert_array_equal(mine.data, theirs.data)
+    saved = net.to_proto()
+    assert [layer.name for layer in saved.layer if layer.blobs] == ["ip"]
+    again = caffe.Net(_fc_net(), caffe.TEST)
+    again.copy_from(saved)
+    np.testing.assert_array_equal(again.params["ip"][0].data, net.params["ip"][0].data)
+
+
+def test_quant_mode_and_phase():
+    net = caffe.Net(_fc_net(), caffe.TEST)
+    assert net.quant_mode == caffe.quantizer_mode.CAFFE_QUANT_PASSIVE
+    net.quant_mode = caffe.quantizer_mode.CAFFE_QUANT_OBSERVE
+    assert net.quant_mode == caffe.quantizer_mode.CAFFE_QUANT_OBSERVE
+    with pytest.raises(caffe.Error, match="quantizer mode"):
+        net.quant_mode = 9
+    assert net.phase == caffe.TEST
+    n = caffe.NetSpec()
+    n.data = L.Input(shape=dict(dim=[1, 2]))
+    n.train_only = L.ReLU(n.data, include=dict(phase=caffe.TRAIN))
+    assert [layer.name for layer in caffe.Net(n.to_proto(), caffe.TRAIN).layers] == ["data", "train_only"]
+    assert [layer.name for layer in caffe.Net(n.to_proto(), caffe.TEST).layers] == ["data"]
+    with pytest.raises(caffe.Error, match="phase"):
+        caffe.Net(n.to_proto(), 5)
+
+
+def test_cpp_errors_arrive_as_python_exceptions(tmp_path):
+    with pytest.raises(caffe.Error, match="no_such.prototxt"):
+        caffe.Net(str(tmp_path / "no_such.prototxt"), caffe.TEST)
+    n = caffe.NetSpec()
+    n.data = L.Input(shape=dict(dim=[1, 2]))
+    proto = n.to_proto()
+    proto.layer.add(name="bad", type="ReLU", bottom=["missing"], top=["bad"])
+    with pytest.raises(caffe.Error, match="missing"):
+        caffe.Net(proto, caffe.TEST)
+    net = caffe.Net(_fc_net(), caffe.TEST)
+    with pytest.raises(caffe.Error, match="absent.caffemodel"):
+        net.copy_from(str(tmp_path / "absent.caffemodel"))
