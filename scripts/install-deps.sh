@@ -9,6 +9,8 @@ DEBIAN_PACKAGES=(
   libclblast-dev libsqlite3-dev sqlite3
   libprotobuf-dev protobuf-compiler
   libgtest-dev libbenchmark-dev libgemmlowp-dev
+  liblmdb-dev zlib1g-dev dataset-fashion-mnist
+  python3-dev
 )
 
 missing=()
