@@ -14,10 +14,12 @@
 #include "device/device.h"
 #include "device/error.h"
 #include "layers/blob.h"
+#include "layers/layer.h"
 #include "net/net.h"
 #include "net/solver.h"
 #include "proto/model_io.h"
 #include "proto/upgrade.h"
+#include "quant/quantizer_proto.h"
 
 namespace py = pybind11;
 
@@ -36,12 +38,22 @@ using mpcaffe::Net;
 
 namespace {
 
-/// The device nets are built on: chosen by set_device / set_mode_gpu, else the library default.
+/// The device nets are built on: chosen by set_device / set_mode_gpu / set_mode_cpu, else the
+/// library default (first GPU, else first OpenCL device; MPCAFFE_DEVICE overrides).
 int g_device_index = -1;
+/// The index given to set_device, kept so set_mode_gpu after set_mode_cpu returns to it.
+int g_chosen_gpu = -1;
 
 Device& CurrentDevice() {
   if (g_device_index < 0) g_device_index = mpcaffe::DefaultDevice().index();
   return mpcaffe::GetDevice(g_device_index);
+}
+
+/// First device of `is_gpu` kind, or -1.
+int FirstDevice(bool is_gpu) {
+  for (Device* d : mpcaffe::DeviceList())
+    if (d->info().is_gpu == is_gpu) return d->index();
+  return -1;
 }
 
 /// NumPy element type of a blob's storage (int8q is uint8 with a zero point, int16q uint16).
@@ -79,6 +91,22 @@ mpcaffe::NetOptions MakeOptions(int phase, int level, const std::vector<std::str
   return options;
 }
 
+/// A data type as caffe.proto's DataType number (what caffe.data_type holds in Python).
+int ProtoType(DataType type) { return static_cast<int>(mpcaffe::quant::ToProtoDataType(type)); }
+
+/// QuantParams as a dict (type, scale, zero_point, axis, qmin, qmax, symmetric) for Python.
+py::dict QuantParamsDict(const mpcaffe::quant::QuantParams& q) {
+  py::dict d;
+  d["type"] = ProtoType(q.type);
+  d["scale"] = q.scale;
+  d["zero_point"] = q.zero_point;
+  d["axis"] = q.axis;
+  d["qmin"] = q.qmin;
+  d["qmax"] = q.qmax;
+  d["symmetric"] = q.symmetric;
+  return d;
+}
+
 std::vector<std::string> BlobNamesOf(const Net& net, const std::vector<Blob*>& blobs) {
   std::map<const Blob*, std::string> names;
   for (const auto& name : net.blob_names()) names.emplace(&net.blob(name), name);
@@ -92,7 +120,17 @@ std::vector<std::string> BlobNamesOf(const Net& net, const std::vector<Blob*>& b
 PYBIND11_MODULE(_mpcaffe, m) {
   m.doc() = "mpcaffe C++ core (devices, Net, Blob); use the mpcaffe package, not this module";
 
-  py::register_exception<mpcaffe::Error>(m, "Error", PyExc_RuntimeError);
+  // C++ errors become Python exceptions with the same message; the subclasses mirror the C++
+  // hierarchy (pybind11 tries the translators last-registered first, so subclasses win).
+  auto& error = py::register_exception<mpcaffe::Error>(m, "Error", PyExc_RuntimeError);
+  auto& device_error = py::register_exception<mpcaffe::DeviceError>(m, "DeviceError", error.ptr());
+  py::register_exception<mpcaffe::OutOfMemoryError>(m, "OutOfMemoryError", device_error.ptr());
+  py::register_exception<mpcaffe::BuildError>(m, "BuildError", device_error.ptr());
+  py::register_exception<mpcaffe::NetError>(m, "NetError", error.ptr());
+  py::register_exception<mpcaffe::SolverError>(m, "SolverError", error.ptr());
+  py::register_exception<mpcaffe::LayerError>(m, "LayerError", error.ptr());
+  py::register_exception<mpcaffe::BlobError>(m, "BlobError", error.ptr());
+  py::register_exception<mpcaffe::ModelFileError>(m, "ModelFileError", error.ptr());
 
   // Every program the package builds goes through the kernel cache (MPCAFFE_CACHE=off disables).
   mpcaffe::cache::EnableProgramCache();
@@ -113,13 +151,28 @@ PYBIND11_MODULE(_mpcaffe, m) {
     }
     return out;
   }, "Every device of every backend, as dicts (index, backend, name, vendor, is_gpu, ...).");
-  m.def("set_device", [](int index) { g_device_index = mpcaffe::GetDevice(index).index(); },
-        "Builds later nets on the device with this index (see devices()).");
-  m.def("device_index", [] { return CurrentDevice().index(); });
+  m.def("set_device", [](int index) {
+    g_device_index = g_chosen_gpu = mpcaffe::GetDevice(index).index();
+  }, "Builds later nets on the device with this index (see devices()).");
+  m.def("device_index", [] { return CurrentDevice().index(); },
+        "Index of the device later nets are built on.");
   m.def("set_mode_gpu", [] {
-    // The library default already prefers a GPU; keep an explicit set_device choice.
-    if (g_device_index < 0) g_device_index = mpcaffe::DefaultDevice().index();
-  }, "Runs on the chosen device, else the first GPU, else the first OpenCL device.");
+    if (g_chosen_gpu >= 0) {
+      g_device_index = g_chosen_gpu;
+    } else {
+      int gpu = FirstDevice(true);
+      g_device_index = gpu >= 0 ? gpu : mpcaffe::DefaultDevice().index();
+    }
+  }, "Runs on the set_device() choice, else the first GPU, else the library's default device "
+     "(PoCL on a machine without a GPU).");
+  m.def("set_mode_cpu", [] {
+    int cpu = FirstDevice(false);
+    if (cpu < 0)
+      throw mpcaffe::DeviceError(
+          "set_mode_cpu: no CPU device (every device found is a GPU; install PoCL for an "
+          "OpenCL CPU device)");
+    g_device_index = cpu;
+  }, "Runs later nets on the first CPU device (an OpenCL CPU driver such as PoCL).");
 
   py::class_<Blob>(m, "Blob", "An N-d array of one data type in host and device memory.")
       .def_property_readonly("data", [](py::object self) { return HostView(self, false); },
@@ -133,7 +186,8 @@ PYBIND11_MODULE(_mpcaffe, m) {
       .def_property_readonly("channels", &Blob::channels)
       .def_property_readonly("height", &Blob::height)
       .def_property_readonly("width", &Blob::width)
-      .def_property_readonly("data_type", [](const Blob& b) { return static_cast<int>(b.type()); })
+      .def_property_readonly("data_type", [](const Blob& b) { return ProtoType(b.type()); },
+                             "caffe.data_type value of the blob's type.")
       .def_property_readonly("type_name", [](const Blob& b) { return mpcaffe::Name(b.type()); })
       .def("reshape", [](Blob& b, py::args dims) {
         std::vector<int> shape;
@@ -169,6 +223,37 @@ PYBIND11_MODULE(_mpcaffe, m) {
       .def("blob", &Net::blob, py::return_value_policy::reference_internal)
       .def("layer_type", [](const Net& n, int i) { return std::string(n.layers().at(i)->type()); })
       .def("layer_inserted", &Net::inserted)
+      .def("layer_types", [](const Net& n, int i) {
+        const mpcaffe::Layer& l = *n.layers().at(i);
+        std::vector<int> bottoms, tops;
+        for (size_t b = 0; b < n.bottom_vecs().at(i).size(); ++b)
+          bottoms.push_back(ProtoType(l.bottom_type(static_cast<int>(b))));
+        for (size_t t = 0; t < n.top_vecs().at(i).size(); ++t)
+          tops.push_back(ProtoType(l.top_type(static_cast<int>(t))));
+        return py::make_tuple(ProtoType(l.compute_type()), bottoms, tops);
+      }, "(compute type, [bottom types], [top types]) of layer i as caffe.data_type values.")
+      .def("layer_param_message", [](const Net& n, int i) {
+        return py::bytes(n.layers().at(i)->layer_param().SerializeAsString());
+      }, "Serialized LayerParameter of layer i (as built: phase filtered, types resolved).")
+      .def("layer_quant_params", [](const Net& n, int i, const std::string& side, int j) {
+        mpcaffe::Layer& l = *n.layers().at(i);
+        if (side == "bottom") return QuantParamsDict(l.BottomParams(j));
+        if (side == "top") return QuantParamsDict(l.TopParams(j));
+        if (side == "blob") return QuantParamsDict(l.BlobParams(j));
+        throw mpcaffe::Error("Net.layer_quant_params: side must be bottom, top or blob, got '" +
+                             side + "'");
+      }, py::arg("layer"), py::arg("side"), py::arg("index"),
+         "Quantization parameters of a quantized bottom / top / parameter blob of layer i (the "
+         "ones its kernels use); raises for float sides or unknown ranges.")
+      .def("layer_param_float", [](const Net& n, int i, int j) {
+        mpcaffe::Layer& l = *n.layers().at(i);
+        std::vector<float> values = l.ParamAsFloat(j);
+        const auto& shape = l.param_blob(j).shape();
+        std::vector<py::ssize_t> dims(shape.begin(), shape.end());
+        py::array_t<float> out(dims);
+        std::copy(values.begin(), values.end(), out.mutable_data());
+        return out;
+      }, "Real values of parameter blob j of layer i (quantized blobs dequantized), a copy.")
       .def("layer_params", [](const Net& n, int i) {
         std::vector<Blob*> out;
         for (auto& b : n.layers().at(i)->blobs()) out.push_back(b.get());

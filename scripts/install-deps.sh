@@ -30,8 +30,8 @@ fi
 
 # Python packages the tests use (the caffemodel check reads our files with Python protobuf).
 PYTHON=${PYTHON:-python3}
-PIP_PACKAGES=(protobuf numpy pytest pybind11 scikit-build-core)
-PIP_MODULES=(google.protobuf numpy pytest pybind11 scikit_build_core)
+PIP_PACKAGES=(protobuf numpy pytest pybind11 scikit-build-core onnx onnxruntime matplotlib)
+PIP_MODULES=(google.protobuf numpy pytest pybind11 scikit_build_core onnx onnxruntime matplotlib)
 pip_missing=()
 for i in "${!PIP_PACKAGES[@]}"; do
   "$PYTHON" -c "import ${PIP_MODULES[$i]}" 2>/dev/null || pip_missing+=("${PIP_PACKAGES[$i]}")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/python-test.sh — builds and installs the mpcaffe Python package into the Python that
 # `python3` runs (pip install ., build tree kept in build/python) and runs the pytest suite.
-# Extra arguments go to pytest. PYTHON overrides the interpreter; MPCAFFE_SHARED_DIR the
+# Extra arguments go to pytest; --install-only stops after the install. PYTHON overrides the interpreter; MPCAFFE_SHARED_DIR the
 # folder holding models/paper_examples (default: ../shared next to the repository).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,8 +10,8 @@ export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # Build and test requirements, installed only when missing. The build runs without pip's build
 # isolation so the persistent CMake tree keeps valid paths (pybind11, compilers) between runs.
-PIP_PACKAGES=(numpy protobuf pytest pybind11 scikit-build-core)
-PIP_MODULES=(numpy google.protobuf pytest pybind11 scikit_build_core)
+PIP_PACKAGES=(numpy protobuf pytest pybind11 scikit-build-core onnx onnxruntime matplotlib)
+PIP_MODULES=(numpy google.protobuf pytest pybind11 scikit_build_core onnx onnxruntime matplotlib)
 missing=()
 for i in "${!PIP_PACKAGES[@]}"; do
   "$PYTHON" -c "import ${PIP_MODULES[$i]}" 2>/dev/null || missing+=("${PIP_PACKAGES[$i]}")
@@ -26,4 +26,5 @@ echo "python-test: pip install . (build tree build/python)"
 
 # Run from outside the source tree's python/ folder so the installed package is what is tested.
 "$PYTHON" -c "import mpcaffe, sys; print('python-test: mpcaffe from', mpcaffe.__file__)"
+[ "${1:-}" = "--install-only" ] && exit 0
 exec "$PYTHON" -m pytest -q tests/python "$@"

@@ -3,7 +3,9 @@ phases, devices) over mpcaffe's OpenCL/CUDA core, with data types and quantizer 
 
 from . import caffe_pb2
 from . import _mpcaffe
-from ._mpcaffe import Error, devices, set_device, set_mode_gpu, device_index
+from ._mpcaffe import (Error, DeviceError, OutOfMemoryError, BuildError, NetError, SolverError,
+                       LayerError, BlobError, ModelFileError)
+from ._mpcaffe import devices, set_device, set_mode_gpu, set_mode_cpu, device_index
 from .net_spec import NetSpec, layers, params, to_proto
 from .pycaffe import Net, Blob, Layer, Solver, get_solver, TRAIN, TEST
 
@@ -32,12 +34,21 @@ class _EnumNamespace:
         return f"<{self._enum.DESCRIPTOR.name}: {names}>"
 
 
+def __getattr__(name):
+    """mpcaffe.onnx loads on first use (it needs the optional `onnx` package)."""
+    if name == "onnx":
+        import importlib
+        return importlib.import_module(".onnx", __name__)
+    raise AttributeError(f"module 'mpcaffe' has no attribute '{name}'")
+
+
 data_type = _EnumNamespace(caffe_pb2.DataType)
 quantizer_mode = _EnumNamespace(caffe_pb2.QuantizerMode)
 
 __all__ = [
     "NetSpec", "layers", "params", "to_proto", "Net", "Blob", "Layer", "TRAIN", "TEST",
-    "data_type", "quantizer_mode", "devices", "set_device", "set_mode_gpu", "device_index",
-    "Error", "proto", "caffe_pb2", "NetParameter", "LayerParameter", "SolverParameter",
+    "data_type", "quantizer_mode", "devices", "set_device", "set_mode_gpu", "set_mode_cpu",
+    "device_index", "Error", "DeviceError", "OutOfMemoryError", "BuildError", "NetError",
+    "SolverError", "LayerError", "BlobError", "ModelFileError", "proto", "caffe_pb2", "NetParameter", "LayerParameter", "SolverParameter",
     "Solver", "get_solver",
 ]

@@ -21,3 +21,12 @@ def paper_models():
     if not path.is_dir():
         pytest.fail(f"paper example models not found at {path}; set MPCAFFE_SHARED_DIR")
     return path
+
+
+@pytest.fixture(scope="session")
+def bvlc_models():
+    """../shared/models/bvlc (lenet, cifar10, bvlc_alexnet prototxts)."""
+    path = _shared_dir() / "models" / "bvlc"
+    if not path.is_dir():
+        pytest.fail(f"BVLC models not found at {path}; set MPCAFFE_SHARED_DIR")
+    return path

@@ -30,6 +30,16 @@ def test_devices_and_device_choice():
     assert caffe.device_index() == devices[0]["index"]
     with pytest.raises(caffe.Error, match="device"):
         caffe.set_device(len(devices) + 5)
+    cpus = [d for d in devices if not d["is_gpu"]]
+    if cpus:
+        caffe.set_mode_cpu()
+        assert caffe.device_index() == cpus[0]["index"]
+        assert caffe.Net(_fc_net(), caffe.TEST).device_index == cpus[0]["index"]
+    else:
+        with pytest.raises(caffe.DeviceError, match="set_mode_cpu"):
+            caffe.set_mode_cpu()
+    caffe.set_mode_gpu()  # back to the set_device choice
+    assert caffe.device_index() == devices[0]["index"]
 
 
 def test_inner_product_forward_matches_numpy():
@@ -56,6 +66,12 @@ def test_writes_to_views_reach_the_next_forward():
     net.blobs["data"].data[1] = 0.0  # a second write through a fresh view
     net.forward()
     np.testing.assert_allclose(net.blobs["out"].data[1], [1, 2, 3], rtol=1e-6)
+    held = net.blobs["data"].data  # an input view kept across forward passes
+    for value in (2.0, 3.0):
+        held[...] = value
+        net.forward()
+        np.testing.assert_allclose(net.blobs["out"].data[0], weights.sum(1) * value + [1, 2, 3],
+                                   rtol=1e-6)
     diff = net.blobs["out"].diff
     assert diff.shape == (2, 3) and diff.dtype == np.float32
     diff[...] = 7
@@ -77,6 +93,16 @@ def test_forward_reshapes_inputs_for_a_new_batch():
 def test_numpy_type_of_each_data_type(dtype, numpy_type):
     net = caffe.Net(_fc_net(dtype), caffe.TEST)
     assert net.blobs["ip"].data.dtype == numpy_type
+    assert net.blobs["ip"].data_type == dtype and net.blobs["out"].data_type == DT.CAFFE_FLOAT
+    layer = net.layer_dict["ip"]
+    assert layer.type == "InnerProduct" and layer.tops == ["ip"] and not layer.inserted
+    # Reduced types read an inserted conversion of the fp32 input.
+    converter = net.layers[[l.name for l in net.layers].index("ip") - 1]
+    if dtype == DT.CAFFE_FLOAT:
+        assert layer.bottoms == ["data"]
+    else:
+        assert converter.inserted and converter.type == "Quantizer"
+        assert converter.bottoms == ["data"] and layer.bottoms == converter.tops
     assert all(p.data.dtype == numpy_type or dtype in (DT.CAFFE_INT8_QUANTIZED,
                                                        DT.CAFFE_INT16_QUANTIZED)
                for p in net.params["ip"])
@@ -138,8 +164,14 @@ def test_cpp_errors_arrive_as_python_exceptions(tmp_path):
     n.data = L.Input(shape=dict(dim=[1, 2]))
     proto = n.to_proto()
     proto.layer.add(name="bad", type="ReLU", bottom=["missing"], top=["bad"])
-    with pytest.raises(caffe.Error, match="missing"):
+    with pytest.raises(caffe.NetError, match="missing"):
         caffe.Net(proto, caffe.TEST)
+    n = caffe.NetSpec()
+    n.data = L.Input(shape=dict(dim=[1, 2, 3]))
+    n.pool = L.Pooling(n.data, kernel_size=2)
+    with pytest.raises(caffe.LayerError, match="pool.*4-d") as info:
+        caffe.Net(n.to_proto(), caffe.TEST)
+    assert isinstance(info.value, caffe.Error) and isinstance(info.value, RuntimeError)
     net = caffe.Net(_fc_net(), caffe.TEST)
     with pytest.raises(caffe.Error, match="absent.caffemodel"):
         net.copy_from(str(tmp_path / "absent.caffemodel"))

@@ -85,3 +85,29 @@ def test_adam_fits_celsius_to_fahrenheit(tmp_path):
     out = inference.forward(blobs=["output"], celsius=np.full((1, 1, 1, 1), 100, np.float32),
                             fahrenheit=np.zeros((1, 1, 1, 1), np.float32))["output"]
     np.testing.assert_allclose(out.ravel()[0], 100 * w + b, rtol=1e-5)
+
+
+def test_test_nets_and_solve(tmp_path):
+    """solver.test_nets from test_net_param, solver.test() and solve() to max_iter."""
+    sp = _solver_param(tmp_path, 200)
+    sp.test_net_param.add().CopyFrom(_celsius_net())
+    sp.test_iter.append(1)
+    sp.test_interval = 1000
+    sp.snapshot_after_train = False
+    solver = caffe.get_solver(sp)
+    solver.quiet()
+    assert len(solver.test_nets) == 1 and solver.test_nets[0].phase == caffe.TEST
+    test_net = solver.test_nets[0]
+    assert test_net.inputs == ["celsius", "fahrenheit"] and test_net.outputs == ["loss"]
+    # Constant data: the fit is w·10 + b = 50 (any line through that point).
+    for net in (solver.net, test_net):
+        net.blobs["celsius"].data[...] = 10.0
+        net.blobs["fahrenheit"].data[...] = 50.0
+    before = solver.test(0)["loss"]
+    solver.solve()
+    assert solver.iter == 200
+    after = solver.test(0)["loss"]
+    assert after < before / 10, (before, after)
+    # The test net shares the trained weights.
+    np.testing.assert_array_equal(test_net.params["output"][0].data,
+                                  solver.net.params["output"][0].data)

@@ -1,0 +1,479 @@
+"""onnx.py — mpcaffe.onnx.export(net, path): a built mpcaffe Net as an ONNX model (opset 21).
+
+fp32 layers become the matching ONNX operators (Conv, Gemm, MaxPool, AveragePool, LRN, Relu,
+LeakyRelu, Sigmoid, Tanh, Softmax, Concat, Sum/Mul/Max for Eltwise, BatchNormalization, Mul+Add
+for Scale, Reshape for Flatten/Reshape; Dropout and Split are dropped). Blobs keep their storage
+type in the graph: int8q tensors are uint8, int16q uint16, fp16 float16. Quantized layers use the
+net's own quantization parameters (the ones its kernels use): int8 Convolution becomes
+QLinearConv, int8 InnerProduct QLinearMatMul (QLinearConv over a 1x1 view when it has a bias,
+so the bias is added in the int32 accumulator as mpcaffe does), Quantizer layers become
+QuantizeLinear / DequantizeLinear / Cast; every other reduced-precision layer is exported as
+"decode the bottoms to float, the float operator, encode the tops" with DequantizeLinear /
+QuantizeLinear (or Cast for fp16) around it. Loss and Accuracy layers (training outputs) are
+left out. Shapes are the net's current static shapes (batch included).
+
+    import mpcaffe, mpcaffe.onnx
+    net = mpcaffe.Net("lenet.prototxt", mpcaffe.TEST, weights="lenet.caffemodel")
+    mpcaffe.onnx.export(net, "lenet.onnx")
+
+Needs the `onnx` package (pip install onnx); onnxruntime runs the result. For results that
+follow mpcaffe's, run quantized exports with onnxruntime's graph optimizations off
+(SessionOptions.graph_optimization_level = ORT_DISABLE_ALL): its QDQ fusion turns the
+"DequantizeLinear → float Conv/Gemm → QuantizeLinear" of int16 layers into its own quantized
+kernels and so changes their values (measured: 150 int16 steps on LeNet's conv1).
+"""
+
+import numpy as np
+
+from . import caffe_pb2
+
+try:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError as _error:  # pragma: no cover - depends on the environment
+    raise ImportError("mpcaffe.onnx needs the 'onnx' package: pip install onnx") from _error
+
+OPSET = 21
+
+_ELEM_TYPE = {
+    caffe_pb2.CAFFE_FLOAT: TensorProto.FLOAT,
+    caffe_pb2.CAFFE_HALF: TensorProto.FLOAT16,
+    caffe_pb2.CAFFE_INT8_QUANTIZED: TensorProto.UINT8,
+    caffe_pb2.CAFFE_INT16_QUANTIZED: TensorProto.UINT16,
+}
+_ZERO_POINT_NUMPY = {caffe_pb2.CAFFE_INT8_QUANTIZED: np.uint8,
+                     caffe_pb2.CAFFE_INT16_QUANTIZED: np.uint16}
+_QUANTIZED = (caffe_pb2.CAFFE_INT8_QUANTIZED, caffe_pb2.CAFFE_INT16_QUANTIZED)
+# Layers whose tops are training outputs (losses, accuracies): not exported.
+_SKIPPED = {"SoftmaxWithLoss", "EuclideanLoss", "Accuracy", "SigmoidCrossEntropyLoss",
+            "HingeLoss", "InfogainLoss", "ContrastiveLoss", "MultinomialLogisticLoss",
+            "Silence"}
+# Layers whose top is the bottom's value.
+_ALIASES = {"Dropout", "Split"}
+
+
+class ExportError(ValueError):
+    """A layer or setting ONNX (or this exporter) cannot express; the message names the layer."""
+
+
+def _spatial(param, name, default, count=2):
+    """Caffe's per-dimension convolution/pooling values: <name>_h/_w, else repeated <name>."""
+    h, w = name + "_h", name + "_w"
+    fields = param.DESCRIPTOR.fields_by_name
+    if h in fields and param.HasField(h):
+        return [getattr(param, h), getattr(param, w)]
+    value = getattr(param, name)
+    if hasattr(value, "__len__"):
+        values = list(value)
+        if not values:
+            return [default] * count
+        return values * count if len(values) == 1 else values
+    if param.HasField(name):
+        return [value] * count
+    return [default] * count
+
+
+class _Builder:
+    """Collects nodes and initializers, naming tensors so each is written once (SSA)."""
+
+    def __init__(self, net):
+        self.net = net
+        self.nodes = []
+        self.initializers = []
+        self.used_names = set()
+        self.reserved = set()  # caffe blob names: internal tensors never take them
+        self.current = {}      # caffe blob name -> ONNX tensor holding its newest value
+        self.tensor_type = {}  # ONNX tensor -> caffe DataType of its values
+        self.producer = {}     # ONNX tensor -> (node, output index) that writes it
+        self.writes_left = {}  # caffe blob name -> writes still to come (the last one keeps the name)
+
+    def unique(self, base):
+        name, k = base, 0
+        while name in self.used_names or name in self.reserved:
+            k += 1
+            name = f"{base}_{k}"
+        self.used_names.add(name)
+        return name
+
+    def constant(self, base, array):
+        name = self.unique(base)
+        self.initializers.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def node(self, op, inputs, outputs=None, base=None, **attrs):
+        if outputs is None:
+            outputs = [self.unique(base or op)]
+        node = helper.make_node(op, inputs, outputs, name=self.unique("node_" + outputs[0]), **attrs)
+        self.nodes.append(node)
+        for k, out in enumerate(outputs):
+            self.producer[out] = (node, k)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def rename(self, tensor, name):
+        """Makes the node that produced `tensor` (an internal result) write `name` instead."""
+        node, k = self.producer.pop(tensor)
+        node.output[k] = name
+        self.producer[name] = (node, k)
+        return name
+
+    def top_name(self, blob):
+        """ONNX name for the next value of caffe blob `blob` (its last value keeps the name)."""
+        self.writes_left[blob] -= 1
+        if self.writes_left[blob] == 0 and blob not in self.used_names:
+            self.used_names.add(blob)
+            return blob
+        return self.unique(f"{blob}__v")
+
+    # --- data type conversions around float operators ---------------------------------------
+    def quant_constants(self, base, q):
+        scale = np.array(q["scale"] if len(q["scale"]) > 1 else q["scale"][0], np.float32)
+        zp_type = _ZERO_POINT_NUMPY[q["type"]]
+        zero = np.array(q["zero_point"] if len(q["zero_point"]) > 1 else q["zero_point"][0], zp_type)
+        return self.constant(base + "_scale", scale), self.constant(base + "_zero_point", zero)
+
+    def to_float(self, tensor, dtype, q, base):
+        if dtype == caffe_pb2.CAFFE_FLOAT:
+            return tensor
+        if dtype == caffe_pb2.CAFFE_HALF:
+            return self.node("Cast", [tensor], base=base + "_f32", to=TensorProto.FLOAT)
+        scale, zero = self.quant_constants(base, q)
+        attrs = {"axis": q["axis"]} if q["axis"] >= 0 and len(q["scale"]) > 1 else {}
+        return self.node("DequantizeLinear", [tensor, scale, zero], base=base + "_f32", **attrs)
+
+    def from_float(self, tensor, dtype, q, base, output=None):
+        outputs = None if output is None else [output]
+        if dtype == caffe_pb2.CAFFE_FLOAT:
+            if output is None:
+                return tensor
+            if tensor in self.producer and tensor not in self.tensor_type:
+                return self.rename(tensor, output)  # a fresh float result: no Identity needed
+            return self.node("Identity", [tensor], outputs)
+        if dtype == caffe_pb2.CAFFE_HALF:
+            return self.node("Cast", [tensor], outputs, base=base, to=TensorProto.FLOAT16)
+        scale, zero = self.quant_constants(base, q)
+        return self.node("QuantizeLinear", [tensor, scale, zero], outputs, base=base)
+
+
+class _LayerView:
+    """What the exporter needs of layer i of the C++ net."""
+
+    def __init__(self, net, i):
+        cpp = net._net
+        self.index = i
+        self.param = caffe_pb2.LayerParameter()
+        self.param.ParseFromString(cpp.layer_param_message(i))
+        self.type = cpp.layer_type(i)
+        self.name = cpp.layer_names[i]
+        self.bottoms = list(cpp.layer_bottoms(i))
+        self.tops = list(cpp.layer_tops(i))
+        self.compute_type, self.bottom_types, self.top_types = cpp.layer_types(i)
+        self._cpp = cpp
+
+    def where(self):
+        return f"layer '{self.name}' ({self.type})"
+
+    def quant(self, side, j):
+        return self._cpp.layer_quant_params(self.index, side, j)
+
+    def side_params(self, side, j, dtype):
+        return self.quant(side, j) if dtype in _QUANTIZED else None
+
+    def param_float(self, j):
+        blob = self._cpp.layer_params(self.index)[j]
+        if blob.data_type == caffe_pb2.CAFFE_FLOAT:
+            return blob.data  # a view: from_array copies it into the model
+        return np.asarray(self._cpp.layer_param_float(self.index, j), np.float32)
+
+    def param_raw(self, j):
+        blob = self._cpp.layer_params(self.index)[j]
+        return np.array(blob.data, copy=True)
+
+    def num_params(self):
+        return len(self._cpp.layer_params(self.index))
+
+
+def _float_op(b, layer, inputs, shapes):
+    """Emits the float ONNX operators of `layer` on float tensors `inputs`; returns the float
+    results, one per top. `shapes` are the caffe top shapes."""
+    t = layer.type
+    name = layer.name
+    where = layer.where()
+    if t == "Convolution":
+        p = layer.param.convolution_param
+        if len(shapes[0]) != 4:
+            raise ExportError(f"{where}: only 2-D convolutions are exported")
+        w = b.constant(name + "_W", layer.param_float(0))
+        args = [inputs[0], w]
+        if p.bias_term:
+            args.append(b.constant(name + "_B", layer.param_float(1)))
+        pads = _spatial(p, "pad", 0)
+        return [b.node("Conv", args, base=name, kernel_shape=_spatial(p, "kernel_size", 1),
+                       strides=_spatial(p, "stride", 1), pads=pads + pads,
+                       dilations=_spatial(p, "dilation", 1), group=p.group)]
+    if t == "InnerProduct":
+        p = layer.param.inner_product_param
+        axis = p.axis % len(layer.net_bottom_shapes[0])
+        x = b.node("Flatten", [inputs[0]], base=name + "_flat", axis=axis)
+        args = [x, b.constant(name + "_W", layer.param_float(0))]
+        if p.bias_term:
+            args.append(b.constant(name + "_B", layer.param_float(1)))
+        y = b.node("Gemm", args, base=name, transB=0 if p.transpose else 1)
+        if len(shapes[0]) != 2:
+            y = b.node("Reshape", [y, b.constant(name + "_shape", np.array(shapes[0], np.int64))],
+                       base=name + "_reshaped")
+        return [y]
+    if t == "Pooling":
+        p = layer.param.pooling_param
+        if p.pool not in (caffe_pb2.PoolingParameter.MAX, caffe_pb2.PoolingParameter.AVE):
+            raise ExportError(f"{where}: only MAX and AVE pooling are exported")
+        is_max = p.pool == caffe_pb2.PoolingParameter.MAX
+        if p.global_pooling:
+            return [b.node("GlobalMaxPool" if is_max else "GlobalAveragePool", inputs[:1], base=name)]
+        pads = _spatial(p, "pad", 0)
+        attrs = dict(kernel_shape=_spatial(p, "kernel_size", 1), strides=_spatial(p, "stride", 1),
+                     pads=pads + pads, ceil_mode=1)
+        if not is_max:
+            # Caffe divides by the window clipped to the padded input: padding counts, the
+            # part of a ceil-mode window beyond the padding does not.
+            attrs["count_include_pad"] = 1 if any(pads) else 0
+        return [b.node("MaxPool" if is_max else "AveragePool", inputs[:1], base=name, **attrs)]
+    if t == "LRN":
+        p = layer.param.lrn_param
+        if p.norm_region != caffe_pb2.LRNParameter.ACROSS_CHANNELS:
+            raise ExportError(f"{where}: only ACROSS_CHANNELS LRN has an ONNX operator")
+        return [b.node("LRN", inputs[:1], base=name, size=p.local_size, alpha=p.alpha,
+                       beta=p.beta, bias=p.k)]
+    if t == "ReLU":
+        slope = layer.param.relu_param.negative_slope
+        if slope:
+            return [b.node("LeakyRelu", inputs[:1], base=name, alpha=slope)]
+        return [b.node("Relu", inputs[:1], base=name)]
+    if t == "Sigmoid":
+        return [b.node("Sigmoid", inputs[:1], base=name)]
+    if t == "TanH":
+        return [b.node("Tanh", inputs[:1], base=name)]
+    if t == "Softmax":
+        return [b.node("Softmax", inputs[:1], base=name, axis=layer.param.softmax_param.axis)]
+    if t == "Concat":
+        p = layer.param.concat_param
+        axis = p.concat_dim if p.HasField("concat_dim") else p.axis
+        return [b.node("Concat", inputs, base=name, axis=axis)]
+    if t == "Eltwise":
+        p = layer.param.eltwise_param
+        op = caffe_pb2.EltwiseParameter
+        if p.operation == op.PROD:
+            return [b.node("Mul", inputs, base=name)] if len(inputs) == 2 else [_fold(b, "Mul", inputs, name)]
+        if p.operation == op.MAX:
+            return [b.node("Max", inputs, base=name)]
+        terms = list(inputs)
+        if p.coeff:
+            terms = [x if c == 1 else b.node("Mul", [x, b.constant(f"{name}_coeff{k}",
+                                                                    np.array(c, np.float32))],
+                                               base=f"{name}_term{k}")
+                     for k, (x, c) in enumerate(zip(inputs, p.coeff))]
+        return [b.node("Sum", terms, base=name)]
+    if t == "BatchNorm":
+        p = layer.param.batch_norm_param
+        mean, var, factor = (layer.param_float(k) for k in range(3))
+        s = 0.0 if factor.ravel()[0] == 0 else 1.0 / factor.ravel()[0]
+        channels = mean.size
+        return [b.node("BatchNormalization",
+                       [inputs[0], b.constant(name + "_gamma", np.ones(channels, np.float32)),
+                        b.constant(name + "_beta", np.zeros(channels, np.float32)),
+                        b.constant(name + "_mean", (mean * s).astype(np.float32)),
+                        b.constant(name + "_var", (var * s).astype(np.float32))],
+                       base=name, epsilon=p.eps)]
+    if t == "Scale":
+        p = layer.param.scale_param
+        ndim = len(layer.net_bottom_shapes[0])
+        axis = p.axis % ndim
+        trailing = lambda arr: arr.reshape(arr.shape + (1,) * (ndim - axis - arr.ndim))
+        k = 0
+        if len(inputs) > 1:
+            factor_shape = layer.net_bottom_shapes[1]
+            factor = b.node("Reshape", [inputs[1], b.constant(
+                name + "_factor_shape",
+                np.array(list(factor_shape) + [1] * (ndim - axis - len(factor_shape)), np.int64))],
+                base=name + "_factor")
+        else:
+            factor = b.constant(name + "_scale", trailing(layer.param_float(0)))
+            k = 1
+        y = b.node("Mul", [inputs[0], factor], base=name + ("_mul" if p.bias_term else ""))
+        if p.bias_term:
+            y = b.node("Add", [y, b.constant(name + "_bias", trailing(layer.param_float(k)))],
+                       base=name)
+        return [y]
+    if t in ("Flatten", "Reshape"):
+        return [b.node("Reshape", [inputs[0], b.constant(name + "_shape",
+                                                        np.array(shapes[0], np.int64))], base=name)]
+    raise ExportError(f"{where}: no ONNX export for layer type '{t}'")
+
+
+def _fold(b, op, inputs, name):
+    y = inputs[0]
+    for k, x in enumerate(inputs[1:]):
+        y = b.node(op, [y, x], base=f"{name}_{k}")
+    return y
+
+
+def _quantized_conv(b, layer, x, out_name):
+    """int8 Convolution as QLinearConv with the layer's parameters (bias in int32 at s_x·s_w)."""
+    p = layer.param.convolution_param
+    qx, qw, qy = layer.quant("bottom", 0), layer.quant("blob", 0), layer.quant("top", 0)
+    name = layer.name
+    w = layer.param_raw(0).astype(np.uint8)
+    args = [x, *b.quant_constants(name + "_x", qx), b.constant(name + "_W", w),
+            *b.quant_constants(name + "_w", qw), *b.quant_constants(name + "_y", qy)]
+    if p.bias_term:
+        args.append(b.constant(name + "_B", _accumulator_bias(layer, 1, qx, qw)))
+    pads = _spatial(p, "pad", 0)
+    y = b.node("QLinearConv", args, [out_name] if out_name else None, base=name,
+               kernel_shape=_spatial(p, "kernel_size", 1), strides=_spatial(p, "stride", 1),
+               pads=pads + pads, dilations=_spatial(p, "dilation", 1), group=p.group)
+    return y
+
+
+def _accumulator_bias(layer, j, qx, qw):
+    """The bias as mpcaffe's kernels add it: round(b / (s_x·s_w[c])) in int32 (ties away)."""
+    bias = layer.param_float(j).astype(np.float64)
+    unit = float(qx["scale"][0]) * np.asarray(qw["scale"], np.float64).astype(np.float32).astype(np.float64)
+    r = np.trunc(bias / unit + np.copysign(0.5, bias / unit))
+    return np.clip(r, -2**31, 2**31 - 1).astype(np.int32)
+
+
+def _quantized_inner_product(b, layer, x, out_name, bottom_shape, top_shape):
+    """int8 InnerProduct: QLinearMatMul without bias, QLinearConv on a 1x1 view with bias."""
+    p = layer.param.inner_product_param
+    qx, qw, qy = layer.quant("bottom", 0), layer.quant("blob", 0), layer.quant("top", 0)
+    name = layer.name
+    axis = p.axis % len(bottom_shape)
+    rows = int(np.prod(bottom_shape[:axis], dtype=np.int64))
+    k = int(np.prod(bottom_shape[axis:], dtype=np.int64))
+    w = layer.param_raw(0).astype(np.uint8)  # [N, K] (or [K, N] with transpose)
+    w_nk = w.T if p.transpose else w
+    outputs = [out_name] if out_name else None
+    if not p.bias_term and len(qw["scale"]) == 1:
+        x2 = b.node("Reshape", [x, b.constant(name + "_in_shape", np.array([rows, k], np.int64))],
+                    base=name + "_flat")
+        y = b.node("QLinearMatMul", [x2, *b.quant_constants(name + "_x", qx),
+                                     b.constant(name + "_W", np.ascontiguousarray(w_nk.T)),
+                                     *b.quant_constants(name + "_w", qw),
+                                     *b.quant_constants(name + "_y", qy)],
+                   None if len(top_shape) != 2 else outputs, base=name)
+    else:
+        x4 = b.node("Reshape", [x, b.constant(name + "_in_shape",
+                                              np.array([rows, k, 1, 1], np.int64))],
+                    base=name + "_as_conv_input")
+        args = [x4, *b.quant_constants(name + "_x", qx),
+                b.constant(name + "_W", np.ascontiguousarray(w_nk).reshape(w_nk.shape[0], k, 1, 1)),
+                *b.quant_constants(name + "_w", qw), *b.quant_constants(name + "_y", qy)]
+        if p.bias_term:
+            args.append(b.constant(name + "_B", _accumulator_bias(layer, 1, qx, qw)))
+        y = b.node("QLinearConv", args, base=name + "_as_conv", kernel_shape=[1, 1])
+        return b.node("Reshape", [y, b.constant(name + "_out_shape",
+                                                np.array(list(top_shape), np.int64))],
+                      outputs, base=name)
+    if len(top_shape) != 2:
+        y = b.node("Reshape", [y, b.constant(name + "_out_shape", np.array(top_shape, np.int64))],
+                   outputs, base=name)
+    return y
+
+
+def export(net, path=None, *, outputs=None, check=True, producer="mpcaffe"):
+    """Writes `net` (an mpcaffe.Net, with its current weights and quantization parameters) as
+    an ONNX model to `path` (when given) and returns the onnx.ModelProto. `outputs` names the
+    blobs that become graph outputs (default: the net's outputs without loss / accuracy tops);
+    an intermediate blob is given as its last value. Raises ExportError naming the layer for a
+    layer or setting that has no ONNX form. `check` runs onnx.checker on the result (it
+    serializes the model once more: a second or two for AlexNet's 240 MB)."""
+    cpp = net._net
+    b = _Builder(net)
+    layers = [_LayerView(net, i) for i in range(len(cpp.layer_names))]
+    blob_shapes = {name: tuple(net.blobs[name].shape) for name in net.blobs}
+    for layer in layers:
+        layer.net_bottom_shapes = [blob_shapes[n] for n in layer.bottoms]
+    exported = [l for l in layers if l.type not in _SKIPPED and l.type != "Input"]
+    for layer in exported:
+        b.reserved.update(layer.tops)
+        if layer.type in _ALIASES:
+            continue
+        for top in layer.tops:
+            b.writes_left[top] = b.writes_left.get(top, 0) + 1
+
+    graph_inputs = []
+    for layer in layers:
+        if layer.type != "Input":
+            continue
+        for top, dtype in zip(layer.tops, layer.top_types):
+            b.used_names.add(top)
+            b.current[top] = top
+            b.tensor_type[top] = dtype
+            graph_inputs.append(helper.make_tensor_value_info(top, _ELEM_TYPE[dtype],
+                                                              list(blob_shapes[top])))
+    consumed = set()
+    for layer in exported:
+        inputs = []
+        for blob in layer.bottoms:
+            if blob not in b.current:
+                raise ExportError(f"{layer.where()}: bottom '{blob}' comes from a layer that is "
+                                  "not exported (a data or loss layer); give the net Input layers")
+            inputs.append(b.current[blob])
+            consumed.add(b.current[blob])
+        if layer.type in _ALIASES:
+            for top in layer.tops:
+                b.current[top] = inputs[0]
+            continue
+        top_shapes = [blob_shapes[t] for t in layer.tops]
+        out_names = [b.top_name(t) for t in layer.tops]
+        ct = layer.compute_type
+        if layer.type == "Quantizer":
+            q_in = layer.side_params("bottom", 0, layer.bottom_types[0])
+            q_out = layer.side_params("top", 0, layer.top_types[0])
+            f = b.to_float(inputs[0], layer.bottom_types[0], q_in, layer.name + "_in")
+            b.from_float(f, layer.top_types[0], q_out, layer.name, output=out_names[0])
+        elif ct == caffe_pb2.CAFFE_INT8_QUANTIZED and layer.type == "Convolution" and \
+                len(top_shapes[0]) == 4:
+            _quantized_conv(b, layer, inputs[0], out_names[0])
+        elif ct == caffe_pb2.CAFFE_INT8_QUANTIZED and layer.type == "InnerProduct":
+            _quantized_inner_product(b, layer, inputs[0], out_names[0],
+                                     layer.net_bottom_shapes[0], top_shapes[0])
+        else:
+            floats = [b.to_float(x, dt, layer.side_params("bottom", j, dt),
+                                 f"{layer.name}_bottom{j}")
+                      for j, (x, dt) in enumerate(zip(inputs, layer.bottom_types))]
+            results = _float_op(b, layer, floats, top_shapes)
+            for j, (y, dt) in enumerate(zip(results, layer.top_types)):
+                b.from_float(y, dt, layer.side_params("top", j, dt), f"{layer.name}_top{j}",
+                             output=out_names[j])
+        for top, out, dt in zip(layer.tops, out_names, layer.top_types):
+            b.current[top] = out
+            b.tensor_type[out] = dt
+
+    graph_outputs = []
+    for name in outputs if outputs is not None else net.outputs:
+        if name not in b.current or name in (i.name for i in graph_inputs):
+            if outputs is not None:
+                raise ExportError(f"export: '{name}' is not a blob computed by an exported layer")
+            continue  # a loss / accuracy output, or an input nothing consumes
+        tensor = b.current[name]
+        if tensor != name:  # an aliased output (Dropout / Split top): give it its own name
+            b.node("Identity", [tensor], [name])
+            b.used_names.add(name)
+        graph_outputs.append(helper.make_tensor_value_info(
+            name, _ELEM_TYPE[b.tensor_type[tensor]], list(blob_shapes[name])))
+    if not graph_outputs:
+        raise ExportError(f"net '{net.name}': no exportable output (only loss or accuracy tops)")
+    graph_inputs = [i for i in graph_inputs if i.name in consumed]
+    graph = helper.make_graph(b.nodes, net.name or "mpcaffe_net", graph_inputs, graph_outputs,
+                              initializer=b.initializers)
+    model = helper.make_model(graph, producer_name=producer,
+                              opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = min(model.ir_version, 10)  # what current onnxruntime releases accept
+    if check:
+        onnx.checker.check_model(model)
+    if path is not None:
+        onnx.save(model, str(path))
+    return model
+
+
+__all__ = ["export", "ExportError", "OPSET"]

@@ -1,0 +1,267 @@
+"""test_onnx.py — mpcaffe.onnx.export against ONNX Runtime: LeNet, CIFAR10-quick and AlexNet in
+fp32 (random weights, outputs within 1e-4 relative), int8 InnerProduct and Convolution layers
+within one quantization step of ONNX Runtime's QLinear operators, and the Quantizer layer's
+QuantizeLinear / DequantizeLinear."""
+
+import numpy as np
+import pytest
+from google.protobuf import text_format
+
+import mpcaffe as caffe
+from mpcaffe import layers as L
+
+onnx = pytest.importorskip("onnx", reason="pip install onnx to test the ONNX export")
+ort = pytest.importorskip("onnxruntime", reason="pip install onnxruntime to test the export")
+import mpcaffe.onnx as mponnx  # noqa: E402  (after the skips)
+
+DT = caffe.data_type
+
+
+def _run_onnx(model, feeds, outputs=None):
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    return dict(zip(outputs or [o.name for o in session.get_outputs()],
+                    session.run(outputs, feeds)))
+
+
+def _assert_relative(actual, expected, rtol=1e-4):
+    actual = np.asarray(actual, np.float64)
+    expected = np.asarray(expected, np.float64)
+    assert actual.shape == expected.shape
+    scale = np.abs(expected).max()
+    assert scale > 0, "an all-zero output proves nothing"
+    err = np.abs(actual - expected).max()
+    assert err <= rtol * scale, f"max |diff| {err:.3g} > {rtol} x max |ref| {scale:.3g}"
+
+
+def _fp32_agreement(net, tmp_path, seed, save=True):
+    rng = np.random.default_rng(seed)
+    feeds = {name: rng.uniform(-1, 1, net.blobs[name].shape).astype(np.float32)
+             for name in net.inputs}
+    ours = {k: v.copy() for k, v in net.forward(**feeds).items()}
+    # (AlexNet's 240 MB of weights: the checker and the file each cost a second or two.)
+    model = mponnx.export(net, tmp_path / "net.onnx" if save else None, check=save)
+    assert not save or (tmp_path / "net.onnx").stat().st_size > 0
+    theirs = _run_onnx(model, feeds)
+    assert set(theirs) == set(ours), (set(theirs), set(ours))
+    for name in ours:
+        _assert_relative(theirs[name], ours[name])
+    return model
+
+
+def test_lenet_fp32(tmp_path, bvlc_models):
+    net = caffe.Net(str(bvlc_models / "mnist" / "lenet.prototxt"), caffe.TEST)
+    model = _fp32_agreement(net, tmp_path, 1)
+    ops = {n.op_type for n in model.graph.node}
+    assert {"Conv", "MaxPool", "Gemm", "Relu", "Softmax"} <= ops, ops
+    assert "Identity" not in ops, "float layers write their tops directly"
+    assert caffe.onnx is mponnx  # mpcaffe.onnx also loads on attribute access
+
+
+def test_cifar10_quick_fp32(tmp_path, bvlc_models):
+    net = caffe.Net(str(bvlc_models / "cifar10" / "cifar10_quick.prototxt"), caffe.TEST)
+    model = _fp32_agreement(net, tmp_path, 2)
+    assert {"AveragePool", "MaxPool"} <= {n.op_type for n in model.graph.node}
+
+
+def _deploy(path, shape):
+    """A train_val prototxt for inference: Data layers become one Input, label users go."""
+    param = caffe.NetParameter()
+    text_format.Parse(path.read_text(), param)
+    deploy = caffe.NetParameter()
+    deploy.CopyFrom(param)
+    del deploy.layer[:]
+    deploy.layer.add(name="data", type="Input", top=["data"]).input_param.shape.add(dim=shape)
+    for layer in param.layer:
+        if layer.type == "Data" or "label" in layer.bottom:
+            continue
+        deploy.layer.append(layer)
+    return deploy
+
+
+def test_alexnet_fp32_batch1(tmp_path, paper_models):
+    proto = _deploy(paper_models / "imagenet_caffenet" / "net_float_1.prototxt", [1, 3, 227, 227])
+    # The prototxt's gaussian fillers (std 0.005–0.01) shrink activations layer by layer and
+    # drawing 60 M values costs seconds: constant fillers, then He-scaled random weights
+    # (a 1 M-value random block repeated) keep every layer's output away from zero.
+    for layer in proto.layer:
+        for field in ("convolution_param", "inner_product_param"):
+            if layer.HasField(field):
+                getattr(layer, field).weight_filler.type = "constant"
+    net = caffe.Net(proto, caffe.TEST)
+    rng = np.random.default_rng(3)
+    block = rng.standard_normal(1 << 20, dtype=np.float32)
+    for name, blobs in net.params.items():
+        fan_in = int(np.prod(blobs[0].shape[1:]))
+        start = int(rng.integers(0, 1 << 19))
+        w = np.resize(np.roll(block, start), blobs[0].shape) * np.float32(np.sqrt(2.0 / fan_in))
+        blobs[0].data[...] = w
+        if len(blobs) > 1:
+            blobs[1].data[...] = rng.uniform(0, 0.1, blobs[1].shape)
+    model = _fp32_agreement(net, tmp_path, 3, save=False)
+    ops = {n.op_type for n in model.graph.node}
+    assert {"Conv", "LRN", "MaxPool", "Gemm", "Relu"} <= ops, ops
+    assert "Dropout" not in ops
+
+
+def test_eltwise_batchnorm_scale_concat_fp32(tmp_path):
+    n = caffe.NetSpec()
+    n.data = L.Input(shape=dict(dim=[2, 3, 6, 6]))
+    n.conv = L.Convolution(n.data, num_output=4, kernel_size=3, pad=1, group=1,
+                           weight_filler=dict(type="gaussian", std=0.3),
+                           bias_filler=dict(type="gaussian", std=0.3))
+    n.bn = L.BatchNorm(n.conv, use_global_stats=True)
+    n.scaled = L.Scale(n.bn, bias_term=True, filler=dict(type="gaussian", std=1.0),
+                       bias_filler=dict(type="gaussian", std=1.0))
+    n.sig = L.Sigmoid(n.scaled)
+    n.tanh = L.TanH(n.conv)
+    n.sum = L.Eltwise(n.sig, n.tanh, coeff=[2.0, -1.0])
+    n.prod = L.Eltwise(n.sig, n.tanh, operation=caffe.params.Eltwise.PROD)
+    n.max = L.Eltwise(n.sig, n.tanh, operation=caffe.params.Eltwise.MAX)
+    n.cat = L.Concat(n.sum, n.prod, n.max, axis=1)
+    n.flat = L.Flatten(n.cat)
+    n.drop = L.Dropout(n.flat, dropout_ratio=0.5)
+    n.ip = L.InnerProduct(n.drop, num_output=5, weight_filler=dict(type="xavier"))
+    n.prob = L.Softmax(n.ip)
+    net = caffe.Net(n.to_proto(), caffe.TEST)
+    rng = np.random.default_rng(4)
+    mean, var, factor = net.params["bn"]
+    mean.data[...] = rng.standard_normal(4) * 2
+    var.data[...] = rng.uniform(1, 4, 4) * 2
+    factor.data[...] = 2.0
+    model = _fp32_agreement(net, tmp_path, 4)
+    ops = {node.op_type for node in model.graph.node}
+    assert {"BatchNormalization", "Mul", "Add", "Sum", "Max", "Concat", "Sigmoid", "Tanh"} <= ops
+
+
+def test_in_place_layers_and_intermediate_outputs(tmp_path):
+    """In-place layers rewrite a blob: the graph stays in SSA form and an intermediate output
+    is the blob's last value."""
+    n = caffe.NetSpec()
+    n.data = L.Input(shape=dict(dim=[3, 6]))
+    n.ip = L.InnerProduct(n.data, num_output=5, weight_filler=dict(type="gaussian", std=1.0))
+    n.relu = L.ReLU(n.ip, in_place=True)
+    n.drop = L.Dropout(n.ip, in_place=True)
+    n.ip2 = L.InnerProduct(n.ip, num_output=4, weight_filler=dict(type="gaussian", std=1.0))
+    net = caffe.Net(n.to_proto(), caffe.TEST)
+    x = np.random.default_rng(8).standard_normal((3, 6)).astype(np.float32)
+    ours = {k: v.copy() for k, v in net.forward(data=x, blobs=["ip"]).items()}
+    assert (ours["ip"] >= 0).all() and (ours["ip"] == 0).any()
+    model = mponnx.export(net, outputs=["ip", "ip2"])
+    theirs = _run_onnx(model, {"data": x})
+    for name in ("ip", "ip2"):
+        _assert_relative(theirs[name], ours[name])
+
+
+def _calibrated_int8(tmp_path, make, inputs, seed):
+    """(fp32 net, int8 net with the fp32 net's weights and ranges observed over `inputs`)."""
+    fp32 = caffe.Net(make(DT.CAFFE_FLOAT), caffe.TEST)
+    fp32.quant_mode = caffe.quantizer_mode.CAFFE_QUANT_OBSERVE
+    fp32.forward(**inputs)
+    fp32.save(tmp_path / "calibrated.caffemodel")
+    int8 = caffe.Net(make(DT.CAFFE_INT8_QUANTIZED), caffe.TEST,
+                     weights=str(tmp_path / "calibrated.caffemodel"))
+    return fp32, int8
+
+
+def _int8_agreement(int8, feeds, layer, tmp_path):
+    out = int8.forward(**feeds)
+    ours = int8.blobs[layer].data.copy()
+    assert ours.dtype == np.uint8
+    model = mponnx.export(int8, tmp_path / "int8.onnx", outputs=[layer] + list(out))
+    theirs = _run_onnx(model, feeds)
+    assert theirs[layer].dtype == np.uint8
+    diff = np.abs(theirs[layer].astype(np.int32) - ours.astype(np.int32))
+    assert diff.max() <= 1, f"{layer}: {int(diff.max())} quantization steps apart"
+    assert np.unique(ours).size > 20, "the test needs a spread of quantized values"
+    return model, diff
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_int8_inner_product_matches_qlinear(tmp_path, bias):
+    def make(dtype):
+        n = caffe.NetSpec()
+        n.data = L.Input(shape=dict(dim=[8, 40]))
+        n.ip = L.InnerProduct(n.data, num_output=24, bias_term=bias,
+                              weight_filler=dict(type="gaussian", std=0.2),
+                              bias_filler=dict(type="gaussian", std=0.5),
+                              bottom_data_type=dtype, compute_data_type=dtype, top_data_type=dtype)
+        n.out = L.Quantizer(n.ip, bottom_data_type=dtype, compute_data_type=dtype,
+                            top_data_type=DT.CAFFE_FLOAT)
+        return n.to_proto()
+    x = np.random.default_rng(5).uniform(-1, 2, (8, 40)).astype(np.float32)
+    _, int8 = _calibrated_int8(tmp_path, make, {"data": x}, 5)
+    model, _ = _int8_agreement(int8, {"data": x}, "ip", tmp_path)
+    ops = [node.op_type for node in model.graph.node]
+    assert ("QLinearConv" if bias else "QLinearMatMul") in ops, ops
+    assert "QuantizeLinear" in ops and "DequantizeLinear" in ops
+
+
+def test_int8_convolution_matches_qlinear_conv(tmp_path):
+    def make(dtype):
+        n = caffe.NetSpec()
+        n.data = L.Input(shape=dict(dim=[2, 3, 10, 10]))
+        n.conv = L.Convolution(n.data, num_output=6, kernel_size=3, stride=2, pad=1,
+                               weight_filler=dict(type="gaussian", std=0.3),
+                               bias_filler=dict(type="gaussian", std=0.3),
+                               bottom_data_type=dtype, compute_data_type=dtype,
+                               top_data_type=dtype)
+        n.relu = L.ReLU(n.conv, bottom_data_type=dtype, compute_data_type=dtype,
+                        top_data_type=dtype)
+        n.pool = L.Pooling(n.relu, pool=caffe.params.Pooling.MAX, kernel_size=2, stride=2,
+                           bottom_data_type=dtype, compute_data_type=dtype, top_data_type=dtype)
+        n.out = L.Quantizer(n.pool, bottom_data_type=dtype, compute_data_type=dtype,
+                            top_data_type=DT.CAFFE_FLOAT)
+        return n.to_proto()
+    x = np.random.default_rng(6).uniform(-1, 1, (2, 3, 10, 10)).astype(np.float32)
+    fp32, int8 = _calibrated_int8(tmp_path, make, {"data": x}, 6)
+    model, _ = _int8_agreement(int8, {"data": x}, "conv", tmp_path)
+    assert "QLinearConv" in [node.op_type for node in model.graph.node]
+    # The whole int8 net (ReLU and pooling as dequantize → float op → quantize) stays within
+    # a step or two of the output's scale.
+    theirs = _run_onnx(model, {"data": x}, ["out"])["out"]
+    ours = int8.forward(data=x)["out"]
+    step = float(np.ptp(fp32.forward(data=x)["out"])) / 255
+    assert np.abs(theirs - ours).max() <= 2 * step + 1e-6
+
+
+def test_quantizer_layers_and_half(tmp_path):
+    def make(dtype):
+        n = caffe.NetSpec()
+        n.data = L.Input(shape=dict(dim=[4, 16]))
+        n.ip = L.InnerProduct(n.data, num_output=8, weight_filler=dict(type="xavier"),
+                              bottom_data_type=dtype, compute_data_type=dtype, top_data_type=dtype)
+        n.out = L.Quantizer(n.ip, bottom_data_type=dtype, compute_data_type=dtype,
+                            top_data_type=DT.CAFFE_FLOAT)
+        return n.to_proto()
+    x = np.random.default_rng(7).uniform(-1, 1, (4, 16)).astype(np.float32)
+    fp32 = caffe.Net(make(DT.CAFFE_FLOAT), caffe.TEST)
+    fp32.quant_mode = caffe.quantizer_mode.CAFFE_QUANT_OBSERVE
+    fp32.forward(data=x)
+    fp32.save(tmp_path / "w.caffemodel")
+    for dtype, storage, tolerance in [(DT.CAFFE_HALF, np.float16, 2e-3),
+                                      (DT.CAFFE_INT16_QUANTIZED, np.uint16, 1e-3)]:
+        net = caffe.Net(make(dtype), caffe.TEST, weights=str(tmp_path / "w.caffemodel"))
+        ours = net.forward(data=x)["out"].copy()
+        model = mponnx.export(net, outputs=["ip", "out"])
+        theirs = _run_onnx(model, {"data": x})
+        assert theirs["ip"].dtype == storage
+        scale = np.abs(ours).max()
+        assert np.abs(theirs["out"] - ours).max() <= tolerance * scale, caffe.data_type.Name(dtype)
+
+
+def test_unsupported_layer_is_named():
+    n = caffe.NetSpec()
+    n.noise = L.DummyData(shape=dict(dim=[1, 2, 4, 4]))
+    n.relu = L.ReLU(n.noise)
+    net = caffe.Net(n.to_proto(), caffe.TEST)
+    with pytest.raises(mponnx.ExportError, match="'noise' \\(DummyData\\)"):
+        mponnx.export(net)
+    with pytest.raises(mponnx.ExportError, match="nothing"):
+        n = caffe.NetSpec()
+        n.data = L.Input(shape=dict(dim=[1, 2]))
+        n.relu = L.ReLU(n.data)
+        mponnx.export(caffe.Net(n.to_proto(), caffe.TEST), outputs=["nothing"])
