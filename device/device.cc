@@ -3,6 +3,7 @@
 #include "device/device.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -46,15 +47,6 @@ void EnumerateAll() {
 
 std::mutex store_mutex;
 std::shared_ptr<ProgramBinaryStore> the_store;
-
-/// MPCAFFE_MAX_DEVICE_BYTES: an artificial per-device memory limit (fault testing).
-uint64_t DeviceByteLimit() {
-  static const uint64_t limit = [] {
-    const char* v = std::getenv("MPCAFFE_MAX_DEVICE_BYTES");
-    return v && *v ? std::strtoull(v, nullptr, 10) : 0ull;
-  }();
-  return limit;
-}
 
 }  // namespace
 
@@ -118,14 +110,41 @@ DeviceMemory::DeviceMemory(Device* device, size_t bytes) : device_(device), byte
 
 DeviceMemory::~DeviceMemory() { device_->CountFree(bytes_); }
 
+uint64_t ByteLimitFromEnvironment() {
+  const char* v = std::getenv("MPCAFFE_MAX_DEVICE_BYTES");
+  if (!v || !*v) return 0;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long limit = std::strtoull(v, &end, 10);
+  if (*end != '\0' || errno == ERANGE || *v == '-')
+    throw DeviceError(std::string("MPCAFFE_MAX_DEVICE_BYTES='") + v +
+                      "' is not a number of bytes");
+  return limit;
+}
+
+uint64_t Device::max_bytes() const {
+  const uint64_t limit = byte_limit_.load();
+  const uint64_t total = info_.global_mem_bytes;
+  if (limit && total) return std::min(limit, total);
+  return limit ? limit : total;
+}
+
 void Device::CountAlloc(size_t bytes) {
-  const uint64_t limit = DeviceByteLimit();
-  if (limit && bytes_in_use_.load() + bytes > limit)
-    throw OutOfMemoryError("out of memory on device " + Describe() + ": requested " +
-                           std::to_string(bytes) + " bytes with " +
-                           std::to_string(bytes_in_use_.load()) +
-                           " in use (MPCAFFE_MAX_DEVICE_BYTES=" + std::to_string(limit) + ")");
-  uint64_t now = bytes_in_use_.fetch_add(bytes) + bytes;
+  // Refuses before the driver is asked: a failed request leaves the counters untouched.
+  const uint64_t limit = max_bytes();
+  uint64_t in_use = bytes_in_use_.load();
+  do {
+    if (limit && (bytes > limit || in_use > limit - bytes)) {
+      const uint64_t artificial = byte_limit_.load();
+      throw OutOfMemoryError(
+          "out of memory on device " + Describe() + ": requested " + std::to_string(bytes) +
+          " bytes with " + std::to_string(in_use) + " in use, limit " + std::to_string(limit) +
+          (artificial && artificial == limit
+               ? " (MPCAFFE_MAX_DEVICE_BYTES=" + std::to_string(artificial) + ")"
+               : " (the device's global memory)"));
+    }
+  } while (!bytes_in_use_.compare_exchange_weak(in_use, in_use + bytes));
+  const uint64_t now = in_use + bytes;
   uint64_t peak = peak_bytes_.load();
   while (now > peak && !peak_bytes_.compare_exchange_weak(peak, now)) {
   }

@@ -41,6 +41,10 @@ struct DeviceInfo {
   std::vector<std::string> extensions;
 };
 
+/// MPCAFFE_MAX_DEVICE_BYTES as a number of bytes (0 when unset); throws DeviceError when it
+/// is not a plain decimal number.
+uint64_t ByteLimitFromEnvironment();
+
 class Device;
 
 /// One device allocation. Its lifetime is counted in its device's byte counters.
@@ -262,6 +266,15 @@ class Device {
   /// preferred multiple scaled up to a moderate group; other dimensions 1).
   Dim3 LaunchShape(Kernel::Impl& kernel, const Dim3& global) const;
 
+  /// Most bytes the device may hold at once: the driver's global memory size, lowered by the
+  /// artificial limit (MPCAFFE_MAX_DEVICE_BYTES, read when the device is created, or
+  /// set_byte_limit()). Allocations beyond it throw OutOfMemoryError before the driver is asked,
+  /// and Blob refuses shapes that could never fit.
+  uint64_t max_bytes() const;
+  /// The artificial per-device limit in bytes (0: none, only the driver's size applies).
+  uint64_t byte_limit() const { return byte_limit_.load(); }
+  void set_byte_limit(uint64_t bytes) { byte_limit_.store(bytes); }
+
   /// Bytes currently allocated on the device, and the most held at once since ResetPeak().
   uint64_t bytes_in_use() const { return bytes_in_use_.load(); }
   uint64_t peak_bytes() const { return peak_bytes_.load(); }
@@ -279,6 +292,7 @@ class Device {
  private:
   std::mutex programs_mutex_;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<Program>> programs_;
+  std::atomic<uint64_t> byte_limit_{ByteLimitFromEnvironment()};
   std::atomic<uint64_t> bytes_in_use_{0};
   std::atomic<uint64_t> peak_bytes_{0};
 };

@@ -1,27 +1,26 @@
 // fuzz/fuzz_prototxt.cc — libFuzzer target: a network definition in text format, parsed and
-// upgraded as mpcaffe loads .prototxt files. Only mpcaffe::Error may come out.
-#include <cstddef>
-#include <cstdint>
-#include <string>
+// upgraded as mpcaffe loads .prototxt files, then built as a Net on the default OpenCL device in
+// both phases (shape inference, data-type checks, conversions, splits, the memory planner). Only
+// mpcaffe::Error may come out. Device memory is capped (MPCAFFE_MAX_DEVICE_BYTES, set before
+// the device exists) so oversized nets are refused, not allocated; no kernel is compiled (set-up
+// builds none, and nothing runs).
+#define MPCAFFE_FUZZ_WITH_NET
+#include "fuzz/fuzz_inputs.h"
 
-#include "device/error.h"
-#include "proto/caffe.pb.h"
-#include "proto/model_io.h"
-#include "proto/upgrade.h"
+namespace {
+
+mpcaffe::Device* FuzzDevice() {
+  static mpcaffe::Device* device = [] {
+    setenv("MPCAFFE_MAX_DEVICE_BYTES", std::to_string(mpcaffe::fuzz::kFuzzDeviceBytes).c_str(), 1);
+    setenv("MPCAFFE_CACHE", "off", 1);
+    return &mpcaffe::DefaultDevice();
+  }();
+  return device;
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string text(reinterpret_cast<const char*>(data), size);
-  try {
-    caffe::NetParameter net;
-    mpcaffe::ParseProtoFromText(text, "<fuzz>.prototxt", &net);
-    mpcaffe::UpgradeNetAsNeeded("<fuzz>.prototxt", &net);
-  } catch (const mpcaffe::Error&) {
-  }
-  try {
-    caffe::SolverParameter solver;
-    mpcaffe::ParseProtoFromText(text, "<fuzz>_solver.prototxt", &solver);
-    mpcaffe::UpgradeSolverAsNeeded("<fuzz>_solver.prototxt", &solver);
-  } catch (const mpcaffe::Error&) {
-  }
+  mpcaffe::fuzz::RunPrototxtInput(data, size, FuzzDevice());
   return 0;
 }

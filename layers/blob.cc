@@ -2,6 +2,7 @@
 #include "layers/blob.h"
 
 #include <climits>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -11,11 +12,20 @@ namespace mpcaffe {
 std::string ShapeString(const std::vector<int>& shape) {
   std::ostringstream os;
   int64_t count = 1;
+  bool overflow = false;
   for (int d : shape) {
     os << d << " ";
-    count *= d;
+    if (d == 0)
+      count = 0;
+    else if (overflow || std::abs(count) > INT64_MAX / std::abs(static_cast<int64_t>(d)))
+      overflow = true;
+    else
+      count *= d;
   }
-  os << "(" << count << ")";
+  if (overflow && count != 0)
+    os << "(overflow)";
+  else
+    os << "(" << count << ")";
   return os.str();
 }
 
@@ -106,8 +116,22 @@ void Blob::Reshape(const std::vector<int>& shape) {
       throw BlobError("blob '" + name_ + "': shape " + ShapeString(shape) +
                       " has more than INT32_MAX elements");
   }
+  // Refused before any state changes or memory is allocated: a shape that could never fit.
+  const uint64_t bytes = static_cast<uint64_t>(count) * SizeOf(type_);
+  const uint64_t limit = device_->max_bytes();
+  if (limit && bytes > limit)
+    throw BlobError("blob '" + name_ + "': shape " + ShapeString(shape) + " needs " +
+                    std::to_string(bytes) + " bytes, more than device " + device_->Describe() +
+                    " can hold (" + std::to_string(limit) + " bytes)");
   shape_ = shape;
   count_ = static_cast<int>(count);
+  // Memory never used (e.g. its allocation failed) follows the shape down as well as up, so a
+  // net stays usable at a smaller size after an out-of-memory error.
+  if (data_ && data_.use_count() == 1 && data_->head() == SyncedMemory::Head::kUninitialized &&
+      !data_->device_memory() && static_cast<size_t>(count_) < capacity_) {
+    capacity_ = count_;
+    data_.reset();
+  }
   if (static_cast<size_t>(count_) > capacity_ || !data_) {
     capacity_ = std::max<size_t>(capacity_, count_);
     data_ = std::make_shared<SyncedMemory>(device_, capacity_ * SizeOf(type_));

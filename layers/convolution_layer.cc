@@ -1,9 +1,12 @@
 // layers/convolution_layer.cc — Convolution (every dtype; groups, stride, pad, dilation) on
 // libdnn's implicit-GEMM convolution with fused bias and requantization.
+#include <array>
+#include <cstdint>
 #include <sstream>
 
 #include "layers/layer_registry.h"
 #include "libdnn/conv.h"
+#include "quant/accumulation.h"
 
 namespace mpcaffe {
 namespace {
@@ -39,6 +42,10 @@ class ConvolutionLayer : public Layer {
     pw_ = Spatial(p.pad(), p.has_pad_w(), p.pad_w(), 1, 0);
     dh_ = Spatial(p.dilation(), false, 0, 0, 1);
     dw_ = Spatial(p.dilation(), false, 0, 1, 1);
+    if (sh_ <= 0 || sw_ <= 0 || dh_ <= 0 || dw_ <= 0 || ph_ < 0 || pw_ < 0)
+      Fail("stride " + std::to_string(sh_) + "x" + std::to_string(sw_) + " and dilation " +
+           std::to_string(dh_) + "x" + std::to_string(dw_) + " must be positive, pad " +
+           std::to_string(ph_) + "x" + std::to_string(pw_) + " not negative");
     groups_ = static_cast<int>(p.group());
     channels_ = bottom[0]->shape(1);
     out_ = static_cast<int>(p.num_output());
@@ -46,6 +53,8 @@ class ConvolutionLayer : public Layer {
     if (groups_ <= 0 || channels_ % groups_ || out_ % groups_)
       Fail("group " + std::to_string(groups_) + " must divide channels " + std::to_string(channels_) +
            " and num_output " + std::to_string(out_));
+    quant::CheckAccumulationDepth("layer '" + name() + "' (Convolution)", compute_type_,
+                                  int64_t{channels_ / groups_} * kh_ * kw_);
     AddParam({out_, channels_ / groups_, kh_, kw_}, p.weight_filler());
     if (p.bias_term()) AddParam({out_}, p.bias_filler());
   }
@@ -67,6 +76,11 @@ class ConvolutionLayer : public Layer {
     desc_.dilation_h = dh_, desc_.dilation_w = dw_;
     desc_.groups = groups_;
     desc_.bias = param_.convolution_param().bias_term();
+    // Padded extents and dilated kernels in 64 bits: ConvDesc computes them in int.
+    for (auto [size, pad, kernel, dilation] : {std::array<int64_t, 4>{desc_.height, ph_, kh_, dh_},
+                                               std::array<int64_t, 4>{desc_.width, pw_, kw_, dw_}})
+      if (size + 2 * pad > INT32_MAX || dilation * (kernel - 1) + 1 > INT32_MAX)
+        Fail("bottom " + b.shape_string() + ": padded input or dilated kernel beyond 2^31");
     if (desc_.out_h() <= 0 || desc_.out_w() <= 0)
       Fail("the kernel does not fit the padded input " + b.shape_string());
     top[0]->Reshape({desc_.batch, out_, desc_.out_h(), desc_.out_w()});

@@ -1,8 +1,8 @@
 // layers/eltwise_layer.cc — Eltwise: SUM with coefficients (every dtype; quantized through the
 // requantizing scale / axpby kernels), PROD and MAX (float types).
 #include "layers/layer_kernels.h"
-#include "layers/host_math.h"
 #include "layers/layer_registry.h"
+#include "layers/train_kernels.h"
 
 namespace mpcaffe {
 namespace {
@@ -68,29 +68,54 @@ class EltwiseLayer : public Layer {
                     const std::vector<Blob*>& bottom) override {
     const auto& p = param_.eltwise_param();
     const int n = top[0]->count();
-    const float* dy = HostDiff(*top[0]);
-    std::vector<const float*> x(bottom.size());
-    for (size_t i = 0; i < bottom.size(); ++i) x[i] = HostData(*bottom[i]);
-    for (size_t i = 0; i < bottom.size(); ++i) {
-      if (!down[i]) continue;
-      float* dx = MutableHostDiff(*bottom[i]);
-      for (int e = 0; e < n; ++e) {
-        if (p.operation() == caffe::EltwiseParameter::SUM) {
-          dx[e] = dy[e] * (p.coeff_size() ? p.coeff(static_cast<int>(i)) : 1.0f);
-        } else if (p.operation() == caffe::EltwiseParameter::PROD) {
-          float prod = 1.0f;
-          for (size_t j = 0; j < bottom.size(); ++j)
-            if (j != i) prod *= x[j][e];
-          dx[e] = dy[e] * prod;
-        } else {
-          size_t arg = 0;
-          for (size_t j = 1; j < bottom.size(); ++j)
-            if (x[j][e] > x[arg][e]) arg = j;
-          dx[e] = arg == i ? dy[e] : 0.0f;
+    if (n == 0) return;
+    DeviceMemory* dy = top[0]->device_diff();
+    const size_t bytes = top[0]->bytes();
+    if (p.operation() == caffe::EltwiseParameter::SUM) {
+      for (size_t i = 0; i < bottom.size(); ++i)
+        if (down[i])
+          elementwise().Scale(DataType::kFloat32, n, p.coeff_size() ? p.coeff(static_cast<int>(i)) : 1.0f,
+                              *dy, *bottom[i]->mutable_device_diff());
+    } else if (p.operation() == caffe::EltwiseParameter::PROD) {
+      // dx_i = dy·Π_{j≠i} x_j: the diff times every other bottom, with the forward's product kernel.
+      Kernel prod = GetKernel(EltwiseSource(target(), "prod", DataType::kFloat32),
+                              LayerKernelName("eltwise_prod", DataType::kFloat32));
+      for (size_t i = 0; i < bottom.size(); ++i) {
+        if (!down[i]) continue;
+        DeviceMemory* dx = bottom[i]->mutable_device_diff();
+        device().CopyOnDevice(dy, 0, dx, 0, bytes);
+        for (size_t j = 0; j < bottom.size(); ++j) {
+          if (j == i) continue;
+          prod.Arg(int32_t{n}).ArgBuffer(bottom[j]->device_data(), 0, 4).ArgBuffer(dx, 0, 4);
+          prod.Launch1D(n);
         }
+      }
+    } else {
+      // MAX: the index of each element's first maximum, then dy where it is this bottom.
+      if (best_.size() < static_cast<size_t>(n)) {
+        best_ = device().Alloc<float>(n);
+        arg_ = device().Alloc<int32_t>(n);
+      }
+      const std::string source = EltwiseMaxBackwardSource(target());
+      Kernel update = GetKernel(source, "argmax_update");
+      for (size_t j = 0; j < bottom.size(); ++j) {
+        update.Arg(int32_t{n}).ArgBuffer(bottom[j]->device_data(), 0, 4).Arg(best_).Arg(arg_)
+            .Arg(static_cast<int32_t>(j));
+        update.Launch1D(n);
+      }
+      Kernel select = GetKernel(source, "max_select");
+      for (size_t i = 0; i < bottom.size(); ++i) {
+        if (!down[i]) continue;
+        select.Arg(int32_t{n}).ArgBuffer(dy, 0, 4).Arg(arg_)
+            .ArgBuffer(bottom[i]->mutable_device_diff(), 0, 4).Arg(static_cast<int32_t>(i));
+        select.Launch1D(n);
       }
     }
   }
+
+ private:
+  vptr<float> best_;
+  vptr<int32_t> arg_;
 };
 
 }  // namespace

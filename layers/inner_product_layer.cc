@@ -5,6 +5,7 @@
 
 #include "layers/layer_registry.h"
 #include "libdnn/gemm.h"
+#include "quant/accumulation.h"
 
 namespace mpcaffe {
 namespace {
@@ -23,6 +24,7 @@ class InnerProductLayer : public Layer {
     axis_ = bottom[0]->CanonicalAxisIndex(p.axis());
     n_ = static_cast<int>(p.num_output());
     k_ = bottom[0]->count(axis_);
+    quant::CheckAccumulationDepth("layer '" + name() + "' (InnerProduct)", compute_type_, k_);
     if (p.transpose())
       AddParam({k_, n_}, p.weight_filler());
     else

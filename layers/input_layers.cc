@@ -1,6 +1,8 @@
 // layers/input_layers.cc — Input (tops of given shapes, filled by the user); the registration
 // of Input and of the LMDB Data layer (layers/data_layer.cc).
 
+#include <cstdint>
+
 #include "layers/layer_registry.h"
 
 namespace mpcaffe {
@@ -27,7 +29,13 @@ class InputLayer : public Layer {
     const auto& p = param_.input_param();
     for (size_t i = 0; i < top.size(); ++i) {
       const auto& s = p.shape(p.shape_size() == 1 ? 0 : static_cast<int>(i));
-      std::vector<int> shape(s.dim().begin(), s.dim().end());
+      std::vector<int> shape;
+      for (int64_t d : s.dim()) {
+        if (d < 0 || d > INT32_MAX)
+          Fail("input_param shape " + std::to_string(i) + ": dimension " + std::to_string(d) +
+               " is out of range [0, 2^31-1]");
+        shape.push_back(static_cast<int>(d));
+      }
       top[i]->Reshape(shape);
     }
     shaped_ = true;

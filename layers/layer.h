@@ -102,6 +102,9 @@ class Layer {
   /// Whether Backward computes the gradient of parameter blob `i` (default true; the net sets
   /// it false for lr_mult 0).
   bool param_propagate_down(int i) const;
+  /// Whether parameter blob `i` is trained from its gradient (false for statistics a layer
+  /// updates itself, such as BatchNorm's moving averages): solvers leave the others untouched.
+  virtual bool ParamLearnable(int i) const { return true; }
   void set_param_propagate_down(int i, bool value);
 
   /// Blob counts the layer accepts (-1: any).

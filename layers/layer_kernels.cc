@@ -165,6 +165,8 @@ std::string SoftmaxLossSource(const KernelTarget& target, DataType type) {
     const int l = (int)(float)Dtype_LOAD(label, j);
     if (has_ignore && l == ignore_label) {
       loss[j] = -1.0f;
+    } else if (l < 0 || l >= channels) {
+      loss[j] = $uint_as_float(0x7fc00000u);  // NaN: a label outside the classes shows in the loss
     } else {
       const int base = (j / inner) * channels * inner + j % inner;
       float p = (float)Dtype_LOAD(prob, base + l * inner);

@@ -40,7 +40,7 @@ std::string DropoutSource(const KernelTarget& target, DataType type);
 /// softmax_loss_<dt>(int outer, int channels, int inner, In prob, In label, Out float loss,
 ///                   int ignore_label, int has_ignore)
 /// loss[j] = −log(max(prob[label_j], FLT_MIN)) per (outer, inner) position j, or −1 when the
-/// label is the ignored one. Float types only.
+/// label is the ignored one, NaN when the label lies outside [0, channels). Float types only.
 std::string SoftmaxLossSource(const KernelTarget& target, DataType type);
 
 /// accuracy_<dt>(int outer, int channels, int inner, In x, In label, Out float correct,

@@ -5,9 +5,9 @@
 #include <random>
 #include <string>
 
-#include "layers/host_math.h"
 #include "layers/layer_kernels.h"
 #include "layers/layer_registry.h"
+#include "layers/train_kernels.h"
 
 namespace mpcaffe {
 namespace {
@@ -52,11 +52,14 @@ class ReLULayer : public NeuronLayer {
                     const std::vector<Blob*>& bottom) override {
     if (!down[0]) return;
     const int n = bottom[0]->count();
-    const float slope = param_.relu_param().negative_slope();
-    const float* x = HostData(*bottom[0]);
-    const float* dy = HostDiff(*top[0]);
-    float* dx = MutableHostDiff(*bottom[0]);
-    for (int i = 0; i < n; ++i) dx[i] = dy[i] * (x[i] > 0 ? 1.0f : slope);
+    if (n == 0) return;
+    Kernel k = GetKernel(ReluBackwardSource(target()), "relu_backward");
+    DeviceMemory* x = bottom[0]->device_data();
+    DeviceMemory* dy = top[0]->device_diff();
+    k.Arg(int32_t{n}).ArgBuffer(x, 0, 4).ArgBuffer(dy, 0, 4)
+        .ArgBuffer(bottom[0]->mutable_device_diff(), 0, 4)
+        .Arg(param_.relu_param().negative_slope());
+    k.Launch1D(n);
   }
 };
 
@@ -88,11 +91,13 @@ class UnaryLayer : public NeuronLayer {
                     const std::vector<Blob*>& bottom) override {
     if (!down[0]) return;
     const int n = bottom[0]->count();
-    const bool sigmoid = std::string(op_) == "sigmoid";
-    const float* y = HostData(*top[0]);
-    const float* dy = HostDiff(*top[0]);
-    float* dx = MutableHostDiff(*bottom[0]);
-    for (int i = 0; i < n; ++i) dx[i] = dy[i] * (sigmoid ? y[i] * (1 - y[i]) : 1 - y[i] * y[i]);
+    if (n == 0) return;
+    Kernel k = GetKernel(UnaryBackwardSource(target(), op_), std::string(op_) + "_backward");
+    DeviceMemory* y = top[0]->device_data();
+    DeviceMemory* dy = top[0]->device_diff();
+    k.Arg(int32_t{n}).ArgBuffer(y, 0, 4).ArgBuffer(dy, 0, 4)
+        .ArgBuffer(bottom[0]->mutable_device_diff(), 0, 4);
+    k.Launch1D(n);
   }
 
  private:
@@ -135,7 +140,7 @@ class DropoutLayer : public NeuronLayer {
     for (auto& m : mask) m = static_cast<uint32_t>(rng_());
     if (!mask_ || mask_.size() < static_cast<size_t>(n)) mask_ = device().Alloc<uint32_t>(n);
     device().Write(mask_, mask.data(), n);
-    host_mask_ = std::move(mask);
+    mask_count_ = n;
     const uint32_t threshold = static_cast<uint32_t>(ratio_ * 4294967295.0);
     Kernel k = GetKernel(DropoutSource(target(), compute_type_), LayerKernelName("dropout", compute_type_));
     const size_t es = SizeOf(compute_type_);
@@ -154,20 +159,25 @@ class DropoutLayer : public NeuronLayer {
                     const std::vector<Blob*>& bottom) override {
     if (!down[0]) return;
     const int n = bottom[0]->count();
-    const float* dy = HostDiff(*top[0]);
-    float* dx = MutableHostDiff(*bottom[0]);
+    if (n == 0) return;
+    DeviceMemory* dy = top[0]->device_diff();
     if (phase() == caffe::TEST) {
-      if (dx != dy) std::copy(dy, dy + n, dx);
+      if (top[0] != bottom[0])
+        device().CopyOnDevice(dy, 0, bottom[0]->mutable_device_diff(), 0, bottom[0]->bytes());
       return;
     }
-    if (host_mask_.size() < static_cast<size_t>(n)) Fail("Backward before a TRAIN Forward");
+    if (mask_count_ < n) Fail("Backward before a TRAIN Forward");
+    // The forward kernel applied to the diff: dx = mask > threshold ? dy·scale : 0.
     const uint32_t threshold = static_cast<uint32_t>(ratio_ * 4294967295.0);
-    const float scale = 1.0f / (1.0f - ratio_);
-    for (int i = 0; i < n; ++i) dx[i] = host_mask_[i] > threshold ? dy[i] * scale : 0.0f;
+    Kernel k = GetKernel(DropoutSource(target(), DataType::kFloat32),
+                         LayerKernelName("dropout", DataType::kFloat32));
+    k.Arg(int32_t{n}).ArgBuffer(dy, 0, 4).Arg(mask_).ArgBuffer(bottom[0]->mutable_device_diff(), 0, 4)
+        .Arg(threshold).Arg(1.0f / (1.0f - ratio_));
+    k.Launch1D(n);
   }
 
  private:
-  std::vector<uint32_t> host_mask_;
+  int mask_count_ = 0;  // elements of mask_ drawn by the last TRAIN Forward
   float ratio_ = 0.5f;
   std::mt19937 rng_;
   vptr<uint32_t> mask_;

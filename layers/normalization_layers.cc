@@ -1,10 +1,13 @@
-// layers/normalization_layers.cc — BatchNorm (global statistics) and Scale (per-channel scale
-// and bias, from a parameter or a second bottom), float types, via the channel-affine kernel.
+// layers/normalization_layers.cc — BatchNorm (batch statistics with BVLC's moving averages in
+// TRAIN, global statistics otherwise) and Scale (per-channel scale and bias, from a parameter or
+// a second bottom): float types forward via the channel-affine kernel, fp32 backward, all on
+// the device.
+#include <algorithm>
 #include <cmath>
 
 #include "layers/layer_kernels.h"
-#include "layers/host_math.h"
 #include "layers/layer_registry.h"
+#include "layers/train_kernels.h"
 
 namespace mpcaffe {
 namespace {
@@ -20,6 +23,16 @@ void LaunchChannelAffine(Device& device, Kernel k, DataType t, int n, int channe
   k.Launch1D(n);
 }
 
+/// out[c] = alpha·Σ a·(b ? b : 1) + beta·out[c] over an (outer, channels, inner) layout.
+void ChannelSum(Device& device, Kernel k, int outer, int channels, int inner, DeviceMemory* a,
+                DeviceMemory* b, DeviceMemory* out, float alpha, float beta) {
+  const size_t max_groups = std::max<size_t>(64, 16 * std::max(1, device.info().compute_units));
+  const size_t groups = std::min<size_t>(max_groups, std::max(1, channels));
+  k.Arg(int32_t{outer}).Arg(int32_t{channels}).Arg(int32_t{inner}).ArgBuffer(a, 0, 4)
+      .ArgBuffer(b ? b : a, 0, 4).ArgBuffer(out, 0, 4).Arg(int32_t{b ? 1 : 0}).Arg(alpha).Arg(beta);
+  k.Launch({groups * kReduceLocalSize, 1, 1}, {static_cast<size_t>(kReduceLocalSize), 1, 1});
+}
+
 class BatchNormLayer : public Layer {
  public:
   using Layer::Layer;
@@ -28,6 +41,7 @@ class BatchNormLayer : public Layer {
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool AllowsInPlace() const override { return true; }
+  bool ParamLearnable(int) const override { return false; }  // statistics, never gradients
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>&) override {
     channels_ = bottom[0]->num_axes() == 1 ? 1 : bottom[0]->shape(1);
@@ -37,51 +51,128 @@ class BatchNormLayer : public Layer {
     AddParam({channels_}, zero);
     AddParam({channels_}, zero);
     AddParam({1}, zero);
+    const auto& p = param_.batch_norm_param();
+    use_global_ = p.has_use_global_stats() ? p.use_global_stats() : phase() == caffe::TEST;
+    if (p.eps() <= 0) Fail("eps must be positive, got " + std::to_string(p.eps()));
   }
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     const int c = bottom[0]->num_axes() == 1 ? 1 : bottom[0]->shape(1);
     if (c != channels_) Fail("bottom has " + std::to_string(c) + " channels, the statistics " + std::to_string(channels_));
     top[0]->ReshapeLike(*bottom[0]);
-  }
-  void ParamsChanged() override { folded_ = false; }
-
- protected:
-  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
-    const auto& p = param_.batch_norm_param();
-    const bool global = p.has_use_global_stats() ? p.use_global_stats() : phase() == caffe::TEST;
-    if (!global)
-      Fail("forward with batch statistics (TRAIN without use_global_stats) is not implemented; "
-           "it comes with training");
-    if (!folded_) {
-      // Fold the statistics into y = a·x + b per channel (fp32 on the device).
-      const std::vector<float> mean = ParamAsFloat(0), var = ParamAsFloat(1), sf = ParamAsFloat(2);
-      const float f = sf[0] == 0.0f ? 0.0f : 1.0f / sf[0];
-      std::vector<float> a(channels_), b(channels_);
-      for (int c = 0; c < channels_; ++c) {
-        a[c] = 1.0f / std::sqrt(var[c] * f + p.eps());
-        b[c] = -mean[c] * f * a[c];
-      }
+    if (!scale_) {
       scale_ = device().Alloc<float>(channels_);
       bias_ = device().Alloc<float>(channels_);
-      device().Write(scale_, a.data(), channels_);
-      device().Write(bias_, b.data(), channels_);
-      folded_ = true;
+      mean_ = device().Alloc<float>(channels_);
+      var_ = device().Alloc<float>(channels_);
+      inv_std_ = device().Alloc<float>(channels_);
+      s1_ = device().Alloc<float>(channels_);
+      s2_ = device().Alloc<float>(channels_);
     }
+  }
+  void ParamsChanged() override { folded_ = false; }
+  bool HasBackward() const override { return true; }
+
+ protected:
+  int Inner(const Blob& b) const { return b.num_axes() > 2 ? b.count(2) : 1; }
+
+  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     const int n = bottom[0]->count();
-    if (n == 0) return;
     const DataType t = compute_type_;
+    const int inner = Inner(*bottom[0]);
+    if (use_global_) {
+      if (!folded_) {
+        // Fold the statistics into y = a·x + b per channel, on the device.
+        Kernel fold = GetKernel(BatchNormFoldSource(target(), t), BatchNormFoldKernelName(t));
+        auto& b = blobs();
+        const size_t ps = SizeOf(t);
+        fold.Arg(int32_t{channels_}).ArgBuffer(b[0]->device_data(), 0, ps)
+            .ArgBuffer(b[1]->device_data(), 0, ps).ArgBuffer(b[2]->device_data(), 0, ps)
+            .Arg(scale_).Arg(bias_).Arg(param_.batch_norm_param().eps());
+        fold.Launch1D(channels_);
+        folded_ = true;
+      }
+      if (n == 0) return;
+      Kernel k = GetKernel(ChannelAffineSource(target(), t, DataType::kFloat32),
+                           ChannelAffineKernelName(t, DataType::kFloat32));
+      LaunchChannelAffine(device(), k, t, n, channels_, inner, bottom[0]->device_data(),
+                          top[0]->mutable_device_data(), DataType::kFloat32, scale_.mem.get(),
+                          bias_.mem.get());
+      return;
+    }
+    if (t != DataType::kFloat32)
+      Fail(std::string("batch statistics (TRAIN without use_global_stats) are computed in fp32, "
+                       "not ") + Name(t));
+    if (n == 0) return;
+    // BVLC: mean and biased variance over (num, spatial) per channel, moving averages in the
+    // parameter blobs, y = (x − mean) / √(var + eps); x_norm kept for the backward pass.
+    const int outer = n / (channels_ * inner);
+    const int m = outer * inner;
+    const std::string bn = BatchNormSource(target());
+    Kernel sum = GetKernel(ChannelSumSource(target()), "channel_sum");
+    DeviceMemory* x = bottom[0]->device_data();
+    ChannelSum(device(), sum, outer, channels_, inner, x, nullptr, mean_.mem.get(), 1.0f / m, 0.0f);
+    DeviceMemory* y = top[0]->mutable_device_data();
+    Kernel sub = GetKernel(bn, "bn_subtract");
+    sub.Arg(int32_t{n}).Arg(int32_t{channels_}).Arg(int32_t{inner}).ArgBuffer(x, 0, 4).Arg(mean_)
+        .ArgBuffer(y, 0, 4);
+    sub.Launch1D(n);
+    ChannelSum(device(), sum, outer, channels_, inner, y, y, var_.mem.get(), 1.0f / m, 0.0f);
+    auto& b = blobs();
+    Kernel stats = GetKernel(bn, "bn_statistics");
+    const float maf = param_.batch_norm_param().moving_average_fraction();
+    stats.Arg(int32_t{channels_}).Arg(mean_).Arg(var_).ArgBuffer(b[0]->mutable_device_data(), 0, 4)
+        .ArgBuffer(b[1]->mutable_device_data(), 0, 4).ArgBuffer(b[2]->mutable_device_data(), 0, 4)
+        .Arg(inv_std_).Arg(maf).Arg(m > 1 ? static_cast<float>(m) / (m - 1) : 1.0f)
+        .Arg(param_.batch_norm_param().eps());
+    stats.Launch1D(channels_);
+    folded_ = false;  // the moving averages changed
     Kernel k = GetKernel(ChannelAffineSource(target(), t, DataType::kFloat32),
                          ChannelAffineKernelName(t, DataType::kFloat32));
-    DeviceMemory* x = bottom[0]->device_data();
-    LaunchChannelAffine(device(), k, t, n, channels_, bottom[0]->count(2 <= bottom[0]->num_axes() ? 2 : 1),
-                        x, top[0]->mutable_device_data(), DataType::kFloat32, scale_.mem.get(),
-                        bias_.mem.get());
+    LaunchChannelAffine(device(), k, t, n, channels_, inner, y, y, DataType::kFloat32,
+                        inv_std_.mem.get(), nullptr);
+    if (!x_norm_) x_norm_ = std::make_unique<Blob>(device(), t, std::vector<int>{}, name() + "/x_norm");
+    x_norm_->ReshapeLike(*top[0]);
+    device().CopyOnDevice(y, 0, x_norm_->mutable_device_data(), 0, top[0]->bytes());
+  }
+
+  // Global statistics: dx = dy·scale[c]. Batch statistics (BVLC):
+  // dx = (dy − mean(dy) − mean(dy·y)·y) / √(var + eps), means per channel.
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    if (!down[0]) return;
+    const int n = top[0]->count();
+    if (n == 0) return;
+    const int inner = Inner(*top[0]);
+    DeviceMemory* dy = top[0]->device_diff();
+    if (use_global_) {
+      Kernel k = GetKernel(ChannelAffineSource(target(), DataType::kFloat32, DataType::kFloat32),
+                           ChannelAffineKernelName(DataType::kFloat32, DataType::kFloat32));
+      LaunchChannelAffine(device(), k, DataType::kFloat32, n, channels_, inner, dy,
+                          bottom[0]->mutable_device_diff(), DataType::kFloat32, scale_.mem.get(),
+                          nullptr);
+      return;
+    }
+    if (!x_norm_ || x_norm_->count() != n) Fail("Backward before a TRAIN Forward");
+    const int outer = n / (channels_ * inner);
+    const int m = outer * inner;
+    Kernel sum = GetKernel(ChannelSumSource(target()), "channel_sum");
+    DeviceMemory* y = x_norm_->device_data();
+    ChannelSum(device(), sum, outer, channels_, inner, dy, y, s1_.mem.get(), 1.0f / m, 0.0f);
+    ChannelSum(device(), sum, outer, channels_, inner, dy, nullptr, s2_.mem.get(), 1.0f / m, 0.0f);
+    Kernel k = GetKernel(BatchNormSource(target()), "bn_backward");
+    k.Arg(int32_t{n}).Arg(int32_t{channels_}).Arg(int32_t{inner}).ArgBuffer(dy, 0, 4).ArgBuffer(y, 0, 4)
+        .Arg(s1_).Arg(s2_).Arg(inv_std_).ArgBuffer(bottom[0]->mutable_device_diff(), 0, 4);
+    k.Launch1D(n);
   }
 
  private:
   int channels_ = 0;
+  bool use_global_ = true;
   bool folded_ = false;
-  vptr<float> scale_, bias_;
+  vptr<float> scale_, bias_;              // folded global statistics
+  vptr<float> mean_, var_, inv_std_;      // batch statistics of the last TRAIN forward
+  vptr<float> s1_, s2_;                   // backward's per-channel means
+  std::unique_ptr<Blob> x_norm_;
 };
 
 class ScaleLayer : public Layer {
@@ -158,44 +249,31 @@ class ScaleLayer : public Layer {
   void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
                     const std::vector<Blob*>& bottom) override {
     const int n = top[0]->count();
-    const int outer = inner_ * channels_ ? n / (inner_ * channels_) : 0;
+    if (n == 0) return;
+    const int outer = inner_ * channels_ != 0 ? n / (inner_ * channels_) : 0;
     const bool scale_is_bottom = bottom.size() == 2;
     Blob& s = scale_is_bottom ? *bottom[1] : *blobs_[0];
     const bool want_s = scale_is_bottom ? down[1] : param_propagate_down(0);
     const bool has_bias = param_.scale_param().bias_term();
     const int bias_index = static_cast<int>(blobs_.size()) - 1;
     const bool want_b = has_bias && param_propagate_down(bias_index);
-    const std::vector<float> dy(HostDiff(*top[0]), HostDiff(*top[0]) + n);
-    if (want_s || want_b) {
+    DeviceMemory* dy = top[0]->device_diff();
+    // The sums first: in place, dx overwrites dy.
+    Kernel sum = GetKernel(ChannelSumSource(target()), "channel_sum");
+    if (want_s) {
       const Blob& xb = top[0] == bottom[0] ? *x_copy_ : *bottom[0];
-      const float* x = HostData(xb);
-      std::vector<double> gs(channels_, 0.0), gb(channels_, 0.0);
-      for (int o = 0; o < outer; ++o)
-        for (int c = 0; c < channels_; ++c)
-          for (int i = 0; i < inner_; ++i) {
-            const size_t j = (static_cast<size_t>(o) * channels_ + c) * inner_ + i;
-            gs[c] += static_cast<double>(dy[j]) * x[j];
-            gb[c] += dy[j];
-          }
-      if (want_s) {
-        float* ds = MutableHostDiff(s);
-        for (int c = 0; c < channels_; ++c)
-          ds[c] = static_cast<float>(scale_is_bottom ? gs[c] : ds[c] + gs[c]);
-      }
-      if (want_b) {
-        float* db = MutableHostDiff(*blobs_[bias_index]);
-        for (int c = 0; c < channels_; ++c) db[c] += static_cast<float>(gb[c]);
-      }
+      ChannelSum(device(), sum, outer, channels_, inner_, dy, xb.device_data(),
+                 s.mutable_device_diff(), 1.0f, scale_is_bottom ? 0.0f : 1.0f);
     }
+    if (want_b)
+      ChannelSum(device(), sum, outer, channels_, inner_, dy, nullptr,
+                 blobs_[bias_index]->mutable_device_diff(), 1.0f, 1.0f);
     if (down[0]) {
-      const float* sv = HostData(s);
-      float* dx = MutableHostDiff(*bottom[0]);
-      for (int o = 0; o < outer; ++o)
-        for (int c = 0; c < channels_; ++c)
-          for (int i = 0; i < inner_; ++i) {
-            const size_t j = (static_cast<size_t>(o) * channels_ + c) * inner_ + i;
-            dx[j] = dy[j] * sv[c];
-          }
+      Kernel k = GetKernel(ChannelAffineSource(target(), DataType::kFloat32, DataType::kFloat32),
+                           ChannelAffineKernelName(DataType::kFloat32, DataType::kFloat32));
+      LaunchChannelAffine(device(), k, DataType::kFloat32, n, channels_, inner_, dy,
+                          bottom[0]->mutable_device_diff(), DataType::kFloat32, s.device_data(),
+                          nullptr);
     }
   }
 

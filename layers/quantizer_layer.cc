@@ -1,6 +1,7 @@
 // layers/quantizer_layer.cc — Quantizer: converts a blob from bottom_data_type to
 // top_data_type (any pair) with the conversion kernels, using its bottom quantizer's parameters
-// for a quantized input and its top quantizer's for a quantized output.
+// for a quantized input and its top quantizer's for a quantized output; fp32→fp32 passes the
+// gradient straight through in training (also when its quantizers run in PSEUDO mode).
 #include "layers/layer_registry.h"
 
 namespace mpcaffe {
@@ -32,6 +33,21 @@ class QuantizerLayer : public Layer {
     }
     elementwise().Convert(from_, to_, n, *bottom[0]->device_data(), *top[0]->mutable_device_data(),
                           BottomAffine(0), TopAffine(0));
+  }
+
+ public:
+  /// Training runs in fp32: only the fp32→fp32 form has a backward pass.
+  bool HasBackward() const override {
+    return from_ == DataType::kFloat32 && to_ == DataType::kFloat32;
+  }
+
+ protected:
+  // Straight through: dx = dy (a PSEUDO quantizer's rounding has no gradient of its own).
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    if (!down[0] || top[0] == bottom[0] || bottom[0]->count() == 0) return;
+    device().CopyOnDevice(top[0]->device_diff(), 0, bottom[0]->mutable_device_diff(), 0,
+                          bottom[0]->bytes());
   }
 
  private:

@@ -1,21 +1,23 @@
-// layers/softmax_layers.cc — Softmax, SoftmaxWithLoss, Accuracy and EuclideanLoss forward in
-// float types: per-position values on the device, the scalar reduction on the host.
+// layers/softmax_layers.cc — Softmax, SoftmaxWithLoss, Accuracy and EuclideanLoss in float types
+// (backward in fp32): per-position values and their reductions to the scalar top on the device.
 #include <cmath>
 #include <algorithm>
 #include <string>
 
-#include "layers/host_math.h"
 #include "layers/layer_kernels.h"
 #include "layers/layer_registry.h"
+#include "layers/train_kernels.h"
 
 namespace mpcaffe {
 namespace {
 
-/// Runs a kernel writing one float per position into `scratch` and returns them.
-std::vector<float> ReadScratch(Device& device, vptr<float>& scratch, int n) {
-  std::vector<float> v(n);
-  device.Read(scratch, v.data(), n);
-  return v;
+/// Reduces the `n` per-position values in `values` (negative: ignored) to top's single value:
+/// Σ / max(1, use_count ? #counted : fixed_norm), the normalizer left in norm[0]. On the device.
+void MaskedMean(Kernel k, int n, const vptr<float>& values, Blob& top,
+                const vptr<float>& norm, float fixed_norm, bool use_count) {
+  k.Arg(int32_t{n}).Arg(values).ArgBuffer(top.mutable_device_data(), 0, SizeOf(top.type()))
+      .Arg(norm).Arg(fixed_norm).Arg(int32_t{use_count ? 1 : 0});
+  k.Launch({static_cast<size_t>(kReduceLocalSize), 1, 1}, {static_cast<size_t>(kReduceLocalSize), 1, 1});
 }
 
 class SoftmaxLayer : public Layer {
@@ -54,36 +56,34 @@ class SoftmaxLayer : public Layer {
     if (!down[0]) return;
     const Blob& b = *bottom[0];
     const int outer = b.count(0, axis_), channels = b.shape(axis_), inner = b.count(axis_ + 1);
-    const std::vector<float> y(HostData(*top[0]), HostData(*top[0]) + b.count());
-    const std::vector<float> dy(HostDiff(*top[0]), HostDiff(*top[0]) + b.count());
-    float* dx = MutableHostDiff(*bottom[0]);
-    for (int o = 0; o < outer; ++o)
-      for (int i = 0; i < inner; ++i) {
-        const size_t base = static_cast<size_t>(o) * channels * inner + i;
-        double dot = 0;
-        for (int c = 0; c < channels; ++c) dot += dy[base + c * inner] * y[base + c * inner];
-        for (int c = 0; c < channels; ++c)
-          dx[base + c * inner] = (dy[base + c * inner] - static_cast<float>(dot)) * y[base + c * inner];
-      }
+    if (outer * inner == 0) return;
+    Kernel k = GetKernel(SoftmaxBackwardSource(target()), "softmax_backward");
+    DeviceMemory* y = top[0]->device_data();
+    DeviceMemory* dy = top[0]->device_diff();
+    k.Arg(int32_t{outer}).Arg(int32_t{channels}).Arg(int32_t{inner}).ArgBuffer(y, 0, 4)
+        .ArgBuffer(dy, 0, 4).ArgBuffer(bottom[0]->mutable_device_diff(), 0, 4);
+    k.Launch1D(outer * inner);
   }
 
  private:
   int axis_ = 1;
 };
 
-/// Caffe's normalizer of a loss over `outer`·`inner` positions with `valid` of them counted.
-float Normalizer(const caffe::LossParameter& p, int outer, int inner, int valid) {
-  caffe::LossParameter::NormalizationMode mode = p.normalization();
+/// Caffe's normalization mode of a loss (the legacy `normalize` flag mapped).
+caffe::LossParameter::NormalizationMode NormalizationOf(const caffe::LossParameter& p) {
   if (!p.has_normalization() && p.has_normalize())
-    mode = p.normalize() ? caffe::LossParameter::VALID : caffe::LossParameter::BATCH_SIZE;
-  float n = 1.0f;
+    return p.normalize() ? caffe::LossParameter::VALID : caffe::LossParameter::BATCH_SIZE;
+  return p.normalization();
+}
+
+/// The normalizer of a loss over `outer`·`inner` positions for the modes that do not count the
+/// valid positions (VALID counts them on the device).
+float FixedNormalizer(caffe::LossParameter::NormalizationMode mode, int outer, int inner) {
   switch (mode) {
-    case caffe::LossParameter::FULL: n = static_cast<float>(outer * inner); break;
-    case caffe::LossParameter::VALID: n = static_cast<float>(valid); break;
-    case caffe::LossParameter::BATCH_SIZE: n = static_cast<float>(outer); break;
-    case caffe::LossParameter::NONE: n = 1.0f; break;
+    case caffe::LossParameter::FULL: return static_cast<float>(outer * inner);
+    case caffe::LossParameter::BATCH_SIZE: return static_cast<float>(outer);
+    default: return 1.0f;
   }
-  return std::max(1.0f, n);
 }
 
 class SoftmaxWithLossLayer : public Layer {
@@ -110,6 +110,7 @@ class SoftmaxWithLossLayer : public Layer {
     if (top.size() == 2) top[1]->ReshapeLike(*bottom[0]);
     const int n = std::max(1, outer_ * inner_);
     if (scratch_.size() < static_cast<size_t>(n)) scratch_ = device().Alloc<float>(n);
+    if (!norm_) norm_ = device().Alloc<float>(1);
   }
 
  protected:
@@ -127,12 +128,10 @@ class SoftmaxWithLossLayer : public Layer {
         .ArgBuffer(prob.device_data(), 0, SizeOf(t)).ArgBuffer(bottom[1]->device_data(), 0, SizeOf(t))
         .Arg(scratch_).Arg(int32_t{lp.ignore_label()}).Arg(int32_t{lp.has_ignore_label() ? 1 : 0});
     k.Launch1D(outer_ * inner_);
-    double loss = 0;
-    int valid = 0;
-    for (float v : ReadScratch(device(), scratch_, outer_ * inner_))
-      if (v >= 0) loss += v, ++valid;
-    top[0]->FromFloat({static_cast<float>(loss / Normalizer(lp, outer_, inner_, valid))});
-    valid_ = valid;
+    const auto mode = NormalizationOf(lp);
+    MaskedMean(GetKernel(MaskedMeanSource(target(), top[0]->type()), MaskedMeanKernelName(top[0]->type())),
+               outer_ * inner_, scratch_, *top[0], norm_, FixedNormalizer(mode, outer_, inner_),
+               mode == caffe::LossParameter::VALID);
   }
 
  public:
@@ -144,32 +143,24 @@ class SoftmaxWithLossLayer : public Layer {
                     const std::vector<Blob*>& bottom) override {
     if (down.size() > 1 && down[1]) Fail("cannot backpropagate to the labels");
     if (!down[0]) return;
+    if (outer_ * inner_ == 0) return;
     const auto& lp = param_.loss_param();
     const int channels = bottom[0]->shape(axis_);
-    const Blob& prob = top.size() == 2 ? *top[1] : *prob_;
-    const float* p = HostData(prob);
-    const float* label = HostData(*bottom[1]);
-    const float scale = HostDiff(*top[0])[0] / Normalizer(lp, outer_, inner_, valid_);
-    float* dx = MutableHostDiff(*bottom[0]);
-    for (int o = 0; o < outer_; ++o)
-      for (int i = 0; i < inner_; ++i) {
-        const size_t base = static_cast<size_t>(o) * channels * inner_ + i;
-        const int l = static_cast<int>(label[o * inner_ + i]);
-        const bool ignored = lp.has_ignore_label() && l == lp.ignore_label();
-        if (!ignored && (l < 0 || l >= channels))
-          Fail("label " + std::to_string(l) + " outside [0, " + std::to_string(channels) + ")");
-        for (int c = 0; c < channels; ++c) {
-          const size_t j = base + static_cast<size_t>(c) * inner_;
-          dx[j] = ignored ? 0.0f : (p[j] - (c == l ? 1.0f : 0.0f)) * scale;
-        }
-      }
+    Blob& prob = top.size() == 2 ? *top[1] : *prob_;
+    Kernel k = GetKernel(SoftmaxLossBackwardSource(target()), "softmax_loss_backward");
+    k.Arg(int32_t{outer_}).Arg(int32_t{channels}).Arg(int32_t{inner_})
+        .ArgBuffer(prob.device_data(), 0, 4).ArgBuffer(bottom[1]->device_data(), 0, 4)
+        .ArgBuffer(top[0]->device_diff(), 0, 4).Arg(norm_)
+        .ArgBuffer(bottom[0]->mutable_device_diff(), 0, 4)
+        .Arg(int32_t{lp.ignore_label()}).Arg(int32_t{lp.has_ignore_label() ? 1 : 0});
+    k.Launch1D(outer_ * inner_);
   }
 
  private:
-  int valid_ = 0;
   int axis_ = 1, outer_ = 0, inner_ = 0;
   std::unique_ptr<Blob> prob_;
   vptr<float> scratch_;
+  vptr<float> norm_;  // the normalizer of the last Forward (VALID: counted on the device)
 };
 
 class AccuracyLayer : public Layer {
@@ -194,6 +185,7 @@ class AccuracyLayer : public Layer {
     top[0]->Reshape({});
     const int n = std::max(1, outer_ * inner_);
     if (scratch_.size() < static_cast<size_t>(n)) scratch_ = device().Alloc<float>(n);
+    if (!norm_) norm_ = device().Alloc<float>(1);
   }
 
  protected:
@@ -206,15 +198,15 @@ class AccuracyLayer : public Layer {
         .Arg(scratch_).Arg(static_cast<int32_t>(p.top_k())).Arg(int32_t{p.ignore_label()})
         .Arg(int32_t{p.has_ignore_label() ? 1 : 0});
     k.Launch1D(outer_ * inner_);
-    int correct = 0, counted = 0;
-    for (float v : ReadScratch(device(), scratch_, outer_ * inner_))
-      if (v >= 0) correct += v > 0.5f, ++counted;
-    top[0]->FromFloat({counted ? static_cast<float>(correct) / counted : 0.0f});
+    // correct / counted (0 when nothing is counted), on the device.
+    MaskedMean(GetKernel(MaskedMeanSource(target(), top[0]->type()), MaskedMeanKernelName(top[0]->type())),
+               outer_ * inner_, scratch_, *top[0], norm_, 1.0f, true);
   }
 
  private:
   int axis_ = 1, outer_ = 0, inner_ = 0;
   vptr<float> scratch_;
+  vptr<float> norm_;
 };
 
 class EuclideanLossLayer : public Layer {
@@ -233,22 +225,23 @@ class EuclideanLossLayer : public Layer {
     top[0]->Reshape({});
     const int n = std::max(1, bottom[0]->count());
     if (scratch_.size() < static_cast<size_t>(n)) scratch_ = device().Alloc<float>(n);
+    if (!norm_) norm_ = device().Alloc<float>(1);
   }
 
  protected:
   void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     const DataType t = compute_type_;
     const int n = bottom[0]->count();
-    double sum = 0;
     if (n > 0) {
       Kernel k = GetKernel(SquaredDifferenceSource(target(), t), LayerKernelName("sqdiff", t));
       k.Arg(int32_t{n}).ArgBuffer(bottom[0]->device_data(), 0, SizeOf(t))
           .ArgBuffer(bottom[1]->device_data(), 0, SizeOf(t)).Arg(scratch_);
       k.Launch1D(n);
-      for (float v : ReadScratch(device(), scratch_, n)) sum += v;
     }
+    // Σ (a − b)² / num / 2 on the device (all values count: squares are never negative).
     const int num = std::max(1, bottom[0]->shape(0));
-    top[0]->FromFloat({static_cast<float>(sum / num / 2.0)});
+    MaskedMean(GetKernel(MaskedMeanSource(target(), top[0]->type()), MaskedMeanKernelName(top[0]->type())),
+               n, scratch_, *top[0], norm_, 2.0f * num, false);
   }
 
  public:
@@ -259,19 +252,21 @@ class EuclideanLossLayer : public Layer {
   void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
                     const std::vector<Blob*>& bottom) override {
     const int n = bottom[0]->count();
-    const float alpha = HostDiff(*top[0])[0] / std::max(1, bottom[0]->shape(0));
-    const std::vector<float> a(HostData(*bottom[0]), HostData(*bottom[0]) + n);
-    const std::vector<float> b(HostData(*bottom[1]), HostData(*bottom[1]) + n);
-    for (int k = 0; k < 2; ++k) {
-      if (!down[k]) continue;
-      float* dx = MutableHostDiff(*bottom[k]);
-      const float sign = k == 0 ? 1.0f : -1.0f;
-      for (int i = 0; i < n; ++i) dx[i] = sign * alpha * (a[i] - b[i]);
+    if (n == 0) return;
+    const float inv_num = 1.0f / std::max(1, bottom[0]->shape(0));
+    Kernel k = GetKernel(EuclideanBackwardSource(target()), "euclidean_backward");
+    for (int b = 0; b < 2; ++b) {
+      if (!down[b]) continue;
+      k.Arg(int32_t{n}).ArgBuffer(bottom[0]->device_data(), 0, 4)
+          .ArgBuffer(bottom[1]->device_data(), 0, 4).ArgBuffer(top[0]->device_diff(), 0, 4)
+          .ArgBuffer(bottom[b]->mutable_device_diff(), 0, 4).Arg(b == 0 ? inv_num : -inv_num);
+      k.Launch1D(n);
     }
   }
 
  private:
   vptr<float> scratch_;
+  vptr<float> norm_;
 };
 
 }  // namespace

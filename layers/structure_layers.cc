@@ -3,9 +3,9 @@
 // requantized on the way).
 #include <algorithm>
 
-#include "layers/host_math.h"
 #include "layers/layer_kernels.h"
 #include "layers/layer_registry.h"
+#include "layers/train_kernels.h"
 #include "quant/quant_params.h"
 
 namespace mpcaffe {
@@ -72,17 +72,18 @@ class ConcatLayer : public Layer {
   // Each bottom's diff is its slice of the top's diff along the concat axis.
   void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
                     const std::vector<Blob*>& bottom) override {
-    const float* dy = HostDiff(*top[0]);
-    const int outer = top[0]->count(0, axis_), inner = top[0]->count(axis_ + 1);
+    const int inner = top[0]->count(axis_ + 1);
     const int top_axis = top[0]->shape(axis_);
+    Kernel k = GetKernel(ConcatBackwardSource(target()), "concat_backward");
     int offset = 0;
     for (size_t i = 0; i < bottom.size(); ++i) {
       const int axis = bottom[i]->shape(axis_);
-      if (down[i]) {
-        float* dx = MutableHostDiff(*bottom[i]);
-        for (int o = 0; o < outer; ++o)
-          std::copy_n(dy + (static_cast<size_t>(o) * top_axis + offset) * inner,
-                      static_cast<size_t>(axis) * inner, dx + static_cast<size_t>(o) * axis * inner);
+      const int n = bottom[i]->count();
+      if (down[i] && n > 0) {
+        k.Arg(int32_t{n}).ArgBuffer(top[0]->device_diff(), 0, 4)
+            .ArgBuffer(bottom[i]->mutable_device_diff(), 0, 4).Arg(int32_t{axis})
+            .Arg(int32_t{top_axis}).Arg(int32_t{inner}).Arg(int32_t{offset});
+        k.Launch1D(n);
       }
       offset += axis;
     }
@@ -119,12 +120,11 @@ class SplitLayer : public Layer {
                     const std::vector<Blob*>& bottom) override {
     if (!down[0]) return;
     const int n = bottom[0]->count();
-    std::vector<float> sum(HostDiff(*top[0]), HostDiff(*top[0]) + n);
-    for (size_t t = 1; t < top.size(); ++t) {
-      const float* d = HostDiff(*top[t]);
-      for (int i = 0; i < n; ++i) sum[i] += d[i];
-    }
-    std::copy(sum.begin(), sum.end(), MutableHostDiff(*bottom[0]));
+    if (n == 0) return;
+    DeviceMemory* dx = bottom[0]->mutable_device_diff();
+    if (top[0] != bottom[0]) device().CopyOnDevice(top[0]->device_diff(), 0, dx, 0, bottom[0]->bytes());
+    for (size_t t = 1; t < top.size(); ++t)
+      elementwise().Axpby(DataType::kFloat32, n, 1.0f, *top[t]->device_diff(), 1.0f, *dx);
   }
 };
 
@@ -149,8 +149,9 @@ class ReshapingLayer : public Layer {
   void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
                     const std::vector<Blob*>& bottom) override {
     if (!down[0] || top[0] == bottom[0]) return;
-    const float* dy = HostDiff(*top[0]);
-    std::copy_n(dy, bottom[0]->count(), MutableHostDiff(*bottom[0]));
+    if (bottom[0]->count() == 0) return;
+    device().CopyOnDevice(top[0]->device_diff(), 0, bottom[0]->mutable_device_diff(), 0,
+                          bottom[0]->bytes());
   }
 };
 

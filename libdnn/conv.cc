@@ -9,6 +9,7 @@
 
 #include "device/error.h"
 #include "libdnn/conv_host.h"
+#include "libdnn/tuner.h"  // TunedConvConfig
 
 namespace mpcaffe::libdnn {
 
@@ -502,7 +503,7 @@ void CheckBuffer(const ConvDesc& d, const char* what, const BufferRef& b, size_t
 }  // namespace
 
 Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant)
-    : Convolution(device, desc, quant, DefaultConvConfig(device.info())) {}
+    : Convolution(device, desc, quant, TunedConvConfig(device, desc)) {}
 
 Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant,
                          const ConvConfig& config)

@@ -8,7 +8,7 @@
 #include <functional>
 #include <sstream>
 
-#include "cache/program_cache.h"
+#include "libdnn/tuner.h"  // TunedGemmConfig
 #include "quant/fixed_point.h"
 
 namespace mpcaffe::libdnn {
@@ -433,15 +433,7 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& d, const Ge
 Gemm::Gemm(Device& device, const GemmDesc& desc, const GemmQuant& quant)
     : device_(&device), desc_(desc) {
   desc_.Validate();
-  config_ = DefaultGemmConfig(device.info(), desc_);
-  if (auto store = cache::ActiveProgramCache()) {
-    if (auto rec =
-            store->GetTuning(cache::TuningDeviceKey(device.info()), "gemm", desc_.ToString())) {
-      if (auto tuned = GemmConfig::Parse(rec->parameters);
-          tuned && tuned->Supports(desc_, device.backend()))
-        config_ = *tuned;
-    }
-  }
+  config_ = TunedGemmConfig(device, desc_);  // tuning table, else the device default
   Prepare(quant);
 }
 

@@ -1,10 +1,12 @@
-// libdnn/tuner.cc — timing of GEMM configurations and BLAS libraries, winners stored in the
-// cache's tuning table.
+// libdnn/tuner.cc — timing of GEMM and convolution configurations and BLAS libraries, winners
+// stored in the cache's tuning table and looked up from it; the shape recorder.
 #include "libdnn/tuner.h"
 
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <mutex>
+#include <sstream>
 
 #include "cache/program_cache.h"
 
@@ -29,7 +31,98 @@ bool Store(const Device& device, const std::string& operation, const std::string
   return store->PutTuning(r);
 }
 
+/// The active ShapeRecorder's lists (signatures keep each shape once).
+struct Recorded {
+  std::mutex mutex;
+  bool active = false;
+  std::vector<std::string> seen;
+  std::vector<GemmDesc> gemms;
+  std::vector<ConvDesc> convs;
+};
+
+Recorded& Recording() {
+  static Recorded r;
+  return r;
+}
+
+template <typename Desc>
+void Record(const Desc& desc, std::vector<Desc> Recorded::*list, const char* kind) {
+  Recorded& r = Recording();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (!r.active) return;
+  const std::string key = std::string(kind) + " " + desc.ToString();
+  if (std::find(r.seen.begin(), r.seen.end(), key) != r.seen.end()) return;
+  r.seen.push_back(key);
+  (r.*list).push_back(desc);
+}
+
+std::optional<cache::TuningRecord> Lookup(const Device& device, const char* operation,
+                                          const std::string& signature) {
+  auto store = cache::ActiveProgramCache();
+  if (!store) return std::nullopt;
+  return store->GetTuning(cache::TuningDeviceKey(device.info()), operation, signature);
+}
+
 }  // namespace
+
+GemmConfig TunedGemmConfig(const Device& device, const GemmDesc& desc) {
+  Record(desc, &Recorded::gemms, "gemm");
+  if (auto rec = Lookup(device, "gemm", desc.ToString()))
+    if (auto tuned = GemmConfig::Parse(rec->parameters);
+        tuned && tuned->Supports(desc, device.backend()))
+      return *tuned;
+  return DefaultGemmConfig(device.info(), desc);
+}
+
+ConvConfig TunedConvConfig(const Device& device, const ConvDesc& desc) {
+  Record(desc, &Recorded::convs, "conv");
+  if (auto rec = Lookup(device, "conv", desc.ToString()))
+    if (auto tuned = ParseConvConfig(rec->parameters); tuned && tuned->Supports(device.backend()))
+      return *tuned;
+  return DefaultConvConfig(device.info());
+}
+
+std::optional<ConvConfig> ParseConvConfig(const std::string& text) {
+  ConvConfig c;
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "l%d oc%d px%d v%d%c", &c.lanes, &c.oc_per_item, &c.px_per_item,
+                  &c.vw, &tail) != 4)
+    return std::nullopt;
+  try {
+    c.Validate();
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  return c;
+}
+
+ShapeRecorder::ShapeRecorder() {
+  Recorded& r = Recording();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (r.active) throw Error("ShapeRecorder: another recorder is active");
+  r.active = true;
+  r.seen.clear();
+  r.gemms.clear();
+  r.convs.clear();
+}
+
+ShapeRecorder::~ShapeRecorder() {
+  Recorded& r = Recording();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.active = false;
+}
+
+std::vector<GemmDesc> ShapeRecorder::gemms() const {
+  Recorded& r = Recording();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return r.gemms;
+}
+
+std::vector<ConvDesc> ShapeRecorder::convs() const {
+  Recorded& r = Recording();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return r.convs;
+}
 
 double TimeMs(const std::function<Event()>& run, int repeats) {
   // Wall clock from enqueue to completion: a library may enqueue several kernels (CLBlast's
@@ -108,6 +201,60 @@ GemmTuneResult Tuner::TuneGemm(const GemmDesc& desc, double give_up, size_t max_
   }
   result.best_ms = best;
   result.stored = Store(device_, "gemm", desc.ToString(), result.best.ToString(), best);
+  return result;
+}
+
+ConvOperands::ConvOperands(Device& device, const ConvDesc& d) {
+  const size_t in = SizeOf(d.type);
+  auto zeros = [&](size_t bytes) {
+    auto m = device.Allocate(std::max<size_t>(bytes, 1));
+    device.Zero(m.get(), 0, m->bytes());
+    return m;
+  };
+  input = zeros(d.input_count() * in);
+  weights = zeros(d.weight_count() * in);
+  output = zeros(d.output_count() * in);
+  bias = zeros(size_t(d.out_channels) * 8);
+  device.Finish();
+}
+
+ConvQuant PlaceholderConvQuant() {
+  ConvQuant quant;  // one multiplier: the time does not depend on its value
+  quant.multiplier = {quant::QuantizeMultiplier(1.0 / 4096)};
+  return quant;
+}
+
+double Tuner::TimeConv(const ConvDesc& desc, const ConvConfig& config, const ConvOperands& ops,
+                       int repeats) {
+  Convolution conv(device_, desc, PlaceholderConvQuant(), config);
+  conv.SetWeights(BufferRef(ops.weights.get(), 0));
+  auto run = [&] {
+    return conv.Forward(BufferRef(ops.input.get(), 0),
+                        desc.bias ? BufferRef(ops.bias.get(), 0) : BufferRef(),
+                        BufferRef(ops.output.get(), 0));
+  };
+  return TimeMs(run, repeats < 1 ? repeats_ : repeats);
+}
+
+ConvTuneResult Tuner::TuneConv(const ConvDesc& desc, double give_up, size_t max_candidates) {
+  desc.Validate();
+  const ConvOperands ops(device_, desc);
+  ConvTuneResult result;
+  std::vector<ConvConfig> candidates = ConvConfig::Candidates(device_.info());
+  if (max_candidates > 0 && candidates.size() > max_candidates) candidates.resize(max_candidates);
+  double best = std::numeric_limits<double>::infinity();
+  for (const ConvConfig& c : candidates) {
+    double ms = TimeConv(desc, c, ops, 1);  // after a warm-up (PoCL specializes at first launch)
+    if (ms < give_up * best && repeats_ > 1) ms = std::min(ms, TimeConv(desc, c, ops, repeats_ - 1));
+    result.measured.emplace_back(c, ms);
+    if (&c == &candidates.front()) result.default_ms = ms;
+    if (ms < best) {
+      best = ms;
+      result.best = c;
+    }
+  }
+  result.best_ms = best;
+  result.stored = Store(device_, "conv", desc.ToString(), result.best.ToString(), best);
   return result;
 }
 

@@ -1,14 +1,18 @@
-// libdnn/tuner.h — the Tuner: times GEMM kernel configurations (and BLAS libraries) on the
-// device and stores the winners in the kernel cache's tuning table, where Gemm and the BLAS
-// multiplexer find them next time.
+// libdnn/tuner.h — the Tuner: times GEMM and convolution kernel configurations (and BLAS
+// libraries) on the device and stores the winners in the kernel cache's tuning table, where
+// Gemm, Convolution and the BLAS multiplexer find them next time (TunedGemmConfig,
+// TunedConvConfig); ShapeRecorder lists the shapes a net prepares, for `mpcaffe tune --model`.
 #pragma once
 
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "libdnn/blas.h"
+#include "libdnn/conv.h"
 #include "libdnn/gemm.h"
 
 namespace mpcaffe::libdnn {
@@ -22,10 +26,24 @@ struct GemmTuneResult {
   bool stored = false;                                  // the record reached the cache file
 };
 
+struct ConvTuneResult {
+  ConvConfig best;
+  double best_ms = 0;
+  double default_ms = 0;
+  std::vector<std::pair<ConvConfig, double>> measured;
+  bool stored = false;
+};
+
 struct BlasTuneResult {
   BlasImpl best = BlasImpl::kLibDNN;
   std::vector<std::pair<BlasImpl, double>> measured;  // ms per available implementation
   bool stored = false;
+};
+
+/// Zero-filled tensors for timing a convolution described by `desc`.
+struct ConvOperands {
+  ConvOperands(Device& device, const ConvDesc& desc);
+  std::shared_ptr<DeviceMemory> input, weights, output, bias;
 };
 
 class Tuner {
@@ -38,10 +56,18 @@ class Tuner {
   /// `give_up` × the best so far after their warm-up are not repeated. `max_candidates` > 0
   /// times only the first that many candidates (the default is always first).
   GemmTuneResult TuneGemm(const GemmDesc& desc, double give_up = 3.0, size_t max_candidates = 0);
+  /// Times every ConvConfig::Candidates() configuration of the forward kernel on `desc`
+  /// (zero-filled tensors), records the fastest under operation "conv", signature
+  /// desc.ToString(). `give_up` and `max_candidates` as for TuneGemm.
+  ConvTuneResult TuneConv(const ConvDesc& desc, double give_up = 3.0, size_t max_candidates = 0);
   /// Times LibDNN (with its current, possibly tuned, configuration) against every other
   /// available library and records the winner under "blas_gemm".
   BlasTuneResult TuneBlas(const GemmDesc& desc);
 
+  /// Milliseconds of one forward pass of the convolution `desc` with `config` on `ops`
+  /// (minimum over `repeats`, default the tuner's, after a warm-up).
+  double TimeConv(const ConvDesc& desc, const ConvConfig& config, const ConvOperands& ops,
+                  int repeats = 0);
   /// Milliseconds of one run of `gemm` (minimum over `repeats` after a warm-up).
   double Time(BlasGemm& gemm, const GemmArgs& args);
 
@@ -52,6 +78,29 @@ class Tuner {
 
 /// Minimum over `repeats` device-timed runs of `run` after one warm-up run, in milliseconds.
 double TimeMs(const std::function<Event()>& run, int repeats);
+
+/// The configuration Gemm uses for `desc` on `device`: the tuning table's record ("gemm",
+/// desc.ToString()) when one exists and is supported, else DefaultGemmConfig. Reports `desc` to
+/// the active ShapeRecorder.
+GemmConfig TunedGemmConfig(const Device& device, const GemmDesc& desc);
+/// The same for the convolution forward kernel ("conv", desc.ToString(); else
+/// DefaultConvConfig).
+ConvConfig TunedConvConfig(const Device& device, const ConvDesc& desc);
+/// Parses ConvConfig::ToString()'s form ("l1 oc4 px3 v8"); nothing when malformed or invalid.
+std::optional<ConvConfig> ParseConvConfig(const std::string& text);
+
+/// While alive, collects (process-wide) every GEMM and convolution description whose
+/// configuration is looked up, each once in first-seen order: building a net under a recorder
+/// lists exactly the shapes its layers prepared. One recorder at a time.
+class ShapeRecorder {
+ public:
+  ShapeRecorder();
+  ~ShapeRecorder();
+  ShapeRecorder(const ShapeRecorder&) = delete;
+  ShapeRecorder& operator=(const ShapeRecorder&) = delete;
+  std::vector<GemmDesc> gemms() const;
+  std::vector<ConvDesc> convs() const;
+};
 
 /// Operands for timing: zero-filled A, B, C, bias and weight sums sized for `desc`.
 struct GemmOperands {

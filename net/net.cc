@@ -9,6 +9,7 @@
 #include <random>
 
 #include "layers/layer_registry.h"
+#include "layers/moe_layer.h"
 #include "net/memory_planner.h"
 #include "proto/model_io.h"
 #include "quant/quantizer_proto.h"
@@ -52,6 +53,11 @@ caffe::NetParameter WithDataType(const caffe::NetParameter& param, DataType type
     layer.set_bottom_data_type(t);
     layer.set_compute_data_type(t);
     layer.set_top_data_type(t);
+    if (layer.has_moe_param()) {  // the nets nested in an MOE layer follow
+      auto* moe = layer.mutable_moe_param();
+      if (moe->has_gating_net()) *moe->mutable_gating_net() = WithDataType(moe->gating_net(), type);
+      for (auto& e : *moe->mutable_expert_net()) e = WithDataType(e, type);
+    }
   }
   return out;
 }
@@ -120,13 +126,17 @@ void ReplaceDataLayers(caffe::NetParameter* net, const NetOptions& options,
   }
 }
 
-/// The type a layer reads its bottoms in and writes its tops in.
+/// The type a layer reads its bottoms in and writes top `top` in. Quantizer and MOE layers
+/// read bottom_data_type and write top_data_type (MOE's count and loss tops: fp32).
 DataType ConsumerType(const caffe::LayerParameter& l) {
-  const auto t = l.type() == "Quantizer" ? l.bottom_data_type() : l.compute_data_type();
+  const bool converts = l.type() == "Quantizer" || l.type() == "MOE";
+  const auto t = converts ? l.bottom_data_type() : l.compute_data_type();
   return DataTypeFromProto(t, "layer '" + l.name() + "' (" + l.type() + ")");
 }
-DataType ProducerType(const caffe::LayerParameter& l) {
-  const bool source = l.type() == "Quantizer" || l.type() == "Input" || l.type() == "Data";
+DataType ProducerType(const caffe::LayerParameter& l, int top) {
+  if (l.type() == "MOE" && top > 0) return DataType::kFloat32;
+  const bool source = l.type() == "Quantizer" || l.type() == "Input" || l.type() == "Data" ||
+                      l.type() == "MOE";
   return DataTypeFromProto(source ? l.top_data_type() : l.compute_data_type(),
                            "layer '" + l.name() + "' (" + l.type() + ")");
 }
@@ -192,12 +202,13 @@ caffe::NetParameter InsertConversions(const caffe::NetParameter& in, std::set<st
       if (i < layer.top_size() && layer.top(i) == b) layer.set_top(i, name);
       layer.set_bottom(i, name);
     }
-    const DataType written = ProducerType(layer);
-    const bool regular = layer.type() != "Quantizer" && layer.type() != "Input" && layer.type() != "Data";
-    const DataType declared =
-        regular ? DataTypeFromProto(layer.top_data_type(), "layer '" + layer.name() + "'") : written;
+    const bool regular = layer.type() != "Quantizer" && layer.type() != "Input" &&
+                         layer.type() != "Data" && layer.type() != "MOE";
     std::vector<caffe::LayerParameter> after;
     for (int j = 0; j < layer.top_size(); ++j) {
+      const DataType written = ProducerType(layer, j);
+      const DataType declared =
+          regular ? DataTypeFromProto(layer.top_data_type(), "layer '" + layer.name() + "'") : written;
       const std::string t = layer.top(j);
       if (declared != written) {
         // The layer writes its compute type into an internal blob; a conversion gives `t`.
@@ -255,7 +266,7 @@ caffe::NetParameter InsertSplits(const caffe::NetParameter& in, std::set<std::st
       split.set_name(blob + "_" + l.name() + "_" + std::to_string(t) + "_split");
       split.set_type("Split");
       split.add_bottom(blob);
-      const caffe::DataType type = DataTypeToProto(ProducerType(l));
+      const caffe::DataType type = DataTypeToProto(ProducerType(l, t));
       split.set_bottom_data_type(type);
       split.set_compute_data_type(type);
       split.set_top_data_type(type);
@@ -280,8 +291,9 @@ caffe::NetParameter InsertSplits(const caffe::NetParameter& in, std::set<std::st
 
 Net::Net(const caffe::NetParameter& param, Device& device, const NetOptions& options)
     : device_(&device), options_(options) {
+  RegisterMoeLayers();
   base_bytes_ = device.bytes_in_use();
-  device.ResetPeak();
+  if (!options.nested) device.ResetPeak();
   Build(param);
 }
 
@@ -306,7 +318,9 @@ void Net::Build(const caffe::NetParameter& given) {
                     (options_.reduced_memory >= 0 ? options_.reduced_memory != 0
                                                   : given.reduced_memory_inference());
 
-  std::set<std::string> consumed;
+  // Whether each blob's last written value is read by a later layer (an in-place layer reads
+  // the value and writes a new one).
+  std::map<std::string, bool> consumed;
   for (int i = 0; i < p.layer_size(); ++i) {
     caffe::LayerParameter lp = p.layer(i);
     lp.set_phase(state_.phase());
@@ -320,12 +334,13 @@ void Net::Build(const caffe::NetParameter& given) {
         throw NetError("layer '" + lp.name() + "': unknown bottom blob '" + lp.bottom(b) +
                        "' (bottom " + std::to_string(b) + ")");
       bottoms.push_back(it->second.get());
-      consumed.insert(lp.bottom(b));
+      consumed[lp.bottom(b)] = true;
     }
     for (int t = 0; t < lp.top_size(); ++t) {
       const std::string& name = lp.top(t);
       if (t < lp.bottom_size() && lp.bottom(t) == name) {
         tops.push_back(blobs_[name].get());  // in place
+        consumed[name] = false;
         continue;
       }
       if (blobs_.count(name))
@@ -337,7 +352,11 @@ void Net::Build(const caffe::NetParameter& given) {
       blob_names_.push_back(name);
       tops.push_back(blob.get());
     }
-    layer->SetUp(bottoms, tops);
+    try {
+      layer->SetUp(bottoms, tops);
+    } catch (const BlobError& e) {  // a top or parameter shape refused: say which layer
+      throw BlobError("layer '" + lp.name() + "' (" + lp.type() + "): " + e.what());
+    }
     std::vector<float> weights;
     for (int t = 0; t < lp.top_size(); ++t)
       weights.push_back(t < lp.loss_weight_size() ? lp.loss_weight(t) : layer->DefaultLossWeight(t));
@@ -351,8 +370,7 @@ void Net::Build(const caffe::NetParameter& given) {
     layers_.push_back(std::move(layer));
   }
   for (const auto& n : blob_names_)
-    if (!consumed.count(n)) output_blobs_.push_back(blobs_[n].get());
-  // Blobs overwritten in place are outputs too when their last writer is not consumed further.
+    if (!consumed[n]) output_blobs_.push_back(blobs_[n].get());
   if (state_.quantizer_mode() != caffe::CAFFE_QUANT_PASSIVE)
     SetQuantMode(static_cast<quant::QuantizerMode>(state_.quantizer_mode()));
   SetUpBackward();
@@ -410,12 +428,28 @@ void Net::SetUpBackward() {
       params_weight_decay_.push_back(decay);
       learnable_param_names_.push_back(pname);
     }
+    // Parameters of nets nested in the layer (MOE) are the net's parameters too.
+    const std::vector<Net*> nested = nested_nets(static_cast<int>(i));
+    for (size_t k = 0; k < nested.size(); ++k) {
+      const Net& sub = *nested[k];
+      for (size_t q = 0; q < sub.learnable_params().size(); ++q) {
+        learnable_params_.push_back(sub.learnable_params()[q]);
+        params_lr_.push_back(sub.params_lr()[q]);
+        params_weight_decay_.push_back(sub.params_weight_decay()[q]);
+        learnable_param_names_.push_back(lp.name() + "/" +
+                                         (k == 0 ? std::string("gating") : "expert" + std::to_string(k - 1)) +
+                                         "/" + sub.learnable_param_names()[q]);
+        layer_need |= sub.params_lr()[q] != 0.0f;
+      }
+    }
     layer_need_backward_[i] = layer_need;
     if (layer_need)
       for (size_t t = 0; t < top_vecs_[i].size(); ++t) need.insert(top_vecs_[i][t]);
   }
-  // Only layers under a loss run backward (BVLC's second pass).
+  // Only layers under a loss run backward (BVLC's second pass); a nested net's outputs get
+  // their gradients from the layer holding it.
   std::set<const Blob*> under_loss;
+  if (options_.backward_from_outputs) under_loss.insert(output_blobs_.begin(), output_blobs_.end());
   for (size_t r = n; r-- > 0;) {
     bool contributes = false;
     for (size_t t = 0; t < top_vecs_[r].size(); ++t)
@@ -475,11 +509,22 @@ void Net::ParamsUpdated() {
   for (auto& l : layers_) l->ParamsChanged();
 }
 
+std::vector<Net*> Net::nested_nets(int layer) const {
+  auto* moe = dynamic_cast<const MoeLayer*>(layers_.at(layer).get());
+  return moe ? moe->nested_nets() : std::vector<Net*>{};
+}
+
 void Net::ShareTrainedLayersWith(const Net& other) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     const std::string& name = layer_names_[i];
     auto it = other.layer_index_.find(name);
     if (it == other.layer_index_.end()) continue;
+    const std::vector<Net*> mine = nested_nets(static_cast<int>(i));
+    const std::vector<Net*> theirs = other.nested_nets(it->second);
+    if (mine.size() != theirs.size())
+      throw NetError("layer '" + name + "': " + std::to_string(mine.size()) + " nested nets, the shared net's layer has " +
+                     std::to_string(theirs.size()));
+    for (size_t k = 0; k < mine.size(); ++k) mine[k]->ShareTrainedLayersWith(*theirs[k]);
     Layer& src = *other.layers_[it->second];
     Layer& dst = *layers_[i];
     if (src.num_params() != dst.num_params())
@@ -547,7 +592,13 @@ float Net::Forward() {
 }
 
 void Net::Reshape() {
-  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->Reshape(bottom_vecs_[i], top_vecs_[i]);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    try {
+      layers_[i]->Reshape(bottom_vecs_[i], top_vecs_[i]);
+    } catch (const BlobError& e) {
+      throw BlobError("layer '" + layer_names_[i] + "' (" + layers_[i]->type() + "): " + e.what());
+    }
+  }
   if (reduced_memory_) PlanMemory();
 }
 
@@ -587,7 +638,10 @@ void Net::PlanMemory() {
 
 void Net::SetQuantMode(quant::QuantizerMode mode) {
   quant_mode_ = mode;
-  for (auto& l : layers_) l->SetQuantMode(mode);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->SetQuantMode(mode);
+    for (Net* n : nested_nets(static_cast<int>(i))) n->SetQuantMode(mode);
+  }
 }
 
 bool Net::has_quantized_layers() const {
@@ -595,6 +649,8 @@ bool Net::has_quantized_layers() const {
     for (size_t t = 0; t < top_vecs_[i].size(); ++t)
       if (IsQuantized(layers_[i]->top_type(static_cast<int>(t)))) return true;
     if (IsQuantized(layers_[i]->compute_type())) return true;
+    for (Net* n : nested_nets(static_cast<int>(i)))
+      if (n->has_quantized_layers()) return true;
   }
   return false;
 }
@@ -612,6 +668,13 @@ std::vector<std::string> Net::QuantizersWithoutRange() {
       if (!quantized || q->has_observed() || (q->has_input_range() && q->has_output_range())) continue;
       if (seen.insert(q->name()).second) names.push_back(q->name());
     }
+  // Nested nets' quantizers, as "<layer>/<nested index>:<quantizer>".
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const std::vector<Net*> nested = nested_nets(static_cast<int>(i));
+    for (size_t k = 0; k < nested.size(); ++k)
+      for (const std::string& q : nested[k]->QuantizersWithoutRange())
+        names.push_back(layer_names_[i] + "/" + std::to_string(k) + ":" + q);
+  }
   return names;
 }
 
@@ -663,6 +726,25 @@ void Net::CopyTrainedLayersFrom(const caffe::NetParameter& weights) {
     Layer& l = *layers_[it->second];
     for (int i = 0; i < src.blobs_quantizer_size() && i < l.num_blob_quantizers(); ++i)
       ApplyRange(src.blobs_quantizer(i), &l.blob_quantizer(i));
+    // Nested nets (MOE): their weights and ranges are saved inside the layer's entry, one
+    // expert_net per expert instance.
+    const std::vector<Net*> nested = nested_nets(it->second);
+    if (nested.empty() || !src.has_moe_param()) continue;
+    const int saved_experts = src.moe_param().expert_net_size();
+    if (saved_experts != static_cast<int>(nested.size()) - 1)
+      throw NetError("layer '" + src.name() + "': the weights hold " + std::to_string(saved_experts) +
+                     " expert nets, the net's MOE layer has " + std::to_string(nested.size() - 1) +
+                     " expert instances");
+    for (size_t k = 0; k < nested.size(); ++k) {
+      const caffe::NetParameter* np = MoeLayer::NestedProto(src, static_cast<int>(k));
+      if (!np) continue;
+      try {
+        nested[k]->CopyTrainedLayersFrom(*np);
+      } catch (const Error& e) {
+        throw NetError("layer '" + src.name() + "', " + (k == 0 ? std::string("gating net") : "expert " + std::to_string(k - 1)) +
+                       ": " + e.what());
+      }
+    }
   }
   // 2. Parameter blobs.
   for (const auto& src : weights.layer()) {
@@ -737,6 +819,12 @@ void Net::ToProto(caffe::NetParameter* out) {
     *lp = l.layer_param();
     lp->clear_blobs();
     lp->clear_phase();
+    const std::vector<Net*> nested = nested_nets(static_cast<int>(i));
+    if (!nested.empty()) {  // MOE: each nested net's weights and ranges, experts expanded
+      lp->mutable_moe_param()->clear_expert_net();
+      lp->mutable_moe_param()->clear_expert_instances();
+      for (size_t k = 0; k < nested.size(); ++k) nested[k]->ToProto(MoeLayer::NestedProto(lp, static_cast<int>(k)));
+    }
     for (auto& b : l.blobs()) {
       caffe::BlobProto* bp = lp->add_blobs();
       for (int d : b->shape()) bp->mutable_shape()->add_dim(d);
@@ -749,6 +837,10 @@ void Net::ToProto(caffe::NetParameter* out) {
       }
     }
   }
+  AppendRanges(out);
+}
+
+void Net::AppendRanges(caffe::NetParameter* out) {
   std::set<std::string> written;
   for (auto& l : layers_)
     for (quant::Quantizer* q : l->quantizers()) {
@@ -759,6 +851,20 @@ void Net::ToProto(caffe::NetParameter* out) {
       quant::ToProto(*q, qp);
       qp->clear_mode();  // the saved entry is a range; modes belong to the run
     }
+}
+
+void Net::RangesToProto(caffe::NetParameter* out) {
+  out->Clear();
+  out->set_name(param_.name());
+  AppendRanges(out);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const std::vector<Net*> nested = nested_nets(static_cast<int>(i));
+    if (nested.empty()) continue;
+    caffe::LayerParameter* lp = out->add_layer();
+    lp->set_name(layer_names_[i]);
+    for (size_t k = 0; k < nested.size(); ++k)
+      nested[k]->RangesToProto(MoeLayer::NestedProto(lp, static_cast<int>(k)));
+  }
 }
 
 void Net::Save(const std::string& caffemodel) {
@@ -782,6 +888,8 @@ uint64_t Net::blob_device_bytes() const {
   for (const auto& [name, b] : blobs_) add(*b);
   for (const auto& l : layers_)
     for (int i = 0; i < l->num_params(); ++i) add(l->param_blob(i));
+  for (size_t i = 0; i < layers_.size(); ++i)
+    for (Net* n : nested_nets(static_cast<int>(i))) total += n->blob_device_bytes();
   return total;
 }
 
@@ -804,11 +912,22 @@ void CalibrateWithFloatVariant(Net& net, const caffe::NetParameter& param, const
   fp32.SetQuantMode(quant::QuantizerMode::kObserve);
   for (int i = 0; i < iterations; ++i) fp32.Forward();
   caffe::NetParameter observed;
-  fp32.ToProto(&observed);
+  fp32.RangesToProto(&observed);
   caffe::NetParameter ranges;
   const std::set<std::string> wanted(missing.begin(), missing.end());
   for (const auto& q : observed.quantizer())
     if (wanted.count(q.name())) *ranges.add_quantizer() = q;
+  // Nested nets (MOE): every observed range of theirs, inside the layer's entry.
+  for (const auto& l : observed.layer()) {
+    if (!l.has_moe_param() || !net.has_layer(l.name())) continue;
+    caffe::LayerParameter* r = ranges.add_layer();
+    r->set_name(l.name());
+    for (int k = 0; k <= l.moe_param().expert_net_size(); ++k) {
+      const caffe::NetParameter* src = MoeLayer::NestedProto(l, k);
+      caffe::NetParameter* dst = MoeLayer::NestedProto(r, k);
+      if (src) *dst->mutable_quantizer() = src->quantizer();
+    }
+  }
   net.CopyTrainedLayersFrom(ranges);
 }
 

@@ -39,6 +39,12 @@ struct NetOptions {
   int reduced_memory = -1;
   /// Blobs the reduced-memory planner must keep readable after Forward (never shared).
   std::vector<std::string> keep_blobs;
+  /// A net nested inside a layer (MOE): building it leaves the device's peak counter alone,
+  /// so the outer net's peak_device_bytes covers it.
+  bool nested = false;
+  /// The output blobs receive gradients from outside (a nested net under an MOE layer): the
+  /// layers they depend on run in Backward, whose caller sets the outputs' diffs first.
+  bool backward_from_outputs = false;
 };
 
 /// Applies BVLC's NetStateRule semantics: keeps the layers whose include rules (any) are met
@@ -104,6 +110,7 @@ class Net {
   const std::vector<std::string>& layer_names() const { return layer_names_; }
   int layer_index(const std::string& name) const;
   Layer& layer(const std::string& name) { return *layers_[layer_index(name)]; }
+  bool has_layer(const std::string& name) const { return layer_index_.count(name) > 0; }
   /// True for the Quantizer and Split layers the net inserted itself.
   bool inserted(int layer) const { return inserted_.count(layer_names_[layer]) > 0; }
   const std::vector<std::vector<Blob*>>& bottom_vecs() const { return bottom_vecs_; }
@@ -112,13 +119,17 @@ class Net {
   bool has_blob(const std::string& name) const { return blobs_.count(name) > 0; }
   /// A blob by name; throws NetError listing nothing but the name.
   Blob& blob(const std::string& name) const;
-  /// Tops of the Input layers, and blobs no layer consumes.
+  /// Tops of the Input layers, and the blobs whose last written value no layer consumes
+  /// (a blob overwritten in place by the net's last layer is an output).
   const std::vector<Blob*>& input_blobs() const { return input_blobs_; }
   const std::vector<Blob*>& output_blobs() const { return output_blobs_; }
 
   /// Sets the mode of every quantizer watching fp32 data (quantized sides stay active).
   void SetQuantMode(quant::QuantizerMode mode);
   quant::QuantizerMode quant_mode() const { return quant_mode_; }
+  /// Nets nested inside layer i (MOE: gating, then each expert instance); empty for others.
+  /// The net includes them in quant_mode, learnable parameters, ranges and saved weights.
+  std::vector<Net*> nested_nets(int layer) const;
   /// True when any layer computes in a quantized type.
   bool has_quantized_layers() const;
   /// Names of quantizers on quantized data that have no range (observed, loaded or explicit).
@@ -136,6 +147,9 @@ class Net {
   /// floats, others as `packed_data` + `data_type`; every quantizer range (observed or
   /// explicit) in `quantizer`, once per name, in layer order.
   void ToProto(caffe::NetParameter* out);
+  /// Only the quantizer ranges of ToProto (and, for MOE layers, a layer entry holding their
+  /// nested nets' ranges): what calibration copies, without serializing the weights.
+  void RangesToProto(caffe::NetParameter* out);
   /// Writes ToProto to a .caffemodel (deterministic bytes).
   void Save(const std::string& caffemodel);
 
@@ -155,6 +169,7 @@ class Net {
   void PlanMemory();
   void FillSyntheticInputs();
   void SetUpBackward();
+  void AppendRanges(caffe::NetParameter* out);
 
   Device* device_;
   NetOptions options_;

@@ -1,5 +1,6 @@
 // net/solver.cc — the Solver: BVLC's training loop, update rules, learning-rate policies and
-// snapshot / restore. Parameter updates run on the host side of the fp32 parameter blobs.
+// snapshot / restore. Parameter updates run as generated device kernels on the fp32 parameter
+// blobs (layers/train_kernels.h); the histories stay on the device.
 #include "net/solver.h"
 
 #include <algorithm>
@@ -7,9 +8,10 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <set>
 #include <sstream>
 
-#include "layers/host_math.h"
+#include "layers/train_kernels.h"
 #include "proto/model_io.h"
 
 namespace mpcaffe {
@@ -89,8 +91,36 @@ std::unique_ptr<Solver> Solver::FromFile(const std::string& path, Device& device
 void Solver::InitHistory() {
   const int copies = type_ == "AdaDelta" || type_ == "Adam" ? 2 : 1;
   history_.clear();
+  history_count_.clear();
   for (int c = 0; c < copies; ++c)
-    for (Blob* b : net_->learnable_params()) history_.emplace_back(b->count(), 0.0f);
+    for (Blob* b : net_->learnable_params()) {
+      const int count = b->count();
+      vptr<float> h = device_->Alloc<float>(std::max(1, count));
+      device_->Zero(h.mem.get(), 0, h.mem->bytes());
+      history_.push_back(h);
+      history_count_.push_back(count);
+    }
+  // Parameters whose layer updates them itself (BatchNorm's statistics) are not trained.
+  std::set<const Blob*> untrained;
+  for (const auto& layer : net_->layers())
+    for (int j = 0; j < layer->num_params(); ++j)
+      if (!layer->ParamLearnable(j)) untrained.insert(&layer->param_blob(j));
+  trained_.clear();
+  for (Blob* b : net_->learnable_params()) trained_.push_back(!untrained.count(b));
+  sumsq_ = device_->Alloc<float>(1);
+}
+
+std::vector<std::vector<float>> Solver::history() const {
+  std::vector<std::vector<float>> out;
+  for (size_t i = 0; i < history_.size(); ++i) {
+    out.emplace_back(history_count_[i]);
+    device_->Read(history_[i], out.back().data(), history_count_[i]);
+  }
+  return out;
+}
+
+Kernel Solver::SolverKernel(const std::string& source, const std::string& name) {
+  return device_->GetProgram(source, "", ProgramHints::OneDimensional())->GetKernel(name);
 }
 
 float Solver::smoothed_loss() const { return smoothed_loss_; }
@@ -124,20 +154,36 @@ float Solver::GetLearningRate() const {
 void Solver::ClipGradients() {
   const float clip = param_.clip_gradients();
   if (clip < 0) return;
-  double sumsq = 0;
-  for (Blob* b : net_->learnable_params()) {
-    const float* d = HostDiff(*b);
-    for (int i = 0; i < b->count(); ++i) sumsq += static_cast<double>(d[i]) * d[i];
+  const auto& params = net_->learnable_params();
+  const KernelTarget target = KernelTarget::Of(*device_);
+  // ‖g‖² summed on the device (one reduction per parameter into sumsq_), then the scale
+  // clip/‖g‖ applied by a kernel that reads the norm: no host round trip.
+  Kernel sum = SolverKernel(ChannelSumSource(target), "channel_sum");
+  bool first = true;
+  for (size_t p = 0; p < params.size(); ++p) {
+    if (!trained_[p] || params[p]->count() == 0) continue;
+    DeviceMemory* d = params[p]->device_diff();
+    sum.Arg(int32_t{1}).Arg(int32_t{1}).Arg(int32_t{params[p]->count()}).ArgBuffer(d, 0, 4)
+        .ArgBuffer(d, 0, 4).Arg(sumsq_).Arg(int32_t{1}).Arg(1.0f).Arg(first ? 0.0f : 1.0f);
+    sum.Launch({static_cast<size_t>(kReduceLocalSize), 1, 1}, {static_cast<size_t>(kReduceLocalSize), 1, 1});
+    first = false;
   }
-  const double l2 = std::sqrt(sumsq);
-  if (l2 <= clip) return;
-  const float scale = static_cast<float>(clip / l2);
-  if (log_)
-    *log_ << "Gradient clipping: scaling down gradients (L2 norm " << l2 << " > " << clip
-          << ") by scale factor " << scale << "\n";
-  for (Blob* b : net_->learnable_params()) {
-    float* d = MutableHostDiff(*b);
-    for (int i = 0; i < b->count(); ++i) d[i] *= scale;
+  if (first) return;
+  if (log_ && param_.display() && iter_ % param_.display() == 0) {
+    // Only on display iterations: BVLC's message needs the norm on the host.
+    float sumsq = 0;
+    device_->Read(sumsq_, &sumsq, 1);
+    const double l2 = std::sqrt(static_cast<double>(sumsq));
+    if (l2 > clip)
+      *log_ << "Gradient clipping: scaling down gradients (L2 norm " << l2 << " > " << clip
+            << ") by scale factor " << clip / l2 << "\n";
+  }
+  Kernel scale = SolverKernel(SolverCommonSource(target), "clip_scale");
+  for (size_t p = 0; p < params.size(); ++p) {
+    if (!trained_[p] || params[p]->count() == 0) continue;
+    scale.Arg(int32_t{params[p]->count()}).ArgBuffer(params[p]->mutable_device_diff(), 0, 4)
+        .Arg(sumsq_).Arg(clip);
+    scale.Launch1D(params[p]->count());
   }
 }
 
@@ -147,69 +193,46 @@ void Solver::ApplyUpdate() {
     *log_ << "Iteration " << iter_ << ", lr = " << rate << "\n";
   const auto& params = net_->learnable_params();
   const size_t n = params.size();
+  const KernelTarget target = KernelTarget::Of(*device_);
   // Normalize and regularize each diff, then clip over all of them (BVLC's order).
   const bool l1 = param_.regularization_type() == "L1";
   if (!l1 && param_.regularization_type() != "L2")
     throw SolverError("regularization_type '" + param_.regularization_type() + "' is unknown (L2, L1)");
-  for (size_t p = 0; p < n; ++p) {
+  const float norm = 1.0f / param_.iter_size();
+  // Without clipping, the update kernel regularizes as it reads the gradient (one launch per
+  // parameter); clipping needs the regularized gradients' norm first.
+  const bool clipping = param_.clip_gradients() >= 0;
+  Kernel regularize = SolverKernel(SolverCommonSource(target), "regularize");
+  for (size_t p = 0; p < n && clipping; ++p) {
     Blob& b = *params[p];
-    float* d = MutableHostDiff(b);
-    const float* w = HostData(b);
-    const float norm = 1.0f / param_.iter_size();
     const float decay = param_.weight_decay() * net_->params_weight_decay()[p];
-    for (int i = 0; i < b.count(); ++i) {
-      d[i] *= norm;
-      if (decay != 0.0f) d[i] += decay * (l1 ? (w[i] > 0 ? 1.0f : (w[i] < 0 ? -1.0f : 0.0f)) : w[i]);
-    }
+    if (!trained_[p] || b.count() == 0 || (norm == 1.0f && decay == 0.0f)) continue;
+    regularize.Arg(int32_t{b.count()}).ArgBuffer(b.device_data(), 0, 4)
+        .ArgBuffer(b.mutable_device_diff(), 0, 4).Arg(norm).Arg(decay).Arg(int32_t{l1 ? 1 : 0});
+    regularize.Launch1D(b.count());
   }
   ClipGradients();
   const float momentum = param_.momentum(), delta = param_.delta();
+  float m2 = 0, correction = 1;
+  if (type_ == "RMSProp") m2 = param_.rms_decay();
+  if (type_ == "Adam") {
+    m2 = param_.momentum2();
+    const int t = iter_ + 1;
+    correction = static_cast<float>(std::sqrt(1 - std::pow(m2, t)) / (1 - std::pow(momentum, t)));
+  }
+  Kernel update = SolverKernel(SolverUpdateSource(target, type_), SolverUpdateKernelName(type_));
+  const bool two = history_.size() == 2 * n;
   for (size_t p = 0; p < n; ++p) {
     Blob& b = *params[p];
+    if (!trained_[p] || b.count() == 0) continue;
     const float lr = rate * net_->params_lr()[p];
-    float* d = MutableHostDiff(b);
-    std::vector<float>& h = history_[p];
-    const int count = b.count();
-    if (type_ == "SGD") {
-      for (int i = 0; i < count; ++i) d[i] = h[i] = momentum * h[i] + lr * d[i];
-    } else if (type_ == "Nesterov") {
-      for (int i = 0; i < count; ++i) {
-        const float prev = h[i];
-        h[i] = momentum * h[i] + lr * d[i];
-        d[i] = (1 + momentum) * h[i] - momentum * prev;
-      }
-    } else if (type_ == "AdaGrad") {
-      for (int i = 0; i < count; ++i) {
-        h[i] += d[i] * d[i];
-        d[i] = lr * d[i] / (std::sqrt(h[i]) + delta);
-      }
-    } else if (type_ == "RMSProp") {
-      const float decay = param_.rms_decay();
-      for (int i = 0; i < count; ++i) {
-        h[i] = decay * h[i] + (1 - decay) * d[i] * d[i];
-        d[i] = lr * d[i] / (std::sqrt(h[i]) + delta);
-      }
-    } else if (type_ == "AdaDelta") {
-      std::vector<float>& u = history_[n + p];
-      for (int i = 0; i < count; ++i) {
-        h[i] = momentum * h[i] + (1 - momentum) * d[i] * d[i];
-        const float update = d[i] * std::sqrt((u[i] + delta) / (h[i] + delta));
-        u[i] = momentum * u[i] + (1 - momentum) * update * update;
-        d[i] = lr * update;
-      }
-    } else {  // Adam
-      std::vector<float>& v = history_[n + p];
-      const float beta1 = momentum, beta2 = param_.momentum2();
-      const int t = iter_ + 1;
-      const float correction = static_cast<float>(std::sqrt(1 - std::pow(beta2, t)) / (1 - std::pow(beta1, t)));
-      for (int i = 0; i < count; ++i) {
-        h[i] = beta1 * h[i] + (1 - beta1) * d[i];
-        v[i] = beta2 * v[i] + (1 - beta2) * d[i] * d[i];
-        d[i] = lr * correction * h[i] / (std::sqrt(v[i]) + delta);
-      }
-    }
-    float* w = MutableHostData(b);
-    for (int i = 0; i < count; ++i) w[i] -= d[i];
+    const float decay = param_.weight_decay() * net_->params_weight_decay()[p];
+    update.Arg(int32_t{b.count()}).ArgBuffer(b.mutable_device_data(), 0, 4)
+        .ArgBuffer(b.mutable_device_diff(), 0, 4).Arg(history_[p])
+        .Arg(two ? history_[n + p] : history_[p]).Arg(lr).Arg(momentum).Arg(m2).Arg(delta)
+        .Arg(correction).Arg(clipping ? 1.0f : norm).Arg(clipping ? 0.0f : decay)
+        .Arg(int32_t{l1 ? 1 : 0});
+    update.Launch1D(b.count());
   }
   net_->ParamsUpdated();
   for (auto& t : test_nets_) t->ParamsUpdated();
@@ -263,6 +286,7 @@ void Solver::Step(int iters) {
     ApplyUpdate();
     ++iter_;
     if (param_.snapshot() > 0 && iter_ % param_.snapshot() == 0) Snapshot();
+    if (on_iteration_) on_iteration_(iter_, smoothed_loss_);
   }
 }
 
@@ -337,7 +361,7 @@ std::string Solver::Snapshot() {
   state.set_iter(iter_);
   state.set_learned_net(model);
   state.set_current_step(current_step_);
-  for (const auto& h : history_) {
+  for (const auto& h : history()) {
     caffe::BlobProto* b = state.add_history();
     b->mutable_shape()->add_dim(static_cast<int64_t>(h.size()));
     for (float x : h) b->add_data(x);
@@ -357,13 +381,13 @@ void Solver::Restore(const std::string& solverstate) {
                       std::to_string(state.history_size()) + " history blobs, the " + type_ +
                       " solver of net '" + net_->name() + "' needs " +
                       std::to_string(history_.size()));
-  for (int i = 0; i < state.history_size(); ++i) {
-    if (static_cast<size_t>(state.history(i).data_size()) != history_[i].size())
+  for (int i = 0; i < state.history_size(); ++i)
+    if (state.history(i).data_size() != history_count_[i])
       throw SolverError("solver state '" + solverstate + "' history blob " + std::to_string(i) +
                         " has " + std::to_string(state.history(i).data_size()) +
-                        " values, parameter needs " + std::to_string(history_[i].size()));
-    std::copy(state.history(i).data().begin(), state.history(i).data().end(), history_[i].begin());
-  }
+                        " values, parameter needs " + std::to_string(history_count_[i]));
+  for (int i = 0; i < state.history_size(); ++i)
+    device_->Write(history_[i], state.history(i).data().data(), history_count_[i]);
   if (state.has_learned_net()) {
     std::string model = state.learned_net();
     if (!Exists(model) && !model.empty() && model[0] != '/') {

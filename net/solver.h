@@ -1,8 +1,10 @@
 // net/solver.h — Solver: BVLC's training loop (SGD, Nesterov, AdaGrad, RMSProp, AdaDelta, Adam;
 // learning-rate policies; L2/L1 weight decay; gradient clipping; iter_size; test nets;
-// snapshot and restore as .caffemodel + .solverstate written atomically).
+// snapshot and restore as .caffemodel + .solverstate written atomically). Updates, clipping
+// and the histories live on the device; the loss is the only per-iteration host read.
 #pragma once
 
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -58,8 +60,8 @@ class Solver {
   /// clip, the solver's rule, data −= update); the iteration counter is not advanced.
   void ApplyUpdate();
   /// The solver's per-parameter history (SGD-like: one array per parameter; AdaDelta and
-  /// Adam: two, the second set after the first, as BVLC stores them).
-  const std::vector<std::vector<float>>& history() const { return history_; }
+  /// Adam: two, the second set after the first, as BVLC stores them), read from the device.
+  std::vector<std::vector<float>> history() const;
 
   /// Writes <prefix>_iter_<iter>.caffemodel and .solverstate (each to a temporary file renamed
   /// into place); returns the .solverstate path.
@@ -70,10 +72,17 @@ class Solver {
 
   /// Where progress lines go (BVLC's format); null silences the solver. Default: std::cout.
   void set_log(std::ostream* log) { log_ = log; }
+  /// Called after every training iteration with the iteration reached and the smoothed loss
+  /// (progress displays); the loss is the one host read an iteration already makes.
+  void set_iteration_callback(std::function<void(int iter, float smoothed_loss)> callback) {
+    on_iteration_ = std::move(callback);
+  }
 
  private:
   void InitHistory();
   void ClipGradients();
+  /// A kernel of a solver program (built once per device through Device::GetProgram).
+  Kernel SolverKernel(const std::string& source, const std::string& name);
   void UpdateSmoothedLoss(float loss, int start_iter);
   void TestAll();
   std::string SnapshotFilename(const std::string& extension) const;
@@ -83,12 +92,16 @@ class Solver {
   std::string type_;
   std::unique_ptr<Net> net_;
   std::vector<std::unique_ptr<Net>> test_nets_;
-  std::vector<std::vector<float>> history_;
+  std::vector<vptr<float>> history_;     // on the device, one per (copy, parameter)
+  std::vector<int> history_count_;       // elements of each history array
+  std::vector<bool> trained_;            // per learnable parameter: ParamLearnable
+  vptr<float> sumsq_;                    // clip_gradients' squared norm
   int iter_ = 0;
   int current_step_ = 0;
   std::vector<float> losses_;
   float smoothed_loss_ = 0;
   std::ostream* log_;
+  std::function<void(int, float)> on_iteration_;
 };
 
 }  // namespace mpcaffe

@@ -1,6 +1,10 @@
 // tools/cmd_train.cc — `mpcaffe train --solver <prototxt> [--weights a.caffemodel[,b...]] |
-// [--snapshot <solverstate>] [--device i] [--synthetic]`: trains a net as BVLC's `caffe train`
-// does (fp32), printing the loss and test scores in BVLC's format.
+// [--snapshot <solverstate>] [--device i] [--synthetic] [--no-progress]`: trains a net as BVLC's
+// `caffe train` does (fp32), printing the loss and test scores in BVLC's format on stdout and a
+// tqdm-style progress bar (iteration/max_iter, it/s, ETA, last loss) on stderr.
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -14,14 +18,115 @@
 namespace mpcaffe::tools {
 namespace {
 
+/// The training progress on stderr: redrawn in place (at most 10 times a second) on a terminal,
+/// else a plain line at most every `plain_interval` seconds and at the end. BVLC's log lines go
+/// to stdout between redraws, with the bar cleared first so the two never share a line.
+class TrainProgress {
+ public:
+  TrainProgress(int start_iter, int max_iter, bool enabled, double plain_interval = 5.0)
+      : start_iter_(start_iter), max_iter_(max_iter), enabled_(enabled),
+        tty_(isatty(fileno(stderr)) != 0), plain_interval_(plain_interval), start_(Clock::now()) {}
+
+  /// Writes the solver's pending log text to stdout, then redraws the bar for `iter`.
+  void Update(int iter, float loss, std::ostringstream& log) {
+    iter_ = iter;
+    loss_ = loss;
+    Flush(log);
+    Draw(iter >= max_iter_);
+  }
+  /// Flushes pending log text and ends the bar's line.
+  void Finish(std::ostringstream& log) {
+    Flush(log);
+    if (!enabled_ || finished_) return;
+    if (!drawn_ || iter_ != last_iter_) Draw(true);
+    if (tty_ && drawn_) std::fputc('\n', stderr);
+    finished_ = true;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  static std::string Clock2(double s) {
+    if (!(s >= 0) || s > 359999) return "??:??";
+    const long t = static_cast<long>(s + 0.5);
+    char buf[32];
+    if (t >= 3600)
+      std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else
+      std::snprintf(buf, sizeof buf, "%02ld:%02ld", t / 60, t % 60);
+    return buf;
+  }
+
+  void Flush(std::ostringstream& log) {
+    const std::string text = log.str();
+    if (text.empty()) return;
+    if (enabled_ && tty_ && drawn_) std::fputs("\r\033[K", stderr);  // clear the bar's line
+    std::fflush(stderr);
+    std::cout << text << std::flush;
+    log.str("");
+    log.clear();
+    if (enabled_ && tty_) {  // the cleared bar comes back below the log lines
+      drawn_ = false;
+      Draw(true);
+    }
+  }
+
+  void Draw(bool force) {
+    if (!enabled_ || finished_) return;
+    const auto now = Clock::now();
+    const double since = std::chrono::duration<double>(now - last_).count();
+    if (!force && since < (tty_ ? 0.1 : plain_interval_)) return;
+    if (!tty_ && drawn_ && iter_ == last_iter_) return;
+    last_ = now;
+    last_iter_ = iter_;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const int done = iter_ - start_iter_, total = std::max(1, max_iter_ - start_iter_);
+    const double rate = elapsed >= 0.2 ? done / elapsed : 0;  // no rate from a single instant
+    const double eta = rate > 0 ? (max_iter_ - iter_) / rate : -1;
+    const double frac = std::min(1.0, std::max(0.0, static_cast<double>(done) / total));
+    std::string bar;
+    if (tty_) {  // ten cells in eighths, as tqdm draws them
+      static const char* kEighths[] = {"", "▏", "▎", "▍", "▌", "▋", "▊", "▉"};
+      const int width = 10, eighths = static_cast<int>(frac * width * 8);
+      int cells = eighths / 8;
+      for (int i = 0; i < cells; ++i) bar += "█";
+      if (cells < width && eighths % 8) bar += kEighths[eighths % 8], ++cells;
+      bar += std::string(width - cells, ' ');
+      bar = "|" + bar + "|";
+    }
+    char speed[32] = "? it/s";
+    if (rate > 0) std::snprintf(speed, sizeof speed, "%.2f it/s", rate);
+    char line[256];
+    std::snprintf(line, sizeof line, "train %3d%%%s %d/%d [%s<%s, %s] loss %.4g",
+                  static_cast<int>(frac * 100), bar.c_str(), iter_, max_iter_,
+                  Clock2(elapsed).c_str(), Clock2(eta).c_str(), speed, loss_);
+    if (tty_)
+      std::fprintf(stderr, "\r\033[K%s", line);
+    else
+      std::fprintf(stderr, "%s\n", line);
+    std::fflush(stderr);
+    drawn_ = true;
+  }
+
+  int start_iter_, max_iter_;
+  bool enabled_, tty_;
+  double plain_interval_;
+  Clock::time_point start_, last_{};
+  int iter_ = 0, last_iter_ = -1;
+  float loss_ = 0;
+  bool drawn_ = false, finished_ = false;
+};
+
 int Usage(const char* why) {
   std::fprintf(stderr,
                "mpcaffe train: %s\n"
                "usage: mpcaffe train --solver <solver.prototxt> [--weights <a.caffemodel>[,<b>...]]\n"
                "                     [--snapshot <x.solverstate>] [--device i] [--synthetic]\n"
+               "                     [--no-progress]\n"
                "  --weights   initialise from trained weights (fine-tuning)\n"
                "  --snapshot  resume from a solver state (with the .caffemodel it names)\n"
-               "  --synthetic replace Data layers by seeded random inputs (timing runs)\n",
+               "  --synthetic replace Data layers by seeded random inputs (timing runs)\n"
+               "  --no-progress  no progress bar on stderr\n",
                why);
   return 2;
 }
@@ -49,8 +154,26 @@ int RunTrain(const std::vector<std::string>& args) {
         solver->net().ParamsUpdated();
       }
     }
-    std::cout << "Starting Optimization\n";
-    solver->Solve(snapshot);
+    std::cout << "Starting Optimization\n" << std::flush;
+    // The solver logs into a buffer the progress display hands to stdout between redraws.
+    std::ostringstream log;
+    solver->set_log(&log);
+    TrainProgress progress(solver->iter(), solver->param().max_iter(), !HasFlag(args, "--no-progress"));
+    bool started = false;
+    solver->set_iteration_callback([&](int iter, float loss) {
+      if (!started) {  // a restored solver starts counting at its snapshot
+        progress = TrainProgress(iter - 1, solver->param().max_iter(), !HasFlag(args, "--no-progress"));
+        started = true;
+      }
+      progress.Update(iter, loss, log);
+    });
+    try {
+      solver->Solve(snapshot);
+    } catch (...) {
+      progress.Finish(log);
+      throw;
+    }
+    progress.Finish(log);
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "mpcaffe train: %s\n", e.what());

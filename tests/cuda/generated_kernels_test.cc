@@ -11,6 +11,8 @@
 #include "codegen/elementwise.h"
 #include "codegen/kernel_writer.h"
 #include "layers/layer_kernels.h"
+#include "layers/moe_layer.h"
+#include "layers/train_kernels.h"
 #include "libdnn/conv.h"
 #include "libdnn/gemm.h"
 #include "libdnn/lrn.h"
@@ -100,6 +102,28 @@ std::vector<Generated> AllGenerated() {
   for (DataType t : {DataType::kFloat32, DataType::kFloat16})
     all.push_back({libdnn::Lrn::ForwardKernelName(t), [t](const KernelTarget& k) { return libdnn::Lrn::ForwardSource(k, t); }});
   all.push_back({libdnn::Lrn::BackwardKernelName(), [](const KernelTarget& k) { return libdnn::Lrn::BackwardSource(k); }});
+  // layers/moe_layer: gather / scatter-add per data type (fp32 also carries the training kernels).
+  for (DataType t : kAllDataTypes)
+    all.push_back({MoeKernelName("gather", t), [t](const KernelTarget& k) { return MoeSource(k, t); }});
+  // layers/train_kernels: fp32 backward passes, reductions, solver updates (one entry per
+  // program, named by one of its kernels).
+  all.push_back({"relu_backward", [](const KernelTarget& k) { return ReluBackwardSource(k); }});
+  for (const char* op : {"sigmoid", "tanh"})
+    all.push_back({std::string(op) + "_backward", [op](const KernelTarget& k) { return UnaryBackwardSource(k, op); }});
+  all.push_back({"softmax_backward", [](const KernelTarget& k) { return SoftmaxBackwardSource(k); }});
+  all.push_back({"softmax_loss_backward", [](const KernelTarget& k) { return SoftmaxLossBackwardSource(k); }});
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16})
+    all.push_back({MaskedMeanKernelName(t), [t](const KernelTarget& k) { return MaskedMeanSource(k, t); }});
+  all.push_back({"euclidean_backward", [](const KernelTarget& k) { return EuclideanBackwardSource(k); }});
+  all.push_back({"concat_backward", [](const KernelTarget& k) { return ConcatBackwardSource(k); }});
+  all.push_back({"max_select", [](const KernelTarget& k) { return EltwiseMaxBackwardSource(k); }});
+  all.push_back({"channel_sum", [](const KernelTarget& k) { return ChannelSumSource(k); }});
+  all.push_back({"bn_backward", [](const KernelTarget& k) { return BatchNormSource(k); }});
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16})
+    all.push_back({BatchNormFoldKernelName(t), [t](const KernelTarget& k) { return BatchNormFoldSource(k, t); }});
+  all.push_back({"clip_scale", [](const KernelTarget& k) { return SolverCommonSource(k); }});
+  for (const char* rule : {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"})
+    all.push_back({SolverUpdateKernelName(rule), [rule](const KernelTarget& k) { return SolverUpdateSource(k, rule); }});
   return all;
 }
 

@@ -1,6 +1,7 @@
 // tests/layers/gradient_test.cc — finite-difference gradient checks of every fp32 layer backward
 // (BVLC's checker: objective Σ c·top with fixed random c, central differences with step 1e-2,
-// |analytic − numeric| ≤ threshold · max(|analytic|, |numeric|, 1)).
+// |analytic − numeric| ≤ threshold · max(|analytic|, |numeric|, 1)), BatchNorm's statistics and
+// the Quantizer's straight-through gradient.
 #include <gtest/gtest.h>
 #include <google/protobuf/text_format.h>
 
@@ -267,6 +268,75 @@ TEST(Gradient, Scale) {
   p.Check();
   Checker two(R"(name: "scale2" type: "Scale" scale_param { axis: 0 })", {{2, 3, 2}, {2, 3}}, 1);
   two.Check();
+}
+
+TEST(Gradient, BatchNormTrainBatchStatistics) {
+  Checker c(R"(name: "bn" type: "BatchNorm")", {{3, 2, 2, 2}}, 1);
+  c.Check();
+  Checker flat(R"(name: "bn2" type: "BatchNorm" batch_norm_param { eps: 0.001 })", {{5, 3}}, 1, 11);
+  flat.Check();
+}
+
+// BVLC's moving averages in TRAIN and the global statistics they give in TEST, against host
+// arithmetic (mean, biased variance per channel over num × spatial).
+TEST(Gradient, BatchNormMovingAveragesAndGlobalStatistics) {
+  const int num = 4, channels = 3, inner = 2, m = num * inner;
+  const float maf = 0.9f, eps = 1e-5f;
+  Checker c(R"(name: "bn" type: "BatchNorm" batch_norm_param { moving_average_fraction: 0.9 eps: 1e-5 })",
+            {{num, channels, inner}}, 1, 21);
+  const std::vector<float> x = c.bvec[0]->ToFloat();
+  std::vector<double> mean(channels, 0), var(channels, 0);
+  auto at = [&](int n, int ch, int i) { return (n * channels + ch) * inner + i; };
+  for (int ch = 0; ch < channels; ++ch) {
+    for (int n = 0; n < num; ++n)
+      for (int i = 0; i < inner; ++i) mean[ch] += x[at(n, ch, i)] / m;
+    for (int n = 0; n < num; ++n)
+      for (int i = 0; i < inner; ++i) var[ch] += std::pow(x[at(n, ch, i)] - mean[ch], 2) / m;
+  }
+  c.layer->Forward(c.bvec, c.tvec);
+  c.layer->Forward(c.bvec, c.tvec);
+  const std::vector<float> y = c.tvec[0]->ToFloat();
+  for (int n = 0; n < num; ++n)
+    for (int ch = 0; ch < channels; ++ch)
+      for (int i = 0; i < inner; ++i)
+        EXPECT_NEAR(y[at(n, ch, i)], (x[at(n, ch, i)] - mean[ch]) / std::sqrt(var[ch] + eps), 1e-4);
+  const float sf = maf * 1.0f + 1.0f;  // two forwards from 0: (0·maf + 1)·maf + 1
+  const std::vector<float> b0 = c.layer->ParamAsFloat(0), b1 = c.layer->ParamAsFloat(1),
+                           b2 = c.layer->ParamAsFloat(2);
+  EXPECT_NEAR(b2[0], sf, 1e-6);
+  for (int ch = 0; ch < channels; ++ch) {
+    EXPECT_NEAR(b0[ch], mean[ch] * sf, 1e-5) << ch;
+    EXPECT_NEAR(b1[ch], var[ch] * m / (m - 1) * sf, 1e-5) << ch;
+  }
+  // TEST phase (use_global_stats by default) with those blobs: y = (x − b0/b2)/√(b1/b2 + eps),
+  // dx = dy/√(b1/b2 + eps).
+  Checker t(R"(name: "bn" type: "BatchNorm" batch_norm_param { eps: 1e-5 })", {{num, channels, inner}},
+            1, 21, caffe::TEST);
+  for (int j = 0; j < 3; ++j) t.layer->blobs()[j]->FromFloat(c.layer->ParamAsFloat(j));
+  t.layer->ParamsChanged();
+  t.layer->Forward(t.bvec, t.tvec);
+  const std::vector<float> yt = t.tvec[0]->ToFloat();
+  std::vector<float> dy(yt.size());
+  for (size_t k = 0; k < dy.size(); ++k) dy[k] = 0.25f * k - 1.0f;
+  std::copy(dy.begin(), dy.end(), static_cast<float*>(t.tvec[0]->mutable_host_diff()));
+  t.layer->Backward(t.tvec, {true}, t.bvec);
+  const float* dx = static_cast<const float*>(t.bvec[0]->host_diff());
+  for (int n = 0; n < num; ++n)
+    for (int ch = 0; ch < channels; ++ch)
+      for (int i = 0; i < inner; ++i) {
+        const double a = 1.0 / std::sqrt(b1[ch] / b2[0] + eps);
+        EXPECT_NEAR(yt[at(n, ch, i)], (x[at(n, ch, i)] - b0[ch] / b2[0]) * a, 1e-4);
+        EXPECT_NEAR(dx[at(n, ch, i)], dy[at(n, ch, i)] * a, 1e-4);
+      }
+}
+
+TEST(Gradient, QuantizerFloatToFloatIsStraightThrough) {
+  Checker c(R"(name: "q" type: "Quantizer" bottom_data_type: CAFFE_FLOAT top_data_type: CAFFE_FLOAT)",
+            {{2, 3}}, 1);
+  c.Check();
+  // Training runs in fp32: a converting Quantizer has no backward pass.
+  EXPECT_FALSE(CreateLayer(Parse(R"(name: "qh" type: "Quantizer" bottom_data_type: CAFFE_FLOAT
+                                    top_data_type: CAFFE_HALF)"), Dev())->HasBackward());
 }
 
 TEST(Gradient, ErrorsNameTheLayer) {

@@ -338,6 +338,45 @@ TEST(Solver, CelsiusNetLearnsFahrenheit) {
   EXPECT_NE(log.str().find("Optimization Done."), std::string::npos);
 }
 
+// The paper's Listing 2.2: its celsius net_float.prototxt (InnerProduct → fp32→fp32 Quantizer →
+// EuclideanLoss) trained one random sample per step with the paper's Adam settings; the
+// Quantizer passes the gradient straight through, also with its quantizers in PSEUDO mode.
+TEST(Solver, PaperCelsiusFloatNetTrainsThroughTheQuantizer) {
+  const char* dir = std::getenv("MPCAFFE_SHARED_DIR");
+  const std::string path = std::string(dir ? dir : MPCAFFE_SHARED_DIR_DEFAULT) +
+                           "/models/paper_examples/celsius_farenheit/net_float.prototxt";
+  if (access(path.c_str(), R_OK) != 0) GTEST_SKIP() << path << " not found";
+  for (const auto mode : {quant::QuantizerMode::kPassive, quant::QuantizerMode::kPseudo}) {
+    caffe::SolverParameter sp = Parse<caffe::SolverParameter>(
+        "base_lr: 1.0 momentum: 0.99 weight_decay: 0.00005 lr_policy: 'inv' gamma: 0.01 "
+        "power: 0.75 max_iter: 400 type: 'Adam' display: 0 snapshot_after_train: false");
+    sp.set_train_net(path);
+    Solver s(sp, Dev());
+    s.set_log(nullptr);
+    s.net().SetQuantMode(mode);
+    std::mt19937 rng(3);
+    std::uniform_int_distribution<int> pick(-273, 999);
+    float first_loss = 0, last_loss = 0;
+    const int iters = 400;  // of the paper's 2000: the slope is learned, the offset on its way
+    for (int i = 0; i < iters; ++i) {
+      const float c = static_cast<float>(pick(rng));
+      s.net().blob("celsius").FromFloat({c});
+      s.net().blob("farenheit").FromFloat({c * 1.8f + 32.0f});
+      s.Step(1);
+      if (i < 20) first_loss += s.smoothed_loss() / 20;
+      if (i >= iters - 20) last_loss += s.smoothed_loss() / 20;
+    }
+    const float w = s.net().layer("neuron").ParamAsFloat(0)[0];
+    const float b = s.net().layer("neuron").ParamAsFloat(1)[0];
+    // From w = b = 0 (constant fillers): the gradient reached the InnerProduct through the
+    // Quantizer, the slope is learned and the loss fell by more than 20×.
+    EXPECT_NEAR(w, 1.8f, 0.06f) << "mode " << static_cast<int>(mode);
+    EXPECT_GT(b, 5.0f) << "mode " << static_cast<int>(mode);
+    EXPECT_LT(b, 40.0f) << "mode " << static_cast<int>(mode);
+    EXPECT_LT(last_loss, first_loss * 0.05f) << "mode " << static_cast<int>(mode);
+  }
+}
+
 TEST(Solver, ErrorsNameTheProblem) {
   caffe::SolverParameter sp = Parse<caffe::SolverParameter>("type: 'Momentum' base_lr: 0.1");
   *sp.mutable_net_param() = Parse<caffe::NetParameter>(kLinearNet);

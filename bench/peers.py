@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""bench/peers.py — mpcaffe against its peers, measured back to back in one run on one machine:
+the same net exported to ONNX (mpcaffe.onnx.export) and run by ONNX Runtime on the CPU in fp32
+and in int8 (ONNX Runtime's static quantization, calibrated on the same synthetic input mpcaffe
+calibrates on), each right after `mpcaffe bench net` of the same net, data type and batch; and
+the net's GEMMs through LibDNN against CLBlast (`mpcaffe bench gemm --model`).
+
+    bench/peers.py --model net.prototxt [--batch 1,16] [--iterations 10] [--json peers.json]
+                   [--mpcaffe build/bin/mpcaffe] [--device i] [--no-clblast]
+
+The JSON ({"kind": "peers", "model", "results": [...]}) is read by bench/report.py next to the
+`bench net` files. A ratio mpcaffe / peer below 1 means mpcaffe is faster.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+from google.protobuf import text_format
+
+LOSS_TYPES = {"SoftmaxWithLoss", "EuclideanLoss", "Accuracy", "SigmoidCrossEntropyLoss",
+              "HingeLoss", "InfogainLoss", "ContrastiveLoss", "MultinomialLogisticLoss"}
+
+
+def synthetic_chw(layer):
+    """The (C, H, W) mpcaffe's --synthetic gives a Data layer without its mean file."""
+    crop = layer.transform_param.crop_size
+    if crop:
+        return [3, crop, crop]
+    source = layer.data_param.source.lower()
+    if "mnist" in source:
+        return [1, 28, 28]
+    if "cifar" in source:
+        return [3, 32, 32]
+    raise SystemExit(f"peers: cannot tell the input shape of Data layer '{layer.name}'")
+
+
+def inference_param(mpcaffe, model, batch):
+    """The TEST-phase inference net: Data layers as Input layers of `batch` giving only the data
+    top, every Input's batch set, loss and accuracy layers removed (so the last layer's top is
+    the output the ONNX model returns) — what `mpcaffe bench net --synthetic` runs, in a form the
+    ONNX exporter takes."""
+    param = mpcaffe.NetParameter()
+    with open(model) as f:
+        text_format.Parse(f.read(), param)
+    out = mpcaffe.NetParameter()
+    out.CopyFrom(param)
+    del out.layer[:]
+    for layer in param.layer:
+        if any(r.HasField("phase") and r.phase == mpcaffe.caffe_pb2.TRAIN for r in layer.include):
+            continue
+        if layer.type in LOSS_TYPES:
+            continue
+        new = out.layer.add()
+        new.CopyFrom(layer)
+        if layer.type == "Data":
+            new.ClearField("data_param")
+            new.ClearField("transform_param")
+            new.ClearField("include")
+            new.type = "Input"
+            del new.top[1:]  # the label: only the removed loss layers read it
+            shape = new.input_param.shape.add()
+            shape.dim.extend([batch] + synthetic_chw(layer))
+        elif layer.type == "Input":
+            for shape in new.input_param.shape:
+                if shape.dim:
+                    shape.dim[0] = batch
+    return out
+
+
+def time_ms(run, iterations):
+    run()  # warm-up
+    ms = []
+    for _ in range(iterations):
+        t0 = time.perf_counter()
+        run()
+        ms.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(ms), min(ms), max(ms)
+
+
+def ours(args, dtypes, batch, env=None):
+    """`mpcaffe bench net` for `dtypes` at `batch`: {dtype: row}."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "ours.json")
+        cmd = [args.mpcaffe, "bench", "net", "--model", args.model, "--dtypes", ",".join(dtypes),
+               "--batch", str(batch), "--iterations", str(args.iterations), "--reduced-memory",
+               "on", "--no-setup", "--no-progress", "--json", out]
+        if args.device is not None:
+            cmd += ["--devices", str(args.device)]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
+                       env=dict(os.environ, **(env or {})))
+        with open(out) as f:
+            return {r["dtype"]: r for r in json.load(f)["results"]}
+
+
+def onnxruntime_rows(args, mpcaffe, ort, q, options, rng, batch, tmp):
+    """ONNX Runtime fp32 and int8 on the exported net at `batch`, each right after mpcaffe's run
+    of the same dtype; raises mpcaffe.onnx.ExportError when the net has no ONNX form."""
+    prototxt = os.path.join(tmp, "net.prototxt")
+    with open(prototxt, "w") as f:
+        f.write(text_format.MessageToString(inference_param(mpcaffe, args.model, batch)))
+    net = mpcaffe.Net(prototxt, mpcaffe.TEST)
+    fp32_path, int8_path = os.path.join(tmp, "fp32.onnx"), os.path.join(tmp, "int8.onnx")
+    mpcaffe.onnx.export(net, fp32_path)
+    del net
+    session = ort.InferenceSession(fp32_path, options, providers=["CPUExecutionProvider"])
+    feeds = {i.name: rng.uniform(-1, 1, size=i.shape).astype(np.float32)
+             for i in session.get_inputs()}
+
+    class Calibration(q.CalibrationDataReader):
+        """One synthetic batch, as mpcaffe's OBSERVE pass calibrates on one."""
+
+        def __init__(self):
+            self.items = iter([feeds])
+
+        def get_next(self):
+            return next(self.items, None)
+
+    # ONNX Runtime's recommended pre-processing (shape inference, graph optimization).
+    pre_path = os.path.join(tmp, "fp32_pre.onnx")
+    try:
+        q.quant_pre_process(fp32_path, pre_path)
+    except Exception as e:  # the model quantizes without it, only less well
+        print(f"note: quant_pre_process failed ({e}); quantizing the plain export")
+        pre_path = fp32_path
+    q.quantize_static(pre_path, int8_path, Calibration(), quant_format=q.QuantFormat.QDQ,
+                      activation_type=q.QuantType.QUInt8, weight_type=q.QuantType.QInt8,
+                      per_channel=False, calibrate_method=q.CalibrationMethod.MinMax)
+    sessions = {"fp32": session,
+                "int8": ort.InferenceSession(int8_path, options,
+                                             providers=["CPUExecutionProvider"])}
+    rows = []
+    for dtype in ("fp32", "int8"):
+        # Back to back: mpcaffe, then ONNX Runtime, for the same dtype and batch.
+        mine = ours(args, [dtype], batch)[dtype]
+        s = sessions[dtype]
+        med, lo, hi = time_ms(lambda: s.run(None, feeds), args.iterations)
+        rows.append({"engine": "onnxruntime", "version": ort.__version__, "dtype": dtype,
+                     "batch": batch, "forward_ms_median": med, "forward_ms_min": lo,
+                     "forward_ms_max": hi, "ours_ms_median": mine["forward_ms_median"]})
+        print(f"batch {batch} {dtype}: mpcaffe {mine['forward_ms_median']:.1f} ms, "
+              f"onnxruntime {med:.1f} ms ({lo:.1f}-{hi:.1f}): ratio "
+              f"{mine['forward_ms_median'] / med:.2f}", flush=True)
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", required=True, help="the fp32 net (.prototxt)")
+    ap.add_argument("--batch", default="1", help="comma-separated batch sizes")
+    ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--mpcaffe", default=os.path.join(os.path.dirname(__file__), "..", "build",
+                                                      "bin", "mpcaffe"))
+    ap.add_argument("--device", type=int, help="mpcaffe device index (default: the default)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="ONNX Runtime intra-op threads (0: its default, every core)")
+    ap.add_argument("--no-clblast", action="store_true", help="skip LibDNN vs CLBlast")
+    args = ap.parse_args(argv)
+
+    import mpcaffe
+    import mpcaffe.onnx
+    import onnxruntime as ort
+    from onnxruntime import quantization as q
+
+    if args.device is not None:
+        mpcaffe.set_device(args.device)
+    results, skipped = [], []
+    rng = np.random.default_rng(1701)
+    options = ort.SessionOptions()
+    if args.threads:
+        options.intra_op_num_threads = args.threads
+    for batch in [int(b) for b in args.batch.split(",") if b]:
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                results += onnxruntime_rows(args, mpcaffe, ort, q, options, rng, batch, tmp)
+            except (mpcaffe.onnx.ExportError, mpcaffe.Error) as e:
+                # A layer ONNX cannot express (e.g. MOE), or one this Python build of mpcaffe
+                # does not know: no ONNX Runtime rows for this net.
+                print(f"batch {batch}: no ONNX export ({e}); ONNX Runtime skipped", flush=True)
+                skipped.append({"batch": batch, "reason": str(e)})
+        if not args.no_clblast:
+            with tempfile.TemporaryDirectory() as tmp:
+                out = os.path.join(tmp, "gemm.json")
+                cmd = [args.mpcaffe, "bench", "gemm", "--model", args.model, "--batch", str(batch),
+                       "--json", out]
+                if args.device is not None:
+                    cmd += ["--device", str(args.device)]
+                subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+                with open(out) as f:
+                    g = json.load(f)
+            results.append({"engine": "clblast (net GEMMs)", "dtype": "fp32", "batch": batch,
+                            "forward_ms_median": g["total_ms"]["clblast"],
+                            "forward_ms_min": g["total_ms"]["clblast"],
+                            "forward_ms_max": g["total_ms"]["clblast"],
+                            "ours_ms_median": g["total_ms"]["libdnn"],
+                            "note": "sum over the net's convolution and inner-product GEMMs; "
+                                    "CLBlast gets the convolutions as plain GEMMs (im2col not "
+                                    "counted)"})
+            print(f"batch {batch} net GEMMs: libdnn {g['total_ms']['libdnn']:.1f} ms, clblast "
+                  f"{g['total_ms']['clblast']:.1f} ms", flush=True)
+    doc = {"kind": "peers", "model": args.model, "iterations": args.iterations,
+           "results": results, "skipped": skipped}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

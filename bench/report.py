@@ -1,0 +1,440 @@
+#!/usr/bin/env python3
+"""bench/report.py — Markdown tables and PNG bar charts from `mpcaffe bench net --json` files
+(and bench/peers.py files), laid out like the paper's Tables 4.2 (storage), 4.3 (memory with and
+without reduced memory), 4.4 / 4.5 (forward time per data type and backend) and Figures 4.1–4.5,
+with the paper's own figures beside ours for orientation.
+
+    bench/report.py out.json [more.json ...] [peers.json ...] [--markdown out.md] [--plots dir]
+
+Without --markdown the tables go to stdout. Plots need matplotlib (Agg backend, no display).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+DTYPES = ["fp32", "fp16", "int16", "int8"]
+DTYPE_LABEL = {"fp32": "FP32", "fp16": "FP16", "int16": "INT16", "int8": "INT8"}
+MIB = 1024.0 * 1024.0
+
+# The paper's figures (Tschopp 2018, chapter 4), for orientation only: other hardware, batch
+# 512 for memory, GPU batch sizes for time.
+PAPER_STORAGE_MIB = {
+    "imagenet_caffenet": {"fp32": 243.9, "fp16": 121.9, "int16": 121.9, "int8": 61.0},
+    "imagenet_caffenet_moe": {"fp32": 309.9, "fp16": 155.0, "int16": 155.0, "int8": 77.5},
+}
+# Table 4.3, OpenCL rows, batch 512: (no reduced memory, reduced memory) in MiB.
+PAPER_MEMORY_OPENCL_MIB = {
+    "imagenet_caffenet": {"fp32": (3275, 2047), "fp16": (2341, 1379), "int16": (2343, 1361),
+                          "int8": (1771, 1165)},
+    "imagenet_caffenet_moe": {"fp32": (6211, 3449), "fp16": (4329, 2432),
+                              "int16": (4361, 2457), "int8": (3187, 1887)},
+}
+PAPER_MEMORY_CLAIM = 3.29  # "up to 3.29x less memory" (low precision + reduced memory)
+# Tables 4.4 / 4.5: (GPU, backend, batch, fp32, fp16, int16, int8) in ms; None = n/a.
+PAPER_TIME_MS = {
+    "imagenet_caffenet": [
+        ("nVidia GTX 1080", "CUDA", 512, 510, 22333, 2350, 565),
+        ("nVidia GTX 1080", "OpenCL", 512, 728, None, 1425, 715),
+        ("nVidia GT 1030", "CUDA", 64, 353, 18014, 1595, 437),
+        ("nVidia GT 1030", "OpenCL", 64, 542, None, 1258, 594),
+        ("AMD Vega FE", "OpenCL", 512, 863, 380, 828, 931),
+        ("AMD RX 480", "OpenCL", 512, 1675, 1014, 1863, 2038),
+        ("Intel Iris Pro 540", "OpenCL", 64, 1209, None, 24737, 9926),
+        ("ARM Mali T764", "OpenCL", 4, 4321, 2461, 4045, 3606),
+    ],
+    "imagenet_caffenet_moe": [
+        ("nVidia GTX 1080", "CUDA", 512, 587, 79770, 7743, 1626),
+        ("nVidia GTX 1080", "OpenCL", 512, 1541, None, 4776, 2342),
+        ("nVidia GT 1030", "CUDA", 64, 385, 63934, 5136, 1267),
+        ("nVidia GT 1030", "OpenCL", 64, 1124, None, 3884, 1824),
+        ("AMD Vega FE", "OpenCL", 512, 1353, 1017, 2433, 2797),
+        ("AMD RX 480", "OpenCL", 512, 2453, 2373, 5002, 5881),
+        ("Intel Iris Pro 540", "OpenCL", 64, 3600, None, 41403, 14789),
+        ("ARM Mali T764", "OpenCL", 4, 2422, 1435, 5837, 6096),
+    ],
+}
+# The paper's OpenCL Caffe built from its 2018 sources, run on PoCL on this machine kind
+# (issue 10): AlexNet, ms; its fp16 path does not compile on PoCL.
+PAPER_CODE_ON_POCL_MS = {
+    ("imagenet_caffenet", 1): {"fp32": 1405, "fp16": None, "int16": 2268, "int8": 2615},
+    ("imagenet_caffenet", 16): {"fp32": 19700, "fp16": None, "int16": 5400, "int8": 10300},
+}
+NET_TITLE = {"imagenet_caffenet": "AlexNet (paper's ImageNet)",
+             "imagenet_caffenet_moe": "AlexNet-MOE (paper's ImageNet-MOE)"}
+
+
+def net_key(model_path):
+    """imagenet_caffenet for .../imagenet_caffenet/net_float_1.prototxt; lenet for lenet.prototxt."""
+    base = os.path.basename(model_path)
+    stem = os.path.splitext(base)[0]
+    if stem.startswith("net_"):
+        return os.path.basename(os.path.dirname(os.path.abspath(model_path)))
+    return stem
+
+
+def title(key):
+    return NET_TITLE.get(key, key)
+
+
+def load(paths):
+    """Splits the inputs into bench-net rows and peer rows (each tagged with its net key)."""
+    rows, peers = [], []
+    for path in paths:
+        with open(path) as f:
+            doc = json.load(f)
+        key = net_key(doc.get("model", path))
+        if doc.get("kind") == "peers":
+            for r in doc["results"]:
+                peers.append(dict(r, net=key))
+        else:
+            for r in doc["results"]:
+                rows.append(dict(r, net=key))
+    return rows, peers
+
+
+def fmt(v, digits=1, unit=""):
+    if v is None:
+        return "n/a"
+    if isinstance(v, float) and v >= 1000 and digits <= 1:
+        return f"{v:,.0f}".replace(",", "\u202f") + unit
+    return f"{v:.{digits}f}{unit}"
+
+
+def table(header, body, align=None):
+    align = align or ["---"] + ["---:"] * (len(header) - 1)
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in body]
+    return "\n".join(out)
+
+
+def nets_in(rows):
+    seen = []
+    for r in rows:
+        if r["net"] not in seen:
+            seen.append(r["net"])
+    return seen
+
+
+def pick(rows, **want):
+    return [r for r in rows if all(r.get(k) == v for k, v in want.items())]
+
+
+def first(rows, **want):
+    found = pick(rows, **want)
+    return found[0] if found else None
+
+
+def device_label(r):
+    return f"{r['device']} ({r['backend']})"
+
+
+def storage_section(rows):
+    nets = nets_in(rows)
+    header = ["Data type"]
+    for n in nets:
+        header.append(f"{title(n)}: ours")
+        if n in PAPER_STORAGE_MIB:
+            header.append(f"{title(n)}: paper")
+    body = []
+    for d in DTYPES:
+        line = [DTYPE_LABEL[d]]
+        present = False
+        for n in nets:
+            r = first(rows, net=n, dtype=d)
+            present |= r is not None and r.get("storage_bytes") is not None
+            line.append(f"{r['storage_bytes'] / MIB:.1f} MiB ({r['storage_bytes'] / 1e6:.1f} MB)"
+                        if r and r.get("storage_bytes") else "n/a")
+            if n in PAPER_STORAGE_MIB:
+                line.append(fmt(PAPER_STORAGE_MIB[n][d], 1, " MiB"))
+        if present:
+            body.append(line)
+    text = ["### Parameter storage (Table 4.2)", "",
+            "Size of the caffemodel saved in each data type (weights in that type plus the "
+            "quantizer ranges). The paper's figures match 10^6-byte megabytes (AlexNet's "
+            "60.97 M parameters × 4 bytes = 243.9 MB = 232.6 MiB), so ours are given in both "
+            "units.", "", table(header, body)]
+    return "\n".join(text)
+
+
+def memory_section(rows):
+    out = ["### Peak device memory (Table 4.3)", "",
+           "Peak device memory of the net (weights, blobs, workspaces) over one forward pass, "
+           "without and with reduced memory (RM: blobs share memory by lifetime). The paper "
+           "measured at batch 512 on GPUs; its OpenCL column is beside ours."]
+    for n in nets_in(rows):
+        nrows = pick(rows, net=n)
+        batches = sorted({r["batch"] for r in nrows})
+        devices = []
+        for r in nrows:
+            if (r["device_index"] if "device_index" in r else r["device"], r["backend"]) not in [
+                    (d[0], d[1]) for d in devices]:
+                devices.append((r.get("device_index", r["device"]), r["backend"], r))
+        header = ["Backend / data type"]
+        for b in batches:
+            header += [f"batch {b}: no RM", f"batch {b}: RM"]
+        paper = PAPER_MEMORY_OPENCL_MIB.get(n)
+        if paper:
+            header += ["paper OpenCL b512: no RM", "paper: RM"]
+        body = []
+        for dev_id, backend, _ in devices:
+            for d in DTYPES:
+                line = [f"{backend} {DTYPE_LABEL[d]}"]
+                have = False
+                for b in batches:
+                    r = next((x for x in nrows if x.get("device_index", x["device"]) == dev_id
+                              and x["batch"] == b and x["dtype"] == d), None)
+                    for k in ("peak_device_bytes", "peak_device_bytes_reduced"):
+                        v = r.get(k) if r else None
+                        have |= v is not None
+                        line.append(fmt(v / MIB, 1, " MiB") if v is not None else "n/a")
+                if paper:
+                    line += [f"{paper[d][0]} MiB", f"{paper[d][1]} MiB"]
+                if have:
+                    body.append(line)
+        out += ["", f"**{title(n)}**", "", table(header, body)]
+        for dev_id, backend, sample in devices:
+            for b in batches:
+                f32 = next((x for x in nrows if x.get("device_index", x["device"]) == dev_id
+                            and x["batch"] == b and x["dtype"] == "fp32"), None)
+                i8 = next((x for x in nrows if x.get("device_index", x["device"]) == dev_id
+                           and x["batch"] == b and x["dtype"] == "int8"), None)
+                if f32 and i8 and f32.get("peak_device_bytes") and i8.get(
+                        "peak_device_bytes_reduced"):
+                    ratio = f32["peak_device_bytes"] / i8["peak_device_bytes_reduced"]
+                    out.append("")
+                    out.append(f"{device_label(sample)}, batch {b}: fp32 without RM / int8 with "
+                               f"RM = **{ratio:.2f}×** less memory (the paper claims "
+                               f"{PAPER_MEMORY_CLAIM}×).")
+    return "\n".join(out)
+
+
+def time_section(rows, peers):
+    out = ["### Forward time (Tables 4.4 / 4.5)", "",
+           "Median wall time of one forward pass (min–max over the iterations in brackets), "
+           "synthetic input, after a warm-up pass."]
+    for n in nets_in(rows):
+        nrows = pick(rows, net=n)
+        header = ["Device", "Backend", "Batch"] + [DTYPE_LABEL[d] for d in DTYPES] + [
+            "INT8 vs FP32"]
+        body = []
+        keys = []
+        for r in nrows:
+            k = (r.get("device_index", r["device"]), r["batch"])
+            if k not in keys:
+                keys.append(k)
+        for dev_id, b in keys:
+            sample = next(x for x in nrows if x.get("device_index", x["device"]) == dev_id
+                          and x["batch"] == b)
+            line = [sample["device"], sample["backend"], b]
+            ms = {}
+            for d in DTYPES:
+                r = next((x for x in nrows if x.get("device_index", x["device"]) == dev_id
+                          and x["batch"] == b and x["dtype"] == d), None)
+                if r:
+                    ms[d] = r["forward_ms_median"]
+                    line.append(f"{r['forward_ms_median']:.1f} ms ({r['forward_ms_min']:.1f}–"
+                                f"{r['forward_ms_max']:.1f})")
+                else:
+                    line.append("n/a")
+            line.append(f"{ms['fp32'] / ms['int8']:.2f}×" if "fp32" in ms and "int8" in ms
+                        else "n/a")
+            body.append(line)
+        out += ["", f"**{title(n)}** — mpcaffe on this machine", "",
+                table(header, body, ["---", "---", "---:"] + ["---:"] * 5)]
+        pocl = [(b, v) for (k, b), v in PAPER_CODE_ON_POCL_MS.items() if k == n]
+        if pocl:
+            body = [["paper's OpenCL Caffe (2018 sources) on PoCL, this machine kind", b] +
+                    [fmt(v[d] / 1.0, 0, " ms") if v[d] else "does not compile" for d in DTYPES]
+                    for b, v in sorted(pocl)]
+            out += ["", "For orientation, the paper's own code on this machine kind (issue 10):",
+                    "", table(["Code", "Batch"] + [DTYPE_LABEL[d] for d in DTYPES], body,
+                              ["---", "---:"] + ["---:"] * 4)]
+            speedups = []
+            for b, v in sorted(pocl):
+                for d in DTYPES:
+                    r = first(nrows, batch=b, dtype=d)
+                    if r and v[d]:
+                        speedups.append(f"{DTYPE_LABEL[d]} b{b} {v[d] / r['forward_ms_median']:.1f}×")
+            if speedups:
+                out += ["", "mpcaffe vs the paper's code on PoCL: " + ", ".join(speedups) + "."]
+        if n in PAPER_TIME_MS:
+            body = [[g, be, b] + [fmt(float(x), 0, " ms") if x else "n/a" for x in t]
+                    for g, be, b, *t in PAPER_TIME_MS[n]]
+            out += ["", f"The paper's Table {'4.4' if n == 'imagenet_caffenet' else '4.5'} "
+                    "(GPUs, for orientation):", "",
+                    table(["GPU", "Backend", "Batch"] + [DTYPE_LABEL[d] for d in DTYPES], body,
+                          ["---", "---", "---:"] + ["---:"] * 4)]
+        npeers = pick(peers, net=n)
+        if npeers:
+            out += ["", peers_table(n, npeers)]
+    return "\n".join(out)
+
+
+def peers_table(n, npeers):
+    header = ["Engine", "Data type", "Batch", "Peer ms (min–max)", "mpcaffe ms", "mpcaffe / peer"]
+    body = []
+    for r in npeers:
+        body.append([r["engine"], DTYPE_LABEL.get(r["dtype"], r["dtype"]), r["batch"],
+                     f"{r['forward_ms_median']:.1f} ({r['forward_ms_min']:.1f}–"
+                     f"{r['forward_ms_max']:.1f})",
+                     fmt(r.get("ours_ms_median"), 1),
+                     f"{r['ours_ms_median'] / r['forward_ms_median']:.2f}×"
+                     if r.get("ours_ms_median") else "n/a"])
+    return "\n".join([f"Peers measured back to back with mpcaffe (bench/peers.py), {title(n)}; "
+                      "a ratio below 1 means mpcaffe is faster:", "",
+                      table(header, body, ["---", "---", "---:", "---:", "---:", "---:"])])
+
+
+def setup_section(rows):
+    header = ["Net", "Device", "Batch", "Data type", "cold cache", "warm cache", "cold / warm"]
+    body = []
+    for r in rows:
+        c, w = r.get("setup_cold_s"), r.get("setup_warm_s")
+        if c is None or w is None:
+            continue
+        body.append([title(r["net"]), r["device"], r["batch"], DTYPE_LABEL[r["dtype"]],
+                     f"{c:.2f} s", f"{w:.2f} s", f"{c / w:.1f}×"])
+    if not body:
+        return ""
+    return "\n".join(["### Set-up time, cold vs warm kernel cache", "",
+                      "A fresh process builds the net from its prototxt and caffemodel and runs "
+                      "one forward pass: first with empty kernel caches (mpcaffe's and PoCL's), "
+                      "then again with both warm. Both include reading and converting the "
+                      "caffemodel (233 MiB in fp32), which is most of the warm time.", "",
+                      table(header, body, ["---", "---", "---:", "---", "---:", "---:", "---:"])])
+
+
+# ---- Plots ----
+
+def plots(rows, peers, outdir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(outdir, exist_ok=True)
+    written = []
+    nets = nets_in(rows)
+
+    # Figure 4.1: storage per data type, ours (and the paper's, hatched).
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.8 / max(1, len(nets) * 2)
+    for i, n in enumerate(nets):
+        vals = [(first(rows, net=n, dtype=d) or {}).get("storage_bytes") for d in DTYPES]
+        xs = [j + (2 * i) * width for j in range(len(DTYPES))]
+        ax.bar(xs, [v / MIB if v else 0 for v in vals], width, label=f"{title(n)}: mpcaffe")
+        if n in PAPER_STORAGE_MIB:
+            ax.bar([x + width for x in xs], [PAPER_STORAGE_MIB[n][d] for d in DTYPES], width,
+                   hatch="//", fill=False, label=f"{title(n)}: paper")
+    ax.set_xticks([j + width * (len(nets) - 0.5) for j in range(len(DTYPES))])
+    ax.set_xticklabels([DTYPE_LABEL[d] for d in DTYPES])
+    ax.set_ylabel("MiB")
+    ax.set_title("Network parameter storage (cf. paper Fig. 4.1)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(outdir, "storage.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+
+    # Figures 4.2 / 4.3: memory without / with reduced memory, per net and batch.
+    for n in nets:
+        nrows = pick(rows, net=n)
+        batches = sorted({r["batch"] for r in nrows})
+        fig, ax = plt.subplots(figsize=(7, 4))
+        series = [(b, k) for b in batches for k in ("peak_device_bytes",
+                                                     "peak_device_bytes_reduced")]
+        width = 0.8 / len(series)
+        for i, (b, k) in enumerate(series):
+            vals = [(first(nrows, batch=b, dtype=d) or {}).get(k) for d in DTYPES]
+            ax.bar([j + i * width for j in range(len(DTYPES))],
+                   [v / MIB if v else 0 for v in vals], width,
+                   label=f"batch {b}" + (", RM" if k.endswith("reduced") else ""),
+                   hatch="//" if k.endswith("reduced") else None)
+        ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(DTYPES))])
+        ax.set_xticklabels([DTYPE_LABEL[d] for d in DTYPES])
+        ax.set_ylabel("peak device memory (MiB)")
+        backend = nrows[0]["backend"]
+        ax.set_title(f"{title(n)}: memory, {backend} (cf. paper Fig. 4.2/4.3)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = os.path.join(outdir, f"memory_{n}.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+
+    # Figures 4.4 / 4.5 (and 4.6): throughput per data type, linear and log scale, with the
+    # ONNX Runtime peers as extra bars when present.
+    for n in nets:
+        nrows = pick(rows, net=n)
+        npeers = pick(peers, net=n, engine="onnxruntime")
+        groups = []
+        for r in nrows:
+            k = (r.get("device_index", r["device"]), r["batch"])
+            if k not in [g[0] for g in groups]:
+                groups.append((k, f"{r['device'][:24]} b{r['batch']}"))
+        for log in (False, True):
+            fig, ax = plt.subplots(figsize=(8, 4.5))
+            series = [("mpcaffe", d) for d in DTYPES] + [
+                ("onnxruntime", d) for d in ("fp32", "int8") if pick(npeers, dtype=d)]
+            width = 0.8 / len(series)
+            for i, (engine, d) in enumerate(series):
+                vals = []
+                for (dev_id, b), _ in groups:
+                    if engine == "mpcaffe":
+                        r = next((x for x in nrows if x.get("device_index", x["device"]) == dev_id
+                                  and x["batch"] == b and x["dtype"] == d), None)
+                        vals.append(r["images_per_s"] if r else 0)
+                    else:
+                        p = first(npeers, batch=b, dtype=d)
+                        vals.append(b * 1000.0 / p["forward_ms_median"] if p else 0)
+                ax.bar([j + i * width for j in range(len(groups))], vals, width,
+                       label=f"{engine} {DTYPE_LABEL[d]}",
+                       hatch="//" if engine != "mpcaffe" else None)
+            ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(groups))])
+            ax.set_xticklabels([g[1] for g in groups], fontsize=8)
+            ax.set_ylabel("images / s" + (" (log scale)" if log else ""))
+            if log:
+                ax.set_yscale("log")
+            ax.set_title(f"{title(n)}: throughput (cf. paper Fig. "
+                         f"{'4.5' if log else '4.4'})")
+            ax.legend(fontsize=7)
+            fig.tight_layout()
+            path = os.path.join(outdir, f"throughput_{n}{'_log' if log else ''}.png")
+            fig.savefig(path, dpi=110)
+            plt.close(fig)
+            written.append(path)
+    return written
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("inputs", nargs="+", help="bench net --json files and bench/peers.py files")
+    ap.add_argument("--markdown", help="write the tables here (default: stdout)")
+    ap.add_argument("--plots", help="directory for the PNG charts")
+    ap.add_argument("--plot-prefix", default="",
+                    help="how the Markdown refers to the plot directory (default: --plots)")
+    args = ap.parse_args(argv)
+    rows, peers = load(args.inputs)
+    if not rows:
+        ap.error("no bench net results in the inputs")
+    parts = [storage_section(rows), memory_section(rows), time_section(rows, peers),
+             setup_section(rows)]
+    if args.plots:
+        written = plots(rows, peers, args.plots)
+        prefix = args.plot_prefix or args.plots
+        parts.append("### Plots\n\n" + "\n".join(
+            f"![{os.path.basename(p)}]({os.path.join(prefix, os.path.basename(p))})"
+            for p in written))
+    text = "\n\n".join(p for p in parts if p) + "\n"
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

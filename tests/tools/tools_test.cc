@@ -1,0 +1,326 @@
+// tests/tools/tools_test.cc — runs the `mpcaffe` command line (found beside this test) on LeNet
+// and a tiny net: `bench net --json` gives every key the benchmark issue names with sane values
+// (set-up cold slower than warm), and
+// `tune --model` stores a winner for every GEMM and convolution shape of the net, which the
+// library then uses.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cache/program_cache.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- A small JSON reader (objects, arrays, strings, numbers, literals) for the output ----
+
+struct Json {
+  enum Kind { kNull, kBool, kNumber, kString, kArray, kObject } kind = kNull;
+  bool boolean = false;
+  double number = 0;
+  std::string string;
+  std::vector<Json> array;
+  std::map<std::string, Json> object;
+  bool has(const std::string& k) const { return kind == kObject && object.count(k) > 0; }
+  const Json& operator[](const std::string& k) const { return object.at(k); }
+};
+
+class JsonReader {
+ public:
+  explicit JsonReader(const std::string& text) : s_(text) {}
+  Json Document() {
+    Json v = Value();
+    Space();
+    if (i_ != s_.size()) Fail("trailing characters");
+    return v;
+  }
+
+ private:
+  [[noreturn]] void Fail(const std::string& why) {
+    throw std::runtime_error("JSON: " + why + " at offset " + std::to_string(i_));
+  }
+  void Space() {
+    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+  }
+  bool Eat(char c) {
+    Space();
+    if (i_ < s_.size() && s_[i_] == c) return ++i_, true;
+    return false;
+  }
+  std::string String() {
+    if (!Eat('"')) Fail("string expected");
+    std::string out;
+    while (i_ < s_.size() && s_[i_] != '"') {
+      char c = s_[i_++];
+      if (c == '\\') {
+        if (i_ >= s_.size()) Fail("bad escape");
+        const char e = s_[i_++];
+        c = e == 'n' ? '\n' : e == 't' ? '\t' : e;
+        if (e == 'u') Fail("\\u escapes are not expected here");
+      }
+      out += c;
+    }
+    if (!Eat('"')) Fail("unterminated string");
+    return out;
+  }
+  Json Value() {
+    Space();
+    Json v;
+    if (i_ >= s_.size()) Fail("value expected");
+    const char c = s_[i_];
+    if (c == '{') {
+      ++i_;
+      v.kind = Json::kObject;
+      if (Eat('}')) return v;
+      do {
+        std::string k = String();
+        if (!Eat(':')) Fail("':' expected");
+        v.object[k] = Value();
+      } while (Eat(','));
+      if (!Eat('}')) Fail("'}' expected");
+    } else if (c == '[') {
+      ++i_;
+      v.kind = Json::kArray;
+      if (Eat(']')) return v;
+      do v.array.push_back(Value());
+      while (Eat(','));
+      if (!Eat(']')) Fail("']' expected");
+    } else if (c == '"') {
+      v.kind = Json::kString;
+      v.string = String();
+    } else if (s_.compare(i_, 4, "null") == 0) {
+      i_ += 4;
+    } else if (s_.compare(i_, 4, "true") == 0 || s_.compare(i_, 5, "false") == 0) {
+      v.kind = Json::kBool;
+      v.boolean = s_[i_] == 't';
+      i_ += v.boolean ? 4 : 5;
+    } else {
+      v.kind = Json::kNumber;
+      size_t used = 0;
+      try {
+        v.number = std::stod(s_.substr(i_, 40), &used);
+      } catch (const std::exception&) {
+        Fail("number expected");
+      }
+      i_ += used;
+    }
+    return v;
+  }
+  const std::string& s_;
+  size_t i_ = 0;
+};
+
+// ---- Running the command line ----
+
+std::string Shared() {
+  const char* d = std::getenv("MPCAFFE_SHARED_DIR");
+  return d ? d : MPCAFFE_SHARED_DIR_DEFAULT;
+}
+
+std::string LeNet() { return Shared() + "/models/bvlc/mnist/lenet.prototxt"; }
+
+std::string Mpcaffe() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "mpcaffe";
+  return (fs::path(std::string(buf, n)).parent_path() / "mpcaffe").string();
+}
+
+struct CommandResult {
+  int status = -1;
+  std::string out;
+};
+
+/// Runs `mpcaffe <args>` with `env` prepended ("NAME=value ..."), stdout captured, stderr
+/// passed through.
+CommandResult RunMpcaffe(const std::string& args, const std::string& env = "") {
+  CommandResult r;
+  const std::string cmd = env + " '" + Mpcaffe() + "' " + args;
+  std::FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[1024];
+  while (std::fgets(buf, sizeof buf, p)) r.out += buf;
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+class ToolsTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(Mpcaffe()))
+        << "the mpcaffe executable is built beside the tests: " << Mpcaffe();
+    ASSERT_TRUE(fs::exists(LeNet())) << LeNet();
+    std::string templ = (fs::temp_directory_path() / "mpcaffe-tools-test-XXXXXX").string();
+    ASSERT_NE(mkdtemp(templ.data()), nullptr);
+    dir_ = templ;
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  fs::path dir_;
+};
+
+Json ReadJson(const fs::path& path) {
+  std::ifstream f(path);
+  std::stringstream text;
+  text << f.rdbuf();
+  return JsonReader(text.str()).Document();
+}
+
+const char* kKeys[] = {"device",
+                       "backend",
+                       "dtype",
+                       "batch",
+                       "forward_ms_median",
+                       "forward_ms_min",
+                       "forward_ms_max",
+                       "images_per_s",
+                       "peak_device_bytes",
+                       "peak_device_bytes_reduced",
+                       "storage_bytes",
+                       "setup_cold_s",
+                       "setup_warm_s"};
+
+TEST_F(ToolsTest, BenchNetJsonHasEveryKeyWithSaneValues) {
+  // LeNet in fp32 and int8 at batch 2, without the set-up timing (next test: it compiles every
+  // kernel in a fresh process, too slow for LeNet here).
+  const fs::path json = dir_ / "out.json";
+  const CommandResult r =
+      RunMpcaffe("bench net --model '" + LeNet() +
+                 "' --dtypes fp32,int8 --batch 2 --iterations 2 --no-setup --no-progress "
+                 "--json '" +
+                 json.string() + "'");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("fwd ms"), std::string::npos) << "a table on stdout:\n" << r.out;
+  const Json doc = ReadJson(json);
+  ASSERT_EQ(doc["model"].string, LeNet());
+  const auto& rows = doc["results"].array;
+  ASSERT_EQ(rows.size(), 2u);
+  for (const Json& row : rows) {
+    for (const char* k : kKeys) ASSERT_TRUE(row.has(k)) << "missing key " << k;
+    EXPECT_FALSE(row["device"].string.empty());
+    EXPECT_TRUE(row["backend"].string == "opencl" || row["backend"].string == "cuda");
+    EXPECT_EQ(row["batch"].number, 2);
+    const double med = row["forward_ms_median"].number;
+    EXPECT_GT(row["forward_ms_min"].number, 0);
+    EXPECT_LE(row["forward_ms_min"].number, med);
+    EXPECT_LE(med, row["forward_ms_max"].number);
+    EXPECT_NEAR(row["images_per_s"].number, 2 * 1000 / med, 1e-3 * 2000 / med);
+    // LeNet at batch 2: parameters and blobs are well under 8 MiB; reduced memory never adds.
+    const double peak = row["peak_device_bytes"].number,
+                 rm = row["peak_device_bytes_reduced"].number;
+    EXPECT_GT(rm, 0);
+    EXPECT_LE(rm, peak);
+    EXPECT_LT(peak, 8 << 20);
+    EXPECT_EQ(row["setup_cold_s"].kind, Json::kNull);
+    EXPECT_EQ(row["setup_warm_s"].kind, Json::kNull);
+  }
+  EXPECT_EQ(rows[0]["dtype"].string, "fp32");
+  EXPECT_EQ(rows[1]["dtype"].string, "int8");
+  // Weights dominate LeNet's memory: int8 needs well under half of fp32's.
+  EXPECT_LT(rows[1]["peak_device_bytes"].number, rows[0]["peak_device_bytes"].number / 2);
+  // LeNet has 431 080 parameters: 4 bytes each in fp32, 1 in int8 (plus names, shapes, ranges).
+  const double fp32 = rows[0]["storage_bytes"].number, int8 = rows[1]["storage_bytes"].number;
+  EXPECT_GE(fp32, 4 * 431080.0);
+  EXPECT_LT(fp32, 4 * 431080.0 * 1.01);
+  EXPECT_GE(int8, 431080.0);
+  EXPECT_LT(int8, fp32 / 3.5);
+}
+
+TEST_F(ToolsTest, BenchNetSetupColdIsSlowerThanWarm) {
+  // A net of two small layers: the fresh process with empty caches compiles two kernels.
+  const fs::path model = dir_ / "tiny.prototxt", json = dir_ / "tiny.json";
+  std::ofstream(model) << R"(name: "tiny"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 1 dim: 6 dim: 6 } } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+        convolution_param { num_output: 2 kernel_size: 3 weight_filler { type: "xavier" } } }
+layer { name: "fc" type: "InnerProduct" bottom: "conv" top: "fc"
+        inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }
+)";
+  const CommandResult r =
+      RunMpcaffe("bench net --model '" + model.string() +
+                 "' --dtypes fp32 --iterations 1 --reduced-memory off --no-progress "
+                 "--json '" +
+                 json.string() + "'");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const Json doc = ReadJson(json);
+  ASSERT_EQ(doc["results"].array.size(), 1u);
+  const Json& row = doc["results"].array[0];
+  for (const char* k : kKeys) ASSERT_TRUE(row.has(k)) << "missing key " << k;
+  EXPECT_EQ(row["batch"].number, 1);
+  EXPECT_EQ(row["peak_device_bytes_reduced"].kind, Json::kNull);  // --reduced-memory off
+  // 2·9 + 2 + 3·32 + 3 = 119 fp32 parameters.
+  EXPECT_GE(row["storage_bytes"].number, 119 * 4);
+  ASSERT_EQ(row["setup_cold_s"].kind, Json::kNumber);
+  ASSERT_EQ(row["setup_warm_s"].kind, Json::kNumber);
+  EXPECT_GT(row["setup_warm_s"].number, 0);
+  // Cold compiles every kernel in a fresh process; warm loads the binaries from the cache.
+  EXPECT_LT(row["setup_warm_s"].number, row["setup_cold_s"].number);
+}
+
+TEST_F(ToolsTest, BenchNetRejectsBadArguments) {
+  EXPECT_EQ(RunMpcaffe("bench net --dtypes fp32 2>/dev/null").status, 2);
+  EXPECT_EQ(RunMpcaffe("bench net --model '" + LeNet() + "' --dtypes fp64 2>/dev/null").status, 2);
+  EXPECT_EQ(
+      RunMpcaffe("bench net --model '" + LeNet() + "' --reduced-memory maybe 2>/dev/null").status,
+      2);
+  EXPECT_EQ(RunMpcaffe("bench net --model /nonexistent.prototxt --no-progress 2>/dev/null").status,
+            1);
+}
+
+TEST_F(ToolsTest, TuneModelStoresAWinnerPerShapeAndTheLibraryUsesIt) {
+  const fs::path cache = dir_ / "kernels.sqlite";
+  const std::string env = "MPCAFFE_CACHE='" + cache.string() + "'";
+  const CommandResult tuned = RunMpcaffe(
+      "tune --model '" + LeNet() + "' --batch 1 --dtypes fp32,int8 --max 2 --no-progress", env);
+  ASSERT_EQ(tuned.status, 0) << tuned.out;
+  EXPECT_NE(tuned.out.find("8 of 8 winners stored"), std::string::npos) << tuned.out;
+
+  mpcaffe::cache::CacheOptions options;
+  options.path = cache.string();
+  mpcaffe::cache::ProgramCache store(options);
+  const auto gemm = store.ListTuning("", "gemm"), conv = store.ListTuning("", "conv");
+  // LeNet at batch 1 in fp32 and int8: ip1 (M=1 N=500 K=800), ip2 (M=1 N=10 K=500); conv1
+  // (1×28×28 → 20, 5×5), conv2 (20×12×12 → 50, 5×5).
+  ASSERT_EQ(gemm.size(), 4u);
+  ASSERT_EQ(conv.size(), 4u);
+  auto count = [](const std::vector<mpcaffe::cache::TuningRecord>& v, const std::string& a,
+                  const std::string& b) {
+    int n = 0;
+    for (const auto& r : v)
+      n += r.signature.find(a) != std::string::npos && r.signature.find(b) != std::string::npos;
+    return n;
+  };
+  EXPECT_EQ(count(gemm, "M=1 N=500 K=800", "fp32"), 1);
+  EXPECT_EQ(count(gemm, "M=1 N=500 K=800", "int8q"), 1);
+  EXPECT_EQ(count(gemm, "M=1 N=10 K=500", ""), 2);
+  EXPECT_EQ(count(conv, "n1 c1 h28 w28 o20 k5x5", ""), 2);
+  EXPECT_EQ(count(conv, "n1 c20 h12 w12 o50 k5x5", ""), 2);
+
+  // A later process uses the stored winners: --show prints the configuration of each shape.
+  const CommandResult shown = RunMpcaffe(
+      "tune --model '" + LeNet() + "' --batch 1 --dtypes fp32,int8 --show --no-progress", env);
+  ASSERT_EQ(shown.status, 0) << shown.out;
+  for (const auto* list : {&gemm, &conv})
+    for (const auto& r : *list) {
+      const std::string line =
+          (list == &gemm ? "gemm " : "conv ") + r.signature + " -> " + r.parameters + "\n";
+      EXPECT_NE(shown.out.find(line), std::string::npos) << line << "not in\n" << shown.out;
+    }
+}
+
+}  // namespace

@@ -1,0 +1,160 @@
+// tools/net_variants.h — the variants of an fp32 net definition that `mpcaffe bench net` and
+// `mpcaffe tune --model` build: another batch size on the input layers, every layer rewritten to
+// one data type (the paper's typed prototxts), random inputs, and quantized variants calibrated by
+// an OBSERVE pass of the fp32 net.
+#pragma once
+
+#include <memory>
+#include <random>
+#include <string>
+
+#include "layers/layer.h"
+#include "layers/layer_registry.h"
+#include "net/net.h"
+
+namespace mpcaffe::tools {
+
+/// Layer types that produce the net's inputs: they keep fp32 in every variant, as the paper's
+/// typed prototxts keep their Data layers fp32 (the first computing layer's quantizer converts).
+inline bool IsInputLayerType(const std::string& type) {
+  return type == "Input" || type == "Data" || type == "ImageData" || type == "DummyData" ||
+         type == "MemoryData" || type == "HDF5Data";
+}
+
+/// The batch size of `param`'s first input layer (Input: dimension 0; Data-like: batch_size),
+/// or -1 when it has none.
+inline int BatchOf(const caffe::NetParameter& param) {
+  for (const auto& layer : param.layer()) {
+    if (layer.type() == "Input" && layer.input_param().shape_size() > 0 &&
+        layer.input_param().shape(0).dim_size() > 0)
+      return static_cast<int>(layer.input_param().shape(0).dim(0));
+    if (layer.has_data_param()) return static_cast<int>(layer.data_param().batch_size());
+    if (layer.has_memory_data_param())
+      return static_cast<int>(layer.memory_data_param().batch_size());
+  }
+  return -1;
+}
+
+/// `param` with the batch set to `batch`: dimension 0 of every Input and DummyData top shape,
+/// the batch_size of Data-like layers, and dimension 0 of Reshape shapes that equal the old
+/// batch; the nets nested in MOE layers likewise (their inputs, dummy data and reshapes follow
+/// the batch, as the paper's _1 / _64 prototxts show). Throws Error naming `model` when the net
+/// has no input layer whose batch could be set.
+inline caffe::NetParameter WithBatch(const caffe::NetParameter& param, int batch,
+                                     const std::string& model, int old_batch = 0) {
+  if (batch < 1) throw Error(model + ": batch must be at least 1, got " + std::to_string(batch));
+  const bool nested = old_batch != 0;
+  if (!nested) old_batch = BatchOf(param);
+  caffe::NetParameter out = param;
+  int changed = 0;
+  for (auto& layer : *out.mutable_layer()) {
+    if (layer.type() == "Input") {
+      for (auto& shape : *layer.mutable_input_param()->mutable_shape())
+        if (shape.dim_size() > 0) shape.set_dim(0, batch), ++changed;
+    } else if (layer.has_data_param()) {
+      layer.mutable_data_param()->set_batch_size(batch), ++changed;
+    } else if (layer.has_memory_data_param()) {
+      layer.mutable_memory_data_param()->set_batch_size(batch), ++changed;
+    } else if (layer.has_dummy_data_param()) {
+      for (auto& shape : *layer.mutable_dummy_data_param()->mutable_shape())
+        if (shape.dim_size() > 0) shape.set_dim(0, batch);
+    } else if (layer.has_reshape_param() && layer.reshape_param().has_shape()) {
+      auto* shape = layer.mutable_reshape_param()->mutable_shape();
+      if (shape->dim_size() > 0 && old_batch > 0 && shape->dim(0) == old_batch)
+        shape->set_dim(0, batch);
+    }
+    if (layer.has_moe_param()) {
+      // HOOK(AlexNet-MOE): the gating and expert nets run on the layer's batch.
+      auto* moe = layer.mutable_moe_param();
+      if (moe->has_gating_net())
+        *moe->mutable_gating_net() = WithBatch(moe->gating_net(), batch, model, old_batch);
+      for (auto& expert : *moe->mutable_expert_net())
+        expert = WithBatch(expert, batch, model, old_batch);
+    }
+  }
+  if (changed == 0 && !nested)
+    throw Error(model + ": no Input or Data layer to set the batch size " + std::to_string(batch) +
+                " on");
+  return out;
+}
+
+/// `param` rewritten to compute in `type`, as the paper's typed prototxts are: input layers stay
+/// fp32; every other layer gets `type` as bottom, compute and top data type when it can compute
+/// in it (asked of the layer itself), else fp32 (also for types not registered yet) (e.g. LRN and
+/// Softmax in the quantized variants); explicit Quantizer layers and MOE layers take `type` in and
+/// keep the top type the file gives them. The nets nested in an MOE layer are rewritten the same
+/// way, except that their Input layers take the MOE layer's bottom type (they receive its bottoms).
+/// The net inserts the Quantizer layers between differing types. The net-level data_type is
+/// cleared.
+inline caffe::NetParameter TypedVariant(const caffe::NetParameter& param, DataType type,
+                                        Device& device, bool nested = false) {
+  caffe::NetParameter out = param;
+  out.clear_data_type();
+  const caffe::DataType fp32 = DataTypeToProto(DataType::kFloat32);
+  const caffe::DataType want = DataTypeToProto(type);
+  for (auto& layer : *out.mutable_layer()) {
+    const caffe::DataType file_top = layer.has_top_data_type() ? layer.top_data_type() : fp32;
+    caffe::DataType t = fp32;
+    if (IsInputLayerType(layer.type())) {
+      t = nested && layer.type() == "Input" ? want : fp32;
+    } else if (layer.type() == "Quantizer" || layer.type() == "MOE") {
+      t = want;  // both take any type in (MOE: its nets are rewritten below)
+    } else if (type != DataType::kFloat32) {
+      caffe::LayerParameter probe = layer;
+      probe.set_bottom_data_type(want);
+      probe.set_compute_data_type(want);
+      probe.set_top_data_type(want);
+      try {
+        if (CreateLayer(probe, device)->SupportsType(type)) t = want;
+      } catch (const LayerError&) {
+        // A type the registry does not know yet (e.g. Noise before any Net registered the MOE
+        // layers) stays fp32; building the net reports truly unknown types.
+      }
+    }
+    layer.set_bottom_data_type(t);
+    layer.set_compute_data_type(t);
+    layer.set_top_data_type(t);
+    if (layer.type() == "Quantizer" || layer.type() == "MOE") layer.set_top_data_type(file_top);
+    if (layer.has_moe_param()) {
+      // HOOK(AlexNet-MOE): the gating and expert nets follow the layer's type.
+      auto* moe = layer.mutable_moe_param();
+      if (moe->has_gating_net())
+        *moe->mutable_gating_net() = TypedVariant(moe->gating_net(), type, device, true);
+      for (auto& expert : *moe->mutable_expert_net())
+        expert = TypedVariant(expert, type, device, true);
+    }
+  }
+  return out;
+}
+
+/// Fills the first top of every Input layer of `net` with seeded uniform values in [-1, 1]
+/// (synthetic Data layers are filled by the net itself).
+inline void FillInputLayers(Net& net, uint32_t seed = 1701) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const auto& p = net.built_param();
+  for (const auto& layer : p.layer()) {
+    if (layer.type() != "Input" || layer.top_size() == 0) continue;
+    if (!net.has_blob(layer.top(0))) continue;
+    Blob& b = net.blob(layer.top(0));
+    std::vector<float> v(b.count());
+    for (auto& x : v) x = uniform(rng);
+    b.FromFloat(v);
+  }
+}
+
+/// Builds `param` on `device` with synthetic inputs filled, and gives a net with quantized layers
+/// the ranges it lacks by an OBSERVE pass of its fp32 variant on the same inputs. The device's
+/// peak counter is reset afterwards so the net's peak_device_bytes counts this net only.
+inline std::unique_ptr<Net> BuildCalibratedNet(const caffe::NetParameter& param, Device& device,
+                                               const NetOptions& options) {
+  auto net = std::make_unique<Net>(param, device, options);
+  FillInputLayers(*net);
+  if (!net->QuantizersWithoutRange().empty()) {
+    CalibrateWithFloatVariant(*net, param, options);
+    net->ResetPeakMemory();
+  }
+  return net;
+}
+
+}  // namespace mpcaffe::tools
