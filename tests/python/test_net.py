@@ -175,3 +175,34 @@ def test_cpp_errors_arrive_as_python_exceptions(tmp_path):
     net = caffe.Net(_fc_net(), caffe.TEST)
     with pytest.raises(caffe.Error, match="absent.caffemodel"):
         net.copy_from(str(tmp_path / "absent.caffemodel"))
+
+
+def test_int8_weight_writes_reach_the_next_forward(paper_models, tmp_path):
+    """Writing int8 weights through a fresh .data view (pycaffe's way: `.data` is taken at each
+    access) refreshes everything derived from them (packed weights, weight sums): the output
+    equals that of a net loaded with the same weights, and writing the old ones back restores it."""
+    folder = paper_models / "mnist_simple"
+    f = caffe.Net(str(folder / "net_float.prototxt"), caffe.TEST)
+    rng = np.random.default_rng(0)
+    inputs = {k: rng.random(f.blobs[k].data.shape).astype(np.float32) for k in f.inputs}
+    f.quant_mode = caffe.quantizer_mode.CAFFE_QUANT_OBSERVE
+    f.forward(**inputs)
+    weights = str(tmp_path / "calibrated.caffemodel")
+    f.save(weights)
+
+    def forward(net):
+        return {k: v.copy() for k, v in net.forward(**inputs).items()}
+
+    net = caffe.Net(str(folder / "net_int8.prototxt"), caffe.TEST, weights=weights)
+    before = forward(net)
+    assert net.params["hidden_layer"][0].data.dtype == np.uint8
+    net.params["hidden_layer"][0].data[...] = net.params["hidden_layer"][0].data[::-1].copy()
+    after = forward(net)
+    assert not np.array_equal(before["pred"], after["pred"])
+
+    fresh = caffe.Net(str(folder / "net_int8.prototxt"), caffe.TEST, weights=weights)
+    fresh.params["hidden_layer"][0].data[...] = fresh.params["hidden_layer"][0].data[::-1].copy()
+    np.testing.assert_array_equal(forward(fresh)["pred"], after["pred"])
+
+    net.params["hidden_layer"][0].data[...] = net.params["hidden_layer"][0].data[::-1].copy()
+    np.testing.assert_array_equal(forward(net)["pred"], before["pred"])
