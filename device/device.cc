@@ -174,8 +174,39 @@ void Event::Wait() const {
 
 double Event::ElapsedMs() const { return impl_ ? impl_->ElapsedMs() : 0.0; }
 
+namespace {
+// Per thread: the queue a QueueScope set for a device (few devices, so a short list).
+thread_local std::vector<std::pair<const Device*, Queue*>> scoped_queues;
+
+Queue** ScopedSlot(const Device* device) {
+  for (auto& [d, q] : scoped_queues)
+    if (d == device) return &q;
+  return nullptr;
+}
+}  // namespace
+
+Queue* Device::scoped_queue() const {
+  Queue** slot = ScopedSlot(this);
+  return slot ? *slot : nullptr;
+}
+
+QueueScope::QueueScope(Device& device, Queue* queue) : device_(&device) {
+  Queue** slot = ScopedSlot(device_);
+  if (!slot) {
+    scoped_queues.emplace_back(device_, nullptr);
+    slot = &scoped_queues.back().second;
+  }
+  previous_ = *slot;
+  *slot = queue;
+}
+
+QueueScope::~QueueScope() {
+  if (Queue** slot = ScopedSlot(device_)) *slot = previous_;
+}
+
 Event Kernel::Launch(Dim3 global, Dim3 local, Queue* queue) {
   next_arg_ = 0;
+  if (!queue && device_) queue = device_->scoped_queue();
   for (auto& g : global) g = std::max<size_t>(g, 1);
   if (local[0] == 0) local = device_->LaunchShape(*impl_, global);
   for (int d = 0; d < 3; ++d) {

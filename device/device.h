@@ -260,7 +260,13 @@ class Device {
 
   virtual Queue& default_queue() = 0;
   virtual std::unique_ptr<Queue> CreateQueue() = 0;
-  void Finish() { default_queue().Finish(); }
+  /// The queue a QueueScope on this thread routes work to, or nullptr (the default queue).
+  /// Every call that takes `Queue* queue = nullptr` resolves nullptr through it.
+  Queue* scoped_queue() const;
+  /// The queue work goes to when a call names none: scoped_queue(), else the default queue.
+  Queue& current_queue() { return scoped_queue() ? *scoped_queue() : default_queue(); }
+  /// Blocks until the current queue's work has finished.
+  void Finish() { current_queue().Finish(); }
 
   /// Local size the device picks for a kernel when the caller gives none (1-D: the kernel's
   /// preferred multiple scaled up to a moderate group; other dimensions 1).
@@ -295,6 +301,22 @@ class Device {
   std::atomic<uint64_t> byte_limit_{ByteLimitFromEnvironment()};
   std::atomic<uint64_t> bytes_in_use_{0};
   std::atomic<uint64_t> peak_bytes_{0};
+};
+
+/// While alive, this thread's work on `device` that names no queue (kernel launches, copies,
+/// fills, BLAS calls, Device::Finish) goes to `queue` instead of the default queue. Scopes nest;
+/// other threads are not affected. The MOE layer runs each expert's net on a queue of its own
+/// this way, so the device can overlap them; the caller orders queues with Finish.
+class QueueScope {
+ public:
+  QueueScope(Device& device, Queue* queue);
+  ~QueueScope();
+  QueueScope(const QueueScope&) = delete;
+  QueueScope& operator=(const QueueScope&) = delete;
+
+ private:
+  const Device* device_;
+  Queue* previous_;
 };
 
 /// Every device of every backend, enumerated once (OpenCL platforms in order, then CUDA).

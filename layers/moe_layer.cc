@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "layers/host_math.h"
@@ -172,7 +174,41 @@ float FillerMean(const caffe::FillerParameter& f) {
   return 0.0f;  // xavier, msra: zero-mean
 }
 
+/// How many queues the experts of one MOE layer spread over: MPCAFFE_MOE_QUEUES when set (0 or 1:
+/// every expert on the layer's own queue), else one per expert.
+int ExpertQueueCount(int experts) {
+  const char* env = std::getenv("MPCAFFE_MOE_QUEUES");
+  if (!env || !*env) return experts;
+  char* end = nullptr;
+  const long n = std::strtol(env, &end, 10);
+  if (*end || n < 0) throw Error(std::string("MPCAFFE_MOE_QUEUES=") + env + ": expected a number ≥ 0");
+  return static_cast<int>(std::min<long>(n, experts));
+}
+
 }  // namespace
+
+/// Expert e's queue while alive (nothing when the experts share the layer's queue). Work the
+/// layer's queue enqueued before is finished first, so the expert sees its inputs.
+class MoeLayer::ExpertScope {
+ public:
+  ExpertScope(MoeLayer& layer, int e) {
+    if (layer.queues_.empty()) return;
+    if (!layer.queues_busy_) {
+      layer.device().Finish();
+      layer.queues_busy_ = true;
+    }
+    scope_.emplace(layer.device(), layer.queues_[e % layer.queues_.size()].get());
+  }
+
+ private:
+  std::optional<QueueScope> scope_;
+};
+
+void MoeLayer::JoinExperts() {
+  if (!queues_busy_) return;
+  for (auto& q : queues_) q->Finish();
+  queues_busy_ = false;
+}
 
 MoeLayer::MoeLayer(const caffe::LayerParameter& param, Device& device) : Layer(param, device) {
   bottom_type_ = DataTypeFromProto(param.bottom_data_type(), Describe());
@@ -294,6 +330,9 @@ void MoeLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Bl
     Fail("select_experts is " + std::to_string(select_) + " with " + std::to_string(num_experts()) +
          " experts (need 1 … number of experts)");
   for (size_t e = 0; e < experts_.size(); ++e) rows_.push_back(std::make_unique<Rows>());
+  const int queues = ExpertQueueCount(num_experts());
+  if (queues > 1)
+    for (int q = 0; q < queues; ++q) queues_.push_back(device().CreateQueue());
 }
 
 void MoeLayer::FeedInputs(Nested& n, const std::vector<Blob*>& bottom, const Rows* rows) {
@@ -424,6 +463,8 @@ void MoeLayer::ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<B
   const int dim = y.count(1);
   DeviceMemory* acc = top_type_ == DataType::kFloat32 ? y.mutable_device_data() : acc_.get();
   if (y.count()) device().Zero(acc, 0, static_cast<size_t>(y.count()) * 4);
+  // Each expert runs on its own queue (gather, net, in its scope); the mixing then adds the
+  // experts' outputs on the layer's queue in index order, so every mode sums alike.
   for (int e = 0; e < experts; ++e) {
     Rows& r = *rows_[e];
     Nested& ex = *experts_[e];
@@ -435,10 +476,16 @@ void MoeLayer::ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<B
       r.src[k] = full ? b : k;
       r.w[k] = gates_[static_cast<size_t>(b) * experts + e];
     }
+    ExpertScope scope(*this, e);
     r.Upload(device());
     if (!full && r.n == 0) continue;
     FeedInputs(ex, bottom, full ? nullptr : &r);
     ex.net->Forward();
+  }
+  JoinExperts();
+  for (int e = 0; e < experts; ++e) {
+    Rows& r = *rows_[e];
+    Nested& ex = *experts_[e];
     if (r.n == 0 || dim == 0) continue;
     const Affine xq = IsQuantized(ex.output->type()) ? ex.out_layer->TopAffine(ex.out_top) : Affine{};
     Kernel k = TypedKernel("scatter_add", ex.output->type());
@@ -522,11 +569,13 @@ void MoeLayer::BackwardImpl(const std::vector<Blob*>& top, const std::vector<boo
                           *bottom[j]->mutable_device_diff());
   }
 
-  // Experts: output diff w·dy on their rows, backward, input diffs added to the bottoms' rows.
+  // Experts: output diff w·dy on their rows and backward, each on its own queue; then their
+  // input diffs are added to the bottoms' rows on the layer's queue, in index order.
   for (int e = 0; e < experts; ++e) {
     Rows& r = *rows_[e];
     Nested& ex = *experts_[e];
     if (!r.n) continue;
+    ExpertScope scope(*this, e);
     Blob& out = *ex.output;
     if (out.count()) device().Zero(out.mutable_device_diff(), 0, out.bytes());
     if (dim) {
@@ -536,6 +585,12 @@ void MoeLayer::BackwardImpl(const std::vector<Blob*>& top, const std::vector<boo
       k.Launch1D(static_cast<size_t>(r.n) * dim);
     }
     ex.net->Backward();
+  }
+  JoinExperts();
+  for (int e = 0; e < experts; ++e) {
+    Rows& r = *rows_[e];
+    Nested& ex = *experts_[e];
+    if (!r.n) continue;
     for (size_t i = 0; i < ex.bottoms.size(); ++i) {
       const int j = ex.bottoms[i];
       Blob& in = *ex.net->input_blobs()[i];

@@ -57,6 +57,10 @@ double LoadBalancingLoss(const std::vector<int>& counts, int batch, int k);
 /// order either way. Backward (fp32) reaches the bottoms through the experts and the gating
 /// net (dp from the mixing weights, plus a straight-through estimate c_i/B ≈ (K/B)·Σ_b p_bi for
 /// the count tops' gradients).
+/// The experts run on queues of their own (one per expert; MPCAFFE_MOE_QUEUES=n spreads them over
+/// n, 0 or 1 keeps them on the layer's queue), so a device can overlap them: in grouped mode
+/// each expert's gather, net and backward go to its queue; the gating net, the mixing and the
+/// bottoms' gradients stay on the layer's queue, which waits for the experts before mixing.
 class MoeLayer : public Layer {
  public:
   MoeLayer(const caffe::LayerParameter& param, Device& device);
@@ -78,6 +82,8 @@ class MoeLayer : public Layer {
   /// expert_instances(k) times, in order).
   std::vector<Net*> nested_nets() const;
   int num_experts() const { return static_cast<int>(experts_.size()); }
+  /// Queues the experts run on (0: the layer's own queue).
+  int num_queues() const { return static_cast<int>(queues_.size()); }
   /// Where nested net k is saved in a caffemodel's copy of this layer (expert instances one
   /// expert_net entry each).
   static caffe::NetParameter* NestedProto(caffe::LayerParameter* saved, int k);
@@ -94,6 +100,9 @@ class MoeLayer : public Layer {
  private:
   struct Nested;
   struct Rows;
+  class ExpertScope;
+  /// Waits for the expert queues that an ExpertScope used since the last join.
+  void JoinExperts();
   void FeedInputs(Nested& net, const std::vector<Blob*>& bottom, const Rows* rows);
   std::vector<float> GateProbabilities();
   Kernel TypedKernel(const std::string& op, DataType type);
@@ -111,6 +120,8 @@ class MoeLayer : public Layer {
   std::shared_ptr<DeviceMemory> acc_;       // B × D float mixing accumulator (non-fp32 tops)
   std::shared_ptr<DeviceMemory> identity_;  // 0 … B−1 as int32
   int identity_rows_ = 0;
+  std::vector<std::unique_ptr<Queue>> queues_;  // the experts' queues (empty: the layer's own)
+  bool queues_busy_ = false;                      // work was sent to queues_ since the last join
 };
 
 }  // namespace mpcaffe

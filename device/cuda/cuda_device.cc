@@ -448,6 +448,7 @@ void CudaDevice::Check(CUresult result, const char* call, const std::string& con
 }
 
 CUstream CudaDevice::StreamOf(Queue* queue, const char* call) const {
+  if (!queue) queue = scoped_queue();
   if (!queue) return default_queue_->stream();
   auto* cuda_queue = dynamic_cast<CudaQueue*>(queue);
   if (!cuda_queue || cuda_queue->device() != this)

@@ -421,6 +421,7 @@ class OpenCLDevice : public Device {
 
  private:
   cl_command_queue Q(Queue* queue) const {
+    if (!queue) queue = scoped_queue();
     return queue ? static_cast<OpenCLQueue*>(queue)->get() : queue_->get();
   }
   static double Seconds(std::chrono::steady_clock::time_point start) {
@@ -584,6 +585,7 @@ cl_mem NativeBuffer(const DeviceMemory& mem) {
 cl_command_queue NativeQueue(Device& device, Queue* queue) {
   if (device.backend() != Backend::kOpenCL)
     throw DeviceError("NativeQueue: " + device.Describe() + " is not an OpenCL device");
+  if (!queue) queue = device.scoped_queue();
   return queue ? static_cast<OpenCLQueue*>(queue)->get()
                : static_cast<OpenCLDevice&>(device).default_cl_queue();
 }

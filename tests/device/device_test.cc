@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "codegen/kernel_writer.h"
@@ -155,6 +156,41 @@ TEST(Kernel, DeviceChoosesALocalSizeWhenNoneIsGiven) {
   d.Read(y, out.data(), out.size());
   for (int r = 0; r < H; ++r)
     for (int c = 0; c < W; ++c) ASSERT_EQ(out[r * W + c], r * 1000 + c);
+}
+
+/// QueueScope routes this thread's queue-less work to another queue: nesting restores the
+/// outer queue, other threads keep the default, and launches, fills and copies made in the scope
+/// complete on that queue.
+TEST(Queue, ScopeRoutesThisThreadsWorkToAnotherQueue) {
+  Device& d = DefaultDevice();
+  auto q1 = d.CreateQueue(), q2 = d.CreateQueue();
+  EXPECT_EQ(d.scoped_queue(), nullptr);
+  EXPECT_EQ(&d.current_queue(), &d.default_queue());
+  KernelWriter w(KernelTarget::Of(d));
+  w.Kernel("add_index").Value("int", "n").Out("int", "y").Body(R"(  $loop(i, n) { y[i] += (int)i; }
+)");
+  Kernel k = d.BuildProgram(w.Source(), "", ProgramHints::OneDimensional())->GetKernel("add_index");
+  const int n = 1000;
+  auto y = d.Alloc<int32_t>(n);
+  std::vector<int32_t> ones(n, 1), out(n);
+  {
+    QueueScope outer(d, q1.get());
+    EXPECT_EQ(d.scoped_queue(), q1.get());
+    {
+      QueueScope inner(d, q2.get());
+      EXPECT_EQ(&d.current_queue(), q2.get());
+      bool other_thread_default = false;
+      std::thread([&] { other_thread_default = d.scoped_queue() == nullptr; }).join();
+      EXPECT_TRUE(other_thread_default);
+    }
+    EXPECT_EQ(d.scoped_queue(), q1.get());
+    d.Write(y, ones.data(), n);
+    k.Arg(int32_t{n}).Arg(y).Launch1D(n);
+    d.Finish();  // the scope's queue
+    d.Read(y, out.data(), n);
+  }
+  EXPECT_EQ(d.scoped_queue(), nullptr);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], 1 + i);
 }
 
 TEST(Kernel, MissingArgumentsNameTheKernel) {

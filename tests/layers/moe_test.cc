@@ -254,6 +254,92 @@ TEST(Moe, GroupedEqualsFullForwardInEveryDtype) {
   }
 }
 
+/// MPCAFFE_MOE_QUEUES while alive (restored after).
+class QueuesEnv {
+ public:
+  explicit QueuesEnv(const char* value) {
+    if (const char* old = std::getenv("MPCAFFE_MOE_QUEUES")) old_ = old, had_ = true;
+    setenv("MPCAFFE_MOE_QUEUES", value, 1);
+  }
+  ~QueuesEnv() {
+    if (had_) setenv("MPCAFFE_MOE_QUEUES", old_.c_str(), 1);
+    else unsetenv("MPCAFFE_MOE_QUEUES");
+  }
+
+ private:
+  std::string old_;
+  bool had_ = false;
+};
+
+/// The experts on queues of their own (the default) give the same bytes as all on one queue:
+/// forward in every dtype and both modes, and the fp32 gradients.
+TEST(Moe, ExpertsOnTheirOwnQueuesMatchOneQueue) {
+  const int B = 11, in = 6, out = 5;
+  const std::vector<float> x = RandomInput(B * in, 41);
+  caffe::NetParameter weights;
+  {
+    Net ref(Text(SmallMoe(DataType::kFloat32, B, in, out, 3, 2, 2, false)), Dev());
+    ref.ToProto(&weights);
+  }
+  for (bool full : {false, true}) {
+    for (DataType t : kAllDataTypes) {
+      SCOPED_TRACE(std::string(Name(t)) + (full ? " full_forward" : " grouped"));
+      const std::string text = SmallMoe(t, B, in, out, 3, 2, 2, full);
+      auto parallel = BuildTyped(text, weights, x);
+      std::unique_ptr<Net> serial;
+      {
+        QueuesEnv one("1");
+        serial = BuildTyped(text, weights, x);
+      }
+      EXPECT_EQ(Moe(*parallel).num_queues(), 4);
+      EXPECT_EQ(Moe(*serial).num_queues(), 0);
+      caffe::NetParameter ranges;
+      parallel->ToProto(&ranges);
+      serial->CopyTrainedLayersFrom(ranges);
+      for (int round = 0; round < 2; ++round) {
+        const std::vector<float> xr = RandomInput(B * in, 50 + round);
+        parallel->blob("data").FromFloat(xr);
+        serial->blob("data").FromFloat(xr);
+        parallel->Forward();
+        serial->Forward();
+        EXPECT_EQ(Moe(*parallel).gates(), Moe(*serial).gates());
+        EXPECT_EQ(parallel->blob("moe").ToFloat(), serial->blob("moe").ToFloat());
+      }
+    }
+  }
+  // fp32 TRAIN: the bottom's and every parameter's gradient, bit for bit.
+  NetOptions o;
+  o.phase = caffe::TRAIN;
+  const std::string text = SmallMoe(DataType::kFloat32, B, in, out, 3, 2, 2, false);
+  Net parallel(Text(text), Dev(), o);
+  QueuesEnv one("0");
+  Net serial(Text(text), Dev(), o);
+  serial.CopyTrainedLayersFrom(weights);
+  parallel.CopyTrainedLayersFrom(weights);
+  std::vector<float> dy = RandomInput(B * out, 7);
+  for (Net* net : {&parallel, &serial}) {
+    net->blob("data").FromFloat(x);
+    net->Forward();
+    net->ClearParamDiffs();
+    std::memcpy(net->blob("moe").mutable_host_diff(), dy.data(), dy.size() * 4);
+    for (const char* top : {"observed", "expected"}) {
+      Blob& b = net->blob(top);
+      std::fill_n(static_cast<float*>(b.mutable_host_diff()), b.count(), 0.0f);
+    }
+    const int li = net->layer_index("moe");
+    Moe(*net).Backward(net->top_vecs()[li], {true}, net->bottom_vecs()[li]);
+  }
+  auto diff = [](Blob& b) {
+    const float* d = static_cast<const float*>(b.host_diff());
+    return std::vector<float>(d, d + b.count());
+  };
+  EXPECT_EQ(diff(parallel.blob("data")), diff(serial.blob("data")));
+  ASSERT_EQ(parallel.learnable_params().size(), serial.learnable_params().size());
+  for (size_t p = 0; p < parallel.learnable_params().size(); ++p)
+    EXPECT_EQ(diff(*parallel.learnable_params()[p]), diff(*serial.learnable_params()[p]))
+        << parallel.learnable_param_names()[p];
+}
+
 // ---- Load balancing -------------------------------------------------------------------------
 
 /// A hand-made batch: one-hot samples and a gating weight matrix that sends sample b to chosen
