@@ -75,6 +75,7 @@ const void* SyncedMemory::host_data() {
 void* SyncedMemory::mutable_host_data() {
   ToHost();
   head_ = Head::kHost;
+  ++version_;
   return host_.data();
 }
 
@@ -86,7 +87,15 @@ DeviceMemory* SyncedMemory::device_data() {
 DeviceMemory* SyncedMemory::mutable_device_data() {
   ToDevice();
   head_ = Head::kDevice;
+  ++version_;
   return device_mem_.get();
+}
+
+void SyncedMemory::ReleaseDevice() {
+  if (!device_mem_) return;
+  ToHost();
+  device_mem_.reset();
+  head_ = Head::kHost;
 }
 
 void SyncedMemory::SetDeviceMemory(std::shared_ptr<DeviceMemory> memory) {
@@ -225,6 +234,10 @@ void Blob::FromFloat(const std::vector<float>& values) {
         static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(r);
     }
   }
+}
+
+void Blob::ReleaseDeviceData() {
+  if (data_) data_->ReleaseDevice();
 }
 
 void Blob::SetDataMemory(std::shared_ptr<DeviceMemory> memory) {

@@ -36,6 +36,9 @@ class SyncedMemory {
 
   size_t bytes() const { return bytes_; }
   Head head() const { return head_; }
+  /// Counts the mutable accesses (host or device): a changed version means the contents may
+  /// have changed since it was read.
+  uint64_t version() const { return version_; }
 
   /// Host side, copied from the device first when the device is newer. Fresh memory is zero.
   const void* host_data();
@@ -47,6 +50,10 @@ class SyncedMemory {
   DeviceMemory* mutable_device_data();
   /// The shared allocation (for sharing device memory between blobs).
   const std::shared_ptr<DeviceMemory>& device_memory() const { return device_mem_; }
+
+  /// Keeps the contents on the host only (copied there first when the device was newer) and
+  /// frees the device side; the next device access uploads them again.
+  void ReleaseDevice();
 
   /// Uses `memory` (at least bytes() long, possibly shared with other blobs) as the device side.
   /// The current contents are kept when the device side was the newest (copied over) and the
@@ -66,6 +73,7 @@ class SyncedMemory {
   std::vector<uint8_t> host_;
   std::shared_ptr<DeviceMemory> device_mem_;
   Head head_ = Head::kUninitialized;
+  uint64_t version_ = 0;
 };
 
 /// An N-d tensor of one data type. Shapes follow Caffe: a list of non-negative dimensions; a
@@ -130,11 +138,19 @@ class Blob {
     return vptr<T>(data_->device_memory());
   }
 
+  /// SyncedMemory::version() of the data: layers re-derive what they keep from a parameter
+  /// (packed weights, weight sums, accumulator bias) when it changed.
+  uint64_t data_version() const { return data_ ? data_->version() : 0; }
+
   /// Host values as floats (quantized types: raw integer values, not dequantized) and back.
   std::vector<float> ToFloat() const;
   /// Writes `values` (count() of them) converted to the storage type (fp16 rounds to nearest
   /// even; quantized types round and saturate the given integer values).
   void FromFloat(const std::vector<float>& values);
+
+  /// SyncedMemory::ReleaseDevice of the data: for parameters a layer keeps in a derived form
+  /// (repacked convolution weights) under reduced memory.
+  void ReleaseDeviceData();
 
   /// Uses `memory` as the device side of the data (reduced-memory sharing). It must hold at
   /// least bytes().

@@ -145,6 +145,9 @@ class ConvolutionLayer : public Layer {
       bias_ = device().Allocate(bytes.size());
       device().CopyToDevice(bytes.data(), bias_.get(), 0, bytes.size());
     }
+    // The forward pass reads only the repacked copy; the blob's device copy comes back when
+    // the weights change (or a backward pass needs it).
+    if (release_param_copies()) blobs_[0]->ReleaseDeviceData();
     prepared_key_ = key;
   }
 

@@ -373,6 +373,15 @@ void Layer::Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& 
       q.Forward(b.mutable_data_ptr<float>(), b.count());
   };
   DrawPendingFills();
+  // A parameter written since the last pass (a solver update, a host view, a shared owner)
+  // invalidates what the layer derived from it.
+  bool changed = param_versions_.size() != blobs_.size();
+  param_versions_.resize(blobs_.size());
+  for (size_t i = 0; i < blobs_.size(); ++i) {
+    const uint64_t v = blobs_[i]->data_version();
+    if (v != param_versions_[i]) changed = true, param_versions_[i] = v;
+  }
+  if (changed) ParamsChanged();
   for (size_t i = 0; i < bottom.size(); ++i) hook(*bottom_quantizers_[i], *bottom[i]);
   for (size_t i = 0; i < blobs_.size(); ++i) {
     quant::Quantizer& q = *blob_quantizers_[i];

@@ -138,6 +138,11 @@ class Layer {
   std::vector<float> ParamAsFloat(int i);
   /// Called after parameter blobs or quantizer ranges changed (drops derived device data).
   virtual void ParamsChanged() {}
+  /// Reduced-memory inference: a layer that keeps a parameter on the device in a derived form
+  /// (repacked convolution weights) frees the parameter's own device copy once derived; the
+  /// host copy stays for deriving again after a change.
+  void set_release_param_copies(bool release) { release_param_copies_ = release; }
+  bool release_param_copies() const { return release_param_copies_; }
 
   quant::Quantizer& bottom_quantizer(int i) { return *bottom_quantizers_.at(i); }
   quant::Quantizer& top_quantizer(int i) { return *top_quantizers_.at(i); }
@@ -207,7 +212,9 @@ class Layer {
   std::vector<std::unique_ptr<quant::Quantizer>> bottom_quantizers_, top_quantizers_,
       blob_quantizers_;
   bool set_up_ = false;
+  bool release_param_copies_ = false;
   std::vector<std::unique_ptr<caffe::FillerParameter>> pending_fill_;  // per parameter blob
+  std::vector<uint64_t> param_versions_;  // data_version() of each parameter at the last Forward
 };
 
 }  // namespace mpcaffe

@@ -375,7 +375,10 @@ void Net::Build(const caffe::NetParameter& given) {
     SetQuantMode(static_cast<quant::QuantizerMode>(state_.quantizer_mode()));
   SetUpBackward();
   if (options_.synthetic_data) FillSyntheticInputs();
-  if (reduced_memory_) PlanMemory();
+  if (reduced_memory_) {
+    for (auto& l : layers_) l->set_release_param_copies(true);
+    PlanMemory();
+  }
 }
 
 void Net::SetUpBackward() {

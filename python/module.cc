@@ -5,9 +5,12 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cache/program_cache.h"
@@ -67,15 +70,101 @@ py::dtype StorageDtype(DataType type) {
   throw mpcaffe::Error("unknown data type");
 }
 
+/// The NumPy views handed out and still alive. Each run (forward, backward, a solver step) first
+/// makes the host side newest for every view whose bytes changed since the last run, so writes
+/// through a view held across runs reach the device (and layers re-derive packed weights from
+/// changed parameters); after the run every live view is brought up to date with the device.
+/// A view whose blob was reshaped since is dropped (its memory belongs to the old shape).
+class LiveViews {
+ public:
+  void Add(const py::array& array, Blob& blob, bool diff) {
+    Entry e{py::weakref(py::handle(array)), &blob, diff, const_cast<void*>(array.data()),
+            static_cast<size_t>(array.nbytes()), 0};
+    e.hash = Hash(e);
+    entries_.push_back(std::move(e));
+  }
+
+  /// Host side newest where the user wrote. Holds the GIL.
+  void BeforeRun() {
+    Prune();
+    for (Entry& e : entries_)
+      if (Hash(e) != e.hash && Pointer(e, /*mutable_host=*/true) != e.ptr) e.blob = nullptr;
+    Prune();
+  }
+
+  /// Every live view current with the device. Holds the GIL.
+  void AfterRun() {
+    Prune();
+    for (Entry& e : entries_) {
+      if (Pointer(e, /*mutable_host=*/false) != e.ptr) e.blob = nullptr;
+      else e.hash = Hash(e);
+    }
+    Prune();
+  }
+
+ private:
+  struct Entry {
+    py::weakref array;
+    Blob* blob;
+    bool diff;
+    void* ptr;
+    size_t bytes;
+    size_t hash;
+  };
+  static size_t Hash(const Entry& e) {
+    return std::hash<std::string_view>()(std::string_view(static_cast<const char*>(e.ptr), e.bytes));
+  }
+  static const void* Pointer(Entry& e, bool mutable_host) {
+    if (e.blob->bytes() != e.bytes) return nullptr;
+    if (mutable_host) return e.diff ? e.blob->mutable_host_diff() : e.blob->mutable_host_data();
+    return e.diff ? e.blob->host_diff() : e.blob->host_data();
+  }
+  void Prune() {
+    std::vector<Entry> alive;
+    for (Entry& e : entries_)
+      if (e.blob && !e.array().is_none()) alive.push_back(std::move(e));
+    entries_.swap(alive);
+  }
+  std::vector<Entry> entries_;
+};
+
+LiveViews& Views() {
+  static LiveViews* views = new LiveViews();  // never destroyed: its weakrefs outlive Python's exit
+  return *views;
+}
+
+/// Runs `work` with the GIL released between the live views' before and after steps.
+template <typename Work>
+auto RunWithViews(Work&& work) {
+  Views().BeforeRun();
+  struct After {
+    ~After() noexcept(false) {
+      if (!std::uncaught_exceptions()) {
+        Views().AfterRun();
+        return;
+      }
+      try {
+        Views().AfterRun();
+      } catch (const std::exception&) {  // the run's own error is the one to report
+      }
+    }
+  } after;
+  py::gil_scoped_release release;
+  return work();
+}
+
 /// A writable view of the blob's host data or diff; `owner` (the Python Blob) keeps it alive.
-/// Taking the view makes the host side the newest, so writes reach the next forward pass.
+/// Taking the view makes the host side the newest, so writes reach the next forward pass; a
+/// view kept across runs stays live both ways (see LiveViews).
 py::array HostView(py::object owner, bool diff) {
   Blob& blob = owner.cast<Blob&>();
   std::vector<py::ssize_t> shape(blob.shape().begin(), blob.shape().end());
   py::dtype dtype = StorageDtype(blob.type());
   if (blob.count() == 0) return py::array(dtype, shape);
   void* ptr = diff ? blob.mutable_host_diff() : blob.mutable_host_data();
-  return py::array(dtype, shape, ptr, owner);
+  py::array view(dtype, shape, ptr, owner);
+  Views().Add(view, blob, diff);
+  return view;
 }
 
 mpcaffe::NetOptions MakeOptions(int phase, int level, const std::vector<std::string>& stages,
@@ -263,21 +352,13 @@ PYBIND11_MODULE(_mpcaffe, m) {
       .def("layer_tops", [](const Net& n, int i) { return BlobNamesOf(n, n.top_vecs().at(i)); })
       .def_property_readonly("input_names", [](const Net& n) { return BlobNamesOf(n, n.input_blobs()); })
       .def_property_readonly("output_names", [](const Net& n) { return BlobNamesOf(n, n.output_blobs()); })
-      .def("forward", [](Net& n) {
-        py::gil_scoped_release release;
-        return n.Forward();
-      }, "Runs every layer; returns the weighted loss.")
+      .def("forward", [](Net& n) { return RunWithViews([&] { return n.Forward(); }); }, "Runs every layer; returns the weighted loss.")
       .def("forward_from_to", [](Net& n, int start, int end) {
-        py::gil_scoped_release release;
-        return n.ForwardFromTo(start, end);
+        return RunWithViews([&] { return n.ForwardFromTo(start, end); });
       })
-      .def("backward", [](Net& n) {
-        py::gil_scoped_release release;
-        n.Backward();
-      }, "Sets the loss tops' diffs to their weights and back-propagates through every layer.")
+      .def("backward", [](Net& n) { RunWithViews([&] { n.Backward(); }); }, "Sets the loss tops' diffs to their weights and back-propagates through every layer.")
       .def("backward_from_to", [](Net& n, int start, int end) {
-        py::gil_scoped_release release;
-        n.BackwardFromTo(start, end);
+        RunWithViews([&] { n.BackwardFromTo(start, end); });
       })
       .def("reshape", &Net::Reshape)
       .def_property("quant_mode", [](const Net& n) { return static_cast<int>(n.quant_mode()); },
@@ -331,15 +412,15 @@ PYBIND11_MODULE(_mpcaffe, m) {
       .def_property_readonly("smoothed_loss", &mpcaffe::Solver::smoothed_loss)
       .def_property_readonly("learning_rate", &mpcaffe::Solver::GetLearningRate)
       .def("step", [](mpcaffe::Solver& s, int iters) {
-        py::gil_scoped_release release;
-        s.Step(iters);
-        return s.smoothed_loss();
+        return RunWithViews([&] {
+          s.Step(iters);
+          return s.smoothed_loss();
+        });
       }, "Runs `iters` iterations; returns the smoothed loss.")
       .def("solve", [](mpcaffe::Solver& s, const std::string& resume) {
-        py::gil_scoped_release release;
-        s.Solve(resume);
+        RunWithViews([&] { s.Solve(resume); });
       }, py::arg("resume_file") = "")
-      .def("test", &mpcaffe::Solver::Test)
+      .def("test", [](mpcaffe::Solver& s, int i) { return RunWithViews([&] { return s.Test(i); }); })
       .def("test_output_names", &mpcaffe::Solver::TestOutputNames)
       .def("snapshot", &mpcaffe::Solver::Snapshot)
       .def("restore", &mpcaffe::Solver::Restore)

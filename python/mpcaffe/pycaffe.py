@@ -164,7 +164,6 @@ class Net:
             blob.data[...] = value
         if reshaped:
             self._net.reshape()
-        self._inputs_from_host()
         first = 0 if start is None else self._layer_index(start, "start")
         last = len(self._layers) - 1 if end is None else self._layer_index(end, "end")
         if first == 0 and last == len(self._layers) - 1:
@@ -174,13 +173,6 @@ class Net:
         names = list(self.outputs) if end is None else list(self._layers[last].tops)
         names += [b for b in (blobs or []) if b not in names]
         return {name: self._blobs[name].data for name in names}
-
-    def _inputs_from_host(self):
-        """Marks the inputs' host copies newest, so writes through views taken before an
-        earlier forward (x = net.blobs["data"].data; ...; x[...] = v) reach this one too.
-        Parameter views do not get this: take a fresh .data view to change weights."""
-        for name in self._net.input_names:
-            self._blobs[name].data  # taking a view syncs to the host and marks it newest
 
     def backward(self, start=None, end=None):
         """Back-propagates from the loss tops (whole net, or layers end..start in reverse
@@ -246,9 +238,8 @@ class Solver:
         return self._solver.learning_rate
 
     def step(self, iters):
-        """Runs `iters` iterations; returns the smoothed training loss. The train net's input
-        blobs are read from their host copies (write them through .data before each step)."""
-        self.net._inputs_from_host()
+        """Runs `iters` iterations; returns the smoothed training loss. Input blobs written
+        through .data (a fresh view or one kept from before) are what the first iteration reads."""
         return self._solver.step(int(iters))
 
     def solve(self, resume_file=None):

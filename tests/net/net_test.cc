@@ -408,5 +408,39 @@ TEST(Net, ReducedMemoryAlexNetUsesLessPeakMemoryWithIdenticalOutputs) {
   EXPECT_EQ(outputs[0], outputs[1]);
 }
 
+/// Under reduced memory the convolution keeps only its repacked weights on the device: the
+/// weight blob's own device copy is freed after packing, the output is unchanged, and weights
+/// written later (host side) are packed again for the next forward.
+TEST(Net, ReducedMemoryFreesRepackedConvolutionWeights) {
+  const std::string text = R"(
+    layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 9 dim: 9 } } }
+    layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+            convolution_param { num_output: 5 kernel_size: 3 pad: 1
+              weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "constant" value: 0.1 } } }
+    layer { name: "relu" type: "ReLU" bottom: "conv" top: "conv" })";
+  std::vector<float> input(2 * 3 * 9 * 9);
+  for (size_t i = 0; i < input.size(); ++i) input[i] = std::sin(0.37f * static_cast<float>(i));
+  std::vector<float> out[2], changed[2];
+  for (int rm = 0; rm < 2; ++rm) {
+    NetOptions o;
+    o.reduced_memory = rm;
+    Net net(Text(text), Dev(), o);
+    Blob& w = net.layer("conv").param_blob(0);
+    net.blob("data").FromFloat(input);
+    net.Forward();
+    out[rm] = net.blob("conv").ToFloat();
+    EXPECT_EQ(w.device_bytes(), rm ? 0u : w.bytes());
+    std::vector<float> values = w.ToFloat();
+    for (float& v : values) v = -v;
+    net.layer("conv").SetParamFromFloat(0, values);
+    net.Forward();
+    changed[rm] = net.blob("conv").ToFloat();
+    EXPECT_EQ(w.device_bytes(), rm ? 0u : w.bytes());
+  }
+  EXPECT_EQ(out[0], out[1]);
+  EXPECT_EQ(changed[0], changed[1]);
+  EXPECT_NE(out[0], changed[0]);
+}
+
 }  // namespace
 }  // namespace mpcaffe

@@ -177,6 +177,46 @@ def test_cpp_errors_arrive_as_python_exceptions(tmp_path):
         net.copy_from(str(tmp_path / "absent.caffemodel"))
 
 
+def test_views_held_across_runs_stay_live(tmp_path):
+    """Views kept across forward passes work both ways: writes to held parameter views reach the
+    next forward (fp32, and int8 where the weight sums feed the input zero point's correction),
+    and held output views show each new forward's results."""
+    net = caffe.Net(_fc_net(batch=4), caffe.TEST)
+    w, b = (p.data for p in net.params["ip"])
+    out = net.blobs["out"].data
+    x = np.random.default_rng(2).uniform(-1, 1, (4, 5)).astype(np.float32)
+    net.forward(data=x)
+    first = out.copy()
+    np.testing.assert_allclose(first, x @ w.T + b, rtol=1e-5, atol=1e-5)
+    w *= 2
+    b[...] = 0
+    net.forward(data=x)
+    np.testing.assert_allclose(out, x @ w.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(out, net.blobs["out"].data)
+    net.forward(data=-x)
+    np.testing.assert_allclose(out, -x @ w.T, rtol=1e-5, atol=1e-5)
+
+    # int8: inputs in [-1, 1] give a non-zero input zero point, so stale weight sums would show.
+    f = caffe.Net(_fc_net(batch=4), caffe.TEST)
+    f.quant_mode = caffe.quantizer_mode.CAFFE_QUANT_OBSERVE
+    f.forward(data=x)
+    weights = str(tmp_path / "calibrated.caffemodel")
+    f.save(weights)
+    q = caffe.Net(_fc_net(DT.CAFFE_INT8_QUANTIZED, batch=4), caffe.TEST, weights=weights)
+    held = q.params["ip"][0].data
+    assert held.dtype == np.uint8
+    before = q.forward(data=x)["out"].copy()
+    flipped = held[::-1].copy()
+    held[...] = flipped
+    after = q.forward(data=x)["out"].copy()
+    assert not np.array_equal(before, after)
+    fresh = caffe.Net(_fc_net(DT.CAFFE_INT8_QUANTIZED, batch=4), caffe.TEST, weights=weights)
+    fresh.params["ip"][0].data[...] = flipped
+    np.testing.assert_array_equal(fresh.forward(data=x)["out"], after)
+    held[...] = flipped[::-1]
+    np.testing.assert_array_equal(q.forward(data=x)["out"], before)
+
+
 def test_int8_weight_writes_reach_the_next_forward(paper_models, tmp_path):
     """Writing int8 weights through a fresh .data view (pycaffe's way: `.data` is taken at each
     access) refreshes everything derived from them (packed weights, weight sums): the output
