@@ -1,5 +1,5 @@
 // libdnn/blas.cc — the BLAS multiplexer: availability, choice (environment, tuning table,
-// default) and the CLBlast calls on our OpenCL queue and buffers.
+// default) and the CLBlast calls on our OpenCL queue and buffers (cuBLAS: libdnn/cublas_gemm.cc).
 #include "libdnn/blas.h"
 
 #include <cstdlib>
@@ -11,6 +11,7 @@
 #include <clblast.h>
 #include <clblast_half.h>
 #endif
+#include "libdnn/cublas_gemm.h"
 
 namespace mpcaffe::libdnn {
 
@@ -104,7 +105,15 @@ bool Available(BlasImpl impl, const Device& device, const GemmDesc& desc, std::s
       return true;
 #endif
     case BlasImpl::kCuBLAS:
-      return no("cuBLAS is not built into this version of mpcaffe");
+#ifndef MPCAFFE_HAVE_CUDA
+      return no("built without the CUDA backend (no CUDA toolkit at build time)");
+#else
+      if (device.backend() != Backend::kCuda) return no("cuBLAS runs on CUDA devices only");
+      if (IsQuantized(desc.type)) return no("mpcaffe uses cuBLAS for fp32 and fp16 GEMMs only");
+      if (desc.bias || desc.relu) return no("cuBLAS cannot fuse bias or ReLU");
+      if (const std::string problem = CublasLoadProblem(); !problem.empty()) return no(problem);
+      return true;
+#endif
   }
   return false;
 }
@@ -145,6 +154,13 @@ Event BlasGemm::Run(const GemmArgs& args, Queue* queue) {
     if (!args.a || !args.b || !args.c)
       throw Error("BLAS GEMM " + desc_.ToString() + ": A, B and C buffers are required");
     return RunClBlast(*device_, desc_, args, queue);
+  }
+#endif
+#ifdef MPCAFFE_HAVE_CUDA
+  if (impl_ == BlasImpl::kCuBLAS) {
+    if (!args.a || !args.b || !args.c)
+      throw Error("BLAS GEMM " + desc_.ToString() + ": A, B and C buffers are required");
+    return RunCublasGemm(*device_, desc_, args, queue);
   }
 #endif
   throw Error(std::string("BLAS GEMM ") + desc_.ToString() + ": no runner for " +

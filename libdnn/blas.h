@@ -1,18 +1,20 @@
-// libdnn/blas.h — the BLAS multiplexer: runs a GEMM through LibDNN's generated kernels or
-// CLBlast (OpenCL fp32/fp16, on our queue and buffers), choosing per (operation, dtype,
+// libdnn/blas.h — the BLAS multiplexer: runs a GEMM through LibDNN's generated kernels,
+// CLBlast (OpenCL fp32/fp16, on our queue and buffers) or cuBLAS (CUDA fp32/fp16, in our context
+// on our stream and memory; libcublas opened at run time), choosing per (operation, dtype,
 // backend, shape) from the measurement the Tuner recorded in the tuning table.
 //
 // Choice, in order: MPCAFFE_BLAS=libdnn|clblast|cublas|auto (a forced library is used wherever
 // it supports the GEMM, LibDNN elsewhere); else the tuning table's "blas_gemm" record for the
 // device and GemmDesc::ToString(); else the documented default, LibDNN (on PoCL it measured
-// faster than CLBlast on every benchmark shape, docs/BENCHMARKS.md). cuBLAS is not built into
-// this version: "cublas" falls back to LibDNN (Available() says so).
+// faster than CLBlast on every benchmark shape, docs/BENCHMARKS.md; on CUDA devices the tuner's
+// measurement decides between LibDNN and cuBLAS).
 #pragma once
 
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "libdnn/cublas_gemm.h"
 #include "libdnn/gemm.h"
 
 namespace mpcaffe::libdnn {
@@ -25,7 +27,8 @@ const char* BlasImplName(BlasImpl impl);
 std::optional<BlasImpl> ParseBlasImpl(const std::string& name);
 
 /// Whether `impl` can run `desc` on `device`; when not, `why` (if given) says why.
-/// CLBlast: OpenCL devices, fp32/fp16, no fused bias/ReLU, built with CLBlast.
+/// CLBlast: OpenCL devices, fp32/fp16, no fused bias/ReLU, built with CLBlast. cuBLAS: CUDA
+/// devices, fp32/fp16 (fp32 arithmetic), no fused bias/ReLU, libcublas loadable.
 bool Available(BlasImpl impl, const Device& device, const GemmDesc& desc,
                std::string* why = nullptr);
 

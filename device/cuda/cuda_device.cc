@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "device/backends.h"
+#include "device/cuda/cuda_interop.h"
 #include "device/cuda/driver_api.h"
 #include "device/cuda/nvrtc.h"
 #include "device/program_store.h"
@@ -782,6 +783,43 @@ std::string ErrorName(const DriverApi& api, CUresult result) {
 std::unique_ptr<Device> CreateCudaDevice(const DriverApi& api, int ordinal) {
   return std::make_unique<CudaDevice>(api, ordinal);
 }
+
+namespace {
+CudaDevice& AsCuda(Device& device, const char* call) {
+  auto* cuda = dynamic_cast<CudaDevice*>(&device);
+  if (!cuda) throw DeviceError(std::string(call) + ": " + device.Describe() + " is not a CUDA device");
+  return *cuda;
+}
+}  // namespace
+
+uint64_t NativeAddress(const DeviceMemory& mem, size_t byte_offset, size_t bytes) {
+  return AsCuda(*mem.device(), "cuda::NativeAddress").Address(&mem, byte_offset, bytes, "cuda::NativeAddress");
+}
+
+void* NativeStream(Device& device, Queue* queue) {
+  return AsCuda(device, "cuda::NativeStream").StreamOf(queue, "cuda::NativeStream");
+}
+
+Event TimedOnStream(Device& device, Queue* queue, const std::function<void()>& enqueue) {
+  CudaDevice& cuda = AsCuda(device, "cuda::TimedOnStream");
+  ContextScope scope(cuda);
+  CUstream stream = cuda.StreamOf(queue, "cuda::TimedOnStream");
+  auto event = std::make_shared<CudaEvent>(cuda);
+  event->RecordStart(stream);
+  enqueue();
+  event->RecordEnd(stream);
+  return Event(event);
+}
+
+struct NativeContext::Impl {
+  explicit Impl(const CudaDevice& device) : scope(device) {}
+  ContextScope scope;
+};
+
+NativeContext::NativeContext(Device& device)
+    : impl_(std::make_unique<Impl>(AsCuda(device, "cuda::NativeContext"))) {}
+
+NativeContext::~NativeContext() = default;
 
 }  // namespace cuda
 

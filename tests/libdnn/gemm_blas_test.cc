@@ -92,6 +92,43 @@ TEST(BlasMultiplexer, ClBlastOnOurQueueAgreesWithLibDNN) {
     }
 }
 
+/// The toolkit's libcublas opens and has every entry point mpcaffe calls (running it needs a
+/// CUDA device: see the next test).
+TEST(BlasMultiplexer, CublasLibraryLoadsWithEveryEntryPoint) {
+#ifndef MPCAFFE_HAVE_CUDA
+  GTEST_SKIP() << "cuBLAS: " << CublasLoadProblem();
+#else
+  EXPECT_EQ(CublasLoadProblem(), "");
+  std::string why;
+  EXPECT_FALSE(Available(BlasImpl::kCuBLAS, DefaultDevice(), FloatDesc(DataType::kFloat32, 4, 4, 4,
+                                                                       false, false), &why) &&
+               DefaultDevice().backend() != Backend::kCuda);
+#endif
+}
+
+/// cuBLAS in our context, on our stream and memory, gives LibDNN's results (small integers:
+/// exact in both) for fp32 and fp16, every transposition.
+TEST(BlasMultiplexer, CublasOnOurStreamAgreesWithLibDNN) {
+  Device* cuda = nullptr;
+  for (Device* d : DeviceList())
+    if (d->backend() == Backend::kCuda) cuda = d;
+  if (!cuda) {
+    std::string report;
+    for (const std::string& line : BackendReports())
+      if (line.rfind("cuda", 0) == 0) report = line;
+    GTEST_SKIP() << "no CUDA device to run cuBLAS on (" << report << ")";
+  }
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16})
+    for (auto [ta, tb] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
+      const GemmDesc d = FloatDesc(t, 19, 23, 37, ta, tb);
+      std::string why;
+      ASSERT_TRUE(Available(BlasImpl::kCuBLAS, *cuda, d, &why)) << why;
+      BlasGemm ours(*cuda, d, {}, BlasImpl::kLibDNN), theirs(*cuda, d, {}, BlasImpl::kCuBLAS);
+      EXPECT_EQ(theirs.impl(), BlasImpl::kCuBLAS);
+      EXPECT_EQ(RunFloat(*cuda, ours, 5), RunFloat(*cuda, theirs, 5)) << d.ToString();
+    }
+}
+
 TEST(BlasMultiplexer, EnvironmentForcesAChoiceWhereSupported) {
   Device& dev = DefaultDevice();
   GemmDesc f = FloatDesc(DataType::kFloat32, 8, 8, 8, false, false);
