@@ -35,20 +35,6 @@ struct Result {
   double ms = 0, gflops = 0;
 };
 
-const char* JsonDtype(DataType t) {
-  switch (t) {
-    case DataType::kFloat32:
-      return "fp32";
-    case DataType::kFloat16:
-      return "fp16";
-    case DataType::kInt16Q:
-      return "int16";
-    case DataType::kInt8Q:
-      return "int8";
-  }
-  return "?";
-}
-
 /// The benchmark's GEMM: A = weights (M×K), B = activations (K×N), row-major, no transposes
 /// (Caffe's convolution-as-GEMM and inner product at batch N); quantized: uint8/uint16 with
 /// nonzero zero points on both sides, per-tensor requantization to the same type.
@@ -85,7 +71,7 @@ class Bench {
       ms = std::min(ms, libdnn::TimeMs(run, 2));
     Result r{impl, t, s, ms, 2.0 * s.M * s.N * s.K / (ms * 1e6)};
     std::printf("  %-8s %-5s %5d x %5d x %5d  %9.3f ms  %7.1f GFLOP/s\n", BlasImplName(impl),
-                JsonDtype(t), s.M, s.N, s.K, ms, r.gflops);
+                DtypeLabel(t), s.M, s.N, s.K, ms, r.gflops);
     std::fflush(stdout);
     order_.push_back(key);
     return &(done_[key] = r);
@@ -171,7 +157,7 @@ int BenchGemm(const std::vector<std::string>& args) {
     const double stream_ms = double(mv.M) * mv.K * SizeOf(t) / 30e9 * 1e3;
     std::printf(
         "4096x1x9216 %s: %.2f ms = %.2f x the weight-streaming time %.2f ms (target <= 3)\n",
-        JsonDtype(t), r->ms, r->ms / stream_ms, stream_ms);
+        DtypeLabel(t), r->ms, r->ms / stream_ms, stream_ms);
   }
 
   if (!json_path.empty()) {
@@ -186,7 +172,7 @@ int BenchGemm(const std::vector<std::string>& args) {
       std::fprintf(f,
                    "%s\n  {\"impl\": \"%s\", \"dtype\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, "
                    "\"gflops\": %.3f, \"ms\": %.4f}",
-                   first ? "" : ",", BlasImplName(r.impl), JsonDtype(r.type), r.shape.M, r.shape.N,
+                   first ? "" : ",", BlasImplName(r.impl), DtypeLabel(r.type), r.shape.M, r.shape.N,
                    r.shape.K, r.gflops, r.ms);
       first = false;
     }

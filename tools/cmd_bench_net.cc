@@ -27,20 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-const char* JsonDtype(DataType t) {
-  switch (t) {
-    case DataType::kFloat32:
-      return "fp32";
-    case DataType::kFloat16:
-      return "fp16";
-    case DataType::kInt16Q:
-      return "int16";
-    case DataType::kInt8Q:
-      return "int8";
-  }
-  return "?";
-}
-
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
@@ -170,10 +156,10 @@ Row Measure(const Options& o, const caffe::NetParameter& model, Device& dev, Dat
   r.device_index = dev.index();
   r.dtype = dtype;
   r.batch = batch;
-  const std::string tag = std::string(JsonDtype(dtype)) + " b" + std::to_string(batch) + " on " +
+  const std::string tag = std::string(DtypeLabel(dtype)) + " b" + std::to_string(batch) + " on " +
                           std::to_string(dev.index()) + ": ";
   const caffe::NetParameter typed = TypedVariant(WithBatch(model, batch, o.model), dtype, dev);
-  const std::string stem = std::string(JsonDtype(dtype)) + "_b" + std::to_string(batch) + "_d" +
+  const std::string stem = std::string(DtypeLabel(dtype)) + "_b" + std::to_string(batch) + "_d" +
                            std::to_string(dev.index());
   const fs::path prototxt = work / (stem + ".prototxt"), caffemodel = work / (stem + ".caffemodel");
   WriteProtoToTextFile(typed, prototxt.string());
@@ -275,7 +261,7 @@ std::string ToJson(const Options& o, const std::vector<Row>& rows) {
                   r.ms_median, r.ms_min, r.ms_max, r.batch * 1e3 / r.ms_median);
     os << (first ? "\n  " : ",\n  ") << "{\"device\": \"" << JsonEscape(r.device)
        << "\", \"device_index\": " << r.device_index << ", \"backend\": \"" << r.backend
-       << "\", \"dtype\": \"" << JsonDtype(r.dtype) << "\", \"batch\": " << r.batch << ", " << buf
+       << "\", \"dtype\": \"" << DtypeLabel(r.dtype) << "\", \"batch\": " << r.batch << ", " << buf
        << "\"timed_with_reduced_memory\": " << (r.timed_reduced ? "true" : "false")
        << ", \"peak_device_bytes\": " << JsonOr(r.peak)
        << ", \"peak_device_bytes_reduced\": " << JsonOr(r.peak_reduced)
@@ -317,7 +303,7 @@ void PrintTable(const Options& o, const std::vector<Row>& rows) {
     std::snprintf(range, sizeof range, "(%.1f - %.1f)", r.ms_min, r.ms_max);
     if (base > 0) std::snprintf(vs, sizeof vs, "%.2fx", base / r.ms_median);
     std::printf("%-4d %-6s %5d %10.2f %19s %9.1f %8s %9s %9s %8s %7s %7s\n", r.device_index,
-                JsonDtype(r.dtype), r.batch, r.ms_median, range, r.batch * 1e3 / r.ms_median, vs,
+                DtypeLabel(r.dtype), r.batch, r.ms_median, range, r.batch * 1e3 / r.ms_median, vs,
                 MiB(r.peak).c_str(), MiB(r.peak_reduced).c_str(), MiB(r.storage).c_str(),
                 Sec(r.setup_cold).c_str(), Sec(r.setup_warm).c_str());
   }

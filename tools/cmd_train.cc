@@ -14,6 +14,7 @@
 #include "net/solver.h"
 #include "proto/model_io.h"
 #include "tools/command.h"
+#include "tools/progress_bar.h"
 
 namespace mpcaffe::tools {
 namespace {
@@ -45,17 +46,6 @@ class TrainProgress {
 
  private:
   using Clock = std::chrono::steady_clock;
-
-  static std::string Clock2(double s) {
-    if (!(s >= 0) || s > 359999) return "??:??";
-    const long t = static_cast<long>(s + 0.5);
-    char buf[32];
-    if (t >= 3600)
-      std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
-    else
-      std::snprintf(buf, sizeof buf, "%02ld:%02ld", t / 60, t % 60);
-    return buf;
-  }
 
   void Flush(std::ostringstream& log) {
     const std::string text = log.str();
@@ -99,7 +89,7 @@ class TrainProgress {
     char line[256];
     std::snprintf(line, sizeof line, "train %3d%%%s %d/%d [%s<%s, %s] loss %.4g",
                   static_cast<int>(frac * 100), bar.c_str(), iter_, max_iter_,
-                  Clock2(elapsed).c_str(), Clock2(eta).c_str(), speed, loss_);
+                  ClockText(elapsed).c_str(), ClockText(eta).c_str(), speed, loss_);
     if (tty_)
       std::fprintf(stderr, "\r\033[K%s", line);
     else

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "codegen/datatype.h"
+
 namespace mpcaffe::tools {
 
 /// A subcommand: receives the arguments after its name; returns the process exit code.
@@ -31,5 +33,8 @@ std::string FlagValue(const std::vector<std::string>& args, const std::string& f
                       const std::string& fallback = "");
 /// Escapes a string for a JSON string literal (without the quotes).
 std::string JsonEscape(const std::string& s);
+
+/// "fp32", "fp16", "int16", "int8": the data type as the benchmarks' JSON and tables name it.
+const char* DtypeLabel(DataType t);
 
 }  // namespace mpcaffe::tools

@@ -27,6 +27,20 @@ std::string FlagValue(const std::vector<std::string>& args, const std::string& f
   return fallback;
 }
 
+const char* DtypeLabel(DataType t) {
+  switch (t) {
+    case DataType::kFloat32:
+      return "fp32";
+    case DataType::kFloat16:
+      return "fp16";
+    case DataType::kInt16Q:
+      return "int16";
+    case DataType::kInt8Q:
+      return "int8";
+  }
+  return "?";
+}
+
 std::string JsonEscape(const std::string& s) {
   std::string out;
   for (char c : s) {

@@ -8,6 +8,18 @@
 
 namespace mpcaffe::tools {
 
+/// Seconds as tqdm shows them: "MM:SS", "H:MM:SS" from an hour on, "??:??" when unknown.
+inline std::string ClockText(double s) {
+  if (!(s >= 0) || s > 359999) return "??:??";
+  const long t = static_cast<long>(s + 0.5);
+  char buf[32];
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%02ld:%02ld", t / 60, t % 60);
+  return buf;
+}
+
 class ProgressBar {
  public:
   /// `total` units of work; nothing is drawn when `enabled` is false.
@@ -42,17 +54,6 @@ class ProgressBar {
  private:
   using Clock = std::chrono::steady_clock;
 
-  static std::string Clock2(double s) {
-    if (s < 0 || s > 359999) return "??:??";
-    const long t = static_cast<long>(s + 0.5);
-    char buf[32];
-    if (t >= 3600)
-      std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
-    else
-      std::snprintf(buf, sizeof buf, "%02ld:%02ld", t / 60, t % 60);
-    return buf;
-  }
-
   void Draw(bool force) {
     if (!enabled_ || closed_) return;
     const auto now = Clock::now();
@@ -72,8 +73,8 @@ class ProgressBar {
     char head[160];
     std::snprintf(head, sizeof head, "%s %3d%%|", label_.c_str(), static_cast<int>(frac * 100));
     char tail[96];
-    std::snprintf(tail, sizeof tail, "| %ld/%ld [%s<%s] ", done_, total_, Clock2(elapsed).c_str(),
-                  Clock2(eta).c_str());
+    std::snprintf(tail, sizeof tail, "| %ld/%ld [%s<%s] ", done_, total_, ClockText(elapsed).c_str(),
+                  ClockText(eta).c_str());
     std::string line = std::string(head) + bar + tail + text_;
     const size_t visible = line.size();  // bytes; padding only needs to cover the last line
     if (visible < last_len_) line += std::string(last_len_ - visible, ' ');
