@@ -3,6 +3,10 @@ BUILD ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 MPCAFFE := $(BUILD)/bin/mpcaffe
+# The shared models and papers: ../shared beside the checkout, else the workplace's copy (a clone
+# made elsewhere, e.g. in a temporary folder, still finds them). Tests and the demo read it.
+MPCAFFE_SHARED_DIR ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared) /work/shared) $(abspath $(CURDIR)/../shared))
+export MPCAFFE_SHARED_DIR
 
 .PHONY: all deps configure build test demo clean fuzz test-asan bench
 
