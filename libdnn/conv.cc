@@ -9,6 +9,7 @@
 
 #include "device/error.h"
 #include "libdnn/conv_host.h"
+#include "libdnn/gemm.h"   // PairProductHelpers
 #include "libdnn/tuner.h"  // TunedConvConfig
 
 namespace mpcaffe::libdnn {
@@ -34,6 +35,21 @@ const char* PackedType(DataType t) {
   return "float";
 }
 size_t PackedBytes(DataType t) { return t == DataType::kInt8Q ? 2 : 4; }
+
+/// Whether the forward kernel takes input channels two at a time: int8 with vectors of 8 on
+/// OpenCL. The packed weights then interleave channel pairs (wp[…][ic / 2][t][ic % 2], an odd
+/// Cg padded with a zero channel) and one 16-bit pair product (MP_MADD16) adds
+/// w(ic)·x(ic) + w(ic + 1)·x(ic + 1) for 8 output channels: w − z_w and x − z_x both fit 16
+/// bits and the pair sums int32, so the result is the same integer.
+bool UsesChannelPairs(Backend backend, const ConvDesc& d, const ConvConfig& c) {
+  return backend == Backend::kOpenCL && d.type == DataType::kInt8Q && c.vw == 8;
+}
+
+/// Input channels per group as packed: Cg, rounded up to even for channel pairs.
+int PackedChannels(const ConvDesc& d, bool pairs) {
+  const int cg = d.channels / d.groups;
+  return pairs ? cg + cg % 2 : cg;
+}
 
 /// Bias element bytes: fp32 for float types, the accumulator for quantized ones.
 size_t BiasBytes(DataType t) { return t == DataType::kInt16Q ? 8 : 4; }
@@ -210,8 +226,9 @@ std::string Convolution::ForwardKernelName(const ConvDesc& d) {
 }
 
 std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDesc& d,
-                                       const ConvConfig& c) {
+                                       const ConvConfig& c, bool channel_pairs) {
   c.Validate();
+  const bool pairs = channel_pairs && UsesChannelPairs(target.backend, d, c);
   const bool q = IsQuantized(d.type);
   const bool wide = d.type == DataType::kInt16Q;
   KernelWriter w(target);
@@ -247,9 +264,11 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
   w.Define("CONV_VW", n);
   w.Define("CONV_STEP", std::to_string(c.lanes * c.vw));  // channels between a work-item's vectors
   w.Define("CONV_TILE", std::to_string(c.channels_per_group()));
+  w.Define("CONV_CP", pairs ? "2" : "1");  // input channels per packed step
 
   // Repacking, one contiguous stream per (group, block of CONV_TILE channels):
-  //   wp[g][blk][ky·KW + kx][ic][t] = w[g·OCg + blk·CONV_TILE + t][ic][ky][kx] − z_w (0 past OCg).
+  //   wp[g][blk][ky·KW + kx][ic][t] = w[g·OCg + blk·CONV_TILE + t][ic][ky][kx] − z_w (0 past OCg);
+  // with channel pairs (CONV_CP = 2) wp[g][blk][ky·KW + kx][ic / 2][t][ic % 2] (0 past Cg).
   const std::string suffix = std::string(Name(d.type)) + (d.weights_signed ? "_sw" : "");
   w.Kernel("conv_pack_" + suffix)
       .In("Wstore", "wsrc")
@@ -260,17 +279,19 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
       .Value("int", "blocks")
       .Value("int", "KHW")
       .Value("int", "total")
-      .Body(std::string(R"(  $loop(i, total) {
-    const int t = i % CONV_TILE;
-    int r = i / CONV_TILE;
-    const int ic = r % Cg;
-    r /= Cg;
+      .Body(std::string(R"(  const int Cgp = (Cg + CONV_CP - 1) / CONV_CP;  // packed channel steps
+  $loop(i, total) {
+    const int s = i % CONV_CP;
+    const int t = (i / CONV_CP) % CONV_TILE;
+    int r = i / (CONV_CP * CONV_TILE);
+    const int ic = (r % Cgp) * CONV_CP + s;
+    r /= Cgp;
     const int kk = r % KHW;
     r /= KHW;
     const int ocp = (r % blocks) * CONV_TILE + t;
     const int g = r / blocks;
 )") + (q ? "    int v = 0;\n" : "    float v = 0.0f;\n") +
-            R"(    if (ocp < OCg) {
+            R"(    if (ocp < OCg && ic < Cg) {
       const int o = g * OCg + ocp;
 )" +
             (q ? "      v = WLOAD(wsrc, (o * Cg + ic) * KHW + kk) - wz[o];\n"
@@ -292,7 +313,8 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
   const int n = ng / G;
   const int g = ng - n * G;
   const int HW = H * W;
-  const int KC = KH * KW * Cg;
+  const int Cgp = (Cg + CONV_CP - 1) / CONV_CP * CONV_CP;  // packed channels (even for pairs)
+  const int KC = KH * KW * Cgp;
 )";
   body += ForEachPixel(c, [&](int t) {
     return Sub(R"(  const int pv#T = p0 + #T < P;
@@ -304,7 +326,8 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
   });
   body += ForEachTile(c, [&](int j, int t) { return Sub("  Vtype acc#J_#T = (Vtype)0;\n", j, t); });
   body += R"(  const $global Dtype* xg = x + (n * C + g * Cg) * HW;
-  const $global Ptype* wg = wp + (g * (OCpad / CONV_TILE) + blk) * KC * CONV_TILE + lane * CONV_VW;
+  const $global Ptype* wg =
+      wp + (g * (OCpad / CONV_TILE) + blk) * KC * CONV_TILE + lane * CONV_VW * CONV_CP;
   for (int ky = 0; ky < KH; ++ky) {
     for (int kx = 0; kx < KW; ++kx) {
 )";
@@ -318,7 +341,40 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
   });
   std::string all_ok;
   for (int t = 0; t < c.px_per_item; ++t) all_ok += (t ? " && ok" : "ok") + std::to_string(t);
+  auto pair_loop = [&](bool masked) {
+    // Two input channels per step; an odd Cg ends with x(ic + 1) = 0 against zero weights.
+    auto step = [&](bool second) {
+      std::string s = ForEachPixel(c, [&](int t) {
+        std::string x0 = Sub("XVAL(Dtype_LOAD(xp, off#T))", 0, t);
+        std::string x1 = second ? Sub("XVAL(Dtype_LOAD(xp + HW, off#T))", 0, t) : "0";
+        if (masked) {
+          x0 = Sub("(ok#T ? ", 0, t) + x0 + " : 0)";
+          if (second) x1 = Sub("(ok#T ? ", 0, t) + x1 + " : 0)";
+        }
+        return Sub("          const short16 x#T = MP_PAIR16(", 0, t) + x0 + ", " + x1 + ");\n";
+      });
+      s += ForEachChannel(c, [&](int j) {
+        return Sub("          const short16 w#J = vload16(0, wk + #J * CONV_STEP * 2);\n", j, 0);
+      });
+      s += ForEachTile(c, [&](int j, int t) {
+        return Sub("          acc#J_#T += MP_MADD16(w#J, x#T);\n", j, t);
+      });
+      return s;
+    };
+    return std::string(R"(        const $global Dtype* xp = xg;
+        const $global Ptype* wk = wg + (ky * KW + kx) * Cgp * CONV_TILE;
+        int ic = 0;
+        for (; ic + 2 <= Cg; ic += 2) {
+)") + step(true) +
+           R"(          xp += 2 * HW;
+          wk += 2 * CONV_TILE;
+        }
+        if (ic < Cg) {
+)" + step(false) +
+           "        }\n";
+  };
   auto ic_loop = [&](bool masked) {
+    if (pairs) return pair_loop(masked);
     std::string s = R"(        const $global Dtype* xp = xg;
         const $global Ptype* wk = wg + (ky * KW + kx) * Cg * CONV_TILE;
         for (int ic = 0; ic < Cg; ++ic) {
@@ -343,6 +399,7 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
     return s;
   };
   // Interior windows (every pixel of the tile inside the input) skip the masking.
+  if (pairs) body = PairProductHelpers() + body;
   body += "      if (" + all_ok + ") {\n" + ic_loop(false) + "      } else {\n" + ic_loop(true) +
           "      }\n    }\n  }\n  Atype lanes_out[CONV_VW];\n";
   body += ForEachTile(c, [&](int j, int t) {
@@ -518,9 +575,12 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
   oc_padded_ = DivUp(ocg, tile) * tile;
 
   const KernelTarget target = KernelTarget::Of(device);
+  // Channel pairs hold x − z_x in 16 bits: a uint8 zero point (any valid quantization).
+  const bool pairs_ok = quant.x_zero >= 0 && quant.x_zero <= 255;
+  pairs_ = pairs_ok && UsesChannelPairs(target.backend, desc_, config_);
   ProgramHints hints;
   hints.local_sizes = {{size_t(config_.lanes), 1, 1}, {kLaunch1DLocalSize, 1, 1}};
-  auto program = device.GetProgram(ForwardSource(target, desc_, config_), "", hints);
+  auto program = device.GetProgram(ForwardSource(target, desc_, config_, pairs_ok), "", hints);
   forward_ = program->GetKernel(ForwardKernelName(desc_));
   pack_ = program->GetKernel(std::string("conv_pack_") + Name(desc_.type) +
                              (desc_.weights_signed ? "_sw" : ""));
@@ -548,7 +608,7 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
   w_zero_ = device.Alloc<int32_t>(wz.size());
   device.Write(w_zero_, wz.data(), wz.size());
   const size_t khw = size_t(desc_.kernel_h) * desc_.kernel_w;
-  packed_ = device.Allocate(size_t(desc_.groups) * khw * (desc_.channels / desc_.groups) *
+  packed_ = device.Allocate(size_t(desc_.groups) * khw * PackedChannels(desc_, pairs_) *
                             oc_padded_ * PackedBytes(desc_.type));
 }
 
@@ -557,7 +617,7 @@ Event Convolution::SetWeights(const BufferRef& weights, Queue* queue) {
   const size_t wbytes = IsQuantized(d.type) ? SizeOf(d.type) : SizeOf(d.type);
   CheckBuffer(d, "weights", weights, d.weight_count(), wbytes);
   const int cg = d.channels / d.groups, khw = d.kernel_h * d.kernel_w;
-  const int total = d.groups * khw * cg * oc_padded_;
+  const int total = d.groups * khw * PackedChannels(d, pairs_) * oc_padded_;
   pack_.ArgBuffer(weights.mem, weights.byte_offset, wbytes)
       .Arg(w_zero_)
       .ArgBuffer(packed_.get(), 0, PackedBytes(d.type))

@@ -144,9 +144,12 @@ class Convolution {
                        const BufferRef& weight_diff, const BufferRef& bias_diff,
                        Queue* queue = nullptr);
 
-  /// Generated program texts (tests compile them with NVRTC).
+  /// Generated program texts (tests compile them with NVRTC). int8 with vw = 8 on OpenCL takes
+  /// input channels in pairs (16-bit pair products, `vpmaddwd` on x86) unless `channel_pairs`
+  /// is false (the constructor passes false for an input zero point outside [0, 255], where
+  /// x − z_x would not fit 16 bits).
   static std::string ForwardSource(const KernelTarget& target, const ConvDesc& desc,
-                                   const ConvConfig& config);
+                                   const ConvConfig& config, bool channel_pairs = true);
   /// The fp32 backward program (im2col, col2im, GEMM, bias sum); shape-independent.
   static std::string BackwardSource(const KernelTarget& target);
   static std::string ForwardKernelName(const ConvDesc& desc);
@@ -155,7 +158,8 @@ class Convolution {
   Device* device_;
   ConvDesc desc_;
   ConvConfig config_;
-  int oc_padded_ = 0;  // out_channels/groups rounded up to channels_per_group()
+  int oc_padded_ = 0;   // out_channels/groups rounded up to channels_per_group()
+  bool pairs_ = false;  // the forward kernel takes input channels in pairs (ForwardSource)
   Kernel pack_, forward_;
   vptr<int32_t> requant_;  // (multiplier, shift) per output channel
   vptr<int32_t> w_zero_;   // per output channel

@@ -89,9 +89,31 @@ std::string BIndex(const GemmDesc& d, const std::string& k, const std::string& n
 bool ActivationsAreA(const GemmDesc& d) { return d.weights == WeightOperand::kB; }
 bool NeedActivationSums(const GemmDesc& d) { return IsQuantized(d.type) && d.weight_zero; }
 
+/// kp = 2 subtracts z_w from the weights as they are loaded (w − z_w fits 16 bits), so the
+/// kernel needs no activation sums: Σ(w − z_w)·x − z_x·(Σw − K·z_w) is the same value.
+bool FoldsWeightZero(const GemmDesc& d, const GemmConfig& c) {
+  return c.kp == 2 && NeedActivationSums(d);
+}
+/// kp = 2 with the weights as a not transposed A (convolution as GEMM, inner product): a small
+/// kernel first writes op(A) as 32-bit pairs (w(m, k) − z_w, w(m, k + 1) − z_w), so each pair
+/// step broadcasts one loaded int (no byte shuffle and no z_w subtraction per N tile; those
+/// took a third of the vector instructions of the pair loop). Only when at least 8 column
+/// tiles reuse each row of A: on 4096×64×9216 (4 tiles) writing and re-reading the 75 MB of
+/// pairs cost more than it saved (37–47 against 43–87 GOP/s unpacked, PoCL).
+bool PacksA(const GemmDesc& d, const GemmConfig& c) {
+  return c.kp == 2 && d.weights == WeightOperand::kA && !d.trans_a && d.N >= 8 * c.cols_per_item();
+}
+
+/// Whether the kernel accumulates Σx beside the products (the Epilogue's `xs`).
+bool KernelSumsActivations(const GemmDesc& d, const GemmConfig& c) {
+  return NeedActivationSums(d) && !FoldsWeightZero(d, c);
+}
+
 /// The output pipeline for one element: `x` is the raw Σ product (compute scalar), `xs` the
-/// activation sum (when needed), `m`/`n` the element's row and column.
-std::string Epilogue(const GemmDesc& d, const std::string& x, const std::string& xs) {
+/// activation sum (when needed), `m`/`n` the element's row and column. `folded`: `x` is
+/// already Σ(w − z_w)·x (FoldsWeightZero), so there is no z_w·Σx term.
+std::string Epilogue(const GemmDesc& d, const std::string& x, const std::string& xs,
+                     bool folded = false) {
   const std::string ch = d.weights == WeightOperand::kA ? "m" : "n";
   const std::string idx = "m * ldc + n";
   std::string s;
@@ -105,7 +127,8 @@ std::string Epilogue(const GemmDesc& d, const std::string& x, const std::string&
   }
   const std::string acc = ComputeScalar(d.type);
   s += acc + " val = " + x + " - (" + acc + ")x_zero * wsum[" + ch + "]";
-  if (d.weight_zero) s += " - (" + acc + ")w_zero * " + xs + " + (" + acc + ")K * x_zero * w_zero";
+  if (d.weight_zero && !folded) s += " - (" + acc + ")w_zero * " + xs;
+  if (d.weight_zero) s += " + (" + acc + ")K * x_zero * w_zero";
   s += ";\n";
   if (d.bias) s += "val += bias[" + ch + "];\n";
   const std::string pc = d.per_channel ? ch : "0";
@@ -121,6 +144,46 @@ std::string Epilogue(const GemmDesc& d, const std::string& x, const std::string&
     s += "r = r < lo ? lo : (r > hi ? hi : r);\n";
     s += "Ctype_STORE(c, " + idx + ", r + c_zero);\n";
   }
+  return s;
+}
+
+/// The output pipeline of Epilogue for the 8 columns n … n + 7 of row m at once (int8q with
+/// vw = 8, a tile vector `x`; `xs` the activation-sum vector or scalar, when needed): the same
+/// integers lane by lane, with the requantization specialized to an int32 accumulator (its
+/// product fits 64 bits, so mp_requant64's 128-bit steps reduce to one rounding shift).
+std::string VectorEpilogue(const GemmDesc& d, const std::string& x, const std::string& xs,
+                           bool folded) {
+  const bool wa = d.weights == WeightOperand::kA;
+  // A per-channel value: one per row (weights A) or a vector of 8 columns (weights B).
+  auto per_channel = [&](const std::string& buf, const std::string& type, bool varies) {
+    if (wa || !varies) return "(" + type + ")(" + buf + "[" + (varies ? "m" : "0") + "])";
+    return "vload8(0, " + buf + " + n)";
+  };
+  std::string s = "int8 val = " + x + " - x_zero * " + per_channel("wsum", "int8", true);
+  if (d.weight_zero && !folded) s += " - w_zero * " + xs;
+  if (d.weight_zero) s += " + K * x_zero * w_zero";
+  s += ";\n";
+  if (d.bias) s += "val += " + per_channel("bias", "int8", true) + ";\n";
+  if (d.out_type == DataType::kFloat32) {
+    s +=
+        "float8 f = convert_float8(val) * " + per_channel("scale", "float8", d.per_channel) + ";\n";
+    if (d.relu) s += "f = select((float8)(0.0f), f, f > (float8)(0.0f));\n";
+    s += "vstore8(f, 0, c + m * ldc + n);\n";
+    return s;
+  }
+  s +=
+      "const long8 rr = convert_long8(31 - " + per_channel("shift", "int8", d.per_channel) + ");\n";
+  s += "const ulong8 p = convert_ulong8(abs(val)) * convert_ulong8(as_uint8(" +
+       per_channel("mult", "int8", d.per_channel) + "));\n";
+  s += "const ulong8 sh = convert_ulong8(clamp(rr, (long8)(1), (long8)(63)));\n";
+  s += "const ulong8 r1 = (p + ((ulong8)(1) << (sh - 1))) >> sh;\n";
+  s += "const ulong8 ru = select(select((ulong8)(0), r1, rr < 64), p, rr <= 0);\n";
+  s += "long8 r = select(convert_long8(ru), -convert_long8(ru), convert_long8(val) < 0);\n";
+  s += "r = clamp(r, (long8)(-2147483647L - 1), (long8)(2147483647L));\n";
+  s += std::string("const mp_i64 lo = ") + (d.relu ? "0" : "(mp_i64)Ctype_QMIN - c_zero") +
+       ", hi = (mp_i64)Ctype_QMAX - c_zero;\n";
+  s += "r = select(select(r, (long8)(hi), r > hi), (long8)(lo), r < lo);\n";
+  s += "vstore8(convert_uchar8(r + c_zero), 0, c + m * ldc + n);\n";
   return s;
 }
 
@@ -140,7 +203,8 @@ std::string Indent(const std::string& text, int n) {
 /// One k step of the outer-product tile; `gather` loads B lane by lane (edge tiles,
 /// transposed B).
 std::string OuterStep(const GemmDesc& d, const GemmConfig& c, const std::string& k, bool gather) {
-  const bool sums = NeedActivationSums(d);
+  const bool sums = KernelSumsActivations(d, c);
+  const bool fold = FoldsWeightZero(d, c);
   std::ostringstream s;
   s << "{\n";
   for (int j = 0; j < c.tn; ++j) {
@@ -155,12 +219,15 @@ std::string OuterStep(const GemmDesc& d, const GemmConfig& c, const std::string&
     }
     if (sums && !ActivationsAreA(d)) s << "  xs" << j << " += b" << j << ";\n";
   }
+  const std::string bz = fold && ActivationsAreA(d) ? " - (CV)(w_zero)" : "";
+  const std::string az = fold && !ActivationsAreA(d) ? " - w_zero" : "";
   for (int i = 0; i < c.tm; ++i) {
-    s << "  { const CS as = LDS_A(a, " << AIndex(d, "r" + Str(i), k) << ");\n";
+    s << "  { const CS as = LDS_A(a, " << AIndex(d, "r" + Str(i), k) << ")" << az << ";\n";
     if (sums && ActivationsAreA(d)) s << "    xs" << i << " += as;\n";
     s << "    const CV av = (CV)(as);\n";
     for (int j = 0; j < c.tn; ++j)
-      s << "    acc" << i << "_" << j << " = MAC(av, b" << j << ", acc" << i << "_" << j << ");\n";
+      s << "    acc" << i << "_" << j << " = MAC(av, b" << j << bz << ", acc" << i << "_" << j
+        << ");\n";
     s << "  }\n";
   }
   s << "}\n";
@@ -181,8 +248,95 @@ std::string KLoops(const GemmConfig& c, const std::function<std::string(const st
   return s.str();
 }
 
+bool ASigned(const GemmDesc& d) { return d.weights == WeightOperand::kA && d.weights_signed; }
+
+/// pshufb control that copies bytes 0 and 1 of each 32-bit lane into its two 16-bit halves:
+/// zero-extended, or (signed) into the high bytes, for an arithmetic >> 8.
+std::string PairShuffleMask(bool is_signed) {
+  std::string m;
+  for (int half = 0; half < 16; ++half) {
+    const std::string byte = Str(half % 2);
+    m += std::string(m.empty() ? "" : ", ") + (is_signed ? "-128, " + byte : byte + ", -128");
+  }
+  return m;
+}
+
+/// Preprocessor text of the kp = 2 helpers, put at the top of the kernel body: those of
+/// PairProductHelpers, and MP_APAIR_P(p), the pair (p[0], p[1]) of op(A) as MP_PAIR16 gives it
+/// (on AVX2 one 16-bit broadcast load and one byte shuffle).
+std::string PairHelpers(const GemmDesc& d) {
+  const bool sa = ASigned(d);
+  std::ostringstream s;
+  s << PairProductHelpers() << "#if defined(__AVX2__)\n"
+    << "typedef char mp_char32 __attribute__((ext_vector_type(32)));\n"
+    << "#define MP_APAIR_P(p) (__builtin_astype(__builtin_ia32_pshufb256(__builtin_astype("
+       "(short16)(__builtin_astype(vload2(0, (p)), short)), mp_char32), (mp_char32)("
+    << PairShuffleMask(sa) << ")), short16)" << (sa ? " >> (short16)(8)" : "") << ")\n"
+    << "#else\n"
+    << "#define MP_APAIR_P(p) MP_PAIR16(LDS_A(p, 0), LDS_A(p, 1))\n"
+    << "#endif\n";
+  return s.str();
+}
+
+/// One step of two k (k, k + 1) of the kp = 2 outer-product tile. op(B) rows k and k + 1 are
+/// interleaved into short16 vectors (b(k, n), b(k + 1, n), …) and each op(A) pair is broadcast,
+/// so one MP_MADD16 adds 16 products to the 8 int32 lanes of a tile vector. (A step over four
+/// k sharing one 4-byte load of A kept six broadcasts live and spilled accumulators.)
+std::string OuterPairStep(const GemmDesc& d, const GemmConfig& c, const std::string& k,
+                          bool gather) {
+  const bool fold = FoldsWeightZero(d, c), act_a = ActivationsAreA(d);
+  const std::string bz = fold && act_a ? " - (short16)((short)w_zero)" : "";
+  const std::string az = fold && !act_a ? " - (short16)((short)w_zero)" : "";
+  const std::string k1 = "(" + k + ") + 1";
+  std::ostringstream s;
+  s << "{\n";
+  for (int j = 0; j < c.tn; ++j) {
+    const std::string col = "n0 + " + Str(j * c.vw);
+    const std::string rows = "__builtin_convertvector(__builtin_shufflevector(vload8(0, b + " +
+                             BIndex(d, k, col) + "), vload8(0, b + " + BIndex(d, k1, col) +
+                             "), 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15), short16)";
+    if (!gather) {
+      s << "  const short16 b" << j << " = " << rows << bz << ";\n";
+      continue;
+    }
+    // Edge tile: vectors wholly inside N still load rows; the rest element by element.
+    s << "  short16 b" << j << ";\n";
+    if (!d.trans_b) s << "  if (" << col << " + 8 <= N) b" << j << " = " << rows << ";\n  else ";
+    s << "  {\n    CS g[16];\n";
+    s << "    for (int v = 0; v < 8; ++v) {\n";
+    s << "      const int n = min(" << col << " + v, N - 1);\n";
+    s << "      g[2 * v] = LDS_B(b, " << BIndex(d, k, "n") << ");\n";
+    s << "      g[2 * v + 1] = LDS_B(b, " << BIndex(d, k1, "n") << ");\n";
+    s << "    }\n";
+    s << "    b" << j << " = __builtin_convertvector(vload16(0, g), short16);\n  }\n";
+    if (!bz.empty()) s << "  b" << j << " = b" << j << bz << ";\n";
+  }
+  for (int i = 0; i < c.tm; ++i) {
+    const std::string r = "r" + Str(i);
+    s << "  { const short16 ap = ";
+    if (PacksA(d, c))
+      s << "__builtin_astype((int8)(ap" << i << "[(" << k << ") >> 1]), short16)";
+    else if (d.trans_a)
+      s << "MP_PAIR16(LDS_A(a, " << AIndex(d, r, k) << "), LDS_A(a, " << AIndex(d, r, k1) << "))";
+    else
+      s << "MP_APAIR_P(a + " << AIndex(d, r, k) << ")";
+    s << (PacksA(d, c) ? "" : az) << ";\n";
+    for (int j = 0; j < c.tn; ++j)
+      s << "    acc" << i << "_" << j << " += MP_MADD16(ap, b" << j << ");\n";
+    s << "  }\n";
+  }
+  s << "}\n";
+  return s.str();
+}
+
+/// The K loop of kp = 2: steps of two k (unrolled ku times), then the one-k step of an odd K.
+std::string PairLoops(const GemmDesc& d, const GemmConfig& c, bool gather) {
+  auto step = [&](const std::string& k) { return OuterPairStep(d, c, k, gather); };
+  return KLoops(c, step, 2) + "if (k < K) {\n" + Indent(OuterStep(d, c, "k", gather), 2) + "}\n";
+}
+
 std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
-  const bool sums = NeedActivationSums(d);
+  const bool sums = KernelSumsActivations(d, c);
   std::ostringstream s;
   s << "const int n0 = $global_id(" << (c.mf ? 1 : 0) << ") * " << c.cols_per_item() << ";\n";
   s << "const int m0 = $global_id(" << (c.mf ? 0 : 1) << ") * " << c.tm << ";\n";
@@ -198,11 +352,39 @@ std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
   }
   auto fast = [&](const std::string& k) { return OuterStep(d, c, k, false); };
   auto gathered = [&](const std::string& k) { return OuterStep(d, c, k, true); };
-  if (!d.trans_b) {
+  if (c.kp == 2) {
+    s << PairHelpers(d);
+    if (PacksA(d, c))
+      for (int i = 0; i < c.tm; ++i)
+        s << "const $global int* ap" << i << " = apk + r" << i << " * (K / 2);\n";
+    if (!d.trans_b) {
+      s << "if (n0 + " << c.cols_per_item() << " <= N) {\n" << Indent(PairLoops(d, c, false), 2);
+      s << "} else {\n" << Indent(PairLoops(d, c, true), 2) << "}\n";
+    } else {
+      s << "{\n" << Indent(PairLoops(d, c, true), 2) << "}\n";
+    }
+  } else if (!d.trans_b) {
     s << "if (n0 + " << c.cols_per_item() << " <= N) {\n" << Indent(KLoops(c, fast, 1), 2);
     s << "} else {\n" << Indent(KLoops(c, gathered, 1), 2) << "}\n";
   } else {
     s << "{\n" << Indent(KLoops(c, gathered, 1), 2) << "}\n";
+  }
+  // int8 with vectors of 8: full column tiles take the output pipeline 8 columns at a time.
+  const bool vector_epilogue = d.type == DataType::kInt8Q && c.vw == 8;
+  if (vector_epilogue) {
+    s << "if (n0 + " << c.cols_per_item() << " <= N) {\n";
+    for (int i = 0; i < c.tm; ++i) {
+      s << "  if (m0 + " << i << " < M) {\n    const int m = m0 + " << i << ";\n";
+      for (int j = 0; j < c.tn; ++j) {
+        std::string xs = "0";
+        if (sums) xs = ActivationsAreA(d) ? "xs" + Str(i) : "xs" + Str(j);
+        s << "    {\n      const int n = n0 + " << j * c.vw << ";\n"
+          << Indent(VectorEpilogue(d, "acc" + Str(i) + "_" + Str(j), xs, FoldsWeightZero(d, c)), 6)
+          << "    }\n";
+      }
+      s << "  }\n";
+    }
+    s << "  return;\n}\n";
   }
   // Epilogue: lanes to private arrays, then the output pipeline per element.
   for (int i = 0; i < c.tm; ++i)
@@ -218,7 +400,8 @@ std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
       s << "  for (int v = 0; v < VW; ++v) {\n";
       s << "    const int m = m0 + " << i << ";\n";
       s << "    const int n = n0 + " << j * c.vw << " + v;\n";
-      s << "    if (m < M && n < N) {\n" << Indent(Epilogue(d, "t[v]", xs), 6) << "    }\n";
+      s << "    if (m < M && n < N) {\n"
+        << Indent(Epilogue(d, "t[v]", xs, FoldsWeightZero(d, c)), 6) << "    }\n";
       s << "  }\n}\n";
     }
   return s.str();
@@ -324,6 +507,21 @@ std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
   return s.str();
 }
 
+}  // namespace
+
+std::string PairProductHelpers() {
+  return "#if defined(__AVX2__)\n"
+         "#define MP_MADD16(x, y) __builtin_ia32_pmaddwd256((x), (y))\n"
+         "#else\n"
+         "#define MP_MADD16(x, y) (convert_int8((x).even) * convert_int8((y).even) + "
+         "convert_int8((x).odd) * convert_int8((y).odd))\n"
+         "#endif\n"
+         "#define MP_PAIR16(a0, a1) __builtin_astype((int8)(((a0) & 0xffff) | (int)((uint)(a1) << "
+         "16)), short16)\n";
+}
+
+namespace {
+
 std::string WeightSumsKernelName(const GemmDesc& d) { return Gemm::KernelName(d) + "_wsum"; }
 
 Dim3 LocalSize(const GemmConfig& c) { return {static_cast<size_t>(c.wg), 1, 1}; }
@@ -407,12 +605,29 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& d, const Ge
     else
       k.In("int", "mult").In("int", "shift");
     k.Value("int", "x_zero").Value("int", "w_zero").Value("int", "c_zero");
+    if (PacksA(d, c)) k.In("int", "apk");
   } else {
     k.Value("float", "alpha").Value("float", "beta");
     if (d.bias) k.In("float", "bias");
   }
   k.Body(Indent(c.algorithm == GemmConfig::Algorithm::kOuter ? OuterBody(d, c) : DotBody(d, c), 2));
 
+  if (PacksA(d, c))
+    w.Kernel(KernelName(d) + "_apack")
+        .Value("int", "M")
+        .Value("int", "K")
+        .In("Atype", "a")
+        .Value("int", "lda")
+        .Value("int", "w_zero")
+        .Out("int", "apk")
+        .Body(R"(  const int KP = K / 2;
+  $loop(i, M * KP) {
+    const int m = i / KP, kk = i - m * KP;
+    const int a0 = LDS_A(a, m * lda + 2 * kk) - w_zero;
+    const int a1 = LDS_A(a, m * lda + 2 * kk + 1) - w_zero;
+    apk[i] = (a0 & 0xffff) | (int)((uint)a1 << 16);
+  }
+)");
   if (IsQuantized(d.type)) {
     // Σ_k W(ch, k) per output channel of the weight operand.
     const std::string wt = weights_a ? "Atype" : "Btype";
@@ -444,6 +659,12 @@ Gemm::Gemm(Device& device, const GemmDesc& desc, const GemmQuant& quant, const G
 }
 
 void Gemm::Prepare(const GemmQuant& quant) {
+  // kp = 2 holds w − z_w in 16-bit lanes: exact for a weight zero point inside the weights'
+  // storage range (every valid quantization); any other takes the one-k loop.
+  if (config_.kp == 2 && desc_.weight_zero) {
+    const int lo = desc_.weights_signed ? -128 : 0, hi = desc_.weights_signed ? 127 : 255;
+    if (quant.w_zero < lo || quant.w_zero > hi) config_.kp = 1;
+  }
   const std::string source = Source(KernelTarget::Of(*device_), desc_, config_);
   ProgramHints hints;
   hints.local_sizes.push_back(LocalSize(config_));
@@ -452,6 +673,10 @@ void Gemm::Prepare(const GemmQuant& quant) {
   kernel_ = program->GetKernel(KernelName(desc_));
   if (!IsQuantized(desc_.type)) return;
   sums_kernel_ = program->GetKernel(WeightSumsKernelName(desc_));
+  if (PacksA(desc_, config_)) {
+    apack_kernel_ = program->GetKernel(KernelName(desc_) + "_apack");
+    apack_ = device_->Alloc<int32_t>(std::max<size_t>(1, size_t(desc_.M) * (desc_.K / 2)));
+  }
   quant_ = quant;
   const size_t want = desc_.per_channel ? static_cast<size_t>(desc_.channels()) : 1;
   auto bad = [&](const std::string& what) {
@@ -503,6 +728,15 @@ Event Gemm::Run(const GemmArgs& args, Queue* queue) {
     else
       k.Arg(mult_).Arg(shift_);
     k.Arg(int32_t(quant_.x_zero)).Arg(int32_t(quant_.w_zero)).Arg(int32_t(quant_.c_zero));
+    if (PacksA(d, config_)) {
+      k.Arg(apack_);
+      if (d.K >= 2) {
+        apack_kernel_.Arg(int32_t(d.M)).Arg(int32_t(d.K));
+        apack_kernel_.ArgBuffer(args.a.mem, args.a.byte_offset, in).Arg(int32_t(d.lda_or_packed()));
+        apack_kernel_.Arg(int32_t(quant_.w_zero)).Arg(apack_);
+        apack_kernel_.Launch1D(size_t(d.M) * (d.K / 2), queue);
+      }
+    }
   } else {
     k.Arg(args.alpha).Arg(args.beta);
     if (d.bias) k.ArgBuffer(args.bias.mem, args.bias.byte_offset, 4);

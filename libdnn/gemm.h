@@ -39,6 +39,14 @@
 
 namespace mpcaffe::libdnn {
 
+/// OpenCL C preprocessor text, for the top of a kernel body, of the 16-bit pair products that
+/// int8 GEMMs with kp = 2 and int8 convolutions use (exact for operands within ±32767 whose
+/// pair sums fit int32):
+///   MP_MADD16(x, y)   int8 of x.s0·y.s0 + x.s1·y.s1, x.s2·y.s2 + x.s3·y.s3, … for short16 x, y
+///                     (one vpmaddwd on AVX2; a portable form elsewhere, same integers)
+///   MP_PAIR16(a0, a1) short16 repeating the pair (a0, a1) of ints holding 16-bit values
+std::string PairProductHelpers();
+
 /// Which operand of the GEMM holds the weights (its other axis is the output channels).
 enum class WeightOperand { kA, kB };
 
@@ -114,7 +122,8 @@ class Gemm {
   const GemmConfig& config() const { return config_; }
   Device& device() const { return *device_; }
 
-  /// Enqueues the GEMM; asynchronous (the returned event times it).
+  /// Enqueues the GEMM; asynchronous (the returned event times its last kernel: an int8 GEMM
+  /// with kp = 2 and weights A first expands A's pairs, so time it on the host).
   Event Run(const GemmArgs& args, Queue* queue = nullptr);
 
   /// Quantized types: writes channels() sums Σ_k w (stored values, signed if weights_signed)
@@ -135,6 +144,8 @@ class Gemm {
   GemmQuant quant_;
   Kernel kernel_;
   Kernel sums_kernel_;
+  Kernel apack_kernel_;  // kp = 2 with weights A: op(A) pairs expanded before each run
+  vptr<int32_t> apack_;  // M × ⌊K/2⌋ pairs (w − z_w of k, k + 1 as two 16-bit halves)
   vptr<int32_t> mult_, shift_;
   vptr<float> scale_;
 };

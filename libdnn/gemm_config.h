@@ -36,12 +36,20 @@ struct GemmConfig {
   /// Work-group order: 1 walks M tiles first (dimension 0) so consecutive work-groups reuse one
   /// B panel from cache; 0 walks N tiles first, reusing an A strip.
   int mf = 0;
+  /// K pairs (int8q, kOuter, OpenCL, vw = 8 only): 2 multiplies two k at a time as 16-bit pair
+  /// products summed into int32 lanes (x86 `vpmaddwd`: 16 MACs per instruction where int32
+  /// lanes give 8), with op(B) rows k and k+1 interleaved in registers and z_w subtracted from
+  /// the weights as they are loaded (weights as a not transposed A are first expanded to 32-bit
+  /// pairs by a small kernel per run); exact for 8-bit operands. 1 is the one-k-per-step loop.
+  int kp = 1;
 
-  /// "outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0" — the tuning table's parameters column.
+  /// "outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1" — the tuning table's parameters column.
   std::string ToString() const;
-  /// Parses ToString()'s form; nothing when malformed or out of range.
+  /// Parses ToString()'s form (kp may be missing, as in tables written before it existed: 1);
+  /// nothing when malformed or out of range.
   static std::optional<GemmConfig> Parse(const std::string& text);
-  /// Whether this config can run `desc` on a target of `backend` (layout, vector widths).
+  /// Whether this config can run `desc` on a target of `backend` (layout, vector widths; kp = 2
+  /// only for int8q kOuter with vw = 8 on OpenCL).
   bool Supports(const GemmDesc& desc, Backend backend) const;
   /// Columns of C per work-item (tn·vw for kOuter, tn for kDot).
   int cols_per_item() const { return algorithm == Algorithm::kOuter ? tn * vw : tn; }

@@ -279,6 +279,55 @@ TEST(ConvForward, TileConfigurationsGiveTheSameResults) {
   }
 }
 
+TEST(ConvForward, Int8ChannelPairsMatchTheReference) {
+  // int8 with vectors of 8 takes input channels in pairs (16-bit pair products): odd and even
+  // channels per group, signed weights, two vw = 8 tiles, and an input zero point beyond
+  // uint8 (x − z_x no longer fits 16 bits: the one-channel loop instead).
+  Device& dev = DefaultDevice();
+  std::mt19937 rng(2026);
+  struct Case {
+    int c, h, w, oc, k, stride, pad, groups;
+    bool is_signed;
+    int x_zero;  // -1: MakeQuant's
+  };
+  for (const Case& cs :
+       {Case{3, 11, 13, 20, 3, 2, 1, 1, false, -1}, Case{10, 9, 8, 12, 3, 1, 1, 2, true, -1},
+        Case{8, 7, 7, 9, 1, 1, 0, 1, false, -1}, Case{1, 6, 5, 8, 2, 1, 0, 1, false, -1},
+        Case{5, 8, 9, 16, 3, 1, 1, 1, false, 40000}}) {
+    ConvDesc d;
+    d.type = DataType::kInt8Q;
+    d.batch = 2;
+    d.channels = cs.c;
+    d.height = cs.h;
+    d.width = cs.w;
+    d.out_channels = cs.oc;
+    d.kernel_h = d.kernel_w = cs.k;
+    d.stride_h = d.stride_w = cs.stride;
+    d.pad_h = d.pad_w = cs.pad;
+    d.groups = cs.groups;
+    d.bias = true;
+    d.relu = cs.is_signed;
+    d.weights_signed = cs.is_signed;
+    ConvQuant quant = MakeQuant(d, cs.is_signed, rng);
+    if (cs.x_zero >= 0) quant.x_zero = cs.x_zero;
+    const Bytes x = RandomQ(d.type, d.input_count(), false, rng);
+    const Bytes w = RandomQ(d.type, d.weight_count(), d.weights_signed, rng);
+    const Bytes bias = RandomBias(d, rng);
+    Bytes want(d.output_count());
+    ConvForwardReference(d, quant, x.data(), w.data(), bias.data(), want.data());
+    auto xm = Upload(dev, x), wm = Upload(dev, w), bm = Upload(dev, bias);
+    for (const ConvConfig& c : {DefaultConvConfig(dev.info()), ConvConfig{1, 2, 4, 8}}) {
+      if (!c.Supports(dev.backend())) continue;
+      SCOPED_TRACE(c.ToString() + " " + d.ToString());
+      Convolution conv(dev, d, quant, c);
+      auto ym = dev.Allocate(want.size());
+      conv.SetWeights(BufferRef(wm.get(), 0));
+      conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0));
+      EXPECT_EQ(Download(dev, ym, want.size()), want);
+    }
+  }
+}
+
 TEST(ConvForward, RejectsImpossibleDescriptions) {
   ConvDesc d;
   d.channels = 6, d.groups = 4;

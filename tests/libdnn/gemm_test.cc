@@ -280,6 +280,159 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, GemmTest,
                                            DataType::kInt16Q, DataType::kInt8Q),
                          [](const auto& info) { return std::string(Name(info.param)); });
 
+TEST(GemmPairTest, KPairProductsMatchTheReferenceExactly) {
+  // kp = 2 (int8q pair products, OpenCL vw = 8): odd K and K = 1, 2, 3 (the one-k tail, the
+  // unrolled and plain two-k loops), edge tiles in M and N, every transpose, weights as A
+  // (packed pairs) or B, signed and unsigned weights, per-channel requantization and fp32
+  // output.
+  Device& dev = DefaultDevice();
+  // Also kp = 1 with vw = 8: the int8 vector epilogue with in-kernel activation sums.
+  std::vector<GemmConfig> configs;
+  for (auto [tm, tn, ku, kp] :
+       {std::tuple{6, 2, 1, 2}, std::tuple{3, 1, 2, 2}, std::tuple{6, 2, 1, 1}}) {
+    GemmConfig c;
+    c.algorithm = GemmConfig::Algorithm::kOuter;
+    c.tm = tm;
+    c.tn = tn;
+    c.vw = 8;
+    c.ku = ku;
+    c.kp = kp;
+    configs.push_back(c);
+  }
+  // N ≥ 128 (8 column tiles of 16): weights A are packed into pairs first (PacksA).
+  const std::vector<Shape> shapes = {{1, 1, 1},     {7, 19, 2},   {13, 16, 3}, {6, 33, 9},
+                                     {9, 8, 4},     {17, 40, 65}, {2, 1, 130}, {5, 131, 7},
+                                     {12, 150, 34}, {1, 129, 2}};
+  int seed = 0;
+  for (int layout = 0; layout < 4; ++layout)
+    for (int w = 0; w < 3; ++w) {
+      GemmDesc d;
+      d.type = d.out_type = DataType::kInt8Q;
+      d.trans_a = layout % 2 == 1;
+      d.trans_b = layout / 2 == 1;
+      d.weights = w == 1 ? WeightOperand::kB : WeightOperand::kA;
+      d.weights_signed = w == 2 || (w == 1 && layout % 2 == 0);
+      d.weight_zero = !d.weights_signed;
+      d.per_channel = layout != 1;
+      d.bias = w != 0;
+      d.relu = layout == 2;
+      if (layout == 3) d.out_type = DataType::kFloat32;
+      for (const GemmConfig& c : configs) {
+        if (!c.Supports(d, dev.backend())) GTEST_SKIP() << "kp = 2 needs an OpenCL device";
+        for (const Shape& s : shapes) {
+          d.M = s.M;
+          d.N = s.N;
+          d.K = s.K;
+          if (layout == 1) d.lda = (d.trans_a ? s.M : s.K) + 5;  // padded strides
+          if (layout == 1) d.ldb = (d.trans_b ? s.K : s.N) + 3;
+          Problem p = MakeProblem(d, 500 + seed++);
+          ExpectSame(p, RunOnDevice(dev, p, &c), RunReference(p), c.ToString());
+        }
+      }
+    }
+}
+
+TEST(GemmPairTest, WeightZeroPointOutsideTheStorageRangeStaysExact) {
+  // kp = 2 keeps w − z_w in 16 bits; a zero point beyond uint8 falls back to the one-k loop.
+  Device& dev = DefaultDevice();
+  GemmConfig c;
+  c.kp = 2;
+  GemmDesc d;
+  d.type = d.out_type = DataType::kInt8Q;
+  d.M = 7;
+  d.N = 21;
+  d.K = 37;
+  if (!c.Supports(d, dev.backend())) GTEST_SKIP() << "kp = 2 needs an OpenCL device";
+  Problem p = MakeProblem(d, 4242);
+  p.quant.w_zero = 40000;  // w − z_w does not fit 16 bits
+  ExpectSame(p, RunOnDevice(dev, p, &c), RunReference(p), "w_zero 40000");
+}
+
+TEST(GemmPairTest, PortableFormsGiveTheSameIntegers) {
+  // Devices without AVX2 take the portable MP_MADD16 / MP_APAIR_P: this device has AVX2, so
+  // the text is built with those branches forced and run by hand (weights A, packed pairs),
+  // and the other layouts' portable texts are compiled.
+  Device& dev = DefaultDevice();
+  if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "kp = 2 needs an OpenCL device";
+  GemmConfig c;
+  c.kp = 2;
+  auto portable = [&](const GemmDesc& d) {
+    std::string src = Gemm::Source(KernelTarget::Of(dev), d, c);
+    const std::string avx2 = "#if defined(__AVX2__)";
+    size_t at = 0, forced = 0;
+    while ((at = src.find(avx2, at)) != std::string::npos) {
+      src.replace(at, avx2.size(), "#if 0");
+      ++forced;
+    }
+    EXPECT_GE(forced, 1u);
+    ProgramHints hints;
+    hints.local_sizes = {{1, 1, 1}};
+    return dev.GetProgram(src, "", hints);
+  };
+  GemmDesc d;
+  d.type = d.out_type = DataType::kInt8Q;
+  d.M = 13;
+  d.N = 130;  // 9 column tiles: A packed into pairs
+  d.K = 29;
+  d.weights = WeightOperand::kA;
+  for (bool wb : {false, true}) {  // compile only: weights B (A's pairs from bytes), signed
+    GemmDesc o = d;
+    o.weights = wb ? WeightOperand::kB : WeightOperand::kA;
+    o.trans_a = !wb;
+    o.weights_signed = true;
+    o.weight_zero = false;
+    EXPECT_NO_THROW(portable(o)->GetKernel(Gemm::KernelName(o))) << o.ToString();
+  }
+  Problem p = MakeProblem(d, 99);
+  const std::vector<uint8_t> want = RunReference(p);
+  auto program = portable(d);
+  auto upload = [&](const void* data, size_t bytes) {
+    vptr<uint8_t> buf = dev.Alloc<uint8_t>(std::max<size_t>(bytes, 1));
+    dev.Write(buf, static_cast<const uint8_t*>(data), bytes);
+    return buf;
+  };
+  std::vector<int32_t> wsum(d.M);
+  WeightSumsReference(d, p.a.data(), wsum.data());
+  const int32_t mult = p.quant.multiplier[0].multiplier, shift = p.quant.multiplier[0].shift;
+  vptr<uint8_t> a = upload(p.a.data(), p.a.size()), b = upload(p.b.data(), p.b.size()),
+                cbuf = upload(p.c.data(), p.c.size()), sums = upload(wsum.data(), 4 * d.M),
+                mb = upload(&mult, 4), sb = upload(&shift, 4),
+                apk = dev.Alloc<uint8_t>(4 * d.M * (d.K / 2));
+  Kernel pack = program->GetKernel(Gemm::KernelName(d) + "_apack");
+  pack.Arg(int32_t(d.M)).Arg(int32_t(d.K)).Arg(a).Arg(int32_t(d.K)).Arg(p.quant.w_zero).Arg(apk);
+  pack.Launch1D(size_t(d.M) * (d.K / 2));
+  Kernel k = program->GetKernel(Gemm::KernelName(d));
+  k.Arg(int32_t(d.M)).Arg(int32_t(d.N)).Arg(int32_t(d.K)).Arg(a).Arg(int32_t(d.K)).Arg(b);
+  k.Arg(int32_t(d.N)).Arg(cbuf).Arg(int32_t(d.N)).Arg(sums).Arg(mb).Arg(sb);
+  k.Arg(p.quant.x_zero).Arg(p.quant.w_zero).Arg(p.quant.c_zero).Arg(apk);
+  const size_t n_tiles = (d.N + c.cols_per_item() - 1) / c.cols_per_item();
+  const size_t m_tiles = (d.M + c.tm - 1) / c.tm;
+  k.Launch({n_tiles, m_tiles, 1}, {1, 1, 1}).Wait();
+  std::vector<uint8_t> got(p.c.size());
+  dev.Read(cbuf, got.data(), got.size());
+  ExpectSame(p, got, want, "portable pair forms");
+}
+
+TEST(GemmPairTest, SupportedOnlyForInt8OuterWithVectorsOf8OnOpenCL) {
+  GemmDesc d;
+  d.type = d.out_type = DataType::kInt8Q;
+  d.M = d.N = d.K = 8;
+  GemmConfig c;
+  c.kp = 2;
+  c.vw = 8;
+  EXPECT_TRUE(c.Supports(d, Backend::kOpenCL));
+  EXPECT_FALSE(c.Supports(d, Backend::kCuda));
+  c.vw = 4;
+  EXPECT_FALSE(c.Supports(d, Backend::kOpenCL));
+  c.vw = 8;
+  c.algorithm = GemmConfig::Algorithm::kDot;
+  d.trans_b = true;
+  EXPECT_FALSE(c.Supports(d, Backend::kOpenCL));
+  c.algorithm = GemmConfig::Algorithm::kOuter;
+  d.type = d.out_type = DataType::kInt16Q;
+  EXPECT_FALSE(c.Supports(d, Backend::kOpenCL));
+}
+
 TEST(GemmConfigTest, TextFormRoundTripsAndRejectsNonsense) {
   GemmConfig c;
   c.algorithm = GemmConfig::Algorithm::kDot;
@@ -295,6 +448,19 @@ TEST(GemmConfigTest, TextFormRoundTripsAndRejectsNonsense) {
   EXPECT_FALSE(GemmConfig::Parse("outer tm=6 tn=2"));
   EXPECT_FALSE(GemmConfig::Parse("inner tm=6 tn=2 vw=8 wg=1 ku=1"));
   EXPECT_FALSE(GemmConfig::Parse("outer tm=0 tn=2 vw=8 wg=1 ku=1"));
+  c.algorithm = GemmConfig::Algorithm::kOuter;
+  c.vw = 8;
+  c.kp = 2;
+  back = GemmConfig::Parse(c.ToString());
+  ASSERT_TRUE(back.has_value()) << c.ToString();
+  EXPECT_TRUE(*back == c);
+  EXPECT_NE(c.ToString().find("kp=2"), std::string::npos);
+  // Tables written before kp existed still parse, as kp = 1.
+  auto old = GemmConfig::Parse("outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0");
+  ASSERT_TRUE(old.has_value());
+  EXPECT_EQ(old->kp, 1);
+  EXPECT_FALSE(GemmConfig::Parse("outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=3"));
+  EXPECT_FALSE(GemmConfig::Parse("outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=2 kp=2"));
 }
 
 TEST(GemmDescTest, InconsistentDescriptionsAreRejectedWithTheirShape) {
