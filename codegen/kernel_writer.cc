@@ -132,6 +132,17 @@ $device_fn int mp_dot4_u8u8(mp_u32 a, mp_u32 b, int acc) {
 }
 )";
 
+// 16-bit pair products for OpenCL CPUs. LLVM (PoCL's 15) does not form vpmaddwd from the
+// portable .even/.odd form, so AVX2 targets call the builtin; both give the same integers.
+const char* kPairProduct16Text = R"(// 16-bit pair products: lanes x.s(2i)*y.s(2i) + x.s(2i+1)*y.s(2i+1).
+#if defined(__AVX2__)
+#define MP_MADD16(x, y) __builtin_ia32_pmaddwd256((x), (y))
+#else
+#define MP_MADD16(x, y) (convert_int8((x).even) * convert_int8((y).even) + convert_int8((x).odd) * convert_int8((y).odd))
+#endif
+#define MP_PAIR16(a0, a1) __builtin_astype((int8)(((a0) & 0xffff) | (int)((uint)(a1) << 16)), short16)
+)";
+
 // CUDA sm_61+: the hardware instruction (inline PTX for the mixed-sign forms __dp4a lacks).
 const char* kDot4CudaText = R"(// 4-way byte dot products on the dp4a instruction.
 $device_fn int mp_dot4_u8s8(mp_u32 a, mp_u32 b, int acc) {
@@ -374,6 +385,10 @@ std::string KernelWriter::Preamble() const {
       case KernelHelper::kAtomicAddF32: p += Expand(kAtomicAddF32Text); break;
       case KernelHelper::kDot4:
         p += Expand(cuda && target_.dot_product ? kDot4CudaText : kDot4PortableText);
+        break;
+      case KernelHelper::kPairProduct16:
+        if (cuda) throw std::invalid_argument("16-bit pair products are an OpenCL helper");
+        p += kPairProduct16Text;
         break;
     }
   }

@@ -50,6 +50,12 @@ enum class KernelHelper {
   kRequantize,   // mp_requant32(int acc, int mult, int shift), mp_requant64(mp_i64, int, int)
   kAtomicAddF32, // mp_atomic_add_f32($global float* p, float v)
   kDot4,         // mp_dot4_u8s8 / mp_dot4_s8s8 / mp_dot4_u8u8(uint a, uint b, int acc)
+  /// OpenCL only: 16-bit pair products (exact for operands within ±32767 whose pair sums fit
+  /// int32), what int8 GEMMs with kp = 2 and int8 convolutions multiply with on CPUs:
+  ///   MP_MADD16(x, y)   int8 of x.s0·y.s0 + x.s1·y.s1, x.s2·y.s2 + x.s3·y.s3, … (short16 x, y;
+  ///                     one vpmaddwd where the compiler targets AVX2, portable code elsewhere)
+  ///   MP_PAIR16(a0, a1) short16 repeating the pair (a0, a1) of ints holding 16-bit values
+  kPairProduct16,
 };
 
 class KernelWriter;

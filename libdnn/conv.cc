@@ -9,7 +9,6 @@
 
 #include "device/error.h"
 #include "libdnn/conv_host.h"
-#include "libdnn/gemm.h"   // PairProductHelpers
 #include "libdnn/tuner.h"  // TunedConvConfig
 
 namespace mpcaffe::libdnn {
@@ -233,6 +232,7 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
   const bool wide = d.type == DataType::kInt16Q;
   KernelWriter w(target);
   w.AddType("Dtype", d.type);
+  if (pairs) w.UseHelper(KernelHelper::kPairProduct16);
   DeclareWeightStorage(w, d);
   w.Define("Ptype", PackedType(d.type));
   if (!q) {
@@ -399,7 +399,6 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
     return s;
   };
   // Interior windows (every pixel of the tile inside the input) skip the masking.
-  if (pairs) body = PairProductHelpers() + body;
   body += "      if (" + all_ok + ") {\n" + ic_loop(false) + "      } else {\n" + ic_loop(true) +
           "      }\n    }\n  }\n  Atype lanes_out[CONV_VW];\n";
   body += ForEachTile(c, [&](int j, int t) {

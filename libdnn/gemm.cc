@@ -261,13 +261,13 @@ std::string PairShuffleMask(bool is_signed) {
   return m;
 }
 
-/// Preprocessor text of the kp = 2 helpers, put at the top of the kernel body: those of
-/// PairProductHelpers, and MP_APAIR_P(p), the pair (p[0], p[1]) of op(A) as MP_PAIR16 gives it
-/// (on AVX2 one 16-bit broadcast load and one byte shuffle).
-std::string PairHelpers(const GemmDesc& d) {
+/// Preprocessor text of MP_APAIR_P(p), put at the top of a kp = 2 kernel body: the pair
+/// (p[0], p[1]) of op(A) as KernelHelper::kPairProduct16's MP_PAIR16 gives it (on AVX2 one
+/// 16-bit broadcast load and one byte shuffle).
+std::string APairHelper(const GemmDesc& d) {
   const bool sa = ASigned(d);
   std::ostringstream s;
-  s << PairProductHelpers() << "#if defined(__AVX2__)\n"
+  s << "#if defined(__AVX2__)\n"
     << "typedef char mp_char32 __attribute__((ext_vector_type(32)));\n"
     << "#define MP_APAIR_P(p) (__builtin_astype(__builtin_ia32_pshufb256(__builtin_astype("
        "(short16)(__builtin_astype(vload2(0, (p)), short)), mp_char32), (mp_char32)("
@@ -353,7 +353,7 @@ std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
   auto fast = [&](const std::string& k) { return OuterStep(d, c, k, false); };
   auto gathered = [&](const std::string& k) { return OuterStep(d, c, k, true); };
   if (c.kp == 2) {
-    s << PairHelpers(d);
+    s << APairHelper(d);
     if (PacksA(d, c))
       for (int i = 0; i < c.tm; ++i)
         s << "const $global int* ap" << i << " = apk + r" << i << " * (K / 2);\n";
@@ -509,16 +509,6 @@ std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
 
 }  // namespace
 
-std::string PairProductHelpers() {
-  return "#if defined(__AVX2__)\n"
-         "#define MP_MADD16(x, y) __builtin_ia32_pmaddwd256((x), (y))\n"
-         "#else\n"
-         "#define MP_MADD16(x, y) (convert_int8((x).even) * convert_int8((y).even) + "
-         "convert_int8((x).odd) * convert_int8((y).odd))\n"
-         "#endif\n"
-         "#define MP_PAIR16(a0, a1) __builtin_astype((int8)(((a0) & 0xffff) | (int)((uint)(a1) << "
-         "16)), short16)\n";
-}
 
 namespace {
 
@@ -587,6 +577,7 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& d, const Ge
                                           ? "mp_requant64((mp_i64)(acc), m, s)"
                                           : "(mp_i64)mp_requant32((int)(acc), m, s)");
   }
+  if (c.kp == 2) w.UseHelper(KernelHelper::kPairProduct16);
   if (UsesDot4(d, c)) {
     w.UseHelper(KernelHelper::kDot4);
     w.Define("PACK4(p, k)",

@@ -39,14 +39,6 @@
 
 namespace mpcaffe::libdnn {
 
-/// OpenCL C preprocessor text, for the top of a kernel body, of the 16-bit pair products that
-/// int8 GEMMs with kp = 2 and int8 convolutions use (exact for operands within ±32767 whose
-/// pair sums fit int32):
-///   MP_MADD16(x, y)   int8 of x.s0·y.s0 + x.s1·y.s1, x.s2·y.s2 + x.s3·y.s3, … for short16 x, y
-///                     (one vpmaddwd on AVX2; a portable form elsewhere, same integers)
-///   MP_PAIR16(a0, a1) short16 repeating the pair (a0, a1) of ints holding 16-bit values
-std::string PairProductHelpers();
-
 /// Which operand of the GEMM holds the weights (its other axis is the output channels).
 enum class WeightOperand { kA, kB };
 
