@@ -26,6 +26,7 @@ class ConvolutionLayer : public Layer {
   bool SupportsType(DataType) const override { return true; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
+  bool SupportsFusedRelu() const override { return true; }
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>&) override {
     const auto& p = param_.convolution_param();
@@ -122,11 +123,12 @@ class ConvolutionLayer : public Layer {
 
  private:
   void Prepare() {
+    desc_.relu = relu_fused();
     libdnn::ConvQuant q;
     double s_x = 1.0;
     std::vector<float> s_w{1.0f};
     if (IsQuantized(compute_type_)) {
-      const quant::QuantParams x = BottomParams(0), w = BlobParams(0), c = TopParams(0);
+      const quant::QuantParams x = BottomParams(0), w = BlobParams(0), c = OutputParams();
       q = libdnn::ConvQuant::From(x, w, c);
       s_x = x.scale[0];
       s_w = w.scale;
@@ -135,6 +137,7 @@ class ConvolutionLayer : public Layer {
     os << desc_.ToString() << std::hexfloat << " " << q.x_zero << " " << q.c_zero << " " << s_x;
     for (float s : s_w) os << " " << s;
     for (int32_t z : q.w_zero) os << " " << z;
+    for (const auto& m : q.multiplier) os << " " << m.multiplier << "/" << m.shift;
     const std::string key = os.str();
     if (key == prepared_key_) return;
     conv_ = std::make_unique<libdnn::Convolution>(device(), desc_, q);

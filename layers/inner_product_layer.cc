@@ -58,6 +58,7 @@ class InnerProductLayer : public Layer {
 
  public:
   bool HasBackward() const override { return true; }
+  bool SupportsFusedRelu() const override { return true; }
 
  protected:
   // With W stored N×K (K×N when transposed): dX = dY·W, dW += dYᵀ·X (Xᵀ·dY), db += 1ᵀ·dY,
@@ -128,11 +129,12 @@ class InnerProductLayer : public Layer {
     d.trans_b = !p.transpose();
     d.weights = libdnn::WeightOperand::kB;
     d.bias = p.bias_term();
+    d.relu = relu_fused();
     libdnn::GemmQuant q;
     double s_x = 1.0;
     std::vector<float> s_w{1.0f};
     if (IsQuantized(t)) {
-      const quant::QuantParams x = BottomParams(0), w = BlobParams(0), c = TopParams(0);
+      const quant::QuantParams x = BottomParams(0), w = BlobParams(0), c = OutputParams();
       q.x_zero = x.zero_point[0];
       q.w_zero = w.zero_point[0];
       q.c_zero = c.zero_point[0];
@@ -143,6 +145,7 @@ class InnerProductLayer : public Layer {
     std::ostringstream os;
     os << d.ToString() << std::hexfloat << " " << q.x_zero << " " << q.w_zero << " " << q.c_zero
        << " " << s_x << " " << s_w[0];
+    for (const auto& m : q.multiplier) os << " " << m.multiplier << "/" << m.shift;
     const std::string key = os.str();
     if (key == prepared_key_) return;
     gemm_ = std::make_unique<libdnn::Gemm>(device(), d, q);

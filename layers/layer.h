@@ -144,6 +144,13 @@ class Layer {
   void set_release_param_copies(bool release) { release_param_copies_ = release; }
   bool release_param_copies() const { return release_param_copies_; }
 
+  /// Inference fusion: layers whose output pipeline can clamp at zero as it stores (Convolution,
+  /// InnerProduct) may take over the ReLU (negative_slope 0) that consumes their top.
+  virtual bool SupportsFusedRelu() const { return false; }
+  /// While `relu` is set, ForwardImpl applies it and writes its top with its top quantization:
+  /// the net passes the ReLU's top blob as this layer's top and skips the ReLU.
+  void set_fused_relu(Layer* relu) { fused_relu_ = relu; }
+
   quant::Quantizer& bottom_quantizer(int i) { return *bottom_quantizers_.at(i); }
   quant::Quantizer& top_quantizer(int i) { return *top_quantizers_.at(i); }
   quant::Quantizer& blob_quantizer(int i) { return *blob_quantizers_.at(i); }
@@ -194,6 +201,12 @@ class Layer {
   /// y = x as values: a device copy for float types (nothing when in place); for quantized
   /// types requantized from x's to y's parameters (nothing when in place with equal ones).
   void CopyOrRequant(Blob& x, Affine xq, Blob& y, Affine yq);
+  /// Whether a ReLU is fused into this pass (see set_fused_relu).
+  bool relu_fused() const { return fused_relu_ != nullptr; }
+  /// Quantization of what ForwardImpl stores in top 0: TopParams(0), or the fused ReLU's.
+  quant::QuantParams OutputParams() {
+    return fused_relu_ ? fused_relu_->TopParams(0) : TopParams(0);
+  }
 
   caffe::LayerParameter param_;
   Device* device_;
@@ -213,6 +226,7 @@ class Layer {
       blob_quantizers_;
   bool set_up_ = false;
   bool release_param_copies_ = false;
+  Layer* fused_relu_ = nullptr;
   std::vector<std::unique_ptr<caffe::FillerParameter>> pending_fill_;  // per parameter blob
   std::vector<uint64_t> param_versions_;  // data_version() of each parameter at the last Forward
 };

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -374,11 +375,56 @@ void Net::Build(const caffe::NetParameter& given) {
   if (state_.quantizer_mode() != caffe::CAFFE_QUANT_PASSIVE)
     SetQuantMode(static_cast<quant::QuantizerMode>(state_.quantizer_mode()));
   SetUpBackward();
+  PlanReluFusion();
   if (options_.synthetic_data) FillSyntheticInputs();
   if (reduced_memory_) {
     for (auto& l : layers_) l->set_release_param_copies(true);
     PlanMemory();
   }
+}
+
+void Net::PlanReluFusion() {
+  const int n = static_cast<int>(layers_.size());
+  fused_relu_.assign(n, -1);
+  int enabled = options_.fuse_relu;
+  if (enabled < 0) {
+    const char* env = std::getenv("MPCAFFE_FUSE");
+    enabled = !(env && std::string(env) == "0");
+  }
+  if (!enabled || state_.phase() != caffe::TEST) return;
+  std::map<const Blob*, int> readers;
+  for (const auto& bottoms : bottom_vecs_)
+    for (const Blob* b : bottoms) ++readers[b];
+  const std::set<std::string> kept(options_.keep_blobs.begin(), options_.keep_blobs.end());
+  // The ReLU must directly follow its producer: nothing runs between them, so the ReLU's top
+  // being written one step early changes no other layer's view (PlanMemory extends its life).
+  for (int i = 0; i + 1 < n; ++i) {
+    const int j = i + 1;
+    Layer& producer = *layers_[i];
+    if (!producer.SupportsFusedRelu() || top_vecs_[i].size() != 1) continue;
+    const caffe::LayerParameter& rp = param_.layer(j);
+    if (rp.type() != "ReLU" || rp.relu_param().negative_slope() != 0.0f) continue;
+    Blob* t = top_vecs_[i][0];
+    if (bottom_vecs_[j].size() != 1 || bottom_vecs_[j][0] != t || top_vecs_[j].size() != 1) continue;
+    Blob* out = top_vecs_[j][0];
+    const bool in_place = out == t;
+    if (!in_place && (!reduced_memory_ || readers[t] != 1 || kept.count(t->name()))) continue;
+    if (t->type() != out->type() || layers_[j]->compute_type() != t->type()) continue;
+    if (loss_weights_[i][0] != 0.0f || layer_need_backward_[i] || layer_need_backward_[j]) continue;
+    fused_relu_[i] = j;
+  }
+}
+
+bool Net::FusionActive(int i) {
+  const int j = fused_relu_[i];
+  if (j < 0) return false;
+  // Quantizer hooks observe or snap fp32 data around each layer; with the pair fused, the
+  // producer's top and the ReLU's bottom would never be seen.
+  auto idle = [](quant::Quantizer& q) {
+    return q.mode() != quant::QuantizerMode::kObserve && q.mode() != quant::QuantizerMode::kPseudo;
+  };
+  return idle(layers_[i]->top_quantizer(0)) && idle(layers_[j]->bottom_quantizer(0)) &&
+         idle(layers_[j]->top_quantizer(0));
 }
 
 void Net::SetUpBackward() {
@@ -579,7 +625,20 @@ float Net::ForwardFromTo(int start, int end) {
                    ") outside the net's " + std::to_string(layers_.size()) + " layers");
   float loss = 0;
   for (int i = start; i <= end; ++i) {
-    layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
+    if (i < end && FusionActive(i)) {
+      Layer& producer = *layers_[i];
+      producer.set_fused_relu(layers_[i + 1].get());
+      try {
+        producer.Forward(bottom_vecs_[i], top_vecs_[i + 1]);
+      } catch (...) {
+        producer.set_fused_relu(nullptr);
+        throw;
+      }
+      producer.set_fused_relu(nullptr);
+      ++i;  // the ReLU ran inside its producer; its top is written
+    } else {
+      layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
+    }
     for (size_t t = 0; t < top_vecs_[i].size(); ++t) {
       if (loss_weights_[i][t] == 0.0f) continue;
       const std::vector<float> v = top_vecs_[i][t]->ToFloat();
@@ -622,6 +681,9 @@ void Net::PlanMemory() {
   for (int i = 0; i < n; ++i) {
     for (Blob* b : bottom_vecs_[i]) touch(b, i);
     for (Blob* b : top_vecs_[i]) touch(b, i);
+    // A fused ReLU's top is written by its producer, one step early.
+    if (fused_relu_[i] >= 0)
+      for (Blob* b : top_vecs_[fused_relu_[i]]) touch(b, i);
   }
   for (Blob* b : input_blobs_) touch(b, -1);     // written by the user before Forward
   for (Blob* b : output_blobs_) touch(b, n);     // read by the user after Forward

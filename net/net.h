@@ -45,6 +45,11 @@ struct NetOptions {
   /// The output blobs receive gradients from outside (a nested net under an MOE layer): the
   /// layers they depend on run in Backward, whose caller sets the outputs' diffs first.
   bool backward_from_outputs = false;
+  /// Inference fusion of a ReLU (negative_slope 0) into the Convolution or InnerProduct whose
+  /// top it alone consumes: 1 on, 0 off, -1 on unless the environment says MPCAFFE_FUSE=0.
+  /// TEST phase only, never while quantizers observe; an in-place ReLU always qualifies, one
+  /// writing a new blob only under reduced memory (whose intermediate blobs are not kept).
+  int fuse_relu = -1;
 };
 
 /// Applies BVLC's NetStateRule semantics: keeps the layers whose include rules (any) are met
@@ -153,6 +158,10 @@ class Net {
   /// Writes ToProto to a .caffemodel (deterministic bytes).
   void Save(const std::string& caffemodel);
 
+  /// The index of the ReLU layer fused into layer i, or -1 (see NetOptions::fuse_relu). The
+  /// ReLU runs inside layer i whenever no quantizer of the pair observes or snaps fp32 data.
+  int fused_relu_of(int layer) const { return fused_relu_.at(layer); }
+
   /// Whether blob memory is shared by lifetime (TEST phase with reduced memory asked for).
   bool reduced_memory() const { return reduced_memory_; }
   /// The most device memory held at once since the net started building (its device's peak
@@ -167,6 +176,9 @@ class Net {
  private:
   void Build(const caffe::NetParameter& param);
   void PlanMemory();
+  void PlanReluFusion();
+  /// Whether layer i runs with its fused ReLU in this pass.
+  bool FusionActive(int layer);
   void FillSyntheticInputs();
   void SetUpBackward();
   void AppendRanges(caffe::NetParameter* out);
@@ -189,6 +201,7 @@ class Net {
   bool reduced_memory_ = false;
   uint64_t base_bytes_ = 0;
   std::vector<std::shared_ptr<DeviceMemory>> slots_;
+  std::vector<int> fused_relu_;  // per layer: the ReLU fused into it, or -1
   std::vector<bool> layer_need_backward_;
   std::vector<std::vector<bool>> bottom_need_backward_;
   std::vector<Blob*> learnable_params_;

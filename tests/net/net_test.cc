@@ -442,5 +442,84 @@ TEST(Net, ReducedMemoryFreesRepackedConvolutionWeights) {
   EXPECT_NE(out[0], changed[0]);
 }
 
+/// A ReLU that alone consumes a Convolution's or InnerProduct's top runs inside it at inference:
+/// in place always, writing a new blob only under reduced memory (whose intermediate blobs are
+/// not kept); never while quantizers observe. Outputs match the unfused net (fp32 exactly, int8
+/// within the one rounding the fused pipeline saves).
+TEST(Net, ReluFusedIntoItsProducerGivesTheSameOutputs) {
+  const std::string text = R"(
+    layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 9 dim: 9 } } }
+    layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+            convolution_param { num_output: 6 kernel_size: 3 pad: 1
+              weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "constant" value: -0.1 } } }
+    layer { name: "relu1" type: "ReLU" bottom: "conv" top: "relu1" }
+    layer { name: "ip" type: "InnerProduct" bottom: "relu1" top: "ip"
+            inner_product_param { num_output: 7
+              weight_filler { type: "gaussian" std: 0.1 } bias_filler { type: "constant" value: -0.05 } } }
+    layer { name: "relu2" type: "ReLU" bottom: "ip" top: "ip" })";
+  std::vector<float> input(2 * 3 * 9 * 9);
+  for (size_t i = 0; i < input.size(); ++i) input[i] = std::sin(0.37f * static_cast<float>(i));
+  auto run = [&](const caffe::NetParameter& p, int fuse, int rm, const caffe::NetParameter* from,
+                 std::vector<int>* fused, quant::QuantParams* out_q = nullptr) {
+    NetOptions o;
+    o.fuse_relu = fuse;
+    o.reduced_memory = rm;
+    Net net(p, Dev(), o);
+    if (from) net.CopyTrainedLayersFrom(*from);
+    fused->clear();
+    for (size_t i = 0; i < net.layers().size(); ++i)
+      if (net.fused_relu_of(static_cast<int>(i)) >= 0)
+        fused->push_back(static_cast<int>(i));
+    net.blob("data").FromFloat(input);
+    net.Forward();
+    if (out_q) *out_q = net.layer("relu2").TopParams(0);
+    return net.blob("ip").ToFloat();
+  };
+  // Trained fp32 weights, and the ranges an observing (hence unfused) fp32 pass records.
+  caffe::NetParameter trained;
+  {
+    NetOptions o;
+    o.fuse_relu = 1;
+    o.reduced_memory = 1;
+    Net f(Text(text), Dev(), o);
+    f.SetQuantMode(quant::QuantizerMode::kObserve);
+    f.blob("data").FromFloat(input);
+    f.Forward();
+    // Observed: the conv's top and the ReLU's bottom would go unseen in a fused pass.
+    EXPECT_TRUE(f.layer("conv").top_quantizer(0).has_observed());
+    EXPECT_TRUE(f.layer("relu1").bottom_quantizer(0).has_observed());
+    f.ToProto(&trained);
+  }
+  const caffe::NetParameter fp = Text(text);
+  std::vector<int> fused;
+  const std::vector<float> plain = run(fp, 0, 1, &trained, &fused);
+  EXPECT_TRUE(fused.empty());
+  EXPECT_EQ(run(fp, 1, 1, &trained, &fused), plain);
+  EXPECT_EQ(fused, (std::vector<int>{1, 3}));  // conv (+relu1), ip (+relu2)
+  EXPECT_EQ(run(fp, 1, 0, &trained, &fused), plain);
+  EXPECT_EQ(fused, (std::vector<int>{3}));  // without reduced memory only the in-place one
+
+  caffe::NetParameter q8 = WithDataType(fp, DataType::kInt8Q);
+  auto* data = q8.mutable_layer(0);  // fp32 input; the net quantizes it
+  data->set_bottom_data_type(caffe::CAFFE_FLOAT);
+  data->set_compute_data_type(caffe::CAFFE_FLOAT);
+  data->set_top_data_type(caffe::CAFFE_FLOAT);
+  quant::QuantParams q;
+  const std::vector<float> unfused8 = run(q8, 0, 1, &trained, &fused);  // stored uint8 values
+  const std::vector<float> fused8 = run(q8, 1, 1, &trained, &fused, &q);
+  EXPECT_EQ(fused, (std::vector<int>{2, 4}));  // after the inserted input Quantizer
+  ASSERT_EQ(fused8.size(), unfused8.size());
+  double max_out = 0;
+  for (float v : plain) max_out = std::max<double>(max_out, v);
+  int differ = 0;
+  for (size_t i = 0; i < fused8.size(); ++i) {
+    // One rounding fewer before the InnerProduct: a few output steps at most.
+    EXPECT_NEAR(fused8[i], unfused8[i], 3) << i;
+    EXPECT_NEAR(q.scale[0] * (fused8[i] - q.zero_point[0]), plain[i], 0.08 * max_out) << i;
+    differ += fused8[i] != unfused8[i];
+  }
+  std::printf("int8 fused vs unfused: %d of %zu outputs differ\n", differ, fused8.size());
+}
+
 }  // namespace
 }  // namespace mpcaffe
