@@ -2,6 +2,7 @@
 // launches and host references.
 #include "libdnn/lrn.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <vector>
@@ -43,6 +44,7 @@ void LrnDesc::Validate() const {
                          {"local_size", local_size}})
     if (v <= 0) fail(host::Field(name, v) + " must be positive");
   if (local_size % 2 == 0) fail("local_size must be odd (as in Caffe)");
+  if (local_size > 63) fail("local_size above 63 is not supported (the window is unrolled)");
   if (!std::isfinite(alpha) || !std::isfinite(beta) || !std::isfinite(k))
     fail("alpha, beta and k must be finite");
   if (double(count()) >= 2147483647.0) fail("tensors beyond 2^31 elements are not supported");
@@ -51,44 +53,75 @@ void LrnDesc::Validate() const {
 std::string Lrn::ForwardKernelName(DataType type) { return std::string("lrn_fwd_") + Name(type); }
 std::string Lrn::BackwardKernelName() { return "lrn_bwd_fp32"; }
 
-// A work-item per (image, pixel) walks the channels: neighbouring work-items read neighbouring
-// pixels, so loads are contiguous across a work-group.
-std::string Lrn::ForwardSource(const KernelTarget& target, DataType type) {
+// Work-groups walk rows (image, channel) in a loop the same for the whole group, each row's
+// window of local_size channels unrolled (uniform branches drop the channels outside; adding
+// nothing for them keeps the reference's order of additions). On OpenCL a work-item takes 8
+// neighbouring pixels as one float8 (PoCL does not vectorize across work-items here: AlexNet's
+// norm1 at batch 16 took 23 ms as scalar code); a row's last vector overlaps its neighbour, so
+// rows of fewer than 8 pixels, and CUDA, use the scalar form.
+std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int local_size) {
+  if (local_size <= 0 || local_size % 2 == 0 || local_size > 63)
+    throw Error("LRN kernel: local_size " + std::to_string(local_size) + " must be odd, 1 to 63");
   KernelWriter w(target);
   w.AddType("Dtype", type);
-  w.Kernel(ForwardKernelName(type))
-      .In("Dtype", "x")
-      .Out("Dtype", "y")
-      .Out("float", "scale")
-      .Value("int", "total")
-      .Value("int", "C")
-      .Value("int", "HW")
-      .Value("int", "size")
-      .Value("float", "alpha_over_size")
-      .Value("float", "beta")
-      .Value("float", "k")
-      .Value("int", "has_scale")
-      .Body(R"(  const int pre = (size - 1) / 2;
-  $loop(i, total) {
-    const int n = i / HW;
-    const int base = n * C * HW + (i - n * HW);
-    for (int c = 0; c < C; ++c) {
-      const int c0 = c - pre > 0 ? c - pre : 0;
-      const int c1 = c - pre + size < C ? c - pre + size : C;
-      float sq = 0.0f;
-      for (int j = c0; j < c1; ++j) {
-        const float v = Dtype_LOAD(x, base + j * HW);
-        sq += v * v;
-      }
-      const float s = k + alpha_over_size * sq;
-      const int at = base + c * HW;
-      if (has_scale) scale[at] = s;
-      // s^−β as exp2(−β·log2 s): PoCL's pow is a scalar library call (AlexNet's norm1 took
-      // 11.8 ms with it, 2.2 ms with this); both are accurate to a few ulp.
-      Dtype_STORE(y, at, (float)Dtype_LOAD(x, at) * exp2(-beta * log2(s)));
+  w.Define("LRN_PRE", std::to_string((local_size - 1) / 2));
+  const bool half = type == DataType::kFloat16;
+  auto body = [&](bool vec) {
+    const std::string F = vec ? "float8" : "float";
+    auto load = [&](const std::string& at) {
+      if (!vec) return "(float)Dtype_LOAD(x, " + at + ")";
+      return std::string(half ? "vload_half8" : "vload8") + "(0, x + " + at + ")";
+    };
+    std::string b = vec ? R"(  const int vecs = (HW + 7) / 8;
+  const int v = $global_id(0);
+  const int p0 = v * 8 + 8 <= HW ? v * 8 : HW - 8;  // the last vector overlaps its neighbour
+  const int live = v < vecs;
+)"
+                        : R"(  const int p = $global_id(0);
+  const int p0 = p < HW ? p : HW - 1;
+  const int live = p < HW;
+)";
+    b += "  for (int row = $group_id(1); row < rows; row += $num_groups(1)) {\n";
+    b += "    const int c = row % C;\n";
+    b += "    const int base = (row - c) * HW + p0;  // channel 0 of this image\n";
+    b += "    const int at = base + c * HW;\n";
+    b += "    " + F + " sq = (" + F + ")(0.0f);\n";
+    for (int t = 0; t < local_size; ++t) {
+      b += "    if (c - LRN_PRE + " + std::to_string(t) + " >= 0 && c - LRN_PRE + " +
+           std::to_string(t) + " < C) {\n";
+      b += "      const " + F + " xv = " + load("base + (c - LRN_PRE + " + std::to_string(t) + ") * HW") +
+           ";\n      sq += xv * xv;\n    }\n";
     }
-  }
-)");
+    b += "    const " + F + " s = k + alpha_over_size * sq;\n";
+    // s^−β as exp2(−β·log2 s): PoCL's pow is a scalar library call (norm1 at batch 1: 11.8 ms
+    // with it, 2.2 ms with this); both are accurate to a few ulp.
+    b += "    const " + F + " out = " + load("at") + " * exp2(-beta * log2(s));\n";
+    b += "    if (live) {\n";
+    if (vec) {
+      b += "      if (has_scale) vstore8(s, 0, scale + at);\n";
+      b += std::string("      ") + (half ? "vstore_half8_rte" : "vstore8") + "(out, 0, y + at);\n";
+    } else {
+      b += "      if (has_scale) scale[at] = s;\n      Dtype_STORE(y, at, out);\n";
+    }
+    b += "    }\n  }\n";
+    return b;
+  };
+  auto declare = [&](const std::string& name, bool vec) {
+    w.Kernel(name)
+        .In("Dtype", "x")
+        .Out("Dtype", "y")
+        .Out("float", "scale")
+        .Value("int", "rows")
+        .Value("int", "C")
+        .Value("int", "HW")
+        .Value("float", "alpha_over_size")
+        .Value("float", "beta")
+        .Value("float", "k")
+        .Value("int", "has_scale")
+        .Body(body(vec));
+  };
+  declare(ForwardKernelName(type), false);
+  if (target.backend == Backend::kOpenCL) declare(ForwardKernelName(type) + "_v8", true);
   return w.Source();
 }
 
@@ -131,9 +164,11 @@ std::string Lrn::BackwardSource(const KernelTarget& target) {
 Lrn::Lrn(Device& device, const LrnDesc& desc) : device_(&device), desc_(desc) {
   desc_.Validate();
   const KernelTarget target = KernelTarget::Of(device);
+  ProgramHints hints;
+  hints.local_sizes = {{kLaunch1DLocalSize, 1, 1}, {8, 1, 1}};  // scalar, float8 launches
   forward_ =
-      device.GetProgram(ForwardSource(target, desc_.type), "", ProgramHints::OneDimensional())
-          ->GetKernel(ForwardKernelName(desc_.type));
+      device.GetProgram(ForwardSource(target, desc_.type, desc_.local_size), "", hints)
+          ->GetKernel(ForwardKernelName(desc_.type) + (UsesVectors() ? "_v8" : ""));
   if (desc_.type == DataType::kFloat32)
     backward_ = device.GetProgram(BackwardSource(target), "", ProgramHints::OneDimensional())
                     ->GetKernel(BackwardKernelName());
@@ -147,19 +182,23 @@ Event Lrn::Forward(const BufferRef& input, const BufferRef& output, const Buffer
   CheckBuffer(d, "output", output, es);
   if (scale) CheckBuffer(d, "scale", scale, 4);
   const BufferRef s = scale ? scale : output;  // any valid buffer when unused
-  const int total = d.batch * d.height * d.width;
+  const int hw = d.height * d.width, rows = d.batch * d.channels;
   forward_.ArgBuffer(input.mem, input.byte_offset, es)
       .ArgBuffer(output.mem, output.byte_offset, es)
       .ArgBuffer(s.mem, scale ? s.byte_offset : 0, 4)
-      .Arg(int32_t{total})
+      .Arg(int32_t{rows})
       .Arg(int32_t{d.channels})
       .Arg(int32_t{d.height * d.width})
-      .Arg(int32_t{d.local_size})
       .Arg(d.alpha / d.local_size)
       .Arg(d.beta)
       .Arg(d.k)
       .Arg(int32_t{scale ? 1 : 0});
-  return forward_.Launch1D(size_t(total), queue);
+  // About a thousand work-groups (PoCL pays per group); each walks rows of its pixel columns.
+  const size_t local = UsesVectors() ? 8 : kLaunch1DLocalSize;
+  const size_t items = UsesVectors() ? (size_t(hw) + 7) / 8 : size_t(hw);
+  const size_t columns = (items + local - 1) / local;
+  const size_t row_groups = std::max<size_t>(1, std::min<size_t>(rows, 1024 / columns));
+  return forward_.Launch({columns * local, row_groups, 1}, {local, 1, 1}, queue);
 }
 
 Event Lrn::Backward(const BufferRef& input, const BufferRef& output, const BufferRef& top_diff,

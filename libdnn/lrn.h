@@ -51,12 +51,18 @@ class Lrn {
   Event Backward(const BufferRef& input, const BufferRef& output, const BufferRef& top_diff,
                  const BufferRef& scale, const BufferRef& bottom_diff, Queue* queue = nullptr);
 
-  static std::string ForwardSource(const KernelTarget& target, DataType type);
+  /// The forward kernel for windows of `local_size` channels (unrolled into the text).
+  static std::string ForwardSource(const KernelTarget& target, DataType type, int local_size = 5);
   static std::string BackwardSource(const KernelTarget& target);
   static std::string ForwardKernelName(DataType type);
   static std::string BackwardKernelName();
 
  private:
+  /// The float8 forward kernel: OpenCL, rows of at least 8 pixels.
+  bool UsesVectors() const {
+    return device_->backend() == Backend::kOpenCL && desc_.height * desc_.width >= 8;
+  }
+
   Device* device_;
   LrnDesc desc_;
   Kernel forward_, backward_;
