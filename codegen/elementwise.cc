@@ -152,7 +152,50 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
   }
 )");
   }
+  if (HasVectorConvert(target, from, to)) {
+    // The same arithmetic on 8 elements per step (PoCL runs the scalar form as scalar code:
+    // quantizing AlexNet's batch-16 input took 6.5 ms), then the n % 8 tail one by one.
+    const std::string q = to == DataType::kInt8Q || from == DataType::kInt8Q ? "uchar" : "ushort";
+    std::string body = "  const int n8 = n / 8;\n  $loop(v, n8) {\n";
+    if (!qx) {
+      body += "    const float8 f = vload8(v, x);\n";
+      body += "    float8 r = rint(f / y_scale) + (float)y_zero;\n";
+      body += "    r = fmin(fmax(r, (float8)((float)Ytype_QMIN)), (float8)((float)Ytype_QMAX));\n";
+      body += "    const int8 qv = select(convert_int8(r), (int8)(y_zero), isnan(f));\n";
+      body += "    vstore8(convert_" + q + "8(qv), v, y);\n";
+    } else {
+      body += "    const int8 d = convert_int8(vload8(v, x)) - x_zero;\n";
+      body += "    vstore8(x_scale * convert_float8(d), v, y);\n";
+    }
+    body += "  }\n  $loop(t, n - n8 * 8) {\n    const int i = n8 * 8 + t;\n";
+    if (!qx) {
+      body += R"(    float v = (float)Xtype_LOAD(x, i);
+    int q = y_zero;
+    if (!isnan(v)) {
+      float r = $rint(v / y_scale) + (float)y_zero;
+      r = fmin(fmax(r, (float)Ytype_QMIN), (float)Ytype_QMAX);
+      q = (int)r;
+    }
+    Ytype_STORE(y, i, q);
+)";
+    } else {
+      body += "    Ytype_STORE(y, i, (Ytype_c)(x_scale * (float)(Xtype_LOAD(x, i) - x_zero)));\n";
+    }
+    body += "  }\n";
+    w.Kernel(ConvertKernelName(from, to) + "_v8")
+        .Value("int", "n").In("Xtype", "x").Out("Ytype", "y")
+        .Value("float", "x_scale").Value("int", "x_zero")
+        .Value("float", "y_scale").Value("int", "y_zero")
+        .Value("int", "mult").Value("int", "shift")
+        .Body(body);
+  }
   return w.Source();
+}
+
+bool HasVectorConvert(const KernelTarget& target, DataType from, DataType to) {
+  return target.backend == Backend::kOpenCL &&
+         ((from == DataType::kFloat32 && IsQuantized(to)) ||
+          (IsQuantized(from) && to == DataType::kFloat32));
 }
 
 }  // namespace mpcaffe

@@ -39,5 +39,8 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
 /// Kernel names: "relu_int8q", "convert_fp32_int8q", ...
 std::string ElementwiseKernelName(const std::string& op, DataType type);
 std::string ConvertKernelName(DataType from, DataType to);
+/// Whether ConvertSource also holds "<ConvertKernelName>_v8", the same conversion 8 elements
+/// per step (OpenCL, fp32 to and from the quantized types).
+bool HasVectorConvert(const KernelTarget& target, DataType from, DataType to);
 
 }  // namespace mpcaffe

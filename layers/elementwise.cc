@@ -1,6 +1,7 @@
 // layers/elementwise.cc — launching the element-wise kernels, and their host references.
 #include "layers/elementwise.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -115,13 +116,15 @@ void ElementwiseOps::Axpby(DataType type, int n, float a, DeviceMemory& x, float
 
 void ElementwiseOps::Convert(DataType from, DataType to, int n, DeviceMemory& x, DeviceMemory& y,
                              Affine xq, Affine yq) {
-  Kernel k = Get(ConvertKernelName(from, to), ConvertSource(KernelTarget::Of(device_), from, to));
+  const KernelTarget target = KernelTarget::Of(device_);
+  const bool vec = HasVectorConvert(target, from, to);
+  Kernel k = Get(ConvertKernelName(from, to) + (vec ? "_v8" : ""), ConvertSource(target, from, to));
   FixedPointMultiplier m;
   if (IsQuantized(from) && IsQuantized(to)) m = quant::QuantizeMultiplier(double(xq.scale) / yq.scale);
   k.Arg(int32_t{n}).ArgBuffer(&x, 0, SizeOf(from)).ArgBuffer(&y, 0, SizeOf(to))
       .Arg(xq.scale).Arg(xq.zero_point).Arg(yq.scale).Arg(yq.zero_point)
       .Arg(m.multiplier).Arg(m.shift);
-  k.Launch1D(n);
+  k.Launch1D(vec ? std::max(n / 8, n % 8) : n);
 }
 
 namespace reference {
