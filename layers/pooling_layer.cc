@@ -64,14 +64,11 @@ class PoolingLayer : public Layer {
       pool_ = std::make_unique<libdnn::Pooling>(device(), desc_, q);
       quant_ = q;
     }
-    libdnn::BufferRef mask;
-    if (compute_type_ == DataType::kFloat32 && desc_.method == libdnn::PoolMethod::kMax) {
-      // Argmax indices for Backward (fp32 only: the type training runs in).
-      if (mask_.size() < desc_.output_count()) mask_ = device().Alloc<int32_t>(desc_.output_count());
-      mask = mask_;
-    }
-    pool_->Forward(libdnn::BufferRef(bottom[0]->device_data(), 0),
-                   libdnn::BufferRef(top[0]->mutable_device_data(), 0), mask);
+    // Argmax indices for Backward when training (fp32, max pooling). An inference net goes
+    // without (its vector kernel writes none); a Backward there runs the forward again first.
+    const bool mask = compute_type_ == DataType::kFloat32 &&
+                      desc_.method == libdnn::PoolMethod::kMax && phase() == caffe::TRAIN;
+    RunForward(*bottom[0], *top[0], mask);
   }
 
  public:
@@ -82,6 +79,7 @@ class PoolingLayer : public Layer {
                     const std::vector<Blob*>& bottom) override {
     if (!down[0] || desc_.batch == 0) return;
     if (!pool_) Fail("Backward before Forward");
+    if (desc_.method == libdnn::PoolMethod::kMax && !mask_valid_) RunForward(*bottom[0], *top[0], true);
     pool_->Backward(libdnn::BufferRef(top[0]->device_diff(), 0), mask_,
                     libdnn::BufferRef(bottom[0]->mutable_device_diff(), 0));
   }
@@ -93,6 +91,18 @@ class PoolingLayer : public Layer {
   libdnn::PoolQuant quant_;
   std::unique_ptr<libdnn::Pooling> pool_;
   vptr<int32_t> mask_;
+  bool mask_valid_ = false;  // mask_ holds the argmax of the last Forward
+
+  void RunForward(Blob& bottom, Blob& top, bool with_mask) {
+    libdnn::BufferRef mask;
+    if (with_mask) {
+      if (mask_.size() < desc_.output_count()) mask_ = device().Alloc<int32_t>(desc_.output_count());
+      mask = mask_;
+    }
+    pool_->Forward(libdnn::BufferRef(bottom.device_data(), 0),
+                   libdnn::BufferRef(top.mutable_device_data(), 0), mask);
+    mask_valid_ = with_mask;
+  }
 };
 
 }  // namespace

@@ -175,6 +175,14 @@ TEST(Gradient, PoolingMaxAndAverage) {
   Checker a(R"(name: "pave" type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 })",
             {{1, 2, 5, 5}}, 1);
   a.Check();
+  // A TEST-phase layer keeps no argmax (its forward is the maskless vector kernel for rows of
+  // 8 or more outputs); its Backward runs the forward again with the mask.
+  Checker t(R"(name: "ptest" type: "Pooling" pooling_param { pool: MAX kernel_size: 2 stride: 1 })",
+            {{1, 2, 4, 10}}, 1, 5, caffe::TEST);
+  std::vector<float> w(80);
+  for (int i = 0; i < 80; ++i) w[i] = 0.05f * ((i * 37) % 80) - 2.0f;
+  t.SetBottom(0, w);
+  t.Check();
 }
 
 TEST(Gradient, Activations) {
