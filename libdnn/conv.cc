@@ -20,8 +20,8 @@ using host::Field;
 int DivUp(int a, int b) { return (a + b - 1) / b; }
 
 /// Packed-weight element type of the forward kernel: float for float types, the difference
-/// type for quantized ones (w − z_w fits it).
-const char* PackedType(DataType t) {
+/// type for quantized ones (w − z_w fits it), 16 bits for every channel-pair input.
+const char* PackedType(DataType t, ConvInput input) {
   switch (t) {
     case DataType::kFloat32:
     case DataType::kFloat16:
@@ -29,25 +29,75 @@ const char* PackedType(DataType t) {
     case DataType::kInt8Q:
       return "mp_i16";
     case DataType::kInt16Q:
-      return "int";
+      return input == ConvInput::kPackedSplit ? "mp_i16" : "int";
   }
   return "float";
 }
-size_t PackedBytes(DataType t) { return t == DataType::kInt8Q ? 2 : 4; }
-
-/// Whether the forward kernel takes input channels two at a time: int8 with vectors of 8 on
-/// OpenCL. The packed weights then interleave channel pairs (wp[…][ic / 2][t][ic % 2], an odd
-/// Cg padded with a zero channel) and one 16-bit pair product (MP_MADD16) adds
-/// w(ic)·x(ic) + w(ic + 1)·x(ic + 1) for 8 output channels: w − z_w and x − z_x both fit 16
-/// bits and the pair sums int32, so the result is the same integer.
-bool UsesChannelPairs(Backend backend, const ConvDesc& d, const ConvConfig& c) {
-  return backend == Backend::kOpenCL && d.type == DataType::kInt8Q && c.vw == 8;
+size_t PackedBytes(DataType t, ConvInput input) {
+  return t == DataType::kInt8Q || input == ConvInput::kPackedSplit ? 2 : 4;
 }
+
+/// Pair steps of a window at most this many between flushes of the int16 split path's int32
+/// accumulators: a pair product of w − c (int16) with a lo (0..255) or hi (−256..255) pair
+/// is at most 2·32768·256 = 2^24 in magnitude, and 127·2^24 < 2^31.
+constexpr int kSplitFlushSteps = 127;
+
+/// Packed input planes per Forward launch at most (several images per launch when they are
+/// small, always at least one): the planes are twice (int8) / four times (int16) the input and
+/// live as long as the Convolution, so they hold a chunk of the batch, not all of it. Measured
+/// (ConvBench at batch 16, AlexNet int8, PoCL, chunk sizes interleaved): one image per launch,
+/// 256 KiB, 1 MiB and the whole batch ran within 5% of each other.
+constexpr size_t kPackChunkBytes = size_t(256) << 10;
+
+/// How the forward kernel reads its input (see ConvInput). The pair forms need OpenCL vectors
+/// of 8 output channels (one short16 pair product per vector) and `x_fits` (x − z_x within
+/// 17 bits: a zero point in the type's range). The packed weights then interleave channel pairs
+/// (wp[…][ic / 2][t][ic % 2], an odd Cg padded with a zero channel) and one MP_MADD16 adds
+/// w(ic)·x(ic) + w(ic + 1)·x(ic + 1) for 8 output channels: both factors fit 16 bits and the
+/// pair sums int32, so the result is the same integer.
+ConvInput InputOf(Backend backend, const ConvDesc& d, const ConvConfig& c, bool x_fits) {
+  if (backend != Backend::kOpenCL || c.vw != 8 || !x_fits) return ConvInput::kDirect;
+  const int cg = d.channels / d.groups;
+  // Packed planes are indexed with int: one image's words (two per pair for int16) and the
+  // per-pixel channel sum Σ (x − z_x) (|x − z_x| ≤ 65535, int32 up to Cg = 32768) must fit.
+  const double words = double(d.channels + d.groups) * d.height * d.width * 2;
+  if (words >= 2147483647.0)
+    return d.type == DataType::kInt8Q ? ConvInput::kPairs : ConvInput::kDirect;
+  switch (d.type) {
+    case DataType::kInt8Q: {
+      // Packing costs a pass over the input; it pays when the forward kernel reads each input
+      // pixel often: (channel blocks) · KH·KW / (stride_h·stride_w) times. Measured (ConvBench,
+      // PoCL, interleaved): packed ahead by 10-25% on AlexNet's layers (reuse 9 to 72) and on a
+      // 3×3 stride-1 layer with one block (reuse 9), level at 2.25 (3×3 stride 2, one block)
+      // and on a 1×1 layer with 8 blocks; behind by 15-45% on 1×1 layers with reuse ≤ 1
+      // (stride 2 with one or two blocks, stride 1 with one block).
+      const int blocks =
+          (d.out_channels / d.groups + c.channels_per_group() - 1) / c.channels_per_group();
+      const double reuse =
+          double(blocks) * d.kernel_h * d.kernel_w / (double(d.stride_h) * d.stride_w);
+      return reuse >= 2 ? ConvInput::kPackedPairs : ConvInput::kPairs;
+    }
+    case DataType::kInt16Q:
+      return cg <= 32768 ? ConvInput::kPackedSplit : ConvInput::kDirect;
+    default:
+      return ConvInput::kDirect;
+  }
+}
+bool IsPacked(ConvInput m) { return m == ConvInput::kPackedPairs || m == ConvInput::kPackedSplit; }
 
 /// Input channels per group as packed: Cg, rounded up to even for channel pairs.
 int PackedChannels(const ConvDesc& d, bool pairs) {
   const int cg = d.channels / d.groups;
   return pairs ? cg + cg % 2 : cg;
+}
+
+/// Bytes of one image's packed input: per group ⌈Cg/2⌉ planes of 32-bit pairs (int16: a lo and
+/// a hi word per pixel, then one plane of channel sums).
+size_t PackedInputBytes(const ConvDesc& d, ConvInput m) {
+  const size_t hw = size_t(d.height) * d.width, pairs = size_t(d.channels / d.groups + 1) / 2;
+  if (m == ConvInput::kPackedPairs) return size_t(d.groups) * pairs * hw * 4;
+  if (m == ConvInput::kPackedSplit) return size_t(d.groups) * (pairs * 2 + 1) * hw * 4;
+  return 0;
 }
 
 /// Bias element bytes: fp32 for float types, the accumulator for quantized ones.
@@ -196,22 +246,27 @@ void ConvConfig::Validate() const {
                 ": lanes must be in [1, 256], tiles in [1, 16] with oc·px ≤ 64, vw 1/2/4/8/16");
 }
 
-ConvConfig DefaultConvConfig(const DeviceInfo& device) {
+ConvConfig DefaultConvConfig(const DeviceInfo& device, DataType type) {
   if (device.backend == Backend::kOpenCL && !device.is_gpu) {
     // Measured on PoCL (AVX2 code, 16 vector registers; shared, loaded machine, so only
     // side-by-side runs count): 4 vectors of 8 channels × 3 pixels (12 accumulators) was at
     // or near the top of the candidates on AlexNet's convolutions (ConvBench in
-    // tests/libdnn/conv_test.cc compares them).
+    // tests/libdnn/conv_test.cc compares them). int16q's split pairs (ConvInput) keep two
+    // int32 sums per accumulator: 2 × 2 tiles (8 registers) do not spill, and ran 15-25% ahead
+    // of 4 × 3 (24 sums, spilled) in four interleaved ConvBench runs (batch 1 and 16); 4 × 2
+    // and 6 × 2 were level with 2 × 2.
+    if (type == DataType::kInt16Q) return {1, 2, 2, 8};
     return {1, 4, 3, 8};
   }
   return {32, 2, 4, 1};
 }
 
-std::vector<ConvConfig> ConvConfig::Candidates(const DeviceInfo& device) {
-  std::vector<ConvConfig> out = {DefaultConvConfig(device)};
-  const std::vector<ConvConfig> all = {{1, 4, 3, 8},  {1, 2, 4, 8}, {1, 2, 6, 8},  {1, 1, 4, 16},
-                                       {1, 3, 4, 8},  {1, 4, 3, 4}, {32, 2, 4, 1}, {64, 1, 4, 1},
-                                       {16, 4, 4, 1}, {32, 4, 2, 1}};
+std::vector<ConvConfig> ConvConfig::Candidates(const DeviceInfo& device, DataType type) {
+  std::vector<ConvConfig> out = {DefaultConvConfig(device, type)};
+  const std::vector<ConvConfig> all = {{1, 4, 3, 8}, {1, 2, 4, 8},  {1, 2, 6, 8},  {1, 1, 4, 16},
+                                       {1, 3, 4, 8}, {1, 4, 2, 8},  {1, 6, 2, 8},  {1, 2, 2, 8},
+                                       {1, 4, 3, 4}, {32, 2, 4, 1}, {64, 1, 4, 1}, {16, 4, 4, 1},
+                                       {32, 4, 2, 1}};
   for (const ConvConfig& c : all)
     if (c.Supports(device.backend) && !(c == out[0])) out.push_back(c);
   return out;
@@ -227,14 +282,20 @@ std::string Convolution::ForwardKernelName(const ConvDesc& d) {
 std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDesc& d,
                                        const ConvConfig& c, bool channel_pairs) {
   c.Validate();
-  const bool pairs = channel_pairs && UsesChannelPairs(target.backend, d, c);
+  const ConvInput input = InputOf(target.backend, d, c, channel_pairs);
+  const bool pairs = input != ConvInput::kDirect;
+  const bool packed = IsPacked(input);
+  const bool split = input == ConvInput::kPackedSplit;
   const bool q = IsQuantized(d.type);
   const bool wide = d.type == DataType::kInt16Q;
   KernelWriter w(target);
   w.AddType("Dtype", d.type);
   if (pairs) w.UseHelper(KernelHelper::kPairProduct16);
   DeclareWeightStorage(w, d);
-  w.Define("Ptype", PackedType(d.type));
+  w.Define("Ptype", PackedType(d.type, input));
+  // The split path packs w − WCENTER (int16 whatever the zero point) and adds
+  // (WCENTER − z_w)·Σ(x − z_x) per output.
+  if (split) w.Define("WCENTER", d.weights_signed ? "0" : "32768");
   if (!q) {
     w.Define("Atype", "float");
     w.Define("Btype", "float");
@@ -294,12 +355,49 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
             R"(    if (ocp < OCg && ic < Cg) {
       const int o = g * OCg + ocp;
 )" +
-            (q ? "      v = WLOAD(wsrc, (o * Cg + ic) * KHW + kk) - wz[o];\n"
-               : "      v = WLOAD(wsrc, (o * Cg + ic) * KHW + kk);\n") +
+            (!q      ? "      v = WLOAD(wsrc, (o * Cg + ic) * KHW + kk);\n"
+             : split ? "      v = WLOAD(wsrc, (o * Cg + ic) * KHW + kk) - WCENTER;\n"
+                     : "      v = WLOAD(wsrc, (o * Cg + ic) * KHW + kk) - wz[o];\n") +
             R"(    }
     wp[i] = (Ptype)v;
   }
 )");
+
+  if (packed) {
+    // Input packing for one chunk of images (NG = images · groups): per (image, group) ⌈Cg/2⌉
+    // planes of 32-bit words (x(2i) − z_x, x(2i + 1) − z_x) as two int16 halves, an odd Cg
+    // padded with 0; the split path writes two words per pixel (the lo pair, then the hi pair
+    // of v = hi·256 + lo) and a plane of Σ_ic v per (image, group).
+    auto& xk = w.Kernel("conv_xpack_" + suffix).In("Dtype", "x").Out("int", "xq");
+    if (split) xk.Out("int", "xs");
+    xk.Value("int", "Cg").Value("int", "HW").Value("int", "NG").Value("int", "x_zero");
+    std::string b = R"(  const int Cgh = (Cg + 1) / 2;
+  $loop(i, NG * HW) {
+    const int s = i % HW;
+    const int ng = i / HW;
+    const $global Dtype* src = x + ng * Cg * HW + s;
+)";
+    b += split ? R"(    $global int* dst = xq + ng * Cgh * HW * 2 + s * 2;
+    int sum = 0;
+)"
+               : "    $global int* dst = xq + ng * Cgh * HW + s;\n";
+    b += R"(    for (int pr = 0; pr < Cgh; ++pr) {
+      const int v0 = Dtype_LOAD(src, 2 * pr * HW) - x_zero;
+      const int v1 = 2 * pr + 1 < Cg ? Dtype_LOAD(src, (2 * pr + 1) * HW) - x_zero : 0;
+)";
+    b += split ? R"(      dst[pr * HW * 2] = (v0 & 255) | ((v1 & 255) << 16);
+      dst[pr * HW * 2 + 1] = ((v0 >> 8) & 0xffff) | (int)((uint)(v1 >> 8) << 16);
+      sum += v0 + v1;
+    }
+    xs[i] = sum;
+  }
+)"
+               : R"(      dst[pr * HW] = (v0 & 0xffff) | (int)((uint)v1 << 16);
+    }
+  }
+)";
+    xk.Body(b);
+  }
 
   // Forward. Work-groups: dimension 0 = pixel tiles (× lanes), 1 = channel blocks,
   // 2 = image × group; consecutive work-groups share one block's weights (cache reuse).
@@ -325,8 +423,19 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
                0, t);
   });
   body += ForEachTile(c, [&](int j, int t) { return Sub("  Vtype acc#J_#T = (Vtype)0;\n", j, t); });
-  body += R"(  const $global Dtype* xg = x + (n * C + g * Cg) * HW;
-  const $global Ptype* wg =
+  if (split) {
+    // int32 partial sums of the lo and hi pair products, flushed into acc (int64) at most every
+    // kSplitFlushSteps pair steps; sx = Σ (x − z_x) over each pixel's window.
+    body += ForEachTile(c, [&](int j, int t) {
+      return Sub("  int8 lo#J_#T = (int8)0, hi#J_#T = (int8)0;\n", j, t);
+    });
+    body += ForEachPixel(c, [&](int t) { return Sub("  mp_i64 sx#T = 0;\n", 0, t); });
+    body += "  int pending = 0;  // pair steps in lo/hi since the last flush\n";
+  }
+  body += !packed ? "  const $global Dtype* xg = x + (n * C + g * Cg) * HW;\n"
+                  : std::string("  const $global int* xg = xq + ng * (Cgp / 2) * HW") +
+                        (split ? " * 2;\n  const $global int* xsg = xs + ng * HW;\n" : ";\n");
+  body += R"(  const $global Ptype* wg =
       wp + (g * (OCpad / CONV_TILE) + blk) * KC * CONV_TILE + lane * CONV_VW * CONV_CP;
   for (int ky = 0; ky < KH; ++ky) {
     for (int kx = 0; kx < KW; ++kx) {
@@ -373,7 +482,47 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
 )" + step(false) +
            "        }\n";
   };
+  // Pre-packed pairs: one 32-bit load per pixel and step, broadcast as 8 equal pairs.
+  auto packed_loop = [&](bool masked, const char* first, const char* last) {
+    auto xword = [&](int t, const char* at) {
+      const std::string load = Sub("xp[", 0, t) + at + "]";
+      return masked ? Sub("(ok#T ? ", 0, t) + load + " : 0)" : load;
+    };
+    std::string s = std::string("        for (int s = ") + first + "; s < " + last + "; ++s) {\n";
+    s += ForEachPixel(c, [&](int t) {
+      if (!split)
+        return Sub("          const short16 x#T = __builtin_astype((int8)(", 0, t) +
+               xword(t, Sub("off#T", 0, t).c_str()) + "), short16);\n";
+      return Sub("          const short16 l#T = __builtin_astype((int8)(", 0, t) +
+             xword(t, Sub("2 * off#T", 0, t).c_str()) + "), short16);\n" +
+             Sub("          const short16 h#T = __builtin_astype((int8)(", 0, t) +
+             xword(t, Sub("2 * off#T + 1", 0, t).c_str()) + "), short16);\n";
+    });
+    s += ForEachChannel(c, [&](int j) {
+      return Sub("          const short16 w#J = vload16(0, wk + #J * CONV_STEP * 2);\n", j, 0);
+    });
+    s += ForEachTile(c, [&](int j, int t) {
+      return split ? Sub("          lo#J_#T += MP_MADD16(w#J, l#T);\n"
+                         "          hi#J_#T += MP_MADD16(w#J, h#T);\n",
+                         j, t)
+                   : Sub("          acc#J_#T += MP_MADD16(w#J, x#T);\n", j, t);
+    });
+    s += split ? "          xp += 2 * HW;\n" : "          xp += HW;\n";
+    s += "          wk += 2 * CONV_TILE;\n        }\n";
+    return s;
+  };
+  const std::string flush = ForEachTile(c, [&](int j, int t) {
+    return Sub(
+        "    acc#J_#T += (convert_long8(hi#J_#T) << 8) + convert_long8(lo#J_#T);\n"
+        "    lo#J_#T = (int8)0;\n    hi#J_#T = (int8)0;\n",
+        j, t);
+  });
   auto ic_loop = [&](bool masked) {
+    if (input == ConvInput::kPackedPairs) {
+      return std::string(R"(        const $global int* xp = xg;
+        const $global Ptype* wk = wg + (ky * KW + kx) * Cgp * CONV_TILE;
+)") + packed_loop(masked, "0", "Cgp / 2");
+    }
     if (pairs) return pair_loop(masked);
     std::string s = R"(        const $global Dtype* xp = xg;
         const $global Ptype* wk = wg + (ky * KW + kx) * Cg * CONV_TILE;
@@ -399,8 +548,28 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
     return s;
   };
   // Interior windows (every pixel of the tile inside the input) skip the masking.
-  body += "      if (" + all_ok + ") {\n" + ic_loop(false) + "      } else {\n" + ic_loop(true) +
-          "      }\n    }\n  }\n  Atype lanes_out[CONV_VW];\n";
+  if (!split) {
+    body += "      if (" + all_ok + ") {\n" + ic_loop(false) + "      } else {\n" + ic_loop(true) +
+            "      }\n    }\n  }\n";
+  } else {
+    body +=
+        ForEachPixel(c, [&](int t) { return Sub("      sx#T += ok#T ? xsg[off#T] : 0;\n", 0, t); });
+    body += R"(      const $global int* xp = xg;
+      const $global Ptype* wk = wg + (ky * KW + kx) * Cgp * CONV_TILE;
+      for (int s0 = 0; s0 < Cgp / 2; s0 += )" +
+            std::to_string(kSplitFlushSteps) + R"() {
+        const int s1 = min(s0 + )" +
+            std::to_string(kSplitFlushSteps) + R"(, Cgp / 2);
+        if (pending + (s1 - s0) > )" +
+            std::to_string(kSplitFlushSteps) + R"() {
+)" + flush + R"(          pending = 0;
+        }
+        pending += s1 - s0;
+        if ()" +
+            all_ok + ") {\n" + packed_loop(false, "s0", "s1") + "        } else {\n" +
+            packed_loop(true, "s0", "s1") + "        }\n      }\n    }\n  }\n" + flush;
+  }
+  body += "  Atype lanes_out[CONV_VW];\n";
   body += ForEachTile(c, [&](int j, int t) {
     std::string s = Sub(R"(  VTO(acc#J_#T, lanes_out);
   for (int v = 0; v < CONV_VW; ++v) {
@@ -418,8 +587,10 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
   }
 )";
     } else {
-      s +=
-          R"(      mp_i64 r = (mp_i64)c_zero + MP_REQUANT(lanes_out[v] + (has_bias ? bias[o] : 0), rq[2 * o], rq[2 * o + 1]);
+      // The split path's weights are w − WCENTER: (WCENTER − z_w)·Σ(x − z_x) restores w − z_w.
+      const std::string fix = split ? Sub(" + (mp_i64)(WCENTER - wz[o]) * sx#T", 0, t) : "";
+      s += "      mp_i64 r = (mp_i64)c_zero + MP_REQUANT(lanes_out[v]" + fix +
+           R"( + (has_bias ? bias[o] : 0), rq[2 * o], rq[2 * o + 1]);
       const mp_i64 lo = relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN;
       r = r < lo ? lo : (r > Dtype_QMAX ? (mp_i64)Dtype_QMAX : r);
       Dtype_STORE(y, yi, r);
@@ -431,7 +602,12 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
   });
 
   auto& k = w.Kernel(ForwardKernelName(d));
-  k.In("Dtype", "x").In("Ptype", "wp").In("Btype", "bias").In("int", "rq").Out("Dtype", "y");
+  if (packed)
+    k.In("int", "xq");
+  else
+    k.In("Dtype", "x");
+  k.In("Ptype", "wp").In("Btype", "bias").In("int", "rq").Out("Dtype", "y");
+  if (split) k.In("int", "xs").In("int", "wz");
   for (const char* name :
        {"C",  "H",  "W",  "Cg", "OCg", "OCpad", "OH",       "OW",   "KH",     "KW",    "sh",
         "sw", "ph", "pw", "dh", "dw",  "G",     "has_bias", "relu", "x_zero", "c_zero"})
@@ -574,15 +750,18 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
   oc_padded_ = DivUp(ocg, tile) * tile;
 
   const KernelTarget target = KernelTarget::Of(device);
-  // Channel pairs hold x − z_x in 16 bits: a uint8 zero point (any valid quantization).
-  const bool pairs_ok = quant.x_zero >= 0 && quant.x_zero <= 255;
-  pairs_ = pairs_ok && UsesChannelPairs(target.backend, desc_, config_);
+  // Channel pairs hold x − z_x in 16 bits (int8q) or as lo/hi bytes of 17 bits (int16q): a
+  // zero point within the type's range (any valid quantization).
+  const bool pairs_ok =
+      quant.x_zero >= 0 && quant.x_zero <= (desc_.type == DataType::kInt16Q ? 65535 : 255);
+  input_ = InputOf(target.backend, desc_, config_, pairs_ok);
   ProgramHints hints;
   hints.local_sizes = {{size_t(config_.lanes), 1, 1}, {kLaunch1DLocalSize, 1, 1}};
   auto program = device.GetProgram(ForwardSource(target, desc_, config_, pairs_ok), "", hints);
+  const std::string suffix = std::string(Name(desc_.type)) + (desc_.weights_signed ? "_sw" : "");
   forward_ = program->GetKernel(ForwardKernelName(desc_));
-  pack_ = program->GetKernel(std::string("conv_pack_") + Name(desc_.type) +
-                             (desc_.weights_signed ? "_sw" : ""));
+  pack_ = program->GetKernel("conv_pack_" + suffix);
+  if (IsPacked(input_)) xpack_ = program->GetKernel("conv_xpack_" + suffix);
 
   std::vector<int32_t> rq(2 * size_t(oc), 0), wz(size_t(oc), 0);
   if (IsQuantized(desc_.type)) {
@@ -607,8 +786,9 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
   w_zero_ = device.Alloc<int32_t>(wz.size());
   device.Write(w_zero_, wz.data(), wz.size());
   const size_t khw = size_t(desc_.kernel_h) * desc_.kernel_w;
-  packed_ = device.Allocate(size_t(desc_.groups) * khw * PackedChannels(desc_, pairs_) *
-                            oc_padded_ * PackedBytes(desc_.type));
+  packed_ = device.Allocate(size_t(desc_.groups) * khw *
+                            PackedChannels(desc_, input_ != ConvInput::kDirect) * oc_padded_ *
+                            PackedBytes(desc_.type, input_));
 }
 
 Event Convolution::SetWeights(const BufferRef& weights, Queue* queue) {
@@ -616,10 +796,10 @@ Event Convolution::SetWeights(const BufferRef& weights, Queue* queue) {
   const size_t wbytes = IsQuantized(d.type) ? SizeOf(d.type) : SizeOf(d.type);
   CheckBuffer(d, "weights", weights, d.weight_count(), wbytes);
   const int cg = d.channels / d.groups, khw = d.kernel_h * d.kernel_w;
-  const int total = d.groups * khw * PackedChannels(d, pairs_) * oc_padded_;
+  const int total = d.groups * khw * PackedChannels(d, input_ != ConvInput::kDirect) * oc_padded_;
   pack_.ArgBuffer(weights.mem, weights.byte_offset, wbytes)
       .Arg(w_zero_)
-      .ArgBuffer(packed_.get(), 0, PackedBytes(d.type))
+      .ArgBuffer(packed_.get(), 0, PackedBytes(d.type, input_))
       .Arg(int32_t{cg})
       .Arg(int32_t{d.out_channels / d.groups})
       .Arg(int32_t{oc_padded_ / config_.channels_per_group()})
@@ -639,23 +819,54 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
   if (d.bias) CheckBuffer(d, "bias", bias, size_t(d.out_channels), BiasBytes(d.type));
   const BufferRef bias_arg = d.bias ? bias : output;  // any valid buffer when unused
   const int ocg = d.out_channels / d.groups, oh = d.out_h(), ow = d.out_w();
-  forward_.ArgBuffer(input.mem, input.byte_offset, es)
-      .ArgBuffer(packed_.get(), 0, PackedBytes(d.type))
-      .ArgBuffer(bias_arg.mem, d.bias ? bias_arg.byte_offset : 0, BiasBytes(d.type))
-      .Arg(requant_)
-      .ArgBuffer(output.mem, output.byte_offset, es);
-  for (int v : {d.channels, d.height,    d.width,      d.channels / d.groups,
-                ocg,        oc_padded_,  oh,           ow,
-                d.kernel_h, d.kernel_w,  d.stride_h,   d.stride_w,
-                d.pad_h,    d.pad_w,     d.dilation_h, d.dilation_w,
-                d.groups,   int(d.bias), int(d.relu),  x_zero_,
-                c_zero_})
-    forward_.Arg(int32_t{v});
   const size_t lanes = size_t(config_.lanes);
-  const Dim3 global = {size_t(DivUp(oh * ow, config_.px_per_item)) * lanes,
-                       size_t(DivUp(ocg, config_.channels_per_group())),
-                       size_t(d.batch) * d.groups};
-  return forward_.Launch(global, {lanes, 1, 1}, queue);
+  // One launch over `images` images from `first`, reading `x` (the input or packed planes).
+  auto launch = [&](int first, int images, DeviceMemory* x, size_t x_byte_offset,
+                    size_t xs_byte_offset) {
+    const size_t out_offset = size_t(first) * d.out_channels * oh * ow * es;
+    forward_.ArgBuffer(x, x_byte_offset, IsPacked(input_) ? 4 : es)
+        .ArgBuffer(packed_.get(), 0, PackedBytes(d.type, input_))
+        .ArgBuffer(bias_arg.mem, d.bias ? bias_arg.byte_offset : 0, BiasBytes(d.type))
+        .Arg(requant_)
+        .ArgBuffer(output.mem, output.byte_offset + out_offset, es);
+    if (input_ == ConvInput::kPackedSplit) forward_.ArgBuffer(x, xs_byte_offset, 4).Arg(w_zero_);
+    for (int v : {d.channels, d.height,    d.width,      d.channels / d.groups,
+                  ocg,        oc_padded_,  oh,           ow,
+                  d.kernel_h, d.kernel_w,  d.stride_h,   d.stride_w,
+                  d.pad_h,    d.pad_w,     d.dilation_h, d.dilation_w,
+                  d.groups,   int(d.bias), int(d.relu),  x_zero_,
+                  c_zero_})
+      forward_.Arg(int32_t{v});
+    const Dim3 global = {size_t(DivUp(oh * ow, config_.px_per_item)) * lanes,
+                         size_t(DivUp(ocg, config_.channels_per_group())),
+                         size_t(images) * d.groups};
+    return forward_.Launch(global, {lanes, 1, 1}, queue);
+  };
+  if (!IsPacked(input_)) return launch(0, d.batch, input.mem, input.byte_offset, 0);
+
+  // Pack a chunk of images, convolve it, next chunk (the queue is in order, so a pack never
+  // overwrites planes a previous launch still reads).
+  const size_t per_image = PackedInputBytes(d, input_);
+  const int chunk = int(std::clamp<size_t>(kPackChunkBytes / per_image, 1, size_t(d.batch)));
+  if (!xpacked_ || xpacked_->bytes() < chunk * per_image)
+    xpacked_ = device_->Allocate(chunk * per_image);
+  const size_t hw = size_t(d.height) * d.width;
+  Event last;
+  for (int first = 0; first < d.batch; first += chunk) {
+    const int images = std::min(chunk, d.batch - first);
+    // Split planes: the lo/hi words of every (image, group), then the channel sums.
+    const size_t xs_offset = images * (per_image - size_t(d.groups) * hw * 4);
+    xpack_.ArgBuffer(input.mem, input.byte_offset + size_t(first) * d.channels * hw * es, es)
+        .ArgBuffer(xpacked_.get(), 0, 4);
+    if (input_ == ConvInput::kPackedSplit) xpack_.ArgBuffer(xpacked_.get(), xs_offset, 4);
+    xpack_.Arg(int32_t{d.channels / d.groups})
+        .Arg(int32_t(hw))
+        .Arg(int32_t{images * d.groups})
+        .Arg(int32_t{x_zero_});
+    xpack_.Launch1D(size_t(images) * d.groups * hw, queue);
+    last = launch(first, images, xpacked_.get(), 0, xs_offset);
+  }
+  return last;
 }
 
 namespace {

@@ -106,19 +106,35 @@ struct ConvConfig {
     return lanes == o.lanes && oc_per_item == o.oc_per_item && px_per_item == o.px_per_item &&
            vw == o.vw;
   }
-  /// Sensible candidates for a tuner to time on a device (all supported; the default first).
-  static std::vector<ConvConfig> Candidates(const DeviceInfo& device);
+  /// Sensible candidates for a tuner to time on a device (all supported; the default for
+  /// `type` first).
+  static std::vector<ConvConfig> Candidates(const DeviceInfo& device,
+                                            DataType type = DataType::kFloat32);
 };
 
-/// The default tile for a device class: wide-vector register tiles with one work-item per
-/// group on OpenCL CPUs (PoCL), scalar lanes in larger work-groups elsewhere.
-ConvConfig DefaultConvConfig(const DeviceInfo& device);
+/// How the forward kernel reads input channels (Convolution::input() tells which one a
+/// convolution uses). The pair forms run only on OpenCL with vw = 8 and multiply 16-bit pairs
+/// (MP_MADD16: `vpmaddwd` on x86, 16 products into 8 int32 lanes).
+enum class ConvInput {
+  kDirect,       // one channel per step, read from the input (every type, every backend)
+  kPairs,        // int8q: two channels per step, each pair formed from two byte loads (where
+                 // the input is read too few times for packing to pay: 1×1 windows)
+  kPackedPairs,  // int8q: a pack kernel first writes 32-bit planes of pairs (x − z_x)
+  kPackedSplit,  // int16q: v = x − z_x packed as pairs of lo = v & 255 and hi = v >> 8 (exact
+                 // in int32 with flushes to int64; weights as w − 32768 / w, corrected by
+                 // (32768 − z_w)·Σv — so any zero points work)
+};
+
+/// The default tile for a device class and data type: wide-vector register tiles with one
+/// work-item per group on OpenCL CPUs (PoCL; a smaller one for int16q), scalar lanes in larger
+/// work-groups elsewhere.
+ConvConfig DefaultConvConfig(const DeviceInfo& device, DataType type = DataType::kFloat32);
 
 /// A convolution prepared for one device and description: kernels generated, quantization
 /// parameters uploaded. Not thread-safe for concurrent calls on one object.
 class Convolution {
  public:
-  /// With the device's DefaultConvConfig.
+  /// With the tuned configuration of `desc`, else DefaultConvConfig(device, desc.type).
   Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant = {});
   Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant,
               const ConvConfig& config);
@@ -126,13 +142,17 @@ class Convolution {
   const ConvDesc& desc() const { return desc_; }
   const ConvConfig& config() const { return config_; }
   Device& device() const { return *device_; }
+  /// How the forward kernel reads the input (fixed at construction).
+  ConvInput input() const { return input_; }
 
   /// Repacks the OIHW `weights` (type storage; int8/int16 when weights_signed) into the
   /// forward kernel's layout (zero points subtracted, channel-interleaved). Call it after
   /// every change of the weights and before Forward.
   Event SetWeights(const BufferRef& weights, Queue* queue = nullptr);
   /// output = conv(input, weights of the last SetWeights) (+ bias) (ReLU) (requantized).
-  /// `bias` may be empty when desc().bias is false. Asynchronous.
+  /// `bias` may be empty when desc().bias is false. Asynchronous. The packed inputs
+  /// (ConvInput) go through one buffer of this object, a chunk of the batch at a time (a pack
+  /// launch, then a forward launch, on `queue`): calls on different queues must not overlap.
   Event Forward(const BufferRef& input, const BufferRef& bias, const BufferRef& output,
                 Queue* queue = nullptr);
 
@@ -144,10 +164,10 @@ class Convolution {
                        const BufferRef& weight_diff, const BufferRef& bias_diff,
                        Queue* queue = nullptr);
 
-  /// Generated program texts (tests compile them with NVRTC). int8 with vw = 8 on OpenCL takes
-  /// input channels in pairs (16-bit pair products, `vpmaddwd` on x86) unless `channel_pairs`
-  /// is false (the constructor passes false for an input zero point outside [0, 255], where
-  /// x − z_x would not fit 16 bits).
+  /// Generated program texts (tests compile them with NVRTC). int8q / int16q with vw = 8 on
+  /// OpenCL take input channels in pairs (ConvInput) unless `channel_pairs` is false (the
+  /// constructor passes false for an input zero point outside the type's range, where x − z_x
+  /// would not fit the pair planes).
   static std::string ForwardSource(const KernelTarget& target, const ConvDesc& desc,
                                    const ConvConfig& config, bool channel_pairs = true);
   /// The fp32 backward program (im2col, col2im, GEMM, bias sum); shape-independent.
@@ -158,13 +178,14 @@ class Convolution {
   Device* device_;
   ConvDesc desc_;
   ConvConfig config_;
-  int oc_padded_ = 0;   // out_channels/groups rounded up to channels_per_group()
-  bool pairs_ = false;  // the forward kernel takes input channels in pairs (ForwardSource)
-  Kernel pack_, forward_;
-  vptr<int32_t> requant_;  // (multiplier, shift) per output channel
-  vptr<int32_t> w_zero_;   // per output channel
+  int oc_padded_ = 0;  // out_channels/groups rounded up to channels_per_group()
+  ConvInput input_ = ConvInput::kDirect;
+  Kernel pack_, forward_, xpack_;  // xpack_: the packed-input kernel (IsPacked inputs only)
+  vptr<int32_t> requant_;          // (multiplier, shift) per output channel
+  vptr<int32_t> w_zero_;           // per output channel
   std::shared_ptr<DeviceMemory> packed_;
   bool packed_ready_ = false;
+  std::shared_ptr<DeviceMemory> xpacked_;  // packed input planes of one chunk of the batch
   int32_t x_zero_ = 0, c_zero_ = 0;
   std::shared_ptr<DeviceMemory> col_;  // backward im2col buffer (one image, one group)
 };

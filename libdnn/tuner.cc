@@ -79,7 +79,7 @@ ConvConfig TunedConvConfig(const Device& device, const ConvDesc& desc) {
   if (auto rec = Lookup(device, "conv", desc.ToString()))
     if (auto tuned = ParseConvConfig(rec->parameters); tuned && tuned->Supports(device.backend()))
       return *tuned;
-  return DefaultConvConfig(device.info());
+  return DefaultConvConfig(device.info(), desc.type);
 }
 
 std::optional<ConvConfig> ParseConvConfig(const std::string& text) {
@@ -240,7 +240,7 @@ ConvTuneResult Tuner::TuneConv(const ConvDesc& desc, double give_up, size_t max_
   desc.Validate();
   const ConvOperands ops(device_, desc);
   ConvTuneResult result;
-  std::vector<ConvConfig> candidates = ConvConfig::Candidates(device_.info());
+  std::vector<ConvConfig> candidates = ConvConfig::Candidates(device_.info(), desc.type);
   if (max_candidates > 0 && candidates.size() > max_candidates) candidates.resize(max_candidates);
   double best = std::numeric_limits<double>::infinity();
   for (const ConvConfig& c : candidates) {

@@ -1,7 +1,7 @@
 // tests/libdnn/conv_test.cc — the convolution kernels against the plain C++ references: forward
 // on 22 shapes (LeNet's and AlexNet's layers scaled down, odd sizes, 1×1, groups, stride,
-// padding, dilation) in every data type, fp32 backward, references checked by finite
-// differences, and a disabled AlexNet benchmark.
+// padding, dilation) in every data type, the int8/int16 channel-pair paths on their edge cases,
+// fp32 backward, references checked by finite differences, and a disabled AlexNet benchmark.
 #include "libdnn/conv.h"
 
 #include <gtest/gtest.h>
@@ -9,8 +9,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "codegen/datatype.h"
@@ -279,52 +282,150 @@ TEST(ConvForward, TileConfigurationsGiveTheSameResults) {
   }
 }
 
-TEST(ConvForward, Int8ChannelPairsMatchTheReference) {
-  // int8 with vectors of 8 takes input channels in pairs (16-bit pair products): odd and even
-  // channels per group, signed weights, two vw = 8 tiles, and an input zero point beyond
-  // uint8 (x − z_x no longer fits 16 bits: the one-channel loop instead).
+/// Runs `d` on the device with every config in `configs` (those the backend supports) and
+/// expects the reference's bytes; `want_input` is the ConvInput expected on OpenCL with vw = 8.
+void ExpectExact(const ConvDesc& d, const ConvQuant& quant, const Bytes& x, const Bytes& w,
+                 const Bytes& bias, const std::vector<ConvConfig>& configs, ConvInput want_input) {
   Device& dev = DefaultDevice();
+  Bytes want(d.output_count() * SizeOf(d.type));
+  ConvForwardReference(d, quant, x.data(), w.data(), d.bias ? bias.data() : nullptr, want.data());
+  auto xm = Upload(dev, x), wm = Upload(dev, w), bm = Upload(dev, bias);
+  for (const ConvConfig& c : configs) {
+    if (!c.Supports(dev.backend())) continue;
+    SCOPED_TRACE(c.ToString() + " " + d.ToString());
+    Convolution conv(dev, d, quant, c);
+    if (dev.backend() == Backend::kOpenCL && c.vw == 8) {
+      EXPECT_EQ(conv.input(), want_input);
+    }
+    auto ym = dev.Allocate(want.size());
+    conv.SetWeights(BufferRef(wm.get(), 0));
+    conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0));
+    const Bytes got = Download(dev, ym, want.size());
+    size_t mismatches = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      if (got[i] != want[i] && mismatches++ < 5)
+        ADD_FAILURE() << "output byte " << i << ": got " << int(got[i]) << " want " << int(want[i]);
+    EXPECT_EQ(mismatches, 0u);
+  }
+}
+
+struct PairCase {
+  int n, c, h, w, oc, k, stride, pad, dilation, groups;
+  bool is_signed;
+  int x_zero;  // -1: MakeQuant's
+};
+
+ConvDesc PairDesc(DataType t, const PairCase& cs) {
+  ConvDesc d;
+  d.type = t;
+  d.batch = cs.n;
+  d.channels = cs.c;
+  d.height = cs.h;
+  d.width = cs.w;
+  d.out_channels = cs.oc;
+  d.kernel_h = d.kernel_w = cs.k;
+  d.stride_h = d.stride_w = cs.stride;
+  d.pad_h = d.pad_w = cs.pad;
+  d.dilation_h = d.dilation_w = cs.dilation;
+  d.groups = cs.groups;
+  d.bias = true;
+  d.relu = cs.is_signed;
+  d.weights_signed = cs.is_signed;
+  return d;
+}
+
+TEST(ConvForward, Int8ChannelPairsMatchTheReference) {
+  // int8 with vectors of 8 takes input channels in pairs (16-bit pair products), packed into
+  // planes first where the input is read often (3×3 and larger windows), formed from byte
+  // loads elsewhere (1×1 windows with few channel blocks): odd and even channels per group,
+  // signed weights, padding, stride, dilation, batches over several pack chunks (256 KiB of
+  // planes each), two vw = 8 tiles, and an input zero point beyond uint8 (x − z_x no longer
+  // fits 16 bits: the one-channel loop instead).
   std::mt19937 rng(2026);
-  struct Case {
-    int c, h, w, oc, k, stride, pad, groups;
-    bool is_signed;
-    int x_zero;  // -1: MakeQuant's
-  };
-  for (const Case& cs :
-       {Case{3, 11, 13, 20, 3, 2, 1, 1, false, -1}, Case{10, 9, 8, 12, 3, 1, 1, 2, true, -1},
-        Case{8, 7, 7, 9, 1, 1, 0, 1, false, -1}, Case{1, 6, 5, 8, 2, 1, 0, 1, false, -1},
-        Case{5, 8, 9, 16, 3, 1, 1, 1, false, 40000}}) {
-    ConvDesc d;
-    d.type = DataType::kInt8Q;
-    d.batch = 2;
-    d.channels = cs.c;
-    d.height = cs.h;
-    d.width = cs.w;
-    d.out_channels = cs.oc;
-    d.kernel_h = d.kernel_w = cs.k;
-    d.stride_h = d.stride_w = cs.stride;
-    d.pad_h = d.pad_w = cs.pad;
-    d.groups = cs.groups;
-    d.bias = true;
-    d.relu = cs.is_signed;
-    d.weights_signed = cs.is_signed;
+  const ConvInput packed = ConvInput::kPackedPairs, loads = ConvInput::kPairs;
+  for (const auto& [cs, want] :
+       {std::pair{PairCase{2, 3, 11, 13, 20, 3, 2, 1, 1, 1, false, -1}, packed},
+        {PairCase{2, 10, 9, 8, 12, 3, 1, 1, 1, 2, true, -1}, packed},
+        {PairCase{2, 8, 7, 7, 9, 1, 1, 0, 1, 1, false, -1}, loads},
+        {PairCase{3, 7, 12, 11, 40, 1, 2, 0, 1, 1, true, -1}, loads},
+        {PairCase{2, 1, 6, 5, 8, 2, 1, 0, 1, 1, false, -1}, packed},
+        {PairCase{2, 15, 10, 9, 21, 3, 2, 2, 2, 3, true, -1}, packed},  // dilation, groups of 5
+        {PairCase{4, 9, 60, 60, 8, 3, 1, 1, 1, 1, false, -1}, packed},  // 3 images per chunk
+        {PairCase{2, 5, 8, 9, 16, 3, 1, 1, 1, 1, false, 40000}, ConvInput::kDirect}}) {
+    const ConvDesc d = PairDesc(DataType::kInt8Q, cs);
     ConvQuant quant = MakeQuant(d, cs.is_signed, rng);
     if (cs.x_zero >= 0) quant.x_zero = cs.x_zero;
     const Bytes x = RandomQ(d.type, d.input_count(), false, rng);
     const Bytes w = RandomQ(d.type, d.weight_count(), d.weights_signed, rng);
     const Bytes bias = RandomBias(d, rng);
-    Bytes want(d.output_count());
-    ConvForwardReference(d, quant, x.data(), w.data(), bias.data(), want.data());
-    auto xm = Upload(dev, x), wm = Upload(dev, w), bm = Upload(dev, bias);
-    for (const ConvConfig& c : {DefaultConvConfig(dev.info()), ConvConfig{1, 2, 4, 8}}) {
-      if (!c.Supports(dev.backend())) continue;
-      SCOPED_TRACE(c.ToString() + " " + d.ToString());
-      Convolution conv(dev, d, quant, c);
-      auto ym = dev.Allocate(want.size());
-      conv.SetWeights(BufferRef(wm.get(), 0));
-      conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0));
-      EXPECT_EQ(Download(dev, ym, want.size()), want);
+    ExpectExact(d, quant, x, w, bias, {DefaultConvConfig(DefaultDevice().info()), {1, 2, 4, 8}},
+                want);
+  }
+}
+
+TEST(ConvForward, Int16SplitPairsMatchTheReference) {
+  // int16 with vectors of 8 multiplies pairs of v = x − z_x split into lo = v & 255 and
+  // hi = v >> 8 against w − 32768 (unsigned storage) / w (signed), partial sums in int32
+  // flushed to int64 at most every 127 pair steps. Extreme data make each pair product as
+  // large as it gets (2·32768·256 = 2^24: 128 unflushed steps would overflow): weights
+  // −32768/32767 or 0/65535 with zero points at the ends, inputs 0/65535 with x_zero 0 or
+  // 65535; Cg = 300 flushes inside a window, Cg = 20 across windows. Random data cover odd Cg,
+  // groups, stride, padding, dilation and several pack chunks.
+  std::mt19937 rng(16);
+  const std::vector<ConvConfig> configs = {
+      DefaultConvConfig(DefaultDevice().info(), DataType::kInt16Q), {1, 4, 3, 8}, {1, 1, 4, 8}};
+  struct Extreme {
+    PairCase shape;
+    int32_t w_zero;
+    bool all_max;  // every product at its largest magnitude (else random extremes)
+  };
+  for (const Extreme& e : {Extreme{{1, 300, 5, 5, 16, 3, 1, 1, 1, 1, true, 65535}, 0, true},
+                           Extreme{{1, 300, 5, 5, 16, 3, 1, 1, 1, 1, true, 65535}, 0, false},
+                           Extreme{{2, 20, 7, 7, 8, 5, 1, 2, 1, 1, true, 65535}, 0, true},
+                           Extreme{{1, 301, 4, 4, 9, 3, 1, 1, 1, 1, false, 0}, 65535, false},
+                           Extreme{{1, 300, 4, 4, 8, 3, 1, 0, 1, 1, false, 65535}, 0, true}}) {
+    const ConvDesc d = PairDesc(DataType::kInt16Q, e.shape);
+    ConvQuant quant;
+    quant.x_zero = e.shape.x_zero;
+    quant.w_zero = {e.w_zero};
+    quant.c_zero = 32768;
+    // x − z_x = ±65535 (hi = −256 for x_zero = 65535) and w − 32768 or w = −32768.
+    const double k = double(d.channels / d.groups) * d.kernel_h * d.kernel_w;
+    quant.multiplier = {
+        quant::QuantizeMultiplier(20000.0 / (k * 65535.0 * 32768.0) * (e.all_max ? 1.0 : 8.0))};
+    std::bernoulli_distribution coin(0.5);
+    Bytes x(d.input_count() * 2), w(d.weight_count() * 2);
+    for (size_t i = 0; i < d.input_count(); ++i) {
+      const uint16_t v =
+          e.all_max || coin(rng) ? uint16_t(65535 - quant.x_zero) : uint16_t(quant.x_zero);
+      std::memcpy(x.data() + 2 * i, &v, 2);
     }
+    for (size_t i = 0; i < d.weight_count(); ++i) {
+      // Signed: −32768 (times hi = −256 the largest pair product); unsigned: the end away from
+      // the zero point.
+      const bool far = e.all_max || coin(rng);
+      const uint16_t v = d.weights_signed ? uint16_t(far ? 0x8000 : 0x7fff)
+                                          : uint16_t(far ? 65535 - e.w_zero : e.w_zero);
+      std::memcpy(w.data() + 2 * i, &v, 2);
+    }
+    Bytes bias(size_t(d.out_channels) * 8, 0);
+    SCOPED_TRACE(e.all_max ? "all products at the maximum" : "random extremes");
+    ExpectExact(d, quant, x, w, bias, configs, ConvInput::kPackedSplit);
+  }
+  for (const PairCase& cs :
+       {PairCase{2, 3, 11, 13, 20, 3, 2, 1, 1, 1, false, -1},
+        PairCase{2, 10, 9, 8, 12, 3, 1, 1, 1, 2, true, -1},
+        PairCase{2, 15, 10, 9, 21, 3, 2, 2, 2, 3, false, -1},
+        PairCase{5, 16, 40, 40, 8, 3, 1, 1, 1, 1, false, -1},    // 2 images per chunk
+        PairCase{2, 7, 6, 6, 9, 3, 1, 1, 1, 1, true, 65536}}) {  // zero point past uint16
+    const ConvDesc d = PairDesc(DataType::kInt16Q, cs);
+    ConvQuant quant = MakeQuant(d, !cs.is_signed, rng);
+    if (cs.x_zero >= 0) quant.x_zero = cs.x_zero;
+    const Bytes x = RandomQ(d.type, d.input_count(), false, rng);
+    const Bytes w = RandomQ(d.type, d.weight_count(), d.weights_signed, rng);
+    const Bytes bias = RandomBias(d, rng);
+    ExpectExact(d, quant, x, w, bias, configs,
+                cs.x_zero > 65535 ? ConvInput::kDirect : ConvInput::kPackedSplit);
   }
 }
 
@@ -457,14 +558,17 @@ TEST(ConvBackward, RejectsNonFloat32) {
 }
 
 // ------------------------------------------------------------------------------------------
-// Benchmark (not run by default): AlexNet's five convolutions at batch 1.
+// Benchmark (not run by default): AlexNet's five convolutions at batch 1, each type with its
+// DefaultConvConfig.
 //   build-conv/bin/test_libdnn --gtest_also_run_disabled_tests
 //     --gtest_filter='ConvBench.DISABLED_AlexNetBatch1'
-// MPCAFFE_CONV_TILES="l1 oc4 px3 v8;l1 oc2 px4 v8" times several configurations side by side.
+// Environment: MPCAFFE_CONV_TYPES="fp32,int8q,int16q" (default fp32,int8q);
+// MPCAFFE_CONV_TILES="l1 oc4 px3 v8;l1 oc2 px4 v8" times these configurations for every type;
+// MPCAFFE_CONV_BATCH=16; MPCAFFE_CONV_REPS=6 (best of); MPCAFFE_CONV_SHAPES="n,c,h,w,o,kh,kw,
+// sh,sw,ph,pw,dh,dw,g;..." replaces the layers. All variants of a layer run in the same rounds,
+// one run each per round, so a shared machine's load hits them alike.
 
-std::vector<ConvConfig> BenchConfigs(const DeviceInfo& info) {
-  const char* env = std::getenv("MPCAFFE_CONV_TILES");
-  if (!env) return {DefaultConvConfig(info)};
+std::vector<ConvConfig> BenchConfigs(const char* env) {
   std::vector<ConvConfig> out;
   std::string s = env;
   size_t start = 0;
@@ -483,7 +587,7 @@ std::vector<ConvConfig> BenchConfigs(const DeviceInfo& info) {
 TEST(ConvBench, DISABLED_AlexNetBatch1) {
   Device& dev = DefaultDevice();
   // clang-format off
-  const Shape layers[] = {
+  std::vector<Shape> layers = {
       {1, 3, 227, 227, 96, 11, 11, 4, 4, 0, 0, 1, 1, 1},
       {1, 96, 27, 27, 256, 5, 5, 1, 1, 2, 2, 1, 1, 2},
       {1, 256, 13, 13, 384, 3, 3, 1, 1, 1, 1, 1, 1, 1},
@@ -491,54 +595,99 @@ TEST(ConvBench, DISABLED_AlexNetBatch1) {
       {1, 384, 13, 13, 256, 3, 3, 1, 1, 1, 1, 1, 1, 2},
   };
   // clang-format on
+  if (const char* shapes = std::getenv("MPCAFFE_CONV_SHAPES")) {
+    layers.clear();
+    std::string text = shapes;
+    for (size_t a = 0; a < text.size();) {
+      size_t b = text.find(';', a);
+      if (b == std::string::npos) b = text.size();
+      Shape sh;
+      if (std::sscanf(text.substr(a, b - a).c_str(), "%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d",
+                      &sh.n, &sh.c, &sh.h, &sh.w, &sh.o, &sh.kh, &sh.kw, &sh.sh, &sh.sw, &sh.ph,
+                      &sh.pw, &sh.dh, &sh.dw, &sh.g) == 14)
+        layers.push_back(sh);
+      a = b + 1;
+    }
+  }
   const char* types = std::getenv("MPCAFFE_CONV_TYPES");
-  std::vector<DataType> list = {DataType::kFloat32, DataType::kInt8Q};
+  std::vector<std::string> list = {"fp32", "int8q"};
   if (types) {
     list.clear();
     std::string s = types;
     for (size_t a = 0; a < s.size();) {
       size_t b = s.find(',', a);
       if (b == std::string::npos) b = s.size();
-      list.push_back(ParseDataType(s.substr(a, b - a)));
+      list.push_back(s.substr(a, b - a));
       a = b + 1;
     }
   }
+  const char* reps_env = std::getenv("MPCAFFE_CONV_REPS");
+  const int reps = reps_env ? std::max(1, std::atoi(reps_env)) : 6;
+  const char* batch_env = std::getenv("MPCAFFE_CONV_BATCH");
+  const int batch = batch_env ? std::max(1, std::atoi(batch_env)) : 1;
   std::printf("device: %s\n", dev.info().name.c_str());
   std::mt19937 rng(1);
-  for (const ConvConfig& cfg : BenchConfigs(dev.info())) {
-    for (DataType t : list) {
-      double log_sum = 0;
-      int li = 0;
-      for (const Shape& s : layers) {
-        ConvDesc d = DescOf(s, t, 0);
-        d.bias = true, d.relu = true, d.weights_signed = false;
-        const ConvQuant quant = IsQuantized(t) ? MakeQuant(d, false, rng) : ConvQuant{};
-        auto xm = Upload(dev, IsQuantized(t) ? RandomQ(t, d.input_count(), false, rng)
-                                             : RandomFloats(t, d.input_count(), -1, 1, rng));
-        auto wm = Upload(dev, IsQuantized(t) ? RandomQ(t, d.weight_count(), false, rng)
-                                             : RandomFloats(t, d.weight_count(), -1, 1, rng));
-        auto bm = Upload(dev, RandomBias(d, rng));
-        auto ym = dev.Allocate(d.output_count() * SizeOf(t));
-        Convolution conv(dev, d, quant, cfg);
-        conv.SetWeights(BufferRef(wm.get(), 0));
-        dev.Finish();
-        double best = 1e30;
-        for (int rep = 0; rep < 6; ++rep) {
-          const auto start = std::chrono::steady_clock::now();
-          conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0));
-          dev.Finish();
-          best = std::min(
-              best,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-        }
-        const double gflops = d.Flops() / best * 1e-9;
-        log_sum += std::log(gflops);
-        std::printf("%-6s %-12s conv%d %8.3f ms %8.1f GFLOP/s\n", Name(t), cfg.ToString().c_str(),
-                    ++li, best * 1e3, gflops);
-      }
-      std::printf("%-6s %-12s geometric mean %.1f GFLOP/s\n", Name(t), cfg.ToString().c_str(),
-                  std::exp(log_sum / 5));
+  struct Variant {
+    ConvConfig cfg;
+    std::string type;
+    std::vector<double> best;
+  };
+  std::vector<Variant> variants;
+  if (const char* tiles = std::getenv("MPCAFFE_CONV_TILES")) {
+    for (const ConvConfig& cfg : BenchConfigs(tiles))
+      for (const std::string& t : list) variants.push_back({cfg, t, {}});
+  } else {
+    for (const std::string& t : list)
+      variants.push_back({DefaultConvConfig(dev.info(), ParseDataType(t)), t, {}});
+  }
+  for (const Shape& s : layers) {
+    struct Run {
+      std::unique_ptr<Convolution> conv;
+      std::shared_ptr<DeviceMemory> x, w, b, y;
+      double best = 1e30;
+    };
+    std::vector<Run> runs;
+    for (const Variant& v : variants) {
+      const DataType t = ParseDataType(v.type);
+      ConvDesc d = DescOf(s, t, 0);
+      d.batch = batch, d.bias = true, d.relu = true, d.weights_signed = false;
+      const ConvQuant quant = IsQuantized(t) ? MakeQuant(d, false, rng) : ConvQuant{};
+      Run r;
+      r.x = Upload(dev, IsQuantized(t) ? RandomQ(t, d.input_count(), false, rng)
+                                       : RandomFloats(t, d.input_count(), -1, 1, rng));
+      r.w = Upload(dev, IsQuantized(t) ? RandomQ(t, d.weight_count(), false, rng)
+                                       : RandomFloats(t, d.weight_count(), -1, 1, rng));
+      r.b = Upload(dev, RandomBias(d, rng));
+      r.y = dev.Allocate(d.output_count() * SizeOf(t));
+      r.conv = std::make_unique<Convolution>(dev, d, quant, v.cfg);
+      r.conv->SetWeights(BufferRef(r.w.get(), 0));
+      runs.push_back(std::move(r));
     }
+    dev.Finish();
+    for (int rep = 0; rep < reps; ++rep) {
+      for (Run& r : runs) {
+        const auto start = std::chrono::steady_clock::now();
+        r.conv->Forward(BufferRef(r.x.get(), 0), BufferRef(r.b.get(), 0), BufferRef(r.y.get(), 0));
+        dev.Finish();
+        r.best = std::min(
+            r.best,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
+    }
+    for (size_t i = 0; i < runs.size(); ++i) variants[i].best.push_back(runs[i].best);
+  }
+  for (const Variant& v : variants) {
+    double log_sum = 0;
+    for (size_t li = 0; li < v.best.size(); ++li) {
+      ConvDesc d = DescOf(layers[li], DataType::kFloat32, 0);
+      d.batch = batch;
+      const double gflops = d.Flops() / v.best[li] * 1e-9;
+      log_sum += std::log(gflops);
+      std::printf("%-10s %-12s conv%zu %8.3f ms %8.1f GFLOP/s\n", v.type.c_str(),
+                  v.cfg.ToString().c_str(), li + 1, v.best[li] * 1e3, gflops);
+    }
+    std::printf("%-10s %-12s geometric mean %.1f GFLOP/s\n", v.type.c_str(),
+                v.cfg.ToString().c_str(), std::exp(log_sum / double(layers.size())));
   }
 }
 
