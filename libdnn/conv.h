@@ -144,6 +144,12 @@ class Convolution {
   Device& device() const { return *device_; }
   /// How the forward kernel reads the input (fixed at construction).
   ConvInput input() const { return input_; }
+  /// Whether Forward runs as im2col + LibDNN GEMM instead of the direct kernel. The
+  /// constructor without a config chooses it for int8q convolutions with few input channels on
+  /// CPUs (the direct kernel's channel pairs are then half empty: AlexNet's conv1, 3 channels);
+  /// MPCAFFE_CONV_GEMM=0 never, =1 wherever it applies (OpenCL, fp32 / int8q, one group, one
+  /// weight zero point).
+  bool forward_gemm() const { return gemm_ != nullptr; }
 
   /// Repacks the OIHW `weights` (type storage; int8/int16 when weights_signed) into the
   /// forward kernel's layout (zero points subtracted, channel-interleaved). Call it after
@@ -188,6 +194,11 @@ class Convolution {
   std::shared_ptr<DeviceMemory> xpacked_;  // packed input planes of one chunk of the batch
   int32_t x_zero_ = 0, c_zero_ = 0;
   std::shared_ptr<DeviceMemory> col_;  // backward im2col buffer (one image, one group)
+  // im2col + GEMM forward (forward_gemm()): the weights as SetWeights gave them (the caller
+  // may free its copy), their per-channel sums, and one image's columns.
+  std::unique_ptr<Gemm> gemm_;
+  Kernel im2col_;
+  std::shared_ptr<DeviceMemory> gemm_weights_, gemm_sums_, gemm_col_;
 };
 
 /// Host references (host memory in the element types of the contract above).

@@ -429,6 +429,58 @@ TEST(ConvForward, Int16SplitPairsMatchTheReference) {
   }
 }
 
+TEST(ConvForward, FewChannelsRunAsIm2colGemm) {
+  // int8 with few input channels and a window of 9 or more (AlexNet's conv1): the forward pass
+  // runs as im2col + LibDNN GEMM on OpenCL CPUs, with the same integers as the reference
+  // (padding reads the input zero point); MPCAFFE_CONV_GEMM=1 takes it for fp32 too (within
+  // rounding), =0 keeps the direct kernel.
+  Device& dev = DefaultDevice();
+  if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "the GEMM forward is OpenCL only";
+  std::mt19937 rng(77);
+  for (const PairCase& cs : {PairCase{2, 3, 27, 27, 16, 11, 4, 0, 1, 1, false, -1},
+                             PairCase{2, 1, 12, 12, 8, 5, 1, 2, 2, 1, true, -1},
+                             PairCase{3, 4, 9, 10, 13, 3, 2, 1, 1, 1, false, -1},
+                             PairCase{1, 3, 15, 14, 20, 5, 2, 2, 1, 1, true, -1}}) {
+    for (DataType t : {DataType::kFloat32, DataType::kInt8Q}) {
+      const bool q = IsQuantized(t);
+      ConvDesc d = PairDesc(t, cs);
+      d.weights_signed = q && cs.is_signed;
+      SCOPED_TRACE(d.ToString());
+      ConvQuant quant;
+      if (q) {
+        quant = MakeQuant(d, cs.is_signed, rng);
+        quant.w_zero = {quant.w_zero[0]};  // the GEMM takes one weight zero point
+      }
+      const Bytes x = q ? RandomQ(t, d.input_count(), false, rng)
+                        : RandomFloats(t, d.input_count(), -1, 1, rng);
+      const Bytes w = q ? RandomQ(t, d.weight_count(), d.weights_signed, rng)
+                        : RandomFloats(t, d.weight_count(), -1, 1, rng);
+      const Bytes bias = RandomBias(d, rng);
+      Bytes want(d.output_count() * SizeOf(t));
+      ConvForwardReference(d, quant, x.data(), w.data(), bias.data(), want.data());
+      auto xm = Upload(dev, x), wm = Upload(dev, w), bm = Upload(dev, bias);
+      for (const char* env : {"", "1", "0"}) {
+        if (*env)
+          setenv("MPCAFFE_CONV_GEMM", env, 1);
+        else
+          unsetenv("MPCAFFE_CONV_GEMM");
+        Convolution conv(dev, d, quant);
+        unsetenv("MPCAFFE_CONV_GEMM");
+        const bool gemm = *env ? *env == '1' : q && !dev.info().is_gpu;
+        EXPECT_EQ(conv.forward_gemm(), gemm) << "MPCAFFE_CONV_GEMM=" << env;
+        auto ym = dev.Allocate(want.size());
+        conv.SetWeights(BufferRef(wm.get(), 0));
+        conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0));
+        const Bytes got = Download(dev, ym, want.size());
+        if (q)
+          EXPECT_EQ(got, want);
+        else
+          CompareFloats(AsFloats(t, got), AsFloats(t, want), 1e-5, d.ToString());
+      }
+    }
+  }
+}
+
 TEST(ConvForward, RejectsImpossibleDescriptions) {
   ConvDesc d;
   d.channels = 6, d.groups = 4;
