@@ -125,6 +125,9 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
     body += type == DataType::kFloat16 ? "    vstore_half8_rte(best, 0, y + i0);\n"
                                        : "    vstore8(best, 0, y + i0);\n";
   } else {
+    // Equal parameters (the common case: max pooling keeps its input's range): one store.
+    const std::string st = type == DataType::kInt8Q ? "uchar8" : "ushort8";
+    body += "    if (same) {\n      vstore8(convert_" + st + "(best), 0, y + i0);\n      continue;\n    }\n";
     body += R"(    int lanes[8];
     vstore8(best, 0, lanes);
     for (int l = 0; l < 8; ++l) {
