@@ -335,50 +335,23 @@ std::string PairLoops(const GemmDesc& d, const GemmConfig& c, bool gather) {
   return KLoops(c, step, 2) + "if (k < K) {\n" + Indent(OuterStep(d, c, "k", gather), 2) + "}\n";
 }
 
-std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
+/// The output pipeline of a kOuter tile held in acc<i>_<j>: row i of the work-item is
+/// m0 + i·`row_step`, vector j starts at column n0 + j·`col_step` (1 and vw when a work-item
+/// owns a contiguous tile; lm = 1 strides them across the work-group).
+std::string OuterEpilogue(const GemmDesc& d, const GemmConfig& c, int row_step, int col_step) {
   const bool sums = KernelSumsActivations(d, c);
   std::ostringstream s;
-  s << "const int n0 = $global_id(" << (c.mf ? 1 : 0) << ") * " << c.cols_per_item() << ";\n";
-  s << "const int m0 = $global_id(" << (c.mf ? 0 : 1) << ") * " << c.tm << ";\n";
-  s << "if (n0 >= N || m0 >= M) return;\n";
-  for (int i = 0; i < c.tm; ++i) s << "const int r" << i << " = min(m0 + " << i << ", M - 1);\n";
-  for (int i = 0; i < c.tm; ++i)
-    for (int j = 0; j < c.tn; ++j) s << "CV acc" << i << "_" << j << " = (CV)(0);\n";
-  if (sums) {
-    if (ActivationsAreA(d))
-      for (int i = 0; i < c.tm; ++i) s << "CS xs" << i << " = 0;\n";
-    else
-      for (int j = 0; j < c.tn; ++j) s << "CV xs" << j << " = (CV)(0);\n";
-  }
-  auto fast = [&](const std::string& k) { return OuterStep(d, c, k, false); };
-  auto gathered = [&](const std::string& k) { return OuterStep(d, c, k, true); };
-  if (c.kp == 2) {
-    s << APairHelper(d);
-    if (PacksA(d, c))
-      for (int i = 0; i < c.tm; ++i)
-        s << "const $global int* ap" << i << " = apk + r" << i << " * (K / 2);\n";
-    if (!d.trans_b) {
-      s << "if (n0 + " << c.cols_per_item() << " <= N) {\n" << Indent(PairLoops(d, c, false), 2);
-      s << "} else {\n" << Indent(PairLoops(d, c, true), 2) << "}\n";
-    } else {
-      s << "{\n" << Indent(PairLoops(d, c, true), 2) << "}\n";
-    }
-  } else if (!d.trans_b) {
-    s << "if (n0 + " << c.cols_per_item() << " <= N) {\n" << Indent(KLoops(c, fast, 1), 2);
-    s << "} else {\n" << Indent(KLoops(c, gathered, 1), 2) << "}\n";
-  } else {
-    s << "{\n" << Indent(KLoops(c, gathered, 1), 2) << "}\n";
-  }
   // int8 with vectors of 8: full column tiles take the output pipeline 8 columns at a time.
   const bool vector_epilogue = d.type == DataType::kInt8Q && c.vw == 8;
   if (vector_epilogue) {
-    s << "if (n0 + " << c.cols_per_item() << " <= N) {\n";
+    s << "if (n0 + " << (c.tn - 1) * col_step + c.vw << " <= N) {\n";
     for (int i = 0; i < c.tm; ++i) {
-      s << "  if (m0 + " << i << " < M) {\n    const int m = m0 + " << i << ";\n";
+      s << "  if (m0 + " << i * row_step << " < M) {\n    const int m = m0 + " << i * row_step
+        << ";\n";
       for (int j = 0; j < c.tn; ++j) {
         std::string xs = "0";
         if (sums) xs = ActivationsAreA(d) ? "xs" + Str(i) : "xs" + Str(j);
-        s << "    {\n      const int n = n0 + " << j * c.vw << ";\n"
+        s << "    {\n      const int n = n0 + " << j * col_step << ";\n"
           << Indent(VectorEpilogue(d, "acc" + Str(i) + "_" + Str(j), xs, FoldsWeightZero(d, c)), 6)
           << "    }\n";
       }
@@ -398,12 +371,129 @@ std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
         xs = "xs" + Str(i);
       }
       s << "  for (int v = 0; v < VW; ++v) {\n";
-      s << "    const int m = m0 + " << i << ";\n";
-      s << "    const int n = n0 + " << j * c.vw << " + v;\n";
+      s << "    const int m = m0 + " << i * row_step << ";\n";
+      s << "    const int n = n0 + " << j * col_step << " + v;\n";
       s << "    if (m < M && n < N) {\n"
         << Indent(Epilogue(d, "t[v]", xs, FoldsWeightZero(d, c)), 6) << "    }\n";
       s << "  }\n}\n";
     }
+  return s.str();
+}
+
+/// The accumulators (and activation sums) of a kOuter tile, zeroed.
+std::string OuterAccumulators(const GemmDesc& d, const GemmConfig& c) {
+  std::ostringstream s;
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j) s << "CV acc" << i << "_" << j << " = (CV)(0);\n";
+  if (KernelSumsActivations(d, c)) {
+    if (ActivationsAreA(d))
+      for (int i = 0; i < c.tm; ++i) s << "CS xs" << i << " = 0;\n";
+    else
+      for (int j = 0; j < c.tn; ++j) s << "CV xs" << j << " = (CV)(0);\n";
+  }
+  return s.str();
+}
+
+/// kOuter with lm = 1. The work-group (group_n() × group_m() work-items) owns a block of
+/// TM = group_m()·tm rows and TN = group_n()·tn·vw columns of C. Per slab of KB = kLocalK
+/// rows of K, every work-item copies its share of op(A)'s TM × KB and op(B)'s KB × TN block
+/// into local memory (in the compute type, zero outside M, N and K: zeros add nothing to the
+/// products nor to the activation sums, so edge blocks need no other care), then each
+/// work-item accumulates its rows lm + i·group_m() and vectors ln + j·group_n() from there.
+/// The copy walks the stored matrix's contiguous axis fastest, so neighbouring work-items read
+/// neighbouring global words. No work-item may return before the last barrier.
+std::string OuterLocalBody(const GemmDesc& d, const GemmConfig& c) {
+  const bool sums = KernelSumsActivations(d, c);
+  const int gn = c.group_n(), gm = c.group_m(), kb = GemmConfig::kLocalK;
+  const int tmg = gm * c.tm, tng = gn * c.cols_per_item(), wg = c.wg;
+  // Row strides of the slabs: one word of padding where the copy walks k fastest, so the
+  // work-items storing one slab row apart hit different banks (GPU local memory).
+  const int sa = GemmConfig::LocalStrideA(d, tmg), sb = GemmConfig::LocalStrideB(d, tng);
+  const int dn = c.mf ? 1 : 0, dm = c.mf ? 0 : 1;
+  std::ostringstream s;
+  s << "$shared CS As[" << kb * sa << "];  // As[kk * " << sa << " + row]\n";
+  s << "$shared CS Bs[" << kb * sb << "];  // Bs[kk * " << sb << " + column]\n";
+  s << "const int ln = $local_id(" << dn << "), lm = $local_id(" << dm << ");\n";
+  s << "const int lid = lm * " << gn << " + ln;\n";
+  s << "const int gm0 = $group_id(" << dm << ") * " << tmg << ";\n";
+  s << "const int gn0 = $group_id(" << dn << ") * " << tng << ";\n";
+  s << "const int m0 = gm0 + lm, n0 = gn0 + ln * VW;\n";
+  s << OuterAccumulators(d, c);
+  s << "for (int k0 = 0; k0 < K; k0 += " << kb << ") {\n";
+  // op(A)(row, kk): not transposed, A is contiguous along k.
+  s << "  for (int e = lid; e < " << kb * tmg << "; e += " << wg << ") {\n";
+  if (d.trans_a)
+    s << "    const int r = e % " << tmg << ", kk = e / " << tmg << ";\n";
+  else
+    s << "    const int kk = e % " << kb << ", r = e / " << kb << ";\n";
+  s << "    const int gm = gm0 + r, gk = k0 + kk;\n";
+  s << "    As[kk * " << sa << " + r] = gm < M && gk < K ? LDS_A(a, " << AIndex(d, "gm", "gk")
+    << ") : (CS)(0);\n  }\n";
+  // op(B)(kk, column): not transposed, B is contiguous along n.
+  s << "  for (int e = lid; e < " << kb * tng << "; e += " << wg << ") {\n";
+  if (d.trans_b)
+    s << "    const int kk = e % " << kb << ", q = e / " << kb << ";\n";
+  else
+    s << "    const int q = e % " << tng << ", kk = e / " << tng << ";\n";
+  s << "    const int gn = gn0 + q, gk = k0 + kk;\n";
+  s << "    Bs[kk * " << sb << " + q] = gn < N && gk < K ? LDS_B(b, " << BIndex(d, "gk", "gn")
+    << ") : (CS)(0);\n  }\n";
+  s << "  $barrier;\n";
+  auto step = [&](const std::string& k) {
+    std::ostringstream t;
+    t << "{\n";
+    for (int j = 0; j < c.tn; ++j) {
+      t << "  const CV b" << j << " = LDV_L(Bs + (" << k << ") * " << sb << " + n0 - gn0 + "
+        << j * gn * c.vw << ");\n";
+      if (sums && !ActivationsAreA(d)) t << "  xs" << j << " += b" << j << ";\n";
+    }
+    for (int i = 0; i < c.tm; ++i) {
+      t << "  { const CS as = As[(" << k << ") * " << sa << " + lm + " << i * gm << "];\n";
+      if (sums && ActivationsAreA(d)) t << "    xs" << i << " += as;\n";
+      t << "    const CV av = (CV)(as);\n";
+      for (int j = 0; j < c.tn; ++j)
+        t << "    acc" << i << "_" << j << " = MAC(av, b" << j << ", acc" << i << "_" << j
+          << ");\n";
+      t << "  }\n";
+    }
+    t << "}\n";
+    return t.str();
+  };
+  s << "  for (int kk = 0; kk < " << kb << "; kk += " << c.ku << ") {\n";
+  for (int u = 0; u < c.ku; ++u) s << Indent(step(u ? "kk + " + Str(u) : "kk"), 4);
+  s << "  }\n  $barrier;\n}\n";
+  s << OuterEpilogue(d, c, gm, gn * c.vw);
+  return s.str();
+}
+
+std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
+  if (c.lm == 1) return OuterLocalBody(d, c);
+  std::ostringstream s;
+  s << "const int n0 = $global_id(" << (c.mf ? 1 : 0) << ") * " << c.cols_per_item() << ";\n";
+  s << "const int m0 = $global_id(" << (c.mf ? 0 : 1) << ") * " << c.tm << ";\n";
+  s << "if (n0 >= N || m0 >= M) return;\n";
+  for (int i = 0; i < c.tm; ++i) s << "const int r" << i << " = min(m0 + " << i << ", M - 1);\n";
+  s << OuterAccumulators(d, c);
+  auto fast = [&](const std::string& k) { return OuterStep(d, c, k, false); };
+  auto gathered = [&](const std::string& k) { return OuterStep(d, c, k, true); };
+  if (c.kp == 2) {
+    s << APairHelper(d);
+    if (PacksA(d, c))
+      for (int i = 0; i < c.tm; ++i)
+        s << "const $global int* ap" << i << " = apk + r" << i << " * (K / 2);\n";
+    if (!d.trans_b) {
+      s << "if (n0 + " << c.cols_per_item() << " <= N) {\n" << Indent(PairLoops(d, c, false), 2);
+      s << "} else {\n" << Indent(PairLoops(d, c, true), 2) << "}\n";
+    } else {
+      s << "{\n" << Indent(PairLoops(d, c, true), 2) << "}\n";
+    }
+  } else if (!d.trans_b) {
+    s << "if (n0 + " << c.cols_per_item() << " <= N) {\n" << Indent(KLoops(c, fast, 1), 2);
+    s << "} else {\n" << Indent(KLoops(c, gathered, 1), 2) << "}\n";
+  } else {
+    s << "{\n" << Indent(KLoops(c, gathered, 1), 2) << "}\n";
+  }
+  s << OuterEpilogue(d, c, 1, c.vw);
   return s.str();
 }
 
@@ -514,7 +604,13 @@ namespace {
 
 std::string WeightSumsKernelName(const GemmDesc& d) { return Gemm::KernelName(d) + "_wsum"; }
 
-Dim3 LocalSize(const GemmConfig& c) { return {static_cast<size_t>(c.wg), 1, 1}; }
+/// (wg, 1, 1); lm = 1: group_n() work-items along the N tiles' dimension and group_m() along
+/// the M tiles' (which dimension is which follows mf, as in the global size).
+Dim3 LocalSize(const GemmConfig& c) {
+  if (c.lm != 1) return {static_cast<size_t>(c.wg), 1, 1};
+  const size_t n = c.group_n(), m = c.group_m();
+  return c.mf ? Dim3{m, n, 1} : Dim3{n, m, 1};
+}
 
 }  // namespace
 
@@ -566,6 +662,8 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& d, const Ge
   w.Define("CV", vec.type);
   w.Define("VFROM(t)", vec.from_array);
   w.Define("VTO(x, t)", vec.to_array);
+  if (c.lm == 1)  // a vector of the compute type from local memory
+    w.Define("LDV_L(p)", c.vw == 1 ? "((p)[0])" : "vload" + Str(c.vw) + "(0, (p))");
   w.Define("MAC(a, b, c)", IsQuantized(d.type) ? "((c) + (a) * (b))" : "fma((a), (b), (c))");
   DeclareOperand(w, "A", d, weights_a, vec, c.vw);
   DeclareOperand(w, "B", d, !weights_a, vec, c.vw);

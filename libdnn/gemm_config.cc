@@ -22,7 +22,7 @@ bool DotLayout(const GemmDesc& d) {
 std::string GemmConfig::ToString() const {
   std::ostringstream s;
   s << (algorithm == Algorithm::kOuter ? "outer" : "dot") << " tm=" << tm << " tn=" << tn
-    << " vw=" << vw << " wg=" << wg << " ku=" << ku << " mf=" << mf << " kp=" << kp;
+    << " vw=" << vw << " wg=" << wg << " ku=" << ku << " mf=" << mf << " kp=" << kp << " lm=" << lm;
   return s.str();
 }
 
@@ -38,7 +38,7 @@ std::optional<GemmConfig> GemmConfig::Parse(const std::string& text) {
   else
     return std::nullopt;
   int seen = 0;
-  bool seen_kp = false;
+  bool seen_kp = false, seen_lm = false;
   while (in >> word) {
     const size_t eq = word.find('=');
     if (eq == std::string::npos) return std::nullopt;
@@ -65,13 +65,17 @@ std::optional<GemmConfig> GemmConfig::Parse(const std::string& text) {
       c.kp = value;
       seen_kp = true;
       continue;
+    } else if (key == "lm" && !seen_lm) {
+      c.lm = value;
+      seen_lm = true;
+      continue;
     } else
       return std::nullopt;
     ++seen;
   }
-  if (seen != 6 || (c.mf != 0 && c.mf != 1) || (c.kp != 1 && c.kp != 2) || c.tm < 1 || c.tm > 16 ||
-      c.tn < 1 || c.tn > 16 || !ValidWidth(c.vw) || c.wg < 1 || c.wg > 1024 ||
-      (c.ku != 1 && c.ku != 2 && c.ku != 4))
+  if (seen != 6 || (c.mf != 0 && c.mf != 1) || (c.kp != 1 && c.kp != 2) ||
+      (c.lm != 0 && c.lm != 1) || c.tm < 1 || c.tm > 16 || c.tn < 1 || c.tn > 16 ||
+      !ValidWidth(c.vw) || c.wg < 1 || c.wg > 1024 || (c.ku != 1 && c.ku != 2 && c.ku != 4))
     return std::nullopt;
   return c;
 }
@@ -82,12 +86,36 @@ bool GemmConfig::Supports(const GemmDesc& desc, Backend backend) const {
   if (kp == 2 && (backend != Backend::kOpenCL || algorithm != Algorithm::kOuter ||
                   desc.type != DataType::kInt8Q || vw != 8))
     return false;
+  if (lm == 1) {
+    // Staging needs the outer product's one-k step (kp = 2 interleaves k pairs from global
+    // memory) and a 2-D split of wg.
+    if (algorithm != Algorithm::kOuter || kp != 1 || (wg & (wg - 1)) != 0) return false;
+    // 32 KiB: the OpenCL minimum for a full-profile device, under CUDA's 48 KiB static limit.
+    if (LocalBytes(desc) > 32 * 1024) return false;
+  }
   return true;
 }
 
+int GemmConfig::group_n() const {
+  if (lm != 1) return wg;
+  int n = 1;
+  while (n * n < wg) n *= 2;
+  return std::max(1, std::min(n, wg));
+}
+
+size_t GemmConfig::LocalBytes(const GemmDesc& desc) const {
+  if (lm != 1) return 0;
+  const size_t cs = desc.type == DataType::kInt16Q ? 8 : 4;  // float, int or 64-bit integers
+  const int rows = group_m() * tm, cols = group_n() * cols_per_item();
+  return cs * kLocalK * (LocalStrideA(desc, rows) + LocalStrideB(desc, cols));
+}
+
+int GemmConfig::LocalStrideA(const GemmDesc& desc, int rows) { return rows + !desc.trans_a; }
+int GemmConfig::LocalStrideB(const GemmDesc& desc, int cols) { return cols + desc.trans_b; }
+
 bool GemmConfig::operator==(const GemmConfig& o) const {
   return algorithm == o.algorithm && tm == o.tm && tn == o.tn && vw == o.vw && wg == o.wg &&
-         ku == o.ku && mf == o.mf && kp == o.kp;
+         ku == o.ku && mf == o.mf && kp == o.kp && lm == o.lm;
 }
 
 GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc) {
@@ -131,6 +159,10 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
   std::vector<GemmConfig> out;
   auto add = [&](const GemmConfig& c) {
     if (!c.Supports(desc, backend)) return;
+    // Within this device's local memory and work-group size (when it reports them).
+    if (c.lm == 1 && ((device.local_mem_bytes && c.LocalBytes(desc) > device.local_mem_bytes) ||
+                      (device.max_work_group_size && size_t(c.wg) > device.max_work_group_size)))
+      return;
     for (const auto& seen : out)
       if (seen == c) return;
     out.push_back(c);
@@ -184,6 +216,38 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
   GemmConfig flipped = out.front();
   flipped.mf = 1 - flipped.mf;
   add(flipped);
+  // Local-memory tiles (lm = 1). On GPUs and CUDA a work-group of 32–128 shares each op(A)
+  // and op(B) element among its group_n() or group_m() work-items; the same columns per
+  // work-item as the vw = 1 tiles (tn / vw vectors). Untimed here (no GPU on the build
+  // machine), so they are candidates, not defaults.
+  if (device.is_gpu || backend == Backend::kCuda) {
+    for (int vw : widths)
+      for (int wg : groups)
+        for (auto [tm, tn] : {std::pair{4, 4}, {8, 4}, {4, 2}, {8, 8}}) {
+          GemmConfig c;
+          c.algorithm = GemmConfig::Algorithm::kOuter;
+          c.tm = tm;
+          c.tn = std::max(1, tn / vw);
+          c.vw = vw;
+          c.wg = wg;
+          c.mf = base.mf;
+          c.lm = 1;
+          add(c);
+          c.ku = 2;
+          add(c);
+        }
+  } else if (base.algorithm == GemmConfig::Algorithm::kOuter) {
+    // CPUs have no local memory: PoCL maps it to ordinary memory, runs a work-group's items
+    // in loops between barriers and keeps what lives across a barrier (the accumulators) in
+    // memory. Side by side on PoCL the default tile staged by a 2 × 2 work-group ran 7–13×
+    // slower than the default on AlexNet's conv1/conv3 GEMMs (fp32 and int8; by one work-item
+    // alike): one candidate, so the Tuner can confirm it on other CPUs.
+    GemmConfig c = base;
+    c.kp = 1;
+    c.lm = 1;
+    c.wg = 4;
+    add(c);
+  }
   return out;
 }
 

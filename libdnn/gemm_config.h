@@ -42,17 +42,41 @@ struct GemmConfig {
   /// the weights as they are loaded (weights as a not transposed A are first expanded to 32-bit
   /// pairs by a small kernel per run); exact for 8-bit operands. 1 is the one-k-per-step loop.
   int kp = 1;
+  /// Local memory (kOuter with kp = 1 only): 1 has the work-group, laid out 2-D as
+  /// group_n() × group_m() work-items, stage slabs of kLocalK rows of K of op(A) (its
+  /// group_m()·tm rows) and op(B) (its group_n()·tn·vw columns) in local/shared memory, every
+  /// work-item loading its share between barriers, and compute its register tile from there:
+  /// each global element is read once per work-group instead of once per work-item that uses
+  /// it. A work-item's rows are then m0 + i·group_m() and its vectors n0 + j·group_n()·vw
+  /// (strided, so neighbours read neighbouring local words). 0 reads operands from global
+  /// memory, one work-item per tile as described above.
+  int lm = 0;
+  /// Depth in K of one lm = 1 slab (fixed; ku unrolls the loop over it).
+  static constexpr int kLocalK = 16;
 
-  /// "outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1" — the tuning table's parameters column.
+  /// "outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0" — the tuning table's parameters column.
   std::string ToString() const;
-  /// Parses ToString()'s form (kp may be missing, as in tables written before it existed: 1);
-  /// nothing when malformed or out of range.
+  /// Parses ToString()'s form (kp and lm may be missing, as in tables written before they
+  /// existed: 1 and 0); nothing when malformed or out of range.
   static std::optional<GemmConfig> Parse(const std::string& text);
   /// Whether this config can run `desc` on a target of `backend` (layout, vector widths; kp = 2
-  /// only for int8q kOuter with vw = 8 on OpenCL).
+  /// only for int8q kOuter with vw = 8 on OpenCL; lm = 1 only for kOuter with kp = 1, a
+  /// power-of-two wg and slabs within 32 KiB of local memory).
   bool Supports(const GemmDesc& desc, Backend backend) const;
   /// Columns of C per work-item (tn·vw for kOuter, tn for kDot).
   int cols_per_item() const { return algorithm == Algorithm::kOuter ? tn * vw : tn; }
+  /// lm = 1: work-items of a work-group along N and along M, wg split as evenly as powers of
+  /// two allow (64 → 8 × 8, 32 → 8 × 4). (lm = 0 work-groups are wg × 1 along the first
+  /// launch dimension, which mf chooses: wg and 1 here.)
+  int group_n() const;
+  int group_m() const { return wg / group_n(); }
+  /// lm = 1: bytes of local memory one work-group uses for `desc` (both slabs, compute type).
+  size_t LocalBytes(const GemmDesc& desc) const;
+  /// lm = 1: row strides (elements) of the op(A) slab of `rows` rows and the op(B) slab of
+  /// `cols` columns: one element of padding where the copy walks k fastest (A not
+  /// transposed, B transposed), against local memory bank conflicts.
+  static int LocalStrideA(const GemmDesc& desc, int rows);
+  static int LocalStrideB(const GemmDesc& desc, int cols);
   bool operator==(const GemmConfig& o) const;
 };
 

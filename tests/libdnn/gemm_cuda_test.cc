@@ -1,6 +1,7 @@
 // tests/libdnn/gemm_cuda_test.cc — CUDA honesty for the GEMM generator: every data type,
-// both algorithms and the fused-pipeline variants compile with NVRTC (no GPU needed), and the
-// int8 dot-product kernel for sm_80 contains the dp4a instruction in its PTX.
+// both algorithms, shared-memory tiles (lm = 1) and the fused-pipeline variants compile with
+// NVRTC (no GPU needed), and the int8 dot-product kernel for sm_80 contains the dp4a
+// instruction in its PTX.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -78,6 +79,49 @@ TEST(GemmNvrtc, EveryVariantCompilesForOldestPtxAndSm80) {
       }
   }
   EXPECT_GT(compiles, 20);
+}
+
+TEST(GemmNvrtc, LocalMemoryTilesCompileForOldestPtxAndSm80) {
+  // lm = 1 (shared-memory slabs, __syncthreads) for every variant: an 8 × 8 block with the
+  // K loop unrolled, and a 16 × 8 block walking M tiles first.
+  std::vector<GemmConfig> configs;
+  for (auto [tm, tn, wg, ku, mf] : {std::tuple{4, 4, 64, 2, 0}, std::tuple{8, 2, 128, 1, 1}}) {
+    GemmConfig c;
+    c.algorithm = GemmConfig::Algorithm::kOuter;
+    c.vw = 1;
+    c.tm = tm;
+    c.tn = tn;
+    c.wg = wg;
+    c.ku = ku;
+    c.mf = mf;
+    c.lm = 1;
+    configs.push_back(c);
+  }
+  int compiles = 0;
+  for (const std::string arch : {cuda::OldestPtxArch(), std::string("sm_80")}) {
+    const int cc = std::stoi(arch.substr(arch.find('_') + 1));
+    const KernelTarget target = KernelTarget::Cuda(cc);
+    for (const GemmDesc& d : Variants())
+      for (const GemmConfig& c : configs) {
+        ASSERT_TRUE(c.Supports(d, Backend::kCuda)) << d.ToString() << " " << c.ToString();
+        const std::string source = Gemm::Source(target, d, c);
+        EXPECT_NE(source.find("__shared__"), std::string::npos);
+        EXPECT_NE(source.find("__syncthreads()"), std::string::npos);
+        try {
+          cuda::NvrtcOutput out = cuda::CompileCuda(source, arch, {}, "gemm_lm.cu");
+          ++compiles;
+          if (arch.rfind("compute_", 0) == 0) {
+            EXPECT_NE(out.ptx.find(".entry " + Gemm::KernelName(d)), std::string::npos);
+            EXPECT_NE(out.ptx.find(".shared"), std::string::npos) << d.ToString();
+            EXPECT_NE(out.ptx.find("bar.sync"), std::string::npos) << d.ToString();
+          }
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << d.ToString() << " " << c.ToString() << " for " << arch << ":\n"
+                        << e.what();
+        }
+      }
+  }
+  EXPECT_EQ(compiles, 2 * 2 * static_cast<int>(Variants().size()));
 }
 
 TEST(GemmNvrtc, Int8GemmUsesDp4aOnSm80) {

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "libdnn/tuner.h"
 #include "quant/fixed_point.h"
 
 namespace mpcaffe::libdnn {
@@ -275,6 +278,96 @@ TEST_P(GemmTest, EveryAlgorithmAndTileGivesTheReferenceResult) {
   }
 }
 
+/// 0..3 for fp32, fp16, int16q, int8q: which part of a shared sweep a type's test takes.
+int TypeIndex(DataType t) {
+  switch (t) {
+    case DataType::kFloat32: return 0;
+    case DataType::kFloat16: return 1;
+    case DataType::kInt16Q: return 2;
+    default: return 3;
+  }
+}
+
+/// lm = 1 configurations: one work-item (staging only), 2-D work-groups of 2 × 2, 4 × 2 and
+/// 8 × 8 (every work-item loading several elements per slab; rows and vectors strided across
+/// the group), vectors of 4, 8 (int8: the vector epilogue) and 16, both work-group orders and
+/// the three K unrolls.
+std::vector<GemmConfig> LocalMemoryConfigs() {
+  std::vector<GemmConfig> out;
+  for (auto [tm, tn, vw, wg, ku, mf] :
+       {std::tuple{1, 1, 1, 1, 1, 0}, std::tuple{3, 2, 1, 4, 2, 1}, std::tuple{2, 2, 4, 8, 2, 0},
+        std::tuple{6, 2, 8, 1, 1, 1}, std::tuple{4, 4, 1, 64, 4, 0}, std::tuple{2, 1, 16, 2, 1, 0},
+        std::tuple{5, 3, 8, 4, 4, 1}}) {
+    GemmConfig c;
+    c.algorithm = GemmConfig::Algorithm::kOuter;
+    c.tm = tm;
+    c.tn = tn;
+    c.vw = vw;
+    c.wg = wg;
+    c.ku = ku;
+    c.mf = mf;
+    c.lm = 1;
+    out.push_back(c);
+  }
+  return out;
+}
+
+TEST_P(GemmTest, LocalMemoryTilesGiveTheReferenceResult) {
+  // A quarter of the shapes of the list per data type, the four types together covering all
+  // (odd sizes, M/N/K = 1, K beyond one slab and not a multiple of it), with the varied
+  // options (transposes, bias, ReLU, padded C, signed and per-channel weights, requantized or
+  // fp32 output, α/β), each under one of the lm = 1 configurations in turn. (PoCL compiles
+  // each kernel text, which dominates the run time: all shapes in every type took 15 minutes
+  // with a cold kernel cache.)
+  Device& dev = DefaultDevice();
+  const std::vector<GemmConfig> configs = LocalMemoryConfigs();
+  const int part = TypeIndex(GetParam());
+  int i = 0, runs = 0;
+  for (const Shape& s : Shapes()) {
+    if (i % 4 != part) {
+      ++i;
+      continue;
+    }
+    Problem p = MakeProblem(Varied(GetParam(), s, i), 3000 + i);
+    if (!IsQuantized(GetParam()) && i % 3 == 2) {
+      p.alpha = 0.5f;
+      p.beta = 0.25f;
+    }
+    const std::vector<uint8_t> want = RunReference(p);
+    const GemmConfig& c = configs[i % configs.size()];
+    if (c.Supports(p.desc, dev.backend())) {
+      ExpectSame(p, RunOnDevice(dev, p, &c), want, c.ToString());
+      ++runs;
+    }
+    ++i;
+  }
+  EXPECT_GE(runs, 5);
+}
+
+TEST_P(GemmTest, LocalMemoryTilesGiveTheReferenceResultInEveryLayout) {
+  // One odd shape (2 slabs and a partial one, edge tiles in M and N of every configuration),
+  // every transpose and weight side, each epilogue option on, one configuration per layout
+  // (the data types rotate through all of them).
+  Device& dev = DefaultDevice();
+  GemmDesc d = Varied(GetParam(), {37, 45, 41}, 0);
+  d.relu = true;
+  for (int layout = 0; layout < 4; ++layout) {
+    d.trans_a = layout % 2 == 1;
+    d.trans_b = layout / 2 == 1;
+    d.weights = layout == 1 ? WeightOperand::kB : WeightOperand::kA;
+    if (IsQuantized(d.type)) {
+      d.weights_signed = layout == 2;
+      d.weight_zero = !d.weights_signed;
+      d.out_type = layout == 3 ? DataType::kFloat32 : d.type;
+    }
+    Problem p = MakeProblem(d, 4100 + layout);
+    const std::vector<uint8_t> want = RunReference(p);
+    const std::vector<GemmConfig> configs = LocalMemoryConfigs();
+    const GemmConfig& c = configs[(layout * 2 + TypeIndex(d.type)) % configs.size()];
+    if (c.Supports(d, dev.backend())) ExpectSame(p, RunOnDevice(dev, p, &c), want, c.ToString());
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, GemmTest,
                          ::testing::Values(DataType::kFloat32, DataType::kFloat16,
                                            DataType::kInt16Q, DataType::kInt8Q),
@@ -461,6 +554,116 @@ TEST(GemmConfigTest, TextFormRoundTripsAndRejectsNonsense) {
   EXPECT_EQ(old->kp, 1);
   EXPECT_FALSE(GemmConfig::Parse("outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=3"));
   EXPECT_FALSE(GemmConfig::Parse("outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=2 kp=2"));
+  // lm: printed, round-tripped, optional in old tables (0), only 0 or 1, once.
+  EXPECT_EQ(old->lm, 0);
+  auto no_lm = GemmConfig::Parse("outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=2");
+  ASSERT_TRUE(no_lm.has_value());
+  EXPECT_EQ(no_lm->lm, 0);
+  EXPECT_EQ(no_lm->kp, 2);
+  c = GemmConfig();
+  c.wg = 64;
+  c.vw = 1;
+  c.lm = 1;
+  EXPECT_EQ(c.ToString(), "outer tm=6 tn=2 vw=1 wg=64 ku=1 mf=0 kp=1 lm=1");
+  back = GemmConfig::Parse(c.ToString());
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(*back == c);
+  c.lm = 0;
+  EXPECT_FALSE(*back == c);
+  EXPECT_NE(GemmConfig().ToString().find(" lm=0"), std::string::npos);
+  back = GemmConfig::Parse("outer tm=4 tn=4 vw=1 wg=64 ku=1 mf=1 lm=1");  // lm without kp
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->lm, 1);
+  EXPECT_EQ(back->kp, 1);
+  EXPECT_FALSE(GemmConfig::Parse("outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=2"));
+  EXPECT_FALSE(GemmConfig::Parse("outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=-1"));
+  EXPECT_FALSE(GemmConfig::Parse("outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=x"));
+  EXPECT_FALSE(GemmConfig::Parse("outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 lm=1 lm=1"));
+}
+
+TEST(GemmConfigTest, LocalMemorySupportAndWorkGroupShape) {
+  GemmDesc d;
+  d.M = d.N = d.K = 64;
+  GemmConfig c;
+  c.vw = 1;
+  c.tm = c.tn = 4;
+  c.wg = 64;
+  c.lm = 1;
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kInt16Q, DataType::kInt8Q}) {
+    d.type = d.out_type = t;
+    EXPECT_TRUE(c.Supports(d, Backend::kOpenCL)) << Name(t);
+    EXPECT_TRUE(c.Supports(d, Backend::kCuda)) << Name(t);
+  }
+  EXPECT_EQ(c.group_n(), 8);
+  EXPECT_EQ(c.group_m(), 8);
+  // fp32: 16 rows of K × (8·4 rows + 1 of padding + 8·4 columns) floats; int16q in 64 bits.
+  d.type = d.out_type = DataType::kFloat32;
+  EXPECT_EQ(c.LocalBytes(d), 16u * 65 * 4);
+  d.type = d.out_type = DataType::kInt16Q;
+  EXPECT_EQ(c.LocalBytes(d), 16u * 65 * 8);
+  d.type = d.out_type = DataType::kFloat32;
+  c.wg = 32;
+  EXPECT_EQ(c.group_n(), 8);
+  EXPECT_EQ(c.group_m(), 4);
+  c.wg = 2;
+  EXPECT_EQ(c.group_n(), 2);
+  EXPECT_EQ(c.group_m(), 1);
+  c.wg = 48;  // no 2-D split
+  EXPECT_FALSE(c.Supports(d, Backend::kOpenCL));
+  c.wg = 1024;  // 16 rows of K × (32·4 + 1 + 32·4) floats, 16 KiB: fits
+  EXPECT_TRUE(c.Supports(d, Backend::kOpenCL));
+  c.tm = c.tn = 16;  // 64 KiB: does not
+  EXPECT_FALSE(c.Supports(d, Backend::kOpenCL));
+  c.tm = c.tn = 4;
+  c.wg = 64;
+  c.algorithm = GemmConfig::Algorithm::kDot;
+  d.trans_b = true;
+  EXPECT_FALSE(c.Supports(d, Backend::kOpenCL));
+  c.algorithm = GemmConfig::Algorithm::kOuter;
+  d.type = d.out_type = DataType::kInt8Q;
+  c.vw = 8;
+  c.kp = 2;  // pairs read k, k + 1 from global memory: lm = 0 only
+  EXPECT_FALSE(c.Supports(d, Backend::kOpenCL));
+  c.lm = 0;
+  EXPECT_TRUE(c.Supports(d, Backend::kOpenCL));
+  // The work-group shape follows lm (and the kernel text, hence the cache key).
+  c.kp = 1;
+  c.lm = 1;
+  const std::string staged = Gemm::Source(KernelTarget{}, d, c);
+  c.lm = 0;
+  const std::string direct = Gemm::Source(KernelTarget{}, d, c);
+  EXPECT_NE(staged, direct);
+  EXPECT_NE(staged.find("barrier(CLK_LOCAL_MEM_FENCE)"), std::string::npos);
+  EXPECT_EQ(direct.find("barrier("), std::string::npos);
+}
+
+TEST(GemmConfigTest, CandidatesIncludeLocalMemoryTiles) {
+  GemmDesc d;
+  d.M = 96;
+  d.N = 729;
+  d.K = 363;
+  d.weights = WeightOperand::kA;
+  for (DataType t : {DataType::kFloat32, DataType::kInt8Q}) {
+    d.type = d.out_type = t;
+    auto count = [&](const DeviceInfo& info) {
+      int n = 0;
+      for (const GemmConfig& c : GemmCandidates(info, d)) {
+        EXPECT_TRUE(c.Supports(d, info.backend)) << c.ToString();
+        n += c.lm;
+      }
+      return n;
+    };
+    DeviceInfo cpu, gpu, cuda;
+    gpu.is_gpu = true;
+    cuda.backend = Backend::kCuda;
+    cuda.is_gpu = true;
+    EXPECT_EQ(count(cpu), 1) << Name(t);
+    EXPECT_GE(count(gpu), 8) << Name(t);
+    EXPECT_GE(count(cuda), 8) << Name(t);
+    // Defaults are unchanged: global-memory tiles.
+    EXPECT_EQ(DefaultGemmConfig(cpu, d).lm, 0);
+    EXPECT_EQ(DefaultGemmConfig(cuda, d).lm, 0);
+  }
 }
 
 TEST(GemmDescTest, InconsistentDescriptionsAreRejectedWithTheirShape) {
@@ -495,6 +698,68 @@ TEST(GemmDescTest, QuantizedRunChecksItsArguments) {
   GemmArgs args;
   args.a = args.b = args.c = buf;
   EXPECT_THROW(g.Run(args), Error);  // no weight sums
+}
+
+}  // namespace
+}  // namespace mpcaffe::libdnn
+
+namespace mpcaffe::libdnn {
+namespace {
+
+// Run by hand (--gtest_also_run_disabled_tests --gtest_filter='*LocalMemoryVersusDefault*'):
+// the device default against lm = 1 tiles on AlexNet's conv1 and conv3 GEMMs (weights A,
+// batch 1), fp32 and int8, alternating the configurations each round so load on the machine
+// hits them alike; prints median milliseconds and GOP/s.
+TEST(GemmBenchmark, DISABLED_LocalMemoryVersusDefault) {
+  Device& dev = DefaultDevice();
+  const char* rounds_env = std::getenv("GEMM_BENCH_ROUNDS");
+  const int rounds = rounds_env ? std::max(1, std::atoi(rounds_env)) : 9;
+  for (DataType t : {DataType::kFloat32, DataType::kInt8Q})
+    for (const Shape& s : {Shape{96, 3025, 363}, Shape{384, 169, 2304}}) {
+      GemmDesc d;
+      d.type = d.out_type = t;
+      d.M = s.M;
+      d.N = s.N;
+      d.K = s.K;
+      d.weights = WeightOperand::kA;
+      d.bias = true;
+      d.relu = true;
+      const GemmConfig base = DefaultGemmConfig(dev.info(), d);
+      std::vector<GemmConfig> configs = {base};
+      if (base.kp == 2) {  // lm = 1 has the one-k loop: show that one too
+        configs.push_back(base);
+        configs.back().kp = 1;
+      }
+      for (int wg : {1, 4}) {
+        GemmConfig c = base;
+        c.kp = 1;
+        c.lm = 1;
+        c.wg = wg;
+        configs.push_back(c);
+      }
+      GemmOperands ops(dev, d);
+      const GemmQuant quant = PlaceholderQuant(d);
+      std::vector<Gemm> gemms;
+      for (const GemmConfig& c : configs) gemms.emplace_back(dev, d, quant, c);
+      std::vector<std::vector<double>> ms(configs.size());
+      for (Gemm& g : gemms) g.Run(ops.args()).Wait();  // warm-up (PoCL specializes at launch)
+      for (int r = 0; r < rounds; ++r)
+        for (size_t i = 0; i < gemms.size(); ++i) {
+          const auto start = std::chrono::steady_clock::now();
+          gemms[i].Run(ops.args()).Wait();
+          ms[i].push_back(
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                  .count());
+        }
+      const double gop = 2.0 * d.M * d.N * d.K * 1e-6;
+      std::printf("%s M=%d N=%d K=%d on %s\n", Name(t), d.M, d.N, d.K, dev.Describe().c_str());
+      for (size_t i = 0; i < configs.size(); ++i) {
+        std::sort(ms[i].begin(), ms[i].end());
+        const double med = ms[i][ms[i].size() / 2];
+        std::printf("  %-48s median %8.3f ms  min %8.3f ms  %7.1f GOP/s\n",
+                    configs[i].ToString().c_str(), med, ms[i].front(), gop / med);
+      }
+    }
 }
 
 }  // namespace
