@@ -95,6 +95,7 @@ class ConvolutionLayer : public Layer {
     conv_->Forward(libdnn::BufferRef(bottom[0]->device_data(), 0),
                    bias_ ? libdnn::BufferRef(bias_.get(), 0) : libdnn::BufferRef(),
                    libdnn::BufferRef(top[0]->mutable_device_data(), 0));
+    if (release_param_copies()) conv_->ReleaseScratch();  // reduced memory: no idle scratch
   }
 
  public:

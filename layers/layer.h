@@ -139,8 +139,8 @@ class Layer {
   /// Called after parameter blobs or quantizer ranges changed (drops derived device data).
   virtual void ParamsChanged() {}
   /// Reduced-memory inference: a layer that keeps a parameter on the device in a derived form
-  /// (repacked convolution weights) frees the parameter's own device copy once derived; the
-  /// host copy stays for deriving again after a change.
+  /// (repacked convolution weights) frees the parameter's own device copy once derived (the
+  /// host copy stays for deriving again after a change), and scratch buffers after each pass.
   void set_release_param_copies(bool release) { release_param_copies_ = release; }
   bool release_param_copies() const { return release_param_copies_; }
 

@@ -161,6 +161,13 @@ class Convolution {
   /// launch, then a forward launch, on `queue`): calls on different queues must not overlap.
   Event Forward(const BufferRef& input, const BufferRef& bias, const BufferRef& output,
                 Queue* queue = nullptr);
+  /// Frees the forward pass's scratch buffers (packed input planes, GEMM columns); the next
+  /// Forward allocates them again. Reduced-memory inference calls it after each Forward so
+  /// convolutions do not each hold theirs (commands already enqueued keep their buffers).
+  void ReleaseScratch() {
+    xpacked_.reset();
+    gemm_col_.reset();
+  }
 
   /// fp32 only: bottom_diff = ∂L/∂input from top_diff (output-shaped) and the OIHW weights.
   void BackwardData(const BufferRef& top_diff, const BufferRef& weights,
