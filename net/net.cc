@@ -408,7 +408,11 @@ void Net::PlanReluFusion() {
     if (bottom_vecs_[j].size() != 1 || bottom_vecs_[j][0] != t || top_vecs_[j].size() != 1) continue;
     Blob* out = top_vecs_[j][0];
     const bool in_place = out == t;
-    if (!in_place && (!reduced_memory_ || readers[t] != 1 || kept.count(t->name()))) continue;
+    // A new blob's old value is lost, so only where intermediate blobs are not kept anyway:
+    // under reduced memory, and in nets nested in a layer (MOE experts: the user sees only
+    // the layer's output).
+    const bool intermediates_hidden = reduced_memory_ || options_.nested;
+    if (!in_place && (!intermediates_hidden || readers[t] != 1 || kept.count(t->name()))) continue;
     if (t->type() != out->type() || layers_[j]->compute_type() != t->type()) continue;
     if (loss_weights_[i][0] != 0.0f || layer_need_backward_[i] || layer_need_backward_[j]) continue;
     fused_relu_[i] = j;

@@ -48,7 +48,8 @@ struct NetOptions {
   /// Inference fusion of a ReLU (negative_slope 0) into the Convolution or InnerProduct whose
   /// top it alone consumes: 1 on, 0 off, -1 on unless the environment says MPCAFFE_FUSE=0.
   /// TEST phase only, never while quantizers observe; an in-place ReLU always qualifies, one
-  /// writing a new blob only under reduced memory (whose intermediate blobs are not kept).
+  /// writing a new blob only under reduced memory or in a nested net (whose intermediate
+  /// blobs are not kept or not seen).
   int fuse_relu = -1;
 };
 
