@@ -115,25 +115,24 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
   KernelWriter w(target);
   w.AddType("Xtype", from);
   w.AddType("Ytype", to);
-  auto& k = w.Kernel(ConvertKernelName(from, to))
-                .Value("int", "n").In("Xtype", "x").Out("Ytype", "y")
-                .Value("float", "x_scale").Value("int", "x_zero")
-                .Value("float", "y_scale").Value("int", "y_zero")
-                .Value("int", "mult").Value("int", "shift");
+  // The scalar kernel and its vector form (HasVectorConvert) take the same arguments.
+  auto declare = [&](const std::string& name) -> decltype(auto) {
+    return w.Kernel(name)
+        .Value("int", "n").In("Xtype", "x").Out("Ytype", "y")
+        .Value("float", "x_scale").Value("int", "x_zero")
+        .Value("float", "y_scale").Value("int", "y_zero")
+        .Value("int", "mult").Value("int", "shift");
+  };
+  auto& k = declare(ConvertKernelName(from, to));
   const bool qx = IsQuantized(from), qy = IsQuantized(to);
+  // One element i: the scalar kernel's loop body, and the tail of the vector kernel's.
+  std::string element;
   if (!qx && !qy) {
-    k.Body(R"(  $loop(i, n) {
-    Ytype_STORE(y, i, (Ytype_c)(float)Xtype_LOAD(x, i));
-  }
-)");
+    element = "    Ytype_STORE(y, i, (Ytype_c)(float)Xtype_LOAD(x, i));\n";
   } else if (qx && !qy) {
-    k.Body(R"(  $loop(i, n) {
-    Ytype_STORE(y, i, (Ytype_c)(x_scale * (float)(Xtype_LOAD(x, i) - x_zero)));
-  }
-)");
+    element = "    Ytype_STORE(y, i, (Ytype_c)(x_scale * (float)(Xtype_LOAD(x, i) - x_zero)));\n";
   } else if (!qx && qy) {
-    k.Body(R"(  $loop(i, n) {
-    float v = (float)Xtype_LOAD(x, i);
+    element = R"(    float v = (float)Xtype_LOAD(x, i);
     int q = y_zero;
     if (!isnan(v)) {
       float r = $rint(v / y_scale) + (float)y_zero;
@@ -141,17 +140,15 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
       q = (int)r;
     }
     Ytype_STORE(y, i, q);
-  }
-)");
+)";
   } else {
     UseRequant(w, from);
-    k.Body(R"(  $loop(i, n) {
-    mp_i64 r = y_zero + MP_REQUANT(Xtype_LOAD(x, i) - x_zero, mult, shift);
+    element = R"(    mp_i64 r = y_zero + MP_REQUANT(Xtype_LOAD(x, i) - x_zero, mult, shift);
     r = r < Ytype_QMIN ? Ytype_QMIN : (r > Ytype_QMAX ? Ytype_QMAX : r);
     Ytype_STORE(y, i, r);
+)";
   }
-)");
-  }
+  k.Body("  $loop(i, n) {\n" + element + "  }\n");
   if (HasVectorConvert(target, from, to)) {
     // The same arithmetic on 8 elements per step (PoCL runs the scalar form as scalar code:
     // quantizing AlexNet's batch-16 input took 6.5 ms), then the n % 8 tail one by one.
@@ -167,27 +164,8 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
       body += "    const int8 d = convert_int8(vload8(v, x)) - x_zero;\n";
       body += "    vstore8(x_scale * convert_float8(d), v, y);\n";
     }
-    body += "  }\n  $loop(t, n - n8 * 8) {\n    const int i = n8 * 8 + t;\n";
-    if (!qx) {
-      body += R"(    float v = (float)Xtype_LOAD(x, i);
-    int q = y_zero;
-    if (!isnan(v)) {
-      float r = $rint(v / y_scale) + (float)y_zero;
-      r = fmin(fmax(r, (float)Ytype_QMIN), (float)Ytype_QMAX);
-      q = (int)r;
-    }
-    Ytype_STORE(y, i, q);
-)";
-    } else {
-      body += "    Ytype_STORE(y, i, (Ytype_c)(x_scale * (float)(Xtype_LOAD(x, i) - x_zero)));\n";
-    }
-    body += "  }\n";
-    w.Kernel(ConvertKernelName(from, to) + "_v8")
-        .Value("int", "n").In("Xtype", "x").Out("Ytype", "y")
-        .Value("float", "x_scale").Value("int", "x_zero")
-        .Value("float", "y_scale").Value("int", "y_zero")
-        .Value("int", "mult").Value("int", "shift")
-        .Body(body);
+    body += "  }\n  $loop(t, n - n8 * 8) {\n    const int i = n8 * 8 + t;\n" + element + "  }\n";
+    declare(ConvertKernelName(from, to) + "_v8").Body(body);
   }
   return w.Source();
 }
