@@ -22,8 +22,11 @@ build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
 # Every C++ suite (one CTest entry per folder); Python tests join once the package exists.
+# The device-dependent suites run once per device (entries <suite>@pocl, @intel, @gpu; an absent
+# device's entries are skipped, and scripts/ctest-devices.sh says why and where each one ran).
 test: build
-	cd $(BUILD) && ctest --output-on-failure --timeout 1500
+	cd $(BUILD) && ctest --output-on-failure --timeout 1500; status=$$?; \
+	  cd $(CURDIR) && scripts/ctest-devices.sh $(BUILD); exit $$status
 	scripts/python-test.sh
 
 # The main job on the default device (MPCAFFE_DEVICE=<index> chooses another).

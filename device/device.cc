@@ -3,6 +3,7 @@
 #include "device/device.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -86,14 +87,55 @@ Device& GetDevice(int index) {
   return *list[index];
 }
 
+static std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string DeviceListText() {
+  std::ostringstream os;
+  for (Device* d : DeviceList())
+    os << "  " << d->Describe() << " (" << d->info().implementation << ")\n";
+  return os.str();
+}
+
+Device* FindDevice(const std::string& selector) {
+  const auto& list = DeviceList();
+  if (selector.empty()) return nullptr;
+  if (selector.find_first_not_of("0123456789") == std::string::npos) {
+    const long index = std::strtol(selector.c_str(), nullptr, 10);
+    return index < static_cast<long>(list.size()) ? list[index] : nullptr;
+  }
+  const std::string want = Lower(selector);
+  for (Device* d : list)
+    if (d->info().implementation == want) return d;
+  if (want == "gpu" || want == "cpu")
+    for (Device* d : list)
+      if (d->info().is_gpu == (want == "gpu")) return d;
+  for (Device* d : list)
+    if (Lower(d->info().platform_name + " " + d->info().name).find(want) != std::string::npos)
+      return d;
+  return nullptr;
+}
+
+Device& SelectDevice(const std::string& selector) {
+  const auto& list = DeviceList();
+  if (list.empty()) throw DeviceError(NoDeviceAdvice());
+  if (Device* d = FindDevice(selector)) return *d;
+  throw DeviceError("no device matches '" + selector +
+                    "' (an index, an implementation name such as pocl or intel, gpu/cpu, or part "
+                    "of the platform and device name); devices present:\n" + DeviceListText());
+}
+
 Device& DefaultDevice() {
   const auto& list = DeviceList();
   if (list.empty()) throw DeviceError(NoDeviceAdvice());
   if (const char* env = std::getenv("MPCAFFE_DEVICE"); env && *env) {
-    char* end = nullptr;
-    long index = std::strtol(env, &end, 10);
-    if (*end != '\0') throw DeviceError(std::string("MPCAFFE_DEVICE='") + env + "' is not an index");
-    return GetDevice(static_cast<int>(index));
+    try {
+      return SelectDevice(env);
+    } catch (const DeviceError& e) {
+      throw DeviceError(std::string("MPCAFFE_DEVICE: ") + e.what());
+    }
   }
   for (Device* d : list)
     if (d->info().is_gpu) return *d;

@@ -29,6 +29,9 @@ struct DeviceInfo {
   std::string driver_version;
   std::string platform_name;     // OpenCL platform name; "CUDA" for CUDA devices
   std::string platform_version;  // OpenCL platform version; CUDA driver API version
+  /// Short lowercase name of the implementation: "pocl", "intel", "oclgrind", "nvidia", "amd",
+  /// "apple", "cuda" — else the platform name's first word, lowercased. A device selector.
+  std::string implementation;
   std::string arch;              // CUDA "sm_80"; OpenCL device version string
   bool is_gpu = false;
   uint64_t global_mem_bytes = 0;
@@ -319,14 +322,28 @@ class QueueScope {
   Queue* previous_;
 };
 
-/// Every device of every backend, enumerated once (OpenCL platforms in order, then CUDA).
+/// Every device of every backend, enumerated once: OpenCL platforms in order of their names
+/// (the ICD loader's order follows the directory, which differs between machines), then CUDA.
 const std::vector<Device*>& DeviceList();
 
-/// The device MPCAFFE_DEVICE names, else the first GPU, else the first device. Throws
-/// DeviceError (with install advice) when there is none.
+/// The device MPCAFFE_DEVICE names (see FindDevice), else the first GPU, else the first
+/// device. Throws DeviceError (with install advice) when there is none, or when MPCAFFE_DEVICE
+/// matches no device.
 Device& DefaultDevice();
 /// Device by index; throws DeviceError listing the valid range.
 Device& GetDevice(int index);
+/// The first device a selector names, or nullptr: a decimal index; an implementation name
+/// ("pocl", "intel", "cuda", ...; DeviceInfo::implementation); "gpu" / "cpu"; else a
+/// case-insensitive part of "<platform name> <device name>" ("Intel(R) OpenCL", "EPYC").
+Device* FindDevice(const std::string& selector);
+/// FindDevice, or a DeviceError that names the selector and lists the devices present.
+Device& SelectDevice(const std::string& selector);
+/// The selector's device where one is given ("--device" flags), else DefaultDevice().
+inline Device& DeviceOrDefault(const std::string& selector) {
+  return selector.empty() ? DefaultDevice() : SelectDevice(selector);
+}
+/// What the registered devices are, one "<index>: <backend> <name> (<implementation>)" a line.
+std::string DeviceListText();
 
 /// One line per backend saying what it found or why it contributes no devices.
 std::vector<std::string> BackendReports();

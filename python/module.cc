@@ -234,6 +234,8 @@ PYBIND11_MODULE(_mpcaffe, m) {
       info["vendor"] = d->info().vendor;
       info["is_gpu"] = d->info().is_gpu;
       info["fp16"] = d->info().fp16;
+      info["implementation"] = d->info().implementation;
+      info["platform"] = d->info().platform_name;
       info["global_mem_bytes"] = d->info().global_mem_bytes;
       info["description"] = d->Describe();
       out.push_back(info);
@@ -243,6 +245,10 @@ PYBIND11_MODULE(_mpcaffe, m) {
   m.def("set_device", [](int index) {
     g_device_index = g_chosen_gpu = mpcaffe::GetDevice(index).index();
   }, "Builds later nets on the device with this index (see devices()).");
+  m.def("set_device", [](const std::string& selector) {
+    g_device_index = g_chosen_gpu = mpcaffe::SelectDevice(selector).index();
+  }, "Builds later nets on the device a selector names: an implementation (\"pocl\", "
+     "\"intel\", \"cuda\"), \"gpu\"/\"cpu\", or part of the platform and device name.");
   m.def("device_index", [] { return CurrentDevice().index(); },
         "Index of the device later nets are built on.");
   m.def("set_mode_gpu", [] {

@@ -29,7 +29,8 @@ int RunDevices(const std::vector<std::string>& args) {
     for (size_t i = 0; i < devices.size(); ++i) {
       const DeviceInfo& d = devices[i]->info();
       os << (i ? ",\n " : "\n ") << "{\"index\": " << devices[i]->index() << ", \"backend\": \""
-         << BackendName(d.backend) << "\", \"name\": \"" << JsonEscape(d.name)
+         << BackendName(d.backend) << "\", \"implementation\": \"" << JsonEscape(d.implementation)
+         << "\", \"platform\": \"" << JsonEscape(d.platform_name) << "\", \"name\": \"" << JsonEscape(d.name)
          << "\", \"vendor\": \"" << JsonEscape(d.vendor) << "\", \"driver\": \""
          << JsonEscape(d.driver_version) << "\", \"global_mem_bytes\": " << d.global_mem_bytes
          << ", \"compute_units\": " << d.compute_units << ", \"fp16\": " << (d.fp16 ? "true" : "false")
@@ -40,12 +41,13 @@ int RunDevices(const std::vector<std::string>& args) {
     std::fputs(os.str().c_str(), stdout);
     return 0;
   }
-  std::printf("%-5s %-7s %-34s %-16s %-12s %10s %5s %5s %5s %4s\n", "index", "backend", "name",
-              "vendor", "driver", "memory", "units", "fp16", "int64", "dp4a");
+  std::printf("%-5s %-7s %-9s %-34s %-16s %-12s %10s %5s %5s %5s %4s\n", "index", "backend",
+              "impl", "name", "vendor", "driver", "memory", "units", "fp16", "int64", "dp4a");
   for (Device* dev : devices) {
     const DeviceInfo& d = dev->info();
-    std::printf("%-5d %-7s %-34s %-16s %-12s %7.1f GiB %5d %5s %5s %4s\n", dev->index(),
-                BackendName(d.backend), d.name.substr(0, 34).c_str(), d.vendor.substr(0, 16).c_str(),
+    std::printf("%-5d %-7s %-9s %-34s %-16s %-12s %7.1f GiB %5d %5s %5s %4s\n", dev->index(),
+                BackendName(d.backend), d.implementation.substr(0, 9).c_str(),
+                d.name.substr(0, 34).c_str(), d.vendor.substr(0, 16).c_str(),
                 d.driver_version.substr(0, 12).c_str(), d.global_mem_bytes / 1073741824.0,
                 d.compute_units, YesNo(d.fp16), YesNo(d.int64), YesNo(d.dot_product));
     if (verbose)

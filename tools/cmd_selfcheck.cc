@@ -65,7 +65,7 @@ double Difference(DataType t, int n, const std::vector<uint8_t>& a, const std::v
 
 int RunSelfcheck(const std::vector<std::string>& args) {
   std::string device_flag = FlagValue(args, "--device");
-  Device& device = device_flag.empty() ? DefaultDevice() : GetDevice(std::stoi(device_flag));
+  Device& device = DeviceOrDefault(device_flag);
   const int n = std::stoi(FlagValue(args, "--size", "100003"));
   ElementwiseOps ops(device);
   std::mt19937 rng(7);

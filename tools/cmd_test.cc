@@ -35,7 +35,7 @@ int RunTest(const std::vector<std::string>& args) {
   if (iterations < 1) return Usage("--iterations must be at least 1");
   try {
     const std::string device_flag = FlagValue(args, "--device");
-    Device& device = device_flag.empty() ? DefaultDevice() : GetDevice(std::stoi(device_flag));
+    Device& device = DeviceOrDefault(device_flag);
     std::cout << "Using device: " << device.Describe() << "\n";
     NetOptions options;
     options.phase = caffe::TEST;

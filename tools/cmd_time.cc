@@ -53,7 +53,7 @@ int RunTime(const std::vector<std::string>& args) {
   if (phase != "TEST" && phase != "TRAIN") return Usage("--phase is TEST or TRAIN");
   try {
     const std::string device_flag = FlagValue(args, "--device");
-    Device& device = device_flag.empty() ? DefaultDevice() : GetDevice(std::stoi(device_flag));
+    Device& device = DeviceOrDefault(device_flag);
     NetOptions options;
     options.phase = phase == "TEST" ? caffe::TEST : caffe::TRAIN;
     options.synthetic_data = HasFlag(args, "--synthetic");

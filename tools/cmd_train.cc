@@ -130,7 +130,7 @@ int RunTrain(const std::vector<std::string>& args) {
     return Usage("give --weights or --snapshot, not both");
   try {
     const std::string device_flag = FlagValue(args, "--device");
-    Device& device = device_flag.empty() ? DefaultDevice() : GetDevice(std::stoi(device_flag));
+    Device& device = DeviceOrDefault(device_flag);
     std::cout << "Using device: " << device.Describe() << "\n";
     NetOptions base;
     base.synthetic_data = HasFlag(args, "--synthetic");

@@ -50,7 +50,7 @@ int TuneGemm(const std::vector<std::string>& args) {
   d.weights = FlagValue(args, "--weights", "A") == "B" ? libdnn::WeightOperand::kB
                                                        : libdnn::WeightOperand::kA;
   const std::string dev_flag = FlagValue(args, "--device");
-  Device& dev = dev_flag.empty() ? DefaultDevice() : GetDevice(std::stoi(dev_flag));
+  Device& dev = DeviceOrDefault(dev_flag);
   if (!cache::ActiveProgramCache())
     std::printf("note: the kernel cache is off (MPCAFFE_CACHE=off): results are not kept\n");
   const size_t max = std::stoul(FlagValue(args, "--max", "0"));
@@ -89,7 +89,7 @@ int TuneModel(const std::vector<std::string>& args) {
   const std::string model = FlagValue(args, "--model");
   try {
     const std::string dev_flag = FlagValue(args, "--device");
-    Device& dev = dev_flag.empty() ? DefaultDevice() : GetDevice(std::stoi(dev_flag));
+    Device& dev = DeviceOrDefault(dev_flag);
     const size_t max = std::stoul(FlagValue(args, "--max", "0"));
     if (!cache::ActiveProgramCache())
       std::printf("note: the kernel cache is off (MPCAFFE_CACHE=off): results are not kept\n");

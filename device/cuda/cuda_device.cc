@@ -408,6 +408,7 @@ CudaDevice::CudaDevice(const DriverApi& api, int ordinal) : api_(api) {
   const std::string cuda_version = "CUDA " + CudaVersionString(version);
   const std::string release = NvidiaDriverRelease();
   info_.driver_version = release.empty() ? cuda_version : release + " (" + cuda_version + ")";
+  info_.implementation = "cuda";
   info_.platform_name = "CUDA";
   info_.platform_version = cuda_version;
   info_.arch = "sm_" + std::to_string(cc);

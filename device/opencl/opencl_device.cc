@@ -2,6 +2,8 @@
 // offsets, programs (through the binary store), kernels, queues and profiled events.
 #include <CL/cl.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -298,6 +300,24 @@ std::string PoclSpecializations(const ProgramHints& hints) {
   return list;
 }
 
+/// The short name of an OpenCL implementation (DeviceInfo::implementation), from what its
+/// platform says of itself.
+std::string ImplementationName(const std::string& name, const std::string& vendor,
+                               const std::string& version) {
+  const std::string all = name + " " + vendor + " " + version;
+  auto has = [&](const char* word) { return all.find(word) != std::string::npos; };
+  if (has("Portable Computing Language") || has("PoCL") || has("pocl")) return "pocl";
+  if (has("Oclgrind")) return "oclgrind";
+  if (has("NVIDIA")) return "nvidia";
+  if (has("Intel")) return "intel";
+  if (has("AMD") || has("Advanced Micro Devices")) return "amd";
+  if (has("Apple")) return "apple";
+  if (has("rusticl")) return "rusticl";
+  std::string first = name.substr(0, name.find(' '));
+  for (char& c : first) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return first.empty() ? "opencl" : first;
+}
+
 // POCL_BINARY_SPECIALIZE_WG is process-wide state: set under this lock, read by PoCL inside
 // the same clGetProgramInfo call on this thread. (glibc's setenv is not safe against a
 // concurrent getenv elsewhere; PoCL reads it only while fetching binaries.)
@@ -313,6 +333,9 @@ class OpenCLDevice : public Device {
     info_.platform_name = PlatformString(platform, CL_PLATFORM_NAME);
     info_.platform_version = PlatformString(platform, CL_PLATFORM_VERSION);
     info_.arch = DeviceString(device, CL_DEVICE_VERSION);
+    info_.implementation = ImplementationName(info_.platform_name,
+                                              PlatformString(platform, CL_PLATFORM_VENDOR),
+                                              info_.platform_version);
     info_.is_gpu = (DeviceValue<cl_device_type>(device, CL_DEVICE_TYPE) & CL_DEVICE_TYPE_GPU) != 0;
     info_.global_mem_bytes = DeviceValue<cl_ulong>(device, CL_DEVICE_GLOBAL_MEM_SIZE);
     info_.local_mem_bytes = DeviceValue<cl_ulong>(device, CL_DEVICE_LOCAL_MEM_SIZE);
@@ -549,6 +572,11 @@ std::string EnumerateOpenCL() {
            "); install an ICD such as pocl-opencl-icd";
   std::vector<cl_platform_id> platforms(num_platforms);
   clGetPlatformIDs(num_platforms, platforms.data(), nullptr);
+  // The ICD loader lists platforms in the order it reads its vendor directory, which is not
+  // the same on every machine: order them by name so device indices are reproducible.
+  std::stable_sort(platforms.begin(), platforms.end(), [](cl_platform_id a, cl_platform_id b) {
+    return PlatformString(a, CL_PLATFORM_NAME) < PlatformString(b, CL_PLATFORM_NAME);
+  });
   int count = 0;
   std::string problems;
   for (cl_platform_id platform : platforms) {
