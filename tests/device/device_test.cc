@@ -2,6 +2,7 @@
 // counters, copies with offsets, launches, local memory, atomics, events, and error messages.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -27,6 +28,41 @@ TEST(DeviceList, HasADefaultDeviceWithInfo) {
   EXPECT_EQ(BackendReports().size(), 2u);  // one line per backend
 }
 
+
+TEST(DeviceList, SelectorsNameDevicesByIndexImplementationKindAndName) {
+  const auto& list = DeviceList();
+  ASSERT_FALSE(list.empty());
+  for (Device* d : list) {
+    const DeviceInfo& info = d->info();
+    ASSERT_FALSE(info.implementation.empty()) << d->Describe();
+    EXPECT_EQ(FindDevice(std::to_string(d->index())), d);
+    // The implementation's name finds the first device of that implementation.
+    Device* by_impl = FindDevice(info.implementation);
+    ASSERT_NE(by_impl, nullptr);
+    EXPECT_EQ(by_impl->info().implementation, info.implementation);
+    EXPECT_LE(by_impl->index(), d->index());
+    // Case-insensitive parts of the platform and device name.
+    std::string upper = info.name;
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    ASSERT_NE(FindDevice(upper), nullptr);
+    EXPECT_EQ(FindDevice(upper)->info().name, info.name);
+    EXPECT_EQ(FindDevice(info.is_gpu ? "gpu" : "cpu")->info().is_gpu, info.is_gpu);
+  }
+  EXPECT_EQ(FindDevice(std::to_string(list.size())), nullptr);
+  EXPECT_EQ(FindDevice("no-such-device-anywhere"), nullptr);
+  try {
+    SelectDevice("no-such-device-anywhere");
+    FAIL() << "SelectDevice accepted a selector that names no device";
+  } catch (const DeviceError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("no-such-device-anywhere"), std::string::npos) << what;
+    EXPECT_NE(what.find(list.front()->Describe()), std::string::npos) << what;  // lists devices
+  }
+  // OpenCL platforms come in the order of their names, whatever the ICD loader's order.
+  for (size_t i = 1; i < list.size(); ++i)
+    if (list[i - 1]->backend() == Backend::kOpenCL && list[i]->backend() == Backend::kOpenCL)
+      EXPECT_LE(list[i - 1]->info().platform_name, list[i]->info().platform_name);
+}
 TEST(DeviceMemory, CountsCurrentAndPeakBytes) {
   Device& d = DefaultDevice();
   const uint64_t before = d.bytes_in_use();
