@@ -42,6 +42,18 @@ def test_devices_and_device_choice():
     assert caffe.device_index() == devices[0]["index"]
 
 
+def test_set_device_by_implementation_name():
+    devices = caffe.devices()
+    for d in devices:
+        caffe.set_device(d["implementation"])
+        chosen = caffe.device_index()
+        assert devices[chosen]["implementation"] == d["implementation"]
+        assert chosen <= d["index"]  # the first device of that implementation
+    with pytest.raises(caffe.Error, match="no-such-device"):
+        caffe.set_device("no-such-device")
+    caffe.set_device(devices[0]["index"])
+
+
 def test_inner_product_forward_matches_numpy():
     net = caffe.Net(_fc_net(), caffe.TEST)
     assert net.inputs == ["data"] and net.outputs == ["out"]
