@@ -2,14 +2,17 @@
 """bench/peers.py — mpcaffe against its peers, measured back to back in one run on one machine:
 the same net exported to ONNX (mpcaffe.onnx.export) and run by ONNX Runtime on the CPU in fp32
 and in int8 (ONNX Runtime's static quantization, calibrated on the same synthetic input mpcaffe
-calibrates on), each right after `mpcaffe bench net` of the same net, data type and batch; and
-the net's GEMMs through LibDNN against CLBlast (`mpcaffe bench gemm --model`).
+calibrates on), each right after `mpcaffe bench net` of the same net, data type and batch on
+every chosen device; and the net's GEMMs through LibDNN against CLBlast on each device
+(`mpcaffe bench gemm --model`).
 
     bench/peers.py --model net.prototxt [--batch 1,16] [--iterations 10] [--json peers.json]
-                   [--mpcaffe build/bin/mpcaffe] [--device i] [--no-clblast]
+                   [--mpcaffe build/bin/mpcaffe] [--device i|i,j|all] [--no-clblast]
 
 The JSON ({"kind": "peers", "model", "results": [...]}) is read by bench/report.py next to the
-`bench net` files. A ratio mpcaffe / peer below 1 means mpcaffe is faster.
+`bench net` files: one row per peer, batch, data type and mpcaffe device, each carrying the
+device's identity keys (as `bench net` writes them). A ratio mpcaffe / peer below 1 means
+mpcaffe is faster.
 """
 
 import argparse
@@ -84,8 +87,17 @@ def time_ms(run, iterations):
     return statistics.median(ms), min(ms), max(ms)
 
 
+DEVICE_KEYS = ("device", "device_index", "backend", "platform", "platform_version",
+               "driver_version", "fp16")
+
+
+def identity(row):
+    """The device keys of a `bench net` / `bench gemm` result."""
+    return {k: row[k] for k in DEVICE_KEYS if k in row}
+
+
 def ours(args, dtypes, batch, env=None):
-    """`mpcaffe bench net` for `dtypes` at `batch`: {dtype: row}."""
+    """`mpcaffe bench net` for `dtypes` at `batch` on every chosen device: [row]."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "ours.json")
         cmd = [args.mpcaffe, "bench", "net", "--model", args.model, "--dtypes", ",".join(dtypes),
@@ -96,7 +108,7 @@ def ours(args, dtypes, batch, env=None):
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
                        env=dict(os.environ, **(env or {})))
         with open(out) as f:
-            return {r["dtype"]: r for r in json.load(f)["results"]}
+            return json.load(f)["results"]
 
 
 def onnxruntime_rows(args, mpcaffe, ort, q, options, rng, batch, tmp):
@@ -137,16 +149,19 @@ def onnxruntime_rows(args, mpcaffe, ort, q, options, rng, batch, tmp):
                                              providers=["CPUExecutionProvider"])}
     rows = []
     for dtype in ("fp32", "int8"):
-        # Back to back: mpcaffe, then ONNX Runtime, for the same dtype and batch.
-        mine = ours(args, [dtype], batch)[dtype]
+        # Back to back: mpcaffe on each device, then ONNX Runtime, for the same dtype and batch;
+        # one row per device (the ONNX Runtime figures shared).
+        mine = ours(args, [dtype], batch)
         s = sessions[dtype]
         med, lo, hi = time_ms(lambda: s.run(None, feeds), args.iterations)
-        rows.append({"engine": "onnxruntime", "version": ort.__version__, "dtype": dtype,
-                     "batch": batch, "forward_ms_median": med, "forward_ms_min": lo,
-                     "forward_ms_max": hi, "ours_ms_median": mine["forward_ms_median"]})
-        print(f"batch {batch} {dtype}: mpcaffe {mine['forward_ms_median']:.1f} ms, "
-              f"onnxruntime {med:.1f} ms ({lo:.1f}-{hi:.1f}): ratio "
-              f"{mine['forward_ms_median'] / med:.2f}", flush=True)
+        for r in mine:
+            rows.append({"engine": "onnxruntime", "version": ort.__version__, "dtype": dtype,
+                         "batch": batch, "forward_ms_median": med, "forward_ms_min": lo,
+                         "forward_ms_max": hi, "ours_ms_median": r["forward_ms_median"],
+                         **identity(r)})
+            print(f"batch {batch} {dtype}: mpcaffe on {r['device']} {r['forward_ms_median']:.1f} "
+                  f"ms, onnxruntime {med:.1f} ms ({lo:.1f}-{hi:.1f}): ratio "
+                  f"{r['forward_ms_median'] / med:.2f}", flush=True)
     return rows
 
 
@@ -158,7 +173,8 @@ def main(argv=None):
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--mpcaffe", default=os.path.join(os.path.dirname(__file__), "..", "build",
                                                       "bin", "mpcaffe"))
-    ap.add_argument("--device", type=int, help="mpcaffe device index (default: the default)")
+    ap.add_argument("--device", help="mpcaffe device index, indices i,j or all (default: the "
+                    "default device)")
     ap.add_argument("--threads", type=int, default=0,
                     help="ONNX Runtime intra-op threads (0: its default, every core)")
     ap.add_argument("--no-clblast", action="store_true", help="skip LibDNN vs CLBlast")
@@ -169,8 +185,8 @@ def main(argv=None):
     import onnxruntime as ort
     from onnxruntime import quantization as q
 
-    if args.device is not None:
-        mpcaffe.set_device(args.device)
+    if args.device is not None and args.device.isdigit():
+        mpcaffe.set_device(int(args.device))  # the ONNX export builds the net there
     results, skipped = [], []
     rng = np.random.default_rng(1701)
     options = ort.SessionOptions()
@@ -194,17 +210,19 @@ def main(argv=None):
                     cmd += ["--device", str(args.device)]
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
                 with open(out) as f:
-                    g = json.load(f)
-            results.append({"engine": "clblast (net GEMMs)", "dtype": "fp32", "batch": batch,
-                            "forward_ms_median": g["total_ms"]["clblast"],
-                            "forward_ms_min": g["total_ms"]["clblast"],
-                            "forward_ms_max": g["total_ms"]["clblast"],
-                            "ours_ms_median": g["total_ms"]["libdnn"],
-                            "note": "sum over the net's convolution and inner-product GEMMs; "
-                                    "CLBlast gets the convolutions as plain GEMMs (im2col not "
-                                    "counted)"})
-            print(f"batch {batch} net GEMMs: libdnn {g['total_ms']['libdnn']:.1f} ms, clblast "
-                  f"{g['total_ms']['clblast']:.1f} ms", flush=True)
+                    doc = json.load(f)
+            for g in doc.get("devices", [doc]):  # one object per device
+                results.append({"engine": "clblast (net GEMMs)", "dtype": "fp32", "batch": batch,
+                                "forward_ms_median": g["total_ms"]["clblast"],
+                                "forward_ms_min": g["total_ms"]["clblast"],
+                                "forward_ms_max": g["total_ms"]["clblast"],
+                                "ours_ms_median": g["total_ms"]["libdnn"],
+                                "note": "sum over the net's convolution and inner-product GEMMs; "
+                                        "CLBlast gets the convolutions as plain GEMMs (im2col "
+                                        "not counted)", **identity(g)})
+                print(f"batch {batch} net GEMMs on {g['device']}: libdnn "
+                      f"{g['total_ms']['libdnn']:.1f} ms, clblast {g['total_ms']['clblast']:.1f} "
+                      f"ms", flush=True)
     doc = {"kind": "peers", "model": args.model, "iterations": args.iterations,
            "results": results, "skipped": skipped}
     if args.json:

@@ -2,15 +2,20 @@
 """bench/report.py — Markdown tables and PNG bar charts from `mpcaffe bench net --json` files
 (and bench/peers.py files), laid out like the paper's Tables 4.2 (storage), 4.3 (memory with and
 without reduced memory), 4.4 / 4.5 (forward time per data type and backend) and Figures 4.1–4.5,
-with the paper's own figures beside ours for orientation.
+with the paper's own figures beside ours for orientation, one row per device; and from
+`mpcaffe bench gemm --json` files the GEMM table per device (LibDNN in every dtype against
+CLBlast) with its geometric means.
 
-    bench/report.py out.json [more.json ...] [peers.json ...] [--markdown out.md] [--plots dir]
+    bench/report.py out.json [more.json ...] [peers.json ...] [gemm.json] [--markdown out.md]
+                    [--gemm-markdown gemm.md] [--plots dir]
 
-Without --markdown the tables go to stdout. Plots need matplotlib (Agg backend, no display).
+Without --markdown the tables go to stdout (the GEMM tables too, without --gemm-markdown). Plots
+need matplotlib (Agg backend, no display).
 """
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -78,12 +83,23 @@ def title(key):
     return NET_TITLE.get(key, key)
 
 
+DEVICE_KEYS = ("device", "device_index", "backend", "platform", "platform_version",
+               "driver_version", "fp16")
+
+
 def load(paths):
-    """Splits the inputs into bench-net rows and peer rows (each tagged with its net key)."""
-    rows, peers = [], []
+    """Splits the inputs into bench-net rows, peer rows (each tagged with its net key) and
+    `bench gemm` rows (each tagged with its device's identity keys)."""
+    rows, peers, gemm = [], [], []
     for path in paths:
         with open(path) as f:
             doc = json.load(f)
+        objects = doc["devices"] if "devices" in doc else [doc]
+        if all("impl" in r for o in objects for r in o["results"]) and "model" not in doc:
+            for o in objects:
+                ident = {k: o[k] for k in DEVICE_KEYS if k in o}
+                gemm += [dict(r, **ident) for r in o["results"]]
+            continue
         key = net_key(doc.get("model", path))
         if doc.get("kind") == "peers":
             for r in doc["results"]:
@@ -91,7 +107,7 @@ def load(paths):
         else:
             for r in doc["results"]:
                 rows.append(dict(r, net=key))
-    return rows, peers
+    return rows, peers, gemm
 
 
 def fmt(v, digits=1, unit=""):
@@ -126,8 +142,46 @@ def first(rows, **want):
     return found[0] if found else None
 
 
+def short_device(r):
+    """"PoCL", "Intel OpenCL", "CUDA <name>" or the device's name: what a row's device is called
+    in tables and plots (the full name, platform and driver are listed once, under devices_note)."""
+    name, platform = r.get("device", "?"), r.get("platform", "")
+    if r.get("backend") == "cuda":
+        return f"CUDA {name}"
+    if "Portable Computing Language" in platform or name.startswith(("pthread-", "cpu-")):
+        return "PoCL"
+    if "Intel" in platform:
+        return "Intel OpenCL"
+    return name
+
+
+def dev_id(r):
+    """What tells devices apart in the inputs (older files lack the index)."""
+    return (r.get("device_index"), r.get("device"))
+
+
+def devices_in(rows):
+    seen = []
+    for r in rows:
+        if dev_id(r) not in [dev_id(x) for x in seen]:
+            seen.append(r)
+    return seen
+
+
+def devices_note(rows):
+    lines = []
+    for r in devices_in(rows):
+        extra = ", ".join(x for x in (r.get("platform_version"),
+                                      f"driver {r['driver_version']}"
+                                      if r.get("driver_version") else None) if x)
+        lines.append(f"**{short_device(r)}** = device {r.get('device_index', '?')}, "
+                     f"`{r['device']}` ({r.get('backend', 'opencl')}"
+                     f"{', ' + extra if extra else ''})")
+    return "Devices: " + "; ".join(lines) + "." if lines else ""
+
+
 def device_label(r):
-    return f"{r['device']} ({r['backend']})"
+    return f"{short_device(r)} ({r['backend']})"
 
 
 def storage_section(rows):
@@ -171,16 +225,16 @@ def memory_section(rows):
             if (r["device_index"] if "device_index" in r else r["device"], r["backend"]) not in [
                     (d[0], d[1]) for d in devices]:
                 devices.append((r.get("device_index", r["device"]), r["backend"], r))
-        header = ["Backend / data type"]
+        header = ["Device / data type"]
         for b in batches:
             header += [f"batch {b}: no RM", f"batch {b}: RM"]
         paper = PAPER_MEMORY_OPENCL_MIB.get(n)
         if paper:
             header += ["paper OpenCL b512: no RM", "paper: RM"]
         body = []
-        for dev_id, backend, _ in devices:
+        for dev_id, backend, sample in devices:
             for d in DTYPES:
-                line = [f"{backend} {DTYPE_LABEL[d]}"]
+                line = [f"{short_device(sample)} {DTYPE_LABEL[d]}"]
                 have = False
                 for b in batches:
                     r = next((x for x in nrows if x.get("device_index", x["device"]) == dev_id
@@ -227,7 +281,7 @@ def time_section(rows, peers):
         for dev_id, b in keys:
             sample = next(x for x in nrows if x.get("device_index", x["device"]) == dev_id
                           and x["batch"] == b)
-            line = [sample["device"], sample["backend"], b]
+            line = [short_device(sample), sample["backend"], b]
             ms = {}
             for d in DTYPES:
                 r = next((x for x in nrows if x.get("device_index", x["device"]) == dev_id
@@ -252,13 +306,15 @@ def time_section(rows, peers):
                     "", table(["Code", "Batch"] + [DTYPE_LABEL[d] for d in DTYPES], body,
                               ["---", "---:"] + ["---:"] * 4)]
             speedups = []
+            pocl_rows = [r for r in nrows if short_device(r) == "PoCL"]
             for b, v in sorted(pocl):
                 for d in DTYPES:
-                    r = first(nrows, batch=b, dtype=d)
+                    r = first(pocl_rows, batch=b, dtype=d)
                     if r and v[d]:
                         speedups.append(f"{DTYPE_LABEL[d]} b{b} {v[d] / r['forward_ms_median']:.1f}×")
             if speedups:
-                out += ["", "mpcaffe vs the paper's code on PoCL: " + ", ".join(speedups) + "."]
+                out += ["", "mpcaffe on PoCL vs the paper's code on PoCL: " + ", ".join(speedups)
+                        + "."]
         if n in PAPER_TIME_MS:
             body = [[g, be, b] + [fmt(float(x), 0, " ms") if x else "n/a" for x in t]
                     for g, be, b, *t in PAPER_TIME_MS[n]]
@@ -273,10 +329,14 @@ def time_section(rows, peers):
 
 
 def peers_table(n, npeers):
-    header = ["Engine", "Data type", "Batch", "Peer ms (min–max)", "mpcaffe ms", "mpcaffe / peer"]
+    header = ["Engine", "mpcaffe device", "Data type", "Batch", "Peer ms (min–max)", "mpcaffe ms",
+              "mpcaffe / peer"]
     body = []
     for r in npeers:
-        body.append([r["engine"], DTYPE_LABEL.get(r["dtype"], r["dtype"]), r["batch"],
+        peer = r["engine"] if "clblast" not in r["engine"] else \
+            f"{r['engine']} on {short_device(r)}" if r.get("device") else r["engine"]
+        body.append([peer, short_device(r) if r.get("device") else "default",
+                     DTYPE_LABEL.get(r["dtype"], r["dtype"]), r["batch"],
                      f"{r['forward_ms_median']:.1f} ({r['forward_ms_min']:.1f}–"
                      f"{r['forward_ms_max']:.1f})",
                      fmt(r.get("ours_ms_median"), 1),
@@ -284,7 +344,7 @@ def peers_table(n, npeers):
                      if r.get("ours_ms_median") else "n/a"])
     return "\n".join([f"Peers measured back to back with mpcaffe (bench/peers.py), {title(n)}; "
                       "a ratio below 1 means mpcaffe is faster:", "",
-                      table(header, body, ["---", "---", "---:", "---:", "---:", "---:"])])
+                      table(header, body, ["---", "---", "---", "---:", "---:", "---:", "---:"])])
 
 
 def setup_section(rows):
@@ -294,16 +354,87 @@ def setup_section(rows):
         c, w = r.get("setup_cold_s"), r.get("setup_warm_s")
         if c is None or w is None:
             continue
-        body.append([title(r["net"]), r["device"], r["batch"], DTYPE_LABEL[r["dtype"]],
+        body.append([title(r["net"]), short_device(r), r["batch"], DTYPE_LABEL[r["dtype"]],
                      f"{c:.2f} s", f"{w:.2f} s", f"{c / w:.1f}×"])
     if not body:
         return ""
     return "\n".join(["### Set-up time, cold vs warm kernel cache", "",
                       "A fresh process builds the net from its prototxt and caffemodel and runs "
-                      "one forward pass: first with empty kernel caches (mpcaffe's and PoCL's), "
-                      "then again with both warm. Both include reading and converting the "
+                      "one forward pass: first with empty kernel caches (mpcaffe's and PoCL's; "
+                      "Intel's CPU runtime keeps none of its own), then again with both warm. Both include reading and converting the "
                       "caffemodel (233 MiB in fp32), which is most of the warm time.", "",
                       table(header, body, ["---", "---", "---:", "---", "---:", "---:", "---:"])])
+
+
+# ---- GEMM (`mpcaffe bench gemm --json`) ----
+
+ALEXNET_GEMMS = [(96, 3025, 363), (256, 729, 1200), (384, 169, 2304), (4096, 64, 9216),
+                 (4096, 1, 9216)]
+
+
+def geomean(values):
+    values = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def gemm_ratios(gemm, device):
+    """Per AlexNet shape: {column: GFLOP/s} of one device, and the geometric means."""
+    drows = [r for r in gemm if dev_id(r) == dev_id(device)]
+
+    def gf(impl, dtype, shape):
+        r = first(drows, impl=impl, dtype=dtype, M=shape[0], N=shape[1], K=shape[2])
+        return r["gflops"] if r else None
+
+    shapes = []
+    for s in ALEXNET_GEMMS:
+        v = {f"{impl} {d}": gf(impl, d, s) for impl in ("libdnn", "clblast") for d in DTYPES}
+        shapes.append((s, v))
+
+    def ratio(num, den):
+        return geomean([v[num] / v[den] for _, v in shapes if v[num] and v[den]])
+
+    means = {"fp32/clblast": ratio("libdnn fp32", "clblast fp32"),
+             "fp16/clblast fp16": ratio("libdnn fp16", "clblast fp16"),
+             "int8/fp32": ratio("libdnn int8", "libdnn fp32"),
+             "int16/fp32": ratio("libdnn int16", "libdnn fp32"),
+             "fp16/fp32": ratio("libdnn fp16", "libdnn fp32")}
+    return shapes, means
+
+
+def gemm_section(gemm):
+    """The GEMM table, one row per device × AlexNet shape, and the geometric means per device."""
+    devices = devices_in(gemm)
+    header = ["Device", "Shape (M×N×K)", "LibDNN FP32", "LibDNN FP16", "LibDNN INT16",
+              "LibDNN INT8", "CLBlast FP32", "CLBlast FP16", "FP32 / CLBlast", "INT8 / FP32"]
+    body, summary = [], []
+    for dev in devices:
+        shapes, means = gemm_ratios(gemm, dev)
+        for (m, n, k), v in shapes:
+            f32, c32, i8 = v["libdnn fp32"], v["clblast fp32"], v["libdnn int8"]
+            body.append([short_device(dev), f"{m}×{n}×{k}"] +
+                        [fmt(v[f"libdnn {d}"]) for d in ("fp32", "fp16", "int16", "int8")] +
+                        [fmt(c32), fmt(v["clblast fp16"]) if v["clblast fp16"] else "n/a" +
+                         ("" if dev.get("fp16", True) else " (no cl_khr_fp16)"),
+                         f"{f32 / c32:.2f}×" if f32 and c32 else "n/a",
+                         f"{i8 / f32:.2f}×" if f32 and i8 else "n/a"])
+        body.append([f"**{short_device(dev)}**", "geometric mean", "", "", "", "", "", "",
+                     f"**{fmt(means['fp32/clblast'], 2)}×**", f"**{fmt(means['int8/fp32'], 2)}×**"])
+        summary.append(
+            f"- {short_device(dev)}: LibDNN fp32 / CLBlast fp32 = **{fmt(means['fp32/clblast'], 2)}×**"
+            f", LibDNN int8 / LibDNN fp32 = **{fmt(means['int8/fp32'], 2)}×**, int16 / fp32 = "
+            f"{fmt(means['int16/fp32'], 2)}×, fp16 / fp32 = {fmt(means['fp16/fp32'], 2)}×"
+            + (f", LibDNN fp16 / CLBlast fp16 = {fmt(means['fp16/clblast fp16'], 2)}×"
+               if means["fp16/clblast fp16"] else ", no CLBlast fp16 (the device lacks "
+               "cl_khr_fp16)" if not dev.get("fp16", True) else "")
+            + " (geometric means over the five AlexNet GEMM shapes).")
+    text = ["GFLOP/s (GOP/s for the integer types) per device on the five AlexNet GEMM shapes, "
+            "each device's figures measured side by side in one `mpcaffe bench gemm --device "
+            "all` run; CLBlast runs on every OpenCL device as the BLAS peer.", "",
+            table(header, body, ["---", "---"] + ["---:"] * 8), "", *summary]
+    note = devices_note(gemm)
+    if note:
+        text += ["", note]
+    return "\n".join(text)
 
 
 # ---- Plots ----
@@ -355,8 +486,7 @@ def plots(rows, peers, outdir):
         ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(DTYPES))])
         ax.set_xticklabels([DTYPE_LABEL[d] for d in DTYPES])
         ax.set_ylabel("peak device memory (MiB)")
-        backend = nrows[0]["backend"]
-        ax.set_title(f"{title(n)}: memory, {backend} (cf. paper Fig. 4.2/4.3)")
+        ax.set_title(f"{title(n)}: memory, {short_device(nrows[0])} (cf. paper Fig. 4.2/4.3)")
         ax.legend(fontsize=8)
         fig.tight_layout()
         path = os.path.join(outdir, f"memory_{n}.png")
@@ -373,7 +503,7 @@ def plots(rows, peers, outdir):
         for r in nrows:
             k = (r.get("device_index", r["device"]), r["batch"])
             if k not in [g[0] for g in groups]:
-                groups.append((k, f"{r['device'][:24]} b{r['batch']}"))
+                groups.append((k, f"{short_device(r)} b{r['batch']}"))
         for log in (False, True):
             fig, ax = plt.subplots(figsize=(8, 4.5))
             series = [("mpcaffe", d) for d in DTYPES] + [
@@ -405,22 +535,85 @@ def plots(rows, peers, outdir):
             fig.savefig(path, dpi=110)
             plt.close(fig)
             written.append(path)
+
+    written.append(device_plot(plt, rows, peers, outdir))
     return written
+
+
+def device_plot(plt, rows, peers, outdir):
+    """images/s per device × dtype: one panel per net, dtype groups on x, one bar per device and
+    batch (batch 16 hatched), ONNX Runtime on the same CPU in grey where it runs the net."""
+    nets = nets_in(rows)
+    fig, axes = plt.subplots(1, len(nets), figsize=(6.2 * len(nets), 4.6), squeeze=False)
+    colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"]
+    for ax, n in zip(axes[0], nets):
+        nrows = pick(rows, net=n)
+        batches = sorted({r["batch"] for r in nrows})
+        devices = devices_in(nrows)
+        npeers = pick(peers, net=n, engine="onnxruntime")
+        series = [(dev, b) for dev in devices for b in batches]
+        ort = [b for b in batches if pick(npeers, batch=b)]
+        width = 0.84 / (len(series) + len(ort))
+        for i, (dev, b) in enumerate(series):
+            vals = []
+            for d in DTYPES:
+                r = next((x for x in nrows if dev_id(x) == dev_id(dev) and x["batch"] == b
+                          and x["dtype"] == d), None)
+                vals.append(r["images_per_s"] if r else 0)
+            bars = ax.bar([j + i * width for j in range(len(DTYPES))], vals, width,
+                          color=colors[devices.index(dev) % len(colors)],
+                          hatch="//" if b != batches[0] else None, edgecolor="white",
+                          label=f"{short_device(dev)}, batch {b}")
+            ax.bar_label(bars, fmt="%.0f", fontsize=6, padding=1)
+        for i, b in enumerate(ort):
+            vals = []
+            for d in DTYPES:
+                p = first(npeers, batch=b, dtype=d)
+                vals.append(b * 1000.0 / p["forward_ms_median"] if p else 0)
+            bars = ax.bar([j + (len(series) + i) * width for j in range(len(DTYPES))], vals,
+                          width, color="0.6", hatch="//" if b != batches[0] else None,
+                          edgecolor="white", label=f"ONNX Runtime (CPU), batch {b}")
+            ax.bar_label(bars, labels=[f"{v:.0f}" if v else "" for v in vals], fontsize=6,
+                         padding=1)
+        total = len(series) + len(ort)
+        ax.set_xticks([j + width * (total - 1) / 2 for j in range(len(DTYPES))])
+        ax.set_xticklabels([DTYPE_LABEL[d] for d in DTYPES])
+        ax.set_ylabel("images / s")
+        ax.set_title(f"{title(n)}", fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+        ax.set_axisbelow(True)
+        ax.legend(fontsize=7)
+    fig.suptitle("Forward throughput per device and data type (mpcaffe bench net)", fontsize=11)
+    fig.tight_layout()
+    path = os.path.join(outdir, "images_per_s_by_device.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("inputs", nargs="+", help="bench net --json files and bench/peers.py files")
     ap.add_argument("--markdown", help="write the tables here (default: stdout)")
+    ap.add_argument("--gemm-markdown",
+                    help="write the GEMM tables here (default: with the others)")
     ap.add_argument("--plots", help="directory for the PNG charts")
     ap.add_argument("--plot-prefix", default="",
                     help="how the Markdown refers to the plot directory (default: --plots)")
     args = ap.parse_args(argv)
-    rows, peers = load(args.inputs)
+    rows, peers, gemm = load(args.inputs)
+    if not rows and not gemm:
+        ap.error("no bench net or bench gemm results in the inputs")
+    gemm_text = gemm_section(gemm) + "\n" if gemm else ""
+    if args.gemm_markdown:
+        with open(args.gemm_markdown, "w") as f:
+            f.write(gemm_text)
+    elif gemm_text:
+        sys.stdout.write(gemm_text + "\n")
     if not rows:
-        ap.error("no bench net results in the inputs")
-    parts = [storage_section(rows), memory_section(rows), time_section(rows, peers),
-             setup_section(rows)]
+        return 0
+    parts = [devices_note(rows), storage_section(rows), memory_section(rows),
+             time_section(rows, peers), setup_section(rows)]
     if args.plots:
         written = plots(rows, peers, args.plots)
         prefix = args.plot_prefix or args.plots

@@ -17,6 +17,35 @@ bool DotLayout(const GemmDesc& d) {
   return !d.trans_a && (d.trans_b || (d.N == 1 && d.ldb_or_packed() == 1));
 }
 
+/// Scalar work-items (vw = 1) in work-groups of 8–64 along N (mf = 0: dimension 0 walks the
+/// N tiles, so neighbouring work-items own neighbouring columns of C and share their rows of
+/// op(A)), each computing a small tm × tn block. For OpenCL CPU compilers that vectorise
+/// across work-items, as Intel's CPU runtime does (it packs 8 or 16 work-items of dimension
+/// 0 into SIMD lanes, like a GPU warp): op(B) rows become contiguous vector loads, op(A)
+/// values uniform broadcasts. PoCL's work-item loops ran such scalar code at 2.5–4 GFLOP/s on
+/// 512³ (docs/BENCHMARKS.md, kernel design), so it keeps its explicit-vector default; the
+/// Tuner decides per device. Work-groups wider than N are left out (their lanes would idle).
+/// First timing on Intel's CPU runtime 2026.22 on the AMD EPYC (`mpcaffe tune gemm`, fp32, the
+/// four AlexNet GEMM shapes with N > 1, 2026-11-24, loaded machine): 0.7–12 GFLOP/s against
+/// 26–103 for the vw = 8/16 tiles, which won every shape. (The kernel's per-work-item edge
+/// branch in N is divergent across work-items, so such a compiler may run both K loops masked.)
+template <typename Add>
+void AddWorkItemPerOutputTiles(const GemmDesc& desc, Add&& add) {
+  for (int wg : {8, 16, 32, 64}) {
+    if (wg > desc.N) continue;
+    for (auto [tm, tn] : {std::pair{1, 1}, {2, 1}, {4, 1}, {8, 1}, {4, 4}}) {
+      GemmConfig c;
+      c.algorithm = GemmConfig::Algorithm::kOuter;
+      c.tm = tm;
+      c.tn = tn;
+      c.vw = 1;
+      c.wg = wg;
+      c.mf = 0;
+      add(c);
+    }
+  }
+}
+
 }  // namespace
 
 std::string GemmConfig::ToString() const {
@@ -216,6 +245,7 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
   GemmConfig flipped = out.front();
   flipped.mf = 1 - flipped.mf;
   add(flipped);
+  if (backend == Backend::kOpenCL && !device.is_gpu) AddWorkItemPerOutputTiles(desc, add);
   // Local-memory tiles (lm = 1). On GPUs and CUDA a work-group of 32–128 shares each op(A)
   // and op(B) element among its group_n() or group_m() work-items; the same columns per
   // work-item as the vw = 1 tiles (tn / vw vectors). Untimed here (no GPU on the build

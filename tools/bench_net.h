@@ -1,9 +1,12 @@
 // tools/bench_net.h — entry points of `mpcaffe bench net` (tools/cmd_bench_net.cc) for the
-// `bench` command's dispatcher in tools/cmd_bench.cc.
+// `bench` command's dispatcher in tools/cmd_bench.cc, and what both bench commands share: the
+// device list a `--device` flag names and the device identity keys of their JSON.
 #pragma once
 
 #include <string>
 #include <vector>
+
+#include "device/device.h"
 
 namespace mpcaffe::tools {
 
@@ -11,5 +14,15 @@ namespace mpcaffe::tools {
 int BenchNet(const std::vector<std::string>& args);
 /// The child process `bench net` starts to time a net's set-up with given kernel caches.
 int BenchNetSetupCommand(const std::vector<std::string>& args);
+
+/// The devices a bench command runs on, in turn: "" the default device, "all" every device
+/// (DeviceList() order: OpenCL platforms, then CUDA), "i,j" those indices. Throws on an unknown
+/// index or when no device exists.
+std::vector<Device*> BenchDevices(const std::string& flag);
+
+/// The JSON members naming `device` (no braces): "device" (its name), "device_index",
+/// "backend", "platform", "platform_version", "driver_version" and "fp16" (whether half
+/// arithmetic runs on it), each result object of the bench commands carries them.
+std::string DeviceIdentityJson(const Device& device);
 
 }  // namespace mpcaffe::tools

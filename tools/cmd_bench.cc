@@ -1,7 +1,7 @@
-// tools/cmd_bench.cc — `mpcaffe bench gemm [--device i] [--json out.json]`: LibDNN against
-// CLBlast fp32 GEMM, and LibDNN int8/int16/fp16 against LibDNN fp32, on square and AlexNet
-// shapes, in one run, printing GFLOP/s and the ratios side by side; `bench net` is dispatched
-// to tools/cmd_bench_net.cc.
+// tools/cmd_bench.cc — `mpcaffe bench gemm [--device all|i,j] [--json out.json]`: LibDNN against
+// CLBlast fp32 (and fp16) GEMM, and LibDNN int8/int16/fp16 against LibDNN fp32, on square and
+// AlexNet shapes, in one run per device, printing GFLOP/s and the ratios side by side; `bench
+// net` is dispatched to tools/cmd_bench_net.cc.
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -95,12 +95,39 @@ double GeoMean(const std::vector<double>& v) {
   return v.empty() ? 0 : std::exp(s / v.size());
 }
 
-int BenchGemm(const std::vector<std::string>& args) {
-  const std::string dev_flag = FlagValue(args, "--device");
-  Device& dev = dev_flag.empty() ? DefaultDevice() : GetDevice(std::stoi(dev_flag));
-  const std::string json_path = FlagValue(args, "--json");
-  std::printf("mpcaffe bench gemm on %s (%s)\n", dev.Describe().c_str(),
-              dev.info().driver_version.c_str());
+/// What `bench gemm` found on one device: its JSON object and the geometric means of its summary.
+struct DeviceRun {
+  std::string json;
+  std::string describe;
+  double fp32_vs_clblast = 0, int8_vs_fp32 = 0, int16_vs_fp32 = 0;
+};
+
+/// Writes `objects` to `path`: the one object as it is, several as {"devices": [...]}.
+bool WriteJson(const std::string& path, const std::vector<std::string>& objects) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) {
+    std::fprintf(stderr, "bench: cannot write %s\n", path.c_str());
+    return false;
+  }
+  if (objects.size() == 1) {
+    std::fputs(objects[0].c_str(), f);
+  } else {
+    std::fputs("{\"devices\": [\n", f);
+    for (size_t i = 0; i < objects.size(); ++i) {
+      std::fputs(objects[i].c_str(), f);
+      if (i + 1 < objects.size()) std::fputs(",\n", f);
+    }
+    std::fputs("]}\n", f);
+  }
+  std::fclose(f);
+  std::printf("wrote %s\n", path.c_str());
+  return true;
+}
+
+/// The sweep on one device: prints its figures and ratios as it goes.
+DeviceRun BenchGemmOn(Device& dev) {
+  std::printf("mpcaffe bench gemm on %s (%s, %s)\n", dev.Describe().c_str(),
+              dev.info().platform_name.c_str(), dev.info().driver_version.c_str());
   Bench bench(dev);
   const std::vector<Shape> squares = {
       {256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048}};
@@ -120,6 +147,12 @@ int BenchGemm(const std::vector<std::string>& args) {
       bench.Run(BlasImpl::kLibDNN, i8, s);
       bench.Run(BlasImpl::kLibDNN, i16, s);
     }
+  // fp16 on the AlexNet shapes, against CLBlast's fp16 where the device has cl_khr_fp16.
+  std::printf("\nLibDNN fp16 vs CLBlast fp16 (AlexNet shapes)\n");
+  for (const Shape& s : alexnet) {
+    bench.Run(BlasImpl::kLibDNN, f16, s);
+    bench.Run(BlasImpl::kCLBlast, f16, s);
+  }
   std::printf("\nAlexNet convolutions as GEMM (per group), batch 1 and 16, every dtype (LibDNN)\n");
   for (int batch : {1, 16})
     for (Shape s : conv) {
@@ -145,10 +178,15 @@ int BenchGemm(const std::vector<std::string>& args) {
     int8_vs_fp32.push_back(q8->gflops / l->gflops);
     int16_vs_fp32.push_back(q16->gflops / l->gflops);
   }
+  DeviceRun run;
+  run.describe = dev.Describe();
+  run.fp32_vs_clblast = GeoMean(vs_clblast);
+  run.int8_vs_fp32 = GeoMean(int8_vs_fp32);
+  run.int16_vs_fp32 = GeoMean(int16_vs_fp32);
   std::printf(
       "geometric mean: LibDNN fp32 / CLBlast fp32 = %.2f (target >= 4), LibDNN int8 / "
       "LibDNN fp32 = %.2f (target >= 1.5), int16 / fp32 = %.2f\n",
-      GeoMean(vs_clblast), GeoMean(int8_vs_fp32), GeoMean(int16_vs_fp32));
+      run.fp32_vs_clblast, run.int8_vs_fp32, run.int16_vs_fp32);
   // Matrix × vector against the time to stream the weights at 30 GB/s (the DRAM figure of
   // this machine kind quoted in the issue; not measured here).
   const Shape mv = {4096, 1, 9216};
@@ -160,115 +198,138 @@ int BenchGemm(const std::vector<std::string>& args) {
         DtypeLabel(t), r->ms, r->ms / stream_ms, stream_ms);
   }
 
-  if (!json_path.empty()) {
-    std::FILE* f = std::fopen(json_path.c_str(), "w");
-    if (!f) {
-      std::fprintf(stderr, "bench: cannot write %s\n", json_path.c_str());
-      return 1;
-    }
-    std::fprintf(f, "{\"device\": \"%s\", \"results\": [", JsonEscape(dev.info().name).c_str());
-    bool first = true;
-    for (const Result& r : bench.All()) {
-      std::fprintf(f,
-                   "%s\n  {\"impl\": \"%s\", \"dtype\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, "
-                   "\"gflops\": %.3f, \"ms\": %.4f}",
-                   first ? "" : ",", BlasImplName(r.impl), DtypeLabel(r.type), r.shape.M, r.shape.N,
-                   r.shape.K, r.gflops, r.ms);
-      first = false;
-    }
-    std::fprintf(f, "\n]}\n");
-    std::fclose(f);
-    std::printf("wrote %s\n", json_path.c_str());
+  std::string json = "{" + DeviceIdentityJson(dev) + ", \"results\": [";
+  bool first = true;
+  for (const Result& r : bench.All()) {
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "%s\n  {\"impl\": \"%s\", \"dtype\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, "
+                  "\"gflops\": %.3f, \"ms\": %.4f}",
+                  first ? "" : ",", BlasImplName(r.impl), DtypeLabel(r.type), r.shape.M, r.shape.N,
+                  r.shape.K, r.gflops, r.ms);
+    json += line;
+    first = false;
   }
-  return 0;
+  run.json = json + "\n]}\n";
+  return run;
 }
 
-/// `bench gemm --model <prototxt> [--batch b] [--device i] [--json out.json]`: the fp32 net's own
-/// GEMMs and convolutions (as its layers prepare them at batch b) through LibDNN — the kernels
+/// `bench gemm [--device all|i,j] [--json f]`: the sweep on each device in turn; the JSON holds
+/// one object per device (a single device's object alone, as before several were possible).
+int BenchGemm(const std::vector<std::string>& args) {
+  std::vector<DeviceRun> runs;
+  try {
+    for (Device* dev : BenchDevices(FlagValue(args, "--device"))) {
+      if (!runs.empty()) std::printf("\n");
+      runs.push_back(BenchGemmOn(*dev));
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mpcaffe bench gemm: %s\n", e.what());
+    return 1;
+  }
+  if (runs.size() > 1) {
+    std::printf("\n%-48s %16s %10s %11s\n", "device (AlexNet shapes, geometric means)",
+                "fp32/CLBlast fp32", "int8/fp32", "int16/fp32");
+    for (const DeviceRun& r : runs)
+      std::printf("%-48s %16.2f %10.2f %11.2f\n", r.describe.c_str(), r.fp32_vs_clblast,
+                  r.int8_vs_fp32, r.int16_vs_fp32);
+  }
+  const std::string json_path = FlagValue(args, "--json");
+  if (json_path.empty()) return 0;
+  std::vector<std::string> objects;
+  for (const DeviceRun& r : runs) objects.push_back(r.json);
+  return WriteJson(json_path, objects) ? 0 : 1;
+}
+
+/// `bench gemm --model <prototxt> [--batch b] [--device all|i,j] [--json out.json]`: the fp32 net's
+/// own GEMMs and convolutions (as its layers prepare them at batch b) through LibDNN — the kernels
 /// the layers run — and the same products through CLBlast: inner products as the same GEMM,
 /// convolutions as one GEMM per group (weights × im2col columns; the im2col itself is not
 /// counted, nor are the bias and ReLU passes CLBlast does not fuse, which favours CLBlast).
-/// Totals over the net, side by side.
+/// Totals over the net, side by side, per device; the JSON object of one device.
+std::string BenchGemmModelOn(Device& dev, const std::string& model, int batch) {
+  const caffe::NetParameter param =
+      TypedVariant(WithBatch(ReadNetParameterText(model), batch, model), DataType::kFloat32, dev);
+  std::vector<libdnn::GemmDesc> gemms;
+  std::vector<libdnn::ConvDesc> convs;
+  {
+    NetOptions options;
+    options.synthetic_data = true;
+    auto net = BuildCalibratedNet(param, dev, options);
+    libdnn::ShapeRecorder recorder;
+    net->Forward();
+    gemms = recorder.gemms();
+    convs = recorder.convs();
+  }
+  std::printf(
+      "mpcaffe bench gemm --model %s, batch %d, on %s: %zu inner products, %zu "
+      "convolutions\n",
+      model.c_str(), batch, dev.Describe().c_str(), gemms.size(), convs.size());
+  libdnn::Tuner tuner(dev, 3);
+  struct Line {
+    std::string what;
+    double libdnn_ms, clblast_ms;
+  };
+  std::vector<Line> lines;
+  const bool clblast = libdnn::Available(BlasImpl::kCLBlast, dev, libdnn::GemmDesc{});
+  auto time_clblast = [&](GemmDesc d) {
+    d.bias = d.relu = false;  // CLBlast has no fused bias / ReLU (their pass is not counted)
+    if (!libdnn::Available(BlasImpl::kCLBlast, dev, d)) return -1.0;
+    libdnn::GemmOperands ops(dev, d);
+    BlasGemm gemm(dev, d, libdnn::PlaceholderQuant(d), BlasImpl::kCLBlast);
+    return tuner.Time(gemm, ops.args());
+  };
+  for (const GemmDesc& d : gemms) {
+    libdnn::GemmOperands ops(dev, d);
+    BlasGemm gemm(dev, d, libdnn::PlaceholderQuant(d), BlasImpl::kLibDNN);
+    lines.push_back({"gemm " + d.ToString(), tuner.Time(gemm, ops.args()), time_clblast(d)});
+  }
+  for (const libdnn::ConvDesc& c : convs) {
+    const libdnn::ConvOperands ops(dev, c);
+    const double ours = tuner.TimeConv(c, libdnn::TunedConvConfig(dev, c), ops);
+    GemmDesc g;  // one group: weights (M×K) × im2col columns (K×N)
+    g.M = c.out_channels / c.groups;
+    g.N = c.batch * c.out_h() * c.out_w();
+    g.K = c.channels / c.groups * c.kernel_h * c.kernel_w;
+    g.weights = libdnn::WeightOperand::kA;
+    g.bias = c.bias;
+    const double per_group = time_clblast(g);
+    lines.push_back({"conv " + c.ToString(), ours, per_group < 0 ? -1 : per_group * c.groups});
+  }
+  double total_ours = 0, total_clblast = 0;
+  std::printf("%-70s %11s %11s %9s\n", "shape", "libdnn ms", "clblast ms", "ratio");
+  for (const Line& l : lines) {
+    total_ours += l.libdnn_ms;
+    total_clblast += l.clblast_ms > 0 ? l.clblast_ms : 0;
+    std::printf("%-70s %11.3f %11.3f %8.2fx\n", l.what.c_str(), l.libdnn_ms, l.clblast_ms,
+                l.clblast_ms > 0 ? l.clblast_ms / l.libdnn_ms : 0.0);
+  }
+  std::printf("%-70s %11.3f %11.3f %8.2fx%s\n", "total", total_ours, total_clblast,
+              total_clblast / total_ours, clblast ? "" : "  (CLBlast unavailable)");
+  std::string json = "{\"model\": \"" + JsonEscape(model) + "\", " + DeviceIdentityJson(dev) +
+                     ", \"batch\": " + std::to_string(batch) + ", \"results\": [";
+  for (size_t i = 0; i < lines.size(); ++i) {
+    char line[512];
+    std::snprintf(
+        line, sizeof line, "%s\n  {\"shape\": \"%s\", \"libdnn_ms\": %.4f, \"clblast_ms\": %.4f}",
+        i ? "," : "", JsonEscape(lines[i].what).c_str(), lines[i].libdnn_ms, lines[i].clblast_ms);
+    json += line;
+  }
+  char total[128];
+  std::snprintf(total, sizeof total, "\n], \"total_ms\": {\"libdnn\": %.4f, \"clblast\": %.4f}}\n",
+                total_ours, clblast ? total_clblast : -1.0);
+  return json + total;
+}
+
 int BenchGemmModel(const std::vector<std::string>& args) {
   const std::string model = FlagValue(args, "--model");
-  const std::string dev_flag = FlagValue(args, "--device");
-  const std::string json_path = FlagValue(args, "--json");
   try {
-    Device& dev = dev_flag.empty() ? DefaultDevice() : GetDevice(std::stoi(dev_flag));
     const int batch = std::stoi(FlagValue(args, "--batch", "1"));
-    const caffe::NetParameter param =
-        TypedVariant(WithBatch(ReadNetParameterText(model), batch, model), DataType::kFloat32, dev);
-    std::vector<libdnn::GemmDesc> gemms;
-    std::vector<libdnn::ConvDesc> convs;
-    {
-      NetOptions options;
-      options.synthetic_data = true;
-      auto net = BuildCalibratedNet(param, dev, options);
-      libdnn::ShapeRecorder recorder;
-      net->Forward();
-      gemms = recorder.gemms();
-      convs = recorder.convs();
-    }
-    std::printf(
-        "mpcaffe bench gemm --model %s, batch %d, on %s: %zu inner products, %zu "
-        "convolutions\n",
-        model.c_str(), batch, dev.Describe().c_str(), gemms.size(), convs.size());
-    libdnn::Tuner tuner(dev, 3);
-    struct Line {
-      std::string what;
-      double libdnn_ms, clblast_ms;
-    };
-    std::vector<Line> lines;
-    const bool clblast = libdnn::Available(BlasImpl::kCLBlast, dev, libdnn::GemmDesc{});
-    auto time_clblast = [&](GemmDesc d) {
-      d.bias = d.relu = false;  // CLBlast has no fused bias / ReLU (their pass is not counted)
-      if (!libdnn::Available(BlasImpl::kCLBlast, dev, d)) return -1.0;
-      libdnn::GemmOperands ops(dev, d);
-      BlasGemm gemm(dev, d, libdnn::PlaceholderQuant(d), BlasImpl::kCLBlast);
-      return tuner.Time(gemm, ops.args());
-    };
-    for (const GemmDesc& d : gemms) {
-      libdnn::GemmOperands ops(dev, d);
-      BlasGemm gemm(dev, d, libdnn::PlaceholderQuant(d), BlasImpl::kLibDNN);
-      lines.push_back({"gemm " + d.ToString(), tuner.Time(gemm, ops.args()), time_clblast(d)});
-    }
-    for (const libdnn::ConvDesc& c : convs) {
-      const libdnn::ConvOperands ops(dev, c);
-      const double ours = tuner.TimeConv(c, libdnn::TunedConvConfig(dev, c), ops);
-      GemmDesc g;  // one group: weights (M×K) × im2col columns (K×N)
-      g.M = c.out_channels / c.groups;
-      g.N = c.batch * c.out_h() * c.out_w();
-      g.K = c.channels / c.groups * c.kernel_h * c.kernel_w;
-      g.weights = libdnn::WeightOperand::kA;
-      g.bias = c.bias;
-      const double per_group = time_clblast(g);
-      lines.push_back({"conv " + c.ToString(), ours, per_group < 0 ? -1 : per_group * c.groups});
-    }
-    double total_ours = 0, total_clblast = 0;
-    std::printf("%-70s %11s %11s %9s\n", "shape", "libdnn ms", "clblast ms", "ratio");
-    for (const Line& l : lines) {
-      total_ours += l.libdnn_ms;
-      total_clblast += l.clblast_ms > 0 ? l.clblast_ms : 0;
-      std::printf("%-70s %11.3f %11.3f %8.2fx\n", l.what.c_str(), l.libdnn_ms, l.clblast_ms,
-                  l.clblast_ms > 0 ? l.clblast_ms / l.libdnn_ms : 0.0);
-    }
-    std::printf("%-70s %11.3f %11.3f %8.2fx%s\n", "total", total_ours, total_clblast,
-                total_clblast / total_ours, clblast ? "" : "  (CLBlast unavailable)");
-    if (!json_path.empty()) {
-      std::FILE* f = std::fopen(json_path.c_str(), "w");
-      if (!f) throw Error("bench gemm: cannot write " + json_path);
-      std::fprintf(f, "{\"model\": \"%s\", \"device\": \"%s\", \"batch\": %d, \"results\": [",
-                   JsonEscape(model).c_str(), JsonEscape(dev.info().name).c_str(), batch);
-      for (size_t i = 0; i < lines.size(); ++i)
-        std::fprintf(f, "%s\n  {\"shape\": \"%s\", \"libdnn_ms\": %.4f, \"clblast_ms\": %.4f}",
-                     i ? "," : "", JsonEscape(lines[i].what).c_str(), lines[i].libdnn_ms,
-                     lines[i].clblast_ms);
-      std::fprintf(f, "\n], \"total_ms\": {\"libdnn\": %.4f, \"clblast\": %.4f}}\n", total_ours,
-                   clblast ? total_clblast : -1.0);
-      std::fclose(f);
-      std::printf("wrote %s\n", json_path.c_str());
-    }
-    return 0;
+    std::vector<std::string> objects;
+    for (Device* dev : BenchDevices(FlagValue(args, "--device")))
+      objects.push_back(BenchGemmModelOn(*dev, model, batch));
+    const std::string json_path = FlagValue(args, "--json");
+    return json_path.empty() || WriteJson(json_path, objects) ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mpcaffe bench gemm --model: %s\n", e.what());
     return 1;
@@ -282,10 +343,11 @@ int BenchCommand(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "net") return BenchNet(rest);
   if (!args.empty() && args[0] == "net-setup") return BenchNetSetupCommand(rest);
   std::fprintf(stderr,
-               "usage: mpcaffe bench gemm [--device i] [--json out.json]\n"
-               "       mpcaffe bench gemm --model <prototxt> [--batch b] [--device i] [--json f]\n"
+               "usage: mpcaffe bench gemm [--device all|i,j] [--json out.json]\n"
+               "       mpcaffe bench gemm --model <prototxt> [--batch b] [--device all|i,j]\n"
+               "         [--json f]\n"
                "       mpcaffe bench net --model <prototxt> [--dtypes fp32,fp16,int16,int8]\n"
-               "         [--batch 1,16,64] [--devices all|i,j] [--reduced-memory both|on|off]\n"
+               "         [--batch 1,16,64] [--device(s) all|i,j] [--reduced-memory both|on|off]\n"
                "         [--iterations N] [--no-setup] [--no-progress] [--json out.json]\n");
   return 2;
 }

@@ -41,8 +41,7 @@ std::vector<std::string> SplitList(const std::string& s) {
 
 /// One device × dtype × batch measurement; absent figures stay empty (JSON null).
 struct Row {
-  std::string device, backend;
-  int device_index = 0;
+  const Device* device = nullptr;
   DataType dtype = DataType::kFloat32;
   int batch = 1;
   double ms_median = 0, ms_min = 0, ms_max = 0;
@@ -66,7 +65,7 @@ int Usage(const std::string& why) {
   std::fprintf(stderr,
                "mpcaffe bench net: %s\n"
                "usage: mpcaffe bench net --model <prototxt> [--dtypes fp32,fp16,int16,int8]\n"
-               "         [--batch 1,16,64] [--devices all|i,j] [--reduced-memory both|on|off]\n"
+               "         [--batch 1,16,64] [--device(s) all|i,j] [--reduced-memory both|on|off]\n"
                "         [--iterations N] [--no-setup] [--no-progress] [--json out.json]\n",
                why.c_str());
   return 2;
@@ -122,7 +121,7 @@ double ChildSetupSeconds(const std::string& model, const std::string& weights, i
 int BenchNetSetup(const std::vector<std::string>& args) {
   try {
     const std::string model = FlagValue(args, "--model"), weights = FlagValue(args, "--weights");
-    Device& device = GetDevice(std::stoi(FlagValue(args, "--device", "0")));
+    Device& device = SelectDevice(FlagValue(args, "--device", "0"));
     NetOptions options;
     options.synthetic_data = true;
     options.reduced_memory = FlagValue(args, "--reduced-memory", "off") == "on" ? 1 : 0;
@@ -151,9 +150,7 @@ double Median(std::vector<double> v) {
 Row Measure(const Options& o, const caffe::NetParameter& model, Device& dev, DataType dtype,
             int batch, const fs::path& work, ProgressBar& bar) {
   Row r;
-  r.device = dev.info().name;
-  r.backend = BackendName(dev.backend());
-  r.device_index = dev.index();
+  r.device = &dev;
   r.dtype = dtype;
   r.batch = batch;
   const std::string tag = std::string(DtypeLabel(dtype)) + " b" + std::to_string(batch) + " on " +
@@ -259,9 +256,8 @@ std::string ToJson(const Options& o, const std::vector<Row>& rows) {
                   "\"forward_ms_median\": %.4f, \"forward_ms_min\": %.4f, \"forward_ms_max\": "
                   "%.4f, \"images_per_s\": %.3f, ",
                   r.ms_median, r.ms_min, r.ms_max, r.batch * 1e3 / r.ms_median);
-    os << (first ? "\n  " : ",\n  ") << "{\"device\": \"" << JsonEscape(r.device)
-       << "\", \"device_index\": " << r.device_index << ", \"backend\": \"" << r.backend
-       << "\", \"dtype\": \"" << DtypeLabel(r.dtype) << "\", \"batch\": " << r.batch << ", " << buf
+    os << (first ? "\n  " : ",\n  ") << "{" << DeviceIdentityJson(*r.device) << ", \"dtype\": \""
+       << DtypeLabel(r.dtype) << "\", \"batch\": " << r.batch << ", " << buf
        << "\"timed_with_reduced_memory\": " << (r.timed_reduced ? "true" : "false")
        << ", \"peak_device_bytes\": " << JsonOr(r.peak)
        << ", \"peak_device_bytes_reduced\": " << JsonOr(r.peak_reduced)
@@ -297,17 +293,24 @@ void PrintTable(const Options& o, const std::vector<Row>& rows) {
   for (const Row& r : rows) {
     double base = 0;
     for (const Row& b : rows)
-      if (b.device_index == r.device_index && b.batch == r.batch && b.dtype == DataType::kFloat32)
+      if (b.device == r.device && b.batch == r.batch && b.dtype == DataType::kFloat32)
         base = b.ms_median;
     char range[40], vs[16] = "-";
     std::snprintf(range, sizeof range, "(%.1f - %.1f)", r.ms_min, r.ms_max);
     if (base > 0) std::snprintf(vs, sizeof vs, "%.2fx", base / r.ms_median);
-    std::printf("%-4d %-6s %5d %10.2f %19s %9.1f %8s %9s %9s %8s %7s %7s\n", r.device_index,
+    std::printf("%-4d %-6s %5d %10.2f %19s %9.1f %8s %9s %9s %8s %7s %7s\n", r.device->index(),
                 DtypeLabel(r.dtype), r.batch, r.ms_median, range, r.batch * 1e3 / r.ms_median, vs,
                 MiB(r.peak).c_str(), MiB(r.peak_reduced).c_str(), MiB(r.storage).c_str(),
                 Sec(r.setup_cold).c_str(), Sec(r.setup_warm).c_str());
   }
   std::printf("(vs fp32: fp32 time / this time, same device and batch; storage: caffemodel MiB)\n");
+  std::vector<const Device*> shown;
+  for (const Row& r : rows)
+    if (std::find(shown.begin(), shown.end(), r.device) == shown.end()) {
+      shown.push_back(r.device);
+      std::printf("(dev %s, %s)\n", r.device->Describe().c_str(),
+                  r.device->info().platform_name.c_str());
+    }
 }
 
 }  // namespace
@@ -337,14 +340,7 @@ int BenchNet(const std::vector<std::string>& args) {
   o.setup = !HasFlag(args, "--no-setup");
   o.json = FlagValue(args, "--json");
   try {
-    const std::string devices = FlagValue(args, "--devices", FlagValue(args, "--device"));
-    if (devices.empty())
-      o.devices.push_back(&DefaultDevice());
-    else if (devices == "all")
-      o.devices = DeviceList();
-    else
-      for (const auto& d : SplitList(devices)) o.devices.push_back(&GetDevice(std::stoi(d)));
-    if (o.devices.empty()) throw DeviceError("bench net: no device found");
+    o.devices = BenchDevices(FlagValue(args, "--devices", FlagValue(args, "--device")));
 
     const caffe::NetParameter model = ReadNetParameterText(o.model);
     if (o.setup) SelfPath();  // resolved before anything can replace the binary
@@ -387,5 +383,30 @@ int BenchNet(const std::vector<std::string>& args) {
 }
 
 int BenchNetSetupCommand(const std::vector<std::string>& args) { return BenchNetSetup(args); }
+
+std::vector<Device*> BenchDevices(const std::string& flag) {
+  std::vector<Device*> out;
+  if (flag.empty())
+    out.push_back(&DefaultDevice());
+  else if (flag == "all")
+    out = DeviceList();
+  else
+    for (const auto& d : SplitList(flag)) {
+      out.push_back(&SelectDevice(d));  // an index, pocl, intel, gpu, part of a name
+    }
+  if (out.empty()) throw DeviceError("bench: no device found");
+  return out;
+}
+
+std::string DeviceIdentityJson(const Device& device) {
+  const DeviceInfo& i = device.info();
+  std::ostringstream os;
+  os << "\"device\": \"" << JsonEscape(i.name) << "\", \"device_index\": " << device.index()
+     << ", \"backend\": \"" << BackendName(i.backend) << "\", \"platform\": \""
+     << JsonEscape(i.platform_name) << "\", \"platform_version\": \""
+     << JsonEscape(i.platform_version) << "\", \"driver_version\": \""
+     << JsonEscape(i.driver_version) << "\", \"fp16\": " << (i.fp16 ? "true" : "false");
+  return os.str();
+}
 
 }  // namespace mpcaffe::tools

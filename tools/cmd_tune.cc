@@ -1,8 +1,8 @@
 // tools/cmd_tune.cc — `mpcaffe tune gemm M N K [--dtype t] [--ta] [--tb] [--weights A|B]
 // [--device i] [--max n]`: times the GEMM kernel candidates (and, for float types, LibDNN
-// against CLBlast) for one shape; `mpcaffe tune --model <prototxt>` tunes every GEMM and
-// convolution shape a net prepares. Winners go to the kernel cache's tuning table, where the
-// layers find them next time.
+// against CLBlast) for one shape; `mpcaffe tune --model <prototxt> [--device all|i,j]` tunes
+// every GEMM and convolution shape a net prepares, on each device in turn. Winners go to the
+// kernel cache's tuning table under the device's key, where the layers find them next time.
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -12,6 +12,7 @@
 #include "libdnn/tuner.h"
 #include "net/net.h"
 #include "proto/model_io.h"
+#include "tools/bench_net.h"
 #include "tools/command.h"
 #include "tools/net_variants.h"
 #include "tools/progress_bar.h"
@@ -20,13 +21,13 @@ namespace mpcaffe::tools {
 namespace {
 
 int Usage() {
-  std::fprintf(
-      stderr,
-      "usage: mpcaffe tune gemm M N K [--dtype fp32|fp16|int16|int8] [--ta] [--tb]\n"
-      "                             [--weights A|B] [--device i] [--max n]\n"
-      "       mpcaffe tune --model <prototxt> [--dtypes fp32,fp16,int16,int8]\n"
-      "                    [--batch 1,16] [--device i] [--max n] [--no-progress] [--show]\n"
-      "       (--show: list the net's shapes and the configuration each uses now)\n");
+  std::fprintf(stderr,
+               "usage: mpcaffe tune gemm M N K [--dtype fp32|fp16|int16|int8] [--ta] [--tb]\n"
+               "                             [--weights A|B] [--device i] [--max n]\n"
+               "       mpcaffe tune --model <prototxt> [--dtypes fp32,fp16,int16,int8]\n"
+               "                    [--batch 1,16] [--device i|i,j|all] [--max n] [--no-progress]\n"
+               "                    [--show]\n"
+               "       (--show: list the net's shapes and the configuration each uses now)\n");
   return 2;
 }
 
@@ -84,97 +85,100 @@ std::vector<std::string> SplitList(const std::string& s) {
 
 /// `tune --model`: builds the net (or its typed variants, --dtypes, at each --batch) with
 /// synthetic inputs, calibrated when quantized, records the GEMM and convolution descriptions
-/// its first forward pass prepares, and tunes each one.
+/// its first forward pass prepares, and tunes each one on `dev`.
+void TuneModelOn(Device& dev, const std::vector<std::string>& args) {
+  const std::string model = FlagValue(args, "--model");
+  const size_t max = std::stoul(FlagValue(args, "--max", "0"));
+  if (!cache::ActiveProgramCache())
+    std::printf("note: the kernel cache is off (MPCAFFE_CACHE=off): results are not kept\n");
+  const caffe::NetParameter param = ReadNetParameterText(model);
+  // The variants: the net as written, or its typed variants (as `bench net` builds them).
+  std::vector<std::pair<std::string, caffe::NetParameter>> variants;
+  const std::vector<std::string> batches = SplitList(FlagValue(args, "--batch"));
+  std::vector<caffe::NetParameter> batched;
+  if (batches.empty()) batched.push_back(param);
+  for (const auto& b : batches) batched.push_back(WithBatch(param, std::stoi(b), model));
+  for (size_t i = 0; i < batched.size(); ++i) {
+    const std::string b = batches.empty() ? "" : " batch " + batches[i];
+    const std::string dtypes = FlagValue(args, "--dtypes");
+    if (dtypes.empty()) variants.emplace_back("as written" + b, batched[i]);
+    for (const auto& t : SplitList(dtypes))
+      variants.emplace_back(t + b, TypedVariant(batched[i], ParseDataType(t), dev));
+  }
+  // Shapes first (each once over all variants), then the timing.
+  std::vector<libdnn::GemmDesc> gemms;
+  std::vector<libdnn::ConvDesc> convs;
+  for (const auto& [what, p] : variants) {
+    NetOptions options;
+    options.synthetic_data = true;
+    auto net = BuildCalibratedNet(p, dev, options);
+    libdnn::ShapeRecorder recorder;
+    net->Forward();  // layers prepare their GEMMs and convolutions here
+    size_t new_gemms = 0, new_convs = 0;
+    for (const auto& g : recorder.gemms()) {
+      bool seen = false;
+      for (const auto& h : gemms) seen |= h.ToString() == g.ToString();
+      if (!seen) gemms.push_back(g), ++new_gemms;
+    }
+    for (const auto& c : recorder.convs()) {
+      bool seen = false;
+      for (const auto& h : convs) seen |= h.ToString() == c.ToString();
+      if (!seen) convs.push_back(c), ++new_convs;
+    }
+    std::printf("%s (%s): %zu GEMM and %zu convolution shapes\n", model.c_str(), what.c_str(),
+                new_gemms, new_convs);
+  }
+  if (HasFlag(args, "--show")) {
+    // What the layers use now for each shape: the tuning table's winner or the default.
+    for (const auto& g : gemms)
+      std::printf("gemm %s -> %s\n", g.ToString().c_str(),
+                  libdnn::TunedGemmConfig(dev, g).ToString().c_str());
+    for (const auto& c : convs)
+      std::printf("conv %s -> %s\n", c.ToString().c_str(),
+                  libdnn::TunedConvConfig(dev, c).ToString().c_str());
+    return;
+  }
+  std::printf("tuning %zu GEMM and %zu convolution shapes on %s\n", gemms.size(), convs.size(),
+              dev.Describe().c_str());
+  libdnn::Tuner tuner(dev, 3);
+  ProgressBar bar("tune", static_cast<long>(gemms.size() + convs.size()),
+                  !HasFlag(args, "--no-progress"));
+  std::vector<std::string> lines;
+  int stored = 0;
+  for (const auto& g : gemms) {
+    bar.Describe("gemm " + g.ToString());
+    const libdnn::GemmTuneResult r = tuner.TuneGemm(g, 3.0, max);
+    bar.Advance();
+    stored += r.stored;
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "  gemm %-58s best %-36s %9.3f ms (default %9.3f ms, %.2fx)",
+                  g.ToString().c_str(), r.best.ToString().c_str(), r.best_ms, r.default_ms,
+                  r.default_ms / r.best_ms);
+    lines.push_back(buf);
+  }
+  for (const auto& c : convs) {
+    bar.Describe("conv " + c.ToString());
+    const libdnn::ConvTuneResult r = tuner.TuneConv(c, 3.0, max);
+    bar.Advance();
+    stored += r.stored;
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "  conv %-58s best %-36s %9.3f ms (default %9.3f ms, %.2fx)",
+                  c.ToString().c_str(), r.best.ToString().c_str(), r.best_ms, r.default_ms,
+                  r.default_ms / r.best_ms);
+    lines.push_back(buf);
+  }
+  bar.Close();
+  for (const auto& l : lines) std::printf("%s\n", l.c_str());
+  std::printf(
+      "%d of %zu winners stored in the tuning table%s\n", stored, gemms.size() + convs.size(),
+      cache::ActiveProgramCache() ? (" (" + cache::ActiveProgramCache()->path() + ")").c_str()
+                                  : "");
+}
+
 int TuneModel(const std::vector<std::string>& args) {
   const std::string model = FlagValue(args, "--model");
   try {
-    const std::string dev_flag = FlagValue(args, "--device");
-    Device& dev = DeviceOrDefault(dev_flag);
-    const size_t max = std::stoul(FlagValue(args, "--max", "0"));
-    if (!cache::ActiveProgramCache())
-      std::printf("note: the kernel cache is off (MPCAFFE_CACHE=off): results are not kept\n");
-    const caffe::NetParameter param = ReadNetParameterText(model);
-    // The variants: the net as written, or its typed variants (as `bench net` builds them).
-    std::vector<std::pair<std::string, caffe::NetParameter>> variants;
-    const std::vector<std::string> batches = SplitList(FlagValue(args, "--batch"));
-    std::vector<caffe::NetParameter> batched;
-    if (batches.empty()) batched.push_back(param);
-    for (const auto& b : batches) batched.push_back(WithBatch(param, std::stoi(b), model));
-    for (size_t i = 0; i < batched.size(); ++i) {
-      const std::string b = batches.empty() ? "" : " batch " + batches[i];
-      const std::string dtypes = FlagValue(args, "--dtypes");
-      if (dtypes.empty()) variants.emplace_back("as written" + b, batched[i]);
-      for (const auto& t : SplitList(dtypes))
-        variants.emplace_back(t + b, TypedVariant(batched[i], ParseDataType(t), dev));
-    }
-    // Shapes first (each once over all variants), then the timing.
-    std::vector<libdnn::GemmDesc> gemms;
-    std::vector<libdnn::ConvDesc> convs;
-    for (const auto& [what, p] : variants) {
-      NetOptions options;
-      options.synthetic_data = true;
-      auto net = BuildCalibratedNet(p, dev, options);
-      libdnn::ShapeRecorder recorder;
-      net->Forward();  // layers prepare their GEMMs and convolutions here
-      size_t new_gemms = 0, new_convs = 0;
-      for (const auto& g : recorder.gemms()) {
-        bool seen = false;
-        for (const auto& h : gemms) seen |= h.ToString() == g.ToString();
-        if (!seen) gemms.push_back(g), ++new_gemms;
-      }
-      for (const auto& c : recorder.convs()) {
-        bool seen = false;
-        for (const auto& h : convs) seen |= h.ToString() == c.ToString();
-        if (!seen) convs.push_back(c), ++new_convs;
-      }
-      std::printf("%s (%s): %zu GEMM and %zu convolution shapes\n", model.c_str(), what.c_str(),
-                  new_gemms, new_convs);
-    }
-    if (HasFlag(args, "--show")) {
-      // What the layers use now for each shape: the tuning table's winner or the default.
-      for (const auto& g : gemms)
-        std::printf("gemm %s -> %s\n", g.ToString().c_str(),
-                    libdnn::TunedGemmConfig(dev, g).ToString().c_str());
-      for (const auto& c : convs)
-        std::printf("conv %s -> %s\n", c.ToString().c_str(),
-                    libdnn::TunedConvConfig(dev, c).ToString().c_str());
-      return 0;
-    }
-    std::printf("tuning %zu GEMM and %zu convolution shapes on %s\n", gemms.size(), convs.size(),
-                dev.Describe().c_str());
-    libdnn::Tuner tuner(dev, 3);
-    ProgressBar bar("tune", static_cast<long>(gemms.size() + convs.size()),
-                    !HasFlag(args, "--no-progress"));
-    std::vector<std::string> lines;
-    int stored = 0;
-    for (const auto& g : gemms) {
-      bar.Describe("gemm " + g.ToString());
-      const libdnn::GemmTuneResult r = tuner.TuneGemm(g, 3.0, max);
-      bar.Advance();
-      stored += r.stored;
-      char buf[512];
-      std::snprintf(buf, sizeof buf, "  gemm %-58s best %-36s %9.3f ms (default %9.3f ms, %.2fx)",
-                    g.ToString().c_str(), r.best.ToString().c_str(), r.best_ms, r.default_ms,
-                    r.default_ms / r.best_ms);
-      lines.push_back(buf);
-    }
-    for (const auto& c : convs) {
-      bar.Describe("conv " + c.ToString());
-      const libdnn::ConvTuneResult r = tuner.TuneConv(c, 3.0, max);
-      bar.Advance();
-      stored += r.stored;
-      char buf[512];
-      std::snprintf(buf, sizeof buf, "  conv %-58s best %-36s %9.3f ms (default %9.3f ms, %.2fx)",
-                    c.ToString().c_str(), r.best.ToString().c_str(), r.best_ms, r.default_ms,
-                    r.default_ms / r.best_ms);
-      lines.push_back(buf);
-    }
-    bar.Close();
-    for (const auto& l : lines) std::printf("%s\n", l.c_str());
-    std::printf(
-        "%d of %zu winners stored in the tuning table%s\n", stored, gemms.size() + convs.size(),
-        cache::ActiveProgramCache() ? (" (" + cache::ActiveProgramCache()->path() + ")").c_str()
-                                    : "");
+    for (Device* dev : BenchDevices(FlagValue(args, "--device"))) TuneModelOn(*dev, args);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mpcaffe tune --model %s: %s\n", model.c_str(), e.what());

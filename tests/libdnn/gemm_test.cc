@@ -368,6 +368,33 @@ TEST_P(GemmTest, LocalMemoryTilesGiveTheReferenceResultInEveryLayout) {
   }
 }
 
+TEST_P(GemmTest, WorkItemPerOutputCandidatesGiveTheReferenceResult) {
+  // Every scalar work-item candidate (vw = 1, work-groups of 8–64 along N, lm = 0) the Tuner
+  // times on an OpenCL CPU, on a shape with edge tiles in M and N and a last work-group only
+  // partly inside N (Kernel::Launch rounds the grid up to whole work-groups; the items outside
+  // return). Each data type takes one layout, the four together covering B read as rows and
+  // gathered, A plain and transposed.
+  Device& dev = DefaultDevice();
+  DeviceInfo cpu = dev.info();
+  if (cpu.backend != Backend::kOpenCL || cpu.is_gpu) {
+    cpu = DeviceInfo{};  // the candidates an OpenCL CPU would time, run on this device
+    cpu.backend = dev.backend();
+  }
+  const int layout = TypeIndex(GetParam());
+  GemmDesc d = Varied(GetParam(), {13, 70, 45}, layout);
+  d.trans_a = layout % 2 == 1;
+  d.trans_b = layout / 2 == 1;
+  Problem p = MakeProblem(d, 5200 + layout);
+  const std::vector<uint8_t> want = RunReference(p);
+  int runs = 0;
+  for (const GemmConfig& c : GemmCandidates(cpu, d)) {
+    if (c.vw != 1 || c.wg < 8 || c.lm != 0 || !c.Supports(d, dev.backend())) continue;
+    ExpectSame(p, RunOnDevice(dev, p, &c), want, c.ToString());
+    ++runs;
+  }
+  EXPECT_EQ(runs, 20);  // work-groups of 8, 16, 32, 64 × five tiles (N = 70)
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, GemmTest,
                          ::testing::Values(DataType::kFloat32, DataType::kFloat16,
                                            DataType::kInt16Q, DataType::kInt8Q),
@@ -664,6 +691,42 @@ TEST(GemmConfigTest, CandidatesIncludeLocalMemoryTiles) {
     EXPECT_EQ(DefaultGemmConfig(cpu, d).lm, 0);
     EXPECT_EQ(DefaultGemmConfig(cuda, d).lm, 0);
   }
+}
+
+TEST(GemmConfigTest, CpuCandidatesIncludeScalarWorkItemsAlongN) {
+  // OpenCL CPUs get vw = 1 tiles in work-groups of 8–64 along N (for compilers that vectorise
+  // across work-items), no wider than N; GPUs and CUDA keep their own list.
+  GemmDesc d;
+  d.M = 256;
+  d.N = 729;
+  d.K = 1200;
+  d.weights = WeightOperand::kA;
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kInt16Q, DataType::kInt8Q}) {
+    d.type = d.out_type = t;
+    DeviceInfo cpu, gpu;
+    gpu.is_gpu = true;
+    auto scalar_groups = [&](const DeviceInfo& info) {
+      std::vector<int> wgs;
+      for (const GemmConfig& c : GemmCandidates(info, d))
+        if (c.vw == 1 && c.lm == 0 && c.algorithm == GemmConfig::Algorithm::kOuter && c.wg < 32)
+          wgs.push_back(c.wg);
+      return wgs;
+    };
+    const std::vector<int> wgs = scalar_groups(cpu);
+    EXPECT_EQ(std::count(wgs.begin(), wgs.end(), 8), 5) << Name(t);
+    EXPECT_EQ(std::count(wgs.begin(), wgs.end(), 16), 5) << Name(t);
+    EXPECT_TRUE(scalar_groups(gpu).empty()) << Name(t);
+    for (const GemmConfig& c : GemmCandidates(cpu, d))
+      EXPECT_TRUE(c.vw != 1 || c.wg == 1 || c.mf == 0) << c.ToString();
+    // The default stays first and unchanged.
+    EXPECT_TRUE(GemmCandidates(cpu, d).front() == DefaultGemmConfig(cpu, d));
+  }
+  d.type = d.out_type = DataType::kFloat32;
+  d.N = 20;  // work-groups of 32 and 64 would idle most of their work-items
+  for (const GemmConfig& c : GemmCandidates(DeviceInfo{}, d)) EXPECT_LE(c.wg, 16) << c.ToString();
+  d.N = 1;
+  for (const GemmConfig& c : GemmCandidates(DeviceInfo{}, d))
+    EXPECT_FALSE(c.vw == 1 && c.wg >= 8) << c.ToString();
 }
 
 TEST(GemmDescTest, InconsistentDescriptionsAreRejectedWithTheirShape) {
