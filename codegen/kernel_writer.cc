@@ -183,7 +183,6 @@ const char* kPairProduct16Text = R"(// 16-bit pair products: lanes x.s(2i)*y.s(2
 #define MP_PAIR16(a0, a1) __builtin_astype((int8)(((a0) & 0xffff) | (int)((uint)(a1) << 16)), short16)
 )";
 
-
 bool IsIdentChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }

@@ -59,8 +59,8 @@ struct KernelTarget {
 
 /// Optional helper functions a kernel text may ask for.
 enum class KernelHelper {
-  kRequantize,   // mp_requant32(int acc, int mult, int shift), mp_requant64(mp_i64, int, int)
-  kAtomicAddF32, // mp_atomic_add_f32($global float* p, float v)
+  kRequantize,    // mp_requant32(int acc, int mult, int shift), mp_requant64(mp_i64, int, int)
+  kAtomicAddF32,  // mp_atomic_add_f32($global float* p, float v)
   /// mp_dot4_u8s8 / mp_dot4_s8s8 / mp_dot4_u8u8(uint a, uint b, int acc): acc + the sum of
   /// the four byte products of a and b (u8s8: bytes of a unsigned, of b signed), wrapping like
   /// int32. Portable shifts, or the dialect's native row (Dialect::dot4_native) when the

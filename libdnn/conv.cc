@@ -90,7 +90,9 @@ ConvInput InputOf(Backend backend, const ConvDesc& d, const ConvConfig& c, bool 
 bool IsPacked(ConvInput m) { return m == ConvInput::kPackedPairs || m == ConvInput::kPackedSplit; }
 
 /// Input channels per packed step: 4 (kDot4), 2 (channel pairs) or 1.
-int ChannelsPerStep(ConvInput m) { return m == ConvInput::kDot4 ? 4 : m == ConvInput::kDirect ? 1 : 2; }
+int ChannelsPerStep(ConvInput m) {
+  return m == ConvInput::kDot4 ? 4 : m == ConvInput::kDirect ? 1 : 2;
+}
 
 /// Input channels per group as packed: Cg rounded up to the channels per step.
 int PackedChannels(const ConvDesc& d, ConvInput m) {
@@ -248,8 +250,8 @@ std::string ConvConfig::ToString() const {
 void ConvConfig::Validate() const {
   const bool width_ok = vw == 1 || vw == 2 || vw == 4 || vw == 8 || vw == 16;
   if (lanes < 1 || lanes > 256 || oc_per_item < 1 || oc_per_item > 16 || px_per_item < 1 ||
-      px_per_item > 16 || oc_per_item * px_per_item > 64 || !width_ok ||
-      (kp != 1 && kp != 4) || (kp == 4 && vw != 1))
+      px_per_item > 16 || oc_per_item * px_per_item > 64 || !width_ok || (kp != 1 && kp != 4) ||
+      (kp == 4 && vw != 1))
     throw Error("convolution config " + ToString() +
                 ": lanes must be in [1, 256], tiles in [1, 16] with oc·px ≤ 64, vw 1/2/4/8/16, "
                 "kp 1 or 4 (4 with vw 1)");
@@ -324,14 +326,18 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
     // The word of four packed weight bytes at p (4-byte aligned), and the input bytes of
     // channels 0 … 3 of a plane stride apart (x_zero past the group's last channel, `rem`).
     w.Define("WWORD(p)", w.Expand("(*(const $global mp_u32*)(p))"));
-    w.Define("XBYTE(p, i, q, rem)", "((mp_u32)((q) < (rem) ? (p)[i] : (mp_u8)x_zero) << (8 * (q)))");
-    w.Define("XWORD4(p, o, hw)",
-             "((mp_u32)(p)[o] | ((mp_u32)(p)[(o) + (hw)] << 8) | ((mp_u32)(p)[(o) + 2 * (hw)] << 16) | "
-             "((mp_u32)(p)[(o) + 3 * (hw)] << 24))");
-    w.Define("XTAIL4(p, o, hw, rem)",
-             "(XBYTE(p, o, 0, rem) | XBYTE(p, (o) + (hw), 1, rem) | XBYTE(p, (o) + 2 * (hw), 2, rem) | "
-             "XBYTE(p, (o) + 3 * (hw), 3, rem))");
-    w.Define("DOT4(x, w, acc)", d.weights_signed ? "mp_dot4_u8s8(x, w, acc)" : "mp_dot4_u8u8(x, w, acc)");
+    w.Define("XBYTE(p, i, q, rem)",
+             "((mp_u32)((q) < (rem) ? (p)[i] : (mp_u8)x_zero) << (8 * (q)))");
+    w.Define(
+        "XWORD4(p, o, hw)",
+        "((mp_u32)(p)[o] | ((mp_u32)(p)[(o) + (hw)] << 8) | ((mp_u32)(p)[(o) + 2 * (hw)] << 16) | "
+        "((mp_u32)(p)[(o) + 3 * (hw)] << 24))");
+    w.Define(
+        "XTAIL4(p, o, hw, rem)",
+        "(XBYTE(p, o, 0, rem) | XBYTE(p, (o) + (hw), 1, rem) | XBYTE(p, (o) + 2 * (hw), 2, rem) | "
+        "XBYTE(p, (o) + 3 * (hw), 3, rem))");
+    w.Define("DOT4(x, w, acc)",
+             d.weights_signed ? "mp_dot4_u8s8(x, w, acc)" : "mp_dot4_u8u8(x, w, acc)");
   }
   DeclareWeightStorage(w, d);
   w.Define("Ptype", PackedType(d.type, input));
@@ -682,9 +688,10 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
       std::string fix = split ? Sub(" + (mp_i64)(WCENTER - wz[o]) * sx#T", 0, t) : "";
       // kDot4: Σ(x − z_x)(w − z_w) from the raw Σxw over N = KH·KW·Cgp window entries.
       if (dot4)
-        fix = Sub(" - (mp_i64)wz[o] * sx#T - (mp_i64)x_zero * wsum[o] + (mp_i64)(KH * KW * Cgp) * "
-                  "x_zero * wz[o]",
-                  0, t);
+        fix =
+            Sub(" - (mp_i64)wz[o] * sx#T - (mp_i64)x_zero * wsum[o] + (mp_i64)(KH * KW * Cgp) * "
+                "x_zero * wz[o]",
+                0, t);
       s += "      mp_i64 r = (mp_i64)c_zero + MP_REQUANT(lanes_out[v]" + fix +
            R"( + (has_bias ? bias[o] : 0), rq[2 * o], rq[2 * o + 1]);
       const mp_i64 lo = relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN;
@@ -934,9 +941,9 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
   input_ = InputOf(target.backend, desc_, config_, pairs_ok);
   ProgramHints hints;
   hints.local_sizes = {{size_t(config_.lanes), 1, 1}, {kLaunch1DLocalSize, 1, 1}};
-  auto program = device.GetProgram(
-      ForwardSource(target, desc_, config_, pairs_ok),
-      input_ == ConvInput::kDot4 ? target.Dot4BuildOptions() : "", hints);
+  auto program =
+      device.GetProgram(ForwardSource(target, desc_, config_, pairs_ok),
+                        input_ == ConvInput::kDot4 ? target.Dot4BuildOptions() : "", hints);
   const std::string suffix = std::string(Name(desc_.type)) + (desc_.weights_signed ? "_sw" : "");
   forward_ = program->GetKernel(ForwardKernelName(desc_));
   pack_ = program->GetKernel("conv_pack_" + suffix);
@@ -969,9 +976,8 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
   w_zero_ = device.Alloc<int32_t>(wz.size());
   device.Write(w_zero_, wz.data(), wz.size());
   const size_t khw = size_t(desc_.kernel_h) * desc_.kernel_w;
-  packed_ = device.Allocate(size_t(desc_.groups) * khw *
-                            PackedChannels(desc_, input_) * oc_padded_ *
-                            PackedBytes(desc_.type, input_));
+  packed_ = device.Allocate(size_t(desc_.groups) * khw * PackedChannels(desc_, input_) *
+                            oc_padded_ * PackedBytes(desc_.type, input_));
 }
 
 Event Convolution::SetWeights(const BufferRef& weights, Queue* queue) {

@@ -125,13 +125,13 @@ enum class ConvInput {
   kPairs,        // int8q: two channels per step, each pair formed from two byte loads (where
                  // the input is read too few times for packing to pay: 1×1 windows)
   kPackedPairs,  // int8q: a pack kernel first writes 32-bit planes of pairs (x − z_x)
-  kDot4,         // int8q with ConvConfig::kp = 4: four channels per step as raw bytes packed
-                 // into 32-bit words, one mp_dot4 per accumulator (native where the target has
-                 // a dot product), zero points applied after the window: Σxw − z_w·Σx
-                 // − z_x·Σw + N·z_x·z_w (Σx beside the products, Σw per channel at SetWeights)
   kPackedSplit,  // int16q: v = x − z_x packed as pairs of lo = v & 255 and hi = v >> 8 (exact
                  // in int32 with flushes to int64; weights as w − 32768 / w, corrected by
                  // (32768 − z_w)·Σv — so any zero points work)
+  kDot4,         // int8q with ConvConfig::kp = 4: four channels per step as raw bytes in 32-bit
+                 // words, one mp_dot4 per accumulator (native where the target has a dot
+                 // product); zero points after the window: Σxw − z_w·Σx − z_x·Σw + N·z_x·z_w
+                 // (Σx beside the products, Σw per channel at SetWeights)
 };
 
 /// The default tile for a device class and data type: wide-vector register tiles with one

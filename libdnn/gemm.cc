@@ -493,7 +493,8 @@ std::string OuterDot4Step(const GemmDesc& d, const GemmConfig& c, const std::str
   for (int j = 0; j < c.tn; ++j) {
     const std::string col = gather ? "min(n0 + " + Str(j) + ", N - 1)" : "n0 + " + Str(j);
     s << "  const mp_u32 b" << j << " = PACK4(b, " << BIndex(d, k, col) << ", " << sb << ");\n";
-    if (sums && !act_a) s << "  xs" << j << " = mp_dot4_u8u8(b" << j << ", 0x01010101u, xs" << j << ");\n";
+    if (sums && !act_a)
+      s << "  xs" << j << " = mp_dot4_u8u8(b" << j << ", 0x01010101u, xs" << j << ");\n";
   }
   for (int i = 0; i < c.tm; ++i) {
     s << "  { const mp_u32 aw = PACK4(a, " << AIndex(d, "r" + Str(i), k) << ", " << sa << ");\n";
@@ -732,9 +733,10 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& d, const Ge
   if (UsesDot4(d, c)) {
     w.UseHelper(KernelHelper::kDot4);
     // Bytes p[i], p[i + s], p[i + 2s], p[i + 3s] as one little-endian word.
-    w.Define("PACK4(p, i, s)",
-             "((mp_u32)(mp_u8)(p)[i] | ((mp_u32)(mp_u8)(p)[(i) + (s)] << 8) | "
-             "((mp_u32)(mp_u8)(p)[(i) + 2 * (s)] << 16) | ((mp_u32)(mp_u8)(p)[(i) + 3 * (s)] << 24))");
+    w.Define(
+        "PACK4(p, i, s)",
+        "((mp_u32)(mp_u8)(p)[i] | ((mp_u32)(mp_u8)(p)[(i) + (s)] << 8) | "
+        "((mp_u32)(mp_u8)(p)[(i) + 2 * (s)] << 16) | ((mp_u32)(mp_u8)(p)[(i) + 3 * (s)] << 24))");
   }
   auto& k = w.Kernel(KernelName(d));
   k.Value("int", "M").Value("int", "N").Value("int", "K");

@@ -86,8 +86,8 @@ bool GemmConfig::Supports(const GemmDesc& desc, Backend backend) const {
   if (kp == 2 && (backend != Backend::kOpenCL || algorithm != Algorithm::kOuter ||
                   desc.type != DataType::kInt8Q || vw != 8))
     return false;
-  if (kp == 4 && (algorithm != Algorithm::kOuter || desc.type != DataType::kInt8Q || vw != 1 ||
-                  lm != 0))
+  if (kp == 4 &&
+      (algorithm != Algorithm::kOuter || desc.type != DataType::kInt8Q || vw != 1 || lm != 0))
     return false;
   if (lm == 1) {
     // Staging needs the outer product's one-k step (kp = 2 interleaves k pairs from global

@@ -170,9 +170,9 @@ TEST(KernelWriter, Dot4HelperHasOneRowPerDialect) {
   // us), non-saturating, guarded by the feature macro, built as OpenCL C 3.0.
   const KernelTarget cl{Backend::kOpenCL, false, true};
   const std::string o = text(cl);
-  for (const char* want : {"dot_4x8packed_us_int(a, b)", "dot_4x8packed_ss_int(a, b)",
-                           "dot_4x8packed_uu_uint(a, b)",
-                           "#ifndef __opencl_c_integer_dot_product_input_4x8bit_packed"})
+  for (const char* want :
+       {"dot_4x8packed_us_int(a, b)", "dot_4x8packed_ss_int(a, b)", "dot_4x8packed_uu_uint(a, b)",
+        "#ifndef __opencl_c_integer_dot_product_input_4x8bit_packed"})
     EXPECT_NE(o.find(want), std::string::npos) << want;
   EXPECT_EQ(o.find("dot_acc_sat"), std::string::npos);
   EXPECT_EQ(o.find("(a >> k)"), std::string::npos);

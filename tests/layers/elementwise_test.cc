@@ -1,5 +1,7 @@
 // tests/layers/elementwise_test.cc — every element-wise kernel, every data type, on the default
 // device, against the plain C++ reference over random inputs at sizes 0, 1, 7, 1000, 2^20+3.
+#include "codegen/elementwise.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "codegen/datatype.h"
-#include "codegen/elementwise.h"
 #include "codegen/kernel_writer.h"
 #include "layers/elementwise.h"
 

@@ -379,10 +379,10 @@ TEST(ConvForward, Int8FourChannelDotProductsMatchTheReference) {
   const std::vector<ConvConfig> configs = {{32, 2, 4, 1, 4}, {1, 1, 1, 1, 4}, {4, 3, 2, 1, 4}};
   for (const auto& [cs, want] :
        {std::pair{PairCase{2, 3, 11, 13, 20, 3, 2, 1, 1, 1, false, -1}, ConvInput::kDot4},
-        {PairCase{2, 8, 9, 8, 12, 3, 1, 1, 1, 2, true, -1}, ConvInput::kDot4},    // Cg = 4
-        {PairCase{2, 10, 7, 7, 9, 1, 1, 0, 1, 1, false, -1}, ConvInput::kDot4},   // Cg = 10
-        {PairCase{1, 5, 6, 5, 8, 2, 1, 0, 1, 1, true, -1}, ConvInput::kDot4},     // Cg = 5
-        {PairCase{2, 15, 10, 9, 21, 3, 2, 2, 2, 3, false, -1}, ConvInput::kDot4}, // dilation
+        {PairCase{2, 8, 9, 8, 12, 3, 1, 1, 1, 2, true, -1}, ConvInput::kDot4},     // Cg = 4
+        {PairCase{2, 10, 7, 7, 9, 1, 1, 0, 1, 1, false, -1}, ConvInput::kDot4},    // Cg = 10
+        {PairCase{1, 5, 6, 5, 8, 2, 1, 0, 1, 1, true, -1}, ConvInput::kDot4},      // Cg = 5
+        {PairCase{2, 15, 10, 9, 21, 3, 2, 2, 2, 3, false, -1}, ConvInput::kDot4},  // dilation
         {PairCase{1, 32, 8, 8, 40, 3, 1, 1, 1, 1, true, -1}, ConvInput::kDot4},
         {PairCase{2, 5, 8, 9, 16, 3, 1, 1, 1, 1, false, 40000}, ConvInput::kDirect}}) {
     const ConvDesc d = PairDesc(DataType::kInt8Q, cs);

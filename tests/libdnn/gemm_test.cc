@@ -434,8 +434,8 @@ TEST(GemmDot4Test, FourKDotProductsMatchTheReferenceExactly) {
   Device& dev = DefaultDevice();
   const bool native = KernelTarget::Of(dev).dot_product;
   std::vector<GemmConfig> configs;
-  for (auto [tm, tn, ku, wg, mf] : {std::tuple{4, 2, 1, 16, 0}, std::tuple{3, 3, 2, 1, 1},
-                                    std::tuple{1, 1, 4, 4, 0}}) {
+  for (auto [tm, tn, ku, wg, mf] :
+       {std::tuple{4, 2, 1, 16, 0}, std::tuple{3, 3, 2, 1, 1}, std::tuple{1, 1, 4, 4, 0}}) {
     GemmConfig c;
     c.algorithm = GemmConfig::Algorithm::kOuter;
     c.tm = tm;
@@ -447,9 +447,9 @@ TEST(GemmDot4Test, FourKDotProductsMatchTheReferenceExactly) {
     c.kp = 4;
     configs.push_back(c);
   }
-  const std::vector<Shape> shapes = {{1, 1, 1},   {7, 19, 2},  {13, 16, 3}, {6, 33, 9},
-                                     {9, 8, 4},   {17, 40, 65}, {2, 1, 130}, {5, 31, 7},
-                                     {12, 50, 34}, {3, 5, 5},   {4, 4, 8},   {1, 29, 6}};
+  const std::vector<Shape> shapes = {{1, 1, 1},    {7, 19, 2},   {13, 16, 3}, {6, 33, 9},
+                                     {9, 8, 4},    {17, 40, 65}, {2, 1, 130}, {5, 31, 7},
+                                     {12, 50, 34}, {3, 5, 5},    {4, 4, 8},   {1, 29, 6}};
   int seed = 0;
   for (int layout = 0; layout < 4; ++layout)
     for (int w = 0; w < 3; ++w) {
@@ -531,6 +531,49 @@ TEST(GemmDot4Test, DefaultsTakeTheDotProductOnGpusNotOnCpus) {
   };
   EXPECT_TRUE(has_kp4(cpu));
   EXPECT_FALSE(has_kp4(old_gpu));
+}
+
+TEST(GemmDot4Test, NativeDotProductRunsWhereTheDeviceHasIt) {
+  // On a device with a native 4-way byte dot product, kp = 4 (weights A as in convolution as
+  // GEMM, unsigned and signed) and kDot with scalar lanes (matrix × vector) multiply through
+  // it (OpenCL: the dot_4x8packed_* built-ins in the program text), bit-exact.
+  Device& dev = DefaultDevice();
+  if (!KernelTarget::Of(dev).dot_product)
+    GTEST_SKIP() << dev.info().name << " has no native 4-way int8 dot product "
+                 << "(cl_khr_integer_dot_product with packed inputs on OpenCL 3.x, or CUDA "
+                 << "sm_61+): the portable form ran (PortableDeviceHasNoNativeText)";
+  GemmConfig four;
+  four.tm = 4;
+  four.tn = 2;
+  four.vw = 1;
+  four.wg = 16;
+  four.kp = 4;
+  GemmConfig dot = four;
+  dot.algorithm = GemmConfig::Algorithm::kDot;
+  dot.kp = 1;
+  GemmDesc conv;
+  conv.type = conv.out_type = DataType::kInt8Q;
+  conv.M = 40;
+  conv.N = 77;
+  conv.K = 75;
+  conv.weights = WeightOperand::kA;
+  GemmDesc conv_signed = conv;
+  conv_signed.weights_signed = true;
+  conv_signed.weight_zero = false;
+  GemmDesc mv = conv;
+  mv.N = 1;
+  mv.K = 301;
+  for (const auto& [d, c, builtin] :
+       {std::tuple{conv, four, "dot_4x8packed_uu_uint"},
+        std::tuple{conv_signed, four, "dot_4x8packed_us_int"},
+        std::tuple{mv, dot, "dot_4x8packed_uu_uint"}}) {
+    Problem p = MakeProblem(d, 8080);
+    const Gemm g(dev, d, p.quant, c);
+    EXPECT_TRUE(g.native_dot4()) << d.ToString() << " " << c.ToString();
+    if (dev.backend() == Backend::kOpenCL)
+      EXPECT_NE(g.source().find(builtin), std::string::npos) << d.ToString();
+    ExpectSame(p, RunOnDevice(dev, p, &c), RunReference(p), c.ToString());
+  }
 }
 
 TEST(GemmDot4Test, PortableDeviceHasNoNativeText) {
@@ -916,14 +959,13 @@ TEST(GemmBenchmark, DISABLED_Dot4VersusPairs) {
     std::vector<GemmConfig> configs = {DefaultGemmConfig(no_dot, d)};
     const GemmConfig now = DefaultGemmConfig(dev.info(), d);
     if (!(now == configs[0])) configs.push_back(now);
-    for (auto [alg, tm, tn, wg, mf] :
-         {std::tuple{GemmConfig::Algorithm::kOuter, 4, 1, 16, 0},
-          std::tuple{GemmConfig::Algorithm::kOuter, 8, 1, 16, 0},
-          std::tuple{GemmConfig::Algorithm::kOuter, 4, 2, 16, 0},
-          std::tuple{GemmConfig::Algorithm::kOuter, 8, 1, 32, 0},
-          std::tuple{GemmConfig::Algorithm::kOuter, 6, 2, 1, 0},
-          std::tuple{GemmConfig::Algorithm::kDot, 4, 1, 16, 1},
-          std::tuple{GemmConfig::Algorithm::kDot, 1, 1, 16, 1}}) {
+    for (auto [alg, tm, tn, wg, mf] : {std::tuple{GemmConfig::Algorithm::kOuter, 4, 1, 16, 0},
+                                       std::tuple{GemmConfig::Algorithm::kOuter, 8, 1, 16, 0},
+                                       std::tuple{GemmConfig::Algorithm::kOuter, 4, 2, 16, 0},
+                                       std::tuple{GemmConfig::Algorithm::kOuter, 8, 1, 32, 0},
+                                       std::tuple{GemmConfig::Algorithm::kOuter, 6, 2, 1, 0},
+                                       std::tuple{GemmConfig::Algorithm::kDot, 4, 1, 16, 1},
+                                       std::tuple{GemmConfig::Algorithm::kDot, 1, 1, 16, 1}}) {
       GemmConfig c;
       c.algorithm = alg;
       c.tm = tm;
