@@ -2,11 +2,47 @@
 #include "codegen/kernel_writer.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 namespace mpcaffe {
 
 namespace {
+
+// CUDA sm_61+: the hardware instruction (inline PTX for the mixed-sign forms __dp4a lacks).
+const char* kDot4CudaText = R"(// 4-way byte dot products on the dp4a instruction.
+$device_fn int mp_dot4_u8s8(mp_u32 a, mp_u32 b, int acc) {
+  int r;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
+  return r;
+}
+$device_fn int mp_dot4_s8s8(mp_u32 a, mp_u32 b, int acc) {
+  return __dp4a((int)a, (int)b, acc);
+}
+$device_fn int mp_dot4_u8u8(mp_u32 a, mp_u32 b, int acc) {
+  return (int)__dp4a(a, b, (unsigned int)acc);
+}
+)";
+
+// OpenCL with cl_khr_integer_dot_product (packed 4×8-bit inputs; OpenCL C 3.0, so built with
+// Dialect::dot4_build_options). The non-saturating forms, added in wrapping uint arithmetic:
+// the same integers as dp4a and the portable row. `us`: first operand's bytes unsigned, the
+// second's signed (checked on Intel's CPU runtime: us(0xff, 0x02) = 510, su(0xff, 0x02) = -2).
+const char* kDot4OpenCLText = R"(// 4-way byte dot products on cl_khr_integer_dot_product.
+#ifndef __opencl_c_integer_dot_product_input_4x8bit_packed
+#error "mp_dot4 needs __opencl_c_integer_dot_product_input_4x8bit_packed: build with -cl-std=CL3.0"
+#endif
+$device_fn int mp_dot4_u8s8(mp_u32 a, mp_u32 b, int acc) {
+  return (int)((mp_u32)acc + (mp_u32)dot_4x8packed_us_int(a, b));
+}
+$device_fn int mp_dot4_s8s8(mp_u32 a, mp_u32 b, int acc) {
+  return (int)((mp_u32)acc + (mp_u32)dot_4x8packed_ss_int(a, b));
+}
+$device_fn int mp_dot4_u8u8(mp_u32 a, mp_u32 b, int acc) {
+  return (int)((mp_u32)acc + dot_4x8packed_uu_uint(a, b));
+}
+)";
 
 // clang-format off
 const Dialect kOpenCL = {
@@ -30,6 +66,8 @@ const Dialect kOpenCL = {
     /*float_as_uint=*/"as_uint",
     /*uint_as_float=*/"as_float",
     /*rint=*/"rint",
+    /*dot4_native=*/kDot4OpenCLText,
+    /*dot4_build_options=*/"-cl-std=CL3.0",
 };
 
 const Dialect kCuda = {
@@ -56,6 +94,8 @@ const Dialect kCuda = {
     /*float_as_uint=*/"__float_as_uint",
     /*uint_as_float=*/"__uint_as_float",
     /*rint=*/"rintf",
+    /*dot4_native=*/kDot4CudaText,
+    /*dot4_build_options=*/"",
 };
 // clang-format on
 
@@ -143,21 +183,6 @@ const char* kPairProduct16Text = R"(// 16-bit pair products: lanes x.s(2i)*y.s(2
 #define MP_PAIR16(a0, a1) __builtin_astype((int8)(((a0) & 0xffff) | (int)((uint)(a1) << 16)), short16)
 )";
 
-// CUDA sm_61+: the hardware instruction (inline PTX for the mixed-sign forms __dp4a lacks).
-const char* kDot4CudaText = R"(// 4-way byte dot products on the dp4a instruction.
-$device_fn int mp_dot4_u8s8(mp_u32 a, mp_u32 b, int acc) {
-  int r;
-  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
-  return r;
-}
-$device_fn int mp_dot4_s8s8(mp_u32 a, mp_u32 b, int acc) {
-  return __dp4a((int)a, (int)b, acc);
-}
-$device_fn int mp_dot4_u8u8(mp_u32 a, mp_u32 b, int acc) {
-  return (int)__dp4a(a, b, (unsigned int)acc);
-}
-)";
-
 bool IsIdentChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
@@ -171,9 +196,16 @@ const Dialect& Dialect::For(Backend backend) {
 KernelTarget KernelTarget::Of(const Device& device) {
   KernelTarget t;
   t.backend = device.backend();
-  t.fp16_arith = device.info().fp16;
-  t.dot_product = device.backend() == Backend::kCuda && device.info().dot_product;
+  // MPCAFFE_FP16_ARITH=0: fp16 as storage only, so native half and fp16-in-float can be
+  // compared on one device.
+  const char* fp16 = std::getenv("MPCAFFE_FP16_ARITH");
+  t.fp16_arith = device.info().fp16 && !(fp16 && std::string(fp16) == "0");
+  t.dot_product = device.info().dot_product;
   return t;
+}
+
+std::string KernelTarget::Dot4BuildOptions() const {
+  return dot_product ? Dialect::For(backend).dot4_build_options : "";
 }
 
 KernelTarget KernelTarget::Cuda(int cc) {
@@ -384,7 +416,7 @@ std::string KernelWriter::Preamble() const {
       case KernelHelper::kRequantize: p += Expand(kRequantizeText); break;
       case KernelHelper::kAtomicAddF32: p += Expand(kAtomicAddF32Text); break;
       case KernelHelper::kDot4:
-        p += Expand(cuda && target_.dot_product ? kDot4CudaText : kDot4PortableText);
+        p += Expand(target_.dot_product ? dialect_.dot4_native : kDot4PortableText);
         break;
       case KernelHelper::kPairProduct16:
         if (cuda) throw std::invalid_argument("16-bit pair products are an OpenCL helper");

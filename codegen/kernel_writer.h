@@ -30,6 +30,11 @@ struct Dialect {
   const char* float_as_uint;    // reinterpret float bits as uint
   const char* uint_as_float;    // and back
   const char* rint;             // round half to even (float)
+  /// KernelHelper::kDot4 on a target with a native 4-way byte dot product (dp4a on CUDA
+  /// sm_61+, cl_khr_integer_dot_product's packed form on OpenCL), and the build options such
+  /// a program needs (OpenCL C 3.0: the built-ins and their feature macro exist only there).
+  const char* dot4_native;
+  const char* dot4_build_options;
 
   static const Dialect& For(Backend backend);
 };
@@ -38,18 +43,29 @@ struct Dialect {
 struct KernelTarget {
   Backend backend = Backend::kOpenCL;
   bool fp16_arith = false;   // half arithmetic (cl_khr_fp16, CUDA sm_53+)
-  bool dot_product = false;  // native 4-way int8 dot product (CUDA sm_61+ dp4a)
+  /// Native 4-way int8 dot product: CUDA sm_61+ dp4a, or OpenCL cl_khr_integer_dot_product
+  /// with packed 4×8-bit inputs on an OpenCL 3.0 device (DeviceInfo::dot_product).
+  bool dot_product = false;
 
+  /// The device's target. fp16_arith follows DeviceInfo::fp16 unless MPCAFFE_FP16_ARITH=0
+  /// (fp16 then computes in float, as on a device without half arithmetic).
   static KernelTarget Of(const Device& device);
+  /// Build options of a program that uses KernelHelper::kDot4 on this target: "" or, for
+  /// OpenCL's integer dot product built-ins, "-cl-std=CL3.0".
+  std::string Dot4BuildOptions() const;
   /// A CUDA target of a given compute capability (e.g. 80), for compiling without a device.
   static KernelTarget Cuda(int compute_capability);
 };
 
 /// Optional helper functions a kernel text may ask for.
 enum class KernelHelper {
-  kRequantize,   // mp_requant32(int acc, int mult, int shift), mp_requant64(mp_i64, int, int)
-  kAtomicAddF32, // mp_atomic_add_f32($global float* p, float v)
-  kDot4,         // mp_dot4_u8s8 / mp_dot4_s8s8 / mp_dot4_u8u8(uint a, uint b, int acc)
+  kRequantize,    // mp_requant32(int acc, int mult, int shift), mp_requant64(mp_i64, int, int)
+  kAtomicAddF32,  // mp_atomic_add_f32($global float* p, float v)
+  /// mp_dot4_u8s8 / mp_dot4_s8s8 / mp_dot4_u8u8(uint a, uint b, int acc): acc + the sum of
+  /// the four byte products of a and b (u8s8: bytes of a unsigned, of b signed), wrapping like
+  /// int32. Portable shifts, or the dialect's native row (Dialect::dot4_native) when the
+  /// target has dot_product; either gives the same integers.
+  kDot4,
   /// OpenCL only: 16-bit pair products (exact for operands within ±32767 whose pair sums fit
   /// int32), what int8 GEMMs with kp = 2 and int8 convolutions multiply with on CPUs:
   ///   MP_MADD16(x, y)   int8 of x.s0·y.s0 + x.s1·y.s1, x.s2·y.s2 + x.s3·y.s3, … (short16 x, y;

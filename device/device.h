@@ -40,7 +40,9 @@ struct DeviceInfo {
   int compute_units = 0;
   bool fp16 = false;         // half-precision arithmetic in kernels (cl_khr_fp16, CUDA sm_53+)
   bool int64 = false;        // 64-bit integers in kernels
-  bool dot_product = false;  // 4-way int8 dot product (CUDA sm_61+ dp4a, cl_khr_integer_dot_product)
+  // 4-way int8 dot product: CUDA sm_61+ dp4a; cl_khr_integer_dot_product with packed 4×8-bit
+  // inputs on an OpenCL 3.x device
+  bool dot_product = false;
   std::vector<std::string> extensions;
 };
 

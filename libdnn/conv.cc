@@ -28,13 +28,14 @@ const char* PackedType(DataType t, ConvInput input) {
     case DataType::kFloat16:
       return "float";
     case DataType::kInt8Q:
-      return "mp_i16";
+      return input == ConvInput::kDot4 ? "mp_u8" : "mp_i16";
     case DataType::kInt16Q:
       return input == ConvInput::kPackedSplit ? "mp_i16" : "int";
   }
   return "float";
 }
 size_t PackedBytes(DataType t, ConvInput input) {
+  if (input == ConvInput::kDot4) return 1;
   return t == DataType::kInt8Q || input == ConvInput::kPackedSplit ? 2 : 4;
 }
 
@@ -57,6 +58,8 @@ constexpr size_t kPackChunkBytes = size_t(256) << 10;
 /// w(ic)·x(ic) + w(ic + 1)·x(ic + 1) for 8 output channels: both factors fit 16 bits and the
 /// pair sums int32, so the result is the same integer.
 ConvInput InputOf(Backend backend, const ConvDesc& d, const ConvConfig& c, bool x_fits) {
+  // kp = 4 replicates z_x into the bytes of padding: a zero point within uint8.
+  if (d.type == DataType::kInt8Q && c.kp == 4 && x_fits) return ConvInput::kDot4;
   if (backend != Backend::kOpenCL || c.vw != 8 || !x_fits) return ConvInput::kDirect;
   const int cg = d.channels / d.groups;
   // Packed planes are indexed with int: one image's words (two per pair for int16) and the
@@ -86,10 +89,15 @@ ConvInput InputOf(Backend backend, const ConvDesc& d, const ConvConfig& c, bool 
 }
 bool IsPacked(ConvInput m) { return m == ConvInput::kPackedPairs || m == ConvInput::kPackedSplit; }
 
-/// Input channels per group as packed: Cg, rounded up to even for channel pairs.
-int PackedChannels(const ConvDesc& d, bool pairs) {
-  const int cg = d.channels / d.groups;
-  return pairs ? cg + cg % 2 : cg;
+/// Input channels per packed step: 4 (kDot4), 2 (channel pairs) or 1.
+int ChannelsPerStep(ConvInput m) {
+  return m == ConvInput::kDot4 ? 4 : m == ConvInput::kDirect ? 1 : 2;
+}
+
+/// Input channels per group as packed: Cg rounded up to the channels per step.
+int PackedChannels(const ConvDesc& d, ConvInput m) {
+  const int cg = d.channels / d.groups, cp = ChannelsPerStep(m);
+  return (cg + cp - 1) / cp * cp;
 }
 
 /// Bytes of one image's packed input: per group ⌈Cg/2⌉ planes of 32-bit pairs (int16: a lo and
@@ -236,15 +244,17 @@ ConvQuant ConvQuant::From(const quant::QuantParams& input, const quant::QuantPar
 
 std::string ConvConfig::ToString() const {
   return "l" + std::to_string(lanes) + " oc" + std::to_string(oc_per_item) + " px" +
-         std::to_string(px_per_item) + " v" + std::to_string(vw);
+         std::to_string(px_per_item) + " v" + std::to_string(vw) + (kp == 4 ? " k4" : "");
 }
 
 void ConvConfig::Validate() const {
   const bool width_ok = vw == 1 || vw == 2 || vw == 4 || vw == 8 || vw == 16;
   if (lanes < 1 || lanes > 256 || oc_per_item < 1 || oc_per_item > 16 || px_per_item < 1 ||
-      px_per_item > 16 || oc_per_item * px_per_item > 64 || !width_ok)
+      px_per_item > 16 || oc_per_item * px_per_item > 64 || !width_ok || (kp != 1 && kp != 4) ||
+      (kp == 4 && vw != 1))
     throw Error("convolution config " + ToString() +
-                ": lanes must be in [1, 256], tiles in [1, 16] with oc·px ≤ 64, vw 1/2/4/8/16");
+                ": lanes must be in [1, 256], tiles in [1, 16] with oc·px ≤ 64, vw 1/2/4/8/16, "
+                "kp 1 or 4 (4 with vw 1)");
 }
 
 ConvConfig DefaultConvConfig(const DeviceInfo& device, DataType type) {
@@ -257,8 +267,18 @@ ConvConfig DefaultConvConfig(const DeviceInfo& device, DataType type) {
     // of 4 × 3 (24 sums, spilled) in four interleaved ConvBench runs (batch 1 and 16); 4 × 2
     // and 6 × 2 were level with 2 × 2.
     if (type == DataType::kInt16Q) return {1, 2, 2, 8};
+    // int8 through a native dot product (kp = 4) is not the CPU default: on Intel's OpenCL CPU
+    // runtime (AMD EPYC, AVX-512 VNNI; 2026-11-24; ConvBench.DISABLED_AlexNetBatch1, int8,
+    // best of 6 per layer) the dot_4x8packed_* calls stay scalar (see DefaultGemmConfig) and
+    // AlexNet's five convolutions ran at a geometric mean of 5.2 GFLOP/s with l32 oc2 px4 v1 k4
+    // and 5.5 with l16 oc4 px4 v1 k4, against 15.0 for l32 oc2 px4 v1 (kp = 1) and 28.3 for
+    // this default (channel pairs).
     return {1, 4, 3, 8};
   }
+  // GPUs with a native 4-way dot product take int8 four channels per step: one dp4a (or
+  // dot_4x8packed_*) does four of the one-channel loop's multiply-adds. Not measured here (no
+  // GPU on the build machine); the Tuner's candidates hold kp = 1 beside it.
+  if (type == DataType::kInt8Q && device.dot_product) return {32, 2, 4, 1, 4};
   return {32, 2, 4, 1};
 }
 
@@ -270,6 +290,14 @@ std::vector<ConvConfig> ConvConfig::Candidates(const DeviceInfo& device, DataTyp
                                        {32, 4, 2, 1}};
   for (const ConvConfig& c : all)
     if (c.Supports(device.backend) && !(c == out[0])) out.push_back(c);
+  // int8 with a native dot product: the scalar-lane tiles four channels per step too.
+  if (type == DataType::kInt8Q && device.dot_product)
+    for (const ConvConfig& c : all)
+      if (c.vw == 1) {
+        ConvConfig d = c;
+        d.kp = 4;
+        if (!(d == out[0])) out.push_back(d);
+      }
   return out;
 }
 
@@ -284,7 +312,8 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
                                        const ConvConfig& c, bool channel_pairs) {
   c.Validate();
   const ConvInput input = InputOf(target.backend, d, c, channel_pairs);
-  const bool pairs = input != ConvInput::kDirect;
+  const bool dot4 = input == ConvInput::kDot4;
+  const bool pairs = input != ConvInput::kDirect && !dot4;
   const bool packed = IsPacked(input);
   const bool split = input == ConvInput::kPackedSplit;
   const bool q = IsQuantized(d.type);
@@ -292,6 +321,24 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
   KernelWriter w(target);
   w.AddType("Dtype", d.type);
   if (pairs) w.UseHelper(KernelHelper::kPairProduct16);
+  if (dot4) {
+    w.UseHelper(KernelHelper::kDot4);
+    // The word of four packed weight bytes at p (4-byte aligned), and the input bytes of
+    // channels 0 … 3 of a plane stride apart (x_zero past the group's last channel, `rem`).
+    w.Define("WWORD(p)", w.Expand("(*(const $global mp_u32*)(p))"));
+    w.Define("XBYTE(p, i, q, rem)",
+             "((mp_u32)((q) < (rem) ? (p)[i] : (mp_u8)x_zero) << (8 * (q)))");
+    w.Define(
+        "XWORD4(p, o, hw)",
+        "((mp_u32)(p)[o] | ((mp_u32)(p)[(o) + (hw)] << 8) | ((mp_u32)(p)[(o) + 2 * (hw)] << 16) | "
+        "((mp_u32)(p)[(o) + 3 * (hw)] << 24))");
+    w.Define(
+        "XTAIL4(p, o, hw, rem)",
+        "(XBYTE(p, o, 0, rem) | XBYTE(p, (o) + (hw), 1, rem) | XBYTE(p, (o) + 2 * (hw), 2, rem) | "
+        "XBYTE(p, (o) + 3 * (hw), 3, rem))");
+    w.Define("DOT4(x, w, acc)",
+             d.weights_signed ? "mp_dot4_u8s8(x, w, acc)" : "mp_dot4_u8u8(x, w, acc)");
+  }
   DeclareWeightStorage(w, d);
   w.Define("Ptype", PackedType(d.type, input));
   // The split path packs w − WCENTER (int16 whatever the zero point) and adds
@@ -326,11 +373,12 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
   w.Define("CONV_VW", n);
   w.Define("CONV_STEP", std::to_string(c.lanes * c.vw));  // channels between a work-item's vectors
   w.Define("CONV_TILE", std::to_string(c.channels_per_group()));
-  w.Define("CONV_CP", pairs ? "2" : "1");  // input channels per packed step
+  w.Define("CONV_CP", std::to_string(ChannelsPerStep(input)));  // input channels per packed step
 
   // Repacking, one contiguous stream per (group, block of CONV_TILE channels):
   //   wp[g][blk][ky·KW + kx][ic][t] = w[g·OCg + blk·CONV_TILE + t][ic][ky][kx] − z_w (0 past OCg);
-  // with channel pairs (CONV_CP = 2) wp[g][blk][ky·KW + kx][ic / 2][t][ic % 2] (0 past Cg).
+  // with channel pairs (CONV_CP = 2) wp[g][blk][ky·KW + kx][ic / 2][t][ic % 2] (0 past Cg);
+  // kDot4 (CONV_CP = 4): the raw weight bytes (no z_w) as wp[…][ic / 4][t][ic % 4].
   const std::string suffix = std::string(Name(d.type)) + (d.weights_signed ? "_sw" : "");
   w.Kernel("conv_pack_" + suffix)
       .In("Wstore", "wsrc")
@@ -356,13 +404,28 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
             R"(    if (ocp < OCg && ic < Cg) {
       const int o = g * OCg + ocp;
 )" +
-            (!q      ? "      v = WLOAD(wsrc, (o * Cg + ic) * KHW + kk);\n"
-             : split ? "      v = WLOAD(wsrc, (o * Cg + ic) * KHW + kk) - WCENTER;\n"
-                     : "      v = WLOAD(wsrc, (o * Cg + ic) * KHW + kk) - wz[o];\n") +
+            (!q || dot4 ? "      v = WLOAD(wsrc, (o * Cg + ic) * KHW + kk);\n"
+             : split    ? "      v = WLOAD(wsrc, (o * Cg + ic) * KHW + kk) - WCENTER;\n"
+                        : "      v = WLOAD(wsrc, (o * Cg + ic) * KHW + kk) - wz[o];\n") +
             R"(    }
     wp[i] = (Ptype)v;
   }
 )");
+
+  if (dot4) {
+    // Σw of each output channel over its whole window (raw stored values).
+    w.Kernel("conv_wsum_" + suffix)
+        .In("Wstore", "wsrc")
+        .Out("int", "wsum")
+        .Value("int", "OC")
+        .Value("int", "CKK")
+        .Body(R"(  $loop(o, OC) {
+    int s = 0;
+    for (int i = 0; i < CKK; ++i) s += WLOAD(wsrc, o * CKK + i);
+    wsum[o] = s;
+  }
+)");
+  }
 
   if (packed) {
     // Input packing for one chunk of images (NG = images · groups): per (image, group) ⌈Cg/2⌉
@@ -424,6 +487,8 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
                0, t);
   });
   body += ForEachTile(c, [&](int j, int t) { return Sub("  Vtype acc#J_#T = (Vtype)0;\n", j, t); });
+  // kDot4: Σx over each pixel's window (padding and padded channels count as x_zero).
+  if (dot4) body += ForEachPixel(c, [&](int t) { return Sub("  int sx#T = 0;\n", 0, t); });
   if (split) {
     // int32 partial sums of the lo and hi pair products, flushed into acc (int64) at most every
     // kSplitFlushSteps pair steps; sx = Σ (x − z_x) over each pixel's window.
@@ -518,7 +583,38 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
         "    lo#J_#T = (int8)0;\n    hi#J_#T = (int8)0;\n",
         j, t);
   });
+  // Four channels per step as one word of input bytes per pixel (z_x replicated where the
+  // window leaves the input) against one word of four weight bytes per channel.
+  auto dot4_loop = [&](bool masked) {
+    auto step = [&](const char* word) {
+      std::string s = ForEachPixel(c, [&](int t) {
+        const std::string x = Sub(word, 0, t);
+        return Sub("          const mp_u32 x#T = ", 0, t) +
+               (masked ? Sub("ok#T ? ", 0, t) + x + " : (mp_u32)x_zero * 0x01010101u" : x) + ";\n" +
+               Sub("          sx#T = mp_dot4_u8u8(x#T, 0x01010101u, sx#T);\n", 0, t);
+      });
+      s += ForEachChannel(c, [&](int j) {
+        return Sub("          const mp_u32 w#J = WWORD(wk + #J * CONV_STEP * 4);\n", j, 0);
+      });
+      s += ForEachTile(c, [&](int j, int t) {
+        return Sub("          acc#J_#T = DOT4(x#T, w#J, acc#J_#T);\n", j, t);
+      });
+      return s;
+    };
+    return std::string(R"(        const $global Dtype* xp = xg;
+        const $global Ptype* wk = wg + (ky * KW + kx) * Cgp * CONV_TILE;
+        int ic = 0;
+        for (; ic + 4 <= Cg; ic += 4) {
+)") + step("XWORD4(xp, off#T, HW)") +
+           R"(          xp += 4 * HW;
+          wk += 4 * CONV_TILE;
+        }
+        if (ic < Cg) {
+)" + step("XTAIL4(xp, off#T, HW, Cg - ic)") +
+           "        }\n";
+  };
   auto ic_loop = [&](bool masked) {
+    if (dot4) return dot4_loop(masked);
     if (input == ConvInput::kPackedPairs) {
       return std::string(R"(        const $global int* xp = xg;
         const $global Ptype* wk = wg + (ky * KW + kx) * Cgp * CONV_TILE;
@@ -589,7 +685,13 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
 )";
     } else {
       // The split path's weights are w − WCENTER: (WCENTER − z_w)·Σ(x − z_x) restores w − z_w.
-      const std::string fix = split ? Sub(" + (mp_i64)(WCENTER - wz[o]) * sx#T", 0, t) : "";
+      std::string fix = split ? Sub(" + (mp_i64)(WCENTER - wz[o]) * sx#T", 0, t) : "";
+      // kDot4: Σ(x − z_x)(w − z_w) from the raw Σxw over N = KH·KW·Cgp window entries.
+      if (dot4)
+        fix =
+            Sub(" - (mp_i64)wz[o] * sx#T - (mp_i64)x_zero * wsum[o] + (mp_i64)(KH * KW * Cgp) * "
+                "x_zero * wz[o]",
+                0, t);
       s += "      mp_i64 r = (mp_i64)c_zero + MP_REQUANT(lanes_out[v]" + fix +
            R"( + (has_bias ? bias[o] : 0), rq[2 * o], rq[2 * o + 1]);
       const mp_i64 lo = relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN;
@@ -609,6 +711,7 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
     k.In("Dtype", "x");
   k.In("Ptype", "wp").In("Btype", "bias").In("int", "rq").Out("Dtype", "y");
   if (split) k.In("int", "xs").In("int", "wz");
+  if (dot4) k.In("int", "wz").In("int", "wsum");
   for (const char* name :
        {"C",  "H",  "W",  "Cg", "OCg", "OCpad", "OH",       "OW",   "KH",     "KW",    "sh",
         "sw", "ph", "pw", "dh", "dw",  "G",     "has_bias", "relu", "x_zero", "c_zero"})
@@ -838,11 +941,17 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
   input_ = InputOf(target.backend, desc_, config_, pairs_ok);
   ProgramHints hints;
   hints.local_sizes = {{size_t(config_.lanes), 1, 1}, {kLaunch1DLocalSize, 1, 1}};
-  auto program = device.GetProgram(ForwardSource(target, desc_, config_, pairs_ok), "", hints);
+  auto program =
+      device.GetProgram(ForwardSource(target, desc_, config_, pairs_ok),
+                        input_ == ConvInput::kDot4 ? target.Dot4BuildOptions() : "", hints);
   const std::string suffix = std::string(Name(desc_.type)) + (desc_.weights_signed ? "_sw" : "");
   forward_ = program->GetKernel(ForwardKernelName(desc_));
   pack_ = program->GetKernel("conv_pack_" + suffix);
   if (IsPacked(input_)) xpack_ = program->GetKernel("conv_xpack_" + suffix);
+  if (input_ == ConvInput::kDot4) {
+    wsum_kernel_ = program->GetKernel("conv_wsum_" + suffix);
+    wsum_ = device.Alloc<int32_t>(size_t(oc));
+  }
 
   std::vector<int32_t> rq(2 * size_t(oc), 0), wz(size_t(oc), 0);
   if (IsQuantized(desc_.type)) {
@@ -867,9 +976,8 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
   w_zero_ = device.Alloc<int32_t>(wz.size());
   device.Write(w_zero_, wz.data(), wz.size());
   const size_t khw = size_t(desc_.kernel_h) * desc_.kernel_w;
-  packed_ = device.Allocate(size_t(desc_.groups) * khw *
-                            PackedChannels(desc_, input_ != ConvInput::kDirect) * oc_padded_ *
-                            PackedBytes(desc_.type, input_));
+  packed_ = device.Allocate(size_t(desc_.groups) * khw * PackedChannels(desc_, input_) *
+                            oc_padded_ * PackedBytes(desc_.type, input_));
 }
 
 Event Convolution::SetWeights(const BufferRef& weights, Queue* queue) {
@@ -887,7 +995,7 @@ Event Convolution::SetWeights(const BufferRef& weights, Queue* queue) {
                                     queue);
   }
   const int cg = d.channels / d.groups, khw = d.kernel_h * d.kernel_w;
-  const int total = d.groups * khw * PackedChannels(d, input_ != ConvInput::kDirect) * oc_padded_;
+  const int total = d.groups * khw * PackedChannels(d, input_) * oc_padded_;
   pack_.ArgBuffer(weights.mem, weights.byte_offset, wbytes)
       .Arg(w_zero_)
       .ArgBuffer(packed_.get(), 0, PackedBytes(d.type, input_))
@@ -897,7 +1005,13 @@ Event Convolution::SetWeights(const BufferRef& weights, Queue* queue) {
       .Arg(int32_t{khw})
       .Arg(int32_t{total});
   packed_ready_ = true;
-  return pack_.Launch1D(size_t(total), queue);
+  Event packed = pack_.Launch1D(size_t(total), queue);
+  if (input_ != ConvInput::kDot4) return packed;
+  wsum_kernel_.ArgBuffer(weights.mem, weights.byte_offset, wbytes)
+      .Arg(wsum_)
+      .Arg(int32_t{d.out_channels})
+      .Arg(int32_t{cg * khw});
+  return wsum_kernel_.Launch1D(size_t(d.out_channels), queue);
 }
 
 Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const BufferRef& output,
@@ -945,6 +1059,7 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
         .Arg(requant_)
         .ArgBuffer(output.mem, output.byte_offset + out_offset, es);
     if (input_ == ConvInput::kPackedSplit) forward_.ArgBuffer(x, xs_byte_offset, 4).Arg(w_zero_);
+    if (input_ == ConvInput::kDot4) forward_.Arg(w_zero_).Arg(wsum_);
     for (int v : {d.channels, d.height,    d.width,      d.channels / d.groups,
                   ocg,        oc_padded_,  oh,           ow,
                   d.kernel_h, d.kernel_w,  d.stride_h,   d.stride_w,

@@ -94,9 +94,14 @@ struct ConvConfig {
   int oc_per_item = 4;  // register tile: channel vectors per work-item
   int px_per_item = 3;  // register tile: output pixels per work-item
   int vw = 8;           // vector width along output channels (1, 2, 4, 8, 16)
+  /// Input channels per multiply (int8q): 4 takes four channels per step through the 4-way
+  /// byte dot product (KernelHelper::kDot4; ConvInput::kDot4), scalar lanes (vw = 1) only;
+  /// 1 is the type's usual input path.
+  int kp = 1;
 
-  std::string ToString() const;  // "l1 oc4 px3 v8"
-  /// Throws mpcaffe::Error: lanes in [1, 256], tiles in [1, 16], oc·px ≤ 64, vw a width above.
+  std::string ToString() const;  // "l1 oc4 px3 v8", with " k4" when kp = 4
+  /// Throws mpcaffe::Error: lanes in [1, 256], tiles in [1, 16], oc·px ≤ 64, vw a width above,
+  /// kp 1 or 4 (4 with vw = 1).
   void Validate() const;
   /// Whether the config can run on a backend (vw > 1 needs OpenCL).
   bool Supports(Backend backend) const { return vw == 1 || backend == Backend::kOpenCL; }
@@ -104,7 +109,7 @@ struct ConvConfig {
   int channels_per_group() const { return lanes * oc_per_item * vw; }
   bool operator==(const ConvConfig& o) const {
     return lanes == o.lanes && oc_per_item == o.oc_per_item && px_per_item == o.px_per_item &&
-           vw == o.vw;
+           vw == o.vw && kp == o.kp;
   }
   /// Sensible candidates for a tuner to time on a device (all supported; the default for
   /// `type` first).
@@ -123,11 +128,16 @@ enum class ConvInput {
   kPackedSplit,  // int16q: v = x − z_x packed as pairs of lo = v & 255 and hi = v >> 8 (exact
                  // in int32 with flushes to int64; weights as w − 32768 / w, corrected by
                  // (32768 − z_w)·Σv — so any zero points work)
+  kDot4,         // int8q with ConvConfig::kp = 4: four channels per step as raw bytes in 32-bit
+                 // words, one mp_dot4 per accumulator (native where the target has a dot
+                 // product); zero points after the window: Σxw − z_w·Σx − z_x·Σw + N·z_x·z_w
+                 // (Σx beside the products, Σw per channel at SetWeights)
 };
 
 /// The default tile for a device class and data type: wide-vector register tiles with one
 /// work-item per group on OpenCL CPUs (PoCL; a smaller one for int16q), scalar lanes in larger
-/// work-groups elsewhere.
+/// work-groups elsewhere (int8q four channels per step, kp = 4, where the device has a native
+/// 4-way dot product).
 ConvConfig DefaultConvConfig(const DeviceInfo& device, DataType type = DataType::kFloat32);
 
 /// A convolution prepared for one device and description: kernels generated, quantization
@@ -194,6 +204,8 @@ class Convolution {
   int oc_padded_ = 0;  // out_channels/groups rounded up to channels_per_group()
   ConvInput input_ = ConvInput::kDirect;
   Kernel pack_, forward_, xpack_;  // xpack_: the packed-input kernel (IsPacked inputs only)
+  Kernel wsum_kernel_;             // kDot4: Σw per output channel
+  vptr<int32_t> wsum_;
   vptr<int32_t> requant_;          // (multiplier, shift) per output channel
   vptr<int32_t> w_zero_;           // per output channel
   std::shared_ptr<DeviceMemory> packed_;

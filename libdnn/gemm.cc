@@ -466,6 +466,58 @@ std::string OuterLocalBody(const GemmDesc& d, const GemmConfig& c) {
   return s.str();
 }
 
+/// Whether the kernel packs four int8 k values per 32-bit dot product (mp_dot4_*): kOuter with
+/// kp = 4, and kDot with scalar lanes.
+bool UsesDot4(const GemmDesc& d, const GemmConfig& c) {
+  return d.type == DataType::kInt8Q && c.vw == 1 &&
+         (c.algorithm == GemmConfig::Algorithm::kDot || c.kp == 4);
+}
+
+/// The 4-way dot product of one activation word and one weight word (activations unsigned).
+std::string Dot4Call(const GemmDesc& d, const std::string& act, const std::string& wts,
+                     const std::string& acc) {
+  return std::string(d.weights_signed ? "mp_dot4_u8s8(" : "mp_dot4_u8u8(") + act + ", " + wts +
+         ", " + acc + ")";
+}
+
+/// One step of four k (k … k + 3) of the kp = 4 outer-product tile (vw = 1): op(B)'s four rows
+/// of a column and op(A)'s four columns of a row packed into 32-bit words (byte q = k + q), one
+/// dot product per accumulator; Σx rides along as a dot with 0x01010101. `gather` clamps the
+/// columns to N − 1 (edge tiles).
+std::string OuterDot4Step(const GemmDesc& d, const GemmConfig& c, const std::string& k,
+                          bool gather) {
+  const bool sums = KernelSumsActivations(d, c), act_a = ActivationsAreA(d);
+  const std::string sa = d.trans_a ? "lda" : "1", sb = d.trans_b ? "1" : "ldb";
+  std::ostringstream s;
+  s << "{\n";
+  for (int j = 0; j < c.tn; ++j) {
+    const std::string col = gather ? "min(n0 + " + Str(j) + ", N - 1)" : "n0 + " + Str(j);
+    s << "  const mp_u32 b" << j << " = PACK4(b, " << BIndex(d, k, col) << ", " << sb << ");\n";
+    if (sums && !act_a)
+      s << "  xs" << j << " = mp_dot4_u8u8(b" << j << ", 0x01010101u, xs" << j << ");\n";
+  }
+  for (int i = 0; i < c.tm; ++i) {
+    s << "  { const mp_u32 aw = PACK4(a, " << AIndex(d, "r" + Str(i), k) << ", " << sa << ");\n";
+    if (sums && act_a) s << "    xs" << i << " = mp_dot4_u8u8(aw, 0x01010101u, xs" << i << ");\n";
+    for (int j = 0; j < c.tn; ++j) {
+      const std::string acc = "acc" + Str(i) + "_" + Str(j);
+      s << "    " << acc << " = "
+        << (act_a ? Dot4Call(d, "aw", "b" + Str(j), acc) : Dot4Call(d, "b" + Str(j), "aw", acc))
+        << ";\n";
+    }
+    s << "  }\n";
+  }
+  s << "}\n";
+  return s.str();
+}
+
+/// The K loop of kp = 4: steps of four k (unrolled ku times), then one-k steps for K mod 4.
+std::string Dot4Loops(const GemmDesc& d, const GemmConfig& c, bool gather) {
+  auto step = [&](const std::string& k) { return OuterDot4Step(d, c, k, gather); };
+  return KLoops(c, step, 4) + "for (; k < K; ++k) {\n" + Indent(OuterStep(d, c, "k", gather), 2) +
+         "}\n";
+}
+
 std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
   if (c.lm == 1) return OuterLocalBody(d, c);
   std::ostringstream s;
@@ -487,6 +539,13 @@ std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
     } else {
       s << "{\n" << Indent(PairLoops(d, c, true), 2) << "}\n";
     }
+  } else if (c.kp == 4) {
+    if (!d.trans_b) {
+      s << "if (n0 + " << c.cols_per_item() << " <= N) {\n" << Indent(Dot4Loops(d, c, false), 2);
+      s << "} else {\n" << Indent(Dot4Loops(d, c, true), 2) << "}\n";
+    } else {
+      s << "{\n" << Indent(Dot4Loops(d, c, true), 2) << "}\n";
+    }
   } else if (!d.trans_b) {
     s << "if (n0 + " << c.cols_per_item() << " <= N) {\n" << Indent(KLoops(c, fast, 1), 2);
     s << "} else {\n" << Indent(KLoops(c, gathered, 1), 2) << "}\n";
@@ -495,11 +554,6 @@ std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
   }
   s << OuterEpilogue(d, c, 1, c.vw);
   return s.str();
-}
-
-/// Whether the kDot kernel of `d` packs four int8 k values per 32-bit dot product.
-bool UsesDot4(const GemmDesc& d, const GemmConfig& c) {
-  return d.type == DataType::kInt8Q && c.vw == 1 && c.algorithm == GemmConfig::Algorithm::kDot;
 }
 
 std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
@@ -544,9 +598,9 @@ std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
     std::ostringstream t;
     t << "{\n";
     for (int j = 0; j < c.tn; ++j)
-      t << "  const mp_u32 b" << j << " = PACK4(bp" << j << ", " << k << ");\n";
+      t << "  const mp_u32 b" << j << " = PACK4(bp" << j << ", " << k << ", 1);\n";
     for (int i = 0; i < c.tm; ++i)
-      t << "  const mp_u32 a" << i << " = PACK4(ap" << i << ", " << k << ");\n";
+      t << "  const mp_u32 a" << i << " = PACK4(ap" << i << ", " << k << ", 1);\n";
     if (sums)
       for (int q = 0; q < nsums; ++q)
         t << "  xs" << q << " = mp_dot4_u8u8(" << (act_a ? "a" : "b") << q << ", 0x01010101u, xs"
@@ -678,9 +732,11 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& d, const Ge
   if (c.kp == 2) w.UseHelper(KernelHelper::kPairProduct16);
   if (UsesDot4(d, c)) {
     w.UseHelper(KernelHelper::kDot4);
-    w.Define("PACK4(p, k)",
-             "((mp_u32)(mp_u8)(p)[k] | ((mp_u32)(mp_u8)(p)[(k) + 1] << 8) | "
-             "((mp_u32)(mp_u8)(p)[(k) + 2] << 16) | ((mp_u32)(mp_u8)(p)[(k) + 3] << 24))");
+    // Bytes p[i], p[i + s], p[i + 2s], p[i + 3s] as one little-endian word.
+    w.Define(
+        "PACK4(p, i, s)",
+        "((mp_u32)(mp_u8)(p)[i] | ((mp_u32)(mp_u8)(p)[(i) + (s)] << 8) | "
+        "((mp_u32)(mp_u8)(p)[(i) + 2 * (s)] << 16) | ((mp_u32)(mp_u8)(p)[(i) + 3 * (s)] << 24))");
   }
   auto& k = w.Kernel(KernelName(d));
   k.Value("int", "M").Value("int", "N").Value("int", "K");
@@ -754,11 +810,14 @@ void Gemm::Prepare(const GemmQuant& quant) {
     const int lo = desc_.weights_signed ? -128 : 0, hi = desc_.weights_signed ? 127 : 255;
     if (quant.w_zero < lo || quant.w_zero > hi) config_.kp = 1;
   }
-  const std::string source = Source(KernelTarget::Of(*device_), desc_, config_);
+  const KernelTarget target = KernelTarget::Of(*device_);
+  source_ = Source(target, desc_, config_);
+  native_dot4_ = target.dot_product && UsesDot4(desc_, config_);
   ProgramHints hints;
   hints.local_sizes.push_back(LocalSize(config_));
   if (IsQuantized(desc_.type)) hints.local_sizes.push_back({kLaunch1DLocalSize, 1, 1});
-  auto program = device_->GetProgram(source, "", hints);
+  auto program = device_->GetProgram(
+      source_, UsesDot4(desc_, config_) ? target.Dot4BuildOptions() : "", hints);
   kernel_ = program->GetKernel(KernelName(desc_));
   if (!IsQuantized(desc_.type)) return;
   sums_kernel_ = program->GetKernel(WeightSumsKernelName(desc_));

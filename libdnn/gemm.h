@@ -123,6 +123,13 @@ class Gemm {
   /// (int32 / int64). Once per weight tensor.
   Event ComputeWeightSums(const BufferRef& weights, const BufferRef& sums, Queue* queue = nullptr);
 
+  /// The program text this GEMM runs.
+  const std::string& source() const { return source_; }
+  /// Whether the kernel multiplies four int8 k at a time through the device's native 4-way dot
+  /// product (KernelHelper::kDot4 on a target with dot_product: dp4a on CUDA, the packed
+  /// dot_4x8packed_* built-ins of cl_khr_integer_dot_product on OpenCL).
+  bool native_dot4() const { return native_dot4_; }
+
   /// The generated program text (for tests and NVRTC compiles).
   static std::string Source(const KernelTarget& target, const GemmDesc& desc,
                             const GemmConfig& config);
@@ -134,6 +141,8 @@ class Gemm {
   GemmDesc desc_;
   GemmConfig config_;
   GemmQuant quant_;
+  std::string source_;
+  bool native_dot4_ = false;
   Kernel kernel_;
   Kernel sums_kernel_;
   Kernel apack_kernel_;  // kp = 2 with weights A: op(A) pairs expanded before each run

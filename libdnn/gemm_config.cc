@@ -102,7 +102,7 @@ std::optional<GemmConfig> GemmConfig::Parse(const std::string& text) {
       return std::nullopt;
     ++seen;
   }
-  if (seen != 6 || (c.mf != 0 && c.mf != 1) || (c.kp != 1 && c.kp != 2) ||
+  if (seen != 6 || (c.mf != 0 && c.mf != 1) || (c.kp != 1 && c.kp != 2 && c.kp != 4) ||
       (c.lm != 0 && c.lm != 1) || c.tm < 1 || c.tm > 16 || c.tn < 1 || c.tn > 16 ||
       !ValidWidth(c.vw) || c.wg < 1 || c.wg > 1024 || (c.ku != 1 && c.ku != 2 && c.ku != 4))
     return std::nullopt;
@@ -114,6 +114,9 @@ bool GemmConfig::Supports(const GemmDesc& desc, Backend backend) const {
   if (algorithm == Algorithm::kDot && !DotLayout(desc)) return false;
   if (kp == 2 && (backend != Backend::kOpenCL || algorithm != Algorithm::kOuter ||
                   desc.type != DataType::kInt8Q || vw != 8))
+    return false;
+  if (kp == 4 &&
+      (algorithm != Algorithm::kOuter || desc.type != DataType::kInt8Q || vw != 1 || lm != 0))
     return false;
   if (lm == 1) {
     // Staging needs the outer product's one-k step (kp = 2 interleaves k pairs from global
@@ -174,11 +177,22 @@ GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc) {
     // lanes; side by side on PoCL the AlexNet GEMM shapes ran 1.0–1.9× (median 1.55×) the
     // int32-lane kernel.
     if (desc.type == DataType::kInt8Q) c.kp = 2;
+    // A native 4-way dot product (kp = 4) is not the CPU default: on Intel's OpenCL CPU
+    // runtime (AMD EPYC with AVX-512 VNNI, 2026-11-24, GemmBenchmark.DISABLED_Dot4VersusPairs,
+    // medians of 7 alternating rounds) its dot_4x8packed_* built-ins stay scalar calls the
+    // work-item vectorizer cannot widen ("call instruction cannot be vectorized"), and the best
+    // kp = 4 tile ran 5-6× slower than kp = 2 on every AlexNet shape: 96×3025×363 48.0 against
+    // 8.9 ms, 256×729×1200 95.8 / 15.8, 384×169×2304 61.9 / 13.2, 4096×64×9216 964 / 152;
+    // matrix × vector 4096×1×9216 through kDot vw = 1, 18.1 against 3.5 ms (kDot vw = 8).
   } else {
     c.tm = 4;
     c.tn = 4;
     c.vw = 1;
     c.wg = 64;
+    // GPUs with a native 4-way dot product (dp4a, cl_khr_integer_dot_product): one instruction
+    // does four of the one-k loop's multiply-adds. Not measured here (no GPU on the build
+    // machine); the Tuner times kp = 1 beside it.
+    if (desc.type == DataType::kInt8Q && device.dot_product) c.kp = 4;
   }
   return c;
 }
@@ -239,6 +253,28 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
         add(c);
       }
     }
+  // Native 4-way dot products (kp = 4, scalar lanes), and the one-k loop beside a kp = 4
+  // default.
+  if (desc.type == DataType::kInt8Q && device.dot_product) {
+    const std::vector<int> dot_groups = device.is_gpu || backend == Backend::kCuda
+                                            ? std::vector<int>{32, 64, 128}
+                                            : std::vector<int>{1, 16};
+    for (int wg : dot_groups)
+      for (auto [tm, tn] : {std::pair{4, 4}, {8, 1}, {4, 2}, {6, 2}}) {
+        GemmConfig c;
+        c.algorithm = GemmConfig::Algorithm::kOuter;
+        c.tm = tm;
+        c.tn = tn;
+        c.vw = 1;
+        c.wg = wg;
+        c.mf = base.mf;
+        c.kp = 4;
+        add(c);
+      }
+    GemmConfig one_k = base;
+    one_k.kp = 1;
+    add(one_k);
+  }
   GemmConfig unrolled = out.front();
   unrolled.ku = 2;
   add(unrolled);

@@ -41,6 +41,10 @@ struct GemmConfig {
   /// lanes give 8), with op(B) rows k and k+1 interleaved in registers and z_w subtracted from
   /// the weights as they are loaded (weights as a not transposed A are first expanded to 32-bit
   /// pairs by a small kernel per run); exact for 8-bit operands. 1 is the one-k-per-step loop.
+  /// 4 (int8q, kOuter, vw = 1, lm = 0, either backend): four k per step through the 4-way byte
+  /// dot product (KernelHelper::kDot4: dp4a, cl_khr_integer_dot_product, or portable shifts),
+  /// op(A)'s and op(B)'s bytes of k … k + 3 packed into 32-bit words, K mod 4 by one-k steps.
+  /// (kDot with vw = 1 on int8q always multiplies this way.)
   int kp = 1;
   /// Local memory (kOuter with kp = 1 only): 1 has the work-group, laid out 2-D as
   /// group_n() × group_m() work-items, stage slabs of kLocalK rows of K of op(A) (its
@@ -60,7 +64,8 @@ struct GemmConfig {
   /// existed: 1 and 0); nothing when malformed or out of range.
   static std::optional<GemmConfig> Parse(const std::string& text);
   /// Whether this config can run `desc` on a target of `backend` (layout, vector widths; kp = 2
-  /// only for int8q kOuter with vw = 8 on OpenCL; lm = 1 only for kOuter with kp = 1, a
+  /// only for int8q kOuter with vw = 8 on OpenCL, kp = 4 for int8q kOuter with vw = 1 and
+  /// lm = 0; lm = 1 only for kOuter with kp = 1, a
   /// power-of-two wg and slabs within 32 KiB of local memory).
   bool Supports(const GemmDesc& desc, Backend backend) const;
   /// Columns of C per work-item (tn·vw for kOuter, tn for kDot).
@@ -82,7 +87,8 @@ struct GemmConfig {
 
 /// The default for a description on a device class: a CPU-shaped register tile with wide
 /// vectors on OpenCL CPUs (measured on PoCL, docs/BENCHMARKS.md), vw = 1 tiles with larger
-/// work-groups on GPUs and CUDA; kDot for N ≤ 4 when the layout allows it.
+/// work-groups on GPUs and CUDA (int8 with kp = 4 where the device has a native 4-way dot
+/// product); kDot for N ≤ 4 when the layout allows it.
 GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc);
 
 /// The configurations the Tuner times for `desc` (the default first), all supported.

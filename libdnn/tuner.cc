@@ -84,9 +84,15 @@ ConvConfig TunedConvConfig(const Device& device, const ConvDesc& desc) {
 
 std::optional<ConvConfig> ParseConvConfig(const std::string& text) {
   ConvConfig c;
-  char tail = 0;
-  if (std::sscanf(text.c_str(), "l%d oc%d px%d v%d%c", &c.lanes, &c.oc_per_item, &c.px_per_item,
-                  &c.vw, &tail) != 4)
+  int used = 0;
+  if (std::sscanf(text.c_str(), "l%d oc%d px%d v%d%n", &c.lanes, &c.oc_per_item, &c.px_per_item,
+                  &c.vw, &used) != 4)
+    return std::nullopt;
+  // Then nothing, or " k4" (ConvConfig::ToString writes kp only when it is 4).
+  const std::string rest = text.substr(size_t(used));
+  if (rest == " k4")
+    c.kp = 4;
+  else if (!rest.empty())
     return std::nullopt;
   try {
     c.Validate();

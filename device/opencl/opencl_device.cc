@@ -1,6 +1,7 @@
 // device/opencl/opencl_device.cc — the OpenCL backend: every platform's devices, buffers with
 // offsets, programs (through the binary store), kernels, queues and profiled events.
 #include <CL/cl.h>
+#include <CL/cl_ext.h>
 
 #include <algorithm>
 #include <cctype>
@@ -351,7 +352,14 @@ class OpenCLDevice : public Device {
     info_.fp16 = has("cl_khr_fp16");
     // OpenCL 1.2+ full-profile devices have 64-bit integers; embedded profile needs the ext.
     info_.int64 = DeviceString(device, CL_DEVICE_PROFILE) == "FULL_PROFILE" || has("cles_khr_int64");
-    info_.dot_product = has("cl_khr_integer_dot_product");
+    // The packed 4×8-bit built-ins (dot_4x8packed_*) exist in OpenCL C 3.0 only, behind the
+    // extension's capability bit for packed inputs.
+    if (has("cl_khr_integer_dot_product") && info_.arch.rfind("OpenCL 3.", 0) == 0) {
+      cl_bitfield caps = 0;
+      if (clGetDeviceInfo(device, CL_DEVICE_INTEGER_DOT_PRODUCT_CAPABILITIES_KHR, sizeof caps,
+                          &caps, nullptr) == CL_SUCCESS)
+        info_.dot_product = (caps & CL_DEVICE_INTEGER_DOT_PRODUCT_INPUT_4x8BIT_PACKED_KHR) != 0;
+    }
 
     cl_int err = CL_SUCCESS;
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM,

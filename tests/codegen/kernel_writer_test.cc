@@ -154,6 +154,37 @@ TEST(KernelWriter, Fp16WithoutDeviceSupportStoresHalfAndComputesInFloat) {
   EXPECT_NE(native.find("typedef half Dtype_c;"), std::string::npos);
 }
 
+TEST(KernelWriter, Dot4HelperHasOneRowPerDialect) {
+  auto text = [](const KernelTarget& t) {
+    KernelWriter w(t);
+    w.UseHelper(KernelHelper::kDot4);
+    return w.Source();
+  };
+  // Without a native dot product: the portable byte loops, no build options.
+  const KernelTarget portable{Backend::kOpenCL, false, false};
+  const std::string p = text(portable);
+  EXPECT_NE(p.find("(a >> k) & 0xffu"), std::string::npos);
+  EXPECT_EQ(p.find("dot_4x8packed"), std::string::npos);
+  EXPECT_EQ(portable.Dot4BuildOptions(), "");
+  // OpenCL with cl_khr_integer_dot_product: the packed built-ins (first operand unsigned in
+  // us), non-saturating, guarded by the feature macro, built as OpenCL C 3.0.
+  const KernelTarget cl{Backend::kOpenCL, false, true};
+  const std::string o = text(cl);
+  for (const char* want :
+       {"dot_4x8packed_us_int(a, b)", "dot_4x8packed_ss_int(a, b)", "dot_4x8packed_uu_uint(a, b)",
+        "#ifndef __opencl_c_integer_dot_product_input_4x8bit_packed"})
+    EXPECT_NE(o.find(want), std::string::npos) << want;
+  EXPECT_EQ(o.find("dot_acc_sat"), std::string::npos);
+  EXPECT_EQ(o.find("(a >> k)"), std::string::npos);
+  EXPECT_EQ(cl.Dot4BuildOptions(), "-cl-std=CL3.0");
+  // CUDA sm_61+: dp4a; below: the portable row.
+  const std::string c = text(KernelTarget::Cuda(61));
+  EXPECT_NE(c.find("dp4a.u32.s32"), std::string::npos);
+  EXPECT_NE(c.find("__dp4a"), std::string::npos);
+  EXPECT_EQ(KernelTarget::Cuda(61).Dot4BuildOptions(), "");
+  EXPECT_NE(text(KernelTarget::Cuda(60)).find("(a >> k) & 0xffu"), std::string::npos);
+}
+
 TEST(DataTypeTraits, MatchTheDesign) {
   EXPECT_EQ(TraitsOf(DataType::kInt8Q).storage, Scalar::kU8);
   EXPECT_EQ(TraitsOf(DataType::kInt8Q).difftype, Scalar::kI16);

@@ -87,9 +87,12 @@ std::vector<Generated> AllGenerated() {
       d.type = t, d.weights_signed = sw;
       DeviceInfo cuda_info;
       cuda_info.backend = Backend::kCuda;
-      all.push_back({libdnn::Convolution::ForwardKernelName(d), [d, cuda_info](const KernelTarget& k) {
-                       return libdnn::Convolution::ForwardSource(k, d, libdnn::DefaultConvConfig(cuda_info));
-                     }});
+      cuda_info.dot_product = true;  // int8: four channels per dp4a (ConvInput::kDot4)
+      all.push_back(
+          {libdnn::Convolution::ForwardKernelName(d), [d, cuda_info](const KernelTarget& k) {
+             return libdnn::Convolution::ForwardSource(
+                 k, d, libdnn::DefaultConvConfig(cuda_info, d.type));
+           }});
     }
     for (libdnn::PoolMethod m : {libdnn::PoolMethod::kMax, libdnn::PoolMethod::kAverage})
       all.push_back({libdnn::Pooling::ForwardKernelName(t, m),

@@ -1,13 +1,17 @@
 // tests/layers/elementwise_test.cc — every element-wise kernel, every data type, on the default
 // device, against the plain C++ reference over random inputs at sizes 0, 1, 7, 1000, 2^20+3.
+#include "codegen/elementwise.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "codegen/datatype.h"
+#include "codegen/kernel_writer.h"
 #include "layers/elementwise.h"
 
 namespace mpcaffe {
@@ -160,6 +164,47 @@ TEST_P(ElementwiseTest, ConvertToEveryType) {
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, ElementwiseTest, ::testing::ValuesIn(kAllDataTypes),
                          [](const auto& info) { return std::string(Name(info.param)); });
+
+TEST(Fp16Arith, HalfDevicesComputeInHalfUnlessSwitchedOff) {
+  // On a device with cl_khr_fp16 (or CUDA sm_53+) fp16 kernels compute in half, as on a GPU
+  // (the ElementwiseTest fp16 cases above then run native half against the reference);
+  // MPCAFFE_FP16_ARITH=0 makes them compute in float on the same device, and still match.
+  Device& dev = DefaultDevice();
+  const char* saved = std::getenv("MPCAFFE_FP16_ARITH");
+  const std::string keep = saved ? saved : "";
+  unsetenv("MPCAFFE_FP16_ARITH");
+  const KernelTarget native = KernelTarget::Of(dev);
+  EXPECT_EQ(native.fp16_arith, dev.info().fp16);
+  setenv("MPCAFFE_FP16_ARITH", "0", 1);
+  const KernelTarget in_float = KernelTarget::Of(dev);
+  EXPECT_FALSE(in_float.fp16_arith);
+  const std::string float_text = ReluSource(in_float, DataType::kFloat16);
+  EXPECT_NE(float_text.find("typedef float Dtype_c;"), std::string::npos);
+  // The float form runs and matches the reference on this device.
+  {
+    std::mt19937 rng(7);
+    const int n = 1000;
+    ElementwiseOps ops(dev);
+    auto xh = RandomStorage(DataType::kFloat16, n, rng);
+    auto x = dev.Allocate(xh.size()), y = dev.Allocate(xh.size());
+    dev.CopyToDevice(xh.data(), x.get(), 0, xh.size());
+    ops.Scale(DataType::kFloat16, n, 0.75f, *x, *y, {}, {});
+    std::vector<uint8_t> want(xh.size()), got(xh.size());
+    reference::Scale(DataType::kFloat16, n, 0.75f, xh.data(), want.data(), {}, {});
+    dev.CopyToHost(y.get(), 0, got.data(), got.size());
+    ExpectMatch(DataType::kFloat16, n, got, want, "fp16 scale in float");
+  }
+  if (saved)
+    setenv("MPCAFFE_FP16_ARITH", keep.c_str(), 1);
+  else
+    unsetenv("MPCAFFE_FP16_ARITH");
+  if (!dev.info().fp16)
+    GTEST_SKIP() << dev.info().name << " has no half arithmetic (cl_khr_fp16): fp16 computes "
+                 << "in float there, the native-half assertion does not apply";
+  const std::string half_text = ReluSource(native, DataType::kFloat16);
+  EXPECT_NE(half_text.find("typedef half Dtype_c;"), std::string::npos);
+  EXPECT_NE(half_text.find("cl_khr_fp16 : enable"), std::string::npos);
+}
 
 TEST(ElementwiseReference, QuantizedReluNegativeSlopeIsRefused) {
   uint8_t x = 3, y = 0;

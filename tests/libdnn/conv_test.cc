@@ -18,6 +18,7 @@
 
 #include "codegen/datatype.h"
 #include "device/device.h"
+#include "libdnn/tuner.h"
 #include "quant/fixed_point.h"
 
 namespace mpcaffe::libdnn {
@@ -297,6 +298,7 @@ void ExpectExact(const ConvDesc& d, const ConvQuant& quant, const Bytes& x, cons
     if (dev.backend() == Backend::kOpenCL && c.vw == 8) {
       EXPECT_EQ(conv.input(), want_input);
     }
+    if (c.kp == 4) EXPECT_EQ(conv.input(), want_input);
     auto ym = dev.Allocate(want.size());
     conv.SetWeights(BufferRef(wm.get(), 0));
     conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0));
@@ -361,6 +363,69 @@ TEST(ConvForward, Int8ChannelPairsMatchTheReference) {
     ExpectExact(d, quant, x, w, bias, {DefaultConvConfig(DefaultDevice().info()), {1, 2, 4, 8}},
                 want);
   }
+}
+
+TEST(ConvForward, Int8FourChannelDotProductsMatchTheReference) {
+  // kp = 4 (int8, scalar lanes): four input channels per step as packed bytes through the
+  // 4-way dot product, zero points applied after the window (Σx beside the products, Σw per
+  // channel from SetWeights): Cg mod 4 = 0, 1, 2, 3 (the tail step reads x_zero past the
+  // group's channels), groups, padding (x_zero words), stride, dilation, signed and unsigned
+  // weights with per-channel zero points, several work-group shapes. Native dot products on a
+  // device that has them (asserted in the text), portable shifts elsewhere; an input zero point
+  // beyond uint8 takes the one-channel loop.
+  Device& dev = DefaultDevice();
+  const KernelTarget target = KernelTarget::Of(dev);
+  std::mt19937 rng(44);
+  const std::vector<ConvConfig> configs = {{32, 2, 4, 1, 4}, {1, 1, 1, 1, 4}, {4, 3, 2, 1, 4}};
+  for (const auto& [cs, want] :
+       {std::pair{PairCase{2, 3, 11, 13, 20, 3, 2, 1, 1, 1, false, -1}, ConvInput::kDot4},
+        {PairCase{2, 8, 9, 8, 12, 3, 1, 1, 1, 2, true, -1}, ConvInput::kDot4},     // Cg = 4
+        {PairCase{2, 10, 7, 7, 9, 1, 1, 0, 1, 1, false, -1}, ConvInput::kDot4},    // Cg = 10
+        {PairCase{1, 5, 6, 5, 8, 2, 1, 0, 1, 1, true, -1}, ConvInput::kDot4},      // Cg = 5
+        {PairCase{2, 15, 10, 9, 21, 3, 2, 2, 2, 3, false, -1}, ConvInput::kDot4},  // dilation
+        {PairCase{1, 32, 8, 8, 40, 3, 1, 1, 1, 1, true, -1}, ConvInput::kDot4},
+        {PairCase{2, 5, 8, 9, 16, 3, 1, 1, 1, 1, false, 40000}, ConvInput::kDirect}}) {
+    const ConvDesc d = PairDesc(DataType::kInt8Q, cs);
+    ConvQuant quant = MakeQuant(d, cs.is_signed, rng);
+    if (cs.x_zero >= 0) quant.x_zero = cs.x_zero;
+    const Bytes x = RandomQ(d.type, d.input_count(), false, rng);
+    const Bytes w = RandomQ(d.type, d.weight_count(), d.weights_signed, rng);
+    const Bytes bias = RandomBias(d, rng);
+    ExpectExact(d, quant, x, w, bias, configs, want);
+    if (want != ConvInput::kDot4) continue;
+    const std::string text = Convolution::ForwardSource(target, d, configs[0]);
+    EXPECT_NE(text.find("mp_dot4_u8"), std::string::npos);
+    EXPECT_EQ(text.find("dot_4x8packed_") != std::string::npos,
+              target.dot_product && target.backend == Backend::kOpenCL)
+        << dev.info().name;
+  }
+}
+
+TEST(ConvForward, Int8DefaultsTakeTheDotProductOnGpusNotOnCpus) {
+  DeviceInfo gpu;
+  gpu.backend = Backend::kOpenCL;
+  gpu.is_gpu = true;
+  gpu.dot_product = true;
+  DeviceInfo cpu = gpu;
+  cpu.is_gpu = false;
+  DeviceInfo old_gpu = gpu;
+  old_gpu.dot_product = false;
+  EXPECT_EQ(DefaultConvConfig(gpu, DataType::kInt8Q).kp, 4);
+  EXPECT_EQ(DefaultConvConfig(gpu, DataType::kFloat32).kp, 1);
+  EXPECT_EQ(DefaultConvConfig(cpu, DataType::kInt8Q).kp, 1);  // measured: see DefaultGemmConfig
+  EXPECT_EQ(DefaultConvConfig(old_gpu, DataType::kInt8Q).kp, 1);
+  bool kp4 = false;
+  for (const ConvConfig& c : ConvConfig::Candidates(cpu, DataType::kInt8Q)) kp4 |= c.kp == 4;
+  EXPECT_TRUE(kp4);
+  const ConvConfig c = DefaultConvConfig(gpu, DataType::kInt8Q);
+  EXPECT_EQ(c.ToString(), "l32 oc2 px4 v1 k4");
+  const auto back = ParseConvConfig(c.ToString());
+  ASSERT_TRUE(back);
+  EXPECT_TRUE(*back == c);
+  EXPECT_TRUE(ParseConvConfig("l1 oc4 px3 v8"));
+  EXPECT_FALSE(ParseConvConfig("l1 oc4 px3 v8 k4"));  // kp = 4 needs vw = 1
+  EXPECT_FALSE(ParseConvConfig("l1 oc4 px3 v1 k2"));
+  EXPECT_FALSE(ParseConvConfig("l1 oc4 px3 v8x"));
 }
 
 TEST(ConvForward, Int16SplitPairsMatchTheReference) {
@@ -627,10 +692,9 @@ std::vector<ConvConfig> BenchConfigs(const char* env) {
   while (start < s.size()) {
     size_t end = s.find(';', start);
     if (end == std::string::npos) end = s.size();
-    ConvConfig c;
-    if (std::sscanf(s.substr(start, end - start).c_str(), " l%d oc%d px%d v%d", &c.lanes,
-                    &c.oc_per_item, &c.px_per_item, &c.vw) == 4)
-      out.push_back(c);
+    std::string one = s.substr(start, end - start);
+    one.erase(0, one.find_first_not_of(' '));
+    if (const auto c = ParseConvConfig(one)) out.push_back(*c);  // "l32 oc2 px4 v1 k4" too
     start = end + 1;
   }
   return out;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "libdnn/conv.h"
 #include "libdnn/gemm.h"
 #ifdef MPCAFFE_HAVE_CUDA
 #include "device/cuda/nvrtc.h"
@@ -55,7 +56,9 @@ std::vector<GemmConfig> CudaConfigs() {
   dot = outer;
   dot.algorithm = GemmConfig::Algorithm::kDot;
   dot.tn = 2;
-  return {outer, dot};
+  GemmConfig four = outer;  // int8: four k per dp4a
+  four.kp = 4;
+  return {outer, dot, four};
 }
 
 TEST(GemmNvrtc, EveryVariantCompilesForOldestPtxAndSm80) {
@@ -144,6 +147,38 @@ TEST(GemmNvrtc, Int8GemmUsesDp4aOnSm80) {
     EXPECT_NE(out.ptx.find(want), std::string::npos)
         << want << " not in the PTX of " << d.ToString();
   }
+}
+
+TEST(GemmNvrtc, Int8FourKGemmAndConvolutionUseDp4aOnSm80) {
+  // The sm_61+ int8 defaults: kOuter kp = 4 for convolution as GEMM, and the direct
+  // convolution's four-channel steps (ConvInput::kDot4).
+  DeviceInfo info;
+  info.backend = Backend::kCuda;
+  info.dot_product = true;
+  GemmDesc d;
+  d.type = d.out_type = DataType::kInt8Q;
+  d.M = 96;
+  d.N = 3025;
+  d.K = 363;
+  d.weights = WeightOperand::kA;
+  const GemmConfig c = DefaultGemmConfig(info, d);
+  ASSERT_EQ(c.kp, 4) << c.ToString();
+  const cuda::NvrtcOutput gemm =
+      cuda::CompileCuda(Gemm::Source(KernelTarget::Cuda(80), d, c), "compute_80", {}, "gemm4.cu");
+  EXPECT_NE(gemm.ptx.find("dp4a.u32.u32"), std::string::npos);
+  ConvDesc cd;
+  cd.type = DataType::kInt8Q;
+  cd.channels = 96;
+  cd.height = cd.width = 27;
+  cd.out_channels = 256;
+  cd.kernel_h = cd.kernel_w = 5;
+  cd.pad_h = cd.pad_w = 2;
+  cd.weights_signed = true;
+  const ConvConfig cc = DefaultConvConfig(info, cd.type);
+  ASSERT_EQ(cc.kp, 4) << cc.ToString();
+  const cuda::NvrtcOutput conv = cuda::CompileCuda(
+      Convolution::ForwardSource(KernelTarget::Cuda(80), cd, cc), "compute_80", {}, "conv4.cu");
+  EXPECT_NE(conv.ptx.find("dp4a.u32.s32"), std::string::npos);
 }
 
 TEST(GemmNvrtc, Int8GemmSassHasIdp4a) {

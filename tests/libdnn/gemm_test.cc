@@ -452,6 +452,178 @@ TEST(GemmPairTest, KPairProductsMatchTheReferenceExactly) {
     }
 }
 
+TEST(GemmDot4Test, FourKDotProductsMatchTheReferenceExactly) {
+  // kp = 4 (int8q 4-way byte dot products, vw = 1): K = 1 … 9 and odd K (no four-k step, the
+  // unrolled and plain four-k loops, each K mod 4 tail), edge tiles in M and N, every transpose
+  // and weight side, signed and unsigned weights with zero points, per-channel requantization
+  // and fp32 output. Native dot products on a device with dot_product (asserted), portable
+  // shifts elsewhere: the same integers either way.
+  Device& dev = DefaultDevice();
+  const bool native = KernelTarget::Of(dev).dot_product;
+  std::vector<GemmConfig> configs;
+  for (auto [tm, tn, ku, wg, mf] :
+       {std::tuple{4, 2, 1, 16, 0}, std::tuple{3, 3, 2, 1, 1}, std::tuple{1, 1, 4, 4, 0}}) {
+    GemmConfig c;
+    c.algorithm = GemmConfig::Algorithm::kOuter;
+    c.tm = tm;
+    c.tn = tn;
+    c.vw = 1;
+    c.wg = wg;
+    c.ku = ku;
+    c.mf = mf;
+    c.kp = 4;
+    configs.push_back(c);
+  }
+  const std::vector<Shape> shapes = {{1, 1, 1},    {7, 19, 2},   {13, 16, 3}, {6, 33, 9},
+                                     {9, 8, 4},    {17, 40, 65}, {2, 1, 130}, {5, 31, 7},
+                                     {12, 50, 34}, {3, 5, 5},    {4, 4, 8},   {1, 29, 6}};
+  int seed = 0;
+  for (int layout = 0; layout < 4; ++layout)
+    for (int w = 0; w < 3; ++w) {
+      GemmDesc d;
+      d.type = d.out_type = DataType::kInt8Q;
+      d.trans_a = layout % 2 == 1;
+      d.trans_b = layout / 2 == 1;
+      d.weights = w == 1 ? WeightOperand::kB : WeightOperand::kA;
+      d.weights_signed = w == 2 || (w == 1 && layout % 2 == 0);
+      d.weight_zero = !d.weights_signed;
+      d.per_channel = layout != 1;
+      d.bias = w != 0;
+      d.relu = layout == 2;
+      if (layout == 3) d.out_type = DataType::kFloat32;
+      for (const GemmConfig& c : configs) {
+        ASSERT_TRUE(c.Supports(d, dev.backend())) << c.ToString();
+        for (const Shape& s : shapes) {
+          d.M = s.M;
+          d.N = s.N;
+          d.K = s.K;
+          if (layout == 1) d.lda = (d.trans_a ? s.M : s.K) + 5;  // padded strides
+          if (layout == 1) d.ldb = (d.trans_b ? s.K : s.N) + 3;
+          Problem p = MakeProblem(d, 900 + seed++);
+          ExpectSame(p, RunOnDevice(dev, p, &c), RunReference(p), c.ToString());
+        }
+        d.lda = d.ldb = 0;
+        const Gemm g(dev, d, MakeProblem(d, 1).quant, c);
+        EXPECT_EQ(g.native_dot4(), native) << c.ToString();
+        EXPECT_EQ(g.source().find("dot_4x8packed_") != std::string::npos,
+                  native && dev.backend() == Backend::kOpenCL);
+      }
+    }
+}
+
+TEST(GemmDot4Test, DefaultsTakeTheDotProductOnGpusNotOnCpus) {
+  // kp = 4 is the int8 default on GPUs with a native dot product; on OpenCL CPUs the pair
+  // products stay (measured on Intel's CPU runtime: see DefaultGemmConfig), and without the
+  // dot product GPUs keep the one-k loop. kDot with vw = 1 (GPUs) multiplies through it too.
+  GemmDesc conv;  // convolution as GEMM: W (M × K) · columns (K × N)
+  conv.type = conv.out_type = DataType::kInt8Q;
+  conv.M = 64;
+  conv.N = 169;
+  conv.K = 75;
+  conv.weights = WeightOperand::kA;
+  GemmDesc fc = conv;  // InnerProduct: x (M × K) · Wᵀ
+  fc.M = 4;
+  fc.N = 100;
+  fc.K = 300;
+  fc.weights = WeightOperand::kB;
+  fc.trans_b = true;
+  DeviceInfo gpu;
+  gpu.backend = Backend::kOpenCL;
+  gpu.is_gpu = true;
+  gpu.dot_product = true;
+  DeviceInfo cpu = gpu;
+  cpu.is_gpu = false;
+  DeviceInfo old_gpu = gpu;
+  old_gpu.dot_product = false;
+  DeviceInfo cuda = gpu;
+  cuda.backend = Backend::kCuda;
+  for (const DeviceInfo* dev : {&gpu, &cuda}) {
+    const GemmConfig c = DefaultGemmConfig(*dev, conv);
+    EXPECT_EQ(c.kp, 4) << c.ToString();
+    EXPECT_TRUE(c.Supports(conv, dev->backend)) << c.ToString();
+    const GemmConfig f = DefaultGemmConfig(*dev, fc);
+    EXPECT_EQ(f.algorithm, GemmConfig::Algorithm::kDot);
+    EXPECT_EQ(f.vw, 1);
+  }
+  EXPECT_EQ(DefaultGemmConfig(cpu, conv).kp, 2);
+  EXPECT_EQ(DefaultGemmConfig(old_gpu, conv).kp, 1);
+  GemmDesc f32 = conv;
+  f32.type = f32.out_type = DataType::kFloat32;
+  EXPECT_EQ(DefaultGemmConfig(gpu, f32).kp, 1);
+  // The Tuner times kp = 4 where the device has the dot product, and not elsewhere.
+  auto has_kp4 = [&](const DeviceInfo& d) {
+    for (const GemmConfig& c : GemmCandidates(d, conv))
+      if (c.kp == 4) return true;
+    return false;
+  };
+  EXPECT_TRUE(has_kp4(cpu));
+  EXPECT_FALSE(has_kp4(old_gpu));
+}
+
+TEST(GemmDot4Test, NativeDotProductRunsWhereTheDeviceHasIt) {
+  // On a device with a native 4-way byte dot product, kp = 4 (weights A as in convolution as
+  // GEMM, unsigned and signed) and kDot with scalar lanes (matrix × vector) multiply through
+  // it (OpenCL: the dot_4x8packed_* built-ins in the program text), bit-exact.
+  Device& dev = DefaultDevice();
+  if (!KernelTarget::Of(dev).dot_product)
+    GTEST_SKIP() << dev.info().name << " has no native 4-way int8 dot product "
+                 << "(cl_khr_integer_dot_product with packed inputs on OpenCL 3.x, or CUDA "
+                 << "sm_61+): the portable form ran (PortableDeviceHasNoNativeText)";
+  GemmConfig four;
+  four.tm = 4;
+  four.tn = 2;
+  four.vw = 1;
+  four.wg = 16;
+  four.kp = 4;
+  GemmConfig dot = four;
+  dot.algorithm = GemmConfig::Algorithm::kDot;
+  dot.kp = 1;
+  GemmDesc conv;
+  conv.type = conv.out_type = DataType::kInt8Q;
+  conv.M = 40;
+  conv.N = 77;
+  conv.K = 75;
+  conv.weights = WeightOperand::kA;
+  GemmDesc conv_signed = conv;
+  conv_signed.weights_signed = true;
+  conv_signed.weight_zero = false;
+  GemmDesc mv = conv;
+  mv.N = 1;
+  mv.K = 301;
+  for (const auto& [d, c, builtin] :
+       {std::tuple{conv, four, "dot_4x8packed_uu_uint"},
+        std::tuple{conv_signed, four, "dot_4x8packed_us_int"},
+        std::tuple{mv, dot, "dot_4x8packed_uu_uint"}}) {
+    Problem p = MakeProblem(d, 8080);
+    const Gemm g(dev, d, p.quant, c);
+    EXPECT_TRUE(g.native_dot4()) << d.ToString() << " " << c.ToString();
+    if (dev.backend() == Backend::kOpenCL)
+      EXPECT_NE(g.source().find(builtin), std::string::npos) << d.ToString();
+    ExpectSame(p, RunOnDevice(dev, p, &c), RunReference(p), c.ToString());
+  }
+}
+
+TEST(GemmDot4Test, PortableDeviceHasNoNativeText) {
+  // Without a native dot product the same kp = 4 kernel takes the portable helper.
+  Device& dev = DefaultDevice();
+  if (KernelTarget::Of(dev).dot_product)
+    GTEST_SKIP() << dev.info().name << " has a native 4-way int8 dot product";
+  GemmConfig c;
+  c.tm = 4;
+  c.tn = 1;
+  c.vw = 1;
+  c.kp = 4;
+  GemmDesc d;
+  d.type = d.out_type = DataType::kInt8Q;
+  d.M = 9;
+  d.N = 17;
+  d.K = 23;
+  const Gemm g(dev, d, MakeProblem(d, 1).quant, c);
+  EXPECT_FALSE(g.native_dot4());
+  EXPECT_EQ(g.source().find("dot_4x8packed_"), std::string::npos);
+  EXPECT_NE(g.source().find("mp_dot4_u8u8"), std::string::npos);
+}
+
 TEST(GemmPairTest, WeightZeroPointOutsideTheStorageRangeStaysExact) {
   // kp = 2 keeps w − z_w in 16 bits; a zero point beyond uint8 falls back to the one-k loop.
   Device& dev = DefaultDevice();
@@ -580,6 +752,10 @@ TEST(GemmConfigTest, TextFormRoundTripsAndRejectsNonsense) {
   ASSERT_TRUE(old.has_value());
   EXPECT_EQ(old->kp, 1);
   EXPECT_FALSE(GemmConfig::Parse("outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=3"));
+  auto four = GemmConfig::Parse("outer tm=4 tn=1 vw=1 wg=16 ku=1 mf=0 kp=4 lm=0");
+  ASSERT_TRUE(four);
+  EXPECT_EQ(four->kp, 4);
+  EXPECT_EQ(four->ToString(), "outer tm=4 tn=1 vw=1 wg=16 ku=1 mf=0 kp=4 lm=0");
   EXPECT_FALSE(GemmConfig::Parse("outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=2 kp=2"));
   // lm: printed, round-tripped, optional in old tables (0), only 0 or 1, once.
   EXPECT_EQ(old->lm, 0);
@@ -823,6 +999,69 @@ TEST(GemmBenchmark, DISABLED_LocalMemoryVersusDefault) {
                     configs[i].ToString().c_str(), med, ms[i].front(), gop / med);
       }
     }
+}
+
+// Run by hand (--gtest_also_run_disabled_tests --gtest_filter='*Dot4VersusPairs*'): on
+// AlexNet's five GEMM shapes (int8, weights A as `mpcaffe bench gemm` runs them), the default
+// of a CPU without a native dot product (kp = 2 pair products) against kp = 4 / kDot vw = 1
+// tiles (the 4-way dot product), configurations alternating each round; median milliseconds.
+TEST(GemmBenchmark, DISABLED_Dot4VersusPairs) {
+  Device& dev = DefaultDevice();
+  const char* rounds_env = std::getenv("GEMM_BENCH_ROUNDS");
+  const int rounds = rounds_env ? std::max(1, std::atoi(rounds_env)) : 7;
+  DeviceInfo no_dot = dev.info();
+  no_dot.dot_product = false;
+  for (const Shape& s : {Shape{96, 3025, 363}, Shape{256, 729, 1200}, Shape{384, 169, 2304},
+                         Shape{4096, 64, 9216}, Shape{4096, 1, 9216}}) {
+    GemmDesc d;
+    d.type = d.out_type = DataType::kInt8Q;
+    d.M = s.M;
+    d.N = s.N;
+    d.K = s.K;
+    d.weights = WeightOperand::kA;
+    std::vector<GemmConfig> configs = {DefaultGemmConfig(no_dot, d)};
+    const GemmConfig now = DefaultGemmConfig(dev.info(), d);
+    if (!(now == configs[0])) configs.push_back(now);
+    for (auto [alg, tm, tn, wg, mf] : {std::tuple{GemmConfig::Algorithm::kOuter, 4, 1, 16, 0},
+                                       std::tuple{GemmConfig::Algorithm::kOuter, 8, 1, 16, 0},
+                                       std::tuple{GemmConfig::Algorithm::kOuter, 4, 2, 16, 0},
+                                       std::tuple{GemmConfig::Algorithm::kOuter, 8, 1, 32, 0},
+                                       std::tuple{GemmConfig::Algorithm::kOuter, 6, 2, 1, 0},
+                                       std::tuple{GemmConfig::Algorithm::kDot, 4, 1, 16, 1},
+                                       std::tuple{GemmConfig::Algorithm::kDot, 1, 1, 16, 1}}) {
+      GemmConfig c;
+      c.algorithm = alg;
+      c.tm = tm;
+      c.tn = tn;
+      c.vw = 1;
+      c.wg = wg;
+      c.mf = mf;
+      c.kp = alg == GemmConfig::Algorithm::kOuter ? 4 : 1;
+      if (c.Supports(d, dev.backend()) && !(c == now)) configs.push_back(c);
+    }
+    GemmOperands ops(dev, d);
+    const GemmQuant quant = PlaceholderQuant(d);
+    std::vector<Gemm> gemms;
+    for (const GemmConfig& c : configs) gemms.emplace_back(dev, d, quant, c);
+    std::vector<std::vector<double>> ms(configs.size());
+    for (Gemm& g : gemms) g.Run(ops.args()).Wait();  // warm-up
+    for (int r = 0; r < rounds; ++r)
+      for (size_t i = 0; i < gemms.size(); ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        gemms[i].Run(ops.args()).Wait();
+        ms[i].push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count());
+      }
+    const double gop = 2.0 * d.M * d.N * d.K * 1e-6;
+    std::printf("int8 M=%d N=%d K=%d on %s\n", d.M, d.N, d.K, dev.Describe().c_str());
+    for (size_t i = 0; i < configs.size(); ++i) {
+      std::sort(ms[i].begin(), ms[i].end());
+      const double med = ms[i][ms[i].size() / 2];
+      std::printf("  %-48s %s median %8.3f ms  %7.1f GOP/s\n", configs[i].ToString().c_str(),
+                  gemms[i].native_dot4() ? "dot4" : "    ", med, gop / med);
+    }
+  }
 }
 
 }  // namespace
