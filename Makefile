@@ -8,7 +8,7 @@ MPCAFFE := $(BUILD)/bin/mpcaffe
 MPCAFFE_SHARED_DIR ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared) /work/shared) $(abspath $(CURDIR)/../shared))
 export MPCAFFE_SHARED_DIR
 
-.PHONY: all deps configure build test demo clean fuzz test-asan bench
+.PHONY: all deps configure build test demo clean fuzz test-asan test-oclgrind bench
 
 all: build
 
@@ -57,6 +57,12 @@ test-asan: deps
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/lsan.supp \
 	  ctest --output-on-failure --timeout 3000 -R '$(ASAN_SUITES)'
+
+# Every generated kernel family in every dtype on small shapes under Oclgrind (data races,
+# out-of-bounds accesses, barrier divergence, API errors): fails on any report or failed test
+# (scripts/oclgrind.sh; OCLGRIND_FAMILIES=<regex> runs some).
+test-oclgrind: build
+	BUILD=$(BUILD) scripts/oclgrind.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -144,7 +144,9 @@ $device_fn int mp_requant32(int acc, int mult, int shift) {
 const char* kAtomicAddF32Text = R"(// Float atomic add as a compare-and-swap loop on the word's bits.
 $device_fn void mp_atomic_add_f32($global float* p, float v) {
   $global mp_u32* word = ($global mp_u32*)p;
-  mp_u32 expected = *word;
+  // The first read is atomic too (CAS of 0 by 0: no change): a plain load races with other
+  // work-items' CAS (Oclgrind --data-races).
+  mp_u32 expected = $atomic_cas_u32(word, 0u, 0u);
   for (;;) {
     mp_u32 desired = $float_as_uint($uint_as_float(expected) + v);
     mp_u32 seen = $atomic_cas_u32(word, expected, desired);

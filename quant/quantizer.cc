@@ -72,14 +72,16 @@ std::string ObserveRangeSource(const KernelTarget& target) {
   }
   if (t == 0) {
     // Fold the group's range into the running range: compare-and-swap on the float bits.
+    // The first read is atomic too (a CAS of 0 by 0 changes nothing and returns the word):
+    // a plain load races with other groups' CAS (Oclgrind --data-races reported it).
     const float gmin = group_min[0], gmax = group_max[0];
-    mp_u32 seen = range[0];
+    mp_u32 seen = $atomic_cas_u32(&range[0], 0u, 0u);
     while ($uint_as_float(seen) > gmin) {
       const mp_u32 old = seen;
       seen = $atomic_cas_u32(&range[0], old, $float_as_uint(gmin));
       if (seen == old) break;
     }
-    seen = range[1];
+    seen = $atomic_cas_u32(&range[1], 0u, 0u);
     while ($uint_as_float(seen) < gmax) {
       const mp_u32 old = seen;
       seen = $atomic_cas_u32(&range[1], old, $float_as_uint(gmax));
