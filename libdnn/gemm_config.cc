@@ -17,6 +17,22 @@ bool DotLayout(const GemmDesc& d) {
   return !d.trans_a && (d.trans_b || (d.N == 1 && d.ldb_or_packed() == 1));
 }
 
+/// One candidate: an algorithm and its register tile, vector width, work-group, work-group
+/// order and K mode (ku = 1, lm = 0).
+GemmConfig Tile(GemmConfig::Algorithm algorithm, int tm, int tn, int vw, int wg, int mf,
+                int kp = 1) {
+  GemmConfig c;
+  c.algorithm = algorithm;
+  c.tm = tm;
+  c.tn = tn;
+  c.vw = vw;
+  c.wg = wg;
+  c.mf = mf;
+  c.kp = kp;
+  return c;
+}
+constexpr GemmConfig::Algorithm kOuterTile = GemmConfig::Algorithm::kOuter;
+
 /// Scalar work-items (vw = 1) in work-groups of 8–64 along N (mf = 0: dimension 0 walks the
 /// N tiles, so neighbouring work-items own neighbouring columns of C and share their rows of
 /// op(A)), each computing a small tm × tn block. For OpenCL CPU compilers that vectorise
@@ -33,16 +49,8 @@ template <typename Add>
 void AddWorkItemPerOutputTiles(const GemmDesc& desc, Add&& add) {
   for (int wg : {8, 16, 32, 64}) {
     if (wg > desc.N) continue;
-    for (auto [tm, tn] : {std::pair{1, 1}, {2, 1}, {4, 1}, {8, 1}, {4, 4}}) {
-      GemmConfig c;
-      c.algorithm = GemmConfig::Algorithm::kOuter;
-      c.tm = tm;
-      c.tn = tn;
-      c.vw = 1;
-      c.wg = wg;
-      c.mf = 0;
-      add(c);
-    }
+    for (auto [tm, tn] : {std::pair{1, 1}, {2, 1}, {4, 1}, {8, 1}, {4, 4}})
+      add(Tile(kOuterTile, tm, tn, 1, wg, 0));
   }
 }
 
@@ -228,13 +236,7 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
   for (int vw : widths)
     for (int wg : groups) {
       for (auto [tm, tn] : {std::pair{4, 1}, {6, 2}, {8, 1}, {4, 2}, {4, 3}, {8, 2}}) {
-        GemmConfig c;
-        c.algorithm = GemmConfig::Algorithm::kOuter;
-        c.tm = tm;
-        c.tn = vw == 16 ? std::max(1, tn / 2) : tn;
-        c.vw = vw;
-        c.wg = wg;
-        c.mf = base.mf;
+        GemmConfig c = Tile(kOuterTile, tm, vw == 16 ? std::max(1, tn / 2) : tn, vw, wg, base.mf);
         if (pairs && vw == 8) {
           c.kp = 2;
           add(c);
@@ -242,16 +244,8 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
         }
         add(c);
       }
-      for (auto [tm, tn] : {std::pair{4, 1}, {8, 1}, {2, 2}, {4, 2}}) {
-        GemmConfig c;
-        c.algorithm = GemmConfig::Algorithm::kDot;
-        c.tm = tm;
-        c.tn = tn;
-        c.vw = vw;
-        c.wg = wg;
-        c.mf = base.mf;
-        add(c);
-      }
+      for (auto [tm, tn] : {std::pair{4, 1}, {8, 1}, {2, 2}, {4, 2}})
+        add(Tile(GemmConfig::Algorithm::kDot, tm, tn, vw, wg, base.mf));
     }
   // Native 4-way dot products (kp = 4, scalar lanes), and the one-k loop beside a kp = 4
   // default.
@@ -260,17 +254,8 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
                                             ? std::vector<int>{32, 64, 128}
                                             : std::vector<int>{1, 16};
     for (int wg : dot_groups)
-      for (auto [tm, tn] : {std::pair{4, 4}, {8, 1}, {4, 2}, {6, 2}}) {
-        GemmConfig c;
-        c.algorithm = GemmConfig::Algorithm::kOuter;
-        c.tm = tm;
-        c.tn = tn;
-        c.vw = 1;
-        c.wg = wg;
-        c.mf = base.mf;
-        c.kp = 4;
-        add(c);
-      }
+      for (auto [tm, tn] : {std::pair{4, 4}, {8, 1}, {4, 2}, {6, 2}})
+        add(Tile(kOuterTile, tm, tn, 1, wg, base.mf, /*kp=*/4));
     GemmConfig one_k = base;
     one_k.kp = 1;
     add(one_k);
@@ -290,13 +275,7 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
     for (int vw : widths)
       for (int wg : groups)
         for (auto [tm, tn] : {std::pair{4, 4}, {8, 4}, {4, 2}, {8, 8}}) {
-          GemmConfig c;
-          c.algorithm = GemmConfig::Algorithm::kOuter;
-          c.tm = tm;
-          c.tn = std::max(1, tn / vw);
-          c.vw = vw;
-          c.wg = wg;
-          c.mf = base.mf;
+          GemmConfig c = Tile(kOuterTile, tm, std::max(1, tn / vw), vw, wg, base.mf);
           c.lm = 1;
           add(c);
           c.ku = 2;

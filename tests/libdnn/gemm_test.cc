@@ -402,6 +402,25 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, GemmTest,
                                            DataType::kInt16Q, DataType::kInt8Q),
                          [](const auto& info) { return std::string(Name(info.param)); });
 
+
+/// An int8 GEMM of layout 0–3 (bit 0: A transposed, bit 1: B transposed; layout 3 writes
+/// fp32) with weights w: 0 unsigned A without bias, 1 B (signed where A is not transposed),
+/// 2 signed A; per-channel requantization except layout 1, ReLU in layout 2.
+GemmDesc Int8Variant(int layout, int w) {
+  GemmDesc d;
+  d.type = d.out_type = DataType::kInt8Q;
+  d.trans_a = layout % 2 == 1;
+  d.trans_b = layout / 2 == 1;
+  d.weights = w == 1 ? WeightOperand::kB : WeightOperand::kA;
+  d.weights_signed = w == 2 || (w == 1 && layout % 2 == 0);
+  d.weight_zero = !d.weights_signed;
+  d.per_channel = layout != 1;
+  d.bias = w != 0;
+  d.relu = layout == 2;
+  if (layout == 3) d.out_type = DataType::kFloat32;
+  return d;
+}
+
 TEST(GemmPairTest, KPairProductsMatchTheReferenceExactly) {
   // kp = 2 (int8q pair products, OpenCL vw = 8): odd K and K = 1, 2, 3 (the one-k tail, the
   // unrolled and plain two-k loops), edge tiles in M and N, every transpose, weights as A
@@ -428,17 +447,7 @@ TEST(GemmPairTest, KPairProductsMatchTheReferenceExactly) {
   int seed = 0;
   for (int layout = 0; layout < 4; ++layout)
     for (int w = 0; w < 3; ++w) {
-      GemmDesc d;
-      d.type = d.out_type = DataType::kInt8Q;
-      d.trans_a = layout % 2 == 1;
-      d.trans_b = layout / 2 == 1;
-      d.weights = w == 1 ? WeightOperand::kB : WeightOperand::kA;
-      d.weights_signed = w == 2 || (w == 1 && layout % 2 == 0);
-      d.weight_zero = !d.weights_signed;
-      d.per_channel = layout != 1;
-      d.bias = w != 0;
-      d.relu = layout == 2;
-      if (layout == 3) d.out_type = DataType::kFloat32;
+      GemmDesc d = Int8Variant(layout, w);
       for (const GemmConfig& c : configs) {
         if (!c.Supports(d, dev.backend())) GTEST_SKIP() << "kp = 2 needs an OpenCL device";
         for (const Shape& s : shapes) {
@@ -482,17 +491,7 @@ TEST(GemmDot4Test, FourKDotProductsMatchTheReferenceExactly) {
   int seed = 0;
   for (int layout = 0; layout < 4; ++layout)
     for (int w = 0; w < 3; ++w) {
-      GemmDesc d;
-      d.type = d.out_type = DataType::kInt8Q;
-      d.trans_a = layout % 2 == 1;
-      d.trans_b = layout / 2 == 1;
-      d.weights = w == 1 ? WeightOperand::kB : WeightOperand::kA;
-      d.weights_signed = w == 2 || (w == 1 && layout % 2 == 0);
-      d.weight_zero = !d.weights_signed;
-      d.per_channel = layout != 1;
-      d.bias = w != 0;
-      d.relu = layout == 2;
-      if (layout == 3) d.out_type = DataType::kFloat32;
+      GemmDesc d = Int8Variant(layout, w);
       for (const GemmConfig& c : configs) {
         ASSERT_TRUE(c.Supports(d, dev.backend())) << c.ToString();
         for (const Shape& s : shapes) {
