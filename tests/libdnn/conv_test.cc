@@ -18,6 +18,7 @@
 
 #include "codegen/datatype.h"
 #include "device/device.h"
+#include "tests/testing/random_storage.h"
 #include "libdnn/tuner.h"
 #include "quant/fixed_point.h"
 
@@ -70,18 +71,7 @@ ConvDesc DescOf(const Shape& s, DataType t, int index) {
 }
 
 Bytes RandomFloats(DataType t, size_t n, float lo, float hi, std::mt19937& rng) {
-  std::uniform_real_distribution<float> u(lo, hi);
-  Bytes b(n * SizeOf(t));
-  for (size_t i = 0; i < n; ++i) {
-    const float v = u(rng);
-    if (t == DataType::kFloat32) {
-      std::memcpy(b.data() + 4 * i, &v, 4);
-    } else {
-      const uint16_t h = FloatToHalf(v);
-      std::memcpy(b.data() + 2 * i, &h, 2);
-    }
-  }
-  return b;
+  return test_inputs::RandomRealStorage(t, n, lo, hi, rng);
 }
 
 /// Quantized storage: uniform over the type's range (signed: the signed range).
@@ -298,7 +288,9 @@ void ExpectExact(const ConvDesc& d, const ConvQuant& quant, const Bytes& x, cons
     if (dev.backend() == Backend::kOpenCL && c.vw == 8) {
       EXPECT_EQ(conv.input(), want_input);
     }
-    if (c.kp == 4) EXPECT_EQ(conv.input(), want_input);
+    if (c.kp == 4) {
+      EXPECT_EQ(conv.input(), want_input);
+    }
     auto ym = dev.Allocate(want.size());
     conv.SetWeights(BufferRef(wm.get(), 0));
     conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0));

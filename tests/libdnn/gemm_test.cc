@@ -598,8 +598,9 @@ TEST(GemmDot4Test, NativeDotProductRunsWhereTheDeviceHasIt) {
     Problem p = MakeProblem(d, 8080);
     const Gemm g(dev, d, p.quant, c);
     EXPECT_TRUE(g.native_dot4()) << d.ToString() << " " << c.ToString();
-    if (dev.backend() == Backend::kOpenCL)
+    if (dev.backend() == Backend::kOpenCL) {
       EXPECT_NE(g.source().find(builtin), std::string::npos) << d.ToString();
+    }
     ExpectSame(p, RunOnDevice(dev, p, &c), RunReference(p), c.ToString());
   }
 }
@@ -950,6 +951,24 @@ namespace {
 // the device default against lm = 1 tiles on AlexNet's conv1 and conv3 GEMMs (weights A,
 // batch 1), fp32 and int8, alternating the configurations each round so load on the machine
 // hits them alike; prints median milliseconds and GOP/s.
+
+/// The benchmarks' timing: one warm-up run of each GEMM (PoCL specializes at launch), then
+/// `rounds` rounds running each in turn (so load changes hit all alike); ms per run, per GEMM.
+std::vector<std::vector<double>> TimeRounds(std::vector<Gemm>& gemms, GemmOperands& ops,
+                                            int rounds) {
+  std::vector<std::vector<double>> ms(gemms.size());
+  for (Gemm& g : gemms) g.Run(ops.args()).Wait();
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < gemms.size(); ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      gemms[i].Run(ops.args()).Wait();
+      ms[i].push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count());
+    }
+  return ms;
+}
+
 TEST(GemmBenchmark, DISABLED_LocalMemoryVersusDefault) {
   Device& dev = DefaultDevice();
   const char* rounds_env = std::getenv("GEMM_BENCH_ROUNDS");
@@ -981,16 +1000,7 @@ TEST(GemmBenchmark, DISABLED_LocalMemoryVersusDefault) {
       const GemmQuant quant = PlaceholderQuant(d);
       std::vector<Gemm> gemms;
       for (const GemmConfig& c : configs) gemms.emplace_back(dev, d, quant, c);
-      std::vector<std::vector<double>> ms(configs.size());
-      for (Gemm& g : gemms) g.Run(ops.args()).Wait();  // warm-up (PoCL specializes at launch)
-      for (int r = 0; r < rounds; ++r)
-        for (size_t i = 0; i < gemms.size(); ++i) {
-          const auto start = std::chrono::steady_clock::now();
-          gemms[i].Run(ops.args()).Wait();
-          ms[i].push_back(
-              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                  .count());
-        }
+      std::vector<std::vector<double>> ms = TimeRounds(gemms, ops, rounds);
       const double gop = 2.0 * d.M * d.N * d.K * 1e-6;
       std::printf("%s M=%d N=%d K=%d on %s\n", Name(t), d.M, d.N, d.K, dev.Describe().c_str());
       for (size_t i = 0; i < configs.size(); ++i) {
@@ -1044,16 +1054,7 @@ TEST(GemmBenchmark, DISABLED_Dot4VersusPairs) {
     const GemmQuant quant = PlaceholderQuant(d);
     std::vector<Gemm> gemms;
     for (const GemmConfig& c : configs) gemms.emplace_back(dev, d, quant, c);
-    std::vector<std::vector<double>> ms(configs.size());
-    for (Gemm& g : gemms) g.Run(ops.args()).Wait();  // warm-up
-    for (int r = 0; r < rounds; ++r)
-      for (size_t i = 0; i < gemms.size(); ++i) {
-        const auto start = std::chrono::steady_clock::now();
-        gemms[i].Run(ops.args()).Wait();
-        ms[i].push_back(
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                .count());
-      }
+    std::vector<std::vector<double>> ms = TimeRounds(gemms, ops, rounds);
     const double gop = 2.0 * d.M * d.N * d.K * 1e-6;
     std::printf("int8 M=%d N=%d K=%d on %s\n", d.M, d.N, d.K, dev.Describe().c_str());
     for (size_t i = 0; i < configs.size(); ++i) {

@@ -13,6 +13,7 @@
 
 #include "codegen/datatype.h"
 #include "device/device.h"
+#include "tests/testing/random_storage.h"
 
 namespace mpcaffe::libdnn {
 namespace {
@@ -60,18 +61,7 @@ LrnDesc DescOf(const Shape& s, DataType t) {
 }
 
 Bytes RandomData(DataType t, size_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> u(-2, 2);
-  Bytes b(n * SizeOf(t));
-  for (size_t i = 0; i < n; ++i) {
-    const float v = u(rng);
-    if (t == DataType::kFloat32) {
-      std::memcpy(b.data() + 4 * i, &v, 4);
-    } else {
-      const uint16_t h = FloatToHalf(v);
-      std::memcpy(b.data() + 2 * i, &h, 2);
-    }
-  }
-  return b;
+  return test_inputs::RandomRealStorage(t, n, -2, 2, rng);
 }
 
 std::vector<float> AsFloats(DataType t, const Bytes& b) {

@@ -29,6 +29,7 @@
 #include "quant/fixed_point.h"
 #include "quant/quant_params.h"
 #include "quant/quantizer.h"
+#include "tests/testing/random_storage.h"
 
 namespace mpcaffe {
 namespace {
@@ -504,18 +505,7 @@ Affine OutQ(DataType t) {
 /// the conversions round), raw integers for quantized types.
 Bytes ElementInput(DataType t, int n, std::mt19937& rng) {
   if (IsQuantized(t)) return RandomStorage(t, n, false, rng);
-  std::uniform_real_distribution<float> real(-4.0f, 4.0f);
-  Bytes b(n * SizeOf(t));
-  for (int i = 0; i < n; ++i) {
-    const float v = real(rng);
-    if (t == DataType::kFloat32) {
-      std::memcpy(b.data() + 4 * i, &v, 4);
-    } else {
-      const uint16_t h = FloatToHalf(v);
-      std::memcpy(b.data() + 2 * i, &h, 2);
-    }
-  }
-  return b;
+  return test_inputs::RandomRealStorage(t, n, -4.0f, 4.0f, rng);
 }
 
 class ElementwiseSweep : public testing::TestWithParam<DataType> {};

@@ -1,0 +1,31 @@
+// tests/testing/random_storage.h — random inputs shared by the suites: reals drawn uniformly
+// from an interval, stored in a float data type's bytes (fp32, or fp16 rounded to nearest).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "codegen/datatype.h"
+
+namespace mpcaffe::test_inputs {
+
+/// n values uniform in [lo, hi) as the storage of `t` (kFloat32 or kFloat16).
+inline std::vector<uint8_t> RandomRealStorage(DataType t, size_t n, float lo, float hi,
+                                              std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<uint8_t> b(n * SizeOf(t));
+  for (size_t i = 0; i < n; ++i) {
+    const float v = u(rng);
+    if (t == DataType::kFloat32) {
+      std::memcpy(b.data() + 4 * i, &v, 4);
+    } else {
+      const uint16_t h = FloatToHalf(v);
+      std::memcpy(b.data() + 2 * i, &h, 2);
+    }
+  }
+  return b;
+}
+
+}  // namespace mpcaffe::test_inputs
