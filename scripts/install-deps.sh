@@ -78,7 +78,7 @@ if [ -z "$intel_reason" ]; then
   else
     [ "$(cat "$INTEL_ICD" 2>/dev/null)" = "$INTEL_LIB" ] ||
       { $SUDO mkdir -p /etc/OpenCL/vendors && echo "$INTEL_LIB" | $SUDO tee "$INTEL_ICD" >/dev/null; }
-    if clinfo -l 2>/dev/null | grep -q "Intel(R) OpenCL"; then
+    if clinfo -l 2>/dev/null | grep "Intel(R) OpenCL" >/dev/null; then
       version=$("$INTEL_VENV/bin/pip" show intel-opencl-rt 2>/dev/null | sed -n 's/^Version: //p')
       record "intel: installed intel-opencl-rt $version ($INTEL_LIB, ICD $INTEL_ICD)"
     else
@@ -87,7 +87,8 @@ if [ -z "$intel_reason" ]; then
   fi
 fi
 [ -z "$intel_reason" ] || record "intel: NOT installed: $intel_reason"
-if clinfo -l 2>/dev/null | grep -q "Portable Computing Language"; then
+# (grep reads to the end: with pipefail, `grep -q` closing the pipe early fails clinfo.)
+if clinfo -l 2>/dev/null | grep "Portable Computing Language" >/dev/null; then
   record "pocl: installed $(dpkg-query -W -f='${Version}' pocl-opencl-icd)"
 else
   record "pocl: NOT available: clinfo lists no Portable Computing Language platform"
