@@ -145,28 +145,20 @@ void TuneModelOn(Device& dev, const std::vector<std::string>& args) {
                   !HasFlag(args, "--no-progress"));
   std::vector<std::string> lines;
   int stored = 0;
-  for (const auto& g : gemms) {
-    bar.Describe("gemm " + g.ToString());
-    const libdnn::GemmTuneResult r = tuner.TuneGemm(g, 3.0, max);
+  // One shape: time its candidates (TuneGemm / TuneConv), keep the line to print.
+  auto tune = [&](const char* what, const std::string& shape, const auto& run) {
+    bar.Describe(std::string(what) + " " + shape);
+    const auto r = run();
     bar.Advance();
     stored += r.stored;
     char buf[512];
-    std::snprintf(buf, sizeof buf, "  gemm %-58s best %-36s %9.3f ms (default %9.3f ms, %.2fx)",
-                  g.ToString().c_str(), r.best.ToString().c_str(), r.best_ms, r.default_ms,
+    std::snprintf(buf, sizeof buf, "  %s %-58s best %-36s %9.3f ms (default %9.3f ms, %.2fx)",
+                  what, shape.c_str(), r.best.ToString().c_str(), r.best_ms, r.default_ms,
                   r.default_ms / r.best_ms);
     lines.push_back(buf);
-  }
-  for (const auto& c : convs) {
-    bar.Describe("conv " + c.ToString());
-    const libdnn::ConvTuneResult r = tuner.TuneConv(c, 3.0, max);
-    bar.Advance();
-    stored += r.stored;
-    char buf[512];
-    std::snprintf(buf, sizeof buf, "  conv %-58s best %-36s %9.3f ms (default %9.3f ms, %.2fx)",
-                  c.ToString().c_str(), r.best.ToString().c_str(), r.best_ms, r.default_ms,
-                  r.default_ms / r.best_ms);
-    lines.push_back(buf);
-  }
+  };
+  for (const auto& g : gemms) tune("gemm", g.ToString(), [&] { return tuner.TuneGemm(g, 3.0, max); });
+  for (const auto& c : convs) tune("conv", c.ToString(), [&] { return tuner.TuneConv(c, 3.0, max); });
   bar.Close();
   for (const auto& l : lines) std::printf("%s\n", l.c_str());
   std::printf(

@@ -421,6 +421,17 @@ GemmDesc Int8Variant(int layout, int w) {
   return d;
 }
 
+/// `d` with the dimensions of `s`; padded: row strides 5 (A) and 3 (B) elements longer.
+void SetShape(GemmDesc& d, const Shape& s, bool padded) {
+  d.M = s.M;
+  d.N = s.N;
+  d.K = s.K;
+  if (padded) {
+    d.lda = (d.trans_a ? s.M : s.K) + 5;
+    d.ldb = (d.trans_b ? s.K : s.N) + 3;
+  }
+}
+
 TEST(GemmPairTest, KPairProductsMatchTheReferenceExactly) {
   // kp = 2 (int8q pair products, OpenCL vw = 8): odd K and K = 1, 2, 3 (the one-k tail, the
   // unrolled and plain two-k loops), edge tiles in M and N, every transpose, weights as A
@@ -451,11 +462,7 @@ TEST(GemmPairTest, KPairProductsMatchTheReferenceExactly) {
       for (const GemmConfig& c : configs) {
         if (!c.Supports(d, dev.backend())) GTEST_SKIP() << "kp = 2 needs an OpenCL device";
         for (const Shape& s : shapes) {
-          d.M = s.M;
-          d.N = s.N;
-          d.K = s.K;
-          if (layout == 1) d.lda = (d.trans_a ? s.M : s.K) + 5;  // padded strides
-          if (layout == 1) d.ldb = (d.trans_b ? s.K : s.N) + 3;
+          SetShape(d, s, /*padded=*/layout == 1);
           Problem p = MakeProblem(d, 500 + seed++);
           ExpectSame(p, RunOnDevice(dev, p, &c), RunReference(p), c.ToString());
         }
@@ -495,11 +502,7 @@ TEST(GemmDot4Test, FourKDotProductsMatchTheReferenceExactly) {
       for (const GemmConfig& c : configs) {
         ASSERT_TRUE(c.Supports(d, dev.backend())) << c.ToString();
         for (const Shape& s : shapes) {
-          d.M = s.M;
-          d.N = s.N;
-          d.K = s.K;
-          if (layout == 1) d.lda = (d.trans_a ? s.M : s.K) + 5;  // padded strides
-          if (layout == 1) d.ldb = (d.trans_b ? s.K : s.N) + 3;
+          SetShape(d, s, /*padded=*/layout == 1);
           Problem p = MakeProblem(d, 900 + seed++);
           ExpectSame(p, RunOnDevice(dev, p, &c), RunReference(p), c.ToString());
         }
