@@ -3,9 +3,10 @@ BUILD ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 MPCAFFE := $(BUILD)/bin/mpcaffe
-# The shared models and papers: ../shared beside the checkout, else the workplace's copy (a clone
-# made elsewhere, e.g. in a temporary folder, still finds them). Tests and the demo read it.
-MPCAFFE_SHARED_DIR ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared) /work/shared) $(abspath $(CURDIR)/../shared))
+# The shared models and papers: ../shared beside the checkout unless MPCAFFE_SHARED_DIR names
+# another folder (a clone made elsewhere). CMake records it (MPCAFFE_SHARED_DIR) for the tests;
+# the demo and the scripts read it from the environment.
+MPCAFFE_SHARED_DIR ?= $(abspath $(CURDIR)/../shared)
 export MPCAFFE_SHARED_DIR
 
 .PHONY: all deps configure build test demo clean fuzz test-asan test-oclgrind bench
@@ -16,7 +17,7 @@ deps:
 	@scripts/install-deps.sh
 
 configure: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DMPCAFFE_SHARED_DIR=$(MPCAFFE_SHARED_DIR)
 
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
@@ -24,10 +25,14 @@ build: configure
 # Every C++ suite (one CTest entry per folder); Python tests join once the package exists.
 # The device-dependent suites run once per device (entries <suite>@pocl, @intel, @gpu; an absent
 # device's entries are skipped, and scripts/ctest-devices.sh says why and where each one ran).
+# Hermetic: every run starts with its own empty kernel cache and tuning table
+# ($(BUILD)/test-cache, shared by the suites of this run for speed), never the user's.
+TEST_CACHE := $(abspath $(BUILD))/test-cache/kernels.sqlite
 test: build
-	cd $(BUILD) && ctest --output-on-failure --timeout 1500; status=$$?; \
+	rm -rf $(dir $(TEST_CACHE)) && mkdir -p $(dir $(TEST_CACHE))
+	cd $(BUILD) && MPCAFFE_CACHE=$(TEST_CACHE) ctest --output-on-failure --timeout 1500; status=$$?; \
 	  cd $(CURDIR) && scripts/ctest-devices.sh $(BUILD); exit $$status
-	scripts/python-test.sh
+	MPCAFFE_CACHE=$(TEST_CACHE) scripts/python-test.sh
 
 # The main job on the default device (MPCAFFE_DEVICE=<index> chooses another).
 demo: build

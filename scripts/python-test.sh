@@ -27,4 +27,5 @@ echo "python-test: pip install . (build tree build/python)"
 # Run from outside the source tree's python/ folder so the installed package is what is tested.
 "$PYTHON" -c "import mpcaffe, sys; print('python-test: mpcaffe from', mpcaffe.__file__)"
 [ "${1:-}" = "--install-only" ] && exit 0
-exec "$PYTHON" -m pytest -q tests/python "$@"
+# -rs: every skipped test is listed with its reason in the summary.
+exec "$PYTHON" -m pytest -q -rs tests/python "$@"

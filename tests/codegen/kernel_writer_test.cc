@@ -12,13 +12,13 @@
 #include "codegen/datatype.h"
 #include "codegen/elementwise.h"
 #include "codegen/kernel_writer.h"
+#include "tests/testing/paths.h"
 
 namespace mpcaffe {
 namespace {
 
 std::string GoldenPath(const std::string& name) {
-  const char* src = std::getenv("MPCAFFE_SOURCE_DIR");
-  return std::string(src ? src : MPCAFFE_SOURCE_DIR_DEFAULT) + "/tests/codegen/golden/" + name;
+  return (mpcaffe::testing::SourceDir() / "tests/codegen/golden" / name).string();
 }
 
 std::string ReadFile(const std::string& path) {

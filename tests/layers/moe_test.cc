@@ -16,6 +16,7 @@
 #include "layers/moe_layer.h"
 #include "net/net.h"
 #include "proto/model_io.h"
+#include "tests/testing/paths.h"
 
 namespace mpcaffe {
 namespace {
@@ -581,10 +582,7 @@ TEST(Moe, ErrorsNameTheLayerAndWhatIsWrong) {
 
 // ---- The paper's ImageNet-MOE nets ---------------------------------------------------------
 
-std::string SharedDir() {
-  const char* d = std::getenv("MPCAFFE_SHARED_DIR");
-  return d ? d : "/work/shared";
-}
+std::string SharedDir() { return mpcaffe::testing::SharedDir().string(); }
 
 /// Gaussian fillers → constants (std; InnerProduct std/100 so all-positive sums stay within
 /// fp16), in the layers and in nested nets: drawing the 16 experts' 74 M random weights

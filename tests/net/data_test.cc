@@ -14,6 +14,7 @@
 #include "net/net.h"
 #include "net/solver.h"
 #include "proto/model_io.h"
+#include "tests/testing/paths.h"
 
 namespace mpcaffe {
 namespace {
@@ -154,8 +155,7 @@ void IdxToLmdb(const std::string& images, const std::string& labels, int count, 
 
 TEST(EndToEnd, LeNetLearnsFashionMnistSubset) {
   const std::string fm = "/usr/share/datasets/fashion-mnist/";
-  const std::string shared = std::getenv("MPCAFFE_SHARED_DIR") ? std::getenv("MPCAFFE_SHARED_DIR")
-                                                                 : MPCAFFE_SHARED_DIR_DEFAULT;
+  const std::string shared = mpcaffe::testing::SharedDir().string();
   if (access((fm + "train-images-idx3-ubyte.gz").c_str(), R_OK) != 0)
     GTEST_SKIP() << "Debian package dataset-fashion-mnist is not installed";
   const std::string dir = TempDir();

@@ -13,6 +13,7 @@
 #include "net/memory_planner.h"
 #include "net/net.h"
 #include "proto/model_io.h"
+#include "tests/testing/paths.h"
 
 namespace mpcaffe {
 namespace {
@@ -21,10 +22,7 @@ namespace fs = std::filesystem;
 
 Device& Dev() { return DefaultDevice(); }
 
-std::string SharedDir() {
-  const char* d = std::getenv("MPCAFFE_SHARED_DIR");
-  return d ? d : "/work/shared";
-}
+std::string SharedDir() { return mpcaffe::testing::SharedDir().string(); }
 std::string Paper(const std::string& rel) { return SharedDir() + "/models/paper_examples/" + rel; }
 
 caffe::NetParameter Text(const std::string& text) {
@@ -322,8 +320,7 @@ TEST(Net, CaffemodelRoundTripGivesIdenticalBytes) {
     EXPECT_EQ(a.blob("y").ToFloat(), b.blob("y").ToFloat()) << Name(t);
   }
   // Readable by the Python protobuf package with our caffe.proto.
-  const char* src = std::getenv("MPCAFFE_SOURCE_DIR");
-  const std::string source_dir = src ? src : "/work/main";
+  const std::string source_dir = mpcaffe::testing::SourceDir().string();
   const std::string log = (dir / "py.log").string();
   if (std::system(("python3 -c 'import google.protobuf' > '" + log + "' 2>&1").c_str()) != 0) {
     GTEST_SKIP() << "python3 with protobuf not available";

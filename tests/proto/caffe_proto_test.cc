@@ -13,6 +13,7 @@
 
 #include "proto/caffe.pb.h"
 #include "proto/model_io.h"
+#include "tests/testing/paths.h"
 
 namespace mpcaffe {
 namespace {
@@ -190,10 +191,7 @@ TEST(CaffeProto, EveryLayerParameterHasItsParamMessage) {
 
 // ---- Python protobuf reads our caffemodels ---------------------------------------------------
 
-fs::path SourceDir() {
-  if (const char* src = std::getenv("MPCAFFE_SOURCE_DIR")) return src;
-  return fs::path(__FILE__).parent_path().parent_path().parent_path();
-}
+fs::path SourceDir() { return mpcaffe::testing::SourceDir(); }
 
 // Runs a shell command with output captured into `output`; returns its exit status.
 int RunShell(const std::string& command, const fs::path& log, std::string* output) {

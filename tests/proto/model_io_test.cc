@@ -2,6 +2,7 @@
 // file:line:column, caffemodels round-trip byte-exactly, writes are atomic, and the paper's typed
 // nets keep their data types and quantizer fields.
 #include "proto/model_io.h"
+#include "tests/testing/paths.h"
 
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/message_differencer.h>
@@ -27,13 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 using google::protobuf::util::MessageDifferencer;
 
-// ../shared: from MPCAFFE_SHARED_DIR (set by CTest), else beside the source tree.
-fs::path SharedDir() {
-  if (const char* dir = std::getenv("MPCAFFE_SHARED_DIR")) return dir;
-  if (const char* src = std::getenv("MPCAFFE_SOURCE_DIR")) return fs::path(src) / ".." / "shared";
-  // This file is <source>/tests/proto/model_io_test.cc.
-  return fs::path(__FILE__).parent_path().parent_path().parent_path() / ".." / "shared";
-}
+fs::path SharedDir() { return mpcaffe::testing::SharedDir(); }
 
 fs::path ModelsDir() { return SharedDir() / "models"; }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "proto/model_io.h"
+#include "tests/testing/paths.h"
 
 namespace mpcaffe {
 namespace {
@@ -18,11 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 using google::protobuf::util::MessageDifferencer;
 
-fs::path SharedDir() {
-  if (const char* dir = std::getenv("MPCAFFE_SHARED_DIR")) return dir;
-  if (const char* src = std::getenv("MPCAFFE_SOURCE_DIR")) return fs::path(src) / ".." / "shared";
-  return fs::path(__FILE__).parent_path().parent_path().parent_path() / ".." / "shared";
-}
+fs::path SharedDir() { return mpcaffe::testing::SharedDir(); }
 
 caffe::NetParameter ParseNet(const std::string& text) {
   caffe::NetParameter net;

@@ -13,14 +13,14 @@
 #define MPCAFFE_FUZZ_WITH_NET
 #define MPCAFFE_FUZZ_WITH_CACHE
 #include "fuzz/fuzz_inputs.h"
+#include "tests/testing/paths.h"
 
 namespace mpcaffe {
 namespace fs = std::filesystem;
 namespace {
 
 fs::path CasesDir(const std::string& target) {
-  const char* src = std::getenv("MPCAFFE_SOURCE_DIR");
-  return fs::path(src ? src : MPCAFFE_SOURCE_DIR_DEFAULT) / "tests/reliability/fuzz_cases" / target;
+  return mpcaffe::testing::SourceDir() / "tests/reliability/fuzz_cases" / target;
 }
 
 std::vector<std::pair<std::string, std::string>> Cases(const std::string& target) {

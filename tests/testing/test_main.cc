@@ -1,7 +1,10 @@
 // tests/testing/test_main.cc — GoogleTest entry point shared by every suite. When
 // MPCAFFE_DEVICE names a device (the per-device CTest entries set it), the suite says which
 // device it runs on, or, when no such device is present, why not, and exits with
-// kSkipReturnCode so CTest reports the entry as skipped instead of passing silently.
+// kSkipReturnCode so CTest reports the entry as skipped instead of passing silently. Every test
+// skipped inside a suite (GTEST_SKIP) is listed with its reason at the end of the run, one
+// "[ skipped  ] Suite.Test: reason" line each (gtest's brief mode hides them), which
+// scripts/ctest-devices.sh gathers into make test's closing summary.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -9,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "device/device.h"
 
@@ -25,10 +29,37 @@ std::string VendorStatus() {
   return in ? os.str() : std::string();
 }
 
+/// Collects the tests skipped in this run with their reasons and prints them at the end.
+class SkipReporter : public testing::EmptyTestEventListener {
+ public:
+  void OnTestEnd(const testing::TestInfo& info) override {
+    if (!info.result()->Skipped()) return;
+    std::string reason;
+    const testing::TestResult& r = *info.result();
+    for (int i = 0; i < r.total_part_count(); ++i)
+      if (r.GetTestPartResult(i).skipped()) {
+        reason = r.GetTestPartResult(i).message();
+        break;
+      }
+    for (char& c : reason)
+      if (c == '\n') c = ' ';
+    if (reason.empty()) reason = "(no reason given)";
+    skipped_.push_back(std::string(info.test_suite_name()) + "." + info.name() + ": " + reason);
+  }
+  void OnTestProgramEnd(const testing::UnitTest&) override {
+    for (const std::string& line : skipped_) std::printf("[ skipped  ] %s\n", line.c_str());
+    std::fflush(stdout);
+  }
+
+ private:
+  std::vector<std::string> skipped_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
+  testing::UnitTest::GetInstance()->listeners().Append(new SkipReporter);
   if (const char* selector = std::getenv("MPCAFFE_DEVICE"); selector && *selector) {
     mpcaffe::Device* device = nullptr;
     try {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cache/program_cache.h"
+#include "tests/testing/paths.h"
 
 namespace {
 
@@ -125,10 +126,7 @@ class JsonReader {
 
 // ---- Running the command line ----
 
-std::string Shared() {
-  const char* d = std::getenv("MPCAFFE_SHARED_DIR");
-  return d ? d : MPCAFFE_SHARED_DIR_DEFAULT;
-}
+std::string Shared() { return mpcaffe::testing::SharedDir().string(); }
 
 std::string LeNet() { return Shared() + "/models/bvlc/mnist/lenet.prototxt"; }
 
