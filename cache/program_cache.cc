@@ -22,6 +22,7 @@
 #include <tuple>
 
 #include "cache/sha256.h"
+#include "device/settings.h"
 
 namespace mpcaffe::cache {
 namespace {
@@ -921,24 +922,22 @@ std::string DefaultCachePath(std::string* why) {
   auto said = [&](const char* reason) {
     if (why) *why = reason;
   };
-  const char* explicit_path = std::getenv("MPCAFFE_CACHE");
-  if (explicit_path && *explicit_path) {
-    std::string value = explicit_path;
+  const Settings& settings = GetSettings();
+  if (!settings.cache.empty()) {
+    const std::string& value = settings.cache;
     std::string lower;
     for (char c : value) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     said("MPCAFFE_CACHE");
     return lower == "off" ? std::string() : value;
   }
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg && *xdg && xdg[0] == '/') {  // the XDG spec ignores relative paths
+  const std::string& xdg = settings.xdg_cache_home;
+  if (!xdg.empty() && xdg[0] == '/') {  // the XDG spec ignores relative paths
     said("XDG_CACHE_HOME");
-    return std::string(xdg) + "/mpcaffe/kernels.sqlite";
+    return xdg + "/mpcaffe/kernels.sqlite";
   }
-  std::string home;
-  if (const char* h = std::getenv("HOME"); h && *h) {
-    home = h;
-  } else if (const passwd* pw = getpwuid(getuid()); pw && pw->pw_dir) {
-    home = pw->pw_dir;
+  std::string home = settings.home;
+  if (home.empty()) {
+    if (const passwd* pw = getpwuid(getuid()); pw && pw->pw_dir) home = pw->pw_dir;
   }
   said(home.empty() ? "no HOME" : "HOME");
   return home.empty() ? std::string() : home + "/.cache/mpcaffe/kernels.sqlite";

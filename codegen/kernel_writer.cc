@@ -1,5 +1,6 @@
 // codegen/kernel_writer.cc — the dialect table and the text assembly of KernelWriter.
 #include "codegen/kernel_writer.h"
+#include "device/settings.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -200,8 +201,7 @@ KernelTarget KernelTarget::Of(const Device& device) {
   t.backend = device.backend();
   // MPCAFFE_FP16_ARITH=0: fp16 as storage only, so native half and fp16-in-float can be
   // compared on one device.
-  const char* fp16 = std::getenv("MPCAFFE_FP16_ARITH");
-  t.fp16_arith = device.info().fp16 && !(fp16 && std::string(fp16) == "0");
+  t.fp16_arith = device.info().fp16 && GetSettings().fp16_arith != "0";
   t.dot_product = device.info().dot_product;
   return t;
 }

@@ -13,6 +13,7 @@
 
 #include "device/backends.h"
 #include "device/program_store.h"
+#include "device/settings.h"
 
 namespace mpcaffe {
 
@@ -130,7 +131,7 @@ Device& SelectDevice(const std::string& selector) {
 Device& DefaultDevice() {
   const auto& list = DeviceList();
   if (list.empty()) throw DeviceError(NoDeviceAdvice());
-  if (const char* env = std::getenv("MPCAFFE_DEVICE"); env && *env) {
+  if (const std::string& env = GetSettings().device; !env.empty()) {
     try {
       return SelectDevice(env);
     } catch (const DeviceError& e) {
@@ -153,8 +154,9 @@ DeviceMemory::DeviceMemory(Device* device, size_t bytes) : device_(device), byte
 DeviceMemory::~DeviceMemory() { device_->CountFree(bytes_); }
 
 uint64_t ByteLimitFromEnvironment() {
-  const char* v = std::getenv("MPCAFFE_MAX_DEVICE_BYTES");
-  if (!v || !*v) return 0;
+  const std::string& text = GetSettings().max_device_bytes;
+  if (text.empty()) return 0;
+  const char* v = text.c_str();
   char* end = nullptr;
   errno = 0;
   const unsigned long long limit = std::strtoull(v, &end, 10);
@@ -281,8 +283,9 @@ ProgramHints ProgramHints::OneDimensional() { return ProgramHints{{{kLaunch1DLoc
 
 std::string DumpKernelIfAsked(Backend backend, const std::string& source,
                               const std::string& options) {
-  const char* dir = std::getenv("MPCAFFE_DUMP_KERNELS");
-  if (!dir || !*dir) return "";
+  const std::string& dir_setting = GetSettings().dump_kernels;
+  if (dir_setting.empty()) return "";
+  const char* dir = dir_setting.c_str();
   ::mkdir(dir, 0755);
   // FNV-1a over options and text: stable across builds, distinct per program.
   uint64_t h = 1469598103934665603ull;

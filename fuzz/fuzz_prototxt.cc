@@ -6,13 +6,15 @@
 // builds none, and nothing runs).
 #define MPCAFFE_FUZZ_WITH_NET
 #include "fuzz/fuzz_inputs.h"
+#include "device/settings.h"
 
 namespace {
 
 mpcaffe::Device* FuzzDevice() {
   static mpcaffe::Device* device = [] {
-    setenv("MPCAFFE_MAX_DEVICE_BYTES", std::to_string(mpcaffe::fuzz::kFuzzDeviceBytes).c_str(), 1);
-    setenv("MPCAFFE_CACHE", "off", 1);
+    static mpcaffe::ScopedSettings settings;  // for the life of the fuzzing process
+    settings->max_device_bytes = std::to_string(mpcaffe::fuzz::kFuzzDeviceBytes);
+    settings->cache = "off";
     return &mpcaffe::DefaultDevice();
   }();
   return device;

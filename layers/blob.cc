@@ -248,16 +248,6 @@ void Blob::SetDataMemory(std::shared_ptr<DeviceMemory> memory) {
   data().SetDeviceMemory(std::move(memory));
 }
 
-void Blob::ShareData(const Blob& other) {
-  if (other.type_ != type_ || other.count_ != count_)
-    throw BlobError("blob '" + name_ + "' (" + Name(type_) + ", " + shape_string() +
-                    ") cannot share the data of '" + other.name_ + "' (" + Name(other.type_) +
-                    ", " + other.shape_string() + ")");
-  other.data();  // create it when `other` has none yet
-  data_ = other.data_;
-  capacity_ = std::max(capacity_, other.capacity_);
-}
-
 size_t Blob::host_bytes() const {
   return (data_ ? data_->host_bytes() : 0) + (diff_ ? diff_->host_bytes() : 0);
 }

@@ -157,8 +157,6 @@ class Blob {
   void SetDataMemory(std::shared_ptr<DeviceMemory> memory);
   /// The data's device allocation (null before first device use).
   std::shared_ptr<DeviceMemory> data_memory() const { return data_ ? data_->device_memory() : nullptr; }
-  /// Makes this blob's data the same arrays as `other` (same type and count required).
-  void ShareData(const Blob& other);
 
   /// Bytes held on host / device by data and diff.
   size_t host_bytes() const;

@@ -1,4 +1,4 @@
-// layers/host_math.h — fp32 host views of a Blob's data and diff for the backward passes that
+// layers/host_math.h — fp32 host views of a Blob's diff for the backward passes that
 // run on the host side of the synced memory (element-wise layers, losses, structure layers).
 #pragma once
 
@@ -6,9 +6,7 @@
 
 namespace mpcaffe {
 
-inline const float* HostData(const Blob& b) { return static_cast<const float*>(b.host_data()); }
 inline const float* HostDiff(const Blob& b) { return static_cast<const float*>(b.host_diff()); }
-inline float* MutableHostData(Blob& b) { return static_cast<float*>(b.mutable_host_data()); }
 inline float* MutableHostDiff(Blob& b) { return static_cast<float*>(b.mutable_host_diff()); }
 
 }  // namespace mpcaffe

@@ -17,6 +17,7 @@
 #include "layers/layer_kernels.h"
 #include "layers/layer_registry.h"
 #include "net/net.h"
+#include "device/settings.h"
 
 namespace mpcaffe {
 
@@ -177,11 +178,11 @@ float FillerMean(const caffe::FillerParameter& f) {
 /// How many queues the experts of one MOE layer spread over: MPCAFFE_MOE_QUEUES when set (0 or 1:
 /// every expert on the layer's own queue), else one per expert.
 int ExpertQueueCount(int experts) {
-  const char* env = std::getenv("MPCAFFE_MOE_QUEUES");
-  if (!env || !*env) return experts;
+  const std::string& env = GetSettings().moe_queues;
+  if (env.empty()) return experts;
   char* end = nullptr;
-  const long n = std::strtol(env, &end, 10);
-  if (*end || n < 0) throw Error(std::string("MPCAFFE_MOE_QUEUES=") + env + ": expected a number ≥ 0");
+  const long n = std::strtol(env.c_str(), &end, 10);
+  if (*end || n < 0) throw Error("MPCAFFE_MOE_QUEUES=" + env + ": expected a number ≥ 0");
   return static_cast<int>(std::min<long>(n, experts));
 }
 

@@ -12,6 +12,7 @@
 #include <clblast_half.h>
 #endif
 #include "libdnn/cublas_gemm.h"
+#include "device/settings.h"
 
 namespace mpcaffe::libdnn {
 
@@ -119,11 +120,10 @@ bool Available(BlasImpl impl, const Device& device, const GemmDesc& desc, std::s
 }
 
 BlasImpl ChooseGemmImpl(const Device& device, const GemmDesc& desc) {
-  if (const char* env = std::getenv("MPCAFFE_BLAS"); env && *env && std::string(env) != "auto") {
+  if (const std::string& env = GetSettings().blas; !env.empty() && env != "auto") {
     auto forced = ParseBlasImpl(env);
     if (!forced)
-      throw Error(std::string("MPCAFFE_BLAS=") + env +
-                  ": expected libdnn, clblast, cublas or auto");
+      throw Error("MPCAFFE_BLAS=" + env + ": expected libdnn, clblast, cublas or auto");
     return Available(*forced, device, desc) ? *forced : BlasImpl::kLibDNN;
   }
   if (auto store = cache::ActiveProgramCache()) {

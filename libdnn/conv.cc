@@ -11,6 +11,7 @@
 #include "device/error.h"
 #include "libdnn/conv_host.h"
 #include "libdnn/tuner.h"  // TunedConvConfig
+#include "device/settings.h"
 
 namespace mpcaffe::libdnn {
 
@@ -852,9 +853,9 @@ bool WantsForwardGemm(const Device& device, const ConvDesc& d, const ConvQuant& 
   if (d.groups != 1) return false;
   for (int32_t z : q.w_zero)
     if (z != q.w_zero[0]) return false;  // the GEMM takes one weight zero point
-  const char* env = std::getenv("MPCAFFE_CONV_GEMM");
-  if (env && std::string(env) == "0") return false;
-  if (env && std::string(env) == "1") return true;
+  const std::string& env = GetSettings().conv_gemm;
+  if (env == "0") return false;
+  if (env == "1") return true;
   return !device.info().is_gpu && d.type == DataType::kInt8Q && d.channels <= 4 &&
          d.kernel_h * d.kernel_w >= 9;
 }

@@ -695,8 +695,6 @@ void GemmDesc::Validate() const {
   }
 }
 
-size_t InputElementBytes(const GemmDesc& desc) { return SizeOf(desc.type); }
-size_t OutputElementBytes(const GemmDesc& desc) { return SizeOf(desc.out_type); }
 
 std::string Gemm::KernelName(const GemmDesc& desc) {
   return std::string("gemm_") + Name(desc.type) +

@@ -161,8 +161,4 @@ void GemmReference(const GemmDesc& desc, const GemmQuant& quant, const void* a, 
 /// Host reference of Gemm::ComputeWeightSums (int32 or int64 per channel into `sums`).
 void WeightSumsReference(const GemmDesc& desc, const void* weights, void* sums);
 
-/// Bytes of one element of A/B (`weights` side included) and of C.
-size_t InputElementBytes(const GemmDesc& desc);
-size_t OutputElementBytes(const GemmDesc& desc);
-
 }  // namespace mpcaffe::libdnn

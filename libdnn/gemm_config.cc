@@ -165,7 +165,7 @@ GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc) {
     // Matrix × vector and K-contiguous operands: vectors along K.
     c.algorithm = GemmConfig::Algorithm::kDot;
     c.vw = cpu_vectors ? 8 : 1;
-    c.tm = desc.N <= 4 ? 4 : 4;
+    c.tm = 4;
     c.tn = desc.N <= 4 ? 1 : 2;
     c.wg = cpu_vectors ? 1 : 64;
     return c;

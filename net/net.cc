@@ -14,6 +14,7 @@
 #include "net/memory_planner.h"
 #include "proto/model_io.h"
 #include "quant/quantizer_proto.h"
+#include "device/settings.h"
 
 namespace mpcaffe {
 
@@ -388,8 +389,7 @@ void Net::PlanReluFusion() {
   fused_relu_.assign(n, -1);
   int enabled = options_.fuse_relu;
   if (enabled < 0) {
-    const char* env = std::getenv("MPCAFFE_FUSE");
-    enabled = !(env && std::string(env) == "0");
+    enabled = GetSettings().fuse != "0";
   }
   if (!enabled || state_.phase() != caffe::TEST) return;
   std::map<const Blob*, int> readers;

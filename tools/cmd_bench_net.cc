@@ -345,8 +345,7 @@ int BenchNet(const std::vector<std::string>& args) {
     const caffe::NetParameter model = ReadNetParameterText(o.model);
     if (o.setup) SelfPath();  // resolved before anything can replace the binary
     // The work directory holds each variant's prototxt, caffemodel and kernel caches.
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/mpcaffe-bench-XXXXXX";
+    std::string templ = (fs::temp_directory_path() / "mpcaffe-bench-XXXXXX").string();
     if (!mkdtemp(templ.data())) throw Error("bench net: cannot create a directory " + templ);
     const fs::path work = templ;
 

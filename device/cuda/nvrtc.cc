@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "device/error.h"
+#include "device/settings.h"
 
 namespace mpcaffe::cuda {
 namespace {
@@ -38,7 +39,7 @@ bool HasFp16Header(const std::string& dir) {
 
 std::string FindIncludeDir() {
   std::vector<std::string> candidates;
-  if (const char* env = std::getenv("MPCAFFE_CUDA_INCLUDE")) candidates.push_back(env);
+  if (const std::string& env = GetSettings().cuda_include; !env.empty()) candidates.push_back(env);
 #ifdef MPCAFFE_CUDA_INCLUDE_DIR
   // CMake may hand over a ;-separated list (CUDAToolkit_INCLUDE_DIRS).
   std::stringstream recorded(MPCAFFE_CUDA_INCLUDE_DIR);
@@ -120,12 +121,6 @@ std::vector<int> SupportedArchs() {
     return list;
   }();
   return archs;
-}
-
-std::vector<std::string> SupportedArchNames() {
-  std::vector<std::string> names;
-  for (int a : SupportedArchs()) names.push_back("sm_" + std::to_string(a));
-  return names;
 }
 
 std::string OldestPtxArch() {
@@ -259,12 +254,6 @@ NvrtcStats GetNvrtcStats() {
   stats.failures = g_failures.load();
   stats.seconds = g_nanoseconds.load() * 1e-9;
   return stats;
-}
-
-void ResetNvrtcStats() {
-  g_compiles = 0;
-  g_failures = 0;
-  g_nanoseconds = 0;
 }
 
 }  // namespace mpcaffe::cuda

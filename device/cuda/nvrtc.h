@@ -35,8 +35,6 @@ NvrtcOutput CompileCuda(const std::string& source, const std::string& arch,
 
 /// The compute capabilities this NVRTC can target, e.g. {75, 80, 86, ..., 120}, ascending.
 std::vector<int> SupportedArchs();
-/// The same as "sm_XY" strings.
-std::vector<std::string> SupportedArchNames();
 
 /// The oldest virtual architecture this NVRTC can emit PTX for ("compute_75" with CUDA 13).
 /// Older toolkits reach compute_50/compute_70; CUDA 13 dropped everything below Turing, so a
@@ -66,7 +64,6 @@ struct NvrtcStats {
   double seconds = 0;
 };
 NvrtcStats GetNvrtcStats();
-void ResetNvrtcStats();
 
 /// Splits a build-option string into NVRTC options at whitespace; double quotes group.
 std::vector<std::string> SplitOptions(const std::string& options);

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "tests/cache/cache_test_util.h"
+#include "device/settings.h"
 
 namespace mpcaffe::cache {
 namespace {
@@ -196,50 +197,24 @@ TEST(ProgramCache, ThreadsShareOneCache) {
   EXPECT_EQ(cache.warnings_printed(), 0);
 }
 
-/// Sets or unsets environment variables for one test, restoring them afterwards.
-class EnvironmentOverride {
- public:
-  void Set(const char* name, const char* value) {
-    if (!saved_.count(name)) {
-      const char* old = std::getenv(name);
-      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
-    }
-    if (value)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~EnvironmentOverride() {
-    for (const auto& [name, value] : saved_) {
-      if (value)
-        setenv(name.c_str(), value->c_str(), 1);
-      else
-        unsetenv(name.c_str());
-    }
-  }
-
- private:
-  std::map<std::string, std::optional<std::string>> saved_;
-};
-
 TEST(DefaultCachePath, FollowsTheEnvironment) {
-  EnvironmentOverride env;
+  ScopedSettings env;
   std::string why;
-  env.Set("MPCAFFE_CACHE", "/some/where.sqlite");
-  env.Set("XDG_CACHE_HOME", "/xdg");
-  env.Set("HOME", "/home/someone");
+  env->cache = "/some/where.sqlite";
+  env->xdg_cache_home = "/xdg";
+  env->home = "/home/someone";
   EXPECT_EQ(DefaultCachePath(&why), "/some/where.sqlite");
   EXPECT_EQ(why, "MPCAFFE_CACHE");
-  env.Set("MPCAFFE_CACHE", "off");
+  env->cache = "off";
   EXPECT_EQ(DefaultCachePath(), "");
-  env.Set("MPCAFFE_CACHE", "OFF");
+  env->cache = "OFF";
   EXPECT_EQ(DefaultCachePath(), "");
-  env.Set("MPCAFFE_CACHE", nullptr);
+  env->cache = "";
   EXPECT_EQ(DefaultCachePath(&why), "/xdg/mpcaffe/kernels.sqlite");
   EXPECT_EQ(why, "XDG_CACHE_HOME");
-  env.Set("XDG_CACHE_HOME", "relative/ignored");
+  env->xdg_cache_home = "relative/ignored";
   EXPECT_EQ(DefaultCachePath(&why), "/home/someone/.cache/mpcaffe/kernels.sqlite");
-  env.Set("XDG_CACHE_HOME", "");
+  env->xdg_cache_home = "";
   EXPECT_EQ(DefaultCachePath(&why), "/home/someone/.cache/mpcaffe/kernels.sqlite");
   EXPECT_EQ(why, "HOME");
 }

@@ -12,6 +12,7 @@
 
 #include "codegen/kernel_writer.h"
 #include "device/device.h"
+#include "device/settings.h"
 
 namespace mpcaffe {
 namespace {
@@ -265,12 +266,14 @@ TEST(Program, BuildFailureShowsDeviceOptionsLogAndSourceLines) {
 TEST(Program, DumpKernelsWritesEveryGeneratedText) {
   const auto dir = std::filesystem::temp_directory_path() / ("mpcaffe_dump_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
-  setenv("MPCAFFE_DUMP_KERNELS", dir.c_str(), 1);
-  Device& d = DefaultDevice();
-  KernelWriter w(KernelTarget::Of(d));
-  w.Kernel("dumped_kernel").Out("float", "y").Body("  y[0] = 2.0f;\n");
-  d.BuildProgram(w.Source(), "-DDUMP_TEST");
-  unsetenv("MPCAFFE_DUMP_KERNELS");
+  {
+    ScopedSettings env;
+    env->dump_kernels = dir.string();
+    Device& d = DefaultDevice();
+    KernelWriter w(KernelTarget::Of(d));
+    w.Kernel("dumped_kernel").Out("float", "y").Body("  y[0] = 2.0f;\n");
+    d.BuildProgram(w.Source(), "-DDUMP_TEST");
+  }
   int files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     std::ifstream in(entry.path());

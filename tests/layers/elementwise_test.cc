@@ -13,6 +13,7 @@
 #include "codegen/datatype.h"
 #include "codegen/kernel_writer.h"
 #include "layers/elementwise.h"
+#include "device/settings.h"
 
 namespace mpcaffe {
 namespace {
@@ -170,12 +171,12 @@ TEST(Fp16Arith, HalfDevicesComputeInHalfUnlessSwitchedOff) {
   // (the ElementwiseTest fp16 cases above then run native half against the reference);
   // MPCAFFE_FP16_ARITH=0 makes them compute in float on the same device, and still match.
   Device& dev = DefaultDevice();
-  const char* saved = std::getenv("MPCAFFE_FP16_ARITH");
-  const std::string keep = saved ? saved : "";
-  unsetenv("MPCAFFE_FP16_ARITH");
+  std::optional<ScopedSettings> env;
+  env.emplace();
+  (*env)->fp16_arith = "";
   const KernelTarget native = KernelTarget::Of(dev);
   EXPECT_EQ(native.fp16_arith, dev.info().fp16);
-  setenv("MPCAFFE_FP16_ARITH", "0", 1);
+  (*env)->fp16_arith = "0";
   const KernelTarget in_float = KernelTarget::Of(dev);
   EXPECT_FALSE(in_float.fp16_arith);
   const std::string float_text = ReluSource(in_float, DataType::kFloat16);
@@ -194,10 +195,7 @@ TEST(Fp16Arith, HalfDevicesComputeInHalfUnlessSwitchedOff) {
     dev.CopyToHost(y.get(), 0, got.data(), got.size());
     ExpectMatch(DataType::kFloat16, n, got, want, "fp16 scale in float");
   }
-  if (saved)
-    setenv("MPCAFFE_FP16_ARITH", keep.c_str(), 1);
-  else
-    unsetenv("MPCAFFE_FP16_ARITH");
+  env.reset();
   if (!dev.info().fp16)
     GTEST_SKIP() << dev.info().name << " has no half arithmetic (cl_khr_fp16): fp16 computes "
                  << "in float there, the native-half assertion does not apply";

@@ -17,6 +17,7 @@
 #include "net/net.h"
 #include "proto/model_io.h"
 #include "tests/testing/paths.h"
+#include "device/settings.h"
 
 namespace mpcaffe {
 namespace {
@@ -256,20 +257,9 @@ TEST(Moe, GroupedEqualsFullForwardInEveryDtype) {
 }
 
 /// MPCAFFE_MOE_QUEUES while alive (restored after).
-class QueuesEnv {
+class QueuesEnv : public ScopedSettings {
  public:
-  explicit QueuesEnv(const char* value) {
-    if (const char* old = std::getenv("MPCAFFE_MOE_QUEUES")) old_ = old, had_ = true;
-    setenv("MPCAFFE_MOE_QUEUES", value, 1);
-  }
-  ~QueuesEnv() {
-    if (had_) setenv("MPCAFFE_MOE_QUEUES", old_.c_str(), 1);
-    else unsetenv("MPCAFFE_MOE_QUEUES");
-  }
-
- private:
-  std::string old_;
-  bool had_ = false;
+  explicit QueuesEnv(const char* value) { (*this)->moe_queues = value; }
 };
 
 /// The experts on queues of their own (the default) give the same bytes as all on one queue:

@@ -21,6 +21,7 @@
 #include "tests/testing/random_storage.h"
 #include "libdnn/tuner.h"
 #include "quant/fixed_point.h"
+#include "device/settings.h"
 
 namespace mpcaffe::libdnn {
 namespace {
@@ -517,12 +518,10 @@ TEST(ConvForward, FewChannelsRunAsIm2colGemm) {
       ConvForwardReference(d, quant, x.data(), w.data(), bias.data(), want.data());
       auto xm = Upload(dev, x), wm = Upload(dev, w), bm = Upload(dev, bias);
       for (const char* env : {"", "1", "0"}) {
-        if (*env)
-          setenv("MPCAFFE_CONV_GEMM", env, 1);
-        else
-          unsetenv("MPCAFFE_CONV_GEMM");
+        std::optional<ScopedSettings> forced;
+        forced.emplace([env](Settings& s) { s.conv_gemm = env; });
         Convolution conv(dev, d, quant);
-        unsetenv("MPCAFFE_CONV_GEMM");
+        forced.reset();
         const bool gemm = *env ? *env == '1' : q && !dev.info().is_gpu;
         EXPECT_EQ(conv.forward_gemm(), gemm) << "MPCAFFE_CONV_GEMM=" << env;
         auto ym = dev.Allocate(want.size());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cache/program_cache.h"
+#include "device/settings.h"
 #include "libdnn/blas.h"
 #include "libdnn/tuner.h"
 
@@ -135,19 +136,21 @@ TEST(BlasMultiplexer, EnvironmentForcesAChoiceWhereSupported) {
   GemmDesc q = f;
   q.type = q.out_type = DataType::kInt8Q;
   const bool clblast = Available(BlasImpl::kCLBlast, dev, f);
-  setenv("MPCAFFE_BLAS", "clblast", 1);
-  EXPECT_EQ(ChooseGemmImpl(dev, f), clblast ? BlasImpl::kCLBlast : BlasImpl::kLibDNN);
-  EXPECT_EQ(ChooseGemmImpl(dev, q), BlasImpl::kLibDNN);  // CLBlast has no int8 GEMM
-  f.relu = true;
-  EXPECT_EQ(ChooseGemmImpl(dev, f), BlasImpl::kLibDNN);  // nor a fused ReLU
-  setenv("MPCAFFE_BLAS", "cublas", 1);
-  EXPECT_EQ(ChooseGemmImpl(dev, q), BlasImpl::kLibDNN);
-  setenv("MPCAFFE_BLAS", "libdnn", 1);
-  f.relu = false;
-  EXPECT_EQ(ChooseGemmImpl(dev, f), BlasImpl::kLibDNN);
-  setenv("MPCAFFE_BLAS", "mkl", 1);
-  EXPECT_THROW(ChooseGemmImpl(dev, f), Error);
-  unsetenv("MPCAFFE_BLAS");
+  {
+    ScopedSettings env;
+    env->blas = "clblast";
+    EXPECT_EQ(ChooseGemmImpl(dev, f), clblast ? BlasImpl::kCLBlast : BlasImpl::kLibDNN);
+    EXPECT_EQ(ChooseGemmImpl(dev, q), BlasImpl::kLibDNN);  // CLBlast has no int8 GEMM
+    f.relu = true;
+    EXPECT_EQ(ChooseGemmImpl(dev, f), BlasImpl::kLibDNN);  // nor a fused ReLU
+    env->blas = "cublas";
+    EXPECT_EQ(ChooseGemmImpl(dev, q), BlasImpl::kLibDNN);
+    env->blas = "libdnn";
+    f.relu = false;
+    EXPECT_EQ(ChooseGemmImpl(dev, f), BlasImpl::kLibDNN);
+    env->blas = "mkl";
+    EXPECT_THROW(ChooseGemmImpl(dev, f), Error);
+  }
   std::string why;
   EXPECT_FALSE(Available(BlasImpl::kCuBLAS, dev, f, &why));
   EXPECT_FALSE(why.empty());

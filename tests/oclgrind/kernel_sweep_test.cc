@@ -30,6 +30,7 @@
 #include "quant/quant_params.h"
 #include "quant/quantizer.h"
 #include "tests/testing/random_storage.h"
+#include "device/settings.h"
 
 namespace mpcaffe {
 namespace {
@@ -433,9 +434,10 @@ TEST(ConvSweepGemmPath, Im2colGemmForward) {
     Bytes want(d.output_count() * SizeOf(t));
     libdnn::ConvForwardReference(d, quant, x.data(), w.data(), bias.data(), want.data());
     auto xm = Upload(dev, x), wm = Upload(dev, w), bm = Upload(dev, bias);
-    setenv("MPCAFFE_CONV_GEMM", "1", 1);
+    std::optional<ScopedSettings> forced;
+    forced.emplace([](Settings& s) { s.conv_gemm = "1"; });
     libdnn::Convolution conv(dev, d, quant);
-    unsetenv("MPCAFFE_CONV_GEMM");
+    forced.reset();
     ASSERT_TRUE(conv.forward_gemm()) << d.ToString();
     auto ym = dev.Allocate(want.size());
     conv.SetWeights(BufferRef(wm.get(), 0));

@@ -13,6 +13,7 @@
 #include "layers/blob.h"
 #include "net/net.h"
 #include "proto/model_io.h"
+#include "device/settings.h"
 
 namespace mpcaffe {
 namespace {
@@ -69,11 +70,12 @@ TEST(OutOfMemory, MoreThanTheDeviceHasIsRefusedWithoutAnArtificialLimit) {
 }
 
 TEST(OutOfMemory, EnvironmentLimitMustBeANumber) {
-  setenv("MPCAFFE_MAX_DEVICE_BYTES", "12k", 1);
+  ScopedSettings env;
+  env->max_device_bytes = "12k";
   EXPECT_THROW(ByteLimitFromEnvironment(), DeviceError);
-  setenv("MPCAFFE_MAX_DEVICE_BYTES", "4096", 1);
+  env->max_device_bytes = "4096";
   EXPECT_EQ(ByteLimitFromEnvironment(), 4096u);
-  unsetenv("MPCAFFE_MAX_DEVICE_BYTES");
+  env->max_device_bytes = "";
   EXPECT_EQ(ByteLimitFromEnvironment(), 0u);
 }
 

@@ -1,0 +1,53 @@
+// device/settings.cc — the one reader of the process environment (see settings.h).
+#include "device/settings.h"
+
+#include <cstdlib>
+
+namespace mpcaffe {
+
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// A function-local static: built at the first use, also from other files' static
+// initialisers (tests/testing/enable_cache.cc), whatever the order of initialisation.
+Settings& Current() {
+  static Settings settings = Settings::FromEnvironment();
+  return settings;
+}
+
+}  // namespace
+
+Settings Settings::FromEnvironment() {
+  Settings s;
+  s.device = Env("MPCAFFE_DEVICE");
+  s.max_device_bytes = Env("MPCAFFE_MAX_DEVICE_BYTES");
+  s.dump_kernels = Env("MPCAFFE_DUMP_KERNELS");
+  s.cuda_include = Env("MPCAFFE_CUDA_INCLUDE");
+  s.fp16_arith = Env("MPCAFFE_FP16_ARITH");
+  s.blas = Env("MPCAFFE_BLAS");
+  s.conv_gemm = Env("MPCAFFE_CONV_GEMM");
+  s.fuse = Env("MPCAFFE_FUSE");
+  s.moe_queues = Env("MPCAFFE_MOE_QUEUES");
+  s.cache = Env("MPCAFFE_CACHE");
+  s.xdg_cache_home = Env("XDG_CACHE_HOME");
+  s.home = Env("HOME");
+  return s;
+}
+
+const Settings& GetSettings() { return Current(); }
+
+ScopedSettings::ScopedSettings() : saved_(Current()) {}
+
+ScopedSettings::ScopedSettings(const std::function<void(Settings&)>& change) : saved_(Current()) {
+  change(Current());
+}
+
+Settings& ScopedSettings::operator*() { return Current(); }
+
+ScopedSettings::~ScopedSettings() { Current() = saved_; }
+
+}  // namespace mpcaffe

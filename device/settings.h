@@ -1,0 +1,54 @@
+// device/settings.h — every environment variable mpcaffe reads, read in one place: the process
+// environment is read once, at the first GetSettings(), into a Settings value; the code that
+// acts on a variable (device selection, the kernel cache, the GEMM chooser, …) reads that value,
+// never the environment. Values are kept as written: the code using one parses it and names the
+// variable in its error (e.g. "MPCAFFE_BLAS=foo: expected libdnn, clblast, cublas or auto").
+// Tests change them for a scope with ScopedSettings.
+#pragma once
+
+#include <functional>
+#include <string>
+
+namespace mpcaffe {
+
+struct Settings {
+  std::string device;            ///< MPCAFFE_DEVICE: the default device's selector (FindDevice)
+  std::string max_device_bytes;  ///< MPCAFFE_MAX_DEVICE_BYTES: an artificial device memory cap
+  std::string dump_kernels;      ///< MPCAFFE_DUMP_KERNELS: a folder for every program's source
+  std::string cuda_include;      ///< MPCAFFE_CUDA_INCLUDE: CUDA headers for NVRTC
+  std::string fp16_arith;        ///< MPCAFFE_FP16_ARITH: "0" keeps fp16 as storage only
+  std::string blas;              ///< MPCAFFE_BLAS: libdnn | clblast | cublas | auto
+  std::string conv_gemm;         ///< MPCAFFE_CONV_GEMM: "0"/"1" force the im2col + GEMM path
+  std::string fuse;              ///< MPCAFFE_FUSE: "0" turns the Net's ReLU fusion off
+  std::string moe_queues;        ///< MPCAFFE_MOE_QUEUES: queues the MOE experts spread over
+  std::string cache;             ///< MPCAFFE_CACHE: the kernel-cache file, or "off"
+  std::string xdg_cache_home;    ///< XDG_CACHE_HOME (the cache's default folder)
+  std::string home;              ///< HOME (the cache's fallback folder)
+
+  /// The values of the process environment now (unset variables are "").
+  static Settings FromEnvironment();
+};
+
+/// The settings of this process: the environment at the first call, unless a ScopedSettings
+/// replaced them.
+const Settings& GetSettings();
+
+/// Changes the settings for its lifetime and restores the previous ones after (tests; not
+/// thread-safe against concurrent GetSettings users):
+///   ScopedSettings env;  env->blas = "clblast";  …  // restored at the end of the scope
+class ScopedSettings {
+ public:
+  ScopedSettings();
+  explicit ScopedSettings(const std::function<void(Settings&)>& change);
+  ~ScopedSettings();
+  /// The process's settings, to change while this scope lives.
+  Settings& operator*();
+  Settings* operator->() { return &**this; }
+  ScopedSettings(const ScopedSettings&) = delete;
+  ScopedSettings& operator=(const ScopedSettings&) = delete;
+
+ private:
+  Settings saved_;
+};
+
+}  // namespace mpcaffe
