@@ -243,19 +243,24 @@ ConvQuant ConvQuant::From(const quant::QuantParams& input, const quant::QuantPar
   return q;
 }
 
-std::string ConvConfig::ToString() const {
-  return "l" + std::to_string(lanes) + " oc" + std::to_string(oc_per_item) + " px" +
-         std::to_string(px_per_item) + " v" + std::to_string(vw) + (kp == 4 ? " k4" : "");
+const ConfigSchema<ConvConfig>& ConvConfig::Schema() {
+  static const ConfigSchema<ConvConfig> schema(
+      "", {{"l", &ConvConfig::lanes, ValueRange(1, 256)},
+           {"oc", &ConvConfig::oc_per_item, ValueRange(1, 16)},
+           {"px", &ConvConfig::px_per_item, ValueRange(1, 16)},
+           {"v", &ConvConfig::vw, {1, 2, 4, 8, 16}},
+           {"k", &ConvConfig::kp, {1, 4}, 1, /*always_printed=*/false}});
+  return schema;
 }
 
+std::string ConvConfig::ToString() const { return Schema().Print(*this); }
+
 void ConvConfig::Validate() const {
-  const bool width_ok = vw == 1 || vw == 2 || vw == 4 || vw == 8 || vw == 16;
-  if (lanes < 1 || lanes > 256 || oc_per_item < 1 || oc_per_item > 16 || px_per_item < 1 ||
-      px_per_item > 16 || oc_per_item * px_per_item > 64 || !width_ok || (kp != 1 && kp != 4) ||
-      (kp == 4 && vw != 1))
-    throw Error("convolution config " + ToString() +
-                ": lanes must be in [1, 256], tiles in [1, 16] with oc·px ≤ 64, vw 1/2/4/8/16, "
-                "kp 1 or 4 (4 with vw 1)");
+  const ConfigSchema<ConvConfig>& s = Schema();
+  if (!s.InRange(*this) || oc_per_item * px_per_item > 64 || (kp == 4 && vw != 1))
+    throw Error("convolution config " + ToString() + ": lanes must be in [" + s.AllowedText("l") +
+                "], tiles in [" + s.AllowedText("oc") + "] with oc·px ≤ 64, vw " +
+                s.AllowedText("v") + ", kp " + s.AllowedText("k") + " (4 with vw 1)");
 }
 
 ConvConfig DefaultConvConfig(const DeviceInfo& device, DataType type) {

@@ -36,6 +36,7 @@
 #include "libdnn/gemm.h"  // BufferRef
 #include "quant/fixed_point.h"
 #include "quant/quant_params.h"
+#include "libdnn/config_schema.h"
 
 namespace mpcaffe::libdnn {
 
@@ -99,6 +100,9 @@ struct ConvConfig {
   /// 1 is the type's usual input path.
   int kp = 1;
 
+  /// The fields: l (lanes), oc, px, v (vw), k (kp; written only when 4), with their allowed
+  /// values.
+  static const ConfigSchema<ConvConfig>& Schema();
   std::string ToString() const;  // "l1 oc4 px3 v8", with " k4" when kp = 4
   /// Throws mpcaffe::Error: lanes in [1, 256], tiles in [1, 16], oc·px ≤ 64, vw a width above,
   /// kp 1 or 4 (4 with vw = 1).
@@ -107,10 +111,7 @@ struct ConvConfig {
   bool Supports(Backend backend) const { return vw == 1 || backend == Backend::kOpenCL; }
   /// Channels of one work-group: lanes · oc_per_item · vw.
   int channels_per_group() const { return lanes * oc_per_item * vw; }
-  bool operator==(const ConvConfig& o) const {
-    return lanes == o.lanes && oc_per_item == o.oc_per_item && px_per_item == o.px_per_item &&
-           vw == o.vw && kp == o.kp;
-  }
+  bool operator==(const ConvConfig& o) const { return Schema().Equal(*this, o); }
   /// Sensible candidates for a tuner to time on a device (all supported; the default for
   /// `type` first).
   static std::vector<ConvConfig> Candidates(const DeviceInfo& device,

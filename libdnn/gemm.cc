@@ -92,7 +92,7 @@ bool NeedActivationSums(const GemmDesc& d) { return IsQuantized(d.type) && d.wei
 /// kp = 2 subtracts z_w from the weights as they are loaded (w − z_w fits 16 bits), so the
 /// kernel needs no activation sums: Σ(w − z_w)·x − z_x·(Σw − K·z_w) is the same value.
 bool FoldsWeightZero(const GemmDesc& d, const GemmConfig& c) {
-  return c.kp == 2 && NeedActivationSums(d);
+  return c.kp == GemmConfig::kPairs && NeedActivationSums(d);
 }
 /// kp = 2 with the weights as a not transposed A (convolution as GEMM, inner product): a small
 /// kernel first writes op(A) as 32-bit pairs (w(m, k) − z_w, w(m, k + 1) − z_w), so each pair
@@ -101,7 +101,7 @@ bool FoldsWeightZero(const GemmDesc& d, const GemmConfig& c) {
 /// tiles reuse each row of A: on 4096×64×9216 (4 tiles) writing and re-reading the 75 MB of
 /// pairs cost more than it saved (37–47 against 43–87 GOP/s unpacked, PoCL).
 bool PacksA(const GemmDesc& d, const GemmConfig& c) {
-  return c.kp == 2 && d.weights == WeightOperand::kA && !d.trans_a && d.N >= 8 * c.cols_per_item();
+  return c.kp == GemmConfig::kPairs && d.weights == WeightOperand::kA && !d.trans_a && d.N >= 8 * c.cols_per_item();
 }
 
 /// Whether the kernel accumulates Σx beside the products (the Epilogue's `xs`).
@@ -470,7 +470,7 @@ std::string OuterLocalBody(const GemmDesc& d, const GemmConfig& c) {
 /// kp = 4, and kDot with scalar lanes.
 bool UsesDot4(const GemmDesc& d, const GemmConfig& c) {
   return d.type == DataType::kInt8Q && c.vw == 1 &&
-         (c.algorithm == GemmConfig::Algorithm::kDot || c.kp == 4);
+         (c.algorithm == GemmConfig::Algorithm::kDot || c.kp == GemmConfig::kDot4);
 }
 
 /// The 4-way dot product of one activation word and one weight word (activations unsigned).
@@ -528,7 +528,7 @@ std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
   s << OuterAccumulators(d, c);
   auto fast = [&](const std::string& k) { return OuterStep(d, c, k, false); };
   auto gathered = [&](const std::string& k) { return OuterStep(d, c, k, true); };
-  if (c.kp == 2) {
+  if (c.kp == GemmConfig::kPairs) {
     s << APairHelper(d);
     if (PacksA(d, c))
       for (int i = 0; i < c.tm; ++i)
@@ -539,7 +539,7 @@ std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
     } else {
       s << "{\n" << Indent(PairLoops(d, c, true), 2) << "}\n";
     }
-  } else if (c.kp == 4) {
+  } else if (c.kp == GemmConfig::kDot4) {
     if (!d.trans_b) {
       s << "if (n0 + " << c.cols_per_item() << " <= N) {\n" << Indent(Dot4Loops(d, c, false), 2);
       s << "} else {\n" << Indent(Dot4Loops(d, c, true), 2) << "}\n";
@@ -727,7 +727,7 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& d, const Ge
                                           ? "mp_requant64((mp_i64)(acc), m, s)"
                                           : "(mp_i64)mp_requant32((int)(acc), m, s)");
   }
-  if (c.kp == 2) w.UseHelper(KernelHelper::kPairProduct16);
+  if (c.kp == GemmConfig::kPairs) w.UseHelper(KernelHelper::kPairProduct16);
   if (UsesDot4(d, c)) {
     w.UseHelper(KernelHelper::kDot4);
     // Bytes p[i], p[i + s], p[i + 2s], p[i + 3s] as one little-endian word.
@@ -804,9 +804,9 @@ Gemm::Gemm(Device& device, const GemmDesc& desc, const GemmQuant& quant, const G
 void Gemm::Prepare(const GemmQuant& quant) {
   // kp = 2 holds w − z_w in 16-bit lanes: exact for a weight zero point inside the weights'
   // storage range (every valid quantization); any other takes the one-k loop.
-  if (config_.kp == 2 && desc_.weight_zero) {
+  if (config_.kp == GemmConfig::kPairs && desc_.weight_zero) {
     const int lo = desc_.weights_signed ? -128 : 0, hi = desc_.weights_signed ? 127 : 255;
-    if (quant.w_zero < lo || quant.w_zero > hi) config_.kp = 1;
+    if (quant.w_zero < lo || quant.w_zero > hi) config_.kp = GemmConfig::kOneK;
   }
   const KernelTarget target = KernelTarget::Of(*device_);
   source_ = Source(target, desc_, config_);

@@ -10,8 +10,6 @@ namespace mpcaffe::libdnn {
 
 namespace {
 
-bool ValidWidth(int vw) { return vw == 1 || vw == 2 || vw == 4 || vw == 8 || vw == 16; }
-
 /// Whether op(A) and op(B) are both contiguous along K, as kDot reads them.
 bool DotLayout(const GemmDesc& d) {
   return !d.trans_a && (d.trans_b || (d.N == 1 && d.ldb_or_packed() == 1));
@@ -56,80 +54,49 @@ void AddWorkItemPerOutputTiles(const GemmDesc& desc, Add&& add) {
 
 }  // namespace
 
+const ConfigSchema<GemmConfig>& GemmConfig::Schema() {
+  static const ConfigSchema<GemmConfig> schema(
+      "=", {{"tm", &GemmConfig::tm, ValueRange(1, 16)},
+            {"tn", &GemmConfig::tn, ValueRange(1, 16)},
+            {"vw", &GemmConfig::vw, {1, 2, 4, 8, 16}},
+            {"wg", &GemmConfig::wg, ValueRange(1, 1024)},
+            {"ku", &GemmConfig::ku, {1, 2, 4}, std::nullopt, true, {1, 2}},
+            {"mf", &GemmConfig::mf, {0, 1}, std::nullopt, true, {0, 1}},
+            {"kp", &GemmConfig::kp, {kOneK, kPairs, kDot4}, kOneK},
+            {"lm", &GemmConfig::lm, {0, 1}, 0}});
+  return schema;
+}
+
 std::string GemmConfig::ToString() const {
-  std::ostringstream s;
-  s << (algorithm == Algorithm::kOuter ? "outer" : "dot") << " tm=" << tm << " tn=" << tn
-    << " vw=" << vw << " wg=" << wg << " ku=" << ku << " mf=" << mf << " kp=" << kp << " lm=" << lm;
-  return s.str();
+  return std::string(algorithm == Algorithm::kOuter ? "outer " : "dot ") + Schema().Print(*this);
 }
 
 std::optional<GemmConfig> GemmConfig::Parse(const std::string& text) {
-  std::istringstream in(text);
-  std::string word;
+  const size_t space = text.find(' ');
+  const std::string word = text.substr(0, space);
   GemmConfig c;
-  if (!(in >> word)) return std::nullopt;
   if (word == "outer")
     c.algorithm = Algorithm::kOuter;
   else if (word == "dot")
     c.algorithm = Algorithm::kDot;
   else
     return std::nullopt;
-  int seen = 0;
-  bool seen_kp = false, seen_lm = false;
-  while (in >> word) {
-    const size_t eq = word.find('=');
-    if (eq == std::string::npos) return std::nullopt;
-    const std::string key = word.substr(0, eq);
-    int value = 0;
-    try {
-      value = std::stoi(word.substr(eq + 1));
-    } catch (...) {
-      return std::nullopt;
-    }
-    if (key == "tm")
-      c.tm = value;
-    else if (key == "tn")
-      c.tn = value;
-    else if (key == "vw")
-      c.vw = value;
-    else if (key == "wg")
-      c.wg = value;
-    else if (key == "ku")
-      c.ku = value;
-    else if (key == "mf")
-      c.mf = value;
-    else if (key == "kp" && !seen_kp) {
-      c.kp = value;
-      seen_kp = true;
-      continue;
-    } else if (key == "lm" && !seen_lm) {
-      c.lm = value;
-      seen_lm = true;
-      continue;
-    } else
-      return std::nullopt;
-    ++seen;
-  }
-  if (seen != 6 || (c.mf != 0 && c.mf != 1) || (c.kp != 1 && c.kp != 2 && c.kp != 4) ||
-      (c.lm != 0 && c.lm != 1) || c.tm < 1 || c.tm > 16 || c.tn < 1 || c.tn > 16 ||
-      !ValidWidth(c.vw) || c.wg < 1 || c.wg > 1024 || (c.ku != 1 && c.ku != 2 && c.ku != 4))
-    return std::nullopt;
-  return c;
+  return Schema().Parse(space == std::string::npos ? "" : text.substr(space + 1), c);
 }
 
 bool GemmConfig::Supports(const GemmDesc& desc, Backend backend) const {
   if (backend == Backend::kCuda && vw != 1) return false;
   if (algorithm == Algorithm::kDot && !DotLayout(desc)) return false;
-  if (kp == 2 && (backend != Backend::kOpenCL || algorithm != Algorithm::kOuter ||
+  if (kp == GemmConfig::kPairs && (backend != Backend::kOpenCL || algorithm != Algorithm::kOuter ||
                   desc.type != DataType::kInt8Q || vw != 8))
     return false;
-  if (kp == 4 &&
+  if (kp == GemmConfig::kDot4 &&
       (algorithm != Algorithm::kOuter || desc.type != DataType::kInt8Q || vw != 1 || lm != 0))
     return false;
   if (lm == 1) {
     // Staging needs the outer product's one-k step (kp = 2 interleaves k pairs from global
     // memory) and a 2-D split of wg.
-    if (algorithm != Algorithm::kOuter || kp != 1 || (wg & (wg - 1)) != 0) return false;
+    if (algorithm != Algorithm::kOuter || kp != GemmConfig::kOneK || (wg & (wg - 1)) != 0) return false;
     // 32 KiB: the OpenCL minimum for a full-profile device, under CUDA's 48 KiB static limit.
     if (LocalBytes(desc) > 32 * 1024) return false;
   }
@@ -154,8 +121,7 @@ int GemmConfig::LocalStrideA(const GemmDesc& desc, int rows) { return rows + !de
 int GemmConfig::LocalStrideB(const GemmDesc& desc, int cols) { return cols + desc.trans_b; }
 
 bool GemmConfig::operator==(const GemmConfig& o) const {
-  return algorithm == o.algorithm && tm == o.tm && tn == o.tn && vw == o.vw && wg == o.wg &&
-         ku == o.ku && mf == o.mf && kp == o.kp && lm == o.lm;
+  return algorithm == o.algorithm && Schema().Equal(*this, o);
 }
 
 GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc) {
@@ -184,7 +150,7 @@ GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc) {
     // int8: 16-bit pair products (vpmaddwd) do 16 MACs per instruction against 8 for int32
     // lanes; side by side on PoCL the AlexNet GEMM shapes ran 1.0–1.9× (median 1.55×) the
     // int32-lane kernel.
-    if (desc.type == DataType::kInt8Q) c.kp = 2;
+    if (desc.type == DataType::kInt8Q) c.kp = GemmConfig::kPairs;
     // A native 4-way dot product (kp = 4) is not the CPU default: on Intel's OpenCL CPU
     // runtime (AMD EPYC with AVX-512 VNNI, 2026-11-24, GemmBenchmark.DISABLED_Dot4VersusPairs,
     // medians of 7 alternating rounds) its dot_4x8packed_* built-ins stay scalar calls the
@@ -200,7 +166,7 @@ GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc) {
     // GPUs with a native 4-way dot product (dp4a, cl_khr_integer_dot_product): one instruction
     // does four of the one-k loop's multiply-adds. Not measured here (no GPU on the build
     // machine); the Tuner times kp = 1 beside it.
-    if (desc.type == DataType::kInt8Q && device.dot_product) c.kp = 4;
+    if (desc.type == DataType::kInt8Q && device.dot_product) c.kp = GemmConfig::kDot4;
   }
   return c;
 }
@@ -225,7 +191,7 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
   const bool pairs = desc.type == DataType::kInt8Q && backend == Backend::kOpenCL && !device.is_gpu;
   if (pairs) {
     GemmConfig other = base;
-    other.kp = 3 - base.kp;
+    other.kp = base.kp == GemmConfig::kPairs ? GemmConfig::kOneK : GemmConfig::kPairs;
     add(other);
   }
   const bool vectors = backend == Backend::kOpenCL;
@@ -238,9 +204,9 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
       for (auto [tm, tn] : {std::pair{4, 1}, {6, 2}, {8, 1}, {4, 2}, {4, 3}, {8, 2}}) {
         GemmConfig c = Tile(kOuterTile, tm, vw == 16 ? std::max(1, tn / 2) : tn, vw, wg, base.mf);
         if (pairs && vw == 8) {
-          c.kp = 2;
+          c.kp = GemmConfig::kPairs;
           add(c);
-          c.kp = 1;
+          c.kp = GemmConfig::kOneK;
         }
         add(c);
       }
@@ -255,17 +221,13 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
                                             : std::vector<int>{1, 16};
     for (int wg : dot_groups)
       for (auto [tm, tn] : {std::pair{4, 4}, {8, 1}, {4, 2}, {6, 2}})
-        add(Tile(kOuterTile, tm, tn, 1, wg, base.mf, /*kp=*/4));
+        add(Tile(kOuterTile, tm, tn, 1, wg, base.mf, GemmConfig::kDot4));
     GemmConfig one_k = base;
-    one_k.kp = 1;
+    one_k.kp = GemmConfig::kOneK;
     add(one_k);
   }
-  GemmConfig unrolled = out.front();
-  unrolled.ku = 2;
-  add(unrolled);
-  GemmConfig flipped = out.front();
-  flipped.mf = 1 - flipped.mf;
-  add(flipped);
+  // The schema's variations of the default: the K loop unrolled, the other work-group order.
+  for (const GemmConfig& c : GemmConfig::Schema().Variations(out.front())) add(c);
   if (backend == Backend::kOpenCL && !device.is_gpu) AddWorkItemPerOutputTiles(desc, add);
   // Local-memory tiles (lm = 1). On GPUs and CUDA a work-group of 32–128 shares each op(A)
   // and op(B) element among its group_n() or group_m() work-items; the same columns per
@@ -288,7 +250,7 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
     // slower than the default on AlexNet's conv1/conv3 GEMMs (fp32 and int8; by one work-item
     // alike): one candidate, so the Tuner can confirm it on other CPUs.
     GemmConfig c = base;
-    c.kp = 1;
+    c.kp = GemmConfig::kOneK;
     c.lm = 1;
     c.wg = 4;
     add(c);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "device/device.h"
+#include "libdnn/config_schema.h"
 
 namespace mpcaffe::libdnn {
 
@@ -46,6 +47,9 @@ struct GemmConfig {
   /// op(A)'s and op(B)'s bytes of k … k + 3 packed into 32-bit words, K mod 4 by one-k steps.
   /// (kDot with vw = 1 on int8q always multiplies this way.)
   int kp = 1;
+  static constexpr int kOneK = 1;   ///< kp: one k per step
+  static constexpr int kPairs = 2;  ///< kp: 16-bit pair products
+  static constexpr int kDot4 = 4;   ///< kp: 4-way byte dot products
   /// Local memory (kOuter with kp = 1 only): 1 has the work-group, laid out 2-D as
   /// group_n() × group_m() work-items, stage slabs of kLocalK rows of K of op(A) (its
   /// group_m()·tm rows) and op(B) (its group_n()·tn·vw columns) in local/shared memory, every
@@ -58,10 +62,13 @@ struct GemmConfig {
   /// Depth in K of one lm = 1 slab (fixed; ku unrolls the loop over it).
   static constexpr int kLocalK = 16;
 
+  /// The fields after the algorithm word: tm, tn, vw, wg, ku, mf, kp, lm with their allowed
+  /// values (kp and lm may be missing, as in tables written before they existed: 1 and 0;
+  /// the Tuner's variations: ku 1/2, mf 0/1).
+  static const ConfigSchema<GemmConfig>& Schema();
   /// "outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0" — the tuning table's parameters column.
   std::string ToString() const;
-  /// Parses ToString()'s form (kp and lm may be missing, as in tables written before they
-  /// existed: 1 and 0); nothing when malformed or out of range.
+  /// Parses ToString()'s form (Schema()); nothing when malformed or out of range.
   static std::optional<GemmConfig> Parse(const std::string& text);
   /// Whether this config can run `desc` on a target of `backend` (layout, vector widths; kp = 2
   /// only for int8q kOuter with vw = 8 on OpenCL, kp = 4 for int8q kOuter with vw = 1 and

@@ -83,19 +83,10 @@ ConvConfig TunedConvConfig(const Device& device, const ConvDesc& desc) {
 }
 
 std::optional<ConvConfig> ParseConvConfig(const std::string& text) {
-  ConvConfig c;
-  int used = 0;
-  if (std::sscanf(text.c_str(), "l%d oc%d px%d v%d%n", &c.lanes, &c.oc_per_item, &c.px_per_item,
-                  &c.vw, &used) != 4)
-    return std::nullopt;
-  // Then nothing, or " k4" (ConvConfig::ToString writes kp only when it is 4).
-  const std::string rest = text.substr(size_t(used));
-  if (rest == " k4")
-    c.kp = 4;
-  else if (!rest.empty())
-    return std::nullopt;
+  const std::optional<ConvConfig> c = ConvConfig::Schema().Parse(text);
+  if (!c) return std::nullopt;
   try {
-    c.Validate();
+    c->Validate();
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -184,29 +175,48 @@ double Tuner::Time(BlasGemm& gemm, const GemmArgs& args) {
   return TimeMs([&] { return gemm.Run(args); }, repeats_);
 }
 
-GemmTuneResult Tuner::TuneGemm(const GemmDesc& desc, double give_up, size_t max_candidates) {
-  desc.Validate();
-  GemmOperands ops(device_, desc);
-  const GemmArgs args = ops.args();
-  const GemmQuant quant = PlaceholderQuant(desc);
-  GemmTuneResult result;
-  std::vector<GemmConfig> candidates = GemmCandidates(device_.info(), desc);
+namespace {
+
+/// Times `candidates` (the default first; the first `max_candidates` when > 0): `prepare(c)`
+/// builds candidate c and returns its timer (minimum ms over n runs after a warm-up); each
+/// candidate runs once, and `repeats` − 1 more times unless it was slower than `give_up` × the
+/// best so far.
+template <typename Config, typename Prepare>
+TuneResult<Config> TimeCandidates(std::vector<Config> candidates, size_t max_candidates,
+                                  double give_up, int repeats, Prepare&& prepare) {
   if (max_candidates > 0 && candidates.size() > max_candidates) candidates.resize(max_candidates);
+  TuneResult<Config> result;
   double best = std::numeric_limits<double>::infinity();
-  for (const GemmConfig& c : candidates) {
-    Gemm gemm(device_, desc, quant, c);
-    auto run = [&] { return gemm.Run(args); };
-    double ms = TimeMs(run, 1);  // after a warm-up (PoCL specializes at first launch)
-    if (ms < give_up * best && repeats_ > 1) ms = std::min(ms, TimeMs(run, repeats_ - 1));
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const Config& c = candidates[i];
+    auto time = prepare(c);
+    double ms = time(1);  // after a warm-up (PoCL specializes at first launch)
+    if (ms < give_up * best && repeats > 1) ms = std::min(ms, time(repeats - 1));
     result.measured.emplace_back(c, ms);
-    if (&c == &candidates.front()) result.default_ms = ms;
+    if (i == 0) result.default_ms = ms;
     if (ms < best) {
       best = ms;
       result.best = c;
     }
   }
   result.best_ms = best;
-  result.stored = Store(device_, "gemm", desc.ToString(), result.best.ToString(), best);
+  return result;
+}
+
+}  // namespace
+
+GemmTuneResult Tuner::TuneGemm(const GemmDesc& desc, double give_up, size_t max_candidates) {
+  desc.Validate();
+  GemmOperands ops(device_, desc);
+  const GemmArgs args = ops.args();
+  const GemmQuant quant = PlaceholderQuant(desc);
+  GemmTuneResult result = TimeCandidates(
+      GemmCandidates(device_.info(), desc), max_candidates, give_up, repeats_,
+      [&](const GemmConfig& c) {
+        auto gemm = std::make_shared<Gemm>(device_, desc, quant, c);
+        return [gemm, args](int repeats) { return TimeMs([&] { return gemm->Run(args); }, repeats); };
+      });
+  result.stored = Store(device_, "gemm", desc.ToString(), result.best.ToString(), result.best_ms);
   return result;
 }
 
@@ -245,22 +255,12 @@ double Tuner::TimeConv(const ConvDesc& desc, const ConvConfig& config, const Con
 ConvTuneResult Tuner::TuneConv(const ConvDesc& desc, double give_up, size_t max_candidates) {
   desc.Validate();
   const ConvOperands ops(device_, desc);
-  ConvTuneResult result;
-  std::vector<ConvConfig> candidates = ConvConfig::Candidates(device_.info(), desc.type);
-  if (max_candidates > 0 && candidates.size() > max_candidates) candidates.resize(max_candidates);
-  double best = std::numeric_limits<double>::infinity();
-  for (const ConvConfig& c : candidates) {
-    double ms = TimeConv(desc, c, ops, 1);  // after a warm-up (PoCL specializes at first launch)
-    if (ms < give_up * best && repeats_ > 1) ms = std::min(ms, TimeConv(desc, c, ops, repeats_ - 1));
-    result.measured.emplace_back(c, ms);
-    if (&c == &candidates.front()) result.default_ms = ms;
-    if (ms < best) {
-      best = ms;
-      result.best = c;
-    }
-  }
-  result.best_ms = best;
-  result.stored = Store(device_, "conv", desc.ToString(), result.best.ToString(), best);
+  ConvTuneResult result = TimeCandidates(
+      ConvConfig::Candidates(device_.info(), desc.type), max_candidates, give_up, repeats_,
+      [&](const ConvConfig& c) {
+        return [this, &desc, &ops, c](int repeats) { return TimeConv(desc, c, ops, repeats); };
+      });
+  result.stored = Store(device_, "conv", desc.ToString(), result.best.ToString(), result.best_ms);
   return result;
 }
 

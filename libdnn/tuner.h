@@ -17,22 +17,17 @@
 
 namespace mpcaffe::libdnn {
 
-/// What one tuning run found.
-struct GemmTuneResult {
-  GemmConfig best;
+/// What one tuning run of a kernel's configurations (GemmConfig, ConvConfig) found.
+template <typename Config>
+struct TuneResult {
+  Config best;
   double best_ms = 0;
-  double default_ms = 0;                                // the default configuration's time
-  std::vector<std::pair<GemmConfig, double>> measured;  // every candidate that ran
-  bool stored = false;                                  // the record reached the cache file
+  double default_ms = 0;                            // the default configuration's time
+  std::vector<std::pair<Config, double>> measured;  // every candidate that ran
+  bool stored = false;                              // the record reached the cache file
 };
-
-struct ConvTuneResult {
-  ConvConfig best;
-  double best_ms = 0;
-  double default_ms = 0;
-  std::vector<std::pair<ConvConfig, double>> measured;
-  bool stored = false;
-};
+using GemmTuneResult = TuneResult<GemmConfig>;
+using ConvTuneResult = TuneResult<ConvConfig>;
 
 struct BlasTuneResult {
   BlasImpl best = BlasImpl::kLibDNN;
