@@ -1,6 +1,7 @@
 // tools/cmd_time.cc — `mpcaffe time --model <prototxt> [--weights w] [--iterations N]
 // [--phase TEST] [--device i] [--synthetic] [--json]`: per-layer forward times and the median
-// total, like BVLC's `caffe time` (forward only).
+// total, like BVLC's `caffe time`; with --phase TRAIN also each layer's backward time and the
+// median forward-backward iteration (the training step without the solver update).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -72,8 +73,14 @@ int RunTime(const std::vector<std::string>& args) {
     const int n = static_cast<int>(net.layers().size());
     net.Forward();  // warm-up: kernel builds, weight uploads
     device.Finish();
-    std::vector<std::vector<double>> layer_ms(n);
-    std::vector<double> total_ms;
+    // TRAIN: backward too (after a warm-up backward pass: its kernel builds).
+    const bool train = options.phase == caffe::TRAIN;
+    if (train) {
+      net.Backward();
+      device.Finish();
+    }
+    std::vector<std::vector<double>> layer_ms(n), layer_back_ms(n);
+    std::vector<double> total_ms, back_total_ms;
     for (int it = 0; it < iterations; ++it) {
       double total = 0;
       for (int i = 0; i < n; ++i) {
@@ -89,13 +96,36 @@ int RunTime(const std::vector<std::string>& args) {
         i = last;
       }
       total_ms.push_back(total);
+      if (!train) continue;
+      net.ClearParamDiffs();
+      device.Finish();
+      double back = 0;
+      for (int i = n - 1; i >= 0; --i) {
+        if (!net.layer_need_backward(i)) {
+          layer_back_ms[i].push_back(0.0);
+          continue;
+        }
+        const auto t0 = Clock::now();
+        net.BackwardFromTo(i, i);
+        device.Finish();
+        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        layer_back_ms[i].push_back(ms);
+        back += ms;
+      }
+      back_total_ms.push_back(back);
     }
     const double median = Median(total_ms);
+    std::vector<double> step_ms(back_total_ms.size());
+    for (size_t it = 0; it < step_ms.size(); ++it) step_ms[it] = total_ms[it] + back_total_ms[it];
     if (json) {
       std::ostringstream os;
       os << "{\"model\": \"" << JsonEscape(model) << "\", \"device\": \""
          << JsonEscape(device.Describe()) << "\", \"iterations\": " << iterations
-         << ", \"forward_ms_median\": " << median
+         << ", \"forward_ms_median\": " << median;
+      if (train)
+        os << ", \"backward_ms_median\": " << Median(back_total_ms)
+           << ", \"forward_backward_ms_median\": " << Median(step_ms);
+      os
          << ", \"peak_device_bytes\": " << net.peak_device_bytes()
          << ", \"reduced_memory\": " << (net.reduced_memory() ? "true" : "false") << ", \"layers\": [";
       for (int i = 0; i < n; ++i) {
@@ -103,6 +133,7 @@ int RunTime(const std::vector<std::string>& args) {
         os << (i ? ",\n  " : "\n  ") << "{\"name\": \"" << JsonEscape(l.name()) << "\", \"type\": \""
            << l.type() << "\", \"dtype\": \"" << LayerDtype(l) << "\", \"forward_ms\": "
            << Median(layer_ms[i]);
+        if (train) os << ", \"backward_ms\": " << Median(layer_back_ms[i]);
         if (i > 0 && net.fused_relu_of(i - 1) == i)
           os << ", \"fused_into\": \"" << JsonEscape(net.layer_names()[i - 1]) << "\"";
         os << "}";
@@ -120,10 +151,17 @@ int RunTime(const std::vector<std::string>& args) {
                     LayerDtype(l).c_str(), net.layer_names()[i - 1].c_str());
         continue;
       }
-      std::printf("%24s %-16s %-12s forward: %9.3f ms\n", l.name().c_str(), l.type(),
+      std::printf("%24s %-16s %-12s forward: %9.3f ms", l.name().c_str(), l.type(),
                   LayerDtype(l).c_str(), Median(layer_ms[i]));
+      if (train) std::printf("   backward: %9.3f ms", Median(layer_back_ms[i]));
+      std::printf("\n");
     }
     std::printf("Median forward pass: %.3f ms\n", median);
+    if (train) {
+      std::printf("Median backward pass: %.3f ms\n", Median(back_total_ms));
+      std::printf("Median forward-backward: %.3f ms (%.2f iterations/s)\n", Median(step_ms),
+                  1000.0 / Median(step_ms));
+    }
     std::printf("Peak device memory: %.1f MiB%s\n", net.peak_device_bytes() / 1048576.0,
                 net.reduced_memory() ? " (reduced memory)" : "");
     return 0;
