@@ -23,9 +23,9 @@ inline std::vector<int> ValueRange(int lo, int hi) {
 
 template <typename Config>
 struct ConfigField {
-  const char* key;          ///< text key: "tm" in "tm=6", "oc" in "oc4"
-  int Config::*member;      ///< the field
-  std::vector<int> allowed; ///< every value the field may take
+  const char* key;           ///< text key: "tm" in "tm=6", "oc" in "oc4"
+  int Config::*member;       ///< the field
+  std::vector<int> allowed;  ///< every value the field may take
   /// The value a record without this field means (a field added later, e.g. GEMM kp and lm);
   /// nullopt: the field is required.
   std::optional<int> absent = std::nullopt;

@@ -194,7 +194,8 @@ class Convolution {
   /// would not fit the pair planes).
   static std::string ForwardSource(const KernelTarget& target, const ConvDesc& desc,
                                    const ConvConfig& config, bool channel_pairs = true);
-  /// The fp32 backward program (im2col, col2im, GEMM, bias sum); shape-independent.
+  /// The fp32 backward program besides its two GEMMs (im2col, col2im, bias sum);
+  /// shape-independent.
   static std::string BackwardSource(const KernelTarget& target);
   static std::string ForwardKernelName(const ConvDesc& desc);
 
@@ -213,7 +214,16 @@ class Convolution {
   bool packed_ready_ = false;
   std::shared_ptr<DeviceMemory> xpacked_;  // packed input planes of one chunk of the batch
   int32_t x_zero_ = 0, c_zero_ = 0;
-  std::shared_ptr<DeviceMemory> col_;  // backward im2col buffer (one image, one group)
+  // The fp32 backward pass (conv_backward.cc), prepared at its first use: its LibDNN GEMMs
+  // (data: colᵀ-shaped W_gᵀ · top_g; weights: top_g · colᵀ) and kernels, and one image's
+  // columns of one group.
+  struct Backward {
+    std::unique_ptr<Gemm> data, weights;
+    Kernel im2col, col2im, bias;
+  };
+  Backward& PrepareBackward();
+  std::unique_ptr<Backward> backward_;
+  std::shared_ptr<DeviceMemory> col_;
   // im2col + GEMM forward (forward_gemm()): the weights as SetWeights gave them (the caller
   // may free its copy), their per-channel sums, and one image's columns.
   std::unique_ptr<Gemm> gemm_;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "device/error.h"
-#include "libdnn/conv_host.h"
+#include "libdnn/typed_host.h"
 
 namespace mpcaffe::libdnn {
 

@@ -1,4 +1,4 @@
-// libdnn/conv_host.h — private helpers shared by the convolution, pooling and LRN sources:
+// libdnn/typed_host.h — private helpers shared by the convolution, pooling and LRN sources:
 // host access to typed storage for the references, the requantization a type's accumulator
 // uses, and the kernel-text macro of the same requantization.
 #pragma once

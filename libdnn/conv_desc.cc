@@ -1,0 +1,257 @@
+// libdnn/conv_desc.cc — convolution descriptions (ConvDesc, ConvQuant), tiling configurations
+// (ConvConfig: schema, defaults, candidates) and the forward kernel's input modes (ConvInput).
+#include <algorithm>
+#include <string>
+
+#include "device/error.h"
+#include "libdnn/conv.h"
+#include "libdnn/conv_internal.h"
+#include "libdnn/typed_host.h"
+
+namespace mpcaffe::libdnn {
+
+namespace conv_internal {
+
+/// Packed-weight element type of the forward kernel: float for float types, the difference
+/// type for quantized ones (w − z_w fits it), 16 bits for every channel-pair input.
+const char* PackedType(DataType t, ConvInput input) {
+  switch (t) {
+    case DataType::kFloat32:
+    case DataType::kFloat16:
+      return "float";
+    case DataType::kInt8Q:
+      return input == ConvInput::kDot4 ? "mp_u8" : "mp_i16";
+    case DataType::kInt16Q:
+      return input == ConvInput::kPackedSplit ? "mp_i16" : "int";
+  }
+  return "float";
+}
+size_t PackedBytes(DataType t, ConvInput input) {
+  if (input == ConvInput::kDot4) return 1;
+  return t == DataType::kInt8Q || input == ConvInput::kPackedSplit ? 2 : 4;
+}
+
+/// How the forward kernel reads its input (see ConvInput). The pair forms need OpenCL vectors
+/// of 8 output channels (one short16 pair product per vector) and `x_fits` (x − z_x within
+/// 17 bits: a zero point in the type's range). The packed weights then interleave channel pairs
+/// (wp[…][ic / 2][t][ic % 2], an odd Cg padded with a zero channel) and one MP_MADD16 adds
+/// w(ic)·x(ic) + w(ic + 1)·x(ic + 1) for 8 output channels: both factors fit 16 bits and the
+/// pair sums int32, so the result is the same integer.
+ConvInput InputOf(Backend backend, const ConvDesc& d, const ConvConfig& c, bool x_fits) {
+  // kp = 4 replicates z_x into the bytes of padding: a zero point within uint8.
+  if (d.type == DataType::kInt8Q && c.kp == 4 && x_fits) return ConvInput::kDot4;
+  if (backend != Backend::kOpenCL || c.vw != 8 || !x_fits) return ConvInput::kDirect;
+  const int cg = d.channels / d.groups;
+  // Packed planes are indexed with int: one image's words (two per pair for int16) and the
+  // per-pixel channel sum Σ (x − z_x) (|x − z_x| ≤ 65535, int32 up to Cg = 32768) must fit.
+  const double words = double(d.channels + d.groups) * d.height * d.width * 2;
+  if (words >= 2147483647.0)
+    return d.type == DataType::kInt8Q ? ConvInput::kPairs : ConvInput::kDirect;
+  switch (d.type) {
+    case DataType::kInt8Q: {
+      // Packing costs a pass over the input; it pays when the forward kernel reads each input
+      // pixel often: (channel blocks) · KH·KW / (stride_h·stride_w) times. Measured (ConvBench,
+      // PoCL, interleaved): packed ahead by 10-25% on AlexNet's layers (reuse 9 to 72) and on a
+      // 3×3 stride-1 layer with one block (reuse 9), level at 2.25 (3×3 stride 2, one block)
+      // and on a 1×1 layer with 8 blocks; behind by 15-45% on 1×1 layers with reuse ≤ 1
+      // (stride 2 with one or two blocks, stride 1 with one block).
+      const int blocks =
+          (d.out_channels / d.groups + c.channels_per_group() - 1) / c.channels_per_group();
+      const double reuse =
+          double(blocks) * d.kernel_h * d.kernel_w / (double(d.stride_h) * d.stride_w);
+      return reuse >= 2 ? ConvInput::kPackedPairs : ConvInput::kPairs;
+    }
+    case DataType::kInt16Q:
+      return cg <= 32768 ? ConvInput::kPackedSplit : ConvInput::kDirect;
+    default:
+      return ConvInput::kDirect;
+  }
+}
+bool IsPacked(ConvInput m) { return m == ConvInput::kPackedPairs || m == ConvInput::kPackedSplit; }
+
+/// Input channels per packed step: 4 (kDot4), 2 (channel pairs) or 1.
+int ChannelsPerStep(ConvInput m) {
+  return m == ConvInput::kDot4 ? 4 : m == ConvInput::kDirect ? 1 : 2;
+}
+
+/// Input channels per group as packed: Cg rounded up to the channels per step.
+int PackedChannels(const ConvDesc& d, ConvInput m) {
+  const int cg = d.channels / d.groups, cp = ChannelsPerStep(m);
+  return (cg + cp - 1) / cp * cp;
+}
+
+/// Bytes of one image's packed input: per group ⌈Cg/2⌉ planes of 32-bit pairs (int16: a lo and
+/// a hi word per pixel, then one plane of channel sums).
+size_t PackedInputBytes(const ConvDesc& d, ConvInput m) {
+  const size_t hw = size_t(d.height) * d.width, pairs = size_t(d.channels / d.groups + 1) / 2;
+  if (m == ConvInput::kPackedPairs) return size_t(d.groups) * pairs * hw * 4;
+  if (m == ConvInput::kPackedSplit) return size_t(d.groups) * (pairs * 2 + 1) * hw * 4;
+  return 0;
+}
+
+/// Bias element bytes: fp32 for float types, the accumulator for quantized ones.
+size_t BiasBytes(DataType t) { return t == DataType::kInt16Q ? 8 : 4; }
+
+BufferRef Offset(const BufferRef& b, size_t elements, size_t element_bytes) {
+  return BufferRef(b.mem, b.byte_offset + elements * element_bytes);
+}
+
+void CheckBuffer(const ConvDesc& d, const char* what, const BufferRef& b, size_t count,
+                 size_t element_bytes) {
+  if (!b) throw Error("convolution " + d.ToString() + ": " + what + " buffer is missing");
+  if (b.byte_offset + count * element_bytes > b.mem->bytes())
+    throw Error("convolution " + d.ToString() + ": " + what + " buffer holds " +
+                std::to_string(b.mem->bytes() - std::min(b.byte_offset, b.mem->bytes())) +
+                " bytes past its offset, " + std::to_string(count * element_bytes) + " needed");
+}
+
+}  // namespace conv_internal
+
+using conv_internal::DivUp;
+using host::Field;
+
+// ---------------------------------------------------------------------------------------------
+// Descriptions
+
+int ConvDesc::out_h() const {
+  return (height + 2 * pad_h - (dilation_h * (kernel_h - 1) + 1)) / stride_h + 1;
+}
+int ConvDesc::out_w() const {
+  return (width + 2 * pad_w - (dilation_w * (kernel_w - 1) + 1)) / stride_w + 1;
+}
+double ConvDesc::Flops() const {
+  return 2.0 * batch * out_channels * out_h() * out_w() * (channels / groups) * kernel_h * kernel_w;
+}
+size_t ConvDesc::input_count() const { return size_t(batch) * channels * height * width; }
+size_t ConvDesc::weight_count() const {
+  return size_t(out_channels) * (channels / groups) * kernel_h * kernel_w;
+}
+size_t ConvDesc::output_count() const { return size_t(batch) * out_channels * out_h() * out_w(); }
+
+std::string ConvDesc::ToString() const {
+  std::ostringstream s;
+  s << Name(type) << " n" << batch << " c" << channels << " h" << height << " w" << width << " o"
+    << out_channels << " k" << kernel_h << "x" << kernel_w << " s" << stride_h << "x" << stride_w
+    << " p" << pad_h << "x" << pad_w << " d" << dilation_h << "x" << dilation_w << " g" << groups;
+  if (bias) s << " bias";
+  if (relu) s << " relu";
+  if (weights_signed) s << " signed";
+  return s.str();
+}
+
+void ConvDesc::Validate() const {
+  auto fail = [&](const std::string& what) {
+    throw Error("convolution " + ToString() + ": " + what);
+  };
+  for (auto [name, v] : {std::pair<const char*, int>{"batch", batch},
+                         {"channels", channels},
+                         {"height", height},
+                         {"width", width},
+                         {"out_channels", out_channels},
+                         {"kernel_h", kernel_h},
+                         {"kernel_w", kernel_w},
+                         {"stride_h", stride_h},
+                         {"stride_w", stride_w},
+                         {"dilation_h", dilation_h},
+                         {"dilation_w", dilation_w},
+                         {"groups", groups}})
+    if (v <= 0) fail(Field(name, v) + " must be positive");
+  if (pad_h < 0 || pad_w < 0) fail("padding must not be negative");
+  if (channels % groups)
+    fail(Field("channels", channels) + " is not divisible by " + Field("groups", groups));
+  if (out_channels % groups)
+    fail(Field("out_channels", out_channels) + " is not divisible by " + Field("groups", groups));
+  if (out_h() <= 0 || out_w() <= 0)
+    fail("the dilated kernel does not fit the padded input (output " + std::to_string(out_h()) +
+         "x" + std::to_string(out_w()) + ")");
+  if (weights_signed && !IsQuantized(type)) fail("weights_signed needs a quantized type");
+  const double biggest =
+      std::max({double(input_count()), double(output_count()), double(weight_count()) * 2});
+  if (biggest >= 2147483647.0) fail("tensors beyond 2^31 elements are not supported");
+}
+
+ConvQuant ConvQuant::From(const quant::QuantParams& input, const quant::QuantParams& weights,
+                          const quant::QuantParams& output) {
+  ConvQuant q;
+  q.x_zero = input.zero_point_of(0);
+  q.c_zero = output.zero_point_of(0);
+  if (weights.per_channel() && weights.axis != 0)
+    throw Error(
+        "convolution quantization: per-channel weight parameters must be along axis 0 "
+        "(output channels), got axis " +
+        std::to_string(weights.axis));
+  const size_t n = weights.per_channel() ? weights.channels() : 1;
+  q.w_zero.assign(n, 0);
+  q.multiplier.assign(n, {});
+  for (size_t c = 0; c < n; ++c) {
+    q.w_zero[c] = weights.zero_point_of(c);
+    q.multiplier[c] =
+        quant::RequantizationMultiplier(input.scale_of(0), weights.scale_of(c), output.scale_of(0));
+  }
+  return q;
+}
+
+const ConfigSchema<ConvConfig>& ConvConfig::Schema() {
+  static const ConfigSchema<ConvConfig> schema(
+      "", {{"l", &ConvConfig::lanes, ValueRange(1, 256)},
+           {"oc", &ConvConfig::oc_per_item, ValueRange(1, 16)},
+           {"px", &ConvConfig::px_per_item, ValueRange(1, 16)},
+           {"v", &ConvConfig::vw, {1, 2, 4, 8, 16}},
+           {"k", &ConvConfig::kp, {1, 4}, 1, /*always_printed=*/false}});
+  return schema;
+}
+
+std::string ConvConfig::ToString() const { return Schema().Print(*this); }
+
+void ConvConfig::Validate() const {
+  const ConfigSchema<ConvConfig>& s = Schema();
+  if (!s.InRange(*this) || oc_per_item * px_per_item > 64 || (kp == 4 && vw != 1))
+    throw Error("convolution config " + ToString() + ": lanes must be in [" + s.AllowedText("l") +
+                "], tiles in [" + s.AllowedText("oc") + "] with oc·px ≤ 64, vw " +
+                s.AllowedText("v") + ", kp " + s.AllowedText("k") + " (4 with vw 1)");
+}
+
+ConvConfig DefaultConvConfig(const DeviceInfo& device, DataType type) {
+  if (device.backend == Backend::kOpenCL && !device.is_gpu) {
+    // Measured on PoCL (AVX2 code, 16 vector registers; shared, loaded machine, so only
+    // side-by-side runs count): 4 vectors of 8 channels × 3 pixels (12 accumulators) was at
+    // or near the top of the candidates on AlexNet's convolutions (ConvBench in
+    // tests/libdnn/conv_test.cc compares them). int16q's split pairs (ConvInput) keep two
+    // int32 sums per accumulator: 2 × 2 tiles (8 registers) do not spill, and ran 15-25% ahead
+    // of 4 × 3 (24 sums, spilled) in four interleaved ConvBench runs (batch 1 and 16); 4 × 2
+    // and 6 × 2 were level with 2 × 2.
+    if (type == DataType::kInt16Q) return {1, 2, 2, 8};
+    // int8 through a native dot product (kp = 4) is not the CPU default: on Intel's OpenCL CPU
+    // runtime (AMD EPYC, AVX-512 VNNI; 2026-11-24; ConvBench.DISABLED_AlexNetBatch1, int8,
+    // best of 6 per layer) the dot_4x8packed_* calls stay scalar (see DefaultGemmConfig) and
+    // AlexNet's five convolutions ran at a geometric mean of 5.2 GFLOP/s with l32 oc2 px4 v1 k4
+    // and 5.5 with l16 oc4 px4 v1 k4, against 15.0 for l32 oc2 px4 v1 (kp = 1) and 28.3 for
+    // this default (channel pairs).
+    return {1, 4, 3, 8};
+  }
+  // GPUs with a native 4-way dot product take int8 four channels per step: one dp4a (or
+  // dot_4x8packed_*) does four of the one-channel loop's multiply-adds. Not measured here (no
+  // GPU on the build machine); the Tuner's candidates hold kp = 1 beside it.
+  if (type == DataType::kInt8Q && device.dot_product) return {32, 2, 4, 1, 4};
+  return {32, 2, 4, 1};
+}
+
+std::vector<ConvConfig> ConvConfig::Candidates(const DeviceInfo& device, DataType type) {
+  std::vector<ConvConfig> out = {DefaultConvConfig(device, type)};
+  const std::vector<ConvConfig> all = {{1, 4, 3, 8}, {1, 2, 4, 8},  {1, 2, 6, 8},  {1, 1, 4, 16},
+                                       {1, 3, 4, 8}, {1, 4, 2, 8},  {1, 6, 2, 8},  {1, 2, 2, 8},
+                                       {1, 4, 3, 4}, {32, 2, 4, 1}, {64, 1, 4, 1}, {16, 4, 4, 1},
+                                       {32, 4, 2, 1}};
+  for (const ConvConfig& c : all)
+    if (c.Supports(device.backend) && !(c == out[0])) out.push_back(c);
+  // int8 with a native dot product: the scalar-lane tiles four channels per step too.
+  if (type == DataType::kInt8Q && device.dot_product)
+    for (const ConvConfig& c : all)
+      if (c.vw == 1) {
+        ConvConfig d = c;
+        d.kp = 4;
+        if (!(d == out[0])) out.push_back(d);
+      }
+  return out;
+}
+}  // namespace mpcaffe::libdnn

@@ -1,0 +1,59 @@
+// libdnn/conv_internal.h — what the convolution's files share privately (conv.cc: the object
+// and its forward launches; conv_desc.cc: descriptions, configurations, input modes;
+// conv_forward_source.cc: the forward kernel texts; conv_backward.cc: the fp32 backward pass;
+// conv_reference.cc: host references): how the forward kernel reads its input and the sizes
+// that follow from it, the one im2col kernel both passes use, and buffer checks.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "codegen/kernel_writer.h"
+#include "libdnn/conv.h"
+
+namespace mpcaffe::libdnn::conv_internal {
+
+inline int DivUp(int a, int b) { return (a + b - 1) / b; }
+
+/// Packed-weight element type of the forward kernel (float for float types, the difference
+/// type for quantized ones, 16 bits for channel pairs, bytes for kDot4) and its size.
+const char* PackedType(DataType t, ConvInput input);
+size_t PackedBytes(DataType t, ConvInput input);
+
+/// Packed input planes per Forward launch at most (several images per launch when they are
+/// small, always at least one): the planes are twice (int8) / four times (int16) the input and
+/// live as long as the Convolution, so they hold a chunk of the batch, not all of it. Measured
+/// (ConvBench at batch 16, AlexNet int8, PoCL, chunk sizes interleaved): one image per launch,
+/// 256 KiB, 1 MiB and the whole batch ran within 5% of each other.
+constexpr size_t kPackChunkBytes = size_t(256) << 10;
+
+/// How the forward kernel reads its input (see ConvInput and the definition in conv_desc.cc):
+/// `x_fits` is whether x − z_x fits the pair planes (a zero point in the type's range).
+ConvInput InputOf(Backend backend, const ConvDesc& d, const ConvConfig& c, bool x_fits);
+bool IsPacked(ConvInput m);
+/// Input channels per packed step: 4 (kDot4), 2 (channel pairs) or 1.
+int ChannelsPerStep(ConvInput m);
+/// Input channels per group as packed: Cg rounded up to the channels per step.
+int PackedChannels(const ConvDesc& d, ConvInput m);
+/// Bytes of one image's packed input planes (0 for unpacked inputs).
+size_t PackedInputBytes(const ConvDesc& d, ConvInput m);
+/// Bias element bytes: fp32 for float types, the accumulator for quantized ones.
+size_t BiasBytes(DataType t);
+
+/// The im2col kernel of `type` (conv_im2col_<type>), added to `w`, whose "Dtype" is `type`:
+/// col[(c·KH + ky)·KW + kx][oy·OW + ox] = x[c][iy][ix], or `pad` (0, or z_x for quantized
+/// types) where the window leaves the input; a work-item per (column row, oy) walks the OW
+/// outputs. The forward GEMM path runs it over a whole image, the backward pass per group.
+std::string Im2colKernelName(DataType type);
+void AddIm2colKernel(KernelWriter& w, DataType type);
+/// A program of just that kernel.
+std::string Im2colSource(const KernelTarget& target, DataType type);
+
+/// `b` advanced by `elements` elements of `element_bytes`.
+BufferRef Offset(const BufferRef& b, size_t elements, size_t element_bytes);
+/// Throws mpcaffe::Error naming the convolution and `what` when `b` is missing or holds fewer
+/// than `count` elements past its offset.
+void CheckBuffer(const ConvDesc& d, const char* what, const BufferRef& b, size_t count,
+                 size_t element_bytes);
+
+}  // namespace mpcaffe::libdnn::conv_internal
