@@ -98,7 +98,7 @@ std::vector<Generated> AllGenerated() {
       all.push_back({libdnn::Pooling::ForwardKernelName(t, m),
                      [t, m](const KernelTarget& k) { return libdnn::Pooling::ForwardSource(k, t, m); }});
   }
-  all.push_back({"conv_bwd_gemm", [](const KernelTarget& k) { return libdnn::Convolution::BackwardSource(k); }});
+  all.push_back({"conv_bwd", [](const KernelTarget& k) { return libdnn::Convolution::BackwardSource(k); }});
   for (libdnn::PoolMethod m : {libdnn::PoolMethod::kMax, libdnn::PoolMethod::kAverage})
     all.push_back({libdnn::Pooling::BackwardKernelName(m),
                    [m](const KernelTarget& k) { return libdnn::Pooling::BackwardSource(k, m); }});
