@@ -1,6 +1,7 @@
 """mpcaffe — `import mpcaffe as caffe`: pycaffe's API (NetSpec, layers, params, Net, Solver,
 phases, devices) over mpcaffe's OpenCL/CUDA core, with data types and quantizer modes."""
 
+from ._version import __version__
 from . import caffe_pb2
 from . import _mpcaffe
 from ._mpcaffe import (Error, DeviceError, OutOfMemoryError, BuildError, NetError, SolverError,
