@@ -6,6 +6,7 @@
 // `mpcaffe time` load as they are.
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -86,31 +87,29 @@ class NpyBatches {
   size_t sample_ = 0;
 };
 
-std::string TypeText(caffe::DataType t) {
-  try {
-    return DtypeLabel(DataTypeFromProto(t, "quantizer"));
-  } catch (const std::exception&) {
-    return caffe::DataType_Name(t);
-  }
-}
-
-/// The range summary: one line per quantizer of the typed net with a range.
+/// The range summary: one line per quantizer of the typed net that has a range (each name once,
+/// in layer order) with the types it converts between.
 void PrintRanges(Net& net) {
-  caffe::NetParameter ranges;
-  net.RangesToProto(&ranges);
-  std::printf("%-40s %-12s %14s %14s\n", "quantizer", "types", "min", "max");
-  for (const auto& q : ranges.quantizer()) {
-    const std::string types = TypeText(q.input_data_type()) + ">" + TypeText(q.output_data_type());
-    if (q.has_observed_min() || q.has_observed_max())
-      std::printf("%-40s %-12s %14.6g %14.6g\n", q.name().c_str(), types.c_str(), q.observed_min(),
-                  q.observed_max());
-    else
-      std::printf("%-40s %-12s %14.6g %14.6g (given in/out %g..%g)\n", q.name().c_str(),
-                  types.c_str(), q.min_in(), q.max_in(), q.min_out(), q.max_out());
-  }
-  if (ranges.layer_size() > 0)
-    std::printf("(+ the ranges of the nets nested in %d MOE layer(s), saved with them)\n",
-                ranges.layer_size());
+  std::printf("%-32s %-12s %14s %14s\n", "quantizer", "type", "min", "max");
+  std::set<std::string> seen;
+  for (const auto& layer : net.layers())
+    for (quant::Quantizer* q : layer->quantizers()) {
+      if (!seen.insert(q->name()).second) continue;
+      const std::string types =
+          q->input_type() == q->output_type()
+              ? std::string(DtypeLabel(q->input_type()))
+              : std::string(DtypeLabel(q->input_type())) + ">" + DtypeLabel(q->output_type());
+      if (q->has_observed())
+        std::printf("%-32s %-12s %14.6g %14.6g\n", q->name().c_str(), types.c_str(),
+                    q->observed_min() + 0.0, q->observed_max() + 0.0);
+      else if (q->has_input_range() || q->has_output_range())
+        std::printf("%-32s %-12s %14.6g %14.6g (given)\n", q->name().c_str(), types.c_str(),
+                    q->min_in() + 0.0, q->max_in() + 0.0);
+    }
+  int nested = 0;
+  for (size_t i = 0; i < net.layers().size(); ++i) nested += !net.nested_nets(static_cast<int>(i)).empty();
+  if (nested > 0)
+    std::printf("(+ the ranges of the nets nested in %d MOE layer(s), saved with them)\n", nested);
 }
 
 int RunCalibrate(const std::vector<std::string>& args) {
