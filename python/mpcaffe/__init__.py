@@ -9,6 +9,7 @@ from ._mpcaffe import (Error, DeviceError, OutOfMemoryError, BuildError, NetErro
 from ._mpcaffe import devices, set_device, set_mode_gpu, set_mode_cpu, device_index
 from .net_spec import NetSpec, layers, params, to_proto
 from .pycaffe import Net, Blob, Layer, Solver, get_solver, TRAIN, TEST
+from ._command import calibrate
 
 proto = caffe_pb2
 NetParameter = caffe_pb2.NetParameter
