@@ -3,7 +3,8 @@
 // fp32 weights; its fp32 variant runs with every quantizer in OBSERVE mode over the inputs (the
 // net's Data layers, or --input x.npy), and the typed net with the observed ranges and its
 // weights is written as a caffemodel (and the typed prototxt beside it) that `mpcaffe test` and
-// `mpcaffe time` load as they are.
+// `mpcaffe time` load as they are. --phase TRAIN builds the nets in the TRAIN phase, so a
+// train_test prototxt calibrates on its training Data layer rather than on the test set.
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -27,7 +28,8 @@ int Usage(const char* why) {
                "         [--dtype int8|int16|fp16] (else the typed prototxt's own types)\n"
                "         [--input x.npy] (NCHW float32; else the net's Data layers)\n"
                "         [--iterations N] --output calibrated.caffemodel\n"
-               "         [--output-model typed.prototxt] [--device i] [--no-progress]\n",
+               "         [--output-model typed.prototxt] [--phase TEST|TRAIN] [--device i]\n"
+               "         [--no-progress]\n",
                why);
   return 2;
 }
@@ -132,6 +134,9 @@ int RunCalibrate(const std::vector<std::string>& args) {
     if (dtype == DataType::kFloat32)
       return Usage("--dtype fp32 needs no calibration; give int8, int16 or fp16");
   }
+  const std::string phase = FlagValue(args, "--phase", "TEST");
+  if (phase != "TEST" && phase != "TRAIN")
+    return Usage("--phase is TEST or TRAIN (which phase's Data layers give the samples)");
   int iterations = 0;  // 0: the default below
   if (!FlagValue(args, "--iterations").empty()) {
     try {
@@ -150,7 +155,7 @@ int RunCalibrate(const std::vector<std::string>& args) {
   const caffe::NetParameter typed = dtype_flag.empty() ? file : TypedVariant(file, dtype, device);
 
   NetOptions options;
-  options.phase = caffe::TEST;
+  options.phase = phase == "TRAIN" ? caffe::TRAIN : caffe::TEST;
   Net net(typed, device, options);
   net.CopyTrainedLayersFrom(weights);
 

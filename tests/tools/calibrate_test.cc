@@ -207,8 +207,9 @@ TEST_F(CalibrateTest, Fp16NeedsNoRangesAndIsWrittenAsItIs) {
   for (size_t i = 0; i < fp32.size(); ++i) EXPECT_NEAR(fp16[i], fp32[i], 5e-3) << i;
 }
 
-/// Writes IDX image and label files (the MNIST format) of `n` 6×6 images.
-void WriteIdx(const fs::path& images, const fs::path& labels, int n) {
+/// Writes IDX image and label files (the MNIST format) of `n` 6×6 images with pixels
+/// lo..lo+199 (every value present when n >= 6).
+void WriteIdx(const fs::path& images, const fs::path& labels, int n, int lo) {
   auto be32 = [](std::ofstream& f, uint32_t v) {
     for (int s = 24; s >= 0; s -= 8) f.put(static_cast<char>((v >> s) & 0xff));
   };
@@ -216,40 +217,61 @@ void WriteIdx(const fs::path& images, const fs::path& labels, int n) {
   be32(im, 0x803), be32(im, n), be32(im, 6), be32(im, 6);
   be32(lb, 0x801), be32(lb, n);
   for (int i = 0; i < n; ++i) {
-    for (int p = 0; p < 36; ++p) im.put(static_cast<char>((i * 36 + p) * 7 % 200 + 20));
+    for (int p = 0; p < 36; ++p) im.put(static_cast<char>((i * 36 + p) * 7 % 200 + lo));
     lb.put(static_cast<char>(i % 3));
   }
 }
 
+/// Whether a quantizer of the caffemodel observed exactly [lo, hi] (pixels scaled by 1/256).
+bool ObservedPixelRange(const std::string& caffemodel, int lo, int hi) {
+  const caffe::NetParameter saved = ReadNetParameterBinary(caffemodel);
+  for (const auto& q : saved.quantizer())
+    if (std::fabs(q.observed_min() - lo / 256.0) < 1e-6 &&
+        std::fabs(q.observed_max() - hi / 256.0) < 1e-6)
+      return true;
+  return false;
+}
+
 TEST_F(CalibrateTest, DataLayerNetCalibratesFromItsLmdb) {
-  WriteIdx(dir_ / "images.idx", dir_ / "labels.idx", 8);
-  const std::string lmdb = Path("lmdb");
-  const CommandRun converted = Mpcaffe("convert_mnist '" + Path("images.idx") + "' '" +
-                                Path("labels.idx") + "' '" + lmdb + "'");
-  ASSERT_EQ(converted.status, 0) << converted.out;
+  // Training images with pixels 20..219, test images 40..239.
+  for (const auto& [name, lo] : {std::pair<std::string, int>{"train", 20}, {"test", 40}}) {
+    WriteIdx(dir_ / (name + "-images.idx"), dir_ / (name + "-labels.idx"), 8, lo);
+    const CommandRun converted =
+        Mpcaffe("convert_mnist '" + Path(name + "-images.idx") + "' '" +
+                Path(name + "-labels.idx") + "' '" + Path(name + "_lmdb") + "'");
+    ASSERT_EQ(converted.status, 0) << converted.out;
+  }
   const std::string model = Path("train_test.prototxt");
-  std::ofstream(model) << "name: \"tiny\"\n"
-                       << "layer { name: \"d\" type: \"Data\" top: \"data\" top: \"label\"\n"
-                       << "  transform_param { scale: 0.00390625 }\n"
-                       << "  data_param { source: \"" << lmdb << "\" batch_size: 4 backend: LMDB } }\n"
-                       << kBody
-                       << "layer { name: \"accuracy\" type: \"Accuracy\" bottom: \"ip\" bottom: "
-                          "\"label\" top: \"accuracy\" }\n";
+  std::ofstream f(model);
+  f << "name: \"tiny\"\n";
+  for (const char* phase : {"TRAIN", "TEST"})
+    f << "layer { name: \"d\" type: \"Data\" top: \"data\" top: \"label\"\n"
+      << "  include { phase: " << phase << " } transform_param { scale: 0.00390625 }\n"
+      << "  data_param { source: \"" << Path(phase == std::string("TRAIN") ? "train_lmdb" : "test_lmdb")
+      << "\" batch_size: 4 backend: LMDB } }\n";
+  f << kBody
+    << "layer { name: \"accuracy\" type: \"Accuracy\" bottom: \"ip\" bottom: \"label\" top: "
+       "\"accuracy\" include { phase: TEST } }\n";
+  f.close();
   const std::string out = Path("int8.caffemodel"), typed = Path("int8.prototxt");
   const CommandRun r = Mpcaffe("calibrate --model '" + model + "' --weights '" + weights_ +
-                        "' --dtype int8 --iterations 2 --output '" + out + "' --output-model '" +
-                        typed + "' --no-progress");
+                               "' --dtype int8 --iterations 2 --output '" + out +
+                               "' --output-model '" + typed + "' --no-progress");
   ASSERT_EQ(r.status, 0) << r.out;
-  // The pixels are 20..219, scaled by 1/256: the Data layer's range.
-  const caffe::NetParameter saved = ReadNetParameterBinary(out);
-  bool data_seen = false;
-  for (const auto& q : saved.quantizer())
-    if (std::fabs(q.observed_min() - 20 / 256.0) < 1e-6 && std::fabs(q.observed_max() - 219 / 256.0) < 1e-6)
-      data_seen = true;
-  EXPECT_TRUE(data_seen) << r.out;
+  EXPECT_TRUE(ObservedPixelRange(out, 40, 239)) << r.out;  // the TEST phase's Data layer
   const CommandRun scored = Mpcaffe("test --model '" + typed + "' --weights '" + out + "' --iterations 2");
   EXPECT_EQ(scored.status, 0) << scored.out;
   EXPECT_NE(scored.out.find("accuracy ="), std::string::npos) << scored.out;
+
+  const std::string train_out = Path("int8_train.caffemodel");
+  const CommandRun t = Mpcaffe("calibrate --model '" + model + "' --weights '" + weights_ +
+                               "' --dtype int8 --iterations 2 --phase TRAIN --output '" +
+                               train_out + "' --no-progress");
+  ASSERT_EQ(t.status, 0) << t.out;
+  EXPECT_TRUE(ObservedPixelRange(train_out, 20, 219)) << t.out;
+  const CommandRun train_scored =
+      Mpcaffe("test --model '" + typed + "' --weights '" + train_out + "' --iterations 2");
+  EXPECT_EQ(train_scored.status, 0) << train_scored.out;
 }
 
 TEST_F(CalibrateTest, BadInputIsRefusedNamingTheFileAndTheProblem) {
@@ -297,6 +319,7 @@ TEST_F(CalibrateTest, BadInputIsRefusedNamingTheFileAndTheProblem) {
   // Usage errors: exit status 2.
   EXPECT_EQ(Mpcaffe(base + "--dtype int4 --input '" + npy_ + "'").status, 2);
   EXPECT_EQ(Mpcaffe(base + "--dtype int8 --iterations 0 --input '" + npy_ + "'").status, 2);
+  EXPECT_EQ(Mpcaffe(base + "--dtype int8 --phase DEPLOY --input '" + npy_ + "'").status, 2);
   EXPECT_EQ(Mpcaffe("calibrate --model '" + model_ + "' --dtype int8").status, 2);
   EXPECT_FALSE(fs::exists(Path("c.caffemodel")));
   // convert.
