@@ -215,10 +215,14 @@ int RunCalibrate(const std::vector<std::string>& args) {
     WriteProtoToTextFile(typed, output_model);
     std::printf("Wrote %s\n", output_model.c_str());
   }
-  std::printf("Score it: mpcaffe test --model %s --weights %s\n",
-              output_model.empty() ? (dtype_flag.empty() ? model.c_str() : "<typed.prototxt>")
-                                   : output_model.c_str(),
-              output.c_str());
+  if (output_model.empty() && !dtype_flag.empty())
+    std::printf("Score it with the typed prototxt (--output-model writes it; so does `mpcaffe "
+                "convert --model %s --dtype %s --output typed.prototxt`):\n"
+                "  mpcaffe test --model typed.prototxt --weights %s\n",
+                model.c_str(), DtypeLabel(dtype), output.c_str());
+  else
+    std::printf("Score it: mpcaffe test --model %s --weights %s\n",
+                output_model.empty() ? model.c_str() : output_model.c_str(), output.c_str());
   return 0;
 }
 
