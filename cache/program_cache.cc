@@ -386,9 +386,17 @@ void ProgramCache::CreateSchema(bool read_only) {
                 "); leaving it untouched and continuing without a cache file");
     return;
   }
+  // The library version the tuning records were measured with (absent: before versions).
+  std::string file_version;
+  if (has_meta && format == kCacheFormatVersion) {
+    Statement meta(db_, "SELECT value FROM meta WHERE name='library_version'");
+    if (meta.Step()) file_version = meta.String(0);
+  }
+  const bool other_version = file_version != options_.library_version;
   if (read_only) {
     if (format == kCacheFormatVersion) {
       state_ = CacheState::kReadOnly;
+      tuning_from_other_version_ = other_version;
       Problem("is read-only: stored programs are used, new ones are not saved");
     } else {
       Degrade(CacheState::kMemoryOnly,
@@ -426,6 +434,19 @@ void ProgramCache::CreateSchema(bool read_only) {
        Sql("CREATE TABLE IF NOT EXISTS $T(name TEXT PRIMARY KEY, value REAL NOT NULL)", kCounters));
   Exec(db_, "INSERT OR IGNORE INTO meta(name, value) VALUES('format', '" +
                 std::to_string(kCacheFormatVersion) + "')");
+  if (other_version) {
+    Statement count(db_, Sql("SELECT COUNT(*) FROM $T", kTuning).c_str());
+    const int64_t stale = count.Step() ? count.Int(0) : 0;
+    Exec(db_, Sql("DELETE FROM $T", kTuning));
+    Statement set(db_, "INSERT OR REPLACE INTO meta(name, value) VALUES('library_version', ?1)");
+    set.Text(1, options_.library_version);
+    set.Step();
+    if (stale > 0)
+      Problem("holds " + std::to_string(stale) + " tuning records of mpcaffe " +
+              (file_version.empty() ? std::string("(unrecorded version)") : file_version) +
+              "; they were deleted, as this is mpcaffe " + options_.library_version +
+              " (run `mpcaffe tune` again to re-measure)");
+  }
   txn.Commit();
   state_ = CacheState::kReadWrite;
 }
@@ -807,7 +828,7 @@ std::optional<TuningRecord> ProgramCache::GetTuning(const std::string& device,
   std::optional<TuningRecord> found;
   {
     std::lock_guard<std::mutex> lock(db_mutex_);
-    WithFile("reading a tuning record", false, [&] {
+    if (!tuning_from_other_version_) WithFile("reading a tuning record", false, [&] {
       Statement select(db_, Sql("SELECT parameters, time_ms, date FROM $T WHERE device = ?1 "
                                 "AND operation = ?2 AND signature = ?3",
                                 kTuning)

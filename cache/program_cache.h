@@ -14,6 +14,7 @@
 
 #include "device/device.h"
 #include "device/program_store.h"
+#include "mpcaffe/version.h"
 
 struct sqlite3;
 
@@ -30,6 +31,12 @@ struct CacheOptions {
   int busy_timeout_ms = 10000;  // how long to wait for another process's lock before giving up
   int64_t max_page_count = 0;   // > 0: PRAGMA max_page_count (a size limit; tests use it)
   bool create = true;           // false: a missing file is not created (the cache is then empty)
+  /// The library version the tuning records belong to. Program binaries need no version: their
+  /// key holds the whole kernel text and options, so a release that changes a kernel misses.
+  /// Tuning records are keyed by problem, not by kernel text, so a winner measured under another
+  /// version's kernels is not trusted: opening a file last used by another version deletes its
+  /// tuning records (read-only: ignores them).
+  std::string library_version = MPCAFFE_VERSION;
 };
 
 /// What the cache can still do with its file.
@@ -167,6 +174,7 @@ class ProgramCache : public ProgramBinaryStore {
   CacheCounters counters_;
   PendingCounters pending_;  // not yet added to the file's counters
 
+  std::atomic<bool> tuning_from_other_version_{false};  // read-only file of another version
   std::atomic<bool> warned_{false};
   mutable std::mutex problem_mutex_;
   std::string last_problem_;

@@ -962,10 +962,11 @@ uint64_t Net::blob_device_bytes() const {
   return total;
 }
 
-void CalibrateWithFloatVariant(Net& net, const caffe::NetParameter& param, const NetOptions& options,
-                               int iterations) {
+int CalibrateWithFloatVariant(Net& net, const caffe::NetParameter& param, const NetOptions& options,
+                              int iterations,
+                              const std::function<void(Net& fp32, int pass)>& before_forward) {
   const std::vector<std::string> missing = net.QuantizersWithoutRange();
-  if (missing.empty()) return;
+  if (missing.empty()) return 0;
   NetOptions o = options;
   o.reduced_memory = 0;
   Net fp32(WithDataType(param, DataType::kFloat32), net.device(), o);
@@ -979,7 +980,10 @@ void CalibrateWithFloatVariant(Net& net, const caffe::NetParameter& param, const
       std::memcpy(in->mutable_host_data(), src.host_data(), src.bytes());
   }
   fp32.SetQuantMode(quant::QuantizerMode::kObserve);
-  for (int i = 0; i < iterations; ++i) fp32.Forward();
+  for (int i = 0; i < iterations; ++i) {
+    if (before_forward) before_forward(fp32, i);
+    fp32.Forward();
+  }
   caffe::NetParameter observed;
   fp32.RangesToProto(&observed);
   caffe::NetParameter ranges;
@@ -998,6 +1002,7 @@ void CalibrateWithFloatVariant(Net& net, const caffe::NetParameter& param, const
     }
   }
   net.CopyTrainedLayersFrom(ranges);
+  return static_cast<int>(missing.size());
 }
 
 }  // namespace mpcaffe

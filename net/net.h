@@ -3,6 +3,7 @@
 // copy and caffemodel saving, and the reduced-memory planner for inference.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -213,8 +214,11 @@ class Net {
 /// Gives a reduced-precision net the ranges it lacks: builds the fp32 variant of `param` with
 /// the same options, copies `net`'s trained layers (as real values) and float inputs into it,
 /// runs `iterations` forward passes with quant_mode OBSERVE, and copies the observed ranges
-/// (and weights) back into `net`.
-void CalibrateWithFloatVariant(Net& net, const caffe::NetParameter& param,
-                               const NetOptions& options, int iterations = 1);
+/// (and weights) back into `net`. `before_forward` (when given) is called before each pass with
+/// the fp32 net and the pass index, to fill its inputs (Data layers fill themselves). Returns
+/// the number of quantizers that received a range (0: none lacked one, nothing ran).
+int CalibrateWithFloatVariant(Net& net, const caffe::NetParameter& param,
+                              const NetOptions& options, int iterations = 1,
+                              const std::function<void(Net& fp32, int pass)>& before_forward = {});
 
 }  // namespace mpcaffe

@@ -10,7 +10,7 @@ DEBIAN_PACKAGES=(
   libprotobuf-dev protobuf-compiler
   libgtest-dev libbenchmark-dev libgemmlowp-dev
   liblmdb-dev zlib1g-dev dataset-fashion-mnist
-  python3-dev
+  python3-dev python3-venv
 )
 
 missing=()

@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "cache/program_cache.h"
+#include "mpcaffe/version.h"
 #include "tools/command.h"
 
 namespace mpcaffe::tools {
@@ -63,7 +64,8 @@ std::string JsonEscape(const std::string& s) {
 }
 
 static int Usage(FILE* out) {
-  std::fprintf(out, "usage: mpcaffe <command> [options]\n\ncommands:\n");
+  std::fprintf(out, "usage: mpcaffe <command> [options]   (mpcaffe --version: the version)\n\n"
+                   "commands:\n");
   for (const auto& [name, cmd] : Commands())
     std::fprintf(out, "  %-10s %s\n", name.c_str(), cmd.summary.c_str());
   return out == stderr ? 2 : 0;
@@ -76,6 +78,10 @@ int main(int argc, char** argv) {
   if (argc < 2) return Usage(stderr);
   std::string name = argv[1];
   if (name == "-h" || name == "--help" || name == "help") return Usage(stdout);
+  if (name == "--version" || name == "version") {
+    std::printf("mpcaffe %s\n", MPCAFFE_VERSION);
+    return 0;
+  }
   auto it = Commands().find(name);
   if (it == Commands().end()) {
     std::fprintf(stderr, "mpcaffe: unknown command '%s'\n\n", name.c_str());

@@ -1,6 +1,7 @@
 """mpcaffe — `import mpcaffe as caffe`: pycaffe's API (NetSpec, layers, params, Net, Solver,
 phases, devices) over mpcaffe's OpenCL/CUDA core, with data types and quantizer modes."""
 
+from ._version import __version__
 from . import caffe_pb2
 from . import _mpcaffe
 from ._mpcaffe import (Error, DeviceError, OutOfMemoryError, BuildError, NetError, SolverError,
@@ -8,6 +9,7 @@ from ._mpcaffe import (Error, DeviceError, OutOfMemoryError, BuildError, NetErro
 from ._mpcaffe import devices, set_device, set_mode_gpu, set_mode_cpu, device_index
 from .net_spec import NetSpec, layers, params, to_proto
 from .pycaffe import Net, Blob, Layer, Solver, get_solver, TRAIN, TEST
+from ._command import calibrate
 
 proto = caffe_pb2
 NetParameter = caffe_pb2.NetParameter

@@ -171,6 +171,49 @@ TEST(ProgramCache, ClearEmptiesFileAndMemory) {
   EXPECT_FALSE(cache.GetTuning("dev", "gemm", "sig"));
 }
 
+TEST(ProgramCache, AnotherLibraryVersionDropsTuningRecordsButKeepsPrograms) {
+  ScratchDir dir;
+  const std::string path = dir.File("kernels.sqlite");
+  {
+    CacheOptions old_version{path};
+    old_version.library_version = "0.0.1";
+    ProgramCache cache(old_version);
+    cache.Save(FakeKey(0), FakeBinary(0));
+    cache.PutTuning(TuningRecord{"dev", "gemm", "sig", "params", 1.0, ""});
+  }
+  {
+    // The same version again: the record is trusted.
+    CacheOptions same{path};
+    same.library_version = "0.0.1";
+    ProgramCache cache(same);
+    EXPECT_TRUE(cache.GetTuning("dev", "gemm", "sig"));
+    EXPECT_EQ(cache.warnings_printed(), 0);
+  }
+  {
+    CacheOptions new_version{path};
+    new_version.library_version = "0.0.2";
+    ProgramCache cache(new_version);
+    EXPECT_FALSE(cache.GetTuning("dev", "gemm", "sig"));
+    EXPECT_EQ(cache.FileStats().tuning_records, 0u);
+    EXPECT_TRUE(cache.Load(FakeKey(0)));  // binaries are keyed by their whole text
+    EXPECT_EQ(cache.warnings_printed(), 1);
+    EXPECT_NE(cache.last_problem().find("0.0.1"), std::string::npos) << cache.last_problem();
+    cache.PutTuning(TuningRecord{"dev", "gemm", "sig", "params2", 1.0, ""});
+  }
+  CacheOptions again{path};
+  again.library_version = "0.0.2";
+  ProgramCache cache(again);
+  auto kept = cache.GetTuning("dev", "gemm", "sig");
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->parameters, "params2");
+  EXPECT_EQ(cache.warnings_printed(), 0);
+}
+
+TEST(ProgramCache, DefaultLibraryVersionIsTheProjectVersion) {
+  EXPECT_EQ(CacheOptions{}.library_version, MPCAFFE_VERSION);
+  EXPECT_GT(std::string(MPCAFFE_VERSION).size(), 4u);
+}
+
 TEST(ProgramCache, ThreadsShareOneCache) {
   ScratchDir dir;
   ProgramCache cache(CacheOptions{dir.File("kernels.sqlite")});

@@ -1,0 +1,15 @@
+// mpcaffe/mpcaffe.h — the library's public interface in one include, for programs built against
+// an installed mpcaffe (find_package(mpcaffe) or pkg-config): device selection, Net and Blob,
+// the solvers, data types and quantizer modes, the error classes, model-file reading and the
+// version. Everything else the installed headers declare is internal and may change.
+#pragma once
+
+#include "codegen/datatype.h"  // DataType {kFloat32, kFloat16, kInt16Q, kInt8Q}, ParseDataType
+#include "device/device.h"     // Device, DeviceList, DefaultDevice, SelectDevice, DeviceOrDefault
+#include "device/error.h"      // Error, DeviceError, BuildError, ...
+#include "layers/blob.h"       // Blob: shape, data type, ToFloat / FromFloat
+#include "mpcaffe/version.h"   // MPCAFFE_VERSION
+#include "net/net.h"           // Net, NetOptions, CalibrateWithFloatVariant, NetError
+#include "net/solver.h"        // Solver::FromFile (SGD, Nesterov, Adam, ...), SolverError
+#include "proto/model_io.h"    // ReadNetParameterText / Binary, ModelFileError
+#include "quant/quantizer.h"   // quant::QuantizerMode {kPassive, kObserve, kPseudo, kActive}

@@ -1,0 +1,75 @@
+"""mpcaffe._command — the `mpcaffe` command line shipped inside the package (mpcaffe/bin/mpcaffe,
+built with the extension module): `python -m mpcaffe ...` runs it, and `mpcaffe.calibrate()` is
+`mpcaffe calibrate` as one function, so the two share one implementation."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+def executable():
+    """Path of the `mpcaffe` command: the package's own copy, else one on PATH."""
+    own = Path(__file__).resolve().parent / "bin" / "mpcaffe"
+    if own.is_file() and os.access(own, os.X_OK):
+        return str(own)
+    found = shutil.which("mpcaffe")
+    if found:
+        return found
+    from ._mpcaffe import Error
+    raise Error(f"the mpcaffe command is not installed: neither {own} nor `mpcaffe` on PATH "
+                "(reinstall the package with `pip install .`)")
+
+
+def main(argv=None):
+    """Runs `mpcaffe <argv>` in this process's place (the exit status is the command's)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    exe = executable()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(exe, [exe] + argv)
+
+
+def calibrate(model, weights, output, dtype=None, output_model=None, input=None,
+              iterations=None, device=None, progress=False):
+    """Calibrates a trained net for a reduced-precision data type (`mpcaffe calibrate`).
+
+    model: the fp32 .prototxt (with `dtype`) or a typed one (its own types when dtype is None);
+    weights: the fp32 .caffemodel; output: the calibrated .caffemodel to write; dtype: "int8",
+    "int16" or "fp16"; output_model: where to write the typed .prototxt; input: a .npy path or a
+    float32 NumPy array (N, C, H, W) of samples for the net's Input layer (None: the net's Data
+    layers); iterations: forward passes (default: the samples once, or 20 over Data layers);
+    device: an index or a selector ("pocl", "intel", "gpu").
+
+    Returns the command's report (the quantizer ranges table) as text. Raises mpcaffe.Error with
+    the command's message (naming the file or layer at fault) when it fails.
+    """
+    args = ["calibrate", "--model", str(model), "--weights", str(weights), "--output", str(output)]
+    if dtype is not None:
+        args += ["--dtype", str(dtype)]
+    if output_model is not None:
+        args += ["--output-model", str(output_model)]
+    if iterations is not None:
+        args += ["--iterations", str(int(iterations))]
+    if device is not None:
+        args += ["--device", str(device)]
+    if not progress:
+        args.append("--no-progress")
+    with tempfile.TemporaryDirectory(prefix="mpcaffe-calibrate-") as tmp:
+        if input is not None:
+            if isinstance(input, (str, os.PathLike)):
+                args += ["--input", str(input)]
+            else:
+                import numpy
+                path = os.path.join(tmp, "input.npy")
+                numpy.save(path, numpy.ascontiguousarray(input, dtype=numpy.float32))
+                args += ["--input", path]
+        run = subprocess.run([executable()] + args, stdout=subprocess.PIPE,
+                             stderr=None if progress else subprocess.PIPE, text=True)
+    if run.returncode != 0:
+        from ._mpcaffe import Error
+        message = (run.stderr or "").strip() or run.stdout.strip()
+        raise Error(message or f"mpcaffe calibrate failed with status {run.returncode}")
+    return run.stdout
