@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <sys/stat.h>
 
@@ -269,6 +271,28 @@ Event Kernel::Launch1D(size_t n, Queue* queue) {
   const size_t max_groups = std::max<size_t>(1, 65535 / local);
   const size_t groups = std::min(max_groups, (std::max<size_t>(n, 1) + local - 1) / local);
   return Launch({groups * local, 1, 1}, {local, 1, 1}, queue);
+}
+
+std::shared_ptr<Program> Device::BuildProgram(const std::string& source, const std::string& options,
+                                             const ProgramHints& hints) {
+  DumpKernelIfAsked(info_.backend, source, options);
+  const std::shared_ptr<ProgramBinaryStore> store = GetProgramBinaryStore();
+  if (!store) return Compile(source, options, hints, false).program;
+  const ProgramKey key = BinaryKey(source, options);
+  if (std::optional<std::string> binary = store->Load(key)) {
+    const auto start = std::chrono::steady_clock::now();
+    std::string why;
+    if (std::shared_ptr<Program> program = LoadBinary(*binary, source, options, &why)) {
+      store->RecordLoad(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      return program;
+    }
+    store->Reject(key, why);
+  }
+  Compiled compiled = Compile(source, options, hints, true);
+  store->RecordCompile(compiled.seconds);
+  if (!compiled.binary.empty()) store->Save(key, compiled.binary);
+  return compiled.program;
 }
 
 std::shared_ptr<Program> Device::GetProgram(const std::string& source, const std::string& options,

@@ -206,6 +206,17 @@ class Program {
 };
 
 /// A compute device of either backend.
+/// Everything that can make a binary invalid for another build. A store keys on all of it.
+struct ProgramKey {
+  std::string backend;           // "opencl" | "cuda"
+  std::string platform;          // platform name and version
+  std::string device;            // device name
+  std::string driver;            // driver version
+  std::string arch;              // CUDA architecture ("sm_80"), empty on OpenCL
+  std::string options;           // build options
+  std::string source;            // kernel text
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -251,12 +262,14 @@ class Device {
                    count * sizeof(T), queue);
   }
 
-  /// Builds `source` with `options` (through the program binary store when one is set).
-  /// A compile failure throws BuildError with the device, options, driver log and the
-  /// numbered source lines around the first error.
-  virtual std::shared_ptr<Program> BuildProgram(const std::string& source,
-                                                const std::string& options = "",
-                                                const ProgramHints& hints = {}) = 0;
+  /// Builds `source` with `options`: the one load-or-compile-then-save of every backend.
+  /// With a program binary store set (GetProgramBinaryStore), a stored binary for this
+  /// device's key (BinaryKey) is loaded when the driver accepts it (else rejected from the
+  /// store), otherwise the source is compiled and its binary saved. A compile failure throws
+  /// BuildError with the device, options, driver log and the numbered source lines around
+  /// the first error.
+  std::shared_ptr<Program> BuildProgram(const std::string& source, const std::string& options = "",
+                                        const ProgramHints& hints = {});
 
   /// BuildProgram once per (source, options) for the life of the device: the process-wide
   /// entry point for generated kernels (the binary store sits behind BuildProgram).
@@ -296,6 +309,23 @@ class Device {
   friend void RegisterDevice(std::unique_ptr<Device> device);
   void CountAlloc(size_t bytes);
   void CountFree(size_t bytes);
+
+  // The backend's part of BuildProgram.
+  /// A freshly compiled program, the binary to store (empty when the driver gives none or
+  /// `want_binary` was false) and the compile seconds.
+  struct Compiled {
+    std::shared_ptr<Program> program;
+    std::string binary;
+    double seconds = 0;
+  };
+  /// Everything that decides what a stored binary of (source, options) was built by and for.
+  virtual ProgramKey BinaryKey(const std::string& source, const std::string& options) const = 0;
+  /// The program of a stored binary, or null with the driver's reason in `why`.
+  virtual std::shared_ptr<Program> LoadBinary(const std::string& binary, const std::string& source,
+                                              const std::string& options, std::string* why) = 0;
+  /// Compiles from source (throwing BuildError on failure).
+  virtual Compiled Compile(const std::string& source, const std::string& options,
+                           const ProgramHints& hints, bool want_binary) = 0;
 
   DeviceInfo info_;
   int index_ = -1;

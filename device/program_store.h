@@ -1,5 +1,6 @@
-// device/program_store.h — the hook through which backends keep compiled program binaries
-// (implemented by cache/ProgramCache; the device layer itself stores nothing).
+// device/program_store.h — the hook through which Device::BuildProgram keeps compiled program
+// binaries (implemented by cache/ProgramCache; the device layer itself stores nothing). The key
+// (ProgramKey) is in device/device.h.
 #pragma once
 
 #include <memory>
@@ -9,17 +10,6 @@
 #include "device/device.h"
 
 namespace mpcaffe {
-
-/// Everything that can make a binary invalid for another build. A store keys on all of it.
-struct ProgramKey {
-  std::string backend;           // "opencl" | "cuda"
-  std::string platform;          // platform name and version
-  std::string device;            // device name
-  std::string driver;            // driver version
-  std::string arch;              // CUDA architecture ("sm_80"), empty on OpenCL
-  std::string options;           // build options
-  std::string source;            // kernel text
-};
 
 /// A persistent map ProgramKey -> binary. Implementations must be thread-safe and must never
 /// throw: a store that cannot read or write simply misses.
@@ -37,7 +27,7 @@ class ProgramBinaryStore {
   virtual void RecordLoad(double seconds) = 0;
 };
 
-/// The store every backend's BuildProgram goes through; null (the default) means none.
+/// The store Device::BuildProgram goes through; null (the default) means none.
 void SetProgramBinaryStore(std::shared_ptr<ProgramBinaryStore> store);
 std::shared_ptr<ProgramBinaryStore> GetProgramBinaryStore();
 

@@ -199,8 +199,11 @@ class CudaDevice : public Device {
   void CopyOnDevice(const DeviceMemory* src, size_t src_offset, DeviceMemory* dst,
                     size_t dst_offset, size_t bytes, Queue* queue) override;
   void Zero(DeviceMemory* dst, size_t offset, size_t bytes, Queue* queue) override;
-  std::shared_ptr<Program> BuildProgram(const std::string& source, const std::string& options,
-                                        const ProgramHints& hints) override;
+  ProgramKey BinaryKey(const std::string& source, const std::string& options) const override;
+  std::shared_ptr<Program> LoadBinary(const std::string& binary, const std::string& source,
+                                      const std::string& options, std::string* why) override;
+  Compiled Compile(const std::string& source, const std::string& options,
+                   const ProgramHints& hints, bool want_binary) override;
   Queue& default_queue() override { return *default_queue_; }
   std::unique_ptr<Queue> CreateQueue() override;
 
@@ -548,37 +551,32 @@ std::shared_ptr<Program> CudaDevice::LoadModule(const std::string& image, const 
   return std::make_shared<CudaProgram>(this, module, source, options, from_cache);
 }
 
-std::shared_ptr<Program> CudaDevice::BuildProgram(const std::string& source,
-                                                  const std::string& options,
-                                                  const ProgramHints& /*hints*/) {
-  // The hints' local sizes matter to OpenCL compilers (reqd_work_group_size); NVRTC output
-  // does not depend on them, so the CUDA backend has nothing to prepare.
-  DumpKernelIfAsked(Backend::kCuda, source, options);
-  const std::string target = TargetForDevice(cc_major_, cc_minor_);
+ProgramKey CudaDevice::BinaryKey(const std::string& source, const std::string& options) const {
   ProgramKey key;
   key.backend = "cuda";
   key.platform = platform_key_;
   key.device = info_.name;
   key.driver = info_.driver_version;
-  key.arch = target;
+  key.arch = TargetForDevice(cc_major_, cc_minor_);
   key.options = options;
   key.source = source;
+  return key;
+}
 
-  std::shared_ptr<ProgramBinaryStore> store = GetProgramBinaryStore();
-  if (store) {
-    if (std::optional<std::string> binary = store->Load(key)) {
-      auto start = std::chrono::steady_clock::now();
-      CUresult r = CUDA_SUCCESS;
-      std::shared_ptr<Program> program = LoadModule(*binary, source, options, true, &r);
-      if (program) {
-        store->RecordLoad(
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-        return program;
-      }
-      store->Reject(key, "cuModuleLoadData: " + ErrorName(api_, r));
-    }
-  }
+std::shared_ptr<Program> CudaDevice::LoadBinary(const std::string& binary,
+                                                const std::string& source,
+                                                const std::string& options, std::string* why) {
+  CUresult r = CUDA_SUCCESS;
+  std::shared_ptr<Program> program = LoadModule(binary, source, options, true, &r);
+  if (!program) *why = "cuModuleLoadData: " + ErrorName(api_, r);
+  return program;
+}
 
+Device::Compiled CudaDevice::Compile(const std::string& source, const std::string& options,
+                                     const ProgramHints& /*hints*/, bool want_binary) {
+  // The hints' local sizes matter to OpenCL compilers (reqd_work_group_size); NVRTC output
+  // does not depend on them, so the CUDA backend has nothing to prepare.
+  const std::string target = TargetForDevice(cc_major_, cc_minor_);
   NvrtcOutput out =
       CompileCuda(source, target, SplitOptions(options), "mpcaffe_kernel.cu", Describe());
   CUresult r = CUDA_SUCCESS;
@@ -590,11 +588,11 @@ std::shared_ptr<Program> CudaDevice::BuildProgram(const std::string& source,
       hint += "; the driver (" + info_.driver_version + ") may be older than the toolkit";
     Check(r, "cuModuleLoadData", hint);
   }
-  if (store) {
-    store->Save(key, out.image());
-    store->RecordCompile(out.seconds);
-  }
-  return program;
+  Compiled compiled;
+  compiled.program = program;
+  compiled.seconds = out.seconds;
+  if (want_binary) compiled.binary = out.image();
+  return compiled;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -411,36 +411,31 @@ class OpenCLDevice : public Device {
           "clEnqueueFillBuffer");
   }
 
-  std::shared_ptr<Program> BuildProgram(const std::string& source, const std::string& options,
-                                        const ProgramHints& hints) override {
-    DumpKernelIfAsked(Backend::kOpenCL, source, options);
-    auto store = GetProgramBinaryStore();
+  ProgramKey BinaryKey(const std::string& source, const std::string& options) const override {
     ProgramKey key;
-    if (store) {
-      key.backend = "opencl";
-      key.platform = info_.platform_name + " " + info_.platform_version;
-      key.device = info_.name;
-      key.driver = info_.driver_version;
-      key.options = options;
-      key.source = source;
-      if (auto binary = store->Load(key)) {
-        auto start = std::chrono::steady_clock::now();
-        std::string why;
-        if (cl_program program = FromBinary(*binary, options, &why)) {
-          store->RecordLoad(Seconds(start));
-          return std::make_shared<OpenCLProgram>(this, program, source, options, true);
-        }
-        store->Reject(key, why);
-      }
-    }
-    auto start = std::chrono::steady_clock::now();
+    key.backend = "opencl";
+    key.platform = info_.platform_name + " " + info_.platform_version;
+    key.device = info_.name;
+    key.driver = info_.driver_version;
+    key.options = options;
+    key.source = source;
+    return key;
+  }
+  std::shared_ptr<Program> LoadBinary(const std::string& binary, const std::string& source,
+                                      const std::string& options, std::string* why) override {
+    cl_program program = FromBinary(binary, options, why);
+    if (!program) return nullptr;
+    return std::make_shared<OpenCLProgram>(this, program, source, options, true);
+  }
+  Compiled Compile(const std::string& source, const std::string& options,
+                   const ProgramHints& hints, bool want_binary) override {
+    const auto start = std::chrono::steady_clock::now();
     cl_program program = FromSource(source, options);
-    if (store) {
-      store->RecordCompile(Seconds(start));
-      std::string binary = Binary(program, hints);
-      if (!binary.empty()) store->Save(key, binary);
-    }
-    return std::make_shared<OpenCLProgram>(this, program, source, options, false);
+    Compiled out;
+    out.seconds = Seconds(start);
+    if (want_binary) out.binary = Binary(program, hints);
+    out.program = std::make_shared<OpenCLProgram>(this, program, source, options, false);
+    return out;
   }
 
   Queue& default_queue() override { return *queue_; }
