@@ -3,14 +3,15 @@ phases, devices) over mpcaffe's OpenCL/CUDA core, with data types and quantizer 
 
 from . import caffe_pb2
 from . import _mpcaffe
+from . import proto
 from ._mpcaffe import (Error, DeviceError, OutOfMemoryError, BuildError, NetError, SolverError,
                        LayerError, BlobError, ModelFileError)
 from ._mpcaffe import devices, set_device, set_mode_gpu, set_mode_cpu, device_index, layer_type_list
+from .device_calls import enumerate_devices, set_devices, select_device
 from .net_spec import NetSpec, layers, params, to_proto
 from .pycaffe import (Net, Blob, Layer, Solver, SGDSolver, NesterovSolver, AdaGradSolver,
                       RMSPropSolver, AdaDeltaSolver, AdamSolver, get_solver, TRAIN, TEST)
 
-proto = caffe_pb2
 NetParameter = caffe_pb2.NetParameter
 LayerParameter = caffe_pb2.LayerParameter
 SolverParameter = caffe_pb2.SolverParameter
@@ -49,7 +50,8 @@ quantizer_mode = _EnumNamespace(caffe_pb2.QuantizerMode)
 __all__ = [
     "NetSpec", "layers", "params", "to_proto", "Net", "Blob", "Layer", "TRAIN", "TEST",
     "data_type", "quantizer_mode", "devices", "set_device", "set_mode_gpu", "set_mode_cpu",
-    "device_index", "layer_type_list", "Error", "DeviceError", "OutOfMemoryError", "BuildError", "NetError",
+    "device_index", "layer_type_list", "enumerate_devices", "set_devices", "select_device",
+    "Error", "DeviceError", "OutOfMemoryError", "BuildError", "NetError",
     "SolverError", "LayerError", "BlobError", "ModelFileError", "proto", "caffe_pb2", "NetParameter", "LayerParameter", "SolverParameter",
     "Solver", "SGDSolver", "NesterovSolver", "AdaGradSolver", "RMSPropSolver", "AdaDeltaSolver",
     "AdamSolver", "get_solver",
