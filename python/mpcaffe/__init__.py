@@ -4,6 +4,7 @@ phases, devices) over mpcaffe's OpenCL/CUDA core, with data types and quantizer 
 from . import caffe_pb2
 from . import _mpcaffe
 from . import proto
+from . import io
 from ._mpcaffe import (Error, DeviceError, OutOfMemoryError, BuildError, NetError, SolverError,
                        LayerError, BlobError, ModelFileError)
 from ._mpcaffe import devices, set_device, set_mode_gpu, set_mode_cpu, device_index, layer_type_list
@@ -37,10 +38,11 @@ class _EnumNamespace:
 
 
 def __getattr__(name):
-    """mpcaffe.onnx loads on first use (it needs the optional `onnx` package)."""
-    if name == "onnx":
+    """mpcaffe.onnx, mpcaffe.draw and mpcaffe.coord_map load on first use (onnx needs the
+    optional `onnx` package, draw `pydot`)."""
+    if name in ("onnx", "draw", "coord_map"):
         import importlib
-        return importlib.import_module(".onnx", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'mpcaffe' has no attribute '{name}'")
 
 
