@@ -85,6 +85,12 @@ class LiveViews {
             static_cast<size_t>(array.nbytes()), 0};
     e.hash = Hash(e);
     entries_.push_back(std::move(e));
+    // Views taken inside a long run (a Python layer's, every iteration of solver.step) die
+    // before the run ends: drop the dead ones now and then rather than only after the run.
+    if (entries_.size() >= prune_at_) {
+      Prune();
+      prune_at_ = 2 * entries_.size() + 64;
+    }
   }
 
   /// Host side newest where the user wrote. Holds the GIL.
@@ -129,6 +135,7 @@ class LiveViews {
     entries_.swap(alive);
   }
   std::vector<Entry> entries_;
+  size_t prune_at_ = 64;
 };
 
 LiveViews& Views() {

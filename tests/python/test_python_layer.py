@@ -203,6 +203,27 @@ def test_exception_in_forward_names_the_layer_and_the_net_survives(layer_module)
     assert out.tolist() == [[7.0, 7.0]]
 
 
+def test_exception_in_a_solver_step_names_the_layer(layer_module):
+    n = caffe.NetSpec()
+    n.x = L.Input(shape=dict(dim=[2, 2]))
+    n.y = L.Input(shape=dict(dim=[2, 2]))
+    n.out = L.Python(n.x, python_param=dict(module=layer_module, layer="Broken",
+                                            param_str="raise"))
+    n.ip = L.InnerProduct(n.out, num_output=2)
+    n.loss = L.EuclideanLoss(n.ip, n.y)
+    sp = caffe.SolverParameter()
+    sp.train_net_param.CopyFrom(n.to_proto())
+    sp.base_lr, sp.lr_policy, sp.max_iter = 0.1, "fixed", 10
+    solver = caffe.SGDSolver(sp)
+    solver.quiet()
+    with pytest.raises(ValueError, match=r"Python layer 'out' .* bad value in the batch"):
+        solver.step(3)
+    assert solver.iter == 0
+    solver.net.layers[2].param_str = "ok"
+    solver.step(2)
+    assert solver.iter == 2
+
+
 @pytest.mark.parametrize("python_param, error, message", [
     (dict(module="no_such_module_24", layer="X"), ImportError,
      r"Python layer 'out' \(no_such_module_24.X\) import of no_such_module_24.X: "),
