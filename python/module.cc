@@ -391,6 +391,9 @@ PYBIND11_MODULE(_mpcaffe, m) {
       .def("layer_object", &mpcaffe::python::PythonLayerObject,
            "The Python object of layer i when it is a Python layer, else None.")
       .def("layer_need_backward", &Net::layer_need_backward)
+      .def("share_with", [](Net& n, const Net& other) { n.ShareTrainedLayersWith(other); },
+           "Uses the parameter blobs of `other`'s layers of the same name (BVLC's "
+           "ShareTrainedLayersWith).")
       .def_property_readonly("learnable_param_names", &Net::learnable_param_names)
       .def_property("quant_mode", [](const Net& n) { return static_cast<int>(n.quant_mode()); },
                     [](Net& n, int mode) {

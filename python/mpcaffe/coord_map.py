@@ -26,6 +26,11 @@ class AxisMismatchException(Exception):
     """Two maps work on different first spatial axes."""
 
 
+class CropError(ValueError, AssertionError):
+    """crop() cannot align the tops (scale mismatch, negative or fractional offset); an
+    AssertionError too, which is what pycaffe raises and scripts catch."""
+
+
 def _message_params(fn, field):
     """The layer parameters of a NetSpec function: the `field` dict when given so, else the
     keyword arguments themselves (NetSpec accepts both)."""
@@ -134,10 +139,10 @@ def crop(top_from, top_to):
     lying inside top_from at an integer offset)."""
     axis, a, b = coord_map_from_to(top_from, top_to)
     if not np.all(a == 1):
-        raise ValueError(f"crop: scale mismatch on crop (a = {a})")
+        raise CropError(f"crop: scale mismatch on crop (a = {a})")
     if not np.all(b <= 0):
-        raise ValueError(f"crop: cannot crop negative offset (b = {b})")
+        raise CropError(f"crop: cannot crop negative offset (b = {b})")
     if not np.all(np.round(b) == b):
-        raise ValueError(f"crop: cannot crop noninteger offset (b = {b})")
+        raise CropError(f"crop: cannot crop noninteger offset (b = {b})")
     return L.Crop(top_from, top_to,
                   crop_param=dict(axis=axis + 1, offset=[int(v) for v in -np.round(b)]))

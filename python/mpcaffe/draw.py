@@ -101,8 +101,9 @@ def get_pydot_graph(caffe_net, rankdir, label_edges=True, phase=None):
     return graph
 
 
-def draw_net(caffe_net, ext="png", rankdir="LR", phase=None):
-    """The rendered graph as bytes in format `ext` (png, pdf, svg, dot, ...)."""
+def draw_net(caffe_net, rankdir, ext="png", phase=None):
+    """The rendered graph as bytes in format `ext` (png, pdf, svg, dot, ...); rankdir is
+    Graphviz's ("LR", "TB", "BT", "RL")."""
     return get_pydot_graph(caffe_net, rankdir, phase=phase).create(format=ext)
 
 
@@ -110,4 +111,4 @@ def draw_net_to_file(caffe_net, filename, rankdir="LR", phase=None):
     """Writes the rendered graph to `filename`; the format is its extension."""
     ext = filename[filename.rfind(".") + 1:] if "." in filename else "png"
     with open(filename, "wb") as f:
-        f.write(draw_net(caffe_net, ext, rankdir, phase))
+        f.write(draw_net(caffe_net, rankdir, ext, phase))

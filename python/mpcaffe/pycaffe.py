@@ -218,8 +218,8 @@ class Net:
 
     def forward(self, blobs=None, start=None, end=None, **kwargs):
         """Writes the given input arrays, runs the net (or layers start..end, by name) and
-        returns a dict of the output blobs' data: the net's outputs, or with `end` the blob
-        named like the end layer (else its tops), plus the names in `blobs`."""
+        returns a dict of the output blobs' data: the net's outputs, or with `end` the end
+        layer's tops (pycaffe: top_names[end]), plus the names in `blobs`."""
         reshaped = False
         for name, value in kwargs.items():
             if name not in self._blobs:
@@ -243,12 +243,7 @@ class Net:
             self._net.forward()
         else:
             self._net.forward_from_to(first, last)
-        if end is None:
-            names = list(self.outputs)
-        elif end in self._blobs:
-            names = [end]
-        else:
-            names = list(self._net.layer_tops(last))
+        names = list(self.outputs) if end is None else list(self._net.layer_tops(last))
         names += [b for b in (blobs or []) if b not in names]
         return {name: self._blobs[name].data for name in names}
 
@@ -256,7 +251,7 @@ class Net:
         """Back-propagates from layer `start` (default: the last) down to layer `end` (default:
         the first); gradients land in the blobs' and parameters' .diff. Keyword arguments set
         the diffs of output blobs first. Returns a dict of diffs: the net's inputs, or with
-        `end` the blob named like the end layer, plus the names in `diffs`."""
+        `end` the end layer's bottoms (pycaffe: bottom_names[end]), plus the names in `diffs`."""
         for name, value in kwargs.items():
             if name not in self.outputs:
                 raise KeyError(f"Net.backward: '{name}' is not an output blob of the net "
@@ -272,12 +267,7 @@ class Net:
             self._net.backward()
         else:
             self._net.backward_from_to(first, last)
-        if end is None:
-            names = list(self.inputs)
-        elif end in self._blobs:
-            names = [end]
-        else:
-            names = list(self._net.layer_bottoms(first))
+        names = list(self.inputs) if end is None else list(self._net.layer_bottoms(first))
         names += [d for d in (diffs or []) if d not in names]
         return {name: self._blobs[name].diff for name in names}
 
@@ -287,6 +277,14 @@ class Net:
 
     def reshape(self):
         self._net.reshape()
+
+    def share_with(self, other):
+        """Makes this net's layers use the parameter blobs of `other`'s layers of the same name
+        (data and diff; a test net sharing a train net's weights)."""
+        if not isinstance(other, Net):
+            raise TypeError(f"Net.share_with: expected a Net, got {type(other).__name__}")
+        self._net.share_with(other._net)
+        self._index()
 
     # --- weights -----------------------------------------------------------------------------
     def copy_from(self, weights):

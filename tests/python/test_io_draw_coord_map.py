@@ -164,7 +164,7 @@ def test_pydot_graph_structure():
                     reason="Graphviz's dot is not installed (scripts/install-deps.sh installs it)")
 def test_draw_net_renders_with_graphviz(tmp_path):
     pytest.importorskip("pydot", reason="caffe.draw needs pydot")
-    png = caffe.draw.draw_net(_lenet_like(), ext="png")
+    png = caffe.draw.draw_net(_lenet_like(), "LR")  # pycaffe: rankdir second, png default
     assert png.startswith(b"\x89PNG")
     path = tmp_path / "lenet.svg"
     caffe.draw.draw_net_to_file(_lenet_like(), str(path), rankdir="TB", phase=caffe.TEST)
@@ -201,8 +201,12 @@ def test_coord_map_through_layers():
     layer = [l for l in n.to_proto().layer if l.type == "Crop"][0]
     assert list(layer.bottom) == ["up", "data"]
     assert layer.crop_param.axis == 2 and list(layer.crop_param.offset) == [100]
-    with pytest.raises(ValueError, match="scale mismatch"):
+    with pytest.raises(AssertionError, match="scale mismatch"):  # what pycaffe raises
         caffe.coord_map.crop(n.pool1, n.data)
+    n.shifted = L.Deconvolution(n.score, convolution_param=dict(kernel_size=4, stride=2, pad=101,
+                                                                 num_output=2))
+    with pytest.raises(ValueError, match="cannot crop negative offset"):
+        caffe.coord_map.crop(n.shifted, n.data)
     other = L.Input(shape=dict(dim=[1, 1, 4, 4]))
     with pytest.raises(RuntimeError, match="Could not compute map between tops"):
         caffe.coord_map.coord_map_from_to(n.conv1, other)

@@ -69,7 +69,9 @@ def test_forward_and_backward_between_layers():
     np.testing.assert_allclose(net.params["ip2"][0].diff, ((o - y) / 3).T @ h, rtol=1e-4,
                                atol=1e-6)
     assert not net.params["ip1"][0].diff.any()
-    np.testing.assert_allclose(diffs["ip2"], net.blobs["ip2"].diff)
+    assert list(diffs) == ["ip1"]  # the end layer's bottoms
+    np.testing.assert_allclose(diffs["ip1"], ((o - y) / 3) @ net.params["ip2"][0].data,
+                               rtol=1e-4, atol=1e-6)
     net.backward()
     assert net.params["ip1"][0].diff.any()
     net.clear_param_diffs()
@@ -208,3 +210,16 @@ def test_snapshot_restore_and_solve(tmp_path):
     np.testing.assert_array_equal(solver.net.params["ip1"][0].data, weights[0])
     solver.solve()
     assert solver.iter == 10
+
+
+def test_share_with_uses_the_other_net_s_parameters():
+    train = caffe.Net(_two_layer_net(), caffe.TRAIN)
+    test = caffe.Net(_two_layer_net(loss=False), caffe.TEST)
+    train.params["ip1"][0].data[...] = 0.25
+    assert not np.allclose(test.params["ip1"][0].data, 0.25)
+    test.share_with(train)
+    np.testing.assert_array_equal(test.params["ip1"][0].data, 0.25)
+    train.params["ip2"][1].data[...] = -1.0  # shared blobs: later writes show in both
+    out = test.forward(x=np.zeros((3, 4), np.float32))["ip2"]
+    h = np.maximum(train.params["ip1"][1].data, 0)
+    np.testing.assert_allclose(out[0], train.params["ip2"][0].data @ h - 1.0, rtol=1e-5)
