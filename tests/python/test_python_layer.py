@@ -140,6 +140,35 @@ def test_reduced_precision_neighbours_get_conversions(layer_module):
     np.testing.assert_allclose(net.blobs[python_layer.top[0]].data, 0.5 * x, rtol=1e-3)
 
 
+def test_int8_net_with_a_python_layer_in_the_middle(layer_module, tmp_path):
+    DT = caffe.data_type
+
+    def spec(data_type):
+        n = caffe.NetSpec()
+        n.x = L.Input(shape=dict(dim=[4, 8]), top_data_type=DT.CAFFE_FLOAT)
+        n.a = L.InnerProduct(n.x, num_output=16, weight_filler=dict(type="gaussian", std=0.3))
+        n.b = L.Python(n.a, python_param=dict(module=layer_module, layer="Scale",
+                                              param_str='{"scale": 2.0}'))
+        n.c = L.InnerProduct(n.b, num_output=3, weight_filler=dict(type="gaussian", std=0.3),
+                             top_data_type=DT.CAFFE_FLOAT)
+        param = n.to_proto()
+        param.data_type = data_type
+        return param
+
+    x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
+    fp32 = caffe.Net(spec(DT.CAFFE_FLOAT), caffe.TEST)
+    fp32.quant_mode = caffe.quantizer_mode.CAFFE_QUANT_OBSERVE
+    expected = fp32.forward(x=x)["c"].copy()
+    fp32.save(tmp_path / "calibrated.caffemodel")
+    int8 = caffe.Net(spec(DT.CAFFE_INT8_QUANTIZED), caffe.TEST,
+                     weights=str(tmp_path / "calibrated.caffemodel"))
+    types = [l.type for l in int8.built_proto().layer]
+    python = types.index("Python")
+    assert types[python - 1] == types[python + 1] == "Quantizer"  # uint8 -> fp32 -> uint8
+    got = int8.forward(x=x)["c"]
+    assert np.abs(got - expected).max() < 0.03 * np.abs(expected).max()
+
+
 def test_parameter_blobs_of_a_python_layer_are_trained_and_saved(layer_module, tmp_path):
     n = caffe.NetSpec()
     n.x = L.Input(shape=dict(dim=[4, 2]))
