@@ -164,8 +164,10 @@ class PythonLayer : public Layer {
       py::tuple args = value.attr("args");
       if (args.empty() || py::isinstance<py::str>(args[0])) {
         py::list fresh;
-        fresh.append(py::str(prefix + (args.empty() ? std::string("error")
-                                                    : args[0].cast<std::string>())));
+        // An exception without arguments (KeyboardInterrupt, a bare raise X) gets the layer
+        // as its whole message.
+        fresh.append(py::str(args.empty() ? prefix.substr(0, prefix.size() - 2)
+                                          : prefix + args[0].cast<std::string>()));
         for (size_t i = 1; i < args.size(); ++i) fresh.append(args[i]);
         value.attr("args") = py::tuple(fresh);
         // ImportError and SyntaxError print their `msg` attribute rather than args.

@@ -68,6 +68,8 @@ LAYERS = textwrap.dedent('''
         def forward(self, bottom, top):
             if self.param_str == "raise":
                 raise ValueError("bad value in the batch")
+            if self.param_str == "bare":
+                raise KeyError
             top[0].data[...] = bottom[0].data
 
     class NotALayer:
@@ -226,6 +228,9 @@ def test_exception_in_forward_names_the_layer_and_the_net_survives(layer_module)
     net = caffe.Net(n.to_proto(), caffe.TEST)
     with pytest.raises(ValueError, match=r"Python layer 'out' \(pylayers.Broken\) forward\(\): "
                                          r"bad value in the batch"):
+        net.forward(x=np.ones((1, 2), np.float32))
+    net.layers[1].param_str = "bare"
+    with pytest.raises(KeyError, match=r"Python layer 'out' \(pylayers.Broken\) forward\(\)"):
         net.forward(x=np.ones((1, 2), np.float32))
     net.layers[1].param_str = "ok"
     out = net.forward(x=np.full((1, 2), 7.0, np.float32))["out"]
