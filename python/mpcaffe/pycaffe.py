@@ -271,6 +271,58 @@ class Net:
         names += [d for d in (diffs or []) if d not in names]
         return {name: self._blobs[name].diff for name in names}
 
+    def _batches(self, arrays):
+        """Splits input arrays (name -> N×...) into the net's batch size, zero-padding the
+        last batch; yields (dict of batch arrays, rows of real data in it)."""
+        sizes = {len(v) for v in arrays.values()}
+        if len(sizes) != 1:
+            raise ValueError(f"Net: the inputs have different numbers of rows: "
+                             f"{ {k: len(v) for k, v in arrays.items()} }")
+        total = sizes.pop()
+        batch = self._blobs[next(iter(arrays))].shape[0]
+        for start in range(0, total, batch):
+            rows = min(batch, total - start)
+            part = {}
+            for name, values in arrays.items():
+                chunk = np.asarray(values[start:start + rows])
+                if rows < batch:
+                    padding = np.zeros((batch - rows,) + chunk.shape[1:], chunk.dtype)
+                    chunk = np.concatenate([chunk, padding])
+                part[name] = chunk
+            yield part, rows
+
+    def forward_all(self, blobs=None, **kwargs):
+        """forward() over inputs of any number of rows, in batches of the net's batch size;
+        returns the outputs (and `blobs`) concatenated, without the padding."""
+        outputs = {}
+        for part, rows in self._batches(kwargs):
+            for name, value in self.forward(blobs=blobs, **part).items():
+                outputs.setdefault(name, []).append(np.array(value[:rows]))
+        return {name: np.concatenate(parts) for name, parts in outputs.items()}
+
+    def forward_backward_all(self, blobs=None, diffs=None, **kwargs):
+        """forward_all and backward over the batches: kwargs hold inputs (net.inputs) and
+        output diffs (net.outputs); returns (outputs, diffs) concatenated without padding."""
+        inputs = {k: v for k, v in kwargs.items() if k in self.inputs}
+        top_diffs = {k: v for k, v in kwargs.items() if k in self.outputs}
+        unknown = set(kwargs) - set(inputs) - set(top_diffs)
+        if unknown:
+            raise KeyError(f"Net.forward_backward_all: {sorted(unknown)} are neither inputs "
+                           f"{self.inputs} nor outputs {self.outputs}")
+        if len({len(v) for v in kwargs.values()}) > 1:
+            raise ValueError(f"Net.forward_backward_all: the inputs and diffs have different "
+                             f"numbers of rows: { {k: len(v) for k, v in kwargs.items()} }")
+        forward_out, backward_out = {}, {}
+        diff_batches = self._batches(top_diffs) if top_diffs else None
+        for part, rows in self._batches(inputs):
+            for name, value in self.forward(blobs=blobs, **part).items():
+                forward_out.setdefault(name, []).append(np.array(value[:rows]))
+            given = next(diff_batches)[0] if diff_batches else {}
+            for name, value in self.backward(diffs=diffs, **given).items():
+                backward_out.setdefault(name, []).append(np.array(value[:rows]))
+        return ({n: np.concatenate(p) for n, p in forward_out.items()},
+                {n: np.concatenate(p) for n, p in backward_out.items()})
+
     def clear_param_diffs(self):
         """Zeroes the diffs of every learnable parameter (backward accumulates into them)."""
         self._net.clear_param_diffs()

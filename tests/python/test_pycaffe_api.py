@@ -223,3 +223,22 @@ def test_share_with_uses_the_other_net_s_parameters():
     out = test.forward(x=np.zeros((3, 4), np.float32))["ip2"]
     h = np.maximum(train.params["ip1"][1].data, 0)
     np.testing.assert_allclose(out[0], train.params["ip2"][0].data @ h - 1.0, rtol=1e-5)
+
+
+def test_forward_all_and_forward_backward_all_batch_and_trim():
+    param = _two_layer_net(loss=False)
+    param.force_backward = True
+    net = caffe.Net(param, caffe.TRAIN)
+    x = np.random.default_rng(6).standard_normal((7, 4)).astype(np.float32)  # 3 + 3 + 1 rows
+    out = net.forward_all(x=x)
+    assert list(out) == ["ip2"] and out["ip2"].shape == (7, 2)
+    np.testing.assert_allclose(out["ip2"], _reference(net, x)[1], rtol=1e-5, atol=1e-6)
+    forward, backward = net.forward_backward_all(x=x, ip2=np.ones((7, 2), np.float32))
+    np.testing.assert_allclose(forward["ip2"], out["ip2"], rtol=1e-6)
+    h, _ = _reference(net, x)
+    w1, w2 = net.params["ip1"][0].data, net.params["ip2"][0].data
+    expected = ((np.ones((7, 2)) @ w2) * (h > 0)) @ w1
+    assert backward["x"].shape == (7, 4)
+    np.testing.assert_allclose(backward["x"], expected, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="different numbers of rows"):
+        net.forward_backward_all(x=x, ip2=np.ones((5, 2), np.float32))
