@@ -1,6 +1,8 @@
-"""pycaffe.py — caffe.Net and caffe.get_solver in pycaffe's shape: blobs and params as ordered
-dicts of Blobs whose .data/.diff are NumPy views of host memory, forward(**inputs), backward(),
-save(), quant_mode; solvers with step(), solve(), net and test_nets."""
+"""pycaffe.py — caffe.Net, caffe.Layer (the base of Python layers) and the solver classes in
+pycaffe's shape: blobs and params as ordered dicts of Blobs whose .data/.diff are NumPy views of
+host memory, forward/backward (whole net or start..end), HDF5 and caffemodel weights,
+quant_mode; SGDSolver … AdamSolver and get_solver with step(), solve(), apply_update(), net and
+test_nets."""
 
 from collections import OrderedDict
 import os
@@ -19,8 +21,8 @@ Blob = _mpcaffe.Blob
 class Layer:
     """Base class of Python layers, and the type of the entries of Net.layers.
 
-    A Python layer (``type: "Python"``, ``python_param { module: "m" layer: "C" param_str: "..." }``)
-    is a class deriving from this one, constructed with its caffe_pb2.LayerParameter; before
+    A Python layer (``type: "Python"``, ``python_param { module layer param_str }``) is a class
+    deriving from this one, constructed with its caffe_pb2.LayerParameter; before
     setup() the net sets ``self.param_str``, ``self.phase`` and ``self.blobs`` (its parameter
     blobs: ``self.blobs.add_blob(*shape)`` in setup() adds a trained one). Override
     ``setup(bottom, top)``, ``reshape(bottom, top)`` (called before every forward),
