@@ -37,6 +37,13 @@ class PythonLayer : public Layer {
       return;
     }
     py::gil_scoped_acquire gil;
+    // The object may outlive the net (a reference kept to net.layers[i]): its blobs now
+    // refuse access instead of reaching freed memory.
+    try {
+      if (py::hasattr(self_, "blobs") && py::isinstance<LayerBlobs>(self_.attr("blobs")))
+        self_.attr("blobs").cast<LayerBlobs&>().layer = nullptr;
+    } catch (py::error_already_set&) {
+    }
     self_ = py::object();
   }
 
@@ -192,26 +199,34 @@ py::object PythonLayerObject(const Net& net, int index) {
   return layer->object();
 }
 
+/// The layer behind `self.blobs`; raises when its net is gone.
+PythonLayer& LayerOf(const LayerBlobs& b) {
+  if (!b.layer)
+    throw py::value_error("the net holding this Python layer no longer exists (its blobs went "
+                          "with it)");
+  return *b.layer;
+}
+
 void RegisterPythonLayer(py::module_& m) {
   RegisterLayerType<PythonLayer>("Python");
   py::class_<LayerBlobs>(m, "LayerBlobs", "The parameter blobs of a Python layer (self.blobs).")
-      .def("__len__", [](const LayerBlobs& b) { return b.layer->num_params(); })
+      .def("__len__", [](const LayerBlobs& b) { return LayerOf(b).num_params(); })
       .def("__getitem__", [](const LayerBlobs& b, int i) -> Blob& {
-        const int n = b.layer->num_params();
+        const int n = LayerOf(b).num_params();
         if (i < 0) i += n;
         if (i < 0 || i >= n) throw py::index_error("blob index out of range");
-        return *b.layer->blobs().at(i);
+        return *LayerOf(b).blobs().at(i);
       }, py::return_value_policy::reference)
       .def("__iter__", [](const LayerBlobs& b) {
         py::list out;
-        for (auto& blob : b.layer->blobs())
+        for (auto& blob : LayerOf(b).blobs())
           out.append(py::cast(blob.get(), py::return_value_policy::reference));
         return py::iter(out);
       })
       .def("add_blob", [](const LayerBlobs& b, py::args dims) -> Blob& {
         std::vector<int> shape;
         for (auto d : dims) shape.push_back(d.cast<int>());
-        return b.layer->AddBlob(shape);
+        return LayerOf(b).AddBlob(shape);
       }, py::return_value_policy::reference,
          "Adds an fp32 parameter blob of the given shape (zeros); only in setup().");
 }

@@ -195,6 +195,14 @@ def test_parameter_blobs_of_a_python_layer_are_trained_and_saved(layer_module, t
     solver.net.save(path)
     again = caffe.Net(n.to_proto(), caffe.TEST, weights=str(path))
     np.testing.assert_allclose(again.params["biased"][0].data, [2.0, -1.0], atol=1e-3)
+    # The layer object may outlive its net; its blobs then refuse access, never crash.
+    layer = again.layers[2]
+    assert len(layer.blobs) == 1
+    del again
+    import gc
+    gc.collect()
+    with pytest.raises(ValueError, match="the net holding this Python layer no longer exists"):
+        len(layer.blobs)
 
 
 def test_data_layer_trains_a_classifier_and_changes_the_batch(layer_module):
