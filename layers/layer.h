@@ -97,6 +97,10 @@ class Layer {
                 const std::vector<Blob*>& bottom);
   /// True when the layer implements Backward.
   virtual bool HasBackward() const { return false; }
+  /// True for layers whose Reshape must run before every Forward, as BVLC calls it (Python
+  /// layers: a data layer may change its tops' shapes from one pass to the next). The net
+  /// reshapes the layers after it when a top's shape changed.
+  virtual bool ReshapesEachPass() const { return false; }
   /// Whether force_backward may ask for bottom `i`'s gradient (false for labels).
   virtual bool AllowForceBackward(int bottom) const { return true; }
   /// Whether Backward computes the gradient of parameter blob `i` (default true; the net sets

@@ -49,6 +49,10 @@ std::unique_ptr<Layer> CreateLayer(const caffe::LayerParameter& param, Device& d
   {
     std::lock_guard<std::recursive_mutex> lock(TableMutex());
     auto it = Table().find(param.type());
+    if (it == Table().end() && param.type() == "Python")
+      throw LayerError("layer '" + param.name() + "': Python layers run only from the mpcaffe "
+                       "Python package (import mpcaffe registers them); this program has no "
+                       "Python interpreter");
     if (it == Table().end()) {
       std::string known;
       for (const auto& [name, c] : Table()) known += (known.empty() ? "" : ", ") + name;

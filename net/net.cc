@@ -71,8 +71,16 @@ bool FileExists(const std::string& path) {
   return !path.empty() && stat(path.c_str(), &st) == 0;
 }
 
-/// Unset data-type fields of a layer take the net's data_type.
+/// Unset data-type fields of a layer take the net's data_type. Python layers run on the host
+/// over fp32 NumPy views: they compute (and, unless their own top_data_type says otherwise,
+/// write) fp32 whatever the net's type, and the conversions inserted later connect them to
+/// reduced-precision neighbours.
 void ApplyNetDataType(caffe::NetParameter* net) {
+  for (auto& layer : *net->mutable_layer()) {
+    if (layer.type() != "Python") continue;
+    if (!layer.has_compute_data_type()) layer.set_compute_data_type(caffe::CAFFE_FLOAT);
+    if (!layer.has_top_data_type()) layer.set_top_data_type(caffe::CAFFE_FLOAT);
+  }
   if (!net->has_data_type()) return;
   for (auto& layer : *net->mutable_layer()) {
     if (!layer.has_bottom_data_type()) layer.set_bottom_data_type(net->data_type());
@@ -500,13 +508,19 @@ void Net::SetUpBackward() {
       for (size_t t = 0; t < top_vecs_[i].size(); ++t) need.insert(top_vecs_[i][t]);
   }
   // Only layers under a loss run backward (BVLC's second pass); a nested net's outputs get
-  // their gradients from the layer holding it.
+  // their gradients from the layer holding it. force_backward keeps every layer that has a
+  // backward pass, as BVLC does, so gradients set on any output reach the inputs (a deploy
+  // net's input gradient, pycaffe's net.backward(prob=...)).
   std::set<const Blob*> under_loss;
   if (options_.backward_from_outputs) under_loss.insert(output_blobs_.begin(), output_blobs_.end());
   for (size_t r = n; r-- > 0;) {
     bool contributes = false;
     for (size_t t = 0; t < top_vecs_[r].size(); ++t)
       if (loss_weights_[r][t] != 0.0f || under_loss.count(top_vecs_[r][t])) contributes = true;
+    if (!contributes && param_.force_backward() && layers_[r]->HasBackward()) {
+      for (Blob* b : bottom_vecs_[r]) under_loss.insert(b);
+      continue;
+    }
     if (!contributes) {
       layer_need_backward_[r] = false;
       bottom_need_backward_[r].assign(bottom_vecs_[r].size(), false);
@@ -641,6 +655,7 @@ float Net::ForwardFromTo(int start, int end) {
       producer.set_fused_relu(nullptr);
       ++i;  // the ReLU ran inside its producer; its top is written
     } else {
+      if (layers_[i]->ReshapesEachPass()) ReshapeBeforePass(i);
       layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
     }
     for (size_t t = 0; t < top_vecs_[i].size(); ++t) {
@@ -657,8 +672,23 @@ float Net::Forward() {
   return ForwardFromTo(0, static_cast<int>(layers_.size()) - 1);
 }
 
-void Net::Reshape() {
-  for (size_t i = 0; i < layers_.size(); ++i) {
+void Net::ReshapeBeforePass(int i) {
+  std::vector<std::vector<int>> before;
+  for (const Blob* t : top_vecs_[i]) before.push_back(t->shape());
+  try {
+    layers_[i]->Reshape(bottom_vecs_[i], top_vecs_[i]);
+  } catch (const BlobError& e) {
+    throw BlobError("layer '" + layer_names_[i] + "' (" + layers_[i]->type() + "): " + e.what());
+  }
+  bool changed = false;
+  for (size_t t = 0; t < top_vecs_[i].size(); ++t) changed |= top_vecs_[i][t]->shape() != before[t];
+  if (changed) ReshapeFrom(i + 1);
+}
+
+void Net::Reshape() { ReshapeFrom(0); }
+
+void Net::ReshapeFrom(int first) {
+  for (size_t i = first; i < layers_.size(); ++i) {
     try {
       layers_[i]->Reshape(bottom_vecs_[i], top_vecs_[i]);
     } catch (const BlobError& e) {

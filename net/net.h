@@ -81,6 +81,8 @@ class Net {
   float ForwardFromTo(int start, int end);
   /// Reshapes every layer for the current input shapes (and re-plans shared memory).
   void Reshape();
+  /// Reshapes layers [first, end) (and re-plans shared memory).
+  void ReshapeFrom(int first);
 
   // ---- Training (fp32), BVLC's semantics ----
   /// Sets each loss top's diff to its loss weight and runs Backward of every layer that needs
@@ -179,6 +181,9 @@ class Net {
   void Build(const caffe::NetParameter& param);
   void PlanMemory();
   void PlanReluFusion();
+  /// Reshape of layer i before its Forward (Layer::ReshapesEachPass); when a top's shape
+  /// changed, the layers after it are reshaped too.
+  void ReshapeBeforePass(int i);
   /// Whether layer i runs with its fused ReLU in this pass.
   bool FusionActive(int layer);
   void FillSyntheticInputs();

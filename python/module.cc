@@ -18,10 +18,13 @@
 #include "device/error.h"
 #include "layers/blob.h"
 #include "layers/layer.h"
+#include "layers/layer_registry.h"
+#include "layers/moe_layer.h"
 #include "net/net.h"
 #include "net/solver.h"
 #include "proto/model_io.h"
 #include "proto/upgrade.h"
+#include "python/python_layer.h"
 #include "quant/quantizer_proto.h"
 
 namespace py = pybind11;
@@ -82,6 +85,12 @@ class LiveViews {
             static_cast<size_t>(array.nbytes()), 0};
     e.hash = Hash(e);
     entries_.push_back(std::move(e));
+    // Views taken inside a long run (a Python layer's, every iteration of solver.step) die
+    // before the run ends: drop the dead ones now and then rather than only after the run.
+    if (entries_.size() >= prune_at_) {
+      Prune();
+      prune_at_ = 2 * entries_.size() + 64;
+    }
   }
 
   /// Host side newest where the user wrote. Holds the GIL.
@@ -126,6 +135,7 @@ class LiveViews {
     entries_.swap(alive);
   }
   std::vector<Entry> entries_;
+  size_t prune_at_ = 64;
 };
 
 LiveViews& Views() {
@@ -221,8 +231,17 @@ PYBIND11_MODULE(_mpcaffe, m) {
   py::register_exception<mpcaffe::BlobError>(m, "BlobError", error.ptr());
   py::register_exception<mpcaffe::ModelFileError>(m, "ModelFileError", error.ptr());
 
+  // Python layers (type "Python") exist in nets built by this process.
+  mpcaffe::python::RegisterPythonLayer(m);
+
   // Every program the package builds goes through the kernel cache (MPCAFFE_CACHE=off disables).
   mpcaffe::cache::EnableProgramCache();
+
+  m.def("layer_type_list", [] {
+    mpcaffe::RegisterMoeLayers();  // registered by the first Net otherwise
+    return mpcaffe::LayerTypes();
+  },
+        "The layer types nets can use, sorted (Python included).");
 
   m.def("devices", [] {
     std::vector<py::dict> out;
@@ -367,6 +386,15 @@ PYBIND11_MODULE(_mpcaffe, m) {
         RunWithViews([&] { n.BackwardFromTo(start, end); });
       })
       .def("reshape", &Net::Reshape)
+      .def("clear_param_diffs", [](Net& n) { RunWithViews([&] { n.ClearParamDiffs(); }); },
+           "Zeroes the diffs of every learnable parameter.")
+      .def("layer_object", &mpcaffe::python::PythonLayerObject,
+           "The Python object of layer i when it is a Python layer, else None.")
+      .def("layer_need_backward", &Net::layer_need_backward)
+      .def("share_with", [](Net& n, const Net& other) { n.ShareTrainedLayersWith(other); },
+           "Uses the parameter blobs of `other`'s layers of the same name (BVLC's "
+           "ShareTrainedLayersWith).")
+      .def_property_readonly("learnable_param_names", &Net::learnable_param_names)
       .def_property("quant_mode", [](const Net& n) { return static_cast<int>(n.quant_mode()); },
                     [](Net& n, int mode) {
                       if (mode < 0 || mode > 3)
@@ -428,6 +456,8 @@ PYBIND11_MODULE(_mpcaffe, m) {
       }, py::arg("resume_file") = "")
       .def("test", [](mpcaffe::Solver& s, int i) { return RunWithViews([&] { return s.Test(i); }); })
       .def("test_output_names", &mpcaffe::Solver::TestOutputNames)
+      .def("apply_update", [](mpcaffe::Solver& s) { RunWithViews([&] { s.ApplyUpdate(); }); },
+           "One update from the accumulated parameter diffs (the iteration count stays).")
       .def("snapshot", &mpcaffe::Solver::Snapshot)
       .def("restore", &mpcaffe::Solver::Restore)
       .def("quiet", [](mpcaffe::Solver& s) { s.set_log(nullptr); }, "Stops progress lines.");

@@ -10,7 +10,7 @@ DEBIAN_PACKAGES=(
   libprotobuf-dev protobuf-compiler
   libgtest-dev libbenchmark-dev libgemmlowp-dev
   liblmdb-dev zlib1g-dev dataset-fashion-mnist
-  python3-dev python3-venv
+  python3-dev python3-venv graphviz
 )
 
 missing=()
@@ -30,8 +30,9 @@ fi
 
 # Python packages the tests use (the caffemodel check reads our files with Python protobuf).
 PYTHON=${PYTHON:-python3}
-PIP_PACKAGES=(protobuf numpy pytest pybind11 scikit-build-core onnx onnxruntime matplotlib)
-PIP_MODULES=(google.protobuf numpy pytest pybind11 scikit_build_core onnx onnxruntime matplotlib)
+# pydot (caffe.draw, with Graphviz above), h5py (HDF5 weights), pillow (caffe.io.load_image).
+PIP_PACKAGES=(protobuf numpy pytest pybind11 scikit-build-core onnx onnxruntime matplotlib pydot h5py pillow)
+PIP_MODULES=(google.protobuf numpy pytest pybind11 scikit_build_core onnx onnxruntime matplotlib pydot h5py PIL)
 pip_missing=()
 for i in "${!PIP_PACKAGES[@]}"; do
   "$PYTHON" -c "import ${PIP_MODULES[$i]}" 2>/dev/null || pip_missing+=("${PIP_PACKAGES[$i]}")

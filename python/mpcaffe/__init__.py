@@ -4,14 +4,17 @@ phases, devices) over mpcaffe's OpenCL/CUDA core, with data types and quantizer 
 from ._version import __version__
 from . import caffe_pb2
 from . import _mpcaffe
+from . import proto
+from . import io
 from ._mpcaffe import (Error, DeviceError, OutOfMemoryError, BuildError, NetError, SolverError,
                        LayerError, BlobError, ModelFileError)
-from ._mpcaffe import devices, set_device, set_mode_gpu, set_mode_cpu, device_index
+from ._mpcaffe import devices, set_device, set_mode_gpu, set_mode_cpu, device_index, layer_type_list
+from .device_calls import enumerate_devices, set_devices, select_device
 from .net_spec import NetSpec, layers, params, to_proto
-from .pycaffe import Net, Blob, Layer, Solver, get_solver, TRAIN, TEST
+from .pycaffe import (Net, Blob, Layer, Solver, SGDSolver, NesterovSolver, AdaGradSolver,
+                      RMSPropSolver, AdaDeltaSolver, AdamSolver, get_solver, TRAIN, TEST)
 from ._command import calibrate
 
-proto = caffe_pb2
 NetParameter = caffe_pb2.NetParameter
 LayerParameter = caffe_pb2.LayerParameter
 SolverParameter = caffe_pb2.SolverParameter
@@ -37,10 +40,11 @@ class _EnumNamespace:
 
 
 def __getattr__(name):
-    """mpcaffe.onnx loads on first use (it needs the optional `onnx` package)."""
-    if name == "onnx":
+    """mpcaffe.onnx, mpcaffe.draw and mpcaffe.coord_map load on first use (onnx needs the
+    optional `onnx` package, draw `pydot`)."""
+    if name in ("onnx", "draw", "coord_map"):
         import importlib
-        return importlib.import_module(".onnx", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'mpcaffe' has no attribute '{name}'")
 
 
@@ -50,7 +54,9 @@ quantizer_mode = _EnumNamespace(caffe_pb2.QuantizerMode)
 __all__ = [
     "NetSpec", "layers", "params", "to_proto", "Net", "Blob", "Layer", "TRAIN", "TEST",
     "data_type", "quantizer_mode", "devices", "set_device", "set_mode_gpu", "set_mode_cpu",
-    "device_index", "Error", "DeviceError", "OutOfMemoryError", "BuildError", "NetError",
+    "device_index", "layer_type_list", "enumerate_devices", "set_devices", "select_device",
+    "Error", "DeviceError", "OutOfMemoryError", "BuildError", "NetError",
     "SolverError", "LayerError", "BlobError", "ModelFileError", "proto", "caffe_pb2", "NetParameter", "LayerParameter", "SolverParameter",
-    "Solver", "get_solver",
+    "Solver", "SGDSolver", "NesterovSolver", "AdaGradSolver", "RMSPropSolver", "AdaDeltaSolver",
+    "AdamSolver", "get_solver",
 ]

@@ -109,9 +109,8 @@ class Function:
     def __init__(self, type_name, inputs, params):
         self.type_name = type_name
         for i, bottom in enumerate(inputs):
-            if not isinstance(bottom, Top):
-                raise TypeError(f"layers.{type_name}: bottom {i} is a {type(bottom).__name__}, "
-                                "not the output of another layer")
+            if not isinstance(bottom, Top):  # pycaffe's message, which scripts match on
+                raise TypeError(f"{type_name} input {i} is not a Top (type is {type(bottom)})")
         self.inputs = list(inputs)
         self.params = dict(params)
         self.ntop = self.params.pop("ntop", 1)
@@ -179,8 +178,8 @@ def to_proto(*tops, names=None):
             visit(bottom.fn)
         layers[fn] = None
 
-    for top in tops:
-        visit(top.fn)
+    for top in tops:  # a Top, or the Function of a layer without tops (ntop=0)
+        visit(top if isinstance(top, Function) else top.fn)
     # In-place layers are named after the attribute they were assigned to when there is one.
     for fn in layers:
         if fn.in_place and fn.tops and fn.tops[0] in names:
@@ -194,13 +193,14 @@ def to_proto(*tops, names=None):
 
 class NetSpec:
     """Tops assigned as attributes (n.conv1 = layers.Convolution(...)) become named blobs and
-    layers; to_proto() returns the NetParameter."""
+    layers; a layer without tops (layers.Silence(n.x, ntop=0)) assigned so is named after the
+    attribute. to_proto() returns the NetParameter."""
 
     def __init__(self):
         super().__setattr__("tops", OrderedDict())
 
     def __setattr__(self, name, value):
-        if not isinstance(value, Top):
+        if not isinstance(value, (Top, Function)):
             raise TypeError(f"NetSpec.{name}: assign a layer output (layers.X(...)), "
                             f"not a {type(value).__name__}")
         self.tops[name] = value

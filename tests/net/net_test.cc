@@ -518,5 +518,81 @@ TEST(Net, ReluFusedIntoItsProducerGivesTheSameOutputs) {
   std::printf("int8 fused vs unfused: %d of %zu outputs differ\n", differ, fused8.size());
 }
 
+// ---- Layers reshaping before every pass, force_backward, Python layers ----------------------
+
+/// A source layer whose top has `g_source_rows` rows, changed by the test between passes (as
+/// a Python data layer changes its batch): it asks to be reshaped before every Forward.
+int g_source_rows = 2;
+
+class RowsSourceLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "TestRowsSource"; }
+  bool SupportsType(DataType t) const override { return t == DataType::kFloat32; }
+  bool ReshapesEachPass() const override { return true; }
+  int ExactNumBottomBlobs() const override { return 0; }
+  int ExactNumTopBlobs() const override { return 1; }
+  void Reshape(const std::vector<Blob*>&, const std::vector<Blob*>& top) override {
+    top[0]->Reshape({g_source_rows, 3});
+  }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>&, const std::vector<Blob*>& top) override {
+    top[0]->FromFloat(std::vector<float>(top[0]->count(), 1.0f));
+  }
+};
+
+TEST(Net, LayerReshapingEachPassReshapesTheLayersAfterIt) {
+  static const bool registered = (RegisterLayerType<RowsSourceLayer>("TestRowsSource"), true);
+  ASSERT_TRUE(registered);
+  g_source_rows = 2;
+  Net net(Text(R"(
+    layer { name: "src" type: "TestRowsSource" top: "x" }
+    layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y"
+            inner_product_param { num_output: 4 weight_filler { type: "constant" value: 0.5 } } }
+  )"), Dev());
+  net.Forward();
+  EXPECT_EQ(net.blob("y").shape(), (std::vector<int>{2, 4}));
+  g_source_rows = 5;
+  net.Forward();
+  EXPECT_EQ(net.blob("y").shape(), (std::vector<int>{5, 4}));
+  const std::vector<float> y = net.blob("y").ToFloat();
+  ASSERT_EQ(y.size(), 20u);
+  for (float v : y) EXPECT_FLOAT_EQ(v, 1.5f);  // three inputs of 1 times weights of 0.5
+}
+
+TEST(Net, ForceBackwardRunsLayersThatFeedNoLoss) {
+  const char* text = R"(
+    layer { name: "x" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }
+    layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y"
+            inner_product_param { num_output: 2 weight_filler { type: "constant" value: 2 } } }
+  )";
+  NetOptions o;
+  o.phase = caffe::TRAIN;
+  EXPECT_FALSE(Net(Text(text), Dev(), o).layer_need_backward(1));  // no loss: nothing to do
+  // force_backward (BVLC): gradients set on an output reach the input (pycaffe's
+  // net.backward(y=...) on a deploy net).
+  Net net(Text(std::string("force_backward: true\n") + text), Dev(), o);
+  EXPECT_TRUE(net.layer_need_backward(1));
+  net.blob("x").FromFloat(std::vector<float>(6, 1.0f));
+  net.Forward();
+  Blob& y = net.blob("y");
+  std::fill_n(static_cast<float*>(y.mutable_host_diff()), y.count(), 1.0f);
+  net.Backward();
+  const float* dx = static_cast<const float*>(net.blob("x").host_diff());
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(dx[i], 4.0f) << i;  // two outputs, weight 2
+}
+
+TEST(Net, PythonLayersNeedThePythonPackage) {
+  try {
+    Net net(Text(R"(layer { name: "feed" type: "Python" top: "x"
+                            python_param { module: "m" layer: "L" } })"), Dev());
+    FAIL() << "a Python layer was built without an interpreter";
+  } catch (const LayerError& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 'feed': Python layers run only from the mpcaffe "
+                                         "Python package"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace mpcaffe
