@@ -58,5 +58,5 @@ __all__ = [
     "Error", "DeviceError", "OutOfMemoryError", "BuildError", "NetError",
     "SolverError", "LayerError", "BlobError", "ModelFileError", "proto", "caffe_pb2", "NetParameter", "LayerParameter", "SolverParameter",
     "Solver", "SGDSolver", "NesterovSolver", "AdaGradSolver", "RMSPropSolver", "AdaDeltaSolver",
-    "AdamSolver", "get_solver",
+    "AdamSolver", "get_solver", "calibrate",
 ]
