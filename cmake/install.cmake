@@ -16,6 +16,7 @@ set(mpcaffe_installed_libraries
 add_library(mpcaffe_package INTERFACE)
 set_target_properties(mpcaffe_package PROPERTIES EXPORT_NAME mpcaffe)
 target_link_libraries(mpcaffe_package INTERFACE ${mpcaffe_installed_libraries})
+target_compile_features(mpcaffe_package INTERFACE cxx_std_17)  # the headers need C++17
 target_include_directories(mpcaffe_package INTERFACE
   $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}>
   $<BUILD_INTERFACE:${CMAKE_BINARY_DIR}/generated>

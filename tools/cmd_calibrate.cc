@@ -4,9 +4,11 @@
 // net's Data layers, or --input x.npy), and the typed net with the observed ranges and its
 // weights is written as a caffemodel (and the typed prototxt beside it) that `mpcaffe test` and
 // `mpcaffe time` load as they are. --phase TRAIN builds the nets in the TRAIN phase, so a
-// train_test prototxt calibrates on its training Data layer rather than on the test set.
+// train_test prototxt calibrates on its training Data layer rather than on the test set (the
+// TRAIN-phase net also runs its Dropout layers, which widens the ranges observed after them).
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
