@@ -30,6 +30,7 @@ Settings Settings::FromEnvironment() {
   s.fp16_arith = Env("MPCAFFE_FP16_ARITH");
   s.blas = Env("MPCAFFE_BLAS");
   s.conv_gemm = Env("MPCAFFE_CONV_GEMM");
+  s.conv_depthwise = Env("MPCAFFE_CONV_DEPTHWISE");
   s.fuse = Env("MPCAFFE_FUSE");
   s.moe_queues = Env("MPCAFFE_MOE_QUEUES");
   s.cache = Env("MPCAFFE_CACHE");

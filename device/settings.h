@@ -19,6 +19,7 @@ struct Settings {
   std::string fp16_arith;        ///< MPCAFFE_FP16_ARITH: "0" keeps fp16 as storage only
   std::string blas;              ///< MPCAFFE_BLAS: libdnn | clblast | cublas | auto
   std::string conv_gemm;         ///< MPCAFFE_CONV_GEMM: "0"/"1" force the im2col + GEMM path
+  std::string conv_depthwise;    ///< MPCAFFE_CONV_DEPTHWISE: "0" turns the depthwise kernel off
   std::string fuse;              ///< MPCAFFE_FUSE: "0" turns the Net's ReLU fusion off
   std::string moe_queues;        ///< MPCAFFE_MOE_QUEUES: queues the MOE experts spread over
   std::string cache;             ///< MPCAFFE_CACHE: the kernel-cache file, or "off"

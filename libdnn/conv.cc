@@ -5,6 +5,7 @@
 #include "libdnn/conv.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "device/error.h"
@@ -41,6 +42,15 @@ bool WantsForwardGemm(const Device& device, const ConvDesc& d, const ConvQuant& 
 
 Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant)
     : Convolution(device, desc, quant, TunedConvConfig(device, desc)) {
+  if (IsDepthwise(desc_) && GetSettings().conv_depthwise != "0") {
+    depthwise_ = true;
+    depthwise_kernel_ = device
+                            .GetProgram(DepthwiseSource(KernelTarget::Of(device), desc_), "",
+                                        ProgramHints::OneDimensional())
+                            ->GetKernel(DepthwiseKernelName(desc_));
+    packed_.reset();  // the direct kernel's weights are not needed
+    return;
+  }
   if (!WantsForwardGemm(device, desc_, quant)) return;
   GemmDesc g;
   g.type = g.out_type = desc_.type;
@@ -131,6 +141,13 @@ Event Convolution::SetWeights(const BufferRef& weights, Queue* queue) {
   const ConvDesc& d = desc_;
   const size_t wbytes = IsQuantized(d.type) ? SizeOf(d.type) : SizeOf(d.type);
   CheckBuffer(d, "weights", weights, d.weight_count(), wbytes);
+  if (depthwise_) {
+    const size_t bytes = d.weight_count() * wbytes;
+    if (!depthwise_weights_) depthwise_weights_ = device_->Allocate(bytes);
+    device_->CopyOnDevice(weights.mem, weights.byte_offset, depthwise_weights_.get(), 0, bytes);
+    packed_ready_ = true;
+    return {};
+  }
   if (gemm_) {
     const size_t bytes = d.weight_count() * wbytes;
     if (!gemm_weights_) gemm_weights_ = device_->Allocate(bytes);
@@ -171,6 +188,24 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
   if (d.bias) CheckBuffer(d, "bias", bias, size_t(d.out_channels), BiasBytes(d.type));
   const BufferRef bias_arg = d.bias ? bias : output;  // any valid buffer when unused
   const int ocg = d.out_channels / d.groups, oh = d.out_h(), ow = d.out_w();
+  if (depthwise_) {
+    const int runs = DivUp(ow, kDepthwisePixels);
+    const size_t total = size_t(d.batch) * d.channels * oh * runs;
+    if (total > size_t(INT32_MAX))
+      throw Error("convolution " + d.ToString() + ": " + std::to_string(total) +
+                  " depthwise work-items exceed the kernel's int indices");
+    depthwise_kernel_.ArgBuffer(input.mem, input.byte_offset, es)
+        .ArgBuffer(depthwise_weights_.get(), 0, SizeOf(d.type))
+        .ArgBuffer(bias_arg.mem, d.bias ? bias_arg.byte_offset : 0, BiasBytes(d.type))
+        .Arg(requant_)
+        .Arg(w_zero_)
+        .ArgBuffer(output.mem, output.byte_offset, es);
+    for (int v : {d.channels, d.height, d.width, oh, ow, d.kernel_h, d.kernel_w, d.stride_h,
+                  d.stride_w, d.pad_h, d.pad_w, d.dilation_h, d.dilation_w, runs, int(total),
+                  int(d.bias), int(d.relu), x_zero_, c_zero_})
+      depthwise_kernel_.Arg(int32_t{v});
+    return depthwise_kernel_.Launch1D(total, queue);
+  }
   if (gemm_) {
     // Per image: its columns, then C (out_channels × OH·OW) = W · columns straight into the
     // image's NCHW output.

@@ -161,6 +161,14 @@ class Convolution {
   /// MPCAFFE_CONV_GEMM=0 never, =1 wherever it applies (OpenCL, fp32 / int8q, one group, one
   /// weight zero point).
   bool forward_gemm() const { return gemm_ != nullptr; }
+  /// Whether Forward runs the depthwise kernel (one input and one output channel per group,
+  /// as MobileNet's 3×3 layers): a work-item per run of kDepthwisePixels output pixels of one
+  /// channel, whose window weights it keeps, instead of channel tiles that such a layer would
+  /// leave all but one lane of empty. The constructor without a config chooses it for every
+  /// depthwise description; MPCAFFE_CONV_DEPTHWISE=0 turns it off.
+  bool forward_depthwise() const { return depthwise_; }
+  /// Output pixels along a row per work-item of the depthwise kernel.
+  static constexpr int kDepthwisePixels = 4;
 
   /// Repacks the OIHW `weights` (type storage; int8/int16 when weights_signed) into the
   /// forward kernel's layout (zero points subtracted, channel-interleaved). Call it after
@@ -198,6 +206,12 @@ class Convolution {
   /// shape-independent.
   static std::string BackwardSource(const KernelTarget& target);
   static std::string ForwardKernelName(const ConvDesc& desc);
+  /// The depthwise program of a description with one input and output channel per group
+  /// (forward_depthwise()); every type and backend.
+  static std::string DepthwiseSource(const KernelTarget& target, const ConvDesc& desc);
+  static std::string DepthwiseKernelName(const ConvDesc& desc);
+  /// Whether `desc` has one input and one output channel per group.
+  static bool IsDepthwise(const ConvDesc& desc);
 
  private:
   Device* device_;
@@ -228,6 +242,10 @@ class Convolution {
   // may free its copy), their per-channel sums, and one image's columns.
   std::unique_ptr<Gemm> gemm_;
   Kernel im2col_;
+  // Depthwise forward (forward_depthwise()): its kernel and the weights as SetWeights gave them.
+  bool depthwise_ = false;
+  Kernel depthwise_kernel_;
+  std::shared_ptr<DeviceMemory> depthwise_weights_;
   std::shared_ptr<DeviceMemory> gemm_weights_, gemm_sums_, gemm_col_;
 };
 

@@ -555,6 +555,90 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
   return ForwardText(target, d, c, channel_pairs).Source();
 }
 
+bool Convolution::IsDepthwise(const ConvDesc& d) {
+  return d.groups > 1 && d.channels == d.groups && d.out_channels == d.groups;
+}
+
+std::string Convolution::DepthwiseKernelName(const ConvDesc& d) {
+  return std::string("conv_dw_") + Name(d.type) + (d.weights_signed ? "_sw" : "");
+}
+
+// A work-item per (image, channel, output row, run of DW_PX output pixels): the window's
+// weights are read once per run, each input pixel of a row once per window column it falls in.
+// Padding reads nothing (for quantized types x − z_x = 0 there). The epilogue is the forward
+// kernel's: bias, ReLU, requantization with the channel's multiplier, clamp to the type.
+std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvDesc& d) {
+  const bool q = IsQuantized(d.type);
+  KernelWriter w(target);
+  w.AddType("Dtype", d.type);
+  DeclareWeightStorage(w, d);
+  w.Define("DW_PX", std::to_string(kDepthwisePixels));
+  if (q) {
+    host::UseRequant(w, d.type);
+    w.Define("Atype", d.type == DataType::kInt16Q ? "mp_i64" : "int");
+    w.Define("Btype", d.type == DataType::kInt16Q ? "mp_i64" : "int");
+  } else {
+    w.Define("Atype", "float");
+    w.Define("Btype", "float");
+  }
+  auto& k = w.Kernel(DepthwiseKernelName(d))
+                .In("Dtype", "x")
+                .In("Wstore", "wt")
+                .In("Btype", "bias")
+                .In("int", "rq")
+                .In("int", "wz")
+                .Out("Dtype", "y");
+  for (const char* name : {"C", "H", "W", "OH", "OW", "KH", "KW", "sh", "sw", "ph", "pw", "dh",
+                           "dw", "runs", "total", "has_bias", "relu", "x_zero", "c_zero"})
+    k.Value("int", name);
+  std::string body = R"(  $loop(i, total) {
+    const int run = i % runs;
+    int r = i / runs;
+    const int oy = r % OH;
+    r /= OH;
+    const int ch = r % C;  // the channel (and group)
+    const int n = r / C;
+    const int ox0 = run * DW_PX;
+    const $global Dtype* xc = x + (n * C + ch) * H * W;
+    Atype acc[DW_PX];
+    for (int t = 0; t < DW_PX; ++t) acc[t] = 0;
+    for (int ky = 0; ky < KH; ++ky) {
+      const int iy = oy * sh - ph + ky * dh;
+      if (iy < 0 || iy >= H) continue;
+      const $global Dtype* xr = xc + iy * W;
+      for (int kx = 0; kx < KW; ++kx) {
+)";
+  body += q ? "        const Atype wv = (Atype)WLOAD(wt, (ch * KH + ky) * KW + kx) - wz[ch];\n"
+            : "        const Atype wv = WLOAD(wt, (ch * KH + ky) * KW + kx);\n";
+  body += R"(        for (int t = 0; t < DW_PX; ++t) {
+          const int ix = (ox0 + t) * sw - pw + kx * dw;
+          if (ix >= 0 && ix < W) acc[t] += wv * (Atype)()";
+  body += q ? "Dtype_LOAD(xr, ix) - x_zero" : "Dtype_LOAD(xr, ix)";
+  body += R"();
+        }
+      }
+    }
+    $global Dtype* yr = y + ((n * C + ch) * OH + oy) * OW;
+    for (int t = 0; t < DW_PX && ox0 + t < OW; ++t) {
+)";
+  body += q ? R"(      mp_i64 v = (mp_i64)c_zero +
+                 MP_REQUANT(acc[t] + (has_bias ? bias[ch] : 0), rq[2 * ch], rq[2 * ch + 1]);
+      const mp_i64 lo = relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN;
+      v = v < lo ? lo : (v > Dtype_QMAX ? (mp_i64)Dtype_QMAX : v);
+      Dtype_STORE(yr, ox0 + t, v);
+    }
+  }
+)"
+            : R"(      float v = acc[t] + (has_bias ? bias[ch] : 0.0f);
+      if (relu) v = v > 0.0f ? v : 0.0f;
+      Dtype_STORE(yr, ox0 + t, v);
+    }
+  }
+)";
+  k.Body(body);
+  return w.Source();
+}
+
 namespace conv_internal {
 
 std::string Im2colKernelName(DataType type) { return std::string("conv_im2col_") + Name(type); }

@@ -93,6 +93,9 @@ std::vector<Generated> AllGenerated() {
              return libdnn::Convolution::ForwardSource(
                  k, d, libdnn::DefaultConvConfig(cuda_info, d.type));
            }});
+      all.push_back({libdnn::Convolution::DepthwiseKernelName(d), [d](const KernelTarget& k) {
+                       return libdnn::Convolution::DepthwiseSource(k, d);
+                     }});
     }
     for (libdnn::PoolMethod m : {libdnn::PoolMethod::kMax, libdnn::PoolMethod::kAverage})
       all.push_back({libdnn::Pooling::ForwardKernelName(t, m),

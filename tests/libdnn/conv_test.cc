@@ -47,6 +47,8 @@ const Shape kShapes[] = {
     {1, 4, 10, 10, 6, 3, 3, 1, 1, 2, 2, 2, 2, 1},    // dilation
     {2, 5, 13, 9, 3, 3, 3, 2, 2, 1, 3, 2, 2, 1},     // dilation + stride + uneven padding
     {1, 8, 6, 6, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8},      // depthwise
+    {2, 6, 9, 11, 6, 3, 3, 2, 2, 1, 1, 1, 1, 6},     // depthwise, stride 2, odd sizes
+    {1, 5, 10, 13, 5, 5, 5, 1, 1, 4, 2, 2, 1, 5},    // depthwise 5×5, dilation, uneven padding
     {1, 12, 7, 5, 20, 3, 3, 2, 2, 1, 1, 1, 1, 4},    // groups 4, odd
     {1, 3, 8, 8, 1, 3, 3, 1, 1, 0, 0, 1, 1, 1},      // one output channel
     {1, 1, 9, 9, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1},     // one input channel, channels past a tile
@@ -234,6 +236,31 @@ TEST_P(ConvForward, MatchesReferenceOnEveryShape) {
     EXPECT_LT(saturated_low + saturated_high, total / 3)
         << saturated_low << " low, " << saturated_high << " high";
   }
+}
+
+// Depthwise descriptions (one input and output channel per group) take the depthwise kernel
+// (MatchesReferenceOnEveryShape checks its results), others do not; MPCAFFE_CONV_DEPTHWISE=0
+// turns it off.
+TEST(ConvForward, DepthwiseShapesTakeTheDepthwiseKernel) {
+  Device& dev = DefaultDevice();
+  std::mt19937 rng(5);
+  int depthwise = 0;
+  for (const Shape& s : kShapes) {
+    for (DataType t : {DataType::kFloat32, DataType::kInt8Q}) {
+      const ConvDesc d = DescOf(s, t, 0);
+      const ConvQuant quant = IsQuantized(t) ? MakeQuant(d, true, rng) : ConvQuant{};
+      const bool want = s.g > 1 && s.c == s.g && s.o == s.g;
+      EXPECT_EQ(Convolution::IsDepthwise(d), want) << d.ToString();
+      EXPECT_EQ(Convolution(dev, d, quant).forward_depthwise(), want) << d.ToString();
+      depthwise += want;
+      if (want) {
+        ScopedSettings env;
+        env->conv_depthwise = "0";
+        EXPECT_FALSE(Convolution(dev, d, quant).forward_depthwise()) << d.ToString();
+      }
+    }
+  }
+  EXPECT_EQ(depthwise, 6);  // three shapes, two types
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, ConvForward,

@@ -416,6 +416,35 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, ConvSweep,
                                          DataType::kInt8Q),
                          TypeName);
 
+TEST(ConvSweepDepthwise, EveryType) {
+  // The depthwise kernel (one input and output channel per group), stride 1 and 2.
+  Device& dev = DefaultDevice();
+  std::mt19937 rng(10);
+  int index = 0;
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kInt16Q, DataType::kInt8Q}) {
+    for (const ConvShape& s : {ConvShape{2, 3, 7, 9, 3, 3, 1, 1, 1, 3},
+                               ConvShape{1, 4, 8, 6, 4, 3, 2, 1, 2, 4}}) {
+      const libdnn::ConvDesc d = TinyConv(t, s, index++);
+      SCOPED_TRACE(d.ToString());
+      const libdnn::ConvQuant quant = TinyConvQuant(d, rng);
+      const Bytes x = RandomStorage(t, d.input_count(), false, rng);
+      const Bytes w = RandomStorage(t, d.weight_count(), d.weights_signed, rng);
+      const Bytes bias = RandomBias(t, d.out_channels, IsQuantized(t) ? 4000 : 2.0, rng);
+      Bytes want(d.output_count() * SizeOf(t));
+      libdnn::ConvForwardReference(d, quant, x.data(), w.data(), bias.data(), want.data());
+      auto xm = Upload(dev, x), wm = Upload(dev, w), bm = Upload(dev, bias);
+      libdnn::Convolution conv(dev, d, quant);
+      ASSERT_TRUE(conv.forward_depthwise());
+      auto ym = dev.Allocate(want.size());
+      conv.SetWeights(BufferRef(wm.get(), 0));
+      conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0));
+      EXPECT_EQ(Mismatches(t, d.output_count(), Download(dev, *ym, want.size()), want,
+                           t == DataType::kFloat16 ? 1e-3 : 1e-5, d.ToString()),
+                0);
+    }
+  }
+}
+
 TEST(ConvSweepGemmPath, Im2colGemmForward) {
   // MPCAFFE_CONV_GEMM=1: im2col + the LibDNN GEMM (fp32, int8q; one weight zero point).
   Device& dev = DefaultDevice();
