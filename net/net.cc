@@ -10,7 +10,6 @@
 #include <random>
 
 #include "layers/layer_registry.h"
-#include "layers/moe_layer.h"
 #include "net/memory_planner.h"
 #include "proto/model_io.h"
 #include "quant/quantizer_proto.h"
@@ -55,13 +54,37 @@ caffe::NetParameter WithDataType(const caffe::NetParameter& param, DataType type
     layer.set_bottom_data_type(t);
     layer.set_compute_data_type(t);
     layer.set_top_data_type(t);
-    if (layer.has_moe_param()) {  // the nets nested in an MOE layer follow
-      auto* moe = layer.mutable_moe_param();
-      if (moe->has_gating_net()) *moe->mutable_gating_net() = WithDataType(moe->gating_net(), type);
-      for (auto& e : *moe->mutable_expert_net()) e = WithDataType(e, type);
-    }
+    for (caffe::NetParameter* nested : NestedNetParameters(&layer)) *nested = WithDataType(*nested, type);
   }
   return out;
+}
+
+namespace {
+
+void CollectNetParameters(google::protobuf::Message* message, std::vector<caffe::NetParameter*>* nets) {
+  const google::protobuf::Reflection* reflection = message->GetReflection();
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  reflection->ListFields(*message, &fields);
+  for (const google::protobuf::FieldDescriptor* f : fields) {
+    if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) continue;
+    const int n = f->is_repeated() ? reflection->FieldSize(*message, f) : 1;
+    for (int i = 0; i < n; ++i) {
+      google::protobuf::Message* sub = f->is_repeated() ? reflection->MutableRepeatedMessage(message, f, i)
+                                                        : reflection->MutableMessage(message, f);
+      if (f->message_type() == caffe::NetParameter::descriptor())
+        nets->push_back(static_cast<caffe::NetParameter*>(sub));
+      else
+        CollectNetParameters(sub, nets);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<caffe::NetParameter*> NestedNetParameters(caffe::LayerParameter* layer) {
+  std::vector<caffe::NetParameter*> nets;
+  CollectNetParameters(layer, &nets);
+  return nets;
 }
 
 namespace {
@@ -128,18 +151,16 @@ void ReplaceDataLayers(caffe::NetParameter* net, const NetOptions& options,
   }
 }
 
-/// The type a layer reads its bottoms in and writes top `top` in. Quantizer and MOE layers
-/// read bottom_data_type and write top_data_type (MOE's count and loss tops: fp32).
+/// The type a layer reads its bottoms in and writes top `top` in, as its type's LayerTyping
+/// says (converting layers read bottom_data_type, sources and converters write top_data_type).
 DataType ConsumerType(const caffe::LayerParameter& l) {
-  const bool converts = l.type() == "Quantizer" || l.type() == "MOE";
-  const auto t = converts ? l.bottom_data_type() : l.compute_data_type();
+  const auto t = TypingOf(l.type()).reads_bottom_type ? l.bottom_data_type() : l.compute_data_type();
   return DataTypeFromProto(t, "layer '" + l.name() + "' (" + l.type() + ")");
 }
 DataType ProducerType(const caffe::LayerParameter& l, int top) {
-  if (l.type() == "MOE" && top > 0) return DataType::kFloat32;
-  const bool source = l.type() == "Quantizer" || l.type() == "Input" || l.type() == "Data" ||
-                      l.type() == "MOE";
-  return DataTypeFromProto(source ? l.top_data_type() : l.compute_data_type(),
+  const LayerTyping typing = TypingOf(l.type());
+  if (typing.fp32_tops_from >= 0 && top >= typing.fp32_tops_from) return DataType::kFloat32;
+  return DataTypeFromProto(typing.writes_top_type ? l.top_data_type() : l.compute_data_type(),
                            "layer '" + l.name() + "' (" + l.type() + ")");
 }
 
@@ -204,8 +225,7 @@ caffe::NetParameter InsertConversions(const caffe::NetParameter& in, std::set<st
       if (i < layer.top_size() && layer.top(i) == b) layer.set_top(i, name);
       layer.set_bottom(i, name);
     }
-    const bool regular = layer.type() != "Quantizer" && layer.type() != "Input" &&
-                         layer.type() != "Data" && layer.type() != "MOE";
+    const bool regular = !TypingOf(layer.type()).writes_top_type;  // the net converts its tops
     std::vector<caffe::LayerParameter> after;
     for (int j = 0; j < layer.top_size(); ++j) {
       const DataType written = ProducerType(layer, j);
@@ -291,9 +311,14 @@ caffe::NetParameter InsertSplits(const caffe::NetParameter& in, std::set<std::st
 
 // ---- Net ---------------------------------------------------------------------------------------
 
+namespace {
+// The layers net/ defines join the registry's built-in groups in every program that builds Nets
+// (a static library links this file whenever the Net constructor is used).
+[[maybe_unused]] const bool kNetLayersAdded = (AddBuiltinLayerGroup(&RegisterNetLayers), true);
+}  // namespace
+
 Net::Net(const caffe::NetParameter& param, Device& device, const NetOptions& options)
     : device_(&device), options_(options) {
-  RegisterMoeLayers();
   base_bytes_ = device.bytes_in_use();
   if (!options.nested) device.ResetPeak();
   Build(param);
@@ -409,8 +434,8 @@ void Net::PlanReluFusion() {
     Blob* out = top_vecs_[j][0];
     const bool in_place = out == t;
     // A new blob's old value is lost, so only where intermediate blobs are not kept anyway:
-    // under reduced memory, and in nets nested in a layer (MOE experts: the user sees only
-    // the layer's output).
+    // under reduced memory, and in nets nested in a layer (the user sees only the layer's
+    // output).
     const bool intermediates_hidden = reduced_memory_ || options_.nested;
     if (!in_place && (!intermediates_hidden || readers[t] != 1 || kept.count(t->name()))) continue;
     if (t->type() != out->type() || layers_[j]->compute_type() != t->type()) continue;
@@ -481,7 +506,7 @@ void Net::SetUpBackward() {
       params_weight_decay_.push_back(decay);
       learnable_param_names_.push_back(pname);
     }
-    // Parameters of nets nested in the layer (MOE) are the net's parameters too.
+    // Parameters of nets nested in the layer are the net's parameters too.
     const std::vector<Net*> nested = nested_nets(static_cast<int>(i));
     for (size_t k = 0; k < nested.size(); ++k) {
       const Net& sub = *nested[k];
@@ -490,8 +515,8 @@ void Net::SetUpBackward() {
         params_lr_.push_back(sub.params_lr()[q]);
         params_weight_decay_.push_back(sub.params_weight_decay()[q]);
         learnable_param_names_.push_back(lp.name() + "/" +
-                                         (k == 0 ? std::string("gating") : "expert" + std::to_string(k - 1)) +
-                                         "/" + sub.learnable_param_names()[q]);
+                                         layer.nested_net_name(static_cast<int>(k)) + "/" +
+                                         sub.learnable_param_names()[q]);
         layer_need |= sub.params_lr()[q] != 0.0f;
       }
     }
@@ -563,8 +588,7 @@ void Net::ParamsUpdated() {
 }
 
 std::vector<Net*> Net::nested_nets(int layer) const {
-  auto* moe = dynamic_cast<const MoeLayer*>(layers_.at(layer).get());
-  return moe ? moe->nested_nets() : std::vector<Net*>{};
+  return layers_.at(layer)->nested_nets();
 }
 
 void Net::ShareTrainedLayersWith(const Net& other) {
@@ -795,23 +819,17 @@ void Net::CopyTrainedLayersFrom(const caffe::NetParameter& weights) {
     Layer& l = *layers_[it->second];
     for (int i = 0; i < src.blobs_quantizer_size() && i < l.num_blob_quantizers(); ++i)
       ApplyRange(src.blobs_quantizer(i), &l.blob_quantizer(i));
-    // Nested nets (MOE): their weights and ranges are saved inside the layer's entry, one
-    // expert_net per expert instance.
-    const std::vector<Net*> nested = nested_nets(it->second);
-    if (nested.empty() || !src.has_moe_param()) continue;
-    const int saved_experts = src.moe_param().expert_net_size();
-    if (saved_experts != static_cast<int>(nested.size()) - 1)
-      throw NetError("layer '" + src.name() + "': the weights hold " + std::to_string(saved_experts) +
-                     " expert nets, the net's MOE layer has " + std::to_string(nested.size() - 1) +
-                     " expert instances");
-    for (size_t k = 0; k < nested.size(); ++k) {
-      const caffe::NetParameter* np = MoeLayer::NestedProto(src, static_cast<int>(k));
-      if (!np) continue;
+    // Nested nets: their weights and ranges are saved inside the layer's entry.
+    const std::vector<Net*> nested = l.nested_nets();
+    if (nested.empty()) continue;
+    const std::vector<const caffe::NetParameter*> saved = l.SavedNestedNets(src);
+    for (size_t k = 0; k < saved.size(); ++k) {
+      if (!saved[k]) continue;
       try {
-        nested[k]->CopyTrainedLayersFrom(*np);
+        nested[k]->CopyTrainedLayersFrom(*saved[k]);
       } catch (const Error& e) {
-        throw NetError("layer '" + src.name() + "', " + (k == 0 ? std::string("gating net") : "expert " + std::to_string(k - 1)) +
-                       ": " + e.what());
+        throw NetError("layer '" + src.name() + "', nested net '" +
+                       l.nested_net_name(static_cast<int>(k)) + "': " + e.what());
       }
     }
   }
@@ -889,10 +907,9 @@ void Net::ToProto(caffe::NetParameter* out) {
     lp->clear_blobs();
     lp->clear_phase();
     const std::vector<Net*> nested = nested_nets(static_cast<int>(i));
-    if (!nested.empty()) {  // MOE: each nested net's weights and ranges, experts expanded
-      lp->mutable_moe_param()->clear_expert_net();
-      lp->mutable_moe_param()->clear_expert_instances();
-      for (size_t k = 0; k < nested.size(); ++k) nested[k]->ToProto(MoeLayer::NestedProto(lp, static_cast<int>(k)));
+    if (!nested.empty()) {  // each nested net's weights and ranges, where the layer keeps them
+      const std::vector<caffe::NetParameter*> saved = l.SavedNestedNets(lp);
+      for (size_t k = 0; k < nested.size(); ++k) nested[k]->ToProto(saved[k]);
     }
     for (auto& b : l.blobs()) {
       caffe::BlobProto* bp = lp->add_blobs();
@@ -931,8 +948,8 @@ void Net::RangesToProto(caffe::NetParameter* out) {
     if (nested.empty()) continue;
     caffe::LayerParameter* lp = out->add_layer();
     lp->set_name(layer_names_[i]);
-    for (size_t k = 0; k < nested.size(); ++k)
-      nested[k]->RangesToProto(MoeLayer::NestedProto(lp, static_cast<int>(k)));
+    const std::vector<caffe::NetParameter*> saved = layers_[i]->SavedNestedNets(lp);
+    for (size_t k = 0; k < nested.size(); ++k) nested[k]->RangesToProto(saved[k]);
   }
 }
 
@@ -986,16 +1003,17 @@ void CalibrateWithFloatVariant(Net& net, const caffe::NetParameter& param, const
   const std::set<std::string> wanted(missing.begin(), missing.end());
   for (const auto& q : observed.quantizer())
     if (wanted.count(q.name())) *ranges.add_quantizer() = q;
-  // Nested nets (MOE): every observed range of theirs, inside the layer's entry.
+  // Nested nets: every observed range of theirs, inside the layer's entry.
   for (const auto& l : observed.layer()) {
-    if (!l.has_moe_param() || !net.has_layer(l.name())) continue;
+    if (!net.has_layer(l.name())) continue;
+    const Layer& layer = net.layer(l.name());
+    const std::vector<const caffe::NetParameter*> src = layer.SavedNestedNets(l);
+    if (src.empty()) continue;
     caffe::LayerParameter* r = ranges.add_layer();
     r->set_name(l.name());
-    for (int k = 0; k <= l.moe_param().expert_net_size(); ++k) {
-      const caffe::NetParameter* src = MoeLayer::NestedProto(l, k);
-      caffe::NetParameter* dst = MoeLayer::NestedProto(r, k);
-      if (src) *dst->mutable_quantizer() = src->quantizer();
-    }
+    const std::vector<caffe::NetParameter*> dst = layer.SavedNestedNets(r);
+    for (size_t k = 0; k < src.size(); ++k)
+      if (src[k]) *dst[k]->mutable_quantizer() = src[k]->quantizer();
   }
   net.CopyTrainedLayersFrom(ranges);
 }

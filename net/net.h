@@ -39,11 +39,11 @@ struct NetOptions {
   int reduced_memory = -1;
   /// Blobs the reduced-memory planner must keep readable after Forward (never shared).
   std::vector<std::string> keep_blobs;
-  /// A net nested inside a layer (MOE): building it leaves the device's peak counter alone,
-  /// so the outer net's peak_device_bytes covers it.
+  /// A net nested inside a layer (Layer::nested_nets): building it leaves the device's peak
+  /// counter alone, so the outer net's peak_device_bytes covers it.
   bool nested = false;
-  /// The output blobs receive gradients from outside (a nested net under an MOE layer): the
-  /// layers they depend on run in Backward, whose caller sets the outputs' diffs first.
+  /// The output blobs receive gradients from outside (a net nested in a layer): the layers
+  /// they depend on run in Backward, whose caller sets the outputs' diffs first.
   bool backward_from_outputs = false;
   /// Inference fusion of a ReLU (negative_slope 0) into the Convolution or InnerProduct whose
   /// top it alone consumes: 1 on, 0 off, -1 on unless the environment says MPCAFFE_FUSE=0.
@@ -58,8 +58,18 @@ struct NetOptions {
 caffe::NetParameter FilterNet(const caffe::NetParameter& param, const caffe::NetState& state);
 bool StateMeetsRule(const caffe::NetState& state, const caffe::NetStateRule& rule);
 
-/// The same net with every data type set to `type` (the fp32 variant used for calibration).
+/// The same net with every data type set to `type` (the fp32 variant used for calibration),
+/// nested nets included.
 caffe::NetParameter WithDataType(const caffe::NetParameter& param, DataType type);
+
+/// The nets a layer definition holds (nested nets, e.g. a gating net and expert nets): every
+/// NetParameter field of the layer's parameter messages, found by its type, in field order.
+std::vector<caffe::NetParameter*> NestedNetParameters(caffe::LayerParameter* layer);
+
+/// Registers the layer types net/ defines (layers that nest Nets) with the layer registry. The
+/// file of the Net constructor adds it to the registry's built-in groups, so every program
+/// that builds Nets knows them.
+void RegisterNetLayers();
 
 class Net {
  public:
@@ -133,8 +143,8 @@ class Net {
   /// Sets the mode of every quantizer watching fp32 data (quantized sides stay active).
   void SetQuantMode(quant::QuantizerMode mode);
   quant::QuantizerMode quant_mode() const { return quant_mode_; }
-  /// Nets nested inside layer i (MOE: gating, then each expert instance); empty for others.
-  /// The net includes them in quant_mode, learnable parameters, ranges and saved weights.
+  /// Nets nested inside layer i (Layer::nested_nets); empty for most layers. The net includes
+  /// them in quant_mode, learnable parameters, ranges, saved weights, memory and sharing.
   std::vector<Net*> nested_nets(int layer) const;
   /// True when any layer computes in a quantized type.
   bool has_quantized_layers() const;
@@ -153,8 +163,8 @@ class Net {
   /// floats, others as `packed_data` + `data_type`; every quantizer range (observed or
   /// explicit) in `quantizer`, once per name, in layer order.
   void ToProto(caffe::NetParameter* out);
-  /// Only the quantizer ranges of ToProto (and, for MOE layers, a layer entry holding their
-  /// nested nets' ranges): what calibration copies, without serializing the weights.
+  /// Only the quantizer ranges of ToProto (and, for layers with nested nets, a layer entry
+  /// holding those nets' ranges): what calibration copies, without serializing the weights.
   void RangesToProto(caffe::NetParameter* out);
   /// Writes ToProto to a .caffemodel (deterministic bytes).
   void Save(const std::string& caffemodel);

@@ -1,7 +1,6 @@
-// layers/moe_layer.h — the mixture-of-experts layer (MOE: a gating net and N expert nets nested
+// net/moe_layer.h — the mixture-of-experts layer (MOE: a gating net and N expert nets nested
 // inside the layer, top-K experts per sample, outputs mixed by the renormalized gate
-// probabilities, load-balancing counts and loss) and the layers the paper's gating nets use
-// (Noise, DummyData, Silence). Built into mpcaffe_net, since the layer holds Nets.
+// probabilities, load-balancing counts and loss). It lives in net/ beside the Net it nests.
 #pragma once
 
 #include <memory>
@@ -13,10 +12,6 @@
 namespace mpcaffe {
 
 class Net;
-
-/// Registers MOE, Noise, DummyData and Silence with the layer registry (idempotent; every Net
-/// constructor calls it).
-void RegisterMoeLayers();
 
 /// kernels of the MOE layer, one body each, emitted for any data type and either dialect:
 ///   moe_gather_<dt>(int rows, int dim, In Dtype x, In int idx, Out Dtype y)
@@ -80,14 +75,18 @@ class MoeLayer : public Layer {
 
   /// The nested nets: 0 the gating net, 1 + e expert instance e (expert_net k repeated
   /// expert_instances(k) times, in order).
-  std::vector<Net*> nested_nets() const;
+  std::vector<Net*> nested_nets() const override;
+  /// "gating", "expert<e>".
+  std::string nested_net_name(int k) const override;
+  /// Saved in moe_param: the gating net in gating_net, each expert instance in an expert_net
+  /// entry of its own (expert_instances cleared). Reading a layer that holds another number of
+  /// expert nets than the layer has expert instances throws NetError.
+  std::vector<caffe::NetParameter*> SavedNestedNets(caffe::LayerParameter* saved) const override;
+  std::vector<const caffe::NetParameter*> SavedNestedNets(
+      const caffe::LayerParameter& saved) const override;
   int num_experts() const { return static_cast<int>(experts_.size()); }
   /// Queues the experts run on (0: the layer's own queue).
   int num_queues() const { return static_cast<int>(queues_.size()); }
-  /// Where nested net k is saved in a caffemodel's copy of this layer (expert instances one
-  /// expert_net entry each).
-  static caffe::NetParameter* NestedProto(caffe::LayerParameter* saved, int k);
-  static const caffe::NetParameter* NestedProto(const caffe::LayerParameter& saved, int k);
   /// The dense B × N mixing weights and the per-expert counts of the last Forward.
   const std::vector<float>& gates() const { return gates_; }
   const std::vector<int>& counts() const { return counts_; }
