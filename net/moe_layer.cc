@@ -261,80 +261,19 @@ void MoeLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Bl
   full_forward_ = mp.full_forward();
   std::vector<int> mapping(bottom.size(), caffe::MOEParameter::GATING_AND_EXPERT);
   for (int j = 0; j < mp.map_bottom_size(); ++j) mapping[j] = mp.map_bottom(j);
-  const bool train = phase() == caffe::TRAIN;
-
-  // Builds one nested net; its Input tops take the mapped bottoms (and their quantizer names,
-  // so ranges calibrated on the fp32 net apply to both sides).
-  auto build = [&](caffe::NetParameter np, const std::string& label, bool gating, int instance) {
-    auto nested = std::make_unique<Nested>();
-    nested->label = label;
+  auto fed = [&](bool gating) {  // the bottoms feeding the gating net or the experts
+    std::vector<int> ids;
     for (size_t j = 0; j < bottom.size(); ++j)
-      if (gating ? FeedsGating(mapping[j]) : FeedsExperts(mapping[j]))
-        nested->bottoms.push_back(static_cast<int>(j));
-    size_t next = 0;
-    for (auto& l : *np.mutable_layer()) {
-      if (instance > 0) l.set_name(l.name() + "_i" + std::to_string(instance));
-      if (l.type() == "Input") {
-        for (int t = 0; t < l.top_size(); ++t) {
-          while (l.top_quantizer_size() <= t) l.add_top_quantizer();
-          if (next < nested->bottoms.size())
-            l.mutable_top_quantizer(t)->set_name(BottomQuantizerName(nested->bottoms[next]));
-          ++next;
-        }
-      }
-      // Noise is off in TEST: random DummyData fillers give their mean.
-      if (!train && l.type() == "DummyData")
-        for (auto& f : *l.mutable_dummy_data_param()->mutable_data_filler()) {
-          const float mean = FillerMean(f);
-          f.Clear();
-          f.set_type("constant");
-          f.set_value(mean);
-        }
-    }
-    if (next != nested->bottoms.size())
-      Fail(label + " has " + std::to_string(next) + " Input tops but " +
-           std::to_string(nested->bottoms.size()) + " bottoms are mapped to it (map_bottom)");
-    if (train) np.set_force_backward(true);
-    NetOptions o;
-    o.phase = phase();
-    o.nested = true;
-    o.backward_from_outputs = train;
-    try {
-      nested->net = std::make_unique<Net>(np, device(), o);
-    } catch (const Error& e) {
-      Fail(label + ": " + e.what());
-    }
-    Net& net = *nested->net;
-    const auto& inputs = net.input_blobs();
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (inputs[i]->type() != bottom_type_)
-        Fail(label + " input '" + inputs[i]->name() + "' is " + Name(inputs[i]->type()) +
-             " but the layer's bottoms are " + Name(bottom_type_) +
-             " (set the Input layer's top_data_type to the layer's bottom_data_type)");
-    if (net.output_blobs().size() != 1) {
-      std::string names;
-      for (Blob* b : net.output_blobs()) names += " '" + b->name() + "'";
-      Fail(label + " must have exactly one output blob (a blob no layer consumes); it has " +
-           std::to_string(net.output_blobs().size()) + ":" + names);
-    }
-    nested->output = net.output_blobs()[0];
-    for (size_t i = 0; i < net.layers().size(); ++i)
-      for (size_t t = 0; t < net.top_vecs()[i].size(); ++t)
-        if (net.top_vecs()[i][t] == nested->output) {
-          nested->out_layer = net.layers()[i].get();
-          nested->out_top = static_cast<int>(t);
-        }
-    if (!nested->out_layer) Fail(label + ": output '" + nested->output->name() + "' has no producer");
-    return nested;
+      if (gating ? FeedsGating(mapping[j]) : FeedsExperts(mapping[j])) ids.push_back(static_cast<int>(j));
+    return ids;
   };
-
-  gating_ = build(mp.gating_net(), "gating net", true, 0);
+  gating_ = BuildNested(mp.gating_net(), "gating net", fed(true), 0);
   for (int k = 0; k < mp.expert_net_size(); ++k) {
     const int64_t n = mp.expert_instances_size() ? mp.expert_instances(k) : 1;
     if (n < 1) Fail("expert_instances(" + std::to_string(k) + ") is " + std::to_string(n) + " (need >= 1)");
     for (int64_t i = 0; i < n; ++i)
-      experts_.push_back(build(mp.expert_net(k), "expert " + std::to_string(experts_.size()) +
-                               " (expert_net " + std::to_string(k) + ")", false, static_cast<int>(i)));
+      experts_.push_back(BuildNested(mp.expert_net(k), "expert " + std::to_string(experts_.size()) +
+                                     " (expert_net " + std::to_string(k) + ")", fed(false), static_cast<int>(i)));
   }
   select_ = static_cast<int>(mp.has_select_experts() ? mp.select_experts() : 1);
   if (select_ < 1 || select_ > num_experts())
@@ -344,6 +283,78 @@ void MoeLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Bl
   const int queues = ExpertQueueCount(num_experts());
   if (queues > 1)
     for (int q = 0; q < queues; ++q) queues_.push_back(device().CreateQueue());
+}
+
+// Builds one nested net; its Input tops take the mapped bottoms (and their quantizer names, so
+// ranges calibrated on the fp32 net apply to both sides).
+std::unique_ptr<MoeLayer::Nested> MoeLayer::BuildNested(caffe::NetParameter np, const std::string& label,
+                                                        std::vector<int> bottoms, int instance) {
+  const bool train = phase() == caffe::TRAIN;
+  auto nested = std::make_unique<Nested>();
+  nested->label = label;
+  nested->bottoms = std::move(bottoms);
+  size_t next = 0;
+  for (auto& l : *np.mutable_layer()) {
+    if (instance > 0) l.set_name(l.name() + "_i" + std::to_string(instance));
+    if (l.type() == "Input") {
+      for (int t = 0; t < l.top_size(); ++t) {
+        while (l.top_quantizer_size() <= t) l.add_top_quantizer();
+        if (next < nested->bottoms.size())
+          l.mutable_top_quantizer(t)->set_name(BottomQuantizerName(nested->bottoms[next]));
+        ++next;
+      }
+    }
+    // Noise is off in TEST: random DummyData fillers give their mean.
+    if (!train && l.type() == "DummyData")
+      for (auto& f : *l.mutable_dummy_data_param()->mutable_data_filler()) {
+        const float mean = FillerMean(f);
+        f.Clear();
+        f.set_type("constant");
+        f.set_value(mean);
+      }
+  }
+  if (next != nested->bottoms.size())
+    Fail(label + " has " + std::to_string(next) + " Input tops but " +
+         std::to_string(nested->bottoms.size()) + " bottoms are mapped to it (map_bottom)");
+  if (train) np.set_force_backward(true);
+  NetOptions o;
+  o.phase = phase();
+  o.nested = true;
+  o.backward_from_outputs = train;
+  try {
+    nested->net = std::make_unique<Net>(np, device(), o);
+  } catch (const Error& e) {
+    Fail(label + ": " + e.what());
+  }
+  CheckNested(*nested);
+  return nested;
+}
+
+// The nested net's inputs take the layer's bottom type; its one output is the layer's input
+// (gating probabilities or expert output), found with the layer that writes it.
+void MoeLayer::CheckNested(Nested& nested) {
+  const std::string& label = nested.label;
+  Net& net = *nested.net;
+  const auto& inputs = net.input_blobs();
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i]->type() != bottom_type_)
+      Fail(label + " input '" + inputs[i]->name() + "' is " + Name(inputs[i]->type()) +
+           " but the layer's bottoms are " + Name(bottom_type_) +
+           " (set the Input layer's top_data_type to the layer's bottom_data_type)");
+  if (net.output_blobs().size() != 1) {
+    std::string names;
+    for (Blob* b : net.output_blobs()) names += " '" + b->name() + "'";
+    Fail(label + " must have exactly one output blob (a blob no layer consumes); it has " +
+         std::to_string(net.output_blobs().size()) + ":" + names);
+  }
+  nested.output = net.output_blobs()[0];
+  for (size_t i = 0; i < net.layers().size(); ++i)
+    for (size_t t = 0; t < net.top_vecs()[i].size(); ++t)
+      if (net.top_vecs()[i][t] == nested.output) {
+        nested.out_layer = net.layers()[i].get();
+        nested.out_top = static_cast<int>(t);
+      }
+  if (!nested.out_layer) Fail(label + ": output '" + nested.output->name() + "' has no producer");
 }
 
 void MoeLayer::FeedInputs(Nested& n, const std::vector<Blob*>& bottom, const Rows* rows) {
@@ -443,11 +454,8 @@ std::vector<float> MoeLayer::GateProbabilities() {
   return p;
 }
 
-void MoeLayer::ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const int batch = bottom[0]->shape(0);
+std::vector<std::vector<int>> MoeLayer::SelectExperts(int batch) {
   const int experts = num_experts();
-  FeedInputs(*gating_, bottom, nullptr);
-  gating_->net->Forward();
   const std::vector<float> probs = GateProbabilities();
   gates_.assign(static_cast<size_t>(batch) * experts, 0.0f);
   selected_.assign(static_cast<size_t>(batch) * experts, 0);
@@ -466,6 +474,15 @@ void MoeLayer::ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<B
       ++counts_[i];
     }
   }
+  return selected;
+}
+
+void MoeLayer::ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const int batch = bottom[0]->shape(0);
+  const int experts = num_experts();
+  FeedInputs(*gating_, bottom, nullptr);
+  gating_->net->Forward();
+  const std::vector<std::vector<int>> selected = SelectExperts(batch);
 
   // Calibration (OBSERVE) runs every expert on the whole batch, so each expert's quantizers
   // see data even when no sample of the calibration batches selects it.
@@ -517,16 +534,10 @@ void MoeLayer::ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<B
     top[3]->FromFloat({static_cast<float>(LoadBalancingLoss(counts_, std::max(batch, 1), select_))});
 }
 
-void MoeLayer::BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
-                            const std::vector<Blob*>& bottom) {
-  const int batch = bottom[0]->shape(0);
+std::vector<float> MoeLayer::GateGradient(const std::vector<Blob*>& top, int batch) {
   const int experts = num_experts();
-  Blob& y = *top[0];
-  const int dim = y.count(1);
-  DeviceMemory* dy = y.device_diff();
-  for (size_t j = 0; j < bottom.size(); ++j)
-    if (down[j] && bottom[j]->count()) device().Zero(bottom[j]->mutable_device_diff(), 0, bottom[j]->bytes());
-
+  const int dim = top[0]->count(1);
+  DeviceMemory* dy = top[0]->device_diff();
   // dL/dg for every selected (sample, expert): <dy_b, expert output_b>.
   std::vector<float> dg(static_cast<size_t>(batch) * experts, 0.0f);
   for (int e = 0; e < experts; ++e) {
@@ -570,6 +581,20 @@ void MoeLayer::BackwardImpl(const std::vector<Blob*>& top, const std::vector<boo
   for (int b = 0; b < batch; ++b)
     for (int i = 0; i < experts; ++i)
       dp[static_cast<size_t>(b) * experts + i] += static_cast<float>(dobs[i] * select_ / batch);
+  return dp;
+}
+
+void MoeLayer::BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                            const std::vector<Blob*>& bottom) {
+  const int batch = bottom[0]->shape(0);
+  const int experts = num_experts();
+  Blob& y = *top[0];
+  const int dim = y.count(1);
+  DeviceMemory* dy = y.device_diff();
+  for (size_t j = 0; j < bottom.size(); ++j)
+    if (down[j] && bottom[j]->count()) device().Zero(bottom[j]->mutable_device_diff(), 0, bottom[j]->bytes());
+
+  const std::vector<float> dp = GateGradient(top, batch);
   std::memcpy(gating_->output->mutable_host_diff(), dp.data(), dp.size() * 4);
   gating_->net->Backward();
   for (size_t i = 0; i < gating_->bottoms.size(); ++i) {

@@ -102,6 +102,16 @@ class MoeLayer : public Layer {
   class ExpertScope;
   /// Waits for the expert queues that an ExpertScope used since the last join.
   void JoinExperts();
+  /// Builds nested net `np` fed by the layer's bottoms `bottoms` (expert instance `instance`
+  /// renames its layers "<name>_i<instance>" when > 0).
+  std::unique_ptr<Nested> BuildNested(caffe::NetParameter np, const std::string& label,
+                                      std::vector<int> bottoms, int instance);
+  void CheckNested(Nested& nested);
+  /// The gate selection of the last gating Forward (gates_, selected_, counts_); returns the
+  /// samples each expert handles, in order.
+  std::vector<std::vector<int>> SelectExperts(int batch);
+  /// dL/dp for the gating net's output: through the mixing weights and the count tops.
+  std::vector<float> GateGradient(const std::vector<Blob*>& top, int batch);
   void FeedInputs(Nested& net, const std::vector<Blob*>& bottom, const Rows* rows);
   std::vector<float> GateProbabilities();
   Kernel TypedKernel(const std::string& op, DataType type);

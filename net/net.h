@@ -1,6 +1,9 @@
 // net/net.h — Net: a layer graph built from a NetParameter (phase/level/stage rules, in-place
 // layers, automatic Split and Quantizer insertion), forward passes, quant_mode, trained-weight
-// copy and caffemodel saving, and the reduced-memory planner for inference.
+// copy and caffemodel saving, and the reduced-memory planner for inference. One class, defined
+// by concern: net_passes.cc (NetParameter passes), net_build.cc (layers, backward set-up),
+// net_fusion.cc (ReLU fusion), net_memory.cc (memory plan and counts), net_run.cc (Forward,
+// Backward), net_weights.cc (weight I/O, sharing), net_quantization.cc (modes, calibration).
 #pragma once
 
 #include <map>
@@ -185,13 +188,28 @@ class Net {
   uint64_t blob_device_bytes() const;
 
  private:
+  // Building (net_build.cc, the NetParameter passes in net_passes.cc).
   void Build(const caffe::NetParameter& param);
-  void PlanMemory();
+  /// Creates, connects and sets up the layer `lp` (the next one); records in `consumed` whether
+  /// each blob's last written value is read by a later layer.
+  void AddLayer(caffe::LayerParameter lp, std::map<std::string, bool>* consumed);
+  void SetUpBackward();
+  /// Layer i's parameters (and its nested nets'): propagate_down, sharing by ParamSpec name
+  /// (`owners`: name -> (layer, blob)), the learnable list. Returns whether any needs a gradient.
+  bool SetUpParams(int layer, std::map<std::string, std::pair<int, int>>* owners);
+  /// BVLC's second pass: only layers under a loss (or a nested net's outputs) run backward.
+  void KeepBackwardUnderLoss();
+  void FillSyntheticInputs();
+  // Fusion (net_fusion.cc) and memory (net_memory.cc).
   void PlanReluFusion();
   /// Whether layer i runs with its fused ReLU in this pass.
   bool FusionActive(int layer);
-  void FillSyntheticInputs();
-  void SetUpBackward();
+  void PlanMemory();
+  // Weights (net_weights.cc).
+  /// Quantizer ranges from `weights` (by name, per layer, and nested nets' whole entries).
+  void CopyRanges(const caffe::NetParameter& weights);
+  /// The parameter blobs of the layer `src` names, converted to its types.
+  void CopyParams(const caffe::LayerParameter& src);
   void AppendRanges(caffe::NetParameter* out);
 
   Device* device_;
