@@ -241,8 +241,9 @@ std::vector<const caffe::NetParameter*> MoeLayer::SavedNestedNets(
   const caffe::MOEParameter& moe = saved.moe_param();
   if (moe.expert_net_size() != num_experts())
     throw NetError("layer '" + saved.name() + "': the weights hold " +
-                   std::to_string(moe.expert_net_size()) + " expert nets, the net's MOE layer has " +
-                   std::to_string(num_experts()) + " expert instances");
+                   std::to_string(moe.expert_net_size()) +
+                   " expert nets, the net's MOE layer has " + std::to_string(num_experts()) +
+                   " expert instances");
   std::vector<const caffe::NetParameter*> nets{moe.has_gating_net() ? &moe.gating_net() : nullptr};
   for (const caffe::NetParameter& e : moe.expert_net()) nets.push_back(&e);
   return nets;
@@ -264,7 +265,8 @@ void MoeLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Bl
   auto fed = [&](bool gating) {  // the bottoms feeding the gating net or the experts
     std::vector<int> ids;
     for (size_t j = 0; j < bottom.size(); ++j)
-      if (gating ? FeedsGating(mapping[j]) : FeedsExperts(mapping[j])) ids.push_back(static_cast<int>(j));
+      if (gating ? FeedsGating(mapping[j]) : FeedsExperts(mapping[j]))
+        ids.push_back(static_cast<int>(j));
     return ids;
   };
   gating_ = BuildNested(mp.gating_net(), "gating net", fed(true), 0);
@@ -272,8 +274,10 @@ void MoeLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Bl
     const int64_t n = mp.expert_instances_size() ? mp.expert_instances(k) : 1;
     if (n < 1) Fail("expert_instances(" + std::to_string(k) + ") is " + std::to_string(n) + " (need >= 1)");
     for (int64_t i = 0; i < n; ++i)
-      experts_.push_back(BuildNested(mp.expert_net(k), "expert " + std::to_string(experts_.size()) +
-                                     " (expert_net " + std::to_string(k) + ")", fed(false), static_cast<int>(i)));
+      experts_.push_back(BuildNested(
+          mp.expert_net(k),
+          "expert " + std::to_string(experts_.size()) + " (expert_net " + std::to_string(k) + ")",
+          fed(false), static_cast<int>(i)));
   }
   select_ = static_cast<int>(mp.has_select_experts() ? mp.select_experts() : 1);
   if (select_ < 1 || select_ > num_experts())
@@ -287,7 +291,8 @@ void MoeLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Bl
 
 // Builds one nested net; its Input tops take the mapped bottoms (and their quantizer names, so
 // ranges calibrated on the fp32 net apply to both sides).
-std::unique_ptr<MoeLayer::Nested> MoeLayer::BuildNested(caffe::NetParameter np, const std::string& label,
+std::unique_ptr<MoeLayer::Nested> MoeLayer::BuildNested(caffe::NetParameter np,
+                                                        const std::string& label,
                                                         std::vector<int> bottoms, int instance) {
   const bool train = phase() == caffe::TRAIN;
   auto nested = std::make_unique<Nested>();

@@ -122,15 +122,15 @@ class MoeLayer : public Layer {
   std::vector<std::unique_ptr<Nested>> experts_;
   int select_ = 1;
   bool full_forward_ = false;
-  std::vector<float> gates_;  // B × N
-  std::vector<uint8_t> selected_;  // B × N: 1 where the sample chose the expert
-  std::vector<int> counts_;   // N
+  std::vector<float> gates_;                 // B × N
+  std::vector<uint8_t> selected_;            // B × N: 1 where the sample chose the expert
+  std::vector<int> counts_;                  // N
   std::vector<std::unique_ptr<Rows>> rows_;  // per expert: selected rows of the last Forward
-  std::shared_ptr<DeviceMemory> acc_;       // B × D float mixing accumulator (non-fp32 tops)
-  std::shared_ptr<DeviceMemory> identity_;  // 0 … B−1 as int32
+  std::shared_ptr<DeviceMemory> acc_;        // B × D float mixing accumulator (non-fp32 tops)
+  std::shared_ptr<DeviceMemory> identity_;   // 0 … B−1 as int32
   int identity_rows_ = 0;
   std::vector<std::unique_ptr<Queue>> queues_;  // the experts' queues (empty: the layer's own)
-  bool queues_busy_ = false;                      // work was sent to queues_ since the last join
+  bool queues_busy_ = false;                    // work was sent to queues_ since the last join
 };
 
 }  // namespace mpcaffe

@@ -1,10 +1,9 @@
 // net/net_build.cc — building a Net: the layers of the passed NetParameter created, connected
 // and set up, which layers and parameters train, synthetic inputs; lookups by name.
-#include "net/net.h"
-
 #include <random>
 
 #include "layers/layer_registry.h"
+#include "net/net.h"
 #include "net/net_passes.h"
 #include "proto/model_io.h"
 
@@ -65,7 +64,8 @@ void Net::AddLayer(caffe::LayerParameter lp, std::map<std::string, bool>* consum
   const int i = static_cast<int>(layers_.size());
   lp.set_phase(state_.phase());
   if (layer_index_.count(lp.name()))
-    throw NetError("layer name '" + lp.name() + "' is used twice (layer " + std::to_string(i) + ")");
+    throw NetError("layer name '" + lp.name() + "' is used twice (layer " + std::to_string(i) +
+                   ")");
   std::unique_ptr<Layer> layer = CreateLayer(lp, *device_);
   std::vector<Blob*> bottoms, tops;
   for (int b = 0; b < lp.bottom_size(); ++b) {
@@ -114,7 +114,7 @@ void Net::SetUpBackward() {
   const size_t n = layers_.size();
   layer_need_backward_.assign(n, false);
   bottom_need_backward_.assign(n, {});
-  std::set<const Blob*> need;  // blobs whose gradient some layer needs
+  std::set<const Blob*> need;                         // blobs whose gradient some layer needs
   std::map<std::string, std::pair<int, int>> owners;  // ParamSpec name -> (layer, blob)
   for (size_t i = 0; i < n; ++i) {
     Layer& layer = *layers_[i];
@@ -122,9 +122,9 @@ void Net::SetUpBackward() {
     bool layer_need = false;
     auto& bnb = bottom_need_backward_[i];
     for (size_t b = 0; b < bottom_vecs_[i].size(); ++b) {
-      bool d = need.count(bottom_vecs_[i][b]) > 0 ||
-               (param_.force_backward() && layer.HasBackward() &&
-                layer.AllowForceBackward(static_cast<int>(b)));
+      bool d =
+          need.count(bottom_vecs_[i][b]) > 0 || (param_.force_backward() && layer.HasBackward() &&
+                                                 layer.AllowForceBackward(static_cast<int>(b)));
       if (static_cast<int>(b) < lp.propagate_down_size() && !lp.propagate_down(static_cast<int>(b)))
         d = false;
       bnb.push_back(d);
@@ -180,8 +180,9 @@ bool Net::SetUpParams(int i, std::map<std::string, std::pair<int, int>>* owners)
       learnable_params_.push_back(sub.learnable_params()[q]);
       params_lr_.push_back(sub.params_lr()[q]);
       params_weight_decay_.push_back(sub.params_weight_decay()[q]);
-      learnable_param_names_.push_back(lp.name() + "/" + layer.nested_net_name(static_cast<int>(k)) +
-                                       "/" + sub.learnable_param_names()[q]);
+      learnable_param_names_.push_back(lp.name() + "/" +
+                                       layer.nested_net_name(static_cast<int>(k)) + "/" +
+                                       sub.learnable_param_names()[q]);
       need |= sub.params_lr()[q] != 0.0f;
     }
   }
@@ -220,13 +221,12 @@ void Net::FillSyntheticInputs() {
   }
 }
 
-std::vector<Net*> Net::nested_nets(int layer) const {
-  return layers_.at(layer)->nested_nets();
-}
+std::vector<Net*> Net::nested_nets(int layer) const { return layers_.at(layer)->nested_nets(); }
 
 int Net::layer_index(const std::string& name) const {
   auto it = layer_index_.find(name);
-  if (it == layer_index_.end()) throw NetError("net '" + param_.name() + "' has no layer '" + name + "'");
+  if (it == layer_index_.end())
+    throw NetError("net '" + param_.name() + "' has no layer '" + name + "'");
   return it->second;
 }
 

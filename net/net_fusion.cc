@@ -1,8 +1,7 @@
 // net/net_fusion.cc — inference fusion of a ReLU into the Convolution or InnerProduct before it:
 // which pairs qualify (planned once at build), and whether a pair runs fused in this pass.
-#include "net/net.h"
-
 #include "device/settings.h"
+#include "net/net.h"
 
 namespace mpcaffe {
 
@@ -27,7 +26,8 @@ void Net::PlanReluFusion() {
     const caffe::LayerParameter& rp = param_.layer(j);
     if (rp.type() != "ReLU" || rp.relu_param().negative_slope() != 0.0f) continue;
     Blob* t = top_vecs_[i][0];
-    if (bottom_vecs_[j].size() != 1 || bottom_vecs_[j][0] != t || top_vecs_[j].size() != 1) continue;
+    if (bottom_vecs_[j].size() != 1 || bottom_vecs_[j][0] != t || top_vecs_[j].size() != 1)
+      continue;
     Blob* out = top_vecs_[j][0];
     const bool in_place = out == t;
     // A new blob's old value is lost, so only where intermediate blobs are not kept anyway:

@@ -1,10 +1,9 @@
 // net/net_memory.cc — the Net's device memory: the reduced-memory plan (blobs sharing memory by
 // lifetime) and the byte counts of what the net holds.
-#include "net/net.h"
-
 #include <algorithm>
 
 #include "net/memory_planner.h"
+#include "net/net.h"
 
 namespace mpcaffe {
 
@@ -29,17 +28,19 @@ void Net::PlanMemory() {
     if (fused_relu_[i] >= 0)
       for (Blob* b : top_vecs_[fused_relu_[i]]) touch(b, i);
   }
-  for (Blob* b : input_blobs_) touch(b, -1);     // written by the user before Forward
-  for (Blob* b : output_blobs_) touch(b, n);     // read by the user after Forward
+  for (Blob* b : input_blobs_) touch(b, -1);  // written by the user before Forward
+  for (Blob* b : output_blobs_) touch(b, n);  // read by the user after Forward
   for (const auto& name : options_.keep_blobs) {
     auto it = blobs_.find(name);
-    if (it == blobs_.end()) throw NetError("keep_blobs names '" + name + "', which the net has not");
+    if (it == blobs_.end())
+      throw NetError("keep_blobs names '" + name + "', which the net has not");
     touch(it->second.get(), -1);
     touch(it->second.get(), n);
   }
   const MemoryPlan plan = PlanSharedMemory(lives);
   slots_.clear();
-  for (size_t bytes : plan.slot_bytes) slots_.push_back(device_->Allocate(std::max<size_t>(bytes, 4)));
+  for (size_t bytes : plan.slot_bytes)
+    slots_.push_back(device_->Allocate(std::max<size_t>(bytes, 4)));
   std::vector<Blob*> order(lives.size());
   for (const auto& [b, i] : index) order[i] = b;
   for (size_t i = 0; i < order.size(); ++i) order[i]->SetDataMemory(slots_[plan.slot_of[i]]);

@@ -17,9 +17,11 @@ bool StateMeetsRule(const caffe::NetState& state, const caffe::NetStateRule& rul
   if (rule.has_min_level() && state.level() < rule.min_level()) return false;
   if (rule.has_max_level() && state.level() > rule.max_level()) return false;
   for (const auto& s : rule.stage())
-    if (std::find(state.stage().begin(), state.stage().end(), s) == state.stage().end()) return false;
+    if (std::find(state.stage().begin(), state.stage().end(), s) == state.stage().end())
+      return false;
   for (const auto& s : rule.not_stage())
-    if (std::find(state.stage().begin(), state.stage().end(), s) != state.stage().end()) return false;
+    if (std::find(state.stage().begin(), state.stage().end(), s) != state.stage().end())
+      return false;
   return true;
 }
 
@@ -28,7 +30,8 @@ caffe::NetParameter FilterNet(const caffe::NetParameter& param, const caffe::Net
   out.clear_layer();
   for (const auto& layer : param.layer()) {
     if (layer.include_size() && layer.exclude_size())
-      throw NetError("layer '" + layer.name() + "' has both include and exclude rules; give one kind");
+      throw NetError("layer '" + layer.name() +
+                     "' has both include and exclude rules; give one kind");
     bool keep = layer.include_size() == 0;
     for (const auto& r : layer.exclude())
       if (StateMeetsRule(state, r)) keep = false;
@@ -47,14 +50,17 @@ caffe::NetParameter WithDataType(const caffe::NetParameter& param, DataType type
     layer.set_bottom_data_type(t);
     layer.set_compute_data_type(t);
     layer.set_top_data_type(t);
-    for (caffe::NetParameter* nested : NestedNetParameters(&layer)) *nested = WithDataType(*nested, type);
+    for (caffe::NetParameter* nested : NestedNetParameters(&layer))
+      *nested = WithDataType(*nested, type);
   }
   return out;
 }
 
 namespace {
 
-void CollectNetParameters(google::protobuf::Message* message, std::vector<caffe::NetParameter*>* nets) {
+/// Appends the NetParameter fields of `message` and, below it, of its other message fields.
+void CollectNetParameters(google::protobuf::Message* message,
+                          std::vector<caffe::NetParameter*>* nets) {
   const google::protobuf::Reflection* reflection = message->GetReflection();
   std::vector<const google::protobuf::FieldDescriptor*> fields;
   reflection->ListFields(*message, &fields);
@@ -62,8 +68,9 @@ void CollectNetParameters(google::protobuf::Message* message, std::vector<caffe:
     if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) continue;
     const int n = f->is_repeated() ? reflection->FieldSize(*message, f) : 1;
     for (int i = 0; i < n; ++i) {
-      google::protobuf::Message* sub = f->is_repeated() ? reflection->MutableRepeatedMessage(message, f, i)
-                                                        : reflection->MutableMessage(message, f);
+      google::protobuf::Message* sub = f->is_repeated()
+                                           ? reflection->MutableRepeatedMessage(message, f, i)
+                                           : reflection->MutableMessage(message, f);
       if (f->message_type() == caffe::NetParameter::descriptor())
         nets->push_back(static_cast<caffe::NetParameter*>(sub));
       else
@@ -115,8 +122,11 @@ std::vector<int> SyntheticShape(const caffe::LayerParameter& layer, const NetOpt
   const std::string& src = layer.data_param().source();
   if (src.find("mnist") != std::string::npos) return {1, 28, 28};
   if (src.find("cifar") != std::string::npos) return {3, 32, 32};
-  throw NetError("Data layer '" + layer.name() + "': cannot tell the shape of synthetic data for "
-                 "source '" + src + "' (no mean file, no crop_size, unknown dataset); give it "
+  throw NetError("Data layer '" + layer.name() +
+                 "': cannot tell the shape of synthetic data for "
+                 "source '" +
+                 src +
+                 "' (no mean file, no crop_size, unknown dataset); give it "
                  "explicitly (--synthetic-shape C,H,W / NetOptions::synthetic_shape)");
 }
 
@@ -140,7 +150,8 @@ void ReplaceDataLayers(caffe::NetParameter* net, const NetOptions& options,
     shape->add_dim(batch);
     for (int d : chw) shape->add_dim(d);
     if (layer.top_size() > 1) input.mutable_input_param()->add_shape()->add_dim(batch);
-    for (int i = 2; i < layer.top_size(); ++i) input.mutable_input_param()->add_shape()->add_dim(batch);
+    for (int i = 2; i < layer.top_size(); ++i)
+      input.mutable_input_param()->add_shape()->add_dim(batch);
     replaced->insert(layer.name());
     layer = input;
   }
@@ -151,7 +162,8 @@ namespace {
 /// The type a layer reads its bottoms in and writes top `top` in, as its type's LayerTyping
 /// says (converting layers read bottom_data_type, sources and converters write top_data_type).
 DataType ConsumerType(const caffe::LayerParameter& l) {
-  const auto t = TypingOf(l.type()).reads_bottom_type ? l.bottom_data_type() : l.compute_data_type();
+  const auto t =
+      TypingOf(l.type()).reads_bottom_type ? l.bottom_data_type() : l.compute_data_type();
   return DataTypeFromProto(t, "layer '" + l.name() + "' (" + l.type() + ")");
 }
 
@@ -205,8 +217,9 @@ class ConversionPass {
         int n = 1;
         while (current_.count(name)) name = b + "_" + Name(want) + "_" + std::to_string(++n);
         const std::string layer_name = layer->name() + "_" + b + "_to_" + Name(want);
-        *out_->add_layer() = ConversionLayer(layer_name, b, name, it->second.type, want,
-                                             it->second.quantizer, QuantizerNameOf(*layer, "bottom", i));
+        *out_->add_layer() =
+            ConversionLayer(layer_name, b, name, it->second.type, want, it->second.quantizer,
+                            QuantizerNameOf(*layer, "bottom", i));
         inserted_->insert(layer_name);
         converted_[key] = name;
         current_[name] = {want, QuantizerNameOf(*layer, "bottom", i), ++version_};
@@ -226,7 +239,8 @@ class ConversionPass {
     for (int j = 0; j < layer->top_size(); ++j) {
       const DataType written = ProducerType(*layer, j);
       const DataType declared =
-          regular ? DataTypeFromProto(layer->top_data_type(), "layer '" + layer->name() + "'") : written;
+          regular ? DataTypeFromProto(layer->top_data_type(), "layer '" + layer->name() + "'")
+                  : written;
       const std::string t = layer->top(j);
       if (declared != written) {
         // The layer writes its compute type into an internal blob; a conversion gives `t`.
@@ -265,7 +279,8 @@ class ConversionPass {
 /// inserted layers' quantizers take the names of the producer's top quantizer (input side)
 /// and the consumer's bottom quantizer (output side), so ranges calibrated on the fp32 net
 /// apply to them.
-caffe::NetParameter InsertConversions(const caffe::NetParameter& in, std::set<std::string>* inserted) {
+caffe::NetParameter InsertConversions(const caffe::NetParameter& in,
+                                      std::set<std::string>* inserted) {
   caffe::NetParameter out = in;
   out.clear_layer();
   ConversionPass pass(&out, inserted);

@@ -20,7 +20,8 @@ void ReplaceDataLayers(caffe::NetParameter* net, const NetOptions& options,
 /// Inserts a Quantizer layer wherever a bottom is consumed in another type than its producer
 /// writes, and after regular layers whose top_data_type differs from their compute type; adds
 /// the inserted layers' names to `inserted`.
-caffe::NetParameter InsertConversions(const caffe::NetParameter& in, std::set<std::string>* inserted);
+caffe::NetParameter InsertConversions(const caffe::NetParameter& in,
+                                      std::set<std::string>* inserted);
 
 /// BVLC's split insertion (a Split layer for each blob consumed by several layers); adds the
 /// inserted layers' names to `inserted`.

@@ -1,8 +1,8 @@
 // net/net_quantization.cc — the Net's quantizers: one mode for all, which ranges are missing,
 // and calibration of a reduced-precision net through its fp32 variant.
-#include "net/net.h"
-
 #include <cstring>
+
+#include "net/net.h"
 
 namespace mpcaffe {
 
@@ -35,7 +35,8 @@ std::vector<std::string> Net::QuantizersWithoutRange() {
       for (int i = 0; i < l->num_blob_quantizers(); ++i) param |= q == &l->blob_quantizer(i);
       if (param) continue;
       const bool quantized = IsQuantized(q->input_type()) || IsQuantized(q->output_type());
-      if (!quantized || q->has_observed() || (q->has_input_range() && q->has_output_range())) continue;
+      if (!quantized || q->has_observed() || (q->has_input_range() && q->has_output_range()))
+        continue;
       if (seen.insert(q->name()).second) names.push_back(q->name());
     }
   // Nested nets' quantizers, as "<layer>/<nested index>:<quantizer>".
@@ -48,8 +49,8 @@ std::vector<std::string> Net::QuantizersWithoutRange() {
   return names;
 }
 
-void CalibrateWithFloatVariant(Net& net, const caffe::NetParameter& param, const NetOptions& options,
-                               int iterations) {
+void CalibrateWithFloatVariant(Net& net, const caffe::NetParameter& param,
+                               const NetOptions& options, int iterations) {
   const std::vector<std::string> missing = net.QuantizersWithoutRange();
   if (missing.empty()) return;
   NetOptions o = options;

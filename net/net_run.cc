@@ -1,8 +1,8 @@
 // net/net_run.cc — running a Net: Forward (with fused ReLUs), Reshape, and the fp32 Backward
 // with BVLC's loss-weight and parameter-gradient semantics.
-#include "net/net.h"
-
 #include <algorithm>
+
+#include "net/net.h"
 
 namespace mpcaffe {
 

@@ -1,10 +1,9 @@
 // net/net_weights.cc — the Net's trained weights: copied from a caffemodel (values converted to
 // each layer's type, quantizer ranges by name, nested nets inside their layer's entry), written
 // back (ToProto, Save, ranges only), and shared with another net.
-#include "net/net.h"
-
 #include <cstring>
 
+#include "net/net.h"
 #include "proto/model_io.h"
 #include "quant/quantizer_proto.h"
 
@@ -36,7 +35,8 @@ std::string ProtoShapeString(const caffe::BlobProto& bp) {
 }
 
 void ApplyRange(const caffe::QuantizerParameter& p, quant::Quantizer* q) {
-  if (p.has_observed_min() && p.has_observed_max()) q->SetObserved(p.observed_min(), p.observed_max());
+  if (p.has_observed_min() && p.has_observed_max())
+    q->SetObserved(p.observed_min(), p.observed_max());
   if (p.has_min_in() && p.has_max_in()) q->SetInputRange(p.min_in(), p.max_in());
   if (p.has_min_out() && p.has_max_out()) q->SetOutputRange(p.min_out(), p.max_out());
 }
@@ -51,11 +51,12 @@ void CopyParamBlob(const caffe::BlobProto& bp, const std::string& layer, int i, 
                    ", the net's layer has " + target.shape_string());
   const size_t count = target.count();
   if (bp.has_packed_data()) {
-    const DataType from = DataTypeFromProto(bp.data_type(), "layer '" + layer + "' blob " + std::to_string(i));
+    const DataType from =
+        DataTypeFromProto(bp.data_type(), "layer '" + layer + "' blob " + std::to_string(i));
     if (bp.packed_data().size() != count * SizeOf(from))
       throw NetError("layer '" + layer + "', parameter blob " + std::to_string(i) +
-                     ": packed_data has " + std::to_string(bp.packed_data().size()) +
-                     " bytes, " + target.shape_string() + " of " + Name(from) + " needs " +
+                     ": packed_data has " + std::to_string(bp.packed_data().size()) + " bytes, " +
+                     target.shape_string() + " of " + Name(from) + " needs " +
                      std::to_string(count * SizeOf(from)));
     if (from == target.type()) {
       l->SetParamStorage(i, bp.packed_data().data());
@@ -65,10 +66,10 @@ void CopyParamBlob(const caffe::BlobProto& bp, const std::string& layer, int i, 
     if (IsQuantized(from)) {
       quant::Quantizer& q = l->blob_quantizer(i);
       if (!q.has_observed())
-        throw NetError("layer '" + layer + "', parameter blob " + std::to_string(i) +
-                       ": packed " + Name(from) + " data without a range for quantizer '" +
-                       q.name() + "'");
-      const auto params = quant::ChooseQuantParams(q.observed_min(), q.observed_max(), from, q.symmetric());
+        throw NetError("layer '" + layer + "', parameter blob " + std::to_string(i) + ": packed " +
+                       Name(from) + " data without a range for quantizer '" + q.name() + "'");
+      const auto params =
+          quant::ChooseQuantParams(q.observed_min(), q.observed_max(), from, q.symmetric());
       quant::DequantizeTensor(bp.packed_data().data(), count, params, values.data());
     } else if (from == DataType::kFloat16) {
       const auto* h = reinterpret_cast<const uint16_t*>(bp.packed_data().data());
@@ -133,8 +134,9 @@ void Net::CopyParams(const caffe::LayerParameter& src) {
   if (it == layer_index_.end() || src.blobs_size() == 0) return;
   Layer& l = *layers_[it->second];
   if (l.num_params() != src.blobs_size())
-    throw NetError("layer '" + src.name() + "': the weights have " + std::to_string(src.blobs_size()) +
-                   " parameter blobs, the net's layer has " + std::to_string(l.num_params()));
+    throw NetError("layer '" + src.name() + "': the weights have " +
+                   std::to_string(src.blobs_size()) + " parameter blobs, the net's layer has " +
+                   std::to_string(l.num_params()));
   for (int i = 0; i < src.blobs_size(); ++i) CopyParamBlob(src.blobs(i), src.name(), i, &l);
 }
 
@@ -214,8 +216,8 @@ void Net::ShareTrainedLayersWith(const Net& other) {
     const std::vector<Net*> mine = nested_nets(static_cast<int>(i));
     const std::vector<Net*> theirs = other.nested_nets(it->second);
     if (mine.size() != theirs.size())
-      throw NetError("layer '" + name + "': " + std::to_string(mine.size()) + " nested nets, the shared net's layer has " +
-                     std::to_string(theirs.size()));
+      throw NetError("layer '" + name + "': " + std::to_string(mine.size()) +
+                     " nested nets, the shared net's layer has " + std::to_string(theirs.size()));
     for (size_t k = 0; k < mine.size(); ++k) mine[k]->ShareTrainedLayersWith(*theirs[k]);
     Layer& src = *other.layers_[it->second];
     Layer& dst = *layers_[i];

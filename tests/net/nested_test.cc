@@ -1,8 +1,8 @@
 // tests/net/nested_test.cc — what the Net knows of layers without naming them: nested
 // NetParameters found by type, the data-type rules each layer type registers, and the layer
 // groups registered before any Net is built (no device needed).
-#include <gtest/gtest.h>
 #include <google/protobuf/text_format.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 
@@ -26,7 +26,8 @@ TEST(NestedNets, FoundByTypeInFieldOrder) {
   EXPECT_EQ(nets[0], moe.mutable_moe_param()->mutable_gating_net());
   EXPECT_EQ(nets[1]->name(), "e0");
   EXPECT_EQ(nets[2]->name(), "e1");
-  caffe::LayerParameter relu = ParseLayer(R"(name: "r" type: "ReLU" relu_param { negative_slope: 0 })");
+  caffe::LayerParameter relu =
+      ParseLayer(R"(name: "r" type: "ReLU" relu_param { negative_slope: 0 })");
   EXPECT_TRUE(NestedNetParameters(&relu).empty());
 }
 
