@@ -1,5 +1,5 @@
-// layers/input_layers.cc — Input (tops of given shapes, filled by the user); the registration
-// of Input and of the LMDB Data layer (layers/data_layer.cc).
+// layers/input_layers.cc — Input (tops of given shapes, filled by the user), DummyData (tops
+// filled by fillers); the registration of those and of the LMDB Data layer (layers/data_layer.cc).
 
 #include <cstdint>
 
@@ -48,14 +48,79 @@ class InputLayer : public Layer {
   bool shaped_ = false;
 };
 
+/// DummyData (BVLC): tops of given shapes filled by data_filler (default constant 0); constant
+/// fillers fill once, the others on every Forward. Float types.
+class DummyDataLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "DummyData"; }
+  bool SupportsType(DataType t) const override { return !IsQuantized(t); }
+  int ExactNumBottomBlobs() const override { return 0; }
+  int MinTopBlobs() const override { return 1; }
+
+  void LayerSetUp(const std::vector<Blob*>&, const std::vector<Blob*>& top) override {
+    const auto& p = param_.dummy_data_param();
+    const int n = static_cast<int>(top.size());
+    const int shapes = p.shape_size() ? p.shape_size() : p.num_size();
+    if (shapes != 1 && shapes != n)
+      Fail("dummy_data_param needs 1 or " + std::to_string(n) + " shapes, got " + std::to_string(shapes));
+    if (p.data_filler_size() > 1 && p.data_filler_size() != n)
+      Fail("dummy_data_param needs 0, 1 or " + std::to_string(n) + " data_filler, got " +
+           std::to_string(p.data_filler_size()));
+    filled_.assign(n, false);
+  }
+  void Reshape(const std::vector<Blob*>&, const std::vector<Blob*>& top) override {
+    const auto& p = param_.dummy_data_param();
+    for (size_t i = 0; i < top.size(); ++i) {
+      const int s = (p.shape_size() ? p.shape_size() : p.num_size()) == 1 ? 0 : static_cast<int>(i);
+      std::vector<int> shape;
+      if (p.shape_size()) {
+        for (auto d : p.shape(s).dim()) shape.push_back(static_cast<int>(d));
+      } else {
+        auto at = [s](const google::protobuf::RepeatedField<uint32_t>& f) {
+          return f.size() ? static_cast<int>(f.Get(f.size() == 1 ? 0 : s)) : 1;
+        };
+        shape = {at(p.num()), at(p.channels()), at(p.height()), at(p.width())};
+      }
+      if (top[i]->shape() != shape) filled_[i] = false;
+      top[i]->Reshape(shape);
+    }
+  }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>&, const std::vector<Blob*>& top) override {
+    const auto& p = param_.dummy_data_param();
+    for (size_t i = 0; i < top.size(); ++i) {
+      caffe::FillerParameter f;
+      f.set_type("constant");
+      f.set_value(0.0f);
+      if (p.data_filler_size()) f = p.data_filler(p.data_filler_size() == 1 ? 0 : static_cast<int>(i));
+      const bool constant = f.type() == "constant";
+      if (constant && filled_[i]) continue;
+      const uint64_t seed = StableHash(name() + "#" + std::to_string(i) + "#" + std::to_string(draws_), RandomSeed());
+      top[i]->FromFloat(FillValues(f, top[i]->shape(), seed, Describe()));
+      filled_[i] = true;
+    }
+    ++draws_;
+  }
+
+ private:
+  std::vector<bool> filled_;
+  uint64_t draws_ = 0;
+};
+
 }  // namespace
 
 /// The LMDB Data layer (layers/data_layer.cc).
 std::unique_ptr<Layer> CreateDataLayer(const caffe::LayerParameter& param, Device& device);
 
 void RegisterInputLayers() {
-  RegisterLayerType<InputLayer>("Input");
-  RegisterLayer("Data", CreateDataLayer);
+  // Sources write their tops in top_data_type.
+  LayerTyping source;
+  source.writes_top_type = true;
+  RegisterLayerType<InputLayer>("Input", source);
+  RegisterLayer("Data", CreateDataLayer, source);
+  RegisterLayerType<DummyDataLayer>("DummyData");
 }
 
 }  // namespace mpcaffe

@@ -17,6 +17,8 @@
 
 namespace mpcaffe {
 
+class Net;
+
 /// A layer's configuration or its blobs do not fit: the message names the layer, its type and
 /// what is wrong.
 class LayerError : public Error {
@@ -154,6 +156,25 @@ class Layer {
   /// While `relu` is set, ForwardImpl applies it and writes its top with its top quantization:
   /// the net passes the ReLU's top blob as this layer's top and skips the ReLU.
   void set_fused_relu(Layer* relu) { fused_relu_ = relu; }
+
+  /// Nets nested inside the layer (built in LayerSetUp; empty for most layers). The net holding
+  /// the layer treats them as parts of itself: quant_mode, learnable parameters, ranges to
+  /// calibrate, saved and loaded weights, memory, and sharing with another net.
+  virtual std::vector<Net*> nested_nets() const { return {}; }
+  /// The name of nested net `k` in parameter names and messages ("gating", "expert0").
+  virtual std::string nested_net_name(int k) const { return std::to_string(k); }
+  /// Where the nested nets' weights and ranges live in `saved`, a copy of this layer's
+  /// LayerParameter in a caffemodel: one NetParameter per nested_nets() entry, in that order.
+  /// The mutable form makes `saved` hold exactly those entries (replacing the definition's
+  /// nested nets); the const form gives the entries `saved` holds (nullptr for a missing one),
+  /// nothing when it holds no nested nets, and throws when it holds another number of them.
+  virtual std::vector<caffe::NetParameter*> SavedNestedNets(caffe::LayerParameter* saved) const {
+    return {};
+  }
+  virtual std::vector<const caffe::NetParameter*> SavedNestedNets(
+      const caffe::LayerParameter& saved) const {
+    return {};
+  }
 
   quant::Quantizer& bottom_quantizer(int i) { return *bottom_quantizers_.at(i); }
   quant::Quantizer& top_quantizer(int i) { return *top_quantizers_.at(i); }

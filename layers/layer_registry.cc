@@ -3,14 +3,30 @@
 
 #include <map>
 #include <mutex>
+#include <vector>
 
 namespace mpcaffe {
 
 namespace {
 
-std::map<std::string, LayerCreator>& Table() {
-  static std::map<std::string, LayerCreator> table;
+struct Entry {
+  LayerCreator create;
+  LayerTyping typing;
+};
+
+std::map<std::string, Entry>& Table() {
+  static std::map<std::string, Entry> table;
   return table;
+}
+
+/// The groups added by AddBuiltinLayerGroup, and whether the built-ins were registered.
+std::vector<void (*)()>& AddedGroups() {
+  static std::vector<void (*)()> groups;
+  return groups;
+}
+bool& BuiltinsRegistered() {
+  static bool done = false;
+  return done;
 }
 
 std::recursive_mutex& TableMutex() {
@@ -32,15 +48,34 @@ void RegisterBuiltins() {
     RegisterConvolutionLayer();
     RegisterPoolingLayer();
     RegisterLRNLayer();
+    std::lock_guard<std::recursive_mutex> lock(TableMutex());
+    for (auto* group : AddedGroups()) group();
+    BuiltinsRegistered() = true;
   });
 }
 
 }  // namespace
 
-void RegisterLayer(const std::string& type, LayerCreator creator) {
+void RegisterLayer(const std::string& type, LayerCreator creator, LayerTyping typing) {
   std::lock_guard<std::recursive_mutex> lock(TableMutex());
-  if (!Table().emplace(type, std::move(creator)).second)
+  if (!Table().emplace(type, Entry{std::move(creator), typing}).second)
     throw LayerError("layer type '" + type + "' registered twice");
+}
+
+void AddBuiltinLayerGroup(void (*register_group)()) {
+  std::lock_guard<std::recursive_mutex> lock(TableMutex());
+  if (BuiltinsRegistered()) {
+    register_group();
+    return;
+  }
+  AddedGroups().push_back(register_group);
+}
+
+LayerTyping TypingOf(const std::string& type) {
+  RegisterBuiltins();
+  std::lock_guard<std::recursive_mutex> lock(TableMutex());
+  auto it = Table().find(type);
+  return it == Table().end() ? LayerTyping{} : it->second.typing;
 }
 
 std::unique_ptr<Layer> CreateLayer(const caffe::LayerParameter& param, Device& device) {
@@ -59,7 +94,7 @@ std::unique_ptr<Layer> CreateLayer(const caffe::LayerParameter& param, Device& d
       throw LayerError("layer '" + param.name() + "': unknown layer type '" + param.type() +
                        "' (known types: " + known + ")");
     }
-    creator = it->second;
+    creator = it->second.create;
   }
   return creator(param, device);
 }

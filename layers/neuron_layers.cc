@@ -1,10 +1,11 @@
 // layers/neuron_layers.cc — element-wise activations: ReLU (every dtype, negative_slope),
 // Sigmoid and TanH (float types), Dropout (identity in TEST for every dtype; masked in TRAIN
-// for float types).
+// for float types), Noise (multiplicative Gaussian noise in TRAIN, its mean in TEST; float types).
 #include <algorithm>
 #include <random>
 #include <string>
 
+#include "layers/host_math.h"
 #include "layers/layer_kernels.h"
 #include "layers/layer_registry.h"
 #include "layers/train_kernels.h"
@@ -183,6 +184,54 @@ class DropoutLayer : public NeuronLayer {
   vptr<uint32_t> mask_;
 };
 
+/// Noise: top = bottom · n with n ~ N(mu, sigma) drawn per element and Forward in TRAIN (the
+/// multiplicative noise of eq. 1.9); in TEST top = bottom · mu (the noise's mean). Float types.
+class NoiseLayer : public NeuronLayer {
+ public:
+  using NeuronLayer::NeuronLayer;
+  const char* type() const override { return "Noise"; }
+  bool SupportsType(DataType t) const override { return !IsQuantized(t); }
+  bool HasBackward() const override { return true; }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const auto& p = param_.noise_param();
+    const int n = bottom[0]->count();
+    if (!n) return;
+    const DataType t = compute_type_;
+    if (phase() != caffe::TRAIN) {
+      elementwise().Scale(t, n, p.mu(), *bottom[0]->device_data(), *top[0]->mutable_device_data());
+      return;
+    }
+    std::mt19937_64 rng(StableHash(name() + "#" + std::to_string(draws_++), RandomSeed()));
+    std::normal_distribution<float> dist(p.mu(), p.sigma());
+    noise_.resize(n);
+    for (auto& v : noise_) v = dist(rng);
+    if (!mask_ || mask_->count() != n) mask_ = std::make_unique<Blob>(device(), t, std::vector<int>{n});
+    mask_->FromFloat(noise_);
+    if (top[0] != bottom[0])
+      device().CopyOnDevice(bottom[0]->device_data(), 0, top[0]->mutable_device_data(), 0, bottom[0]->bytes());
+    Kernel k = GetKernel(EltwiseSource(target(), "prod", t), LayerKernelName("eltwise_prod", t));
+    k.Arg(int32_t{n}).ArgBuffer(mask_->device_data(), 0, SizeOf(t))
+        .ArgBuffer(top[0]->mutable_device_data(), 0, SizeOf(t));
+    k.Launch1D(n);
+  }
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    if (!down[0]) return;
+    const int n = bottom[0]->count();
+    const float* dy = HostDiff(*top[0]);
+    float* dx = MutableHostDiff(*bottom[0]);
+    const bool train = phase() == caffe::TRAIN;
+    for (int i = 0; i < n; ++i) dx[i] = dy[i] * (train ? noise_[i] : param_.noise_param().mu());
+  }
+
+ private:
+  uint64_t draws_ = 0;
+  std::vector<float> noise_;
+  std::unique_ptr<Blob> mask_;
+};
+
 }  // namespace
 
 void RegisterNeuronLayers() {
@@ -190,6 +239,7 @@ void RegisterNeuronLayers() {
   RegisterLayerType<SigmoidLayer>("Sigmoid");
   RegisterLayerType<TanHLayer>("TanH");
   RegisterLayerType<DropoutLayer>("Dropout");
+  RegisterLayerType<NoiseLayer>("Noise");
 }
 
 }  // namespace mpcaffe

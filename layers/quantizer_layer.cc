@@ -56,6 +56,10 @@ class QuantizerLayer : public Layer {
 
 }  // namespace
 
-void RegisterQuantizerLayer() { RegisterLayerType<QuantizerLayer>("Quantizer"); }
+void RegisterQuantizerLayer() {
+  LayerTyping converts;  // reads bottom_data_type, writes top_data_type
+  converts.reads_bottom_type = converts.writes_top_type = true;
+  RegisterLayerType<QuantizerLayer>("Quantizer", converts);
+}
 
 }  // namespace mpcaffe

@@ -1,6 +1,6 @@
 // layers/structure_layers.cc — layers that move data without arithmetic: Concat, Split,
 // Flatten, Reshape (every dtype; quantized tops with other parameters than their bottoms are
-// requantized on the way).
+// requantized on the way), and Silence (consumes its bottoms).
 #include <algorithm>
 
 #include "layers/layer_kernels.h"
@@ -217,6 +217,26 @@ class ReshapeLayer : public ReshapingLayer {
   }
 };
 
+/// Silence (BVLC): consumes its bottoms; backward gives them zero gradients.
+class SilenceLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "Silence"; }
+  bool SupportsType(DataType) const override { return true; }
+  int MinBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 0; }
+  bool HasBackward() const override { return true; }
+  void Reshape(const std::vector<Blob*>&, const std::vector<Blob*>&) override {}
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>&, const std::vector<Blob*>&) override {}
+  void BackwardImpl(const std::vector<Blob*>&, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    for (size_t i = 0; i < bottom.size(); ++i)
+      if (down[i] && bottom[i]->count()) device().Zero(bottom[i]->mutable_device_diff(), 0, bottom[i]->bytes());
+  }
+};
+
 }  // namespace
 
 void RegisterStructureLayers() {
@@ -224,6 +244,7 @@ void RegisterStructureLayers() {
   RegisterLayerType<SplitLayer>("Split");
   RegisterLayerType<FlattenLayer>("Flatten");
   RegisterLayerType<ReshapeLayer>("Reshape");
+  RegisterLayerType<SilenceLayer>("Silence");
 }
 
 }  // namespace mpcaffe

@@ -1,6 +1,9 @@
 // net/net.h — Net: a layer graph built from a NetParameter (phase/level/stage rules, in-place
 // layers, automatic Split and Quantizer insertion), forward passes, quant_mode, trained-weight
-// copy and caffemodel saving, and the reduced-memory planner for inference.
+// copy and caffemodel saving, and the reduced-memory planner for inference. One class, defined
+// by concern: net_passes.cc (NetParameter passes), net_build.cc (layers, backward set-up),
+// net_fusion.cc (ReLU fusion), net_memory.cc (memory plan and counts), net_run.cc (Forward,
+// Backward), net_weights.cc (weight I/O, sharing), net_quantization.cc (modes, calibration).
 #pragma once
 
 #include <functional>
@@ -40,11 +43,11 @@ struct NetOptions {
   int reduced_memory = -1;
   /// Blobs the reduced-memory planner must keep readable after Forward (never shared).
   std::vector<std::string> keep_blobs;
-  /// A net nested inside a layer (MOE): building it leaves the device's peak counter alone,
-  /// so the outer net's peak_device_bytes covers it.
+  /// A net nested inside a layer (Layer::nested_nets): building it leaves the device's peak
+  /// counter alone, so the outer net's peak_device_bytes covers it.
   bool nested = false;
-  /// The output blobs receive gradients from outside (a nested net under an MOE layer): the
-  /// layers they depend on run in Backward, whose caller sets the outputs' diffs first.
+  /// The output blobs receive gradients from outside (a net nested in a layer): the layers
+  /// they depend on run in Backward, whose caller sets the outputs' diffs first.
   bool backward_from_outputs = false;
   /// Inference fusion of a ReLU (negative_slope 0) into the Convolution or InnerProduct whose
   /// top it alone consumes: 1 on, 0 off, -1 on unless the environment says MPCAFFE_FUSE=0.
@@ -59,8 +62,18 @@ struct NetOptions {
 caffe::NetParameter FilterNet(const caffe::NetParameter& param, const caffe::NetState& state);
 bool StateMeetsRule(const caffe::NetState& state, const caffe::NetStateRule& rule);
 
-/// The same net with every data type set to `type` (the fp32 variant used for calibration).
+/// The same net with every data type set to `type` (the fp32 variant used for calibration),
+/// nested nets included.
 caffe::NetParameter WithDataType(const caffe::NetParameter& param, DataType type);
+
+/// The nets a layer definition holds (nested nets, e.g. a gating net and expert nets): every
+/// NetParameter field of the layer's parameter messages, found by its type, in field order.
+std::vector<caffe::NetParameter*> NestedNetParameters(caffe::LayerParameter* layer);
+
+/// Registers the layer types net/ defines (layers that nest Nets) with the layer registry. The
+/// file of the Net constructor adds it to the registry's built-in groups, so every program
+/// that builds Nets knows them.
+void RegisterNetLayers();
 
 class Net {
  public:
@@ -136,8 +149,8 @@ class Net {
   /// Sets the mode of every quantizer watching fp32 data (quantized sides stay active).
   void SetQuantMode(quant::QuantizerMode mode);
   quant::QuantizerMode quant_mode() const { return quant_mode_; }
-  /// Nets nested inside layer i (MOE: gating, then each expert instance); empty for others.
-  /// The net includes them in quant_mode, learnable parameters, ranges and saved weights.
+  /// Nets nested inside layer i (Layer::nested_nets); empty for most layers. The net includes
+  /// them in quant_mode, learnable parameters, ranges, saved weights, memory and sharing.
   std::vector<Net*> nested_nets(int layer) const;
   /// True when any layer computes in a quantized type.
   bool has_quantized_layers() const;
@@ -156,8 +169,8 @@ class Net {
   /// floats, others as `packed_data` + `data_type`; every quantizer range (observed or
   /// explicit) in `quantizer`, once per name, in layer order.
   void ToProto(caffe::NetParameter* out);
-  /// Only the quantizer ranges of ToProto (and, for MOE layers, a layer entry holding their
-  /// nested nets' ranges): what calibration copies, without serializing the weights.
+  /// Only the quantizer ranges of ToProto (and, for layers with nested nets, a layer entry
+  /// holding those nets' ranges): what calibration copies, without serializing the weights.
   void RangesToProto(caffe::NetParameter* out);
   /// Writes ToProto to a .caffemodel (deterministic bytes).
   void Save(const std::string& caffemodel);
@@ -178,16 +191,31 @@ class Net {
   uint64_t blob_device_bytes() const;
 
  private:
+  // Building (net_build.cc, the NetParameter passes in net_passes.cc).
   void Build(const caffe::NetParameter& param);
-  void PlanMemory();
+  /// Creates, connects and sets up the layer `lp` (the next one); records in `consumed` whether
+  /// each blob's last written value is read by a later layer.
+  void AddLayer(caffe::LayerParameter lp, std::map<std::string, bool>* consumed);
+  void SetUpBackward();
+  /// Layer i's parameters (and its nested nets'): propagate_down, sharing by ParamSpec name
+  /// (`owners`: name -> (layer, blob)), the learnable list. Returns whether any needs a gradient.
+  bool SetUpParams(int layer, std::map<std::string, std::pair<int, int>>* owners);
+  /// BVLC's second pass: only layers under a loss (or a nested net's outputs) run backward.
+  void KeepBackwardUnderLoss();
+  void FillSyntheticInputs();
+  // Fusion (net_fusion.cc) and memory (net_memory.cc).
   void PlanReluFusion();
   /// Reshape of layer i before its Forward (Layer::ReshapesEachPass); when a top's shape
   /// changed, the layers after it are reshaped too.
   void ReshapeBeforePass(int i);
   /// Whether layer i runs with its fused ReLU in this pass.
   bool FusionActive(int layer);
-  void FillSyntheticInputs();
-  void SetUpBackward();
+  void PlanMemory();
+  // Weights (net_weights.cc).
+  /// Quantizer ranges from `weights` (by name, per layer, and nested nets' whole entries).
+  void CopyRanges(const caffe::NetParameter& weights);
+  /// The parameter blobs of the layer `src` names, converted to its types.
+  void CopyParams(const caffe::LayerParameter& src);
   void AppendRanges(caffe::NetParameter* out);
 
   Device* device_;

@@ -19,7 +19,6 @@
 #include "layers/blob.h"
 #include "layers/layer.h"
 #include "layers/layer_registry.h"
-#include "layers/moe_layer.h"
 #include "net/net.h"
 #include "net/solver.h"
 #include "proto/model_io.h"
@@ -237,10 +236,7 @@ PYBIND11_MODULE(_mpcaffe, m) {
   // Every program the package builds goes through the kernel cache (MPCAFFE_CACHE=off disables).
   mpcaffe::cache::EnableProgramCache();
 
-  m.def("layer_type_list", [] {
-    mpcaffe::RegisterMoeLayers();  // registered by the first Net otherwise
-    return mpcaffe::LayerTypes();
-  },
+  m.def("layer_type_list", [] { return mpcaffe::LayerTypes(); },
         "The layer types nets can use, sorted (Python included).");
 
   m.def("devices", [] {

@@ -11,7 +11,7 @@
 #include "codegen/elementwise.h"
 #include "codegen/kernel_writer.h"
 #include "layers/layer_kernels.h"
-#include "layers/moe_layer.h"
+#include "net/moe_layer.h"
 #include "layers/train_kernels.h"
 #include "libdnn/conv.h"
 #include "libdnn/gemm.h"
@@ -108,7 +108,7 @@ std::vector<Generated> AllGenerated() {
   for (DataType t : {DataType::kFloat32, DataType::kFloat16})
     all.push_back({libdnn::Lrn::ForwardKernelName(t), [t](const KernelTarget& k) { return libdnn::Lrn::ForwardSource(k, t); }});
   all.push_back({libdnn::Lrn::BackwardKernelName(), [](const KernelTarget& k) { return libdnn::Lrn::BackwardSource(k); }});
-  // layers/moe_layer: gather / scatter-add per data type (fp32 also carries the training kernels).
+  // net/moe_layer: gather / scatter-add per data type (fp32 also carries the training kernels).
   for (DataType t : kAllDataTypes)
     all.push_back({MoeKernelName("gather", t), [t](const KernelTarget& k) { return MoeSource(k, t); }});
   // layers/train_kernels: fp32 backward passes, reductions, solver updates (one entry per

@@ -13,7 +13,7 @@
 #include <random>
 #include <sstream>
 
-#include "layers/moe_layer.h"
+#include "net/moe_layer.h"
 #include "net/net.h"
 #include "proto/model_io.h"
 #include "tests/testing/paths.h"

@@ -1,17 +1,14 @@
-// layers/moe_layer.cc — the MOE layer (nested gating and expert nets, top-K gating, grouped or
+// net/moe_layer.cc — the MOE layer: nested gating and expert nets, top-K gating, grouped or
 // full-batch expert execution with device gather / scatter / mixing kernels, load-balancing
-// counts and loss, fp32 backward through experts and gating) and the Noise, DummyData and
-// Silence layers the paper's gating nets and MOE nets use.
-#include "layers/moe_layer.h"
+// counts and loss, fp32 backward through experts and gating; its registry entry.
+#include "net/moe_layer.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <numeric>
 #include <optional>
-#include <random>
 
 #include "layers/host_math.h"
 #include "layers/layer_kernels.h"
@@ -225,17 +222,31 @@ std::vector<Net*> MoeLayer::nested_nets() const {
   return all;
 }
 
-caffe::NetParameter* MoeLayer::NestedProto(caffe::LayerParameter* saved, int k) {
-  auto* moe = saved->mutable_moe_param();
-  if (k == 0) return moe->mutable_gating_net();
-  while (moe->expert_net_size() < k) moe->add_expert_net();
-  return moe->mutable_expert_net(k - 1);
+std::string MoeLayer::nested_net_name(int k) const {
+  return k == 0 ? std::string("gating") : "expert" + std::to_string(k - 1);
 }
 
-const caffe::NetParameter* MoeLayer::NestedProto(const caffe::LayerParameter& saved, int k) {
-  if (!saved.has_moe_param()) return nullptr;
-  if (k == 0) return saved.moe_param().has_gating_net() ? &saved.moe_param().gating_net() : nullptr;
-  return k - 1 < saved.moe_param().expert_net_size() ? &saved.moe_param().expert_net(k - 1) : nullptr;
+std::vector<caffe::NetParameter*> MoeLayer::SavedNestedNets(caffe::LayerParameter* saved) const {
+  caffe::MOEParameter* moe = saved->mutable_moe_param();
+  moe->clear_expert_net();
+  moe->clear_expert_instances();
+  std::vector<caffe::NetParameter*> nets{moe->mutable_gating_net()};
+  for (size_t e = 0; e < experts_.size(); ++e) nets.push_back(moe->add_expert_net());
+  return nets;
+}
+
+std::vector<const caffe::NetParameter*> MoeLayer::SavedNestedNets(
+    const caffe::LayerParameter& saved) const {
+  if (!saved.has_moe_param()) return {};
+  const caffe::MOEParameter& moe = saved.moe_param();
+  if (moe.expert_net_size() != num_experts())
+    throw NetError("layer '" + saved.name() + "': the weights hold " +
+                   std::to_string(moe.expert_net_size()) +
+                   " expert nets, the net's MOE layer has " + std::to_string(num_experts()) +
+                   " expert instances");
+  std::vector<const caffe::NetParameter*> nets{moe.has_gating_net() ? &moe.gating_net() : nullptr};
+  for (const caffe::NetParameter& e : moe.expert_net()) nets.push_back(&e);
+  return nets;
 }
 
 void MoeLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
@@ -251,80 +262,22 @@ void MoeLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Bl
   full_forward_ = mp.full_forward();
   std::vector<int> mapping(bottom.size(), caffe::MOEParameter::GATING_AND_EXPERT);
   for (int j = 0; j < mp.map_bottom_size(); ++j) mapping[j] = mp.map_bottom(j);
-  const bool train = phase() == caffe::TRAIN;
-
-  // Builds one nested net; its Input tops take the mapped bottoms (and their quantizer names,
-  // so ranges calibrated on the fp32 net apply to both sides).
-  auto build = [&](caffe::NetParameter np, const std::string& label, bool gating, int instance) {
-    auto nested = std::make_unique<Nested>();
-    nested->label = label;
+  auto fed = [&](bool gating) {  // the bottoms feeding the gating net or the experts
+    std::vector<int> ids;
     for (size_t j = 0; j < bottom.size(); ++j)
       if (gating ? FeedsGating(mapping[j]) : FeedsExperts(mapping[j]))
-        nested->bottoms.push_back(static_cast<int>(j));
-    size_t next = 0;
-    for (auto& l : *np.mutable_layer()) {
-      if (instance > 0) l.set_name(l.name() + "_i" + std::to_string(instance));
-      if (l.type() == "Input") {
-        for (int t = 0; t < l.top_size(); ++t) {
-          while (l.top_quantizer_size() <= t) l.add_top_quantizer();
-          if (next < nested->bottoms.size())
-            l.mutable_top_quantizer(t)->set_name(BottomQuantizerName(nested->bottoms[next]));
-          ++next;
-        }
-      }
-      // Noise is off in TEST: random DummyData fillers give their mean.
-      if (!train && l.type() == "DummyData")
-        for (auto& f : *l.mutable_dummy_data_param()->mutable_data_filler()) {
-          const float mean = FillerMean(f);
-          f.Clear();
-          f.set_type("constant");
-          f.set_value(mean);
-        }
-    }
-    if (next != nested->bottoms.size())
-      Fail(label + " has " + std::to_string(next) + " Input tops but " +
-           std::to_string(nested->bottoms.size()) + " bottoms are mapped to it (map_bottom)");
-    if (train) np.set_force_backward(true);
-    NetOptions o;
-    o.phase = phase();
-    o.nested = true;
-    o.backward_from_outputs = train;
-    try {
-      nested->net = std::make_unique<Net>(np, device(), o);
-    } catch (const Error& e) {
-      Fail(label + ": " + e.what());
-    }
-    Net& net = *nested->net;
-    const auto& inputs = net.input_blobs();
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (inputs[i]->type() != bottom_type_)
-        Fail(label + " input '" + inputs[i]->name() + "' is " + Name(inputs[i]->type()) +
-             " but the layer's bottoms are " + Name(bottom_type_) +
-             " (set the Input layer's top_data_type to the layer's bottom_data_type)");
-    if (net.output_blobs().size() != 1) {
-      std::string names;
-      for (Blob* b : net.output_blobs()) names += " '" + b->name() + "'";
-      Fail(label + " must have exactly one output blob (a blob no layer consumes); it has " +
-           std::to_string(net.output_blobs().size()) + ":" + names);
-    }
-    nested->output = net.output_blobs()[0];
-    for (size_t i = 0; i < net.layers().size(); ++i)
-      for (size_t t = 0; t < net.top_vecs()[i].size(); ++t)
-        if (net.top_vecs()[i][t] == nested->output) {
-          nested->out_layer = net.layers()[i].get();
-          nested->out_top = static_cast<int>(t);
-        }
-    if (!nested->out_layer) Fail(label + ": output '" + nested->output->name() + "' has no producer");
-    return nested;
+        ids.push_back(static_cast<int>(j));
+    return ids;
   };
-
-  gating_ = build(mp.gating_net(), "gating net", true, 0);
+  gating_ = BuildNested(mp.gating_net(), "gating net", fed(true), 0);
   for (int k = 0; k < mp.expert_net_size(); ++k) {
     const int64_t n = mp.expert_instances_size() ? mp.expert_instances(k) : 1;
     if (n < 1) Fail("expert_instances(" + std::to_string(k) + ") is " + std::to_string(n) + " (need >= 1)");
     for (int64_t i = 0; i < n; ++i)
-      experts_.push_back(build(mp.expert_net(k), "expert " + std::to_string(experts_.size()) +
-                               " (expert_net " + std::to_string(k) + ")", false, static_cast<int>(i)));
+      experts_.push_back(BuildNested(
+          mp.expert_net(k),
+          "expert " + std::to_string(experts_.size()) + " (expert_net " + std::to_string(k) + ")",
+          fed(false), static_cast<int>(i)));
   }
   select_ = static_cast<int>(mp.has_select_experts() ? mp.select_experts() : 1);
   if (select_ < 1 || select_ > num_experts())
@@ -334,6 +287,79 @@ void MoeLayer::LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Bl
   const int queues = ExpertQueueCount(num_experts());
   if (queues > 1)
     for (int q = 0; q < queues; ++q) queues_.push_back(device().CreateQueue());
+}
+
+// Builds one nested net; its Input tops take the mapped bottoms (and their quantizer names, so
+// ranges calibrated on the fp32 net apply to both sides).
+std::unique_ptr<MoeLayer::Nested> MoeLayer::BuildNested(caffe::NetParameter np,
+                                                        const std::string& label,
+                                                        std::vector<int> bottoms, int instance) {
+  const bool train = phase() == caffe::TRAIN;
+  auto nested = std::make_unique<Nested>();
+  nested->label = label;
+  nested->bottoms = std::move(bottoms);
+  size_t next = 0;
+  for (auto& l : *np.mutable_layer()) {
+    if (instance > 0) l.set_name(l.name() + "_i" + std::to_string(instance));
+    if (l.type() == "Input") {
+      for (int t = 0; t < l.top_size(); ++t) {
+        while (l.top_quantizer_size() <= t) l.add_top_quantizer();
+        if (next < nested->bottoms.size())
+          l.mutable_top_quantizer(t)->set_name(BottomQuantizerName(nested->bottoms[next]));
+        ++next;
+      }
+    }
+    // Noise is off in TEST: random DummyData fillers give their mean.
+    if (!train && l.type() == "DummyData")
+      for (auto& f : *l.mutable_dummy_data_param()->mutable_data_filler()) {
+        const float mean = FillerMean(f);
+        f.Clear();
+        f.set_type("constant");
+        f.set_value(mean);
+      }
+  }
+  if (next != nested->bottoms.size())
+    Fail(label + " has " + std::to_string(next) + " Input tops but " +
+         std::to_string(nested->bottoms.size()) + " bottoms are mapped to it (map_bottom)");
+  if (train) np.set_force_backward(true);
+  NetOptions o;
+  o.phase = phase();
+  o.nested = true;
+  o.backward_from_outputs = train;
+  try {
+    nested->net = std::make_unique<Net>(np, device(), o);
+  } catch (const Error& e) {
+    Fail(label + ": " + e.what());
+  }
+  CheckNested(*nested);
+  return nested;
+}
+
+// The nested net's inputs take the layer's bottom type; its one output is the layer's input
+// (gating probabilities or expert output), found with the layer that writes it.
+void MoeLayer::CheckNested(Nested& nested) {
+  const std::string& label = nested.label;
+  Net& net = *nested.net;
+  const auto& inputs = net.input_blobs();
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i]->type() != bottom_type_)
+      Fail(label + " input '" + inputs[i]->name() + "' is " + Name(inputs[i]->type()) +
+           " but the layer's bottoms are " + Name(bottom_type_) +
+           " (set the Input layer's top_data_type to the layer's bottom_data_type)");
+  if (net.output_blobs().size() != 1) {
+    std::string names;
+    for (Blob* b : net.output_blobs()) names += " '" + b->name() + "'";
+    Fail(label + " must have exactly one output blob (a blob no layer consumes); it has " +
+         std::to_string(net.output_blobs().size()) + ":" + names);
+  }
+  nested.output = net.output_blobs()[0];
+  for (size_t i = 0; i < net.layers().size(); ++i)
+    for (size_t t = 0; t < net.top_vecs()[i].size(); ++t)
+      if (net.top_vecs()[i][t] == nested.output) {
+        nested.out_layer = net.layers()[i].get();
+        nested.out_top = static_cast<int>(t);
+      }
+  if (!nested.out_layer) Fail(label + ": output '" + nested.output->name() + "' has no producer");
 }
 
 void MoeLayer::FeedInputs(Nested& n, const std::vector<Blob*>& bottom, const Rows* rows) {
@@ -433,11 +459,8 @@ std::vector<float> MoeLayer::GateProbabilities() {
   return p;
 }
 
-void MoeLayer::ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
-  const int batch = bottom[0]->shape(0);
+std::vector<std::vector<int>> MoeLayer::SelectExperts(int batch) {
   const int experts = num_experts();
-  FeedInputs(*gating_, bottom, nullptr);
-  gating_->net->Forward();
   const std::vector<float> probs = GateProbabilities();
   gates_.assign(static_cast<size_t>(batch) * experts, 0.0f);
   selected_.assign(static_cast<size_t>(batch) * experts, 0);
@@ -456,6 +479,15 @@ void MoeLayer::ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<B
       ++counts_[i];
     }
   }
+  return selected;
+}
+
+void MoeLayer::ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
+  const int batch = bottom[0]->shape(0);
+  const int experts = num_experts();
+  FeedInputs(*gating_, bottom, nullptr);
+  gating_->net->Forward();
+  const std::vector<std::vector<int>> selected = SelectExperts(batch);
 
   // Calibration (OBSERVE) runs every expert on the whole batch, so each expert's quantizers
   // see data even when no sample of the calibration batches selects it.
@@ -507,16 +539,10 @@ void MoeLayer::ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<B
     top[3]->FromFloat({static_cast<float>(LoadBalancingLoss(counts_, std::max(batch, 1), select_))});
 }
 
-void MoeLayer::BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
-                            const std::vector<Blob*>& bottom) {
-  const int batch = bottom[0]->shape(0);
+std::vector<float> MoeLayer::GateGradient(const std::vector<Blob*>& top, int batch) {
   const int experts = num_experts();
-  Blob& y = *top[0];
-  const int dim = y.count(1);
-  DeviceMemory* dy = y.device_diff();
-  for (size_t j = 0; j < bottom.size(); ++j)
-    if (down[j] && bottom[j]->count()) device().Zero(bottom[j]->mutable_device_diff(), 0, bottom[j]->bytes());
-
+  const int dim = top[0]->count(1);
+  DeviceMemory* dy = top[0]->device_diff();
   // dL/dg for every selected (sample, expert): <dy_b, expert output_b>.
   std::vector<float> dg(static_cast<size_t>(batch) * experts, 0.0f);
   for (int e = 0; e < experts; ++e) {
@@ -560,6 +586,20 @@ void MoeLayer::BackwardImpl(const std::vector<Blob*>& top, const std::vector<boo
   for (int b = 0; b < batch; ++b)
     for (int i = 0; i < experts; ++i)
       dp[static_cast<size_t>(b) * experts + i] += static_cast<float>(dobs[i] * select_ / batch);
+  return dp;
+}
+
+void MoeLayer::BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                            const std::vector<Blob*>& bottom) {
+  const int batch = bottom[0]->shape(0);
+  const int experts = num_experts();
+  Blob& y = *top[0];
+  const int dim = y.count(1);
+  DeviceMemory* dy = y.device_diff();
+  for (size_t j = 0; j < bottom.size(); ++j)
+    if (down[j] && bottom[j]->count()) device().Zero(bottom[j]->mutable_device_diff(), 0, bottom[j]->bytes());
+
+  const std::vector<float> dp = GateGradient(top, batch);
   std::memcpy(gating_->output->mutable_host_diff(), dp.data(), dp.size() * 4);
   gating_->net->Backward();
   for (size_t i = 0; i < gating_->bottoms.size(); ++i) {
@@ -609,155 +649,12 @@ void MoeLayer::ParamsChanged() {
   for (Net* n : nested_nets()) n->ParamsUpdated();
 }
 
-// ---- Noise, DummyData, Silence -----------------------------------------------------------------
-
-namespace {
-
-/// Noise: top = bottom · n with n ~ N(mu, sigma) drawn per element and Forward in TRAIN (the
-/// multiplicative noise of eq. 1.9); in TEST top = bottom · mu (the noise's mean). Float types.
-class NoiseLayer : public Layer {
- public:
-  using Layer::Layer;
-  const char* type() const override { return "Noise"; }
-  bool SupportsType(DataType t) const override { return !IsQuantized(t); }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
-  bool AllowsInPlace() const override { return true; }
-  bool HasBackward() const override { return true; }
-  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
-    top[0]->ReshapeLike(*bottom[0]);
-  }
-
- protected:
-  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
-    const auto& p = param_.noise_param();
-    const int n = bottom[0]->count();
-    if (!n) return;
-    const DataType t = compute_type_;
-    if (phase() != caffe::TRAIN) {
-      elementwise().Scale(t, n, p.mu(), *bottom[0]->device_data(), *top[0]->mutable_device_data());
-      return;
-    }
-    std::mt19937_64 rng(StableHash(name() + "#" + std::to_string(draws_++), RandomSeed()));
-    std::normal_distribution<float> dist(p.mu(), p.sigma());
-    noise_.resize(n);
-    for (auto& v : noise_) v = dist(rng);
-    if (!mask_ || mask_->count() != n) mask_ = std::make_unique<Blob>(device(), t, std::vector<int>{n});
-    mask_->FromFloat(noise_);
-    if (top[0] != bottom[0])
-      device().CopyOnDevice(bottom[0]->device_data(), 0, top[0]->mutable_device_data(), 0, bottom[0]->bytes());
-    Kernel k = GetKernel(EltwiseSource(target(), "prod", t), LayerKernelName("eltwise_prod", t));
-    k.Arg(int32_t{n}).ArgBuffer(mask_->device_data(), 0, SizeOf(t))
-        .ArgBuffer(top[0]->mutable_device_data(), 0, SizeOf(t));
-    k.Launch1D(n);
-  }
-  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
-                    const std::vector<Blob*>& bottom) override {
-    if (!down[0]) return;
-    const int n = bottom[0]->count();
-    const float* dy = HostDiff(*top[0]);
-    float* dx = MutableHostDiff(*bottom[0]);
-    const bool train = phase() == caffe::TRAIN;
-    for (int i = 0; i < n; ++i) dx[i] = dy[i] * (train ? noise_[i] : param_.noise_param().mu());
-  }
-
- private:
-  uint64_t draws_ = 0;
-  std::vector<float> noise_;
-  std::unique_ptr<Blob> mask_;
-};
-
-/// DummyData (BVLC): tops of given shapes filled by data_filler (default constant 0); constant
-/// fillers fill once, the others on every Forward. Float types.
-class DummyDataLayer : public Layer {
- public:
-  using Layer::Layer;
-  const char* type() const override { return "DummyData"; }
-  bool SupportsType(DataType t) const override { return !IsQuantized(t); }
-  int ExactNumBottomBlobs() const override { return 0; }
-  int MinTopBlobs() const override { return 1; }
-
-  void LayerSetUp(const std::vector<Blob*>&, const std::vector<Blob*>& top) override {
-    const auto& p = param_.dummy_data_param();
-    const int n = static_cast<int>(top.size());
-    const int shapes = p.shape_size() ? p.shape_size() : p.num_size();
-    if (shapes != 1 && shapes != n)
-      Fail("dummy_data_param needs 1 or " + std::to_string(n) + " shapes, got " + std::to_string(shapes));
-    if (p.data_filler_size() > 1 && p.data_filler_size() != n)
-      Fail("dummy_data_param needs 0, 1 or " + std::to_string(n) + " data_filler, got " +
-           std::to_string(p.data_filler_size()));
-    filled_.assign(n, false);
-  }
-  void Reshape(const std::vector<Blob*>&, const std::vector<Blob*>& top) override {
-    const auto& p = param_.dummy_data_param();
-    for (size_t i = 0; i < top.size(); ++i) {
-      const int s = (p.shape_size() ? p.shape_size() : p.num_size()) == 1 ? 0 : static_cast<int>(i);
-      std::vector<int> shape;
-      if (p.shape_size()) {
-        for (auto d : p.shape(s).dim()) shape.push_back(static_cast<int>(d));
-      } else {
-        auto at = [s](const google::protobuf::RepeatedField<uint32_t>& f) {
-          return f.size() ? static_cast<int>(f.Get(f.size() == 1 ? 0 : s)) : 1;
-        };
-        shape = {at(p.num()), at(p.channels()), at(p.height()), at(p.width())};
-      }
-      if (top[i]->shape() != shape) filled_[i] = false;
-      top[i]->Reshape(shape);
-    }
-  }
-
- protected:
-  void ForwardImpl(const std::vector<Blob*>&, const std::vector<Blob*>& top) override {
-    const auto& p = param_.dummy_data_param();
-    for (size_t i = 0; i < top.size(); ++i) {
-      caffe::FillerParameter f;
-      f.set_type("constant");
-      f.set_value(0.0f);
-      if (p.data_filler_size()) f = p.data_filler(p.data_filler_size() == 1 ? 0 : static_cast<int>(i));
-      const bool constant = f.type() == "constant";
-      if (constant && filled_[i]) continue;
-      const uint64_t seed = StableHash(name() + "#" + std::to_string(i) + "#" + std::to_string(draws_), RandomSeed());
-      top[i]->FromFloat(FillValues(f, top[i]->shape(), seed, Describe()));
-      filled_[i] = true;
-    }
-    ++draws_;
-  }
-
- private:
-  std::vector<bool> filled_;
-  uint64_t draws_ = 0;
-};
-
-/// Silence (BVLC): consumes its bottoms; backward gives them zero gradients.
-class SilenceLayer : public Layer {
- public:
-  using Layer::Layer;
-  const char* type() const override { return "Silence"; }
-  bool SupportsType(DataType) const override { return true; }
-  int MinBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 0; }
-  bool HasBackward() const override { return true; }
-  void Reshape(const std::vector<Blob*>&, const std::vector<Blob*>&) override {}
-
- protected:
-  void ForwardImpl(const std::vector<Blob*>&, const std::vector<Blob*>&) override {}
-  void BackwardImpl(const std::vector<Blob*>&, const std::vector<bool>& down,
-                    const std::vector<Blob*>& bottom) override {
-    for (size_t i = 0; i < bottom.size(); ++i)
-      if (down[i] && bottom[i]->count()) device().Zero(bottom[i]->mutable_device_diff(), 0, bottom[i]->bytes());
-  }
-};
-
-}  // namespace
-
-void RegisterMoeLayers() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    RegisterLayerType<MoeLayer>("MOE");
-    RegisterLayerType<NoiseLayer>("Noise");
-    RegisterLayerType<DummyDataLayer>("DummyData");
-    RegisterLayerType<SilenceLayer>("Silence");
-  });
+void RegisterNetLayers() {
+  // Reads bottom_data_type, writes top_data_type; the count and loss tops are fp32.
+  LayerTyping typing;
+  typing.reads_bottom_type = typing.writes_top_type = true;
+  typing.fp32_tops_from = 1;
+  RegisterLayerType<MoeLayer>("MOE", typing);
 }
 
 }  // namespace mpcaffe

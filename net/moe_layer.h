@@ -1,7 +1,6 @@
-// layers/moe_layer.h — the mixture-of-experts layer (MOE: a gating net and N expert nets nested
+// net/moe_layer.h — the mixture-of-experts layer (MOE: a gating net and N expert nets nested
 // inside the layer, top-K experts per sample, outputs mixed by the renormalized gate
-// probabilities, load-balancing counts and loss) and the layers the paper's gating nets use
-// (Noise, DummyData, Silence). Built into mpcaffe_net, since the layer holds Nets.
+// probabilities, load-balancing counts and loss). It lives in net/ beside the Net it nests.
 #pragma once
 
 #include <memory>
@@ -13,10 +12,6 @@
 namespace mpcaffe {
 
 class Net;
-
-/// Registers MOE, Noise, DummyData and Silence with the layer registry (idempotent; every Net
-/// constructor calls it).
-void RegisterMoeLayers();
 
 /// kernels of the MOE layer, one body each, emitted for any data type and either dialect:
 ///   moe_gather_<dt>(int rows, int dim, In Dtype x, In int idx, Out Dtype y)
@@ -80,14 +75,18 @@ class MoeLayer : public Layer {
 
   /// The nested nets: 0 the gating net, 1 + e expert instance e (expert_net k repeated
   /// expert_instances(k) times, in order).
-  std::vector<Net*> nested_nets() const;
+  std::vector<Net*> nested_nets() const override;
+  /// "gating", "expert<e>".
+  std::string nested_net_name(int k) const override;
+  /// Saved in moe_param: the gating net in gating_net, each expert instance in an expert_net
+  /// entry of its own (expert_instances cleared). Reading a layer that holds another number of
+  /// expert nets than the layer has expert instances throws NetError.
+  std::vector<caffe::NetParameter*> SavedNestedNets(caffe::LayerParameter* saved) const override;
+  std::vector<const caffe::NetParameter*> SavedNestedNets(
+      const caffe::LayerParameter& saved) const override;
   int num_experts() const { return static_cast<int>(experts_.size()); }
   /// Queues the experts run on (0: the layer's own queue).
   int num_queues() const { return static_cast<int>(queues_.size()); }
-  /// Where nested net k is saved in a caffemodel's copy of this layer (expert instances one
-  /// expert_net entry each).
-  static caffe::NetParameter* NestedProto(caffe::LayerParameter* saved, int k);
-  static const caffe::NetParameter* NestedProto(const caffe::LayerParameter& saved, int k);
   /// The dense B × N mixing weights and the per-expert counts of the last Forward.
   const std::vector<float>& gates() const { return gates_; }
   const std::vector<int>& counts() const { return counts_; }
@@ -103,6 +102,16 @@ class MoeLayer : public Layer {
   class ExpertScope;
   /// Waits for the expert queues that an ExpertScope used since the last join.
   void JoinExperts();
+  /// Builds nested net `np` fed by the layer's bottoms `bottoms` (expert instance `instance`
+  /// renames its layers "<name>_i<instance>" when > 0).
+  std::unique_ptr<Nested> BuildNested(caffe::NetParameter np, const std::string& label,
+                                      std::vector<int> bottoms, int instance);
+  void CheckNested(Nested& nested);
+  /// The gate selection of the last gating Forward (gates_, selected_, counts_); returns the
+  /// samples each expert handles, in order.
+  std::vector<std::vector<int>> SelectExperts(int batch);
+  /// dL/dp for the gating net's output: through the mixing weights and the count tops.
+  std::vector<float> GateGradient(const std::vector<Blob*>& top, int batch);
   void FeedInputs(Nested& net, const std::vector<Blob*>& bottom, const Rows* rows);
   std::vector<float> GateProbabilities();
   Kernel TypedKernel(const std::string& op, DataType type);
@@ -113,15 +122,15 @@ class MoeLayer : public Layer {
   std::vector<std::unique_ptr<Nested>> experts_;
   int select_ = 1;
   bool full_forward_ = false;
-  std::vector<float> gates_;  // B × N
-  std::vector<uint8_t> selected_;  // B × N: 1 where the sample chose the expert
-  std::vector<int> counts_;   // N
+  std::vector<float> gates_;                 // B × N
+  std::vector<uint8_t> selected_;            // B × N: 1 where the sample chose the expert
+  std::vector<int> counts_;                  // N
   std::vector<std::unique_ptr<Rows>> rows_;  // per expert: selected rows of the last Forward
-  std::shared_ptr<DeviceMemory> acc_;       // B × D float mixing accumulator (non-fp32 tops)
-  std::shared_ptr<DeviceMemory> identity_;  // 0 … B−1 as int32
+  std::shared_ptr<DeviceMemory> acc_;        // B × D float mixing accumulator (non-fp32 tops)
+  std::shared_ptr<DeviceMemory> identity_;   // 0 … B−1 as int32
   int identity_rows_ = 0;
   std::vector<std::unique_ptr<Queue>> queues_;  // the experts' queues (empty: the layer's own)
-  bool queues_busy_ = false;                      // work was sent to queues_ since the last join
+  bool queues_busy_ = false;                    // work was sent to queues_ since the last join
 };
 
 }  // namespace mpcaffe

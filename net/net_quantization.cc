@@ -1,0 +1,96 @@
+// net/net_quantization.cc — the Net's quantizers: one mode for all, which ranges are missing,
+// and calibration of a reduced-precision net through its fp32 variant.
+#include <cstring>
+
+#include "net/net.h"
+
+namespace mpcaffe {
+
+void Net::SetQuantMode(quant::QuantizerMode mode) {
+  quant_mode_ = mode;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->SetQuantMode(mode);
+    for (Net* n : nested_nets(static_cast<int>(i))) n->SetQuantMode(mode);
+  }
+}
+
+bool Net::has_quantized_layers() const {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    for (size_t t = 0; t < top_vecs_[i].size(); ++t)
+      if (IsQuantized(layers_[i]->top_type(static_cast<int>(t)))) return true;
+    if (IsQuantized(layers_[i]->compute_type())) return true;
+    for (Net* n : nested_nets(static_cast<int>(i)))
+      if (n->has_quantized_layers()) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> Net::QuantizersWithoutRange() {
+  std::vector<std::string> names;
+  std::set<std::string> seen;
+  for (auto& l : layers_)
+    for (quant::Quantizer* q : l->quantizers()) {
+      // Parameter quantizers take their range from the parameter values when none is given.
+      bool param = false;
+      for (int i = 0; i < l->num_blob_quantizers(); ++i) param |= q == &l->blob_quantizer(i);
+      if (param) continue;
+      const bool quantized = IsQuantized(q->input_type()) || IsQuantized(q->output_type());
+      if (!quantized || q->has_observed() || (q->has_input_range() && q->has_output_range()))
+        continue;
+      if (seen.insert(q->name()).second) names.push_back(q->name());
+    }
+  // Nested nets' quantizers, as "<layer>/<nested index>:<quantizer>".
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const std::vector<Net*> nested = nested_nets(static_cast<int>(i));
+    for (size_t k = 0; k < nested.size(); ++k)
+      for (const std::string& q : nested[k]->QuantizersWithoutRange())
+        names.push_back(layer_names_[i] + "/" + std::to_string(k) + ":" + q);
+  }
+  return names;
+}
+
+int CalibrateWithFloatVariant(Net& net, const caffe::NetParameter& param,
+                              const NetOptions& options, int iterations,
+                              const std::function<void(Net& fp32, int pass)>& before_forward) {
+  const std::vector<std::string> missing = net.QuantizersWithoutRange();
+  if (missing.empty()) return 0;
+  NetOptions o = options;
+  o.reduced_memory = 0;
+  Net fp32(WithDataType(param, DataType::kFloat32), net.device(), o);
+  caffe::NetParameter weights;
+  net.ToProto(&weights);
+  fp32.CopyTrainedLayersFrom(weights);
+  for (Blob* in : fp32.input_blobs()) {
+    if (!net.has_blob(in->name())) continue;
+    Blob& src = net.blob(in->name());
+    if (src.type() == in->type() && src.count() == in->count())
+      std::memcpy(in->mutable_host_data(), src.host_data(), src.bytes());
+  }
+  fp32.SetQuantMode(quant::QuantizerMode::kObserve);
+  for (int i = 0; i < iterations; ++i) {
+    if (before_forward) before_forward(fp32, i);
+    fp32.Forward();
+  }
+  caffe::NetParameter observed;
+  fp32.RangesToProto(&observed);
+  caffe::NetParameter ranges;
+  const std::set<std::string> wanted(missing.begin(), missing.end());
+  for (const auto& q : observed.quantizer())
+    if (wanted.count(q.name())) *ranges.add_quantizer() = q;
+  // Nested nets: every observed range of theirs, inside the layer's entry.
+  for (const auto& l : observed.layer()) {
+    if (!net.has_layer(l.name())) continue;
+    const Layer& layer = net.layer(l.name());
+    const std::vector<const caffe::NetParameter*> src = layer.SavedNestedNets(l);
+    if (src.empty()) continue;
+    caffe::LayerParameter* r = ranges.add_layer();
+    r->set_name(l.name());
+    const std::vector<caffe::NetParameter*> dst = layer.SavedNestedNets(r);
+    for (size_t k = 0; k < src.size(); ++k)
+      if (src[k]) *dst[k]->mutable_quantizer() = src[k]->quantizer();
+  }
+  net.CopyTrainedLayersFrom(ranges);
+  return static_cast<int>(missing.size());
+}
+
+}  // namespace mpcaffe

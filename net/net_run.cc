@@ -1,0 +1,116 @@
+// net/net_run.cc — running a Net: Forward (with fused ReLUs), Reshape, and the fp32 Backward
+// with BVLC's loss-weight and parameter-gradient semantics.
+#include <algorithm>
+
+#include "net/net.h"
+
+namespace mpcaffe {
+
+float Net::ForwardFromTo(int start, int end) {
+  if (start < 0 || end >= static_cast<int>(layers_.size()) || start > end + 1)
+    throw NetError("ForwardFromTo(" + std::to_string(start) + ", " + std::to_string(end) +
+                   ") outside the net's " + std::to_string(layers_.size()) + " layers");
+  float loss = 0;
+  for (int i = start; i <= end; ++i) {
+    if (i < end && FusionActive(i)) {
+      Layer& producer = *layers_[i];
+      producer.set_fused_relu(layers_[i + 1].get());
+      try {
+        producer.Forward(bottom_vecs_[i], top_vecs_[i + 1]);
+      } catch (...) {
+        producer.set_fused_relu(nullptr);
+        throw;
+      }
+      producer.set_fused_relu(nullptr);
+      ++i;  // the ReLU ran inside its producer; its top is written
+    } else {
+      if (layers_[i]->ReshapesEachPass()) ReshapeBeforePass(i);
+      layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
+    }
+    for (size_t t = 0; t < top_vecs_[i].size(); ++t) {
+      if (loss_weights_[i][t] == 0.0f) continue;
+      const std::vector<float> v = top_vecs_[i][t]->ToFloat();
+      for (float x : v) loss += loss_weights_[i][t] * x;
+    }
+  }
+  return loss;
+}
+
+float Net::Forward() {
+  if (layers_.empty()) return 0.0f;
+  return ForwardFromTo(0, static_cast<int>(layers_.size()) - 1);
+}
+
+void Net::ReshapeBeforePass(int i) {
+  std::vector<std::vector<int>> before;
+  for (const Blob* t : top_vecs_[i]) before.push_back(t->shape());
+  try {
+    layers_[i]->Reshape(bottom_vecs_[i], top_vecs_[i]);
+  } catch (const BlobError& e) {
+    throw BlobError("layer '" + layer_names_[i] + "' (" + layers_[i]->type() + "): " + e.what());
+  }
+  bool changed = false;
+  for (size_t t = 0; t < top_vecs_[i].size(); ++t) changed |= top_vecs_[i][t]->shape() != before[t];
+  if (changed) ReshapeFrom(i + 1);
+}
+
+void Net::Reshape() { ReshapeFrom(0); }
+
+void Net::ReshapeFrom(int first) {
+  for (size_t i = first; i < layers_.size(); ++i) {
+    try {
+      layers_[i]->Reshape(bottom_vecs_[i], top_vecs_[i]);
+    } catch (const BlobError& e) {
+      throw BlobError("layer '" + layer_names_[i] + "' (" + layers_[i]->type() + "): " + e.what());
+    }
+  }
+  if (reduced_memory_) PlanMemory();
+}
+
+void Net::BackwardFromTo(int start, int end) {
+  const int n = static_cast<int>(layers_.size());
+  if (start < 0 || end >= n || start > end + 1)
+    throw NetError("BackwardFromTo(" + std::to_string(start) + ", " + std::to_string(end) +
+                   ") outside the net's " + std::to_string(n) + " layers");
+  for (int i = end; i >= start; --i) {
+    for (size_t t = 0; t < top_vecs_[i].size(); ++t) {
+      const float w = loss_weights_[i][t];
+      if (w == 0.0f) continue;
+      Blob& top = *top_vecs_[i][t];
+      if (top.type() != DataType::kFloat32)
+        throw NetError("loss top '" + top.name() + "' of layer '" + layer_names_[i] +
+                       "' is not fp32; training runs in fp32");
+      std::fill_n(static_cast<float*>(top.mutable_host_diff()), top.count(), w);
+    }
+  }
+  for (int i = end; i >= start; --i) {
+    if (!layer_need_backward_[i]) continue;
+    Layer& layer = *layers_[i];
+    if (!layer.HasBackward())
+      throw NetError("layer '" + layer_names_[i] + "' (" + layer.type() +
+                     ") needs a backward pass (it lies between a loss and a learnable "
+                     "parameter) but has none");
+    layer.Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
+  }
+}
+
+void Net::Backward() {
+  if (!layers_.empty()) BackwardFromTo(0, static_cast<int>(layers_.size()) - 1);
+}
+
+float Net::ForwardBackward() {
+  const float loss = Forward();
+  Backward();
+  return loss;
+}
+
+void Net::ClearParamDiffs() {
+  for (Blob* b : learnable_params_)
+    if (b->count()) device_->Zero(b->mutable_device_diff(), 0, b->bytes());
+}
+
+void Net::ParamsUpdated() {
+  for (auto& l : layers_) l->ParamsChanged();
+}
+
+}  // namespace mpcaffe

@@ -1,0 +1,240 @@
+// net/net_weights.cc — the Net's trained weights: copied from a caffemodel (values converted to
+// each layer's type, quantizer ranges by name, nested nets inside their layer's entry), written
+// back (ToProto, Save, ranges only), and shared with another net.
+#include <cstring>
+
+#include "net/net.h"
+#include "proto/model_io.h"
+#include "quant/quantizer_proto.h"
+
+namespace mpcaffe {
+
+namespace {
+
+/// BVLC's shape comparison: `shape` when the proto has one, else the legacy 4-d fields.
+bool ShapeMatches(const caffe::BlobProto& bp, const Blob& blob) {
+  if (bp.has_shape()) {
+    if (bp.shape().dim_size() != blob.num_axes()) return false;
+    for (int i = 0; i < blob.num_axes(); ++i)
+      if (bp.shape().dim(i) != blob.shape(i)) return false;
+    return true;
+  }
+  if (blob.num_axes() > 4) return false;
+  return bp.num() == blob.LegacyShape(-4) && bp.channels() == blob.LegacyShape(-3) &&
+         bp.height() == blob.LegacyShape(-2) && bp.width() == blob.LegacyShape(-1);
+}
+
+std::string ProtoShapeString(const caffe::BlobProto& bp) {
+  std::vector<int> dims;
+  if (bp.has_shape()) {
+    for (auto d : bp.shape().dim()) dims.push_back(static_cast<int>(d));
+  } else {
+    dims = {bp.num(), bp.channels(), bp.height(), bp.width()};
+  }
+  return ShapeString(dims);
+}
+
+void ApplyRange(const caffe::QuantizerParameter& p, quant::Quantizer* q) {
+  if (p.has_observed_min() && p.has_observed_max())
+    q->SetObserved(p.observed_min(), p.observed_max());
+  if (p.has_min_in() && p.has_max_in()) q->SetInputRange(p.min_in(), p.max_in());
+  if (p.has_min_out() && p.has_max_out()) q->SetOutputRange(p.min_out(), p.max_out());
+}
+
+/// Copies `bp` into parameter blob `i` of `l` (the layer `layer` names in the weights), converted
+/// to the blob's type; a shape or size mismatch throws NetError naming the layer and the blob.
+void CopyParamBlob(const caffe::BlobProto& bp, const std::string& layer, int i, Layer* l) {
+  Blob& target = l->param_blob(i);
+  if (!ShapeMatches(bp, target))
+    throw NetError("layer '" + layer + "', parameter blob " + std::to_string(i) +
+                   ": shape mismatch; the weights have " + ProtoShapeString(bp) +
+                   ", the net's layer has " + target.shape_string());
+  const size_t count = target.count();
+  if (bp.has_packed_data()) {
+    const DataType from =
+        DataTypeFromProto(bp.data_type(), "layer '" + layer + "' blob " + std::to_string(i));
+    if (bp.packed_data().size() != count * SizeOf(from))
+      throw NetError("layer '" + layer + "', parameter blob " + std::to_string(i) +
+                     ": packed_data has " + std::to_string(bp.packed_data().size()) + " bytes, " +
+                     target.shape_string() + " of " + Name(from) + " needs " +
+                     std::to_string(count * SizeOf(from)));
+    if (from == target.type()) {
+      l->SetParamStorage(i, bp.packed_data().data());
+      return;
+    }
+    std::vector<float> values(count);
+    if (IsQuantized(from)) {
+      quant::Quantizer& q = l->blob_quantizer(i);
+      if (!q.has_observed())
+        throw NetError("layer '" + layer + "', parameter blob " + std::to_string(i) + ": packed " +
+                       Name(from) + " data without a range for quantizer '" + q.name() + "'");
+      const auto params =
+          quant::ChooseQuantParams(q.observed_min(), q.observed_max(), from, q.symmetric());
+      quant::DequantizeTensor(bp.packed_data().data(), count, params, values.data());
+    } else if (from == DataType::kFloat16) {
+      const auto* h = reinterpret_cast<const uint16_t*>(bp.packed_data().data());
+      for (size_t k = 0; k < count; ++k) values[k] = HalfToFloat(h[k]);
+    } else {
+      std::memcpy(values.data(), bp.packed_data().data(), count * 4);
+    }
+    l->SetParamFromFloat(i, values);
+  } else if (static_cast<size_t>(bp.data_size()) == count) {
+    l->SetParamFromFloat(i, std::vector<float>(bp.data().begin(), bp.data().end()));
+  } else if (static_cast<size_t>(bp.double_data_size()) == count) {
+    l->SetParamFromFloat(i, std::vector<float>(bp.double_data().begin(), bp.double_data().end()));
+  } else {
+    throw NetError("layer '" + layer + "', parameter blob " + std::to_string(i) +
+                   ": the weights hold " + std::to_string(bp.data_size()) +
+                   " values, the net's layer needs " + std::to_string(count) + " (" +
+                   target.shape_string() + ")");
+  }
+}
+
+}  // namespace
+
+void Net::CopyTrainedLayersFrom(const caffe::NetParameter& weights) {
+  CopyRanges(weights);
+  for (const auto& src : weights.layer()) CopyParams(src);
+  for (auto& l : layers_) l->ParamsChanged();
+}
+
+void Net::CopyRanges(const caffe::NetParameter& weights) {
+  // By name: net-level list, then per-layer quantizer entries.
+  std::map<std::string, const caffe::QuantizerParameter*> ranges;
+  for (const auto& q : weights.quantizer()) ranges[q.name()] = &q;
+  for (auto& l : layers_)
+    for (quant::Quantizer* q : l->quantizers()) {
+      auto it = ranges.find(q->name());
+      if (it != ranges.end()) ApplyRange(*it->second, q);
+    }
+  for (const auto& src : weights.layer()) {
+    auto it = layer_index_.find(src.name());
+    if (it == layer_index_.end()) continue;
+    Layer& l = *layers_[it->second];
+    for (int i = 0; i < src.blobs_quantizer_size() && i < l.num_blob_quantizers(); ++i)
+      ApplyRange(src.blobs_quantizer(i), &l.blob_quantizer(i));
+    // Nested nets: their weights and ranges are saved inside the layer's entry.
+    const std::vector<Net*> nested = l.nested_nets();
+    if (nested.empty()) continue;
+    const std::vector<const caffe::NetParameter*> saved = l.SavedNestedNets(src);
+    for (size_t k = 0; k < saved.size(); ++k) {
+      if (!saved[k]) continue;
+      try {
+        nested[k]->CopyTrainedLayersFrom(*saved[k]);
+      } catch (const Error& e) {
+        throw NetError("layer '" + src.name() + "', nested net '" +
+                       l.nested_net_name(static_cast<int>(k)) + "': " + e.what());
+      }
+    }
+  }
+}
+
+void Net::CopyParams(const caffe::LayerParameter& src) {
+  auto it = layer_index_.find(src.name());
+  if (it == layer_index_.end() || src.blobs_size() == 0) return;
+  Layer& l = *layers_[it->second];
+  if (l.num_params() != src.blobs_size())
+    throw NetError("layer '" + src.name() + "': the weights have " +
+                   std::to_string(src.blobs_size()) + " parameter blobs, the net's layer has " +
+                   std::to_string(l.num_params()));
+  for (int i = 0; i < src.blobs_size(); ++i) CopyParamBlob(src.blobs(i), src.name(), i, &l);
+}
+
+void Net::CopyTrainedLayersFrom(const std::string& caffemodel) {
+  CopyTrainedLayersFrom(ReadNetParameterBinary(caffemodel));
+}
+
+void Net::ToProto(caffe::NetParameter* out) {
+  out->Clear();
+  out->set_name(param_.name());
+  if (param_.has_data_type()) out->set_data_type(param_.data_type());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (inserted(static_cast<int>(i))) continue;
+    Layer& l = *layers_[i];
+    caffe::LayerParameter* lp = out->add_layer();
+    *lp = l.layer_param();
+    lp->clear_blobs();
+    lp->clear_phase();
+    const std::vector<Net*> nested = nested_nets(static_cast<int>(i));
+    if (!nested.empty()) {  // each nested net's weights and ranges, where the layer keeps them
+      const std::vector<caffe::NetParameter*> saved = l.SavedNestedNets(lp);
+      for (size_t k = 0; k < nested.size(); ++k) nested[k]->ToProto(saved[k]);
+    }
+    for (auto& b : l.blobs()) {
+      caffe::BlobProto* bp = lp->add_blobs();
+      for (int d : b->shape()) bp->mutable_shape()->add_dim(d);
+      if (b->type() == DataType::kFloat32) {
+        const float* v = static_cast<const float*>(b->host_data());
+        bp->mutable_data()->Add(v, v + b->count());
+      } else {
+        bp->set_data_type(DataTypeToProto(b->type()));
+        bp->set_packed_data(std::string(static_cast<const char*>(b->host_data()), b->bytes()));
+      }
+    }
+  }
+  AppendRanges(out);
+}
+
+void Net::AppendRanges(caffe::NetParameter* out) {
+  std::set<std::string> written;
+  for (auto& l : layers_)
+    for (quant::Quantizer* q : l->quantizers()) {
+      if (written.count(q->name())) continue;
+      if (!q->has_observed() && !q->has_input_range() && !q->has_output_range()) continue;
+      written.insert(q->name());
+      caffe::QuantizerParameter* qp = out->add_quantizer();
+      quant::ToProto(*q, qp);
+      qp->clear_mode();  // the saved entry is a range; modes belong to the run
+    }
+}
+
+void Net::RangesToProto(caffe::NetParameter* out) {
+  out->Clear();
+  out->set_name(param_.name());
+  AppendRanges(out);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const std::vector<Net*> nested = nested_nets(static_cast<int>(i));
+    if (nested.empty()) continue;
+    caffe::LayerParameter* lp = out->add_layer();
+    lp->set_name(layer_names_[i]);
+    const std::vector<caffe::NetParameter*> saved = layers_[i]->SavedNestedNets(lp);
+    for (size_t k = 0; k < nested.size(); ++k) nested[k]->RangesToProto(saved[k]);
+  }
+}
+
+void Net::Save(const std::string& caffemodel) {
+  caffe::NetParameter p;
+  ToProto(&p);
+  WriteProtoToBinaryFile(p, caffemodel);
+}
+
+void Net::ShareTrainedLayersWith(const Net& other) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const std::string& name = layer_names_[i];
+    auto it = other.layer_index_.find(name);
+    if (it == other.layer_index_.end()) continue;
+    const std::vector<Net*> mine = nested_nets(static_cast<int>(i));
+    const std::vector<Net*> theirs = other.nested_nets(it->second);
+    if (mine.size() != theirs.size())
+      throw NetError("layer '" + name + "': " + std::to_string(mine.size()) +
+                     " nested nets, the shared net's layer has " + std::to_string(theirs.size()));
+    for (size_t k = 0; k < mine.size(); ++k) mine[k]->ShareTrainedLayersWith(*theirs[k]);
+    Layer& src = *other.layers_[it->second];
+    Layer& dst = *layers_[i];
+    if (src.num_params() != dst.num_params())
+      throw NetError("layer '" + name + "': " + std::to_string(dst.num_params()) +
+                     " parameter blobs, the shared net's layer has " +
+                     std::to_string(src.num_params()));
+    for (int j = 0; j < dst.num_params(); ++j) {
+      if (src.param_blob(j).shape() != dst.param_blob(j).shape() ||
+          src.param_blob(j).type() != dst.param_blob(j).type())
+        throw NetError("layer '" + name + "' parameter " + std::to_string(j) + ": shape " +
+                       dst.param_blob(j).shape_string() + " cannot share " +
+                       src.param_blob(j).shape_string());
+      dst.blobs()[j] = src.blobs()[j];
+    }
+    dst.ParamsChanged();
+  }
+}
+
+}  // namespace mpcaffe
