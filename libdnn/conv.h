@@ -236,6 +236,13 @@ class Convolution {
     Kernel im2col, col2im, bias;
   };
   Backward& PrepareBackward();
+  /// One group's sizes: input and output channels, column rows (Cg·KH·KW), output pixels.
+  struct GroupShape {
+    explicit GroupShape(const ConvDesc& d);
+    int cg, ocg, kc, p;
+  };
+  /// The column buffer (kc × p floats), grown when needed.
+  BufferRef Columns(const GroupShape& s);
   std::unique_ptr<Backward> backward_;
   std::shared_ptr<DeviceMemory> col_;
   // im2col + GEMM forward (forward_gemm()): the weights as SetWeights gave them (the caller

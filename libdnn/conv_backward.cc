@@ -83,14 +83,26 @@ std::string Convolution::BackwardSource(const KernelTarget& target) {
   return w.Source();
 }
 
+Convolution::GroupShape::GroupShape(const ConvDesc& d)
+    : cg(d.channels / d.groups),
+      ocg(d.out_channels / d.groups),
+      kc(cg * d.kernel_h * d.kernel_w),
+      p(d.out_h() * d.out_w()) {}
+
+BufferRef Convolution::Columns(const GroupShape& s) {
+  const size_t bytes = size_t(s.kc) * s.p * 4;
+  if (!col_ || col_->bytes() < bytes) col_ = device_->Allocate(bytes);
+  return BufferRef(col_.get(), 0);
+}
+
 Convolution::Backward& Convolution::PrepareBackward() {
   const ConvDesc& d = desc_;
   if (d.type != DataType::kFloat32)
     throw Error("convolution " + d.ToString() + ": backward is fp32 only");
   if (backward_) return *backward_;
   auto b = std::make_unique<Backward>();
-  const int cg = d.channels / d.groups, ocg = d.out_channels / d.groups;
-  const int kc = cg * d.kernel_h * d.kernel_w, p = d.out_h() * d.out_w();
+  const GroupShape s(d);
+  const int ocg = s.ocg, kc = s.kc, p = s.p;
   // Data: col (kc × P) = W_gᵀ (W_g stored ocg × kc) · top_g (ocg × P).
   b->data = std::make_unique<Gemm>(*device_, FloatGemm(kc, p, ocg, true, false, kc, p, p));
   // Weights: dW_g (ocg × kc) += top_g (ocg × P) · colᵀ (col stored kc × P).
@@ -111,10 +123,9 @@ void Convolution::BackwardData(const BufferRef& top_diff, const BufferRef& weigh
   CheckBuffer(d, "top_diff", top_diff, d.output_count(), 4);
   CheckBuffer(d, "weights", weights, d.weight_count(), 4);
   CheckBuffer(d, "bottom_diff", bottom_diff, d.input_count(), 4);
-  const int cg = d.channels / d.groups, ocg = d.out_channels / d.groups;
-  const int kc = cg * d.kernel_h * d.kernel_w, p = d.out_h() * d.out_w();
-  if (!col_ || col_->bytes() < size_t(kc) * p * 4) col_ = device_->Allocate(size_t(kc) * p * 4);
-  const BufferRef col(col_.get(), 0);
+  const GroupShape s(d);
+  const int cg = s.cg, ocg = s.ocg, kc = s.kc, p = s.p;
+  const BufferRef col = Columns(s);
   for (int n = 0; n < d.batch; ++n) {
     for (int g = 0; g < d.groups; ++g) {
       GemmArgs a;
@@ -139,10 +150,9 @@ void Convolution::BackwardWeights(const BufferRef& top_diff, const BufferRef& in
   CheckBuffer(d, "top_diff", top_diff, d.output_count(), 4);
   CheckBuffer(d, "input", input, d.input_count(), 4);
   CheckBuffer(d, "weight_diff", weight_diff, d.weight_count(), 4);
-  const int cg = d.channels / d.groups, ocg = d.out_channels / d.groups;
-  const int kc = cg * d.kernel_h * d.kernel_w, oh = d.out_h(), ow = d.out_w(), p = oh * ow;
-  if (!col_ || col_->bytes() < size_t(kc) * p * 4) col_ = device_->Allocate(size_t(kc) * p * 4);
-  const BufferRef col(col_.get(), 0);
+  const GroupShape s(d);
+  const int cg = s.cg, ocg = s.ocg, kc = s.kc, oh = d.out_h(), ow = d.out_w(), p = s.p;
+  const BufferRef col = Columns(s);
   const int rows = kc * oh;  // the im2col kernel's (column row, oy) pairs of one group
   for (int n = 0; n < d.batch; ++n) {
     for (int g = 0; g < d.groups; ++g) {

@@ -18,7 +18,7 @@ namespace mpcaffe {
 namespace {
 
 std::string GoldenPath(const std::string& name) {
-  return (mpcaffe::testing::SourceDir() / "tests/codegen/golden" / name).string();
+  return (mpcaffe::test_support::SourceDir() / "tests/codegen/golden" / name).string();
 }
 
 std::string ReadFile(const std::string& path) {

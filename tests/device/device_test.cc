@@ -61,8 +61,9 @@ TEST(DeviceList, SelectorsNameDevicesByIndexImplementationKindAndName) {
   }
   // OpenCL platforms come in the order of their names, whatever the ICD loader's order.
   for (size_t i = 1; i < list.size(); ++i)
-    if (list[i - 1]->backend() == Backend::kOpenCL && list[i]->backend() == Backend::kOpenCL)
+    if (list[i - 1]->backend() == Backend::kOpenCL && list[i]->backend() == Backend::kOpenCL) {
       EXPECT_LE(list[i - 1]->info().platform_name, list[i]->info().platform_name);
+    }
 }
 TEST(DeviceMemory, CountsCurrentAndPeakBytes) {
   Device& d = DefaultDevice();

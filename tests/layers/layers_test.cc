@@ -149,14 +149,6 @@ LayerRun Make(const caffe::LayerParameter& p, const std::vector<std::vector<int>
   return r;
 }
 
-/// Real values of a blob: float types widened; quantized types dequantized with `params`.
-std::vector<float> Reals(const Blob& b, const quant::QuantParams* params = nullptr) {
-  std::vector<float> v = b.ToFloat();
-  if (IsQuantized(b.type()))
-    for (auto& x : v) x = quant::DequantizeValue(static_cast<int32_t>(x), params->scale[0], params->zero_point[0]);
-  return v;
-}
-
 /// fp32: 1e-5 relative; fp16: half precision (2^-10 relative plus a small absolute term for
 /// inputs rounded to half); quantized: exact stored integers.
 void ExpectMatch(DataType t, const std::vector<float>& got, const std::vector<float>& want,

@@ -555,7 +555,9 @@ TEST(Moe, QuantModeReachesNestedQuantizers) {
     for (const auto& l : n->layers())
       for (quant::Quantizer* q : l->quantizers()) {
         EXPECT_EQ(q->mode(), quant::QuantizerMode::kObserve) << q->name();
-        if (l->type() != std::string("Input")) EXPECT_TRUE(q->has_observed()) << q->name();
+        if (l->type() != std::string("Input")) {
+          EXPECT_TRUE(q->has_observed()) << q->name();
+        }
       }
 }
 
@@ -572,7 +574,7 @@ TEST(Moe, ErrorsNameTheLayerAndWhatIsWrong) {
 
 // ---- The paper's ImageNet-MOE nets ---------------------------------------------------------
 
-std::string SharedDir() { return mpcaffe::testing::SharedDir().string(); }
+std::string SharedDir() { return mpcaffe::test_support::SharedDir().string(); }
 
 /// Gaussian fillers → constants (std; InnerProduct std/100 so all-positive sums stay within
 /// fp16), in the layers and in nested nets: drawing the 16 experts' 74 M random weights

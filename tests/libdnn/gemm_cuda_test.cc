@@ -18,6 +18,12 @@
 namespace mpcaffe::libdnn {
 namespace {
 
+DeviceInfo CudaInfo() {
+  DeviceInfo info;
+  info.backend = Backend::kCuda;
+  return info;
+}
+
 #ifdef MPCAFFE_HAVE_CUDA
 
 /// Descriptions covering every generator branch: types, output types, transposes, weight side,
@@ -63,7 +69,7 @@ std::vector<GemmConfig> CudaConfigs() {
 
 TEST(GemmNvrtc, EveryVariantCompilesForOldestPtxAndSm80) {
   int compiles = 0;
-  for (const std::string arch : {cuda::OldestPtxArch(), std::string("sm_80")}) {
+  for (const std::string& arch : {cuda::OldestPtxArch(), std::string("sm_80")}) {
     const int cc = std::stoi(arch.substr(arch.find('_') + 1));
     const KernelTarget target = KernelTarget::Cuda(cc);
     for (const GemmDesc& d : Variants())
@@ -73,8 +79,9 @@ TEST(GemmNvrtc, EveryVariantCompilesForOldestPtxAndSm80) {
         try {
           cuda::NvrtcOutput out = cuda::CompileCuda(source, arch, {}, "gemm.cu");
           ++compiles;
-          if (arch.rfind("compute_", 0) == 0)
+          if (arch.rfind("compute_", 0) == 0) {
             EXPECT_NE(out.ptx.find(".entry " + Gemm::KernelName(d)), std::string::npos);
+          }
         } catch (const std::exception& e) {
           ADD_FAILURE() << d.ToString() << " " << c.ToString() << " for " << arch << ":\n"
                         << e.what();
@@ -101,7 +108,7 @@ TEST(GemmNvrtc, LocalMemoryTilesCompileForOldestPtxAndSm80) {
     configs.push_back(c);
   }
   int compiles = 0;
-  for (const std::string arch : {cuda::OldestPtxArch(), std::string("sm_80")}) {
+  for (const std::string& arch : {cuda::OldestPtxArch(), std::string("sm_80")}) {
     const int cc = std::stoi(arch.substr(arch.find('_') + 1));
     const KernelTarget target = KernelTarget::Cuda(cc);
     for (const GemmDesc& d : Variants())
@@ -138,7 +145,7 @@ TEST(GemmNvrtc, Int8GemmUsesDp4aOnSm80) {
     d.weights_signed = signed_weights;
     d.weight_zero = !signed_weights;
     // The default CUDA configuration for this layout (matrix × vector).
-    const GemmConfig c = DefaultGemmConfig(DeviceInfo{Backend::kCuda}, d);
+    const GemmConfig c = DefaultGemmConfig(CudaInfo(), d);
     ASSERT_EQ(c.algorithm, GemmConfig::Algorithm::kDot);
     const std::string source = Gemm::Source(KernelTarget::Cuda(80), d, c);
     const cuda::NvrtcOutput out = cuda::CompileCuda(source, "compute_80", {}, "gemm_int8.cu");
@@ -201,7 +208,7 @@ TEST(GemmNvrtc, Int8GemmSassHasIdp4a) {
   d.N = 1;
   d.K = 1024;
   d.weights = WeightOperand::kA;
-  const GemmConfig c = DefaultGemmConfig(DeviceInfo{Backend::kCuda}, d);
+  const GemmConfig c = DefaultGemmConfig(CudaInfo(), d);
   const cuda::NvrtcOutput out =
       cuda::CompileCuda(Gemm::Source(KernelTarget::Cuda(80), d, c), "sm_80", {}, "gemm_int8.cu");
   const std::string file = ::testing::TempDir() + "gemm_int8_sm80.cubin";

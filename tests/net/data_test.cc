@@ -155,7 +155,7 @@ void IdxToLmdb(const std::string& images, const std::string& labels, int count, 
 
 TEST(EndToEnd, LeNetLearnsFashionMnistSubset) {
   const std::string fm = "/usr/share/datasets/fashion-mnist/";
-  const std::string shared = mpcaffe::testing::SharedDir().string();
+  const std::string shared = mpcaffe::test_support::SharedDir().string();
   if (access((fm + "train-images-idx3-ubyte.gz").c_str(), R_OK) != 0)
     GTEST_SKIP() << "Debian package dataset-fashion-mnist is not installed";
   const std::string dir = TempDir();

@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 
 Device& Dev() { return DefaultDevice(); }
 
-std::string SharedDir() { return mpcaffe::testing::SharedDir().string(); }
+std::string SharedDir() { return mpcaffe::test_support::SharedDir().string(); }
 std::string Paper(const std::string& rel) { return SharedDir() + "/models/paper_examples/" + rel; }
 
 caffe::NetParameter Text(const std::string& text) {
@@ -320,7 +320,7 @@ TEST(Net, CaffemodelRoundTripGivesIdenticalBytes) {
     EXPECT_EQ(a.blob("y").ToFloat(), b.blob("y").ToFloat()) << Name(t);
   }
   // Readable by the Python protobuf package with our caffe.proto.
-  const std::string source_dir = mpcaffe::testing::SourceDir().string();
+  const std::string source_dir = mpcaffe::test_support::SourceDir().string();
   const std::string log = (dir / "py.log").string();
   if (std::system(("python3 -c 'import google.protobuf' > '" + log + "' 2>&1").c_str()) != 0) {
     GTEST_SKIP() << "python3 with protobuf not available";
@@ -377,8 +377,9 @@ TEST(MemoryPlanner, OverlappingLifetimesNeverShare) {
   const MemoryPlan plan = PlanSharedMemory(lives);
   for (size_t i = 0; i < lives.size(); ++i)
     for (size_t j = i + 1; j < lives.size(); ++j)
-      if (plan.slot_of[i] == plan.slot_of[j])
+      if (plan.slot_of[i] == plan.slot_of[j]) {
         EXPECT_TRUE(lives[i].last < lives[j].first || lives[j].last < lives[i].first) << i << " " << j;
+      }
   for (size_t i = 0; i < lives.size(); ++i) EXPECT_GE(plan.slot_bytes[plan.slot_of[i]], lives[i].bytes);
   EXPECT_LT(plan.total_bytes(), 660u);
 }

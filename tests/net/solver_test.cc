@@ -343,7 +343,7 @@ TEST(Solver, CelsiusNetLearnsFahrenheit) {
 // EuclideanLoss) trained one random sample per step with the paper's Adam settings; the
 // Quantizer passes the gradient straight through, also with its quantizers in PSEUDO mode.
 TEST(Solver, PaperCelsiusFloatNetTrainsThroughTheQuantizer) {
-  const std::string path = mpcaffe::testing::SharedDir().string() +
+  const std::string path = mpcaffe::test_support::SharedDir().string() +
                            "/models/paper_examples/celsius_farenheit/net_float.prototxt";
   if (access(path.c_str(), R_OK) != 0) GTEST_SKIP() << path << " not found";
   for (const auto mode : {quant::QuantizerMode::kPassive, quant::QuantizerMode::kPseudo}) {

@@ -191,7 +191,7 @@ TEST(CaffeProto, EveryLayerParameterHasItsParamMessage) {
 
 // ---- Python protobuf reads our caffemodels ---------------------------------------------------
 
-fs::path SourceDir() { return mpcaffe::testing::SourceDir(); }
+fs::path SourceDir() { return mpcaffe::test_support::SourceDir(); }
 
 // Runs a shell command with output captured into `output`; returns its exit status.
 int RunShell(const std::string& command, const fs::path& log, std::string* output) {

@@ -28,7 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 using google::protobuf::util::MessageDifferencer;
 
-fs::path SharedDir() { return mpcaffe::testing::SharedDir(); }
+fs::path SharedDir() { return mpcaffe::test_support::SharedDir(); }
 
 fs::path ModelsDir() { return SharedDir() / "models"; }
 

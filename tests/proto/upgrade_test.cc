@@ -19,7 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 using google::protobuf::util::MessageDifferencer;
 
-fs::path SharedDir() { return mpcaffe::testing::SharedDir(); }
+fs::path SharedDir() { return mpcaffe::test_support::SharedDir(); }
 
 caffe::NetParameter ParseNet(const std::string& text) {
   caffe::NetParameter net;

@@ -40,10 +40,6 @@ __int128 ExactRound(int64_t acc, double m) {
   return acc < 0 ? -static_cast<__int128>(r) : static_cast<__int128>(r);
 }
 
-int64_t Clamp(__int128 v, int64_t lo, int64_t hi) {
-  return v < lo ? lo : v > hi ? hi : static_cast<int64_t>(v);
-}
-
 double LogUniformScale(std::mt19937_64& rng) {
   return std::pow(10.0, std::uniform_real_distribution<double>(-6.0, 6.0)(rng));
 }

@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path CasesDir(const std::string& target) {
-  return mpcaffe::testing::SourceDir() / "tests/reliability/fuzz_cases" / target;
+  return mpcaffe::test_support::SourceDir() / "tests/reliability/fuzz_cases" / target;
 }
 
 std::vector<std::pair<std::string, std::string>> Cases(const std::string& target) {

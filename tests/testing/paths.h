@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <string>
 
-namespace mpcaffe::testing {
+namespace mpcaffe::test_support {
 
 inline std::filesystem::path SourceDir() { return MPCAFFE_SOURCE_DIR_DEFAULT; }
 inline std::filesystem::path SharedDir() { return MPCAFFE_SHARED_DIR_DEFAULT; }
 
-}  // namespace mpcaffe::testing
+}  // namespace mpcaffe::test_support

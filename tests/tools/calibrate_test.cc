@@ -21,34 +21,19 @@
 #include "proto/model_io.h"
 #include "tools/npy_file.h"
 #include "tools/progress_bar.h"
+#include "tests/tools/run_mpcaffe.h"
 
 namespace mpcaffe {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string MpcaffeExe() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "mpcaffe";
-  return (fs::path(std::string(buf, n)).parent_path() / "mpcaffe").string();
-}
+using mpcaffe::test_support::CommandResult;
+using mpcaffe::test_support::MpcaffeExe;
 
-struct CommandRun {
-  int status = -1;
-  std::string out;  // stdout and stderr
-};
-
-CommandRun Mpcaffe(const std::string& args) {
-  CommandRun r;
-  const std::string cmd = "'" + MpcaffeExe() + "' " + args + " 2>&1";
-  std::FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[1024];
-  while (std::fgets(buf, sizeof buf, p)) r.out += buf;
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+/// `mpcaffe <args>`, standard output and errors captured.
+CommandResult Mpcaffe(const std::string& args) {
+  return mpcaffe::test_support::RunMpcaffe(args + " 2>&1");
 }
 
 /// Writes a .npy file: `descr` ('<f4' for float32) and the raw bytes of `data`.
@@ -127,7 +112,7 @@ class CalibrateTest : public testing::Test {
 
 TEST_F(CalibrateTest, Int8FromNpyObservesTheInputRangeAndScoresLikeFp32) {
   const std::string out = Path("int8.caffemodel"), typed = Path("int8.prototxt");
-  const CommandRun r = Mpcaffe("calibrate --model '" + model_ + "' --weights '" + weights_ +
+  const CommandResult r = Mpcaffe("calibrate --model '" + model_ + "' --weights '" + weights_ +
                         "' --dtype int8 --input '" + npy_ + "' --output '" + out +
                         "' --output-model '" + typed + "' --no-progress");
   ASSERT_EQ(r.status, 0) << r.out;
@@ -165,14 +150,14 @@ TEST_F(CalibrateTest, Int8FromNpyObservesTheInputRangeAndScoresLikeFp32) {
   ASSERT_EQ(fp32.size(), int8.size());
   for (size_t i = 0; i < fp32.size(); ++i) EXPECT_NEAR(int8[i], fp32[i], 0.06) << i;
 
-  const CommandRun scored = Mpcaffe("test --model '" + typed + "' --weights '" + out + "' --iterations 2");
+  const CommandResult scored = Mpcaffe("test --model '" + typed + "' --weights '" + out + "' --iterations 2");
   EXPECT_EQ(scored.status, 0) << scored.out;
   EXPECT_NE(scored.out.find("prob ="), std::string::npos) << scored.out;
 }
 
 TEST_F(CalibrateTest, TypedPrototxtFromConvertCalibratesWithItsOwnTypes) {
   const std::string typed = Path("int16.prototxt");
-  const CommandRun c = Mpcaffe("convert --model '" + model_ + "' --dtype int16 --output '" + typed + "'");
+  const CommandResult c = Mpcaffe("convert --model '" + model_ + "' --dtype int16 --output '" + typed + "'");
   ASSERT_EQ(c.status, 0) << c.out;
   const caffe::NetParameter t = ReadNetParameterText(typed);
   int int16_layers = 0;
@@ -181,7 +166,7 @@ TEST_F(CalibrateTest, TypedPrototxtFromConvertCalibratesWithItsOwnTypes) {
 
   // No --dtype: the prototxt's own types; no --output-model needed.
   const std::string out = Path("int16.caffemodel");
-  const CommandRun r = Mpcaffe("calibrate --model '" + typed + "' --weights '" + weights_ + "' --input '" +
+  const CommandResult r = Mpcaffe("calibrate --model '" + typed + "' --weights '" + weights_ + "' --input '" +
                         npy_ + "' --iterations 1 --output '" + out + "' --no-progress");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("its own types"), std::string::npos) << r.out;
@@ -190,14 +175,14 @@ TEST_F(CalibrateTest, TypedPrototxtFromConvertCalibratesWithItsOwnTypes) {
   for (size_t i = 0; i < fp32.size(); ++i) EXPECT_NEAR(int16[i], fp32[i], 2e-3) << i;
 
   // To standard output without --output.
-  const CommandRun printed = Mpcaffe("convert --model '" + model_ + "' --dtype fp16");
+  const CommandResult printed = Mpcaffe("convert --model '" + model_ + "' --dtype fp16");
   ASSERT_EQ(printed.status, 0) << printed.out;
   EXPECT_NE(printed.out.find("compute_data_type: CAFFE_HALF"), std::string::npos) << printed.out;
 }
 
 TEST_F(CalibrateTest, Fp16NeedsNoRangesAndIsWrittenAsItIs) {
   const std::string out = Path("fp16.caffemodel"), typed = Path("fp16.prototxt");
-  const CommandRun r = Mpcaffe("calibrate --model '" + model_ + "' --weights '" + weights_ +
+  const CommandResult r = Mpcaffe("calibrate --model '" + model_ + "' --weights '" + weights_ +
                         "' --dtype fp16 --input '" + npy_ + "' --output '" + out +
                         "' --output-model '" + typed + "' --no-progress");
   ASSERT_EQ(r.status, 0) << r.out;
@@ -236,7 +221,7 @@ TEST_F(CalibrateTest, DataLayerNetCalibratesFromItsLmdb) {
   // Training images with pixels 20..219, test images 40..239.
   for (const auto& [name, lo] : {std::pair<std::string, int>{"train", 20}, {"test", 40}}) {
     WriteIdx(dir_ / (name + "-images.idx"), dir_ / (name + "-labels.idx"), 8, lo);
-    const CommandRun converted =
+    const CommandResult converted =
         Mpcaffe("convert_mnist '" + Path(name + "-images.idx") + "' '" +
                 Path(name + "-labels.idx") + "' '" + Path(name + "_lmdb") + "'");
     ASSERT_EQ(converted.status, 0) << converted.out;
@@ -254,22 +239,22 @@ TEST_F(CalibrateTest, DataLayerNetCalibratesFromItsLmdb) {
        "\"accuracy\" include { phase: TEST } }\n";
   f.close();
   const std::string out = Path("int8.caffemodel"), typed = Path("int8.prototxt");
-  const CommandRun r = Mpcaffe("calibrate --model '" + model + "' --weights '" + weights_ +
+  const CommandResult r = Mpcaffe("calibrate --model '" + model + "' --weights '" + weights_ +
                                "' --dtype int8 --iterations 2 --output '" + out +
                                "' --output-model '" + typed + "' --no-progress");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_TRUE(ObservedPixelRange(out, 40, 239)) << r.out;  // the TEST phase's Data layer
-  const CommandRun scored = Mpcaffe("test --model '" + typed + "' --weights '" + out + "' --iterations 2");
+  const CommandResult scored = Mpcaffe("test --model '" + typed + "' --weights '" + out + "' --iterations 2");
   EXPECT_EQ(scored.status, 0) << scored.out;
   EXPECT_NE(scored.out.find("accuracy ="), std::string::npos) << scored.out;
 
   const std::string train_out = Path("int8_train.caffemodel");
-  const CommandRun t = Mpcaffe("calibrate --model '" + model + "' --weights '" + weights_ +
+  const CommandResult t = Mpcaffe("calibrate --model '" + model + "' --weights '" + weights_ +
                                "' --dtype int8 --iterations 2 --phase TRAIN --output '" +
                                train_out + "' --no-progress");
   ASSERT_EQ(t.status, 0) << t.out;
   EXPECT_TRUE(ObservedPixelRange(train_out, 20, 219)) << t.out;
-  const CommandRun train_scored =
+  const CommandResult train_scored =
       Mpcaffe("test --model '" + typed + "' --weights '" + train_out + "' --iterations 2");
   EXPECT_EQ(train_scored.status, 0) << train_scored.out;
 }
@@ -281,7 +266,7 @@ TEST_F(CalibrateTest, BadInputIsRefusedNamingTheFileAndTheProblem) {
   std::vector<double> doubles(8 * 36, 0.5);
   const std::string f64 = Path("x64.npy");
   WriteNpy(f64, {8, 1, 6, 6}, doubles.data(), doubles.size() * 8, "<f8");
-  CommandRun r = Mpcaffe(base + "--dtype int8 --input '" + f64 + "'");
+  CommandResult r = Mpcaffe(base + "--dtype int8 --input '" + f64 + "'");
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find(f64), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("'<f8'"), std::string::npos) << r.out;

@@ -21,6 +21,7 @@
 
 #include "cache/program_cache.h"
 #include "tests/testing/paths.h"
+#include "tests/tools/run_mpcaffe.h"
 
 namespace {
 
@@ -126,35 +127,13 @@ class JsonReader {
 
 // ---- Running the command line ----
 
-std::string Shared() { return mpcaffe::testing::SharedDir().string(); }
+std::string Shared() { return mpcaffe::test_support::SharedDir().string(); }
 
 std::string LeNet() { return Shared() + "/models/bvlc/mnist/lenet.prototxt"; }
 
-std::string Mpcaffe() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "mpcaffe";
-  return (fs::path(std::string(buf, n)).parent_path() / "mpcaffe").string();
-}
-
-struct CommandResult {
-  int status = -1;
-  std::string out;
-};
-
-/// Runs `mpcaffe <args>` with `env` prepended ("NAME=value ..."), stdout captured, stderr
-/// passed through.
-CommandResult RunMpcaffe(const std::string& args, const std::string& env = "") {
-  CommandResult r;
-  const std::string cmd = env + " '" + Mpcaffe() + "' " + args;
-  std::FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[1024];
-  while (std::fgets(buf, sizeof buf, p)) r.out += buf;
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using mpcaffe::test_support::CommandResult;
+using mpcaffe::test_support::RunMpcaffe;
+std::string Mpcaffe() { return mpcaffe::test_support::MpcaffeExe(); }
 
 class ToolsTest : public testing::Test {
  protected:
