@@ -69,6 +69,7 @@ const Dialect kOpenCL = {
     /*rint=*/"rint",
     /*dot4_native=*/kDot4OpenCLText,
     /*dot4_build_options=*/"-cl-std=CL3.0",
+    /*select=*/"#define MP_SELECT(a, b, c) select((a), (b), (c))\n",
 };
 
 const Dialect kCuda = {
@@ -97,6 +98,7 @@ const Dialect kCuda = {
     /*rint=*/"rintf",
     /*dot4_native=*/kDot4CudaText,
     /*dot4_build_options=*/"",
+    /*select=*/"#define MP_SELECT(a, b, c) ((c) ? (b) : (a))\n",
 };
 // clang-format on
 
@@ -423,6 +425,9 @@ std::string KernelWriter::Preamble() const {
       case KernelHelper::kPairProduct16:
         if (cuda) throw std::invalid_argument("16-bit pair products are an OpenCL helper");
         p += kPairProduct16Text;
+        break;
+      case KernelHelper::kSelect:
+        p += dialect_.select;
         break;
     }
   }

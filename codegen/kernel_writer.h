@@ -35,6 +35,10 @@ struct Dialect {
   /// a program needs (OpenCL C 3.0: the built-ins and their feature macro exist only there).
   const char* dot4_native;
   const char* dot4_build_options;
+  /// KernelHelper::kSelect's MP_SELECT(a, b, c): c ? b : a without a branch (OpenCL's
+  /// select(); PoCL 3.1 runs the ?: form of a ReLU 60-100× slower than select on its CPU
+  /// target).
+  const char* select;
 
   static const Dialect& For(Backend backend);
 };
@@ -72,6 +76,9 @@ enum class KernelHelper {
   ///                     one vpmaddwd where the compiler targets AVX2, portable code elsewhere)
   ///   MP_PAIR16(a0, a1) short16 repeating the pair (a0, a1) of ints holding 16-bit values
   kPairProduct16,
+  /// MP_SELECT(a, b, c): c ? b : a, elementwise and branch-free where the dialect has it
+  /// (Dialect::select).
+  kSelect,
 };
 
 class KernelWriter;

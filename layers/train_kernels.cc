@@ -24,11 +24,12 @@ std::string Lower(std::string s) {
 
 std::string ReluBackwardSource(const KernelTarget& target) {
   KernelWriter w = Writer(target);
+  w.UseHelper(KernelHelper::kSelect);
   w.Kernel("relu_backward")
       .Value("int", "n").In("float", "x").In("float", "dy").Out("float", "dx").Value("float", "slope")
       .Body(R"(  $loop(i, n) {
     const float g = dy[i];
-    dx[i] = x[i] > 0.0f ? g : g * slope;
+    dx[i] = MP_SELECT(g * slope, g, x[i] > 0.0f);
   }
 )");
   return w.Source();
