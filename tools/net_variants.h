@@ -37,8 +37,8 @@ inline int BatchOf(const caffe::NetParameter& param) {
 
 /// `param` with the batch set to `batch`: dimension 0 of every Input and DummyData top shape,
 /// the batch_size of Data-like layers, and dimension 0 of Reshape shapes that equal the old
-/// batch; the nets nested in MOE layers likewise (their inputs, dummy data and reshapes follow
-/// the batch, as the paper's _1 / _64 prototxts show). Throws Error naming `model` when the net
+/// batch; nets nested in a layer likewise (NestedNetParameters: their inputs, dummy data and
+/// reshapes follow the batch, as the paper's _1 / _64 prototxts show). Throws Error naming `model` when the net
 /// has no input layer whose batch could be set.
 inline caffe::NetParameter WithBatch(const caffe::NetParameter& param, int batch,
                                      const std::string& model, int old_batch = 0) {
@@ -63,14 +63,8 @@ inline caffe::NetParameter WithBatch(const caffe::NetParameter& param, int batch
       if (shape->dim_size() > 0 && old_batch > 0 && shape->dim(0) == old_batch)
         shape->set_dim(0, batch);
     }
-    if (layer.has_moe_param()) {
-      // HOOK(AlexNet-MOE): the gating and expert nets run on the layer's batch.
-      auto* moe = layer.mutable_moe_param();
-      if (moe->has_gating_net())
-        *moe->mutable_gating_net() = WithBatch(moe->gating_net(), batch, model, old_batch);
-      for (auto& expert : *moe->mutable_expert_net())
-        expert = WithBatch(expert, batch, model, old_batch);
-    }
+    for (caffe::NetParameter* inner : NestedNetParameters(&layer))
+      *inner = WithBatch(*inner, batch, model, old_batch);
   }
   if (changed == 0 && !nested)
     throw Error(model + ": no Input or Data layer to set the batch size " + std::to_string(batch) +
@@ -81,9 +75,10 @@ inline caffe::NetParameter WithBatch(const caffe::NetParameter& param, int batch
 /// `param` rewritten to compute in `type`, as the paper's typed prototxts are: input layers stay
 /// fp32; every other layer gets `type` as bottom, compute and top data type when it can compute
 /// in it (asked of the layer itself), else fp32 (also for types not registered yet) (e.g. LRN and
-/// Softmax in the quantized variants); explicit Quantizer layers and MOE layers take `type` in and
-/// keep the top type the file gives them. The nets nested in an MOE layer are rewritten the same
-/// way, except that their Input layers take the MOE layer's bottom type (they receive its bottoms).
+/// Softmax in the quantized variants); converting layers (LayerTyping: Quantizer, MOE) take
+/// `type` in and keep the top type the file gives them. Nets nested in a layer are rewritten the
+/// same way, except that their Input layers take the layer's bottom type (they receive its
+/// bottoms).
 /// The net inserts the Quantizer layers between differing types. The net-level data_type is
 /// cleared.
 inline caffe::NetParameter TypedVariant(const caffe::NetParameter& param, DataType type,
@@ -94,11 +89,13 @@ inline caffe::NetParameter TypedVariant(const caffe::NetParameter& param, DataTy
   const caffe::DataType want = DataTypeToProto(type);
   for (auto& layer : *out.mutable_layer()) {
     const caffe::DataType file_top = layer.has_top_data_type() ? layer.top_data_type() : fp32;
+    const LayerTyping typing = TypingOf(layer.type());
+    const bool converting = typing.reads_bottom_type && typing.writes_top_type;
     caffe::DataType t = fp32;
     if (IsInputLayerType(layer.type())) {
       t = nested && layer.type() == "Input" ? want : fp32;
-    } else if (layer.type() == "Quantizer" || layer.type() == "MOE") {
-      t = want;  // both take any type in (MOE: its nets are rewritten below)
+    } else if (converting) {
+      t = want;  // takes any type in (nested nets are rewritten below)
     } else if (type != DataType::kFloat32) {
       caffe::LayerParameter probe = layer;
       probe.set_bottom_data_type(want);
@@ -107,22 +104,15 @@ inline caffe::NetParameter TypedVariant(const caffe::NetParameter& param, DataTy
       try {
         if (CreateLayer(probe, device)->SupportsType(type)) t = want;
       } catch (const LayerError&) {
-        // A type the registry does not know yet (e.g. Noise before any Net registered the MOE
-        // layers) stays fp32; building the net reports truly unknown types.
+        // A type the registry does not know stays fp32; building the net reports it.
       }
     }
     layer.set_bottom_data_type(t);
     layer.set_compute_data_type(t);
     layer.set_top_data_type(t);
-    if (layer.type() == "Quantizer" || layer.type() == "MOE") layer.set_top_data_type(file_top);
-    if (layer.has_moe_param()) {
-      // HOOK(AlexNet-MOE): the gating and expert nets follow the layer's type.
-      auto* moe = layer.mutable_moe_param();
-      if (moe->has_gating_net())
-        *moe->mutable_gating_net() = TypedVariant(moe->gating_net(), type, device, true);
-      for (auto& expert : *moe->mutable_expert_net())
-        expert = TypedVariant(expert, type, device, true);
-    }
+    if (converting) layer.set_top_data_type(file_top);
+    for (caffe::NetParameter* inner : NestedNetParameters(&layer))
+      *inner = TypedVariant(*inner, type, device, true);
   }
   return out;
 }
