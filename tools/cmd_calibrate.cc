@@ -113,7 +113,7 @@ void PrintRanges(Net& net) {
   int nested = 0;
   for (size_t i = 0; i < net.layers().size(); ++i) nested += !net.nested_nets(static_cast<int>(i)).empty();
   if (nested > 0)
-    std::printf("(+ the ranges of the nets nested in %d MOE layer(s), saved with them)\n", nested);
+    std::printf("(+ the ranges of the nets nested in %d layer(s), saved with them)\n", nested);
 }
 
 int RunCalibrate(const std::vector<std::string>& args) {
