@@ -88,13 +88,14 @@ std::string Neutralize(std::string line, Backend backend) {
 }
 
 /// The kernel text minus what only a dialect has: the generated-by line, headers and pragmas,
-/// parameter lists, and OpenCL's buffer + offset prologue lines.
+/// the dialect row's helper definitions (Dialect::select), parameter lists, and OpenCL's
+/// buffer + offset prologue lines.
 std::vector<std::string> Comparable(const std::string& text, Backend backend) {
   std::vector<std::string> out;
   bool in_params = false;
   for (const auto& raw : Lines(text)) {
     if (raw.rfind("// Generated", 0) == 0 || raw.rfind("#include", 0) == 0 ||
-        raw.rfind("#pragma", 0) == 0)
+        raw.rfind("#pragma", 0) == 0 || raw + "\n" == Dialect::For(backend).select)
       continue;
     if (raw.find(Dialect::For(backend).kernel) == 0) in_params = true;
     if (in_params) {
