@@ -731,8 +731,8 @@ TEST_F(FakeCuda, FakeElfSizeMatchesRealCubins) {
 #elif defined(MPCAFFE_HAVE_CUDA)
 
 TEST(FakeCuda, NeedsCudaHeaders) {
-  GTEST_SKIP() << "cuda.h is not on test_cuda's include path: the fake-driver tests need "
-                  "${CUDAToolkit_INCLUDE_DIRS} (make it PUBLIC on mpcaffe_device)";
+  GTEST_SKIP() << "cuda.h is not in the toolkit's include directories that tests/CMakeLists.txt "
+                  "gives test_cuda (CUDAToolkit_INCLUDE_DIRS): the fake-driver tests need it";
 }
 
 #endif

@@ -191,4 +191,13 @@ TEST(Nvrtc, SplitOptions) {
 }  // namespace
 }  // namespace mpcaffe::cuda
 
+#else  // !MPCAFFE_HAVE_CUDA
+
+// Without the CUDA backend the NVRTC, dp4a, generated-kernel and fake-driver tests are not
+// built; this says so in the test output instead of letting them vanish.
+TEST(CudaBuild, BackendIsBuilt) {
+  GTEST_SKIP() << "the CUDA backend is not built (" << MPCAFFE_CUDA_ABSENT_REASON
+               << "): NVRTC, dp4a, generated-kernel and fake-driver tests did not run";
+}
+
 #endif  // MPCAFFE_HAVE_CUDA
