@@ -47,18 +47,11 @@ std::string ReluSource(const KernelTarget& target, DataType type) {
     Dtype_STORE(y, i, r);
   }
 )");
-  } else if (type == DataType::kFloat16 && target.fp16_arith) {
-    // Half arithmetic: OpenCL's select() would want a short mask here.
-    k.Body(R"(  $loop(i, n) {
-    Dtype_c v = Dtype_LOAD(x, i);
-    Dtype_STORE(y, i, v > (Dtype_c)0.0f ? v : v * (Dtype_c)slope);
-  }
-)");
   } else {
     w.UseHelper(KernelHelper::kSelect);
     k.Body(R"(  $loop(i, n) {
     Dtype_c v = Dtype_LOAD(x, i);
-    Dtype_STORE(y, i, MP_SELECT(v * (Dtype_c)slope, v, v > (Dtype_c)0.0f));
+    Dtype_STORE(y, i, Dtype_SELECT(v * (Dtype_c)slope, v, v > (Dtype_c)0.0f));
   }
 )");
   }

@@ -276,6 +276,7 @@ KernelWriter& KernelWriter::AddType(const std::string& a, DataType type) {
     store = "((p)[i] = (" + a + ")(v))";
   }
   block += "typedef " + compute + " " + a + "_c;\n";
+  select_masks_.emplace_back(a, compute == "half" || compute == "__half" ? "short" : "int");
   block += std::string("typedef ") + TraitsOf(t.difftype).alias + " " + a + "_diff;\n";
   block += std::string("typedef ") + TraitsOf(t.acctype).alias + " " + a + "_acc;\n";
   block += std::string("typedef ") + TraitsOf(t.multtype).alias + " " + a + "_mult;\n";
@@ -428,6 +429,8 @@ std::string KernelWriter::Preamble() const {
         break;
       case KernelHelper::kSelect:
         p += dialect_.select;
+        for (const auto& [alias, mask] : select_masks_)
+          p += "#define " + alias + "_SELECT(a, b, c) MP_SELECT((a), (b), (" + mask + ")(c))\n";
         break;
     }
   }

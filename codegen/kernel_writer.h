@@ -6,6 +6,7 @@
 #include <array>
 #include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/datatype.h"
@@ -77,7 +78,8 @@ enum class KernelHelper {
   ///   MP_PAIR16(a0, a1) short16 repeating the pair (a0, a1) of ints holding 16-bit values
   kPairProduct16,
   /// MP_SELECT(a, b, c): c ? b : a, elementwise and branch-free where the dialect has it
-  /// (Dialect::select).
+  /// (Dialect::select); and <alias>_SELECT(a, b, c) per AddType alias, for values of its compute
+  /// type (the condition as the integer of that size OpenCL's select() wants: short for half).
   kSelect,
 };
 
@@ -144,6 +146,8 @@ class KernelWriter {
   const Dialect& dialect_;
   bool uses_fp16_ = false;
   std::vector<std::string> type_blocks_;
+  /// Per AddType alias: the integer type of its compute type's size (select()'s mask).
+  std::vector<std::pair<std::string, std::string>> select_masks_;
   std::vector<std::string> defines_;
   std::vector<KernelHelper> helpers_;
   std::deque<KernelBuilder> kernels_;

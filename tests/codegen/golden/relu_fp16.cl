@@ -16,6 +16,7 @@ typedef float Dtype_mult;
 #define Dtype_LOAD(p, i) vload_half((i), (p))
 #define Dtype_STORE(p, i, v) vstore_half_rte((v), (i), (p))
 #define MP_SELECT(a, b, c) select((a), (b), (c))
+#define Dtype_SELECT(a, b, c) MP_SELECT((a), (b), (int)(c))
 
 __kernel void relu_fp16(
     const int n,
@@ -32,6 +33,6 @@ __kernel void relu_fp16(
   __global Dtype* restrict y = y_base + y_off;
   for (int i = get_global_id(0); i < n; i += get_global_size(0)) {
     Dtype_c v = Dtype_LOAD(x, i);
-    Dtype_STORE(y, i, MP_SELECT(v * (Dtype_c)slope, v, v > (Dtype_c)0.0f));
+    Dtype_STORE(y, i, Dtype_SELECT(v * (Dtype_c)slope, v, v > (Dtype_c)0.0f));
   }
 }

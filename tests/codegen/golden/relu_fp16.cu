@@ -16,6 +16,8 @@ typedef float Dtype_acc;
 typedef float Dtype_mult;
 #define Dtype_LOAD(p, i) ((p)[i])
 #define Dtype_STORE(p, i, v) ((p)[i] = (v))
+#define MP_SELECT(a, b, c) ((c) ? (b) : (a))
+#define Dtype_SELECT(a, b, c) MP_SELECT((a), (b), (short)(c))
 
 extern "C" __global__ void relu_fp16(
     const int n,
@@ -30,6 +32,6 @@ extern "C" __global__ void relu_fp16(
     const int neg_shift) {
   for (int i = (int)(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += (int)(gridDim.x * blockDim.x)) {
     Dtype_c v = Dtype_LOAD(x, i);
-    Dtype_STORE(y, i, v > (Dtype_c)0.0f ? v : v * (Dtype_c)slope);
+    Dtype_STORE(y, i, Dtype_SELECT(v * (Dtype_c)slope, v, v > (Dtype_c)0.0f));
   }
 }
