@@ -15,11 +15,14 @@
 
 #include "device/device.h"
 #include "layers/blob.h"
-#include "layers/layer.h"
 #include "proto/caffe.pb.h"
-#include "quant/quantizer.h"
+#include "quant/quantizer_mode.h"
 
 namespace mpcaffe {
+
+// The layers a Net holds (layers/layer.h, internal: the public header set declares the class
+// only; a program reaches a layer's definition through built_param()).
+class Layer;
 
 /// The net definition is inconsistent (unknown bottom, duplicate top, weights that do not fit).
 /// Messages name the layer, the blob and the shapes involved.
@@ -81,6 +84,9 @@ class Net {
   /// Reads a .prototxt (upgraded as BVLC does) and builds it.
   static std::unique_ptr<Net> FromFile(const std::string& prototxt, Device& device,
                                        const NetOptions& options = {});
+  ~Net();  // defined where Layer is complete (net_build.cc)
+  Net(const Net&) = delete;
+  Net& operator=(const Net&) = delete;
 
   const std::string& name() const { return param_.name(); }
   caffe::Phase phase() const { return state_.phase(); }

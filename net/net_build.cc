@@ -2,6 +2,7 @@
 // and set up, which layers and parameters train, synthetic inputs; lookups by name.
 #include <random>
 
+#include "layers/layer.h"
 #include "layers/layer_registry.h"
 #include "net/net.h"
 #include "net/net_passes.h"
@@ -21,6 +22,8 @@ Net::Net(const caffe::NetParameter& param, Device& device, const NetOptions& opt
   if (!options.nested) device.ResetPeak();
   Build(param);
 }
+
+Net::~Net() = default;
 
 std::unique_ptr<Net> Net::FromFile(const std::string& prototxt, Device& device,
                                    const NetOptions& options) {

@@ -1,6 +1,7 @@
 // net/net_fusion.cc — inference fusion of a ReLU into the Convolution or InnerProduct before it:
 // which pairs qualify (planned once at build), and whether a pair runs fused in this pass.
 #include "device/settings.h"
+#include "layers/layer.h"
 #include "net/net.h"
 
 namespace mpcaffe {

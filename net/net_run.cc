@@ -2,6 +2,7 @@
 // with BVLC's loss-weight and parameter-gradient semantics.
 #include <algorithm>
 
+#include "layers/layer.h"
 #include "net/net.h"
 
 namespace mpcaffe {

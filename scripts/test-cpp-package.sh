@@ -28,10 +28,32 @@ for f in bin/mpcaffe include/mpcaffe/mpcaffe.h include/mpcaffe/version.h \
   [ -e "$P/$f" ] || fail "$f is not installed"
 done
 ls "$P"/lib/libmpcaffe_net.* > /dev/null 2>&1 || fail "libmpcaffe_net is not installed"
-# Internals stay private: no kernel generators, backends or layer implementations.
-for f in libdnn cache device/opencl layers/layer_registry.h tools; do
+# Internals stay private: no kernel generators, backends, layers or quantizers.
+for f in libdnn cache device/opencl layers/layer.h layers/layer_registry.h quant/quantizer.h \
+  codegen/kernel_writer.h tools; do
   [ ! -e "$P/include/mpcaffe/$f" ] || fail "internal header(s) $f installed"
 done
+
+# The installed headers stand on their own: each compiles alone with only the prefix's include
+# folders (a header that includes one that is not installed fails here), and together they are
+# exactly what mpcaffe/mpcaffe.h includes, nothing more.
+HEADER_FLAGS=(-std=c++17 -fsyntax-only -I"$P/include" -I"$P/include/mpcaffe")
+(cd "$P/include" && find mpcaffe -name '*.h' | sort) > "$WORK/installed-headers.txt"
+while read -r header; do
+  echo "#include <$header>" | c++ "${HEADER_FLAGS[@]}" -x c++ - 2> "$WORK/header.log" || {
+    cat "$WORK/header.log"
+    fail "the installed $header does not compile alone against the prefix"
+  }
+done < "$WORK/installed-headers.txt"
+echo "#include <mpcaffe/mpcaffe.h>" |
+  c++ "${HEADER_FLAGS[@]}" -x c++ - -M -MF "$WORK/closure.d" > /dev/null || fail "mpcaffe.h -M"
+tr ' \\' '\n\n' < "$WORK/closure.d" | sed -n "s|^$P/include/||p" | sort -u |
+  grep -v '^$' > "$WORK/closure.txt"
+diff "$WORK/closure.txt" "$WORK/installed-headers.txt" > "$WORK/closure.diff" || {
+  cat "$WORK/closure.diff"
+  fail "the installed headers (>) are not mpcaffe/mpcaffe.h's closure (<)"
+}
+echo "cpp_package: $(wc -l < "$WORK/installed-headers.txt") installed headers, each compiles alone"
 
 [ "$("$P/bin/mpcaffe" --version)" = "mpcaffe $VERSION" ] || fail "mpcaffe --version is not $VERSION"
 grep -q "MPCAFFE_VERSION \"$VERSION\"" "$P/include/mpcaffe/version.h" || fail "version.h"

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "layers/layer.h"
 #include "net/net.h"
 #include "proto/model_io.h"
 #include "tools/command.h"
