@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # scripts/test-cpp-package.sh <build-dir> — the C++ package as a consumer sees it (CTest entry
-# `cpp_package`): installs the build into a temporary prefix, checks the version everywhere it
-# is reported, builds examples/cpp against the prefix with find_package(mpcaffe) (and the same
-# file with pkg-config), then runs the installed command and the example on a tiny net trained
-# for a few steps to answer class 2: calibrated to int8 and run on the default device, the
-# example must still answer class 2 for every image.
+# `cpp_package`): installs the build into a temporary prefix, compiles each installed header
+# alone against it, checks that the CMake and pkg-config files name no path of this machine,
+# moves the prefix to another folder, checks the version everywhere it is reported, builds
+# examples/cpp against the moved prefix with find_package(mpcaffe) (and the same file with
+# pkg-config), then runs the installed command and the example on a tiny net trained for a few
+# steps to answer class 2: calibrated to int8 and run on the default device, the example must
+# still answer class 2 for every image.
 set -euo pipefail
 CMAKE=${CMAKE:-cmake}
 BUILD=$(cd "${1:?usage: $0 <build-dir>}" && pwd)
@@ -55,12 +57,29 @@ diff "$WORK/closure.txt" "$WORK/installed-headers.txt" > "$WORK/closure.diff" ||
 }
 echo "cpp_package: $(wc -l < "$WORK/installed-headers.txt") installed headers, each compiles alone"
 
+# Relocatable: the CMake and pkg-config files name no path of this machine (dependencies are
+# imported targets found again by mpcaffeConfig.cmake, the prefix is relative to the files): no
+# absolute path in a CMake string or list, none in the .pc file's flags (only its cuda_libdir
+# variable, where the CUDA toolkit was, names one).
+{
+  grep -Hn -E -e "$P|$SRC|$BUILD/" -e '[";]/[^"]' "$P"/lib/cmake/mpcaffe/*.cmake || true
+  grep -Hn -E -e "$P|$SRC|$BUILD/" -e ' /' "$P/lib/pkgconfig/mpcaffe.pc" || true
+} | { grep -v '^[^:]*:[0-9]*:#' || true; } > "$WORK/paths.txt"
+if [ -s "$WORK/paths.txt" ]; then
+  cat "$WORK/paths.txt"
+  fail "the installed package names the paths above"
+fi
+# The rest of the test uses a copy of the prefix in another folder, the original removed.
+cp -a "$P" "$WORK/moved"
+rm -rf "$P"
+P=$WORK/moved
+
 [ "$("$P/bin/mpcaffe" --version)" = "mpcaffe $VERSION" ] || fail "mpcaffe --version is not $VERSION"
 grep -q "MPCAFFE_VERSION \"$VERSION\"" "$P/include/mpcaffe/version.h" || fail "version.h"
 grep -q "PACKAGE_VERSION \"$VERSION\"" "$P/lib/cmake/mpcaffe/mpcaffeConfigVersion.cmake" ||
   fail "mpcaffeConfigVersion.cmake does not say $VERSION"
 
-echo "cpp_package: examples/cpp against the prefix (find_package(mpcaffe CONFIG))"
+echo "cpp_package: examples/cpp against the moved prefix (find_package(mpcaffe CONFIG))"
 # Only the prefix: the source and build trees' headers must not be needed.
 "$CMAKE" -S "$SRC/examples/cpp" -B "$WORK/example" -DCMAKE_PREFIX_PATH="$P" \
   -DCMAKE_BUILD_TYPE=Release > "$WORK/example.log" 2>&1 &&
