@@ -44,12 +44,13 @@ if(MPCAFFE_BUILD_PYTHON)
   install(TARGETS mpcaffe RUNTIME DESTINATION mpcaffe/bin COMPONENT python)
 endif()
 
-# The public headers: mpcaffe/mpcaffe.h and what it includes (the closure, nothing more; the
-# list is checked by the cpp_package test, which compiles against the installed copy only).
+# The public headers: mpcaffe/mpcaffe.h and what it includes (the closure, nothing more: the
+# cpp_package test checks that every installed header compiles alone against the prefix and that
+# the installed set is exactly mpcaffe.h's closure). Layer, Quantizer and the kernel writer stay
+# private: net/net.h declares Layer only, quant/quantizer_mode.h holds the modes.
 set(mpcaffe_public_headers
-    codegen/datatype.h codegen/kernel_writer.h device/device.h device/error.h layers/blob.h
-    layers/elementwise.h layers/layer.h net/net.h net/solver.h proto/model_io.h
-    quant/fixed_point.h quant/quant_params.h quant/quantizer.h)
+    codegen/datatype.h device/device.h device/error.h layers/blob.h net/net.h net/solver.h
+    proto/model_io.h quant/quantizer_mode.h)
 foreach(header ${mpcaffe_public_headers})
   get_filename_component(folder ${header} DIRECTORY)
   install(FILES ${CMAKE_SOURCE_DIR}/${header}
@@ -60,8 +61,15 @@ install(FILES ${CMAKE_SOURCE_DIR}/mpcaffe/mpcaffe.h ${CMAKE_BINARY_DIR}/generate
 install(FILES ${CMAKE_BINARY_DIR}/generated/proto/caffe.pb.h ${CMAKE_SOURCE_DIR}/proto/caffe.proto
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mpcaffe/proto)
 
-# The CMake package.
+# The CMake package. Dependencies are exported as imported targets (OpenCL::OpenCL,
+# protobuf::libprotobuf, LMDB::LMDB, clblast, NVRTC::NVRTC, ...), which mpcaffeConfig.cmake finds
+# again on the consumer's machine, with the Find modules CMake lacks installed beside it: nothing
+# in the package names a path of this machine, so the installed tree can move.
 set(mpcaffe_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/mpcaffe)
+set(MPCAFFE_HAVE_CLBLAST OFF)
+if(TARGET clblast)
+  set(MPCAFFE_HAVE_CLBLAST ON)
+endif()
 install(EXPORT mpcaffeTargets NAMESPACE mpcaffe:: DESTINATION ${mpcaffe_cmake_dir})
 configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/mpcaffeConfig.cmake.in
   ${CMAKE_BINARY_DIR}/cmake/mpcaffeConfig.cmake
@@ -70,31 +78,46 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/cmake/mpcaffeConfigVersion.
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_BINARY_DIR}/cmake/mpcaffeConfig.cmake
               ${CMAKE_BINARY_DIR}/cmake/mpcaffeConfigVersion.cmake
+              ${CMAKE_SOURCE_DIR}/cmake/FindLMDB.cmake ${CMAKE_SOURCE_DIR}/cmake/FindNVRTC.cmake
         DESTINATION ${mpcaffe_cmake_dir})
 
-# The pkg-config file: the same libraries, in link order, and what they link.
+# The pkg-config file: the libraries in link order; dependencies by their own .pc files (LMDB,
+# CLBlast, SQLite, OpenCL and protobuf all ship one) and NVRTC, which has none, by name in the
+# folder ${cuda_libdir} (--define-variable=cuda_libdir=... where the toolkit is elsewhere).
+# Static libraries need every dependency on each link; shared ones only protobuf (the headers
+# use its classes), the rest goes to Requires.private / Libs.private (pkg-config --static).
 set(mpcaffe_pc_libs "")
 foreach(lib ${mpcaffe_installed_libraries})
   string(APPEND mpcaffe_pc_libs " -l${lib}")
 endforeach()
-set(mpcaffe_pc_extra "${MPCAFFE_LMDB_LIBRARY}")
-if(CLBLAST_LIBRARY AND CLBLAST_INCLUDE_DIR)
-  string(APPEND mpcaffe_pc_extra " ${CLBLAST_LIBRARY}")
+set(mpcaffe_pc_deps "sqlite3 OpenCL lmdb")
+if(MPCAFFE_HAVE_CLBLAST)
+  string(APPEND mpcaffe_pc_deps " clblast")
 endif()
+set(mpcaffe_pc_cuda_libdir "")
+set(mpcaffe_pc_dep_libs "")
 if(MPCAFFE_HAVE_CUDA)
-  get_target_property(mpcaffe_pc_nvrtc CUDA::nvrtc IMPORTED_LOCATION)
-  string(APPEND mpcaffe_pc_extra " ${mpcaffe_pc_nvrtc}")
+  get_filename_component(mpcaffe_pc_cuda_libdir "${NVRTC_LIBRARY}" DIRECTORY)
+  set(mpcaffe_pc_cuda_libdir "cuda_libdir=${mpcaffe_pc_cuda_libdir}")
+  set(mpcaffe_pc_dep_libs "-L\${cuda_libdir} -lnvrtc ")
 endif()
-string(APPEND mpcaffe_pc_extra " -pthread")
+string(APPEND mpcaffe_pc_dep_libs "-pthread")
 foreach(lib ${CMAKE_DL_LIBS})
-  string(APPEND mpcaffe_pc_extra " -l${lib}")
+  string(APPEND mpcaffe_pc_dep_libs " -l${lib}")
 endforeach()
+if(BUILD_SHARED_LIBS)
+  set(mpcaffe_pc_requires "protobuf")
+  set(mpcaffe_pc_requires_private "${mpcaffe_pc_deps}")
+  set(mpcaffe_pc_libs_private "${mpcaffe_pc_dep_libs}")
+else()
+  set(mpcaffe_pc_requires "protobuf ${mpcaffe_pc_deps}")
+  set(mpcaffe_pc_requires_private "")
+  string(APPEND mpcaffe_pc_libs " ${mpcaffe_pc_dep_libs}")
+  set(mpcaffe_pc_libs_private "")
+endif()
 set(mpcaffe_pc_cflags "-DCL_TARGET_OPENCL_VERSION=${CL_TARGET_OPENCL_VERSION}")
 if(MPCAFFE_HAVE_CUDA)
   string(APPEND mpcaffe_pc_cflags " -DMPCAFFE_HAVE_CUDA=1")
-endif()
-if(CLBLAST_LIBRARY AND CLBLAST_INCLUDE_DIR)
-  string(APPEND mpcaffe_pc_cflags " -DMPCAFFE_HAVE_CLBLAST=1")
 endif()
 # The prefix relative to the .pc file, so the installed tree can move.
 file(RELATIVE_PATH mpcaffe_pc_prefix "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")

@@ -15,11 +15,15 @@
 
 #include "device/device.h"
 #include "layers/blob.h"
-#include "layers/layer.h"
 #include "proto/caffe.pb.h"
-#include "quant/quantizer.h"
+#include "quant/quantizer_mode.h"
 
 namespace mpcaffe {
+
+// The layers a Net holds (layers/layer.h, internal: the public header set declares the class
+// only; a program reaches a layer's definition through built_param()).
+class Layer;
+struct FusedEpilogue;
 
 /// The net definition is inconsistent (unknown bottom, duplicate top, weights that do not fit).
 /// Messages name the layer, the blob and the shapes involved.
@@ -55,14 +59,16 @@ struct NetOptions {
   /// writing a new blob only under reduced memory or in a nested net (whose intermediate
   /// blobs are not kept or not seen).
   int fuse_relu = -1;
-  /// The inference graph optimizer (TEST phase): BatchNorm and Scale folded into the
-  /// Convolution or InnerProduct before them, an Eltwise SUM with a residual input and a
-  /// following ReLU run in the convolution's epilogue, float Split layers not inserted (their
-  /// consumers read the blob itself when none writes it in place). 1 on, 0 off (also turns
-  /// the ReLU fusion off unless fuse_relu is 1), -1 on unless MPCAFFE_OPTIMIZE=0. As in ONNX
-  /// Runtime, a value the chain fuses away is not written: a new blob read only by the chain's
-  /// next layer keeps its old contents unless named in keep_blobs (in-place chains write their
-  /// blob's final value, as the unoptimized net does).
+  /// The inference graph optimizer (TEST phase), by level. 1: BatchNorm and Scale folded into
+  /// the Convolution or InnerProduct before them, an Eltwise SUM with a residual input and a
+  /// following ReLU run in the convolution's epilogue — through in-place layers, and through new
+  /// blobs only where intermediate blobs are not kept (reduced memory, nested nets), so every
+  /// blob a user can read after Forward holds what the unoptimized net writes (as pycaffe
+  /// expects). 2: also through a new blob that only the chain's next layer reads (its value is
+  /// not written, as ONNX Runtime drops what it fuses; keep_blobs keeps one), and no Split copies
+  /// of float blobs (their consumers read the blob itself when none writes it in place). 0: off
+  /// (also the ReLU fusion, unless fuse_relu is 1). -1: MPCAFFE_OPTIMIZE (0, 1 or 2), else 1.
+  /// The command-line tools that only time or score a net (time, bench, test) ask for 2.
   int optimize = -1;
 };
 
@@ -90,6 +96,9 @@ class Net {
   /// Reads a .prototxt (upgraded as BVLC does) and builds it.
   static std::unique_ptr<Net> FromFile(const std::string& prototxt, Device& device,
                                        const NetOptions& options = {});
+  ~Net();  // defined where Layer is complete (net_build.cc)
+  Net(const Net&) = delete;
+  Net& operator=(const Net&) = delete;
 
   const std::string& name() const { return param_.name(); }
   caffe::Phase phase() const { return state_.phase(); }
@@ -194,8 +203,9 @@ class Net {
   }
   /// The layer that layer j runs inside of, or -1.
   int fused_into(int layer) const { return fused_into_.at(layer); }
-  /// Whether the optimizer (NetOptions::optimize) is on for this net.
-  bool optimized() const { return optimize_; }
+  /// The optimizer level this net was built with (NetOptions::optimize; 0 at TRAIN).
+  int optimize_level() const { return optimize_; }
+  bool optimized() const { return optimize_ > 0; }
 
   /// Whether blob memory is shared by lifetime (TEST phase with reduced memory asked for).
   bool reduced_memory() const { return reduced_memory_; }
@@ -258,11 +268,11 @@ class Net {
   struct Fusion {
     int last = -1;  // the chain's last layer, or -1
     int relu = -1;  // the ReLU among them, or -1
-    FusedEpilogue epilogue;
+    std::shared_ptr<FusedEpilogue> epilogue;  // (layers/layer.h)
   };
   std::vector<Fusion> fusions_;  // per head layer
   std::vector<int> fused_into_;  // per layer: its chain's head, or -1
-  bool optimize_ = false;
+  int optimize_ = 0;
   std::vector<bool> layer_need_backward_;
   std::vector<std::vector<bool>> bottom_need_backward_;
   std::vector<Blob*> learnable_params_;

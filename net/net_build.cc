@@ -1,8 +1,11 @@
 // net/net_build.cc — building a Net: the layers of the passed NetParameter created, connected
 // and set up, which layers and parameters train, synthetic inputs; lookups by name.
+#include <algorithm>
+#include <cstdlib>
 #include <random>
 
 #include "device/settings.h"
+#include "layers/layer.h"
 #include "layers/layer_registry.h"
 #include "net/net.h"
 #include "net/net_passes.h"
@@ -23,6 +26,8 @@ Net::Net(const caffe::NetParameter& param, Device& device, const NetOptions& opt
   Build(param);
 }
 
+Net::~Net() = default;
+
 std::unique_ptr<Net> Net::FromFile(const std::string& prototxt, Device& device,
                                    const NetOptions& options) {
   return std::make_unique<Net>(ReadNetParameterText(prototxt), device, options);
@@ -37,10 +42,15 @@ void Net::Build(const caffe::NetParameter& given) {
   ApplyNetDataType(&p);
   if (options_.synthetic_data) ReplaceDataLayers(&p, options_, &synthetic_layers_);
   p = InsertConversions(p, &inserted_);
-  optimize_ = state_.phase() == caffe::TEST &&
-              (options_.optimize >= 0 ? options_.optimize != 0 : GetSettings().optimize != "0");
+  optimize_ = 0;
+  if (state_.phase() == caffe::TEST) {
+    const std::string& env = GetSettings().optimize;
+    optimize_ = options_.optimize >= 0 ? options_.optimize
+                : env.empty()           ? 1
+                                        : std::clamp(std::atoi(env.c_str()), 0, 2);
+  }
   // At inference a float Split copies for nothing: its consumers read the blob itself.
-  p = InsertSplits(p, &inserted_, optimize_ && !p.force_backward());
+  p = InsertSplits(p, &inserted_, optimize_ >= 2 && !p.force_backward());
   *p.mutable_state() = state_;
   param_ = p;
   reduced_memory_ = state_.phase() == caffe::TEST &&

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "device/settings.h"
+#include "layers/layer.h"
 #include "net/net.h"
 
 namespace mpcaffe {
@@ -42,7 +43,7 @@ void Net::PlanFusion() {
   fused_into_.assign(n, -1);
   if (state_.phase() != caffe::TEST) return;
   const Settings& settings = GetSettings();
-  const bool optimize = optimize_;
+  const bool optimize = optimize_ > 0;
   const bool relu_on =
       options_.fuse_relu >= 0 ? options_.fuse_relu != 0 : settings.fuse != "0" && optimize;
   if (!optimize && !relu_on) return;
@@ -64,10 +65,10 @@ void Net::PlanFusion() {
   const std::set<const Blob*> outputs(output_blobs_.begin(), output_blobs_.end());
   // A chain skips the writes of its intermediate values. An in-place layer overwrites the value
   // anyway; a new blob may go unwritten when the chain's next layer is its only reader and no
-  // one asked to keep it (keep_blobs): with the optimizer on (as ONNX Runtime drops the values
-  // it fuses away), under reduced memory and in nested nets (whose intermediate blobs are not
-  // kept or not seen).
-  const bool intermediates_hidden = optimize || reduced_memory_ || options_.nested;
+  // one asked to keep it (keep_blobs): at optimizer level 2 (as ONNX Runtime drops the values it
+  // fuses away), under reduced memory and in nested nets (whose intermediate blobs are not kept
+  // or not seen).
+  const bool intermediates_hidden = optimize_ >= 2 || reduced_memory_ || options_.nested;
   // `value`, written by layer `writer`, is read by the chain's next layer, which writes `next`.
   auto may_skip = [&](Blob* value, int writer, Blob* next) {
     if (next == value) return true;
@@ -85,7 +86,8 @@ void Net::PlanFusion() {
     Blob* cur = top_vecs_[i][0];
     const DataType head_type = cur->type();
     const int channels = cur->num_axes() >= 2 ? cur->shape(1) : 0;
-    Fusion chain, best;
+    Fusion chain, best;  // the chain so far, and its longest prefix the producer can end
+    FusedEpilogue epilogue, best_epilogue;
     bool after_residual = false;
     for (int j = i + 1; j < n; ++j) {
       const caffe::LayerParameter& lp = param_.layer(j);
@@ -102,36 +104,38 @@ void Net::PlanFusion() {
         // the producer writes the converted value directly.
       } else if (optimize && support.affine && !after_residual && chain.relu < 0 &&
                  in.size() == 1 && IsPerChannelAffine(lp, layer, channels)) {
-        chain.epilogue.affine.push_back(&layer);
+        epilogue.affine.push_back(&layer);
       } else if (optimize && support.residual && !after_residual && chain.relu < 0 &&
                  IsResidualSum(lp) && cur->type() == head_type &&
                  layer.compute_type() == head_type && out->type() == head_type) {
         const int k = in[0] == cur ? 1 : 0;
         Blob* other = in[k];
         if (other == cur || other->type() != head_type || other->shape() != cur->shape()) break;
-        chain.epilogue.residual = other;
-        chain.epilogue.eltwise = &layer;
-        chain.epilogue.residual_bottom = k;
+        epilogue.residual = other;
+        epilogue.eltwise = &layer;
+        epilogue.residual_bottom = k;
         after_residual = true;
       } else if (relu_on && lp.type() == "ReLU" && lp.relu_param().negative_slope() == 0.0f &&
                  in.size() == 1 && layer.compute_type() == cur->type() &&
                  out->type() == cur->type()) {
         chain.relu = j;
-        chain.epilogue.relu = &layer;
+        epilogue.relu = &layer;
       } else {
         break;
       }
       cur = out;
       chain.last = j;
       // The chain may end here when the producer can write this value itself.
-      const bool useful = !chain.epilogue.affine.empty() || chain.epilogue.residual || chain.relu >= 0;
+      const bool useful = !epilogue.affine.empty() || epilogue.residual || chain.relu >= 0;
       if (useful && cur->type() == head_type) {
         best = chain;
-        best.epilogue.output = &layer;
+        best_epilogue = epilogue;
+        best_epilogue.output = &layer;
       }
       if (chain.relu >= 0) break;
     }
     if (best.last < 0) continue;
+    best.epilogue = std::make_shared<FusedEpilogue>(best_epilogue);
     fusions_[i] = best;
     for (int j = i + 1; j <= best.last; ++j) fused_into_[j] = i;
     i = best.last;
@@ -154,7 +158,7 @@ bool Net::FusionActive(int i) {
     return false;
   for (int j = i + 1; j <= f.last; ++j)
     if (busy(*layers_[j])) return false;
-  return layers_[i]->AcceptsEpilogue(f.epilogue);
+  return layers_[i]->AcceptsEpilogue(*f.epilogue);
 }
 
 }  // namespace mpcaffe

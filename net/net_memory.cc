@@ -2,6 +2,7 @@
 // lifetime) and the byte counts of what the net holds.
 #include <algorithm>
 
+#include "layers/layer.h"
 #include "net/memory_planner.h"
 #include "net/net.h"
 

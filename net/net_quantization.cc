@@ -2,7 +2,9 @@
 // and calibration of a reduced-precision net through its fp32 variant.
 #include <cstring>
 
+#include "layers/layer.h"
 #include "net/net.h"
+#include "quant/quantizer.h"
 
 namespace mpcaffe {
 

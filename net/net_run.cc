@@ -2,6 +2,7 @@
 // with BVLC's loss-weight and parameter-gradient semantics.
 #include <algorithm>
 
+#include "layers/layer.h"
 #include "net/net.h"
 
 namespace mpcaffe {
@@ -15,7 +16,7 @@ float Net::ForwardFromTo(int start, int end) {
     const int last = fusion_end(i);
     if (last > i && last <= end && FusionActive(i)) {
       Layer& producer = *layers_[i];
-      producer.set_fused(&fusions_[i].epilogue);
+      producer.set_fused(fusions_[i].epilogue.get());
       try {
         producer.Forward(bottom_vecs_[i], top_vecs_[last]);
       } catch (...) {

@@ -3,6 +3,7 @@
 // back (ToProto, Save, ranges only), and shared with another net.
 #include <cstring>
 
+#include "layers/layer.h"
 #include "net/net.h"
 #include "proto/model_io.h"
 #include "quant/quantizer_proto.h"

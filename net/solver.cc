@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "layers/layer.h"
 #include "layers/train_kernels.h"
 #include "proto/model_io.h"
 

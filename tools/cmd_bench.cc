@@ -255,6 +255,7 @@ std::string BenchGemmModelOn(Device& dev, const std::string& model, int batch) {
   {
     NetOptions options;
     options.synthetic_data = true;
+    options.optimize = ToolOptimizeLevel();
     auto net = BuildCalibratedNet(param, dev, options);
     libdnn::ShapeRecorder recorder;
     net->Forward();

@@ -126,6 +126,7 @@ int BenchNetSetup(const std::vector<std::string>& args) {
     Device& device = SelectDevice(FlagValue(args, "--device", "0"));
     NetOptions options;
     options.synthetic_data = true;
+    options.optimize = ToolOptimizeLevel();
     options.reduced_memory = FlagValue(args, "--reduced-memory", "off") == "on" ? 1 : 0;
     const caffe::NetParameter param = ReadNetParameterText(model);
     const auto t0 = Clock::now();
@@ -180,6 +181,7 @@ Row Measure(const Options& o, const caffe::NetParameter& model, Device& dev, Dat
 
   NetOptions options;
   options.synthetic_data = true;
+  options.optimize = ToolOptimizeLevel();
   bool saved = false;
   if (o.plain) {
     bar.Describe(tag + "build" + (IsQuantized(dtype) ? " + calibrate" : ""));

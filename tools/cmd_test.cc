@@ -6,9 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "layers/layer.h"
 #include "net/net.h"
 #include "proto/model_io.h"
 #include "tools/command.h"
+#include "tools/net_variants.h"
 
 namespace mpcaffe::tools {
 namespace {
@@ -40,6 +42,7 @@ int RunTest(const std::vector<std::string>& args) {
     NetOptions options;
     options.phase = caffe::TEST;
     options.synthetic_data = HasFlag(args, "--synthetic");
+    options.optimize = ToolOptimizeLevel();
     const caffe::NetParameter param = ReadNetParameterText(model);
     Net net(param, device, options);
     if (weights.empty())

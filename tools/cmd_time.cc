@@ -9,9 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "layers/layer.h"
 #include "net/net.h"
 #include "proto/model_io.h"
 #include "tools/command.h"
+#include "tools/net_variants.h"
 
 namespace mpcaffe::tools {
 namespace {
@@ -58,6 +60,7 @@ int RunTime(const std::vector<std::string>& args) {
     NetOptions options;
     options.phase = phase == "TEST" ? caffe::TEST : caffe::TRAIN;
     options.synthetic_data = HasFlag(args, "--synthetic");
+    options.optimize = ToolOptimizeLevel();
     const caffe::NetParameter param = ReadNetParameterText(model);
     Net net(param, device, options);
     if (!weights.empty()) net.CopyTrainedLayersFrom(weights);
@@ -127,8 +130,8 @@ int RunTime(const std::vector<std::string>& args) {
       std::ostringstream os;
       os << "{\"model\": \"" << JsonEscape(model) << "\", \"device\": \""
          << JsonEscape(device.Describe()) << "\", \"iterations\": " << iterations
-         << ", \"forward_ms_median\": " << median << ", \"optimizer\": "
-         << (net.optimized() ? "true" : "false") << ", \"fused_layers\": " << fused_layers
+         << ", \"forward_ms_median\": " << median << ", \"optimizer_level\": "
+         << net.optimize_level() << ", \"fused_layers\": " << fused_layers
          << ", \"fusion_chains\": " << chains << ", \"launched_layers\": " << n - fused_layers;
       if (train)
         os << ", \"backward_ms_median\": " << Median(back_total_ms)
@@ -164,8 +167,8 @@ int RunTime(const std::vector<std::string>& args) {
       if (train) std::printf("   backward: %9.3f ms", Median(layer_back_ms[i]));
       std::printf("\n");
     }
-    std::printf("Graph optimizer %s: %d of %d layers fused into %d producers (%d layers run)\n",
-                net.optimized() ? "on" : "off (MPCAFFE_OPTIMIZE=0)", fused_layers, n, chains,
+    std::printf("Graph optimizer level %d%s: %d of %d layers fused into %d producers (%d layers run)\n",
+                net.optimize_level(), net.optimized() ? "" : " (off)", fused_layers, n, chains,
                 n - fused_layers);
     std::printf("Median forward pass: %.3f ms\n", median);
     if (train) {

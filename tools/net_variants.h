@@ -10,6 +10,7 @@
 
 #include "layers/layer.h"
 #include "layers/layer_registry.h"
+#include "device/settings.h"
 #include "net/net.h"
 
 namespace mpcaffe::tools {
@@ -116,6 +117,10 @@ inline caffe::NetParameter TypedVariant(const caffe::NetParameter& param, DataTy
   }
   return out;
 }
+
+/// The optimizer level of the commands that only time or score a net (time, bench, test): 2
+/// (their intermediate blobs are never read), unless MPCAFFE_OPTIMIZE says otherwise.
+inline int ToolOptimizeLevel() { return GetSettings().optimize.empty() ? 2 : -1; }
 
 /// Fills the first top of every Input layer of `net` with seeded uniform values in [-1, 1]
 /// (synthetic Data layers are filled by the net itself).

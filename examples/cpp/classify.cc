@@ -50,11 +50,13 @@ int main(int argc, char** argv) {
       mpcaffe::CalibrateWithFloatVariant(net, param, {});
 
     net.Forward();
+    // The layers as built (with the Quantizer layers the net inserted), each with its type.
+    const caffe::NetParameter& built = net.built_param();
     int int8_layers = 0;
-    for (const auto& layer : net.layers())
-      int8_layers += layer->compute_type() == mpcaffe::DataType::kInt8Q;
-    std::printf("%s on %s: %d of %zu layers compute in int8\n", net.name().c_str(),
-                device.Describe().c_str(), int8_layers, net.layers().size());
+    for (const caffe::LayerParameter& layer : built.layer())
+      int8_layers += layer.compute_data_type() == caffe::CAFFE_INT8_QUANTIZED;
+    std::printf("%s on %s: %d of %d layers compute in int8\n", net.name().c_str(),
+                device.Describe().c_str(), int8_layers, built.layer_size());
 
     // The scores: the first output with one row of classes per image.
     const mpcaffe::Blob* scores = nullptr;

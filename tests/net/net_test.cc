@@ -100,10 +100,13 @@ TEST(Net, InPlaceLayersAndAutomaticSplits) {
   EXPECT_EQ(net.output_blobs()[0]->name(), "y");
 }
 
-// At inference the optimizer inserts no float Split: both consumers read x itself, with the same
-// result; a consumer writing x in place keeps the split (it would change the other's input).
+// At inference the optimizer's level 2 inserts no float Split: both consumers read x itself, with
+// the same result; a consumer writing x in place keeps the split (it would change the other's
+// input). Level 1, the default, keeps BVLC's split layers (pycaffe shows them).
 TEST(Net, OptimizerLeavesFloatSplitsOut) {
-  Net net(Text(kSplitNet), Dev());
+  NetOptions level2;
+  level2.optimize = 2;
+  Net net(Text(kSplitNet), Dev(), level2);
   EXPECT_TRUE(net.optimized());
   EXPECT_FALSE(net.has_layer("x_r_0_split"));
   EXPECT_EQ(net.bottom_vecs()[net.layer_index("a")][0]->name(), "x");
@@ -118,8 +121,9 @@ TEST(Net, OptimizerLeavesFloatSplitsOut) {
 layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 1 dim: 4 } } }
 layer { name: "a" type: "Sigmoid" bottom: "x" top: "a" }
 layer { name: "b" type: "TanH" bottom: "x" top: "x" }
-)"), Dev());
+)"), Dev(), level2);
   EXPECT_TRUE(in_place.has_layer("x_in_0_split"));
+  EXPECT_TRUE(Net(Text(kSplitNet), Dev()).has_layer("x_r_0_split"));
   in_place.blob("x").FromFloat({-1, 0.5f, 2, -3});
   in_place.Forward();
   const auto a = in_place.blob("a").ToFloat();

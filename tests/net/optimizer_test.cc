@@ -113,7 +113,8 @@ double RelativeDifference(const std::vector<float>& a, const std::vector<float>&
   return diff / std::max(scale, 1e-30);
 }
 
-/// The values of blob `output` ("" for the net's first output blob) after a forward pass.
+/// The values of blob `output` ("" for the net's first output blob) after a forward pass at
+/// optimizer level `optimize`.
 std::vector<float> RunNet(const caffe::NetParameter& param, int optimize,
                        const caffe::NetParameter& trained, const std::string& output,
                        std::unique_ptr<Net>* keep = nullptr) {
@@ -131,18 +132,30 @@ std::vector<float> RunNet(const caffe::NetParameter& param, int optimize,
 }
 
 TEST(Optimizer, PlansChainsIntoEachProducer) {
+  // Level 1 (the default): chains through in-place layers; every named blob stays written.
   Net net(Blocks(), Dev());
-  ASSERT_TRUE(net.optimized());
-  auto end = [&](const std::string& l) { return net.layer_names()[net.fusion_end(net.layer_index(l))]; };
-  EXPECT_EQ(end("c1"), "c1/relu");
-  EXPECT_EQ(end("dw"), "dw/relu");
-  EXPECT_EQ(end("pw"), "sum/relu");  // BatchNorm, Scale, the residual sum and its ReLU
-  EXPECT_EQ(end("c2"), "sum2");      // new blobs c2/bn, c2/scale: each read once
-  EXPECT_EQ(end("fc"), "fc/scale");  // an InnerProduct folds; it adds no residual
-  EXPECT_EQ(net.fused_into(net.layer_index("sum")), net.layer_index("pw"));
-  EXPECT_EQ(net.fused_relu_of(net.layer_index("pw")), net.layer_index("sum/relu"));
-  // c1 is read by dw and by the residual sum: at inference no Split copies it.
-  for (const auto& l : net.layers()) EXPECT_STRNE(l->type(), "Split");
+  ASSERT_EQ(net.optimize_level(), 1);
+  auto end = [](Net& n, const std::string& l) {
+    return n.layer_names()[n.fusion_end(n.layer_index(l))];
+  };
+  EXPECT_EQ(end(net, "c1"), "c1/relu");
+  EXPECT_EQ(end(net, "dw"), "dw/relu");
+  EXPECT_EQ(end(net, "pw"), "pw/scale");  // the sum writes a new blob: pw stays readable
+  EXPECT_EQ(end(net, "c2"), "c2");        // c2/bn is a new blob
+  EXPECT_EQ(end(net, "fc"), "fc/scale");  // an InnerProduct folds; it adds no residual
+  bool split = false;
+  for (const auto& l : net.layers()) split |= std::string(l->type()) == "Split";
+  EXPECT_TRUE(split);  // c1 feeds dw and the sum, as in BVLC
+
+  // Level 2: also through new blobs read once, and no float Split.
+  NetOptions o2;
+  o2.optimize = 2;
+  Net full(Blocks(), Dev(), o2);
+  EXPECT_EQ(end(full, "pw"), "sum/relu");  // BatchNorm, Scale, the residual sum and its ReLU
+  EXPECT_EQ(end(full, "c2"), "sum2");
+  EXPECT_EQ(full.fused_into(full.layer_index("sum")), full.layer_index("pw"));
+  EXPECT_EQ(full.fused_relu_of(full.layer_index("pw")), full.layer_index("sum/relu"));
+  for (const auto& l : full.layers()) EXPECT_STRNE(l->type(), "Split");
 
   NetOptions off;
   off.optimize = 0;
@@ -151,10 +164,10 @@ TEST(Optimizer, PlansChainsIntoEachProducer) {
   for (size_t i = 0; i < plain.layers().size(); ++i) EXPECT_EQ(plain.fused_into(int(i)), -1);
 
   // A blob asked to be kept is written.
-  NetOptions keep;
+  NetOptions keep = o2;
   keep.keep_blobs = {"c2/bn"};
   Net kept(Blocks(), Dev(), keep);
-  EXPECT_EQ(kept.layer_names()[kept.fusion_end(kept.layer_index("c2"))], "c2/bn");
+  EXPECT_EQ(end(kept, "c2"), "c2/bn");
 }
 
 TEST(Optimizer, Fp32MatchesTheUnoptimizedNetWithinOneInTenThousandthOfAPercent) {
@@ -164,7 +177,7 @@ TEST(Optimizer, Fp32MatchesTheUnoptimizedNetWithinOneInTenThousandthOfAPercent) 
   const caffe::NetParameter trained = RandomStatistics(source, 7);
   std::unique_ptr<Net> fused;
   const std::vector<float> want = RunNet(Blocks(), 0, trained, "fc");
-  const std::vector<float> got = RunNet(Blocks(), 1, trained, "fc", &fused);
+  const std::vector<float> got = RunNet(Blocks(), 2, trained, "fc", &fused);
   const double rel = RelativeDifference(got, want);
   std::printf("fp32 optimized vs unoptimized: max relative difference %.3g\n", rel);
   EXPECT_LT(rel, 1e-5);
@@ -218,7 +231,7 @@ TEST(Optimizer, Fp16AndInt8MatchWithinTheRoundingStepsFusionRemoves) {
     const caffe::NetParameter typed = tools::TypedVariant(Blocks(), t, Dev());
     std::unique_ptr<Net> net;
     const std::vector<float> unfused = RunNet(typed, 0, trained, "");
-    const std::vector<float> fused = RunNet(typed, 1, trained, "", &net);
+    const std::vector<float> fused = RunNet(typed, 2, trained, "", &net);
     int chains = 0;
     for (size_t i = 0; i < net->layers().size(); ++i) chains += net->fusion_end(int(i)) > int(i);
     EXPECT_GE(chains, 4) << Name(t);
@@ -272,7 +285,7 @@ TEST(Optimizer, ZooNetsMatchTheUnoptimizedNets) {
     }
     std::unique_ptr<Net> net;
     const std::vector<float> want = RunNet(p, 0, trained, output);
-    const std::vector<float> got = RunNet(p, 1, trained, output, &net);
+    const std::vector<float> got = RunNet(p, 2, trained, output, &net);
     int fused = 0;
     for (size_t i = 0; i < net->layers().size(); ++i) fused += net->fused_into(int(i)) >= 0;
     const double rel = RelativeDifference(got, want);

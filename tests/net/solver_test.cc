@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 
+#include "layers/layer.h"
 #include "net/net.h"
 #include "net/solver.h"
 #include "tests/testing/paths.h"
