@@ -496,7 +496,7 @@ struct ForwardText {
                           j, t);
       if (!q) {
         s += R"(      float f = lanes_out[v] + (has_bias ? bias[o] : 0.0f);
-      if (has_res) f += Dtype_LOAD(res, yi);
+      if (has_res) f += (float)Dtype_LOAD(res, yi);
       if (relu) f = f > 0.0f ? f : 0.0f;
       Dtype_STORE(y, yi, f);
     }
@@ -639,7 +639,7 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
   }
 )"
             : R"(      float v = acc[t] + (has_bias ? bias[ch] : 0.0f);
-      if (has_res) v += Dtype_LOAD(res, ((n * C + ch) * OH + oy) * OW + ox0 + t);
+      if (has_res) v += (float)Dtype_LOAD(res, ((n * C + ch) * OH + oy) * OW + ox0 + t);
       if (relu) v = v > 0.0f ? v : 0.0f;
       Dtype_STORE(yr, ox0 + t, v);
     }
