@@ -64,7 +64,9 @@ uint64_t StableHash(const std::string& text, uint64_t seed);
 uint64_t HashFloats(const std::vector<float>& values, uint64_t seed);
 
 /// Fills `n` floats as a Caffe FillerParameter says (constant, uniform, gaussian, xavier, msra,
-/// positive_unitball, bilinear), with fan-in/fan-out from `shape` as BVLC computes them.
+/// positive_unitball, bilinear), with fan-in/fan-out from `shape` as BVLC computes them. The
+/// random values come from a counter-based generator (value i depends only on the seed and i),
+/// drawn on every core for large blobs: the same values for a seed on every machine.
 /// Throws LayerError naming `where` for an unknown filler type.
 std::vector<float> FillValues(const caffe::FillerParameter& filler, const std::vector<int>& shape,
                               uint64_t seed, const std::string& where);
