@@ -11,6 +11,7 @@ DEBIAN_PACKAGES=(
   libgtest-dev libbenchmark-dev libgemmlowp-dev
   liblmdb-dev zlib1g-dev dataset-fashion-mnist
   python3-dev python3-venv graphviz
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()
