@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <thread>
 
@@ -278,6 +279,44 @@ Communicator& Communicator::Self() {
     return c;
   }();
   return *self;
+}
+
+void AbortJobOnError(const std::string& message) {
+  Communicator* world = nullptr;
+  try {
+    world = &Communicator::World();
+  } catch (const std::exception&) {
+    return;  // no job to end (e.g. MPI support not built: the message says so)
+  }
+  if (world->size() > 1) world->Abort(message);
+}
+
+namespace {
+
+void CollectQuantizers(Net& net, std::vector<quant::Quantizer*>* out) {
+  for (size_t i = 0; i < net.layers().size(); ++i) {
+    for (quant::Quantizer* q : net.layers()[i]->quantizers()) out->push_back(q);
+    for (Net* nested : net.nested_nets(static_cast<int>(i))) CollectQuantizers(*nested, out);
+  }
+}
+
+}  // namespace
+
+void ReduceObservedRanges(Net& net, Communicator& comm) {
+  if (comm.size() <= 1) return;
+  std::vector<quant::Quantizer*> quantizers;  // the same order on every rank: the same net
+  CollectQuantizers(net, &quantizers);
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> low(quantizers.size(), inf), high(quantizers.size(), -inf);
+  for (size_t i = 0; i < quantizers.size(); ++i)
+    if (quantizers[i]->has_observed()) {
+      low[i] = quantizers[i]->observed_min();
+      high[i] = quantizers[i]->observed_max();
+    }
+  comm.Allreduce(low.data(), low.size(), Communicator::Op::kMin, "allreduce of observed minima");
+  comm.Allreduce(high.data(), high.size(), Communicator::Op::kMax, "allreduce of observed maxima");
+  for (size_t i = 0; i < quantizers.size(); ++i)
+    if (low[i] <= high[i]) quantizers[i]->SetObserved(low[i], high[i]);
 }
 
 // ---- GradientAllreduce ----

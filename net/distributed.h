@@ -79,6 +79,15 @@ class Communicator {
   double timeout_ = 300;
 };
 
+/// For a process about to end on an error: in an MPI job of several ranks (which would wait
+/// for this one) prints `message` and aborts the job; otherwise returns.
+void AbortJobOnError(const std::string& message);
+
+/// Calibration over the ranks' shards: every quantizer of `net` (nested nets included) that
+/// observed a range gets the range over every rank, min of the minima and max of the maxima,
+/// so the ranges equal those of one process observing all the shards' data, bit for bit.
+void ReduceObservedRanges(Net& net, Communicator& comm);
+
 /// How the gradients travel (mpcaffe train --allreduce-bucket-mb / --fp16-allreduce).
 struct AllreduceOptions {
   /// Gradients are summed in buckets of about this many bytes (a bucket holds whole

@@ -204,7 +204,7 @@ int RunTrain(const std::vector<std::string>& args) {
     return 0;
   } catch (const std::exception& e) {
     // In a job of several ranks the others would wait for this one: end them all.
-    if (comm && comm->size() > 1) comm->Abort(std::string("mpcaffe train: ") + e.what());
+    AbortJobOnError(std::string("mpcaffe train: ") + e.what());
     std::fprintf(stderr, "mpcaffe train: %s\n", e.what());
     return 1;
   }

@@ -1,7 +1,8 @@
 // tests/dist/distributed_test.cc — data-parallel training over MPI, run by CTest under
 // `mpirun -np 2`: two ranks at batch B follow one process at batch 2·B (loss at each of 20
 // iterations, weights after, sharded test scores), a rank-0 snapshot resumes under 1 and 2
-// ranks, ranks with different nets refuse to train, and the fp16 allreduce stays close.
+// ranks, calibrated ranges equal one process's bit for bit, ranks with different nets refuse
+// to train, and the fp16 allreduce stays close.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -163,7 +164,9 @@ TEST_F(Distributed2, TwoRanksAtBatchBFollowOneProcessAtBatch2B) {
   const std::vector<std::string> names = two->TestOutputNames(0);
   ASSERT_EQ(names.size(), t2.size());
   for (size_t k = 0; k < names.size(); ++k)  // correct answers are counted: exactly equal
-    if (names[k] == "acc") EXPECT_EQ(t1[k], t2[k]);
+    if (names[k] == "acc") {
+      EXPECT_EQ(t1[k], t2[k]);
+    }
 }
 
 TEST_F(Distributed2, Fp16AllreduceStaysCloseToFp32) {
@@ -207,6 +210,40 @@ TEST_F(Distributed2, ARank0SnapshotResumesUnderOneAndTwoRanks) {
   EXPECT_EQ(c->iter(), 10);
   ExpectClose(cont, Train(*c, 10), 1e-5, "1-process resume loss");
   ExpectClose(Weights(*a), Weights(*c), 1e-5, "1-process resume weight");
+}
+
+TEST_F(Distributed2, CalibratedRangesEqualOneProcessBitForBit) {
+  // The tiny net with int8 convolution and inner product; its filler weights.
+  const caffe::NetParameter fp32 = SolverFor(db_, 4).net_param();
+  caffe::NetParameter typed = fp32;
+  for (auto& l : *typed.mutable_layer())
+    if (l.type() == "Convolution" || l.type() == "InnerProduct")
+      l.set_compute_data_type(caffe::CAFFE_INT8_QUANTIZED);
+  NetOptions o;
+  o.phase = caffe::TEST;
+  caffe::NetParameter weights;
+  Net(fp32, Dev(), o).ToProto(&weights);
+  // The ranges observed over `passes` batches of the shard (reduced over the ranks or not).
+  auto calibrate = [&](DataShard shard, int passes, bool reduce) {
+    SetDataShard(shard);
+    Net net(typed, Dev(), o);
+    net.CopyTrainedLayersFrom(weights);
+    EXPECT_GT(CalibrateWithFloatVariant(net, typed, o, passes, {},
+                                        [&](Net& f) {
+                                          if (reduce) ReduceObservedRanges(f, World());
+                                        }),
+              0);
+    caffe::NetParameter ranges;
+    net.RangesToProto(&ranges);
+    SetDataShard({World().rank(), World().size()});
+    EXPECT_GT(ranges.quantizer_size(), 2);
+    return ranges.SerializeAsString();
+  };
+  // One process: 6 batches of 4 (records 0..23); two ranks: 3 batches each of their shards.
+  const std::string one = calibrate({0, 1}, 6, false);
+  EXPECT_EQ(one, calibrate({World().rank(), 2}, 3, true));
+  EXPECT_NE(one, calibrate({World().rank(), 2}, 3, false)) << "a shard alone saw the same ranges: "
+                                                              "a weak test";
 }
 
 TEST_F(Distributed2, RanksWithDifferentNetsRefuseToTrain) {
