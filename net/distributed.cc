@@ -1,15 +1,18 @@
-// net/distributed.cc — the MPI communicator (initialisation, collectives polled against a
-// timeout, fp16 summation) and the bucketed gradient allreduce. Without MPCAFFE_HAVE_MPI the
+// net/distributed.cc — the MPI communicator (initialisation, collectives waited for under a
+// watchdog that ends the job after MPCAFFE_MPI_TIMEOUT, fp16 summation) and the bucketed
+// gradient allreduce. Without MPCAFFE_HAVE_MPI the
 // communicator is a job of one and refuses a launch by mpirun.
 #include "net/distributed.h"
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "codegen/datatype.h"
@@ -87,6 +90,15 @@ MPI_Op ToMpi(Communicator::Op op) {
 
 struct Communicator::Mpi {
   MPI_Op half_sum = MPI_OP_NULL;
+  // The watchdog: while a Wait is armed, a thread of its own ends the process when the wait
+  // passes its deadline (the waiting thread is inside MPI_Wait, which never returns when a
+  // peer stopped answering). The process's non-zero exit makes mpirun end the whole job.
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool armed = false;
+  std::chrono::steady_clock::time_point deadline;
+  std::string message;
+  bool watchdog_started = false;
 };
 
 class Communicator::Pending {
@@ -161,27 +173,55 @@ bool Communicator::Test(Pending& p) {
 }
 
 void Communicator::Wait(Pending& p) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  // Poll, yielding the core (ranks often share one with the other ranks' compute), then
-  // sleeping longer and longer (up to 1 ms) while the other ranks are still computing.
-  for (int polls = 0; !Test(p); ++polls) {
-    if (polls < 200) {
-      std::this_thread::yield();
-      continue;
+  if (p.done) return;
+  Mpi& m = *mpi_;
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    m.armed = true;
+    m.deadline = std::chrono::steady_clock::now() +
+                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                     std::chrono::duration<double>(timeout_));
+    m.message = "mpcaffe: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": " +
+                p.what + ": waited more than " + std::to_string(static_cast<int>(timeout_)) +
+                " s for the other ranks (one died, hangs, or runs another number of iterations; "
+                "MPCAFFE_MPI_TIMEOUT sets the limit); aborting the job";
+    if (!m.watchdog_started) {
+      m.watchdog_started = true;
+      std::thread([&m] {
+        std::unique_lock<std::mutex> lock(m.mutex);
+        for (;;) {
+          if (!m.armed) {
+            m.changed.wait(lock);
+            continue;
+          }
+          m.changed.wait_until(lock, m.deadline);
+          if (m.armed && std::chrono::steady_clock::now() >= m.deadline) {
+            std::fprintf(stderr, "%s\n", m.message.c_str());
+            std::fflush(stderr);
+            std::_Exit(1);  // mpirun sees the exit and ends the other ranks
+          }
+        }
+      }).detach();
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 * (polls - 199))));
-    if ((polls & 63) == 0 &&
-        std::chrono::duration<double>(Clock::now() - start).count() > timeout_)
-      Abort(p.what + ": waited more than " + std::to_string(static_cast<int>(timeout_)) +
-            " s for the other ranks (one died, hangs, or runs another number of iterations; "
-            "MPCAFFE_MPI_TIMEOUT sets the limit)");
   }
+  m.changed.notify_all();
+  // Blocking: MPI's progress engine drives the collective at full speed (polling MPI_Test with
+  // sleeps in between would pace a many-round allreduce by the sleeps).
+  const int rc = MPI_Wait(&p.request, MPI_STATUS_IGNORE);
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    m.armed = false;
+  }
+  m.changed.notify_all();
+  if (rc != MPI_SUCCESS) Abort(p.what + ": " + MpiErrorText(rc));
+  p.done = true;
+  if (p.out)
+    for (size_t i = 0; i < p.halves.size(); ++i) p.out[i] = HalfToFloat(p.halves[i]);
 }
 
-std::unique_ptr<Communicator::Pending> Communicator::StartSum(float* data, size_t n, bool half,
-                                                              const std::string& what) {
-  auto p = std::make_unique<Pending>();
+Communicator::PendingSum Communicator::StartSum(float* data, size_t n, bool half,
+                                               const std::string& what) {
+  PendingSum p(new Pending());
   p->what = what;
   if (size_ <= 1 || n == 0) {
     p->done = true;
@@ -262,15 +302,16 @@ Communicator::~Communicator() = default;
 void Communicator::Abort(const std::string& message, int) { throw DistributedError(message); }
 bool Communicator::Test(Pending&) { return true; }
 void Communicator::Wait(Pending&) {}
-std::unique_ptr<Communicator::Pending> Communicator::StartSum(float*, size_t, bool,
-                                                              const std::string&) {
-  return std::make_unique<Pending>();
+Communicator::PendingSum Communicator::StartSum(float*, size_t, bool, const std::string&) {
+  return PendingSum(new Pending());
 }
 void Communicator::Allreduce(float*, size_t, Op, const std::string&) {}
 void Communicator::Allreduce(double*, size_t, Op, const std::string&) {}
 void Communicator::Broadcast(void*, size_t, const std::string&) {}
 
 #endif
+
+void Communicator::PendingDeleter::operator()(Pending* p) const { delete p; }
 
 Communicator& Communicator::Self() {
   static Communicator* self = [] {
@@ -325,7 +366,7 @@ struct GradientAllreduce::Bucket {
   std::vector<Blob*> params;
   int ready_layer = 0;  // the bucket's gradients are final once Backward has run this layer
   std::vector<float> values;
-  std::unique_ptr<Communicator::Pending> pending;
+  Communicator::PendingSum pending;
 };
 
 namespace {

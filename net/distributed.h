@@ -60,13 +60,18 @@ class Communicator {
 
   /// A reduction of floats started by StartSum (in place, or in fp16 on the wire).
   class Pending;
+  struct PendingDeleter {
+    void operator()(Pending* p) const;
+  };
+  using PendingSum = std::unique_ptr<Pending, PendingDeleter>;
   /// Starts summing `n` floats at `data` over every rank without waiting. With `half`, the
   /// values travel as fp16 (each addition in fp32, rounded to fp16) and come back as floats.
   /// `data` must stay valid until Wait.
-  std::unique_ptr<Pending> StartSum(float* data, size_t n, bool half, const std::string& what);
+  PendingSum StartSum(float* data, size_t n, bool half, const std::string& what);
   /// Lets started reductions progress (MPI progresses them inside MPI calls); true when done.
   bool Test(Pending& pending);
-  /// Waits for `pending` (at most timeout() seconds, then Abort).
+  /// Waits for `pending`. After timeout() seconds a watchdog thread prints what was waited for
+  /// and ends the process, and with it (through mpirun) the job.
   void Wait(Pending& pending);
 
   ~Communicator();
