@@ -10,10 +10,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <exception>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "codegen/datatype.h"
 #include "device/settings.h"
@@ -118,11 +121,15 @@ Communicator& Communicator::World() {
     if (LaunchedWorldSize() < 1) return c;  // not started by an MPI launcher: a job of one
     int initialised = 0;
     MPI_Initialized(&initialised);
+    int provided = MPI_THREAD_SINGLE;
     if (!initialised) {
-      int provided = 0;
-      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+      // SERIALIZED: the gradient allreduce runs on a thread of its own while backward runs.
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
       g_we_initialised = true;
+    } else {
+      MPI_Query_thread(&provided);
     }
+    c->threaded_ = provided >= MPI_THREAD_SERIALIZED;
     std::atexit(FinalizeAtExit);
     // A communicator of our own (the program's MPI_COMM_WORLD traffic, e.g. mpi4py's, stays
     // apart) whose errors come back as codes, turned into messages and a job abort.
@@ -366,7 +373,22 @@ struct GradientAllreduce::Bucket {
   std::vector<Blob*> params;
   int ready_layer = 0;  // the bucket's gradients are final once Backward has run this layer
   std::vector<float> values;
-  Communicator::PendingSum pending;
+  Communicator::PendingSum pending;  // without the sender thread
+  std::string what;
+};
+
+// The sender: a thread that sums the buckets Backward hands it, one after the other, in
+// MPI_Wait (MPI progresses a collective inside MPI calls; a thread blocked in one moves it on
+// while the main thread computes). The main thread makes no MPI call between Backward and
+// Finish, so MPI_THREAD_SERIALIZED suffices.
+struct GradientAllreduce::Sender {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<size_t> queue;
+  size_t started = 0, done = 0;
+  bool stop = false;
+  std::exception_ptr failure;
+  std::thread thread;
 };
 
 namespace {
@@ -408,14 +430,56 @@ GradientAllreduce::GradientAllreduce(Net& net, std::vector<Blob*> params, Commun
     bucket.ready_layer = lowest[b];
     bytes += static_cast<size_t>(b->count()) * element;
   }
-  for (Bucket& bucket : buckets_) {
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    Bucket& bucket = buckets_[k];
     size_t n = 0;
     for (Blob* b : bucket.params) n += static_cast<size_t>(b->count());
     bucket.values.resize(n);
+    bucket.what = "allreduce of gradient bucket " + std::to_string(k + 1) + " of " +
+                  std::to_string(buckets_.size()) + " (" + std::to_string(n) + " values)";
   }
+  if (comm.size() > 1 && comm.threaded()) StartSender();
 }
 
-GradientAllreduce::~GradientAllreduce() = default;
+GradientAllreduce::~GradientAllreduce() {
+  if (!sender_) return;
+  {
+    std::lock_guard<std::mutex> lock(sender_->mutex);
+    sender_->stop = true;
+  }
+  sender_->cv.notify_all();
+  sender_->thread.join();
+}
+
+void GradientAllreduce::StartSender() {
+  sender_ = std::make_unique<Sender>();
+  Sender& s = *sender_;
+  s.thread = std::thread([this, &s] {
+    for (;;) {
+      size_t k;
+      {
+        std::unique_lock<std::mutex> lock(s.mutex);
+        s.cv.wait(lock, [&] { return s.stop || !s.queue.empty(); });
+        if (s.queue.empty()) return;
+        k = s.queue.front();
+        s.queue.pop_front();
+      }
+      Bucket& b = buckets_[k];
+      try {
+        auto pending = comm_->StartSum(b.values.data(), b.values.size(), options_.half, b.what);
+        comm_->Wait(*pending);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        if (!s.failure) s.failure = std::current_exception();
+      }
+      {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        ++s.done;
+      }
+      s.cv.notify_all();
+    }
+  });
+}
 
 int GradientAllreduce::buckets() const { return static_cast<int>(buckets_.size()); }
 
@@ -439,10 +503,17 @@ void GradientAllreduce::Backward() {
       std::copy_n(diff, b->count(), bucket.values.begin() + static_cast<std::ptrdiff_t>(off));
       off += static_cast<size_t>(b->count());
     }
+    if (sender_) {  // the sender thread sums it while the layers below run backward
+      {
+        std::lock_guard<std::mutex> lock(sender_->mutex);
+        sender_->queue.push_back(k);
+        ++sender_->started;
+      }
+      sender_->cv.notify_all();
+      continue;
+    }
     bucket.pending = comm_->StartSum(bucket.values.data(), bucket.values.size(), options_.half,
-                                     "allreduce of gradient bucket " + std::to_string(k + 1) +
-                                         " of " + std::to_string(buckets_.size()) + " (" +
-                                         std::to_string(bucket.values.size()) + " values)");
+                                     bucket.what);
     for (size_t j = 0; j < k; ++j) comm_->Test(*buckets_[j].pending);  // let earlier ones progress
   }
   if (top >= 0) net_->BackwardFromTo(0, top);
@@ -450,10 +521,22 @@ void GradientAllreduce::Backward() {
 
 float GradientAllreduce::Finish(float loss) {
   const auto start = std::chrono::steady_clock::now();
+  bool summed = true;  // Backward ran (every bucket was started)
+  if (sender_) {
+    std::unique_lock<std::mutex> lock(sender_->mutex);
+    sender_->cv.wait(lock, [&] { return sender_->done == sender_->started; });
+    summed = sender_->started > 0;
+    sender_->started = sender_->done = 0;
+    if (sender_->failure) std::rethrow_exception(std::exchange(sender_->failure, nullptr));
+  }
   for (Bucket& bucket : buckets_) {
-    if (!bucket.pending) continue;  // Backward did not run
-    comm_->Wait(*bucket.pending);
-    bucket.pending.reset();
+    if (!sender_) {
+      summed = bucket.pending != nullptr;
+      if (!summed) continue;  // Backward did not run
+      comm_->Wait(*bucket.pending);
+      bucket.pending.reset();
+    }
+    if (!summed) continue;
     size_t off = 0;
     for (Blob* b : bucket.params) {
       float* diff = static_cast<float*>(b->mutable_host_diff());

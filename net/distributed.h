@@ -47,6 +47,9 @@ class Communicator {
   /// Seconds a collective waits for the other ranks before it aborts the job
   /// (MPCAFFE_MPI_TIMEOUT, default 300).
   double timeout() const { return timeout_; }
+  /// Whether MPI lets a second thread make the MPI calls (MPI_THREAD_SERIALIZED or more): the
+  /// gradient allreduce then runs on a thread of its own, overlapping backward.
+  bool threaded() const { return threaded_; }
 
   enum class Op { kSum, kMin, kMax };
   /// Reduces `n` values in place over every rank; `what` names them in a timeout message.
@@ -82,6 +85,7 @@ class Communicator {
   std::unique_ptr<Mpi> mpi_;  // null in a job of one
   int rank_ = 0, size_ = 1;
   double timeout_ = 300;
+  bool threaded_ = false;
 };
 
 /// For a process about to end on an error: in an MPI job of several ranks (which would wait
@@ -105,7 +109,8 @@ struct AllreduceOptions {
 
 /// Sums the gradients of a net's trained parameters over the ranks of a job while the backward
 /// pass runs: parameters are grouped into buckets in the order backward finishes them, and a
-/// bucket's allreduce starts as soon as the layers below it begin their backward.
+/// bucket's allreduce starts as soon as the layers below it begin their backward, on a sender
+/// thread (Communicator::threaded()) that drives it while backward goes on.
 class GradientAllreduce {
  public:
   /// `params`: the parameters to sum (each once; a subset of net.learnable_params()).
@@ -128,10 +133,13 @@ class GradientAllreduce {
 
  private:
   struct Bucket;
+  struct Sender;
+  void StartSender();
   Net* net_;
   Communicator* comm_;
   AllreduceOptions options_;
   std::vector<Bucket> buckets_;
+  std::unique_ptr<Sender> sender_;  // null: buckets progress inside the main thread's MPI calls
   double wait_seconds_ = 0;
   int steps_ = 0;
 };

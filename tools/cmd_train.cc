@@ -174,6 +174,7 @@ int RunTrain(const std::vector<std::string>& args) {
       std::cout << "Data-parallel over " << comm->size() << " ranks (MPI): batch " << comm->size()
                 << " x the net's, gradients " << r.bytes_per_step() / 1e6 << " MB per step in "
                 << r.buckets() << " allreduce bucket(s)" << (allreduce.half ? " as fp16" : "")
+                << (comm->threaded() ? ", summed by a sender thread during backward" : "")
                 << "\n";
     }
     if (root) std::cout << "Starting Optimization\n" << std::flush;
