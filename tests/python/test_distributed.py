@@ -29,6 +29,9 @@ B = 8 // n  # each rank's share of a batch of 8
 rng = np.random.RandomState(3)
 X = rng.rand(20, 8, 1, 5, 5).astype(np.float32)
 Y = rng.randint(0, 3, size=(20, 8)).astype(np.float32)
+for it in range(20):  # a brighter row per class: learnable
+    for b in range(8):
+        X[it, b, 0, int(Y[it, b])] += 1.0
 net = """name: "py"
 layer { name: "data" type: "Input" top: "data" top: "label"
         input_param { shape { dim: %d dim: 1 dim: 5 dim: 5 } shape { dim: %d } } }
@@ -40,7 +43,7 @@ layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss" }
 """ % (B, B)
 param = caffe.SolverParameter()
-text_format.Merge("net_param {" + net + "} base_lr: 0.5 momentum: 0.9 lr_policy: 'fixed' "
+text_format.Merge("net_param {" + net + "} base_lr: 0.2 momentum: 0.9 lr_policy: 'fixed' "
                   "display: 0 random_seed: 1701 average_loss: 1", param)
 solver = caffe.SGDSolver(param)
 solver.quiet()
