@@ -179,7 +179,7 @@ bool Communicator::Test(Pending& p) {
   return true;
 }
 
-void Communicator::Wait(Pending& p) {
+void Communicator::Wait(Pending& p, const std::atomic<bool>* until) {
   if (p.done) return;
   Mpi& m = *mpi_;
   {
@@ -212,9 +212,16 @@ void Communicator::Wait(Pending& p) {
     }
   }
   m.changed.notify_all();
+  int rc = MPI_SUCCESS;
+  while (until && !until->load() && rc == MPI_SUCCESS) {
+    int flag = 0;
+    rc = MPI_Test(&p.request, &flag, MPI_STATUS_IGNORE);
+    if (flag) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
   // Blocking: MPI's progress engine drives the collective at full speed (polling MPI_Test with
-  // sleeps in between would pace a many-round allreduce by the sleeps).
-  const int rc = MPI_Wait(&p.request, MPI_STATUS_IGNORE);
+  // sleeps in between paces a many-fragment allreduce by the sleeps).
+  if (rc == MPI_SUCCESS) rc = MPI_Wait(&p.request, MPI_STATUS_IGNORE);
   {
     std::lock_guard<std::mutex> lock(m.mutex);
     m.armed = false;
@@ -308,7 +315,7 @@ Communicator& Communicator::World() {
 Communicator::~Communicator() = default;
 void Communicator::Abort(const std::string& message, int) { throw DistributedError(message); }
 bool Communicator::Test(Pending&) { return true; }
-void Communicator::Wait(Pending&) {}
+void Communicator::Wait(Pending&, const std::atomic<bool>*) {}
 Communicator::PendingSum Communicator::StartSum(float*, size_t, bool, const std::string&) {
   return PendingSum(new Pending());
 }
@@ -387,6 +394,7 @@ struct GradientAllreduce::Sender {
   std::deque<size_t> queue;
   size_t started = 0, done = 0;
   bool stop = false;
+  std::atomic<bool> hurry{false};  // Finish is waiting: nothing left to overlap with
   std::exception_ptr failure;
   std::thread thread;
 };
@@ -467,7 +475,7 @@ void GradientAllreduce::StartSender() {
       Bucket& b = buckets_[k];
       try {
         auto pending = comm_->StartSum(b.values.data(), b.values.size(), options_.half, b.what);
-        comm_->Wait(*pending);
+        comm_->Wait(*pending, &s.hurry);  // gently while backward runs, then at full speed
       } catch (...) {
         std::lock_guard<std::mutex> lock(s.mutex);
         if (!s.failure) s.failure = std::current_exception();
@@ -523,8 +531,10 @@ float GradientAllreduce::Finish(float loss) {
   const auto start = std::chrono::steady_clock::now();
   bool summed = true;  // Backward ran (every bucket was started)
   if (sender_) {
+    sender_->hurry = true;
     std::unique_lock<std::mutex> lock(sender_->mutex);
     sender_->cv.wait(lock, [&] { return sender_->done == sender_->started; });
+    sender_->hurry = false;
     summed = sender_->started > 0;
     sender_->started = sender_->done = 0;
     if (sender_->failure) std::rethrow_exception(std::exchange(sender_->failure, nullptr));

@@ -5,6 +5,7 @@
 // is told that MPI support was not built.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -74,8 +75,10 @@ class Communicator {
   /// Lets started reductions progress (MPI progresses them inside MPI calls); true when done.
   bool Test(Pending& pending);
   /// Waits for `pending`. After timeout() seconds a watchdog thread prints what was waited for
-  /// and ends the process, and with it (through mpirun) the job.
-  void Wait(Pending& pending);
+  /// and ends the process, and with it (through mpirun) the job. With `until`, polls gently
+  /// (MPI_Test every 100 µs, leaving the core to the computation) until *until is true, then
+  /// waits in MPI_Wait, which drives the transfer at full speed but keeps its core busy.
+  void Wait(Pending& pending, const std::atomic<bool>* until = nullptr);
 
   ~Communicator();
 
