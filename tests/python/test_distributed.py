@@ -79,3 +79,47 @@ def test_solver_step_under_mpirun_follows_one_process(tmp_path):
         np.testing.assert_allclose(x["weights"], ref["weights"], rtol=1e-5, atol=1e-5)
     # The ranks hold the same weights (the update ran identically everywhere).
     assert ranks[0]["weights"] == ranks[1]["weights"]
+
+
+MPI4PY_SCRIPT = r'''
+import sys
+from mpi4py import MPI  # initialises MPI first, as scripts that use it do
+import mpcaffe as caffe
+from google.protobuf import text_format
+
+comm = MPI.COMM_WORLD
+assert caffe.solver_count() == comm.Get_size() == 2, (caffe.solver_count(), comm.Get_size())
+assert caffe.solver_rank() == comm.Get_rank()
+param = caffe.SolverParameter()
+text_format.Merge("""net_param { name: "m"
+  layer { name: "data" type: "Input" top: "data" top: "label"
+          input_param { shape { dim: 2 dim: 3 } shape { dim: 2 } } }
+  layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+          inner_product_param { num_output: 2 weight_filler { type: "xavier" } } }
+  layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" } }
+  base_lr: 0.1 lr_policy: 'fixed' display: 0 average_loss: 1""", param)
+solver = caffe.SGDSolver(param)
+solver.quiet()
+solver.net.blobs["data"].data[...] = comm.Get_rank() + 1.0  # different data per rank
+solver.net.blobs["label"].data[...] = comm.Get_rank()
+loss = solver.step(3)
+# The solver's loss is the mean over the ranks, and the weights agree: mpi4py checks both.
+losses = comm.allgather(loss)
+weights = comm.allgather(solver.net.params["ip"][0].data.tobytes())
+assert losses[0] == losses[1], losses
+assert weights[0] == weights[1]
+print("mpi4py ok rank", comm.Get_rank())
+'''
+
+
+def test_solver_under_mpirun_beside_mpi4py(tmp_path):
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (scripts/install-deps.sh "
+                                         "installs it from PyPI)")
+    script = tmp_path / "mpi4py_train.py"
+    script.write_text(MPI4PY_SCRIPT)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1", MPCAFFE_MPI_TIMEOUT="120")
+    run = subprocess.run([MPIRUN, "-np", "2", "--oversubscribe", sys.executable, str(script)],
+                         env=env, timeout=300, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.count("mpi4py ok rank") == 2, run.stdout
