@@ -48,7 +48,7 @@ endif()
 # list is checked by the cpp_package test, which compiles against the installed copy only).
 set(mpcaffe_public_headers
     codegen/datatype.h codegen/kernel_writer.h device/device.h device/error.h layers/blob.h
-    layers/elementwise.h layers/layer.h net/net.h net/solver.h proto/model_io.h
+    layers/elementwise.h layers/layer.h net/net.h net/solver.h net/distributed.h proto/model_io.h
     quant/fixed_point.h quant/quant_params.h quant/quantizer.h)
 foreach(header ${mpcaffe_public_headers})
   get_filename_component(folder ${header} DIRECTORY)
