@@ -96,8 +96,9 @@ def identity(row):
     return {k: row[k] for k in DEVICE_KEYS if k in row}
 
 
-def ours(args, dtypes, batch, env=None):
-    """`mpcaffe bench net` for `dtypes` at `batch` on every chosen device: [row]."""
+def ours(args, dtypes, batch, env=None, weights=None):
+    """`mpcaffe bench net` for `dtypes` at `batch` on every chosen device (with the fp32
+    `weights` caffemodel when given): [row]."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "ours.json")
         cmd = [args.mpcaffe, "bench", "net", "--model", args.model, "--dtypes", ",".join(dtypes),
@@ -105,10 +106,36 @@ def ours(args, dtypes, batch, env=None):
                "on", "--no-setup", "--no-progress", "--json", out]
         if args.device is not None:
             cmd += ["--devices", str(args.device)]
+        if weights:
+            cmd += ["--weights", weights]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
                        env=dict(os.environ, **(env or {})))
         with open(out) as f:
             return json.load(f)["results"]
+
+
+def realistic_weights(net, rng):
+    """Gives a deploy net without trained weights values a trained net could have, so both
+    engines run (and calibrate int8 on) the same sane numbers: weights left at zero by a missing
+    filler get He-normal values, BatchNorm statistics mean ≈ 0, variance ≈ 1 (the unset zeros
+    would scale by 1/√eps), Scale ≈ identity. Layers the fillers already filled stay as they are."""
+    for name, layer in zip(net._layer_names, net.layers):
+        blobs = net.params.get(name)
+        if not blobs:
+            continue
+        if layer.type in ("Convolution", "InnerProduct", "Deconvolution"):
+            w = blobs[0].data
+            if not np.any(w):
+                fan_in = int(np.prod(w.shape[1:])) or 1
+                w[...] = rng.normal(0, np.sqrt(2.0 / fan_in), size=w.shape)
+        elif layer.type == "BatchNorm":
+            blobs[0].data[...] = rng.normal(0, 0.1, size=blobs[0].data.shape)
+            blobs[1].data[...] = rng.uniform(0.5, 1.5, size=blobs[1].data.shape)
+            blobs[2].data[...] = 1.0
+        elif layer.type == "Scale" and not np.any(blobs[0].data != 1):
+            blobs[0].data[...] = rng.uniform(0.8, 1.2, size=blobs[0].data.shape)
+            if len(blobs) > 1:
+                blobs[1].data[...] = rng.normal(0, 0.1, size=blobs[1].data.shape)
 
 
 def onnxruntime_rows(args, mpcaffe, ort, q, options, rng, batch, tmp):
@@ -118,6 +145,9 @@ def onnxruntime_rows(args, mpcaffe, ort, q, options, rng, batch, tmp):
     with open(prototxt, "w") as f:
         f.write(text_format.MessageToString(inference_param(mpcaffe, args.model, batch)))
     net = mpcaffe.Net(prototxt, mpcaffe.TEST)
+    realistic_weights(net, np.random.default_rng(7))
+    weights = os.path.join(tmp, "weights.caffemodel")
+    net.save(weights)  # mpcaffe's runs load the same weights
     fp32_path, int8_path = os.path.join(tmp, "fp32.onnx"), os.path.join(tmp, "int8.onnx")
     mpcaffe.onnx.export(net, fp32_path)
     del net
@@ -151,7 +181,7 @@ def onnxruntime_rows(args, mpcaffe, ort, q, options, rng, batch, tmp):
     for dtype in ("fp32", "int8"):
         # Back to back: mpcaffe on each device, then ONNX Runtime, for the same dtype and batch;
         # one row per device (the ONNX Runtime figures shared).
-        mine = ours(args, [dtype], batch)
+        mine = ours(args, [dtype], batch, weights=weights)
         s = sessions[dtype]
         med, lo, hi = time_ms(lambda: s.run(None, feeds), args.iterations)
         for r in mine:

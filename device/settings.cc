@@ -32,6 +32,7 @@ Settings Settings::FromEnvironment() {
   s.conv_gemm = Env("MPCAFFE_CONV_GEMM");
   s.conv_depthwise = Env("MPCAFFE_CONV_DEPTHWISE");
   s.fuse = Env("MPCAFFE_FUSE");
+  s.optimize = Env("MPCAFFE_OPTIMIZE");
   s.moe_queues = Env("MPCAFFE_MOE_QUEUES");
   s.cache = Env("MPCAFFE_CACHE");
   s.xdg_cache_home = Env("XDG_CACHE_HOME");

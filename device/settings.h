@@ -21,6 +21,7 @@ struct Settings {
   std::string conv_gemm;         ///< MPCAFFE_CONV_GEMM: "0"/"1" force the im2col + GEMM path
   std::string conv_depthwise;    ///< MPCAFFE_CONV_DEPTHWISE: "0" turns the depthwise kernel off
   std::string fuse;              ///< MPCAFFE_FUSE: "0" turns the Net's ReLU fusion off
+  std::string optimize;          ///< MPCAFFE_OPTIMIZE: "0" turns the inference graph optimizer off
   std::string moe_queues;        ///< MPCAFFE_MOE_QUEUES: queues the MOE experts spread over
   std::string cache;             ///< MPCAFFE_CACHE: the kernel-cache file, or "off"
   std::string xdg_cache_home;    ///< XDG_CACHE_HOME (the cache's default folder)

@@ -1,12 +1,14 @@
 // layers/convolution_layer.cc — Convolution (every dtype; groups, stride, pad, dilation) on
 // libdnn's implicit-GEMM convolution with fused bias and requantization.
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <sstream>
 
 #include "layers/layer_registry.h"
 #include "libdnn/conv.h"
 #include "quant/accumulation.h"
+#include "quant/fixed_point.h"
 
 namespace mpcaffe {
 namespace {
@@ -26,7 +28,18 @@ class ConvolutionLayer : public Layer {
   bool SupportsType(DataType) const override { return true; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
-  bool SupportsFusedRelu() const override { return true; }
+  // Float types fold BatchNorm / Scale into the weights and bias, integer types into each
+  // channel's weight scale (positive scales only); every type adds a residual in the epilogue
+  // (integer types: requantized from the residual's scale to the output's).
+  EpilogueSupport FusionSupport() const override { return {true, true, true}; }
+  bool AcceptsEpilogue(const FusedEpilogue& e) override {
+    if (e.affine.empty() || !IsQuantized(compute_type_)) return true;
+    std::vector<float> scale, shift;
+    e.Affine(out_, &scale, &shift);
+    for (float a : scale)
+      if (!(a > 0.0f) || !std::isfinite(a)) return false;
+    return true;
+  }
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>&) override {
     const auto& p = param_.convolution_param();
@@ -92,9 +105,11 @@ class ConvolutionLayer : public Layer {
   void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     if (desc_.batch == 0) return;
     Prepare();
+    const Blob* residual = fused() ? fused()->residual : nullptr;
     conv_->Forward(libdnn::BufferRef(bottom[0]->device_data(), 0),
                    bias_ ? libdnn::BufferRef(bias_.get(), 0) : libdnn::BufferRef(),
-                   libdnn::BufferRef(top[0]->mutable_device_data(), 0));
+                   libdnn::BufferRef(top[0]->mutable_device_data(), 0), nullptr,
+                   residual ? libdnn::BufferRef(residual->device_data(), 0) : libdnn::BufferRef());
     if (release_param_copies()) conv_->ReleaseScratch();  // reduced memory: no idle scratch
   }
 
@@ -125,12 +140,35 @@ class ConvolutionLayer : public Layer {
  private:
   void Prepare() {
     desc_.relu = relu_fused();
+    desc_.residual = fused() && fused()->residual;
+    // Folded BatchNorm / Scale: y = scale[o]·conv(x) + shift[o].
+    std::vector<float> scale, shift;
+    if (fused()) fused()->Affine(out_, &scale, &shift);
+    const bool folded = !scale.empty();
+    desc_.bias = param_.convolution_param().bias_term() || folded;
     libdnn::ConvQuant q;
     double s_x = 1.0;
     std::vector<float> s_w{1.0f};
     if (IsQuantized(compute_type_)) {
-      const quant::QuantParams x = BottomParams(0), w = BlobParams(0), c = OutputParams();
+      const quant::QuantParams x = BottomParams(0), c = OutputParams();
+      quant::QuantParams w = BlobParams(0);
+      if (folded) {  // the integer weights stay; each channel's scale takes the factor
+        quant::QuantParams pc = w;
+        pc.axis = 0;
+        pc.scale.resize(out_);
+        pc.zero_point.resize(out_);
+        for (int o = 0; o < out_; ++o) {
+          pc.scale[o] = w.scale_of(o) * scale[o];
+          pc.zero_point[o] = w.zero_point_of(o);
+        }
+        w = pc;
+      }
       q = libdnn::ConvQuant::From(x, w, c);
+      if (desc_.residual) {
+        const quant::QuantParams r = fused()->eltwise->BottomParams(fused()->residual_bottom);
+        q.res_zero = r.zero_point_of(0);
+        q.res_multiplier = quant::QuantizeMultiplier(double(r.scale_of(0)) / c.scale_of(0));
+      }
       s_x = x.scale[0];
       s_w = w.scale;
     }
@@ -139,13 +177,32 @@ class ConvolutionLayer : public Layer {
     for (float s : s_w) os << " " << s;
     for (int32_t z : q.w_zero) os << " " << z;
     for (const auto& m : q.multiplier) os << " " << m.multiplier << "/" << m.shift;
+    os << " r" << q.res_zero << " " << q.res_multiplier.multiplier << "/" << q.res_multiplier.shift;
+    if (folded) os << " fold " << std::hex << HashFloats(shift, HashFloats(scale, 0));
     const std::string key = os.str();
     if (key == prepared_key_) return;
     conv_ = std::make_unique<libdnn::Convolution>(device(), desc_, q);
-    conv_->SetWeights(libdnn::BufferRef(blobs_[0]->device_data(), 0));
+    if (folded && !IsQuantized(compute_type_)) {
+      // Float weights: W·scale[o] in fp32, stored in the compute type on a device copy (the
+      // parameter blob keeps the user's weights).
+      std::vector<float> w = ParamAsFloat(0);
+      const size_t per = w.size() / out_;
+      for (int o = 0; o < out_; ++o)
+        for (size_t k = 0; k < per; ++k) w[o * per + k] *= scale[o];
+      Blob folded_w(device(), compute_type_, blobs_[0]->shape(), name() + "/folded");
+      folded_w.FromFloat(w);
+      conv_->SetWeights(libdnn::BufferRef(folded_w.device_data(), 0));
+      device().Finish();  // the packing launch reads folded_w before it goes
+    } else {
+      conv_->SetWeights(libdnn::BufferRef(blobs_[0]->device_data(), 0));
+    }
     bias_.reset();
     if (desc_.bias) {
-      const std::vector<uint8_t> bytes = AccumulatorBias(ParamAsFloat(1), compute_type_, s_x, s_w);
+      std::vector<float> b = param_.convolution_param().bias_term() ? ParamAsFloat(1)
+                                                                     : std::vector<float>(out_, 0.0f);
+      if (folded)
+        for (int o = 0; o < out_; ++o) b[o] = b[o] * scale[o] + shift[o];
+      const std::vector<uint8_t> bytes = AccumulatorBias(b, compute_type_, s_x, s_w);
       bias_ = device().Allocate(bytes.size());
       device().CopyToDevice(bytes.data(), bias_.get(), 0, bytes.size());
     }

@@ -44,10 +44,32 @@ class EltwiseLayer : public Layer {
     if (p.operation() == caffe::EltwiseParameter::SUM) {
       auto coeff = [&](size_t i) { return p.coeff_size() ? p.coeff(static_cast<int>(i)) : 1.0f; };
       const Affine yq = TopAffine(0);
-      elementwise().Scale(t, n, coeff(0), *bottom[0]->device_data(), *y, BottomAffine(0), yq);
-      for (size_t i = 1; i < bottom.size(); ++i)
-        elementwise().Axpby(t, n, coeff(i), *bottom[i]->device_data(), 1.0f, *y,
-                            BottomAffine(static_cast<int>(i)), yq);
+      if (!IsQuantized(t)) {
+        elementwise().Scale(t, n, coeff(0), *bottom[0]->device_data(), *y, BottomAffine(0), yq);
+        for (size_t i = 1; i < bottom.size(); ++i)
+          elementwise().Axpby(t, n, coeff(i), *bottom[i]->device_data(), 1.0f, *y,
+                              BottomAffine(static_cast<int>(i)), yq);
+        return;
+      }
+      // Quantized: the sum in fp32, rounded once into the output's range (a partial sum stored
+      // in that range would saturate where later terms cancel, e.g. a residual branch).
+      const size_t bytes = size_t(n) * sizeof(float);
+      if (!sum_ || sum_->bytes() < bytes) {
+        sum_ = device().Allocate(bytes);
+        term_ = device().Allocate(bytes);
+      }
+      const DataType f = DataType::kFloat32;
+      for (size_t i = 0; i < bottom.size(); ++i) {
+        DeviceMemory& dst = i == 0 ? *sum_ : *term_;
+        elementwise().Convert(t, f, n, *bottom[i]->device_data(), dst,
+                              BottomAffine(static_cast<int>(i)), {});
+        if (i == 0) {
+          if (coeff(0) != 1.0f) elementwise().Scale(f, n, coeff(0), *sum_, *sum_);
+        } else {
+          elementwise().Axpby(f, n, coeff(i), *term_, 1.0f, *sum_);
+        }
+      }
+      elementwise().Convert(f, t, n, *sum_, *y, {}, yq);
       return;
     }
     const std::string op = p.operation() == caffe::EltwiseParameter::PROD ? "prod" : "max";
@@ -116,6 +138,7 @@ class EltwiseLayer : public Layer {
  private:
   vptr<float> best_;
   vptr<int32_t> arg_;
+  std::shared_ptr<DeviceMemory> sum_, term_;  // quantized SUM: the fp32 sum and one term
 };
 
 }  // namespace

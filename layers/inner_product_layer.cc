@@ -49,7 +49,7 @@ class InnerProductLayer : public Layer {
     Prepare();
     libdnn::GemmArgs args;
     args.a = libdnn::BufferRef(bottom[0]->device_data(), 0);
-    args.b = libdnn::BufferRef(blobs_[0]->device_data(), 0);
+    args.b = libdnn::BufferRef(folded_w_ ? folded_w_->device_data() : blobs_[0]->device_data(), 0);
     args.c = libdnn::BufferRef(top[0]->mutable_device_data(), 0);
     if (bias_) args.bias = libdnn::BufferRef(bias_.get(), 0);
     if (sums_) args.weight_sums = libdnn::BufferRef(sums_.get(), 0);
@@ -58,7 +58,10 @@ class InnerProductLayer : public Layer {
 
  public:
   bool HasBackward() const override { return true; }
-  bool SupportsFusedRelu() const override { return true; }
+  // Float types fold a following BatchNorm / Scale into the weights and bias.
+  EpilogueSupport FusionSupport() const override {
+    return {true, !IsQuantized(compute_type_), false};
+  }
 
  protected:
   // With W stored N×K (K×N when transposed): dX = dY·W, dW += dYᵀ·X (Xᵀ·dY), db += 1ᵀ·dY,
@@ -128,7 +131,10 @@ class InnerProductLayer : public Layer {
     d.K = k_;
     d.trans_b = !p.transpose();
     d.weights = libdnn::WeightOperand::kB;
-    d.bias = p.bias_term();
+    std::vector<float> scale, shift;  // folded BatchNorm / Scale: y = scale[n]·(W·x) + shift[n]
+    if (fused()) fused()->Affine(n_, &scale, &shift);
+    const bool folded = !scale.empty();
+    d.bias = p.bias_term() || folded;
     d.relu = relu_fused();
     libdnn::GemmQuant q;
     double s_x = 1.0;
@@ -146,13 +152,25 @@ class InnerProductLayer : public Layer {
     os << d.ToString() << std::hexfloat << " " << q.x_zero << " " << q.w_zero << " " << q.c_zero
        << " " << s_x << " " << s_w[0];
     for (const auto& m : q.multiplier) os << " " << m.multiplier << "/" << m.shift;
+    if (folded) os << " fold " << std::hex << HashFloats(shift, HashFloats(scale, 0));
     const std::string key = os.str();
     if (key == prepared_key_) return;
     gemm_ = std::make_unique<libdnn::Gemm>(device(), d, q);
     bias_.reset();
     sums_.reset();
+    folded_w_.reset();
+    if (folded) {  // float types only (FusionSupport): W scaled per output on a device copy
+      std::vector<float> w = ParamAsFloat(0);
+      for (int k = 0; k < k_; ++k)
+        for (int n = 0; n < n_; ++n) w[p.transpose() ? size_t(k) * n_ + n : size_t(n) * k_ + k] *= scale[n];
+      folded_w_ = std::make_unique<Blob>(device(), t, blobs_[0]->shape(), name() + "/folded");
+      folded_w_->FromFloat(w);
+    }
     if (d.bias) {
-      const std::vector<uint8_t> bytes = AccumulatorBias(ParamAsFloat(1), t, s_x, s_w);
+      std::vector<float> b = p.bias_term() ? ParamAsFloat(1) : std::vector<float>(n_, 0.0f);
+      if (folded)
+        for (int n = 0; n < n_; ++n) b[n] = b[n] * scale[n] + shift[n];
+      const std::vector<uint8_t> bytes = AccumulatorBias(b, t, s_x, s_w);
       bias_ = device().Allocate(bytes.size());
       device().CopyToDevice(bytes.data(), bias_.get(), 0, bytes.size());
     }
@@ -168,6 +186,7 @@ class InnerProductLayer : public Layer {
   std::string prepared_key_;
   std::unique_ptr<libdnn::Gemm> gemm_;
   std::shared_ptr<DeviceMemory> bias_, sums_;
+  std::unique_ptr<Blob> folded_w_;  // the weights with a folded BatchNorm / Scale
   int back_m_ = -1;  // the batch the backward GEMMs were built for
   std::unique_ptr<libdnn::Gemm> gemm_dx_, gemm_dw_, gemm_db_;
   vptr<float> ones_;

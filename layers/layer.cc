@@ -207,6 +207,33 @@ std::unique_ptr<quant::Quantizer> Layer::MakeQuantizer(
   return q;
 }
 
+uint64_t HashFloats(const std::vector<float>& values, uint64_t seed) {
+  return StableHash(std::string(reinterpret_cast<const char*>(values.data()),
+                                values.size() * sizeof(float)),
+                    seed);
+}
+
+void FusedEpilogue::Affine(int channels, std::vector<float>* scale,
+                           std::vector<float>* shift) const {
+  scale->clear();
+  shift->clear();
+  for (Layer* l : affine) {
+    std::vector<float> a, b;
+    if (!l->ChannelAffine(channels, &a, &b))
+      throw LayerError(l->Describe() + ": not a per-channel affine layer over " +
+                       std::to_string(channels) + " channels; it cannot be folded");
+    if (scale->empty()) {
+      *scale = std::move(a);
+      *shift = std::move(b);
+      continue;
+    }
+    for (int c = 0; c < channels; ++c) {  // a·(s·x + t) + b
+      (*scale)[c] *= a[c];
+      (*shift)[c] = a[c] * (*shift)[c] + b[c];
+    }
+  }
+}
+
 std::string QuantizerNameOf(const caffe::LayerParameter& p, const std::string& side, int i) {
   const auto& list = side == "bottom" ? p.bottom_quantizer()
                      : side == "top"  ? p.top_quantizer()

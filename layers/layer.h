@@ -18,6 +18,28 @@
 namespace mpcaffe {
 
 class Net;
+class Layer;
+
+/// What the net's inference optimizer runs inside a producer (Convolution, InnerProduct) in place
+/// of the layers after it (see Net's fusion plan): per-channel affine layers (BatchNorm, Scale)
+/// folded into the weights and bias, a residual blob added (an Eltwise SUM), a ReLU, in that
+/// order. The producer writes `output`'s top 0 with that layer's top quantization.
+struct FusedEpilogue {
+  std::vector<Layer*> affine;  ///< BatchNorm / Scale layers, in net order
+  Blob* residual = nullptr;    ///< the Eltwise SUM's other bottom (added before the ReLU)
+  Layer* eltwise = nullptr;    ///< that Eltwise (its bottom quantizer gives the residual's)
+  int residual_bottom = -1;    ///< which of its bottoms the residual is
+  Layer* relu = nullptr;       ///< a ReLU with negative_slope 0
+  Layer* output = nullptr;     ///< the last fused layer
+  /// The composed per-channel y = scale·x + shift of `affine` over `channels` channels (empty
+  /// vectors when there are none). Throws LayerError when a layer is not per-channel affine.
+  void Affine(int channels, std::vector<float>* scale, std::vector<float>* shift) const;
+};
+
+/// What a producer can take into its epilogue for its compute type (the optimizer's planning).
+struct EpilogueSupport {
+  bool relu = false, affine = false, residual = false;
+};
 
 /// A layer's configuration or its blobs do not fit: the message names the layer, its type and
 /// what is wrong.
@@ -38,6 +60,8 @@ void SetRandomSeed(uint64_t seed);
 uint64_t RandomSeed();
 /// A deterministic 64-bit hash (FNV-1a) of `text` mixed with `seed`.
 uint64_t StableHash(const std::string& text, uint64_t seed);
+/// StableHash of the bytes of `values`.
+uint64_t HashFloats(const std::vector<float>& values, uint64_t seed);
 
 /// Fills `n` floats as a Caffe FillerParameter says (constant, uniform, gaussian, xavier, msra,
 /// positive_unitball, bilinear), with fan-in/fan-out from `shape` as BVLC computes them.
@@ -150,12 +174,21 @@ class Layer {
   void set_release_param_copies(bool release) { release_param_copies_ = release; }
   bool release_param_copies() const { return release_param_copies_; }
 
-  /// Inference fusion: layers whose output pipeline can clamp at zero as it stores (Convolution,
-  /// InnerProduct) may take over the ReLU (negative_slope 0) that consumes their top.
-  virtual bool SupportsFusedRelu() const { return false; }
-  /// While `relu` is set, ForwardImpl applies it and writes its top with its top quantization:
-  /// the net passes the ReLU's top blob as this layer's top and skips the ReLU.
-  void set_fused_relu(Layer* relu) { fused_relu_ = relu; }
+  /// Inference fusion: which layers after it a producer (Convolution, InnerProduct) can run in
+  /// its epilogue, for its compute type.
+  virtual EpilogueSupport FusionSupport() const { return {}; }
+  /// Whether this pass can run `epilogue` (e.g. an integer layer folds a BatchNorm only while
+  /// every channel's scale is positive); the net runs the layers unfused otherwise.
+  virtual bool AcceptsEpilogue(const FusedEpilogue& epilogue) { return true; }
+  /// While set, ForwardImpl runs the epilogue and writes its output layer's top: the net passes
+  /// that top blob as this layer's top and skips the fused layers.
+  void set_fused(const FusedEpilogue* epilogue) { fused_ = epilogue; }
+  /// A per-channel affine layer (BatchNorm with global statistics, Scale with one bottom over
+  /// the channel axis) gives y = scale[c]·x + shift[c] over `channels` channels; false when the
+  /// layer is not one.
+  virtual bool ChannelAffine(int channels, std::vector<float>* scale, std::vector<float>* shift) {
+    return false;
+  }
 
   /// Nets nested inside the layer (built in LayerSetUp; empty for most layers). The net holding
   /// the layer treats them as parts of itself: quant_mode, learnable parameters, ranges to
@@ -226,11 +259,13 @@ class Layer {
   /// y = x as values: a device copy for float types (nothing when in place); for quantized
   /// types requantized from x's to y's parameters (nothing when in place with equal ones).
   void CopyOrRequant(Blob& x, Affine xq, Blob& y, Affine yq);
-  /// Whether a ReLU is fused into this pass (see set_fused_relu).
-  bool relu_fused() const { return fused_relu_ != nullptr; }
-  /// Quantization of what ForwardImpl stores in top 0: TopParams(0), or the fused ReLU's.
+  /// The epilogue fused into this pass, or null (see set_fused).
+  const FusedEpilogue* fused() const { return fused_; }
+  /// Whether a ReLU is fused into this pass.
+  bool relu_fused() const { return fused_ && fused_->relu; }
+  /// Quantization of what ForwardImpl stores in top 0: TopParams(0), or the fused output's.
   quant::QuantParams OutputParams() {
-    return fused_relu_ ? fused_relu_->TopParams(0) : TopParams(0);
+    return fused_ ? fused_->output->TopParams(0) : TopParams(0);
   }
 
   caffe::LayerParameter param_;
@@ -251,7 +286,7 @@ class Layer {
       blob_quantizers_;
   bool set_up_ = false;
   bool release_param_copies_ = false;
-  Layer* fused_relu_ = nullptr;
+  const FusedEpilogue* fused_ = nullptr;
   std::vector<std::unique_ptr<caffe::FillerParameter>> pending_fill_;  // per parameter blob
   std::vector<uint64_t> param_versions_;  // data_version() of each parameter at the last Forward
 };

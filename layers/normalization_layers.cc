@@ -71,6 +71,22 @@ class BatchNormLayer : public Layer {
   }
   void ParamsChanged() override { folded_ = false; }
   bool HasBackward() const override { return true; }
+  // With global statistics: scale = 1/√(var/sf + eps), shift = −mean/sf·scale, as the device
+  // fold above computes them.
+  bool ChannelAffine(int channels, std::vector<float>* scale, std::vector<float>* shift) override {
+    if (!use_global_ || channels != channels_) return false;
+    const std::vector<float> mean = ParamAsFloat(0), var = ParamAsFloat(1), sf = ParamAsFloat(2);
+    const float f = sf[0] == 0.0f ? 0.0f : 1.0f / sf[0];
+    const float eps = param_.batch_norm_param().eps();
+    scale->resize(channels);
+    shift->resize(channels);
+    for (int c = 0; c < channels; ++c) {
+      const float a = 1.0f / std::sqrt(var[c] * f + eps);
+      (*scale)[c] = a;
+      (*shift)[c] = -mean[c] * f * a;
+    }
+    return true;
+  }
 
  protected:
   int Inner(const Blob& b) const { return b.num_axes() > 2 ? b.count(2) : 1; }
@@ -184,6 +200,18 @@ class ScaleLayer : public Layer {
   int MaxBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
   bool AllowsInPlace() const override { return true; }
+  // Only the learned form over the channel axis: one bottom, a scale blob of `channels`.
+  bool ChannelAffine(int channels, std::vector<float>* scale, std::vector<float>* shift) override {
+    if (param_.bottom_size() != 1 || axis_ != 1 || blobs_.empty() ||
+        blobs_[0]->shape() != std::vector<int>{channels})
+      return false;
+    *scale = ParamAsFloat(0);
+    if (param_.scale_param().bias_term())
+      *shift = ParamAsFloat(1);
+    else
+      shift->assign(channels, 0.0f);
+    return true;
+  }
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>&) override {
     const auto& p = param_.scale_param();

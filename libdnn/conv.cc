@@ -28,7 +28,7 @@ namespace {
 bool WantsForwardGemm(const Device& device, const ConvDesc& d, const ConvQuant& q) {
   if (device.backend() != Backend::kOpenCL) return false;
   if (d.type != DataType::kFloat32 && d.type != DataType::kInt8Q) return false;
-  if (d.groups != 1) return false;
+  if (d.groups != 1 || d.residual) return false;  // the GEMM's epilogue adds no residual
   for (int32_t z : q.w_zero)
     if (z != q.w_zero[0]) return false;  // the GEMM takes one weight zero point
   const std::string& env = GetSettings().conv_gemm;
@@ -127,6 +127,9 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
     }
     x_zero_ = quant.x_zero;
     c_zero_ = quant.c_zero;
+    res_zero_ = quant.res_zero;
+    res_m_ = quant.res_multiplier.multiplier;
+    res_s_ = quant.res_multiplier.shift;
   }
   requant_ = device.Alloc<int32_t>(rq.size());
   device.Write(requant_, rq.data(), rq.size());
@@ -179,7 +182,7 @@ Event Convolution::SetWeights(const BufferRef& weights, Queue* queue) {
 }
 
 Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const BufferRef& output,
-                           Queue* queue) {
+                           Queue* queue, const BufferRef& residual) {
   const ConvDesc& d = desc_;
   if (!packed_ready_) throw Error("convolution " + d.ToString() + ": Forward before SetWeights");
   const size_t es = SizeOf(d.type);
@@ -187,6 +190,8 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
   CheckBuffer(d, "output", output, d.output_count(), es);
   if (d.bias) CheckBuffer(d, "bias", bias, size_t(d.out_channels), BiasBytes(d.type));
   const BufferRef bias_arg = d.bias ? bias : output;  // any valid buffer when unused
+  if (d.residual) CheckBuffer(d, "residual", residual, d.output_count(), es);
+  const BufferRef res_arg = d.residual ? residual : output;
   const int ocg = d.out_channels / d.groups, oh = d.out_h(), ow = d.out_w();
   if (depthwise_) {
     const int runs = DivUp(ow, kDepthwisePixels);
@@ -199,10 +204,12 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
         .ArgBuffer(bias_arg.mem, d.bias ? bias_arg.byte_offset : 0, BiasBytes(d.type))
         .Arg(requant_)
         .Arg(w_zero_)
+        .ArgBuffer(res_arg.mem, res_arg.byte_offset, es)
         .ArgBuffer(output.mem, output.byte_offset, es);
     for (int v : {d.channels, d.height, d.width, oh, ow, d.kernel_h, d.kernel_w, d.stride_h,
                   d.stride_w, d.pad_h, d.pad_w, d.dilation_h, d.dilation_w, runs, int(total),
-                  int(d.bias), int(d.relu), x_zero_, c_zero_})
+                  int(d.bias), int(d.relu), x_zero_, c_zero_, int(d.residual), res_zero_, res_m_,
+                  res_s_})
       depthwise_kernel_.Arg(int32_t{v});
     return depthwise_kernel_.Launch1D(total, queue);
   }
@@ -241,6 +248,7 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
         .ArgBuffer(packed_.get(), 0, PackedBytes(d.type, input_))
         .ArgBuffer(bias_arg.mem, d.bias ? bias_arg.byte_offset : 0, BiasBytes(d.type))
         .Arg(requant_)
+        .ArgBuffer(res_arg.mem, res_arg.byte_offset + out_offset, es)
         .ArgBuffer(output.mem, output.byte_offset + out_offset, es);
     if (input_ == ConvInput::kPackedSplit) forward_.ArgBuffer(x, xs_byte_offset, 4).Arg(w_zero_);
     if (input_ == ConvInput::kDot4) forward_.Arg(w_zero_).Arg(wsum_);
@@ -249,7 +257,7 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
                   d.kernel_h, d.kernel_w,  d.stride_h,   d.stride_w,
                   d.pad_h,    d.pad_w,     d.dilation_h, d.dilation_w,
                   d.groups,   int(d.bias), int(d.relu),  x_zero_,
-                  c_zero_})
+                  c_zero_,    int(d.residual), res_zero_, res_m_, res_s_})
       forward_.Arg(int32_t{v});
     const Dim3 global = {size_t(DivUp(oh * ow, config_.px_per_item)) * lanes,
                          size_t(DivUp(ocg, config_.channels_per_group())),

@@ -52,6 +52,7 @@ struct ConvDesc {
   int groups = 1;
   bool bias = false;  // add bias[o]
   bool relu = false;  // fused ReLU
+  bool residual = false;  // add residual[y index] before the ReLU (quantized: see ConvQuant)
   // Quantized types only.
   bool weights_signed = false;  // weights stored as int8 (int8q) / int16 (int16q)
 
@@ -76,6 +77,10 @@ struct ConvQuant {
   int32_t c_zero = 0;              // output zero point
   /// M = s_x·s_w[o]/s_out: 1 or out_channels.
   std::vector<quant::FixedPointMultiplier> multiplier{quant::FixedPointMultiplier{}};
+  /// A fused residual (ConvDesc::residual): its zero point and M_r = s_res/s_out; the output is
+  /// c_zero + Requantize(acc + bias, M[o]) + Requantize(res − res_zero, M_r), then clamped.
+  int32_t res_zero = 0;
+  quant::FixedPointMultiplier res_multiplier;
 
   /// From the tensors' parameters (weights per tensor, or per channel along axis 0). Weights
   /// stored signed (weights_signed) pass their zero point as stored (normally 0).
@@ -178,8 +183,10 @@ class Convolution {
   /// `bias` may be empty when desc().bias is false. Asynchronous. The packed inputs
   /// (ConvInput) go through one buffer of this object, a chunk of the batch at a time (a pack
   /// launch, then a forward launch, on `queue`): calls on different queues must not overlap.
+  /// With desc().residual, `residual` (output-shaped, the output's type) is added before the
+  /// ReLU.
   Event Forward(const BufferRef& input, const BufferRef& bias, const BufferRef& output,
-                Queue* queue = nullptr);
+                Queue* queue = nullptr, const BufferRef& residual = {});
   /// Frees the forward pass's scratch buffers (packed input planes, GEMM columns); the next
   /// Forward allocates them again. Reduced-memory inference calls it after each Forward so
   /// convolutions do not each hold theirs (commands already enqueued keep their buffers).
@@ -228,6 +235,7 @@ class Convolution {
   bool packed_ready_ = false;
   std::shared_ptr<DeviceMemory> xpacked_;  // packed input planes of one chunk of the batch
   int32_t x_zero_ = 0, c_zero_ = 0;
+  int32_t res_zero_ = 0, res_m_ = 0, res_s_ = 0;  // ConvQuant's residual requantization
   // The fp32 backward pass (conv_backward.cc), prepared at its first use: its LibDNN GEMMs
   // (data: colᵀ-shaped W_gᵀ · top_g; weights: top_g · colᵀ) and kernels, and one image's
   // columns of one group.
@@ -257,8 +265,10 @@ class Convolution {
 };
 
 /// Host references (host memory in the element types of the contract above).
+/// `residual` (output-shaped) is read when desc.residual.
 void ConvForwardReference(const ConvDesc& desc, const ConvQuant& quant, const void* input,
-                          const void* weights, const void* bias, void* output);
+                          const void* weights, const void* bias, void* output,
+                          const void* residual = nullptr);
 void ConvBackwardDataReference(const ConvDesc& desc, const float* top_diff, const float* weights,
                                float* bottom_diff);
 /// Adds to weight_diff and (when not null) bias_diff.

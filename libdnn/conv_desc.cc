@@ -135,6 +135,7 @@ std::string ConvDesc::ToString() const {
     << " p" << pad_h << "x" << pad_w << " d" << dilation_h << "x" << dilation_w << " g" << groups;
   if (bias) s << " bias";
   if (relu) s << " relu";
+  if (residual) s << " res";
   if (weights_signed) s << " signed";
   return s.str();
 }

@@ -496,6 +496,7 @@ struct ForwardText {
                           j, t);
       if (!q) {
         s += R"(      float f = lanes_out[v] + (has_bias ? bias[o] : 0.0f);
+      if (has_res) f += Dtype_LOAD(res, yi);
       if (relu) f = f > 0.0f ? f : 0.0f;
       Dtype_STORE(y, yi, f);
     }
@@ -512,6 +513,7 @@ struct ForwardText {
                   0, t);
         s += "      mp_i64 r = (mp_i64)c_zero + MP_REQUANT(lanes_out[v]" + fix +
              R"( + (has_bias ? bias[o] : 0), rq[2 * o], rq[2 * o + 1]);
+      if (has_res) r += MP_REQUANT((mp_i64)Dtype_LOAD(res, yi) - res_zero, res_m, res_s);
       const mp_i64 lo = relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN;
       r = r < lo ? lo : (r > Dtype_QMAX ? (mp_i64)Dtype_QMAX : r);
       Dtype_STORE(y, yi, r);
@@ -532,12 +534,13 @@ struct ForwardText {
       k.In("int", "xq");
     else
       k.In("Dtype", "x");
-    k.In("Ptype", "wp").In("Btype", "bias").In("int", "rq").Out("Dtype", "y");
+    k.In("Ptype", "wp").In("Btype", "bias").In("int", "rq").In("Dtype", "res").Out("Dtype", "y");
     if (split) k.In("int", "xs").In("int", "wz");
     if (dot4) k.In("int", "wz").In("int", "wsum");
     for (const char* name :
          {"C",  "H",  "W",  "Cg", "OCg", "OCpad", "OH",       "OW",   "KH",     "KW",    "sh",
-          "sw", "ph", "pw", "dh", "dw",  "G",     "has_bias", "relu", "x_zero", "c_zero"})
+          "sw", "ph", "pw", "dh", "dw",  "G",     "has_bias", "relu", "x_zero", "c_zero", "has_res", "res_zero", "res_m",
+          "res_s"})
       k.Value("int", name);
     k.Body(body);
   }
@@ -566,7 +569,8 @@ std::string Convolution::DepthwiseKernelName(const ConvDesc& d) {
 // A work-item per (image, channel, output row, run of DW_PX output pixels): the window's
 // weights are read once per run, each input pixel of a row once per window column it falls in.
 // Padding reads nothing (for quantized types x − z_x = 0 there). The epilogue is the forward
-// kernel's: bias, ReLU, requantization with the channel's multiplier, clamp to the type.
+// kernel's: bias, residual (float types), ReLU, requantization with the channel's multiplier,
+// clamp to the type.
 std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvDesc& d) {
   const bool q = IsQuantized(d.type);
   KernelWriter w(target);
@@ -587,9 +591,11 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
                 .In("Btype", "bias")
                 .In("int", "rq")
                 .In("int", "wz")
+                .In("Dtype", "res")
                 .Out("Dtype", "y");
   for (const char* name : {"C", "H", "W", "OH", "OW", "KH", "KW", "sh", "sw", "ph", "pw", "dh",
-                           "dw", "runs", "total", "has_bias", "relu", "x_zero", "c_zero"})
+                           "dw", "runs", "total", "has_bias", "relu", "x_zero", "c_zero", "has_res", "res_zero", "res_m",
+          "res_s"})
     k.Value("int", name);
   std::string body = R"(  $loop(i, total) {
     const int run = i % runs;
@@ -623,6 +629,9 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
 )";
   body += q ? R"(      mp_i64 v = (mp_i64)c_zero +
                  MP_REQUANT(acc[t] + (has_bias ? bias[ch] : 0), rq[2 * ch], rq[2 * ch + 1]);
+      if (has_res)
+        v += MP_REQUANT((mp_i64)Dtype_LOAD(res, ((n * C + ch) * OH + oy) * OW + ox0 + t) - res_zero,
+                        res_m, res_s);
       const mp_i64 lo = relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN;
       v = v < lo ? lo : (v > Dtype_QMAX ? (mp_i64)Dtype_QMAX : v);
       Dtype_STORE(yr, ox0 + t, v);
@@ -630,6 +639,7 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
   }
 )"
             : R"(      float v = acc[t] + (has_bias ? bias[ch] : 0.0f);
+      if (has_res) v += Dtype_LOAD(res, ((n * C + ch) * OH + oy) * OW + ox0 + t);
       if (relu) v = v > 0.0f ? v : 0.0f;
       Dtype_STORE(yr, ox0 + t, v);
     }

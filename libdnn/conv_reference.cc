@@ -10,7 +10,8 @@
 namespace mpcaffe::libdnn {
 
 void ConvForwardReference(const ConvDesc& d, const ConvQuant& quant, const void* input,
-                          const void* weights, const void* bias, void* output) {
+                          const void* weights, const void* bias, void* output,
+                          const void* residual) {
   d.Validate();
   const bool q = IsQuantized(d.type);
   const int cg = d.channels / d.groups, ocg = d.out_channels / d.groups;
@@ -47,10 +48,14 @@ void ConvForwardReference(const ConvDesc& d, const ConvQuant& quant, const void*
               iacc += d.type == DataType::kInt16Q ? static_cast<const int64_t*>(bias)[o]
                                                   : static_cast<const int32_t*>(bias)[o];
             const auto& m = quant.multiplier[quant.multiplier.size() == 1 ? 0 : o];
-            host::StoreQ(d.type, output, yi, quant.c_zero + host::Requant(d.type, iacc, m),
-                         d.relu ? quant.c_zero : INT64_MIN);
+            int64_t r = quant.c_zero + host::Requant(d.type, iacc, m);
+            if (d.residual)
+              r += host::Requant(d.type, host::LoadQ(d.type, residual, yi) - quant.res_zero,
+                                 quant.res_multiplier);
+            host::StoreQ(d.type, output, yi, r, d.relu ? quant.c_zero : INT64_MIN);
           } else {
             if (d.bias) facc += static_cast<const float*>(bias)[o];
+            if (d.residual) facc = float(facc) + host::LoadF(d.type, residual, yi);
             if (d.relu && facc < 0) facc = 0;
             host::StoreF(d.type, output, yi, static_cast<float>(facc));
           }

@@ -55,6 +55,15 @@ struct NetOptions {
   /// writing a new blob only under reduced memory or in a nested net (whose intermediate
   /// blobs are not kept or not seen).
   int fuse_relu = -1;
+  /// The inference graph optimizer (TEST phase): BatchNorm and Scale folded into the
+  /// Convolution or InnerProduct before them, an Eltwise SUM with a residual input and a
+  /// following ReLU run in the convolution's epilogue, float Split layers not inserted (their
+  /// consumers read the blob itself when none writes it in place). 1 on, 0 off (also turns
+  /// the ReLU fusion off unless fuse_relu is 1), -1 on unless MPCAFFE_OPTIMIZE=0. As in ONNX
+  /// Runtime, a value the chain fuses away is not written: a new blob read only by the chain's
+  /// next layer keeps its old contents unless named in keep_blobs (in-place chains write their
+  /// blob's final value, as the unoptimized net does).
+  int optimize = -1;
 };
 
 /// Applies BVLC's NetStateRule semantics: keeps the layers whose include rules (any) are met
@@ -176,8 +185,17 @@ class Net {
   void Save(const std::string& caffemodel);
 
   /// The index of the ReLU layer fused into layer i, or -1 (see NetOptions::fuse_relu). The
-  /// ReLU runs inside layer i whenever no quantizer of the pair observes or snaps fp32 data.
-  int fused_relu_of(int layer) const { return fused_relu_.at(layer); }
+  /// ReLU runs inside layer i whenever no quantizer of the chain observes or snaps fp32 data.
+  int fused_relu_of(int layer) const { return fusions_.at(layer).relu; }
+  /// The last layer of the chain fused into layer i (layers i+1 … that index run inside it),
+  /// or i when none is.
+  int fusion_end(int layer) const {
+    return fusions_.at(layer).last < 0 ? layer : fusions_.at(layer).last;
+  }
+  /// The layer that layer j runs inside of, or -1.
+  int fused_into(int layer) const { return fused_into_.at(layer); }
+  /// Whether the optimizer (NetOptions::optimize) is on for this net.
+  bool optimized() const { return optimize_; }
 
   /// Whether blob memory is shared by lifetime (TEST phase with reduced memory asked for).
   bool reduced_memory() const { return reduced_memory_; }
@@ -204,7 +222,7 @@ class Net {
   void KeepBackwardUnderLoss();
   void FillSyntheticInputs();
   // Fusion (net_fusion.cc) and memory (net_memory.cc).
-  void PlanReluFusion();
+  void PlanFusion();
   /// Reshape of layer i before its Forward (Layer::ReshapesEachPass); when a top's shape
   /// changed, the layers after it are reshaped too.
   void ReshapeBeforePass(int i);
@@ -236,7 +254,15 @@ class Net {
   bool reduced_memory_ = false;
   uint64_t base_bytes_ = 0;
   std::vector<std::shared_ptr<DeviceMemory>> slots_;
-  std::vector<int> fused_relu_;  // per layer: the ReLU fused into it, or -1
+  /// A chain of layers run inside the layer before them (its head).
+  struct Fusion {
+    int last = -1;  // the chain's last layer, or -1
+    int relu = -1;  // the ReLU among them, or -1
+    FusedEpilogue epilogue;
+  };
+  std::vector<Fusion> fusions_;  // per head layer
+  std::vector<int> fused_into_;  // per layer: its chain's head, or -1
+  bool optimize_ = false;
   std::vector<bool> layer_need_backward_;
   std::vector<std::vector<bool>> bottom_need_backward_;
   std::vector<Blob*> learnable_params_;

@@ -2,6 +2,7 @@
 // and set up, which layers and parameters train, synthetic inputs; lookups by name.
 #include <random>
 
+#include "device/settings.h"
 #include "layers/layer_registry.h"
 #include "net/net.h"
 #include "net/net_passes.h"
@@ -36,7 +37,10 @@ void Net::Build(const caffe::NetParameter& given) {
   ApplyNetDataType(&p);
   if (options_.synthetic_data) ReplaceDataLayers(&p, options_, &synthetic_layers_);
   p = InsertConversions(p, &inserted_);
-  p = InsertSplits(p, &inserted_);
+  optimize_ = state_.phase() == caffe::TEST &&
+              (options_.optimize >= 0 ? options_.optimize != 0 : GetSettings().optimize != "0");
+  // At inference a float Split copies for nothing: its consumers read the blob itself.
+  p = InsertSplits(p, &inserted_, optimize_ && !p.force_backward());
   *p.mutable_state() = state_;
   param_ = p;
   reduced_memory_ = state_.phase() == caffe::TEST &&
@@ -52,7 +56,7 @@ void Net::Build(const caffe::NetParameter& given) {
   if (state_.quantizer_mode() != caffe::CAFFE_QUANT_PASSIVE)
     SetQuantMode(static_cast<quant::QuantizerMode>(state_.quantizer_mode()));
   SetUpBackward();
-  PlanReluFusion();
+  PlanFusion();
   if (options_.synthetic_data) FillSyntheticInputs();
   if (reduced_memory_) {
     for (auto& l : layers_) l->set_release_param_copies(true);

@@ -24,9 +24,9 @@ void Net::PlanMemory() {
   for (int i = 0; i < n; ++i) {
     for (Blob* b : bottom_vecs_[i]) touch(b, i);
     for (Blob* b : top_vecs_[i]) touch(b, i);
-    // A fused ReLU's top is written by its producer, one step early.
-    if (fused_relu_[i] >= 0)
-      for (Blob* b : top_vecs_[fused_relu_[i]]) touch(b, i);
+    // A fused chain's last top is written by its producer, some steps early.
+    if (fusion_end(i) > i)
+      for (Blob* b : top_vecs_[fusion_end(i)]) touch(b, i);
   }
   for (Blob* b : input_blobs_) touch(b, -1);  // written by the user before Forward
   for (Blob* b : output_blobs_) touch(b, n);  // read by the user after Forward

@@ -211,10 +211,19 @@ class ConversionPass {
   void ConvertBottoms(caffe::LayerParameter* layer) {
     const DataType want = ConsumerType(*layer);
     for (int i = 0; i < layer->bottom_size(); ++i) {
-      const std::string b = layer->bottom(i);
+      const std::string logical = layer->bottom(i);
+      const bool in_place = i < layer->top_size() && layer->top(i) == logical;
+      // The blob holding the newest value of `logical` (an in-place layer working on a
+      // converted copy made the copy the newest).
+      auto alias = latest_.find(logical);
+      const std::string b = alias == latest_.end() ? logical : alias->second;
       auto it = current_.find(b);
       if (it == current_.end()) continue;  // reported by the net build with the layer's name
-      if (it->second.type == want) continue;
+      if (it->second.type == want) {
+        if (in_place) layer->set_top(i, b);
+        layer->set_bottom(i, b);
+        continue;
+      }
       const std::string key = b + "#" + std::to_string(it->second.version) + "#" + Name(want);
       auto done = converted_.find(key);
       std::string name;
@@ -232,8 +241,12 @@ class ConversionPass {
         converted_[key] = name;
         current_[name] = {want, QuantizerNameOf(*layer, "bottom", i), ++version_};
       }
-      // An in-place top of this bottom follows the renamed bottom.
-      if (i < layer->top_size() && layer->top(i) == b) layer->set_top(i, name);
+      // An in-place top of this bottom follows the renamed bottom, which then holds the
+      // newest value of the blob for the layers after it.
+      if (in_place) {
+        layer->set_top(i, name);
+        latest_[logical] = name;
+      }
       layer->set_bottom(i, name);
     }
   }
@@ -245,6 +258,10 @@ class ConversionPass {
     const bool regular = !TypingOf(layer->type()).writes_top_type;  // the net converts its tops
     std::vector<caffe::LayerParameter> after;
     for (int j = 0; j < layer->top_size(); ++j) {
+      // A new value of a blob (not written in place) is read under its own name again.
+      if (std::find(layer->bottom().begin(), layer->bottom().end(), layer->top(j)) ==
+          layer->bottom().end())
+        latest_.erase(layer->top(j));
       const DataType written = ProducerType(*layer, j);
       const DataType declared =
           regular ? DataTypeFromProto(layer->top_data_type(), "layer '" + layer->name() + "'")
@@ -277,6 +294,7 @@ class ConversionPass {
   std::set<std::string>* inserted_;
   std::map<std::string, Producer> current_;
   std::map<std::string, std::string> converted_;  // "blob#version#type" -> converted blob name
+  std::map<std::string, std::string> latest_;  // blob -> the converted copy holding its newest value
   int version_ = 0;
 };
 
@@ -305,7 +323,8 @@ caffe::NetParameter InsertConversions(const caffe::NetParameter& in,
 /// BVLC's split insertion: a blob produced once and consumed by several layers gets a Split
 /// layer whose tops feed the consumers one each. The split's quantizers are named after the
 /// producer's top quantizer (input) and each consumer's bottom quantizer (outputs).
-caffe::NetParameter InsertSplits(const caffe::NetParameter& in, std::set<std::string>* inserted) {
+caffe::NetParameter InsertSplits(const caffe::NetParameter& in, std::set<std::string>* inserted,
+                                 bool share_float) {
   // (layer, top) that last produced each blob, and the consumers of each such production.
   std::map<std::string, std::pair<int, int>> last_producer;
   std::map<std::pair<int, int>, std::vector<std::pair<int, int>>> consumers;
@@ -333,6 +352,14 @@ caffe::NetParameter InsertSplits(const caffe::NetParameter& in, std::set<std::st
     for (int t = 0; t < in.layer(i).top_size(); ++t) {
       auto it = consumers.find({i, t});
       if (it == consumers.end() || it->second.size() < 2) continue;
+      if (share_float && !IsQuantized(ProducerType(l, t))) {
+        bool written_in_place = false;
+        for (const auto& [ci, cb] : it->second) {
+          const auto& c = in.layer(ci);
+          written_in_place |= cb < c.top_size() && c.top(cb) == c.bottom(cb);
+        }
+        if (!written_in_place) continue;  // every consumer reads the blob itself
+      }
       const std::string blob = l.top(t);
       caffe::LayerParameter split;
       split.set_name(blob + "_" + l.name() + "_" + std::to_string(t) + "_split");

@@ -24,7 +24,9 @@ caffe::NetParameter InsertConversions(const caffe::NetParameter& in,
                                       std::set<std::string>* inserted);
 
 /// BVLC's split insertion (a Split layer for each blob consumed by several layers); adds the
-/// inserted layers' names to `inserted`.
-caffe::NetParameter InsertSplits(const caffe::NetParameter& in, std::set<std::string>* inserted);
+/// inserted layers' names to `inserted`. With `share_float` (inference), a float blob none of
+/// whose consumers writes it in place gets no Split: the consumers read it directly.
+caffe::NetParameter InsertSplits(const caffe::NetParameter& in, std::set<std::string>* inserted,
+                                 bool share_float = false);
 
 }  // namespace mpcaffe

@@ -1,4 +1,4 @@
-// net/net_run.cc — running a Net: Forward (with fused ReLUs), Reshape, and the fp32 Backward
+// net/net_run.cc — running a Net: Forward (with fused chains), Reshape, and the fp32 Backward
 // with BVLC's loss-weight and parameter-gradient semantics.
 #include <algorithm>
 
@@ -12,17 +12,18 @@ float Net::ForwardFromTo(int start, int end) {
                    ") outside the net's " + std::to_string(layers_.size()) + " layers");
   float loss = 0;
   for (int i = start; i <= end; ++i) {
-    if (i < end && FusionActive(i)) {
+    const int last = fusion_end(i);
+    if (last > i && last <= end && FusionActive(i)) {
       Layer& producer = *layers_[i];
-      producer.set_fused_relu(layers_[i + 1].get());
+      producer.set_fused(&fusions_[i].epilogue);
       try {
-        producer.Forward(bottom_vecs_[i], top_vecs_[i + 1]);
+        producer.Forward(bottom_vecs_[i], top_vecs_[last]);
       } catch (...) {
-        producer.set_fused_relu(nullptr);
+        producer.set_fused(nullptr);
         throw;
       }
-      producer.set_fused_relu(nullptr);
-      ++i;  // the ReLU ran inside its producer; its top is written
+      producer.set_fused(nullptr);
+      i = last;  // the chain ran inside its producer; its last top is written
     } else {
       if (layers_[i]->ReshapesEachPass()) ReshapeBeforePass(i);
       layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);

@@ -52,6 +52,7 @@ struct Row {
 
 struct Options {
   std::string model;
+  std::string weights;  // an fp32 caffemodel (else the fillers' values)
   std::vector<DataType> dtypes;
   std::vector<int> batches;
   std::vector<Device*> devices;
@@ -64,7 +65,8 @@ struct Options {
 int Usage(const std::string& why) {
   std::fprintf(stderr,
                "mpcaffe bench net: %s\n"
-               "usage: mpcaffe bench net --model <prototxt> [--dtypes fp32,fp16,int16,int8]\n"
+               "usage: mpcaffe bench net --model <prototxt> [--weights fp32.caffemodel]\n"
+               "         [--dtypes fp32,fp16,int16,int8]\n"
                "         [--batch 1,16,64] [--device(s) all|i,j] [--reduced-memory both|on|off]\n"
                "         [--iterations N] [--no-setup] [--no-progress] [--json out.json]\n",
                why.c_str());
@@ -182,7 +184,7 @@ Row Measure(const Options& o, const caffe::NetParameter& model, Device& dev, Dat
   if (o.plain) {
     bar.Describe(tag + "build" + (IsQuantized(dtype) ? " + calibrate" : ""));
     options.reduced_memory = 0;
-    auto net = BuildCalibratedNet(typed, dev, options);
+    auto net = BuildCalibratedNet(typed, dev, options, o.weights);
     bar.Describe(tag + "warm-up");
     net->Forward();  // kernel builds, weight uploads; the peak counts a whole pass
     dev.Finish();
@@ -202,7 +204,7 @@ Row Measure(const Options& o, const caffe::NetParameter& model, Device& dev, Dat
       net->CopyTrainedLayersFrom(caffemodel.string());  // weights and calibrated ranges
       FillInputLayers(*net);
     } else {
-      net = BuildCalibratedNet(typed, dev, options);
+      net = BuildCalibratedNet(typed, dev, options, o.weights);
       net->Save(caffemodel.string());
     }
     bar.Describe(tag + "warm-up (reduced memory)");
@@ -319,6 +321,7 @@ int BenchNet(const std::vector<std::string>& args) {
   Options o;
   o.model = FlagValue(args, "--model");
   if (o.model.empty()) return Usage("--model is required");
+  o.weights = FlagValue(args, "--weights");
   try {
     for (const auto& t : SplitList(FlagValue(args, "--dtypes", "fp32,fp16,int16,int8")))
       o.dtypes.push_back(ParseDataType(t));

@@ -84,14 +84,14 @@ int RunTime(const std::vector<std::string>& args) {
     for (int it = 0; it < iterations; ++it) {
       double total = 0;
       for (int i = 0; i < n; ++i) {
-        // A ReLU fused into its producer runs inside it: the pair is timed as the producer.
-        const int last = net.fused_relu_of(i) == i + 1 ? i + 1 : i;
+        // A chain fused into its producer runs inside it: it is timed as the producer.
+        const int last = net.fusion_end(i);
         const auto t0 = Clock::now();
         net.ForwardFromTo(i, last);
         device.Finish();
         const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
         layer_ms[i].push_back(ms);
-        if (last != i) layer_ms[last].push_back(0.0);
+        for (int j = i + 1; j <= last; ++j) layer_ms[j].push_back(0.0);
         total += ms;
         i = last;
       }
@@ -115,13 +115,21 @@ int RunTime(const std::vector<std::string>& args) {
       back_total_ms.push_back(back);
     }
     const double median = Median(total_ms);
+    // What the inference optimizer fused: layers running inside another, and the producers.
+    int fused_layers = 0, chains = 0;
+    for (int i = 0; i < n; ++i) {
+      fused_layers += net.fused_into(i) >= 0;
+      chains += net.fusion_end(i) > i;
+    }
     std::vector<double> step_ms(back_total_ms.size());
     for (size_t it = 0; it < step_ms.size(); ++it) step_ms[it] = total_ms[it] + back_total_ms[it];
     if (json) {
       std::ostringstream os;
       os << "{\"model\": \"" << JsonEscape(model) << "\", \"device\": \""
          << JsonEscape(device.Describe()) << "\", \"iterations\": " << iterations
-         << ", \"forward_ms_median\": " << median;
+         << ", \"forward_ms_median\": " << median << ", \"optimizer\": "
+         << (net.optimized() ? "true" : "false") << ", \"fused_layers\": " << fused_layers
+         << ", \"fusion_chains\": " << chains << ", \"launched_layers\": " << n - fused_layers;
       if (train)
         os << ", \"backward_ms_median\": " << Median(back_total_ms)
            << ", \"forward_backward_ms_median\": " << Median(step_ms);
@@ -134,8 +142,8 @@ int RunTime(const std::vector<std::string>& args) {
            << l.type() << "\", \"dtype\": \"" << LayerDtype(l) << "\", \"forward_ms\": "
            << Median(layer_ms[i]);
         if (train) os << ", \"backward_ms\": " << Median(layer_back_ms[i]);
-        if (i > 0 && net.fused_relu_of(i - 1) == i)
-          os << ", \"fused_into\": \"" << JsonEscape(net.layer_names()[i - 1]) << "\"";
+        if (net.fused_into(i) >= 0)
+          os << ", \"fused_into\": \"" << JsonEscape(net.layer_names()[net.fused_into(i)]) << "\"";
         os << "}";
       }
       os << "\n]}\n";
@@ -146,9 +154,9 @@ int RunTime(const std::vector<std::string>& args) {
                 device.Describe().c_str(), iterations);
     for (int i = 0; i < n; ++i) {
       const Layer& l = *net.layers()[i];
-      if (i > 0 && net.fused_relu_of(i - 1) == i) {
+      if (net.fused_into(i) >= 0) {
         std::printf("%24s %-16s %-12s fused into %s\n", l.name().c_str(), l.type(),
-                    LayerDtype(l).c_str(), net.layer_names()[i - 1].c_str());
+                    LayerDtype(l).c_str(), net.layer_names()[net.fused_into(i)].c_str());
         continue;
       }
       std::printf("%24s %-16s %-12s forward: %9.3f ms", l.name().c_str(), l.type(),
@@ -156,6 +164,9 @@ int RunTime(const std::vector<std::string>& args) {
       if (train) std::printf("   backward: %9.3f ms", Median(layer_back_ms[i]));
       std::printf("\n");
     }
+    std::printf("Graph optimizer %s: %d of %d layers fused into %d producers (%d layers run)\n",
+                net.optimized() ? "on" : "off (MPCAFFE_OPTIMIZE=0)", fused_layers, n, chains,
+                n - fused_layers);
     std::printf("Median forward pass: %.3f ms\n", median);
     if (train) {
       std::printf("Median backward pass: %.3f ms\n", Median(back_total_ms));

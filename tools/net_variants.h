@@ -133,12 +133,15 @@ inline void FillInputLayers(Net& net, uint32_t seed = 1701) {
   }
 }
 
-/// Builds `param` on `device` with synthetic inputs filled, and gives a net with quantized layers
-/// the ranges it lacks by an OBSERVE pass of its fp32 variant on the same inputs. The device's
-/// peak counter is reset afterwards so the net's peak_device_bytes counts this net only.
+/// Builds `param` on `device` with synthetic inputs filled (and the trained layers of the
+/// `weights` caffemodel when given), and gives a net with quantized layers the ranges it lacks
+/// by an OBSERVE pass of its fp32 variant on the same inputs. The device's peak counter is reset
+/// afterwards so the net's peak_device_bytes counts this net only.
 inline std::unique_ptr<Net> BuildCalibratedNet(const caffe::NetParameter& param, Device& device,
-                                               const NetOptions& options) {
+                                               const NetOptions& options,
+                                               const std::string& weights = "") {
   auto net = std::make_unique<Net>(param, device, options);
+  if (!weights.empty()) net->CopyTrainedLayersFrom(weights);
   FillInputLayers(*net);
   if (!net->QuantizersWithoutRange().empty()) {
     CalibrateWithFloatVariant(*net, param, options);

@@ -280,12 +280,39 @@ TEST(Layers, EltwiseSumEveryTypeProdMaxFloat) {
     r.Forward();
     const int n = 36;
     std::vector<uint8_t> want(r.top[0]->bytes());
-    reference::Scale(t, n, 0.5f, r.bottom[0]->host_data(), want.data(), r.layer->BottomAffine(0), r.layer->TopAffine(0));
-    reference::Axpby(t, n, -1.0f, r.bottom[1]->host_data(), 1.0f, want.data(), r.layer->BottomAffine(1),
-                     r.layer->TopAffine(0));
+    if (!IsQuantized(t)) {
+      reference::Scale(t, n, 0.5f, r.bottom[0]->host_data(), want.data(), r.layer->BottomAffine(0), r.layer->TopAffine(0));
+      reference::Axpby(t, n, -1.0f, r.bottom[1]->host_data(), 1.0f, want.data(), r.layer->BottomAffine(1),
+                       r.layer->TopAffine(0));
+    } else {  // the sum in fp32, rounded once into the top's range
+      const DataType f = DataType::kFloat32;
+      std::vector<float> sum(n), term(n);
+      reference::Convert(t, f, n, r.bottom[0]->host_data(), sum.data(), r.layer->BottomAffine(0), {});
+      reference::Scale(f, n, 0.5f, sum.data(), sum.data(), {}, {});
+      reference::Convert(t, f, n, r.bottom[1]->host_data(), term.data(), r.layer->BottomAffine(1), {});
+      reference::Axpby(f, n, -1.0f, term.data(), 1.0f, sum.data(), {}, {});
+      reference::Convert(f, t, n, sum.data(), want.data(), {}, r.layer->TopAffine(0));
+    }
     Blob w(Dev(), t, {n});
     std::memcpy(w.mutable_host_data(), want.data(), want.size());
     ExpectMatch(t, r.top[0]->ToFloat(), w.ToFloat(), "Eltwise SUM");
+  }
+  // A partial sum outside the top's range must not saturate before a later term cancels it
+  // (a residual branch): 2.0 − 1.9 into [−0.5, 0.5] is 0.1, not −0.5.
+  for (DataType t : {DataType::kInt8Q, DataType::kInt16Q}) {
+    auto p = Param("type: 'Eltwise' eltwise_param { operation: SUM }", t);
+    SetRange(&p, "bottom", 0, 0, 2.5);
+    SetRange(&p, "bottom", 1, -2.5, 0);
+    SetRange(&p, "top", 0, -0.5, 0.5);
+    LayerRun r = Make(p, {{1, 4}, {1, 4}}, 1);
+    r.bottom[0]->FromFloat(std::vector<float>(4, float(r.layer->BottomParams(0).zero_point[0] +
+                                                       std::round(2.0 / r.layer->BottomParams(0).scale[0]))));
+    r.bottom[1]->FromFloat(std::vector<float>(4, float(r.layer->BottomParams(1).zero_point[0] +
+                                                       std::round(-1.9 / r.layer->BottomParams(1).scale[0]))));
+    r.Forward();
+    const quant::QuantParams y = r.layer->TopParams(0);
+    for (float v : r.top[0]->ToFloat())
+      EXPECT_NEAR(y.scale[0] * (v - y.zero_point[0]), 0.1, 2.5 * y.scale[0] + 0.02) << Name(t);
   }
   for (DataType t : kFloats)
     for (const char* op : {"PROD", "MAX"}) {

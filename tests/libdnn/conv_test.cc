@@ -187,23 +187,32 @@ TEST_P(ConvForward, MatchesReferenceOnEveryShape) {
   std::mt19937 rng(1234 + int(t));
   int index = 0, saturated_low = 0, saturated_high = 0, total = 0;
   for (const Shape& s : kShapes) {
-    const ConvDesc d = DescOf(s, t, index);
+    ConvDesc d = DescOf(s, t, index);
+    d.residual = index % 3 == 2;  // a fused residual input (the optimizer's Eltwise SUM)
     SCOPED_TRACE(d.ToString());
     const bool q = IsQuantized(t);
-    const ConvQuant quant = q ? MakeQuant(d, (index / 2) % 2 == 1, rng) : ConvQuant{};
+    ConvQuant quant = q ? MakeQuant(d, (index / 2) % 2 == 1, rng) : ConvQuant{};
+    if (q && d.residual) {
+      quant.res_zero = quant.c_zero / 2;
+      quant.res_multiplier = quant::QuantizeMultiplier(std::uniform_real_distribution<double>(0.2, 0.6)(rng));
+    }
     const Bytes x =
         q ? RandomQ(t, d.input_count(), false, rng) : RandomFloats(t, d.input_count(), -1, 1, rng);
     const Bytes w = q ? RandomQ(t, d.weight_count(), d.weights_signed, rng)
                       : RandomFloats(t, d.weight_count(), -1, 1, rng);
     const Bytes bias = RandomBias(d, rng);
+    const Bytes res = q ? RandomQ(t, d.output_count(), false, rng)
+                        : RandomFloats(t, d.output_count(), -1, 1, rng);
     Bytes want(d.output_count() * SizeOf(t));
-    ConvForwardReference(d, quant, x.data(), w.data(), d.bias ? bias.data() : nullptr, want.data());
+    ConvForwardReference(d, quant, x.data(), w.data(), d.bias ? bias.data() : nullptr, want.data(),
+                         res.data());
 
     Convolution conv(dev, d, quant);
-    auto xm = Upload(dev, x), wm = Upload(dev, w), bm = Upload(dev, bias);
+    auto xm = Upload(dev, x), wm = Upload(dev, w), bm = Upload(dev, bias), rm = Upload(dev, res);
     auto ym = dev.Allocate(want.size());
     conv.SetWeights(BufferRef(wm.get(), 0));
-    conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0));
+    conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0), nullptr,
+                 BufferRef(rm.get(), 0));
     const Bytes got = Download(dev, ym, want.size());
     if (q) {
       const bool wide = t == DataType::kInt16Q;

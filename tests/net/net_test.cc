@@ -72,14 +72,18 @@ TEST(Net, PhaseLevelStageRules) {
   EXPECT_THROW(train.layer_index("not_staged"), NetError);
 }
 
-TEST(Net, InPlaceLayersAndAutomaticSplits) {
-  Net net(Text(R"(
+const char* kSplitNet = R"(
 layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 1 dim: 4 } } }
 layer { name: "r" type: "ReLU" bottom: "x" top: "x" }
 layer { name: "a" type: "Sigmoid" bottom: "x" top: "a" }
 layer { name: "b" type: "TanH" bottom: "x" top: "b" }
 layer { name: "sum" type: "Eltwise" bottom: "a" bottom: "b" top: "y" }
-)"), Dev());
+)";
+
+TEST(Net, InPlaceLayersAndAutomaticSplits) {
+  NetOptions unoptimized;  // the inference optimizer leaves float splits out (below)
+  unoptimized.optimize = 0;
+  Net net(Text(kSplitNet), Dev(), unoptimized);
   // A split after the in-place ReLU feeds a and b one copy each.
   const int split = net.layer_index("x_r_0_split");
   EXPECT_TRUE(net.inserted(split));
@@ -94,6 +98,33 @@ layer { name: "sum" type: "Eltwise" bottom: "a" bottom: "b" top: "y" }
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[i], 1 / (1 + std::exp(-x[i])) + std::tanh(x[i]), 1e-5);
   EXPECT_EQ(net.output_blobs().size(), 1u);
   EXPECT_EQ(net.output_blobs()[0]->name(), "y");
+}
+
+// At inference the optimizer inserts no float Split: both consumers read x itself, with the same
+// result; a consumer writing x in place keeps the split (it would change the other's input).
+TEST(Net, OptimizerLeavesFloatSplitsOut) {
+  Net net(Text(kSplitNet), Dev());
+  EXPECT_TRUE(net.optimized());
+  EXPECT_FALSE(net.has_layer("x_r_0_split"));
+  EXPECT_EQ(net.bottom_vecs()[net.layer_index("a")][0]->name(), "x");
+  EXPECT_EQ(net.bottom_vecs()[net.layer_index("b")][0]->name(), "x");
+  net.blob("x").FromFloat({-1, 0.5f, 2, -3});
+  net.Forward();
+  const auto y = net.blob("y").ToFloat();
+  const float x[] = {0, 0.5f, 2, 0};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[i], 1 / (1 + std::exp(-x[i])) + std::tanh(x[i]), 1e-5);
+
+  Net in_place(Text(R"(
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 1 dim: 4 } } }
+layer { name: "a" type: "Sigmoid" bottom: "x" top: "a" }
+layer { name: "b" type: "TanH" bottom: "x" top: "x" }
+)"), Dev());
+  EXPECT_TRUE(in_place.has_layer("x_in_0_split"));
+  in_place.blob("x").FromFloat({-1, 0.5f, 2, -3});
+  in_place.Forward();
+  const auto a = in_place.blob("a").ToFloat();
+  const float v[] = {-1, 0.5f, 2, -3};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(a[i], 1 / (1 + std::exp(-v[i])), 1e-6);
 }
 
 // A blob whose last writer is an in-place layer is an output when nothing reads it afterwards
@@ -462,6 +493,7 @@ TEST(Net, ReluFusedIntoItsProducerGivesTheSameOutputs) {
     NetOptions o;
     o.fuse_relu = fuse;
     o.reduced_memory = rm;
+    o.optimize = 0;  // the ReLU fusion alone (the optimizer's chains: optimizer_test.cc)
     Net net(p, Dev(), o);
     if (from) net.CopyTrainedLayersFrom(*from);
     fused->clear();

@@ -1,0 +1,287 @@
+// tests/net/optimizer_test.cc — the inference graph optimizer: which chains fuse (BatchNorm and
+// Scale folded into a Convolution or InnerProduct, a residual Eltwise SUM and a ReLU in the
+// convolution's epilogue), and that every optimized net computes what the unoptimized one does:
+// fp32 within 1e-5 relative, fp16 and int8 within the rounding steps fusion removes. The user's
+// parameter blobs keep the unfused weights, and folding redoes itself when they change.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <random>
+
+#include "net/net.h"
+#include "proto/model_io.h"
+#include "tests/testing/paths.h"
+#include "tools/net_variants.h"
+
+namespace mpcaffe {
+namespace {
+
+Device& Dev() { return DefaultDevice(); }
+
+caffe::NetParameter Text(const std::string& text) {
+  caffe::NetParameter p;
+  ParseProtoFromText(text, "<test>", &p);
+  return p;
+}
+
+// Two residual blocks (a full 3×3 convolution, a depthwise one, a 1×1 one whose sum with the
+// block input goes through a ReLU), then an InnerProduct with a BatchNorm and Scale of its own.
+const char* kBlocks = R"(
+name: "blocks"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 10 dim: 9 } } }
+layer { name: "c1" type: "Convolution" bottom: "data" top: "c1"
+        convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: "msra" }
+                            bias_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "c1/bn" type: "BatchNorm" bottom: "c1" top: "c1" }
+layer { name: "c1/scale" type: "Scale" bottom: "c1" top: "c1" scale_param { bias_term: true } }
+layer { name: "c1/relu" type: "ReLU" bottom: "c1" top: "c1" }
+layer { name: "dw" type: "Convolution" bottom: "c1" top: "dw"
+        convolution_param { num_output: 8 group: 8 kernel_size: 3 pad: 1 bias_term: false
+                            weight_filler { type: "msra" } } }
+layer { name: "dw/bn" type: "BatchNorm" bottom: "dw" top: "dw" }
+layer { name: "dw/scale" type: "Scale" bottom: "dw" top: "dw" scale_param { bias_term: true } }
+layer { name: "dw/relu" type: "ReLU" bottom: "dw" top: "dw" }
+layer { name: "pw" type: "Convolution" bottom: "dw" top: "pw"
+        convolution_param { num_output: 8 kernel_size: 1 bias_term: false weight_filler { type: "msra" } } }
+layer { name: "pw/bn" type: "BatchNorm" bottom: "pw" top: "pw" }
+layer { name: "pw/scale" type: "Scale" bottom: "pw" top: "pw" scale_param { bias_term: true } }
+layer { name: "sum" type: "Eltwise" bottom: "pw" bottom: "c1" top: "sum" }
+layer { name: "sum/relu" type: "ReLU" bottom: "sum" top: "sum" }
+layer { name: "pool" type: "Pooling" bottom: "sum" top: "pool"
+        pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "c2" type: "Convolution" bottom: "sum" top: "c2"
+        convolution_param { num_output: 8 kernel_size: 3 pad: 1 stride: 2 weight_filler { type: "msra" } } }
+layer { name: "c2/bn" type: "BatchNorm" bottom: "c2" top: "c2/bn" }
+layer { name: "c2/scale" type: "Scale" bottom: "c2/bn" top: "c2/scale" scale_param { bias_term: true } }
+layer { name: "sum2" type: "Eltwise" bottom: "c2/scale" bottom: "pool" top: "sum2" }
+layer { name: "fc" type: "InnerProduct" bottom: "sum2" top: "fc"
+        inner_product_param { num_output: 5 weight_filler { type: "msra" } } }
+layer { name: "fc/bn" type: "BatchNorm" bottom: "fc" top: "fc" }
+layer { name: "fc/scale" type: "Scale" bottom: "fc" top: "fc" scale_param { bias_term: true } }
+)";
+
+caffe::NetParameter Blocks() { return Text(kBlocks); }
+
+/// Gives every BatchNorm and Scale of `net` random statistics and parameters (seeded; positive
+/// scales so integer layers fold them), returns them as a caffemodel.
+caffe::NetParameter RandomStatistics(Net& net, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> mean(-0.3f, 0.3f), var(0.4f, 1.6f), gamma(0.6f, 1.4f),
+      beta(-0.2f, 0.2f);
+  for (const auto& l : net.layers()) {
+    const std::string type = l->type();
+    if (type == "BatchNorm") {
+      const int c = l->param_blob(0).count();
+      std::vector<float> m(c), v(c);
+      for (auto& x : m) x = mean(rng);
+      for (auto& x : v) x = var(rng);
+      l->SetParamFromFloat(0, m);
+      l->SetParamFromFloat(1, v);
+      l->SetParamFromFloat(2, {1.0f});
+    } else if (type == "Scale") {
+      std::vector<float> g(l->param_blob(0).count()), b(l->param_blob(1).count());
+      for (auto& x : g) x = gamma(rng);
+      for (auto& x : b) x = beta(rng);
+      l->SetParamFromFloat(0, g);
+      l->SetParamFromFloat(1, b);
+    }
+    l->ParamsChanged();
+  }
+  caffe::NetParameter trained;
+  net.ToProto(&trained);
+  return trained;
+}
+
+std::vector<float> Input(const Blob& b) {
+  std::vector<float> x(b.count());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i) + 0.2f);
+  return x;
+}
+
+/// Largest |a − b| over the largest |b|.
+double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
+    diff = std::max(diff, std::abs(double(a[i]) - b[i]));
+    scale = std::max(scale, std::abs(double(b[i])));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+/// The values of blob `output` ("" for the net's first output blob) after a forward pass.
+std::vector<float> RunNet(const caffe::NetParameter& param, int optimize,
+                       const caffe::NetParameter& trained, const std::string& output,
+                       std::unique_ptr<Net>* keep = nullptr) {
+  NetOptions o;
+  o.optimize = optimize;
+  auto net = std::make_unique<Net>(param, Dev(), o);
+  net->CopyTrainedLayersFrom(trained);
+  Blob& in = *net->input_blobs()[0];
+  in.FromFloat(Input(in));
+  net->Forward();
+  std::vector<float> out =
+      (output.empty() ? *net->output_blobs()[0] : net->blob(output)).ToFloat();
+  if (keep) *keep = std::move(net);
+  return out;
+}
+
+TEST(Optimizer, PlansChainsIntoEachProducer) {
+  Net net(Blocks(), Dev());
+  ASSERT_TRUE(net.optimized());
+  auto end = [&](const std::string& l) { return net.layer_names()[net.fusion_end(net.layer_index(l))]; };
+  EXPECT_EQ(end("c1"), "c1/relu");
+  EXPECT_EQ(end("dw"), "dw/relu");
+  EXPECT_EQ(end("pw"), "sum/relu");  // BatchNorm, Scale, the residual sum and its ReLU
+  EXPECT_EQ(end("c2"), "sum2");      // new blobs c2/bn, c2/scale: each read once
+  EXPECT_EQ(end("fc"), "fc/scale");  // an InnerProduct folds; it adds no residual
+  EXPECT_EQ(net.fused_into(net.layer_index("sum")), net.layer_index("pw"));
+  EXPECT_EQ(net.fused_relu_of(net.layer_index("pw")), net.layer_index("sum/relu"));
+  // c1 is read by dw and by the residual sum: at inference no Split copies it.
+  for (const auto& l : net.layers()) EXPECT_STRNE(l->type(), "Split");
+
+  NetOptions off;
+  off.optimize = 0;
+  Net plain(Blocks(), Dev(), off);
+  EXPECT_FALSE(plain.optimized());
+  for (size_t i = 0; i < plain.layers().size(); ++i) EXPECT_EQ(plain.fused_into(int(i)), -1);
+
+  // A blob asked to be kept is written.
+  NetOptions keep;
+  keep.keep_blobs = {"c2/bn"};
+  Net kept(Blocks(), Dev(), keep);
+  EXPECT_EQ(kept.layer_names()[kept.fusion_end(kept.layer_index("c2"))], "c2/bn");
+}
+
+TEST(Optimizer, Fp32MatchesTheUnoptimizedNetWithinOneInTenThousandthOfAPercent) {
+  NetOptions off;
+  off.optimize = 0;
+  Net source(Blocks(), Dev(), off);
+  const caffe::NetParameter trained = RandomStatistics(source, 7);
+  std::unique_ptr<Net> fused;
+  const std::vector<float> want = RunNet(Blocks(), 0, trained, "fc");
+  const std::vector<float> got = RunNet(Blocks(), 1, trained, "fc", &fused);
+  const double rel = RelativeDifference(got, want);
+  std::printf("fp32 optimized vs unoptimized: max relative difference %.3g\n", rel);
+  EXPECT_LT(rel, 1e-5);
+
+  // The parameter blobs stay the user's: the conv's weights are the trained ones.
+  const std::vector<float> w = fused->layer("c1").ParamAsFloat(0);
+  const auto& saved = trained.layer(1).blobs(0).data();
+  ASSERT_EQ(trained.layer(1).name(), "c1");
+  ASSERT_EQ(w.size(), size_t(saved.size()));
+  for (int i = 0; i < saved.size(); ++i) ASSERT_EQ(w[i], saved.Get(i));
+
+  // A changed statistic re-folds: the optimized net follows the unoptimized one.
+  caffe::NetParameter changed = trained;
+  for (auto& l : *changed.mutable_layer())
+    if (l.name() == "pw/bn")
+      for (float& v : *l.mutable_blobs(1)->mutable_data()) v *= 2.5f;
+  fused->CopyTrainedLayersFrom(changed);
+  fused->Forward();
+  const std::vector<float> again = fused->blob("fc").ToFloat();
+  const std::vector<float> want_changed = RunNet(Blocks(), 0, changed, "fc");
+  EXPECT_LT(RelativeDifference(again, want_changed), 1e-5);
+  EXPECT_GT(RelativeDifference(again, want), 1e-3);  // the change mattered
+}
+
+TEST(Optimizer, Fp16AndInt8MatchWithinTheRoundingStepsFusionRemoves) {
+  NetOptions off;
+  off.optimize = 0;
+  Net source(Blocks(), Dev(), off);
+  caffe::NetParameter trained = RandomStatistics(source, 11);
+  // Ranges for int8: an observing fp32 pass (unfused while it observes).
+  {
+    Net observe(Blocks(), Dev(), off);
+    observe.CopyTrainedLayersFrom(trained);
+    observe.SetQuantMode(quant::QuantizerMode::kObserve);
+    Blob& in = *observe.input_blobs()[0];
+    in.FromFloat(Input(in));
+    observe.Forward();
+    trained.Clear();
+    observe.ToProto(&trained);
+  }
+  const std::vector<float> fp32 = RunNet(Blocks(), 0, trained, "fc");
+  double scale = 0;
+  for (float v : fp32) scale = std::max(scale, std::abs(double(v)));
+
+  for (DataType t : {DataType::kFloat16, DataType::kInt8Q}) {
+    if (t == DataType::kFloat16 && !Dev().info().fp16) {
+      std::printf("fp16 part skipped: %s has no cl_khr_fp16\n", Dev().Describe().c_str());
+      continue;
+    }
+    // As `mpcaffe convert` writes it: BatchNorm and Scale stay fp32 in the int8 net.
+    const caffe::NetParameter typed = tools::TypedVariant(Blocks(), t, Dev());
+    std::unique_ptr<Net> net;
+    const std::vector<float> unfused = RunNet(typed, 0, trained, "");
+    const std::vector<float> fused = RunNet(typed, 1, trained, "", &net);
+    int chains = 0;
+    for (size_t i = 0; i < net->layers().size(); ++i) chains += net->fusion_end(int(i)) > int(i);
+    EXPECT_GE(chains, 4) << Name(t);
+    const double rel = RelativeDifference(fused, unfused), vs_fp32 = RelativeDifference(fused, fp32);
+    std::printf("%s optimized vs unoptimized: %.3g of the output range (vs fp32: %.3g); %d chains\n",
+                Name(t), rel, vs_fp32, chains);
+    // fp16: the folded weights round once where the unfused net rounds each layer's output;
+    // int8: the conv writes the chain's output directly (no int8 rounding before BatchNorm).
+    EXPECT_LT(rel, t == DataType::kFloat16 ? 1e-2 : 0.05) << Name(t);
+    // And both track fp32 (int8 of an 8-channel random net: a few percent of the range each
+    // layer).
+    EXPECT_LT(vs_fp32, t == DataType::kFloat16 ? 1e-2 : 0.25) << Name(t);
+    EXPECT_LT(RelativeDifference(unfused, fp32), t == DataType::kFloat16 ? 1e-2 : 0.25) << Name(t);
+  }
+}
+
+/// The model zoo's deploy nets (smaller input, random statistics): the optimized nets match.
+TEST(Optimizer, ZooNetsMatchTheUnoptimizedNets) {
+  for (const char* file : {"mobilenet_v1_deploy.prototxt", "resnet50_deploy.prototxt"}) {
+    const auto path = test_support::SharedDir() / "models" / "zoo" / file;
+    if (!std::filesystem::exists(path)) {
+      std::printf("%s skipped: %s not found\n", file, path.c_str());
+      continue;
+    }
+    caffe::NetParameter p = ReadNetParameterText(path.string());
+    if (p.input_dim_size() == 4) {
+      p.set_input_dim(2, 64);
+      p.set_input_dim(3, 64);
+    }
+    // ResNet's final 7×7 average pooling becomes the global pooling it is at 224×224; weights
+    // without a filler (zero) get MSRA's.
+    for (auto& l : *p.mutable_layer()) {
+      if (l.type() == "Pooling" && l.pooling_param().kernel_size() == 7) {
+        l.mutable_pooling_param()->clear_kernel_size();
+        l.mutable_pooling_param()->set_global_pooling(true);
+      }
+      if (l.type() == "Convolution" && !l.convolution_param().has_weight_filler())
+        l.mutable_convolution_param()->mutable_weight_filler()->set_type("msra");
+      if (l.type() == "InnerProduct" && !l.inner_product_param().has_weight_filler())
+        l.mutable_inner_product_param()->mutable_weight_filler()->set_type("msra");
+    }
+    // The logits (a softmax of random-weight logits saturates and would hide differences).
+    const auto& last = p.layer(p.layer_size() - 1);
+    const std::string output = last.type() == "Softmax" ? last.bottom(0) : last.top(0);
+    NetOptions off;
+    off.optimize = 0;
+    caffe::NetParameter trained;
+    {
+      Net source(p, Dev(), off);
+      trained = RandomStatistics(source, 3);
+    }
+    std::unique_ptr<Net> net;
+    const std::vector<float> want = RunNet(p, 0, trained, output);
+    const std::vector<float> got = RunNet(p, 1, trained, output, &net);
+    int fused = 0;
+    for (size_t i = 0; i < net->layers().size(); ++i) fused += net->fused_into(int(i)) >= 0;
+    const double rel = RelativeDifference(got, want);
+    std::printf("%s: %d of %zu layers fused; max relative difference %.3g (%s[0] = %g)\n", file,
+                fused, net->layers().size(), rel, output.c_str(), got[0]);
+    EXPECT_GT(fused, int(net->layers().size()) / 2) << file;
+    EXPECT_LT(rel, 1e-5) << file;
+  }
+}
+
+}  // namespace
+}  // namespace mpcaffe
