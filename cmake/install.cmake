@@ -49,8 +49,8 @@ endif()
 # the installed set is exactly mpcaffe.h's closure). Layer, Quantizer and the kernel writer stay
 # private: net/net.h declares Layer only, quant/quantizer_mode.h holds the modes.
 set(mpcaffe_public_headers
-    codegen/datatype.h device/device.h device/error.h layers/blob.h net/net.h net/solver.h
-    proto/model_io.h quant/quantizer_mode.h)
+    codegen/datatype.h device/device.h device/error.h layers/blob.h net/distributed.h net/net.h
+    net/solver.h proto/model_io.h quant/quantizer_mode.h)
 foreach(header ${mpcaffe_public_headers})
   get_filename_component(folder ${header} DIRECTORY)
   install(FILES ${CMAKE_SOURCE_DIR}/${header}
@@ -100,6 +100,9 @@ if(MPCAFFE_HAVE_CUDA)
   get_filename_component(mpcaffe_pc_cuda_libdir "${NVRTC_LIBRARY}" DIRECTORY)
   set(mpcaffe_pc_cuda_libdir "cuda_libdir=${mpcaffe_pc_cuda_libdir}")
   set(mpcaffe_pc_dep_libs "-L\${cuda_libdir} -lnvrtc ")
+endif()
+if(MPCAFFE_HAVE_MPI)  # Open MPI's own pkg-config module (no paths of this machine)
+  string(APPEND mpcaffe_pc_deps " ompi-c")
 endif()
 string(APPEND mpcaffe_pc_dep_libs "-pthread")
 foreach(lib ${CMAKE_DL_LIBS})

@@ -140,6 +140,16 @@ Device& DefaultDevice() {
       throw DeviceError(std::string("MPCAFFE_DEVICE: ") + e.what());
     }
   }
+  // One device per rank of an MPI job (by the rank on this node): the GPUs when there are
+  // any, else every device, rank modulo their number.
+  if (const std::string& local = GetSettings().mpi_local_rank; !local.empty()) {
+    std::vector<Device*> pool;
+    for (Device* d : list)
+      if (d->info().is_gpu) pool.push_back(d);
+    if (pool.empty()) pool = list;
+    const long rank = std::strtol(local.c_str(), nullptr, 10);
+    return *pool[static_cast<size_t>(std::max(0L, rank)) % pool.size()];
+  }
   for (Device* d : list)
     if (d->info().is_gpu) return *d;
   return *list.front();

@@ -358,8 +358,9 @@ class QueueScope {
 /// (the ICD loader's order follows the directory, which differs between machines), then CUDA.
 const std::vector<Device*>& DeviceList();
 
-/// The device MPCAFFE_DEVICE names (see FindDevice), else the first GPU, else the first
-/// device. Throws DeviceError (with install advice) when there is none, or when MPCAFFE_DEVICE
+/// The device MPCAFFE_DEVICE names (see FindDevice), else in an MPI job the device of the
+/// process's rank on its node (rank modulo the GPUs, or modulo all devices when there is no
+/// GPU), else the first GPU, else the first device. Throws DeviceError (with install advice) when there is none, or when MPCAFFE_DEVICE
 /// matches no device.
 Device& DefaultDevice();
 /// Device by index; throws DeviceError listing the valid range.

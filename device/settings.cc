@@ -37,6 +37,17 @@ Settings Settings::FromEnvironment() {
   s.cache = Env("MPCAFFE_CACHE");
   s.xdg_cache_home = Env("XDG_CACHE_HOME");
   s.home = Env("HOME");
+  if (!Env("OMPI_COMM_WORLD_SIZE").empty()) {
+    s.mpi_world_size = Env("OMPI_COMM_WORLD_SIZE");
+    s.mpi_local_rank = Env("OMPI_COMM_WORLD_LOCAL_RANK");
+  } else if (!Env("PMI_SIZE").empty()) {
+    s.mpi_world_size = Env("PMI_SIZE");
+    s.mpi_local_rank = Env("MPI_LOCALRANKID");
+  } else if (!Env("SLURM_PROCID").empty()) {
+    s.mpi_world_size = Env("SLURM_NTASKS");
+    s.mpi_local_rank = Env("SLURM_LOCALID");
+  }
+  s.mpi_timeout = Env("MPCAFFE_MPI_TIMEOUT");
   return s;
 }
 

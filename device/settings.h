@@ -26,6 +26,12 @@ struct Settings {
   std::string cache;             ///< MPCAFFE_CACHE: the kernel-cache file, or "off"
   std::string xdg_cache_home;    ///< XDG_CACHE_HOME (the cache's default folder)
   std::string home;              ///< HOME (the cache's fallback folder)
+  /// The launcher's description of an MPI job (Open MPI's OMPI_COMM_WORLD_SIZE /
+  /// OMPI_COMM_WORLD_LOCAL_RANK, else MPICH/Hydra's PMI_SIZE / MPI_LOCALRANKID, else Slurm's
+  /// SLURM_NTASKS / SLURM_LOCALID when SLURM_PROCID is set): "" when not started by one.
+  std::string mpi_world_size;
+  std::string mpi_local_rank;
+  std::string mpi_timeout;       ///< MPCAFFE_MPI_TIMEOUT: seconds a collective may wait (300)
 
   /// The values of the process environment now (unset variables are "").
   static Settings FromEnvironment();

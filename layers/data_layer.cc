@@ -1,6 +1,7 @@
 // layers/data_layer.cc — the Data layer: batches of caffe.Datum records from an LMDB database,
 // transformed as transform_param says (scale, mean_file / mean_value, crop_size, mirror) by a
-// background prefetch thread that keeps `prefetch` batches ready.
+// background prefetch thread that keeps `prefetch` batches ready. In a data-parallel job each
+// process reads its shard of the records (GetDataShard: rank r of N takes r, r + N, …).
 #include <sys/stat.h>
 
 #include <condition_variable>
@@ -33,7 +34,7 @@ class DataLayer : public Layer {
     if (param_.data_param().backend() == caffe::DataParameter::LEVELDB && !S_ISDIR(st.st_mode))
       Fail("data source '" + source + "': only LMDB databases are read (backend: LMDB)");
     try {
-      reader_ = std::make_unique<LmdbReader>(source);
+      reader_ = std::make_unique<LmdbReader>(source, shard_);
     } catch (const DbError& e) {
       Fail(e.what());
     }
@@ -62,7 +63,7 @@ class DataLayer : public Layer {
       Fail("the first record of '" + dp.source() + "' is not a caffe.Datum");
     if (first.encoded()) Fail("encoded (JPEG/PNG) Datum records are not supported");
     channels_ = first.channels(), height_ = first.height(), width_ = first.width();
-    reader_ = std::make_unique<LmdbReader>(dp.source());  // start over at the first record
+    reader_ = std::make_unique<LmdbReader>(dp.source(), shard_);  // start over at the first record
     scale_ = tp.has_scale() ? tp.scale() : dp.scale();
     crop_ = static_cast<int>(tp.crop_size() ? tp.crop_size() : dp.crop_size());
     mirror_ = tp.mirror() || dp.mirror();
@@ -175,6 +176,7 @@ class DataLayer : public Layer {
     }
   }
 
+  const DataShard shard_ = GetDataShard();
   std::unique_ptr<LmdbReader> reader_;
   int batch_ = 0, channels_ = 0, height_ = 0, width_ = 0, crop_ = 0, depth_ = 4;
   float scale_ = 1.0f;

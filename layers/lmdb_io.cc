@@ -13,17 +13,31 @@ void Check(int rc, const std::string& path, const char* what) {
     throw DbError("LMDB '" + path + "': " + what + " failed: " + mdb_strerror(rc));
 }
 
+DataShard& ProcessShard() {
+  static DataShard shard;
+  return shard;
+}
+
 }  // namespace
+
+void SetDataShard(DataShard shard) { ProcessShard() = shard; }
+DataShard GetDataShard() { return ProcessShard(); }
 
 struct LmdbReader::Impl {
   MDB_env* env = nullptr;
   MDB_txn* txn = nullptr;
   MDB_dbi dbi = 0;
   MDB_cursor* cursor = nullptr;
+  size_t at = 0;  // the record the cursor is on
   bool positioned = false;
 };
 
-LmdbReader::LmdbReader(const std::string& path) : impl_(std::make_unique<Impl>()), path_(path) {
+LmdbReader::LmdbReader(const std::string& path, DataShard shard)
+    : impl_(std::make_unique<Impl>()), path_(path), shard_(shard) {
+  if (shard_.count < 1 || shard_.index < 0 || shard_.index >= shard_.count)
+    throw DbError("LMDB '" + path + "': shard " + std::to_string(shard_.index) + " of " +
+                  std::to_string(shard_.count) + " does not exist");
+  next_ = static_cast<size_t>(shard_.index);
   struct stat st;
   if (stat(path.c_str(), &st) != 0) throw DbError("LMDB '" + path + "' does not exist");
   Check(mdb_env_create(&impl_->env), path, "mdb_env_create");
@@ -40,6 +54,10 @@ LmdbReader::LmdbReader(const std::string& path) : impl_(std::make_unique<Impl>()
   MDB_stat s;
   Check(mdb_stat(impl_->txn, impl_->dbi, &s), path, "mdb_stat");
   entries_ = s.ms_entries;
+  if (entries_ > 0 && static_cast<size_t>(shard_.index) >= entries_)
+    throw DbError("LMDB '" + path + "' has " + std::to_string(entries_) + " records, too few for " +
+                  std::to_string(shard_.count) + " shards (process " +
+                  std::to_string(shard_.index) + " would read none)");
 }
 
 LmdbReader::~LmdbReader() {
@@ -51,10 +69,23 @@ LmdbReader::~LmdbReader() {
 std::string LmdbReader::Next() {
   if (entries_ == 0) throw DbError("LMDB '" + path_ + "' has no entries");
   MDB_val key, value;
-  int rc = mdb_cursor_get(impl_->cursor, &key, &value, impl_->positioned ? MDB_NEXT : MDB_FIRST);
-  if (rc == MDB_NOTFOUND) rc = mdb_cursor_get(impl_->cursor, &key, &value, MDB_FIRST);
+  // Walk the cursor to record next_ (one step without sharding; `count` steps, or back to the
+  // first record after a wrap, with it).
+  int rc = MDB_SUCCESS;
+  if (!impl_->positioned || next_ < impl_->at) {
+    rc = mdb_cursor_get(impl_->cursor, &key, &value, MDB_FIRST);
+    impl_->at = 0;
+  } else {
+    rc = mdb_cursor_get(impl_->cursor, &key, &value, MDB_GET_CURRENT);
+  }
+  while (rc == MDB_SUCCESS && impl_->at < next_) {
+    rc = mdb_cursor_get(impl_->cursor, &key, &value, MDB_NEXT);
+    ++impl_->at;
+  }
   Check(rc, path_, "reading the next record");
   impl_->positioned = true;
+  next_ += static_cast<size_t>(shard_.count);
+  if (next_ >= entries_) next_ = static_cast<size_t>(shard_.index);
   return std::string(static_cast<const char*>(value.mv_data), value.mv_size);
 }
 

@@ -286,8 +286,11 @@ class Net {
 /// (and weights) back into `net`. `before_forward` (when given) is called before each pass with
 /// the fp32 net and the pass index, to fill its inputs (Data layers fill themselves). Returns
 /// the number of quantizers that received a range (0: none lacked one, nothing ran).
+/// `after_passes` (when given) is called with the fp32 net after the passes, before its ranges
+/// are copied (e.g. ReduceObservedRanges over the ranks of an MPI job).
 int CalibrateWithFloatVariant(Net& net, const caffe::NetParameter& param,
                               const NetOptions& options, int iterations = 1,
-                              const std::function<void(Net& fp32, int pass)>& before_forward = {});
+                              const std::function<void(Net& fp32, int pass)>& before_forward = {},
+                              const std::function<void(Net& fp32)>& after_passes = {});
 
 }  // namespace mpcaffe

@@ -53,7 +53,8 @@ std::vector<std::string> Net::QuantizersWithoutRange() {
 
 int CalibrateWithFloatVariant(Net& net, const caffe::NetParameter& param,
                               const NetOptions& options, int iterations,
-                              const std::function<void(Net& fp32, int pass)>& before_forward) {
+                              const std::function<void(Net& fp32, int pass)>& before_forward,
+                              const std::function<void(Net& fp32)>& after_passes) {
   const std::vector<std::string> missing = net.QuantizersWithoutRange();
   if (missing.empty()) return 0;
   NetOptions o = options;
@@ -73,6 +74,7 @@ int CalibrateWithFloatVariant(Net& net, const caffe::NetParameter& param,
     if (before_forward) before_forward(fp32, i);
     fp32.Forward();
   }
+  if (after_passes) after_passes(fp32);
   caffe::NetParameter observed;
   fp32.RangesToProto(&observed);
   caffe::NetParameter ranges;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -43,8 +44,12 @@ bool Exists(const std::string& path) {
 
 }  // namespace
 
-Solver::Solver(const caffe::SolverParameter& param, Device& device, const NetOptions& base)
+Solver::Solver(const caffe::SolverParameter& param, Device& device, const NetOptions& base,
+               Communicator* comm)
     : param_(param), device_(&device), log_(&std::cout) {
+  // The job first: initialising MPI gives the Data layers built below the rank's shard.
+  comm_ = comm ? comm : &Communicator::World();
+  if (!comm_->root()) log_ = nullptr;
   type_ = CanonicalType(param_);
   if (param_.random_seed() >= 0) SetRandomSeed(static_cast<uint64_t>(param_.random_seed()));
   // Train net: exactly one of net, net_param, train_net, train_net_param.
@@ -82,6 +87,53 @@ Solver::Solver(const caffe::SolverParameter& param, Device& device, const NetOpt
   }
   if (param_.iter_size() < 1) throw SolverError("iter_size must be at least 1");
   InitHistory();
+  if (comm_->size() > 1) {
+    CheckRanksAgree();
+    set_allreduce_options(allreduce_options_);
+    BroadcastParameters();
+  }
+}
+
+void Solver::CheckRanksAgree() {
+  // Parameters, their elements, and the solver's histories: equal on every rank, or the
+  // allreduce would mix unrelated values.
+  const auto& params = net_->learnable_params();
+  double total = 0;
+  for (Blob* b : params) total += b->count();
+  const double mine[3] = {static_cast<double>(params.size()), total,
+                          static_cast<double>(history_.size())};
+  double low[3] = {mine[0], mine[1], mine[2]}, high[3] = {mine[0], mine[1], mine[2]};
+  comm_->Allreduce(low, 3, Communicator::Op::kMin, "the ranks' parameter counts");
+  comm_->Allreduce(high, 3, Communicator::Op::kMax, "the ranks' parameter counts");
+  for (int i = 0; i < 3; ++i)
+    if (low[i] != high[i])
+      throw DistributedError(
+          "rank " + std::to_string(comm_->rank()) + ": the ranks' nets differ: net '" +
+          net_->name() + "' has " + std::to_string(params.size()) + " learnable parameters of " +
+          std::to_string(static_cast<long long>(total)) + " values here, " +
+          std::to_string(static_cast<long long>(low[i])) + " to " +
+          std::to_string(static_cast<long long>(high[i])) + " " +
+          (i == 0 ? "parameters" : i == 1 ? "values" : "history arrays") +
+          " across the ranks (every rank must train the same net with the same solver)");
+}
+
+void Solver::set_allreduce_options(const AllreduceOptions& options) {
+  allreduce_options_ = options;
+  if (comm_->size() <= 1) return;
+  std::vector<Blob*> trained;
+  for (size_t p = 0; p < net_->learnable_params().size(); ++p)
+    if (trained_[p]) trained.push_back(net_->learnable_params()[p]);
+  reducer_ = std::make_unique<GradientAllreduce>(*net_, trained, *comm_, options);
+}
+
+void Solver::BroadcastParameters() {
+  if (comm_->size() <= 1) return;
+  const auto& params = net_->learnable_params();
+  for (size_t p = 0; p < params.size(); ++p)
+    comm_->Broadcast(params[p]->mutable_host_data(), params[p]->bytes(),
+                     "broadcast of parameter " + net_->learnable_param_names()[p]);
+  net_->ParamsUpdated();
+  for (auto& t : test_nets_) t->ParamsUpdated();
 }
 
 std::unique_ptr<Solver> Solver::FromFile(const std::string& path, Device& device,
@@ -199,7 +251,9 @@ void Solver::ApplyUpdate() {
   const bool l1 = param_.regularization_type() == "L1";
   if (!l1 && param_.regularization_type() != "L2")
     throw SolverError("regularization_type '" + param_.regularization_type() + "' is unknown (L2, L1)");
-  const float norm = 1.0f / param_.iter_size();
+  // The diffs hold the sum over iter_size passes and over the ranks of an MPI job: their mean
+  // is the gradient of one pass over the whole batch.
+  const float norm = 1.0f / (static_cast<float>(param_.iter_size()) * comm_->size());
   // Without clipping, the update kernel regularizes as it reads the gradient (one launch per
   // parameter); clipping needs the regularized gradients' norm first.
   const bool clipping = param_.clip_gradients() >= 0;
@@ -264,10 +318,26 @@ void Solver::Step(int iters) {
         (iter_ > 0 || param_.test_initialization()))
       TestAll();
     float loss = 0;
-    for (int i = 0; i < param_.iter_size(); ++i) loss += net_->ForwardBackward();
+    for (int i = 0; i < param_.iter_size(); ++i) {
+      // In an MPI job the last pass's backward starts summing the gradients over the ranks.
+      const bool reduce = reducer_ && i + 1 == param_.iter_size();
+      loss += reduce ? net_->Forward() : net_->ForwardBackward();
+      if (reduce) reducer_->Backward();
+    }
     loss /= param_.iter_size();
+    if (reducer_) loss = reducer_->Finish(loss) / comm_->size();  // the mean over the ranks
     UpdateSmoothedLoss(loss, start_iter);
-    if (log_ && param_.display() && iter_ % param_.display() == 0) {
+    const bool display = param_.display() && iter_ % param_.display() == 0;
+    std::vector<std::vector<float>> outputs;
+    if (display) {  // every rank: the outputs are averaged over the ranks
+      for (Blob* out : net_->output_blobs()) {
+        outputs.push_back(out->ToFloat());
+        comm_->Allreduce(outputs.back().data(), outputs.back().size(), Communicator::Op::kSum,
+                         "allreduce of the train net's outputs");
+        for (float& x : outputs.back()) x /= static_cast<float>(comm_->size());
+      }
+    }
+    if (log_ && display) {
       const auto now = std::chrono::steady_clock::now();
       const double secs = std::chrono::duration<double>(now - tick).count();
       const int done = iter_ - tick_iter;
@@ -276,10 +346,10 @@ void Solver::Step(int iters) {
         *log_ << " (" << done / secs << " iter/s, " << secs << "s/" << done << " iters)";
       *log_ << ", loss = " << smoothed_loss_ << "\n";
       int k = 0;
-      for (Blob* out : net_->output_blobs()) {
-        const std::vector<float> v = out->ToFloat();
-        for (float x : v) *log_ << "    Train net output #" << k++ << ": " << out->name() << " = " << x << "\n";
-      }
+      for (size_t o = 0; o < outputs.size(); ++o)
+        for (float x : outputs[o])
+          *log_ << "    Train net output #" << k++ << ": " << net_->output_blobs()[o]->name()
+                << " = " << x << "\n";
       *log_ << std::flush;
       tick = now;
       tick_iter = iter_;
@@ -300,9 +370,11 @@ void Solver::Solve(const std::string& resume_file) {
   Step(param_.max_iter() - iter_);
   if (param_.snapshot_after_train() && (param_.snapshot() == 0 || iter_ % param_.snapshot() != 0))
     Snapshot();
-  if (param_.display() && log_) {
-    const float loss = net_->Forward();
-    *log_ << "Iteration " << iter_ << ", loss = " << loss << "\n";
+  if (param_.display()) {
+    float loss = net_->Forward();
+    comm_->Allreduce(&loss, 1, Communicator::Op::kSum, "allreduce of the final loss");
+    loss /= static_cast<float>(comm_->size());
+    if (log_) *log_ << "Iteration " << iter_ << ", loss = " << loss << "\n";
   }
   if (param_.test_interval() > 0 && iter_ % param_.test_interval() == 0) TestAll();
   if (log_) *log_ << "Optimization Done.\n";
@@ -323,8 +395,12 @@ std::vector<std::string> Solver::TestOutputNames(int id) const {
 std::vector<float> Solver::Test(int id) {
   Net& net = *test_nets_.at(id);
   const int iters = param_.test_iter(id);
-  std::vector<double> sum;
-  for (int it = 0; it < iters; ++it) {
+  size_t values = 0;
+  for (Blob* out : net.output_blobs()) values += static_cast<size_t>(out->count());
+  std::vector<double> sum(values, 0.0);
+  // Rank r of N runs iterations r, r + N, … (each on its shard of the data).
+  const int size = comm_->size(), mine = (iters - comm_->rank() + size - 1) / size;
+  for (int it = 0; it < mine; ++it) {
     net.Forward();
     size_t k = 0;
     for (Blob* out : net.output_blobs()) {
@@ -333,6 +409,8 @@ std::vector<float> Solver::Test(int id) {
       for (float x : v) sum[k++] += x;
     }
   }
+  comm_->Allreduce(sum.data(), sum.size(), Communicator::Op::kSum,
+                   "allreduce of test net #" + std::to_string(id) + "'s outputs");
   std::vector<float> mean(sum.size());
   for (size_t k = 0; k < sum.size(); ++k) mean[k] = static_cast<float>(sum[k] / std::max(1, iters));
   if (log_) {
@@ -356,6 +434,7 @@ std::string Solver::SnapshotFilename(const std::string& extension) const {
 }
 
 std::string Solver::Snapshot() {
+  if (!comm_->root()) return "";
   const std::string model = SnapshotFilename(".caffemodel");
   net_->Save(model);  // written to a temporary file and renamed (WriteProtoToBinaryFile)
   caffe::SolverState state;
@@ -375,6 +454,35 @@ std::string Solver::Snapshot() {
 }
 
 void Solver::Restore(const std::string& solverstate) {
+  if (comm_->size() <= 1) return RestoreFromFile(solverstate);
+  // Rank 0 reads the files (they need not exist elsewhere) and sends the state to every rank.
+  std::exception_ptr failure;
+  int ok = 1;
+  if (comm_->root()) {
+    try {
+      RestoreFromFile(solverstate);
+    } catch (...) {
+      failure = std::current_exception();
+      ok = 0;
+    }
+  }
+  comm_->Broadcast(&ok, sizeof ok, "broadcast of the restore status");
+  if (failure) std::rethrow_exception(failure);
+  if (!ok) throw SolverError("rank 0 could not restore '" + solverstate + "' (see its message)");
+  int32_t counters[2] = {iter_, current_step_};
+  comm_->Broadcast(counters, sizeof counters, "broadcast of the restored iteration");
+  iter_ = counters[0];
+  current_step_ = counters[1];
+  for (size_t i = 0; i < history_.size(); ++i) {
+    std::vector<float> h(static_cast<size_t>(history_count_[i]));
+    if (comm_->root()) device_->Read(history_[i], h.data(), history_count_[i]);
+    comm_->Broadcast(h.data(), h.size() * sizeof(float), "broadcast of the solver history");
+    if (!comm_->root()) device_->Write(history_[i], h.data(), history_count_[i]);
+  }
+  BroadcastParameters();
+}
+
+void Solver::RestoreFromFile(const std::string& solverstate) {
   caffe::SolverState state;
   ReadProtoFromBinaryFile(solverstate, &state);
   if (state.history_size() != static_cast<int>(history_.size()))

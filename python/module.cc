@@ -456,5 +456,23 @@ PYBIND11_MODULE(_mpcaffe, m) {
            "One update from the accumulated parameter diffs (the iteration count stays).")
       .def("snapshot", &mpcaffe::Solver::Snapshot)
       .def("restore", &mpcaffe::Solver::Restore)
-      .def("quiet", [](mpcaffe::Solver& s) { s.set_log(nullptr); }, "Stops progress lines.");
+      .def("quiet", [](mpcaffe::Solver& s) { s.set_log(nullptr); }, "Stops progress lines.")
+      .def("broadcast_parameters", [](mpcaffe::Solver& s) {
+        RunWithViews([&] { s.BroadcastParameters(); });
+      }, "Rank 0's parameters to every rank of the MPI job (after loading weights).")
+      .def("set_allreduce", [](mpcaffe::Solver& s, double bucket_mb, bool fp16) {
+        if (!(bucket_mb > 0)) throw mpcaffe::SolverError("set_allreduce: bucket_mb must be positive");
+        mpcaffe::AllreduceOptions o;
+        o.bucket_bytes = static_cast<size_t>(bucket_mb * (1 << 20));
+        o.half = fp16;
+        s.set_allreduce_options(o);
+      }, py::arg("bucket_mb") = 25.0, py::arg("fp16") = false,
+         "How gradients travel between the ranks of an MPI job (bucket size, fp16).");
+
+  // The data-parallel job (MPI): pycaffe's solver_count / solver_rank.
+  m.def("solver_count", [] { return mpcaffe::Communicator::World().size(); },
+        "Processes of the MPI job this process belongs to (1 outside mpirun).");
+  m.def("solver_rank", [] { return mpcaffe::Communicator::World().rank(); },
+        "This process's rank in its MPI job (0 outside mpirun).");
+  m.def("mpi_built", &mpcaffe::MpiBuilt, "Whether the library was built with MPI support.");
 }

@@ -11,6 +11,7 @@ DEBIAN_PACKAGES=(
   libgtest-dev libbenchmark-dev libgemmlowp-dev
   liblmdb-dev zlib1g-dev dataset-fashion-mnist
   python3-dev python3-venv graphviz
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()
@@ -30,9 +31,10 @@ fi
 
 # Python packages the tests use (the caffemodel check reads our files with Python protobuf).
 PYTHON=${PYTHON:-python3}
-# pydot (caffe.draw, with Graphviz above), h5py (HDF5 weights), pillow (caffe.io.load_image).
-PIP_PACKAGES=(protobuf numpy pytest pybind11 scikit-build-core onnx onnxruntime matplotlib pydot h5py pillow)
-PIP_MODULES=(google.protobuf numpy pytest pybind11 scikit_build_core onnx onnxruntime matplotlib pydot h5py PIL)
+# pydot (caffe.draw, with Graphviz above), h5py (HDF5 weights), pillow (caffe.io.load_image),
+# mpi4py (scripts that use MPI beside mpcaffe's own under mpirun; built against Open MPI above).
+PIP_PACKAGES=(protobuf numpy pytest pybind11 scikit-build-core onnx onnxruntime matplotlib pydot h5py pillow mpi4py)
+PIP_MODULES=(google.protobuf numpy pytest pybind11 scikit_build_core onnx onnxruntime matplotlib pydot h5py PIL mpi4py)
 pip_missing=()
 for i in "${!PIP_PACKAGES[@]}"; do
   "$PYTHON" -c "import ${PIP_MODULES[$i]}" 2>/dev/null || pip_missing+=("${PIP_PACKAGES[$i]}")

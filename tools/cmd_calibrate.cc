@@ -6,6 +6,10 @@
 // `mpcaffe time` load as they are. --phase TRAIN builds the nets in the TRAIN phase, so a
 // train_test prototxt calibrates on its training Data layer rather than on the test set (the
 // TRAIN-phase net also runs its Dropout layers, which widens the ranges observed after them).
+// Under `mpirun -np N` the passes are shared by the ranks (rank r runs passes r, r + N, …, on
+// its shard of the Data layers' records or of --input), the observed ranges are reduced over
+// the ranks (min of the minima, max of the maxima: the ranges of one process running every
+// pass, bit for bit) and rank 0 writes the files.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -13,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "net/distributed.h"
 #include "net/net.h"
 #include "proto/model_io.h"
 #include "tools/command.h"
@@ -149,6 +154,9 @@ int RunCalibrate(const std::vector<std::string>& args) {
     if (iterations < 1) return Usage("--iterations must be at least 1");
   }
 
+  // The job first: the Data layers built below read the rank's shard.
+  Communicator& comm = Communicator::World();
+  const bool root = comm.root();
   Device& device = DeviceOrDefault(FlagValue(args, "--device"));
   const caffe::NetParameter file = ReadNetParameterText(model);
   if (dtype_flag.empty() && !IsTyped(file))
@@ -188,28 +196,37 @@ int RunCalibrate(const std::vector<std::string>& args) {
   if (iterations == 0) iterations = 20;
 
   const std::vector<std::string> missing = net.QuantizersWithoutRange();
-  std::printf("Calibrating %s (%s) on %s: %zu quantizers to observe, %d forward passes of the fp32 "
+  if (root) std::printf("Calibrating %s (%s) on %s: %zu quantizers to observe, %d forward passes of the fp32 "
               "net over %s\n",
               model.c_str(), dtype_flag.empty() ? "its own types" : DtypeLabel(dtype),
               device.Describe().c_str(), missing.size(), iterations,
               input.empty() ? "the Data layers" : ("'" + input + "'").c_str());
+  if (root && comm.size() > 1)
+    std::printf("The passes are shared by %d ranks (MPI), each on its shard of the samples; the "
+                "ranges are reduced over the ranks\n", comm.size());
   std::fflush(stdout);
   if (missing.empty()) {
-    std::printf("Every quantizer already has a range (from the model or the weights, or none is "
+    if (root) std::printf("Every quantizer already has a range (from the model or the weights, or none is "
                 "needed: fp16 computes without ranges); writing the net as it is\n");
   } else {
-    ProgressBar bar("calibrate", iterations, !HasFlag(args, "--no-progress"));
-    CalibrateWithFloatVariant(net, typed, options, iterations, [&](Net& fp32, int pass) {
-      if (batches) batches->Fill(fp32.blob(input_name), pass);
-      if (pass > 0) bar.Advance();
-    });
-    bar.Advance();
+    // Rank r of N runs passes r, r + N, … (a job of one: all of them).
+    const int size = comm.size(), mine = (iterations - comm.rank() + size - 1) / size;
+    ProgressBar bar("calibrate", mine, root && !HasFlag(args, "--no-progress"));
+    CalibrateWithFloatVariant(
+        net, typed, options, mine,
+        [&](Net& fp32, int pass) {
+          if (batches) batches->Fill(fp32.blob(input_name), pass * size + comm.rank());
+          if (pass > 0) bar.Advance();
+        },
+        [&](Net& fp32) { ReduceObservedRanges(fp32, comm); });
+    if (mine > 0) bar.Advance();
   }
   const std::vector<std::string> still = net.QuantizersWithoutRange();
   if (!still.empty())
     throw Error(model + ": after calibration quantizer '" + still[0] +
                 "' still has no range (the fp32 net never ran through it)");
 
+  if (!root) return 0;  // rank 0 writes for the job
   PrintRanges(net);
   net.Save(output);
   std::printf("Wrote %s\n", output.c_str());
@@ -232,6 +249,8 @@ int Calibrate(const std::vector<std::string>& args) {
   try {
     return RunCalibrate(args);
   } catch (const std::exception& e) {
+    // In a job of several ranks the others would wait for this one: end them all.
+    AbortJobOnError(std::string("mpcaffe calibrate: ") + e.what());
     std::fprintf(stderr, "mpcaffe calibrate: %s\n", e.what());
     return 1;
   }

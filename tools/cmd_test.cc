@@ -1,12 +1,15 @@
 // tools/cmd_test.cc — `mpcaffe test --model <prototxt> --weights <caffemodel> [--iterations N]
 // [--device i] [--synthetic]`: scores a trained net in the TEST phase as BVLC's `caffe test`
-// does (each batch's outputs, then their means, loss outputs with their weights).
+// does (each batch's outputs, then their means, loss outputs with their weights). Under
+// `mpirun -np N` the iterations are shared by the ranks (rank r runs r, r + N, … on its shard
+// of the Data layers' records), the sums are reduced over the ranks and rank 0 prints.
 #include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "layers/layer.h"
+#include "net/distributed.h"
 #include "net/net.h"
 #include "proto/model_io.h"
 #include "tools/command.h"
@@ -36,18 +39,21 @@ int RunTest(const std::vector<std::string>& args) {
   }
   if (iterations < 1) return Usage("--iterations must be at least 1");
   try {
+    // The job first: the Data layers built below read the rank's shard.
+    Communicator& comm = Communicator::World();
+    const bool root = comm.root();
     const std::string device_flag = FlagValue(args, "--device");
     Device& device = DeviceOrDefault(device_flag);
-    std::cout << "Using device: " << device.Describe() << "\n";
+    if (root) std::cout << "Using device: " << device.Describe() << "\n";
     NetOptions options;
     options.phase = caffe::TEST;
     options.synthetic_data = HasFlag(args, "--synthetic");
     options.optimize = ToolOptimizeLevel();
     const caffe::NetParameter param = ReadNetParameterText(model);
     Net net(param, device, options);
-    if (weights.empty())
+    if (weights.empty() && root)
       std::cout << "Warning: no --weights, testing the fillers' initial values\n";
-    else
+    else if (!weights.empty())
       net.CopyTrainedLayersFrom(weights);
     // Loss weight of each output blob (from the layer that produced it).
     std::vector<float> out_weight;
@@ -62,28 +68,37 @@ int RunTest(const std::vector<std::string>& args) {
           }
       out_weight.push_back(w);
     }
-    std::cout << "Running for " << iterations << " iterations.\n";
-    std::vector<double> score;
+    if (root) {
+      std::cout << "Running for " << iterations << " iterations";
+      if (comm.size() > 1) std::cout << " shared by " << comm.size() << " ranks (MPI)";
+      std::cout << ".\n";
+    }
+    // Every output value, named, with its loss weight; the last entry sums the loss.
     std::vector<std::string> names;
     std::vector<float> weight_of;
-    double loss = 0;
-    for (int it = 0; it < iterations; ++it) {
-      loss += net.Forward();
+    for (size_t o = 0; o < net.output_blobs().size(); ++o)
+      for (int i = 0; i < net.output_blobs()[o]->count(); ++i) {
+        names.push_back(net.output_blobs()[o]->name());
+        weight_of.push_back(out_weight[o]);
+      }
+    std::vector<double> score(names.size() + 1, 0.0);
+    // Rank r of N runs iterations r, r + N, … (a job of one: all of them).
+    for (int it = comm.rank(); it < iterations; it += comm.size()) {
+      score.back() += net.Forward();
       size_t k = 0;
       for (size_t o = 0; o < net.output_blobs().size(); ++o) {
         Blob* out = net.output_blobs()[o];
         const std::vector<float> v = out->ToFloat();
         for (float x : v) {
-          if (score.size() <= k) {
-            score.push_back(0);
-            names.push_back(out->name());
-            weight_of.push_back(out_weight[o]);
-          }
-          score[k++] += x;
-          std::cout << "Batch " << it << ", " << out->name() << " = " << x << "\n";
+          if (k < names.size()) score[k++] += x;
+          if (root) std::cout << "Batch " << it << ", " << out->name() << " = " << x << "\n";
         }
       }
     }
+    comm.Allreduce(score.data(), score.size(), Communicator::Op::kSum, "allreduce of the scores");
+    if (!root) return 0;
+    const double loss = score.back();
+    score.pop_back();
     std::cout << "Loss: " << loss / iterations << "\n";
     for (size_t k = 0; k < score.size(); ++k) {
       const double mean = score[k] / iterations;
@@ -94,6 +109,7 @@ int RunTest(const std::vector<std::string>& args) {
     }
     return 0;
   } catch (const std::exception& e) {
+    AbortJobOnError(std::string("mpcaffe test: ") + e.what());
     std::fprintf(stderr, "mpcaffe test: %s\n", e.what());
     return 1;
   }

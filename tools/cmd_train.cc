@@ -1,7 +1,9 @@
 // tools/cmd_train.cc — `mpcaffe train --solver <prototxt> [--weights a.caffemodel[,b...]] |
-// [--snapshot <solverstate>] [--device i] [--synthetic] [--no-progress]`: trains a net as BVLC's
-// `caffe train` does (fp32), printing the loss and test scores in BVLC's format on stdout and a
-// tqdm-style progress bar (iteration/max_iter, it/s, ETA, last loss) on stderr.
+// [--snapshot <solverstate>] [--device i] [--synthetic] [--no-progress]
+// [--allreduce-bucket-mb M] [--fp16-allreduce]`: trains a net as BVLC's `caffe train` does
+// (fp32), printing the loss and test scores in BVLC's format on stdout and a tqdm-style progress
+// bar (iteration/max_iter, it/s, ETA, last loss) on stderr. Under `mpirun -np N` it trains
+// data-parallel (net/distributed.h): rank 0 prints, tests and snapshots for the job.
 #include <unistd.h>
 
 #include <chrono>
@@ -112,11 +114,14 @@ int Usage(const char* why) {
                "mpcaffe train: %s\n"
                "usage: mpcaffe train --solver <solver.prototxt> [--weights <a.caffemodel>[,<b>...]]\n"
                "                     [--snapshot <x.solverstate>] [--device i] [--synthetic]\n"
-               "                     [--no-progress]\n"
+               "                     [--no-progress] [--allreduce-bucket-mb M] [--fp16-allreduce]\n"
                "  --weights   initialise from trained weights (fine-tuning)\n"
                "  --snapshot  resume from a solver state (with the .caffemodel it names)\n"
                "  --synthetic replace Data layers by seeded random inputs (timing runs)\n"
-               "  --no-progress  no progress bar on stderr\n",
+               "  --no-progress  no progress bar on stderr\n"
+               "  under mpirun -np N (data-parallel, one device per rank):\n"
+               "  --allreduce-bucket-mb  gradients summed in buckets of about M MB (25)\n"
+               "  --fp16-allreduce       gradients sent as fp16 (summed in fp32 per step)\n",
                why);
   return 2;
 }
@@ -128,31 +133,60 @@ int RunTrain(const std::vector<std::string>& args) {
   const std::string snapshot = FlagValue(args, "--snapshot");
   if (!weights.empty() && !snapshot.empty())
     return Usage("give --weights or --snapshot, not both");
+  AllreduceOptions allreduce;
+  allreduce.half = HasFlag(args, "--fp16-allreduce");
+  if (const std::string mb = FlagValue(args, "--allreduce-bucket-mb"); !mb.empty()) {
+    double value = 0;
+    try {
+      value = std::stod(mb);
+    } catch (const std::exception&) {
+      return Usage("--allreduce-bucket-mb needs a number of megabytes");
+    }
+    if (!(value > 0)) return Usage("--allreduce-bucket-mb must be positive");
+    allreduce.bucket_bytes = static_cast<size_t>(value * (1 << 20));
+  }
+  Communicator* comm = nullptr;
   try {
+    comm = &Communicator::World();
+    const bool root = comm->root();
     const std::string device_flag = FlagValue(args, "--device");
     Device& device = DeviceOrDefault(device_flag);
-    std::cout << "Using device: " << device.Describe() << "\n";
+    if (comm->size() > 1)  // each rank says where it runs (stderr: stdout is rank 0's log)
+      std::fprintf(stderr, "mpcaffe train: rank %d of %d on device %s\n", comm->rank(),
+                   comm->size(), device.Describe().c_str());
+    if (root) std::cout << "Using device: " << device.Describe() << "\n";
     NetOptions base;
     base.synthetic_data = HasFlag(args, "--synthetic");
     auto solver = Solver::FromFile(solver_path, device, base);
+    solver->set_allreduce_options(allreduce);
     if (!weights.empty()) {
       std::stringstream list(weights);
       std::string file;
       while (std::getline(list, file, ',')) {
-        std::cout << "Finetuning from " << file << "\n";
+        if (root) std::cout << "Finetuning from " << file << "\n";
         solver->net().CopyTrainedLayersFrom(file);
         solver->net().ParamsUpdated();
       }
+      solver->BroadcastParameters();  // rank 0's copy everywhere
     }
-    std::cout << "Starting Optimization\n" << std::flush;
+    if (comm->size() > 1 && root) {
+      const GradientAllreduce& r = *solver->gradient_allreduce();
+      std::cout << "Data-parallel over " << comm->size() << " ranks (MPI): batch " << comm->size()
+                << " x the net's, gradients " << r.bytes_per_step() / 1e6 << " MB per step in "
+                << r.buckets() << " allreduce bucket(s)" << (allreduce.half ? " as fp16" : "")
+                << (comm->threaded() ? ", summed by a sender thread during backward" : "")
+                << "\n";
+    }
+    if (root) std::cout << "Starting Optimization\n" << std::flush;
     // The solver logs into a buffer the progress display hands to stdout between redraws.
     std::ostringstream log;
     solver->set_log(&log);
-    TrainProgress progress(solver->iter(), solver->param().max_iter(), !HasFlag(args, "--no-progress"));
+    const bool bar = root && !HasFlag(args, "--no-progress");
+    TrainProgress progress(solver->iter(), solver->param().max_iter(), bar);
     bool started = false;
     solver->set_iteration_callback([&](int iter, float loss) {
       if (!started) {  // a restored solver starts counting at its snapshot
-        progress = TrainProgress(iter - 1, solver->param().max_iter(), !HasFlag(args, "--no-progress"));
+        progress = TrainProgress(iter - 1, solver->param().max_iter(), bar);
         started = true;
       }
       progress.Update(iter, loss, log);
@@ -164,11 +198,14 @@ int RunTrain(const std::vector<std::string>& args) {
       throw;
     }
     progress.Finish(log);
+    if (const GradientAllreduce* r = solver->gradient_allreduce(); r && root && r->steps() > 0)
+      std::cout << "Allreduce: " << r->buckets() << " bucket(s), " << r->bytes_per_step() / 1e6
+                << " MB per step, " << 1e3 * r->wait_seconds() / r->steps()
+                << " ms per step waiting for the sums after backward\n";
     return 0;
-  } catch (const Error& e) {
-    std::fprintf(stderr, "mpcaffe train: %s\n", e.what());
-    return 1;
   } catch (const std::exception& e) {
+    // In a job of several ranks the others would wait for this one: end them all.
+    AbortJobOnError(std::string("mpcaffe train: ") + e.what());
     std::fprintf(stderr, "mpcaffe train: %s\n", e.what());
     return 1;
   }

@@ -9,6 +9,7 @@ from . import io
 from ._mpcaffe import (Error, DeviceError, OutOfMemoryError, BuildError, NetError, SolverError,
                        LayerError, BlobError, ModelFileError)
 from ._mpcaffe import devices, set_device, set_mode_gpu, set_mode_cpu, device_index, layer_type_list
+from ._mpcaffe import solver_count, solver_rank, mpi_built
 from .device_calls import enumerate_devices, set_devices, select_device
 from .net_spec import NetSpec, layers, params, to_proto
 from .pycaffe import (Net, Blob, Layer, Solver, SGDSolver, NesterovSolver, AdaGradSolver,
@@ -58,5 +59,5 @@ __all__ = [
     "Error", "DeviceError", "OutOfMemoryError", "BuildError", "NetError",
     "SolverError", "LayerError", "BlobError", "ModelFileError", "proto", "caffe_pb2", "NetParameter", "LayerParameter", "SolverParameter",
     "Solver", "SGDSolver", "NesterovSolver", "AdaGradSolver", "RMSPropSolver", "AdaDeltaSolver",
-    "AdamSolver", "get_solver", "calibrate",
+    "AdamSolver", "get_solver", "calibrate", "solver_count", "solver_rank", "mpi_built",
 ]

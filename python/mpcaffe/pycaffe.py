@@ -563,6 +563,16 @@ class Solver:
         """Stops the progress lines the solver prints."""
         self._solver.quiet()
 
+    def broadcast_parameters(self):
+        """Under mpirun: rank 0's parameters to every rank (after loading weights on rank 0;
+        the solver does it itself when built and when restoring)."""
+        self._solver.broadcast_parameters()
+
+    def set_allreduce(self, bucket_mb=25.0, fp16=False):
+        """Under mpirun: gradients summed in buckets of about `bucket_mb` MB, sent as fp16
+        (summed in fp32 per step) when `fp16`."""
+        self._solver.set_allreduce(float(bucket_mb), bool(fp16))
+
     def __repr__(self):
         return f"<mpcaffe {type(self).__name__} '{self.type}' iter {self.iter}>"
 

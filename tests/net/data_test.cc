@@ -77,6 +77,39 @@ TEST(DataLayer, ReadsRecordsWithScaleMeanAndWrapsAround) {
   system(("rm -rf '" + dir + "'").c_str());
 }
 
+TEST(DataLayer, ReadsItsShardOfTheRecords) {
+  const std::string dir = TempDir();
+  const std::string db = WriteTinyDb(dir);  // records 0..4
+  {
+    LmdbReader r(db, {1, 2});  // records 1, 3, then 1 again
+    std::vector<int> labels;
+    for (int i = 0; i < 5; ++i) {
+      caffe::Datum d;
+      ASSERT_TRUE(d.ParseFromString(r.Next()));
+      labels.push_back(d.label());
+    }
+    EXPECT_EQ(labels, (std::vector<int>{1, 3, 1, 3, 1}));
+  }
+  // The Data layer reads the process's shard (a data-parallel job sets it per rank).
+  SetDataShard({2, 3});  // records 2, then 2 again (5 is past the end)
+  Blob data(Dev(), DataType::kFloat32), label(Dev(), DataType::kFloat32);
+  auto layer = MakeData("name: 'd' type: 'Data' data_param { source: '" + db +
+                            "' batch_size: 3 backend: LMDB }",
+                        caffe::TRAIN, data, label);
+  SetDataShard({});
+  layer->Forward({}, {&data, &label});
+  EXPECT_EQ(label.ToFloat(), (std::vector<float>{2, 2, 2}));
+  layer.reset();
+  // A shard past the records is an error naming the database.
+  try {
+    LmdbReader r(db, {5, 6});
+    ADD_FAILURE() << "no error for a shard without records";
+  } catch (const DbError& e) {
+    EXPECT_NE(std::string(e.what()).find("too few for 6 shards"), std::string::npos) << e.what();
+  }
+  system(("rm -rf '" + dir + "'").c_str());
+}
+
 TEST(DataLayer, CropsInTheCentreForTestAndMirrorsInTrain) {
   const std::string dir = TempDir();
   const std::string db = WriteTinyDb(dir);

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# scripts/bench-scale-out.sh [workdir] — the measurements of docs/BENCHMARKS.md "Scale-out":
+# LeNet / Fashion-MNIST and AlexNet (synthetic data) training throughput as one process and as
+# `mpirun -np 2` (one device thread per rank), the time each step waits for its gradient
+# allreduce, the allreduce alone against the gradient bytes (bench/allreduce_bench.cc), and the
+# final Fashion-MNIST accuracy with fp32 and fp16 gradient allreduce. Runs alternate 1 and 2
+# ranks so both see the same machine load; every figure is a median.
+# Environment: MPCAFFE (default build/bin/mpcaffe), MPCAFFE_DEVICE (default pocl),
+# MPCAFFE_SHARED_DIR, FASHION_MNIST_DIR, RUNS (default 3), STEPS (default
+# "lenet,alexnet,allreduce,fp16"), ALEXNET_BATCH (per rank, default 4), FP16_ITERS (500).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MPCAFFE=$(realpath "${MPCAFFE:-build/bin/mpcaffe}")
+BENCH=$(dirname "$MPCAFFE")/mpcaffe_allreduce_bench
+SHARED=$(realpath "${MPCAFFE_SHARED_DIR:-../shared}")
+DATA=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+WORK=${1:-build/scale-out}
+RUNS=${RUNS:-3}
+STEPS=${STEPS:-lenet,alexnet,allreduce,fp16}
+export MPCAFFE_DEVICE=${MPCAFFE_DEVICE:-pocl}
+# Open MPI refuses root without these; one OpenCL worker thread per rank (PoCL's pthread
+# device and Intel's TBB pool), so two ranks use the machine's two cores as one process with
+# two threads would.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export POCL_MAX_PTHREAD_COUNT=${POCL_MAX_PTHREAD_COUNT:-1}
+export CL_CONFIG_CPU_TBB_NUM_WORKERS=${CL_CONFIG_CPU_TBB_NUM_WORKERS:-1}
+MPIRUN=(mpirun --oversubscribe --bind-to none)
+mkdir -p "$WORK/examples/mnist"
+cd "$WORK"
+N=examples/mnist
+
+median() { sort -g | awk '{a[NR] = $1} END { if (NR) print a[int((NR + 1) / 2)]; else print "n/a" }'; }
+# The iter/s of a log's display lines after the first (which includes the kernel builds).
+rate() { grep -o '([0-9.e+-]* iter/s' "$1" | tr -d '(' | awk '{print $1}' | tail -n +2 | median; }
+waited() { sed -n 's/.* MB per step, \([0-9.e+-]*\) ms per step waiting.*/\1/p' "$1"; }
+run() {  # run <ranks> <log> <mpcaffe args...>
+  local ranks=$1 log=$2
+  shift 2
+  if [ "$ranks" = 1 ]; then "$MPCAFFE" "$@" > "$log" 2>&1; else "${MPIRUN[@]}" -np "$ranks" "$MPCAFFE" "$@" > "$log" 2>&1; fi ||
+    { tail -20 "$log"; exit 1; }
+}
+
+if [[ $STEPS == *lenet* || $STEPS == *fp16* ]]; then
+  for split in train t10k; do
+    lmdb=$N/mnist_${split/t10k/test}_lmdb
+    [ -d "$lmdb" ] || "$MPCAFFE" convert_mnist "$DATA/$split-images-idx3-ubyte.gz" \
+      "$DATA/$split-labels-idx1-ubyte.gz" "$lmdb" > /dev/null
+  done
+  cp "$SHARED/models/bvlc/mnist/lenet_train_test.prototxt" $N/
+  chmod u+w $N/lenet_train_test.prototxt
+fi
+
+if [[ $STEPS == *lenet* ]]; then
+  sed -e 's/^max_iter: .*/max_iter: 120/' -e 's/^snapshot: .*/snapshot: 0/' \
+    -e 's/^test_interval: .*/test_interval: 1000000/' -e 's/^display: .*/display: 20/' \
+    -e 's/^snapshot_prefix: .*//' \
+    "$SHARED/models/bvlc/mnist/lenet_solver_adam.prototxt" > $N/lenet_bench.prototxt
+  echo "snapshot_after_train: false test_initialization: false" >> $N/lenet_bench.prototxt
+  r1=() r2=() w2=()
+  for i in $(seq "$RUNS"); do
+    run 1 lenet1_$i.log train --solver $N/lenet_bench.prototxt --no-progress
+    run 2 lenet2_$i.log train --solver $N/lenet_bench.prototxt --no-progress
+    r1+=("$(rate lenet1_$i.log)") r2+=("$(rate lenet2_$i.log)") w2+=("$(waited lenet2_$i.log)")
+  done
+  a=$(printf '%s\n' "${r1[@]}" | median) b=$(printf '%s\n' "${r2[@]}" | median)
+  w=$(printf '%s\n' "${w2[@]}" | median)
+  echo "lenet: batch 64 per rank, $MPCAFFE_DEVICE; 1 rank ${r1[*]} it/s (median $a); 2 ranks ${r2[*]} it/s (median $b), allreduce wait ${w2[*]} ms/step (median $w)"
+  awk -v a="$a" -v b="$b" 'BEGIN { printf "lenet: samples/s 1 rank %.0f, 2 ranks %.0f: x%.2f\n", 64 * a, 128 * b, 2 * b / a }'
+fi
+
+if [[ $STEPS == *alexnet* ]]; then
+  B=${ALEXNET_BATCH:-4}
+  mkdir -p alexnet
+  sed -e "s/batch_size: 256/batch_size: $B/" "$SHARED/models/bvlc/bvlc_alexnet/train_val.prototxt" \
+    > alexnet/train_val.prototxt
+  cat > alexnet/solver.prototxt <<SOLVER
+net: "alexnet/train_val.prototxt"
+base_lr: 0.01 lr_policy: "fixed" momentum: 0.9 weight_decay: 0.0005
+display: 1 max_iter: 5 snapshot_after_train: false
+SOLVER
+  r1=() r2=() w2=()
+  for i in $(seq "$RUNS"); do
+    run 1 alexnet1_$i.log train --solver alexnet/solver.prototxt --synthetic --no-progress
+    run 2 alexnet2_$i.log train --solver alexnet/solver.prototxt --synthetic --no-progress
+    r1+=("$(rate alexnet1_$i.log)") r2+=("$(rate alexnet2_$i.log)") w2+=("$(waited alexnet2_$i.log)")
+  done
+  a=$(printf '%s\n' "${r1[@]}" | median) b=$(printf '%s\n' "${r2[@]}" | median)
+  w=$(printf '%s\n' "${w2[@]}" | median)
+  echo "alexnet: batch $B per rank, synthetic, $MPCAFFE_DEVICE; 1 rank ${r1[*]} it/s (median $a); 2 ranks ${r2[*]} it/s (median $b), allreduce wait ${w2[*]} ms/step (median $w)"
+  grep -h "^Data-parallel" alexnet2_1.log || true
+fi
+
+if [[ $STEPS == *allreduce* ]]; then
+  "${MPIRUN[@]}" -np 2 "$BENCH" "$RUNS"
+fi
+
+if [[ $STEPS == *fp16* ]]; then
+  I=${FP16_ITERS:-500}
+  sed -e "s/^max_iter: .*/max_iter: $I/" -e 's/^snapshot: .*/snapshot: 0/' \
+    -e "s/^test_interval: .*/test_interval: $I/" -e "s/^display: .*/display: 100/" \
+    -e 's/^snapshot_prefix: .*//' \
+    "$SHARED/models/bvlc/mnist/lenet_solver_adam.prototxt" > $N/lenet_fp16.prototxt
+  echo "snapshot_after_train: false test_initialization: false" >> $N/lenet_fp16.prototxt
+  run 2 fp32_allreduce.log train --solver $N/lenet_fp16.prototxt --no-progress
+  run 2 fp16_allreduce.log train --solver $N/lenet_fp16.prototxt --no-progress --fp16-allreduce
+  for t in fp32 fp16; do
+    acc=$(grep "Test net output #0: accuracy" ${t}_allreduce.log | tail -1 | sed 's/.*= //')
+    loss=$(grep "Test net output #1: loss" ${t}_allreduce.log | tail -1 | sed 's/.*= //')
+    echo "fp16: $t allreduce, 2 ranks x batch 64, $I iterations: test accuracy $acc, loss $loss, $(grep -h '^Allreduce' ${t}_allreduce.log)"
+  done
+fi
