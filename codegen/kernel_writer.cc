@@ -285,9 +285,24 @@ KernelWriter& KernelWriter::AddType(const std::string& a, DataType type) {
   if (t.quantized) {
     block += "#define " + a + "_QMIN " + std::to_string(t.qmin) + "\n";
     block += "#define " + a + "_QMAX " + std::to_string(t.qmax) + "\n";
+    block += "#define " + a + "_SAT(v) " + a + "_SAT_FROM(v, " + a + "_QMIN)\n";
+    block += "#define " + a + "_SAT_FROM(v, lo) ((v) < (lo) ? (lo) : ((v) > " + a + "_QMAX ? " +
+             a + "_QMAX : (v)))\n";
   }
   type_blocks_.push_back(block);
   return *this;
+}
+
+KernelWriter& KernelWriter::UseRequant(DataType type) {
+  if (!IsQuantized(type))
+    throw std::invalid_argument(std::string("MP_REQUANT: ") + Name(type) + " is not quantized");
+  UseHelper(KernelHelper::kRequantize);
+  const std::string define = "#define MP_REQUANT(acc, m, s) ";
+  for (const auto& d : defines_)
+    if (d.compare(0, define.size(), define) == 0) return *this;
+  return Define("MP_REQUANT(acc, m, s)", TraitsOf(type).acctype == Scalar::kI64
+                                             ? "mp_requant64((mp_i64)(acc), m, s)"
+                                             : "(mp_i64)mp_requant32((int)(acc), m, s)");
 }
 
 KernelWriter& KernelWriter::Define(const std::string& name, const std::string& value) {

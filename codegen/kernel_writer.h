@@ -125,8 +125,15 @@ class KernelWriter {
 
   /// Declares a type alias for a data type: typedef `alias` (storage), `alias_c` (compute),
   /// `alias_diff`, `alias_acc`, `alias_mult`, and `alias_LOAD(p, i)` / `alias_STORE(p, i, v)`
-  /// (values in the compute type) plus `alias_QMIN`/`alias_QMAX` for quantized types.
+  /// (values in the compute type) plus, for quantized types, `alias_QMIN`/`alias_QMAX` and the
+  /// clamps to that range: `alias_SAT(v)` to [QMIN, QMAX] and `alias_SAT_FROM(v, lo)` to
+  /// [lo, QMAX] (lo >= QMIN: a ReLU's zero point), both in the type of `v` (mp_i64 for the
+  /// results of MP_REQUANT).
   KernelWriter& AddType(const std::string& alias, DataType type);
+  /// The requantization of `type`'s accumulator (the one definition of MP_REQUANT):
+  /// KernelHelper::kRequantize and MP_REQUANT(acc, m, s) → mp_i64, mp_requant32 of `acc` as an
+  /// int for an int32 accumulator (int8q), mp_requant64 for an int64 one (int16q).
+  KernelWriter& UseRequant(DataType type);
   /// #define name value.
   KernelWriter& Define(const std::string& name, const std::string& value);
   KernelWriter& UseHelper(KernelHelper helper);

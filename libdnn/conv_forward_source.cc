@@ -22,7 +22,7 @@ constexpr int kSplitFlushSteps = 127;
 /// Weight storage spelling and load (signed int8/int16 storage for weights_signed).
 void DeclareWeightStorage(KernelWriter& w, const ConvDesc& d) {
   if (IsQuantized(d.type) && d.weights_signed) {
-    w.Define("Wstore", d.type == DataType::kInt8Q ? "mp_i8" : "mp_i16");
+    w.Define("Wstore", TraitsOf(d.type).signed_alias());
     w.Define("WLOAD(p, i)", "((int)(p)[i])");
   } else {
     w.Define("Wstore", "Dtype");
@@ -130,9 +130,9 @@ struct ForwardText {
       w.Define("Xtype", "float");
       w.Define("XVAL(v)", "(v)");
     } else {
-      host::UseRequant(w, d.type);
-      w.Define("Atype", wide ? "mp_i64" : "int");
-      w.Define("Btype", wide ? "mp_i64" : "int");
+      w.UseRequant(d.type);
+      w.Define("Atype", TraitsOf(d.type).acc_alias());
+      w.Define("Btype", TraitsOf(d.type).acc_alias());
       w.Define("Xtype", "int");
       w.Define("XVAL(v)", "((v) - x_zero)");
     }
@@ -512,8 +512,7 @@ struct ForwardText {
                   0, t);
         s += "      mp_i64 r = (mp_i64)c_zero + MP_REQUANT(lanes_out[v]" + fix +
              R"( + (has_bias ? bias[o] : 0), rq[2 * o], rq[2 * o + 1]);
-      const mp_i64 lo = relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN;
-      r = r < lo ? lo : (r > Dtype_QMAX ? (mp_i64)Dtype_QMAX : r);
+      r = Dtype_SAT_FROM(r, relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN);
       Dtype_STORE(y, yi, r);
     }
   }
@@ -574,9 +573,9 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
   DeclareWeightStorage(w, d);
   w.Define("DW_PX", std::to_string(kDepthwisePixels));
   if (q) {
-    host::UseRequant(w, d.type);
-    w.Define("Atype", d.type == DataType::kInt16Q ? "mp_i64" : "int");
-    w.Define("Btype", d.type == DataType::kInt16Q ? "mp_i64" : "int");
+    w.UseRequant(d.type);
+    w.Define("Atype", TraitsOf(d.type).acc_alias());
+    w.Define("Btype", TraitsOf(d.type).acc_alias());
   } else {
     w.Define("Atype", "float");
     w.Define("Btype", "float");
@@ -623,8 +622,7 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
 )";
   body += q ? R"(      mp_i64 v = (mp_i64)c_zero +
                  MP_REQUANT(acc[t] + (has_bias ? bias[ch] : 0), rq[2 * ch], rq[2 * ch + 1]);
-      const mp_i64 lo = relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN;
-      v = v < lo ? lo : (v > Dtype_QMAX ? (mp_i64)Dtype_QMAX : v);
+      v = Dtype_SAT_FROM(v, relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN);
       Dtype_STORE(yr, ox0 + t, v);
     }
   }

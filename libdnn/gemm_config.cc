@@ -112,7 +112,7 @@ int GemmConfig::group_n() const {
 
 size_t GemmConfig::LocalBytes(const GemmDesc& desc) const {
   if (lm != 1) return 0;
-  const size_t cs = desc.type == DataType::kInt16Q ? 8 : 4;  // float, int or 64-bit integers
+  const size_t cs = TraitsOf(desc.type).acc_bytes();  // float, int or 64-bit integers
   const int rows = group_m() * tm, cols = group_n() * cols_per_item();
   return cs * kLocalK * (LocalStrideA(desc, rows) + LocalStrideB(desc, cols));
 }
