@@ -136,18 +136,16 @@ struct ForwardText {
       w.Define("Xtype", "int");
       w.Define("XVAL(v)", "((v) - x_zero)");
     }
-    // Vectors of vw channels (OpenCL C vector types; plain scalars when vw == 1).
+    // Vectors of vw channels (KernelWriter::AddVector; plain scalars when vw == 1).
     const std::string n = std::to_string(c.vw);
     if (c.vw == 1) {
       w.Define("Vtype", "Atype");
       w.Define("WLDV(p)", "((Atype)(p)[0])");
       w.Define("VTO(x, t)", "((t)[0] = (x))");
     } else {
-      const std::string scalar = !q ? "float" : (wide ? "long" : "int");
-      w.Define("Vtype", scalar + n);
-      w.Define("WLDV(p)", !q ? "vload" + n + "(0, (p))"
-                             : "convert_" + scalar + n + "(vload" + n + "(0, (p)))");
-      w.Define("VTO(x, t)", "vstore" + n + "((x), 0, (t))");
+      w.AddVector("Vtype", TraitsOf(d.type).acctype, c.vw);
+      w.Define("WLDV(p)", !q ? "Vtype_LOAD(p)" : "Vtype_LOAD_CONV(p)");
+      w.Define("VTO(x, t)", "Vtype_STORE(x, t)");
     }
     w.Define("VMAC(acc, wv, xv)", wide ? "acc += (wv) * (mp_i64)(xv)" : "acc += (wv) * (xv)");
     w.Define("CONV_VW", n);

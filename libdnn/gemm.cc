@@ -22,31 +22,28 @@ std::string Str(int v) { return std::to_string(v); }
 /// Scalar compute/accumulator spelling (the type table's): float, int (int8q), mp_i64 (int16q).
 std::string ComputeScalar(DataType t) { return TraitsOf(t).acc_alias(); }
 
-/// Vector spellings. Vector types of width > 1 exist only in OpenCL C (CUDA configs use
-/// vw = 1, see GemmConfig::Supports); with vw == 1 every macro is plain portable C.
+/// Vector spellings: the compute scalar (vw = 1: plain portable C) or the writer's vector
+/// type CV of vw lanes (KernelWriter::AddVector: OpenCL vectors, a CUDA struct).
 struct VectorText {
   std::string type;                          // CV
   std::string load_f32, load_f16, load_int;  // vector loads at a pointer
   std::string from_array, to_array;          // private array <-> vector
 };
 
-VectorText Vectors(DataType t, int vw) {
+VectorText Vectors(KernelWriter& w, DataType t, int vw) {
   VectorText v;
-  const std::string cs = ComputeScalar(t);
   if (vw == 1) {
-    v.type = cs;
+    v.type = ComputeScalar(t);
     v.from_array = "((t)[0])";
     v.to_array = "((t)[0] = (x))";
     return v;
   }
-  const std::string n = Str(vw);
-  const std::string ocl_scalar = cs == "mp_i64" ? "long" : cs;
-  v.type = ocl_scalar + n;
-  v.load_f32 = "vload" + n + "(0, (p))";
-  v.load_f16 = "vload_half" + n + "(0, (p))";
-  v.load_int = "convert_" + ocl_scalar + n + "(vload" + n + "(0, (p)))";
-  v.from_array = "vload" + n + "(0, (t))";
-  v.to_array = "vstore" + n + "((x), 0, (t))";
+  w.AddVector("CV", TraitsOf(t).acctype, vw);
+  v.load_f32 = "CV_LOAD(p)";
+  v.load_f16 = "CV_LOAD_HALF(p)";
+  v.load_int = "CV_LOAD_CONV(p)";
+  v.from_array = "CV_LOAD(t)";
+  v.to_array = "CV_STORE(x, t)";
   return v;
 }
 
@@ -334,11 +331,14 @@ std::string PairLoops(const GemmDesc& d, const GemmConfig& c, bool gather) {
 /// The output pipeline of a kOuter tile held in acc<i>_<j>: row i of the work-item is
 /// m0 + i·`row_step`, vector j starts at column n0 + j·`col_step` (1 and vw when a work-item
 /// owns a contiguous tile; lm = 1 strides them across the work-group).
-std::string OuterEpilogue(const GemmDesc& d, const GemmConfig& c, int row_step, int col_step) {
+std::string OuterEpilogue(const GemmDesc& d, const GemmConfig& c, const Dialect& dialect,
+                          int row_step, int col_step) {
   const bool sums = KernelSumsActivations(d, c);
   std::ostringstream s;
   // int8 with vectors of 8: full column tiles take the output pipeline 8 columns at a time.
-  const bool vector_epilogue = d.type == DataType::kInt8Q && c.vw == 8;
+  // (The lane-by-lane pipeline below gives the same integers where the dialect has no
+  // vector built-ins.)
+  const bool vector_epilogue = d.type == DataType::kInt8Q && c.vw == 8 && dialect.vector_builtins;
   if (vector_epilogue) {
     s << "if (n0 + " << (c.tn - 1) * col_step + c.vw << " <= N) {\n";
     for (int i = 0; i < c.tm; ++i) {
@@ -398,7 +398,7 @@ std::string OuterAccumulators(const GemmDesc& d, const GemmConfig& c) {
 /// work-item accumulates its rows lm + i·group_m() and vectors ln + j·group_n() from there.
 /// The copy walks the stored matrix's contiguous axis fastest, so neighbouring work-items read
 /// neighbouring global words. No work-item may return before the last barrier.
-std::string OuterLocalBody(const GemmDesc& d, const GemmConfig& c) {
+std::string OuterLocalBody(const GemmDesc& d, const GemmConfig& c, const Dialect& dialect) {
   const bool sums = KernelSumsActivations(d, c);
   const int gn = c.group_n(), gm = c.group_m(), kb = GemmConfig::kLocalK;
   const int tmg = gm * c.tm, tng = gn * c.cols_per_item(), wg = c.wg;
@@ -458,7 +458,7 @@ std::string OuterLocalBody(const GemmDesc& d, const GemmConfig& c) {
   s << "  for (int kk = 0; kk < " << kb << "; kk += " << c.ku << ") {\n";
   for (int u = 0; u < c.ku; ++u) s << Indent(step(u ? "kk + " + Str(u) : "kk"), 4);
   s << "  }\n  $barrier;\n}\n";
-  s << OuterEpilogue(d, c, gm, gn * c.vw);
+  s << OuterEpilogue(d, c, dialect, gm, gn * c.vw);
   return s.str();
 }
 
@@ -514,8 +514,8 @@ std::string Dot4Loops(const GemmDesc& d, const GemmConfig& c, bool gather) {
          "}\n";
 }
 
-std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
-  if (c.lm == 1) return OuterLocalBody(d, c);
+std::string OuterBody(const GemmDesc& d, const GemmConfig& c, const Dialect& dialect) {
+  if (c.lm == 1) return OuterLocalBody(d, c, dialect);
   std::ostringstream s;
   s << "const int n0 = $global_id(" << (c.mf ? 1 : 0) << ") * " << c.cols_per_item() << ";\n";
   s << "const int m0 = $global_id(" << (c.mf ? 0 : 1) << ") * " << c.tm << ";\n";
@@ -548,7 +548,7 @@ std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
   } else {
     s << "{\n" << Indent(KLoops(c, gathered, 1), 2) << "}\n";
   }
-  s << OuterEpilogue(d, c, 1, c.vw);
+  s << OuterEpilogue(d, c, dialect, 1, c.vw);
   return s.str();
 }
 
@@ -703,15 +703,15 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& d, const Ge
     throw Error("GEMM " + d.ToString() + ": configuration '" + c.ToString() +
                 "' does not support this layout or backend");
   KernelWriter w(target);
-  const VectorText vec = Vectors(d.type, c.vw);
+  const VectorText vec = Vectors(w, d.type, c.vw);
   const bool weights_a = d.weights == WeightOperand::kA;
   w.Define("VW", Str(c.vw));
   w.Define("CS", ComputeScalar(d.type));
-  w.Define("CV", vec.type);
+  if (c.vw == 1) w.Define("CV", vec.type);
   w.Define("VFROM(t)", vec.from_array);
   w.Define("VTO(x, t)", vec.to_array);
   if (c.lm == 1)  // a vector of the compute type from local memory
-    w.Define("LDV_L(p)", c.vw == 1 ? "((p)[0])" : "vload" + Str(c.vw) + "(0, (p))");
+    w.Define("LDV_L(p)", c.vw == 1 ? "((p)[0])" : "CV_LOAD(p)");
   w.Define("MAC(a, b, c)", IsQuantized(d.type) ? "((c) + (a) * (b))" : "fma((a), (b), (c))");
   DeclareOperand(w, "A", d, weights_a, vec, c.vw);
   DeclareOperand(w, "B", d, !weights_a, vec, c.vw);
@@ -746,7 +746,8 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& d, const Ge
     k.Value("float", "alpha").Value("float", "beta");
     if (d.bias) k.In("float", "bias");
   }
-  k.Body(Indent(c.algorithm == GemmConfig::Algorithm::kOuter ? OuterBody(d, c) : DotBody(d, c), 2));
+  k.Body(Indent(c.algorithm == GemmConfig::Algorithm::kOuter ? OuterBody(d, c, w.dialect())
+                                                                 : DotBody(d, c), 2));
 
   if (PacksA(d, c))
     w.Kernel(KernelName(d) + "_apack")

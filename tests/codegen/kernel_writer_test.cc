@@ -13,6 +13,8 @@
 #include "codegen/elementwise.h"
 #include "codegen/kernel_writer.h"
 #include "codegen/typed_buffer.h"
+#include "libdnn/conv.h"
+#include "libdnn/gemm.h"
 #include "tests/testing/paths.h"
 
 namespace mpcaffe {
@@ -47,6 +49,26 @@ TEST(KernelWriter, GoldenReluInBothDialects) {
   ExpectGolden(ReluSource(KernelTarget::Cuda(80), DataType::kInt8Q), "relu_int8q.cu");
   ExpectGolden(ReluSource(KernelTarget{Backend::kOpenCL}, DataType::kFloat16), "relu_fp16.cl");
   ExpectGolden(ReluSource(KernelTarget::Cuda(80), DataType::kFloat16), "relu_fp16.cu");
+}
+
+TEST(KernelWriter, GoldenGemmAndConvolutionInBothDialects) {
+  // One vector GEMM (fp32, vectors of 4: OpenCL float4, the CUDA struct) and one int8
+  // convolution with the quantized epilogue (requantization, clamp to the type's range).
+  libdnn::GemmDesc g;
+  g.type = g.out_type = DataType::kFloat32;
+  g.M = 16, g.N = 16, g.K = 16, g.bias = true;
+  libdnn::GemmConfig gc;
+  gc.tm = 2, gc.tn = 1, gc.vw = 4, gc.wg = 1;
+  ExpectGolden(libdnn::Gemm::Source(KernelTarget{Backend::kOpenCL}, g, gc), "gemm_fp32_vw4.cl");
+  ExpectGolden(libdnn::Gemm::Source(KernelTarget::Cuda(80), g, gc), "gemm_fp32_vw4.cu");
+  libdnn::ConvDesc d;
+  d.type = DataType::kInt8Q;
+  d.channels = 4, d.height = d.width = 5, d.out_channels = 4;
+  d.kernel_h = d.kernel_w = 3;
+  const libdnn::ConvConfig cc{1, 1, 2, 1};  // lanes, oc, px, vw: one channel, two pixels
+  ExpectGolden(libdnn::Convolution::ForwardSource(KernelTarget{Backend::kOpenCL}, d, cc),
+               "conv_int8q.cl");
+  ExpectGolden(libdnn::Convolution::ForwardSource(KernelTarget::Cuda(80), d, cc), "conv_int8q.cu");
 }
 
 std::vector<std::string> Lines(const std::string& text) {
