@@ -24,11 +24,11 @@ constexpr ScalarTraits kScalars[] = {
 };
 
 constexpr DataTypeTraits kDataTypes[] = {
-    // type               name      storage      difftype     acctype      multtype     quantized qmin qmax
-    {DataType::kFloat32, "fp32",   Scalar::kF32, Scalar::kF32, Scalar::kF32, Scalar::kF32, false, 0, 0},
-    {DataType::kFloat16, "fp16",   Scalar::kF16, Scalar::kF32, Scalar::kF32, Scalar::kF32, false, 0, 0},
-    {DataType::kInt16Q,  "int16q", Scalar::kU16, Scalar::kI32, Scalar::kI64, Scalar::kI32, true,  0, 65535},
-    {DataType::kInt8Q,   "int8q",  Scalar::kU8,  Scalar::kI16, Scalar::kI32, Scalar::kI32, true,  0, 255},
+    // type               name      storage      difftype     acctype      multtype     signed_storage quantized qmin qmax
+    {DataType::kFloat32, "fp32",   Scalar::kF32, Scalar::kF32, Scalar::kF32, Scalar::kF32, Scalar::kF32, false, 0, 0},
+    {DataType::kFloat16, "fp16",   Scalar::kF16, Scalar::kF32, Scalar::kF32, Scalar::kF32, Scalar::kF16, false, 0, 0},
+    {DataType::kInt16Q,  "int16q", Scalar::kU16, Scalar::kI32, Scalar::kI64, Scalar::kI32, Scalar::kI16, true,  0, 65535},
+    {DataType::kInt8Q,   "int8q",  Scalar::kU8,  Scalar::kI16, Scalar::kI32, Scalar::kI32, Scalar::kI8,  true,  0, 255},
 };
 // clang-format on
 
@@ -39,6 +39,9 @@ const ScalarTraits& TraitsOf(Scalar s) { return kScalars[static_cast<int>(s)]; }
 const DataTypeTraits& TraitsOf(DataType t) { return kDataTypes[static_cast<int>(t)]; }
 
 size_t DataTypeTraits::bytes() const { return TraitsOf(storage).bits / 8; }
+size_t DataTypeTraits::acc_bytes() const { return TraitsOf(acctype).bits / 8; }
+const char* DataTypeTraits::acc_alias() const { return TraitsOf(acctype).alias; }
+const char* DataTypeTraits::signed_alias() const { return TraitsOf(signed_storage).alias; }
 
 DataType ParseDataType(const std::string& name) {
   if (name == "fp32" || name == "float" || name == "float32") return DataType::kFloat32;

@@ -36,9 +36,16 @@ struct DataTypeTraits {
   Scalar difftype;       // wide enough for q − zero_point (float types: themselves)
   Scalar acctype;        // accumulator of products and sums
   Scalar multtype;       // fixed-point multiplier of the requantization
+  Scalar signed_storage; // storage of signed weights (quantized types; float types: storage)
   bool quantized;        // affine-quantized integer type
   int64_t qmin, qmax;    // representable integer range (quantized types)
   size_t bytes() const;  // storage size
+  size_t acc_bytes() const;  // accumulator size (float, int32 or int64: bias, weight sums)
+  /// The portable spelling of the accumulator scalar ("float", "int", "mp_i64"): what the
+  /// kernels sum products and requantize in.
+  const char* acc_alias() const;
+  /// The portable spelling of signed_storage ("mp_i8", "mp_i16").
+  const char* signed_alias() const;
 };
 
 const DataTypeTraits& TraitsOf(DataType t);

@@ -6,18 +6,6 @@ namespace mpcaffe {
 
 namespace {
 
-/// The requantization matching a type's accumulator: 32-bit for int8q, 64-bit for int16q.
-std::string RequantMacro(DataType type) {
-  return TraitsOf(type).acctype == Scalar::kI64
-             ? "mp_requant64((mp_i64)(acc), m, s)"
-             : "(mp_i64)mp_requant32((int)(acc), m, s)";
-}
-
-void UseRequant(KernelWriter& w, DataType type) {
-  w.UseHelper(KernelHelper::kRequantize);
-  w.Define("MP_REQUANT(acc, m, s)", RequantMacro(type));
-}
-
 }  // namespace
 
 std::string ElementwiseKernelName(const std::string& op, DataType type) {
@@ -38,12 +26,12 @@ std::string ReluSource(const KernelTarget& target, DataType type) {
                 .Value("int", "mult").Value("int", "shift")
                 .Value("int", "neg_mult").Value("int", "neg_shift");
   if (IsQuantized(type)) {
-    UseRequant(w, type);
+    w.UseRequant(type);
     k.Body(R"(  $loop(i, n) {
     int d = Dtype_LOAD(x, i) - x_zero;
     mp_i64 r = d >= 0 ? MP_REQUANT(d, mult, shift) : MP_REQUANT(d, neg_mult, neg_shift);
     r += y_zero;
-    r = r < Dtype_QMIN ? Dtype_QMIN : (r > Dtype_QMAX ? Dtype_QMAX : r);
+    r = Dtype_SAT(r);
     Dtype_STORE(y, i, r);
   }
 )");
@@ -67,10 +55,10 @@ std::string ScaleSource(const KernelTarget& target, DataType type) {
                 .Value("int", "x_zero").Value("int", "y_zero")
                 .Value("int", "mult").Value("int", "shift").Value("int", "sign");
   if (IsQuantized(type)) {
-    UseRequant(w, type);
+    w.UseRequant(type);
     k.Body(R"(  $loop(i, n) {
     mp_i64 r = y_zero + sign * MP_REQUANT(Dtype_LOAD(x, i) - x_zero, mult, shift);
-    r = r < Dtype_QMIN ? Dtype_QMIN : (r > Dtype_QMAX ? Dtype_QMAX : r);
+    r = Dtype_SAT(r);
     Dtype_STORE(y, i, r);
   }
 )");
@@ -94,11 +82,11 @@ std::string AxpbySource(const KernelTarget& target, DataType type) {
                 .Value("int", "mult_a").Value("int", "shift_a").Value("int", "sign_a")
                 .Value("int", "mult_b").Value("int", "shift_b").Value("int", "sign_b");
   if (IsQuantized(type)) {
-    UseRequant(w, type);
+    w.UseRequant(type);
     k.Body(R"(  $loop(i, n) {
     mp_i64 r = y_zero + sign_a * MP_REQUANT(Dtype_LOAD(x, i) - x_zero, mult_a, shift_a) +
                sign_b * MP_REQUANT(Dtype_LOAD(y, i) - y_zero, mult_b, shift_b);
-    r = r < Dtype_QMIN ? Dtype_QMIN : (r > Dtype_QMAX ? Dtype_QMAX : r);
+    r = Dtype_SAT(r);
     Dtype_STORE(y, i, r);
   }
 )");
@@ -143,9 +131,9 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
     Ytype_STORE(y, i, q);
 )";
   } else {
-    UseRequant(w, from);
+    w.UseRequant(from);
     element = R"(    mp_i64 r = y_zero + MP_REQUANT(Xtype_LOAD(x, i) - x_zero, mult, shift);
-    r = r < Ytype_QMIN ? Ytype_QMIN : (r > Ytype_QMAX ? Ytype_QMAX : r);
+    r = Ytype_SAT(r);
     Ytype_STORE(y, i, r);
 )";
   }

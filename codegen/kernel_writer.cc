@@ -45,6 +45,58 @@ $device_fn int mp_dot4_u8u8(mp_u32 a, mp_u32 b, int acc) {
 }
 )";
 
+const char* kVectorOpenCLText = R"(typedef @O@N @V;
+#define @V_LOAD(p) vload@N(0, (p))
+#define @V_LOAD_HALF(p) vload_half@N(0, (p))
+#define @V_LOAD_CONV(p) convert_@O@N(vload@N(0, (p)))
+#define @V_STORE(x, p) vstore@N((x), 0, (p))
+)";
+
+const char* kVectorCudaText = R"(struct @V {
+  @S s[@N];
+  __device__ __forceinline__ @V() {}
+  __device__ __forceinline__ @V(@S x) {
+    for (int l = 0; l < @N; ++l) s[l] = x;
+  }
+};
+__device__ __forceinline__ @V operator+(@V a, const @V& b) {
+  for (int l = 0; l < @N; ++l) a.s[l] += b.s[l];
+  return a;
+}
+__device__ __forceinline__ @V operator-(@V a, const @V& b) {
+  for (int l = 0; l < @N; ++l) a.s[l] -= b.s[l];
+  return a;
+}
+__device__ __forceinline__ @V operator*(@V a, const @V& b) {
+  for (int l = 0; l < @N; ++l) a.s[l] *= b.s[l];
+  return a;
+}
+__device__ __forceinline__ @V& operator+=(@V& a, const @V& b) {
+  for (int l = 0; l < @N; ++l) a.s[l] += b.s[l];
+  return a;
+}
+template <typename T>
+__device__ __forceinline__ @V @V_load(const T* p) {
+  @V r;
+  for (int l = 0; l < @N; ++l) r.s[l] = (@S)p[l];
+  return r;
+}
+template <typename T>
+__device__ __forceinline__ void @V_store(const @V& x, T* p) {
+  for (int l = 0; l < @N; ++l) p[l] = (T)x.s[l];
+}
+#define @V_LOAD(p) @V_load(p)
+#define @V_LOAD_HALF(p) @V_load(p)
+#define @V_LOAD_CONV(p) @V_load(p)
+#define @V_STORE(x, p) @V_store((x), (p))
+)";
+
+const char* kVectorFmaCudaText = R"(__device__ __forceinline__ @V fma(@V a, const @V& b, const @V& c) {
+  for (int l = 0; l < @N; ++l) a.s[l] = fmaf(a.s[l], b.s[l], c.s[l]);
+  return a;
+}
+)";
+
 // clang-format off
 const Dialect kOpenCL = {
     Backend::kOpenCL,
@@ -70,6 +122,9 @@ const Dialect kOpenCL = {
     /*dot4_native=*/kDot4OpenCLText,
     /*dot4_build_options=*/"-cl-std=CL3.0",
     /*select=*/"#define MP_SELECT(a, b, c) select((a), (b), (c))\n",
+    /*vector_decl=*/kVectorOpenCLText,
+    /*vector_fma=*/"",
+    /*vector_builtins=*/true,
 };
 
 const Dialect kCuda = {
@@ -99,6 +154,9 @@ const Dialect kCuda = {
     /*dot4_native=*/kDot4CudaText,
     /*dot4_build_options=*/"",
     /*select=*/"#define MP_SELECT(a, b, c) ((c) ? (b) : (a))\n",
+    /*vector_decl=*/kVectorCudaText,
+    /*vector_fma=*/kVectorFmaCudaText,
+    /*vector_builtins=*/false,
 };
 // clang-format on
 
@@ -285,9 +343,45 @@ KernelWriter& KernelWriter::AddType(const std::string& a, DataType type) {
   if (t.quantized) {
     block += "#define " + a + "_QMIN " + std::to_string(t.qmin) + "\n";
     block += "#define " + a + "_QMAX " + std::to_string(t.qmax) + "\n";
+    block += "#define " + a + "_SAT(v) " + a + "_SAT_FROM(v, " + a + "_QMIN)\n";
+    block += "#define " + a + "_SAT_FROM(v, lo) ((v) < (lo) ? (lo) : ((v) > " + a + "_QMAX ? " +
+             a + "_QMAX : (v)))\n";
   }
   type_blocks_.push_back(block);
   return *this;
+}
+
+KernelWriter& KernelWriter::AddVector(const std::string& alias, Scalar s, int lanes) {
+  if (lanes != 2 && lanes != 4 && lanes != 8 && lanes != 16)
+    throw std::invalid_argument("vector " + alias + ": " + std::to_string(lanes) +
+                                " lanes (2, 4, 8 or 16)");
+  const ScalarTraits& t = TraitsOf(s);
+  if (s == Scalar::kF16) uses_fp16_ = true;
+  std::string text = std::string("// ") + alias + ": " + std::to_string(lanes) + " x " + t.alias +
+                     "\n" + dialect_.vector_decl;
+  if (t.is_float) text += dialect_.vector_fma;
+  auto replace = [&](const std::string& from, const std::string& to) {
+    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+      text.replace(at, from.size(), to);
+  };
+  replace("@V", alias);
+  replace("@S", t.alias);
+  replace("@O", t.opencl);
+  replace("@N", std::to_string(lanes));
+  type_blocks_.push_back(text);
+  return *this;
+}
+
+KernelWriter& KernelWriter::UseRequant(DataType type) {
+  if (!IsQuantized(type))
+    throw std::invalid_argument(std::string("MP_REQUANT: ") + Name(type) + " is not quantized");
+  UseHelper(KernelHelper::kRequantize);
+  const std::string define = "#define MP_REQUANT(acc, m, s) ";
+  for (const auto& d : defines_)
+    if (d.compare(0, define.size(), define) == 0) return *this;
+  return Define("MP_REQUANT(acc, m, s)", TraitsOf(type).acctype == Scalar::kI64
+                                             ? "mp_requant64((mp_i64)(acc), m, s)"
+                                             : "(mp_i64)mp_requant32((int)(acc), m, s)");
 }
 
 KernelWriter& KernelWriter::Define(const std::string& name, const std::string& value) {

@@ -40,6 +40,18 @@ struct Dialect {
   /// select(); PoCL 3.1 runs the ?: form of a ReLU 60-100× slower than select on its CPU
   /// target).
   const char* select;
+  /// KernelWriter::AddVector's declaration of a vector type of `@N` lanes of a scalar (`@S`
+  /// portable alias, `@O` OpenCL spelling) named `@V`, and its @V_LOAD(p) (same scalar),
+  /// @V_LOAD_HALF(p) (from fp16 storage), @V_LOAD_CONV(p) (from another integer storage) and
+  /// @V_STORE(x, p): OpenCL's built-in vectors and vloadn/vstoren; on CUDA a struct of @N
+  /// lanes with the element-wise operators the kernels use (+ - * += and, for float lanes,
+  /// fma), loaded and stored lane by lane (operands start at any element, so wider aligned
+  /// loads cannot be assumed).
+  const char* vector_decl;
+  const char* vector_fma;  // the float-lane fma(a, b, c) of such a vector ("" where built in)
+  /// Whether vectors have OpenCL's built-in functions (select, clamp, abs, convert_*,
+  /// vload/vstore of other types): generators may use them only then.
+  bool vector_builtins;
 
   static const Dialect& For(Backend backend);
 };
@@ -125,8 +137,19 @@ class KernelWriter {
 
   /// Declares a type alias for a data type: typedef `alias` (storage), `alias_c` (compute),
   /// `alias_diff`, `alias_acc`, `alias_mult`, and `alias_LOAD(p, i)` / `alias_STORE(p, i, v)`
-  /// (values in the compute type) plus `alias_QMIN`/`alias_QMAX` for quantized types.
+  /// (values in the compute type) plus, for quantized types, `alias_QMIN`/`alias_QMAX` and the
+  /// clamps to that range: `alias_SAT(v)` to [QMIN, QMAX] and `alias_SAT_FROM(v, lo)` to
+  /// [lo, QMAX] (lo >= QMIN: a ReLU's zero point), both in the type of `v` (mp_i64 for the
+  /// results of MP_REQUANT).
   KernelWriter& AddType(const std::string& alias, DataType type);
+  /// Declares a vector type `alias` of `lanes` lanes (2, 4, 8 or 16) of scalar `s`, with
+  /// `alias_LOAD(p)`, `alias_LOAD_HALF(p)`, `alias_LOAD_CONV(p)` and `alias_STORE(x, p)`
+  /// (Dialect::vector_decl); `(alias)(x)` broadcasts a scalar in either dialect.
+  KernelWriter& AddVector(const std::string& alias, Scalar s, int lanes);
+  /// The requantization of `type`'s accumulator (the one definition of MP_REQUANT):
+  /// KernelHelper::kRequantize and MP_REQUANT(acc, m, s) → mp_i64, mp_requant32 of `acc` as an
+  /// int for an int32 accumulator (int8q), mp_requant64 for an int64 one (int16q).
+  KernelWriter& UseRequant(DataType type);
   /// #define name value.
   KernelWriter& Define(const std::string& name, const std::string& value);
   KernelWriter& UseHelper(KernelHelper helper);

@@ -1,11 +1,14 @@
 // layers/blob.cc — Blob shapes, Caffe's reshape rules and host/device synchronization.
 #include "layers/blob.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <sstream>
+
+#include "codegen/typed_buffer.h"
 
 namespace mpcaffe {
 
@@ -202,14 +205,7 @@ DeviceMemory* Blob::mutable_device_diff() { return diff().mutable_device_data();
 std::vector<float> Blob::ToFloat() const {
   std::vector<float> out(count_);
   const void* p = host_data();
-  for (int i = 0; i < count_; ++i) {
-    switch (type_) {
-      case DataType::kFloat32: out[i] = static_cast<const float*>(p)[i]; break;
-      case DataType::kFloat16: out[i] = HalfToFloat(static_cast<const uint16_t*>(p)[i]); break;
-      case DataType::kInt16Q: out[i] = static_cast<const uint16_t*>(p)[i]; break;
-      case DataType::kInt8Q: out[i] = static_cast<const uint8_t*>(p)[i]; break;
-    }
-  }
+  for (int i = 0; i < count_; ++i) out[i] = LoadAsFloat(type_, p, i);
   return out;
 }
 
@@ -221,17 +217,12 @@ void Blob::FromFloat(const std::vector<float>& values) {
   const auto& tr = TraitsOf(type_);
   for (int i = 0; i < count_; ++i) {
     const float v = values[i];
-    if (type_ == DataType::kFloat32) {
-      static_cast<float*>(p)[i] = v;
-    } else if (type_ == DataType::kFloat16) {
-      static_cast<uint16_t*>(p)[i] = FloatToHalf(v);
+    if (!tr.quantized) {
+      StoreF(type_, p, i, v);
     } else {
-      double r = std::isnan(v) ? 0.0 : std::nearbyint(v);
-      r = std::min<double>(std::max<double>(r, tr.qmin), tr.qmax);
-      if (type_ == DataType::kInt8Q)
-        static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(r);
-      else
-        static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(r);
+      // Rounded, and brought into the storage range before the conversion to an integer.
+      const double r = std::isnan(v) ? 0.0 : std::nearbyint(v);
+      StoreQ(type_, p, i, static_cast<int64_t>(std::clamp<double>(r, tr.qmin, tr.qmax)));
     }
   }
 }

@@ -8,7 +8,9 @@
 
 #include "codegen/elementwise.h"
 #include "codegen/kernel_writer.h"
+#include "codegen/typed_buffer.h"
 #include "quant/fixed_point.h"
+#include "quant/quant_params.h"
 
 namespace mpcaffe {
 
@@ -35,34 +37,9 @@ void CheckQuantRelu(DataType type, float slope) {
                                 std::to_string(slope) + ")");
 }
 
-// Host storage access: values as float for float types, as integers for quantized ones.
-float LoadF(DataType t, const void* p, int i) {
-  if (t == DataType::kFloat32) return static_cast<const float*>(p)[i];
-  return HalfToFloat(static_cast<const uint16_t*>(p)[i]);
-}
-void StoreF(DataType t, void* p, int i, float v) {
-  if (t == DataType::kFloat32)
-    static_cast<float*>(p)[i] = v;
-  else
-    static_cast<uint16_t*>(p)[i] = FloatToHalf(v);
-}
-int32_t LoadQ(DataType t, const void* p, int i) {
-  if (t == DataType::kInt8Q) return static_cast<const uint8_t*>(p)[i];
-  return static_cast<const uint16_t*>(p)[i];
-}
-void StoreQ(DataType t, void* p, int i, int64_t v) {
-  const auto& tr = TraitsOf(t);
-  v = v < tr.qmin ? tr.qmin : (v > tr.qmax ? tr.qmax : v);
-  if (t == DataType::kInt8Q)
-    static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v);
-  else
-    static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(v);
-}
-/// The requantization a type's accumulator uses (the kernels' MP_REQUANT).
-int64_t Requant(DataType t, int64_t acc, FixedPointMultiplier m) {
-  if (TraitsOf(t).acctype == Scalar::kI64) return quant::Requantize64(acc, m);
-  return quant::Requantize32(static_cast<int32_t>(acc), m);
-}
+// Host storage access (codegen/typed_buffer.h) and the accumulator requantization
+// (quant::Requant) are the ones the libdnn references use.
+using quant::Requant;
 
 }  // namespace
 

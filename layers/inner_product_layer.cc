@@ -175,7 +175,7 @@ class InnerProductLayer : public Layer {
       device().CopyToDevice(bytes.data(), bias_.get(), 0, bytes.size());
     }
     if (IsQuantized(t)) {
-      sums_ = device().Allocate(n_ * (TraitsOf(t).acctype == Scalar::kI64 ? 8 : 4));
+      sums_ = device().Allocate(n_ * TraitsOf(t).acc_bytes());
       gemm_->ComputeWeightSums(libdnn::BufferRef(blobs_[0]->device_data(), 0),
                                libdnn::BufferRef(sums_.get(), 0));
     }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <climits>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -19,27 +20,11 @@ std::atomic<uint64_t> g_seed{1701};
 }  // namespace
 
 DataType DataTypeFromProto(caffe::DataType type, const std::string& where) {
-  switch (type) {
-    case caffe::CAFFE_FLOAT: return DataType::kFloat32;
-    case caffe::CAFFE_HALF: return DataType::kFloat16;
-    case caffe::CAFFE_INT16_QUANTIZED: return DataType::kInt16Q;
-    case caffe::CAFFE_INT8_QUANTIZED: return DataType::kInt8Q;
-    default:
-      throw LayerError(where + ": data type " + caffe::DataType_Name(type) +
-                       " is not one mpcaffe computes in (CAFFE_FLOAT, CAFFE_HALF, "
-                       "CAFFE_INT16_QUANTIZED, CAFFE_INT8_QUANTIZED)");
-  }
+  if (const std::optional<DataType> t = quant::DataTypeOfProto(type)) return *t;
+  throw LayerError(where + ": " + quant::UnsupportedProtoDataType(type));
 }
 
-caffe::DataType DataTypeToProto(DataType type) {
-  switch (type) {
-    case DataType::kFloat32: return caffe::CAFFE_FLOAT;
-    case DataType::kFloat16: return caffe::CAFFE_HALF;
-    case DataType::kInt16Q: return caffe::CAFFE_INT16_QUANTIZED;
-    case DataType::kInt8Q: return caffe::CAFFE_INT8_QUANTIZED;
-  }
-  return caffe::CAFFE_FLOAT;
-}
+caffe::DataType DataTypeToProto(DataType type) { return quant::ToProtoDataType(type); }
 
 void SetRandomSeed(uint64_t seed) { g_seed = seed; }
 uint64_t RandomSeed() { return g_seed; }
@@ -186,7 +171,7 @@ std::vector<uint8_t> AccumulatorBias(const std::vector<float>& bias, DataType ty
     return out;
   }
   const bool wide = TraitsOf(type).acctype == Scalar::kI64;
-  out.resize(bias.size() * (wide ? 8 : 4));
+  out.resize(bias.size() * TraitsOf(type).acc_bytes());
   for (size_t c = 0; c < bias.size(); ++c) {
     const double unit = s_x * double(s_w.size() == 1 ? s_w[0] : s_w[c]);
     double r = std::round(double(bias[c]) / unit);  // ties away from zero

@@ -83,13 +83,10 @@ std::string ConcatSource(const KernelTarget& target, DataType type) {
   }
 )");
   if (IsQuantized(type)) {
-    w.UseHelper(KernelHelper::kRequantize);
-    w.Define("MP_REQUANT(acc, m, s)", TraitsOf(type).acctype == Scalar::kI64
-                                          ? "mp_requant64((mp_i64)(acc), m, s)"
-                                          : "(mp_i64)mp_requant32((int)(acc), m, s)");
+    w.UseRequant(type);
     w.Define("MP_CONCAT_STORE",
              "mp_i64 r = y_zero + MP_REQUANT(Dtype_LOAD(x, i) - x_zero, mult, shift); "
-             "r = r < Dtype_QMIN ? Dtype_QMIN : (r > Dtype_QMAX ? Dtype_QMAX : r); "
+             "r = Dtype_SAT(r); "
              "Dtype_STORE(y, t, r);");
   } else {
     w.Define("MP_CONCAT_STORE", "Dtype_STORE(y, t, Dtype_LOAD(x, i));");

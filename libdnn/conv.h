@@ -112,8 +112,10 @@ struct ConvConfig {
   /// Throws mpcaffe::Error: lanes in [1, 256], tiles in [1, 16], oc·px ≤ 64, vw a width above,
   /// kp 1 or 4 (4 with vw = 1).
   void Validate() const;
-  /// Whether the config can run on a backend (vw > 1 needs OpenCL).
-  bool Supports(Backend backend) const { return vw == 1 || backend == Backend::kOpenCL; }
+  /// Whether the config can run on a backend: every config on both (vw > 1 on CUDA through
+  /// KernelWriter::AddVector's struct vectors; the channel-pair inputs stay OpenCL's, see
+  /// InputOf).
+  bool Supports(Backend) const { return true; }
   /// Channels of one work-group: lanes · oc_per_item · vw.
   int channels_per_group() const { return lanes * oc_per_item * vw; }
   bool operator==(const ConvConfig& o) const { return Schema().Equal(*this, o); }

@@ -90,7 +90,7 @@ size_t PackedInputBytes(const ConvDesc& d, ConvInput m) {
 }
 
 /// Bias element bytes: fp32 for float types, the accumulator for quantized ones.
-size_t BiasBytes(DataType t) { return t == DataType::kInt16Q ? 8 : 4; }
+size_t BiasBytes(DataType t) { return TraitsOf(t).acc_bytes(); }
 
 BufferRef Offset(const BufferRef& b, size_t elements, size_t element_bytes) {
   return BufferRef(b.mem, b.byte_offset + elements * element_bytes);

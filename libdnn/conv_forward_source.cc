@@ -22,7 +22,7 @@ constexpr int kSplitFlushSteps = 127;
 /// Weight storage spelling and load (signed int8/int16 storage for weights_signed).
 void DeclareWeightStorage(KernelWriter& w, const ConvDesc& d) {
   if (IsQuantized(d.type) && d.weights_signed) {
-    w.Define("Wstore", d.type == DataType::kInt8Q ? "mp_i8" : "mp_i16");
+    w.Define("Wstore", TraitsOf(d.type).signed_alias());
     w.Define("WLOAD(p, i)", "((int)(p)[i])");
   } else {
     w.Define("Wstore", "Dtype");
@@ -130,24 +130,22 @@ struct ForwardText {
       w.Define("Xtype", "float");
       w.Define("XVAL(v)", "(v)");
     } else {
-      host::UseRequant(w, d.type);
-      w.Define("Atype", wide ? "mp_i64" : "int");
-      w.Define("Btype", wide ? "mp_i64" : "int");
+      w.UseRequant(d.type);
+      w.Define("Atype", TraitsOf(d.type).acc_alias());
+      w.Define("Btype", TraitsOf(d.type).acc_alias());
       w.Define("Xtype", "int");
       w.Define("XVAL(v)", "((v) - x_zero)");
     }
-    // Vectors of vw channels (OpenCL C vector types; plain scalars when vw == 1).
+    // Vectors of vw channels (KernelWriter::AddVector; plain scalars when vw == 1).
     const std::string n = std::to_string(c.vw);
     if (c.vw == 1) {
       w.Define("Vtype", "Atype");
       w.Define("WLDV(p)", "((Atype)(p)[0])");
       w.Define("VTO(x, t)", "((t)[0] = (x))");
     } else {
-      const std::string scalar = !q ? "float" : (wide ? "long" : "int");
-      w.Define("Vtype", scalar + n);
-      w.Define("WLDV(p)", !q ? "vload" + n + "(0, (p))"
-                             : "convert_" + scalar + n + "(vload" + n + "(0, (p)))");
-      w.Define("VTO(x, t)", "vstore" + n + "((x), 0, (t))");
+      w.AddVector("Vtype", TraitsOf(d.type).acctype, c.vw);
+      w.Define("WLDV(p)", !q ? "Vtype_LOAD(p)" : "Vtype_LOAD_CONV(p)");
+      w.Define("VTO(x, t)", "Vtype_STORE(x, t)");
     }
     w.Define("VMAC(acc, wv, xv)", wide ? "acc += (wv) * (mp_i64)(xv)" : "acc += (wv) * (xv)");
     w.Define("CONV_VW", n);
@@ -514,8 +512,7 @@ struct ForwardText {
         s += "      mp_i64 r = (mp_i64)c_zero + MP_REQUANT(lanes_out[v]" + fix +
              R"( + (has_bias ? bias[o] : 0), rq[2 * o], rq[2 * o + 1]);
       if (has_res) r += MP_REQUANT((mp_i64)Dtype_LOAD(res, yi) - res_zero, res_m, res_s);
-      const mp_i64 lo = relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN;
-      r = r < lo ? lo : (r > Dtype_QMAX ? (mp_i64)Dtype_QMAX : r);
+      r = Dtype_SAT_FROM(r, relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN);
       Dtype_STORE(y, yi, r);
     }
   }
@@ -578,9 +575,9 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
   DeclareWeightStorage(w, d);
   w.Define("DW_PX", std::to_string(kDepthwisePixels));
   if (q) {
-    host::UseRequant(w, d.type);
-    w.Define("Atype", d.type == DataType::kInt16Q ? "mp_i64" : "int");
-    w.Define("Btype", d.type == DataType::kInt16Q ? "mp_i64" : "int");
+    w.UseRequant(d.type);
+    w.Define("Atype", TraitsOf(d.type).acc_alias());
+    w.Define("Btype", TraitsOf(d.type).acc_alias());
   } else {
     w.Define("Atype", "float");
     w.Define("Btype", "float");
@@ -632,8 +629,7 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
       if (has_res)
         v += MP_REQUANT((mp_i64)Dtype_LOAD(res, ((n * C + ch) * OH + oy) * OW + ox0 + t) - res_zero,
                         res_m, res_s);
-      const mp_i64 lo = relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN;
-      v = v < lo ? lo : (v > Dtype_QMAX ? (mp_i64)Dtype_QMAX : v);
+      v = Dtype_SAT_FROM(v, relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN);
       Dtype_STORE(yr, ox0 + t, v);
     }
   }

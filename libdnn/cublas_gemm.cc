@@ -3,7 +3,7 @@
 // streams and memory. Its own file: cuBLAS's cuda_fp16.h and CLBlast's half.h both define `half`.
 #include "libdnn/cublas_gemm.h"
 
-#ifdef MPCAFFE_HAVE_CUDA
+#if defined(MPCAFFE_HAVE_CUDA) && defined(MPCAFFE_HAVE_CUBLAS_HEADERS)
 #include <cublas_api.h>
 #include <dlfcn.h>
 
@@ -16,7 +16,7 @@
 
 namespace mpcaffe::libdnn {
 
-#ifdef MPCAFFE_HAVE_CUDA
+#if defined(MPCAFFE_HAVE_CUDA) && defined(MPCAFFE_HAVE_CUBLAS_HEADERS)
 namespace {
 /// The cuBLAS entry points mpcaffe uses, resolved from the toolkit's libcublas at first use (so
 /// the library runs where cuBLAS is absent, like it runs without a driver).
@@ -122,7 +122,11 @@ Event RunCublasGemm(Device& device, const GemmDesc& d, const GemmArgs& args, Que
 #else
 
 std::string CublasLoadProblem() {
+#ifdef MPCAFFE_HAVE_CUDA
+  return "built without cuBLAS's headers (NVRTC and the CUDA headers from PyPI, no toolkit)";
+#else
   return "built without the CUDA backend (no CUDA toolkit at build time)";
+#endif
 }
 
 Event RunCublasGemm(Device& device, const GemmDesc& d, const GemmArgs&, Queue*) {

@@ -8,8 +8,10 @@
 #include <functional>
 #include <sstream>
 
+#include "codegen/typed_buffer.h"
 #include "libdnn/tuner.h"  // TunedGemmConfig
 #include "quant/fixed_point.h"
+#include "quant/quant_params.h"
 
 namespace mpcaffe::libdnn {
 
@@ -17,40 +19,31 @@ namespace {
 
 std::string Str(int v) { return std::to_string(v); }
 
-/// The portable name of the weight operand's storage when it is signed.
-const char* SignedStorage(DataType t) { return t == DataType::kInt8Q ? "mp_i8" : "mp_i16"; }
+/// Scalar compute/accumulator spelling (the type table's): float, int (int8q), mp_i64 (int16q).
+std::string ComputeScalar(DataType t) { return TraitsOf(t).acc_alias(); }
 
-/// Scalar compute/accumulator spelling: float, int (int8q), mp_i64 (int16q).
-std::string ComputeScalar(DataType t) {
-  if (!IsQuantized(t)) return "float";
-  return t == DataType::kInt8Q ? "int" : "mp_i64";
-}
-
-/// Vector spellings. Vector types of width > 1 exist only in OpenCL C (CUDA configs use
-/// vw = 1, see GemmConfig::Supports); with vw == 1 every macro is plain portable C.
+/// Vector spellings: the compute scalar (vw = 1: plain portable C) or the writer's vector
+/// type CV of vw lanes (KernelWriter::AddVector: OpenCL vectors, a CUDA struct).
 struct VectorText {
   std::string type;                          // CV
   std::string load_f32, load_f16, load_int;  // vector loads at a pointer
   std::string from_array, to_array;          // private array <-> vector
 };
 
-VectorText Vectors(DataType t, int vw) {
+VectorText Vectors(KernelWriter& w, DataType t, int vw) {
   VectorText v;
-  const std::string cs = ComputeScalar(t);
   if (vw == 1) {
-    v.type = cs;
+    v.type = ComputeScalar(t);
     v.from_array = "((t)[0])";
     v.to_array = "((t)[0] = (x))";
     return v;
   }
-  const std::string n = Str(vw);
-  const std::string ocl_scalar = cs == "mp_i64" ? "long" : cs;
-  v.type = ocl_scalar + n;
-  v.load_f32 = "vload" + n + "(0, (p))";
-  v.load_f16 = "vload_half" + n + "(0, (p))";
-  v.load_int = "convert_" + ocl_scalar + n + "(vload" + n + "(0, (p)))";
-  v.from_array = "vload" + n + "(0, (t))";
-  v.to_array = "vstore" + n + "((x), 0, (t))";
+  w.AddVector("CV", TraitsOf(t).acctype, vw);
+  v.load_f32 = "CV_LOAD(p)";
+  v.load_f16 = "CV_LOAD_HALF(p)";
+  v.load_int = "CV_LOAD_CONV(p)";
+  v.from_array = "CV_LOAD(t)";
+  v.to_array = "CV_STORE(x, t)";
   return v;
 }
 
@@ -60,7 +53,7 @@ void DeclareOperand(KernelWriter& w, const std::string& name, const GemmDesc& d,
   const std::string t = name + "type";
   const std::string cs = ComputeScalar(d.type);
   if (is_weights && d.weights_signed) {
-    w.Define(t, SignedStorage(d.type));
+    w.Define(t, TraitsOf(d.type).signed_alias());
     w.Define(t + "_LOAD(p, i)", "((" + cs + ")(p)[i])");
   } else {
     w.AddType(t, d.type);
@@ -338,11 +331,14 @@ std::string PairLoops(const GemmDesc& d, const GemmConfig& c, bool gather) {
 /// The output pipeline of a kOuter tile held in acc<i>_<j>: row i of the work-item is
 /// m0 + i·`row_step`, vector j starts at column n0 + j·`col_step` (1 and vw when a work-item
 /// owns a contiguous tile; lm = 1 strides them across the work-group).
-std::string OuterEpilogue(const GemmDesc& d, const GemmConfig& c, int row_step, int col_step) {
+std::string OuterEpilogue(const GemmDesc& d, const GemmConfig& c, const Dialect& dialect,
+                          int row_step, int col_step) {
   const bool sums = KernelSumsActivations(d, c);
   std::ostringstream s;
   // int8 with vectors of 8: full column tiles take the output pipeline 8 columns at a time.
-  const bool vector_epilogue = d.type == DataType::kInt8Q && c.vw == 8;
+  // (The lane-by-lane pipeline below gives the same integers where the dialect has no
+  // vector built-ins.)
+  const bool vector_epilogue = d.type == DataType::kInt8Q && c.vw == 8 && dialect.vector_builtins;
   if (vector_epilogue) {
     s << "if (n0 + " << (c.tn - 1) * col_step + c.vw << " <= N) {\n";
     for (int i = 0; i < c.tm; ++i) {
@@ -402,7 +398,7 @@ std::string OuterAccumulators(const GemmDesc& d, const GemmConfig& c) {
 /// work-item accumulates its rows lm + i·group_m() and vectors ln + j·group_n() from there.
 /// The copy walks the stored matrix's contiguous axis fastest, so neighbouring work-items read
 /// neighbouring global words. No work-item may return before the last barrier.
-std::string OuterLocalBody(const GemmDesc& d, const GemmConfig& c) {
+std::string OuterLocalBody(const GemmDesc& d, const GemmConfig& c, const Dialect& dialect) {
   const bool sums = KernelSumsActivations(d, c);
   const int gn = c.group_n(), gm = c.group_m(), kb = GemmConfig::kLocalK;
   const int tmg = gm * c.tm, tng = gn * c.cols_per_item(), wg = c.wg;
@@ -462,7 +458,7 @@ std::string OuterLocalBody(const GemmDesc& d, const GemmConfig& c) {
   s << "  for (int kk = 0; kk < " << kb << "; kk += " << c.ku << ") {\n";
   for (int u = 0; u < c.ku; ++u) s << Indent(step(u ? "kk + " + Str(u) : "kk"), 4);
   s << "  }\n  $barrier;\n}\n";
-  s << OuterEpilogue(d, c, gm, gn * c.vw);
+  s << OuterEpilogue(d, c, dialect, gm, gn * c.vw);
   return s.str();
 }
 
@@ -518,8 +514,8 @@ std::string Dot4Loops(const GemmDesc& d, const GemmConfig& c, bool gather) {
          "}\n";
 }
 
-std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
-  if (c.lm == 1) return OuterLocalBody(d, c);
+std::string OuterBody(const GemmDesc& d, const GemmConfig& c, const Dialect& dialect) {
+  if (c.lm == 1) return OuterLocalBody(d, c, dialect);
   std::ostringstream s;
   s << "const int n0 = $global_id(" << (c.mf ? 1 : 0) << ") * " << c.cols_per_item() << ";\n";
   s << "const int m0 = $global_id(" << (c.mf ? 0 : 1) << ") * " << c.tm << ";\n";
@@ -552,7 +548,7 @@ std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
   } else {
     s << "{\n" << Indent(KLoops(c, gathered, 1), 2) << "}\n";
   }
-  s << OuterEpilogue(d, c, 1, c.vw);
+  s << OuterEpilogue(d, c, dialect, 1, c.vw);
   return s.str();
 }
 
@@ -707,25 +703,22 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& d, const Ge
     throw Error("GEMM " + d.ToString() + ": configuration '" + c.ToString() +
                 "' does not support this layout or backend");
   KernelWriter w(target);
-  const VectorText vec = Vectors(d.type, c.vw);
+  const VectorText vec = Vectors(w, d.type, c.vw);
   const bool weights_a = d.weights == WeightOperand::kA;
   w.Define("VW", Str(c.vw));
   w.Define("CS", ComputeScalar(d.type));
-  w.Define("CV", vec.type);
+  if (c.vw == 1) w.Define("CV", vec.type);
   w.Define("VFROM(t)", vec.from_array);
   w.Define("VTO(x, t)", vec.to_array);
   if (c.lm == 1)  // a vector of the compute type from local memory
-    w.Define("LDV_L(p)", c.vw == 1 ? "((p)[0])" : "vload" + Str(c.vw) + "(0, (p))");
+    w.Define("LDV_L(p)", c.vw == 1 ? "((p)[0])" : "CV_LOAD(p)");
   w.Define("MAC(a, b, c)", IsQuantized(d.type) ? "((c) + (a) * (b))" : "fma((a), (b), (c))");
   DeclareOperand(w, "A", d, weights_a, vec, c.vw);
   DeclareOperand(w, "B", d, !weights_a, vec, c.vw);
   w.AddType("Ctype", d.out_type);
   const std::string acc = ComputeScalar(d.type);
   if (IsQuantized(d.type)) {
-    w.UseHelper(KernelHelper::kRequantize);
-    w.Define("MP_REQUANT(acc, m, s)", d.type == DataType::kInt16Q
-                                          ? "mp_requant64((mp_i64)(acc), m, s)"
-                                          : "(mp_i64)mp_requant32((int)(acc), m, s)");
+    w.UseRequant(d.type);
   }
   if (c.kp == GemmConfig::kPairs) w.UseHelper(KernelHelper::kPairProduct16);
   if (UsesDot4(d, c)) {
@@ -753,7 +746,8 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& d, const Ge
     k.Value("float", "alpha").Value("float", "beta");
     if (d.bias) k.In("float", "bias");
   }
-  k.Body(Indent(c.algorithm == GemmConfig::Algorithm::kOuter ? OuterBody(d, c) : DotBody(d, c), 2));
+  k.Body(Indent(c.algorithm == GemmConfig::Algorithm::kOuter ? OuterBody(d, c, w.dialect())
+                                                                 : DotBody(d, c), 2));
 
   if (PacksA(d, c))
     w.Kernel(KernelName(d) + "_apack")
@@ -857,8 +851,7 @@ Event Gemm::Run(const GemmArgs& args, Queue* queue) {
   auto bad = [&](const std::string& what) { throw Error("GEMM " + d.ToString() + ": " + what); };
   if (!args.a || !args.b || !args.c) bad("A, B and C buffers are required");
   if (d.bias && !args.bias) bad("the description has a bias but no bias buffer was given");
-  const size_t in = SizeOf(d.type),
-               cs = IsQuantized(d.type) ? (d.type == DataType::kInt8Q ? 4 : 8) : 4;
+  const size_t in = SizeOf(d.type), cs = TraitsOf(d.type).acc_bytes();
   Kernel& k = kernel_;
   k.Arg(int32_t(d.M)).Arg(int32_t(d.N)).Arg(int32_t(d.K));
   k.ArgBuffer(args.a.mem, args.a.byte_offset, in).Arg(int32_t(d.lda_or_packed()));
@@ -898,7 +891,7 @@ Event Gemm::ComputeWeightSums(const BufferRef& weights, const BufferRef& sums, Q
   if (!IsQuantized(desc_.type))
     throw Error("GEMM " + desc_.ToString() + ": weight sums apply to quantized GEMMs only");
   const bool weights_a = desc_.weights == WeightOperand::kA;
-  const size_t acc = desc_.type == DataType::kInt8Q ? 4 : 8;
+  const size_t acc = TraitsOf(desc_.type).acc_bytes();
   sums_kernel_.Arg(int32_t(desc_.channels())).Arg(int32_t(desc_.K));
   sums_kernel_.ArgBuffer(weights.mem, weights.byte_offset, SizeOf(desc_.type));
   sums_kernel_.Arg(int32_t(weights_a ? desc_.lda_or_packed() : desc_.ldb_or_packed()));
@@ -910,25 +903,6 @@ Event Gemm::ComputeWeightSums(const BufferRef& weights, const BufferRef& sums, Q
 // Host reference.
 
 namespace {
-
-/// Reads element i of a buffer of `type` storage (signed when `is_signed`) as an integer.
-int64_t ReadInt(const void* p, size_t i, DataType type, bool is_signed) {
-  if (type == DataType::kInt8Q)
-    return is_signed ? static_cast<const int8_t*>(p)[i] : static_cast<const uint8_t*>(p)[i];
-  return is_signed ? static_cast<const int16_t*>(p)[i] : static_cast<const uint16_t*>(p)[i];
-}
-
-float ReadFloat(const void* p, size_t i, DataType type) {
-  if (type == DataType::kFloat16) return HalfToFloat(static_cast<const uint16_t*>(p)[i]);
-  return static_cast<const float*>(p)[i];
-}
-
-void WriteFloat(void* p, size_t i, DataType type, float v) {
-  if (type == DataType::kFloat16)
-    static_cast<uint16_t*>(p)[i] = FloatToHalf(v);
-  else
-    static_cast<float*>(p)[i] = v;
-}
 
 /// clamp(z_c + r) to the output range (ReLU: from z_c up), computed without overflow.
 int64_t ClampOut(const GemmDesc& d, const GemmQuant& q, int64_t r) {
@@ -947,7 +921,7 @@ void WeightSumsReference(const GemmDesc& d, const void* weights, void* sums) {
     for (int k = 0; k < d.K; ++k) {
       const size_t i = wa ? (d.trans_a ? k * lda + ch : ch * lda + k)
                           : (d.trans_b ? ch * ldb + k : k * ldb + ch);
-      s += ReadInt(weights, i, d.type, d.weights_signed);
+      s += LoadQ(d.type, weights, i, d.weights_signed);
     }
     if (d.type == DataType::kInt8Q)
       static_cast<int32_t*>(sums)[ch] = static_cast<int32_t>(s);
@@ -971,48 +945,36 @@ void GemmReference(const GemmDesc& d, const GemmQuant& q, const void* a, const v
         float acc = 0.0f;
         for (int k = 0; k < d.K; ++k)
           acc =
-              std::fma(ReadFloat(a, ia0 + k * sa, d.type), ReadFloat(b, ib0 + k * sb, d.type), acc);
+              std::fma(LoadF(d.type, a, ia0 + k * sa), LoadF(d.type, b, ib0 + k * sb), acc);
         float f = alpha * acc;
-        if (beta != 0.0f) f += beta * ReadFloat(c, out, d.out_type);
+        if (beta != 0.0f) f += beta * LoadF(d.out_type, c, out);
         if (d.bias) f += static_cast<const float*>(bias)[ch];
         if (d.relu) f = f > 0.0f ? f : 0.0f;
-        WriteFloat(c, out, d.out_type, f);
+        StoreF(d.out_type, c, out, f);
         continue;
       }
       // Σ (x − z_x)(w − z_w) directly (a different formula from the kernel's, same value).
       int64_t acc = 0;
       for (int k = 0; k < d.K; ++k) {
         const int64_t av =
-            ReadInt(a, ia0 + k * sa, d.type, wa && d.weights_signed) - (wa ? q.w_zero : q.x_zero);
+            LoadQ(d.type, a, ia0 + k * sa, wa && d.weights_signed) - (wa ? q.w_zero : q.x_zero);
         const int64_t bv =
-            ReadInt(b, ib0 + k * sb, d.type, !wa && d.weights_signed) - (wa ? q.x_zero : q.w_zero);
+            LoadQ(d.type, b, ib0 + k * sb, !wa && d.weights_signed) - (wa ? q.x_zero : q.w_zero);
         acc += av * bv;
       }
       const size_t pc = d.per_channel ? ch : 0;
-      if (d.type == DataType::kInt8Q) {
-        // int32 wrapping arithmetic, as the kernel's.
-        uint32_t v = static_cast<uint32_t>(acc);
-        if (d.bias) v += static_cast<uint32_t>(static_cast<const int32_t*>(bias)[ch]);
-        const int32_t vi = static_cast<int32_t>(v);
-        if (d.out_type == DataType::kFloat32) {
-          float f = static_cast<float>(vi) * q.scale[pc];
-          if (d.relu) f = f > 0.0f ? f : 0.0f;
-          static_cast<float*>(c)[out] = f;
-        } else {
-          const int64_t r = quant::Requantize32(vi, q.multiplier[pc]);
-          static_cast<uint8_t*>(c)[out] = static_cast<uint8_t>(ClampOut(d, q, r));
-        }
+      // In the accumulator type: int8q's int32 wraps, as the kernel's arithmetic does.
+      const bool acc32 = TraitsOf(d.type).acctype == Scalar::kI32;
+      if (d.bias)
+        acc += acc32 ? static_cast<const int32_t*>(bias)[ch]
+                     : static_cast<const int64_t*>(bias)[ch];
+      if (acc32) acc = static_cast<int32_t>(static_cast<uint32_t>(acc));
+      if (d.out_type == DataType::kFloat32) {
+        float f = static_cast<float>(acc) * q.scale[pc];
+        if (d.relu) f = f > 0.0f ? f : 0.0f;
+        static_cast<float*>(c)[out] = f;
       } else {
-        int64_t v = acc;
-        if (d.bias) v += static_cast<const int64_t*>(bias)[ch];
-        if (d.out_type == DataType::kFloat32) {
-          float f = static_cast<float>(v) * q.scale[pc];
-          if (d.relu) f = f > 0.0f ? f : 0.0f;
-          static_cast<float*>(c)[out] = f;
-        } else {
-          const int64_t r = quant::Requantize64(v, q.multiplier[pc]);
-          static_cast<uint16_t*>(c)[out] = static_cast<uint16_t>(ClampOut(d, q, r));
-        }
+        StoreQ(d.type, c, out, ClampOut(d, q, quant::Requant(d.type, acc, q.multiplier[pc])));
       }
     }
 }

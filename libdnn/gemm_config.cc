@@ -85,7 +85,6 @@ std::optional<GemmConfig> GemmConfig::Parse(const std::string& text) {
 }
 
 bool GemmConfig::Supports(const GemmDesc& desc, Backend backend) const {
-  if (backend == Backend::kCuda && vw != 1) return false;
   if (algorithm == Algorithm::kDot && !DotLayout(desc)) return false;
   if (kp == GemmConfig::kPairs && (backend != Backend::kOpenCL || algorithm != Algorithm::kOuter ||
                   desc.type != DataType::kInt8Q || vw != 8))
@@ -112,7 +111,7 @@ int GemmConfig::group_n() const {
 
 size_t GemmConfig::LocalBytes(const GemmDesc& desc) const {
   if (lm != 1) return 0;
-  const size_t cs = desc.type == DataType::kInt16Q ? 8 : 4;  // float, int or 64-bit integers
+  const size_t cs = TraitsOf(desc.type).acc_bytes();  // float, int or 64-bit integers
   const int rows = group_m() * tm, cols = group_n() * cols_per_item();
   return cs * kLocalK * (LocalStrideA(desc, rows) + LocalStrideB(desc, cols));
 }
@@ -194,8 +193,10 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
     other.kp = base.kp == GemmConfig::kPairs ? GemmConfig::kOneK : GemmConfig::kPairs;
     add(other);
   }
-  const bool vectors = backend == Backend::kOpenCL;
-  const std::vector<int> widths = vectors ? std::vector<int>{4, 8, 16} : std::vector<int>{1};
+  // Vector widths on both backends (CUDA: KernelWriter::AddVector's struct vectors), and on
+  // CUDA the scalar tiles of its default beside them.
+  const std::vector<int> widths = backend == Backend::kCuda ? std::vector<int>{1, 4, 8, 16}
+                                                            : std::vector<int>{4, 8, 16};
   const std::vector<int> groups = device.is_gpu || backend == Backend::kCuda
                                       ? std::vector<int>{32, 64, 128}
                                       : std::vector<int>{1};

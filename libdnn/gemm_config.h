@@ -31,7 +31,7 @@ struct GemmConfig {
   Algorithm algorithm = Algorithm::kOuter;
   int tm = 6;  // rows of C per work-item
   int tn = 2;  // kOuter: vectors of vw columns per work-item; kDot: columns per work-item
-  int vw = 8;  // vector width (1, 2, 4, 8, 16; 1 on CUDA, which has no such vector types)
+  int vw = 8;  // vector width (1, 2, 4, 8, 16; CUDA: KernelWriter::AddVector structs)
   int wg = 1;  // work-items per work-group along dimension 0 (local size (wg, 1, 1))
   int ku = 1;  // K loop unroll factor (1, 2, 4)
   /// Work-group order: 1 walks M tiles first (dimension 0) so consecutive work-groups reuse one

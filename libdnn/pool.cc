@@ -132,7 +132,7 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
     vstore8(best, 0, lanes);
     for (int l = 0; l < 8; ++l) {
       mp_i64 r = same ? (mp_i64)lanes[l] : (mp_i64)y_zero + MP_REQUANT(lanes[l] - x_zero, mult, shift);
-      r = r < Dtype_QMIN ? Dtype_QMIN : (r > Dtype_QMAX ? Dtype_QMAX : r);
+      r = Dtype_SAT(r);
       Dtype_STORE(y, i0 + l, r);
     }
 )";
@@ -205,7 +205,7 @@ std::string Pooling::ForwardSource(const KernelTarget& target, DataType type, Po
   const bool q = IsQuantized(type);
   KernelWriter w(target);
   w.AddType("Dtype", type);
-  if (q) host::UseRequant(w, type);
+  if (q) w.UseRequant(type);
   auto& k = w.Kernel(ForwardKernelName(type, method))
                 .In("Dtype", "x")
                 .Out("Dtype", "y")
@@ -237,7 +237,7 @@ std::string Pooling::ForwardSource(const KernelTarget& target, DataType type, Po
     if (q) {
       body +=
           R"(    mp_i64 r = same ? (mp_i64)best : (mp_i64)y_zero + MP_REQUANT(best - x_zero, mult, shift);
-    r = r < Dtype_QMIN ? Dtype_QMIN : (r > Dtype_QMAX ? Dtype_QMAX : r);
+    r = Dtype_SAT(r);
     Dtype_STORE(y, i, r);
 )";
     } else {
@@ -249,7 +249,7 @@ std::string Pooling::ForwardSource(const KernelTarget& target, DataType type, Po
     for (int h = hs; h < he; ++h)
       for (int w = ws; w < we; ++w) acc += Dtype_LOAD(xp, h * W + w) - x_zero;
     mp_i64 r = (mp_i64)y_zero + MP_REQUANT(acc, rq[2 * count - 2], rq[2 * count - 1]);
-    r = r < Dtype_QMIN ? Dtype_QMIN : (r > Dtype_QMAX ? Dtype_QMAX : r);
+    r = Dtype_SAT(r);
     Dtype_STORE(y, i, r);
 )";
     } else {

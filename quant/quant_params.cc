@@ -86,31 +86,6 @@ void DequantizeFrom(const Storage* q, size_t n, const QuantParams& p, float* out
   }
 }
 
-/// Element `i` of a float-typed buffer (fp32 or fp16 bits) as float.
-float LoadFloat(DataType type, const void* x, size_t i) {
-  if (type == DataType::kFloat32) return static_cast<const float*>(x)[i];
-  return HalfToFloat(static_cast<const uint16_t*>(x)[i]);
-}
-
-void StoreFloat(DataType type, void* y, size_t i, float v) {
-  if (type == DataType::kFloat32)
-    static_cast<float*>(y)[i] = v;
-  else
-    static_cast<uint16_t*>(y)[i] = FloatToHalf(v);
-}
-
-int32_t LoadQuantized(DataType type, const void* x, size_t i) {
-  if (type == DataType::kInt8Q) return static_cast<const uint8_t*>(x)[i];
-  return static_cast<const uint16_t*>(x)[i];
-}
-
-void StoreQuantized(DataType type, void* y, size_t i, int32_t q) {
-  if (type == DataType::kInt8Q)
-    static_cast<uint8_t*>(y)[i] = static_cast<uint8_t>(q);
-  else
-    static_cast<uint16_t*>(y)[i] = static_cast<uint16_t>(q);
-}
-
 }  // namespace
 
 float QuantParams::RepresentableMin(size_t c) const {
@@ -186,42 +161,9 @@ float SnapValue(float x, float scale, int32_t zero_point, int32_t qmin, int32_t 
   return DequantizeValue(QuantizeValue(x, scale, zero_point, qmin, qmax), scale, zero_point);
 }
 
-uint16_t FloatToHalf(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
-  const uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u)  // NaN: keep the top payload bits, force the quiet bit
-    return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520: ±Inf
-  if (abs >= 0x38800000u) {  // a normal half (>= 2^-14): rebias, round the 13 dropped bits
-    const uint32_t m = abs - 0x38000000u;
-    return static_cast<uint16_t>(sign | ((m + 0xfffu + ((m >> 13) & 1u)) >> 13));
-  }
-  // Subnormal half (or zero): count units of 2^-24; the scaling by 2^24 is exact, nearbyint
-  // rounds half to even, and 1024 units correctly encode the smallest normal half.
-  float a;
-  std::memcpy(&a, &abs, sizeof a);
-  return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.0f)));
-}
-
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exponent = (h >> 10) & 0x1fu;
-  const uint32_t mantissa = h & 0x3ffu;
-  uint32_t bits;
-  if (exponent == 0) {
-    const float magnitude = static_cast<float>(mantissa) * (1.0f / 16777216.0f);  // exact
-    std::memcpy(&bits, &magnitude, sizeof bits);
-    bits |= sign;
-  } else if (exponent == 31) {
-    bits = sign | 0x7f800000u | (mantissa << 13);
-  } else {
-    bits = sign | ((exponent + 112u) << 23) | (mantissa << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
+int64_t Requant(DataType type, int64_t acc, FixedPointMultiplier m) {
+  if (TraitsOf(type).acctype == Scalar::kI64) return Requantize64(acc, m);
+  return Requantize32(static_cast<int32_t>(static_cast<uint32_t>(acc)), m);
 }
 
 void QuantizeTensor(const float* x, size_t n, const QuantParams& p, void* out, size_t inner) {
@@ -274,24 +216,20 @@ void ConvertTensor(DataType from, const QuantParams& from_params, const void* x,
     const FixedPointMultiplier m = RescaleMultiplier(from_params.scale[0], to_params.scale[0]);
     const int32_t xz = from_params.zero_point[0], yz = to_params.zero_point[0];
     for (size_t i = 0; i < n; ++i) {
-      const int32_t d = LoadQuantized(from, x, i) - xz;
-      int64_t r = yz + (from == DataType::kInt16Q ? Requantize64(d, m)
-                                                  : static_cast<int64_t>(Requantize32(d, m)));
-      r = std::min<int64_t>(std::max<int64_t>(r, to_params.qmin), to_params.qmax);
-      StoreQuantized(to, y, i, static_cast<int32_t>(r));
+      const int32_t d = LoadQ(from, x, i) - xz;
+      StoreQ(to, y, i, yz + Requant(from, d, m));
     }
   } else if (qx) {
     for (size_t i = 0; i < n; ++i)
-      StoreFloat(to, y, i,
-                 DequantizeValue(LoadQuantized(from, x, i), from_params.scale[0],
-                                 from_params.zero_point[0]));
+      StoreF(to, y, i,
+             DequantizeValue(LoadQ(from, x, i), from_params.scale[0], from_params.zero_point[0]));
   } else if (qy) {
     for (size_t i = 0; i < n; ++i)
-      StoreQuantized(to, y, i,
-                     QuantizeValue(LoadFloat(from, x, i), to_params.scale[0],
-                                   to_params.zero_point[0], to_params.qmin, to_params.qmax));
+      StoreQ(to, y, i,
+             QuantizeValue(LoadF(from, x, i), to_params.scale[0], to_params.zero_point[0],
+                           to_params.qmin, to_params.qmax));
   } else {
-    for (size_t i = 0; i < n; ++i) StoreFloat(to, y, i, LoadFloat(from, x, i));
+    for (size_t i = 0; i < n; ++i) StoreF(to, y, i, LoadF(from, x, i));
   }
 }
 

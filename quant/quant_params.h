@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "codegen/datatype.h"
+#include "codegen/typed_buffer.h"
 #include "quant/fixed_point.h"
 
 namespace mpcaffe::quant {
@@ -75,11 +76,12 @@ float DequantizeValue(int32_t q, float scale, int32_t zero_point);
 /// Quantize then dequantize: `x` snapped to the grid (PSEUDO mode). NaN gives 0.0.
 float SnapValue(float x, float scale, int32_t zero_point, int32_t qmin, int32_t qmax);
 
-/// IEEE binary16 conversions: float → half rounds to nearest even (overflow to ±Inf, NaN stays
-/// NaN with the quiet bit set, results below the half subnormal range round to ±0); half →
-/// float is exact.
-uint16_t FloatToHalf(float x);
-float HalfToFloat(uint16_t h);
+/// The requantization of a data type's accumulator (what the kernels' MP_REQUANT computes):
+/// Requantize64 for an int64 accumulator (int16q), else Requantize32 of `acc` wrapped to
+/// int32 first, as the kernels' int arithmetic wraps. fp16 conversions are HalfToFloat /
+/// FloatToHalf of codegen/datatype.h, element access LoadF/LoadQ/StoreF/StoreQ of
+/// codegen/typed_buffer.h.
+int64_t Requant(DataType type, int64_t acc, FixedPointMultiplier m);
 
 /// Channel of flat element `i` of a tensor whose channel axis is followed by `inner` elements
 /// per channel (inner = product of the dimensions after the axis).

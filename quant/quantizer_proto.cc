@@ -1,6 +1,7 @@
 // quant/quantizer_proto.cc — Quantizer state to and from caffe::QuantizerParameter.
 #include "quant/quantizer_proto.h"
 
+#include <optional>
 #include <string>
 
 #include "device/error.h"
@@ -9,34 +10,31 @@ namespace mpcaffe::quant {
 
 caffe::DataType ToProtoDataType(DataType type) {
   switch (type) {
-    case DataType::kFloat32:
-      return caffe::CAFFE_FLOAT;
-    case DataType::kFloat16:
-      return caffe::CAFFE_HALF;
-    case DataType::kInt16Q:
-      return caffe::CAFFE_INT16_QUANTIZED;
-    case DataType::kInt8Q:
-      return caffe::CAFFE_INT8_QUANTIZED;
+    case DataType::kFloat32: return caffe::CAFFE_FLOAT;
+    case DataType::kFloat16: return caffe::CAFFE_HALF;
+    case DataType::kInt16Q: return caffe::CAFFE_INT16_QUANTIZED;
+    case DataType::kInt8Q: return caffe::CAFFE_INT8_QUANTIZED;
   }
   throw Error("ToProtoDataType: unknown data type");
 }
 
+std::optional<DataType> DataTypeOfProto(caffe::DataType type) {
+  for (DataType t : kAllDataTypes)
+    if (ToProtoDataType(t) == type) return t;
+  return std::nullopt;
+}
+
+std::string UnsupportedProtoDataType(caffe::DataType type) {
+  std::string names;
+  for (DataType t : kAllDataTypes)
+    names += (names.empty() ? "" : ", ") + caffe::DataType_Name(ToProtoDataType(t));
+  return "data type " + caffe::DataType_Name(type) + " is not one mpcaffe computes in (" + names +
+         ")";
+}
+
 DataType FromProtoDataType(caffe::DataType type, const char* field) {
-  switch (type) {
-    case caffe::CAFFE_FLOAT:
-      return DataType::kFloat32;
-    case caffe::CAFFE_HALF:
-      return DataType::kFloat16;
-    case caffe::CAFFE_INT16_QUANTIZED:
-      return DataType::kInt16Q;
-    case caffe::CAFFE_INT8_QUANTIZED:
-      return DataType::kInt8Q;
-    default:
-      throw Error(std::string("QuantizerParameter.") + field + ": data type " +
-                  caffe::DataType_Name(type) +
-                  " is not one mpcaffe computes in (FLOAT, HALF, INT8_QUANTIZED, "
-                  "INT16_QUANTIZED)");
-  }
+  if (const std::optional<DataType> t = DataTypeOfProto(type)) return *t;
+  throw Error(std::string("QuantizerParameter.") + field + ": " + UnsupportedProtoDataType(type));
 }
 
 void ToProto(Quantizer& q, caffe::QuantizerParameter* param) {

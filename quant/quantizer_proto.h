@@ -2,6 +2,9 @@
 // calibrated model carries its observed ranges.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "codegen/datatype.h"
 #include "proto/caffe.pb.h"
 #include "quant/quantizer.h"
@@ -11,8 +14,13 @@ namespace mpcaffe::quant {
 /// The proto DataType of a data type (CAFFE_FLOAT, CAFFE_HALF, CAFFE_INT16_QUANTIZED,
 /// CAFFE_INT8_QUANTIZED).
 caffe::DataType ToProtoDataType(DataType type);
-/// The data type of a proto DataType; throws mpcaffe::Error naming `field` for the types
-/// mpcaffe does not compute in (DOUBLE, INT32/INT64_QUANTIZED, PACKED_BINARY).
+/// The data type of a proto DataType: the inverse of ToProtoDataType (the one mapping), or
+/// nullopt for the types mpcaffe does not compute in (DOUBLE, INT32/INT64_QUANTIZED,
+/// PACKED_BINARY).
+std::optional<DataType> DataTypeOfProto(caffe::DataType type);
+/// "data type X is not one mpcaffe computes in (CAFFE_FLOAT, …)" for such a type.
+std::string UnsupportedProtoDataType(caffe::DataType type);
+/// DataTypeOfProto, or mpcaffe::Error naming QuantizerParameter.`field`.
 DataType FromProtoDataType(caffe::DataType type, const char* field);
 
 /// Writes name, zone, input/output data types, mode, pseudo target and reset flag, the

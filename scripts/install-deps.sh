@@ -101,4 +101,45 @@ if command -v oclgrind >/dev/null; then
 else
   record "oclgrind: NOT installed (Debian package oclgrind)"
 fi
+# NVRTC and the CUDA headers (cuda.h, cuda_fp16.h) where no CUDA toolkit is installed: PyPI's
+# nvidia-cuda-nvrtc (nvrtc.h, libnvrtc.so.13 and its builtins) and nvidia-cuda-runtime (the
+# runtime and driver API headers) in a virtual environment of their own, linked as
+# $PREFIX/cuda (include/, lib/), which CMake takes when find_package(CUDAToolkit) finds
+# nothing. The CUDA backend and its NVRTC tests then build on any machine; no GPU driver comes
+# with them (libcuda.so.1 is opened at run time). MPCAFFE_CUDA_FROM_PYPI=1 installs them even
+# beside a toolkit.
+CUDA_VENV="$PREFIX/cuda-pypi"
+CUDA_ROOT="$PREFIX/cuda"
+cuda_reason=""
+if [ -e /usr/local/cuda/include/nvrtc.h ] && [ "${MPCAFFE_CUDA_FROM_PYPI:-0}" != 1 ]; then
+  record "cuda: toolkit at /usr/local/cuda ($(ls /usr/local/cuda/lib64/libnvrtc.so.* 2>/dev/null | head -1))"
+else
+  if [ ! -e "$CUDA_ROOT/include/nvrtc.h" ] || [ ! -e "$CUDA_ROOT/include/cuda_fp16.h" ]; then
+    echo "install-deps: installing NVRTC and the CUDA headers from PyPI into $CUDA_VENV"
+    if ! out=$($SUDO "$PYTHON" -m venv "$CUDA_VENV" 2>&1); then
+      cuda_reason="python3 -m venv $CUDA_VENV failed: $(echo "$out" | tail -1)"
+    elif ! out=$($SUDO "$CUDA_VENV/bin/pip" install --quiet nvidia-cuda-nvrtc nvidia-cuda-runtime 2>&1); then
+      cuda_reason="pip install nvidia-cuda-nvrtc nvidia-cuda-runtime failed: $(echo "$out" | tail -1)"
+    else
+      nvrtc_h=$(find "$CUDA_VENV" -path '*/nvidia/*/include/nvrtc.h' | head -1)
+      if [ -z "$nvrtc_h" ]; then
+        cuda_reason="the nvidia-cuda-nvrtc wheel has no include/nvrtc.h"
+      else
+        $SUDO ln -sfn "$(dirname "$(dirname "$nvrtc_h")")" "$CUDA_ROOT"
+      fi
+    fi
+  fi
+  if [ -z "$cuda_reason" ]; then
+    for f in include/nvrtc.h include/cuda.h include/cuda_fp16.h; do
+      [ -e "$CUDA_ROOT/$f" ] || cuda_reason="${cuda_reason:+$cuda_reason; }$CUDA_ROOT/$f missing"
+    done
+    ls "$CUDA_ROOT"/lib/libnvrtc.so.* >/dev/null 2>&1 || cuda_reason="${cuda_reason:+$cuda_reason; }no $CUDA_ROOT/lib/libnvrtc.so.*"
+  fi
+  if [ -z "$cuda_reason" ]; then
+    version=$("$CUDA_VENV/bin/pip" show nvidia-cuda-nvrtc 2>/dev/null | sed -n 's/^Version: //p')
+    record "cuda: NVRTC $version and the CUDA headers from PyPI ($CUDA_ROOT); no toolkit, no driver"
+  else
+    record "cuda: NOT installed: $cuda_reason"
+  fi
+fi
 $SUDO mv "$STATUS.new" "$STATUS"

@@ -12,6 +12,9 @@
 #include "codegen/datatype.h"
 #include "codegen/elementwise.h"
 #include "codegen/kernel_writer.h"
+#include "codegen/typed_buffer.h"
+#include "libdnn/conv.h"
+#include "libdnn/gemm.h"
 #include "tests/testing/paths.h"
 
 namespace mpcaffe {
@@ -46,6 +49,26 @@ TEST(KernelWriter, GoldenReluInBothDialects) {
   ExpectGolden(ReluSource(KernelTarget::Cuda(80), DataType::kInt8Q), "relu_int8q.cu");
   ExpectGolden(ReluSource(KernelTarget{Backend::kOpenCL}, DataType::kFloat16), "relu_fp16.cl");
   ExpectGolden(ReluSource(KernelTarget::Cuda(80), DataType::kFloat16), "relu_fp16.cu");
+}
+
+TEST(KernelWriter, GoldenGemmAndConvolutionInBothDialects) {
+  // One vector GEMM (fp32, vectors of 4: OpenCL float4, the CUDA struct) and one int8
+  // convolution with the quantized epilogue (requantization, clamp to the type's range).
+  libdnn::GemmDesc g;
+  g.type = g.out_type = DataType::kFloat32;
+  g.M = 16, g.N = 16, g.K = 16, g.bias = true;
+  libdnn::GemmConfig gc;
+  gc.tm = 2, gc.tn = 1, gc.vw = 4, gc.wg = 1;
+  ExpectGolden(libdnn::Gemm::Source(KernelTarget{Backend::kOpenCL}, g, gc), "gemm_fp32_vw4.cl");
+  ExpectGolden(libdnn::Gemm::Source(KernelTarget::Cuda(80), g, gc), "gemm_fp32_vw4.cu");
+  libdnn::ConvDesc d;
+  d.type = DataType::kInt8Q;
+  d.channels = 4, d.height = d.width = 5, d.out_channels = 4;
+  d.kernel_h = d.kernel_w = 3;
+  const libdnn::ConvConfig cc{1, 1, 2, 1};  // lanes, oc, px, vw: one channel, two pixels
+  ExpectGolden(libdnn::Convolution::ForwardSource(KernelTarget{Backend::kOpenCL}, d, cc),
+               "conv_int8q.cl");
+  ExpectGolden(libdnn::Convolution::ForwardSource(KernelTarget::Cuda(80), d, cc), "conv_int8q.cu");
 }
 
 std::vector<std::string> Lines(const std::string& text) {
@@ -198,6 +221,71 @@ TEST(DataTypeTraits, MatchTheDesign) {
   EXPECT_STREQ(TraitsOf(Scalar::kI8).cuda, "signed char");  // never plain char on CUDA
   EXPECT_EQ(ParseDataType("int8"), DataType::kInt8Q);
   EXPECT_THROW(ParseDataType("int4"), std::invalid_argument);
+}
+
+TEST(DataTypeTraits, AccumulatorAndSignedStorageColumns) {
+  EXPECT_EQ(TraitsOf(DataType::kFloat32).acc_bytes(), 4u);
+  EXPECT_EQ(TraitsOf(DataType::kFloat16).acc_bytes(), 4u);
+  EXPECT_EQ(TraitsOf(DataType::kInt16Q).acc_bytes(), 8u);
+  EXPECT_EQ(TraitsOf(DataType::kInt8Q).acc_bytes(), 4u);
+  EXPECT_STREQ(TraitsOf(DataType::kFloat16).acc_alias(), "float");
+  EXPECT_STREQ(TraitsOf(DataType::kInt16Q).acc_alias(), "mp_i64");
+  EXPECT_STREQ(TraitsOf(DataType::kInt8Q).acc_alias(), "int");
+  EXPECT_STREQ(TraitsOf(DataType::kInt16Q).signed_alias(), "mp_i16");
+  EXPECT_STREQ(TraitsOf(DataType::kInt8Q).signed_alias(), "mp_i8");
+}
+
+TEST(TypedBuffer, LoadsAndStoresEveryType) {
+  const float f32[] = {1.5f, -2.25f};
+  EXPECT_EQ(LoadF(DataType::kFloat32, f32, 1), -2.25f);
+  uint16_t f16[2] = {};
+  StoreF(DataType::kFloat16, f16, 1, -2.25f);
+  EXPECT_EQ(f16[1], FloatToHalf(-2.25f));
+  EXPECT_EQ(LoadF(DataType::kFloat16, f16, 1), -2.25f);
+  EXPECT_EQ(LoadAsFloat(DataType::kFloat16, f16, 1), -2.25f);
+
+  uint8_t u8[12] = {};  // (as large as 3 floats: LoadAsFloat has a float branch)
+  StoreQ(DataType::kInt8Q, u8, 0, 300);     // saturates to qmax
+  StoreQ(DataType::kInt8Q, u8, 1, -7);      // and to qmin
+  StoreQ(DataType::kInt8Q, u8, 2, 20, 40);  // and to a raised floor (a ReLU's zero point)
+  EXPECT_EQ(u8[0], 255);
+  EXPECT_EQ(u8[1], 0);
+  EXPECT_EQ(u8[2], 40);
+  EXPECT_EQ(LoadQ(DataType::kInt8Q, u8, 0), 255);
+  EXPECT_EQ(LoadQ(DataType::kInt8Q, u8, 0, /*is_signed=*/true), -1);
+  EXPECT_EQ(LoadAsFloat(DataType::kInt8Q, u8, 2), 40.0f);
+
+  uint16_t u16[2] = {};
+  StoreQ(DataType::kInt16Q, u16, 0, 70000);
+  StoreQ(DataType::kInt16Q, u16, 1, 40000);
+  EXPECT_EQ(u16[0], 65535);
+  EXPECT_EQ(LoadQ(DataType::kInt16Q, u16, 1), 40000);
+  EXPECT_EQ(LoadQ(DataType::kInt16Q, u16, 1, /*is_signed=*/true), 40000 - 65536);
+}
+
+TEST(KernelWriter, RequantizationAndClampAreDefinedOnce) {
+  for (Backend b : {Backend::kOpenCL, Backend::kCuda}) {
+    KernelWriter w(b == Backend::kCuda ? KernelTarget::Cuda(80) : KernelTarget{b});
+    w.AddType("Dtype", DataType::kInt16Q).AddType("Ftype", DataType::kFloat32);
+    w.UseRequant(DataType::kInt16Q).UseRequant(DataType::kInt16Q);
+    const std::string text = w.Source();
+    auto count = [&](const std::string& what) {
+      size_t n = 0;
+      for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+      return n;
+    };
+    EXPECT_EQ(count("#define MP_REQUANT(acc, m, s) mp_requant64((mp_i64)(acc), m, s)\n"), 1u);
+    EXPECT_EQ(count("mp_i64 mp_requant64("), 1u);
+    EXPECT_EQ(count("#define Dtype_SAT(v) Dtype_SAT_FROM(v, Dtype_QMIN)\n"), 1u);
+    EXPECT_EQ(count("#define Dtype_SAT_FROM(v, lo) "), 1u);
+    EXPECT_EQ(count("Ftype_SAT"), 0u);  // float types have no integer range
+  }
+  KernelWriter w8(KernelTarget{Backend::kOpenCL});
+  w8.UseRequant(DataType::kInt8Q);
+  EXPECT_NE(w8.Source().find("#define MP_REQUANT(acc, m, s) (mp_i64)mp_requant32((int)(acc), m, s)"),
+            std::string::npos);
+  KernelWriter wf(KernelTarget{Backend::kOpenCL});
+  EXPECT_THROW(wf.UseRequant(DataType::kFloat16), std::invalid_argument);
 }
 
 TEST(Half, ConversionsRoundToNearestEven) {

@@ -78,6 +78,11 @@ TEST(QuantizerProto, TextFormatAndUnsupportedTypes) {
   EXPECT_THROW(FromProto(param, &q), Error);
   EXPECT_EQ(FromProtoDataType(caffe::CAFFE_INT16_QUANTIZED, "x"), DataType::kInt16Q);
   for (DataType t : kAllDataTypes) EXPECT_EQ(FromProtoDataType(ToProtoDataType(t), "x"), t);
+  // The one mapping, inverted: the layers' DataTypeFromProto/ToProto use it too.
+  EXPECT_FALSE(DataTypeOfProto(caffe::CAFFE_DOUBLE).has_value());
+  EXPECT_EQ(UnsupportedProtoDataType(caffe::CAFFE_DOUBLE),
+            "data type CAFFE_DOUBLE is not one mpcaffe computes in (CAFFE_FLOAT, CAFFE_HALF, "
+            "CAFFE_INT16_QUANTIZED, CAFFE_INT8_QUANTIZED)");
 }
 
 }  // namespace

@@ -16,6 +16,8 @@ typedef int Dtype_mult;
 #define Dtype_STORE(p, i, v) ((p)[i] = (Dtype)(v))
 #define Dtype_QMIN 0
 #define Dtype_QMAX 255
+#define Dtype_SAT(v) Dtype_SAT_FROM(v, Dtype_QMIN)
+#define Dtype_SAT_FROM(v, lo) ((v) < (lo) ? (lo) : ((v) > Dtype_QMAX ? Dtype_QMAX : (v)))
 #define MP_REQUANT(acc, m, s) (mp_i64)mp_requant32((int)(acc), m, s)
 // Fixed-point requantization with one rounding (quant/fixed_point.h is the host reference).
 __device__ __forceinline__ mp_i64 mp_requant64(mp_i64 acc, int mult, int shift) {
@@ -72,7 +74,7 @@ extern "C" __global__ void relu_int8q(
     int d = Dtype_LOAD(x, i) - x_zero;
     mp_i64 r = d >= 0 ? MP_REQUANT(d, mult, shift) : MP_REQUANT(d, neg_mult, neg_shift);
     r += y_zero;
-    r = r < Dtype_QMIN ? Dtype_QMIN : (r > Dtype_QMAX ? Dtype_QMAX : r);
+    r = Dtype_SAT(r);
     Dtype_STORE(y, i, r);
   }
 }

@@ -1,0 +1,168 @@
+// tests/cuda/candidates_test.cc — CUDA gets the configurations OpenCL gets: the CUDA tuner's
+// GEMM and convolution candidates of every data type (enumerated by GemmCandidates and
+// ConvConfig::Candidates, not listed here) compile with NVRTC, vector widths included, and the
+// int8 candidates that multiply four k at a time contain dp4a in their PTX. No GPU needed.
+//
+// Run time: one compile per kernel shape. Candidates that differ only in their tile sizes
+// (GEMM tm, tn, wg, ku, mf; convolution lanes, oc, px) generate the same constructs with other
+// constants, so the first of each shape stands for the rest: every shape as compute_75 PTX,
+// and the first vector shape of each data type and every 4-way dot product as sm_80 and sm_90
+// cubin as well (GEMM; convolutions: fp32's and int8's). Signed int8/int16 convolution
+// weights change only the weight load: their vector and dot-product shapes only. The full
+// cross product (1260 GEMM candidates × 3 targets) would take about 20 minutes here.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "libdnn/conv.h"
+#include "libdnn/gemm.h"
+#ifdef MPCAFFE_HAVE_CUDA
+#include "device/cuda/nvrtc.h"
+#endif
+
+namespace mpcaffe::libdnn {
+namespace {
+
+#ifdef MPCAFFE_HAVE_CUDA
+
+/// A CUDA GPU with dp4a (sm_61+), as the tuner sees one.
+DeviceInfo CudaGpu() {
+  DeviceInfo info;
+  info.backend = Backend::kCuda;
+  info.is_gpu = true;
+  info.dot_product = true;
+  return info;
+}
+
+int ComputeCapability(const std::string& arch) {
+  return std::stoi(arch.substr(arch.find('_') + 1));
+}
+
+/// The targets one shape is compiled for: PTX always; the cubins for the first vector shape of
+/// a data type (`first`) and for every 4-way dot product.
+std::vector<std::string> Archs(bool first, bool dot4) {
+  std::vector<std::string> archs = {cuda::OldestPtxArch()};
+  if (first || dot4) archs.insert(archs.end(), {"sm_80", "sm_90"});
+  return archs;
+}
+
+TEST(CudaCandidates, EveryGemmCandidateShapeOfEveryTypeCompiles) {
+  size_t candidates = 0;
+  int compiles = 0, shapes = 0, dot4 = 0;
+  std::set<int> widths;
+  const auto start = std::chrono::steady_clock::now();
+  for (DataType t : kAllDataTypes) {
+    std::set<std::tuple<int, int, int, int>> seen;  // (algorithm, vw, kp, lm)
+    bool first_vector = true;
+    for (int n : {48, 1}) {  // outer-product and matrix × vector layouts
+      GemmDesc d;
+      d.type = d.out_type = t;
+      d.M = 64, d.N = n, d.K = 100, d.bias = true, d.relu = true;
+      d.weights = WeightOperand::kA;
+      d.per_channel = d.weight_zero = IsQuantized(t);
+      for (const GemmConfig& c : GemmCandidates(CudaGpu(), d)) {
+        ++candidates;
+        ASSERT_TRUE(c.Supports(d, Backend::kCuda)) << c.ToString();
+        if (!seen.insert({int(c.algorithm), c.vw, c.kp, c.lm}).second) continue;
+        ++shapes;
+        widths.insert(c.vw);
+        const bool four_k = t == DataType::kInt8Q && c.vw == 1 &&
+                            (c.kp == GemmConfig::kDot4 || c.algorithm == GemmConfig::Algorithm::kDot);
+        const bool first = c.vw > 1 && first_vector;
+        first_vector = first_vector && !first;
+        for (const std::string& arch : Archs(first, four_k)) {
+          try {
+            const cuda::NvrtcOutput out = cuda::CompileCuda(
+                Gemm::Source(KernelTarget::Cuda(ComputeCapability(arch)), d, c), arch, {},
+                "gemm.cu");
+            ++compiles;
+            if (arch.rfind("compute_", 0) != 0) {
+              EXPECT_FALSE(out.cubin.empty()) << d.ToString() << " " << c.ToString() << " " << arch;
+              continue;
+            }
+            EXPECT_NE(out.ptx.find(".entry " + Gemm::KernelName(d)), std::string::npos);
+            if (four_k) {
+              ++dot4;
+              EXPECT_NE(out.ptx.find("dp4a"), std::string::npos) << d.ToString() << " " << c.ToString();
+            }
+          } catch (const std::exception& e) {
+            ADD_FAILURE() << d.ToString() << " " << c.ToString() << " for " << arch << ":\n"
+                          << e.what();
+          }
+        }
+      }
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("GEMM NVRTC: %zu CUDA candidates of 4 types, %d kernel shapes, %d compiles "
+              "(%d int8 PTX with dp4a) in %.1f s\n", candidates, shapes, compiles, dot4, seconds);
+  // Every vector width the OpenCL candidates have, and scalar tiles.
+  for (int vw : {1, 4, 8, 16}) EXPECT_TRUE(widths.count(vw)) << "no CUDA candidate with vw = " << vw;
+  EXPECT_GT(dot4, 0);
+}
+
+TEST(CudaCandidates, EveryConvolutionCandidateShapeOfEveryTypeCompiles) {
+  int candidates = 0, compiles = 0, vectors = 0, dot4 = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (DataType t : kAllDataTypes)
+    for (bool sw : {false, true}) {
+      if (sw && !IsQuantized(t)) continue;
+      ConvDesc d;
+      d.type = t;
+      d.weights_signed = sw;
+      d.channels = 16;
+      d.height = d.width = 9;
+      d.out_channels = 24;
+      d.kernel_h = d.kernel_w = 3;
+      d.pad_h = d.pad_w = 1;
+      std::set<std::pair<int, int>> seen;  // (vw, kp)
+      bool first_vector = true;
+      for (const ConvConfig& c : ConvConfig::Candidates(CudaGpu(), t)) {
+        ++candidates;
+        ASSERT_TRUE(c.Supports(Backend::kCuda)) << c.ToString();
+        if (!seen.insert({c.vw, c.kp}).second) continue;
+        const bool first = c.vw > 1 && first_vector;
+        first_vector = first_vector && !first;
+        if (sw && !first && c.kp != 4) continue;
+        vectors += c.vw > 1;
+        const bool cubin = first && !sw && (t == DataType::kFloat32 || t == DataType::kInt8Q);
+        for (const std::string& arch : Archs(cubin, c.kp == 4)) {
+          try {
+            const cuda::NvrtcOutput out = cuda::CompileCuda(
+                Convolution::ForwardSource(KernelTarget::Cuda(ComputeCapability(arch)), d, c), arch,
+                {}, "conv.cu");
+            ++compiles;
+            if (arch.rfind("compute_", 0) != 0) {
+              EXPECT_FALSE(out.cubin.empty()) << Name(t) << " " << c.ToString() << " " << arch;
+            } else if (c.kp == 4) {
+              ++dot4;
+              EXPECT_NE(out.ptx.find("dp4a"), std::string::npos) << Name(t) << " " << c.ToString();
+            }
+          } catch (const std::exception& e) {
+            ADD_FAILURE() << Name(t) << (sw ? " signed " : " ") << c.ToString() << " for " << arch
+                          << ":\n" << e.what();
+          }
+        }
+      }
+    }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("Convolution NVRTC: %d CUDA candidates, %d compiles (%d vector shapes, %d int8 PTX "
+              "with dp4a) in %.1f s\n", candidates, compiles, vectors, dot4, seconds);
+  EXPECT_GT(vectors, 0);
+  EXPECT_GT(dot4, 0);
+}
+
+#else
+TEST(CudaCandidates, Skipped) { GTEST_SKIP() << "CUDA backend not built: no NVRTC"; }
+#endif
+
+}  // namespace
+}  // namespace mpcaffe::libdnn
