@@ -111,6 +111,7 @@ __kernel void conv_fwd_int8q(
     __global const Ptype* restrict wp_base, const ulong wp_off,
     __global const Btype* restrict bias_base, const ulong bias_off,
     __global const int* restrict rq_base, const ulong rq_off,
+    __global const Dtype* restrict res_base, const ulong res_off,
     __global Dtype* restrict y_base, const ulong y_off,
     const int C,
     const int H,
@@ -132,11 +133,16 @@ __kernel void conv_fwd_int8q(
     const int has_bias,
     const int relu,
     const int x_zero,
-    const int c_zero) {
+    const int c_zero,
+    const int has_res,
+    const int res_zero,
+    const int res_m,
+    const int res_s) {
   __global const Dtype* restrict x = x_base + x_off;
   __global const Ptype* restrict wp = wp_base + wp_off;
   __global const Btype* restrict bias = bias_base + bias_off;
   __global const int* restrict rq = rq_base + rq_off;
+  __global const Dtype* restrict res = res_base + res_off;
   __global Dtype* restrict y = y_base + y_off;
   const int lane = get_local_id(0);
   const int blk = get_group_id(1);
@@ -209,6 +215,7 @@ __kernel void conv_fwd_int8q(
       const int o = g * OCg + oc;
       const int yi = (n * G * OCg + o) * P + p0 + 0;
       mp_i64 r = (mp_i64)c_zero + MP_REQUANT(lanes_out[v] + (has_bias ? bias[o] : 0), rq[2 * o], rq[2 * o + 1]);
+      if (has_res) r += MP_REQUANT((mp_i64)Dtype_LOAD(res, yi) - res_zero, res_m, res_s);
       r = Dtype_SAT_FROM(r, relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN);
       Dtype_STORE(y, yi, r);
     }
@@ -220,6 +227,7 @@ __kernel void conv_fwd_int8q(
       const int o = g * OCg + oc;
       const int yi = (n * G * OCg + o) * P + p0 + 1;
       mp_i64 r = (mp_i64)c_zero + MP_REQUANT(lanes_out[v] + (has_bias ? bias[o] : 0), rq[2 * o], rq[2 * o + 1]);
+      if (has_res) r += MP_REQUANT((mp_i64)Dtype_LOAD(res, yi) - res_zero, res_m, res_s);
       r = Dtype_SAT_FROM(r, relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN);
       Dtype_STORE(y, yi, r);
     }

@@ -108,6 +108,7 @@ extern "C" __global__ void conv_fwd_int8q(
     const Ptype* __restrict__ wp,
     const Btype* __restrict__ bias,
     const int* __restrict__ rq,
+    const Dtype* __restrict__ res,
     Dtype* __restrict__ y,
     const int C,
     const int H,
@@ -129,7 +130,11 @@ extern "C" __global__ void conv_fwd_int8q(
     const int has_bias,
     const int relu,
     const int x_zero,
-    const int c_zero) {
+    const int c_zero,
+    const int has_res,
+    const int res_zero,
+    const int res_m,
+    const int res_s) {
   const int lane = (int)threadIdx.x;
   const int blk = (int)blockIdx.y;
   const int ocl = blk * CONV_TILE + lane * CONV_VW;
@@ -201,6 +206,7 @@ extern "C" __global__ void conv_fwd_int8q(
       const int o = g * OCg + oc;
       const int yi = (n * G * OCg + o) * P + p0 + 0;
       mp_i64 r = (mp_i64)c_zero + MP_REQUANT(lanes_out[v] + (has_bias ? bias[o] : 0), rq[2 * o], rq[2 * o + 1]);
+      if (has_res) r += MP_REQUANT((mp_i64)Dtype_LOAD(res, yi) - res_zero, res_m, res_s);
       r = Dtype_SAT_FROM(r, relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN);
       Dtype_STORE(y, yi, r);
     }
@@ -212,6 +218,7 @@ extern "C" __global__ void conv_fwd_int8q(
       const int o = g * OCg + oc;
       const int yi = (n * G * OCg + o) * P + p0 + 1;
       mp_i64 r = (mp_i64)c_zero + MP_REQUANT(lanes_out[v] + (has_bias ? bias[o] : 0), rq[2 * o], rq[2 * o + 1]);
+      if (has_res) r += MP_REQUANT((mp_i64)Dtype_LOAD(res, yi) - res_zero, res_m, res_s);
       r = Dtype_SAT_FROM(r, relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN);
       Dtype_STORE(y, yi, r);
     }
