@@ -194,8 +194,8 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
   const BufferRef res_arg = d.residual ? residual : output;
   const int ocg = d.out_channels / d.groups, oh = d.out_h(), ow = d.out_w();
   if (depthwise_) {
-    const int runs = DivUp(ow, kDepthwisePixels);
-    const size_t total = size_t(d.batch) * d.channels * oh * runs;
+    const int runs = DivUp(oh, kDepthwisePixels);  // blocks of output rows per column
+    const size_t total = size_t(d.batch) * d.channels * ow * runs;
     if (total > size_t(INT32_MAX))
       throw Error("convolution " + d.ToString() + ": " + std::to_string(total) +
                   " depthwise work-items exceed the kernel's int indices");

@@ -169,12 +169,13 @@ class Convolution {
   /// weight zero point).
   bool forward_gemm() const { return gemm_ != nullptr; }
   /// Whether Forward runs the depthwise kernel (one input and one output channel per group,
-  /// as MobileNet's 3×3 layers): a work-item per run of kDepthwisePixels output pixels of one
-  /// channel, whose window weights it keeps, instead of channel tiles that such a layer would
+  /// as MobileNet's 3×3 layers): a work-item per block of kDepthwisePixels output rows of one
+  /// channel's output column (neighbouring work-items, neighbouring columns), whose window
+  /// weights it keeps, instead of channel tiles that such a layer would
   /// leave all but one lane of empty. The constructor without a config chooses it for every
   /// depthwise description; MPCAFFE_CONV_DEPTHWISE=0 turns it off.
   bool forward_depthwise() const { return depthwise_; }
-  /// Output pixels along a row per work-item of the depthwise kernel.
+  /// Output rows (of one column) per work-item of the depthwise kernel.
   static constexpr int kDepthwisePixels = 4;
 
   /// Repacks the OIHW `weights` (type storage; int8/int16 when weights_signed) into the

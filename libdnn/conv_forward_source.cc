@@ -563,8 +563,9 @@ std::string Convolution::DepthwiseKernelName(const ConvDesc& d) {
   return std::string("conv_dw_") + Name(d.type) + (d.weights_signed ? "_sw" : "");
 }
 
-// A work-item per (image, channel, output row, run of DW_PX output pixels): the window's
-// weights are read once per run, each input pixel of a row once per window column it falls in.
+// A work-item per (image, channel, block of DW_PX output rows, output column): the window's
+// weights are read once per block, each input pixel of the column once per window row it falls
+// in.
 // Padding reads nothing (for quantized types x − z_x = 0 there). The epilogue is the forward
 // kernel's: bias, residual (float types), ReLU, requantization with the channel's multiplier,
 // clamp to the type.
@@ -594,50 +595,50 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
                            "dw", "runs", "total", "has_bias", "relu", "x_zero", "c_zero", "has_res", "res_zero", "res_m",
           "res_s"})
     k.Value("int", name);
+  // Neighbouring work-items take neighbouring output columns (a SIMD-vectorizing compiler, as
+  // CPU OpenCL runtimes are, then loads neighbouring input pixels together); each computes DW_PX
+  // output rows of its column, so a stride-1 window reads each input row once per kernel row.
   std::string body = R"(  $loop(i, total) {
-    const int run = i % runs;
-    int r = i / runs;
-    const int oy = r % OH;
-    r /= OH;
+    const int ox = i % OW;
+    int r = i / OW;
+    const int run = r % runs;
+    r /= runs;
     const int ch = r % C;  // the channel (and group)
     const int n = r / C;
-    const int ox0 = run * DW_PX;
+    const int oy0 = run * DW_PX;
     const $global Dtype* xc = x + (n * C + ch) * H * W;
     Atype acc[DW_PX];
     for (int t = 0; t < DW_PX; ++t) acc[t] = 0;
-    for (int ky = 0; ky < KH; ++ky) {
-      const int iy = oy * sh - ph + ky * dh;
-      if (iy < 0 || iy >= H) continue;
-      const $global Dtype* xr = xc + iy * W;
-      for (int kx = 0; kx < KW; ++kx) {
+    for (int kx = 0; kx < KW; ++kx) {
+      const int ix = ox * sw - pw + kx * dw;
+      if (ix < 0 || ix >= W) continue;
+      for (int ky = 0; ky < KH; ++ky) {
 )";
   body += q ? "        const Atype wv = (Atype)WLOAD(wt, (ch * KH + ky) * KW + kx) - wz[ch];\n"
             : "        const Atype wv = WLOAD(wt, (ch * KH + ky) * KW + kx);\n";
   body += R"(        for (int t = 0; t < DW_PX; ++t) {
-          const int ix = (ox0 + t) * sw - pw + kx * dw;
-          if (ix >= 0 && ix < W) acc[t] += wv * (Atype)()";
-  body += q ? "Dtype_LOAD(xr, ix) - x_zero" : "Dtype_LOAD(xr, ix)";
+          const int iy = (oy0 + t) * sh - ph + ky * dh;
+          if (iy >= 0 && iy < H) acc[t] += wv * (Atype)()";
+  body += q ? "Dtype_LOAD(xc, iy * W + ix) - x_zero" : "Dtype_LOAD(xc, iy * W + ix)";
   body += R"();
         }
       }
     }
-    $global Dtype* yr = y + ((n * C + ch) * OH + oy) * OW;
-    for (int t = 0; t < DW_PX && ox0 + t < OW; ++t) {
+    for (int t = 0; t < DW_PX && oy0 + t < OH; ++t) {
+      const int yi = ((n * C + ch) * OH + oy0 + t) * OW + ox;
 )";
   body += q ? R"(      mp_i64 v = (mp_i64)c_zero +
                  MP_REQUANT(acc[t] + (has_bias ? bias[ch] : 0), rq[2 * ch], rq[2 * ch + 1]);
-      if (has_res)
-        v += MP_REQUANT((mp_i64)Dtype_LOAD(res, ((n * C + ch) * OH + oy) * OW + ox0 + t) - res_zero,
-                        res_m, res_s);
+      if (has_res) v += MP_REQUANT((mp_i64)Dtype_LOAD(res, yi) - res_zero, res_m, res_s);
       v = Dtype_SAT_FROM(v, relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN);
-      Dtype_STORE(yr, ox0 + t, v);
+      Dtype_STORE(y, yi, v);
     }
   }
 )"
             : R"(      float v = acc[t] + (has_bias ? bias[ch] : 0.0f);
-      if (has_res) v += (float)Dtype_LOAD(res, ((n * C + ch) * OH + oy) * OW + ox0 + t);
+      if (has_res) v += (float)Dtype_LOAD(res, yi);
       if (relu) v = v > 0.0f ? v : 0.0f;
-      Dtype_STORE(yr, ox0 + t, v);
+      Dtype_STORE(y, yi, v);
     }
   }
 )";
