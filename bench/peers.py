@@ -74,6 +74,14 @@ def inference_param(mpcaffe, model, batch):
             for shape in new.input_param.shape:
                 if shape.dim:
                     shape.dim[0] = batch
+    # The legacy net-level inputs (input_dim / input_shape, as the model zoo's deploy files
+    # declare them): their batch too.
+    if len(out.input_dim) >= 4:
+        for i in range(0, len(out.input_dim), 4):
+            out.input_dim[i] = batch
+    for shape in out.input_shape:
+        if shape.dim:
+            shape.dim[0] = batch
     return out
 
 
