@@ -176,7 +176,7 @@ class Convolution {
   /// depthwise description; MPCAFFE_CONV_DEPTHWISE=0 turns it off.
   bool forward_depthwise() const { return depthwise_; }
   /// Output rows (of one column) per work-item of the depthwise kernel.
-  static constexpr int kDepthwisePixels = 4;
+  static constexpr int kDepthwisePixels = 8;
 
   /// Repacks the OIHW `weights` (type storage; int8/int16 when weights_signed) into the
   /// forward kernel's layout (zero points subtracted, channel-interleaved). Call it after
