@@ -841,6 +841,10 @@ void Gemm::Prepare(const GemmQuant& quant) {
   if (int4::Native(desc_, config_)) {
     xpack_kernel_ = program->GetKernel(KernelName(desc_) + "_xpack");
     xq_ = device_->Allocate(std::max<size_t>(4, int4::PackedActivationBytes(desc_, config_)));
+    if (const size_t wq = int4::ExpandedWeightBytes(desc_, config_)) {
+      wpack_kernel_ = program->GetKernel(KernelName(desc_) + "_wpack");
+      wq_ = device_->Allocate(wq);
+    }
   } else if (desc_.weight_bits == 4) {
     unpack_kernel_ = program->GetKernel(int4::UnpackKernelName());
     unpacked_ = device_->Allocate(size_t(desc_.channels()) * desc_.K);
@@ -925,6 +929,10 @@ Event Gemm::RunKernel(const GemmArgs& args, Queue* queue) {
     if (int4::Native(d, config_)) {
       k.ArgBuffer(xq_.get(), 0, 4);
       int4::PackActivations(xpack_kernel_, d, config_, args, xq_.get(), queue);
+      if (wq_) {
+        k.ArgBuffer(wq_.get(), 0, 4);
+        int4::ExpandWeights(wpack_kernel_, d, args, wq_.get(), queue);
+      }
     }
   } else {
     k.Arg(args.alpha).Arg(args.beta);

@@ -33,8 +33,8 @@ constexpr GemmConfig::Algorithm kOuterTile = GemmConfig::Algorithm::kOuter;
 
 /// 4-bit weights (kp = kU8S4, libdnn/gemm_int4.cc): vectors along K where both operands are
 /// K-contiguous and N is small or B transposed (the inner product), else the outer product
-/// with weights A. Batch-1 inner products (weights B, M = 1) take one activation row and four
-/// weight rows per work-item.
+/// with weights A (4 rows × 2 vectors of 8 columns: on PoCL's AlexNet GEMM shapes within noise
+/// of the best candidate, GemmInt4Bench.DISABLED_AlexNetShapes with GEMM_INT4_CANDIDATES=1).
 GemmConfig DefaultInt4Config(const GemmDesc& desc) {
   GemmConfig c;
   c.kp = GemmConfig::kU8S4;
@@ -42,9 +42,11 @@ GemmConfig DefaultInt4Config(const GemmDesc& desc) {
   c.wg = 1;
   if (DotLayout(desc) && (desc.N <= 4 || desc.trans_b)) {
     c.algorithm = GemmConfig::Algorithm::kDot;
-    const bool weights_b = desc.weights == WeightOperand::kB;
-    c.tm = weights_b ? (desc.M >= 2 ? 2 : 1) : 4;
-    c.tn = weights_b ? (desc.M >= 2 ? 2 : 4) : 1;
+    // One row per work-item for matrix × vector (PoCL, 4096×1×9216, best of 3 on a loaded
+    // machine: tm = 1 1.17 ms, tm = 4 1.5–2.3 ms, tm = 8 1.6 ms); 2 × 2 for batches.
+    const bool batch = desc.weights == WeightOperand::kB ? desc.M >= 2 : desc.N >= 2;
+    c.tm = batch ? 2 : 1;
+    c.tn = batch ? 2 : 1;
     return c;
   }
   c.algorithm = GemmConfig::Algorithm::kOuter;

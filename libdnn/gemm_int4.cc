@@ -90,6 +90,13 @@ constexpr int kSteps16 = 8;
 /// Whether the kernel is the outer product (weights A, activations B packed in 4-k words).
 bool Outer(const GemmConfig& c) { return c.algorithm == GemmConfig::Algorithm::kOuter; }
 
+/// Whether the outer kernel reads its weights as 4-k words expanded per run (the _wpack kernel)
+/// rather than unpacking two nibble bytes per row and step: where at least 8 column tiles
+/// reuse each row (as the int8 kernel's PacksA decides).
+bool ExpandsWeights(const GemmDesc& d, const GemmConfig& c) {
+  return Outer(c) && d.N >= 8 * c.cols_per_item();
+}
+
 /// Rows of activations the dot kernel reads: M (weights B) or the one column of B (weights A).
 int ActivationRows(const GemmDesc& d) { return d.weights == WeightOperand::kB ? d.M : 1; }
 
@@ -124,8 +131,13 @@ std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
   s << "if (n0 >= N || m0 >= M) return;\n";
   s << "const int RB = (K + 1) / 2, K4 = K / 4, K4C = (K + 3) / 4;\n";
   s << "const int NP = (N + " << c.tn * 8 - 1 << ") / " << c.tn * 8 << " * " << c.tn * 8 << ";\n";
-  for (int i = 0; i < c.tm; ++i)
-    s << "const $global mp_u8* w" << i << " = a + min(m0 + " << i << ", M - 1) * RB;\n";
+  const bool expanded = ExpandsWeights(d, c);
+  for (int i = 0; i < c.tm; ++i) {
+    if (expanded)
+      s << "const $global int* w" << i << " = wq + min(m0 + " << i << ", M - 1) * K4C;\n";
+    else
+      s << "const $global mp_u8* w" << i << " = a + min(m0 + " << i << ", M - 1) * RB;\n";
+  }
   s << "const $global int* xp = xq + n0;\n";
   for (int i = 0; i < c.tm; ++i)
     for (int j = 0; j < c.tn; ++j) s << "int8 acc" << i << "_" << j << " = (int8)(0);\n";
@@ -133,7 +145,9 @@ std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
     std::ostringstream t;
     for (int j = 0; j < c.tn; ++j)
       t << "  const int8 x" << j << " = vload8(0, xp + k4 * NP + " << 8 * j << ");\n";
-    for (int i = 0; i < c.tm; ++i) {
+    for (int i = 0; i < c.tm && expanded; ++i)
+      t << "  const int8 v" << i << " = (int8)(w" << i << "[k4]);\n";
+    for (int i = 0; i < c.tm && !expanded; ++i) {
       t << "  const int8 v" << i << " = (int8)(MP_W4WORD((uint)w" << i << "[2 * k4] | ";
       if (last)
         t << "(2 * k4 + 1 < RB ? (uint)w" << i << "[2 * k4 + 1] << 8 : 0u)));\n";
@@ -259,6 +273,7 @@ std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const Ge
     k.In("int", "mult").In("int", "shift");
   k.Value("int", "x_zero").Value("int", "w_zero").Value("int", "c_zero");
   k.In("int", "xq");
+  if (ExpandsWeights(d, c)) k.In("int", "wq");
   std::string body = Outer(c) ? OuterBody(d, c) : DotBody(d, c);
   std::string indented;
   for (size_t start = 0; start < body.size();) {
@@ -268,9 +283,23 @@ std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const Ge
   }
   k.Body(indented);
 
+  if (ExpandsWeights(d, c))
+    // Each row's 4-k words of sign-extended bytes (the last word's missing nibbles 0).
+    w.Kernel(name + "_wpack")
+        .Value("int", "M")
+        .Value("int", "K")
+        .In("mp_u8", "wt")
+        .Out("int", "wq")
+        .Body("  const int RB = (K + 1) / 2, K4C = (K + 3) / 4;\n"
+              "  $loop(i, M * K4C) {\n"
+              "    const int m = i / K4C, k4 = i - m * K4C;\n"
+              "    const uint b0 = wt[m * RB + 2 * k4];\n"
+              "    const uint b1 = 2 * k4 + 1 < RB ? (uint)wt[m * RB + 2 * k4 + 1] : 0u;\n"
+              "    wq[i] = (int)MP_W4WORD(b0 | (b1 << 8));\n"
+              "  }\n");
   if (Outer(c)) {
-    // Words of four k (bytes k … k + 3, zero past K) per column, columns padded to tiles.
-    const std::string bidx = d.trans_b ? "n * ldb + k" : "k * ldb + n";
+    // Words of four k (bytes k … k + 3, zero past K) per column, columns padded to tiles: a
+    // work-item per 8 columns of one word row (four 8-byte row loads, interleaved by shifts).
     w.Kernel(name + "_xpack")
         .Value("int", "K")
         .Value("int", "N")
@@ -278,14 +307,26 @@ std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const Ge
         .In("mp_u8", "x")
         .Value("int", "ldb")
         .Out("int", "xq")
-        .Body("  $loop(i, (K + 3) / 4 * NP) {\n"
-              "    const int k4 = i / NP, n = i - k4 * NP;\n"
-              "    uint v = 0u;\n"
-              "    for (int q = 0; q < 4; ++q) {\n"
-              "      const int k = 4 * k4 + q;\n"
-              "      if (n < N && k < K) v |= (uint)x[" + bidx + "] << (8 * q);\n"
+        .Body(std::string("  const int NP8 = NP / 8;\n"
+              "  $loop(i, (K + 3) / 4 * NP8) {\n"
+              "    const int k4 = i / NP8, n = (i - k4 * NP8) * 8;\n"
+              "    uint8 v = (uint8)(0u);\n") +
+              (d.trans_b ? "" :
+              "    if (n + 8 <= N && 4 * k4 + 4 <= K) {\n"
+              "      for (int q = 0; q < 4; ++q)\n"
+              "        v |= convert_uint8(vload8(0, x + (4 * k4 + q) * ldb + n)) << (uint8)(8 * q);\n"
+              "      vstore8(as_int8(v), 0, xq + 8 * i);\n"
+              "      continue;\n"
+              "    }\n") +
+              "    uint t[8];\n"
+              "    for (int e = 0; e < 8; ++e) {\n"
+              "      t[e] = 0u;\n"
+              "      for (int q = 0; q < 4; ++q) {\n"
+              "        const int k = 4 * k4 + q, nn = n + e;\n"
+              "        if (nn < N && k < K) t[e] |= (uint)x[" + std::string(d.trans_b ? "nn * ldb + k" : "k * ldb + nn") + "] << (8 * q);\n"
+              "      }\n"
               "    }\n"
-              "    xq[i] = (int)v;\n"
+              "    vstore8(as_int8(vload8(0, t)), 0, xq + 8 * i);\n"
               "  }\n");
   } else {
     // Each activation row in blocks of 32 k: 16 even k, then 16 odd k (zero past K).
@@ -320,6 +361,17 @@ std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const Ge
   return w.Source();
 }
 
+size_t ExpandedWeightBytes(const GemmDesc& d, const GemmConfig& c) {
+  return ExpandsWeights(d, c) ? size_t(d.M) * ((d.K + 3) / 4) * 4 : 0;
+}
+
+Event ExpandWeights(Kernel& wpack, const GemmDesc& d, const GemmArgs& args, DeviceMemory* wq,
+                    Queue* queue) {
+  wpack.Arg(int32_t{d.M}).Arg(int32_t{d.K}).ArgBuffer(args.a.mem, args.a.byte_offset, 1);
+  wpack.ArgBuffer(wq, 0, 4);
+  return wpack.Launch1D(size_t(d.M) * ((d.K + 3) / 4), queue);
+}
+
 size_t PackedActivationBytes(const GemmDesc& d, const GemmConfig& c) {
   if (Outer(c)) return size_t((d.K + 3) / 4) * PaddedColumns(d, c) * 4;
   return size_t(ActivationRows(d)) * ((d.K + 31) / 32) * 32;
@@ -332,7 +384,7 @@ Event PackActivations(Kernel& xpack, const GemmDesc& d, const GemmConfig& c, con
     xpack.Arg(int32_t{d.K}).Arg(int32_t{d.N}).Arg(int32_t{np});
     xpack.ArgBuffer(args.b.mem, args.b.byte_offset, 1).Arg(int32_t(d.ldb_or_packed()));
     xpack.ArgBuffer(xq, 0, 4);
-    return xpack.Launch1D(size_t((d.K + 3) / 4) * np, queue);
+    return xpack.Launch1D(size_t((d.K + 3) / 4) * (np / 8), queue);
   }
   const bool wb = d.weights == WeightOperand::kB;
   const BufferRef& x = wb ? args.a : args.b;

@@ -5,7 +5,10 @@
 // (activations 255, weights −8 and 7, long K), every tuner candidate, and the description checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -249,6 +252,62 @@ TEST(GemmInt4, DescriptionsTheFormatCannotServeAreRejected) {
   expect_error(d, "ldb of packed 4-bit weights");
   EXPECT_EQ(ok.weight_bytes(), 9u * 5u);
   EXPECT_EQ(Desc4(8, 9, 11, WeightOperand::kA, 0).weight_bytes(), 8u * 6u);
+}
+
+}  // namespace
+}  // namespace mpcaffe::libdnn
+
+namespace mpcaffe::libdnn {
+namespace {
+
+/// Side-by-side timing on the five AlexNet shapes of `mpcaffe bench gemm` (weights A, B K×N):
+/// int8 (unsigned weights with a zero point, the bench's int8) against int8w4, alternating,
+/// medians of GEMM_INT4_ROUNDS (default 5) rounds. Run by hand:
+///   MPCAFFE_DEVICE=1 build/bin/test_libdnn --gtest_also_run_disabled_tests \
+///     --gtest_filter=GemmInt4Bench.DISABLED_AlexNetShapes
+TEST(GemmInt4Bench, DISABLED_AlexNetShapes) {
+  Device& dev = DefaultDevice();
+  const int rounds = std::getenv("GEMM_INT4_ROUNDS") ? std::atoi(std::getenv("GEMM_INT4_ROUNDS")) : 5;
+  const std::vector<Shape> shapes = {
+      {96, 3025, 363}, {256, 729, 1200}, {384, 169, 2304}, {4096, 64, 9216}, {4096, 1, 9216}};
+  double log_sum = 0;
+  for (const Shape& s : shapes) {
+    GemmDesc d8;
+    d8.type = d8.out_type = DataType::kInt8Q;
+    d8.M = s.M, d8.N = s.N, d8.K = s.K;
+    d8.weights = WeightOperand::kA;
+    GemmDesc d4 = d8;
+    d4.weights_signed = true;
+    d4.weight_zero = false;
+    d4.weight_bits = 4;
+    GemmOperands o8(dev, d8), o4(dev, d4);
+    Gemm g8(dev, d8, PlaceholderQuant(d8)), g4(dev, d4, PlaceholderQuant(d4));
+    std::vector<double> t8, t4;
+    TimeMs([&] { return g8.Run(o8.args()); }, 1);
+    TimeMs([&] { return g4.Run(o4.args()); }, 1);
+    for (int r = 0; r < rounds; ++r) {
+      t8.push_back(TimeMs([&] { return g8.Run(o8.args()); }, 1));
+      t4.push_back(TimeMs([&] { return g4.Run(o4.args()); }, 1));
+    }
+    std::sort(t8.begin(), t8.end());
+    std::sort(t4.begin(), t4.end());
+    const double m8 = t8[t8.size() / 2], m4 = t4[t4.size() / 2];
+    log_sum += std::log(m8 / m4);
+    std::printf("%5d x %5d x %5d  int8 %8.3f ms (%s)  int8w4 %8.3f ms (%s)  int8/int8w4 %.2f\n",
+                s.M, s.N, s.K, m8, g8.config().ToString().c_str(), m4,
+                g4.config().ToString().c_str(), m8 / m4);
+    // GEMM_INT4_CANDIDATES=1: every byte-pair candidate of the shape, best of 3.
+    if (std::getenv("GEMM_INT4_CANDIDATES"))
+      for (const GemmConfig& c : GemmCandidates(dev.info(), d4)) {
+        if (c.kp != GemmConfig::kU8S4) continue;
+        Gemm g(dev, d4, PlaceholderQuant(d4), c);
+        TimeMs([&] { return g.Run(o4.args()); }, 1);
+        std::printf("    %-50s %8.3f ms\n", c.ToString().c_str(),
+                    TimeMs([&] { return g.Run(o4.args()); }, 3));
+      }
+  }
+  std::printf("geometric mean int8 time / int8w4 time: %.2f (%d rounds, %s)\n",
+              std::exp(log_sum / shapes.size()), rounds, dev.Describe().c_str());
 }
 
 }  // namespace
