@@ -607,7 +607,7 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
   } else {
     w.Define("Atype", "float");
     w.Define("Btype", "float");
-    w.Define("XV(v)", "(v)");
+    w.Define("XV(v)", "((Atype)(v))");  // CUDA's half loads convert explicitly
   }
   const int oh = d.out_h(), ow = d.out_w();
   const int in_rows = (rows - 1) * d.stride_h + (d.kernel_h - 1) * d.dilation_h + 1;
@@ -670,7 +670,7 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
         const std::string c = num(kx);
         const std::string ok = check_rows ? "rok && cok" + c : "cok" + c;
         s += "      const Atype v" + c + " = " + ok + " ? XV(Dtype_LOAD(xc, ro + cix" + c +
-             ")) : 0;\n";
+             ")) : (Atype)0;\n";
       }
       s += uses + "    }\n";
     }
@@ -679,7 +679,7 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
   b += "  if (iyb >= 0 && iyb + " + num(in_rows - 1) + " < " + num(d.height) + ") {\n" +
        window(false) + "  } else {\n" + window(true) + "  }\n";
   b += "  $global Dtype* yc = y + nc * " + num(long(oh) * ow) + " + ox;\n";
-  b += "  const $global Dtype* rc = res + nc * " + num(long(oh) * ow) + " + ox;\n";
+  if (d.residual) b += "  const $global Dtype* rc = res + nc * " + num(long(oh) * ow) + " + ox;\n";
   if (d.bias) b += "  const Btype bc = bias[ch];\n";
   if (q) b += "  const int rqm = rq[2 * ch], rqs = rq[2 * ch + 1];\n";
   for (int t = 0; t < rows; ++t) {
