@@ -931,3 +931,36 @@ TEST(ConvBench, DISABLED_AlexNetBatch1) {
 
 }  // namespace
 }  // namespace mpcaffe::libdnn
+
+namespace mpcaffe::libdnn {
+namespace {
+
+// Not a test: MobileNet v1's depthwise layers (batch 1, fp32, bias and ReLU fused) timed with
+// each rows-per-work-item candidate through the tuner (the winners go to MPCAFFE_CACHE's tuning
+// table). Run with --gtest_also_run_disabled_tests --gtest_filter='*MobileNetDepthwiseRows*'.
+TEST(ConvBench, DISABLED_MobileNetDepthwiseRows) {
+  Device& dev = DefaultDevice();
+  Tuner tuner(dev, 5);
+  const int layers[][3] = {{32, 112, 1},  {64, 112, 2}, {128, 56, 1}, {128, 56, 2},
+                           {256, 28, 1},  {256, 28, 2}, {512, 14, 1}, {512, 14, 2},
+                           {1024, 7, 1}};
+  for (const auto& l : layers) {
+    ConvDesc d;
+    d.channels = d.out_channels = d.groups = l[0];
+    d.height = d.width = l[1];
+    d.kernel_h = d.kernel_w = 3;
+    d.stride_h = d.stride_w = l[2];
+    d.pad_h = d.pad_w = 1;
+    d.bias = d.relu = true;
+    const DepthwiseTuneResult r = tuner.TuneDepthwise(d);
+    std::string line;
+    for (const auto& [rows, ms] : r.measured)
+      line += " rows" + std::to_string(rows) + " " + std::to_string(ms).substr(0, 5);
+    std::printf("%-50s %.2f MFLOP best rows%d %.3f ms (%.1f GFLOP/s), default %.3f ms:%s\n",
+                d.ToString().c_str(), d.Flops() * 1e-6, r.best, r.best_ms,
+                d.Flops() / r.best_ms * 1e-6, r.default_ms, line.c_str());
+  }
+}
+
+}  // namespace
+}  // namespace mpcaffe::libdnn
