@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "cache/program_cache.h"
 #include "codegen/datatype.h"
 #include "device/device.h"
 #include "tests/testing/random_storage.h"
@@ -934,6 +935,40 @@ TEST(ConvBench, DISABLED_AlexNetBatch1) {
 
 namespace mpcaffe::libdnn {
 namespace {
+
+// The depthwise tuner: every candidate timed, the winner stored under "conv_dw" and taken by
+// the next Convolution of the shape; a record naming other rows is followed, a malformed one
+// ignored (the default then).
+TEST(Tuner, DepthwiseRowsAreStoredAndFollowed) {
+  Device& dev = DefaultDevice();
+  auto store = cache::ActiveProgramCache();
+  if (!store) GTEST_SKIP() << "kernel cache disabled (MPCAFFE_CACHE=off): no tuning table";
+  ConvDesc d;  // an odd shape that nothing else tunes
+  d.channels = d.out_channels = d.groups = 5;
+  d.height = 19, d.width = 23;
+  d.kernel_h = d.kernel_w = 3;
+  d.pad_h = d.pad_w = 1;
+  d.relu = true;
+  Tuner tuner(dev, 2);
+  const DepthwiseTuneResult r = tuner.TuneDepthwise(d);
+  EXPECT_EQ(r.measured.size(), DepthwiseRowCandidates(d).size());
+  EXPECT_EQ(r.measured.front().first, Convolution::DefaultDepthwiseRows(d));
+  EXPECT_TRUE(r.stored);
+  EXPECT_EQ(TunedDepthwiseRows(dev, d), r.best);
+  EXPECT_EQ(Convolution(dev, d).depthwise_rows(), r.best);
+  const std::string key = cache::TuningDeviceKey(dev.info());
+  store->PutTuning({key, "conv_dw", d.ToString(), "rows3", 1.0, ""});
+  EXPECT_EQ(Convolution(dev, d).depthwise_rows(), 3);
+  for (const char* bad : {"rows0", "rows99", "rows", "rows7x", "l1 oc4 px3 v8"}) {
+    store->PutTuning({key, "conv_dw", d.ToString(), bad, 1.0, ""});
+    EXPECT_EQ(TunedDepthwiseRows(dev, d), Convolution::DefaultDepthwiseRows(d)) << bad;
+  }
+  EXPECT_THROW(Convolution::Depthwise(dev, d, {}, 0), Error);
+  ConvDesc full = d;
+  full.groups = 1;
+  EXPECT_THROW(Convolution::Depthwise(dev, full, {}, 4), Error);
+  EXPECT_THROW(tuner.TuneDepthwise(full), Error);
+}
 
 // Not a test: MobileNet v1's depthwise layers (batch 1, fp32, bias and ReLU fused) timed with
 // each rows-per-work-item candidate through the tuner (the winners go to MPCAFFE_CACHE's tuning
