@@ -3,6 +3,7 @@
 #include "device/device.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -260,8 +261,22 @@ QueueScope::~QueueScope() {
   if (Queue** slot = ScopedSlot(device_)) *slot = previous_;
 }
 
+namespace {
+std::atomic<uint64_t> g_launches{0}, g_host_syncs{0};
+}  // namespace
+
+DeviceCounters GetDeviceCounters() {
+  DeviceCounters c;
+  c.launches = g_launches.load(std::memory_order_relaxed);
+  c.host_syncs = g_host_syncs.load(std::memory_order_relaxed);
+  return c;
+}
+
+void CountHostSync() { g_host_syncs.fetch_add(1, std::memory_order_relaxed); }
+
 Event Kernel::Launch(Dim3 global, Dim3 local, Queue* queue) {
   next_arg_ = 0;
+  g_launches.fetch_add(1, std::memory_order_relaxed);
   if (!queue && device_) queue = device_->scoped_queue();
   for (auto& g : global) g = std::max<size_t>(g, 1);
   if (local[0] == 0) local = device_->LaunchShape(*impl_, global);

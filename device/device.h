@@ -354,6 +354,17 @@ class QueueScope {
   Queue* previous_;
 };
 
+/// Process-wide counts of device work since the process started (every device): kernel
+/// launches (Kernel::Launch) and host synchronisations — a Finish of a queue, a wait for an
+/// event, a blocking copy to or from the host. `mpcaffe time` reports them per forward pass.
+struct DeviceCounters {
+  uint64_t launches = 0;
+  uint64_t host_syncs = 0;
+};
+DeviceCounters GetDeviceCounters();
+/// Backends call it at each host synchronisation (see DeviceCounters).
+void CountHostSync();
+
 /// Every device of every backend, enumerated once: OpenCL platforms in order of their names
 /// (the ICD loader's order follows the directory, which differs between machines), then CUDA.
 const std::vector<Device*>& DeviceList();

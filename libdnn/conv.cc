@@ -44,12 +44,7 @@ bool WantsForwardGemm(const Device& device, const ConvDesc& d, const ConvQuant& 
 Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant)
     : Convolution(device, desc, quant, TunedConvConfig(device, desc)) {
   if (IsDepthwise(desc_) && GetSettings().conv_depthwise != "0") {
-    depthwise_ = true;
-    depthwise_kernel_ = device
-                            .GetProgram(DepthwiseSource(KernelTarget::Of(device), desc_), "",
-                                        ProgramHints::OneDimensional())
-                            ->GetKernel(DepthwiseKernelName(desc_));
-    packed_.reset();  // the direct kernel's weights are not needed
+    PrepareDepthwise(TunedDepthwiseRows(device, desc_));
     return;
   }
   if (!WantsForwardGemm(device, desc_, quant)) return;
@@ -73,10 +68,43 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
     gq.multiplier = quant.multiplier;
   }
   gemm_ = std::make_unique<Gemm>(device, g, gq);
+  if (IsPointwise(desc_)) {
+    packed_.reset();  // B is the image itself: no columns, no direct kernel
+    return;
+  }
   im2col_ = device
                 .GetProgram(Im2colSource(KernelTarget::Of(device), desc_.type), "",
                             ProgramHints::OneDimensional())
                 ->GetKernel(std::string("conv_im2col_") + Name(desc_.type));
+  packed_.reset();  // the direct kernel's weights are not needed
+}
+
+Convolution Convolution::Depthwise(Device& device, const ConvDesc& desc, const ConvQuant& quant,
+                                   int rows) {
+  if (!IsDepthwise(desc))
+    throw Error("convolution " + desc.ToString() +
+                ": not depthwise (one input and output channel per group)");
+  if (rows < 1 || rows > 32)
+    throw Error("convolution " + desc.ToString() + ": " + std::to_string(rows) +
+                " depthwise rows per work-item; 1 to 32 expected");
+  Convolution conv(device, desc, quant, DefaultConvConfig(device.info(), desc.type));
+  conv.PrepareDepthwise(rows);
+  return conv;
+}
+
+void Convolution::PrepareDepthwise(int rows) {
+  const ConvDesc& d = desc_;
+  const size_t planes = size_t(d.batch) * d.channels;
+  if (planes > 65535 && device_->backend() == Backend::kCuda)
+    throw Error("convolution " + d.ToString() + ": " + std::to_string(planes) +
+                " image planes exceed the depthwise kernel's CUDA grid (65535)");
+  depthwise_ = true;
+  depthwise_rows_ = rows;
+  ProgramHints hints;
+  hints.local_sizes = {{size_t(DepthwiseLocalWidth(d)), 1, 1}};
+  depthwise_kernel_ = device_->GetProgram(DepthwiseSource(KernelTarget::Of(*device_), d, rows),
+                                          "", hints)
+                          ->GetKernel(DepthwiseKernelName(d));
   packed_.reset();  // the direct kernel's weights are not needed
 }
 
@@ -227,11 +255,7 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
   const BufferRef res_arg = d.residual ? residual : output;
   const int ocg = d.out_channels / d.groups, oh = d.out_h(), ow = d.out_w();
   if (depthwise_) {
-    const int runs = DivUp(oh, kDepthwisePixels);  // blocks of output rows per column
-    const size_t total = size_t(d.batch) * d.channels * ow * runs;
-    if (total > size_t(INT32_MAX))
-      throw Error("convolution " + d.ToString() + ": " + std::to_string(total) +
-                  " depthwise work-items exceed the kernel's int indices");
+    // The sizes are constants of the kernel text; the arguments are buffers and zero points.
     depthwise_kernel_.ArgBuffer(input.mem, input.byte_offset, es)
         .ArgBuffer(depthwise_weights_.get(), 0, SizeOf(d.type))
         .ArgBuffer(bias_arg.mem, d.bias ? bias_arg.byte_offset : 0, BiasBytes(d.type))
@@ -239,16 +263,29 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
         .Arg(w_zero_)
         .ArgBuffer(res_arg.mem, res_arg.byte_offset, es)
         .ArgBuffer(output.mem, output.byte_offset, es);
-    for (int v : {d.channels, d.height, d.width, oh, ow, d.kernel_h, d.kernel_w, d.stride_h,
-                  d.stride_w, d.pad_h, d.pad_w, d.dilation_h, d.dilation_w, runs, int(total),
-                  int(d.bias), int(d.relu), x_zero_, c_zero_, int(d.residual), res_zero_, res_m_,
-                  res_s_})
-      depthwise_kernel_.Arg(int32_t{v});
-    return depthwise_kernel_.Launch1D(total, queue);
+    for (int v : {x_zero_, c_zero_, res_zero_, res_m_, res_s_}) depthwise_kernel_.Arg(int32_t{v});
+    const size_t local = size_t(DepthwiseLocalWidth(d));
+    return depthwise_kernel_.Launch({size_t(ow), size_t(DivUp(oh, depthwise_rows_)),
+                                     size_t(d.batch) * d.channels},
+                                    {local, 1, 1}, queue);
   }
   if (gemm_) {
     // Per image: its columns, then C (out_channels × OH·OW) = W · columns straight into the
-    // image's NCHW output.
+    // image's NCHW output. A pointwise convolution's columns are the image itself
+    // (C·H·W = K × N): no im2col.
+    if (IsPointwise(d)) {
+      Event last;
+      for (int n = 0; n < d.batch; ++n) {
+        GemmArgs a;
+        a.a = BufferRef(gemm_weights_.get(), 0);
+        a.b = BufferRef(input.mem, input.byte_offset + size_t(n) * d.channels * oh * ow * es);
+        a.c = BufferRef(output.mem, output.byte_offset + size_t(n) * d.out_channels * oh * ow * es);
+        if (d.bias) a.bias = bias;
+        if (gemm_sums_) a.weight_sums = BufferRef(gemm_sums_.get(), 0);
+        last = gemm_->Run(a, queue);
+      }
+      return last;
+    }
     const size_t cols = size_t(gemm_->desc().K) * oh * ow;
     if (!gemm_col_) gemm_col_ = device_->Allocate(cols * es);
     const int rows = gemm_->desc().K * oh;  // (column row, oy) pairs

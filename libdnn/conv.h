@@ -175,14 +175,26 @@ class Convolution {
   /// weight zero point).
   bool forward_gemm() const { return gemm_ != nullptr; }
   /// Whether Forward runs the depthwise kernel (one input and one output channel per group,
-  /// as MobileNet's 3×3 layers): a work-item per block of kDepthwisePixels output rows of one
-  /// channel's output column (neighbouring work-items, neighbouring columns), whose window
-  /// weights it keeps, instead of channel tiles that such a layer would
-  /// leave all but one lane of empty. The constructor without a config chooses it for every
-  /// depthwise description; MPCAFFE_CONV_DEPTHWISE=0 turns it off.
+  /// as MobileNet's 3×3 layers): a work-item per block of depthwise_rows() output rows of one
+  /// channel's output column (neighbouring work-items, neighbouring columns), the window's
+  /// weights in registers and every size a constant of the kernel text, instead of channel
+  /// tiles that such a layer would leave all but one lane of empty. The constructor without a
+  /// config chooses it for every depthwise description; MPCAFFE_CONV_DEPTHWISE=0 turns it off.
   bool forward_depthwise() const { return depthwise_; }
-  /// Output rows (of one column) per work-item of the depthwise kernel.
-  static constexpr int kDepthwisePixels = 8;
+  /// Output rows (of one column) per work-item of the depthwise kernel: the tuning table's
+  /// record ("conv_dw", desc.ToString()) when there is one, else DefaultDepthwiseRows.
+  int depthwise_rows() const { return depthwise_rows_; }
+  /// Rows per work-item without tuning: the largest divisor of the output height in [4, 14]
+  /// (stride 1, at most 56 output rows) or [4, 8] (otherwise) when there is one, else 8 (fewer
+  /// for shorter outputs).
+  static int DefaultDepthwiseRows(const ConvDesc& desc);
+  /// Work-group width (along the output row) of the depthwise kernel: a multiple of 8 covering
+  /// the output width in as few groups of at most 64 as possible.
+  static int DepthwiseLocalWidth(const ConvDesc& desc);
+  /// The constructor of a depthwise description with a given number of rows per work-item
+  /// (the tuner's candidates; `rows` in [1, 32]).
+  static Convolution Depthwise(Device& device, const ConvDesc& desc, const ConvQuant& quant,
+                               int rows);
 
   /// Repacks the OIHW `weights` (type storage; int8/int16 when weights_signed; packed 4-bit
   /// rows with weight_bits 4, unpacked on the device first) into the
@@ -225,10 +237,16 @@ class Convolution {
   static std::string ForwardKernelName(const ConvDesc& desc);
   /// The depthwise program of a description with one input and output channel per group
   /// (forward_depthwise()); every type and backend.
-  static std::string DepthwiseSource(const KernelTarget& target, const ConvDesc& desc);
+  /// `rows` output rows per work-item (0: DefaultDepthwiseRows).
+  static std::string DepthwiseSource(const KernelTarget& target, const ConvDesc& desc,
+                                     int rows = 0);
   static std::string DepthwiseKernelName(const ConvDesc& desc);
   /// Whether `desc` has one input and one output channel per group.
   static bool IsDepthwise(const ConvDesc& desc);
+  /// Whether `desc` is a pointwise (1×1, stride 1, no padding) convolution of one group: per
+  /// image a plain GEMM W[out × in] · X[in × H·W] on the NCHW data, which forward_gemm() runs
+  /// without im2col.
+  static bool IsPointwise(const ConvDesc& desc);
 
  private:
   Device* device_;
@@ -269,6 +287,8 @@ class Convolution {
   Kernel im2col_;
   // Depthwise forward (forward_depthwise()): its kernel and the weights as SetWeights gave them.
   bool depthwise_ = false;
+  int depthwise_rows_ = 0;
+  void PrepareDepthwise(int rows);
   Kernel depthwise_kernel_;
   std::shared_ptr<DeviceMemory> depthwise_weights_;
   std::shared_ptr<DeviceMemory> gemm_weights_, gemm_sums_, gemm_col_;

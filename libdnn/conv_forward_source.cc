@@ -559,30 +559,63 @@ bool Convolution::IsDepthwise(const ConvDesc& d) {
   return d.groups > 1 && d.channels == d.groups && d.out_channels == d.groups;
 }
 
+bool Convolution::IsPointwise(const ConvDesc& d) {
+  return d.groups == 1 && d.kernel_h == 1 && d.kernel_w == 1 && d.stride_h == 1 &&
+         d.stride_w == 1 && d.pad_h == 0 && d.pad_w == 0;
+}
+
 std::string Convolution::DepthwiseKernelName(const ConvDesc& d) {
   return std::string("conv_dw_") + Name(d.type) + (d.weights_signed ? "_sw" : "");
 }
 
-// A work-item per (image, channel, block of DW_PX output rows, output column): the window's
-// weights are read once per block, each input pixel of the column once per window row it falls
-// in.
-// Padding reads nothing (for quantized types x − z_x = 0 there). The epilogue is the forward
-// kernel's: bias, residual (float types), ReLU, requantization with the channel's multiplier,
-// clamp to the type.
-std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvDesc& d) {
+int Convolution::DefaultDepthwiseRows(const ConvDesc& d) {
+  // A divisor of the output height (no half-empty last block; MobileNet's 112, 56, 28, 14 and 7
+  // rows all divide by 7): the largest in [4, 14] for stride-1 outputs of at most 56 rows, in
+  // [4, 8] otherwise, else 8 (fewer for shorter outputs). From the tuner's records of MobileNet
+  // v1's depthwise layers on both CPU runtimes (ConvBench.DISABLED_MobileNetDepthwiseRows, two
+  // runs each): 14-row blocks ran 1.0-2.0x faster than 7 at 56, 28 and 14 rows with stride 1,
+  // and 2-12x slower at 112 rows; stride 2 had 7 or 8 rows within the noise of the best.
+  const int oh = d.out_h();
+  const int most = d.stride_h == 1 && oh <= 56 ? 14 : 8;
+  for (int r = most; r >= 4; --r)
+    if (oh % r == 0) return r;
+  return oh < 8 ? oh : 8;
+}
+
+int Convolution::DepthwiseLocalWidth(const ConvDesc& d) {
+  // Work-groups along the output row: a multiple of 8 (a CPU runtime's vector of work-items)
+  // covering OW in as few groups of at most 64 as possible.
+  const int ow = d.out_w();
+  const int groups = DivUp(ow, 64);
+  return DivUp(DivUp(ow, groups), 8) * 8;
+}
+
+// A work-item per (image · channel, block of `rows` output rows, output column): dimension 0
+// runs along the output row, so neighbouring work-items (the lanes of a CPU runtime's implicit
+// vectorization) load neighbouring input pixels. Every size is a constant of the text and the
+// window is unrolled in it: the KH·KW weights sit in registers, each input row of the block is
+// loaded once (KW loads) and multiplied into every output row whose window covers it. Blocks
+// whose input rows all lie inside the input skip the row checks; columns where the window
+// leaves the input read 0 (x − z_x = 0 for quantized types). The epilogue is the forward
+// kernel's: bias, residual, ReLU, requantization with the channel's multiplier, clamp.
+std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvDesc& d, int rows) {
   const bool q = IsQuantized(d.type);
+  if (rows <= 0) rows = DefaultDepthwiseRows(d);
   KernelWriter w(target);
   w.AddType("Dtype", d.type);
   DeclareWeightStorage(w, d);
-  w.Define("DW_PX", std::to_string(kDepthwisePixels));
   if (q) {
     w.UseRequant(d.type);
     w.Define("Atype", TraitsOf(d.type).acc_alias());
     w.Define("Btype", TraitsOf(d.type).acc_alias());
+    w.Define("XV(v)", "((Atype)(v) - x_zero)");
   } else {
     w.Define("Atype", "float");
     w.Define("Btype", "float");
+    w.Define("XV(v)", "((Atype)(v))");  // CUDA's half loads convert explicitly
   }
+  const int oh = d.out_h(), ow = d.out_w();
+  const int in_rows = (rows - 1) * d.stride_h + (d.kernel_h - 1) * d.dilation_h + 1;
   auto& k = w.Kernel(DepthwiseKernelName(d))
                 .In("Dtype", "x")
                 .In("Wstore", "wt")
@@ -591,58 +624,89 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
                 .In("int", "wz")
                 .In("Dtype", "res")
                 .Out("Dtype", "y");
-  for (const char* name : {"C", "H", "W", "OH", "OW", "KH", "KW", "sh", "sw", "ph", "pw", "dh",
-                           "dw", "runs", "total", "has_bias", "relu", "x_zero", "c_zero", "has_res", "res_zero", "res_m",
-          "res_s"})
-    k.Value("int", name);
-  // Neighbouring work-items take neighbouring output columns (a SIMD-vectorizing compiler, as
-  // CPU OpenCL runtimes are, then loads neighbouring input pixels together); each computes DW_PX
-  // output rows of its column, so a stride-1 window reads each input row once per kernel row.
-  std::string body = R"(  $loop(i, total) {
-    const int ox = i % OW;
-    int r = i / OW;
-    const int run = r % runs;
-    r /= runs;
-    const int ch = r % C;  // the channel (and group)
-    const int n = r / C;
-    const int oy0 = run * DW_PX;
-    const $global Dtype* xc = x + (n * C + ch) * H * W;
-    Atype acc[DW_PX];
-    for (int t = 0; t < DW_PX; ++t) acc[t] = 0;
-    for (int kx = 0; kx < KW; ++kx) {
-      const int ix = ox * sw - pw + kx * dw;
-      if (ix < 0 || ix >= W) continue;
-      for (int ky = 0; ky < KH; ++ky) {
-)";
-  body += q ? "        const Atype wv = (Atype)WLOAD(wt, (ch * KH + ky) * KW + kx) - wz[ch];\n"
-            : "        const Atype wv = WLOAD(wt, (ch * KH + ky) * KW + kx);\n";
-  body += R"(        for (int t = 0; t < DW_PX; ++t) {
-          const int iy = (oy0 + t) * sh - ph + ky * dh;
-          if (iy >= 0 && iy < H) acc[t] += wv * (Atype)()";
-  body += q ? "Dtype_LOAD(xc, iy * W + ix) - x_zero" : "Dtype_LOAD(xc, iy * W + ix)";
-  body += R"();
-        }
+  for (const char* name : {"x_zero", "c_zero", "res_zero", "res_m", "res_s"}) k.Value("int", name);
+  auto num = [](long v) { return std::to_string(v); };
+  std::string b;
+  b += "  const int ox = $global_id(0);\n  if (ox >= " + num(ow) + ") return;\n";
+  b += "  const int oy0 = $global_id(1) * " + num(rows) + ";\n";
+  b += "  const int nc = $global_id(2);\n  const int ch = nc % " + num(d.channels) + ";\n";
+  b += "  const $global Dtype* xc = x + nc * " + num(long(d.height) * d.width) + ";\n";
+  b += "  const int iyb = oy0 * " + num(d.stride_h) + " - " + num(d.pad_h) + ";\n";
+  b += "  const int ixb = ox * " + num(d.stride_w) + " - " + num(d.pad_w) + ";\n";
+  // The window's weights (minus the channel's zero point).
+  b += "  const $global Wstore* wc = wt + ch * " + num(d.kernel_h * d.kernel_w) + ";\n";
+  if (q) b += "  const Atype wzc = wz[ch];\n";
+  for (int ky = 0; ky < d.kernel_h; ++ky)
+    for (int kx = 0; kx < d.kernel_w; ++kx) {
+      const std::string i = num(ky * d.kernel_w + kx);
+      b += "  const Atype w" + num(ky) + "_" + num(kx) + " = (Atype)WLOAD(wc, " + i + ")" +
+           (q ? " - wzc" : "") + ";\n";
+    }
+  // Each window column: inside the input or not, and a safe offset.
+  for (int kx = 0; kx < d.kernel_w; ++kx) {
+    const std::string c = num(kx);
+    b += "  const int ix" + c + " = ixb + " + num(kx * d.dilation_w) + ";\n";
+    b += "  const int cok" + c + " = ix" + c + " >= 0 && ix" + c + " < " + num(d.width) + ";\n";
+    b += "  const int cix" + c + " = cok" + c + " ? ix" + c + " : 0;\n";
+  }
+  for (int t = 0; t < rows; ++t) b += "  Atype acc" + num(t) + " = 0;\n";
+  // The input rows of the block, each multiplied into the output rows t whose window row ky
+  // meets it (r = t·sh + ky·dh).
+  auto window = [&](bool check_rows) {
+    std::string s;
+    for (int r = 0; r < in_rows; ++r) {
+      std::string uses;
+      for (int t = 0; t < rows; ++t)
+        for (int ky = 0; ky < d.kernel_h; ++ky)
+          if (t * d.stride_h + ky * d.dilation_h == r)
+            for (int kx = 0; kx < d.kernel_w; ++kx)
+              uses += "      acc" + num(t) + " += w" + num(ky) + "_" + num(kx) + " * v" + num(kx) +
+                      ";\n";
+      if (uses.empty()) continue;
+      s += "    {\n";
+      if (check_rows) {
+        s += "      const int iy = iyb + " + num(r) + ";\n";
+        s += "      const int rok = iy >= 0 && iy < " + num(d.height) + ";\n";
+        s += "      const int ro = (rok ? iy : 0) * " + num(d.width) + ";\n";
+      } else {
+        s += "      const int ro = (iyb + " + num(r) + ") * " + num(d.width) + ";\n";
       }
+      for (int kx = 0; kx < d.kernel_w; ++kx) {
+        const std::string c = num(kx);
+        const std::string ok = check_rows ? "rok && cok" + c : "cok" + c;
+        s += "      const Atype v" + c + " = " + ok + " ? XV(Dtype_LOAD(xc, ro + cix" + c +
+             ")) : (Atype)0;\n";
+      }
+      s += uses + "    }\n";
     }
-    for (int t = 0; t < DW_PX && oy0 + t < OH; ++t) {
-      const int yi = ((n * C + ch) * OH + oy0 + t) * OW + ox;
-)";
-  body += q ? R"(      mp_i64 v = (mp_i64)c_zero +
-                 MP_REQUANT(acc[t] + (has_bias ? bias[ch] : 0), rq[2 * ch], rq[2 * ch + 1]);
-      if (has_res) v += MP_REQUANT((mp_i64)Dtype_LOAD(res, yi) - res_zero, res_m, res_s);
-      v = Dtype_SAT_FROM(v, relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN);
-      Dtype_STORE(y, yi, v);
+    return s;
+  };
+  b += "  if (iyb >= 0 && iyb + " + num(in_rows - 1) + " < " + num(d.height) + ") {\n" +
+       window(false) + "  } else {\n" + window(true) + "  }\n";
+  b += "  $global Dtype* yc = y + nc * " + num(long(oh) * ow) + " + ox;\n";
+  if (d.residual) b += "  const $global Dtype* rc = res + nc * " + num(long(oh) * ow) + " + ox;\n";
+  if (d.bias) b += "  const Btype bc = bias[ch];\n";
+  if (q) b += "  const int rqm = rq[2 * ch], rqs = rq[2 * ch + 1];\n";
+  for (int t = 0; t < rows; ++t) {
+    const std::string at = "(oy0 + " + num(t) + ") * " + num(ow);
+    // Rows past the output exist only in a last, partial block.
+    std::string s = oh % rows == 0 ? "  {\n" : "  if (oy0 + " + num(t) + " < " + num(oh) + ") {\n";
+    if (q) {
+      s += "    mp_i64 v = (mp_i64)c_zero + MP_REQUANT(acc" + num(t) + (d.bias ? " + bc" : "") +
+           ", rqm, rqs);\n";
+      if (d.residual)
+        s += "    v += MP_REQUANT((mp_i64)Dtype_LOAD(rc, " + at + ") - res_zero, res_m, res_s);\n";
+      s += std::string("    v = Dtype_SAT_FROM(v, ") +
+           (d.relu ? "(mp_i64)c_zero" : "(mp_i64)Dtype_QMIN") + ");\n";
+    } else {
+      s += "    float v = acc" + num(t) + (d.bias ? " + bc" : "") + ";\n";
+      if (d.residual) s += "    v += (float)Dtype_LOAD(rc, " + at + ");\n";
+      if (d.relu) s += "    v = v > 0.0f ? v : 0.0f;\n";
     }
+    s += "    Dtype_STORE(yc, " + at + ", v);\n  }\n";
+    b += s;
   }
-)"
-            : R"(      float v = acc[t] + (has_bias ? bias[ch] : 0.0f);
-      if (has_res) v += (float)Dtype_LOAD(res, yi);
-      if (relu) v = v > 0.0f ? v : 0.0f;
-      Dtype_STORE(y, yi, v);
-    }
-  }
-)";
-  k.Body(body);
+  k.Body(b);
   return w.Source();
 }
 

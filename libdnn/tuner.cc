@@ -82,6 +82,26 @@ ConvConfig TunedConvConfig(const Device& device, const ConvDesc& desc) {
   return DefaultConvConfig(device.info(), desc.type);
 }
 
+int TunedDepthwiseRows(const Device& device, const ConvDesc& desc) {
+  Record(desc, &Recorded::convs, "conv");
+  if (auto rec = Lookup(device, "conv_dw", desc.ToString())) {
+    const std::string& p = rec->parameters;
+    if (p.size() > 4 && p.compare(0, 4, "rows") == 0 &&
+        p.find_first_not_of("0123456789", 4) == std::string::npos && p.size() < 7) {
+      const int rows = std::stoi(p.substr(4));
+      if (rows >= 1 && rows <= 32) return rows;
+    }
+  }
+  return Convolution::DefaultDepthwiseRows(desc);
+}
+
+std::vector<int> DepthwiseRowCandidates(const ConvDesc& desc) {
+  std::vector<int> c{Convolution::DefaultDepthwiseRows(desc)};
+  for (int r : {1, 2, 4, 7, 8, 14, 16})
+    if (r <= desc.out_h() && std::find(c.begin(), c.end(), r) == c.end()) c.push_back(r);
+  return c;
+}
+
 std::optional<ConvConfig> ParseConvConfig(const std::string& text) {
   const std::optional<ConvConfig> c = ConvConfig::Schema().Parse(text);
   if (!c) return std::nullopt;
@@ -261,6 +281,31 @@ ConvTuneResult Tuner::TuneConv(const ConvDesc& desc, double give_up, size_t max_
         return [this, &desc, &ops, c](int repeats) { return TimeConv(desc, c, ops, repeats); };
       });
   result.stored = Store(device_, "conv", desc.ToString(), result.best.ToString(), result.best_ms);
+  return result;
+}
+
+DepthwiseTuneResult Tuner::TuneDepthwise(const ConvDesc& desc, double give_up) {
+  desc.Validate();
+  if (!Convolution::IsDepthwise(desc))
+    throw Error("tune: convolution " + desc.ToString() + " is not depthwise");
+  const ConvOperands ops(device_, desc);
+  DepthwiseTuneResult result = TimeCandidates(
+      DepthwiseRowCandidates(desc), 0, give_up, repeats_, [&](int rows) {
+        auto conv = std::make_shared<Convolution>(
+            Convolution::Depthwise(device_, desc, PlaceholderConvQuant(), rows));
+        conv->SetWeights(BufferRef(ops.weights.get(), 0));
+        return [conv, &desc, &ops](int repeats) {
+          return TimeMs(
+              [&] {
+                return conv->Forward(BufferRef(ops.input.get(), 0),
+                                     desc.bias ? BufferRef(ops.bias.get(), 0) : BufferRef(),
+                                     BufferRef(ops.output.get(), 0));
+              },
+              repeats);
+        };
+      });
+  result.stored = Store(device_, "conv_dw", desc.ToString(),
+                        "rows" + std::to_string(result.best), result.best_ms);
   return result;
 }
 

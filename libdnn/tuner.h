@@ -28,6 +28,8 @@ struct TuneResult {
 };
 using GemmTuneResult = TuneResult<GemmConfig>;
 using ConvTuneResult = TuneResult<ConvConfig>;
+/// The depthwise kernel's one parameter: output rows per work-item.
+using DepthwiseTuneResult = TuneResult<int>;
 
 struct BlasTuneResult {
   BlasImpl best = BlasImpl::kLibDNN;
@@ -55,6 +57,10 @@ class Tuner {
   /// (zero-filled tensors), records the fastest under operation "conv", signature
   /// desc.ToString(). `give_up` and `max_candidates` as for TuneGemm.
   ConvTuneResult TuneConv(const ConvDesc& desc, double give_up = 3.0, size_t max_candidates = 0);
+  /// Times the depthwise kernel (Convolution::forward_depthwise) of a depthwise `desc` with each
+  /// of DepthwiseRowCandidates() output rows per work-item, records the fastest under
+  /// operation "conv_dw", signature desc.ToString(). `give_up` as for TuneGemm.
+  DepthwiseTuneResult TuneDepthwise(const ConvDesc& desc, double give_up = 3.0);
   /// Times LibDNN (with its current, possibly tuned, configuration) against every other
   /// available library and records the winner under "blas_gemm".
   BlasTuneResult TuneBlas(const GemmDesc& desc);
@@ -81,6 +87,13 @@ GemmConfig TunedGemmConfig(const Device& device, const GemmDesc& desc);
 /// The same for the convolution forward kernel ("conv", desc.ToString(); else
 /// DefaultConvConfig).
 ConvConfig TunedConvConfig(const Device& device, const ConvDesc& desc);
+/// The depthwise kernel's rows per work-item for a depthwise `desc`: the tuning table's record
+/// ("conv_dw", desc.ToString(), parameters "rows<N>") when one exists, else
+/// Convolution::DefaultDepthwiseRows. Reports `desc` to the active ShapeRecorder.
+int TunedDepthwiseRows(const Device& device, const ConvDesc& desc);
+/// The tuner's candidates for the depthwise kernel's rows per work-item (the default first):
+/// 1, 2, 4, 7, 8, 14 and 16 rows, those above the output height left out.
+std::vector<int> DepthwiseRowCandidates(const ConvDesc& desc);
 /// Parses ConvConfig::ToString()'s form ("l1 oc4 px3 v8"); nothing when malformed or invalid.
 std::optional<ConvConfig> ParseConvConfig(const std::string& text);
 

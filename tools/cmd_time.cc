@@ -118,6 +118,21 @@ int RunTime(const std::vector<std::string>& args) {
       back_total_ms.push_back(back);
     }
     const double median = Median(total_ms);
+    // Whole passes, one Finish at the end (the per-layer times above each end in a Finish):
+    // their time, and the kernel launches and host synchronisations inside one Net::Forward.
+    const DeviceCounters before = GetDeviceCounters();
+    net.Forward();
+    const DeviceCounters after = GetDeviceCounters();
+    device.Finish();
+    const uint64_t launches = after.launches - before.launches;
+    const uint64_t host_syncs = after.host_syncs - before.host_syncs;
+    std::vector<double> whole_ms;
+    for (int it = 0; it < iterations; ++it) {
+      const auto t0 = Clock::now();
+      net.Forward();
+      device.Finish();
+      whole_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
     // What the inference optimizer fused: layers running inside another, and the producers.
     int fused_layers = 0, chains = 0;
     for (int i = 0; i < n; ++i) {
@@ -132,7 +147,10 @@ int RunTime(const std::vector<std::string>& args) {
          << JsonEscape(device.Describe()) << "\", \"iterations\": " << iterations
          << ", \"forward_ms_median\": " << median << ", \"optimizer_level\": "
          << net.optimize_level() << ", \"fused_layers\": " << fused_layers
-         << ", \"fusion_chains\": " << chains << ", \"launched_layers\": " << n - fused_layers;
+         << ", \"fusion_chains\": " << chains << ", \"launched_layers\": " << n - fused_layers
+         << ", \"launches_per_forward\": " << launches
+         << ", \"host_syncs_per_forward\": " << host_syncs
+         << ", \"whole_forward_ms_median\": " << Median(whole_ms);
       if (train)
         os << ", \"backward_ms_median\": " << Median(back_total_ms)
            << ", \"forward_backward_ms_median\": " << Median(step_ms);
@@ -170,7 +188,12 @@ int RunTime(const std::vector<std::string>& args) {
     std::printf("Graph optimizer level %d%s: %d of %d layers fused into %d producers (%d layers run)\n",
                 net.optimize_level(), net.optimized() ? "" : " (off)", fused_layers, n, chains,
                 n - fused_layers);
-    std::printf("Median forward pass: %.3f ms\n", median);
+    std::printf("Median forward pass: %.3f ms (sum of the layers, each ending in a Finish)\n",
+                median);
+    std::printf("Median whole forward pass: %.3f ms (one Finish at the end); %llu kernel "
+                "launches and %llu host synchronisations inside Net::Forward\n",
+                Median(whole_ms), static_cast<unsigned long long>(launches),
+                static_cast<unsigned long long>(host_syncs));
     if (train) {
       std::printf("Median backward pass: %.3f ms\n", Median(back_total_ms));
       std::printf("Median forward-backward: %.3f ms (%.2f iterations/s)\n", Median(step_ms),

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cache/program_cache.h"
+#include "device/settings.h"
 #include "libdnn/tuner.h"
 #include "net/net.h"
 #include "proto/model_io.h"
@@ -86,6 +87,13 @@ std::vector<std::string> SplitList(const std::string& s) {
 /// `tune --model`: builds the net (or its typed variants, --dtypes, at each --batch) with
 /// synthetic inputs, calibrated when quantized, records the GEMM and convolution descriptions
 /// its first forward pass prepares, and tunes each one on `dev`.
+/// A tuning winner as printed: a GEMM or convolution configuration, or depthwise rows.
+template <typename Config>
+std::string BestText(const Config& c) {
+  return c.ToString();
+}
+std::string BestText(int depthwise_rows) { return "rows" + std::to_string(depthwise_rows); }
+
 void TuneModelOn(Device& dev, const std::vector<std::string>& args) {
   const std::string model = FlagValue(args, "--model");
   const size_t max = std::stoul(FlagValue(args, "--max", "0"));
@@ -135,7 +143,9 @@ void TuneModelOn(Device& dev, const std::vector<std::string>& args) {
                   libdnn::TunedGemmConfig(dev, g).ToString().c_str());
     for (const auto& c : convs)
       std::printf("conv %s -> %s\n", c.ToString().c_str(),
-                  libdnn::TunedConvConfig(dev, c).ToString().c_str());
+                  libdnn::Convolution::IsDepthwise(c)
+                      ? ("depthwise rows" + std::to_string(libdnn::TunedDepthwiseRows(dev, c))).c_str()
+                      : libdnn::TunedConvConfig(dev, c).ToString().c_str());
     return;
   }
   std::printf("tuning %zu GEMM and %zu convolution shapes on %s\n", gemms.size(), convs.size(),
@@ -153,12 +163,18 @@ void TuneModelOn(Device& dev, const std::vector<std::string>& args) {
     stored += r.stored;
     char buf[512];
     std::snprintf(buf, sizeof buf, "  %s %-58s best %-36s %9.3f ms (default %9.3f ms, %.2fx)",
-                  what, shape.c_str(), r.best.ToString().c_str(), r.best_ms, r.default_ms,
+                  what, shape.c_str(), BestText(r.best).c_str(), r.best_ms, r.default_ms,
                   r.default_ms / r.best_ms);
     lines.push_back(buf);
   };
   for (const auto& g : gemms) tune("gemm", g.ToString(), [&] { return tuner.TuneGemm(g, 3.0, max); });
-  for (const auto& c : convs) tune("conv", c.ToString(), [&] { return tuner.TuneConv(c, 3.0, max); });
+  for (const auto& c : convs) {
+    // Depthwise shapes run their own kernel, whose parameter is its rows per work-item.
+    if (libdnn::Convolution::IsDepthwise(c) && GetSettings().conv_depthwise != "0")
+      tune("conv_dw", c.ToString(), [&] { return tuner.TuneDepthwise(c, 3.0); });
+    else
+      tune("conv", c.ToString(), [&] { return tuner.TuneConv(c, 3.0, max); });
+  }
   bar.Close();
   for (const auto& l : lines) std::printf("%s\n", l.c_str());
   std::printf(

@@ -321,6 +321,7 @@ CudaQueue::~CudaQueue() {
 }
 
 void CudaQueue::Finish() {
+  CountHostSync();
   ContextScope scope(*device_);
   device_->Check(device_->api().stream_synchronize(stream_), "cuStreamSynchronize");
 }
@@ -359,6 +360,7 @@ void CudaEvent::RecordEnd(CUstream stream) {
 }
 
 void CudaEvent::Wait() {
+  CountHostSync();
   ContextScope scope(device_);
   device_.Check(device_.api().event_synchronize(end_), "cuEventSynchronize");
 }
@@ -503,6 +505,7 @@ void CudaDevice::CopyToDevice(const void* host, DeviceMemory* dst, size_t dst_of
   if (bytes == 0) return;
   ContextScope scope(*this);
   Check(api_.memcpy_htod_async(to, host, bytes, stream), "cuMemcpyHtoDAsync");
+  CountHostSync();
   Check(api_.stream_synchronize(stream), "cuStreamSynchronize");
 }
 
@@ -513,6 +516,7 @@ void CudaDevice::CopyToHost(const DeviceMemory* src, size_t src_offset, void* ho
   if (bytes == 0) return;
   ContextScope scope(*this);
   Check(api_.memcpy_dtoh_async(host, from, bytes, stream), "cuMemcpyDtoHAsync");
+  CountHostSync();
   Check(api_.stream_synchronize(stream), "cuStreamSynchronize");
 }
 

@@ -141,7 +141,10 @@ class OpenCLQueue : public Queue {
     clFinish(queue_);
     clReleaseCommandQueue(queue_);
   }
-  void Finish() override { Check(clFinish(queue_), "clFinish"); }
+  void Finish() override {
+    CountHostSync();
+    Check(clFinish(queue_), "clFinish");
+  }
   cl_command_queue get() const { return queue_; }
 
  private:
@@ -152,7 +155,10 @@ class OpenCLEvent : public Event::Impl {
  public:
   explicit OpenCLEvent(cl_event event) : event_(event) {}
   ~OpenCLEvent() override { clReleaseEvent(event_); }
-  void Wait() override { Check(clWaitForEvents(1, &event_), "clWaitForEvents"); }
+  void Wait() override {
+    CountHostSync();
+    Check(clWaitForEvents(1, &event_), "clWaitForEvents");
+  }
   double ElapsedMs() override {
     Wait();
     cl_ulong start = 0, end = 0;
@@ -382,6 +388,7 @@ class OpenCLDevice : public Device {
                     Queue* queue) override {
     if (!bytes) return;
     CheckRange(dst, dst_offset, bytes, "CopyToDevice");
+    CountHostSync();  // blocking write
     Check(clEnqueueWriteBuffer(Q(queue), MemOf(dst), CL_TRUE, dst_offset, bytes, host, 0,
                                nullptr, nullptr),
           "clEnqueueWriteBuffer");
@@ -390,6 +397,7 @@ class OpenCLDevice : public Device {
                   Queue* queue) override {
     if (!bytes) return;
     CheckRange(src, src_offset, bytes, "CopyToHost");
+    CountHostSync();  // blocking read
     Check(clEnqueueReadBuffer(Q(queue), MemOf(src), CL_TRUE, src_offset, bytes, host, 0, nullptr,
                               nullptr),
           "clEnqueueReadBuffer");

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "cache/program_cache.h"
 #include "codegen/datatype.h"
 #include "device/device.h"
 #include "tests/testing/random_storage.h"
@@ -179,71 +180,166 @@ Bytes RandomBias(const ConvDesc& d, std::mt19937& rng) {
   return b;
 }
 
+/// Output counts of a quantized comparison: outputs at the type's low and high ends, all.
+struct Saturation {
+  int low = 0, high = 0, total = 0;
+};
+
+/// Random inputs, weights, bias and residual for `d`; `make(d, quant)` builds the convolution,
+/// whose Forward must match ConvForwardReference (quantized bit-exact, fp32 within 1e-5, fp16
+/// within 1e-3).
+template <typename Make>
+void CheckForward(const ConvDesc& d, const ConvQuant& quant, std::mt19937& rng, Make&& make,
+                  Saturation* sat = nullptr) {
+  const DataType t = d.type;
+  const bool q = IsQuantized(t);
+  const Bytes x =
+      q ? RandomQ(t, d.input_count(), false, rng) : RandomFloats(t, d.input_count(), -1, 1, rng);
+  const Bytes w = q ? RandomQ(t, d.weight_count(), d.weights_signed, rng)
+                    : RandomFloats(t, d.weight_count(), -1, 1, rng);
+  const Bytes bias = RandomBias(d, rng);
+  const Bytes res = q ? RandomQ(t, d.output_count(), false, rng)
+                      : RandomFloats(t, d.output_count(), -1, 1, rng);
+  Bytes want(d.output_count() * SizeOf(t));
+  ConvForwardReference(d, quant, x.data(), w.data(), d.bias ? bias.data() : nullptr, want.data(),
+                       res.data());
+
+  Device& dev = DefaultDevice();
+  Convolution conv = make(d, quant);
+  auto xm = Upload(dev, x), wm = Upload(dev, w), bm = Upload(dev, bias), rm = Upload(dev, res);
+  auto ym = dev.Allocate(want.size());
+  conv.SetWeights(BufferRef(wm.get(), 0));
+  conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0), nullptr,
+               BufferRef(rm.get(), 0));
+  const Bytes got = Download(dev, ym, want.size());
+  if (!q) {
+    CompareFloats(AsFloats(t, got), AsFloats(t, want), t == DataType::kFloat32 ? 1e-5 : 1e-3,
+                  d.ToString());
+    return;
+  }
+  const bool wide = t == DataType::kInt16Q;
+  size_t mismatches = 0;
+  for (size_t i = 0; i < d.output_count(); ++i) {
+    int gv, wv;
+    if (wide) {
+      uint16_t a, b;
+      std::memcpy(&a, got.data() + 2 * i, 2);
+      std::memcpy(&b, want.data() + 2 * i, 2);
+      gv = a, wv = b;
+    } else {
+      gv = got[i], wv = want[i];
+    }
+    if (gv != wv && mismatches++ < 5)
+      ADD_FAILURE() << "output " << i << ": got " << gv << " want " << wv;
+    if (sat) {
+      sat->low += wv == 0;
+      sat->high += wv == (wide ? 65535 : 255);
+      ++sat->total;
+    }
+  }
+  EXPECT_EQ(mismatches, 0u);
+}
+
+/// A quantized description's parameters for CheckForward (a residual's own requantization when
+/// d.residual); ConvQuant{} for float types.
+ConvQuant TestQuant(const ConvDesc& d, bool per_channel, std::mt19937& rng) {
+  if (!IsQuantized(d.type)) return ConvQuant{};
+  ConvQuant quant = MakeQuant(d, per_channel, rng);
+  if (d.residual) {
+    quant.res_zero = quant.c_zero / 2;
+    quant.res_multiplier =
+        quant::QuantizeMultiplier(std::uniform_real_distribution<double>(0.2, 0.6)(rng));
+  }
+  return quant;
+}
+
 class ConvForward : public testing::TestWithParam<DataType> {};
 
 TEST_P(ConvForward, MatchesReferenceOnEveryShape) {
   const DataType t = GetParam();
   Device& dev = DefaultDevice();
   std::mt19937 rng(1234 + int(t));
-  int index = 0, saturated_low = 0, saturated_high = 0, total = 0;
+  int index = 0;
+  Saturation sat;
   for (const Shape& s : kShapes) {
     ConvDesc d = DescOf(s, t, index);
     d.residual = index % 3 == 2;  // a fused residual input (the optimizer's Eltwise SUM)
     SCOPED_TRACE(d.ToString());
-    const bool q = IsQuantized(t);
-    ConvQuant quant = q ? MakeQuant(d, (index / 2) % 2 == 1, rng) : ConvQuant{};
-    if (q && d.residual) {
-      quant.res_zero = quant.c_zero / 2;
-      quant.res_multiplier = quant::QuantizeMultiplier(std::uniform_real_distribution<double>(0.2, 0.6)(rng));
-    }
-    const Bytes x =
-        q ? RandomQ(t, d.input_count(), false, rng) : RandomFloats(t, d.input_count(), -1, 1, rng);
-    const Bytes w = q ? RandomQ(t, d.weight_count(), d.weights_signed, rng)
-                      : RandomFloats(t, d.weight_count(), -1, 1, rng);
-    const Bytes bias = RandomBias(d, rng);
-    const Bytes res = q ? RandomQ(t, d.output_count(), false, rng)
-                        : RandomFloats(t, d.output_count(), -1, 1, rng);
-    Bytes want(d.output_count() * SizeOf(t));
-    ConvForwardReference(d, quant, x.data(), w.data(), d.bias ? bias.data() : nullptr, want.data(),
-                         res.data());
-
-    Convolution conv(dev, d, quant);
-    auto xm = Upload(dev, x), wm = Upload(dev, w), bm = Upload(dev, bias), rm = Upload(dev, res);
-    auto ym = dev.Allocate(want.size());
-    conv.SetWeights(BufferRef(wm.get(), 0));
-    conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0), nullptr,
-                 BufferRef(rm.get(), 0));
-    const Bytes got = Download(dev, ym, want.size());
-    if (q) {
-      const bool wide = t == DataType::kInt16Q;
-      size_t mismatches = 0;
-      for (size_t i = 0; i < d.output_count(); ++i) {
-        int gv, wv;
-        if (wide) {
-          uint16_t a, b;
-          std::memcpy(&a, got.data() + 2 * i, 2);
-          std::memcpy(&b, want.data() + 2 * i, 2);
-          gv = a, wv = b;
-        } else {
-          gv = got[i], wv = want[i];
-        }
-        if (gv != wv && mismatches++ < 5)
-          ADD_FAILURE() << "output " << i << ": got " << gv << " want " << wv;
-        saturated_low += wv == 0;
-        saturated_high += wv == (wide ? 65535 : 255);
-        ++total;
-      }
-      EXPECT_EQ(mismatches, 0u);
-    } else {
-      CompareFloats(AsFloats(t, got), AsFloats(t, want), t == DataType::kFloat32 ? 1e-5 : 1e-3,
-                    d.ToString());
-    }
+    const ConvQuant quant = TestQuant(d, (index / 2) % 2 == 1, rng);
+    CheckForward(
+        d, quant, rng, [&](const ConvDesc& dd, const ConvQuant& qq) { return Convolution(dev, dd, qq); },
+        &sat);
     ++index;
   }
   if (IsQuantized(t)) {
     // The data exercise the requantization, not only the clamps.
-    EXPECT_LT(saturated_low + saturated_high, total / 3)
-        << saturated_low << " low, " << saturated_high << " high";
+    EXPECT_LT(sat.low + sat.high, sat.total / 3) << sat.low << " low, " << sat.high << " high";
+  }
+}
+
+// The depthwise kernel with every number of rows per work-item the tuner may pick (and odd
+// ones), on MobileNet-like shapes scaled down — stride 1 and 2, output heights that leave a
+// partial last block, a rectangular dilated window — in every type with bias, ReLU and the
+// fused residual varied: the same results as the reference.
+TEST_P(ConvForward, DepthwiseRowsMatchReference) {
+  const DataType t = GetParam();
+  Device& dev = DefaultDevice();
+  std::mt19937 rng(99 + int(t));
+  // clang-format off
+  const Shape shapes[] = {
+      {1, 16, 15, 15, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16},  // 3×3 s1, 15 rows (no divisor in 4..8)
+      {2, 8, 17, 17, 8, 3, 3, 2, 2, 1, 1, 1, 1, 8},     // 3×3 s2, 9 output rows
+      {1, 4, 12, 70, 4, 3, 3, 2, 2, 0, 1, 1, 1, 4},     // s2 no vertical padding, 35 > 32 columns
+      {1, 3, 9, 10, 3, 2, 3, 1, 2, 1, 0, 2, 1, 3},      // 2×3 window, dilation 2 rows
+  };
+  // clang-format on
+  int index = 0;
+  for (const Shape& s : shapes) {
+    for (int rows : {1, 3, 7, 8, 16}) {
+      ConvDesc d = DescOf(s, t, index);
+      d.residual = index % 3 == 0;
+      SCOPED_TRACE(d.ToString() + " rows " + std::to_string(rows));
+      const ConvQuant quant = TestQuant(d, index % 2 == 0, rng);
+      CheckForward(d, quant, rng, [&](const ConvDesc& dd, const ConvQuant& qq) {
+        Convolution c = Convolution::Depthwise(dev, dd, qq, rows);
+        EXPECT_TRUE(c.forward_depthwise());
+        EXPECT_EQ(c.depthwise_rows(), rows);
+        return c;
+      });
+      ++index;
+    }
+  }
+}
+
+// Pointwise convolutions (1×1, stride 1, no padding, one group) through the GEMM without
+// im2col (MPCAFFE_CONV_GEMM=1 takes the GEMM wherever it applies): the same results.
+TEST_P(ConvForward, PointwiseGemmMatchesReference) {
+  const DataType t = GetParam();
+  Device& dev = DefaultDevice();
+  if (dev.backend() != Backend::kOpenCL || (t != DataType::kFloat32 && t != DataType::kInt8Q))
+    GTEST_SKIP() << "the convolution's GEMM path is OpenCL's, fp32 and int8q only";
+  std::mt19937 rng(7 + int(t));
+  ScopedSettings env;
+  env->conv_gemm = "1";
+  // clang-format off
+  const Shape shapes[] = {
+      {2, 7, 5, 5, 9, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+      {1, 32, 14, 14, 40, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+      {3, 13, 1, 1, 5, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+  };
+  // clang-format on
+  int index = 0;
+  for (const Shape& s : shapes) {
+    ConvDesc d = DescOf(s, t, index);
+    SCOPED_TRACE(d.ToString());
+    ASSERT_TRUE(Convolution::IsPointwise(d));
+    ConvQuant quant = TestQuant(d, false, rng);  // the GEMM takes one weight zero point
+    CheckForward(d, quant, rng, [&](const ConvDesc& dd, const ConvQuant& qq) {
+      Convolution c(dev, dd, qq);
+      EXPECT_TRUE(c.forward_gemm());
+      return c;
+    });
+    ++index;
   }
 }
 
@@ -831,6 +927,73 @@ TEST(ConvBench, DISABLED_AlexNetBatch1) {
     }
     std::printf("%-10s %-12s geometric mean %.1f GFLOP/s\n", v.type.c_str(),
                 v.cfg.ToString().c_str(), std::exp(log_sum / double(layers.size())));
+  }
+}
+
+}  // namespace
+}  // namespace mpcaffe::libdnn
+
+namespace mpcaffe::libdnn {
+namespace {
+
+// The depthwise tuner: every candidate timed, the winner stored under "conv_dw" and taken by
+// the next Convolution of the shape; a record naming other rows is followed, a malformed one
+// ignored (the default then).
+TEST(Tuner, DepthwiseRowsAreStoredAndFollowed) {
+  Device& dev = DefaultDevice();
+  auto store = cache::ActiveProgramCache();
+  if (!store) GTEST_SKIP() << "kernel cache disabled (MPCAFFE_CACHE=off): no tuning table";
+  ConvDesc d;  // an odd shape that nothing else tunes
+  d.channels = d.out_channels = d.groups = 5;
+  d.height = 19, d.width = 23;
+  d.kernel_h = d.kernel_w = 3;
+  d.pad_h = d.pad_w = 1;
+  d.relu = true;
+  Tuner tuner(dev, 2);
+  const DepthwiseTuneResult r = tuner.TuneDepthwise(d);
+  EXPECT_EQ(r.measured.size(), DepthwiseRowCandidates(d).size());
+  EXPECT_EQ(r.measured.front().first, Convolution::DefaultDepthwiseRows(d));
+  EXPECT_TRUE(r.stored);
+  EXPECT_EQ(TunedDepthwiseRows(dev, d), r.best);
+  EXPECT_EQ(Convolution(dev, d).depthwise_rows(), r.best);
+  const std::string key = cache::TuningDeviceKey(dev.info());
+  store->PutTuning({key, "conv_dw", d.ToString(), "rows3", 1.0, ""});
+  EXPECT_EQ(Convolution(dev, d).depthwise_rows(), 3);
+  for (const char* bad : {"rows0", "rows99", "rows", "rows7x", "l1 oc4 px3 v8"}) {
+    store->PutTuning({key, "conv_dw", d.ToString(), bad, 1.0, ""});
+    EXPECT_EQ(TunedDepthwiseRows(dev, d), Convolution::DefaultDepthwiseRows(d)) << bad;
+  }
+  EXPECT_THROW(Convolution::Depthwise(dev, d, {}, 0), Error);
+  ConvDesc full = d;
+  full.groups = 1;
+  EXPECT_THROW(Convolution::Depthwise(dev, full, {}, 4), Error);
+  EXPECT_THROW(tuner.TuneDepthwise(full), Error);
+}
+
+// Not a test: MobileNet v1's depthwise layers (batch 1, fp32, bias and ReLU fused) timed with
+// each rows-per-work-item candidate through the tuner (the winners go to MPCAFFE_CACHE's tuning
+// table). Run with --gtest_also_run_disabled_tests --gtest_filter='*MobileNetDepthwiseRows*'.
+TEST(ConvBench, DISABLED_MobileNetDepthwiseRows) {
+  Device& dev = DefaultDevice();
+  Tuner tuner(dev, 5);
+  const int layers[][3] = {{32, 112, 1},  {64, 112, 2}, {128, 56, 1}, {128, 56, 2},
+                           {256, 28, 1},  {256, 28, 2}, {512, 14, 1}, {512, 14, 2},
+                           {1024, 7, 1}};
+  for (const auto& l : layers) {
+    ConvDesc d;
+    d.channels = d.out_channels = d.groups = l[0];
+    d.height = d.width = l[1];
+    d.kernel_h = d.kernel_w = 3;
+    d.stride_h = d.stride_w = l[2];
+    d.pad_h = d.pad_w = 1;
+    d.bias = d.relu = true;
+    const DepthwiseTuneResult r = tuner.TuneDepthwise(d);
+    std::string line;
+    for (const auto& [rows, ms] : r.measured)
+      line += " rows" + std::to_string(rows) + " " + std::to_string(ms).substr(0, 5);
+    std::printf("%-50s %.2f MFLOP best rows%d %.3f ms (%.1f GFLOP/s), default %.3f ms:%s\n",
+                d.ToString().c_str(), d.Flops() * 1e-6, r.best, r.best_ms,
+                d.Flops() / r.best_ms * 1e-6, r.default_ms, line.c_str());
   }
 }
 
