@@ -246,6 +246,25 @@ const char* kPairProduct16Text = R"(// 16-bit pair products: lanes x.s(2i)*y.s(2
 #define MP_PAIR16(a0, a1) __builtin_astype((int8)(((a0) & 0xffff) | (int)((uint)(a1) << 16)), short16)
 )";
 
+// Byte pair products for OpenCL CPUs (4-bit weights). The AVX2 builtin takes 32-byte char
+// vectors (OpenCL C has none of 32 lanes: clang's ext_vector_type declares one); the portable
+// form computes the pair sums in int lanes and packs them as two 16-bit halves.
+const char* kBytePairProduct16Text = R"(// Byte pair products: 16-bit lanes x.b(2i)*w.b(2i) + x.b(2i+1)*w.b(2i+1).
+#if defined(__AVX2__)
+typedef char mp_char32 __attribute__((ext_vector_type(32)));
+#define MP_MADDUBS(x, w) __builtin_ia32_pmaddubsw256(__builtin_astype((x), mp_char32), __builtin_astype((w), mp_char32))
+#define MP_WIDEN16(p) __builtin_ia32_pmaddwd256((p), (short16)(1))
+#else
+short16 mp_maddubs(int8 x, int8 w) {
+  const int8 lo = (x & 255) * ((w << 24) >> 24) + ((x >> 8) & 255) * ((w << 16) >> 24);
+  const int8 hi = ((x >> 16) & 255) * ((w << 8) >> 24) + ((x >> 24) & 255) * (w >> 24);
+  return as_short16((as_uint8(lo) & 0xffffu) | (as_uint8(hi) << 16));
+}
+#define MP_MADDUBS(x, w) mp_maddubs((x), (w))
+#define MP_WIDEN16(p) (convert_int8((p).even) + convert_int8((p).odd))
+#endif
+)";
+
 bool IsIdentChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
@@ -520,6 +539,10 @@ std::string KernelWriter::Preamble() const {
       case KernelHelper::kPairProduct16:
         if (cuda) throw std::invalid_argument("16-bit pair products are an OpenCL helper");
         p += kPairProduct16Text;
+        break;
+      case KernelHelper::kBytePairProduct16:
+        if (cuda) throw std::invalid_argument("byte pair products are an OpenCL helper");
+        p += kBytePairProduct16Text;
         break;
       case KernelHelper::kSelect:
         p += dialect_.select;

@@ -89,6 +89,15 @@ enum class KernelHelper {
   ///                     one vpmaddwd where the compiler targets AVX2, portable code elsewhere)
   ///   MP_PAIR16(a0, a1) short16 repeating the pair (a0, a1) of ints holding 16-bit values
   kPairProduct16,
+  /// OpenCL only: unsigned × signed byte pair products into 16-bit lanes, what GEMMs with
+  /// 4-bit weights (int8w4) multiply with:
+  ///   MP_MADDUBS(x, w)  short16 of x.b0·w.b0 + x.b1·w.b1, x.b2·w.b2 + x.b3·w.b3, … for int8
+  ///                     x, w holding 32 bytes (x's unsigned, w's signed); one vpmaddubsw where
+  ///                     the compiler targets AVX2 (which saturates each sum to int16), portable
+  ///                     code elsewhere (which does not): the same integers whenever the pair
+  ///                     sums fit int16, as they do for weights in [-8, 7] (|sum| ≤ 4080)
+  ///   MP_WIDEN16(p)     int8 of p.s0 + p.s1, p.s2 + p.s3, … (vpmaddwd with ones on AVX2)
+  kBytePairProduct16,
   /// MP_SELECT(a, b, c): c ? b : a, elementwise and branch-free where the dialect has it
   /// (Dialect::select); and <alias>_SELECT(a, b, c) per AddType alias, for values of its compute
   /// type (the condition as the integer of that size OpenCL's select() wants: short for half).

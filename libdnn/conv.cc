@@ -11,6 +11,7 @@
 #include "device/error.h"
 #include "device/settings.h"
 #include "libdnn/conv_internal.h"
+#include "libdnn/int4_internal.h"
 #include "libdnn/tuner.h"  // TunedConvConfig
 
 namespace mpcaffe::libdnn {
@@ -63,6 +64,7 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
   GemmQuant gq;
   if (IsQuantized(desc_.type)) {
     g.weights_signed = desc_.weights_signed;
+    g.weight_bits = desc_.weight_bits;  // the GEMM reads the packed 4-bit rows itself
     g.per_channel = quant.multiplier.size() > 1;
     g.weight_zero = quant.w_zero[0] != 0;
     gq.x_zero = quant.x_zero;
@@ -131,6 +133,15 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
     res_m_ = quant.res_multiplier.multiplier;
     res_s_ = quant.res_multiplier.shift;
   }
+  if (desc_.weight_bits == 4) {
+    for (int32_t z : wz)
+      if (z != 0)
+        throw Error("convolution " + desc_.ToString() + ": 4-bit weights are symmetric, but a "
+                    "weight zero point is " + std::to_string(z) + " (0 expected)");
+    unpack_ = device
+                  .GetProgram(int4::UnpackSource(target), "", ProgramHints::OneDimensional())
+                  ->GetKernel(int4::UnpackKernelName());
+  }
   requant_ = device.Alloc<int32_t>(rq.size());
   device.Write(requant_, rq.data(), rq.size());
   w_zero_ = device.Alloc<int32_t>(wz.size());
@@ -140,9 +151,31 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
                             oc_padded_ * PackedBytes(desc_.type, input_));
 }
 
-Event Convolution::SetWeights(const BufferRef& weights, Queue* queue) {
+Event Convolution::SetWeights(const BufferRef& packed_weights, Queue* queue) {
   const ConvDesc& d = desc_;
-  const size_t wbytes = IsQuantized(d.type) ? SizeOf(d.type) : SizeOf(d.type);
+  const size_t wbytes = SizeOf(d.type);
+  if (d.weight_bits == 4) {
+    CheckBuffer(d, "weights", packed_weights, d.weight_bytes(), 1);
+    if (gemm_) {  // the GEMM takes the packed rows as they are
+      if (!gemm_weights_) gemm_weights_ = device_->Allocate(d.weight_bytes());
+      device_->CopyOnDevice(packed_weights.mem, packed_weights.byte_offset, gemm_weights_.get(),
+                            0, d.weight_bytes());
+      packed_ready_ = true;
+      if (!gemm_sums_) gemm_sums_ = device_->Allocate(size_t(d.out_channels) * 4);
+      return gemm_->ComputeWeightSums(BufferRef(gemm_weights_.get(), 0),
+                                      BufferRef(gemm_sums_.get(), 0), queue);
+    }
+  }
+  // The other paths read int8: 4-bit weights unpacked first into a buffer the launches below
+  // keep alive (enqueued commands hold their buffers).
+  std::shared_ptr<DeviceMemory> unpacked;
+  BufferRef weights = packed_weights;
+  if (d.weight_bits == 4) {
+    unpacked = device_->Allocate(d.weight_count());
+    int4::Unpack(unpack_, packed_weights, unpacked.get(), d.out_channels,
+                 int(d.weight_count() / size_t(d.out_channels)), queue);
+    weights = BufferRef(unpacked.get(), 0);
+  }
   CheckBuffer(d, "weights", weights, d.weight_count(), wbytes);
   if (depthwise_) {
     const size_t bytes = d.weight_count() * wbytes;

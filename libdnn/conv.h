@@ -55,6 +55,10 @@ struct ConvDesc {
   bool residual = false;  // add residual[y index] before the ReLU (quantized: see ConvQuant)
   // Quantized types only.
   bool weights_signed = false;  // weights stored as int8 (int8q) / int16 (int16q)
+  /// Bits per stored weight: 8, or 4 (int8w4: int8q with weights_signed, weight zero points 0;
+  /// the OIHW weights packed per output channel as quant/int4.h says, K = channels/groups ·
+  /// kernel_h · kernel_w). Results equal the int8 convolution's on the unpacked weights.
+  int weight_bits = 8;
 
   int out_h() const;
   int out_w() const;
@@ -62,6 +66,8 @@ struct ConvDesc {
   double Flops() const;
   size_t input_count() const;   // elements of the input
   size_t weight_count() const;  // elements of the weights
+  /// Bytes of the weights as SetWeights takes them (packed rows with weight_bits 4).
+  size_t weight_bytes() const;
   size_t output_count() const;  // elements of the output
   /// "int8q n1 c3 h227 w227 o96 k11x11 s4x4 p0x0 d1x1 g1 bias relu" — also a tuning signature.
   std::string ToString() const;
@@ -178,7 +184,8 @@ class Convolution {
   /// Output rows (of one column) per work-item of the depthwise kernel.
   static constexpr int kDepthwisePixels = 8;
 
-  /// Repacks the OIHW `weights` (type storage; int8/int16 when weights_signed) into the
+  /// Repacks the OIHW `weights` (type storage; int8/int16 when weights_signed; packed 4-bit
+  /// rows with weight_bits 4, unpacked on the device first) into the
   /// forward kernel's layout (zero points subtracted, channel-interleaved). Call it after
   /// every change of the weights and before Forward.
   Event SetWeights(const BufferRef& weights, Queue* queue = nullptr);
@@ -265,6 +272,8 @@ class Convolution {
   Kernel depthwise_kernel_;
   std::shared_ptr<DeviceMemory> depthwise_weights_;
   std::shared_ptr<DeviceMemory> gemm_weights_, gemm_sums_, gemm_col_;
+  // weight_bits 4 outside the GEMM path: the unpack kernel (libdnn/int4_internal.h).
+  Kernel unpack_;
 };
 
 /// Host references (host memory in the element types of the contract above).

@@ -7,6 +7,7 @@
 #include "libdnn/conv.h"
 #include "libdnn/conv_internal.h"
 #include "libdnn/typed_host.h"
+#include "quant/int4.h"
 
 namespace mpcaffe::libdnn {
 
@@ -126,6 +127,11 @@ size_t ConvDesc::input_count() const { return size_t(batch) * channels * height 
 size_t ConvDesc::weight_count() const {
   return size_t(out_channels) * (channels / groups) * kernel_h * kernel_w;
 }
+size_t ConvDesc::weight_bytes() const {
+  if (weight_bits == 4)
+    return size_t(out_channels) * quant::Int4RowBytes(weight_count() / size_t(out_channels));
+  return weight_count() * SizeOf(type);
+}
 size_t ConvDesc::output_count() const { return size_t(batch) * out_channels * out_h() * out_w(); }
 
 std::string ConvDesc::ToString() const {
@@ -137,6 +143,7 @@ std::string ConvDesc::ToString() const {
   if (relu) s << " relu";
   if (residual) s << " res";
   if (weights_signed) s << " signed";
+  if (weight_bits != 8) s << " w" << weight_bits;
   return s.str();
 }
 
@@ -166,6 +173,9 @@ void ConvDesc::Validate() const {
     fail("the dilated kernel does not fit the padded input (output " + std::to_string(out_h()) +
          "x" + std::to_string(out_w()) + ")");
   if (weights_signed && !IsQuantized(type)) fail("weights_signed needs a quantized type");
+  if (weight_bits != 8 && weight_bits != 4) fail(Field("weight_bits", weight_bits) + " must be 8 or 4");
+  if (weight_bits == 4 && (type != DataType::kInt8Q || !weights_signed))
+    fail("4-bit weights (weight_bits 4) need type int8q with weights_signed");
   const double biggest =
       std::max({double(input_count()), double(output_count()), double(weight_count()) * 2});
   if (biggest >= 2147483647.0) fail("tensors beyond 2^31 elements are not supported");

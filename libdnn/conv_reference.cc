@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "libdnn/conv.h"
 #include "libdnn/typed_host.h"
+#include "quant/int4.h"
 
 namespace mpcaffe::libdnn {
 
@@ -13,6 +15,15 @@ void ConvForwardReference(const ConvDesc& d, const ConvQuant& quant, const void*
                           const void* weights, const void* bias, void* output,
                           const void* residual) {
   d.Validate();
+  if (d.weight_bits == 4) {  // the int8 arithmetic on the unpacked weights
+    const size_t k = d.weight_count() / size_t(d.out_channels);
+    std::vector<int8_t> w(d.weight_count());
+    quant::UnpackInt4(static_cast<const uint8_t*>(weights), size_t(d.out_channels), k, w.data());
+    ConvDesc d8 = d;
+    d8.weight_bits = 8;
+    ConvForwardReference(d8, quant, input, w.data(), bias, output, residual);
+    return;
+  }
   const bool q = IsQuantized(d.type);
   const int cg = d.channels / d.groups, ocg = d.out_channels / d.groups;
   const int oh = d.out_h(), ow = d.out_w();

@@ -9,7 +9,10 @@
 #include <sstream>
 
 #include "codegen/typed_buffer.h"
+#include "libdnn/gemm_internal.h"
+#include "libdnn/int4_internal.h"
 #include "libdnn/tuner.h"  // TunedGemmConfig
+#include "quant/int4.h"
 #include "quant/fixed_point.h"
 #include "quant/quant_params.h"
 
@@ -102,11 +105,15 @@ bool KernelSumsActivations(const GemmDesc& d, const GemmConfig& c) {
   return NeedActivationSums(d) && !FoldsWeightZero(d, c);
 }
 
+}  // namespace
+
+namespace gemm_internal {
+
 /// The output pipeline for one element: `x` is the raw Σ product (compute scalar), `xs` the
 /// activation sum (when needed), `m`/`n` the element's row and column. `folded`: `x` is
 /// already Σ(w − z_w)·x (FoldsWeightZero), so there is no z_w·Σx term.
 std::string Epilogue(const GemmDesc& d, const std::string& x, const std::string& xs,
-                     bool folded = false) {
+                     bool folded) {
   const std::string ch = d.weights == WeightOperand::kA ? "m" : "n";
   const std::string idx = "m * ldc + n";
   std::string s;
@@ -139,6 +146,12 @@ std::string Epilogue(const GemmDesc& d, const std::string& x, const std::string&
   }
   return s;
 }
+
+}  // namespace gemm_internal
+
+namespace {
+
+using gemm_internal::Epilogue;
 
 /// The output pipeline of Epilogue for the 8 columns n … n + 7 of row m at once (int8q with
 /// vw = 8, a tile vector `x`; `xs` the activation-sum vector or scalar, when needed): the same
@@ -672,6 +685,7 @@ std::string GemmDesc::ToString() const {
     << " w=" << (weights == WeightOperand::kA ? "A" : "B") << " bias=" << bias << " relu=" << relu;
   if (IsQuantized(type))
     s << " wsigned=" << weights_signed << " perch=" << per_channel << " wzero=" << weight_zero;
+  if (weight_bits != 8) s << " wbits=" << weight_bits;
   return s.str();
 }
 
@@ -689,6 +703,7 @@ void GemmDesc::Validate() const {
     if (out_type != type) fail("a float GEMM writes its own type");
     if (weights_signed || per_channel) fail("weights_signed/per_channel apply to quantized types");
   }
+  int4::ValidateWeightBits(*this);
 }
 
 
@@ -697,8 +712,17 @@ std::string Gemm::KernelName(const GemmDesc& desc) {
          (desc.out_type != desc.type ? std::string("_") + Name(desc.out_type) : std::string());
 }
 
-std::string Gemm::Source(const KernelTarget& target, const GemmDesc& d, const GemmConfig& c) {
-  d.Validate();
+std::string Gemm::Source(const KernelTarget& target, const GemmDesc& desc, const GemmConfig& c) {
+  desc.Validate();
+  if (int4::Native(desc, c)) {
+    if (!c.Supports(desc, target.backend))
+      throw Error("GEMM " + desc.ToString() + ": configuration '" + c.ToString() +
+                  "' does not support this layout or backend");
+    return int4::NativeSource(target, desc, c);
+  }
+  // 4-bit weights otherwise: the int8 kernels on weights unpacked by int4_unpack.
+  GemmDesc d = desc;
+  d.weight_bits = 8;
   if (!c.Supports(d, target.backend))
     throw Error("GEMM " + d.ToString() + ": configuration '" + c.ToString() +
                 "' does not support this layout or backend");
@@ -779,6 +803,7 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& d, const Ge
             "  $loop(ch, channels) {\n    CS s = 0;\n    for (int kk = 0; kk < K; ++kk) s += LDS_" +
             std::string(weights_a ? "A(a, " : "B(b, ") + idx + ");\n    sums[ch] = s;\n  }\n");
   }
+  if (desc.weight_bits == 4) int4::AddUnpackKernel(w);
   return w.Source();
 }
 
@@ -813,6 +838,13 @@ void Gemm::Prepare(const GemmQuant& quant) {
   kernel_ = program->GetKernel(KernelName(desc_));
   if (!IsQuantized(desc_.type)) return;
   sums_kernel_ = program->GetKernel(WeightSumsKernelName(desc_));
+  if (int4::Native(desc_, config_)) {
+    xpack_kernel_ = program->GetKernel(KernelName(desc_) + "_xpack");
+    xq_ = device_->Allocate(std::max<size_t>(4, int4::PackedActivationBytes(desc_, config_)));
+  } else if (desc_.weight_bits == 4) {
+    unpack_kernel_ = program->GetKernel(int4::UnpackKernelName());
+    unpacked_ = device_->Allocate(size_t(desc_.channels()) * desc_.K);
+  }
   if (PacksA(desc_, config_)) {
     apack_kernel_ = program->GetKernel(KernelName(desc_) + "_apack");
     apack_ = device_->Alloc<int32_t>(std::max<size_t>(1, size_t(desc_.M) * (desc_.K / 2)));
@@ -851,6 +883,20 @@ Event Gemm::Run(const GemmArgs& args, Queue* queue) {
   auto bad = [&](const std::string& what) { throw Error("GEMM " + d.ToString() + ": " + what); };
   if (!args.a || !args.b || !args.c) bad("A, B and C buffers are required");
   if (d.bias && !args.bias) bad("the description has a bias but no bias buffer was given");
+  if (d.weight_bits == 4 && !int4::Native(d, config_)) {
+    // The int8 kernel on the weights unpacked to bytes (once per run).
+    const bool wa = d.weights == WeightOperand::kA;
+    int4::Unpack(unpack_kernel_, wa ? args.a : args.b, unpacked_.get(), d.channels(), d.K, queue);
+    GemmArgs unpacked = args;
+    (wa ? unpacked.a : unpacked.b) = BufferRef(unpacked_.get(), 0);
+    return RunKernel(unpacked, queue);
+  }
+  return RunKernel(args, queue);
+}
+
+Event Gemm::RunKernel(const GemmArgs& args, Queue* queue) {
+  const GemmDesc& d = desc_;
+  auto bad = [&](const std::string& what) { throw Error("GEMM " + d.ToString() + ": " + what); };
   const size_t in = SizeOf(d.type), cs = TraitsOf(d.type).acc_bytes();
   Kernel& k = kernel_;
   k.Arg(int32_t(d.M)).Arg(int32_t(d.N)).Arg(int32_t(d.K));
@@ -876,6 +922,10 @@ Event Gemm::Run(const GemmArgs& args, Queue* queue) {
         apack_kernel_.Launch1D(size_t(d.M) * (d.K / 2), queue);
       }
     }
+    if (int4::Native(d, config_)) {
+      k.ArgBuffer(xq_.get(), 0, 4);
+      int4::PackActivations(xpack_kernel_, d, config_, args, xq_.get(), queue);
+    }
   } else {
     k.Arg(args.alpha).Arg(args.beta);
     if (d.bias) k.ArgBuffer(args.bias.mem, args.bias.byte_offset, 4);
@@ -892,8 +942,13 @@ Event Gemm::ComputeWeightSums(const BufferRef& weights, const BufferRef& sums, Q
     throw Error("GEMM " + desc_.ToString() + ": weight sums apply to quantized GEMMs only");
   const bool weights_a = desc_.weights == WeightOperand::kA;
   const size_t acc = TraitsOf(desc_.type).acc_bytes();
+  BufferRef w = weights;
+  if (desc_.weight_bits == 4 && !int4::Native(desc_, config_)) {
+    int4::Unpack(unpack_kernel_, weights, unpacked_.get(), desc_.channels(), desc_.K, queue);
+    w = BufferRef(unpacked_.get(), 0);
+  }
   sums_kernel_.Arg(int32_t(desc_.channels())).Arg(int32_t(desc_.K));
-  sums_kernel_.ArgBuffer(weights.mem, weights.byte_offset, SizeOf(desc_.type));
+  sums_kernel_.ArgBuffer(w.mem, w.byte_offset, SizeOf(desc_.type));
   sums_kernel_.Arg(int32_t(weights_a ? desc_.lda_or_packed() : desc_.ldb_or_packed()));
   sums_kernel_.ArgBuffer(sums.mem, sums.byte_offset, acc);
   return sums_kernel_.Launch1D(desc_.channels(), queue);
@@ -916,9 +971,14 @@ int64_t ClampOut(const GemmDesc& d, const GemmQuant& q, int64_t r) {
 void WeightSumsReference(const GemmDesc& d, const void* weights, void* sums) {
   const bool wa = d.weights == WeightOperand::kA;
   const size_t lda = d.lda_or_packed(), ldb = d.ldb_or_packed();
+  const size_t row4 = quant::Int4RowBytes(size_t(d.K));
   for (int ch = 0; ch < d.channels(); ++ch) {
     int64_t s = 0;
     for (int k = 0; k < d.K; ++k) {
+      if (d.weight_bits == 4) {
+        s += quant::Int4At(static_cast<const uint8_t*>(weights), row4, ch, k);
+        continue;
+      }
       const size_t i = wa ? (d.trans_a ? k * lda + ch : ch * lda + k)
                           : (d.trans_b ? ch * ldb + k : k * ldb + ch);
       s += LoadQ(d.type, weights, i, d.weights_signed);
@@ -955,11 +1015,19 @@ void GemmReference(const GemmDesc& d, const GemmQuant& q, const void* a, const v
       }
       // Σ (x − z_x)(w − z_w) directly (a different formula from the kernel's, same value).
       int64_t acc = 0;
+      const size_t row4 = quant::Int4RowBytes(size_t(d.K));
       for (int k = 0; k < d.K; ++k) {
+        // 4-bit weights: nibble k of the channel's packed row (z_w is 0).
         const int64_t av =
-            LoadQ(d.type, a, ia0 + k * sa, wa && d.weights_signed) - (wa ? q.w_zero : q.x_zero);
+            wa && d.weight_bits == 4
+                ? quant::Int4At(static_cast<const uint8_t*>(a), row4, m, k)
+                : LoadQ(d.type, a, ia0 + k * sa, wa && d.weights_signed) -
+                      (wa ? q.w_zero : q.x_zero);
         const int64_t bv =
-            LoadQ(d.type, b, ib0 + k * sb, !wa && d.weights_signed) - (wa ? q.x_zero : q.w_zero);
+            !wa && d.weight_bits == 4
+                ? quant::Int4At(static_cast<const uint8_t*>(b), row4, n, k)
+                : LoadQ(d.type, b, ib0 + k * sb, !wa && d.weights_signed) -
+                      (wa ? q.x_zero : q.w_zero);
         acc += av * bv;
       }
       const size_t pc = d.per_channel ? ch : 0;

@@ -68,12 +68,22 @@ struct GemmDesc {
   bool weights_signed = false;  // weights stored as int8 (int8q) / int16 (int16q)
   bool per_channel = false;     // one multiplier (or dequantization scale) per output channel
   bool weight_zero = true;      // z_w may be nonzero (false: z_w is 0, the Σx term is skipped)
+  /// Bits per stored weight: 8 (the type's storage), or 4 (int8w4: the weight operand is
+  /// signed 4-bit packed two per byte per output channel, quant/int4.h's layout; each channel's
+  /// K weights take Int4RowBytes(K) bytes, channel o at byte o·Int4RowBytes(K)). 4 needs type
+  /// kInt8Q, weights_signed, weight_zero false, and K contiguous per channel: weights A not
+  /// transposed or weights B transposed, with that operand's ld 0 or K. The arithmetic is the
+  /// int8 GEMM's on the unpacked weights (the same results bit for bit).
+  int weight_bits = 8;
 
   int lda_or_packed() const { return lda ? lda : (trans_a ? M : K); }
   int ldb_or_packed() const { return ldb ? ldb : (trans_b ? K : N); }
   int ldc_or_packed() const { return ldc ? ldc : N; }
   /// Number of output channels: M when the weights are A, N when they are B.
   int channels() const { return weights == WeightOperand::kA ? M : N; }
+  /// Bytes of the weight operand: channels × Int4RowBytes(K) with weight_bits 4, else the
+  /// stored matrix's channels (or K) rows of its ld elements.
+  size_t weight_bytes() const;
   /// "fp32 M=.. N=.. K=.. ta=0 tb=1 ..." — also the tuning signature's exact form.
   std::string ToString() const;
   /// Throws mpcaffe::Error naming the field when the description is inconsistent.
@@ -92,7 +102,7 @@ struct GemmQuant {
 };
 
 /// Run-time arguments. Element types: A, B as GemmDesc::type (weights int8/int16 when
-/// weights_signed), C as out_type; bias fp32 for float types, int32 for int8q, int64 for
+/// weights_signed; packed 4-bit rows with weight_bits 4), C as out_type; bias fp32 for float types, int32 for int8q, int64 for
 /// int16q; weight_sums int32 (int8q) / int64 (int16q), channels() of them.
 struct GemmArgs {
   BufferRef a, b, c;
@@ -137,6 +147,7 @@ class Gemm {
 
  private:
   void Prepare(const GemmQuant& quant);
+  Event RunKernel(const GemmArgs& args, Queue* queue);  // Run after the 4-bit weights' unpack
   Device* device_;
   GemmDesc desc_;
   GemmConfig config_;
@@ -149,6 +160,10 @@ class Gemm {
   vptr<int32_t> apack_;  // M × ⌊K/2⌋ pairs (w − z_w of k, k + 1 as two 16-bit halves)
   vptr<int32_t> mult_, shift_;
   vptr<float> scale_;
+  Kernel unpack_kernel_;                    // weight_bits 4: nibbles to int8 before each run
+  std::shared_ptr<DeviceMemory> unpacked_;  // channels() × K int8
+  Kernel xpack_kernel_;                     // native 4-bit kernels: the activations' packing
+  std::shared_ptr<DeviceMemory> xq_;        // and their packed copy of one run
 };
 
 /// The host reference: exactly the integer pipeline above for quantized types (bit-exact),

@@ -31,6 +31,38 @@ GemmConfig Tile(GemmConfig::Algorithm algorithm, int tm, int tn, int vw, int wg,
 }
 constexpr GemmConfig::Algorithm kOuterTile = GemmConfig::Algorithm::kOuter;
 
+/// 4-bit weights (kp = kU8S4, libdnn/gemm_int4.cc): vectors along K where both operands are
+/// K-contiguous and N is small or B transposed (the inner product), else the outer product
+/// with weights A. Batch-1 inner products (weights B, M = 1) take one activation row and four
+/// weight rows per work-item.
+GemmConfig DefaultInt4Config(const GemmDesc& desc) {
+  GemmConfig c;
+  c.kp = GemmConfig::kU8S4;
+  c.vw = 8;
+  c.wg = 1;
+  if (DotLayout(desc) && (desc.N <= 4 || desc.trans_b)) {
+    c.algorithm = GemmConfig::Algorithm::kDot;
+    const bool weights_b = desc.weights == WeightOperand::kB;
+    c.tm = weights_b ? (desc.M >= 2 ? 2 : 1) : 4;
+    c.tn = weights_b ? (desc.M >= 2 ? 2 : 4) : 1;
+    return c;
+  }
+  c.algorithm = GemmConfig::Algorithm::kOuter;
+  c.tm = 4;
+  c.tn = 2;
+  c.mf = desc.M < desc.N ? 1 : 0;
+  return c;
+}
+
+std::vector<GemmConfig> Int4Candidates() {
+  std::vector<GemmConfig> out;
+  for (auto [tm, tn] : {std::pair{4, 1}, {4, 2}, {6, 2}, {8, 1}, {2, 2}, {3, 3}, {2, 4}})
+    for (int mf : {0, 1}) out.push_back(Tile(kOuterTile, tm, tn, 8, 1, mf, GemmConfig::kU8S4));
+  for (auto [tm, tn] : {std::pair{1, 1}, {1, 4}, {4, 1}, {2, 2}, {8, 1}, {1, 8}, {4, 2}})
+    out.push_back(Tile(GemmConfig::Algorithm::kDot, tm, tn, 8, 1, 0, GemmConfig::kU8S4));
+  return out;
+}
+
 /// Scalar work-items (vw = 1) in work-groups of 8–64 along N (mf = 0: dimension 0 walks the
 /// N tiles, so neighbouring work-items own neighbouring columns of C and share their rows of
 /// op(A)), each computing a small tm × tn block. For OpenCL CPU compilers that vectorise
@@ -62,7 +94,7 @@ const ConfigSchema<GemmConfig>& GemmConfig::Schema() {
             {"wg", &GemmConfig::wg, ValueRange(1, 1024)},
             {"ku", &GemmConfig::ku, {1, 2, 4}, std::nullopt, true, {1, 2}},
             {"mf", &GemmConfig::mf, {0, 1}, std::nullopt, true, {0, 1}},
-            {"kp", &GemmConfig::kp, {kOneK, kPairs, kDot4}, kOneK},
+            {"kp", &GemmConfig::kp, {kOneK, kPairs, kDot4, kU8S4}, kOneK},
             {"lm", &GemmConfig::lm, {0, 1}, 0}});
   return schema;
 }
@@ -88,6 +120,10 @@ bool GemmConfig::Supports(const GemmDesc& desc, Backend backend) const {
   if (algorithm == Algorithm::kDot && !DotLayout(desc)) return false;
   if (kp == GemmConfig::kPairs && (backend != Backend::kOpenCL || algorithm != Algorithm::kOuter ||
                   desc.type != DataType::kInt8Q || vw != 8))
+    return false;
+  if (kp == GemmConfig::kU8S4 &&
+      (desc.weight_bits != 4 || backend != Backend::kOpenCL || vw != 8 || lm != 0 ||
+       (algorithm == Algorithm::kOuter && desc.weights != WeightOperand::kA)))
     return false;
   if (kp == GemmConfig::kDot4 &&
       (algorithm != Algorithm::kOuter || desc.type != DataType::kInt8Q || vw != 1 || lm != 0))
@@ -126,6 +162,10 @@ bool GemmConfig::operator==(const GemmConfig& o) const {
 GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc) {
   GemmConfig c;
   const bool cpu_vectors = device.backend == Backend::kOpenCL && !device.is_gpu;
+  if (cpu_vectors && desc.weight_bits == 4) {
+    const GemmConfig native = DefaultInt4Config(desc);
+    if (native.Supports(desc, device.backend)) return native;
+  }
   if (DotLayout(desc) && (desc.N <= 4 || desc.trans_b)) {
     // Matrix × vector and K-contiguous operands: vectors along K.
     c.algorithm = GemmConfig::Algorithm::kDot;
@@ -185,6 +225,10 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
   };
   const GemmConfig base = DefaultGemmConfig(device, desc);
   add(base);
+  // 4-bit weights on OpenCL CPUs: the byte-pair tiles, then every int8 candidate (which run on
+  // the weights unpacked to bytes).
+  if (desc.weight_bits == 4 && backend == Backend::kOpenCL && !device.is_gpu)
+    for (const GemmConfig& c : Int4Candidates()) add(c);
   // int8 on OpenCL CPUs: the other K mode of the default, then pair products for each
   // vw = 8 outer tile below.
   const bool pairs = desc.type == DataType::kInt8Q && backend == Backend::kOpenCL && !device.is_gpu;

@@ -46,10 +46,19 @@ struct GemmConfig {
   /// dot product (KernelHelper::kDot4: dp4a, cl_khr_integer_dot_product, or portable shifts),
   /// op(A)'s and op(B)'s bytes of k … k + 3 packed into 32-bit words, K mod 4 by one-k steps.
   /// (kDot with vw = 1 on int8q always multiplies this way.)
+  /// 8 (4-bit weights, GemmDesc::weight_bits = 4; OpenCL, vw = 8, lm = 0; libdnn/gemm_int4.cc):
+  /// unsigned activation × signed weight byte pairs into 16-bit lanes (KernelHelper::
+  /// kBytePairProduct16: `vpmaddubsw`, 32 MACs per instruction), the weights' nibbles
+  /// sign-extended to bytes in registers, up to 8 steps summed in 16 bits (|pair| ≤ 2·255·8, so
+  /// 8 steps stay within ±32640: exact) and then widened to int32 (`vpmaddwd` with ones).
+  /// kOuter: weights A not transposed, four k per 32-bit lane of a vector of 8 columns, the
+  /// activations first packed to such words by a small kernel per run; kDot: 32 k per vector,
+  /// the activation rows first permuted to the nibbles' order (even k, then odd k).
   int kp = 1;
   static constexpr int kOneK = 1;   ///< kp: one k per step
   static constexpr int kPairs = 2;  ///< kp: 16-bit pair products
   static constexpr int kDot4 = 4;   ///< kp: 4-way byte dot products
+  static constexpr int kU8S4 = 8;   ///< kp: 4-bit weights' byte pair products
   /// Local memory (kOuter with kp = 1 only): 1 has the work-group, laid out 2-D as
   /// group_n() × group_m() work-items, stage slabs of kLocalK rows of K of op(A) (its
   /// group_m()·tm rows) and op(B) (its group_n()·tn·vw columns) in local/shared memory, every

@@ -1,6 +1,6 @@
 // tools/cmd_bench.cc — `mpcaffe bench gemm [--device all|i,j] [--json out.json]`: LibDNN against
-// CLBlast fp32 (and fp16) GEMM, and LibDNN int8/int16/fp16 against LibDNN fp32, on square and
-// AlexNet shapes, in one run per device, printing GFLOP/s and the ratios side by side; `bench
+// CLBlast fp32 (and fp16) GEMM, and LibDNN int8/int16/fp16 against LibDNN fp32 (int8w4, 4-bit
+// weights, against int8 on the AlexNet shapes), on square and AlexNet shapes, in one run per device, printing GFLOP/s and the ratios side by side; `bench
 // net` is dispatched to tools/cmd_bench_net.cc.
 #include <cmath>
 #include <cstdio>
@@ -33,18 +33,28 @@ struct Result {
   DataType type;
   Shape shape;
   double ms = 0, gflops = 0;
+  bool w4 = false;  // int8w4: int8 activations, 4-bit signed weights (GemmDesc::weight_bits 4)
 };
+
+/// The dtype column and JSON value of a result: the type's label, or "int8w4".
+const char* ResultLabel(DataType t, bool w4) { return w4 ? "int8w4" : DtypeLabel(t); }
 
 /// The benchmark's GEMM: A = weights (M×K), B = activations (K×N), row-major, no transposes
 /// (Caffe's convolution-as-GEMM and inner product at batch N); quantized: uint8/uint16 with
-/// nonzero zero points on both sides, per-tensor requantization to the same type.
-GemmDesc BenchDesc(DataType t, const Shape& s) {
+/// nonzero zero points on both sides, per-tensor requantization to the same type. int8w4
+/// (`w4`): the int8 GEMM with symmetric signed 4-bit weights packed two per byte.
+GemmDesc BenchDesc(DataType t, const Shape& s, bool w4 = false) {
   GemmDesc d;
   d.type = d.out_type = t;
   d.M = s.M;
   d.N = s.N;
   d.K = s.K;
   d.weights = libdnn::WeightOperand::kA;
+  if (w4) {
+    d.weights_signed = true;
+    d.weight_zero = false;
+    d.weight_bits = 4;
+  }
   return d;
 }
 
@@ -53,10 +63,10 @@ class Bench {
   explicit Bench(Device& dev) : dev_(dev) {}
 
   /// Measures (impl, type, shape) once; later requests reuse the figure.
-  const Result* Run(BlasImpl impl, DataType t, const Shape& s) {
-    const auto key = std::make_tuple(int(impl), int(t), s.M, s.N, s.K);
+  const Result* Run(BlasImpl impl, DataType t, const Shape& s, bool w4 = false) {
+    const auto key = std::make_tuple(int(impl), int(t) * 2 + int(w4), s.M, s.N, s.K);
     if (auto it = done_.find(key); it != done_.end()) return &it->second;
-    const GemmDesc d = BenchDesc(t, s);
+    const GemmDesc d = BenchDesc(t, s, w4);
     if (!libdnn::Available(impl, dev_, d)) return nullptr;
     libdnn::GemmOperands ops(dev_, d);
     BlasGemm gemm(dev_, d, libdnn::PlaceholderQuant(d), impl);
@@ -69,9 +79,9 @@ class Bench {
       ms = std::min(ms, libdnn::TimeMs(run, 4));
     else if (ms < 500)
       ms = std::min(ms, libdnn::TimeMs(run, 2));
-    Result r{impl, t, s, ms, 2.0 * s.M * s.N * s.K / (ms * 1e6)};
-    std::printf("  %-8s %-5s %5d x %5d x %5d  %9.3f ms  %7.1f GFLOP/s\n", BlasImplName(impl),
-                DtypeLabel(t), s.M, s.N, s.K, ms, r.gflops);
+    Result r{impl, t, s, ms, 2.0 * s.M * s.N * s.K / (ms * 1e6), w4};
+    std::printf("  %-8s %-6s %5d x %5d x %5d  %9.3f ms  %7.1f GFLOP/s\n", BlasImplName(impl),
+                ResultLabel(t, w4), s.M, s.N, s.K, ms, r.gflops);
     std::fflush(stdout);
     order_.push_back(key);
     return &(done_[key] = r);
@@ -99,7 +109,7 @@ double GeoMean(const std::vector<double>& v) {
 struct DeviceRun {
   std::string json;
   std::string describe;
-  double fp32_vs_clblast = 0, int8_vs_fp32 = 0, int16_vs_fp32 = 0;
+  double fp32_vs_clblast = 0, int8_vs_fp32 = 0, int16_vs_fp32 = 0, int8w4_vs_int8 = 0;
 };
 
 /// Writes `objects` to `path`: the one object as it is, several as {"devices": [...]}.
@@ -145,6 +155,7 @@ DeviceRun BenchGemmOn(Device& dev) {
       bench.Run(BlasImpl::kLibDNN, f32, s);
       bench.Run(BlasImpl::kCLBlast, f32, s);
       bench.Run(BlasImpl::kLibDNN, i8, s);
+      if (set == &alexnet) bench.Run(BlasImpl::kLibDNN, i8, s, true);  // int8w4
       bench.Run(BlasImpl::kLibDNN, i16, s);
     }
   // fp16 on the AlexNet shapes, against CLBlast's fp16 where the device has cl_khr_fp16.
@@ -158,35 +169,40 @@ DeviceRun BenchGemmOn(Device& dev) {
     for (Shape s : conv) {
       s.N *= batch;
       for (DataType t : {f32, f16, i16, i8}) bench.Run(BlasImpl::kLibDNN, t, s);
+      bench.Run(BlasImpl::kLibDNN, i8, s, true);
     }
 
   // Ratios over the five AlexNet shapes, measured side by side in this run.
-  std::vector<double> vs_clblast, int8_vs_fp32, int16_vs_fp32;
-  std::printf("\n%-22s %10s %10s %10s %10s %8s %8s\n", "AlexNet shape", "libdnn", "clblast", "int8",
-              "int16", "fp32/CLB", "int8/fp32");
+  std::vector<double> vs_clblast, int8_vs_fp32, int16_vs_fp32, w4_vs_int8;
+  std::printf("\n%-22s %10s %10s %10s %10s %10s %8s %8s %8s\n", "AlexNet shape", "libdnn",
+              "clblast", "int8", "int8w4", "int16", "fp32/CLB", "int8/fp32", "w4/int8");
   for (const Shape& s : alexnet) {
     const Result* l = bench.Run(BlasImpl::kLibDNN, f32, s);
     const Result* c = bench.Run(BlasImpl::kCLBlast, f32, s);
     const Result* q8 = bench.Run(BlasImpl::kLibDNN, i8, s);
+    const Result* w4 = bench.Run(BlasImpl::kLibDNN, i8, s, true);
     const Result* q16 = bench.Run(BlasImpl::kLibDNN, i16, s);
     char name[32];
     std::snprintf(name, sizeof name, "%dx%dx%d", s.M, s.N, s.K);
-    std::printf("%-22s %10.1f %10.1f %10.1f %10.1f %8.2f %8.2f\n", name, l->gflops,
-                c ? c->gflops : 0.0, q8->gflops, q16->gflops, c ? l->gflops / c->gflops : 0.0,
-                q8->gflops / l->gflops);
+    std::printf("%-22s %10.1f %10.1f %10.1f %10.1f %10.1f %8.2f %8.2f %8.2f\n", name, l->gflops,
+                c ? c->gflops : 0.0, q8->gflops, w4->gflops, q16->gflops,
+                c ? l->gflops / c->gflops : 0.0, q8->gflops / l->gflops, w4->gflops / q8->gflops);
     if (c) vs_clblast.push_back(l->gflops / c->gflops);
     int8_vs_fp32.push_back(q8->gflops / l->gflops);
     int16_vs_fp32.push_back(q16->gflops / l->gflops);
+    w4_vs_int8.push_back(w4->gflops / q8->gflops);
   }
   DeviceRun run;
   run.describe = dev.Describe();
   run.fp32_vs_clblast = GeoMean(vs_clblast);
   run.int8_vs_fp32 = GeoMean(int8_vs_fp32);
   run.int16_vs_fp32 = GeoMean(int16_vs_fp32);
+  run.int8w4_vs_int8 = GeoMean(w4_vs_int8);
   std::printf(
       "geometric mean: LibDNN fp32 / CLBlast fp32 = %.2f (target >= 4), LibDNN int8 / "
-      "LibDNN fp32 = %.2f (target >= 1.5), int16 / fp32 = %.2f\n",
-      run.fp32_vs_clblast, run.int8_vs_fp32, run.int16_vs_fp32);
+      "LibDNN fp32 = %.2f (target >= 1.5), int16 / fp32 = %.2f, int8w4 / int8 = %.2f "
+      "(target >= 1.6)\n",
+      run.fp32_vs_clblast, run.int8_vs_fp32, run.int16_vs_fp32, run.int8w4_vs_int8);
   // Matrix × vector against the time to stream the weights at 30 GB/s (the DRAM figure of
   // this machine kind quoted in the issue; not measured here).
   const Shape mv = {4096, 1, 9216};
@@ -197,6 +213,12 @@ DeviceRun BenchGemmOn(Device& dev) {
         "4096x1x9216 %s: %.2f ms = %.2f x the weight-streaming time %.2f ms (target <= 3)\n",
         DtypeLabel(t), r->ms, r->ms / stream_ms, stream_ms);
   }
+  {  // int8w4 streams half a byte per weight
+    const Result* r = bench.Run(BlasImpl::kLibDNN, i8, mv, true);
+    const double stream_ms = double(mv.M) * mv.K * 0.5 / 30e9 * 1e3;
+    std::printf("4096x1x9216 int8w4: %.2f ms = %.2f x the weight-streaming time %.2f ms\n", r->ms,
+                r->ms / stream_ms, stream_ms);
+  }
 
   std::string json = "{" + DeviceIdentityJson(dev) + ", \"results\": [";
   bool first = true;
@@ -205,7 +227,7 @@ DeviceRun BenchGemmOn(Device& dev) {
     std::snprintf(line, sizeof line,
                   "%s\n  {\"impl\": \"%s\", \"dtype\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, "
                   "\"gflops\": %.3f, \"ms\": %.4f}",
-                  first ? "" : ",", BlasImplName(r.impl), DtypeLabel(r.type), r.shape.M, r.shape.N,
+                  first ? "" : ",", BlasImplName(r.impl), ResultLabel(r.type, r.w4), r.shape.M, r.shape.N,
                   r.shape.K, r.gflops, r.ms);
     json += line;
     first = false;
@@ -228,11 +250,11 @@ int BenchGemm(const std::vector<std::string>& args) {
     return 1;
   }
   if (runs.size() > 1) {
-    std::printf("\n%-48s %16s %10s %11s\n", "device (AlexNet shapes, geometric means)",
-                "fp32/CLBlast fp32", "int8/fp32", "int16/fp32");
+    std::printf("\n%-48s %16s %10s %11s %12s\n", "device (AlexNet shapes, geometric means)",
+                "fp32/CLBlast fp32", "int8/fp32", "int16/fp32", "int8w4/int8");
     for (const DeviceRun& r : runs)
-      std::printf("%-48s %16.2f %10.2f %11.2f\n", r.describe.c_str(), r.fp32_vs_clblast,
-                  r.int8_vs_fp32, r.int16_vs_fp32);
+      std::printf("%-48s %16.2f %10.2f %11.2f %12.2f\n", r.describe.c_str(), r.fp32_vs_clblast,
+                  r.int8_vs_fp32, r.int16_vs_fp32, r.int8w4_vs_int8);
   }
   const std::string json_path = FlagValue(args, "--json");
   if (json_path.empty()) return 0;

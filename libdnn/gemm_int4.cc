@@ -1,0 +1,345 @@
+// libdnn/gemm_int4.cc — GEMMs with 4-bit weights (GemmDesc::weight_bits = 4): the description's
+// checks, the weight operand's size, and the kernel that unpacks the nibbles to int8 for the
+// int8 kernels (the exact fallback every path has).
+#include <sstream>
+#include <string>
+
+#include "device/error.h"
+#include "libdnn/gemm_internal.h"
+#include "libdnn/int4_internal.h"
+#include "quant/int4.h"
+
+namespace mpcaffe::libdnn {
+
+size_t GemmDesc::weight_bytes() const {
+  if (weight_bits == 4) return size_t(channels()) * quant::Int4RowBytes(size_t(K));
+  const bool wa = weights == WeightOperand::kA;
+  const size_t rows = wa ? (trans_a ? K : M) : (trans_b ? N : K);
+  const size_t ld = wa ? lda_or_packed() : ldb_or_packed();
+  return rows * ld * SizeOf(type);
+}
+
+namespace int4 {
+
+void ValidateWeightBits(const GemmDesc& d) {
+  if (d.weight_bits == 8) return;
+  auto fail = [&](const std::string& what) { throw Error("GEMM " + d.ToString() + ": " + what); };
+  if (d.weight_bits != 4) fail("weight_bits must be 8 or 4");
+  if (d.type != DataType::kInt8Q) fail("4-bit weights (weight_bits 4) need type int8q");
+  if (!d.weights_signed) fail("4-bit weights are signed: set weights_signed");
+  if (d.weight_zero) fail("4-bit weights are symmetric: set weight_zero to false (z_w = 0)");
+  const bool wa = d.weights == WeightOperand::kA;
+  if (wa ? d.trans_a : !d.trans_b)
+    fail(std::string("4-bit weights need K contiguous per output channel: weights A not "
+                     "transposed or weights B transposed (here weights ") +
+         (wa ? "A transposed" : "B not transposed") + ")");
+  const int ld = wa ? d.lda_or_packed() : d.ldb_or_packed();
+  if (ld != d.K)
+    fail(std::string(wa ? "lda" : "ldb") + " of packed 4-bit weights must be 0 or K (rows of " +
+         "ceil(K/2) bytes), not " + std::to_string(ld));
+}
+
+void AddUnpackKernel(KernelWriter& w) {
+  // A work-item per packed byte: its low nibble is the even k, its high nibble the odd k.
+  w.Kernel(UnpackKernelName())
+      .In("mp_u8", "packed")
+      .Out("mp_i8", "out")
+      .Value("int", "channels")
+      .Value("int", "K")
+      .Body(R"(  const int RB = (K + 1) / 2;
+  $loop(i, channels * RB) {
+    const int o = i / RB, b = i - o * RB;
+    const int v = (int)packed[i];
+    const int k = 2 * b;
+    out[o * K + k] = (mp_i8)(((v & 15) ^ 8) - 8);
+    if (k + 1 < K) out[o * K + k + 1] = (mp_i8)(((v >> 4) ^ 8) - 8);
+  }
+)");
+}
+
+std::string UnpackSource(const KernelTarget& target) {
+  KernelWriter w(target);
+  AddUnpackKernel(w);
+  return w.Source();
+}
+
+Event Unpack(Kernel& kernel, const BufferRef& packed, DeviceMemory* out, int channels, int k,
+             Queue* queue) {
+  kernel.ArgBuffer(packed.mem, packed.byte_offset, 1)
+      .ArgBuffer(out, 0, 1)
+      .Arg(int32_t{channels})
+      .Arg(int32_t{k});
+  return kernel.Launch1D(size_t(channels) * quant::Int4RowBytes(size_t(k)), queue);
+}
+
+}  // namespace int4
+}  // namespace mpcaffe::libdnn
+
+// ---------------------------------------------------------------------------------------------
+// The native kernels (GemmConfig::kU8S4).
+
+namespace mpcaffe::libdnn::int4 {
+namespace {
+
+std::string Str(int v) { return std::to_string(v); }
+
+/// Steps of byte pair products summed in 16-bit lanes before widening: each lane adds one pair
+/// per step, |pair| ≤ 2·255·8 = 4080, and 8·4080 = 32640 ≤ 32767.
+constexpr int kSteps16 = 8;
+
+/// Whether the kernel is the outer product (weights A, activations B packed in 4-k words).
+bool Outer(const GemmConfig& c) { return c.algorithm == GemmConfig::Algorithm::kOuter; }
+
+/// Rows of activations the dot kernel reads: M (weights B) or the one column of B (weights A).
+int ActivationRows(const GemmDesc& d) { return d.weights == WeightOperand::kB ? d.M : 1; }
+
+/// Columns of the outer kernel's packed activations: N rounded up to whole tiles.
+int PaddedColumns(const GemmDesc& d, const GemmConfig& c) {
+  const int tile = c.tn * 8;
+  return (d.N + tile - 1) / tile * tile;
+}
+
+/// The GEMM epilogue for one element (m, n) of value `x`, guarded.
+std::string Store(const GemmDesc& d, const std::string& m, const std::string& n,
+                  const std::string& x) {
+  std::string s = "{\n  const int m = " + m + ", n = " + n + ";\n  if (m < M && n < N) {\n";
+  s += "    const int xv = " + x + ";\n";
+  const std::string epi = gemm_internal::Epilogue(d, "xv", "0");
+  size_t start = 0;
+  while (start < epi.size()) {
+    const size_t end = epi.find('\n', start);
+    s += "    " + epi.substr(start, end - start) + "\n";
+    start = end + 1;
+  }
+  return s + "  }\n}\n";
+}
+
+/// Outer product: a work-item's tm rows of packed weights × tn vectors of 8 columns; each
+/// step one 4-k word per row (two packed bytes, nibbles spread to sign-extended bytes and
+/// broadcast) against the packed activation words of its columns.
+std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
+  std::ostringstream s;
+  s << "const int n0 = $global_id(" << (c.mf ? 1 : 0) << ") * " << c.tn * 8 << ";\n";
+  s << "const int m0 = $global_id(" << (c.mf ? 0 : 1) << ") * " << c.tm << ";\n";
+  s << "if (n0 >= N || m0 >= M) return;\n";
+  s << "const int RB = (K + 1) / 2, K4 = K / 4, K4C = (K + 3) / 4;\n";
+  s << "const int NP = (N + " << c.tn * 8 - 1 << ") / " << c.tn * 8 << " * " << c.tn * 8 << ";\n";
+  for (int i = 0; i < c.tm; ++i)
+    s << "const $global mp_u8* w" << i << " = a + min(m0 + " << i << ", M - 1) * RB;\n";
+  s << "const $global int* xp = xq + n0;\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j) s << "int8 acc" << i << "_" << j << " = (int8)(0);\n";
+  auto step = [&](bool last) {
+    std::ostringstream t;
+    for (int j = 0; j < c.tn; ++j)
+      t << "  const int8 x" << j << " = vload8(0, xp + k4 * NP + " << 8 * j << ");\n";
+    for (int i = 0; i < c.tm; ++i) {
+      t << "  const int8 v" << i << " = (int8)(MP_W4WORD((uint)w" << i << "[2 * k4] | ";
+      if (last)
+        t << "(2 * k4 + 1 < RB ? (uint)w" << i << "[2 * k4 + 1] << 8 : 0u)));\n";
+      else
+        t << "((uint)w" << i << "[2 * k4 + 1] << 8)));\n";
+    }
+    for (int i = 0; i < c.tm; ++i)
+      for (int j = 0; j < c.tn; ++j)
+        t << "  p" << i << "_" << j << " += MP_MADDUBS(x" << j << ", v" << i << ");\n";
+    return t.str();
+  };
+  s << "for (int kb = 0; kb < K4C; kb += " << kSteps16 << ") {\n";
+  s << "  const int ke = min(kb + " << kSteps16 << ", K4);\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j) s << "  short16 p" << i << "_" << j << " = (short16)(0);\n";
+  s << "  for (int k4 = kb; k4 < ke; ++k4) {\n" << step(false) << "  }\n";
+  // The last group of a K that is not a multiple of 4: zero activations past K, and its
+  // second weight byte only where the row has it.
+  s << "  if (ke < kb + " << kSteps16 << " && ke < K4C) {\n    const int k4 = ke;\n"
+    << step(true) << "  }\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j)
+      s << "  acc" << i << "_" << j << " += MP_WIDEN16(p" << i << "_" << j << ");\n";
+  s << "}\n";
+  s << "int t[8];\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j) {
+      s << "vstore8(acc" << i << "_" << j << ", 0, t);\n";
+      s << "for (int v = 0; v < 8; ++v)\n";
+      s << Store(d, "m0 + " + Str(i), "n0 + " + Str(8 * j) + " + v", "t[v]");
+    }
+  return s.str();
+}
+
+/// Dot products along K: 32 k per vector, the activation rows permuted by the pack kernel to
+/// the order the nibbles unpack in (16 even k, then 16 odd k of each block of 32).
+std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
+  const bool wb = d.weights == WeightOperand::kB;
+  std::ostringstream s;
+  s << "const int n0 = $global_id(" << (c.mf ? 1 : 0) << ") * " << c.tn << ";\n";
+  s << "const int m0 = $global_id(" << (c.mf ? 0 : 1) << ") * " << c.tm << ";\n";
+  s << "if (n0 >= N || m0 >= M) return;\n";
+  s << "const int RB = (K + 1) / 2, KB = K / 32, KBC = (K + 31) / 32;\n";
+  // Activation rows: m (weights B) or the one column (weights A); weight rows: n or m.
+  const int acts = wb ? c.tm : c.tn, wts = wb ? c.tn : c.tm;
+  for (int q = 0; q < acts; ++q)
+    s << "const $global int* x" << q << "p = xq + "
+      << (wb ? "min(m0 + " + Str(q) + ", M - 1)" : std::string("0")) << " * KBC * 8;\n";
+  for (int q = 0; q < wts; ++q)
+    s << "const $global mp_u8* w" << q << "p = " << (wb ? "b" : "a") << " + min("
+      << (wb ? "n0" : "m0") << " + " << q << ", " << (wb ? "N" : "M") << " - 1) * RB;\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j) s << "int8 acc" << i << "_" << j << " = (int8)(0);\n";
+  auto step = [&](bool last) {
+    std::ostringstream t;
+    for (int q = 0; q < acts; ++q) t << "  const int8 x" << q << " = vload8(blk, x" << q << "p);\n";
+    for (int q = 0; q < wts; ++q) {
+      if (last) {
+        // The row's last block may be short: its missing bytes read as 0.
+        t << "  uchar wb" << q << "[16];\n";
+        t << "  for (int e = 0; e < 16; ++e) wb" << q << "[e] = 16 * blk + e < RB ? w" << q
+          << "p[16 * blk + e] : (uchar)0;\n";
+        t << "  const int8 v" << q << " = MP_W4VEC(vload16(0, wb" << q << "));\n";
+      } else {
+        t << "  const int8 v" << q << " = MP_W4VEC(vload16(blk, w" << q << "p));\n";
+      }
+    }
+    for (int i = 0; i < c.tm; ++i)
+      for (int j = 0; j < c.tn; ++j)
+        t << "  p" << i << "_" << j << " += MP_MADDUBS(x" << (wb ? i : j) << ", v"
+          << (wb ? j : i) << ");\n";
+    return t.str();
+  };
+  s << "for (int kb = 0; kb < KBC; kb += " << kSteps16 << ") {\n";
+  s << "  const int ke = min(kb + " << kSteps16 << ", KB);\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j) s << "  short16 p" << i << "_" << j << " = (short16)(0);\n";
+  s << "  for (int blk = kb; blk < ke; ++blk) {\n" << step(false) << "  }\n";
+  s << "  if (ke < kb + " << kSteps16 << " && ke < KBC) {\n    const int blk = ke;\n"
+    << step(true) << "  }\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j)
+      s << "  acc" << i << "_" << j << " += MP_WIDEN16(p" << i << "_" << j << ");\n";
+  s << "}\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j) {
+      const std::string a = "acc" + Str(i) + "_" + Str(j);
+      s << "{\n  const int4 h = " << a << ".lo + " << a << ".hi;\n";
+      s << "  const int2 q = h.lo + h.hi;\n";
+      s << Store(d, "m0 + " + Str(i), "n0 + " + Str(j), "q.x + q.y");
+      s << "}\n";
+    }
+  return s.str();
+}
+
+}  // namespace
+
+std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const GemmConfig& c) {
+  KernelWriter w(target);
+  w.AddType("Ctype", d.out_type);
+  w.UseRequant(d.type);
+  w.UseHelper(KernelHelper::kBytePairProduct16);
+  // Four nibbles (k … k + 3 in 16 bits, low first) spread to four sign-extended bytes:
+  // (n ^ 8) + 0x78 stays within its byte, and ^ 0x80 then gives n − 16 for n ≥ 8.
+  w.Define("MP_W4WORD(v)",
+           "((((((v) & 0xfu) | (((v) & 0xf0u) << 4) | (((v) & 0xf00u) << 8) | "
+           "(((v) & 0xf000u) << 12)) ^ 0x08080808u) + 0x78787878u) ^ 0x80808080u)");
+  // 16 packed bytes (32 k) to 32 sign-extended bytes: the low nibbles (even k), then the high
+  // nibbles (odd k).
+  w.Define("MP_W4VEC(p)",
+           "as_int8(((as_uint8((int8)(as_int4((p) & (uchar16)(15)), as_int4((p) >> (uchar16)(4)))) "
+           "^ (uint8)(0x08080808u)) + (uint8)(0x78787878u)) ^ (uint8)(0x80808080u))");
+  const std::string name = Gemm::KernelName(d);
+  auto& k = w.Kernel(name);
+  k.Value("int", "M").Value("int", "N").Value("int", "K");
+  k.In("mp_u8", "a").Value("int", "lda").In("mp_u8", "b").Value("int", "ldb");
+  k.Out("Ctype", "c").Value("int", "ldc");
+  if (d.bias) k.In("int", "bias");
+  k.In("int", "wsum");
+  if (d.out_type == DataType::kFloat32)
+    k.In("float", "scale");
+  else
+    k.In("int", "mult").In("int", "shift");
+  k.Value("int", "x_zero").Value("int", "w_zero").Value("int", "c_zero");
+  k.In("int", "xq");
+  std::string body = Outer(c) ? OuterBody(d, c) : DotBody(d, c);
+  std::string indented;
+  for (size_t start = 0; start < body.size();) {
+    const size_t end = body.find('\n', start);
+    indented += "  " + body.substr(start, end - start) + "\n";
+    start = end + 1;
+  }
+  k.Body(indented);
+
+  if (Outer(c)) {
+    // Words of four k (bytes k … k + 3, zero past K) per column, columns padded to tiles.
+    const std::string bidx = d.trans_b ? "n * ldb + k" : "k * ldb + n";
+    w.Kernel(name + "_xpack")
+        .Value("int", "K")
+        .Value("int", "N")
+        .Value("int", "NP")
+        .In("mp_u8", "x")
+        .Value("int", "ldb")
+        .Out("int", "xq")
+        .Body("  $loop(i, (K + 3) / 4 * NP) {\n"
+              "    const int k4 = i / NP, n = i - k4 * NP;\n"
+              "    uint v = 0u;\n"
+              "    for (int q = 0; q < 4; ++q) {\n"
+              "      const int k = 4 * k4 + q;\n"
+              "      if (n < N && k < K) v |= (uint)x[" + bidx + "] << (8 * q);\n"
+              "    }\n"
+              "    xq[i] = (int)v;\n"
+              "  }\n");
+  } else {
+    // Each activation row in blocks of 32 k: 16 even k, then 16 odd k (zero past K).
+    w.Kernel(name + "_xpack")
+        .Value("int", "K")
+        .Value("int", "R")
+        .In("mp_u8", "x")
+        .Value("int", "ld")
+        .Out("mp_u8", "xq")
+        .Body("  const int RL = (K + 31) / 32 * 32;\n"
+              "  $loop(i, R * RL) {\n"
+              "    const int r = i / RL, pos = i - r * RL, q = pos & 31;\n"
+              "    const int k = (pos - q) + (q < 16 ? 2 * q : 2 * (q - 16) + 1);\n"
+              "    xq[i] = k < K ? x[r * ld + k] : (mp_u8)0;\n"
+              "  }\n");
+  }
+  w.Kernel(name + "_wsum")
+      .Value("int", "channels")
+      .Value("int", "K")
+      .In("mp_u8", "wt")
+      .Value("int", "ld")
+      .Out("int", "sums")
+      .Body("  const int RB = (K + 1) / 2;\n"
+            "  $loop(ch, channels) {\n"
+            "    int s = 0;\n"
+            "    for (int k = 0; k < K; ++k) {\n"
+            "      const int v = (int)wt[ch * RB + k / 2];\n"
+            "      s += (((k & 1) ? (v >> 4) : (v & 15)) ^ 8) - 8;\n"
+            "    }\n"
+            "    sums[ch] = s;\n"
+            "  }\n");
+  return w.Source();
+}
+
+size_t PackedActivationBytes(const GemmDesc& d, const GemmConfig& c) {
+  if (Outer(c)) return size_t((d.K + 3) / 4) * PaddedColumns(d, c) * 4;
+  return size_t(ActivationRows(d)) * ((d.K + 31) / 32) * 32;
+}
+
+Event PackActivations(Kernel& xpack, const GemmDesc& d, const GemmConfig& c, const GemmArgs& args,
+                      DeviceMemory* xq, Queue* queue) {
+  if (Outer(c)) {
+    const int np = PaddedColumns(d, c);
+    xpack.Arg(int32_t{d.K}).Arg(int32_t{d.N}).Arg(int32_t{np});
+    xpack.ArgBuffer(args.b.mem, args.b.byte_offset, 1).Arg(int32_t(d.ldb_or_packed()));
+    xpack.ArgBuffer(xq, 0, 4);
+    return xpack.Launch1D(size_t((d.K + 3) / 4) * np, queue);
+  }
+  const bool wb = d.weights == WeightOperand::kB;
+  const BufferRef& x = wb ? args.a : args.b;
+  xpack.Arg(int32_t{d.K}).Arg(int32_t(ActivationRows(d)));
+  xpack.ArgBuffer(x.mem, x.byte_offset, 1).Arg(int32_t(wb ? d.lda_or_packed() : 0));
+  xpack.ArgBuffer(xq, 0, 1);
+  return xpack.Launch1D(PackedActivationBytes(d, c), queue);
+}
+
+}  // namespace mpcaffe::libdnn::int4

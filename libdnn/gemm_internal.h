@@ -1,0 +1,17 @@
+// libdnn/gemm_internal.h — pieces of the GEMM generator (gemm.cc) the other GEMM generators
+// (gemm_int4.cc) share.
+#pragma once
+
+#include <string>
+
+#include "libdnn/gemm.h"
+
+namespace mpcaffe::libdnn::gemm_internal {
+
+/// The output pipeline for one element: `x` is the raw Σ product (compute scalar), `xs` the
+/// activation sum (when needed), `m`/`n` the element's row and column. `folded`: `x` is
+/// already Σ(w − z_w)·x, so there is no z_w·Σx term.
+std::string Epilogue(const GemmDesc& d, const std::string& x, const std::string& xs,
+                     bool folded = false);
+
+}  // namespace mpcaffe::libdnn::gemm_internal

@@ -1,0 +1,255 @@
+// tests/libdnn/gemm_int4_test.cc — GEMMs with 4-bit weights (GemmDesc::weight_bits = 4, int8w4)
+// on the default device: bit-exact against the host reference of the packed weights and against
+// the int8 GEMM on the unpacked weights, in both layouts the layers use (weights A, convolution;
+// weights B transposed, inner product incl. the batch-1 matrix × vector), at the extreme values
+// (activations 255, weights −8 and 7, long K), every tuner candidate, and the description checks.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "device/error.h"
+#include "libdnn/gemm.h"
+#include "libdnn/tuner.h"
+#include "quant/fixed_point.h"
+#include "quant/int4.h"
+
+namespace mpcaffe::libdnn {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+/// One int8w4 problem: activations, the weights both unpacked (int8) and packed, and its
+/// quantization.
+struct Problem4 {
+  GemmDesc desc;  // weight_bits 4
+  GemmQuant quant;
+  Bytes act;                 // uint8 activations as stored
+  std::vector<int8_t> w8;    // channels × K
+  Bytes w4;                  // channels × Int4RowBytes(K)
+  Bytes bias;                // int32 per channel
+};
+
+GemmDesc Desc4(int M, int N, int K, WeightOperand w, int variant) {
+  GemmDesc d;
+  d.type = DataType::kInt8Q;
+  d.out_type = variant % 3 == 2 ? DataType::kFloat32 : DataType::kInt8Q;
+  d.M = M, d.N = N, d.K = K;
+  d.weights = w;
+  d.trans_a = false;
+  d.trans_b = w == WeightOperand::kB;  // K contiguous per channel
+  d.weights_signed = true;
+  d.weight_zero = false;
+  d.per_channel = variant % 2 == 0;
+  d.bias = variant % 4 != 1;
+  d.relu = variant % 4 == 2;
+  d.weight_bits = 4;
+  return d;
+}
+
+/// Random data; `extreme` makes every activation 255 and every weight −8 or 7.
+Problem4 Make(const GemmDesc& d, uint32_t seed, bool extreme = false) {
+  std::mt19937 rng(seed);
+  Problem4 p;
+  p.desc = d;
+  const size_t ch = size_t(d.channels()), k = size_t(d.K);
+  const size_t acts = size_t(d.weights == WeightOperand::kA ? d.N : d.M) * k;
+  std::uniform_int_distribution<int> u8(0, 255), w4(quant::kInt4Min, quant::kInt4Max), b(0, 1);
+  p.act.resize(acts);
+  for (auto& v : p.act) v = uint8_t(extreme ? 255 : u8(rng));
+  p.w8.resize(ch * k);
+  for (auto& v : p.w8) v = int8_t(extreme ? (b(rng) ? quant::kInt4Max : quant::kInt4Min) : w4(rng));
+  p.w4.resize(ch * quant::Int4RowBytes(k));
+  quant::PackInt4(p.w8.data(), ch, k, p.w4.data());
+  p.quant.x_zero = extreme ? 0 : u8(rng);
+  p.quant.c_zero = u8(rng);
+  // Map the accumulator's typical size onto a fraction of the output range.
+  const double typical = std::sqrt(double(k)) * 74.0 * 4.6 + 1.0;
+  const int n = d.per_channel ? int(ch) : 1;
+  std::uniform_real_distribution<double> jitter(0.5, 2.0);
+  for (int i = 0; i < n; ++i) {
+    const double m = 60.0 / typical * jitter(rng);
+    p.quant.multiplier.push_back(quant::QuantizeMultiplier(m));
+    p.quant.scale.push_back(extreme ? 1.0f : float(m));
+  }
+  if (d.bias) {
+    p.bias.resize(ch * 4);
+    std::uniform_int_distribution<int32_t> bb(-int32_t(typical), int32_t(typical));
+    for (size_t i = 0; i < ch; ++i) {
+      const int32_t v = bb(rng);
+      std::memcpy(p.bias.data() + 4 * i, &v, 4);
+    }
+  }
+  return p;
+}
+
+Bytes OutputBytes(const GemmDesc& d) { return Bytes(size_t(d.M) * d.N * SizeOf(d.out_type), 0); }
+
+/// The int8 description of the same GEMM (weights as int8 bytes).
+GemmDesc As8(GemmDesc d) {
+  d.weight_bits = 8;
+  return d;
+}
+
+Bytes Reference(const Problem4& p, bool packed) {
+  Bytes out = OutputBytes(p.desc);
+  const bool wa = p.desc.weights == WeightOperand::kA;
+  const void* w = packed ? static_cast<const void*>(p.w4.data()) : p.w8.data();
+  const GemmDesc d = packed ? p.desc : As8(p.desc);
+  GemmReference(d, p.quant, wa ? w : p.act.data(), wa ? p.act.data() : w, out.data(), 1.0f, 0.0f,
+                p.bias.empty() ? nullptr : p.bias.data());
+  return out;
+}
+
+/// Runs the GEMM on the device (the weights packed when d.weight_bits is 4); checks its weight
+/// sums against the reference's; returns C.
+Bytes RunGemm(Device& dev, const GemmDesc& d, const Problem4& p, const GemmConfig* config) {
+  auto upload = [&](const void* data, size_t bytes) {
+    vptr<uint8_t> buf = dev.Alloc<uint8_t>(std::max<size_t>(bytes, 4));
+    dev.Write(buf, static_cast<const uint8_t*>(data), bytes);
+    return buf;
+  };
+  const bool wa = d.weights == WeightOperand::kA;
+  const bool packed = d.weight_bits == 4;
+  vptr<uint8_t> w = packed ? upload(p.w4.data(), p.w4.size()) : upload(p.w8.data(), p.w8.size());
+  vptr<uint8_t> x = upload(p.act.data(), p.act.size());
+  Bytes out = OutputBytes(d);
+  vptr<uint8_t> c = upload(out.data(), out.size());
+  vptr<uint8_t> bias = upload(p.bias.data(), p.bias.size());
+  vptr<uint8_t> sums = dev.Alloc<uint8_t>(size_t(d.channels()) * 4);
+  Gemm gemm = config ? Gemm(dev, d, p.quant, *config) : Gemm(dev, d, p.quant);
+  gemm.ComputeWeightSums(w, sums);
+  std::vector<int32_t> want(d.channels()), got(d.channels());
+  WeightSumsReference(d, packed ? static_cast<const void*>(p.w4.data()) : p.w8.data(), want.data());
+  dev.Read(sums, reinterpret_cast<uint8_t*>(got.data()), got.size() * 4);
+  EXPECT_EQ(got, want) << "weight sums of " << d.ToString();
+  GemmArgs args;
+  args.a = wa ? w : x;
+  args.b = wa ? x : w;
+  args.c = c;
+  if (d.bias) args.bias = bias;
+  args.weight_sums = sums;
+  gemm.Run(args).Wait();
+  dev.Read(c, out.data(), out.size());
+  return out;
+}
+
+size_t Mismatches(const Bytes& got, const Bytes& want) {
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) bad += got[i] != want[i];
+  return bad;
+}
+
+struct Shape {
+  int M, N, K;
+};
+
+TEST(GemmInt4, MatchesTheReferenceAndTheInt8GemmInBothLayouts) {
+  Device& dev = DefaultDevice();
+  // Convolution-like (weights A: out_channels × K, columns K × pixels) and inner-product-like
+  // (weights B transposed: N × K) shapes, odd K, the batch-1 matrix × vector.
+  const std::vector<Shape> shapes = {{1, 1, 1},     {7, 13, 3},    {20, 64, 25},  {33, 17, 129},
+                                     {1, 300, 257}, {16, 100, 96}, {96, 45, 363}, {4, 3, 1000}};
+  int variant = 0;
+  for (const Shape& s : shapes)
+    for (WeightOperand w : {WeightOperand::kA, WeightOperand::kB}) {
+      const GemmDesc d = Desc4(s.M, s.N, s.K, w, variant % 4);
+      SCOPED_TRACE(d.ToString());
+      const Problem4 p = Make(d, 40 + variant++);
+      const Bytes ref = Reference(p, true);
+      EXPECT_EQ(Mismatches(Reference(p, false), ref), 0u) << "references of packed and unpacked";
+      EXPECT_EQ(Mismatches(RunGemm(dev, d, p, nullptr), ref), 0u) << "int8w4 GEMM";
+      EXPECT_EQ(Mismatches(RunGemm(dev, As8(d), p, nullptr), ref), 0u) << "int8 GEMM, same weights";
+    }
+}
+
+TEST(GemmInt4, ExtremeValuesAreExactOverLongK) {
+  Device& dev = DefaultDevice();
+  // Activations 255 and weights −8 / 7 (x_zero 0): |acc| up to 255·8·K. Dequantized with scale
+  // 1 the fp32 output is the accumulator itself (exact below 2^24: K ≤ 8224); the int8 output
+  // checks the requantization of the same sums.
+  for (const Shape& s : {Shape{3, 5, 8191}, Shape{1, 9, 4096}, Shape{64, 1, 4097}}) {
+    for (WeightOperand w : {WeightOperand::kA, WeightOperand::kB}) {
+      for (int variant : {2, 0}) {  // fp32 out (scale 1), int8 out
+        GemmDesc d = Desc4(s.M, s.N, s.K, w, variant);
+        d.bias = false;
+        d.relu = false;
+        SCOPED_TRACE(d.ToString());
+        Problem4 p = Make(d, 7 + s.K, true);
+        const Bytes ref = Reference(p, true);
+        EXPECT_EQ(Mismatches(RunGemm(dev, d, p, nullptr), ref), 0u);
+        if (d.out_type == DataType::kFloat32) {
+          // The first output is Σ 255·w exactly.
+          int64_t want = 0;
+          for (int k = 0; k < d.K; ++k) want += 255 * p.w8[k];
+          float got;
+          std::memcpy(&got, ref.data(), 4);
+          EXPECT_EQ(int64_t(got), want);
+        }
+      }
+    }
+  }
+}
+
+TEST(GemmInt4, EveryTunerCandidateMatchesTheReference) {
+  Device& dev = DefaultDevice();
+  for (WeightOperand w : {WeightOperand::kA, WeightOperand::kB}) {
+    const GemmDesc d = Desc4(w == WeightOperand::kA ? 24 : 5, 37, 301, w, 0);
+    const Problem4 p = Make(d, 99);
+    const Bytes ref = Reference(p, true);
+    // The default, then every third candidate (each is a compile of its own; the byte-pair
+    // tiles come first on OpenCL CPUs, the int8 tiles on unpacked weights after them).
+    const std::vector<GemmConfig> all = GemmCandidates(dev.info(), d);
+    for (size_t i = 0; i < all.size(); i += i == 0 ? 1 : 3) {
+      const GemmConfig& c = all[i];
+      if (!c.Supports(d, dev.backend())) continue;
+      SCOPED_TRACE(d.ToString() + " config " + c.ToString());
+      EXPECT_EQ(Mismatches(RunGemm(dev, d, p, &c), ref), 0u);
+    }
+  }
+}
+
+TEST(GemmInt4, DescriptionsTheFormatCannotServeAreRejected) {
+  auto expect_error = [](GemmDesc d, const std::string& words) {
+    try {
+      d.Validate();
+      ADD_FAILURE() << "accepted: " << d.ToString();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  const GemmDesc ok = Desc4(8, 9, 10, WeightOperand::kB, 0);
+  EXPECT_NO_THROW(ok.Validate());
+  EXPECT_NO_THROW(Desc4(8, 9, 10, WeightOperand::kA, 0).Validate());
+  GemmDesc d = ok;
+  d.weight_bits = 2;
+  expect_error(d, "weight_bits must be 8 or 4");
+  d = ok;
+  d.type = d.out_type = DataType::kInt16Q;
+  expect_error(d, "need type int8q");
+  d = ok;
+  d.weights_signed = false;
+  d.weight_zero = true;
+  expect_error(d, "signed");
+  d = ok;
+  d.weight_zero = true;
+  expect_error(d, "symmetric");
+  d = ok;
+  d.trans_b = false;
+  expect_error(d, "weights B not transposed");
+  d = Desc4(8, 9, 10, WeightOperand::kA, 0);
+  d.trans_a = true;
+  expect_error(d, "weights A transposed");
+  d = ok;
+  d.ldb = 12;
+  expect_error(d, "ldb of packed 4-bit weights");
+  EXPECT_EQ(ok.weight_bytes(), 9u * 5u);
+  EXPECT_EQ(Desc4(8, 9, 11, WeightOperand::kA, 0).weight_bytes(), 8u * 6u);
+}
+
+}  // namespace
+}  // namespace mpcaffe::libdnn
