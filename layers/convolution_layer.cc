@@ -147,8 +147,9 @@ class ConvolutionLayer : public Layer {
     if (fused()) fused()->Affine(out_, &scale, &shift);
     const bool folded = !scale.empty();
     desc_.bias = param_.convolution_param().bias_term() || folded;
-    // 4-bit weights until libdnn takes them packed: their uint8 storage (w + 128, zero point 128).
-    const bool w4 = false;
+    const bool w4 = Int4Weights(0);  // packed signed 4-bit weights, zero point 0
+    desc_.weight_bits = w4 ? 4 : 8;
+    desc_.weights_signed = w4;
     libdnn::ConvQuant q;
     double s_x = 1.0;
     std::vector<float> s_w{1.0f};
@@ -167,6 +168,7 @@ class ConvolutionLayer : public Layer {
         w = pc;
       }
       q = libdnn::ConvQuant::From(x, w, c);
+      if (w4) q.w_zero.assign(q.w_zero.size(), 0);
       if (desc_.residual) {
         const quant::QuantParams r = fused()->eltwise->BottomParams(fused()->residual_bottom);
         q.res_zero = r.zero_point_of(0);

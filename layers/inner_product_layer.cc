@@ -141,8 +141,10 @@ class InnerProductLayer : public Layer {
     d.K = k_;
     d.trans_b = !p.transpose();
     d.weights = libdnn::WeightOperand::kB;
-    // 4-bit weights until libdnn takes them packed: their uint8 storage (w + 128, zero point 128).
-    const bool w4 = false;
+    const bool w4 = Int4Weights(0);  // packed signed 4-bit weights, zero point 0
+    d.weight_bits = w4 ? 4 : 8;
+    d.weights_signed = w4;
+    d.weight_zero = !w4;
     std::vector<float> scale, shift;  // folded BatchNorm / Scale: y = scale[n]·(W·x) + shift[n]
     if (fused()) fused()->Affine(n_, &scale, &shift);
     const bool folded = !scale.empty();
