@@ -372,12 +372,13 @@ void Layer::SetParamFromFloat(int i, const std::vector<float>& values) {
   if (!IsQuantized(b.type())) {
     b.FromFloat(values);
   } else if (blob_quantizers_.at(i)->weight_bits() == 4) {
-    // Per output channel symmetric 4-bit weights: scales from the values unless already known
-    // (loaded with the ranges), stored as w + 128 in the int8 blob.
+    // Per output channel symmetric 4-bit weights, stored as w + 128 in the int8 blob. The scales
+    // always follow the values written (filler values drawn before trained weights arrive must
+    // not leave theirs); packed 4-bit weights with their saved scales load through
+    // SetParamStorage instead.
     quant::Quantizer& q = *blob_quantizers_.at(i);
     const size_t channels = b.shape(0), k = b.count() / channels;
-    if (q.channel_scales().empty())
-      q.set_channel_scales(quant::ChooseInt4Scales(values.data(), channels, k, q.weight_scale_method()));
+    q.set_channel_scales(quant::ChooseInt4Scales(values.data(), channels, k, q.weight_scale_method()));
     if (!q.has_observed() && !values.empty()) {  // the range is saved and names the quantizer
       const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
       q.SetObserved(std::min(0.0f, *lo), std::max(0.0f, *hi));

@@ -164,7 +164,8 @@ class Layer {
   /// Replaces parameter blob `i` by raw storage bytes of its type (bytes() of them).
   void SetParamStorage(int i, const void* bytes);
   /// Writes real values into parameter blob `i`: converted to the blob's type; quantized blobs
-  /// use the range of their quantizer, observed from `values` when none is known yet.
+  /// use the range of their quantizer, observed from `values` when none is known yet; 4-bit
+  /// weights take per-channel scales chosen from `values` every time.
   void SetParamFromFloat(int i, const std::vector<float>& values);
   /// Real values of parameter blob `i` (quantized blobs dequantized with their parameters).
   std::vector<float> ParamAsFloat(int i);

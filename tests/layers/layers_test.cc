@@ -549,6 +549,12 @@ TEST(Layers, InnerProductInt4WeightsMatchTheIntegerReference) {
     // The dequantized weights are the 4-bit grid of each channel.
     const auto real = r.layer->ParamAsFloat(0);
     for (size_t i = 0; i < real.size(); ++i) ASSERT_FLOAT_EQ(real[i], wp.scale[i / 15] * w[i]);
+    // New values (trained weights after drawn filler values) bring their own scales.
+    std::vector<float> trained(real.size());
+    for (size_t i = 0; i < trained.size(); ++i) trained[i] = 3.0f * real[i] + 0.01f * float(i % 7);
+    r.layer->SetParamFromFloat(0, trained);
+    EXPECT_EQ(r.layer->BlobParams(0).scale,
+              quant::ChooseInt4Scales(trained.data(), 6, 15, quant::Int4ScaleMethod::kMinMse));
   }
 }
 
