@@ -105,6 +105,7 @@ class ConvolutionLayer : public Layer {
   void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     if (desc_.batch == 0) return;
     Prepare();
+    if (simulate_acc16() && Int4Weights(0)) SimulateAcc16(*bottom[0]);
     const Blob* residual = fused() ? fused()->residual : nullptr;
     conv_->Forward(libdnn::BufferRef(bottom[0]->device_data(), 0),
                    bias_ ? libdnn::BufferRef(bias_.get(), 0) : libdnn::BufferRef(),
@@ -146,6 +147,9 @@ class ConvolutionLayer : public Layer {
     if (fused()) fused()->Affine(out_, &scale, &shift);
     const bool folded = !scale.empty();
     desc_.bias = param_.convolution_param().bias_term() || folded;
+    const bool w4 = Int4Weights(0);  // packed signed 4-bit weights, zero point 0
+    desc_.weight_bits = w4 ? 4 : 8;
+    desc_.weights_signed = w4;
     libdnn::ConvQuant q;
     double s_x = 1.0;
     std::vector<float> s_w{1.0f};
@@ -164,6 +168,7 @@ class ConvolutionLayer : public Layer {
         w = pc;
       }
       q = libdnn::ConvQuant::From(x, w, c);
+      if (w4) q.w_zero.assign(q.w_zero.size(), 0);
       if (desc_.residual) {
         const quant::QuantParams r = fused()->eltwise->BottomParams(fused()->residual_bottom);
         q.res_zero = r.zero_point_of(0);
@@ -193,6 +198,12 @@ class ConvolutionLayer : public Layer {
       folded_w.FromFloat(w);
       conv_->SetWeights(libdnn::BufferRef(folded_w.device_data(), 0));
       device().Finish();  // the packing launch reads folded_w before it goes
+    } else if (w4) {
+      // Only the packed weights go to the device (half of int8; the blob's uint8 copy stays
+      // on the host).
+      const std::shared_ptr<DeviceMemory> packed = UploadInt4Weights(0);
+      conv_->SetWeights(libdnn::BufferRef(packed.get(), 0));
+      device().Finish();  // the repacking launch reads `packed` before it goes
     } else {
       conv_->SetWeights(libdnn::BufferRef(blobs_[0]->device_data(), 0));
     }
@@ -208,8 +219,23 @@ class ConvolutionLayer : public Layer {
     }
     // The forward pass reads only the repacked copy; the blob's device copy comes back when
     // the weights change (or a backward pass needs it).
-    if (release_param_copies()) blobs_[0]->ReleaseDeviceData();
+    if (release_param_copies() || w4) blobs_[0]->ReleaseDeviceData();
     prepared_key_ = key;
+  }
+
+  /// The 16-bit accumulator of the Arm paper over this pass's activations (host simulation).
+  void SimulateAcc16(const Blob& bottom) {
+    quant::Acc16ConvShape s;
+    s.batch = desc_.batch, s.channels = channels_, s.height = desc_.height, s.width = desc_.width;
+    s.out_channels = out_, s.groups = groups_;
+    s.kernel_h = kh_, s.kernel_w = kw_, s.stride_h = sh_, s.stride_w = sw_, s.pad_h = ph_;
+    s.pad_w = pw_, s.dilation_h = dh_, s.dilation_w = dw_;
+    const auto* stored = static_cast<const uint8_t*>(blobs_[0]->host_data());
+    std::vector<int8_t> w(blobs_[0]->count());
+    for (size_t j = 0; j < w.size(); ++j) w[j] = static_cast<int8_t>(stored[j] - quant::kInt4StorageZero);
+    const int32_t x_zero = BottomParams(0).zero_point_of(0);
+    acc16_overflow() += quant::Acc16Convolution(static_cast<const uint8_t*>(bottom.host_data()),
+                                                static_cast<uint8_t>(x_zero), w.data(), s);
   }
 
   int kh_ = 0, kw_ = 0, sh_ = 1, sw_ = 1, ph_ = 0, pw_ = 0, dh_ = 1, dw_ = 1;

@@ -30,6 +30,8 @@ class InnerProductLayer : public Layer {
     else
       AddParam({n_, k_}, p.weight_filler());
     if (p.bias_term()) AddParam({n_}, p.bias_filler());
+    if (blob_quantizer(0).weight_bits() == 4 && p.transpose())
+      Fail("weight_bits 4 needs the weights stored num_output × inputs (transpose: false)");
   }
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     if (bottom[0]->count(axis_) != k_)
@@ -47,9 +49,17 @@ class InnerProductLayer : public Layer {
   void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     if (m_ == 0) return;
     Prepare();
+    if (simulate_acc16() && Int4Weights(0)) {
+      const auto* stored = static_cast<const uint8_t*>(blobs_[0]->host_data());
+      std::vector<int8_t> w(blobs_[0]->count());
+      for (size_t j = 0; j < w.size(); ++j) w[j] = static_cast<int8_t>(stored[j] - quant::kInt4StorageZero);
+      acc16_overflow() += quant::Acc16InnerProduct(static_cast<const uint8_t*>(bottom[0]->host_data()),
+                                                   m_, w.data(), n_, k_);
+    }
     libdnn::GemmArgs args;
     args.a = libdnn::BufferRef(bottom[0]->device_data(), 0);
-    args.b = libdnn::BufferRef(folded_w_ ? folded_w_->device_data() : blobs_[0]->device_data(), 0);
+    args.b = packed_w_ ? libdnn::BufferRef(packed_w_.get(), 0)
+                       : libdnn::BufferRef(folded_w_ ? folded_w_->device_data() : blobs_[0]->device_data(), 0);
     args.c = libdnn::BufferRef(top[0]->mutable_device_data(), 0);
     if (bias_) args.bias = libdnn::BufferRef(bias_.get(), 0);
     if (sums_) args.weight_sums = libdnn::BufferRef(sums_.get(), 0);
@@ -131,6 +141,10 @@ class InnerProductLayer : public Layer {
     d.K = k_;
     d.trans_b = !p.transpose();
     d.weights = libdnn::WeightOperand::kB;
+    const bool w4 = Int4Weights(0);  // packed signed 4-bit weights, zero point 0
+    d.weight_bits = w4 ? 4 : 8;
+    d.weights_signed = w4;
+    d.weight_zero = !w4;
     std::vector<float> scale, shift;  // folded BatchNorm / Scale: y = scale[n]·(W·x) + shift[n]
     if (fused()) fused()->Affine(n_, &scale, &shift);
     const bool folded = !scale.empty();
@@ -142,15 +156,19 @@ class InnerProductLayer : public Layer {
     if (IsQuantized(t)) {
       const quant::QuantParams x = BottomParams(0), w = BlobParams(0), c = OutputParams();
       q.x_zero = x.zero_point[0];
-      q.w_zero = w.zero_point[0];
+      q.w_zero = w4 ? 0 : w.zero_point[0];
       q.c_zero = c.zero_point[0];
-      q.multiplier = {quant::RequantizationMultiplier(x.scale[0], w.scale[0], c.scale[0])};
+      d.per_channel = w.per_channel();
+      q.multiplier.clear();
+      for (size_t o = 0; o < w.scale.size(); ++o)
+        q.multiplier.push_back(quant::RequantizationMultiplier(x.scale[0], w.scale[o], c.scale[0]));
       s_x = x.scale[0];
-      s_w = {w.scale[0]};
+      s_w = w.scale;
     }
     std::ostringstream os;
     os << d.ToString() << std::hexfloat << " " << q.x_zero << " " << q.w_zero << " " << q.c_zero
-       << " " << s_x << " " << s_w[0];
+       << " " << s_x;
+    for (float s : s_w) os << " " << s;
     for (const auto& m : q.multiplier) os << " " << m.multiplier << "/" << m.shift;
     if (folded) os << " fold " << std::hex << HashFloats(shift, HashFloats(scale, 0));
     const std::string key = os.str();
@@ -159,6 +177,8 @@ class InnerProductLayer : public Layer {
     bias_.reset();
     sums_.reset();
     folded_w_.reset();
+    packed_w_.reset();
+    if (w4) packed_w_ = UploadInt4Weights(0);
     if (folded) {  // float types only (FusionSupport): W scaled per output on a device copy
       std::vector<float> w = ParamAsFloat(0);
       for (int k = 0; k < k_; ++k)
@@ -176,9 +196,12 @@ class InnerProductLayer : public Layer {
     }
     if (IsQuantized(t)) {
       sums_ = device().Allocate(n_ * TraitsOf(t).acc_bytes());
-      gemm_->ComputeWeightSums(libdnn::BufferRef(blobs_[0]->device_data(), 0),
+      gemm_->ComputeWeightSums(packed_w_ ? libdnn::BufferRef(packed_w_.get(), 0)
+                                         : libdnn::BufferRef(blobs_[0]->device_data(), 0),
                                libdnn::BufferRef(sums_.get(), 0));
     }
+    // 4-bit weights: only the packed copy stays on the device.
+    if (w4) blobs_[0]->ReleaseDeviceData();
     prepared_key_ = key;
   }
 
@@ -187,6 +210,7 @@ class InnerProductLayer : public Layer {
   std::unique_ptr<libdnn::Gemm> gemm_;
   std::shared_ptr<DeviceMemory> bias_, sums_;
   std::unique_ptr<Blob> folded_w_;  // the weights with a folded BatchNorm / Scale
+  std::shared_ptr<DeviceMemory> packed_w_;  // 4-bit weights: the packed device copy
   int back_m_ = -1;  // the batch the backward GEMMs were built for
   std::unique_ptr<libdnn::Gemm> gemm_dx_, gemm_dw_, gemm_db_;
   vptr<float> ones_;

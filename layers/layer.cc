@@ -242,7 +242,15 @@ std::unique_ptr<quant::Quantizer> Layer::MakeQuantizer(
     const google::protobuf::RepeatedPtrField<caffe::QuantizerParameter>& configs, int i,
     const std::string& name, DataType in, DataType out) {
   auto q = std::make_unique<quant::Quantizer>(*device_, name, 0);
-  if (i < configs.size()) quant::FromProto(configs.Get(i), q.get());
+  if (i < configs.size()) {
+    try {
+      quant::FromProto(configs.Get(i), q.get());
+    } catch (const LayerError&) {
+      throw;
+    } catch (const Error& e) {
+      Fail("quantizer '" + name + "': " + e.what());
+    }
+  }
   q->set_types(in, out);
   // A quantized side supplies parameters to kernels; fp32 sides follow the net's quant_mode.
   q->set_mode(IsQuantized(in) || IsQuantized(out) ? quant::QuantizerMode::kActive
@@ -317,6 +325,14 @@ Blob* Layer::AddParam(const std::vector<int>& shape, const caffe::FillerParamete
   auto q = MakeQuantizer(param_.blobs_quantizer(), index, BlobQuantizerName(index), compute_type_,
                          compute_type_);
   q->set_symmetric(symmetric);
+  if (q->weight_bits() == 4) {
+    if (index != 0 || (param_.type() != "Convolution" && param_.type() != "InnerProduct"))
+      Fail("weight_bits 4 is supported for the weights (parameter blob 0) of Convolution and "
+           "InnerProduct layers only, given for parameter blob " + std::to_string(index));
+    if (compute_type_ == DataType::kInt16Q)
+      Fail("weight_bits 4 needs an int8 layer (8-bit activations), the layer computes in int16");
+    if (shape.empty() || shape[0] <= 0) Fail("weight_bits 4 needs output channels on axis 0");
+  }
   blob_quantizers_.push_back(std::move(q));
   pending_fill_.emplace_back();
   if (index < param_.blobs_size()) {
@@ -355,6 +371,23 @@ void Layer::SetParamFromFloat(int i, const std::vector<float>& values) {
          " values for shape " + b.shape_string());
   if (!IsQuantized(b.type())) {
     b.FromFloat(values);
+  } else if (blob_quantizers_.at(i)->weight_bits() == 4) {
+    // Per output channel symmetric 4-bit weights, stored as w + 128 in the int8 blob. The scales
+    // always follow the values written (filler values drawn before trained weights arrive must
+    // not leave theirs); packed 4-bit weights with their saved scales load through
+    // SetParamStorage instead.
+    quant::Quantizer& q = *blob_quantizers_.at(i);
+    const size_t channels = b.shape(0), k = b.count() / channels;
+    q.set_channel_scales(quant::ChooseInt4Scales(values.data(), channels, k, q.weight_scale_method()));
+    if (!q.has_observed() && !values.empty()) {  // the range is saved and names the quantizer
+      const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+      q.SetObserved(std::min(0.0f, *lo), std::max(0.0f, *hi));
+    }
+    const quant::QuantParams p = BlobParams(i);  // checks the scale count
+    std::vector<int8_t> w4(values.size());
+    quant::QuantizeInt4Weights(values.data(), channels, k, p.scale, w4.data());
+    auto* out = static_cast<uint8_t*>(b.mutable_host_data());
+    for (size_t j = 0; j < w4.size(); ++j) out[j] = static_cast<uint8_t>(w4[j] + quant::kInt4StorageZero);
   } else {
     quant::Quantizer& q = *blob_quantizers_.at(i);
     if (!q.has_observed() && !q.has_input_range()) {
@@ -380,7 +413,9 @@ std::vector<float> Layer::ParamAsFloat(int i) {
   Blob& b = *blobs_.at(i);
   if (!IsQuantized(b.type())) return b.ToFloat();
   std::vector<float> out(b.count());
-  quant::DequantizeTensor(b.host_data(), b.count(), BlobParams(i), out.data());
+  const quant::QuantParams p = BlobParams(i);
+  quant::DequantizeTensor(b.host_data(), b.count(), p, out.data(),
+                          p.per_channel() && p.axis == 0 ? b.count() / p.channels() : 1);
   return out;
 }
 
@@ -411,7 +446,39 @@ quant::QuantParams SideParams(const Layer& layer, quant::Quantizer& q, bool inpu
 
 quant::QuantParams Layer::BottomParams(int i) { return SideParams(*this, bottom_quantizer(i), true); }
 quant::QuantParams Layer::TopParams(int i) { return SideParams(*this, top_quantizer(i), false); }
-quant::QuantParams Layer::BlobParams(int i) { return SideParams(*this, blob_quantizer(i), true); }
+quant::QuantParams Layer::BlobParams(int i) {
+  quant::Quantizer& q = blob_quantizer(i);
+  if (q.weight_bits() != 4 || !IsQuantized(q.input_type())) return SideParams(*this, q, true);
+  const size_t channels = static_cast<size_t>(param_blob(i).shape(0));
+  if (q.channel_scales().size() != channels)
+    Fail("quantizer '" + q.name() + "' of the 4-bit weights has " +
+         std::to_string(q.channel_scales().size()) + " channel scales, the weights " +
+         param_blob(i).shape_string() + " have " + std::to_string(channels) +
+         " output channels (quantize the fp32 weights or load the saved channel_scale)");
+  try {
+    return quant::Int4StorageParams(q.channel_scales());
+  } catch (const Error& e) {
+    Fail("quantizer '" + q.name() + "': " + e.what());
+  }
+}
+
+std::shared_ptr<DeviceMemory> Layer::UploadInt4Weights(int i) {
+  Blob& b = *blobs_.at(i);
+  const size_t channels = b.shape(0), k = b.count() / channels;
+  const auto* stored = static_cast<const uint8_t*>(b.host_data());
+  std::vector<int8_t> w(b.count());
+  for (size_t j = 0; j < w.size(); ++j) w[j] = static_cast<int8_t>(stored[j] - quant::kInt4StorageZero);
+  std::vector<uint8_t> packed(channels * quant::Int4RowBytes(k));
+  quant::PackInt4(w.data(), channels, k, packed.data());
+  std::shared_ptr<DeviceMemory> mem = device_->Allocate(packed.size());
+  device_->CopyToDevice(packed.data(), mem.get(), 0, packed.size());
+  return mem;
+}
+
+bool Layer::Int4Weights(int i) const {
+  return i < num_blob_quantizers() && blob_quantizers_[i]->weight_bits() == 4 &&
+         IsQuantized(blobs_.at(i)->type());
+}
 
 Affine Layer::BottomAffine(int i) {
   return IsQuantized(bottom_type(i)) ? AffineOf(BottomParams(i)) : Affine{};

@@ -164,7 +164,8 @@ class Layer {
   /// Replaces parameter blob `i` by raw storage bytes of its type (bytes() of them).
   void SetParamStorage(int i, const void* bytes);
   /// Writes real values into parameter blob `i`: converted to the blob's type; quantized blobs
-  /// use the range of their quantizer, observed from `values` when none is known yet.
+  /// use the range of their quantizer, observed from `values` when none is known yet; 4-bit
+  /// weights take per-channel scales chosen from `values` every time.
   void SetParamFromFloat(int i, const std::vector<float>& values);
   /// Real values of parameter blob `i` (quantized blobs dequantized with their parameters).
   std::vector<float> ParamAsFloat(int i);
@@ -227,6 +228,17 @@ class Layer {
   quant::QuantParams BottomParams(int i);
   quant::QuantParams TopParams(int i);
   quant::QuantParams BlobParams(int i);
+  /// Whether parameter blob i holds 4-bit weights (an int8 blob whose quantizer says
+  /// weight_bits 4): values w + 128 with w in [−8, 7], BlobParams per output channel (axis 0).
+  bool Int4Weights(int i) const;
+  /// Parameter blob i's 4-bit weights packed two per byte (quant/int4.h) in a new device buffer.
+  std::shared_ptr<DeviceMemory> UploadInt4Weights(int i);
+  /// The Arm paper's 16-bit accumulator as a measured option (mpcaffe test --acc16-overflow):
+  /// while set, a Convolution / InnerProduct with 4-bit weights simulates each forward pass's
+  /// Σ x·w in a 16-bit accumulator on the host (quant::Acc16Dot) and adds the counts here.
+  void set_simulate_acc16(bool on) { simulate_acc16_ = on; }
+  bool simulate_acc16() const { return simulate_acc16_; }
+  quant::Acc16Overflow& acc16_overflow() { return acc16_overflow_; }
   /// The same as kernel arguments ({1, 0} for float types).
   Affine BottomAffine(int i);
   Affine TopAffine(int i);
@@ -288,6 +300,8 @@ class Layer {
       blob_quantizers_;
   bool set_up_ = false;
   bool release_param_copies_ = false;
+  bool simulate_acc16_ = false;
+  quant::Acc16Overflow acc16_overflow_;
   const FusedEpilogue* fused_ = nullptr;
   std::vector<std::unique_ptr<caffe::FillerParameter>> pending_fill_;  // per parameter blob
   std::vector<uint64_t> param_versions_;  // data_version() of each parameter at the last Forward

@@ -6,6 +6,7 @@
 #include "layers/layer.h"
 #include "net/net.h"
 #include "proto/model_io.h"
+#include "quant/int4.h"
 #include "quant/quantizer_proto.h"
 
 namespace mpcaffe {
@@ -40,6 +41,8 @@ void ApplyRange(const caffe::QuantizerParameter& p, quant::Quantizer* q) {
     q->SetObserved(p.observed_min(), p.observed_max());
   if (p.has_min_in() && p.has_max_in()) q->SetInputRange(p.min_in(), p.max_in());
   if (p.has_min_out() && p.has_max_out()) q->SetOutputRange(p.min_out(), p.max_out());
+  if (p.channel_scale_size() > 0)  // 4-bit weights' per-channel scales
+    q->set_channel_scales(std::vector<float>(p.channel_scale().begin(), p.channel_scale().end()));
 }
 
 /// Copies `bp` into parameter blob `i` of `l` (the layer `layer` names in the weights), converted
@@ -51,6 +54,42 @@ void CopyParamBlob(const caffe::BlobProto& bp, const std::string& layer, int i, 
                    ": shape mismatch; the weights have " + ProtoShapeString(bp) +
                    ", the net's layer has " + target.shape_string());
   const size_t count = target.count();
+  const std::string where = "layer '" + layer + "', parameter blob " + std::to_string(i);
+  if (bp.packed_bits() != 0 && bp.packed_bits() != 4)
+    throw NetError(where + ": packed_bits " + std::to_string(bp.packed_bits()) +
+                   " is not supported (0, or 4 for 4-bit weights)");
+  if (bp.packed_bits() == 4) {
+    // Signed 4-bit weights, two per byte, one row of ceil(K/2) bytes per output channel.
+    if (bp.data_type() != caffe::CAFFE_INT8_QUANTIZED || target.num_axes() == 0)
+      throw NetError(where + ": packed 4-bit weights must be CAFFE_INT8_QUANTIZED with output "
+                     "channels on axis 0");
+    const size_t channels = target.shape(0), k = channels ? count / channels : 0;
+    const size_t bytes = channels * quant::Int4RowBytes(k);
+    if (bp.packed_data().size() != bytes)
+      throw NetError(where + ": packed_data has " + std::to_string(bp.packed_data().size()) +
+                     " bytes, 4-bit weights " + target.shape_string() + " need " +
+                     std::to_string(bytes) + " (" + std::to_string(channels) + " channels of " +
+                     std::to_string(quant::Int4RowBytes(k)) + ")");
+    std::vector<int8_t> w(count);
+    quant::UnpackInt4(reinterpret_cast<const uint8_t*>(bp.packed_data().data()), channels, k,
+                      w.data());
+    quant::Quantizer& q = l->blob_quantizer(i);
+    if (q.channel_scales().size() != channels)
+      throw NetError(where + ": 4-bit weights need " + std::to_string(channels) +
+                     " channel scales of quantizer '" + q.name() + "', the weights file has " +
+                     std::to_string(q.channel_scales().size()));
+    if (l->Int4Weights(i)) {
+      std::vector<uint8_t> stored(count);
+      for (size_t j = 0; j < count; ++j)
+        stored[j] = static_cast<uint8_t>(w[j] + quant::kInt4StorageZero);
+      l->SetParamStorage(i, stored.data());
+      return;
+    }
+    std::vector<float> values(count);  // another type: the real values
+    for (size_t j = 0; j < count; ++j) values[j] = q.channel_scales()[j / k] * float(w[j]);
+    l->SetParamFromFloat(i, values);
+    return;
+  }
   if (bp.has_packed_data()) {
     const DataType from =
         DataTypeFromProto(bp.data_type(), "layer '" + layer + "' blob " + std::to_string(i));
@@ -161,10 +200,21 @@ void Net::ToProto(caffe::NetParameter* out) {
       const std::vector<caffe::NetParameter*> saved = l.SavedNestedNets(lp);
       for (size_t k = 0; k < nested.size(); ++k) nested[k]->ToProto(saved[k]);
     }
-    for (auto& b : l.blobs()) {
+    for (int j = 0; j < l.num_params(); ++j) {
+      const std::shared_ptr<Blob>& b = l.blobs()[j];
       caffe::BlobProto* bp = lp->add_blobs();
       for (int d : b->shape()) bp->mutable_shape()->add_dim(d);
-      if (b->type() == DataType::kFloat32) {
+      if (l.Int4Weights(j)) {  // packed two per byte (the scales go with the ranges)
+        const size_t channels = b->shape(0), k = b->count() / channels;
+        const auto* stored = static_cast<const uint8_t*>(b->host_data());
+        std::vector<int8_t> w(b->count());
+        for (size_t e = 0; e < w.size(); ++e) w[e] = static_cast<int8_t>(stored[e] - quant::kInt4StorageZero);
+        std::string packed(channels * quant::Int4RowBytes(k), '\0');
+        quant::PackInt4(w.data(), channels, k, reinterpret_cast<uint8_t*>(packed.data()));
+        bp->set_data_type(DataTypeToProto(b->type()));
+        bp->set_packed_bits(4);
+        bp->set_packed_data(std::move(packed));
+      } else if (b->type() == DataType::kFloat32) {
         const float* v = static_cast<const float*>(b->host_data());
         bp->mutable_data()->Add(v, v + b->count());
       } else {

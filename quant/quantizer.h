@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "codegen/datatype.h"
 #include "codegen/kernel_writer.h"
@@ -13,6 +15,7 @@
 #include "quant/fixed_point.h"
 #include "quant/quant_params.h"
 #include "quant/quantizer_mode.h"
+#include "quant/weight_int4.h"
 
 namespace mpcaffe::quant {
 
@@ -63,6 +66,16 @@ class Quantizer {
   /// Symmetric parameters (weights) instead of asymmetric ones.
   bool symmetric() const { return symmetric_; }
   void set_symmetric(bool symmetric) { symmetric_ = symmetric; }
+
+  /// Bits of the weights of a Convolution / InnerProduct weight blob in an int8 layer
+  /// (QuantizerParameter.weight_bits): 8, or 4 for per-channel symmetric 4-bit weights whose
+  /// scales are channel_scales() (empty until the weights are quantized or loaded).
+  int weight_bits() const { return weight_bits_; }
+  void set_weight_bits(int bits) { weight_bits_ = bits; }
+  const std::vector<float>& channel_scales() const { return channel_scales_; }
+  void set_channel_scales(std::vector<float> scales) { channel_scales_ = std::move(scales); }
+  Int4ScaleMethod weight_scale_method() const { return weight_scale_method_; }
+  void set_weight_scale_method(Int4ScaleMethod m) { weight_scale_method_ = m; }
 
   /// The forward hook of the modes that act on fp32 data: OBSERVE observes, PSEUDO snaps,
   /// PASSIVE and ACTIVE do nothing. Asynchronous except PSEUDO's 8-byte range read.
@@ -130,6 +143,9 @@ class Quantizer {
   DataType pseudo_target_type_ = DataType::kInt8Q;
   bool pseudo_reset_observed_ = false;
   bool symmetric_ = false;
+  int weight_bits_ = 8;
+  std::vector<float> channel_scales_;
+  Int4ScaleMethod weight_scale_method_ = Int4ScaleMethod::kMinMse;
 
   vptr<uint32_t> range_;                         // device: float bits of {min, max}
   bool device_observed_ = false;                 // Observe() ran since the last reset

@@ -59,6 +59,10 @@ void ToProto(Quantizer& q, caffe::QuantizerParameter* param) {
   }
   param->set_pseudo_target_type(ToProtoDataType(q.pseudo_target_type()));
   param->set_pseudo_reset_observed(q.pseudo_reset_observed());
+  if (q.weight_bits() != 8) param->set_weight_bits(q.weight_bits());
+  for (float sc : q.channel_scales()) param->add_channel_scale(sc);
+  if (q.weight_scale_method() != Int4ScaleMethod::kMinMse)
+    param->set_weight_scale_method(caffe::QuantizerParameter::WEIGHT_SCALE_ABSMAX);
   if (q.has_observed()) {
     param->set_observed_min(q.observed_min());
     param->set_observed_max(q.observed_max());
@@ -94,6 +98,15 @@ void FromProto(const caffe::QuantizerParameter& param, Quantizer* q) {
       q->set_mode(QuantizerMode::kPassive);
       break;
   }
+  if (param.weight_bits() != 8 && param.weight_bits() != 4)
+    throw Error("QuantizerParameter.weight_bits: " + std::to_string(param.weight_bits()) +
+                " is not supported (8, or 4 for Convolution / InnerProduct weights of int8 nets)");
+  q->set_weight_bits(static_cast<int>(param.weight_bits()));
+  q->set_channel_scales(std::vector<float>(param.channel_scale().begin(), param.channel_scale().end()));
+  q->set_weight_scale_method(param.weight_scale_method() ==
+                                     caffe::QuantizerParameter::WEIGHT_SCALE_ABSMAX
+                                 ? Int4ScaleMethod::kAbsMax
+                                 : Int4ScaleMethod::kMinMse);
   if (param.has_observed_min() && param.has_observed_max())
     q->SetObserved(param.observed_min(), param.observed_max());
   else

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/calibrate-lenet.sh [workdir] — the deployment workflow on the command line, end to end:
 # BVLC's LeNet trained on Fashion-MNIST with `mpcaffe train` (lenet_solver_adam.prototxt,
-# LENET_ITERATIONS steps, default 2000), then for int8, int16 and fp16 `mpcaffe calibrate` (on
+# LENET_ITERATIONS steps, default 2000), then for int8, int8w4, int16 and fp16 `mpcaffe calibrate` (on
 # the training LMDB, CALIBRATE_ITERATIONS batches, default 20) and `mpcaffe test` on the 10 000
 # test images; prints the accuracy per data type against fp32. MPCAFFE names the command
 # (default build/bin/mpcaffe), MPCAFFE_DEVICE the device, FASHION_MNIST_DIR the IDX files
@@ -41,7 +41,7 @@ WEIGHTS=$N/lenet_iter_$ITERATIONS.caffemodel
 accuracy() { sed -n 's/^accuracy = //p' "$1"; }
 set -x
 "$MPCAFFE" test --model $N/lenet_train_test.prototxt --weights "$WEIGHTS" --iterations 100 > test_fp32.log
-for t in int8 int16 fp16; do
+for t in int8 int8w4 int16 fp16; do
   "$MPCAFFE" calibrate --model $N/lenet_train_test.prototxt --weights "$WEIGHTS" --dtype $t \
     --phase TRAIN --iterations "$CALIBRATE" --output lenet_$t.caffemodel \
     --output-model lenet_$t.prototxt --no-progress > calibrate_$t.log
@@ -50,7 +50,7 @@ done
 set +x
 echo "LeNet on Fashion-MNIST ($ITERATIONS training steps), test accuracy per data type:"
 fp32=$(accuracy test_fp32.log)
-for t in fp32 int8 int16 fp16; do
+for t in fp32 int8 int8w4 int16 fp16; do
   a=$(accuracy test_$t.log)
   awk -v t=$t -v a="$a" -v f="$fp32" 'BEGIN { printf "  %-5s %s (%+.2f points vs fp32)\n", t, a, (a - f) * 100 }'
 done

@@ -42,7 +42,7 @@ std::vector<std::string> SplitList(const std::string& s) {
 /// One device × dtype × batch measurement; absent figures stay empty (JSON null).
 struct Row {
   const Device* device = nullptr;
-  DataType dtype = DataType::kFloat32;
+  NetDtype dtype;
   int batch = 1;
   double ms_median = 0, ms_min = 0, ms_max = 0;
   bool timed_reduced = false;
@@ -53,7 +53,7 @@ struct Row {
 struct Options {
   std::string model;
   std::string weights;  // an fp32 caffemodel (else the fillers' values)
-  std::vector<DataType> dtypes;
+  std::vector<NetDtype> dtypes;
   std::vector<int> batches;
   std::vector<Device*> devices;
   bool plain = true, reduced = true;  // which memory configurations to build
@@ -66,7 +66,7 @@ int Usage(const std::string& why) {
   std::fprintf(stderr,
                "mpcaffe bench net: %s\n"
                "usage: mpcaffe bench net --model <prototxt> [--weights fp32.caffemodel]\n"
-               "         [--dtypes fp32,fp16,int16,int8]\n"
+               "         [--dtypes fp32,fp16,int16,int8,int8w4]\n"
                "         [--batch 1,16,64] [--device(s) all|i,j] [--reduced-memory both|on|off]\n"
                "         [--iterations N] [--no-setup] [--no-progress] [--json out.json]\n",
                why.c_str());
@@ -150,16 +150,16 @@ double Median(std::vector<double> v) {
 }
 
 /// Measures one device × dtype × batch.
-Row Measure(const Options& o, const caffe::NetParameter& model, Device& dev, DataType dtype,
+Row Measure(const Options& o, const caffe::NetParameter& model, Device& dev, NetDtype dtype,
             int batch, const fs::path& work, ProgressBar& bar) {
   Row r;
   r.device = &dev;
   r.dtype = dtype;
   r.batch = batch;
-  const std::string tag = std::string(DtypeLabel(dtype)) + " b" + std::to_string(batch) + " on " +
+  const std::string tag = NetDtypeLabel(dtype) + " b" + std::to_string(batch) + " on " +
                           std::to_string(dev.index()) + ": ";
   const caffe::NetParameter typed = TypedVariant(WithBatch(model, batch, o.model), dtype, dev);
-  const std::string stem = std::string(DtypeLabel(dtype)) + "_b" + std::to_string(batch) + "_d" +
+  const std::string stem = NetDtypeLabel(dtype) + "_b" + std::to_string(batch) + "_d" +
                            std::to_string(dev.index());
   const fs::path prototxt = work / (stem + ".prototxt"), caffemodel = work / (stem + ".caffemodel");
   WriteProtoToTextFile(typed, prototxt.string());
@@ -184,7 +184,7 @@ Row Measure(const Options& o, const caffe::NetParameter& model, Device& dev, Dat
   options.optimize = ToolOptimizeLevel();
   bool saved = false;
   if (o.plain) {
-    bar.Describe(tag + "build" + (IsQuantized(dtype) ? " + calibrate" : ""));
+    bar.Describe(tag + "build" + (IsQuantized(dtype.type) ? " + calibrate" : ""));
     options.reduced_memory = 0;
     auto net = BuildCalibratedNet(typed, dev, options, o.weights);
     bar.Describe(tag + "warm-up");
@@ -261,7 +261,7 @@ std::string ToJson(const Options& o, const std::vector<Row>& rows) {
                   "%.4f, \"images_per_s\": %.3f, ",
                   r.ms_median, r.ms_min, r.ms_max, r.batch * 1e3 / r.ms_median);
     os << (first ? "\n  " : ",\n  ") << "{" << DeviceIdentityJson(*r.device) << ", \"dtype\": \""
-       << DtypeLabel(r.dtype) << "\", \"batch\": " << r.batch << ", " << buf
+       << NetDtypeLabel(r.dtype) << "\", \"batch\": " << r.batch << ", " << buf
        << "\"timed_with_reduced_memory\": " << (r.timed_reduced ? "true" : "false")
        << ", \"peak_device_bytes\": " << JsonOr(r.peak)
        << ", \"peak_device_bytes_reduced\": " << JsonOr(r.peak_reduced)
@@ -297,13 +297,13 @@ void PrintTable(const Options& o, const std::vector<Row>& rows) {
   for (const Row& r : rows) {
     double base = 0;
     for (const Row& b : rows)
-      if (b.device == r.device && b.batch == r.batch && b.dtype == DataType::kFloat32)
+      if (b.device == r.device && b.batch == r.batch && b.dtype.type == DataType::kFloat32)
         base = b.ms_median;
     char range[40], vs[16] = "-";
     std::snprintf(range, sizeof range, "(%.1f - %.1f)", r.ms_min, r.ms_max);
     if (base > 0) std::snprintf(vs, sizeof vs, "%.2fx", base / r.ms_median);
     std::printf("%-4d %-6s %5d %10.2f %19s %9.1f %8s %9s %9s %8s %7s %7s\n", r.device->index(),
-                DtypeLabel(r.dtype), r.batch, r.ms_median, range, r.batch * 1e3 / r.ms_median, vs,
+                NetDtypeLabel(r.dtype).c_str(), r.batch, r.ms_median, range, r.batch * 1e3 / r.ms_median, vs,
                 MiB(r.peak).c_str(), MiB(r.peak_reduced).c_str(), MiB(r.storage).c_str(),
                 Sec(r.setup_cold).c_str(), Sec(r.setup_warm).c_str());
   }
@@ -326,7 +326,7 @@ int BenchNet(const std::vector<std::string>& args) {
   o.weights = FlagValue(args, "--weights");
   try {
     for (const auto& t : SplitList(FlagValue(args, "--dtypes", "fp32,fp16,int16,int8")))
-      o.dtypes.push_back(ParseDataType(t));
+      o.dtypes.push_back(ParseNetDtype(t));
     for (const auto& b : SplitList(FlagValue(args, "--batch", "1"))) {
       o.batches.push_back(std::stoi(b));
       if (o.batches.back() < 1) return Usage("--batch values must be at least 1");
@@ -362,7 +362,7 @@ int BenchNet(const std::vector<std::string>& args) {
     try {
       for (Device* dev : o.devices)
         for (int batch : o.batches)
-          for (DataType t : o.dtypes) rows.push_back(Measure(o, model, *dev, t, batch, work, bar));
+          for (const NetDtype& t : o.dtypes) rows.push_back(Measure(o, model, *dev, t, batch, work, bar));
     } catch (...) {
       bar.Close();
       fs::remove_all(work);

@@ -32,7 +32,7 @@ int Usage(const char* why) {
   std::fprintf(stderr,
                "mpcaffe calibrate: %s\n"
                "usage: mpcaffe calibrate --model net.prototxt --weights fp32.caffemodel\n"
-               "         [--dtype int8|int16|fp16] (else the typed prototxt's own types)\n"
+               "         [--dtype int8|int8w4|int16|fp16] (else the typed prototxt's own types)\n"
                "         [--input x.npy] (NCHW float32; else the net's Data layers)\n"
                "         [--iterations N] --output calibrated.caffemodel\n"
                "         [--output-model typed.prototxt] [--phase TEST|TRAIN] [--device i]\n"
@@ -131,14 +131,14 @@ int RunCalibrate(const std::vector<std::string>& args) {
   if (model.empty()) return Usage("--model is required");
   if (weights.empty()) return Usage("--weights is required (the trained fp32 caffemodel)");
   if (output.empty()) return Usage("--output is required (the calibrated caffemodel to write)");
-  DataType dtype = DataType::kFloat32;
+  NetDtype dtype;
   if (!dtype_flag.empty()) {
     try {
-      dtype = ParseDataType(dtype_flag);
+      dtype = ParseNetDtype(dtype_flag);
     } catch (const std::exception& e) {
       return Usage(e.what());
     }
-    if (dtype == DataType::kFloat32)
+    if (dtype.type == DataType::kFloat32)
       return Usage("--dtype fp32 needs no calibration; give int8, int16 or fp16");
   }
   const std::string phase = FlagValue(args, "--phase", "TEST");
@@ -198,7 +198,7 @@ int RunCalibrate(const std::vector<std::string>& args) {
   const std::vector<std::string> missing = net.QuantizersWithoutRange();
   if (root) std::printf("Calibrating %s (%s) on %s: %zu quantizers to observe, %d forward passes of the fp32 "
               "net over %s\n",
-              model.c_str(), dtype_flag.empty() ? "its own types" : DtypeLabel(dtype),
+              model.c_str(), dtype_flag.empty() ? "its own types" : NetDtypeLabel(dtype).c_str(),
               device.Describe().c_str(), missing.size(), iterations,
               input.empty() ? "the Data layers" : ("'" + input + "'").c_str());
   if (root && comm.size() > 1)
@@ -238,7 +238,7 @@ int RunCalibrate(const std::vector<std::string>& args) {
     std::printf("Score it with the typed prototxt (--output-model writes it; so does `mpcaffe "
                 "convert --model %s --dtype %s --output typed.prototxt`):\n"
                 "  mpcaffe test --model typed.prototxt --weights %s\n",
-                model.c_str(), DtypeLabel(dtype), output.c_str());
+                model.c_str(), NetDtypeLabel(dtype).c_str(), output.c_str());
   else
     std::printf("Score it: mpcaffe test --model %s --weights %s\n",
                 output_model.empty() ? model.c_str() : output_model.c_str(), output.c_str());

@@ -1,4 +1,4 @@
-// tools/cmd_convert.cc — `mpcaffe convert --model fp32.prototxt --dtype fp16|int16|int8
+// tools/cmd_convert.cc — `mpcaffe convert --model fp32.prototxt --dtype fp16|int16|int8|int8w4
 // --output typed.prototxt`: writes the typed variant of a net definition, the rewrite
 // `bench net` measures (tools/net_variants.h: every layer that can compute in the type does,
 // input layers and layers that cannot stay fp32, the net inserts the conversions).
@@ -18,7 +18,7 @@ namespace {
 int Usage(const char* why) {
   std::fprintf(stderr,
                "mpcaffe convert: %s\n"
-               "usage: mpcaffe convert --model fp32.prototxt --dtype fp16|int16|int8\n"
+               "usage: mpcaffe convert --model fp32.prototxt --dtype fp16|int16|int8|int8w4\n"
                "                       [--output typed.prototxt] (default: standard output)\n"
                "                       [--device i] (asked which layers compute in the type)\n",
                why);
@@ -31,9 +31,9 @@ int RunConvert(const std::vector<std::string>& args) {
   const std::string output = FlagValue(args, "--output");
   if (model.empty()) return Usage("--model is required");
   if (dtype_flag.empty()) return Usage("--dtype is required");
-  DataType dtype;
+  NetDtype dtype;
   try {
-    dtype = ParseDataType(dtype_flag);
+    dtype = ParseNetDtype(dtype_flag);
   } catch (const std::exception& e) {
     return Usage(e.what());
   }
@@ -44,7 +44,7 @@ int RunConvert(const std::vector<std::string>& args) {
     int kept = 0;
     std::string kept_names;
     for (const auto& l : typed.layer())
-      if (!IsInputLayerType(l.type()) && l.compute_data_type() != DataTypeToProto(dtype)) {
+      if (!IsInputLayerType(l.type()) && l.compute_data_type() != DataTypeToProto(dtype.type)) {
         ++kept;
         kept_names += (kept_names.empty() ? "" : ", ") + l.name() + " (" + l.type() + ")";
       }
@@ -54,7 +54,7 @@ int RunConvert(const std::vector<std::string>& args) {
       std::cout << text;
     } else {
       WriteProtoToTextFile(typed, output);
-      std::fprintf(stderr, "Wrote %s: %s", output.c_str(), DtypeLabel(dtype));
+      std::fprintf(stderr, "Wrote %s: %s", output.c_str(), NetDtypeLabel(dtype).c_str());
       if (kept) std::fprintf(stderr, ", fp32 kept in %s", kept_names.c_str());
       std::fprintf(stderr, "\n");
     }

@@ -1,5 +1,5 @@
 // tools/cmd_test.cc — `mpcaffe test --model <prototxt> --weights <caffemodel> [--iterations N]
-// [--device i] [--synthetic]`: scores a trained net in the TEST phase as BVLC's `caffe test`
+// [--device i] [--synthetic] [--acc16-overflow]`: scores a trained net in the TEST phase as BVLC's `caffe test`
 // does (each batch's outputs, then their means, loss outputs with their weights). Under
 // `mpirun -np N` the iterations are shared by the ranks (rank r runs r, r + N, … on its shard
 // of the Data layers' records), the sums are reduced over the ranks and rank 0 prints.
@@ -22,9 +22,40 @@ int Usage(const char* why) {
   std::fprintf(stderr,
                "mpcaffe test: %s\n"
                "usage: mpcaffe test --model <prototxt> [--weights <caffemodel>] [--iterations N]\n"
-               "                    [--device i] [--synthetic]\n",
+               "                    [--device i] [--synthetic] [--acc16-overflow]\n"
+               "  --synthetic: synthetic Data layers, Input layers filled with seeded uniform\n"
+               "               values in [-1, 1], missing quantizer ranges calibrated on them\n"
+               "  --acc16-overflow: per layer with 4-bit weights, how often a 16-bit accumulator\n"
+               "               (the Arm 8x4-bit paper's) would overflow on these activations\n",
                why);
   return 2;
+}
+
+/// The 16-bit accumulator's overflows per layer with 4-bit weights (this rank's passes).
+void PrintAcc16(Net& net) {
+  std::printf("16-bit accumulator (sticky overflow; Σ x·w of uint8 activations and 4-bit weights "
+              "in the order of k):\n%-24s %14s %12s %10s %12s %10s\n", "layer", "steps", "overflows",
+              "% steps", "outputs hit", "% outputs");
+  quant::Acc16Overflow all;
+  int layers = 0;
+  for (size_t i = 0; i < net.layers().size(); ++i) {
+    Layer& l = *net.layers()[i];
+    if (!l.Int4Weights(0) || l.acc16_overflow().steps == 0) continue;
+    const quant::Acc16Overflow& c = l.acc16_overflow();
+    std::printf("%-24s %14llu %12llu %10.4f %12llu %10.4f\n", net.layer_names()[i].c_str(),
+                (unsigned long long)c.steps, (unsigned long long)c.overflow_steps, c.step_percent(),
+                (unsigned long long)c.overflowed_outputs, c.output_percent());
+    all += c;
+    ++layers;
+  }
+  if (layers == 0) {
+    std::printf("(no layer with 4-bit weights ran: give an int8w4 net, e.g. from `mpcaffe convert "
+                "--dtype int8w4`)\n");
+    return;
+  }
+  std::printf("%-24s %14llu %12llu %10.4f %12llu %10.4f\n", "all", (unsigned long long)all.steps,
+              (unsigned long long)all.overflow_steps, all.step_percent(),
+              (unsigned long long)all.overflowed_outputs, all.output_percent());
 }
 
 int RunTest(const std::vector<std::string>& args) {
@@ -55,6 +86,16 @@ int RunTest(const std::vector<std::string>& args) {
       std::cout << "Warning: no --weights, testing the fillers' initial values\n";
     else if (!weights.empty())
       net.CopyTrainedLayersFrom(weights);
+    if (options.synthetic_data) {
+      FillInputLayers(net);
+      if (!net.QuantizersWithoutRange().empty()) {
+        const int n = CalibrateWithFloatVariant(net, param, options);
+        if (root) std::cout << "Calibrated " << n << " quantizer ranges on the synthetic inputs\n";
+      }
+    }
+    const bool acc16 = HasFlag(args, "--acc16-overflow");
+    if (acc16)
+      for (const auto& l : net.layers()) l->set_simulate_acc16(true);
     // Loss weight of each output blob (from the layer that produced it).
     std::vector<float> out_weight;
     for (Blob* out : net.output_blobs()) {
@@ -107,6 +148,7 @@ int RunTest(const std::vector<std::string>& args) {
         std::cout << " (* " << weight_of[k] << " = " << weight_of[k] * mean << " loss)";
       std::cout << "\n";
     }
+    if (acc16) PrintAcc16(net);
     return 0;
   } catch (const std::exception& e) {
     AbortJobOnError(std::string("mpcaffe test: ") + e.what());

@@ -28,7 +28,8 @@ double Median(std::vector<double> v) {
 std::string LayerDtype(const Layer& l) {
   if (std::string(l.type()) == "Quantizer")
     return std::string(Name(l.bottom_type(0))) + "->" + Name(l.top_type(0));
-  return Name(l.compute_type());
+  // int8 layers with 4-bit weights: "int8q w4".
+  return std::string(Name(l.compute_type())) + (l.Int4Weights(0) ? " w4" : "");
 }
 
 int Usage(const char* why) {

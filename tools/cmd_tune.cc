@@ -25,7 +25,7 @@ int Usage() {
   std::fprintf(stderr,
                "usage: mpcaffe tune gemm M N K [--dtype fp32|fp16|int16|int8] [--ta] [--tb]\n"
                "                             [--weights A|B] [--device i] [--max n]\n"
-               "       mpcaffe tune --model <prototxt> [--dtypes fp32,fp16,int16,int8]\n"
+               "       mpcaffe tune --model <prototxt> [--dtypes fp32,fp16,int16,int8,int8w4]\n"
                "                    [--batch 1,16] [--device i|i,j|all] [--max n] [--no-progress]\n"
                "                    [--show]\n"
                "       (--show: list the net's shapes and the configuration each uses now)\n");
@@ -111,7 +111,7 @@ void TuneModelOn(Device& dev, const std::vector<std::string>& args) {
     const std::string dtypes = FlagValue(args, "--dtypes");
     if (dtypes.empty()) variants.emplace_back("as written" + b, batched[i]);
     for (const auto& t : SplitList(dtypes))
-      variants.emplace_back(t + b, TypedVariant(batched[i], ParseDataType(t), dev));
+      variants.emplace_back(t + b, TypedVariant(batched[i], ParseNetDtype(t), dev));
   }
   // Shapes first (each once over all variants), then the timing.
   std::vector<libdnn::GemmDesc> gemms;

@@ -12,6 +12,7 @@
 #include "layers/layer_registry.h"
 #include "device/settings.h"
 #include "net/net.h"
+#include "tools/command.h"
 
 namespace mpcaffe::tools {
 
@@ -116,6 +117,53 @@ inline caffe::NetParameter TypedVariant(const caffe::NetParameter& param, DataTy
       *inner = TypedVariant(*inner, type, device, true);
   }
   return out;
+}
+
+/// A net variant's type as the tools name it: a DataType, and for int8 the bits of the
+/// Convolution / InnerProduct weights ("int8w4": 8-bit activations, 4-bit weights).
+struct NetDtype {
+  DataType type = DataType::kFloat32;
+  int weight_bits = 8;
+  bool operator==(const NetDtype& o) const { return type == o.type && weight_bits == o.weight_bits; }
+};
+
+/// "fp32", "fp16", "int16", "int8" (ParseDataType) or "int8w4"; throws std::invalid_argument
+/// naming the accepted names otherwise.
+inline NetDtype ParseNetDtype(const std::string& name) {
+  if (name == "int8w4") return {DataType::kInt8Q, 4};
+  try {
+    return {ParseDataType(name), 8};
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument("unknown dtype '" + name +
+                                "' (known: fp32, fp16, int16, int8, int8w4)");
+  }
+}
+
+inline std::string NetDtypeLabel(const NetDtype& t) {
+  return std::string(DtypeLabel(t.type)) + (t.weight_bits == 4 ? "w4" : "");
+}
+
+/// `param` with weight_bits 4 in the weight quantizer (blobs_quantizer 0) of every Convolution
+/// and InnerProduct layer that computes in int8 (nested nets too): what makes an int8 variant
+/// int8w4.
+inline caffe::NetParameter WithInt4Weights(const caffe::NetParameter& param) {
+  caffe::NetParameter out = param;
+  for (auto& layer : *out.mutable_layer()) {
+    if ((layer.type() == "Convolution" || layer.type() == "InnerProduct") &&
+        layer.compute_data_type() == DataTypeToProto(DataType::kInt8Q)) {
+      if (layer.blobs_quantizer_size() == 0) layer.add_blobs_quantizer();
+      layer.mutable_blobs_quantizer(0)->set_weight_bits(4);
+    }
+    for (caffe::NetParameter* inner : NestedNetParameters(&layer)) *inner = WithInt4Weights(*inner);
+  }
+  return out;
+}
+
+/// TypedVariant for a NetDtype (int8w4: the int8 variant WithInt4Weights).
+inline caffe::NetParameter TypedVariant(const caffe::NetParameter& param, const NetDtype& type,
+                                        Device& device) {
+  caffe::NetParameter out = TypedVariant(param, type.type, device);
+  return type.weight_bits == 4 ? WithInt4Weights(out) : out;
 }
 
 /// The optimizer level of the commands that only time or score a net (time, bench, test): 2

@@ -26,7 +26,7 @@ def _blob_shape(blob):
 def blobproto_to_array(blob, return_diff=False):
     """The data (or diff) of a caffe_pb2.BlobProto as an array of its shape: float32/float64
     values from data/double_data, or the stored type's values (float16, uint16, uint8) from
-    mpcaffe's packed_data."""
+    mpcaffe's packed_data; 4-bit weights (packed_bits 4) as their signed values (int8, -8..7)."""
     shape = _blob_shape(blob)
     if return_diff:
         if len(blob.double_diff):
@@ -37,6 +37,8 @@ def blobproto_to_array(blob, return_diff=False):
             values = np.array(blob.diff, dtype=np.float32)
     elif len(blob.double_data):
         values = np.array(blob.double_data, dtype=np.float64)
+    elif blob.packed_data and blob.packed_bits == 4:
+        values = _unpack_int4(blob, shape)
     elif blob.packed_data:
         values = np.frombuffer(blob.packed_data, dtype=_packed_dtype(blob)).copy()
     else:
@@ -46,6 +48,24 @@ def blobproto_to_array(blob, return_diff=False):
         raise ValueError(f"blobproto_to_array: the blob holds {values.size} {what} values for "
                          f"shape {shape}")
     return values.reshape(shape)
+
+
+def _unpack_int4(blob, shape):
+    """The signed 4-bit weights (int8 values in [-8, 7]) of a blob with packed_bits 4: each output
+    channel (axis 0) in ceil(K/2) bytes, value k in byte k/2, low nibble for even k."""
+    channels = shape[0] if len(shape) else 0
+    k = int(np.prod(shape[1:], dtype=np.int64)) if channels else 0
+    row = (k + 1) // 2
+    raw = np.frombuffer(blob.packed_data, dtype=np.uint8)
+    if raw.size != channels * row:
+        raise ValueError(f"blobproto_to_array: {raw.size} bytes of 4-bit weights for shape {shape} "
+                         f"(needs {channels} channels of {row} bytes)")
+    raw = raw.reshape(channels, row)
+    nibbles = np.empty((channels, 2 * row), dtype=np.int8)
+    nibbles[:, 0::2] = (raw & 0x0F).astype(np.int8)
+    nibbles[:, 1::2] = (raw >> 4).astype(np.int8)
+    nibbles[nibbles > 7] -= 16
+    return nibbles[:, :k].reshape(-1)
 
 
 def _packed_dtype(blob):

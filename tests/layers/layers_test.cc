@@ -505,6 +505,126 @@ TEST(Layers, ConvolutionEveryTypeGroupsStridePadDilation) {
   }
 }
 
+/// The 4-bit weights of parameter blob 0 as signed values (the blob stores w + 128).
+std::vector<int> Int4Values(Layer& l) {
+  const auto stored = l.blobs()[0]->ToFloat();
+  std::vector<int> w(stored.size());
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int>(stored[i]) - 128;
+  return w;
+}
+
+caffe::LayerParameter Int4Param(const std::string& text) {
+  auto p = Param(text, DataType::kInt8Q);
+  p.add_blobs_quantizer()->set_weight_bits(4);
+  return p;
+}
+
+// int8 activations × 4-bit weights, per-channel scales: bit-exact against the integer pipeline
+// acc = Σ (x − z_x)·w + bias, out = clamp(z_c + Requantize32(acc, M[o])). An odd K (15) packs a
+// half-empty last byte per channel.
+TEST(Layers, InnerProductInt4WeightsMatchTheIntegerReference) {
+  auto p = Int4Param("type: 'InnerProduct' inner_product_param { num_output: 6 "
+                     "weight_filler { type: 'gaussian' std: 0.5 } bias_filler { type: 'uniform' min: -1 max: 1 } }");
+  SetRange(&p, "bottom", 0, -1, 3);
+  SetRange(&p, "top", 0, -6, 6);
+  for (int m : {1, 4}) {
+    LayerRun r = Make(p, {{m, 3, 5}}, 1);
+    r.Forward();
+    const auto x = r.bottom[0]->ToFloat();
+    const auto w = Int4Values(*r.layer);
+    const auto b = r.layer->ParamAsFloat(1);
+    const auto xp = r.layer->BottomParams(0), wp = r.layer->BlobParams(0), cp = r.layer->TopParams(0);
+    ASSERT_EQ(wp.scale.size(), 6u);
+    for (int v : w) ASSERT_TRUE(v >= -8 && v <= 7) << v;
+    std::vector<float> want(m * 6);
+    for (int i = 0; i < m; ++i)
+      for (int n = 0; n < 6; ++n) {
+        int64_t acc = BiasUnits(b[n], double(xp.scale[0]) * wp.scale[n]);
+        for (int k = 0; k < 15; ++k) acc += int64_t(x[i * 15 + k] - xp.zero_point[0]) * w[n * 15 + k];
+        want[i * 6 + n] = Requantized(DataType::kInt8Q, acc,
+                                      quant::RequantizationMultiplier(xp.scale[0], wp.scale[n], cp.scale[0]),
+                                      cp.zero_point[0]);
+      }
+    ExpectMatch(DataType::kInt8Q, r.top[0]->ToFloat(), want, "InnerProduct int8w4 m=" + std::to_string(m));
+    // The dequantized weights are the 4-bit grid of each channel.
+    const auto real = r.layer->ParamAsFloat(0);
+    for (size_t i = 0; i < real.size(); ++i) ASSERT_FLOAT_EQ(real[i], wp.scale[i / 15] * w[i]);
+    // New values (trained weights after drawn filler values) bring their own scales.
+    std::vector<float> trained(real.size());
+    for (size_t i = 0; i < trained.size(); ++i) trained[i] = 3.0f * real[i] + 0.01f * float(i % 7);
+    r.layer->SetParamFromFloat(0, trained);
+    EXPECT_EQ(r.layer->BlobParams(0).scale,
+              quant::ChooseInt4Scales(trained.data(), 6, 15, quant::Int4ScaleMethod::kMinMse));
+  }
+}
+
+TEST(Layers, ConvolutionInt4WeightsMatchTheIntegerReference) {
+  auto p = Int4Param("type: 'Convolution' convolution_param { num_output: 4 kernel_size: 3 stride: 2 pad: 1 "
+                     "group: 2 weight_filler { type: 'gaussian' std: 0.3 } "
+                     "bias_filler { type: 'uniform' min: -1 max: 1 } }");
+  SetRange(&p, "bottom", 0, -2, 2);
+  SetRange(&p, "top", 0, -5, 5);
+  LayerRun r = Make(p, {{2, 6, 7, 6}}, 1);  // K = 3·3·3 = 27 per channel (odd)
+  r.Forward();
+  const int N = 2, C = 6, H = 7, W = 6, O = 4, G = 2, K = 3, S = 2, P = 1;
+  const int OH = (H + 2 * P - K) / S + 1, OW = (W + 2 * P - K) / S + 1;
+  const auto x = r.bottom[0]->ToFloat();
+  const auto w = Int4Values(*r.layer);
+  const auto b = r.layer->ParamAsFloat(1);
+  const auto xp = r.layer->BottomParams(0), wp = r.layer->BlobParams(0), cp = r.layer->TopParams(0);
+  std::vector<float> want(r.top[0]->count());
+  const int cg = C / G, og = O / G;
+  for (int n = 0; n < N; ++n)
+    for (int o = 0; o < O; ++o)
+      for (int oh = 0; oh < OH; ++oh)
+        for (int ow = 0; ow < OW; ++ow) {
+          int64_t acc = BiasUnits(b[o], double(xp.scale[0]) * wp.scale[o]);
+          const int g = o / og;
+          for (int c = 0; c < cg; ++c)
+            for (int kh = 0; kh < K; ++kh)
+              for (int kw = 0; kw < K; ++kw) {
+                const int ih = oh * S - P + kh, iw = ow * S - P + kw;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                acc += int64_t(x[((n * C + g * cg + c) * H + ih) * W + iw] - xp.zero_point[0]) *
+                       w[((o * cg + c) * K + kh) * K + kw];
+              }
+          want[((n * O + o) * OH + oh) * OW + ow] = Requantized(
+              DataType::kInt8Q, acc, quant::RequantizationMultiplier(xp.scale[0], wp.scale[o], cp.scale[0]),
+              cp.zero_point[0]);
+        }
+  ExpectMatch(DataType::kInt8Q, r.top[0]->ToFloat(), want, "Convolution int8w4");
+  // The 16-bit accumulator option counts every product of the pass.
+  r.layer->set_simulate_acc16(true);
+  r.Forward();
+  EXPECT_EQ(r.layer->acc16_overflow().outputs, uint64_t(N) * O * OH * OW);
+  EXPECT_EQ(r.layer->acc16_overflow().steps, uint64_t(N) * O * OH * OW * cg * K * K);
+}
+
+TEST(Layers, Int4WeightsAreRefusedWhereTheyCannotApply) {
+  auto expect_error = [](caffe::LayerParameter p, const std::vector<int>& shape, const std::string& part) {
+    try {
+      Make(p, {shape}, 1);
+      ADD_FAILURE() << "no error for " << p.ShortDebugString();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("'L'"), std::string::npos) << e.what();
+    }
+  };
+  const std::string ip = "type: 'InnerProduct' inner_product_param { num_output: 2 }";
+  auto int16 = Param(ip, DataType::kInt16Q);
+  int16.add_blobs_quantizer()->set_weight_bits(4);
+  expect_error(int16, {1, 4}, "int16");
+  auto bias = Param(ip, DataType::kInt8Q);
+  bias.add_blobs_quantizer();
+  bias.add_blobs_quantizer()->set_weight_bits(4);
+  expect_error(bias, {1, 4}, "parameter blob 1");
+  auto transposed = Int4Param("type: 'InnerProduct' inner_product_param { num_output: 2 transpose: true }");
+  expect_error(transposed, {1, 4}, "transpose");
+  auto bits = Param(ip, DataType::kInt8Q);
+  bits.add_blobs_quantizer()->set_weight_bits(3);
+  expect_error(bits, {1, 4}, "weight_bits");
+}
+
 TEST(Layers, PoolingEveryTypeMatchesTheReference) {
   for (DataType t : kAllDataTypes)
     for (const char* text : {"pool: MAX kernel_size: 3 stride: 2", "pool: AVE kernel_size: 3 stride: 2 pad: 1",

@@ -374,6 +374,74 @@ TEST(Net, CaffemodelRoundTripGivesIdenticalBytes) {
   fs::remove_all(dir);
 }
 
+// int8 with 4-bit weights: the caffemodel keeps them packed (two per byte, packed_bits 4) with
+// the per-channel scales beside the ranges; saving what was loaded gives the same bytes and the
+// same outputs; an fp32 net reads the 4-bit grid values; a wrong packed size names layer and blob.
+TEST(Net, Int4WeightsCaffemodelRoundTrip) {
+  const fs::path dir = TempDir("int4");
+  caffe::NetParameter p = WithDataType(Text(kSmallNet), DataType::kInt8Q);
+  p.mutable_layer(0)->set_top_data_type(caffe::CAFFE_FLOAT);
+  for (int l : {1, 3}) p.mutable_layer(l)->add_blobs_quantizer()->set_weight_bits(4);
+  Net f(WithDataType(p, DataType::kFloat32), Dev());
+  f.SetQuantMode(quant::QuantizerMode::kObserve);
+  f.Forward();
+  caffe::NetParameter calibrated;
+  f.ToProto(&calibrated);
+  Net a(p, Dev());
+  a.CopyTrainedLayersFrom(calibrated);
+  const std::string first = (dir / "w4_1.caffemodel").string(), second = (dir / "w4_2.caffemodel").string();
+  a.Save(first);
+  Net b(p, Dev());
+  b.CopyTrainedLayersFrom(first);
+  b.Save(second);
+  EXPECT_EQ(ReadBytes(first), ReadBytes(second));
+  const caffe::NetParameter saved = ReadNetParameterBinary(first);
+  const caffe::BlobProto& cw = saved.layer(1).blobs(0);  // 4 channels × 27 → 14 bytes each
+  EXPECT_EQ(cw.packed_bits(), 4u);
+  EXPECT_EQ(cw.data_type(), caffe::CAFFE_INT8_QUANTIZED);
+  EXPECT_EQ(cw.packed_data().size(), 4u * 14);
+  EXPECT_EQ(saved.layer(3).blobs(0).packed_data().size(), 3u * 18);  // 3 × 36
+  EXPECT_EQ(saved.layer(1).blobs(1).data_type(), caffe::CAFFE_INT8_QUANTIZED);  // bias as before
+  int scales = 0;
+  for (const auto& q : saved.quantizer()) {
+    if (q.name() == "conv/blob0" || q.name() == "fc/blob0") {
+      EXPECT_EQ(q.channel_scale_size(), q.name() == "conv/blob0" ? 4 : 3);
+      EXPECT_EQ(q.weight_bits(), 4u);
+      ++scales;
+    }
+  }
+  EXPECT_EQ(scales, 2);
+  for (Net* n : {&a, &b}) n->blob("x").FromFloat(f.blob("x").ToFloat());
+  a.Forward();
+  b.Forward();
+  EXPECT_EQ(a.blob("y").ToFloat(), b.blob("y").ToFloat());
+  // The int8w4 outputs (dequantized) stay close to fp32 (loose: 4-bit weights).
+  f.Forward();
+  const auto y = a.blob("y").ToFloat(), yf = f.blob("y").ToFloat();
+  const quant::QuantParams yq = a.layer("fc").TopParams(0);
+  for (size_t i = 0; i < y.size(); ++i)
+    EXPECT_NEAR(yq.scale[0] * (y[i] - yq.zero_point[0]), yf[i], 0.05f) << i;
+  // fp32 net from the 4-bit caffemodel: scale · w.
+  Net g(WithDataType(p, DataType::kFloat32), Dev());
+  g.CopyTrainedLayersFrom(first);
+  const auto real = g.layer("conv").ParamAsFloat(0);
+  const auto want = a.layer("conv").ParamAsFloat(0);
+  EXPECT_EQ(real, want);
+  // A truncated packed blob names the layer and the blob.
+  caffe::NetParameter broken = saved;
+  broken.mutable_layer(3)->mutable_blobs(0)->mutable_packed_data()->pop_back();
+  try {
+    Net c(p, Dev());
+    c.CopyTrainedLayersFrom(broken);
+    FAIL();
+  } catch (const NetError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'fc', parameter blob 0"), std::string::npos) << m;
+    EXPECT_NE(m.find("53 bytes"), std::string::npos) << m;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Net, ShapeMismatchNamesLayerBlobAndShapes) {
   Net net(Text(kSmallNet), Dev());
   caffe::NetParameter w;

@@ -51,7 +51,7 @@ def test_celsius_listing_matches_the_shared_prototxts(celsius, paper_models):
 
 
 # Mean absolute error bounds in °F (issue 8; the paper's Table 4.6: 2.52 / 2.26 / 2.42 / 6.94).
-CELSIUS_MAE = {"float": 2.6, "half": 2.6, "int16": 0.5, "int8": 5.0}
+CELSIUS_MAE = {"float": 2.6, "half": 2.6, "int16": 0.5, "int8": 5.0, "int8w4": 5.0}
 
 
 def test_celsius_fahrenheit_workflow(celsius, tmp_path):
@@ -64,11 +64,12 @@ def test_celsius_fahrenheit_workflow(celsius, tmp_path):
     solver = celsius.train(train_set, iterations=3000, batch=16, seed=0, folder=tmp_path)
     weights = celsius.calibrate(solver, test_set[0], tmp_path / "net_trained.caffemodel")
     errors = {}
-    for precision in celsius.DATA_TYPES:
+    for precision in celsius.PRECISIONS:
         mae, ms, net = celsius.evaluate(precision, weights, test_set, repeats=1)
         errors[precision] = mae
         assert net.blobs["neuron"].data.dtype == {"float": np.float32, "half": np.float16,
-                                                  "int16": np.uint16, "int8": np.uint8}[precision]
+                                                  "int16": np.uint16, "int8": np.uint8,
+                                                  "int8w4": np.uint8}[precision]
         assert ms > 0
     print("Celsius -> Fahrenheit MAE per dtype:", errors)
     for precision, bound in CELSIUS_MAE.items():
@@ -99,3 +100,6 @@ def test_fashion_mnist_types_follow_fp32(fashion, tmp_path):
     assert accuracy["float"] > 70.0, "500 Adam steps should reach well above 70 %"
     for precision in ("half", "int16", "int8"):
         assert abs(accuracy[precision] - accuracy["float"]) <= 0.5, (precision, accuracy)
+    # 4-bit weights (per-channel min-MSE scales) on this short run: within 1.5 points of fp32
+    # (measured −0.86 on Intel's runtime; the issue's 1-point bound is for the trained LeNet).
+    assert accuracy["float"] - accuracy["int8w4"] <= 1.5, accuracy

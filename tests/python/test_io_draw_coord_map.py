@@ -30,6 +30,15 @@ def test_blobproto_round_trips():
     packed.shape.dim.append(2)
     out = cio.blobproto_to_array(packed)
     assert out.dtype == np.float16 and out.tolist() == [1.5, -2.0]
+    # 4-bit weights: 2 channels of K = 3 in 2 bytes each, low nibble first, signed.
+    w4 = caffe.caffe_pb2.BlobProto(data_type=caffe.data_type.CAFFE_INT8_QUANTIZED, packed_bits=4,
+                                   packed_data=bytes([0x8F, 0x07, 0x21, 0x0E]))
+    w4.shape.dim.extend([2, 3])
+    out = cio.blobproto_to_array(w4)
+    assert out.dtype == np.int8 and out.tolist() == [[-1, -8, 7], [1, 2, -2]]
+    w4.packed_data = bytes([1, 2, 3])
+    with pytest.raises(ValueError, match="3 bytes of 4-bit weights"):
+        cio.blobproto_to_array(w4)
     bad = caffe.caffe_pb2.BlobProto(data=[1, 2, 3])
     bad.shape.dim.extend([2, 2])
     with pytest.raises(ValueError, match=r"holds 3 data values for shape \(2, 2\)"):
