@@ -49,6 +49,9 @@ struct Dialect {
   /// loads cannot be assumed).
   const char* vector_decl;
   const char* vector_fma;  // the float-lane fma(a, b, c) of such a vector ("" where built in)
+  /// KernelHelper::kPairProduct16's text (MP_MADD16, MP_PAIR16 over the dialect's 16-lane
+  /// short vector); nullptr where the dialect has no form of it yet.
+  const char* pair_product16;
   /// Whether vectors have OpenCL's built-in functions (select, clamp, abs, convert_*,
   /// vload/vstore of other types): generators may use them only then.
   bool vector_builtins;
@@ -123,16 +126,28 @@ class KernelBuilder {
   std::string body_;
 };
 
-/// Builds a program text. Placeholders in bodies and helper text:
+/// Builds a program text of one kernel family. Placeholders in bodies and helper text:
 ///   $global_id(d) $local_id(d) $group_id(d) $local_size(d) $num_groups(d) $global_size(d)
 ///   $barrier  $global (pointer qualifier)  $local (pointer qualifier)  $shared (array decl)
 ///   $device_fn  $loop(i, n) (grid-stride loop header over int i in [0, n))
 /// Generated text is deterministic: the same calls give the same bytes.
+///
+/// `family` names the kernel family the program belongs to ("gemm", "conv_forward", …; lower
+/// case, digits and '_'), written as a string literal at the construction: it heads the text
+/// (see FamilyOf) and must be registered with a CUDA enumerator in tests/cuda/kernel_families.cc
+/// (tests/cuda/kernel_families_test.cc fails for a family the source tree constructs but the
+/// registry lacks; see docs/ARCHITECTURE.md, "Kernel families").
 class KernelWriter {
  public:
-  explicit KernelWriter(const KernelTarget& target);
+  KernelWriter(const KernelTarget& target, std::string family);
 
   const KernelTarget& target() const { return target_; }
+  const std::string& family() const { return family_; }
+  /// The family named in a program text's first line ("" if it has none).
+  static std::string FamilyOf(const std::string& source);
+  /// Every family whose Source() this process has generated, sorted (the test suites check
+  /// that each is registered; tests/testing/kernel_families.cc).
+  static std::vector<std::string> GeneratedFamilies();
   const Dialect& dialect() const { return dialect_; }
 
   /// Declares a type alias for a data type: typedef `alias` (storage), `alias_c` (compute),
@@ -167,6 +182,7 @@ class KernelWriter {
 
   KernelTarget target_;
   const Dialect& dialect_;
+  std::string family_;
   bool uses_fp16_ = false;
   std::vector<std::string> type_blocks_;
   /// Per AddType alias: the integer type of its compute type's size (select()'s mask).

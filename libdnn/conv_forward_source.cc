@@ -81,7 +81,7 @@ struct ForwardText {
         q(IsQuantized(desc.type)),
         wide(desc.type == DataType::kInt16Q),
         suffix(std::string(Name(desc.type)) + (desc.weights_signed ? "_sw" : "")),
-        w(target) {}
+        w(target, "conv_forward") {}
 
   std::string Source() {
     DeclareTypes();
@@ -571,7 +571,7 @@ std::string Convolution::DepthwiseKernelName(const ConvDesc& d) {
 // clamp to the type.
 std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvDesc& d) {
   const bool q = IsQuantized(d.type);
-  KernelWriter w(target);
+  KernelWriter w(target, "conv_depthwise");
   w.AddType("Dtype", d.type);
   DeclareWeightStorage(w, d);
   w.Define("DW_PX", std::to_string(kDepthwisePixels));
@@ -677,7 +677,7 @@ void AddIm2colKernel(KernelWriter& w, DataType type) {
 }
 
 std::string Im2colSource(const KernelTarget& target, DataType type) {
-  KernelWriter w(target);
+  KernelWriter w(target, "im2col");
   w.AddType("Dtype", type);
   AddIm2colKernel(w, type);
   return w.Source();

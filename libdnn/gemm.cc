@@ -702,7 +702,7 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& d, const Ge
   if (!c.Supports(d, target.backend))
     throw Error("GEMM " + d.ToString() + ": configuration '" + c.ToString() +
                 "' does not support this layout or backend");
-  KernelWriter w(target);
+  KernelWriter w(target, "gemm");
   const VectorText vec = Vectors(w, d.type, c.vw);
   const bool weights_a = d.weights == WeightOperand::kA;
   w.Define("VW", Str(c.vw));
