@@ -671,7 +671,7 @@ void AddIm2colKernel(KernelWriter& w, DataType type) {
     const int in = (c * H + iy) * W;
     for (int ox = 0; ox < OW; ++ox) {
       const int ix = ox * sw - pw + kx * dw;
-      Dtype_STORE(col, out + ox, ix >= 0 && ix < W ? Dtype_LOAD(x, in + ix) : pad);
+      Dtype_STORE(col, out + ox, ix >= 0 && ix < W ? Dtype_LOAD(x, in + ix) : (Dtype_c)pad);
     }
   }
 )");
