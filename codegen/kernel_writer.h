@@ -86,11 +86,18 @@ enum class KernelHelper {
   /// int32. Portable shifts, or the dialect's native row (Dialect::dot4_native) when the
   /// target has dot_product; either gives the same integers.
   kDot4,
-  /// OpenCL only: 16-bit pair products (exact for operands within ±32767 whose pair sums fit
-  /// int32), what int8 GEMMs with kp = 2 and int8 convolutions multiply with on CPUs:
-  ///   MP_MADD16(x, y)   int8 of x.s0·y.s0 + x.s1·y.s1, x.s2·y.s2 + x.s3·y.s3, … (short16 x, y;
-  ///                     one vpmaddwd where the compiler targets AVX2, portable code elsewhere)
-  ///   MP_PAIR16(a0, a1) short16 repeating the pair (a0, a1) of ints holding 16-bit values
+  /// 16-bit pair products (exact for operands within ±32767 whose pair sums fit int32), what
+  /// int8 GEMMs with kp = 2 and the int8/int16 convolutions' pair inputs multiply with; one row
+  /// per dialect (Dialect::pair_product16: OpenCL's short16 and Clang built-ins, CUDA structs):
+  ///   mp_short16        16 lanes of 16 bits; (mp_short16)(x) broadcasts, `-` subtracts
+  ///   acc += MP_MADD16(x, y)  adds x.s0·y.s0 + x.s1·y.s1, x.s2·y.s2 + x.s3·y.s3, … to the
+  ///                     8 int32 lanes of acc (one vpmaddwd where OpenCL's compiler targets AVX2)
+  ///   MP_PAIR16(a0, a1) the pair (a0, a1) of ints holding 16-bit values, 8 times
+  ///   MP_PAIR16_WORD(w) the pair packed in one int (low half first), 8 times
+  ///   MP_ZIP16(p0, p1)  p0[0], p1[0], p0[1], p1[1], … p0[7], p1[7] (any storage type)
+  ///   MP_SHORT16_FROM(g) / MP_SHORT16_LOAD(p)  16 values of an int array / of 16-bit storage
+  ///   mp_pair_acc, MP_PAIR_FLUSH(acc, lo, hi)  8 int32 partial sums; acc += hi·256 + lo into
+  ///                     64-bit lanes (the int16 split path)
   kPairProduct16,
   /// MP_SELECT(a, b, c): c ? b : a, elementwise and branch-free where the dialect has it
   /// (Dialect::select); and <alias>_SELECT(a, b, c) per AddType alias, for values of its compute
