@@ -1,6 +1,5 @@
 // codegen/kernel_writer.cc — the dialect table and the text assembly of KernelWriter.
 #include "codegen/kernel_writer.h"
-#include "device/settings.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -9,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+
+#include "device/settings.h"
 
 namespace mpcaffe {
 
@@ -103,7 +104,8 @@ const char* kVectorFmaCudaText = R"(__device__ __forceinline__ @V fma(@V a, cons
 // 16-bit pair products (KernelHelper::kPairProduct16), one row per dialect; both give the
 // same integers. OpenCL: LLVM (PoCL's 15) does not form vpmaddwd from the portable
 // .even/.odd form, so AVX2 targets call the builtin.
-const char* kPairProduct16OpenCLText = R"(// 16-bit pair products: lanes x.s(2i)*y.s(2i) + x.s(2i+1)*y.s(2i+1).
+const char* kPairProduct16OpenCLText =
+    R"(// 16-bit pair products: lanes x.s(2i)*y.s(2i) + x.s(2i+1)*y.s(2i+1).
 typedef short16 mp_short16;
 #if defined(__AVX2__)
 #define MP_MADD16(x, y) __builtin_ia32_pmaddwd256((x), (y))
@@ -122,7 +124,8 @@ typedef int8 mp_pair_acc;
 // CUDA: a struct of 16 shorts; `acc += MP_MADD16(x, y)` adds the 8 pair sums to the lanes .s[0..7]
 // of any 8-lane int accumulator (a KernelWriter::AddVector struct or mp_pair_acc), in wrapping
 // int32; MP_PAIR_FLUSH adds int32 partial sums hi·256 + lo into 64-bit lanes.
-const char* kPairProduct16CudaText = R"(// 16-bit pair products: lanes x.s[2i]*y.s[2i] + x.s[2i+1]*y.s[2i+1].
+const char* kPairProduct16CudaText =
+    R"(// 16-bit pair products: lanes x.s[2i]*y.s[2i] + x.s[2i+1]*y.s[2i+1].
 struct mp_short16 {
   short s[16];
   __device__ __forceinline__ mp_short16() {}

@@ -326,7 +326,8 @@ struct ForwardText {
         return Sub("          const mp_short16 x#T = MP_PAIR16(", 0, t) + x0 + ", " + x1 + ");\n";
       });
       s += ForEachChannel(c, [&](int j) {
-        return Sub("          const mp_short16 w#J = MP_SHORT16_LOAD(wk + #J * CONV_STEP * 2);\n", j, 0);
+        return Sub("          const mp_short16 w#J = MP_SHORT16_LOAD(wk + #J * CONV_STEP * 2);\n",
+                   j, 0);
       });
       s += ForEachTile(c, [&](int j, int t) {
         return Sub("          acc#J_#T += MP_MADD16(w#J, x#T);\n", j, t);
@@ -364,7 +365,8 @@ struct ForwardText {
              xword(t, Sub("2 * off#T + 1", 0, t).c_str()) + ");\n";
     });
     s += ForEachChannel(c, [&](int j) {
-      return Sub("          const mp_short16 w#J = MP_SHORT16_LOAD(wk + #J * CONV_STEP * 2);\n", j, 0);
+      return Sub("          const mp_short16 w#J = MP_SHORT16_LOAD(wk + #J * CONV_STEP * 2);\n", j,
+                 0);
     });
     s += ForEachTile(c, [&](int j, int t) {
       return split ? Sub("          lo#J_#T += MP_MADD16(w#J, l#T);\n"

@@ -287,7 +287,8 @@ std::string OuterPairStep(const GemmDesc& d, const GemmConfig& c, const std::str
   s << "{\n";
   for (int j = 0; j < c.tn; ++j) {
     const std::string col = "n0 + " + Str(j * c.vw);
-    const std::string rows = "MP_ZIP16(b + " + BIndex(d, k, col) + ", b + " + BIndex(d, k1, col) + ")";
+    const std::string rows =
+        "MP_ZIP16(b + " + BIndex(d, k, col) + ", b + " + BIndex(d, k1, col) + ")";
     if (!gather) {
       s << "  const mp_short16 b" << j << " = " << rows << bz << ";\n";
       continue;

@@ -179,7 +179,8 @@ TEST(KernelWriter, UnknownPlaceholderIsAnError) {
   EXPECT_THROW(w.Expand("$no_such_word"), std::invalid_argument);
   EXPECT_THROW(w.Expand("$global_id(3)"), std::invalid_argument);
   EXPECT_EQ(w.Expand("$global_id(1)"), "get_global_id(1)");
-  EXPECT_EQ(KernelWriter(KernelTarget{Backend::kCuda}, "test_placeholders").Expand("$barrier"), "__syncthreads()");
+  EXPECT_EQ(KernelWriter(KernelTarget{Backend::kCuda}, "test_placeholders").Expand("$barrier"),
+            "__syncthreads()");
 }
 
 TEST(KernelWriter, Fp16WithoutDeviceSupportStoresHalfAndComputesInFloat) {

@@ -169,7 +169,8 @@ void CompilePtxAndCubin(const std::string& what, const std::function<std::string
   if (cubin) archs.push_back("sm_80");
   for (const std::string& arch : archs) {
     try {
-      const cuda::NvrtcOutput out = cuda::CompileCuda(source(ComputeCapability(arch)), arch, {}, "pairs.cu");
+      const cuda::NvrtcOutput out =
+          cuda::CompileCuda(source(ComputeCapability(arch)), arch, {}, "pairs.cu");
       if (arch.rfind("compute_", 0) == 0)
         EXPECT_NE(out.ptx.find(".entry " + entry), std::string::npos) << what;
       else
@@ -192,9 +193,10 @@ TEST(CudaCandidates, PairProductPathsCompileInEveryLayout) {
     int n;
     bool trans_a, trans_b, weights_b, weights_signed, weight_zero;
   };
-  for (const Layout& l : {Layout{512, false, false, false, false, true}, Layout{48, false, false, false, true, true},
-                          Layout{45, true, false, false, false, true}, Layout{48, false, true, true, false, true},
-                          Layout{45, false, false, true, true, false}}) {
+  for (const Layout& l :
+       {Layout{512, false, false, false, false, true}, Layout{48, false, false, false, true, true},
+        Layout{45, true, false, false, false, true}, Layout{48, false, true, true, false, true},
+        Layout{45, false, false, true, true, false}}) {
     GemmDesc d;
     d.type = d.out_type = DataType::kInt8Q;
     d.M = 64, d.N = l.n, d.K = 99, d.bias = true;
@@ -205,15 +207,19 @@ TEST(CudaCandidates, PairProductPathsCompileInEveryLayout) {
     for (const GemmConfig& c : GemmCandidates(gpu, d)) {
       if (c.kp != GemmConfig::kPairs || pairs++ > 0) continue;
       const std::string what = d.ToString() + " " + c.ToString();
-      CompilePtxAndCubin(what, [&](int cc) { return Gemm::Source(KernelTarget::Cuda(cc), d, c); },
-                         Gemm::KernelName(d), compiled == 0);
-      EXPECT_NE(Gemm::Source(KernelTarget::Cuda(80), d, c).find("MP_MADD16("), std::string::npos) << what;
+      CompilePtxAndCubin(
+          what, [&](int cc) { return Gemm::Source(KernelTarget::Cuda(cc), d, c); },
+          Gemm::KernelName(d), compiled == 0);
+      EXPECT_NE(Gemm::Source(KernelTarget::Cuda(80), d, c).find("MP_MADD16("), std::string::npos)
+          << what;
       ++compiled;
     }
     EXPECT_GT(pairs, 0) << "no kp = 2 CUDA candidate for " << d.ToString();
   }
-  for (auto [t, kernel, stride, sw] : {std::tuple{DataType::kInt8Q, 1, 2, false}, {DataType::kInt8Q, 3, 1, false},
-                                       {DataType::kInt8Q, 3, 1, true}, {DataType::kInt16Q, 3, 1, false}}) {
+  for (auto [t, kernel, stride, sw] : {std::tuple{DataType::kInt8Q, 1, 2, false},
+                                       {DataType::kInt8Q, 3, 1, false},
+                                       {DataType::kInt8Q, 3, 1, true},
+                                       {DataType::kInt16Q, 3, 1, false}}) {
     ConvDesc d;
     d.type = t;
     d.weights_signed = sw;
@@ -227,17 +233,21 @@ TEST(CudaCandidates, PairProductPathsCompileInEveryLayout) {
       if (c.vw != 8 || c.kp != 1) continue;
       const std::string what = std::string(Name(t)) + " " + std::to_string(kernel) + "x" +
                                std::to_string(kernel) + " " + c.ToString();
-      CompilePtxAndCubin(what, [&](int cc) { return Convolution::ForwardSource(KernelTarget::Cuda(cc), d, c); },
-                         Convolution::ForwardKernelName(d), t == DataType::kInt16Q);
-      EXPECT_NE(Convolution::ForwardSource(KernelTarget::Cuda(80), d, c).find("MP_MADD16("), std::string::npos)
+      CompilePtxAndCubin(
+          what, [&](int cc) { return Convolution::ForwardSource(KernelTarget::Cuda(cc), d, c); },
+          Convolution::ForwardKernelName(d), t == DataType::kInt16Q);
+      EXPECT_NE(Convolution::ForwardSource(KernelTarget::Cuda(80), d, c).find("MP_MADD16("),
+                std::string::npos)
           << what;
       ++compiled;
       break;
     }
   }
   EXPECT_EQ(compiled, 9);
-  std::printf("Pair products: %d CUDA programs compiled (PTX; the first GEMM and int16's split "
-              "convolution also as sm_80 cubin)\n", compiled);
+  std::printf(
+      "Pair products: %d CUDA programs compiled (PTX; the first GEMM and int16's split "
+      "convolution also as sm_80 cubin)\n",
+      compiled);
 }
 
 #else

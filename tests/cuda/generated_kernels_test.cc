@@ -44,20 +44,24 @@ TEST(NvrtcAllKernels, EveryGeneratedKernelCompilesForEveryArch) {
           cuda::NvrtcOutput out = cuda::CompileCuda(g.source, arch, {}, g.kernel + ".cu");
           ++compiles;
           if (arch.rfind("compute_", 0) == 0) {
-            EXPECT_NE(out.ptx.find(".entry " + g.kernel), std::string::npos) << g.kernel << " " << arch;
+            EXPECT_NE(out.ptx.find(".entry " + g.kernel), std::string::npos)
+                << g.kernel << " " << arch;
           } else {
             EXPECT_FALSE(out.cubin.empty()) << g.kernel << " " << arch;
           }
         } catch (const std::exception& e) {
-          ADD_FAILURE() << family.name << ": " << g.kernel << " for " << arch << " failed:\n" << e.what();
+          ADD_FAILURE() << family.name << ": " << g.kernel << " for " << arch << " failed:\n"
+                        << e.what();
         }
       }
     }
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("NVRTC: %d compiles (%zu programs of %zu kernel families x %zu archs: %s, sm_80, sm_90) in %.1f s\n",
-              compiles, programs, KernelFamilies().size(), archs.size(), archs[0].c_str(), seconds);
+  std::printf(
+      "NVRTC: %d compiles (%zu programs of %zu kernel families x %zu archs: %s, sm_80, sm_90) in "
+      "%.1f s\n",
+      compiles, programs, KernelFamilies().size(), archs.size(), archs[0].c_str(), seconds);
 }
 
 TEST(NvrtcAllKernels, Dot4UsesTheDp4aInstructionOnSm61AndLater) {

@@ -2,6 +2,8 @@
 // every KernelWriter the library source constructs names a registered family (so its CUDA text
 // is compiled by generated_kernels_test.cc), every registered family's programs say they are
 // of that family on both dialects, and the end-of-suite check names an unregistered family.
+#include "tests/testing/kernel_families.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +16,6 @@
 #include <vector>
 
 #include "codegen/kernel_writer.h"
-#include "tests/testing/kernel_families.h"
 #include "tests/testing/paths.h"
 
 namespace mpcaffe {
@@ -42,7 +43,8 @@ TEST(KernelFamilies, EveryFamilyTheLibraryConstructsIsRegistered) {
   const std::regex helper(R"re(\b(?:w|Writer)\(\s*target\s*,\s*"([a-z0-9_]+)"\s*\))re");
   std::set<std::string> found;
   int files = 0;
-  for (const char* folder : {"codegen", "libdnn", "layers", "quant", "net", "device", "cache", "tools", "python"}) {
+  for (const char* folder :
+       {"codegen", "libdnn", "layers", "quant", "net", "device", "cache", "tools", "python"}) {
     const std::filesystem::path dir = SourceDir() / folder;
     if (!std::filesystem::exists(dir)) continue;
     for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {

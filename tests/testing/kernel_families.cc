@@ -30,7 +30,8 @@ using Samples = std::vector<Sample>;
 
 /// A sample per data type of `types`: kernel name and source of `t`.
 template <typename Name, typename Source>
-Samples PerType(const std::vector<DataType>& types, const KernelTarget& k, Name name, Source source) {
+Samples PerType(const std::vector<DataType>& types, const KernelTarget& k, Name name,
+                Source source) {
   Samples s;
   for (DataType t : types) s.push_back({name(t), source(k, t)});
   return s;
@@ -52,18 +53,25 @@ std::vector<KernelFamily> Build() {
   std::vector<KernelFamily> f;
   // codegen/elementwise
   f.push_back({"relu", [](const KernelTarget& k) {
-                 return PerType(kAll, k, [](DataType t) { return ElementwiseKernelName("relu", t); }, ReluSource);
+                 return PerType(
+                     kAll, k, [](DataType t) { return ElementwiseKernelName("relu", t); },
+                     ReluSource);
                }});
   f.push_back({"scale", [](const KernelTarget& k) {
-                 return PerType(kAll, k, [](DataType t) { return ElementwiseKernelName("scale", t); }, ScaleSource);
+                 return PerType(
+                     kAll, k, [](DataType t) { return ElementwiseKernelName("scale", t); },
+                     ScaleSource);
                }});
   f.push_back({"axpby", [](const KernelTarget& k) {
-                 return PerType(kAll, k, [](DataType t) { return ElementwiseKernelName("axpby", t); }, AxpbySource);
+                 return PerType(
+                     kAll, k, [](DataType t) { return ElementwiseKernelName("axpby", t); },
+                     AxpbySource);
                }});
   f.push_back({"convert", [](const KernelTarget& k) {
                  Samples s;
                  for (DataType from : kAllDataTypes)
-                   for (DataType to : kAllDataTypes) s.push_back({ConvertKernelName(from, to), ConvertSource(k, from, to)});
+                   for (DataType to : kAllDataTypes)
+                     s.push_back({ConvertKernelName(from, to), ConvertSource(k, from, to)});
                  return s;
                }});
   // quant/quantizer
@@ -85,8 +93,9 @@ std::vector<KernelFamily> Build() {
                      d.M = 64, d.N = n, d.K = 96, d.bias = true, d.relu = true;
                      d.weights = libdnn::WeightOperand::kA;
                      d.per_channel = IsQuantized(t);
-                     s.push_back({libdnn::Gemm::KernelName(d),
-                                  libdnn::Gemm::Source(k, d, libdnn::DefaultGemmConfig(InfoOf(k), d))});
+                     s.push_back(
+                         {libdnn::Gemm::KernelName(d),
+                          libdnn::Gemm::Source(k, d, libdnn::DefaultGemmConfig(InfoOf(k), d))});
                    }
                  return s;
                }});
@@ -107,17 +116,20 @@ std::vector<KernelFamily> Build() {
                  Samples s;
                  for (const auto& d : conv_descs())
                    s.push_back({libdnn::Convolution::ForwardKernelName(d),
-                                libdnn::Convolution::ForwardSource(k, d, libdnn::DefaultConvConfig(InfoOf(k), d.type))});
+                                libdnn::Convolution::ForwardSource(
+                                    k, d, libdnn::DefaultConvConfig(InfoOf(k), d.type))});
                  return s;
                }});
   f.push_back({"conv_depthwise", [conv_descs](const KernelTarget& k) {
                  Samples s;
                  for (const auto& d : conv_descs())
-                   s.push_back({libdnn::Convolution::DepthwiseKernelName(d), libdnn::Convolution::DepthwiseSource(k, d)});
+                   s.push_back({libdnn::Convolution::DepthwiseKernelName(d),
+                                libdnn::Convolution::DepthwiseSource(k, d)});
                  return s;
                }});
   f.push_back({"im2col", [](const KernelTarget& k) {
-                 return PerType(kAll, k, libdnn::conv_internal::Im2colKernelName, libdnn::conv_internal::Im2colSource);
+                 return PerType(kAll, k, libdnn::conv_internal::Im2colKernelName,
+                                libdnn::conv_internal::Im2colSource);
                }});
   f.push_back({"conv_backward", [](const KernelTarget& k) {
                  return Samples{{"conv_bwd_col2im", libdnn::Convolution::BackwardSource(k)}};
@@ -127,26 +139,33 @@ std::vector<KernelFamily> Build() {
                  Samples s;
                  for (DataType t : kAllDataTypes)
                    for (auto m : {libdnn::PoolMethod::kMax, libdnn::PoolMethod::kAverage})
-                     s.push_back({libdnn::Pooling::ForwardKernelName(t, m), libdnn::Pooling::ForwardSource(k, t, m)});
+                     s.push_back({libdnn::Pooling::ForwardKernelName(t, m),
+                                  libdnn::Pooling::ForwardSource(k, t, m)});
                  return s;
                }});
   f.push_back({"pool_backward", [](const KernelTarget& k) {
                  Samples s;
                  for (auto m : {libdnn::PoolMethod::kMax, libdnn::PoolMethod::kAverage})
-                   s.push_back({libdnn::Pooling::BackwardKernelName(m), libdnn::Pooling::BackwardSource(k, m)});
+                   s.push_back({libdnn::Pooling::BackwardKernelName(m),
+                                libdnn::Pooling::BackwardSource(k, m)});
                  return s;
                }});
-  f.push_back({"lrn_forward", [](const KernelTarget& k) {
-                 Samples s;
-                 for (DataType t : kFloats) s.push_back({libdnn::Lrn::ForwardKernelName(t), libdnn::Lrn::ForwardSource(k, t)});
-                 return s;
-               }});
-  f.push_back({"lrn_backward", [](const KernelTarget& k) {
-                 return Samples{{libdnn::Lrn::BackwardKernelName(), libdnn::Lrn::BackwardSource(k)}};
-               }});
+  f.push_back(
+      {"lrn_forward", [](const KernelTarget& k) {
+         Samples s;
+         for (DataType t : kFloats)
+           s.push_back({libdnn::Lrn::ForwardKernelName(t), libdnn::Lrn::ForwardSource(k, t)});
+         return s;
+       }});
+  f.push_back(
+      {"lrn_backward", [](const KernelTarget& k) {
+         return Samples{{libdnn::Lrn::BackwardKernelName(), libdnn::Lrn::BackwardSource(k)}};
+       }});
   // layers/layer_kernels: every data type each kernel has.
   f.push_back({"concat", [](const KernelTarget& k) {
-                 return PerType(kAll, k, [](DataType t) { return LayerKernelName("concat", t); }, ConcatSource);
+                 return PerType(
+                     kAll, k, [](DataType t) { return LayerKernelName("concat", t); },
+                     ConcatSource);
                }});
   std::vector<DataType> unquantized;
   for (DataType t : kAllDataTypes)
@@ -154,26 +173,31 @@ std::vector<KernelFamily> Build() {
   f.push_back({"unary", [unquantized](const KernelTarget& k) {
                  Samples s;
                  for (DataType t : unquantized)
-                   for (const char* op : {"sigmoid", "tanh"}) s.push_back({LayerKernelName(op, t), UnarySource(k, op, t)});
+                   for (const char* op : {"sigmoid", "tanh"})
+                     s.push_back({LayerKernelName(op, t), UnarySource(k, op, t)});
                  return s;
                }});
   f.push_back({"eltwise", [unquantized](const KernelTarget& k) {
                  Samples s;
                  for (DataType t : unquantized)
                    for (const char* op : {"prod", "max"})
-                     s.push_back({LayerKernelName(std::string("eltwise_") + op, t), EltwiseSource(k, op, t)});
+                     s.push_back({LayerKernelName(std::string("eltwise_") + op, t),
+                                  EltwiseSource(k, op, t)});
                  return s;
                }});
   f.push_back({"channel_affine", [unquantized](const KernelTarget& k) {
                  Samples s;
                  for (DataType t : unquantized)
-                   for (DataType pt : kFloats) s.push_back({ChannelAffineKernelName(t, pt), ChannelAffineSource(k, t, pt)});
+                   for (DataType pt : kFloats)
+                     s.push_back({ChannelAffineKernelName(t, pt), ChannelAffineSource(k, t, pt)});
                  return s;
                }});
   auto layer = [&f, unquantized](const char* family, const char* kernel,
                                  std::string (*source)(const KernelTarget&, DataType)) {
     f.push_back({family, [unquantized, kernel, source](const KernelTarget& k) {
-                   return PerType(unquantized, k, [kernel](DataType t) { return LayerKernelName(kernel, t); }, source);
+                   return PerType(
+                       unquantized, k, [kernel](DataType t) { return LayerKernelName(kernel, t); },
+                       source);
                  }});
   };
   layer("softmax", "softmax", SoftmaxSource);
@@ -183,11 +207,15 @@ std::vector<KernelFamily> Build() {
   layer("squared_difference", "sqdiff", SquaredDifferenceSource);
   // net/moe_layer: gather / scatter-add per data type (fp32 also carries the training kernels).
   f.push_back({"moe", [](const KernelTarget& k) {
-                 return PerType(kAll, k, [](DataType t) { return MoeKernelName("gather", t); }, MoeSource);
+                 return PerType(
+                     kAll, k, [](DataType t) { return MoeKernelName("gather", t); }, MoeSource);
                }});
   // layers/train_kernels: fp32 backward passes, reductions, solver updates.
-  auto one = [&f](const char* family, const char* kernel, std::string (*source)(const KernelTarget&)) {
-    f.push_back({family, [kernel, source](const KernelTarget& k) { return Samples{{kernel, source(k)}}; }});
+  auto one = [&f](const char* family, const char* kernel,
+                  std::string (*source)(const KernelTarget&)) {
+    f.push_back({family, [kernel, source](const KernelTarget& k) {
+                   return Samples{{kernel, source(k)}};
+                 }});
   };
   one("relu_backward", "relu_backward", ReluBackwardSource);
   f.push_back({"unary_backward", [](const KernelTarget& k) {
@@ -210,12 +238,13 @@ std::vector<KernelFamily> Build() {
                  return PerType(kFloats, k, BatchNormFoldKernelName, BatchNormFoldSource);
                }});
   one("solver_common", "clip_scale", SolverCommonSource);
-  f.push_back({"solver_update", [](const KernelTarget& k) {
-                 Samples s;
-                 for (const char* rule : {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"})
-                   s.push_back({SolverUpdateKernelName(rule), SolverUpdateSource(k, rule)});
-                 return s;
-               }});
+  f.push_back(
+      {"solver_update", [](const KernelTarget& k) {
+         Samples s;
+         for (const char* rule : {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"})
+           s.push_back({SolverUpdateKernelName(rule), SolverUpdateSource(k, rule)});
+         return s;
+       }});
   return f;
 }
 
@@ -224,9 +253,10 @@ class RegisteredFamiliesCheck : public ::testing::Environment {
  public:
   void TearDown() override {
     for (const std::string& family : UnregisteredFamilies(KernelWriter::GeneratedFamilies()))
-      ADD_FAILURE() << "kernel family \"" << family
-                      << "\" was generated but is not registered: add its CUDA enumerator to "
-                         "tests/testing/kernel_families.cc (docs/ARCHITECTURE.md, \"Kernel families\")";
+      ADD_FAILURE()
+          << "kernel family \"" << family
+          << "\" was generated but is not registered: add its CUDA enumerator to "
+             "tests/testing/kernel_families.cc (docs/ARCHITECTURE.md, \"Kernel families\")";
   }
 };
 
