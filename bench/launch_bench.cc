@@ -40,7 +40,7 @@ double PerLaunchUs(mpcaffe::Device& dev, int n, int runs, F launch_one) {
 
 void Measure(mpcaffe::Device& dev, int n, int runs) {
   using namespace mpcaffe;
-  KernelWriter w(KernelTarget::Of(dev));
+  KernelWriter w(KernelTarget::Of(dev), "bench_launch");
   w.Kernel("empty_kernel").Out("int", "y").Value("int", "n").Body("  if (n < 0) y[0] = n;\n");
   Kernel k = dev.GetProgram(w.Source(), "", ProgramHints::OneDimensional())->GetKernel("empty_kernel");
   auto y = dev.Alloc<int32_t>(1);

@@ -17,7 +17,7 @@ std::string ConvertKernelName(DataType from, DataType to) {
 }
 
 std::string ReluSource(const KernelTarget& target, DataType type) {
-  KernelWriter w(target);
+  KernelWriter w(target, "relu");
   w.AddType("Dtype", type);
   auto& k = w.Kernel(ElementwiseKernelName("relu", type))
                 .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
@@ -47,7 +47,7 @@ std::string ReluSource(const KernelTarget& target, DataType type) {
 }
 
 std::string ScaleSource(const KernelTarget& target, DataType type) {
-  KernelWriter w(target);
+  KernelWriter w(target, "scale");
   w.AddType("Dtype", type);
   auto& k = w.Kernel(ElementwiseKernelName("scale", type))
                 .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
@@ -73,7 +73,7 @@ std::string ScaleSource(const KernelTarget& target, DataType type) {
 }
 
 std::string AxpbySource(const KernelTarget& target, DataType type) {
-  KernelWriter w(target);
+  KernelWriter w(target, "axpby");
   w.AddType("Dtype", type);
   auto& k = w.Kernel(ElementwiseKernelName("axpby", type))
                 .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
@@ -101,7 +101,7 @@ std::string AxpbySource(const KernelTarget& target, DataType type) {
 }
 
 std::string ConvertSource(const KernelTarget& target, DataType from, DataType to) {
-  KernelWriter w(target);
+  KernelWriter w(target, "convert");
   w.AddType("Xtype", from);
   w.AddType("Ytype", to);
   // The scalar kernel and its vector form (HasVectorConvert) take the same arguments.

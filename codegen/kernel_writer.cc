@@ -1,11 +1,15 @@
 // codegen/kernel_writer.cc — the dialect table and the text assembly of KernelWriter.
 #include "codegen/kernel_writer.h"
-#include "device/settings.h"
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
+
+#include "device/settings.h"
 
 namespace mpcaffe {
 
@@ -97,6 +101,95 @@ const char* kVectorFmaCudaText = R"(__device__ __forceinline__ @V fma(@V a, cons
 }
 )";
 
+// 16-bit pair products (KernelHelper::kPairProduct16), one row per dialect; both give the
+// same integers. OpenCL: LLVM (PoCL's 15) does not form vpmaddwd from the portable
+// .even/.odd form, so AVX2 targets call the builtin.
+const char* kPairProduct16OpenCLText =
+    R"(// 16-bit pair products: lanes x.s(2i)*y.s(2i) + x.s(2i+1)*y.s(2i+1).
+typedef short16 mp_short16;
+#if defined(__AVX2__)
+#define MP_MADD16(x, y) __builtin_ia32_pmaddwd256((x), (y))
+#else
+#define MP_MADD16(x, y) (convert_int8((x).even) * convert_int8((y).even) + convert_int8((x).odd) * convert_int8((y).odd))
+#endif
+#define MP_PAIR16(a0, a1) __builtin_astype((int8)(((a0) & 0xffff) | (int)((uint)(a1) << 16)), short16)
+#define MP_PAIR16_WORD(w) __builtin_astype((int8)(w), short16)
+#define MP_ZIP16(p0, p1) __builtin_convertvector(__builtin_shufflevector(vload8(0, (p0)), vload8(0, (p1)), 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15), short16)
+#define MP_SHORT16_FROM(g) __builtin_convertvector(vload16(0, (g)), short16)
+#define MP_SHORT16_LOAD(p) vload16(0, (p))
+typedef int8 mp_pair_acc;
+#define MP_PAIR_FLUSH(acc, lo, hi) ((acc) += (convert_long8(hi) << 8) + convert_long8(lo))
+)";
+
+// CUDA: a struct of 16 shorts; `acc += MP_MADD16(x, y)` adds the 8 pair sums to the lanes .s[0..7]
+// of any 8-lane int accumulator (a KernelWriter::AddVector struct or mp_pair_acc), in wrapping
+// int32; MP_PAIR_FLUSH adds int32 partial sums hi·256 + lo into 64-bit lanes.
+const char* kPairProduct16CudaText =
+    R"(// 16-bit pair products: lanes x.s[2i]*y.s[2i] + x.s[2i+1]*y.s[2i+1].
+struct mp_short16 {
+  short s[16];
+  __device__ __forceinline__ mp_short16() {}
+  __device__ __forceinline__ mp_short16(short x) {
+    for (int l = 0; l < 16; ++l) s[l] = x;
+  }
+};
+__device__ __forceinline__ mp_short16 operator-(mp_short16 a, const mp_short16& b) {
+  for (int l = 0; l < 16; ++l) a.s[l] = (short)(a.s[l] - b.s[l]);
+  return a;
+}
+struct mp_madd16_operands {
+  mp_short16 x, y;
+};
+#define MP_MADD16(x, y) (mp_madd16_operands{(x), (y)})
+template <typename V>
+__device__ __forceinline__ V& operator+=(V& acc, const mp_madd16_operands& p) {
+  for (int l = 0; l < 8; ++l)
+    acc.s[l] = (int)((unsigned)acc.s[l] + (unsigned)((int)p.x.s[2 * l] * p.y.s[2 * l]) +
+                     (unsigned)((int)p.x.s[2 * l + 1] * p.y.s[2 * l + 1]));
+  return acc;
+}
+__device__ __forceinline__ mp_short16 mp_pair16(int a0, int a1) {
+  mp_short16 r;
+  for (int l = 0; l < 16; l += 2) {
+    r.s[l] = (short)a0;
+    r.s[l + 1] = (short)a1;
+  }
+  return r;
+}
+#define MP_PAIR16(a0, a1) mp_pair16((int)(a0), (int)(a1))
+#define MP_PAIR16_WORD(w) mp_pair16((int)(w), (int)(w) >> 16)
+template <typename T>
+__device__ __forceinline__ mp_short16 mp_zip16(const T* p0, const T* p1) {
+  mp_short16 r;
+  for (int l = 0; l < 8; ++l) {
+    r.s[2 * l] = (short)p0[l];
+    r.s[2 * l + 1] = (short)p1[l];
+  }
+  return r;
+}
+#define MP_ZIP16(p0, p1) mp_zip16((p0), (p1))
+template <typename T>
+__device__ __forceinline__ mp_short16 mp_short16_from(const T* g) {
+  mp_short16 r;
+  for (int l = 0; l < 16; ++l) r.s[l] = (short)g[l];
+  return r;
+}
+#define MP_SHORT16_FROM(g) mp_short16_from(g)
+#define MP_SHORT16_LOAD(p) mp_short16_from(p)
+struct mp_pair_acc {
+  int s[8];
+  __device__ __forceinline__ mp_pair_acc() {}
+  __device__ __forceinline__ mp_pair_acc(int x) {
+    for (int l = 0; l < 8; ++l) s[l] = x;
+  }
+};
+template <typename A>
+__device__ __forceinline__ void mp_pair_flush(A& acc, const mp_pair_acc& lo, const mp_pair_acc& hi) {
+  for (int l = 0; l < 8; ++l) acc.s[l] += (mp_i64)hi.s[l] * 256 + (mp_i64)lo.s[l];
+}
+#define MP_PAIR_FLUSH(acc, lo, hi) mp_pair_flush((acc), (lo), (hi))
+)";
+
 // clang-format off
 const Dialect kOpenCL = {
     Backend::kOpenCL,
@@ -124,6 +217,7 @@ const Dialect kOpenCL = {
     /*select=*/"#define MP_SELECT(a, b, c) select((a), (b), (c))\n",
     /*vector_decl=*/kVectorOpenCLText,
     /*vector_fma=*/"",
+    /*pair_product16=*/kPairProduct16OpenCLText,
     /*vector_builtins=*/true,
 };
 
@@ -156,6 +250,7 @@ const Dialect kCuda = {
     /*select=*/"#define MP_SELECT(a, b, c) ((c) ? (b) : (a))\n",
     /*vector_decl=*/kVectorCudaText,
     /*vector_fma=*/kVectorFmaCudaText,
+    /*pair_product16=*/kPairProduct16CudaText,
     /*vector_builtins=*/false,
 };
 // clang-format on
@@ -235,17 +330,6 @@ $device_fn int mp_dot4_u8u8(mp_u32 a, mp_u32 b, int acc) {
 }
 )";
 
-// 16-bit pair products for OpenCL CPUs. LLVM (PoCL's 15) does not form vpmaddwd from the
-// portable .even/.odd form, so AVX2 targets call the builtin; both give the same integers.
-const char* kPairProduct16Text = R"(// 16-bit pair products: lanes x.s(2i)*y.s(2i) + x.s(2i+1)*y.s(2i+1).
-#if defined(__AVX2__)
-#define MP_MADD16(x, y) __builtin_ia32_pmaddwd256((x), (y))
-#else
-#define MP_MADD16(x, y) (convert_int8((x).even) * convert_int8((y).even) + convert_int8((x).odd) * convert_int8((y).odd))
-#endif
-#define MP_PAIR16(a0, a1) __builtin_astype((int8)(((a0) & 0xffff) | (int)((uint)(a1) << 16)), short16)
-)";
-
 // Byte pair products for OpenCL CPUs (4-bit weights). The AVX2 builtin takes 32-byte char
 // vectors (OpenCL C has none of 32 lanes: clang's ext_vector_type declares one); the portable
 // form computes the pair sums in int lanes and packs them as two 16-bit halves.
@@ -318,8 +402,42 @@ KernelBuilder& KernelBuilder::Body(const std::string& text) {
   return *this;
 }
 
-KernelWriter::KernelWriter(const KernelTarget& target)
-    : target_(target), dialect_(Dialect::For(target.backend)) {}
+KernelWriter::KernelWriter(const KernelTarget& target, std::string family)
+    : target_(target), dialect_(Dialect::For(target.backend)), family_(std::move(family)) {
+  const bool named = !family_.empty() && std::all_of(family_.begin(), family_.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
+  if (!named)
+    throw std::invalid_argument("kernel family \"" + family_ +
+                                "\": a name of lower-case letters, digits and '_'");
+}
+
+namespace {
+const char kFamilyWord[] = "), kernel family ";
+
+std::mutex& FamiliesMutex() {
+  static std::mutex m;
+  return m;
+}
+std::set<std::string>& Families() {
+  static std::set<std::string> families;
+  return families;
+}
+}  // namespace
+
+std::vector<std::string> KernelWriter::GeneratedFamilies() {
+  std::lock_guard<std::mutex> lock(FamiliesMutex());
+  return {Families().begin(), Families().end()};
+}
+
+std::string KernelWriter::FamilyOf(const std::string& source) {
+  const size_t line_end = source.find('\n');
+  const size_t at = source.substr(0, line_end).find(kFamilyWord);
+  if (at == std::string::npos) return "";
+  const size_t from = at + sizeof(kFamilyWord) - 1;
+  const size_t to = source.find('.', from);
+  return to == std::string::npos || to > line_end ? "" : source.substr(from, to - from);
+}
 
 KernelWriter& KernelWriter::AddType(const std::string& a, DataType type) {
   const DataTypeTraits& t = TraitsOf(type);
@@ -513,7 +631,7 @@ std::string KernelWriter::Expand(const std::string& text) const {
 std::string KernelWriter::Preamble() const {
   const bool cuda = target_.backend == Backend::kCuda;
   std::string p = "// Generated by mpcaffe codegen (" + std::string(BackendName(target_.backend)) +
-                  ").\n";
+                  kFamilyWord + family_ + ".\n";
   if (uses_fp16_) {
     if (cuda)
       p += "#include <cuda_fp16.h>\n";
@@ -537,8 +655,10 @@ std::string KernelWriter::Preamble() const {
         p += Expand(target_.dot_product ? dialect_.dot4_native : kDot4PortableText);
         break;
       case KernelHelper::kPairProduct16:
-        if (cuda) throw std::invalid_argument("16-bit pair products are an OpenCL helper");
-        p += kPairProduct16Text;
+        if (!dialect_.pair_product16)
+          throw std::invalid_argument(std::string("16-bit pair products have no ") +
+                                      BackendName(target_.backend) + " form");
+        p += Expand(dialect_.pair_product16);
         break;
       case KernelHelper::kBytePairProduct16:
         if (cuda) throw std::invalid_argument("byte pair products are an OpenCL helper");
@@ -596,6 +716,10 @@ std::string KernelWriter::KernelText(const KernelBuilder& k) const {
 }
 
 std::string KernelWriter::Source() const {
+  {
+    std::lock_guard<std::mutex> lock(FamiliesMutex());
+    Families().insert(family_);
+  }
   std::string s = Preamble();
   for (const auto& k : kernels_) s += "\n" + KernelText(k);
   return s;

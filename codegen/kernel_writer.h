@@ -49,6 +49,9 @@ struct Dialect {
   /// loads cannot be assumed).
   const char* vector_decl;
   const char* vector_fma;  // the float-lane fma(a, b, c) of such a vector ("" where built in)
+  /// KernelHelper::kPairProduct16's text (MP_MADD16, MP_PAIR16 over the dialect's 16-lane
+  /// short vector); nullptr where the dialect has no form of it yet.
+  const char* pair_product16;
   /// Whether vectors have OpenCL's built-in functions (select, clamp, abs, convert_*,
   /// vload/vstore of other types): generators may use them only then.
   bool vector_builtins;
@@ -83,11 +86,18 @@ enum class KernelHelper {
   /// int32. Portable shifts, or the dialect's native row (Dialect::dot4_native) when the
   /// target has dot_product; either gives the same integers.
   kDot4,
-  /// OpenCL only: 16-bit pair products (exact for operands within ±32767 whose pair sums fit
-  /// int32), what int8 GEMMs with kp = 2 and int8 convolutions multiply with on CPUs:
-  ///   MP_MADD16(x, y)   int8 of x.s0·y.s0 + x.s1·y.s1, x.s2·y.s2 + x.s3·y.s3, … (short16 x, y;
-  ///                     one vpmaddwd where the compiler targets AVX2, portable code elsewhere)
-  ///   MP_PAIR16(a0, a1) short16 repeating the pair (a0, a1) of ints holding 16-bit values
+  /// 16-bit pair products (exact for operands within ±32767 whose pair sums fit int32), what
+  /// int8 GEMMs with kp = 2 and the int8/int16 convolutions' pair inputs multiply with; one row
+  /// per dialect (Dialect::pair_product16: OpenCL's short16 and Clang built-ins, CUDA structs):
+  ///   mp_short16        16 lanes of 16 bits; (mp_short16)(x) broadcasts, `-` subtracts
+  ///   acc += MP_MADD16(x, y)  adds x.s0·y.s0 + x.s1·y.s1, x.s2·y.s2 + x.s3·y.s3, … to the
+  ///                     8 int32 lanes of acc (one vpmaddwd where OpenCL's compiler targets AVX2)
+  ///   MP_PAIR16(a0, a1) the pair (a0, a1) of ints holding 16-bit values, 8 times
+  ///   MP_PAIR16_WORD(w) the pair packed in one int (low half first), 8 times
+  ///   MP_ZIP16(p0, p1)  p0[0], p1[0], p0[1], p1[1], … p0[7], p1[7] (any storage type)
+  ///   MP_SHORT16_FROM(g) / MP_SHORT16_LOAD(p)  16 values of an int array / of 16-bit storage
+  ///   mp_pair_acc, MP_PAIR_FLUSH(acc, lo, hi)  8 int32 partial sums; acc += hi·256 + lo into
+  ///                     64-bit lanes (the int16 split path)
   kPairProduct16,
   /// OpenCL only: unsigned × signed byte pair products into 16-bit lanes, what GEMMs with
   /// 4-bit weights (int8w4) multiply with:
@@ -132,16 +142,28 @@ class KernelBuilder {
   std::string body_;
 };
 
-/// Builds a program text. Placeholders in bodies and helper text:
+/// Builds a program text of one kernel family. Placeholders in bodies and helper text:
 ///   $global_id(d) $local_id(d) $group_id(d) $local_size(d) $num_groups(d) $global_size(d)
 ///   $barrier  $global (pointer qualifier)  $local (pointer qualifier)  $shared (array decl)
 ///   $device_fn  $loop(i, n) (grid-stride loop header over int i in [0, n))
 /// Generated text is deterministic: the same calls give the same bytes.
+///
+/// `family` names the kernel family the program belongs to ("gemm", "conv_forward", …; lower
+/// case, digits and '_'), written as a string literal at the construction: it heads the text
+/// (see FamilyOf) and must be registered with a CUDA enumerator in tests/cuda/kernel_families.cc
+/// (tests/cuda/kernel_families_test.cc fails for a family the source tree constructs but the
+/// registry lacks; see docs/ARCHITECTURE.md, "Kernel families").
 class KernelWriter {
  public:
-  explicit KernelWriter(const KernelTarget& target);
+  KernelWriter(const KernelTarget& target, std::string family);
 
   const KernelTarget& target() const { return target_; }
+  const std::string& family() const { return family_; }
+  /// The family named in a program text's first line ("" if it has none).
+  static std::string FamilyOf(const std::string& source);
+  /// Every family whose Source() this process has generated, sorted (the test suites check
+  /// that each is registered; tests/testing/kernel_families.cc).
+  static std::vector<std::string> GeneratedFamilies();
   const Dialect& dialect() const { return dialect_; }
 
   /// Declares a type alias for a data type: typedef `alias` (storage), `alias_c` (compute),
@@ -176,6 +198,7 @@ class KernelWriter {
 
   KernelTarget target_;
   const Dialect& dialect_;
+  std::string family_;
   bool uses_fp16_ = false;
   std::vector<std::string> type_blocks_;
   /// Per AddType alias: the integer type of its compute type's size (select()'s mask).

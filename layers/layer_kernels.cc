@@ -25,7 +25,7 @@ std::string ChannelAffineKernelName(DataType type, DataType param_type) {
 
 std::string UnarySource(const KernelTarget& target, const std::string& op, DataType type) {
   RequireFloat(type, op);
-  KernelWriter w(target);
+  KernelWriter w(target, "unary");
   w.AddType("Dtype", type);
   if (op == "sigmoid")
     w.Define("MP_UNARY(v)", "(1.0f / (1.0f + exp(-(v))))");
@@ -45,7 +45,7 @@ std::string UnarySource(const KernelTarget& target, const std::string& op, DataT
 
 std::string SoftmaxSource(const KernelTarget& target, DataType type) {
   RequireFloat(type, "softmax");
-  KernelWriter w(target);
+  KernelWriter w(target, "softmax");
   w.AddType("Dtype", type);
   w.Kernel(LayerKernelName("softmax", type))
       .Value("int", "outer").Value("int", "channels").Value("int", "inner")
@@ -69,7 +69,7 @@ std::string SoftmaxSource(const KernelTarget& target, DataType type) {
 }
 
 std::string ConcatSource(const KernelTarget& target, DataType type) {
-  KernelWriter w(target);
+  KernelWriter w(target, "concat");
   w.AddType("Dtype", type);
   auto& k = w.Kernel(LayerKernelName("concat", type))
                 .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
@@ -96,7 +96,7 @@ std::string ConcatSource(const KernelTarget& target, DataType type) {
 
 std::string EltwiseSource(const KernelTarget& target, const std::string& op, DataType type) {
   RequireFloat(type, "eltwise_" + op);
-  KernelWriter w(target);
+  KernelWriter w(target, "eltwise");
   w.AddType("Dtype", type);
   if (op == "prod")
     w.Define("MP_ELTWISE(a, b)", "((a) * (b))");
@@ -118,7 +118,7 @@ std::string EltwiseSource(const KernelTarget& target, const std::string& op, Dat
 std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataType param_type) {
   RequireFloat(type, "channel_affine");
   RequireFloat(param_type, "channel_affine");
-  KernelWriter w(target);
+  KernelWriter w(target, "channel_affine");
   w.AddType("Dtype", type);
   w.AddType("Ptype", param_type);
   w.Kernel(ChannelAffineKernelName(type, param_type))
@@ -137,7 +137,7 @@ std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataT
 
 std::string DropoutSource(const KernelTarget& target, DataType type) {
   RequireFloat(type, "dropout");
-  KernelWriter w(target);
+  KernelWriter w(target, "dropout");
   w.AddType("Dtype", type);
   w.Kernel(LayerKernelName("dropout", type))
       .Value("int", "n").In("Dtype", "x").In("mp_u32", "mask").Out("Dtype", "y")
@@ -152,7 +152,7 @@ std::string DropoutSource(const KernelTarget& target, DataType type) {
 
 std::string SoftmaxLossSource(const KernelTarget& target, DataType type) {
   RequireFloat(type, "softmax_loss");
-  KernelWriter w(target);
+  KernelWriter w(target, "softmax_loss");
   w.AddType("Dtype", type);
   w.Kernel(LayerKernelName("softmax_loss", type))
       .Value("int", "outer").Value("int", "channels").Value("int", "inner")
@@ -177,7 +177,7 @@ std::string SoftmaxLossSource(const KernelTarget& target, DataType type) {
 
 std::string AccuracySource(const KernelTarget& target, DataType type) {
   RequireFloat(type, "accuracy");
-  KernelWriter w(target);
+  KernelWriter w(target, "accuracy");
   w.AddType("Dtype", type);
   w.Kernel(LayerKernelName("accuracy", type))
       .Value("int", "outer").Value("int", "channels").Value("int", "inner")
@@ -202,7 +202,7 @@ std::string AccuracySource(const KernelTarget& target, DataType type) {
 
 std::string SquaredDifferenceSource(const KernelTarget& target, DataType type) {
   RequireFloat(type, "sqdiff");
-  KernelWriter w(target);
+  KernelWriter w(target, "squared_difference");
   w.AddType("Dtype", type);
   w.Kernel(LayerKernelName("sqdiff", type))
       .Value("int", "n").In("Dtype", "a").In("Dtype", "b").Out("float", "d")

@@ -9,8 +9,8 @@ namespace mpcaffe {
 namespace {
 
 /// A writer whose reductions use kReduceLocalSize-wide local arrays.
-KernelWriter Writer(const KernelTarget& target) {
-  KernelWriter w(target);
+KernelWriter Writer(const KernelTarget& target, const char* family) {
+  KernelWriter w(target, family);
   w.Define("MP_REDUCE_LOCAL", std::to_string(kReduceLocalSize));
   return w;
 }
@@ -23,7 +23,7 @@ std::string Lower(std::string s) {
 }  // namespace
 
 std::string ReluBackwardSource(const KernelTarget& target) {
-  KernelWriter w = Writer(target);
+  KernelWriter w = Writer(target, "relu_backward");
   w.UseHelper(KernelHelper::kSelect);
   w.Kernel("relu_backward")
       .Value("int", "n").In("float", "x").In("float", "dy").Out("float", "dx").Value("float", "slope")
@@ -36,7 +36,7 @@ std::string ReluBackwardSource(const KernelTarget& target) {
 }
 
 std::string UnaryBackwardSource(const KernelTarget& target, const std::string& op) {
-  KernelWriter w = Writer(target);
+  KernelWriter w = Writer(target, "unary_backward");
   if (op == "sigmoid")
     w.Define("MP_DERIVATIVE(y)", "((y) * (1.0f - (y)))");
   else if (op == "tanh")
@@ -54,7 +54,7 @@ std::string UnaryBackwardSource(const KernelTarget& target, const std::string& o
 }
 
 std::string SoftmaxBackwardSource(const KernelTarget& target) {
-  KernelWriter w = Writer(target);
+  KernelWriter w = Writer(target, "softmax_backward");
   w.Kernel("softmax_backward")
       .Value("int", "outer").Value("int", "channels").Value("int", "inner")
       .In("float", "y").In("float", "dy").Out("float", "dx")
@@ -72,7 +72,7 @@ std::string SoftmaxBackwardSource(const KernelTarget& target) {
 }
 
 std::string SoftmaxLossBackwardSource(const KernelTarget& target) {
-  KernelWriter w = Writer(target);
+  KernelWriter w = Writer(target, "softmax_loss_backward");
   w.Kernel("softmax_loss_backward")
       .Value("int", "outer").Value("int", "channels").Value("int", "inner")
       .In("float", "prob").In("float", "label").In("float", "top_diff").In("float", "norm")
@@ -96,7 +96,7 @@ std::string MaskedMeanKernelName(DataType out_type) {
 }
 
 std::string MaskedMeanSource(const KernelTarget& target, DataType out_type) {
-  KernelWriter w = Writer(target);
+  KernelWriter w = Writer(target, "masked_mean");
   w.AddType("Otype", out_type);
   w.Kernel(MaskedMeanKernelName(out_type))
       .Value("int", "n").In("float", "v").Out("Otype", "out").Out("float", "norm")
@@ -133,7 +133,7 @@ std::string MaskedMeanSource(const KernelTarget& target, DataType out_type) {
 }
 
 std::string EuclideanBackwardSource(const KernelTarget& target) {
-  KernelWriter w = Writer(target);
+  KernelWriter w = Writer(target, "euclidean_backward");
   w.Kernel("euclidean_backward")
       .Value("int", "n").In("float", "a").In("float", "b").In("float", "top_diff").Out("float", "dx")
       .Value("float", "alpha")
@@ -146,7 +146,7 @@ std::string EuclideanBackwardSource(const KernelTarget& target) {
 }
 
 std::string ConcatBackwardSource(const KernelTarget& target) {
-  KernelWriter w = Writer(target);
+  KernelWriter w = Writer(target, "concat_backward");
   w.Kernel("concat_backward")
       .Value("int", "n").In("float", "dy").Out("float", "dx")
       .Value("int", "bottom_axis").Value("int", "top_axis").Value("int", "inner").Value("int", "offset")
@@ -159,7 +159,7 @@ std::string ConcatBackwardSource(const KernelTarget& target) {
 }
 
 std::string EltwiseMaxBackwardSource(const KernelTarget& target) {
-  KernelWriter w = Writer(target);
+  KernelWriter w = Writer(target, "eltwise_max_backward");
   w.Kernel("argmax_update")
       .Value("int", "n").In("float", "x").Out("float", "best").Out("int", "arg").Value("int", "j")
       .Body(R"(  $loop(i, n) {
@@ -180,7 +180,7 @@ std::string EltwiseMaxBackwardSource(const KernelTarget& target) {
 }
 
 std::string ChannelSumSource(const KernelTarget& target) {
-  KernelWriter w = Writer(target);
+  KernelWriter w = Writer(target, "channel_sum");
   w.Kernel("channel_sum")
       .Value("int", "outer").Value("int", "channels").Value("int", "inner")
       .In("float", "a").In("float", "b").Out("float", "out")
@@ -208,7 +208,7 @@ std::string ChannelSumSource(const KernelTarget& target) {
 }
 
 std::string BatchNormSource(const KernelTarget& target) {
-  KernelWriter w = Writer(target);
+  KernelWriter w = Writer(target, "batch_norm");
   w.Kernel("bn_subtract")
       .Value("int", "n").Value("int", "channels").Value("int", "inner")
       .In("float", "x").In("float", "mean").Out("float", "y")
@@ -246,7 +246,7 @@ std::string BatchNormFoldKernelName(DataType param_type) {
 std::string BatchNormFoldSource(const KernelTarget& target, DataType param_type) {
   if (IsQuantized(param_type))
     throw std::invalid_argument(std::string("bn_fold has no quantized variant (") + Name(param_type) + ")");
-  KernelWriter w = Writer(target);
+  KernelWriter w = Writer(target, "batch_norm_fold");
   w.AddType("Ptype", param_type);
   w.Kernel(BatchNormFoldKernelName(param_type))
       .Value("int", "channels").In("Ptype", "mean").In("Ptype", "var").In("Ptype", "sf")
@@ -263,7 +263,7 @@ std::string BatchNormFoldSource(const KernelTarget& target, DataType param_type)
 }
 
 std::string SolverCommonSource(const KernelTarget& target) {
-  KernelWriter w = Writer(target);
+  KernelWriter w = Writer(target, "solver_common");
   w.Kernel("regularize")
       .Value("int", "n").In("float", "w").Out("float", "d")
       .Value("float", "norm").Value("float", "decay").Value("int", "l1")
@@ -287,7 +287,7 @@ std::string SolverCommonSource(const KernelTarget& target) {
 std::string SolverUpdateKernelName(const std::string& rule) { return "update_" + Lower(rule); }
 
 std::string SolverUpdateSource(const KernelTarget& target, const std::string& rule) {
-  KernelWriter w = Writer(target);
+  KernelWriter w = Writer(target, "solver_update");
   // Each rule reads g = d[i] and the histories, and leaves the update in `up`.
   std::string step;
   if (rule == "SGD") {

@@ -119,8 +119,8 @@ struct ConvConfig {
   /// kp 1 or 4 (4 with vw = 1).
   void Validate() const;
   /// Whether the config can run on a backend: every config on both (vw > 1 on CUDA through
-  /// KernelWriter::AddVector's struct vectors; the channel-pair inputs stay OpenCL's, see
-  /// InputOf).
+  /// KernelWriter::AddVector's struct vectors, the channel-pair inputs through
+  /// KernelHelper::kPairProduct16's CUDA row; see InputOf).
   bool Supports(Backend) const { return true; }
   /// Channels of one work-group: lanes · oc_per_item · vw.
   int channels_per_group() const { return lanes * oc_per_item * vw; }
@@ -132,8 +132,8 @@ struct ConvConfig {
 };
 
 /// How the forward kernel reads input channels (Convolution::input() tells which one a
-/// convolution uses). The pair forms run only on OpenCL with vw = 8 and multiply 16-bit pairs
-/// (MP_MADD16: `vpmaddwd` on x86, 16 products into 8 int32 lanes).
+/// convolution uses). The pair forms run with vw = 8 on either backend and multiply 16-bit
+/// pairs (MP_MADD16: `vpmaddwd` on x86, 16 products into 8 int32 lanes; lane loops on CUDA).
 enum class ConvInput {
   kDirect,       // one channel per step, read from the input (every type, every backend)
   kPairs,        // int8q: two channels per step, each pair formed from two byte loads (where
@@ -225,8 +225,8 @@ class Convolution {
                        const BufferRef& weight_diff, const BufferRef& bias_diff,
                        Queue* queue = nullptr);
 
-  /// Generated program texts (tests compile them with NVRTC). int8q / int16q with vw = 8 on
-  /// OpenCL take input channels in pairs (ConvInput) unless `channel_pairs` is false (the
+  /// Generated program texts (tests compile them with NVRTC). int8q / int16q with vw = 8 take
+  /// input channels in pairs (ConvInput) unless `channel_pairs` is false (the
   /// constructor passes false for an input zero point outside the type's range, where x − z_x
   /// would not fit the pair planes).
   static std::string ForwardSource(const KernelTarget& target, const ConvDesc& desc,

@@ -36,7 +36,7 @@ GemmDesc FloatGemm(int M, int N, int K, bool trans_a, bool trans_b, int lda, int
 }  // namespace
 
 std::string Convolution::BackwardSource(const KernelTarget& target) {
-  KernelWriter w(target);
+  KernelWriter w(target, "conv_backward");
   w.AddType("Dtype", DataType::kFloat32);
   AddIm2colKernel(w, DataType::kFloat32);
   const char* geometry[] = {"Cg", "H",  "W",  "KH", "KW", "sh", "sw",

@@ -32,8 +32,9 @@ size_t PackedBytes(DataType t, ConvInput input) {
   return t == DataType::kInt8Q || input == ConvInput::kPackedSplit ? 2 : 4;
 }
 
-/// How the forward kernel reads its input (see ConvInput). The pair forms need OpenCL vectors
-/// of 8 output channels (one short16 pair product per vector) and `x_fits` (x − z_x within
+/// How the forward kernel reads its input (see ConvInput), on either backend. The pair forms
+/// need vectors of 8 output channels (one 16-lane pair product per vector; KernelHelper::
+/// kPairProduct16 on both dialects) and `x_fits` (x − z_x within
 /// 17 bits: a zero point in the type's range). The packed weights then interleave channel pairs
 /// (wp[…][ic / 2][t][ic % 2], an odd Cg padded with a zero channel) and one MP_MADD16 adds
 /// w(ic)·x(ic) + w(ic + 1)·x(ic + 1) for 8 output channels: both factors fit 16 bits and the
@@ -41,7 +42,7 @@ size_t PackedBytes(DataType t, ConvInput input) {
 ConvInput InputOf(Backend backend, const ConvDesc& d, const ConvConfig& c, bool x_fits) {
   // kp = 4 replicates z_x into the bytes of padding: a zero point within uint8.
   if (d.type == DataType::kInt8Q && c.kp == 4 && x_fits) return ConvInput::kDot4;
-  if (backend != Backend::kOpenCL || c.vw != 8 || !x_fits) return ConvInput::kDirect;
+  if (c.vw != 8 || !x_fits) return ConvInput::kDirect;
   const int cg = d.channels / d.groups;
   // Packed planes are indexed with int: one image's words (two per pair for int16) and the
   // per-pixel channel sum Σ (x − z_x) (|x − z_x| ≤ 65535, int32 up to Cg = 32768) must fit.

@@ -81,7 +81,7 @@ struct ForwardText {
         q(IsQuantized(desc.type)),
         wide(desc.type == DataType::kInt16Q),
         suffix(std::string(Name(desc.type)) + (desc.weights_signed ? "_sw" : "")),
-        w(target) {}
+        w(target, "conv_forward") {}
 
   std::string Source() {
     DeclareTypes();
@@ -233,13 +233,13 @@ struct ForwardText {
       const int v1 = 2 * pr + 1 < Cg ? Dtype_LOAD(src, (2 * pr + 1) * HW) - x_zero : 0;
 )";
       b += split ? R"(      dst[pr * HW * 2] = (v0 & 255) | ((v1 & 255) << 16);
-      dst[pr * HW * 2 + 1] = ((v0 >> 8) & 0xffff) | (int)((uint)(v1 >> 8) << 16);
+      dst[pr * HW * 2 + 1] = ((v0 >> 8) & 0xffff) | (int)((mp_u32)(v1 >> 8) << 16);
       sum += v0 + v1;
     }
     xs[i] = sum;
   }
 )"
-                 : R"(      dst[pr * HW] = (v0 & 0xffff) | (int)((uint)v1 << 16);
+                 : R"(      dst[pr * HW] = (v0 & 0xffff) | (int)((mp_u32)v1 << 16);
     }
   }
 )";
@@ -281,7 +281,7 @@ struct ForwardText {
       // int32 partial sums of the lo and hi pair products, flushed into acc (int64) at most every
       // kSplitFlushSteps pair steps; sx = Σ (x − z_x) over each pixel's window.
       body += ForEachTile(c, [&](int j, int t) {
-        return Sub("  int8 lo#J_#T = (int8)0, hi#J_#T = (int8)0;\n", j, t);
+        return Sub("  mp_pair_acc lo#J_#T = (mp_pair_acc)0, hi#J_#T = (mp_pair_acc)0;\n", j, t);
       });
       body += ForEachPixel(c, [&](int t) { return Sub("  mp_i64 sx#T = 0;\n", 0, t); });
       body += "  int pending = 0;  // pair steps in lo/hi since the last flush\n";
@@ -323,10 +323,11 @@ struct ForwardText {
           x0 = Sub("(ok#T ? ", 0, t) + x0 + " : 0)";
           if (second) x1 = Sub("(ok#T ? ", 0, t) + x1 + " : 0)";
         }
-        return Sub("          const short16 x#T = MP_PAIR16(", 0, t) + x0 + ", " + x1 + ");\n";
+        return Sub("          const mp_short16 x#T = MP_PAIR16(", 0, t) + x0 + ", " + x1 + ");\n";
       });
       s += ForEachChannel(c, [&](int j) {
-        return Sub("          const short16 w#J = vload16(0, wk + #J * CONV_STEP * 2);\n", j, 0);
+        return Sub("          const mp_short16 w#J = MP_SHORT16_LOAD(wk + #J * CONV_STEP * 2);\n",
+                   j, 0);
       });
       s += ForEachTile(c, [&](int j, int t) {
         return Sub("          acc#J_#T += MP_MADD16(w#J, x#T);\n", j, t);
@@ -346,7 +347,8 @@ struct ForwardText {
            "        }\n";
   }
 
-  // Pre-packed pairs: one 32-bit load per pixel and step, broadcast as 8 equal pairs.
+  // Pre-packed pairs: one 32-bit load per pixel and step, broadcast as 8 equal pairs
+  // (MP_PAIR16_WORD).
   std::string PackedLoop(bool masked, const char* first, const char* last) const {
     auto xword = [&](int t, const char* at) {
       const std::string load = Sub("xp[", 0, t) + at + "]";
@@ -355,15 +357,16 @@ struct ForwardText {
     std::string s = std::string("        for (int s = ") + first + "; s < " + last + "; ++s) {\n";
     s += ForEachPixel(c, [&](int t) {
       if (!split)
-        return Sub("          const short16 x#T = __builtin_astype((int8)(", 0, t) +
-               xword(t, Sub("off#T", 0, t).c_str()) + "), short16);\n";
-      return Sub("          const short16 l#T = __builtin_astype((int8)(", 0, t) +
-             xword(t, Sub("2 * off#T", 0, t).c_str()) + "), short16);\n" +
-             Sub("          const short16 h#T = __builtin_astype((int8)(", 0, t) +
-             xword(t, Sub("2 * off#T + 1", 0, t).c_str()) + "), short16);\n";
+        return Sub("          const mp_short16 x#T = MP_PAIR16_WORD(", 0, t) +
+               xword(t, Sub("off#T", 0, t).c_str()) + ");\n";
+      return Sub("          const mp_short16 l#T = MP_PAIR16_WORD(", 0, t) +
+             xword(t, Sub("2 * off#T", 0, t).c_str()) + ");\n" +
+             Sub("          const mp_short16 h#T = MP_PAIR16_WORD(", 0, t) +
+             xword(t, Sub("2 * off#T + 1", 0, t).c_str()) + ");\n";
     });
     s += ForEachChannel(c, [&](int j) {
-      return Sub("          const short16 w#J = vload16(0, wk + #J * CONV_STEP * 2);\n", j, 0);
+      return Sub("          const mp_short16 w#J = MP_SHORT16_LOAD(wk + #J * CONV_STEP * 2);\n", j,
+                 0);
     });
     s += ForEachTile(c, [&](int j, int t) {
       return split ? Sub("          lo#J_#T += MP_MADD16(w#J, l#T);\n"
@@ -380,8 +383,8 @@ struct ForwardText {
   std::string Flush() const {
     return ForEachTile(c, [&](int j, int t) {
       return Sub(
-          "    acc#J_#T += (convert_long8(hi#J_#T) << 8) + convert_long8(lo#J_#T);\n"
-          "    lo#J_#T = (int8)0;\n    hi#J_#T = (int8)0;\n",
+          "    MP_PAIR_FLUSH(acc#J_#T, lo#J_#T, hi#J_#T);\n"
+          "    lo#J_#T = (mp_pair_acc)0;\n    hi#J_#T = (mp_pair_acc)0;\n",
           j, t);
     });
   }
@@ -601,7 +604,7 @@ int Convolution::DepthwiseLocalWidth(const ConvDesc& d) {
 std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvDesc& d, int rows) {
   const bool q = IsQuantized(d.type);
   if (rows <= 0) rows = DefaultDepthwiseRows(d);
-  KernelWriter w(target);
+  KernelWriter w(target, "conv_depthwise");
   w.AddType("Dtype", d.type);
   DeclareWeightStorage(w, d);
   if (q) {
@@ -734,14 +737,14 @@ void AddIm2colKernel(KernelWriter& w, DataType type) {
     const int in = (c * H + iy) * W;
     for (int ox = 0; ox < OW; ++ox) {
       const int ix = ox * sw - pw + kx * dw;
-      Dtype_STORE(col, out + ox, ix >= 0 && ix < W ? Dtype_LOAD(x, in + ix) : pad);
+      Dtype_STORE(col, out + ox, ix >= 0 && ix < W ? Dtype_LOAD(x, in + ix) : (Dtype_c)pad);
     }
   }
 )");
 }
 
 std::string Im2colSource(const KernelTarget& target, DataType type) {
-  KernelWriter w(target);
+  KernelWriter w(target, "im2col");
   w.AddType("Dtype", type);
   AddIm2colKernel(w, type);
   return w.Source();

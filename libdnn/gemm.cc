@@ -269,7 +269,8 @@ std::string PairShuffleMask(bool is_signed) {
 
 /// Preprocessor text of MP_APAIR_P(p), put at the top of a kp = 2 kernel body: the pair
 /// (p[0], p[1]) of op(A) as KernelHelper::kPairProduct16's MP_PAIR16 gives it (on AVX2 one
-/// 16-bit broadcast load and one byte shuffle).
+/// 16-bit broadcast load and one byte shuffle: Clang vector built-ins behind the compiler's
+/// own __AVX2__, so every other target, CUDA's NVRTC included, takes the portable line).
 std::string APairHelper(const GemmDesc& d) {
   const bool sa = ASigned(d);
   std::ostringstream s;
@@ -285,28 +286,28 @@ std::string APairHelper(const GemmDesc& d) {
 }
 
 /// One step of two k (k, k + 1) of the kp = 2 outer-product tile. op(B) rows k and k + 1 are
-/// interleaved into short16 vectors (b(k, n), b(k + 1, n), …) and each op(A) pair is broadcast,
+/// interleaved into 16-lane vectors (MP_ZIP16: b(k, n), b(k + 1, n), …; KernelHelper::
+/// kPairProduct16 spells them per dialect) and each op(A) pair is broadcast,
 /// so one MP_MADD16 adds 16 products to the 8 int32 lanes of a tile vector. (A step over four
 /// k sharing one 4-byte load of A kept six broadcasts live and spilled accumulators.)
 std::string OuterPairStep(const GemmDesc& d, const GemmConfig& c, const std::string& k,
                           bool gather) {
   const bool fold = FoldsWeightZero(d, c), act_a = ActivationsAreA(d);
-  const std::string bz = fold && act_a ? " - (short16)((short)w_zero)" : "";
-  const std::string az = fold && !act_a ? " - (short16)((short)w_zero)" : "";
+  const std::string bz = fold && act_a ? " - (mp_short16)((short)w_zero)" : "";
+  const std::string az = fold && !act_a ? " - (mp_short16)((short)w_zero)" : "";
   const std::string k1 = "(" + k + ") + 1";
   std::ostringstream s;
   s << "{\n";
   for (int j = 0; j < c.tn; ++j) {
     const std::string col = "n0 + " + Str(j * c.vw);
-    const std::string rows = "__builtin_convertvector(__builtin_shufflevector(vload8(0, b + " +
-                             BIndex(d, k, col) + "), vload8(0, b + " + BIndex(d, k1, col) +
-                             "), 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15), short16)";
+    const std::string rows =
+        "MP_ZIP16(b + " + BIndex(d, k, col) + ", b + " + BIndex(d, k1, col) + ")";
     if (!gather) {
-      s << "  const short16 b" << j << " = " << rows << bz << ";\n";
+      s << "  const mp_short16 b" << j << " = " << rows << bz << ";\n";
       continue;
     }
     // Edge tile: vectors wholly inside N still load rows; the rest element by element.
-    s << "  short16 b" << j << ";\n";
+    s << "  mp_short16 b" << j << ";\n";
     if (!d.trans_b) s << "  if (" << col << " + 8 <= N) b" << j << " = " << rows << ";\n  else ";
     s << "  {\n    CS g[16];\n";
     s << "    for (int v = 0; v < 8; ++v) {\n";
@@ -314,14 +315,14 @@ std::string OuterPairStep(const GemmDesc& d, const GemmConfig& c, const std::str
     s << "      g[2 * v] = LDS_B(b, " << BIndex(d, k, "n") << ");\n";
     s << "      g[2 * v + 1] = LDS_B(b, " << BIndex(d, k1, "n") << ");\n";
     s << "    }\n";
-    s << "    b" << j << " = __builtin_convertvector(vload16(0, g), short16);\n  }\n";
+    s << "    b" << j << " = MP_SHORT16_FROM(g);\n  }\n";
     if (!bz.empty()) s << "  b" << j << " = b" << j << bz << ";\n";
   }
   for (int i = 0; i < c.tm; ++i) {
     const std::string r = "r" + Str(i);
-    s << "  { const short16 ap = ";
+    s << "  { const mp_short16 ap = ";
     if (PacksA(d, c))
-      s << "__builtin_astype((int8)(ap" << i << "[(" << k << ") >> 1]), short16)";
+      s << "MP_PAIR16_WORD(ap" << i << "[(" << k << ") >> 1])";
     else if (d.trans_a)
       s << "MP_PAIR16(LDS_A(a, " << AIndex(d, r, k) << "), LDS_A(a, " << AIndex(d, r, k1) << "))";
     else
@@ -726,7 +727,7 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& desc, const
   if (!c.Supports(d, target.backend))
     throw Error("GEMM " + d.ToString() + ": configuration '" + c.ToString() +
                 "' does not support this layout or backend");
-  KernelWriter w(target);
+  KernelWriter w(target, "gemm");
   const VectorText vec = Vectors(w, d.type, c.vw);
   const bool weights_a = d.weights == WeightOperand::kA;
   w.Define("VW", Str(c.vw));
@@ -786,7 +787,7 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& desc, const
     const int m = i / KP, kk = i - m * KP;
     const int a0 = LDS_A(a, m * lda + 2 * kk) - w_zero;
     const int a1 = LDS_A(a, m * lda + 2 * kk + 1) - w_zero;
-    apk[i] = (a0 & 0xffff) | (int)((uint)a1 << 16);
+    apk[i] = (a0 & 0xffff) | (int)((mp_u32)a1 << 16);
   }
 )");
   if (IsQuantized(d.type)) {

@@ -120,8 +120,8 @@ std::optional<GemmConfig> GemmConfig::Parse(const std::string& text) {
 
 bool GemmConfig::Supports(const GemmDesc& desc, Backend backend) const {
   if (algorithm == Algorithm::kDot && !DotLayout(desc)) return false;
-  if (kp == GemmConfig::kPairs && (backend != Backend::kOpenCL || algorithm != Algorithm::kOuter ||
-                  desc.type != DataType::kInt8Q || vw != 8))
+  if (kp == GemmConfig::kPairs &&
+      (algorithm != Algorithm::kOuter || desc.type != DataType::kInt8Q || vw != 8))
     return false;
   if (kp == GemmConfig::kU8S4 &&
       (desc.weight_bits != 4 || backend != Backend::kOpenCL || vw != 8 || lm != 0 ||
@@ -231,9 +231,10 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
   // the weights unpacked to bytes).
   if (desc.weight_bits == 4 && backend == Backend::kOpenCL && !device.is_gpu)
     for (const GemmConfig& c : Int4Candidates()) add(c);
-  // int8 on OpenCL CPUs: the other K mode of the default, then pair products for each
-  // vw = 8 outer tile below.
-  const bool pairs = desc.type == DataType::kInt8Q && backend == Backend::kOpenCL && !device.is_gpu;
+  // int8 on OpenCL CPUs and on CUDA (KernelHelper::kPairProduct16 has both dialects): the
+  // other K mode of the default, then pair products for each vw = 8 outer tile below.
+  const bool cpu_or_cuda = backend == Backend::kCuda || !device.is_gpu;
+  const bool pairs = desc.type == DataType::kInt8Q && cpu_or_cuda;
   if (pairs) {
     GemmConfig other = base;
     other.kp = base.kp == GemmConfig::kPairs ? GemmConfig::kOneK : GemmConfig::kPairs;
@@ -275,7 +276,7 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
   }
   // The schema's variations of the default: the K loop unrolled, the other work-group order.
   for (const GemmConfig& c : GemmConfig::Schema().Variations(out.front())) add(c);
-  if (backend == Backend::kOpenCL && !device.is_gpu) AddWorkItemPerOutputTiles(desc, add);
+  if (cpu_or_cuda) AddWorkItemPerOutputTiles(desc, add);
   // Local-memory tiles (lm = 1). On GPUs and CUDA a work-group of 32–128 shares each op(A)
   // and op(B) element among its group_n() or group_m() work-items; the same columns per
   // work-item as the vw = 1 tiles (tn / vw vectors). Untimed here (no GPU on the build

@@ -37,8 +37,8 @@ struct GemmConfig {
   /// Work-group order: 1 walks M tiles first (dimension 0) so consecutive work-groups reuse one
   /// B panel from cache; 0 walks N tiles first, reusing an A strip.
   int mf = 0;
-  /// K pairs (int8q, kOuter, OpenCL, vw = 8 only): 2 multiplies two k at a time as 16-bit pair
-  /// products summed into int32 lanes (x86 `vpmaddwd`: 16 MACs per instruction where int32
+  /// K pairs (int8q, kOuter, vw = 8 only; either backend): 2 multiplies two k at a time as 16-bit
+  /// pair products summed into int32 lanes (x86 `vpmaddwd`: 16 MACs per instruction where int32
   /// lanes give 8), with op(B) rows k and k+1 interleaved in registers and z_w subtracted from
   /// the weights as they are loaded (weights as a not transposed A are first expanded to 32-bit
   /// pairs by a small kernel per run); exact for 8-bit operands. 1 is the one-k-per-step loop.
@@ -80,7 +80,7 @@ struct GemmConfig {
   /// Parses ToString()'s form (Schema()); nothing when malformed or out of range.
   static std::optional<GemmConfig> Parse(const std::string& text);
   /// Whether this config can run `desc` on a target of `backend` (layout, vector widths; kp = 2
-  /// only for int8q kOuter with vw = 8 on OpenCL, kp = 4 for int8q kOuter with vw = 1 and
+  /// only for int8q kOuter with vw = 8, kp = 4 for int8q kOuter with vw = 1 and
   /// lm = 0; lm = 1 only for kOuter with kp = 1, a
   /// power-of-two wg and slabs within 32 KiB of local memory).
   bool Supports(const GemmDesc& desc, Backend backend) const;

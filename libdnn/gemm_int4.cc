@@ -58,7 +58,7 @@ void AddUnpackKernel(KernelWriter& w) {
 }
 
 std::string UnpackSource(const KernelTarget& target) {
-  KernelWriter w(target);
+  KernelWriter w(target, "int4_unpack");
   AddUnpackKernel(w);
   return w.Source();
 }
@@ -246,7 +246,7 @@ std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
 }  // namespace
 
 std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const GemmConfig& c) {
-  KernelWriter w(target);
+  KernelWriter w(target, "gemm_int4");
   w.AddType("Ctype", d.out_type);
   w.UseRequant(d.type);
   w.UseHelper(KernelHelper::kBytePairProduct16);

@@ -62,7 +62,7 @@ std::string Lrn::BackwardKernelName() { return "lrn_bwd_fp32"; }
 std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int local_size) {
   if (local_size <= 0 || local_size % 2 == 0 || local_size > 63)
     throw Error("LRN kernel: local_size " + std::to_string(local_size) + " must be odd, 1 to 63");
-  KernelWriter w(target);
+  KernelWriter w(target, "lrn_forward");
   w.AddType("Dtype", type);
   w.Define("LRN_PRE", std::to_string((local_size - 1) / 2));
   const bool half = type == DataType::kFloat16;
@@ -126,7 +126,7 @@ std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int lo
 }
 
 std::string Lrn::BackwardSource(const KernelTarget& target) {
-  KernelWriter w(target);
+  KernelWriter w(target, "lrn_backward");
   w.Kernel(BackwardKernelName())
       .In("float", "x")
       .In("float", "y")

@@ -203,7 +203,7 @@ std::string Pooling::BackwardKernelName(PoolMethod method) {
 
 std::string Pooling::ForwardSource(const KernelTarget& target, DataType type, PoolMethod method) {
   const bool q = IsQuantized(type);
-  KernelWriter w(target);
+  KernelWriter w(target, "pool_forward");
   w.AddType("Dtype", type);
   if (q) w.UseRequant(type);
   auto& k = w.Kernel(ForwardKernelName(type, method))
@@ -267,7 +267,7 @@ std::string Pooling::ForwardSource(const KernelTarget& target, DataType type, Po
 }
 
 std::string Pooling::BackwardSource(const KernelTarget& target, PoolMethod method) {
-  KernelWriter w(target);
+  KernelWriter w(target, "pool_backward");
   w.AddType("Dtype", DataType::kFloat32);
   auto& k = w.Kernel(BackwardKernelName(method))
                 .In("float", "top")

@@ -26,7 +26,7 @@ std::string MoeKernelName(const std::string& op, DataType type) {
 }
 
 std::string MoeSource(const KernelTarget& target, DataType type) {
-  KernelWriter w(target);
+  KernelWriter w(target, "moe");
   w.AddType("Dtype", type);
   w.Kernel(MoeKernelName("gather", type))
       .Value("int", "rows").Value("int", "dim").In("Dtype", "x").In("int", "idx").Out("Dtype", "y")

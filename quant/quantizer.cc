@@ -42,7 +42,7 @@ const char* QuantizerModeName(QuantizerMode mode) {
 }
 
 std::string ObserveRangeSource(const KernelTarget& target) {
-  KernelWriter w(target);
+  KernelWriter w(target, "observe_range");
   w.Define("MP_OBSERVE_LOCAL", std::to_string(kObserveLocalSize));
   w.Kernel(kObserveRangeKernel)
       .Value("int", "n")
@@ -95,7 +95,7 @@ std::string ObserveRangeSource(const KernelTarget& target) {
 std::string PseudoKernelName(DataType type) { return std::string("pseudo_") + Name(type); }
 
 std::string PseudoSource(const KernelTarget& target, DataType type) {
-  KernelWriter w(target);
+  KernelWriter w(target, "pseudo_quant");
   auto& k = w.Kernel(PseudoKernelName(type))
                 .Value("int", "n")
                 .Out("float", "x")

@@ -1,5 +1,6 @@
-// tests/codegen/kernel_writer_test.cc — code generation without a device: golden texts of one
-// kernel in both dialects, dialect-only differences, determinism, placeholder errors, traits.
+// tests/codegen/kernel_writer_test.cc — code generation without a device: golden texts (a GEMM,
+// a convolution and quantized epilogues) in both dialects, dialect-only differences,
+// determinism, placeholder errors, traits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -69,6 +70,20 @@ TEST(KernelWriter, GoldenGemmAndConvolutionInBothDialects) {
   ExpectGolden(libdnn::Convolution::ForwardSource(KernelTarget{Backend::kOpenCL}, d, cc),
                "conv_int8q.cl");
   ExpectGolden(libdnn::Convolution::ForwardSource(KernelTarget::Cuda(80), d, cc), "conv_int8q.cu");
+}
+
+TEST(KernelWriter, GoldenQuantizedPairProductGemmInBothDialects) {
+  // An int8 GEMM with 16-bit pair products (kp = 2: MP_MADD16 over OpenCL's short16 or the CUDA
+  // struct) and the quantized epilogue (requantization, clamp, fused ReLU; OpenCL's 8-lane form
+  // where the dialect has vector built-ins, lane by lane on CUDA).
+  libdnn::GemmDesc g;
+  g.type = g.out_type = DataType::kInt8Q;
+  g.M = 8, g.N = 16, g.K = 16, g.bias = true, g.relu = true;
+  g.weights_signed = true, g.per_channel = true;
+  libdnn::GemmConfig gc;
+  gc.tm = 1, gc.tn = 1, gc.vw = 8, gc.wg = 1, gc.kp = libdnn::GemmConfig::kPairs;
+  ExpectGolden(libdnn::Gemm::Source(KernelTarget{Backend::kOpenCL}, g, gc), "gemm_int8q_pairs.cl");
+  ExpectGolden(libdnn::Gemm::Source(KernelTarget::Cuda(80), g, gc), "gemm_int8q_pairs.cu");
 }
 
 std::vector<std::string> Lines(const std::string& text) {
@@ -160,11 +175,12 @@ TEST(KernelWriter, GeneratedTextIsDeterministic) {
 }
 
 TEST(KernelWriter, UnknownPlaceholderIsAnError) {
-  KernelWriter w(KernelTarget{Backend::kOpenCL});
+  KernelWriter w(KernelTarget{Backend::kOpenCL}, "test_placeholders");
   EXPECT_THROW(w.Expand("$no_such_word"), std::invalid_argument);
   EXPECT_THROW(w.Expand("$global_id(3)"), std::invalid_argument);
   EXPECT_EQ(w.Expand("$global_id(1)"), "get_global_id(1)");
-  EXPECT_EQ(KernelWriter(KernelTarget{Backend::kCuda}).Expand("$barrier"), "__syncthreads()");
+  EXPECT_EQ(KernelWriter(KernelTarget{Backend::kCuda}, "test_placeholders").Expand("$barrier"),
+            "__syncthreads()");
 }
 
 TEST(KernelWriter, Fp16WithoutDeviceSupportStoresHalfAndComputesInFloat) {
@@ -180,7 +196,7 @@ TEST(KernelWriter, Fp16WithoutDeviceSupportStoresHalfAndComputesInFloat) {
 
 TEST(KernelWriter, Dot4HelperHasOneRowPerDialect) {
   auto text = [](const KernelTarget& t) {
-    KernelWriter w(t);
+    KernelWriter w(t, "test_dot4");
     w.UseHelper(KernelHelper::kDot4);
     return w.Source();
   };
@@ -265,7 +281,7 @@ TEST(TypedBuffer, LoadsAndStoresEveryType) {
 
 TEST(KernelWriter, RequantizationAndClampAreDefinedOnce) {
   for (Backend b : {Backend::kOpenCL, Backend::kCuda}) {
-    KernelWriter w(b == Backend::kCuda ? KernelTarget::Cuda(80) : KernelTarget{b});
+    KernelWriter w(b == Backend::kCuda ? KernelTarget::Cuda(80) : KernelTarget{b}, "test_requant");
     w.AddType("Dtype", DataType::kInt16Q).AddType("Ftype", DataType::kFloat32);
     w.UseRequant(DataType::kInt16Q).UseRequant(DataType::kInt16Q);
     const std::string text = w.Source();
@@ -280,11 +296,11 @@ TEST(KernelWriter, RequantizationAndClampAreDefinedOnce) {
     EXPECT_EQ(count("#define Dtype_SAT_FROM(v, lo) "), 1u);
     EXPECT_EQ(count("Ftype_SAT"), 0u);  // float types have no integer range
   }
-  KernelWriter w8(KernelTarget{Backend::kOpenCL});
+  KernelWriter w8(KernelTarget{Backend::kOpenCL}, "test_requant");
   w8.UseRequant(DataType::kInt8Q);
   EXPECT_NE(w8.Source().find("#define MP_REQUANT(acc, m, s) (mp_i64)mp_requant32((int)(acc), m, s)"),
             std::string::npos);
-  KernelWriter wf(KernelTarget{Backend::kOpenCL});
+  KernelWriter wf(KernelTarget{Backend::kOpenCL}, "test_requant");
   EXPECT_THROW(wf.UseRequant(DataType::kFloat16), std::invalid_argument);
 }
 

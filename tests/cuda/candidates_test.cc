@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -158,6 +159,95 @@ TEST(CudaCandidates, EveryConvolutionCandidateShapeOfEveryTypeCompiles) {
               "with dp4a) in %.1f s\n", candidates, compiles, vectors, dot4, seconds);
   EXPECT_GT(vectors, 0);
   EXPECT_GT(dot4, 0);
+}
+
+/// Compiles `source` as compute_75 PTX (which must define `entry`) and, with `cubin`, as sm_80
+/// cubin.
+void CompilePtxAndCubin(const std::string& what, const std::function<std::string(int)>& source,
+                        const std::string& entry, bool cubin) {
+  std::vector<std::string> archs = {cuda::OldestPtxArch()};
+  if (cubin) archs.push_back("sm_80");
+  for (const std::string& arch : archs) {
+    try {
+      const cuda::NvrtcOutput out =
+          cuda::CompileCuda(source(ComputeCapability(arch)), arch, {}, "pairs.cu");
+      if (arch.rfind("compute_", 0) == 0)
+        EXPECT_NE(out.ptx.find(".entry " + entry), std::string::npos) << what;
+      else
+        EXPECT_FALSE(out.cubin.empty()) << what;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << what << " for " << arch << ":\n" << e.what();
+    }
+  }
+}
+
+// The 16-bit pair products (kp = 2 GEMMs, the convolution's pair inputs) in every layout that
+// changes their text: op(A) packed into pairs (a wide N), gathered edge tiles, a transposed
+// op(B) or op(A), the weights as B (z_w folded into op(B)), signed weights; the convolution's
+// two-load pairs (1×1 stride 2: too little reuse to pack), packed pairs and int16's split.
+// (Each compile takes seconds — 16-lane struct loops — so PTX for all, sm_80 cubin for two.)
+TEST(CudaCandidates, PairProductPathsCompileInEveryLayout) {
+  const DeviceInfo gpu = CudaGpu();
+  int compiled = 0;
+  struct Layout {
+    int n;
+    bool trans_a, trans_b, weights_b, weights_signed, weight_zero;
+  };
+  for (const Layout& l :
+       {Layout{512, false, false, false, false, true}, Layout{48, false, false, false, true, true},
+        Layout{45, true, false, false, false, true}, Layout{48, false, true, true, false, true},
+        Layout{45, false, false, true, true, false}}) {
+    GemmDesc d;
+    d.type = d.out_type = DataType::kInt8Q;
+    d.M = 64, d.N = l.n, d.K = 99, d.bias = true;
+    d.trans_a = l.trans_a, d.trans_b = l.trans_b;
+    d.weights = l.weights_b ? WeightOperand::kB : WeightOperand::kA;
+    d.weights_signed = l.weights_signed, d.weight_zero = l.weight_zero, d.per_channel = true;
+    int pairs = 0;
+    for (const GemmConfig& c : GemmCandidates(gpu, d)) {
+      if (c.kp != GemmConfig::kPairs || pairs++ > 0) continue;
+      const std::string what = d.ToString() + " " + c.ToString();
+      CompilePtxAndCubin(
+          what, [&](int cc) { return Gemm::Source(KernelTarget::Cuda(cc), d, c); },
+          Gemm::KernelName(d), compiled == 0);
+      EXPECT_NE(Gemm::Source(KernelTarget::Cuda(80), d, c).find("MP_MADD16("), std::string::npos)
+          << what;
+      ++compiled;
+    }
+    EXPECT_GT(pairs, 0) << "no kp = 2 CUDA candidate for " << d.ToString();
+  }
+  for (auto [t, kernel, stride, sw] : {std::tuple{DataType::kInt8Q, 1, 2, false},
+                                       {DataType::kInt8Q, 3, 1, false},
+                                       {DataType::kInt8Q, 3, 1, true},
+                                       {DataType::kInt16Q, 3, 1, false}}) {
+    ConvDesc d;
+    d.type = t;
+    d.weights_signed = sw;
+    d.channels = 15;  // odd: the last pair half empty
+    d.height = d.width = 9;
+    d.out_channels = 8;
+    d.kernel_h = d.kernel_w = kernel;
+    d.stride_h = d.stride_w = stride;
+    d.pad_h = d.pad_w = kernel / 2;
+    for (const ConvConfig& c : ConvConfig::Candidates(gpu, t)) {
+      if (c.vw != 8 || c.kp != 1) continue;
+      const std::string what = std::string(Name(t)) + " " + std::to_string(kernel) + "x" +
+                               std::to_string(kernel) + " " + c.ToString();
+      CompilePtxAndCubin(
+          what, [&](int cc) { return Convolution::ForwardSource(KernelTarget::Cuda(cc), d, c); },
+          Convolution::ForwardKernelName(d), t == DataType::kInt16Q);
+      EXPECT_NE(Convolution::ForwardSource(KernelTarget::Cuda(80), d, c).find("MP_MADD16("),
+                std::string::npos)
+          << what;
+      ++compiled;
+      break;
+    }
+  }
+  EXPECT_EQ(compiled, 9);
+  std::printf(
+      "Pair products: %d CUDA programs compiled (PTX; the first GEMM and int16's split "
+      "convolution also as sm_80 cubin)\n",
+      compiled);
 }
 
 #else

@@ -126,7 +126,7 @@ TEST(DeviceMemory, ImpossibleAllocationNamesTheRequest) {
 
 /// A work-group sum through local memory and a barrier, then atomics into one global total.
 std::string ReductionSource(const KernelTarget& target) {
-  KernelWriter w(target);
+  KernelWriter w(target, "test_device");
   w.UseHelper(KernelHelper::kAtomicAddF32);
   w.Kernel("group_sum")
       .Value("int", "n").In("float", "x").Out("float", "group_sums").Out("float", "total")
@@ -182,7 +182,7 @@ TEST(Kernel, LocalMemoryBarrierAndAtomics) {
 
 TEST(Kernel, DeviceChoosesALocalSizeWhenNoneIsGiven) {
   Device& d = DefaultDevice();
-  KernelWriter w(KernelTarget::Of(d));
+  KernelWriter w(KernelTarget::Of(d), "test_device");
   w.Kernel("iota2d").Value("int", "w").Value("int", "h").Out("int", "y").Body(R"(  int c = $global_id(0), r = $global_id(1);
   if (c < w && r < h) y[r * w + c] = r * 1000 + c;
 )");
@@ -204,7 +204,7 @@ TEST(Queue, ScopeRoutesThisThreadsWorkToAnotherQueue) {
   auto q1 = d.CreateQueue(), q2 = d.CreateQueue();
   EXPECT_EQ(d.scoped_queue(), nullptr);
   EXPECT_EQ(&d.current_queue(), &d.default_queue());
-  KernelWriter w(KernelTarget::Of(d));
+  KernelWriter w(KernelTarget::Of(d), "test_device");
   w.Kernel("add_index").Value("int", "n").Out("int", "y").Body(R"(  $loop(i, n) { y[i] += (int)i; }
 )");
   Kernel k = d.BuildProgram(w.Source(), "", ProgramHints::OneDimensional())->GetKernel("add_index");
@@ -233,7 +233,7 @@ TEST(Queue, ScopeRoutesThisThreadsWorkToAnotherQueue) {
 
 TEST(Kernel, MissingArgumentsNameTheKernel) {
   Device& d = DefaultDevice();
-  KernelWriter w(KernelTarget::Of(d));
+  KernelWriter w(KernelTarget::Of(d), "test_device");
   w.Kernel("two_args").Value("int", "n").Out("float", "y").Body("  if ($global_id(0) < n) y[0] = 1.0f;\n");
   Kernel k = d.BuildProgram(w.Source())->GetKernel("two_args");
   try {
@@ -247,7 +247,7 @@ TEST(Kernel, MissingArgumentsNameTheKernel) {
 
 TEST(Program, BuildFailureShowsDeviceOptionsLogAndSourceLines) {
   Device& d = DefaultDevice();
-  KernelWriter w(KernelTarget::Of(d));
+  KernelWriter w(KernelTarget::Of(d), "test_device");
   w.Kernel("broken").Out("float", "y").Body("  y[0] = undeclared_name + 1.0f;\n");
   const std::string source = w.Source();
   try {
@@ -271,7 +271,7 @@ TEST(Program, DumpKernelsWritesEveryGeneratedText) {
     ScopedSettings env;
     env->dump_kernels = dir.string();
     Device& d = DefaultDevice();
-    KernelWriter w(KernelTarget::Of(d));
+    KernelWriter w(KernelTarget::Of(d), "test_device");
     w.Kernel("dumped_kernel").Out("float", "y").Body("  y[0] = 2.0f;\n");
     d.BuildProgram(w.Source(), "-DDUMP_TEST");
   }

@@ -710,7 +710,7 @@ TEST(GemmPairTest, PortableFormsGiveTheSameIntegers) {
   ExpectSame(p, got, want, "portable pair forms");
 }
 
-TEST(GemmPairTest, SupportedOnlyForInt8OuterWithVectorsOf8OnOpenCL) {
+TEST(GemmPairTest, SupportedOnlyForInt8OuterWithVectorsOf8OnEitherBackend) {
   GemmDesc d;
   d.type = d.out_type = DataType::kInt8Q;
   d.M = d.N = d.K = 8;
@@ -718,9 +718,10 @@ TEST(GemmPairTest, SupportedOnlyForInt8OuterWithVectorsOf8OnOpenCL) {
   c.kp = 2;
   c.vw = 8;
   EXPECT_TRUE(c.Supports(d, Backend::kOpenCL));
-  EXPECT_FALSE(c.Supports(d, Backend::kCuda));
+  EXPECT_TRUE(c.Supports(d, Backend::kCuda));  // KernelHelper::kPairProduct16's CUDA row
   c.vw = 4;
   EXPECT_FALSE(c.Supports(d, Backend::kOpenCL));
+  EXPECT_FALSE(c.Supports(d, Backend::kCuda));
   c.vw = 8;
   c.algorithm = GemmConfig::Algorithm::kDot;
   d.trans_b = true;
@@ -876,7 +877,8 @@ TEST(GemmConfigTest, CandidatesIncludeLocalMemoryTiles) {
 
 TEST(GemmConfigTest, CpuCandidatesIncludeScalarWorkItemsAlongN) {
   // OpenCL CPUs get vw = 1 tiles in work-groups of 8–64 along N (for compilers that vectorise
-  // across work-items), no wider than N; GPUs and CUDA keep their own list.
+  // across work-items), no wider than N, and so does CUDA (every candidate OpenCL gets); OpenCL
+  // GPUs keep their own list.
   GemmDesc d;
   d.M = 256;
   d.N = 729;
@@ -884,8 +886,10 @@ TEST(GemmConfigTest, CpuCandidatesIncludeScalarWorkItemsAlongN) {
   d.weights = WeightOperand::kA;
   for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kInt16Q, DataType::kInt8Q}) {
     d.type = d.out_type = t;
-    DeviceInfo cpu, gpu;
+    DeviceInfo cpu, gpu, cuda;
     gpu.is_gpu = true;
+    cuda.backend = Backend::kCuda;
+    cuda.is_gpu = true;
     auto scalar_groups = [&](const DeviceInfo& info) {
       std::vector<int> wgs;
       for (const GemmConfig& c : GemmCandidates(info, d))
@@ -897,6 +901,8 @@ TEST(GemmConfigTest, CpuCandidatesIncludeScalarWorkItemsAlongN) {
     EXPECT_EQ(std::count(wgs.begin(), wgs.end(), 8), 5) << Name(t);
     EXPECT_EQ(std::count(wgs.begin(), wgs.end(), 16), 5) << Name(t);
     EXPECT_TRUE(scalar_groups(gpu).empty()) << Name(t);
+    const std::vector<int> cuda_wgs = scalar_groups(cuda);
+    EXPECT_EQ(std::count(cuda_wgs.begin(), cuda_wgs.end(), 8), 5) << Name(t);
     for (const GemmConfig& c : GemmCandidates(cpu, d))
       EXPECT_TRUE(c.vw != 1 || c.wg == 1 || c.mf == 0) << c.ToString();
     // The default stays first and unchanged.

@@ -198,7 +198,7 @@ layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 4294967297 
 }
 
 TEST(KernelFaults, LaunchErrorNamesTheKernel) {
-  KernelWriter w(KernelTarget::Of(Dev()));
+  KernelWriter w(KernelTarget::Of(Dev()), "test_device_faults");
   w.Kernel("reliability_fill").Value("int", "n").Out("float", "y").Body(
       "  $loop(i, n) y[i] = 1.0f;\n");
   Kernel k = Dev().GetProgram(w.Source(), "", ProgramHints::OneDimensional())->GetKernel(
