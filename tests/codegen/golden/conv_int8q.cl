@@ -35,7 +35,7 @@ typedef int Dtype_mult;
 #define CONV_TILE 1
 #define CONV_CP 1
 // Fixed-point requantization with one rounding (quant/fixed_point.h is the host reference).
-inline mp_i64 mp_requant64(mp_i64 acc, int mult, int shift) {
+inline __attribute__((always_inline)) mp_i64 mp_requant64(mp_i64 acc, int mult, int shift) {
   int right = 31 - shift;
   int negative = acc < 0;
   mp_u64 a = negative ? (mp_u64)0 - (mp_u64)acc : (mp_u64)acc;
@@ -69,7 +69,7 @@ inline mp_i64 mp_requant64(mp_i64 acc, int mult, int shift) {
   if (overflow || r > limit) r = limit;
   return negative ? -(mp_i64)r : (mp_i64)r;
 }
-inline int mp_requant32(int acc, int mult, int shift) {
+inline __attribute__((always_inline)) int mp_requant32(int acc, int mult, int shift) {
   int right = 31 - shift;
   mp_i64 r;
   if (right >= 1 && right <= 62) {
