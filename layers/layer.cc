@@ -444,6 +444,23 @@ std::vector<float> Layer::ParamAsFloat(int i) {
   return out;
 }
 
+void Layer::CopyParamValuesFrom(int i, Layer& src) {
+  Blob& from = *src.blobs().at(i);  // its fillers drawn
+  Blob& to = *blobs_.at(i);
+  if (from.shape() != to.shape())
+    Fail("parameter blob " + std::to_string(i) + " " + to.shape_string() + " cannot take the " +
+         from.shape_string() + " values of " + src.Describe());
+  if (to.type() != DataType::kFloat32 || !IsQuantized(from.type())) {
+    SetParamFromFloat(i, src.ParamAsFloat(i));
+    return;
+  }
+  const quant::QuantParams p = src.BlobParams(i);
+  pending_fill_.at(i).reset();
+  quant::DequantizeTensor(from.host_data(), from.count(), p, static_cast<float*>(to.mutable_host_data()),
+                          p.per_channel() ? from.count() / p.channels() : 1);
+  ParamsChanged();
+}
+
 std::vector<quant::Quantizer*> Layer::quantizers() {
   std::vector<quant::Quantizer*> all;
   for (auto* list : {&bottom_quantizers_, &top_quantizers_, &blob_quantizers_})

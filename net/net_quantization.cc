@@ -62,6 +62,21 @@ void PassiveParameterQuantizers(Net& net) {
   }
 }
 
+/// The trained layers of `from` into the layers of the same name in `to` as real values (what
+/// ToProto and CopyTrainedLayersFrom give, without the proto copies), nested nets too.
+void CopyParamValues(Net& from, Net& to) {
+  for (const auto& l : to.layers()) {
+    if (!from.has_layer(l->name())) continue;
+    Layer& src = from.layer(l->name());
+    if (src.num_params() != l->num_params())
+      throw NetError("layer '" + l->name() + "': " + std::to_string(src.num_params()) +
+                     " parameter blobs to copy into " + std::to_string(l->num_params()));
+    for (int k = 0; k < l->num_params(); ++k) l->CopyParamValuesFrom(k, src);
+    const std::vector<Net*> a = src.nested_nets(), b = l->nested_nets();
+    for (size_t k = 0; k < a.size() && k < b.size(); ++k) CopyParamValues(*a[k], *b[k]);
+  }
+}
+
 }  // namespace
 
 int CalibrateWithFloatVariant(Net& net, const caffe::NetParameter& param,
@@ -73,9 +88,10 @@ int CalibrateWithFloatVariant(Net& net, const caffe::NetParameter& param,
   NetOptions o = options;
   o.reduced_memory = 0;
   Net fp32(WithDataType(param, DataType::kFloat32), net.device(), o);
-  caffe::NetParameter weights;
-  net.ToProto(&weights);
-  fp32.CopyTrainedLayersFrom(weights);
+  caffe::NetParameter ranges_known;
+  net.RangesToProto(&ranges_known);
+  fp32.CopyTrainedLayersFrom(ranges_known);
+  CopyParamValues(net, fp32);
   for (Blob* in : fp32.input_blobs()) {
     if (!net.has_blob(in->name())) continue;
     Blob& src = net.blob(in->name());
