@@ -78,22 +78,82 @@ void FillUniform(std::vector<float>& v, uint64_t seed, double lo, double hi) {
   });
 }
 
-/// v[i] = mean + std·N_i, N from Box–Muller on the uniforms of the pair (2k, 2k+1), in single
-/// precision (the values are floats; sincos in double cost three quarters of a fill).
-void FillNormal(std::vector<float>& v, uint64_t seed, double mean, double std) {
-  const size_t pairs = (v.size() + 1) / 2;
-  const float m = static_cast<float>(mean), sd = static_cast<float>(std);
-  ParallelChunks(pairs, [&](size_t b, size_t e) {
-    for (size_t k = b; k < e; ++k) {
-      const uint64_t bits = Mix64(seed + (k + 1) * 0x9e3779b97f4a7c15ULL);
-      // Two 24-bit uniforms from one draw: u1 in (0, 1] (for the logarithm), u2 in [0, 1).
-      const float u1 = float((bits >> 40) + 1) * 0x1.0p-24f;
-      const float u2 = float((bits >> 16) & 0xffffff) * 0x1.0p-24f;
-      const float r = std::sqrt(-2.0f * std::log(u1));
-      const float a = 6.2831853f * u2;
-      v[2 * k] = m + sd * r * std::cos(a);
-      if (2 * k + 1 < v.size()) v[2 * k + 1] = m + sd * r * std::sin(a);
+/// The tables of Marsaglia and Tsang's ziggurat for the standard normal (128 layers; "The
+/// Ziggurat Method for Generating Random Variables", J. Stat. Software 5(8), 2000): a draw
+/// takes layer j and a signed 32-bit h, and is h·w[j] whenever |h| < k[j] (about 99% of draws).
+struct NormalZiggurat {
+  static constexpr double kR = 3.442619855899;  // start of the tail
+  uint32_t k[128];
+  float w[128], f[128];
+  NormalZiggurat() {
+    const double m1 = 2147483648.0, v = 9.91256303526217e-3;
+    double dn = kR, tn = dn;
+    const double q = v / std::exp(-0.5 * dn * dn);
+    k[0] = static_cast<uint32_t>(dn / q * m1);
+    k[1] = 0;
+    w[0] = static_cast<float>(q / m1);
+    w[127] = static_cast<float>(dn / m1);
+    f[0] = 1.0f;
+    f[127] = static_cast<float>(std::exp(-0.5 * dn * dn));
+    for (int i = 126; i >= 1; --i) {
+      dn = std::sqrt(-2.0 * std::log(v / dn + std::exp(-0.5 * dn * dn)));
+      k[i + 1] = static_cast<uint32_t>(dn / tn * m1);
+      tn = dn;
+      f[i] = static_cast<float>(std::exp(-0.5 * dn * dn));
+      w[i] = static_cast<float>(dn / m1);
     }
+  }
+};
+
+/// The ziggurat's rare rejections (the wedges and the tail) after the draw `bits` fell outside
+/// layer j's rectangle: further words from a SplitMix64 sequence seeded by `bits`.
+float NormalRejected(const NormalZiggurat& z, uint64_t bits) {
+  int32_t h = static_cast<int32_t>(static_cast<uint32_t>(bits >> 32));
+  int j = static_cast<int>(bits & 127);
+  uint64_t state = bits;
+  auto next = [&state]() { return Mix64(state += 0x9e3779b97f4a7c15ULL); };
+  auto uniform = [&]() {  // (0, 1]
+    return (static_cast<double>(next() >> 11) + 1.0) * 0x1.0p-53;
+  };
+  for (;;) {
+    const double x = static_cast<double>(h) * z.w[j];
+    if (j == 0) {  // the tail beyond kR
+      double t, y;
+      do {
+        t = -std::log(uniform()) / NormalZiggurat::kR;
+        y = -std::log(uniform());
+      } while (y + y < t * t);
+      return static_cast<float>(h > 0 ? NormalZiggurat::kR + t : -NormalZiggurat::kR - t);
+    }
+    if (z.f[j] + uniform() * (z.f[j - 1] - z.f[j]) < std::exp(-0.5 * x * x))
+      return static_cast<float>(x);
+    bits = next();
+    h = static_cast<int32_t>(static_cast<uint32_t>(bits >> 32));
+    j = static_cast<int>(bits & 127);
+    const uint32_t m = h < 0 ? 0u - static_cast<uint32_t>(h) : static_cast<uint32_t>(h);
+    if (m < z.k[j]) return static_cast<float>(h) * z.w[j];
+  }
+}
+
+/// Standard normal value i of stream `seed`: the ziggurat on the 64 bits of (seed, i) — 32 for
+/// h, 7 for the layer — and on further words seeded by them when it rejects (NormalRejected),
+/// so the value depends on (seed, i) alone.
+inline float NormalAt(const NormalZiggurat& z, uint64_t seed, uint64_t i) {
+  const uint64_t bits = Mix64(seed + (i + 1) * 0x9e3779b97f4a7c15ULL);
+  const int32_t h = static_cast<int32_t>(static_cast<uint32_t>(bits >> 32));
+  const int j = static_cast<int>(bits & 127);
+  const uint32_t mag = h < 0 ? 0u - static_cast<uint32_t>(h) : static_cast<uint32_t>(h);
+  if (mag < z.k[j]) return static_cast<float>(h) * z.w[j];
+  return NormalRejected(z, bits);
+}
+
+/// v[i] = mean + std·N_i (the ziggurat: a few integer operations per value; Box–Muller's
+/// logarithm and sine were half of AlexNet's start-up).
+void FillNormal(std::vector<float>& v, uint64_t seed, double mean, double std) {
+  static const NormalZiggurat zig;
+  const float m = static_cast<float>(mean), sd = static_cast<float>(std);
+  ParallelChunks(v.size(), [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) v[i] = m + sd * NormalAt(zig, seed, i);
   });
 }
 
@@ -417,6 +477,23 @@ std::vector<float> Layer::ParamAsFloat(int i) {
   quant::DequantizeTensor(b.host_data(), b.count(), p, out.data(),
                           p.per_channel() && p.axis == 0 ? b.count() / p.channels() : 1);
   return out;
+}
+
+void Layer::CopyParamValuesFrom(int i, Layer& src) {
+  Blob& from = *src.blobs().at(i);  // its fillers drawn
+  Blob& to = *blobs_.at(i);
+  if (from.shape() != to.shape())
+    Fail("parameter blob " + std::to_string(i) + " " + to.shape_string() + " cannot take the " +
+         from.shape_string() + " values of " + src.Describe());
+  if (to.type() != DataType::kFloat32 || !IsQuantized(from.type())) {
+    SetParamFromFloat(i, src.ParamAsFloat(i));
+    return;
+  }
+  const quant::QuantParams p = src.BlobParams(i);
+  pending_fill_.at(i).reset();
+  quant::DequantizeTensor(from.host_data(), from.count(), p, static_cast<float*>(to.mutable_host_data()),
+                          p.per_channel() ? from.count() / p.channels() : 1);
+  ParamsChanged();
 }
 
 std::vector<quant::Quantizer*> Layer::quantizers() {

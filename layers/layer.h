@@ -169,6 +169,10 @@ class Layer {
   void SetParamFromFloat(int i, const std::vector<float>& values);
   /// Real values of parameter blob `i` (quantized blobs dequantized with their parameters).
   std::vector<float> ParamAsFloat(int i);
+  /// SetParamFromFloat(i, src.ParamAsFloat(i)) for a blob of the same shape; a quantized source
+  /// dequantizes straight into an fp32 blob (no intermediate copy: calibrating AlexNet copies
+  /// 61 M weights this way).
+  void CopyParamValuesFrom(int i, Layer& src);
   /// Called after parameter blobs or quantizer ranges changed (drops derived device data).
   virtual void ParamsChanged() {}
   /// Reduced-memory inference: a layer that keeps a parameter on the device in a derived form

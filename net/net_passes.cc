@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <list>
 
 #include "layers/layer_registry.h"
 #include "proto/model_io.h"
@@ -200,11 +201,19 @@ caffe::LayerParameter ConversionLayer(const std::string& name, const std::string
 }
 
 /// The state of InsertConversions along the layers: the type and quantizer each blob has now,
-/// and the conversions made so far (a blob converted once serves every later consumer).
+/// the conversions made so far (a blob converted once serves every later consumer), and the
+/// layers written so far with the last writer of each blob.
 class ConversionPass {
  public:
-  ConversionPass(caffe::NetParameter* out, std::set<std::string>* inserted)
-      : out_(out), inserted_(inserted) {}
+  explicit ConversionPass(std::set<std::string>* inserted) : inserted_(inserted) {}
+
+  /// Appends `layer` (its bottoms and tops final) to the output.
+  void Emit(const caffe::LayerParameter& layer) {
+    auto it = layers_.insert(layers_.end(), layer);
+    for (const std::string& t : layer.top()) writer_[t] = it;
+  }
+  /// The layers in their final order.
+  const std::list<caffe::LayerParameter>& layers() const { return layers_; }
 
   /// Renames the bottoms of `layer` consumed in another type than written to converted blobs,
   /// adding the conversion layers to the output.
@@ -234,9 +243,20 @@ class ConversionPass {
         int n = 1;
         while (current_.count(name)) name = b + "_" + Name(want) + "_" + std::to_string(++n);
         const std::string layer_name = layer->name() + "_" + b + "_to_" + Name(want);
-        *out_->add_layer() =
+        // The conversion follows the last writer of `b` (else it goes before the consumer):
+        // the producer's chain then ends in the consumer's type, so the inference optimizer
+        // can fuse it whole (conv → int8-to-fp32 → BatchNorm → Scale → fp32-to-int8 runs as
+        // one int8 convolution even when the int8 consumer comes several layers later, as
+        // ResNet's projection shortcut before the residual sum).
+        const caffe::LayerParameter conversion =
             ConversionLayer(layer_name, b, name, it->second.type, want, it->second.quantizer,
                             QuantizerNameOf(*layer, "bottom", i));
+        auto w = writer_.find(b);
+        if (w == writer_.end()) {
+          Emit(conversion);
+        } else {
+          writer_[name] = layers_.insert(std::next(w->second), conversion);
+        }
         inserted_->insert(layer_name);
         converted_[key] = name;
         current_[name] = {want, QuantizerNameOf(*layer, "bottom", i), ++version_};
@@ -290,8 +310,9 @@ class ConversionPass {
     std::string quantizer;
     int version;
   };
-  caffe::NetParameter* out_;
   std::set<std::string>* inserted_;
+  std::list<caffe::LayerParameter> layers_;
+  std::map<std::string, std::list<caffe::LayerParameter>::iterator> writer_;  // last writer
   std::map<std::string, Producer> current_;
   std::map<std::string, std::string> converted_;  // "blob#version#type" -> converted blob name
   std::map<std::string, std::string> latest_;  // blob -> the converted copy holding its newest value
@@ -301,22 +322,24 @@ class ConversionPass {
 }  // namespace
 
 /// Inserts a Quantizer layer wherever a bottom is consumed in another type than its producer
-/// writes, and after regular layers whose top_data_type differs from their compute type. The
+/// writes (right after the blob's last writer, so a producer's chain ends in its consumers'
+/// type), and after regular layers whose top_data_type differs from their compute type. The
 /// inserted layers' quantizers take the names of the producer's top quantizer (input side)
 /// and the consumer's bottom quantizer (output side), so ranges calibrated on the fp32 net
 /// apply to them.
 caffe::NetParameter InsertConversions(const caffe::NetParameter& in,
                                       std::set<std::string>* inserted) {
-  caffe::NetParameter out = in;
-  out.clear_layer();
-  ConversionPass pass(&out, inserted);
+  ConversionPass pass(inserted);
   for (const auto& src : in.layer()) {
     caffe::LayerParameter layer = src;
     pass.ConvertBottoms(&layer);
     const std::vector<caffe::LayerParameter> after = pass.ConvertTops(&layer);
-    *out.add_layer() = layer;
-    for (const auto& a : after) *out.add_layer() = a;
+    pass.Emit(layer);
+    for (const auto& a : after) pass.Emit(a);
   }
+  caffe::NetParameter out = in;
+  out.clear_layer();
+  for (const auto& l : pass.layers()) *out.add_layer() = l;
   return out;
 }
 

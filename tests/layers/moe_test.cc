@@ -369,7 +369,8 @@ TEST(Moe, LoadBalancingTopsMatchEquation1_11OnAHandMadeBatch) {
 
 /// Central differences (step 1e-2) of Σ c·top against the layer's backward, for the bottom and
 /// for parameters of the gating net and of the experts; coordinates whose perturbation changes
-/// the expert selection are skipped (the objective is not differentiable there).
+/// the expert selection or an expert's ReLU pattern are skipped (the objective is not
+/// differentiable there).
 TEST(Moe, Fp32GradientsThroughExpertsAndGating) {
   for (bool full : {false, true}) {
     SCOPED_TRACE(full ? "full_forward" : "grouped");
@@ -407,25 +408,30 @@ TEST(Moe, Fp32GradientsThroughExpertsAndGating) {
       return std::vector<float>(d, d + b.count());
     }();
     int checked = 0, skipped = 0;
+    // The expert selection and the experts' ReLU patterns: where a perturbation changes either,
+    // the objective has a kink between the two evaluations.
+    auto pattern = [&] {
+      std::vector<uint8_t> s;
+      for (float g : moe.gates()) s.push_back(g > 0);
+      for (Net* n : moe.nested_nets())
+        for (const char* name : {"e0_fc", "e1_fc"})
+          if (n->has_blob(name))
+            for (float y : n->blob(name).ToFloat()) s.push_back(y > 0);
+      return s;
+    };
     auto check = [&](Blob& b, float analytic, int i, const std::string& what) {
       std::vector<float> v = b.ToFloat();
       const float keep = v[i];
-      const std::vector<float> gates = moe.gates();
       v[i] = keep + 1e-2f;
       b.FromFloat(v);
       net.ParamsUpdated();
       const double up = objective();
-      const std::vector<uint8_t> sel_up = [&] {
-        std::vector<uint8_t> s;
-        for (float g : moe.gates()) s.push_back(g > 0);
-        return s;
-      }();
+      const std::vector<uint8_t> sel_up = pattern();
       v[i] = keep - 1e-2f;
       b.FromFloat(v);
       net.ParamsUpdated();
       const double down = objective();
-      std::vector<uint8_t> sel_down;
-      for (float g : moe.gates()) sel_down.push_back(g > 0);
+      const std::vector<uint8_t> sel_down = pattern();
       v[i] = keep;
       b.FromFloat(v);
       net.ParamsUpdated();

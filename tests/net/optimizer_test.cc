@@ -248,6 +248,61 @@ TEST(Optimizer, Fp16AndInt8MatchWithinTheRoundingStepsFusionRemoves) {
   }
 }
 
+// ResNet's projection block in int8: the shortcut's BatchNorm and Scale (converted back to int8
+// only for the sum, several layers later) and the last convolution's BatchNorm, Scale, sum and
+// ReLU run inside the two convolutions (the conversions follow their blob's writer); the output
+// matches the unfused net within the rounding steps the fusion removes.
+TEST(Optimizer, Int8ProjectionShortcutFusesWhole) {
+  const char* text = R"(
+name: "projection"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 4 dim: 6 dim: 6 } } }
+layer { name: "b1" type: "Convolution" bottom: "data" top: "b1"
+        convolution_param { num_output: 8 kernel_size: 1 bias_term: false weight_filler { type: "msra" } } }
+layer { name: "b1/bn" type: "BatchNorm" bottom: "b1" top: "b1" }
+layer { name: "b1/scale" type: "Scale" bottom: "b1" top: "b1" scale_param { bias_term: true } }
+layer { name: "b2a" type: "Convolution" bottom: "data" top: "b2a"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "msra" } } }
+layer { name: "b2a/relu" type: "ReLU" bottom: "b2a" top: "b2a" }
+layer { name: "b2b" type: "Convolution" bottom: "b2a" top: "b2b"
+        convolution_param { num_output: 8 kernel_size: 1 bias_term: false weight_filler { type: "msra" } } }
+layer { name: "b2b/bn" type: "BatchNorm" bottom: "b2b" top: "b2b" }
+layer { name: "b2b/scale" type: "Scale" bottom: "b2b" top: "b2b" scale_param { bias_term: true } }
+layer { name: "sum" type: "Eltwise" bottom: "b1" bottom: "b2b" top: "sum" }
+layer { name: "sum/relu" type: "ReLU" bottom: "sum" top: "sum" }
+)";
+  NetOptions off;
+  off.optimize = 0;
+  Net source(Text(text), Dev(), off);
+  caffe::NetParameter trained = RandomStatistics(source, 5);
+  {
+    Net observe(Text(text), Dev(), off);
+    observe.CopyTrainedLayersFrom(trained);
+    observe.SetQuantMode(quant::QuantizerMode::kObserve);
+    Blob& in = *observe.input_blobs()[0];
+    in.FromFloat(Input(in));
+    observe.Forward();
+    trained.Clear();
+    observe.ToProto(&trained);
+  }
+  const caffe::NetParameter typed = tools::TypedVariant(Text(text), DataType::kInt8Q, Dev());
+  std::unique_ptr<Net> net;
+  const std::vector<float> unfused = RunNet(typed, 0, trained, "sum");
+  const std::vector<float> fused = RunNet(typed, 2, trained, "sum", &net);
+  std::vector<std::string> unfused_layers;
+  for (size_t i = 0; i < net->layers().size(); ++i) {
+    const Layer& l = *net->layers()[i];
+    const std::string type = l.type();
+    if (net->fusion_end(int(i)) > int(i)) i = net->fusion_end(int(i));  // the chain runs here
+    else if (type != "Convolution" && type != "Input" && type != "Quantizer" && type != "Split")
+      unfused_layers.push_back(l.name());
+  }
+  EXPECT_TRUE(unfused_layers.empty()) << unfused_layers.size() << " layers outside the chains, "
+                                      << "the first '" << unfused_layers[0] << "'";
+  for (const char* name : {"b1", "b2b"})
+    EXPECT_GT(net->fusion_end(net->layer_index(name)), net->layer_index(name)) << name;
+  EXPECT_LT(RelativeDifference(fused, unfused), 0.05);
+}
+
 /// The model zoo's deploy nets (smaller input, random statistics): the optimized nets match.
 TEST(Optimizer, ZooNetsMatchTheUnoptimizedNets) {
   for (const char* file : {"mobilenet_v1_deploy.prototxt", "resnet50_deploy.prototxt"}) {

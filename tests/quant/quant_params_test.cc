@@ -134,6 +134,59 @@ TEST(QuantParams, PerChannel) {
   EXPECT_THROW(ChoosePerChannelQuantParams({0.0}, {1.0, 2.0}, 0, DataType::kInt8Q), Error);
 }
 
+// QuantizeTensor / DequantizeTensor take a vectorizable form of the per-value reference: the
+// same integers and floats for halves, saturation, ±inf, NaN, huge quotients and every zero
+// point, per tensor and per channel, in both quantized types.
+TEST(QuantParams, TensorMatchesValueReference) {
+  std::vector<float> x = {0.5f,     1.5f,     2.5f,      -0.5f,    -1.5f,     -2.5f,    0.0f,
+                          -0.0f,    127.5f,   128.5f,    255.5f,   -255.5f,   1e30f,    -1e30f,
+                          4194303.5f, 4194304.5f, -4194303.5f, 8388607.0f, 16777216.0f,
+                          65535.5f, -65535.5f, 1e-40f,   -1e-40f,
+                          std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN()};
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> wide(-70000.0f, 70000.0f), narrow(-3.0f, 3.0f);
+  for (int i = 0; i < 2000; ++i) x.push_back(i % 2 ? wide(rng) : narrow(rng));
+  for (int i = 0; i < 200; ++i) x.push_back(std::nearbyint(narrow(rng) * 100.0f) / 8.0f + 0.5f);
+  for (DataType type : {DataType::kInt8Q, DataType::kInt16Q}) {
+    const int32_t qmax = type == DataType::kInt8Q ? 255 : 65535;
+    for (float scale : {1.0f, 0.5f, 0.013f, 3.7f}) {
+      for (int32_t zero : {0, 1, qmax / 2 + 1, qmax}) {
+        QuantParams p;
+        p.type = type;
+        p.qmax = qmax;
+        p.scale = {scale};
+        p.zero_point = {zero};
+        std::vector<uint16_t> q16(x.size());
+        std::vector<uint8_t> q8(x.size());
+        void* q = type == DataType::kInt8Q ? static_cast<void*>(q8.data()) : q16.data();
+        QuantizeTensor(x.data(), x.size(), p, q);
+        std::vector<float> back(x.size());
+        DequantizeTensor(q, x.size(), p, back.data());
+        for (size_t i = 0; i < x.size(); ++i) {
+          const int32_t got = type == DataType::kInt8Q ? q8[i] : q16[i];
+          ASSERT_EQ(got, QuantizeValue(x[i], scale, zero, 0, qmax))
+              << Name(type) << " x " << x[i] << " scale " << scale << " zero " << zero;
+          ASSERT_EQ(back[i], DequantizeValue(got, scale, zero));
+        }
+      }
+    }
+  }
+  // Per channel, runs that do not start at a channel boundary's multiple of the length.
+  const QuantParams pc = ChoosePerChannelQuantParams({-1.0, -50.0, 0.0}, {1.0, 3.0, 1e4}, 0,
+                                                     DataType::kInt8Q);
+  const size_t n = 3 * 7;
+  std::vector<uint8_t> q(n);
+  QuantizeTensor(x.data(), n, pc, q.data(), /*inner=*/7);
+  std::vector<float> back(n);
+  DequantizeTensor(q.data(), n, pc, back.data(), 7);
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(q[i], QuantizeValue(x[i], pc.scale_of(i / 7), pc.zero_point_of(i / 7), 0, 255));
+    EXPECT_EQ(back[i], DequantizeValue(q[i], pc.scale_of(i / 7), pc.zero_point_of(i / 7)));
+  }
+}
+
 TEST(QuantParams, QuantizeValueEdgeCases) {
   // Exact halves round to even (after the zero point is added, which is an integer).
   EXPECT_EQ(QuantizeValue(0.5f, 1.0f, 0, 0, 255), 0);
