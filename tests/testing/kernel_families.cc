@@ -17,6 +17,7 @@
 #include "libdnn/conv_internal.h"
 #include "libdnn/gemm.h"
 #include "libdnn/gemm_config.h"
+#include "libdnn/int4_internal.h"
 #include "libdnn/lrn.h"
 #include "libdnn/pool.h"
 #include "net/moe_layer.h"
@@ -99,6 +100,34 @@ std::vector<KernelFamily> Build() {
                    }
                  return s;
                }});
+  // libdnn/gemm_int4: the weight unpack kernel (4-bit weights to int8, both backends) and the
+  // native byte-pair kernels (GemmConfig::kU8S4: an outer product and a dot product along K).
+  f.push_back({"int4_unpack", [](const KernelTarget& k) {
+                 return Samples{{libdnn::int4::UnpackKernelName(), libdnn::int4::UnpackSource(k)}};
+               }});
+  f.push_back({"gemm_int4",
+               [](const KernelTarget& k) {
+                 Samples s;
+                 if (k.backend == Backend::kCuda) return s;
+                 for (bool outer : {true, false}) {
+                   libdnn::GemmDesc d;
+                   d.type = d.out_type = DataType::kInt8Q;
+                   d.weight_bits = 4, d.weights_signed = true, d.weight_zero = false;
+                   d.M = 64, d.N = outer ? 64 : 1, d.K = 96, d.bias = true, d.relu = true;
+                   d.weights = libdnn::WeightOperand::kA;
+                   d.per_channel = true;
+                   for (const libdnn::GemmConfig& c : libdnn::GemmCandidates(InfoOf(k), d))
+                     if (libdnn::int4::Native(d, c) &&
+                         (c.algorithm == libdnn::GemmConfig::Algorithm::kOuter) == outer) {
+                       s.push_back({libdnn::Gemm::KernelName(d), libdnn::int4::NativeSource(k, d, c)});
+                       break;
+                     }
+                 }
+                 return s;
+               },
+               "the byte-pair kernels are written in OpenCL C vectors (KernelHelper::"
+               "kBytePairProduct16 has no CUDA row); CUDA int8w4 runs the int8 kernels on weights "
+               "unpacked by int4_unpack"});
   // libdnn/conv: every data type and weight signedness (int8 on a dot-product target: four
   // channels per dp4a, ConvInput::kDot4).
   auto conv_descs = [] {
