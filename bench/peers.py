@@ -186,16 +186,19 @@ def onnxruntime_rows(args, mpcaffe, ort, q, options, rng, batch, tmp):
                 "int8": ort.InferenceSession(int8_path, options,
                                              providers=["CPUExecutionProvider"])}
     rows = []
-    for dtype in ("fp32", "int8"):
+    for dtype in args.dtypes.split(","):
         # Back to back: mpcaffe on each device, then ONNX Runtime, for the same dtype and batch;
-        # one row per device (the ONNX Runtime figures shared).
+        # one row per device (the ONNX Runtime figures shared). int8w4 (4-bit weights, 8-bit
+        # activations) has no ONNX Runtime counterpart: it is compared with ONNX Runtime's int8.
+        if dtype not in ("fp32", "int8", "int8w4"):
+            raise SystemExit(f"peers.py: --dtypes: {dtype!r} is not fp32, int8 or int8w4")
         mine = ours(args, [dtype], batch, weights=weights)
-        s = sessions[dtype]
+        s = sessions["int8" if dtype == "int8w4" else dtype]
         med, lo, hi = time_ms(lambda: s.run(None, feeds), args.iterations)
         for r in mine:
             rows.append({"engine": "onnxruntime", "version": ort.__version__, "dtype": dtype,
-                         "batch": batch, "forward_ms_median": med, "forward_ms_min": lo,
-                         "forward_ms_max": hi, "ours_ms_median": r["forward_ms_median"],
+                         "peer_dtype": "int8" if dtype == "int8w4" else dtype, "batch": batch,
+                         "forward_ms_median": med, "forward_ms_min": lo, "forward_ms_max": hi, "ours_ms_median": r["forward_ms_median"],
                          **identity(r)})
             print(f"batch {batch} {dtype}: mpcaffe on {r['device']} {r['forward_ms_median']:.1f} "
                   f"ms, onnxruntime {med:.1f} ms ({lo:.1f}-{hi:.1f}): ratio "
@@ -208,6 +211,9 @@ def main(argv=None):
     ap.add_argument("--model", required=True, help="the fp32 net (.prototxt)")
     ap.add_argument("--batch", default="1", help="comma-separated batch sizes")
     ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--dtypes", default="fp32,int8",
+                    help="mpcaffe data types, comma-separated: fp32, int8, int8w4 (int8w4 "
+                    "against ONNX Runtime's int8)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--mpcaffe", default=os.path.join(os.path.dirname(__file__), "..", "build",
                                                       "bin", "mpcaffe"))
