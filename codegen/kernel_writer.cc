@@ -190,6 +190,136 @@ __device__ __forceinline__ void mp_pair_flush(A& acc, const mp_pair_acc& lo, con
 #define MP_PAIR_FLUSH(acc, lo, hi) mp_pair_flush((acc), (lo), (hi))
 )";
 
+// Unsigned × signed byte pair products (KernelHelper::kBytePairProduct16, 4-bit weights), one
+// row per dialect; both give the same integers whenever the pair sums fit int16. OpenCL: the AVX2
+// built-ins take 32-byte char vectors (OpenCL C has none of 32 lanes: clang's ext_vector_type
+// declares one); the portable form computes the pair sums in int lanes and packs them as two
+// 16-bit halves. The nibble unpack spreads each nibble n to a byte as ((n ^ 8) + 0x78) ^ 0x80
+// (n − 16 for n ≥ 8; no carry leaves its byte).
+const char* kBytePairProduct16OpenCLText =
+    R"(// Byte pair products: 16-bit lanes x.b(2i)*w.b(2i) + x.b(2i+1)*w.b(2i+1).
+typedef int8 mp_i32x8;
+typedef short16 mp_i16x16;
+#define MP_I32X8_LOAD(p) vload8(0, (p))
+#define MP_I32X8_STORE(x, p) vstore8((x), 0, (p))
+$device_fn int mp_i32x8_sum(mp_i32x8 x) {
+  const int4 h = x.lo + x.hi;
+  const int2 q = h.lo + h.hi;
+  return q.x + q.y;
+}
+#define MP_I32X8_SUM(x) mp_i32x8_sum(x)
+$device_fn mp_i32x8 mp_zip4_u8x8(const $global mp_u8* p, int ld) {
+  uint8 v = (uint8)(0u);
+  for (int q = 0; q < 4; ++q) v |= convert_uint8(vload8(0, p + q * ld)) << (uint8)(8 * q);
+  return as_int8(v);
+}
+#define MP_ZIP4_U8X8(p, ld) mp_zip4_u8x8((p), (ld))
+#define MP_NIBBLES32(p) as_int8(((as_uint8((int8)(as_int4((p) & (uchar16)(15)), as_int4((p) >> (uchar16)(4)))) ^ (uint8)(0x08080808u)) + (uint8)(0x78787878u)) ^ (uint8)(0x80808080u))
+#define MP_NIBBLES32_LOAD(p) MP_NIBBLES32(vload16(0, (p)))
+#if defined(__AVX2__)
+typedef char mp_char32 __attribute__((ext_vector_type(32)));
+#define MP_MADDUBS(x, w) __builtin_ia32_pmaddubsw256(__builtin_astype((x), mp_char32), __builtin_astype((w), mp_char32))
+#define MP_WIDEN16(p) __builtin_ia32_pmaddwd256((p), (short16)(1))
+#else
+$device_fn mp_i16x16 mp_maddubs(mp_i32x8 x, mp_i32x8 w) {
+  const int8 lo = (x & 255) * ((w << 24) >> 24) + ((x >> 8) & 255) * ((w << 16) >> 24);
+  const int8 hi = ((x >> 16) & 255) * ((w << 8) >> 24) + ((x >> 24) & 255) * (w >> 24);
+  return as_short16((as_uint8(lo) & 0xffffu) | (as_uint8(hi) << 16));
+}
+#define MP_MADDUBS(x, w) mp_maddubs((x), (w))
+#define MP_WIDEN16(p) (convert_int8((p).even) + convert_int8((p).odd))
+#endif
+)";
+
+// CUDA: structs of 8 int and 16 short lanes, lane loops in the portable arithmetic of the OpenCL
+// row's #else branch (32-bit lanes add in wrapping unsigned arithmetic, 16-bit lanes truncate);
+// loads assemble words byte by byte (any alignment).
+const char* kBytePairProduct16CudaText =
+    R"(// Byte pair products: 16-bit lanes x.b(2i)*w.b(2i) + x.b(2i+1)*w.b(2i+1).
+struct mp_i32x8 {
+  int s[8];
+  __device__ __forceinline__ mp_i32x8() {}
+  __device__ __forceinline__ mp_i32x8(int x) {
+    for (int l = 0; l < 8; ++l) s[l] = x;
+  }
+};
+struct mp_i16x16 {
+  short s[16];
+  __device__ __forceinline__ mp_i16x16() {}
+  __device__ __forceinline__ mp_i16x16(short x) {
+    for (int l = 0; l < 16; ++l) s[l] = x;
+  }
+};
+__device__ __forceinline__ mp_i32x8& operator+=(mp_i32x8& a, const mp_i32x8& b) {
+  for (int l = 0; l < 8; ++l) a.s[l] = (int)((mp_u32)a.s[l] + (mp_u32)b.s[l]);
+  return a;
+}
+__device__ __forceinline__ mp_i16x16& operator+=(mp_i16x16& a, const mp_i16x16& b) {
+  for (int l = 0; l < 16; ++l) a.s[l] = (short)(a.s[l] + b.s[l]);
+  return a;
+}
+template <typename T>
+__device__ __forceinline__ mp_i32x8 mp_i32x8_load(const T* p) {
+  mp_i32x8 r;
+  for (int l = 0; l < 8; ++l) r.s[l] = (int)p[l];
+  return r;
+}
+#define MP_I32X8_LOAD(p) mp_i32x8_load(p)
+template <typename T>
+__device__ __forceinline__ void mp_i32x8_store(const mp_i32x8& x, T* p) {
+  for (int l = 0; l < 8; ++l) p[l] = (T)x.s[l];
+}
+#define MP_I32X8_STORE(x, p) mp_i32x8_store((x), (p))
+__device__ __forceinline__ int mp_i32x8_sum(const mp_i32x8& x) {
+  mp_u32 s = 0u;
+  for (int l = 0; l < 8; ++l) s += (mp_u32)x.s[l];
+  return (int)s;
+}
+#define MP_I32X8_SUM(x) mp_i32x8_sum(x)
+__device__ __forceinline__ mp_i32x8 mp_zip4_u8x8(const mp_u8* p, int ld) {
+  mp_i32x8 r;
+  for (int l = 0; l < 8; ++l)
+    r.s[l] = (int)((mp_u32)p[l] | ((mp_u32)p[ld + l] << 8) | ((mp_u32)p[2 * ld + l] << 16) |
+                   ((mp_u32)p[3 * ld + l] << 24));
+  return r;
+}
+#define MP_ZIP4_U8X8(p, ld) mp_zip4_u8x8((p), (ld))
+__device__ __forceinline__ int mp_nibbles4(mp_u32 n) {
+  return (int)((((n & 0x0f0f0f0fu) ^ 0x08080808u) + 0x78787878u) ^ 0x80808080u);
+}
+__device__ __forceinline__ mp_i32x8 mp_nibbles32_load(const mp_u8* p) {
+  mp_i32x8 r;
+  for (int i = 0; i < 4; ++i) {
+    const mp_u32 w = (mp_u32)p[4 * i] | ((mp_u32)p[4 * i + 1] << 8) |
+                     ((mp_u32)p[4 * i + 2] << 16) | ((mp_u32)p[4 * i + 3] << 24);
+    r.s[i] = mp_nibbles4(w);
+    r.s[4 + i] = mp_nibbles4(w >> 4);
+  }
+  return r;
+}
+#define MP_NIBBLES32_LOAD(p) mp_nibbles32_load(p)
+__device__ __forceinline__ mp_i16x16 mp_maddubs(const mp_i32x8& x, const mp_i32x8& w) {
+  mp_i16x16 r;
+  for (int l = 0; l < 8; ++l) {
+    const mp_u32 a = (mp_u32)x.s[l], b = (mp_u32)w.s[l];
+    const int lo = (int)(a & 255u) * (int)(mp_i8)(b & 255u) +
+                   (int)((a >> 8) & 255u) * (int)(mp_i8)((b >> 8) & 255u);
+    const int hi = (int)((a >> 16) & 255u) * (int)(mp_i8)((b >> 16) & 255u) +
+                   (int)(a >> 24) * (int)(mp_i8)(b >> 24);
+    r.s[2 * l] = (short)lo;
+    r.s[2 * l + 1] = (short)hi;
+  }
+  return r;
+}
+#define MP_MADDUBS(x, w) mp_maddubs((x), (w))
+__device__ __forceinline__ mp_i32x8 mp_widen16(const mp_i16x16& p) {
+  mp_i32x8 r;
+  for (int l = 0; l < 8; ++l) r.s[l] = (int)p.s[2 * l] + (int)p.s[2 * l + 1];
+  return r;
+}
+#define MP_WIDEN16(p) mp_widen16(p)
+)";
+
 // clang-format off
 const Dialect kOpenCL = {
     Backend::kOpenCL,
@@ -220,6 +350,7 @@ const Dialect kOpenCL = {
     /*vector_decl=*/kVectorOpenCLText,
     /*vector_fma=*/"",
     /*pair_product16=*/kPairProduct16OpenCLText,
+    /*byte_pair_product16=*/kBytePairProduct16OpenCLText,
     /*vector_builtins=*/true,
 };
 
@@ -253,6 +384,7 @@ const Dialect kCuda = {
     /*vector_decl=*/kVectorCudaText,
     /*vector_fma=*/kVectorFmaCudaText,
     /*pair_product16=*/kPairProduct16CudaText,
+    /*byte_pair_product16=*/kBytePairProduct16CudaText,
     /*vector_builtins=*/false,
 };
 // clang-format on
@@ -341,25 +473,6 @@ $device_fn int mp_dot4_u8u8(mp_u32 a, mp_u32 b, int acc) {
     acc += (int)((a >> k) & 0xffu) * (int)((b >> k) & 0xffu);
   return acc;
 }
-)";
-
-// Byte pair products for OpenCL CPUs (4-bit weights). The AVX2 builtin takes 32-byte char
-// vectors (OpenCL C has none of 32 lanes: clang's ext_vector_type declares one); the portable
-// form computes the pair sums in int lanes and packs them as two 16-bit halves.
-const char* kBytePairProduct16Text = R"(// Byte pair products: 16-bit lanes x.b(2i)*w.b(2i) + x.b(2i+1)*w.b(2i+1).
-#if defined(__AVX2__)
-typedef char mp_char32 __attribute__((ext_vector_type(32)));
-#define MP_MADDUBS(x, w) __builtin_ia32_pmaddubsw256(__builtin_astype((x), mp_char32), __builtin_astype((w), mp_char32))
-#define MP_WIDEN16(p) __builtin_ia32_pmaddwd256((p), (short16)(1))
-#else
-short16 mp_maddubs(int8 x, int8 w) {
-  const int8 lo = (x & 255) * ((w << 24) >> 24) + ((x >> 8) & 255) * ((w << 16) >> 24);
-  const int8 hi = ((x >> 16) & 255) * ((w << 8) >> 24) + ((x >> 24) & 255) * (w >> 24);
-  return as_short16((as_uint8(lo) & 0xffffu) | (as_uint8(hi) << 16));
-}
-#define MP_MADDUBS(x, w) mp_maddubs((x), (w))
-#define MP_WIDEN16(p) (convert_int8((p).even) + convert_int8((p).odd))
-#endif
 )";
 
 bool IsIdentChar(char c) {
@@ -674,8 +787,7 @@ std::string KernelWriter::Preamble() const {
         p += Expand(dialect_.pair_product16);
         break;
       case KernelHelper::kBytePairProduct16:
-        if (cuda) throw std::invalid_argument("byte pair products are an OpenCL helper");
-        p += kBytePairProduct16Text;
+        p += Expand(dialect_.byte_pair_product16);
         break;
       case KernelHelper::kSelect:
         p += dialect_.select;

@@ -52,6 +52,9 @@ struct Dialect {
   /// KernelHelper::kPairProduct16's text (MP_MADD16, MP_PAIR16 over the dialect's 16-lane
   /// short vector); nullptr where the dialect has no form of it yet.
   const char* pair_product16;
+  /// KernelHelper::kBytePairProduct16's text (MP_MADDUBS over mp_i32x8 / mp_i16x16: OpenCL's
+  /// int8 / short16 with AVX2 built-ins beside a portable form, CUDA structs).
+  const char* byte_pair_product16;
   /// Whether vectors have OpenCL's built-in functions (select, clamp, abs, convert_*,
   /// vload/vstore of other types): generators may use them only then.
   bool vector_builtins;
@@ -99,14 +102,26 @@ enum class KernelHelper {
   ///   mp_pair_acc, MP_PAIR_FLUSH(acc, lo, hi)  8 int32 partial sums; acc += hi·256 + lo into
   ///                     64-bit lanes (the int16 split path)
   kPairProduct16,
-  /// OpenCL only: unsigned × signed byte pair products into 16-bit lanes, what GEMMs with
-  /// 4-bit weights (int8w4) multiply with:
-  ///   MP_MADDUBS(x, w)  short16 of x.b0·w.b0 + x.b1·w.b1, x.b2·w.b2 + x.b3·w.b3, … for int8
-  ///                     x, w holding 32 bytes (x's unsigned, w's signed); one vpmaddubsw where
-  ///                     the compiler targets AVX2 (which saturates each sum to int16), portable
-  ///                     code elsewhere (which does not): the same integers whenever the pair
-  ///                     sums fit int16, as they do for weights in [-8, 7] (|sum| ≤ 4080)
-  ///   MP_WIDEN16(p)     int8 of p.s0 + p.s1, p.s2 + p.s3, … (vpmaddwd with ones on AVX2)
+  /// Unsigned × signed byte pair products into 16-bit lanes, what GEMMs with 4-bit weights
+  /// (int8w4) multiply with; one row per dialect (Dialect::byte_pair_product16: OpenCL's int8 /
+  /// short16 vectors with AVX2 built-ins behind __AVX2__ and a portable form beside them, CUDA
+  /// structs in the portable arithmetic), the same integers in every form:
+  ///   mp_i32x8          8 int lanes (32 bytes; the int32 accumulators); (mp_i32x8)(x) broadcasts,
+  ///                     += adds (wrapping)
+  ///   mp_i16x16         16 short lanes (16-bit partial sums); (mp_i16x16)(0), += adds
+  ///   MP_MADDUBS(x, w)  mp_i16x16 of x.b0·w.b0 + x.b1·w.b1, x.b2·w.b2 + x.b3·w.b3, … for
+  ///                     mp_i32x8 x, w holding 32 bytes (x's unsigned, w's signed); one
+  ///                     vpmaddubsw where the compiler targets AVX2 (which saturates each sum to
+  ///                     int16), portable code elsewhere (which truncates it): the same integers
+  ///                     whenever the pair sums fit int16, as they do for weights in [-8, 7]
+  ///                     (|sum| ≤ 4080)
+  ///   MP_WIDEN16(p)     mp_i32x8 of p.s0 + p.s1, p.s2 + p.s3, … (vpmaddwd with ones on AVX2)
+  ///   MP_I32X8_LOAD(p) / MP_I32X8_STORE(x, p)  8 ints from / to p[0 … 7] (any alignment)
+  ///   MP_I32X8_SUM(x)   the sum of the 8 lanes (wrapping int32)
+  ///   MP_ZIP4_U8X8(p, ld)  8 words, word e holding the bytes p[e], p[ld + e], p[2·ld + e],
+  ///                     p[3·ld + e] (low first): 4 rows of 8 bytes interleaved (global p)
+  ///   MP_NIBBLES32_LOAD(p)  mp_i32x8 of the 32 nibbles of 16 bytes p[0 … 15] sign-extended to
+  ///                     bytes: the low nibbles of bytes 0 … 15, then their high nibbles
   kBytePairProduct16,
   /// MP_SELECT(a, b, c): c ? b : a, elementwise and branch-free where the dialect has it
   /// (Dialect::select); and <alias>_SELECT(a, b, c) per AddType alias, for values of its compute

@@ -31,16 +31,23 @@ GemmConfig Tile(GemmConfig::Algorithm algorithm, int tm, int tn, int vw, int wg,
 }
 constexpr GemmConfig::Algorithm kOuterTile = GemmConfig::Algorithm::kOuter;
 
-/// 4-bit weights (kp = kU8S4, libdnn/gemm_int4.cc): vectors along K where both operands are
-/// K-contiguous and N is small or B transposed (the inner product), else the outer product
-/// with weights A (4 rows × 2 vectors of 8 columns: on PoCL's AlexNet GEMM shapes within noise
-/// of the best candidate, GemmInt4Bench.DISABLED_AlexNetShapes with GEMM_INT4_CANDIDATES=1).
+/// Whether the 4-bit dot product along K serves `desc`: its activations are the rows of A
+/// (weights B, transposed: the inner product) or the one column of B (weights A, a matrix ×
+/// vector); weights A with several columns of B take the outer product.
+bool Int4DotLayout(const GemmDesc& desc) {
+  return DotLayout(desc) && (desc.weights == WeightOperand::kB || desc.N == 1);
+}
+
+/// 4-bit weights (kp = kU8S4, libdnn/gemm_int4.cc): vectors along K where Int4DotLayout, else
+/// the outer product with weights A (4 rows × 2 vectors of 8 columns: on PoCL's AlexNet GEMM
+/// shapes within noise of the best candidate, GemmInt4Bench.DISABLED_AlexNetShapes with
+/// GEMM_INT4_CANDIDATES=1).
 GemmConfig DefaultInt4Config(const GemmDesc& desc) {
   GemmConfig c;
   c.kp = GemmConfig::kU8S4;
   c.vw = 8;
   c.wg = 1;
-  if (DotLayout(desc) && (desc.N <= 4 || desc.trans_b)) {
+  if (Int4DotLayout(desc)) {
     c.algorithm = GemmConfig::Algorithm::kDot;
     // One row per work-item for matrix × vector (PoCL, 4096×1×9216, best of 3 on a loaded
     // machine: tm = 1 1.17 ms, tm = 4 1.5–2.3 ms, tm = 8 1.6 ms); 2 × 2 for batches.
@@ -124,8 +131,9 @@ bool GemmConfig::Supports(const GemmDesc& desc, Backend backend) const {
       (algorithm != Algorithm::kOuter || desc.type != DataType::kInt8Q || vw != 8))
     return false;
   if (kp == GemmConfig::kU8S4 &&
-      (desc.weight_bits != 4 || backend != Backend::kOpenCL || vw != 8 || lm != 0 ||
-       (algorithm == Algorithm::kOuter && desc.weights != WeightOperand::kA)))
+      (desc.weight_bits != 4 || vw != 8 || lm != 0 ||
+       (algorithm == Algorithm::kOuter && desc.weights != WeightOperand::kA) ||
+       (algorithm == Algorithm::kDot && !Int4DotLayout(desc))))
     return false;
   if (kp == GemmConfig::kDot4 &&
       (algorithm != Algorithm::kOuter || desc.type != DataType::kInt8Q || vw != 1 || lm != 0))
@@ -227,9 +235,10 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
   };
   const GemmConfig base = DefaultGemmConfig(device, desc);
   add(base);
-  // 4-bit weights on OpenCL CPUs: the byte-pair tiles, then every int8 candidate (which run on
-  // the weights unpacked to bytes).
-  if (desc.weight_bits == 4 && backend == Backend::kOpenCL && !device.is_gpu)
+  // 4-bit weights on OpenCL CPUs and on CUDA (KernelHelper::kBytePairProduct16 has both
+  // dialects): the byte-pair tiles, then every int8 candidate (which run on the weights unpacked
+  // to bytes). CUDA's default stays the unpacked int8 with dp4a; the tuner times these beside it.
+  if (desc.weight_bits == 4 && (backend == Backend::kCuda || !device.is_gpu))
     for (const GemmConfig& c : Int4Candidates()) add(c);
   // int8 on OpenCL CPUs and on CUDA (KernelHelper::kPairProduct16 has both dialects): the
   // other K mode of the default, then pair products for each vw = 8 outer tile below.

@@ -46,7 +46,7 @@ struct GemmConfig {
   /// dot product (KernelHelper::kDot4: dp4a, cl_khr_integer_dot_product, or portable shifts),
   /// op(A)'s and op(B)'s bytes of k … k + 3 packed into 32-bit words, K mod 4 by one-k steps.
   /// (kDot with vw = 1 on int8q always multiplies this way.)
-  /// 8 (4-bit weights, GemmDesc::weight_bits = 4; OpenCL, vw = 8, lm = 0; libdnn/gemm_int4.cc):
+  /// 8 (4-bit weights, GemmDesc::weight_bits = 4; vw = 8, lm = 0; libdnn/gemm_int4.cc):
   /// unsigned activation × signed weight byte pairs into 16-bit lanes (KernelHelper::
   /// kBytePairProduct16: `vpmaddubsw`, 32 MACs per instruction), the weights' nibbles
   /// sign-extended to bytes in registers, up to 8 steps summed in 16 bits (|pair| ≤ 2·255·8, so

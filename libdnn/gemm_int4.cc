@@ -76,7 +76,9 @@ Event Unpack(Kernel& kernel, const BufferRef& packed, DeviceMemory* out, int cha
 }  // namespace mpcaffe::libdnn
 
 // ---------------------------------------------------------------------------------------------
-// The native kernels (GemmConfig::kU8S4).
+// The native kernels (GemmConfig::kU8S4), written once for both dialects: vectors, their loads,
+// stores and bit-casts, the nibble unpack and the byte pair products are the names of
+// KernelHelper::kBytePairProduct16 (OpenCL's int8/short16 with AVX2 built-ins, CUDA structs).
 
 namespace mpcaffe::libdnn::int4 {
 namespace {
@@ -140,19 +142,20 @@ std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
   }
   s << "const $global int* xp = xq + n0;\n";
   for (int i = 0; i < c.tm; ++i)
-    for (int j = 0; j < c.tn; ++j) s << "int8 acc" << i << "_" << j << " = (int8)(0);\n";
+    for (int j = 0; j < c.tn; ++j) s << "mp_i32x8 acc" << i << "_" << j << " = (mp_i32x8)(0);\n";
   auto step = [&](bool last) {
     std::ostringstream t;
     for (int j = 0; j < c.tn; ++j)
-      t << "  const int8 x" << j << " = vload8(0, xp + k4 * NP + " << 8 * j << ");\n";
+      t << "  const mp_i32x8 x" << j << " = MP_I32X8_LOAD(xp + k4 * NP + " << 8 * j << ");\n";
     for (int i = 0; i < c.tm && expanded; ++i)
-      t << "  const int8 v" << i << " = (int8)(w" << i << "[k4]);\n";
+      t << "  const mp_i32x8 v" << i << " = (mp_i32x8)(w" << i << "[k4]);\n";
     for (int i = 0; i < c.tm && !expanded; ++i) {
-      t << "  const int8 v" << i << " = (int8)(MP_W4WORD((uint)w" << i << "[2 * k4] | ";
+      t << "  const mp_i32x8 v" << i << " = (mp_i32x8)((int)MP_W4WORD((mp_u32)w" << i
+        << "[2 * k4] | ";
       if (last)
-        t << "(2 * k4 + 1 < RB ? (uint)w" << i << "[2 * k4 + 1] << 8 : 0u)));\n";
+        t << "(2 * k4 + 1 < RB ? (mp_u32)w" << i << "[2 * k4 + 1] << 8 : 0u)));\n";
       else
-        t << "((uint)w" << i << "[2 * k4 + 1] << 8)));\n";
+        t << "((mp_u32)w" << i << "[2 * k4 + 1] << 8)));\n";
     }
     for (int i = 0; i < c.tm; ++i)
       for (int j = 0; j < c.tn; ++j)
@@ -162,7 +165,7 @@ std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
   s << "for (int kb = 0; kb < K4C; kb += " << kSteps16 << ") {\n";
   s << "  const int ke = min(kb + " << kSteps16 << ", K4);\n";
   for (int i = 0; i < c.tm; ++i)
-    for (int j = 0; j < c.tn; ++j) s << "  short16 p" << i << "_" << j << " = (short16)(0);\n";
+    for (int j = 0; j < c.tn; ++j) s << "  mp_i16x16 p" << i << "_" << j << " = (mp_i16x16)(0);\n";
   s << "  for (int k4 = kb; k4 < ke; ++k4) {\n" << step(false) << "  }\n";
   // The last group of a K that is not a multiple of 4: zero activations past K, and its
   // second weight byte only where the row has it.
@@ -175,7 +178,7 @@ std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
   s << "int t[8];\n";
   for (int i = 0; i < c.tm; ++i)
     for (int j = 0; j < c.tn; ++j) {
-      s << "vstore8(acc" << i << "_" << j << ", 0, t);\n";
+      s << "MP_I32X8_STORE(acc" << i << "_" << j << ", t);\n";
       s << "for (int v = 0; v < 8; ++v)\n";
       s << Store(d, "m0 + " + Str(i), "n0 + " + Str(8 * j) + " + v", "t[v]");
     }
@@ -200,19 +203,20 @@ std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
     s << "const $global mp_u8* w" << q << "p = " << (wb ? "b" : "a") << " + min("
       << (wb ? "n0" : "m0") << " + " << q << ", " << (wb ? "N" : "M") << " - 1) * RB;\n";
   for (int i = 0; i < c.tm; ++i)
-    for (int j = 0; j < c.tn; ++j) s << "int8 acc" << i << "_" << j << " = (int8)(0);\n";
+    for (int j = 0; j < c.tn; ++j) s << "mp_i32x8 acc" << i << "_" << j << " = (mp_i32x8)(0);\n";
   auto step = [&](bool last) {
     std::ostringstream t;
-    for (int q = 0; q < acts; ++q) t << "  const int8 x" << q << " = vload8(blk, x" << q << "p);\n";
+    for (int q = 0; q < acts; ++q)
+      t << "  const mp_i32x8 x" << q << " = MP_I32X8_LOAD(x" << q << "p + 8 * blk);\n";
     for (int q = 0; q < wts; ++q) {
       if (last) {
         // The row's last block may be short: its missing bytes read as 0.
-        t << "  uchar wb" << q << "[16];\n";
+        t << "  mp_u8 wb" << q << "[16];\n";
         t << "  for (int e = 0; e < 16; ++e) wb" << q << "[e] = 16 * blk + e < RB ? w" << q
-          << "p[16 * blk + e] : (uchar)0;\n";
-        t << "  const int8 v" << q << " = MP_W4VEC(vload16(0, wb" << q << "));\n";
+          << "p[16 * blk + e] : (mp_u8)0;\n";
+        t << "  const mp_i32x8 v" << q << " = MP_NIBBLES32_LOAD(wb" << q << ");\n";
       } else {
-        t << "  const int8 v" << q << " = MP_W4VEC(vload16(blk, w" << q << "p));\n";
+        t << "  const mp_i32x8 v" << q << " = MP_NIBBLES32_LOAD(w" << q << "p + 16 * blk);\n";
       }
     }
     for (int i = 0; i < c.tm; ++i)
@@ -224,7 +228,7 @@ std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
   s << "for (int kb = 0; kb < KBC; kb += " << kSteps16 << ") {\n";
   s << "  const int ke = min(kb + " << kSteps16 << ", KB);\n";
   for (int i = 0; i < c.tm; ++i)
-    for (int j = 0; j < c.tn; ++j) s << "  short16 p" << i << "_" << j << " = (short16)(0);\n";
+    for (int j = 0; j < c.tn; ++j) s << "  mp_i16x16 p" << i << "_" << j << " = (mp_i16x16)(0);\n";
   s << "  for (int blk = kb; blk < ke; ++blk) {\n" << step(false) << "  }\n";
   s << "  if (ke < kb + " << kSteps16 << " && ke < KBC) {\n    const int blk = ke;\n"
     << step(true) << "  }\n";
@@ -234,11 +238,8 @@ std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
   s << "}\n";
   for (int i = 0; i < c.tm; ++i)
     for (int j = 0; j < c.tn; ++j) {
-      const std::string a = "acc" + Str(i) + "_" + Str(j);
-      s << "{\n  const int4 h = " << a << ".lo + " << a << ".hi;\n";
-      s << "  const int2 q = h.lo + h.hi;\n";
-      s << Store(d, "m0 + " + Str(i), "n0 + " + Str(j), "q.x + q.y");
-      s << "}\n";
+      s << Store(d, "m0 + " + Str(i), "n0 + " + Str(j),
+                 "MP_I32X8_SUM(acc" + Str(i) + "_" + Str(j) + ")");
     }
   return s.str();
 }
@@ -255,11 +256,6 @@ std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const Ge
   w.Define("MP_W4WORD(v)",
            "((((((v) & 0xfu) | (((v) & 0xf0u) << 4) | (((v) & 0xf00u) << 8) | "
            "(((v) & 0xf000u) << 12)) ^ 0x08080808u) + 0x78787878u) ^ 0x80808080u)");
-  // 16 packed bytes (32 k) to 32 sign-extended bytes: the low nibbles (even k), then the high
-  // nibbles (odd k).
-  w.Define("MP_W4VEC(p)",
-           "as_int8(((as_uint8((int8)(as_int4((p) & (uchar16)(15)), as_int4((p) >> (uchar16)(4)))) "
-           "^ (uint8)(0x08080808u)) + (uint8)(0x78787878u)) ^ (uint8)(0x80808080u))");
   const std::string name = Gemm::KernelName(d);
   auto& k = w.Kernel(name);
   k.Value("int", "M").Value("int", "N").Value("int", "K");
@@ -293,13 +289,14 @@ std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const Ge
         .Body("  const int RB = (K + 1) / 2, K4C = (K + 3) / 4;\n"
               "  $loop(i, M * K4C) {\n"
               "    const int m = i / K4C, k4 = i - m * K4C;\n"
-              "    const uint b0 = wt[m * RB + 2 * k4];\n"
-              "    const uint b1 = 2 * k4 + 1 < RB ? (uint)wt[m * RB + 2 * k4 + 1] : 0u;\n"
+              "    const mp_u32 b0 = wt[m * RB + 2 * k4];\n"
+              "    const mp_u32 b1 = 2 * k4 + 1 < RB ? (mp_u32)wt[m * RB + 2 * k4 + 1] : 0u;\n"
               "    wq[i] = (int)MP_W4WORD(b0 | (b1 << 8));\n"
               "  }\n");
   if (Outer(c)) {
     // Words of four k (bytes k … k + 3, zero past K) per column, columns padded to tiles: a
-    // work-item per 8 columns of one word row (four 8-byte row loads, interleaved by shifts).
+    // work-item per 8 columns of one word row (four 8-byte row loads interleaved, MP_ZIP4_U8X8;
+    // byte by byte at the edges).
     w.Kernel(name + "_xpack")
         .Value("int", "K")
         .Value("int", "N")
@@ -309,24 +306,20 @@ std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const Ge
         .Out("int", "xq")
         .Body(std::string("  const int NP8 = NP / 8;\n"
               "  $loop(i, (K + 3) / 4 * NP8) {\n"
-              "    const int k4 = i / NP8, n = (i - k4 * NP8) * 8;\n"
-              "    uint8 v = (uint8)(0u);\n") +
+              "    const int k4 = i / NP8, n = (i - k4 * NP8) * 8;\n") +
               (d.trans_b ? "" :
               "    if (n + 8 <= N && 4 * k4 + 4 <= K) {\n"
-              "      for (int q = 0; q < 4; ++q)\n"
-              "        v |= convert_uint8(vload8(0, x + (4 * k4 + q) * ldb + n)) << (uint8)(8 * q);\n"
-              "      vstore8(as_int8(v), 0, xq + 8 * i);\n"
+              "      MP_I32X8_STORE(MP_ZIP4_U8X8(x + 4 * k4 * ldb + n, ldb), xq + 8 * i);\n"
               "      continue;\n"
               "    }\n") +
-              "    uint t[8];\n"
               "    for (int e = 0; e < 8; ++e) {\n"
-              "      t[e] = 0u;\n"
+              "      mp_u32 t = 0u;\n"
               "      for (int q = 0; q < 4; ++q) {\n"
               "        const int k = 4 * k4 + q, nn = n + e;\n"
-              "        if (nn < N && k < K) t[e] |= (uint)x[" + std::string(d.trans_b ? "nn * ldb + k" : "k * ldb + nn") + "] << (8 * q);\n"
+              "        if (nn < N && k < K) t |= (mp_u32)x[" + std::string(d.trans_b ? "nn * ldb + k" : "k * ldb + nn") + "] << (8 * q);\n"
               "      }\n"
+              "      xq[8 * i + e] = (int)t;\n"
               "    }\n"
-              "    vstore8(as_int8(vload8(0, t)), 0, xq + 8 * i);\n"
               "  }\n");
   } else {
     // Each activation row in blocks of 32 k: 16 even k, then 16 odd k (zero past K).

@@ -23,6 +23,7 @@
 
 #include "libdnn/conv.h"
 #include "libdnn/gemm.h"
+#include "libdnn/int4_internal.h"
 #ifdef MPCAFFE_HAVE_CUDA
 #include "device/cuda/nvrtc.h"
 #endif
@@ -248,6 +249,70 @@ TEST(CudaCandidates, PairProductPathsCompileInEveryLayout) {
       "Pair products: %d CUDA programs compiled (PTX; the first GEMM and int16's split "
       "convolution also as sm_80 cubin)\n",
       compiled);
+}
+
+// The 4-bit weight (int8w4) byte-pair kernels (GemmConfig::kU8S4, KernelHelper::
+// kBytePairProduct16's CUDA structs) in every layout that changes their text: the outer product
+// with weights expanded per run (a wide N) or unpacked in the kernel, its activations packed from
+// B rows or from a transposed B, and the dot product along K with weights A (matrix × vector) or
+// weights B (the inner product). Each such shape of the CUDA candidates compiles as compute_75
+// PTX holding the GEMM, _xpack, _wsum (and _wpack) entries; the first also as sm_80 cubin.
+TEST(CudaCandidates, EveryInt4CandidateShapeCompiles) {
+  const DeviceInfo gpu = CudaGpu();
+  struct Layout {
+    int m, n;
+    bool trans_b, weights_b;
+  };
+  std::set<std::tuple<int, bool, bool, bool>> seen;  // (algorithm, expanded, trans_b, weights B)
+  int native = 0, compiles = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (const Layout& l : {Layout{64, 512, false, false}, Layout{64, 45, false, false},
+                          Layout{64, 45, true, false}, Layout{64, 1, false, false},
+                          Layout{3, 64, true, true}}) {
+    GemmDesc d;
+    d.type = d.out_type = DataType::kInt8Q;
+    d.weight_bits = 4, d.weights_signed = true, d.weight_zero = false;
+    d.M = l.m, d.N = l.n, d.K = 99, d.bias = true, d.per_channel = true;
+    d.trans_b = l.trans_b;
+    d.weights = l.weights_b ? WeightOperand::kB : WeightOperand::kA;
+    int layout_native = 0;
+    for (const GemmConfig& c : GemmCandidates(gpu, d)) {
+      if (!int4::Native(d, c)) continue;
+      ++native, ++layout_native;
+      ASSERT_TRUE(c.Supports(d, Backend::kCuda)) << c.ToString();
+      const bool expanded = int4::ExpandedWeightBytes(d, c) > 0;
+      if (!seen.insert({int(c.algorithm), expanded, l.trans_b, l.weights_b}).second) continue;
+      const std::string what = d.ToString() + " " + c.ToString();
+      const std::string name = Gemm::KernelName(d);
+      EXPECT_NE(Gemm::Source(KernelTarget::Cuda(80), d, c).find("MP_MADDUBS("), std::string::npos)
+          << what;
+      std::vector<std::string> archs = {cuda::OldestPtxArch()};
+      if (compiles == 0) archs.push_back("sm_80");
+      for (const std::string& arch : archs) {
+        try {
+          const cuda::NvrtcOutput out = cuda::CompileCuda(
+              Gemm::Source(KernelTarget::Cuda(ComputeCapability(arch)), d, c), arch, {}, "int4.cu");
+          ++compiles;
+          if (arch.rfind("compute_", 0) != 0) {
+            EXPECT_FALSE(out.cubin.empty()) << what << " " << arch;
+            continue;
+          }
+          std::vector<std::string> entries = {name, name + "_xpack", name + "_wsum"};
+          if (expanded) entries.push_back(name + "_wpack");
+          for (const std::string& e : entries)
+            EXPECT_NE(out.ptx.find(".entry " + e + "("), std::string::npos) << what << ": " << e;
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << what << " for " << arch << ":\n" << e.what();
+        }
+      }
+    }
+    EXPECT_GT(layout_native, 0) << "no byte-pair CUDA candidate for " << d.ToString();
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("int8w4 byte pairs: %d CUDA candidates, %zu kernel shapes, %d compiles (PTX, one "
+              "sm_80 cubin) in %.1f s\n", native, seen.size(), compiles, seconds);
+  EXPECT_EQ(seen.size(), 5u) << "outer: expanded, unpacked, transposed B; dot: weights A and B";
 }
 
 #else

@@ -35,12 +35,6 @@ TEST(NvrtcAllKernels, EveryGeneratedKernelCompilesForEveryArch) {
     const KernelTarget target = KernelTarget::Cuda(ComputeCapability(arch));
     programs = 0;
     for (const KernelFamily& family : KernelFamilies()) {
-      if (family.opencl_only) {
-        if (arch == archs[0])
-          std::printf("[  NOT CUDA] kernel family %s is not compiled by NVRTC: %s\n", family.name,
-                      family.opencl_only);
-        continue;
-      }
       const std::vector<Sample> samples = family.samples(target);
       EXPECT_FALSE(samples.empty()) << "kernel family " << family.name << " enumerates no program";
       for (const Sample& g : samples) {

@@ -219,6 +219,29 @@ TEST(GemmInt4, EveryTunerCandidateMatchesTheReference) {
   }
 }
 
+TEST(GemmInt4, WeightsAWithTransposedActivations) {
+  // Weights A and B given as N × K (trans_b): the outer kernel packs its activation words from
+  // B's rows; the dot product along K serves only a matrix × vector (one activation row).
+  Device& dev = DefaultDevice();
+  for (int n : {45, 1}) {
+    GemmDesc d = Desc4(24, n, 301, WeightOperand::kA, 0);
+    d.trans_b = true;
+    SCOPED_TRACE(d.ToString());
+    const Problem4 p = Make(d, 5 + n);
+    const Bytes ref = Reference(p, true);
+    std::vector<GemmConfig::Algorithm> algorithms;
+    for (const GemmConfig& c : GemmCandidates(dev.info(), d)) {
+      if (c.kp != GemmConfig::kU8S4 ||
+          std::find(algorithms.begin(), algorithms.end(), c.algorithm) != algorithms.end())
+        continue;
+      algorithms.push_back(c.algorithm);
+      SCOPED_TRACE("config " + c.ToString());
+      EXPECT_EQ(Mismatches(RunGemm(dev, d, p, &c), ref), 0u);
+    }
+    EXPECT_EQ(algorithms.size(), n == 1 ? 2u : 1u) << "byte-pair algorithms among the candidates";
+  }
+}
+
 TEST(GemmInt4, DescriptionsTheFormatCannotServeAreRejected) {
   auto expect_error = [](GemmDesc d, const std::string& words) {
     try {

@@ -105,10 +105,8 @@ std::vector<KernelFamily> Build() {
   f.push_back({"int4_unpack", [](const KernelTarget& k) {
                  return Samples{{libdnn::int4::UnpackKernelName(), libdnn::int4::UnpackSource(k)}};
                }});
-  f.push_back({"gemm_int4",
-               [](const KernelTarget& k) {
+  f.push_back({"gemm_int4", [](const KernelTarget& k) {
                  Samples s;
-                 if (k.backend == Backend::kCuda) return s;
                  for (bool outer : {true, false}) {
                    libdnn::GemmDesc d;
                    d.type = d.out_type = DataType::kInt8Q;
@@ -124,10 +122,7 @@ std::vector<KernelFamily> Build() {
                      }
                  }
                  return s;
-               },
-               "the byte-pair kernels are written in OpenCL C vectors (KernelHelper::"
-               "kBytePairProduct16 has no CUDA row); CUDA int8w4 runs the int8 kernels on weights "
-               "unpacked by int4_unpack"});
+               }});
   // libdnn/conv: every data type and weight signedness (int8 on a dot-product target: four
   // channels per dp4a, ConvInput::kDot4).
   auto conv_descs = [] {

@@ -25,9 +25,6 @@ struct Sample {
 struct KernelFamily {
   const char* name;
   std::function<std::vector<Sample>(const KernelTarget&)> samples;
-  /// Not null for a family that has no CUDA text yet: why. Its enumerator returns no CUDA
-  /// samples, and the CUDA suites print the family and this reason (a visible gap, not a pass).
-  const char* opencl_only = nullptr;
 };
 
 /// The registry, in registration order.

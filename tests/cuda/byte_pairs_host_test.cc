@@ -1,0 +1,133 @@
+// tests/cuda/byte_pairs_host_test.cc — the CUDA row of KernelHelper::kBytePairProduct16 (the
+// int8w4 byte-pair kernels' vectors, nibble unpack and pair products) runs on no GPU here, so
+// its arithmetic is executed on the host instead: the generated CUDA text, with __device__ and
+// __forceinline__ defined away, is compiled by the C++ compiler that built this suite
+// (MPCAFFE_HOST_CXX) together with a checker that compares every helper against plain integer
+// arithmetic — random bytes and the extremes (activations 255, weights −8 / 7) through the
+// 8 steps the kernels sum in 16 bits. The OpenCL row is checked on the devices by
+// tests/libdnn/gemm_int4_test.cc.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "codegen/kernel_writer.h"
+
+namespace mpcaffe {
+namespace {
+
+const char* kChecker = R"(
+#include <cstdint>
+#include <cstdio>
+#include <random>
+int main() {
+  std::mt19937 rng(7);
+  long lanes = 0, bad = 0;
+  for (int it = 0; it < 20000; ++it) {
+    const bool extreme = it % 5 == 0;
+    uint8_t xb[32], wb[32];
+    int8_t ws[32];
+    for (int i = 0; i < 32; ++i) {
+      xb[i] = extreme ? 255 : uint8_t(rng());
+      ws[i] = extreme ? ((rng() & 1) ? 7 : -8) : int8_t(int(rng() % 16) - 8);
+      wb[i] = uint8_t(ws[i]);
+    }
+    int xw[8], ww[8];
+    for (int l = 0; l < 8; ++l) {
+      xw[l] = int(uint32_t(xb[4 * l]) | uint32_t(xb[4 * l + 1]) << 8 |
+                  uint32_t(xb[4 * l + 2]) << 16 | uint32_t(xb[4 * l + 3]) << 24);
+      ww[l] = int(uint32_t(wb[4 * l]) | uint32_t(wb[4 * l + 1]) << 8 |
+                  uint32_t(wb[4 * l + 2]) << 16 | uint32_t(wb[4 * l + 3]) << 24);
+    }
+    // 8 steps summed in 16-bit lanes (the kernels' kSteps16), widened, accumulated twice.
+    const mp_i32x8 x = MP_I32X8_LOAD(xw), w = MP_I32X8_LOAD(ww);
+    mp_i16x16 p = (mp_i16x16)(0);
+    for (int s = 0; s < 8; ++s) p += MP_MADDUBS(x, w);
+    for (int l = 0; l < 16; ++l) {
+      const int want = 8 * (xb[2 * l] * ws[2 * l] + xb[2 * l + 1] * ws[2 * l + 1]);
+      bad += p.s[l] != want;
+    }
+    mp_i32x8 acc = (mp_i32x8)(-5);
+    acc += MP_WIDEN16(p);
+    acc += MP_WIDEN16(p);
+    int out[8];
+    MP_I32X8_STORE(acc, out);
+    int total = 0;
+    for (int l = 0; l < 8; ++l) {
+      int want = -5;
+      for (int b = 0; b < 4; ++b) want += 16 * xb[4 * l + b] * ws[4 * l + b];
+      bad += out[l] != want;
+      total += want;
+      ++lanes;
+    }
+    bad += MP_I32X8_SUM(acc) != total;
+    // 16 packed bytes: byte j holds k = 2j (low nibble) and 2j + 1 (high nibble).
+    mp_u8 packed[16];
+    int8_t v[32];
+    for (int j = 0; j < 16; ++j) {
+      v[2 * j] = int8_t(int(rng() % 16) - 8);
+      v[2 * j + 1] = int8_t(int(rng() % 16) - 8);
+      packed[j] = mp_u8((v[2 * j] & 15) | (v[2 * j + 1] & 15) << 4);
+    }
+    int words[8];
+    MP_I32X8_STORE(MP_NIBBLES32_LOAD(packed), words);
+    for (int j = 0; j < 16; ++j) {
+      bad += int8_t(uint32_t(words[j / 4]) >> (8 * (j % 4))) != v[2 * j];
+      bad += int8_t(uint32_t(words[4 + j / 4]) >> (8 * (j % 4))) != v[2 * j + 1];
+    }
+    // Four rows of 8 bytes, ld 11, interleaved into words.
+    mp_u8 rows[44];
+    for (auto& r : rows) r = mp_u8(rng());
+    MP_I32X8_STORE(MP_ZIP4_U8X8(rows, 11), words);
+    for (int e = 0; e < 8; ++e)
+      for (int q = 0; q < 4; ++q) bad += mp_u8(uint32_t(words[e]) >> (8 * q)) != rows[11 * q + e];
+  }
+  std::printf("byte pair helpers: %ld accumulator lanes, %ld mismatches\n", lanes, bad);
+  return bad == 0 ? 0 : 1;
+}
+)";
+
+#ifdef MPCAFFE_HOST_CXX
+TEST(CudaBytePairs, CudaRowGivesTheSameIntegersOnTheHost) {
+  KernelWriter w(KernelTarget::Cuda(80), "test_byte_pairs");
+  w.UseHelper(KernelHelper::kBytePairProduct16);
+  const std::string source = w.Source();
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("mpcaffe_byte_pairs_" + std::to_string(::testing::UnitTest::GetInstance()
+                                                               ->random_seed()) +
+                    "_" + std::to_string(std::rand()));
+  std::filesystem::create_directories(dir);
+  const auto cc = dir / "check.cc", exe = dir / "check", log = dir / "log.txt";
+  {
+    std::ofstream out(cc);
+    out << "#define __device__\n#define __forceinline__ inline\n" << source << kChecker;
+  }
+  const std::string compile = std::string(MPCAFFE_HOST_CXX) + " -std=c++17 -O1 -o " +
+                              exe.string() + " " + cc.string() + " > " + log.string() + " 2>&1";
+  const int built = std::system(compile.c_str());
+  auto read_log = [&] {
+    std::ifstream in(log);
+    std::ostringstream os;
+    os << in.rdbuf();
+    return os.str();
+  };
+  ASSERT_EQ(built, 0) << compile << "\n" << read_log() << "\n" << source;
+  const int ran = std::system((exe.string() + " > " + log.string() + " 2>&1").c_str());
+  const std::string result = read_log();
+  std::printf("%s", result.c_str());
+  EXPECT_EQ(ran, 0) << result;
+  EXPECT_NE(result.find(", 0 mismatches"), std::string::npos) << result;
+  std::filesystem::remove_all(dir);
+}
+#else
+TEST(CudaBytePairs, Skipped) {
+  GTEST_SKIP() << "no host C++ compiler path given at build time (MPCAFFE_HOST_CXX)";
+}
+#endif
+
+}  // namespace
+}  // namespace mpcaffe
