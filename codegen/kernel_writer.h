@@ -165,7 +165,7 @@ class KernelBuilder {
 ///
 /// `family` names the kernel family the program belongs to ("gemm", "conv_forward", …; lower
 /// case, digits and '_'), written as a string literal at the construction: it heads the text
-/// (see FamilyOf) and must be registered with a CUDA enumerator in tests/cuda/kernel_families.cc
+/// (see FamilyOf) and must be registered with a CUDA enumerator in tests/testing/kernel_families.cc
 /// (tests/cuda/kernel_families_test.cc fails for a family the source tree constructs but the
 /// registry lacks; see docs/ARCHITECTURE.md, "Kernel families").
 class KernelWriter {
