@@ -25,7 +25,12 @@ namespace {
 /// runs each, loaded machine): int8 direct 144 / 95 / 93 ms against 72 / 108 / 77 ms through
 /// the GEMM — the direct kernel's steps are channel pairs, and with 3 channels one pair in two
 /// is half empty — while fp32 was level (113 / 77 / 72 against 77 / 89 / 77: the columns cost
-/// about what the GEMM saves). So by default only int8 with at most 4 input channels.
+/// about what the GEMM saves). So by default only int8 with at most 4 input channels. Groups
+/// (a GEMM per group) only when forced: with 4-bit weights, AlexNet's grouped conv2, conv4 and
+/// conv5 ran 0.72-0.95x (PoCL) and 0.33-0.75x (Intel's runtime) the speed of the direct kernel
+/// on the unpacked weights at batch 1 and 16 (ConvInt4Bench.DISABLED_AlexNetGroupedConvs,
+/// alternating, medians of 5-7 rounds, load 5-6 on 2 cores): the columns, the GEMM's own
+/// activation packing and weight expansion cost more than its byte-pair products save.
 bool WantsForwardGemm(const Device& device, const ConvDesc& d, const ConvQuant& q) {
   if (device.backend() != Backend::kOpenCL) return false;
   if (d.type != DataType::kFloat32 && d.type != DataType::kInt8Q) return false;
@@ -35,11 +40,8 @@ bool WantsForwardGemm(const Device& device, const ConvDesc& d, const ConvQuant& 
   const std::string& env = GetSettings().conv_gemm;
   if (env == "0") return false;
   if (env == "1") return true;
-  if (device.info().is_gpu || d.type != DataType::kInt8Q) return false;
-  // 4-bit weights with 2 groups (AlexNet's conv2, conv4, conv5): per-group GEMMs on the packed
-  // rows instead of the direct kernel on weights unpacked to int8.
-  if (d.weight_bits == 4 && d.groups == 2) return true;
-  return d.groups == 1 && d.channels <= 4 && d.kernel_h * d.kernel_w >= 9;
+  return !device.info().is_gpu && d.type == DataType::kInt8Q && d.groups == 1 &&
+         d.channels <= 4 && d.kernel_h * d.kernel_w >= 9;
 }
 
 /// Whether each group's im2col columns are its input channels as they are (1×1, stride 1, no

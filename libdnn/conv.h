@@ -171,10 +171,10 @@ class Convolution {
   /// Whether Forward runs as im2col + LibDNN GEMM instead of the direct kernel. The
   /// constructor without a config chooses it for int8q convolutions with few input channels on
   /// CPUs (the direct kernel's channel pairs are then half empty: AlexNet's conv1, 3 channels);
-  /// and for int8q with 4-bit weights and groups (per group: im2col of its channel slice, a
-  /// GEMM on its packed weight rows into its output channel slice; the direct kernel would
-  /// unpack the weights to int8); MPCAFFE_CONV_GEMM=0 never, =1 wherever it applies (OpenCL,
-  /// fp32 / int8q, no residual, one weight zero point).
+  /// MPCAFFE_CONV_GEMM=0 never, =1 wherever it applies (OpenCL, fp32 / int8q, no residual, one
+  /// weight zero point), groups too: per group im2col of its channel slice, a GEMM on its
+  /// weight rows (packed 4-bit rows as they are: only those stay on the device, where the
+  /// direct kernel keeps a repacked int8 copy) into its output channel slice.
   bool forward_gemm() const { return !gemms_.empty(); }
   /// Whether Forward runs the depthwise kernel (one input and one output channel per group,
   /// as MobileNet's 3×3 layers): a work-item per block of depthwise_rows() output rows of one
@@ -211,12 +211,14 @@ class Convolution {
   /// ReLU.
   Event Forward(const BufferRef& input, const BufferRef& bias, const BufferRef& output,
                 Queue* queue = nullptr, const BufferRef& residual = {});
-  /// Frees the forward pass's scratch buffers (packed input planes, GEMM columns); the next
-  /// Forward allocates them again. Reduced-memory inference calls it after each Forward so
-  /// convolutions do not each hold theirs (commands already enqueued keep their buffers).
+  /// Frees the forward pass's scratch buffers (packed input planes, GEMM columns, the GEMMs'
+  /// own: Gemm::ReleaseScratch); the next Forward allocates them again. Reduced-memory
+  /// inference calls it after each Forward so convolutions do not each hold theirs (commands
+  /// already enqueued keep their buffers).
   void ReleaseScratch() {
     xpacked_.reset();
     gemm_col_.reset();
+    for (auto& gemm : gemms_) gemm->ReleaseScratch();
   }
 
   /// fp32 only: bottom_diff = ∂L/∂input from top_diff (output-shaped) and the OIHW weights.

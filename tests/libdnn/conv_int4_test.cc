@@ -160,7 +160,8 @@ TEST(ConvInt4, GroupedIm2colGemmMatchesTheReference) {
   // odd K per group (27; 45, whose 23-byte rows put group 1 at an odd byte offset; a grouped
   // pointwise convolution, K 5, which reads its channels without im2col), per-channel
   // multipliers (a GEMM per group) and one multiplier (one GEMM for every group), random and
-  // extreme data; the int8 weights of the same groups through the same path; fp32 too.
+  // extreme data, again after ReleaseScratch; the int8 weights of the same groups through the
+  // same path; fp32 too.
   Device& dev = DefaultDevice();
   if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "the GEMM forward is OpenCL only";
   const Case cases[] = {{2, 6, 9, 9, 10, 3, 2, 1, 2},
@@ -189,6 +190,9 @@ TEST(ConvInt4, GroupedIm2colGemmMatchesTheReference) {
         auto conv = forced_gemm(dd, p.quant);
         EXPECT_EQ(Mismatches(RunConv(dev, *conv, p, dd.weight_bits == 4), ref), 0u)
             << "weight_bits " << dd.weight_bits;
+        conv->ReleaseScratch();  // reduced memory: the GEMMs allocate their scratch again
+        EXPECT_EQ(Mismatches(RunConv(dev, *conv, p, dd.weight_bits == 4), ref), 0u)
+            << "weight_bits " << dd.weight_bits << " after ReleaseScratch";
       }
     }
     // fp32 through the same per-group path, within fp32 rounding of the reference.
