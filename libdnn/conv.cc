@@ -318,8 +318,8 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
           im2col_.Launch1D(size_t(rows), queue);
           a.b = BufferRef(gemm_col_.get(), 0);
         }
-        a.c = BufferRef(output.mem, output.byte_offset +
-                                        (size_t(n) * d.out_channels + size_t(group) * ocg) * ohw * es);
+        const size_t out_channel = size_t(n) * d.out_channels + size_t(group) * ocg;
+        a.c = BufferRef(output.mem, output.byte_offset + out_channel * ohw * es);
         if (d.bias)
           a.bias = BufferRef(bias.mem, bias.byte_offset + size_t(group) * ocg * BiasBytes(d.type));
         if (gemm_sums_) a.weight_sums = BufferRef(gemm_sums_.get(), size_t(group) * ocg * 4);
