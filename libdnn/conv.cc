@@ -27,7 +27,7 @@ namespace {
 /// is half empty — while fp32 was level (113 / 77 / 72 against 77 / 89 / 77: the columns cost
 /// about what the GEMM saves). So by default only int8 with at most 4 input channels. Groups
 /// (a GEMM per group) only when forced: with 4-bit weights, AlexNet's grouped conv2, conv4 and
-/// conv5 ran 0.72-0.95x (PoCL) and 0.33-0.75x (Intel's runtime) the speed of the direct kernel
+/// conv5 ran 0.68-0.95x (PoCL) and 0.33-0.75x (Intel's runtime) the speed of the direct kernel
 /// on the unpacked weights at batch 1 and 16 (ConvInt4Bench.DISABLED_AlexNetGroupedConvs,
 /// alternating, medians of 5-7 rounds, load 5-6 on 2 cores): the columns, the GEMM's own
 /// activation packing and weight expansion cost more than its byte-pair products save.
