@@ -25,18 +25,31 @@ namespace {
 /// runs each, loaded machine): int8 direct 144 / 95 / 93 ms against 72 / 108 / 77 ms through
 /// the GEMM — the direct kernel's steps are channel pairs, and with 3 channels one pair in two
 /// is half empty — while fp32 was level (113 / 77 / 72 against 77 / 89 / 77: the columns cost
-/// about what the GEMM saves). So by default only int8 with at most 4 input channels.
+/// about what the GEMM saves). So by default only int8 with at most 4 input channels. Groups
+/// (a GEMM per group) only when forced: with 4-bit weights, AlexNet's grouped conv2, conv4 and
+/// conv5 ran 0.68-0.95x (PoCL) and 0.33-0.75x (Intel's runtime) the speed of the direct kernel
+/// on the unpacked weights at batch 1 and 16 (ConvInt4Bench.DISABLED_AlexNetGroupedConvs,
+/// alternating, medians of 5-7 rounds, load 5-6 on 2 cores): the columns, the GEMM's own
+/// activation packing and weight expansion cost more than its byte-pair products save.
 bool WantsForwardGemm(const Device& device, const ConvDesc& d, const ConvQuant& q) {
   if (device.backend() != Backend::kOpenCL) return false;
   if (d.type != DataType::kFloat32 && d.type != DataType::kInt8Q) return false;
-  if (d.groups != 1 || d.residual) return false;  // the GEMM's epilogue adds no residual
+  if (d.residual) return false;  // the GEMM's epilogue adds no residual
   for (int32_t z : q.w_zero)
     if (z != q.w_zero[0]) return false;  // the GEMM takes one weight zero point
   const std::string& env = GetSettings().conv_gemm;
   if (env == "0") return false;
   if (env == "1") return true;
-  return !device.info().is_gpu && d.type == DataType::kInt8Q && d.channels <= 4 &&
-         d.kernel_h * d.kernel_w >= 9;
+  return !device.info().is_gpu && d.type == DataType::kInt8Q && d.groups == 1 &&
+         d.channels <= 4 && d.kernel_h * d.kernel_w >= 9;
+}
+
+/// Whether each group's im2col columns are its input channels as they are (1×1, stride 1, no
+/// padding: Convolution::IsPointwise per group), so the GEMM reads the image itself.
+bool ColumnsAreTheInput(const ConvDesc& d) {
+  ConvDesc one = d;
+  one.groups = 1;
+  return Convolution::IsPointwise(one);
 }
 
 }  // namespace
@@ -48,15 +61,17 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
     return;
   }
   if (!WantsForwardGemm(device, desc_, quant)) return;
+  const int groups = desc_.groups, ocg = desc_.out_channels / groups;
   GemmDesc g;
   g.type = g.out_type = desc_.type;
-  g.M = desc_.out_channels;
+  g.M = ocg;
   g.N = desc_.out_h() * desc_.out_w();
-  g.K = desc_.channels * desc_.kernel_h * desc_.kernel_w;
+  g.K = desc_.channels / groups * desc_.kernel_h * desc_.kernel_w;
   g.weights = WeightOperand::kA;
   g.bias = desc_.bias;
   g.relu = desc_.relu;
   GemmQuant gq;
+  bool per_group = false;  // per-channel multipliers: each group's GEMM holds its slice
   if (IsQuantized(desc_.type)) {
     g.weights_signed = desc_.weights_signed;
     g.weight_bits = desc_.weight_bits;  // the GEMM reads the packed 4-bit rows itself
@@ -66,9 +81,16 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
     gq.w_zero = quant.w_zero[0];
     gq.c_zero = quant.c_zero;
     gq.multiplier = quant.multiplier;
+    per_group = g.per_channel && groups > 1;
   }
-  gemm_ = std::make_unique<Gemm>(device, g, gq);
-  if (IsPointwise(desc_)) {
+  for (int group = 0; group < (per_group ? groups : 1); ++group) {
+    GemmQuant q = gq;
+    if (per_group)
+      q.multiplier.assign(gq.multiplier.begin() + ptrdiff_t(group) * ocg,
+                          gq.multiplier.begin() + ptrdiff_t(group + 1) * ocg);
+    gemms_.push_back(std::make_unique<Gemm>(device, g, q));
+  }
+  if (ColumnsAreTheInput(desc_)) {
     packed_.reset();  // B is the image itself: no columns, no direct kernel
     return;
   }
@@ -182,17 +204,27 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
 Event Convolution::SetWeights(const BufferRef& packed_weights, Queue* queue) {
   const ConvDesc& d = desc_;
   const size_t wbytes = SizeOf(d.type);
-  if (d.weight_bits == 4) {
-    CheckBuffer(d, "weights", packed_weights, d.weight_bytes(), 1);
-    if (gemm_) {  // the GEMM takes the packed rows as they are
-      if (!gemm_weights_) gemm_weights_ = device_->Allocate(d.weight_bytes());
-      device_->CopyOnDevice(packed_weights.mem, packed_weights.byte_offset, gemm_weights_.get(),
-                            0, d.weight_bytes());
-      packed_ready_ = true;
-      if (!gemm_sums_) gemm_sums_ = device_->Allocate(size_t(d.out_channels) * 4);
-      return gemm_->ComputeWeightSums(BufferRef(gemm_weights_.get(), 0),
-                                      BufferRef(gemm_sums_.get(), 0), queue);
-    }
+  if (forward_gemm()) {
+    // The GEMMs take the OIHW rows as they are (packed 4-bit rows too): only these stay on the
+    // device. Group g's rows and sums start at its first output channel.
+    const size_t bytes = d.weight_bytes();
+    if (d.weight_bits == 4)
+      CheckBuffer(d, "weights", packed_weights, bytes, 1);
+    else
+      CheckBuffer(d, "weights", packed_weights, d.weight_count(), wbytes);
+    if (!gemm_weights_) gemm_weights_ = device_->Allocate(bytes);
+    device_->CopyOnDevice(packed_weights.mem, packed_weights.byte_offset, gemm_weights_.get(), 0,
+                          bytes);
+    packed_ready_ = true;
+    if (!IsQuantized(d.type)) return {};
+    if (!gemm_sums_) gemm_sums_ = device_->Allocate(size_t(d.out_channels) * 4);
+    const size_t ocg = size_t(d.out_channels / d.groups), row = bytes / size_t(d.out_channels);
+    Event last;
+    for (int group = 0; group < d.groups; ++group)
+      last = GroupGemm(group).ComputeWeightSums(
+          BufferRef(gemm_weights_.get(), group * ocg * row),
+          BufferRef(gemm_sums_.get(), group * ocg * 4), queue);
+    return last;
   }
   // The other paths read int8: 4-bit weights unpacked first into a buffer the launches below
   // keep alive (enqueued commands hold their buffers).
@@ -211,16 +243,6 @@ Event Convolution::SetWeights(const BufferRef& packed_weights, Queue* queue) {
     device_->CopyOnDevice(weights.mem, weights.byte_offset, depthwise_weights_.get(), 0, bytes);
     packed_ready_ = true;
     return {};
-  }
-  if (gemm_) {
-    const size_t bytes = d.weight_count() * wbytes;
-    if (!gemm_weights_) gemm_weights_ = device_->Allocate(bytes);
-    device_->CopyOnDevice(weights.mem, weights.byte_offset, gemm_weights_.get(), 0, bytes);
-    packed_ready_ = true;
-    if (!IsQuantized(d.type)) return {};
-    if (!gemm_sums_) gemm_sums_ = device_->Allocate(size_t(d.out_channels) * 4);
-    return gemm_->ComputeWeightSums(BufferRef(gemm_weights_.get(), 0),
-                                    BufferRef(gemm_sums_.get(), 0), queue);
   }
   const int cg = d.channels / d.groups, khw = d.kernel_h * d.kernel_w;
   const int total = d.groups * khw * PackedChannels(d, input_) * oc_padded_;
@@ -269,43 +291,40 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
                                      size_t(d.batch) * d.channels},
                                     {local, 1, 1}, queue);
   }
-  if (gemm_) {
-    // Per image: its columns, then C (out_channels × OH·OW) = W · columns straight into the
-    // image's NCHW output. A pointwise convolution's columns are the image itself
-    // (C·H·W = K × N): no im2col.
-    if (IsPointwise(d)) {
-      Event last;
-      for (int n = 0; n < d.batch; ++n) {
-        GemmArgs a;
-        a.a = BufferRef(gemm_weights_.get(), 0);
-        a.b = BufferRef(input.mem, input.byte_offset + size_t(n) * d.channels * oh * ow * es);
-        a.c = BufferRef(output.mem, output.byte_offset + size_t(n) * d.out_channels * oh * ow * es);
-        if (d.bias) a.bias = bias;
-        if (gemm_sums_) a.weight_sums = BufferRef(gemm_sums_.get(), 0);
-        last = gemm_->Run(a, queue);
-      }
-      return last;
-    }
-    const size_t cols = size_t(gemm_->desc().K) * oh * ow;
-    if (!gemm_col_) gemm_col_ = device_->Allocate(cols * es);
-    const int rows = gemm_->desc().K * oh;  // (column row, oy) pairs
+  if (forward_gemm()) {
+    // Per image and group: the columns of the group's input channels, then C_g (out_channels/
+    // groups × OH·OW) = W_g · columns straight into the group's channels of the NCHW output.
+    // A pointwise group's columns are its input channels themselves (Cg·H·W = K × N): no
+    // im2col.
+    const int kg = GroupGemm(0).desc().K, cg = d.channels / d.groups;
+    const size_t hw = size_t(d.height) * d.width, ohw = size_t(oh) * ow;
+    const size_t row = d.weight_bytes() / size_t(d.out_channels);  // one channel's weights
+    const bool pointwise = ColumnsAreTheInput(d);
+    if (!pointwise && !gemm_col_) gemm_col_ = device_->Allocate(size_t(kg) * ohw * es);
+    const int rows = kg * oh;  // (column row, oy) pairs
     Event last;
     for (int n = 0; n < d.batch; ++n) {
-      im2col_
-          .ArgBuffer(input.mem,
-                     input.byte_offset + size_t(n) * d.channels * d.height * d.width * es, es)
-          .ArgBuffer(gemm_col_.get(), 0, es);
-      for (int v : {d.height, d.width, d.kernel_h, d.kernel_w, d.stride_h, d.stride_w, d.pad_h,
-                    d.pad_w, d.dilation_h, d.dilation_w, oh, ow, rows, x_zero_})
-        im2col_.Arg(int32_t{v});
-      im2col_.Launch1D(size_t(rows), queue);
-      GemmArgs a;
-      a.a = BufferRef(gemm_weights_.get(), 0);
-      a.b = BufferRef(gemm_col_.get(), 0);
-      a.c = BufferRef(output.mem, output.byte_offset + size_t(n) * d.out_channels * oh * ow * es);
-      if (d.bias) a.bias = bias;
-      if (gemm_sums_) a.weight_sums = BufferRef(gemm_sums_.get(), 0);
-      last = gemm_->Run(a, queue);
+      for (int group = 0; group < d.groups; ++group) {
+        const BufferRef x(input.mem, input.byte_offset +
+                                         (size_t(n) * d.channels + size_t(group) * cg) * hw * es);
+        GemmArgs a;
+        a.a = BufferRef(gemm_weights_.get(), size_t(group) * ocg * row);
+        a.b = x;
+        if (!pointwise) {
+          im2col_.ArgBuffer(x.mem, x.byte_offset, es).ArgBuffer(gemm_col_.get(), 0, es);
+          for (int v : {d.height, d.width, d.kernel_h, d.kernel_w, d.stride_h, d.stride_w,
+                        d.pad_h, d.pad_w, d.dilation_h, d.dilation_w, oh, ow, rows, x_zero_})
+            im2col_.Arg(int32_t{v});
+          im2col_.Launch1D(size_t(rows), queue);
+          a.b = BufferRef(gemm_col_.get(), 0);
+        }
+        const size_t out_channel = size_t(n) * d.out_channels + size_t(group) * ocg;
+        a.c = BufferRef(output.mem, output.byte_offset + out_channel * ohw * es);
+        if (d.bias)
+          a.bias = BufferRef(bias.mem, bias.byte_offset + size_t(group) * ocg * BiasBytes(d.type));
+        if (gemm_sums_) a.weight_sums = BufferRef(gemm_sums_.get(), size_t(group) * ocg * 4);
+        last = GroupGemm(group).Run(a, queue);
+      }
     }
     return last;
   }

@@ -171,9 +171,11 @@ class Convolution {
   /// Whether Forward runs as im2col + LibDNN GEMM instead of the direct kernel. The
   /// constructor without a config chooses it for int8q convolutions with few input channels on
   /// CPUs (the direct kernel's channel pairs are then half empty: AlexNet's conv1, 3 channels);
-  /// MPCAFFE_CONV_GEMM=0 never, =1 wherever it applies (OpenCL, fp32 / int8q, one group, one
-  /// weight zero point).
-  bool forward_gemm() const { return gemm_ != nullptr; }
+  /// MPCAFFE_CONV_GEMM=0 never, =1 wherever it applies (OpenCL, fp32 / int8q, no residual, one
+  /// weight zero point), groups too: per group im2col of its channel slice, a GEMM on its
+  /// weight rows (packed 4-bit rows as they are: only those stay on the device, where the
+  /// direct kernel keeps a repacked int8 copy) into its output channel slice.
+  bool forward_gemm() const { return !gemms_.empty(); }
   /// Whether Forward runs the depthwise kernel (one input and one output channel per group,
   /// as MobileNet's 3×3 layers): a work-item per block of depthwise_rows() output rows of one
   /// channel's output column (neighbouring work-items, neighbouring columns), the window's
@@ -209,12 +211,14 @@ class Convolution {
   /// ReLU.
   Event Forward(const BufferRef& input, const BufferRef& bias, const BufferRef& output,
                 Queue* queue = nullptr, const BufferRef& residual = {});
-  /// Frees the forward pass's scratch buffers (packed input planes, GEMM columns); the next
-  /// Forward allocates them again. Reduced-memory inference calls it after each Forward so
-  /// convolutions do not each hold theirs (commands already enqueued keep their buffers).
+  /// Frees the forward pass's scratch buffers (packed input planes, GEMM columns, the GEMMs'
+  /// own: Gemm::ReleaseScratch); the next Forward allocates them again. Reduced-memory
+  /// inference calls it after each Forward so convolutions do not each hold theirs (commands
+  /// already enqueued keep their buffers).
   void ReleaseScratch() {
     xpacked_.reset();
     gemm_col_.reset();
+    for (auto& gemm : gemms_) gemm->ReleaseScratch();
   }
 
   /// fp32 only: bottom_diff = ∂L/∂input from top_diff (output-shaped) and the OIHW weights.
@@ -281,9 +285,12 @@ class Convolution {
   BufferRef Columns(const GroupShape& s);
   std::unique_ptr<Backward> backward_;
   std::shared_ptr<DeviceMemory> col_;
-  // im2col + GEMM forward (forward_gemm()): the weights as SetWeights gave them (the caller
-  // may free its copy), their per-channel sums, and one image's columns.
-  std::unique_ptr<Gemm> gemm_;
+  // im2col + GEMM forward (forward_gemm()): one GEMM (M = out_channels/groups, K =
+  // channels/groups·KH·KW) for all groups, or one per group when the requantization is per
+  // channel (a Gemm holds its multipliers); the weights as SetWeights gave them (the caller
+  // may free its copy), their per-channel sums, and one group's columns of one image.
+  std::vector<std::unique_ptr<Gemm>> gemms_;
+  Gemm& GroupGemm(int group) { return *gemms_[gemms_.size() == 1 ? 0 : size_t(group)]; }
   Kernel im2col_;
   // Depthwise forward (forward_depthwise()): its kernel and the weights as SetWeights gave them.
   bool depthwise_ = false;

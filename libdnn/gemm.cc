@@ -841,19 +841,13 @@ void Gemm::Prepare(const GemmQuant& quant) {
   sums_kernel_ = program->GetKernel(WeightSumsKernelName(desc_));
   if (int4::Native(desc_, config_)) {
     xpack_kernel_ = program->GetKernel(KernelName(desc_) + "_xpack");
-    xq_ = device_->Allocate(std::max<size_t>(4, int4::PackedActivationBytes(desc_, config_)));
-    if (const size_t wq = int4::ExpandedWeightBytes(desc_, config_)) {
+    if (int4::ExpandedWeightBytes(desc_, config_))
       wpack_kernel_ = program->GetKernel(KernelName(desc_) + "_wpack");
-      wq_ = device_->Allocate(wq);
-    }
   } else if (desc_.weight_bits == 4) {
     unpack_kernel_ = program->GetKernel(int4::UnpackKernelName());
-    unpacked_ = device_->Allocate(size_t(desc_.channels()) * desc_.K);
   }
-  if (PacksA(desc_, config_)) {
-    apack_kernel_ = program->GetKernel(KernelName(desc_) + "_apack");
-    apack_ = device_->Alloc<int32_t>(std::max<size_t>(1, size_t(desc_.M) * (desc_.K / 2)));
-  }
+  if (PacksA(desc_, config_)) apack_kernel_ = program->GetKernel(KernelName(desc_) + "_apack");
+  AllocateScratch();
   quant_ = quant;
   const size_t want = desc_.per_channel ? static_cast<size_t>(desc_.channels()) : 1;
   auto bad = [&](const std::string& what) {
@@ -883,11 +877,33 @@ void Gemm::Prepare(const GemmQuant& quant) {
     bad("weight_zero is false but the weight zero point is " + std::to_string(quant.w_zero));
 }
 
+void Gemm::AllocateScratch() {
+  if (!IsQuantized(desc_.type)) return;
+  if (int4::Native(desc_, config_)) {
+    if (!xq_)
+      xq_ = device_->Allocate(std::max<size_t>(4, int4::PackedActivationBytes(desc_, config_)));
+    const size_t wq = int4::ExpandedWeightBytes(desc_, config_);
+    if (wq && !wq_) wq_ = device_->Allocate(wq);
+  } else if (desc_.weight_bits == 4 && !unpacked_) {
+    unpacked_ = device_->Allocate(size_t(desc_.channels()) * desc_.K);
+  }
+  if (PacksA(desc_, config_) && !apack_)
+    apack_ = device_->Alloc<int32_t>(std::max<size_t>(1, size_t(desc_.M) * (desc_.K / 2)));
+}
+
+void Gemm::ReleaseScratch() {
+  xq_.reset();
+  wq_.reset();
+  unpacked_.reset();
+  apack_ = {};
+}
+
 Event Gemm::Run(const GemmArgs& args, Queue* queue) {
   const GemmDesc& d = desc_;
   auto bad = [&](const std::string& what) { throw Error("GEMM " + d.ToString() + ": " + what); };
   if (!args.a || !args.b || !args.c) bad("A, B and C buffers are required");
   if (d.bias && !args.bias) bad("the description has a bias but no bias buffer was given");
+  AllocateScratch();
   if (d.weight_bits == 4 && !int4::Native(d, config_)) {
     // The int8 kernel on the weights unpacked to bytes (once per run).
     const bool wa = d.weights == WeightOperand::kA;
@@ -953,6 +969,7 @@ Event Gemm::ComputeWeightSums(const BufferRef& weights, const BufferRef& sums, Q
   const size_t acc = TraitsOf(desc_.type).acc_bytes();
   BufferRef w = weights;
   if (desc_.weight_bits == 4 && !int4::Native(desc_, config_)) {
+    AllocateScratch();
     int4::Unpack(unpack_kernel_, weights, unpacked_.get(), desc_.channels(), desc_.K, queue);
     w = BufferRef(unpacked_.get(), 0);
   }

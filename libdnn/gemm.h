@@ -133,6 +133,11 @@ class Gemm {
   /// (int32 / int64). Once per weight tensor.
   Event ComputeWeightSums(const BufferRef& weights, const BufferRef& sums, Queue* queue = nullptr);
 
+  /// Frees the buffers a run fills before its kernel (packed or unpacked weights and
+  /// activations); the next Run allocates them again. Reduced-memory inference calls it (through
+  /// Convolution::ReleaseScratch) so idle GEMMs hold none; enqueued commands keep theirs.
+  void ReleaseScratch();
+
   /// The program text this GEMM runs.
   const std::string& source() const { return source_; }
   /// Whether the kernel multiplies four int8 k at a time through the device's native 4-way dot
@@ -148,6 +153,7 @@ class Gemm {
  private:
   void Prepare(const GemmQuant& quant);
   Event RunKernel(const GemmArgs& args, Queue* queue);  // Run after the 4-bit weights' unpack
+  void AllocateScratch();  // the scratch buffers below that this configuration uses, if freed
   Device* device_;
   GemmDesc desc_;
   GemmConfig config_;

@@ -1,18 +1,27 @@
 // tests/libdnn/conv_int4_test.cc — convolutions with 4-bit weights (ConvDesc::weight_bits = 4):
 // every forward path (direct kernel with its default and dot-product configurations, groups,
-// depthwise, im2col + GEMM) bit-exact against the host reference and the int8 convolution on
-// the unpacked weights, extreme values included; the description and zero-point checks.
+// depthwise, im2col + GEMM, grouped im2col + GEMM) bit-exact against the host reference and the
+// int8 convolution on the unpacked weights, extreme values included; the description and
+// zero-point checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "device/error.h"
+#include "device/settings.h"
 #include "libdnn/conv.h"
+#include "libdnn/tuner.h"  // TimeMs
 #include "quant/fixed_point.h"
 #include "quant/int4.h"
 
@@ -144,6 +153,134 @@ TEST(ConvInt4, ExtremeValuesAreExact) {
     const ConvDesc d = Desc4(c, 0);
     CheckAllPaths(dev, d, Make(d, 5, true), "extreme");
   }
+}
+
+TEST(ConvInt4, GroupedIm2colGemmMatchesTheReference) {
+  // The im2col + GEMM forward per group (forced with MPCAFFE_CONV_GEMM=1): groups 2 and 3 with
+  // odd K per group (27; 45, whose 23-byte rows put group 1 at an odd byte offset; a grouped
+  // pointwise convolution, K 5, which reads its channels without im2col), per-channel
+  // multipliers (a GEMM per group) and one multiplier (one GEMM for every group), random and
+  // extreme data, again after ReleaseScratch; the int8 weights of the same groups through the
+  // same path; fp32 too.
+  Device& dev = DefaultDevice();
+  if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "the GEMM forward is OpenCL only";
+  const Case cases[] = {{2, 6, 9, 9, 10, 3, 2, 1, 2},
+                        {1, 15, 7, 7, 9, 3, 1, 1, 3},
+                        {2, 10, 5, 5, 6, 1, 1, 0, 2}};
+  auto forced_gemm = [&](const ConvDesc& d, const ConvQuant& q) {
+    std::optional<ScopedSettings> forced;
+    forced.emplace([](Settings& s) { s.conv_gemm = "1"; });
+    auto conv = std::make_unique<Convolution>(dev, d, q);
+    forced.reset();
+    EXPECT_TRUE(conv->forward_gemm()) << d.ToString();
+    return conv;
+  };
+  int variant = 0;
+  for (const Case& c : cases) {
+    for (int mode = 0; mode < 3; ++mode) {  // per-channel, one multiplier, extreme
+      const ConvDesc d = Desc4(c, variant);
+      Data p = Make(d, 31 + variant++, mode == 2);
+      if (mode == 1) p.quant.multiplier.resize(1);
+      SCOPED_TRACE(d.ToString() + " mode " + std::to_string(mode));
+      Bytes ref(d.output_count());
+      ConvForwardReference(d, p.quant, p.x.data(), p.w4.data(), p.bias.data(), ref.data());
+      ConvDesc d8 = d;
+      d8.weight_bits = 8;
+      for (const ConvDesc& dd : {d, d8}) {
+        auto conv = forced_gemm(dd, p.quant);
+        EXPECT_EQ(Mismatches(RunConv(dev, *conv, p, dd.weight_bits == 4), ref), 0u)
+            << "weight_bits " << dd.weight_bits;
+        conv->ReleaseScratch();  // reduced memory: the GEMMs allocate their scratch again
+        EXPECT_EQ(Mismatches(RunConv(dev, *conv, p, dd.weight_bits == 4), ref), 0u)
+            << "weight_bits " << dd.weight_bits << " after ReleaseScratch";
+      }
+    }
+    // fp32 through the same per-group path, within fp32 rounding of the reference.
+    ConvDesc f = Desc4(c, variant++);
+    f.type = DataType::kFloat32;
+    f.weights_signed = false;
+    f.weight_bits = 8;
+    SCOPED_TRACE(f.ToString());
+    std::mt19937 rng(variant);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float> x(f.input_count()), w(f.weight_count()), b(size_t(f.out_channels));
+    for (auto* v : {&x, &w, &b})
+      for (float& e : *v) e = u(rng);
+    std::vector<float> want(f.output_count()), got(want.size());
+    ConvForwardReference(f, {}, x.data(), w.data(), b.data(), want.data());
+    auto conv = forced_gemm(f, {});
+    auto upload = [&](const std::vector<float>& v) {
+      auto m = dev.Allocate(v.size() * 4);
+      dev.CopyToDevice(v.data(), m.get(), 0, v.size() * 4);
+      return m;
+    };
+    auto xm = upload(x), wm = upload(w), bm = upload(b), ym = upload(got);
+    conv->SetWeights(BufferRef(wm.get(), 0));
+    conv->Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0)).Wait();
+    dev.CopyToHost(ym.get(), 0, got.data(), got.size() * 4);
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      bad += !(std::fabs(got[i] - want[i]) <= 1e-5f * (1 + std::fabs(want[i])));
+    EXPECT_EQ(bad, 0u) << "fp32";
+  }
+}
+
+/// Side-by-side timing of AlexNet's grouped convolutions (conv2, conv4, conv5; 2 groups; and
+/// conv3, one group, for comparison):
+/// int8w4 through the direct kernel (weights unpacked to int8 at SetWeights) against int8w4
+/// through im2col + GEMM per group, with int8 direct beside them; alternating, medians of
+/// CONV_INT4_ROUNDS (default 5) rounds, batch CONV_INT4_BATCH (default 1). Run by hand:
+///   MPCAFFE_DEVICE=1 build/bin/test_libdnn --gtest_also_run_disabled_tests
+///     --gtest_filter=ConvInt4Bench.DISABLED_AlexNetGroupedConvs
+TEST(ConvInt4Bench, DISABLED_AlexNetGroupedConvs) {
+  Device& dev = DefaultDevice();
+  auto env = [](const char* name, int fallback) {
+    return std::getenv(name) ? std::atoi(std::getenv(name)) : fallback;
+  };
+  const int rounds = env("CONV_INT4_ROUNDS", 5), batch = env("CONV_INT4_BATCH", 1);
+  const std::vector<std::pair<const char*, Case>> layers = {
+      {"conv2", {batch, 96, 27, 27, 256, 5, 1, 2, 2}},
+      {"conv3", {batch, 256, 13, 13, 384, 3, 1, 1, 1}},
+      {"conv4", {batch, 384, 13, 13, 384, 3, 1, 1, 2}},
+      {"conv5", {batch, 384, 13, 13, 256, 3, 1, 1, 2}}};
+  for (const auto& [name, c] : layers) {
+    const ConvDesc d4 = Desc4(c, 0);
+    ConvDesc d8 = d4;
+    d8.weight_bits = 8;
+    const Data p = Make(d4, 3, false);
+    auto upload = [&](const void* data, size_t bytes) {
+      auto m = dev.Allocate(bytes);
+      dev.CopyToDevice(data, m.get(), 0, bytes);
+      return m;
+    };
+    auto x = upload(p.x.data(), p.x.size()), b = upload(p.bias.data(), p.bias.size());
+    auto w4 = upload(p.w4.data(), p.w4.size()), w8 = upload(p.w8.data(), p.w8.size());
+    auto y = dev.Allocate(d4.output_count());
+    auto make = [&](const ConvDesc& d, const char* gemm) {
+      ScopedSettings forced([gemm](Settings& s) { s.conv_gemm = gemm; });
+      auto conv = std::make_unique<Convolution>(dev, d, p.quant);
+      EXPECT_EQ(conv->forward_gemm(), *gemm == '1');
+      conv->SetWeights(BufferRef((d.weight_bits == 4 ? w4 : w8).get(), 0)).Wait();
+      return conv;
+    };
+    std::unique_ptr<Convolution> convs[3] = {make(d8, "0"), make(d4, "0"), make(d4, "1")};
+    std::vector<double> t[3];
+    auto run = [&](Convolution& conv) {
+      return conv.Forward(BufferRef(x.get(), 0), BufferRef(b.get(), 0), BufferRef(y.get(), 0));
+    };
+    for (auto& conv : convs) TimeMs([&] { return run(*conv); }, 1);
+    for (int r = 0; r < rounds; ++r)
+      for (int i = 0; i < 3; ++i) t[i].push_back(TimeMs([&] { return run(*convs[i]); }, 1));
+    double m[3];
+    for (int i = 0; i < 3; ++i) {
+      std::sort(t[i].begin(), t[i].end());
+      m[i] = t[i][t[i].size() / 2];
+    }
+    std::printf("%s batch %d  int8 direct %8.3f ms  int8w4 direct %8.3f ms  int8w4 gemm %8.3f ms"
+                "  direct/gemm %.2f\n",
+                name, batch, m[0], m[1], m[2], m[1] / m[2]);
+  }
+  std::printf("(%d rounds, %s)\n", rounds, dev.Describe().c_str());
 }
 
 TEST(ConvInt4, RejectsWhatTheFormatCannotServe) {
