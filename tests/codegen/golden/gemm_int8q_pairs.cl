@@ -49,7 +49,7 @@ typedef int Ctype_mult;
 #define LDV_B(p) CV_LOAD_CONV(p)
 #define MP_REQUANT(acc, m, s) (mp_i64)mp_requant32((int)(acc), m, s)
 // Fixed-point requantization with one rounding (quant/fixed_point.h is the host reference).
-inline mp_i64 mp_requant64(mp_i64 acc, int mult, int shift) {
+inline __attribute__((always_inline)) mp_i64 mp_requant64(mp_i64 acc, int mult, int shift) {
   int right = 31 - shift;
   int negative = acc < 0;
   mp_u64 a = negative ? (mp_u64)0 - (mp_u64)acc : (mp_u64)acc;
@@ -83,8 +83,19 @@ inline mp_i64 mp_requant64(mp_i64 acc, int mult, int shift) {
   if (overflow || r > limit) r = limit;
   return negative ? -(mp_i64)r : (mp_i64)r;
 }
-inline int mp_requant32(int acc, int mult, int shift) {
-  mp_i64 r = mp_requant64((mp_i64)acc, mult, shift);
+inline __attribute__((always_inline)) int mp_requant32(int acc, int mult, int shift) {
+  int right = 31 - shift;
+  mp_i64 r;
+  if (right >= 1 && right <= 62) {
+    // |acc|·mult < 2^63 and the nudge ≤ 2^61: the 64-bit sum is exact (the int8 epilogue's
+    // usual case, without mp_requant64's 128-bit product).
+    mp_i64 p = (mp_i64)acc * (mp_i64)(mp_u32)mult;
+    mp_u64 a = p < 0 ? (mp_u64)0 - (mp_u64)p : (mp_u64)p;
+    mp_u64 q = (a + ((mp_u64)1 << (right - 1))) >> right;
+    r = p < 0 ? -(mp_i64)q : (mp_i64)q;
+  } else {
+    r = mp_requant64((mp_i64)acc, mult, shift);
+  }
   return r > 2147483647 ? 2147483647 : (r < -2147483647 - 1 ? -2147483647 - 1 : (int)r);
 }
 // 16-bit pair products: lanes x.s(2i)*y.s(2i) + x.s(2i+1)*y.s(2i+1).
@@ -196,12 +207,12 @@ __kernel void gemm_int8q(
         const int n = n0 + 0;
         int8 val = acc0_0 - x_zero * vload8(0, wsum + n) + K * x_zero * w_zero;
         val += vload8(0, bias + n);
-        const long8 rr = convert_long8(31 - vload8(0, shift + n));
-        const ulong8 p = convert_ulong8(abs(val)) * convert_ulong8(as_uint8(vload8(0, mult + n)));
-        const ulong8 sh = convert_ulong8(clamp(rr, (long8)(1), (long8)(63)));
-        const ulong8 r1 = (p + ((ulong8)(1) << (sh - 1))) >> sh;
-        const ulong8 ru = select(select((ulong8)(0), r1, rr < 64), p, rr <= 0);
-        long8 r = select(convert_long8(ru), -convert_long8(ru), convert_long8(val) < 0);
+        const long8 r_rr = convert_long8(31 - (vload8(0, shift + n)));
+        const ulong8 r_p = convert_ulong8(abs(val)) * convert_ulong8(as_uint8(vload8(0, mult + n)));
+        const ulong8 r_sh = convert_ulong8(clamp(r_rr, (long8)(1), (long8)(63)));
+        const ulong8 r_r1 = (r_p + ((ulong8)(1) << (r_sh - 1))) >> r_sh;
+        const ulong8 r_ru = select(select((ulong8)(0), r_r1, r_rr < 64), r_p, r_rr <= 0);
+        long8 r = select(convert_long8(r_ru), -convert_long8(r_ru), convert_long8(val) < 0);
         r = clamp(r, (long8)(-2147483647L - 1), (long8)(2147483647L));
         const mp_i64 lo = 0, hi = (mp_i64)Ctype_QMAX - c_zero;
         r = select(select(r, (long8)(hi), r > hi), (long8)(lo), r < lo);

@@ -116,7 +116,18 @@ __device__ __forceinline__ mp_i64 mp_requant64(mp_i64 acc, int mult, int shift) 
   return negative ? -(mp_i64)r : (mp_i64)r;
 }
 __device__ __forceinline__ int mp_requant32(int acc, int mult, int shift) {
-  mp_i64 r = mp_requant64((mp_i64)acc, mult, shift);
+  int right = 31 - shift;
+  mp_i64 r;
+  if (right >= 1 && right <= 62) {
+    // |acc|·mult < 2^63 and the nudge ≤ 2^61: the 64-bit sum is exact (the int8 epilogue's
+    // usual case, without mp_requant64's 128-bit product).
+    mp_i64 p = (mp_i64)acc * (mp_i64)(mp_u32)mult;
+    mp_u64 a = p < 0 ? (mp_u64)0 - (mp_u64)p : (mp_u64)p;
+    mp_u64 q = (a + ((mp_u64)1 << (right - 1))) >> right;
+    r = p < 0 ? -(mp_i64)q : (mp_i64)q;
+  } else {
+    r = mp_requant64((mp_i64)acc, mult, shift);
+  }
   return r > 2147483647 ? 2147483647 : (r < -2147483647 - 1 ? -2147483647 - 1 : (int)r);
 }
 // 16-bit pair products: lanes x.s[2i]*y.s[2i] + x.s[2i+1]*y.s[2i+1].
