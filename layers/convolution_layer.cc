@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <sstream>
 
+#include "device/settings.h"
 #include "layers/layer_registry.h"
 #include "libdnn/conv.h"
 #include "quant/accumulation.h"
@@ -69,7 +70,11 @@ class ConvolutionLayer : public Layer {
            " and num_output " + std::to_string(out_));
     quant::CheckAccumulationDepth("layer '" + name() + "' (Convolution)", compute_type_,
                                   int64_t{channels_ / groups_} * kh_ * kw_);
-    AddParam({out_, channels_ / groups_, kh_, kw_}, p.weight_filler());
+    // Depthwise weights get a scale per channel in int8: one scale for all channels of a
+    // depthwise layer loses the small channels (MPCAFFE_DEPTHWISE_PER_CHANNEL=0 keeps one).
+    const bool depthwise = groups_ > 1 && groups_ == channels_ && out_ == groups_;
+    AddParam({out_, channels_ / groups_, kh_, kw_}, p.weight_filler(), false,
+             depthwise && GetSettings().depthwise_per_channel != "0");
     if (p.bias_term()) AddParam({out_}, p.bias_filler());
   }
 

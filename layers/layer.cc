@@ -377,7 +377,7 @@ void Layer::SetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>& to
 }
 
 Blob* Layer::AddParam(const std::vector<int>& shape, const caffe::FillerParameter& filler,
-                      bool symmetric) {
+                      bool symmetric, bool per_channel) {
   const int index = static_cast<int>(blobs_.size());
   auto blob = std::make_shared<Blob>(*device_, compute_type_, shape,
                                      name() + "/param" + std::to_string(index));
@@ -392,6 +392,9 @@ Blob* Layer::AddParam(const std::vector<int>& shape, const caffe::FillerParamete
     if (compute_type_ == DataType::kInt16Q)
       Fail("weight_bits 4 needs an int8 layer (8-bit activations), the layer computes in int16");
     if (shape.empty() || shape[0] <= 0) Fail("weight_bits 4 needs output channels on axis 0");
+  } else if (per_channel && compute_type_ == DataType::kInt8Q && !shape.empty() && shape[0] > 0) {
+    q->set_per_channel_weights(true);
+    q->set_symmetric(true);
   }
   blob_quantizers_.push_back(std::move(q));
   pending_fill_.emplace_back();
@@ -431,19 +434,28 @@ void Layer::SetParamFromFloat(int i, const std::vector<float>& values) {
          " values for shape " + b.shape_string());
   if (!IsQuantized(b.type())) {
     b.FromFloat(values);
-  } else if (blob_quantizers_.at(i)->weight_bits() == 4) {
-    // Per output channel symmetric 4-bit weights, stored as w + 128 in the int8 blob. The scales
-    // always follow the values written (filler values drawn before trained weights arrive must
-    // not leave theirs); packed 4-bit weights with their saved scales load through
-    // SetParamStorage instead.
+  } else if (blob_quantizers_.at(i)->weight_bits() == 4 ||
+             blob_quantizers_.at(i)->per_channel_weights()) {
+    // Per output channel symmetric weights: 4-bit, stored as w + 128 in the int8 blob, or in
+    // the blob's own type (int8 depthwise). The scales always follow the values written
+    // (filler values drawn before trained weights arrive must not leave theirs); stored
+    // weights with their saved scales load through SetParamStorage instead.
     quant::Quantizer& q = *blob_quantizers_.at(i);
+    const bool four_bits = q.weight_bits() == 4;
     const size_t channels = b.shape(0), k = b.count() / channels;
-    q.set_channel_scales(quant::ChooseInt4Scales(values.data(), channels, k, q.weight_scale_method()));
+    q.set_channel_scales(
+        four_bits ? quant::ChooseInt4Scales(values.data(), channels, k, q.weight_scale_method())
+           : quant::ChooseWeightChannelParams(values.data(), channels, k, b.type()).scale);
     if (!q.has_observed() && !values.empty()) {  // the range is saved and names the quantizer
       const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
       q.SetObserved(std::min(0.0f, *lo), std::max(0.0f, *hi));
     }
     const quant::QuantParams p = BlobParams(i);  // checks the scale count
+    if (!four_bits) {
+      quant::QuantizeTensor(values.data(), values.size(), p, b.mutable_host_data(), k);
+      ParamsChanged();
+      return;
+    }
     std::vector<int8_t> w4(values.size());
     quant::QuantizeInt4Weights(values.data(), channels, k, p.scale, w4.data());
     auto* out = static_cast<uint8_t*>(b.mutable_host_data());
@@ -525,15 +537,19 @@ quant::QuantParams Layer::BottomParams(int i) { return SideParams(*this, bottom_
 quant::QuantParams Layer::TopParams(int i) { return SideParams(*this, top_quantizer(i), false); }
 quant::QuantParams Layer::BlobParams(int i) {
   quant::Quantizer& q = blob_quantizer(i);
-  if (q.weight_bits() != 4 || !IsQuantized(q.input_type())) return SideParams(*this, q, true);
+  const bool w4 = q.weight_bits() == 4;
+  if ((!w4 && !q.per_channel_weights()) || !IsQuantized(q.input_type()))
+    return SideParams(*this, q, true);
   const size_t channels = static_cast<size_t>(param_blob(i).shape(0));
   if (q.channel_scales().size() != channels)
-    Fail("quantizer '" + q.name() + "' of the 4-bit weights has " +
-         std::to_string(q.channel_scales().size()) + " channel scales, the weights " +
-         param_blob(i).shape_string() + " have " + std::to_string(channels) +
+    Fail("quantizer '" + q.name() + "' of the " + (w4 ? "4-bit" : "per-channel int8") +
+         " weights has " + std::to_string(q.channel_scales().size()) +
+         " channel scales, the weights " + param_blob(i).shape_string() + " have " +
+         std::to_string(channels) +
          " output channels (quantize the fp32 weights or load the saved channel_scale)");
   try {
-    return quant::Int4StorageParams(q.channel_scales());
+    return w4 ? quant::Int4StorageParams(q.channel_scales())
+              : quant::SymmetricChannelParams(q.channel_scales(), param_blob(i).type());
   } catch (const Error& e) {
     Fail("quantizer '" + q.name() + "': " + e.what());
   }

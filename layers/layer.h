@@ -262,9 +262,11 @@ class Layer {
 
   /// Adds parameter blob `blobs_[index]` of `shape` in the compute type, filled from `filler`
   /// unless the LayerParameter carries blobs (those are copied in). Symmetric quantization
-  /// for weights when `symmetric`.
+  /// for weights when `symmetric`; one symmetric scale per output channel (axis 0) when
+  /// `per_channel` and the layer computes in int8 with 8-bit weights
+  /// (Quantizer::per_channel_weights).
   Blob* AddParam(const std::vector<int>& shape, const caffe::FillerParameter& filler,
-                 bool symmetric = false);
+                 bool symmetric = false, bool per_channel = false);
 
   /// Throws LayerError "<layer>: <message>".
   [[noreturn]] void Fail(const std::string& message) const;

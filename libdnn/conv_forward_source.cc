@@ -6,6 +6,7 @@
 #include "device/error.h"
 #include "libdnn/conv.h"
 #include "libdnn/conv_internal.h"
+#include "libdnn/gemm_internal.h"
 #include "libdnn/typed_host.h"
 
 namespace mpcaffe::libdnn {
@@ -80,6 +81,7 @@ struct ForwardText {
         split(input == ConvInput::kPackedSplit),
         q(IsQuantized(desc.type)),
         wide(desc.type == DataType::kInt16Q),
+        vector_builtins(target.backend == Backend::kOpenCL),
         suffix(std::string(Name(desc.type)) + (desc.weights_signed ? "_sw" : "")),
         w(target, "conv_forward") {}
 
@@ -94,6 +96,7 @@ struct ForwardText {
   const ConvConfig& c;
   const ConvInput input;
   const bool dot4, pairs, packed, split, q, wide;
+  const bool vector_builtins;  // OpenCL C vector types and built-ins (vload, select, convert)
   const std::string suffix;  // kernel name suffix: the type, "_sw" for signed weights
   KernelWriter w;
 
@@ -482,19 +485,63 @@ struct ForwardText {
     return body;
   }
 
+  // Whether the epilogue requantizes a whole vector of channels at once (VectorEpilogue): int8
+  // (an int32 accumulator) in OpenCL C vectors; CUDA and int16 go lane by lane.
+  bool VectorRequantizes() const {
+    return q && !wide && !dot4 && !split && vector_builtins && c.vw >= 2 && c.vw <= 8;
+  }
+
+  // The int8 epilogue of the vector acc#J_#T when all its CONV_VW channels and the pixel are in
+  // range: bias, requantization with each channel's multiplier (gemm_internal::VectorRequant,
+  // the GEMM's), the residual, zero point and clamps in vectors, then one byte store per channel
+  // (NCHW: the channels are P apart). The same integers as the lane loop, which handles the
+  // rest; the text ends inside the `else` that holds it.
+  std::string VectorEpilogue(int j, int t) const {
+    const std::string n = std::to_string(c.vw), iv = "int" + n, lv = "long" + n;
+    std::string s = Sub(R"(  {
+    const int oc0 = ocl + #J * CONV_STEP;
+    if (pv#T && oc0 + CONV_VW <= OCg) {
+      const int o0 = g * OCg + oc0;
+      const int yi0 = (n * G * OCg + o0) * P + p0 + #T;
+)",
+                        j, t);
+    s += "      const " + iv + " val = " + Sub("acc#J_#T", j, t) + " + (has_bias ? vload" + n +
+         "(0, bias + o0) : (" + iv + ")(0));\n";
+    s += "      const int" + std::to_string(2 * c.vw) + " rqv = vload" + std::to_string(2 * c.vw) +
+         "(0, rq + 2 * o0);\n";
+    s += gemm_internal::VectorRequant(c.vw, "r", "val", "rqv.even", "rqv.odd", 6);
+    s += "      r += c_zero;\n      if (has_res) {\n        const " + iv + " rv = (" + iv + ")(";
+    for (int v = 0; v < c.vw; ++v)
+      s += std::string(v ? ", " : "") + "Dtype_LOAD(res, yi0 + " + std::to_string(v) + " * P)";
+    s += ") - res_zero;\n";
+    s += gemm_internal::VectorRequant(c.vw, "rs", "rv", "(" + iv + ")(res_m)",
+                                      "(" + iv + ")(res_s)", 8);
+    s += "        r += rs;\n      }\n";
+    s += "      const mp_i64 lo = relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN;\n";
+    s += "      r = select(select(r, (" + lv + ")(Dtype_QMAX), r > (mp_i64)Dtype_QMAX), (" + lv +
+         ")(lo), r < lo);\n";
+    for (int v = 0; v < c.vw; ++v)
+      s += "      Dtype_STORE(y, yi0 + " + std::to_string(v) + " * P, r.s" + std::to_string(v) +
+           ");\n";
+    s += "    } else {\n";
+    return s;
+  }
+
   // Requantizes (or stores) each accumulator lane of the tile.
   std::string Epilogue() const {
     std::string body;
     body += "  Atype lanes_out[CONV_VW];\n";
     body += ForEachTile(c, [&](int j, int t) {
-      std::string s = Sub(R"(  VTO(acc#J_#T, lanes_out);
+      const bool vec = VectorRequantizes();
+      std::string s = vec ? VectorEpilogue(j, t) : "";
+      s += Sub(R"(  VTO(acc#J_#T, lanes_out);
   for (int v = 0; v < CONV_VW; ++v) {
     const int oc = ocl + #J * CONV_STEP + v;
     if (oc < OCg && pv#T) {
       const int o = g * OCg + oc;
       const int yi = (n * G * OCg + o) * P + p0 + #T;
 )",
-                          j, t);
+               j, t);
       if (!q) {
         s += R"(      float f = lanes_out[v] + (has_bias ? bias[o] : 0.0f);
       if (has_res) f += (float)Dtype_LOAD(res, yi);
@@ -521,6 +568,7 @@ struct ForwardText {
   }
 )";
       }
+      if (vec) s += "    }\n  }\n";
       return s;
     });
 
@@ -636,15 +684,14 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
   b += "  const $global Dtype* xc = x + nc * " + num(long(d.height) * d.width) + ";\n";
   b += "  const int iyb = oy0 * " + num(d.stride_h) + " - " + num(d.pad_h) + ";\n";
   b += "  const int ixb = ox * " + num(d.stride_w) + " - " + num(d.pad_w) + ";\n";
-  // The window's weights (minus the channel's zero point).
+  // int8 in float: with x_zero in the stored range, every product (x − z_x)(w − z_w) is at most
+  // 255² in magnitude and a window of at most 258 of them sums below 2^24, so float accumulates
+  // the same integers exactly, at the speed of fp32's window (an int32 multiply per tap cost
+  // int8 2–3.5× fp32's time on MobileNet's depthwise layers, PoCL). Other zero points take the
+  // int32 window.
+  const bool in_float = d.type == DataType::kInt8Q && d.kernel_h * d.kernel_w <= 258;
   b += "  const $global Wstore* wc = wt + ch * " + num(d.kernel_h * d.kernel_w) + ";\n";
   if (q) b += "  const Atype wzc = wz[ch];\n";
-  for (int ky = 0; ky < d.kernel_h; ++ky)
-    for (int kx = 0; kx < d.kernel_w; ++kx) {
-      const std::string i = num(ky * d.kernel_w + kx);
-      b += "  const Atype w" + num(ky) + "_" + num(kx) + " = (Atype)WLOAD(wc, " + i + ")" +
-           (q ? " - wzc" : "") + ";\n";
-    }
   // Each window column: inside the input or not, and a safe offset.
   for (int kx = 0; kx < d.kernel_w; ++kx) {
     const std::string c = num(kx);
@@ -653,9 +700,11 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
     b += "  const int cix" + c + " = cok" + c + " ? ix" + c + " : 0;\n";
   }
   for (int t = 0; t < rows; ++t) b += "  Atype acc" + num(t) + " = 0;\n";
-  // The input rows of the block, each multiplied into the output rows t whose window row ky
-  // meets it (r = t·sh + ky·dh).
-  auto window = [&](bool check_rows) {
+  // The window's weights (minus the channel's zero point), accumulators, and the input rows of
+  // the block, each multiplied into the output rows t whose window row ky meets it
+  // (r = t·sh + ky·dh); `fl`: in float (names f…), else in Atype.
+  auto window = [&](bool check_rows, bool fl) {
+    const std::string T = fl ? "float" : "Atype", f = fl ? "f" : "";
     std::string s;
     for (int r = 0; r < in_rows; ++r) {
       std::string uses;
@@ -663,8 +712,8 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
         for (int ky = 0; ky < d.kernel_h; ++ky)
           if (t * d.stride_h + ky * d.dilation_h == r)
             for (int kx = 0; kx < d.kernel_w; ++kx)
-              uses += "      acc" + num(t) + " += w" + num(ky) + "_" + num(kx) + " * v" + num(kx) +
-                      ";\n";
+              uses += "      " + f + "acc" + num(t) + " += " + f + "w" + num(ky) + "_" + num(kx) +
+                      " * " + f + "v" + num(kx) + ";\n";
       if (uses.empty()) continue;
       s += "    {\n";
       if (check_rows) {
@@ -677,15 +726,35 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
       for (int kx = 0; kx < d.kernel_w; ++kx) {
         const std::string c = num(kx);
         const std::string ok = check_rows ? "rok && cok" + c : "cok" + c;
-        s += "      const Atype v" + c + " = " + ok + " ? XV(Dtype_LOAD(xc, ro + cix" + c +
-             ")) : (Atype)0;\n";
+        s += "      const " + T + " " + f + "v" + c + " = " + ok + " ? (" + T +
+             ")XV(Dtype_LOAD(xc, ro + cix" + c + ")) : (" + T + ")0;\n";
       }
       s += uses + "    }\n";
     }
     return s;
   };
-  b += "  if (iyb >= 0 && iyb + " + num(in_rows - 1) + " < " + num(d.height) + ") {\n" +
-       window(false) + "  } else {\n" + window(true) + "  }\n";
+  auto block = [&](bool fl) {
+    const std::string T = fl ? "float" : "Atype", f = fl ? "f" : "";
+    std::string s;
+    for (int ky = 0; ky < d.kernel_h; ++ky)
+      for (int kx = 0; kx < d.kernel_w; ++kx) {
+        const std::string i = num(ky * d.kernel_w + kx);
+        s += "  const " + T + " " + f + "w" + num(ky) + "_" + num(kx) + " = (" + T +
+             ")((Atype)WLOAD(wc, " + i + ")" + (q ? " - wzc" : "") + ");\n";
+      }
+    if (fl)
+      for (int t = 0; t < rows; ++t) s += "  float facc" + num(t) + " = 0.0f;\n";
+    s += "  if (iyb >= 0 && iyb + " + num(in_rows - 1) + " < " + num(d.height) + ") {\n" +
+         window(false, fl) + "  } else {\n" + window(true, fl) + "  }\n";
+    if (fl)
+      for (int t = 0; t < rows; ++t) s += "  acc" + num(t) + " = (Atype)facc" + num(t) + ";\n";
+    return s;
+  };
+  if (in_float)
+    b += "  if (x_zero >= 0 && x_zero <= 255) {\n" + block(true) + "  } else {\n" + block(false) +
+         "  }\n";
+  else
+    b += block(false);
   b += "  $global Dtype* yc = y + nc * " + num(long(oh) * ow) + " + ox;\n";
   if (d.residual) b += "  const $global Dtype* rc = res + nc * " + num(long(oh) * ow) + " + ox;\n";
   if (d.bias) b += "  const Btype bc = bias[ch];\n";

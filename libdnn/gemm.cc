@@ -147,11 +147,34 @@ std::string Epilogue(const GemmDesc& d, const std::string& x, const std::string&
   return s;
 }
 
+std::string VectorRequant(int lanes, const std::string& out, const std::string& val,
+                          const std::string& mult, const std::string& shift, int indent) {
+  const std::string n = Str(lanes), l = "long" + n, u = "ulong" + n, pad(indent, ' ');
+  const std::string rr = out + "_rr", p = out + "_p", sh = out + "_sh", r1 = out + "_r1",
+                    ru = out + "_ru";
+  std::string s;
+  s += pad + "const " + l + " " + rr + " = convert_" + l + "(31 - (" + shift + "));\n";
+  s += pad + "const " + u + " " + p + " = convert_" + u + "(abs(" + val + ")) * convert_" + u +
+       "(as_uint" + n + "(" + mult + "));\n";
+  s += pad + "const " + u + " " + sh + " = convert_" + u + "(clamp(" + rr + ", (" + l + ")(1), (" +
+       l + ")(63)));\n";
+  s += pad + "const " + u + " " + r1 + " = (" + p + " + ((" + u + ")(1) << (" + sh + " - 1))) >> " +
+       sh + ";\n";
+  s += pad + "const " + u + " " + ru + " = select(select((" + u + ")(0), " + r1 + ", " + rr +
+       " < 64), " + p + ", " + rr + " <= 0);\n";
+  s += pad + l + " " + out + " = select(convert_" + l + "(" + ru + "), -convert_" + l + "(" + ru +
+       "), convert_" + l + "(" + val + ") < 0);\n";
+  s += pad + out + " = clamp(" + out + ", (" + l + ")(-2147483647L - 1), (" + l +
+       ")(2147483647L));\n";
+  return s;
+}
+
 }  // namespace gemm_internal
 
 namespace {
 
 using gemm_internal::Epilogue;
+using gemm_internal::VectorRequant;
 
 /// The output pipeline of Epilogue for the 8 columns n … n + 7 of row m at once (int8q with
 /// vw = 8, a tile vector `x`; `xs` the activation-sum vector or scalar, when needed): the same
@@ -177,15 +200,8 @@ std::string VectorEpilogue(const GemmDesc& d, const std::string& x, const std::s
     s += "vstore8(f, 0, c + m * ldc + n);\n";
     return s;
   }
-  s +=
-      "const long8 rr = convert_long8(31 - " + per_channel("shift", "int8", d.per_channel) + ");\n";
-  s += "const ulong8 p = convert_ulong8(abs(val)) * convert_ulong8(as_uint8(" +
-       per_channel("mult", "int8", d.per_channel) + "));\n";
-  s += "const ulong8 sh = convert_ulong8(clamp(rr, (long8)(1), (long8)(63)));\n";
-  s += "const ulong8 r1 = (p + ((ulong8)(1) << (sh - 1))) >> sh;\n";
-  s += "const ulong8 ru = select(select((ulong8)(0), r1, rr < 64), p, rr <= 0);\n";
-  s += "long8 r = select(convert_long8(ru), -convert_long8(ru), convert_long8(val) < 0);\n";
-  s += "r = clamp(r, (long8)(-2147483647L - 1), (long8)(2147483647L));\n";
+  s += VectorRequant(8, "r", "val", per_channel("mult", "int8", d.per_channel),
+                     per_channel("shift", "int8", d.per_channel));
   s += std::string("const mp_i64 lo = ") + (d.relu ? "0" : "(mp_i64)Ctype_QMIN - c_zero") +
        ", hi = (mp_i64)Ctype_QMAX - c_zero;\n";
   s += "r = select(select(r, (long8)(hi), r > hi), (long8)(lo), r < lo);\n";

@@ -14,4 +14,12 @@ namespace mpcaffe::libdnn::gemm_internal {
 std::string Epilogue(const GemmDesc& d, const std::string& x, const std::string& xs,
                      bool folded = false);
 
+/// OpenCL text declaring `long<lanes> out`: mp_requant32 lane by lane of the int<lanes> `val`
+/// with the int<lanes> multipliers `mult` and shifts `shift` (the same integers, saturated to
+/// int32; the product of an int32 accumulator fits 64 bits, so mp_requant64's 128-bit steps
+/// reduce to one rounding shift). Temporaries are named `out` + "_…"; each line is indented by
+/// `indent` spaces.
+std::string VectorRequant(int lanes, const std::string& out, const std::string& val,
+                          const std::string& mult, const std::string& shift, int indent = 0);
+
 }  // namespace mpcaffe::libdnn::gemm_internal

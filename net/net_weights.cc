@@ -41,7 +41,7 @@ void ApplyRange(const caffe::QuantizerParameter& p, quant::Quantizer* q) {
     q->SetObserved(p.observed_min(), p.observed_max());
   if (p.has_min_in() && p.has_max_in()) q->SetInputRange(p.min_in(), p.max_in());
   if (p.has_min_out() && p.has_max_out()) q->SetOutputRange(p.min_out(), p.max_out());
-  if (p.channel_scale_size() > 0)  // 4-bit weights' per-channel scales
+  if (p.channel_scale_size() > 0)  // per-channel weights' scales (4-bit, int8 depthwise)
     q->set_channel_scales(std::vector<float>(p.channel_scale().begin(), p.channel_scale().end()));
 }
 
@@ -98,19 +98,29 @@ void CopyParamBlob(const caffe::BlobProto& bp, const std::string& layer, int i, 
                      ": packed_data has " + std::to_string(bp.packed_data().size()) + " bytes, " +
                      target.shape_string() + " of " + Name(from) + " needs " +
                      std::to_string(count * SizeOf(from)));
-    if (from == target.type()) {
+    // Per-channel weights (int8 depthwise) were saved with one scale per output channel.
+    const size_t rows = target.num_axes() > 0 ? target.shape(0) : 0;
+    const bool saved_channel_scales = IsQuantized(from) && i < l->num_blob_quantizers() &&
+                                      rows > 0 &&
+                                      l->blob_quantizer(i).channel_scales().size() == rows;
+    const bool needs_channel_scales =
+        i < l->num_blob_quantizers() && l->blob_quantizer(i).per_channel_weights();
+    if (from == target.type() && saved_channel_scales == needs_channel_scales) {
       l->SetParamStorage(i, bp.packed_data().data());
       return;
     }
     std::vector<float> values(count);
     if (IsQuantized(from)) {
       quant::Quantizer& q = l->blob_quantizer(i);
-      if (!q.has_observed())
+      if (!saved_channel_scales && !q.has_observed())
         throw NetError("layer '" + layer + "', parameter blob " + std::to_string(i) + ": packed " +
                        Name(from) + " data without a range for quantizer '" + q.name() + "'");
       const auto params =
-          quant::ChooseQuantParams(q.observed_min(), q.observed_max(), from, q.symmetric());
-      quant::DequantizeTensor(bp.packed_data().data(), count, params, values.data());
+          saved_channel_scales
+              ? quant::SymmetricChannelParams(q.channel_scales(), from)
+              : quant::ChooseQuantParams(q.observed_min(), q.observed_max(), from, q.symmetric());
+      quant::DequantizeTensor(bp.packed_data().data(), count, params, values.data(),
+                              saved_channel_scales ? count / rows : 1);
     } else if (from == DataType::kFloat16) {
       const auto* h = reinterpret_cast<const uint16_t*>(bp.packed_data().data());
       for (size_t k = 0; k < count; ++k) values[k] = HalfToFloat(h[k]);

@@ -186,6 +186,27 @@ QuantParams ChoosePerChannelQuantParams(const std::vector<double>& mins,
   return p;
 }
 
+QuantParams SymmetricChannelParams(const std::vector<float>& scales, DataType type) {
+  QuantParams p = EmptyParams(type, true, "SymmetricChannelParams");
+  p.axis = 0;
+  p.scale = scales;
+  p.zero_point.assign(scales.size(), (p.qmin + p.qmax + 1) / 2);  // ChooseChannel's `mid`
+  p.Validate();
+  return p;
+}
+
+QuantParams ChooseWeightChannelParams(const float* w, size_t channels, size_t k, DataType type) {
+  std::vector<double> mins(channels, 0.0), maxs(channels, 0.0);
+  for (size_t c = 0; c < channels; ++c)
+    for (size_t i = 0; i < k; ++i) {
+      const float v = w[c * k + i];
+      if (std::isnan(v)) continue;
+      mins[c] = std::min<double>(mins[c], v);
+      maxs[c] = std::max<double>(maxs[c], v);
+    }
+  return ChoosePerChannelQuantParams(mins, maxs, 0, type, true);
+}
+
 int32_t QuantizeValue(float x, float scale, int32_t zero_point, int32_t qmin, int32_t qmax) {
   if (std::isnan(x)) return zero_point;
   // nearbyint rounds half to even in the default floating-point environment, like OpenCL rint

@@ -64,6 +64,16 @@ QuantParams ChoosePerChannelQuantParams(const std::vector<double>& mins,
                                         const std::vector<double>& maxs, int axis, DataType type,
                                         bool symmetric = false);
 
+/// Symmetric per-channel parameters of `type` along axis 0 with the given scales and the zero
+/// point in the middle of the range (128, 32768): the storage parameters of per-output-channel
+/// weights (int8 depthwise convolutions; 4-bit weights inside an int8 blob).
+QuantParams SymmetricChannelParams(const std::vector<float>& scales, DataType type);
+
+/// Symmetric per-channel parameters of `type` for `channels` rows of `k` weights (row c is
+/// channel c): ChoosePerChannelQuantParams of each row's range (NaN skipped), symmetric, so the
+/// scale of row c is max|w_c| / 127 for int8q. They equal SymmetricChannelParams of their scales.
+QuantParams ChooseWeightChannelParams(const float* w, size_t channels, size_t k, DataType type);
+
 /// The reference quantization of one value (all conversion kernels do exactly this, in float):
 ///   NaN → zero_point; otherwise r = round-half-to-even(x / scale) (a true IEEE division,
 ///   not x · (1/scale)), v = r + (float)zero_point, saturated to [qmin, qmax]. ±Inf and

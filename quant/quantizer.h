@@ -74,6 +74,11 @@ class Quantizer {
   void set_weight_bits(int bits) { weight_bits_ = bits; }
   const std::vector<float>& channel_scales() const { return channel_scales_; }
   void set_channel_scales(std::vector<float> scales) { channel_scales_ = std::move(scales); }
+  /// Per-output-channel symmetric weights of the blob's own type (int8 depthwise convolutions):
+  /// one scale per output channel, channel_scales() (chosen from the fp32 weights with
+  /// ChooseWeightChannelParams, or loaded), the zero point the middle of the range.
+  bool per_channel_weights() const { return per_channel_weights_; }
+  void set_per_channel_weights(bool on) { per_channel_weights_ = on; }
   Int4ScaleMethod weight_scale_method() const { return weight_scale_method_; }
   void set_weight_scale_method(Int4ScaleMethod m) { weight_scale_method_ = m; }
 
@@ -145,6 +150,7 @@ class Quantizer {
   bool symmetric_ = false;
   int weight_bits_ = 8;
   std::vector<float> channel_scales_;
+  bool per_channel_weights_ = false;
   Int4ScaleMethod weight_scale_method_ = Int4ScaleMethod::kMinMse;
 
   vptr<uint32_t> range_;                         // device: float bits of {min, max}

@@ -78,16 +78,8 @@ double Int4WeightMse(const float* w, size_t channels, size_t k, const std::vecto
 }
 
 QuantParams Int4StorageParams(const std::vector<float>& scales) {
-  QuantParams p;
-  p.type = DataType::kInt8Q;
-  p.qmin = 0;
-  p.qmax = 255;
-  p.symmetric = true;
-  p.axis = 0;
-  p.scale = scales;
-  p.zero_point.assign(scales.size(), kInt4StorageZero);
-  p.Validate();
-  return p;
+  static_assert(kInt4StorageZero == 128, "the symmetric int8q zero point");
+  return SymmetricChannelParams(scales, DataType::kInt8Q);
 }
 
 // ---- 16-bit accumulator ------------------------------------------------------------------

@@ -299,7 +299,10 @@ TEST_P(ConvForward, DepthwiseRowsMatchReference) {
       ConvDesc d = DescOf(s, t, index);
       d.residual = index % 3 == 0;
       SCOPED_TRACE(d.ToString() + " rows " + std::to_string(rows));
-      const ConvQuant quant = TestQuant(d, index % 2 == 0, rng);
+      ConvQuant quant = TestQuant(d, index % 2 == 0, rng);
+      // int8 accumulates in float when z_x is in the stored range; every fifth case has one
+      // beyond it (the int32 window).
+      if (t == DataType::kInt8Q && index % 5 == 4) quant.x_zero = 300;
       CheckForward(d, quant, rng, [&](const ConvDesc& dd, const ConvQuant& qq) {
         Convolution c = Convolution::Depthwise(dev, dd, qq, rows);
         EXPECT_TRUE(c.forward_depthwise());

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "device/settings.h"
 #include "layers/layer_registry.h"
 #include "net/memory_planner.h"
 #include "net/net.h"
@@ -439,6 +440,85 @@ TEST(Net, Int4WeightsCaffemodelRoundTrip) {
     EXPECT_NE(m.find("'fc', parameter blob 0"), std::string::npos) << m;
     EXPECT_NE(m.find("53 bytes"), std::string::npos) << m;
   }
+  fs::remove_all(dir);
+}
+
+// int8 depthwise convolutions keep one symmetric weight scale per channel (chosen from the fp32
+// weights, saved as channel_scale beside the ranges): channels 100× apart in size each keep
+// their own 8 bits, where one scale for the layer rounds the small channel's weights to a few
+// steps (MPCAFFE_DEPTHWISE_PER_CHANNEL=0). Saving and loading gives the same bytes and outputs;
+// an fp32 net reads the same real weights; other convolutions stay per tensor.
+TEST(Net, Int8DepthwiseWeightsHaveAScalePerChannel) {
+  const fs::path dir = TempDir("dwpc");
+  const char* text = R"(
+name: "dw"
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 1 dim: 4 dim: 6 dim: 6 } } }
+layer { name: "dw" type: "Convolution" bottom: "x" top: "d"
+        convolution_param { num_output: 4 group: 4 kernel_size: 3 pad: 1
+                            weight_filler { type: "gaussian" std: 1 } } }
+layer { name: "pw" type: "Convolution" bottom: "d" top: "y"
+        convolution_param { num_output: 2 kernel_size: 1
+                            weight_filler { type: "gaussian" std: 1 } } }
+)";
+  caffe::NetParameter p = WithDataType(Text(text), DataType::kInt8Q);
+  p.mutable_layer(0)->set_top_data_type(caffe::CAFFE_FLOAT);
+  Net f(WithDataType(p, DataType::kFloat32), Dev());
+  std::vector<float> w = f.layer("dw").ParamAsFloat(0);
+  const float size[4] = {1.0f, 0.3f, 0.1f, 0.01f};
+  for (size_t i = 0; i < w.size(); ++i) w[i] *= size[i / 9];
+  f.layer("dw").SetParamFromFloat(0, w);
+  f.SetQuantMode(quant::QuantizerMode::kObserve);
+  f.Forward();
+  caffe::NetParameter calibrated;
+  f.ToProto(&calibrated);
+
+  // The largest relative error of each channel's int8 weights.
+  auto channel_errors = [&](Net& n) {
+    const std::vector<float> got = n.layer("dw").ParamAsFloat(0);
+    std::vector<double> err(4, 0.0);
+    for (int c = 0; c < 4; ++c) {
+      double big = 0;
+      for (int k = 0; k < 9; ++k) big = std::max(big, double(std::fabs(w[c * 9 + k])));
+      for (int k = 0; k < 9; ++k)
+        err[c] = std::max(err[c], std::fabs(double(got[c * 9 + k]) - w[c * 9 + k]) / big);
+    }
+    return err;
+  };
+  Net a(p, Dev());
+  a.CopyTrainedLayersFrom(calibrated);
+  const quant::QuantParams wq = a.layer("dw").BlobParams(0);
+  ASSERT_TRUE(wq.per_channel());
+  ASSERT_EQ(wq.channels(), 4u);
+  EXPECT_FALSE(a.layer("pw").BlobParams(0).per_channel());
+  for (double e : channel_errors(a)) EXPECT_LE(e, 0.5 / 127 + 1e-6);
+  {
+    ScopedSettings env;
+    env->depthwise_per_channel = "0";
+    Net t(p, Dev());
+    t.CopyTrainedLayersFrom(calibrated);
+    EXPECT_FALSE(t.layer("dw").BlobParams(0).per_channel());
+    EXPECT_GT(channel_errors(t)[3], 0.1);  // 1% of the largest weight: steps of ~8%
+  }
+
+  const std::string first = (dir / "dw_1.caffemodel").string();
+  const std::string second = (dir / "dw_2.caffemodel").string();
+  a.Save(first);
+  Net b(p, Dev());
+  b.CopyTrainedLayersFrom(first);
+  b.Save(second);
+  EXPECT_EQ(ReadBytes(first), ReadBytes(second));
+  int scales = 0;
+  const caffe::NetParameter saved = ReadNetParameterBinary(first);
+  for (const auto& q : saved.quantizer())
+    if (q.name() == "dw/blob0") scales = q.channel_scale_size();
+  EXPECT_EQ(scales, 4);
+  for (Net* n : {&a, &b}) n->blob("x").FromFloat(f.blob("x").ToFloat());
+  a.Forward();
+  b.Forward();
+  EXPECT_EQ(a.blob("y").ToFloat(), b.blob("y").ToFloat());
+  Net g(WithDataType(p, DataType::kFloat32), Dev());
+  g.CopyTrainedLayersFrom(first);
+  EXPECT_EQ(g.layer("dw").ParamAsFloat(0), a.layer("dw").ParamAsFloat(0));
   fs::remove_all(dir);
 }
 

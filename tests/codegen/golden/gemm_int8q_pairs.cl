@@ -207,12 +207,12 @@ __kernel void gemm_int8q(
         const int n = n0 + 0;
         int8 val = acc0_0 - x_zero * vload8(0, wsum + n) + K * x_zero * w_zero;
         val += vload8(0, bias + n);
-        const long8 rr = convert_long8(31 - vload8(0, shift + n));
-        const ulong8 p = convert_ulong8(abs(val)) * convert_ulong8(as_uint8(vload8(0, mult + n)));
-        const ulong8 sh = convert_ulong8(clamp(rr, (long8)(1), (long8)(63)));
-        const ulong8 r1 = (p + ((ulong8)(1) << (sh - 1))) >> sh;
-        const ulong8 ru = select(select((ulong8)(0), r1, rr < 64), p, rr <= 0);
-        long8 r = select(convert_long8(ru), -convert_long8(ru), convert_long8(val) < 0);
+        const long8 r_rr = convert_long8(31 - (vload8(0, shift + n)));
+        const ulong8 r_p = convert_ulong8(abs(val)) * convert_ulong8(as_uint8(vload8(0, mult + n)));
+        const ulong8 r_sh = convert_ulong8(clamp(r_rr, (long8)(1), (long8)(63)));
+        const ulong8 r_r1 = (r_p + ((ulong8)(1) << (r_sh - 1))) >> r_sh;
+        const ulong8 r_ru = select(select((ulong8)(0), r_r1, r_rr < 64), r_p, r_rr <= 0);
+        long8 r = select(convert_long8(r_ru), -convert_long8(r_ru), convert_long8(val) < 0);
         r = clamp(r, (long8)(-2147483647L - 1), (long8)(2147483647L));
         const mp_i64 lo = 0, hi = (mp_i64)Ctype_QMAX - c_zero;
         r = select(select(r, (long8)(hi), r > hi), (long8)(lo), r < lo);
