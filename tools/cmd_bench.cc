@@ -359,19 +359,49 @@ int BenchGemmModel(const std::vector<std::string>& args) {
   }
 }
 
+const char kBenchUsage[] =
+    "usage: mpcaffe bench gemm [--device all|i,j] [--json out.json]\n"
+    "       mpcaffe bench gemm --model <prototxt> [--batch b] [--device all|i,j]\n"
+    "         [--json f]\n"
+    "       mpcaffe bench net --model <prototxt> [--dtypes fp32,fp16,int16,int8,int8w4]\n"
+    "         [--batch 1,16,64] [--device(s) all|i,j] [--reduced-memory both|on|off]\n"
+    "         [--iterations N] [--no-setup] [--no-progress] [--json out.json]\n";
+
+/// `bench gemm`'s arguments: flags it knows, each followed by its value. Returns the exit status
+/// for --help (0) or an unknown or incomplete flag (2, named on stderr), else -1: run.
+int CheckBenchGemmArgs(const std::vector<std::string>& args) {
+  const bool model = !FlagValue(args, "--model").empty();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kBenchUsage, stdout);
+      return 0;
+    }
+    const bool known = a == "--device" || a == "--json" ||
+                       (model && (a == "--model" || a == "--batch"));
+    if (!known || i + 1 >= args.size()) {
+      std::fprintf(stderr, "mpcaffe bench gemm: %s '%s'\n%s",
+                   known ? "no value after" : "unknown argument", a.c_str(), kBenchUsage);
+      return 2;
+    }
+    ++i;  // the flag's value
+  }
+  return -1;
+}
+
 int BenchCommand(const std::vector<std::string>& args) {
   const std::vector<std::string> rest(args.empty() ? args.end() : args.begin() + 1, args.end());
-  if (!args.empty() && args[0] == "gemm")
+  if (!args.empty() && args[0] == "gemm") {
+    if (const int status = CheckBenchGemmArgs(rest); status >= 0) return status;
     return FlagValue(rest, "--model").empty() ? BenchGemm(rest) : BenchGemmModel(rest);
+  }
   if (!args.empty() && args[0] == "net") return BenchNet(rest);
   if (!args.empty() && args[0] == "net-setup") return BenchNetSetupCommand(rest);
-  std::fprintf(stderr,
-               "usage: mpcaffe bench gemm [--device all|i,j] [--json out.json]\n"
-               "       mpcaffe bench gemm --model <prototxt> [--batch b] [--device all|i,j]\n"
-               "         [--json f]\n"
-               "       mpcaffe bench net --model <prototxt> [--dtypes fp32,fp16,int16,int8]\n"
-               "         [--batch 1,16,64] [--device(s) all|i,j] [--reduced-memory both|on|off]\n"
-               "         [--iterations N] [--no-setup] [--no-progress] [--json out.json]\n");
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    std::fputs(kBenchUsage, stdout);
+    return 0;
+  }
+  std::fputs(kBenchUsage, stderr);
   return 2;
 }
 

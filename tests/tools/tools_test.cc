@@ -249,6 +249,21 @@ layer { name: "fc" type: "InnerProduct" bottom: "conv" top: "fc"
   EXPECT_LT(row["setup_warm_s"].number, row["setup_cold_s"].number);
 }
 
+TEST_F(ToolsTest, BenchGemmAnswersHelpAndRejectsUnknownArguments) {
+  // --help prints the usage and runs nothing; an unknown flag or a flag without its value is an
+  // error naming it (before, both silently started the whole benchmark).
+  const auto help = RunMpcaffe("bench gemm --help");
+  EXPECT_EQ(help.status, 0);
+  EXPECT_NE(help.out.find("usage: mpcaffe bench gemm"), std::string::npos) << help.out;
+  const auto bogus = RunMpcaffe("bench gemm --dtypes int8w4 2>&1");
+  EXPECT_EQ(bogus.status, 2);
+  EXPECT_NE(bogus.out.find("unknown argument '--dtypes'"), std::string::npos) << bogus.out;
+  const auto missing = RunMpcaffe("bench gemm --json 2>&1");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.out.find("no value after '--json'"), std::string::npos) << missing.out;
+  EXPECT_EQ(RunMpcaffe("bench gemm --model m.prototxt --bogus 1 2>/dev/null").status, 2);
+}
+
 TEST_F(ToolsTest, BenchNetRejectsBadArguments) {
   EXPECT_EQ(RunMpcaffe("bench net --dtypes fp32 2>/dev/null").status, 2);
   EXPECT_EQ(RunMpcaffe("bench net --model '" + LeNet() + "' --dtypes fp64 2>/dev/null").status, 2);
