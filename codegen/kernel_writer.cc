@@ -56,7 +56,7 @@ const char* kVectorOpenCLText = R"(typedef @O@N @V;
 #define @V_STORE(x, p) vstore@N((x), 0, (p))
 )";
 
-const char* kVectorCudaText = R"(struct @V {
+const char* kVectorCudaText = R"(struct @A@V {
   @S s[@N];
   __device__ __forceinline__ @V() {}
   __device__ __forceinline__ @V(@S x) {
@@ -93,6 +93,37 @@ __device__ __forceinline__ void @V_store(const @V& x, T* p) {
 #define @V_LOAD_HALF(p) @V_load(p)
 #define @V_LOAD_CONV(p) @V_load(p)
 #define @V_STORE(x, p) @V_store((x), (p))
+)";
+
+// CUDA vectors of a whole number of 16-byte words (AddVector declares them alignas(16)): loads
+// and stores of the lane type itself move whole words where the address is 16-byte aligned
+// (one ld/st.v4 per word) and go lane by lane otherwise. Operands may start at any element
+// (buffer offsets, any ld), so the alignment is tested, not assumed: a warp's test is uniform
+// wherever its vectors are (the packed weights, the im2col columns, aligned rows).
+const char* kVectorWordsCudaText = R"(#ifndef MP_WORDS16
+#define MP_WORDS16
+struct alignas(16) mp_words16 {
+  unsigned int w[4];
+};
+#endif
+__device__ __forceinline__ @V @V_load(const @S* p) {
+  @V r;
+  if ((reinterpret_cast<unsigned long long>(p) & 15) == 0) {
+    for (int i = 0; i < @W; ++i)
+      reinterpret_cast<mp_words16*>(r.s)[i] = reinterpret_cast<const mp_words16*>(p)[i];
+  } else {
+    for (int l = 0; l < @N; ++l) r.s[l] = p[l];
+  }
+  return r;
+}
+__device__ __forceinline__ void @V_store(const @V& x, @S* p) {
+  if ((reinterpret_cast<unsigned long long>(p) & 15) == 0) {
+    for (int i = 0; i < @W; ++i)
+      reinterpret_cast<mp_words16*>(p)[i] = reinterpret_cast<const mp_words16*>(x.s)[i];
+  } else {
+    for (int l = 0; l < @N; ++l) p[l] = x.s[l];
+  }
+}
 )";
 
 const char* kVectorFmaCudaText = R"(__device__ __forceinline__ @V fma(@V a, const @V& b, const @V& c) {
@@ -348,6 +379,7 @@ const Dialect kOpenCL = {
     /*dot4_build_options=*/"-cl-std=CL3.0",
     /*select=*/"#define MP_SELECT(a, b, c) select((a), (b), (c))\n",
     /*vector_decl=*/kVectorOpenCLText,
+    /*vector_words=*/"",
     /*vector_fma=*/"",
     /*pair_product16=*/kPairProduct16OpenCLText,
     /*byte_pair_product16=*/kBytePairProduct16OpenCLText,
@@ -382,6 +414,7 @@ const Dialect kCuda = {
     /*dot4_build_options=*/"",
     /*select=*/"#define MP_SELECT(a, b, c) ((c) ? (b) : (a))\n",
     /*vector_decl=*/kVectorCudaText,
+    /*vector_words=*/kVectorWordsCudaText,
     /*vector_fma=*/kVectorFmaCudaText,
     /*pair_product16=*/kPairProduct16CudaText,
     /*byte_pair_product16=*/kBytePairProduct16CudaText,
@@ -623,10 +656,16 @@ KernelWriter& KernelWriter::AddVector(const std::string& alias, Scalar s, int la
   std::string text = std::string("// ") + alias + ": " + std::to_string(lanes) + " x " + t.alias +
                      "\n" + dialect_.vector_decl;
   if (t.is_float) text += dialect_.vector_fma;
+  // Vectors of whole 16-byte words: aligned, with word loads and stores where the dialect has
+  // them (Dialect::vector_words).
+  const int words = t.bits * lanes % 128 == 0 ? t.bits * lanes / 128 : 0;
+  if (words) text += dialect_.vector_words;
   auto replace = [&](const std::string& from, const std::string& to) {
     for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
       text.replace(at, from.size(), to);
   };
+  replace("@A", words && *dialect_.vector_words ? "alignas(16) " : "");
+  replace("@W", std::to_string(words));
   replace("@V", alias);
   replace("@S", t.alias);
   replace("@O", t.opencl);

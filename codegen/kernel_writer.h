@@ -46,8 +46,13 @@ struct Dialect {
   /// @V_STORE(x, p): OpenCL's built-in vectors and vloadn/vstoren; on CUDA a struct of @N
   /// lanes with the element-wise operators the kernels use (+ - * += and, for float lanes,
   /// fma), loaded and stored lane by lane (operands start at any element, so wider aligned
-  /// loads cannot be assumed).
+  /// loads cannot be assumed) — except as `vector_words` adds.
   const char* vector_decl;
+  /// For a vector of a whole number (`@W`) of 16-byte words: loads and stores of its own lane
+  /// type that move whole words where the address is 16-byte aligned (CUDA: alignas(16)
+  /// structs, one 128-bit access per word, lane by lane otherwise); "" where vector_decl's
+  /// loads are already the machine's vector loads (OpenCL's vloadn).
+  const char* vector_words;
   const char* vector_fma;  // the float-lane fma(a, b, c) of such a vector ("" where built in)
   /// KernelHelper::kPairProduct16's text (MP_MADD16, MP_PAIR16 over the dialect's 16-lane
   /// short vector); nullptr where the dialect has no form of it yet.

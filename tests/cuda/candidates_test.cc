@@ -58,6 +58,7 @@ TEST(CudaCandidates, EveryGemmCandidateShapeOfEveryTypeCompiles) {
   size_t candidates = 0;
   int compiles = 0, shapes = 0, dot4 = 0;
   std::set<int> widths;
+  int fp32_vector_ptx = 0, wide_loads = 0;
   const auto start = std::chrono::steady_clock::now();
   for (DataType t : kAllDataTypes) {
     std::set<std::tuple<int, int, int, int>> seen;  // (algorithm, vw, kp, lm)
@@ -93,6 +94,14 @@ TEST(CudaCandidates, EveryGemmCandidateShapeOfEveryTypeCompiles) {
               ++dot4;
               EXPECT_NE(out.ptx.find("dp4a"), std::string::npos) << d.ToString() << " " << c.ToString();
             }
+            // fp32 vectors of whole 16-byte words load them 128 bits at a time where aligned
+            // (Dialect::vector_words).
+            if (t == DataType::kFloat32 && c.vw >= 4) {
+              ++fp32_vector_ptx;
+              if (out.ptx.find("ld.global.v4") != std::string::npos ||
+                  out.ptx.find("ld.global.nc.v4") != std::string::npos)
+                ++wide_loads;
+            }
           } catch (const std::exception& e) {
             ADD_FAILURE() << d.ToString() << " " << c.ToString() << " for " << arch << ":\n"
                           << e.what();
@@ -104,7 +113,10 @@ TEST(CudaCandidates, EveryGemmCandidateShapeOfEveryTypeCompiles) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("GEMM NVRTC: %zu CUDA candidates of 4 types, %d kernel shapes, %d compiles "
-              "(%d int8 PTX with dp4a) in %.1f s\n", candidates, shapes, compiles, dot4, seconds);
+              "(%d int8 PTX with dp4a; %d of %d fp32 vector PTX with 128-bit global loads) in %.1f s\n",
+              candidates, shapes, compiles, dot4, wide_loads, fp32_vector_ptx, seconds);
+  EXPECT_GT(fp32_vector_ptx, 0);
+  EXPECT_GT(wide_loads, 0) << "no fp32 vector GEMM loads 128 bits at a time";
   // Every vector width the OpenCL candidates have, and scalar tiles.
   for (int vw : {1, 4, 8, 16}) EXPECT_TRUE(widths.count(vw)) << "no CUDA candidate with vw = " << vw;
   EXPECT_GT(dot4, 0);

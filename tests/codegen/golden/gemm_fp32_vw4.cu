@@ -7,7 +7,7 @@ typedef unsigned int mp_u32;
 typedef long long mp_i64;
 typedef unsigned long long mp_u64;
 // CV: 4 x float
-struct CV {
+struct alignas(16) CV {
   float s[4];
   __device__ __forceinline__ CV() {}
   __device__ __forceinline__ CV(float x) {
@@ -47,6 +47,30 @@ __device__ __forceinline__ void CV_store(const CV& x, T* p) {
 __device__ __forceinline__ CV fma(CV a, const CV& b, const CV& c) {
   for (int l = 0; l < 4; ++l) a.s[l] = fmaf(a.s[l], b.s[l], c.s[l]);
   return a;
+}
+#ifndef MP_WORDS16
+#define MP_WORDS16
+struct alignas(16) mp_words16 {
+  unsigned int w[4];
+};
+#endif
+__device__ __forceinline__ CV CV_load(const float* p) {
+  CV r;
+  if ((reinterpret_cast<unsigned long long>(p) & 15) == 0) {
+    for (int i = 0; i < 1; ++i)
+      reinterpret_cast<mp_words16*>(r.s)[i] = reinterpret_cast<const mp_words16*>(p)[i];
+  } else {
+    for (int l = 0; l < 4; ++l) r.s[l] = p[l];
+  }
+  return r;
+}
+__device__ __forceinline__ void CV_store(const CV& x, float* p) {
+  if ((reinterpret_cast<unsigned long long>(p) & 15) == 0) {
+    for (int i = 0; i < 1; ++i)
+      reinterpret_cast<mp_words16*>(p)[i] = reinterpret_cast<const mp_words16*>(x.s)[i];
+  } else {
+    for (int l = 0; l < 4; ++l) p[l] = x.s[l];
+  }
 }
 // Atype: fp32
 typedef float Atype;

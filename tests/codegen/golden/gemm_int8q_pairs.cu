@@ -7,7 +7,7 @@ typedef unsigned int mp_u32;
 typedef long long mp_i64;
 typedef unsigned long long mp_u64;
 // CV: 8 x int
-struct CV {
+struct alignas(16) CV {
   int s[8];
   __device__ __forceinline__ CV() {}
   __device__ __forceinline__ CV(int x) {
@@ -44,6 +44,30 @@ __device__ __forceinline__ void CV_store(const CV& x, T* p) {
 #define CV_LOAD_HALF(p) CV_load(p)
 #define CV_LOAD_CONV(p) CV_load(p)
 #define CV_STORE(x, p) CV_store((x), (p))
+#ifndef MP_WORDS16
+#define MP_WORDS16
+struct alignas(16) mp_words16 {
+  unsigned int w[4];
+};
+#endif
+__device__ __forceinline__ CV CV_load(const int* p) {
+  CV r;
+  if ((reinterpret_cast<unsigned long long>(p) & 15) == 0) {
+    for (int i = 0; i < 2; ++i)
+      reinterpret_cast<mp_words16*>(r.s)[i] = reinterpret_cast<const mp_words16*>(p)[i];
+  } else {
+    for (int l = 0; l < 8; ++l) r.s[l] = p[l];
+  }
+  return r;
+}
+__device__ __forceinline__ void CV_store(const CV& x, int* p) {
+  if ((reinterpret_cast<unsigned long long>(p) & 15) == 0) {
+    for (int i = 0; i < 2; ++i)
+      reinterpret_cast<mp_words16*>(p)[i] = reinterpret_cast<const mp_words16*>(x.s)[i];
+  } else {
+    for (int l = 0; l < 8; ++l) p[l] = x.s[l];
+  }
+}
 // Atype: int8q
 typedef mp_u8 Atype;
 typedef int Atype_c;
