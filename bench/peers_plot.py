@@ -9,16 +9,12 @@ ratios per device (the figure issue 19 is held to) and writes the PNG.
 """
 import argparse
 import json
-import math
 import os
+import sys
 from collections import defaultdict
 
-
-def net_name(model):
-    base = os.path.basename(model)
-    if base == "deploy.prototxt":
-        base = os.path.basename(os.path.dirname(model))
-    return base.replace("_deploy.prototxt", "").replace(".prototxt", "")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import geomean, net_key  # noqa: E402  (bench/report.py, beside this file)
 
 
 def load(paths):
@@ -29,7 +25,7 @@ def load(paths):
             doc = json.load(f)
         if doc.get("kind") not in (None, "peers") or "results" not in doc:
             raise SystemExit(f"peers_plot.py: {path} is not a bench/peers.py file")
-        net = net_name(doc["model"])
+        net = net_key(doc["model"])
         for r in doc["results"]:
             if r.get("engine") != "onnxruntime" or not r.get("forward_ms_median"):
                 continue
@@ -53,7 +49,7 @@ def main(argv=None):
     for d in devices:
         fp32 = [ratios[k][d] for k in keys if k[1] == 1 and k[2] == "fp32" and d in ratios[k]]
         if fp32:
-            g = math.exp(sum(math.log(x) for x in fp32) / len(fp32))
+            g = geomean(fp32)
             print(f"{d}: fp32 batch 1 geometric mean of mpcaffe / ONNX Runtime over "
                   f"{len(fp32)} nets: {g:.2f} (worst {max(fp32):.2f})")
 

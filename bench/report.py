@@ -71,12 +71,14 @@ NET_TITLE = {"imagenet_caffenet": "AlexNet (paper's ImageNet)",
 
 
 def net_key(model_path):
-    """imagenet_caffenet for .../imagenet_caffenet/net_float_1.prototxt; lenet for lenet.prototxt."""
+    """imagenet_caffenet for .../imagenet_caffenet/net_float_1.prototxt, bvlc_alexnet for
+    .../bvlc_alexnet/deploy.prototxt, resnet50 for .../resnet50_deploy.prototxt; lenet for
+    lenet.prototxt."""
     base = os.path.basename(model_path)
     stem = os.path.splitext(base)[0]
-    if stem.startswith("net_"):
+    if stem.startswith("net_") or stem == "deploy":
         return os.path.basename(os.path.dirname(os.path.abspath(model_path)))
-    return stem
+    return stem[:-len("_deploy")] if stem.endswith("_deploy") else stem
 
 
 def title(key):
