@@ -164,7 +164,12 @@ DeviceMemory::DeviceMemory(Device* device, size_t bytes) : device_(device), byte
   device_->CountAlloc(bytes_);
 }
 
-DeviceMemory::~DeviceMemory() { device_->CountFree(bytes_); }
+DeviceMemory::DeviceMemory(Device* device, size_t bytes, std::shared_ptr<DeviceMemory> parent)
+    : device_(device), bytes_(bytes), parent_(std::move(parent)) {}
+
+DeviceMemory::~DeviceMemory() {
+  if (!parent_) device_->CountFree(bytes_);
+}
 
 uint64_t ByteLimitFromEnvironment() {
   const std::string& text = GetSettings().max_device_bytes;

@@ -43,6 +43,9 @@ struct DeviceInfo {
   // 4-way int8 dot product: CUDA sm_61+ dp4a; cl_khr_integer_dot_product with packed 4×8-bit
   // inputs on an OpenCL 3.x device
   bool dot_product = false;
+  /// The byte alignment a view of an allocation (Device::SubMemory) must start at: OpenCL's
+  /// CL_DEVICE_MEM_BASE_ADDR_ALIGN (in bytes), 256 on CUDA.
+  size_t sub_memory_align = 256;
   std::vector<std::string> extensions;
 };
 
@@ -52,20 +55,27 @@ uint64_t ByteLimitFromEnvironment();
 
 class Device;
 
-/// One device allocation. Its lifetime is counted in its device's byte counters.
+/// One device allocation. Its lifetime is counted in its device's byte counters — unless it is
+/// a view of part of another allocation (Device::SubMemory), which counts nothing and keeps its
+/// parent alive.
 class DeviceMemory {
  public:
   DeviceMemory(Device* device, size_t bytes);
+  /// A view of `bytes` bytes of `parent` (not counted).
+  DeviceMemory(Device* device, size_t bytes, std::shared_ptr<DeviceMemory> parent);
   virtual ~DeviceMemory();
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;
 
   Device* device() const { return device_; }
   size_t bytes() const { return bytes_; }
+  /// The allocation this one is a view of, or null.
+  const std::shared_ptr<DeviceMemory>& parent() const { return parent_; }
 
  private:
   Device* device_;
   size_t bytes_;
+  std::shared_ptr<DeviceMemory> parent_;
 };
 
 /// A typed device pointer: an allocation plus an element offset. On OpenCL a kernel receives
@@ -234,6 +244,16 @@ class Device {
   template <typename T>
   vptr<T> Alloc(size_t count) {
     return vptr<T>(Allocate(count * sizeof(T)));
+  }
+  /// Bytes [offset, offset + bytes) of `parent` as an allocation of their own: kernels, copies and
+  /// fills take it like any other, and write the parent's bytes (a producer writing straight
+  /// into its slice of a Concat's output). Null when the device cannot place a buffer at
+  /// `offset`: OpenCL sub-buffers must start at a multiple of CL_DEVICE_MEM_BASE_ADDR_ALIGN;
+  /// CUDA views start at multiples of 256 bytes (cuMemAlloc's alignment, which vectorised
+  /// kernels may assume). Throws DeviceError when the range lies outside `parent`.
+  virtual std::shared_ptr<DeviceMemory> SubMemory(const std::shared_ptr<DeviceMemory>& parent,
+                                                  size_t offset, size_t bytes) {
+    return nullptr;
   }
 
   /// Blocking copies; offsets and sizes in bytes.

@@ -94,6 +94,18 @@ DeviceMemory* SyncedMemory::mutable_device_data() {
   return device_mem_.get();
 }
 
+void SyncedMemory::Shrink(size_t bytes) {
+  bytes_ = std::min(bytes_, bytes);
+  if (host_.size() > bytes_) host_.resize(bytes_);
+}
+
+void SyncedMemory::DeviceWritten() {
+  if (!device_mem_ || device_mem_->bytes() < bytes_)
+    device_mem_ = device_->Allocate(std::max<size_t>(bytes_, 4));
+  head_ = Head::kDevice;
+  ++version_;
+}
+
 void SyncedMemory::ReleaseDevice() {
   if (!device_mem_) return;
   ToHost();
@@ -118,6 +130,7 @@ Blob::Blob(Device& device, DataType type, const std::vector<int>& shape, std::st
 }
 
 void Blob::Reshape(const std::vector<int>& shape) {
+  UnshareData();  // a view ends with a new shape (the net makes it again)
   int64_t count = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] < 0)
@@ -227,6 +240,22 @@ void Blob::FromFloat(const std::vector<float>& values) {
   }
 }
 
+void Blob::ShareData(const Blob& other) {
+  if (other.count() != count_)
+    throw BlobError("blob '" + name_ + "' (" + shape_string() + ") cannot share the data of '" +
+                    other.name() + "' (" + other.shape_string() + ")");
+  if (same_data(other)) return;
+  if (!own_data_) own_data_ = data_ ? data_ : std::make_shared<SyncedMemory>(device_, capacity_ * SizeOf(type_));
+  data_ = other.data_ ? other.data_ : (other.data_ = std::make_shared<SyncedMemory>(
+                                           other.device_, other.capacity_ * SizeOf(other.type_)));
+}
+
+void Blob::UnshareData() {
+  if (!own_data_) return;
+  data_ = std::move(own_data_);
+  own_data_.reset();
+}
+
 void Blob::ReleaseDeviceData() {
   if (data_) data_->ReleaseDevice();
 }
@@ -236,6 +265,12 @@ void Blob::SetDataMemory(std::shared_ptr<DeviceMemory> memory) {
     throw BlobError("blob '" + name_ + "': shared device memory of " +
                     std::to_string(memory ? memory->bytes() : 0) + " bytes is smaller than its " +
                     std::to_string(bytes()) + " bytes (" + shape_string() + ")");
+  // Memory sized for the current shape: the capacity follows the shape down (else the array
+  // would copy, and later reallocate, its whole capacity).
+  if (memory->bytes() < capacity_bytes()) {
+    data().Shrink(bytes());
+    capacity_ = count_;
+  }
   data().SetDeviceMemory(std::move(memory));
 }
 

@@ -51,6 +51,15 @@ class SyncedMemory {
   /// The shared allocation (for sharing device memory between blobs).
   const std::shared_ptr<DeviceMemory>& device_memory() const { return device_mem_; }
 
+  /// Keeps only the first `bytes` bytes (a blob whose shape shrank, moving into memory sized
+  /// for the new shape).
+  void Shrink(size_t bytes);
+
+  /// Marks the device side newest without copying anything to it (the device memory was
+  /// written through another object: a view of it, or a blob sharing it). Allocates the device
+  /// side when it has none.
+  void DeviceWritten();
+
   /// Keeps the contents on the host only (copied there first when the device was newer) and
   /// frees the device side; the next device access uploads them again.
   void ReleaseDevice();
@@ -158,6 +167,19 @@ class Blob {
   /// The data's device allocation (null before first device use).
   std::shared_ptr<DeviceMemory> data_memory() const { return data_ ? data_->device_memory() : nullptr; }
 
+  /// Makes this blob's data the same array as `other`'s (host and device sides, kept in sync
+  /// together), as BVLC's Blob::ShareData: the net's inference views (a Split or Dropout top
+  /// that is its bottom). The blob's own data is kept aside for UnshareData. The shapes must
+  /// have the same count.
+  void ShareData(const Blob& other);
+  /// Returns to the blob's own data after ShareData (its contents are whatever it last held).
+  void UnshareData();
+  bool shares_data() const { return own_data_ != nullptr; }
+  /// Whether the data is the same array as `other`'s.
+  bool same_data(const Blob& other) const { return data_ && data_ == other.data_; }
+  /// The device side of the data was written through a view of its memory: mark it newest.
+  void DeviceDataWritten() { data().DeviceWritten(); }
+
   /// Bytes held on host / device by data and diff.
   size_t host_bytes() const;
   size_t device_bytes() const;
@@ -175,6 +197,7 @@ class Blob {
   int count_ = 0;
   size_t capacity_ = 0;
   mutable std::shared_ptr<SyncedMemory> data_, diff_;
+  std::shared_ptr<SyncedMemory> own_data_;  // set while the data is shared (ShareData)
 };
 
 }  // namespace mpcaffe

@@ -207,6 +207,11 @@ class Net {
   int optimize_level() const { return optimize_; }
   bool optimized() const { return optimize_ > 0; }
 
+  /// Whether layer i ran as a view in the last pass (no work): a Split or TEST-phase Dropout
+  /// whose tops are its bottom's data, or a Concat whose producers wrote straight into their
+  /// slices of its top (see Net::UpdateViews).
+  bool runs_as_view(int layer) const { return !view_on_.empty() && view_on_.at(layer); }
+
   /// Whether blob memory is shared by lifetime (TEST phase with reduced memory asked for).
   bool reduced_memory() const { return reduced_memory_; }
   /// The most device memory held at once since the net started building (its device's peak
@@ -239,6 +244,18 @@ class Net {
   /// Whether layer i runs with its fused ReLU in this pass.
   bool FusionActive(int layer);
   void PlanMemory();
+  /// Inference views (net_memory.cc), at optimizer level 1 and above: the layers that may run as
+  /// no work because their tops are other blobs' memory. Planned from the graph once at build.
+  void PlanViews();
+  /// Whether view `v` can be on in this pass (quantizers not observing, equal quantization
+  /// parameters, contiguous concat slices at aligned offsets).
+  bool ViewUsable(size_t v);
+  /// Turns each view on or off for this pass; when that changes (or `force`, after a reshape),
+  /// re-plans the reduced memory and makes the tops share their bottoms' data and the Concat
+  /// inputs views of their slices.
+  void UpdateViews(bool force);
+  /// Whether layer i runs as a view now (its view still in place).
+  bool SkipAsView(int layer);
   // Weights (net_weights.cc).
   /// Quantizer ranges from `weights` (by name, per layer, and nested nets' whole entries).
   void CopyRanges(const caffe::NetParameter& weights);
@@ -273,6 +290,16 @@ class Net {
   std::vector<Fusion> fusions_;  // per head layer
   std::vector<int> fused_into_;  // per layer: its chain's head, or -1
   int optimize_ = 0;
+  /// A layer that runs as no work at inference when its view is on.
+  struct View {
+    int layer = -1;
+    bool concat = false;  // a Concat (bottoms are slices of its top), else Split / Dropout
+    std::vector<int> writer;  // Concat: per bottom, the layer last writing it before the Concat
+    std::vector<std::shared_ptr<DeviceMemory>> slices;  // Concat: its bottoms' memory while on
+  };
+  std::vector<View> views_;
+  std::vector<char> view_on_;  // per layer
+  bool views_applied_ = false;
   std::vector<bool> layer_need_backward_;
   std::vector<std::vector<bool>> bottom_need_backward_;
   std::vector<Blob*> learnable_params_;

@@ -49,7 +49,10 @@ void Net::Build(const caffe::NetParameter& given) {
                 : env.empty()           ? 1
                                         : std::clamp(std::atoi(env.c_str()), 0, 2);
   }
-  // At inference a float Split copies for nothing: its consumers read the blob itself.
+  // At inference a Split copies for nothing. At level 2 a float blob's consumers read it
+  // directly (its split tops do not exist); at level 1 the Split stays in the net, so its tops
+  // keep BVLC's names for pycaffe users and keep_blobs, and runs as a view: its tops share the
+  // bottom's data whenever the copy would be exact (in every data type; see PlanViews).
   p = InsertSplits(p, &inserted_, optimize_ >= 2 && !p.force_backward());
   *p.mutable_state() = state_;
   param_ = p;
@@ -68,10 +71,10 @@ void Net::Build(const caffe::NetParameter& given) {
   SetUpBackward();
   PlanFusion();
   if (options_.synthetic_data) FillSyntheticInputs();
-  if (reduced_memory_) {
+  if (reduced_memory_)
     for (auto& l : layers_) l->set_release_param_copies(true);
-    PlanMemory();
-  }
+  PlanViews();
+  UpdateViews(true);  // plans the reduced memory too
 }
 
 void Net::AddLayer(caffe::LayerParameter lp, std::map<std::string, bool>* consumed) {

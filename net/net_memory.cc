@@ -1,5 +1,7 @@
-// net/net_memory.cc — the Net's device memory: the reduced-memory plan (blobs sharing memory by
-// lifetime) and the byte counts of what the net holds.
+// net/net_memory.cc — the Net's device memory: inference views (Split and Dropout tops that are
+// their bottom's data, Concat inputs written in place in their slices of the output), the
+// reduced-memory plan (blobs sharing memory by lifetime) and the byte counts of what the net
+// holds.
 #include <algorithm>
 
 #include "layers/layer.h"
@@ -8,11 +10,209 @@
 
 namespace mpcaffe {
 
+// Views. A Split copies its bottom into each top, a TEST-phase Dropout copies (or requantizes)
+// its bottom into its top, and a Concat copies each bottom into its slice of the top: at
+// inference all three can be no work at all, while every blob a user reads after Forward (the
+// pycaffe `net.blobs`, BVLC's split tops "<blob>_<layer>_<i>_split_<k>" included) still holds
+// what the unoptimized net writes:
+// - a Split or Dropout top shares its bottom's data (Blob::ShareData, both names stay) when
+//   neither is written again after the layer (no consumer works in place on either) and, for
+//   quantized types, each top's quantizer has the bottom's scale and zero point (the copy would
+//   be exact);
+// - a Concat's bottoms become views of their slices of its top (Device::SubMemory), so each
+//   producer writes straight into the output, when every slice is contiguous (the axes before
+//   the concat axis are all 1: batch 1 for the usual channel concat; at batch N > 1 a slice is
+//   N strided pieces and the copy stays), starts at an offset the device can place a buffer at
+//   (OpenCL's base address alignment: e.g. 28×28 fp32 channels always, 7×7 int8 ones only in
+//   multiples of 128 channels on a 128-byte alignment), no bottom or the top is written again
+//   after the Concat, and, for quantized types, each producer writes with the Concat's output
+//   scale and zero point (its top quantizer, the Concat's bottom quantizer and top quantizer
+//   agree; otherwise the Concat's requantizing copy stays).
+// No view is on while a quantizer of the layer observes or snaps fp32 data (calibration sees
+// every copy). The choice is made again before each pass, since ranges arrive after the build.
+
+void Net::PlanViews() {
+  views_.clear();
+  view_on_.assign(layers_.size(), 0);
+  views_applied_ = false;
+  if (state_.phase() != caffe::TEST || optimize_ < 1) return;
+  const int n = static_cast<int>(layers_.size());
+  std::map<const Blob*, std::vector<int>> writers;
+  for (int i = 0; i < n; ++i)
+    for (const Blob* t : top_vecs_[i]) writers[t].push_back(i);
+  auto written_after = [&](const Blob* b, int i) {
+    for (int w : writers[b])
+      if (w > i) return true;
+    return false;
+  };
+  const std::set<const Blob*> inputs(input_blobs_.begin(), input_blobs_.end());
+  std::set<const Blob*> alias_tops;
+  for (int i = 0; i < n; ++i) {
+    const std::string type = layers_[i]->type();
+    if (type != "Split" && type != "Dropout") continue;
+    const std::vector<Blob*>& bot = bottom_vecs_[i];
+    const std::vector<Blob*>& top = top_vecs_[i];
+    if (bot.size() != 1 || fused_into_[i] >= 0 || written_after(bot[0], i)) continue;
+    bool ok = true;
+    for (const Blob* t : top) ok &= t != bot[0] && t->type() == bot[0]->type() && !written_after(t, i);
+    if (!ok) continue;
+    views_.push_back({i, false, {}, {}});
+    alias_tops.insert(top.begin(), top.end());
+  }
+  std::set<const Blob*> concat_tops;
+  for (int i = 0; i < n; ++i)
+    if (layers_[i]->type() == std::string("Concat")) concat_tops.insert(top_vecs_[i][0]);
+  for (int i = 0; i < n; ++i) {
+    if (layers_[i]->type() != std::string("Concat") || fused_into_[i] >= 0) continue;
+    const std::vector<Blob*>& bot = bottom_vecs_[i];
+    Blob* y = top_vecs_[i][0];
+    if (written_after(y, i)) continue;
+    View v{i, true, {}, {}};
+    std::set<const Blob*> seen;
+    for (Blob* b : bot) {
+      int writer = -1;
+      for (int w : writers[b])
+        if (w < i) writer = w;
+      if (writer < 0 || written_after(b, i) || !seen.insert(b).second || inputs.count(b) ||
+          alias_tops.count(b) || concat_tops.count(b) || b->type() != y->type())
+        break;
+      v.writer.push_back(writer);
+    }
+    if (v.writer.size() == bot.size()) views_.push_back(v);
+  }
+}
+
+bool Net::ViewUsable(size_t k) {
+  const View& v = views_[k];
+  Layer& layer = *layers_[v.layer];
+  for (quant::Quantizer* q : layer.quantizers())
+    if (q->mode() == quant::QuantizerMode::kObserve || q->mode() == quant::QuantizerMode::kPseudo)
+      return false;
+  const std::vector<Blob*>& bot = bottom_vecs_[v.layer];
+  const std::vector<Blob*>& top = top_vecs_[v.layer];
+  auto same = [](const Affine& a, const Affine& b) {
+    return a.scale == b.scale && a.zero_point == b.zero_point;
+  };
+  try {
+    if (!v.concat) {
+      if (!IsQuantized(bot[0]->type())) return true;
+      const Affine x = layer.BottomAffine(0);
+      for (size_t t = 0; t < top.size(); ++t)
+        if (!same(x, layer.TopAffine(static_cast<int>(t)))) return false;
+      return true;
+    }
+    const Blob& y = *top[0];
+    const auto& p = layer.layer_param().concat_param();
+    const int axis = y.CanonicalAxisIndex(p.has_concat_dim() ? static_cast<int>(p.concat_dim())
+                                                             : p.axis());
+    if (y.count(0, axis) != 1) return false;  // strided slices
+    const size_t align = device_->info().sub_memory_align;
+    const bool quantized = IsQuantized(y.type());
+    const Affine yq = quantized ? layer.TopAffine(0) : Affine{};
+    size_t offset = 0;
+    for (size_t b = 0; b < bot.size(); ++b) {
+      if (bot[b]->count() == 0 || offset % align != 0) return false;
+      offset += bot[b]->bytes();
+      if (!quantized) continue;
+      Layer& w = *layers_[v.writer[b]];
+      const auto& wt = top_vecs_[v.writer[b]];
+      const int t = static_cast<int>(std::find(wt.begin(), wt.end(), bot[b]) - wt.begin());
+      if (!same(layer.BottomAffine(static_cast<int>(b)), yq) || !same(w.TopAffine(t), yq))
+        return false;
+    }
+    return true;
+  } catch (const Error&) {
+    return false;  // a quantizer without a range: the layer's own Forward says so
+  }
+}
+
+void Net::UpdateViews(bool force) {
+  if (views_.empty()) {
+    if (force && reduced_memory_) PlanMemory();
+    return;
+  }
+  std::vector<char> on(layers_.size(), 0);
+  for (size_t k = 0; k < views_.size(); ++k) on[views_[k].layer] = ViewUsable(k);
+  if (!force && views_applied_ && on == view_on_) return;
+  // Undo the views, plan the memory for the new ones, then make them.
+  for (View& v : views_) {
+    if (!v.concat) {
+      for (Blob* t : top_vecs_[v.layer]) t->UnshareData();
+      continue;
+    }
+    for (Blob* b : bottom_vecs_[v.layer]) {
+      auto m = b->data_memory();
+      if (m && m->parent()) b->SetDataMemory(device_->Allocate(std::max<size_t>(b->bytes(), 4)));
+    }
+    v.slices.clear();
+  }
+  view_on_ = on;
+  views_applied_ = true;
+  if (reduced_memory_) PlanMemory();
+  for (View& v : views_) {
+    if (!view_on_[v.layer]) continue;
+    if (!v.concat) {
+      for (Blob* t : top_vecs_[v.layer]) t->ShareData(*bottom_vecs_[v.layer][0]);
+      continue;
+    }
+    Blob& y = *top_vecs_[v.layer][0];
+    y.device_data();  // allocated (a fresh one zeroed)
+    const std::shared_ptr<DeviceMemory> whole = y.data_memory();
+    size_t offset = 0;
+    for (Blob* b : bottom_vecs_[v.layer]) {
+      std::shared_ptr<DeviceMemory> slice = device_->SubMemory(whole, offset, b->bytes());
+      if (!slice)
+        throw NetError("layer '" + layer_names_[v.layer] + "': device " + device_->Describe() +
+                       " refused a view at byte " + std::to_string(offset) + " of '" + y.name() +
+                       "'");
+      b->SetDataMemory(slice);
+      v.slices.push_back(slice);
+      offset += b->bytes();
+    }
+  }
+}
+
+bool Net::SkipAsView(int i) {
+  if (view_on_.empty() || !view_on_[i]) return false;
+  for (const View& v : views_) {
+    if (v.layer != i) continue;
+    if (!v.concat) {
+      for (Blob* t : top_vecs_[i])
+        if (!t->same_data(*bottom_vecs_[i][0])) return false;
+      return true;
+    }
+    // The producers wrote the slices: the top's device side is the newest.
+    const std::vector<Blob*>& bot = bottom_vecs_[i];
+    for (size_t b = 0; b < bot.size(); ++b) {
+      if (b >= v.slices.size() || bot[b]->data_memory() != v.slices[b]) return false;
+      bot[b]->device_data();  // a producer that wrote the host side (a Python layer): uploaded
+    }
+    top_vecs_[i][0]->DeviceDataWritten();
+    return true;
+  }
+  return false;
+}
+
 void Net::PlanMemory() {
   std::vector<BlobLifetime> lives;
   std::map<Blob*, size_t> index;
   const int n = static_cast<int>(layers_.size());
+  // A view's blobs live in one allocation: an aliased top in its bottom's, a Concat input in
+  // the Concat's output. The owner's lifetime covers theirs.
+  std::map<Blob*, Blob*> owner;
+  for (const View& v : views_) {
+    if (view_on_.empty() || !view_on_[v.layer]) continue;
+    if (v.concat)
+      for (Blob* b : bottom_vecs_[v.layer]) owner[b] = top_vecs_[v.layer][0];
+    else
+      for (Blob* t : top_vecs_[v.layer]) owner[t] = bottom_vecs_[v.layer][0];
+  }
+  auto owner_of = [&](Blob* b) {
+    for (auto it = owner.find(b); it != owner.end(); it = owner.find(b)) b = it->second;
+    return b;
+  };
   auto touch = [&](Blob* b, int step) {
+    b = owner_of(b);
     auto it = index.find(b);
     if (it == index.end()) {
       index[b] = lives.size();
@@ -44,6 +244,7 @@ void Net::PlanMemory() {
     slots_.push_back(device_->Allocate(std::max<size_t>(bytes, 4)));
   std::vector<Blob*> order(lives.size());
   for (const auto& [b, i] : index) order[i] = b;
+  // A Concat input's view is made afterwards (UpdateViews); an aliased top shares the data.
   for (size_t i = 0; i < order.size(); ++i) order[i]->SetDataMemory(slots_[plan.slot_of[i]]);
 }
 
@@ -57,7 +258,7 @@ uint64_t Net::blob_device_bytes() const {
   uint64_t total = 0;
   auto add = [&](const Blob& b) {
     auto m = b.data_memory();
-    if (m && seen.insert(m.get()).second) total += m->bytes();
+    if (m && !m->parent() && seen.insert(m.get()).second) total += m->bytes();  // views: no bytes
   };
   for (const auto& [name, b] : blobs_) add(*b);
   for (const auto& l : layers_)

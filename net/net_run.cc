@@ -11,6 +11,7 @@ float Net::ForwardFromTo(int start, int end) {
   if (start < 0 || end >= static_cast<int>(layers_.size()) || start > end + 1)
     throw NetError("ForwardFromTo(" + std::to_string(start) + ", " + std::to_string(end) +
                    ") outside the net's " + std::to_string(layers_.size()) + " layers");
+  UpdateViews(false);
   float loss = 0;
   for (int i = start; i <= end; ++i) {
     const int last = fusion_end(i);
@@ -25,7 +26,7 @@ float Net::ForwardFromTo(int start, int end) {
       }
       producer.set_fused(nullptr);
       i = last;  // the chain ran inside its producer; its last top is written
-    } else {
+    } else if (!SkipAsView(i)) {  // a view: its tops already hold the values
       if (layers_[i]->ReshapesEachPass()) ReshapeBeforePass(i);
       layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
     }
@@ -66,7 +67,7 @@ void Net::ReshapeFrom(int first) {
       throw BlobError("layer '" + layer_names_[i] + "' (" + layers_[i]->type() + "): " + e.what());
     }
   }
-  if (reduced_memory_) PlanMemory();
+  UpdateViews(true);  // and the reduced memory
 }
 
 void Net::BackwardFromTo(int start, int end) {

@@ -159,6 +159,9 @@ class CudaQueue : public Queue {
 class CudaMemory : public DeviceMemory {
  public:
   CudaMemory(CudaDevice* device, size_t bytes, CUdeviceptr ptr);
+  /// A view of `bytes` bytes at `ptr` inside `parent` (nothing to free).
+  CudaMemory(CudaDevice* device, size_t bytes, CUdeviceptr ptr,
+             std::shared_ptr<DeviceMemory> parent);
   ~CudaMemory() override;
   CUdeviceptr ptr() const { return ptr_; }
 
@@ -192,6 +195,8 @@ class CudaDevice : public Device {
   ~CudaDevice() override;
 
   std::shared_ptr<DeviceMemory> Allocate(size_t bytes) override;
+  std::shared_ptr<DeviceMemory> SubMemory(const std::shared_ptr<DeviceMemory>& parent,
+                                          size_t offset, size_t bytes) override;
   void CopyToDevice(const void* host, DeviceMemory* dst, size_t dst_offset, size_t bytes,
                     Queue* queue) override;
   void CopyToHost(const DeviceMemory* src, size_t src_offset, void* host, size_t bytes,
@@ -329,8 +334,12 @@ void CudaQueue::Finish() {
 CudaMemory::CudaMemory(CudaDevice* device, size_t bytes, CUdeviceptr ptr)
     : DeviceMemory(device, bytes), cuda_device_(device), ptr_(ptr) {}
 
+CudaMemory::CudaMemory(CudaDevice* device, size_t bytes, CUdeviceptr ptr,
+                       std::shared_ptr<DeviceMemory> parent)
+    : DeviceMemory(device, bytes, std::move(parent)), cuda_device_(device), ptr_(ptr) {}
+
 CudaMemory::~CudaMemory() {
-  if (!ptr_) return;
+  if (!ptr_ || parent()) return;
   try {
     ContextScope scope(*cuda_device_);
     cuda_device_->api().mem_free(ptr_);
@@ -473,6 +482,17 @@ CUdeviceptr CudaDevice::Address(const DeviceMemory* mem, size_t offset, size_t b
                       std::to_string(offset) + " exceed the allocation of " +
                       std::to_string(mem->bytes()) + " bytes (device " + Describe() + ")");
   return cuda_mem->ptr() + offset;
+}
+
+std::shared_ptr<DeviceMemory> CudaDevice::SubMemory(const std::shared_ptr<DeviceMemory>& parent,
+                                                  size_t offset, size_t bytes) {
+  if (!parent || offset + bytes > parent->bytes() || bytes == 0)
+    throw DeviceError("SubMemory: bytes [" + std::to_string(offset) + ", " +
+                      std::to_string(offset + bytes) + ") outside an allocation of " +
+                      std::to_string(parent ? parent->bytes() : 0) + " bytes");
+  if (offset % 256 != 0) return nullptr;
+  const CUdeviceptr base = static_cast<const CudaMemory*>(parent.get())->ptr();
+  return std::make_shared<CudaMemory>(this, bytes, base + offset, parent);
 }
 
 std::shared_ptr<DeviceMemory> CudaDevice::Allocate(size_t bytes) {

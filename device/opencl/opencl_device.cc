@@ -185,6 +185,9 @@ class OpenCLMemory : public DeviceMemory {
             "requested " + std::to_string(bytes) + " bytes on device " + device->Describe() +
                 " with " + std::to_string(device->bytes_in_use() - bytes) + " bytes in use");
   }
+  /// A sub-buffer (owned: `sub` is released with this object) of `parent`.
+  OpenCLMemory(Device* device, cl_mem sub, size_t bytes, std::shared_ptr<DeviceMemory> parent)
+      : DeviceMemory(device, bytes, std::move(parent)), mem_(sub) {}
   ~OpenCLMemory() override { clReleaseMemObject(mem_); }
   cl_mem get() const { return mem_; }
 
@@ -348,6 +351,8 @@ class OpenCLDevice : public Device {
     info_.local_mem_bytes = DeviceValue<cl_ulong>(device, CL_DEVICE_LOCAL_MEM_SIZE);
     info_.max_work_group_size = DeviceValue<size_t>(device, CL_DEVICE_MAX_WORK_GROUP_SIZE);
     info_.compute_units = static_cast<int>(DeviceValue<cl_uint>(device, CL_DEVICE_MAX_COMPUTE_UNITS));
+    info_.sub_memory_align =
+        std::max<size_t>(DeviceValue<cl_uint>(device, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8, 1);
     std::istringstream ext(DeviceString(device, CL_DEVICE_EXTENSIONS));
     for (std::string e; ext >> e;) info_.extensions.push_back(e);
     auto has = [&](const char* name) {
@@ -382,6 +387,25 @@ class OpenCLDevice : public Device {
 
   std::shared_ptr<DeviceMemory> Allocate(size_t bytes) override {
     return std::make_shared<OpenCLMemory>(this, context_, bytes);
+  }
+
+  std::shared_ptr<DeviceMemory> SubMemory(const std::shared_ptr<DeviceMemory>& parent,
+                                          size_t offset, size_t bytes) override {
+    if (!parent || offset + bytes > parent->bytes() || bytes == 0)
+      throw DeviceError("SubMemory: bytes [" + std::to_string(offset) + ", " +
+                        std::to_string(offset + bytes) + ") outside an allocation of " +
+                        std::to_string(parent ? parent->bytes() : 0) + " bytes");
+    // clCreateSubBuffer refuses an origin that is not a multiple of the base address alignment
+    // (CL_MISALIGNED_SUB_BUFFER_OFFSET), and a sub-buffer of a sub-buffer.
+    if (offset % info_.sub_memory_align != 0 || parent->parent()) return nullptr;
+    cl_buffer_region region{offset, bytes};
+    cl_int err = CL_SUCCESS;
+    cl_mem sub = clCreateSubBuffer(MemOf(parent.get()), CL_MEM_READ_WRITE,
+                                   CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
+    if (err == CL_MISALIGNED_SUB_BUFFER_OFFSET) return nullptr;
+    Check(err, "clCreateSubBuffer",
+          std::to_string(bytes) + " bytes at offset " + std::to_string(offset));
+    return std::make_shared<OpenCLMemory>(this, sub, bytes, parent);
   }
 
   void CopyToDevice(const void* host, DeviceMemory* dst, size_t dst_offset, size_t bytes,

@@ -49,6 +49,39 @@ def test_names_and_orders_follow_pycaffe():
                                                     "InnerProduct"]
 
 
+def test_blobs_of_layers_run_as_views_hold_their_values():
+    # At inference a Split's tops share x's data, a Dropout's top shares its bottom's, and the
+    # Concat's inputs are written straight into their slices of its output (net/net_memory.cc):
+    # net.blobs still shows every one of them with the values the layers would have copied,
+    # also through views of .data kept across passes.
+    n = caffe.NetSpec()
+    n.x = L.Input(shape=dict(dim=[1, 3, 4, 4]))
+    filler = dict(type="gaussian", std=1)
+    n.a = L.Convolution(n.x, num_output=2, kernel_size=1, weight_filler=filler)
+    n.b = L.Convolution(n.x, num_output=4, kernel_size=1, weight_filler=filler)
+    n.cat = L.Concat(n.a, n.b)
+    n.drop = L.Dropout(n.cat, dropout_ratio=0.3)
+    net = caffe.Net(n.to_proto(), caffe.TEST)
+    split = net._layer_names[1]
+    assert net._layer_names[1].endswith("_split")
+    kept = {name: net.blobs[name].data for name in net.blobs}
+    rng = np.random.default_rng(3)
+    for _ in range(2):
+        x = rng.standard_normal((1, 3, 4, 4)).astype(np.float32)
+        net.blobs["x"].data[...] = x
+        net.forward()
+        conv = {k: np.einsum("oc,chw->ohw", net.params[k][0].data.reshape(-1, 3), x[0])
+                + net.params[k][1].data[:, None, None] for k in ("a", "b")}
+        cat = np.concatenate([conv["a"], conv["b"]])[None]
+        for name in net.top_names[split]:
+            np.testing.assert_array_equal(net.blobs[name].data, x)
+            np.testing.assert_array_equal(kept[name], x)
+        for name, want in (("a", conv["a"][None]), ("b", conv["b"][None]), ("cat", cat),
+                           ("drop", cat)):
+            np.testing.assert_allclose(net.blobs[name].data, want, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(kept[name], want, rtol=1e-5, atol=1e-5)
+
+
 def test_forward_and_backward_between_layers():
     net = caffe.Net(_two_layer_net(), caffe.TRAIN)
     rng = np.random.default_rng(1)

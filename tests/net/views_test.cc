@@ -1,0 +1,347 @@
+// tests/net/views_test.cc — inference views (net/net_memory.cc): Split and TEST-phase Dropout
+// tops sharing their bottom's data, Concat inputs written by their producers straight into their
+// slices of the output. Three small nets of our own (an inception-style block, a SqueezeNet-style
+// fire module, a residual block with a Split and a Dropout) with random weights: at optimizer
+// level 1 every blob the user can read holds what the unoptimized net writes (fp32 within 1e-5
+// relative; int8 bit-exact where the rounding points are the same), with fewer kernel launches.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "device/settings.h"
+#include "layers/layer.h"
+#include "net/net.h"
+#include "proto/model_io.h"
+#include "tools/net_variants.h"
+
+namespace mpcaffe {
+namespace {
+
+Device& Dev() { return DefaultDevice(); }
+
+caffe::NetParameter Text(const std::string& text) {
+  caffe::NetParameter p;
+  ParseProtoFromText(text, "<test>", &p);
+  return p;
+}
+
+// 1×1, 1×1→3×3, 1×1→5×5 and 3×3 max pool→1×1 branches into a Concat (8 + 12 + 4 + 4 channels of
+// 16×16: every slice starts at a multiple of 128 bytes in fp32, fp16 and int8), then a Dropout
+// writing a new blob and a 1×1 convolution.
+const char* kInception = R"(
+name: "inception"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 6 dim: 16 dim: 16 } } }
+layer { name: "stem" type: "Convolution" bottom: "data" top: "stem"
+        convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: "msra" }
+                            bias_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "stem/relu" type: "ReLU" bottom: "stem" top: "stem" }
+layer { name: "b1" type: "Convolution" bottom: "stem" top: "b1"
+        convolution_param { num_output: 8 kernel_size: 1 weight_filler { type: "msra" } } }
+layer { name: "b1/relu" type: "ReLU" bottom: "b1" top: "b1" }
+layer { name: "b3r" type: "Convolution" bottom: "stem" top: "b3r"
+        convolution_param { num_output: 6 kernel_size: 1 weight_filler { type: "msra" } } }
+layer { name: "b3r/relu" type: "ReLU" bottom: "b3r" top: "b3r" }
+layer { name: "b3" type: "Convolution" bottom: "b3r" top: "b3"
+        convolution_param { num_output: 12 kernel_size: 3 pad: 1 weight_filler { type: "msra" } } }
+layer { name: "b3/relu" type: "ReLU" bottom: "b3" top: "b3" }
+layer { name: "b5r" type: "Convolution" bottom: "stem" top: "b5r"
+        convolution_param { num_output: 4 kernel_size: 1 weight_filler { type: "msra" } } }
+layer { name: "b5r/relu" type: "ReLU" bottom: "b5r" top: "b5r" }
+layer { name: "b5" type: "Convolution" bottom: "b5r" top: "b5"
+        convolution_param { num_output: 4 kernel_size: 5 pad: 2 weight_filler { type: "msra" } } }
+layer { name: "b5/relu" type: "ReLU" bottom: "b5" top: "b5" }
+layer { name: "pool" type: "Pooling" bottom: "stem" top: "pool"
+        pooling_param { pool: MAX kernel_size: 3 stride: 1 pad: 1 } }
+layer { name: "pp" type: "Convolution" bottom: "pool" top: "pp"
+        convolution_param { num_output: 4 kernel_size: 1 weight_filler { type: "msra" } } }
+layer { name: "pp/relu" type: "ReLU" bottom: "pp" top: "pp" }
+layer { name: "cat" type: "Concat" bottom: "b1" bottom: "b3" bottom: "b5" bottom: "pp" top: "cat" }
+layer { name: "drop" type: "Dropout" bottom: "cat" top: "drop" dropout_param { dropout_ratio: 0.4 } }
+layer { name: "head" type: "Convolution" bottom: "drop" top: "head"
+        convolution_param { num_output: 6 kernel_size: 1 weight_filler { type: "msra" } } }
+)";
+
+// SqueezeNet's fire module: a 1×1 squeeze read by a 1×1 and a 3×3 expand (a Split), their
+// ReLUs, a Concat; twice, then a 1×1 convolution.
+const char* kFire = R"(
+name: "fire"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 8 dim: 16 dim: 16 } } }
+layer { name: "f1/squeeze" type: "Convolution" bottom: "data" top: "f1/squeeze"
+        convolution_param { num_output: 4 kernel_size: 1 weight_filler { type: "msra" }
+                            bias_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "f1/squeeze/relu" type: "ReLU" bottom: "f1/squeeze" top: "f1/squeeze" }
+layer { name: "f1/e1" type: "Convolution" bottom: "f1/squeeze" top: "f1/e1"
+        convolution_param { num_output: 8 kernel_size: 1 weight_filler { type: "msra" } } }
+layer { name: "f1/e1/relu" type: "ReLU" bottom: "f1/e1" top: "f1/e1" }
+layer { name: "f1/e3" type: "Convolution" bottom: "f1/squeeze" top: "f1/e3"
+        convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: "msra" } } }
+layer { name: "f1/e3/relu" type: "ReLU" bottom: "f1/e3" top: "f1/e3" }
+layer { name: "f1/cat" type: "Concat" bottom: "f1/e1" bottom: "f1/e3" top: "f1/cat" }
+layer { name: "f2/squeeze" type: "Convolution" bottom: "f1/cat" top: "f2/squeeze"
+        convolution_param { num_output: 4 kernel_size: 1 weight_filler { type: "msra" } } }
+layer { name: "f2/squeeze/relu" type: "ReLU" bottom: "f2/squeeze" top: "f2/squeeze" }
+layer { name: "f2/e1" type: "Convolution" bottom: "f2/squeeze" top: "f2/e1"
+        convolution_param { num_output: 8 kernel_size: 1 weight_filler { type: "msra" } } }
+layer { name: "f2/e1/relu" type: "ReLU" bottom: "f2/e1" top: "f2/e1" }
+layer { name: "f2/e3" type: "Convolution" bottom: "f2/squeeze" top: "f2/e3"
+        convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: "msra" } } }
+layer { name: "f2/e3/relu" type: "ReLU" bottom: "f2/e3" top: "f2/e3" }
+layer { name: "f2/cat" type: "Concat" bottom: "f2/e1" bottom: "f2/e3" top: "f2/cat" }
+layer { name: "out" type: "Convolution" bottom: "f2/cat" top: "out"
+        convolution_param { num_output: 5 kernel_size: 1 weight_filler { type: "msra" } } }
+)";
+
+// A residual block: the block input is read by the branch and by the sum (a Split), then a
+// Dropout writing a new blob and an InnerProduct.
+const char* kResidual = R"(
+name: "residual"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 4 dim: 8 dim: 8 } } }
+layer { name: "c1" type: "Convolution" bottom: "data" top: "c1"
+        convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: "msra" }
+                            bias_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "c1/relu" type: "ReLU" bottom: "c1" top: "c1" }
+layer { name: "a" type: "Convolution" bottom: "c1" top: "a"
+        convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: "msra" } } }
+layer { name: "a/relu" type: "ReLU" bottom: "a" top: "a" }
+layer { name: "b" type: "Convolution" bottom: "a" top: "b"
+        convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: "msra" } } }
+layer { name: "sum" type: "Eltwise" bottom: "b" bottom: "c1" top: "sum" }
+layer { name: "sum/relu" type: "ReLU" bottom: "sum" top: "sum" }
+layer { name: "drop" type: "Dropout" bottom: "sum" top: "drop" }
+layer { name: "fc" type: "InnerProduct" bottom: "drop" top: "fc"
+        inner_product_param { num_output: 5 weight_filler { type: "msra" } } }
+)";
+
+struct Case {
+  const char* name;
+  const char* text;
+};
+const Case kCases[] = {{"inception", kInception}, {"fire", kFire}, {"residual", kResidual}};
+
+std::vector<float> Input(const Blob& b) {
+  std::vector<float> x(b.count());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i) + 0.2f);
+  return x;
+}
+
+double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
+    diff = std::max(diff, std::abs(double(a[i]) - b[i]));
+    scale = std::max(scale, std::abs(double(b[i])));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+/// A net at `optimize` with `trained`'s weights and ranges, after one forward pass; the kernel
+/// launches of a second pass in `launches`.
+std::unique_ptr<Net> RunAt(const caffe::NetParameter& param, int optimize,
+                         const caffe::NetParameter& trained, uint64_t* launches = nullptr,
+                         int reduced_memory = -1) {
+  NetOptions o;
+  o.optimize = optimize;
+  o.reduced_memory = reduced_memory;
+  auto net = std::make_unique<Net>(param, Dev(), o);
+  net->CopyTrainedLayersFrom(trained);
+  Blob& in = *net->input_blobs()[0];
+  in.FromFloat(Input(in));
+  net->Forward();
+  if (launches) {
+    in.FromFloat(Input(in));  // under reduced memory the input's memory is reused after use
+    const DeviceCounters before = GetDeviceCounters();
+    net->Forward();
+    *launches = GetDeviceCounters().launches - before.launches;
+  }
+  return net;
+}
+
+/// Layers of a type that ran as views.
+int Views(const Net& net, const std::string& type, int* of = nullptr) {
+  int views = 0, n = 0;
+  for (size_t i = 0; i < net.layers().size(); ++i) {
+    if (net.layers()[i]->type() != type) continue;
+    ++n;
+    views += net.runs_as_view(int(i));
+  }
+  if (of) *of = n;
+  return views;
+}
+
+/// Random weights, saved (the same values for every variant).
+caffe::NetParameter Weights(const caffe::NetParameter& p) {
+  NetOptions off;
+  off.optimize = 0;
+  Net source(p, Dev(), off);
+  caffe::NetParameter trained;
+  source.ToProto(&trained);
+  return trained;
+}
+
+TEST(Views, Fp32EveryBlobMatchesTheUnoptimizedNetWithFewerLaunches) {
+  for (const Case& c : kCases) {
+    const caffe::NetParameter p = Text(c.text);
+    const caffe::NetParameter trained = Weights(p);
+    for (int reduced : {0, 1}) {
+      uint64_t l0 = 0, l1 = 0;
+      auto off = RunAt(p, 0, trained, &l0, reduced);
+      auto on = RunAt(p, 1, trained, &l1, reduced);
+      int concats = 0, splits = 0, drops = 0, concat_inputs = 0;
+      const int concat_views = Views(*on, "Concat", &concats);
+      const int split_views = Views(*on, "Split", &splits);
+      const int drop_views = Views(*on, "Dropout", &drops);
+      for (const auto& l : on->layers())
+        if (l->type() == std::string("Concat")) concat_inputs += l->layer_param().bottom_size();
+      EXPECT_EQ(concat_views, concats) << c.name;
+      EXPECT_EQ(split_views, splits) << c.name;
+      EXPECT_EQ(drop_views, drops) << c.name;
+      EXPECT_EQ(Views(*off, "Concat") + Views(*off, "Split") + Views(*off, "Dropout"), 0);
+      // Every blob the user can read (reduced memory: the outputs) holds the unoptimized value.
+      double worst = 0;
+      std::string worst_blob;
+      for (const std::string& name : off->blob_names()) {
+        if (reduced && name != off->output_blobs()[0]->name()) continue;
+        ASSERT_TRUE(on->has_blob(name)) << c.name << ": " << name;
+        const double rel = RelativeDifference(on->blob(name).ToFloat(), off->blob(name).ToFloat());
+        if (rel >= worst) worst = rel, worst_blob = name;
+      }
+      std::printf("%s fp32%s: %d/%d Concat, %d/%d Split, %d/%d Dropout as views; launches %llu -> "
+                  "%llu; largest relative difference %.3g ('%s')\n",
+                  c.name, reduced ? " reduced memory" : "", concat_views, concats, split_views,
+                  splits, drop_views, drops, (unsigned long long)l0, (unsigned long long)l1, worst,
+                  worst_blob.c_str());
+      EXPECT_LT(worst, 1e-5) << c.name << " blob " << worst_blob;
+      // Each Concat input's copy kernel is gone (and the fused ReLUs' launches).
+      EXPECT_LE(l1 + concat_inputs, l0) << c.name;
+      // A second pass after the user changes the input follows it (views stay in place).
+      for (Net* n : {off.get(), on.get()}) {
+        Blob& in = *n->input_blobs()[0];
+        std::vector<float> x = Input(in);
+        for (float& v : x) v = -0.5f * v + 0.1f;
+        in.FromFloat(x);
+        n->Forward();
+      }
+      const std::string out = off->output_blobs()[0]->name();
+      EXPECT_LT(RelativeDifference(on->blob(out).ToFloat(), off->blob(out).ToFloat()), 1e-5);
+    }
+  }
+}
+
+// At batch 2 a channel slice is two strided pieces: the Concat copies (and is still right).
+TEST(Views, ConcatOfStridedSlicesCopies) {
+  caffe::NetParameter p = Text(kInception);
+  p.mutable_layer(0)->mutable_input_param()->mutable_shape(0)->set_dim(0, 2);
+  const caffe::NetParameter trained = Weights(p);
+  auto off = RunAt(p, 0, trained);
+  auto on = RunAt(p, 1, trained);
+  EXPECT_EQ(Views(*on, "Concat"), 0);
+  EXPECT_EQ(Views(*on, "Dropout"), 1);
+  EXPECT_LT(RelativeDifference(on->blob("head").ToFloat(), off->blob("head").ToFloat()), 1e-5);
+  // Back to batch 1: the Concat becomes a view after the reshape.
+  for (Net* n : {off.get(), on.get()}) {
+    Blob& in = *n->input_blobs()[0];
+    in.Reshape({1, 6, 16, 16});
+    n->Reshape();
+    in.FromFloat(Input(in));
+    n->Forward();
+  }
+  EXPECT_EQ(Views(*on, "Concat"), 1);
+  EXPECT_LT(RelativeDifference(on->blob("head").ToFloat(), off->blob("head").ToFloat()), 1e-5);
+}
+
+/// The calibrated ranges of `p` (an observing fp32 pass over the test input).
+caffe::NetParameter Calibrated(const caffe::NetParameter& p) {
+  NetOptions off;
+  off.optimize = 0;
+  Net observe(p, Dev(), off);
+  observe.SetQuantMode(quant::QuantizerMode::kObserve);
+  Blob& in = *observe.input_blobs()[0];
+  in.FromFloat(Input(in));
+  observe.Forward();
+  caffe::NetParameter trained;
+  observe.ToProto(&trained);
+  return trained;
+}
+
+// int8. With calibrated ranges a Split's tops have their bottom's range (its consumers observed
+// the same values), so the Splits are views; a Concat's inputs have ranges of their own, so its
+// requantizing copy stays. With one range for every activation (as a calibration that gives a
+// Concat's inputs its output's range would), the Concats are views too and the optimized net
+// is bit-exact against the unoptimized one (no fusion removes a rounding step then).
+TEST(Views, Int8SplitsAlwaysConcatsWhenTheyShareTheScaleBitExact) {
+  for (const Case& c : kCases) {
+    const caffe::NetParameter p = Text(c.text);
+    const caffe::NetParameter typed = tools::TypedVariant(p, DataType::kInt8Q, Dev());
+    caffe::NetParameter trained = Calibrated(p);
+    {
+      auto off = RunAt(typed, 0, trained);
+      auto on = RunAt(typed, 1, trained);
+      int splits = 0, concats = 0;
+      EXPECT_EQ(Views(*on, "Split", &splits), splits) << c.name;
+      Views(*on, "Concat", &concats);
+      EXPECT_EQ(Views(*on, "Concat"), 0) << c.name << ": calibrated inputs have other scales";
+      const std::string out = off->output_blobs()[0]->name();
+      std::printf("%s int8 calibrated: %d/%d Split as views, Concats copy; output difference %.3g "
+                  "of its range\n",
+                  c.name, Views(*on, "Split"), splits,
+                  RelativeDifference(on->blob(out).ToFloat(), off->blob(out).ToFloat()));
+    }
+    for (auto& q : *trained.mutable_quantizer()) {
+      if (q.name().find("/blob") != std::string::npos) continue;  // weights keep theirs
+      q.set_observed_min(-2.0);
+      q.set_observed_max(2.0);
+    }
+    uint64_t l0 = 0, l1 = 0;
+    auto off = RunAt(typed, 0, trained, &l0);
+    auto on = RunAt(typed, 1, trained, &l1);
+    int concats = 0, splits = 0, drops = 0;
+    EXPECT_EQ(Views(*on, "Concat", &concats), concats) << c.name;
+    EXPECT_EQ(Views(*on, "Split", &splits), splits) << c.name;
+    EXPECT_EQ(Views(*on, "Dropout", &drops), drops) << c.name;
+    int differing = 0;
+    for (const std::string& name : off->blob_names()) {
+      ASSERT_TRUE(on->has_blob(name)) << name;
+      const std::vector<float> a = on->blob(name).ToFloat(), b = off->blob(name).ToFloat();
+      if (a == b) continue;
+      ++differing;
+      ADD_FAILURE() << c.name << ": int8 blob '" << name << "' differs";
+    }
+    std::printf("%s int8 one range: %d/%d Concat, %d/%d Split, %d/%d Dropout as views; launches "
+                "%llu -> %llu; %d blobs differ\n",
+                c.name, Views(*on, "Concat"), concats, Views(*on, "Split"), splits,
+                Views(*on, "Dropout"), drops, (unsigned long long)l0, (unsigned long long)l1,
+                differing);
+    EXPECT_LT(l1, l0) << c.name;
+  }
+}
+
+// While quantizers observe (calibration), every layer runs: the ranges of a Split's and a
+// Concat's quantizers are the ones the unoptimized net records.
+TEST(Views, ObservingNetRunsEveryCopy) {
+  const caffe::NetParameter p = Text(kFire);
+  const caffe::NetParameter want = Calibrated(p);
+  NetOptions o;
+  o.optimize = 1;
+  Net observe(p, Dev(), o);
+  observe.SetQuantMode(quant::QuantizerMode::kObserve);
+  Blob& in = *observe.input_blobs()[0];
+  in.FromFloat(Input(in));
+  observe.Forward();
+  EXPECT_EQ(Views(observe, "Concat") + Views(observe, "Split"), 0);
+  caffe::NetParameter got;
+  observe.ToProto(&got);
+  ASSERT_EQ(got.quantizer_size(), want.quantizer_size());
+  for (int i = 0; i < got.quantizer_size(); ++i) {
+    EXPECT_EQ(got.quantizer(i).name(), want.quantizer(i).name());
+    EXPECT_EQ(got.quantizer(i).observed_min(), want.quantizer(i).observed_min())
+        << got.quantizer(i).name();
+    EXPECT_EQ(got.quantizer(i).observed_max(), want.quantizer(i).observed_max())
+        << got.quantizer(i).name();
+  }
+}
+
+}  // namespace
+}  // namespace mpcaffe
