@@ -318,6 +318,35 @@ TEST(Views, Int8SplitsAlwaysConcatsWhenTheyShareTheScaleBitExact) {
   }
 }
 
+// fp16 and int16 (one range for every activation): the views are on and every blob is what the
+// unoptimized net writes, bit for bit.
+TEST(Views, Fp16AndInt16AreBitExact) {
+  for (DataType t : {DataType::kFloat16, DataType::kInt16Q}) {
+    if (t == DataType::kFloat16 && !Dev().info().fp16) {
+      std::printf("fp16 part skipped: %s has no cl_khr_fp16\n", Dev().Describe().c_str());
+      continue;
+    }
+    for (const Case& c : kCases) {
+      const caffe::NetParameter p = Text(c.text);
+      const caffe::NetParameter typed = tools::TypedVariant(p, t, Dev());
+      caffe::NetParameter trained = Calibrated(p);
+      for (auto& q : *trained.mutable_quantizer()) {
+        if (q.name().find("/blob") != std::string::npos) continue;
+        q.set_observed_min(-2.0);
+        q.set_observed_max(2.0);
+      }
+      auto off = RunAt(typed, 0, trained);
+      auto on = RunAt(typed, 1, trained);
+      int concats = 0, splits = 0;
+      EXPECT_EQ(Views(*on, "Concat", &concats), concats) << c.name << " " << Name(t);
+      EXPECT_EQ(Views(*on, "Split", &splits), splits) << c.name << " " << Name(t);
+      for (const std::string& name : off->blob_names())
+        EXPECT_EQ(on->blob(name).ToFloat(), off->blob(name).ToFloat())
+            << c.name << " " << Name(t) << ": blob '" << name << "' differs";
+    }
+  }
+}
+
 // While quantizers observe (calibration), every layer runs: the ranges of a Split's and a
 // Concat's quantizers are the ones the unoptimized net records.
 TEST(Views, ObservingNetRunsEveryCopy) {
