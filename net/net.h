@@ -68,6 +68,9 @@ struct NetOptions {
   /// not written, as ONNX Runtime drops what it fuses; keep_blobs keeps one), and no Split copies
   /// of float blobs (their consumers read the blob itself when none writes it in place). 0: off
   /// (also the ReLU fusion, unless fuse_relu is 1). -1: MPCAFFE_OPTIMIZE (0, 1 or 2), else 1.
+  /// From level 1 on, Splits, TEST-phase Dropouts and Concats run as views where the copy would
+  /// be exact (no work: tops share their bottom's data, producers write into their Concat
+  /// slices; see runs_as_view and net_memory.cc).
   /// The command-line tools that only time or score a net (time, bench, test) ask for 2.
   int optimize = -1;
 };

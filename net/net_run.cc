@@ -1,5 +1,5 @@
-// net/net_run.cc — running a Net: Forward (with fused chains), Reshape, and the fp32 Backward
-// with BVLC's loss-weight and parameter-gradient semantics.
+// net/net_run.cc — running a Net: Forward (with fused chains and layers running as views),
+// Reshape, and the fp32 Backward with BVLC's loss-weight and parameter-gradient semantics.
 #include <algorithm>
 
 #include "layers/layer.h"
