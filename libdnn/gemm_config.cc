@@ -65,7 +65,8 @@ GemmConfig DefaultInt4Config(const GemmDesc& desc) {
 
 std::vector<GemmConfig> Int4Candidates() {
   std::vector<GemmConfig> out;
-  for (auto [tm, tn] : {std::pair{4, 1}, {4, 2}, {6, 2}, {8, 1}, {2, 2}, {3, 3}, {2, 4}})
+  for (auto [tm, tn] : {std::pair{4, 1}, {4, 2}, {6, 2}, {8, 1}, {2, 2}, {3, 3}, {2, 4}, {3, 4},
+                        {2, 6}, {4, 3}, {4, 4}})
     for (int mf : {0, 1}) out.push_back(Tile(kOuterTile, tm, tn, 8, 1, mf, GemmConfig::kU8S4));
   for (auto [tm, tn] : {std::pair{1, 1}, {1, 4}, {4, 1}, {2, 2}, {8, 1}, {1, 8}, {4, 2}})
     out.push_back(Tile(GemmConfig::Algorithm::kDot, tm, tn, 8, 1, 0, GemmConfig::kU8S4));
