@@ -30,7 +30,10 @@ namespace {
 /// conv5 ran 0.68-0.95x (PoCL) and 0.33-0.75x (Intel's runtime) the speed of the direct kernel
 /// on the unpacked weights at batch 1 and 16 (ConvInt4Bench.DISABLED_AlexNetGroupedConvs,
 /// alternating, medians of 5-7 rounds, load 5-6 on 2 cores): the columns, the GEMM's own
-/// activation packing and weight expansion cost more than its byte-pair products save.
+/// activation packing and weight expansion cost more than its byte-pair products save. With the
+/// weights unpacked in the GEMM's registers (no expansion) still 0.72 / 0.97 / 0.84 / 0.67× for
+/// conv2 / conv3 / conv4 / conv5 at batch 16 on PoCL (same test, 7 rounds, load 6; batch 1 too
+/// noisy there to read: 0.38-1.76×), so the direct kernel stays the default beyond conv1.
 bool WantsForwardGemm(const Device& device, const ConvDesc& d, const ConvQuant& q) {
   if (device.backend() != Backend::kOpenCL) return false;
   if (d.type != DataType::kFloat32 && d.type != DataType::kInt8Q) return false;

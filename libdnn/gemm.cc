@@ -857,8 +857,6 @@ void Gemm::Prepare(const GemmQuant& quant) {
   sums_kernel_ = program->GetKernel(WeightSumsKernelName(desc_));
   if (int4::Native(desc_, config_)) {
     xpack_kernel_ = program->GetKernel(KernelName(desc_) + "_xpack");
-    if (int4::ExpandedWeightBytes(desc_, config_))
-      wpack_kernel_ = program->GetKernel(KernelName(desc_) + "_wpack");
   } else if (desc_.weight_bits == 4) {
     unpack_kernel_ = program->GetKernel(int4::UnpackKernelName());
   }
@@ -898,8 +896,6 @@ void Gemm::AllocateScratch() {
   if (int4::Native(desc_, config_)) {
     if (!xq_)
       xq_ = device_->Allocate(std::max<size_t>(4, int4::PackedActivationBytes(desc_, config_)));
-    const size_t wq = int4::ExpandedWeightBytes(desc_, config_);
-    if (wq && !wq_) wq_ = device_->Allocate(wq);
   } else if (desc_.weight_bits == 4 && !unpacked_) {
     unpacked_ = device_->Allocate(size_t(desc_.channels()) * desc_.K);
   }
@@ -909,7 +905,6 @@ void Gemm::AllocateScratch() {
 
 void Gemm::ReleaseScratch() {
   xq_.reset();
-  wq_.reset();
   unpacked_.reset();
   apack_ = {};
 }
@@ -962,10 +957,6 @@ Event Gemm::RunKernel(const GemmArgs& args, Queue* queue) {
     if (int4::Native(d, config_)) {
       k.ArgBuffer(xq_.get(), 0, 4);
       int4::PackActivations(xpack_kernel_, d, config_, args, xq_.get(), queue);
-      if (wq_) {
-        k.ArgBuffer(wq_.get(), 0, 4);
-        int4::ExpandWeights(wpack_kernel_, d, args, wq_.get(), queue);
-      }
     }
   } else {
     k.Arg(args.alpha).Arg(args.beta);

@@ -170,8 +170,6 @@ class Gemm {
   std::shared_ptr<DeviceMemory> unpacked_;  // channels() × K int8
   Kernel xpack_kernel_;                     // native 4-bit kernels: the activations' packing
   std::shared_ptr<DeviceMemory> xq_;        // and their packed copy of one run
-  Kernel wpack_kernel_;                     // and the weights as 4-k words (outer, wide N)
-  std::shared_ptr<DeviceMemory> wq_;
 };
 
 /// The host reference: exactly the integer pipeline above for quantized types (bit-exact),

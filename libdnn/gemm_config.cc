@@ -39,9 +39,13 @@ bool Int4DotLayout(const GemmDesc& desc) {
 }
 
 /// 4-bit weights (kp = kU8S4, libdnn/gemm_int4.cc): vectors along K where Int4DotLayout, else
-/// the outer product with weights A (4 rows × 2 vectors of 8 columns: on PoCL's AlexNet GEMM
-/// shapes within noise of the best candidate, GemmInt4Bench.DISABLED_AlexNetShapes with
-/// GEMM_INT4_CANDIDATES=1).
+/// the outer product with weights A, 4 rows × 4 vectors of 8 columns. Measured on PoCL with the
+/// in-register nibble unpack (GemmInt4Bench.DISABLED_AlexNetShapes, GEMM_INT4_CANDIDATES=1,
+/// every byte-pair tile timed in alternating rounds, three passes of 3/7/9 rounds, load 5-6 on
+/// 2 cores), ms of 4 × 2 against 4 × 4 with this mf: 96×3025×363 3.10/2.01/2.01 against
+/// 1.80/2.03/1.80, 256×729×1200 2.90/3.07/2.85 against 2.37/2.87/2.33, 384×169×2304
+/// 1.60/2.18/1.60 against 1.49/2.32/1.51, 4096×64×9216 40.0/47.5/55.7 against 37.2/40.1/43.7
+/// (the best tile or within noise of it on every shape; 2 × 6 pads N = 64 to 96 columns).
 GemmConfig DefaultInt4Config(const GemmDesc& desc) {
   GemmConfig c;
   c.kp = GemmConfig::kU8S4;
@@ -58,14 +62,15 @@ GemmConfig DefaultInt4Config(const GemmDesc& desc) {
   }
   c.algorithm = GemmConfig::Algorithm::kOuter;
   c.tm = 4;
-  c.tn = 2;
+  c.tn = 4;
   c.mf = desc.M < desc.N ? 1 : 0;
   return c;
 }
 
 std::vector<GemmConfig> Int4Candidates() {
   std::vector<GemmConfig> out;
-  for (auto [tm, tn] : {std::pair{4, 1}, {4, 2}, {6, 2}, {8, 1}, {2, 2}, {3, 3}, {2, 4}})
+  for (auto [tm, tn] : {std::pair{4, 1}, {4, 2}, {6, 2}, {8, 1}, {2, 2}, {3, 3}, {2, 4}, {3, 4},
+                        {2, 6}, {4, 3}, {4, 4}})
     for (int mf : {0, 1}) out.push_back(Tile(kOuterTile, tm, tn, 8, 1, mf, GemmConfig::kU8S4));
   for (auto [tm, tn] : {std::pair{1, 1}, {1, 4}, {4, 1}, {2, 2}, {8, 1}, {1, 8}, {4, 2}})
     out.push_back(Tile(GemmConfig::Algorithm::kDot, tm, tn, 8, 1, 0, GemmConfig::kU8S4));

@@ -51,8 +51,9 @@ struct GemmConfig {
   /// kBytePairProduct16: `vpmaddubsw`, 32 MACs per instruction), the weights' nibbles
   /// sign-extended to bytes in registers, up to 8 steps summed in 16 bits (|pair| ≤ 2·255·8, so
   /// 8 steps stay within ±32640: exact) and then widened to int32 (`vpmaddwd` with ones).
-  /// kOuter: weights A not transposed, four k per 32-bit lane of a vector of 8 columns, the
-  /// activations first packed to such words by a small kernel per run; kDot: 32 k per vector,
+  /// kOuter: weights A not transposed, four k per 32-bit lane of a vector of 8 columns, each
+  /// row's 16 packed bytes of a block of 32 k unpacked in registers to 8 such words, the
+  /// activations first packed to words in the same k order by a small kernel per run; kDot: 32 k per vector,
   /// the activation rows first permuted to the nibbles' order (even k, then odd k).
   int kp = 1;
   static constexpr int kOneK = 1;   ///< kp: one k per step

@@ -92,13 +92,6 @@ constexpr int kSteps16 = 8;
 /// Whether the kernel is the outer product (weights A, activations B packed in 4-k words).
 bool Outer(const GemmConfig& c) { return c.algorithm == GemmConfig::Algorithm::kOuter; }
 
-/// Whether the outer kernel reads its weights as 4-k words expanded per run (the _wpack kernel)
-/// rather than unpacking two nibble bytes per row and step: where at least 8 column tiles
-/// reuse each row (as the int8 kernel's PacksA decides).
-bool ExpandsWeights(const GemmDesc& d, const GemmConfig& c) {
-  return Outer(c) && d.N >= 8 * c.cols_per_item();
-}
-
 /// Rows of activations the dot kernel reads: M (weights B) or the one column of B (weights A).
 int ActivationRows(const GemmDesc& d) { return d.weights == WeightOperand::kB ? d.M : 1; }
 
@@ -123,58 +116,62 @@ std::string Store(const GemmDesc& d, const std::string& m, const std::string& n,
   return s + "  }\n}\n";
 }
 
-/// Outer product: a work-item's tm rows of packed weights × tn vectors of 8 columns; each
-/// step one 4-k word per row (two packed bytes, nibbles spread to sign-extended bytes and
-/// broadcast) against the packed activation words of its columns.
+/// Outer product: a work-item's tm rows of packed weights × tn vectors of 8 columns, K in
+/// blocks of 32. Per block each row's 16 packed bytes unpack at once (MP_NIBBLES32_LOAD) to 8
+/// words of 4 sign-extended bytes — word j < 4 holds k = 8j, 8j + 2, 8j + 4, 8j + 6 and word
+/// j ≥ 4 the odd k after those of word j − 4 — and 8 steps each broadcast one word per row against
+/// the activation words the pack kernel wrote in that same order. (The weights were once
+/// expanded to 4-k words by a kernel per run, or unpacked nibble by nibble in scalar code:
+/// both cost more than this in-register unpack.)
 std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
   std::ostringstream s;
   s << "const int n0 = $global_id(" << (c.mf ? 1 : 0) << ") * " << c.tn * 8 << ";\n";
   s << "const int m0 = $global_id(" << (c.mf ? 0 : 1) << ") * " << c.tm << ";\n";
   s << "if (n0 >= N || m0 >= M) return;\n";
-  s << "const int RB = (K + 1) / 2, K4 = K / 4, K4C = (K + 3) / 4;\n";
+  s << "const int RB = (K + 1) / 2, KB = K / 32, KBC = (K + 31) / 32;\n";
   s << "const int NP = (N + " << c.tn * 8 - 1 << ") / " << c.tn * 8 << " * " << c.tn * 8 << ";\n";
-  const bool expanded = ExpandsWeights(d, c);
-  for (int i = 0; i < c.tm; ++i) {
-    if (expanded)
-      s << "const $global int* w" << i << " = wq + min(m0 + " << i << ", M - 1) * K4C;\n";
-    else
-      s << "const $global mp_u8* w" << i << " = a + min(m0 + " << i << ", M - 1) * RB;\n";
-  }
+  for (int i = 0; i < c.tm; ++i)
+    s << "const $global mp_u8* w" << i << " = a + min(m0 + " << i << ", M - 1) * RB;\n";
   s << "const $global int* xp = xq + n0;\n";
+  for (int i = 0; i < c.tm; ++i) s << "int ws" << i << "[8];\n";
   for (int i = 0; i < c.tm; ++i)
     for (int j = 0; j < c.tn; ++j) s << "mp_i32x8 acc" << i << "_" << j << " = (mp_i32x8)(0);\n";
-  auto step = [&](bool last) {
+  // One block: `tail` is the last block of a K that is not a multiple of 32 (its missing
+  // bytes read as 0, and the steps whose four k all lie past K skipped).
+  auto block = [&](bool tail) {
     std::ostringstream t;
-    for (int j = 0; j < c.tn; ++j)
-      t << "  const mp_i32x8 x" << j << " = MP_I32X8_LOAD(xp + k4 * NP + " << 8 * j << ");\n";
-    for (int i = 0; i < c.tm && expanded; ++i)
-      t << "  const mp_i32x8 v" << i << " = (mp_i32x8)(w" << i << "[k4]);\n";
-    for (int i = 0; i < c.tm && !expanded; ++i) {
-      t << "  const mp_i32x8 v" << i << " = (mp_i32x8)((int)MP_W4WORD((mp_u32)w" << i
-        << "[2 * k4] | ";
-      if (last)
-        t << "(2 * k4 + 1 < RB ? (mp_u32)w" << i << "[2 * k4 + 1] << 8 : 0u)));\n";
-      else
-        t << "((mp_u32)w" << i << "[2 * k4 + 1] << 8)));\n";
+    for (int i = 0; i < c.tm; ++i) {
+      if (tail) {
+        t << "  mp_u8 wb" << i << "[16];\n";
+        t << "  for (int e = 0; e < 16; ++e) wb" << i << "[e] = 16 * blk + e < RB ? w" << i
+          << "[16 * blk + e] : (mp_u8)0;\n";
+        t << "  MP_I32X8_STORE(MP_NIBBLES32_LOAD(wb" << i << "), ws" << i << ");\n";
+      } else {
+        t << "  MP_I32X8_STORE(MP_NIBBLES32_LOAD(w" << i << " + 16 * blk), ws" << i << ");\n";
+      }
     }
     for (int i = 0; i < c.tm; ++i)
       for (int j = 0; j < c.tn; ++j)
-        t << "  p" << i << "_" << j << " += MP_MADDUBS(x" << j << ", v" << i << ");\n";
+        t << "  mp_i16x16 p" << i << "_" << j << " = (mp_i16x16)(0);\n";
+    t << "  for (int q = 0; q < 8; ++q) {\n";
+    if (tail) t << "    if (32 * blk + (q < 4 ? 8 * q : 8 * q - 31) >= K) continue;\n";
+    t << "    const $global int* xr = xp + (8 * blk + q) * NP;\n";
+    for (int j = 0; j < c.tn; ++j)
+      t << "    const mp_i32x8 x" << j << " = MP_I32X8_LOAD(xr + " << 8 * j << ");\n";
+    for (int i = 0; i < c.tm; ++i)
+      t << "    const mp_i32x8 v" << i << " = (mp_i32x8)(ws" << i << "[q]);\n";
+    for (int i = 0; i < c.tm; ++i)
+      for (int j = 0; j < c.tn; ++j)
+        t << "    p" << i << "_" << j << " += MP_MADDUBS(x" << j << ", v" << i << ");\n";
+    t << "  }\n";
+    // 8 steps of one pair per 16-bit lane: within ±8·4080 = ±32640, then widened.
+    for (int i = 0; i < c.tm; ++i)
+      for (int j = 0; j < c.tn; ++j)
+        t << "  acc" << i << "_" << j << " += MP_WIDEN16(p" << i << "_" << j << ");\n";
     return t.str();
   };
-  s << "for (int kb = 0; kb < K4C; kb += " << kSteps16 << ") {\n";
-  s << "  const int ke = min(kb + " << kSteps16 << ", K4);\n";
-  for (int i = 0; i < c.tm; ++i)
-    for (int j = 0; j < c.tn; ++j) s << "  mp_i16x16 p" << i << "_" << j << " = (mp_i16x16)(0);\n";
-  s << "  for (int k4 = kb; k4 < ke; ++k4) {\n" << step(false) << "  }\n";
-  // The last group of a K that is not a multiple of 4: zero activations past K, and its
-  // second weight byte only where the row has it.
-  s << "  if (ke < kb + " << kSteps16 << " && ke < K4C) {\n    const int k4 = ke;\n"
-    << step(true) << "  }\n";
-  for (int i = 0; i < c.tm; ++i)
-    for (int j = 0; j < c.tn; ++j)
-      s << "  acc" << i << "_" << j << " += MP_WIDEN16(p" << i << "_" << j << ");\n";
-  s << "}\n";
+  s << "for (int blk = 0; blk < KB; ++blk) {\n" << block(false) << "}\n";
+  s << "if (KB < KBC) {\n  const int blk = KB;\n" << block(true) << "}\n";
   s << "int t[8];\n";
   for (int i = 0; i < c.tm; ++i)
     for (int j = 0; j < c.tn; ++j) {
@@ -251,11 +248,6 @@ std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const Ge
   w.AddType("Ctype", d.out_type);
   w.UseRequant(d.type);
   w.UseHelper(KernelHelper::kBytePairProduct16);
-  // Four nibbles (k … k + 3 in 16 bits, low first) spread to four sign-extended bytes:
-  // (n ^ 8) + 0x78 stays within its byte, and ^ 0x80 then gives n − 16 for n ≥ 8.
-  w.Define("MP_W4WORD(v)",
-           "((((((v) & 0xfu) | (((v) & 0xf0u) << 4) | (((v) & 0xf00u) << 8) | "
-           "(((v) & 0xf000u) << 12)) ^ 0x08080808u) + 0x78787878u) ^ 0x80808080u)");
   const std::string name = Gemm::KernelName(d);
   auto& k = w.Kernel(name);
   k.Value("int", "M").Value("int", "N").Value("int", "K");
@@ -269,7 +261,6 @@ std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const Ge
     k.In("int", "mult").In("int", "shift");
   k.Value("int", "x_zero").Value("int", "w_zero").Value("int", "c_zero");
   k.In("int", "xq");
-  if (ExpandsWeights(d, c)) k.In("int", "wq");
   std::string body = Outer(c) ? OuterBody(d, c) : DotBody(d, c);
   std::string indented;
   for (size_t start = 0; start < body.size();) {
@@ -279,24 +270,11 @@ std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const Ge
   }
   k.Body(indented);
 
-  if (ExpandsWeights(d, c))
-    // Each row's 4-k words of sign-extended bytes (the last word's missing nibbles 0).
-    w.Kernel(name + "_wpack")
-        .Value("int", "M")
-        .Value("int", "K")
-        .In("mp_u8", "wt")
-        .Out("int", "wq")
-        .Body("  const int RB = (K + 1) / 2, K4C = (K + 3) / 4;\n"
-              "  $loop(i, M * K4C) {\n"
-              "    const int m = i / K4C, k4 = i - m * K4C;\n"
-              "    const mp_u32 b0 = wt[m * RB + 2 * k4];\n"
-              "    const mp_u32 b1 = 2 * k4 + 1 < RB ? (mp_u32)wt[m * RB + 2 * k4 + 1] : 0u;\n"
-              "    wq[i] = (int)MP_W4WORD(b0 | (b1 << 8));\n"
-              "  }\n");
   if (Outer(c)) {
-    // Words of four k (bytes k … k + 3, zero past K) per column, columns padded to tiles: a
-    // work-item per 8 columns of one word row (four 8-byte row loads interleaved, MP_ZIP4_U8X8;
-    // byte by byte at the edges).
+    // Per block of 32 k, 8 words per column in the order OuterBody's unpacked weights take
+    // (word j < 4: k = 32·blk + 8j + {0, 2, 4, 6}; j ≥ 4: 32·blk + 8(j − 4) + {1, 3, 5, 7}; zero
+    // past K), columns padded to tiles: a work-item per 8 columns of one word row (four 8-byte
+    // row loads interleaved, MP_ZIP4_U8X8 with rows two apart; byte by byte at the edges).
     w.Kernel(name + "_xpack")
         .Value("int", "K")
         .Value("int", "N")
@@ -305,17 +283,18 @@ std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const Ge
         .Value("int", "ldb")
         .Out("int", "xq")
         .Body(std::string("  const int NP8 = NP / 8;\n"
-              "  $loop(i, (K + 3) / 4 * NP8) {\n"
-              "    const int k4 = i / NP8, n = (i - k4 * NP8) * 8;\n") +
+              "  $loop(i, (K + 31) / 32 * 8 * NP8) {\n"
+              "    const int wr = i / NP8, n = (i - wr * NP8) * 8, j = wr & 7;\n"
+              "    const int k0 = (wr - j) * 4 + (j < 4 ? 8 * j : 8 * j - 31);\n") +
               (d.trans_b ? "" :
-              "    if (n + 8 <= N && 4 * k4 + 4 <= K) {\n"
-              "      MP_I32X8_STORE(MP_ZIP4_U8X8(x + 4 * k4 * ldb + n, ldb), xq + 8 * i);\n"
+              "    if (n + 8 <= N && k0 + 6 < K) {\n"
+              "      MP_I32X8_STORE(MP_ZIP4_U8X8(x + k0 * ldb + n, 2 * ldb), xq + 8 * i);\n"
               "      continue;\n"
               "    }\n") +
               "    for (int e = 0; e < 8; ++e) {\n"
               "      mp_u32 t = 0u;\n"
               "      for (int q = 0; q < 4; ++q) {\n"
-              "        const int k = 4 * k4 + q, nn = n + e;\n"
+              "        const int k = k0 + 2 * q, nn = n + e;\n"
               "        if (nn < N && k < K) t |= (mp_u32)x[" + std::string(d.trans_b ? "nn * ldb + k" : "k * ldb + nn") + "] << (8 * q);\n"
               "      }\n"
               "      xq[8 * i + e] = (int)t;\n"
@@ -354,19 +333,8 @@ std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const Ge
   return w.Source();
 }
 
-size_t ExpandedWeightBytes(const GemmDesc& d, const GemmConfig& c) {
-  return ExpandsWeights(d, c) ? size_t(d.M) * ((d.K + 3) / 4) * 4 : 0;
-}
-
-Event ExpandWeights(Kernel& wpack, const GemmDesc& d, const GemmArgs& args, DeviceMemory* wq,
-                    Queue* queue) {
-  wpack.Arg(int32_t{d.M}).Arg(int32_t{d.K}).ArgBuffer(args.a.mem, args.a.byte_offset, 1);
-  wpack.ArgBuffer(wq, 0, 4);
-  return wpack.Launch1D(size_t(d.M) * ((d.K + 3) / 4), queue);
-}
-
 size_t PackedActivationBytes(const GemmDesc& d, const GemmConfig& c) {
-  if (Outer(c)) return size_t((d.K + 3) / 4) * PaddedColumns(d, c) * 4;
+  if (Outer(c)) return size_t((d.K + 31) / 32) * 8 * PaddedColumns(d, c) * 4;
   return size_t(ActivationRows(d)) * ((d.K + 31) / 32) * 32;
 }
 
@@ -377,7 +345,7 @@ Event PackActivations(Kernel& xpack, const GemmDesc& d, const GemmConfig& c, con
     xpack.Arg(int32_t{d.K}).Arg(int32_t{d.N}).Arg(int32_t{np});
     xpack.ArgBuffer(args.b.mem, args.b.byte_offset, 1).Arg(int32_t(d.ldb_or_packed()));
     xpack.ArgBuffer(xq, 0, 4);
-    return xpack.Launch1D(size_t((d.K + 3) / 4) * (np / 8), queue);
+    return xpack.Launch1D(size_t((d.K + 31) / 32) * 8 * (np / 8), queue);
   }
   const bool wb = d.weights == WeightOperand::kB;
   const BufferRef& x = wb ? args.a : args.b;

@@ -33,17 +33,9 @@ inline bool Native(const GemmDesc& d, const GemmConfig& c) {
   return d.weight_bits == 4 && c.kp == GemmConfig::kU8S4;
 }
 /// The native program: the GEMM kernel (Gemm::KernelName, the int8 kernel's arguments followed
-/// by `xq`, the packed activations, and `wq` where ExpandedWeightBytes is not 0), its activation
-/// pack kernel (KernelName + "_xpack"), the weight expansion (KernelName + "_wpack") and the
+/// by `xq`, the packed activations), its activation pack kernel (KernelName + "_xpack") and the
 /// weight sums (KernelName + "_wsum", Σ of the nibbles per channel).
 std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const GemmConfig& c);
-/// Bytes of the weights expanded to 4-k words per run by the program's _wpack kernel (outer
-/// product over at least 8 column tiles; 0: the kernel unpacks nibbles itself). The GEMM kernel
-/// then takes them as an argument `wq` after `xq`.
-size_t ExpandedWeightBytes(const GemmDesc& d, const GemmConfig& c);
-/// Launches the _wpack kernel on the weights (A) of one run.
-Event ExpandWeights(Kernel& wpack, const GemmDesc& d, const GemmArgs& args, DeviceMemory* wq,
-                    Queue* queue);
 /// Bytes of the packed activations of one run.
 size_t PackedActivationBytes(const GemmDesc& d, const GemmConfig& c);
 /// Launches the activation pack kernel of one run (A or B, whichever holds the activations).

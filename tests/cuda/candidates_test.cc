@@ -265,21 +265,21 @@ TEST(CudaCandidates, PairProductPathsCompileInEveryLayout) {
 
 // The 4-bit weight (int8w4) byte-pair kernels (GemmConfig::kU8S4, KernelHelper::
 // kBytePairProduct16's CUDA structs) in every layout that changes their text: the outer product
-// with weights expanded per run (a wide N) or unpacked in the kernel, its activations packed from
-// B rows or from a transposed B, and the dot product along K with weights A (matrix × vector) or
-// weights B (the inner product). Each such shape of the CUDA candidates compiles as compute_75
-// PTX holding the GEMM, _xpack, _wsum (and _wpack) entries; the first also as sm_80 cubin.
+// (weights unpacked in the kernel) with its activations packed from B rows or from a transposed
+// B, and the dot product along K with weights A (matrix × vector) or weights B (the inner
+// product). Each such shape of the CUDA candidates compiles as compute_75 PTX holding the GEMM,
+// _xpack and _wsum entries; the first also as sm_80 cubin.
 TEST(CudaCandidates, EveryInt4CandidateShapeCompiles) {
   const DeviceInfo gpu = CudaGpu();
   struct Layout {
     int m, n;
     bool trans_b, weights_b;
   };
-  std::set<std::tuple<int, bool, bool, bool>> seen;  // (algorithm, expanded, trans_b, weights B)
+  std::set<std::tuple<int, bool, bool>> seen;  // (algorithm, trans_b, weights B)
   int native = 0, compiles = 0;
   const auto start = std::chrono::steady_clock::now();
-  for (const Layout& l : {Layout{64, 512, false, false}, Layout{64, 45, false, false},
-                          Layout{64, 45, true, false}, Layout{64, 1, false, false},
+  for (const Layout& l : {Layout{64, 45, false, false}, Layout{64, 45, true, false},
+                          Layout{64, 1, false, false},
                           Layout{3, 64, true, true}}) {
     GemmDesc d;
     d.type = d.out_type = DataType::kInt8Q;
@@ -292,8 +292,7 @@ TEST(CudaCandidates, EveryInt4CandidateShapeCompiles) {
       if (!int4::Native(d, c)) continue;
       ++native, ++layout_native;
       ASSERT_TRUE(c.Supports(d, Backend::kCuda)) << c.ToString();
-      const bool expanded = int4::ExpandedWeightBytes(d, c) > 0;
-      if (!seen.insert({int(c.algorithm), expanded, l.trans_b, l.weights_b}).second) continue;
+      if (!seen.insert({int(c.algorithm), l.trans_b, l.weights_b}).second) continue;
       const std::string what = d.ToString() + " " + c.ToString();
       const std::string name = Gemm::KernelName(d);
       EXPECT_NE(Gemm::Source(KernelTarget::Cuda(80), d, c).find("MP_MADDUBS("), std::string::npos)
@@ -309,8 +308,7 @@ TEST(CudaCandidates, EveryInt4CandidateShapeCompiles) {
             EXPECT_FALSE(out.cubin.empty()) << what << " " << arch;
             continue;
           }
-          std::vector<std::string> entries = {name, name + "_xpack", name + "_wsum"};
-          if (expanded) entries.push_back(name + "_wpack");
+          const std::vector<std::string> entries = {name, name + "_xpack", name + "_wsum"};
           for (const std::string& e : entries)
             EXPECT_NE(out.ptx.find(".entry " + e + "("), std::string::npos) << what << ": " << e;
         } catch (const std::exception& e) {
@@ -324,7 +322,7 @@ TEST(CudaCandidates, EveryInt4CandidateShapeCompiles) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("int8w4 byte pairs: %d CUDA candidates, %zu kernel shapes, %d compiles (PTX, one "
               "sm_80 cubin) in %.1f s\n", native, seen.size(), compiles, seconds);
-  EXPECT_EQ(seen.size(), 5u) << "outer: expanded, unpacked, transposed B; dot: weights A and B";
+  EXPECT_EQ(seen.size(), 4u) << "outer: B rows, transposed B; dot: weights A and B";
 }
 
 #else

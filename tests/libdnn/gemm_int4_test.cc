@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -288,7 +289,8 @@ namespace {
 
 /// Side-by-side timing on the five AlexNet shapes of `mpcaffe bench gemm` (weights A, B K×N):
 /// int8 (unsigned weights with a zero point, the bench's int8) against int8w4, alternating,
-/// medians of GEMM_INT4_ROUNDS (default 5) rounds. Run by hand:
+/// medians of GEMM_INT4_ROUNDS (default 5) rounds; GEMM_INT4_SHAPES=i,j (0-4) times only those
+/// shapes. Run by hand:
 ///   MPCAFFE_DEVICE=1 build/bin/test_libdnn --gtest_also_run_disabled_tests \
 ///     --gtest_filter=GemmInt4Bench.DISABLED_AlexNetShapes
 TEST(GemmInt4Bench, DISABLED_AlexNetShapes) {
@@ -296,8 +298,16 @@ TEST(GemmInt4Bench, DISABLED_AlexNetShapes) {
   const int rounds = std::getenv("GEMM_INT4_ROUNDS") ? std::atoi(std::getenv("GEMM_INT4_ROUNDS")) : 5;
   const std::vector<Shape> shapes = {
       {96, 3025, 363}, {256, 729, 1200}, {384, 169, 2304}, {4096, 64, 9216}, {4096, 1, 9216}};
+  std::vector<bool> wanted(shapes.size(), !std::getenv("GEMM_INT4_SHAPES"));
+  if (const char* only = std::getenv("GEMM_INT4_SHAPES"))
+    for (const char* p = only; *p; ++p)
+      if (*p >= '0' && *p < char('0' + shapes.size())) wanted[size_t(*p - '0')] = true;
   double log_sum = 0;
-  for (const Shape& s : shapes) {
+  int timed = 0;
+  for (size_t si = 0; si < shapes.size(); ++si) {
+    if (!wanted[si]) continue;
+    ++timed;
+    const Shape& s = shapes[si];
     GemmDesc d8;
     d8.type = d8.out_type = DataType::kInt8Q;
     d8.M = s.M, d8.N = s.N, d8.K = s.K;
@@ -322,18 +332,30 @@ TEST(GemmInt4Bench, DISABLED_AlexNetShapes) {
     std::printf("%5d x %5d x %5d  int8 %8.3f ms (%s)  int8w4 %8.3f ms (%s)  int8/int8w4 %.2f\n",
                 s.M, s.N, s.K, m8, g8.config().ToString().c_str(), m4,
                 g4.config().ToString().c_str(), m8 / m4);
-    // GEMM_INT4_CANDIDATES=1: every byte-pair candidate of the shape, best of 3.
-    if (std::getenv("GEMM_INT4_CANDIDATES"))
+    // GEMM_INT4_CANDIDATES=1: every byte-pair candidate of the shape, all timed once per round
+    // in turn (so load changes hit them alike), the medians of `rounds` rounds.
+    if (std::getenv("GEMM_INT4_CANDIDATES")) {
+      std::vector<GemmConfig> configs;
+      std::vector<std::unique_ptr<Gemm>> gemms;
       for (const GemmConfig& c : GemmCandidates(dev.info(), d4)) {
         if (c.kp != GemmConfig::kU8S4) continue;
-        Gemm g(dev, d4, PlaceholderQuant(d4), c);
-        TimeMs([&] { return g.Run(o4.args()); }, 1);
-        std::printf("    %-50s %8.3f ms\n", c.ToString().c_str(),
-                    TimeMs([&] { return g.Run(o4.args()); }, 3));
+        configs.push_back(c);
+        gemms.push_back(std::make_unique<Gemm>(dev, d4, PlaceholderQuant(d4), c));
+        TimeMs([&] { return gemms.back()->Run(o4.args()); }, 1);
       }
+      std::vector<std::vector<double>> times(gemms.size());
+      for (int r = 0; r < rounds; ++r)
+        for (size_t i = 0; i < gemms.size(); ++i)
+          times[i].push_back(TimeMs([&] { return gemms[i]->Run(o4.args()); }, 1));
+      for (size_t i = 0; i < gemms.size(); ++i) {
+        std::sort(times[i].begin(), times[i].end());
+        std::printf("    %-50s %8.3f ms\n", configs[i].ToString().c_str(),
+                    times[i][times[i].size() / 2]);
+      }
+    }
   }
-  std::printf("geometric mean int8 time / int8w4 time: %.2f (%d rounds, %s)\n",
-              std::exp(log_sum / shapes.size()), rounds, dev.Describe().c_str());
+  std::printf("geometric mean int8 time / int8w4 time: %.2f (%d shapes, %d rounds, %s)\n",
+              std::exp(log_sum / std::max(timed, 1)), timed, rounds, dev.Describe().c_str());
 }
 
 }  // namespace
