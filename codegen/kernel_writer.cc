@@ -133,15 +133,24 @@ const char* kVectorFmaCudaText = R"(__device__ __forceinline__ @V fma(@V a, cons
 )";
 
 // 16-bit pair products (KernelHelper::kPairProduct16), one row per dialect; both give the
-// same integers. OpenCL: LLVM (PoCL's 15) does not form vpmaddwd from the portable
-// .even/.odd form, so AVX2 targets call the builtin.
+// same integers. OpenCL: LLVM (PoCL's 15) does not form vpmaddwd from a portable form, so
+// AVX2 targets call the builtin. Other targets (Intel's CPU runtime compiles for a SPIR target,
+// without x86 built-ins) take the portable form, spelled as the products of all 16 lanes
+// widened, then their even + odd lanes: Intel's runtime 2026.2 (LLVM 23) makes that one
+// vpdpwssd (AVX-512 VNNI) per MP_MADD16, where the former spelling, products of the .even
+// lanes plus products of the .odd lanes, became two vpdpwssd on masked and shifted copies
+// (dumped with CL_CONFIG_DUMP_DISASSEMBLY=True, 2026-11-24).
 const char* kPairProduct16OpenCLText =
     R"(// 16-bit pair products: lanes x.s(2i)*y.s(2i) + x.s(2i+1)*y.s(2i+1).
 typedef short16 mp_short16;
 #if defined(__AVX2__)
 #define MP_MADD16(x, y) __builtin_ia32_pmaddwd256((x), (y))
 #else
-#define MP_MADD16(x, y) (convert_int8((x).even) * convert_int8((y).even) + convert_int8((x).odd) * convert_int8((y).odd))
+$device_fn int8 mp_madd16(short16 x, short16 y) {
+  const int16 p = convert_int16(x) * convert_int16(y);
+  return p.even + p.odd;
+}
+#define MP_MADD16(x, y) mp_madd16((x), (y))
 #endif
 #define MP_PAIR16(a0, a1) __builtin_astype((int8)(((a0) & 0xffff) | (int)((uint)(a1) << 16)), short16)
 #define MP_PAIR16_WORD(w) __builtin_astype((int8)(w), short16)
@@ -224,13 +233,17 @@ __device__ __forceinline__ void mp_pair_flush(A& acc, const mp_pair_acc& lo, con
 // Unsigned × signed byte pair products (KernelHelper::kBytePairProduct16, 4-bit weights), one
 // row per dialect; both give the same integers whenever the pair sums fit int16. OpenCL: the AVX2
 // built-ins take 32-byte char vectors (OpenCL C has none of 32 lanes: clang's ext_vector_type
-// declares one); the portable form computes the pair sums in int lanes and packs them as two
-// 16-bit halves. The nibble unpack spreads each nibble n to a byte as ((n ^ 8) + 0x78) ^ 0x80
-// (n − 16 for n ≥ 8; no carry leaves its byte).
+// declares one). The portable form keeps the 16 pair sums in int lanes (mp_i16x16 is int16
+// there: 16 lanes of partial sums, wider than the built-ins' but holding the same integers
+// while they fit int16), the 32 bytes widened whole and multiplied in 32 lanes: Intel's CPU
+// runtime 2026.2 (LLVM 23, AVX-512 VNNI) makes each MP_MADDUBS one zmm vpdpwssd on
+// vpmovzxbw / vpmovsxbw operands, where packing the sums into 16-bit lanes cost two vpmaddwd,
+// a vpackssdw and a vpermq per call (CL_CONFIG_DUMP_DISASSEMBLY=True, 2026-11-24). The nibble
+// unpack spreads each nibble n to a byte as ((n ^ 8) + 0x78) ^ 0x80 (n − 16 for n ≥ 8; no carry
+// leaves its byte).
 const char* kBytePairProduct16OpenCLText =
     R"(// Byte pair products: 16-bit lanes x.b(2i)*w.b(2i) + x.b(2i+1)*w.b(2i+1).
 typedef int8 mp_i32x8;
-typedef short16 mp_i16x16;
 #define MP_I32X8_LOAD(p) vload8(0, (p))
 #define MP_I32X8_STORE(x, p) vstore8((x), 0, (p))
 $device_fn int mp_i32x8_sum(mp_i32x8 x) {
@@ -248,23 +261,28 @@ $device_fn mp_i32x8 mp_zip4_u8x8(const $global mp_u8* p, int ld) {
 #define MP_NIBBLES32(p) as_int8(((as_uint8((int8)(as_int4((p) & (uchar16)(15)), as_int4((p) >> (uchar16)(4)))) ^ (uint8)(0x08080808u)) + (uint8)(0x78787878u)) ^ (uint8)(0x80808080u))
 #define MP_NIBBLES32_LOAD(p) MP_NIBBLES32(vload16(0, (p)))
 #if defined(__AVX2__)
+typedef short16 mp_i16x16;
 typedef char mp_char32 __attribute__((ext_vector_type(32)));
 #define MP_MADDUBS(x, w) __builtin_ia32_pmaddubsw256(__builtin_astype((x), mp_char32), __builtin_astype((w), mp_char32))
 #define MP_WIDEN16(p) __builtin_ia32_pmaddwd256((p), (short16)(1))
 #else
+typedef int16 mp_i16x16;
+typedef uchar mp_u8x32 __attribute__((ext_vector_type(32)));
+typedef char mp_s8x32 __attribute__((ext_vector_type(32)));
+typedef int mp_i32x32 __attribute__((ext_vector_type(32)));
 $device_fn mp_i16x16 mp_maddubs(mp_i32x8 x, mp_i32x8 w) {
-  const int8 lo = (x & 255) * ((w << 24) >> 24) + ((x >> 8) & 255) * ((w << 16) >> 24);
-  const int8 hi = ((x >> 16) & 255) * ((w << 8) >> 24) + ((x >> 24) & 255) * (w >> 24);
-  return as_short16((as_uint8(lo) & 0xffffu) | (as_uint8(hi) << 16));
+  const mp_i32x32 p = __builtin_convertvector(__builtin_astype(x, mp_u8x32), mp_i32x32) *
+                      __builtin_convertvector(__builtin_astype(w, mp_s8x32), mp_i32x32);
+  return p.even + p.odd;
 }
 #define MP_MADDUBS(x, w) mp_maddubs((x), (w))
-#define MP_WIDEN16(p) (convert_int8((p).even) + convert_int8((p).odd))
+#define MP_WIDEN16(p) ((p).even + (p).odd)
 #endif
 )";
 
-// CUDA: structs of 8 int and 16 short lanes, lane loops in the portable arithmetic of the OpenCL
-// row's #else branch (32-bit lanes add in wrapping unsigned arithmetic, 16-bit lanes truncate);
-// loads assemble words byte by byte (any alignment).
+// CUDA: structs of 8 int and 16 short lanes, lane loops (32-bit lanes add in wrapping unsigned
+// arithmetic, 16-bit lanes truncate: the same integers as the OpenCL rows while the pair sums fit
+// int16); loads assemble words byte by byte (any alignment).
 const char* kBytePairProduct16CudaText =
     R"(// Byte pair products: 16-bit lanes x.b(2i)*w.b(2i) + x.b(2i+1)*w.b(2i+1).
 struct mp_i32x8 {

@@ -113,11 +113,13 @@ enum class KernelHelper {
   /// structs in the portable arithmetic), the same integers in every form:
   ///   mp_i32x8          8 int lanes (32 bytes; the int32 accumulators); (mp_i32x8)(x) broadcasts,
   ///                     += adds (wrapping)
-  ///   mp_i16x16         16 short lanes (16-bit partial sums); (mp_i16x16)(0), += adds
+  ///   mp_i16x16         16 lanes of partial sums (short; int in OpenCL's portable form, which
+  ///                     holds the same integers while they fit int16); (mp_i16x16)(0), += adds
   ///   MP_MADDUBS(x, w)  mp_i16x16 of x.b0·w.b0 + x.b1·w.b1, x.b2·w.b2 + x.b3·w.b3, … for
   ///                     mp_i32x8 x, w holding 32 bytes (x's unsigned, w's signed); one
   ///                     vpmaddubsw where the compiler targets AVX2 (which saturates each sum to
-  ///                     int16), portable code elsewhere (which truncates it): the same integers
+  ///                     int16), portable code elsewhere (CUDA truncates it; OpenCL keeps it in
+  ///                     an int lane): the same integers
   ///                     whenever the pair sums fit int16, as they do for weights in [-8, 7]
   ///                     (|sum| ≤ 4080)
   ///   MP_WIDEN16(p)     mp_i32x8 of p.s0 + p.s1, p.s2 + p.s3, … (vpmaddwd with ones on AVX2)

@@ -103,7 +103,11 @@ typedef short16 mp_short16;
 #if defined(__AVX2__)
 #define MP_MADD16(x, y) __builtin_ia32_pmaddwd256((x), (y))
 #else
-#define MP_MADD16(x, y) (convert_int8((x).even) * convert_int8((y).even) + convert_int8((x).odd) * convert_int8((y).odd))
+inline __attribute__((always_inline)) int8 mp_madd16(short16 x, short16 y) {
+  const int16 p = convert_int16(x) * convert_int16(y);
+  return p.even + p.odd;
+}
+#define MP_MADD16(x, y) mp_madd16((x), (y))
 #endif
 #define MP_PAIR16(a0, a1) __builtin_astype((int8)(((a0) & 0xffff) | (int)((uint)(a1) << 16)), short16)
 #define MP_PAIR16_WORD(w) __builtin_astype((int8)(w), short16)
