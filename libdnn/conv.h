@@ -178,7 +178,8 @@ class Convolution {
   bool forward_gemm() const { return !gemms_.empty(); }
   /// Whether Forward runs the depthwise kernel (one input and one output channel per group,
   /// as MobileNet's 3×3 layers): a work-item per block of depthwise_rows() output rows of one
-  /// channel's output column (neighbouring work-items, neighbouring columns), the window's
+  /// channel's output column, or of depthwise_vx() neighbouring columns as OpenCL vectors
+  /// (neighbouring work-items, neighbouring columns), the window's
   /// weights in registers and every size a constant of the kernel text, instead of channel
   /// tiles that such a layer would leave all but one lane of empty. The constructor without a
   /// config chooses it for every depthwise description; MPCAFFE_CONV_DEPTHWISE=0 turns it off.
