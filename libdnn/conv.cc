@@ -49,6 +49,12 @@ bool WantsForwardGemm(const Device& device, const ConvDesc& d, const ConvQuant& 
 
 /// Whether each group's im2col columns are its input channels as they are (1×1, stride 1, no
 /// padding: Convolution::IsPointwise per group), so the GEMM reads the image itself.
+/// Work-group width of the depthwise kernel: DepthwiseLocalWidth, or with vectors of `vx`
+/// columns the vectors of one output row.
+int DepthwiseLocal(const ConvDesc& d, int vx) {
+  return vx > 1 ? DivUp(d.out_w(), vx) : Convolution::DepthwiseLocalWidth(d);
+}
+
 bool ColumnsAreTheInput(const ConvDesc& d) {
   ConvDesc one = d;
   one.groups = 1;
@@ -105,19 +111,25 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
 }
 
 Convolution Convolution::Depthwise(Device& device, const ConvDesc& desc, const ConvQuant& quant,
-                                   int rows) {
+                                   int rows, int vx) {
   if (!IsDepthwise(desc))
     throw Error("convolution " + desc.ToString() +
                 ": not depthwise (one input and output channel per group)");
   if (rows < 1 || rows > 32)
     throw Error("convolution " + desc.ToString() + ": " + std::to_string(rows) +
                 " depthwise rows per work-item; 1 to 32 expected");
+  if (vx > 1 && (DepthwiseVectorWidth(desc, device.backend(), quant.x_zero) == 1 ||
+                 (vx != 8 && vx != 16) || vx * desc.stride_w > 16))
+    throw Error("convolution " + desc.ToString() + ": " + std::to_string(vx) +
+                " depthwise columns per work-item; 1 expected here, or 8 / 16 with vx · stride ≤ "
+                "16 for OpenCL fp32 and int8q with an input zero point in [0, 255]");
+  if (vx < 0) throw Error("convolution " + desc.ToString() + ": negative depthwise vx");
   Convolution conv(device, desc, quant, DefaultConvConfig(device.info(), desc.type));
-  conv.PrepareDepthwise(rows);
+  conv.PrepareDepthwise(rows, vx);
   return conv;
 }
 
-void Convolution::PrepareDepthwise(int rows) {
+void Convolution::PrepareDepthwise(int rows, int vx) {
   const ConvDesc& d = desc_;
   const size_t planes = size_t(d.batch) * d.channels;
   if (planes > 65535 && device_->backend() == Backend::kCuda)
@@ -125,10 +137,12 @@ void Convolution::PrepareDepthwise(int rows) {
                 " image planes exceed the depthwise kernel's CUDA grid (65535)");
   depthwise_ = true;
   depthwise_rows_ = rows;
+  depthwise_vx_ = vx > 0 ? vx : DepthwiseVectorWidth(d, device_->backend(), x_zero_);
   ProgramHints hints;
-  hints.local_sizes = {{size_t(DepthwiseLocalWidth(d)), 1, 1}};
-  depthwise_kernel_ = device_->GetProgram(DepthwiseSource(KernelTarget::Of(*device_), d, rows),
-                                          "", hints)
+  hints.local_sizes = {{size_t(DepthwiseLocal(d, depthwise_vx_)), 1, 1}};
+  depthwise_kernel_ = device_->GetProgram(
+                                 DepthwiseSource(KernelTarget::Of(*device_), d, rows, depthwise_vx_),
+                                 "", hints)
                           ->GetKernel(DepthwiseKernelName(d));
   packed_.reset();  // the direct kernel's weights are not needed
 }
@@ -289,8 +303,9 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
         .ArgBuffer(res_arg.mem, res_arg.byte_offset, es)
         .ArgBuffer(output.mem, output.byte_offset, es);
     for (int v : {x_zero_, c_zero_, res_zero_, res_m_, res_s_}) depthwise_kernel_.Arg(int32_t{v});
-    const size_t local = size_t(DepthwiseLocalWidth(d));
-    return depthwise_kernel_.Launch({size_t(ow), size_t(DivUp(oh, depthwise_rows_)),
+    const size_t local = size_t(DepthwiseLocal(d, depthwise_vx_));
+    const size_t columns = depthwise_vx_ > 1 ? size_t(DivUp(ow, depthwise_vx_)) : size_t(ow);
+    return depthwise_kernel_.Launch({columns, size_t(DivUp(oh, depthwise_rows_)),
                                      size_t(d.batch) * d.channels},
                                     {local, 1, 1}, queue);
   }

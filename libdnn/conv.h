@@ -178,7 +178,8 @@ class Convolution {
   bool forward_gemm() const { return !gemms_.empty(); }
   /// Whether Forward runs the depthwise kernel (one input and one output channel per group,
   /// as MobileNet's 3×3 layers): a work-item per block of depthwise_rows() output rows of one
-  /// channel's output column (neighbouring work-items, neighbouring columns), the window's
+  /// channel's output column, or of depthwise_vx() neighbouring columns as OpenCL vectors
+  /// (neighbouring work-items, neighbouring columns), the window's
   /// weights in registers and every size a constant of the kernel text, instead of channel
   /// tiles that such a layer would leave all but one lane of empty. The constructor without a
   /// config chooses it for every depthwise description; MPCAFFE_CONV_DEPTHWISE=0 turns it off.
@@ -193,10 +194,17 @@ class Convolution {
   /// Work-group width (along the output row) of the depthwise kernel: a multiple of 8 covering
   /// the output width in as few groups of at most 64 as possible.
   static int DepthwiseLocalWidth(const ConvDesc& desc);
+  /// Output columns per work-item of the depthwise kernel (its vector width; 1: the kernel of
+  /// one column per work-item): 8 or 16 on OpenCL for fp32, and for int8q with an input zero
+  /// point in [0, 255] (its window accumulates in float), strides 1 and 2; 1 otherwise.
+  int depthwise_vx() const { return depthwise_vx_; }
+  static int DepthwiseVectorWidth(const ConvDesc& desc, Backend backend, int32_t x_zero);
   /// The constructor of a depthwise description with a given number of rows per work-item
-  /// (the tuner's candidates; `rows` in [1, 32]).
+  /// (the tuner's candidates; `rows` in [1, 32]) and columns per work-item `vx` (0:
+  /// DepthwiseVectorWidth; else 1, or 8 / 16 where DepthwiseVectorWidth is above 1 and
+  /// vx · stride_w ≤ 16).
   static Convolution Depthwise(Device& device, const ConvDesc& desc, const ConvQuant& quant,
-                               int rows);
+                               int rows, int vx = 0);
 
   /// Repacks the OIHW `weights` (type storage; int8/int16 when weights_signed; packed 4-bit
   /// rows with weight_bits 4, unpacked on the device first) into the
@@ -241,9 +249,10 @@ class Convolution {
   static std::string ForwardKernelName(const ConvDesc& desc);
   /// The depthwise program of a description with one input and output channel per group
   /// (forward_depthwise()); every type and backend.
-  /// `rows` output rows per work-item (0: DefaultDepthwiseRows).
+  /// `rows` output rows per work-item (0: DefaultDepthwiseRows); `vx` > 1: vectors of `vx`
+  /// output columns per work-item (OpenCL; DepthwiseVectorWidth says where they apply).
   static std::string DepthwiseSource(const KernelTarget& target, const ConvDesc& desc,
-                                     int rows = 0);
+                                     int rows = 0, int vx = 1);
   static std::string DepthwiseKernelName(const ConvDesc& desc);
   /// Whether `desc` has one input and one output channel per group.
   static bool IsDepthwise(const ConvDesc& desc);
@@ -294,8 +303,8 @@ class Convolution {
   Kernel im2col_;
   // Depthwise forward (forward_depthwise()): its kernel and the weights as SetWeights gave them.
   bool depthwise_ = false;
-  int depthwise_rows_ = 0;
-  void PrepareDepthwise(int rows);
+  int depthwise_rows_ = 0, depthwise_vx_ = 1;
+  void PrepareDepthwise(int rows, int vx = 0);
   Kernel depthwise_kernel_;
   std::shared_ptr<DeviceMemory> depthwise_weights_;
   std::shared_ptr<DeviceMemory> gemm_weights_, gemm_sums_, gemm_col_;

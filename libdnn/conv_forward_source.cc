@@ -641,6 +641,201 @@ int Convolution::DepthwiseLocalWidth(const ConvDesc& d) {
   return DivUp(DivUp(ow, groups), 8) * 8;
 }
 
+// The OpenCL form of the depthwise kernel with explicit vectors (Convolution::
+// DepthwiseVectorWidth): a work-item per (image · channel, block of `rows` output rows, vector
+// of `vx` neighbouring output columns). Each input row of the block is read with one vector
+// load per window column (vx·stride elements, every stride-th taken: .even for stride 2) and
+// multiplied into the vector accumulators of the output rows whose window meets it, so the
+// window runs in SIMD whatever the runtime's own vectorizer makes of the work-items (PoCL's
+// left the int8 kernel scalar: the requantization's branches). Columns outside the input are
+// masked to 0 (x − z_x = 0); work-items whose loads would leave the input buffer (the first
+// and last plane's edge rows) build their vectors lane by lane instead. int8q accumulates in
+// float: with 0 ≤ z_x ≤ 255 every product is at most 255² and a window of at most 258 taps sums
+// below 2^24, so the float sums are the int32 ones exactly; the epilogue requantizes the vector
+// (gemm_internal::VectorRequant: the same integers as mp_requant32).
+namespace {
+
+std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d, int rows,
+                                  int vx) {
+  const bool q = IsQuantized(d.type);
+  KernelWriter w(target, "conv_depthwise");
+  w.AddType("Dtype", d.type);
+  DeclareWeightStorage(w, d);
+  if (q) {
+    w.UseRequant(d.type);
+    w.Define("Btype", TraitsOf(d.type).acc_alias());
+  } else {
+    w.Define("Btype", "float");
+  }
+  auto num = [](long v) { return std::to_string(v); };
+  const std::string n = num(vx), F = "float" + n, I = "int" + n, L = "long" + n;
+  const int sw = d.stride_w, load = vx * sw;  // elements per vector load
+  if (q && d.type != DataType::kInt8Q) throw Error("depthwise vector kernel: int8q or fp32 only");
+  const int oh = d.out_h(), ow = d.out_w();
+  const long hw = long(d.height) * d.width;
+  const long total = long(d.batch) * d.channels * hw;
+  const int in_rows = (rows - 1) * d.stride_h + (d.kernel_h - 1) * d.dilation_h + 1;
+  const int span = (d.kernel_w - 1) * d.dilation_w + load;  // columns a row's loads cover
+  auto& k = w.Kernel(Convolution::DepthwiseKernelName(d))
+                .In("Dtype", "x")
+                .In("Wstore", "wt")
+                .In("Btype", "bias")
+                .In("int", "rq")
+                .In("int", "wz")
+                .In("Dtype", "res")
+                .Out("Dtype", "y");
+  for (const char* name : {"x_zero", "c_zero", "res_zero", "res_m", "res_s"}) k.Value("int", name);
+  std::string b;
+  b += "  const int ox0 = $global_id(0) * " + n + ";\n";
+  b += "  const int oy0 = $global_id(1) * " + num(rows) + ";\n";
+  b += "  const int nc = $global_id(2);\n  const int ch = nc % " + num(d.channels) + ";\n";
+  b += "  const $global Dtype* xc = x + nc * " + num(hw) + ";\n";
+  b += "  const int iyb = oy0 * " + num(d.stride_h) + " - " + num(d.pad_h) + ";\n";
+  b += "  const int ixb = ox0 * " + num(sw) + " - " + num(d.pad_w) + ";\n";
+  std::string lanes;
+  for (int j = 0; j < vx; ++j) lanes += (j ? ", " : "") + num(j * sw);
+  b += "  const " + I + " lx = (" + I + ")(" + lanes + ");\n";
+  // Each window column's lanes inside the input (-1) or not (0).
+  for (int kx = 0; kx < d.kernel_w; ++kx) {
+    const std::string c = num(kx);
+    b += "  const " + I + " ix" + c + " = lx + (ixb + " + num(kx * d.dilation_w) + ");\n";
+    b += "  const " + I + " cm" + c + " = ix" + c + " >= 0 && ix" + c + " < " + num(d.width) +
+         ";\n";
+  }
+  b += "  const $global Wstore* wc = wt + ch * " + num(d.kernel_h * d.kernel_w) + ";\n";
+  if (q) b += "  const int wzc = wz[ch];\n  const float xz = (float)x_zero;\n";
+  for (int ky = 0; ky < d.kernel_h; ++ky)
+    for (int kx = 0; kx < d.kernel_w; ++kx)
+      b += "  const float w" + num(ky) + "_" + num(kx) + " = (float)(WLOAD(wc, " +
+           num(ky * d.kernel_w + kx) + ")" + (q ? " - wzc" : "") + ");\n";
+  for (int t = 0; t < rows; ++t) b += "  " + F + " acc" + num(t) + " = (" + F + ")(0.0f);\n";
+  // The vector of window column kx at row offset `ro`: `fast` one load (inside the buffer),
+  // else lane by lane.
+  auto vec = [&](int kx, bool fast) {
+    const std::string c = num(kx), at = "ro + ixb + " + num(kx * d.dilation_w);
+    std::string v;
+    if (fast) {
+      v = "convert_float" + num(load) + "(vload" + num(load) + "(0, xc + " + at + "))";
+      if (sw == 2) v += ".even";
+      if (q) v = "(" + v + " - xz)";
+      return "select((" + F + ")(0.0f), " + v + ", cm" + c + ")";
+    }
+    v = "(" + F + ")(";
+    for (int j = 0; j < vx; ++j) {
+      const std::string lane = "cm" + c + ".s" + std::string(1, "0123456789abcdef"[j]);
+      v += std::string(j ? ", " : "") + "(" + lane + " ? (float)Dtype_LOAD(xc, ix" + c + ".s" +
+           std::string(1, "0123456789abcdef"[j]) + " + ro)" + (q ? " - xz" : "") + " : 0.0f)";
+    }
+    return v + ")";
+  };
+  auto window = [&](bool check_rows, bool fast) {
+    std::string s;
+    for (int r = 0; r < in_rows; ++r) {
+      std::string uses;
+      for (int t = 0; t < rows; ++t)
+        for (int ky = 0; ky < d.kernel_h; ++ky)
+          if (t * d.stride_h + ky * d.dilation_h == r)
+            for (int kx = 0; kx < d.kernel_w; ++kx)
+              uses += "      acc" + num(t) + " += w" + num(ky) + "_" + num(kx) + " * v" + num(kx) +
+                      ";\n";
+      if (uses.empty()) continue;
+      s += "    {\n";
+      const std::string iy = "iyb + " + num(r);
+      if (check_rows) s += "    if (" + iy + " >= 0 && " + iy + " < " + num(d.height) + ") {\n";
+      s += "      const int ro = (" + iy + ") * " + num(d.width) + ";\n";
+      for (int kx = 0; kx < d.kernel_w; ++kx)
+        s += "      const " + F + " v" + num(kx) + " = " + vec(kx, fast) + ";\n";
+      s += uses + (check_rows ? "    }\n" : "") + "    }\n";
+    }
+    return s;
+  };
+  // The loads of the block's rows inside the input stay inside the buffer: from the first row's
+  // ixb to the last row's ixb + span.
+  b += "  const int ry0 = max(iyb, 0), ry1 = min(iyb + " + num(in_rows - 1) + ", " +
+       num(d.height - 1) + ");\n";
+  b += "  const long e0 = (long)nc * " + num(hw) + " + ry0 * " + num(d.width) + " + ixb;\n";
+  b += "  const long e1 = (long)nc * " + num(hw) + " + ry1 * " + num(d.width) + " + ixb + " +
+       num(span) + ";\n";
+  b += "  if (e0 >= 0 && e1 <= " + num(total) + "L) {\n";
+  b += "  if (iyb >= 0 && iyb + " + num(in_rows - 1) + " < " + num(d.height) + ") {\n" +
+       window(false, true) + "  } else {\n" + window(true, true) + "  }\n";
+  b += "  } else {\n" + window(true, false) + "  }\n";
+  b += "  $global Dtype* yc = y + nc * " + num(long(oh) * ow) + " + ox0;\n";
+  if (d.residual) b += "  const $global Dtype* rc = res + nc * " + num(long(oh) * ow) + " + ox0;\n";
+  if (d.bias) b += "  const Btype bc = bias[ch];\n";
+  if (q) b += "  const int rqm = rq[2 * ch], rqs = rq[2 * ch + 1];\n";
+  const bool partial = ow % vx != 0;
+  if (partial) b += "  const int full = ox0 + " + n + " <= " + num(ow) + ";\n";
+  // Residual lanes: a vector load, or lane by lane in a partial vector.
+  auto residual = [&](const std::string& at) {
+    const std::string ld = q ? "convert_" + I + "(vload" + n + "(0, rc + " + at + "))"
+                              : "vload" + n + "(0, rc + " + at + ")";
+    if (!partial) return ld;
+    std::string v = "(" + std::string(q ? I : F) + ")(";
+    for (int j = 0; j < vx; ++j)
+      v += std::string(j ? ", " : "") + "(ox0 + " + num(j) + " < " + num(ow) +
+           " ? (" + (q ? "int" : "float") + ")Dtype_LOAD(rc, " + at + " + " + num(j) + ") : 0)";
+    v += ")";
+    return "(full ? " + ld + " : " + v + ")";
+  };
+  for (int t = 0; t < rows; ++t) {
+    const std::string at = "(oy0 + " + num(t) + ") * " + num(ow);
+    std::string s = oh % rows == 0 ? "  {\n" : "  if (oy0 + " + num(t) + " < " + num(oh) + ") {\n";
+    std::string out;
+    if (q) {
+      s += "    const " + I + " a = convert_" + I + "(acc" + num(t) + ")" +
+           (d.bias ? " + bc" : "") + ";\n";
+      s += gemm_internal::VectorRequant(vx, "r", "a", "(" + I + ")(rqm)", "(" + I + ")(rqs)", 4);
+      s += "    r += c_zero;\n";
+      if (d.residual) {
+        s += "    const " + I + " rv = " + residual(at) + " - res_zero;\n";
+        s += gemm_internal::VectorRequant(vx, "rs", "rv", "(" + I + ")(res_m)",
+                                          "(" + I + ")(res_s)", 4);
+        s += "    r += rs;\n";
+      }
+      s += std::string("    const long lo = ") + (d.relu ? "c_zero" : "Dtype_QMIN") + ";\n";
+      s += "    r = select(select(r, (" + L + ")(Dtype_QMAX), r > (long)Dtype_QMAX), (" + L +
+           ")(lo), r < lo);\n";
+      s += "    const uchar" + n + " o = convert_uchar" + n + "(r);\n";
+      out = "o";
+    } else {
+      s += "    " + F + " v = acc" + num(t) + (d.bias ? " + bc" : "") + ";\n";
+      if (d.residual) s += "    v += " + residual(at) + ";\n";
+      if (d.relu) s += "    v = fmax(v, (" + F + ")(0.0f));\n";
+      out = "v";
+    }
+    if (!partial) {
+      s += "    vstore" + n + "(" + out + ", 0, yc + " + at + ");\n";
+    } else {
+      s += "    if (full) {\n      vstore" + n + "(" + out + ", 0, yc + " + at + ");\n    } else {\n";
+      for (int j = 0; j < vx; ++j)
+        s += "      if (ox0 + " + num(j) + " < " + num(ow) + ") yc[" + at + " + " + num(j) +
+             "] = " + out + ".s" + std::string(1, "0123456789abcdef"[j]) + ";\n";
+      s += "    }\n";
+    }
+    b += s + "  }\n";
+  }
+  k.Body(b);
+  return w.Source();
+}
+
+}  // namespace
+
+int Convolution::DepthwiseVectorWidth(const ConvDesc& d, Backend backend, int32_t x_zero) {
+  if (backend != Backend::kOpenCL || !IsDepthwise(d)) return 1;
+  // int8q accumulates in float (exact for z_x in the stored range and windows ≤ 258 taps).
+  const bool int8 = d.type == DataType::kInt8Q && x_zero >= 0 &&
+                    x_zero <= 255 && d.kernel_h * d.kernel_w <= 258;
+  if (d.type != DataType::kFloat32 && !int8) return 1;
+  if (d.stride_w > 2) return 1;
+  // The widest vector (16 lanes at stride 1, else 8) unless a narrower one leaves fewer lanes
+  // past the output row empty (56 columns: 7 vectors of 8, not 4 of 16).
+  const int ow = d.out_w();
+  auto waste = [&](int v) { return DivUp(ow, v) * v - ow; };
+  if (d.stride_w == 1 && waste(16) <= waste(8)) return 16;
+  return 8;
+}
+
 // A work-item per (image · channel, block of `rows` output rows, output column): dimension 0
 // runs along the output row, so neighbouring work-items (the lanes of a CPU runtime's implicit
 // vectorization) load neighbouring input pixels. Every size is a constant of the text and the
@@ -649,9 +844,11 @@ int Convolution::DepthwiseLocalWidth(const ConvDesc& d) {
 // whose input rows all lie inside the input skip the row checks; columns where the window
 // leaves the input read 0 (x − z_x = 0 for quantized types). The epilogue is the forward
 // kernel's: bias, residual, ReLU, requantization with the channel's multiplier, clamp.
-std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvDesc& d, int rows) {
+std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvDesc& d, int rows,
+                                         int vx) {
   const bool q = IsQuantized(d.type);
   if (rows <= 0) rows = DefaultDepthwiseRows(d);
+  if (vx > 1) return DepthwiseVectorSource(target, d, rows, vx);
   KernelWriter w(target, "conv_depthwise");
   w.AddType("Dtype", d.type);
   DeclareWeightStorage(w, d);

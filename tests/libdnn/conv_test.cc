@@ -303,10 +303,19 @@ TEST_P(ConvForward, DepthwiseRowsMatchReference) {
       // int8 accumulates in float when z_x is in the stored range; every fifth case has one
       // beyond it (the int32 window).
       if (t == DataType::kInt8Q && index % 5 == 4) quant.x_zero = 300;
+      // Columns per work-item where vectors apply (OpenCL fp32 / int8q): 1, 8 and 16 in turn
+      // (16 only at stride 1), so each shape meets each; partial last vectors, masked edge
+      // columns and the lane-by-lane loads at the buffer's ends included.
+      int vx = 1;
+      const int turn = (index + index / 3) % 3;  // every shape and residual or not meets each
+      if (Convolution::DepthwiseVectorWidth(d, dev.backend(), quant.x_zero) > 1)
+        vx = turn == 0 ? 1 : turn == 1 || d.stride_w > 1 ? 8 : 16;
+      SCOPED_TRACE("vx " + std::to_string(vx));
       CheckForward(d, quant, rng, [&](const ConvDesc& dd, const ConvQuant& qq) {
-        Convolution c = Convolution::Depthwise(dev, dd, qq, rows);
+        Convolution c = Convolution::Depthwise(dev, dd, qq, rows, vx);
         EXPECT_TRUE(c.forward_depthwise());
         EXPECT_EQ(c.depthwise_rows(), rows);
+        EXPECT_EQ(c.depthwise_vx(), vx);
         return c;
       });
       ++index;
