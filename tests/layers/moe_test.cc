@@ -16,6 +16,7 @@
 #include "net/moe_layer.h"
 #include "net/net.h"
 #include "proto/model_io.h"
+#include "tests/testing/net_text.h"
 #include "tests/testing/paths.h"
 #include "device/settings.h"
 
@@ -25,9 +26,7 @@ namespace {
 Device& Dev() { return DefaultDevice(); }
 
 caffe::NetParameter Text(const std::string& text) {
-  caffe::NetParameter p;
-  ParseProtoFromText(text, "<moe test>", &p);
-  return p;
+  return test_support::NetText(text, "<moe test>");
 }
 
 std::string TypeName(DataType t) {

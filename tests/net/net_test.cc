@@ -14,6 +14,7 @@
 #include "net/memory_planner.h"
 #include "net/net.h"
 #include "proto/model_io.h"
+#include "tests/testing/net_text.h"
 #include "tests/testing/paths.h"
 
 namespace mpcaffe {
@@ -26,11 +27,7 @@ Device& Dev() { return DefaultDevice(); }
 std::string SharedDir() { return mpcaffe::test_support::SharedDir().string(); }
 std::string Paper(const std::string& rel) { return SharedDir() + "/models/paper_examples/" + rel; }
 
-caffe::NetParameter Text(const std::string& text) {
-  caffe::NetParameter p;
-  ParseProtoFromText(text, "<test>", &p);
-  return p;
-}
+using test_support::NetText;
 
 std::string ReadBytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -56,7 +53,7 @@ layer { name: "not_staged" type: "TanH" bottom: "x" top: "ns" exclude { stage: "
 )";
 
 TEST(Net, PhaseLevelStageRules) {
-  Net test(Text(kRulesNet), Dev());
+  Net test(NetText(kRulesNet), Dev());
   EXPECT_NO_THROW(test.layer_index("test_only"));
   EXPECT_THROW(test.layer_index("train_only"), NetError);
   EXPECT_THROW(test.layer_index("level2"), NetError);
@@ -66,7 +63,7 @@ TEST(Net, PhaseLevelStageRules) {
   o.phase = caffe::TRAIN;
   o.level = 3;
   o.stages = {"deploy"};
-  Net train(Text(kRulesNet), Dev(), o);
+  Net train(NetText(kRulesNet), Dev(), o);
   EXPECT_NO_THROW(train.layer_index("train_only"));
   EXPECT_NO_THROW(train.layer_index("level2"));
   EXPECT_NO_THROW(train.layer_index("staged"));
@@ -84,7 +81,7 @@ layer { name: "sum" type: "Eltwise" bottom: "a" bottom: "b" top: "y" }
 TEST(Net, InPlaceLayersAndAutomaticSplits) {
   NetOptions unoptimized;  // the inference optimizer leaves float splits out (below)
   unoptimized.optimize = 0;
-  Net net(Text(kSplitNet), Dev(), unoptimized);
+  Net net(NetText(kSplitNet), Dev(), unoptimized);
   // A split after the in-place ReLU feeds a and b one copy each.
   const int split = net.layer_index("x_r_0_split");
   EXPECT_TRUE(net.inserted(split));
@@ -107,7 +104,7 @@ TEST(Net, InPlaceLayersAndAutomaticSplits) {
 TEST(Net, OptimizerLeavesFloatSplitsOut) {
   NetOptions level2;
   level2.optimize = 2;
-  Net net(Text(kSplitNet), Dev(), level2);
+  Net net(NetText(kSplitNet), Dev(), level2);
   EXPECT_TRUE(net.optimized());
   EXPECT_FALSE(net.has_layer("x_r_0_split"));
   EXPECT_EQ(net.bottom_vecs()[net.layer_index("a")][0]->name(), "x");
@@ -118,13 +115,13 @@ TEST(Net, OptimizerLeavesFloatSplitsOut) {
   const float x[] = {0, 0.5f, 2, 0};
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[i], 1 / (1 + std::exp(-x[i])) + std::tanh(x[i]), 1e-5);
 
-  Net in_place(Text(R"(
+  Net in_place(NetText(R"(
 layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 1 dim: 4 } } }
 layer { name: "a" type: "Sigmoid" bottom: "x" top: "a" }
 layer { name: "b" type: "TanH" bottom: "x" top: "x" }
 )"), Dev(), level2);
   EXPECT_TRUE(in_place.has_layer("x_in_0_split"));
-  EXPECT_TRUE(Net(Text(kSplitNet), Dev()).has_layer("x_r_0_split"));
+  EXPECT_TRUE(Net(NetText(kSplitNet), Dev()).has_layer("x_r_0_split"));
   in_place.blob("x").FromFloat({-1, 0.5f, 2, -3});
   in_place.Forward();
   const auto a = in_place.blob("a").ToFloat();
@@ -151,7 +148,7 @@ layer { name: "fc3" type: "InnerProduct" bottom: "s" top: "t"
   for (int reduced : {0, 1}) {
     NetOptions o;
     o.reduced_memory = reduced;
-    Net net(Text(text), Dev(), o);
+    Net net(NetText(text), Dev(), o);
     std::vector<std::string> outputs;
     for (Blob* b : net.output_blobs()) outputs.push_back(b->name());
     EXPECT_EQ(outputs, (std::vector<std::string>{"y", "t"})) << "reduced " << reduced;
@@ -171,12 +168,12 @@ layer { name: "fc3" type: "InnerProduct" bottom: "s" top: "t"
 
 TEST(Net, UnknownBottomAndDuplicateTopAreErrors) {
   try {
-    Net net(Text(R"(layer { name: "r" type: "ReLU" bottom: "nothing" top: "y" })"), Dev());
+    Net net(NetText(R"(layer { name: "r" type: "ReLU" bottom: "nothing" top: "y" })"), Dev());
     FAIL();
   } catch (const NetError& e) {
     EXPECT_NE(std::string(e.what()).find("'nothing'"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(Net(Text(R"(
+  EXPECT_THROW(Net(NetText(R"(
 layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 1 } } }
 layer { name: "in2" type: "Input" top: "x" input_param { shape { dim: 1 } } })"), Dev()), NetError);
 }
@@ -320,7 +317,7 @@ layer { name: "fc" type: "InnerProduct" bottom: "c" top: "y"
 TEST(Net, CaffemodelRoundTripGivesIdenticalBytes) {
   const fs::path dir = TempDir("roundtrip");
   for (DataType t : kAllDataTypes) {
-    caffe::NetParameter p = WithDataType(Text(kSmallNet), t);
+    caffe::NetParameter p = WithDataType(NetText(kSmallNet), t);
     p.mutable_layer(0)->set_top_data_type(caffe::CAFFE_FLOAT);  // inputs stay fp32
     // Ranges for the quantized activations come from an fp32 calibration.
     Net f(WithDataType(p, DataType::kFloat32), Dev());
@@ -380,7 +377,7 @@ TEST(Net, CaffemodelRoundTripGivesIdenticalBytes) {
 // same outputs; an fp32 net reads the 4-bit grid values; a wrong packed size names layer and blob.
 TEST(Net, Int4WeightsCaffemodelRoundTrip) {
   const fs::path dir = TempDir("int4");
-  caffe::NetParameter p = WithDataType(Text(kSmallNet), DataType::kInt8Q);
+  caffe::NetParameter p = WithDataType(NetText(kSmallNet), DataType::kInt8Q);
   p.mutable_layer(0)->set_top_data_type(caffe::CAFFE_FLOAT);
   for (int l : {1, 3}) p.mutable_layer(l)->add_blobs_quantizer()->set_weight_bits(4);
   Net f(WithDataType(p, DataType::kFloat32), Dev());
@@ -460,7 +457,7 @@ layer { name: "pw" type: "Convolution" bottom: "d" top: "y"
         convolution_param { num_output: 2 kernel_size: 1
                             weight_filler { type: "gaussian" std: 1 } } }
 )";
-  caffe::NetParameter p = WithDataType(Text(text), DataType::kInt8Q);
+  caffe::NetParameter p = WithDataType(NetText(text), DataType::kInt8Q);
   p.mutable_layer(0)->set_top_data_type(caffe::CAFFE_FLOAT);
   Net f(WithDataType(p, DataType::kFloat32), Dev());
   std::vector<float> w = f.layer("dw").ParamAsFloat(0);
@@ -523,7 +520,7 @@ layer { name: "pw" type: "Convolution" bottom: "d" top: "y"
 }
 
 TEST(Net, ShapeMismatchNamesLayerBlobAndShapes) {
-  Net net(Text(kSmallNet), Dev());
+  Net net(NetText(kSmallNet), Dev());
   caffe::NetParameter w;
   auto* l = w.add_layer();
   l->set_name("fc");
@@ -544,7 +541,7 @@ TEST(Net, ShapeMismatchNamesLayerBlobAndShapes) {
 }
 
 TEST(Net, QuantModeReachesEveryFloatQuantizer) {
-  caffe::NetParameter p = Text(kSmallNet);
+  caffe::NetParameter p = NetText(kSmallNet);
   p.mutable_state()->set_quantizer_mode(caffe::CAFFE_QUANT_OBSERVE);
   Net net(p, Dev());
   EXPECT_EQ(net.quant_mode(), quant::QuantizerMode::kObserve);
@@ -605,7 +602,7 @@ TEST(Net, ReducedMemoryFreesRepackedConvolutionWeights) {
   for (int rm = 0; rm < 2; ++rm) {
     NetOptions o;
     o.reduced_memory = rm;
-    Net net(Text(text), Dev(), o);
+    Net net(NetText(text), Dev(), o);
     Blob& w = net.layer("conv").param_blob(0);
     net.blob("data").FromFloat(input);
     net.Forward();
@@ -663,7 +660,7 @@ TEST(Net, ReluFusedIntoItsProducerGivesTheSameOutputs) {
     NetOptions o;
     o.fuse_relu = 1;
     o.reduced_memory = 1;
-    Net f(Text(text), Dev(), o);
+    Net f(NetText(text), Dev(), o);
     f.SetQuantMode(quant::QuantizerMode::kObserve);
     f.blob("data").FromFloat(input);
     f.Forward();
@@ -672,7 +669,7 @@ TEST(Net, ReluFusedIntoItsProducerGivesTheSameOutputs) {
     EXPECT_TRUE(f.layer("relu1").bottom_quantizer(0).has_observed());
     f.ToProto(&trained);
   }
-  const caffe::NetParameter fp = Text(text);
+  const caffe::NetParameter fp = NetText(text);
   std::vector<int> fused;
   const std::vector<float> plain = run(fp, 0, 1, &trained, &fused);
   EXPECT_TRUE(fused.empty());
@@ -731,7 +728,7 @@ TEST(Net, LayerReshapingEachPassReshapesTheLayersAfterIt) {
   static const bool registered = (RegisterLayerType<RowsSourceLayer>("TestRowsSource"), true);
   ASSERT_TRUE(registered);
   g_source_rows = 2;
-  Net net(Text(R"(
+  Net net(NetText(R"(
     layer { name: "src" type: "TestRowsSource" top: "x" }
     layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y"
             inner_product_param { num_output: 4 weight_filler { type: "constant" value: 0.5 } } }
@@ -754,10 +751,10 @@ TEST(Net, ForceBackwardRunsLayersThatFeedNoLoss) {
   )";
   NetOptions o;
   o.phase = caffe::TRAIN;
-  EXPECT_FALSE(Net(Text(text), Dev(), o).layer_need_backward(1));  // no loss: nothing to do
+  EXPECT_FALSE(Net(NetText(text), Dev(), o).layer_need_backward(1));  // no loss: nothing to do
   // force_backward (BVLC): gradients set on an output reach the input (pycaffe's
   // net.backward(y=...) on a deploy net).
-  Net net(Text(std::string("force_backward: true\n") + text), Dev(), o);
+  Net net(NetText(std::string("force_backward: true\n") + text), Dev(), o);
   EXPECT_TRUE(net.layer_need_backward(1));
   net.blob("x").FromFloat(std::vector<float>(6, 1.0f));
   net.Forward();
@@ -770,7 +767,7 @@ TEST(Net, ForceBackwardRunsLayersThatFeedNoLoss) {
 
 TEST(Net, PythonLayersNeedThePythonPackage) {
   try {
-    Net net(Text(R"(layer { name: "feed" type: "Python" top: "x"
+    Net net(NetText(R"(layer { name: "feed" type: "Python" top: "x"
                             python_param { module: "m" layer: "L" } })"), Dev());
     FAIL() << "a Python layer was built without an interpreter";
   } catch (const LayerError& e) {

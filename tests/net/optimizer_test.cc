@@ -16,6 +16,7 @@
 #include "device/settings.h"
 #include "net/net.h"
 #include "proto/model_io.h"
+#include "tests/testing/net_text.h"
 #include "tests/testing/paths.h"
 #include "tools/net_variants.h"
 
@@ -24,11 +25,7 @@ namespace {
 
 Device& Dev() { return DefaultDevice(); }
 
-caffe::NetParameter Text(const std::string& text) {
-  caffe::NetParameter p;
-  ParseProtoFromText(text, "<test>", &p);
-  return p;
-}
+using test_support::NetText;
 
 // Two residual blocks (a full 3×3 convolution, a depthwise one, a 1×1 one whose sum with the
 // block input goes through a ReLU), then an InnerProduct with a BatchNorm and Scale of its own.
@@ -66,7 +63,7 @@ layer { name: "fc/bn" type: "BatchNorm" bottom: "fc" top: "fc" }
 layer { name: "fc/scale" type: "Scale" bottom: "fc" top: "fc" scale_param { bias_term: true } }
 )";
 
-caffe::NetParameter Blocks() { return Text(kBlocks); }
+caffe::NetParameter Blocks() { return NetText(kBlocks); }
 
 /// Gives every BatchNorm and Scale of `net` random statistics and parameters (seeded; positive
 /// scales so integer layers fold them), returns them as a caffemodel.
@@ -274,10 +271,10 @@ layer { name: "sum/relu" type: "ReLU" bottom: "sum" top: "sum" }
 )";
   NetOptions off;
   off.optimize = 0;
-  Net source(Text(text), Dev(), off);
+  Net source(NetText(text), Dev(), off);
   caffe::NetParameter trained = RandomStatistics(source, 5);
   {
-    Net observe(Text(text), Dev(), off);
+    Net observe(NetText(text), Dev(), off);
     observe.CopyTrainedLayersFrom(trained);
     observe.SetQuantMode(quant::QuantizerMode::kObserve);
     Blob& in = *observe.input_blobs()[0];
@@ -286,7 +283,7 @@ layer { name: "sum/relu" type: "ReLU" bottom: "sum" top: "sum" }
     trained.Clear();
     observe.ToProto(&trained);
   }
-  const caffe::NetParameter typed = tools::TypedVariant(Text(text), DataType::kInt8Q, Dev());
+  const caffe::NetParameter typed = tools::TypedVariant(NetText(text), DataType::kInt8Q, Dev());
   std::unique_ptr<Net> net;
   const std::vector<float> unfused = RunNet(typed, 0, trained, "sum");
   const std::vector<float> fused = RunNet(typed, 2, trained, "sum", &net);

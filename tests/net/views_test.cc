@@ -15,6 +15,7 @@
 #include "layers/layer.h"
 #include "net/net.h"
 #include "proto/model_io.h"
+#include "tests/testing/net_text.h"
 #include "tools/net_variants.h"
 
 namespace mpcaffe {
@@ -22,11 +23,7 @@ namespace {
 
 Device& Dev() { return DefaultDevice(); }
 
-caffe::NetParameter Text(const std::string& text) {
-  caffe::NetParameter p;
-  ParseProtoFromText(text, "<test>", &p);
-  return p;
-}
+using test_support::NetText;
 
 // 1×1, 1×1→3×3, 1×1→5×5 and 3×3 max pool→1×1 branches into a Concat (8 + 12 + 4 + 4 channels of
 // 16×16: every slice starts at a multiple of 128 bytes in fp32, fp16 and int8), then a Dropout
@@ -183,7 +180,7 @@ caffe::NetParameter Weights(const caffe::NetParameter& p) {
 
 TEST(Views, Fp32EveryBlobMatchesTheUnoptimizedNetWithFewerLaunches) {
   for (const Case& c : kCases) {
-    const caffe::NetParameter p = Text(c.text);
+    const caffe::NetParameter p = NetText(c.text);
     const caffe::NetParameter trained = Weights(p);
     for (int reduced : {0, 1}) {
       uint64_t l0 = 0, l1 = 0;
@@ -232,7 +229,7 @@ TEST(Views, Fp32EveryBlobMatchesTheUnoptimizedNetWithFewerLaunches) {
 
 // At batch 2 a channel slice is two strided pieces: the Concat copies (and is still right).
 TEST(Views, ConcatOfStridedSlicesCopies) {
-  caffe::NetParameter p = Text(kInception);
+  caffe::NetParameter p = NetText(kInception);
   p.mutable_layer(0)->mutable_input_param()->mutable_shape(0)->set_dim(0, 2);
   const caffe::NetParameter trained = Weights(p);
   auto off = RunAt(p, 0, trained);
@@ -273,7 +270,7 @@ caffe::NetParameter Calibrated(const caffe::NetParameter& p) {
 // is bit-exact against the unoptimized one (no fusion removes a rounding step then).
 TEST(Views, Int8SplitsAlwaysConcatsWhenTheyShareTheScaleBitExact) {
   for (const Case& c : kCases) {
-    const caffe::NetParameter p = Text(c.text);
+    const caffe::NetParameter p = NetText(c.text);
     const caffe::NetParameter typed = tools::TypedVariant(p, DataType::kInt8Q, Dev());
     caffe::NetParameter trained = Calibrated(p);
     {
@@ -327,7 +324,7 @@ TEST(Views, Fp16AndInt16AreBitExact) {
       continue;
     }
     for (const Case& c : kCases) {
-      const caffe::NetParameter p = Text(c.text);
+      const caffe::NetParameter p = NetText(c.text);
       const caffe::NetParameter typed = tools::TypedVariant(p, t, Dev());
       caffe::NetParameter trained = Calibrated(p);
       for (auto& q : *trained.mutable_quantizer()) {
@@ -350,7 +347,7 @@ TEST(Views, Fp16AndInt16AreBitExact) {
 // While quantizers observe (calibration), every layer runs: the ranges of a Split's and a
 // Concat's quantizers are the ones the unoptimized net records.
 TEST(Views, ObservingNetRunsEveryCopy) {
-  const caffe::NetParameter p = Text(kFire);
+  const caffe::NetParameter p = NetText(kFire);
   const caffe::NetParameter want = Calibrated(p);
   NetOptions o;
   o.optimize = 1;
