@@ -16,7 +16,7 @@
 #include "net/moe_layer.h"
 #include "net/net.h"
 #include "proto/model_io.h"
-#include "tests/testing/net_text.h"
+#include "tests/testing/net_support.h"
 #include "tests/testing/paths.h"
 #include "device/settings.h"
 

@@ -14,7 +14,7 @@
 #include "net/memory_planner.h"
 #include "net/net.h"
 #include "proto/model_io.h"
-#include "tests/testing/net_text.h"
+#include "tests/testing/net_support.h"
 #include "tests/testing/paths.h"
 
 namespace mpcaffe {

@@ -16,7 +16,7 @@
 #include "device/settings.h"
 #include "net/net.h"
 #include "proto/model_io.h"
-#include "tests/testing/net_text.h"
+#include "tests/testing/net_support.h"
 #include "tests/testing/paths.h"
 #include "tools/net_variants.h"
 
@@ -26,6 +26,8 @@ namespace {
 Device& Dev() { return DefaultDevice(); }
 
 using test_support::NetText;
+using test_support::RelativeDifference;
+using test_support::SineInput;
 
 // Two residual blocks (a full 3×3 convolution, a depthwise one, a 1×1 one whose sum with the
 // block input goes through a ReLU), then an InnerProduct with a BatchNorm and Scale of its own.
@@ -95,23 +97,6 @@ caffe::NetParameter RandomStatistics(Net& net, uint32_t seed) {
   return trained;
 }
 
-std::vector<float> Input(const Blob& b) {
-  std::vector<float> x(b.count());
-  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i) + 0.2f);
-  return x;
-}
-
-/// Largest |a − b| over the largest |b|.
-double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
-    diff = std::max(diff, std::abs(double(a[i]) - b[i]));
-    scale = std::max(scale, std::abs(double(b[i])));
-  }
-  return diff / std::max(scale, 1e-30);
-}
-
 /// The values of blob `output` ("" for the net's first output blob) after a forward pass at
 /// optimizer level `optimize`.
 std::vector<float> RunNet(const caffe::NetParameter& param, int optimize,
@@ -122,7 +107,7 @@ std::vector<float> RunNet(const caffe::NetParameter& param, int optimize,
   auto net = std::make_unique<Net>(param, Dev(), o);
   net->CopyTrainedLayersFrom(trained);
   Blob& in = *net->input_blobs()[0];
-  in.FromFloat(Input(in));
+  in.FromFloat(SineInput(in));
   net->Forward();
   std::vector<float> out =
       (output.empty() ? *net->output_blobs()[0] : net->blob(output)).ToFloat();
@@ -212,7 +197,7 @@ TEST(Optimizer, Fp16AndInt8MatchWithinTheRoundingStepsFusionRemoves) {
     observe.CopyTrainedLayersFrom(trained);
     observe.SetQuantMode(quant::QuantizerMode::kObserve);
     Blob& in = *observe.input_blobs()[0];
-    in.FromFloat(Input(in));
+    in.FromFloat(SineInput(in));
     observe.Forward();
     trained.Clear();
     observe.ToProto(&trained);
@@ -278,7 +263,7 @@ layer { name: "sum/relu" type: "ReLU" bottom: "sum" top: "sum" }
     observe.CopyTrainedLayersFrom(trained);
     observe.SetQuantMode(quant::QuantizerMode::kObserve);
     Blob& in = *observe.input_blobs()[0];
-    in.FromFloat(Input(in));
+    in.FromFloat(SineInput(in));
     observe.Forward();
     trained.Clear();
     observe.ToProto(&trained);

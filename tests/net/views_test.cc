@@ -15,7 +15,7 @@
 #include "layers/layer.h"
 #include "net/net.h"
 #include "proto/model_io.h"
-#include "tests/testing/net_text.h"
+#include "tests/testing/net_support.h"
 #include "tools/net_variants.h"
 
 namespace mpcaffe {
@@ -24,6 +24,8 @@ namespace {
 Device& Dev() { return DefaultDevice(); }
 
 using test_support::NetText;
+using test_support::RelativeDifference;
+using test_support::SineInput;
 
 // 1×1, 1×1→3×3, 1×1→5×5 and 3×3 max pool→1×1 branches into a Concat (8 + 12 + 4 + 4 channels of
 // 16×16: every slice starts at a multiple of 128 bytes in fp32, fp16 and int8), then a Dropout
@@ -118,22 +120,6 @@ struct Case {
 };
 const Case kCases[] = {{"inception", kInception}, {"fire", kFire}, {"residual", kResidual}};
 
-std::vector<float> Input(const Blob& b) {
-  std::vector<float> x(b.count());
-  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i) + 0.2f);
-  return x;
-}
-
-double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
-    diff = std::max(diff, std::abs(double(a[i]) - b[i]));
-    scale = std::max(scale, std::abs(double(b[i])));
-  }
-  return diff / std::max(scale, 1e-30);
-}
-
 /// A net at `optimize` with `trained`'s weights and ranges, after one forward pass; the kernel
 /// launches of a second pass in `launches`.
 std::unique_ptr<Net> RunAt(const caffe::NetParameter& param, int optimize,
@@ -145,10 +131,10 @@ std::unique_ptr<Net> RunAt(const caffe::NetParameter& param, int optimize,
   auto net = std::make_unique<Net>(param, Dev(), o);
   net->CopyTrainedLayersFrom(trained);
   Blob& in = *net->input_blobs()[0];
-  in.FromFloat(Input(in));
+  in.FromFloat(SineInput(in));
   net->Forward();
   if (launches) {
-    in.FromFloat(Input(in));  // under reduced memory the input's memory is reused after use
+    in.FromFloat(SineInput(in));  // under reduced memory the input's memory is reused after use
     const DeviceCounters before = GetDeviceCounters();
     net->Forward();
     *launches = GetDeviceCounters().launches - before.launches;
@@ -216,7 +202,7 @@ TEST(Views, Fp32EveryBlobMatchesTheUnoptimizedNetWithFewerLaunches) {
       // A second pass after the user changes the input follows it (views stay in place).
       for (Net* n : {off.get(), on.get()}) {
         Blob& in = *n->input_blobs()[0];
-        std::vector<float> x = Input(in);
+        std::vector<float> x = SineInput(in);
         for (float& v : x) v = -0.5f * v + 0.1f;
         in.FromFloat(x);
         n->Forward();
@@ -242,7 +228,7 @@ TEST(Views, ConcatOfStridedSlicesCopies) {
     Blob& in = *n->input_blobs()[0];
     in.Reshape({1, 6, 16, 16});
     n->Reshape();
-    in.FromFloat(Input(in));
+    in.FromFloat(SineInput(in));
     n->Forward();
   }
   EXPECT_EQ(Views(*on, "Concat"), 1);
@@ -256,7 +242,7 @@ caffe::NetParameter Calibrated(const caffe::NetParameter& p) {
   Net observe(p, Dev(), off);
   observe.SetQuantMode(quant::QuantizerMode::kObserve);
   Blob& in = *observe.input_blobs()[0];
-  in.FromFloat(Input(in));
+  in.FromFloat(SineInput(in));
   observe.Forward();
   caffe::NetParameter trained;
   observe.ToProto(&trained);
@@ -354,7 +340,7 @@ TEST(Views, ObservingNetRunsEveryCopy) {
   Net observe(p, Dev(), o);
   observe.SetQuantMode(quant::QuantizerMode::kObserve);
   Blob& in = *observe.input_blobs()[0];
-  in.FromFloat(Input(in));
+  in.FromFloat(SineInput(in));
   observe.Forward();
   EXPECT_EQ(Views(observe, "Concat") + Views(observe, "Split"), 0);
   caffe::NetParameter got;
