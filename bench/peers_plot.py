@@ -2,14 +2,16 @@
 """bench/peers_plot.py — one chart of bench/peers.py results over several nets: mpcaffe's
 forward time divided by ONNX Runtime's (same net, batch and dtype, measured back to back), a bar
 per net × batch × dtype and one colour per mpcaffe device, with lines at 1 (parity) and 1.5.
-int8w4 rows are divided by ONNX Runtime's int8. Prints the geometric mean of the fp32 batch-1
-ratios per device (the figure issue 19 is held to) and writes the PNG.
+int8w4 rows are divided by ONNX Runtime's int8. Several files of one net (repeated runs) give
+the median of their ratios, and the chart says how many runs each bar is. Prints the geometric
+mean of the fp32 batch-1 ratios per device (the figure issue 19 is held to) and writes the PNG.
 
     python3 bench/peers_plot.py peers-*.json --output docs/img/bench/zoo_peers.png
 """
 import argparse
 import json
 import os
+import statistics
 import sys
 from collections import defaultdict
 
@@ -18,8 +20,9 @@ from report import geomean, net_key  # noqa: E402  (bench/report.py, beside this
 
 
 def load(paths):
-    """{(net, batch, dtype): {device label: ratio}} from the peers files' ONNX Runtime rows."""
-    ratios = defaultdict(dict)
+    """{(net, batch, dtype): {device label: [ratio per run]}} from the peers files' ONNX Runtime
+    rows."""
+    ratios = defaultdict(lambda: defaultdict(list))
     for path in paths:
         with open(path) as f:
             doc = json.load(f)
@@ -30,7 +33,7 @@ def load(paths):
             if r.get("engine") != "onnxruntime" or not r.get("forward_ms_median"):
                 continue
             device = f"{r.get('platform', r.get('backend', '?'))} ({r.get('device_index', '?')})"
-            ratios[(net, r["batch"], r["dtype"])][device] = (
+            ratios[(net, r["batch"], r["dtype"])][device].append(
                 r["ours_ms_median"] / r["forward_ms_median"])
     if not ratios:
         raise SystemExit("peers_plot.py: no ONNX Runtime rows in " + ", ".join(paths))
@@ -42,7 +45,9 @@ def main(argv=None):
     ap.add_argument("inputs", nargs="+", help="bench/peers.py --json files")
     ap.add_argument("--output", required=True, help="the PNG to write")
     args = ap.parse_args(argv)
-    ratios = load(args.inputs)
+    runs = load(args.inputs)
+    ratios = {k: {d: statistics.median(v) for d, v in per.items()} for k, per in runs.items()}
+    count = {k: max(len(v) for v in per.values()) for k, per in runs.items()}
     keys = sorted(ratios, key=lambda k: (k[0], k[1], ["fp32", "int8", "int8w4"].index(k[2])
                                          if k[2] in ("fp32", "int8", "int8w4") else 9))
     devices = sorted({d for v in ratios.values() for d in v})
@@ -64,7 +69,8 @@ def main(argv=None):
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.axhline(1.5, color="grey", linewidth=0.8, linestyle="--")
     ax.set_xticks(range(len(keys)))
-    ax.set_xticklabels([f"{n}\nb{b} {t}" for n, b, t in keys], fontsize=7)
+    ax.set_xticklabels([f"{n}\nb{b} {t}" + (f"\n({count[(n, b, t)]} runs)" if count[(n, b, t)] > 1
+                                                else "") for n, b, t in keys], fontsize=7)
     ax.set_yscale("log")
     from matplotlib.ticker import FuncFormatter
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
