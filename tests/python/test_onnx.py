@@ -107,6 +107,40 @@ def test_alexnet_fp32_batch1(tmp_path, paper_models):
     assert "Dropout" not in ops
 
 
+def _zoo_nets():
+    """bench/zoo_nets.py, the architectures no kernel or default was tuned on."""
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "zoo_nets.py"
+    spec = importlib.util.spec_from_file_location("zoo_nets", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["squeezenet11", "googlenet", "mobilenet_v2"])
+def test_untuned_architectures_fp32(tmp_path, name):
+    # Fire modules, inception modules and inverted residuals (Split, Concat in place, depthwise,
+    # BatchNorm / Scale folding, Eltwise sums) at 64 pixels; BatchNorm statistics of a trained
+    # net (mean ≈ 0, variance ≈ 1) instead of the fillers' zeros.
+    text = _zoo_nets().NETS[name](64)
+    proto = caffe.NetParameter()
+    text_format.Parse(text, proto)
+    net = caffe.Net(proto, caffe.TEST)
+    rng = np.random.default_rng(11)
+    for layer_name, blobs in net.params.items():
+        if len(blobs) == 3:  # BatchNorm: mean, variance, moving-average factor
+            blobs[0].data[...] = rng.normal(0, 0.1, blobs[0].shape)
+            blobs[1].data[...] = rng.uniform(0.5, 1.5, blobs[1].shape)
+            blobs[2].data[...] = 1.0
+        elif layer_name.endswith("/scale"):
+            blobs[0].data[...] = rng.uniform(0.8, 1.2, blobs[0].shape)
+            blobs[1].data[...] = rng.normal(0, 0.1, blobs[1].shape)
+    model = _fp32_agreement(net, tmp_path, 5, save=False)
+    ops = {n.op_type for n in model.graph.node}
+    assert {"Conv", "Concat" if name != "mobilenet_v2" else "Add", "Softmax"} <= ops, ops
+
+
 def test_eltwise_batchnorm_scale_concat_fp32(tmp_path):
     n = caffe.NetSpec()
     n.data = L.Input(shape=dict(dim=[2, 3, 6, 6]))
