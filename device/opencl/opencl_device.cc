@@ -174,12 +174,32 @@ class OpenCLEvent : public Event::Impl {
   cl_event event_;
 };
 
+/// The smallest buffer of a device computing on host memory placed in huge pages.
+constexpr size_t kHugeBufferMinBytes = size_t{4} << 20;
+
 class OpenCLMemory : public DeviceMemory {
  public:
-  OpenCLMemory(Device* device, cl_context context, size_t bytes) : DeviceMemory(device, bytes) {
+  OpenCLMemory(Device* device, cl_context context, size_t bytes, bool host_memory)
+      : DeviceMemory(device, bytes) {
     cl_int err = CL_SUCCESS;
     // A zero-byte request still yields a valid (1-byte) buffer so kernels can take it.
-    mem_ = clCreateBuffer(context, CL_MEM_READ_WRITE, bytes ? bytes : 1, nullptr, &err);
+    size_t size = bytes ? bytes : 1;
+    // A large buffer of a device that computes on host memory lives in huge pages of this
+    // process (Intel's runtime uses a host pointer in place for sizes in whole cache lines: the
+    // rounded size is).
+    void* host = host_memory && bytes >= kHugeBufferMinBytes ? AllocateHugePages(&size) : nullptr;
+    mem_ = clCreateBuffer(context, CL_MEM_READ_WRITE | (host ? CL_MEM_USE_HOST_PTR : 0), size,
+                          host, &err);
+    if (err == CL_SUCCESS && host) {
+      // Freed when the driver is done with the buffer (commands still queued may use it).
+      err = clSetMemObjectDestructorCallback(mem_, [](cl_mem, void* p) { std::free(p); }, host);
+      if (err != CL_SUCCESS) {
+        clReleaseMemObject(mem_);
+        std::free(host);
+      }
+    } else if (host) {
+      std::free(host);
+    }
     if (err != CL_SUCCESS)
       Check(err, "clCreateBuffer",
             "requested " + std::to_string(bytes) + " bytes on device " + device->Describe() +
@@ -353,6 +373,11 @@ class OpenCLDevice : public Device {
     info_.compute_units = static_cast<int>(DeviceValue<cl_uint>(device, CL_DEVICE_MAX_COMPUTE_UNITS));
     info_.sub_memory_align =
         std::max<size_t>(DeviceValue<cl_uint>(device, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8, 1);
+    // Deprecated since OpenCL 2.0 but still answered; a CPU device computes on host memory
+    // whatever it says.
+    info_.host_unified_memory =
+        DeviceValue<cl_bool>(device, CL_DEVICE_HOST_UNIFIED_MEMORY) == CL_TRUE ||
+        (DeviceValue<cl_device_type>(device, CL_DEVICE_TYPE) & CL_DEVICE_TYPE_CPU) != 0;
     std::istringstream ext(DeviceString(device, CL_DEVICE_EXTENSIONS));
     for (std::string e; ext >> e;) info_.extensions.push_back(e);
     auto has = [&](const char* name) {
@@ -386,7 +411,7 @@ class OpenCLDevice : public Device {
   }
 
   std::shared_ptr<DeviceMemory> Allocate(size_t bytes) override {
-    return std::make_shared<OpenCLMemory>(this, context_, bytes);
+    return std::make_shared<OpenCLMemory>(this, context_, bytes, info_.host_unified_memory);
   }
 
   std::shared_ptr<DeviceMemory> SubMemory(const std::shared_ptr<DeviceMemory>& parent,
@@ -441,6 +466,23 @@ class OpenCLDevice : public Device {
     const cl_uchar zero = 0;
     Check(clEnqueueFillBuffer(Q(queue), MemOf(dst), &zero, 1, offset, bytes, 0, nullptr, nullptr),
           "clEnqueueFillBuffer");
+  }
+
+  void* Map(DeviceMemory* mem, size_t offset, size_t bytes, bool overwrite,
+            Queue* queue) override {
+    if (!bytes) return nullptr;
+    CheckRange(mem, offset, bytes, "Map");
+    CountHostSync();  // blocking map
+    cl_int err = CL_SUCCESS;
+    void* host = clEnqueueMapBuffer(Q(queue), MemOf(mem), CL_TRUE,
+                                    overwrite ? CL_MAP_WRITE_INVALIDATE_REGION : CL_MAP_READ,
+                                    offset, bytes, 0, nullptr, nullptr, &err);
+    Check(err, "clEnqueueMapBuffer", std::to_string(bytes) + " bytes on " + Describe());
+    return host;
+  }
+  void Unmap(DeviceMemory* mem, void* host, Queue* queue) override {
+    Check(clEnqueueUnmapMemObject(Q(queue), MemOf(mem), host, 0, nullptr, nullptr),
+          "clEnqueueUnmapMemObject");
   }
 
   ProgramKey BinaryKey(const std::string& source, const std::string& options) const override {
