@@ -13,7 +13,6 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
-#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "device/backends.h"
@@ -252,16 +251,6 @@ Queue** ScopedSlot(const Device* device) {
 Queue* Device::scoped_queue() const {
   Queue** slot = ScopedSlot(this);
   return slot ? *slot : nullptr;
-}
-
-void* AllocateHugePages(size_t* bytes) {
-  constexpr size_t kHugePage = size_t{2} << 20;
-  const size_t rounded = (std::max<size_t>(*bytes, 1) + kHugePage - 1) / kHugePage * kHugePage;
-  void* host = std::aligned_alloc(kHugePage, rounded);
-  if (!host) return nullptr;
-  madvise(host, rounded, MADV_HUGEPAGE);  // advice only: where refused, ordinary pages serve
-  *bytes = rounded;
-  return host;
 }
 
 HostView::HostView(Device& device, DeviceMemory* mem, size_t offset, size_t bytes, Access access)

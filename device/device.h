@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -370,15 +369,6 @@ class Device {
   std::atomic<uint64_t> byte_limit_{ByteLimitFromEnvironment()};
   std::atomic<uint64_t> bytes_in_use_{0};
   std::atomic<uint64_t> peak_bytes_{0};
-};
-
-/// Host memory in transparent huge pages: 2 MiB aligned and advised MADV_HUGEPAGE, `*bytes`
-/// rounded up to whole huge pages. A large array written once then faults once per 2 MiB instead
-/// of once per 4 KiB page (AlexNet's weights: ~120 000 faults fewer). Null when the allocation
-/// fails. Free it with std::free (HostMemoryFree).
-void* AllocateHugePages(size_t* bytes);
-struct HostMemoryFree {
-  void operator()(void* p) const { std::free(p); }
 };
 
 /// Host access to bytes [offset, offset + bytes) of a device allocation while the view lives.

@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <random>
 #include <thread>
@@ -486,15 +487,15 @@ void Layer::DrawPendingFills() {
     // The values go straight into the parameter's device memory (in place on a device that
     // computes on host memory): no host copy, no zero-filled array first. A quantized blob whose
     // range comes from its values needs all of them before the first is stored: they are drawn
-    // once into an array in huge pages (AlexNet's 61 M weights: 30 000 page faults fewer than
-    // ordinary pages, and cheaper than drawing them twice — measured 2026-11-24, PoCL and
-    // Intel's runtime), else, when that array cannot be had, drawn twice in cache-sized blocks.
+    // once into an uninitialised array (cheaper than drawing them twice: AlexNet int8 warm
+    // start-up 0.66–0.84 s against 1.04–1.16 s, 2026-11-24 on PoCL), else, when that array
+    // cannot be had, twice in cache-sized blocks. (Huge pages for it and for the buffers of CPU
+    // devices were tried too: 7× fewer page faults, but no less system time on this VM.)
     pending_fill_[i].reset();
     const size_t n = static_cast<size_t>(b.count());
-    std::unique_ptr<float, HostMemoryFree> all;  // every value, when drawn once
+    std::unique_ptr<float[]> all;  // every value, when drawn once
     if (IsQuantized(b.type()) && !q.has_observed() && !q.has_input_range()) {
-      size_t bytes = n * sizeof(float);
-      all.reset(static_cast<float*>(AllocateHugePages(&bytes)));
+      all.reset(new (std::nothrow) float[n]);
       // SetParamFromFloat's range: from value 0, then every value but NaN.
       float first = 0.0f;
       values.Fill(0, 1, &first);

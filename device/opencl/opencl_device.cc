@@ -174,32 +174,12 @@ class OpenCLEvent : public Event::Impl {
   cl_event event_;
 };
 
-/// The smallest buffer of a device computing on host memory placed in huge pages.
-constexpr size_t kHugeBufferMinBytes = size_t{4} << 20;
-
 class OpenCLMemory : public DeviceMemory {
  public:
-  OpenCLMemory(Device* device, cl_context context, size_t bytes, bool host_memory)
-      : DeviceMemory(device, bytes) {
+  OpenCLMemory(Device* device, cl_context context, size_t bytes) : DeviceMemory(device, bytes) {
     cl_int err = CL_SUCCESS;
     // A zero-byte request still yields a valid (1-byte) buffer so kernels can take it.
-    size_t size = bytes ? bytes : 1;
-    // A large buffer of a device that computes on host memory lives in huge pages of this
-    // process (Intel's runtime uses a host pointer in place for sizes in whole cache lines: the
-    // rounded size is).
-    void* host = host_memory && bytes >= kHugeBufferMinBytes ? AllocateHugePages(&size) : nullptr;
-    mem_ = clCreateBuffer(context, CL_MEM_READ_WRITE | (host ? CL_MEM_USE_HOST_PTR : 0), size,
-                          host, &err);
-    if (err == CL_SUCCESS && host) {
-      // Freed when the driver is done with the buffer (commands still queued may use it).
-      err = clSetMemObjectDestructorCallback(mem_, [](cl_mem, void* p) { std::free(p); }, host);
-      if (err != CL_SUCCESS) {
-        clReleaseMemObject(mem_);
-        std::free(host);
-      }
-    } else if (host) {
-      std::free(host);
-    }
+    mem_ = clCreateBuffer(context, CL_MEM_READ_WRITE, bytes ? bytes : 1, nullptr, &err);
     if (err != CL_SUCCESS)
       Check(err, "clCreateBuffer",
             "requested " + std::to_string(bytes) + " bytes on device " + device->Describe() +
@@ -411,7 +391,7 @@ class OpenCLDevice : public Device {
   }
 
   std::shared_ptr<DeviceMemory> Allocate(size_t bytes) override {
-    return std::make_shared<OpenCLMemory>(this, context_, bytes, info_.host_unified_memory);
+    return std::make_shared<OpenCLMemory>(this, context_, bytes);
   }
 
   std::shared_ptr<DeviceMemory> SubMemory(const std::shared_ptr<DeviceMemory>& parent,
