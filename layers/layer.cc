@@ -496,32 +496,31 @@ void Layer::DrawPendingFills() {
     std::unique_ptr<float[]> all;  // every value, when drawn once
     if (IsQuantized(b.type()) && !q.has_observed() && !q.has_input_range()) {
       all.reset(new (std::nothrow) float[n]);
-      // SetParamFromFloat's range: from value 0, then every value but NaN.
+      // SetParamFromFloat's range: from value 0, then every value but NaN (in float: the same
+      // extremes as its double comparisons), each block's while it is in the cache.
       float first = 0.0f;
       values.Fill(0, 1, &first);
       std::mutex mutex;
-      double lo = first, hi = first;
-      auto range = [&](const float* v, size_t count) {
-        double l = first, h = first;
-        for (size_t k = 0; k < count; ++k) {
-          if (std::isnan(v[k])) continue;
-          l = std::min<double>(l, v[k]);
-          h = std::max<double>(h, v[k]);
+      float lo = first, hi = first;
+      auto range = [&](size_t begin, size_t end, float* storage) {
+        float l = first, h = first;
+        std::unique_ptr<float[]> block(storage ? nullptr : new float[kFillBlock]);
+        for (size_t i = begin; i < end; i += kFillBlock) {
+          const size_t stop = std::min(end, i + kFillBlock);
+          float* v = storage ? storage + i : block.get();
+          values.Fill(i, stop, v);
+          for (size_t k = 0; k < stop - i; ++k) {
+            const float x = v[k];
+            const bool number = x == x;
+            l = number && x < l ? x : l;
+            h = number && x > h ? x : h;
+          }
         }
         std::lock_guard<std::mutex> lock(mutex);
         lo = std::min(lo, l);
         hi = std::max(hi, h);
       };
-      if (all) {
-        ParallelChunks(n, [&](size_t begin, size_t end) {
-          values.Fill(begin, end, all.get() + begin);
-          range(all.get() + begin, end - begin);
-        });
-      } else {
-        ForEachFilledBlock(values, n, [&](size_t begin, size_t end, const float* v) {
-          range(v, end - begin);
-        });
-      }
+      ParallelChunks(n, [&](size_t begin, size_t end) { range(begin, end, all.get()); });
       q.SetObserved(lo, hi);
     }
     const DataType type = b.type();
