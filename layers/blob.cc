@@ -100,7 +100,8 @@ std::unique_ptr<HostView> SyncedMemory::OverwriteOnDevice(size_t bytes) {
     device_mem_ = device_->Allocate(std::max<size_t>(bytes_, 4));
   auto view = std::make_unique<HostView>(*device_, device_mem_.get(), 0, bytes,
                                          HostView::Access::kOverwrite);
-  decltype(host_)().swap(host_);  // stale from now on: freed, not kept
+  // A host array that exists is kept (stale until the next host read copies into it in place):
+  // pointers into it, such as pycaffe's NumPy views, stay valid. None is made.
   head_ = Head::kDevice;
   ++version_;
   return view;

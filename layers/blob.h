@@ -75,9 +75,10 @@ class SyncedMemory {
   const std::shared_ptr<DeviceMemory>& device_memory() const { return device_mem_; }
 
   /// A view for writing the first `bytes` bytes on the device side (HostView kOverwrite): the
-  /// caller writes every one of them through it; from then on the device side is the newest and
-  /// the host side is dropped (no host copy is made or kept, and on a device that computes on
-  /// host memory the bytes are written once, in place). The device side is allocated if needed.
+  /// caller writes every one of them through it; from then on the device side is the newest (no
+  /// host copy is made, and on a device that computes on host memory the bytes are written once,
+  /// in place). A host array that exists stays allocated, stale until the next host read. The
+  /// device side is allocated if needed.
   std::unique_ptr<HostView> OverwriteOnDevice(size_t bytes);
   /// The newest contents for reading: the host side unless the device side is newer, else a
   /// view of the device side held in `view` (HostView kRead: mapped where the device computes on
