@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -250,6 +251,52 @@ Queue** ScopedSlot(const Device* device) {
 Queue* Device::scoped_queue() const {
   Queue** slot = ScopedSlot(this);
   return slot ? *slot : nullptr;
+}
+
+HostView::HostView(Device& device, DeviceMemory* mem, size_t offset, size_t bytes, Access access)
+    : device_(&device),
+      mem_(mem),
+      queue_(&device.current_queue()),
+      offset_(offset),
+      bytes_(bytes),
+      access_(access) {
+  if (offset + bytes > mem->bytes() || offset + bytes < offset)
+    throw DeviceError("HostView: bytes [" + std::to_string(offset) + ", " +
+                      std::to_string(offset + bytes) + ") outside a buffer of " +
+                      std::to_string(mem->bytes()) + " bytes on " + device.Describe());
+  if (bytes == 0) return;
+  if (device.info().host_unified_memory) {
+    data_ = device.Map(mem, offset, bytes, access == Access::kOverwrite, queue_);
+    mapped_ = data_ != nullptr;
+  }
+  if (mapped_) return;
+  staging_.reset(new uint8_t[bytes]);  // uninitialised: read into or overwritten
+  data_ = staging_.get();
+  if (access == Access::kRead) device.CopyToHost(mem, offset, data_, bytes, queue_);
+}
+
+HostView::~HostView() noexcept(false) {
+  if (std::uncaught_exceptions() == 0) {
+    Release();
+    return;
+  }
+  try {
+    Release();
+  } catch (const std::exception&) {
+    // Another error is already on its way; this one would only hide it.
+  }
+}
+
+void HostView::Release() {
+  if (!data_) return;
+  void* data = data_;
+  data_ = nullptr;
+  if (mapped_) {
+    device_->Unmap(mem_, data, queue_);
+  } else if (access_ == Access::kOverwrite) {
+    device_->CopyToDevice(data, mem_, offset_, bytes_, queue_);
+  }
+  staging_.reset();
 }
 
 QueueScope::QueueScope(Device& device, Queue* queue) : device_(&device) {

@@ -46,6 +46,9 @@ struct DeviceInfo {
   /// The byte alignment a view of an allocation (Device::SubMemory) must start at: OpenCL's
   /// CL_DEVICE_MEM_BASE_ADDR_ALIGN (in bytes), 256 on CUDA.
   size_t sub_memory_align = 256;
+  /// The device computes on the host's memory (OpenCL CL_DEVICE_HOST_UNIFIED_MEMORY, or a CPU
+  /// device): mapping an allocation (HostView) gives its own bytes, no copy.
+  bool host_unified_memory = false;
   std::vector<std::string> extensions;
 };
 
@@ -267,6 +270,16 @@ class Device {
   /// Sets `bytes` bytes to zero, asynchronous on the queue.
   virtual void Zero(DeviceMemory* dst, size_t offset, size_t bytes, Queue* queue = nullptr) = 0;
 
+  /// Maps bytes [offset, offset + bytes) of `mem` into host memory once the queue's earlier work
+  /// is done (blocking), for reading or for overwriting (the caller writes every byte; the old
+  /// contents need not be read), or returns null when the backend does not map. Unmap (on the
+  /// same queue) ends the mapping before the device uses the memory again. Use HostView.
+  virtual void* Map(DeviceMemory* mem, size_t offset, size_t bytes, bool overwrite,
+                    Queue* queue = nullptr) {
+    return nullptr;
+  }
+  virtual void Unmap(DeviceMemory* mem, void* host, Queue* queue = nullptr) {}
+
   template <typename T>
   void Write(const vptr<T>& dst, const T* host, size_t count, Queue* queue = nullptr) {
     if (count) CopyToDevice(host, dst.mem.get(), dst.byte_offset(), count * sizeof(T), queue);
@@ -356,6 +369,39 @@ class Device {
   std::atomic<uint64_t> byte_limit_{ByteLimitFromEnvironment()};
   std::atomic<uint64_t> bytes_in_use_{0};
   std::atomic<uint64_t> peak_bytes_{0};
+};
+
+/// Host access to bytes [offset, offset + bytes) of a device allocation while the view lives.
+/// On a device that computes on host memory (DeviceInfo::host_unified_memory) the view maps the
+/// allocation itself: no copy and no second array (AlexNet's 61 M weights are written once, in
+/// place). Elsewhere it is an uninitialised host array, read from the device for kRead, copied
+/// to the device when the view ends for kOverwrite. kOverwrite's caller writes every byte (the
+/// old contents are not read). The device must not use the range until the view ends.
+class HostView {
+ public:
+  enum class Access { kRead, kOverwrite };
+  HostView(Device& device, DeviceMemory* mem, size_t offset, size_t bytes, Access access);
+  /// Ends the view (Release); an error then is thrown unless an exception is in flight.
+  ~HostView() noexcept(false);
+  HostView(const HostView&) = delete;
+  HostView& operator=(const HostView&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  /// Whether the view is the allocation's own memory (mapped) rather than a host copy.
+  bool mapped() const { return mapped_; }
+  /// Ends the view now: unmaps, or copies the host array to the device (kOverwrite).
+  void Release();
+
+ private:
+  Device* device_;
+  DeviceMemory* mem_;
+  Queue* queue_;
+  size_t offset_, bytes_;
+  Access access_;
+  void* data_ = nullptr;
+  bool mapped_ = false;
+  std::unique_ptr<uint8_t[]> staging_;
 };
 
 /// While alive, this thread's work on `device` that names no queue (kernel launches, copies,

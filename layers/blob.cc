@@ -94,6 +94,26 @@ DeviceMemory* SyncedMemory::mutable_device_data() {
   return device_mem_.get();
 }
 
+std::unique_ptr<HostView> SyncedMemory::OverwriteOnDevice(size_t bytes) {
+  bytes = std::min(bytes, bytes_);
+  if (!device_mem_ || device_mem_->bytes() < bytes_)
+    device_mem_ = device_->Allocate(std::max<size_t>(bytes_, 4));
+  auto view = std::make_unique<HostView>(*device_, device_mem_.get(), 0, bytes,
+                                         HostView::Access::kOverwrite);
+  // A host array that exists is kept (stale until the next host read copies into it in place):
+  // pointers into it, such as pycaffe's NumPy views, stay valid. None is made.
+  head_ = Head::kDevice;
+  ++version_;
+  return view;
+}
+
+const void* SyncedMemory::ReadNewest(std::unique_ptr<HostView>* view) {
+  if (head_ != Head::kDevice || !bytes_) return host_data();
+  *view = std::make_unique<HostView>(*device_, device_mem_.get(), 0, bytes_,
+                                     HostView::Access::kRead);
+  return (*view)->data();
+}
+
 void SyncedMemory::Shrink(size_t bytes) {
   bytes_ = std::min(bytes_, bytes);
   if (host_.size() > bytes_) host_.resize(bytes_);
@@ -214,6 +234,12 @@ DeviceMemory* Blob::device_data() const { return data().device_data(); }
 DeviceMemory* Blob::mutable_device_data() { return data().mutable_device_data(); }
 DeviceMemory* Blob::device_diff() const { return diff().device_data(); }
 DeviceMemory* Blob::mutable_device_diff() { return diff().mutable_device_data(); }
+
+std::unique_ptr<HostView> Blob::OverwriteData() { return data().OverwriteOnDevice(bytes()); }
+
+const void* Blob::ReadData(std::unique_ptr<HostView>* view) const {
+  return data().ReadNewest(view);
+}
 
 std::vector<float> Blob::ToFloat() const {
   std::vector<float> out(count_);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/datatype.h"
@@ -22,6 +23,28 @@ class BlobError : public Error {
 
 /// "2 3 4 (24)" — a shape as BVLC's shape_string() prints it.
 std::string ShapeString(const std::vector<int>& shape);
+
+/// std::allocator whose value-less construction leaves the elements uninitialised, so that
+/// `resize` does not zero an array about to be overwritten (a copy from the device); values
+/// given explicitly (`assign(n, 0)`) are still written.
+template <typename T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <typename U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
 
 /// One array (data or diff) mirrored between a host vector and a device allocation.
 /// Memory of either side is allocated on first use; copies happen only when the other side
@@ -51,6 +74,17 @@ class SyncedMemory {
   /// The shared allocation (for sharing device memory between blobs).
   const std::shared_ptr<DeviceMemory>& device_memory() const { return device_mem_; }
 
+  /// A view for writing the first `bytes` bytes on the device side (HostView kOverwrite): the
+  /// caller writes every one of them through it; from then on the device side is the newest (no
+  /// host copy is made, and on a device that computes on host memory the bytes are written once,
+  /// in place). A host array that exists stays allocated, stale until the next host read. The
+  /// device side is allocated if needed.
+  std::unique_ptr<HostView> OverwriteOnDevice(size_t bytes);
+  /// The newest contents for reading: the host side unless the device side is newer, else a
+  /// view of the device side held in `view` (HostView kRead: mapped where the device computes on
+  /// host memory), so no host copy is made or kept. Valid while `view` lives.
+  const void* ReadNewest(std::unique_ptr<HostView>* view);
+
   /// Keeps only the first `bytes` bytes (a blob whose shape shrank, moving into memory sized
   /// for the new shape).
   void Shrink(size_t bytes);
@@ -79,7 +113,7 @@ class SyncedMemory {
 
   Device* device_;
   size_t bytes_;
-  std::vector<uint8_t> host_;
+  std::vector<uint8_t, UninitializedAllocator<uint8_t>> host_;
   std::shared_ptr<DeviceMemory> device_mem_;
   Head head_ = Head::kUninitialized;
   uint64_t version_ = 0;
@@ -150,6 +184,14 @@ class Blob {
   /// SyncedMemory::version() of the data: layers re-derive what they keep from a parameter
   /// (packed weights, weight sums, accumulator bias) when it changed.
   uint64_t data_version() const { return data_ ? data_->version() : 0; }
+
+  /// Writes the data through a host view of its device side (SyncedMemory::OverwriteOnDevice):
+  /// the caller writes all bytes() bytes before the view ends; no host copy is kept. Parameter
+  /// blobs filled or loaded once take this way (no zero-filled host array, no second copy).
+  std::unique_ptr<HostView> OverwriteData();
+  /// The data for reading without making a host copy (SyncedMemory::ReadNewest); the pointer is
+  /// valid while `view` lives.
+  const void* ReadData(std::unique_ptr<HostView>* view) const;
 
   /// Host values as floats (quantized types: raw integer values, not dequantized) and back.
   std::vector<float> ToFloat() const;

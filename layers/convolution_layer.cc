@@ -105,6 +105,7 @@ class ConvolutionLayer : public Layer {
     top[0]->Reshape({desc_.batch, out_, desc_.out_h(), desc_.out_w()});
   }
   void ParamsChanged() override { prepared_key_.clear(); }
+  bool DropsParamDeviceCopy(int i) const override { return i == 0 && release_param_copies(); }
 
  protected:
   void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {

@@ -180,6 +180,11 @@ class Layer {
   /// host copy stays for deriving again after a change), and scratch buffers after each pass.
   void set_release_param_copies(bool release) { release_param_copies_ = release; }
   bool release_param_copies() const { return release_param_copies_; }
+  /// Whether the layer frees parameter i's own device copy once it has derived the form it runs
+  /// on (release_param_copies): new values of it are then written on the host side, so that only
+  /// the derived copy ever occupies the device. Other parameters are written straight into their
+  /// device memory (Blob::OverwriteData).
+  virtual bool DropsParamDeviceCopy(int i) const { return false; }
 
   /// Inference fusion: which layers after it a producer (Convolution, InnerProduct) can run in
   /// its epilogue, for its compute type.
@@ -296,6 +301,9 @@ class Layer {
 
  private:
   void DrawPendingFills();
+  /// Where new values of parameter i go (see DropsParamDeviceCopy): returns the view of its
+  /// device side to write through and release, or null with `*out` the host side.
+  std::unique_ptr<HostView> ParamWriteView(int i, void** out);
   void CheckBlobs(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) const;
   std::unique_ptr<quant::Quantizer> MakeQuantizer(
       const google::protobuf::RepeatedPtrField<caffe::QuantizerParameter>& configs, int i,

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "layers/layer.h"
@@ -32,6 +33,18 @@ std::string LayerDtype(const Layer& l) {
   return std::string(Name(l.compute_type())) + (l.Int4Weights(0) ? " w4" : "");
 }
 
+/// Wall milliseconds of consecutive start-up phases: Mark(name) ends the phase begun at the
+/// previous Mark (the first at construction).
+struct StartupPhases {
+  std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+  std::vector<std::pair<std::string, double>> phases;
+  void Mark(const std::string& name) {
+    const auto now = std::chrono::steady_clock::now();
+    phases.emplace_back(name, std::chrono::duration<double, std::milli>(now - last).count());
+    last = now;
+  }
+};
+
 int Usage(const char* why) {
   std::fprintf(stderr,
                "mpcaffe time: %s\n"
@@ -56,15 +69,25 @@ int RunTime(const std::vector<std::string>& args) {
   if (iterations < 1) return Usage("--iterations must be at least 1");
   if (phase != "TEST" && phase != "TRAIN") return Usage("--phase is TEST or TRAIN");
   try {
+    using Clock = std::chrono::steady_clock;
+    // Start-up by phase (wall ms), as a warm process spends it.
+    StartupPhases startup;
     const std::string device_flag = FlagValue(args, "--device");
     Device& device = DeviceOrDefault(device_flag);
+    startup.Mark("devices");
     NetOptions options;
     options.phase = phase == "TEST" ? caffe::TEST : caffe::TRAIN;
     options.synthetic_data = HasFlag(args, "--synthetic");
     options.optimize = ToolOptimizeLevel();
     const caffe::NetParameter param = ReadNetParameterText(model);
+    startup.Mark("parse");
     Net net(param, device, options);
+    startup.Mark("build");
     if (!weights.empty()) net.CopyTrainedLayersFrom(weights);
+    startup.Mark("weights");
+    // Filler values are drawn lazily (at first use); drawn here, their time is a phase of its own.
+    for (const auto& l : net.layers()) l->blobs();
+    startup.Mark("fill");
     if (!net.QuantizersWithoutRange().empty()) {
       std::fprintf(stderr,
                    "mpcaffe time: %zu quantizers have no range; calibrating on the fp32 variant of "
@@ -73,10 +96,11 @@ int RunTime(const std::vector<std::string>& args) {
       CalibrateWithFloatVariant(net, param, options);
       net.ResetPeakMemory();  // the fp32 calibration net is gone; count this net only
     }
-    using Clock = std::chrono::steady_clock;
+    startup.Mark("calibrate");
     const int n = static_cast<int>(net.layers().size());
     net.Forward();  // warm-up: kernel builds, weight uploads
     device.Finish();
+    startup.Mark("first_forward");
     // TRAIN: backward too (after a warm-up backward pass: its kernel builds).
     const bool train = options.phase == caffe::TRAIN;
     if (train) {
@@ -152,6 +176,10 @@ int RunTime(const std::vector<std::string>& args) {
          << ", \"launches_per_forward\": " << launches
          << ", \"host_syncs_per_forward\": " << host_syncs
          << ", \"whole_forward_ms_median\": " << Median(whole_ms);
+      os << ", \"startup_ms\": {";
+      for (size_t k = 0; k < startup.phases.size(); ++k)
+        os << (k ? ", " : "") << "\"" << startup.phases[k].first << "\": " << startup.phases[k].second;
+      os << "}";
       if (train)
         os << ", \"backward_ms_median\": " << Median(back_total_ms)
            << ", \"forward_backward_ms_median\": " << Median(step_ms);
@@ -200,6 +228,9 @@ int RunTime(const std::vector<std::string>& args) {
       std::printf("Median forward-backward: %.3f ms (%.2f iterations/s)\n", Median(step_ms),
                   1000.0 / Median(step_ms));
     }
+    std::printf("Start-up (ms):");
+    for (const auto& [phase_name, ms] : startup.phases) std::printf(" %s %.1f", phase_name.c_str(), ms);
+    std::printf("\n");
     std::printf("Peak device memory: %.1f MiB%s\n", net.peak_device_bytes() / 1048576.0,
                 net.reduced_memory() ? " (reduced memory)" : "");
     return 0;

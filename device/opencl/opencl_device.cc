@@ -353,6 +353,11 @@ class OpenCLDevice : public Device {
     info_.compute_units = static_cast<int>(DeviceValue<cl_uint>(device, CL_DEVICE_MAX_COMPUTE_UNITS));
     info_.sub_memory_align =
         std::max<size_t>(DeviceValue<cl_uint>(device, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8, 1);
+    // Deprecated since OpenCL 2.0 but still answered; a CPU device computes on host memory
+    // whatever it says.
+    info_.host_unified_memory =
+        DeviceValue<cl_bool>(device, CL_DEVICE_HOST_UNIFIED_MEMORY) == CL_TRUE ||
+        (DeviceValue<cl_device_type>(device, CL_DEVICE_TYPE) & CL_DEVICE_TYPE_CPU) != 0;
     std::istringstream ext(DeviceString(device, CL_DEVICE_EXTENSIONS));
     for (std::string e; ext >> e;) info_.extensions.push_back(e);
     auto has = [&](const char* name) {
@@ -441,6 +446,23 @@ class OpenCLDevice : public Device {
     const cl_uchar zero = 0;
     Check(clEnqueueFillBuffer(Q(queue), MemOf(dst), &zero, 1, offset, bytes, 0, nullptr, nullptr),
           "clEnqueueFillBuffer");
+  }
+
+  void* Map(DeviceMemory* mem, size_t offset, size_t bytes, bool overwrite,
+            Queue* queue) override {
+    if (!bytes) return nullptr;
+    CheckRange(mem, offset, bytes, "Map");
+    CountHostSync();  // blocking map
+    cl_int err = CL_SUCCESS;
+    void* host = clEnqueueMapBuffer(Q(queue), MemOf(mem), CL_TRUE,
+                                    overwrite ? CL_MAP_WRITE_INVALIDATE_REGION : CL_MAP_READ,
+                                    offset, bytes, 0, nullptr, nullptr, &err);
+    Check(err, "clEnqueueMapBuffer", std::to_string(bytes) + " bytes on " + Describe());
+    return host;
+  }
+  void Unmap(DeviceMemory* mem, void* host, Queue* queue) override {
+    Check(clEnqueueUnmapMemObject(Q(queue), MemOf(mem), host, 0, nullptr, nullptr),
+          "clEnqueueUnmapMemObject");
   }
 
   ProgramKey BinaryKey(const std::string& source, const std::string& options) const override {

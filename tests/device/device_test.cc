@@ -98,6 +98,41 @@ TEST(DeviceMemory, CopiesHonourOffsets) {
   EXPECT_EQ(tail, (std::vector<int32_t>{47, 48, 49}));
 }
 
+// A HostView reads the device's bytes and an overwrite reaches the device (with offsets); on a
+// device that computes on host memory it is the allocation itself (mapped, no copy).
+TEST(DeviceMemory, HostViewReadsAndOverwritesTheAllocation) {
+  Device& d = DefaultDevice();
+  std::vector<int32_t> host(100);
+  std::iota(host.begin(), host.end(), 0);
+  auto a = d.Alloc<int32_t>(100);
+  d.Write(a, host.data(), 100);
+  {
+    HostView view(d, a.mem.get(), 40, 40, HostView::Access::kRead);  // elements 10..20
+    EXPECT_EQ(view.mapped(), d.info().host_unified_memory) << d.Describe();
+    const auto* p = static_cast<const int32_t*>(view.data());
+    for (int i = 0; i < 10; ++i) EXPECT_EQ(p[i], 10 + i);
+  }
+  {
+    HostView view(d, a.mem.get(), 80, 20, HostView::Access::kOverwrite);  // elements 20..25
+    auto* p = static_cast<int32_t*>(view.data());
+    for (int i = 0; i < 5; ++i) p[i] = -1 - i;
+  }
+  auto b = d.Alloc<int32_t>(100);
+  d.Copy(a, b, 100);  // a device copy sees the overwrite
+  std::vector<int32_t> out(100);
+  d.Read(b, out.data(), 100);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(out[i], i >= 20 && i < 25 ? 19 - i : i) << i;
+  HostView empty(d, a.mem.get(), 400, 0, HostView::Access::kRead);
+  EXPECT_EQ(empty.data(), nullptr);
+  try {
+    HostView outside(d, a.mem.get(), 396, 8, HostView::Access::kOverwrite);
+    FAIL() << "expected DeviceError";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("outside a buffer of 400 bytes"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(DeviceMemory, OutOfRangeCopyIsAnError) {
   Device& d = DefaultDevice();
   auto a = d.Alloc<float>(10);

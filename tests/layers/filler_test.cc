@@ -1,13 +1,20 @@
 // tests/layers/filler_test.cc — the fillers' random values (layers/layer.h FillValues): the
 // normal generator's distribution, values independent of how a large blob is split over threads,
-// and seeds giving different streams.
+// seeds giving different streams, and parameter blobs drawn in blocks straight into device memory
+// holding exactly FillValues' values (converted, quantized with their range) on every device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <vector>
 
 #include "layers/layer.h"
+#include "layers/layer_registry.h"
+#include "proto/model_io.h"
+#include "quant/quant_params.h"
+#include "quant/quantizer.h"
 
 namespace mpcaffe {
 namespace {
@@ -71,6 +78,103 @@ TEST(Filler, CounterBased) {
   for (size_t i = 0; i < us.size(); ++i) ASSERT_EQ(us[i], ub[i]) << i;
   EXPECT_GE(*std::min_element(ub.begin(), ub.end()), -1.0f);
   EXPECT_LT(*std::max_element(ub.begin(), ub.end()), 1.0f);
+}
+
+/// An InnerProduct layer of `type` on `device` with `outputs` × `inputs` weights from `filler`
+/// (lazily drawn) and its bottom and top blobs.
+struct FilledLayer {
+  std::unique_ptr<Blob> bottom, top;
+  std::unique_ptr<Layer> layer;
+  FilledLayer(Device& device, DataType type, const caffe::FillerParameter& filler, int outputs,
+              int inputs) {
+    caffe::LayerParameter p;
+    ParseProtoFromText("name: 'ip' type: 'InnerProduct' inner_product_param { bias_term: false }",
+                       "<test>", &p);
+    p.mutable_inner_product_param()->set_num_output(outputs);
+    *p.mutable_inner_product_param()->mutable_weight_filler() = filler;
+    for (auto set : {&caffe::LayerParameter::set_bottom_data_type,
+                     &caffe::LayerParameter::set_compute_data_type,
+                     &caffe::LayerParameter::set_top_data_type})
+      (p.*set)(DataTypeToProto(type));
+    p.set_phase(caffe::TEST);
+    bottom = std::make_unique<Blob>(device, type, std::vector<int>{1, inputs}, "x");
+    top = std::make_unique<Blob>(device, type, std::vector<int>{}, "y");
+    layer = CreateLayer(p, device);
+    layer->SetUp({bottom.get()}, {top.get()});
+  }
+};
+
+// Parameter blobs are drawn in blocks on every core straight into their device memory (no host
+// copy); the stored values are FillValues' values of the same seed, converted to the blob's type
+// (quantized types: with the range of all the values, as SetParamFromFloat gives) — the same bytes
+// on every device. 2^20 weights: several threads and many blocks.
+TEST(Filler, ParametersDrawnInBlocksHoldFillValues) {
+  const int outputs = 512, inputs = 2048;
+  caffe::FillerParameter gaussian = Gaussian(0.5f, 0.02f), sparse = Gaussian(0.0f, 1.0f), xavier,
+                         uniform, constant;
+  sparse.set_sparse(100);
+  xavier.set_type("xavier");
+  uniform.set_type("uniform");
+  uniform.set_min(-3.0f);
+  uniform.set_max(0.25f);
+  constant.set_type("constant");
+  constant.set_value(0.75f);
+  const uint64_t seed = StableHash("ip#0", RandomSeed());  // Layer's seed of blob 0
+  for (const caffe::FillerParameter* filler : {&gaussian, &sparse, &xavier, &uniform, &constant}) {
+    const std::vector<float> values = FillValues(*filler, {outputs, inputs}, seed, "test");
+    const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+    for (DataType type : kAllDataTypes) {
+      std::vector<uint8_t> first;
+      for (Device* device : DeviceList()) {
+        const std::string what = filler->type() + " " + Name(type) + " on " + device->Describe();
+        FilledLayer f(*device, type, *filler, outputs, inputs);
+        Layer& l = *f.layer;
+        const Blob& w = *l.blobs()[0];  // drawn now
+        ASSERT_EQ(w.count(), outputs * inputs);
+        // Nothing on the host until asked: the values went to the device side.
+        EXPECT_EQ(w.host_bytes(), 0u) << what;
+        std::vector<uint8_t> expected(w.bytes());
+        if (IsQuantized(type)) {
+          quant::Quantizer& q = l.blob_quantizer(0);
+          ASSERT_TRUE(q.has_observed()) << what;
+          EXPECT_EQ(q.observed_min(), double(*lo)) << what;
+          EXPECT_EQ(q.observed_max(), double(*hi)) << what;
+          quant::QuantizeTensor(values.data(), values.size(), l.BlobParams(0), expected.data());
+        } else {
+          Blob host(*device, type, w.shape(), "reference");
+          host.FromFloat(values);
+          std::memcpy(expected.data(), host.host_data(), host.bytes());
+        }
+        std::vector<uint8_t> stored(w.bytes());
+        std::memcpy(stored.data(), w.host_data(), w.bytes());
+        ASSERT_EQ(stored, expected) << what;
+        if (first.empty()) first = stored;
+        EXPECT_EQ(stored, first) << what << ": other bytes than on the first device";
+      }
+    }
+  }
+}
+
+// A quantized parameter the file gives a range keeps it: the values are drawn once, quantized
+// with that range (saturating outside it).
+TEST(Filler, QuantizedParameterWithAGivenRangeKeepsIt) {
+  caffe::FillerParameter f = Gaussian(0.0f, 1.0f);
+  FilledLayer plain(DefaultDevice(), DataType::kInt8Q, f, 64, 4096);
+  caffe::LayerParameter p = plain.layer->layer_param();
+  auto* q = p.add_blobs_quantizer();
+  q->set_observed_min(-0.5);
+  q->set_observed_max(0.5);
+  Blob bottom(DefaultDevice(), DataType::kInt8Q, {1, 4096}, "x"), top(DefaultDevice(), DataType::kInt8Q, {}, "y");
+  std::unique_ptr<Layer> l = CreateLayer(p, DefaultDevice());
+  l->SetUp({&bottom}, {&top});
+  const Blob& w = *l->blobs()[0];
+  EXPECT_EQ(l->blob_quantizer(0).observed_min(), -0.5);
+  EXPECT_EQ(l->blob_quantizer(0).observed_max(), 0.5);
+  const std::vector<float> values = FillValues(f, w.shape(), StableHash("ip#0", RandomSeed()), "t");
+  std::vector<uint8_t> expected(w.bytes());
+  quant::QuantizeTensor(values.data(), values.size(), l->BlobParams(0), expected.data());
+  const auto* stored = static_cast<const uint8_t*>(w.host_data());
+  EXPECT_EQ(std::vector<uint8_t>(stored, stored + w.bytes()), expected);
 }
 
 }  // namespace

@@ -67,6 +67,41 @@ TEST(Blob, HostAndDeviceStayInSync) {
   }
 }
 
+// OverwriteData writes the device side through a view and makes no host copy; ReadData reads
+// the newest side without making one; the host side follows on request, in its old array.
+TEST(Blob, OverwriteAndReadThroughViewsKeepNoHostCopy) {
+  Blob b(Dev(), DataType::kFloat32, {3, 1000}, "b");
+  b.FromFloat(std::vector<float>(3000, 1.0f));  // a host copy that the overwrite makes stale
+  const void* host_array = b.host_data();
+  const uint64_t version = b.data_version();
+  {
+    std::unique_ptr<HostView> view = b.OverwriteData();
+    ASSERT_EQ(view->bytes(), b.bytes());
+    auto* p = static_cast<float*>(view->data());
+    for (int i = 0; i < 3000; ++i) p[i] = 0.5f * i;
+  }
+  EXPECT_GT(b.data_version(), version);
+  {
+    std::unique_ptr<HostView> view;
+    const auto* p = static_cast<const float*>(b.ReadData(&view));
+    ASSERT_NE(view, nullptr);  // the device side is the newest
+    for (int i = 0; i < 3000; ++i) ASSERT_EQ(p[i], 0.5f * i) << i;
+  }
+  std::vector<float> device(3000);
+  Dev().CopyToHost(b.device_data(), 0, device.data(), b.bytes());
+  EXPECT_EQ(device[2999], 0.5f * 2999);
+  // The host array of before is refreshed in place (pointers into it, e.g. NumPy views, stay
+  // valid).
+  EXPECT_EQ(b.ToFloat()[1234], 0.5f * 1234);
+  EXPECT_EQ(b.host_data(), host_array);
+  Blob fresh(Dev(), DataType::kFloat32, {3, 1000}, "fresh");  // never on the host: none made
+  { std::memset(fresh.OverwriteData()->data(), 0, fresh.bytes()); }
+  EXPECT_EQ(fresh.host_bytes(), 0u);
+  std::unique_ptr<HostView> none;
+  EXPECT_EQ(b.ReadData(&none), b.host_data());  // in sync: the host side, no view
+  EXPECT_EQ(none, nullptr);
+}
+
 TEST(Registry, UnknownTypeNamesLayerAndListsKnownTypes) {
   caffe::LayerParameter p;
   p.set_name("mystery");
