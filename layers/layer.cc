@@ -644,8 +644,12 @@ void Layer::SetParamFromFloat(int i, const std::vector<float>& values) {
 std::vector<float> Layer::ParamAsFloat(int i) {
   DrawPendingFills();
   Blob& b = *blobs_.at(i);
-  std::unique_ptr<HostView> view;  // the newest side, read without keeping a host copy
-  const void* data = b.ReadData(&view);
+  // Large blobs (weights) are read through a view of the newest side, keeping no host copy;
+  // small ones (BatchNorm / Scale factors, read at every forward pass by the convolution they
+  // fold into) keep their host copy, so reading them again costs no host synchronisation.
+  std::unique_ptr<HostView> view;
+  const bool small = size_t(b.count()) * SizeOf(b.type()) <= (size_t(1) << 16);
+  const void* data = small ? b.host_data() : b.ReadData(&view);
   std::vector<float> out(b.count());
   if (!IsQuantized(b.type())) {
     for (size_t k = 0; k < out.size(); ++k) out[k] = LoadAsFloat(b.type(), data, k);
