@@ -88,6 +88,8 @@ int RunTime(const std::vector<std::string>& args) {
     // Filler values are drawn lazily (at first use); drawn here, their time is a phase of its own.
     for (const auto& l : net.layers()) l->blobs();
     startup.Mark("fill");
+    if (weights.empty()) NeutralEmptyBatchNorms(net);
+    if (options.synthetic_data) FillInputLayers(net);  // Input layers too, as bench net does
     if (!net.QuantizersWithoutRange().empty()) {
       std::fprintf(stderr,
                    "mpcaffe time: %zu quantizers have no range; calibrating on the fp32 variant of "

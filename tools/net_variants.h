@@ -4,6 +4,7 @@
 // an OBSERVE pass of the fp32 net.
 #pragma once
 
+#include <cstdio>
 #include <memory>
 #include <random>
 #include <string>
@@ -186,6 +187,31 @@ inline void FillInputLayers(Net& net, uint32_t seed = 1701) {
   }
 }
 
+/// A BatchNorm never trained nor loaded holds no statistics (zeros, moving-average factor 0),
+/// so it divides by √eps (×316 with Caffe's default eps), as in BVLC Caffe; with filler
+/// weights a deep net's activations then overflow fp32 (MobileNet v1 by its 26th BatchNorm),
+/// and nothing can be calibrated or timed on them. The tools that run nets on filler weights
+/// (time, tune, bench net without --weights) give such layers mean 0, variance 1 — what
+/// trained statistics look like — and say how many they changed. Layers holding statistics stay.
+inline int NeutralEmptyBatchNorms(Net& net) {
+  int changed = 0;
+  for (const auto& layer : net.layers()) {
+    if (std::string(layer->type()) != "BatchNorm" || layer->blobs().size() != 3) continue;
+    const std::vector<float> factor = layer->ParamAsFloat(2), var = layer->ParamAsFloat(1);
+    bool empty = factor.size() == 1 && factor[0] == 0.0f;
+    for (float v : var) empty = empty && v == 0.0f;
+    if (!empty) continue;
+    layer->SetParamFromFloat(1, std::vector<float>(var.size(), 1.0f));
+    layer->SetParamFromFloat(2, {1.0f});
+    layer->ParamsChanged();
+    ++changed;
+  }
+  if (changed > 0)
+    std::fprintf(stderr, "note: %d BatchNorm layers hold no statistics (never trained or loaded): "
+                 "mean 0, variance 1 for the synthetic run\n", changed);
+  return changed;
+}
+
 /// Builds `param` on `device` with synthetic inputs filled (and the trained layers of the
 /// `weights` caffemodel when given), and gives a net with quantized layers the ranges it lacks
 /// by an OBSERVE pass of its fp32 variant on the same inputs. The device's peak counter is reset
@@ -194,7 +220,10 @@ inline std::unique_ptr<Net> BuildCalibratedNet(const caffe::NetParameter& param,
                                                const NetOptions& options,
                                                const std::string& weights = "") {
   auto net = std::make_unique<Net>(param, device, options);
-  if (!weights.empty()) net->CopyTrainedLayersFrom(weights);
+  if (!weights.empty())
+    net->CopyTrainedLayersFrom(weights);
+  else
+    NeutralEmptyBatchNorms(*net);
   FillInputLayers(*net);
   if (!net->QuantizersWithoutRange().empty()) {
     CalibrateWithFloatVariant(*net, param, options);
