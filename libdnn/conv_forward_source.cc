@@ -655,6 +655,21 @@ int Convolution::DepthwiseLocalWidth(const ConvDesc& d) {
 // (gemm_internal::VectorRequant: the same integers as mp_requant32).
 namespace {
 
+/// The depthwise kernel's signature, the same for the one-column and the vector forms (the
+/// launch in conv.cc sets these arguments in this order).
+KernelBuilder& DeclareDepthwiseKernel(KernelWriter& w, const ConvDesc& d) {
+  auto& k = w.Kernel(Convolution::DepthwiseKernelName(d))
+                .In("Dtype", "x")
+                .In("Wstore", "wt")
+                .In("Btype", "bias")
+                .In("int", "rq")
+                .In("int", "wz")
+                .In("Dtype", "res")
+                .Out("Dtype", "y");
+  for (const char* name : {"x_zero", "c_zero", "res_zero", "res_m", "res_s"}) k.Value("int", name);
+  return k;
+}
+
 std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d, int rows,
                                   int vx) {
   const bool q = IsQuantized(d.type);
@@ -676,15 +691,7 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
   const long total = long(d.batch) * d.channels * hw;
   const int in_rows = (rows - 1) * d.stride_h + (d.kernel_h - 1) * d.dilation_h + 1;
   const int span = (d.kernel_w - 1) * d.dilation_w + load;  // columns a row's loads cover
-  auto& k = w.Kernel(Convolution::DepthwiseKernelName(d))
-                .In("Dtype", "x")
-                .In("Wstore", "wt")
-                .In("Btype", "bias")
-                .In("int", "rq")
-                .In("int", "wz")
-                .In("Dtype", "res")
-                .Out("Dtype", "y");
-  for (const char* name : {"x_zero", "c_zero", "res_zero", "res_m", "res_s"}) k.Value("int", name);
+  auto& k = DeclareDepthwiseKernel(w, d);
   std::string b;
   b += "  const int ox0 = $global_id(0) * " + n + ";\n";
   b += "  const int oy0 = $global_id(1) * " + num(rows) + ";\n";
@@ -875,15 +882,7 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
   }
   const int oh = d.out_h(), ow = d.out_w();
   const int in_rows = (rows - 1) * d.stride_h + (d.kernel_h - 1) * d.dilation_h + 1;
-  auto& k = w.Kernel(DepthwiseKernelName(d))
-                .In("Dtype", "x")
-                .In("Wstore", "wt")
-                .In("Btype", "bias")
-                .In("int", "rq")
-                .In("int", "wz")
-                .In("Dtype", "res")
-                .Out("Dtype", "y");
-  for (const char* name : {"x_zero", "c_zero", "res_zero", "res_m", "res_s"}) k.Value("int", name);
+  auto& k = DeclareDepthwiseKernel(w, d);
   auto num = [](long v) { return std::to_string(v); };
   std::string b;
   b += "  const int ox = $global_id(0);\n  if (ox >= " + num(ow) + ") return;\n";
