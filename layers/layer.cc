@@ -385,6 +385,14 @@ uint64_t HashFloats(const std::vector<float>& values, uint64_t seed) {
 
 void FusedEpilogue::Affine(int channels, std::vector<float>* scale,
                            std::vector<float>* shift) const {
+  std::vector<uint64_t> versions;
+  for (Layer* l : affine)
+    for (const auto& b : l->blobs()) versions.push_back(b->data_version());
+  if (channels == cached_channels_ && versions == cached_versions_) {
+    *scale = cached_scale_;
+    *shift = cached_shift_;
+    return;
+  }
   scale->clear();
   shift->clear();
   for (Layer* l : affine) {
@@ -402,6 +410,10 @@ void FusedEpilogue::Affine(int channels, std::vector<float>* scale,
       (*shift)[c] = a[c] * (*shift)[c] + b[c];
     }
   }
+  cached_channels_ = channels;
+  cached_versions_ = std::move(versions);
+  cached_scale_ = *scale;
+  cached_shift_ = *shift;
 }
 
 std::string QuantizerNameOf(const caffe::LayerParameter& p, const std::string& side, int i) {
@@ -644,12 +656,8 @@ void Layer::SetParamFromFloat(int i, const std::vector<float>& values) {
 std::vector<float> Layer::ParamAsFloat(int i) {
   DrawPendingFills();
   Blob& b = *blobs_.at(i);
-  // Large blobs (weights) are read through a view of the newest side, keeping no host copy;
-  // small ones (BatchNorm / Scale factors, read at every forward pass by the convolution they
-  // fold into) keep their host copy, so reading them again costs no host synchronisation.
-  std::unique_ptr<HostView> view;
-  const bool small = size_t(b.count()) * SizeOf(b.type()) <= (size_t(1) << 16);
-  const void* data = small ? b.host_data() : b.ReadData(&view);
+  std::unique_ptr<HostView> view;  // the newest side, read without keeping a host copy
+  const void* data = b.ReadData(&view);
   std::vector<float> out(b.count());
   if (!IsQuantized(b.type())) {
     for (size_t k = 0; k < out.size(); ++k) out[k] = LoadAsFloat(b.type(), data, k);

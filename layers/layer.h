@@ -33,7 +33,15 @@ struct FusedEpilogue {
   Layer* output = nullptr;     ///< the last fused layer
   /// The composed per-channel y = scale·x + shift of `affine` over `channels` channels (empty
   /// vectors when there are none). Throws LayerError when a layer is not per-channel affine.
+  /// Composed again only when a parameter of `affine` changed (its data_version): the fused
+  /// layer asks at every forward pass, and reading the factors from the device each time
+  /// would cost a host synchronisation per folded layer and pass.
   void Affine(int channels, std::vector<float>* scale, std::vector<float>* shift) const;
+
+ private:
+  mutable int cached_channels_ = -1;
+  mutable std::vector<uint64_t> cached_versions_;
+  mutable std::vector<float> cached_scale_, cached_shift_;
 };
 
 /// What a producer can take into its epilogue for its compute type (the optimizer's planning).
