@@ -655,6 +655,21 @@ int Convolution::DepthwiseLocalWidth(const ConvDesc& d) {
 // (gemm_internal::VectorRequant: the same integers as mp_requant32).
 namespace {
 
+/// The products input row r of a depthwise block adds into its accumulators: each output row t
+/// whose window row ky meets it (r = t·sh + ky·dh), every window column kx —
+/// `<p>acc<t> += <p>w<ky>_<kx> * <p>v<kx>;` with `p` the names' prefix ("" or "f" for float).
+std::string DepthwiseRowUses(const ConvDesc& d, int rows, int r, const std::string& p) {
+  auto num = [](long v) { return std::to_string(v); };
+  std::string uses;
+  for (int t = 0; t < rows; ++t)
+    for (int ky = 0; ky < d.kernel_h; ++ky)
+      if (t * d.stride_h + ky * d.dilation_h == r)
+        for (int kx = 0; kx < d.kernel_w; ++kx)
+          uses += "      " + p + "acc" + num(t) + " += " + p + "w" + num(ky) + "_" + num(kx) +
+                  " * " + p + "v" + num(kx) + ";\n";
+  return uses;
+}
+
 /// The depthwise kernel's signature, the same for the one-column and the vector forms (the
 /// launch in conv.cc sets these arguments in this order).
 KernelBuilder& DeclareDepthwiseKernel(KernelWriter& w, const ConvDesc& d) {
@@ -738,13 +753,7 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
   auto window = [&](bool check_rows, bool fast) {
     std::string s;
     for (int r = 0; r < in_rows; ++r) {
-      std::string uses;
-      for (int t = 0; t < rows; ++t)
-        for (int ky = 0; ky < d.kernel_h; ++ky)
-          if (t * d.stride_h + ky * d.dilation_h == r)
-            for (int kx = 0; kx < d.kernel_w; ++kx)
-              uses += "      acc" + num(t) + " += w" + num(ky) + "_" + num(kx) + " * v" + num(kx) +
-                      ";\n";
+      const std::string uses = DepthwiseRowUses(d, rows, r, "");
       if (uses.empty()) continue;
       s += "    {\n";
       const std::string iy = "iyb + " + num(r);
@@ -914,13 +923,7 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
     const std::string T = fl ? "float" : "Atype", f = fl ? "f" : "";
     std::string s;
     for (int r = 0; r < in_rows; ++r) {
-      std::string uses;
-      for (int t = 0; t < rows; ++t)
-        for (int ky = 0; ky < d.kernel_h; ++ky)
-          if (t * d.stride_h + ky * d.dilation_h == r)
-            for (int kx = 0; kx < d.kernel_w; ++kx)
-              uses += "      " + f + "acc" + num(t) + " += " + f + "w" + num(ky) + "_" + num(kx) +
-                      " * " + f + "v" + num(kx) + ";\n";
+      const std::string uses = DepthwiseRowUses(d, rows, r, f);
       if (uses.empty()) continue;
       s += "    {\n";
       if (check_rows) {
