@@ -56,6 +56,15 @@ const char* kVectorOpenCLText = R"(typedef @O@N @V;
 #define @V_STORE(x, p) vstore@N((x), 0, (p))
 )";
 
+const char* kVectorMaxOpenCLText = R"(#define @V_MAX(a, b) max((a), (b))
+)";
+const char* kVectorMaxCudaText = R"(__device__ __forceinline__ @V @V_max(@V a, const @V& b) {
+  for (int l = 0; l < @N; ++l) a.s[l] = a.s[l] < b.s[l] ? b.s[l] : a.s[l];
+  return a;
+}
+#define @V_MAX(a, b) @V_max((a), (b))
+)";
+
 const char* kVectorCudaText = R"(struct @A@V {
   @S s[@N];
   __device__ __forceinline__ @V() {}
@@ -399,6 +408,7 @@ const Dialect kOpenCL = {
     /*vector_decl=*/kVectorOpenCLText,
     /*vector_words=*/"",
     /*vector_fma=*/"",
+    /*vector_max=*/kVectorMaxOpenCLText,
     /*pair_product16=*/kPairProduct16OpenCLText,
     /*byte_pair_product16=*/kBytePairProduct16OpenCLText,
     /*vector_builtins=*/true,
@@ -434,6 +444,7 @@ const Dialect kCuda = {
     /*vector_decl=*/kVectorCudaText,
     /*vector_words=*/kVectorWordsCudaText,
     /*vector_fma=*/kVectorFmaCudaText,
+    /*vector_max=*/kVectorMaxCudaText,
     /*pair_product16=*/kPairProduct16CudaText,
     /*byte_pair_product16=*/kBytePairProduct16CudaText,
     /*vector_builtins=*/false,
@@ -665,7 +676,8 @@ KernelWriter& KernelWriter::AddType(const std::string& a, DataType type) {
   return *this;
 }
 
-KernelWriter& KernelWriter::AddVector(const std::string& alias, Scalar s, int lanes) {
+KernelWriter& KernelWriter::AddVector(const std::string& alias, Scalar s, int lanes,
+                                      bool with_max) {
   if (lanes != 2 && lanes != 4 && lanes != 8 && lanes != 16)
     throw std::invalid_argument("vector " + alias + ": " + std::to_string(lanes) +
                                 " lanes (2, 4, 8 or 16)");
@@ -674,6 +686,7 @@ KernelWriter& KernelWriter::AddVector(const std::string& alias, Scalar s, int la
   std::string text = std::string("// ") + alias + ": " + std::to_string(lanes) + " x " + t.alias +
                      "\n" + dialect_.vector_decl;
   if (t.is_float) text += dialect_.vector_fma;
+  if (with_max) text += dialect_.vector_max;
   // Vectors of whole 16-byte words: aligned, with word loads and stores where the dialect has
   // them (Dialect::vector_words).
   const int words = t.bits * lanes % 128 == 0 ? t.bits * lanes / 128 : 0;

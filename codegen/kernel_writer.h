@@ -54,6 +54,8 @@ struct Dialect {
   /// loads are already the machine's vector loads (OpenCL's vloadn).
   const char* vector_words;
   const char* vector_fma;  // the float-lane fma(a, b, c) of such a vector ("" where built in)
+  /// The lane-wise @V_MAX(a, b) of such a vector, declared on request (AddVector's with_max).
+  const char* vector_max;
   /// KernelHelper::kPairProduct16's text (MP_MADD16, MP_PAIR16 over the dialect's 16-lane
   /// short vector); nullptr where the dialect has no form of it yet.
   const char* pair_product16;
@@ -198,7 +200,8 @@ class KernelWriter {
   /// Declares a vector type `alias` of `lanes` lanes (2, 4, 8 or 16) of scalar `s`, with
   /// `alias_LOAD(p)`, `alias_LOAD_HALF(p)`, `alias_LOAD_CONV(p)` and `alias_STORE(x, p)`
   /// (Dialect::vector_decl); `(alias)(x)` broadcasts a scalar in either dialect.
-  KernelWriter& AddVector(const std::string& alias, Scalar s, int lanes);
+  /// `with_max`: also the lane-wise `alias_MAX(a, b)` (Dialect::vector_max).
+  KernelWriter& AddVector(const std::string& alias, Scalar s, int lanes, bool with_max = false);
   /// The requantization of `type`'s accumulator (the one definition of MP_REQUANT):
   /// KernelHelper::kRequantize and MP_REQUANT(acc, m, s) → mp_i64, mp_requant32 of `acc` as an
   /// int for an int32 accumulator (int8q), mp_requant64 for an int64 one (int16q).

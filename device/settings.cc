@@ -31,6 +31,7 @@ Settings Settings::FromEnvironment() {
   s.blas = Env("MPCAFFE_BLAS");
   s.conv_gemm = Env("MPCAFFE_CONV_GEMM");
   s.conv_depthwise = Env("MPCAFFE_CONV_DEPTHWISE");
+  s.conv_pointwise = Env("MPCAFFE_CONV_POINTWISE");
   s.depthwise_per_channel = Env("MPCAFFE_DEPTHWISE_PER_CHANNEL");
   s.fuse = Env("MPCAFFE_FUSE");
   s.optimize = Env("MPCAFFE_OPTIMIZE");

@@ -20,6 +20,8 @@ struct Settings {
   std::string blas;              ///< MPCAFFE_BLAS: libdnn | clblast | cublas | auto
   std::string conv_gemm;         ///< MPCAFFE_CONV_GEMM: "0"/"1" force the im2col + GEMM path
   std::string conv_depthwise;    ///< MPCAFFE_CONV_DEPTHWISE: "0" turns the depthwise kernel off
+  /// MPCAFFE_CONV_POINTWISE: "0" turns the pointwise kernel off; "oc,px,vx" sets its tile.
+  std::string conv_pointwise;
   /// MPCAFFE_DEPTHWISE_PER_CHANNEL: "0" gives int8 depthwise weights one scale per layer
   std::string depthwise_per_channel;
   std::string fuse;              ///< MPCAFFE_FUSE: "0" turns the Net's ReLU fusion off

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "device/error.h"
@@ -61,15 +62,67 @@ bool ColumnsAreTheInput(const ConvDesc& d) {
   return Convolution::IsPointwise(one);
 }
 
+/// The forward kernels a convolution can run.
+enum class ForwardPath { kDirect, kDepthwise, kPointwise, kGemm };
+
+}  // namespace
+
+/// What the constructor without a config runs: the path, and the pointwise tile — the tile
+/// MPCAFFE_CONV_POINTWISE sets ("oc,px,vx") where it applies, else the tuning table's choice (TunedPointwise:
+/// its record, else the default tile; a record may say the direct kernel).
+struct Convolution::Plan {
+  ForwardPath path = ForwardPath::kDirect;
+  PointwiseTile tile;
+};
+
+Convolution::Plan Convolution::PlanOf(const Device& device, const ConvDesc& d,
+                                      const ConvQuant& q) {
+  const Settings& s = GetSettings();
+  Plan plan;
+  if (IsDepthwise(d) && s.conv_depthwise != "0") {
+    plan.path = ForwardPath::kDepthwise;
+  } else if (s.conv_pointwise != "0" && s.conv_gemm != "1" &&
+             PointwiseApplies(d, DefaultPointwiseTile(d))) {
+    PointwiseTile t;
+    std::optional<PointwiseTile> tile;
+    if (std::sscanf(s.conv_pointwise.c_str(), "%d,%d,%d", &t.oc, &t.px, &t.vx) == 3 &&
+        PointwiseApplies(d, t))
+      tile = t;
+    else
+      tile = TunedPointwise(device, d);
+    if (tile) {
+      plan.path = ForwardPath::kPointwise;
+      plan.tile = *tile;
+    }
+  }
+  if (plan.path == ForwardPath::kDirect && WantsForwardGemm(device, d, q))
+    plan.path = ForwardPath::kGemm;
+  return plan;
+}
+
+namespace {
+
 }  // namespace
 
 Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant)
-    : Convolution(device, desc, quant, TunedConvConfig(device, desc)) {
-  if (IsDepthwise(desc_) && GetSettings().conv_depthwise != "0") {
-    PrepareDepthwise(TunedDepthwiseRows(device, desc_));
-    return;
+    : Convolution(device, desc, quant, PlanOf(device, desc, quant)) {}
+
+Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant,
+                         const Plan& plan)
+    : Convolution(device, desc, quant, TunedConvConfig(device, desc),
+                  plan.path == ForwardPath::kDirect) {
+  switch (plan.path) {
+    case ForwardPath::kDepthwise:
+      PrepareDepthwise(TunedDepthwiseRows(device, desc_));
+      return;
+    case ForwardPath::kPointwise:
+      PreparePointwise(plan.tile);
+      return;
+    case ForwardPath::kDirect:
+      return;
+    case ForwardPath::kGemm:
+      break;
   }
-  if (!WantsForwardGemm(device, desc_, quant)) return;
   const int groups = desc_.groups, ocg = desc_.out_channels / groups;
   GemmDesc g;
   g.type = g.out_type = desc_.type;
@@ -124,9 +177,25 @@ Convolution Convolution::Depthwise(Device& device, const ConvDesc& desc, const C
                 " depthwise columns per work-item; 1 expected here, or 8 / 16 with vx · stride ≤ "
                 "16 for OpenCL fp32 and int8q with an input zero point in [0, 255]");
   if (vx < 0) throw Error("convolution " + desc.ToString() + ": negative depthwise vx");
-  Convolution conv(device, desc, quant, DefaultConvConfig(device.info(), desc.type));
+  Convolution conv(device, desc, quant, DefaultConvConfig(device.info(), desc.type), false);
   conv.PrepareDepthwise(rows, vx);
   return conv;
+}
+
+Convolution Convolution::Pointwise(Device& device, const ConvDesc& desc, const PointwiseTile& tile) {
+  Convolution conv(device, desc, {}, DefaultConvConfig(device.info(), desc.type), false);
+  conv.PreparePointwise(tile);
+  return conv;
+}
+
+void Convolution::PreparePointwise(const PointwiseTile& tile) {
+  const ConvDesc& d = desc_;
+  pointwise_ = true;
+  pointwise_tile_ = tile;
+  auto program = device_->GetProgram(PointwiseSource(KernelTarget::Of(*device_), d, tile), "",
+                                     ProgramHints::OneDimensional());
+  pointwise_kernel_ = program->GetKernel(PointwiseKernelName(d));
+  pointwise_pack_ = program->GetKernel("conv_pw_pack_" + std::string(Name(d.type)));
 }
 
 void Convolution::PrepareDepthwise(int rows, int vx) {
@@ -149,6 +218,10 @@ void Convolution::PrepareDepthwise(int rows, int vx) {
 
 Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant,
                          const ConvConfig& config)
+    : Convolution(device, desc, quant, config, true) {}
+
+Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant,
+                         const ConvConfig& config, bool direct_kernel)
     : device_(&device), desc_(desc), config_(config) {
   desc_.Validate();
   config_.Validate();
@@ -165,18 +238,20 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
   const bool pairs_ok =
       quant.x_zero >= 0 && quant.x_zero <= (desc_.type == DataType::kInt16Q ? 65535 : 255);
   input_ = InputOf(target.backend, desc_, config_, pairs_ok);
-  ProgramHints hints;
-  hints.local_sizes = {{size_t(config_.lanes), 1, 1}, {kLaunch1DLocalSize, 1, 1}};
-  auto program =
-      device.GetProgram(ForwardSource(target, desc_, config_, pairs_ok),
-                        input_ == ConvInput::kDot4 ? target.Dot4BuildOptions() : "", hints);
-  const std::string suffix = std::string(Name(desc_.type)) + (desc_.weights_signed ? "_sw" : "");
-  forward_ = program->GetKernel(ForwardKernelName(desc_));
-  pack_ = program->GetKernel("conv_pack_" + suffix);
-  if (IsPacked(input_)) xpack_ = program->GetKernel("conv_xpack_" + suffix);
-  if (input_ == ConvInput::kDot4) {
-    wsum_kernel_ = program->GetKernel("conv_wsum_" + suffix);
-    wsum_ = device.Alloc<int32_t>(size_t(oc));
+  if (direct_kernel) {
+    ProgramHints hints;
+    hints.local_sizes = {{size_t(config_.lanes), 1, 1}, {kLaunch1DLocalSize, 1, 1}};
+    auto program =
+        device.GetProgram(ForwardSource(target, desc_, config_, pairs_ok),
+                          input_ == ConvInput::kDot4 ? target.Dot4BuildOptions() : "", hints);
+    const std::string suffix = std::string(Name(desc_.type)) + (desc_.weights_signed ? "_sw" : "");
+    forward_ = program->GetKernel(ForwardKernelName(desc_));
+    pack_ = program->GetKernel("conv_pack_" + suffix);
+    if (IsPacked(input_)) xpack_ = program->GetKernel("conv_xpack_" + suffix);
+    if (input_ == ConvInput::kDot4) {
+      wsum_kernel_ = program->GetKernel("conv_wsum_" + suffix);
+      wsum_ = device.Alloc<int32_t>(size_t(oc));
+    }
   }
 
   std::vector<int32_t> rq(2 * size_t(oc), 0), wz(size_t(oc), 0);
@@ -213,6 +288,7 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
   device.Write(requant_, rq.data(), rq.size());
   w_zero_ = device.Alloc<int32_t>(wz.size());
   device.Write(w_zero_, wz.data(), wz.size());
+  if (!direct_kernel) return;
   const size_t khw = size_t(desc_.kernel_h) * desc_.kernel_w;
   packed_ = device.Allocate(size_t(desc_.groups) * khw * PackedChannels(desc_, input_) *
                             oc_padded_ * PackedBytes(desc_.type, input_));
@@ -254,6 +330,15 @@ Event Convolution::SetWeights(const BufferRef& packed_weights, Queue* queue) {
     weights = BufferRef(unpacked.get(), 0);
   }
   CheckBuffer(d, "weights", weights, d.weight_count(), wbytes);
+  if (pointwise_) {
+    const PointwiseTile& t = pointwise_tile_;
+    const size_t total = size_t(DivUp(d.out_channels, t.oc)) * d.channels * t.oc;
+    if (!pointwise_weights_) pointwise_weights_ = device_->Allocate(total * sizeof(float));
+    pointwise_pack_.ArgBuffer(weights.mem, weights.byte_offset, wbytes)
+        .ArgBuffer(pointwise_weights_.get(), 0, sizeof(float));
+    packed_ready_ = true;
+    return pointwise_pack_.Launch1D(total, queue);
+  }
   if (depthwise_) {
     const size_t bytes = d.weight_count() * wbytes;
     if (!depthwise_weights_) depthwise_weights_ = device_->Allocate(bytes);
@@ -308,6 +393,18 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
     return depthwise_kernel_.Launch({columns, size_t(DivUp(oh, depthwise_rows_)),
                                      size_t(d.batch) * d.channels},
                                     {local, 1, 1}, queue);
+  }
+  if (pointwise_) {
+    const PointwiseTile& t = pointwise_tile_;
+    const long hw = long(oh) * ow, block = long(t.px) * t.vx;
+    pointwise_kernel_.ArgBuffer(input.mem, input.byte_offset, es)
+        .ArgBuffer(pointwise_weights_.get(), 0, sizeof(float))
+        .ArgBuffer(bias_arg.mem, d.bias ? bias_arg.byte_offset : 0, BiasBytes(d.type))
+        .ArgBuffer(res_arg.mem, res_arg.byte_offset, es)
+        .ArgBuffer(output.mem, output.byte_offset, es);
+    return pointwise_kernel_.Launch({size_t(DivUp(int(hw), int(block))), size_t(DivUp(ocg, t.oc)),
+                                     size_t(d.batch)},
+                                    {0, 0, 0}, queue);
   }
   if (forward_gemm()) {
     // Per image and group: the columns of the group's input channels, then C_g (out_channels/

@@ -206,6 +206,32 @@ class Convolution {
   static Convolution Depthwise(Device& device, const ConvDesc& desc, const ConvQuant& quant,
                                int rows, int vx = 0);
 
+  /// The pointwise kernel's register tile: `oc` output channels × `px` vectors of `vx`
+  /// neighbouring pixels of one plane per work-item (libdnn/conv_pointwise_source.cc).
+  struct PointwiseTile {
+    int oc = 4, px = 2, vx = 8;
+    std::string ToString() const;
+    bool operator==(const PointwiseTile& o) const {
+      return oc == o.oc && px == o.px && vx == o.vx;
+    }
+  };
+  /// Whether Forward runs the pointwise kernel (fp32 IsPointwise descriptions: vectors along
+  /// the pixels of the NCHW planes, output channels in registers, no im2col, no packed input).
+  /// The constructor without a config chooses it wherever PointwiseApplies, with the tile of
+  /// TunedPointwise (libdnn/tuner.h: the tuning table's choice, which may be the direct
+  /// kernel, else DefaultPointwiseTile); MPCAFFE_CONV_POINTWISE=0 turns it off, "oc,px,vx"
+  /// sets the tile.
+  bool forward_pointwise() const { return pointwise_; }
+  const PointwiseTile& pointwise_tile() const { return pointwise_tile_; }
+  static bool PointwiseApplies(const ConvDesc& desc, const PointwiseTile& tile);
+  /// 4 channels × 2 vectors of 8 pixels; one vector (or a narrower one) for smaller planes.
+  static PointwiseTile DefaultPointwiseTile(const ConvDesc& desc);
+  /// The constructor of a pointwise description with a given tile (the tuner's candidates).
+  static Convolution Pointwise(Device& device, const ConvDesc& desc, const PointwiseTile& tile);
+  static std::string PointwiseSource(const KernelTarget& target, const ConvDesc& desc,
+                                     const PointwiseTile& tile);
+  static std::string PointwiseKernelName(const ConvDesc& desc);
+
   /// Repacks the OIHW `weights` (type storage; int8/int16 when weights_signed; packed 4-bit
   /// rows with weight_bits 4, unpacked on the device first) into the
   /// forward kernel's layout (zero points subtracted, channel-interleaved). Call it after
@@ -307,6 +333,20 @@ class Convolution {
   void PrepareDepthwise(int rows, int vx = 0);
   Kernel depthwise_kernel_;
   std::shared_ptr<DeviceMemory> depthwise_weights_;
+  // Pointwise forward (forward_pointwise()): its kernel, the packing kernel and the weights in
+  // its layout.
+  bool pointwise_ = false;
+  PointwiseTile pointwise_tile_;
+  void PreparePointwise(const PointwiseTile& tile);
+  Kernel pointwise_kernel_, pointwise_pack_;
+  std::shared_ptr<DeviceMemory> pointwise_weights_;
+  struct Plan;
+  static Plan PlanOf(const Device& device, const ConvDesc& desc, const ConvQuant& quant);
+  Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant, const Plan& plan);
+  /// The common construction; `direct_kernel` false leaves out the direct forward program and
+  /// its packed weights (a depthwise, pointwise or GEMM forward replaces them).
+  Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant,
+              const ConvConfig& config, bool direct_kernel);
   std::shared_ptr<DeviceMemory> gemm_weights_, gemm_sums_, gemm_col_;
   // weight_bits 4 outside the GEMM path: the unpack kernel (libdnn/int4_internal.h).
   Kernel unpack_;

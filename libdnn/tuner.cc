@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <limits>
 #include <mutex>
 #include <sstream>
@@ -99,6 +100,35 @@ std::vector<int> DepthwiseRowCandidates(const ConvDesc& desc) {
   std::vector<int> c{Convolution::DefaultDepthwiseRows(desc)};
   for (int r : {1, 2, 4, 7, 8, 14, 16})
     if (r <= desc.out_h() && std::find(c.begin(), c.end(), r) == c.end()) c.push_back(r);
+  return c;
+}
+
+std::optional<Convolution::PointwiseTile> ParsePointwiseTile(const std::string& text) {
+  Convolution::PointwiseTile t;
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "oc%d px%d v%d%c", &t.oc, &t.px, &t.vx, &tail) != 3)
+    return std::nullopt;
+  return t;
+}
+
+PointwiseChoice TunedPointwise(const Device& device, const ConvDesc& desc) {
+  Record(desc, &Recorded::convs, "conv");
+  if (auto rec = Lookup(device, "conv_pw", desc.ToString())) {
+    if (rec->parameters == "direct") return std::nullopt;
+    if (auto t = ParsePointwiseTile(rec->parameters); t && Convolution::PointwiseApplies(desc, *t))
+      return t;
+  }
+  return Convolution::DefaultPointwiseTile(desc);
+}
+
+std::vector<PointwiseChoice> PointwiseCandidates(const ConvDesc& desc) {
+  std::vector<PointwiseChoice> c{Convolution::DefaultPointwiseTile(desc), std::nullopt};
+  for (Convolution::PointwiseTile t :
+       std::vector<Convolution::PointwiseTile>{{4, 2, 8}, {4, 1, 8}, {6, 2, 8}, {8, 1, 8},
+                                               {4, 3, 8}, {2, 4, 8}, {8, 2, 8}, {3, 4, 8},
+                                               {4, 1, 16}, {4, 2, 16}, {8, 1, 16}, {2, 2, 16}})
+    if (Convolution::PointwiseApplies(desc, t) && std::find(c.begin(), c.end(), t) == c.end())
+      c.push_back(t);
   return c;
 }
 
@@ -306,6 +336,34 @@ DepthwiseTuneResult Tuner::TuneDepthwise(const ConvDesc& desc, double give_up) {
       });
   result.stored = Store(device_, "conv_dw", desc.ToString(),
                         "rows" + std::to_string(result.best), result.best_ms);
+  return result;
+}
+
+PointwiseTuneResult Tuner::TunePointwise(const ConvDesc& desc, double give_up) {
+  desc.Validate();
+  if (!Convolution::PointwiseApplies(desc, Convolution::DefaultPointwiseTile(desc)))
+    throw Error("tune: convolution " + desc.ToString() +
+                " has no pointwise kernel (fp32, 1×1, stride 1, no padding, one group)");
+  const ConvOperands ops(device_, desc);
+  const ConvConfig direct = TunedConvConfig(device_, desc);
+  PointwiseTuneResult result = TimeCandidates(
+      PointwiseCandidates(desc), 0, give_up, repeats_, [&](const PointwiseChoice& choice) {
+        auto conv = std::make_shared<Convolution>(
+            choice ? Convolution::Pointwise(device_, desc, *choice)
+                   : Convolution(device_, desc, PlaceholderConvQuant(), direct));
+        conv->SetWeights(BufferRef(ops.weights.get(), 0));
+        return [conv, &desc, &ops](int repeats) {
+          return TimeMs(
+              [&] {
+                return conv->Forward(BufferRef(ops.input.get(), 0),
+                                     desc.bias ? BufferRef(ops.bias.get(), 0) : BufferRef(),
+                                     BufferRef(ops.output.get(), 0));
+              },
+              repeats);
+        };
+      });
+  result.stored = Store(device_, "conv_pw", desc.ToString(),
+                        result.best ? result.best->ToString() : "direct", result.best_ms);
   return result;
 }
 

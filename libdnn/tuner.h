@@ -30,6 +30,9 @@ using GemmTuneResult = TuneResult<GemmConfig>;
 using ConvTuneResult = TuneResult<ConvConfig>;
 /// The depthwise kernel's one parameter: output rows per work-item.
 using DepthwiseTuneResult = TuneResult<int>;
+/// The pointwise forward: a tile of the pointwise kernel, or nothing for the direct kernel.
+using PointwiseChoice = std::optional<Convolution::PointwiseTile>;
+using PointwiseTuneResult = TuneResult<PointwiseChoice>;
 
 struct BlasTuneResult {
   BlasImpl best = BlasImpl::kLibDNN;
@@ -61,6 +64,11 @@ class Tuner {
   /// of DepthwiseRowCandidates() output rows per work-item, records the fastest under
   /// operation "conv_dw", signature desc.ToString(). `give_up` as for TuneGemm.
   DepthwiseTuneResult TuneDepthwise(const ConvDesc& desc, double give_up = 3.0);
+  /// Times the pointwise kernel of a `desc` where it applies (Convolution::PointwiseApplies)
+  /// with each of PointwiseCandidates(), and the direct kernel with its tuned or default
+  /// configuration; records the fastest under operation "conv_pw", signature desc.ToString(),
+  /// parameters PointwiseTile::ToString() or "direct".
+  PointwiseTuneResult TunePointwise(const ConvDesc& desc, double give_up = 3.0);
   /// Times LibDNN (with its current, possibly tuned, configuration) against every other
   /// available library and records the winner under "blas_gemm".
   BlasTuneResult TuneBlas(const GemmDesc& desc);
@@ -94,6 +102,15 @@ int TunedDepthwiseRows(const Device& device, const ConvDesc& desc);
 /// The tuner's candidates for the depthwise kernel's rows per work-item (the default first):
 /// 1, 2, 4, 7, 8, 14 and 16 rows, those above the output height left out.
 std::vector<int> DepthwiseRowCandidates(const ConvDesc& desc);
+/// The forward of a pointwise fp32 `desc` (Convolution::PointwiseApplies with its default
+/// tile): the tuning table's record ("conv_pw", desc.ToString()) when one exists, else the
+/// default tile. Nothing: the direct kernel.
+PointwiseChoice TunedPointwise(const Device& device, const ConvDesc& desc);
+/// The tuner's candidates (the default tile first, then the direct kernel, then other tiles of
+/// at most 16 accumulators, those the plane is too small for left out).
+std::vector<PointwiseChoice> PointwiseCandidates(const ConvDesc& desc);
+/// Parses PointwiseTile::ToString()'s form ("oc4 px2 v8"); nothing when malformed.
+std::optional<Convolution::PointwiseTile> ParsePointwiseTile(const std::string& text);
 /// Parses ConvConfig::ToString()'s form ("l1 oc4 px3 v8"); nothing when malformed or invalid.
 std::optional<ConvConfig> ParseConvConfig(const std::string& text);
 

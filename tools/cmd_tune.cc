@@ -93,6 +93,15 @@ std::string BestText(const Config& c) {
   return c.ToString();
 }
 std::string BestText(int depthwise_rows) { return "rows" + std::to_string(depthwise_rows); }
+std::string BestText(const libdnn::PointwiseChoice& c) { return c ? c->ToString() : "direct"; }
+
+/// Whether a convolution shape takes the pointwise kernel's tuner (its candidates include the
+/// direct kernel).
+bool TunesPointwise(const libdnn::ConvDesc& c) {
+  const Settings& s = GetSettings();
+  return s.conv_pointwise != "0" && s.conv_gemm != "1" &&
+         libdnn::Convolution::PointwiseApplies(c, libdnn::Convolution::DefaultPointwiseTile(c));
+}
 
 void TuneModelOn(Device& dev, const std::vector<std::string>& args) {
   const std::string model = FlagValue(args, "--model");
@@ -145,6 +154,8 @@ void TuneModelOn(Device& dev, const std::vector<std::string>& args) {
       std::printf("conv %s -> %s\n", c.ToString().c_str(),
                   libdnn::Convolution::IsDepthwise(c)
                       ? ("depthwise rows" + std::to_string(libdnn::TunedDepthwiseRows(dev, c))).c_str()
+                  : TunesPointwise(c)
+                      ? ("pointwise " + BestText(libdnn::TunedPointwise(dev, c))).c_str()
                       : libdnn::TunedConvConfig(dev, c).ToString().c_str());
     return;
   }
@@ -172,6 +183,8 @@ void TuneModelOn(Device& dev, const std::vector<std::string>& args) {
     // Depthwise shapes run their own kernel, whose parameter is its rows per work-item.
     if (libdnn::Convolution::IsDepthwise(c) && GetSettings().conv_depthwise != "0")
       tune("conv_dw", c.ToString(), [&] { return tuner.TuneDepthwise(c, 3.0); });
+    else if (TunesPointwise(c))  // pointwise tiles and the direct kernel (its tuned config)
+      tune("conv_pw", c.ToString(), [&] { return tuner.TunePointwise(c, 3.0); });
     else
       tune("conv", c.ToString(), [&] { return tuner.TuneConv(c, 3.0, max); });
   }

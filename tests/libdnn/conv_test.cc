@@ -355,6 +355,44 @@ TEST_P(ConvForward, PointwiseGemmMatchesReference) {
   }
 }
 
+// The pointwise kernel (fp32 1×1 stride 1 unpadded one-group convolutions: vectors along the
+// planes' pixels) with tiles the default and the tuner may pick and odd ones: planes that are
+// and are not multiples of a block (the last block shifted back), output channels that do and do
+// not fill the last channel block, bias, ReLU and the residual varied, batches of 1 to 3.
+TEST_P(ConvForward, PointwiseTilesMatchReference) {
+  const DataType t = GetParam();
+  if (t != DataType::kFloat32) GTEST_SKIP() << "the pointwise kernel is fp32's";
+  Device& dev = DefaultDevice();
+  std::mt19937 rng(17);
+  // clang-format off
+  const Shape shapes[] = {
+      {1, 16, 8, 8, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1},   // 64 pixels: whole blocks
+      {2, 5, 7, 7, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1},     // 49 pixels, 7 channels
+      {3, 24, 5, 6, 13, 1, 1, 1, 1, 0, 0, 1, 1, 1},   // 30 pixels
+      {1, 3, 2, 3, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1},     // 6 pixels: 4-lane vectors only
+  };
+  // clang-format on
+  const Convolution::PointwiseTile tiles[] = {{4, 2, 8}, {1, 1, 4}, {3, 3, 4}, {6, 1, 16},
+                                              {8, 2, 8}, {2, 4, 8}};
+  int index = 0;
+  for (const Shape& s : shapes) {
+    for (const Convolution::PointwiseTile& tile : tiles) {
+      ConvDesc d = DescOf(s, t, index);
+      d.residual = index % 3 == 0;
+      if (!Convolution::PointwiseApplies(d, tile)) continue;
+      SCOPED_TRACE(d.ToString() + " tile " + tile.ToString());
+      CheckForward(d, {}, rng, [&](const ConvDesc& dd, const ConvQuant&) {
+        Convolution c = Convolution::Pointwise(dev, dd, tile);
+        EXPECT_TRUE(c.forward_pointwise());
+        EXPECT_TRUE(c.pointwise_tile() == tile);
+        return c;
+      });
+      ++index;
+    }
+  }
+  EXPECT_GE(index, 16);
+}
+
 // Depthwise descriptions (one input and output channel per group) take the depthwise kernel
 // (MatchesReferenceOnEveryShape checks its results), others do not; MPCAFFE_CONV_DEPTHWISE=0
 // turns it off.
@@ -980,6 +1018,73 @@ TEST(Tuner, DepthwiseRowsAreStoredAndFollowed) {
   full.groups = 1;
   EXPECT_THROW(Convolution::Depthwise(dev, full, {}, 4), Error);
   EXPECT_THROW(tuner.TuneDepthwise(full), Error);
+}
+
+// The pointwise tuner: the default tile, the direct kernel and the other tiles timed, the
+// winner stored under "conv_pw" and taken by the next Convolution of the shape; a record naming
+// the direct kernel or another tile is followed, a malformed or inapplicable one ignored.
+TEST(Tuner, PointwiseTilesAreStoredAndFollowed) {
+  Device& dev = DefaultDevice();
+  auto store = cache::ActiveProgramCache();
+  if (!store) GTEST_SKIP() << "kernel cache disabled (MPCAFFE_CACHE=off): no tuning table";
+  ConvDesc d;  // an odd shape that nothing else tunes
+  d.channels = 7, d.out_channels = 9, d.height = 3, d.width = 7;
+  d.bias = true;
+  Tuner tuner(dev, 2);
+  const PointwiseTuneResult r = tuner.TunePointwise(d);
+  EXPECT_EQ(r.measured.size(), PointwiseCandidates(d).size());
+  EXPECT_TRUE(r.measured.front().first == Convolution::DefaultPointwiseTile(d));
+  EXPECT_FALSE(r.measured[1].first.has_value());  // the direct kernel
+  EXPECT_TRUE(r.stored);
+  EXPECT_EQ(TunedPointwise(dev, d), r.best);
+  EXPECT_EQ(Convolution(dev, d).forward_pointwise(), r.best.has_value());
+  const std::string key = cache::TuningDeviceKey(dev.info());
+  store->PutTuning({key, "conv_pw", d.ToString(), "direct", 1.0, ""});
+  EXPECT_FALSE(Convolution(dev, d).forward_pointwise());
+  store->PutTuning({key, "conv_pw", d.ToString(), "oc3 px1 v16", 1.0, ""});
+  Convolution c(dev, d);
+  EXPECT_TRUE(c.forward_pointwise());
+  EXPECT_TRUE(c.pointwise_tile() == (Convolution::PointwiseTile{3, 1, 16}));
+  // 21 pixels: four vectors of 16 do not fit.
+  for (const char* bad : {"oc0 px1 v8", "oc4 px4 v16", "oc4 px1 v5", "oc4 px1", "rows4"}) {
+    store->PutTuning({key, "conv_pw", d.ToString(), bad, 1.0, ""});
+    EXPECT_TRUE(TunedPointwise(dev, d) == Convolution::DefaultPointwiseTile(d)) << bad;
+  }
+  ConvDesc strided = d;
+  strided.stride_h = strided.stride_w = 2;
+  EXPECT_THROW(tuner.TunePointwise(strided), Error);
+  EXPECT_THROW(Convolution::Pointwise(dev, strided, {}), Error);
+}
+
+// Not a test: the 1×1 layers of MobileNet v1 / v2, SqueezeNet 1.1, GoogLeNet and ResNet-50
+// (batch 1, fp32, bias and ReLU) timed through the pointwise tuner: the default tile, the direct
+// kernel and the other tiles (the winners go to MPCAFFE_CACHE's tuning table). Run with
+// --gtest_also_run_disabled_tests --gtest_filter='*ZooPointwise*'.
+TEST(ConvBench, DISABLED_ZooPointwise) {
+  Device& dev = DefaultDevice();
+  Tuner tuner(dev, 5);
+  // {in, out, plane side}
+  const int layers[][3] = {
+      {32, 16, 112}, {16, 96, 112}, {96, 24, 56},  {24, 144, 56}, {144, 24, 56}, {144, 32, 28},
+      {32, 192, 28}, {192, 32, 28}, {192, 64, 14}, {64, 384, 14}, {384, 64, 14}, {384, 96, 14},
+      {96, 576, 14}, {576, 96, 14}, {576, 160, 7}, {160, 960, 7}, {960, 160, 7}, {960, 320, 7},
+      {320, 1280, 7}, {32, 64, 112}, {64, 128, 56}, {128, 128, 56}, {256, 256, 28},
+      {512, 512, 14}, {1024, 1024, 7}, {64, 16, 56}, {16, 64, 56},  {128, 32, 28}, {256, 48, 14},
+      {48, 192, 14}, {512, 64, 14}, {64, 256, 14}, {192, 64, 28}, {480, 192, 14}, {832, 384, 7},
+      {64, 64, 56},  {256, 64, 56}, {64, 256, 56}, {512, 128, 28}, {1024, 256, 14},
+      {2048, 512, 7}, {512, 2048, 7}};
+  for (const auto& l : layers) {
+    ConvDesc d;
+    d.channels = l[0], d.out_channels = l[1], d.height = d.width = l[2];
+    d.bias = d.relu = true;
+    const PointwiseTuneResult r = tuner.TunePointwise(d);
+    std::string line = d.ToString() + ": " + std::to_string(d.Flops() / 1e9 / r.best_ms * 1e3) +
+                       " GFLOP/s best";
+    for (const auto& [choice, ms] : r.measured)
+      line += ", " + (choice ? choice->ToString() : std::string("direct")) + " " +
+              std::to_string(ms);
+    std::printf("%s\n", line.c_str());
+  }
 }
 
 // Not a test: MobileNet v1's depthwise layers (batch 1, fp32, bias and ReLU fused) timed with

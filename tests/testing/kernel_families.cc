@@ -151,6 +151,20 @@ std::vector<KernelFamily> Build() {
                                 libdnn::Convolution::DepthwiseSource(k, d)});
                  return s;
                }});
+  f.push_back({"conv_pointwise", [](const KernelTarget& k) {
+                 // fp32 only; the default tile and one with a partial channel block, bias,
+                 // residual and ReLU (every branch of the epilogue).
+                 libdnn::ConvDesc d;
+                 d.channels = 6, d.height = 5, d.width = 7, d.out_channels = 10;
+                 libdnn::ConvDesc e = d;
+                 e.bias = e.relu = e.residual = true;
+                 return Samples{
+                     {libdnn::Convolution::PointwiseKernelName(d),
+                      libdnn::Convolution::PointwiseSource(
+                          k, d, libdnn::Convolution::DefaultPointwiseTile(d))},
+                     {libdnn::Convolution::PointwiseKernelName(e),
+                      libdnn::Convolution::PointwiseSource(k, e, {3, 3, 4})}};
+               }});
   f.push_back({"im2col", [](const KernelTarget& k) {
                  return PerType(kAll, k, libdnn::conv_internal::Im2colKernelName,
                                 libdnn::conv_internal::Im2colSource);

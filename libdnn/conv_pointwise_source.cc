@@ -1,0 +1,131 @@
+// libdnn/conv_pointwise_source.cc — the pointwise (1×1, stride 1, no padding, one group) fp32
+// forward kernel: vectors along the pixels of the NCHW planes, the output channels in
+// registers. Its tile, its applicability and its program text.
+#include <algorithm>
+#include <string>
+
+#include "device/error.h"
+#include "libdnn/conv.h"
+#include "libdnn/conv_internal.h"
+
+namespace mpcaffe::libdnn {
+
+using conv_internal::DivUp;
+
+// A pointwise convolution is, per image, C[O × HW] = W[O × C] · X[C × HW] on the NCHW planes
+// themselves. The implicit-GEMM forward kernel keeps output channels in the vector lanes, so
+// every pixel of its tile is a broadcast and every output value a scalar store into its
+// channel's plane; with few input channels (MobileNet v2's 16-32 before a 6× expansion,
+// SqueezeNet's squeeze layers) those stores and broadcasts outweigh the K products and the
+// layers ran at 30-50 GFLOP/s. Here a work-item owns `oc` output channels × `px` vectors of `vx`
+// neighbouring pixels: per input channel it loads px vectors of the plane (contiguous), oc
+// weights (one packed row, contiguous), and does oc·px vector multiply-adds; the epilogue adds
+// the bias, the residual and the ReLU per vector and stores whole vectors. The last block of a
+// plane whose size is not a multiple of px·vx is shifted back to end at the plane's end (the
+// same loads as every other block) and stores only its pixels past the previous block's.
+std::string Convolution::PointwiseKernelName(const ConvDesc& d) {
+  return std::string("conv_pw_") + Name(d.type);
+}
+
+bool Convolution::PointwiseApplies(const ConvDesc& d, const PointwiseTile& t) {
+  return IsPointwise(d) && d.type == DataType::kFloat32 && t.oc >= 1 && t.oc <= 16 &&
+         t.px >= 1 && t.px <= 8 && (t.vx == 4 || t.vx == 8 || t.vx == 16) &&
+         long(d.height) * d.width >= long(t.px) * t.vx;
+}
+
+Convolution::PointwiseTile Convolution::DefaultPointwiseTile(const ConvDesc& d) {
+  // 4 channels × 2 vectors of 8 pixels: 8 accumulators, 2 loads and 4 broadcasts per input
+  // channel (14 of AVX2's 16 vector registers). Measured on MobileNet v2's and SqueezeNet's
+  // 1×1 layers (docs/BENCHMARKS.md, "Pointwise kernel"); smaller planes take one vector.
+  PointwiseTile t;
+  const long hw = long(d.height) * d.width;
+  if (hw < long(t.px) * t.vx) t.px = 1;
+  if (hw < t.vx) t.vx = 4;  // planes of fewer than 4 pixels take the direct kernel
+  return t;
+}
+
+std::string Convolution::PointwiseTile::ToString() const {
+  return "oc" + std::to_string(oc) + " px" + std::to_string(px) + " v" + std::to_string(vx);
+}
+
+std::string Convolution::PointwiseSource(const KernelTarget& target, const ConvDesc& d,
+                                         const PointwiseTile& t) {
+  if (!PointwiseApplies(d, t))
+    throw Error("convolution " + d.ToString() + ": no pointwise kernel with tile " +
+                t.ToString() + " (fp32 1×1 stride 1 unpadded one-group convolutions, planes of "
+                "at least px·vx pixels, oc in [1, 16], px in [1, 8], vx 4, 8 or 16)");
+  auto num = [](long v) { return std::to_string(v); };
+  const long hw = long(d.height) * d.width, block = long(t.px) * t.vx;
+  const int C = d.channels, O = d.out_channels;
+  KernelWriter w(target, "conv_pointwise");
+  w.AddVector("Vf", Scalar::kF32, t.vx, /*with_max=*/true);
+  // The weights as the kernel reads them: per block of oc output channels, per input channel,
+  // the block's oc weights (zero past the last output channel).
+  w.Kernel("conv_pw_pack_" + std::string(Name(d.type)))
+      .In("float", "wsrc")
+      .Out("float", "wp")
+      .Body("  $loop(i, " + num(long(DivUp(O, t.oc)) * C * t.oc) + ") {\n" +
+            "    const int o = i / " + num(long(C) * t.oc) + " * " + num(t.oc) + " + i % " +
+            num(t.oc) + ";\n    const int c = i / " + num(t.oc) + " % " + num(C) + ";\n" +
+            "    wp[i] = o < " + num(O) + " ? wsrc[o * " + num(C) + " + c] : 0.0f;\n  }\n");
+  std::string b;
+  // The launch rounds each dimension up to its work-group size.
+  b += "  const int blk = $global_id(0), ob = $global_id(1), n = $global_id(2);\n";
+  b += "  if (blk >= " + num(DivUp(int(hw), int(block))) + " || ob >= " + num(DivUp(O, t.oc)) +
+       " || n >= " + num(d.batch) + ") return;\n";
+  // The last block ends at the plane's end; `skip` of its pixels belong to the one before.
+  b += "  const int p0 = min(blk * " + num(block) + ", " + num(hw - block) + ");\n";
+  b += "  const int skip = blk * " + num(block) + " - p0;\n";
+  b += "  const $global float* xn = x + (long)n * " + num(long(C) * hw) + " + p0;\n";
+  b += "  const $global float* wb = wp + ob * " + num(long(C) * t.oc) + ";\n";
+  for (int o = 0; o < t.oc; ++o)
+    for (int p = 0; p < t.px; ++p) b += "  Vf a" + num(o) + "_" + num(p) + " = (Vf)(0.0f);\n";
+  b += "  for (int c = 0; c < " + num(C) + "; ++c) {\n";
+  b += "    const $global float* xc = xn + c * " + num(hw) + ";\n";
+  for (int p = 0; p < t.px; ++p)
+    b += "    const Vf v" + num(p) + " = Vf_LOAD(xc + " + num(p * t.vx) + ");\n";
+  b += "    const $global float* wc = wb + c * " + num(t.oc) + ";\n";
+  for (int o = 0; o < t.oc; ++o) {
+    b += "    const Vf w" + num(o) + " = (Vf)(wc[" + num(o) + "]);\n";
+    for (int p = 0; p < t.px; ++p) {
+      const std::string a = "a" + num(o) + "_" + num(p);
+      b += "    " + a + " = fma(w" + num(o) + ", v" + num(p) + ", " + a + ");\n";
+    }
+  }
+  b += "  }\n";
+  // Epilogue: per output channel of the block (past O only in the last block of channels).
+  b += "  const long base = (long)n * " + num(long(O) * hw) + " + p0;\n";
+  for (int o = 0; o < t.oc; ++o) {
+    const std::string on = num(o);
+    b += "  {\n    const int oc = ob * " + num(t.oc) + " + " + on + ";\n";
+    if (O % t.oc) b += "    if (oc < " + num(O) + ") {\n";
+    b += "    $global float* yo = y + base + (long)oc * " + num(hw) + ";\n";
+    if (d.residual) b += "    const $global float* ro = res + base + (long)oc * " + num(hw) + ";\n";
+    if (d.bias) b += "    const Vf bo = (Vf)(bias[oc]);\n";
+    for (int p = 0; p < t.px; ++p) {
+      const std::string a = "a" + on + "_" + num(p), at = num(p * t.vx);
+      if (d.bias) b += "    " + a + " = " + a + " + bo;\n";
+      if (d.residual) b += "    " + a + " = " + a + " + Vf_LOAD(ro + " + at + ");\n";
+      if (d.relu) b += "    " + a + " = Vf_MAX(" + a + ", (Vf)(0.0f));\n";
+    }
+    b += "    if (skip == 0) {\n";
+    for (int p = 0; p < t.px; ++p)
+      b += "      Vf_STORE(a" + on + "_" + num(p) + ", yo + " + num(p * t.vx) + ");\n";
+    b += "    } else {\n      float part[" + num(block) + "];\n";
+    for (int p = 0; p < t.px; ++p)
+      b += "      Vf_STORE(a" + on + "_" + num(p) + ", part + " + num(p * t.vx) + ");\n";
+    b += "      for (int j = skip; j < " + num(block) + "; ++j) yo[j] = part[j];\n    }\n";
+    if (O % t.oc) b += "    }\n";
+    b += "  }\n";
+  }
+  w.Kernel(PointwiseKernelName(d))
+      .In("float", "x")
+      .In("float", "wp")
+      .In("float", "bias")
+      .In("float", "res")
+      .Out("float", "y")
+      .Body(b);
+  return w.Source();
+}
+
+}  // namespace mpcaffe::libdnn
