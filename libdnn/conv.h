@@ -224,7 +224,7 @@ class Convolution {
   bool forward_pointwise() const { return pointwise_; }
   const PointwiseTile& pointwise_tile() const { return pointwise_tile_; }
   static bool PointwiseApplies(const ConvDesc& desc, const PointwiseTile& tile);
-  /// 4 channels × 2 vectors of 8 pixels; one vector (or a narrower one) for smaller planes.
+  /// 8 channels × one vector of 16 pixels; of 8 or 4 for planes of fewer than 16 pixels.
   static PointwiseTile DefaultPointwiseTile(const ConvDesc& desc);
   /// The constructor of a pointwise description with a given tile (the tuner's candidates).
   static Convolution Pointwise(Device& device, const ConvDesc& desc, const PointwiseTile& tile);

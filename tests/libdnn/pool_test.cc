@@ -47,6 +47,8 @@ const Shape kShapes[] = {
     {1, 6, 12, 12, 2, 2, 1, 1, 0, 0, false},   // overlapping 2×2, stride 1
     {1, 2, 5, 5, 5, 5, 1, 1, 0, 0, false},     // kernel = input
     {2, 3, 15, 15, 3, 3, 2, 2, 0, 0, false},   // AlexNet pool geometry, odd input
+    {2, 4, 14, 14, 3, 3, 1, 1, 1, 1, false},   // GoogLeNet's inception pools, scaled
+    {1, 3, 20, 33, 3, 3, 2, 2, 1, 1, false},   // stride 2, padded, 17 columns
 };
 // clang-format on
 
