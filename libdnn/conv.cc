@@ -82,7 +82,8 @@ Convolution::Plan Convolution::PlanOf(const Device& device, const ConvDesc& d,
   if (IsDepthwise(d) && s.conv_depthwise != "0") {
     plan.path = ForwardPath::kDepthwise;
   } else if (s.conv_pointwise != "0" && s.conv_gemm != "1" &&
-             PointwiseApplies(d, DefaultPointwiseTile(d))) {
+             PointwiseApplies(d, DefaultPointwiseTile(d)) &&
+             (IsPointwise(d) || device.backend() == Backend::kOpenCL)) {
     PointwiseTile t;
     std::optional<PointwiseTile> tile;
     if (std::sscanf(s.conv_pointwise.c_str(), "%d,%d,%d", &t.oc, &t.px, &t.vx) == 3 &&
@@ -332,7 +333,8 @@ Event Convolution::SetWeights(const BufferRef& packed_weights, Queue* queue) {
   CheckBuffer(d, "weights", weights, d.weight_count(), wbytes);
   if (pointwise_) {
     const PointwiseTile& t = pointwise_tile_;
-    const size_t total = size_t(DivUp(d.out_channels, t.oc)) * d.channels * t.oc;
+    const size_t total = size_t(DivUp(d.out_channels, t.oc)) * d.weight_count() /
+                         size_t(d.out_channels) * t.oc;
     if (!pointwise_weights_) pointwise_weights_ = device_->Allocate(total * sizeof(float));
     pointwise_pack_.ArgBuffer(weights.mem, weights.byte_offset, wbytes)
         .ArgBuffer(pointwise_weights_.get(), 0, sizeof(float));
@@ -402,6 +404,10 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
         .ArgBuffer(bias_arg.mem, d.bias ? bias_arg.byte_offset : 0, BiasBytes(d.type))
         .ArgBuffer(res_arg.mem, res_arg.byte_offset, es)
         .ArgBuffer(output.mem, output.byte_offset, es);
+    if (!IsPointwise(d))  // the row form: (column block, output row, image · channel block)
+      return pointwise_kernel_.Launch({size_t(DivUp(ow, t.vx)), size_t(oh),
+                                       size_t(d.batch) * size_t(DivUp(ocg, t.oc))},
+                                      {0, 0, 0}, queue);
     return pointwise_kernel_.Launch({size_t(DivUp(int(hw), int(block))), size_t(DivUp(ocg, t.oc)),
                                      size_t(d.batch)},
                                     {0, 0, 0}, queue);

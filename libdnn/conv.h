@@ -231,6 +231,9 @@ class Convolution {
   static std::string PointwiseSource(const KernelTarget& target, const ConvDesc& desc,
                                      const PointwiseTile& tile);
   static std::string PointwiseKernelName(const ConvDesc& desc);
+  /// The row form of the pointwise kernel (libdnn/conv_pointwise_source.cc) takes one-group
+  /// convolutions of at most this many input channels (a net's first layer) on OpenCL.
+  static constexpr int kRowFormMaxChannels = 4;
 
   /// Repacks the OIHW `weights` (type storage; int8/int16 when weights_signed; packed 4-bit
   /// rows with weight_bits 4, unpacked on the device first) into the
@@ -338,6 +341,7 @@ class Convolution {
   bool pointwise_ = false;
   PointwiseTile pointwise_tile_;
   void PreparePointwise(const PointwiseTile& tile);
+  static void RowFormKernel(KernelWriter& w, const ConvDesc& desc, const PointwiseTile& tile);
   Kernel pointwise_kernel_, pointwise_pack_;
   std::shared_ptr<DeviceMemory> pointwise_weights_;
   struct Plan;

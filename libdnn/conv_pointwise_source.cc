@@ -23,14 +23,36 @@ using conv_internal::DivUp;
 // the bias, the residual and the ReLU per vector and stores whole vectors. The last block of a
 // plane whose size is not a multiple of px·vx is shifted back to end at the plane's end (the
 // same loads as every other block) and stores only its pixels past the previous block's.
+//
+// The row form (OpenCL) takes the same tile to convolutions of few input channels — a net's
+// first layer, 3 colour channels under a 3×3 to 7×7 window, stride 1 or 2 — which the direct
+// kernel runs with mostly empty channel steps and per-channel scalar stores (MobileNet v2's and
+// SqueezeNet's conv1 at 3-4× ONNX Runtime's time): a work-item owns `oc` output channels × `vx`
+// neighbouring output columns of one row; per input channel and window row it loads one vector
+// per window column (the even lanes of 2·vx at stride 2), columns outside the input masked to 0,
+// the loads checked against the buffer's ends as in the depthwise vector kernel.
+namespace {
+
+bool RowForm(const ConvDesc& d) { return !Convolution::IsPointwise(d); }
+
+bool RowFormFits(const ConvDesc& d, const Convolution::PointwiseTile& t) {
+  return d.groups == 1 && d.channels <= Convolution::kRowFormMaxChannels && d.dilation_h == 1 &&
+         d.dilation_w == 1 && d.stride_w <= 2 && t.px == 1 && t.vx * d.stride_w <= 16 &&
+         d.out_w() >= t.vx;
+}
+
+}  // namespace
+
 std::string Convolution::PointwiseKernelName(const ConvDesc& d) {
   return std::string("conv_pw_") + Name(d.type);
 }
 
 bool Convolution::PointwiseApplies(const ConvDesc& d, const PointwiseTile& t) {
-  return IsPointwise(d) && d.type == DataType::kFloat32 && t.oc >= 1 && t.oc <= 16 &&
-         t.px >= 1 && t.px <= 8 && (t.vx == 4 || t.vx == 8 || t.vx == 16) &&
-         long(d.height) * d.width >= long(t.px) * t.vx;
+  if (d.type != DataType::kFloat32 || t.oc < 1 || t.oc > 16 || t.px < 1 || t.px > 8 ||
+      (t.vx != 4 && t.vx != 8 && t.vx != 16))
+    return false;
+  if (RowForm(d)) return RowFormFits(d, t);
+  return long(d.height) * d.width >= long(t.px) * t.vx;
 }
 
 Convolution::PointwiseTile Convolution::DefaultPointwiseTile(const ConvDesc& d) {
@@ -42,6 +64,13 @@ Convolution::PointwiseTile Convolution::DefaultPointwiseTile(const ConvDesc& d) 
   // (Intel's: best on 22 of the 42 layers, median 1.00 / 1.00 / 1.13 × the best; PoCL: best on
   // 12, 1.07 / 1.07 / 1.09), where 4 × 2 × 8 was 1.15-1.70 × and the direct kernel 1.35-3.9 ×.
   // Planes of fewer than 16 pixels take one vector of 8 or 4.
+  if (RowForm(d)) {
+    // The row form: 8 channels × 8 columns (a first layer's wide rows; 16 at stride 1 where
+    // the row has them).
+    PointwiseTile t{8, 1, 8};
+    if (d.stride_w == 1 && d.out_w() >= 64) t.vx = 16;
+    return t;
+  }
   PointwiseTile t{8, 1, 16};
   const long hw = long(d.height) * d.width;
   if (hw < 16) t.vx = hw >= 8 ? 8 : 4;  // under 4 pixels: not applicable (the direct kernel)
@@ -52,26 +81,131 @@ std::string Convolution::PointwiseTile::ToString() const {
   return "oc" + std::to_string(oc) + " px" + std::to_string(px) + " v" + std::to_string(vx);
 }
 
+void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const PointwiseTile& t) {
+  auto num = [](long v) { return std::to_string(v); };
+  const int C = d.channels, O = d.out_channels, H = d.height, W = d.width;
+  const int oh = d.out_h(), ow = d.out_w(), sw = d.stride_w, vx = t.vx, load = vx * sw;
+  const int ob_count = DivUp(O, t.oc);
+  const long K = long(C) * d.kernel_h * d.kernel_w, hw = long(H) * W;
+  const std::string n = num(vx), F = "float" + n, I = "int" + n;
+  const char* hex = "0123456789abcdef";
+  std::string b;
+  b += "  const int blk = $global_id(0), oy = $global_id(1), nb = $global_id(2);\n";
+  b += "  if (blk >= " + num(DivUp(ow, vx)) + " || oy >= " + num(oh) + " || nb >= " +
+       num(long(d.batch) * ob_count) + ") return;\n";
+  b += "  const int n = nb / " + num(ob_count) + ", ob = nb % " + num(ob_count) + ";\n";
+  // The row's last block ends at its end; `skip` of its columns belong to the one before.
+  b += "  const int ox0 = min(blk * " + n + ", " + num(ow - vx) + ");\n";
+  b += "  const int skip = blk * " + n + " - ox0;\n";
+  b += "  const int iyb = oy * " + num(d.stride_h) + " - " + num(d.pad_h) + ";\n";
+  b += "  const int ixb = ox0 * " + num(sw) + " - " + num(d.pad_w) + ";\n";
+  std::string lanes;
+  for (int j = 0; j < vx; ++j) lanes += (j ? ", " : "") + num(j * sw);
+  b += "  const " + I + " lx = (" + I + ")(" + lanes + ");\n";
+  for (int kx = 0; kx < d.kernel_w; ++kx) {
+    const std::string c = num(kx);
+    b += "  const " + I + " ix" + c + " = lx + (ixb + " + c + ");\n";
+    b += "  const " + I + " cm" + c + " = ix" + c + " >= 0 && ix" + c + " < " + num(W) + ";\n";
+  }
+  // Whether every load of the work-item stays inside the input buffer (the first and last
+  // image's edge rows may not: their columns are gathered lane by lane).
+  b += "  const long e0 = (long)n * " + num(C * hw) + " + (long)max(iyb, 0) * " + num(W) +
+       " + ixb;\n";
+  b += "  const long e1 = (long)n * " + num(C * hw) + " + " + num((C - 1) * hw) +
+       " + (long)min(iyb + " + num(d.kernel_h - 1) + ", " + num(H - 1) + ") * " + num(W) +
+       " + ixb + " + num(d.kernel_w - 1 + load) + ";\n";
+  b += "  const int fast = e0 >= 0 && e1 <= " + num(long(d.batch) * C * hw) + "L;\n";
+  b += "  const $global float* wb = wp + ob * " + num(K * t.oc) + ";\n";
+  for (int o = 0; o < t.oc; ++o) b += "  " + F + " a" + num(o) + " = (" + F + ")(0.0f);\n";
+  b += "  for (int ic = 0; ic < " + num(C) + "; ++ic) {\n";
+  b += "    for (int ky = 0; ky < " + num(d.kernel_h) + "; ++ky) {\n";
+  b += "      const int iy = iyb + ky;\n";
+  b += "      if (iy < 0 || iy >= " + num(H) + ") continue;\n";
+  b += "      const $global float* xr = x + ((long)n * " + num(C) + " + ic) * " + num(hw) +
+       " + iy * " + num(W) + ";\n";
+  b += "      const $global float* wk = wb + (ic * " + num(d.kernel_h) + " + ky) * " +
+       num(long(d.kernel_w) * t.oc) + ";\n";
+  // The window row, as vector loads (`fast`) or gathered lane by lane: two copies of the
+  // unrolled columns, so that neither pays for the other's loads.
+  auto columns = [&](bool fast) {
+    std::string r;
+    for (int kx = 0; kx < d.kernel_w; ++kx) {
+      const std::string c = num(kx);
+      std::string v;
+      if (fast) {
+        v = "vload" + num(load) + "(0, xr + ixb + " + c + ")";
+        if (sw == 2) v += ".even";
+        v = "select((" + F + ")(0.0f), " + v + ", cm" + c + ")";
+      } else {
+        v = "(" + F + ")(";
+        for (int j = 0; j < vx; ++j)
+          v += std::string(j ? ", " : "") + "cm" + c + ".s" + hex[j] + " ? xr[ix" + c + ".s" +
+               hex[j] + "] : 0.0f";
+        v += ")";
+      }
+      r += "        const " + F + " v" + c + " = " + v + ";\n";
+      for (int o = 0; o < t.oc; ++o)
+        r += "        a" + num(o) + " = fma((" + F + ")(wk[" + num(long(kx) * t.oc + o) +
+             "]), v" + c + ", a" + num(o) + ");\n";
+    }
+    return r;
+  };
+  b += "      if (fast) {\n" + columns(true) + "      } else {\n" + columns(false) + "      }\n";
+  b += "    }\n  }\n";
+  b += "  const long base = (long)n * " + num(long(O) * oh * ow) + " + oy * " + num(ow) +
+       " + ox0;\n";
+  for (int o = 0; o < t.oc; ++o) {
+    const std::string on = num(o), a = "a" + on;
+    b += "  {\n    const int oc = ob * " + num(t.oc) + " + " + on + ";\n";
+    if (O % t.oc) b += "    if (oc < " + num(O) + ") {\n";
+    b += "    const long at = base + (long)oc * " + num(long(oh) * ow) + ";\n";
+    if (d.bias) b += "    " + a + " += (" + F + ")(bias[oc]);\n";
+    if (d.residual) b += "    " + a + " += vload" + n + "(0, res + at);\n";
+    if (d.relu) b += "    " + a + " = fmax(" + a + ", (" + F + ")(0.0f));\n";
+    b += "    if (skip == 0) {\n      vstore" + n + "(" + a + ", 0, y + at);\n    } else {\n";
+    b += "      float part[" + n + "];\n      vstore" + n + "(" + a + ", 0, part);\n";
+    b += "      for (int j = skip; j < " + n + "; ++j) y[at + j] = part[j];\n    }\n";
+    if (O % t.oc) b += "    }\n";
+    b += "  }\n";
+  }
+  w.Kernel(PointwiseKernelName(d))
+      .In("float", "x")
+      .In("float", "wp")
+      .In("float", "bias")
+      .In("float", "res")
+      .Out("float", "y")
+      .Body(b);
+}
+
 std::string Convolution::PointwiseSource(const KernelTarget& target, const ConvDesc& d,
                                          const PointwiseTile& t) {
-  if (!PointwiseApplies(d, t))
+  if (!PointwiseApplies(d, t) || (RowForm(d) && target.backend != Backend::kOpenCL))
     throw Error("convolution " + d.ToString() + ": no pointwise kernel with tile " +
                 t.ToString() + " (fp32 1×1 stride 1 unpadded one-group convolutions, planes of "
-                "at least px·vx pixels, oc in [1, 16], px in [1, 8], vx 4, 8 or 16)");
+                "at least px·vx pixels, oc in [1, 16], px in [1, 8], vx 4, 8 or 16; on OpenCL "
+                "also one-group convolutions of at most " +
+                std::to_string(kRowFormMaxChannels) +
+                " input channels, no dilation, stride_w ≤ 2, px 1, vx · stride_w ≤ 16, vx ≤ "
+                "output width)");
   auto num = [](long v) { return std::to_string(v); };
   const long hw = long(d.height) * d.width, block = long(t.px) * t.vx;
   const int C = d.channels, O = d.out_channels;
+  const long K = long(C) * d.kernel_h * d.kernel_w;  // weights per output channel
   KernelWriter w(target, "conv_pointwise");
   w.AddVector("Vf", Scalar::kF32, t.vx, /*with_max=*/true);
-  // The weights as the kernel reads them: per block of oc output channels, per input channel,
-  // the block's oc weights (zero past the last output channel).
+  // The weights as the kernel reads them: per block of oc output channels, per input channel
+  // and window position, the block's oc weights (zero past the last output channel).
   w.Kernel("conv_pw_pack_" + std::string(Name(d.type)))
       .In("float", "wsrc")
       .Out("float", "wp")
-      .Body("  $loop(i, " + num(long(DivUp(O, t.oc)) * C * t.oc) + ") {\n" +
-            "    const int o = i / " + num(long(C) * t.oc) + " * " + num(t.oc) + " + i % " +
-            num(t.oc) + ";\n    const int c = i / " + num(t.oc) + " % " + num(C) + ";\n" +
-            "    wp[i] = o < " + num(O) + " ? wsrc[o * " + num(C) + " + c] : 0.0f;\n  }\n");
+      .Body("  $loop(i, " + num(long(DivUp(O, t.oc)) * K * t.oc) + ") {\n" +
+            "    const int o = i / " + num(K * t.oc) + " * " + num(t.oc) + " + i % " +
+            num(t.oc) + ";\n    const int c = i / " + num(t.oc) + " % " + num(K) + ";\n" +
+            "    wp[i] = o < " + num(O) + " ? wsrc[o * " + num(K) + " + c] : 0.0f;\n  }\n");
+  if (RowForm(d)) {
+    RowFormKernel(w, d, t);
+    return w.Source();
+  }
   std::string b;
   // The launch rounds each dimension up to its work-group size.
   b += "  const int blk = $global_id(0), ob = $global_id(1), n = $global_id(2);\n";
