@@ -595,9 +595,72 @@ std::vector<float> Layer::ParamAsFloat(int i) {
   return out;
 }
 
+bool Layer::FillsPerTensorQuantized(int i) const {
+  if (i >= static_cast<int>(pending_fill_.size()) || !pending_fill_[i]) return false;
+  const quant::Quantizer& q = *blob_quantizers_.at(i);
+  const std::string& type = pending_fill_[i]->type();
+  return IsQuantized(blobs_.at(i)->type()) && q.weight_bits() != 4 && !q.per_channel_weights() &&
+         type != "positive_unitball" && blobs_[i]->count() > 0;
+}
+
 void Layer::CopyParamValuesFrom(int i, Layer& src) {
-  Blob& from = *src.blobs().at(i);  // its fillers drawn
   Blob& to = *blobs_.at(i);
+  if (to.type() == DataType::kFloat32 && src.FillsPerTensorQuantized(i) &&
+      src.blobs_.at(i)->shape() == to.shape()) {
+    // The source's filler values drawn once, straight into this blob (a quantized blob's range
+    // needs all its values before the first is stored: DrawPendingFills draws them twice), its
+    // range found block by block while the block is in the cache; then each block quantized
+    // into the source and dequantized back in place. Calibrating AlexNet int8: one pass over
+    // 61 M values and 244 MB fewer than drawing, quantizing and dequantizing in turn.
+    Blob& from = *src.blobs_[i];
+    const caffe::FillerParameter filler = *src.pending_fill_[i];
+    src.pending_fill_[i].reset();
+    pending_fill_.at(i).reset();
+    const uint64_t seed = StableHash(src.name() + "#" + std::to_string(i), RandomSeed());
+    const ElementFiller values(filler, from.shape(), seed, src.Describe());
+    const size_t n = static_cast<size_t>(from.count()), size = SizeOf(from.type());
+    void* storage = nullptr;
+    std::unique_ptr<HostView> view = ParamWriteView(i, &storage);
+    auto* real = static_cast<float*>(storage);
+    quant::Quantizer& q = *src.blob_quantizers_[i];
+    if (!q.has_observed() && !q.has_input_range()) {  // DrawPendingFills' range, the same way
+      float first = 0.0f;
+      values.Fill(0, 1, &first);
+      float lo = first, hi = first;
+      std::mutex mutex;
+      ParallelChunks(n, [&](size_t begin, size_t end) {
+        float l = first, h = first;
+        for (size_t k = begin; k < end; k += kFillBlock) {
+          const size_t stop = std::min(end, k + kFillBlock);
+          values.Fill(k, stop, real + k);
+          FoldRange(real + k, stop - k, &l, &h);
+        }
+        std::lock_guard<std::mutex> lock(mutex);
+        lo = std::min(lo, l);
+        hi = std::max(hi, h);
+      });
+      q.SetObserved(lo, hi);
+    } else {
+      ParallelChunks(n, [&](size_t begin, size_t end) { values.Fill(begin, end, real + begin); });
+    }
+    const quant::QuantParams p = src.BlobParams(i);
+    void* quantized = nullptr;
+    std::unique_ptr<HostView> source_view = src.ParamWriteView(i, &quantized);
+    auto* out = static_cast<uint8_t*>(quantized);
+    ParallelChunks(n, [&](size_t begin, size_t end) {
+      for (size_t k = begin; k < end; k += kFillBlock) {
+        const size_t stop = std::min(end, k + kFillBlock);
+        quant::QuantizeTensor(real + k, stop - k, p, out + k * size);
+        quant::DequantizeTensor(out + k * size, stop - k, p, real + k);
+      }
+    });
+    if (source_view) source_view->Release();
+    if (view) view->Release();
+    src.ParamsChanged();
+    ParamsChanged();
+    return;
+  }
+  Blob& from = *src.blobs().at(i);  // its fillers drawn
   if (from.shape() != to.shape())
     Fail("parameter blob " + std::to_string(i) + " " + to.shape_string() + " cannot take the " +
          from.shape_string() + " values of " + src.Describe());
