@@ -6,12 +6,12 @@
 #include <atomic>
 #include <cmath>
 #include <climits>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "codegen/typed_buffer.h"
 #include "layers/random_values.h"
@@ -195,6 +195,31 @@ void ForEachFilledBlock(const ElementFiller& filler, size_t n, Block block) {
       block(i, end, values.get());
     }
   });
+}
+
+/// Draws values [0, n) of `filler` on every core, into out[0, n) (or, when out is null, a block at
+/// a time into scratch space), and returns the range SetParamFromFloat would observe: from value
+/// 0, then every value but NaN (in float: the same extremes as its double comparisons), each
+/// block's while the block is in the cache.
+std::pair<float, float> DrawnRange(const ElementFiller& filler, size_t n, float* out) {
+  float first = 0.0f;
+  filler.Fill(0, 1, &first);
+  float lo = first, hi = first;
+  std::mutex mutex;
+  ParallelChunks(n, [&](size_t begin, size_t end) {
+    float l = first, h = first;
+    std::unique_ptr<float[]> scratch(out ? nullptr : new float[kFillBlock]);
+    for (size_t k = begin; k < end; k += kFillBlock) {
+      const size_t stop = std::min(end, k + kFillBlock);
+      float* v = out ? out + k : scratch.get();
+      filler.Fill(k, stop, v);
+      FoldRange(v, stop - k, &l, &h);
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    lo = std::min(lo, l);
+    hi = std::max(hi, h);
+  });
+  return {lo, hi};
 }
 
 }  // namespace
@@ -445,24 +470,7 @@ void Layer::DrawPendingFills() {
     pending_fill_[i].reset();
     const size_t n = static_cast<size_t>(b.count());
     if (IsQuantized(b.type()) && !q.has_observed() && !q.has_input_range()) {
-      // SetParamFromFloat's range: from value 0, then every value but NaN (in float: the same
-      // extremes as its double comparisons).
-      float first = 0.0f;
-      values.Fill(0, 1, &first);
-      float lo = first, hi = first;
-      std::mutex mutex;
-      ParallelChunks(n, [&](size_t begin, size_t end) {
-        float l = first, h = first;
-        std::unique_ptr<float[]> block(new float[kFillBlock]);
-        for (size_t k = begin; k < end; k += kFillBlock) {
-          const size_t stop = std::min(end, k + kFillBlock);
-          values.Fill(k, stop, block.get());
-          FoldRange(block.get(), stop - k, &l, &h);
-        }
-        std::lock_guard<std::mutex> lock(mutex);
-        lo = std::min(lo, l);
-        hi = std::max(hi, h);
-      });
+      const auto [lo, hi] = DrawnRange(values, n, nullptr);
       q.SetObserved(lo, hi);
     }
     const DataType type = b.type();
@@ -624,21 +632,7 @@ void Layer::CopyParamValuesFrom(int i, Layer& src) {
     auto* real = static_cast<float*>(storage);
     quant::Quantizer& q = *src.blob_quantizers_[i];
     if (!q.has_observed() && !q.has_input_range()) {  // DrawPendingFills' range, the same way
-      float first = 0.0f;
-      values.Fill(0, 1, &first);
-      float lo = first, hi = first;
-      std::mutex mutex;
-      ParallelChunks(n, [&](size_t begin, size_t end) {
-        float l = first, h = first;
-        for (size_t k = begin; k < end; k += kFillBlock) {
-          const size_t stop = std::min(end, k + kFillBlock);
-          values.Fill(k, stop, real + k);
-          FoldRange(real + k, stop - k, &l, &h);
-        }
-        std::lock_guard<std::mutex> lock(mutex);
-        lo = std::min(lo, l);
-        hi = std::max(hi, h);
-      });
+      const auto [lo, hi] = DrawnRange(values, n, real);
       q.SetObserved(lo, hi);
     } else {
       ParallelChunks(n, [&](size_t begin, size_t end) { values.Fill(begin, end, real + begin); });
