@@ -8,7 +8,15 @@
 #include <cmath>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// GCC 12 warns of "uninitialized" placeholders inside its own AVX-512 headers (GCC bug 105593).
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #define MPCAFFE_RANDOM_AVX512 1
 #endif
 
@@ -165,7 +173,7 @@ MPCAFFE_AVX512 void NormalBlockAvx512(const NormalZiggurat& z, uint64_t seed, si
     // (A compressing store to memory is slow on AMD's Zen 4: compress in the register, store all.)
     _mm512_storeu_si512(rejected + count,
                         _mm512_maskz_compress_epi32(static_cast<__mmask16>(~inside), offset));
-    count += _mm_popcnt_u32(static_cast<uint16_t>(~inside));
+    count += static_cast<uint32_t>(__builtin_popcount(static_cast<uint16_t>(~inside)));
   }
   for (uint32_t r = 0; r < count; ++r)
     out[rejected[r]] = mean + sd * NormalRejected(z, RandomBits(seed, begin + rejected[r]));
