@@ -179,7 +179,9 @@ class Layer {
   std::vector<float> ParamAsFloat(int i);
   /// SetParamFromFloat(i, src.ParamAsFloat(i)) for a blob of the same shape; a quantized source
   /// dequantizes straight into an fp32 blob (no intermediate copy: calibrating AlexNet copies
-  /// 61 M weights this way).
+  /// 61 M weights this way). A per-tensor quantized source whose filler values are not drawn yet
+  /// gets them through this fp32 blob: drawn once into it, quantized from it, and the blob then
+  /// holds their dequantized values — what drawing the source first and copying would give.
   void CopyParamValuesFrom(int i, Layer& src);
   /// Called after parameter blobs or quantizer ranges changed (drops derived device data).
   virtual void ParamsChanged() {}
@@ -309,6 +311,9 @@ class Layer {
 
  private:
   void DrawPendingFills();
+  /// Whether parameter i still waits for filler values drawn one at a time (elementwise) into a
+  /// per-tensor quantized blob (what CopyParamValuesFrom can draw through an fp32 blob).
+  bool FillsPerTensorQuantized(int i) const;
   /// Where new values of parameter i go (see DropsParamDeviceCopy): returns the view of its
   /// device side to write through and release, or null with `*out` the host side.
   std::unique_ptr<HostView> ParamWriteView(int i, void** out);

@@ -519,6 +519,65 @@ layer { name: "pw" type: "Convolution" bottom: "d" top: "y"
   fs::remove_all(dir);
 }
 
+// Calibrating a net whose quantized parameters still wait for their filler values draws them
+// through the fp32 variant's parameters (Layer::CopyParamValuesFrom: drawn once, quantized from
+// there, dequantized in place): the ranges, the stored parameters and the outputs are those of
+// drawing the values first and calibrating after, bit for bit. ip1 has 401 408 weights (drawn
+// by two threads), ip2 a range given in the file (the values are quantized with it).
+TEST(Net, CalibratingBeforeTheFillersAreDrawnGivesWhatDrawingFirstGives) {
+  const caffe::NetParameter p = NetText(R"(
+name: "fill_calibrate"
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 1 dim: 3 dim: 16 dim: 16 } } }
+layer { name: "conv1" type: "Convolution" bottom: "x" top: "c"
+  bottom_data_type: CAFFE_INT8_QUANTIZED compute_data_type: CAFFE_INT8_QUANTIZED top_data_type: CAFFE_INT8_QUANTIZED
+  convolution_param { num_output: 8 kernel_size: 3
+    weight_filler { type: "gaussian" std: 0.1 } bias_filler { type: "constant" value: 0.05 } } }
+layer { name: "relu1" type: "ReLU" bottom: "c" top: "c"
+  bottom_data_type: CAFFE_INT8_QUANTIZED compute_data_type: CAFFE_INT8_QUANTIZED top_data_type: CAFFE_INT8_QUANTIZED }
+layer { name: "ip1" type: "InnerProduct" bottom: "c" top: "h"
+  bottom_data_type: CAFFE_INT8_QUANTIZED compute_data_type: CAFFE_INT8_QUANTIZED top_data_type: CAFFE_INT8_QUANTIZED
+  inner_product_param { num_output: 256
+    weight_filler { type: "gaussian" mean: 0.001 std: 0.02 } bias_filler { type: "uniform" min: -0.1 max: 0.2 } } }
+layer { name: "ip2" type: "InnerProduct" bottom: "h" top: "y"
+  bottom_data_type: CAFFE_INT8_QUANTIZED compute_data_type: CAFFE_INT8_QUANTIZED top_data_type: CAFFE_FLOAT
+  blobs_quantizer { observed_min: -0.1 observed_max: 0.1 }
+  inner_product_param { num_output: 10 weight_filler { type: "xavier" } } }
+)");
+  struct Result {
+    std::string ranges;
+    std::vector<std::string> params;
+    std::vector<float> output;
+  };
+  auto calibrate = [&](bool draw_first) {
+    Net n(p, Dev(), NetOptions{});
+    if (draw_first)
+      for (const auto& l : n.layers()) l->blobs();
+    Blob& x = *n.input_blobs()[0];
+    x.FromFloat(test_support::SineInput(x));
+    EXPECT_FALSE(n.QuantizersWithoutRange().empty());
+    CalibrateWithFloatVariant(n, p, NetOptions{});
+    Result r;
+    caffe::NetParameter ranges;
+    n.RangesToProto(&ranges);
+    r.ranges = ranges.DebugString();
+    for (const auto& l : n.layers())
+      for (const auto& b : l->blobs()) {
+        const auto* bytes = static_cast<const char*>(b->host_data());
+        r.params.emplace_back(bytes, bytes + b->bytes());
+      }
+    n.Forward();
+    r.output = n.blob("y").ToFloat();
+    return r;
+  };
+  const Result first = calibrate(true), through = calibrate(false);
+  EXPECT_EQ(through.ranges, first.ranges);
+  ASSERT_EQ(through.params.size(), first.params.size());
+  for (size_t k = 0; k < first.params.size(); ++k)
+    EXPECT_TRUE(through.params[k] == first.params[k]) << "parameter blob " << k << " differs";
+  EXPECT_EQ(through.output, first.output);
+  EXPECT_NE(first.ranges.find("observed_min"), std::string::npos);
+}
+
 TEST(Net, ShapeMismatchNamesLayerBlobAndShapes) {
   Net net(NetText(kSmallNet), Dev());
   caffe::NetParameter w;
