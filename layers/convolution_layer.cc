@@ -3,7 +3,6 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <sstream>
 
 #include "device/settings.h"
 #include "layers/layer_registry.h"
@@ -156,12 +155,28 @@ class ConvolutionLayer : public Layer {
     const bool w4 = Int4Weights(0);  // packed signed 4-bit weights, zero point 0
     desc_.weight_bits = w4 ? 4 : 8;
     desc_.weights_signed = w4;
+    // What the kernels are built from, as raw bytes (AppendKey): the shape, the quantization of
+    // the input, weights, output and residual, the folded factors. Everything below derives
+    // from these, so an unchanged key skips it.
+    std::string key = desc_.ToString();
+    quant::QuantParams x, w, c, r;
+    if (IsQuantized(compute_type_)) {
+      x = BottomParams(0), w = BlobParams(0), c = OutputParams();
+      AppendKey(&key, x);
+      AppendKey(&key, w);
+      AppendKey(&key, c);
+      if (desc_.residual) {
+        r = fused()->eltwise->BottomParams(fused()->residual_bottom);
+        AppendKey(&key, r);
+      }
+    }
+    AppendKey(&key, scale);
+    AppendKey(&key, shift);
+    if (key == prepared_key_) return;
     libdnn::ConvQuant q;
     double s_x = 1.0;
     std::vector<float> s_w{1.0f};
     if (IsQuantized(compute_type_)) {
-      const quant::QuantParams x = BottomParams(0), c = OutputParams();
-      quant::QuantParams w = BlobParams(0);
       if (folded) {  // the integer weights stay; each channel's scale takes the factor
         quant::QuantParams pc = w;
         pc.axis = 0;
@@ -176,22 +191,12 @@ class ConvolutionLayer : public Layer {
       q = libdnn::ConvQuant::From(x, w, c);
       if (w4) q.w_zero.assign(q.w_zero.size(), 0);
       if (desc_.residual) {
-        const quant::QuantParams r = fused()->eltwise->BottomParams(fused()->residual_bottom);
         q.res_zero = r.zero_point_of(0);
         q.res_multiplier = quant::QuantizeMultiplier(double(r.scale_of(0)) / c.scale_of(0));
       }
       s_x = x.scale[0];
       s_w = w.scale;
     }
-    std::ostringstream os;
-    os << desc_.ToString() << std::hexfloat << " " << q.x_zero << " " << q.c_zero << " " << s_x;
-    for (float s : s_w) os << " " << s;
-    for (int32_t z : q.w_zero) os << " " << z;
-    for (const auto& m : q.multiplier) os << " " << m.multiplier << "/" << m.shift;
-    os << " r" << q.res_zero << " " << q.res_multiplier.multiplier << "/" << q.res_multiplier.shift;
-    if (folded) os << " fold " << std::hex << HashFloats(shift, HashFloats(scale, 0));
-    const std::string key = os.str();
-    if (key == prepared_key_) return;
     conv_ = std::make_unique<libdnn::Convolution>(device(), desc_, q);
     if (folded && !IsQuantized(compute_type_)) {
       // Float weights: W·scale[o] in fp32, stored in the compute type on a device copy (the

@@ -1,7 +1,6 @@
 // layers/inner_product_layer.cc — InnerProduct (every dtype) on libdnn's GEMM with the bias
 // and, for quantized types, the requantization fused into the kernel.
 #include <cstring>
-#include <sstream>
 
 #include "layers/layer_registry.h"
 #include "libdnn/gemm.h"
@@ -150,11 +149,24 @@ class InnerProductLayer : public Layer {
     const bool folded = !scale.empty();
     d.bias = p.bias_term() || folded;
     d.relu = relu_fused();
+    // What the GEMM is built from, as raw bytes (AppendKey): the shape, the quantization of the
+    // input, weights and output, the folded factors. Everything below derives from these, so an
+    // unchanged key skips it.
+    std::string key = d.ToString();
+    quant::QuantParams x, w, c;
+    if (IsQuantized(t)) {
+      x = BottomParams(0), w = BlobParams(0), c = OutputParams();
+      AppendKey(&key, x);
+      AppendKey(&key, w);
+      AppendKey(&key, c);
+    }
+    AppendKey(&key, scale);
+    AppendKey(&key, shift);
+    if (key == prepared_key_) return;
     libdnn::GemmQuant q;
     double s_x = 1.0;
     std::vector<float> s_w{1.0f};
     if (IsQuantized(t)) {
-      const quant::QuantParams x = BottomParams(0), w = BlobParams(0), c = OutputParams();
       q.x_zero = x.zero_point[0];
       q.w_zero = w4 ? 0 : w.zero_point[0];
       q.c_zero = c.zero_point[0];
@@ -165,14 +177,6 @@ class InnerProductLayer : public Layer {
       s_x = x.scale[0];
       s_w = w.scale;
     }
-    std::ostringstream os;
-    os << d.ToString() << std::hexfloat << " " << q.x_zero << " " << q.w_zero << " " << q.c_zero
-       << " " << s_x;
-    for (float s : s_w) os << " " << s;
-    for (const auto& m : q.multiplier) os << " " << m.multiplier << "/" << m.shift;
-    if (folded) os << " fold " << std::hex << HashFloats(shift, HashFloats(scale, 0));
-    const std::string key = os.str();
-    if (key == prepared_key_) return;
     gemm_ = std::make_unique<libdnn::Gemm>(device(), d, q);
     bias_.reset();
     sums_.reset();

@@ -340,10 +340,24 @@ std::unique_ptr<quant::Quantizer> Layer::MakeQuantizer(
   return q;
 }
 
-uint64_t HashFloats(const std::vector<float>& values, uint64_t seed) {
-  return StableHash(std::string(reinterpret_cast<const char*>(values.data()),
-                                values.size() * sizeof(float)),
-                    seed);
+void AppendKeyBytes(std::string* key, const void* data, size_t bytes) {
+  key->append(static_cast<const char*>(data), bytes);
+}
+
+void AppendKey(std::string* key, const std::vector<float>& values) {
+  const uint64_t n = values.size();
+  AppendKeyBytes(key, &n, sizeof n);
+  AppendKeyBytes(key, values.data(), values.size() * sizeof(float));
+}
+
+void AppendKey(std::string* key, const quant::QuantParams& params) {
+  const int32_t head[5] = {static_cast<int32_t>(params.type), params.qmin, params.qmax,
+                           params.symmetric ? 1 : 0, params.axis};
+  AppendKeyBytes(key, head, sizeof head);
+  AppendKey(key, params.scale);
+  const uint64_t n = params.zero_point.size();
+  AppendKeyBytes(key, &n, sizeof n);
+  AppendKeyBytes(key, params.zero_point.data(), params.zero_point.size() * sizeof(int32_t));
 }
 
 void FusedEpilogue::Affine(int channels, std::vector<float>* scale,

@@ -68,8 +68,14 @@ void SetRandomSeed(uint64_t seed);
 uint64_t RandomSeed();
 /// A deterministic 64-bit hash (FNV-1a) of `text` mixed with `seed`.
 uint64_t StableHash(const std::string& text, uint64_t seed);
-/// StableHash of the bytes of `values`.
-uint64_t HashFloats(const std::vector<float>& values, uint64_t seed);
+
+/// Appends to `key` the raw bytes of what a layer's kernels are built from — the sizes, then the
+/// values, no formatting — for Prepare's change check at every forward pass (formatting every
+/// channel's scale and multiplier as text cost ~0.2 ms per int8 layer and pass).
+void AppendKeyBytes(std::string* key, const void* data, size_t bytes);
+void AppendKey(std::string* key, const std::vector<float>& values);
+/// Every field of `params` (type, range, axis, scales, zero points).
+void AppendKey(std::string* key, const quant::QuantParams& params);
 
 /// Fills `n` floats as a Caffe FillerParameter says (constant, uniform, gaussian, xavier, msra,
 /// positive_unitball, bilinear), with fan-in/fan-out from `shape` as BVLC computes them. The

@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 
+#include "libdnn/gemm_internal.h"
+
 namespace mpcaffe {
 
 namespace {
@@ -91,7 +93,38 @@ std::string ConcatSource(const KernelTarget& target, DataType type) {
   } else {
     w.Define("MP_CONCAT_STORE", "Dtype_STORE(y, t, Dtype_LOAD(x, i));");
   }
+  if (HasVectorConcat(target, type)) {
+    // PoCL runs the scalar form's requantization (mp_requant32's branches) as scalar code: the
+    // int8 Concats of SqueezeNet 1.1 took 5 ms a pass against fp32's 0.3 ms.
+    auto& v = w.Kernel(LayerKernelName("concat", type) + "_v16")
+                  .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
+                  .Value("int", "bottom_axis").Value("int", "top_axis").Value("int", "inner")
+                  .Value("int", "offset").Value("int", "x_zero").Value("int", "y_zero")
+                  .Value("int", "mult").Value("int", "shift");
+    v.Body(R"(  const int block = bottom_axis * inner;
+  const int steps = (n + 15) / 16;
+  $loop(s, steps) {
+    const int i0 = s * 16;
+    const int o = i0 / block, r0 = i0 - o * block;
+    if (r0 + 16 <= block && i0 + 16 <= n) {
+      const int16 d = convert_int16(vload16(0, x + i0)) - x_zero;
+)" + libdnn::gemm_internal::VectorRequant(16, "q", "d", "(int16)(mult)", "(int16)(shift)", 6) +
+           R"(      q = clamp(q + y_zero, (long16)(Dtype_QMIN), (long16)(Dtype_QMAX));
+      vstore16(convert_uchar16(q), 0, y + o * top_axis * inner + offset * inner + r0);
+    } else {
+      for (int i = i0; i < min(i0 + 16, n); ++i) {
+        const int t = (i / block) * top_axis * inner + offset * inner + i % block;
+        MP_CONCAT_STORE
+      }
+    }
+  }
+)");
+  }
   return w.Source();
+}
+
+bool HasVectorConcat(const KernelTarget& target, DataType type) {
+  return target.backend == Backend::kOpenCL && type == DataType::kInt8Q;
 }
 
 std::string EltwiseSource(const KernelTarget& target, const std::string& op, DataType type) {

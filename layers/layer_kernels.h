@@ -22,7 +22,11 @@ std::string SoftmaxSource(const KernelTarget& target, DataType type);
 ///             int x_zero, int y_zero, int mult, int shift)
 /// Copies an (outer, bottom_axis, inner) bottom into channels [offset, offset + bottom_axis)
 /// of an (outer, top_axis, inner) top. Quantized: y = clamp(y_zero + requant(x − x_zero)).
+/// With HasVectorConcat also concat_<dt>_v16 (the same arguments, launched over ⌈n / 16⌉
+/// work-items): 16 elements per step, requantized in vector lanes wherever they lie in one
+/// contiguous run of the top, the others one by one.
 std::string ConcatSource(const KernelTarget& target, DataType type);
+bool HasVectorConcat(const KernelTarget& target, DataType type);
 
 /// eltwise_<op>_<dt>(int n, In x, Out y): y = y·x ("prod") or max(y, x) ("max"), in float.
 /// Float types only (sum goes through the element-wise scale / axpby kernels).

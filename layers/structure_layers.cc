@@ -43,7 +43,8 @@ class ConcatLayer : public Layer {
  protected:
   void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     const DataType t = compute_type_;
-    Kernel k = GetKernel(ConcatSource(target(), t), LayerKernelName("concat", t));
+    const bool vec = HasVectorConcat(target(), t);
+    Kernel k = GetKernel(ConcatSource(target(), t), LayerKernelName("concat", t) + (vec ? "_v16" : ""));
     const int inner = top[0]->count(axis_ + 1);
     const int top_axis = top[0]->shape(axis_);
     const Affine yq = TopAffine(0);
@@ -59,7 +60,7 @@ class ConcatLayer : public Layer {
         k.Arg(int32_t{n}).ArgBuffer(bottom[i]->device_data(), 0, SizeOf(t)).ArgBuffer(y, 0, SizeOf(t))
             .Arg(int32_t{axis}).Arg(int32_t{top_axis}).Arg(int32_t{inner}).Arg(int32_t{offset})
             .Arg(xq.zero_point).Arg(yq.zero_point).Arg(m.multiplier).Arg(m.shift);
-        k.Launch1D(n);
+        k.Launch1D(vec ? size_t(n + 15) / 16 : size_t(n));
       }
       offset += axis;
     }

@@ -254,34 +254,39 @@ TEST(Layers, SigmoidTanHSoftmaxFloatTypes) {
 }
 
 TEST(Layers, ConcatEveryTypeRequantizesEachBottom) {
+  // inner 40: int8's 16-element steps (HasVectorConcat) both inside one run of the top and
+  // across the end of a bottom's block; multipliers 1/3 and 1.
   for (DataType t : kAllDataTypes) {
-    auto p = Param("type: 'Concat' concat_param { axis: 1 }", t);
-    SetRange(&p, "bottom", 0, -1, 1);
-    SetRange(&p, "bottom", 1, -4, 2);
-    SetRange(&p, "top", 0, -4, 2);
-    LayerRun r = Make(p, {{2, 3, 4}, {2, 2, 4}}, 1);
-    r.Forward();
-    ASSERT_EQ(r.top[0]->shape(), (std::vector<int>{2, 5, 4}));
-    std::vector<float> want(40);
-    const auto a = r.bottom[0]->ToFloat(), b = r.bottom[1]->ToFloat();
-    for (int n = 0; n < 2; ++n)
-      for (int c = 0; c < 5; ++c)
-        for (int i = 0; i < 4; ++i) {
-          const bool first = c < 3;
-          const float v = first ? a[(n * 3 + c) * 4 + i] : b[(n * 2 + c - 3) * 4 + i];
-          float out = v;
-          if (IsQuantized(t)) {
-            const Affine x = r.layer->BottomAffine(first ? 0 : 1), y = r.layer->TopAffine(0);
-            const auto m = quant::RescaleMultiplier(x.scale, y.scale);
-            const int64_t d = static_cast<int64_t>(v) - x.zero_point;
-            int64_t q = y.zero_point + (t == DataType::kInt8Q ? quant::Requantize32(static_cast<int32_t>(d), m)
-                                                              : quant::Requantize64(d, m));
-            q = std::min<int64_t>(std::max<int64_t>(q, TraitsOf(t).qmin), TraitsOf(t).qmax);
-            out = static_cast<float>(q);
+    for (int inner : {4, 40}) {
+      SCOPED_TRACE(std::string(Name(t)) + " inner " + std::to_string(inner));
+      auto p = Param("type: 'Concat' concat_param { axis: 1 }", t);
+      SetRange(&p, "bottom", 0, -1, 1);
+      SetRange(&p, "bottom", 1, -4, 2);
+      SetRange(&p, "top", 0, -4, 2);
+      LayerRun r = Make(p, {{2, 3, inner}, {2, 2, inner}}, 1);
+      r.Forward();
+      ASSERT_EQ(r.top[0]->shape(), (std::vector<int>{2, 5, inner}));
+      std::vector<float> want(10 * inner);
+      const auto a = r.bottom[0]->ToFloat(), b = r.bottom[1]->ToFloat();
+      for (int n = 0; n < 2; ++n)
+        for (int c = 0; c < 5; ++c)
+          for (int i = 0; i < inner; ++i) {
+            const bool first = c < 3;
+            const float v = first ? a[(n * 3 + c) * inner + i] : b[(n * 2 + c - 3) * inner + i];
+            float out = v;
+            if (IsQuantized(t)) {
+              const Affine x = r.layer->BottomAffine(first ? 0 : 1), y = r.layer->TopAffine(0);
+              const auto m = quant::RescaleMultiplier(x.scale, y.scale);
+              const int64_t d = static_cast<int64_t>(v) - x.zero_point;
+              int64_t q = y.zero_point + (t == DataType::kInt8Q ? quant::Requantize32(static_cast<int32_t>(d), m)
+                                                                : quant::Requantize64(d, m));
+              q = std::min<int64_t>(std::max<int64_t>(q, TraitsOf(t).qmin), TraitsOf(t).qmax);
+              out = static_cast<float>(q);
+            }
+            want[(n * 5 + c) * inner + i] = out;
           }
-          want[(n * 5 + c) * 4 + i] = out;
-        }
-    ExpectMatch(t, r.top[0]->ToFloat(), want, "Concat");
+      ExpectMatch(t, r.top[0]->ToFloat(), want, "Concat");
+    }
   }
 }
 
