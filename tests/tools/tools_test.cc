@@ -286,11 +286,15 @@ TEST_F(ToolsTest, TuneModelStoresAWinnerPerShapeAndTheLibraryUsesIt) {
   options.path = cache.string();
   mpcaffe::cache::ProgramCache store(options);
   const auto gemm = store.ListTuning("", "gemm"), conv = store.ListTuning("", "conv");
+  const auto pointwise = store.ListTuning("", "conv_pw");
   // LeNet at batch 1 in fp32 and int8: ip1 (M=1 N=500 K=800), ip2 (M=1 N=10 K=500); conv1
   // (1×28×28 → 20, 5×5), conv2 (20×12×12 → 50, 5×5); int8 conv1 (one input channel) runs as
-  // im2col + GEMM (M=20 N=576 K=25), whose product is tuned too.
+  // im2col + GEMM (M=20 N=576 K=25), whose product is tuned too; fp32 conv1 (one input
+  // channel) takes the pointwise kernel's row form, tuned against the direct kernel.
   ASSERT_EQ(gemm.size(), 5u);
-  ASSERT_EQ(conv.size(), 4u);
+  ASSERT_EQ(conv.size(), 3u);
+  ASSERT_EQ(pointwise.size(), 1u);
+  EXPECT_NE(pointwise[0].signature.find("fp32 n1 c1 h28 w28 o20 k5x5"), std::string::npos);
   auto count = [](const std::vector<mpcaffe::cache::TuningRecord>& v, const std::string& a,
                   const std::string& b) {
     int n = 0;
@@ -302,17 +306,17 @@ TEST_F(ToolsTest, TuneModelStoresAWinnerPerShapeAndTheLibraryUsesIt) {
   EXPECT_EQ(count(gemm, "M=1 N=500 K=800", "int8q"), 1);
   EXPECT_EQ(count(gemm, "M=1 N=10 K=500", ""), 2);
   EXPECT_EQ(count(gemm, "M=20 N=576 K=25", "int8q"), 1);
-  EXPECT_EQ(count(conv, "n1 c1 h28 w28 o20 k5x5", ""), 2);
+  EXPECT_EQ(count(conv, "n1 c1 h28 w28 o20 k5x5", "int8q"), 1);
   EXPECT_EQ(count(conv, "n1 c20 h12 w12 o50 k5x5", ""), 2);
 
   // A later process uses the stored winners: --show prints the configuration of each shape.
   const CommandResult shown = RunMpcaffe(
       "tune --model '" + LeNet() + "' --batch 1 --dtypes fp32,int8 --show --no-progress", env);
   ASSERT_EQ(shown.status, 0) << shown.out;
-  for (const auto* list : {&gemm, &conv})
+  for (const auto* list : {&gemm, &conv, &pointwise})
     for (const auto& r : *list) {
-      const std::string line =
-          (list == &gemm ? "gemm " : "conv ") + r.signature + " -> " + r.parameters + "\n";
+      const std::string line = (list == &gemm ? "gemm " : "conv ") + r.signature + " -> " +
+                               (list == &pointwise ? "pointwise " : "") + r.parameters + "\n";
       EXPECT_NE(shown.out.find(line), std::string::npos) << line << "not in\n" << shown.out;
     }
 }
