@@ -216,7 +216,9 @@ class Convolution {
     }
   };
   /// Whether Forward runs the pointwise kernel (fp32 IsPointwise descriptions: vectors along
-  /// the pixels of the NCHW planes, output channels in registers, no im2col, no packed input).
+  /// the pixels of the NCHW planes, output channels in registers, no im2col, no packed input;
+  /// on OpenCL its row form also takes one-group convolutions of at most kRowFormMaxChannels
+  /// input channels, vectors along an output row).
   /// The constructor without a config chooses it wherever PointwiseApplies, with the tile of
   /// TunedPointwise (libdnn/tuner.h: the tuning table's choice, which may be the direct
   /// kernel, else DefaultPointwiseTile); MPCAFFE_CONV_POINTWISE=0 turns it off, "oc,px,vx"

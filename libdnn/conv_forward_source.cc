@@ -653,6 +653,21 @@ int Convolution::DepthwiseLocalWidth(const ConvDesc& d) {
 // float: with 0 ≤ z_x ≤ 255 every product is at most 255² and a window of at most 258 taps sums
 // below 2^24, so the float sums are the int32 ones exactly; the epilogue requantizes the vector
 // (gemm_internal::VectorRequant: the same integers as mp_requant32).
+std::string conv_internal::VectorColumnLanes(const ConvDesc& d, int vx) {
+  auto num = [](long v) { return std::to_string(v); };
+  const std::string I = "int" + num(vx);
+  std::string lanes, b;
+  for (int j = 0; j < vx; ++j) lanes += (j ? ", " : "") + num(j * d.stride_w);
+  b += "  const " + I + " lx = (" + I + ")(" + lanes + ");\n";
+  for (int kx = 0; kx < d.kernel_w; ++kx) {
+    const std::string c = num(kx);
+    b += "  const " + I + " ix" + c + " = lx + (ixb + " + num(kx * d.dilation_w) + ");\n";
+    b += "  const " + I + " cm" + c + " = ix" + c + " >= 0 && ix" + c + " < " + num(d.width) +
+         ";\n";
+  }
+  return b;
+}
+
 namespace {
 
 /// The products input row r of a depthwise block adds into its accumulators: each output row t
@@ -714,16 +729,7 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
   b += "  const $global Dtype* xc = x + nc * " + num(hw) + ";\n";
   b += "  const int iyb = oy0 * " + num(d.stride_h) + " - " + num(d.pad_h) + ";\n";
   b += "  const int ixb = ox0 * " + num(sw) + " - " + num(d.pad_w) + ";\n";
-  std::string lanes;
-  for (int j = 0; j < vx; ++j) lanes += (j ? ", " : "") + num(j * sw);
-  b += "  const " + I + " lx = (" + I + ")(" + lanes + ");\n";
-  // Each window column's lanes inside the input (-1) or not (0).
-  for (int kx = 0; kx < d.kernel_w; ++kx) {
-    const std::string c = num(kx);
-    b += "  const " + I + " ix" + c + " = lx + (ixb + " + num(kx * d.dilation_w) + ");\n";
-    b += "  const " + I + " cm" + c + " = ix" + c + " >= 0 && ix" + c + " < " + num(d.width) +
-         ";\n";
-  }
+  b += VectorColumnLanes(d, vx);
   b += "  const $global Wstore* wc = wt + ch * " + num(d.kernel_h * d.kernel_w) + ";\n";
   if (q) b += "  const int wzc = wz[ch];\n  const float xz = (float)x_zero;\n";
   for (int ky = 0; ky < d.kernel_h; ++ky)

@@ -15,6 +15,13 @@ namespace mpcaffe::libdnn::conv_internal {
 
 inline int DivUp(int a, int b) { return (a + b - 1) / b; }
 
+/// OpenCL text of the lanes of `vx` neighbouring output columns, for kernels with vectors along
+/// the output row (the depthwise vector kernel, the pointwise kernel's row form): `lx` (each
+/// lane's input column offset, stride_w apart) and per window column kx `ix<kx>` (its input
+/// columns, from `ixb`, the first lane's first window column, which the text must define) and
+/// `cm<kx>` (-1 where that column lies inside the input row, else 0).
+std::string VectorColumnLanes(const ConvDesc& d, int vx);
+
 /// Packed-weight element type of the forward kernel (float for float types, the difference
 /// type for quantized ones, 16 bits for channel pairs, bytes for kDot4) and its size.
 const char* PackedType(DataType t, ConvInput input);

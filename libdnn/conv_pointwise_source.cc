@@ -41,6 +41,55 @@ bool RowFormFits(const ConvDesc& d, const Convolution::PointwiseTile& t) {
          d.out_w() >= t.vx;
 }
 
+/// The pointwise kernel's epilogue, the same for both forms: per output channel of the block
+/// (past O only in the last block of channels) the bias, the residual and the ReLU on its `px`
+/// accumulators `a<o>_<p>` (Vf), then whole-vector stores, or, in a block shifted back by
+/// `skip` columns, only the columns past the previous block's. The text must define `base` (the
+/// block's first output element of channel 0) and `skip`; `plane` is one channel's outputs.
+std::string PointwiseEpilogue(const ConvDesc& d, const Convolution::PointwiseTile& t,
+                              long plane) {
+  auto num = [](long v) { return std::to_string(v); };
+  const int O = d.out_channels;
+  const long block = long(t.px) * t.vx;
+  std::string b;
+  for (int o = 0; o < t.oc; ++o) {
+    const std::string on = num(o);
+    b += "  {\n    const int oc = ob * " + num(t.oc) + " + " + on + ";\n";
+    if (O % t.oc) b += "    if (oc < " + num(O) + ") {\n";
+    b += "    $global float* yo = y + base + (long)oc * " + num(plane) + ";\n";
+    if (d.residual)
+      b += "    const $global float* ro = res + base + (long)oc * " + num(plane) + ";\n";
+    if (d.bias) b += "    const Vf bo = (Vf)(bias[oc]);\n";
+    for (int p = 0; p < t.px; ++p) {
+      const std::string a = "a" + on + "_" + num(p), at = num(p * t.vx);
+      if (d.bias) b += "    " + a + " = " + a + " + bo;\n";
+      if (d.residual) b += "    " + a + " = " + a + " + Vf_LOAD(ro + " + at + ");\n";
+      if (d.relu) b += "    " + a + " = Vf_MAX(" + a + ", (Vf)(0.0f));\n";
+    }
+    b += "    if (skip == 0) {\n";
+    for (int p = 0; p < t.px; ++p)
+      b += "      Vf_STORE(a" + on + "_" + num(p) + ", yo + " + num(p * t.vx) + ");\n";
+    b += "    } else {\n      float part[" + num(block) + "];\n";
+    for (int p = 0; p < t.px; ++p)
+      b += "      Vf_STORE(a" + on + "_" + num(p) + ", part + " + num(p * t.vx) + ");\n";
+    b += "      for (int j = skip; j < " + num(block) + "; ++j) yo[j] = part[j];\n    }\n";
+    if (O % t.oc) b += "    }\n";
+    b += "  }\n";
+  }
+  return b;
+}
+
+/// The forward kernel of either form, with `body`.
+void DeclarePointwiseKernel(KernelWriter& w, const ConvDesc& d, const std::string& body) {
+  w.Kernel(Convolution::PointwiseKernelName(d))
+      .In("float", "x")
+      .In("float", "wp")
+      .In("float", "bias")
+      .In("float", "res")
+      .Out("float", "y")
+      .Body(body);
+}
+
 }  // namespace
 
 std::string Convolution::PointwiseKernelName(const ConvDesc& d) {
@@ -87,7 +136,7 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
   const int oh = d.out_h(), ow = d.out_w(), sw = d.stride_w, vx = t.vx, load = vx * sw;
   const int ob_count = DivUp(O, t.oc);
   const long K = long(C) * d.kernel_h * d.kernel_w, hw = long(H) * W;
-  const std::string n = num(vx), F = "float" + n, I = "int" + n;
+  const std::string n = num(vx), F = "Vf";  // AddVector's float vector of vx lanes
   const char* hex = "0123456789abcdef";
   std::string b;
   b += "  const int blk = $global_id(0), oy = $global_id(1), nb = $global_id(2);\n";
@@ -99,14 +148,7 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
   b += "  const int skip = blk * " + n + " - ox0;\n";
   b += "  const int iyb = oy * " + num(d.stride_h) + " - " + num(d.pad_h) + ";\n";
   b += "  const int ixb = ox0 * " + num(sw) + " - " + num(d.pad_w) + ";\n";
-  std::string lanes;
-  for (int j = 0; j < vx; ++j) lanes += (j ? ", " : "") + num(j * sw);
-  b += "  const " + I + " lx = (" + I + ")(" + lanes + ");\n";
-  for (int kx = 0; kx < d.kernel_w; ++kx) {
-    const std::string c = num(kx);
-    b += "  const " + I + " ix" + c + " = lx + (ixb + " + c + ");\n";
-    b += "  const " + I + " cm" + c + " = ix" + c + " >= 0 && ix" + c + " < " + num(W) + ";\n";
-  }
+  b += conv_internal::VectorColumnLanes(d, vx);
   // Whether every load of the work-item stays inside the input buffer (the first and last
   // image's edge rows may not: their columns are gathered lane by lane).
   b += "  const long e0 = (long)n * " + num(C * hw) + " + (long)max(iyb, 0) * " + num(W) +
@@ -116,7 +158,7 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
        " + ixb + " + num(d.kernel_w - 1 + load) + ";\n";
   b += "  const int fast = e0 >= 0 && e1 <= " + num(long(d.batch) * C * hw) + "L;\n";
   b += "  const $global float* wb = wp + ob * " + num(K * t.oc) + ";\n";
-  for (int o = 0; o < t.oc; ++o) b += "  " + F + " a" + num(o) + " = (" + F + ")(0.0f);\n";
+  for (int o = 0; o < t.oc; ++o) b += "  " + F + " a" + num(o) + "_0 = (" + F + ")(0.0f);\n";
   b += "  for (int ic = 0; ic < " + num(C) + "; ++ic) {\n";
   b += "    for (int ky = 0; ky < " + num(d.kernel_h) + "; ++ky) {\n";
   b += "      const int iy = iyb + ky;\n";
@@ -145,8 +187,8 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
       }
       r += "        const " + F + " v" + c + " = " + v + ";\n";
       for (int o = 0; o < t.oc; ++o)
-        r += "        a" + num(o) + " = fma((" + F + ")(wk[" + num(long(kx) * t.oc + o) +
-             "]), v" + c + ", a" + num(o) + ");\n";
+        r += "        a" + num(o) + "_0 = fma((" + F + ")(wk[" + num(long(kx) * t.oc + o) +
+             "]), v" + c + ", a" + num(o) + "_0);\n";
     }
     return r;
   };
@@ -154,27 +196,8 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
   b += "    }\n  }\n";
   b += "  const long base = (long)n * " + num(long(O) * oh * ow) + " + oy * " + num(ow) +
        " + ox0;\n";
-  for (int o = 0; o < t.oc; ++o) {
-    const std::string on = num(o), a = "a" + on;
-    b += "  {\n    const int oc = ob * " + num(t.oc) + " + " + on + ";\n";
-    if (O % t.oc) b += "    if (oc < " + num(O) + ") {\n";
-    b += "    const long at = base + (long)oc * " + num(long(oh) * ow) + ";\n";
-    if (d.bias) b += "    " + a + " += (" + F + ")(bias[oc]);\n";
-    if (d.residual) b += "    " + a + " += vload" + n + "(0, res + at);\n";
-    if (d.relu) b += "    " + a + " = fmax(" + a + ", (" + F + ")(0.0f));\n";
-    b += "    if (skip == 0) {\n      vstore" + n + "(" + a + ", 0, y + at);\n    } else {\n";
-    b += "      float part[" + n + "];\n      vstore" + n + "(" + a + ", 0, part);\n";
-    b += "      for (int j = skip; j < " + n + "; ++j) y[at + j] = part[j];\n    }\n";
-    if (O % t.oc) b += "    }\n";
-    b += "  }\n";
-  }
-  w.Kernel(PointwiseKernelName(d))
-      .In("float", "x")
-      .In("float", "wp")
-      .In("float", "bias")
-      .In("float", "res")
-      .Out("float", "y")
-      .Body(b);
+  b += PointwiseEpilogue(d, t, long(oh) * ow);
+  DeclarePointwiseKernel(w, d, b);
 }
 
 std::string Convolution::PointwiseSource(const KernelTarget& target, const ConvDesc& d,
@@ -231,38 +254,9 @@ std::string Convolution::PointwiseSource(const KernelTarget& target, const ConvD
     }
   }
   b += "  }\n";
-  // Epilogue: per output channel of the block (past O only in the last block of channels).
   b += "  const long base = (long)n * " + num(long(O) * hw) + " + p0;\n";
-  for (int o = 0; o < t.oc; ++o) {
-    const std::string on = num(o);
-    b += "  {\n    const int oc = ob * " + num(t.oc) + " + " + on + ";\n";
-    if (O % t.oc) b += "    if (oc < " + num(O) + ") {\n";
-    b += "    $global float* yo = y + base + (long)oc * " + num(hw) + ";\n";
-    if (d.residual) b += "    const $global float* ro = res + base + (long)oc * " + num(hw) + ";\n";
-    if (d.bias) b += "    const Vf bo = (Vf)(bias[oc]);\n";
-    for (int p = 0; p < t.px; ++p) {
-      const std::string a = "a" + on + "_" + num(p), at = num(p * t.vx);
-      if (d.bias) b += "    " + a + " = " + a + " + bo;\n";
-      if (d.residual) b += "    " + a + " = " + a + " + Vf_LOAD(ro + " + at + ");\n";
-      if (d.relu) b += "    " + a + " = Vf_MAX(" + a + ", (Vf)(0.0f));\n";
-    }
-    b += "    if (skip == 0) {\n";
-    for (int p = 0; p < t.px; ++p)
-      b += "      Vf_STORE(a" + on + "_" + num(p) + ", yo + " + num(p * t.vx) + ");\n";
-    b += "    } else {\n      float part[" + num(block) + "];\n";
-    for (int p = 0; p < t.px; ++p)
-      b += "      Vf_STORE(a" + on + "_" + num(p) + ", part + " + num(p * t.vx) + ");\n";
-    b += "      for (int j = skip; j < " + num(block) + "; ++j) yo[j] = part[j];\n    }\n";
-    if (O % t.oc) b += "    }\n";
-    b += "  }\n";
-  }
-  w.Kernel(PointwiseKernelName(d))
-      .In("float", "x")
-      .In("float", "wp")
-      .In("float", "bias")
-      .In("float", "res")
-      .Out("float", "y")
-      .Body(b);
+  b += PointwiseEpilogue(d, t, hw);
+  DeclarePointwiseKernel(w, d, b);
   return w.Source();
 }
 

@@ -290,16 +290,30 @@ ConvQuant PlaceholderConvQuant() {
   return quant;
 }
 
+namespace {
+
+/// The timer of a prepared convolution on `ops` (weights set here): the minimum ms over n
+/// forward passes after a warm-up, as TimeCandidates takes it.
+std::function<double(int)> ConvTimer(std::shared_ptr<Convolution> conv, const ConvDesc& desc,
+                                     const ConvOperands& ops) {
+  conv->SetWeights(BufferRef(ops.weights.get(), 0));
+  return [conv, &desc, &ops](int repeats) {
+    return TimeMs(
+        [&] {
+          return conv->Forward(BufferRef(ops.input.get(), 0),
+                               desc.bias ? BufferRef(ops.bias.get(), 0) : BufferRef(),
+                               BufferRef(ops.output.get(), 0));
+        },
+        repeats);
+  };
+}
+
+}  // namespace
+
 double Tuner::TimeConv(const ConvDesc& desc, const ConvConfig& config, const ConvOperands& ops,
                        int repeats) {
-  Convolution conv(device_, desc, PlaceholderConvQuant(), config);
-  conv.SetWeights(BufferRef(ops.weights.get(), 0));
-  auto run = [&] {
-    return conv.Forward(BufferRef(ops.input.get(), 0),
-                        desc.bias ? BufferRef(ops.bias.get(), 0) : BufferRef(),
-                        BufferRef(ops.output.get(), 0));
-  };
-  return TimeMs(run, repeats < 1 ? repeats_ : repeats);
+  return ConvTimer(std::make_shared<Convolution>(device_, desc, PlaceholderConvQuant(), config),
+                   desc, ops)(repeats < 1 ? repeats_ : repeats);
 }
 
 ConvTuneResult Tuner::TuneConv(const ConvDesc& desc, double give_up, size_t max_candidates) {
@@ -321,18 +335,9 @@ DepthwiseTuneResult Tuner::TuneDepthwise(const ConvDesc& desc, double give_up) {
   const ConvOperands ops(device_, desc);
   DepthwiseTuneResult result = TimeCandidates(
       DepthwiseRowCandidates(desc), 0, give_up, repeats_, [&](int rows) {
-        auto conv = std::make_shared<Convolution>(
-            Convolution::Depthwise(device_, desc, PlaceholderConvQuant(), rows));
-        conv->SetWeights(BufferRef(ops.weights.get(), 0));
-        return [conv, &desc, &ops](int repeats) {
-          return TimeMs(
-              [&] {
-                return conv->Forward(BufferRef(ops.input.get(), 0),
-                                     desc.bias ? BufferRef(ops.bias.get(), 0) : BufferRef(),
-                                     BufferRef(ops.output.get(), 0));
-              },
-              repeats);
-        };
+        return ConvTimer(std::make_shared<Convolution>(
+                             Convolution::Depthwise(device_, desc, PlaceholderConvQuant(), rows)),
+                         desc, ops);
       });
   result.stored = Store(device_, "conv_dw", desc.ToString(),
                         "rows" + std::to_string(result.best), result.best_ms);
@@ -343,24 +348,16 @@ PointwiseTuneResult Tuner::TunePointwise(const ConvDesc& desc, double give_up) {
   desc.Validate();
   if (!Convolution::PointwiseApplies(desc, Convolution::DefaultPointwiseTile(desc)))
     throw Error("tune: convolution " + desc.ToString() +
-                " has no pointwise kernel (fp32, 1×1, stride 1, no padding, one group)");
+                " has no pointwise kernel (fp32 1×1 stride 1 unpadded one-group convolutions; on "
+                "OpenCL also one-group convolutions of few input channels)");
   const ConvOperands ops(device_, desc);
   const ConvConfig direct = TunedConvConfig(device_, desc);
   PointwiseTuneResult result = TimeCandidates(
       PointwiseCandidates(desc), 0, give_up, repeats_, [&](const PointwiseChoice& choice) {
-        auto conv = std::make_shared<Convolution>(
-            choice ? Convolution::Pointwise(device_, desc, *choice)
-                   : Convolution(device_, desc, PlaceholderConvQuant(), direct));
-        conv->SetWeights(BufferRef(ops.weights.get(), 0));
-        return [conv, &desc, &ops](int repeats) {
-          return TimeMs(
-              [&] {
-                return conv->Forward(BufferRef(ops.input.get(), 0),
-                                     desc.bias ? BufferRef(ops.bias.get(), 0) : BufferRef(),
-                                     BufferRef(ops.output.get(), 0));
-              },
-              repeats);
-        };
+        return ConvTimer(std::make_shared<Convolution>(
+                             choice ? Convolution::Pointwise(device_, desc, *choice)
+                                    : Convolution(device_, desc, PlaceholderConvQuant(), direct)),
+                         desc, ops);
       });
   result.stored = Store(device_, "conv_pw", desc.ToString(),
                         result.best ? result.best->ToString() : "direct", result.best_ms);
