@@ -83,7 +83,9 @@ Convolution::Plan Convolution::PlanOf(const Device& device, const ConvDesc& d,
     plan.path = ForwardPath::kDepthwise;
   } else if (s.conv_pointwise != "0" && s.conv_gemm != "1" &&
              PointwiseApplies(d, DefaultPointwiseTile(d)) &&
-             (IsPointwise(d) || device.backend() == Backend::kOpenCL)) {
+             (IsPointwise(d) || device.backend() == Backend::kOpenCL) &&
+             (d.type != DataType::kInt8Q ||
+              (device.backend() == Backend::kOpenCL && q.x_zero >= 0 && q.x_zero <= 255))) {
     PointwiseTile t;
     std::optional<PointwiseTile> tile;
     if (std::sscanf(s.conv_pointwise.c_str(), "%d,%d,%d", &t.oc, &t.px, &t.vx) == 3 &&
@@ -183,8 +185,9 @@ Convolution Convolution::Depthwise(Device& device, const ConvDesc& desc, const C
   return conv;
 }
 
-Convolution Convolution::Pointwise(Device& device, const ConvDesc& desc, const PointwiseTile& tile) {
-  Convolution conv(device, desc, {}, DefaultConvConfig(device.info(), desc.type), false);
+Convolution Convolution::Pointwise(Device& device, const ConvDesc& desc, const PointwiseTile& tile,
+                                   const ConvQuant& quant) {
+  Convolution conv(device, desc, quant, DefaultConvConfig(device.info(), desc.type), false);
   conv.PreparePointwise(tile);
   return conv;
 }
@@ -197,6 +200,14 @@ void Convolution::PreparePointwise(const PointwiseTile& tile) {
                                      ProgramHints::OneDimensional());
   pointwise_kernel_ = program->GetKernel(PointwiseKernelName(d));
   pointwise_pack_ = program->GetKernel("conv_pw_pack_" + std::string(Name(d.type)));
+  if (d.type == DataType::kInt8Q) {
+    // The plane form's pairs hold x itself (0..255) and z_x·Σ(w − z_w) is subtracted in int32;
+    // the row form subtracts z_x per load, exact in float for such zero points.
+    if (x_zero_ < 0 || x_zero_ > 255)
+      throw Error("convolution " + d.ToString() + ": the int8q pointwise kernel needs an input "
+                  "zero point in [0, 255], not " + std::to_string(x_zero_));
+    if (IsPointwise(d)) pointwise_wsum_ = device_->Allocate(size_t(d.out_channels) * 4);
+  }
 }
 
 void Convolution::PrepareDepthwise(int rows, int vx) {
@@ -333,11 +344,17 @@ Event Convolution::SetWeights(const BufferRef& packed_weights, Queue* queue) {
   CheckBuffer(d, "weights", weights, d.weight_count(), wbytes);
   if (pointwise_) {
     const PointwiseTile& t = pointwise_tile_;
-    const size_t total = size_t(DivUp(d.out_channels, t.oc)) * d.weight_count() /
-                         size_t(d.out_channels) * t.oc;
-    if (!pointwise_weights_) pointwise_weights_ = device_->Allocate(total * sizeof(float));
-    pointwise_pack_.ArgBuffer(weights.mem, weights.byte_offset, wbytes)
-        .ArgBuffer(pointwise_weights_.get(), 0, sizeof(float));
+    const size_t blocks = size_t(DivUp(d.out_channels, t.oc)) * size_t(t.oc);
+    const size_t row = d.weight_count() / size_t(d.out_channels);  // weights per channel
+    // A float per weight (int8q's row form: w − z_w), or int8q's plane form an int per pair of
+    // input channels and the sums Σ(w − z_w).
+    const bool q = d.type == DataType::kInt8Q, pairs = pointwise_wsum_ != nullptr;
+    const size_t total = blocks * (pairs ? size_t(DivUp(int(row), 2)) : row);
+    if (!pointwise_weights_) pointwise_weights_ = device_->Allocate(total * 4);
+    pointwise_pack_.ArgBuffer(weights.mem, weights.byte_offset, wbytes);
+    if (q) pointwise_pack_.Arg(w_zero_);
+    pointwise_pack_.ArgBuffer(pointwise_weights_.get(), 0, 4);
+    if (pairs) pointwise_pack_.ArgBuffer(pointwise_wsum_.get(), 0, 4);
     packed_ready_ = true;
     return pointwise_pack_.Launch1D(total, queue);
   }
@@ -400,10 +417,15 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
     const PointwiseTile& t = pointwise_tile_;
     const long hw = long(oh) * ow, block = long(t.px) * t.vx;
     pointwise_kernel_.ArgBuffer(input.mem, input.byte_offset, es)
-        .ArgBuffer(pointwise_weights_.get(), 0, sizeof(float))
-        .ArgBuffer(bias_arg.mem, d.bias ? bias_arg.byte_offset : 0, BiasBytes(d.type))
-        .ArgBuffer(res_arg.mem, res_arg.byte_offset, es)
+        .ArgBuffer(pointwise_weights_.get(), 0, 4);
+    if (pointwise_wsum_) pointwise_kernel_.ArgBuffer(pointwise_wsum_.get(), 0, 4);
+    pointwise_kernel_.ArgBuffer(bias_arg.mem, d.bias ? bias_arg.byte_offset : 0, BiasBytes(d.type));
+    const bool q = d.type == DataType::kInt8Q;
+    if (q) pointwise_kernel_.Arg(requant_);
+    pointwise_kernel_.ArgBuffer(res_arg.mem, res_arg.byte_offset, es)
         .ArgBuffer(output.mem, output.byte_offset, es);
+    if (q)
+      for (int v : {x_zero_, c_zero_, res_zero_, res_m_, res_s_}) pointwise_kernel_.Arg(int32_t{v});
     if (!IsPointwise(d))  // the row form: (column block, output row, image · channel block)
       return pointwise_kernel_.Launch({size_t(DivUp(ow, t.vx)), size_t(oh),
                                        size_t(d.batch) * size_t(DivUp(ocg, t.oc))},

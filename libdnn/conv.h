@@ -229,7 +229,8 @@ class Convolution {
   /// 8 channels × one vector of 16 pixels; of 8 or 4 for planes of fewer than 16 pixels.
   static PointwiseTile DefaultPointwiseTile(const ConvDesc& desc);
   /// The constructor of a pointwise description with a given tile (the tuner's candidates).
-  static Convolution Pointwise(Device& device, const ConvDesc& desc, const PointwiseTile& tile);
+  static Convolution Pointwise(Device& device, const ConvDesc& desc, const PointwiseTile& tile,
+                               const ConvQuant& quant = {});
   static std::string PointwiseSource(const KernelTarget& target, const ConvDesc& desc,
                                      const PointwiseTile& tile);
   static std::string PointwiseKernelName(const ConvDesc& desc);
@@ -346,6 +347,7 @@ class Convolution {
   static void RowFormKernel(KernelWriter& w, const ConvDesc& desc, const PointwiseTile& tile);
   Kernel pointwise_kernel_, pointwise_pack_;
   std::shared_ptr<DeviceMemory> pointwise_weights_;
+  std::shared_ptr<DeviceMemory> pointwise_wsum_;  // int8q: Σ(w − z_w) per output channel
   struct Plan;
   static Plan PlanOf(const Device& device, const ConvDesc& desc, const ConvQuant& quant);
   Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant, const Plan& plan);

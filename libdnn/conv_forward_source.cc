@@ -13,15 +13,7 @@ namespace mpcaffe::libdnn {
 
 using namespace conv_internal;  // NOLINT: this file's private vocabulary
 
-namespace {
-
-/// Pair steps of a window at most this many between flushes of the int16 split path's int32
-/// accumulators: a pair product of w − c (int16) with a lo (0..255) or hi (−256..255) pair
-/// is at most 2·32768·256 = 2^24 in magnitude, and 127·2^24 < 2^31.
-constexpr int kSplitFlushSteps = 127;
-
-/// Weight storage spelling and load (signed int8/int16 storage for weights_signed).
-void DeclareWeightStorage(KernelWriter& w, const ConvDesc& d) {
+void conv_internal::DeclareWeightStorage(KernelWriter& w, const ConvDesc& d) {
   if (IsQuantized(d.type) && d.weights_signed) {
     w.Define("Wstore", TraitsOf(d.type).signed_alias());
     w.Define("WLOAD(p, i)", "((int)(p)[i])");
@@ -30,6 +22,13 @@ void DeclareWeightStorage(KernelWriter& w, const ConvDesc& d) {
     w.Define("WLOAD(p, i)", "Dtype_LOAD(p, i)");
   }
 }
+
+namespace {
+
+/// Pair steps of a window at most this many between flushes of the int16 split path's int32
+/// accumulators: a pair product of w − c (int16) with a lo (0..255) or hi (−256..255) pair
+/// is at most 2·32768·256 = 2^24 in magnitude, and 127·2^24 < 2^31.
+constexpr int kSplitFlushSteps = 127;
 
 /// The register-tile part of the forward body: `f(j, t)` gives the text for one accumulator.
 template <typename F>

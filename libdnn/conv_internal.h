@@ -22,6 +22,10 @@ inline int DivUp(int a, int b) { return (a + b - 1) / b; }
 /// `cm<kx>` (-1 where that column lies inside the input row, else 0).
 std::string VectorColumnLanes(const ConvDesc& d, int vx);
 
+/// Defines the weight storage spelling `Wstore` and its load `WLOAD(p, i)` (an int for quantized
+/// types) of `d`'s kernels: signed int8/int16 storage for weights_signed, else Dtype.
+void DeclareWeightStorage(KernelWriter& w, const ConvDesc& d);
+
 /// Packed-weight element type of the forward kernel (float for float types, the difference
 /// type for quantized ones, 16 bits for channel pairs, bytes for kDot4) and its size.
 const char* PackedType(DataType t, ConvInput input);

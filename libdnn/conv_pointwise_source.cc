@@ -7,6 +7,7 @@
 #include "device/error.h"
 #include "libdnn/conv.h"
 #include "libdnn/conv_internal.h"
+#include "libdnn/gemm_internal.h"
 
 namespace mpcaffe::libdnn {
 
@@ -80,14 +81,165 @@ std::string PointwiseEpilogue(const ConvDesc& d, const Convolution::PointwiseTil
 }
 
 /// The forward kernel of either form, with `body`.
+/// int8q: the packed weights are ints (the plane form's pairs) or floats (the row form's
+/// w − z_w); the plane form also reads `wsum`, Σ(w − z_w) per channel; both read the
+/// requantization and zero points (the launch in conv.cc sets the arguments in this order).
 void DeclarePointwiseKernel(KernelWriter& w, const ConvDesc& d, const std::string& body) {
-  w.Kernel(Convolution::PointwiseKernelName(d))
-      .In("float", "x")
-      .In("float", "wp")
-      .In("float", "bias")
-      .In("float", "res")
-      .Out("float", "y")
-      .Body(body);
+  const bool q = d.type == DataType::kInt8Q, plane = Convolution::IsPointwise(d);
+  auto& k = w.Kernel(Convolution::PointwiseKernelName(d))
+                .In(q ? "Dtype" : "float", "x")
+                .In(q && plane ? "int" : "float", "wp");
+  if (q && plane) k.In("int", "wsum");
+  k.In(q ? "Btype" : "float", "bias");
+  if (q) k.In("int", "rq");
+  k.In(q ? "Dtype" : "float", "res").Out(q ? "Dtype" : "float", "y");
+  if (q)
+    for (const char* name : {"x_zero", "c_zero", "res_zero", "res_m", "res_s"}) k.Value("int", name);
+  k.Body(body);
+}
+
+/// The int8q epilogue of either form: per output channel of the block the accumulators
+/// `acc(o, p)` (int<vx> expressions) plus `corr` (the text's per-channel int: bias and zero-point
+/// terms, in terms of `oc`) are requantized with the channel's multiplier like the depthwise
+/// vector kernel's (the same integers as the reference), the residual requantized and added,
+/// clamped (at c_zero under a ReLU) and stored as whole vectors, or past `skip` in a shifted
+/// block. The text must define `base` and `skip`.
+template <typename Acc>
+std::string PointwiseInt8Epilogue(const ConvDesc& d, const Convolution::PointwiseTile& t,
+                                  long plane, const std::string& corr, Acc acc) {
+  auto num = [](long v) { return std::to_string(v); };
+  const int O = d.out_channels;
+  const long block = long(t.px) * t.vx;
+  const std::string vn = num(t.vx), I = "int" + vn, L = "long" + vn;
+  std::string b;
+  for (int o = 0; o < t.oc; ++o) {
+    b += "  {\n    const int oc = ob * " + num(t.oc) + " + " + num(o) + ";\n";
+    if (O % t.oc) b += "    if (oc < " + num(O) + ") {\n";
+    b += "    $global Dtype* yo = y + base + (long)oc * " + num(plane) + ";\n";
+    if (d.residual)
+      b += "    const $global Dtype* ro = res + base + (long)oc * " + num(plane) + ";\n";
+    b += "    const int corr = " + corr + ";\n";
+    b += "    const int rqm = rq[2 * oc], rqs = rq[2 * oc + 1];\n";
+    for (int p = 0; p < t.px; ++p) {
+      const std::string at = num(p * t.vx);
+      b += "    uchar" + vn + " q" + num(p) + ";\n";
+      b += "    {\n      const " + I + " av = " + acc(o, p) + " + corr;\n";
+      b += gemm_internal::VectorRequant(t.vx, "r", "av", "(" + I + ")(rqm)", "(" + I + ")(rqs)",
+                                        6);
+      b += "      r += c_zero;\n";
+      if (d.residual) {
+        b += "      const " + I + " rv = convert_" + I + "(vload" + vn + "(0, ro + " + at +
+             ")) - res_zero;\n";
+        b += gemm_internal::VectorRequant(t.vx, "rs", "rv", "(" + I + ")(res_m)",
+                                          "(" + I + ")(res_s)", 6);
+        b += "      r += rs;\n";
+      }
+      b += std::string("      const long lo = ") + (d.relu ? "c_zero" : "Dtype_QMIN") + ";\n";
+      b += "      r = select(select(r, (" + L + ")(Dtype_QMAX), r > (long)Dtype_QMAX), (" + L +
+           ")(lo), r < lo);\n";
+      b += "      q" + num(p) + " = convert_uchar" + vn + "(r);\n    }\n";
+    }
+    // Whole vectors, or in a shifted block the columns past `skip` (staged in private memory:
+    // PoCL made the staging of every block scalar byte moves, 2026-11-25).
+    b += "    if (skip == 0) {\n";
+    for (int p = 0; p < t.px; ++p)
+      b += "      vstore" + vn + "(q" + num(p) + ", 0, yo + " + num(p * t.vx) + ");\n";
+    b += "    } else {\n      uchar part[" + num(block) + "];\n";
+    for (int p = 0; p < t.px; ++p)
+      b += "      vstore" + vn + "(q" + num(p) + ", 0, part + " + num(p * t.vx) + ");\n";
+    b += "      for (int j = skip; j < " + num(block) + "; ++j) yo[j] = part[j];\n    }\n";
+    if (O % t.oc) b += "    }\n";
+    b += "  }\n";
+  }
+  return b;
+}
+
+/// The int8q kernels' types: Dtype (uchar), the weight storage, the requantization, Btype (the
+/// int32 bias).
+void DeclareInt8Types(KernelWriter& w, const ConvDesc& d) {
+  w.AddType("Dtype", d.type);
+  w.UseRequant(d.type);
+  conv_internal::DeclareWeightStorage(w, d);
+  w.Define("Btype", TraitsOf(d.type).acc_alias());
+}
+
+/// The int8q plane form (OpenCL): per pair of input channels, 8 neighbouring pixels of both
+/// planes zipped into 16-bit pairs (MP_ZIP16: x, not x − z_x) and multiplied by the packed pair
+/// of weights w − z_w of each output channel (MP_MADD16: one vpdpwssd on Intel's runtime with
+/// AVX-512 VNNI, vpmaddwd + vpaddd with AVX2), summed in int32 lanes of 8 pixels; the epilogue
+/// subtracts z_x·Σ(w − z_w), adds the bias and requantizes like the depthwise vector kernel
+/// (the same integers as the reference: every sum is exact in int32). Weights are packed as
+/// words (w[2c] − z_w) & 0xffff | (w[2c+1] − z_w) << 16 per block of oc channels (zero past
+/// the last channel and, for odd C, in the last pair's high half).
+std::string PointwiseInt8Source(const KernelTarget& target, const ConvDesc& d,
+                                const Convolution::PointwiseTile& t) {
+  auto num = [](long v) { return std::to_string(v); };
+  const long hw = long(d.height) * d.width, block = long(t.px) * t.vx;
+  const int C = d.channels, O = d.out_channels, pairs = DivUp(C, 2), groups = int(block / 8);
+  const int ob_count = DivUp(O, t.oc);
+  KernelWriter w(target, "conv_pointwise");
+  DeclareInt8Types(w, d);
+  w.UseHelper(KernelHelper::kPairProduct16);
+  w.Kernel("conv_pw_pack_" + std::string(Name(d.type)))
+      .In("Wstore", "wsrc")
+      .In("int", "wz")
+      .Out("int", "wp")
+      .Out("int", "wsum")
+      .Body("  $loop(i, " + num(long(ob_count) * pairs * t.oc) + ") {\n" +
+            "    const int o = i / " + num(long(pairs) * t.oc) + " * " + num(t.oc) + " + i % " +
+            num(t.oc) + ";\n    const int c = i / " + num(t.oc) + " % " + num(pairs) +
+            " * 2;\n    int lo = 0, hi = 0;\n    if (o < " + num(O) + ") {\n" +
+            "      lo = WLOAD(wsrc, o * " + num(C) + " + c) - wz[o];\n" +
+            "      if (c + 1 < " + num(C) + ") hi = WLOAD(wsrc, o * " + num(C) +
+            " + c + 1) - wz[o];\n" +
+            "      if (c == 0) {\n        int s = 0;\n        for (int k = 0; k < " + num(C) +
+            "; ++k) s += WLOAD(wsrc, o * " + num(C) + " + k) - wz[o];\n" +
+            "        wsum[o] = s;\n      }\n    }\n" +
+            "    wp[i] = (lo & 0xffff) | (int)((uint)hi << 16);\n  }\n");
+  std::string b;
+  b += "  const int blk = $global_id(0), ob = $global_id(1), n = $global_id(2);\n";
+  b += "  if (blk >= " + num(DivUp(int(hw), int(block))) + " || ob >= " + num(ob_count) +
+       " || n >= " + num(d.batch) + ") return;\n";
+  b += "  const int p0 = min(blk * " + num(block) + ", " + num(hw - block) + ");\n";
+  b += "  const int skip = blk * " + num(block) + " - p0;\n";
+  b += "  const $global Dtype* xn = x + (long)n * " + num(long(C) * hw) + " + p0;\n";
+  b += "  const $global int* wb = wp + ob * " + num(long(pairs) * t.oc) + ";\n";
+  for (int o = 0; o < t.oc; ++o)
+    for (int g = 0; g < groups; ++g) b += "  int8 a" + num(o) + "_" + num(g) + " = (int8)(0);\n";
+  // One pair step: the zipped groups of channels c and c + 1 (`x1`), every channel's weights.
+  auto step = [&](const std::string& x1) {
+    std::string s;
+    for (int g = 0; g < groups; ++g)
+      s += "    const mp_short16 v" + num(g) + " = MP_ZIP16(xc + " + num(8 * g) + ", " + x1 +
+           " + " + num(8 * g) + ");\n";
+    for (int o = 0; o < t.oc; ++o) {
+      s += "    const mp_short16 w" + num(o) + " = MP_PAIR16_WORD(wc[" + num(o) + "]);\n";
+      for (int g = 0; g < groups; ++g)
+        s += "    a" + num(o) + "_" + num(g) + " += MP_MADD16(v" + num(g) + ", w" + num(o) +
+             ");\n";
+    }
+    return s;
+  };
+  if (C / 2 > 0) {
+    b += "  for (int cp = 0; cp < " + num(C / 2) + "; ++cp) {\n";
+    b += "    const $global Dtype* xc = xn + cp * " + num(2 * hw) + ";\n";
+    b += "    const $global int* wc = wb + cp * " + num(t.oc) + ";\n";
+    b += step("xc + " + num(hw)) + "  }\n";
+  }
+  if (C % 2) {  // the last channel alone: its pair's high weights are 0
+    b += "  {\n    const $global Dtype* xc = xn + " + num((C - 1) * hw) + ";\n";
+    b += "    const $global int* wc = wb + " + num(long(C / 2) * t.oc) + ";\n";
+    b += step("xc") + "  }\n";
+  }
+  b += "  const long base = (long)n * " + num(long(O) * hw) + " + p0;\n";
+  const std::string corr = std::string(d.bias ? "bias[oc] " : "") + "- x_zero * wsum[oc]";
+  b += PointwiseInt8Epilogue(d, t, hw, corr, [&](int o, int p) {
+    const std::string a = "a" + num(o) + "_" + num(p * t.vx / 8);
+    if (t.vx == 8) return a;
+    return "(int16)(" + a + ", a" + num(o) + "_" + num(p * 2 + 1) + ")";
+  });
+  DeclarePointwiseKernel(w, d, b);
+  return w.Source();
 }
 
 }  // namespace
@@ -97,11 +249,18 @@ std::string Convolution::PointwiseKernelName(const ConvDesc& d) {
 }
 
 bool Convolution::PointwiseApplies(const ConvDesc& d, const PointwiseTile& t) {
-  if (d.type != DataType::kFloat32 || t.oc < 1 || t.oc > 16 || t.px < 1 || t.px > 8 ||
-      (t.vx != 4 && t.vx != 8 && t.vx != 16))
+  if (t.oc < 1 || t.oc > 16 || t.px < 1 || t.px > 8 || (t.vx != 4 && t.vx != 8 && t.vx != 16))
     return false;
+  const long hw = long(d.height) * d.width;
+  // int8q: the plane form, pair products over 8-pixel groups (vx 8 or 16, at most 32 pixels);
+  // the row form sums (w − z_w)(x − z_x) in float, exact while K·255² < 2^24 (K ≤ 258).
+  if (d.type == DataType::kInt8Q) {
+    if (RowForm(d)) return RowFormFits(d, t) && long(d.channels) * d.kernel_h * d.kernel_w <= 258;
+    return t.vx >= 8 && t.px * t.vx <= 32 && hw >= long(t.px) * t.vx;
+  }
+  if (d.type != DataType::kFloat32) return false;
   if (RowForm(d)) return RowFormFits(d, t);
-  return long(d.height) * d.width >= long(t.px) * t.vx;
+  return hw >= long(t.px) * t.vx;
 }
 
 Convolution::PointwiseTile Convolution::DefaultPointwiseTile(const ConvDesc& d) {
@@ -122,7 +281,7 @@ Convolution::PointwiseTile Convolution::DefaultPointwiseTile(const ConvDesc& d) 
   }
   PointwiseTile t{8, 1, 16};
   const long hw = long(d.height) * d.width;
-  if (hw < 16) t.vx = hw >= 8 ? 8 : 4;  // under 4 pixels: not applicable (the direct kernel)
+  if (hw < 16) t.vx = hw >= 8 ? 8 : 4;  // under 4 pixels (int8q: 8): the direct kernel
   return t;
 }
 
@@ -137,6 +296,8 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
   const int ob_count = DivUp(O, t.oc);
   const long K = long(C) * d.kernel_h * d.kernel_w, hw = long(H) * W;
   const std::string n = num(vx), F = "Vf";  // AddVector's float vector of vx lanes
+  const bool q = d.type == DataType::kInt8Q;
+  const std::string X = q ? "Dtype" : "float";  // the input's element
   const char* hex = "0123456789abcdef";
   std::string b;
   b += "  const int blk = $global_id(0), oy = $global_id(1), nb = $global_id(2);\n";
@@ -158,12 +319,13 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
        " + ixb + " + num(d.kernel_w - 1 + load) + ";\n";
   b += "  const int fast = e0 >= 0 && e1 <= " + num(long(d.batch) * C * hw) + "L;\n";
   b += "  const $global float* wb = wp + ob * " + num(K * t.oc) + ";\n";
+  if (q) b += "  const " + F + " xz = (" + F + ")((float)x_zero);\n";
   for (int o = 0; o < t.oc; ++o) b += "  " + F + " a" + num(o) + "_0 = (" + F + ")(0.0f);\n";
   b += "  for (int ic = 0; ic < " + num(C) + "; ++ic) {\n";
   b += "    for (int ky = 0; ky < " + num(d.kernel_h) + "; ++ky) {\n";
   b += "      const int iy = iyb + ky;\n";
   b += "      if (iy < 0 || iy >= " + num(H) + ") continue;\n";
-  b += "      const $global float* xr = x + ((long)n * " + num(C) + " + ic) * " + num(hw) +
+  b += "      const $global " + X + "* xr = x + ((long)n * " + num(C) + " + ic) * " + num(hw) +
        " + iy * " + num(W) + ";\n";
   b += "      const $global float* wk = wb + (ic * " + num(d.kernel_h) + " + ky) * " +
        num(long(d.kernel_w) * t.oc) + ";\n";
@@ -176,13 +338,17 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
       std::string v;
       if (fast) {
         v = "vload" + num(load) + "(0, xr + ixb + " + c + ")";
+        if (q) v = "convert_float" + num(load) + "(" + v + ")";
         if (sw == 2) v += ".even";
+        if (q) v = "(" + v + " - xz)";
         v = "select((" + F + ")(0.0f), " + v + ", cm" + c + ")";
       } else {
         v = "(" + F + ")(";
         for (int j = 0; j < vx; ++j)
-          v += std::string(j ? ", " : "") + "cm" + c + ".s" + hex[j] + " ? xr[ix" + c + ".s" +
-               hex[j] + "] : 0.0f";
+          v += std::string(j ? ", " : "") + "cm" + c + ".s" + hex[j] + " ? " +
+               (q ? "(float)xr[ix" + c + ".s" + hex[j] + "] - (float)x_zero"
+                  : "xr[ix" + c + ".s" + hex[j] + "]") +
+               " : 0.0f";
         v += ")";
       }
       r += "        const " + F + " v" + c + " = " + v + ";\n";
@@ -196,7 +362,12 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
   b += "    }\n  }\n";
   b += "  const long base = (long)n * " + num(long(O) * oh * ow) + " + oy * " + num(ow) +
        " + ox0;\n";
-  b += PointwiseEpilogue(d, t, long(oh) * ow);
+  if (q)  // the float sums are integers below 2^24 (RowFormFits): exact
+    b += PointwiseInt8Epilogue(d, t, long(oh) * ow, d.bias ? "bias[oc]" : "0", [&](int o, int) {
+      return "convert_int" + n + "(a" + num(o) + "_0)";
+    });
+  else
+    b += PointwiseEpilogue(d, t, long(oh) * ow);
   DeclarePointwiseKernel(w, d, b);
 }
 
@@ -210,21 +381,33 @@ std::string Convolution::PointwiseSource(const KernelTarget& target, const ConvD
                 std::to_string(kRowFormMaxChannels) +
                 " input channels, no dilation, stride_w ≤ 2, px 1, vx · stride_w ≤ 16, vx ≤ "
                 "output width)");
+  const bool q = d.type == DataType::kInt8Q;
+  if (q && target.backend != Backend::kOpenCL)
+    throw Error("convolution " + d.ToString() +
+                ": the int8q pointwise kernel is OpenCL text (OpenCL vector types)");
+  if (q && !RowForm(d)) return PointwiseInt8Source(target, d, t);
   auto num = [](long v) { return std::to_string(v); };
   const long hw = long(d.height) * d.width, block = long(t.px) * t.vx;
   const int C = d.channels, O = d.out_channels;
   const long K = long(C) * d.kernel_h * d.kernel_w;  // weights per output channel
   KernelWriter w(target, "conv_pointwise");
   w.AddVector("Vf", Scalar::kF32, t.vx, /*with_max=*/true);
+  if (q) DeclareInt8Types(w, d);
   // The weights as the kernel reads them: per block of oc output channels, per input channel
-  // and window position, the block's oc weights (zero past the last output channel).
-  w.Kernel("conv_pw_pack_" + std::string(Name(d.type)))
-      .In("float", "wsrc")
-      .Out("float", "wp")
-      .Body("  $loop(i, " + num(long(DivUp(O, t.oc)) * K * t.oc) + ") {\n" +
-            "    const int o = i / " + num(K * t.oc) + " * " + num(t.oc) + " + i % " +
-            num(t.oc) + ";\n    const int c = i / " + num(t.oc) + " % " + num(K) + ";\n" +
-            "    wp[i] = o < " + num(O) + " ? wsrc[o * " + num(K) + " + c] : 0.0f;\n  }\n");
+  // and window position, the block's oc weights (zero past the last output channel); int8q's
+  // row form w − z_w as floats.
+  auto& pack = w.Kernel("conv_pw_pack_" + std::string(Name(d.type)));
+  if (q)
+    pack.In("Wstore", "wsrc").In("int", "wz");
+  else
+    pack.In("float", "wsrc");
+  pack.Out("float", "wp").Body(
+      "  $loop(i, " + num(long(DivUp(O, t.oc)) * K * t.oc) + ") {\n" + "    const int o = i / " +
+      num(K * t.oc) + " * " + num(t.oc) + " + i % " + num(t.oc) + ";\n    const int c = i / " +
+      num(t.oc) + " % " + num(K) + ";\n" + "    wp[i] = o < " + num(O) + " ? " +
+      (q ? "(float)(WLOAD(wsrc, o * " + num(K) + " + c) - wz[o])"
+         : "wsrc[o * " + num(K) + " + c]") +
+      " : 0.0f;\n  }\n");
   if (RowForm(d)) {
     RowFormKernel(w, d, t);
     return w.Source();

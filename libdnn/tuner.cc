@@ -355,7 +355,7 @@ PointwiseTuneResult Tuner::TunePointwise(const ConvDesc& desc, double give_up) {
   PointwiseTuneResult result = TimeCandidates(
       PointwiseCandidates(desc), 0, give_up, repeats_, [&](const PointwiseChoice& choice) {
         return ConvTimer(std::make_shared<Convolution>(
-                             choice ? Convolution::Pointwise(device_, desc, *choice)
+                             choice ? Convolution::Pointwise(device_, desc, *choice, PlaceholderConvQuant())
                                     : Convolution(device_, desc, PlaceholderConvQuant(), direct)),
                          desc, ops);
       });

@@ -361,8 +361,11 @@ TEST_P(ConvForward, PointwiseGemmMatchesReference) {
 // not fill the last channel block, bias, ReLU and the residual varied, batches of 1 to 3.
 TEST_P(ConvForward, PointwiseTilesMatchReference) {
   const DataType t = GetParam();
-  if (t != DataType::kFloat32) GTEST_SKIP() << "the pointwise kernel is fp32's";
+  if (t != DataType::kFloat32 && t != DataType::kInt8Q)
+    GTEST_SKIP() << "the pointwise kernel is fp32's and int8q's";
   Device& dev = DefaultDevice();
+  if (t == DataType::kInt8Q && dev.backend() != Backend::kOpenCL)
+    GTEST_SKIP() << "the int8q pointwise kernel is OpenCL text";
   std::mt19937 rng(17);
   // clang-format off
   const Shape shapes[] = {
@@ -387,8 +390,11 @@ TEST_P(ConvForward, PointwiseTilesMatchReference) {
       if (!Convolution::PointwiseApplies(d, tile)) continue;
       if (!Convolution::IsPointwise(d) && dev.backend() != Backend::kOpenCL) continue;
       SCOPED_TRACE(d.ToString() + " tile " + tile.ToString());
-      CheckForward(d, {}, rng, [&](const ConvDesc& dd, const ConvQuant&) {
-        Convolution c = Convolution::Pointwise(dev, dd, tile);
+      // int8q: per-channel or per-tensor weights, signed (DescOf: odd indices) or with zero
+      // points; exact against the reference.
+      const ConvQuant quant = TestQuant(d, index % 4 < 2, rng);
+      CheckForward(d, quant, rng, [&](const ConvDesc& dd, const ConvQuant& qq) {
+        Convolution c = Convolution::Pointwise(dev, dd, tile, qq);
         EXPECT_TRUE(c.forward_pointwise());
         EXPECT_TRUE(c.pointwise_tile() == tile);
         return c;
@@ -396,7 +402,10 @@ TEST_P(ConvForward, PointwiseTilesMatchReference) {
       ++index;
     }
   }
-  EXPECT_GE(index, dev.backend() == Backend::kOpenCL ? 26 : 16);
+  if (t == DataType::kInt8Q)
+    EXPECT_GE(index, 28);  // the plane form with vectors of 8 or 16 pixels, and the row form
+  else
+    EXPECT_GE(index, dev.backend() == Backend::kOpenCL ? 26 : 16);
 }
 
 // Depthwise descriptions (one input and output channel per group) take the depthwise kernel

@@ -152,18 +152,32 @@ std::vector<KernelFamily> Build() {
                  return s;
                }});
   f.push_back({"conv_pointwise", [](const KernelTarget& k) {
-                 // fp32 only; the default tile and one with a partial channel block, bias,
+                 // fp32: the default tile and one with a partial channel block, bias,
                  // residual and ReLU (every branch of the epilogue).
                  libdnn::ConvDesc d;
                  d.channels = 6, d.height = 5, d.width = 7, d.out_channels = 10;
                  libdnn::ConvDesc e = d;
                  e.bias = e.relu = e.residual = true;
-                 return Samples{
-                     {libdnn::Convolution::PointwiseKernelName(d),
-                      libdnn::Convolution::PointwiseSource(
-                          k, d, libdnn::Convolution::DefaultPointwiseTile(d))},
-                     {libdnn::Convolution::PointwiseKernelName(e),
-                      libdnn::Convolution::PointwiseSource(k, e, {3, 3, 4})}};
+                 Samples s{{libdnn::Convolution::PointwiseKernelName(d),
+                            libdnn::Convolution::PointwiseSource(
+                                k, d, libdnn::Convolution::DefaultPointwiseTile(d))},
+                           {libdnn::Convolution::PointwiseKernelName(e),
+                            libdnn::Convolution::PointwiseSource(k, e, {3, 3, 4})}};
+                 if (k.backend == Backend::kOpenCL) {
+                   // int8q (OpenCL text only): the plane form with every epilogue branch, and
+                   // the row form of a first layer.
+                   libdnn::ConvDesc q = e;
+                   q.type = DataType::kInt8Q;
+                   q.height = 4;
+                   libdnn::ConvDesc r = q;
+                   r.channels = 3, r.kernel_h = r.kernel_w = 3, r.stride_h = r.stride_w = 2;
+                   r.height = r.width = 17;
+                   for (const libdnn::ConvDesc& c : {q, r})
+                     s.push_back({libdnn::Convolution::PointwiseKernelName(c),
+                                  libdnn::Convolution::PointwiseSource(
+                                      k, c, libdnn::Convolution::DefaultPointwiseTile(c))});
+                 }
+                 return s;
                }});
   f.push_back({"im2col", [](const KernelTarget& k) {
                  return PerType(kAll, k, libdnn::conv_internal::Im2colKernelName,
