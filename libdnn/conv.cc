@@ -192,6 +192,13 @@ Convolution Convolution::Pointwise(Device& device, const ConvDesc& desc, const P
   return conv;
 }
 
+Convolution Convolution::WithoutPointwise(Device& device, const ConvDesc& desc,
+                                          const ConvQuant& quant) {
+  Plan plan;
+  if (WantsForwardGemm(device, desc, quant)) plan.path = ForwardPath::kGemm;
+  return Convolution(device, desc, quant, plan);
+}
+
 void Convolution::PreparePointwise(const PointwiseTile& tile) {
   const ConvDesc& d = desc_;
   pointwise_ = true;

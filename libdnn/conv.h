@@ -231,6 +231,10 @@ class Convolution {
   /// The constructor of a pointwise description with a given tile (the tuner's candidates).
   static Convolution Pointwise(Device& device, const ConvDesc& desc, const PointwiseTile& tile,
                                const ConvQuant& quant = {});
+  /// What the constructor without a config runs where the pointwise kernel is not taken (a
+  /// tuning record's "direct"): the direct kernel, or im2col + GEMM where that is the default
+  /// (int8 first layers on CPUs). The tuner times it against the pointwise tiles.
+  static Convolution WithoutPointwise(Device& device, const ConvDesc& desc, const ConvQuant& quant);
   static std::string PointwiseSource(const KernelTarget& target, const ConvDesc& desc,
                                      const PointwiseTile& tile);
   static std::string PointwiseKernelName(const ConvDesc& desc);

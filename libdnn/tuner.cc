@@ -351,12 +351,13 @@ PointwiseTuneResult Tuner::TunePointwise(const ConvDesc& desc, double give_up) {
                 " has no pointwise kernel (fp32 1×1 stride 1 unpadded one-group convolutions; on "
                 "OpenCL also one-group convolutions of few input channels)");
   const ConvOperands ops(device_, desc);
-  const ConvConfig direct = TunedConvConfig(device_, desc);
   PointwiseTuneResult result = TimeCandidates(
       PointwiseCandidates(desc), 0, give_up, repeats_, [&](const PointwiseChoice& choice) {
         return ConvTimer(std::make_shared<Convolution>(
-                             choice ? Convolution::Pointwise(device_, desc, *choice, PlaceholderConvQuant())
-                                    : Convolution(device_, desc, PlaceholderConvQuant(), direct)),
+                             choice ? Convolution::Pointwise(device_, desc, *choice,
+                                                             PlaceholderConvQuant())
+                                    : Convolution::WithoutPointwise(device_, desc,
+                                                                    PlaceholderConvQuant())),
                          desc, ops);
       });
   result.stored = Store(device_, "conv_pw", desc.ToString(),

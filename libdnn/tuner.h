@@ -65,9 +65,10 @@ class Tuner {
   /// operation "conv_dw", signature desc.ToString(). `give_up` as for TuneGemm.
   DepthwiseTuneResult TuneDepthwise(const ConvDesc& desc, double give_up = 3.0);
   /// Times the pointwise kernel of a `desc` where it applies (Convolution::PointwiseApplies)
-  /// with each of PointwiseCandidates(), and the direct kernel with its tuned or default
-  /// configuration; records the fastest under operation "conv_pw", signature desc.ToString(),
-  /// parameters PointwiseTile::ToString() or "direct".
+  /// with each of PointwiseCandidates(), and Convolution::WithoutPointwise (the direct kernel
+  /// with its tuned or default configuration, or int8 first layers' im2col + GEMM on CPUs);
+  /// records the fastest under operation "conv_pw", signature desc.ToString(), parameters
+  /// PointwiseTile::ToString() or "direct" (whichever of those two the constructor then runs).
   PointwiseTuneResult TunePointwise(const ConvDesc& desc, double give_up = 3.0);
   /// Times LibDNN (with its current, possibly tuned, configuration) against every other
   /// available library and records the winner under "blas_gemm".

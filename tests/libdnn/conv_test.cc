@@ -1072,10 +1072,10 @@ TEST(Tuner, PointwiseTilesAreStoredAndFollowed) {
 }
 
 // Not a test: the 1×1 layers of MobileNet v1 / v2, SqueezeNet 1.1, GoogLeNet and ResNet-50
-// (batch 1, fp32, bias and ReLU) timed through the pointwise tuner: the default tile, the direct
+// (batch 1, bias and ReLU) timed through the pointwise tuner: the default tile, the direct
 // kernel and the other tiles (the winners go to MPCAFFE_CACHE's tuning table). Run with
-// --gtest_also_run_disabled_tests --gtest_filter='*ZooPointwise*'.
-TEST(ConvBench, DISABLED_ZooPointwise) {
+// --gtest_also_run_disabled_tests --gtest_filter='*ZooPointwise' (fp32) or '*ZooPointwiseInt8'.
+void TimeZooPointwise(DataType type) {
   Device& dev = DefaultDevice();
   Tuner tuner(dev, 5);
   // {in, out, plane side}
@@ -1090,8 +1090,10 @@ TEST(ConvBench, DISABLED_ZooPointwise) {
       {2048, 512, 7}, {512, 2048, 7}};
   for (const auto& l : layers) {
     ConvDesc d;
+    d.type = type;
     d.channels = l[0], d.out_channels = l[1], d.height = d.width = l[2];
     d.bias = d.relu = true;
+    d.weights_signed = IsQuantized(type);
     const PointwiseTuneResult r = tuner.TunePointwise(d);
     std::string line = d.ToString() + ": " + std::to_string(d.Flops() / 1e9 / r.best_ms * 1e3) +
                        " GFLOP/s best";
@@ -1101,6 +1103,10 @@ TEST(ConvBench, DISABLED_ZooPointwise) {
     std::printf("%s\n", line.c_str());
   }
 }
+
+TEST(ConvBench, DISABLED_ZooPointwise) { TimeZooPointwise(DataType::kFloat32); }
+// The same layers in int8 (signed weights, as calibration gives them).
+TEST(ConvBench, DISABLED_ZooPointwiseInt8) { TimeZooPointwise(DataType::kInt8Q); }
 
 // Not a test: MobileNet v1's depthwise layers (batch 1, fp32, bias and ReLU fused) timed with
 // each rows-per-work-item candidate through the tuner (the winners go to MPCAFFE_CACHE's tuning

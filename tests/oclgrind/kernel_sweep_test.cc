@@ -445,6 +445,38 @@ TEST(ConvSweepDepthwise, EveryType) {
   }
 }
 
+TEST(ConvSweepPointwise, Fp32AndInt8) {
+  // The pointwise kernel: its plane form (1×1: odd channel count for int8's pairs, a shifted
+  // last block, a partial channel block) and its row form (3 input channels, 3×3 stride 2).
+  Device& dev = DefaultDevice();
+  if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "the row form and int8 are OpenCL text";
+  std::mt19937 rng(12);
+  int index = 0;
+  for (DataType t : {DataType::kFloat32, DataType::kInt8Q}) {
+    for (const ConvShape& s : {ConvShape{2, 5, 4, 5, 11, 1, 1, 0, 1, 1},
+                               ConvShape{1, 3, 7, 17, 4, 3, 2, 1, 1, 1}}) {
+      const libdnn::ConvDesc d = TinyConv(t, s, index++);
+      SCOPED_TRACE(d.ToString());
+      const libdnn::ConvQuant quant = TinyConvQuant(d, rng);
+      const Bytes x = RandomStorage(t, d.input_count(), false, rng);
+      const Bytes w = RandomStorage(t, d.weight_count(), d.weights_signed, rng);
+      const double k = double(d.channels) * d.kernel_h * d.kernel_w;
+      const Bytes bias = RandomBias(t, d.out_channels, IsQuantized(t) ? k * 500 : 2.0, rng);
+      Bytes want(d.output_count() * SizeOf(t));
+      libdnn::ConvForwardReference(d, quant, x.data(), w.data(), bias.data(), want.data());
+      auto xm = Upload(dev, x), wm = Upload(dev, w), bm = Upload(dev, bias);
+      libdnn::Convolution conv(dev, d, quant);
+      ASSERT_TRUE(conv.forward_pointwise());
+      auto ym = dev.Allocate(want.size());
+      conv.SetWeights(BufferRef(wm.get(), 0));
+      conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0));
+      EXPECT_EQ(Mismatches(t, d.output_count(), Download(dev, *ym, want.size()), want, 1e-5,
+                           d.ToString()),
+                0);
+    }
+  }
+}
+
 TEST(ConvSweepGemmPath, Im2colGemmForward) {
   // MPCAFFE_CONV_GEMM=1: im2col + the LibDNN GEMM (fp32, int8q; one weight zero point).
   Device& dev = DefaultDevice();
