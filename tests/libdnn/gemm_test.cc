@@ -15,6 +15,8 @@
 #include <random>
 #include <vector>
 
+#include "codegen/kernel_writer.h"
+#include "libdnn/gemm_internal.h"
 #include "libdnn/tuner.h"
 #include "quant/fixed_point.h"
 
@@ -1071,6 +1073,59 @@ TEST(GemmBenchmark, DISABLED_Dot4VersusPairs) {
       const double med = ms[i][ms[i].size() / 2];
       std::printf("  %-48s %s median %8.3f ms  %7.1f GOP/s\n", configs[i].ToString().c_str(),
                   gemms[i].native_dot4() ? "dot4" : "    ", med, gop / med);
+    }
+  }
+}
+
+// gemm_internal::VectorRequant (the int8 vector epilogues' requantization, in 64-bit lanes) against
+// the host reference quant::Requantize32 on every combination of edge values (0, ±1, rounding
+// ties, INT32_MIN/MAX), multipliers (0, 1, 2^30, 2^31 − 1) and shifts (right shift 31 − shift
+// from 0, where the product saturates, through 32 and 63 to 93, the smallest multiplier
+// QuantizeMultiplier makes), then random triples; 16 lanes with different multipliers and shifts.
+TEST(VectorRequant, MatchesTheHostReferenceLaneByLane) {
+  Device& dev = DefaultDevice();
+  if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "VectorRequant is OpenCL C";
+  const int32_t kMin = INT32_MIN, kMax = INT32_MAX;
+  const std::vector<int32_t> vals = {0,    1,    -1,    2,      -2,     3,      -3,        511,
+                                     512,  -512, 1536,  -1536,  65535,  -65537, kMax,      kMin,
+                                     kMin + 1,   kMax - 1,  1 << 30, -(1 << 30), 12345678, -987654};
+  const std::vector<int32_t> mults = {0, 1, 3, 1 << 30, (1 << 30) + 1, kMax, 1518500250};
+  const std::vector<int32_t> shifts = {31, 30, 29, 1, 0, -1, -2, -9, -30, -31, -32, -33, -62};
+  std::vector<int32_t> v, m, s;
+  for (int32_t a : vals)
+    for (int32_t b : mults)
+      for (int32_t c : shifts) v.push_back(a), m.push_back(b), s.push_back(c);
+  std::mt19937 rng(19);
+  std::uniform_int_distribution<int32_t> any(kMin, kMax), mant(1 << 30, kMax), sh(-62, 31);
+  while (v.size() % 16 != 0 || v.size() < 8192) {
+    const int32_t small = any(rng) >> (rng() % 31);  // accumulators of every magnitude
+    v.push_back(rng() % 2 ? small : any(rng)), m.push_back(mant(rng)), s.push_back(sh(rng));
+  }
+  KernelWriter w(KernelTarget::Of(dev), "test_requant");
+  w.Kernel("vector_requant")
+      .In("int", "xv")
+      .In("int", "xm")
+      .In("int", "xs")
+      .Out("int", "y")
+      .Body("  const int i = $global_id(0) * 16;\n  const int16 val = vload16(0, xv + i);\n" +
+            gemm_internal::VectorRequant(16, "r", "val", "vload16(0, xm + i)",
+                                         "vload16(0, xs + i)", 2) +
+            "  vstore16(convert_int16(r), 0, y + i);\n");
+  Kernel k = dev.BuildProgram(w.Source())->GetKernel("vector_requant");
+  const size_t n = v.size();
+  auto dv = dev.Alloc<int32_t>(n), dm = dev.Alloc<int32_t>(n), ds = dev.Alloc<int32_t>(n),
+       dy = dev.Alloc<int32_t>(n);
+  dev.Write(dv, v.data(), n), dev.Write(dm, m.data(), n), dev.Write(ds, s.data(), n);
+  k.Arg(dv).Arg(dm).Arg(ds).Arg(dy).Launch({n / 16, 1, 1});
+  std::vector<int32_t> got(n);
+  dev.Read(dy, got.data(), n);
+  int bad = 0;
+  for (size_t i = 0; i < n && bad < 10; ++i) {
+    const int32_t want = quant::Requantize32(v[i], {m[i], s[i]});
+    if (got[i] != want) {
+      ++bad;
+      ADD_FAILURE() << "acc " << v[i] << " multiplier " << m[i] << " shift " << s[i]
+                    << ": got " << got[i] << ", want " << want;
     }
   }
 }
