@@ -101,19 +101,10 @@ bool Net::ViewUsable(size_t k) {
         if (!same(x, layer.TopAffine(static_cast<int>(t)))) return false;
       return true;
     }
-    const Blob& y = *top[0];
-    const auto& p = layer.layer_param().concat_param();
-    const int axis = y.CanonicalAxisIndex(p.has_concat_dim() ? static_cast<int>(p.concat_dim())
-                                                             : p.axis());
-    if (y.count(0, axis) != 1) return false;  // strided slices
-    const size_t align = device_->info().sub_memory_align;
-    const bool quantized = IsQuantized(y.type());
-    const Affine yq = quantized ? layer.TopAffine(0) : Affine{};
-    size_t offset = 0;
+    if (!ConcatSlicesPlaceable(v.layer)) return false;
+    if (!IsQuantized(top[0]->type())) return true;
+    const Affine yq = layer.TopAffine(0);
     for (size_t b = 0; b < bot.size(); ++b) {
-      if (bot[b]->count() == 0 || offset % align != 0) return false;
-      offset += bot[b]->bytes();
-      if (!quantized) continue;
       Layer& w = *layers_[v.writer[b]];
       const auto& wt = top_vecs_[v.writer[b]];
       const int t = static_cast<int>(std::find(wt.begin(), wt.end(), bot[b]) - wt.begin());
@@ -124,6 +115,29 @@ bool Net::ViewUsable(size_t k) {
   } catch (const Error&) {
     return false;  // a quantizer without a range: the layer's own Forward says so
   }
+}
+
+bool Net::ConcatSlicesPlaceable(int i) const {
+  const Layer& layer = *layers_[i];
+  const Blob& y = *top_vecs_[i][0];
+  const auto& p = layer.layer_param().concat_param();
+  const int axis = y.CanonicalAxisIndex(p.has_concat_dim() ? static_cast<int>(p.concat_dim())
+                                                           : p.axis());
+  if (y.count(0, axis) != 1) return false;  // strided slices
+  const size_t align = device_->info().sub_memory_align;
+  size_t offset = 0;
+  for (const Blob* b : bottom_vecs_[i]) {
+    if (b->count() == 0 || offset % align != 0) return false;
+    offset += b->bytes();
+  }
+  return true;
+}
+
+std::vector<std::pair<int, std::vector<int>>> Net::ConcatViewCandidates() const {
+  std::vector<std::pair<int, std::vector<int>>> out;
+  for (const View& v : views_)
+    if (v.concat && ConcatSlicesPlaceable(v.layer)) out.emplace_back(v.layer, v.writer);
+  return out;
 }
 
 void Net::UpdateViews(bool force) {
