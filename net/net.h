@@ -306,6 +306,7 @@ class Net {
     int layer = -1;
     bool concat = false;  // a Concat (bottoms are slices of its top), else Split / Dropout
     std::vector<int> writer;  // Concat: per bottom, the layer last writing it before the Concat
+    std::vector<int> identity_after;  // Concat: in-place TEST-phase Dropouts on its top after it
     std::vector<std::shared_ptr<DeviceMemory>> slices;  // Concat: its bottoms' memory while on
   };
   std::vector<View> views_;

@@ -64,7 +64,8 @@ layer { name: "head" type: "Convolution" bottom: "drop" top: "head"
 )";
 
 // SqueezeNet's fire module: a 1×1 squeeze read by a 1×1 and a 3×3 expand (a Split), their
-// ReLUs, a Concat; twice, then a 1×1 convolution.
+// ReLUs, a Concat; twice (the second followed by an in-place Dropout, as SqueezeNet's fire9),
+// then a 1×1 convolution.
 const char* kFire = R"(
 name: "fire"
 layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 8 dim: 16 dim: 16 } } }
@@ -89,6 +90,7 @@ layer { name: "f2/e3" type: "Convolution" bottom: "f2/squeeze" top: "f2/e3"
         convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: "msra" } } }
 layer { name: "f2/e3/relu" type: "ReLU" bottom: "f2/e3" top: "f2/e3" }
 layer { name: "f2/cat" type: "Concat" bottom: "f2/e1" bottom: "f2/e3" top: "f2/cat" }
+layer { name: "f2/drop" type: "Dropout" bottom: "f2/cat" top: "f2/cat" }
 layer { name: "out" type: "Convolution" bottom: "f2/cat" top: "out"
         convolution_param { num_output: 5 kernel_size: 1 weight_filler { type: "msra" } } }
 )";
@@ -142,11 +144,13 @@ std::unique_ptr<Net> RunAt(const caffe::NetParameter& param, int optimize,
   return net;
 }
 
-/// Layers of a type that ran as views.
+/// Layers of a type that ran as views (of those that can: an in-place layer has nothing to share).
 int Views(const Net& net, const std::string& type, int* of = nullptr) {
   int views = 0, n = 0;
   for (size_t i = 0; i < net.layers().size(); ++i) {
     if (net.layers()[i]->type() != type) continue;
+    const auto& lp = net.layers()[i]->layer_param();
+    if (lp.bottom_size() == 1 && lp.top_size() == 1 && lp.bottom(0) == lp.top(0)) continue;
     ++n;
     views += net.runs_as_view(int(i));
   }
