@@ -80,12 +80,17 @@ bool UsesVectorMax(Backend backend, PoolMethod method) {
   return backend == Backend::kOpenCL && method == PoolMethod::kMax;
 }
 
-/// The vector max kernel. Each lane visits its window in the scalar kernel's order (rows, then
-/// columns, clipped to the input) and keeps the first maximum as `v > best` does, so the
-/// results are the same values, NaN included.
+/// The vector max kernel. Float types: each lane visits its window in the scalar kernel's order
+/// (rows, then columns, clipped to the input) and keeps the first maximum as `v > best` does, so
+/// the results are the same values, NaN included. Quantized types are stored unsigned (uchar,
+/// ushort), have no NaN and one maximum value whatever the order: the lanes stay in the storage
+/// type (no conversion per load), a column's in-window mask is computed once for all its rows,
+/// and an element outside a lane's window counts as 0 (`val & mask`), never above the window's
+/// maximum (every window holds at least one element). The same values as the scalar kernel.
 void DeclareVectorMax(KernelWriter& w, DataType type) {
   const bool q = IsQuantized(type);
-  const std::string S = q ? "int" : "float", V = S + "8";
+  const std::string U = type == DataType::kInt8Q ? "uchar" : "ushort";  // quantized storage
+  const std::string S = q ? U : "float", V = S + "8";
   std::string gather = "((" + V + ")(";
   for (int l = 0; l < 8; ++l)
     gather += std::string(l ? ", " : "") + "(" + S + ")Dtype_LOAD(p, (ix).s" + std::to_string(l) + ")";
@@ -96,8 +101,8 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
     w.Define("MP_LOAD8(p)", "vload_half8(0, (p))");
     w.Define("MP_LOAD8S2(p)", "vload_half16(0, (p)).even");
   } else if (q) {
-    w.Define("MP_LOAD8(p)", "convert_int8(vload8(0, (p)))");
-    w.Define("MP_LOAD8S2(p)", "convert_int8(vload16(0, (p)).even)");
+    w.Define("MP_LOAD8(p)", "vload8(0, (p))");
+    w.Define("MP_LOAD8S2(p)", "vload16(0, (p)).even");
   } else {
     w.Define("MP_LOAD8(p)", "vload8(0, (p))");
     w.Define("MP_LOAD8S2(p)", "vload16(0, (p)).even");
@@ -130,33 +135,53 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
     const long e1 = (long)nc * H * W + (long)(he - 1) * W + c0 + KW - 1 + span;
     const int fast = sw <= 2 && e0 >= 0 && e1 <= elements;
 )";
-  // Each lane's first element inside the input, (hs, ws), is taken whatever its value (NaN
-  // too), as the scalar kernel starts from it; then the first greater one.
-  body += "    " + V + " best = (" + V + ")(0);\n    int8 seen = (int8)(0);\n";
-  body += R"(    for (int h = hs; h < he; ++h) {
+  const std::string load =
+      "!fast ? MP_GATHER8(xr, clamp(ix, (int8)(0), (int8)(W - 1)))\n"
+      "                          : sw == 1 ? MP_LOAD8(xr + c0 + kx) : MP_LOAD8S2(xr + c0 + kx)";
+  if (q) {
+    body += "    " + V + " best = (" + V + ")(0);\n";
+    body += R"(    for (int kx = 0; kx < KW; ++kx) {
+      const int8 ix = wstart + kx;
+)";
+    body += "      const " + V + " inside = as_" + V + "(convert_" + (U == "uchar" ? "char8" : "short8") +
+            "(ix >= ws && ix < we));\n";
+    body += R"(      for (int h = hs; h < he; ++h) {
+        const $global Dtype* xr = xp + h * W;
+)";
+    body += "        const " + V + " val = " + load + ";\n";
+    body += R"(        best = max(best, val & inside);
+      }
+    }
+    if (!live) continue;
+    const int i0 = row * OW + ox0;
+)";
+  } else {
+    // Each lane's first element inside the input, (hs, ws), is taken whatever its value (NaN
+    // too), as the scalar kernel starts from it; then the first greater one.
+    body += "    " + V + " best = (" + V + ")(0);\n    int8 seen = (int8)(0);\n";
+    body += R"(    for (int h = hs; h < he; ++h) {
       const $global Dtype* xr = xp + h * W;
       for (int kx = 0; kx < KW; ++kx) {
         const int8 ix = wstart + kx;
         const int8 ok = ix >= ws && ix < we;
 )";
-  body += "        const " + V + " val = !fast ? MP_GATHER8(xr, clamp(ix, (int8)(0), (int8)(W - 1)))\n" +
-          "                          : sw == 1 ? MP_LOAD8(xr + c0 + kx) : MP_LOAD8S2(xr + c0 + kx);\n";
-  body += R"(        best = select(best, val, ok & (~seen | (val > best)));
+    body += "        const " + V + " val = " + load + ";\n";
+    body += R"(        best = select(best, val, ok & (~seen | (val > best)));
         seen |= ok;
       }
     }
     if (!live) continue;
     const int i0 = row * OW + ox0;
 )";
+  }
   if (!q) {
     body += type == DataType::kFloat16 ? "    vstore_half8_rte(best, 0, y + i0);\n"
                                        : "    vstore8(best, 0, y + i0);\n";
   } else {
     // Equal parameters (the common case: max pooling keeps its input's range): one store.
-    const std::string st = type == DataType::kInt8Q ? "uchar8" : "ushort8";
-    body += "    if (same) {\n      vstore8(convert_" + st + "(best), 0, y + i0);\n      continue;\n    }\n";
+    body += "    if (same) {\n      vstore8(best, 0, y + i0);\n      continue;\n    }\n";
     body += R"(    int lanes[8];
-    vstore8(best, 0, lanes);
+    vstore8(convert_int8(best), 0, lanes);
     for (int l = 0; l < 8; ++l) {
       mp_i64 r = same ? (mp_i64)lanes[l] : (mp_i64)y_zero + MP_REQUANT(lanes[l] - x_zero, mult, shift);
       r = Dtype_SAT(r);

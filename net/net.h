@@ -214,6 +214,11 @@ class Net {
   /// whose tops are its bottom's data, or a Concat whose producers wrote straight into their
   /// slices of its top (see Net::UpdateViews).
   bool runs_as_view(int layer) const { return !view_on_.empty() && view_on_.at(layer); }
+  /// The Concat layers that run as views whenever their quantizers allow (optimizer level 1 and
+  /// above, contiguous slices at offsets the device can place a buffer at): per Concat, its
+  /// index and the layer last writing each of its inputs before it. A quantized one needs each
+  /// producer to write with the Concat's output scale and zero point (see net_memory.cc).
+  std::vector<std::pair<int, std::vector<int>>> ConcatViewCandidates() const;
 
   /// Whether blob memory is shared by lifetime (TEST phase with reduced memory asked for).
   bool reduced_memory() const { return reduced_memory_; }
@@ -253,6 +258,9 @@ class Net {
   /// Whether view `v` can be on in this pass (quantizers not observing, equal quantization
   /// parameters, contiguous concat slices at aligned offsets).
   bool ViewUsable(size_t v);
+  /// Whether Concat layer i's inputs are contiguous slices of its top at offsets the device can
+  /// place a buffer at (for its current shapes).
+  bool ConcatSlicesPlaceable(int layer) const;
   /// Turns each view on or off for this pass; when that changes (or `force`, after a reshape),
   /// re-plans the reduced memory and makes the tops share their bottoms' data and the Concat
   /// inputs views of their slices.
@@ -298,6 +306,7 @@ class Net {
     int layer = -1;
     bool concat = false;  // a Concat (bottoms are slices of its top), else Split / Dropout
     std::vector<int> writer;  // Concat: per bottom, the layer last writing it before the Concat
+    std::vector<int> identity_after;  // Concat: in-place TEST-phase Dropouts on its top after it
     std::vector<std::shared_ptr<DeviceMemory>> slices;  // Concat: its bottoms' memory while on
   };
   std::vector<View> views_;

@@ -25,7 +25,8 @@ namespace mpcaffe {
 //   N strided pieces and the copy stays), starts at an offset the device can place a buffer at
 //   (OpenCL's base address alignment: e.g. 28×28 fp32 channels always, 7×7 int8 ones only in
 //   multiples of 128 channels on a 128-byte alignment), no bottom or the top is written again
-//   after the Concat, and, for quantized types, each producer writes with the Concat's output
+//   after the Concat (a TEST-phase Dropout in place on the top is the identity: allowed, for
+//   quantized types when its two quantizers agree), and, for quantized types, each producer writes with the Concat's output
 //   scale and zero point (its top quantizer, the Concat's bottom quantizer and top quantizer
 //   agree; otherwise the Concat's requantizing copy stays).
 // No view is on while a quantizer of the layer observes or snaps fp32 data (calibration sees
@@ -56,7 +57,7 @@ void Net::PlanViews() {
     bool ok = true;
     for (const Blob* t : top) ok &= t != bot[0] && t->type() == bot[0]->type() && !written_after(t, i);
     if (!ok) continue;
-    views_.push_back({i, false, {}, {}});
+    views_.push_back({i, false, {}, {}, {}});
     alias_tops.insert(top.begin(), top.end());
   }
   std::set<const Blob*> concat_tops;
@@ -66,8 +67,17 @@ void Net::PlanViews() {
     if (layers_[i]->type() != std::string("Concat") || fused_into_[i] >= 0) continue;
     const std::vector<Blob*>& bot = bottom_vecs_[i];
     Blob* y = top_vecs_[i][0];
-    if (written_after(y, i)) continue;
-    View v{i, true, {}, {}};
+    View v{i, true, {}, {}, {}};
+    bool rewritten = false;
+    for (int w : writers[y]) {
+      if (w <= i) continue;
+      if (layers_[w]->type() == std::string("Dropout") && bottom_vecs_[w].size() == 1 &&
+          bottom_vecs_[w][0] == y)
+        v.identity_after.push_back(w);
+      else
+        rewritten = true;
+    }
+    if (rewritten) continue;
     std::set<const Blob*> seen;
     for (Blob* b : bot) {
       int writer = -1;
@@ -101,19 +111,12 @@ bool Net::ViewUsable(size_t k) {
         if (!same(x, layer.TopAffine(static_cast<int>(t)))) return false;
       return true;
     }
-    const Blob& y = *top[0];
-    const auto& p = layer.layer_param().concat_param();
-    const int axis = y.CanonicalAxisIndex(p.has_concat_dim() ? static_cast<int>(p.concat_dim())
-                                                             : p.axis());
-    if (y.count(0, axis) != 1) return false;  // strided slices
-    const size_t align = device_->info().sub_memory_align;
-    const bool quantized = IsQuantized(y.type());
-    const Affine yq = quantized ? layer.TopAffine(0) : Affine{};
-    size_t offset = 0;
+    if (!ConcatSlicesPlaceable(v.layer)) return false;
+    if (!IsQuantized(top[0]->type())) return true;
+    for (int d : v.identity_after)  // an in-place Dropout that requantizes would change the slices
+      if (!same(layers_[d]->BottomAffine(0), layers_[d]->TopAffine(0))) return false;
+    const Affine yq = layer.TopAffine(0);
     for (size_t b = 0; b < bot.size(); ++b) {
-      if (bot[b]->count() == 0 || offset % align != 0) return false;
-      offset += bot[b]->bytes();
-      if (!quantized) continue;
       Layer& w = *layers_[v.writer[b]];
       const auto& wt = top_vecs_[v.writer[b]];
       const int t = static_cast<int>(std::find(wt.begin(), wt.end(), bot[b]) - wt.begin());
@@ -124,6 +127,29 @@ bool Net::ViewUsable(size_t k) {
   } catch (const Error&) {
     return false;  // a quantizer without a range: the layer's own Forward says so
   }
+}
+
+bool Net::ConcatSlicesPlaceable(int i) const {
+  const Layer& layer = *layers_[i];
+  const Blob& y = *top_vecs_[i][0];
+  const auto& p = layer.layer_param().concat_param();
+  const int axis = y.CanonicalAxisIndex(p.has_concat_dim() ? static_cast<int>(p.concat_dim())
+                                                           : p.axis());
+  if (y.count(0, axis) != 1) return false;  // strided slices
+  const size_t align = device_->info().sub_memory_align;
+  size_t offset = 0;
+  for (const Blob* b : bottom_vecs_[i]) {
+    if (b->count() == 0 || offset % align != 0) return false;
+    offset += b->bytes();
+  }
+  return true;
+}
+
+std::vector<std::pair<int, std::vector<int>>> Net::ConcatViewCandidates() const {
+  std::vector<std::pair<int, std::vector<int>>> out;
+  for (const View& v : views_)
+    if (v.concat && ConcatSlicesPlaceable(v.layer)) out.emplace_back(v.layer, v.writer);
+  return out;
 }
 
 void Net::UpdateViews(bool force) {

@@ -1,6 +1,9 @@
 // net/net_quantization.cc — the Net's quantizers: one mode for all, which ranges are missing,
 // and calibration of a reduced-precision net through its fp32 variant.
+#include <algorithm>
 #include <cstring>
+#include <map>
+#include <set>
 
 #include "layers/layer.h"
 #include "net/net.h"
@@ -77,6 +80,71 @@ void CopyParamValues(Net& from, Net& to) {
   }
 }
 
+// Concat ranges. A quantized Concat runs as a view (its producers write straight into their
+// slices of its output, no copy) only when each producer writes with the Concat's output scale
+// and zero point (net_memory.cc). Observed separately, each input has a range of its own and
+// the Concat requantizes every input into its slice. So where the calibration chooses every
+// range involved itself, the Concat's inputs take its output's range (the union of theirs):
+// the producers' top quantizers and the Concat's bottom quantizers get the Concat's top range.
+// The rule: only when
+// - the net runs Concats as views (optimizer level 1 and above) and this Concat's slices can be
+//   views (contiguous, aligned: ConcatViewCandidates);
+// - every one of those quantizers lacked a range before this calibration (`calibrated`): a range
+//   a user gave in the prototxt or loaded from a caffemodel is never changed, and a Concat with
+//   any such range keeps its requantizing copy;
+// - the Concat is the only reader of each input value (another reader would see the coarser
+//   grid too).
+// The effect: a producer's value is rounded once onto the output's grid instead of onto its
+// own grid and again onto the output's, so the Concat's output is within one quantization step
+// of the requantizing copy's (tests/net/views_test.cc, Int8CalibrationSharesConcatRanges).
+void ShareConcatRanges(const Net& net, const std::set<std::string>& calibrated,
+                       caffe::NetParameter* ranges) {
+  std::map<std::string, caffe::QuantizerParameter*> entry;
+  for (auto& q : *ranges->mutable_quantizer()) entry[q.name()] = &q;
+  auto fresh = [&](const std::string& name) {
+    auto it = entry.find(name);
+    if (it == entry.end() || !calibrated.count(name)) return false;
+    const caffe::QuantizerParameter& q = *it->second;
+    return q.has_observed_min() && q.has_observed_max() && !q.has_min_in() && !q.has_max_in() &&
+           !q.has_min_out() && !q.has_max_out();
+  };
+  const auto& bottoms = net.bottom_vecs();
+  const auto& tops = net.top_vecs();
+  const int n = static_cast<int>(net.layers().size());
+  // Whether layer c alone reads the value of `b` that layer w wrote.
+  auto only_reader = [&](const Blob* b, int w, int c) {
+    for (int j = w + 1; j < n; ++j) {
+      const bool reads = std::find(bottoms[j].begin(), bottoms[j].end(), b) != bottoms[j].end();
+      if (reads && j != c) return false;
+      if (std::find(tops[j].begin(), tops[j].end(), b) != tops[j].end()) break;
+    }
+    return true;
+  };
+  for (const auto& [c, writers] : net.ConcatViewCandidates()) {
+    const Layer& concat = *net.layers()[c];
+    if (!IsQuantized(tops[c][0]->type())) continue;
+    const std::string top_name = concat.TopQuantizerName(0);
+    if (!fresh(top_name)) continue;
+    std::vector<std::string> group;
+    bool ok = true;
+    for (size_t k = 0; k < bottoms[c].size() && ok; ++k) {
+      const Blob* b = bottoms[c][k];
+      const int w = writers[k];
+      const auto& wt = tops[w];
+      const int t = static_cast<int>(std::find(wt.begin(), wt.end(), b) - wt.begin());
+      group.push_back(concat.BottomQuantizerName(static_cast<int>(k)));
+      group.push_back(net.layers()[w]->TopQuantizerName(t));
+      ok = fresh(group[group.size() - 2]) && fresh(group.back()) && only_reader(b, w, c);
+    }
+    if (!ok) continue;
+    const caffe::QuantizerParameter& y = *entry[top_name];
+    for (const std::string& name : group) {
+      entry[name]->set_observed_min(y.observed_min());
+      entry[name]->set_observed_max(y.observed_max());
+    }
+  }
+}
+
 }  // namespace
 
 int CalibrateWithFloatVariant(Net& net, const caffe::NetParameter& param,
@@ -125,6 +193,7 @@ int CalibrateWithFloatVariant(Net& net, const caffe::NetParameter& param,
     for (size_t k = 0; k < src.size(); ++k)
       if (src[k]) *dst[k]->mutable_quantizer() = src[k]->quantizer();
   }
+  ShareConcatRanges(net, wanted, &ranges);
   net.CopyTrainedLayersFrom(ranges);
   return static_cast<int>(missing.size());
 }

@@ -64,7 +64,8 @@ layer { name: "head" type: "Convolution" bottom: "drop" top: "head"
 )";
 
 // SqueezeNet's fire module: a 1×1 squeeze read by a 1×1 and a 3×3 expand (a Split), their
-// ReLUs, a Concat; twice, then a 1×1 convolution.
+// ReLUs, a Concat; twice (the second followed by an in-place Dropout, as SqueezeNet's fire9),
+// then a 1×1 convolution.
 const char* kFire = R"(
 name: "fire"
 layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 8 dim: 16 dim: 16 } } }
@@ -89,6 +90,7 @@ layer { name: "f2/e3" type: "Convolution" bottom: "f2/squeeze" top: "f2/e3"
         convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: "msra" } } }
 layer { name: "f2/e3/relu" type: "ReLU" bottom: "f2/e3" top: "f2/e3" }
 layer { name: "f2/cat" type: "Concat" bottom: "f2/e1" bottom: "f2/e3" top: "f2/cat" }
+layer { name: "f2/drop" type: "Dropout" bottom: "f2/cat" top: "f2/cat" }
 layer { name: "out" type: "Convolution" bottom: "f2/cat" top: "out"
         convolution_param { num_output: 5 kernel_size: 1 weight_filler { type: "msra" } } }
 )";
@@ -142,11 +144,13 @@ std::unique_ptr<Net> RunAt(const caffe::NetParameter& param, int optimize,
   return net;
 }
 
-/// Layers of a type that ran as views.
+/// Layers of a type that ran as views (of those that can: an in-place layer has nothing to share).
 int Views(const Net& net, const std::string& type, int* of = nullptr) {
   int views = 0, n = 0;
   for (size_t i = 0; i < net.layers().size(); ++i) {
     if (net.layers()[i]->type() != type) continue;
+    const auto& lp = net.layers()[i]->layer_param();
+    if (lp.bottom_size() == 1 && lp.top_size() == 1 && lp.bottom(0) == lp.top(0)) continue;
     ++n;
     views += net.runs_as_view(int(i));
   }
@@ -352,6 +356,99 @@ TEST(Views, ObservingNetRunsEveryCopy) {
         << got.quantizer(i).name();
     EXPECT_EQ(got.quantizer(i).observed_max(), want.quantizer(i).observed_max())
         << got.quantizer(i).name();
+  }
+}
+
+// int8 calibration (CalibrateWithFloatVariant) gives a Concat's inputs its output's range when it
+// chooses every range involved (net/net_quantization.cc): at optimizer level 1 the Concats run
+// as views. Against the same net with separate ranges (requantizing copies) the first Concat's
+// output moves by at most one quantization step (one rounding instead of two), and the net's
+// output stays about as close to the fp32 net's (printed). A range the user gave for one
+// producer keeps that Concat's ranges apart (and its copy).
+TEST(Views, Int8CalibrationSharesConcatRanges) {
+  struct Shared {
+    const Case* c;
+    const char* first_concat;  // read by nothing quantized before it
+    const char* producer;      // the top quantizer of a producer not holding the maximum
+  };
+  const Shared cases[] = {{&kCases[0], "cat", "pp/relu/top0"},
+                          {&kCases[1], "f1/cat", "f1/e3/relu/top0"}};
+  for (const Shared& s : cases) {
+    const caffe::NetParameter p = NetText(s.c->text);
+    const caffe::NetParameter typed = tools::TypedVariant(p, DataType::kInt8Q, Dev());
+    const caffe::NetParameter weights = Weights(p);
+    auto calibrated = [&](int optimize, const caffe::NetParameter& given) {
+      NetOptions o;
+      o.optimize = optimize;
+      auto net = std::make_unique<Net>(typed, Dev(), o);
+      net->CopyTrainedLayersFrom(weights);
+      net->CopyTrainedLayersFrom(given);
+      Blob& in = *net->input_blobs()[0];
+      in.FromFloat(SineInput(in));
+      EXPECT_GT(CalibrateWithFloatVariant(*net, typed, o), 0);
+      net->Forward();
+      return net;
+    };
+    auto range = [](Net& net, const std::string& name) {
+      caffe::NetParameter r;
+      net.RangesToProto(&r);
+      for (const auto& q : r.quantizer())
+        if (q.name() == name) return std::make_pair(q.observed_min(), q.observed_max());
+      ADD_FAILURE() << "no range for " << name;
+      return std::make_pair(0.0, 0.0);
+    };
+    const std::string cat_top = std::string(s.first_concat) + "/top0";
+    auto shared = calibrated(1, caffe::NetParameter());
+    // Separate ranges: calibrated at level 0 (no views, so no sharing), loaded at level 1 (the
+    // same fusions as `shared`; a loaded range is never changed).
+    caffe::NetParameter separate;
+    calibrated(0, caffe::NetParameter())->RangesToProto(&separate);
+    caffe::NetParameter loaded = weights;
+    *loaded.mutable_quantizer() = separate.quantizer();
+    auto apart = RunAt(typed, 1, loaded);
+    int concats = 0;
+    EXPECT_EQ(Views(*shared, "Concat", &concats), concats) << s.c->name;
+    EXPECT_EQ(Views(*apart, "Concat"), 0) << s.c->name;
+    EXPECT_EQ(range(*shared, s.producer), range(*shared, cat_top)) << s.c->name;
+    EXPECT_NE(range(*apart, s.producer), range(*apart, cat_top)) << s.c->name;
+    ASSERT_EQ(range(*shared, cat_top), range(*apart, cat_top)) << s.c->name;
+    // Stored integers (ToFloat of a quantized blob), on the same grid in both nets.
+    const std::vector<float> a = shared->blob(s.first_concat).ToFloat();
+    const std::vector<float> b = apart->blob(s.first_concat).ToFloat();
+    int moved = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_LE(std::abs(a[i] - b[i]), 1.0f) << s.c->name << " element " << i;
+      moved += a[i] != b[i];
+    }
+    auto fp32 = RunAt(p, 0, weights);
+    const std::string out = fp32->output_blobs()[0]->name();
+    const std::vector<float> want = fp32->blob(out).ToFloat();
+    auto real = [&](Net& net) {  // the int8 net's output, dequantized
+      std::vector<float> v = net.blob(out).ToFloat();
+      if (!IsQuantized(net.blob(out).type())) return v;
+      const Affine q = net.layers().back()->TopAffine(0);
+      for (float& x : v) x = q.scale * (x - float(q.zero_point));
+      return v;
+    };
+    const double e_shared = RelativeDifference(real(*shared), want);
+    const double e_apart = RelativeDifference(real(*apart), want);
+    std::printf("%s int8 calibrated: %d/%d Concats as views; '%s' moved by one step in %d of %zu "
+                "elements; output vs fp32 %.3g of its range (separate ranges %.3g)\n",
+                s.c->name, Views(*shared, "Concat"), concats, s.first_concat, moved, a.size(),
+                e_shared, e_apart);
+    EXPECT_LE(e_shared, e_apart + 0.02) << s.c->name;
+    EXPECT_LT(e_shared, 0.1) << s.c->name;
+
+    // A range given for one producer: that Concat's ranges stay as observed, and it copies.
+    caffe::NetParameter given;
+    caffe::QuantizerParameter* q = given.add_quantizer();
+    q->set_name(s.producer);
+    q->set_observed_min(0.0);
+    q->set_observed_max(1.5);
+    auto user = calibrated(1, given);
+    EXPECT_EQ(range(*user, s.producer), std::make_pair(0.0, 1.5)) << s.c->name;
+    EXPECT_EQ(range(*user, cat_top), range(*apart, cat_top)) << s.c->name;
+    EXPECT_FALSE(user->runs_as_view(user->layer_index(s.first_concat))) << s.c->name;
   }
 }
 
