@@ -13,6 +13,11 @@
 #include <thread>
 #include <utility>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
 #include "codegen/typed_buffer.h"
 #include "layers/random_values.h"
 #include "quant/quantizer_proto.h"
@@ -59,6 +64,22 @@ void ParallelChunks(size_t n, Body body) {
     pool.emplace_back(body, std::min(n, t * step), std::min(n, (t + 1) * step));
   body(size_t{0}, std::min(n, step));
   for (auto& th : pool) th.join();
+}
+
+/// Maps the pages wholly inside [p, p + bytes) for writing before they are written, in one call
+/// (Linux MADV_POPULATE_WRITE) instead of a page fault per 4 KiB page on first touch: a warm
+/// AlexNet int8 start-up writes 305 MB of fresh buffers (the calibration net's fp32 weights and
+/// the int8 ones). Where the kernel or the memory does not take it, the pages fault as before.
+void PrefaultForWrite(void* p, size_t bytes) {
+#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+#else
+  (void)p;
+  (void)bytes;
+#endif
 }
 
 /// The values of one filler at any index range: value i depends on (seed, i) and the shape
@@ -209,6 +230,7 @@ std::pair<float, float> DrawnRange(const ElementFiller& filler, size_t n, float*
   ParallelChunks(n, [&](size_t begin, size_t end) {
     float l = first, h = first;
     std::unique_ptr<float[]> scratch(out ? nullptr : new float[kFillBlock]);
+    if (out) PrefaultForWrite(out + begin, (end - begin) * sizeof(float));
     for (size_t k = begin; k < end; k += kFillBlock) {
       const size_t stop = std::min(end, k + kFillBlock);
       float* v = out ? out + k : scratch.get();
@@ -656,6 +678,7 @@ void Layer::CopyParamValuesFrom(int i, Layer& src) {
     std::unique_ptr<HostView> source_view = src.ParamWriteView(i, &quantized);
     auto* out = static_cast<uint8_t*>(quantized);
     ParallelChunks(n, [&](size_t begin, size_t end) {
+      PrefaultForWrite(out + begin * size, (end - begin) * size);
       for (size_t k = begin; k < end; k += kFillBlock) {
         const size_t stop = std::min(end, k + kFillBlock);
         quant::QuantizeTensor(real + k, stop - k, p, out + k * size);

@@ -1108,10 +1108,10 @@ TEST(ConvBench, DISABLED_ZooPointwise) { TimeZooPointwise(DataType::kFloat32); }
 // The same layers in int8 (signed weights, as calibration gives them).
 TEST(ConvBench, DISABLED_ZooPointwiseInt8) { TimeZooPointwise(DataType::kInt8Q); }
 
-// Not a test: MobileNet v1's depthwise layers (batch 1, fp32, bias and ReLU fused) timed with
+// Not a test: MobileNet v1's depthwise layers (batch 1, fp32 or int8, bias and ReLU fused) timed with
 // each rows-per-work-item candidate through the tuner (the winners go to MPCAFFE_CACHE's tuning
 // table). Run with --gtest_also_run_disabled_tests --gtest_filter='*MobileNetDepthwiseRows*'.
-TEST(ConvBench, DISABLED_MobileNetDepthwiseRows) {
+void TimeMobileNetDepthwiseRows(DataType type) {
   Device& dev = DefaultDevice();
   Tuner tuner(dev, 5);
   const int layers[][3] = {{32, 112, 1},  {64, 112, 2}, {128, 56, 1}, {128, 56, 2},
@@ -1125,6 +1125,8 @@ TEST(ConvBench, DISABLED_MobileNetDepthwiseRows) {
     d.stride_h = d.stride_w = l[2];
     d.pad_h = d.pad_w = 1;
     d.bias = d.relu = true;
+    d.type = type;
+    d.weights_signed = IsQuantized(type);
     const DepthwiseTuneResult r = tuner.TuneDepthwise(d);
     std::string line;
     for (const auto& [rows, ms] : r.measured)
@@ -1133,6 +1135,12 @@ TEST(ConvBench, DISABLED_MobileNetDepthwiseRows) {
                 d.ToString().c_str(), d.Flops() * 1e-6, r.best, r.best_ms,
                 d.Flops() / r.best_ms * 1e-6, r.default_ms, line.c_str());
   }
+}
+
+TEST(ConvBench, DISABLED_MobileNetDepthwiseRows) { TimeMobileNetDepthwiseRows(DataType::kFloat32); }
+// The same layers in int8 (signed weights, as calibration gives them).
+TEST(ConvBench, DISABLED_MobileNetDepthwiseRowsInt8) {
+  TimeMobileNetDepthwiseRows(DataType::kInt8Q);
 }
 
 }  // namespace
