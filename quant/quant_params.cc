@@ -93,7 +93,7 @@ void ForEachChannelRun(size_t n, const QuantParams& p, size_t inner, Run run) {
 /// (beyond it every result saturates anyway, as |zero_point| < 2^17), where adding and
 /// subtracting 1.5·2^23 rounds half to even exactly as nearbyint does; NaN gives the zero point.
 /// Bit-exact with QuantizeValue (tests/quant: QuantizeTensorMatchesQuantizeValue).
-template <typename Storage>
+template <typename Storage, int kBlock = 8>
 __attribute__((always_inline)) inline void QuantizeRun(const float* x, size_t b, size_t e,
                                                        float scale, float zero, float lo, float hi,
                                                        Storage* out) {
@@ -108,10 +108,10 @@ __attribute__((always_inline)) inline void QuantizeRun(const float* x, size_t b,
     return static_cast<int32_t>(v != v ? zero : r);
   };
   size_t i = b;
-  for (; i + 8 <= e; i += 8) {  // blocks of a fixed length: GCC -O2 vectorizes these
-    int32_t block[8];
-    for (int k = 0; k < 8; ++k) block[k] = value(x[i + k]);
-    for (int k = 0; k < 8; ++k) out[i + k] = static_cast<Storage>(block[k]);
+  for (; i + kBlock <= e; i += kBlock) {  // blocks of a fixed length: GCC -O2 vectorizes these
+    int32_t block[kBlock];
+    for (int k = 0; k < kBlock; ++k) block[k] = value(x[i + k]);
+    for (int k = 0; k < kBlock; ++k) out[i + k] = static_cast<Storage>(block[k]);
   }
   for (; i < e; ++i) out[i] = static_cast<Storage>(value(x[i]));
 }
@@ -126,6 +126,22 @@ __attribute__((target("avx2"))) void QuantizeRunAvx2(const float* x, size_t b, s
   QuantizeRun(x, b, e, scale, zero, lo, hi, out);
 }
 
+/// QuantizeRun in 16-wide AVX-512 vectors where the CPU has them (the same per-lane operations
+/// again; warm AlexNet int8 start-up on Intel's runtime 0.41 → 0.40 s, medians of 6 alternating
+/// runs, 2026-11-27).
+template <typename Storage>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void QuantizeRunAvx512(
+    const float* x, size_t b, size_t e, float scale, float zero, float lo, float hi,
+    Storage* out) {
+  QuantizeRun<Storage, 16>(x, b, e, scale, zero, lo, hi, out);
+}
+
+bool HasAvx512() {
+  static const bool has = __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  return has;
+}
+
 bool HasAvx2() {
   static const bool has = __builtin_cpu_supports("avx2");
   return has;
@@ -138,6 +154,7 @@ void QuantizeInto(const float* x, size_t n, const QuantParams& p, Storage* out, 
     const float scale = p.scale_of(c), zero = static_cast<float>(p.zero_point_of(c));
     const float lo = static_cast<float>(p.qmin), hi = static_cast<float>(p.qmax);
 #if defined(__x86_64__) && defined(__GNUC__)
+    if (HasAvx512()) return QuantizeRunAvx512(x, b, e, scale, zero, lo, hi, out);
     if (HasAvx2()) return QuantizeRunAvx2(x, b, e, scale, zero, lo, hi, out);
 #endif
     QuantizeRun(x, b, e, scale, zero, lo, hi, out);
