@@ -30,7 +30,7 @@ build: configure
 TEST_CACHE := $(abspath $(BUILD))/test-cache/kernels.sqlite
 test: build
 	rm -rf $(dir $(TEST_CACHE)) && mkdir -p $(dir $(TEST_CACHE))
-	cd $(BUILD) && MPCAFFE_CACHE=$(TEST_CACHE) ctest --output-on-failure --timeout 1500; status=$$?; \
+	cd $(BUILD) && MPCAFFE_CACHE=$(TEST_CACHE) ctest --output-on-failure --timeout 2400; status=$$?; \
 	  cd $(CURDIR) && scripts/ctest-devices.sh $(BUILD); exit $$status
 	MPCAFFE_CACHE=$(TEST_CACHE) scripts/python-test.sh
 

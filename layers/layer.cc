@@ -517,6 +517,7 @@ void Layer::DrawPendingFills() {
     auto* out = static_cast<uint8_t*>(storage);
     if (type == DataType::kFloat32) {
       ParallelChunks(n, [&](size_t begin, size_t end) {
+        PrefaultForWrite(out + begin * size, (end - begin) * size);
         values.Fill(begin, end, reinterpret_cast<float*>(out) + begin);
       });
     } else {
@@ -671,7 +672,10 @@ void Layer::CopyParamValuesFrom(int i, Layer& src) {
       const auto [lo, hi] = DrawnRange(values, n, real);
       q.SetObserved(lo, hi);
     } else {
-      ParallelChunks(n, [&](size_t begin, size_t end) { values.Fill(begin, end, real + begin); });
+      ParallelChunks(n, [&](size_t begin, size_t end) {
+        PrefaultForWrite(real + begin, (end - begin) * sizeof(float));
+        values.Fill(begin, end, real + begin);
+      });
     }
     const quant::QuantParams p = src.BlobParams(i);
     void* quantized = nullptr;
