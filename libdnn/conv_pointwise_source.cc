@@ -137,7 +137,7 @@ std::string PointwiseInt8Epilogue(const ConvDesc& d, const Convolution::Pointwis
       b += std::string("      const long lo = ") + (d.relu ? "c_zero" : "Dtype_QMIN") + ";\n";
       b += "      r = select(select(r, (" + L + ")(Dtype_QMAX), r > (long)Dtype_QMAX), (" + L +
            ")(lo), r < lo);\n";
-      b += "      q" + num(p) + " = convert_uchar" + vn + "(r);\n    }\n";
+      b += "      q" + num(p) + " = convert_uchar" + vn + "(convert_" + I + "(r));\n    }\n";
     }
     // Whole vectors, or in a shifted block the columns past `skip` (staged in private memory:
     // PoCL made the staging of every block scalar byte moves, 2026-11-25).

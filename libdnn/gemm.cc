@@ -205,7 +205,7 @@ std::string VectorEpilogue(const GemmDesc& d, const std::string& x, const std::s
   s += std::string("const mp_i64 lo = ") + (d.relu ? "0" : "(mp_i64)Ctype_QMIN - c_zero") +
        ", hi = (mp_i64)Ctype_QMAX - c_zero;\n";
   s += "r = select(select(r, (long8)(hi), r > hi), (long8)(lo), r < lo);\n";
-  s += "vstore8(convert_uchar8(r + c_zero), 0, c + m * ldc + n);\n";
+  s += "vstore8(convert_uchar8(convert_int8(r + c_zero)), 0, c + m * ldc + n);\n";
   return s;
 }
 
