@@ -220,7 +220,7 @@ __kernel void gemm_int8q(
         r = clamp(r, (long8)(-2147483647L - 1), (long8)(2147483647L));
         const mp_i64 lo = 0, hi = (mp_i64)Ctype_QMAX - c_zero;
         r = select(select(r, (long8)(hi), r > hi), (long8)(lo), r < lo);
-        vstore8(convert_uchar8(r + c_zero), 0, c + m * ldc + n);
+        vstore8(convert_uchar8(convert_int8(r + c_zero)), 0, c + m * ldc + n);
       }
     }
     return;
