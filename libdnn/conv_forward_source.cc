@@ -1,6 +1,7 @@
 // libdnn/conv_forward_source.cc — the forward kernel texts of the convolution: the implicit-GEMM
 // forward kernel of every data type and tile (with its weight- and input-packing kernels), and
 // the im2col kernel shared with the backward pass.
+#include <optional>
 #include <string>
 
 #include "device/error.h"
@@ -712,7 +713,7 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
     w.Define("Btype", "float");
   }
   auto num = [](long v) { return std::to_string(v); };
-  const std::string n = num(vx), F = "float" + n, I = "int" + n, L = "long" + n;
+  const std::string n = num(vx), F = "float" + n, I = "int" + n;
   const int sw = d.stride_w, load = vx * sw;  // elements per vector load
   if (q && d.type != DataType::kInt8Q) throw Error("depthwise vector kernel: int8q or fp32 only");
   const int oh = d.out_h(), ow = d.out_w();
@@ -735,23 +736,33 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
     for (int kx = 0; kx < d.kernel_w; ++kx)
       b += "  const float w" + num(ky) + "_" + num(kx) + " = (float)(WLOAD(wc, " +
            num(ky * d.kernel_w + kx) + ")" + (q ? " - wzc" : "") + ");\n";
+  // int8q sums w·x over the window with z_x in place of every tap outside the input, and the
+  // epilogue subtracts z_x·Σw (`wxz`): Σ w·(x − z_x) without a subtraction per loaded vector (the
+  // float sums stay exact integers: at most 258 taps of at most 255·255, below 2^24).
+  if (q) {
+    std::string sum;
+    for (int ky = 0; ky < d.kernel_h; ++ky)
+      for (int kx = 0; kx < d.kernel_w; ++kx)
+        sum += std::string(sum.empty() ? "" : " + ") + "w" + num(ky) + "_" + num(kx);
+    b += "  const float wxz = xz * (" + sum + ");\n";
+  }
   for (int t = 0; t < rows; ++t) b += "  " + F + " acc" + num(t) + " = (" + F + ")(0.0f);\n";
   // The vector of window column kx at row offset `ro`: `fast` one load (inside the buffer),
-  // else lane by lane.
+  // else lane by lane; columns outside the input read `pad` (0, int8q z_x).
+  const std::string pad = q ? "xz" : "0.0f";
   auto vec = [&](int kx, bool fast) {
     const std::string c = num(kx), at = "ro + ixb + " + num(kx * d.dilation_w);
     std::string v;
     if (fast) {
       v = "convert_float" + num(load) + "(vload" + num(load) + "(0, xc + " + at + "))";
       if (sw == 2) v += ".even";
-      if (q) v = "(" + v + " - xz)";
-      return "select((" + F + ")(0.0f), " + v + ", cm" + c + ")";
+      return "select((" + F + ")(" + pad + "), " + v + ", cm" + c + ")";
     }
     v = "(" + F + ")(";
     for (int j = 0; j < vx; ++j) {
       const std::string lane = "cm" + c + ".s" + std::string(1, "0123456789abcdef"[j]);
       v += std::string(j ? ", " : "") + "(" + lane + " ? (float)Dtype_LOAD(xc, ix" + c + ".s" +
-           std::string(1, "0123456789abcdef"[j]) + " + ro)" + (q ? " - xz" : "") + " : 0.0f)";
+           std::string(1, "0123456789abcdef"[j]) + " + ro) : " + pad + ")";
     }
     return v + ")";
   };
@@ -766,7 +777,14 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
       s += "      const int ro = (" + iy + ") * " + num(d.width) + ";\n";
       for (int kx = 0; kx < d.kernel_w; ++kx)
         s += "      const " + F + " v" + num(kx) + " = " + vec(kx, fast) + ";\n";
-      s += uses + (check_rows ? "    }\n" : "") + "    }\n";
+      s += uses;
+      if (check_rows && q) {  // a row outside the input: every tap reads the padding z_x
+        s += "    } else {\n";
+        for (int kx = 0; kx < d.kernel_w; ++kx)
+          s += "      const " + F + " v" + num(kx) + " = (" + F + ")(xz);\n";
+        s += uses;
+      }
+      s += std::string(check_rows ? "    }\n" : "") + "    }\n";
     }
     return s;
   };
@@ -804,23 +822,14 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
     std::string s = oh % rows == 0 ? "  {\n" : "  if (oy0 + " + num(t) + " < " + num(oh) + ") {\n";
     std::string out;
     if (q) {
-      s += "    const " + I + " a = convert_" + I + "(acc" + num(t) + ")" +
-           (d.bias ? " + bc" : "") + ";\n";
-      s += gemm_internal::VectorRequant(vx, "r", "a", "(" + I + ")(rqm)", "(" + I + ")(rqs)", 4);
-      s += "    r += c_zero;\n";
-      if (d.residual) {
-        s += "    const " + I + " rv = " + residual(at) + " - res_zero;\n";
-        s += gemm_internal::VectorRequant(vx, "rs", "rv", "(" + I + ")(res_m)",
-                                          "(" + I + ")(res_s)", 4);
-        s += "    r += rs;\n";
-      }
-      s += std::string("    const long lo = ") + (d.relu ? "c_zero" : "Dtype_QMIN") + ";\n";
-      s += "    r = select(select(r, (" + L + ")(Dtype_QMAX), r > (long)Dtype_QMAX), (" + L +
-           ")(lo), r < lo);\n";
-      // Narrowed through int lanes (exact: r is clamped to the stored range): PoCL turns a direct
-      // long → uchar conversion into byte-by-byte stores (MobileNet v1's 13 int8 depthwise
-      // layers 2.08 → 1.78 ms on PoCL, 2026-11-27).
-      s += "    const uchar" + n + " o = convert_uchar" + n + "(convert_int" + n + "(r));\n";
+      std::optional<gemm_internal::VectorResidual> res;
+      if (d.residual)
+        res = gemm_internal::VectorResidual{residual(at) + " - res_zero", "res_m", "res_s"};
+      s += gemm_internal::VectorRequantClamp(
+          vx, "r", "convert_" + I + "(acc" + num(t) + " - wxz)" + (d.bias ? " + bc" : ""), "rqm",
+          "rqs",
+          "c_zero", res ? &*res : nullptr, d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX", 4);
+      s += "    const uchar" + n + " o = convert_uchar" + n + "(r);\n";
       out = "o";
     } else {
       s += "    " + F + " v = acc" + num(t) + (d.bias ? " + bc" : "") + ";\n";

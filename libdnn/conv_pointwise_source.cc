@@ -2,6 +2,7 @@
 // forward kernel: vectors along the pixels of the NCHW planes, the output channels in
 // registers. Its tile, its applicability and its program text.
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "device/error.h"
@@ -110,7 +111,7 @@ std::string PointwiseInt8Epilogue(const ConvDesc& d, const Convolution::Pointwis
   auto num = [](long v) { return std::to_string(v); };
   const int O = d.out_channels;
   const long block = long(t.px) * t.vx;
-  const std::string vn = num(t.vx), I = "int" + vn, L = "long" + vn;
+  const std::string vn = num(t.vx), I = "int" + vn;
   std::string b;
   for (int o = 0; o < t.oc; ++o) {
     b += "  {\n    const int oc = ob * " + num(t.oc) + " + " + num(o) + ";\n";
@@ -123,21 +124,15 @@ std::string PointwiseInt8Epilogue(const ConvDesc& d, const Convolution::Pointwis
     for (int p = 0; p < t.px; ++p) {
       const std::string at = num(p * t.vx);
       b += "    uchar" + vn + " q" + num(p) + ";\n";
-      b += "    {\n      const " + I + " av = " + acc(o, p) + " + corr;\n";
-      b += gemm_internal::VectorRequant(t.vx, "r", "av", "(" + I + ")(rqm)", "(" + I + ")(rqs)",
-                                        6);
-      b += "      r += c_zero;\n";
-      if (d.residual) {
-        b += "      const " + I + " rv = convert_" + I + "(vload" + vn + "(0, ro + " + at +
-             ")) - res_zero;\n";
-        b += gemm_internal::VectorRequant(t.vx, "rs", "rv", "(" + I + ")(res_m)",
-                                          "(" + I + ")(res_s)", 6);
-        b += "      r += rs;\n";
-      }
-      b += std::string("      const long lo = ") + (d.relu ? "c_zero" : "Dtype_QMIN") + ";\n";
-      b += "      r = select(select(r, (" + L + ")(Dtype_QMAX), r > (long)Dtype_QMAX), (" + L +
-           ")(lo), r < lo);\n";
-      b += "      q" + num(p) + " = convert_uchar" + vn + "(convert_" + I + "(r));\n    }\n";
+      std::optional<gemm_internal::VectorResidual> res;
+      if (d.residual)
+        res = gemm_internal::VectorResidual{
+            "convert_" + I + "(vload" + vn + "(0, ro + " + at + ")) - res_zero", "res_m", "res_s"};
+      b += "    {\n";
+      b += gemm_internal::VectorRequantClamp(t.vx, "r", acc(o, p) + " + corr", "rqm", "rqs",
+                                             "c_zero", res ? &*res : nullptr,
+                                             d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX", 6);
+      b += "      q" + num(p) + " = convert_uchar" + vn + "(r);\n    }\n";
     }
     // Whole vectors, or in a shifted block the columns past `skip` (staged in private memory:
     // PoCL made the staging of every block scalar byte moves, 2026-11-25).

@@ -169,6 +169,60 @@ std::string VectorRequant(int lanes, const std::string& out, const std::string& 
   return s;
 }
 
+
+std::string VectorRequantClamp(int lanes, const std::string& out, const std::string& val,
+                               const std::string& mult, const std::string& shift,
+                               const std::string& zero, const VectorResidual* res,
+                               const std::string& lo, const std::string& hi, int indent) {
+  const std::string n = Str(lanes), I = "int" + n, U = "uint" + n, L = "long" + n,
+                    UL = "ulong" + n,
+                    pad(indent, ' '), in = pad + "  ", in2 = in + "  ";
+  const std::string v = out + "_v", rr = out + "_rr", h = out + "_h", q = out + "_q";
+  // The residual's term, as VectorRequant's (saturated) long lanes `<out>_s`.
+  auto residual = [&](const std::string& p) {
+    return VectorRequant(lanes, out + "_s", out + "_rv", "(" + I + ")(" + res->mult + ")",
+                         "(" + I + ")(" + res->shift + ")", int(p.size()));
+  };
+  std::string s;
+  s += pad + I + " " + out + ";\n" + pad + "{\n";
+  s += in + "const " + I + " " + v + " = " + val + ";\n";
+  if (res) s += in + "const " + I + " " + out + "_rv = " + res->value + ";\n";
+  s += in + "const int " + rr + " = 31 - (" + shift + ");\n";
+  // 34 ≤ right ≤ 62, mp_requant32's 64-bit case: with p = |v|·mult = h·2^32 + l (< 2^63) and
+  // t = right − 32 ≥ 2, (p + 2^(right−1)) >> right = (h + 2^(t−1)) >> t exactly (l < 2^32 does
+  // not reach the next multiple of 2^right), so one 32-bit high multiply replaces the 64-bit
+  // lanes; the result is at most 2^29 in magnitude, so adding the zero point and the residual
+  // (its long lanes first clamped to ±2^30: any value past that clamps the sum the same way)
+  // cannot overflow int32.
+  s += in + "if (" + rr + " >= 34 && " + rr + " <= 62) {\n";
+  // The high words through 64-bit lanes (a widening multiply), not mul_hi: PoCL 3.1 made
+  // mul_hi of uint vectors lane-by-lane scalar code.
+  s += in2 + "const " + U + " " + h + " = convert_" + U + "((convert_" + UL + "(abs(" + v +
+       ")) * (" + UL + ")((uint)(" + mult + "))) >> 32);\n";
+  s += in2 + "const " + I + " " + q + " = as_" + I + "((" + h + " + (" + U + ")(1u << (" + rr +
+       " - 33))) >> (" + U + ")(" + rr + " - 32));\n";
+  s += in2 + out + " = select(" + q + ", -" + q + ", " + v + " < 0) + (" + zero + ");\n";
+  if (res) {
+    s += residual(in2);
+    s += in2 + out + " += convert_" + I + "(clamp(" + out + "_s, (" + L + ")(-1073741824L), (" +
+         L + ")(1073741824L)));\n";
+  }
+  s += in2 + out + " = clamp(" + out + ", (" + I + ")(" + lo + "), (" + I + ")(" + hi + "));\n";
+  s += in + "} else {\n";
+  s += VectorRequant(lanes, out + "_l", v, "(" + I + ")(" + mult + ")", "(" + I + ")(" + shift +
+                     ")", int(in2.size()));
+  s += in2 + out + "_l += (" + zero + ");\n";
+  if (res) {
+    s += residual(in2);
+    s += in2 + out + "_l += " + out + "_s;\n";
+  }
+  s += in2 + out + "_l = clamp(" + out + "_l, (" + L + ")(" + lo + "), (" + L + ")(" + hi +
+       "));\n";
+  s += in2 + out + " = convert_" + I + "(" + out + "_l);\n";
+  s += in + "}\n" + pad + "}\n";
+  return s;
+}
+
 }  // namespace gemm_internal
 
 namespace {

@@ -22,4 +22,20 @@ std::string Epilogue(const GemmDesc& d, const std::string& x, const std::string&
 std::string VectorRequant(int lanes, const std::string& out, const std::string& val,
                           const std::string& mult, const std::string& shift, int indent = 0);
 
+/// A residual input of VectorRequantClamp: its int<lanes> value (x − z_res) and the scalar
+/// multiplier and shift taking it to the output's scale.
+struct VectorResidual {
+  std::string value, mult, shift;
+};
+
+/// OpenCL text declaring `int<lanes> out`: the int<lanes> `val` requantized with one scalar
+/// multiplier and shift for every lane (a channel's), plus `zero`, plus the requantized
+/// residual when `res` is given, clamped to [lo, hi] — the same integers as VectorRequant's
+/// long lanes summed and clamped, but in int32 lanes (a high multiply) when the shift allows it,
+/// which is every calibrated layer of the zoo nets.
+std::string VectorRequantClamp(int lanes, const std::string& out, const std::string& val,
+                               const std::string& mult, const std::string& shift,
+                               const std::string& zero, const VectorResidual* res,
+                               const std::string& lo, const std::string& hi, int indent = 0);
+
 }  // namespace mpcaffe::libdnn::gemm_internal

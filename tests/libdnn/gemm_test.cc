@@ -1130,5 +1130,78 @@ TEST(VectorRequant, MatchesTheHostReferenceLaneByLane) {
   }
 }
 
+// gemm_internal::VectorRequantClamp (the depthwise and pointwise int8 epilogues: one multiplier
+// and shift per vector, the zero point, the requantized residual, the clamp) against the host
+// reference clamp(Requantize32(v) + zero + Requantize32(residual), lo, hi), with and without a
+// residual: right shifts 31 − shift on both sides of its int32 fast path (34 … 62) and at its
+// ends, accumulators and residuals of every magnitude, ReLU-like and int16-like clamp ranges.
+// Mutating the fast path's rounding, its bounds or the residual's clamp fails this test.
+TEST(VectorRequantClamp, MatchesTheHostReferenceWithAndWithoutResidual) {
+  Device& dev = DefaultDevice();
+  if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "VectorRequantClamp is OpenCL C";
+  const int32_t kMin = INT32_MIN, kMax = INT32_MAX;
+  const std::vector<int32_t> edge = {0, 1, -1, 2, -2, 3, -3, 255, -255, 1 << 20, -(1 << 20),
+                                     kMax, kMin, kMin + 1, kMax - 1, 1 << 30, -(1 << 30)};
+  const std::vector<int32_t> mults = {0, 1, 1 << 30, (1 << 30) + 1, kMax, 1518500250, -1};
+  // right = 31 − shift: 0, 30 … 35, 45, 61 … 64, 93.
+  const std::vector<int32_t> shifts = {31, 1, 0, -1, -2, -3, -4, -14, -30, -31, -32, -33, -62};
+  struct Range { int32_t lo, hi; };
+  const std::vector<Range> ranges = {{0, 255}, {-128, 127}, {-32768, 32767}, {7, 255}};
+  std::mt19937 rng(23);
+  std::uniform_int_distribution<int32_t> any(kMin, kMax), mant(1 << 30, kMax), sh(-40, 31);
+  // Per group of 16 lanes: multiplier, shift, zero, residual multiplier and shift, lo, hi.
+  std::vector<int32_t> v, rv, g;
+  auto lane = [&]() { return rng() % 3 ? any(rng) >> (rng() % 31) : edge[rng() % edge.size()]; };
+  auto group = [&](int32_t m, int32_t s) {
+    const Range r = ranges[rng() % ranges.size()];
+    const int32_t zero = rng() % 4 == 0 ? 65535 : int32_t(rng() % 256);
+    const int32_t rm = rng() % 2 ? mults[rng() % mults.size()] : mant(rng);
+    const int32_t rs = rng() % 2 ? shifts[rng() % shifts.size()] : sh(rng);
+    for (int32_t x : {m, s, zero, rm, rs, r.lo, r.hi, 0}) g.push_back(x);
+    for (int j = 0; j < 16; ++j) v.push_back(lane()), rv.push_back(lane());
+  };
+  for (int32_t m : mults)
+    for (int32_t s : shifts)
+      for (int rep = 0; rep < 4; ++rep) group(m, s);
+  while (g.size() / 8 < 2048) group(mant(rng), sh(rng));
+  const size_t groups = g.size() / 8, n = v.size();
+  for (bool with_residual : {false, true}) {
+    SCOPED_TRACE(with_residual ? "with a residual" : "without a residual");
+    gemm_internal::VectorResidual res{"vload16(0, xr + i)", "p[3]", "p[4]"};
+    KernelWriter w(KernelTarget::Of(dev), "test_requant_clamp");
+    w.Kernel("vector_requant_clamp")
+        .In("int", "xv")
+        .In("int", "xr")
+        .In("int", "xg")
+        .Out("int", "y")
+        .Body("  const int i = $global_id(0) * 16;\n  const $global int* p = xg + $global_id(0) * 8;\n" +
+              gemm_internal::VectorRequantClamp(16, "r", "vload16(0, xv + i)", "p[0]", "p[1]",
+                                                "p[2]", with_residual ? &res : nullptr, "p[5]",
+                                                "p[6]", 2) +
+              "  vstore16(r, 0, y + i);\n");
+    Kernel k = dev.BuildProgram(w.Source())->GetKernel("vector_requant_clamp");
+    auto dv = dev.Alloc<int32_t>(n), dr = dev.Alloc<int32_t>(n), dg = dev.Alloc<int32_t>(g.size()),
+         dy = dev.Alloc<int32_t>(n);
+    dev.Write(dv, v.data(), n), dev.Write(dr, rv.data(), n), dev.Write(dg, g.data(), g.size());
+    k.Arg(dv).Arg(dr).Arg(dg).Arg(dy).Launch({groups, 1, 1});
+    std::vector<int32_t> got(n);
+    dev.Read(dy, got.data(), n);
+    int bad = 0;
+    for (size_t i = 0; i < n && bad < 10; ++i) {
+      const int32_t* p = &g[i / 16 * 8];
+      int64_t want = int64_t(quant::Requantize32(v[i], {p[0], p[1]})) + p[2];
+      if (with_residual) want += quant::Requantize32(rv[i], {p[3], p[4]});
+      want = std::min<int64_t>(std::max<int64_t>(want, p[5]), p[6]);
+      if (got[i] != want) {
+        ++bad;
+        ADD_FAILURE() << "acc " << v[i] << " multiplier " << p[0] << " shift " << p[1] << " zero "
+                      << p[2] << " residual " << rv[i] << " (" << p[3] << ", " << p[4]
+                      << ") range [" << p[5] << ", " << p[6] << "]: got " << got[i] << ", want "
+                      << want;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mpcaffe::libdnn
