@@ -27,10 +27,11 @@ build: configure
 # device's entries are skipped, and scripts/ctest-devices.sh says why and where each one ran).
 # Hermetic: every run starts with its own empty kernel cache and tuning table
 # ($(BUILD)/test-cache, shared by the suites of this run for speed), never the user's.
+# Two CTest jobs: a suite on one device beside a suite on another (tests/CMakeLists.txt).
 TEST_CACHE := $(abspath $(BUILD))/test-cache/kernels.sqlite
 test: build
 	rm -rf $(dir $(TEST_CACHE)) && mkdir -p $(dir $(TEST_CACHE))
-	cd $(BUILD) && MPCAFFE_CACHE=$(TEST_CACHE) ctest --output-on-failure --timeout 2400; status=$$?; \
+	cd $(BUILD) && MPCAFFE_CACHE=$(TEST_CACHE) ctest --output-on-failure --timeout 2400 -j2; status=$$?; \
 	  cd $(CURDIR) && scripts/ctest-devices.sh $(BUILD); exit $$status
 	MPCAFFE_CACHE=$(TEST_CACHE) scripts/python-test.sh
 
