@@ -825,10 +825,10 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
       std::optional<gemm_internal::VectorResidual> res;
       if (d.residual)
         res = gemm_internal::VectorResidual{residual(at) + " - res_zero", "res_m", "res_s"};
-      s += gemm_internal::VectorRequantClamp(
-          vx, "r", "convert_" + I + "(acc" + num(t) + " - wxz)" + (d.bias ? " + bc" : ""), "rqm",
-          "rqs",
-          "c_zero", res ? &*res : nullptr, d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX", 4);
+      const std::string a = "convert_" + I + "(acc" + num(t) + " - wxz)" + (d.bias ? " + bc" : "");
+      s += gemm_internal::VectorRequantClamp(vx, "r", a, "rqm", "rqs", "c_zero",
+                                             res ? &*res : nullptr,
+                                             d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX", 4);
       s += "    const uchar" + n + " o = convert_uchar" + n + "(r);\n";
       out = "o";
     } else {

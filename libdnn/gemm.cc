@@ -169,19 +169,17 @@ std::string VectorRequant(int lanes, const std::string& out, const std::string& 
   return s;
 }
 
-
 std::string VectorRequantClamp(int lanes, const std::string& out, const std::string& val,
                                const std::string& mult, const std::string& shift,
                                const std::string& zero, const VectorResidual* res,
                                const std::string& lo, const std::string& hi, int indent) {
   const std::string n = Str(lanes), I = "int" + n, U = "uint" + n, L = "long" + n,
-                    UL = "ulong" + n,
-                    pad(indent, ' '), in = pad + "  ", in2 = in + "  ";
+                    UL = "ulong" + n, pad(indent, ' '), in = pad + "  ", in2 = in + "  ";
   const std::string v = out + "_v", rr = out + "_rr", h = out + "_h", q = out + "_q";
   // The residual's term, as VectorRequant's (saturated) long lanes `<out>_s`.
-  auto residual = [&](const std::string& p) {
+  auto residual = [&] {
     return VectorRequant(lanes, out + "_s", out + "_rv", "(" + I + ")(" + res->mult + ")",
-                         "(" + I + ")(" + res->shift + ")", int(p.size()));
+                         "(" + I + ")(" + res->shift + ")", int(in2.size()));
   };
   std::string s;
   s += pad + I + " " + out + ";\n" + pad + "{\n";
@@ -203,7 +201,7 @@ std::string VectorRequantClamp(int lanes, const std::string& out, const std::str
        " - 33))) >> (" + U + ")(" + rr + " - 32));\n";
   s += in2 + out + " = select(" + q + ", -" + q + ", " + v + " < 0) + (" + zero + ");\n";
   if (res) {
-    s += residual(in2);
+    s += residual();
     s += in2 + out + " += convert_" + I + "(clamp(" + out + "_s, (" + L + ")(-1073741824L), (" +
          L + ")(1073741824L)));\n";
   }
@@ -213,7 +211,7 @@ std::string VectorRequantClamp(int lanes, const std::string& out, const std::str
                      ")", int(in2.size()));
   s += in2 + out + "_l += (" + zero + ");\n";
   if (res) {
-    s += residual(in2);
+    s += residual();
     s += in2 + out + "_l += " + out + "_s;\n";
   }
   s += in2 + out + "_l = clamp(" + out + "_l, (" + L + ")(" + lo + "), (" + L + ")(" + hi +

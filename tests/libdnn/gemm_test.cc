@@ -1174,7 +1174,8 @@ TEST(VectorRequantClamp, MatchesTheHostReferenceWithAndWithoutResidual) {
         .In("int", "xr")
         .In("int", "xg")
         .Out("int", "y")
-        .Body("  const int i = $global_id(0) * 16;\n  const $global int* p = xg + $global_id(0) * 8;\n" +
+        .Body("  const int i = $global_id(0) * 16;\n"
+              "  const $global int* p = xg + $global_id(0) * 8;\n" +
               gemm_internal::VectorRequantClamp(16, "r", "vload16(0, xv + i)", "p[0]", "p[1]",
                                                 "p[2]", with_residual ? &res : nullptr, "p[5]",
                                                 "p[6]", 2) +
