@@ -168,6 +168,13 @@ $device_fn int8 mp_madd16(short16 x, short16 y) {
 #define MP_SHORT16_LOAD(p) vload16(0, (p))
 typedef int8 mp_pair_acc;
 #define MP_PAIR_FLUSH(acc, lo, hi) ((acc) += (convert_long8(hi) << 8) + convert_long8(lo))
+#if defined(__AVX512BW__)
+// 32 lanes in one 512-bit vpmaddwd: 16 int32 pair sums.
+typedef short mp_short32 __attribute__((ext_vector_type(32)));
+#define MP_MADD32(x, y) __builtin_ia32_pmaddwd512((x), (y))
+#define MP_PAIR32_WORD(w) __builtin_astype((int16)(w), mp_short32)
+#define MP_ZIP32(p0, p1) __builtin_convertvector(__builtin_shufflevector(vload16(0, (p0)), vload16(0, (p1)), 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), mp_short32)
+#endif
 )";
 
 // CUDA: a struct of 16 shorts; `acc += MP_MADD16(x, y)` adds the 8 pair sums to the lanes .s[0..7]

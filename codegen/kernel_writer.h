@@ -108,6 +108,9 @@ enum class KernelHelper {
   ///   MP_SHORT16_FROM(g) / MP_SHORT16_LOAD(p)  16 values of an int array / of 16-bit storage
   ///   mp_pair_acc, MP_PAIR_FLUSH(acc, lo, hi)  8 int32 partial sums; acc += hi·256 + lo into
   ///                     64-bit lanes (the int16 split path)
+  /// and, in OpenCL where the compiler targets AVX-512 BW only (test `#if defined(MP_MADD32)`),
+  /// the same over 32 lanes in one 512-bit vpmaddwd: mp_short32, MP_MADD32 (16 int32 lanes),
+  /// MP_PAIR32_WORD(w) (16 times), MP_ZIP32(p0, p1) (p0[0], p1[0], … p0[15], p1[15]).
   kPairProduct16,
   /// Unsigned × signed byte pair products into 16-bit lanes, what GEMMs with 4-bit weights
   /// (int8w4) multiply with; one row per dialect (Dialect::byte_pair_product16: OpenCL's int8 /
