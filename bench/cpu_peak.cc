@@ -1,6 +1,11 @@
 // bench/cpu_peak.cc — this CPU's fp32 FMA peak, the yardstick docs/BENCHMARKS.md measures LibDNN's
 // GEMM against: 12 independent 8-wide FMA chains per thread (enough to cover the FMA latency on
-// two pipes), one thread per core, 2 flops per lane and FMA.
+// two pipes), one thread per core, 2 flops per lane and FMA. Then, on one thread, the int8
+// pointwise kernel's inner loop as the OpenCL compilers emit it (16 pixels × 8 output channels
+// per pair of input channels: zipped byte pairs widened to 16 bits, one broadcast word of weight
+// pairs per channel, vpmaddwd + vpaddd into int32 lanes) with 256-bit vectors and, where the CPU
+// has AVX-512 BW, 512-bit ones; and the fp32 kernel's (16 pixels × 8 channels, FMAs with the
+// weight broadcast): multiply-adds per second of each.
 //   build/bin/mpcaffe_cpu_peak [threads]     (default: every hardware thread, and 1 for comparison)
 #include <immintrin.h>
 
@@ -40,6 +45,99 @@ double GflopsWith(int threads, long iterations) {
   return threads * static_cast<double>(iterations) * kChains * 8 * 2 / s * 1e-9;
 }
 
+// Products per iteration of each loop below: 16 pixels × 8 channels × 2 input channels.
+constexpr double kLoopProducts = 256;
+
+// Inputs the loops stream over (L1-resident: the loops' cost, not the memory's).
+struct LoopData {
+  std::vector<int> words = std::vector<int>(256 * 8, 0x00030002);
+  std::vector<unsigned char> x = std::vector<unsigned char>(256 * 32 + 32, 5);
+  std::vector<float> wf = std::vector<float>(256 * 16, 0.5f), xf = std::vector<float>(256 * 32, 1.0f);
+};
+
+int PairLoop256(const LoopData& d, long iterations) {
+  __m256i a[16];
+  for (auto& v : a) v = _mm256_setzero_si256();
+  for (long it = 0; it < iterations; ++it) {
+    const int* wc = d.words.data() + (it & 255) * 8;
+    const unsigned char* xc = d.x.data() + (it & 255) * 32;
+    const __m128i x0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(xc));
+    const __m128i x1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(xc + 8));
+    const __m128i x2 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(xc + 16));
+    const __m128i x3 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(xc + 24));
+    const __m256i v0 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(x0, x2));
+    const __m256i v1 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(x1, x3));
+#pragma GCC unroll 8
+    for (int o = 0; o < 8; ++o) {
+      const __m256i w = _mm256_set1_epi32(wc[o]);
+      a[2 * o] = _mm256_add_epi32(a[2 * o], _mm256_madd_epi16(v0, w));
+      a[2 * o + 1] = _mm256_add_epi32(a[2 * o + 1], _mm256_madd_epi16(v1, w));
+    }
+  }
+  int sum = 0;
+  for (auto& v : a) sum += _mm256_extract_epi32(v, 0);
+  return sum;
+}
+
+__attribute__((target("avx512f,avx512bw"))) int PairLoop512(const LoopData& d, long iterations) {
+  __m512i a[8];
+  for (auto& v : a) v = _mm512_setzero_si512();
+  for (long it = 0; it < iterations; ++it) {
+    const int* wc = d.words.data() + (it & 255) * 8;
+    const unsigned char* xc = d.x.data() + (it & 255) * 32;
+    const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xc));
+    const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xc + 16));
+    const __m256i zip = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_unpacklo_epi8(x0, x1)), _mm_unpackhi_epi8(x0, x1), 1);
+    const __m512i v = _mm512_cvtepu8_epi16(zip);
+#pragma GCC unroll 8
+    for (int o = 0; o < 8; ++o)
+      a[o] = _mm512_add_epi32(a[o], _mm512_madd_epi16(v, _mm512_set1_epi32(wc[o])));
+  }
+  alignas(64) int lanes[16];
+  int sum = 0;
+  for (auto& v : a) {
+    _mm512_store_si512(lanes, v);
+    sum += lanes[0];
+  }
+  return sum;
+}
+
+float FmaLoop(const LoopData& d, long iterations) {
+  __m256 a[16];
+  for (auto& v : a) v = _mm256_setzero_ps();
+  for (long it = 0; it < iterations; ++it) {
+    const float* wc = d.wf.data() + (it & 255) * 16;
+    const float* xc = d.xf.data() + (it & 255) * 32;
+    // Two input channels, as in the int8 loop: 256 products.
+    for (int c = 0; c < 2; ++c) {
+      const __m256 v0 = _mm256_loadu_ps(xc + 16 * c), v1 = _mm256_loadu_ps(xc + 16 * c + 8);
+#pragma GCC unroll 8
+      for (int o = 0; o < 8; ++o) {
+        const __m256 w = _mm256_broadcast_ss(wc + 8 * c + o);
+        a[2 * o] = _mm256_fmadd_ps(v0, w, a[2 * o]);
+        a[2 * o + 1] = _mm256_fmadd_ps(v1, w, a[2 * o + 1]);
+      }
+    }
+  }
+  float sum = 0;
+  for (auto& v : a) sum += _mm256_cvtss_f32(v);
+  return sum;
+}
+
+template <typename F>
+double ProductsPerSecond(F&& loop, long iterations) {
+  double best = 0;
+  for (int r = 0; r < 3; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    volatile auto sink = loop(iterations);
+    (void)sink;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, iterations * kLoopProducts / s * 1e-9);
+  }
+  return best;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -50,4 +148,15 @@ int main(int argc, char** argv) {
     for (int r = 0; r < 3; ++r) best = std::max(best, GflopsWith(threads, iterations));
     std::printf("fp32 FMA peak, %d thread(s): %.1f GFLOP/s (best of 3)\n", threads, best);
   }
+  const LoopData d;
+  const long loops = 20000000;
+  std::printf("pointwise loops, 1 thread (G multiply-adds/s, best of 3): fp32 FMA %.1f, int8 "
+              "pairs 256-bit %.1f",
+              ProductsPerSecond([&](long n) { return FmaLoop(d, n); }, loops),
+              ProductsPerSecond([&](long n) { return PairLoop256(d, n); }, loops));
+  if (__builtin_cpu_supports("avx512bw"))
+    std::printf(", int8 pairs 512-bit %.1f\n",
+                ProductsPerSecond([&](long n) { return PairLoop512(d, n); }, loops));
+  else
+    std::printf(" (no AVX-512 BW: no 512-bit row)\n");
 }
