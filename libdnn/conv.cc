@@ -49,9 +49,9 @@ bool WantsForwardGemm(const Device& device, const ConvDesc& d, const ConvQuant& 
          d.channels <= 4 && d.kernel_h * d.kernel_w >= 9;
 }
 
-/// A work-group size dividing `global` that leaves at least 8 work-groups per compute unit where
-/// the grid has them: whole rows of dimension 0 (neighbouring pixel blocks share weights), as few
-/// of dimension 1 as that takes. A runtime left to choose (PoCL) makes the largest groups it can
+/// For CPU devices: a work-group size dividing `global` that leaves at least 8 work-groups per
+/// compute unit where the grid has them: whole rows of dimension 0 (neighbouring pixel blocks
+/// share weights), as few of dimension 1 as that takes. A runtime left to choose (PoCL) makes the largest groups it can
 /// and then only as many as there are compute units: two groups of a 1×1 convolution on this
 /// machine, which a core delayed by anything else cannot hand over (MobileNet v1 at batch 1,
 /// whole passes, medians of 5 alternating runs: PoCL int8 8.40 → 7.80 ms, fp32 8.25 → 8.04;
@@ -471,7 +471,10 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
                                       {0, 0, 0}, queue);
     const std::array<size_t, 3> global{size_t(DivUp(int(hw), int(block))),
                                        size_t(DivUp(ocg, t.oc)), size_t(d.batch)};
-    const std::array<size_t, 3> local = SpreadLocal(global, device_->info());
+    // GPUs keep their runtime's choice: whole rows of pixel blocks are no multiple of a warp.
+    const std::array<size_t, 3> local = device_->info().is_gpu
+                                            ? std::array<size_t, 3>{0, 0, 0}
+                                            : SpreadLocal(global, device_->info());
     return pointwise_kernel_.Launch({global[0], global[1], global[2]},
                                     {local[0], local[1], local[2]}, queue);
   }
