@@ -148,7 +148,9 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
       body += "    float8 r = rint(f / y_scale) + (float)y_zero;\n";
       body += "    r = fmin(fmax(r, (float8)((float)Ytype_QMIN)), (float8)((float)Ytype_QMAX));\n";
       body += "    const int8 qv = select(convert_int8(r), (int8)(y_zero), isnan(f));\n";
-      body += "    vstore8(convert_" + q + "8(qv), v, y);\n";
+      w.UseHelper(KernelHelper::kByteVectorStore);
+      body += "    MP_STORE_" + std::string(q == "uchar" ? "UCHAR" : "USHORT") + "8(convert_" + q +
+              "8(qv), y + 8 * v);\n";
     } else {
       body += "    const int8 d = convert_int8(vload8(v, x)) - x_zero;\n";
       body += "    vstore8(x_scale * convert_float8(d), v, y);\n";

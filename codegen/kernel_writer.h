@@ -62,6 +62,9 @@ struct Dialect {
   /// KernelHelper::kBytePairProduct16's text (MP_MADDUBS over mp_i32x8 / mp_i16x16: OpenCL's
   /// int8 / short16 with AVX2 built-ins beside a portable form, CUDA structs).
   const char* byte_pair_product16;
+  /// KernelHelper::kByteVectorStore's text; nullptr where the dialect has no such form (CUDA:
+  /// its vectors store lane by lane already).
+  const char* byte_vector_store;
   /// Whether vectors have OpenCL's built-in functions (select, clamp, abs, convert_*,
   /// vload/vstore of other types): generators may use them only then.
   bool vector_builtins;
@@ -139,6 +142,12 @@ enum class KernelHelper {
   /// (Dialect::select); and <alias>_SELECT(a, b, c) per AddType alias, for values of its compute
   /// type (the condition as the integer of that size OpenCL's select() wants: short for half).
   kSelect,
+  /// MP_STORE_UCHAR<n>(x, p) / MP_STORE_USHORT<n>(x, p), n = 2, 4, 8, 16: stores the vector x
+  /// of that type to the global pointer p, which may have any byte alignment, in one move (OpenCL
+  /// only, Dialect::byte_vector_store). PoCL 3.1 compiles vstore<n> of a uchar or ushort vector
+  /// to n scalar moves, each lane extracted first; a store through a 1-byte-aligned vector type
+  /// is one unaligned vector move there, and no different from vstore<n> on Intel's runtime.
+  kByteVectorStore,
 };
 
 class KernelWriter;

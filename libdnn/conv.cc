@@ -51,11 +51,13 @@ bool WantsForwardGemm(const Device& device, const ConvDesc& d, const ConvQuant& 
 
 /// For CPU devices: a work-group size dividing `global` that leaves at least 8 work-groups per
 /// compute unit where the grid has them: whole rows of dimension 0 (neighbouring pixel blocks
-/// share weights), as few of dimension 1 as that takes. A runtime left to choose (PoCL) makes the largest groups it can
-/// and then only as many as there are compute units: two groups of a 1×1 convolution on this
-/// machine, which a core delayed by anything else cannot hand over (MobileNet v1 at batch 1,
-/// whole passes, medians of 5 alternating runs: PoCL int8 8.40 → 7.80 ms, fp32 8.25 → 8.04;
-/// Intel's runtime int8 5.94 → 5.73, fp32 7.74 → 7.58; 2026-11-27).
+/// share weights), as few of dimension 1 as that takes. A runtime left to choose (PoCL) makes
+/// the largest groups it can and then only as many as there are compute units: two groups of a
+/// 1×1 convolution on this machine, which a core delayed by anything else cannot hand over
+/// (MobileNet v1 at batch 1, whole passes, medians of 5 alternating runs: PoCL int8 8.40 →
+/// 7.80 ms, fp32 8.25 → 8.04; Intel's runtime int8 5.94 → 5.73, fp32 7.74 → 7.58; 2026-11-27).
+/// Each dimension's work-item limit is taken to be the work-group limit, as on PoCL and Intel's
+/// runtime (DeviceInfo holds no per-dimension limits; GPUs do not take this path).
 std::array<size_t, 3> SpreadLocal(const std::array<size_t, 3>& global, const DeviceInfo& info) {
   const size_t want = 8 * size_t(std::max(1, info.compute_units));
   const size_t max_group = std::max<size_t>(1, info.max_work_group_size);

@@ -708,12 +708,19 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
   DeclareWeightStorage(w, d);
   if (q) {
     w.UseRequant(d.type);
+    w.UseHelper(KernelHelper::kByteVectorStore);
     w.Define("Btype", TraitsOf(d.type).acc_alias());
   } else {
     w.Define("Btype", "float");
   }
   auto num = [](long v) { return std::to_string(v); };
   const std::string n = num(vx), F = "float" + n, I = "int" + n;
+  // A vector of k output lanes to `at`: one unaligned move for uchar (KernelHelper::
+  // kByteVectorStore), vstore<k> for float.
+  auto store = [&](int k, const std::string& v, const std::string& at) {
+    return q ? "MP_STORE_UCHAR" + num(k) + "(" + v + ", " + at + ");\n"
+             : "vstore" + num(k) + "(" + v + ", 0, " + at + ");\n";
+  };
   const int sw = d.stride_w, load = vx * sw;  // elements per vector load
   if (q && d.type != DataType::kInt8Q) throw Error("depthwise vector kernel: int8q or fp32 only");
   const int oh = d.out_h(), ow = d.out_w();
@@ -838,21 +845,20 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
       out = "v";
     }
     if (!partial) {
-      s += "    vstore" + n + "(" + out + ", 0, yc + " + at + ");\n";
+      s += "    " + store(vx, out, "yc + " + at);
     } else {
       // The one partial vector of a row holds its last ow % vx columns: stored as vectors of the
       // remainder's powers of two (14 = 8 + 4 + 2), no compare per lane. Lane-by-lane stores
       // behind a compare each took a third of the int8 14×14 layers' time (MobileNet v1 conv5_x/dw
       // 0.31 → 0.21 ms without them, PoCL and Intel's runtime, 2026-11-24).
-      s += "    if (full) {\n      vstore" + n + "(" + out + ", 0, yc + " + at + ");\n    } else {\n";
+      s += "    if (full) {\n      " + store(vx, out, "yc + " + at) + "    } else {\n";
       const char* hex = "0123456789abcdef";
       for (int k = 8, pos = 0, rem = ow % vx; k >= 1; k /= 2) {
         if (!(rem & k)) continue;
         std::string lanes;
         for (int j = pos; j < pos + k; ++j) lanes += hex[j];
         s += k == 1 ? "      yc[" + at + " + " + num(pos) + "] = " + out + ".s" + lanes + ";\n"
-                    : "      vstore" + num(k) + "(" + out + ".s" + lanes + ", 0, yc + " + at +
-                          " + " + num(pos) + ");\n";
+                    : "      " + store(k, out + ".s" + lanes, "yc + " + at + " + " + num(pos));
         pos += k;
       }
       s += "    }\n";

@@ -138,7 +138,7 @@ std::string PointwiseInt8Epilogue(const ConvDesc& d, const Convolution::Pointwis
     // PoCL made the staging of every block scalar byte moves, 2026-11-25).
     b += "    if (skip == 0) {\n";
     for (int p = 0; p < t.px; ++p)
-      b += "      vstore" + vn + "(q" + num(p) + ", 0, yo + " + num(p * t.vx) + ");\n";
+      b += "      MP_STORE_UCHAR" + vn + "(q" + num(p) + ", yo + " + num(p * t.vx) + ");\n";
     b += "    } else {\n      uchar part[" + num(block) + "];\n";
     for (int p = 0; p < t.px; ++p)
       b += "      vstore" + vn + "(q" + num(p) + ", 0, part + " + num(p * t.vx) + ");\n";
@@ -154,6 +154,7 @@ std::string PointwiseInt8Epilogue(const ConvDesc& d, const Convolution::Pointwis
 void DeclareInt8Types(KernelWriter& w, const ConvDesc& d) {
   w.AddType("Dtype", d.type);
   w.UseRequant(d.type);
+  w.UseHelper(KernelHelper::kByteVectorStore);
   conv_internal::DeclareWeightStorage(w, d);
   w.Define("Btype", TraitsOf(d.type).acc_alias());
 }

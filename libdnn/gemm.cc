@@ -193,10 +193,24 @@ std::string VectorRequantClamp(int lanes, const std::string& out, const std::str
   // (its long lanes first clamped to ±2^30: any value past that clamps the sum the same way)
   // cannot overflow int32.
   s += in + "if (" + rr + " >= 34 && " + rr + " <= 62) {\n";
-  // The high words through 64-bit lanes (a widening multiply), not mul_hi: PoCL 3.1 made
-  // mul_hi of uint vectors lane-by-lane scalar code.
-  s += in2 + "const " + U + " " + h + " = convert_" + U + "((convert_" + UL + "(abs(" + v +
-       ")) * (" + UL + ")((uint)(" + mult + "))) >> 32);\n";
+  // The high words through 64-bit lanes, not mul_hi: PoCL 3.1 made mul_hi of uint vectors
+  // lane-by-lane scalar code. The even and odd lanes of |v| are multiplied where they lie in
+  // the 64-bit words (masked, shifted: one vpmuludq each), and the high words put back in
+  // place: converting |v| to 64-bit lanes and back (the first form) became 128-bit pieces and
+  // shuffles in PoCL, most of the int8 depthwise kernel's epilogue (perf annotate, 2026-11-28).
+  // |v| is taken in unsigned arithmetic: with abs() here PoCL gave wrong results for v = INT_MIN
+  // (VectorRequantClamp.MatchesTheHostReferenceWithAndWithoutResidual).
+  if (lanes >= 4) {
+    const std::string W = "ulong" + Str(lanes / 2), a = out + "_a", m = out + "_m";
+    s += in2 + "const " + W + " " + a + " = as_" + W + "(select(as_" + U + "(" + v + "), (" + U +
+         ")(0) - as_" + U + "(" + v + "), " + v + " < 0)), " + m + " = (" + W + ")((ulong)(uint)(" +
+         mult + "));\n";
+    s += in2 + "const " + U + " " + h + " = as_" + U + "((((" + a + " & 0xffffffffUL) * " + m +
+         ") >> 32) | (((" + a + " >> 32) * " + m + ") & 0xffffffff00000000UL));\n";
+  } else {
+    s += in2 + "const " + U + " " + h + " = convert_" + U + "((convert_" + UL + "(abs(" + v +
+         ")) * (" + UL + ")((uint)(" + mult + "))) >> 32);\n";
+  }
   s += in2 + "const " + I + " " + q + " = as_" + I + "((" + h + " + (" + U + ")(1u << (" + rr +
        " - 33))) >> (" + U + ")(" + rr + " - 32));\n";
   s += in2 + out + " = select(" + q + ", -" + q + ", " + v + " < 0) + (" + zero + ");\n";
@@ -257,7 +271,7 @@ std::string VectorEpilogue(const GemmDesc& d, const std::string& x, const std::s
   s += std::string("const mp_i64 lo = ") + (d.relu ? "0" : "(mp_i64)Ctype_QMIN - c_zero") +
        ", hi = (mp_i64)Ctype_QMAX - c_zero;\n";
   s += "r = select(select(r, (long8)(hi), r > hi), (long8)(lo), r < lo);\n";
-  s += "vstore8(convert_uchar8(convert_int8(r + c_zero)), 0, c + m * ldc + n);\n";
+  s += "MP_STORE_UCHAR8(convert_uchar8(convert_int8(r + c_zero)), c + m * ldc + n);\n";
   return s;
 }
 
@@ -813,6 +827,10 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& desc, const
   if (IsQuantized(d.type)) {
     w.UseRequant(d.type);
   }
+  // OuterEpilogue's vector form stores int8 outputs 8 at a time.
+  if (d.type == DataType::kInt8Q && d.out_type != DataType::kFloat32 && c.vw == 8 &&
+      w.dialect().vector_builtins)
+    w.UseHelper(KernelHelper::kByteVectorStore);
   if (c.kp == GemmConfig::kPairs) w.UseHelper(KernelHelper::kPairProduct16);
   if (UsesDot4(d, c)) {
     w.UseHelper(KernelHelper::kDot4);

@@ -179,7 +179,9 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
                                        : "    vstore8(best, 0, y + i0);\n";
   } else {
     // Equal parameters (the common case: max pooling keeps its input's range): one store.
-    body += "    if (same) {\n      vstore8(best, 0, y + i0);\n      continue;\n    }\n";
+    w.UseHelper(KernelHelper::kByteVectorStore);
+    const std::string store = type == DataType::kInt8Q ? "MP_STORE_UCHAR8" : "MP_STORE_USHORT8";
+    body += "    if (same) {\n      " + store + "(best, y + i0);\n      continue;\n    }\n";
     body += R"(    int lanes[8];
     vstore8(convert_int8(best), 0, lanes);
     for (int l = 0; l < 8; ++l) {

@@ -98,6 +98,23 @@ inline __attribute__((always_inline)) int mp_requant32(int acc, int mult, int sh
   }
   return r > 2147483647 ? 2147483647 : (r < -2147483647 - 1 ? -2147483647 - 1 : (int)r);
 }
+// Byte-vector stores to any address in one move.
+typedef uchar2 __attribute__((aligned(1))) mp_uchar2_u;
+#define MP_STORE_UCHAR2(x, p) (*(__global mp_uchar2_u*)(p) = (x))
+typedef uchar4 __attribute__((aligned(1))) mp_uchar4_u;
+#define MP_STORE_UCHAR4(x, p) (*(__global mp_uchar4_u*)(p) = (x))
+typedef uchar8 __attribute__((aligned(1))) mp_uchar8_u;
+#define MP_STORE_UCHAR8(x, p) (*(__global mp_uchar8_u*)(p) = (x))
+typedef uchar16 __attribute__((aligned(1))) mp_uchar16_u;
+#define MP_STORE_UCHAR16(x, p) (*(__global mp_uchar16_u*)(p) = (x))
+typedef ushort2 __attribute__((aligned(1))) mp_ushort2_u;
+#define MP_STORE_USHORT2(x, p) (*(__global mp_ushort2_u*)(p) = (x))
+typedef ushort4 __attribute__((aligned(1))) mp_ushort4_u;
+#define MP_STORE_USHORT4(x, p) (*(__global mp_ushort4_u*)(p) = (x))
+typedef ushort8 __attribute__((aligned(1))) mp_ushort8_u;
+#define MP_STORE_USHORT8(x, p) (*(__global mp_ushort8_u*)(p) = (x))
+typedef ushort16 __attribute__((aligned(1))) mp_ushort16_u;
+#define MP_STORE_USHORT16(x, p) (*(__global mp_ushort16_u*)(p) = (x))
 // 16-bit pair products: lanes x.s(2i)*y.s(2i) + x.s(2i+1)*y.s(2i+1).
 typedef short16 mp_short16;
 #if defined(__AVX2__)
@@ -227,7 +244,7 @@ __kernel void gemm_int8q(
         r = clamp(r, (long8)(-2147483647L - 1), (long8)(2147483647L));
         const mp_i64 lo = 0, hi = (mp_i64)Ctype_QMAX - c_zero;
         r = select(select(r, (long8)(hi), r > hi), (long8)(lo), r < lo);
-        vstore8(convert_uchar8(convert_int8(r + c_zero)), 0, c + m * ldc + n);
+        MP_STORE_UCHAR8(convert_uchar8(convert_int8(r + c_zero)), c + m * ldc + n);
       }
     }
     return;
