@@ -183,6 +183,22 @@ TEST(KernelWriter, UnknownPlaceholderIsAnError) {
             "__syncthreads()");
 }
 
+// Byte-vector stores are OpenCL's (its device test: Kernel.ByteVectorStoresReachAnyAlignment);
+// asking for them on CUDA is an error naming the backend, not text that fails in NVRTC.
+TEST(KernelWriter, ByteVectorStoresAreOpenClOnly) {
+  KernelWriter cl(KernelTarget{Backend::kOpenCL}, "test_placeholders");
+  cl.UseHelper(KernelHelper::kByteVectorStore);
+  EXPECT_NE(cl.Source().find("#define MP_STORE_UCHAR16(x, p)"), std::string::npos);
+  KernelWriter cu(KernelTarget{Backend::kCuda}, "test_placeholders");
+  cu.UseHelper(KernelHelper::kByteVectorStore);
+  try {
+    cu.Source();
+    ADD_FAILURE() << "a CUDA text with byte-vector stores";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda"), std::string::npos) << e.what();
+  }
+}
+
 TEST(KernelWriter, Fp16WithoutDeviceSupportStoresHalfAndComputesInFloat) {
   const std::string text = ReluSource(KernelTarget{Backend::kOpenCL, false}, DataType::kFloat16);
   EXPECT_EQ(text.find("cl_khr_fp16"), std::string::npos);

@@ -215,6 +215,54 @@ TEST(Kernel, LocalMemoryBarrierAndAtomics) {
   EXPECT_EQ(c, groups);
 }
 
+// KernelHelper::kByteVectorStore: every width of both types at every offset in a 16-element
+// line (work-item i writes its four vectors i elements into its own 64-element slot), and
+// nothing written around them.
+TEST(Kernel, ByteVectorStoresReachAnyAlignment) {
+  Device& d = DefaultDevice();
+  if (d.backend() != Backend::kOpenCL)
+    GTEST_SKIP() << "byte-vector stores are OpenCL's (CUDA's vectors store lane by lane)";
+  KernelWriter w(KernelTarget::Of(d), "test_device");
+  w.UseHelper(KernelHelper::kByteVectorStore);
+  std::string body = "  const int i = $global_id(0);\n";
+  for (int n : {2, 4, 8, 16}) {
+    // Lane l of uchar<n> holds x[l], of ushort<n> x[l] · 257; at slot offsets 0, 8, 16, 32.
+    const std::string N = std::to_string(n), at = std::to_string(n == 2 ? 0 : 2 * n);
+    body += "  MP_STORE_UCHAR" + N + "(vload" + N + "(0, x), y8 + i * 64 + " + at + " + i);\n";
+    body += "  MP_STORE_USHORT" + N + "(convert_ushort" + N + "(vload" + N +
+            "(0, x)) * (ushort)257, y16 + i * 64 + " + at + " + i);\n";
+  }
+  w.Kernel("byte_stores").In("uchar", "x").Out("uchar", "y8").Out("ushort", "y16").Body(body);
+  auto program = d.BuildProgram(w.Source());
+  const int items = 16, slot = 64;
+  std::vector<uint8_t> x(16);
+  for (int l = 0; l < 16; ++l) x[l] = uint8_t(200 + l * 3);
+  auto xb = d.Alloc<uint8_t>(16);
+  auto y8 = d.Alloc<uint8_t>(items * slot);
+  auto y16 = d.Alloc<uint16_t>(items * slot);
+  d.Write(xb, x.data(), 16);
+  d.Zero(y8.mem.get(), 0, items * slot);
+  d.Zero(y16.mem.get(), 0, items * slot * 2);
+  program->GetKernel("byte_stores").Arg(xb).Arg(y8).Arg(y16).Launch({items, 1, 1}, {1, 1, 1});
+  std::vector<uint8_t> got8(items * slot);
+  std::vector<uint16_t> got16(items * slot);
+  d.Read(y8, got8.data(), items * slot);
+  d.Read(y16, got16.data(), items * slot);
+  for (int i = 0; i < items; ++i) {
+    std::vector<uint8_t> want8(slot, 0);
+    std::vector<uint16_t> want16(slot, 0);
+    for (int n : {2, 4, 8, 16})
+      for (int l = 0; l < n; ++l) {
+        const int at = (n == 2 ? 0 : 2 * n) + i + l;  // below 32 + 15 + 16 < slot
+        want8[at] = x[l], want16[at] = uint16_t(x[l] * 257);
+      }
+    for (int k = 0; k < slot; ++k) {
+      ASSERT_EQ(got8[i * slot + k], want8[k]) << "item " << i << " byte " << k;
+      ASSERT_EQ(got16[i * slot + k], want16[k]) << "item " << i << " element " << k;
+    }
+  }
+}
+
 TEST(Kernel, DeviceChoosesALocalSizeWhenNoneIsGiven) {
   Device& d = DefaultDevice();
   KernelWriter w(KernelTarget::Of(d), "test_device");
