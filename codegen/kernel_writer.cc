@@ -877,6 +877,13 @@ std::string KernelWriter::Preamble() const {
   }
   for (const auto& block : type_blocks_) p += block;
   for (const auto& define : defines_) p += define;
+  // A helper only some dialects have: its row's text, or an error naming the backend.
+  auto dialect_row = [&](const char* text, const char* what) {
+    if (!text)
+      throw std::invalid_argument(std::string(what) + " have no " + BackendName(target_.backend) +
+                                  " form");
+    return Expand(text);
+  };
   for (KernelHelper h : helpers_) {
     switch (h) {
       case KernelHelper::kRequantize: p += Expand(kRequantizeText); break;
@@ -885,19 +892,13 @@ std::string KernelWriter::Preamble() const {
         p += Expand(target_.dot_product ? dialect_.dot4_native : kDot4PortableText);
         break;
       case KernelHelper::kPairProduct16:
-        if (!dialect_.pair_product16)
-          throw std::invalid_argument(std::string("16-bit pair products have no ") +
-                                      BackendName(target_.backend) + " form");
-        p += Expand(dialect_.pair_product16);
+        p += dialect_row(dialect_.pair_product16, "16-bit pair products");
         break;
       case KernelHelper::kBytePairProduct16:
         p += Expand(dialect_.byte_pair_product16);
         break;
       case KernelHelper::kByteVectorStore:
-        if (!dialect_.byte_vector_store)
-          throw std::invalid_argument(std::string("byte-vector stores have no ") +
-                                      BackendName(target_.backend) + " form");
-        p += Expand(dialect_.byte_vector_store);
+        p += dialect_row(dialect_.byte_vector_store, "byte-vector stores");
         break;
       case KernelHelper::kSelect:
         p += dialect_.select;
