@@ -13,7 +13,11 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <cstring>
+#include <fcntl.h>
+#include <initializer_list>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "device/backends.h"
 #include "device/program_store.h"
@@ -353,22 +357,38 @@ Event Kernel::Launch1D(size_t n, Queue* queue) {
 std::shared_ptr<Program> Device::BuildProgram(const std::string& source, const std::string& options,
                                              const ProgramHints& hints) {
   DumpKernelIfAsked(info_.backend, source, options);
+  const auto start = std::chrono::steady_clock::now();
+  auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  const char* backend = BackendName(info_.backend);
   const std::shared_ptr<ProgramBinaryStore> store = GetProgramBinaryStore();
-  if (!store) return Compile(source, options, hints, false).program;
-  const ProgramKey key = BinaryKey(source, options);
-  if (std::optional<std::string> binary = store->Load(key)) {
-    const auto start = std::chrono::steady_clock::now();
-    std::string why;
-    if (std::shared_ptr<Program> program = LoadBinary(*binary, source, options, &why)) {
-      store->RecordLoad(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      return program;
+  const std::optional<ProgramKey> key =
+      store ? std::optional<ProgramKey>(BinaryKey(source, options)) : std::nullopt;
+  if (store) {
+    if (std::optional<std::string> binary = store->Load(*key)) {
+      std::string why;
+      if (std::shared_ptr<Program> program = LoadBinary(*binary, source, options, &why)) {
+        store->RecordLoad(seconds());
+        LogProgramEvent("load", backend, Describe(), source, options, seconds());
+        return program;
+      }
+      store->Reject(*key, why);
     }
-    store->Reject(key, why);
   }
-  Compiled compiled = Compile(source, options, hints, true);
-  store->RecordCompile(compiled.seconds);
-  if (!compiled.binary.empty()) store->Save(key, compiled.binary);
+  Compiled compiled;
+  try {
+    compiled = Compile(source, options, hints, store != nullptr);
+  } catch (const BuildError&) {
+    LogProgramEvent("fail", backend, Describe(), source, options, seconds());
+    throw;
+  }
+  if (store) {
+    store->RecordCompile(compiled.seconds);
+    if (!compiled.binary.empty()) store->Save(*key, compiled.binary);
+  }
+  // Logged once the binary is stored: a later build of the same text in this run is a load.
+  LogProgramEvent("compile", backend, Describe(), source, options, seconds());
   return compiled.program;
 }
 
@@ -403,6 +423,59 @@ std::string DumpKernelIfAsked(Backend backend, const std::string& source,
     return "";
   }
   return path;
+}
+
+namespace {
+
+/// FNV-1a over the parts: stable across builds and processes, distinct per program.
+uint64_t ProgramHash(std::initializer_list<const std::string*> parts) {
+  uint64_t h = 1469598103934665603ull;
+  for (const std::string* part : parts) {
+    for (unsigned char c : *part) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;  // a separator, so ("ab", "c") differs from ("a", "bc")
+  }
+  return h;
+}
+
+/// The name of the first kernel the text defines ("?" when none is found): enough to tell a
+/// reader of the compile log which family a program belongs to.
+std::string FirstKernelName(const std::string& source) {
+  for (const char* marker : {"__kernel void ", "kernel void ", "__global__ void "}) {
+    size_t at = source.find(marker);
+    if (at == std::string::npos) continue;
+    at += std::strlen(marker);
+    size_t end = at;
+    while (end < source.size() && (std::isalnum(static_cast<unsigned char>(source[end])) ||
+                                   source[end] == '_'))
+      ++end;
+    if (end > at) return source.substr(at, end - at);
+  }
+  return "?";
+}
+
+}  // namespace
+
+void LogProgramEvent(const char* event, const char* backend, const std::string& target,
+                     const std::string& source, const std::string& options, double seconds) {
+  const std::string& path = GetSettings().compile_log;
+  if (path.empty()) return;
+  const double now = std::chrono::duration<double>(
+                         std::chrono::system_clock::now().time_since_epoch()).count();
+  char line[512];
+  const int n = std::snprintf(
+      line, sizeof line, "%s\t%s\t%s\t%016llx\t%.3f\t%.4f\t%ld\t%s\n", event, backend,
+      target.c_str(), static_cast<unsigned long long>(ProgramHash({&target, &options, &source})),
+      now, seconds, static_cast<long>(::getpid()), FirstKernelName(source).c_str());
+  if (n <= 0) return;
+  // One write(2) of a line with O_APPEND: lines of concurrent processes (MPI ranks, the cache
+  // tests' workers) never interleave.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  const size_t len = std::min(static_cast<size_t>(n), sizeof line - 1);
+  if (::write(fd, line, len) != static_cast<ssize_t>(len)) {
+    // A compile log that cannot be written loses counts, never a result.
+  }
+  ::close(fd);
 }
 
 void SetProgramBinaryStore(std::shared_ptr<ProgramBinaryStore> store) {

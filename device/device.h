@@ -464,6 +464,16 @@ std::vector<std::string> BackendReports();
 std::string DumpKernelIfAsked(Backend backend, const std::string& source,
                               const std::string& options);
 
+/// When MPCAFFE_COMPILE_LOG=<file> is set, appends one tab-separated line per program event:
+/// "<event> <backend> <target> <hash> <end time> <seconds> <pid> <first kernel name>" (the end
+/// time in seconds since the epoch, the duration in seconds), where event is
+/// "compile" (the driver or NVRTC compiled the text), "load" (a stored binary was taken) or
+/// "fail" (the text did not compile), target the device or NVRTC architecture, and hash a
+/// 64-bit hash of target, options and text. `make test` gives each CTest entry its own file and
+/// scripts/test-budget.sh counts them (programs compiled, cache hits, a text compiled twice).
+void LogProgramEvent(const char* event, const char* backend, const std::string& target,
+                     const std::string& source, const std::string& options, double seconds);
+
 /// Backend registration (used by device/opencl and device/cuda during enumeration).
 void RegisterDevice(std::unique_ptr<Device> device);
 

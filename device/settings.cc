@@ -26,6 +26,7 @@ Settings Settings::FromEnvironment() {
   s.device = Env("MPCAFFE_DEVICE");
   s.max_device_bytes = Env("MPCAFFE_MAX_DEVICE_BYTES");
   s.dump_kernels = Env("MPCAFFE_DUMP_KERNELS");
+  s.compile_log = Env("MPCAFFE_COMPILE_LOG");
   s.cuda_include = Env("MPCAFFE_CUDA_INCLUDE");
   s.fp16_arith = Env("MPCAFFE_FP16_ARITH");
   s.blas = Env("MPCAFFE_BLAS");

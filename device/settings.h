@@ -15,6 +15,7 @@ struct Settings {
   std::string device;            ///< MPCAFFE_DEVICE: the default device's selector (FindDevice)
   std::string max_device_bytes;  ///< MPCAFFE_MAX_DEVICE_BYTES: an artificial device memory cap
   std::string dump_kernels;      ///< MPCAFFE_DUMP_KERNELS: a folder for every program's source
+  std::string compile_log;       ///< MPCAFFE_COMPILE_LOG: a file each program event is appended to
   std::string cuda_include;      ///< MPCAFFE_CUDA_INCLUDE: CUDA headers for NVRTC
   std::string fp16_arith;        ///< MPCAFFE_FP16_ARITH: "0" keeps fp16 as storage only
   std::string blas;              ///< MPCAFFE_BLAS: libdnn | clblast | cublas | auto

@@ -14,6 +14,7 @@
 #include <memory>
 #include <sstream>
 
+#include "device/device.h"
 #include "device/error.h"
 #include "device/settings.h"
 
@@ -231,6 +232,10 @@ NvrtcOutput CompileCuda(const std::string& source, const std::string& arch,
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   g_nanoseconds += static_cast<uint64_t>(out.seconds * 1e9);
+  // A device's programs are logged by Device::BuildProgram; these are compile-only checks.
+  if (device.empty())
+    LogProgramEvent(compiled == NVRTC_SUCCESS ? "compile" : "fail", "cuda", arch, source,
+                    JoinOptions(out.options), out.seconds);
 
   if (compiled != NVRTC_SUCCESS) {
     ++g_failures;
