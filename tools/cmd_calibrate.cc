@@ -28,18 +28,15 @@
 namespace mpcaffe::tools {
 namespace {
 
-int Usage(const char* why) {
-  std::fprintf(stderr,
-               "mpcaffe calibrate: %s\n"
-               "usage: mpcaffe calibrate --model net.prototxt --weights fp32.caffemodel\n"
-               "         [--dtype int8|int8w4|int16|fp16] (else the typed prototxt's own types)\n"
-               "         [--input x.npy] (NCHW float32; else the net's Data layers)\n"
-               "         [--iterations N] --output calibrated.caffemodel\n"
-               "         [--output-model typed.prototxt] [--phase TEST|TRAIN] [--device i]\n"
-               "         [--no-progress]\n",
-               why);
-  return 2;
-}
+constexpr char kUsage[] =
+    "usage: mpcaffe calibrate --model net.prototxt --weights fp32.caffemodel\n"
+    "         [--dtype int8|int8w4|int16|fp16] (else the typed prototxt's own types)\n"
+    "         [--input x.npy] (NCHW float32; else the net's Data layers)\n"
+    "         [--iterations N] --output calibrated.caffemodel\n"
+    "         [--output-model typed.prototxt] [--phase TEST|TRAIN] [--device i]\n"
+    "         [--no-progress]\n";
+
+int Usage(const std::string& why) { return UsageError("calibrate", why); }
 
 /// Whether any layer of `param` (or the net itself) names a data type other than fp32.
 bool IsTyped(const caffe::NetParameter& param) {
@@ -260,6 +257,10 @@ RegisterCommand calibrate_command(
     "calibrate",
     "observe a trained net's ranges and write it typed: --model m --weights w --dtype int8 "
     "--output c.caffemodel",
+    kUsage,
+    {{"--model", "--weights", "--dtype", "--input", "--iterations", "--output", "--output-model",
+      "--phase", "--device"},
+     {"--no-progress"}},
     Calibrate);
 
 }  // namespace

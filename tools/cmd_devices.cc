@@ -63,8 +63,13 @@ int RunDevices(const std::vector<std::string>& args) {
   return 0;
 }
 
-RegisterCommand devices_command("devices", "list every OpenCL and CUDA device (--json, --verbose)",
-                                RunDevices);
+RegisterCommand devices_command(
+    "devices", "list every OpenCL and CUDA device (--json, --verbose)",
+    "usage: mpcaffe devices [--json] [--verbose|-v]\n"
+    "  --json     one JSON object per device\n"
+    "  --verbose  each device's platform, architecture, local memory and work-group size, and\n"
+    "             what each backend found (why one has no device)\n",
+    {{}, {"--json", "--verbose", "-v"}}, RunDevices);
 
 }  // namespace
 }  // namespace mpcaffe::tools
