@@ -290,6 +290,13 @@ class Convolution {
   static std::string DepthwiseSource(const KernelTarget& target, const ConvDesc& desc,
                                      int rows = 0, int vx = 1);
   static std::string DepthwiseKernelName(const ConvDesc& desc);
+  /// The forward kernel the constructor without a config would run for `desc` on `device` —
+  /// "depthwise", "pointwise", "gemm" (im2col + GEMM) or "direct" — decided as the constructor
+  /// decides (settings, tuning table), without building a program.
+  static const char* ForwardPathOf(const Device& device, const ConvDesc& desc,
+                                   const ConvQuant& quant = {});
+  /// The forward kernel this convolution runs, named as ForwardPathOf names it.
+  const char* forward_path() const;
   /// Whether `desc` has one input and one output channel per group.
   static bool IsDepthwise(const ConvDesc& desc);
   /// Whether `desc` is a pointwise (1×1, stride 1, no padding) convolution of one group: per
