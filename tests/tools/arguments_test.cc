@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/tools/run_mpcaffe.h"
@@ -105,29 +106,21 @@ TEST(Arguments, AnUnknownFlagAmongValidOnesIsStillRefused) {
 }
 
 TEST(Arguments, ValuesSwitchesAndOperandsAreChecked) {
-  // A value flag at the end without its value.
-  const CommandResult no_value = RunMpcaffe("time --model 2>&1", kEnv);
-  EXPECT_EQ(no_value.status, 2);
-  EXPECT_TRUE(Contains(no_value.out, "no value after '--model'")) << no_value.out;
-  // A switch given a value.
-  const CommandResult switch_value = RunMpcaffe("devices --json=yes 2>&1", kEnv);
-  EXPECT_EQ(switch_value.status, 2);
-  EXPECT_TRUE(Contains(switch_value.out, "'--json' takes no value")) << switch_value.out;
-  // An operand where the command takes none, and one too many.
-  const CommandResult stray = RunMpcaffe("time --model m.prototxt extra 2>&1", kEnv);
-  EXPECT_EQ(stray.status, 2);
-  EXPECT_TRUE(Contains(stray.out, "unexpected argument 'extra'")) << stray.out;
-  const CommandResult fourth = RunMpcaffe("convert_mnist a b c d 2>&1", kEnv);
-  EXPECT_EQ(fourth.status, 2);
-  EXPECT_TRUE(Contains(fourth.out, "unexpected argument 'd'")) << fourth.out;
-  // A group's unknown subcommand, and a group without one.
-  const CommandResult sub = RunMpcaffe("cache sizes 2>&1", kEnv);
-  EXPECT_EQ(sub.status, 2);
-  EXPECT_TRUE(Contains(sub.out, "mpcaffe cache: unknown subcommand 'sizes'")) << sub.out;
-  EXPECT_TRUE(Contains(sub.out, "usage: mpcaffe cache stats")) << sub.out;
-  const CommandResult bare = RunMpcaffe("bench 2>&1", kEnv);
-  EXPECT_EQ(bare.status, 2);
-  EXPECT_TRUE(Contains(bare.out, "usage: mpcaffe bench net")) << bare.out;
+  // Each: the arguments, and what the message (exit 2) must say.
+  const std::vector<std::pair<const char*, std::vector<const char*>>> cases = {
+      {"time --model", {"no value after '--model'"}},              // a value flag without value
+      {"devices --json=yes", {"'--json' takes no value"}},          // a switch given a value
+      {"time --model m.prototxt extra", {"unexpected argument 'extra'"}},  // a stray operand
+      {"convert_mnist a b c d", {"unexpected argument 'd'"}},       // one operand too many
+      {"cache sizes",                                               // a group's unknown subcommand
+       {"mpcaffe cache: unknown subcommand 'sizes'", "usage: mpcaffe cache stats"}},
+      {"bench", {"usage: mpcaffe bench net"}},                      // a group without one
+  };
+  for (const auto& [args, messages] : cases) {
+    const CommandResult r = RunMpcaffe(std::string(args) + " 2>&1", kEnv);
+    EXPECT_EQ(r.status, 2) << args << ": " << r.out;
+    for (const char* m : messages) EXPECT_TRUE(Contains(r.out, m)) << args << ": " << r.out;
+  }
 }
 
 }  // namespace
