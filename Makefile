@@ -35,7 +35,7 @@ TEST_ENV := MPCAFFE_CACHE=$(TEST_CACHE_DIR)/kernels.sqlite POCL_CACHE_DIR=$(TEST
   MESA_SHADER_CACHE_DIR=$(TEST_CACHE_DIR)/mesa CUDA_CACHE_PATH=$(TEST_CACHE_DIR)/cuda
 test: build
 	rm -rf $(TEST_CACHE_DIR) && mkdir -p $(TEST_CACHE_DIR)/compiles $(TEST_CACHE_DIR)/reports
-	cd $(BUILD) && $(TEST_ENV) ctest --output-on-failure --timeout 3000 -j2; c=$$?; \
+	cd $(BUILD) && $(TEST_ENV) ctest --output-on-failure --timeout 4000 -j2; c=$$?; \
 	  cd $(CURDIR) && scripts/ctest-devices.sh $(BUILD); \
 	  start=$$(date +%s.%N); \
 	  $(TEST_ENV) MPCAFFE_COMPILE_LOG=$(TEST_CACHE_DIR)/compiles/python.log scripts/python-test.sh; \
