@@ -58,6 +58,9 @@ def entry_times(build):
 EXEMPT = {
     "cache": "the cache suite builds through caches of its own (and none) on purpose",
     "oclgrind": "MPCAFFE_CACHE=off: Oclgrind's program binaries are its own",
+    "cuda": "the fake CUDA driver's tests build through binary stores of their own",
+    "tools": "runs the command line cold and warm, with kernel caches of its own",
+    "cpp_package": "the installed package's examples run with a kernel cache of their own",
 }
 
 
