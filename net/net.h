@@ -249,6 +249,15 @@ class Net {
   /// Reshape of layer i before its Forward (Layer::ReshapesEachPass); when a top's shape
   /// changed, the layers after it are reshaped too.
   void ReshapeBeforePass(int i);
+  /// Whether a bottom of layer i has another shape than when the layer was last reshaped (a
+  /// caller reshaped an input blob, or a Python layer its top): BVLC's Net::Forward reshapes
+  /// every layer before it runs; this finds the first layer that needs it at the cost of a
+  /// shape comparison per bottom.
+  bool BottomsReshaped(int i) const;
+  /// ReshapeFrom(first) in the middle of a pass: the values layers from `first` read are kept.
+  void ReshapeKeepingInputs(int first);
+  /// Records layer i's bottom shapes as the ones it was reshaped for.
+  void NoteReshaped(int i);
   /// Whether layer i runs with its fused ReLU in this pass.
   bool FusionActive(int layer);
   void PlanMemory();
@@ -286,6 +295,8 @@ class Net {
   std::map<std::string, std::shared_ptr<Blob>> blobs_;
   std::vector<std::string> blob_names_;
   std::vector<std::vector<Blob*>> bottom_vecs_, top_vecs_;
+  /// Per layer, its bottoms' shapes when it was last reshaped (BottomsReshaped).
+  std::vector<std::vector<std::vector<int>>> reshaped_bottoms_;
   std::vector<std::vector<float>> loss_weights_;
   std::vector<Blob*> input_blobs_, output_blobs_;
   quant::QuantizerMode quant_mode_ = quant::QuantizerMode::kPassive;

@@ -75,6 +75,7 @@ void Net::Build(const caffe::NetParameter& given) {
     for (auto& l : layers_) l->set_release_param_copies(true);
   PlanViews();
   UpdateViews(true);  // plans the reduced memory too
+  for (size_t i = 0; i < layers_.size(); ++i) NoteReshaped(static_cast<int>(i));
 }
 
 void Net::AddLayer(caffe::LayerParameter lp, std::map<std::string, bool>* consumed) {
