@@ -98,9 +98,10 @@ def _read_labels(path):
         return [line.strip() for line in f if line.strip()]
 
 
-def print_top(names, predictions, k, labels=None, out=sys.stdout):
+def print_top(names, predictions, k, labels=None, out=None):
     """For every image its name, then its k best classes as `score - "label"` (the class index
     when there are no labels), best first."""
+    out = sys.stdout if out is None else out
     scores = predictions.reshape(len(predictions), -1)
     if labels is not None and len(labels) < scores.shape[1]:
         raise ValueError(f"the labels file has {len(labels)} labels for {scores.shape[1]} "
