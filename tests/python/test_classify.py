@@ -245,7 +245,7 @@ def test_python_m_mpcaffe_classify_folder_prints_top_k(tiny, photo_folder, tmp_p
     assert "Classifying 3 inputs" in run.stderr
 
 
-def test_classify_command_npy_binaryproto_mean_and_center_only(tiny, tmp_path, capsys):
+def test_classify_command_npy_binaryproto_mean_center_only_device(tiny, tmp_path, capsys):
     images = np.stack(_images(2, 12, 12, seed=6))
     npy = tmp_path / "images.npy"
     np.save(npy, images)
@@ -256,7 +256,7 @@ def test_classify_command_npy_binaryproto_mean_and_center_only(tiny, tmp_path, c
     status = _classify_command.main(
         [str(npy), str(out), "--model_def", tiny[0], "--pretrained_model", tiny[1],
          "--images_dim", "12,12", "--mean_file", str(mean), "--input_scale", "0.02",
-         "--center_only", "--print_results"])
+         "--center_only", "--print_results", "--device", str(caffe.devices()[-1]["index"])])
     assert status == 0
     classifier = caffe.Classifier(tiny[0], tiny[1], image_dims=(12, 12), **PREPROCESS)
     np.testing.assert_allclose(np.load(out), classifier.predict(list(images), oversample=False),
