@@ -157,6 +157,19 @@ def test_calibrated_int8_classifier_classifies_as_fp32(tiny, tmp_path):
     np.testing.assert_allclose(ours, fp32.predict(images), atol=0.02)
 
 
+def test_fp16_classifier_from_a_netparameter(tiny):
+    device = next(d for d in caffe.devices() if d["index"] == caffe.device_index())
+    if not device["fp16"]:
+        pytest.skip(f"device {device['description']} has no fp16")
+    from google.protobuf import text_format
+    param = text_format.Parse(TINY, caffe.NetParameter())
+    fp16 = caffe.Classifier(param, tiny[1], dtype="fp16", **PREPROCESS)
+    assert caffe.data_type.CAFFE_HALF in {b.data_type for b in fp16.blobs.values()}
+    fp32 = caffe.Classifier(param, tiny[1], **PREPROCESS)
+    images = _images(2)
+    np.testing.assert_allclose(fp16.predict(images), fp32.predict(images), atol=2e-3)
+
+
 def test_device_keyword_builds_there_and_leaves_the_default(tiny):
     devices = caffe.devices()
     before = caffe.device_index()
