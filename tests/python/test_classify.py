@@ -4,7 +4,6 @@ scale, mean, input scale, context padding), a calibrated int8 Classifier, `pytho
 classify` on a folder of PNGs, BVLC's 00-classification notebook idiom (a reshaped input batch)
 and the scores of a BVLC deploy net against OpenCV's Caffe reader."""
 
-import os
 import subprocess
 import sys
 
