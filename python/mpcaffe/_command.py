@@ -1,6 +1,7 @@
 """mpcaffe._command — the `mpcaffe` command line shipped inside the package (mpcaffe/bin/mpcaffe,
-built with the extension module): `python -m mpcaffe ...` runs it, and `mpcaffe.calibrate()` is
-`mpcaffe calibrate` as one function, so the two share one implementation."""
+built with the extension module): `python -m mpcaffe ...` runs it (its `classify` verb is
+mpcaffe.classify's, in Python), and `mpcaffe.calibrate()` / `convert()` are `mpcaffe calibrate` /
+`mpcaffe convert` as functions, so the two share one implementation."""
 
 import os
 import shutil
@@ -30,6 +31,29 @@ def main(argv=None):
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(exe, [exe] + argv)
+
+
+def _run(args, progress=False):
+    """Runs `mpcaffe <args>`; returns its standard output, or raises mpcaffe.Error with its
+    message when it fails."""
+    run = subprocess.run([executable()] + args, stdout=subprocess.PIPE,
+                         stderr=None if progress else subprocess.PIPE, text=True)
+    if run.returncode != 0:
+        from ._mpcaffe import Error
+        message = (run.stderr or "").strip() or run.stdout.strip()
+        raise Error(message or f"mpcaffe {args[0]} failed with status {run.returncode}")
+    return run.stdout
+
+
+def convert(model, dtype, device=None):
+    """The typed variant of an fp32 net (`mpcaffe convert`): model is a .prototxt path, dtype
+    "fp16", "int16", "int8" or "int8w4", device an index or selector (the layers that compute in
+    the type depend on what the device can do). Returns the typed prototxt as text; raises
+    mpcaffe.Error with the command's message."""
+    args = ["convert", "--model", os.fspath(model), "--dtype", str(dtype)]
+    if device is not None:
+        args += ["--device", str(device)]
+    return _run(args)
 
 
 def calibrate(model, weights, output, dtype=None, output_model=None, input=None,
@@ -66,10 +90,4 @@ def calibrate(model, weights, output, dtype=None, output_model=None, input=None,
                 path = os.path.join(tmp, "input.npy")
                 numpy.save(path, numpy.ascontiguousarray(input, dtype=numpy.float32))
                 args += ["--input", path]
-        run = subprocess.run([executable()] + args, stdout=subprocess.PIPE,
-                             stderr=None if progress else subprocess.PIPE, text=True)
-    if run.returncode != 0:
-        from ._mpcaffe import Error
-        message = (run.stderr or "").strip() or run.stdout.strip()
-        raise Error(message or f"mpcaffe calibrate failed with status {run.returncode}")
-    return run.stdout
+        return _run(args, progress)
