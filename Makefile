@@ -16,8 +16,13 @@ all: build
 deps:
 	@scripts/install-deps.sh
 
+# The Python extension is part of the build (pybind11 and the interpreter python3 runs), so
+# `make test` installs the package from this tree instead of compiling the libraries again.
+PYTHON ?= python3
 configure: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DMPCAFFE_SHARED_DIR=$(MPCAFFE_SHARED_DIR)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DMPCAFFE_SHARED_DIR=$(MPCAFFE_SHARED_DIR) \
+	  -DMPCAFFE_BUILD_PYTHON=ON -DPython_EXECUTABLE=$$(command -v $(PYTHON)) \
+	  -Dpybind11_DIR=$$($(PYTHON) -m pybind11 --cmakedir)
 
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
@@ -38,7 +43,8 @@ test: build
 	cd $(BUILD) && $(TEST_ENV) ctest --output-on-failure --timeout 4000 -j2; c=$$?; \
 	  cd $(CURDIR) && scripts/ctest-devices.sh $(BUILD); \
 	  start=$$(date +%s.%N); \
-	  $(TEST_ENV) MPCAFFE_COMPILE_LOG=$(TEST_CACHE_DIR)/compiles/python.log scripts/python-test.sh; \
+	  $(TEST_ENV) MPCAFFE_COMPILE_LOG=$(TEST_CACHE_DIR)/compiles/python.log \
+	    MPCAFFE_PYTHON_BUILD_DIR=$(BUILD) PYTHON=$(PYTHON) scripts/python-test.sh; \
 	  p=$$?; awk -v a=$$start -v b=$$(date +%s.%N) 'BEGIN { print b - a }' \
 	    > $(TEST_CACHE_DIR)/python.seconds; \
 	  scripts/test-budget.py $(BUILD); b=$$?; \

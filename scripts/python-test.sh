@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # scripts/python-test.sh — builds and installs the mpcaffe Python package into the Python that
 # `python3` runs (pip install ., build tree kept in build/python) and runs the pytest suite.
-# Extra arguments go to pytest; --install-only stops after the install. PYTHON overrides the interpreter; MPCAFFE_SHARED_DIR the
-# folder holding models/paper_examples (default: ../shared next to the repository).
+# Extra arguments go to pytest; --install-only stops after the install. PYTHON overrides the
+# interpreter; MPCAFFE_SHARED_DIR the folder holding models/paper_examples (default: ../shared
+# next to the repository). MPCAFFE_PYTHON_BUILD_DIR names a C++ build tree configured with
+# MPCAFFE_BUILD_PYTHON=ON (make test passes its own): pip then installs from that tree, with its
+# build type and generator, so the libraries are compiled once for the C++ and Python suites.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -27,8 +30,22 @@ if [ ${#missing[@]} -gt 0 ]; then
   "$PYTHON" -m pip install --quiet "${missing[@]}"
 fi
 
-echo "python-test: pip install . (build tree build/python)"
-"$PYTHON" -m pip install --quiet --no-build-isolation .
+if [ -n "${MPCAFFE_PYTHON_BUILD_DIR:-}" ]; then
+  tree=$(cd "$MPCAFFE_PYTHON_BUILD_DIR" && pwd)
+  cache_value() { sed -n "s/^$1:[A-Z]*=//p" "$tree/CMakeCache.txt"; }
+  if [ "$(cache_value MPCAFFE_BUILD_PYTHON)" != ON ]; then
+    echo "python-test: $tree was configured without MPCAFFE_BUILD_PYTHON=ON" >&2
+    exit 2
+  fi
+  echo "python-test: pip install . (build tree $tree)"
+  CMAKE_GENERATOR=$(cache_value CMAKE_GENERATOR) "$PYTHON" -m pip install --quiet \
+    --no-build-isolation -C build-dir="$tree" \
+    -C cmake.build-type="$(cache_value CMAKE_BUILD_TYPE)" \
+    -C cmake.define.MPCAFFE_BUILD_TESTS="$(cache_value MPCAFFE_BUILD_TESTS)" .
+else
+  echo "python-test: pip install . (build tree build/python)"
+  "$PYTHON" -m pip install --quiet --no-build-isolation .
+fi
 
 # Run from outside the source tree's python/ folder so the installed package is what is tested.
 "$PYTHON" -c "import mpcaffe, sys; print('python-test: mpcaffe from', mpcaffe.__file__)"
