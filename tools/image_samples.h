@@ -66,8 +66,9 @@ inline std::vector<std::string> ListImages(const std::string& source) {
 }
 
 /// Fills `pre` from the first layer of `prototxt` with a transform_param (a TEST-phase one
-/// first): mean_file, mean_value, scale; crop_size becomes the centre crop (the net's input size
-/// is the crop, so the image is resized to the mean file's size, or kept, before cropping).
+/// first): mean_file, mean_value, scale. Its crop_size needs nothing: the deploy net's input is
+/// the crop, and ImagesToSamples centre-crops to the input (from the mean file's size when the
+/// mean file is at least as large, as a train_val's records are).
 inline void PreprocessingFromTransformParam(const std::string& prototxt, ImagePreprocessing* pre) {
   const caffe::NetParameter net = ReadNetParameterText(prototxt);
   const caffe::LayerParameter* chosen = nullptr;
