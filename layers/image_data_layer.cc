@@ -45,17 +45,27 @@ class ImageDataLayer : public Layer {
              std::to_string(lines_.size()) + " images of '" + p.source() + "'");
     }
     // The first image gives the shape (every image must share it unless batch_size is 1).
-    const cv::Mat first = Read(lines_[next_]);
-    SetShape(first, top);
+    pending_ = Read(lines_[next_]);
+    SetShape(pending_, top);
   }
-  void Reshape(const std::vector<Blob*>&, const std::vector<Blob*>& top) override {}
+  /// With batch_size 1 the images may differ in size (BVLC): the net reshapes the layers after
+  /// this one before a pass whose image has another shape.
+  bool ReshapesEachPass() const override { return batch_ == 1; }
+  void Reshape(const std::vector<Blob*>&, const std::vector<Blob*>& top) override {
+    if (batch_ != 1 || lines_.empty()) return;
+    if (pending_.empty()) pending_ = Read(lines_[next_]);
+    if (pending_.channels() != channels_ || pending_.rows != height_ || pending_.cols != width_)
+      SetShape(pending_, top);
+  }
 
  protected:
   void ForwardImpl(const std::vector<Blob*>&, const std::vector<Blob*>& top) override {
     std::vector<float> data, label(batch_);
     for (int n = 0; n < batch_; ++n) {
       const ListedImage& item = lines_[next_];
-      const cv::Mat image = Read(item);
+      cv::Mat image;
+      std::swap(image, pending_);  // read by Reshape (or LayerSetUp) for this pass
+      if (image.empty()) image = Read(item);
       if (image.channels() != channels_ || image.rows != height_ || image.cols != width_) {
         if (batch_ != 1)
           Fail(Where(item) + ": " + std::to_string(image.cols) + "x" + std::to_string(image.rows) +
@@ -146,6 +156,7 @@ class ImageDataLayer : public Layer {
 
   std::vector<ListedImage> lines_;
   size_t next_ = 0;
+  cv::Mat pending_;  // the image lines_[next_], read ahead to learn its shape
   int batch_ = 0, channels_ = 0, height_ = 0, width_ = 0;
   std::unique_ptr<DataTransformer> transformer_;
   std::mt19937 shuffle_rng_, rng_;

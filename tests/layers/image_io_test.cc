@@ -264,6 +264,26 @@ TEST_F(ImageFolder, ImageDataReadsTheListWithLabelsTransformAndWrapsAround) {
   EXPECT_EQ(labels, (std::vector<float>{5, 6, 7}));
 }
 
+TEST_F(ImageFolder, ImageDataOfBatchOneReshapesToEachImage) {
+  Write("small.png", Picture(2, 3, 0));
+  Write("large.png", Picture(4, 5, 0));
+  std::ofstream(Path("list.txt")) << "small.png 0\nlarge.png 1\n";
+  Blob data(Dev(), DataType::kFloat32), label(Dev(), DataType::kFloat32);
+  auto layer = MakeLayer("name: 'img' type: 'ImageData' image_data_param { source: '" +
+                             Path("list.txt") + "' root_folder: '" + dir_ + "/' batch_size: 1 }",
+                         caffe::TEST, data, label);
+  EXPECT_TRUE(layer->ReshapesEachPass());
+  for (int pass = 0; pass < 3; ++pass) {  // as the net runs it: Reshape, then Forward
+    layer->Reshape({}, {&data, &label});
+    const std::vector<int> shape = pass % 2 ? std::vector<int>{1, 3, 4, 5} : std::vector<int>{1, 3, 2, 3};
+    EXPECT_EQ(data.shape(), shape) << pass;
+    layer->Forward({}, {&data, &label});
+    EXPECT_EQ(data.shape(), shape) << pass;
+    EXPECT_EQ(data.ToFloat(), Chw(Picture(shape[2], shape[3], 0))) << pass;
+    EXPECT_EQ(label.ToFloat(), std::vector<float>{static_cast<float>(pass % 2)});
+  }
+}
+
 TEST_F(ImageFolder, ImageDataErrorsNameTheListLineAndTheFile) {
   Write("good.png", Picture(4, 4, 0));
   Write("whole.jpg", Picture(16, 16, 0));
