@@ -24,9 +24,7 @@ class DataTransformer {
   int out_height() const { return crop_ ? crop_ : height_; }
   int out_width() const { return crop_ ? crop_ : width_; }
   /// Values one transformed record writes (channels × out_height × out_width).
-  size_t out_count() const {
-    return static_cast<size_t>(channels_) * out_height() * out_width();
-  }
+  size_t out_count() const { return static_cast<size_t>(channels_) * out_height() * out_width(); }
 
   /// Transforms one channels×height×width record (CHW; `bytes` when not null, else `floats`)
   /// into `out` (out_count() values); `rng` draws the TRAIN-phase crop and mirror.

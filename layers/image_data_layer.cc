@@ -143,8 +143,8 @@ class ImageDataLayer : public Layer {
     legacy.set_crop_size(p.crop_size());
     legacy.set_mirror(p.mirror());
     try {
-      transformer_ = std::make_unique<DataTransformer>(param_.transform_param(), &legacy,
-                                                       channels_, height_, width_, phase());
+      transformer_ = std::make_unique<DataTransformer>(param_.transform_param(), &legacy, channels_,
+                                                       height_, width_, phase());
     } catch (const Error& e) {
       Fail(e.what());
     }

@@ -63,7 +63,8 @@ std::string PngDamage(const std::string& b) {
 std::string ReadFileBytes(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0)
-    throw ImageError("'" + path + "': " + (errno == ENOENT ? "no such file" : std::strerror(errno)));
+    throw ImageError("'" + path +
+                     "': " + (errno == ENOENT ? "no such file" : std::strerror(errno)));
   if (S_ISDIR(st.st_mode)) throw ImageError("'" + path + "' is a directory, not an image");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ImageError("'" + path + "': cannot open (" + std::strerror(errno) + ")");
@@ -86,15 +87,16 @@ cv::Mat DecodeImage(const std::string& bytes, const std::string& what, int heigh
   if (!damage.empty()) throw ImageError(what + ": " + damage);
   cv::Mat image;
   try {
-    const cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1,
-                      const_cast<char*>(bytes.data()));
+    const cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
     image = cv::imdecode(buf, is_color ? cv::IMREAD_COLOR : cv::IMREAD_GRAYSCALE);
   } catch (const cv::Exception& e) {
     throw ImageError(what + ": corrupt image (OpenCV: " + e.what() + ")");
   }
   if (image.empty())
-    throw ImageError(what + ": not an image OpenCV can decode (corrupt, or not a JPEG/PNG/BMP/"
-                     "... file; " + std::to_string(bytes.size()) + " bytes)");
+    throw ImageError(what +
+                     ": not an image OpenCV can decode (corrupt, or not a JPEG/PNG/BMP/"
+                     "... file; " +
+                     std::to_string(bytes.size()) + " bytes)");
   if (image.depth() != CV_8U) image.convertTo(image, CV_8U);
   if (height > 0 && width > 0 && (image.rows != height || image.cols != width)) {
     cv::Mat resized;
@@ -136,17 +138,16 @@ caffe::Datum ReadImageToDatum(const std::string& path, int label, int height, in
     MatToDatum(image, &datum);
     return datum;
   }
-  std::string ext = path.substr(path.find_last_of('.') == std::string::npos
-                                    ? path.size() : path.find_last_of('.') + 1);
+  std::string ext = path.substr(
+      path.find_last_of('.') == std::string::npos ? path.size() : path.find_last_of('.') + 1);
   for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   const bool same_format = ext == encode_type || (ext == "jpeg" && encode_type == "jpg") ||
                            (ext == "jpg" && encode_type == "jpeg");
   // The file's own bytes when they decode to what was asked (BVLC's ReadFileToDatum case).
-  const bool file_channels_match =
-      (cv::imdecode(cv::Mat(1, static_cast<int>(bytes.size()), CV_8UC1,
-                            const_cast<char*>(bytes.data())),
-                    cv::IMREAD_UNCHANGED)
-           .channels() == 3) == is_color;
+  const bool file_channels_match = (cv::imdecode(cv::Mat(1, static_cast<int>(bytes.size()), CV_8UC1,
+                                                         const_cast<char*>(bytes.data())),
+                                                 cv::IMREAD_UNCHANGED)
+                                        .channels() == 3) == is_color;
   if (same_format && height <= 0 && width <= 0 && file_channels_match) {
     datum.set_data(bytes);
   } else {
@@ -172,11 +173,11 @@ void DecodeDatumInPlace(caffe::Datum* datum, const std::string& what, bool force
   if (!damage.empty()) throw ImageError(what + ": " + damage);
   cv::Mat image;
   try {
-    image = cv::imdecode(cv::Mat(1, static_cast<int>(bytes.size()), CV_8UC1,
-                                 const_cast<char*>(bytes.data())),
-                         force_color  ? cv::IMREAD_COLOR
-                         : force_gray ? cv::IMREAD_GRAYSCALE
-                                      : cv::IMREAD_ANYCOLOR);
+    image = cv::imdecode(
+        cv::Mat(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data())),
+        force_color  ? cv::IMREAD_COLOR
+        : force_gray ? cv::IMREAD_GRAYSCALE
+                     : cv::IMREAD_ANYCOLOR);
   } catch (const cv::Exception& e) {
     throw ImageError(what + ": corrupt encoded image (OpenCV: " + e.what() + ")");
   }
@@ -188,8 +189,7 @@ void DecodeDatumInPlace(caffe::Datum* datum, const std::string& what, bool force
 void WriteBlobProtoBinary(const std::string& path, const caffe::BlobProto& blob) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) throw Error("cannot write '" + path + "': " + std::strerror(errno));
-  if (!blob.SerializeToOstream(&out) || !out.flush())
-    throw Error("writing '" + path + "' failed");
+  if (!blob.SerializeToOstream(&out) || !out.flush()) throw Error("writing '" + path + "' failed");
 }
 
 caffe::BlobProto MeanBlobProto(int channels, int height, int width,

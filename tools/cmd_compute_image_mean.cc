@@ -21,8 +21,9 @@ int RunComputeImageMean(const std::vector<std::string>& given) {
   if (pos.empty()) return UsageError(kName, "needs INPUT_DB");
   const std::string backend = FlagValue(args, "--backend", "lmdb");
   if (backend != "lmdb")
-    return UsageError(kName, "--backend=" + backend + ": only lmdb is supported (mpcaffe reads "
-                             "and writes LMDB databases only)");
+    return UsageError(kName, "--backend=" + backend +
+                                 ": only lmdb is supported (mpcaffe reads "
+                                 "and writes LMDB databases only)");
   LmdbReader db(pos[0]);
   if (db.size() == 0) throw Error("'" + pos[0] + "' holds no record");
   std::vector<double> sum;
@@ -37,12 +38,12 @@ int RunComputeImageMean(const std::vector<std::string>& given) {
       channels = datum.channels(), height = datum.height(), width = datum.width();
       sum.assign(size, 0.0);
       std::printf("Starting iteration\n");
-    } else if (datum.channels() != channels || datum.height() != height ||
-               datum.width() != width) {
+    } else if (datum.channels() != channels || datum.height() != height || datum.width() != width) {
       throw Error(what + " is " + std::to_string(datum.channels()) + "x" +
                   std::to_string(datum.height()) + "x" + std::to_string(datum.width()) +
                   ", the first " + std::to_string(channels) + "x" + std::to_string(height) + "x" +
-                  std::to_string(width) + " (a mean needs one size: convert_imageset "
+                  std::to_string(width) +
+                  " (a mean needs one size: convert_imageset "
                   "--resize_width/--resize_height)");
     }
     const std::string& bytes = datum.data();

@@ -33,7 +33,8 @@ int NumberFlag(const std::vector<std::string>& args, const std::string& flag, in
     used = 0;
   }
   if (used != v.size() || v.empty() || *out < 0)
-    return UsageError(kName, flag + " needs a number of pixels (0: keep the size), got '" + v + "'");
+    return UsageError(kName,
+                      flag + " needs a number of pixels (0: keep the size), got '" + v + "'");
   return 0;
 }
 
@@ -43,8 +44,9 @@ int RunConvertImageset(const std::vector<std::string>& given) {
   if (pos.size() != 3) return UsageError(kName, "needs ROOTFOLDER/, LISTFILE and DB_NAME");
   const std::string backend = FlagValue(args, "--backend", "lmdb");
   if (backend != "lmdb")
-    return UsageError(kName, "--backend=" + backend + ": only lmdb is supported (mpcaffe reads "
-                             "and writes LMDB databases only)");
+    return UsageError(kName, "--backend=" + backend +
+                                 ": only lmdb is supported (mpcaffe reads "
+                                 "and writes LMDB databases only)");
   int resize_width = 0, resize_height = 0;
   if (int rc = NumberFlag(args, "--resize_width", &resize_width)) return rc;
   if (int rc = NumberFlag(args, "--resize_height", &resize_height)) return rc;
@@ -101,8 +103,8 @@ int RunConvertImageset(const std::vector<std::string>& given) {
     }
     caffe::Datum datum;
     try {
-      datum = ReadImageToDatum(root + name, lines[id].second, resize_height, resize_width,
-                               is_color, enc);
+      datum = ReadImageToDatum(root + name, lines[id].second, resize_height, resize_width, is_color,
+                               enc);
     } catch (const ImageError& e) {
       std::fprintf(stderr, "mpcaffe %s: skipping %s\n", kName, e.what());
       skipped.push_back(e.what());
@@ -114,8 +116,8 @@ int RunConvertImageset(const std::vector<std::string>& given) {
       } else if (datum.data().size() != data_size) {
         throw Error("--check_size: '" + root + name + "' has " +
                     std::to_string(datum.data().size()) + " bytes of pixels (" +
-                    std::to_string(datum.channels()) + "x" + std::to_string(datum.height()) +
-                    "x" + std::to_string(datum.width()) + "), the first image " +
+                    std::to_string(datum.channels()) + "x" + std::to_string(datum.height()) + "x" +
+                    std::to_string(datum.width()) + "), the first image " +
                     std::to_string(data_size));
       }
     }

@@ -39,9 +39,9 @@ inline std::vector<std::string> ListImages(const std::string& source) {
     for (const auto& e : fs::directory_iterator(source)) {
       std::string ext = e.path().extension().string();
       for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      if (e.is_regular_file() && (ext == ".jpg" || ext == ".jpeg" || ext == ".png" ||
-                                  ext == ".bmp" || ext == ".tif" || ext == ".tiff" ||
-                                  ext == ".webp" || ext == ".ppm" || ext == ".pgm"))
+      if (e.is_regular_file() &&
+          (ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp" || ext == ".tif" ||
+           ext == ".tiff" || ext == ".webp" || ext == ".ppm" || ext == ".pgm"))
         paths.push_back(e.path().string());
     }
     std::sort(paths.begin(), paths.end());
@@ -99,9 +99,19 @@ inline NpyArray ImagesToSamples(const std::vector<std::string>& paths, int chann
   int rw = pre.resize_width ? pre.resize_width : width;
   if (!pre.mean_file.empty()) {
     const caffe::BlobProto m = ReadBlobProtoBinary(pre.mean_file);
-    const int mc = m.has_channels() ? m.channels() : (m.shape().dim_size() >= 3 ? static_cast<int>(m.shape().dim(m.shape().dim_size() - 3)) : 0);
-    const int mh = m.has_height() ? m.height() : (m.shape().dim_size() >= 2 ? static_cast<int>(m.shape().dim(m.shape().dim_size() - 2)) : 0);
-    const int mw = m.has_width() ? m.width() : (m.shape().dim_size() >= 1 ? static_cast<int>(m.shape().dim(m.shape().dim_size() - 1)) : 0);
+    const int mc =
+        m.has_channels()
+            ? m.channels()
+            : (m.shape().dim_size() >= 3 ? static_cast<int>(m.shape().dim(m.shape().dim_size() - 3))
+                                         : 0);
+    const int mh = m.has_height() ? m.height()
+                                  : (m.shape().dim_size() >= 2
+                                         ? static_cast<int>(m.shape().dim(m.shape().dim_size() - 2))
+                                         : 0);
+    const int mw = m.has_width() ? m.width()
+                                 : (m.shape().dim_size() >= 1
+                                        ? static_cast<int>(m.shape().dim(m.shape().dim_size() - 1))
+                                        : 0);
     if (mc != channels || static_cast<size_t>(m.data_size()) != static_cast<size_t>(mc) * mh * mw)
       throw Error("--mean-file '" + pre.mean_file + "': a mean of " + std::to_string(mc) +
                   " channels (" + std::to_string(m.data_size()) + " values) for a net input of " +

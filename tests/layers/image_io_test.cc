@@ -2,8 +2,8 @@
 // gray pixels, resizing, encoded Datum records, errors naming damaged files; the ImageData layer
 // (list file, labels, transform_param, mean_file) and the Data layer on encoded records. Tiny
 // pictures written with OpenCV into a temporary folder; no kernel is compiled.
-#include <gtest/gtest.h>
 #include <google/protobuf/text_format.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,7 +39,8 @@ class ImageFolder : public ::testing::Test {
     cv::Mat m(h, w, CV_8UC3);
     for (int y = 0; y < h; ++y)
       for (int x = 0; x < w; ++x)
-        for (int k = 0; k < 3; ++k) m.at<cv::Vec3b>(y, x)[k] = static_cast<uint8_t>(40 * k + 7 * y + 3 * x + seed);
+        for (int k = 0; k < 3; ++k)
+          m.at<cv::Vec3b>(y, x)[k] = static_cast<uint8_t>(40 * k + 7 * y + 3 * x + seed);
     return m;
   }
   std::string Write(const std::string& name, const cv::Mat& m) const {
@@ -64,11 +65,13 @@ std::vector<float> Chw(const cv::Mat& m) {
   for (int k = 0; k < m.channels(); ++k)
     for (int y = 0; y < m.rows; ++y)
       for (int x = 0; x < m.cols; ++x)
-        v[(static_cast<size_t>(k) * m.rows + y) * m.cols + x] = m.ptr<uint8_t>(y)[x * m.channels() + k];
+        v[(static_cast<size_t>(k) * m.rows + y) * m.cols + x] =
+            m.ptr<uint8_t>(y)[x * m.channels() + k];
   return v;
 }
 
-void ExpectErrorNames(const std::function<void()>& f, const std::string& file, const std::string& why) {
+void ExpectErrorNames(const std::function<void()>& f, const std::string& file,
+                      const std::string& why) {
   try {
     f();
     ADD_FAILURE() << "no error for " << file;
@@ -89,7 +92,8 @@ TEST_F(ImageFolder, ReadsPngAsBgrChwAndGrayReplicatedOrSingle) {
   ASSERT_EQ(d.height(), 3);
   ASSERT_EQ(d.width(), 4);
   const std::vector<float> want = Chw(bgr);
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(static_cast<uint8_t>(d.data()[i]), want[i]) << i;
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(static_cast<uint8_t>(d.data()[i]), want[i]) << i;
   // A gray photograph read in color: the one channel three times (BVLC's IMREAD_COLOR).
   cv::Mat gray;
   cv::cvtColor(bgr, gray, cv::COLOR_BGR2GRAY);
@@ -100,7 +104,8 @@ TEST_F(ImageFolder, ReadsPngAsBgrChwAndGrayReplicatedOrSingle) {
   ASSERT_EQ(as_gray.channels(), 1);
   for (int y = 0; y < 3; ++y)
     for (int x = 0; x < 4; ++x)
-      for (int k = 0; k < 3; ++k) EXPECT_EQ(as_color.at<cv::Vec3b>(y, x)[k], gray.at<uint8_t>(y, x));
+      for (int k = 0; k < 3; ++k)
+        EXPECT_EQ(as_color.at<cv::Vec3b>(y, x)[k], gray.at<uint8_t>(y, x));
   // A color picture read as gray: OpenCV's conversion, one channel.
   EXPECT_EQ(ReadImageToDatum(png, 0, 0, 0, false, "").channels(), 1);
   // Resizing is cv::resize INTER_LINEAR, as BVLC's ReadImageToCVMat.
@@ -115,32 +120,58 @@ TEST_F(ImageFolder, ReadsPngAsBgrChwAndGrayReplicatedOrSingle) {
 // A 4×2 CMYK JPEG (Adobe, inverted CMYK, as Photoshop and Pillow write it; no chroma
 // subsampling) of red, green, blue, white / black, gray, yellow, cyan.
 const char kCmykJpeg[] =
-    "\xff\xd8\xff\xee\x00\x0e\x41\x64\x6f\x62\x65\x00\x64\x00\x00\x00\x00\x00\xff\xdb\x00\x43\x00\x01"
-    "\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01"
-    "\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01"
-    "\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\xff\xc0\x00\x14\x08\x00\x02\x00\x04"
-    "\x04\x43\x11\x00\x4d\x11\x00\x59\x11\x00\x4b\x11\x00\xff\xc4\x00\x1f\x00\x00\x01\x05\x01\x01\x01"
-    "\x01\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\xff\xc4"
-    "\x00\xb5\x10\x00\x02\x01\x03\x03\x02\x04\x03\x05\x05\x04\x04\x00\x00\x01\x7d\x01\x02\x03\x00\x04"
-    "\x11\x05\x12\x21\x31\x41\x06\x13\x51\x61\x07\x22\x71\x14\x32\x81\x91\xa1\x08\x23\x42\xb1\xc1\x15"
-    "\x52\xd1\xf0\x24\x33\x62\x72\x82\x09\x0a\x16\x17\x18\x19\x1a\x25\x26\x27\x28\x29\x2a\x34\x35\x36"
-    "\x37\x38\x39\x3a\x43\x44\x45\x46\x47\x48\x49\x4a\x53\x54\x55\x56\x57\x58\x59\x5a\x63\x64\x65\x66"
-    "\x67\x68\x69\x6a\x73\x74\x75\x76\x77\x78\x79\x7a\x83\x84\x85\x86\x87\x88\x89\x8a\x92\x93\x94\x95"
-    "\x96\x97\x98\x99\x9a\xa2\xa3\xa4\xa5\xa6\xa7\xa8\xa9\xaa\xb2\xb3\xb4\xb5\xb6\xb7\xb8\xb9\xba\xc2"
-    "\xc3\xc4\xc5\xc6\xc7\xc8\xc9\xca\xd2\xd3\xd4\xd5\xd6\xd7\xd8\xd9\xda\xe1\xe2\xe3\xe4\xe5\xe6\xe7"
-    "\xe8\xe9\xea\xf1\xf2\xf3\xf4\xf5\xf6\xf7\xf8\xf9\xfa\xff\xda\x00\x0e\x04\x43\x00\x4d\x00\x59\x00"
-    "\x4b\x00\x00\x3f\x00\xfc\x0d\xfd\xbd\x7f\x6c\x7f\xda\xef\xf6\x6b\xf0\x1f\xfc\x13\x82\xf3\xf6\x74"
-    "\xfd\xaa\x7f\x68\xff\x00\x80\x57\x7f\xb4\x6f\xfc\x13\xc3\xc0\xbf\xb4\xdf\xed\x0b\x75\xf0\x57\xe3"
-    "\x8f\xc4\xef\x85\x77\x3f\x1e\x3f\x69\x2f\x88\x9f\xb4\x8f\xed\x45\xa1\x7c\x40\xfd\xa0\xfe\x33\x4f"
-    "\xe0\x5f\x14\x68\x52\xfc\x50\xf8\xe1\xe3\x9d\x13\xc1\x7e\x0e\xd1\xfc\x63\xf1\x63\xc6\xed\xae\x78"
-    "\xf3\xc4\xda\x57\x84\xfc\x35\xa7\xeb\x5a\xfd\xf5\xa6\x85\xa5\xc3\x6b\xfd\x35\x7f\xc1\x00\xb4\x9d"
-    "\x2a\xdb\xfe\x09\x0f\xfb\x0f\x78\x92\xdf\x4c\xd3\xed\xfc\x45\xe3\x7f\x81\xfe\x08\xd5\xbc\x69\xaf"
-    "\x43\x65\x6d\x16\xb5\xe2\xfd\x57\xc2\x9e\x1d\xd2\xbe\x14\x78\x5f\x53\xf1\x46\xa9\x1c\x6b\x7d\xaf"
-    "\xea\x1e\x1b\xf8\x5b\xf0\xeb\xe1\xf7\xc3\x6d\x02\xf7\x56\x9e\xee\xe7\x47\xf0\x0f\x81\x3c\x1b\xe0"
-    "\xed\x3a\x4b\x6f\x0e\xf8\x63\x44\xd3\xac\x7f\x62\xff\x00\xe0\xd4\x6d\x5b\x55\xb9\xff\x00\x82\x6e"
-    "\xf8\xc7\xc3\x77\x1a\x9e\xa1\x3f\x87\x7c\x11\xf1\xbf\xe1\xfe\x93\xe0\xbd\x02\x6b\xdb\x99\x74\x5f"
-    "\x08\x69\x5e\x2b\xfd\x83\x3f\x62\x3f\x8a\xfe\x29\xd3\x3c\x2f\xa5\xbc\x8d\x63\xa0\x69\xfe\x24\xf8"
-    "\xa5\xf1\x1b\xe2\x0f\xc4\xad\x7e\xcb\x49\x82\xd2\xdb\x58\xf1\xff\x00\x8e\xfc\x65\xe3\x1d\x46\x3b"
+    "\xff\xd8\xff\xee\x00\x0e\x41\x64\x6f\x62\x65\x00\x64\x00\x00\x00\x00\x00\xff\xdb\x00\x43\x00"
+    "\x01"
+    "\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01"
+    "\x01"
+    "\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01"
+    "\x01"
+    "\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\xff\xc0\x00\x14\x08\x00\x02\x00"
+    "\x04"
+    "\x04\x43\x11\x00\x4d\x11\x00\x59\x11\x00\x4b\x11\x00\xff\xc4\x00\x1f\x00\x00\x01\x05\x01\x01"
+    "\x01"
+    "\x01\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\xff"
+    "\xc4"
+    "\x00\xb5\x10\x00\x02\x01\x03\x03\x02\x04\x03\x05\x05\x04\x04\x00\x00\x01\x7d\x01\x02\x03\x00"
+    "\x04"
+    "\x11\x05\x12\x21\x31\x41\x06\x13\x51\x61\x07\x22\x71\x14\x32\x81\x91\xa1\x08\x23\x42\xb1\xc1"
+    "\x15"
+    "\x52\xd1\xf0\x24\x33\x62\x72\x82\x09\x0a\x16\x17\x18\x19\x1a\x25\x26\x27\x28\x29\x2a\x34\x35"
+    "\x36"
+    "\x37\x38\x39\x3a\x43\x44\x45\x46\x47\x48\x49\x4a\x53\x54\x55\x56\x57\x58\x59\x5a\x63\x64\x65"
+    "\x66"
+    "\x67\x68\x69\x6a\x73\x74\x75\x76\x77\x78\x79\x7a\x83\x84\x85\x86\x87\x88\x89\x8a\x92\x93\x94"
+    "\x95"
+    "\x96\x97\x98\x99\x9a\xa2\xa3\xa4\xa5\xa6\xa7\xa8\xa9\xaa\xb2\xb3\xb4\xb5\xb6\xb7\xb8\xb9\xba"
+    "\xc2"
+    "\xc3\xc4\xc5\xc6\xc7\xc8\xc9\xca\xd2\xd3\xd4\xd5\xd6\xd7\xd8\xd9\xda\xe1\xe2\xe3\xe4\xe5\xe6"
+    "\xe7"
+    "\xe8\xe9\xea\xf1\xf2\xf3\xf4\xf5\xf6\xf7\xf8\xf9\xfa\xff\xda\x00\x0e\x04\x43\x00\x4d\x00\x59"
+    "\x00"
+    "\x4b\x00\x00\x3f\x00\xfc\x0d\xfd\xbd\x7f\x6c\x7f\xda\xef\xf6\x6b\xf0\x1f\xfc\x13\x82\xf3\xf6"
+    "\x74"
+    "\xfd\xaa\x7f\x68\xff\x00\x80\x57\x7f\xb4\x6f\xfc\x13\xc3\xc0\xbf\xb4\xdf\xed\x0b\x75\xf0\x57"
+    "\xe3"
+    "\x8f\xc4\xef\x85\x77\x3f\x1e\x3f\x69\x2f\x88\x9f\xb4\x8f\xed\x45\xa1\x7c\x40\xfd\xa0\xfe\x33"
+    "\x4f"
+    "\xe0\x5f\x14\x68\x52\xfc\x50\xf8\xe1\xe3\x9d\x13\xc1\x7e\x0e\xd1\xfc\x63\xf1\x63\xc6\xed\xae"
+    "\x78"
+    "\xf3\xc4\xda\x57\x84\xfc\x35\xa7\xeb\x5a\xfd\xf5\xa6\x85\xa5\xc3\x6b\xfd\x35\x7f\xc1\x00\xb4"
+    "\x9d"
+    "\x2a\xdb\xfe\x09\x0f\xfb\x0f\x78\x92\xdf\x4c\xd3\xed\xfc\x45\xe3\x7f\x81\xfe\x08\xd5\xbc\x69"
+    "\xaf"
+    "\x43\x65\x6d\x16\xb5\xe2\xfd\x57\xc2\x9e\x1d\xd2\xbe\x14\x78\x5f\x53\xf1\x46\xa9\x1c\x6b\x7d"
+    "\xaf"
+    "\xea\x1e\x1b\xf8\x5b\xf0\xeb\xe1\xf7\xc3\x6d\x02\xf7\x56\x9e\xee\xe7\x47\xf0\x0f\x81\x3c\x1b"
+    "\xe0"
+    "\xed\x3a\x4b\x6f\x0e\xf8\x63\x44\xd3\xac\x7f\x62\xff\x00\xe0\xd4\x6d\x5b\x55\xb9\xff\x00\x82"
+    "\x6e"
+    "\xf8\xc7\xc3\x77\x1a\x9e\xa1\x3f\x87\x7c\x11\xf1\xbf\xe1\xfe\x93\xe0\xbd\x02\x6b\xdb\x99\x74"
+    "\x5f"
+    "\x08\x69\x5e\x2b\xfd\x83\x3f\x62\x3f\x8a\xfe\x29\xd3\x3c\x2f\xa5\xbc\x8d\x63\xa0\x69\xfe\x24"
+    "\xf8"
+    "\xa5\xf1\x1b\xe2\x0f\xc4\xad\x7e\xcb\x49\x82\xd2\xdb\x58\xf1\xff\x00\x8e\xfc\x65\xe3\x1d\x46"
+    "\x3b"
     "\x9f\x11\x78\x9f\x5b\xd4\x6f\xbf\xbf\x8a\xff\xd9";
 
 TEST_F(ImageFolder, CmykJpegDecodesToBgr) {
@@ -149,11 +180,12 @@ TEST_F(ImageFolder, CmykJpegDecodesToBgr) {
   ASSERT_EQ(m.channels(), 3);
   ASSERT_EQ(m.rows, 2);
   ASSERT_EQ(m.cols, 4);
-  const int want[8][3] = {{0, 0, 255},   {0, 255, 0},     {255, 0, 0},   {255, 255, 255},
-                          {0, 0, 0},     {128, 128, 128}, {0, 255, 255}, {255, 255, 0}};  // BGR
+  const int want[8][3] = {{0, 0, 255}, {0, 255, 0},     {255, 0, 0},   {255, 255, 255},
+                          {0, 0, 0},   {128, 128, 128}, {0, 255, 255}, {255, 255, 0}};  // BGR
   for (int i = 0; i < 8; ++i)
     for (int k = 0; k < 3; ++k)
-      EXPECT_NEAR(m.at<cv::Vec3b>(i / 4, i % 4)[k], want[i][k], 12) << "pixel " << i << " channel " << k;
+      EXPECT_NEAR(m.at<cv::Vec3b>(i / 4, i % 4)[k], want[i][k], 12)
+          << "pixel " << i << " channel " << k;
 }
 
 TEST_F(ImageFolder, EncodedDatumKeepsTheFileOrReencodesAndDecodesToThePixels) {
@@ -200,7 +232,8 @@ TEST_F(ImageFolder, DamagedFilesGiveErrorsNamingThem) {
   ExpectErrorNames([&] { DecodeDatumInPlace(&d, "record 3"); }, "record 3", "truncated JPEG");
 }
 
-std::unique_ptr<Layer> MakeLayer(const std::string& text, caffe::Phase phase, Blob& data, Blob& label) {
+std::unique_ptr<Layer> MakeLayer(const std::string& text, caffe::Phase phase, Blob& data,
+                                 Blob& label) {
   caffe::LayerParameter p;
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &p)) << text;
   p.set_phase(phase);
@@ -254,10 +287,10 @@ TEST_F(ImageFolder, ImageDataReadsTheListWithLabelsTransformAndWrapsAround) {
   for (int y = 0; y < 4; ++y)
     for (int x = 0; x < 4; ++x) EXPECT_EQ(v[y * 4 + x], gray.at<uint8_t>(y + 1, x + 2));
   // Shuffled: every image once per pass, in some order.
-  auto shuffled = MakeLayer("name: 'img' type: 'ImageData' image_data_param { source: '" +
-                                Path("list.txt") + "' root_folder: '" + dir_ +
-                                "/' batch_size: 3 shuffle: true }",
-                            caffe::TRAIN, data, label);
+  auto shuffled =
+      MakeLayer("name: 'img' type: 'ImageData' image_data_param { source: '" + Path("list.txt") +
+                    "' root_folder: '" + dir_ + "/' batch_size: 3 shuffle: true }",
+                caffe::TRAIN, data, label);
   shuffled->Forward({}, {&data, &label});
   std::vector<float> labels = label.ToFloat();
   std::sort(labels.begin(), labels.end());
@@ -275,7 +308,8 @@ TEST_F(ImageFolder, ImageDataOfBatchOneReshapesToEachImage) {
   EXPECT_TRUE(layer->ReshapesEachPass());
   for (int pass = 0; pass < 3; ++pass) {  // as the net runs it: Reshape, then Forward
     layer->Reshape({}, {&data, &label});
-    const std::vector<int> shape = pass % 2 ? std::vector<int>{1, 3, 4, 5} : std::vector<int>{1, 3, 2, 3};
+    const std::vector<int> shape =
+        pass % 2 ? std::vector<int>{1, 3, 4, 5} : std::vector<int>{1, 3, 2, 3};
     EXPECT_EQ(data.shape(), shape) << pass;
     layer->Forward({}, {&data, &label});
     EXPECT_EQ(data.shape(), shape) << pass;
@@ -296,8 +330,11 @@ TEST_F(ImageFolder, ImageDataErrorsNameTheListLineAndTheFile) {
                              Path("list.txt") + "' root_folder: '" + dir_ + "/' batch_size: 1 }",
                          caffe::TEST, data, label);
   layer->Forward({}, {&data, &label});
-  ExpectErrorNames([&] { layer->Forward({}, {&data, &label}); }, "list.txt' line 2",
-                   "missing.png': no such file");
+  ExpectErrorNames(
+      [&] {
+        layer->Forward({}, {&data, &label});
+      },
+      "list.txt' line 2", "missing.png': no such file");
   // An empty line still counts in the line numbers.
   ExpectErrorNames(
       [&] {
@@ -331,14 +368,15 @@ TEST_F(ImageFolder, DataLayerDecodesEncodedRecords) {
     for (int i = 0; i < 2; ++i) {
       pics.push_back(Picture(3, 5, 20 * i));
       const std::string png = Write(std::to_string(i) + ".png", pics.back());
-      w.Put("0000000" + std::to_string(i), ReadImageToDatum(png, i, 0, 0, true, "png").SerializeAsString());
+      w.Put("0000000" + std::to_string(i),
+            ReadImageToDatum(png, i, 0, 0, true, "png").SerializeAsString());
     }
     w.Finish();
   }
   Blob data(Dev(), DataType::kFloat32), label(Dev(), DataType::kFloat32);
-  auto layer = MakeLayer("name: 'd' type: 'Data' data_param { source: '" + db +
-                             "' batch_size: 2 backend: LMDB }",
-                         caffe::TEST, data, label);
+  auto layer = MakeLayer(
+      "name: 'd' type: 'Data' data_param { source: '" + db + "' batch_size: 2 backend: LMDB }",
+      caffe::TEST, data, label);
   EXPECT_EQ(data.shape(), (std::vector<int>{2, 3, 3, 5}));
   layer->Forward({}, {&data, &label});
   const std::vector<float> v = data.ToFloat();

@@ -2,8 +2,8 @@
 // a user runs them (the built command, BVLC's flag spellings) on tiny pictures written with
 // OpenCV: the LMDB keys and pixels (raw and encoded) read back through the Data layer, the mean
 // against one computed here, damaged files skipped and named, and the refused backend.
-#include <gtest/gtest.h>
 #include <google/protobuf/text_format.h>
+#include <gtest/gtest.h>
 #include <lmdb.h>
 #include <unistd.h>
 
@@ -43,7 +43,8 @@ std::vector<std::string> Keys(const std::string& path) {
   EXPECT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
   EXPECT_EQ(mdb_cursor_open(txn, dbi, &cursor), 0);
   MDB_val k, v;
-  for (int op = MDB_FIRST; mdb_cursor_get(cursor, &k, &v, static_cast<MDB_cursor_op>(op)) == 0; op = MDB_NEXT)
+  for (int op = MDB_FIRST; mdb_cursor_get(cursor, &k, &v, static_cast<MDB_cursor_op>(op)) == 0;
+       op = MDB_NEXT)
     keys.emplace_back(static_cast<const char*>(k.mv_data), k.mv_size);
   mdb_cursor_close(cursor);
   mdb_txn_abort(txn);
@@ -71,7 +72,8 @@ class ImageCommands : public ::testing::Test {
     std::ofstream(dir_ + "/img/cut.jpg", std::ios::binary) << jpg.substr(0, jpg.size() / 2);
     std::ofstream(dir_ + "/img/notes.txt") << "not a picture\n";
     std::ofstream list(dir_ + "/list.txt");
-    list << kGood[0] << " 0\ncut.jpg 1\n" << kGood[1] << " 2\nnotes.txt 3\nmissing.png 4\n"
+    list << kGood[0] << " 0\ncut.jpg 1\n"
+         << kGood[1] << " 2\nnotes.txt 3\nmissing.png 4\n"
          << kGood[2] << " 5\n";
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -81,8 +83,8 @@ class ImageCommands : public ::testing::Test {
                                                            const std::string& transform = "") {
     caffe::LayerParameter p;
     EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
-        "name: 'd' type: 'Data' data_param { source: '" + db + "' batch_size: " +
-            std::to_string(n) + " backend: LMDB } " + transform,
+        "name: 'd' type: 'Data' data_param { source: '" + db +
+            "' batch_size: " + std::to_string(n) + " backend: LMDB } " + transform,
         &p));
     p.set_phase(caffe::TEST);
     Blob data(DefaultDevice(), DataType::kFloat32), label(DefaultDevice(), DataType::kFloat32);
@@ -108,10 +110,11 @@ class ImageCommands : public ::testing::Test {
 
 TEST_F(ImageCommands, ConvertSkipsDamagedFilesAndTheDataLayerReadsThePixels) {
   // gflags' spellings: one dash, --flag value, --flag=value.
-  const CommandResult r = RunMpcaffe("convert_imageset -resize_height=4 --resize_width 6 "
-                                     "--check_size '" + dir_ + "/img/' '" + dir_ + "/list.txt' '" +
-                                     dir_ + "/raw_lmdb' 2>&1",
-                                     kEnv);
+  const CommandResult r = RunMpcaffe(
+      "convert_imageset -resize_height=4 --resize_width 6 "
+      "--check_size '" +
+          dir_ + "/img/' '" + dir_ + "/list.txt' '" + dir_ + "/raw_lmdb' 2>&1",
+      kEnv);
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_TRUE(Contains(r.out, "Processed 3 files.")) << r.out;
   EXPECT_TRUE(Contains(r.out, "Skipped 3 unreadable files:")) << r.out;
@@ -131,10 +134,11 @@ TEST_F(ImageCommands, ConvertSkipsDamagedFilesAndTheDataLayerReadsThePixels) {
         << kGood[i];
 
   // Encoded (PNG, lossless): the Data layer decodes the records to the same pixels.
-  const CommandResult e = RunMpcaffe("convert_imageset --encoded=true -encode_type png "
-                                     "--resize_height=4 --resize_width=6 '" + dir_ + "/img/' '" +
-                                     dir_ + "/list.txt' '" + dir_ + "/enc_lmdb' 2>&1",
-                                     kEnv);
+  const CommandResult e = RunMpcaffe(
+      "convert_imageset --encoded=true -encode_type png "
+      "--resize_height=4 --resize_width=6 '" +
+          dir_ + "/img/' '" + dir_ + "/list.txt' '" + dir_ + "/enc_lmdb' 2>&1",
+      kEnv);
   ASSERT_EQ(e.status, 0) << e.out;
   EXPECT_EQ(ReadDb(dir_ + "/enc_lmdb", 3).first, data);
 
@@ -144,8 +148,8 @@ TEST_F(ImageCommands, ConvertSkipsDamagedFilesAndTheDataLayerReadsThePixels) {
     for (size_t k = 0; k < size; ++k) want[k] += data[i * size + k] / 3.0f;
   for (const char* db : {"raw_lmdb", "enc_lmdb"}) {
     const std::string out = dir_ + "/" + db + ".binaryproto";
-    const CommandResult m =
-        RunMpcaffe("compute_image_mean -backend=lmdb '" + dir_ + "/" + db + "' '" + out + "' 2>&1", kEnv);
+    const CommandResult m = RunMpcaffe(
+        "compute_image_mean -backend=lmdb '" + dir_ + "/" + db + "' '" + out + "' 2>&1", kEnv);
     ASSERT_EQ(m.status, 0) << m.out;
     EXPECT_TRUE(Contains(m.out, "mean_value channel [2]:")) << m.out;
     const caffe::BlobProto mean = ReadBlobProtoBinary(out);
@@ -154,7 +158,8 @@ TEST_F(ImageCommands, ConvertSkipsDamagedFilesAndTheDataLayerReadsThePixels) {
     EXPECT_EQ(mean.height(), 4);
     EXPECT_EQ(mean.width(), 6);
     ASSERT_EQ(mean.data_size(), static_cast<int>(size));
-    for (size_t k = 0; k < size; ++k) EXPECT_NEAR(mean.data(static_cast<int>(k)), want[k], 1e-4) << k;
+    for (size_t k = 0; k < size; ++k)
+      EXPECT_NEAR(mean.data(static_cast<int>(k)), want[k], 1e-4) << k;
   }
   // The mean file as transform_param.mean_file.
   const auto centred = ReadDb(dir_ + "/raw_lmdb", 3,
@@ -163,10 +168,11 @@ TEST_F(ImageCommands, ConvertSkipsDamagedFilesAndTheDataLayerReadsThePixels) {
 }
 
 TEST_F(ImageCommands, GrayShuffleAndRefusedArguments) {
-  const CommandResult g = RunMpcaffe("convert_imageset --gray -shuffle=true --resize_height=4 "
-                                     "--resize_width=6 '" + dir_ + "/img/' '" + dir_ +
-                                     "/list.txt' '" + dir_ + "/gray_lmdb' 2>&1",
-                                     kEnv);
+  const CommandResult g = RunMpcaffe(
+      "convert_imageset --gray -shuffle=true --resize_height=4 "
+      "--resize_width=6 '" +
+          dir_ + "/img/' '" + dir_ + "/list.txt' '" + dir_ + "/gray_lmdb' 2>&1",
+      kEnv);
   ASSERT_EQ(g.status, 0) << g.out;
   const auto [data, labels] = ReadDb(dir_ + "/gray_lmdb", 3);
   EXPECT_EQ(data.size(), 3u * 1 * 4 * 6);  // one channel
@@ -174,16 +180,17 @@ TEST_F(ImageCommands, GrayShuffleAndRefusedArguments) {
   std::sort(sorted.begin(), sorted.end());
   EXPECT_EQ(sorted, (std::vector<float>{0, 2, 5}));
 
-  const CommandResult leveldb = RunMpcaffe("convert_imageset --backend=leveldb '" + dir_ +
-                                           "/img/' '" + dir_ + "/list.txt' '" + dir_ + "/x' 2>&1",
-                                           kEnv);
+  const CommandResult leveldb =
+      RunMpcaffe("convert_imageset --backend=leveldb '" + dir_ + "/img/' '" + dir_ +
+                     "/list.txt' '" + dir_ + "/x' 2>&1",
+                 kEnv);
   EXPECT_EQ(leveldb.status, 2) << leveldb.out;
   EXPECT_TRUE(Contains(leveldb.out, "only lmdb is supported")) << leveldb.out;
   const CommandResult operands = RunMpcaffe("convert_imageset '" + dir_ + "/img/' 2>&1", kEnv);
   EXPECT_EQ(operands.status, 2) << operands.out;
   EXPECT_TRUE(Contains(operands.out, "usage: mpcaffe convert_imageset")) << operands.out;
-  const CommandResult absent = RunMpcaffe("convert_imageset '" + dir_ + "/img/' '" + dir_ +
-                                          "/absent.txt' '" + dir_ + "/y' 2>&1", kEnv);
+  const CommandResult absent = RunMpcaffe(
+      "convert_imageset '" + dir_ + "/img/' '" + dir_ + "/absent.txt' '" + dir_ + "/y' 2>&1", kEnv);
   EXPECT_NE(absent.status, 0);
   EXPECT_TRUE(Contains(absent.out, "absent.txt' cannot be opened")) << absent.out;
   const CommandResult mean = RunMpcaffe("compute_image_mean '" + dir_ + "/nothing' 2>&1", kEnv);
