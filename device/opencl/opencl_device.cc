@@ -295,7 +295,7 @@ class OpenCLProgram : public Program {
 };
 
 /// PoCL compiles each (kernel, local size) at first launch; a binary fetched with these
-/// specializations listed loads without compiling (docs/BENCHMARKS.md, cache section). PoCL 3.1
+/// specializations listed loads without compiling (docs/BENCHMARKS.md, "PoCL"). PoCL 3.1
 /// builds one family per binary — small-grid or not, as the first entry says — and uses the
 /// small-grid variant for every launch under 65536 work-items per dimension, which is what
 /// Kernel::Launch1D issues; so only "-goffs0-smallgrid" entries are listed. Wider launches
