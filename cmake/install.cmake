@@ -38,10 +38,14 @@ install(TARGETS ${mpcaffe_installed_libraries} mpcaffe_package
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS mpcaffe RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The image codec plugin (layers/image_codec.h), opened at run time: beside the libraries.
+install(TARGETS mpcaffe_image_codec LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 # The wheel (`pip wheel .` installs only the component "python") carries the command too, for
-# `python -m mpcaffe` and mpcaffe.calibrate().
+# `python -m mpcaffe` and mpcaffe.calibrate(), and the plugin in mpcaffe/lib, where both the
+# extension (mpcaffe/_mpcaffe*.so) and the command (mpcaffe/bin/mpcaffe) look for it.
 if(MPCAFFE_BUILD_PYTHON)
   install(TARGETS mpcaffe RUNTIME DESTINATION mpcaffe/bin COMPONENT python)
+  install(TARGETS mpcaffe_image_codec LIBRARY DESTINATION mpcaffe/lib COMPONENT python)
 endif()
 
 # The public headers: mpcaffe/mpcaffe.h and what it includes (the closure, nothing more: the
@@ -79,11 +83,10 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/cmake/mpcaffeConfigVersion.
 install(FILES ${CMAKE_BINARY_DIR}/cmake/mpcaffeConfig.cmake
               ${CMAKE_BINARY_DIR}/cmake/mpcaffeConfigVersion.cmake
               ${CMAKE_SOURCE_DIR}/cmake/FindLMDB.cmake ${CMAKE_SOURCE_DIR}/cmake/FindNVRTC.cmake
-              ${CMAKE_SOURCE_DIR}/cmake/FindOpenCV.cmake
         DESTINATION ${mpcaffe_cmake_dir})
 
 # The pkg-config file: the libraries in link order; dependencies by their own .pc files (LMDB,
-# CLBlast, SQLite, OpenCL and protobuf all ship one), OpenCV's modules by name and NVRTC, which has none, by name in the
+# CLBlast, SQLite, OpenCL and protobuf all ship one) and NVRTC, which has none, by name in the
 # folder ${cuda_libdir} (--define-variable=cuda_libdir=... where the toolkit is elsewhere).
 # Static libraries need every dependency on each link; shared ones only protobuf (the headers
 # use its classes), the rest goes to Requires.private / Libs.private (pkg-config --static).
@@ -105,8 +108,7 @@ endif()
 if(MPCAFFE_HAVE_MPI)  # Open MPI's own pkg-config module (no paths of this machine)
   string(APPEND mpcaffe_pc_deps " ompi-c")
 endif()
-# OpenCV by name: Debian's per-module packages ship no opencv4.pc (only the whole libopencv-dev).
-string(APPEND mpcaffe_pc_dep_libs "-lopencv_imgcodecs -lopencv_imgproc -lopencv_core -pthread")
+string(APPEND mpcaffe_pc_dep_libs "-pthread")
 foreach(lib ${CMAKE_DL_LIBS})
   string(APPEND mpcaffe_pc_dep_libs " -l${lib}")
 endforeach()

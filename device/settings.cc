@@ -37,6 +37,7 @@ Settings Settings::FromEnvironment() {
   s.fuse = Env("MPCAFFE_FUSE");
   s.optimize = Env("MPCAFFE_OPTIMIZE");
   s.moe_queues = Env("MPCAFFE_MOE_QUEUES");
+  s.image_codec = Env("MPCAFFE_IMAGE_CODEC");
   s.cache = Env("MPCAFFE_CACHE");
   s.xdg_cache_home = Env("XDG_CACHE_HOME");
   s.home = Env("HOME");

@@ -28,6 +28,7 @@ struct Settings {
   std::string fuse;              ///< MPCAFFE_FUSE: "0" turns the Net's ReLU fusion off
   std::string optimize;          ///< MPCAFFE_OPTIMIZE: "0" turns the inference graph optimizer off
   std::string moe_queues;        ///< MPCAFFE_MOE_QUEUES: queues the MOE experts spread over
+  std::string image_codec;       ///< MPCAFFE_IMAGE_CODEC: the image codec plugin's file
   std::string cache;             ///< MPCAFFE_CACHE: the kernel-cache file, or "off"
   std::string xdg_cache_home;    ///< XDG_CACHE_HOME (the cache's default folder)
   std::string home;              ///< HOME (the cache's fallback folder)

@@ -1,6 +1,6 @@
 // layers/image_data_layer.cc — the ImageData layer (BVLC's): batches of images read straight from
 // disk, listed in image_data_param.source ("path label" per line, paths under root_folder),
-// decoded and resized with OpenCV (layers/image_io.h) and transformed as transform_param says
+// decoded and resized by OpenCV (layers/image_io.h) and transformed as transform_param says
 // (layers/data_transformer.h). Tops: data (N×C×H×W) and, optionally, label (N).
 #include <fstream>
 #include <random>
@@ -49,7 +49,7 @@ class ImageDataLayer : public Layer {
   void Reshape(const std::vector<Blob*>&, const std::vector<Blob*>& top) override {
     if (batch_ != 1 || lines_.empty()) return;
     if (pending_.empty()) pending_ = Read(lines_[next_]);
-    if (pending_.channels() != channels_ || pending_.rows != height_ || pending_.cols != width_)
+    if (pending_.channels != channels_ || pending_.height != height_ || pending_.width != width_)
       SetShape(pending_, top);
   }
 
@@ -58,12 +58,12 @@ class ImageDataLayer : public Layer {
     std::vector<float> data, label(batch_);
     for (int n = 0; n < batch_; ++n) {
       const ListedImage& item = lines_[next_];
-      cv::Mat image;
+      Image image;
       std::swap(image, pending_);  // read by Reshape (or LayerSetUp) for this pass
       if (image.empty()) image = Read(item);
-      if (image.channels() != channels_ || image.rows != height_ || image.cols != width_) {
+      if (image.channels != channels_ || image.height != height_ || image.width != width_) {
         if (batch_ != 1)
-          Fail(Where(item) + ": " + std::to_string(image.cols) + "x" + std::to_string(image.rows) +
+          Fail(Where(item) + ": " + std::to_string(image.width) + "x" + std::to_string(image.height) +
                " pixels, the first image " + std::to_string(width_) + "x" +
                std::to_string(height_) +
                " (images of different sizes need new_height and new_width, or batch_size 1)");
@@ -71,7 +71,7 @@ class ImageDataLayer : public Layer {
       }
       if (data.empty()) data.resize(static_cast<size_t>(batch_) * transformer_->out_count());
       caffe::Datum datum;
-      MatToDatum(image, &datum);
+      ImageToDatum(image, &datum);
       transformer_->Transform(reinterpret_cast<const uint8_t*>(datum.data().data()), nullptr,
                               data.data() + n * transformer_->out_count(), rng_);
       label[n] = static_cast<float>(item.label);
@@ -100,7 +100,7 @@ class ImageDataLayer : public Layer {
            std::to_string(item.line);
   }
 
-  cv::Mat Read(const ListedImage& item) const {
+  Image Read(const ListedImage& item) const {
     const auto& p = param_.image_data_param();
     try {
       return ReadImage(p.root_folder() + item.path, static_cast<int>(p.new_height()),
@@ -110,9 +110,9 @@ class ImageDataLayer : public Layer {
     }
   }
 
-  void SetShape(const cv::Mat& image, const std::vector<Blob*>& top) {
+  void SetShape(const Image& image, const std::vector<Blob*>& top) {
     const auto& p = param_.image_data_param();
-    channels_ = image.channels(), height_ = image.rows, width_ = image.cols;
+    channels_ = image.channels, height_ = image.height, width_ = image.width;
     caffe::DataParameter legacy;  // image_data_param's deprecated copies of transform_param's
     legacy.set_scale(p.scale());
     legacy.set_mean_file(p.mean_file());
@@ -132,7 +132,7 @@ class ImageDataLayer : public Layer {
 
   std::vector<ListedImage> lines_;
   size_t next_ = 0;
-  cv::Mat pending_;  // the image lines_[next_], read ahead to learn its shape
+  Image pending_;  // the image lines_[next_], read ahead to learn its shape
   int batch_ = 0, channels_ = 0, height_ = 0, width_ = 0;
   std::unique_ptr<DataTransformer> transformer_;
   std::mt19937 shuffle_rng_, rng_;

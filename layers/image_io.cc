@@ -1,18 +1,152 @@
-// layers/image_io.cc — image decoding (OpenCV imgcodecs), resizing (imgproc INTER_LINEAR) and the
-// Datum / mean.binaryproto conversions of layers/image_io.h.
+// layers/image_io.cc — image decoding and resizing through the codec plugin (OpenCV imgcodecs and
+// imgproc INTER_LINEAR, layers/image_codec.h), and the Datum / mean.binaryproto conversions of
+// layers/image_io.h.
 #include "layers/image_io.h"
 
+#include <dlfcn.h>
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
+#include <mutex>
 #include <sstream>
+
+#include "device/device.h"
+#include "device/settings.h"
+#include "layers/image_codec.h"
 
 namespace mpcaffe {
 namespace {
+
+bool IsFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string Folder(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+struct LoadedCodec {
+  const mpcaffe_image_codec* codec = nullptr;
+  std::string path;
+};
+
+/// Where the plugin may be, in order: MPCAFFE_IMAGE_CODEC (a file) alone when it is set; else
+/// beside the binary or library holding this code (a shared library's lib/), in its lib/ (the
+/// Python package: mpcaffe/lib beside mpcaffe/_mpcaffe.so), in its ../lib (build/bin beside
+/// build/lib, an installed bin/, the package's mpcaffe/bin/mpcaffe), the install prefix's library
+/// folder, and last the loader's own search (LD_LIBRARY_PATH, the system folders).
+std::vector<std::string> CodecCandidates() {
+  if (const std::string& file = GetSettings().image_codec; !file.empty()) return {file};
+  std::vector<std::string> out;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&CodecCandidates), &info) && info.dli_fname) {
+    const std::string here = Folder(info.dli_fname);
+    out.push_back(here + "/" MPCAFFE_IMAGE_CODEC_FILE);
+    out.push_back(here + "/lib/" MPCAFFE_IMAGE_CODEC_FILE);
+    out.push_back(here + "/../lib/" MPCAFFE_IMAGE_CODEC_FILE);
+  }
+#ifdef MPCAFFE_INSTALL_LIBDIR
+  out.push_back(MPCAFFE_INSTALL_LIBDIR "/" MPCAFFE_IMAGE_CODEC_FILE);
+#endif
+  out.push_back(MPCAFFE_IMAGE_CODEC_FILE);
+  return out;
+}
+
+LoadedCodec LoadCodec() {
+  // The OpenCL drivers first: a driver that brings its own copy of a library OpenCV needs too
+  // (Intel's CPU runtime: a newer libtbb.so.12) must load it before OpenCV's older one does,
+  // because the first library of a soname serves every later user. OpenCV works with the newer
+  // one; the driver does not load with the older. (The device list is enumerated once per
+  // process; a failure here is reported where a device is asked for, not by image decoding.)
+  try {
+    (void)DeviceList();
+  } catch (const std::exception&) {
+  }
+  std::string tried;
+  for (const std::string& path : CodecCandidates()) {
+    const bool bare = path.find('/') == std::string::npos;
+    if (!bare && !IsFile(path)) {
+      tried += "\n  " + path + ": no such file";
+      continue;
+    }
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const char* why = dlerror();
+      tried += "\n  " + path + ": " + (why ? why : "dlopen failed");
+      if (!bare) break;  // the plugin is there but its libraries (OpenCV's) are not
+      continue;
+    }
+    auto entry = reinterpret_cast<const mpcaffe_image_codec* (*)()>(
+        dlsym(handle, MPCAFFE_IMAGE_CODEC_ENTRY));
+    const mpcaffe_image_codec* codec = entry ? entry() : nullptr;
+    if (!codec || codec->abi != MPCAFFE_IMAGE_CODEC_ABI) {
+      tried += "\n  " + path + ": " +
+               (codec ? "interface version " + std::to_string(codec->abi) + ", mpcaffe needs " +
+                            std::to_string(MPCAFFE_IMAGE_CODEC_ABI) + " (a plugin of another build)"
+                      : std::string("no " MPCAFFE_IMAGE_CODEC_ENTRY " in it"));
+      dlclose(handle);
+      continue;
+    }
+    Dl_info info{};
+    std::string where = path;
+    if (dladdr(reinterpret_cast<void*>(entry), &info) && info.dli_fname) where = info.dli_fname;
+    if (char* full = realpath(where.c_str(), nullptr)) {
+      where = full;
+      std::free(full);
+    }
+    return {codec, where};
+  }
+  throw ImageError(
+      "images are decoded by mpcaffe's OpenCV plugin " MPCAFFE_IMAGE_CODEC_FILE
+      ", which cannot be loaded:" +
+      tried +
+      "\n(it is built with mpcaffe when OpenCV's imgcodecs is found, and needs OpenCV's "
+      "libraries at run time — Debian: apt-get install libopencv-imgcodecs406 — or set "
+      "MPCAFFE_IMAGE_CODEC to its path)");
+}
+
+const LoadedCodec& Codec() {
+  // Loaded once; a failure is thrown again on the next image (call_once retries after a throw).
+  static std::once_flag once;
+  static LoadedCodec loaded;
+  std::call_once(once, [] { loaded = LoadCodec(); });
+  return loaded;
+}
+
+/// A buffer from the plugin, given back to it when it goes.
+class CodecBuffer {
+ public:
+  CodecBuffer() = default;
+  CodecBuffer(const CodecBuffer&) = delete;
+  CodecBuffer& operator=(const CodecBuffer&) = delete;
+  ~CodecBuffer() {
+    if (b_.data) Codec().codec->release(&b_);
+  }
+  mpcaffe_image_buffer* get() { return &b_; }
+  const mpcaffe_image_buffer& operator*() const { return b_; }
+
+ private:
+  mpcaffe_image_buffer b_{};
+};
+
+/// Decodes with the plugin; throws ImageError "<what>: <reason>".
+Image Decode(const std::string& bytes, const std::string& what, int mode, int height, int width) {
+  const mpcaffe_image_codec& codec = *Codec().codec;
+  CodecBuffer out;
+  char error[512] = "";
+  if (codec.decode(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), mode, height,
+                   width, out.get(), error, sizeof error) != 0)
+    throw ImageError(what + ": " + error);
+  Image image;
+  image.height = (*out).height, image.width = (*out).width, image.channels = (*out).channels;
+  image.pixels.assign((*out).data, (*out).data + (*out).size);
+  return image;
+}
 
 bool StartsWith(const std::string& s, const char* prefix, size_t n) {
   return s.size() >= n && std::memcmp(s.data(), prefix, n) == 0;
@@ -80,39 +214,51 @@ std::string ImageDamage(const std::string& bytes) {
   return "";
 }
 
-cv::Mat DecodeImage(const std::string& bytes, const std::string& what, int height, int width,
-                    bool is_color) {
+Image DecodeImage(const std::string& bytes, const std::string& what, int height, int width,
+                  bool is_color) {
   if (bytes.empty()) throw ImageError(what + ": empty file, not an image");
   const std::string damage = ImageDamage(bytes);
   if (!damage.empty()) throw ImageError(what + ": " + damage);
-  cv::Mat image;
-  try {
-    const cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
-    image = cv::imdecode(buf, is_color ? cv::IMREAD_COLOR : cv::IMREAD_GRAYSCALE);
-  } catch (const cv::Exception& e) {
-    throw ImageError(what + ": corrupt image (OpenCV: " + e.what() + ")");
-  }
-  if (image.empty())
-    throw ImageError(what +
-                     ": not an image OpenCV can decode (corrupt, or not a JPEG/PNG/BMP/"
-                     "... file; " +
-                     std::to_string(bytes.size()) + " bytes)");
-  if (image.depth() != CV_8U) image.convertTo(image, CV_8U);
-  if (height > 0 && width > 0 && (image.rows != height || image.cols != width)) {
-    cv::Mat resized;
-    cv::resize(image, resized, cv::Size(width, height), 0, 0, cv::INTER_LINEAR);
-    image = resized;
-  }
-  return image;
+  return Decode(bytes, what, is_color ? MPCAFFE_IMAGE_COLOR : MPCAFFE_IMAGE_GRAY, height, width);
 }
 
-cv::Mat ReadImage(const std::string& path, int height, int width, bool is_color) {
+Image ReadImage(const std::string& path, int height, int width, bool is_color) {
   return DecodeImage(ReadFileBytes(path), "'" + path + "'", height, width, is_color);
 }
 
-void MatToDatum(const cv::Mat& image, caffe::Datum* datum) {
-  if (image.depth() != CV_8U) throw ImageError("MatToDatum: the image is not 8-bit");
-  const int c = image.channels(), h = image.rows, w = image.cols;
+std::string EncodeImage(const Image& image, const std::string& extension,
+                        const std::string& what) {
+  if (image.pixels.size() != static_cast<size_t>(image.height) * image.width * image.channels)
+    throw ImageError(what + ": " + std::to_string(image.pixels.size()) + " bytes of pixels for a " +
+                     std::to_string(image.width) + "x" + std::to_string(image.height) + "x" +
+                     std::to_string(image.channels) + " image");
+  const mpcaffe_image_codec& codec = *Codec().codec;
+  CodecBuffer out;
+  char error[512] = "";
+  if (codec.encode(extension.c_str(), image.pixels.data(), image.height, image.width,
+                   image.channels, out.get(), error, sizeof error) != 0)
+    throw ImageError(what + ": " + error);
+  return std::string(reinterpret_cast<const char*>((*out).data), (*out).size);
+}
+
+void WriteImage(const std::string& path, const Image& image) {
+  const size_t dot = path.find_last_of('.');
+  if (dot == std::string::npos || path.find('/', dot) != std::string::npos)
+    throw ImageError("'" + path + "': no file extension to choose the image format by");
+  const std::string bytes = EncodeImage(image, path.substr(dot + 1), "'" + path + "'");
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw ImageError("cannot write '" + path + "': " + std::strerror(errno));
+  if (!out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())) || !out.flush())
+    throw ImageError("writing '" + path + "' failed");
+}
+
+std::string ImageCodecDescription() {
+  const LoadedCodec& c = Codec();
+  return std::string(c.codec->version()) + " (" + c.path + ")";
+}
+
+void ImageToDatum(const Image& image, caffe::Datum* datum) {
+  const int c = image.channels, h = image.height, w = image.width;
   datum->set_channels(c);
   datum->set_height(h);
   datum->set_width(w);
@@ -120,7 +266,7 @@ void MatToDatum(const cv::Mat& image, caffe::Datum* datum) {
   datum->set_encoded(false);
   std::string data(static_cast<size_t>(c) * h * w, '\0');
   for (int y = 0; y < h; ++y) {
-    const uint8_t* row = image.ptr<uint8_t>(y);
+    const uint8_t* row = image.row(y);
     for (int x = 0; x < w; ++x)
       for (int k = 0; k < c; ++k)
         data[(static_cast<size_t>(k) * h + y) * w + x] = static_cast<char>(row[x * c + k]);
@@ -131,11 +277,11 @@ void MatToDatum(const cv::Mat& image, caffe::Datum* datum) {
 caffe::Datum ReadImageToDatum(const std::string& path, int label, int height, int width,
                               bool is_color, const std::string& encode_type) {
   const std::string bytes = ReadFileBytes(path);
-  const cv::Mat image = DecodeImage(bytes, "'" + path + "'", height, width, is_color);
+  const Image image = DecodeImage(bytes, "'" + path + "'", height, width, is_color);
   caffe::Datum datum;
   datum.set_label(label);
   if (encode_type.empty()) {
-    MatToDatum(image, &datum);
+    ImageToDatum(image, &datum);
     return datum;
   }
   std::string ext = path.substr(
@@ -144,22 +290,13 @@ caffe::Datum ReadImageToDatum(const std::string& path, int label, int height, in
   const bool same_format = ext == encode_type || (ext == "jpeg" && encode_type == "jpg") ||
                            (ext == "jpg" && encode_type == "jpeg");
   // The file's own bytes when they decode to what was asked (BVLC's ReadFileToDatum case).
-  const bool file_channels_match = (cv::imdecode(cv::Mat(1, static_cast<int>(bytes.size()), CV_8UC1,
-                                                         const_cast<char*>(bytes.data())),
-                                                 cv::IMREAD_UNCHANGED)
-                                        .channels() == 3) == is_color;
-  if (same_format && height <= 0 && width <= 0 && file_channels_match) {
+  const bool file_channels_match =
+      same_format && height <= 0 && width <= 0 &&
+      (Decode(bytes, "'" + path + "'", MPCAFFE_IMAGE_UNCHANGED, 0, 0).channels == 3) == is_color;
+  if (file_channels_match)
     datum.set_data(bytes);
-  } else {
-    std::vector<uchar> buf;
-    try {
-      if (!cv::imencode("." + encode_type, image, buf))
-        throw ImageError("'" + path + "': OpenCV cannot encode it as '" + encode_type + "'");
-    } catch (const cv::Exception& e) {
-      throw ImageError("'" + path + "': encoding as '" + encode_type + "' failed: " + e.what());
-    }
-    datum.set_data(std::string(buf.begin(), buf.end()));
-  }
+  else
+    datum.set_data(EncodeImage(image, encode_type, "'" + path + "'"));
   datum.set_encoded(true);
   return datum;
 }
@@ -171,19 +308,12 @@ void DecodeDatumInPlace(caffe::Datum* datum, const std::string& what, bool force
   const std::string& bytes = datum->data();
   const std::string damage = ImageDamage(bytes);
   if (!damage.empty()) throw ImageError(what + ": " + damage);
-  cv::Mat image;
-  try {
-    image = cv::imdecode(
-        cv::Mat(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data())),
-        force_color  ? cv::IMREAD_COLOR
-        : force_gray ? cv::IMREAD_GRAYSCALE
-                     : cv::IMREAD_ANYCOLOR);
-  } catch (const cv::Exception& e) {
-    throw ImageError(what + ": corrupt encoded image (OpenCV: " + e.what() + ")");
-  }
-  if (image.empty()) throw ImageError(what + ": the encoded image cannot be decoded");
-  if (image.depth() != CV_8U) image.convertTo(image, CV_8U);
-  MatToDatum(image, datum);
+  Image image = Decode(bytes, what,
+                       force_color  ? MPCAFFE_IMAGE_COLOR
+                       : force_gray ? MPCAFFE_IMAGE_GRAY
+                                    : MPCAFFE_IMAGE_ANY_COLOR,
+                       0, 0);
+  ImageToDatum(image, datum);
 }
 
 void WriteBlobProtoBinary(const std::string& path, const caffe::BlobProto& blob) {

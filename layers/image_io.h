@@ -1,11 +1,12 @@
 // layers/image_io.h — images to pixels the way BVLC Caffe reads them (io.cpp's ReadImageToCVMat,
-// ReadImageToDatum, DecodeDatumNative): OpenCV decodes and resizes (cv::imread/imdecode,
-// cv::resize INTER_LINEAR), pixels are 8-bit BGR (or one gray channel) stored channel-major
-// (CHW) in a caffe.Datum; plus the mean.binaryproto writer. Every error names the file and
-// what is wrong with it (missing, not an image, corrupt, truncated).
+// ReadImageToDatum, DecodeDatumNative): OpenCV decodes and resizes (cv::imdecode, cv::resize
+// INTER_LINEAR) in the plugin libmpcaffe_image_codec.so (layers/image_codec.h says why it is a
+// plugin), pixels are 8-bit BGR (or one gray channel) stored channel-major (CHW) in a
+// caffe.Datum; plus the mean.binaryproto writer. Every error names the file and what is wrong
+// with it (missing, not an image, corrupt, truncated).
 #pragma once
 
-#include <opencv2/core.hpp>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,21 @@ class ImageError : public Error {
   using Error::Error;
 };
 
+/// An 8-bit image as OpenCV decodes it: rows of interleaved channels (HWC), BGR when there are 3.
+struct Image {
+  int height = 0, width = 0, channels = 0;
+  std::vector<uint8_t> pixels;  // height·width·channels bytes
+
+  Image() = default;
+  Image(int h, int w, int c)
+      : height(h), width(w), channels(c), pixels(static_cast<size_t>(h) * w * c) {}
+  bool empty() const { return pixels.empty(); }
+  const uint8_t* row(int y) const { return pixels.data() + static_cast<size_t>(y) * width * channels; }
+  uint8_t* row(int y) { return pixels.data() + static_cast<size_t>(y) * width * channels; }
+  uint8_t at(int y, int x, int c) const { return row(y)[x * channels + c]; }
+  uint8_t& at(int y, int x, int c) { return row(y)[x * channels + c]; }
+};
+
 /// The whole contents of a file. Throws ImageError naming it when it is missing or unreadable.
 std::string ReadFileBytes(const std::string& path);
 
@@ -31,21 +47,33 @@ std::string ImageDamage(const std::string& bytes);
 /// Decodes an image file's contents: is_color gives 3-channel BGR (gray photographs replicated,
 /// CMYK converted by OpenCV), else one gray channel; resized to height×width with INTER_LINEAR
 /// when both are positive. `what` names the source in errors. Throws ImageError when the bytes
-/// are not an image OpenCV can decode, or are damaged (ImageDamage).
-cv::Mat DecodeImage(const std::string& bytes, const std::string& what, int height = 0,
-                    int width = 0, bool is_color = true);
+/// are not an image OpenCV can decode, or are damaged (ImageDamage), or when the codec plugin
+/// cannot be loaded (the message says where it was looked for and why it failed).
+Image DecodeImage(const std::string& bytes, const std::string& what, int height = 0,
+                  int width = 0, bool is_color = true);
 
 /// ReadFileBytes + DecodeImage: BVLC's ReadImageToCVMat, with errors instead of an empty Mat.
-cv::Mat ReadImage(const std::string& path, int height = 0, int width = 0, bool is_color = true);
+Image ReadImage(const std::string& path, int height = 0, int width = 0, bool is_color = true);
+
+/// The image in the format of `extension` ("png", "jpg", "bmp", ...: cv::imencode's). Throws
+/// ImageError naming `what`.
+std::string EncodeImage(const Image& image, const std::string& extension,
+                        const std::string& what = "an image");
+/// EncodeImage in the format of the path's extension, written to the file. Throws ImageError.
+void WriteImage(const std::string& path, const Image& image);
+
+/// The codec plugin's description ("OpenCV 4.6.0 (/usr/lib/.../libmpcaffe_image_codec.so)"),
+/// loading it if it is not yet. Throws ImageError when it cannot be loaded.
+std::string ImageCodecDescription();
 
 /// An 8-bit image (HWC, 1 or 3 channels) into a raw Datum (CHW bytes; channels, height, width;
 /// encoded false). The label is left as it was.
-void MatToDatum(const cv::Mat& image, caffe::Datum* datum);
+void ImageToDatum(const Image& image, caffe::Datum* datum);
 
 /// BVLC's ReadImageToDatum: the image at `path` as a Datum with `label`. encode_type empty: raw
 /// pixels. Otherwise an encoded Datum (encoded true, data = the compressed bytes): the file's own
 /// bytes when they already are that format and no resize or color change is asked, else the
-/// decoded image re-encoded with cv::imencode("." + encode_type). Throws ImageError.
+/// decoded image re-encoded (EncodeImage). Throws ImageError.
 caffe::Datum ReadImageToDatum(const std::string& path, int label, int height, int width,
                               bool is_color, const std::string& encode_type);
 

@@ -30,6 +30,7 @@ for f in bin/mpcaffe include/mpcaffe/mpcaffe.h include/mpcaffe/version.h \
   [ -e "$P/$f" ] || fail "$f is not installed"
 done
 ls "$P"/lib/libmpcaffe_net.* > /dev/null 2>&1 || fail "libmpcaffe_net is not installed"
+[ -e "$P/lib/libmpcaffe_image_codec.so" ] || fail "the image codec plugin is not installed"
 # Internals stay private: no kernel generators, backends, layers or quantizers.
 for f in libdnn cache device/opencl layers/layer.h layers/layer_registry.h quant/quantizer.h \
   codegen/kernel_writer.h tools; do
@@ -159,6 +160,10 @@ EOF
   fail "mpcaffe calibrate"
 }
 DEVICE=$("$P/bin/mpcaffe" devices | sed -n 's/^default device: //p')
+# The moved prefix's command finds its own image codec plugin (beside bin/, in lib/).
+"$P/bin/mpcaffe" devices --verbose > devices.log 2>&1 || { cat devices.log; fail "mpcaffe devices"; }
+grep -q "^images: OpenCV .*($(realpath "$P")/lib/libmpcaffe_image_codec.so)" devices.log ||
+  { cat devices.log; fail "the installed command does not load the prefix's image codec plugin"; }
 runs="fp32:deploy.prototxt:tiny_iter_30.caffemodel:classify int8:int8.prototxt:int8.caffemodel:classify"
 [ -x "$WORK/classify-pc" ] && runs="$runs int8-pkg-config:int8.prototxt:int8.caffemodel:classify-pc"
 for run in $runs; do

@@ -157,13 +157,13 @@ inline NpyArray ImagesToSamples(const std::vector<std::string>& paths, int chann
   out.values.resize(paths.size() * sample);
   const int oy = (rh - height) / 2, ox = (rw - width) / 2;
   for (size_t n = 0; n < paths.size(); ++n) {
-    const cv::Mat image = ReadImage(paths[n], rh, rw, channels == 3);
+    const Image image = ReadImage(paths[n], rh, rw, channels == 3);
     float* dst = out.values.data() + n * sample;
     for (int c = 0; c < channels; ++c) {
       // The pixels are BGR; channel_swap indexes RGB (pycaffe), the default order stays BGR.
       const int from = pre.channel_swap.empty() ? c : channels - 1 - pre.channel_swap[c];
       for (int y = 0; y < height; ++y) {
-        const uint8_t* row = image.ptr<uint8_t>(y + oy);
+        const uint8_t* row = image.row(y + oy);
         for (int x = 0; x < width; ++x) {
           float v = row[(x + ox) * channels + from] * (pre.raw_scale / 255.0f);
           if (mean.size() == static_cast<size_t>(channels))

@@ -1,7 +1,8 @@
 // tests/layers/image_io_test.cc — images as BVLC Caffe reads them (layers/image_io.h): BGR and
 // gray pixels, resizing, encoded Datum records, errors naming damaged files; the ImageData layer
 // (list file, labels, transform_param, mean_file) and the Data layer on encoded records. Tiny
-// pictures written with OpenCV into a temporary folder; no kernel is compiled.
+// pictures written through the codec plugin (WriteImage, PNG is lossless) into a temporary
+// folder; resizing is checked against a plain bilinear reference. No kernel is compiled.
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,9 +11,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <cmath>
 #include <functional>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
 
 #include "layers/image_io.h"
 #include "layers/layer_registry.h"
@@ -35,16 +35,15 @@ class ImageFolder : public ::testing::Test {
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
 
   /// A 3-channel h×w picture whose pixel (y, x) channel k is 40·k + 7·y + 3·x + seed.
-  static cv::Mat Picture(int h, int w, int seed) {
-    cv::Mat m(h, w, CV_8UC3);
+  static Image Picture(int h, int w, int seed) {
+    Image m(h, w, 3);
     for (int y = 0; y < h; ++y)
       for (int x = 0; x < w; ++x)
-        for (int k = 0; k < 3; ++k)
-          m.at<cv::Vec3b>(y, x)[k] = static_cast<uint8_t>(40 * k + 7 * y + 3 * x + seed);
+        for (int k = 0; k < 3; ++k) m.at(y, x, k) = static_cast<uint8_t>(40 * k + 7 * y + 3 * x + seed);
     return m;
   }
-  std::string Write(const std::string& name, const cv::Mat& m) const {
-    EXPECT_TRUE(cv::imwrite(Path(name), m));
+  std::string Write(const std::string& name, const Image& m) const {
+    WriteImage(Path(name), m);
     return Path(name);
   }
   std::string WriteBytes(const std::string& name, const std::string& bytes) const {
@@ -60,14 +59,41 @@ class ImageFolder : public ::testing::Test {
 };
 
 /// The CHW float values of an 8-bit HWC picture.
-std::vector<float> Chw(const cv::Mat& m) {
-  std::vector<float> v(static_cast<size_t>(m.channels()) * m.rows * m.cols);
-  for (int k = 0; k < m.channels(); ++k)
-    for (int y = 0; y < m.rows; ++y)
-      for (int x = 0; x < m.cols; ++x)
-        v[(static_cast<size_t>(k) * m.rows + y) * m.cols + x] =
-            m.ptr<uint8_t>(y)[x * m.channels() + k];
+std::vector<float> Chw(const Image& m) {
+  std::vector<float> v(static_cast<size_t>(m.channels) * m.height * m.width);
+  for (int k = 0; k < m.channels; ++k)
+    for (int y = 0; y < m.height; ++y)
+      for (int x = 0; x < m.width; ++x)
+        v[(static_cast<size_t>(k) * m.height + y) * m.width + x] = m.at(y, x, k);
   return v;
+}
+
+/// BVLC's resize (cv::resize INTER_LINEAR), written out: pixel centres aligned (source
+/// coordinate (x + 0.5)·in/out − 0.5), clamped at the borders, rounded. OpenCV interpolates 8-bit
+/// pixels with 11-bit fixed-point weights, so it may differ from this by one.
+Image BilinearReference(const Image& in, int h, int w) {
+  Image out(h, w, in.channels);
+  auto source = [](int i, int in_size, int out_size, int* i0, float* f) {
+    float s = (i + 0.5f) * in_size / out_size - 0.5f;
+    *i0 = static_cast<int>(std::floor(s));
+    *f = s - *i0;
+    if (*i0 < 0) *i0 = 0, *f = 0;
+    if (*i0 >= in_size - 1) *i0 = in_size - 1, *f = 0;
+  };
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      int y0, x0;
+      float fy, fx;
+      source(y, in.height, h, &y0, &fy);
+      source(x, in.width, w, &x0, &fx);
+      const int y1 = std::min(y0 + 1, in.height - 1), x1 = std::min(x0 + 1, in.width - 1);
+      for (int k = 0; k < in.channels; ++k) {
+        const float v = (1 - fy) * ((1 - fx) * in.at(y0, x0, k) + fx * in.at(y0, x1, k)) +
+                        fy * ((1 - fx) * in.at(y1, x0, k) + fx * in.at(y1, x1, k));
+        out.at(y, x, k) = static_cast<uint8_t>(std::lround(v));
+      }
+    }
+  return out;
 }
 
 void ExpectErrorNames(const std::function<void()>& f, const std::string& file,
@@ -83,7 +109,7 @@ void ExpectErrorNames(const std::function<void()>& f, const std::string& file,
 }
 
 TEST_F(ImageFolder, ReadsPngAsBgrChwAndGrayReplicatedOrSingle) {
-  const cv::Mat bgr = Picture(3, 4, 1);
+  const Image bgr = Picture(3, 4, 1);
   const std::string png = Write("a.png", bgr);
   const caffe::Datum d = ReadImageToDatum(png, 7, 0, 0, true, "");
   EXPECT_EQ(d.label(), 7);
@@ -95,26 +121,37 @@ TEST_F(ImageFolder, ReadsPngAsBgrChwAndGrayReplicatedOrSingle) {
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_EQ(static_cast<uint8_t>(d.data()[i]), want[i]) << i;
   // A gray photograph read in color: the one channel three times (BVLC's IMREAD_COLOR).
-  cv::Mat gray;
-  cv::cvtColor(bgr, gray, cv::COLOR_BGR2GRAY);
+  Image gray(3, 4, 1);
+  for (int i = 0; i < 12; ++i) gray.pixels[i] = static_cast<uint8_t>(20 * i + 3);
   const std::string gpng = Write("g.png", gray);
-  const cv::Mat as_color = ReadImage(gpng, 0, 0, true);
-  ASSERT_EQ(as_color.channels(), 3);
-  const cv::Mat as_gray = ReadImage(gpng, 0, 0, false);
-  ASSERT_EQ(as_gray.channels(), 1);
+  const Image as_color = ReadImage(gpng, 0, 0, true);
+  ASSERT_EQ(as_color.channels, 3);
+  const Image as_gray = ReadImage(gpng, 0, 0, false);
+  ASSERT_EQ(as_gray.channels, 1);
+  EXPECT_EQ(as_gray.pixels, gray.pixels);
   for (int y = 0; y < 3; ++y)
     for (int x = 0; x < 4; ++x)
-      for (int k = 0; k < 3; ++k)
-        EXPECT_EQ(as_color.at<cv::Vec3b>(y, x)[k], gray.at<uint8_t>(y, x));
-  // A color picture read as gray: OpenCV's conversion, one channel.
+      for (int k = 0; k < 3; ++k) EXPECT_EQ(as_color.at(y, x, k), gray.at(y, x, 0));
+  // A color picture read as gray: one channel, the luma 0.299 R + 0.587 G + 0.114 B (OpenCV's
+  // fixed-point rounding: within one).
+  const Image luma = ReadImage(png, 0, 0, false);
+  ASSERT_EQ(luma.channels, 1);
+  for (int y = 0; y < 3; ++y)
+    for (int x = 0; x < 4; ++x)
+      EXPECT_NEAR(luma.at(y, x, 0),
+                  0.114 * bgr.at(y, x, 0) + 0.587 * bgr.at(y, x, 1) + 0.299 * bgr.at(y, x, 2), 1);
   EXPECT_EQ(ReadImageToDatum(png, 0, 0, 0, false, "").channels(), 1);
-  // Resizing is cv::resize INTER_LINEAR, as BVLC's ReadImageToCVMat.
-  cv::Mat resized;
-  cv::resize(bgr, resized, cv::Size(5, 2), 0, 0, cv::INTER_LINEAR);
-  const cv::Mat got = ReadImage(png, 2, 5, true);
-  ASSERT_EQ(got.rows, 2);
-  ASSERT_EQ(got.cols, 5);
-  EXPECT_EQ(cv::norm(got, resized, cv::NORM_INF), 0);
+  // Resizing is INTER_LINEAR, as BVLC's ReadImageToCVMat: down and up, each axis its own way.
+  const Image big = Picture(7, 9, 5);
+  const std::string big_png = Write("big.png", big);
+  for (auto [h, w] : {std::pair{2, 5}, std::pair{11, 4}, std::pair{7, 13}}) {
+    const Image got = ReadImage(big_png, h, w, true);
+    ASSERT_EQ(got.height, h);
+    ASSERT_EQ(got.width, w);
+    const Image want = BilinearReference(big, h, w);
+    for (size_t i = 0; i < want.pixels.size(); ++i)
+      ASSERT_NEAR(got.pixels[i], want.pixels[i], 1) << h << "x" << w << " byte " << i;
+  }
 }
 
 // A 4×2 CMYK JPEG (Adobe, inverted CMYK, as Photoshop and Pillow write it; no chroma
@@ -176,20 +213,20 @@ const char kCmykJpeg[] =
 
 TEST_F(ImageFolder, CmykJpegDecodesToBgr) {
   const std::string path = WriteBytes("cmyk.jpg", std::string(kCmykJpeg, sizeof kCmykJpeg - 1));
-  const cv::Mat m = ReadImage(path);
-  ASSERT_EQ(m.channels(), 3);
-  ASSERT_EQ(m.rows, 2);
-  ASSERT_EQ(m.cols, 4);
+  const Image m = ReadImage(path);
+  ASSERT_EQ(m.channels, 3);
+  ASSERT_EQ(m.height, 2);
+  ASSERT_EQ(m.width, 4);
   const int want[8][3] = {{0, 0, 255}, {0, 255, 0},     {255, 0, 0},   {255, 255, 255},
                           {0, 0, 0},   {128, 128, 128}, {0, 255, 255}, {255, 255, 0}};  // BGR
   for (int i = 0; i < 8; ++i)
     for (int k = 0; k < 3; ++k)
-      EXPECT_NEAR(m.at<cv::Vec3b>(i / 4, i % 4)[k], want[i][k], 12)
+      EXPECT_NEAR(m.at(i / 4, i % 4, k), want[i][k], 12)
           << "pixel " << i << " channel " << k;
 }
 
 TEST_F(ImageFolder, EncodedDatumKeepsTheFileOrReencodesAndDecodesToThePixels) {
-  const cv::Mat bgr = Picture(4, 5, 3);
+  const Image bgr = Picture(4, 5, 3);
   const std::string png = Write("p.png", bgr);
   // Same format, no resize: the file's own bytes.
   caffe::Datum d = ReadImageToDatum(png, 2, 0, 0, true, "png");
@@ -243,7 +280,7 @@ std::unique_ptr<Layer> MakeLayer(const std::string& text, caffe::Phase phase, Bl
 }
 
 TEST_F(ImageFolder, ImageDataReadsTheListWithLabelsTransformAndWrapsAround) {
-  std::vector<cv::Mat> pics;
+  std::vector<Image> pics;
   std::ofstream list(Path("list.txt"));
   for (int i = 0; i < 3; ++i) {
     pics.push_back(Picture(4, 6, 10 * i));
@@ -282,10 +319,10 @@ TEST_F(ImageFolder, ImageDataReadsTheListWithLabelsTransformAndWrapsAround) {
                          caffe::TEST, data, label);
   EXPECT_EQ(data.shape(), (std::vector<int>{1, 1, 4, 4}));
   small->Forward({}, {&data, &label});
-  cv::Mat gray = ReadImage(Path("img 0.png"), 6, 8, false);
+  const Image gray = ReadImage(Path("img 0.png"), 6, 8, false);
   const std::vector<float> v = data.ToFloat();
   for (int y = 0; y < 4; ++y)
-    for (int x = 0; x < 4; ++x) EXPECT_EQ(v[y * 4 + x], gray.at<uint8_t>(y + 1, x + 2));
+    for (int x = 0; x < 4; ++x) EXPECT_EQ(v[y * 4 + x], gray.at(y + 1, x + 2, 0));
   // Shuffled: every image once per pass, in some order.
   auto shuffled =
       MakeLayer("name: 'img' type: 'ImageData' image_data_param { source: '" + Path("list.txt") +
@@ -362,7 +399,7 @@ TEST_F(ImageFolder, ImageDataErrorsNameTheListLineAndTheFile) {
 
 TEST_F(ImageFolder, DataLayerDecodesEncodedRecords) {
   const std::string db = Path("enc_lmdb");
-  std::vector<cv::Mat> pics;
+  std::vector<Image> pics;
   {
     LmdbWriter w(db);
     for (int i = 0; i < 2; ++i) {

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include <opencv2/imgcodecs.hpp>
 
+#include "layers/image_io.h"
 #include "net/net.h"
 #include "proto/model_io.h"
 #include "tools/npy_file.h"
@@ -116,16 +116,16 @@ class CalibrateTest : public testing::Test {
     *lo = 1e9f, *hi = -1e9f;
     std::ofstream list(Path("photos/list.txt"));
     for (int i = 0; i < 3; ++i) {
-      cv::Mat m(8, 8, CV_8UC1);
+      Image m(8, 8, 1);
       for (int y = 0; y < 8; ++y)
         for (int x = 0; x < 8; ++x) {
-          m.at<uint8_t>(y, x) = static_cast<uint8_t>(60 * i + 7 * y + 11 * x);
+          m.at(y, x, 0) = static_cast<uint8_t>(60 * i + 7 * y + 11 * x);
           if (y >= 1 && y < 7 && x >= 1 && x < 7) {
-            const float v = (m.at<uint8_t>(y, x) - 100.0f) * 0.02f;
+            const float v = (m.at(y, x, 0) - 100.0f) * 0.02f;
             *lo = std::min(*lo, v), *hi = std::max(*hi, v);
           }
         }
-      ASSERT_TRUE(cv::imwrite(Path("photos/p" + std::to_string(i) + ".png"), m));
+      WriteImage(Path("photos/p" + std::to_string(i) + ".png"), m);
       list << "p" << i << ".png " << i << "\n";
     }
   }
@@ -249,9 +249,9 @@ TEST_F(CalibrateTest, ClassifyPrintsEachPicturesTopClasses) {
   net.blob("data").Reshape({3, 1, 6, 6});
   std::vector<float> x;
   for (int i = 0; i < 3; ++i) {
-    const cv::Mat m = cv::imread(Path("photos/p" + std::to_string(i) + ".png"), cv::IMREAD_GRAYSCALE);
+    const Image m = ReadImage(Path("photos/p" + std::to_string(i) + ".png"), 0, 0, false);
     for (int y = 1; y < 7; ++y)
-      for (int xx = 1; xx < 7; ++xx) x.push_back((m.at<uint8_t>(y, xx) - 100.0f) * 0.02f);
+      for (int xx = 1; xx < 7; ++xx) x.push_back((m.at(y, xx, 0) - 100.0f) * 0.02f);
   }
   net.blob("data").FromFloat(x);
   net.Forward();

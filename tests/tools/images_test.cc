@@ -10,8 +10,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
 
 #include "layers/image_io.h"
 #include "layers/layer_registry.h"
@@ -62,11 +60,13 @@ class ImageCommands : public ::testing::Test {
     // Three readable pictures of different sizes (a JPEG, a PNG, a gray PNG) and three that are
     // not: a truncated JPEG, a text file, a missing file.
     for (int i = 0; i < 3; ++i) {
-      cv::Mat m(8 + 2 * i, 10 + i, CV_8UC3);
-      cv::randu(m, 0, 256);
-      cv::GaussianBlur(m, m, cv::Size(3, 3), 0);  // smooth: JPEG keeps it close
-      if (i == 2) cv::cvtColor(m, m, cv::COLOR_BGR2GRAY);
-      cv::imwrite(dir_ + "/img/" + kGood[i], m);
+      // Smooth gradients (JPEG keeps them close), each channel its own.
+      Image m(8 + 2 * i, 10 + i, i == 2 ? 1 : 3);
+      for (int y = 0; y < m.height; ++y)
+        for (int x = 0; x < m.width; ++x)
+          for (int k = 0; k < m.channels; ++k)
+            m.at(y, x, k) = static_cast<uint8_t>(30 + 60 * k + 9 * y + 5 * x + 13 * i);
+      WriteImage(dir_ + "/img/" + kGood[i], m);
     }
     const std::string jpg = ReadFileBytes(dir_ + "/img/" + kGood[0]);
     std::ofstream(dir_ + "/img/cut.jpg", std::ios::binary) << jpg.substr(0, jpg.size() / 2);
@@ -96,9 +96,9 @@ class ImageCommands : public ::testing::Test {
 
   /// The CHW floats of a picture read as convert_imageset reads it (color, resized to 4×6).
   std::vector<float> Expected(const std::string& name) {
-    const cv::Mat m = ReadImage(dir_ + "/img/" + name, 4, 6, true);
+    const Image m = ReadImage(dir_ + "/img/" + name, 4, 6, true);
     caffe::Datum d;
-    MatToDatum(m, &d);
+    ImageToDatum(m, &d);
     std::vector<float> v;
     for (char c : d.data()) v.push_back(static_cast<uint8_t>(c));
     return v;
@@ -196,6 +196,35 @@ TEST_F(ImageCommands, GrayShuffleAndRefusedArguments) {
   const CommandResult mean = RunMpcaffe("compute_image_mean '" + dir_ + "/nothing' 2>&1", kEnv);
   EXPECT_NE(mean.status, 0);
   EXPECT_TRUE(Contains(mean.out, "nothing")) << mean.out;
+}
+
+// OpenCV is opened as a plugin after the OpenCL drivers (layers/image_codec.h): a linked OpenCV
+// made Intel's CPU runtime vanish from every mpcaffe process, silently. `devices --verbose` loads
+// the codec before it lists the devices; it must list what this suite (no OpenCV in it) sees.
+TEST(ImageCodec, LoadingItKeepsEveryDeviceAndAMissingPluginIsNamed) {
+  const CommandResult r = RunMpcaffe("devices --verbose 2>&1", kEnv);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(Contains(r.out, "images: OpenCV ")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "libmpcaffe_image_codec.so")) << r.out;
+  const CommandResult j = RunMpcaffe("devices --json", kEnv);
+  ASSERT_EQ(j.status, 0) << j.out;
+  for (Device* d : DeviceList())
+    EXPECT_TRUE(Contains(j.out, "\"implementation\": \"" + d->info().implementation + "\"") &&
+                Contains(r.out, d->info().name.substr(0, 34)))
+        << d->info().implementation << " " << d->info().name << " is missing from\n"
+        << r.out;
+  // A plugin that is not there: the file and what to do are named (every image read fails with
+  // the same message).
+  char dir[] = "/tmp/mpcaffe_codec_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string missing = std::string(dir) + "/libmpcaffe_image_codec.so";
+  const CommandResult v = RunMpcaffe("devices --verbose 2>&1",
+                                     std::string(kEnv) + " MPCAFFE_IMAGE_CODEC='" + missing + "'");
+  EXPECT_EQ(v.status, 0) << v.out;
+  EXPECT_TRUE(Contains(v.out, "images: cannot be decoded")) << v.out;
+  EXPECT_TRUE(Contains(v.out, missing + ": no such file")) << v.out;
+  EXPECT_TRUE(Contains(v.out, "MPCAFFE_IMAGE_CODEC")) << v.out;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
