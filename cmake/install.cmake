@@ -53,7 +53,8 @@ endif()
 # the installed set is exactly mpcaffe.h's closure). Layer, Quantizer and the kernel writer stay
 # private: net/net.h declares Layer only, quant/quantizer_mode.h holds the modes.
 set(mpcaffe_public_headers
-    codegen/datatype.h device/device.h device/error.h layers/blob.h net/distributed.h net/net.h
+    codegen/datatype.h device/device.h device/error.h layers/blob.h layers/image_io.h
+    net/distributed.h net/net.h
     net/solver.h proto/model_io.h quant/quantizer_mode.h)
 foreach(header ${mpcaffe_public_headers})
   get_filename_component(folder ${header} DIRECTORY)

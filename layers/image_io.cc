@@ -38,8 +38,9 @@ struct LoadedCodec {
 /// Where the plugin may be, in order: MPCAFFE_IMAGE_CODEC (a file) alone when it is set; else
 /// beside the binary or library holding this code (a shared library's lib/), in its lib/ (the
 /// Python package: mpcaffe/lib beside mpcaffe/_mpcaffe.so), in its ../lib (build/bin beside
-/// build/lib, an installed bin/, the package's mpcaffe/bin/mpcaffe), the install prefix's library
-/// folder, and last the loader's own search (LD_LIBRARY_PATH, the system folders).
+/// build/lib, an installed bin/, the package's mpcaffe/bin/mpcaffe), and last the loader's own
+/// search: the program's run path (a program built against the installed package carries the
+/// prefix's library folder, see mpcaffeConfig.cmake and mpcaffe.pc), LD_LIBRARY_PATH, the system.
 std::vector<std::string> CodecCandidates() {
   if (const std::string& file = GetSettings().image_codec; !file.empty()) return {file};
   std::vector<std::string> out;
@@ -50,9 +51,6 @@ std::vector<std::string> CodecCandidates() {
     out.push_back(here + "/lib/" MPCAFFE_IMAGE_CODEC_FILE);
     out.push_back(here + "/../lib/" MPCAFFE_IMAGE_CODEC_FILE);
   }
-#ifdef MPCAFFE_INSTALL_LIBDIR
-  out.push_back(MPCAFFE_INSTALL_LIBDIR "/" MPCAFFE_IMAGE_CODEC_FILE);
-#endif
   out.push_back(MPCAFFE_IMAGE_CODEC_FILE);
   return out;
 }
