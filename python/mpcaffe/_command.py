@@ -57,7 +57,9 @@ def convert(model, dtype, device=None):
 
 
 def calibrate(model, weights, output, dtype=None, output_model=None, input=None,
-              iterations=None, device=None, progress=False):
+              iterations=None, device=None, progress=False, images=None, resize=None,
+              mean_file=None, mean_values=None, raw_scale=None, scale=None, channel_swap=None,
+              transform_from=None, report=None, report_images=None):
     """Calibrates a trained net for a reduced-precision data type (`mpcaffe calibrate`).
 
     model: the fp32 .prototxt (with `dtype`) or a typed one (its own types when dtype is None);
@@ -66,6 +68,14 @@ def calibrate(model, weights, output, dtype=None, output_model=None, input=None,
     float32 NumPy array (N, C, H, W) of samples for the net's Input layer (None: the net's Data
     layers); iterations: forward passes (default: the samples once, or 20 over Data layers);
     device: an index or a selector ("pocl", "intel", "gpu").
+
+    images: photographs instead of `input` (a folder, a list file, or one image), read and
+    preprocessed as `mpcaffe calibrate --images` does: resize (H, W) before the centre crop to the
+    net's input, mean_file (a mean.binaryproto) or mean_values (one per channel, or one), raw_scale
+    and scale, channel_swap (pycaffe's order, e.g. (2, 1, 0)), or transform_from (a train_val
+    prototxt whose transform_param gives them). report: a JSON file for the report of what the type
+    changed (fp32 against calibrated, per image and over the set); report_images: the images that
+    report classifies (e.g. held out; default: the calibration images).
 
     Returns the command's report (the quantizer ranges table) as text. Raises mpcaffe.Error with
     the command's message (naming the file or layer at fault) when it fails.
@@ -81,6 +91,20 @@ def calibrate(model, weights, output, dtype=None, output_model=None, input=None,
         args += ["--device", str(device)]
     if not progress:
         args.append("--no-progress")
+
+    def numbers(values):
+        return ",".join(str(v) for v in (values if hasattr(values, "__iter__") else [values]))
+
+    for flag, value in (("--images", images), ("--mean-file", mean_file),
+                        ("--transform-from", transform_from), ("--report", report),
+                        ("--report-images", report_images)):
+        if value is not None:
+            args += [flag, os.fspath(value)]
+    for flag, value in (("--resize", resize), ("--mean-values", mean_values),
+                        ("--raw-scale", raw_scale), ("--scale", scale),
+                        ("--channel-swap", channel_swap)):
+        if value is not None:
+            args += [flag, numbers(value)]
     with tempfile.TemporaryDirectory(prefix="mpcaffe-calibrate-") as tmp:
         if input is not None:
             if isinstance(input, (str, os.PathLike)):

@@ -156,6 +156,34 @@ def test_calibrated_int8_classifier_classifies_as_fp32(tiny, tmp_path):
     np.testing.assert_allclose(ours, fp32.predict(images), atol=0.02)
 
 
+def test_calibrate_on_image_files_writes_the_report(tiny, tmp_path):
+    # mpcaffe.calibrate(images=...): PNG files preprocessed by the command line as the Classifier
+    # preprocesses arrays (resize, centre crop, mean per channel, raw_scale, scale, RGB order).
+    from PIL import Image
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    images = _images(6, height=10, width=12, seed=4)
+    for i, im in enumerate(images):
+        Image.fromarray((im * 255).round().astype(np.uint8)).save(folder / f"p{i}.png")
+    calibrated, report = tmp_path / "int8.caffemodel", tmp_path / "report.json"
+    text = caffe.calibrate(tiny[0], tiny[1], calibrated, dtype="int8", images=folder,
+                           resize=(10, 12), mean_values=MEAN, raw_scale=255.0, scale=0.02,
+                           channel_swap=(2, 1, 0), report=report)
+    assert "top-1" in text, text
+    import json
+    summary = json.loads(report.read_text())
+    assert summary["count"] == 6 and len(summary["per_image"]) == 6, summary
+    assert 0.0 <= summary["top1_agreement"] <= 1.0
+    fp32 = caffe.Classifier(tiny[0], tiny[1], image_dims=(10, 12), **PREPROCESS)
+    int8 = caffe.Classifier(tiny[0], str(calibrated), image_dims=(10, 12), dtype="int8",
+                            **PREPROCESS)
+    reread = [caffe.io.load_image(str(folder / f"p{i}.png")) for i in range(6)]
+    np.testing.assert_allclose(int8.predict(reread, oversample=False),
+                               fp32.predict(reread, oversample=False), atol=0.02)
+    with pytest.raises(caffe.Error, match="missing"):
+        caffe.calibrate(tiny[0], tiny[1], calibrated, dtype="int8", images=tmp_path / "missing")
+
+
 def test_fp16_classifier_from_a_netparameter(tiny):
     device = next(d for d in caffe.devices() if d["index"] == caffe.device_index())
     if not device["fp16"]:
