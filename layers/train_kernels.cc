@@ -2,6 +2,7 @@
 // reductions, solver updates), written once and emitted by KernelWriter for either dialect.
 #include "layers/train_kernels.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace mpcaffe {
@@ -205,6 +206,15 @@ std::string ChannelSumSource(const KernelTarget& target) {
   }
 )");
   return w.Source();
+}
+
+void LaunchChannelSum(Device& device, Kernel k, int outer, int channels, int inner,
+                      DeviceMemory* a, DeviceMemory* b, DeviceMemory* out, float alpha, float beta) {
+  const size_t max_groups = std::max<size_t>(64, 16 * std::max(1, device.info().compute_units));
+  const size_t groups = std::min<size_t>(max_groups, std::max(1, channels));
+  k.Arg(int32_t{outer}).Arg(int32_t{channels}).Arg(int32_t{inner}).ArgBuffer(a, 0, 4)
+      .ArgBuffer(b ? b : a, 0, 4).ArgBuffer(out, 0, 4).Arg(int32_t{b ? 1 : 0}).Arg(alpha).Arg(beta);
+  k.Launch({groups * kReduceLocalSize, 1, 1}, {static_cast<size_t>(kReduceLocalSize), 1, 1});
 }
 
 std::string BatchNormSource(const KernelTarget& target) {

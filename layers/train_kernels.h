@@ -64,6 +64,10 @@ std::string EltwiseMaxBackwardSource(const KernelTarget& target);
 /// kReduceLocalSize per channel (launch min(channels, cap) groups). With outer = channels = 1
 /// it is the sum (of squares, with b = a) of a whole array.
 std::string ChannelSumSource(const KernelTarget& target);
+/// Launches `k`, channel_sum of ChannelSumSource: out[c] = alpha·Σ a·(b ? b : 1) + beta·out[c]
+/// over an (outer, channels, inner) layout of fp32 buffers.
+void LaunchChannelSum(Device& device, Kernel k, int outer, int channels, int inner,
+                      DeviceMemory* a, DeviceMemory* b, DeviceMemory* out, float alpha, float beta);
 
 /// BatchNorm's kernels (fp32):
 /// bn_subtract(int n, int channels, int inner, In x, In mean, Out y): y = x − mean[c];
