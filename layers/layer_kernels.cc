@@ -25,26 +25,6 @@ std::string ChannelAffineKernelName(DataType type, DataType param_type) {
   return std::string("channel_affine_") + Name(type) + "_" + Name(param_type);
 }
 
-std::string UnarySource(const KernelTarget& target, const std::string& op, DataType type) {
-  RequireFloat(type, op);
-  KernelWriter w(target, "unary");
-  w.AddType("Dtype", type);
-  if (op == "sigmoid")
-    w.Define("MP_UNARY(v)", "(1.0f / (1.0f + exp(-(v))))");
-  else if (op == "tanh")
-    w.Define("MP_UNARY(v)", "tanh(v)");
-  else
-    throw std::invalid_argument("unknown unary op '" + op + "' (sigmoid, tanh)");
-  w.Kernel(LayerKernelName(op, type))
-      .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
-      .Body(R"(  $loop(i, n) {
-    float v = (float)Dtype_LOAD(x, i);
-    Dtype_STORE(y, i, (Dtype_c)(MP_UNARY(v)));
-  }
-)");
-  return w.Source();
-}
-
 std::string SoftmaxSource(const KernelTarget& target, DataType type) {
   RequireFloat(type, "softmax");
   KernelWriter w(target, "softmax");

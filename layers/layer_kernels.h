@@ -1,6 +1,6 @@
-// layers/layer_kernels.h — kernel texts of the layers that do not use libdnn (activations,
-// softmax, concat, channel-wise affine, losses, accuracy), one body per algorithm emitted
-// through KernelWriter for any data type and either dialect.
+// layers/layer_kernels.h — kernel texts of the layers that do not use libdnn (softmax, concat,
+// channel-wise affine, losses, accuracy; activations are in activation_kernels.h), one body per
+// algorithm emitted through KernelWriter for any data type and either dialect.
 #pragma once
 
 #include <string>
@@ -9,10 +9,6 @@
 #include "codegen/kernel_writer.h"
 
 namespace mpcaffe {
-
-/// Unary activations computed in float: "sigmoid" (1/(1+e^-x)), "tanh".
-/// <op>_<dt>(int n, In Dtype x, Out Dtype y). Float types only.
-std::string UnarySource(const KernelTarget& target, const std::string& op, DataType type);
 
 /// softmax_<dt>(int outer, int channels, int inner, In x, Out y): softmax over the channel
 /// axis of an (outer, channels, inner) array, max-subtracted, in float. Float types only.

@@ -39,6 +39,7 @@ void RegisterBuiltins() {
   std::call_once(once, [] {
     RegisterInputLayers();
     RegisterNeuronLayers();
+    RegisterActivationLayers();
     RegisterStructureLayers();
     RegisterEltwiseLayer();
     RegisterNormalizationLayers();

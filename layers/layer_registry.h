@@ -50,6 +50,7 @@ std::vector<std::string> LayerTypes();
 /// here so a static library keeps every group's object file).
 void RegisterInputLayers();
 void RegisterNeuronLayers();
+void RegisterActivationLayers();
 void RegisterStructureLayers();
 void RegisterEltwiseLayer();
 void RegisterNormalizationLayers();

@@ -36,24 +36,6 @@ std::string ReluBackwardSource(const KernelTarget& target) {
   return w.Source();
 }
 
-std::string UnaryBackwardSource(const KernelTarget& target, const std::string& op) {
-  KernelWriter w = Writer(target, "unary_backward");
-  if (op == "sigmoid")
-    w.Define("MP_DERIVATIVE(y)", "((y) * (1.0f - (y)))");
-  else if (op == "tanh")
-    w.Define("MP_DERIVATIVE(y)", "(1.0f - (y) * (y))");
-  else
-    throw std::invalid_argument("unknown unary op '" + op + "' (sigmoid, tanh)");
-  w.Kernel(op + "_backward")
-      .Value("int", "n").In("float", "y").In("float", "dy").Out("float", "dx")
-      .Body(R"(  $loop(i, n) {
-    const float v = y[i];
-    dx[i] = dy[i] * MP_DERIVATIVE(v);
-  }
-)");
-  return w.Source();
-}
-
 std::string SoftmaxBackwardSource(const KernelTarget& target) {
   KernelWriter w = Writer(target, "softmax_backward");
   w.Kernel("softmax_backward")

@@ -21,10 +21,6 @@ static_assert(kReduceLocalSize == static_cast<int>(kLaunch1DLocalSize),
 /// relu_backward(int n, In x, In dy, Out dx, float slope): dx = dy·(x > 0 ? 1 : slope).
 std::string ReluBackwardSource(const KernelTarget& target);
 
-/// <op>_backward(int n, In y, In dy, Out dx), from the output: "sigmoid" dy·y(1 − y),
-/// "tanh" dy·(1 − y²).
-std::string UnaryBackwardSource(const KernelTarget& target, const std::string& op);
-
 /// softmax_backward(int outer, int channels, int inner, In y, In dy, Out dx):
 /// dx = (dy − Σ_c dy·y)·y along the channel axis of an (outer, channels, inner) array.
 std::string SoftmaxBackwardSource(const KernelTarget& target);

@@ -194,6 +194,86 @@ TEST(Gradient, Activations) {
   tanh.Check();
 }
 
+/// Values in ±[0.15, 1]: at least 0.15 from the kinks at 0 (AbsVal, ELU, PReLU) and, for Clip's
+/// bounds ±0.5, the values closer than 0.05 to them are moved away.
+std::vector<float> AwayFromKinks(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(0.15f, 1.0f);
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i) {
+    float x = u(rng) * (i % 2 ? -1.0f : 1.0f);
+    if (std::fabs(std::fabs(x) - 0.5f) < 0.05f) x *= 1.25f;
+    v[i] = x;
+  }
+  return v;
+}
+
+TEST(Gradient, ActivationFamily) {
+  for (const char* proto : {
+           R"(name: "abs" type: "AbsVal")",
+           R"(name: "bnll" type: "BNLL")",
+           R"(name: "clip" type: "Clip" clip_param { min: -0.5 max: 0.5 })",
+           R"(name: "elu" type: "ELU" elu_param { alpha: 0.5 })",
+           R"(name: "exp" type: "Exp" exp_param { base: 2 scale: 0.7 shift: 0.3 })",
+           R"(name: "log" type: "Log" log_param { scale: 0.5 shift: 2 })",
+           R"(name: "pow" type: "Power" power_param { power: 1.7 scale: 0.5 shift: 2 })",
+           R"(name: "sq" type: "Power" power_param { power: 2 scale: -1 shift: 0.2 })",
+           R"(name: "swish" type: "Swish" swish_param { beta: 1.5 })"}) {
+    Checker c(proto, {{2, 3, 4}}, 1);
+    c.SetBottom(0, AwayFromKinks(24, 3));
+    c.Check();
+  }
+  // Threshold is a step: like BVLC, no backward pass.
+  EXPECT_FALSE(CreateLayer(Parse(R"(name: "th" type: "Threshold")"), Dev())->HasBackward());
+}
+
+TEST(Gradient, PReLUSlopesAndBias) {
+  Checker pc(R"(name: "prelu" type: "PReLU" prelu_param { filler { type: "uniform" min: -0.5 max: 0.5 } })",
+             {{2, 3, 2, 2}}, 1);
+  pc.SetBottom(0, AwayFromKinks(24, 4));
+  pc.Check();
+  Checker ps(R"(name: "prelu_s" type: "PReLU" prelu_param { channel_shared: true })", {{2, 3, 4}}, 1);
+  ps.SetBottom(0, AwayFromKinks(24, 5));
+  ps.Check();
+  Checker b(R"(name: "bias" type: "Bias" bias_param { axis: 1 num_axes: -1
+            filler { type: "gaussian" std: 1 } })", {{2, 3, 2}}, 1);
+  b.Check();
+  Checker b2(R"(name: "bias2" type: "Bias" bias_param { axis: 0 })", {{2, 3, 2}, {2, 3}}, 1);
+  b2.Check();
+}
+
+// In place (top = bottom) an fp32 layer whose gradient reads x keeps x: the same bottom gradient
+// and slope gradient as out of place.
+TEST(Gradient, ActivationsInPlaceMatchOutOfPlace) {
+  for (const char* proto : {R"(name: "abs" type: "AbsVal")", R"(name: "elu" type: "ELU")",
+                            R"(name: "prelu" type: "PReLU")"}) {
+    const std::vector<float> x = AwayFromKinks(12, 6), dy = AwayFromKinks(12, 7);
+    std::vector<std::vector<float>> grads;
+    for (bool in_place : {false, true}) {
+      caffe::LayerParameter p = Parse(proto);
+      p.set_phase(caffe::TRAIN);
+      auto layer = CreateLayer(p, Dev());
+      Blob bottom(Dev(), DataType::kFloat32, {2, 3, 2}, "x"), top(Dev(), DataType::kFloat32, {}, "y");
+      bottom.FromFloat(x);
+      Blob* t = in_place ? &bottom : &top;
+      layer->SetUp({&bottom}, {t});
+      layer->Forward({&bottom}, {t});
+      std::copy(dy.begin(), dy.end(), static_cast<float*>(t->mutable_host_diff()));
+      if (layer->num_params()) std::fill_n(static_cast<float*>(layer->blobs()[0]->mutable_host_diff()), 3, 0.0f);
+      layer->Backward({t}, {true}, {&bottom});
+      const float* d = static_cast<const float*>(bottom.host_diff());
+      grads.emplace_back(d, d + 12);
+      if (layer->num_params()) {
+        const float* s = static_cast<const float*>(layer->blobs()[0]->host_diff());
+        grads.back().insert(grads.back().end(), s, s + 3);
+      }
+    }
+    ASSERT_EQ(grads[0].size(), grads[1].size()) << proto;
+    for (size_t i = 0; i < grads[0].size(); ++i)
+      EXPECT_NEAR(grads[0][i], grads[1][i], 1e-6f) << proto << " [" << i << "]";
+  }
+}
+
 TEST(Gradient, Softmax) {
   Checker c(R"(name: "sm" type: "Softmax")", {{2, 4, 2, 1}}, 1);
   c.Check();

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "layers/blob.h"
@@ -251,6 +252,109 @@ TEST(Layers, SigmoidTanHSoftmaxFloatTypes) {
       }
     ExpectMatch(t, r.top[0]->ToFloat(), want, "Softmax");
   }
+}
+
+// BVLC's neuron layers on the activation family, each against its formula in double.
+TEST(Layers, ActivationFamilyFloatTypes) {
+  struct Case {
+    const char* proto;
+    std::function<double(double)> f;
+  };
+  const double ln2 = std::log(2.0);
+  const std::vector<Case> cases = {
+      {"type: 'AbsVal'", [](double x) { return std::fabs(x); }},
+      {"type: 'BNLL'", [](double x) { return std::log1p(std::exp(x)); }},
+      {"type: 'Clip' clip_param { min: -0.5 max: 1.25 }",
+       [](double x) { return std::min(1.25, std::max(-0.5, x)); }},
+      {"type: 'ELU' elu_param { alpha: 0.5 }",
+       [](double x) { return x > 0 ? x : 0.5 * (std::exp(x) - 1); }},
+      {"type: 'Exp'", [](double x) { return std::exp(x); }},
+      {"type: 'Exp' exp_param { base: 2 scale: 0.7 shift: 0.3 }",
+       [](double x) { return std::pow(2.0, 0.3 + 0.7 * x); }},
+      {"type: 'Log' log_param { base: 2 scale: 0.5 shift: 3 }",
+       [ln2](double x) { return std::log(3 + 0.5 * x) / ln2; }},
+      {"type: 'Power' power_param { power: 2 scale: -1.5 shift: 0.25 }",
+       [](double x) { return std::pow(0.25 - 1.5 * x, 2.0); }},
+      {"type: 'Power' power_param { power: 0.5 scale: 0.5 shift: 1.5 }",
+       [](double x) { return std::sqrt(1.5 + 0.5 * x); }},
+      {"type: 'Swish' swish_param { beta: 1.5 }",
+       [](double x) { return x / (1 + std::exp(-1.5 * x)); }},
+      {"type: 'Threshold' threshold_param { threshold: 0.25 }",
+       [](double x) { return x > 0.25 ? 1.0 : 0.0; }},
+  };
+  for (DataType t : kFloats) {
+    for (const Case& c : cases) {
+      LayerRun r = Make(Param(c.proto, t), {{2, 3, 5}}, 1);
+      r.Forward();
+      std::vector<float> want;
+      for (float x : Seen(*r.bottom[0])) want.push_back(AsType(t, static_cast<float>(c.f(x))));
+      ExpectMatch(t, r.top[0]->ToFloat(), want, c.proto);
+    }
+    // PReLU per channel (axis 1) and shared.
+    LayerRun pc = Make(Param("type: 'PReLU'", t), {{2, 3, 2, 2}}, 1);
+    pc.layer->SetParamFromFloat(0, {0.25f, -0.5f, 2.0f});
+    pc.Forward();
+    const auto x = Seen(*pc.bottom[0]);
+    std::vector<float> want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float a = pc.layer->ParamAsFloat(0)[(i / 4) % 3];
+      want[i] = AsType(t, x[i] > 0 ? x[i] : a * x[i]);
+    }
+    ExpectMatch(t, pc.top[0]->ToFloat(), want, "PReLU");
+    LayerRun ps = Make(Param("type: 'PReLU' prelu_param { channel_shared: true }", t), {{2, 3, 2, 2}}, 1);
+    EXPECT_EQ(ps.layer->param_blob(0).count(), 1);
+    ps.Forward();
+    for (size_t i = 0; i < x.size(); ++i) want[i] = AsType(t, x[i] > 0 ? x[i] : 0.25f * x[i]);
+    ExpectMatch(t, ps.top[0]->ToFloat(), want, "PReLU shared (filler 0.25)");
+    // Bias: a learned {3, 2} over axes 1..2, and a second bottom of shape {2} from axis -1.
+    LayerRun b = Make(Param("type: 'Bias' bias_param { axis: 1 num_axes: 2 }", t), {{2, 3, 2, 2}}, 1);
+    ASSERT_EQ(b.layer->param_blob(0).shape(), (std::vector<int>{3, 2}));
+    b.layer->SetParamFromFloat(0, {0.5f, -1.0f, 2.0f, 0.25f, -3.0f, 1.5f});
+    b.Forward();
+    const auto bias = b.layer->ParamAsFloat(0);
+    for (size_t i = 0; i < x.size(); ++i) want[i] = AsType(t, x[i] + bias[(i / 2) % 6]);
+    ExpectMatch(t, b.top[0]->ToFloat(), want, "Bias learned");
+    LayerRun b2 = Make(Param("type: 'Bias' bias_param { axis: -1 }", t), {{2, 3, 2, 2}, {2}}, 1);
+    b2.Forward();
+    const auto x2 = Seen(*b2.bottom[0]), bb = Seen(*b2.bottom[1]);
+    for (size_t i = 0; i < x2.size(); ++i) want[i] = AsType(t, x2[i] + bb[i % 2]);
+    ExpectMatch(t, b2.top[0]->ToFloat(), want, "Bias second bottom");
+  }
+}
+
+// Bad parameters name the layer and the field; quantized compute types are refused by name.
+TEST(Layers, ActivationFamilyErrorsNameLayerAndField) {
+  const std::pair<const char*, const char*> bad[] = {
+      {"name: 'c' type: 'Clip'", "clip_param.min"},
+      {"name: 'c' type: 'Clip' clip_param { min: 2 max: 1 }", "clip_param.max"},
+      {"name: 'e' type: 'Exp' exp_param { base: -2 }", "exp_param.base"},
+      {"name: 'l' type: 'Log' log_param { base: 0 }", "log_param.base"},
+      {"name: 'b' type: 'Bias' bias_param { axis: 4 }", "bias_param.axis"},
+      {"name: 'b' type: 'Bias' bias_param { num_axes: 5 }", "bias_param.num_axes"},
+      {"name: 'b' type: 'Bias' bias_param { axis: 1 }", "bias_param.axis"},  // second bottom {4}
+  };
+  for (const auto& [proto, field] : bad) {
+    const bool two = std::string(proto).find("axis: 1") != std::string::npos;
+    try {
+      Make(Param(proto, DataType::kFloat32), two ? std::vector<std::vector<int>>{{2, 3}, {4}}
+                                                 : std::vector<std::vector<int>>{{2, 3}}, 1);
+      ADD_FAILURE() << proto << " was accepted";
+    } catch (const LayerError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(std::string("'") + proto[7] + "'"), std::string::npos) << m;
+      EXPECT_NE(m.find(field), std::string::npos) << m;
+    }
+  }
+  for (DataType q : {DataType::kInt8Q, DataType::kInt16Q})
+    for (const char* type : {"AbsVal", "ELU", "PReLU", "Bias", "Threshold"}) {
+      try {
+        Make(Param(std::string("name: 'q' type: '") + type + "'", q), {{2, 3}}, 1);
+        ADD_FAILURE() << type << " accepted " << Name(q);
+      } catch (const LayerError& e) {
+        EXPECT_NE(std::string(e.what()).find("'q' (" + std::string(type) + "): does not compute in"),
+                  std::string::npos) << e.what();
+      }
+    }
 }
 
 TEST(Layers, ConcatEveryTypeRequantizesEachBottom) {

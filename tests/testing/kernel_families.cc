@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "codegen/elementwise.h"
+#include "layers/activation_kernels.h"
 #include "layers/layer_kernels.h"
 #include "layers/train_kernels.h"
 #include "libdnn/conv.h"
@@ -222,12 +223,11 @@ std::vector<KernelFamily> Build() {
   std::vector<DataType> unquantized;
   for (DataType t : kAllDataTypes)
     if (!IsQuantized(t)) unquantized.push_back(t);
-  f.push_back({"unary", [unquantized](const KernelTarget& k) {
-                 Samples s;
-                 for (DataType t : unquantized)
-                   for (const char* op : {"sigmoid", "tanh"})
-                     s.push_back({LayerKernelName(op, t), UnarySource(k, op, t)});
-                 return s;
+  // layers/activation_kernels: every row of the family in one program per float type.
+  f.push_back({"activation", [unquantized](const KernelTarget& k) {
+                 return PerType(
+                     unquantized, k, [](DataType t) { return ActivationKernelName("prelu", t); },
+                     ActivationSource);
                }});
   f.push_back({"eltwise", [unquantized](const KernelTarget& k) {
                  Samples s;
@@ -270,12 +270,7 @@ std::vector<KernelFamily> Build() {
                  }});
   };
   one("relu_backward", "relu_backward", ReluBackwardSource);
-  f.push_back({"unary_backward", [](const KernelTarget& k) {
-                 Samples s;
-                 for (const char* op : {"sigmoid", "tanh"})
-                   s.push_back({std::string(op) + "_backward", UnaryBackwardSource(k, op)});
-                 return s;
-               }});
+  one("activation_backward", "prelu_backward", ActivationBackwardSource);
   one("softmax_backward", "softmax_backward", SoftmaxBackwardSource);
   one("softmax_loss_backward", "softmax_loss_backward", SoftmaxLossBackwardSource);
   f.push_back({"masked_mean", [](const KernelTarget& k) {
