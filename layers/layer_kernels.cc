@@ -228,4 +228,32 @@ std::string SquaredDifferenceSource(const KernelTarget& target, DataType type) {
   return w.Source();
 }
 
+std::string LrnWithinChannelSource(const KernelTarget& target, DataType type) {
+  RequireFloat(type, "lrn_within");
+  KernelWriter w(target, "lrn_within");
+  w.AddType("Dtype", type);
+  w.Kernel(LayerKernelName("lrn_within", type))
+      .Value("int", "n").Value("int", "height").Value("int", "width").Value("int", "size")
+      .Value("float", "alpha").Value("float", "beta").In("Dtype", "x").Out("Dtype", "y")
+      .Out("float", "scale").Value("int", "keep_scale")
+      .Body(R"(  const int pre = (size - 1) / 2;
+  $loop(i, n) {
+    const int col = i % width, row = (i / width) % height;
+    const int plane = i - row * width - col;
+    const int r0 = max(row - pre, 0), r1 = min(row - pre + size, height);
+    const int c0 = max(col - pre, 0), c1 = min(col - pre + size, width);
+    float sum = 0.0f;
+    for (int r = r0; r < r1; ++r)
+      for (int c = c0; c < c1; ++c) {
+        const float v = (float)Dtype_LOAD(x, plane + r * width + c);
+        sum += v * v;
+      }
+    const float s = 1.0f + alpha / (float)(size * size) * sum;
+    if (keep_scale) scale[i] = s;
+    Dtype_STORE(y, i, (Dtype_c)((float)Dtype_LOAD(x, i) * pow(s, -beta)));
+  }
+)");
+  return w.Source();
+}
+
 }  // namespace mpcaffe

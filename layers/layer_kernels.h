@@ -52,6 +52,13 @@ std::string AccuracySource(const KernelTarget& target, DataType type);
 /// sqdiff_<dt>(int n, In a, In b, Out float d): d[i] = (a[i] − b[i])² in float.
 std::string SquaredDifferenceSource(const KernelTarget& target, DataType type);
 
+/// lrn_within_<dt>(int n, int height, int width, int size, float alpha, float beta, In Dtype x,
+///                  Out Dtype y, Out float scale, int keep_scale): Caffe's WITHIN_CHANNEL LRN of
+/// NCHW planes: s = 1 + alpha/size² · Σ x² over the size × size window centred on the pixel
+/// (clipped to the plane; BVLC's average pooling divides by size² for odd sizes all the same),
+/// y = x · s^(−beta); scale = s when keep_scale. Float types, in float.
+std::string LrnWithinChannelSource(const KernelTarget& target, DataType type);
+
 /// Kernel names: "<op>_<dt>", "channel_affine_<dt>_<pt>".
 std::string LayerKernelName(const std::string& op, DataType type);
 std::string ChannelAffineKernelName(DataType type, DataType param_type);

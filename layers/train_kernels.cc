@@ -128,6 +128,31 @@ std::string EuclideanBackwardSource(const KernelTarget& target) {
   return w.Source();
 }
 
+std::string LrnWithinChannelBackwardSource(const KernelTarget& target) {
+  KernelWriter w = Writer(target, "lrn_within_backward");
+  w.Kernel("lrn_within_backward")
+      .Value("int", "n").Value("int", "height").Value("int", "width").Value("int", "size")
+      .Value("float", "alpha").Value("float", "beta").In("float", "x").In("float", "y")
+      .In("float", "dy").In("float", "scale").Out("float", "dx")
+      .Body(R"(  const int pre = (size - 1) / 2;
+  $loop(i, n) {
+    const int col = i % width, row = (i / width) % height;
+    const int plane = i - row * width - col;
+    const int r0 = max(row - pre, 0), r1 = min(row + pre + 1, height);
+    const int c0 = max(col - pre, 0), c1 = min(col + pre + 1, width);
+    float acc = 0.0f;
+    for (int r = r0; r < r1; ++r)
+      for (int c = c0; c < c1; ++c) {
+        const int k = plane + r * width + c;
+        acc += dy[k] * y[k] / scale[k];
+      }
+    dx[i] = dy[i] * pow(scale[i], -beta) -
+            2.0f * alpha * beta / (float)(size * size) * x[i] * acc;
+  }
+)");
+  return w.Source();
+}
+
 std::string ConcatBackwardSource(const KernelTarget& target) {
   KernelWriter w = Writer(target, "concat_backward");
   w.Kernel("concat_backward")

@@ -43,6 +43,12 @@ std::string MaskedMeanKernelName(DataType out_type);
 /// dx = alpha·top_diff[0]·(a − b).
 std::string EuclideanBackwardSource(const KernelTarget& target);
 
+/// lrn_within_backward(int n, int height, int width, int size, float alpha, float beta, In x,
+///                     In y, In dy, In scale, Out dx): the WITHIN_CHANNEL LRN's gradient,
+/// dx = dy·s^(−beta) − (2·alpha·beta/size²)·x·Σ dy'·y'/s' over the windows holding the pixel
+/// (the same size × size neighbourhood: odd windows are symmetric).
+std::string LrnWithinChannelBackwardSource(const KernelTarget& target);
+
 /// concat_backward(int n, In dy, Out dx, int bottom_axis, int top_axis, int inner, int offset):
 /// the bottom's (outer, bottom_axis, inner) slice at channel `offset` of an
 /// (outer, top_axis, inner) top diff.

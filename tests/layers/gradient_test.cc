@@ -347,6 +347,9 @@ TEST(Gradient, LRN) {
   Checker c(R"(name: "lrn" type: "LRN" lrn_param { local_size: 3 alpha: 0.5 beta: 0.75 })",
             {{2, 5, 2, 2}}, 1);
   c.Check();
+  Checker w(R"(name: "lrn_w" type: "LRN" lrn_param { local_size: 3 alpha: 0.5 beta: 0.75
+            norm_region: WITHIN_CHANNEL })", {{1, 2, 3, 4}}, 1);
+  w.Check();
 }
 
 TEST(Gradient, Scale) {

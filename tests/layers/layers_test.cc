@@ -813,6 +813,30 @@ TEST(Layers, LRNFloatTypes) {
   }
 }
 
+// WITHIN_CHANNEL as BVLC composes it: y = x·(1 + alpha·avg(x²))^−beta, the average over the
+// size × size window with pad (size − 1)/2 divided by size² (padding counts); k is not used.
+TEST(Layers, LRNWithinChannelFloatTypes) {
+  for (DataType t : kFloats) {
+    LayerRun r = Make(Param("type: 'LRN' lrn_param { local_size: 3 alpha: 0.5 beta: 0.75 k: 7 "
+                            "norm_region: WITHIN_CHANNEL }", t), {{2, 2, 4, 5}}, 1);
+    r.Forward();
+    const auto x = Seen(*r.bottom[0]);
+    std::vector<float> want(x.size());
+    for (int p = 0; p < 4; ++p)
+      for (int h = 0; h < 4; ++h)
+        for (int w = 0; w < 5; ++w) {
+          double sum = 0;
+          for (int dh = -1; dh <= 1; ++dh)
+            for (int dw = -1; dw <= 1; ++dw)
+              if (h + dh >= 0 && h + dh < 4 && w + dw >= 0 && w + dw < 5)
+                sum += double(x[p * 20 + (h + dh) * 5 + w + dw]) * x[p * 20 + (h + dh) * 5 + w + dw];
+          const int i = p * 20 + h * 5 + w;
+          want[i] = AsType(t, static_cast<float>(x[i] * std::pow(1 + 0.5 * sum / 9, -0.75)));
+        }
+    ExpectMatch(t, r.top[0]->ToFloat(), want, "LRN WITHIN_CHANNEL");
+  }
+}
+
 TEST(Layers, ErrorsNameTheLayer) {
   auto p = Param("name: 'act' type: 'Sigmoid'", DataType::kInt8Q);
   try {

@@ -253,6 +253,7 @@ std::vector<KernelFamily> Build() {
                  }});
   };
   layer("softmax", "softmax", SoftmaxSource);
+  layer("lrn_within", "lrn_within", LrnWithinChannelSource);
   layer("dropout", "dropout", DropoutSource);
   layer("softmax_loss", "softmax_loss", SoftmaxLossSource);
   layer("accuracy", "accuracy", AccuracySource);
@@ -278,6 +279,7 @@ std::vector<KernelFamily> Build() {
                }});
   one("euclidean_backward", "euclidean_backward", EuclideanBackwardSource);
   one("concat_backward", "concat_backward", ConcatBackwardSource);
+  one("lrn_within_backward", "lrn_within_backward", LrnWithinChannelBackwardSource);
   one("eltwise_max_backward", "max_select", EltwiseMaxBackwardSource);
   one("channel_sum", "channel_sum", ChannelSumSource);
   one("batch_norm", "bn_backward", BatchNormSource);
