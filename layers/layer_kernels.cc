@@ -64,15 +64,29 @@ std::string ConcatSource(const KernelTarget& target, DataType type) {
     MP_CONCAT_STORE
   }
 )");
+  // Slice, the mirror image: top element i from the bottom's channel offset + (i's channel).
+  w.Kernel(LayerKernelName("slice", type))
+      .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
+      .Value("int", "bottom_axis").Value("int", "top_axis").Value("int", "inner")
+      .Value("int", "offset").Value("int", "x_zero").Value("int", "y_zero")
+      .Value("int", "mult").Value("int", "shift")
+      .Body(R"(  $loop(i, n) {
+    const int block = top_axis * inner;
+    const int s = (i / block) * bottom_axis * inner + offset * inner + i % block;
+    MP_COPY_STORE(s, i)
+  }
+)");
+  // MP_COPY_STORE(from, to): y[to] = x[from], requantized for quantized types.
   if (IsQuantized(type)) {
     w.UseRequant(type);
-    w.Define("MP_CONCAT_STORE",
-             "mp_i64 r = y_zero + MP_REQUANT(Dtype_LOAD(x, i) - x_zero, mult, shift); "
+    w.Define("MP_COPY_STORE(from, to)",
+             "mp_i64 r = y_zero + MP_REQUANT(Dtype_LOAD(x, from) - x_zero, mult, shift); "
              "r = Dtype_SAT(r); "
-             "Dtype_STORE(y, t, r);");
+             "Dtype_STORE(y, to, r);");
   } else {
-    w.Define("MP_CONCAT_STORE", "Dtype_STORE(y, t, Dtype_LOAD(x, i));");
+    w.Define("MP_COPY_STORE(from, to)", "Dtype_STORE(y, to, Dtype_LOAD(x, from));");
   }
+  w.Define("MP_CONCAT_STORE", "MP_COPY_STORE(i, t)");
   if (HasVectorConcat(target, type)) {
     w.UseHelper(KernelHelper::kByteVectorStore);
     // PoCL runs the scalar form's requantization (mp_requant32's branches) as scalar code: the

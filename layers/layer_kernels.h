@@ -21,6 +21,9 @@ std::string SoftmaxSource(const KernelTarget& target, DataType type);
 /// With HasVectorConcat also concat_<dt>_v16 (the same arguments, launched over ⌈n / 16⌉
 /// work-items): 16 elements per step, requantized in vector lanes wherever they lie in one
 /// contiguous run of the top, the others one by one.
+/// The same program holds slice_<dt> (the same arguments, n = the top's count): top element i
+/// from channel offset + (its channel) of an (outer, bottom_axis, inner) bottom into an
+/// (outer, top_axis, inner) top, requantized like concat.
 std::string ConcatSource(const KernelTarget& target, DataType type);
 bool HasVectorConcat(const KernelTarget& target, DataType type);
 

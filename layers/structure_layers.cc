@@ -1,4 +1,4 @@
-// layers/structure_layers.cc — layers that move data without arithmetic: Concat, Split,
+// layers/structure_layers.cc — layers that move data without arithmetic: Concat, Slice, Split,
 // Flatten, Reshape (every dtype; quantized tops with other parameters than their bottoms are
 // requantized on the way), and Silence (consumes its bottoms).
 #include <algorithm>
@@ -92,6 +92,102 @@ class ConcatLayer : public Layer {
 
  private:
   int axis_ = 1;
+};
+
+/// Slice: BVLC's inverse of Concat — bottom 0 cut along `axis` (or the deprecated slice_dim) at
+/// slice_point (one fewer points than tops, increasing), or into equal parts without points.
+/// Every dtype; each quantized top is requantized to its own parameters.
+class SliceLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "Slice"; }
+  bool SupportsType(DataType) const override { return true; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int MinTopBlobs() const override { return 1; }
+  bool HasBackward() const override { return true; }
+
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const auto& p = param_.slice_param();
+    const Blob& b = *bottom[0];
+    const int raw_axis = p.has_slice_dim() ? static_cast<int>(p.slice_dim()) : p.axis();
+    if (raw_axis < -b.num_axes() || raw_axis >= b.num_axes())
+      Fail("slice_param.axis " + std::to_string(raw_axis) + " out of range for " + b.shape_string());
+    axis_ = b.CanonicalAxisIndex(raw_axis);
+    const int dim = b.shape(axis_), tops = static_cast<int>(top.size());
+    sizes_.clear();
+    if (p.slice_point_size() > 0) {
+      if (p.slice_point_size() != tops - 1)
+        Fail("slice_param.slice_point has " + std::to_string(p.slice_point_size()) +
+             " points for " + std::to_string(tops) + " tops (needs one fewer)");
+      int prev = 0;
+      for (int i = 0; i <= p.slice_point_size(); ++i) {
+        const int point = i < p.slice_point_size() ? static_cast<int>(p.slice_point(i)) : dim;
+        if (point <= prev || point > dim)
+          Fail("slice_param.slice_point must increase within (0, " + std::to_string(dim) +
+               "), got " + std::to_string(point) + " after " + std::to_string(prev));
+        sizes_.push_back(point - prev);
+        prev = point;
+      }
+    } else {
+      if (dim % tops != 0)
+        Fail("axis " + std::to_string(axis_) + " of " + b.shape_string() + " does not split into " +
+             std::to_string(tops) + " equal parts (give slice_param.slice_point)");
+      sizes_.assign(tops, dim / tops);
+    }
+    for (int i = 0; i < tops; ++i) {
+      std::vector<int> shape = b.shape();
+      shape[axis_] = sizes_[i];
+      top[i]->Reshape(shape);
+    }
+  }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const DataType t = compute_type_;
+    Kernel k = GetKernel(ConcatSource(target(), t), LayerKernelName("slice", t));
+    const int inner = bottom[0]->count(axis_ + 1), bottom_axis = bottom[0]->shape(axis_);
+    const Affine xq = BottomAffine(0);
+    int offset = 0;
+    for (size_t i = 0; i < top.size(); ++i) {
+      const int n = top[i]->count();
+      const Affine yq = TopAffine(static_cast<int>(i));
+      quant::FixedPointMultiplier m;
+      if (IsQuantized(t)) m = quant::RescaleMultiplier(xq.scale, yq.scale);
+      if (n > 0) {
+        k.Arg(int32_t{n}).ArgBuffer(bottom[0]->device_data(), 0, SizeOf(t))
+            .ArgBuffer(top[i]->mutable_device_data(), 0, SizeOf(t)).Arg(int32_t{bottom_axis})
+            .Arg(int32_t{sizes_[i]}).Arg(int32_t{inner}).Arg(int32_t{offset})
+            .Arg(xq.zero_point).Arg(yq.zero_point).Arg(m.multiplier).Arg(m.shift);
+        k.Launch1D(n);
+      }
+      offset += sizes_[i];
+    }
+  }
+
+  // The bottom's diff is the tops' diffs concatenated back along the axis (fp32 concat kernel).
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    if (!down[0]) return;
+    const DataType f = DataType::kFloat32;
+    Kernel k = GetKernel(ConcatSource(target(), f), LayerKernelName("concat", f));
+    const int inner = bottom[0]->count(axis_ + 1), bottom_axis = bottom[0]->shape(axis_);
+    int offset = 0;
+    for (size_t i = 0; i < top.size(); ++i) {
+      const int n = top[i]->count();
+      if (n > 0) {
+        k.Arg(int32_t{n}).ArgBuffer(top[i]->device_diff(), 0, 4)
+            .ArgBuffer(bottom[0]->mutable_device_diff(), 0, 4).Arg(int32_t{sizes_[i]})
+            .Arg(int32_t{bottom_axis}).Arg(int32_t{inner}).Arg(int32_t{offset})
+            .Arg(int32_t{0}).Arg(int32_t{0}).Arg(int32_t{0}).Arg(int32_t{0});
+        k.Launch1D(n);
+      }
+      offset += sizes_[i];
+    }
+  }
+
+ private:
+  int axis_ = 1;
+  std::vector<int> sizes_;
 };
 
 class SplitLayer : public Layer {
@@ -242,6 +338,7 @@ class SilenceLayer : public Layer {
 
 void RegisterStructureLayers() {
   RegisterLayerType<ConcatLayer>("Concat");
+  RegisterLayerType<SliceLayer>("Slice");
   RegisterLayerType<SplitLayer>("Split");
   RegisterLayerType<FlattenLayer>("Flatten");
   RegisterLayerType<ReshapeLayer>("Reshape");

@@ -324,6 +324,8 @@ TEST(Gradient, DropoutTrainUsesTheForwardMask) {
 TEST(Gradient, StructureLayers) {
   Checker cat(R"(name: "cat" type: "Concat" concat_param { axis: 1 })", {{2, 2, 3}, {2, 3, 3}}, 1);
   cat.Check();
+  Checker slice(R"(name: "slice" type: "Slice" slice_param { axis: -1 slice_point: 1 })", {{2, 3, 3}}, 2);
+  slice.Check();
   Checker split(R"(name: "split" type: "Split")", {{2, 3}}, 3);
   split.Check();
   Checker flat(R"(name: "flat" type: "Flatten")", {{2, 3, 2}}, 1);

@@ -394,6 +394,41 @@ TEST(Layers, ConcatEveryTypeRequantizesEachBottom) {
   }
 }
 
+// Slice at slice_point along axis 1, and into equal parts along the last axis, in every dtype
+// (quantized tops with the bottom's range: the stored values are copied exactly).
+TEST(Layers, SliceEveryType) {
+  for (DataType t : kAllDataTypes) {
+    for (const char* proto : {"type: 'Slice' slice_param { axis: 1 slice_point: 1 slice_point: 4 }",
+                              "type: 'Slice' slice_param { axis: -1 }"}) {
+      auto p = Param(proto, t);
+      SetRange(&p, "bottom", 0, -2, 2);
+      for (int i = 0; i < 3; ++i) SetRange(&p, "top", i, -2, 2);
+      const bool last = std::string(proto).find("-1") != std::string::npos;
+      LayerRun r = Make(p, {{2, 5, 2, 3}}, 3);
+      r.Forward();
+      const auto x = r.bottom[0]->ToFloat();
+      const int starts[] = {0, 1, 4, 5};
+      for (int k = 0; k < 3; ++k) {
+        std::vector<float> want;
+        for (int n = 0; n < 2; ++n)
+          for (int c = 0; c < 5; ++c)
+            for (int h = 0; h < 2; ++h)
+              for (int w = 0; w < 3; ++w)
+                if (last ? w == k : (c >= starts[k] && c < starts[k + 1]))
+                  want.push_back(x[((n * 5 + c) * 2 + h) * 3 + w]);
+        ExpectMatch(t, r.top[k]->ToFloat(), want, std::string(proto) + " top " + std::to_string(k));
+      }
+    }
+  }
+  try {
+    Make(Param("name: 's' type: 'Slice' slice_param { slice_point: 3 slice_point: 2 }",
+               DataType::kFloat32), {{2, 5}}, 3);
+    ADD_FAILURE() << "decreasing slice points accepted";
+  } catch (const LayerError& e) {
+    EXPECT_NE(std::string(e.what()).find("slice_param.slice_point"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Layers, SplitFlattenReshapeDropoutCopyEveryType) {
   for (DataType t : kAllDataTypes) {
     for (const char* text : {"type: 'Split'", "type: 'Flatten'", "type: 'Dropout'",
