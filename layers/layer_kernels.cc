@@ -203,6 +203,27 @@ std::string SoftmaxLossSource(const KernelTarget& target, DataType type) {
   return w.Source();
 }
 
+std::string SigmoidCrossEntropySource(const KernelTarget& target, DataType type) {
+  RequireFloat(type, "sigmoid_ce");
+  KernelWriter w(target, "sigmoid_cross_entropy");
+  w.AddType("Dtype", type);
+  w.Kernel(LayerKernelName("sigmoid_ce", type))
+      .Value("int", "n").In("Dtype", "x").In("Dtype", "target").Out("float", "loss")
+      .Value("int", "ignore_label").Value("int", "has_ignore")
+      .Body(R"(  $loop(i, n) {
+    const float v = (float)Dtype_LOAD(x, i);
+    const float t = (float)Dtype_LOAD(target, i);
+    if (has_ignore && (int)t == ignore_label) {
+      loss[i] = -1.0f;
+    } else {
+      const float l = log(1.0f + exp(-fabs(v))) - v * (t - (v >= 0.0f ? 1.0f : 0.0f));
+      loss[i] = l > 0.0f ? l : 0.0f;
+    }
+  }
+)");
+  return w.Source();
+}
+
 std::string AccuracySource(const KernelTarget& target, DataType type) {
   RequireFloat(type, "accuracy");
   KernelWriter w(target, "accuracy");

@@ -46,6 +46,13 @@ std::string DropoutSource(const KernelTarget& target, DataType type);
 /// label is the ignored one, NaN when the label lies outside [0, channels). Float types only.
 std::string SoftmaxLossSource(const KernelTarget& target, DataType type);
 
+/// sigmoid_ce_<dt>(int n, In Dtype x, In Dtype target, Out float loss, int ignore_label,
+///                 int has_ignore): loss[i] = max(0, log(1 + e^−|x|) − x·(t − (x >= 0))), BVLC's
+/// overflow-free cross-entropy of sigmoid(x) against target t in [0, 1] (never negative for
+/// such targets; clamped so rounding cannot mark it ignored), or −1 where t is the ignored
+/// label. Float types only.
+std::string SigmoidCrossEntropySource(const KernelTarget& target, DataType type);
+
 /// accuracy_<dt>(int outer, int channels, int inner, In x, In label, Out float correct,
 ///               int top_k, int ignore_label, int has_ignore)
 /// correct[j] = 1 when fewer than top_k classes score strictly higher than the labelled one,

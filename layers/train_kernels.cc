@@ -115,6 +115,21 @@ std::string MaskedMeanSource(const KernelTarget& target, DataType out_type) {
   return w.Source();
 }
 
+std::string SigmoidCrossEntropyBackwardSource(const KernelTarget& target) {
+  KernelWriter w = Writer(target, "sigmoid_cross_entropy_backward");
+  w.Kernel("sigmoid_ce_backward")
+      .Value("int", "n").In("float", "x").In("float", "target").In("float", "top_diff")
+      .In("float", "norm").Out("float", "dx").Value("int", "ignore_label").Value("int", "has_ignore")
+      .Body(R"(  const float scale = top_diff[0] / norm[0];
+  $loop(i, n) {
+    const float t = target[i];
+    const int skip = has_ignore && (int)t == ignore_label;
+    dx[i] = skip ? 0.0f : (1.0f / (1.0f + exp(-x[i])) - t) * scale;
+  }
+)");
+  return w.Source();
+}
+
 std::string EuclideanBackwardSource(const KernelTarget& target) {
   KernelWriter w = Writer(target, "euclidean_backward");
   w.Kernel("euclidean_backward")

@@ -39,6 +39,11 @@ std::string MaskedMeanSource(const KernelTarget& target, DataType out_type);
 /// "masked_mean_fp32", "masked_mean_fp16".
 std::string MaskedMeanKernelName(DataType out_type);
 
+/// sigmoid_ce_backward(int n, In x, In target, In top_diff, In norm, Out dx, int ignore_label,
+///                     int has_ignore): dx = (sigmoid(x) − t)·top_diff[0] / norm[0]; 0 where t
+/// is the ignored label.
+std::string SigmoidCrossEntropyBackwardSource(const KernelTarget& target);
+
 /// euclidean_backward(int n, In a, In b, In top_diff, Out dx, float alpha):
 /// dx = alpha·top_diff[0]·(a − b).
 std::string EuclideanBackwardSource(const KernelTarget& target);

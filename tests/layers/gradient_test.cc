@@ -291,6 +291,16 @@ TEST(Gradient, SoftmaxWithLoss) {
   ig.Check();
 }
 
+TEST(Gradient, SigmoidCrossEntropyLoss) {
+  Checker c(R"(name: "sce" type: "SigmoidCrossEntropyLoss" loss_param { ignore_label: 2 })",
+            {{2, 3, 2}, {2, 3, 2}}, 1);
+  std::vector<float> targets(12);
+  for (int i = 0; i < 12; ++i) targets[i] = i % 4 == 3 ? 2.0f : (i % 3) * 0.5f;
+  c.SetBottom(1, targets);
+  c.check_bottom[1] = false;
+  c.Check();
+}
+
 TEST(Gradient, EuclideanLoss) {
   Checker c(R"(name: "l2" type: "EuclideanLoss")", {{3, 4}, {3, 4}}, 1);
   c.Check();

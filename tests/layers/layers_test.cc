@@ -429,6 +429,34 @@ TEST(Layers, SliceEveryType) {
   }
 }
 
+// BVLC's sigmoid cross-entropy, normalized over the valid (not ignored) elements by default and
+// over the batch with normalization: BATCH_SIZE.
+TEST(Layers, SigmoidCrossEntropyLossFloatTypes) {
+  for (DataType t : kFloats) {
+    for (const char* proto :
+         {"type: 'SigmoidCrossEntropyLoss' loss_param { ignore_label: -1 }",
+          "type: 'SigmoidCrossEntropyLoss' loss_param { normalization: BATCH_SIZE }"}) {
+      const bool ignore = std::string(proto).find("ignore") != std::string::npos;
+      LayerRun r = Make(Param(proto, t), {{3, 4}, {3, 4}}, 1);
+      std::vector<float> targets(12);
+      for (int i = 0; i < 12; ++i) targets[i] = ignore && i % 5 == 0 ? -1.0f : (i % 3) * 0.5f;
+      r.bottom[1]->FromFloat(targets);
+      r.Forward();
+      const auto x = Seen(*r.bottom[0]);
+      double sum = 0;
+      int valid = 0;
+      for (int i = 0; i < 12; ++i) {
+        if (ignore && targets[i] == -1.0f) continue;
+        const double s = 1 / (1 + std::exp(-double(x[i])));
+        sum -= targets[i] * std::log(s) + (1 - targets[i]) * std::log(1 - s);
+        ++valid;
+      }
+      const float want = AsType(t, static_cast<float>(sum / (ignore ? valid : 3)));
+      ExpectMatch(t, r.top[0]->ToFloat(), {want}, proto);
+    }
+  }
+}
+
 TEST(Layers, SplitFlattenReshapeDropoutCopyEveryType) {
   for (DataType t : kAllDataTypes) {
     for (const char* text : {"type: 'Split'", "type: 'Flatten'", "type: 'Dropout'",

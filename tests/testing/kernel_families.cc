@@ -257,6 +257,7 @@ std::vector<KernelFamily> Build() {
   layer("dropout", "dropout", DropoutSource);
   layer("softmax_loss", "softmax_loss", SoftmaxLossSource);
   layer("accuracy", "accuracy", AccuracySource);
+  layer("sigmoid_cross_entropy", "sigmoid_ce", SigmoidCrossEntropySource);
   layer("squared_difference", "sqdiff", SquaredDifferenceSource);
   // net/moe_layer: gather / scatter-add per data type (fp32 also carries the training kernels).
   f.push_back({"moe", [](const KernelTarget& k) {
@@ -278,6 +279,7 @@ std::vector<KernelFamily> Build() {
                  return PerType(kFloats, k, MaskedMeanKernelName, MaskedMeanSource);
                }});
   one("euclidean_backward", "euclidean_backward", EuclideanBackwardSource);
+  one("sigmoid_cross_entropy_backward", "sigmoid_ce_backward", SigmoidCrossEntropyBackwardSource);
   one("concat_backward", "concat_backward", ConcatBackwardSource);
   one("lrn_within_backward", "lrn_within_backward", LrnWithinChannelBackwardSource);
   one("eltwise_max_backward", "max_select", EltwiseMaxBackwardSource);
