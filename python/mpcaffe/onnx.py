@@ -1,7 +1,9 @@
 """onnx.py — mpcaffe.onnx.export(net, path): a built mpcaffe Net as an ONNX model (opset 21).
 
 fp32 layers become the matching ONNX operators (Conv, Gemm, MaxPool, AveragePool, LRN, Relu,
-LeakyRelu, Sigmoid, Tanh, Softmax, Concat, Sum/Mul/Max for Eltwise, BatchNormalization, Mul+Add
+LeakyRelu, Sigmoid, Tanh, Abs, Softplus (BNLL), Clip, Elu, PRelu, Exp / Log / Pow with their
+scale and shift, x·Sigmoid(βx) for Swish, Greater+Cast for Threshold, Add for Bias, Split for
+Slice, Softmax, Concat, Sum/Mul/Max for Eltwise, BatchNormalization, Mul+Add
 for Scale, Reshape for Flatten/Reshape; Dropout and Split are dropped). Blobs keep their storage
 type in the graph: int8q tensors are uint8, int16q uint16, fp16 float16. Quantized layers use the
 net's own quantization parameters (the ones its kernels use): int8 Convolution becomes
@@ -248,10 +250,53 @@ def _float_op(b, layer, inputs, shapes):
         if slope:
             return [b.node("LeakyRelu", inputs[:1], base=name, alpha=slope)]
         return [b.node("Relu", inputs[:1], base=name)]
-    if t == "Sigmoid":
-        return [b.node("Sigmoid", inputs[:1], base=name)]
-    if t == "TanH":
-        return [b.node("Tanh", inputs[:1], base=name)]
+    if t == "Slice":
+        p = layer.param.slice_param
+        ndim = len(shapes[0])
+        axis = (p.slice_dim if p.HasField("slice_dim") else p.axis) % ndim
+        sizes = np.array([shape[axis] for shape in shapes], np.int64)
+        outs = [b.unique(f"{name}_{k}") for k in range(len(shapes))]
+        y = b.node("Split", [inputs[0], b.constant(name + "_split", sizes)], outs, base=name, axis=axis)
+        return y if isinstance(y, list) else [y]
+    if t in _UNARY:
+        return [b.node(_UNARY[t], inputs[:1], base=name)]
+    f32 = lambda tag, v: b.constant(f"{name}_{tag}", np.array(v, np.float32))
+    if t == "Clip":
+        p = layer.param.clip_param
+        return [b.node("Clip", [inputs[0], f32("min", p.min), f32("max", p.max)], base=name)]
+    if t == "ELU":
+        return [b.node("Elu", inputs[:1], base=name, alpha=layer.param.elu_param.alpha)]
+    if t in ("Exp", "Log", "Power"):
+        return [_power_family(b, layer, inputs[0], name, f32)]
+    if t == "Swish":
+        beta = layer.param.swish_param.beta
+        z = inputs[0] if beta == 1 else b.node("Mul", [inputs[0], f32("beta", beta)], base=name + "_bx")
+        return [b.node("Mul", [inputs[0], b.node("Sigmoid", [z], base=name + "_sig")], base=name)]
+    if t == "Threshold":
+        above = b.node("Greater", [inputs[0], f32("threshold", layer.param.threshold_param.threshold)],
+                       base=name + "_gt")
+        return [b.node("Cast", [above], base=name, to=TensorProto.FLOAT)]
+    if t == "PReLU":
+        slope = layer.param_float(0).ravel()
+        ndim = len(layer.net_bottom_shapes[0])
+        if not layer.param.prelu_param.channel_shared:
+            slope = slope.reshape((slope.size,) + (1,) * (ndim - 2))
+        return [b.node("PRelu", [inputs[0], b.constant(name + "_slope", slope.astype(np.float32))],
+                       base=name)]
+    if t == "Bias":
+        p = layer.param.bias_param
+        ndim = len(layer.net_bottom_shapes[0])
+        if len(inputs) > 1:
+            shape = list(layer.net_bottom_shapes[1])
+            axis = p.axis % ndim if shape else ndim
+            bias = b.node("Reshape", [inputs[1], b.constant(
+                name + "_bias_shape", np.array(shape + [1] * (ndim - axis - len(shape)), np.int64))],
+                base=name + "_bias")
+        else:
+            value = layer.param_float(0)
+            axis = p.axis % ndim if value.ndim else ndim
+            bias = b.constant(name + "_bias", value.reshape(value.shape + (1,) * (ndim - axis - value.ndim)))
+        return [b.node("Add", [inputs[0], bias], base=name)]
     if t == "Softmax":
         return [b.node("Softmax", inputs[:1], base=name, axis=layer.param.softmax_param.axis)]
     if t == "Concat":
@@ -307,6 +352,33 @@ def _float_op(b, layer, inputs, shapes):
         return [b.node("Reshape", [inputs[0], b.constant(name + "_shape",
                                                         np.array(shapes[0], np.int64))], base=name)]
     raise ExportError(f"{where}: no ONNX export for layer type '{t}'")
+
+
+# Caffe layers that are one ONNX operator without attributes.
+_UNARY = {"AbsVal": "Abs", "BNLL": "Softplus", "Sigmoid": "Sigmoid", "TanH": "Tanh"}
+
+
+def _power_family(b, layer, x, name, f32):
+    """Exp: base^(shift + scale·x); Log: log_base(shift + scale·x); Power: (shift + scale·x)^power
+    — an affine step (left out where it is the identity), the operator, a constant factor."""
+    t = layer.type
+    p = {"Exp": layer.param.exp_param, "Log": layer.param.log_param,
+         "Power": layer.param.power_param}[t]
+    ln_base = 1.0 if t == "Power" or p.base == -1 else float(np.log(p.base))
+    scale, shift = p.scale, p.shift
+    if t == "Exp":  # base^(shift + scale·x) = base^shift · e^(ln(base)·scale·x)
+        scale, shift = scale * ln_base, 0.0
+    y = x if scale == 1 else b.node("Mul", [x, f32("scale", scale)], base=name + "_scaled")
+    if shift != 0:
+        y = b.node("Add", [y, f32("shift", shift)], base=name + "_shifted")
+    if t == "Power":
+        return b.node("Pow", [y, f32("power", p.power)], base=name)
+    y = b.node(t, [y], base=name + ("_op" if (t == "Exp" and p.shift) or (t == "Log" and ln_base != 1) else ""))
+    if t == "Exp" and p.shift:
+        return b.node("Mul", [y, f32("outer", float(np.exp(ln_base * p.shift)))], base=name)
+    if t == "Log" and ln_base != 1:
+        return b.node("Mul", [y, f32("base_scale", 1.0 / ln_base)], base=name)
+    return y
 
 
 def _fold(b, op, inputs, name):

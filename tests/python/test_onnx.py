@@ -171,6 +171,33 @@ def test_eltwise_batchnorm_scale_concat_fp32(tmp_path):
     assert {"BatchNormalization", "Mul", "Add", "Sum", "Max", "Concat", "Sigmoid", "Tanh"} <= ops
 
 
+def test_activation_family_fp32(tmp_path):
+    """BVLC's element-wise layers (issue 43) export to the matching ONNX operators."""
+    n = caffe.NetSpec()
+    n.data = L.Input(shape=dict(dim=[2, 3, 4, 4]))
+    n.absval = L.AbsVal(n.data)
+    n.bnll = L.BNLL(n.data)
+    n.clip = L.Clip(n.data, min=-0.5, max=0.25)
+    n.elu = L.ELU(n.data, alpha=0.5)
+    n.exp = L.Exp(n.data, base=2.0, scale=0.7, shift=0.3)
+    n.log = L.Log(n.data, scale=0.5, shift=3.0)
+    n.power = L.Power(n.data, power=2.0, scale=-1.5, shift=0.25)
+    n.swish = L.Swish(n.data, beta=1.5)
+    n.threshold = L.Threshold(n.data, threshold=0.1)
+    n.prelu = L.PReLU(n.data, filler=dict(type="uniform", min=-1, max=1))
+    n.prelu_shared = L.PReLU(n.data, channel_shared=True)
+    n.bias = L.Bias(n.data, axis=1, num_axes=2, filler=dict(type="gaussian", std=1.0))
+    n.bias2 = L.Bias(n.data, n.absval, axis=0)
+    n.s1, n.s2 = L.Slice(n.elu, ntop=2, slice_point=[1], axis=1)
+    net = caffe.Net(n.to_proto(), caffe.TEST)
+    model = _fp32_agreement(net, tmp_path, 9)
+    ops = {node.op_type for node in model.graph.node}
+    assert {"Abs", "Softplus", "Clip", "Elu", "Exp", "Log", "Pow", "Sigmoid", "Greater", "PRelu",
+            "Add", "Split"} <= ops, ops
+    assert {"AbsVal", "BNLL", "Clip", "ELU", "Exp", "Log", "Power", "PReLU", "Swish", "Threshold",
+            "Bias", "Slice", "SigmoidCrossEntropyLoss"} <= set(caffe.layer_type_list())
+
+
 def test_in_place_layers_and_intermediate_outputs(tmp_path):
     """In-place layers rewrite a blob: the graph stays in SSA form and an intermediate output
     is the blob's last value."""
