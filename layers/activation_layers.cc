@@ -74,6 +74,7 @@ class ActivationLayer : public Layer {
     if (!down[0]) return;
     const int n = bottom[0]->count();
     if (n == 0) return;
+    if (top[0] == bottom[0] && op_.backward_reads_x && !x_copy_) Fail("Backward before Forward");
     // Rows that read only y get y in x's place (in place x is gone, and they do not need it).
     DeviceMemory* x = top[0] != bottom[0] ? bottom[0]->device_data()
                       : op_.backward_reads_x ? x_copy_->device_data() : top[0]->device_data();
@@ -250,6 +251,7 @@ class PReLULayer : public Layer {
     // Scratch: the slope terms t, then (when the bottom's gradient is not wanted) a dx to discard.
     const size_t need = static_cast<size_t>(n) * (down[0] ? 1 : 2);
     if (scratch_.size() < need) scratch_ = device().Alloc<float>(need);
+    if (top[0] == bottom[0] && !x_copy_) Fail("Backward before Forward");
     DeviceMemory* x = top[0] == bottom[0] ? x_copy_->device_data() : bottom[0]->device_data();
     Kernel k = GetKernel(ActivationBackwardSource(target()), ActivationBackwardKernelName("prelu"));
     k.Arg(int32_t{n}).Arg(int32_t{channels_}).Arg(int32_t{inner_}).ArgBuffer(x, 0, 4)

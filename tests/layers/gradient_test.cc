@@ -272,6 +272,11 @@ TEST(Gradient, ActivationsInPlaceMatchOutOfPlace) {
     for (size_t i = 0; i < grads[0].size(); ++i)
       EXPECT_NEAR(grads[0][i], grads[1][i], 1e-6f) << proto << " [" << i << "]";
   }
+  // In place without a Forward there is no x to differentiate at: an error, not a crash.
+  auto layer = CreateLayer(Parse(R"(name: "abs" type: "AbsVal")"), Dev());
+  Blob x(Dev(), DataType::kFloat32, {2, 3}, "x");
+  layer->SetUp({&x}, {&x});
+  EXPECT_THROW(layer->Backward({&x}, {true}, {&x}), LayerError);
 }
 
 TEST(Gradient, Softmax) {
