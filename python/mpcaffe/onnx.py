@@ -373,12 +373,11 @@ def _power_family(b, layer, x, name, f32):
         y = b.node("Add", [y, f32("shift", shift)], base=name + "_shifted")
     if t == "Power":
         return b.node("Pow", [y, f32("power", p.power)], base=name)
-    y = b.node(t, [y], base=name + ("_op" if (t == "Exp" and p.shift) or (t == "Log" and ln_base != 1) else ""))
-    if t == "Exp" and p.shift:
-        return b.node("Mul", [y, f32("outer", float(np.exp(ln_base * p.shift)))], base=name)
-    if t == "Log" and ln_base != 1:
-        return b.node("Mul", [y, f32("base_scale", 1.0 / ln_base)], base=name)
-    return y
+    # The constant factor after the operator: Exp's base^shift, Log's 1/ln(base).
+    factor = float(np.exp(ln_base * p.shift)) if t == "Exp" else 1.0 / ln_base
+    if factor == 1.0:
+        return b.node(t, [y], base=name)
+    return b.node("Mul", [b.node(t, [y], base=name + "_op"), f32("factor", factor)], base=name)
 
 
 def _fold(b, op, inputs, name):
