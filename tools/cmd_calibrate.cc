@@ -40,8 +40,6 @@ constexpr char kUsage[] =
     "         [--images DIR|list.txt [--resize H,W] [--mean-file mean.binaryproto]\n"
     "          [--mean-values B,G,R] [--raw-scale R] [--scale S] [--channel-swap 2,1,0]\n"
     "          [--transform-from train_val.prototxt]] (photographs for the net's Input layer)\n"
-    "         [--report report.json] [--report-images DIR|list.txt] (with images: the fp32\n"
-    "          and calibrated nets' classes compared, on held-out images if given)\n"
     "         [--iterations N] --output calibrated.caffemodel\n"
     "         [--output-model typed.prototxt] [--phase TEST|TRAIN] [--device i]\n"
     "         [--no-progress]\n";
