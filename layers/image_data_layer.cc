@@ -12,6 +12,11 @@
 namespace mpcaffe {
 namespace {
 
+struct ListedImage {
+  std::string path;  // as the list gives it
+  int label = 0;
+  int line = 0;  // 1-based line of the list file
+};
 
 class ImageDataLayer : public Layer {
  public:
@@ -87,10 +92,29 @@ class ImageDataLayer : public Layer {
  private:
   void ReadList(const std::string& source) {
     if (source.empty()) Fail("image_data_param.source (the image list file) is not set");
-    try {
-      lines_ = ReadImageList(source, true);
-    } catch (const ImageError& e) {
-      Fail(e.what());
+    std::ifstream in(source);
+    if (!in) Fail("image list '" + source + "' cannot be opened (missing or unreadable)");
+    std::string text;
+    for (int line = 1; std::getline(in, text); ++line) {
+      while (!text.empty() && (text.back() == '\r' || text.back() == ' ' || text.back() == '\t'))
+        text.pop_back();
+      if (text.empty()) continue;
+      // BVLC: the label follows the last space, so paths may contain spaces.
+      const size_t space = text.find_last_of(" \t");
+      ListedImage item;
+      item.line = line;
+      size_t used = 0;
+      try {
+        if (space == std::string::npos) throw std::invalid_argument("no label");
+        item.label = std::stoi(text.substr(space + 1), &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (space == std::string::npos || used != text.size() - space - 1)
+        Fail("image list '" + source + "' line " + std::to_string(line) + ": '" + text +
+             "' is not \"<path> <integer label>\"");
+      item.path = text.substr(0, text.find_last_not_of(" \t", space) + 1);
+      lines_.push_back(item);
     }
     if (lines_.empty()) Fail("image list '" + source + "' lists no image");
   }

@@ -203,38 +203,4 @@ caffe::BlobProto MeanBlobProto(int channels, int height, int width,
   return blob;
 }
 
-std::vector<ListedImage> ReadImageList(const std::string& list, bool label_required) {
-  std::ifstream in(list);
-  if (!in) throw ImageError("image list '" + list + "' cannot be opened (missing or unreadable)");
-  std::vector<ListedImage> items;
-  std::string text;
-  for (int line = 1; std::getline(in, text); ++line) {
-    while (!text.empty() && (text.back() == '\r' || text.back() == ' ' || text.back() == '\t'))
-      text.pop_back();
-    if (text.empty()) continue;
-    // BVLC: the label follows the last space, so paths may contain spaces.
-    ListedImage item;
-    item.line = line;
-    item.path = text;
-    const size_t space = text.find_last_of(" \t");
-    size_t used = 0;
-    if (space != std::string::npos) {
-      try {
-        item.label = std::stoi(text.substr(space + 1), &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-    }
-    if (space != std::string::npos && used > 0 && used == text.size() - space - 1)
-      item.path = text.substr(0, text.find_last_not_of(" \t", space) + 1);
-    else if (label_required)
-      throw ImageError("image list '" + list + "' line " + std::to_string(line) + ": '" + text +
-                       "' is not \"<path> <integer label>\"");
-    else
-      item.label = -1;
-    items.push_back(item);
-  }
-  return items;
-}
-
 }  // namespace mpcaffe

@@ -7,7 +7,6 @@
 
 #include <opencv2/core.hpp>
 #include <string>
-#include <vector>
 
 #include "device/error.h"
 #include "proto/caffe.pb.h"
@@ -55,19 +54,6 @@ caffe::Datum ReadImageToDatum(const std::string& path, int label, int height, in
 /// `what`.
 void DecodeDatumInPlace(caffe::Datum* datum, const std::string& what, bool force_color = false,
                         bool force_gray = false);
-
-/// One line of an image list (BVLC's convert_imageset and ImageData lists: "<path> <label>").
-struct ListedImage {
-  std::string path;  // as the list gives it (it may contain spaces)
-  int label = -1;    // -1 when the line has none (label_required false)
-  int line = 0;      // 1-based line of the list file
-};
-
-/// The lines of an image list file: a path, then (after the last space or tab) an integer label,
-/// required when `label_required`. Blank lines are skipped. Throws ImageError naming the file
-/// and line when it cannot be opened or a line has no label that is required; an empty list is
-/// returned as it is.
-std::vector<ListedImage> ReadImageList(const std::string& list, bool label_required);
 
 /// Writes a BlobProto as a binary file (mean.binaryproto). Throws Error naming the file.
 void WriteBlobProtoBinary(const std::string& path, const caffe::BlobProto& blob);

@@ -57,8 +57,28 @@ int RunConvertImageset(const std::vector<std::string>& given) {
 
   const std::string& root = pos[0];
   const std::string& list = pos[1];
+  std::ifstream in(list);
+  if (!in) throw Error("list file '" + list + "' cannot be opened (missing or unreadable)");
   std::vector<std::pair<std::string, int>> lines;
-  for (const ListedImage& item : ReadImageList(list, true)) lines.emplace_back(item.path, item.label);
+  std::string text;
+  for (int n = 1; std::getline(in, text); ++n) {
+    while (!text.empty() && (text.back() == '\r' || text.back() == ' ' || text.back() == '\t'))
+      text.pop_back();
+    if (text.empty()) continue;
+    // As BVLC: the label follows the last space, so paths may contain spaces.
+    const size_t space = text.find_last_of(' ');
+    size_t used = 0;
+    int label = 0;
+    try {
+      if (space != std::string::npos) label = std::stoi(text.substr(space + 1), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (space == std::string::npos || used == 0 || used != text.size() - space - 1)
+      throw Error("list file '" + list + "' line " + std::to_string(n) + ": '" + text +
+                  "' is not \"<path> <integer label>\"");
+    lines.emplace_back(text.substr(0, space), label);
+  }
   if (HasFlag(args, "--shuffle")) {
     std::printf("Shuffling data\n");
     std::mt19937 rng(std::random_device{}());

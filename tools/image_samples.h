@@ -60,13 +60,22 @@ inline std::vector<std::string> ListImages(const std::string& source,
     paths = {source};
     found = {-1};
   } else {
-    if (!fs::is_regular_file(source))
-      throw Error("--images '" + source + "': no such image, folder or list file");
+    std::ifstream in(source);
+    if (!in) throw Error("--images '" + source + "': no such image, folder or list file");
     const fs::path base = fs::path(source).parent_path();
-    for (const ListedImage& item : ReadImageList(source, false)) {
-      const fs::path p(item.path);
-      paths.push_back(p.is_absolute() || base.empty() ? item.path : (base / p).string());
-      found.push_back(item.label);
+    for (std::string line; std::getline(in, line);) {
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+      if (line.empty()) continue;
+      const size_t space = line.find_last_of(' ');
+      int label = -1;
+      if (space != std::string::npos && space + 1 < line.size() &&
+          line.find_first_not_of("-0123456789", space + 1) == std::string::npos) {
+        label = std::atoi(line.c_str() + space + 1);
+        line = line.substr(0, space);
+      }
+      const fs::path p(line);
+      paths.push_back(p.is_absolute() || base.empty() ? line : (base / p).string());
+      found.push_back(label);
     }
     if (paths.empty()) throw Error("--images '" + source + "': the list names no image");
   }
