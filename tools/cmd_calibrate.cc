@@ -24,9 +24,7 @@
 #include "proto/model_io.h"
 #include "tools/command.h"
 #include "tools/net_variants.h"
-#include "tools/calibration_report.h"
 #include "tools/image_samples.h"
-#include "tools/image_scores.h"
 #include "tools/npy_file.h"
 #include "tools/progress_bar.h"
 
@@ -45,6 +43,52 @@ constexpr char kUsage[] =
     "         [--no-progress]\n";
 
 int Usage(const std::string& why) { return UsageError("calibrate", why); }
+
+/// "a,b,c" as numbers; throws std::invalid_argument naming the flag.
+std::vector<float> NumberList(const std::string& flag, const std::string& text) {
+  std::vector<float> out;
+  std::string item;
+  std::istringstream in(text);
+  while (std::getline(in, item, ',')) {
+    size_t used = 0;
+    float v = 0;
+    try {
+      v = std::stof(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size())
+      throw std::invalid_argument(flag + " needs numbers separated by commas, got '" + text + "'");
+    out.push_back(v);
+  }
+  if (out.empty()) throw std::invalid_argument(flag + " needs a value");
+  return out;
+}
+
+/// The --images preprocessing flags (tools/image_samples.h).
+ImagePreprocessing PreprocessingFlags(const std::vector<std::string>& args) {
+  ImagePreprocessing pre;
+  if (const std::string t = FlagValue(args, "--transform-from"); !t.empty())
+    PreprocessingFromTransformParam(t, &pre);
+  if (const std::string r = FlagValue(args, "--resize"); !r.empty()) {
+    const std::vector<float> hw = NumberList("--resize", r);
+    if (hw.size() != 2 || hw[0] < 1 || hw[1] < 1)
+      throw std::invalid_argument("--resize needs H,W, got '" + r + "'");
+    pre.resize_height = static_cast<int>(hw[0]), pre.resize_width = static_cast<int>(hw[1]);
+  }
+  if (const std::string m = FlagValue(args, "--mean-file"); !m.empty()) pre.mean_file = m;
+  if (const std::string m = FlagValue(args, "--mean-values"); !m.empty()) {
+    pre.mean_values = NumberList("--mean-values", m);
+    pre.mean_file.clear();
+  }
+  if (const std::string v = FlagValue(args, "--raw-scale"); !v.empty())
+    pre.raw_scale = NumberList("--raw-scale", v).at(0);
+  if (const std::string v = FlagValue(args, "--scale"); !v.empty())
+    pre.scale = NumberList("--scale", v).at(0);
+  if (const std::string v = FlagValue(args, "--channel-swap"); !v.empty())
+    for (float c : NumberList("--channel-swap", v)) pre.channel_swap.push_back(static_cast<int>(c));
+  return pre;
+}
 
 /// Whether any layer of `param` (or the net itself) names a data type other than fp32.
 bool IsTyped(const caffe::NetParameter& param) {
@@ -134,14 +178,10 @@ int RunCalibrate(const std::vector<std::string>& args) {
   const std::string input = FlagValue(args, "--input");
   const std::string images = FlagValue(args, "--images");
   const std::string dtype_flag = FlagValue(args, "--dtype");
-  const std::string report = FlagValue(args, "--report");
-  const std::string report_images = FlagValue(args, "--report-images");
   if (model.empty()) return Usage("--model is required");
   if (weights.empty()) return Usage("--weights is required (the trained fp32 caffemodel)");
   if (output.empty()) return Usage("--output is required (the calibrated caffemodel to write)");
   if (!input.empty() && !images.empty()) return Usage("give --input or --images, not both");
-  if (!report.empty() && images.empty() && report_images.empty())
-    return Usage("--report compares the nets on images: give --images or --report-images");
   ImagePreprocessing preprocessing;
   try {
     preprocessing = PreprocessingFlags(args);
@@ -261,27 +301,6 @@ int RunCalibrate(const std::vector<std::string>& args) {
   PrintRanges(net);
   net.Save(output);
   std::printf("Wrote %s\n", output.c_str());
-  if (!images.empty() || !report_images.empty()) {
-    // What calibration changed: the fp32 net and the calibrated one on the same photographs.
-    const std::string source = report_images.empty() ? images : report_images;
-    std::vector<int> labels;
-    const std::vector<std::string> paths = ListImages(source, &labels);
-    const Blob& in = *net.input_blobs().at(0);
-    const NpyArray samples =
-        ImagesToSamples(paths, in.shape(1), in.shape(2), in.shape(3), preprocessing);
-    Net fp32(WithDataType(file, DataType::kFloat32), device, options);
-    fp32.CopyTrainedLayersFrom(weights);
-    ProgressBar bar("report", 2 * static_cast<int>(paths.size()), !HasFlag(args, "--no-progress"));
-    int done = 0, offset = 0;  // the second net's images come after the first's
-    auto advance = [&](int images_done) {
-      for (; done < offset + images_done; ++done) bar.Advance();
-    };
-    const ClassScores reference = ScoreImages(fp32, samples, model, advance);
-    offset = static_cast<int>(paths.size());
-    const ClassScores calibrated = ScoreImages(net, samples, model, advance);
-    ReportCalibration(reference, calibrated, paths, labels,
-                      dtype_flag.empty() ? "calibrated" : NetDtypeLabel(dtype), source, report);
-  }
   if (!output_model.empty()) {
     WriteProtoToTextFile(typed, output_model);
     std::printf("Wrote %s\n", output_model.c_str());
@@ -315,7 +334,7 @@ RegisterCommand calibrate_command(
     kUsage,
     {{"--model", "--weights", "--dtype", "--input", "--iterations", "--output", "--output-model",
       "--phase", "--device", "--images", "--resize", "--mean-file", "--mean-values", "--raw-scale",
-      "--scale", "--channel-swap", "--transform-from", "--report", "--report-images"},
+      "--scale", "--channel-swap", "--transform-from"},
      {"--no-progress"}},
     Calibrate);
 

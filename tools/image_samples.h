@@ -8,17 +8,13 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "layers/image_io.h"
 #include "proto/model_io.h"
-#include "tools/command.h"
 #include "tools/npy_file.h"
 
 namespace mpcaffe::tools {
@@ -33,53 +29,39 @@ struct ImagePreprocessing {
   std::vector<int> channel_swap;            // pycaffe's: net channel i = RGB channel swap[i]
 };
 
-/// Whether `path` names an image file by its extension (the formats OpenCV's imgcodecs reads).
-inline bool IsImageFileName(const std::filesystem::path& path) {
-  std::string ext = path.extension().string();
-  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp" || ext == ".tif" ||
-         ext == ".tiff" || ext == ".webp" || ext == ".ppm" || ext == ".pgm";
-}
-
-/// The images `source` names: one image file, the image files of a folder (sorted by name), or
-/// a list file of one path per line, optionally followed by an integer label as
-/// convert_imageset's lists have (relative paths are relative to the list file's folder).
-/// `labels` (when given) receives each image's label, -1 where there is none.
-inline std::vector<std::string> ListImages(const std::string& source,
-                                           std::vector<int>* labels = nullptr) {
+/// The images `source` names: the image files of a folder (sorted by name), or a list file of
+/// one path per line (a trailing integer label, as convert_imageset's lists have, is ignored;
+/// relative paths are relative to the list file's folder).
+inline std::vector<std::string> ListImages(const std::string& source) {
   namespace fs = std::filesystem;
   std::vector<std::string> paths;
-  std::vector<int> found;
   if (fs::is_directory(source)) {
-    for (const auto& e : fs::directory_iterator(source))
-      if (e.is_regular_file() && IsImageFileName(e.path())) paths.push_back(e.path().string());
+    for (const auto& e : fs::directory_iterator(source)) {
+      std::string ext = e.path().extension().string();
+      for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (e.is_regular_file() &&
+          (ext == ".jpg" || ext == ".jpeg" || ext == ".png" || ext == ".bmp" || ext == ".tif" ||
+           ext == ".tiff" || ext == ".webp" || ext == ".ppm" || ext == ".pgm"))
+        paths.push_back(e.path().string());
+    }
     std::sort(paths.begin(), paths.end());
     if (paths.empty()) throw Error("--images '" + source + "': the folder holds no image file");
-    found.assign(paths.size(), -1);
-  } else if (fs::is_regular_file(source) && IsImageFileName(source)) {
-    paths = {source};
-    found = {-1};
-  } else {
-    std::ifstream in(source);
-    if (!in) throw Error("--images '" + source + "': no such image, folder or list file");
-    const fs::path base = fs::path(source).parent_path();
-    for (std::string line; std::getline(in, line);) {
-      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-      if (line.empty()) continue;
-      const size_t space = line.find_last_of(' ');
-      int label = -1;
-      if (space != std::string::npos && space + 1 < line.size() &&
-          line.find_first_not_of("-0123456789", space + 1) == std::string::npos) {
-        label = std::atoi(line.c_str() + space + 1);
-        line = line.substr(0, space);
-      }
-      const fs::path p(line);
-      paths.push_back(p.is_absolute() || base.empty() ? line : (base / p).string());
-      found.push_back(label);
-    }
-    if (paths.empty()) throw Error("--images '" + source + "': the list names no image");
+    return paths;
   }
-  if (labels) *labels = std::move(found);
+  std::ifstream in(source);
+  if (!in) throw Error("--images '" + source + "': no such folder or list file");
+  const fs::path base = fs::path(source).parent_path();
+  for (std::string line; std::getline(in, line);) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (line.empty()) continue;
+    const size_t space = line.find_last_of(' ');
+    if (space != std::string::npos &&
+        line.find_first_not_of("-0123456789", space + 1) == std::string::npos)
+      line = line.substr(0, space);
+    const fs::path p(line);
+    paths.push_back(p.is_absolute() || base.empty() ? line : (base / p).string());
+  }
+  if (paths.empty()) throw Error("--images '" + source + "': the list names no image");
   return paths;
 }
 
@@ -185,62 +167,6 @@ inline NpyArray ImagesToSamples(const std::vector<std::string>& paths, int chann
     }
   }
   return out;
-}
-
-/// "a,b,c" as numbers; throws std::invalid_argument naming the flag.
-inline std::vector<float> NumberList(const std::string& flag, const std::string& text) {
-  std::vector<float> out;
-  std::string item;
-  std::istringstream in(text);
-  while (std::getline(in, item, ',')) {
-    size_t used = 0;
-    float v = 0;
-    try {
-      v = std::stof(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size())
-      throw std::invalid_argument(flag + " needs numbers separated by commas, got '" + text + "'");
-    out.push_back(v);
-  }
-  if (out.empty()) throw std::invalid_argument(flag + " needs a value");
-  return out;
-}
-
-/// The preprocessing flags of `mpcaffe calibrate --images` and `mpcaffe classify` (the
-/// underscore spellings are BVLC classify.py's); throws std::invalid_argument naming the flag.
-inline ImagePreprocessing PreprocessingFlags(const std::vector<std::string>& args) {
-  ImagePreprocessing pre;
-  auto value = [&](const std::string& flag) {
-    std::string v = FlagValue(args, flag);
-    if (v.empty()) {  // classify.py's spelling: --mean_file, --raw_scale, --channel_swap
-      std::string underscore = flag;
-      std::replace(underscore.begin() + 2, underscore.end(), '-', '_');
-      if (underscore != flag) v = FlagValue(args, underscore);
-    }
-    return v;
-  };
-  if (const std::string t = value("--transform-from"); !t.empty())
-    PreprocessingFromTransformParam(t, &pre);
-  if (const std::string r = value("--resize"); !r.empty()) {
-    const std::vector<float> hw = NumberList("--resize", r);
-    if (hw.size() != 2 || hw[0] < 1 || hw[1] < 1)
-      throw std::invalid_argument("--resize needs H,W, got '" + r + "'");
-    pre.resize_height = static_cast<int>(hw[0]), pre.resize_width = static_cast<int>(hw[1]);
-  }
-  if (const std::string m = value("--mean-file"); !m.empty()) pre.mean_file = m;
-  if (const std::string m = value("--mean-values"); !m.empty()) {
-    pre.mean_values = NumberList("--mean-values", m);
-    pre.mean_file.clear();
-  }
-  if (const std::string v = value("--raw-scale"); !v.empty())
-    pre.raw_scale = NumberList("--raw-scale", v).at(0);
-  if (const std::string v = value("--scale"); !v.empty())
-    pre.scale = NumberList("--scale", v).at(0);
-  if (const std::string v = value("--channel-swap"); !v.empty())
-    for (float c : NumberList("--channel-swap", v)) pre.channel_swap.push_back(static_cast<int>(c));
-  return pre;
 }
 
 }  // namespace mpcaffe::tools

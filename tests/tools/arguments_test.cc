@@ -52,10 +52,10 @@ TEST(Arguments, TheCommandListHasEveryVerb) {
   // A guard on the list itself: were --commands to print nothing, the tests below would pass
   // vacuously.
   const std::vector<std::string> names = Commands();
-  for (const char* verb :
-       {"devices", "selfcheck", "time", "test", "train", "calibrate", "classify", "convert",
-        "convert_mnist", "convert_imageset", "compute_image_mean", "tune", "tune gemm",
-        "bench gemm", "bench net", "cache stats", "cache path", "cache clear", "cache tuning"})
+  for (const char* verb : {"devices", "selfcheck", "time", "test", "train", "calibrate", "convert",
+                           "convert_mnist", "convert_imageset", "compute_image_mean", "tune",
+                           "tune gemm", "bench gemm", "bench net", "cache stats", "cache path",
+                           "cache clear", "cache tuning"})
     EXPECT_NE(std::find(names.begin(), names.end(), verb), names.end())
         << verb << " is missing from `mpcaffe --commands`";
 }

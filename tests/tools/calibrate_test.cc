@@ -108,28 +108,6 @@ class CalibrateTest : public testing::Test {
     return net.blob("prob").ToFloat();
   }
 
-  /// Three gray 8×8 pictures photos/p<i>.png and photos/list.txt naming them with labels 0, 1,
-  /// 2; the net takes 1×6×6, so with --resize 8,8 its input is the centre crop. [lo, hi]: the
-  /// crops' range after (pixel - 100) · 0.02.
-  void WriteGrayPhotos(float* lo, float* hi) {
-    fs::create_directory(dir_ / "photos");
-    *lo = 1e9f, *hi = -1e9f;
-    std::ofstream list(Path("photos/list.txt"));
-    for (int i = 0; i < 3; ++i) {
-      cv::Mat m(8, 8, CV_8UC1);
-      for (int y = 0; y < 8; ++y)
-        for (int x = 0; x < 8; ++x) {
-          m.at<uint8_t>(y, x) = static_cast<uint8_t>(60 * i + 7 * y + 11 * x);
-          if (y >= 1 && y < 7 && x >= 1 && x < 7) {
-            const float v = (m.at<uint8_t>(y, x) - 100.0f) * 0.02f;
-            *lo = std::min(*lo, v), *hi = std::max(*hi, v);
-          }
-        }
-      ASSERT_TRUE(cv::imwrite(Path("photos/p" + std::to_string(i) + ".png"), m));
-      list << "p" << i << ".png " << i << "\n";
-    }
-  }
-
   fs::path dir_;
   std::string model_, weights_, npy_;
   std::vector<float> samples_;
@@ -181,8 +159,25 @@ TEST_F(CalibrateTest, Int8FromNpyObservesTheInputRangeAndScoresLikeFp32) {
 }
 
 TEST_F(CalibrateTest, Int8FromImagesObservesThePreprocessedRange) {
-  float lo = 0, hi = 0;
-  WriteGrayPhotos(&lo, &hi);
+  // Three gray 8×8 pictures; the net takes 1×6×6: centre crop after --resize 8,8, then
+  // (pixel - 100) · 0.02.
+  fs::create_directory(dir_ / "photos");
+  float lo = 1e9f, hi = -1e9f;
+  std::ofstream list(Path("photos/list.txt"));
+  for (int i = 0; i < 3; ++i) {
+    cv::Mat m(8, 8, CV_8UC1);
+    for (int y = 0; y < 8; ++y)
+      for (int x = 0; x < 8; ++x) {
+        m.at<uint8_t>(y, x) = static_cast<uint8_t>(60 * i + 7 * y + 11 * x);
+        if (y >= 1 && y < 7 && x >= 1 && x < 7) {
+          const float v = (m.at<uint8_t>(y, x) - 100.0f) * 0.02f;
+          lo = std::min(lo, v), hi = std::max(hi, v);
+        }
+      }
+    ASSERT_TRUE(cv::imwrite(Path("photos/p" + std::to_string(i) + ".png"), m));
+    list << "p" << i << ".png " << i << "\n";
+  }
+  list.close();
   std::ofstream(Path("train_val.prototxt"))
       << "layer { name: 'd' type: 'Data' top: 'data' include { phase: TEST } "
          "transform_param { mean_value: 100 scale: 0.02 } data_param { source: 'x' } }\n";
@@ -204,20 +199,6 @@ TEST_F(CalibrateTest, Int8FromImagesObservesThePreprocessedRange) {
     EXPECT_TRUE(input_seen) << "no quantizer observed the images' range [" << lo << ", " << hi
                             << "]\n" << r.out;
   }
-  // The report: both nets on the three labelled pictures, summary printed and JSON written.
-  const CommandResult reported =
-      Mpcaffe(base + "--images '" + Path("photos/list.txt") + "' --mean-values 100 --scale 0.02" +
-              " --output '" + Path("img.caffemodel") + "' --report '" + Path("report.json") + "'");
-  ASSERT_EQ(reported.status, 0) << reported.out;
-  EXPECT_NE(reported.out.find("Report on the 3 image(s)"), std::string::npos) << reported.out;
-  EXPECT_NE(reported.out.find("Against the list's labels (3 image(s))"), std::string::npos)
-      << reported.out;
-  std::ifstream report_file(Path("report.json"));
-  const std::string report((std::istreambuf_iterator<char>(report_file)), {});
-  for (const char* key : {"\"top1_agreement\": ", "\"mean_abs_score_difference\": ",
-                          "\"fp32_top1_accuracy\": ", "\"calibrated_top5\": ", "p2.png"})
-    EXPECT_NE(report.find(key), std::string::npos) << key << "\n" << report;
-  EXPECT_NE(report.find("\"count\": 3"), std::string::npos) << report;
   // A damaged picture is named; a net input of 1 channel takes gray pictures only as is.
   std::ofstream(Path("photos/p1.png")) << "not a picture";
   const CommandResult bad = Mpcaffe(base + "--images '" + Path("photos") + "' --output '" +
@@ -228,65 +209,6 @@ TEST_F(CalibrateTest, Int8FromImagesObservesThePreprocessedRange) {
                                      "' --output '" + Path("x.caffemodel") + "'");
   EXPECT_EQ(both.status, 2) << both.out;
   EXPECT_NE(both.out.find("give --input or --images, not both"), std::string::npos) << both.out;
-}
-
-// `mpcaffe classify`: the top classes of each picture are the net's own scores for the
-// preprocessed picture (a batch of 4 over 3 pictures: the input is reshaped), with labels, as
-// JSON, in int8 from the calibrated weights; a label file of the wrong length is refused.
-TEST_F(CalibrateTest, ClassifyPrintsEachPicturesTopClasses) {
-  float lo = 0, hi = 0;
-  WriteGrayPhotos(&lo, &hi);
-  std::ofstream(Path("labels.txt")) << "n0 zero\nn1 one\nn2 two\n";
-  const std::string common = " --images '" + Path("photos") +
-                             "' --resize 8,8 --mean-values 100 --scale 0.02 --labels '" +
-                             Path("labels.txt") + "' --top 2";
-  const CommandResult r = Mpcaffe("classify --model '" + model_ + "' --weights '" + weights_ +
-                                  "'" + common + " --json '" + Path("scores.json") + "'");
-  ASSERT_EQ(r.status, 0) << r.out;
-  // The same pictures through the net by hand: centre 6×6 of each, (pixel - 100) · 0.02.
-  Net net(ReadNetParameterText(model_), DefaultDevice());
-  net.CopyTrainedLayersFrom(weights_);
-  net.blob("data").Reshape({3, 1, 6, 6});
-  std::vector<float> x;
-  for (int i = 0; i < 3; ++i) {
-    const cv::Mat m = cv::imread(Path("photos/p" + std::to_string(i) + ".png"), cv::IMREAD_GRAYSCALE);
-    for (int y = 1; y < 7; ++y)
-      for (int xx = 1; xx < 7; ++xx) x.push_back((m.at<uint8_t>(y, xx) - 100.0f) * 0.02f);
-  }
-  net.blob("data").FromFloat(x);
-  net.Forward();
-  const std::vector<float> prob = net.blob("prob").ToFloat();
-  const char* labels[] = {"n0 zero", "n1 one", "n2 two"};
-  for (int i = 0; i < 3; ++i) {
-    const float* row = prob.data() + 3 * i;
-    const int best = static_cast<int>(std::max_element(row, row + 3) - row);
-    char line[96];
-    std::snprintf(line, sizeof line, "%.4f - \"%s\"", row[best], labels[best]);
-    const size_t at = r.out.find("p" + std::to_string(i) + ".png ----------");
-    ASSERT_NE(at, std::string::npos) << r.out;
-    EXPECT_EQ(r.out.find(line, at), r.out.find('\n', at) + 1) << line << "\n" << r.out;
-  }
-  std::ifstream json_file(Path("scores.json"));
-  const std::string json((std::istreambuf_iterator<char>(json_file)), {});
-  EXPECT_NE(json.find("p1.png"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"label\": \"n"), std::string::npos) << json;
-  // int8: calibrated on the pictures, then classified with the calibrated weights.
-  const CommandResult c = Mpcaffe("calibrate --model '" + model_ + "' --weights '" + weights_ +
-                                  "' --dtype int8 --no-progress --images '" + Path("photos") +
-                                  "' --resize 8,8 --mean-values 100 --scale 0.02 --output '" +
-                                  Path("int8.caffemodel") + "'");
-  ASSERT_EQ(c.status, 0) << c.out;
-  const CommandResult q = Mpcaffe("classify --model '" + model_ + "' --weights '" +
-                                  Path("int8.caffemodel") + "' --dtype int8" + common);
-  ASSERT_EQ(q.status, 0) << q.out;
-  EXPECT_EQ(q.out.find("has no quantizer ranges"), std::string::npos) << q.out;
-  EXPECT_NE(q.out.find("(int8)"), std::string::npos) << q.out;
-  std::ofstream(Path("labels.txt")) << "only one\n";
-  const CommandResult wrong = Mpcaffe("classify --model '" + model_ + "' --weights '" +
-                                      weights_ + "'" + common);
-  EXPECT_EQ(wrong.status, 1) << wrong.out;
-  EXPECT_NE(wrong.out.find("has 1 lines; the net's output 'prob' has 3 classes"),
-            std::string::npos) << wrong.out;
 }
 
 TEST_F(CalibrateTest, TypedPrototxtFromConvertCalibratesWithItsOwnTypes) {
