@@ -79,11 +79,10 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/cmake/mpcaffeConfigVersion.
 install(FILES ${CMAKE_BINARY_DIR}/cmake/mpcaffeConfig.cmake
               ${CMAKE_BINARY_DIR}/cmake/mpcaffeConfigVersion.cmake
               ${CMAKE_SOURCE_DIR}/cmake/FindLMDB.cmake ${CMAKE_SOURCE_DIR}/cmake/FindNVRTC.cmake
-              ${CMAKE_SOURCE_DIR}/cmake/FindOpenCV.cmake
         DESTINATION ${mpcaffe_cmake_dir})
 
 # The pkg-config file: the libraries in link order; dependencies by their own .pc files (LMDB,
-# CLBlast, SQLite, OpenCL and protobuf all ship one), OpenCV's modules by name and NVRTC, which has none, by name in the
+# CLBlast, SQLite, OpenCL and protobuf all ship one) and NVRTC, which has none, by name in the
 # folder ${cuda_libdir} (--define-variable=cuda_libdir=... where the toolkit is elsewhere).
 # Static libraries need every dependency on each link; shared ones only protobuf (the headers
 # use its classes), the rest goes to Requires.private / Libs.private (pkg-config --static).
@@ -105,8 +104,7 @@ endif()
 if(MPCAFFE_HAVE_MPI)  # Open MPI's own pkg-config module (no paths of this machine)
   string(APPEND mpcaffe_pc_deps " ompi-c")
 endif()
-# OpenCV by name: Debian's per-module packages ship no opencv4.pc (only the whole libopencv-dev).
-string(APPEND mpcaffe_pc_dep_libs "-lopencv_imgcodecs -lopencv_imgproc -lopencv_core -pthread")
+string(APPEND mpcaffe_pc_dep_libs "-pthread")
 foreach(lib ${CMAKE_DL_LIBS})
   string(APPEND mpcaffe_pc_dep_libs " -l${lib}")
 endforeach()

@@ -1,6 +1,5 @@
 // layers/input_layers.cc — Input (tops of given shapes, filled by the user), DummyData (tops
-// filled by fillers); the registration of those, of the LMDB Data layer (layers/data_layer.cc)
-// and of the ImageData layer (layers/image_data_layer.cc).
+// filled by fillers); the registration of those and of the LMDB Data layer (layers/data_layer.cc).
 
 #include <cstdint>
 
@@ -114,8 +113,6 @@ class DummyDataLayer : public Layer {
 
 /// The LMDB Data layer (layers/data_layer.cc).
 std::unique_ptr<Layer> CreateDataLayer(const caffe::LayerParameter& param, Device& device);
-/// The ImageData layer: images listed in a file, read with OpenCV (layers/image_data_layer.cc).
-std::unique_ptr<Layer> CreateImageDataLayer(const caffe::LayerParameter& param, Device& device);
 
 void RegisterInputLayers() {
   // Sources write their tops in top_data_type.
@@ -123,7 +120,6 @@ void RegisterInputLayers() {
   source.writes_top_type = true;
   RegisterLayerType<InputLayer>("Input", source);
   RegisterLayer("Data", CreateDataLayer, source);
-  RegisterLayer("ImageData", CreateImageDataLayer, source);
   RegisterLayerType<DummyDataLayer>("DummyData");
 }
 

@@ -37,11 +37,10 @@ struct NetOptions {
   caffe::Phase phase = caffe::TEST;
   int level = 0;
   std::vector<std::string> stages;
-  /// Replace every Data (and ImageData) layer by an Input layer with the same tops, filled with
-  /// seeded random data (benchmarks without the LMDB or the images). Top shapes come from
-  /// `synthetic_shape` (C, H, W), else from an ImageData layer's new_height × new_width (and
-  /// is_color), the mean file when it exists, crop_size (3×crop×crop) or the dataset name in the
-  /// source path (mnist 1×28×28, cifar 3×32×32).
+  /// Replace every Data layer by an Input layer with the same tops, filled with seeded random
+  /// data (benchmarks without the LMDB). Top shapes come from the mean file when it exists,
+  /// else from `synthetic_shape` (C, H, W), else from crop_size (3×crop×crop) or the dataset
+  /// name in the source path (mnist 1×28×28, cifar 3×32×32).
   bool synthetic_data = false;
   std::vector<int> synthetic_shape;
   /// Overrides NetParameter.reduced_memory_inference when set (-1: use the file's value).

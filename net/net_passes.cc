@@ -118,14 +118,6 @@ std::vector<int> SyntheticShape(const caffe::LayerParameter& layer, const NetOpt
   const auto& tp = layer.transform_param();
   const int crop = static_cast<int>(tp.crop_size());
   if (!options.synthetic_shape.empty()) return options.synthetic_shape;
-  if (layer.type() == "ImageData") {  // its images' shape: new_height × new_width, is_color
-    const auto& ip = layer.image_data_param();
-    const int c = ip.is_color() ? 3 : 1;
-    if (ip.new_height() && ip.new_width())
-      return {c, crop ? crop : static_cast<int>(ip.new_height()),
-              crop ? crop : static_cast<int>(ip.new_width())};
-    if (crop) return {c, crop, crop};
-  }
   if (tp.has_mean_file() && FileExists(tp.mean_file())) {
     const caffe::BlobProto mean = ReadBlobProtoBinary(tp.mean_file());
     int c = mean.channels(), h = mean.height(), w = mean.width();
@@ -136,11 +128,10 @@ std::vector<int> SyntheticShape(const caffe::LayerParameter& layer, const NetOpt
     return {c, crop ? crop : h, crop ? crop : w};
   }
   if (crop) return {3, crop, crop};
-  const std::string& src = layer.type() == "ImageData" ? layer.image_data_param().source()
-                                                       : layer.data_param().source();
+  const std::string& src = layer.data_param().source();
   if (src.find("mnist") != std::string::npos) return {1, 28, 28};
   if (src.find("cifar") != std::string::npos) return {3, 32, 32};
-  throw NetError(layer.type() + " layer '" + layer.name() +
+  throw NetError("Data layer '" + layer.name() +
                  "': cannot tell the shape of synthetic data for "
                  "source '" +
                  src +
@@ -150,15 +141,12 @@ std::vector<int> SyntheticShape(const caffe::LayerParameter& layer, const NetOpt
 
 }  // namespace
 
-/// Replaces Data and ImageData layers by Input layers of the same tops (data: N×C×H×W,
-/// label: N).
+/// Replaces Data layers by Input layers of the same tops (data: N×C×H×W, label: N).
 void ReplaceDataLayers(caffe::NetParameter* net, const NetOptions& options,
                        std::set<std::string>* replaced) {
   for (auto& layer : *net->mutable_layer()) {
-    if (layer.type() != "Data" && layer.type() != "ImageData") continue;
-    const int batch = static_cast<int>(layer.type() == "ImageData"
-                                           ? layer.image_data_param().batch_size()
-                                           : layer.data_param().batch_size());
+    if (layer.type() != "Data") continue;
+    const int batch = static_cast<int>(layer.data_param().batch_size());
     const std::vector<int> chw = SyntheticShape(layer, options);
     caffe::LayerParameter input;
     input.set_name(layer.name());

@@ -10,7 +10,6 @@ DEBIAN_PACKAGES=(
   libprotobuf-dev protobuf-compiler
   libgtest-dev libbenchmark-dev libgemmlowp-dev
   liblmdb-dev zlib1g-dev dataset-fashion-mnist
-  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   python3-dev python3-venv graphviz
   libopenmpi-dev openmpi-bin
 )

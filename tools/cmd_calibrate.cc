@@ -14,8 +14,6 @@
 #include <cstdio>
 #include <memory>
 #include <set>
-#include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -24,7 +22,6 @@
 #include "proto/model_io.h"
 #include "tools/command.h"
 #include "tools/net_variants.h"
-#include "tools/image_samples.h"
 #include "tools/npy_file.h"
 #include "tools/progress_bar.h"
 
@@ -35,60 +32,11 @@ constexpr char kUsage[] =
     "usage: mpcaffe calibrate --model net.prototxt --weights fp32.caffemodel\n"
     "         [--dtype int8|int8w4|int16|fp16] (else the typed prototxt's own types)\n"
     "         [--input x.npy] (NCHW float32; else the net's Data layers)\n"
-    "         [--images DIR|list.txt [--resize H,W] [--mean-file mean.binaryproto]\n"
-    "          [--mean-values B,G,R] [--raw-scale R] [--scale S] [--channel-swap 2,1,0]\n"
-    "          [--transform-from train_val.prototxt]] (photographs for the net's Input layer)\n"
     "         [--iterations N] --output calibrated.caffemodel\n"
     "         [--output-model typed.prototxt] [--phase TEST|TRAIN] [--device i]\n"
     "         [--no-progress]\n";
 
 int Usage(const std::string& why) { return UsageError("calibrate", why); }
-
-/// "a,b,c" as numbers; throws std::invalid_argument naming the flag.
-std::vector<float> NumberList(const std::string& flag, const std::string& text) {
-  std::vector<float> out;
-  std::string item;
-  std::istringstream in(text);
-  while (std::getline(in, item, ',')) {
-    size_t used = 0;
-    float v = 0;
-    try {
-      v = std::stof(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size())
-      throw std::invalid_argument(flag + " needs numbers separated by commas, got '" + text + "'");
-    out.push_back(v);
-  }
-  if (out.empty()) throw std::invalid_argument(flag + " needs a value");
-  return out;
-}
-
-/// The --images preprocessing flags (tools/image_samples.h).
-ImagePreprocessing PreprocessingFlags(const std::vector<std::string>& args) {
-  ImagePreprocessing pre;
-  if (const std::string t = FlagValue(args, "--transform-from"); !t.empty())
-    PreprocessingFromTransformParam(t, &pre);
-  if (const std::string r = FlagValue(args, "--resize"); !r.empty()) {
-    const std::vector<float> hw = NumberList("--resize", r);
-    if (hw.size() != 2 || hw[0] < 1 || hw[1] < 1)
-      throw std::invalid_argument("--resize needs H,W, got '" + r + "'");
-    pre.resize_height = static_cast<int>(hw[0]), pre.resize_width = static_cast<int>(hw[1]);
-  }
-  if (const std::string m = FlagValue(args, "--mean-file"); !m.empty()) pre.mean_file = m;
-  if (const std::string m = FlagValue(args, "--mean-values"); !m.empty()) {
-    pre.mean_values = NumberList("--mean-values", m);
-    pre.mean_file.clear();
-  }
-  if (const std::string v = FlagValue(args, "--raw-scale"); !v.empty())
-    pre.raw_scale = NumberList("--raw-scale", v).at(0);
-  if (const std::string v = FlagValue(args, "--scale"); !v.empty())
-    pre.scale = NumberList("--scale", v).at(0);
-  if (const std::string v = FlagValue(args, "--channel-swap"); !v.empty())
-    for (float c : NumberList("--channel-swap", v)) pre.channel_swap.push_back(static_cast<int>(c));
-  return pre;
-}
 
 /// Whether any layer of `param` (or the net itself) names a data type other than fp32.
 bool IsTyped(const caffe::NetParameter& param) {
@@ -176,18 +124,10 @@ int RunCalibrate(const std::vector<std::string>& args) {
   const std::string output = FlagValue(args, "--output");
   const std::string output_model = FlagValue(args, "--output-model");
   const std::string input = FlagValue(args, "--input");
-  const std::string images = FlagValue(args, "--images");
   const std::string dtype_flag = FlagValue(args, "--dtype");
   if (model.empty()) return Usage("--model is required");
   if (weights.empty()) return Usage("--weights is required (the trained fp32 caffemodel)");
   if (output.empty()) return Usage("--output is required (the calibrated caffemodel to write)");
-  if (!input.empty() && !images.empty()) return Usage("give --input or --images, not both");
-  ImagePreprocessing preprocessing;
-  try {
-    preprocessing = PreprocessingFlags(args);
-  } catch (const std::invalid_argument& e) {
-    return Usage(e.what());
-  }
   NetDtype dtype;
   if (!dtype_flag.empty()) {
     try {
@@ -229,28 +169,17 @@ int RunCalibrate(const std::vector<std::string>& args) {
   // The inputs: --input fills the net's one Input layer; else the Data layers read themselves.
   std::unique_ptr<NpyBatches> batches;
   std::string input_name;
-  if (!input.empty() || !images.empty()) {
+  if (!input.empty()) {
     if (net.input_blobs().size() != 1) {
       std::string names;
       for (Blob* b : net.input_blobs()) names += (names.empty() ? "" : ", ") + b->name();
-      throw Error(model + ": " + (images.empty() ? "--input" : "--images") +
-                  " fills the net's one Input layer, the net has " +
+      throw Error(model + ": --input fills the net's one Input layer, the net has " +
                   std::to_string(net.input_blobs().size()) + " Input tops" +
                   (names.empty() ? " (its data comes from Data layers: leave out --input)"
                                  : " (" + names + ")"));
     }
+    batches = std::make_unique<NpyBatches>(ReadNpyFloat32(input), input);
     input_name = net.input_blobs()[0]->name();
-    if (images.empty()) {
-      batches = std::make_unique<NpyBatches>(ReadNpyFloat32(input), input);
-    } else {
-      const Blob& in = *net.input_blobs()[0];
-      if (in.num_axes() != 4)
-        throw Error(model + ": --images needs an N×C×H×W input, '" + input_name + "' is " +
-                    in.shape_string());
-      batches = std::make_unique<NpyBatches>(
-          ImagesToSamples(ListImages(images), in.shape(1), in.shape(2), in.shape(3), preprocessing),
-          images);
-    }
     batches->CheckFits(*net.input_blobs()[0], input_name);
     if (iterations == 0) {
       const int64_t batch = std::max(1, net.input_blobs()[0]->shape(0));
@@ -259,8 +188,7 @@ int RunCalibrate(const std::vector<std::string>& args) {
   } else if (!net.input_blobs().empty()) {
     throw Error(model + ": the net takes its data from Input layers ('" +
                 net.input_blobs()[0]->name() +
-                "'); give the calibration samples with --input x.npy (NCHW float32) or "
-                "--images DIR|list.txt");
+                "'); give the calibration samples with --input x.npy (NCHW float32)");
   }
   if (iterations == 0) iterations = 20;
 
@@ -269,9 +197,7 @@ int RunCalibrate(const std::vector<std::string>& args) {
               "net over %s\n",
               model.c_str(), dtype_flag.empty() ? "its own types" : NetDtypeLabel(dtype).c_str(),
               device.Describe().c_str(), missing.size(), iterations,
-              !images.empty() ? ("the images of '" + images + "'").c_str()
-              : input.empty() ? "the Data layers"
-                              : ("'" + input + "'").c_str());
+              input.empty() ? "the Data layers" : ("'" + input + "'").c_str());
   if (root && comm.size() > 1)
     std::printf("The passes are shared by %d ranks (MPI), each on its shard of the samples; the "
                 "ranges are reduced over the ranks\n", comm.size());
@@ -333,8 +259,7 @@ RegisterCommand calibrate_command(
     "--output c.caffemodel",
     kUsage,
     {{"--model", "--weights", "--dtype", "--input", "--iterations", "--output", "--output-model",
-      "--phase", "--device", "--images", "--resize", "--mean-file", "--mean-values", "--raw-scale",
-      "--scale", "--channel-swap", "--transform-from"},
+      "--phase", "--device"},
      {"--no-progress"}},
     Calibrate);
 

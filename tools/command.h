@@ -20,17 +20,7 @@ struct CommandFlags {
   std::vector<std::string> values;
   std::vector<std::string> switches;
   int max_operands = 0;
-  /// Also accept gflags' spellings, for the commands BVLC Caffe's tools have (convert_imageset,
-  /// compute_image_mean): one dash ("-gray", "-backend=lmdb") and a switch given a truth value
-  /// ("--gray=true", "--shuffle=0"). The command reads GflagsArguments(flags, args).
-  bool gflags = false;
 };
-
-/// `args` in the spelling HasFlag and FlagValue read: "-flag…" becomes "--flag…", a switch
-/// given true/1/yes/t/y stands alone and one given false/0/no/f/n is dropped. Any other value
-/// is left for ParseArguments to refuse.
-std::vector<std::string> GflagsArguments(const CommandFlags& flags,
-                                         const std::vector<std::string>& args);
 
 /// A command's arguments split by its flag table.
 struct ParsedArguments {

@@ -45,30 +45,7 @@ std::string Subcommands(const std::string& group) {
 
 }  // namespace
 
-std::vector<std::string> GflagsArguments(const CommandFlags& flags,
-                                         const std::vector<std::string>& args) {
-  std::vector<std::string> out;
-  for (std::string a : args) {
-    if (IsFlag(a) && a[1] != '-' && a != "-h") a = "-" + a;
-    const size_t eq = a.find('=');
-    if (IsFlag(a) && eq != std::string::npos && Contains(flags.switches, a.substr(0, eq))) {
-      std::string v = a.substr(eq + 1);
-      for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      if (v == "true" || v == "1" || v == "yes" || v == "t" || v == "y") {
-        out.push_back(a.substr(0, eq));
-        continue;
-      }
-      if (v == "false" || v == "0" || v == "no" || v == "f" || v == "n") continue;
-    }
-    out.push_back(a);
-  }
-  return out;
-}
-
-ParsedArguments ParseArguments(const CommandFlags& flags,
-                               const std::vector<std::string>& given_args) {
-  const std::vector<std::string> args =
-      flags.gflags ? GflagsArguments(flags, given_args) : given_args;
+ParsedArguments ParseArguments(const CommandFlags& flags, const std::vector<std::string>& args) {
   ParsedArguments parsed;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -95,7 +72,7 @@ ParsedArguments ParseArguments(const CommandFlags& flags,
     }
     if (Contains(flags.switches, name)) {
       if (eq != std::string::npos) {
-        parsed.error = "'" + name + "' takes no value" + (flags.gflags ? " but true or false" : "");
+        parsed.error = "'" + name + "' takes no value";
         break;
       }
       continue;

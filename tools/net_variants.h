@@ -32,8 +32,6 @@ inline int BatchOf(const caffe::NetParameter& param) {
         layer.input_param().shape(0).dim_size() > 0)
       return static_cast<int>(layer.input_param().shape(0).dim(0));
     if (layer.has_data_param()) return static_cast<int>(layer.data_param().batch_size());
-    if (layer.has_image_data_param())
-      return static_cast<int>(layer.image_data_param().batch_size());
     if (layer.has_memory_data_param())
       return static_cast<int>(layer.memory_data_param().batch_size());
   }

@@ -116,7 +116,7 @@ TEST(Registry, UnknownTypeNamesLayerAndListsKnownTypes) {
     EXPECT_NE(m.find("Convolution"), std::string::npos) << m;
     EXPECT_NE(m.find("ReLU"), std::string::npos) << m;
   }
-  for (const char* t : {"Input", "Data", "ImageData", "InnerProduct", "Convolution", "Pooling", "ReLU", "Sigmoid",
+  for (const char* t : {"Input", "Data", "InnerProduct", "Convolution", "Pooling", "ReLU", "Sigmoid",
                         "TanH", "LRN", "Dropout", "Softmax", "SoftmaxWithLoss", "EuclideanLoss",
                         "Accuracy", "Concat", "Split", "Flatten", "Reshape", "Eltwise", "BatchNorm",
                         "Scale", "Quantizer"}) {

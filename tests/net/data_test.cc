@@ -158,28 +158,6 @@ TEST(DataLayer, ErrorsNameTheSource) {
   rmdir(dir.c_str());
 }
 
-TEST(DataLayer, SyntheticDataReplacesImageDataLayersToo) {
-  // Benchmarks without the images: an ImageData layer becomes an Input of its images' shape.
-  caffe::NetParameter p;
-  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
-      "layer { name: 'img' type: 'ImageData' top: 'data' top: 'label' image_data_param { "
-      "source: '/nonexistent/list.txt' batch_size: 2 new_height: 10 new_width: 12 is_color: false "
-      "} transform_param { crop_size: 8 } }",
-      &p));
-  NetOptions o;
-  o.synthetic_data = true;
-  Net net(p, Dev(), o);
-  EXPECT_EQ(net.blob("data").shape(), (std::vector<int>{2, 1, 8, 8}));
-  EXPECT_EQ(net.blob("label").shape(), (std::vector<int>{2}));
-  // Without synthetic data the missing list is an error naming it.
-  try {
-    Net real(p, Dev());
-    ADD_FAILURE() << "no error for a missing image list";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("/nonexistent/list.txt"), std::string::npos) << e.what();
-  }
-}
-
 /// The bytes of a gzip file (through the gzip tool: the test binary does not link zlib).
 std::string Gunzip(const std::string& path) {
   FILE* p = popen(("gzip -dc '" + path + "'").c_str(), "r");

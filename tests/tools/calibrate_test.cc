@@ -1,6 +1,5 @@
 // tests/tools/calibrate_test.cc — the deployment verbs of the command line on a tiny net:
-// `mpcaffe calibrate` (from --input x.npy, from photographs with --images and from a Data
-// layer's LMDB) observes the ranges the
+// `mpcaffe calibrate` (from --input x.npy and from a Data layer's LMDB) observes the ranges the
 // inputs really have and writes a typed net that `mpcaffe test` scores and that computes what the
 // fp32 net computes within int8's error; `mpcaffe convert` writes the typed prototxt; bad input
 // is refused naming the file and what is wrong. Also the .npy reader and the progress bar's two
@@ -17,8 +16,6 @@
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <opencv2/imgcodecs.hpp>
 
 #include "net/net.h"
 #include "proto/model_io.h"
@@ -156,59 +153,6 @@ TEST_F(CalibrateTest, Int8FromNpyObservesTheInputRangeAndScoresLikeFp32) {
   const CommandResult scored = Mpcaffe("test --model '" + typed + "' --weights '" + out + "' --iterations 2");
   EXPECT_EQ(scored.status, 0) << scored.out;
   EXPECT_NE(scored.out.find("prob ="), std::string::npos) << scored.out;
-}
-
-TEST_F(CalibrateTest, Int8FromImagesObservesThePreprocessedRange) {
-  // Three gray 8×8 pictures; the net takes 1×6×6: centre crop after --resize 8,8, then
-  // (pixel - 100) · 0.02.
-  fs::create_directory(dir_ / "photos");
-  float lo = 1e9f, hi = -1e9f;
-  std::ofstream list(Path("photos/list.txt"));
-  for (int i = 0; i < 3; ++i) {
-    cv::Mat m(8, 8, CV_8UC1);
-    for (int y = 0; y < 8; ++y)
-      for (int x = 0; x < 8; ++x) {
-        m.at<uint8_t>(y, x) = static_cast<uint8_t>(60 * i + 7 * y + 11 * x);
-        if (y >= 1 && y < 7 && x >= 1 && x < 7) {
-          const float v = (m.at<uint8_t>(y, x) - 100.0f) * 0.02f;
-          lo = std::min(lo, v), hi = std::max(hi, v);
-        }
-      }
-    ASSERT_TRUE(cv::imwrite(Path("photos/p" + std::to_string(i) + ".png"), m));
-    list << "p" << i << ".png " << i << "\n";
-  }
-  list.close();
-  std::ofstream(Path("train_val.prototxt"))
-      << "layer { name: 'd' type: 'Data' top: 'data' include { phase: TEST } "
-         "transform_param { mean_value: 100 scale: 0.02 } data_param { source: 'x' } }\n";
-  const std::string base = "calibrate --model '" + model_ + "' --weights '" + weights_ +
-                           "' --dtype int8 --no-progress --resize 8,8 ";
-  for (const std::string& how :
-       {"--images '" + Path("photos") + "' --mean-values 100 --scale 0.02",
-        "--images '" + Path("photos/list.txt") + "' --transform-from '" +
-            Path("train_val.prototxt") + "'"}) {
-    SCOPED_TRACE(how);
-    const std::string out = Path("img.caffemodel");
-    const CommandResult r = Mpcaffe(base + how + " --output '" + out + "'");
-    ASSERT_EQ(r.status, 0) << r.out;
-    EXPECT_NE(r.out.find("1 forward passes"), std::string::npos) << r.out;  // 3 images, batch 4
-    const caffe::NetParameter saved = ReadNetParameterBinary(out);
-    bool input_seen = false;
-    for (const auto& q : saved.quantizer())
-      input_seen |= std::fabs(q.observed_min() - lo) < 1e-5 && std::fabs(q.observed_max() - hi) < 1e-5;
-    EXPECT_TRUE(input_seen) << "no quantizer observed the images' range [" << lo << ", " << hi
-                            << "]\n" << r.out;
-  }
-  // A damaged picture is named; a net input of 1 channel takes gray pictures only as is.
-  std::ofstream(Path("photos/p1.png")) << "not a picture";
-  const CommandResult bad = Mpcaffe(base + "--images '" + Path("photos") + "' --output '" +
-                                    Path("x.caffemodel") + "'");
-  EXPECT_EQ(bad.status, 1) << bad.out;
-  EXPECT_NE(bad.out.find("p1.png': not an image"), std::string::npos) << bad.out;
-  const CommandResult both = Mpcaffe(base + "--images '" + Path("photos") + "' --input '" + npy_ +
-                                     "' --output '" + Path("x.caffemodel") + "'");
-  EXPECT_EQ(both.status, 2) << both.out;
-  EXPECT_NE(both.out.find("give --input or --images, not both"), std::string::npos) << both.out;
 }
 
 TEST_F(CalibrateTest, TypedPrototxtFromConvertCalibratesWithItsOwnTypes) {
