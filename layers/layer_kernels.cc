@@ -118,6 +118,152 @@ std::string ConcatSource(const KernelTarget& target, DataType type) {
   return w.Source();
 }
 
+std::string GatherSource(const KernelTarget& target, DataType type) {
+  KernelWriter w(target, "gather");
+  w.AddType("Dtype", type);
+  // MP_GATHER_START(j, s): s = base + Σ coord_k(j)·s_k, innermost dimension first.
+  std::string start = "int r_ = (j); s = base;";
+  for (int k = kGatherAxes - 1; k >= 0; --k) {
+    const std::string d = "d" + std::to_string(k), st = "s" + std::to_string(k);
+    start += " s += (r_ % " + d + ") * " + st + "; r_ /= " + d + ";";
+  }
+  w.Define("MP_GATHER_START(j, s)", "{ " + start + " }");
+  auto strides = [](KernelBuilder& k) -> KernelBuilder& {
+    k.Value("int", "base");
+    for (int i = 0; i < kGatherAxes; ++i) k.Value("int", "d" + std::to_string(i));
+    for (int i = 0; i < kGatherAxes; ++i) k.Value("int", "s" + std::to_string(i));
+    return k;
+  };
+  strides(w.Kernel(LayerKernelName("gather", type)).Value("int", "n").In("Dtype", "x").Out("Dtype", "y"))
+      .Value("int", "x_zero").Value("int", "y_zero").Value("int", "mult").Value("int", "shift")
+      .Body(R"(  $loop(i, n) {
+    int s;
+    MP_GATHER_START(i, s)
+    MP_COPY_STORE(s, i)
+  }
+)");
+  if (IsQuantized(type)) {
+    w.UseRequant(type);
+    w.Define("MP_COPY_STORE(from, to)",
+             "mp_i64 r = y_zero + MP_REQUANT(Dtype_LOAD(x, from) - x_zero, mult, shift); "
+             "r = Dtype_SAT(r); "
+             "Dtype_STORE(y, to, r);");
+    return w.Source();
+  }
+  w.Define("MP_COPY_STORE(from, to)", "Dtype_STORE(y, to, Dtype_LOAD(x, from));");
+  strides(w.Kernel(LayerKernelName("reduce", type)).Value("int", "n").In("Dtype", "x").Out("Dtype", "y"))
+      .Value("int", "count").Value("int", "step").Value("int", "op").Value("float", "coeff")
+      .Body(R"(  $loop(j, n) {
+    int s;
+    MP_GATHER_START(j, s)
+    float sum = 0.0f;
+    for (int k = 0; k < count; ++k) {
+      const float v = (float)Dtype_LOAD(x, s + k * step);
+      sum += op == 0 ? v : op == 1 ? fabs(v) : v * v;
+    }
+    Dtype_STORE(y, j, (Dtype_c)(coeff * sum));
+  }
+)");
+  // Each pass picks the largest (value, index) pair below the previous pick.
+  w.Kernel(LayerKernelName("argmax", type))
+      .Value("int", "n").Value("int", "channels").Value("int", "inner").Value("int", "top_k")
+      .Value("int", "out_max_val").Value("int", "has_axis").In("Dtype", "x").Out("Dtype", "y")
+      .Body(R"(  $loop(p, n) {
+    const int o = p / inner, r = p % inner;
+    const int base = o * channels * inner + r;
+    float prev_v = 0.0f;
+    int prev_c = -1;
+    for (int j = 0; j < top_k; ++j) {
+      float best_v = 0.0f;
+      int best_c = -1;
+      for (int c = 0; c < channels; ++c) {
+        const float v = (float)Dtype_LOAD(x, base + c * inner);
+        const int below = prev_c < 0 || v < prev_v || (v == prev_v && c < prev_c);
+        const int above = best_c < 0 || v > best_v || (v == best_v && c > best_c);
+        if (below && above) {
+          best_v = v;
+          best_c = c;
+        }
+      }
+      prev_v = best_v;
+      prev_c = best_c;
+      if (has_axis) {
+        Dtype_STORE(y, (o * top_k + j) * inner + r, (Dtype_c)(out_max_val ? best_v : (float)best_c));
+      } else if (out_max_val) {
+        Dtype_STORE(y, o * 2 * top_k + j, (Dtype_c)((float)best_c));
+        Dtype_STORE(y, o * 2 * top_k + top_k + j, (Dtype_c)best_v);
+      } else {
+        Dtype_STORE(y, o * top_k + j, (Dtype_c)((float)best_c));
+      }
+    }
+  }
+)");
+  w.Kernel(LayerKernelName("mvn", type))
+      .Value("int", "groups").Value("int", "dim").Value("float", "eps")
+      .Value("int", "normalize_variance").In("Dtype", "x").Out("Dtype", "y")
+      .Body(R"(  $loop(g, groups) {
+    const int base = g * dim;
+    float sum = 0.0f;
+    for (int k = 0; k < dim; ++k) sum += (float)Dtype_LOAD(x, base + k);
+    const float mean = sum / dim;
+    float scale = 1.0f;
+    if (normalize_variance) {
+      float sq = 0.0f;
+      for (int k = 0; k < dim; ++k) {
+        const float d = (float)Dtype_LOAD(x, base + k) - mean;
+        sq += d * d;
+      }
+      scale = 1.0f / (sqrt(sq / dim) + eps);
+    }
+    for (int k = 0; k < dim; ++k)
+      Dtype_STORE(y, base + k, (Dtype_c)(((float)Dtype_LOAD(x, base + k) - mean) * scale));
+  }
+)");
+  if (type != DataType::kFloat32) return w.Source();
+  w.Kernel("mvn_backward_fp32")
+      .Value("int", "groups").Value("int", "dim").Value("float", "eps")
+      .Value("int", "normalize_variance").In("float", "x").In("float", "y").In("float", "dy")
+      .Out("float", "dx")
+      .Body(R"(  $loop(g, groups) {
+    const int base = g * dim;
+    float sum_dy = 0.0f, sum_ydy = 0.0f, sum_x = 0.0f;
+    for (int k = 0; k < dim; ++k) {
+      sum_dy += dy[base + k];
+      sum_ydy += y[base + k] * dy[base + k];
+      sum_x += x[base + k];
+    }
+    float scale = 1.0f;
+    if (normalize_variance) {
+      const float mean = sum_x / dim;
+      float sq = 0.0f;
+      for (int k = 0; k < dim; ++k) sq += (x[base + k] - mean) * (x[base + k] - mean);
+      scale = 1.0f / (sqrt(sq / dim) + eps);
+    } else {
+      sum_ydy = 0.0f;
+    }
+    for (int k = 0; k < dim; ++k)
+      dx[base + k] = (dy[base + k] - (sum_dy + y[base + k] * sum_ydy) / dim) * scale;
+  }
+)");
+  strides(w.Kernel("scatter_fp32").Value("int", "n").In("float", "x").Out("float", "y"))
+      .Body(R"(  $loop(i, n) {
+    int s;
+    MP_GATHER_START(i, s)
+    y[s] = x[i];
+  }
+)");
+  w.Kernel("reduce_backward_fp32")
+      .Value("int", "n").In("float", "x").In("float", "dy").Out("float", "dx")
+      .Value("int", "inner").Value("int", "op").Value("float", "coeff")
+      .Body(R"(  $loop(i, n) {
+    const float v = x[i];
+    const float d = op == 0 ? 1.0f : op == 1 ? (v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : 0.0f)) : 2.0f * v;
+    dx[i] = coeff * dy[i / inner] * d;
+  }
+)");
+  return w.Source();
+}
+
 bool HasVectorConcat(const KernelTarget& target, DataType type) {
   return target.backend == Backend::kOpenCL && type == DataType::kInt8Q;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "codegen/datatype.h"
 #include "codegen/kernel_writer.h"
@@ -26,6 +27,52 @@ std::string SoftmaxSource(const KernelTarget& target, DataType type);
 /// (outer, top_axis, inner) top, requantized like concat.
 std::string ConcatSource(const KernelTarget& target, DataType type);
 bool HasVectorConcat(const KernelTarget& target, DataType type);
+
+/// The strided-gather family (Crop, Tile, Reduction). kGatherAxes index dimensions d0..d5 (d5
+/// innermost) with strides s0..s5 map an output element to an input position:
+///   gather_<dt>(int n, In x, Out y, int base, int d0..d5, int s0..s5, int x_zero, int y_zero,
+///               int mult, int shift): y[i] = x[base + Σ coord_k(i)·s_k], every data type,
+///     quantized values requantized like concat (a stride 0 repeats: Tile).
+/// Float types also have
+///   reduce_<dt>(int n, In x, Out y, int base, int d0..d5, int s0..s5, int count, int step,
+///               int op, float coeff): y[j] = coeff·Σ_{k<count} f(x[start_j + k·step]) with
+///     start_j = base + Σ coord_k(j)·s_k and f = x (op 0), |x| (1), x² (2), summed in float;
+/// and the fp32 program holds the backward kernels
+///   scatter_fp32(int n, In x, Out y, int base, int d0..d5, int s0..s5): y[base + Σ…] = x[i];
+///   reduce_backward_fp32(int n, In x, In dy, Out dx, int inner, int op, float coeff):
+///     dx[i] = coeff·dy[i / inner]·f'(x[i]) (1, sign(x), 2x).
+/// The float programs also hold ArgMax and MVN, reductions of the same shape:
+///   argmax_<dt>(int n, int channels, int inner, int top_k, int out_max_val, int has_axis,
+///               In x, Out y): for each of the n = outer·inner positions the top_k largest of
+///     its `channels` values (ties: the larger index first, as BVLC's sort of (value, index)
+///     pairs). With has_axis y[(o·top_k + j)·inner + r] = value or index (out_max_val); without
+///     (inner 1) y[o·top_k + j] = index, or indices then values in a row of 2·top_k.
+///   mvn_<dt>(int groups, int dim, float eps, int normalize_variance, In x, Out y): per group of
+///     dim consecutive values y = x − mean, divided by (√(mean of (x − mean)²) + eps) when
+///     normalize_variance; in float.
+///   mvn_backward_fp32(int groups, int dim, float eps, int normalize_variance, In x, In y, In dy,
+///     Out dx): dx = dy − mean(dy), or (dy − mean(dy) − y·mean(y·dy)) / (σ + eps).
+constexpr int kGatherAxes = 6;
+std::string GatherSource(const KernelTarget& target, DataType type);
+
+/// The base, dimensions and strides a gather-family kernel takes: `dims` / `strides` given
+/// outermost first (at most kGatherAxes), right-aligned, the unused outer ones 1 and 0.
+struct GatherIndex {
+  int base = 0;
+  int dims[kGatherAxes] = {1, 1, 1, 1, 1, 1};
+  int strides[kGatherAxes] = {0, 0, 0, 0, 0, 0};
+  GatherIndex(int base_, const std::vector<int>& d, const std::vector<int>& s) : base(base_) {
+    const int skip = kGatherAxes - static_cast<int>(d.size());
+    for (size_t k = 0; k < d.size(); ++k) dims[skip + k] = d[k], strides[skip + k] = s[k];
+  }
+  /// base, d0..d5, s0..s5: the kernel arguments in order.
+  std::vector<int> Args() const {
+    std::vector<int> a{base};
+    a.insert(a.end(), dims, dims + kGatherAxes);
+    a.insert(a.end(), strides, strides + kGatherAxes);
+    return a;
+  }
+};
 
 /// eltwise_<op>_<dt>(int n, In x, Out y): y = y·x ("prod") or max(y, x) ("max"), in float.
 /// Float types only (sum goes through the element-wise scale / axpby kernels).

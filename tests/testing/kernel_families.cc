@@ -220,6 +220,12 @@ std::vector<KernelFamily> Build() {
                      kAll, k, [](DataType t) { return LayerKernelName("concat", t); },
                      ConcatSource);
                }});
+  // Crop, Tile (every type), Reduction (float types' reduce_; fp32 adds the backward kernels).
+  f.push_back({"gather", [](const KernelTarget& k) {
+                 return PerType(
+                     kAll, k, [](DataType t) { return LayerKernelName("gather", t); },
+                     GatherSource);
+               }});
   std::vector<DataType> unquantized;
   for (DataType t : kAllDataTypes)
     if (!IsQuantized(t)) unquantized.push_back(t);
