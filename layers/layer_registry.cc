@@ -49,6 +49,7 @@ void RegisterBuiltins() {
     RegisterConvolutionLayer();
     RegisterPoolingLayer();
     RegisterLRNLayer();
+    RegisterReductionLayers();
     std::lock_guard<std::recursive_mutex> lock(TableMutex());
     for (auto* group : AddedGroups()) group();
     BuiltinsRegistered() = true;

@@ -60,6 +60,7 @@ void RegisterInnerProductLayer();
 void RegisterConvolutionLayer();
 void RegisterPoolingLayer();
 void RegisterLRNLayer();
+void RegisterReductionLayers();
 
 /// Helper for the registration functions: `RegisterLayerType<ReLULayer>("ReLU")`.
 template <typename L>

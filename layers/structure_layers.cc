@@ -1,6 +1,6 @@
-// layers/structure_layers.cc — layers that move data without arithmetic: Concat, Slice, Split,
-// Flatten, Reshape (every dtype; quantized tops with other parameters than their bottoms are
-// requantized on the way), and Silence (consumes its bottoms).
+// layers/structure_layers.cc — layers that move data without arithmetic: Concat, Slice, Crop,
+// Tile, Split, Flatten, Reshape (every dtype; quantized tops with other parameters than their
+// bottoms are requantized on the way), and Silence (consumes its bottoms).
 #include <algorithm>
 
 #include "layers/layer_kernels.h"
@@ -190,6 +190,144 @@ class SliceLayer : public Layer {
   std::vector<int> sizes_;
 };
 
+/// Launches gather_<t> (layers/layer_kernels.h) over the n elements of `y`, requantizing from
+/// xq to yq for quantized types.
+void LaunchGather(Kernel k, DataType t, int n, DeviceMemory* x, DeviceMemory* y,
+                  const GatherIndex& index, Affine xq, Affine yq) {
+  if (n == 0) return;
+  quant::FixedPointMultiplier m;
+  if (IsQuantized(t)) m = quant::RescaleMultiplier(xq.scale, yq.scale);
+  k.Arg(int32_t{n}).ArgBuffer(x, 0, SizeOf(t)).ArgBuffer(y, 0, SizeOf(t));
+  for (int a : index.Args()) k.Arg(int32_t{a});
+  k.Arg(xq.zero_point).Arg(yq.zero_point).Arg(m.multiplier).Arg(m.shift);
+  k.Launch1D(n);
+}
+
+/// Crop (BVLC): bottom 0 cut to bottom 1's shape on the axes from crop_param.axis on, starting at
+/// crop_param.offset (none: 0; one: every cropped axis; else one per cropped axis). Bottom 1 only
+/// gives the shape and gets no gradient. Every dtype.
+class CropLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "Crop"; }
+  bool SupportsType(DataType) const override { return true; }
+  int ExactNumBottomBlobs() const override { return 2; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool HasBackward() const override { return true; }
+
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const auto& p = param_.crop_param();
+    const Blob &a = *bottom[0], &b = *bottom[1];
+    const int axes = a.num_axes();
+    if (b.num_axes() != axes)
+      Fail("bottom 1 " + b.shape_string() + " has other axes than bottom 0 " + a.shape_string());
+    if (p.axis() < -axes || p.axis() >= axes)
+      Fail("crop_param.axis " + std::to_string(p.axis()) + " out of range for " + a.shape_string());
+    const int axis = a.CanonicalAxisIndex(p.axis());
+    const int cropped = axes - axis;
+    if (p.offset_size() > 1 && p.offset_size() != cropped)
+      Fail("crop_param.offset has " + std::to_string(p.offset_size()) + " values for " +
+           std::to_string(cropped) + " cropped axes (give none, one, or one per axis)");
+    if (cropped + 1 > kGatherAxes)
+      Fail("crop_param.axis " + std::to_string(p.axis()) + " crops " + std::to_string(cropped) +
+           " axes; at most " + std::to_string(kGatherAxes - 1) + " are supported");
+    std::vector<int> shape = a.shape(), dims{a.count(0, axis)}, strides{a.count(axis)};
+    int base = 0;
+    for (int i = axis; i < axes; ++i) {
+      const int off = p.offset_size() == 0 ? 0
+                      : static_cast<int>(p.offset(p.offset_size() == 1 ? 0 : i - axis));
+      if (off < 0 || off + b.shape(i) > a.shape(i))
+        Fail("crop_param.offset " + std::to_string(off) + " on axis " + std::to_string(i) +
+             " does not fit a crop of " + std::to_string(b.shape(i)) + " into " + a.shape_string());
+      shape[i] = b.shape(i);
+      dims.push_back(b.shape(i));
+      strides.push_back(a.count(i + 1));
+      base += off * a.count(i + 1);
+    }
+    index_ = GatherIndex(base, dims, strides);
+    top[0]->Reshape(shape);
+  }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const DataType t = compute_type_;
+    LaunchGather(GetKernel(GatherSource(target(), t), LayerKernelName("gather", t)), t,
+                 top[0]->count(), bottom[0]->device_data(), top[0]->mutable_device_data(), index_,
+                 BottomAffine(0), TopAffine(0));
+  }
+
+  // The top's diff lands in its window of a zeroed bottom diff.
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    for (int i = 0; i < 2; ++i)
+      if (down[i] && bottom[i]->count())
+        device().Zero(bottom[i]->mutable_device_diff(), 0, bottom[i]->bytes());
+    const int n = top[0]->count();
+    if (!down[0] || n == 0) return;
+    Kernel k = GetKernel(GatherSource(target(), DataType::kFloat32), "scatter_fp32");
+    k.Arg(int32_t{n}).ArgBuffer(top[0]->device_diff(), 0, 4)
+        .ArgBuffer(bottom[0]->mutable_device_diff(), 0, 4);
+    for (int a : index_.Args()) k.Arg(int32_t{a});
+    k.Launch1D(n);
+  }
+
+ private:
+  GatherIndex index_{0, {}, {}};
+};
+
+/// Tile (BVLC): the bottom repeated tile_param.tiles times along tile_param.axis — top shape
+/// (outer, tiles·A, inner) of a bottom (outer, A, inner). Every dtype.
+class TileLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "Tile"; }
+  bool SupportsType(DataType) const override { return true; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool HasBackward() const override { return true; }
+
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const auto& p = param_.tile_param();
+    const Blob& b = *bottom[0];
+    if (!p.has_tiles() || p.tiles() < 1)
+      Fail("tile_param.tiles must be given and positive (got " + std::to_string(p.tiles()) + ")");
+    if (p.axis() < -b.num_axes() || p.axis() >= b.num_axes())
+      Fail("tile_param.axis " + std::to_string(p.axis()) + " out of range for " + b.shape_string());
+    const int axis = b.CanonicalAxisIndex(p.axis());
+    tiles_ = p.tiles();
+    outer_ = b.count(0, axis);
+    run_ = b.count(axis);
+    std::vector<int> shape = b.shape();
+    shape[axis] *= tiles_;
+    top[0]->Reshape(shape);
+  }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const DataType t = compute_type_;
+    LaunchGather(GetKernel(GatherSource(target(), t), LayerKernelName("gather", t)), t,
+                 top[0]->count(), bottom[0]->device_data(), top[0]->mutable_device_data(),
+                 GatherIndex(0, {outer_, tiles_, run_}, {run_, 0, 1}), BottomAffine(0),
+                 TopAffine(0));
+  }
+
+  // Each bottom element's diff is the sum of its tiles' diffs.
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    const int n = bottom[0]->count();
+    if (!down[0] || n == 0) return;
+    Kernel k = GetKernel(GatherSource(target(), DataType::kFloat32), LayerKernelName("reduce", DataType::kFloat32));
+    k.Arg(int32_t{n}).ArgBuffer(top[0]->device_diff(), 0, 4)
+        .ArgBuffer(bottom[0]->mutable_device_diff(), 0, 4);
+    for (int a : GatherIndex(0, {outer_, run_}, {tiles_ * run_, 1}).Args()) k.Arg(int32_t{a});
+    k.Arg(int32_t{tiles_}).Arg(int32_t{run_}).Arg(int32_t{0}).Arg(1.0f);
+    k.Launch1D(n);
+  }
+
+ private:
+  int tiles_ = 1, outer_ = 1, run_ = 1;
+};
+
 class SplitLayer : public Layer {
  public:
   using Layer::Layer;
@@ -339,6 +477,8 @@ class SilenceLayer : public Layer {
 void RegisterStructureLayers() {
   RegisterLayerType<ConcatLayer>("Concat");
   RegisterLayerType<SliceLayer>("Slice");
+  RegisterLayerType<CropLayer>("Crop");
+  RegisterLayerType<TileLayer>("Tile");
   RegisterLayerType<SplitLayer>("Split");
   RegisterLayerType<FlattenLayer>("Flatten");
   RegisterLayerType<ReshapeLayer>("Reshape");

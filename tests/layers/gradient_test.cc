@@ -349,6 +349,31 @@ TEST(Gradient, StructureLayers) {
   re.Check();
 }
 
+// Crop: bottom 1 only gives the shape (no gradient, as in BVLC's test); Tile; Reduction.
+TEST(Gradient, CropTileReduction) {
+  Checker crop(R"(name: "crop" type: "Crop" crop_param { axis: 1 offset: 1 offset: 0 })",
+               {{2, 3, 4}, {2, 2, 2}}, 1);
+  crop.check_bottom[1] = false;
+  crop.Check();
+  Checker tile(R"(name: "tile" type: "Tile" tile_param { axis: 1 tiles: 3 })", {{2, 2, 2}}, 1);
+  tile.Check();
+  for (const char* op : {"SUM", "ASUM", "SUMSQ", "MEAN"}) {
+    Checker r(std::string(R"(name: "red" type: "Reduction" reduction_param { axis: 1 coeff: 0.5 operation: )") +
+                  op + " }",
+              {{3, 2, 3}}, 1);
+    r.Check();
+  }
+}
+
+// MVN per channel with the variance, across channels without it.
+TEST(Gradient, MVN) {
+  Checker c(R"(name: "mvn" type: "MVN")", {{2, 2, 6}}, 1);
+  c.Check();
+  Checker a(R"(name: "mvn_a" type: "MVN" mvn_param { across_channels: true normalize_variance: false })",
+            {{2, 2, 3}}, 1);
+  a.Check();
+}
+
 TEST(Gradient, Eltwise) {
   Checker sum(R"(name: "sum" type: "Eltwise" eltwise_param { operation: SUM coeff: 2 coeff: -0.5 })",
               {{2, 5}, {2, 5}}, 1);

@@ -3,6 +3,7 @@
 // types exactly equal to the reference integer arithmetic).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -427,6 +428,201 @@ TEST(Layers, SliceEveryType) {
   } catch (const LayerError& e) {
     EXPECT_NE(std::string(e.what()).find("slice_param.slice_point"), std::string::npos) << e.what();
   }
+}
+
+// Crop (axis 1, one offset per axis; axis 2 by default with one offset for both) and Tile (axis
+// 1 and the last axis) in every dtype, quantized tops with the bottom's range (exact copies).
+// Both run on the gather program of their type.
+TEST(Layers, CropAndTileEveryType) {
+  for (DataType t : kAllDataTypes) {
+    SCOPED_TRACE(Name(t));
+    const int B[4] = {2, 4, 5, 3};
+    for (const char* proto : {"type: 'Crop' crop_param { axis: 1 offset: 1 offset: 2 offset: 0 }",
+                              "type: 'Crop' crop_param { offset: 1 }"}) {
+      auto p = Param(proto, t);
+      SetRange(&p, "bottom", 0, -2, 2);
+      SetRange(&p, "top", 0, -2, 2);
+      const bool by_axis = std::string(proto).find("axis") != std::string::npos;
+      LayerRun r = Make(p, {{2, 4, 5, 3}, {2, by_axis ? 2 : 4, 3, 2}}, 1);
+      r.Forward();
+      const int off[4] = {0, by_axis ? 1 : 0, by_axis ? 2 : 1, by_axis ? 0 : 1};
+      const auto x = r.bottom[0]->ToFloat();
+      const std::vector<int> shape{2, by_axis ? 2 : 4, 3, 2};
+      ASSERT_EQ(r.top[0]->shape(), shape);
+      std::vector<float> want;
+      for (int n = 0; n < shape[0]; ++n)
+        for (int c = 0; c < shape[1]; ++c)
+          for (int h = 0; h < shape[2]; ++h)
+            for (int w = 0; w < shape[3]; ++w)
+              want.push_back(x[(((n + off[0]) * B[1] + c + off[1]) * B[2] + h + off[2]) * B[3] + w + off[3]]);
+      ExpectMatch(t, r.top[0]->ToFloat(), want, proto);
+    }
+    for (int axis : {1, -1}) {
+      auto p = Param("type: 'Tile' tile_param { tiles: 3 axis: " + std::to_string(axis) + " }", t);
+      SetRange(&p, "bottom", 0, -2, 2);
+      SetRange(&p, "top", 0, -2, 2);
+      LayerRun r = Make(p, {{2, 3, 2}}, 1);
+      r.Forward();
+      const auto x = r.bottom[0]->ToFloat();
+      const int a = axis == 1 ? 1 : 2;
+      std::vector<int> shape{2, 3, 2};
+      shape[a] *= 3;
+      ASSERT_EQ(r.top[0]->shape(), shape);
+      std::vector<float> want;
+      for (int n = 0; n < shape[0]; ++n)
+        for (int c = 0; c < shape[1]; ++c)
+          for (int w = 0; w < shape[2]; ++w)
+            want.push_back(x[(n * 3 + (a == 1 ? c % 3 : c)) * 2 + (a == 2 ? w % 2 : w)]);
+      ExpectMatch(t, r.top[0]->ToFloat(), want, "Tile axis " + std::to_string(axis));
+    }
+  }
+  const std::pair<const char*, const char*> bad[] = {
+      {"name: 'c' type: 'Crop' crop_param { axis: 4 }", "crop_param.axis"},
+      {"name: 'c' type: 'Crop' crop_param { axis: 1 offset: 1 offset: 1 }", "crop_param.offset"},
+      {"name: 'c' type: 'Crop' crop_param { offset: 3 }", "crop_param.offset"},
+      {"name: 't' type: 'Tile'", "tile_param.tiles"},
+      {"name: 't' type: 'Tile' tile_param { tiles: 2 axis: 4 }", "tile_param.axis"},
+  };
+  for (const auto& [proto, field] : bad) {
+    const bool crop = std::string(proto).find("Crop") != std::string::npos;
+    try {
+      Make(Param(proto, DataType::kFloat32),
+           crop ? std::vector<std::vector<int>>{{2, 4, 5, 3}, {2, 2, 3, 2}}
+                : std::vector<std::vector<int>>{{2, 4, 5, 3}}, 1);
+      ADD_FAILURE() << proto << " was accepted";
+    } catch (const LayerError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(std::string("'") + proto[7] + "'"), std::string::npos) << m;
+      EXPECT_NE(m.find(field), std::string::npos) << m;
+    }
+  }
+}
+
+// Reduction of the tail axes from axis 1 (and of everything, axis 0) for each operation, in the
+// float types; quantized types are refused naming the layer.
+TEST(Layers, ReductionFloatTypes) {
+  const char* ops[] = {"SUM", "ASUM", "SUMSQ", "MEAN"};
+  for (DataType t : kFloats)
+    for (int op = 0; op < 4; ++op)
+      for (int axis : {1, 0}) {
+        const std::string proto = std::string("type: 'Reduction' reduction_param { operation: ") +
+                                  ops[op] + " axis: " + std::to_string(axis) + " coeff: -1.5 }";
+        LayerRun r = Make(Param(proto, t), {{3, 2, 5}}, 1);
+        r.Forward();
+        const auto x = r.bottom[0]->ToFloat();
+        const int outer = axis == 1 ? 3 : 1, inner = 30 / outer;
+        ASSERT_EQ(r.top[0]->count(), outer) << proto;
+        std::vector<float> want(outer);
+        for (int o = 0; o < outer; ++o) {
+          double sum = 0;
+          for (int k = 0; k < inner; ++k) {
+            const double v = x[o * inner + k];
+            sum += op == 1 ? std::fabs(v) : op == 2 ? v * v : v;
+          }
+          want[o] = AsType(t, static_cast<float>(-1.5 * sum / (op == 3 ? inner : 1)));
+        }
+        ExpectMatch(t, r.top[0]->ToFloat(), want, proto);
+      }
+  for (const char* proto : {"name: 'r' type: 'Reduction' reduction_param { axis: 3 }"}) {
+    try {
+      Make(Param(proto, DataType::kFloat32), {{3, 2, 5}}, 1);
+      ADD_FAILURE() << proto << " was accepted";
+    } catch (const LayerError& e) {
+      EXPECT_NE(std::string(e.what()).find("reduction_param.axis"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("'r'"), std::string::npos) << e.what();
+    }
+  }
+  for (DataType q : {DataType::kInt8Q, DataType::kInt16Q}) {
+    try {
+      Make(Param("name: 'q' type: 'Reduction'", q), {{2, 3}}, 1);
+      ADD_FAILURE() << "Reduction accepted " << Name(q);
+    } catch (const LayerError& e) {
+      EXPECT_NE(std::string(e.what()).find("'q' (Reduction): does not compute in"),
+                std::string::npos) << e.what();
+    }
+  }
+}
+
+// ArgMax along an axis (values) and over each item (indices, and indices then values), top 2,
+// in the float types: the reference sorts (value, index) pairs as BVLC does.
+TEST(Layers, ArgMaxFloatTypes) {
+  for (DataType t : kFloats)
+    for (const char* proto : {"type: 'ArgMax' argmax_param { axis: 1 top_k: 2 out_max_val: true }",
+                              "type: 'ArgMax' argmax_param { top_k: 2 }",
+                              "type: 'ArgMax' argmax_param { top_k: 2 out_max_val: true }"}) {
+      LayerRun r = Make(Param(proto, t), {{2, 5, 3}}, 1);
+      r.Forward();
+      const auto x = r.bottom[0]->ToFloat();
+      const bool axis = std::string(proto).find("axis") != std::string::npos;
+      const bool values = std::string(proto).find("true") != std::string::npos;
+      const int outer = 2, channels = axis ? 5 : 15, inner = axis ? 3 : 1;
+      std::vector<float> want;
+      std::vector<std::vector<std::pair<float, int>>> best(outer * inner);
+      for (int o = 0; o < outer; ++o)
+        for (int i = 0; i < inner; ++i) {
+          auto& v = best[o * inner + i];
+          for (int c = 0; c < channels; ++c) v.push_back({x[(o * channels + c) * inner + i], c});
+          std::sort(v.begin(), v.end(), std::greater<std::pair<float, int>>());
+        }
+      if (axis) {
+        ASSERT_EQ(r.top[0]->shape(), (std::vector<int>{2, 2, 3}));
+        for (int o = 0; o < outer; ++o)
+          for (int j = 0; j < 2; ++j)
+            for (int i = 0; i < inner; ++i) want.push_back(best[o * inner + i][j].first);
+      } else {
+        ASSERT_EQ(r.top[0]->shape(), (std::vector<int>{2, values ? 2 : 1, 2}));
+        for (int o = 0; o < outer; ++o) {
+          for (int j = 0; j < 2; ++j) want.push_back(static_cast<float>(best[o][j].second));
+          if (values)
+            for (int j = 0; j < 2; ++j) want.push_back(best[o][j].first);
+        }
+      }
+      ExpectMatch(t, r.top[0]->ToFloat(), want, proto);
+    }
+  try {
+    Make(Param("name: 'a' type: 'ArgMax' argmax_param { axis: 1 top_k: 6 }", DataType::kFloat32),
+         {{2, 5, 3}}, 1);
+    ADD_FAILURE() << "top_k 6 of 5 accepted";
+  } catch (const LayerError& e) {
+    EXPECT_NE(std::string(e.what()).find("argmax_param.top_k"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'a'"), std::string::npos) << e.what();
+  }
+}
+
+// MVN per channel and across channels, with and without the variance, in the float types.
+TEST(Layers, MVNFloatTypes) {
+  for (DataType t : kFloats)
+    for (const char* proto : {"type: 'MVN'",
+                              "type: 'MVN' mvn_param { across_channels: true eps: 0.01 }",
+                              "type: 'MVN' mvn_param { normalize_variance: false }"}) {
+      LayerRun r = Make(Param(proto, t), {{2, 3, 2, 4}}, 1);
+      r.Forward();
+      const auto x = r.bottom[0]->ToFloat();
+      const bool across = std::string(proto).find("across") != std::string::npos;
+      const bool variance = std::string(proto).find("false") == std::string::npos;
+      const double eps = across ? 0.01 : 1e-9;
+      const int dim = across ? 24 : 8;
+      std::vector<float> want(x.size());
+      for (size_t g = 0; g < x.size() / dim; ++g) {
+        double mean = 0, sq = 0;
+        for (int k = 0; k < dim; ++k) mean += x[g * dim + k] / double(dim);
+        for (int k = 0; k < dim; ++k) sq += std::pow(x[g * dim + k] - mean, 2) / dim;
+        const double scale = variance ? 1 / (std::sqrt(sq) + eps) : 1;
+        for (int k = 0; k < dim; ++k)
+          want[g * dim + k] = AsType(t, static_cast<float>((x[g * dim + k] - mean) * scale));
+      }
+      ExpectMatch(t, r.top[0]->ToFloat(), want, proto);
+    }
+  for (DataType q : {DataType::kInt8Q, DataType::kInt16Q})
+    for (const char* type : {"ArgMax", "MVN"}) {
+      try {
+        Make(Param(std::string("name: 'q' type: '") + type + "'", q), {{2, 3}}, 1);
+        ADD_FAILURE() << type << " accepted " << Name(q);
+      } catch (const LayerError& e) {
+        EXPECT_NE(std::string(e.what()).find("'q' (" + std::string(type) + "): does not compute in"),
+                  std::string::npos) << e.what();
+      }
+    }
 }
 
 // BVLC's sigmoid cross-entropy, normalized over the valid (not ignored) elements by default and
