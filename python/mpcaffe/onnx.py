@@ -3,7 +3,8 @@
 fp32 layers become the matching ONNX operators (Conv, Gemm, MaxPool, AveragePool, LRN, Relu,
 LeakyRelu, Sigmoid, Tanh, Abs, Softplus (BNLL), Clip, Elu, PRelu, Exp / Log / Pow with their
 scale and shift, x·Sigmoid(βx) for Swish, Greater+Cast for Threshold, Add for Bias, Split for
-Slice, Softmax, Concat, Sum/Mul/Max for Eltwise, BatchNormalization, Mul+Add
+Slice, Slice for Crop, Tile, ReduceSum / ReduceL1 / ReduceSumSquare / ReduceMean (times coeff)
+for Reduction, TopK (+ Cast, Concat) for ArgMax, ReduceMean / Sub / Sqrt / Div for MVN, Softmax, Concat, Sum/Mul/Max for Eltwise, BatchNormalization, Mul+Add
 for Scale, Reshape for Flatten/Reshape; Dropout and Split are dropped). Blobs keep their storage
 type in the graph: int8q tensors are uint8, int16q uint16, fp16 float16. Quantized layers use the
 net's own quantization parameters (the ones its kernels use): int8 Convolution becomes
@@ -258,9 +259,75 @@ def _float_op(b, layer, inputs, shapes):
         outs = [b.unique(f"{name}_{k}") for k in range(len(shapes))]
         y = b.node("Split", [inputs[0], b.constant(name + "_split", sizes)], outs, base=name, axis=axis)
         return y if isinstance(y, list) else [y]
+    if t == "Crop":
+        p = layer.param.crop_param
+        ndim = len(shapes[0])
+        axis = p.axis % ndim
+        axes = list(range(axis, ndim))
+        offsets = [0 if not p.offset else p.offset[0 if len(p.offset) == 1 else k - axis]
+                   for k in axes]
+        i64 = lambda tag, v: b.constant(f"{name}_{tag}", np.array(v, np.int64))
+        return [b.node("Slice", [inputs[0], i64("starts", offsets),
+                                 i64("ends", [o + shapes[0][k] for o, k in zip(offsets, axes)]),
+                                 i64("axes", axes)], base=name)]
+    if t == "Tile":
+        p = layer.param.tile_param
+        repeats = [1] * len(shapes[0])
+        repeats[p.axis % len(shapes[0])] = p.tiles
+        return [b.node("Tile", [inputs[0], b.constant(name + "_repeats", np.array(repeats, np.int64))],
+                       base=name)]
+    if t == "Reduction":
+        p = layer.param.reduction_param
+        ndim = len(layer.net_bottom_shapes[0])
+        op = caffe_pb2.ReductionParameter
+        onnx_op = {op.SUM: "ReduceSum", op.ASUM: "ReduceL1", op.SUMSQ: "ReduceSumSquare",
+                   op.MEAN: "ReduceMean"}[p.operation]
+        axes = b.constant(name + "_axes", np.arange(p.axis % ndim, ndim, dtype=np.int64))
+        y = b.node(onnx_op, [inputs[0], axes], base=name + ("_sum" if p.coeff != 1 else ""),
+                   keepdims=0)
+        if p.coeff != 1:
+            y = b.node("Mul", [y, b.constant(name + "_coeff", np.array(p.coeff, np.float32))],
+                       base=name)
+        return [y]
     if t in _UNARY:
         return [b.node(_UNARY[t], inputs[:1], base=name)]
     f32 = lambda tag, v: b.constant(f"{name}_{tag}", np.array(v, np.float32))
+    if t == "ArgMax":
+        p = layer.param.argmax_param
+        x, axis = inputs[0], None
+        if p.HasField("axis"):
+            axis = p.axis % len(layer.net_bottom_shapes[0])
+        else:
+            x, axis = b.node("Flatten", [x], base=name + "_flat", axis=1), 1
+        values, indices = b.node("TopK", [x, b.constant(name + "_k", np.array([p.top_k], np.int64))],
+                                 [b.unique(name + "_values"), b.unique(name + "_indices")],
+                                 axis=axis, largest=1, sorted=1)
+        if p.HasField("axis") and p.out_max_val:
+            return [values]
+        y = b.node("Cast", [indices], base=name + "_index", to=TensorProto.FLOAT)
+        if not p.HasField("axis"):
+            if p.out_max_val:
+                y = b.node("Concat", [y, values], base=name + "_cat", axis=1)
+            y = b.node("Reshape", [y, b.constant(name + "_shape", np.array(shapes[0], np.int64))],
+                       base=name)
+        return [y]
+    if t == "MVN":
+        # BVLC divides by σ + eps (ONNX's MeanVarianceNormalization by √(σ² + ε)): primitives.
+        p = layer.param.mvn_param
+        ndim = len(layer.net_bottom_shapes[0])
+        first = 1 if p.across_channels or ndim < 2 else 2
+        if first >= ndim:
+            raise ExportError(f"{where}: MVN of single values (a {ndim}-axis bottom) is not exported")
+        axes = b.constant(name + "_axes", np.arange(first, ndim, dtype=np.int64))
+        mean = b.node("ReduceMean", [inputs[0], axes], base=name + "_mean", keepdims=1)
+        d = b.node("Sub", [inputs[0], mean], base=name + ("_centred" if p.normalize_variance else ""))
+        if not p.normalize_variance:
+            return [d]
+        var = b.node("ReduceMean", [b.node("Mul", [d, d], base=name + "_sq"), axes],
+                     base=name + "_var", keepdims=1)
+        sigma = b.node("Add", [b.node("Sqrt", [var], base=name + "_sigma"), f32("eps", p.eps)],
+                       base=name + "_sigma_eps")
+        return [b.node("Div", [d, sigma], base=name)]
     if t == "Clip":
         p = layer.param.clip_param
         return [b.node("Clip", [inputs[0], f32("min", p.min), f32("max", p.max)], base=name)]

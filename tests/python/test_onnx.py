@@ -198,6 +198,34 @@ def test_activation_family_fp32(tmp_path):
             "Bias", "Slice", "SigmoidCrossEntropyLoss"} <= set(caffe.layer_type_list())
 
 
+def test_crop_tile_reduction_argmax_mvn_fp32(tmp_path):
+    """Crop, Tile, Reduction, ArgMax and MVN (issue 43) export to Slice, Tile, the Reduce
+    operators, TopK and MVN's primitives."""
+    n = caffe.NetSpec()
+    n.data = L.Input(shape=dict(dim=[2, 3, 5, 4]))
+    n.ref = L.Input(shape=dict(dim=[2, 2, 3, 2]))
+    n.crop = L.Crop(n.data, n.ref, axis=1, offset=[1, 2, 1])
+    n.crop2 = L.Crop(n.data, n.ref, offset=[1])
+    n.tile = L.Tile(n.crop, axis=-1, tiles=3)
+    P = caffe.params.Reduction
+    n.sum = L.Reduction(n.data, axis=1)
+    n.asum = L.Reduction(n.data, operation=P.ASUM, axis=2, coeff=-2.0)
+    n.sumsq = L.Reduction(n.data, operation=P.SUMSQ, axis=-1)
+    n.mean = L.Reduction(n.data, operation=P.MEAN, coeff=0.5)
+    n.argmax = L.ArgMax(n.data, axis=1, top_k=2, out_max_val=True)
+    n.argmax_index = L.ArgMax(n.data, axis=-1)
+    n.argmax_item = L.ArgMax(n.data, top_k=3, out_max_val=True)
+    n.mvn = L.MVN(n.data)
+    n.mvn_across = L.MVN(n.data, across_channels=True, eps=0.01)
+    n.mvn_mean = L.MVN(n.data, normalize_variance=False)
+    net = caffe.Net(n.to_proto(), caffe.TEST)
+    model = _fp32_agreement(net, tmp_path, 11)
+    ops = {node.op_type for node in model.graph.node}
+    assert {"Slice", "Tile", "ReduceSum", "ReduceL1", "ReduceSumSquare", "ReduceMean",
+            "TopK", "Div"} <= ops, ops
+    assert {"Crop", "Tile", "Reduction", "ArgMax", "MVN"} <= set(caffe.layer_type_list())
+
+
 def test_in_place_layers_and_intermediate_outputs(tmp_path):
     """In-place layers rewrite a blob: the graph stays in SSA form and an intermediate output
     is the blob's last value."""
