@@ -228,10 +228,13 @@ class CropLayer : public Layer {
     if (p.offset_size() > 1 && p.offset_size() != cropped)
       Fail("crop_param.offset has " + std::to_string(p.offset_size()) + " values for " +
            std::to_string(cropped) + " cropped axes (give none, one, or one per axis)");
-    if (cropped + 1 > kGatherAxes)
+    // The axes before `axis` are one outer index of the gather (none from axis 0).
+    const int outer = axis > 0 ? 1 : 0;
+    if (cropped + outer > kGatherAxes)
       Fail("crop_param.axis " + std::to_string(p.axis()) + " crops " + std::to_string(cropped) +
-           " axes; at most " + std::to_string(kGatherAxes - 1) + " are supported");
-    std::vector<int> shape = a.shape(), dims{a.count(0, axis)}, strides{a.count(axis)};
+           " axes; at most " + std::to_string(kGatherAxes - outer) + " are supported");
+    std::vector<int> shape = a.shape(), dims, strides;
+    if (outer) dims.push_back(a.count(0, axis)), strides.push_back(a.count(axis));
     int base = 0;
     for (int i = axis; i < axes; ++i) {
       const int off = p.offset_size() == 0 ? 0

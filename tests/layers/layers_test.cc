@@ -437,17 +437,23 @@ TEST(Layers, CropAndTileEveryType) {
   for (DataType t : kAllDataTypes) {
     SCOPED_TRACE(Name(t));
     const int B[4] = {2, 4, 5, 3};
-    for (const char* proto : {"type: 'Crop' crop_param { axis: 1 offset: 1 offset: 2 offset: 0 }",
-                              "type: 'Crop' crop_param { offset: 1 }"}) {
+    struct CropCase {
+      const char* proto;
+      std::vector<int> shape;  // bottom 1's, the top's
+      int off[4];
+    };
+    const CropCase crops[] = {
+        {"type: 'Crop' crop_param { axis: 1 offset: 1 offset: 2 offset: 0 }", {2, 2, 3, 2}, {0, 1, 2, 0}},
+        {"type: 'Crop' crop_param { offset: 1 }", {2, 4, 3, 2}, {0, 0, 1, 1}},
+        {"type: 'Crop' crop_param { axis: 0 offset: 1 offset: 0 offset: 2 offset: 1 }", {1, 4, 3, 2},
+         {1, 0, 2, 1}}};
+    for (const auto& [proto, shape, off] : crops) {
       auto p = Param(proto, t);
       SetRange(&p, "bottom", 0, -2, 2);
       SetRange(&p, "top", 0, -2, 2);
-      const bool by_axis = std::string(proto).find("axis") != std::string::npos;
-      LayerRun r = Make(p, {{2, 4, 5, 3}, {2, by_axis ? 2 : 4, 3, 2}}, 1);
+      LayerRun r = Make(p, {{2, 4, 5, 3}, shape}, 1);
       r.Forward();
-      const int off[4] = {0, by_axis ? 1 : 0, by_axis ? 2 : 1, by_axis ? 0 : 1};
       const auto x = r.bottom[0]->ToFloat();
-      const std::vector<int> shape{2, by_axis ? 2 : 4, 3, 2};
       ASSERT_EQ(r.top[0]->shape(), shape);
       std::vector<float> want;
       for (int n = 0; n < shape[0]; ++n)
