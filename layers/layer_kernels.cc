@@ -134,7 +134,8 @@ std::string GatherSource(const KernelTarget& target, DataType type) {
     for (int i = 0; i < kGatherAxes; ++i) k.Value("int", "s" + std::to_string(i));
     return k;
   };
-  strides(w.Kernel(LayerKernelName("gather", type)).Value("int", "n").In("Dtype", "x").Out("Dtype", "y"))
+  strides(w.Kernel(LayerKernelName("gather", type))
+              .Value("int", "n").In("Dtype", "x").Out("Dtype", "y"))
       .Value("int", "x_zero").Value("int", "y_zero").Value("int", "mult").Value("int", "shift")
       .Body(R"(  $loop(i, n) {
     int s;
@@ -151,7 +152,8 @@ std::string GatherSource(const KernelTarget& target, DataType type) {
     return w.Source();
   }
   w.Define("MP_COPY_STORE(from, to)", "Dtype_STORE(y, to, Dtype_LOAD(x, from));");
-  strides(w.Kernel(LayerKernelName("reduce", type)).Value("int", "n").In("Dtype", "x").Out("Dtype", "y"))
+  strides(w.Kernel(LayerKernelName("reduce", type))
+              .Value("int", "n").In("Dtype", "x").Out("Dtype", "y"))
       .Value("int", "count").Value("int", "step").Value("int", "op").Value("float", "coeff")
       .Body(R"(  $loop(j, n) {
     int s;
@@ -188,7 +190,8 @@ std::string GatherSource(const KernelTarget& target, DataType type) {
       prev_v = best_v;
       prev_c = best_c;
       if (has_axis) {
-        Dtype_STORE(y, (o * top_k + j) * inner + r, (Dtype_c)(out_max_val ? best_v : (float)best_c));
+        const float out = out_max_val ? best_v : (float)best_c;
+        Dtype_STORE(y, (o * top_k + j) * inner + r, (Dtype_c)out);
       } else if (out_max_val) {
         Dtype_STORE(y, o * 2 * top_k + j, (Dtype_c)((float)best_c));
         Dtype_STORE(y, o * 2 * top_k + top_k + j, (Dtype_c)best_v);
@@ -257,7 +260,8 @@ std::string GatherSource(const KernelTarget& target, DataType type) {
       .Value("int", "inner").Value("int", "op").Value("float", "coeff")
       .Body(R"(  $loop(i, n) {
     const float v = x[i];
-    const float d = op == 0 ? 1.0f : op == 1 ? (v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : 0.0f)) : 2.0f * v;
+    const float sign = v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : 0.0f);
+    const float d = op == 0 ? 1.0f : op == 1 ? sign : 2.0f * v;
     dx[i] = coeff * dy[i / inner] * d;
   }
 )");

@@ -319,7 +319,8 @@ class TileLayer : public Layer {
                     const std::vector<Blob*>& bottom) override {
     const int n = bottom[0]->count();
     if (!down[0] || n == 0) return;
-    Kernel k = GetKernel(GatherSource(target(), DataType::kFloat32), LayerKernelName("reduce", DataType::kFloat32));
+    const DataType f = DataType::kFloat32;
+    Kernel k = GetKernel(GatherSource(target(), f), LayerKernelName("reduce", f));
     k.Arg(int32_t{n}).ArgBuffer(top[0]->device_diff(), 0, 4)
         .ArgBuffer(bottom[0]->mutable_device_diff(), 0, 4);
     for (int a : GatherIndex(0, {outer_, run_}, {tiles_ * run_, 1}).Args()) k.Arg(int32_t{a});

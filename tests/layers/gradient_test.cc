@@ -358,8 +358,8 @@ TEST(Gradient, CropTileReduction) {
   Checker tile(R"(name: "tile" type: "Tile" tile_param { axis: 1 tiles: 3 })", {{2, 2, 2}}, 1);
   tile.Check();
   for (const char* op : {"SUM", "ASUM", "SUMSQ", "MEAN"}) {
-    Checker r(std::string(R"(name: "red" type: "Reduction" reduction_param { axis: 1 coeff: 0.5 operation: )") +
-                  op + " }",
+    Checker r(std::string(R"(name: "red" type: "Reduction" reduction_param {
+                axis: 1 coeff: 0.5 operation: )") + op + " }",
               {{3, 2, 3}}, 1);
     r.Check();
   }
@@ -369,7 +369,8 @@ TEST(Gradient, CropTileReduction) {
 TEST(Gradient, MVN) {
   Checker c(R"(name: "mvn" type: "MVN")", {{2, 2, 6}}, 1);
   c.Check();
-  Checker a(R"(name: "mvn_a" type: "MVN" mvn_param { across_channels: true normalize_variance: false })",
+  Checker a(R"(name: "mvn_a" type: "MVN"
+                mvn_param { across_channels: true normalize_variance: false })",
             {{2, 2, 3}}, 1);
   a.Check();
 }

@@ -443,10 +443,11 @@ TEST(Layers, CropAndTileEveryType) {
       int off[4];
     };
     const CropCase crops[] = {
-        {"type: 'Crop' crop_param { axis: 1 offset: 1 offset: 2 offset: 0 }", {2, 2, 3, 2}, {0, 1, 2, 0}},
+        {"type: 'Crop' crop_param { axis: 1 offset: 1 offset: 2 offset: 0 }", {2, 2, 3, 2},
+         {0, 1, 2, 0}},
         {"type: 'Crop' crop_param { offset: 1 }", {2, 4, 3, 2}, {0, 0, 1, 1}},
-        {"type: 'Crop' crop_param { axis: 0 offset: 1 offset: 0 offset: 2 offset: 1 }", {1, 4, 3, 2},
-         {1, 0, 2, 1}}};
+        {"type: 'Crop' crop_param { axis: 0 offset: 1 offset: 0 offset: 2 offset: 1 }",
+         {1, 4, 3, 2}, {1, 0, 2, 1}}};
     for (const auto& [proto, shape, off] : crops) {
       auto p = Param(proto, t);
       SetRange(&p, "bottom", 0, -2, 2);
@@ -460,7 +461,8 @@ TEST(Layers, CropAndTileEveryType) {
         for (int c = 0; c < shape[1]; ++c)
           for (int h = 0; h < shape[2]; ++h)
             for (int w = 0; w < shape[3]; ++w)
-              want.push_back(x[(((n + off[0]) * B[1] + c + off[1]) * B[2] + h + off[2]) * B[3] + w + off[3]]);
+              want.push_back(x[(((n + off[0]) * B[1] + c + off[1]) * B[2] + h + off[2]) * B[3] +
+                               w + off[3]]);
       ExpectMatch(t, r.top[0]->ToFloat(), want, proto);
     }
     for (int axis : {1, -1}) {
@@ -625,8 +627,8 @@ TEST(Layers, MVNFloatTypes) {
         Make(Param(std::string("name: 'q' type: '") + type + "'", q), {{2, 3}}, 1);
         ADD_FAILURE() << type << " accepted " << Name(q);
       } catch (const LayerError& e) {
-        EXPECT_NE(std::string(e.what()).find("'q' (" + std::string(type) + "): does not compute in"),
-                  std::string::npos) << e.what();
+        const std::string refusal = "'q' (" + std::string(type) + "): does not compute in";
+        EXPECT_NE(std::string(e.what()).find(refusal), std::string::npos) << e.what();
       }
     }
 }
