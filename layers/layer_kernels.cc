@@ -15,6 +15,20 @@ void RequireFloat(DataType type, const std::string& op) {
     throw std::invalid_argument("kernel " + op + " has no quantized variant (" + Name(type) + ")");
 }
 
+/// MP_COPY_STORE(from, to): y[to] = x[from], requantized from x's (x_zero) to y's (y_zero, mult,
+/// shift) range for quantized types; Concat, Slice and the gather family copy with it.
+void DefineCopyStore(KernelWriter& w, DataType type) {
+  if (IsQuantized(type)) {
+    w.UseRequant(type);
+    w.Define("MP_COPY_STORE(from, to)",
+             "mp_i64 r = y_zero + MP_REQUANT(Dtype_LOAD(x, from) - x_zero, mult, shift); "
+             "r = Dtype_SAT(r); "
+             "Dtype_STORE(y, to, r);");
+  } else {
+    w.Define("MP_COPY_STORE(from, to)", "Dtype_STORE(y, to, Dtype_LOAD(x, from));");
+  }
+}
+
 }  // namespace
 
 std::string LayerKernelName(const std::string& op, DataType type) {
@@ -76,16 +90,7 @@ std::string ConcatSource(const KernelTarget& target, DataType type) {
     MP_COPY_STORE(s, i)
   }
 )");
-  // MP_COPY_STORE(from, to): y[to] = x[from], requantized for quantized types.
-  if (IsQuantized(type)) {
-    w.UseRequant(type);
-    w.Define("MP_COPY_STORE(from, to)",
-             "mp_i64 r = y_zero + MP_REQUANT(Dtype_LOAD(x, from) - x_zero, mult, shift); "
-             "r = Dtype_SAT(r); "
-             "Dtype_STORE(y, to, r);");
-  } else {
-    w.Define("MP_COPY_STORE(from, to)", "Dtype_STORE(y, to, Dtype_LOAD(x, from));");
-  }
+  DefineCopyStore(w, type);
   w.Define("MP_CONCAT_STORE", "MP_COPY_STORE(i, t)");
   if (HasVectorConcat(target, type)) {
     w.UseHelper(KernelHelper::kByteVectorStore);
@@ -143,15 +148,8 @@ std::string GatherSource(const KernelTarget& target, DataType type) {
     MP_COPY_STORE(s, i)
   }
 )");
-  if (IsQuantized(type)) {
-    w.UseRequant(type);
-    w.Define("MP_COPY_STORE(from, to)",
-             "mp_i64 r = y_zero + MP_REQUANT(Dtype_LOAD(x, from) - x_zero, mult, shift); "
-             "r = Dtype_SAT(r); "
-             "Dtype_STORE(y, to, r);");
-    return w.Source();
-  }
-  w.Define("MP_COPY_STORE(from, to)", "Dtype_STORE(y, to, Dtype_LOAD(x, from));");
+  DefineCopyStore(w, type);
+  if (IsQuantized(type)) return w.Source();
   strides(w.Kernel(LayerKernelName("reduce", type))
               .Value("int", "n").In("Dtype", "x").Out("Dtype", "y"))
       .Value("int", "count").Value("int", "step").Value("int", "op").Value("float", "coeff")
