@@ -173,6 +173,9 @@ void ProgramCache::CreateSchema(bool read_only) {
                 kTuning));
   Exec(db_,
        Sql("CREATE TABLE IF NOT EXISTS $T(name TEXT PRIMARY KEY, value REAL NOT NULL)", kCounters));
+  Exec(db_, Sql("CREATE TABLE IF NOT EXISTS $T(key TEXT PRIMARY KEY, device TEXT NOT NULL, "
+                "created TEXT NOT NULL)",
+                kBuilt));
   Exec(db_, "INSERT OR IGNORE INTO meta(name, value) VALUES('format', '" +
                 std::to_string(kCacheFormatVersion) + "')");
   if (other_version) {

@@ -129,6 +129,8 @@ static_assert(kCacheFormatVersion == 1, "rename the tables with the format versi
 constexpr const char* kPrograms = "programs" MPCAFFE_V;
 constexpr const char* kTuning = "tuning" MPCAFFE_V;
 constexpr const char* kCounters = "counters" MPCAFFE_V;
+// Keys compiled without their binary stored (ProgramBinaryStore::NoteBuilt).
+constexpr const char* kBuilt = "built" MPCAFFE_V;
 
 inline std::string Sql(const char* pattern, const char* table) {
   std::string s = pattern;

@@ -84,15 +84,23 @@ def read_events(path):
     return events
 
 
+def is_compile(e):
+    """A compile from text: "compile" (its binary stored, or no store), or "compile-unstored"
+    (the first build of a text on a driver whose binary costs compiles: the binary is stored at
+    the text's next build, device/device.h DeviceInfo::binary_costs_compiles)."""
+    return e.kind in ("compile", "compile-unstored")
+
+
 def twice(events):
-    """Compiles of a text already compiled (and finished) earlier in the same entry."""
+    """Compiles of a text already compiled, finished and stored earlier in the same entry (the
+    build after an unstored one compiles again on purpose: it stores the binary)."""
     first_end = {}
     repeated = []
-    for e in sorted((e for e in events if e.kind == "compile"), key=lambda e: e.end - e.seconds):
+    for e in sorted((e for e in events if is_compile(e)), key=lambda e: e.end - e.seconds):
         start = e.end - e.seconds
         if e.hash in first_end and start >= first_end[e.hash]:
             repeated.append(e)
-        else:
+        elif e.kind == "compile":
             first_end[e.hash] = min(first_end.get(e.hash, e.end), e.end)
     return repeated
 
@@ -119,7 +127,7 @@ def compiles_per_test(cases, events):
     spans = sorted(cases)
     count = collections.Counter()
     for e in events:
-        if e.kind != "compile":
+        if not is_compile(e):
             continue
         for start, seconds, name in spans:
             if start - 0.01 <= e.end <= start + seconds + 0.01:
@@ -149,7 +157,7 @@ def main():
     failures = []
     for name in names:
         events = logs.get(name, [])
-        compiles = [e for e in events if e.kind == "compile"]
+        compiles = [e for e in events if is_compile(e)]
         loads = [e for e in events if e.kind == "load"]
         repeated = twice(events)
         seconds, status = times.get(name, (None, ""))

@@ -384,6 +384,11 @@ class OpenCLDevice : public Device {
     Check(err, "clCreateContext", info_.name);
     queue_ = std::make_unique<OpenCLQueue>(context_, device_);
     is_pocl_ = info_.platform_name.find("Portable Computing Language") != std::string::npos;
+    // PoCL's binary holds a generic work-group function of every kernel (and each listed
+    // specialization of every kernel), compiled when asked for; its own cache, unless turned
+    // off, keeps the functions launches compiled.
+    const char* pocl_cache = std::getenv("POCL_KERNEL_CACHE");
+    info_.binary_costs_compiles = is_pocl_ && !(pocl_cache && std::string(pocl_cache) == "0");
   }
   ~OpenCLDevice() override {
     queue_.reset();
