@@ -83,14 +83,14 @@ std::string MaskedMeanSource(const KernelTarget& target, DataType out_type) {
   w.AddType("Otype", out_type);
   w.Kernel(MaskedMeanKernelName(out_type))
       .Value("int", "n").In("float", "v").Out("Otype", "out").Out("float", "norm")
-      .Value("float", "fixed_norm").Value("int", "use_count")
+      .Value("float", "fixed_norm").Value("int", "use_count").Value("float", "ignore_below")
       .Body(R"(  $shared float part_sum[MP_REDUCE_LOCAL];
   $shared float part_count[MP_REDUCE_LOCAL];
   const int t = $local_id(0);
   float s = 0.0f, c = 0.0f;
   for (int k = t; k < n; k += MP_REDUCE_LOCAL) {
     const float x = v[k];
-    if (!(x < 0.0f)) {
+    if (!(x < ignore_below)) {
       s += x;
       c += 1.0f;
     }

@@ -32,8 +32,9 @@ std::string SoftmaxBackwardSource(const KernelTarget& target);
 std::string SoftmaxLossBackwardSource(const KernelTarget& target);
 
 /// masked_mean_<dt>(int n, In float v, Out Otype out, Out float norm, float fixed_norm,
-///                  int use_count), one work-group of kReduceLocalSize: with s = Σ v[i] and
-/// c = #i over the v[i] that are not negative (negative marks "ignored"; NaN is counted),
+///                  int use_count, float ignore_below), one work-group of kReduceLocalSize: with
+/// s = Σ v[i] and c = #i over the v[i] that are not below ignore_below (0 for losses that are
+/// never negative, a negative value marking "ignored"; NaN is counted),
 /// norm[0] = max(1, use_count ? c : fixed_norm) and out[0] = s / norm[0] in out's type.
 std::string MaskedMeanSource(const KernelTarget& target, DataType out_type);
 /// "masked_mean_fp32", "masked_mean_fp16".
