@@ -49,6 +49,28 @@ std::string SigmoidCrossEntropyBackwardSource(const KernelTarget& target);
 /// dx = alpha·top_diff[0]·(a − b).
 std::string EuclideanBackwardSource(const KernelTarget& target);
 
+/// hinge_backward(int num, int dim, In x, In label, In top_diff, Out dx, int l2, float inv_num):
+/// dx = ±g·top_diff[0]·inv_num with m = 1 ± x (− at the labelled class), g = [m > 0] (L1) or
+/// 2·max(0, m) (L2); 0 in rows whose label lies outside [0, dim).
+std::string HingeLossBackwardSource(const KernelTarget& target);
+
+/// multinomial_logistic_backward(int num, int dim, In prob, In label, In top_diff, Out dx,
+/// float inv_num): dx = −top_diff[0]·inv_num / max(prob, 1e-20) at the labelled class, else 0.
+std::string MultinomialLogisticLossBackwardSource(const KernelTarget& target);
+
+/// contrastive_backward(int num, int dim, In a, In b, In y, In dist_sq, In top_diff, Out dx,
+///                      float alpha, float margin, int legacy): with s = alpha·top_diff[0]
+/// (alpha = ±1/num for the first / second bottom) and d = a − b: similar rows dx = s·d;
+/// dissimilar ones −s·d where margin − d² > 0 (legacy), else −s·(margin − dist)/(dist + 1e-4)·d
+/// where margin − dist > 0; 0 otherwise.
+std::string ContrastiveLossBackwardSource(const KernelTarget& target);
+
+/// infogain_backward(int outer, int channels, int inner, In prob, In label, In h, In top_diff,
+///                   In norm, Out dx, int ignore_label, int has_ignore): the gradient of the
+/// softmax scores, dx = (prob·Σ_c H[label, c] − H[label, c])·top_diff[0] / norm[0]; 0 at ignored
+/// positions and at labels outside [0, channels).
+std::string InfogainLossBackwardSource(const KernelTarget& target);
+
 /// lrn_within_backward(int n, int height, int width, int size, float alpha, float beta, In x,
 ///                     In y, In dy, In scale, Out dx): the WITHIN_CHANNEL LRN's gradient,
 /// dx = dy·s^(−beta) − (2·alpha·beta/size²)·x·Σ dy'·y'/s' over the windows holding the pixel
