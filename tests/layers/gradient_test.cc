@@ -364,6 +364,12 @@ TEST(Gradient, InfogainLoss) {
   s.Check();
 }
 
+TEST(Gradient, ParameterAccumulatesTheTopDiff) {
+  Checker c(R"(name: "p" type: "Parameter" parameter_param { shape { dim: 2 dim: 3 } })", {}, 1);
+  c.layer->blobs()[0]->FromFloat({0.5f, -1.0f, 0.25f, 2.0f, -0.5f, 1.5f});
+  c.Check();
+}
+
 TEST(Gradient, DropoutTrainUsesTheForwardMask) {
   Checker c(R"(name: "drop" type: "Dropout" dropout_param { dropout_ratio: 0.4 })", {{4, 25}}, 1);
   c.layer->Forward(c.bvec, c.tvec);

@@ -1288,6 +1288,24 @@ TEST(Layers, OtherLossesRefuseBadInput) {
     }
 }
 
+// Parameter: its blob of parameter_param.shape (zeros, or the model's values) as its top.
+TEST(Layers, ParameterFloatTypes) {
+  for (DataType t : kFloats) {
+    LayerRun r =
+        Make(Param("type: 'Parameter' parameter_param { shape { dim: 2 dim: 3 } }", t), {}, 1);
+    EXPECT_EQ(r.top[0]->shape(), (std::vector<int>{2, 3}));
+    r.Forward();
+    ExpectMatch(t, r.top[0]->ToFloat(), std::vector<float>(6, 0.0f), "Parameter zeros");
+    const std::vector<float> v = {0.5f, -1.25f, 2.0f, 3.5f, -0.75f, 0.125f};
+    r.layer->blobs()[0]->FromFloat(v);
+    r.Forward();
+    ExpectMatch(t, r.top[0]->ToFloat(), v, "Parameter values");
+  }
+  EXPECT_NE(
+      LossRefusal("name: 'h' type: 'Parameter'", {}).find("'h' (Parameter): parameter_param.shape"),
+      std::string::npos);
+}
+
 TEST(Layers, ErrorsNameTheLayer) {
   auto p = Param("name: 'act' type: 'Sigmoid'", DataType::kInt8Q);
   try {
