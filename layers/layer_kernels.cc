@@ -411,6 +411,105 @@ std::string SquaredDifferenceSource(const KernelTarget& target, DataType type) {
   return w.Source();
 }
 
+std::string HingeLossSource(const KernelTarget& target, DataType type) {
+  RequireFloat(type, "hinge");
+  KernelWriter w(target, "hinge_loss");
+  w.AddType("Dtype", type);
+  w.Kernel(LayerKernelName("hinge", type))
+      .Value("int", "num").Value("int", "dim").In("Dtype", "x").In("Dtype", "label")
+      .Out("float", "v").Value("int", "l2")
+      .Body(R"(  $loop(i, num * dim) {
+    const int l = (int)(float)Dtype_LOAD(label, i / dim);
+    if (l < 0 || l >= dim) {
+      v[i] = $uint_as_float(0x7fc00000u);  // NaN: a label outside the classes shows in the loss
+    } else {
+      const float s = (float)Dtype_LOAD(x, i);
+      float m = 1.0f + (i % dim == l ? -s : s);
+      m = m > 0.0f ? m : 0.0f;
+      v[i] = l2 ? m * m : m;
+    }
+  }
+)");
+  return w.Source();
+}
+
+std::string MultinomialLogisticLossSource(const KernelTarget& target, DataType type) {
+  RequireFloat(type, "multinomial_logistic");
+  KernelWriter w(target, "multinomial_logistic_loss");
+  w.AddType("Dtype", type);
+  w.Kernel(LayerKernelName("multinomial_logistic", type))
+      .Value("int", "num").Value("int", "dim").In("Dtype", "prob").In("Dtype", "label")
+      .Out("float", "loss")
+      .Body(R"(  $loop(r, num) {
+    const int l = (int)(float)Dtype_LOAD(label, r);
+    if (l < 0 || l >= dim) {
+      loss[r] = $uint_as_float(0x7fc00000u);  // NaN: a label outside the classes shows in the loss
+    } else {
+      const float p = (float)Dtype_LOAD(prob, r * dim + l);
+      loss[r] = -log(p > 1e-20f ? p : 1e-20f);
+    }
+  }
+)");
+  return w.Source();
+}
+
+std::string ContrastiveLossSource(const KernelTarget& target, DataType type) {
+  RequireFloat(type, "contrastive");
+  KernelWriter w(target, "contrastive_loss");
+  w.AddType("Dtype", type);
+  w.Kernel(LayerKernelName("contrastive", type))
+      .Value("int", "num").Value("int", "dim").In("Dtype", "a").In("Dtype", "b").In("Dtype", "y")
+      .Out("float", "loss").Out("float", "dist_sq").Value("float", "margin").Value("int", "legacy")
+      .Body(R"(  $loop(r, num) {
+    float d2 = 0.0f;
+    for (int c = 0; c < dim; ++c) {
+      const float d = (float)Dtype_LOAD(a, r * dim + c) - (float)Dtype_LOAD(b, r * dim + c);
+      d2 += d * d;
+    }
+    dist_sq[r] = d2;
+    if ((int)(float)Dtype_LOAD(y, r) != 0) {
+      loss[r] = d2;
+    } else if (legacy) {
+      const float m = margin - d2;
+      loss[r] = m > 0.0f ? m : 0.0f;
+    } else {
+      float m = margin - sqrt(d2);
+      m = m > 0.0f ? m : 0.0f;
+      loss[r] = m * m;
+    }
+  }
+)");
+  return w.Source();
+}
+
+std::string InfogainLossSource(const KernelTarget& target, DataType type) {
+  RequireFloat(type, "infogain");
+  KernelWriter w(target, "infogain_loss");
+  w.AddType("Dtype", type);
+  w.Kernel(LayerKernelName("infogain", type))
+      .Value("int", "outer").Value("int", "channels").Value("int", "inner").In("Dtype", "prob")
+      .In("Dtype", "label").In("Dtype", "h").Out("float", "loss").Value("int", "ignore_label")
+      .Value("int", "has_ignore")
+      .Body(R"(  $loop(j, outer * inner) {
+    const int l = (int)(float)Dtype_LOAD(label, j);
+    if (has_ignore && l == ignore_label) {
+      loss[j] = -3.4e38f;  // below any loss: masked_mean's ignore_below mark
+    } else if (l < 0 || l >= channels) {
+      loss[j] = $uint_as_float(0x7fc00000u);  // NaN: a label outside the classes shows in the loss
+    } else {
+      const int base = (j / inner) * channels * inner + j % inner;
+      float sum = 0.0f;
+      for (int c = 0; c < channels; ++c) {
+        const float p = (float)Dtype_LOAD(prob, base + c * inner);
+        sum -= (float)Dtype_LOAD(h, l * channels + c) * log(p > 1e-20f ? p : 1e-20f);
+      }
+      loss[j] = sum;
+    }
+  }
+)");
+  return w.Source();
+}
+
 std::string LrnWithinChannelSource(const KernelTarget& target, DataType type) {
   RequireFloat(type, "lrn_within");
   KernelWriter w(target, "lrn_within");

@@ -44,6 +44,7 @@ void RegisterBuiltins() {
     RegisterEltwiseLayer();
     RegisterNormalizationLayers();
     RegisterSoftmaxLayers();
+    RegisterLossLayers();
     RegisterQuantizerLayer();
     RegisterInnerProductLayer();
     RegisterConvolutionLayer();

@@ -55,6 +55,7 @@ void RegisterStructureLayers();
 void RegisterEltwiseLayer();
 void RegisterNormalizationLayers();
 void RegisterSoftmaxLayers();
+void RegisterLossLayers();
 void RegisterQuantizerLayer();
 void RegisterInnerProductLayer();
 void RegisterConvolutionLayer();

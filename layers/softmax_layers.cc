@@ -1,25 +1,17 @@
 // layers/softmax_layers.cc — Softmax, SoftmaxWithLoss, Accuracy, EuclideanLoss and
 // SigmoidCrossEntropyLoss in float types (backward in fp32): per-position values and their
 // reductions to the scalar top on the device.
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "layers/layer_kernels.h"
 #include "layers/layer_registry.h"
+#include "layers/loss_normalization.h"
 #include "layers/train_kernels.h"
 
 namespace mpcaffe {
 namespace {
-
-/// Reduces the `n` per-position values in `values` (negative: ignored) to top's single value:
-/// Σ / max(1, use_count ? #counted : fixed_norm), the normalizer left in norm[0]. On the device.
-void MaskedMean(Kernel k, int n, const vptr<float>& values, Blob& top,
-                const vptr<float>& norm, float fixed_norm, bool use_count) {
-  k.Arg(int32_t{n}).Arg(values).ArgBuffer(top.mutable_device_data(), 0, SizeOf(top.type()))
-      .Arg(norm).Arg(fixed_norm).Arg(int32_t{use_count ? 1 : 0});
-  k.Launch({static_cast<size_t>(kReduceLocalSize), 1, 1}, {static_cast<size_t>(kReduceLocalSize), 1, 1});
-}
 
 class SoftmaxLayer : public Layer {
  public:
@@ -69,23 +61,6 @@ class SoftmaxLayer : public Layer {
  private:
   int axis_ = 1;
 };
-
-/// Caffe's normalization mode of a loss (the legacy `normalize` flag mapped).
-caffe::LossParameter::NormalizationMode NormalizationOf(const caffe::LossParameter& p) {
-  if (!p.has_normalization() && p.has_normalize())
-    return p.normalize() ? caffe::LossParameter::VALID : caffe::LossParameter::BATCH_SIZE;
-  return p.normalization();
-}
-
-/// The normalizer of a loss over `outer`·`inner` positions for the modes that do not count the
-/// valid positions (VALID counts them on the device).
-float FixedNormalizer(caffe::LossParameter::NormalizationMode mode, int outer, int inner) {
-  switch (mode) {
-    case caffe::LossParameter::FULL: return static_cast<float>(outer * inner);
-    case caffe::LossParameter::BATCH_SIZE: return static_cast<float>(outer);
-    default: return 1.0f;
-  }
-}
 
 class SoftmaxWithLossLayer : public Layer {
  public:

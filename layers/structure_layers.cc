@@ -1,6 +1,7 @@
 // layers/structure_layers.cc — layers that move data without arithmetic: Concat, Slice, Crop,
 // Tile, Split, Flatten, Reshape (every dtype; quantized tops with other parameters than their
-// bottoms are requantized on the way), and Silence (consumes its bottoms).
+// bottoms are requantized on the way), Silence (consumes its bottoms) and Parameter (its
+// parameter blob as its top).
 #include <algorithm>
 
 #include "layers/layer_kernels.h"
@@ -476,6 +477,48 @@ class SilenceLayer : public Layer {
   }
 };
 
+/// Parameter (BVLC): no bottom; its one top is the layer's parameter blob, of
+/// parameter_param.shape (zeros until a model's weights are loaded, as in BVLC, which fills
+/// nothing). Backward adds the top's diff to the parameter's. Float types.
+class ParameterLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "Parameter"; }
+  bool SupportsType(DataType t) const override { return !IsQuantized(t); }
+  int ExactNumBottomBlobs() const override { return 0; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool HasBackward() const override { return true; }
+
+  void LayerSetUp(const std::vector<Blob*>&, const std::vector<Blob*>&) override {
+    if (!param_.parameter_param().has_shape()) Fail("parameter_param.shape is required");
+    std::vector<int> shape;
+    for (int64_t d : param_.parameter_param().shape().dim()) {
+      if (d < 0) Fail("parameter_param.shape has a negative dimension " + std::to_string(d));
+      shape.push_back(static_cast<int>(d));
+    }
+    caffe::FillerParameter zeros;
+    zeros.set_type("constant");
+    AddParam(shape, zeros);
+  }
+  void Reshape(const std::vector<Blob*>&, const std::vector<Blob*>& top) override {
+    top[0]->ReshapeLike(*blobs_[0]);
+  }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>&, const std::vector<Blob*>& top) override {
+    if (blobs_[0]->count())
+      device().CopyOnDevice(blobs_[0]->device_data(), 0, top[0]->mutable_device_data(), 0,
+                            top[0]->bytes());
+  }
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>&,
+                    const std::vector<Blob*>&) override {
+    const int n = blobs_[0]->count();
+    if (n == 0 || !param_propagate_down(0)) return;
+    elementwise().Axpby(DataType::kFloat32, n, 1.0f, *top[0]->device_diff(), 1.0f,
+                        *blobs_[0]->mutable_device_diff());
+  }
+};
+
 }  // namespace
 
 void RegisterStructureLayers() {
@@ -487,6 +530,7 @@ void RegisterStructureLayers() {
   RegisterLayerType<FlattenLayer>("Flatten");
   RegisterLayerType<ReshapeLayer>("Reshape");
   RegisterLayerType<SilenceLayer>("Silence");
+  RegisterLayerType<ParameterLayer>("Parameter");
 }
 
 }  // namespace mpcaffe

@@ -32,8 +32,9 @@ std::string SoftmaxBackwardSource(const KernelTarget& target);
 std::string SoftmaxLossBackwardSource(const KernelTarget& target);
 
 /// masked_mean_<dt>(int n, In float v, Out Otype out, Out float norm, float fixed_norm,
-///                  int use_count), one work-group of kReduceLocalSize: with s = Σ v[i] and
-/// c = #i over the v[i] that are not negative (negative marks "ignored"; NaN is counted),
+///                  int use_count, float ignore_below), one work-group of kReduceLocalSize: with
+/// s = Σ v[i] and c = #i over the v[i] that are not below ignore_below (0 for losses that are
+/// never negative, a negative value marking "ignored"; NaN is counted),
 /// norm[0] = max(1, use_count ? c : fixed_norm) and out[0] = s / norm[0] in out's type.
 std::string MaskedMeanSource(const KernelTarget& target, DataType out_type);
 /// "masked_mean_fp32", "masked_mean_fp16".
@@ -47,6 +48,28 @@ std::string SigmoidCrossEntropyBackwardSource(const KernelTarget& target);
 /// euclidean_backward(int n, In a, In b, In top_diff, Out dx, float alpha):
 /// dx = alpha·top_diff[0]·(a − b).
 std::string EuclideanBackwardSource(const KernelTarget& target);
+
+/// hinge_backward(int num, int dim, In x, In label, In top_diff, Out dx, int l2, float inv_num):
+/// dx = ±g·top_diff[0]·inv_num with m = 1 ± x (− at the labelled class), g = [m > 0] (L1) or
+/// 2·max(0, m) (L2); 0 in rows whose label lies outside [0, dim).
+std::string HingeLossBackwardSource(const KernelTarget& target);
+
+/// multinomial_logistic_backward(int num, int dim, In prob, In label, In top_diff, Out dx,
+/// float inv_num): dx = −top_diff[0]·inv_num / max(prob, 1e-20) at the labelled class, else 0.
+std::string MultinomialLogisticLossBackwardSource(const KernelTarget& target);
+
+/// contrastive_backward(int num, int dim, In a, In b, In y, In dist_sq, In top_diff, Out dx,
+///                      float alpha, float margin, int legacy): with s = alpha·top_diff[0]
+/// (alpha = ±1/num for the first / second bottom) and d = a − b: similar rows dx = s·d;
+/// dissimilar ones −s·d where margin − d² > 0 (legacy), else −s·(margin − dist)/(dist + 1e-4)·d
+/// where margin − dist > 0; 0 otherwise.
+std::string ContrastiveLossBackwardSource(const KernelTarget& target);
+
+/// infogain_backward(int outer, int channels, int inner, In prob, In label, In h, In top_diff,
+///                   In norm, Out dx, int ignore_label, int has_ignore): the gradient of the
+/// softmax scores, dx = (prob·Σ_c H[label, c] − H[label, c])·top_diff[0] / norm[0]; 0 at ignored
+/// positions and at labels outside [0, channels).
+std::string InfogainLossBackwardSource(const KernelTarget& target);
 
 /// lrn_within_backward(int n, int height, int width, int size, float alpha, float beta, In x,
 ///                     In y, In dy, In scale, Out dx): the WITHIN_CHANNEL LRN's gradient,

@@ -311,6 +311,65 @@ TEST(Gradient, EuclideanLoss) {
   c.Check();
 }
 
+// Scores in (−0.9, 0.9) keep 1 ± x off the hinge's kink at 0 by more than the step.
+TEST(Gradient, HingeLossL1AndL2) {
+  for (const char* proto : {R"(name: "hinge" type: "HingeLoss")",
+                            R"(name: "hinge" type: "HingeLoss" hinge_loss_param { norm: L2 })"}) {
+    Checker c(proto, {{3, 5}, {3}}, 1);
+    std::vector<float> x(15);
+    for (int i = 0; i < 15; ++i) x[i] = -0.85f + 0.12f * ((i * 7) % 15);
+    c.SetBottom(0, x);
+    c.SetBottom(1, {4, 0, 2});
+    c.check_bottom[1] = false;
+    c.Check();
+  }
+}
+
+TEST(Gradient, MultinomialLogisticLoss) {
+  Checker c(R"(name: "mll" type: "MultinomialLogisticLoss")", {{3, 4}, {3}}, 1);
+  std::vector<float> p(12);
+  for (int i = 0; i < 12; ++i) p[i] = 0.3f + 0.05f * ((i * 5) % 12);
+  c.SetBottom(0, p);
+  c.SetBottom(1, {1, 3, 0});
+  c.check_bottom[1] = false;
+  c.Check();
+}
+
+TEST(Gradient, ContrastiveLossBothVersions) {
+  for (
+      const char* proto :
+      {R"(name: "contrastive" type: "ContrastiveLoss" contrastive_loss_param { margin: 1.5 })",
+       R"(name: "contrastive" type: "ContrastiveLoss" contrastive_loss_param { margin: 2 legacy_version: true })"}) {
+    Checker c(proto, {{6, 3, 1, 1}, {6, 3, 1, 1}, {6, 1, 1, 1}}, 1);
+    c.SetBottom(2, {1, 0, 0, 1, 0, 0});
+    c.check_bottom[2] = false;
+    c.Check();
+  }
+}
+
+TEST(Gradient, InfogainLoss) {
+  Checker c(R"(name: "ig" type: "InfogainLoss" loss_param { ignore_label: 2 })",
+            {{2, 3, 2, 2}, {2, 1, 2, 2}, {3, 3}}, 1);
+  c.SetBottom(1, {0, 1, 2, 1, 2, 0, 0, 1});
+  c.SetBottom(2, {1.0f, 0.5f, 0.25f, 0.0f, 2.0f, 0.25f, 0.75f, 0.5f, 1.5f});
+  c.check_bottom[1] = false;
+  c.check_bottom[2] = false;
+  c.Check();
+  Checker s(
+      R"(name: "ig" type: "InfogainLoss" infogain_loss_param { axis: 2 } loss_param { normalization: FULL })",
+      {{2, 1, 3, 2}, {2, 2}, {3, 3}}, 1);
+  s.SetBottom(1, {2, 0, 1, 1});
+  s.check_bottom[1] = false;
+  s.check_bottom[2] = false;
+  s.Check();
+}
+
+TEST(Gradient, ParameterAccumulatesTheTopDiff) {
+  Checker c(R"(name: "p" type: "Parameter" parameter_param { shape { dim: 2 dim: 3 } })", {}, 1);
+  c.layer->blobs()[0]->FromFloat({0.5f, -1.0f, 0.25f, 2.0f, -0.5f, 1.5f});
+  c.Check();
+}
+
 TEST(Gradient, DropoutTrainUsesTheForwardMask) {
   Checker c(R"(name: "drop" type: "Dropout" dropout_param { dropout_ratio: 0.4 })", {{4, 25}}, 1);
   c.layer->Forward(c.bvec, c.tvec);

@@ -265,6 +265,10 @@ std::vector<KernelFamily> Build() {
   layer("accuracy", "accuracy", AccuracySource);
   layer("sigmoid_cross_entropy", "sigmoid_ce", SigmoidCrossEntropySource);
   layer("squared_difference", "sqdiff", SquaredDifferenceSource);
+  layer("hinge_loss", "hinge", HingeLossSource);
+  layer("multinomial_logistic_loss", "multinomial_logistic", MultinomialLogisticLossSource);
+  layer("contrastive_loss", "contrastive", ContrastiveLossSource);
+  layer("infogain_loss", "infogain", InfogainLossSource);
   // net/moe_layer: gather / scatter-add per data type (fp32 also carries the training kernels).
   f.push_back({"moe", [](const KernelTarget& k) {
                  return PerType(
@@ -286,6 +290,11 @@ std::vector<KernelFamily> Build() {
                }});
   one("euclidean_backward", "euclidean_backward", EuclideanBackwardSource);
   one("sigmoid_cross_entropy_backward", "sigmoid_ce_backward", SigmoidCrossEntropyBackwardSource);
+  one("hinge_loss_backward", "hinge_backward", HingeLossBackwardSource);
+  one("multinomial_logistic_loss_backward", "multinomial_logistic_backward",
+      MultinomialLogisticLossBackwardSource);
+  one("contrastive_loss_backward", "contrastive_backward", ContrastiveLossBackwardSource);
+  one("infogain_loss_backward", "infogain_backward", InfogainLossBackwardSource);
   one("concat_backward", "concat_backward", ConcatBackwardSource);
   one("lrn_within_backward", "lrn_within_backward", LrnWithinChannelBackwardSource);
   one("eltwise_max_backward", "max_select", EltwiseMaxBackwardSource);
