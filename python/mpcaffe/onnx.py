@@ -213,6 +213,20 @@ def _float_op(b, layer, inputs, shapes):
         return [b.node("Conv", args, base=name, kernel_shape=_spatial(p, "kernel_size", 1),
                        strides=_spatial(p, "stride", 1), pads=pads + pads,
                        dilations=_spatial(p, "dilation", 1), group=p.group)]
+    if t == "Deconvolution":
+        # Caffe's deconvolution weights [C_in][C_out/group][kh][kw] are ConvTranspose's layout;
+        # the output size stride·(in − 1) + dilated kernel − 2·pad is ConvTranspose's default.
+        p = layer.param.convolution_param
+        if len(shapes[0]) != 4:
+            raise ExportError(f"{where}: only 2-D deconvolutions are exported")
+        args = [inputs[0], b.constant(name + "_W", layer.param_float(0))]
+        if p.bias_term:
+            args.append(b.constant(name + "_B", layer.param_float(1)))
+        pads = _spatial(p, "pad", 0)
+        return [b.node("ConvTranspose", args, base=name,
+                       kernel_shape=_spatial(p, "kernel_size", 1),
+                       strides=_spatial(p, "stride", 1), pads=pads + pads,
+                       dilations=_spatial(p, "dilation", 1), group=p.group)]
     if t == "InnerProduct":
         p = layer.param.inner_product_param
         axis = p.axis % len(layer.net_bottom_shapes[0])

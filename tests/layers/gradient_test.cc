@@ -164,6 +164,19 @@ TEST(Gradient, ConvolutionStridePadGroupsDilation) {
   d.Check();
 }
 
+TEST(Gradient, DeconvolutionStridePadGroupsDilation) {
+  Checker c(R"(name: "deconv" type: "Deconvolution" convolution_param { num_output: 4
+            kernel_size: 3 stride: 2 pad: 1 group: 2 weight_filler { type: "gaussian" std: 0.3 }
+            bias_filler { type: "gaussian" std: 0.3 } })",
+            {{2, 2, 3, 3}}, 1);
+  c.Check();
+  Checker d(R"(name: "updil" type: "Deconvolution" convolution_param { num_output: 2
+            kernel_h: 2 kernel_w: 3 stride_w: 2 dilation: 2 weight_filler { type: "msra" }
+            bias_term: false })",
+            {{1, 3, 3, 2}}, 1);
+  d.Check();
+}
+
 TEST(Gradient, PoolingMaxAndAverage) {
   Checker m(R"(name: "pmax" type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 })",
             {{2, 2, 5, 5}}, 1);

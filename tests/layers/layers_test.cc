@@ -916,6 +916,102 @@ TEST(Layers, ConvolutionEveryTypeGroupsStridePadDilation) {
   }
 }
 
+/// BVLC's deconvolution on the host: every bottom pixel scatters x·w[c][o][ky][kx] (Caffe's
+/// weight layout [channels][num_output/group][kh][kw]) to top (y·s − p + ky·d, x·s − p + kx·d).
+std::vector<float> DeconvReference(const std::vector<float>& x, const std::vector<float>& w,
+                                   const std::vector<float>& b, int N, int C, int H, int W, int O,
+                                   int G, int KH, int KW, int SH, int SW, int PH, int PW, int DH,
+                                   int DW) {
+  const int OH = SH * (H - 1) + DH * (KH - 1) + 1 - 2 * PH;
+  const int OW = SW * (W - 1) + DW * (KW - 1) + 1 - 2 * PW;
+  std::vector<double> y(size_t(N) * O * OH * OW, 0.0);
+  const int cg = C / G, og = O / G;
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C; ++c)
+      for (int iy = 0; iy < H; ++iy)
+        for (int ix = 0; ix < W; ++ix) {
+          const double xv = x[((size_t(n) * C + c) * H + iy) * W + ix];
+          for (int o = 0; o < og; ++o)
+            for (int ky = 0; ky < KH; ++ky)
+              for (int kx = 0; kx < KW; ++kx) {
+                const int oy = iy * SH - PH + ky * DH, ox = ix * SW - PW + kx * DW;
+                if (oy < 0 || oy >= OH || ox < 0 || ox >= OW) continue;
+                const int oc = c / cg * og + o;
+                y[((size_t(n) * O + oc) * OH + oy) * OW + ox] +=
+                    xv * w[((size_t(c) * og + o) * KH + ky) * KW + kx];
+              }
+        }
+  std::vector<float> out(y.size());
+  for (size_t i = 0; i < y.size(); ++i)
+    out[i] = static_cast<float>(y[i] + (b.empty() ? 0.0 : b[i / (OH * OW) % O]));
+  return out;
+}
+
+// Deconvolution in fp32 (the other types run in fp32 between conversions and are refused).
+TEST(Layers, DeconvolutionMatchesTheReference) {
+  struct Case {
+    const char* proto;
+    int C, H, W, O, G, KH, KW, SH, SW, PH, PW, DH, DW;
+    bool bias;
+  };
+  const Case cases[] = {
+      {"num_output: 3 kernel_size: 4 stride: 2 pad: 1", 2, 5, 4, 3, 1, 4, 4, 2, 2, 1, 1, 1, 1, true},
+      {"num_output: 4 kernel_size: 3 stride: 2 group: 2", 6, 3, 5, 4, 2, 3, 3, 2, 2, 0, 0, 1, 1, true},
+      {"num_output: 2 kernel_h: 3 kernel_w: 2 stride_h: 1 stride_w: 3 pad_h: 1 pad_w: 0 "
+       "bias_term: false", 3, 4, 3, 2, 1, 3, 2, 1, 3, 1, 0, 1, 1, false},
+      {"num_output: 2 kernel_size: 3 dilation: 2 stride: 3", 2, 3, 3, 2, 1, 3, 3, 3, 3, 0, 0, 2, 2, true},
+      {"num_output: 1 kernel_size: 1", 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, true},
+  };
+  for (const Case& c : cases) {
+    const std::string proto = std::string("name: 'up' type: 'Deconvolution' convolution_param { ") +
+                              c.proto + " weight_filler { type: 'gaussian' std: 0.5 } "
+                              "bias_filler { type: 'uniform' min: -1 max: 1 } }";
+    LayerRun r = Make(Param(proto, DataType::kFloat32), {{2, c.C, c.H, c.W}}, 1);
+    ASSERT_EQ(r.layer->blobs()[0]->shape(), (std::vector<int>{c.C, c.O / c.G, c.KH, c.KW})) << c.proto;
+    r.Forward();
+    const int OH = c.SH * (c.H - 1) + c.DH * (c.KH - 1) + 1 - 2 * c.PH;
+    const int OW = c.SW * (c.W - 1) + c.DW * (c.KW - 1) + 1 - 2 * c.PW;
+    ASSERT_EQ(r.top[0]->shape(), (std::vector<int>{2, c.O, OH, OW})) << c.proto;
+    const auto want = DeconvReference(r.bottom[0]->ToFloat(), r.layer->ParamAsFloat(0),
+                                      c.bias ? r.layer->ParamAsFloat(1) : std::vector<float>{}, 2,
+                                      c.C, c.H, c.W, c.O, c.G, c.KH, c.KW, c.SH, c.SW, c.PH, c.PW,
+                                      c.DH, c.DW);
+    ExpectMatch(DataType::kFloat32, r.top[0]->ToFloat(), want, c.proto);
+    // A second, larger bottom reshapes the top and the convolution behind it.
+    r.bottom[0]->Reshape({1, c.C, c.H + 1, c.W + 2});
+    r.bottom[0]->FromFloat(std::vector<float>(r.bottom[0]->count(), 0.5f));
+    r.layer->Reshape(r.bottom, r.top);
+    r.Forward();
+    ExpectMatch(DataType::kFloat32, r.top[0]->ToFloat(),
+                DeconvReference(r.bottom[0]->ToFloat(), r.layer->ParamAsFloat(0),
+                                c.bias ? r.layer->ParamAsFloat(1) : std::vector<float>{}, 1, c.C,
+                                c.H + 1, c.W + 2, c.O, c.G, c.KH, c.KW, c.SH, c.SW, c.PH, c.PW,
+                                c.DH, c.DW),
+                std::string(c.proto) + " reshaped");
+  }
+  for (DataType t : {DataType::kFloat16, DataType::kInt8Q, DataType::kInt16Q}) {
+    try {
+      Make(Param("name: 'q' type: 'Deconvolution' convolution_param { num_output: 2 kernel_size: 2 }", t),
+           {{1, 2, 3, 3}}, 1);
+      ADD_FAILURE() << "Deconvolution accepted " << Name(t);
+    } catch (const LayerError& e) {
+      EXPECT_NE(std::string(e.what()).find("'q' (Deconvolution): does not compute in"),
+                std::string::npos) << e.what();
+    }
+  }
+  for (const char* bad : {"num_output: 2 kernel_size: 2 group: 2",   // 3 channels
+                          "num_output: 2",                           // no kernel
+                          "num_output: 2 kernel_size: 4 pad: 3"}) {  // empty output
+    try {
+      Make(Param(std::string("name: 'bad' type: 'Deconvolution' convolution_param { ") + bad + " }",
+                 DataType::kFloat32), {{1, 3, 1, 1}}, 1);
+      ADD_FAILURE() << bad;
+    } catch (const LayerError& e) {
+      EXPECT_NE(std::string(e.what()).find("'bad' (Deconvolution)"), std::string::npos) << e.what();
+    }
+  }
+}
+
 /// The 4-bit weights of parameter blob 0 as signed values (the blob stores w + 128).
 std::vector<int> Int4Values(Layer& l) {
   const auto stored = l.blobs()[0]->ToFloat();
