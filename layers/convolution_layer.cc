@@ -24,7 +24,7 @@ int Spatial(const google::protobuf::RepeatedField<uint32_t>& values, bool has_hw
   return static_cast<int>(values.size() == 1 ? values.Get(0) : values.Get(index));
 }
 
-/// The 2-d window of a ConvolutionParameter (Convolution, Deconvolution): kernel, stride,
+/// The 2-d window of a ConvolutionParameter (Convolution, Deconvolution, Im2col): kernel, stride,
 /// pad and dilation with their _h/_w overrides, checked; `fail` throws naming the layer.
 struct Window {
   int kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
@@ -52,6 +52,9 @@ struct Window {
            " not negative");
     return w;
   }
+  /// The convolution output extent of an input extent (Caffe's; may be ≤ 0).
+  int64_t OutH(int64_t h) const { return (h + 2 * ph - (int64_t{dh} * (kh - 1) + 1)) / sh + 1; }
+  int64_t OutW(int64_t w) const { return (w + 2 * pw - (int64_t{dw} * (kw - 1) + 1)) / sw + 1; }
 };
 
 class ConvolutionLayer : public Layer {
@@ -389,11 +392,76 @@ class DeconvolutionLayer : public Layer {
   std::unique_ptr<libdnn::Convolution> dual_;
 };
 
+/// Im2col (BVLC): the columns a convolution of the same window multiplies, as a blob
+/// [N][C·kh·kw][out_h][out_w] (row (c·kh + ky)·kw + kx holds channel c at window offset (ky, kx),
+/// 0 outside the padded input); libdnn's im2col kernel, per image. Float types natively, the
+/// quantized ones in fp32 between conversions; backward (fp32) is libdnn's col2im.
+class Im2colLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "Im2col"; }
+  bool SupportsType(DataType t) const override { return !IsQuantized(t); }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool HasBackward() const override { return true; }
+
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>&) override {
+    win_ = Window::Of(param_.convolution_param(), *bottom[0], [this](const std::string& m) { Fail(m); });
+  }
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const Blob& b = *bottom[0];
+    if (b.num_axes() != 4) Fail("needs a 4-d (NCHW) bottom, got " + b.shape_string());
+    const int64_t oh = win_.OutH(b.shape(2)), ow = win_.OutW(b.shape(3));
+    const int64_t rows = int64_t{b.shape(1)} * win_.kh * win_.kw;
+    if (oh <= 0 || ow <= 0) Fail("the kernel does not fit the padded input " + b.shape_string());
+    if (rows * oh * ow > INT32_MAX || b.count(1) > INT32_MAX)
+      Fail("bottom " + b.shape_string() + ": an image's columns beyond 2^31 elements");
+    top[0]->Reshape({b.shape(0), static_cast<int>(rows), static_cast<int>(oh), static_cast<int>(ow)});
+  }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const Blob& b = *bottom[0];
+    const DataType t = compute_type_;
+    Kernel k = GetKernel(libdnn::Convolution::Im2colSource(target(), t),
+                         libdnn::Convolution::Im2colKernelName(t));
+    const int oh = top[0]->shape(2), ow = top[0]->shape(3);
+    const int rows = b.shape(1) * win_.kh * win_.kw * oh;
+    const size_t in = b.count(1), out = top[0]->count(1), e = SizeOf(t);
+    for (int n = 0; n < b.shape(0); ++n) {
+      k.ArgBuffer(b.device_data(), n * in * e, e).ArgBuffer(top[0]->mutable_device_data(), n * out * e, e);
+      for (int v : {b.shape(2), b.shape(3), win_.kh, win_.kw, win_.sh, win_.sw, win_.ph, win_.pw,
+                    win_.dh, win_.dw, oh, ow, rows, 0})
+        k.Arg(int32_t{v});
+      k.Launch1D(size_t(rows));
+    }
+  }
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    if (!down[0]) return;
+    const Blob& b = *bottom[0];
+    Kernel k = GetKernel(libdnn::Convolution::BackwardSource(target()), "conv_bwd_col2im");
+    const size_t in = b.count(1), out = top[0]->count(1);
+    for (int n = 0; n < b.shape(0); ++n) {
+      k.ArgBuffer(top[0]->device_diff(), n * out * 4, 4)
+          .ArgBuffer(bottom[0]->mutable_device_diff(), n * in * 4, 4);
+      for (int v : {b.shape(1), b.shape(2), b.shape(3), win_.kh, win_.kw, win_.sh, win_.sw,
+                    win_.ph, win_.pw, win_.dh, win_.dw, top[0]->shape(2), top[0]->shape(3)})
+        k.Arg(int32_t{v});
+      k.Launch1D(in);
+    }
+  }
+
+ private:
+  Window win_;
+};
+
 }  // namespace
 
 void RegisterConvolutionLayer() {
   RegisterLayerType<ConvolutionLayer>("Convolution");
   RegisterLayerType<DeconvolutionLayer>("Deconvolution");
+  RegisterLayerType<Im2colLayer>("Im2col");
 }
 
 }  // namespace mpcaffe

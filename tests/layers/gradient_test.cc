@@ -177,6 +177,16 @@ TEST(Gradient, DeconvolutionStridePadGroupsDilation) {
   d.Check();
 }
 
+TEST(Gradient, Im2col) {
+  Checker c(R"(name: "cols" type: "Im2col" convolution_param { kernel_size: 3 stride: 2 pad: 1 })",
+            {{2, 2, 4, 5}}, 1);
+  c.Check();
+  Checker d(R"(name: "dcols" type: "Im2col" convolution_param { kernel_h: 2 kernel_w: 1
+            dilation: 2 pad_w: 1 })",
+            {{1, 3, 4, 3}}, 1);
+  d.Check();
+}
+
 TEST(Gradient, PoolingMaxAndAverage) {
   Checker m(R"(name: "pmax" type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 })",
             {{2, 2, 5, 5}}, 1);

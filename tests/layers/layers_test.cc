@@ -1012,6 +1012,59 @@ TEST(Layers, DeconvolutionMatchesTheReference) {
   }
 }
 
+// Im2col in the float types: row (c·kh + ky)·kw + kx of an image's columns holds channel c at
+// window offset (ky, kx), 0 outside the padded input.
+TEST(Layers, Im2colFloatTypes) {
+  struct Case {
+    const char* proto;
+    int C, H, W, KH, KW, SH, SW, PH, PW, DH, DW;
+  };
+  const Case cases[] = {
+      {"kernel_size: 3 stride: 2 pad: 1", 2, 5, 6, 3, 3, 2, 2, 1, 1, 1, 1},
+      {"kernel_h: 2 kernel_w: 3 stride_h: 1 stride_w: 2 pad_h: 0 pad_w: 2 dilation: 2", 3, 4, 5, 2, 3,
+       1, 2, 0, 2, 2, 2},
+  };
+  for (DataType t : kFloats)
+    for (const Case& c : cases) {
+      LayerRun r = Make(Param(std::string("type: 'Im2col' convolution_param { ") + c.proto + " }", t),
+                        {{2, c.C, c.H, c.W}}, 1);
+      r.Forward();
+      const int OH = (c.H + 2 * c.PH - (c.DH * (c.KH - 1) + 1)) / c.SH + 1;
+      const int OW = (c.W + 2 * c.PW - (c.DW * (c.KW - 1) + 1)) / c.SW + 1;
+      ASSERT_EQ(r.top[0]->shape(), (std::vector<int>{2, c.C * c.KH * c.KW, OH, OW})) << c.proto;
+      const auto x = r.bottom[0]->ToFloat();
+      std::vector<float> want(r.top[0]->count());
+      size_t i = 0;
+      for (int n = 0; n < 2; ++n)
+        for (int ch = 0; ch < c.C; ++ch)
+          for (int ky = 0; ky < c.KH; ++ky)
+            for (int kx = 0; kx < c.KW; ++kx)
+              for (int oy = 0; oy < OH; ++oy)
+                for (int ox = 0; ox < OW; ++ox, ++i) {
+                  const int iy = oy * c.SH - c.PH + ky * c.DH, ix = ox * c.SW - c.PW + kx * c.DW;
+                  want[i] = iy < 0 || iy >= c.H || ix < 0 || ix >= c.W
+                                ? 0.0f
+                                : x[((n * c.C + ch) * c.H + iy) * c.W + ix];
+                }
+      ExpectMatch(t, r.top[0]->ToFloat(), want, c.proto);
+    }
+  try {
+    Make(Param("name: 'q' type: 'Im2col' convolution_param { kernel_size: 2 }", DataType::kInt8Q),
+         {{1, 2, 3, 3}}, 1);
+    ADD_FAILURE() << "Im2col accepted int8";
+  } catch (const LayerError& e) {
+    EXPECT_NE(std::string(e.what()).find("'q' (Im2col): does not compute in"), std::string::npos)
+        << e.what();
+  }
+  try {
+    Make(Param("name: 'big' type: 'Im2col' convolution_param { kernel_size: 5 }", DataType::kFloat32),
+         {{1, 2, 3, 3}}, 1);
+    ADD_FAILURE() << "a 5x5 window on 3x3";
+  } catch (const LayerError& e) {
+    EXPECT_NE(std::string(e.what()).find("'big' (Im2col)"), std::string::npos) << e.what();
+  }
+}
+
 /// The 4-bit weights of parameter blob 0 as signed values (the blob stores w + 128).
 std::vector<int> Int4Values(Layer& l) {
   const auto stored = l.blobs()[0]->ToFloat();
