@@ -208,6 +208,25 @@ TEST(Gradient, PoolingMaxAndAverage) {
   t.Check();
 }
 
+TEST(Gradient, SPP) {
+  // Three levels (1, 2 and 4 bins a side) over 6×7: the split's diffs add up at the bottom.
+  Checker m(R"(name: "sppmax" type: "SPP" spp_param { pyramid_height: 3 pool: MAX })",
+            {{2, 2, 6, 7}}, 1);
+  std::vector<float> v(168);
+  for (int i = 0; i < 168; ++i) v[i] = 0.05f * ((i * 37) % 168) - 4.0f;
+  m.SetBottom(0, v);
+  m.Check();
+  Checker a(R"(name: "sppave" type: "SPP" spp_param { pyramid_height: 2 pool: AVE })",
+            {{1, 3, 5, 4}}, 1);
+  a.Check();
+  Checker t(R"(name: "spptest" type: "SPP" spp_param { pyramid_height: 2 })", {{1, 2, 4, 4}}, 1, 5,
+            caffe::TEST);
+  std::vector<float> w(32);
+  for (int i = 0; i < 32; ++i) w[i] = 0.05f * ((i * 13) % 32) - 1.0f;
+  t.SetBottom(0, w);
+  t.Check();
+}
+
 TEST(Gradient, Activations) {
   Checker relu(R"(name: "relu" type: "ReLU" relu_param { negative_slope: 0.1 })", {{2, 3, 4}}, 1);
   relu.Check();

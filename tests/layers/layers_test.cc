@@ -1215,6 +1215,79 @@ TEST(Layers, PoolingEveryTypeMatchesTheReference) {
     }
 }
 
+/// Caffe's pooling of one (C, H, W) image plane set: window [h·s − p, h·s − p + k) clipped to
+/// the input, average divided by the window clipped to the padded input.
+std::vector<float> CaffePool(const std::vector<float>& x, size_t base, int C, int H, int W, int k_h,
+                             int k_w, int p_h, int p_w, bool max, int* oh_out, int* ow_out) {
+  auto extent = [](int size, int k, int p) {
+    int o = static_cast<int>(std::ceil(float(size + 2 * p - k) / k)) + 1;
+    if (p > 0 && (o - 1) * k >= size + p) --o;
+    return o;
+  };
+  const int OH = extent(H, k_h, p_h), OW = extent(W, k_w, p_w);
+  *oh_out = OH, *ow_out = OW;
+  std::vector<float> y;
+  for (int c = 0; c < C; ++c)
+    for (int oy = 0; oy < OH; ++oy)
+      for (int ox = 0; ox < OW; ++ox) {
+        int hs = oy * k_h - p_h, ws = ox * k_w - p_w;
+        int he = std::min(hs + k_h, H + p_h), we = std::min(ws + k_w, W + p_w);
+        const int size = (he - hs) * (we - ws);
+        hs = std::max(hs, 0), ws = std::max(ws, 0), he = std::min(he, H), we = std::min(we, W);
+        double acc = max ? -1e30 : 0.0;
+        for (int iy = hs; iy < he; ++iy)
+          for (int ix = ws; ix < we; ++ix) {
+            const float v = x[base + (size_t(c) * H + iy) * W + ix];
+            acc = max ? std::max(acc, double(v)) : acc + v;
+          }
+        y.push_back(static_cast<float>(max ? acc : acc / size));
+      }
+  return y;
+}
+
+// SPP in the float types against BVLC's pyramid: level l pools into 2^l × 2^l bins, levels
+// flattened and concatenated per image.
+TEST(Layers, SPPFloatTypes) {
+  for (DataType t : kFloats)
+    for (const char* pool : {"MAX", "AVE"})
+      for (int height : {1, 3}) {
+        const std::string proto = "type: 'SPP' spp_param { pyramid_height: " + std::to_string(height) +
+                                  " pool: " + pool + " }";
+        const int N = 2, C = 3, H = 7, W = 6;
+        LayerRun r = Make(Param(proto, t), {{N, C, H, W}}, 1);
+        r.Forward();
+        const auto x = r.bottom[0]->ToFloat();
+        std::vector<float> want;
+        for (int n = 0; n < N; ++n)
+          for (int l = 0; l < height; ++l) {
+            const int bins = 1 << l, kh = (H + bins - 1) / bins, kw = (W + bins - 1) / bins;
+            int oh = 0, ow = 0;
+            const auto y = CaffePool(x, size_t(n) * C * H * W, C, H, W, kh, kw,
+                                     (kh * bins - H + 1) / 2, (kw * bins - W + 1) / 2,
+                                     std::string(pool) == "MAX", &oh, &ow);
+            EXPECT_EQ(oh, bins) << proto;
+            for (float v : y) want.push_back(AsType(t, v));
+          }
+        const std::vector<int> shape = height == 1 ? std::vector<int>{N, C, 1, 1}
+                                                   : std::vector<int>{N, C * (1 + 4 + 16)};
+        EXPECT_EQ(r.top[0]->shape(), shape) << proto;
+        ExpectMatch(t, r.top[0]->ToFloat(), want, proto);
+      }
+  try {
+    Make(Param("name: 'tiny' type: 'SPP' spp_param { pyramid_height: 3 }", DataType::kFloat32),
+         {{1, 1, 2, 2}}, 1);
+    ADD_FAILURE() << "4x4 bins of a 2x2 bottom";
+  } catch (const LayerError& e) {
+    EXPECT_NE(std::string(e.what()).find("'tiny' (SPP): pyramid level 2"), std::string::npos) << e.what();
+  }
+  try {
+    Make(Param("name: 'q' type: 'SPP'", DataType::kInt8Q), {{1, 1, 2, 2}}, 1);
+    ADD_FAILURE() << "SPP accepted int8";
+  } catch (const LayerError& e) {
+    EXPECT_NE(std::string(e.what()).find("'q' (SPP): does not compute in"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Layers, LRNFloatTypes) {
   for (DataType t : kFloats) {
     LayerRun r = Make(Param("type: 'LRN' lrn_param { local_size: 5 alpha: 0.0001 beta: 0.75 }", t), {{2, 7, 3, 3}}, 1);
