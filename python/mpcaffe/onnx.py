@@ -60,8 +60,10 @@ class ExportError(ValueError):
 
 
 def _spatial(param, name, default, count=2):
-    """Caffe's per-dimension convolution/pooling values: <name>_h/_w, else repeated <name>."""
-    h, w = name + "_h", name + "_w"
+    """Caffe's per-dimension convolution/pooling values: <name>_h/_w (kernel_h/_w for
+    kernel_size), else repeated <name>."""
+    base = "kernel" if name == "kernel_size" else name
+    h, w = base + "_h", base + "_w"
     fields = param.DESCRIPTOR.fields_by_name
     if h in fields and param.HasField(h):
         return [getattr(param, h), getattr(param, w)]

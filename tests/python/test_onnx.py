@@ -237,7 +237,7 @@ def test_deconvolution_fp32(tmp_path):
         num_output=3, kernel_h=3, kernel_w=2, stride_h=1, stride_w=3, pad_h=1, dilation=2,
         bias_term=False, weight_filler=dict(type="gaussian", std=0.3)))
     net = caffe.Net(n.to_proto(), caffe.TEST)
-    assert net.blobs["up"].shape == (2, 6, 10, 8)
+    assert list(net.blobs["up"].shape) == [2, 6, 10, 8]
     model = _fp32_agreement(net, tmp_path, 13)
     assert {node.op_type for node in model.graph.node} == {"ConvTranspose"}
     assert "Deconvolution" in caffe.layer_type_list()
