@@ -51,6 +51,7 @@ void RegisterBuiltins() {
     RegisterPoolingLayer();
     RegisterLRNLayer();
     RegisterReductionLayers();
+    RegisterHdf5Layers();
     std::lock_guard<std::recursive_mutex> lock(TableMutex());
     for (auto* group : AddedGroups()) group();
     BuiltinsRegistered() = true;

@@ -62,6 +62,7 @@ void RegisterConvolutionLayer();
 void RegisterPoolingLayer();
 void RegisterLRNLayer();
 void RegisterReductionLayers();
+void RegisterHdf5Layers();
 
 /// Helper for the registration functions: `RegisterLayerType<ReLULayer>("ReLU")`.
 template <typename L>

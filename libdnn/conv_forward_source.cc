@@ -1033,7 +1033,7 @@ void AddIm2colKernel(KernelWriter& w, DataType type) {
     const int iy = oy * sh - ph + ky * dh;
     const int out = kk * OH * OW + oy * OW;
     if (iy < 0 || iy >= H) {
-      for (int ox = 0; ox < OW; ++ox) Dtype_STORE(col, out + ox, pad);
+      for (int ox = 0; ox < OW; ++ox) Dtype_STORE(col, out + ox, (Dtype_c)pad);
       continue;
     }
     const int in = (c * H + iy) * W;

@@ -9,7 +9,7 @@ DEBIAN_PACKAGES=(
   libclblast-dev libsqlite3-dev sqlite3
   libprotobuf-dev protobuf-compiler
   libgtest-dev libbenchmark-dev libgemmlowp-dev
-  liblmdb-dev zlib1g-dev dataset-fashion-mnist
+  liblmdb-dev libhdf5-dev zlib1g-dev dataset-fashion-mnist
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   python3-dev python3-venv graphviz
   libopenmpi-dev openmpi-bin

@@ -60,8 +60,10 @@ class ExportError(ValueError):
 
 
 def _spatial(param, name, default, count=2):
-    """Caffe's per-dimension convolution/pooling values: <name>_h/_w, else repeated <name>."""
-    h, w = name + "_h", name + "_w"
+    """Caffe's per-dimension convolution/pooling values: <name>_h/_w (kernel_h/_w for
+    kernel_size), else repeated <name>."""
+    base = "kernel" if name == "kernel_size" else name
+    h, w = base + "_h", base + "_w"
     fields = param.DESCRIPTOR.fields_by_name
     if h in fields and param.HasField(h):
         return [getattr(param, h), getattr(param, w)]
@@ -211,6 +213,20 @@ def _float_op(b, layer, inputs, shapes):
             args.append(b.constant(name + "_B", layer.param_float(1)))
         pads = _spatial(p, "pad", 0)
         return [b.node("Conv", args, base=name, kernel_shape=_spatial(p, "kernel_size", 1),
+                       strides=_spatial(p, "stride", 1), pads=pads + pads,
+                       dilations=_spatial(p, "dilation", 1), group=p.group)]
+    if t == "Deconvolution":
+        # Caffe's deconvolution weights [C_in][C_out/group][kh][kw] are ConvTranspose's layout;
+        # the output size stride·(in − 1) + dilated kernel − 2·pad is ConvTranspose's default.
+        p = layer.param.convolution_param
+        if len(shapes[0]) != 4:
+            raise ExportError(f"{where}: only 2-D deconvolutions are exported")
+        args = [inputs[0], b.constant(name + "_W", layer.param_float(0))]
+        if p.bias_term:
+            args.append(b.constant(name + "_B", layer.param_float(1)))
+        pads = _spatial(p, "pad", 0)
+        return [b.node("ConvTranspose", args, base=name,
+                       kernel_shape=_spatial(p, "kernel_size", 1),
                        strides=_spatial(p, "stride", 1), pads=pads + pads,
                        dilations=_spatial(p, "dilation", 1), group=p.group)]
     if t == "InnerProduct":

@@ -164,6 +164,29 @@ TEST(Gradient, ConvolutionStridePadGroupsDilation) {
   d.Check();
 }
 
+TEST(Gradient, DeconvolutionStridePadGroupsDilation) {
+  Checker c(R"(name: "deconv" type: "Deconvolution" convolution_param { num_output: 4
+            kernel_size: 3 stride: 2 pad: 1 group: 2 weight_filler { type: "gaussian" std: 0.3 }
+            bias_filler { type: "gaussian" std: 0.3 } })",
+            {{2, 2, 3, 3}}, 1);
+  c.Check();
+  Checker d(R"(name: "updil" type: "Deconvolution" convolution_param { num_output: 2
+            kernel_h: 2 kernel_w: 3 stride_w: 2 dilation: 2 weight_filler { type: "msra" }
+            bias_term: false })",
+            {{1, 3, 3, 2}}, 1);
+  d.Check();
+}
+
+TEST(Gradient, Im2col) {
+  Checker c(R"(name: "cols" type: "Im2col" convolution_param { kernel_size: 3 stride: 2 pad: 1 })",
+            {{2, 2, 4, 5}}, 1);
+  c.Check();
+  Checker d(R"(name: "dcols" type: "Im2col" convolution_param { kernel_h: 2 kernel_w: 1
+            dilation: 2 pad_w: 1 })",
+            {{1, 3, 4, 3}}, 1);
+  d.Check();
+}
+
 TEST(Gradient, PoolingMaxAndAverage) {
   Checker m(R"(name: "pmax" type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 })",
             {{2, 2, 5, 5}}, 1);
@@ -181,6 +204,25 @@ TEST(Gradient, PoolingMaxAndAverage) {
             {{1, 2, 4, 10}}, 1, 5, caffe::TEST);
   std::vector<float> w(80);
   for (int i = 0; i < 80; ++i) w[i] = 0.05f * ((i * 37) % 80) - 2.0f;
+  t.SetBottom(0, w);
+  t.Check();
+}
+
+TEST(Gradient, SPP) {
+  // Three levels (1, 2 and 4 bins a side) over 6×7: the split's diffs add up at the bottom.
+  Checker m(R"(name: "sppmax" type: "SPP" spp_param { pyramid_height: 3 pool: MAX })",
+            {{2, 2, 6, 7}}, 1);
+  std::vector<float> v(168);
+  for (int i = 0; i < 168; ++i) v[i] = 0.05f * ((i * 37) % 168) - 4.0f;
+  m.SetBottom(0, v);
+  m.Check();
+  Checker a(R"(name: "sppave" type: "SPP" spp_param { pyramid_height: 2 pool: AVE })",
+            {{1, 3, 5, 4}}, 1);
+  a.Check();
+  Checker t(R"(name: "spptest" type: "SPP" spp_param { pyramid_height: 2 })", {{1, 2, 4, 4}}, 1, 5,
+            caffe::TEST);
+  std::vector<float> w(32);
+  for (int i = 0; i < 32; ++i) w[i] = 0.05f * ((i * 13) % 32) - 1.0f;
   t.SetBottom(0, w);
   t.Check();
 }

@@ -920,6 +920,155 @@ TEST(Layers, ConvolutionEveryTypeGroupsStridePadDilation) {
   }
 }
 
+/// BVLC's deconvolution on the host: every bottom pixel scatters x·w[c][o][ky][kx] (Caffe's
+/// weight layout [channels][num_output/group][kh][kw]) to top (y·s − p + ky·d, x·s − p + kx·d).
+std::vector<float> DeconvReference(const std::vector<float>& x, const std::vector<float>& w,
+                                   const std::vector<float>& b, int N, int C, int H, int W, int O,
+                                   int G, int KH, int KW, int SH, int SW, int PH, int PW, int DH,
+                                   int DW) {
+  const int OH = SH * (H - 1) + DH * (KH - 1) + 1 - 2 * PH;
+  const int OW = SW * (W - 1) + DW * (KW - 1) + 1 - 2 * PW;
+  std::vector<double> y(size_t(N) * O * OH * OW, 0.0);
+  const int cg = C / G, og = O / G;
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C; ++c)
+      for (int iy = 0; iy < H; ++iy)
+        for (int ix = 0; ix < W; ++ix) {
+          const double xv = x[((size_t(n) * C + c) * H + iy) * W + ix];
+          for (int o = 0; o < og; ++o)
+            for (int ky = 0; ky < KH; ++ky)
+              for (int kx = 0; kx < KW; ++kx) {
+                const int oy = iy * SH - PH + ky * DH, ox = ix * SW - PW + kx * DW;
+                if (oy < 0 || oy >= OH || ox < 0 || ox >= OW) continue;
+                const int oc = c / cg * og + o;
+                y[((size_t(n) * O + oc) * OH + oy) * OW + ox] +=
+                    xv * w[((size_t(c) * og + o) * KH + ky) * KW + kx];
+              }
+        }
+  std::vector<float> out(y.size());
+  for (size_t i = 0; i < y.size(); ++i)
+    out[i] = static_cast<float>(y[i] + (b.empty() ? 0.0 : b[i / (OH * OW) % O]));
+  return out;
+}
+
+// Deconvolution in fp32 (the other types run in fp32 between conversions and are refused).
+TEST(Layers, DeconvolutionMatchesTheReference) {
+  struct Case {
+    const char* proto;
+    int C, H, W, O, G, KH, KW, SH, SW, PH, PW, DH, DW;
+    bool bias;
+  };
+  const Case cases[] = {
+      {"num_output: 3 kernel_size: 4 stride: 2 pad: 1", 2, 5, 4, 3, 1, 4, 4, 2, 2, 1, 1, 1, 1, true},
+      {"num_output: 4 kernel_size: 3 stride: 2 group: 2", 6, 3, 5, 4, 2, 3, 3, 2, 2, 0, 0, 1, 1, true},
+      {"num_output: 2 kernel_h: 3 kernel_w: 2 stride_h: 1 stride_w: 3 pad_h: 1 pad_w: 0 "
+       "bias_term: false", 3, 4, 3, 2, 1, 3, 2, 1, 3, 1, 0, 1, 1, false},
+      {"num_output: 2 kernel_size: 3 dilation: 2 stride: 3", 2, 3, 3, 2, 1, 3, 3, 3, 3, 0, 0, 2, 2, true},
+      {"num_output: 1 kernel_size: 1", 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, true},
+  };
+  for (const Case& c : cases) {
+    const std::string proto = std::string("name: 'up' type: 'Deconvolution' convolution_param { ") +
+                              c.proto + " weight_filler { type: 'gaussian' std: 0.5 } "
+                              "bias_filler { type: 'uniform' min: -1 max: 1 } }";
+    LayerRun r = Make(Param(proto, DataType::kFloat32), {{2, c.C, c.H, c.W}}, 1);
+    ASSERT_EQ(r.layer->blobs()[0]->shape(), (std::vector<int>{c.C, c.O / c.G, c.KH, c.KW})) << c.proto;
+    r.Forward();
+    const int OH = c.SH * (c.H - 1) + c.DH * (c.KH - 1) + 1 - 2 * c.PH;
+    const int OW = c.SW * (c.W - 1) + c.DW * (c.KW - 1) + 1 - 2 * c.PW;
+    ASSERT_EQ(r.top[0]->shape(), (std::vector<int>{2, c.O, OH, OW})) << c.proto;
+    const auto want = DeconvReference(r.bottom[0]->ToFloat(), r.layer->ParamAsFloat(0),
+                                      c.bias ? r.layer->ParamAsFloat(1) : std::vector<float>{}, 2,
+                                      c.C, c.H, c.W, c.O, c.G, c.KH, c.KW, c.SH, c.SW, c.PH, c.PW,
+                                      c.DH, c.DW);
+    ExpectMatch(DataType::kFloat32, r.top[0]->ToFloat(), want, c.proto);
+    // A second, larger bottom reshapes the top and the convolution behind it.
+    r.bottom[0]->Reshape({1, c.C, c.H + 1, c.W + 2});
+    r.bottom[0]->FromFloat(std::vector<float>(r.bottom[0]->count(), 0.5f));
+    r.layer->Reshape(r.bottom, r.top);
+    r.Forward();
+    ExpectMatch(DataType::kFloat32, r.top[0]->ToFloat(),
+                DeconvReference(r.bottom[0]->ToFloat(), r.layer->ParamAsFloat(0),
+                                c.bias ? r.layer->ParamAsFloat(1) : std::vector<float>{}, 1, c.C,
+                                c.H + 1, c.W + 2, c.O, c.G, c.KH, c.KW, c.SH, c.SW, c.PH, c.PW,
+                                c.DH, c.DW),
+                std::string(c.proto) + " reshaped");
+  }
+  for (DataType t : {DataType::kFloat16, DataType::kInt8Q, DataType::kInt16Q}) {
+    try {
+      Make(Param("name: 'q' type: 'Deconvolution' convolution_param { num_output: 2 kernel_size: 2 }", t),
+           {{1, 2, 3, 3}}, 1);
+      ADD_FAILURE() << "Deconvolution accepted " << Name(t);
+    } catch (const LayerError& e) {
+      EXPECT_NE(std::string(e.what()).find("'q' (Deconvolution): does not compute in"),
+                std::string::npos) << e.what();
+    }
+  }
+  for (const char* bad : {"num_output: 2 kernel_size: 2 group: 2",   // 3 channels
+                          "num_output: 2",                           // no kernel
+                          "num_output: 2 kernel_size: 4 pad: 3"}) {  // empty output
+    try {
+      Make(Param(std::string("name: 'bad' type: 'Deconvolution' convolution_param { ") + bad + " }",
+                 DataType::kFloat32), {{1, 3, 1, 1}}, 1);
+      ADD_FAILURE() << bad;
+    } catch (const LayerError& e) {
+      EXPECT_NE(std::string(e.what()).find("'bad' (Deconvolution)"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Im2col in the float types: row (c·kh + ky)·kw + kx of an image's columns holds channel c at
+// window offset (ky, kx), 0 outside the padded input.
+TEST(Layers, Im2colFloatTypes) {
+  struct Case {
+    const char* proto;
+    int C, H, W, KH, KW, SH, SW, PH, PW, DH, DW;
+  };
+  const Case cases[] = {
+      {"kernel_size: 3 stride: 2 pad: 1", 2, 5, 6, 3, 3, 2, 2, 1, 1, 1, 1},
+      {"kernel_h: 2 kernel_w: 3 stride_h: 1 stride_w: 2 pad_h: 0 pad_w: 2 dilation: 2", 3, 4, 5, 2, 3,
+       1, 2, 0, 2, 2, 2},
+  };
+  for (DataType t : kFloats)
+    for (const Case& c : cases) {
+      LayerRun r = Make(Param(std::string("type: 'Im2col' convolution_param { ") + c.proto + " }", t),
+                        {{2, c.C, c.H, c.W}}, 1);
+      r.Forward();
+      const int OH = (c.H + 2 * c.PH - (c.DH * (c.KH - 1) + 1)) / c.SH + 1;
+      const int OW = (c.W + 2 * c.PW - (c.DW * (c.KW - 1) + 1)) / c.SW + 1;
+      ASSERT_EQ(r.top[0]->shape(), (std::vector<int>{2, c.C * c.KH * c.KW, OH, OW})) << c.proto;
+      const auto x = r.bottom[0]->ToFloat();
+      std::vector<float> want(r.top[0]->count());
+      size_t i = 0;
+      for (int n = 0; n < 2; ++n)
+        for (int ch = 0; ch < c.C; ++ch)
+          for (int ky = 0; ky < c.KH; ++ky)
+            for (int kx = 0; kx < c.KW; ++kx)
+              for (int oy = 0; oy < OH; ++oy)
+                for (int ox = 0; ox < OW; ++ox, ++i) {
+                  const int iy = oy * c.SH - c.PH + ky * c.DH, ix = ox * c.SW - c.PW + kx * c.DW;
+                  want[i] = iy < 0 || iy >= c.H || ix < 0 || ix >= c.W
+                                ? 0.0f
+                                : x[((n * c.C + ch) * c.H + iy) * c.W + ix];
+                }
+      ExpectMatch(t, r.top[0]->ToFloat(), want, c.proto);
+    }
+  try {
+    Make(Param("name: 'q' type: 'Im2col' convolution_param { kernel_size: 2 }", DataType::kInt8Q),
+         {{1, 2, 3, 3}}, 1);
+    ADD_FAILURE() << "Im2col accepted int8";
+  } catch (const LayerError& e) {
+    EXPECT_NE(std::string(e.what()).find("'q' (Im2col): does not compute in"), std::string::npos)
+        << e.what();
+  }
+  try {
+    Make(Param("name: 'big' type: 'Im2col' convolution_param { kernel_size: 5 }", DataType::kFloat32),
+         {{1, 2, 3, 3}}, 1);
+    ADD_FAILURE() << "a 5x5 window on 3x3";
+  } catch (const LayerError& e) {
+    EXPECT_NE(std::string(e.what()).find("'big' (Im2col)"), std::string::npos) << e.what();
+  }
+}
+
 /// The 4-bit weights of parameter blob 0 as signed values (the blob stores w + 128).
 std::vector<int> Int4Values(Layer& l) {
   const auto stored = l.blobs()[0]->ToFloat();
@@ -1068,6 +1217,79 @@ TEST(Layers, PoolingEveryTypeMatchesTheReference) {
       libdnn::PoolForwardReference(d, q, r.bottom[0]->host_data(), want.mutable_host_data(), nullptr);
       ExpectMatch(t, r.top[0]->ToFloat(), want.ToFloat(), text);
     }
+}
+
+/// Caffe's pooling of one (C, H, W) image plane set: window [h·s − p, h·s − p + k) clipped to
+/// the input, average divided by the window clipped to the padded input.
+std::vector<float> CaffePool(const std::vector<float>& x, size_t base, int C, int H, int W, int k_h,
+                             int k_w, int p_h, int p_w, bool max, int* oh_out, int* ow_out) {
+  auto extent = [](int size, int k, int p) {
+    int o = static_cast<int>(std::ceil(float(size + 2 * p - k) / k)) + 1;
+    if (p > 0 && (o - 1) * k >= size + p) --o;
+    return o;
+  };
+  const int OH = extent(H, k_h, p_h), OW = extent(W, k_w, p_w);
+  *oh_out = OH, *ow_out = OW;
+  std::vector<float> y;
+  for (int c = 0; c < C; ++c)
+    for (int oy = 0; oy < OH; ++oy)
+      for (int ox = 0; ox < OW; ++ox) {
+        int hs = oy * k_h - p_h, ws = ox * k_w - p_w;
+        int he = std::min(hs + k_h, H + p_h), we = std::min(ws + k_w, W + p_w);
+        const int size = (he - hs) * (we - ws);
+        hs = std::max(hs, 0), ws = std::max(ws, 0), he = std::min(he, H), we = std::min(we, W);
+        double acc = max ? -1e30 : 0.0;
+        for (int iy = hs; iy < he; ++iy)
+          for (int ix = ws; ix < we; ++ix) {
+            const float v = x[base + (size_t(c) * H + iy) * W + ix];
+            acc = max ? std::max(acc, double(v)) : acc + v;
+          }
+        y.push_back(static_cast<float>(max ? acc : acc / size));
+      }
+  return y;
+}
+
+// SPP in the float types against BVLC's pyramid: level l pools into 2^l × 2^l bins, levels
+// flattened and concatenated per image.
+TEST(Layers, SPPFloatTypes) {
+  for (DataType t : kFloats)
+    for (const char* pool : {"MAX", "AVE"})
+      for (int height : {1, 3}) {
+        const std::string proto = "type: 'SPP' spp_param { pyramid_height: " + std::to_string(height) +
+                                  " pool: " + pool + " }";
+        const int N = 2, C = 3, H = 7, W = 6;
+        LayerRun r = Make(Param(proto, t), {{N, C, H, W}}, 1);
+        r.Forward();
+        const auto x = r.bottom[0]->ToFloat();
+        std::vector<float> want;
+        for (int n = 0; n < N; ++n)
+          for (int l = 0; l < height; ++l) {
+            const int bins = 1 << l, kh = (H + bins - 1) / bins, kw = (W + bins - 1) / bins;
+            int oh = 0, ow = 0;
+            const auto y = CaffePool(x, size_t(n) * C * H * W, C, H, W, kh, kw,
+                                     (kh * bins - H + 1) / 2, (kw * bins - W + 1) / 2,
+                                     std::string(pool) == "MAX", &oh, &ow);
+            EXPECT_EQ(oh, bins) << proto;
+            for (float v : y) want.push_back(AsType(t, v));
+          }
+        const std::vector<int> shape = height == 1 ? std::vector<int>{N, C, 1, 1}
+                                                   : std::vector<int>{N, C * (1 + 4 + 16)};
+        EXPECT_EQ(r.top[0]->shape(), shape) << proto;
+        ExpectMatch(t, r.top[0]->ToFloat(), want, proto);
+      }
+  try {
+    Make(Param("name: 'tiny' type: 'SPP' spp_param { pyramid_height: 3 }", DataType::kFloat32),
+         {{1, 1, 2, 2}}, 1);
+    ADD_FAILURE() << "4x4 bins of a 2x2 bottom";
+  } catch (const LayerError& e) {
+    EXPECT_NE(std::string(e.what()).find("'tiny' (SPP): pyramid level 2"), std::string::npos) << e.what();
+  }
+  try {
+    Make(Param("name: 'q' type: 'SPP'", DataType::kInt8Q), {{1, 1, 2, 2}}, 1);
+    ADD_FAILURE() << "SPP accepted int8";
+  } catch (const LayerError& e) {
+    EXPECT_NE(std::string(e.what()).find("'q' (SPP): does not compute in"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Layers, LRNFloatTypes) {

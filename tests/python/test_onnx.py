@@ -226,6 +226,23 @@ def test_crop_tile_reduction_argmax_mvn_fp32(tmp_path):
     assert {"Crop", "Tile", "Reduction", "ArgMax", "MVN"} <= set(caffe.layer_type_list())
 
 
+def test_deconvolution_fp32(tmp_path):
+    """Deconvolution (issue 43) exports to ConvTranspose: stride, pad, _h/_w, dilation, group."""
+    n = caffe.NetSpec()
+    n.data = L.Input(shape=dict(dim=[2, 4, 5, 4]))
+    n.up = L.Deconvolution(n.data, convolution_param=dict(
+        num_output=6, kernel_size=4, stride=2, pad=1, group=2,
+        weight_filler=dict(type="gaussian", std=0.3), bias_filler=dict(type="gaussian", std=0.3)))
+    n.up2 = L.Deconvolution(n.data, convolution_param=dict(
+        num_output=3, kernel_h=3, kernel_w=2, stride_h=1, stride_w=3, pad_h=1, dilation=2,
+        bias_term=False, weight_filler=dict(type="gaussian", std=0.3)))
+    net = caffe.Net(n.to_proto(), caffe.TEST)
+    assert list(net.blobs["up"].shape) == [2, 6, 10, 8]
+    model = _fp32_agreement(net, tmp_path, 13)
+    assert {node.op_type for node in model.graph.node} == {"ConvTranspose"}
+    assert "Deconvolution" in caffe.layer_type_list()
+
+
 def test_in_place_layers_and_intermediate_outputs(tmp_path):
     """In-place layers rewrite a blob: the graph stays in SSA form and an intermediate output
     is the blob's last value."""
