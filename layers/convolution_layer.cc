@@ -57,7 +57,28 @@ struct Window {
   int64_t OutW(int64_t w) const { return (w + 2 * pw - (int64_t{dw} * (kw - 1) + 1)) / sw + 1; }
 };
 
-class ConvolutionLayer : public Layer {
+/// The geometry Convolution and Deconvolution read from convolution_param: the window, the
+/// groups, the bottom's channels and num_output, checked (`fail` throws naming the layer).
+struct ConvGeometry {
+  int kh_ = 0, kw_ = 0, sh_ = 1, sw_ = 1, ph_ = 0, pw_ = 0, dh_ = 1, dw_ = 1;
+  int groups_ = 1, channels_ = 0, out_ = 0;
+
+  template <typename FailFn>
+  void SetGeometry(const caffe::ConvolutionParameter& p, const Blob& bottom, FailFn fail) {
+    const Window win = Window::Of(p, bottom, fail);
+    kh_ = win.kh, kw_ = win.kw, sh_ = win.sh, sw_ = win.sw;
+    ph_ = win.ph, pw_ = win.pw, dh_ = win.dh, dw_ = win.dw;
+    groups_ = static_cast<int>(p.group());
+    channels_ = bottom.shape(1);
+    out_ = static_cast<int>(p.num_output());
+    if (out_ <= 0) fail("convolution_param.num_output must be positive");
+    if (groups_ <= 0 || channels_ % groups_ || out_ % groups_)
+      fail("convolution_param.group " + std::to_string(groups_) + " must divide channels " +
+           std::to_string(channels_) + " and num_output " + std::to_string(out_));
+  }
+};
+
+class ConvolutionLayer : public Layer, ConvGeometry {
  public:
   using Layer::Layer;
   const char* type() const override { return "Convolution"; }
@@ -79,16 +100,7 @@ class ConvolutionLayer : public Layer {
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>&) override {
     const auto& p = param_.convolution_param();
-    const Window win = Window::Of(p, *bottom[0], [this](const std::string& m) { Fail(m); });
-    kh_ = win.kh, kw_ = win.kw, sh_ = win.sh, sw_ = win.sw;
-    ph_ = win.ph, pw_ = win.pw, dh_ = win.dh, dw_ = win.dw;
-    groups_ = static_cast<int>(p.group());
-    channels_ = bottom[0]->shape(1);
-    out_ = static_cast<int>(p.num_output());
-    if (out_ <= 0) Fail("num_output must be positive");
-    if (groups_ <= 0 || channels_ % groups_ || out_ % groups_)
-      Fail("group " + std::to_string(groups_) + " must divide channels " + std::to_string(channels_) +
-           " and num_output " + std::to_string(out_));
+    SetGeometry(p, *bottom[0], [this](const std::string& m) { Fail(m); });
     quant::CheckAccumulationDepth("layer '" + name() + "' (Convolution)", compute_type_,
                                   int64_t{channels_ / groups_} * kh_ * kw_);
     // Depthwise weights get a scale per channel in int8: one scale for all channels of a
@@ -271,8 +283,6 @@ class ConvolutionLayer : public Layer {
                                                 static_cast<uint8_t>(x_zero), w.data(), s);
   }
 
-  int kh_ = 0, kw_ = 0, sh_ = 1, sw_ = 1, ph_ = 0, pw_ = 0, dh_ = 1, dw_ = 1;
-  int groups_ = 1, channels_ = 0, out_ = 0;
   libdnn::ConvDesc desc_;
   std::string prepared_key_;
   std::unique_ptr<libdnn::Convolution> conv_;
@@ -286,7 +296,7 @@ class ConvolutionLayer : public Layer {
 /// Forward of the top diff, weight diff = the dual's BackwardWeights with the roles of data and
 /// diff swapped. Caffe's weight layout [channels][num_output/group][kh][kw] is the dual's OIHW.
 /// Output size: stride·(in − 1) + dilation·(kernel − 1) + 1 − 2·pad.
-class DeconvolutionLayer : public Layer {
+class DeconvolutionLayer : public Layer, ConvGeometry {
  public:
   using Layer::Layer;
   const char* type() const override { return "Deconvolution"; }
@@ -299,16 +309,7 @@ class DeconvolutionLayer : public Layer {
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>&) override {
     const auto& p = param_.convolution_param();
-    const Window win = Window::Of(p, *bottom[0], [this](const std::string& m) { Fail(m); });
-    kh_ = win.kh, kw_ = win.kw, sh_ = win.sh, sw_ = win.sw;
-    ph_ = win.ph, pw_ = win.pw, dh_ = win.dh, dw_ = win.dw;
-    groups_ = static_cast<int>(p.group());
-    channels_ = bottom[0]->shape(1);
-    out_ = static_cast<int>(p.num_output());
-    if (out_ <= 0) Fail("convolution_param.num_output must be positive");
-    if (groups_ <= 0 || channels_ % groups_ || out_ % groups_)
-      Fail("convolution_param.group " + std::to_string(groups_) + " must divide channels " +
-           std::to_string(channels_) + " and num_output " + std::to_string(out_));
+    SetGeometry(p, *bottom[0], [this](const std::string& m) { Fail(m); });
     AddParam({channels_, out_ / groups_, kh_, kw_}, p.weight_filler());
     if (p.bias_term()) AddParam({out_}, p.bias_filler());
   }
@@ -386,8 +387,6 @@ class DeconvolutionLayer : public Layer {
     return *dual_;
   }
 
-  int kh_ = 0, kw_ = 0, sh_ = 1, sw_ = 1, ph_ = 0, pw_ = 0, dh_ = 1, dw_ = 1;
-  int groups_ = 1, channels_ = 0, out_ = 0;
   libdnn::ConvDesc desc_;  // the dual convolution: top → bottom
   std::unique_ptr<libdnn::Convolution> dual_;
 };
