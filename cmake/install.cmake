@@ -83,11 +83,12 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/cmake/mpcaffeConfigVersion.
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_BINARY_DIR}/cmake/mpcaffeConfig.cmake
               ${CMAKE_BINARY_DIR}/cmake/mpcaffeConfigVersion.cmake
-              ${CMAKE_SOURCE_DIR}/cmake/FindLMDB.cmake ${CMAKE_SOURCE_DIR}/cmake/FindNVRTC.cmake
+              ${CMAKE_SOURCE_DIR}/cmake/FindLMDB.cmake ${CMAKE_SOURCE_DIR}/cmake/FindHDF5C.cmake
+              ${CMAKE_SOURCE_DIR}/cmake/FindNVRTC.cmake
         DESTINATION ${mpcaffe_cmake_dir})
 
 # The pkg-config file: the libraries in link order; dependencies by their own .pc files (LMDB,
-# CLBlast, SQLite, OpenCL and protobuf all ship one) and NVRTC, which has none, by name in the
+# HDF5, CLBlast, SQLite, OpenCL and protobuf all ship one) and NVRTC, which has none, by name in the
 # folder ${cuda_libdir} (--define-variable=cuda_libdir=... where the toolkit is elsewhere).
 # Static libraries need every dependency on each link; shared ones only protobuf (the headers
 # use its classes), the rest goes to Requires.private / Libs.private (pkg-config --static).
@@ -95,7 +96,7 @@ set(mpcaffe_pc_libs "")
 foreach(lib ${mpcaffe_installed_libraries})
   string(APPEND mpcaffe_pc_libs " -l${lib}")
 endforeach()
-set(mpcaffe_pc_deps "sqlite3 OpenCL lmdb")
+set(mpcaffe_pc_deps "sqlite3 OpenCL lmdb hdf5")
 if(MPCAFFE_HAVE_CLBLAST)
   string(APPEND mpcaffe_pc_deps " clblast")
 endif()
