@@ -76,6 +76,14 @@ struct ConvGeometry {
       fail("convolution_param.group " + std::to_string(groups_) + " must divide channels " +
            std::to_string(channels_) + " and num_output " + std::to_string(out_));
   }
+  /// The window and the groups of a libdnn convolution (extents and channels are the caller's).
+  void SetWindowOf(libdnn::ConvDesc* d) const {
+    d->kernel_h = kh_, d->kernel_w = kw_;
+    d->stride_h = sh_, d->stride_w = sw_;
+    d->pad_h = ph_, d->pad_w = pw_;
+    d->dilation_h = dh_, d->dilation_w = dw_;
+    d->groups = groups_;
+  }
 };
 
 class ConvolutionLayer : public Layer, ConvGeometry {
@@ -122,11 +130,7 @@ class ConvolutionLayer : public Layer, ConvGeometry {
     desc_.height = b.shape(2);
     desc_.width = b.shape(3);
     desc_.out_channels = out_;
-    desc_.kernel_h = kh_, desc_.kernel_w = kw_;
-    desc_.stride_h = sh_, desc_.stride_w = sw_;
-    desc_.pad_h = ph_, desc_.pad_w = pw_;
-    desc_.dilation_h = dh_, desc_.dilation_w = dw_;
-    desc_.groups = groups_;
+    SetWindowOf(&desc_);
     desc_.bias = param_.convolution_param().bias_term();
     // Padded extents and dilated kernels in 64 bits: ConvDesc computes them in int.
     for (auto [size, pad, kernel, dilation] : {std::array<int64_t, 4>{desc_.height, ph_, kh_, dh_},
@@ -330,11 +334,7 @@ class DeconvolutionLayer : public Layer, ConvGeometry {
     d.height = static_cast<int>(oh);
     d.width = static_cast<int>(ow);
     d.out_channels = channels_;
-    d.kernel_h = kh_, d.kernel_w = kw_;
-    d.stride_h = sh_, d.stride_w = sw_;
-    d.pad_h = ph_, d.pad_w = pw_;
-    d.dilation_h = dh_, d.dilation_w = dw_;
-    d.groups = groups_;
+    SetWindowOf(&d);
     if (d.out_h() != b.shape(2) || d.out_w() != b.shape(3))  // the dual maps the top back
       Fail("internal: the dual convolution of " + b.shape_string() + " does not invert it");
     if (!dual_ || d.ToString() != desc_.ToString()) dual_.reset();
