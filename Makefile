@@ -6,7 +6,10 @@ MPCAFFE := $(BUILD)/bin/mpcaffe
 # The shared models and papers: ../shared beside the checkout unless MPCAFFE_SHARED_DIR names
 # another folder (a clone made elsewhere). CMake records it (MPCAFFE_SHARED_DIR) for the tests;
 # the demo and the scripts read it from the environment.
-MPCAFFE_SHARED_DIR ?= $(abspath $(CURDIR)/../shared)
+# A clone made elsewhere on this workplace's machines (a temporary folder) finds them in
+# /work/shared, as .ci/run does.
+MPCAFFE_SHARED_DIR ?= $(if $(wildcard $(CURDIR)/../shared/models),$(abspath $(CURDIR)/../shared),$\
+  $(if $(wildcard /work/shared/models),/work/shared,$(abspath $(CURDIR)/../shared)))
 export MPCAFFE_SHARED_DIR
 
 .PHONY: all deps configure build test test-sweep demo clean fuzz test-asan test-oclgrind bench
