@@ -414,6 +414,7 @@ typedef ushort16 __attribute__((aligned(1))) mp_ushort16_u;
 const Dialect kOpenCL = {
     Backend::kOpenCL,
     /*kernel=*/"__kernel void",
+    /*kernel_vector_width=*/"__kernel __attribute__((vec_type_hint(@O@N))) void",
     // always_inline: PoCL's LLVM kept mp_requant32 a call at each of the int8 convolution's
     // 24+ epilogue sites (16% of ResNet-50's int8 CPU time in the call, 2026-11-24).
     /*device_fn=*/"inline __attribute__((always_inline))",
@@ -450,6 +451,7 @@ const Dialect kOpenCL = {
 const Dialect kCuda = {
     Backend::kCuda,
     /*kernel=*/"extern \"C\" __global__ void",
+    /*kernel_vector_width=*/"extern \"C\" __global__ void",
     /*device_fn=*/"__device__ __forceinline__",
     /*global_ptr=*/"",
     /*local_ptr=*/"",
@@ -621,6 +623,14 @@ KernelBuilder& KernelBuilder::LocalPtr(const std::string& type, const std::strin
 }
 KernelBuilder& KernelBuilder::Body(const std::string& text) {
   body_ += text;
+  return *this;
+}
+KernelBuilder& KernelBuilder::VectorWidth(Scalar s, int lanes) {
+  if (lanes != 1 && lanes != 2 && lanes != 4 && lanes != 8 && lanes != 16)
+    throw std::invalid_argument("kernel " + name_ + ": vector width of " + std::to_string(lanes) +
+                                " lanes (1, 2, 4, 8 or 16)");
+  width_scalar_ = s;
+  width_lanes_ = lanes;
   return *this;
 }
 
@@ -947,7 +957,15 @@ std::string KernelWriter::KernelText(const KernelBuilder& k) const {
   }
   if (has_local)
     prologue = "  extern __shared__ __align__(16) unsigned char mp_dyn_smem[];\n" + prologue;
-  return std::string(d.kernel) + " " + k.name_ + "(\n    " + params + ") {\n" + prologue +
+  std::string qualifier = d.kernel;
+  if (k.width_lanes_ > 1) {
+    qualifier = d.kernel_vector_width;
+    for (const auto& [from, to] : {std::pair<std::string, std::string>{"@O", TraitsOf(k.width_scalar_).opencl},
+                                   {"@N", std::to_string(k.width_lanes_)}})
+      for (size_t at; (at = qualifier.find(from)) != std::string::npos;)
+        qualifier.replace(at, from.size(), to);
+  }
+  return qualifier + " " + k.name_ + "(\n    " + params + ") {\n" + prologue +
          Expand(k.body_) + "}\n";
 }
 

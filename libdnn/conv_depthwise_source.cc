@@ -136,7 +136,7 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
   const long total = long(d.batch) * d.channels * hw;
   const int in_rows = (rows - 1) * d.stride_h + (d.kernel_h - 1) * d.dilation_h + 1;
   const int span = (d.kernel_w - 1) * d.dilation_w + load;  // columns a row's loads cover
-  auto& k = DeclareDepthwiseKernel(w, d);
+  auto& k = DeclareDepthwiseKernel(w, d).VectorWidth(Scalar::kF32, vx);
   std::string b;
   b += "  const int ox0 = $global_id(0) * " + n + ";\n";
   b += "  const int oy0 = $global_id(1) * " + num(rows) + ";\n";
