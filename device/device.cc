@@ -455,10 +455,13 @@ uint64_t ProgramHash(std::initializer_list<const std::string*> parts) {
 /// The name of the first kernel the text defines ("?" when none is found): enough to tell a
 /// reader of the compile log which family a program belongs to.
 std::string FirstKernelName(const std::string& source) {
-  for (const char* marker : {"__kernel void ", "kernel void ", "__global__ void "}) {
+  // The qualifier, then attributes (vec_type_hint, reqd_work_group_size) up to "void ".
+  for (const char* marker : {"__kernel ", "kernel void ", "__global__ "}) {
     size_t at = source.find(marker);
     if (at == std::string::npos) continue;
-    at += std::strlen(marker);
+    at = source.find("void ", at);
+    if (at == std::string::npos) continue;
+    at += std::strlen("void ");
     size_t end = at;
     while (end < source.size() && (std::isalnum(static_cast<unsigned char>(source[end])) ||
                                    source[end] == '_'))
