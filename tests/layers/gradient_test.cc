@@ -565,6 +565,14 @@ TEST(Gradient, BatchNormMovingAveragesAndGlobalStatistics) {
       }
 }
 
+TEST(Gradient, LSTMUnit) {
+  // c_prev 1 × 3 × 2, gate inputs 1 × 3 × 8, cont 1 × 3 (one stream restarts: f = 0).
+  Checker c(R"(name: "unit" type: "LSTMUnit")", {{1, 3, 2}, {1, 3, 8}, {1, 3}}, 2);
+  c.SetBottom(2, {1.0f, 0.0f, 1.0f});
+  c.check_bottom[2] = false;
+  c.Check();
+}
+
 TEST(Gradient, QuantizerFloatToFloatIsStraightThrough) {
   Checker c(R"(name: "q" type: "Quantizer" bottom_data_type: CAFFE_FLOAT top_data_type: CAFFE_FLOAT)",
             {{2, 3}}, 1);
