@@ -582,20 +582,16 @@ TEST(Gradient, LSTMUnit) {
   c.Check();
 }
 
-// BVLC's recurrent tests: T = 3 steps of N = 2 streams, cont 0 at each stream's first step (and a
-// second sequence in stream 0 from step 2), x_static as an optional third bottom.
+// BVLC's recurrent tests, smaller: T = 3 steps of N = 2 streams, cont 0 at each stream's first step
+// and a second sequence in stream 0 from step 2, x_static as the third bottom.
 TEST(Gradient, LSTM) {
   const char* proto = R"(name: "lstm" type: "LSTM" recurrent_param { num_output: 2
       weight_filler { type: "uniform" min: -0.5 max: 0.5 }
       bias_filler { type: "uniform" min: -0.5 max: 0.5 } })";
-  Checker c(proto, {{3, 2, 3}, {3, 2}}, 1);
+  Checker c(proto, {{3, 2, 2}, {3, 2}, {2, 2}}, 1, 7);
   c.SetBottom(1, ContFlags(3, 2, 2));
   c.check_bottom[1] = false;
   c.Check();
-  Checker s(proto, {{3, 2, 2}, {3, 2}, {2, 3}}, 1, 7);
-  s.SetBottom(1, ContFlags(3, 2, 0));
-  s.check_bottom[1] = false;
-  s.Check();
 }
 
 TEST(Gradient, LSTMExposedHidden) {
@@ -611,7 +607,7 @@ TEST(Gradient, LSTMExposedHidden) {
 }
 
 TEST(Gradient, RNN) {
-  const char* proto = R"(name: "rnn" type: "RNN" recurrent_param { num_output: 3
+  const char* proto = R"(name: "rnn" type: "RNN" recurrent_param { num_output: 2
       weight_filler { type: "uniform" min: -0.5 max: 0.5 }
       bias_filler { type: "uniform" min: -0.5 max: 0.5 } })";
   Checker c(proto, {{3, 2, 2}, {3, 2}}, 1);
