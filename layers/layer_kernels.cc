@@ -538,4 +538,50 @@ std::string LrnWithinChannelSource(const KernelTarget& target, DataType type) {
   return w.Source();
 }
 
+std::string LstmUnitSource(const KernelTarget& target, DataType type) {
+  RequireFloat(type, "lstm_unit");
+  KernelWriter w(target, "lstm_unit");
+  w.AddType("Dtype", type);
+  w.Kernel(LayerKernelName("lstm_unit", type))
+      .Value("int", "n").Value("int", "dim").In("Dtype", "c_prev").In("Dtype", "x")
+      .In("Dtype", "cont").Out("Dtype", "c").Out("Dtype", "h")
+      .Body(R"(  $loop(k, n) {
+    const int r = k / dim;
+    const int xk = r * 4 * dim + (k - r * dim);
+    const float gi = 1.0f / (1.0f + exp(-(float)Dtype_LOAD(x, xk)));
+    const float keep = (float)Dtype_LOAD(cont, r);
+    const float gf = keep == 0.0f ? 0.0f : keep / (1.0f + exp(-(float)Dtype_LOAD(x, xk + dim)));
+    const float go = 1.0f / (1.0f + exp(-(float)Dtype_LOAD(x, xk + 2 * dim)));
+    const float gg = tanh((float)Dtype_LOAD(x, xk + 3 * dim));
+    const float cv = gf * (float)Dtype_LOAD(c_prev, k) + gi * gg;
+    Dtype_STORE(c, k, (Dtype_c)cv);
+    Dtype_STORE(h, k, (Dtype_c)(go * tanh(cv)));
+  }
+)");
+  if (type != DataType::kFloat32) return w.Source();
+  w.Kernel("lstm_unit_backward_fp32")
+      .Value("int", "n").Value("int", "dim").In("float", "c_prev").In("float", "x")
+      .In("float", "cont").In("float", "c").In("float", "dc").In("float", "dh")
+      .Out("float", "dc_prev").Out("float", "dx")
+      .Body(R"(  $loop(k, n) {
+    const int r = k / dim;
+    const int xk = r * 4 * dim + (k - r * dim);
+    const float gi = 1.0f / (1.0f + exp(-x[xk]));
+    const float sf = 1.0f / (1.0f + exp(-x[xk + dim]));
+    const float keep = cont[r];
+    const float gf = keep == 0.0f ? 0.0f : keep * sf;
+    const float go = 1.0f / (1.0f + exp(-x[xk + 2 * dim]));
+    const float gg = tanh(x[xk + 3 * dim]);
+    const float tc = tanh(c[k]);
+    const float dct = dc[k] + dh[k] * go * (1.0f - tc * tc);
+    dc_prev[k] = dct * gf;
+    dx[xk] = dct * gg * gi * (1.0f - gi);
+    dx[xk + dim] = dct * c_prev[k] * gf * (1.0f - sf);
+    dx[xk + 2 * dim] = dh[k] * tc * go * (1.0f - go);
+    dx[xk + 3 * dim] = dct * gi * (1.0f - gg * gg);
+  }
+)");
+  return w.Source();
+}
+
 }  // namespace mpcaffe

@@ -140,6 +140,18 @@ std::string InfogainLossSource(const KernelTarget& target, DataType type);
 /// y = x · s^(−beta); scale = s when keep_scale. Float types, in float.
 std::string LrnWithinChannelSource(const KernelTarget& target, DataType type);
 
+/// BVLC's LSTMUnit, gates in the order i, f, o, g of each (N, 4·dim) row of x:
+///   lstm_unit_<dt>(int n, int dim, In Dtype c_prev, In Dtype x, In Dtype cont, Out Dtype c,
+///                  Out Dtype h): for each of the n = N·dim cells, i = σ(x_i), f = cont·σ(x_f)
+///     (0 where cont is 0), o = σ(x_o), g = tanh(x_g); c = f·c_prev + i·g, h = o·tanh(c); cont
+///     has one value per row. Float types, in float.
+/// The fp32 program also holds the backward pass:
+///   lstm_unit_backward_fp32(int n, int dim, In c_prev, In x, In cont, In c, In dc, In dh,
+///                           Out dc_prev, Out dx): with dĉ = dc + dh·o·(1 − tanh²(c)),
+///     dc_prev = dĉ·f and dx = (dĉ·g·i(1−i), dĉ·c_prev·cont·σ_f(1−σ_f), dh·tanh(c)·o(1−o),
+///     dĉ·i·(1−g²)) in gate order.
+std::string LstmUnitSource(const KernelTarget& target, DataType type);
+
 /// Kernel names: "<op>_<dt>", "channel_affine_<dt>_<pt>".
 std::string LayerKernelName(const std::string& op, DataType type);
 std::string ChannelAffineKernelName(DataType type, DataType param_type);

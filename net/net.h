@@ -93,6 +93,9 @@ std::vector<caffe::NetParameter*> NestedNetParameters(caffe::LayerParameter* lay
 /// file of the Net constructor adds it to the registry's built-in groups, so every program
 /// that builds Nets knows them.
 void RegisterNetLayers();
+/// Registers BVLC's recurrent layers (RNN, LSTM: net/recurrent_layer.h), which nest an unrolled
+/// Net; added to the built-in groups the same way.
+void RegisterRecurrentLayers();
 
 class Net {
  public:

@@ -17,6 +17,8 @@ namespace {
 // The layers net/ defines join the registry's built-in groups in every program that builds Nets
 // (a static library links this file whenever the Net constructor is used).
 [[maybe_unused]] const bool kNetLayersAdded = (AddBuiltinLayerGroup(&RegisterNetLayers), true);
+[[maybe_unused]] const bool kRecurrentLayersAdded =
+    (AddBuiltinLayerGroup(&RegisterRecurrentLayers), true);
 }  // namespace
 
 Net::Net(const caffe::NetParameter& param, Device& device, const NetOptions& options)

@@ -11,7 +11,8 @@ from . import caffe_pb2
 _TYPE_COLORS = {
     "Convolution": "#E8743B", "Deconvolution": "#E8743B", "Pooling": "#F2C14E",
     "InnerProduct": "#9B5DE5", "Python": "#2EC4B6", "Data": "#5BC0EB", "Input": "#5BC0EB",
-    "Quantizer": "#B8B8B8", "MOE": "#F15BB5",
+    "Quantizer": "#B8B8B8", "MOE": "#F15BB5", "RNN": "#00BBF9", "LSTM": "#00BBF9",
+    "LSTMUnit": "#00BBF9",
 }
 _DEFAULT_COLOR = "#7AA6E8"
 _INPLACE_COLOR = "#9BD17A"
@@ -65,6 +66,9 @@ def get_layer_label(layer, rankdir):
         lines.append(f"{method} kernel {kernel} stride {p.stride} pad {p.pad}")
     elif layer.type == "InnerProduct":
         lines.append(f"out {layer.inner_product_param.num_output}")
+    elif layer.type in ("RNN", "LSTM"):
+        p = layer.recurrent_param
+        lines.append(f"out {p.num_output}" + (" exposed states" if p.expose_hidden else ""))
     if layer.HasField("compute_data_type") and layer.compute_data_type != caffe_pb2.CAFFE_FLOAT:
         lines.append(caffe_pb2.DataType.Name(layer.compute_data_type))
     return sep.join(lines)

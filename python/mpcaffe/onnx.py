@@ -5,7 +5,9 @@ LeakyRelu, Sigmoid, Tanh, Abs, Softplus (BNLL), Clip, Elu, PRelu, Exp / Log / Po
 scale and shift, x·Sigmoid(βx) for Swish, Greater+Cast for Threshold, Add for Bias, Split for
 Slice, Slice for Crop, Tile, ReduceSum / ReduceL1 / ReduceSumSquare / ReduceMean (times coeff)
 for Reduction, TopK (+ Cast, Concat) for ArgMax, ReduceMean / Sub / Sqrt / Div for MVN, Softmax, Concat, Sum/Mul/Max for Eltwise, BatchNormalization, Mul+Add
-for Scale, Reshape for Flatten/Reshape; Dropout and Split are dropped). Blobs keep their storage
+for Scale, Reshape for Flatten/Reshape, LSTM / RNN for BVLC's LSTM / RNN and element-wise operators
+for LSTMUnit (_onnx_recurrent.py: gate order, static input, and the cont input ONNX cannot read);
+Dropout and Split are dropped). Blobs keep their storage
 type in the graph: int8q tensors are uint8, int16q uint16, fp16 float16. Quantized layers use the
 net's own quantization parameters (the ones its kernels use): int8 Convolution becomes
 QLinearConv, int8 InnerProduct QLinearMatMul (QLinearConv over a 1x1 view when it has a bias,
@@ -29,6 +31,7 @@ kernels and so changes their values (measured: 150 int16 steps on LeNet's conv1)
 import numpy as np
 
 from . import caffe_pb2
+from ._onnx_recurrent import export_recurrent
 
 try:
     import onnx
@@ -229,6 +232,8 @@ def _float_op(b, layer, inputs, shapes):
                        kernel_shape=_spatial(p, "kernel_size", 1),
                        strides=_spatial(p, "stride", 1), pads=pads + pads,
                        dilations=_spatial(p, "dilation", 1), group=p.group)]
+    if t in ("LSTM", "RNN", "LSTMUnit"):
+        return export_recurrent(b, layer, inputs, shapes)
     if t == "InnerProduct":
         p = layer.param.inner_product_param
         axis = p.axis % len(layer.net_bottom_shapes[0])

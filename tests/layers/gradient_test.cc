@@ -565,6 +565,64 @@ TEST(Gradient, BatchNormMovingAveragesAndGlobalStatistics) {
       }
 }
 
+/// Sequence-continuation flags of T steps × N streams: 0 at the first step of every stream and
+/// at step `restart` of stream 0 (a second sequence), else 1.
+std::vector<float> ContFlags(int T, int N, int restart) {
+  std::vector<float> cont(T * N, 1.0f);
+  for (int n = 0; n < N; ++n) cont[n] = 0.0f;
+  if (restart > 0 && restart < T) cont[restart * N] = 0.0f;
+  return cont;
+}
+
+TEST(Gradient, LSTMUnit) {
+  // c_prev 1 × 3 × 2, gate inputs 1 × 3 × 8, cont 1 × 3 (one stream restarts: f = 0).
+  Checker c(R"(name: "unit" type: "LSTMUnit")", {{1, 3, 2}, {1, 3, 8}, {1, 3}}, 2);
+  c.SetBottom(2, {1.0f, 0.0f, 1.0f});
+  c.check_bottom[2] = false;
+  c.Check();
+}
+
+// BVLC's recurrent tests, smaller: T = 3 steps of N = 2 streams, cont 0 at each stream's first step
+// and a second sequence in stream 0 from step 2, x_static as the third bottom.
+TEST(Gradient, LSTM) {
+  const char* proto = R"(name: "lstm" type: "LSTM" recurrent_param { num_output: 2
+      weight_filler { type: "uniform" min: -0.5 max: 0.5 }
+      bias_filler { type: "uniform" min: -0.5 max: 0.5 } })";
+  Checker c(proto, {{3, 2, 2}, {3, 2}, {2, 2}}, 1, 7);
+  c.SetBottom(1, ContFlags(3, 2, 2));
+  c.check_bottom[1] = false;
+  c.Check();
+}
+
+TEST(Gradient, LSTMExposedHidden) {
+  // Bottoms x, cont, h_0, c_0; tops h, h_T, c_T: gradients from the final states and to the
+  // initial ones (cont 1 throughout, so the initial states count).
+  Checker c(R"(name: "lstmh" type: "LSTM" recurrent_param { num_output: 2 expose_hidden: true
+      weight_filler { type: "uniform" min: -0.5 max: 0.5 }
+      bias_filler { type: "uniform" min: -0.5 max: 0.5 } })",
+            {{2, 2, 2}, {2, 2}, {1, 2, 2}, {1, 2, 2}}, 3);
+  c.SetBottom(1, std::vector<float>(4, 1.0f));
+  c.check_bottom[1] = false;
+  c.Check();
+}
+
+TEST(Gradient, RNN) {
+  const char* proto = R"(name: "rnn" type: "RNN" recurrent_param { num_output: 2
+      weight_filler { type: "uniform" min: -0.5 max: 0.5 }
+      bias_filler { type: "uniform" min: -0.5 max: 0.5 } })";
+  Checker c(proto, {{3, 2, 2}, {3, 2}}, 1);
+  c.SetBottom(1, ContFlags(3, 2, 2));
+  c.check_bottom[1] = false;
+  c.Check();
+  Checker h(R"(name: "rnnh" type: "RNN" recurrent_param { num_output: 2 expose_hidden: true
+      weight_filler { type: "uniform" min: -0.5 max: 0.5 }
+      bias_filler { type: "uniform" min: -0.5 max: 0.5 } })",
+            {{2, 2, 2}, {2, 2}, {2, 2}, {1, 2, 2}}, 2, 11);  // with x_static
+  h.SetBottom(1, std::vector<float>(4, 1.0f));
+  h.check_bottom[1] = false;
+  h.Check();
+}
+
 TEST(Gradient, QuantizerFloatToFloatIsStraightThrough) {
   Checker c(R"(name: "q" type: "Quantizer" bottom_data_type: CAFFE_FLOAT top_data_type: CAFFE_FLOAT)",
             {{2, 3}}, 1);

@@ -269,6 +269,7 @@ std::vector<KernelFamily> Build() {
   layer("multinomial_logistic_loss", "multinomial_logistic", MultinomialLogisticLossSource);
   layer("contrastive_loss", "contrastive", ContrastiveLossSource);
   layer("infogain_loss", "infogain", InfogainLossSource);
+  layer("lstm_unit", "lstm_unit", LstmUnitSource);  // fp32 also carries the backward pass
   // net/moe_layer: gather / scatter-add per data type (fp32 also carries the training kernels).
   f.push_back({"moe", [](const KernelTarget& k) {
                  return PerType(
