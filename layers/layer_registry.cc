@@ -52,6 +52,7 @@ void RegisterBuiltins() {
     RegisterLRNLayer();
     RegisterReductionLayers();
     RegisterHdf5Layers();
+    RegisterIndexLayers();
     std::lock_guard<std::recursive_mutex> lock(TableMutex());
     for (auto* group : AddedGroups()) group();
     BuiltinsRegistered() = true;

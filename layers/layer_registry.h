@@ -63,6 +63,7 @@ void RegisterPoolingLayer();
 void RegisterLRNLayer();
 void RegisterReductionLayers();
 void RegisterHdf5Layers();
+void RegisterIndexLayers();
 
 /// Helper for the registration functions: `RegisterLayerType<ReLULayer>("ReLU")`.
 template <typename L>
