@@ -153,7 +153,7 @@ class FilterLayer : public IndexedRowsLayer {
 
 /// The integer indices a blob of reals holds, each checked to lie in [0, limit) (and, for float
 /// types, to be an integer, as BVLC checks). Quantized values are rounded: exact when the
-/// quantization step is below 1, which is required.
+/// quantization step is at most 1, which BatchReindex requires.
 std::vector<int32_t> IndicesOf(const std::vector<float>& reals, int limit, bool quantized,
                                const std::string& what, const std::function<void(std::string)>& fail) {
   std::vector<int32_t> idx(reals.size());
@@ -170,7 +170,7 @@ std::vector<int32_t> IndicesOf(const std::vector<float>& reals, int limit, bool 
 /// BatchReindex (BVLC): top row r is row idx[r] of bottom 0, idx the 1-D bottom 1 (integers in
 /// [0, N)); rows may repeat or be left out. Backward sums the top rows' diffs into the rows they
 /// came from. Every dtype; quantized indices are dequantized and rounded, which needs bottom 1's
-/// quantization step below 1 (checked).
+/// quantization step to be at most 1 (checked).
 class BatchReindexLayer : public IndexedRowsLayer {
  public:
   using IndexedRowsLayer::IndexedRowsLayer;
@@ -192,11 +192,13 @@ class BatchReindexLayer : public IndexedRowsLayer {
 
  protected:
   void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
-    if (IsQuantized(bottom[1]->type()) && BottomAffine(1).scale >= 1.0f)
+    // Dequantized indices are within half a step of the integers they stand for: exact after
+    // rounding while the step is at most 1.
+    if (IsQuantized(bottom[1]->type()) && BottomAffine(1).scale > 1.0f)
       Fail("the indices (bottom 1) are quantized with step " +
            std::to_string(BottomAffine(1).scale) +
-           ", too coarse to hold integers exactly (at most 255 indices in int8); run the layer "
-           "in a float type");
+           ", too coarse to hold integers exactly (an index range of at most 255 in int8); run "
+           "the layer in a float type");
     rows_ = IndicesOf(BottomReals(*bottom[1], 1), bottom[0]->shape(0), IsQuantized(compute_type_),
                       "index", [this](const std::string& m) { Fail(m + " (bottom 0 has " +
                                                                    "that many rows on axis 0)"); });

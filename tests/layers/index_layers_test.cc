@@ -149,6 +149,15 @@ TEST(IndexLayers, BatchReindexEveryType) {
     EXPECT_NE(m.find("layer 'br' (BatchReindex)"), std::string::npos) << m;
     EXPECT_NE(m.find(what), std::string::npos) << m;
   }
+  // int8 indices over a range wider than 255 lose integers: refused.
+  auto coarse = Param("name: 'br' type: 'BatchReindex'", DataType::kInt8Q);
+  SetRange(&coarse, true, 0, -2, 2);
+  SetRange(&coarse, true, 1, 0, 400);
+  SetRange(&coarse, false, 0, -2, 2);
+  IndexRun q(coarse, {{2, 3}, {2}}, 1);
+  q.SetUp();
+  EXPECT_NE(ErrorOf([&] { q.layer->Forward(q.bottom, q.top); }).find("too coarse"),
+            std::string::npos);
   IndexRun two_d(Param("name: 'br' type: 'BatchReindex'", f), {{2, 3}, {2, 1}}, 1);
   EXPECT_NE(ErrorOf([&] { two_d.SetUp(); }).find("1-D"), std::string::npos);
 }
