@@ -16,7 +16,7 @@ extern "C" {
 #endif
 
 /* Raised whenever a struct or a function's meaning below changes. */
-#define MPCAFFE_IMAGE_CODEC_ABI 1
+#define MPCAFFE_IMAGE_CODEC_ABI 2
 /* The plugin's file name and the one symbol mpcaffe looks up in it. */
 #define MPCAFFE_IMAGE_CODEC_FILE "libmpcaffe_image_codec.so"
 #define MPCAFFE_IMAGE_CODEC_ENTRY "mpcaffe_image_codec_entry"
@@ -52,6 +52,10 @@ struct mpcaffe_image_codec {
   int (*encode)(const char* extension, const unsigned char* pixels, int height, int width,
                 int channels, struct mpcaffe_image_buffer* out, char* error, size_t error_size);
   void (*release)(struct mpcaffe_image_buffer* buffer);
+  /* Resizes 8-bit pixels (rows of interleaved channels) to out_height×out_width with
+   * INTER_LINEAR, as BVLC's WindowData resizes its windows (ABI 2). */
+  int (*resize)(const unsigned char* pixels, int height, int width, int channels, int out_height,
+                int out_width, struct mpcaffe_image_buffer* out, char* error, size_t error_size);
 };
 
 /* The plugin's entry point (MPCAFFE_IMAGE_CODEC_ENTRY). */

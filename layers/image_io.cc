@@ -224,6 +224,20 @@ Image ReadImage(const std::string& path, int height, int width, bool is_color) {
   return DecodeImage(ReadFileBytes(path), "'" + path + "'", height, width, is_color);
 }
 
+Image ResizeImage(const Image& image, int height, int width) {
+  if (image.height == height && image.width == width) return image;
+  const mpcaffe_image_codec& codec = *Codec().codec;
+  CodecBuffer out;
+  char error[512] = "";
+  if (codec.resize(image.pixels.data(), image.height, image.width, image.channels, height, width,
+                   out.get(), error, sizeof error) != 0)
+    throw ImageError(std::string("resizing an image: ") + error);
+  Image resized;
+  resized.height = (*out).height, resized.width = (*out).width, resized.channels = (*out).channels;
+  resized.pixels.assign((*out).data, (*out).data + (*out).size);
+  return resized;
+}
+
 std::string EncodeImage(const Image& image, const std::string& extension,
                         const std::string& what) {
   if (image.pixels.size() != static_cast<size_t>(image.height) * image.width * image.channels)

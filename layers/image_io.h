@@ -55,6 +55,10 @@ Image DecodeImage(const std::string& bytes, const std::string& what, int height 
 /// ReadFileBytes + DecodeImage: BVLC's ReadImageToCVMat, with errors instead of an empty Mat.
 Image ReadImage(const std::string& path, int height = 0, int width = 0, bool is_color = true);
 
+/// `image` resized to height×width (positive) with OpenCV's INTER_LINEAR (cv::resize, as BVLC's
+/// WindowData resizes its windows). Throws ImageError.
+Image ResizeImage(const Image& image, int height, int width);
+
 /// The image in the format of `extension` ("png", "jpg", "bmp", ...: cv::imencode's). Throws
 /// ImageError naming `what`.
 std::string EncodeImage(const Image& image, const std::string& extension,

@@ -148,8 +148,27 @@ std::string GatherSource(const KernelTarget& target, DataType type) {
     MP_COPY_STORE(s, i)
   }
 )");
+  // Rows picked by an index list (Filter, BatchReindex, Embed): row r of y is row idx[r] of x.
+  w.Kernel(LayerKernelName("rows", type))
+      .Value("int", "n").Value("int", "inner").In("int", "idx").In("Dtype", "x").Out("Dtype", "y")
+      .Value("int", "x_zero").Value("int", "y_zero").Value("int", "mult").Value("int", "shift")
+      .Body(R"(  $loop(i, n) {
+    const int row = i / inner;  // (MP_COPY_STORE declares r)
+    MP_COPY_STORE(idx[row] * inner + (i - row * inner), i)
+  }
+)");
   DefineCopyStore(w, type);
   if (IsQuantized(type)) return w.Source();
+  w.Kernel(LayerKernelName("embed", type))
+      .Value("int", "n").Value("int", "dim").In("int", "idx").In("Dtype", "w").In("Dtype", "bias")
+      .Value("int", "has_bias").Out("Dtype", "y")
+      .Body(R"(  $loop(i, n) {
+    const int r = i / dim, d = i - r * dim;
+    float v = (float)Dtype_LOAD(w, idx[r] * dim + d);
+    if (has_bias) v += (float)Dtype_LOAD(bias, d);
+    Dtype_STORE(y, i, (Dtype_c)v);
+  }
+)");
   strides(w.Kernel(LayerKernelName("reduce", type))
               .Value("int", "n").In("Dtype", "x").Out("Dtype", "y"))
       .Value("int", "count").Value("int", "step").Value("int", "op").Value("float", "coeff")
@@ -251,6 +270,18 @@ std::string GatherSource(const KernelTarget& target, DataType type) {
     int s;
     MP_GATHER_START(i, s)
     y[s] = x[i];
+  }
+)");
+  // Each dx row k sums the dy rows m with idx[m] == k (no atomics: every sum has one writer).
+  w.Kernel("rows_backward_fp32")
+      .Value("int", "n").Value("int", "inner").Value("int", "count").In("int", "idx")
+      .In("float", "dy").Out("float", "dx").Value("int", "accumulate")
+      .Body(R"(  $loop(i, n) {
+    const int k = i / inner, d = i - k * inner;
+    float s = 0.0f;
+    for (int m = 0; m < count; ++m)
+      if (idx[m] == k) s += dy[m * inner + d];
+    dx[i] = accumulate ? dx[i] + s : s;
   }
 )");
   w.Kernel("reduce_backward_fp32")

@@ -41,6 +41,14 @@ bool HasVectorConcat(const KernelTarget& target, DataType type);
 ///   scatter_fp32(int n, In x, Out y, int base, int d0..d5, int s0..s5): y[base + Σ…] = x[i];
 ///   reduce_backward_fp32(int n, In x, In dy, Out dx, int inner, int op, float coeff):
 ///     dx[i] = coeff·dy[i / inner]·f'(x[i]) (1, sign(x), 2x).
+/// Every program also holds the indexed-rows kernel of Filter, BatchReindex and Embed:
+///   rows_<dt>(int n, int inner, In int idx, In x, Out y, int x_zero, int y_zero, int mult,
+///             int shift): y[r·inner + c] = x[idx[r]·inner + c] over the n elements of y,
+///     requantized like gather;
+/// the float programs embed_<dt>(int n, int dim, In int idx, In w, In bias, int has_bias, Out y):
+///     y[r·dim + d] = w[idx[r]·dim + d] (+ bias[d]), in float;
+/// and the fp32 program rows_backward_fp32(int n, int inner, int count, In int idx, In dy,
+///     Out dx, int accumulate): dx[k·inner + c] (+)= Σ_{m<count, idx[m] = k} dy[m·inner + c].
 /// The float programs also hold ArgMax and MVN, reductions of the same shape:
 ///   argmax_<dt>(int n, int channels, int inner, int top_k, int out_max_val, int has_axis,
 ///               In x, Out y): for each of the n = outer·inner positions the top_k largest of

@@ -53,6 +53,7 @@ void RegisterBuiltins() {
     RegisterReductionLayers();
     RegisterHdf5Layers();
     RegisterLstmUnitLayer();
+    RegisterIndexLayers();
     std::lock_guard<std::recursive_mutex> lock(TableMutex());
     for (auto* group : AddedGroups()) group();
     BuiltinsRegistered() = true;

@@ -64,6 +64,7 @@ void RegisterLRNLayer();
 void RegisterReductionLayers();
 void RegisterHdf5Layers();
 void RegisterLstmUnitLayer();
+void RegisterIndexLayers();
 
 /// Helper for the registration functions: `RegisterLayerType<ReLULayer>("ReLU")`.
 template <typename L>

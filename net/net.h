@@ -37,10 +37,11 @@ struct NetOptions {
   caffe::Phase phase = caffe::TEST;
   int level = 0;
   std::vector<std::string> stages;
-  /// Replace every Data (and ImageData) layer by an Input layer with the same tops, filled with
-  /// seeded random data (benchmarks without the LMDB or the images). Top shapes come from
-  /// `synthetic_shape` (C, H, W), else from an ImageData layer's new_height × new_width (and
-  /// is_color), the mean file when it exists, crop_size (3×crop×crop) or the dataset name in the
+  /// Replace every Data (and ImageData, MemoryData, WindowData) layer by an Input layer with the
+  /// same tops, filled with seeded random data (benchmarks without the LMDB or the images). Top
+  /// shapes come from `synthetic_shape` (C, H, W), else from an ImageData layer's new_height ×
+  /// new_width (and is_color), memory_data_param, WindowData's crop (3×crop×crop), the mean file
+  /// when it exists, crop_size (3×crop×crop) or the dataset name in the
   /// source path (mnist 1×28×28, cifar 3×32×32).
   bool synthetic_data = false;
   std::vector<int> synthetic_shape;

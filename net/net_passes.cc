@@ -118,6 +118,15 @@ std::vector<int> SyntheticShape(const caffe::LayerParameter& layer, const NetOpt
   const auto& tp = layer.transform_param();
   const int crop = static_cast<int>(tp.crop_size());
   if (!options.synthetic_shape.empty()) return options.synthetic_shape;
+  if (layer.type() == "MemoryData") {  // memory_data_param gives the item's shape
+    const auto& mp = layer.memory_data_param();
+    return {static_cast<int>(mp.channels()), static_cast<int>(mp.height()),
+            static_cast<int>(mp.width())};
+  }
+  if (layer.type() == "WindowData") {  // colour windows of crop_size², as BVLC decodes them
+    const int size = crop ? crop : static_cast<int>(layer.window_data_param().crop_size());
+    if (size > 0) return {3, size, size};
+  }
   if (layer.type() == "ImageData") {  // its images' shape: new_height × new_width, is_color
     const auto& ip = layer.image_data_param();
     const int c = ip.is_color() ? 3 : 1;
@@ -150,15 +159,19 @@ std::vector<int> SyntheticShape(const caffe::LayerParameter& layer, const NetOpt
 
 }  // namespace
 
-/// Replaces Data and ImageData layers by Input layers of the same tops (data: N×C×H×W,
-/// label: N).
+/// Replaces Data, ImageData, MemoryData and WindowData layers by Input layers of the same tops
+/// (data: N×C×H×W, label: N).
 void ReplaceDataLayers(caffe::NetParameter* net, const NetOptions& options,
                        std::set<std::string>* replaced) {
   for (auto& layer : *net->mutable_layer()) {
-    if (layer.type() != "Data" && layer.type() != "ImageData") continue;
-    const int batch = static_cast<int>(layer.type() == "ImageData"
-                                           ? layer.image_data_param().batch_size()
-                                           : layer.data_param().batch_size());
+    const std::string& type = layer.type();
+    if (type != "Data" && type != "ImageData" && type != "MemoryData" && type != "WindowData")
+      continue;
+    const int batch = static_cast<int>(
+        type == "ImageData"    ? layer.image_data_param().batch_size()
+        : type == "MemoryData" ? layer.memory_data_param().batch_size()
+        : type == "WindowData" ? layer.window_data_param().batch_size()
+                               : layer.data_param().batch_size());
     const std::vector<int> chw = SyntheticShape(layer, options);
     caffe::LayerParameter input;
     input.set_name(layer.name());

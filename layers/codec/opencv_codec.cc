@@ -1,6 +1,6 @@
 // layers/codec/opencv_codec.cc — libmpcaffe_image_codec.so: the only code of mpcaffe that links
 // OpenCV (why: layers/image_codec.h). Decodes with cv::imdecode, resizes with cv::resize
-// INTER_LINEAR and encodes with cv::imencode — BVLC Caffe's io.cpp reads images the same way —
+// INTER_LINEAR (on decoding, or alone) and encodes with cv::imencode — BVLC Caffe's io.cpp reads images the same way —
 // and hands plain 8-bit buffers back through the C interface.
 #include <cstdio>
 #include <cstdlib>
@@ -105,6 +105,30 @@ int Encode(const char* extension, const unsigned char* pixels, int height, int w
   return 1;
 }
 
+int Resize(const unsigned char* pixels, int height, int width, int channels, int out_height,
+           int out_width, mpcaffe_image_buffer* out, char* error, size_t error_size) {
+  *out = {};
+  if (height <= 0 || width <= 0 || out_height <= 0 || out_width <= 0 || channels < 1 ||
+      channels > 4) {
+    SetError(error, error_size,
+             "cannot resize a " + std::to_string(width) + "x" + std::to_string(height) + "x" +
+                 std::to_string(channels) + " image to " + std::to_string(out_width) + "x" +
+                 std::to_string(out_height));
+    return 1;
+  }
+  try {
+    const cv::Mat image(height, width, CV_8UC(channels), const_cast<unsigned char*>(pixels));
+    cv::Mat resized;
+    cv::resize(image, resized, cv::Size(out_width, out_height), 0, 0, cv::INTER_LINEAR);
+    if (!resized.isContinuous()) resized = resized.clone();
+    return Fill(resized.data, resized.total() * resized.elemSize(), resized.rows, resized.cols,
+                resized.channels(), out, error, error_size);
+  } catch (const cv::Exception& e) {
+    SetError(error, error_size, std::string("resizing failed (OpenCV: ") + e.what() + ")");
+  }
+  return 1;
+}
+
 void Release(mpcaffe_image_buffer* buffer) {
   std::free(buffer->data);
   *buffer = {};
@@ -115,6 +139,6 @@ void Release(mpcaffe_image_buffer* buffer) {
 extern "C" __attribute__((visibility("default"))) const mpcaffe_image_codec*
 mpcaffe_image_codec_entry(void) {
   static const mpcaffe_image_codec codec = {MPCAFFE_IMAGE_CODEC_ABI, Version, Decode, Encode,
-                                            Release};
+                                            Release, Resize};
   return &codec;
 }

@@ -4,10 +4,12 @@ fp32 layers become the matching ONNX operators (Conv, Gemm, MaxPool, AveragePool
 LeakyRelu, Sigmoid, Tanh, Abs, Softplus (BNLL), Clip, Elu, PRelu, Exp / Log / Pow with their
 scale and shift, x·Sigmoid(βx) for Swish, Greater+Cast for Threshold, Add for Bias, Split for
 Slice, Slice for Crop, Tile, ReduceSum / ReduceL1 / ReduceSumSquare / ReduceMean (times coeff)
-for Reduction, TopK (+ Cast, Concat) for ArgMax, ReduceMean / Sub / Sqrt / Div for MVN, Softmax, Concat, Sum/Mul/Max for Eltwise, BatchNormalization, Mul+Add
-for Scale, Reshape for Flatten/Reshape, LSTM / RNN for BVLC's LSTM / RNN and element-wise operators
-for LSTMUnit (_onnx_recurrent.py: gate order, static input, and the cont input ONNX cannot read);
-Dropout and Split are dropped). Blobs keep their storage
+for Reduction, TopK (+ Cast, Concat) for ArgMax, ReduceMean / Sub / Sqrt / Div for MVN, Gather
+(+ Add) for Embed and BatchReindex (indices rounded and cast to int64; Filter, whose row count
+follows its selector, is refused), Softmax, Concat, Sum/Mul/Max for Eltwise, BatchNormalization,
+Mul+Add for Scale, Reshape for Flatten/Reshape, LSTM / RNN for BVLC's LSTM / RNN and element-wise
+operators for LSTMUnit (_onnx_recurrent.py: gate order, static input, and the cont input ONNX
+cannot read); Dropout and Split are dropped). Blobs keep their storage
 type in the graph: int8q tensors are uint8, int16q uint16, fp16 float16. Quantized layers use the
 net's own quantization parameters (the ones its kernels use): int8 Convolution becomes
 QLinearConv, int8 InnerProduct QLinearMatMul (QLinearConv over a 1x1 view when it has a bias,
@@ -436,6 +438,25 @@ def _float_op(b, layer, inputs, shapes):
             y = b.node("Add", [y, b.constant(name + "_bias", trailing(layer.param_float(k)))],
                        base=name)
         return [y]
+    if t in ("Embed", "BatchReindex"):
+        # Indices arrive as float tensors (decoded when quantized): rounded, then int64.
+        idx = b.node("Cast", [b.node("Round", [inputs[0 if t == "Embed" else 1]],
+                                     base=name + "_round")], base=name + "_index",
+                     to=TensorProto.INT64)
+        if t == "BatchReindex":
+            return [b.node("Gather", [inputs[0], idx], base=name, axis=0)]
+        p = layer.param.embed_param
+        table = b.constant(name + "_weights", layer.param_float(0).reshape(
+            p.input_dim, p.num_output).astype(np.float32))
+        y = b.node("Gather", [table, idx], base=name + ("_gather" if p.bias_term else ""), axis=0)
+        if p.bias_term:
+            y = b.node("Add", [y, b.constant(name + "_bias",
+                                             layer.param_float(1).astype(np.float32))], base=name)
+        return [y]
+    if t == "Filter":
+        raise ExportError(f"{where}: its tops' row count follows the selector's values, so they "
+                          "have no static shape, and the export writes static shapes (run the "
+                          "net up to the Filter's bottoms and filter outside the model)")
     if t in ("Flatten", "Reshape"):
         return [b.node("Reshape", [inputs[0], b.constant(name + "_shape",
                                                         np.array(shapes[0], np.int64))], base=name)]

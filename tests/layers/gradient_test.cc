@@ -466,6 +466,28 @@ TEST(Gradient, CropTileReduction) {
   }
 }
 
+// Filter (a selection set before the check: rows 1 and 2 of 4 pass, the others get zero
+// diffs), BatchReindex (a repeated row and a row left out: summed and zero diffs) and Embed
+// (weights and bias; repeated indices sum into one weight row). Indices get no gradient (BVLC).
+TEST(Gradient, FilterBatchReindexEmbed) {
+  Checker filter(R"(name: "filter" type: "Filter")", {{4, 3}, {4, 2, 1}, {4, 1}}, 2);
+  filter.SetBottom(2, {0, 1, 0.5f, 0});
+  filter.layer->Reshape(filter.bvec, filter.tvec);
+  filter.check_bottom[2] = false;
+  filter.Check();
+  EXPECT_EQ(filter.tvec[0]->shape(0), 2);
+  Checker reindex(R"(name: "reindex" type: "BatchReindex")", {{3, 2, 2}, {4}}, 1);
+  reindex.SetBottom(1, {2, 0, 2, 2});
+  reindex.check_bottom[1] = false;
+  reindex.Check();
+  Checker embed(R"(name: "embed" type: "Embed" embed_param { num_output: 3 input_dim: 4
+                weight_filler { type: "gaussian" std: 1 } bias_filler { type: "gaussian" std: 1 } })",
+                {{2, 3}}, 1);
+  embed.SetBottom(0, {3, 1, 1, 0, 3, 3});
+  embed.check_bottom[0] = false;
+  embed.Check();
+}
+
 // MVN per channel with the variance, across channels without it.
 TEST(Gradient, MVN) {
   Checker c(R"(name: "mvn" type: "MVN")", {{2, 2, 6}}, 1);
