@@ -10,6 +10,7 @@
 #include "layers/layer_registry.h"
 #include "net/net.h"
 #include "proto/model_io.h"
+#include "tests/testing/net_support.h"
 
 namespace mpcaffe {
 namespace {
@@ -17,14 +18,7 @@ namespace {
 Device& Dev() { return DefaultDevice(); }
 
 caffe::LayerParameter Param(const std::string& text, DataType t) {
-  caffe::LayerParameter p;
-  ParseProtoFromText(text, "<test>", &p);
-  if (p.name().empty()) p.set_name("L");
-  p.set_bottom_data_type(DataTypeToProto(t));
-  p.set_compute_data_type(DataTypeToProto(t));
-  p.set_top_data_type(DataTypeToProto(t));
-  p.set_phase(caffe::TEST);
-  return p;
+  return test_support::LayerText(text, t);
 }
 
 void SetRange(caffe::LayerParameter* p, bool bottom, int i, double lo, double hi) {

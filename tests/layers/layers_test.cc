@@ -18,6 +18,7 @@
 #include "libdnn/lrn.h"
 #include "libdnn/pool.h"
 #include "proto/model_io.h"
+#include "tests/testing/net_support.h"
 #include "quant/fixed_point.h"
 #include "quant/quant_params.h"
 
@@ -143,14 +144,7 @@ struct LayerRun {
 };
 
 caffe::LayerParameter Param(const std::string& text, DataType t) {
-  caffe::LayerParameter p;
-  ParseProtoFromText(text, "<test>", &p);
-  if (p.name().empty()) p.set_name("L");
-  p.set_bottom_data_type(DataTypeToProto(t));
-  p.set_compute_data_type(DataTypeToProto(t));
-  p.set_top_data_type(DataTypeToProto(t));
-  p.set_phase(caffe::TEST);
-  return p;
+  return test_support::LayerText(text, t);
 }
 
 /// Gives bottom/top quantizer i the range [lo, hi] (quantized tests).
