@@ -63,14 +63,7 @@ float Stored(Layer& l, int i, float v) {
   return std::nearbyint(v / a.scale) + float(a.zero_point);
 }
 
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_support::ErrorOf;
 
 // Filter: two bottoms and a (N, 1) selector; the selection changes between passes.
 TEST(IndexLayers, FilterEveryType) {

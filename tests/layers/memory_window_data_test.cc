@@ -14,6 +14,7 @@
 #include "layers/memory_data_layer.h"
 #include "net/net.h"
 #include "proto/model_io.h"
+#include "tests/testing/net_support.h"
 
 namespace mpcaffe {
 namespace {
@@ -37,14 +38,7 @@ struct Source {
   void Forward() { layer->Forward({}, top); }
 };
 
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_support::ErrorOf;
 
 TEST(MemoryData, ResetServesBatchesAndWrapsAround) {
   Source s(Param("name: 'mem' type: 'MemoryData' memory_data_param { batch_size: 2 channels: 1 "

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,16 @@ inline caffe::LayerParameter LayerText(const std::string& text, DataType t) {
   p.set_top_data_type(DataTypeToProto(t));
   p.set_phase(caffe::TEST);
   return p;
+}
+
+/// The message of the mpcaffe::Error `f` throws ("" when it throws none).
+inline std::string ErrorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 /// sin(0.37 i + 0.2) for every element of `b`: the same input for every variant of a net.
