@@ -491,22 +491,22 @@ struct ForwardText {
     return q && !wide && !dot4 && !split && vector_builtins && c.vw >= 2 && c.vw <= 8;
   }
 
-  // The int8 epilogue of the vector acc#J_#T when all its CONV_VW channels and the pixel are in
-  // range: bias, requantization with each channel's multiplier (gemm_internal::VectorRequant,
-  // the GEMM's), the residual, zero point and clamps in vectors, then one byte store per channel
-  // (NCHW: the channels are P apart). The same integers as the lane loop, which handles the
-  // rest; the text ends inside the `else` that holds it.
-  std::string VectorEpilogue(int j, int t) const {
+  // The int8 epilogue of the tile's accumulator `tile[e]` (channel vector tj, pixel tt) when
+  // all its CONV_VW channels and the pixel are in range: bias, requantization with each
+  // channel's multiplier (gemm_internal::VectorRequant, the GEMM's), the residual, zero point
+  // and clamps in vectors, then one byte store per channel (NCHW: the channels are P apart).
+  // The same integers as the lane loop, which handles the rest; the text ends inside the
+  // `else` that holds it.
+  std::string VectorEpilogue() const {
     const std::string n = std::to_string(c.vw), iv = "int" + n, lv = "long" + n;
-    std::string s = Sub(R"(  {
-    const int oc0 = ocl + #J * CONV_STEP;
-    if (pv#T && oc0 + CONV_VW <= OCg) {
+    std::string s = R"(    {
+    const int oc0 = ocl + tj * CONV_STEP;
+    if (pvt && oc0 + CONV_VW <= OCg) {
       const int o0 = g * OCg + oc0;
-      const int yi0 = (n * G * OCg + o0) * P + p0 + #T;
-)",
-                        j, t);
-    s += "      const " + iv + " val = " + Sub("acc#J_#T", j, t) + " + (has_bias ? vload" + n +
-         "(0, bias + o0) : (" + iv + ")(0));\n";
+      const int yi0 = (n * G * OCg + o0) * P + p0 + tt;
+)";
+    s += "      const " + iv + " val = tile[e] + (has_bias ? vload" + n + "(0, bias + o0) : (" +
+         iv + ")(0));\n";
     s += "      const int" + std::to_string(2 * c.vw) + " rqv = vload" + std::to_string(2 * c.vw) +
          "(0, rq + 2 * o0);\n";
     s += gemm_internal::VectorRequant(c.vw, "r", "val", "rqv.even", "rqv.odd", 6);
@@ -527,51 +527,63 @@ struct ForwardText {
     return s;
   }
 
-  // Requantizes (or stores) each accumulator lane of the tile.
+  // Requantizes (or stores) each accumulator lane of the tile. The accumulators go into one
+  // private array and the epilogue is written once, in a loop over it: written out once per
+  // accumulator it was most of the kernel's text and of its compile time, for code that runs
+  // once per work-item (the window loop above keeps the accumulators in registers).
   std::string Epilogue() const {
-    std::string body;
-    body += "  Atype lanes_out[CONV_VW];\n";
+    const int px = c.px_per_item, tiles = c.oc_per_item * px;
+    std::string body = "  Vtype tile[" + std::to_string(tiles) + "];\n";
     body += ForEachTile(c, [&](int j, int t) {
-      const bool vec = VectorRequantizes();
-      std::string s = vec ? VectorEpilogue(j, t) : "";
-      s += Sub(R"(  VTO(acc#J_#T, lanes_out);
+      return "  tile[" + std::to_string(j * px + t) + "] = " + Sub("acc#J_#T;\n", j, t);
+    });
+    // The window sums of each pixel (the split and kDot4 corrections).
+    if (split || dot4) {
+      body += std::string("  const ") + (split ? "mp_i64" : "int") + " tile_sx[" +
+              std::to_string(px) + "] = {";
+      body += ForEachPixel(c, [&](int t) { return Sub(t ? ", sx#T" : "sx#T", 0, t); });
+      body += "};\n";
+    }
+    body += "  Atype lanes_out[CONV_VW];\n";
+    body += "  for (int e = 0; e < " + std::to_string(tiles) + "; ++e) {\n";
+    body += "    const int tj = e / " + std::to_string(px) + ", tt = e - tj * " +
+            std::to_string(px) + ";\n    const int pvt = p0 + tt < P;\n";
+    const bool vec = VectorRequantizes();
+    std::string s = vec ? VectorEpilogue() : "";
+    s += R"(  VTO(tile[e], lanes_out);
   for (int v = 0; v < CONV_VW; ++v) {
-    const int oc = ocl + #J * CONV_STEP + v;
-    if (oc < OCg && pv#T) {
+    const int oc = ocl + tj * CONV_STEP + v;
+    if (oc < OCg && pvt) {
       const int o = g * OCg + oc;
-      const int yi = (n * G * OCg + o) * P + p0 + #T;
-)",
-               j, t);
-      if (!q) {
-        s += R"(      float f = lanes_out[v] + (has_bias ? bias[o] : 0.0f);
+      const int yi = (n * G * OCg + o) * P + p0 + tt;
+)";
+    if (!q) {
+      s += R"(      float f = lanes_out[v] + (has_bias ? bias[o] : 0.0f);
       if (has_res) f += (float)Dtype_LOAD(res, yi);
       if (relu) f = f > 0.0f ? f : 0.0f;
       Dtype_STORE(y, yi, f);
     }
   }
 )";
-      } else {
-        // The split path's weights are w − WCENTER: (WCENTER − z_w)·Σ(x − z_x) restores w − z_w.
-        std::string fix = split ? Sub(" + (mp_i64)(WCENTER - wz[o]) * sx#T", 0, t) : "";
-        // kDot4: Σ(x − z_x)(w − z_w) from the raw Σxw over N = KH·KW·Cgp window entries.
-        if (dot4)
-          fix =
-              Sub(" - (mp_i64)wz[o] * sx#T - (mp_i64)x_zero * wsum[o] + (mp_i64)(KH * KW * Cgp) * "
-                  "x_zero * wz[o]",
-                  0, t);
-        s += "      mp_i64 r = (mp_i64)c_zero + MP_REQUANT(lanes_out[v]" + fix +
-             R"( + (has_bias ? bias[o] : 0), rq[2 * o], rq[2 * o + 1]);
+    } else {
+      // The split path's weights are w − WCENTER: (WCENTER − z_w)·Σ(x − z_x) restores w − z_w.
+      std::string fix = split ? " + (mp_i64)(WCENTER - wz[o]) * tile_sx[tt]" : "";
+      // kDot4: Σ(x − z_x)(w − z_w) from the raw Σxw over N = KH·KW·Cgp window entries.
+      if (dot4)
+        fix =
+            " - (mp_i64)wz[o] * tile_sx[tt] - (mp_i64)x_zero * wsum[o] + (mp_i64)(KH * KW * Cgp) "
+            "* x_zero * wz[o]";
+      s += "      mp_i64 r = (mp_i64)c_zero + MP_REQUANT(lanes_out[v]" + fix +
+           R"( + (has_bias ? bias[o] : 0), rq[2 * o], rq[2 * o + 1]);
       if (has_res) r += MP_REQUANT((mp_i64)Dtype_LOAD(res, yi) - res_zero, res_m, res_s);
       r = Dtype_SAT_FROM(r, relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN);
       Dtype_STORE(y, yi, r);
     }
   }
 )";
-      }
-      if (vec) s += "    }\n  }\n";
-      return s;
-    });
-
+    }
+    if (vec) s += "    }\n  }\n";
+    body += s + "  }\n";
     return body;
   }
 

@@ -426,49 +426,53 @@ std::string PairLoops(const GemmDesc& d, const GemmConfig& c, bool gather) {
 
 /// The output pipeline of a kOuter tile held in acc<i>_<j>: row i of the work-item is
 /// m0 + i·`row_step`, vector j starts at column n0 + j·`col_step` (1 and vw when a work-item
-/// owns a contiguous tile; lm = 1 strides them across the work-group).
+/// owns a contiguous tile; lm = 1 strides them across the work-group). The accumulators (and
+/// activation sums) go into private arrays and the pipeline is written once, in a loop over
+/// the tile: written out once per accumulator it was most of the kernel's text and of its
+/// compile time, for code that runs once per work-item.
 std::string OuterEpilogue(const GemmDesc& d, const GemmConfig& c, const Dialect& dialect,
                           int row_step, int col_step) {
   const bool sums = KernelSumsActivations(d, c);
+  const bool act_a = ActivationsAreA(d);
+  const int tiles = c.tm * c.tn;
   std::ostringstream s;
+  s << "CV tile[" << tiles << "];\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j)
+      s << "tile[" << i * c.tn + j << "] = acc" << i << "_" << j << ";\n";
+  // Row sums (activations A: one scalar per row) or column sums (a vector per column vector).
+  std::string xs = "0";
+  if (sums) {
+    const int n = act_a ? c.tm : c.tn;
+    s << (act_a ? "CS" : "CV") << " tile_xs[" << n << "];\n";
+    for (int q = 0; q < n; ++q) s << "tile_xs[" << q << "] = xs" << q << ";\n";
+    xs = act_a ? "tile_xs[ti]" : "tile_xs[tj]";
+  }
+  const std::string loop = "for (int e = 0; e < " + Str(tiles) + "; ++e) {\n  const int ti = e / " +
+                           Str(c.tn) + ", tj = e - ti * " + Str(c.tn) + ";\n";
   // int8 with vectors of 8: full column tiles take the output pipeline 8 columns at a time.
   // (The lane-by-lane pipeline below gives the same integers where the dialect has no
   // vector built-ins.)
   const bool vector_epilogue = d.type == DataType::kInt8Q && c.vw == 8 && dialect.vector_builtins;
   if (vector_epilogue) {
-    s << "if (n0 + " << (c.tn - 1) * col_step + c.vw << " <= N) {\n";
-    for (int i = 0; i < c.tm; ++i) {
-      s << "  if (m0 + " << i * row_step << " < M) {\n    const int m = m0 + " << i * row_step
-        << ";\n";
-      for (int j = 0; j < c.tn; ++j) {
-        std::string xs = "0";
-        if (sums) xs = ActivationsAreA(d) ? "xs" + Str(i) : "xs" + Str(j);
-        s << "    {\n      const int n = n0 + " << j * col_step << ";\n"
-          << Indent(VectorEpilogue(d, "acc" + Str(i) + "_" + Str(j), xs, FoldsWeightZero(d, c)), 6)
-          << "    }\n";
-      }
-      s << "  }\n";
-    }
+    s << "if (n0 + " << (c.tn - 1) * col_step + c.vw << " <= N) {\n" << Indent(loop, 2);
+    s << "    if (m0 + ti * " << row_step << " < M) {\n      const int m = m0 + ti * " << row_step
+      << ";\n      const int n = n0 + tj * " << col_step << ";\n"
+      << Indent(VectorEpilogue(d, "tile[e]", xs, FoldsWeightZero(d, c)), 6) << "    }\n  }\n";
     s << "  return;\n}\n";
   }
-  // Epilogue: lanes to private arrays, then the output pipeline per element.
-  for (int i = 0; i < c.tm; ++i)
-    for (int j = 0; j < c.tn; ++j) {
-      s << "{\n  CS t[VW];\n  VTO(acc" << i << "_" << j << ", t);\n";
-      std::string xs = "0";
-      if (sums && !ActivationsAreA(d)) {
-        s << "  CS ts[VW];\n  VTO(xs" << j << ", ts);\n";
-        xs = "ts[v]";
-      } else if (sums) {
-        xs = "xs" + Str(i);
-      }
-      s << "  for (int v = 0; v < VW; ++v) {\n";
-      s << "    const int m = m0 + " << i * row_step << ";\n";
-      s << "    const int n = n0 + " << j * col_step << " + v;\n";
-      s << "    if (m < M && n < N) {\n"
-        << Indent(Epilogue(d, "t[v]", xs, FoldsWeightZero(d, c)), 6) << "    }\n";
-      s << "  }\n}\n";
-    }
+  // Lanes to private arrays, then the output pipeline per element.
+  s << loop << "  CS t[VW];\n  VTO(tile[e], t);\n";
+  if (sums && !act_a) {
+    s << "  CS ts[VW];\n  VTO(tile_xs[tj], ts);\n";
+    xs = "ts[v]";
+  }
+  s << "  for (int v = 0; v < VW; ++v) {\n";
+  s << "    const int m = m0 + ti * " << row_step << ";\n";
+  s << "    const int n = n0 + tj * " << col_step << " + v;\n";
+  s << "    if (m < M && n < N) {\n"
+    << Indent(Epilogue(d, "t[v]", xs, FoldsWeightZero(d, c)), 6) << "    }\n";
+  s << "  }\n}\n";
   return s.str();
 }
 

@@ -218,29 +218,24 @@ __kernel void conv_fwd_int8q(
       }
     }
   }
+  Vtype tile[2];
+  tile[0] = acc0_0;
+  tile[1] = acc0_1;
   Atype lanes_out[CONV_VW];
-  VTO(acc0_0, lanes_out);
+  for (int e = 0; e < 2; ++e) {
+    const int tj = e / 2, tt = e - tj * 2;
+    const int pvt = p0 + tt < P;
+  VTO(tile[e], lanes_out);
   for (int v = 0; v < CONV_VW; ++v) {
-    const int oc = ocl + 0 * CONV_STEP + v;
-    if (oc < OCg && pv0) {
+    const int oc = ocl + tj * CONV_STEP + v;
+    if (oc < OCg && pvt) {
       const int o = g * OCg + oc;
-      const int yi = (n * G * OCg + o) * P + p0 + 0;
+      const int yi = (n * G * OCg + o) * P + p0 + tt;
       mp_i64 r = (mp_i64)c_zero + MP_REQUANT(lanes_out[v] + (has_bias ? bias[o] : 0), rq[2 * o], rq[2 * o + 1]);
       if (has_res) r += MP_REQUANT((mp_i64)Dtype_LOAD(res, yi) - res_zero, res_m, res_s);
       r = Dtype_SAT_FROM(r, relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN);
       Dtype_STORE(y, yi, r);
     }
   }
-  VTO(acc0_1, lanes_out);
-  for (int v = 0; v < CONV_VW; ++v) {
-    const int oc = ocl + 0 * CONV_STEP + v;
-    if (oc < OCg && pv1) {
-      const int o = g * OCg + oc;
-      const int yi = (n * G * OCg + o) * P + p0 + 1;
-      mp_i64 r = (mp_i64)c_zero + MP_REQUANT(lanes_out[v] + (has_bias ? bias[o] : 0), rq[2 * o], rq[2 * o + 1]);
-      if (has_res) r += MP_REQUANT((mp_i64)Dtype_LOAD(res, yi) - res_zero, res_m, res_s);
-      r = Dtype_SAT_FROM(r, relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN);
-      Dtype_STORE(y, yi, r);
-    }
   }
 }

@@ -103,26 +103,16 @@ __kernel void gemm_fp32(
       }
     }
   }
-  {
+  CV tile[2];
+  tile[0] = acc0_0;
+  tile[1] = acc1_0;
+  for (int e = 0; e < 2; ++e) {
+    const int ti = e / 1, tj = e - ti * 1;
     CS t[VW];
-    VTO(acc0_0, t);
+    VTO(tile[e], t);
     for (int v = 0; v < VW; ++v) {
-      const int m = m0 + 0;
-      const int n = n0 + 0 + v;
-      if (m < M && n < N) {
-        float f = alpha * t[v];
-        if (beta != 0.0f) f += beta * (float)Ctype_LOAD(c, m * ldc + n);
-        f += bias[n];
-        Ctype_STORE(c, m * ldc + n, f);
-      }
-    }
-  }
-  {
-    CS t[VW];
-    VTO(acc1_0, t);
-    for (int v = 0; v < VW; ++v) {
-      const int m = m0 + 1;
-      const int n = n0 + 0 + v;
+      const int m = m0 + ti * 1;
+      const int n = n0 + tj * 4 + v;
       if (m < M && n < N) {
         float f = alpha * t[v];
         if (beta != 0.0f) f += beta * (float)Ctype_LOAD(c, m * ldc + n);

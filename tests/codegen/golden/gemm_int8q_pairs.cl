@@ -228,12 +228,15 @@ __kernel void gemm_int8q(
       }
     }
   }
+  CV tile[1];
+  tile[0] = acc0_0;
   if (n0 + 8 <= N) {
-    if (m0 + 0 < M) {
-      const int m = m0 + 0;
-      {
-        const int n = n0 + 0;
-        int8 val = acc0_0 - x_zero * vload8(0, wsum + n) + K * x_zero * w_zero;
+    for (int e = 0; e < 1; ++e) {
+      const int ti = e / 1, tj = e - ti * 1;
+      if (m0 + ti * 1 < M) {
+        const int m = m0 + ti * 1;
+        const int n = n0 + tj * 8;
+        int8 val = tile[e] - x_zero * vload8(0, wsum + n) + K * x_zero * w_zero;
         val += vload8(0, bias + n);
         const long8 r_rr = convert_long8(31 - (vload8(0, shift + n)));
         const ulong8 r_p = convert_ulong8(abs(val)) * convert_ulong8(as_uint8(vload8(0, mult + n)));
@@ -249,12 +252,13 @@ __kernel void gemm_int8q(
     }
     return;
   }
-  {
+  for (int e = 0; e < 1; ++e) {
+    const int ti = e / 1, tj = e - ti * 1;
     CS t[VW];
-    VTO(acc0_0, t);
+    VTO(tile[e], t);
     for (int v = 0; v < VW; ++v) {
-      const int m = m0 + 0;
-      const int n = n0 + 0 + v;
+      const int m = m0 + ti * 1;
+      const int n = n0 + tj * 8 + v;
       if (m < M && n < N) {
         int val = t[v] - (int)x_zero * wsum[n] + (int)K * x_zero * w_zero;
         val += bias[n];

@@ -298,12 +298,15 @@ extern "C" __global__ void gemm_int8q(
       }
     }
   }
-  {
+  CV tile[1];
+  tile[0] = acc0_0;
+  for (int e = 0; e < 1; ++e) {
+    const int ti = e / 1, tj = e - ti * 1;
     CS t[VW];
-    VTO(acc0_0, t);
+    VTO(tile[e], t);
     for (int v = 0; v < VW; ++v) {
-      const int m = m0 + 0;
-      const int n = n0 + 0 + v;
+      const int m = m0 + ti * 1;
+      const int n = n0 + tj * 8 + v;
       if (m < M && n < N) {
         int val = t[v] - (int)x_zero * wsum[n] + (int)K * x_zero * w_zero;
         val += bias[n];
