@@ -213,7 +213,39 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
   b += "  if (e0 >= 0 && e1 <= " + num(total) + "L) {\n";
   b += "  if (iyb >= 0 && iyb + " + num(in_rows - 1) + " < " + num(d.height) + ") {\n" +
        window(false, true) + "  } else {\n" + window(true, true) + "  }\n";
-  b += "  } else {\n" + window(true, false) + "  }\n";
+  // A work-item at the buffer's ends builds its vectors lane by lane, in a loop over the block's
+  // input rows rather than unrolled like the window above: it runs for a few work-items only,
+  // and unrolled it was the largest part of the kernel's text and of its compile time. The
+  // products go into each accumulator in the same order as above.
+  b += "  } else {\n    const float wa[" + num(d.kernel_h * d.kernel_w) + "] = {";
+  for (int ky = 0; ky < d.kernel_h; ++ky)
+    for (int kx = 0; kx < d.kernel_w; ++kx)
+      b += std::string(ky || kx ? ", " : "") + "w" + num(ky) + "_" + num(kx);
+  b += "};\n    " + F + " sacc[" + num(rows) + "];\n";
+  b += "    for (int t = 0; t < " + num(rows) + "; ++t) sacc[t] = (" + F + ")(0.0f);\n";
+  b += "    for (int r = 0; r < " + num(in_rows) + "; ++r) {\n      const int iy = iyb + r;\n";
+  for (int kx = 0; kx < d.kernel_w; ++kx) b += "      " + F + " v" + num(kx) + ";\n";
+  b += "      if (iy >= 0 && iy < " + num(d.height) + ") {\n        const int ro = iy * " +
+       num(d.width) + ";\n";
+  for (int kx = 0; kx < d.kernel_w; ++kx)
+    b += "        v" + num(kx) + " = " + vec(kx, false) + ";\n";
+  if (q) {  // a row outside the input: every tap reads the padding z_x
+    b += "      } else {\n";
+    for (int kx = 0; kx < d.kernel_w; ++kx) b += "        v" + num(kx) + " = (" + F + ")(xz);\n";
+    b += "      }\n";
+  } else {  // a row outside the input adds nothing
+    b += "      } else {\n        continue;\n      }\n";
+  }
+  b += "      for (int ky = 0; ky < " + num(d.kernel_h) + "; ++ky) {\n";
+  b += "        const int tr = r - ky * " + num(d.dilation_h) + ";\n";
+  b += "        if (tr < 0 || tr % " + num(d.stride_h) + " != 0 || tr / " + num(d.stride_h) +
+       " >= " + num(rows) + ") continue;\n";
+  for (int kx = 0; kx < d.kernel_w; ++kx)
+    b += "        sacc[tr / " + num(d.stride_h) + "] += wa[ky * " + num(d.kernel_w) + " + " +
+         num(kx) + "] * v" + num(kx) + ";\n";
+  b += "      }\n    }\n";
+  for (int t = 0; t < rows; ++t) b += "    acc" + num(t) + " = sacc[" + num(t) + "];\n";
+  b += "  }\n";
   b += "  $global Dtype* yc = y + nc * " + num(long(oh) * ow) + " + ox0;\n";
   if (d.residual) b += "  const $global Dtype* rc = res + nc * " + num(long(oh) * ow) + " + ox0;\n";
   if (d.bias) b += "  const Btype bc = bias[ch];\n";
