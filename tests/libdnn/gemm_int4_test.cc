@@ -210,11 +210,14 @@ TEST(GemmInt4, EveryTunerCandidateMatchesTheReference) {
     // them (every value of every field, the default first), all under make test-sweep.
     const std::vector<GemmConfig> all =
         test_support::SampleOf(GemmConfig::Schema(), GemmCandidates(dev.info(), d));
+    int runs = 0;
     for (const GemmConfig& c : all) {
       if (!c.Supports(d, dev.backend())) continue;
       SCOPED_TRACE(d.ToString() + " config " + c.ToString());
       EXPECT_EQ(Mismatches(RunGemm(dev, d, p, &c), ref), 0u);
+      ++runs;
     }
+    EXPECT_GT(runs, 0) << d.ToString() << ": no candidate ran";
   }
 }
 

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -271,6 +272,8 @@ TEST_P(GemmTest, EveryAlgorithmAndTileGivesTheReferenceResult) {
     c.wg = vw == 1 ? 4 : 1;
     configs.push_back(c);
   }
+  // Every shape runs under at least one configuration of each algorithm (a Supports() that
+  // refused everything would otherwise pass having run nothing).
   int i = 0;
   for (const Shape& s : shapes) {
     GemmDesc d = Varied(GetParam(), s, 0);
@@ -279,10 +282,14 @@ TEST_P(GemmTest, EveryAlgorithmAndTileGivesTheReferenceResult) {
     d.trans_b = true;
     Problem p = MakeProblem(d, 77 + i);
     const std::vector<uint8_t> want = RunReference(p);
+    std::map<GemmConfig::Algorithm, int> ran;
     for (const GemmConfig& c : configs) {
       if (!c.Supports(d, dev.backend())) continue;
       ExpectSame(p, RunOnDevice(dev, p, &c), want, c.ToString());
+      ++ran[c.algorithm];
     }
+    EXPECT_GT(ran[GemmConfig::Algorithm::kOuter], 0) << d.ToString() << ": no outer-product tile ran";
+    EXPECT_GT(ran[GemmConfig::Algorithm::kDot], 0) << d.ToString() << ": no dot-product tile ran";
     ++i;
   }
 }
@@ -360,6 +367,7 @@ TEST_P(GemmTest, LocalMemoryTilesGiveTheReferenceResultInEveryLayout) {
   Device& dev = DefaultDevice();
   GemmDesc d = Varied(GetParam(), {37, 45, 41}, 0);
   d.relu = true;
+  int runs = 0;
   for (int layout = 0; layout < 4; ++layout) {
     d.trans_a = layout % 2 == 1;
     d.trans_b = layout / 2 == 1;
@@ -373,8 +381,11 @@ TEST_P(GemmTest, LocalMemoryTilesGiveTheReferenceResultInEveryLayout) {
     const std::vector<uint8_t> want = RunReference(p);
     const std::vector<GemmConfig> configs = LocalMemoryConfigs();
     const GemmConfig& c = configs[(layout * 2 + TypeIndex(d.type)) % configs.size()];
-    if (c.Supports(d, dev.backend())) ExpectSame(p, RunOnDevice(dev, p, &c), want, c.ToString());
+    if (!c.Supports(d, dev.backend())) continue;
+    ExpectSame(p, RunOnDevice(dev, p, &c), want, c.ToString());
+    ++runs;
   }
+  EXPECT_GT(runs, 0) << "no local-memory tile ran";
 }
 
 TEST_P(GemmTest, WorkItemPerOutputCandidatesGiveTheReferenceResult) {
