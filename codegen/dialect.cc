@@ -134,7 +134,10 @@ const char* kVectorFmaCudaText = R"(__device__ __forceinline__ @V fma(@V a, cons
 )";
 
 // 16-bit pair products (KernelHelper::kPairProduct16), one row per dialect; both give the
-// same integers. OpenCL: LLVM (PoCL's 15) does not form vpmaddwd from a portable form, so
+// same integers. The x86 built-in branches give way to the portable forms where the text
+// defines MP_PORTABLE_FORMS, and the 512-bit one where it defines MP_NO_512BIT_FORMS
+// (KernelTarget::helper_forms); the portable forms include MP_MADD32's, so the 512-bit lane
+// layout runs on every device. OpenCL: LLVM (PoCL's 15) does not form vpmaddwd from a portable form, so
 // AVX2 targets call the builtin. Other targets (Intel's CPU runtime compiles for a SPIR target,
 // without x86 built-ins) take the portable form, spelled as the products of all 16 lanes
 // widened, then their even + odd lanes: Intel's runtime 2026.2 (LLVM 23) makes that one
@@ -144,7 +147,7 @@ const char* kVectorFmaCudaText = R"(__device__ __forceinline__ @V fma(@V a, cons
 const char* kPairProduct16OpenCLText =
     R"(// 16-bit pair products: lanes x.s(2i)*y.s(2i) + x.s(2i+1)*y.s(2i+1).
 typedef short16 mp_short16;
-#if defined(__AVX2__)
+#if defined(__AVX2__) && !defined(MP_PORTABLE_FORMS)
 #define MP_MADD16(x, y) __builtin_ia32_pmaddwd256((x), (y))
 #else
 $device_fn int8 mp_madd16(short16 x, short16 y) {
@@ -160,10 +163,19 @@ $device_fn int8 mp_madd16(short16 x, short16 y) {
 #define MP_SHORT16_LOAD(p) vload16(0, (p))
 typedef int8 mp_pair_acc;
 #define MP_PAIR_FLUSH(acc, lo, hi) ((acc) += (convert_long8(hi) << 8) + convert_long8(lo))
-#if defined(__AVX512BW__)
+#if defined(MP_PORTABLE_FORMS) || (defined(__AVX512BW__) && !defined(MP_NO_512BIT_FORMS))
 // 32 lanes in one 512-bit vpmaddwd: 16 int32 pair sums.
 typedef short mp_short32 __attribute__((ext_vector_type(32)));
+#if defined(MP_PORTABLE_FORMS)
+typedef int mp_int32x32 __attribute__((ext_vector_type(32)));
+$device_fn int16 mp_madd32(mp_short32 x, mp_short32 y) {
+  const mp_int32x32 p = __builtin_convertvector(x, mp_int32x32) * __builtin_convertvector(y, mp_int32x32);
+  return p.even + p.odd;
+}
+#define MP_MADD32(x, y) mp_madd32((x), (y))
+#else
 #define MP_MADD32(x, y) __builtin_ia32_pmaddwd512((x), (y))
+#endif
 #define MP_PAIR32_WORD(w) __builtin_astype((int16)(w), mp_short32)
 #define MP_ZIP32(p0, p1) __builtin_convertvector(__builtin_shufflevector(vload16(0, (p0)), vload16(0, (p1)), 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), mp_short32)
 #endif
@@ -268,7 +280,7 @@ $device_fn mp_i32x8 mp_zip4_u8x8(const $global mp_u8* p, int ld) {
 #define MP_ZIP4_U8X8(p, ld) mp_zip4_u8x8((p), (ld))
 #define MP_NIBBLES32(p) as_int8(((as_uint8((int8)(as_int4((p) & (uchar16)(15)), as_int4((p) >> (uchar16)(4)))) ^ (uint8)(0x08080808u)) + (uint8)(0x78787878u)) ^ (uint8)(0x80808080u))
 #define MP_NIBBLES32_LOAD(p) MP_NIBBLES32(vload16(0, (p)))
-#if defined(__AVX2__)
+#if defined(__AVX2__) && !defined(MP_PORTABLE_FORMS)
 typedef short16 mp_i16x16;
 typedef char mp_char32 __attribute__((ext_vector_type(32)));
 #define MP_MADDUBS(x, w) __builtin_ia32_pmaddubsw256(__builtin_astype((x), mp_char32), __builtin_astype((w), mp_char32))

@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "device/host_isa.h"
 #include "device/settings.h"
 
 namespace mpcaffe {
@@ -115,6 +116,11 @@ KernelTarget KernelTarget::Of(const Device& device) {
   // compared on one device.
   t.fp16_arith = device.info().fp16 && GetSettings().fp16_arith != "0";
   t.dot_product = device.info().dot_product;
+  // MPCAFFE_ISA below the CPU's level lowers the x86 branches of the text too. (The OpenCL
+  // compilers that take those branches target this CPU; at its own level the text stays as it
+  // is without the setting.)
+  if (const HostIsa isa = ActiveHostIsa(); isa < CpuHostIsa())
+    t.helper_forms = isa == HostIsa::kGeneric ? HelperForms::kPortable : HelperForms::kUpTo256Bit;
   return t;
 }
 
@@ -410,6 +416,10 @@ std::string KernelWriter::Preamble() const {
     const ScalarTraits& t = TraitsOf(s);
     p += std::string("typedef ") + (cuda ? t.cuda : t.opencl) + " " + t.alias + ";\n";
   }
+  if (target_.helper_forms == KernelTarget::HelperForms::kPortable)
+    p += "#define MP_PORTABLE_FORMS 1\n";
+  if (target_.helper_forms == KernelTarget::HelperForms::kUpTo256Bit)
+    p += "#define MP_NO_512BIT_FORMS 1\n";
   for (const auto& block : type_blocks_) p += block;
   for (const auto& define : defines_) p += define;
   // A helper only some dialects have: its row's text, or an error naming the backend.

@@ -82,9 +82,21 @@ struct KernelTarget {
   /// Native 4-way int8 dot product: CUDA sm_61+ dp4a, or OpenCL cl_khr_integer_dot_product
   /// with packed 4×8-bit inputs on an OpenCL 3.0 device (DeviceInfo::dot_product).
   bool dot_product = false;
+  /// Which forms the x86-specific helper branches take (KernelHelper::kPairProduct16's
+  /// MP_MADD16 and MP_MADD32, kBytePairProduct16's MP_MADDUBS, the int8 GEMM's MP_APAIR_P):
+  /// kNative, the built-ins of every instruction set the OpenCL compiler targets; kUpTo256Bit,
+  /// the AVX2 ones at most (MP_MADD32 undefined, as on an AVX2-only compiler); kPortable, none
+  /// (every helper in its portable form, MP_MADD32's included, as on a compiler that targets no
+  /// x86: the 512-bit lane layout then runs everywhere). The same integers in every form; the
+  /// text defines MP_NO_512BIT_FORMS or MP_PORTABLE_FORMS for the lower two.
+  enum class HelperForms { kNative, kUpTo256Bit, kPortable };
+  HelperForms helper_forms = HelperForms::kNative;
 
   /// The device's target. fp16_arith follows DeviceInfo::fp16 unless MPCAFFE_FP16_ARITH=0
-  /// (fp16 then computes in float, as on a device without half arithmetic).
+  /// (fp16 then computes in float, as on a device without half arithmetic); helper_forms
+  /// follows MPCAFFE_ISA where it lowers the level below the CPU's (device/host_isa.h: avx2
+  /// kUpTo256Bit, generic kPortable), so one setting lowers the x86 level of the host paths and
+  /// of the kernel text.
   static KernelTarget Of(const Device& device);
   /// Build options of a program that uses KernelHelper::kDot4 on this target: "" or, for
   /// OpenCL's integer dot product built-ins, "-cl-std=CL3.0".

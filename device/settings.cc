@@ -37,6 +37,7 @@ Settings Settings::FromEnvironment() {
   s.fuse = Env("MPCAFFE_FUSE");
   s.optimize = Env("MPCAFFE_OPTIMIZE");
   s.moe_queues = Env("MPCAFFE_MOE_QUEUES");
+  s.isa = Env("MPCAFFE_ISA");
   s.image_codec = Env("MPCAFFE_IMAGE_CODEC");
   s.cache = Env("MPCAFFE_CACHE");
   s.binaries = Env("MPCAFFE_BINARIES");

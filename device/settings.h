@@ -28,6 +28,7 @@ struct Settings {
   std::string fuse;              ///< MPCAFFE_FUSE: "0" turns the Net's ReLU fusion off
   std::string optimize;          ///< MPCAFFE_OPTIMIZE: "0" turns the inference graph optimizer off
   std::string moe_queues;        ///< MPCAFFE_MOE_QUEUES: queues the MOE experts spread over
+  std::string isa;               ///< MPCAFFE_ISA: generic | avx2 | avx512 (host_isa.h)
   std::string image_codec;       ///< MPCAFFE_IMAGE_CODEC: the image codec plugin's file
   std::string cache;             ///< MPCAFFE_CACHE: the kernel-cache file, or "off"
   /// MPCAFFE_BINARIES: "always" stores every program's binary at its first build; "auto" (or

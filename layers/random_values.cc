@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "device/host_isa.h"
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 // GCC 12 warns of "uninitialized" placeholders inside its own AVX-512 headers (GCC bug 105593).
 #if !defined(__clang__)
@@ -192,27 +194,26 @@ MPCAFFE_AVX512 size_t NormalValuesAvx512(const NormalZiggurat& z, uint64_t seed,
   return i;
 }
 
-bool HasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-  return has;
-}
 #endif
 
-}  // namespace
-
-bool RandomValuesVectorized() {
+/// Whether the AVX-512 paths run now (the CPU has them and MPCAFFE_ISA does not lower the level).
+bool UseAvx512() {
 #ifdef MPCAFFE_RANDOM_AVX512
-  return HasAvx512();
+  return ActiveHostIsa() >= HostIsa::kAvx512;
 #else
   return false;
 #endif
 }
 
+}  // namespace
+
+bool RandomValuesVectorized() { return UseAvx512(); }
+
 void UniformValues(uint64_t seed, size_t begin, size_t end, double lo, double hi, float* out,
                    bool vectorized) {
   size_t i = begin;
 #ifdef MPCAFFE_RANDOM_AVX512
-  if (vectorized && HasAvx512()) i = UniformValuesAvx512(seed, begin, end, lo, hi, out);
+  if (vectorized && UseAvx512()) i = UniformValuesAvx512(seed, begin, end, lo, hi, out);
 #endif
   for (; i < end; ++i) out[i - begin] = static_cast<float>(lo + (hi - lo) * Uniform01(seed, i));
 }
@@ -222,7 +223,7 @@ void NormalValues(uint64_t seed, size_t begin, size_t end, float mean, float sd,
   const NormalZiggurat& z = Ziggurat();
   size_t i = begin;
 #ifdef MPCAFFE_RANDOM_AVX512
-  if (vectorized && HasAvx512()) i = NormalValuesAvx512(z, seed, begin, end, mean, sd, out);
+  if (vectorized && UseAvx512()) i = NormalValuesAvx512(z, seed, begin, end, mean, sd, out);
 #endif
   for (; i < end; ++i) out[i - begin] = mean + sd * NormalOf(z, RandomBits(seed, i));
 }

@@ -1,7 +1,7 @@
 // layers/random_values.h — the counter-based random values of the fillers: value i of a stream
 // depends on (seed, i) alone, so a blob is drawn in parallel blocks and holds the same values on
 // every machine and for every thread count. Uniform and normal values have a vectorised path
-// (AVX-512, chosen at run time) that gives the same bits as the plain one.
+// (AVX-512, chosen at run time within MPCAFFE_ISA) that gives the same bits as the plain one.
 #pragma once
 
 #include <cstddef>
@@ -37,8 +37,9 @@ void UniformValues(uint64_t seed, size_t begin, size_t end, double lo, double hi
 void NormalValues(uint64_t seed, size_t begin, size_t end, float mean, float sd, float* out,
                   bool vectorized = true);
 
-/// Whether this CPU takes the vectorised paths of UniformValues and NormalValues (the plain ones
-/// are taken when `vectorized` is false: the tests compare the two).
+/// Whether UniformValues and NormalValues take their vectorised paths now: ActiveHostIsa()
+/// (device/host_isa.h) is avx512. The plain ones are taken below it and when `vectorized` is
+/// false.
 bool RandomValuesVectorized();
 
 }  // namespace mpcaffe

@@ -352,11 +352,12 @@ std::string PairShuffleMask(bool is_signed) {
 /// Preprocessor text of MP_APAIR_P(p), put at the top of a kp = 2 kernel body: the pair
 /// (p[0], p[1]) of op(A) as KernelHelper::kPairProduct16's MP_PAIR16 gives it (on AVX2 one
 /// 16-bit broadcast load and one byte shuffle: Clang vector built-ins behind the compiler's
-/// own __AVX2__, so every other target, CUDA's NVRTC included, takes the portable line).
+/// own __AVX2__, so every other target, CUDA's NVRTC included, takes the portable line, as
+/// every target does under KernelTarget::helper_forms = kPortable).
 std::string APairHelper(const GemmDesc& d) {
   const bool sa = ASigned(d);
   std::ostringstream s;
-  s << "#if defined(__AVX2__)\n"
+  s << "#if defined(__AVX2__) && !defined(MP_PORTABLE_FORMS)\n"
     << "typedef char mp_char32 __attribute__((ext_vector_type(32)));\n"
     << "#define MP_APAIR_P(p) (__builtin_astype(__builtin_ia32_pshufb256(__builtin_astype("
        "(short16)(__builtin_astype(vload2(0, (p)), short)), mp_char32), (mp_char32)("

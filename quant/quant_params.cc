@@ -14,6 +14,7 @@
 #include <string>
 
 #include "device/error.h"
+#include "device/host_isa.h"
 
 namespace mpcaffe::quant {
 
@@ -136,26 +137,17 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void QuantizeRunAvx512(
   QuantizeRun<Storage, 16>(x, b, e, scale, zero, lo, hi, out);
 }
 
-bool HasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  return has;
-}
-
-bool HasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
-  return has;
-}
 #endif
 
 template <typename Storage>
 void QuantizeInto(const float* x, size_t n, const QuantParams& p, Storage* out, size_t inner) {
+  const HostIsa isa = ActiveHostIsa();
   ForEachChannelRun(n, p, inner, [&](size_t b, size_t e, size_t c) {
     const float scale = p.scale_of(c), zero = static_cast<float>(p.zero_point_of(c));
     const float lo = static_cast<float>(p.qmin), hi = static_cast<float>(p.qmax);
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (HasAvx512()) return QuantizeRunAvx512(x, b, e, scale, zero, lo, hi, out);
-    if (HasAvx2()) return QuantizeRunAvx2(x, b, e, scale, zero, lo, hi, out);
+    if (isa >= HostIsa::kAvx512) return QuantizeRunAvx512(x, b, e, scale, zero, lo, hi, out);
+    if (isa >= HostIsa::kAvx2) return QuantizeRunAvx2(x, b, e, scale, zero, lo, hi, out);
 #endif
     QuantizeRun(x, b, e, scale, zero, lo, hi, out);
   });
@@ -186,11 +178,12 @@ __attribute__((target("avx2"))) void DequantizeRunAvx2(const Storage* q, size_t 
 
 template <typename Storage>
 void DequantizeFrom(const Storage* q, size_t n, const QuantParams& p, float* out, size_t inner) {
+  const HostIsa isa = ActiveHostIsa();
   ForEachChannelRun(n, p, inner, [&](size_t b, size_t e, size_t c) {
     const float scale = p.scale_of(c);
     const int32_t zero = p.zero_point_of(c);
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (HasAvx2()) return DequantizeRunAvx2(q, b, e, scale, zero, out);
+    if (isa >= HostIsa::kAvx2) return DequantizeRunAvx2(q, b, e, scale, zero, out);
 #endif
     if (sizeof(Storage) == 1 && e - b >= 1024) {  // int8q: a table of the 256 values
       float table[256];

@@ -98,7 +98,9 @@ int64_t Requant(DataType type, int64_t acc, FixedPointMultiplier m);
 inline size_t ChannelOf(size_t i, size_t inner, size_t channels) { return (i / inner) % channels; }
 
 /// Tensor reference quantization: `n` floats to `params.type` storage (uint8 or uint16 in
-/// `out`). `inner` as in ChannelOf (ignored for per-tensor parameters).
+/// `out`). `inner` as in ChannelOf (ignored for per-tensor parameters). Both tensor functions
+/// run the vector width of ActiveHostIsa() (device/host_isa.h), bit-exact with QuantizeValue
+/// and DequantizeValue at every level.
 void QuantizeTensor(const float* x, size_t n, const QuantParams& params, void* out,
                     size_t inner = 1);
 /// Tensor reference dequantization from `params.type` storage.

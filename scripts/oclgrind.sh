@@ -5,11 +5,12 @@
 # CTest entry `oclgrind`).
 #
 # Families: the sweep suite (tests/oclgrind: GEMM with every candidate configuration of a CPU,
-# GPU and CUDA device class including the local-memory tiles, convolution with every candidate
-# tile and input path plus fp32 backward, element-wise ops and conversions, the quantizer), and
-# the small tests of the ordinary suites for pooling, LRN, the layers' kernels (softmax, loss,
-# accuracy, concat, eltwise, batch norm, dropout, ...), gradients, MOE, and the kernel writer's
-# helpers (local memory, barrier, float atomic add).
+# GPU and CUDA device class including the local-memory tiles and 4-bit weights, convolution with
+# every candidate tile and input path plus fp32 backward, element-wise ops and conversions, the
+# quantizer), and the small tests of the ordinary suites for pooling, LRN, the layers' kernels
+# (softmax, loss, accuracy, concat, eltwise, batch norm, dropout, ...), gradients, MOE, and the
+# kernel writer's helpers (local memory, barrier, float atomic add; the pair and byte-pair
+# products in each form of their x86 branches).
 #
 # Environment: BUILD (the build folder, default build), OCLGRIND (the binary, default oclgrind),
 # OCLGRIND_FAMILIES (a regex over the family names below: run some), OCLGRIND_JOBS (families
@@ -40,6 +41,7 @@ layers          | test_layers   | Layers.*
 gradients       | test_layers   | Gradient.*
 moe             | test_layers   | Moe.*:-Moe.PaperImagenetMoeNetsForwardInAllFourDtypes
 helpers         | test_device   | Kernel.LocalMemoryBarrierAndAtomics:Kernel.DeviceChoosesALocalSizeWhenNoneIsGiven
+helper_forms    | test_codegen  | Forms/HelperFormsTest.*
 "
 # Left out on purpose: Moe.PaperImagenetMoeNetsForwardInAllFourDtypes (ImageNet-sized nets: hours
 # under the simulator; the same kernels run in the other Moe tests on small shapes) and

@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
-#include <cstdio>
 #include <utility>
 #include <vector>
 
@@ -18,6 +17,7 @@
 #include "proto/model_io.h"
 #include "quant/quant_params.h"
 #include "quant/quantizer.h"
+#include "tests/testing/host_isa_levels.h"
 
 namespace mpcaffe {
 namespace {
@@ -91,15 +91,13 @@ uint64_t Fingerprint(const std::vector<float>& v) {
   return h;
 }
 
-// The vectorised uniform and normal values (AVX-512, where the CPU has it) are the plain code's
-// bit for bit: 2^20 values (the ziggurat's wedges and tail included) from ranges that start and
-// end off the vector width, for several seeds, means and deviations. And the streams are the ones
-// fillers have always drawn: fingerprints of 2^20 values from the plain code before it was
-// vectorised (main at 5c812ed, 2026-11-25), so saved nets made from fillers keep their weights.
+// The vectorised uniform and normal values (AVX-512, run at MPCAFFE_ISA=avx512) are the plain
+// code's bit for bit: 2^20 values (the ziggurat's wedges and tail included) from ranges that
+// start and end off the vector width, for several seeds, means and deviations. Skipped, with the
+// reason, on a CPU without AVX-512: the plain code would be compared with itself.
 TEST(Filler, VectorisedValuesEqualPlainValues) {
-  if (!RandomValuesVectorized())
-    std::printf("note: this CPU has no AVX-512 (F, DQ): the plain values are compared with "
-                "themselves and the fingerprints\n");
+  MPCAFFE_RUN_AT_HOST_ISA(HostIsa::kAvx512);
+  ASSERT_TRUE(RandomValuesVectorized());
   const size_t n = size_t{1} << 20;
   std::vector<float> fast(n + 64), plain(n + 64);
   for (const uint64_t seed : {uint64_t{9}, StableHash("conv1#0", 1701), ~uint64_t{0}}) {
@@ -116,6 +114,17 @@ TEST(Filler, VectorisedValuesEqualPlainValues) {
           << "uniform seed " << seed << " [" << begin << ", " << end << ")";
     }
   }
+}
+
+// At every host ISA level the CPU has, the fillers draw the streams they have always drawn:
+// fingerprints of 2^20 values from the plain code before it was vectorised (main at 5c812ed), so
+// saved nets made from fillers keep their weights whichever path a machine takes.
+class FillerIsaTest : public testing::TestWithParam<HostIsa> {};
+
+TEST_P(FillerIsaTest, ValuesKeepTheirFingerprints) {
+  MPCAFFE_RUN_AT_HOST_ISA(GetParam());
+  EXPECT_EQ(RandomValuesVectorized(), GetParam() >= HostIsa::kAvx512);
+  const size_t n = size_t{1} << 20;
   caffe::FillerParameter u;
   u.set_type("uniform");
   u.set_min(-1.0f);
@@ -124,6 +133,9 @@ TEST(Filler, VectorisedValuesEqualPlainValues) {
   EXPECT_EQ(Fingerprint(FillValues(Gaussian(0.5f, 0.02f), {int(n)}, 1701, "test")), 0x6e4fc1a02fd5e5adull);
   EXPECT_EQ(Fingerprint(FillValues(u, {int(n)}, 9, "test")), 0x425680b219c17642ull);
 }
+
+INSTANTIATE_TEST_SUITE_P(Isa, FillerIsaTest, testing::ValuesIn(test_support::HostIsaLevels()),
+                         test_support::HostIsaParamName);
 
 /// An InnerProduct layer of `type` on `device` with `outputs` × `inputs` weights from `filler`
 /// (lazily drawn) and its bottom and top blobs.

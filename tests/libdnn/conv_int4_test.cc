@@ -18,12 +18,14 @@
 #include <utility>
 #include <vector>
 
+#include "codegen/kernel_writer.h"
 #include "device/error.h"
 #include "device/settings.h"
 #include "libdnn/conv.h"
 #include "libdnn/tuner.h"  // TimeMs
 #include "quant/fixed_point.h"
 #include "quant/int4.h"
+#include "tests/testing/host_isa_levels.h"
 
 namespace mpcaffe::libdnn {
 namespace {
@@ -153,6 +155,37 @@ TEST(ConvInt4, ExtremeValuesAreExact) {
     const ConvDesc d = Desc4(c, 0);
     CheckAllPaths(dev, d, Make(d, 5, true), "extreme");
   }
+}
+
+// The x86 helper branches of the convolution kernels in their portable forms (MPCAFFE_ISA=generic:
+// KernelTarget::helper_forms kPortable), on this device whatever its compiler targets: the int4
+// direct kernel's byte pair products (MP_MADDUBS) at the extreme values, and the int8 pointwise
+// kernel with 16-pixel vectors, whose portable MP_MADD32 takes the 512-bit lane layout (two
+// 8-pixel accumulators per vector) that otherwise runs only where the compiler targets AVX-512.
+TEST(ConvInt4, PortableHelperFormsMatchTheReference) {
+  Device& dev = DefaultDevice();
+  if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "the x86 branches are OpenCL text";
+  if (CpuHostIsa() == HostIsa::kGeneric)
+    GTEST_SKIP() << "this CPU has no AVX2: its OpenCL compilers take the portable forms already";
+  test_support::ScopedHostIsa generic(HostIsa::kGeneric);
+  ASSERT_EQ(KernelTarget::Of(dev).helper_forms, KernelTarget::HelperForms::kPortable);
+  const ConvDesc d = Desc4(Case{1, 16, 6, 6, 8, 3, 1, 1, 1}, 0);
+  const Data p = Make(d, 23, true);
+  Bytes ref(d.output_count());
+  ConvForwardReference(d, p.quant, p.x.data(), p.w4.data(), p.bias.data(), ref.data());
+  Convolution direct(dev, d, p.quant, DefaultConvConfig(dev.info(), d.type));
+  EXPECT_EQ(Mismatches(RunConv(dev, direct, p, true), ref), 0u) << "int4 direct kernel";
+
+  ConvDesc pw = Desc4(Case{1, 16, 8, 8, 8, 1, 1, 0, 1}, 1);
+  pw.weight_bits = 8;
+  const Data q = Make(pw, 29, false);
+  const Convolution::PointwiseTile tile{4, 1, 16};
+  ASSERT_TRUE(Convolution::PointwiseApplies(pw, tile)) << pw.ToString();
+  Bytes ref8(pw.output_count());
+  ConvForwardReference(pw, q.quant, q.x.data(), q.w8.data(), q.bias.data(), ref8.data());
+  Convolution pointwise = Convolution::Pointwise(dev, pw, tile, q.quant);
+  ASSERT_TRUE(pointwise.forward_pointwise());
+  EXPECT_EQ(Mismatches(RunConv(dev, pointwise, q, false), ref8), 0u) << "int8 pointwise, vx 16";
 }
 
 TEST(ConvInt4, GroupedIm2colGemmMatchesTheReference) {

@@ -513,8 +513,10 @@ void ExpectExact(const ConvDesc& d, const ConvQuant& quant, const Bytes& x, cons
   Bytes want(d.output_count() * SizeOf(d.type));
   ConvForwardReference(d, quant, x.data(), w.data(), d.bias ? bias.data() : nullptr, want.data());
   auto xm = Upload(dev, x), wm = Upload(dev, w), bm = Upload(dev, bias);
+  int runs = 0;
   for (const ConvConfig& c : configs) {
     if (!c.Supports(dev.backend())) continue;
+    ++runs;
     SCOPED_TRACE(c.ToString() + " " + d.ToString());
     Convolution conv(dev, d, quant, c);
     if (dev.backend() == Backend::kOpenCL && c.vw == 8) {
@@ -533,6 +535,7 @@ void ExpectExact(const ConvDesc& d, const ConvQuant& quant, const Bytes& x, cons
         ADD_FAILURE() << "output byte " << i << ": got " << int(got[i]) << " want " << int(want[i]);
     EXPECT_EQ(mismatches, 0u);
   }
+  EXPECT_GT(runs, 0) << d.ToString() << ": the backend supports none of the configurations";
 }
 
 struct PairCase {

@@ -16,11 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "codegen/kernel_writer.h"
 #include "device/error.h"
 #include "libdnn/gemm.h"
 #include "libdnn/tuner.h"
 #include "quant/fixed_point.h"
 #include "quant/int4.h"
+#include "tests/testing/host_isa_levels.h"
 #include "tests/testing/sweep.h"
 
 namespace mpcaffe::libdnn {
@@ -210,11 +212,14 @@ TEST(GemmInt4, EveryTunerCandidateMatchesTheReference) {
     // them (every value of every field, the default first), all under make test-sweep.
     const std::vector<GemmConfig> all =
         test_support::SampleOf(GemmConfig::Schema(), GemmCandidates(dev.info(), d));
+    int runs = 0;
     for (const GemmConfig& c : all) {
       if (!c.Supports(d, dev.backend())) continue;
       SCOPED_TRACE(d.ToString() + " config " + c.ToString());
       EXPECT_EQ(Mismatches(RunGemm(dev, d, p, &c), ref), 0u);
+      ++runs;
     }
+    EXPECT_GT(runs, 0) << d.ToString() << ": no candidate ran";
   }
 }
 
@@ -239,6 +244,41 @@ TEST(GemmInt4, WeightsAWithTransposedActivations) {
     }
     EXPECT_EQ(algorithms.size(), n == 1 ? 2u : 1u) << "byte-pair algorithms among the candidates";
   }
+}
+
+// The byte pair products in their portable form (MPCAFFE_ISA=generic: KernelTarget::helper_forms
+// kPortable, the form of every compiler that targets no x86), on this device whatever its
+// compiler targets: both layouts, each byte-pair algorithm, extreme values over a K of many
+// 16-bit steps.
+TEST(GemmInt4, PortableBytePairFormsMatchTheReference) {
+  Device& dev = DefaultDevice();
+  if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "the x86 branches are OpenCL text";
+  if (CpuHostIsa() == HostIsa::kGeneric)
+    GTEST_SKIP() << "this CPU has no AVX2: its OpenCL compilers take the portable forms already";
+  test_support::ScopedHostIsa generic(HostIsa::kGeneric);
+  ASSERT_EQ(KernelTarget::Of(dev).helper_forms, KernelTarget::HelperForms::kPortable);
+  int ran = 0;
+  for (WeightOperand w : {WeightOperand::kA, WeightOperand::kB}) {
+    const GemmDesc d = Desc4(w == WeightOperand::kA ? 9 : 1, w == WeightOperand::kA ? 1 : 7, 301,
+                             w, 2);
+    SCOPED_TRACE(d.ToString());
+    const Problem4 p = Make(d, 11, true);
+    const Bytes ref = Reference(p, true);
+    std::vector<GemmConfig::Algorithm> algorithms;
+    for (const GemmConfig& c : GemmCandidates(dev.info(), d)) {
+      if (c.kp != GemmConfig::kU8S4 || !c.Supports(d, dev.backend()) ||
+          std::find(algorithms.begin(), algorithms.end(), c.algorithm) != algorithms.end())
+        continue;
+      algorithms.push_back(c.algorithm);
+      const std::string text = Gemm::Source(KernelTarget::Of(dev), d, c);
+      ASSERT_NE(text.find("#define MP_PORTABLE_FORMS"), std::string::npos);
+      ASSERT_NE(text.find("MP_MADDUBS("), std::string::npos) << c.ToString();
+      SCOPED_TRACE("config " + c.ToString());
+      EXPECT_EQ(Mismatches(RunGemm(dev, d, p, &c), ref), 0u);
+      ++ran;
+    }
+  }
+  EXPECT_GE(ran, 2) << "byte-pair configurations run in the portable form";
 }
 
 TEST(GemmInt4, DescriptionsTheFormatCannotServeAreRejected) {

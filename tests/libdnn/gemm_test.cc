@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -271,6 +272,8 @@ TEST_P(GemmTest, EveryAlgorithmAndTileGivesTheReferenceResult) {
     c.wg = vw == 1 ? 4 : 1;
     configs.push_back(c);
   }
+  // Every shape runs under at least one configuration of each algorithm (a Supports() that
+  // refused everything would otherwise pass having run nothing).
   int i = 0;
   for (const Shape& s : shapes) {
     GemmDesc d = Varied(GetParam(), s, 0);
@@ -279,10 +282,14 @@ TEST_P(GemmTest, EveryAlgorithmAndTileGivesTheReferenceResult) {
     d.trans_b = true;
     Problem p = MakeProblem(d, 77 + i);
     const std::vector<uint8_t> want = RunReference(p);
+    std::map<GemmConfig::Algorithm, int> ran;
     for (const GemmConfig& c : configs) {
       if (!c.Supports(d, dev.backend())) continue;
       ExpectSame(p, RunOnDevice(dev, p, &c), want, c.ToString());
+      ++ran[c.algorithm];
     }
+    EXPECT_GT(ran[GemmConfig::Algorithm::kOuter], 0) << d.ToString() << ": no outer-product tile ran";
+    EXPECT_GT(ran[GemmConfig::Algorithm::kDot], 0) << d.ToString() << ": no dot-product tile ran";
     ++i;
   }
 }
@@ -360,6 +367,7 @@ TEST_P(GemmTest, LocalMemoryTilesGiveTheReferenceResultInEveryLayout) {
   Device& dev = DefaultDevice();
   GemmDesc d = Varied(GetParam(), {37, 45, 41}, 0);
   d.relu = true;
+  int runs = 0;
   for (int layout = 0; layout < 4; ++layout) {
     d.trans_a = layout % 2 == 1;
     d.trans_b = layout / 2 == 1;
@@ -373,8 +381,11 @@ TEST_P(GemmTest, LocalMemoryTilesGiveTheReferenceResultInEveryLayout) {
     const std::vector<uint8_t> want = RunReference(p);
     const std::vector<GemmConfig> configs = LocalMemoryConfigs();
     const GemmConfig& c = configs[(layout * 2 + TypeIndex(d.type)) % configs.size()];
-    if (c.Supports(d, dev.backend())) ExpectSame(p, RunOnDevice(dev, p, &c), want, c.ToString());
+    if (!c.Supports(d, dev.backend())) continue;
+    ExpectSame(p, RunOnDevice(dev, p, &c), want, c.ToString());
+    ++runs;
   }
+  EXPECT_GT(runs, 0) << "no local-memory tile ran";
 }
 
 TEST_P(GemmTest, WorkItemPerOutputCandidatesGiveTheReferenceResult) {
@@ -679,22 +690,18 @@ TEST(GemmPairTest, WeightZeroPointOutsideTheStorageRangeStaysExact) {
 }
 
 TEST(GemmPairTest, PortableFormsGiveTheSameIntegers) {
-  // Devices without AVX2 take the portable MP_MADD16 / MP_APAIR_P: this device has AVX2, so
-  // the text is built with those branches forced and run by hand (weights A, packed pairs),
-  // and the other layouts' portable texts are compiled.
+  // Compilers without AVX2 take the portable MP_MADD16 / MP_APAIR_P: here the text is built in
+  // its portable forms (KernelTarget::helper_forms) whatever this device's compiler targets and
+  // run by hand (weights A, packed pairs), and the other layouts' portable texts are compiled.
   Device& dev = DefaultDevice();
   if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "kp = 2 needs an OpenCL device";
   GemmConfig c;
   c.kp = 2;
+  KernelTarget target = KernelTarget::Of(dev);
+  target.helper_forms = KernelTarget::HelperForms::kPortable;
   auto portable = [&](const GemmDesc& d) {
-    std::string src = Gemm::Source(KernelTarget::Of(dev), d, c);
-    const std::string avx2 = "#if defined(__AVX2__)";
-    size_t at = 0, forced = 0;
-    while ((at = src.find(avx2, at)) != std::string::npos) {
-      src.replace(at, avx2.size(), "#if 0");
-      ++forced;
-    }
-    EXPECT_GE(forced, 1u);
+    const std::string src = Gemm::Source(target, d, c);
+    EXPECT_NE(src.find("#define MP_PORTABLE_FORMS"), std::string::npos);
     ProgramHints hints;
     hints.local_sizes = {{1, 1, 1}};
     return dev.GetProgram(src, "", hints);

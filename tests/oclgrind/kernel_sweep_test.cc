@@ -1,12 +1,12 @@
 // tests/oclgrind/kernel_sweep_test.cc — the generated GEMM (every candidate configuration of a
-// CPU-, a GPU- and a CUDA-class device, local-memory tiles included), convolution (every
-// candidate tile and input path, forward and fp32 backward), element-wise, conversion and
-// quantizer kernels in every data type on tiny shapes against the host references. Written for
-// scripts/oclgrind.sh (`make test-oclgrind`), which runs it under `oclgrind --data-races
-// --check-api` and fails on any report; the shapes stay tiny because Oclgrind simulates every
-// work-item. It runs on any device (MPCAFFE_DEVICE) as an ordinary test too, but the GEMM sweep
-// builds ~1,400 kernel texts (~100 s under Oclgrind, well over half an hour of PoCL compiles), so
-// it is not one of the ordinary CTest suites.
+// CPU-, a GPU- and a CUDA-class device, local-memory tiles and 4-bit weights included),
+// convolution (every candidate tile and input path, forward and fp32 backward), element-wise,
+// conversion and quantizer kernels in every data type on tiny shapes against the host
+// references. Written for scripts/oclgrind.sh (`make test-oclgrind`), which runs it under
+// `oclgrind --data-races --check-api` and fails on any report; the shapes stay tiny because
+// Oclgrind simulates every work-item. It runs on any device (MPCAFFE_DEVICE) as an ordinary test
+// too, but the GEMM sweep builds ~1,400 kernel texts (~100 s under Oclgrind, well over half an
+// hour of PoCL compiles), so it is not one of the ordinary CTest suites.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,6 +27,7 @@
 #include "libdnn/gemm.h"
 #include "libdnn/gemm_config.h"
 #include "quant/fixed_point.h"
+#include "quant/int4.h"
 #include "quant/quant_params.h"
 #include "quant/quantizer.h"
 #include "tests/testing/random_storage.h"
@@ -322,6 +323,52 @@ TEST(GemmSweepInt8, PairsPackAWithManyColumnTiles) {
   d.K = 5;
   if (!c.Supports(d, dev.backend())) GTEST_SKIP() << "kp = 2 needs an OpenCL device";
   ExpectGemm(dev, MakeGemmProblem(d, 5), c);
+}
+
+// 4-bit weights (int8w4: GemmDesc::weight_bits 4, two weights per byte): every byte-pair candidate
+// of every device class (a covering sample unless MPCAFFE_TEST_SWEEP=1) in both layouts the layers
+// use (weights A, convolution; weights B transposed, inner product), K odd and past one 16-bit
+// step of the pair sums, extreme values in one of the two.
+TEST(GemmSweepInt4, EveryCandidateBothLayouts) {
+  Device& dev = DefaultDevice();
+  int runs = 0, byte_pairs = 0;
+  for (bool weights_b : {false, true}) {
+    libdnn::GemmDesc d = TinyGemm(DataType::kInt8Q, weights_b);
+    d.weight_bits = 4;
+    d.trans_a = false;
+    d.trans_b = weights_b;
+    d.weights_signed = true;
+    d.weight_zero = false;
+    d.K = 45;
+    const bool extreme = weights_b;
+    GemmProblem p = MakeGemmProblem(d, 61 + weights_b);
+    std::mt19937 rng(7 + weights_b);
+    std::uniform_int_distribution<int> w4(quant::kInt4Min, quant::kInt4Max), coin(0, 1);
+    std::vector<int8_t> w8(size_t(d.channels()) * d.K);
+    for (auto& v : w8) v = int8_t(extreme ? (coin(rng) ? quant::kInt4Max : quant::kInt4Min) : w4(rng));
+    Bytes& packed = weights_b ? p.b : p.a;
+    packed.assign(size_t(d.channels()) * quant::Int4RowBytes(size_t(d.K)), 0);
+    quant::PackInt4(w8.data(), size_t(d.channels()), size_t(d.K), packed.data());
+    if (extreme) {
+      for (auto& v : weights_b ? p.a : p.b) v = 255;
+      p.quant.x_zero = 0;
+    }
+    std::vector<libdnn::GemmConfig> seen;
+    for (const DeviceInfo& info : DeviceClasses(dev))
+      for (const libdnn::GemmConfig& c : libdnn::GemmCandidates(info, d))
+        if (c.Supports(d, dev.backend()) && std::find(seen.begin(), seen.end(), c) == seen.end())
+          seen.push_back(c);
+    for (const libdnn::GemmConfig& c : test_support::SampleOf(libdnn::GemmConfig::Schema(), seen)) {
+      ExpectGemm(dev, p, c);
+      ++runs;
+      byte_pairs += c.kp == libdnn::GemmConfig::kU8S4;
+    }
+  }
+  std::printf("int8w4: %d GEMM configurations run, %d of them byte pairs\n", runs, byte_pairs);
+  EXPECT_GE(runs, 2);
+  if (dev.backend() == Backend::kOpenCL) {
+    EXPECT_GE(byte_pairs, 2);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, GemmSweep,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "device/error.h"
+#include "tests/testing/host_isa_levels.h"
 
 namespace mpcaffe::quant {
 namespace {
@@ -136,8 +137,13 @@ TEST(QuantParams, PerChannel) {
 
 // QuantizeTensor / DequantizeTensor take a vectorizable form of the per-value reference: the
 // same integers and floats for halves, saturation, ±inf, NaN, huge quotients and every zero
-// point, per tensor and per channel, in both quantized types.
-TEST(QuantParams, TensorMatchesValueReference) {
+// point, per tensor and per channel, in both quantized types, at every host ISA level the CPU
+// has (generic: SSE2 blocks, and int8 runs of 1024 or more dequantized through the 256-entry
+// table; avx2; avx512); the levels it lacks are reported skipped.
+class QuantTensorTest : public testing::TestWithParam<HostIsa> {};
+
+TEST_P(QuantTensorTest, MatchesValueReference) {
+  MPCAFFE_RUN_AT_HOST_ISA(GetParam());
   std::vector<float> x = {0.5f,     1.5f,     2.5f,      -0.5f,    -1.5f,     -2.5f,    0.0f,
                           -0.0f,    127.5f,   128.5f,    255.5f,   -255.5f,   1e30f,    -1e30f,
                           4194303.5f, 4194304.5f, -4194303.5f, 8388607.0f, 16777216.0f,
@@ -186,6 +192,9 @@ TEST(QuantParams, TensorMatchesValueReference) {
     EXPECT_EQ(back[i], DequantizeValue(q[i], pc.scale_of(i / 7), pc.zero_point_of(i / 7)));
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Isa, QuantTensorTest, testing::ValuesIn(test_support::HostIsaLevels()),
+                         test_support::HostIsaParamName);
 
 TEST(QuantParams, QuantizeValueEdgeCases) {
   // Exact halves round to even (after the zero point is added, which is an integer).

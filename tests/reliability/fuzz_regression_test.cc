@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #define MPCAFFE_FUZZ_WITH_NET
@@ -24,14 +25,19 @@ fs::path CasesDir(const std::string& target) {
   return mpcaffe::test_support::SourceDir() / "tests/reliability/fuzz_cases" / target;
 }
 
+/// The kept inputs of `target` (name, bytes). A folder that holds none fails the test: an emptied,
+/// moved or misnamed folder would otherwise replay nothing and pass.
 std::vector<std::pair<std::string, std::string>> Cases(const std::string& target) {
   std::vector<std::pair<std::string, std::string>> cases;
-  for (const auto& e : fs::directory_iterator(CasesDir(target))) {
+  std::error_code missing;
+  for (const auto& e : fs::directory_iterator(CasesDir(target), missing)) {
     if (!e.is_regular_file() || e.path().filename() == "README") continue;
     std::ifstream in(e.path(), std::ios::binary);
     cases.emplace_back(e.path().filename().string(),
                        std::string(std::istreambuf_iterator<char>(in), {}));
   }
+  EXPECT_FALSE(cases.empty()) << CasesDir(target) << " holds no input to replay"
+                              << (missing ? " (" + missing.message() + ")" : std::string());
   return cases;
 }
 
@@ -41,9 +47,7 @@ TEST(FuzzRegression, Prototxt) {
   Device& device = DefaultDevice();
   const uint64_t previous = device.byte_limit();
   device.set_byte_limit(device.bytes_in_use() + fuzz::kFuzzDeviceBytes);
-  const auto cases = Cases("prototxt");
-  EXPECT_FALSE(cases.empty());
-  for (const auto& [name, text] : cases) {
+  for (const auto& [name, text] : Cases("prototxt")) {
     SCOPED_TRACE(name);
     const uint64_t before = device.bytes_in_use();
     fuzz::RunPrototxtInput(Bytes(text), text.size(), &device);

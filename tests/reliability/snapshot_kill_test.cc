@@ -1,7 +1,8 @@
 // tests/reliability/snapshot_kill_test.cc — nothing lost: a training process that snapshots at
-// every iteration is killed (SIGKILL) at random moments 20 times, each run resuming from the
-// newest snapshot; after every kill each snapshot file under its final name reads, and the newest
-// solver state (with the weights it names) restores. Also net.save replaces a file atomically.
+// every iteration is killed (SIGKILL) 20 times, at random moments and (every other time) while a
+// snapshot is being written, each run resuming from the newest snapshot; after every kill each
+// snapshot file under its final name reads, and the newest solver state (with the weights it
+// names) restores. Also net.save replaces a file atomically.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -15,6 +16,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -63,6 +65,14 @@ std::string NewestSolverState(const std::string& dir, int* iter = nullptr) {
   }
   if (iter) *iter = best_iter;
   return best;
+}
+
+/// Whether `dir` holds a snapshot being written (a temporary file not yet renamed).
+bool HasTemporaryFile(const std::string& dir) {
+  std::error_code gone;  // a file renamed while the folder is read is not an error
+  for (fs::directory_iterator it(dir, gone), end; !gone && it != end; it.increment(gone))
+    if (it->path().filename().string().find(".tmp.") != std::string::npos) return true;
+  return false;
 }
 
 // The child: resumes from the newest snapshot and trains with a snapshot per iteration until it
@@ -122,8 +132,16 @@ TEST(SnapshotKill, PreviousSnapshotSurvives) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     ASSERT_FALSE(exited) << "the training child exited with status " << status;
-    std::this_thread::sleep_for(std::chrono::microseconds(
-        std::uniform_int_distribution<int>(0, 60000)(rng)));
+    if (round % 2 == 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(
+          std::uniform_int_distribution<int>(0, 60000)(rng)));
+    } else {
+      // Every other kill aims at a write: as soon as a temporary snapshot file appears (polled
+      // without sleeping: a write takes about a millisecond).
+      while (!HasTemporaryFile(dir.string())) {
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no snapshot write seen in 60 s";
+      }
+    }
     ::kill(child, SIGKILL);
     ASSERT_EQ(waitpid(child, &status, 0), child);
     ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
@@ -154,6 +172,10 @@ TEST(SnapshotKill, PreviousSnapshotSurvives) {
       if (std::atoi(name.c_str() + 10) < iter) fs::remove(e.path());
     }
   }
+  // The kills aimed at writes must have landed in some: without one, nothing here showed that an
+  // interrupted write leaves the previous snapshot readable.
+  EXPECT_GE(killed_with_temp_file, 3) << "of " << kKills << " kills, " << killed_with_temp_file
+                                      << " landed while a snapshot was being written";
   // The newest state restores into a fresh solver.
   Solver solver(TinySolver(dir.string()), DefaultDevice());
   solver.set_log(nullptr);

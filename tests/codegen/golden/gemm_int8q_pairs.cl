@@ -117,7 +117,7 @@ typedef ushort16 __attribute__((aligned(1))) mp_ushort16_u;
 #define MP_STORE_USHORT16(x, p) (*(__global mp_ushort16_u*)(p) = (x))
 // 16-bit pair products: lanes x.s(2i)*y.s(2i) + x.s(2i+1)*y.s(2i+1).
 typedef short16 mp_short16;
-#if defined(__AVX2__)
+#if defined(__AVX2__) && !defined(MP_PORTABLE_FORMS)
 #define MP_MADD16(x, y) __builtin_ia32_pmaddwd256((x), (y))
 #else
 inline __attribute__((always_inline)) int8 mp_madd16(short16 x, short16 y) {
@@ -133,10 +133,19 @@ inline __attribute__((always_inline)) int8 mp_madd16(short16 x, short16 y) {
 #define MP_SHORT16_LOAD(p) vload16(0, (p))
 typedef int8 mp_pair_acc;
 #define MP_PAIR_FLUSH(acc, lo, hi) ((acc) += (convert_long8(hi) << 8) + convert_long8(lo))
-#if defined(__AVX512BW__)
+#if defined(MP_PORTABLE_FORMS) || (defined(__AVX512BW__) && !defined(MP_NO_512BIT_FORMS))
 // 32 lanes in one 512-bit vpmaddwd: 16 int32 pair sums.
 typedef short mp_short32 __attribute__((ext_vector_type(32)));
+#if defined(MP_PORTABLE_FORMS)
+typedef int mp_int32x32 __attribute__((ext_vector_type(32)));
+inline __attribute__((always_inline)) int16 mp_madd32(mp_short32 x, mp_short32 y) {
+  const mp_int32x32 p = __builtin_convertvector(x, mp_int32x32) * __builtin_convertvector(y, mp_int32x32);
+  return p.even + p.odd;
+}
+#define MP_MADD32(x, y) mp_madd32((x), (y))
+#else
 #define MP_MADD32(x, y) __builtin_ia32_pmaddwd512((x), (y))
+#endif
 #define MP_PAIR32_WORD(w) __builtin_astype((int16)(w), mp_short32)
 #define MP_ZIP32(p0, p1) __builtin_convertvector(__builtin_shufflevector(vload16(0, (p0)), vload16(0, (p1)), 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), mp_short32)
 #endif
@@ -170,7 +179,7 @@ __kernel void gemm_int8q(
   if (n0 >= N || m0 >= M) return;
   const int r0 = min(m0 + 0, M - 1);
   CV acc0_0 = (CV)(0);
-  #if defined(__AVX2__)
+  #if defined(__AVX2__) && !defined(MP_PORTABLE_FORMS)
   typedef char mp_char32 __attribute__((ext_vector_type(32)));
   #define MP_APAIR_P(p) (__builtin_astype(__builtin_ia32_pshufb256(__builtin_astype((short16)(__builtin_astype(vload2(0, (p)), short)), mp_char32), (mp_char32)(0, -128, 1, -128, 0, -128, 1, -128, 0, -128, 1, -128, 0, -128, 1, -128, 0, -128, 1, -128, 0, -128, 1, -128, 0, -128, 1, -128, 0, -128, 1, -128)), short16))
   #else

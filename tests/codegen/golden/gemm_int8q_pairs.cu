@@ -240,7 +240,7 @@ extern "C" __global__ void gemm_int8q(
   if (n0 >= N || m0 >= M) return;
   const int r0 = min(m0 + 0, M - 1);
   CV acc0_0 = (CV)(0);
-  #if defined(__AVX2__)
+  #if defined(__AVX2__) && !defined(MP_PORTABLE_FORMS)
   typedef char mp_char32 __attribute__((ext_vector_type(32)));
   #define MP_APAIR_P(p) (__builtin_astype(__builtin_ia32_pshufb256(__builtin_astype((short16)(__builtin_astype(vload2(0, (p)), short)), mp_char32), (mp_char32)(0, -128, 1, -128, 0, -128, 1, -128, 0, -128, 1, -128, 0, -128, 1, -128, 0, -128, 1, -128, 0, -128, 1, -128, 0, -128, 1, -128, 0, -128, 1, -128)), short16))
   #else
