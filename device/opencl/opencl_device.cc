@@ -622,6 +622,14 @@ Kernel OpenCLProgram::GetKernel(const std::string& name) {
 }  // namespace
 
 std::string EnumerateOpenCL() {
+  // Mesa's rusticl lists its CPU device (llvmpipe) only when RUSTICL_ENABLE names it, and reads
+  // the variable when the ICD loader first loads it: at the first clGetPlatformIDs, below. So
+  // that `mpcaffe devices` lists rusticl with no help, ask for llvmpipe unless the user set
+  // RUSTICL_ENABLE (even empty: `RUSTICL_ENABLE=` keeps rusticl's CPU device away). Setting it
+  // replaces rusticl's default driver list, which enables no driver in the Mesa versions
+  // measured (22.3). Once per process (DeviceList's call_once); like POCL_BINARY_SPECIALIZE_WG
+  // (Binary, above), glibc's setenv is not safe against a getenv on another thread at once.
+  setenv("RUSTICL_ENABLE", "llvmpipe", /*overwrite=*/0);
   cl_uint num_platforms = 0;
   cl_int err = clGetPlatformIDs(0, nullptr, &num_platforms);
   if (err != CL_SUCCESS || num_platforms == 0)
