@@ -49,6 +49,12 @@ struct DeviceInfo {
   /// The device computes on the host's memory (OpenCL CL_DEVICE_HOST_UNIFIED_MEMORY, or a CPU
   /// device): mapping an allocation (HostView) gives its own bytes, no copy.
   bool host_unified_memory = false;
+  /// The compiler gets a signed comparison (<, <=, >, >=) of a 64-bit integer with a constant
+  /// wrong when it can see the integer was widened from a 32-bit one: Mesa 22.3's rusticl on
+  /// llvmpipe makes `(long)i < 3` false for every i (the OpenCL C relational operators give 1
+  /// when the relation holds, and int → long keeps the value). Kernels then widen such values
+  /// in a form the compiler does not see through (KernelTarget::long_compare_of_int_broken).
+  bool long_compare_of_int_broken = false;
   std::vector<std::string> extensions;
 };
 
