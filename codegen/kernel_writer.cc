@@ -541,7 +541,7 @@ $device_fn int mp_requant32(int acc, int mult, int shift) {
 // $long_of_int where KernelTarget::long_compare_of_int_broken (Mesa 22.3's rusticl): an int
 // widened by a cast or convert_long compares wrongly with constants there, the same value
 // assembled from its two halves by upsample (OpenCL C: (long)hi << 32 | lo) compares right.
-const char* kLongOfIntText = R"(// Ints widened past the compiler's faulty compare of widened ints (mp_long_of_int).
+const char* kLongOfIntText = R"(// mp_long_of_int: ints widened so that compares of them come out right.
 #define MP_LONG_OF_INT(T, L, U) \
   inline __attribute__((overloadable, always_inline)) L mp_long_of_int(T x) { \
     return upsample(x >> 31, U(x)); \
@@ -764,9 +764,10 @@ KernelWriter& KernelWriter::UseRequant(DataType type) {
   for (const auto& d : defines_)
     if (d.compare(0, define.size(), define) == 0) return *this;
   // int8q's result is an int widened for the caller's clamps: $long_of_int.
-  return Define("MP_REQUANT(acc, m, s)", TraitsOf(type).acctype == Scalar::kI64
-                                             ? "mp_requant64((mp_i64)(acc), m, s)"
-                                             : Expand("$long_of_int(mp_requant32((int)(acc), m, s))"));
+  return Define("MP_REQUANT(acc, m, s)",
+                TraitsOf(type).acctype == Scalar::kI64
+                    ? "mp_requant64((mp_i64)(acc), m, s)"
+                    : Expand("$long_of_int(mp_requant32((int)(acc), m, s))"));
 }
 
 KernelWriter& KernelWriter::Define(const std::string& name, const std::string& value) {
