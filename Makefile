@@ -6,34 +6,68 @@ MPCAFFE := $(BUILD)/bin/mpcaffe
 # The shared models and papers: ../shared beside the checkout unless MPCAFFE_SHARED_DIR names
 # another folder (a clone made elsewhere). CMake records it (MPCAFFE_SHARED_DIR) for the tests;
 # the demo and the scripts read it from the environment.
-MPCAFFE_SHARED_DIR ?= $(abspath $(CURDIR)/../shared)
+# A clone made elsewhere on this workplace's machines (a temporary folder) finds them in
+# /work/shared, as .ci/run does.
+MPCAFFE_SHARED_DIR ?= $(if $(wildcard $(CURDIR)/../shared/models),$(abspath $(CURDIR)/../shared),$\
+  $(if $(wildcard /work/shared/models),/work/shared,$(abspath $(CURDIR)/../shared)))
 export MPCAFFE_SHARED_DIR
 
-.PHONY: all deps configure build test demo clean fuzz test-asan test-oclgrind bench
+.PHONY: all deps configure build test test-sweep demo clean fuzz test-asan test-oclgrind bench
 
 all: build
 
 deps:
 	@scripts/install-deps.sh
 
+# The Python extension is part of the build (pybind11 and the interpreter python3 runs), so
+# `make test` installs the package from this tree instead of compiling the libraries again.
+PYTHON ?= python3
 configure: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DMPCAFFE_SHARED_DIR=$(MPCAFFE_SHARED_DIR)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DMPCAFFE_SHARED_DIR=$(MPCAFFE_SHARED_DIR) \
+	  -DMPCAFFE_BUILD_PYTHON=ON -DPython_EXECUTABLE=$$(command -v $(PYTHON)) \
+	  -Dpybind11_DIR=$$($(PYTHON) -m pybind11 --cmakedir)
 
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
-# Every C++ suite (one CTest entry per folder); Python tests join once the package exists.
-# The device-dependent suites run once per device (entries <suite>@pocl, @intel, @gpu; an absent
-# device's entries are skipped, and scripts/ctest-devices.sh says why and where each one ran).
-# Hermetic: every run starts with its own empty kernel cache and tuning table
-# ($(BUILD)/test-cache, shared by the suites of this run for speed), never the user's.
+# Every C++ suite (one CTest entry per folder), then the Python suite against the installed
+# package. The device-dependent suites run once per device (entries <suite>@pocl, @intel, @gpu;
+# an absent device's entries are skipped, and scripts/ctest-devices.sh says why and where each
+# one ran). Cold and hermetic, as on a new machine: every run starts with an empty kernel cache
+# and tuning table of its own and empty driver caches (PoCL's, Mesa's, CUDA's JIT), all under
+# $(BUILD)/test-cache, never the user's. It ends with scripts/test-budget.py's table (time,
+# programs compiled, cache hits per entry), which fails when an entry compiled a program twice.
 # Two CTest jobs: a suite on one device beside a suite on another (tests/CMakeLists.txt).
-TEST_CACHE := $(abspath $(BUILD))/test-cache/kernels.sqlite
+TEST_CACHE_DIR := $(abspath $(BUILD))/test-cache
+TEST_ENV := MPCAFFE_CACHE=$(TEST_CACHE_DIR)/kernels.sqlite POCL_CACHE_DIR=$(TEST_CACHE_DIR)/pocl \
+  MESA_SHADER_CACHE_DIR=$(TEST_CACHE_DIR)/mesa CUDA_CACHE_PATH=$(TEST_CACHE_DIR)/cuda
 test: build
-	rm -rf $(dir $(TEST_CACHE)) && mkdir -p $(dir $(TEST_CACHE))
-	cd $(BUILD) && MPCAFFE_CACHE=$(TEST_CACHE) ctest --output-on-failure --timeout 2400 -j2; status=$$?; \
-	  cd $(CURDIR) && scripts/ctest-devices.sh $(BUILD); exit $$status
-	MPCAFFE_CACHE=$(TEST_CACHE) scripts/python-test.sh
+	rm -rf $(TEST_CACHE_DIR) && mkdir -p $(TEST_CACHE_DIR)/compiles $(TEST_CACHE_DIR)/reports
+	cd $(BUILD) && $(TEST_ENV) ctest --output-on-failure --timeout 4000 -j2; c=$$?; \
+	  cd $(CURDIR) && scripts/ctest-devices.sh $(BUILD); \
+	  start=$$(date +%s.%N); \
+	  $(TEST_ENV) MPCAFFE_COMPILE_LOG=$(TEST_CACHE_DIR)/compiles/python.log \
+	    MPCAFFE_PYTHON_BUILD_DIR=$(BUILD) PYTHON=$(PYTHON) scripts/python-test.sh; \
+	  p=$$?; awk -v a=$$start -v b=$$(date +%s.%N) 'BEGIN { print b - a }' \
+	    > $(TEST_CACHE_DIR)/python.seconds; \
+	  scripts/test-budget.py $(BUILD); b=$$?; \
+	  echo "make test: C++ suites $$([ $$c = 0 ] && echo passed || echo FAILED)," \
+	    "Python suite $$([ $$p = 0 ] && echo passed || echo FAILED)," \
+	    "budget $$([ $$b = 0 ] && echo kept || echo BROKEN)"; \
+	  [ $$c = 0 ] && [ $$p = 0 ] && [ $$b = 0 ]
+
+# The exhaustive sweeps, not part of `make test`: the device suites, the CUDA suite and the
+# Oclgrind sweep with MPCAFFE_TEST_SWEEP=1, where every test over a family's configurations
+# compiles all of them (every tuner candidate, every shape × option of its own lists) instead of
+# the covering sample `make test` compiles (tests/testing/sweep.h). Cold, like `make test`;
+# hours on a 2-core machine.
+SWEEP_ENTRIES := ^(device|codegen|quant|libdnn|layers|net)@|^cuda$$|^oclgrind$$
+test-sweep: build
+	rm -rf $(TEST_CACHE_DIR) && mkdir -p $(TEST_CACHE_DIR)/compiles $(TEST_CACHE_DIR)/reports
+	cd $(BUILD) && $(TEST_ENV) MPCAFFE_TEST_SWEEP=1 ctest --output-on-failure --timeout 14400 -j2 \
+	  -R '$(SWEEP_ENTRIES)'; c=$$?; \
+	  cd $(CURDIR) && scripts/ctest-devices.sh $(BUILD); scripts/test-budget.py $(BUILD); b=$$?; \
+	  [ $$c = 0 ] && [ $$b = 0 ]
 
 # The main job on the default device (MPCAFFE_DEVICE=<index> chooses another).
 demo: build
@@ -65,10 +99,11 @@ test-asan: deps
 	  ctest --output-on-failure --timeout 3000 -R '$(ASAN_SUITES)'
 
 # Every generated kernel family in every dtype on small shapes under Oclgrind (data races,
-# out-of-bounds accesses, barrier divergence, API errors): fails on any report or failed test
-# (scripts/oclgrind.sh; OCLGRIND_FAMILIES=<regex> runs some).
+# out-of-bounds accesses, barrier divergence, API errors), every candidate configuration (the
+# CTest entry `oclgrind` of `make test` runs a covering sample of them): fails on any report or
+# failed test (scripts/oclgrind.sh; OCLGRIND_FAMILIES=<regex> runs some).
 test-oclgrind: build
-	BUILD=$(BUILD) scripts/oclgrind.sh
+	BUILD=$(BUILD) MPCAFFE_TEST_SWEEP=1 scripts/oclgrind.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -47,8 +47,8 @@ def synthetic_chw(layer):
 def inference_param(mpcaffe, model, batch):
     """The TEST-phase inference net: Data layers as Input layers of `batch` giving only the data
     top, every Input's batch set, loss and accuracy layers removed (so the last layer's top is
-    the output the ONNX model returns) — what `mpcaffe bench net --synthetic` runs, in a form the
-    ONNX exporter takes."""
+    the output the ONNX model returns) — what `mpcaffe bench net` runs on its synthetic inputs,
+    in a form the ONNX exporter takes."""
     param = mpcaffe.NetParameter()
     with open(model) as f:
         text_format.Parse(f.read(), param)

@@ -61,7 +61,7 @@ PAPER_TIME_MS = {
     ],
 }
 # The paper's OpenCL Caffe built from its 2018 sources, run on PoCL on this machine kind
-# (issue 10): AlexNet, ms; its fp16 path does not compile on PoCL.
+# (measured once; not rebuilt by make bench): AlexNet, ms; its fp16 path does not compile on PoCL.
 PAPER_CODE_ON_POCL_MS = {
     ("imagenet_caffenet", 1): {"fp32": 1405, "fp16": None, "int16": 2268, "int8": 2615},
     ("imagenet_caffenet", 16): {"fp32": 19700, "fp16": None, "int16": 5400, "int8": 10300},
@@ -304,7 +304,8 @@ def time_section(rows, peers):
             body = [["paper's OpenCL Caffe (2018 sources) on PoCL, this machine kind", b] +
                     [fmt(v[d] / 1.0, 0, " ms") if v[d] else "does not compile" for d in DTYPES]
                     for b, v in sorted(pocl)]
-            out += ["", "For orientation, the paper's own code on this machine kind (issue 10):",
+            out += ["", "For orientation, the paper's own code (its OpenCL implementation) on "
+                        "this machine kind:",
                     "", table(["Code", "Batch"] + [DTYPE_LABEL[d] for d in DTYPES], body,
                               ["---", "---:"] + ["---:"] * 4)]
             speedups = []

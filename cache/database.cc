@@ -72,6 +72,12 @@ void ProgramCache::Connect() {
       return;
     }
   }
+  // Processes that open the file at the same instant (CTest starts two suites on a new cache)
+  // take turns until it is in WAL mode: a connection that read the header before another one
+  // switched it would wait for an exclusive lock that every WAL connection's shared lock denies,
+  // and give the file up after the busy timeout. (Without the lock, e.g. a read-only folder,
+  // the open goes on as before.)
+  DirectoryLock first_open(path, options_.busy_timeout_ms);
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;  // db_mutex_ serializes all use
   if (options_.create) flags |= SQLITE_OPEN_CREATE;
   int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
@@ -173,6 +179,9 @@ void ProgramCache::CreateSchema(bool read_only) {
                 kTuning));
   Exec(db_,
        Sql("CREATE TABLE IF NOT EXISTS $T(name TEXT PRIMARY KEY, value REAL NOT NULL)", kCounters));
+  Exec(db_, Sql("CREATE TABLE IF NOT EXISTS $T(key TEXT PRIMARY KEY, device TEXT NOT NULL, "
+                "created TEXT NOT NULL)",
+                kBuilt));
   Exec(db_, "INSERT OR IGNORE INTO meta(name, value) VALUES('format', '" +
                 std::to_string(kCacheFormatVersion) + "')");
   if (other_version) {

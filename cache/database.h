@@ -129,6 +129,8 @@ static_assert(kCacheFormatVersion == 1, "rename the tables with the format versi
 constexpr const char* kPrograms = "programs" MPCAFFE_V;
 constexpr const char* kTuning = "tuning" MPCAFFE_V;
 constexpr const char* kCounters = "counters" MPCAFFE_V;
+// Keys compiled without their binary stored (ProgramBinaryStore::NoteBuilt).
+constexpr const char* kBuilt = "built" MPCAFFE_V;
 
 inline std::string Sql(const char* pattern, const char* table) {
   std::string s = pattern;
@@ -156,8 +158,8 @@ inline bool IsCorruption(int code) {
   return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB;
 }
 
-/// An exclusive flock on the cache file's directory, so only one process at a time decides
-/// that the file is corrupt and replaces it. (Not on the file itself: closing any descriptor
+/// An exclusive flock on the cache file's directory, so only one process at a time opens the
+/// file until it is in WAL mode, and only one decides that the file is corrupt and replaces it. (Not on the file itself: closing any descriptor
 /// of the database would drop this process's SQLite locks on it.)
 class DirectoryLock {
  public:

@@ -10,6 +10,7 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "device/device.h"
@@ -107,6 +108,8 @@ class ProgramCache : public ProgramBinaryStore {
   std::optional<std::string> Load(const ProgramKey& key) override;
   void Save(const ProgramKey& key, const std::string& binary) override;
   void Reject(const ProgramKey& key, const std::string& reason) override;
+  bool WasBuilt(const ProgramKey& key) override;
+  void NoteBuilt(const ProgramKey& key) override;
   void RecordCompile(double seconds) override;
   void RecordLoad(double seconds) override;
 
@@ -169,6 +172,7 @@ class ProgramCache : public ProgramBinaryStore {
   // device id -> key hash -> entry
   std::unordered_map<std::string, std::unordered_map<std::string, MemoryEntry>> memory_;
   std::unordered_map<std::string, TuningRecord> tuning_memory_;
+  std::unordered_set<std::string> built_memory_;  // key hashes NoteBuilt recorded
 
   mutable std::mutex counters_mutex_;
   CacheCounters counters_;

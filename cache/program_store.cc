@@ -173,6 +173,39 @@ void ProgramCache::Reject(const ProgramKey& key, const std::string& reason) {
   });
 }
 
+bool ProgramCache::WasBuilt(const ProgramKey& key) {
+  const std::string hash = ProgramKeyHash(key);
+  {
+    std::shared_lock<std::shared_mutex> lock(memory_mutex_);
+    if (built_memory_.count(hash)) return true;
+  }
+  bool found = false;
+  std::lock_guard<std::mutex> lock(db_mutex_);
+  WithFile("looking up a build", false, [&] {
+    Statement select(db_, Sql("SELECT 1 FROM $T WHERE key = ?1", kBuilt).c_str());
+    select.Text(1, hash);
+    found = select.Step();
+  });
+  return found;
+}
+
+void ProgramCache::NoteBuilt(const ProgramKey& key) {
+  const std::string hash = ProgramKeyHash(key);
+  {
+    std::unique_lock<std::shared_mutex> lock(memory_mutex_);
+    built_memory_.insert(hash);
+  }
+  const std::string created = UtcNow();
+  std::lock_guard<std::mutex> lock(db_mutex_);
+  WithFile("noting a build", true, [&] {
+    Statement insert(db_, Sql("INSERT OR REPLACE INTO $T(key, device, created) VALUES(?1, ?2, ?3)",
+                              kBuilt)
+                              .c_str());
+    insert.Text(1, hash).Text(2, ProgramDeviceHash(key)).Text(3, created);
+    insert.Step();
+  });
+}
+
 void ProgramCache::RecordCompile(double seconds) {
   std::lock_guard<std::mutex> lock(counters_mutex_);
   ++counters_.compiles;
@@ -250,6 +283,7 @@ bool ProgramCache::Clear() {
     std::unique_lock<std::shared_mutex> lock(memory_mutex_);
     memory_.clear();
     tuning_memory_.clear();
+    built_memory_.clear();
   }
   {
     std::lock_guard<std::mutex> count(counters_mutex_);
@@ -258,7 +292,7 @@ bool ProgramCache::Clear() {
   std::lock_guard<std::mutex> lock(db_mutex_);
   const bool cleared = WithFile("clearing", true, [&] {
     Transaction txn(db_);
-    for (const char* table : {kPrograms, kTuning, kCounters})
+    for (const char* table : {kPrograms, kTuning, kCounters, kBuilt})
       Exec(db_, std::string("DELETE FROM ") + table);
     txn.Commit();
   });

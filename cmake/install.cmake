@@ -38,10 +38,14 @@ install(TARGETS ${mpcaffe_installed_libraries} mpcaffe_package
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS mpcaffe RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The image codec plugin (layers/image_codec.h), opened at run time: beside the libraries.
+install(TARGETS mpcaffe_image_codec LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 # The wheel (`pip wheel .` installs only the component "python") carries the command too, for
-# `python -m mpcaffe` and mpcaffe.calibrate().
+# `python -m mpcaffe` and mpcaffe.calibrate(), and the plugin in mpcaffe/lib, where both the
+# extension (mpcaffe/_mpcaffe*.so) and the command (mpcaffe/bin/mpcaffe) look for it.
 if(MPCAFFE_BUILD_PYTHON)
   install(TARGETS mpcaffe RUNTIME DESTINATION mpcaffe/bin COMPONENT python)
+  install(TARGETS mpcaffe_image_codec LIBRARY DESTINATION mpcaffe/lib COMPONENT python)
 endif()
 
 # The public headers: mpcaffe/mpcaffe.h and what it includes (the closure, nothing more: the
@@ -49,7 +53,8 @@ endif()
 # the installed set is exactly mpcaffe.h's closure). Layer, Quantizer and the kernel writer stay
 # private: net/net.h declares Layer only, quant/quantizer_mode.h holds the modes.
 set(mpcaffe_public_headers
-    codegen/datatype.h device/device.h device/error.h layers/blob.h net/distributed.h net/net.h
+    codegen/datatype.h device/device.h device/error.h layers/blob.h layers/image_io.h
+    net/distributed.h net/net.h
     net/solver.h proto/model_io.h quant/quantizer_mode.h)
 foreach(header ${mpcaffe_public_headers})
   get_filename_component(folder ${header} DIRECTORY)
@@ -78,11 +83,12 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/cmake/mpcaffeConfigVersion.
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_BINARY_DIR}/cmake/mpcaffeConfig.cmake
               ${CMAKE_BINARY_DIR}/cmake/mpcaffeConfigVersion.cmake
-              ${CMAKE_SOURCE_DIR}/cmake/FindLMDB.cmake ${CMAKE_SOURCE_DIR}/cmake/FindNVRTC.cmake
+              ${CMAKE_SOURCE_DIR}/cmake/FindLMDB.cmake ${CMAKE_SOURCE_DIR}/cmake/FindHDF5C.cmake
+              ${CMAKE_SOURCE_DIR}/cmake/FindNVRTC.cmake
         DESTINATION ${mpcaffe_cmake_dir})
 
 # The pkg-config file: the libraries in link order; dependencies by their own .pc files (LMDB,
-# CLBlast, SQLite, OpenCL and protobuf all ship one) and NVRTC, which has none, by name in the
+# HDF5, CLBlast, SQLite, OpenCL and protobuf all ship one) and NVRTC, which has none, by name in the
 # folder ${cuda_libdir} (--define-variable=cuda_libdir=... where the toolkit is elsewhere).
 # Static libraries need every dependency on each link; shared ones only protobuf (the headers
 # use its classes), the rest goes to Requires.private / Libs.private (pkg-config --static).
@@ -90,7 +96,7 @@ set(mpcaffe_pc_libs "")
 foreach(lib ${mpcaffe_installed_libraries})
   string(APPEND mpcaffe_pc_libs " -l${lib}")
 endforeach()
-set(mpcaffe_pc_deps "sqlite3 OpenCL lmdb")
+set(mpcaffe_pc_deps "sqlite3 OpenCL lmdb hdf5")
 if(MPCAFFE_HAVE_CLBLAST)
   string(APPEND mpcaffe_pc_deps " clblast")
 endif()

@@ -354,6 +354,14 @@ Event Kernel::Launch1D(size_t n, Queue* queue) {
   return Launch({groups * local, 1, 1}, {local, 1, 1}, queue);
 }
 
+/// MPCAFFE_BINARIES: "always" or "auto" (also unset); anything else is a mistake to name.
+static bool StoresEveryBinary() {
+  const std::string& value = GetSettings().binaries;
+  if (value.empty() || value == "auto") return false;
+  if (value == "always") return true;
+  throw DeviceError("MPCAFFE_BINARIES='" + value + "': expected 'auto' or 'always'");
+}
+
 std::shared_ptr<Program> Device::BuildProgram(const std::string& source, const std::string& options,
                                              const ProgramHints& hints) {
   DumpKernelIfAsked(info_.backend, source, options);
@@ -376,19 +384,26 @@ std::shared_ptr<Program> Device::BuildProgram(const std::string& source, const s
       store->Reject(*key, why);
     }
   }
+  // Where a binary costs the driver compiles of its own, store it once the text is built again.
+  const bool want_binary =
+      store && (StoresEveryBinary() || !info_.binary_costs_compiles || store->WasBuilt(*key));
   Compiled compiled;
   try {
-    compiled = Compile(source, options, hints, store != nullptr);
+    compiled = Compile(source, options, hints, want_binary);
   } catch (const BuildError&) {
     LogProgramEvent("fail", backend, Describe(), source, options, seconds());
     throw;
   }
   if (store) {
     store->RecordCompile(compiled.seconds);
-    if (!compiled.binary.empty()) store->Save(*key, compiled.binary);
+    if (!compiled.binary.empty())
+      store->Save(*key, compiled.binary);
+    else if (!want_binary)
+      store->NoteBuilt(*key);
   }
   // Logged once the binary is stored: a later build of the same text in this run is a load.
-  LogProgramEvent("compile", backend, Describe(), source, options, seconds());
+  LogProgramEvent(store && !want_binary ? "compile-unstored" : "compile", backend, Describe(),
+                  source, options, seconds());
   return compiled.program;
 }
 
@@ -440,10 +455,13 @@ uint64_t ProgramHash(std::initializer_list<const std::string*> parts) {
 /// The name of the first kernel the text defines ("?" when none is found): enough to tell a
 /// reader of the compile log which family a program belongs to.
 std::string FirstKernelName(const std::string& source) {
-  for (const char* marker : {"__kernel void ", "kernel void ", "__global__ void "}) {
+  // The qualifier, then attributes (vec_type_hint, reqd_work_group_size) up to "void ".
+  for (const char* marker : {"__kernel ", "kernel void ", "__global__ "}) {
     size_t at = source.find(marker);
     if (at == std::string::npos) continue;
-    at += std::strlen(marker);
+    at = source.find("void ", at);
+    if (at == std::string::npos) continue;
+    at += std::strlen("void ");
     size_t end = at;
     while (end < source.size() && (std::isalnum(static_cast<unsigned char>(source[end])) ||
                                    source[end] == '_'))

@@ -55,6 +55,12 @@ struct DeviceInfo {
   /// when the relation holds, and int → long keeps the value). Kernels then widen such values
   /// in a form the compiler does not see through (KernelTarget::long_compare_of_int_broken).
   bool long_compare_of_int_broken = false;
+  /// Asking the driver for a program's binary makes it compile more than a launch needs, while
+  /// a persistent cache of its own already keeps what the launches compiled (PoCL: a generic
+  /// work-group function for every kernel plus each listed local size for every kernel, 4× the
+  /// cold compile of a convolution test). Device::BuildProgram then stores a binary only at the
+  /// second build of its text (MPCAFFE_BINARIES=always stores it at the first).
+  bool binary_costs_compiles = false;
   std::vector<std::string> extensions;
 };
 
@@ -473,10 +479,11 @@ std::string DumpKernelIfAsked(Backend backend, const std::string& source,
 /// When MPCAFFE_COMPILE_LOG=<file> is set, appends one tab-separated line per program event:
 /// "<event> <backend> <target> <hash> <end time> <seconds> <pid> <first kernel name>" (the end
 /// time in seconds since the epoch, the duration in seconds), where event is
-/// "compile" (the driver or NVRTC compiled the text), "load" (a stored binary was taken) or
+/// "compile" (the driver or NVRTC compiled the text), "compile-unstored" (compiled, its binary
+/// left for the next build: DeviceInfo::binary_costs_compiles), "load" (a stored binary) or
 /// "fail" (the text did not compile), target the device or NVRTC architecture, and hash a
 /// 64-bit hash of target, options and text. `make test` gives each CTest entry its own file and
-/// scripts/test-budget.sh counts them (programs compiled, cache hits, a text compiled twice).
+/// scripts/test-budget.py counts them (programs compiled, cache hits, a text compiled twice).
 void LogProgramEvent(const char* event, const char* backend, const std::string& target,
                      const std::string& source, const std::string& options, double seconds);
 

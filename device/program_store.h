@@ -22,6 +22,15 @@ class ProgramBinaryStore {
   virtual void Save(const ProgramKey& key, const std::string& binary) = 0;
   /// The driver rejected a binary Load() returned: forget it.
   virtual void Reject(const ProgramKey& key, const std::string& reason) = 0;
+  /// Whether NoteBuilt recorded this key before, in this process or another: a text built
+  /// before is built again, so its binary is worth storing where fetching one costs compiles
+  /// (DeviceInfo::binary_costs_compiles). A store that keeps no such record says false.
+  virtual bool WasBuilt(const ProgramKey& key) {
+    (void)key;
+    return false;
+  }
+  /// Records that the key was compiled without its binary being stored.
+  virtual void NoteBuilt(const ProgramKey& key) { (void)key; }
   /// Seconds spent compiling from source / creating a program from a stored binary.
   virtual void RecordCompile(double seconds) = 0;
   virtual void RecordLoad(double seconds) = 0;

@@ -37,7 +37,9 @@ Settings Settings::FromEnvironment() {
   s.fuse = Env("MPCAFFE_FUSE");
   s.optimize = Env("MPCAFFE_OPTIMIZE");
   s.moe_queues = Env("MPCAFFE_MOE_QUEUES");
+  s.image_codec = Env("MPCAFFE_IMAGE_CODEC");
   s.cache = Env("MPCAFFE_CACHE");
+  s.binaries = Env("MPCAFFE_BINARIES");
   s.xdg_cache_home = Env("XDG_CACHE_HOME");
   s.home = Env("HOME");
   if (!Env("OMPI_COMM_WORLD_SIZE").empty()) {

@@ -28,7 +28,11 @@ struct Settings {
   std::string fuse;              ///< MPCAFFE_FUSE: "0" turns the Net's ReLU fusion off
   std::string optimize;          ///< MPCAFFE_OPTIMIZE: "0" turns the inference graph optimizer off
   std::string moe_queues;        ///< MPCAFFE_MOE_QUEUES: queues the MOE experts spread over
+  std::string image_codec;       ///< MPCAFFE_IMAGE_CODEC: the image codec plugin's file
   std::string cache;             ///< MPCAFFE_CACHE: the kernel-cache file, or "off"
+  /// MPCAFFE_BINARIES: "always" stores every program's binary at its first build; "auto" (or
+  /// unset) waits for the second build where a binary costs compiles (binary_costs_compiles)
+  std::string binaries;
   std::string xdg_cache_home;    ///< XDG_CACHE_HOME (the cache's default folder)
   std::string home;              ///< HOME (the cache's fallback folder)
   /// The launcher's description of an MPI job (Open MPI's OMPI_COMM_WORLD_SIZE /

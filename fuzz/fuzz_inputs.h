@@ -20,6 +20,9 @@
 #include "device/device.h"
 #include "net/net.h"
 #endif
+#ifdef MPCAFFE_FUZZ_WITH_IMAGES
+#include "layers/image_io.h"
+#endif
 #ifdef MPCAFFE_FUZZ_WITH_CACHE
 #include "cache/program_cache.h"
 #endif
@@ -95,6 +98,27 @@ inline void RunSolverstateInput(const uint8_t* data, size_t size) {
   } catch (const Error&) {
   }
 }
+
+#ifdef MPCAFFE_FUZZ_WITH_IMAGES
+/// fuzz_image: bytes as an image file (the JPEG/PNG damage checks, then OpenCV's decoders, in
+/// color and gray, resized) and as an encoded Datum record, as convert_imageset, ImageData and
+/// the Data layer read them.
+inline void RunImageInput(const uint8_t* data, size_t size) {
+  const std::string bytes(reinterpret_cast<const char*>(data), size);
+  try {
+    DecodeImage(bytes, "fuzz input", 0, 0, true);
+    DecodeImage(bytes, "fuzz input", 3, 5, false);
+  } catch (const Error&) {
+  }
+  try {
+    caffe::Datum datum;
+    datum.set_encoded(true);
+    datum.set_data(bytes);
+    DecodeDatumInPlace(&datum, "fuzz record");
+  } catch (const Error&) {
+  }
+}
+#endif
 
 #ifdef MPCAFFE_FUZZ_WITH_CACHE
 /// fuzz_cache_file: the kernel cache opening an arbitrary file as its SQLite store, looking a

@@ -1,11 +1,14 @@
 // layers/convolution_layer.cc — Convolution (every dtype; groups, stride, pad, dilation) on
-// libdnn's implicit-GEMM convolution with fused bias and requantization.
+// libdnn's implicit-GEMM convolution with fused bias and requantization, and Deconvolution (fp32)
+// on the same convolution's backward-data and forward passes.
 #include <array>
 #include <cmath>
 #include <cstdint>
 
 #include "device/settings.h"
+#include "layers/activation_kernels.h"
 #include "layers/layer_registry.h"
+#include "layers/train_kernels.h"
 #include "libdnn/conv.h"
 #include "quant/accumulation.h"
 #include "quant/fixed_point.h"
@@ -21,7 +24,69 @@ int Spatial(const google::protobuf::RepeatedField<uint32_t>& values, bool has_hw
   return static_cast<int>(values.size() == 1 ? values.Get(0) : values.Get(index));
 }
 
-class ConvolutionLayer : public Layer {
+/// The 2-d window of a ConvolutionParameter (Convolution, Deconvolution, Im2col): kernel, stride,
+/// pad and dilation with their _h/_w overrides, checked; `fail` throws naming the layer.
+struct Window {
+  int kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+
+  template <typename FailFn>
+  static Window Of(const caffe::ConvolutionParameter& p, const Blob& bottom, FailFn fail) {
+    if (bottom.num_axes() != 4) fail("needs a 4-d (NCHW) bottom, got " + bottom.shape_string());
+    if (p.axis() != 1) fail("convolution_param.axis: only channel axis 1 is supported");
+    for (auto* f : {&p.kernel_size(), &p.stride(), &p.pad(), &p.dilation()})
+      if (f->size() > 2) fail("convolution_param: only 2-d windows are supported");
+    Window w;
+    w.kh = Spatial(p.kernel_size(), p.has_kernel_h(), p.kernel_h(), 0, 0);
+    w.kw = Spatial(p.kernel_size(), p.has_kernel_w(), p.kernel_w(), 1, 0);
+    if (w.kh <= 0 || w.kw <= 0) fail("convolution_param.kernel_size must be given and positive");
+    w.sh = Spatial(p.stride(), p.has_stride_h(), p.stride_h(), 0, 1);
+    w.sw = Spatial(p.stride(), p.has_stride_w(), p.stride_w(), 1, 1);
+    w.ph = Spatial(p.pad(), p.has_pad_h(), p.pad_h(), 0, 0);
+    w.pw = Spatial(p.pad(), p.has_pad_w(), p.pad_w(), 1, 0);
+    w.dh = Spatial(p.dilation(), false, 0, 0, 1);
+    w.dw = Spatial(p.dilation(), false, 0, 1, 1);
+    if (w.sh <= 0 || w.sw <= 0 || w.dh <= 0 || w.dw <= 0 || w.ph < 0 || w.pw < 0)
+      fail("convolution_param: stride " + std::to_string(w.sh) + "x" + std::to_string(w.sw) +
+           " and dilation " + std::to_string(w.dh) + "x" + std::to_string(w.dw) +
+           " must be positive, pad " + std::to_string(w.ph) + "x" + std::to_string(w.pw) +
+           " not negative");
+    return w;
+  }
+  /// The convolution output extent of an input extent (Caffe's; may be ≤ 0).
+  int64_t OutH(int64_t h) const { return (h + 2 * ph - (int64_t{dh} * (kh - 1) + 1)) / sh + 1; }
+  int64_t OutW(int64_t w) const { return (w + 2 * pw - (int64_t{dw} * (kw - 1) + 1)) / sw + 1; }
+};
+
+/// The geometry Convolution and Deconvolution read from convolution_param: the window, the
+/// groups, the bottom's channels and num_output, checked (`fail` throws naming the layer).
+struct ConvGeometry {
+  int kh_ = 0, kw_ = 0, sh_ = 1, sw_ = 1, ph_ = 0, pw_ = 0, dh_ = 1, dw_ = 1;
+  int groups_ = 1, channels_ = 0, out_ = 0;
+
+  template <typename FailFn>
+  void SetGeometry(const caffe::ConvolutionParameter& p, const Blob& bottom, FailFn fail) {
+    const Window win = Window::Of(p, bottom, fail);
+    kh_ = win.kh, kw_ = win.kw, sh_ = win.sh, sw_ = win.sw;
+    ph_ = win.ph, pw_ = win.pw, dh_ = win.dh, dw_ = win.dw;
+    groups_ = static_cast<int>(p.group());
+    channels_ = bottom.shape(1);
+    out_ = static_cast<int>(p.num_output());
+    if (out_ <= 0) fail("convolution_param.num_output must be positive");
+    if (groups_ <= 0 || channels_ % groups_ || out_ % groups_)
+      fail("convolution_param.group " + std::to_string(groups_) + " must divide channels " +
+           std::to_string(channels_) + " and num_output " + std::to_string(out_));
+  }
+  /// The window and the groups of a libdnn convolution (extents and channels are the caller's).
+  void SetWindowOf(libdnn::ConvDesc* d) const {
+    d->kernel_h = kh_, d->kernel_w = kw_;
+    d->stride_h = sh_, d->stride_w = sw_;
+    d->pad_h = ph_, d->pad_w = pw_;
+    d->dilation_h = dh_, d->dilation_w = dw_;
+    d->groups = groups_;
+  }
+};
+
+class ConvolutionLayer : public Layer, ConvGeometry {
  public:
   using Layer::Layer;
   const char* type() const override { return "Convolution"; }
@@ -43,30 +108,7 @@ class ConvolutionLayer : public Layer {
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>&) override {
     const auto& p = param_.convolution_param();
-    if (bottom[0]->num_axes() != 4) Fail("needs a 4-d (NCHW) bottom, got " + bottom[0]->shape_string());
-    if (p.axis() != 1) Fail("only channel axis 1 is supported");
-    for (auto* f : {&p.kernel_size(), &p.stride(), &p.pad(), &p.dilation()})
-      if (f->size() > 2) Fail("only 2-d convolution is supported");
-    kh_ = Spatial(p.kernel_size(), p.has_kernel_h(), p.kernel_h(), 0, 0);
-    kw_ = Spatial(p.kernel_size(), p.has_kernel_w(), p.kernel_w(), 1, 0);
-    if (kh_ <= 0 || kw_ <= 0) Fail("kernel size must be given and positive");
-    sh_ = Spatial(p.stride(), p.has_stride_h(), p.stride_h(), 0, 1);
-    sw_ = Spatial(p.stride(), p.has_stride_w(), p.stride_w(), 1, 1);
-    ph_ = Spatial(p.pad(), p.has_pad_h(), p.pad_h(), 0, 0);
-    pw_ = Spatial(p.pad(), p.has_pad_w(), p.pad_w(), 1, 0);
-    dh_ = Spatial(p.dilation(), false, 0, 0, 1);
-    dw_ = Spatial(p.dilation(), false, 0, 1, 1);
-    if (sh_ <= 0 || sw_ <= 0 || dh_ <= 0 || dw_ <= 0 || ph_ < 0 || pw_ < 0)
-      Fail("stride " + std::to_string(sh_) + "x" + std::to_string(sw_) + " and dilation " +
-           std::to_string(dh_) + "x" + std::to_string(dw_) + " must be positive, pad " +
-           std::to_string(ph_) + "x" + std::to_string(pw_) + " not negative");
-    groups_ = static_cast<int>(p.group());
-    channels_ = bottom[0]->shape(1);
-    out_ = static_cast<int>(p.num_output());
-    if (out_ <= 0) Fail("num_output must be positive");
-    if (groups_ <= 0 || channels_ % groups_ || out_ % groups_)
-      Fail("group " + std::to_string(groups_) + " must divide channels " + std::to_string(channels_) +
-           " and num_output " + std::to_string(out_));
+    SetGeometry(p, *bottom[0], [this](const std::string& m) { Fail(m); });
     quant::CheckAccumulationDepth("layer '" + name() + "' (Convolution)", compute_type_,
                                   int64_t{channels_ / groups_} * kh_ * kw_);
     // Depthwise weights get a scale per channel in int8: one scale for all channels of a
@@ -88,11 +130,7 @@ class ConvolutionLayer : public Layer {
     desc_.height = b.shape(2);
     desc_.width = b.shape(3);
     desc_.out_channels = out_;
-    desc_.kernel_h = kh_, desc_.kernel_w = kw_;
-    desc_.stride_h = sh_, desc_.stride_w = sw_;
-    desc_.pad_h = ph_, desc_.pad_w = pw_;
-    desc_.dilation_h = dh_, desc_.dilation_w = dw_;
-    desc_.groups = groups_;
+    SetWindowOf(&desc_);
     desc_.bias = param_.convolution_param().bias_term();
     // Padded extents and dilated kernels in 64 bits: ConvDesc computes them in int.
     for (auto [size, pad, kernel, dilation] : {std::array<int64_t, 4>{desc_.height, ph_, kh_, dh_},
@@ -249,16 +287,180 @@ class ConvolutionLayer : public Layer {
                                                 static_cast<uint8_t>(x_zero), w.data(), s);
   }
 
-  int kh_ = 0, kw_ = 0, sh_ = 1, sw_ = 1, ph_ = 0, pw_ = 0, dh_ = 1, dw_ = 1;
-  int groups_ = 1, channels_ = 0, out_ = 0;
   libdnn::ConvDesc desc_;
   std::string prepared_key_;
   std::unique_ptr<libdnn::Convolution> conv_;
   std::shared_ptr<DeviceMemory> bias_;
 };
 
+/// Deconvolution (BVLC's transposed convolution), fp32: the convolution that maps the
+/// deconvolution's top back to its bottom (the "dual": channels = num_output, out_channels = the
+/// bottom's channels, the same kernel, stride, pad, dilation and groups) runs backwards —
+/// forward = the dual's BackwardData (+ bias per output channel), bottom diff = the dual's
+/// Forward of the top diff, weight diff = the dual's BackwardWeights with the roles of data and
+/// diff swapped. Caffe's weight layout [channels][num_output/group][kh][kw] is the dual's OIHW.
+/// Output size: stride·(in − 1) + dilation·(kernel − 1) + 1 − 2·pad.
+class DeconvolutionLayer : public Layer, ConvGeometry {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "Deconvolution"; }
+  // The other types run in fp32 between the conversions the net inserts (libdnn's
+  // backward-data pass, which is this layer's forward, is fp32 only).
+  bool SupportsType(DataType t) const override { return t == DataType::kFloat32; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool HasBackward() const override { return true; }
+
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>&) override {
+    const auto& p = param_.convolution_param();
+    SetGeometry(p, *bottom[0], [this](const std::string& m) { Fail(m); });
+    AddParam({channels_, out_ / groups_, kh_, kw_}, p.weight_filler());
+    if (p.bias_term()) AddParam({out_}, p.bias_filler());
+  }
+
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const Blob& b = *bottom[0];
+    if (b.num_axes() != 4 || b.shape(1) != channels_)
+      Fail("bottom " + b.shape_string() + " must be 4-d with " + std::to_string(channels_) + " channels");
+    const int64_t oh = int64_t{sh_} * (b.shape(2) - 1) + int64_t{dh_} * (kh_ - 1) + 1 - 2 * int64_t{ph_};
+    const int64_t ow = int64_t{sw_} * (b.shape(3) - 1) + int64_t{dw_} * (kw_ - 1) + 1 - 2 * int64_t{pw_};
+    if (oh <= 0 || ow <= 0 || oh + 2 * ph_ > INT32_MAX || ow + 2 * pw_ > INT32_MAX)
+      Fail("bottom " + b.shape_string() + " gives an output of " + std::to_string(oh) + "x" +
+           std::to_string(ow) + " (stride·(in − 1) + dilated kernel − 2·pad): not positive or beyond 2^31");
+    libdnn::ConvDesc d;
+    d.type = DataType::kFloat32;
+    d.batch = b.shape(0);
+    d.channels = out_;
+    d.height = static_cast<int>(oh);
+    d.width = static_cast<int>(ow);
+    d.out_channels = channels_;
+    SetWindowOf(&d);
+    if (d.out_h() != b.shape(2) || d.out_w() != b.shape(3))  // the dual maps the top back
+      Fail("internal: the dual convolution of " + b.shape_string() + " does not invert it");
+    if (!dual_ || d.ToString() != desc_.ToString()) dual_.reset();
+    desc_ = d;
+    top[0]->Reshape({d.batch, out_, d.height, d.width});
+  }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    if (desc_.batch == 0) return;
+    libdnn::Convolution& conv = Dual();
+    conv.BackwardData(libdnn::BufferRef(bottom[0]->device_data(), 0),
+                      libdnn::BufferRef(blobs_[0]->device_data(), 0),
+                      libdnn::BufferRef(top[0]->mutable_device_data(), 0));
+    if (param_.convolution_param().bias_term()) {
+      const int n = top[0]->count();
+      Kernel k = GetKernel(ActivationSource(target(), DataType::kFloat32),
+                           ActivationKernelName("bias", DataType::kFloat32));
+      k.Arg(int32_t{n}).Arg(int32_t{out_}).Arg(int32_t{desc_.height * desc_.width})
+          .ArgBuffer(top[0]->device_data(), 0, 4).ArgBuffer(blobs_[1]->device_data(), 0, 4)
+          .ArgBuffer(top[0]->mutable_device_data(), 0, 4);
+      k.Launch1D(n);
+    }
+  }
+
+  // BVLC's order: bias diff (Σ top diff per output channel), weight diff (accumulated), bottom
+  // diff (overwritten) = the convolution of the top diff with the same weights.
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    if (desc_.batch == 0) return;
+    libdnn::Convolution& conv = Dual();
+    const libdnn::BufferRef dy(top[0]->device_diff(), 0);
+    if (param_.convolution_param().bias_term() && param_propagate_down(1))
+      LaunchChannelSum(device(), GetKernel(ChannelSumSource(target()), "channel_sum"), desc_.batch,
+                       out_, desc_.height * desc_.width, top[0]->device_diff(), nullptr,
+                       blobs_[1]->mutable_device_diff(), 1.0f, 1.0f);
+    if (param_propagate_down(0))
+      conv.BackwardWeights(libdnn::BufferRef(bottom[0]->device_data(), 0), dy,
+                           libdnn::BufferRef(blobs_[0]->mutable_device_diff(), 0),
+                           libdnn::BufferRef());
+    if (down[0]) {
+      conv.SetWeights(libdnn::BufferRef(blobs_[0]->device_data(), 0));
+      conv.Forward(dy, libdnn::BufferRef(), libdnn::BufferRef(bottom[0]->mutable_device_diff(), 0));
+    }
+  }
+
+ private:
+  libdnn::Convolution& Dual() {
+    if (!dual_) dual_ = std::make_unique<libdnn::Convolution>(device(), desc_);
+    return *dual_;
+  }
+
+  libdnn::ConvDesc desc_;  // the dual convolution: top → bottom
+  std::unique_ptr<libdnn::Convolution> dual_;
+};
+
+/// Im2col (BVLC): the columns a convolution of the same window multiplies, as a blob
+/// [N][C·kh·kw][out_h][out_w] (row (c·kh + ky)·kw + kx holds channel c at window offset (ky, kx),
+/// 0 outside the padded input); libdnn's im2col kernel, per image. Float types natively, the
+/// quantized ones in fp32 between conversions; backward (fp32) is libdnn's col2im.
+class Im2colLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "Im2col"; }
+  bool SupportsType(DataType t) const override { return !IsQuantized(t); }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool HasBackward() const override { return true; }
+
+  void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>&) override {
+    win_ = Window::Of(param_.convolution_param(), *bottom[0], [this](const std::string& m) { Fail(m); });
+  }
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const Blob& b = *bottom[0];
+    if (b.num_axes() != 4) Fail("needs a 4-d (NCHW) bottom, got " + b.shape_string());
+    const int64_t oh = win_.OutH(b.shape(2)), ow = win_.OutW(b.shape(3));
+    const int64_t rows = int64_t{b.shape(1)} * win_.kh * win_.kw;
+    if (oh <= 0 || ow <= 0) Fail("the kernel does not fit the padded input " + b.shape_string());
+    if (rows * oh * ow > INT32_MAX || b.count(1) > INT32_MAX)
+      Fail("bottom " + b.shape_string() + ": an image's columns beyond 2^31 elements");
+    top[0]->Reshape({b.shape(0), static_cast<int>(rows), static_cast<int>(oh), static_cast<int>(ow)});
+  }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const Blob& b = *bottom[0];
+    const DataType t = compute_type_;
+    Kernel k = GetKernel(libdnn::Convolution::Im2colSource(target(), t),
+                         libdnn::Convolution::Im2colKernelName(t));
+    const int oh = top[0]->shape(2), ow = top[0]->shape(3);
+    const int rows = b.shape(1) * win_.kh * win_.kw * oh;
+    const size_t in = b.count(1), out = top[0]->count(1), e = SizeOf(t);
+    for (int n = 0; n < b.shape(0); ++n) {
+      k.ArgBuffer(b.device_data(), n * in * e, e).ArgBuffer(top[0]->mutable_device_data(), n * out * e, e);
+      for (int v : {b.shape(2), b.shape(3), win_.kh, win_.kw, win_.sh, win_.sw, win_.ph, win_.pw,
+                    win_.dh, win_.dw, oh, ow, rows, 0})
+        k.Arg(int32_t{v});
+      k.Launch1D(size_t(rows));
+    }
+  }
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    if (!down[0]) return;
+    const Blob& b = *bottom[0];
+    Kernel k = GetKernel(libdnn::Convolution::BackwardSource(target()), "conv_bwd_col2im");
+    const size_t in = b.count(1), out = top[0]->count(1);
+    for (int n = 0; n < b.shape(0); ++n) {
+      k.ArgBuffer(top[0]->device_diff(), n * out * 4, 4)
+          .ArgBuffer(bottom[0]->mutable_device_diff(), n * in * 4, 4);
+      for (int v : {b.shape(1), b.shape(2), b.shape(3), win_.kh, win_.kw, win_.sh, win_.sw,
+                    win_.ph, win_.pw, win_.dh, win_.dw, top[0]->shape(2), top[0]->shape(3)})
+        k.Arg(int32_t{v});
+      k.Launch1D(in);
+    }
+  }
+
+ private:
+  Window win_;
+};
+
 }  // namespace
 
-void RegisterConvolutionLayer() { RegisterLayerType<ConvolutionLayer>("Convolution"); }
+void RegisterConvolutionLayer() {
+  RegisterLayerType<ConvolutionLayer>("Convolution");
+  RegisterLayerType<DeconvolutionLayer>("Deconvolution");
+  RegisterLayerType<Im2colLayer>("Im2col");
+}
 
 }  // namespace mpcaffe

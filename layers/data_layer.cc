@@ -1,5 +1,6 @@
-// layers/data_layer.cc — the Data layer: batches of caffe.Datum records from an LMDB database,
-// transformed as transform_param says (scale, mean_file / mean_value, crop_size, mirror) by a
+// layers/data_layer.cc — the Data layer: batches of caffe.Datum records from an LMDB database
+// (raw, or encoded JPEG/PNG decoded with OpenCV), transformed as transform_param says
+// (layers/data_transformer.h: scale, mean_file / mean_value, crop_size, mirror) by a
 // background prefetch thread that keeps `prefetch` batches ready. In a data-parallel job each
 // process reads its shard of the records (GetDataShard: rank r of N takes r, r + N, …).
 #include <sys/stat.h>
@@ -10,9 +11,10 @@
 #include <random>
 #include <thread>
 
+#include "layers/data_transformer.h"
+#include "layers/image_io.h"
 #include "layers/layer_registry.h"
 #include "layers/lmdb_io.h"
-#include "proto/model_io.h"
 
 namespace mpcaffe {
 namespace {
@@ -61,36 +63,17 @@ class DataLayer : public Layer {
     caffe::Datum first;
     if (!first.ParseFromString(reader_->Next()))
       Fail("the first record of '" + dp.source() + "' is not a caffe.Datum");
-    if (first.encoded()) Fail("encoded (JPEG/PNG) Datum records are not supported");
-    channels_ = first.channels(), height_ = first.height(), width_ = first.width();
-    reader_ = std::make_unique<LmdbReader>(dp.source(), shard_);  // start over at the first record
-    scale_ = tp.has_scale() ? tp.scale() : dp.scale();
-    crop_ = static_cast<int>(tp.crop_size() ? tp.crop_size() : dp.crop_size());
-    mirror_ = tp.mirror() || dp.mirror();
-    if (crop_ > height_ || crop_ > width_)
-      Fail("crop_size " + std::to_string(crop_) + " exceeds the records' " +
-           std::to_string(height_) + "x" + std::to_string(width_));
-    const std::string mean_file = tp.has_mean_file() ? tp.mean_file() : dp.mean_file();
-    const size_t plane = static_cast<size_t>(channels_) * height_ * width_;
-    if (!mean_file.empty()) {
-      if (tp.mean_value_size()) Fail("give mean_file or mean_value, not both");
-      const caffe::BlobProto mean = ReadBlobProtoBinary(mean_file);
-      if (static_cast<size_t>(mean.data_size()) != plane)
-        Fail("mean file '" + mean_file + "' has " + std::to_string(mean.data_size()) +
-             " values, the records " + std::to_string(plane));
-      mean_.assign(mean.data().begin(), mean.data().end());
-    } else if (tp.mean_value_size()) {
-      if (tp.mean_value_size() != 1 && tp.mean_value_size() != channels_)
-        Fail("mean_value needs 1 or " + std::to_string(channels_) + " values");
-      mean_.resize(plane);
-      for (int c = 0; c < channels_; ++c)
-        for (int i = 0; i < height_ * width_; ++i)
-          mean_[static_cast<size_t>(c) * height_ * width_ + i] =
-              tp.mean_value(tp.mean_value_size() == 1 ? 0 : c);
+    try {
+      DecodeDatumInPlace(&first, "the first record of '" + dp.source() + "'", tp.force_color(),
+                         tp.force_gray());
+      channels_ = first.channels(), height_ = first.height(), width_ = first.width();
+      transformer_ = std::make_unique<DataTransformer>(tp, &dp, channels_, height_, width_, phase());
+    } catch (const Error& e) {
+      Fail(e.what());
     }
+    reader_ = std::make_unique<LmdbReader>(dp.source(), shard_);  // start over at the first record
     rng_.seed(static_cast<uint32_t>(StableHash(name() + "#transform", RandomSeed())));
-    const int h = crop_ ? crop_ : height_, w = crop_ ? crop_ : width_;
-    top[0]->Reshape({batch_, channels_, h, w});
+    top[0]->Reshape({batch_, channels_, transformer_->out_height(), transformer_->out_width()});
     if (top.size() == 2) top[1]->Reshape({batch_});
     depth_ = std::max<int>(1, static_cast<int>(dp.prefetch()));
     thread_ = std::thread([this] { Prefetch(); });
@@ -116,38 +99,29 @@ class DataLayer : public Layer {
   /// One transformed batch from the reader (the prefetch thread owns reader_ and rng_).
   Batch Load() {
     Batch b;
-    const int h = crop_ ? crop_ : height_, w = crop_ ? crop_ : width_;
-    b.data.resize(static_cast<size_t>(batch_) * channels_ * h * w);
+    const size_t count = transformer_->out_count();
+    b.data.resize(static_cast<size_t>(batch_) * count);
     b.label.resize(batch_);
     caffe::Datum datum;
+    const auto& tp = param_.transform_param();
     for (int n = 0; n < batch_; ++n) {
       if (!datum.ParseFromString(reader_->Next())) throw Error("a record is not a caffe.Datum");
+      DecodeDatumInPlace(&datum, "an encoded record", tp.force_color(), tp.force_gray());
       if (datum.channels() != channels_ || datum.height() != height_ || datum.width() != width_)
         throw Error("a record of shape " + std::to_string(datum.channels()) + "x" +
                     std::to_string(datum.height()) + "x" + std::to_string(datum.width()) +
                     " differs from the first record's");
       const std::string& bytes = datum.data();
-      const bool use_bytes = !bytes.empty();
-      int off_h = 0, off_w = 0;
-      if (crop_) {
-        if (phase() == caffe::TRAIN) {
-          off_h = std::uniform_int_distribution<int>(0, height_ - crop_)(rng_);
-          off_w = std::uniform_int_distribution<int>(0, width_ - crop_)(rng_);
-        } else {
-          off_h = (height_ - crop_) / 2, off_w = (width_ - crop_) / 2;
-        }
-      }
-      const bool flip = mirror_ && phase() == caffe::TRAIN ? (rng_() & 1) != 0 : false;
-      float* out = b.data.data() + static_cast<size_t>(n) * channels_ * h * w;
-      for (int c = 0; c < channels_; ++c)
-        for (int y = 0; y < h; ++y)
-          for (int x = 0; x < w; ++x) {
-            const size_t src = (static_cast<size_t>(c) * height_ + y + off_h) * width_ + x + off_w;
-            float v = use_bytes ? static_cast<float>(static_cast<uint8_t>(bytes[src]))
-                                : datum.float_data(static_cast<int>(src));
-            if (!mean_.empty()) v -= mean_[src];
-            out[(static_cast<size_t>(c) * h + y) * w + (flip ? w - 1 - x : x)] = v * scale_;
-          }
+      const size_t plane = static_cast<size_t>(channels_) * height_ * width_;
+      if (bytes.empty() ? static_cast<size_t>(datum.float_data_size()) != plane
+                        : bytes.size() != plane)
+        throw Error("a record of " + std::to_string(channels_) + "x" + std::to_string(height_) +
+                    "x" + std::to_string(width_) + " holds " +
+                    std::to_string(bytes.empty() ? datum.float_data_size() : bytes.size()) +
+                    " values");
+      transformer_->Transform(
+          bytes.empty() ? nullptr : reinterpret_cast<const uint8_t*>(bytes.data()),
+          bytes.empty() ? datum.float_data().data() : nullptr, b.data.data() + n * count, rng_);
       b.label[n] = static_cast<float>(datum.label());
     }
     return b;
@@ -178,10 +152,8 @@ class DataLayer : public Layer {
 
   const DataShard shard_ = GetDataShard();
   std::unique_ptr<LmdbReader> reader_;
-  int batch_ = 0, channels_ = 0, height_ = 0, width_ = 0, crop_ = 0, depth_ = 4;
-  float scale_ = 1.0f;
-  bool mirror_ = false;
-  std::vector<float> mean_;
+  int batch_ = 0, channels_ = 0, height_ = 0, width_ = 0, depth_ = 4;
+  std::unique_ptr<DataTransformer> transformer_;
   std::mt19937 rng_;
   std::thread thread_;
   std::mutex mutex_;

@@ -1,9 +1,12 @@
 // layers/input_layers.cc — Input (tops of given shapes, filled by the user), DummyData (tops
-// filled by fillers); the registration of those and of the LMDB Data layer (layers/data_layer.cc).
+// filled by fillers); the registration of those, of the LMDB Data layer (layers/data_layer.cc),
+// of the ImageData, MemoryData and WindowData layers (layers/image_data_layer.cc,
+// memory_data_layer.cc, window_data_layer.cc).
 
 #include <cstdint>
 
 #include "layers/layer_registry.h"
+#include "layers/memory_data_layer.h"
 
 namespace mpcaffe {
 namespace {
@@ -113,6 +116,10 @@ class DummyDataLayer : public Layer {
 
 /// The LMDB Data layer (layers/data_layer.cc).
 std::unique_ptr<Layer> CreateDataLayer(const caffe::LayerParameter& param, Device& device);
+/// The ImageData layer: images listed in a file, read with OpenCV (layers/image_data_layer.cc).
+std::unique_ptr<Layer> CreateImageDataLayer(const caffe::LayerParameter& param, Device& device);
+/// The WindowData layer: windows of images listed in a window file (layers/window_data_layer.cc).
+std::unique_ptr<Layer> CreateWindowDataLayer(const caffe::LayerParameter& param, Device& device);
 
 void RegisterInputLayers() {
   // Sources write their tops in top_data_type.
@@ -120,6 +127,9 @@ void RegisterInputLayers() {
   source.writes_top_type = true;
   RegisterLayerType<InputLayer>("Input", source);
   RegisterLayer("Data", CreateDataLayer, source);
+  RegisterLayer("ImageData", CreateImageDataLayer, source);
+  RegisterLayerType<MemoryDataLayer>("MemoryData", source);
+  RegisterLayer("WindowData", CreateWindowDataLayer, source);
   RegisterLayerType<DummyDataLayer>("DummyData");
 }
 

@@ -15,6 +15,20 @@ void RequireFloat(DataType type, const std::string& op) {
     throw std::invalid_argument("kernel " + op + " has no quantized variant (" + Name(type) + ")");
 }
 
+/// MP_COPY_STORE(from, to): y[to] = x[from], requantized from x's (x_zero) to y's (y_zero, mult,
+/// shift) range for quantized types; Concat, Slice and the gather family copy with it.
+void DefineCopyStore(KernelWriter& w, DataType type) {
+  if (IsQuantized(type)) {
+    w.UseRequant(type);
+    w.Define("MP_COPY_STORE(from, to)",
+             "mp_i64 r = y_zero + MP_REQUANT(Dtype_LOAD(x, from) - x_zero, mult, shift); "
+             "r = Dtype_SAT(r); "
+             "Dtype_STORE(y, to, r);");
+  } else {
+    w.Define("MP_COPY_STORE(from, to)", "Dtype_STORE(y, to, Dtype_LOAD(x, from));");
+  }
+}
+
 }  // namespace
 
 std::string LayerKernelName(const std::string& op, DataType type) {
@@ -23,26 +37,6 @@ std::string LayerKernelName(const std::string& op, DataType type) {
 
 std::string ChannelAffineKernelName(DataType type, DataType param_type) {
   return std::string("channel_affine_") + Name(type) + "_" + Name(param_type);
-}
-
-std::string UnarySource(const KernelTarget& target, const std::string& op, DataType type) {
-  RequireFloat(type, op);
-  KernelWriter w(target, "unary");
-  w.AddType("Dtype", type);
-  if (op == "sigmoid")
-    w.Define("MP_UNARY(v)", "(1.0f / (1.0f + exp(-(v))))");
-  else if (op == "tanh")
-    w.Define("MP_UNARY(v)", "tanh(v)");
-  else
-    throw std::invalid_argument("unknown unary op '" + op + "' (sigmoid, tanh)");
-  w.Kernel(LayerKernelName(op, type))
-      .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
-      .Body(R"(  $loop(i, n) {
-    float v = (float)Dtype_LOAD(x, i);
-    Dtype_STORE(y, i, (Dtype_c)(MP_UNARY(v)));
-  }
-)");
-  return w.Source();
 }
 
 std::string SoftmaxSource(const KernelTarget& target, DataType type) {
@@ -84,15 +78,20 @@ std::string ConcatSource(const KernelTarget& target, DataType type) {
     MP_CONCAT_STORE
   }
 )");
-  if (IsQuantized(type)) {
-    w.UseRequant(type);
-    w.Define("MP_CONCAT_STORE",
-             "mp_i64 r = y_zero + MP_REQUANT(Dtype_LOAD(x, i) - x_zero, mult, shift); "
-             "r = Dtype_SAT(r); "
-             "Dtype_STORE(y, t, r);");
-  } else {
-    w.Define("MP_CONCAT_STORE", "Dtype_STORE(y, t, Dtype_LOAD(x, i));");
+  // Slice, the mirror image: top element i from the bottom's channel offset + (i's channel).
+  w.Kernel(LayerKernelName("slice", type))
+      .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
+      .Value("int", "bottom_axis").Value("int", "top_axis").Value("int", "inner")
+      .Value("int", "offset").Value("int", "x_zero").Value("int", "y_zero")
+      .Value("int", "mult").Value("int", "shift")
+      .Body(R"(  $loop(i, n) {
+    const int block = top_axis * inner;
+    const int s = (i / block) * bottom_axis * inner + offset * inner + i % block;
+    MP_COPY_STORE(s, i)
   }
+)");
+  DefineCopyStore(w, type);
+  w.Define("MP_CONCAT_STORE", "MP_COPY_STORE(i, t)");
   if (HasVectorConcat(target, type)) {
     w.UseHelper(KernelHelper::kByteVectorStore);
     // PoCL runs the scalar form's requantization (mp_requant32's branches) as scalar code: the
@@ -121,6 +120,180 @@ std::string ConcatSource(const KernelTarget& target, DataType type) {
   }
 )");
   }
+  return w.Source();
+}
+
+std::string GatherSource(const KernelTarget& target, DataType type) {
+  KernelWriter w(target, "gather");
+  w.AddType("Dtype", type);
+  // MP_GATHER_START(j, s): s = base + Σ coord_k(j)·s_k, innermost dimension first.
+  std::string start = "int r_ = (j); s = base;";
+  for (int k = kGatherAxes - 1; k >= 0; --k) {
+    const std::string d = "d" + std::to_string(k), st = "s" + std::to_string(k);
+    start += " s += (r_ % " + d + ") * " + st + "; r_ /= " + d + ";";
+  }
+  w.Define("MP_GATHER_START(j, s)", "{ " + start + " }");
+  auto strides = [](KernelBuilder& k) -> KernelBuilder& {
+    k.Value("int", "base");
+    for (int i = 0; i < kGatherAxes; ++i) k.Value("int", "d" + std::to_string(i));
+    for (int i = 0; i < kGatherAxes; ++i) k.Value("int", "s" + std::to_string(i));
+    return k;
+  };
+  strides(w.Kernel(LayerKernelName("gather", type))
+              .Value("int", "n").In("Dtype", "x").Out("Dtype", "y"))
+      .Value("int", "x_zero").Value("int", "y_zero").Value("int", "mult").Value("int", "shift")
+      .Body(R"(  $loop(i, n) {
+    int s;
+    MP_GATHER_START(i, s)
+    MP_COPY_STORE(s, i)
+  }
+)");
+  // Rows picked by an index list (Filter, BatchReindex, Embed): row r of y is row idx[r] of x.
+  w.Kernel(LayerKernelName("rows", type))
+      .Value("int", "n").Value("int", "inner").In("int", "idx").In("Dtype", "x").Out("Dtype", "y")
+      .Value("int", "x_zero").Value("int", "y_zero").Value("int", "mult").Value("int", "shift")
+      .Body(R"(  $loop(i, n) {
+    const int row = i / inner;  // (MP_COPY_STORE declares r)
+    MP_COPY_STORE(idx[row] * inner + (i - row * inner), i)
+  }
+)");
+  DefineCopyStore(w, type);
+  if (IsQuantized(type)) return w.Source();
+  w.Kernel(LayerKernelName("embed", type))
+      .Value("int", "n").Value("int", "dim").In("int", "idx").In("Dtype", "w").In("Dtype", "bias")
+      .Value("int", "has_bias").Out("Dtype", "y")
+      .Body(R"(  $loop(i, n) {
+    const int r = i / dim, d = i - r * dim;
+    float v = (float)Dtype_LOAD(w, idx[r] * dim + d);
+    if (has_bias) v += (float)Dtype_LOAD(bias, d);
+    Dtype_STORE(y, i, (Dtype_c)v);
+  }
+)");
+  strides(w.Kernel(LayerKernelName("reduce", type))
+              .Value("int", "n").In("Dtype", "x").Out("Dtype", "y"))
+      .Value("int", "count").Value("int", "step").Value("int", "op").Value("float", "coeff")
+      .Body(R"(  $loop(j, n) {
+    int s;
+    MP_GATHER_START(j, s)
+    float sum = 0.0f;
+    for (int k = 0; k < count; ++k) {
+      const float v = (float)Dtype_LOAD(x, s + k * step);
+      sum += op == 0 ? v : op == 1 ? fabs(v) : v * v;
+    }
+    Dtype_STORE(y, j, (Dtype_c)(coeff * sum));
+  }
+)");
+  // Each pass picks the largest (value, index) pair below the previous pick.
+  w.Kernel(LayerKernelName("argmax", type))
+      .Value("int", "n").Value("int", "channels").Value("int", "inner").Value("int", "top_k")
+      .Value("int", "out_max_val").Value("int", "has_axis").In("Dtype", "x").Out("Dtype", "y")
+      .Body(R"(  $loop(p, n) {
+    const int o = p / inner, r = p % inner;
+    const int base = o * channels * inner + r;
+    float prev_v = 0.0f;
+    int prev_c = -1;
+    for (int j = 0; j < top_k; ++j) {
+      float best_v = 0.0f;
+      int best_c = -1;
+      for (int c = 0; c < channels; ++c) {
+        const float v = (float)Dtype_LOAD(x, base + c * inner);
+        const int below = prev_c < 0 || v < prev_v || (v == prev_v && c < prev_c);
+        const int above = best_c < 0 || v > best_v || (v == best_v && c > best_c);
+        if (below && above) {
+          best_v = v;
+          best_c = c;
+        }
+      }
+      prev_v = best_v;
+      prev_c = best_c;
+      if (has_axis) {
+        const float out = out_max_val ? best_v : (float)best_c;
+        Dtype_STORE(y, (o * top_k + j) * inner + r, (Dtype_c)out);
+      } else if (out_max_val) {
+        Dtype_STORE(y, o * 2 * top_k + j, (Dtype_c)((float)best_c));
+        Dtype_STORE(y, o * 2 * top_k + top_k + j, (Dtype_c)best_v);
+      } else {
+        Dtype_STORE(y, o * top_k + j, (Dtype_c)((float)best_c));
+      }
+    }
+  }
+)");
+  w.Kernel(LayerKernelName("mvn", type))
+      .Value("int", "groups").Value("int", "dim").Value("float", "eps")
+      .Value("int", "normalize_variance").In("Dtype", "x").Out("Dtype", "y")
+      .Body(R"(  $loop(g, groups) {
+    const int base = g * dim;
+    float sum = 0.0f;
+    for (int k = 0; k < dim; ++k) sum += (float)Dtype_LOAD(x, base + k);
+    const float mean = sum / dim;
+    float scale = 1.0f;
+    if (normalize_variance) {
+      float sq = 0.0f;
+      for (int k = 0; k < dim; ++k) {
+        const float d = (float)Dtype_LOAD(x, base + k) - mean;
+        sq += d * d;
+      }
+      scale = 1.0f / (sqrt(sq / dim) + eps);
+    }
+    for (int k = 0; k < dim; ++k)
+      Dtype_STORE(y, base + k, (Dtype_c)(((float)Dtype_LOAD(x, base + k) - mean) * scale));
+  }
+)");
+  if (type != DataType::kFloat32) return w.Source();
+  w.Kernel("mvn_backward_fp32")
+      .Value("int", "groups").Value("int", "dim").Value("float", "eps")
+      .Value("int", "normalize_variance").In("float", "x").In("float", "y").In("float", "dy")
+      .Out("float", "dx")
+      .Body(R"(  $loop(g, groups) {
+    const int base = g * dim;
+    float sum_dy = 0.0f, sum_ydy = 0.0f, sum_x = 0.0f;
+    for (int k = 0; k < dim; ++k) {
+      sum_dy += dy[base + k];
+      sum_ydy += y[base + k] * dy[base + k];
+      sum_x += x[base + k];
+    }
+    float scale = 1.0f;
+    if (normalize_variance) {
+      const float mean = sum_x / dim;
+      float sq = 0.0f;
+      for (int k = 0; k < dim; ++k) sq += (x[base + k] - mean) * (x[base + k] - mean);
+      scale = 1.0f / (sqrt(sq / dim) + eps);
+    } else {
+      sum_ydy = 0.0f;
+    }
+    for (int k = 0; k < dim; ++k)
+      dx[base + k] = (dy[base + k] - (sum_dy + y[base + k] * sum_ydy) / dim) * scale;
+  }
+)");
+  strides(w.Kernel("scatter_fp32").Value("int", "n").In("float", "x").Out("float", "y"))
+      .Body(R"(  $loop(i, n) {
+    int s;
+    MP_GATHER_START(i, s)
+    y[s] = x[i];
+  }
+)");
+  // Each dx row k sums the dy rows m with idx[m] == k (no atomics: every sum has one writer).
+  w.Kernel("rows_backward_fp32")
+      .Value("int", "n").Value("int", "inner").Value("int", "count").In("int", "idx")
+      .In("float", "dy").Out("float", "dx").Value("int", "accumulate")
+      .Body(R"(  $loop(i, n) {
+    const int k = i / inner, d = i - k * inner;
+    float s = 0.0f;
+    for (int m = 0; m < count; ++m)
+      if (idx[m] == k) s += dy[m * inner + d];
+    dx[i] = accumulate ? dx[i] + s : s;
+  }
+)");
+  w.Kernel("reduce_backward_fp32")
+      .Value("int", "n").In("float", "x").In("float", "dy").Out("float", "dx")
+      .Value("int", "inner").Value("int", "op").Value("float", "coeff")
+      .Body(R"(  $loop(i, n) {
+    const float v = x[i];
+    const float sign = v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : 0.0f);
+    const float d = op == 0 ? 1.0f : op == 1 ? sign : 2.0f * v;
+    dx[i] = coeff * dy[i / inner] * d;
+  }
+)");
   return w.Source();
 }
 
@@ -209,6 +382,27 @@ std::string SoftmaxLossSource(const KernelTarget& target, DataType type) {
   return w.Source();
 }
 
+std::string SigmoidCrossEntropySource(const KernelTarget& target, DataType type) {
+  RequireFloat(type, "sigmoid_ce");
+  KernelWriter w(target, "sigmoid_cross_entropy");
+  w.AddType("Dtype", type);
+  w.Kernel(LayerKernelName("sigmoid_ce", type))
+      .Value("int", "n").In("Dtype", "x").In("Dtype", "target").Out("float", "loss")
+      .Value("int", "ignore_label").Value("int", "has_ignore")
+      .Body(R"(  $loop(i, n) {
+    const float v = (float)Dtype_LOAD(x, i);
+    const float t = (float)Dtype_LOAD(target, i);
+    if (has_ignore && (int)t == ignore_label) {
+      loss[i] = -1.0f;
+    } else {
+      const float l = log(1.0f + exp(-fabs(v))) - v * (t - (v >= 0.0f ? 1.0f : 0.0f));
+      loss[i] = l > 0.0f ? l : 0.0f;
+    }
+  }
+)");
+  return w.Source();
+}
+
 std::string AccuracySource(const KernelTarget& target, DataType type) {
   RequireFloat(type, "accuracy");
   KernelWriter w(target, "accuracy");
@@ -243,6 +437,179 @@ std::string SquaredDifferenceSource(const KernelTarget& target, DataType type) {
       .Body(R"(  $loop(i, n) {
     float v = (float)Dtype_LOAD(a, i) - (float)Dtype_LOAD(b, i);
     d[i] = v * v;
+  }
+)");
+  return w.Source();
+}
+
+std::string HingeLossSource(const KernelTarget& target, DataType type) {
+  RequireFloat(type, "hinge");
+  KernelWriter w(target, "hinge_loss");
+  w.AddType("Dtype", type);
+  w.Kernel(LayerKernelName("hinge", type))
+      .Value("int", "num").Value("int", "dim").In("Dtype", "x").In("Dtype", "label")
+      .Out("float", "v").Value("int", "l2")
+      .Body(R"(  $loop(i, num * dim) {
+    const int l = (int)(float)Dtype_LOAD(label, i / dim);
+    if (l < 0 || l >= dim) {
+      v[i] = $uint_as_float(0x7fc00000u);  // NaN: a label outside the classes shows in the loss
+    } else {
+      const float s = (float)Dtype_LOAD(x, i);
+      float m = 1.0f + (i % dim == l ? -s : s);
+      m = m > 0.0f ? m : 0.0f;
+      v[i] = l2 ? m * m : m;
+    }
+  }
+)");
+  return w.Source();
+}
+
+std::string MultinomialLogisticLossSource(const KernelTarget& target, DataType type) {
+  RequireFloat(type, "multinomial_logistic");
+  KernelWriter w(target, "multinomial_logistic_loss");
+  w.AddType("Dtype", type);
+  w.Kernel(LayerKernelName("multinomial_logistic", type))
+      .Value("int", "num").Value("int", "dim").In("Dtype", "prob").In("Dtype", "label")
+      .Out("float", "loss")
+      .Body(R"(  $loop(r, num) {
+    const int l = (int)(float)Dtype_LOAD(label, r);
+    if (l < 0 || l >= dim) {
+      loss[r] = $uint_as_float(0x7fc00000u);  // NaN: a label outside the classes shows in the loss
+    } else {
+      const float p = (float)Dtype_LOAD(prob, r * dim + l);
+      loss[r] = -log(p > 1e-20f ? p : 1e-20f);
+    }
+  }
+)");
+  return w.Source();
+}
+
+std::string ContrastiveLossSource(const KernelTarget& target, DataType type) {
+  RequireFloat(type, "contrastive");
+  KernelWriter w(target, "contrastive_loss");
+  w.AddType("Dtype", type);
+  w.Kernel(LayerKernelName("contrastive", type))
+      .Value("int", "num").Value("int", "dim").In("Dtype", "a").In("Dtype", "b").In("Dtype", "y")
+      .Out("float", "loss").Out("float", "dist_sq").Value("float", "margin").Value("int", "legacy")
+      .Body(R"(  $loop(r, num) {
+    float d2 = 0.0f;
+    for (int c = 0; c < dim; ++c) {
+      const float d = (float)Dtype_LOAD(a, r * dim + c) - (float)Dtype_LOAD(b, r * dim + c);
+      d2 += d * d;
+    }
+    dist_sq[r] = d2;
+    if ((int)(float)Dtype_LOAD(y, r) != 0) {
+      loss[r] = d2;
+    } else if (legacy) {
+      const float m = margin - d2;
+      loss[r] = m > 0.0f ? m : 0.0f;
+    } else {
+      float m = margin - sqrt(d2);
+      m = m > 0.0f ? m : 0.0f;
+      loss[r] = m * m;
+    }
+  }
+)");
+  return w.Source();
+}
+
+std::string InfogainLossSource(const KernelTarget& target, DataType type) {
+  RequireFloat(type, "infogain");
+  KernelWriter w(target, "infogain_loss");
+  w.AddType("Dtype", type);
+  w.Kernel(LayerKernelName("infogain", type))
+      .Value("int", "outer").Value("int", "channels").Value("int", "inner").In("Dtype", "prob")
+      .In("Dtype", "label").In("Dtype", "h").Out("float", "loss").Value("int", "ignore_label")
+      .Value("int", "has_ignore")
+      .Body(R"(  $loop(j, outer * inner) {
+    const int l = (int)(float)Dtype_LOAD(label, j);
+    if (has_ignore && l == ignore_label) {
+      loss[j] = -3.4e38f;  // below any loss: masked_mean's ignore_below mark
+    } else if (l < 0 || l >= channels) {
+      loss[j] = $uint_as_float(0x7fc00000u);  // NaN: a label outside the classes shows in the loss
+    } else {
+      const int base = (j / inner) * channels * inner + j % inner;
+      float sum = 0.0f;
+      for (int c = 0; c < channels; ++c) {
+        const float p = (float)Dtype_LOAD(prob, base + c * inner);
+        sum -= (float)Dtype_LOAD(h, l * channels + c) * log(p > 1e-20f ? p : 1e-20f);
+      }
+      loss[j] = sum;
+    }
+  }
+)");
+  return w.Source();
+}
+
+std::string LrnWithinChannelSource(const KernelTarget& target, DataType type) {
+  RequireFloat(type, "lrn_within");
+  KernelWriter w(target, "lrn_within");
+  w.AddType("Dtype", type);
+  w.Kernel(LayerKernelName("lrn_within", type))
+      .Value("int", "n").Value("int", "height").Value("int", "width").Value("int", "size")
+      .Value("float", "alpha").Value("float", "beta").In("Dtype", "x").Out("Dtype", "y")
+      .Out("float", "scale").Value("int", "keep_scale")
+      .Body(R"(  const int pre = (size - 1) / 2;
+  $loop(i, n) {
+    const int col = i % width, row = (i / width) % height;
+    const int plane = i - row * width - col;
+    const int r0 = max(row - pre, 0), r1 = min(row - pre + size, height);
+    const int c0 = max(col - pre, 0), c1 = min(col - pre + size, width);
+    float sum = 0.0f;
+    for (int r = r0; r < r1; ++r)
+      for (int c = c0; c < c1; ++c) {
+        const float v = (float)Dtype_LOAD(x, plane + r * width + c);
+        sum += v * v;
+      }
+    const float s = 1.0f + alpha / (float)(size * size) * sum;
+    if (keep_scale) scale[i] = s;
+    Dtype_STORE(y, i, (Dtype_c)((float)Dtype_LOAD(x, i) * pow(s, -beta)));
+  }
+)");
+  return w.Source();
+}
+
+std::string LstmUnitSource(const KernelTarget& target, DataType type) {
+  RequireFloat(type, "lstm_unit");
+  KernelWriter w(target, "lstm_unit");
+  w.AddType("Dtype", type);
+  w.Kernel(LayerKernelName("lstm_unit", type))
+      .Value("int", "n").Value("int", "dim").In("Dtype", "c_prev").In("Dtype", "x")
+      .In("Dtype", "cont").Out("Dtype", "c").Out("Dtype", "h")
+      .Body(R"(  $loop(k, n) {
+    const int r = k / dim;
+    const int xk = r * 4 * dim + (k - r * dim);
+    const float gi = 1.0f / (1.0f + exp(-(float)Dtype_LOAD(x, xk)));
+    const float keep = (float)Dtype_LOAD(cont, r);
+    const float gf = keep == 0.0f ? 0.0f : keep / (1.0f + exp(-(float)Dtype_LOAD(x, xk + dim)));
+    const float go = 1.0f / (1.0f + exp(-(float)Dtype_LOAD(x, xk + 2 * dim)));
+    const float gg = tanh((float)Dtype_LOAD(x, xk + 3 * dim));
+    const float cv = gf * (float)Dtype_LOAD(c_prev, k) + gi * gg;
+    Dtype_STORE(c, k, (Dtype_c)cv);
+    Dtype_STORE(h, k, (Dtype_c)(go * tanh(cv)));
+  }
+)");
+  if (type != DataType::kFloat32) return w.Source();
+  w.Kernel("lstm_unit_backward_fp32")
+      .Value("int", "n").Value("int", "dim").In("float", "c_prev").In("float", "x")
+      .In("float", "cont").In("float", "c").In("float", "dc").In("float", "dh")
+      .Out("float", "dc_prev").Out("float", "dx")
+      .Body(R"(  $loop(k, n) {
+    const int r = k / dim;
+    const int xk = r * 4 * dim + (k - r * dim);
+    const float gi = 1.0f / (1.0f + exp(-x[xk]));
+    const float sf = 1.0f / (1.0f + exp(-x[xk + dim]));
+    const float keep = cont[r];
+    const float gf = keep == 0.0f ? 0.0f : keep * sf;
+    const float go = 1.0f / (1.0f + exp(-x[xk + 2 * dim]));
+    const float gg = tanh(x[xk + 3 * dim]);
+    const float tc = tanh(c[k]);
+    const float dct = dc[k] + dh[k] * go * (1.0f - tc * tc);
+    dc_prev[k] = dct * gf;
+    dx[xk] = dct * gg * gi * (1.0f - gi);
+    dx[xk + dim] = dct * c_prev[k] * gf * (1.0f - sf);
+    dx[xk + 2 * dim] = dh[k] * tc * go * (1.0f - go);
+    dx[xk + 3 * dim] = dct * gi * (1.0f - gg * gg);
   }
 )");
   return w.Source();

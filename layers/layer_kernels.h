@@ -1,18 +1,15 @@
-// layers/layer_kernels.h — kernel texts of the layers that do not use libdnn (activations,
-// softmax, concat, channel-wise affine, losses, accuracy), one body per algorithm emitted
-// through KernelWriter for any data type and either dialect.
+// layers/layer_kernels.h — kernel texts of the layers that do not use libdnn (softmax, concat,
+// channel-wise affine, losses, accuracy; activations are in activation_kernels.h), one body per
+// algorithm emitted through KernelWriter for any data type and either dialect.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "codegen/datatype.h"
 #include "codegen/kernel_writer.h"
 
 namespace mpcaffe {
-
-/// Unary activations computed in float: "sigmoid" (1/(1+e^-x)), "tanh".
-/// <op>_<dt>(int n, In Dtype x, Out Dtype y). Float types only.
-std::string UnarySource(const KernelTarget& target, const std::string& op, DataType type);
 
 /// softmax_<dt>(int outer, int channels, int inner, In x, Out y): softmax over the channel
 /// axis of an (outer, channels, inner) array, max-subtracted, in float. Float types only.
@@ -25,8 +22,65 @@ std::string SoftmaxSource(const KernelTarget& target, DataType type);
 /// With HasVectorConcat also concat_<dt>_v16 (the same arguments, launched over ⌈n / 16⌉
 /// work-items): 16 elements per step, requantized in vector lanes wherever they lie in one
 /// contiguous run of the top, the others one by one.
+/// The same program holds slice_<dt> (the same arguments, n = the top's count): top element i
+/// from channel offset + (its channel) of an (outer, bottom_axis, inner) bottom into an
+/// (outer, top_axis, inner) top, requantized like concat.
 std::string ConcatSource(const KernelTarget& target, DataType type);
 bool HasVectorConcat(const KernelTarget& target, DataType type);
+
+/// The strided-gather family (Crop, Tile, Reduction). kGatherAxes index dimensions d0..d5 (d5
+/// innermost) with strides s0..s5 map an output element to an input position:
+///   gather_<dt>(int n, In x, Out y, int base, int d0..d5, int s0..s5, int x_zero, int y_zero,
+///               int mult, int shift): y[i] = x[base + Σ coord_k(i)·s_k], every data type,
+///     quantized values requantized like concat (a stride 0 repeats: Tile).
+/// Float types also have
+///   reduce_<dt>(int n, In x, Out y, int base, int d0..d5, int s0..s5, int count, int step,
+///               int op, float coeff): y[j] = coeff·Σ_{k<count} f(x[start_j + k·step]) with
+///     start_j = base + Σ coord_k(j)·s_k and f = x (op 0), |x| (1), x² (2), summed in float;
+/// and the fp32 program holds the backward kernels
+///   scatter_fp32(int n, In x, Out y, int base, int d0..d5, int s0..s5): y[base + Σ…] = x[i];
+///   reduce_backward_fp32(int n, In x, In dy, Out dx, int inner, int op, float coeff):
+///     dx[i] = coeff·dy[i / inner]·f'(x[i]) (1, sign(x), 2x).
+/// Every program also holds the indexed-rows kernel of Filter, BatchReindex and Embed:
+///   rows_<dt>(int n, int inner, In int idx, In x, Out y, int x_zero, int y_zero, int mult,
+///             int shift): y[r·inner + c] = x[idx[r]·inner + c] over the n elements of y,
+///     requantized like gather;
+/// the float programs embed_<dt>(int n, int dim, In int idx, In w, In bias, int has_bias, Out y):
+///     y[r·dim + d] = w[idx[r]·dim + d] (+ bias[d]), in float;
+/// and the fp32 program rows_backward_fp32(int n, int inner, int count, In int idx, In dy,
+///     Out dx, int accumulate): dx[k·inner + c] (+)= Σ_{m<count, idx[m] = k} dy[m·inner + c].
+/// The float programs also hold ArgMax and MVN, reductions of the same shape:
+///   argmax_<dt>(int n, int channels, int inner, int top_k, int out_max_val, int has_axis,
+///               In x, Out y): for each of the n = outer·inner positions the top_k largest of
+///     its `channels` values (ties: the larger index first, as BVLC's sort of (value, index)
+///     pairs). With has_axis y[(o·top_k + j)·inner + r] = value or index (out_max_val); without
+///     (inner 1) y[o·top_k + j] = index, or indices then values in a row of 2·top_k.
+///   mvn_<dt>(int groups, int dim, float eps, int normalize_variance, In x, Out y): per group of
+///     dim consecutive values y = x − mean, divided by (√(mean of (x − mean)²) + eps) when
+///     normalize_variance; in float.
+///   mvn_backward_fp32(int groups, int dim, float eps, int normalize_variance, In x, In y, In dy,
+///     Out dx): dx = dy − mean(dy), or (dy − mean(dy) − y·mean(y·dy)) / (σ + eps).
+constexpr int kGatherAxes = 6;
+std::string GatherSource(const KernelTarget& target, DataType type);
+
+/// The base, dimensions and strides a gather-family kernel takes: `dims` / `strides` given
+/// outermost first (at most kGatherAxes), right-aligned, the unused outer ones 1 and 0.
+struct GatherIndex {
+  int base = 0;
+  int dims[kGatherAxes] = {1, 1, 1, 1, 1, 1};
+  int strides[kGatherAxes] = {0, 0, 0, 0, 0, 0};
+  GatherIndex(int base_, const std::vector<int>& d, const std::vector<int>& s) : base(base_) {
+    const int skip = kGatherAxes - static_cast<int>(d.size());
+    for (size_t k = 0; k < d.size(); ++k) dims[skip + k] = d[k], strides[skip + k] = s[k];
+  }
+  /// base, d0..d5, s0..s5: the kernel arguments in order.
+  std::vector<int> Args() const {
+    std::vector<int> a{base};
+    a.insert(a.end(), dims, dims + kGatherAxes);
+    a.insert(a.end(), strides, strides + kGatherAxes);
+    return a;
+  }
+};
 
 /// eltwise_<op>_<dt>(int n, In x, Out y): y = y·x ("prod") or max(y, x) ("max"), in float.
 /// Float types only (sum goes through the element-wise scale / axpby kernels).
@@ -47,6 +101,13 @@ std::string DropoutSource(const KernelTarget& target, DataType type);
 /// label is the ignored one, NaN when the label lies outside [0, channels). Float types only.
 std::string SoftmaxLossSource(const KernelTarget& target, DataType type);
 
+/// sigmoid_ce_<dt>(int n, In Dtype x, In Dtype target, Out float loss, int ignore_label,
+///                 int has_ignore): loss[i] = max(0, log(1 + e^−|x|) − x·(t − (x >= 0))), BVLC's
+/// overflow-free cross-entropy of sigmoid(x) against target t in [0, 1] (never negative for
+/// such targets; clamped so rounding cannot mark it ignored), or −1 where t is the ignored
+/// label. Float types only.
+std::string SigmoidCrossEntropySource(const KernelTarget& target, DataType type);
+
 /// accuracy_<dt>(int outer, int channels, int inner, In x, In label, Out float correct,
 ///               int top_k, int ignore_label, int has_ignore)
 /// correct[j] = 1 when fewer than top_k classes score strictly higher than the labelled one,
@@ -55,6 +116,49 @@ std::string AccuracySource(const KernelTarget& target, DataType type);
 
 /// sqdiff_<dt>(int n, In a, In b, Out float d): d[i] = (a[i] − b[i])² in float.
 std::string SquaredDifferenceSource(const KernelTarget& target, DataType type);
+
+/// hinge_<dt>(int num, int dim, In Dtype x, In Dtype label, Out float v, int l2): BVLC's hinge
+/// loss terms of a (num, dim) score array, m = max(0, 1 ± x) (− at the labelled class, + at the
+/// others), v = m (L1) or m² (L2); NaN in a row whose label lies outside [0, dim). Float types.
+std::string HingeLossSource(const KernelTarget& target, DataType type);
+
+/// multinomial_logistic_<dt>(int num, int dim, In Dtype prob, In Dtype label, Out float loss):
+/// loss[r] = −log(max(prob[r, label_r], 1e-20)) of a (num, dim) probability array; NaN where the
+/// label lies outside [0, dim). Float types.
+std::string MultinomialLogisticLossSource(const KernelTarget& target, DataType type);
+
+/// contrastive_<dt>(int num, int dim, In Dtype a, In Dtype b, In Dtype y, Out float loss,
+///                  Out float dist_sq, float margin, int legacy): per row r of two (num, dim)
+/// arrays d² = ‖a_r − b_r‖² (kept in dist_sq for the backward pass) and loss[r] = d² when y_r
+/// is not 0 (similar), else max(0, margin − d)² (legacy: max(0, margin − d²)). Float types.
+std::string ContrastiveLossSource(const KernelTarget& target, DataType type);
+
+/// infogain_<dt>(int outer, int channels, int inner, In Dtype prob, In Dtype label, In Dtype h,
+///               Out float loss, int ignore_label, int has_ignore): per (outer, inner)
+/// position j of an (outer, channels, inner) probability array,
+/// loss[j] = −Σ_c H[label_j, c]·log(max(prob_c, 1e-20)) with H a channels × channels matrix;
+/// −3.4e38 (masked_mean's ignore mark, below any loss) at ignored positions, NaN where the label
+/// lies outside [0, channels). Float types.
+std::string InfogainLossSource(const KernelTarget& target, DataType type);
+
+/// lrn_within_<dt>(int n, int height, int width, int size, float alpha, float beta, In Dtype x,
+///                  Out Dtype y, Out float scale, int keep_scale): Caffe's WITHIN_CHANNEL LRN of
+/// NCHW planes: s = 1 + alpha/size² · Σ x² over the size × size window centred on the pixel
+/// (clipped to the plane; BVLC's average pooling divides by size² for odd sizes all the same),
+/// y = x · s^(−beta); scale = s when keep_scale. Float types, in float.
+std::string LrnWithinChannelSource(const KernelTarget& target, DataType type);
+
+/// BVLC's LSTMUnit, gates in the order i, f, o, g of each (N, 4·dim) row of x:
+///   lstm_unit_<dt>(int n, int dim, In Dtype c_prev, In Dtype x, In Dtype cont, Out Dtype c,
+///                  Out Dtype h): for each of the n = N·dim cells, i = σ(x_i), f = cont·σ(x_f)
+///     (0 where cont is 0), o = σ(x_o), g = tanh(x_g); c = f·c_prev + i·g, h = o·tanh(c); cont
+///     has one value per row. Float types, in float.
+/// The fp32 program also holds the backward pass:
+///   lstm_unit_backward_fp32(int n, int dim, In c_prev, In x, In cont, In c, In dc, In dh,
+///                           Out dc_prev, Out dx): with dĉ = dc + dh·o·(1 − tanh²(c)),
+///     dc_prev = dĉ·f and dx = (dĉ·g·i(1−i), dĉ·c_prev·cont·σ_f(1−σ_f), dh·tanh(c)·o(1−o),
+///     dĉ·i·(1−g²)) in gate order.
+std::string LstmUnitSource(const KernelTarget& target, DataType type);
 
 /// Kernel names: "<op>_<dt>", "channel_affine_<dt>_<pt>".
 std::string LayerKernelName(const std::string& op, DataType type);

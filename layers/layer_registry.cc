@@ -39,15 +39,21 @@ void RegisterBuiltins() {
   std::call_once(once, [] {
     RegisterInputLayers();
     RegisterNeuronLayers();
+    RegisterActivationLayers();
     RegisterStructureLayers();
     RegisterEltwiseLayer();
     RegisterNormalizationLayers();
     RegisterSoftmaxLayers();
+    RegisterLossLayers();
     RegisterQuantizerLayer();
     RegisterInnerProductLayer();
     RegisterConvolutionLayer();
     RegisterPoolingLayer();
     RegisterLRNLayer();
+    RegisterReductionLayers();
+    RegisterHdf5Layers();
+    RegisterLstmUnitLayer();
+    RegisterIndexLayers();
     std::lock_guard<std::recursive_mutex> lock(TableMutex());
     for (auto* group : AddedGroups()) group();
     BuiltinsRegistered() = true;

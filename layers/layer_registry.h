@@ -50,15 +50,21 @@ std::vector<std::string> LayerTypes();
 /// here so a static library keeps every group's object file).
 void RegisterInputLayers();
 void RegisterNeuronLayers();
+void RegisterActivationLayers();
 void RegisterStructureLayers();
 void RegisterEltwiseLayer();
 void RegisterNormalizationLayers();
 void RegisterSoftmaxLayers();
+void RegisterLossLayers();
 void RegisterQuantizerLayer();
 void RegisterInnerProductLayer();
 void RegisterConvolutionLayer();
 void RegisterPoolingLayer();
 void RegisterLRNLayer();
+void RegisterReductionLayers();
+void RegisterHdf5Layers();
+void RegisterLstmUnitLayer();
+void RegisterIndexLayers();
 
 /// Helper for the registration functions: `RegisterLayerType<ReLULayer>("ReLU")`.
 template <typename L>

@@ -1,5 +1,8 @@
-// layers/lrn_layer.cc — LRN across channels (float types) on libdnn's LRN kernel.
+// layers/lrn_layer.cc — LRN (float types): ACROSS_CHANNELS on libdnn's LRN kernel,
+// WITHIN_CHANNEL (BVLC's cifar10_full) on its own kernels in layer_kernels / train_kernels.
+#include "layers/layer_kernels.h"
 #include "layers/layer_registry.h"
+#include "layers/train_kernels.h"
 #include "libdnn/lrn.h"
 
 namespace mpcaffe {
@@ -15,9 +18,9 @@ class LRNLayer : public Layer {
 
   void LayerSetUp(const std::vector<Blob*>&, const std::vector<Blob*>&) override {
     const auto& p = param_.lrn_param();
-    if (p.norm_region() != caffe::LRNParameter::ACROSS_CHANNELS)
-      Fail("only ACROSS_CHANNELS normalization is supported");
-    if (p.local_size() % 2 == 0) Fail("local_size must be odd, got " + std::to_string(p.local_size()));
+    within_ = p.norm_region() == caffe::LRNParameter::WITHIN_CHANNEL;
+    if (p.local_size() % 2 == 0)
+      Fail("lrn_param.local_size must be odd, got " + std::to_string(p.local_size()));
   }
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     const Blob& b = *bottom[0];
@@ -33,9 +36,40 @@ class LRNLayer : public Layer {
     lrn_.reset();
   }
 
+ private:
+  // WITHIN_CHANNEL: BVLC composes it of layers (square, average pooling of size × size with pad
+  // (size − 1)/2, power with shift 1 and scale alpha, product), so k is not used; one kernel
+  // here computes the same.
+  void ForwardWithin(const Blob& x, Blob& y) {
+    const int n = x.count();
+    const DataType t = compute_type_;
+    const bool keep = t == DataType::kFloat32;
+    if (keep && scale_.size() < static_cast<size_t>(n)) scale_ = device().Alloc<float>(n);
+    if (!keep && !scale_) scale_ = device().Alloc<float>(1);  // a valid, unused argument
+    Kernel k = GetKernel(LrnWithinChannelSource(target(), t), LayerKernelName("lrn_within", t));
+    k.Arg(int32_t{n}).Arg(int32_t{desc_.height}).Arg(int32_t{desc_.width})
+        .Arg(int32_t{desc_.local_size}).Arg(desc_.alpha).Arg(desc_.beta)
+        .ArgBuffer(x.device_data(), 0, SizeOf(t)).ArgBuffer(y.mutable_device_data(), 0, SizeOf(t))
+        .Arg(scale_).Arg(int32_t{keep ? 1 : 0});
+    k.Launch1D(n);
+  }
+  void BackwardWithin(const Blob& top, Blob& bottom) {
+    const int n = bottom.count();
+    Kernel k = GetKernel(LrnWithinChannelBackwardSource(target()), "lrn_within_backward");
+    k.Arg(int32_t{n}).Arg(int32_t{desc_.height}).Arg(int32_t{desc_.width})
+        .Arg(int32_t{desc_.local_size}).Arg(desc_.alpha).Arg(desc_.beta)
+        .ArgBuffer(bottom.device_data(), 0, 4).ArgBuffer(top.device_data(), 0, 4)
+        .ArgBuffer(top.device_diff(), 0, 4).Arg(scale_)
+        .ArgBuffer(bottom.mutable_device_diff(), 0, 4);
+    k.Launch1D(n);
+  }
+
+ public:
+
  protected:
   void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     if (desc_.batch == 0) return;
+    if (within_) return ForwardWithin(*bottom[0], *top[0]);
     if (!lrn_) lrn_ = std::make_unique<libdnn::Lrn>(device(), desc_);
     libdnn::BufferRef scale;
     if (compute_type_ == DataType::kFloat32) {  // kept for Backward
@@ -54,6 +88,10 @@ class LRNLayer : public Layer {
   void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
                     const std::vector<Blob*>& bottom) override {
     if (!down[0] || desc_.batch == 0) return;
+    if (within_) {
+      if (scale_.size() < static_cast<size_t>(bottom[0]->count())) Fail("Backward before Forward");
+      return BackwardWithin(*top[0], *bottom[0]);
+    }
     if (!lrn_) Fail("Backward before Forward");
     lrn_->Backward(libdnn::BufferRef(bottom[0]->device_data(), 0),
                    libdnn::BufferRef(top[0]->device_data(), 0),
@@ -62,6 +100,7 @@ class LRNLayer : public Layer {
   }
 
  private:
+  bool within_ = false;
   libdnn::LrnDesc desc_;
   std::unique_ptr<libdnn::Lrn> lrn_;
   vptr<float> scale_;

@@ -1,5 +1,5 @@
-// layers/neuron_layers.cc — element-wise activations: ReLU (every dtype, negative_slope),
-// Sigmoid and TanH (float types), Dropout (identity in TEST for every dtype; masked in TRAIN
+// layers/neuron_layers.cc — element-wise layers with quantized paths or state: ReLU (every
+// dtype, negative_slope), Dropout (identity in TEST for every dtype; masked in TRAIN
 // for float types), Noise (multiplicative Gaussian noise in TRAIN, its mean in TEST; float types).
 #include <algorithm>
 #include <random>
@@ -62,57 +62,6 @@ class ReLULayer : public NeuronLayer {
         .Arg(param_.relu_param().negative_slope());
     k.Launch1D(n);
   }
-};
-
-/// Sigmoid / TanH: float types, computed in float.
-class UnaryLayer : public NeuronLayer {
- public:
-  UnaryLayer(const caffe::LayerParameter& p, Device& d, const char* type, const char* op)
-      : NeuronLayer(p, d), type_(type), op_(op) {}
-  const char* type() const override { return type_; }
-  bool SupportsType(DataType t) const override { return !IsQuantized(t); }
-
- protected:
-  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
-    const int n = bottom[0]->count();
-    if (n == 0) return;
-    Kernel k = GetKernel(UnarySource(target(), op_, compute_type_), LayerKernelName(op_, compute_type_));
-    const size_t es = SizeOf(compute_type_);
-    DeviceMemory* x = bottom[0]->device_data();
-    k.Arg(int32_t{n}).ArgBuffer(x, 0, es).ArgBuffer(top[0]->mutable_device_data(), 0, es);
-    k.Launch1D(n);
-  }
-
- public:
-  bool HasBackward() const override { return true; }
-
- protected:
-  // From the output: sigmoid' = y(1 − y), tanh' = 1 − y².
-  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
-                    const std::vector<Blob*>& bottom) override {
-    if (!down[0]) return;
-    const int n = bottom[0]->count();
-    if (n == 0) return;
-    Kernel k = GetKernel(UnaryBackwardSource(target(), op_), std::string(op_) + "_backward");
-    DeviceMemory* y = top[0]->device_data();
-    DeviceMemory* dy = top[0]->device_diff();
-    k.Arg(int32_t{n}).ArgBuffer(y, 0, 4).ArgBuffer(dy, 0, 4)
-        .ArgBuffer(bottom[0]->mutable_device_diff(), 0, 4);
-    k.Launch1D(n);
-  }
-
- private:
-  const char* type_;
-  const char* op_;
-};
-
-class SigmoidLayer : public UnaryLayer {
- public:
-  SigmoidLayer(const caffe::LayerParameter& p, Device& d) : UnaryLayer(p, d, "Sigmoid", "sigmoid") {}
-};
-class TanHLayer : public UnaryLayer {
- public:
-  TanHLayer(const caffe::LayerParameter& p, Device& d) : UnaryLayer(p, d, "TanH", "tanh") {}
 };
 
 class DropoutLayer : public NeuronLayer {
@@ -236,8 +185,6 @@ class NoiseLayer : public NeuronLayer {
 
 void RegisterNeuronLayers() {
   RegisterLayerType<ReLULayer>("ReLU");
-  RegisterLayerType<SigmoidLayer>("Sigmoid");
-  RegisterLayerType<TanHLayer>("TanH");
   RegisterLayerType<DropoutLayer>("Dropout");
   RegisterLayerType<NoiseLayer>("Noise");
 }

@@ -23,16 +23,6 @@ void LaunchChannelAffine(Device& device, Kernel k, DataType t, int n, int channe
   k.Launch1D(n);
 }
 
-/// out[c] = alpha·Σ a·(b ? b : 1) + beta·out[c] over an (outer, channels, inner) layout.
-void ChannelSum(Device& device, Kernel k, int outer, int channels, int inner, DeviceMemory* a,
-                DeviceMemory* b, DeviceMemory* out, float alpha, float beta) {
-  const size_t max_groups = std::max<size_t>(64, 16 * std::max(1, device.info().compute_units));
-  const size_t groups = std::min<size_t>(max_groups, std::max(1, channels));
-  k.Arg(int32_t{outer}).Arg(int32_t{channels}).Arg(int32_t{inner}).ArgBuffer(a, 0, 4)
-      .ArgBuffer(b ? b : a, 0, 4).ArgBuffer(out, 0, 4).Arg(int32_t{b ? 1 : 0}).Arg(alpha).Arg(beta);
-  k.Launch({groups * kReduceLocalSize, 1, 1}, {static_cast<size_t>(kReduceLocalSize), 1, 1});
-}
-
 class BatchNormLayer : public Layer {
  public:
   using Layer::Layer;
@@ -126,13 +116,13 @@ class BatchNormLayer : public Layer {
     const std::string bn = BatchNormSource(target());
     Kernel sum = GetKernel(ChannelSumSource(target()), "channel_sum");
     DeviceMemory* x = bottom[0]->device_data();
-    ChannelSum(device(), sum, outer, channels_, inner, x, nullptr, mean_.mem.get(), 1.0f / m, 0.0f);
+    LaunchChannelSum(device(), sum, outer, channels_, inner, x, nullptr, mean_.mem.get(), 1.0f / m, 0.0f);
     DeviceMemory* y = top[0]->mutable_device_data();
     Kernel sub = GetKernel(bn, "bn_subtract");
     sub.Arg(int32_t{n}).Arg(int32_t{channels_}).Arg(int32_t{inner}).ArgBuffer(x, 0, 4).Arg(mean_)
         .ArgBuffer(y, 0, 4);
     sub.Launch1D(n);
-    ChannelSum(device(), sum, outer, channels_, inner, y, y, var_.mem.get(), 1.0f / m, 0.0f);
+    LaunchChannelSum(device(), sum, outer, channels_, inner, y, y, var_.mem.get(), 1.0f / m, 0.0f);
     auto& b = blobs();
     Kernel stats = GetKernel(bn, "bn_statistics");
     const float maf = param_.batch_norm_param().moving_average_fraction();
@@ -173,8 +163,8 @@ class BatchNormLayer : public Layer {
     const int m = outer * inner;
     Kernel sum = GetKernel(ChannelSumSource(target()), "channel_sum");
     DeviceMemory* y = x_norm_->device_data();
-    ChannelSum(device(), sum, outer, channels_, inner, dy, y, s1_.mem.get(), 1.0f / m, 0.0f);
-    ChannelSum(device(), sum, outer, channels_, inner, dy, nullptr, s2_.mem.get(), 1.0f / m, 0.0f);
+    LaunchChannelSum(device(), sum, outer, channels_, inner, dy, y, s1_.mem.get(), 1.0f / m, 0.0f);
+    LaunchChannelSum(device(), sum, outer, channels_, inner, dy, nullptr, s2_.mem.get(), 1.0f / m, 0.0f);
     Kernel k = GetKernel(BatchNormSource(target()), "bn_backward");
     k.Arg(int32_t{n}).Arg(int32_t{channels_}).Arg(int32_t{inner}).ArgBuffer(dy, 0, 4).ArgBuffer(y, 0, 4)
         .Arg(s1_).Arg(s2_).Arg(inv_std_).ArgBuffer(bottom[0]->mutable_device_diff(), 0, 4);
@@ -290,11 +280,11 @@ class ScaleLayer : public Layer {
     Kernel sum = GetKernel(ChannelSumSource(target()), "channel_sum");
     if (want_s) {
       const Blob& xb = top[0] == bottom[0] ? *x_copy_ : *bottom[0];
-      ChannelSum(device(), sum, outer, channels_, inner_, dy, xb.device_data(),
+      LaunchChannelSum(device(), sum, outer, channels_, inner_, dy, xb.device_data(),
                  s.mutable_device_diff(), 1.0f, scale_is_bottom ? 0.0f : 1.0f);
     }
     if (want_b)
-      ChannelSum(device(), sum, outer, channels_, inner_, dy, nullptr,
+      LaunchChannelSum(device(), sum, outer, channels_, inner_, dy, nullptr,
                  blobs_[bias_index]->mutable_device_diff(), 1.0f, 1.0f);
     if (down[0]) {
       Kernel k = GetKernel(ChannelAffineSource(target(), DataType::kFloat32, DataType::kFloat32),

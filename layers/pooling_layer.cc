@@ -1,6 +1,10 @@
 // layers/pooling_layer.cc — Pooling: max, average and global (every dtype) on libdnn's pooling
-// kernels with Caffe's output geometry.
+// kernels with Caffe's output geometry; SPP (spatial pyramid pooling) on the same kernels.
+#include <memory>
+
+#include "layers/layer_kernels.h"
 #include "layers/layer_registry.h"
+#include "layers/train_kernels.h"
 #include "libdnn/pool.h"
 
 namespace mpcaffe {
@@ -105,8 +109,147 @@ class PoolingLayer : public Layer {
   }
 };
 
+/// SPP (BVLC's spatial pyramid pooling): level l of pyramid_height pools the bottom into
+/// 2^l × 2^l bins (kernel = stride = ⌈H / 2^l⌉, pad = (kernel·2^l − H + 1) / 2, the same along
+/// W; Caffe's pooling geometry), and the levels, each flattened to [N][C·bins], are concatenated
+/// along axis 1 — BVLC's split, pooling, flatten and concat layers, here libdnn's pooling into a
+/// blob per level and the concat kernel. pyramid_height 1 gives the pooled [N][C][1][1] itself,
+/// as BVLC. Float types natively (quantized ones in fp32 between conversions); backward fp32.
+class SPPLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "SPP"; }
+  bool SupportsType(DataType t) const override { return !IsQuantized(t); }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool HasBackward() const override { return true; }
+
+  void LayerSetUp(const std::vector<Blob*>&, const std::vector<Blob*>&) override {
+    const auto& p = param_.spp_param();
+    if (p.pool() == caffe::SPPParameter::STOCHASTIC) Fail("spp_param.pool: STOCHASTIC is not supported");
+    if (p.pyramid_height() < 1 || p.pyramid_height() > 16)
+      Fail("spp_param.pyramid_height must be in [1, 16], got " + std::to_string(p.pyramid_height()));
+  }
+
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const Blob& b = *bottom[0];
+    if (b.num_axes() != 4) Fail("needs a 4-d (NCHW) bottom, got " + b.shape_string());
+    const auto& p = param_.spp_param();
+    const int height = static_cast<int>(p.pyramid_height());
+    levels_.resize(height);
+    masks_valid_ = false;
+    int total = 0;
+    for (int l = 0; l < height; ++l) {
+      Level& v = levels_[l];
+      const int bins = 1 << l;
+      libdnn::PoolDesc d;
+      d.type = compute_type_;
+      d.method = p.pool() == caffe::SPPParameter::MAX ? libdnn::PoolMethod::kMax
+                                                       : libdnn::PoolMethod::kAverage;
+      d.batch = b.shape(0), d.channels = b.shape(1), d.height = b.shape(2), d.width = b.shape(3);
+      d.kernel_h = (d.height + bins - 1) / bins, d.kernel_w = (d.width + bins - 1) / bins;
+      d.stride_h = d.kernel_h, d.stride_w = d.kernel_w;
+      d.pad_h = (d.kernel_h * bins - d.height + 1) / 2;
+      d.pad_w = (d.kernel_w * bins - d.width + 1) / 2;
+      try {
+        d.Validate();
+      } catch (const Error& e) {
+        Fail("pyramid level " + std::to_string(l) + " (" + std::to_string(bins) + "x" +
+             std::to_string(bins) + " bins) of bottom " + b.shape_string() + ": " + e.what());
+      }
+      if (!v.pool || d.ToString() != v.desc.ToString()) v.pool.reset();
+      v.desc = d;
+      if (!v.out) v.out = std::make_unique<Blob>(device(), compute_type_, std::vector<int>{}, name() + "/level" + std::to_string(l));
+      v.out->Reshape({d.batch, d.channels, d.out_h(), d.out_w()});
+      v.offset = total;
+      total += v.out->count(1);
+    }
+    if (height == 1)
+      top[0]->ReshapeLike(*levels_[0].out);
+    else
+      top[0]->Reshape({b.shape(0), total});
+  }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    RunLevels(*bottom[0], compute_type_ == DataType::kFloat32 && phase() == caffe::TRAIN);
+    const DataType t = compute_type_;
+    Kernel k = GetKernel(ConcatSource(target(), t), LayerKernelName("concat", t));
+    const int top_axis = top[0]->count(1);
+    for (Level& v : levels_) {
+      const int n = v.out->count();
+      if (n == 0) continue;
+      k.Arg(int32_t{n}).ArgBuffer(v.out->device_data(), 0, SizeOf(t))
+          .ArgBuffer(top[0]->mutable_device_data(), 0, SizeOf(t)).Arg(int32_t{v.out->count(1)})
+          .Arg(int32_t{top_axis}).Arg(int32_t{1}).Arg(int32_t{v.offset})
+          .Arg(int32_t{0}).Arg(int32_t{0}).Arg(int32_t{0}).Arg(int32_t{0});
+      k.Launch1D(n);
+    }
+  }
+
+  // The split's sum of the levels' bottom diffs (overwritten, as BVLC's split).
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    if (!down[0] || bottom[0]->count() == 0) return;
+    if (!masks_valid_) RunLevels(*bottom[0], true);  // max pooling's argmax
+    Kernel slice = GetKernel(ConcatBackwardSource(target()), "concat_backward");
+    const int top_axis = top[0]->count(1);
+    if (levels_.size() > 1) {
+      if (!scratch_) scratch_ = std::make_unique<Blob>(device(), DataType::kFloat32, std::vector<int>{}, name() + "/diff");
+      scratch_->ReshapeLike(*bottom[0]);
+    }
+    for (size_t l = 0; l < levels_.size(); ++l) {
+      Level& v = levels_[l];
+      const int n = v.out->count();
+      slice.Arg(int32_t{n}).ArgBuffer(top[0]->device_diff(), 0, 4)
+          .ArgBuffer(v.out->mutable_device_diff(), 0, 4).Arg(int32_t{v.out->count(1)})
+          .Arg(int32_t{top_axis}).Arg(int32_t{1}).Arg(int32_t{v.offset});
+      slice.Launch1D(n);
+      DeviceMemory* dx = l == 0 ? bottom[0]->mutable_device_diff() : scratch_->mutable_device_diff();
+      v.pool->Backward(libdnn::BufferRef(v.out->device_diff(), 0), v.mask,
+                       libdnn::BufferRef(dx, 0));
+      if (l > 0)
+        elementwise().Axpby(DataType::kFloat32, bottom[0]->count(), 1.0f, *dx, 1.0f,
+                            *bottom[0]->mutable_device_diff());
+    }
+  }
+
+ private:
+  struct Level {
+    libdnn::PoolDesc desc;
+    std::unique_ptr<libdnn::Pooling> pool;
+    std::unique_ptr<Blob> out;  // [N][C][bins][bins] (flattened into the top at `offset`)
+    vptr<int32_t> mask;         // max pooling's argmax (fp32, for Backward)
+    int offset = 0;
+  };
+
+  void RunLevels(const Blob& bottom, bool masks) {
+    const bool max = param_.spp_param().pool() == caffe::SPPParameter::MAX;
+    masks = masks && max;
+    for (Level& v : levels_) {
+      if (v.desc.batch == 0) continue;
+      if (!v.pool) v.pool = std::make_unique<libdnn::Pooling>(device(), v.desc);
+      libdnn::BufferRef mask;
+      if (masks) {
+        if (v.mask.size() < v.desc.output_count()) v.mask = device().Alloc<int32_t>(v.desc.output_count());
+        mask = v.mask;
+      }
+      v.pool->Forward(libdnn::BufferRef(bottom.device_data(), 0),
+                      libdnn::BufferRef(v.out->mutable_device_data(), 0), mask);
+    }
+    masks_valid_ = masks || !max;
+  }
+
+  std::vector<Level> levels_;
+  std::unique_ptr<Blob> scratch_;  // one level's bottom diff
+  bool masks_valid_ = false;
+};
+
 }  // namespace
 
-void RegisterPoolingLayer() { RegisterLayerType<PoolingLayer>("Pooling"); }
+void RegisterPoolingLayer() {
+  RegisterLayerType<PoolingLayer>("Pooling");
+  RegisterLayerType<SPPLayer>("SPP");
+}
 
 }  // namespace mpcaffe

@@ -1,24 +1,17 @@
-// layers/softmax_layers.cc — Softmax, SoftmaxWithLoss, Accuracy and EuclideanLoss in float types
-// (backward in fp32): per-position values and their reductions to the scalar top on the device.
-#include <cmath>
+// layers/softmax_layers.cc — Softmax, SoftmaxWithLoss, Accuracy, EuclideanLoss and
+// SigmoidCrossEntropyLoss in float types (backward in fp32): per-position values and their
+// reductions to the scalar top on the device.
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "layers/layer_kernels.h"
 #include "layers/layer_registry.h"
+#include "layers/loss_normalization.h"
 #include "layers/train_kernels.h"
 
 namespace mpcaffe {
 namespace {
-
-/// Reduces the `n` per-position values in `values` (negative: ignored) to top's single value:
-/// Σ / max(1, use_count ? #counted : fixed_norm), the normalizer left in norm[0]. On the device.
-void MaskedMean(Kernel k, int n, const vptr<float>& values, Blob& top,
-                const vptr<float>& norm, float fixed_norm, bool use_count) {
-  k.Arg(int32_t{n}).Arg(values).ArgBuffer(top.mutable_device_data(), 0, SizeOf(top.type()))
-      .Arg(norm).Arg(fixed_norm).Arg(int32_t{use_count ? 1 : 0});
-  k.Launch({static_cast<size_t>(kReduceLocalSize), 1, 1}, {static_cast<size_t>(kReduceLocalSize), 1, 1});
-}
 
 class SoftmaxLayer : public Layer {
  public:
@@ -68,23 +61,6 @@ class SoftmaxLayer : public Layer {
  private:
   int axis_ = 1;
 };
-
-/// Caffe's normalization mode of a loss (the legacy `normalize` flag mapped).
-caffe::LossParameter::NormalizationMode NormalizationOf(const caffe::LossParameter& p) {
-  if (!p.has_normalization() && p.has_normalize())
-    return p.normalize() ? caffe::LossParameter::VALID : caffe::LossParameter::BATCH_SIZE;
-  return p.normalization();
-}
-
-/// The normalizer of a loss over `outer`·`inner` positions for the modes that do not count the
-/// valid positions (VALID counts them on the device).
-float FixedNormalizer(caffe::LossParameter::NormalizationMode mode, int outer, int inner) {
-  switch (mode) {
-    case caffe::LossParameter::FULL: return static_cast<float>(outer * inner);
-    case caffe::LossParameter::BATCH_SIZE: return static_cast<float>(outer);
-    default: return 1.0f;
-  }
-}
 
 class SoftmaxWithLossLayer : public Layer {
  public:
@@ -269,6 +245,75 @@ class EuclideanLossLayer : public Layer {
   vptr<float> norm_;
 };
 
+/// SigmoidCrossEntropyLoss: −Σ [t·log σ(x) + (1 − t)·log(1 − σ(x))] over every element of
+/// bottom 0 against bottom 1 (targets in [0, 1], same count), normalized as loss_param says
+/// (BVLC: outer = num, inner = count / num; VALID counts the elements whose target is not
+/// ignore_label).
+class SigmoidCrossEntropyLossLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "SigmoidCrossEntropyLoss"; }
+  bool SupportsType(DataType t) const override { return !IsQuantized(t); }
+  int ExactNumBottomBlobs() const override { return 2; }
+  int ExactNumTopBlobs() const override { return 1; }
+  float DefaultLossWeight(int) const override { return 1.0f; }
+  bool AllowForceBackward(int bottom) const override { return bottom != 1; }
+
+  void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    if (bottom[0]->count() != bottom[1]->count())
+      Fail("scores " + bottom[0]->shape_string() + " and targets " + bottom[1]->shape_string() +
+           " must have the same count");
+    outer_ = bottom[0]->num_axes() > 0 ? bottom[0]->shape(0) : 1;
+    inner_ = bottom[0]->num_axes() > 0 ? bottom[0]->count(1) : 1;
+    top[0]->Reshape({});
+    const int n = std::max(1, bottom[0]->count());
+    if (scratch_.size() < static_cast<size_t>(n)) scratch_ = device().Alloc<float>(n);
+    if (!norm_) norm_ = device().Alloc<float>(1);
+  }
+
+ protected:
+  void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    const DataType t = compute_type_;
+    const int n = bottom[0]->count();
+    const auto& lp = param_.loss_param();
+    if (n > 0) {
+      Kernel k = GetKernel(SigmoidCrossEntropySource(target(), t), LayerKernelName("sigmoid_ce", t));
+      k.Arg(int32_t{n}).ArgBuffer(bottom[0]->device_data(), 0, SizeOf(t))
+          .ArgBuffer(bottom[1]->device_data(), 0, SizeOf(t)).Arg(scratch_)
+          .Arg(int32_t{lp.ignore_label()}).Arg(int32_t{lp.has_ignore_label() ? 1 : 0});
+      k.Launch1D(n);
+    }
+    const auto mode = NormalizationOf(lp);
+    MaskedMean(GetKernel(MaskedMeanSource(target(), top[0]->type()), MaskedMeanKernelName(top[0]->type())),
+               n, scratch_, *top[0], norm_, FixedNormalizer(mode, outer_, inner_),
+               mode == caffe::LossParameter::VALID);
+  }
+
+ public:
+  bool HasBackward() const override { return true; }
+
+ protected:
+  // d x = (σ(x) − t) · top_diff / normalizer; 0 where the target is ignored.
+  void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
+                    const std::vector<Blob*>& bottom) override {
+    if (down.size() > 1 && down[1]) Fail("cannot backpropagate to the targets");
+    const int n = bottom[0]->count();
+    if (!down[0] || n == 0) return;
+    const auto& lp = param_.loss_param();
+    Kernel k = GetKernel(SigmoidCrossEntropyBackwardSource(target()), "sigmoid_ce_backward");
+    k.Arg(int32_t{n}).ArgBuffer(bottom[0]->device_data(), 0, 4)
+        .ArgBuffer(bottom[1]->device_data(), 0, 4).ArgBuffer(top[0]->device_diff(), 0, 4)
+        .Arg(norm_).ArgBuffer(bottom[0]->mutable_device_diff(), 0, 4)
+        .Arg(int32_t{lp.ignore_label()}).Arg(int32_t{lp.has_ignore_label() ? 1 : 0});
+    k.Launch1D(n);
+  }
+
+ private:
+  int outer_ = 1, inner_ = 1;
+  vptr<float> scratch_;
+  vptr<float> norm_;  // the normalizer of the last Forward (VALID: counted on the device)
+};
+
 }  // namespace
 
 void RegisterSoftmaxLayers() {
@@ -276,6 +321,7 @@ void RegisterSoftmaxLayers() {
   RegisterLayerType<SoftmaxWithLossLayer>("SoftmaxWithLoss");
   RegisterLayerType<AccuracyLayer>("Accuracy");
   RegisterLayerType<EuclideanLossLayer>("EuclideanLoss");
+  RegisterLayerType<SigmoidCrossEntropyLossLayer>("SigmoidCrossEntropyLoss");
 }
 
 }  // namespace mpcaffe

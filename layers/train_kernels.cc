@@ -2,6 +2,7 @@
 // reductions, solver updates), written once and emitted by KernelWriter for either dialect.
 #include "layers/train_kernels.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace mpcaffe {
@@ -30,24 +31,6 @@ std::string ReluBackwardSource(const KernelTarget& target) {
       .Body(R"(  $loop(i, n) {
     const float g = dy[i];
     dx[i] = MP_SELECT(g * slope, g, x[i] > 0.0f);
-  }
-)");
-  return w.Source();
-}
-
-std::string UnaryBackwardSource(const KernelTarget& target, const std::string& op) {
-  KernelWriter w = Writer(target, "unary_backward");
-  if (op == "sigmoid")
-    w.Define("MP_DERIVATIVE(y)", "((y) * (1.0f - (y)))");
-  else if (op == "tanh")
-    w.Define("MP_DERIVATIVE(y)", "(1.0f - (y) * (y))");
-  else
-    throw std::invalid_argument("unknown unary op '" + op + "' (sigmoid, tanh)");
-  w.Kernel(op + "_backward")
-      .Value("int", "n").In("float", "y").In("float", "dy").Out("float", "dx")
-      .Body(R"(  $loop(i, n) {
-    const float v = y[i];
-    dx[i] = dy[i] * MP_DERIVATIVE(v);
   }
 )");
   return w.Source();
@@ -100,14 +83,14 @@ std::string MaskedMeanSource(const KernelTarget& target, DataType out_type) {
   w.AddType("Otype", out_type);
   w.Kernel(MaskedMeanKernelName(out_type))
       .Value("int", "n").In("float", "v").Out("Otype", "out").Out("float", "norm")
-      .Value("float", "fixed_norm").Value("int", "use_count")
+      .Value("float", "fixed_norm").Value("int", "use_count").Value("float", "ignore_below")
       .Body(R"(  $shared float part_sum[MP_REDUCE_LOCAL];
   $shared float part_count[MP_REDUCE_LOCAL];
   const int t = $local_id(0);
   float s = 0.0f, c = 0.0f;
   for (int k = t; k < n; k += MP_REDUCE_LOCAL) {
     const float x = v[k];
-    if (!(x < 0.0f)) {
+    if (!(x < ignore_below)) {
       s += x;
       c += 1.0f;
     }
@@ -132,6 +115,21 @@ std::string MaskedMeanSource(const KernelTarget& target, DataType out_type) {
   return w.Source();
 }
 
+std::string SigmoidCrossEntropyBackwardSource(const KernelTarget& target) {
+  KernelWriter w = Writer(target, "sigmoid_cross_entropy_backward");
+  w.Kernel("sigmoid_ce_backward")
+      .Value("int", "n").In("float", "x").In("float", "target").In("float", "top_diff")
+      .In("float", "norm").Out("float", "dx").Value("int", "ignore_label").Value("int", "has_ignore")
+      .Body(R"(  const float scale = top_diff[0] / norm[0];
+  $loop(i, n) {
+    const float t = target[i];
+    const int skip = has_ignore && (int)t == ignore_label;
+    dx[i] = skip ? 0.0f : (1.0f / (1.0f + exp(-x[i])) - t) * scale;
+  }
+)");
+  return w.Source();
+}
+
 std::string EuclideanBackwardSource(const KernelTarget& target) {
   KernelWriter w = Writer(target, "euclidean_backward");
   w.Kernel("euclidean_backward")
@@ -140,6 +138,109 @@ std::string EuclideanBackwardSource(const KernelTarget& target) {
       .Body(R"(  const float scale = alpha * top_diff[0];
   $loop(i, n) {
     dx[i] = scale * (a[i] - b[i]);
+  }
+)");
+  return w.Source();
+}
+
+std::string HingeLossBackwardSource(const KernelTarget& target) {
+  KernelWriter w = Writer(target, "hinge_loss_backward");
+  w.Kernel("hinge_backward")
+      .Value("int", "num").Value("int", "dim").In("float", "x").In("float", "label")
+      .In("float", "top_diff").Out("float", "dx").Value("int", "l2").Value("float", "inv_num")
+      .Body(R"(  const float scale = top_diff[0] * inv_num;
+  $loop(i, num * dim) {
+    const int l = (int)label[i / dim];
+    const float sign = i % dim == l ? -1.0f : 1.0f;
+    const float m = 1.0f + sign * x[i];
+    const float g = m > 0.0f ? (l2 ? 2.0f * m : 1.0f) : 0.0f;
+    dx[i] = l < 0 || l >= dim ? 0.0f : sign * g * scale;
+  }
+)");
+  return w.Source();
+}
+
+std::string MultinomialLogisticLossBackwardSource(const KernelTarget& target) {
+  KernelWriter w = Writer(target, "multinomial_logistic_loss_backward");
+  w.Kernel("multinomial_logistic_backward")
+      .Value("int", "num").Value("int", "dim").In("float", "prob").In("float", "label")
+      .In("float", "top_diff").Out("float", "dx").Value("float", "inv_num")
+      .Body(R"(  const float scale = top_diff[0] * inv_num;
+  $loop(i, num * dim) {
+    const float p = prob[i];
+    dx[i] = (int)label[i / dim] == i % dim ? -scale / (p > 1e-20f ? p : 1e-20f) : 0.0f;
+  }
+)");
+  return w.Source();
+}
+
+std::string ContrastiveLossBackwardSource(const KernelTarget& target) {
+  KernelWriter w = Writer(target, "contrastive_loss_backward");
+  w.Kernel("contrastive_backward")
+      .Value("int", "num").Value("int", "dim").In("float", "a").In("float", "b").In("float", "y")
+      .In("float", "dist_sq").In("float", "top_diff").Out("float", "dx").Value("float", "alpha")
+      .Value("float", "margin").Value("int", "legacy")
+      .Body(R"(  const float s = alpha * top_diff[0];
+  $loop(i, num * dim) {
+    const int r = i / dim;
+    const float d = a[i] - b[i];
+    if ((int)y[r] != 0) {
+      dx[i] = s * d;
+    } else if (legacy) {
+      dx[i] = margin - dist_sq[r] > 0.0f ? -s * d : 0.0f;
+    } else {
+      const float dist = sqrt(dist_sq[r]);
+      const float m = margin - dist;
+      dx[i] = m > 0.0f ? -s * m / (dist + 1e-4f) * d : 0.0f;
+    }
+  }
+)");
+  return w.Source();
+}
+
+std::string InfogainLossBackwardSource(const KernelTarget& target) {
+  KernelWriter w = Writer(target, "infogain_loss_backward");
+  w.Kernel("infogain_backward")
+      .Value("int", "outer").Value("int", "channels").Value("int", "inner").In("float", "prob")
+      .In("float", "label").In("float", "h").In("float", "top_diff").In("float", "norm")
+      .Out("float", "dx").Value("int", "ignore_label").Value("int", "has_ignore")
+      .Body(R"(  const float scale = top_diff[0] / norm[0];
+  $loop(j, outer * inner) {
+    const int l = (int)label[j];
+    const int base = (j / inner) * channels * inner + j % inner;
+    const int skip = (has_ignore && l == ignore_label) || l < 0 || l >= channels;
+    float row = 0.0f;
+    if (!skip)
+      for (int c = 0; c < channels; ++c) row += h[l * channels + c];
+    for (int c = 0; c < channels; ++c) {
+      const int k = base + c * inner;
+      dx[k] = skip ? 0.0f : (prob[k] * row - h[l * channels + c]) * scale;
+    }
+  }
+)");
+  return w.Source();
+}
+
+std::string LrnWithinChannelBackwardSource(const KernelTarget& target) {
+  KernelWriter w = Writer(target, "lrn_within_backward");
+  w.Kernel("lrn_within_backward")
+      .Value("int", "n").Value("int", "height").Value("int", "width").Value("int", "size")
+      .Value("float", "alpha").Value("float", "beta").In("float", "x").In("float", "y")
+      .In("float", "dy").In("float", "scale").Out("float", "dx")
+      .Body(R"(  const int pre = (size - 1) / 2;
+  $loop(i, n) {
+    const int col = i % width, row = (i / width) % height;
+    const int plane = i - row * width - col;
+    const int r0 = max(row - pre, 0), r1 = min(row + pre + 1, height);
+    const int c0 = max(col - pre, 0), c1 = min(col + pre + 1, width);
+    float acc = 0.0f;
+    for (int r = r0; r < r1; ++r)
+      for (int c = c0; c < c1; ++c) {
+        const int k = plane + r * width + c;
+        acc += dy[k] * y[k] / scale[k];
+      }
+    dx[i] = dy[i] * pow(scale[i], -beta) -
+            2.0f * alpha * beta / (float)(size * size) * x[i] * acc;
   }
 )");
   return w.Source();
@@ -205,6 +306,15 @@ std::string ChannelSumSource(const KernelTarget& target) {
   }
 )");
   return w.Source();
+}
+
+void LaunchChannelSum(Device& device, Kernel k, int outer, int channels, int inner,
+                      DeviceMemory* a, DeviceMemory* b, DeviceMemory* out, float alpha, float beta) {
+  const size_t max_groups = std::max<size_t>(64, 16 * std::max(1, device.info().compute_units));
+  const size_t groups = std::min<size_t>(max_groups, std::max(1, channels));
+  k.Arg(int32_t{outer}).Arg(int32_t{channels}).Arg(int32_t{inner}).ArgBuffer(a, 0, 4)
+      .ArgBuffer(b ? b : a, 0, 4).ArgBuffer(out, 0, 4).Arg(int32_t{b ? 1 : 0}).Arg(alpha).Arg(beta);
+  k.Launch({groups * kReduceLocalSize, 1, 1}, {static_cast<size_t>(kReduceLocalSize), 1, 1});
 }
 
 std::string BatchNormSource(const KernelTarget& target) {

@@ -21,10 +21,6 @@ static_assert(kReduceLocalSize == static_cast<int>(kLaunch1DLocalSize),
 /// relu_backward(int n, In x, In dy, Out dx, float slope): dx = dy·(x > 0 ? 1 : slope).
 std::string ReluBackwardSource(const KernelTarget& target);
 
-/// <op>_backward(int n, In y, In dy, Out dx), from the output: "sigmoid" dy·y(1 − y),
-/// "tanh" dy·(1 − y²).
-std::string UnaryBackwardSource(const KernelTarget& target, const std::string& op);
-
 /// softmax_backward(int outer, int channels, int inner, In y, In dy, Out dx):
 /// dx = (dy − Σ_c dy·y)·y along the channel axis of an (outer, channels, inner) array.
 std::string SoftmaxBackwardSource(const KernelTarget& target);
@@ -36,16 +32,50 @@ std::string SoftmaxBackwardSource(const KernelTarget& target);
 std::string SoftmaxLossBackwardSource(const KernelTarget& target);
 
 /// masked_mean_<dt>(int n, In float v, Out Otype out, Out float norm, float fixed_norm,
-///                  int use_count), one work-group of kReduceLocalSize: with s = Σ v[i] and
-/// c = #i over the v[i] that are not negative (negative marks "ignored"; NaN is counted),
+///                  int use_count, float ignore_below), one work-group of kReduceLocalSize: with
+/// s = Σ v[i] and c = #i over the v[i] that are not below ignore_below (0 for losses that are
+/// never negative, a negative value marking "ignored"; NaN is counted),
 /// norm[0] = max(1, use_count ? c : fixed_norm) and out[0] = s / norm[0] in out's type.
 std::string MaskedMeanSource(const KernelTarget& target, DataType out_type);
 /// "masked_mean_fp32", "masked_mean_fp16".
 std::string MaskedMeanKernelName(DataType out_type);
 
+/// sigmoid_ce_backward(int n, In x, In target, In top_diff, In norm, Out dx, int ignore_label,
+///                     int has_ignore): dx = (sigmoid(x) − t)·top_diff[0] / norm[0]; 0 where t
+/// is the ignored label.
+std::string SigmoidCrossEntropyBackwardSource(const KernelTarget& target);
+
 /// euclidean_backward(int n, In a, In b, In top_diff, Out dx, float alpha):
 /// dx = alpha·top_diff[0]·(a − b).
 std::string EuclideanBackwardSource(const KernelTarget& target);
+
+/// hinge_backward(int num, int dim, In x, In label, In top_diff, Out dx, int l2, float inv_num):
+/// dx = ±g·top_diff[0]·inv_num with m = 1 ± x (− at the labelled class), g = [m > 0] (L1) or
+/// 2·max(0, m) (L2); 0 in rows whose label lies outside [0, dim).
+std::string HingeLossBackwardSource(const KernelTarget& target);
+
+/// multinomial_logistic_backward(int num, int dim, In prob, In label, In top_diff, Out dx,
+/// float inv_num): dx = −top_diff[0]·inv_num / max(prob, 1e-20) at the labelled class, else 0.
+std::string MultinomialLogisticLossBackwardSource(const KernelTarget& target);
+
+/// contrastive_backward(int num, int dim, In a, In b, In y, In dist_sq, In top_diff, Out dx,
+///                      float alpha, float margin, int legacy): with s = alpha·top_diff[0]
+/// (alpha = ±1/num for the first / second bottom) and d = a − b: similar rows dx = s·d;
+/// dissimilar ones −s·d where margin − d² > 0 (legacy), else −s·(margin − dist)/(dist + 1e-4)·d
+/// where margin − dist > 0; 0 otherwise.
+std::string ContrastiveLossBackwardSource(const KernelTarget& target);
+
+/// infogain_backward(int outer, int channels, int inner, In prob, In label, In h, In top_diff,
+///                   In norm, Out dx, int ignore_label, int has_ignore): the gradient of the
+/// softmax scores, dx = (prob·Σ_c H[label, c] − H[label, c])·top_diff[0] / norm[0]; 0 at ignored
+/// positions and at labels outside [0, channels).
+std::string InfogainLossBackwardSource(const KernelTarget& target);
+
+/// lrn_within_backward(int n, int height, int width, int size, float alpha, float beta, In x,
+///                     In y, In dy, In scale, Out dx): the WITHIN_CHANNEL LRN's gradient,
+/// dx = dy·s^(−beta) − (2·alpha·beta/size²)·x·Σ dy'·y'/s' over the windows holding the pixel
+/// (the same size × size neighbourhood: odd windows are symmetric).
+std::string LrnWithinChannelBackwardSource(const KernelTarget& target);
 
 /// concat_backward(int n, In dy, Out dx, int bottom_axis, int top_axis, int inner, int offset):
 /// the bottom's (outer, bottom_axis, inner) slice at channel `offset` of an
@@ -64,6 +94,10 @@ std::string EltwiseMaxBackwardSource(const KernelTarget& target);
 /// kReduceLocalSize per channel (launch min(channels, cap) groups). With outer = channels = 1
 /// it is the sum (of squares, with b = a) of a whole array.
 std::string ChannelSumSource(const KernelTarget& target);
+/// Launches `k`, channel_sum of ChannelSumSource: out[c] = alpha·Σ a·(b ? b : 1) + beta·out[c]
+/// over an (outer, channels, inner) layout of fp32 buffers.
+void LaunchChannelSum(Device& device, Kernel k, int outer, int channels, int inner,
+                      DeviceMemory* a, DeviceMemory* b, DeviceMemory* out, float alpha, float beta);
 
 /// BatchNorm's kernels (fp32):
 /// bn_subtract(int n, int channels, int inner, In x, In mean, Out y): y = x − mean[c];

@@ -122,6 +122,45 @@ class ConfigSchema {
     return out;
   }
 
+  /// A covering sample of `candidates`: few of them, yet every value that any candidate gives
+  /// a field is taken by at least one chosen configuration, so each branch a generator takes
+  /// on one field's value is compiled once. Greedy set cover over the (field, value) pairs: the
+  /// candidate covering most pairs not yet covered first, ties to the earlier candidate (the
+  /// Tuner lists its default first), so the same candidates give the same sample every run.
+  /// The tests compile this sample; `make test-sweep` compiles every candidate.
+  std::vector<Config> Covering(const std::vector<Config>& candidates) const {
+    std::vector<std::vector<int>> uncovered(fields_.size());  // per field, values still to take
+    for (size_t f = 0; f < fields_.size(); ++f)
+      for (const Config& c : candidates) {
+        const int v = c.*fields_[f].member;
+        bool known = false;
+        for (int u : uncovered[f]) known = known || u == v;
+        if (!known) uncovered[f].push_back(v);
+      }
+    auto gain = [&](const Config& c) {
+      int n = 0;
+      for (size_t f = 0; f < fields_.size(); ++f)
+        for (int u : uncovered[f]) n += u == c.*fields_[f].member;
+      return n;
+    };
+    std::vector<Config> out;
+    for (;;) {
+      int best = -1, best_gain = 0;
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        const int g = gain(candidates[i]);
+        if (g > best_gain) best = static_cast<int>(i), best_gain = g;
+      }
+      if (best < 0) return out;
+      const Config& c = candidates[best];
+      for (size_t f = 0; f < fields_.size(); ++f) {
+        auto& u = uncovered[f];
+        for (size_t k = 0; k < u.size(); ++k)
+          if (u[k] == c.*fields_[f].member) u.erase(u.begin() + static_cast<long>(k--));
+      }
+      out.push_back(c);
+    }
+  }
+
   /// The allowed values of `key`, e.g. for an error message ("vw 1/2/4/8/16").
   std::string AllowedText(const char* key) const {
     for (const auto& f : fields_) {

@@ -139,7 +139,29 @@ Convolution::Plan Convolution::PlanOf(const Device& device, const ConvDesc& d,
 
 namespace {
 
+const char* PathName(ForwardPath path) {
+  switch (path) {
+    case ForwardPath::kDepthwise: return "depthwise";
+    case ForwardPath::kPointwise: return "pointwise";
+    case ForwardPath::kGemm: return "gemm";
+    case ForwardPath::kDirect: break;
+  }
+  return "direct";
+}
+
 }  // namespace
+
+const char* Convolution::ForwardPathOf(const Device& device, const ConvDesc& desc,
+                                       const ConvQuant& quant) {
+  return PathName(PlanOf(device, desc, quant).path);
+}
+
+const char* Convolution::forward_path() const {
+  return PathName(depthwise_   ? ForwardPath::kDepthwise
+                  : pointwise_ ? ForwardPath::kPointwise
+                  : forward_gemm() ? ForwardPath::kGemm
+                                   : ForwardPath::kDirect);
+}
 
 Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant)
     : Convolution(device, desc, quant, PlanOf(device, desc, quant)) {}

@@ -282,6 +282,15 @@ class Convolution {
   /// The fp32 backward program besides its two GEMMs (im2col, col2im, bias sum);
   /// shape-independent.
   static std::string BackwardSource(const KernelTarget& target);
+  /// The im2col program of `type` (every type; its one kernel is Im2colKernelName(type)):
+  /// Im2colKernelName(type)(In x, Out col, int H, int W, int KH, int KW, int sh, int sw, int ph,
+  /// int pw, int dh, int dw, int OH, int OW, int rows, int pad) writes
+  /// col[(c·KH + ky)·KW + kx][oy·OW + ox] = x[c][oy·sh − ph + ky·dh][ox·sw − pw + kx·dw], or
+  /// `pad` outside the input, for the rows = channels·KH·KW·OH (column row, oy) pairs of one
+  /// image. BackwardSource's conv_bwd_col2im(In col, Out x, int Cg, then H … OW as above) is its
+  /// adjoint: x[c][iy][ix] = Σ of the columns that read it (overwritten).
+  static std::string Im2colSource(const KernelTarget& target, DataType type);
+  static std::string Im2colKernelName(DataType type);
   static std::string ForwardKernelName(const ConvDesc& desc);
   /// The depthwise program of a description with one input and output channel per group
   /// (forward_depthwise()); every type and backend.
@@ -290,6 +299,13 @@ class Convolution {
   static std::string DepthwiseSource(const KernelTarget& target, const ConvDesc& desc,
                                      int rows = 0, int vx = 1);
   static std::string DepthwiseKernelName(const ConvDesc& desc);
+  /// The forward kernel the constructor without a config would run for `desc` on `device` —
+  /// "depthwise", "pointwise", "gemm" (im2col + GEMM) or "direct" — decided as the constructor
+  /// decides (settings, tuning table), without building a program.
+  static const char* ForwardPathOf(const Device& device, const ConvDesc& desc,
+                                   const ConvQuant& quant = {});
+  /// The forward kernel this convolution runs, named as ForwardPathOf names it.
+  const char* forward_path() const;
   /// Whether `desc` has one input and one output channel per group.
   static bool IsDepthwise(const ConvDesc& desc);
   /// Whether `desc` is a pointwise (1×1, stride 1, no padding) convolution of one group: per

@@ -83,6 +83,14 @@ std::string Convolution::BackwardSource(const KernelTarget& target) {
   return w.Source();
 }
 
+std::string Convolution::Im2colSource(const KernelTarget& target, DataType type) {
+  return conv_internal::Im2colSource(target, type);
+}
+
+std::string Convolution::Im2colKernelName(DataType type) {
+  return conv_internal::Im2colKernelName(type);
+}
+
 Convolution::GroupShape::GroupShape(const ConvDesc& d)
     : cg(d.channels / d.groups),
       ocg(d.out_channels / d.groups),

@@ -10,6 +10,7 @@
 #include "device/device.h"     // Device, DeviceList, DefaultDevice, SelectDevice, DeviceOrDefault
 #include "device/error.h"      // Error, DeviceError, BuildError, ...
 #include "layers/blob.h"       // Blob: shape, data type, ToFloat / FromFloat
+#include "layers/image_io.h"   // ReadImage (OpenCV's decoding through the codec plugin), Image
 #include "mpcaffe/version.h"   // MPCAFFE_VERSION
 #include "net/net.h"           // Net, NetOptions, CalibrateWithFloatVariant, NetError
 #include "net/solver.h"        // Solver::FromFile (SGD, Nesterov, Adam, ...), SolverError

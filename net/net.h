@@ -37,10 +37,12 @@ struct NetOptions {
   caffe::Phase phase = caffe::TEST;
   int level = 0;
   std::vector<std::string> stages;
-  /// Replace every Data layer by an Input layer with the same tops, filled with seeded random
-  /// data (benchmarks without the LMDB). Top shapes come from the mean file when it exists,
-  /// else from `synthetic_shape` (C, H, W), else from crop_size (3×crop×crop) or the dataset
-  /// name in the source path (mnist 1×28×28, cifar 3×32×32).
+  /// Replace every Data (and ImageData, MemoryData, WindowData) layer by an Input layer with the
+  /// same tops, filled with seeded random data (benchmarks without the LMDB or the images). Top
+  /// shapes come from `synthetic_shape` (C, H, W), else from an ImageData layer's new_height ×
+  /// new_width (and is_color), memory_data_param, WindowData's crop (3×crop×crop), the mean file
+  /// when it exists, crop_size (3×crop×crop) or the dataset name in the
+  /// source path (mnist 1×28×28, cifar 3×32×32).
   bool synthetic_data = false;
   std::vector<int> synthetic_shape;
   /// Overrides NetParameter.reduced_memory_inference when set (-1: use the file's value).
@@ -92,6 +94,9 @@ std::vector<caffe::NetParameter*> NestedNetParameters(caffe::LayerParameter* lay
 /// file of the Net constructor adds it to the registry's built-in groups, so every program
 /// that builds Nets knows them.
 void RegisterNetLayers();
+/// Registers BVLC's recurrent layers (RNN, LSTM: net/recurrent_layer.h), which nest an unrolled
+/// Net; added to the built-in groups the same way.
+void RegisterRecurrentLayers();
 
 class Net {
  public:
@@ -249,6 +254,15 @@ class Net {
   /// Reshape of layer i before its Forward (Layer::ReshapesEachPass); when a top's shape
   /// changed, the layers after it are reshaped too.
   void ReshapeBeforePass(int i);
+  /// Whether a bottom of layer i has another shape than when the layer was last reshaped (a
+  /// caller reshaped an input blob, or a Python layer its top): BVLC's Net::Forward reshapes
+  /// every layer before it runs; this finds the first layer that needs it at the cost of a
+  /// shape comparison per bottom.
+  bool BottomsReshaped(int i) const;
+  /// ReshapeFrom(first) in the middle of a pass: the values layers from `first` read are kept.
+  void ReshapeKeepingInputs(int first);
+  /// Records layer i's bottom shapes as the ones it was reshaped for.
+  void NoteReshaped(int i);
   /// Whether layer i runs with its fused ReLU in this pass.
   bool FusionActive(int layer);
   void PlanMemory();
@@ -286,6 +300,8 @@ class Net {
   std::map<std::string, std::shared_ptr<Blob>> blobs_;
   std::vector<std::string> blob_names_;
   std::vector<std::vector<Blob*>> bottom_vecs_, top_vecs_;
+  /// Per layer, its bottoms' shapes when it was last reshaped (BottomsReshaped).
+  std::vector<std::vector<std::vector<int>>> reshaped_bottoms_;
   std::vector<std::vector<float>> loss_weights_;
   std::vector<Blob*> input_blobs_, output_blobs_;
   quant::QuantizerMode quant_mode_ = quant::QuantizerMode::kPassive;

@@ -17,6 +17,8 @@ namespace {
 // The layers net/ defines join the registry's built-in groups in every program that builds Nets
 // (a static library links this file whenever the Net constructor is used).
 [[maybe_unused]] const bool kNetLayersAdded = (AddBuiltinLayerGroup(&RegisterNetLayers), true);
+[[maybe_unused]] const bool kRecurrentLayersAdded =
+    (AddBuiltinLayerGroup(&RegisterRecurrentLayers), true);
 }  // namespace
 
 Net::Net(const caffe::NetParameter& param, Device& device, const NetOptions& options)
@@ -75,6 +77,7 @@ void Net::Build(const caffe::NetParameter& given) {
     for (auto& l : layers_) l->set_release_param_copies(true);
   PlanViews();
   UpdateViews(true);  // plans the reduced memory too
+  for (size_t i = 0; i < layers_.size(); ++i) NoteReshaped(static_cast<int>(i));
 }
 
 void Net::AddLayer(caffe::LayerParameter lp, std::map<std::string, bool>* consumed) {

@@ -118,6 +118,23 @@ std::vector<int> SyntheticShape(const caffe::LayerParameter& layer, const NetOpt
   const auto& tp = layer.transform_param();
   const int crop = static_cast<int>(tp.crop_size());
   if (!options.synthetic_shape.empty()) return options.synthetic_shape;
+  if (layer.type() == "MemoryData") {  // memory_data_param gives the item's shape
+    const auto& mp = layer.memory_data_param();
+    return {static_cast<int>(mp.channels()), static_cast<int>(mp.height()),
+            static_cast<int>(mp.width())};
+  }
+  if (layer.type() == "WindowData") {  // colour windows of crop_size², as BVLC decodes them
+    const int size = crop ? crop : static_cast<int>(layer.window_data_param().crop_size());
+    if (size > 0) return {3, size, size};
+  }
+  if (layer.type() == "ImageData") {  // its images' shape: new_height × new_width, is_color
+    const auto& ip = layer.image_data_param();
+    const int c = ip.is_color() ? 3 : 1;
+    if (ip.new_height() && ip.new_width())
+      return {c, crop ? crop : static_cast<int>(ip.new_height()),
+              crop ? crop : static_cast<int>(ip.new_width())};
+    if (crop) return {c, crop, crop};
+  }
   if (tp.has_mean_file() && FileExists(tp.mean_file())) {
     const caffe::BlobProto mean = ReadBlobProtoBinary(tp.mean_file());
     int c = mean.channels(), h = mean.height(), w = mean.width();
@@ -128,10 +145,11 @@ std::vector<int> SyntheticShape(const caffe::LayerParameter& layer, const NetOpt
     return {c, crop ? crop : h, crop ? crop : w};
   }
   if (crop) return {3, crop, crop};
-  const std::string& src = layer.data_param().source();
+  const std::string& src = layer.type() == "ImageData" ? layer.image_data_param().source()
+                                                       : layer.data_param().source();
   if (src.find("mnist") != std::string::npos) return {1, 28, 28};
   if (src.find("cifar") != std::string::npos) return {3, 32, 32};
-  throw NetError("Data layer '" + layer.name() +
+  throw NetError(layer.type() + " layer '" + layer.name() +
                  "': cannot tell the shape of synthetic data for "
                  "source '" +
                  src +
@@ -141,12 +159,19 @@ std::vector<int> SyntheticShape(const caffe::LayerParameter& layer, const NetOpt
 
 }  // namespace
 
-/// Replaces Data layers by Input layers of the same tops (data: N×C×H×W, label: N).
+/// Replaces Data, ImageData, MemoryData and WindowData layers by Input layers of the same tops
+/// (data: N×C×H×W, label: N).
 void ReplaceDataLayers(caffe::NetParameter* net, const NetOptions& options,
                        std::set<std::string>* replaced) {
   for (auto& layer : *net->mutable_layer()) {
-    if (layer.type() != "Data") continue;
-    const int batch = static_cast<int>(layer.data_param().batch_size());
+    const std::string& type = layer.type();
+    if (type != "Data" && type != "ImageData" && type != "MemoryData" && type != "WindowData")
+      continue;
+    const int batch = static_cast<int>(
+        type == "ImageData"    ? layer.image_data_param().batch_size()
+        : type == "MemoryData" ? layer.memory_data_param().batch_size()
+        : type == "WindowData" ? layer.window_data_param().batch_size()
+                               : layer.data_param().batch_size());
     const std::vector<int> chw = SyntheticShape(layer, options);
     caffe::LayerParameter input;
     input.set_name(layer.name());

@@ -12,8 +12,8 @@ namespace mpcaffe {
 /// Unset data-type fields of a layer take the net's data_type.
 void ApplyNetDataType(caffe::NetParameter* net);
 
-/// Replaces Data layers by Input layers of the same tops (data: N×C×H×W, label: N), adding their
-/// names to `replaced`.
+/// Replaces data layers (Data, ImageData, MemoryData, WindowData) by Input layers of the same
+/// tops (data: N×C×H×W, label: N), adding their names to `replaced`.
 void ReplaceDataLayers(caffe::NetParameter* net, const NetOptions& options,
                        std::set<std::string>* replaced);
 

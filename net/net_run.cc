@@ -1,6 +1,7 @@
 // net/net_run.cc — running a Net: Forward (with fused chains and layers running as views),
 // Reshape, and the fp32 Backward with BVLC's loss-weight and parameter-gradient semantics.
 #include <algorithm>
+#include <set>
 
 #include "layers/layer.h"
 #include "net/net.h"
@@ -14,6 +15,7 @@ float Net::ForwardFromTo(int start, int end) {
   UpdateViews(false);
   float loss = 0;
   for (int i = start; i <= end; ++i) {
+    if (BottomsReshaped(i)) ReshapeKeepingInputs(i);
     const int last = fusion_end(i);
     if (last > i && last <= end && FusionActive(i)) {
       Layer& producer = *layers_[i];
@@ -52,9 +54,45 @@ void Net::ReshapeBeforePass(int i) {
   } catch (const BlobError& e) {
     throw BlobError("layer '" + layer_names_[i] + "' (" + layers_[i]->type() + "): " + e.what());
   }
+  NoteReshaped(i);
   bool changed = false;
   for (size_t t = 0; t < top_vecs_[i].size(); ++t) changed |= top_vecs_[i][t]->shape() != before[t];
   if (changed) ReshapeFrom(i + 1);
+}
+
+void Net::ReshapeKeepingInputs(int first) {
+  // The blobs layers [first, end) read before writing them (the caller's inputs, earlier layers'
+  // tops) hold this pass's values: a new reduced-memory plan may move them, so their bytes are
+  // kept aside over the re-plan.
+  std::set<Blob*> seen;
+  std::vector<std::pair<Blob*, std::vector<char>>> kept;
+  for (size_t i = first; i < layers_.size(); ++i) {
+    for (Blob* b : bottom_vecs_[i]) {
+      if (!seen.insert(b).second) continue;
+      const char* bytes = static_cast<const char*>(b->host_data());
+      kept.emplace_back(b, std::vector<char>(bytes, bytes + b->bytes()));
+    }
+    for (Blob* t : top_vecs_[i]) seen.insert(t);
+  }
+  ReshapeFrom(first);
+  for (auto& [blob, bytes] : kept)
+    if (blob->bytes() == bytes.size())
+      std::copy(bytes.begin(), bytes.end(), static_cast<char*>(blob->mutable_host_data()));
+}
+
+bool Net::BottomsReshaped(int i) const {
+  const std::vector<Blob*>& bottoms = bottom_vecs_[i];
+  const std::vector<std::vector<int>>& seen = reshaped_bottoms_[i];
+  for (size_t b = 0; b < bottoms.size(); ++b)
+    if (bottoms[b]->shape() != seen[b]) return true;
+  return false;
+}
+
+void Net::NoteReshaped(int i) {
+  if (reshaped_bottoms_.size() < layers_.size()) reshaped_bottoms_.resize(layers_.size());
+  std::vector<std::vector<int>>& seen = reshaped_bottoms_[i];
+  seen.clear();
+  for (const Blob* b : bottom_vecs_[i]) seen.push_back(b->shape());
 }
 
 void Net::Reshape() { ReshapeFrom(0); }
@@ -66,6 +104,7 @@ void Net::ReshapeFrom(int first) {
     } catch (const BlobError& e) {
       throw BlobError("layer '" + layer_names_[i] + "' (" + layers_[i]->type() + "): " + e.what());
     }
+    NoteReshaped(static_cast<int>(i));
   }
   UpdateViews(true);  // and the reduced memory
 }

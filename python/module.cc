@@ -19,6 +19,7 @@
 #include "layers/blob.h"
 #include "layers/layer.h"
 #include "layers/layer_registry.h"
+#include "layers/memory_data_layer.h"
 #include "net/net.h"
 #include "net/solver.h"
 #include "proto/model_io.h"
@@ -52,6 +53,46 @@ int g_chosen_gpu = -1;
 Device& CurrentDevice() {
   if (g_device_index < 0) g_device_index = mpcaffe::DefaultDevice().index();
   return mpcaffe::GetDevice(g_device_index);
+}
+
+/// BVLC's check of an array for set_input_arrays: float32, C-contiguous, 4-D, with the given
+/// channels, height and width. Throws std::runtime_error (Python's RuntimeError) as BVLC.
+void CheckInputArray(const py::array& a, const std::string& name, int channels, int height,
+                     int width) {
+  if (!(a.flags() & py::array::c_style))
+    throw std::runtime_error(name + " must be C contiguous");
+  if (a.ndim() != 4) throw std::runtime_error(name + " must be 4-d");
+  if (!a.dtype().is(py::dtype::of<float>())) throw std::runtime_error(name + " must be float32");
+  if (a.shape(1) != channels)
+    throw std::runtime_error(name + " has wrong number of channels (" +
+                             std::to_string(a.shape(1)) + ", expected " +
+                             std::to_string(channels) + ")");
+  if (a.shape(2) != height)
+    throw std::runtime_error(name + " has wrong height (" + std::to_string(a.shape(2)) +
+                             ", expected " + std::to_string(height) + ")");
+  if (a.shape(3) != width)
+    throw std::runtime_error(name + " has wrong width (" + std::to_string(a.shape(3)) +
+                             ", expected " + std::to_string(width) + ")");
+}
+
+/// pycaffe's Net._set_input_arrays: the net's first layer must be a MemoryData layer; data
+/// (N, C, H, W) and labels (N, 1, 1, 1) float32 C-contiguous arrays with N a multiple of its
+/// batch size are copied into it.
+void SetInputArrays(Net& net, const py::array& data, const py::array& labels) {
+  auto* md = net.layers().empty()
+                 ? nullptr
+                 : dynamic_cast<mpcaffe::MemoryDataLayer*>(net.layers().front().get());
+  if (!md)
+    throw std::runtime_error(
+        "set_input_arrays may only be called if the first layer is a MemoryDataLayer");
+  CheckInputArray(data, "data array", md->channels(), md->height(), md->width());
+  CheckInputArray(labels, "labels array", 1, 1, 1);
+  if (data.shape(0) != labels.shape(0))
+    throw std::runtime_error("data and labels must have the same first dimension");
+  if (data.shape(0) % md->batch_size() != 0)
+    throw std::runtime_error("first dimensions of input arrays must be a multiple of batch size");
+  md->Reset(static_cast<const float*>(data.data()), static_cast<const float*>(labels.data()),
+            static_cast<int>(data.shape(0)));
 }
 
 /// First device of `is_gpu` kind, or -1.
@@ -417,7 +458,10 @@ PYBIND11_MODULE(_mpcaffe, m) {
       })
       .def_property_readonly("peak_device_bytes", &Net::peak_device_bytes)
       .def_property_readonly("blob_device_bytes", &Net::blob_device_bytes)
-      .def("quantizers_without_range", &Net::QuantizersWithoutRange);
+      .def("quantizers_without_range", &Net::QuantizersWithoutRange)
+      .def("set_input_arrays", &SetInputArrays, py::arg("data"), py::arg("labels"),
+           "Copies data (N, C, H, W) and labels (N, 1, 1, 1), float32 C-contiguous, into the "
+           "net's first layer, a MemoryData layer (BVLC's checks).");
 
   py::class_<mpcaffe::Solver>(m, "Solver", "BVLC's training loop over a train net and test nets.")
       .def_static("from_file", [](const std::string& path) {

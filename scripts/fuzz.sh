@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # scripts/fuzz.sh — builds the libFuzzer targets (clang, ASan + UBSan) in build-fuzz, seeds their
 # corpora from ../shared/models and a real kernel-cache file, and runs each for FUZZ_SECONDS.
-# FUZZ_TARGETS (default: all four) chooses targets, FUZZ_JOBS (default 1) how many run at once,
+# FUZZ_TARGETS (default: all five) chooses targets, FUZZ_JOBS (default 1) how many run at once,
 # FUZZ_NO_BUILD=1 skips the build. Findings (crash-*, leak-*, timeout-*, oom-*) land in
 # fuzz/findings/<target>/; corpora and logs in build-fuzz. Exit 1 when any target found something.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${FUZZ_SECONDS:-60}
-TARGETS=${FUZZ_TARGETS:-prototxt caffemodel solverstate cache_file}
+TARGETS=${FUZZ_TARGETS:-prototxt caffemodel solverstate cache_file image}
 JOBS=${FUZZ_JOBS:-1}
 SHARED=${MPCAFFE_SHARED_DIR:-$(cd .. && pwd)/shared}
 BUILD=build-fuzz
@@ -20,7 +20,9 @@ if [ "${FUZZ_NO_BUILD:-0}" != 1 ]; then
 fi
 
 corpus=$BUILD/corpus
-mkdir -p "$corpus"/{prototxt,caffemodel,solverstate,cache_file}
+mkdir -p "$corpus"/{prototxt,caffemodel,solverstate,cache_file,image}
+# Image seeds: the kept edge cases and the tests' tiny pictures (a CMYK JPEG among them).
+cp tests/reliability/fuzz_cases/image/* "$corpus/image/"
 # Seeds: every shared prototxt as text, and encoded as a binary NetParameter.
 find "$SHARED/models" -name '*.prototxt' | while read -r f; do
   name=$(echo "$f" | md5sum | cut -c1-16)

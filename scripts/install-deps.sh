@@ -10,7 +10,8 @@ DEBIAN_PACKAGES=(
   libclblast-dev libsqlite3-dev sqlite3
   libprotobuf-dev protobuf-compiler
   libgtest-dev libbenchmark-dev libgemmlowp-dev
-  liblmdb-dev zlib1g-dev dataset-fashion-mnist
+  liblmdb-dev libhdf5-dev zlib1g-dev dataset-fashion-mnist
+  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   python3-dev python3-venv graphviz
   libopenmpi-dev openmpi-bin
 )
@@ -33,9 +34,12 @@ fi
 # Python packages the tests use (the caffemodel check reads our files with Python protobuf).
 PYTHON=${PYTHON:-python3}
 # pydot (caffe.draw, with Graphviz above), h5py (HDF5 weights), pillow (caffe.io.load_image),
-# mpi4py (scripts that use MPI beside mpcaffe's own under mpirun; built against Open MPI above).
-PIP_PACKAGES=(protobuf numpy pytest pybind11 scikit-build-core onnx onnxruntime matplotlib pydot h5py pillow mpi4py)
-PIP_MODULES=(google.protobuf numpy pytest pybind11 scikit_build_core onnx onnxruntime matplotlib pydot h5py PIL mpi4py)
+# mpi4py (scripts that use MPI beside mpcaffe's own under mpirun; built against Open MPI above),
+# opencv-python-headless < 5 (cv2.dnn, the independent Caffe reader test_classify.py checks
+# caffe.Classifier's scores against).
+PIP_PACKAGES=(protobuf numpy pytest pybind11 scikit-build-core onnx onnxruntime matplotlib pydot h5py pillow mpi4py
+              "opencv-python-headless<5")
+PIP_MODULES=(google.protobuf numpy pytest pybind11 scikit_build_core onnx onnxruntime matplotlib pydot h5py PIL mpi4py cv2)
 pip_missing=()
 for i in "${!PIP_PACKAGES[@]}"; do
   "$PYTHON" -c "import ${PIP_MODULES[$i]}" 2>/dev/null || pip_missing+=("${PIP_PACKAGES[$i]}")

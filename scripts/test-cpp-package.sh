@@ -30,6 +30,7 @@ for f in bin/mpcaffe include/mpcaffe/mpcaffe.h include/mpcaffe/version.h \
   [ -e "$P/$f" ] || fail "$f is not installed"
 done
 ls "$P"/lib/libmpcaffe_net.* > /dev/null 2>&1 || fail "libmpcaffe_net is not installed"
+[ -e "$P/lib/libmpcaffe_image_codec.so" ] || fail "the image codec plugin is not installed"
 # Internals stay private: no kernel generators, backends, layers or quantizers.
 for f in libdnn cache device/opencl layers/layer.h layers/layer_registry.h quant/quantizer.h \
   codegen/kernel_writer.h tools; do
@@ -159,6 +160,10 @@ EOF
   fail "mpcaffe calibrate"
 }
 DEVICE=$("$P/bin/mpcaffe" devices | sed -n 's/^default device: //p')
+# The moved prefix's command finds its own image codec plugin (beside bin/, in lib/).
+"$P/bin/mpcaffe" devices --verbose > devices.log 2>&1 || { cat devices.log; fail "mpcaffe devices"; }
+grep -q "^images: OpenCV .*($(realpath "$P")/lib/libmpcaffe_image_codec.so)" devices.log ||
+  { cat devices.log; fail "the installed command does not load the prefix's image codec plugin"; }
 runs="fp32:deploy.prototxt:tiny_iter_30.caffemodel:classify int8:int8.prototxt:int8.caffemodel:classify"
 [ -x "$WORK/classify-pc" ] && runs="$runs int8-pkg-config:int8.prototxt:int8.caffemodel:classify-pc"
 for run in $runs; do
@@ -173,6 +178,28 @@ for run in $runs; do
   [ "$(grep -c '^image [0-3]: class 2 ' "classify_$name.log")" = 4 ] ||
     fail "classify $name: class 2 is not the top class of all four images"
 done
+# The same four inputs as gray 6×6 PGM photographs (pixel 128 + 127·value, read back as
+# (pixel − 128) / 128): the example's --image path (OpenCV through the prefix's plugin) gives the
+# scores its --input path gives for those values.
+python3 - <<'EOF'
+import math, struct
+values = []
+for i in range(4):
+    pixels = bytes(round(128 + 127 * math.sin(0.7 * (36 * i + k))) for k in range(36))
+    with open("p%d.pgm" % i, "wb") as f:
+        f.write(b"P5 6 6 255\n" + pixels)
+    values += [(p - 128) / 128 for p in pixels]
+with open("pgm.f32", "wb") as f:
+    f.write(struct.pack("<%df" % len(values), *values))
+EOF
+"$WORK/example/classify" int8.prototxt int8.caffemodel --device "$DEVICE" --input pgm.f32 \
+  --top 2 > classify_values.log 2>&1 || { cat classify_values.log; fail "classify pgm.f32"; }
+"$WORK/example/classify" int8.prototxt int8.caffemodel --device "$DEVICE" --image p0.pgm \
+  --image p1.pgm --image p2.pgm --image p3.pgm --mean-value 128 --scale 0.0078125 --top 2 \
+  > classify_images.log 2>&1 || { cat classify_images.log; fail "classify --image"; }
+cat classify_images.log
+diff classify_values.log classify_images.log ||
+  fail "classify --image scores differ from the same values given with --input"
 grep -q ": [1-9][0-9]* of [0-9]* layers compute in int8" classify_int8.log ||
   fail "the calibrated net has no int8 layer"
 grep -q ": 0 of [0-9]* layers compute in int8" classify_fp32.log || fail "fp32 net with int8 layers"

@@ -1,6 +1,5 @@
-// tools/bench_net.h — entry points of `mpcaffe bench net` (tools/cmd_bench_net.cc) for the
-// `bench` command's dispatcher in tools/cmd_bench.cc, and what both bench commands share: the
-// device list a `--device` flag names and the device identity keys of their JSON.
+// tools/bench_net.h — what the bench and tune commands share (defined in tools/cmd_bench_net.cc):
+// the device list a `--device` flag names and the device identity keys of their JSON.
 #pragma once
 
 #include <string>
@@ -9,11 +8,6 @@
 #include "device/device.h"
 
 namespace mpcaffe::tools {
-
-/// `mpcaffe bench net --model <prototxt> ...`; returns the exit code.
-int BenchNet(const std::vector<std::string>& args);
-/// The child process `bench net` starts to time a net's set-up with given kernel caches.
-int BenchNetSetupCommand(const std::vector<std::string>& args);
 
 /// The devices a bench command runs on, in turn: "" the default device, "all" every device
 /// (DeviceList() order: OpenCL platforms, then CUDA), "i,j" those indices. Throws on an unknown

@@ -1,7 +1,7 @@
 // tools/cmd_bench.cc — `mpcaffe bench gemm [--device all|i,j] [--json out.json]`: LibDNN against
 // CLBlast fp32 (and fp16) GEMM, and LibDNN int8/int16/fp16 against LibDNN fp32 (int8w4, 4-bit
-// weights, against int8 on the AlexNet shapes), on square and AlexNet shapes, in one run per device, printing GFLOP/s and the ratios side by side; `bench
-// net` is dispatched to tools/cmd_bench_net.cc.
+// weights, against int8 on the AlexNet shapes), on square and AlexNet shapes, in one run per
+// device, printing GFLOP/s and the ratios side by side; `bench net` is tools/cmd_bench_net.cc.
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -359,55 +359,23 @@ int BenchGemmModel(const std::vector<std::string>& args) {
   }
 }
 
-const char kBenchUsage[] =
+int BenchGemmCommand(const std::vector<std::string>& args) {
+  if (FlagValue(args, "--model").empty()) {
+    if (!FlagValue(args, "--batch").empty())
+      return UsageError("bench gemm", "--batch needs --model");
+    return BenchGemm(args);
+  }
+  return BenchGemmModel(args);
+}
+
+const RegisterCommand kRegister(
+    "bench gemm",
+    "GEMM benchmark: LibDNN against CLBlast, every dtype, per device (--model: a net's)",
     "usage: mpcaffe bench gemm [--device all|i,j] [--json out.json]\n"
-    "       mpcaffe bench gemm --model <prototxt> [--batch b] [--device all|i,j]\n"
-    "         [--json f]\n"
-    "       mpcaffe bench net --model <prototxt> [--dtypes fp32,fp16,int16,int8,int8w4]\n"
-    "         [--batch 1,16,64] [--device(s) all|i,j] [--reduced-memory both|on|off]\n"
-    "         [--iterations N] [--no-setup] [--no-progress] [--json out.json]\n";
-
-/// `bench gemm`'s arguments: flags it knows, each followed by its value. Returns the exit status
-/// for --help (0) or an unknown or incomplete flag (2, named on stderr), else -1: run.
-int CheckBenchGemmArgs(const std::vector<std::string>& args) {
-  const bool model = !FlagValue(args, "--model").empty();
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      std::fputs(kBenchUsage, stdout);
-      return 0;
-    }
-    const bool known = a == "--device" || a == "--json" ||
-                       (model && (a == "--model" || a == "--batch"));
-    if (!known || i + 1 >= args.size()) {
-      std::fprintf(stderr, "mpcaffe bench gemm: %s '%s'\n%s",
-                   known ? "no value after" : "unknown argument", a.c_str(), kBenchUsage);
-      return 2;
-    }
-    ++i;  // the flag's value
-  }
-  return -1;
-}
-
-int BenchCommand(const std::vector<std::string>& args) {
-  const std::vector<std::string> rest(args.empty() ? args.end() : args.begin() + 1, args.end());
-  if (!args.empty() && args[0] == "gemm") {
-    if (const int status = CheckBenchGemmArgs(rest); status >= 0) return status;
-    return FlagValue(rest, "--model").empty() ? BenchGemm(rest) : BenchGemmModel(rest);
-  }
-  if (!args.empty() && args[0] == "net") return BenchNet(rest);
-  if (!args.empty() && args[0] == "net-setup") return BenchNetSetupCommand(rest);
-  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-    std::fputs(kBenchUsage, stdout);
-    return 0;
-  }
-  std::fputs(kBenchUsage, stderr);
-  return 2;
-}
-
-const RegisterCommand kRegister("bench",
-                                "benchmarks: GEMM (LibDNN vs CLBlast) and whole nets per dtype",
-                                BenchCommand);
+    "       mpcaffe bench gemm --model <prototxt> [--batch b] [--device all|i,j] [--json f]\n"
+    "  without --model: square and AlexNet shapes; with it: the net's own GEMMs and convolutions\n"
+    "  at batch b (1)\n",
+    {{"--device", "--json", "--model", "--batch"}, {}}, BenchGemmCommand);
 
 }  // namespace
 }  // namespace mpcaffe::tools

@@ -62,16 +62,14 @@ struct Options {
   std::string json;
 };
 
-int Usage(const std::string& why) {
-  std::fprintf(stderr,
-               "mpcaffe bench net: %s\n"
-               "usage: mpcaffe bench net --model <prototxt> [--weights fp32.caffemodel]\n"
-               "         [--dtypes fp32,fp16,int16,int8,int8w4]\n"
-               "         [--batch 1,16,64] [--device(s) all|i,j] [--reduced-memory both|on|off]\n"
-               "         [--iterations N] [--no-setup] [--no-progress] [--json out.json]\n",
-               why.c_str());
-  return 2;
-}
+constexpr char kUsage[] =
+    "usage: mpcaffe bench net --model <prototxt> [--weights fp32.caffemodel]\n"
+    "         [--dtypes fp32,fp16,int16,int8,int8w4] (fp32,fp16,int16,int8)\n"
+    "         [--batch 1,16,64] (1) [--device(s) all|i,j] [--reduced-memory both|on|off] (both)\n"
+    "         [--iterations N] (10) [--no-setup] [--no-progress] [--json out.json]\n"
+    "  --no-setup  skip the cold and warm set-up timings (each a child process)\n";
+
+int Usage(const std::string& why) { return UsageError("bench net", why); }
 
 std::string Quote(const std::string& s) {
   std::string out = "'";
@@ -317,8 +315,6 @@ void PrintTable(const Options& o, const std::vector<Row>& rows) {
     }
 }
 
-}  // namespace
-
 int BenchNet(const std::vector<std::string>& args) {
   Options o;
   o.model = FlagValue(args, "--model");
@@ -386,7 +382,21 @@ int BenchNet(const std::vector<std::string>& args) {
   }
 }
 
-int BenchNetSetupCommand(const std::vector<std::string>& args) { return BenchNetSetup(args); }
+const RegisterCommand bench_net_command(
+    "bench net", "whole-net benchmark: time, memory, file size and set-up per dtype, batch, device",
+    kUsage,
+    {{"--model", "--weights", "--dtypes", "--batch", "--device", "--devices", "--reduced-memory",
+      "--iterations", "--json"},
+     {"--no-setup", "--no-progress"}},
+    BenchNet);
+// The child process of `bench net` (no summary: not listed by `mpcaffe --help`).
+const RegisterCommand bench_net_setup_command(
+    "bench net-setup", "",
+    "usage: mpcaffe bench net-setup --model <prototxt> --weights <caffemodel> [--device i]\n"
+    "         [--reduced-memory on|off]   (bench net's child: prints \"setup_s <seconds>\")\n",
+    {{"--model", "--weights", "--device", "--reduced-memory"}, {}}, BenchNetSetup);
+
+}  // namespace
 
 std::vector<Device*> BenchDevices(const std::string& flag) {
   std::vector<Device*> out;

@@ -1,5 +1,5 @@
 // tools/cmd_cache.cc — `mpcaffe cache stats [--json] | path | clear | tuning`: inspect and
-// empty the kernel cache file.
+// empty the kernel cache file (four subcommands, each registered on its own).
 #include <cinttypes>
 #include <cstdio>
 #include <string>
@@ -137,36 +137,27 @@ int Tuning(const std::vector<std::string>& args) {
   return 0;
 }
 
-int Usage() {
-  std::fprintf(stderr,
-               "usage: mpcaffe cache stats [--json]   counts, bytes, hits and misses\n"
-               "       mpcaffe cache path             the cache file (or \"off\")\n"
-               "       mpcaffe cache clear            delete every stored program and tuning "
-               "record\n"
-               "       mpcaffe cache tuning [--device D] [--operation OP] [--json]\n"
-               "The file is MPCAFFE_CACHE (a path, or \"off\"), else "
-               "$XDG_CACHE_HOME/mpcaffe/kernels.sqlite, else ~/.cache/mpcaffe/kernels.sqlite.\n");
-  return 2;
-}
-
-int Run(const std::vector<std::string>& args) {
-  if (args.empty()) return Usage();
-  const std::string& sub = args[0];
-  const std::vector<std::string> rest(args.begin() + 1, args.end());
-  if (sub == "stats") return Stats(HasFlag(rest, "--json"));
-  if (sub == "path") return Path();
-  if (sub == "clear") return Clear();
-  if (sub == "tuning") return Tuning(rest);
-  if (sub == "-h" || sub == "--help") {
-    Usage();
-    return 0;
-  }
-  std::fprintf(stderr, "mpcaffe cache: unknown subcommand '%s'\n", sub.c_str());
-  return Usage();
-}
-
-const RegisterCommand registration("cache", "kernel cache: stats [--json] | path | clear | tuning",
-                                   Run);
+// The four subcommands: `mpcaffe cache` alone lists them (tools/mpcaffe.cc).
+const RegisterCommand stats_command(
+    "cache stats", "kernel cache: programs, tuning records, bytes, hits and misses (--json)",
+    "usage: mpcaffe cache stats [--json]   counts, bytes, hits and misses\n", {{}, {"--json"}},
+    [](const std::vector<std::string>& args) { return Stats(HasFlag(args, "--json")); });
+const RegisterCommand path_command(
+    "cache path", "kernel cache: the file's path (or \"off\")",
+    "usage: mpcaffe cache path             the cache file: MPCAFFE_CACHE (a path, or \"off\"),\n"
+    "                                      else $XDG_CACHE_HOME/mpcaffe/kernels.sqlite, else\n"
+    "                                      ~/.cache/mpcaffe/kernels.sqlite\n",
+    {}, [](const std::vector<std::string>&) { return Path(); });
+const RegisterCommand clear_command(
+    "cache clear", "kernel cache: delete every stored program and tuning record",
+    "usage: mpcaffe cache clear            delete every stored program and tuning record\n", {},
+    [](const std::vector<std::string>&) { return Clear(); });
+const RegisterCommand tuning_command(
+    "cache tuning", "kernel cache: list the tuning records (--device D, --operation OP, --json)",
+    "usage: mpcaffe cache tuning [--device D] [--operation OP] [--json]\n"
+    "                                      the tuning records; --device and --operation keep\n"
+    "                                      those whose key has exactly that device or operation\n",
+    {{"--device", "--operation"}, {"--json"}}, Tuning);
 
 }  // namespace
 }  // namespace mpcaffe::tools

@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <memory>
 #include <set>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -22,24 +24,29 @@
 #include "proto/model_io.h"
 #include "tools/command.h"
 #include "tools/net_variants.h"
+#include "tools/calibration_report.h"
+#include "tools/image_samples.h"
+#include "tools/image_scores.h"
 #include "tools/npy_file.h"
 #include "tools/progress_bar.h"
 
 namespace mpcaffe::tools {
 namespace {
 
-int Usage(const char* why) {
-  std::fprintf(stderr,
-               "mpcaffe calibrate: %s\n"
-               "usage: mpcaffe calibrate --model net.prototxt --weights fp32.caffemodel\n"
-               "         [--dtype int8|int8w4|int16|fp16] (else the typed prototxt's own types)\n"
-               "         [--input x.npy] (NCHW float32; else the net's Data layers)\n"
-               "         [--iterations N] --output calibrated.caffemodel\n"
-               "         [--output-model typed.prototxt] [--phase TEST|TRAIN] [--device i]\n"
-               "         [--no-progress]\n",
-               why);
-  return 2;
-}
+constexpr char kUsage[] =
+    "usage: mpcaffe calibrate --model net.prototxt --weights fp32.caffemodel\n"
+    "         [--dtype int8|int8w4|int16|fp16] (else the typed prototxt's own types)\n"
+    "         [--input x.npy] (NCHW float32; else the net's Data layers)\n"
+    "         [--images DIR|list.txt [--resize H,W] [--mean-file mean.binaryproto]\n"
+    "          [--mean-values B,G,R] [--raw-scale R] [--scale S] [--channel-swap 2,1,0]\n"
+    "          [--transform-from train_val.prototxt]] (photographs for the net's Input layer)\n"
+    "         [--report report.json] [--report-images DIR|list.txt] (with images: the fp32\n"
+    "          and calibrated nets' classes compared, on held-out images if given)\n"
+    "         [--iterations N] --output calibrated.caffemodel\n"
+    "         [--output-model typed.prototxt] [--phase TEST|TRAIN] [--device i]\n"
+    "         [--no-progress]\n";
+
+int Usage(const std::string& why) { return UsageError("calibrate", why); }
 
 /// Whether any layer of `param` (or the net itself) names a data type other than fp32.
 bool IsTyped(const caffe::NetParameter& param) {
@@ -127,10 +134,22 @@ int RunCalibrate(const std::vector<std::string>& args) {
   const std::string output = FlagValue(args, "--output");
   const std::string output_model = FlagValue(args, "--output-model");
   const std::string input = FlagValue(args, "--input");
+  const std::string images = FlagValue(args, "--images");
   const std::string dtype_flag = FlagValue(args, "--dtype");
+  const std::string report = FlagValue(args, "--report");
+  const std::string report_images = FlagValue(args, "--report-images");
   if (model.empty()) return Usage("--model is required");
   if (weights.empty()) return Usage("--weights is required (the trained fp32 caffemodel)");
   if (output.empty()) return Usage("--output is required (the calibrated caffemodel to write)");
+  if (!input.empty() && !images.empty()) return Usage("give --input or --images, not both");
+  if (!report.empty() && images.empty() && report_images.empty())
+    return Usage("--report compares the nets on images: give --images or --report-images");
+  ImagePreprocessing preprocessing;
+  try {
+    preprocessing = PreprocessingFlags(args);
+  } catch (const std::invalid_argument& e) {
+    return Usage(e.what());
+  }
   NetDtype dtype;
   if (!dtype_flag.empty()) {
     try {
@@ -172,17 +191,28 @@ int RunCalibrate(const std::vector<std::string>& args) {
   // The inputs: --input fills the net's one Input layer; else the Data layers read themselves.
   std::unique_ptr<NpyBatches> batches;
   std::string input_name;
-  if (!input.empty()) {
+  if (!input.empty() || !images.empty()) {
     if (net.input_blobs().size() != 1) {
       std::string names;
       for (Blob* b : net.input_blobs()) names += (names.empty() ? "" : ", ") + b->name();
-      throw Error(model + ": --input fills the net's one Input layer, the net has " +
+      throw Error(model + ": " + (images.empty() ? "--input" : "--images") +
+                  " fills the net's one Input layer, the net has " +
                   std::to_string(net.input_blobs().size()) + " Input tops" +
                   (names.empty() ? " (its data comes from Data layers: leave out --input)"
                                  : " (" + names + ")"));
     }
-    batches = std::make_unique<NpyBatches>(ReadNpyFloat32(input), input);
     input_name = net.input_blobs()[0]->name();
+    if (images.empty()) {
+      batches = std::make_unique<NpyBatches>(ReadNpyFloat32(input), input);
+    } else {
+      const Blob& in = *net.input_blobs()[0];
+      if (in.num_axes() != 4)
+        throw Error(model + ": --images needs an N×C×H×W input, '" + input_name + "' is " +
+                    in.shape_string());
+      batches = std::make_unique<NpyBatches>(
+          ImagesToSamples(ListImages(images), in.shape(1), in.shape(2), in.shape(3), preprocessing),
+          images);
+    }
     batches->CheckFits(*net.input_blobs()[0], input_name);
     if (iterations == 0) {
       const int64_t batch = std::max(1, net.input_blobs()[0]->shape(0));
@@ -191,7 +221,8 @@ int RunCalibrate(const std::vector<std::string>& args) {
   } else if (!net.input_blobs().empty()) {
     throw Error(model + ": the net takes its data from Input layers ('" +
                 net.input_blobs()[0]->name() +
-                "'); give the calibration samples with --input x.npy (NCHW float32)");
+                "'); give the calibration samples with --input x.npy (NCHW float32) or "
+                "--images DIR|list.txt");
   }
   if (iterations == 0) iterations = 20;
 
@@ -200,7 +231,9 @@ int RunCalibrate(const std::vector<std::string>& args) {
               "net over %s\n",
               model.c_str(), dtype_flag.empty() ? "its own types" : NetDtypeLabel(dtype).c_str(),
               device.Describe().c_str(), missing.size(), iterations,
-              input.empty() ? "the Data layers" : ("'" + input + "'").c_str());
+              !images.empty() ? ("the images of '" + images + "'").c_str()
+              : input.empty() ? "the Data layers"
+                              : ("'" + input + "'").c_str());
   if (root && comm.size() > 1)
     std::printf("The passes are shared by %d ranks (MPI), each on its shard of the samples; the "
                 "ranges are reduced over the ranks\n", comm.size());
@@ -230,6 +263,27 @@ int RunCalibrate(const std::vector<std::string>& args) {
   PrintRanges(net);
   net.Save(output);
   std::printf("Wrote %s\n", output.c_str());
+  if (!images.empty() || !report_images.empty()) {
+    // What calibration changed: the fp32 net and the calibrated one on the same photographs.
+    const std::string source = report_images.empty() ? images : report_images;
+    std::vector<int> labels;
+    const std::vector<std::string> paths = ListImages(source, &labels);
+    const Blob& in = *net.input_blobs().at(0);
+    const NpyArray samples =
+        ImagesToSamples(paths, in.shape(1), in.shape(2), in.shape(3), preprocessing);
+    Net fp32(WithDataType(file, DataType::kFloat32), device, options);
+    fp32.CopyTrainedLayersFrom(weights);
+    ProgressBar bar("report", 2 * static_cast<int>(paths.size()), !HasFlag(args, "--no-progress"));
+    int done = 0, offset = 0;  // the second net's images come after the first's
+    auto advance = [&](int images_done) {
+      for (; done < offset + images_done; ++done) bar.Advance();
+    };
+    const ClassScores reference = ScoreImages(fp32, samples, model, advance);
+    offset = static_cast<int>(paths.size());
+    const ClassScores calibrated = ScoreImages(net, samples, model, advance);
+    ReportCalibration(reference, calibrated, paths, labels,
+                      dtype_flag.empty() ? "calibrated" : NetDtypeLabel(dtype), source, report);
+  }
   if (!output_model.empty()) {
     WriteProtoToTextFile(typed, output_model);
     std::printf("Wrote %s\n", output_model.c_str());
@@ -260,6 +314,11 @@ RegisterCommand calibrate_command(
     "calibrate",
     "observe a trained net's ranges and write it typed: --model m --weights w --dtype int8 "
     "--output c.caffemodel",
+    kUsage,
+    {{"--model", "--weights", "--dtype", "--input", "--iterations", "--output", "--output-model",
+      "--phase", "--device", "--images", "--resize", "--mean-file", "--mean-values", "--raw-scale",
+      "--scale", "--channel-swap", "--transform-from", "--report", "--report-images"},
+     {"--no-progress"}},
     Calibrate);
 
 }  // namespace

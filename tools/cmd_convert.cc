@@ -15,15 +15,12 @@
 namespace mpcaffe::tools {
 namespace {
 
-int Usage(const char* why) {
-  std::fprintf(stderr,
-               "mpcaffe convert: %s\n"
-               "usage: mpcaffe convert --model fp32.prototxt --dtype fp16|int16|int8|int8w4\n"
-               "                       [--output typed.prototxt] (default: standard output)\n"
-               "                       [--device i] (asked which layers compute in the type)\n",
-               why);
-  return 2;
-}
+constexpr char kUsage[] =
+    "usage: mpcaffe convert --model fp32.prototxt --dtype fp16|int16|int8|int8w4\n"
+    "                       [--output typed.prototxt] (default: standard output)\n"
+    "                       [--device i] (asked which layers compute in the type)\n";
+
+int Usage(const std::string& why) { return UsageError("convert", why); }
 
 int RunConvert(const std::vector<std::string>& args) {
   const std::string model = FlagValue(args, "--model");
@@ -67,7 +64,7 @@ int RunConvert(const std::vector<std::string>& args) {
 
 RegisterCommand convert_command(
     "convert", "write the typed variant of an fp32 prototxt: --model m --dtype int8 --output t",
-    RunConvert);
+    kUsage, {{"--model", "--dtype", "--output", "--device"}, {}}, RunConvert);
 
 }  // namespace
 }  // namespace mpcaffe::tools

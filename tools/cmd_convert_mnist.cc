@@ -32,24 +32,12 @@ uint32_t BigEndian(const std::vector<uint8_t>& b, size_t at) {
   return (uint32_t{b[at]} << 24) | (uint32_t{b[at + 1]} << 16) | (uint32_t{b[at + 2]} << 8) | b[at + 3];
 }
 
-int Usage(const char* why) {
-  std::fprintf(stderr,
-               "mpcaffe convert_mnist: %s\n"
-               "usage: mpcaffe convert_mnist <images-idx[.gz]> <labels-idx[.gz]> <out-lmdb> [--limit N]\n",
-               why);
-  return 2;
-}
+const CommandFlags kFlags{{"--limit"}, {}, 3};
+
+int Usage(const char* why) { return UsageError("convert_mnist", why); }
 
 int RunConvert(const std::vector<std::string>& args) {
-  std::vector<std::string> pos;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--limit") {
-      ++i;
-      continue;
-    }
-    if (args[i].rfind("--", 0) == 0) continue;
-    pos.push_back(args[i]);
-  }
+  const std::vector<std::string> pos = ParseArguments(kFlags, args).operands;
   if (pos.size() != 3) return Usage("needs an image file, a label file and an output path");
   long limit = -1;
   try {
@@ -95,9 +83,11 @@ int RunConvert(const std::vector<std::string>& args) {
   }
 }
 
-RegisterCommand convert_command("convert_mnist",
-                                "MNIST/Fashion-MNIST IDX files (.gz ok) into an LMDB of Datum",
-                                RunConvert);
+RegisterCommand convert_command(
+    "convert_mnist", "MNIST/Fashion-MNIST IDX files (.gz ok) into an LMDB of Datum",
+    "usage: mpcaffe convert_mnist <images-idx[.gz]> <labels-idx[.gz]> <out-lmdb> [--limit N]\n"
+    "  --limit  the first N images only\n",
+    kFlags, RunConvert);
 
 }  // namespace
 }  // namespace mpcaffe::tools

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "device/device.h"
+#include "layers/image_io.h"
 #include "tools/command.h"
 
 namespace mpcaffe::tools {
@@ -13,6 +14,16 @@ const char* YesNo(bool b) { return b ? "yes" : "no"; }
 int RunDevices(const std::vector<std::string>& args) {
   const bool json = HasFlag(args, "--json");
   const bool verbose = HasFlag(args, "--verbose") || HasFlag(args, "-v");
+  // The image codec before the devices, as in a program that reads a picture before it picks a
+  // device: loading OpenCV must leave every driver loadable (layers/image_codec.h).
+  std::string images;
+  if (verbose) {
+    try {
+      images = ImageCodecDescription();
+    } catch (const Error& e) {
+      images = std::string("cannot be decoded: ") + e.what();
+    }
+  }
   const auto& devices = DeviceList();
   if (devices.empty()) {
     std::fprintf(stderr,
@@ -58,13 +69,19 @@ int RunDevices(const std::vector<std::string>& args) {
   if (verbose) {
     std::printf("\nbackends:\n");
     for (const auto& line : BackendReports()) std::printf("  %s\n", line.c_str());
+    std::printf("images: %s\n", images.c_str());
   }
   std::printf("default device: %d\n", DefaultDevice().index());
   return 0;
 }
 
-RegisterCommand devices_command("devices", "list every OpenCL and CUDA device (--json, --verbose)",
-                                RunDevices);
+RegisterCommand devices_command(
+    "devices", "list every OpenCL and CUDA device (--json, --verbose)",
+    "usage: mpcaffe devices [--json] [--verbose|-v]\n"
+    "  --json     one JSON object per device\n"
+    "  --verbose  each device's platform, architecture, local memory and work-group size, and\n"
+    "             what each backend found (why one has no device), and the image codec\n",
+    {{}, {"--json", "--verbose", "-v"}}, RunDevices);
 
 }  // namespace
 }  // namespace mpcaffe::tools

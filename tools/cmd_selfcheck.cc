@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <random>
 
 #include "codegen/datatype.h"
@@ -64,9 +65,14 @@ double Difference(DataType t, int n, const std::vector<uint8_t>& a, const std::v
 }
 
 int RunSelfcheck(const std::vector<std::string>& args) {
-  std::string device_flag = FlagValue(args, "--device");
-  Device& device = DeviceOrDefault(device_flag);
-  const int n = std::stoi(FlagValue(args, "--size", "100003"));
+  int n = 0;
+  try {
+    n = std::stoi(FlagValue(args, "--size", "100003"));
+  } catch (const std::exception&) {
+    return UsageError("selfcheck", "--size needs a number");
+  }
+  if (n < 1) return UsageError("selfcheck", "--size must be at least 1");
+  Device& device = DeviceOrDefault(FlagValue(args, "--device"));
   ElementwiseOps ops(device);
   std::mt19937 rng(7);
   std::printf("element-wise self-check on %s, %d elements per kernel\n", device.Describe().c_str(), n);
@@ -130,7 +136,9 @@ int RunSelfcheck(const std::vector<std::string>& args) {
 RegisterCommand selfcheck_command("selfcheck",
                                   "run every element-wise kernel in every dtype against the host "
                                   "reference (--device i, --size n)",
-                                  RunSelfcheck);
+                                  "usage: mpcaffe selfcheck [--device i] [--size n]\n"
+                                  "  --size  elements per kernel (100003)\n",
+                                  {{"--device", "--size"}, {}}, RunSelfcheck);
 
 }  // namespace
 }  // namespace mpcaffe::tools

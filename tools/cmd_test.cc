@@ -18,18 +18,15 @@
 namespace mpcaffe::tools {
 namespace {
 
-int Usage(const char* why) {
-  std::fprintf(stderr,
-               "mpcaffe test: %s\n"
-               "usage: mpcaffe test --model <prototxt> [--weights <caffemodel>] [--iterations N]\n"
-               "                    [--device i] [--synthetic] [--acc16-overflow]\n"
-               "  --synthetic: synthetic Data layers, Input layers filled with seeded uniform\n"
-               "               values in [-1, 1], missing quantizer ranges calibrated on them\n"
-               "  --acc16-overflow: per layer with 4-bit weights, how often a 16-bit accumulator\n"
-               "               (the Arm 8x4-bit paper's) would overflow on these activations\n",
-               why);
-  return 2;
-}
+constexpr char kUsage[] =
+    "usage: mpcaffe test --model <prototxt> [--weights <caffemodel>] [--iterations N]\n"
+    "                    [--device i] [--synthetic] [--acc16-overflow]\n"
+    "  --synthetic: synthetic Data layers, Input layers filled with seeded uniform\n"
+    "               values in [-1, 1], missing quantizer ranges calibrated on them\n"
+    "  --acc16-overflow: per layer with 4-bit weights, how often a 16-bit accumulator\n"
+    "               (the Arm 8x4-bit paper's) would overflow on these activations\n";
+
+int Usage(const std::string& why) { return UsageError("test", why); }
 
 /// The 16-bit accumulator's overflows per layer with 4-bit weights (this rank's passes).
 void PrintAcc16(Net& net) {
@@ -157,8 +154,10 @@ int RunTest(const std::vector<std::string>& args) {
   }
 }
 
-RegisterCommand test_command("test", "score a trained net: --model m.prototxt --weights w.caffemodel",
-                             RunTest);
+RegisterCommand test_command(
+    "test", "score a trained net: --model m.prototxt --weights w.caffemodel", kUsage,
+    {{"--model", "--weights", "--iterations", "--device"}, {"--synthetic", "--acc16-overflow"}},
+    RunTest);
 
 }  // namespace
 }  // namespace mpcaffe::tools

@@ -45,14 +45,15 @@ struct StartupPhases {
   }
 };
 
-int Usage(const char* why) {
-  std::fprintf(stderr,
-               "mpcaffe time: %s\n"
-               "usage: mpcaffe time --model <prototxt> [--weights <caffemodel>] [--iterations N]\n"
-               "                    [--phase TEST|TRAIN] [--device i] [--synthetic] [--json]\n",
-               why);
-  return 2;
-}
+constexpr char kUsage[] =
+    "usage: mpcaffe time --model <prototxt> [--weights <caffemodel>] [--iterations N]\n"
+    "                    [--phase TEST|TRAIN] [--device i] [--synthetic] [--json]\n"
+    "  --iterations   timed passes (10)\n"
+    "  --phase TRAIN  also each layer's backward time and the forward-backward iteration\n"
+    "  --synthetic    synthetic Data layers, Input layers filled with seeded values\n"
+    "  --json         the report as one JSON object on standard output\n";
+
+int Usage(const std::string& why) { return UsageError("time", why); }
 
 int RunTime(const std::vector<std::string>& args) {
   const std::string model = FlagValue(args, "--model");
@@ -250,7 +251,10 @@ int RunTime(const std::vector<std::string>& args) {
   }
 }
 
-RegisterCommand time_command("time", "per-layer forward times of a net (like `caffe time`)", RunTime);
+RegisterCommand time_command("time", "per-layer forward times of a net (like `caffe time`)", kUsage,
+                             {{"--model", "--weights", "--iterations", "--phase", "--device"},
+                              {"--synthetic", "--json"}},
+                             RunTime);
 
 }  // namespace
 }  // namespace mpcaffe::tools

@@ -109,22 +109,19 @@ class TrainProgress {
   bool drawn_ = false, finished_ = false;
 };
 
-int Usage(const char* why) {
-  std::fprintf(stderr,
-               "mpcaffe train: %s\n"
-               "usage: mpcaffe train --solver <solver.prototxt> [--weights <a.caffemodel>[,<b>...]]\n"
-               "                     [--snapshot <x.solverstate>] [--device i] [--synthetic]\n"
-               "                     [--no-progress] [--allreduce-bucket-mb M] [--fp16-allreduce]\n"
-               "  --weights   initialise from trained weights (fine-tuning)\n"
-               "  --snapshot  resume from a solver state (with the .caffemodel it names)\n"
-               "  --synthetic replace Data layers by seeded random inputs (timing runs)\n"
-               "  --no-progress  no progress bar on stderr\n"
-               "  under mpirun -np N (data-parallel, one device per rank):\n"
-               "  --allreduce-bucket-mb  gradients summed in buckets of about M MB (25)\n"
-               "  --fp16-allreduce       gradients sent as fp16 (summed in fp32 per step)\n",
-               why);
-  return 2;
-}
+constexpr char kUsage[] =
+    "usage: mpcaffe train --solver <solver.prototxt> [--weights <a.caffemodel>[,<b>...]]\n"
+    "                     [--snapshot <x.solverstate>] [--device i] [--synthetic]\n"
+    "                     [--no-progress] [--allreduce-bucket-mb M] [--fp16-allreduce]\n"
+    "  --weights   initialise from trained weights (fine-tuning)\n"
+    "  --snapshot  resume from a solver state (with the .caffemodel it names)\n"
+    "  --synthetic replace Data layers by seeded random inputs (timing runs)\n"
+    "  --no-progress  no progress bar on stderr\n"
+    "  under mpirun -np N (data-parallel, one device per rank):\n"
+    "  --allreduce-bucket-mb  gradients summed in buckets of about M MB (25)\n"
+    "  --fp16-allreduce       gradients sent as fp16 (summed in fp32 per step)\n";
+
+int Usage(const std::string& why) { return UsageError("train", why); }
 
 int RunTrain(const std::vector<std::string>& args) {
   const std::string solver_path = FlagValue(args, "--solver");
@@ -212,6 +209,10 @@ int RunTrain(const std::vector<std::string>& args) {
 }
 
 RegisterCommand train_command("train", "train a net with a solver (fp32): --solver s.prototxt",
+                              kUsage,
+                              {{"--solver", "--weights", "--snapshot", "--device",
+                                "--allreduce-bucket-mb"},
+                               {"--synthetic", "--no-progress", "--fp16-allreduce"}},
                               RunTrain);
 
 }  // namespace

@@ -21,22 +21,11 @@
 namespace mpcaffe::tools {
 namespace {
 
-int Usage() {
-  std::fprintf(stderr,
-               "usage: mpcaffe tune gemm M N K [--dtype fp32|fp16|int16|int8] [--ta] [--tb]\n"
-               "                             [--weights A|B] [--device i] [--max n]\n"
-               "       mpcaffe tune --model <prototxt> [--dtypes fp32,fp16,int16,int8,int8w4]\n"
-               "                    [--batch 1,16] [--device i|i,j|all] [--max n] [--no-progress]\n"
-               "                    [--show]\n"
-               "       (--show: list the net's shapes and the configuration each uses now)\n");
-  return 2;
-}
+const CommandFlags kGemmFlags{{"--dtype", "--weights", "--device", "--max"}, {"--ta", "--tb"}, 3};
 
 int TuneGemm(const std::vector<std::string>& args) {
-  std::vector<std::string> dims;
-  for (const auto& a : args)
-    if (!a.empty() && a[0] != '-') dims.push_back(a);
-  if (dims.size() < 3) return Usage();
+  const std::vector<std::string> dims = ParseArguments(kGemmFlags, args).operands;
+  if (dims.size() < 3) return UsageError("tune gemm", "needs the shape: M N K");
   libdnn::GemmDesc d;
   try {
     d.M = std::stoi(dims[0]);
@@ -44,13 +33,13 @@ int TuneGemm(const std::vector<std::string>& args) {
     d.K = std::stoi(dims[2]);
     d.type = d.out_type = ParseDataType(FlagValue(args, "--dtype", "fp32"));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tune: %s\n", e.what());
-    return Usage();
+    return UsageError("tune gemm", e.what());
   }
   d.trans_a = HasFlag(args, "--ta");
   d.trans_b = HasFlag(args, "--tb");
-  d.weights = FlagValue(args, "--weights", "A") == "B" ? libdnn::WeightOperand::kB
-                                                       : libdnn::WeightOperand::kA;
+  const std::string weights = FlagValue(args, "--weights", "A");
+  if (weights != "A" && weights != "B") return UsageError("tune gemm", "--weights is A or B");
+  d.weights = weights == "B" ? libdnn::WeightOperand::kB : libdnn::WeightOperand::kA;
   const std::string dev_flag = FlagValue(args, "--device");
   Device& dev = DeviceOrDefault(dev_flag);
   if (!cache::ActiveProgramCache())
@@ -208,14 +197,26 @@ int TuneModel(const std::vector<std::string>& args) {
 }
 
 int TuneCommand(const std::vector<std::string>& args) {
-  if (!FlagValue(args, "--model").empty()) return TuneModel(args);
-  if (args.empty() || args[0] != "gemm") return Usage();
-  return TuneGemm(std::vector<std::string>(args.begin() + 1, args.end()));
+  if (FlagValue(args, "--model").empty())
+    return UsageError("tune", "--model is required (one GEMM shape: mpcaffe tune gemm M N K)");
+  return TuneModel(args);
 }
 
-const RegisterCommand kRegister("tune",
-                                "tune GEMM / convolution kernels for a shape or a net (--model)",
-                                TuneCommand);
+const RegisterCommand kRegister(
+    "tune", "tune every GEMM and convolution shape of a net (--model) into the tuning table",
+    "usage: mpcaffe tune --model <prototxt> [--dtypes fp32,fp16,int16,int8,int8w4]\n"
+    "                    [--batch 1,16] [--device i|i,j|all] [--max n] [--no-progress] [--show]\n"
+    "  --dtypes  tune these typed variants of the net (else the net as written)\n"
+    "  --max     time at most n candidates per shape (0: all)\n"
+    "  --show    list the net's shapes and the configuration each uses now; tune nothing\n",
+    {{"--model", "--dtypes", "--batch", "--device", "--max"}, {"--no-progress", "--show"}},
+    TuneCommand);
+const RegisterCommand kRegisterGemm(
+    "tune gemm", "tune one GEMM shape into the tuning table (and LibDNN against CLBlast)",
+    "usage: mpcaffe tune gemm M N K [--dtype fp32|fp16|int16|int8] [--ta] [--tb]\n"
+    "                               [--weights A|B] [--device i] [--max n]\n"
+    "  --ta, --tb   A or B transposed; --weights  which operand holds the weights (A)\n",
+    kGemmFlags, TuneGemm);
 
 }  // namespace
 }  // namespace mpcaffe::tools

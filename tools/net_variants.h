@@ -21,7 +21,7 @@ namespace mpcaffe::tools {
 /// typed prototxts keep their Data layers fp32 (the first computing layer's quantizer converts).
 inline bool IsInputLayerType(const std::string& type) {
   return type == "Input" || type == "Data" || type == "ImageData" || type == "DummyData" ||
-         type == "MemoryData" || type == "HDF5Data";
+         type == "MemoryData" || type == "HDF5Data" || type == "WindowData";
 }
 
 /// The batch size of `param`'s first input layer (Input: dimension 0; Data-like: batch_size),
@@ -32,8 +32,12 @@ inline int BatchOf(const caffe::NetParameter& param) {
         layer.input_param().shape(0).dim_size() > 0)
       return static_cast<int>(layer.input_param().shape(0).dim(0));
     if (layer.has_data_param()) return static_cast<int>(layer.data_param().batch_size());
+    if (layer.has_image_data_param())
+      return static_cast<int>(layer.image_data_param().batch_size());
     if (layer.has_memory_data_param())
       return static_cast<int>(layer.memory_data_param().batch_size());
+    if (layer.has_window_data_param())
+      return static_cast<int>(layer.window_data_param().batch_size());
   }
   return -1;
 }
@@ -58,6 +62,8 @@ inline caffe::NetParameter WithBatch(const caffe::NetParameter& param, int batch
       layer.mutable_data_param()->set_batch_size(batch), ++changed;
     } else if (layer.has_memory_data_param()) {
       layer.mutable_memory_data_param()->set_batch_size(batch), ++changed;
+    } else if (layer.has_window_data_param()) {
+      layer.mutable_window_data_param()->set_batch_size(batch), ++changed;
     } else if (layer.has_dummy_data_param()) {
       for (auto& shape : *layer.mutable_dummy_data_param()->mutable_shape())
         if (shape.dim_size() > 0) shape.set_dim(0, batch);

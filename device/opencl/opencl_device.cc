@@ -295,7 +295,7 @@ class OpenCLProgram : public Program {
 };
 
 /// PoCL compiles each (kernel, local size) at first launch; a binary fetched with these
-/// specializations listed loads without compiling (docs/BENCHMARKS.md, cache section). PoCL 3.1
+/// specializations listed loads without compiling (docs/BENCHMARKS.md, "PoCL"). PoCL 3.1
 /// builds one family per binary — small-grid or not, as the first entry says — and uses the
 /// small-grid variant for every launch under 65536 work-items per dimension, which is what
 /// Kernel::Launch1D issues; so only "-goffs0-smallgrid" entries are listed. Wider launches
@@ -388,6 +388,11 @@ class OpenCLDevice : public Device {
     // rusticl device is assumed to share the compiler's fault until a later Mesa is measured
     // (tests/device/widened_compare_test.cc says when a flagged device compiles it correctly).
     info_.long_compare_of_int_broken = info_.implementation == "rusticl";
+    // PoCL's binary holds a generic work-group function of every kernel (and each listed
+    // specialization of every kernel), compiled when asked for; its own cache, unless turned
+    // off, keeps the functions launches compiled.
+    const char* pocl_cache = std::getenv("POCL_KERNEL_CACHE");
+    info_.binary_costs_compiles = is_pocl_ && !(pocl_cache && std::string(pocl_cache) == "0");
   }
   ~OpenCLDevice() override {
     queue_.reset();

@@ -1,5 +1,6 @@
 """mpcaffe — `import mpcaffe as caffe`: pycaffe's API (NetSpec, layers, params, Net, Solver,
-phases, devices) over mpcaffe's OpenCL/CUDA core, with data types and quantizer modes."""
+phases, devices, Classifier, Detector) over mpcaffe's OpenCL/CUDA core, with data types and
+quantizer modes."""
 
 from ._version import __version__
 from . import caffe_pb2
@@ -15,6 +16,9 @@ from .net_spec import NetSpec, layers, params, to_proto
 from .pycaffe import (Net, Blob, Layer, Solver, SGDSolver, NesterovSolver, AdaGradSolver,
                       RMSPropSolver, AdaDeltaSolver, AdamSolver, get_solver, TRAIN, TEST)
 from ._command import calibrate
+from . import classifier, detector
+from .classifier import Classifier
+from .detector import Detector
 
 NetParameter = caffe_pb2.NetParameter
 LayerParameter = caffe_pb2.LayerParameter
@@ -60,4 +64,5 @@ __all__ = [
     "SolverError", "LayerError", "BlobError", "ModelFileError", "proto", "caffe_pb2", "NetParameter", "LayerParameter", "SolverParameter",
     "Solver", "SGDSolver", "NesterovSolver", "AdaGradSolver", "RMSPropSolver", "AdaDeltaSolver",
     "AdamSolver", "get_solver", "calibrate", "solver_count", "solver_rank", "mpi_built",
+    "Classifier", "Detector",
 ]

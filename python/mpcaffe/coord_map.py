@@ -14,7 +14,7 @@ from .net_spec import layers as L
 PASS_THROUGH_LAYERS = {
     "AbsVal", "BatchNorm", "Bias", "BNLL", "Dropout", "Eltwise", "ELU", "Log", "LRN", "Exp",
     "MVN", "Power", "ReLU", "PReLU", "Scale", "Sigmoid", "Split", "TanH", "Threshold",
-    "Quantizer", "Noise",
+    "Quantizer", "Noise", "Clip", "Swish",
 }
 
 

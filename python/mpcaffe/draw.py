@@ -10,9 +10,11 @@ from . import caffe_pb2
 # Fill colours by layer type; other layers get _DEFAULT_COLOR, in-place layers _INPLACE_COLOR.
 _TYPE_COLORS = {
     "Convolution": "#E8743B", "Deconvolution": "#E8743B", "Pooling": "#F2C14E",
-    "InnerProduct": "#9B5DE5", "Python": "#2EC4B6", "Data": "#5BC0EB", "Input": "#5BC0EB",
-    "Quantizer": "#B8B8B8", "MOE": "#F15BB5",
+    "InnerProduct": "#9B5DE5", "Embed": "#9B5DE5", "Python": "#2EC4B6", "Quantizer": "#B8B8B8",
+    "MOE": "#F15BB5", "RNN": "#00BBF9", "LSTM": "#00BBF9", "LSTMUnit": "#00BBF9",
 }
+_TYPE_COLORS.update({t: "#5BC0EB" for t in ("Data", "Input", "ImageData", "MemoryData",
+                                             "WindowData", "HDF5Data", "DummyData")})
 _DEFAULT_COLOR = "#7AA6E8"
 _INPLACE_COLOR = "#9BD17A"
 _BLOB_COLOR = "#E6E6E6"
@@ -65,6 +67,12 @@ def get_layer_label(layer, rankdir):
         lines.append(f"{method} kernel {kernel} stride {p.stride} pad {p.pad}")
     elif layer.type == "InnerProduct":
         lines.append(f"out {layer.inner_product_param.num_output}")
+    elif layer.type in ("RNN", "LSTM"):
+        p = layer.recurrent_param
+        lines.append(f"out {p.num_output}" + (" exposed states" if p.expose_hidden else ""))
+    elif layer.type == "Embed":
+        p = layer.embed_param
+        lines.append(f"in {p.input_dim} out {p.num_output}")
     if layer.HasField("compute_data_type") and layer.compute_data_type != caffe_pb2.CAFFE_FLOAT:
         lines.append(caffe_pb2.DataType.Name(layer.compute_data_type))
     return sep.join(lines)

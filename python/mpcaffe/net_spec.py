@@ -34,6 +34,9 @@ def _param_field_by_type():
                 table[message[: -len("Parameter")]] = field.name
     # Types sharing another type's parameter message, as in Caffe.
     table.setdefault("Deconvolution", "convolution_param")
+    table.setdefault("Im2col", "convolution_param")
+    table.setdefault("RNN", "recurrent_param")
+    table.setdefault("LSTM", "recurrent_param")
     return table
 
 

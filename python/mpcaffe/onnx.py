@@ -1,8 +1,15 @@
 """onnx.py — mpcaffe.onnx.export(net, path): a built mpcaffe Net as an ONNX model (opset 21).
 
 fp32 layers become the matching ONNX operators (Conv, Gemm, MaxPool, AveragePool, LRN, Relu,
-LeakyRelu, Sigmoid, Tanh, Softmax, Concat, Sum/Mul/Max for Eltwise, BatchNormalization, Mul+Add
-for Scale, Reshape for Flatten/Reshape; Dropout and Split are dropped). Blobs keep their storage
+LeakyRelu, Sigmoid, Tanh, Abs, Softplus (BNLL), Clip, Elu, PRelu, Exp / Log / Pow with their
+scale and shift, x·Sigmoid(βx) for Swish, Greater+Cast for Threshold, Add for Bias, Split for
+Slice, Slice for Crop, Tile, ReduceSum / ReduceL1 / ReduceSumSquare / ReduceMean (times coeff)
+for Reduction, TopK (+ Cast, Concat) for ArgMax, ReduceMean / Sub / Sqrt / Div for MVN, Gather
+(+ Add) for Embed and BatchReindex (indices rounded and cast to int64; Filter, whose row count
+follows its selector, is refused), Softmax, Concat, Sum/Mul/Max for Eltwise, BatchNormalization,
+Mul+Add for Scale, Reshape for Flatten/Reshape, LSTM / RNN for BVLC's LSTM / RNN and element-wise
+operators for LSTMUnit (_onnx_recurrent.py: gate order, static input, and the cont input ONNX
+cannot read); Dropout and Split are dropped). Blobs keep their storage
 type in the graph: int8q tensors are uint8, int16q uint16, fp16 float16. Quantized layers use the
 net's own quantization parameters (the ones its kernels use): int8 Convolution becomes
 QLinearConv, int8 InnerProduct QLinearMatMul (QLinearConv over a 1x1 view when it has a bias,
@@ -26,6 +33,7 @@ kernels and so changes their values (measured: 150 int16 steps on LeNet's conv1)
 import numpy as np
 
 from . import caffe_pb2
+from ._onnx_recurrent import export_recurrent
 
 try:
     import onnx
@@ -57,8 +65,10 @@ class ExportError(ValueError):
 
 
 def _spatial(param, name, default, count=2):
-    """Caffe's per-dimension convolution/pooling values: <name>_h/_w, else repeated <name>."""
-    h, w = name + "_h", name + "_w"
+    """Caffe's per-dimension convolution/pooling values: <name>_h/_w (kernel_h/_w for
+    kernel_size), else repeated <name>."""
+    base = "kernel" if name == "kernel_size" else name
+    h, w = base + "_h", base + "_w"
     fields = param.DESCRIPTOR.fields_by_name
     if h in fields and param.HasField(h):
         return [getattr(param, h), getattr(param, w)]
@@ -210,6 +220,22 @@ def _float_op(b, layer, inputs, shapes):
         return [b.node("Conv", args, base=name, kernel_shape=_spatial(p, "kernel_size", 1),
                        strides=_spatial(p, "stride", 1), pads=pads + pads,
                        dilations=_spatial(p, "dilation", 1), group=p.group)]
+    if t == "Deconvolution":
+        # Caffe's deconvolution weights [C_in][C_out/group][kh][kw] are ConvTranspose's layout;
+        # the output size stride·(in − 1) + dilated kernel − 2·pad is ConvTranspose's default.
+        p = layer.param.convolution_param
+        if len(shapes[0]) != 4:
+            raise ExportError(f"{where}: only 2-D deconvolutions are exported")
+        args = [inputs[0], b.constant(name + "_W", layer.param_float(0))]
+        if p.bias_term:
+            args.append(b.constant(name + "_B", layer.param_float(1)))
+        pads = _spatial(p, "pad", 0)
+        return [b.node("ConvTranspose", args, base=name,
+                       kernel_shape=_spatial(p, "kernel_size", 1),
+                       strides=_spatial(p, "stride", 1), pads=pads + pads,
+                       dilations=_spatial(p, "dilation", 1), group=p.group)]
+    if t in ("LSTM", "RNN", "LSTMUnit"):
+        return export_recurrent(b, layer, inputs, shapes)
     if t == "InnerProduct":
         p = layer.param.inner_product_param
         axis = p.axis % len(layer.net_bottom_shapes[0])
@@ -248,10 +274,119 @@ def _float_op(b, layer, inputs, shapes):
         if slope:
             return [b.node("LeakyRelu", inputs[:1], base=name, alpha=slope)]
         return [b.node("Relu", inputs[:1], base=name)]
-    if t == "Sigmoid":
-        return [b.node("Sigmoid", inputs[:1], base=name)]
-    if t == "TanH":
-        return [b.node("Tanh", inputs[:1], base=name)]
+    if t == "Slice":
+        p = layer.param.slice_param
+        ndim = len(shapes[0])
+        axis = (p.slice_dim if p.HasField("slice_dim") else p.axis) % ndim
+        sizes = np.array([shape[axis] for shape in shapes], np.int64)
+        outs = [b.unique(f"{name}_{k}") for k in range(len(shapes))]
+        y = b.node("Split", [inputs[0], b.constant(name + "_split", sizes)], outs, base=name, axis=axis)
+        return y if isinstance(y, list) else [y]
+    if t == "Crop":
+        p = layer.param.crop_param
+        ndim = len(shapes[0])
+        axis = p.axis % ndim
+        axes = list(range(axis, ndim))
+        offsets = [0 if not p.offset else p.offset[0 if len(p.offset) == 1 else k - axis]
+                   for k in axes]
+        i64 = lambda tag, v: b.constant(f"{name}_{tag}", np.array(v, np.int64))
+        return [b.node("Slice", [inputs[0], i64("starts", offsets),
+                                 i64("ends", [o + shapes[0][k] for o, k in zip(offsets, axes)]),
+                                 i64("axes", axes)], base=name)]
+    if t == "Tile":
+        p = layer.param.tile_param
+        repeats = [1] * len(shapes[0])
+        repeats[p.axis % len(shapes[0])] = p.tiles
+        return [b.node("Tile", [inputs[0], b.constant(name + "_repeats", np.array(repeats, np.int64))],
+                       base=name)]
+    if t == "Reduction":
+        p = layer.param.reduction_param
+        ndim = len(layer.net_bottom_shapes[0])
+        op = caffe_pb2.ReductionParameter
+        onnx_op = {op.SUM: "ReduceSum", op.ASUM: "ReduceL1", op.SUMSQ: "ReduceSumSquare",
+                   op.MEAN: "ReduceMean"}[p.operation]
+        axes = b.constant(name + "_axes", np.arange(p.axis % ndim, ndim, dtype=np.int64))
+        y = b.node(onnx_op, [inputs[0], axes], base=name + ("_sum" if p.coeff != 1 else ""),
+                   keepdims=0)
+        if p.coeff != 1:
+            y = b.node("Mul", [y, b.constant(name + "_coeff", np.array(p.coeff, np.float32))],
+                       base=name)
+        return [y]
+    if t in _UNARY:
+        return [b.node(_UNARY[t], inputs[:1], base=name)]
+    f32 = lambda tag, v: b.constant(f"{name}_{tag}", np.array(v, np.float32))
+    if t == "ArgMax":
+        p = layer.param.argmax_param
+        x, axis = inputs[0], None
+        if p.HasField("axis"):
+            axis = p.axis % len(layer.net_bottom_shapes[0])
+        else:
+            x, axis = b.node("Flatten", [x], base=name + "_flat", axis=1), 1
+        values, indices = b.node("TopK", [x, b.constant(name + "_k", np.array([p.top_k], np.int64))],
+                                 [b.unique(name + "_values"), b.unique(name + "_indices")],
+                                 axis=axis, largest=1, sorted=1)
+        if p.HasField("axis") and p.out_max_val:
+            return [values]
+        y = b.node("Cast", [indices], base=name + "_index", to=TensorProto.FLOAT)
+        if not p.HasField("axis"):
+            if p.out_max_val:
+                y = b.node("Concat", [y, values], base=name + "_cat", axis=1)
+            y = b.node("Reshape", [y, b.constant(name + "_shape", np.array(shapes[0], np.int64))],
+                       base=name)
+        return [y]
+    if t == "MVN":
+        # BVLC divides by σ + eps (ONNX's MeanVarianceNormalization by √(σ² + ε)): primitives.
+        p = layer.param.mvn_param
+        ndim = len(layer.net_bottom_shapes[0])
+        first = 1 if p.across_channels or ndim < 2 else 2
+        if first >= ndim:
+            raise ExportError(f"{where}: MVN of single values (a {ndim}-axis bottom) is not exported")
+        axes = b.constant(name + "_axes", np.arange(first, ndim, dtype=np.int64))
+        mean = b.node("ReduceMean", [inputs[0], axes], base=name + "_mean", keepdims=1)
+        d = b.node("Sub", [inputs[0], mean], base=name + ("_centred" if p.normalize_variance else ""))
+        if not p.normalize_variance:
+            return [d]
+        var = b.node("ReduceMean", [b.node("Mul", [d, d], base=name + "_sq"), axes],
+                     base=name + "_var", keepdims=1)
+        sigma = b.node("Add", [b.node("Sqrt", [var], base=name + "_sigma"), f32("eps", p.eps)],
+                       base=name + "_sigma_eps")
+        return [b.node("Div", [d, sigma], base=name)]
+    if t == "Clip":
+        p = layer.param.clip_param
+        return [b.node("Clip", [inputs[0], f32("min", p.min), f32("max", p.max)], base=name)]
+    if t == "ELU":
+        return [b.node("Elu", inputs[:1], base=name, alpha=layer.param.elu_param.alpha)]
+    if t in ("Exp", "Log", "Power"):
+        return [_power_family(b, layer, inputs[0], name, f32)]
+    if t == "Swish":
+        beta = layer.param.swish_param.beta
+        z = inputs[0] if beta == 1 else b.node("Mul", [inputs[0], f32("beta", beta)], base=name + "_bx")
+        return [b.node("Mul", [inputs[0], b.node("Sigmoid", [z], base=name + "_sig")], base=name)]
+    if t == "Threshold":
+        above = b.node("Greater", [inputs[0], f32("threshold", layer.param.threshold_param.threshold)],
+                       base=name + "_gt")
+        return [b.node("Cast", [above], base=name, to=TensorProto.FLOAT)]
+    if t == "PReLU":
+        slope = layer.param_float(0).ravel()
+        ndim = len(layer.net_bottom_shapes[0])
+        if not layer.param.prelu_param.channel_shared:
+            slope = slope.reshape((slope.size,) + (1,) * (ndim - 2))
+        return [b.node("PRelu", [inputs[0], b.constant(name + "_slope", slope.astype(np.float32))],
+                       base=name)]
+    if t == "Bias":
+        p = layer.param.bias_param
+        ndim = len(layer.net_bottom_shapes[0])
+        if len(inputs) > 1:
+            shape = list(layer.net_bottom_shapes[1])
+            axis = p.axis % ndim if shape else ndim
+            bias = b.node("Reshape", [inputs[1], b.constant(
+                name + "_bias_shape", np.array(shape + [1] * (ndim - axis - len(shape)), np.int64))],
+                base=name + "_bias")
+        else:
+            value = layer.param_float(0)
+            axis = p.axis % ndim if value.ndim else ndim
+            bias = b.constant(name + "_bias", value.reshape(value.shape + (1,) * (ndim - axis - value.ndim)))
+        return [b.node("Add", [inputs[0], bias], base=name)]
     if t == "Softmax":
         return [b.node("Softmax", inputs[:1], base=name, axis=layer.param.softmax_param.axis)]
     if t == "Concat":
@@ -303,10 +438,55 @@ def _float_op(b, layer, inputs, shapes):
             y = b.node("Add", [y, b.constant(name + "_bias", trailing(layer.param_float(k)))],
                        base=name)
         return [y]
+    if t in ("Embed", "BatchReindex"):
+        # Indices arrive as float tensors (decoded when quantized): rounded, then int64.
+        idx = b.node("Cast", [b.node("Round", [inputs[0 if t == "Embed" else 1]],
+                                     base=name + "_round")], base=name + "_index",
+                     to=TensorProto.INT64)
+        if t == "BatchReindex":
+            return [b.node("Gather", [inputs[0], idx], base=name, axis=0)]
+        p = layer.param.embed_param
+        table = b.constant(name + "_weights", layer.param_float(0).reshape(
+            p.input_dim, p.num_output).astype(np.float32))
+        y = b.node("Gather", [table, idx], base=name + ("_gather" if p.bias_term else ""), axis=0)
+        if p.bias_term:
+            y = b.node("Add", [y, b.constant(name + "_bias",
+                                             layer.param_float(1).astype(np.float32))], base=name)
+        return [y]
+    if t == "Filter":
+        raise ExportError(f"{where}: its tops' row count follows the selector's values, so they "
+                          "have no static shape, and the export writes static shapes (run the "
+                          "net up to the Filter's bottoms and filter outside the model)")
     if t in ("Flatten", "Reshape"):
         return [b.node("Reshape", [inputs[0], b.constant(name + "_shape",
                                                         np.array(shapes[0], np.int64))], base=name)]
     raise ExportError(f"{where}: no ONNX export for layer type '{t}'")
+
+
+# Caffe layers that are one ONNX operator without attributes.
+_UNARY = {"AbsVal": "Abs", "BNLL": "Softplus", "Sigmoid": "Sigmoid", "TanH": "Tanh"}
+
+
+def _power_family(b, layer, x, name, f32):
+    """Exp: base^(shift + scale·x); Log: log_base(shift + scale·x); Power: (shift + scale·x)^power
+    — an affine step (left out where it is the identity), the operator, a constant factor."""
+    t = layer.type
+    p = {"Exp": layer.param.exp_param, "Log": layer.param.log_param,
+         "Power": layer.param.power_param}[t]
+    ln_base = 1.0 if t == "Power" or p.base == -1 else float(np.log(p.base))
+    scale, shift = p.scale, p.shift
+    if t == "Exp":  # base^(shift + scale·x) = base^shift · e^(ln(base)·scale·x)
+        scale, shift = scale * ln_base, 0.0
+    y = x if scale == 1 else b.node("Mul", [x, f32("scale", scale)], base=name + "_scaled")
+    if shift != 0:
+        y = b.node("Add", [y, f32("shift", shift)], base=name + "_shifted")
+    if t == "Power":
+        return b.node("Pow", [y, f32("power", p.power)], base=name)
+    # The constant factor after the operator: Exp's base^shift, Log's 1/ln(base).
+    factor = float(np.exp(ln_base * p.shift)) if t == "Exp" else 1.0 / ln_base
+    if factor == 1.0:
+        return b.node(t, [y], base=name)
+    return b.node("Mul", [b.node(t, [y], base=name + "_op"), f32("factor", factor)], base=name)
 
 
 def _fold(b, op, inputs, name):

@@ -293,6 +293,15 @@ class Net:
                 part[name] = chunk
             yield part, rows
 
+    def set_input_arrays(self, data, labels):
+        """Gives the net's first layer, a MemoryData layer, the arrays it serves batch by batch
+        (pycaffe): data (N, C, H, W) and labels (N) or (N, 1, 1, 1), float32 and C-contiguous,
+        N a multiple of the batch size. The arrays are copied; transform_param does not apply to
+        them (as in BVLC)."""
+        if getattr(labels, "ndim", None) == 1:
+            labels = np.ascontiguousarray(labels[:, np.newaxis, np.newaxis, np.newaxis])
+        self._net.set_input_arrays(data, labels)
+
     def forward_all(self, blobs=None, **kwargs):
         """forward() over inputs of any number of rows, in batches of the net's batch size;
         returns the outputs (and `blobs`) concatenated, without the padding."""

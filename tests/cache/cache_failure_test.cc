@@ -9,7 +9,10 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "cache/program_cache.h"
 #include "tests/cache/cache_test_util.h"
@@ -178,6 +181,27 @@ TEST(CacheFailure, LockTakenDuringARunIsBypassed) {
   const std::string err = capture.Text();
   EXPECT_EQ(CountWarnings(err), 1) << err;
   EXPECT_EQ(IntegrityCheck(path), "ok");
+}
+
+// Processes that open a new file at the same instant (CTest starts two suites on the run's
+// empty cache) all keep it: none gives it up as locked while another one switches it to WAL.
+TEST(CacheFailure, ProcessesOpeningANewFileTogetherAllKeepIt) {
+  ScratchDir dir;
+  for (int round = 0; round < 3; ++round) {
+    const std::string path = dir.File("kernels" + std::to_string(round) + ".sqlite");
+    const auto start = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch()) +
+                       std::chrono::milliseconds(300);
+    std::vector<std::unique_ptr<Worker>> workers;
+    for (int i = 0; i < 8; ++i)
+      workers.push_back(std::make_unique<Worker>(
+          std::vector<std::string>{"open", path, std::to_string(start.count())}));
+    for (auto& w : workers) {
+      EXPECT_EQ(w->ReadAll(), "state=read-write\n") << "round " << round;
+      EXPECT_EQ(w->Wait(), 0);
+    }
+    EXPECT_EQ(IntegrityCheck(path), "ok");
+  }
 }
 
 /// Runs `body` without the power to write other users' files: as root (tests often run as

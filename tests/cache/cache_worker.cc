@@ -12,6 +12,10 @@
 //       builds kernels scale_0..scale_<count-1> (TestKernelSource) in an order shuffled by
 //       <seed> on the default device with the cache of MPCAFFE_CACHE, launches each once and
 //       checks its output; prints "built=<n> cached=<n> compiled=<n> wrong=<n> state=<s>".
+//   mpcaffe_cache_worker open <file> <epoch milliseconds>
+//       waits for the given wall-clock time (so that several workers open a new file at the
+//       same instant, as CTest's first two entries do), opens <file> as the kernel cache and
+//       prints "state=<s>".
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -84,6 +88,14 @@ int Build(int count, unsigned seed) {
   return wrong ? 3 : 0;
 }
 
+int Open(const std::string& path, long long start_ms) {
+  using namespace std::chrono;
+  std::this_thread::sleep_until(system_clock::time_point(milliseconds(start_ms)));
+  mpcaffe::cache::ProgramCache cache(mpcaffe::cache::CacheOptions{path});
+  std::printf("state=%s\n", mpcaffe::cache::CacheStateName(cache.state()));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,11 +104,13 @@ int main(int argc, char** argv) {
     if (mode == "lock" && argc == 4) return Lock(argv[2], std::atoi(argv[3]), true);
     if (mode == "write-lock" && argc == 4) return Lock(argv[2], std::atoi(argv[3]), false);
     if (mode == "build" && argc == 4) return Build(std::atoi(argv[2]), std::atoi(argv[3]));
+    if (mode == "open" && argc == 4) return Open(argv[2], std::atoll(argv[3]));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mpcaffe_cache_worker %s: %s\n", mode.c_str(), e.what());
     return 2;
   }
   std::fprintf(stderr,
-               "usage: mpcaffe_cache_worker lock|write-lock <file> <ms> | build <count> <seed>\n");
+               "usage: mpcaffe_cache_worker lock|write-lock <file> <ms> | build <count> <seed> | "
+               "open <file> <epoch ms>\n");
   return 64;
 }

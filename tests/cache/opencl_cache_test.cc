@@ -11,6 +11,7 @@
 #include "cache/sha256.h"
 #include "device/device.h"
 #include "device/program_store.h"
+#include "device/settings.h"
 #include "tests/cache/cache_test_util.h"
 
 namespace mpcaffe::cache {
@@ -95,6 +96,50 @@ TEST(OpenCLCache, SecondBuildInThisProcessCompilesNothing) {
   EXPECT_FALSE(
       device->BuildProgram(TestKernelSource(1001), "-cl-std=CL1.2 -DX=1", hints)->from_cache());
   EXPECT_EQ(second->counters().compiles, 1u);
+}
+
+// PoCL compiles a generic work-group function of every kernel, and every listed local size of
+// every kernel, when asked for a binary; its own cache keeps what launches compiled. So a text's
+// binary is stored at its second build there, at the first everywhere else (and with
+// MPCAFFE_BINARIES=always).
+TEST(OpenCLCache, BinaryIsStoredAtTheSecondBuildWhereItCostsCompiles) {
+  int checked = 0;
+  for (Device* device : DeviceList()) {
+    if (device->backend() != Backend::kOpenCL) continue;
+    const bool pocl = device->info().implementation == "pocl";
+    EXPECT_EQ(device->info().binary_costs_compiles, pocl) << device->Describe();
+    for (const char* binaries : {"", "always"}) {
+      SCOPED_TRACE(device->Describe() + ", MPCAFFE_BINARIES=" + binaries);
+      ScopedSettings env;
+      env->binaries = binaries;
+      const bool deferred = pocl && std::string(binaries).empty();
+      ScratchDir dir;
+      const std::string path = dir.File("kernels.sqlite");
+      for (int build = 1; build <= 3; ++build) {
+        // A new cache object per build: an empty in-process map, as a new process has.
+        auto cache = std::make_shared<ProgramCache>(CacheOptions{path});
+        StoreOverride use(cache);
+        const bool loaded = BuildAndCheck(*device, 1002 + checked)->from_cache();
+        const int stored_at = deferred ? 2 : 1;
+        EXPECT_EQ(loaded, build > stored_at) << "build " << build;
+        EXPECT_EQ(cache->counters().saves, build == stored_at ? 1u : 0u) << "build " << build;
+      }
+      ++checked;
+    }
+  }
+  if (!checked) GTEST_SKIP() << "no OpenCL device";
+  ScopedSettings env;
+  env->binaries = "sometimes";
+  Device* device = OpenCLDevice();
+  auto cache = std::make_shared<ProgramCache>(CacheOptions{""});
+  StoreOverride use(cache);
+  try {
+    device->BuildProgram(TestKernelSource(1100), "-cl-std=CL1.2");
+    ADD_FAILURE() << "MPCAFFE_BINARIES=sometimes was accepted";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("MPCAFFE_BINARIES='sometimes'"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(OpenCLCache, SecondProcessCompilesNothing) {

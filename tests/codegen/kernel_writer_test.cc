@@ -199,6 +199,30 @@ TEST(KernelWriter, ByteVectorStoresAreOpenClOnly) {
   }
 }
 
+// A kernel whose work-items compute in explicit vectors says so to OpenCL compilers
+// (vec_type_hint: Intel's CPU compiler then does not pack work-items on top); CUDA has no such
+// hint. One lane, or none given, leaves the plain qualifier.
+TEST(KernelWriter, VectorWidthIsOpenClsTypeHint) {
+  for (const Backend b : {Backend::kOpenCL, Backend::kCuda}) {
+    KernelWriter w(KernelTarget{b}, "test_placeholders");
+    w.Kernel("wide").VectorWidth(Scalar::kF32, 16).Out("float", "y").Body("  y[0] = 1.0f;\n");
+    w.Kernel("narrow").VectorWidth(Scalar::kI32, 1).Out("float", "y").Body("  y[0] = 2.0f;\n");
+    w.Kernel("plain").Out("float", "y").Body("  y[0] = 3.0f;\n");
+    const std::string text = w.Source();
+    const size_t hints = b == Backend::kOpenCL ? 1 : 0;
+    size_t found = 0;
+    for (size_t at = 0; (at = text.find("vec_type_hint", at)) != std::string::npos; ++at) ++found;
+    EXPECT_EQ(found, hints) << text;
+    if (b == Backend::kOpenCL) {
+      EXPECT_NE(text.find("__kernel __attribute__((vec_type_hint(float16))) void wide("),
+                std::string::npos) << text;
+      EXPECT_NE(text.find("__kernel void narrow("), std::string::npos) << text;
+    }
+  }
+  KernelWriter w(KernelTarget{Backend::kOpenCL}, "test_placeholders");
+  EXPECT_THROW(w.Kernel("odd").VectorWidth(Scalar::kF32, 3), std::invalid_argument);
+}
+
 TEST(KernelWriter, Fp16WithoutDeviceSupportStoresHalfAndComputesInFloat) {
   const std::string text = ReluSource(KernelTarget{Backend::kOpenCL, false}, DataType::kFloat16);
   EXPECT_EQ(text.find("cl_khr_fp16"), std::string::npos);

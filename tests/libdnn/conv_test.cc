@@ -20,6 +20,7 @@
 #include "codegen/datatype.h"
 #include "device/device.h"
 #include "tests/testing/random_storage.h"
+#include "tests/testing/sweep.h"
 #include "libdnn/tuner.h"
 #include "quant/fixed_point.h"
 #include "device/settings.h"
@@ -49,7 +50,7 @@ const Shape kShapes[] = {
     {2, 5, 13, 9, 3, 3, 3, 2, 2, 1, 3, 2, 2, 1},     // dilation + stride + uneven padding
     {1, 8, 6, 6, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8},      // depthwise
     {2, 6, 9, 11, 6, 3, 3, 2, 2, 1, 1, 1, 1, 6},     // depthwise, stride 2, odd sizes
-    {1, 5, 10, 13, 5, 5, 5, 1, 1, 4, 2, 2, 1, 5},    // depthwise 5×5, dilation, uneven padding
+    {1, 5, 6, 13, 5, 5, 5, 1, 1, 4, 2, 2, 1, 5},     // depthwise 5×5, dilation, uneven padding
     {1, 12, 7, 5, 20, 3, 3, 2, 2, 1, 1, 1, 1, 4},    // groups 4, odd
     {1, 3, 8, 8, 1, 3, 3, 1, 1, 0, 0, 1, 1, 1},      // one output channel
     {1, 1, 9, 9, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1},     // one input channel, channels past a tile
@@ -293,9 +294,15 @@ TEST_P(ConvForward, DepthwiseRowsMatchReference) {
       {1, 3, 9, 10, 3, 2, 3, 1, 2, 1, 0, 2, 1, 3},      // 2×3 window, dilation 2 rows
   };
   // clang-format on
-  int index = 0;
+  // Every shape with every row count under the exhaustive sweep; else each shape with two of
+  // them in turn, so that the four shapes take all five.
+  const int row_counts[] = {1, 3, 7, 8, 16};
+  int index = 0, shape = 0;
   for (const Shape& s : shapes) {
-    for (int rows : {1, 3, 7, 8, 16}) {
+    for (int k = 0; k < 5; ++k) {
+      if (!test_support::ExhaustiveSweep() && k != (2 * shape) % 5 && k != (2 * shape + 1) % 5)
+        continue;
+      const int rows = row_counts[k];
       ConvDesc d = DescOf(s, t, index);
       d.residual = index % 3 == 0;
       SCOPED_TRACE(d.ToString() + " rows " + std::to_string(rows));
@@ -304,7 +311,7 @@ TEST_P(ConvForward, DepthwiseRowsMatchReference) {
       // beyond it (the int32 window).
       if (t == DataType::kInt8Q && index % 5 == 4) quant.x_zero = 300;
       // Columns per work-item where vectors apply (OpenCL fp32 / int8q): 1, 8 and 16 in turn
-      // (16 only at stride 1), so each shape meets each; partial last vectors, masked edge
+      // (16 only at stride 1), so the cases meet each; partial last vectors, masked edge
       // columns and the lane-by-lane loads at the buffer's ends included.
       int vx = 1;
       const int turn = (index + index / 3) % 3;  // every shape and residual or not meets each
@@ -320,6 +327,7 @@ TEST_P(ConvForward, DepthwiseRowsMatchReference) {
       });
       ++index;
     }
+    ++shape;
   }
 }
 
@@ -382,9 +390,14 @@ TEST_P(ConvForward, PointwiseTilesMatchReference) {
   // clang-format on
   const Convolution::PointwiseTile tiles[] = {{4, 2, 8}, {1, 1, 4}, {3, 3, 4}, {6, 1, 16},
                                               {8, 2, 8}, {2, 4, 8}, {8, 1, 8}, {5, 1, 4}};
-  int index = 0;
+  // Every shape with every tile under the exhaustive sweep; else each shape with three tiles in
+  // turn (shape j: tiles 3j, 3j + 1, 3j + 2 mod 8), so that every tile meets the plane form
+  // (the first four shapes) and the row form (the last four).
+  int index = 0, shape = 0;
   for (const Shape& s : shapes) {
-    for (const Convolution::PointwiseTile& tile : tiles) {
+    for (int k = 0; k < 8; ++k) {
+      const Convolution::PointwiseTile& tile = tiles[k];
+      if (!test_support::ExhaustiveSweep() && (k - 3 * (shape % 4) + 16) % 8 > 2) continue;
       ConvDesc d = DescOf(s, t, index);
       d.residual = index % 3 == 0;
       if (!Convolution::PointwiseApplies(d, tile)) continue;
@@ -401,32 +414,51 @@ TEST_P(ConvForward, PointwiseTilesMatchReference) {
       });
       ++index;
     }
+    ++shape;
   }
-  if (t == DataType::kInt8Q)
-    EXPECT_GE(index, 28);  // the plane form with vectors of 8 or 16 pixels, and the row form
-  else
-    EXPECT_GE(index, dev.backend() == Backend::kOpenCL ? 26 : 16);
+  // The plane form with vectors of 8 or 16 pixels, and the row form (OpenCL).
+  if (test_support::ExhaustiveSweep()) {
+    if (t == DataType::kInt8Q)
+      EXPECT_GE(index, 28);
+    else
+      EXPECT_GE(index, dev.backend() == Backend::kOpenCL ? 26 : 16);
+  } else {
+    // (int8q's plane form takes vectors of 8 or 16 pixels only: 11 of the sample's cases.)
+    EXPECT_GE(index, t == DataType::kInt8Q ? 11 : dev.backend() == Backend::kOpenCL ? 12 : 6);
+  }
 }
 
 // Depthwise descriptions (one input and output channel per group) take the depthwise kernel
 // (MatchesReferenceOnEveryShape checks its results), others do not; MPCAFFE_CONV_DEPTHWISE=0
-// turns it off.
+// turns it off. The choice is checked on every shape without building a program
+// (ForwardPathOf); one depthwise and one other shape per type are built to see the constructor
+// run what the plan says.
 TEST(ConvForward, DepthwiseShapesTakeTheDepthwiseKernel) {
   Device& dev = DefaultDevice();
   std::mt19937 rng(5);
   int depthwise = 0;
-  for (const Shape& s : kShapes) {
-    for (DataType t : {DataType::kFloat32, DataType::kInt8Q}) {
+  for (DataType t : {DataType::kFloat32, DataType::kInt8Q}) {
+    bool built_depthwise = false, built_other = false;
+    for (const Shape& s : kShapes) {
       const ConvDesc d = DescOf(s, t, 0);
       const ConvQuant quant = IsQuantized(t) ? MakeQuant(d, true, rng) : ConvQuant{};
       const bool want = s.g > 1 && s.c == s.g && s.o == s.g;
       EXPECT_EQ(Convolution::IsDepthwise(d), want) << d.ToString();
-      EXPECT_EQ(Convolution(dev, d, quant).forward_depthwise(), want) << d.ToString();
+      const std::string path = Convolution::ForwardPathOf(dev, d, quant);
+      EXPECT_EQ(path == "depthwise", want) << d.ToString();
+      bool& built = want ? built_depthwise : built_other;
+      if (!built) {
+        const Convolution conv(dev, d, quant);
+        EXPECT_EQ(conv.forward_path(), path) << d.ToString();
+        EXPECT_EQ(conv.forward_depthwise(), want) << d.ToString();
+        built = true;
+      }
       depthwise += want;
       if (want) {
         ScopedSettings env;
         env->conv_depthwise = "0";
-        EXPECT_FALSE(Convolution(dev, d, quant).forward_depthwise()) << d.ToString();
+        EXPECT_NE(std::string(Convolution::ForwardPathOf(dev, d, quant)), "depthwise")
+            << d.ToString();
       }
     }
   }
@@ -1008,9 +1040,9 @@ TEST(Tuner, DepthwiseRowsAreStoredAndFollowed) {
   Device& dev = DefaultDevice();
   auto store = cache::ActiveProgramCache();
   if (!store) GTEST_SKIP() << "kernel cache disabled (MPCAFFE_CACHE=off): no tuning table";
-  ConvDesc d;  // an odd shape that nothing else tunes
+  ConvDesc d;  // an odd shape that nothing else tunes, 5 output rows: 4 candidates to build
   d.channels = d.out_channels = d.groups = 5;
-  d.height = 19, d.width = 23;
+  d.height = 5, d.width = 23;
   d.kernel_h = d.kernel_w = 3;
   d.pad_h = d.pad_w = 1;
   d.relu = true;

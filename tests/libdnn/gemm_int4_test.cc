@@ -21,6 +21,7 @@
 #include "libdnn/tuner.h"
 #include "quant/fixed_point.h"
 #include "quant/int4.h"
+#include "tests/testing/sweep.h"
 
 namespace mpcaffe::libdnn {
 namespace {
@@ -205,14 +206,11 @@ TEST(GemmInt4, EveryTunerCandidateMatchesTheReference) {
     const GemmDesc d = Desc4(w == WeightOperand::kA ? 24 : 5, 37, 301, w, 0);
     const Problem4 p = Make(d, 99);
     const Bytes ref = Reference(p, true);
-    // The default, every third byte-pair tile and the first two int8 tiles on unpacked weights
-    // (each is a compile of its own; the list has dozens).
-    const std::vector<GemmConfig> all = GemmCandidates(dev.info(), d);
-    int byte_pair = 0, unpacked = 0;
-    for (size_t i = 0; i < all.size(); ++i) {
-      const GemmConfig& c = all[i];
-      const bool native = c.kp == GemmConfig::kU8S4;
-      if (i > 0 && (native ? byte_pair++ % 3 != 0 : unpacked++ >= 2)) continue;
+    // Each candidate is a compile of its own and the list has dozens: a covering sample of
+    // them (every value of every field, the default first), all under make test-sweep.
+    const std::vector<GemmConfig> all =
+        test_support::SampleOf(GemmConfig::Schema(), GemmCandidates(dev.info(), d));
+    for (const GemmConfig& c : all) {
       if (!c.Supports(d, dev.backend())) continue;
       SCOPED_TRACE(d.ToString() + " config " + c.ToString());
       EXPECT_EQ(Mismatches(RunGemm(dev, d, p, &c), ref), 0u);

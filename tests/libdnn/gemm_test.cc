@@ -19,6 +19,7 @@
 #include "libdnn/gemm_internal.h"
 #include "libdnn/tuner.h"
 #include "quant/fixed_point.h"
+#include "tests/testing/sweep.h"
 
 namespace mpcaffe::libdnn {
 namespace {
@@ -225,13 +226,19 @@ GemmDesc Varied(DataType type, const Shape& s, int i) {
   return d;
 }
 
+/// The option index Varied gets for shape `i` of a list: every shape its own under the
+/// exhaustive sweep; else six, which give every option both of its values (transposes, weight
+/// side, bias, ReLU, padded C, signed and per-channel weights, fp32 output) — each a branch of
+/// the generator — and a program each, while every shape still runs.
+int OptionIndex(int i) { return test_support::ExhaustiveSweep() ? i : i % 6; }
+
 class GemmTest : public ::testing::TestWithParam<DataType> {};
 
 TEST_P(GemmTest, MatchesReferenceOnEveryShape) {
   Device& dev = DefaultDevice();
   int i = 0;
   for (const Shape& s : Shapes()) {
-    Problem p = MakeProblem(Varied(GetParam(), s, i), 1000 + i);
+    Problem p = MakeProblem(Varied(GetParam(), s, OptionIndex(i)), 1000 + i);
     if (!IsQuantized(GetParam()) && i % 3 == 2) {
       p.alpha = 0.5f;
       p.beta = 0.25f;
@@ -388,15 +395,22 @@ TEST_P(GemmTest, WorkItemPerOutputCandidatesGiveTheReferenceResult) {
   d.trans_b = layout / 2 == 1;
   Problem p = MakeProblem(d, 5200 + layout);
   const std::vector<uint8_t> want = RunReference(p);
-  int runs = 0;
+  std::vector<GemmConfig> scalar;
   for (const GemmConfig& c : GemmCandidates(cpu, d)) {
     // (kp = 4, the int8 dot-product tiles of devices that have one, are GemmDot4Test's.)
     if (c.vw != 1 || c.wg < 8 || c.lm != 0 || c.kp != 1 || !c.Supports(d, dev.backend()))
       continue;
+    scalar.push_back(c);
+  }
+  EXPECT_EQ(scalar.size(), 20u);  // work-groups of 8, 16, 32, 64 × five tiles (N = 70)
+  // Each a compile: a covering sample (every work-group size, every tile's rows and columns),
+  // all of them under make test-sweep.
+  int runs = 0;
+  for (const GemmConfig& c : test_support::SampleOf(GemmConfig::Schema(), scalar)) {
     ExpectSame(p, RunOnDevice(dev, p, &c), want, c.ToString());
     ++runs;
   }
-  EXPECT_EQ(runs, 20);  // work-groups of 8, 16, 32, 64 × five tiles (N = 70)
+  EXPECT_GE(runs, test_support::ExhaustiveSweep() ? 20 : 4);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, GemmTest,
@@ -421,6 +435,21 @@ GemmDesc Int8Variant(int layout, int w) {
   d.relu = layout == 2;
   if (layout == 3) d.out_type = DataType::kFloat32;
   return d;
+}
+
+/// Whether the int8 variant (layout, w) is compiled: all twelve under the exhaustive sweep;
+/// else six, which take every layout, every weight operand (unsigned A, B, signed A) and
+/// signed B (w = 1 with A not transposed: layout 2).
+bool CoveringVariant(int layout, int w) {
+  return test_support::ExhaustiveSweep() || w == layout % 3 || (layout == 2 && w == 1) ||
+         (layout == 3 && w == 2);
+}
+
+/// The configurations variant (layout, w) runs: all under the exhaustive sweep; else one, in
+/// turn, so that the covering variants take each configuration at least once.
+std::vector<GemmConfig> VariantConfigs(const std::vector<GemmConfig>& configs, int layout, int w) {
+  if (test_support::ExhaustiveSweep()) return configs;
+  return {configs[static_cast<size_t>(layout + w) % configs.size()]};
 }
 
 /// `d` with the dimensions of `s`; padded: row strides 5 (A) and 3 (B) elements longer.
@@ -460,8 +489,9 @@ TEST(GemmPairTest, KPairProductsMatchTheReferenceExactly) {
   int seed = 0;
   for (int layout = 0; layout < 4; ++layout)
     for (int w = 0; w < 3; ++w) {
+      if (!CoveringVariant(layout, w)) continue;
       GemmDesc d = Int8Variant(layout, w);
-      for (const GemmConfig& c : configs) {
+      for (const GemmConfig& c : VariantConfigs(configs, layout, w)) {
         if (!c.Supports(d, dev.backend())) GTEST_SKIP() << "kp = 2 needs an OpenCL device";
         for (const Shape& s : shapes) {
           SetShape(d, s, /*padded=*/layout == 1);
@@ -500,8 +530,9 @@ TEST(GemmDot4Test, FourKDotProductsMatchTheReferenceExactly) {
   int seed = 0;
   for (int layout = 0; layout < 4; ++layout)
     for (int w = 0; w < 3; ++w) {
+      if (!CoveringVariant(layout, w)) continue;
       GemmDesc d = Int8Variant(layout, w);
-      for (const GemmConfig& c : configs) {
+      for (const GemmConfig& c : VariantConfigs(configs, layout, w)) {
         ASSERT_TRUE(c.Supports(d, dev.backend())) << c.ToString();
         for (const Shape& s : shapes) {
           SetShape(d, s, /*padded=*/layout == 1);

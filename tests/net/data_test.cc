@@ -158,6 +158,54 @@ TEST(DataLayer, ErrorsNameTheSource) {
   rmdir(dir.c_str());
 }
 
+TEST(DataLayer, SyntheticDataReplacesImageDataLayersToo) {
+  // Benchmarks without the images: an ImageData layer becomes an Input of its images' shape.
+  caffe::NetParameter p;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "layer { name: 'img' type: 'ImageData' top: 'data' top: 'label' image_data_param { "
+      "source: '/nonexistent/list.txt' batch_size: 2 new_height: 10 new_width: 12 is_color: false "
+      "} transform_param { crop_size: 8 } }",
+      &p));
+  NetOptions o;
+  o.synthetic_data = true;
+  Net net(p, Dev(), o);
+  EXPECT_EQ(net.blob("data").shape(), (std::vector<int>{2, 1, 8, 8}));
+  EXPECT_EQ(net.blob("label").shape(), (std::vector<int>{2}));
+  // Without synthetic data the missing list is an error naming it.
+  try {
+    Net real(p, Dev());
+    ADD_FAILURE() << "no error for a missing image list";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/list.txt"), std::string::npos) << e.what();
+  }
+}
+
+// MemoryData (memory_data_param's shape) and WindowData (3 × crop × crop) become Inputs too, so
+// BVLC's nets with them time without arrays or a window file (mpcaffe time --synthetic).
+TEST(DataLayer, SyntheticDataReplacesMemoryAndWindowData) {
+  caffe::NetParameter p;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "layer { name: 'mem' type: 'MemoryData' top: 'a' top: 'la' memory_data_param { "
+      "batch_size: 3 channels: 2 height: 4 width: 5 } } "
+      "layer { name: 'win' type: 'WindowData' top: 'b' top: 'lb' window_data_param { "
+      "source: '/nonexistent/windows.txt' batch_size: 2 } transform_param { crop_size: 6 } }",
+      &p));
+  NetOptions o;
+  o.synthetic_data = true;
+  Net net(p, Dev(), o);
+  net.Forward();
+  EXPECT_EQ(net.blob("a").shape(), (std::vector<int>{3, 2, 4, 5}));
+  EXPECT_EQ(net.blob("la").shape(), (std::vector<int>{3}));
+  EXPECT_EQ(net.blob("b").shape(), (std::vector<int>{2, 3, 6, 6}));
+  try {
+    Net real(p, Dev());
+    ADD_FAILURE() << "no error for a missing window file";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/windows.txt"), std::string::npos)
+        << e.what();
+  }
+}
+
 /// The bytes of a gzip file (through the gzip tool: the test binary does not link zlib).
 std::string Gunzip(const std::string& path) {
   FILE* p = popen(("gzip -dc '" + path + "'").c_str(), "r");

@@ -239,6 +239,44 @@ TEST(Views, ConcatOfStridedSlicesCopies) {
   EXPECT_LT(RelativeDifference(on->blob("head").ToFloat(), off->blob("head").ToFloat()), 1e-5);
 }
 
+// BVLC's Net::Forward reshapes every layer for its bottoms: an input blob reshaped by the caller
+// (pycaffe's net.blobs['data'].reshape(...) then net.forward()) gives every blob the new batch,
+// growing and shrinking, with and without views and reduced memory, and the values of a net
+// built at that batch.
+TEST(Views, ForwardReshapesForAResizedInput) {
+  const caffe::NetParameter p = NetText(kInception);
+  const caffe::NetParameter trained = Weights(p);
+  for (int optimize : {0, 1}) {
+    for (int reduced : {0, 1}) {
+      NetOptions o;
+      o.optimize = optimize;
+      o.reduced_memory = reduced;
+      Net net(p, Dev(), o);
+      net.CopyTrainedLayersFrom(trained);
+      for (int batch : {3, 1, 2}) {
+        Blob& in = *net.input_blobs()[0];
+        in.Reshape({batch, 6, 16, 16});
+        in.FromFloat(SineInput(in));
+        net.Forward();
+        caffe::NetParameter q = p;
+        q.mutable_layer(0)->mutable_input_param()->mutable_shape(0)->set_dim(0, batch);
+        auto fresh = RunAt(q, optimize, trained, nullptr, reduced);
+        for (const Blob* top : net.output_blobs()) {
+          SCOPED_TRACE("optimize " + std::to_string(optimize) + " reduced " +
+                       std::to_string(reduced) + " batch " + std::to_string(batch) + " " +
+                       top->name());
+          EXPECT_EQ(top->shape(), fresh->blob(top->name()).shape());
+          EXPECT_LT(RelativeDifference(top->ToFloat(), fresh->blob(top->name()).ToFloat()), 1e-6);
+        }
+        for (const auto& name : {"stem", "b1", "cat"}) {
+          ASSERT_TRUE(net.has_blob(name)) << name;
+          EXPECT_EQ(net.blob(name).shape()[0], batch) << name;
+        }
+      }
+    }
+  }
+}
+
 /// The calibrated ranges of `p` (an observing fp32 pass over the test input).
 caffe::NetParameter Calibrated(const caffe::NetParameter& p) {
   NetOptions off;

@@ -30,6 +30,7 @@
 #include "quant/quant_params.h"
 #include "quant/quantizer.h"
 #include "tests/testing/random_storage.h"
+#include "tests/testing/sweep.h"
 #include "device/settings.h"
 
 namespace mpcaffe {
@@ -234,7 +235,7 @@ class GemmSweep : public testing::TestWithParam<DataType> {};
 
 TEST_P(GemmSweep, EveryCandidateOfEveryDeviceClass) {
   Device& dev = DefaultDevice();
-  int runs = 0, lm_runs = 0;
+  int runs = 0, lm_runs = 0, candidates = 0;
   for (bool k_contiguous : {false, true}) {
     const GemmProblem p = MakeGemmProblem(TinyGemm(GetParam(), k_contiguous), 17 + k_contiguous);
     std::vector<libdnn::GemmConfig> seen;
@@ -249,17 +250,22 @@ TEST_P(GemmSweep, EveryCandidateOfEveryDeviceClass) {
              (dev.info().max_work_group_size && size_t(c.wg) > dev.info().max_work_group_size)))
           continue;
         seen.push_back(c);
-        ExpectGemm(dev, p, c);
-        ++runs;
-        lm_runs += c.lm;
       }
+    candidates += int(seen.size());
+    // make test: a covering sample (every value of every field); make test-sweep: all.
+    for (const libdnn::GemmConfig& c : test_support::SampleOf(libdnn::GemmConfig::Schema(), seen)) {
+      ExpectGemm(dev, p, c);
+      ++runs;
+      lm_runs += c.lm;
+    }
   }
-  std::printf("%s: %d GEMM configurations run, %d of them lm = 1\n", Name(GetParam()), runs,
-              lm_runs);
+  std::printf("%s: %d of %d GEMM configurations run, %d of them lm = 1\n", Name(GetParam()),
+              runs, candidates, lm_runs);
   // Every class contributes: the CPU's vw = 8 tiles and one lm = 1 tile, the GPU's and CUDA's
-  // work-groups of 32–128 with lm = 1 tiles (OpenCL devices run all of them).
-  EXPECT_GE(runs, dev.backend() == Backend::kOpenCL ? 100 : 20);
-  EXPECT_GE(lm_runs, 8);
+  // work-groups of 32–128 with lm = 1 tiles (OpenCL devices have all of them).
+  EXPECT_GE(candidates, dev.backend() == Backend::kOpenCL ? 100 : 20);
+  EXPECT_GE(runs, test_support::ExhaustiveSweep() ? candidates : 8);
+  EXPECT_GE(lm_runs, test_support::ExhaustiveSweep() ? 8 : 2);
 }
 
 TEST_P(GemmSweep, SmallWorkGroupsLayoutsAndPaddedStrides) {
@@ -385,6 +391,8 @@ TEST_P(ConvSweep, ForwardWithEveryCandidateTile) {
       if (c.Supports(dev.backend()) &&
           std::find(configs.begin(), configs.end(), c) == configs.end())
         configs.push_back(c);
+  const size_t candidates = configs.size();
+  configs = test_support::SampleOf(libdnn::ConvConfig::Schema(), configs);  // make test: covering
   int index = 0, runs = 0;
   for (const ConvShape& s : kConvShapes) {
     const libdnn::ConvDesc d = TinyConv(t, s, index++);
@@ -408,7 +416,9 @@ TEST_P(ConvSweep, ForwardWithEveryCandidateTile) {
       ++runs;
     }
   }
-  EXPECT_GE(runs, 5 * 5);
+  EXPECT_GE(candidates, 5u);
+  EXPECT_EQ(runs, int(std::size(kConvShapes) * configs.size()));
+  EXPECT_GE(configs.size(), test_support::ExhaustiveSweep() ? candidates : 2u);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, ConvSweep,

@@ -76,6 +76,21 @@ def test_layer_fields_param_routing_and_names():
     assert 'pool: MAX' in str(net)
 
 
+def test_types_sharing_convolution_param():
+    """Deconvolution and Im2col take ConvolutionParameter, as in Caffe."""
+    n = caffe.NetSpec()
+    n.data = L.Input(shape=dict(dim=[1, 2, 5, 5]))
+    n.up = L.Deconvolution(n.data, num_output=3, kernel_size=4, stride=2)
+    n.cols = L.Im2col(n.data, kernel_size=3, pad=1)
+    layers = {layer.name: layer for layer in n.to_proto().layer}
+    assert layers["up"].convolution_param.num_output == 3
+    assert list(layers["cols"].convolution_param.kernel_size) == [3]
+    assert list(layers["cols"].convolution_param.pad) == [1]
+    net = caffe.Net(n.to_proto(), caffe.TEST)
+    assert net.blobs["up"].data.shape == (1, 3, 12, 12)
+    assert net.blobs["cols"].data.shape == (1, 18, 5, 5)
+
+
 def test_unnamed_tops_get_automatic_names():
     data = L.Input(shape=dict(dim=[1, 4]))
     ip = L.InnerProduct(data, num_output=2)

@@ -171,6 +171,78 @@ def test_eltwise_batchnorm_scale_concat_fp32(tmp_path):
     assert {"BatchNormalization", "Mul", "Add", "Sum", "Max", "Concat", "Sigmoid", "Tanh"} <= ops
 
 
+def test_activation_family_fp32(tmp_path):
+    """BVLC's element-wise layers (issue 43) export to the matching ONNX operators."""
+    n = caffe.NetSpec()
+    n.data = L.Input(shape=dict(dim=[2, 3, 4, 4]))
+    n.absval = L.AbsVal(n.data)
+    n.bnll = L.BNLL(n.data)
+    n.clip = L.Clip(n.data, min=-0.5, max=0.25)
+    n.elu = L.ELU(n.data, alpha=0.5)
+    n.exp = L.Exp(n.data, base=2.0, scale=0.7, shift=0.3)
+    n.log = L.Log(n.data, scale=0.5, shift=3.0)
+    n.power = L.Power(n.data, power=2.0, scale=-1.5, shift=0.25)
+    n.swish = L.Swish(n.data, beta=1.5)
+    n.threshold = L.Threshold(n.data, threshold=0.1)
+    n.prelu = L.PReLU(n.data, filler=dict(type="uniform", min=-1, max=1))
+    n.prelu_shared = L.PReLU(n.data, channel_shared=True)
+    n.bias = L.Bias(n.data, axis=1, num_axes=2, filler=dict(type="gaussian", std=1.0))
+    n.bias2 = L.Bias(n.data, n.absval, axis=0)
+    n.s1, n.s2 = L.Slice(n.elu, ntop=2, slice_point=[1], axis=1)
+    net = caffe.Net(n.to_proto(), caffe.TEST)
+    model = _fp32_agreement(net, tmp_path, 9)
+    ops = {node.op_type for node in model.graph.node}
+    assert {"Abs", "Softplus", "Clip", "Elu", "Exp", "Log", "Pow", "Sigmoid", "Greater", "PRelu",
+            "Add", "Split"} <= ops, ops
+    assert {"AbsVal", "BNLL", "Clip", "ELU", "Exp", "Log", "Power", "PReLU", "Swish", "Threshold",
+            "Bias", "Slice", "SigmoidCrossEntropyLoss"} <= set(caffe.layer_type_list())
+
+
+def test_crop_tile_reduction_argmax_mvn_fp32(tmp_path):
+    """Crop, Tile, Reduction, ArgMax and MVN (issue 43) export to Slice, Tile, the Reduce
+    operators, TopK and MVN's primitives."""
+    n = caffe.NetSpec()
+    n.data = L.Input(shape=dict(dim=[2, 3, 5, 4]))
+    n.ref = L.Input(shape=dict(dim=[2, 2, 3, 2]))
+    n.crop = L.Crop(n.data, n.ref, axis=1, offset=[1, 2, 1])
+    n.crop2 = L.Crop(n.data, n.ref, offset=[1])
+    n.tile = L.Tile(n.crop, axis=-1, tiles=3)
+    P = caffe.params.Reduction
+    n.sum = L.Reduction(n.data, axis=1)
+    n.asum = L.Reduction(n.data, operation=P.ASUM, axis=2, coeff=-2.0)
+    n.sumsq = L.Reduction(n.data, operation=P.SUMSQ, axis=-1)
+    n.mean = L.Reduction(n.data, operation=P.MEAN, coeff=0.5)
+    n.argmax = L.ArgMax(n.data, axis=1, top_k=2, out_max_val=True)
+    n.argmax_index = L.ArgMax(n.data, axis=-1)
+    n.argmax_item = L.ArgMax(n.data, top_k=3, out_max_val=True)
+    n.mvn = L.MVN(n.data)
+    n.mvn_across = L.MVN(n.data, across_channels=True, eps=0.01)
+    n.mvn_mean = L.MVN(n.data, normalize_variance=False)
+    net = caffe.Net(n.to_proto(), caffe.TEST)
+    model = _fp32_agreement(net, tmp_path, 11)
+    ops = {node.op_type for node in model.graph.node}
+    assert {"Slice", "Tile", "ReduceSum", "ReduceL1", "ReduceSumSquare", "ReduceMean",
+            "TopK", "Div"} <= ops, ops
+    assert {"Crop", "Tile", "Reduction", "ArgMax", "MVN"} <= set(caffe.layer_type_list())
+
+
+def test_deconvolution_fp32(tmp_path):
+    """Deconvolution (issue 43) exports to ConvTranspose: stride, pad, _h/_w, dilation, group."""
+    n = caffe.NetSpec()
+    n.data = L.Input(shape=dict(dim=[2, 4, 5, 4]))
+    n.up = L.Deconvolution(n.data, convolution_param=dict(
+        num_output=6, kernel_size=4, stride=2, pad=1, group=2,
+        weight_filler=dict(type="gaussian", std=0.3), bias_filler=dict(type="gaussian", std=0.3)))
+    n.up2 = L.Deconvolution(n.data, convolution_param=dict(
+        num_output=3, kernel_h=3, kernel_w=2, stride_h=1, stride_w=3, pad_h=1, dilation=2,
+        bias_term=False, weight_filler=dict(type="gaussian", std=0.3)))
+    net = caffe.Net(n.to_proto(), caffe.TEST)
+    assert list(net.blobs["up"].shape) == [2, 6, 10, 8]
+    model = _fp32_agreement(net, tmp_path, 13)
+    assert {node.op_type for node in model.graph.node} == {"ConvTranspose"}
+    assert "Deconvolution" in caffe.layer_type_list()
+
+
 def test_in_place_layers_and_intermediate_outputs(tmp_path):
     """In-place layers rewrite a blob: the graph stays in SSA form and an intermediate output
     is the blob's last value."""

@@ -141,9 +141,12 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(tmp_path):
     assert f"mpcaffe-{project_version()}-" in built[0].name
     assert re.search(r"-manylinux_2_[0-9]+_x86_64\.whl$", built[0].name), built[0].name
     with zipfile.ZipFile(built[0]) as wheel:
-        bundled = [n for n in wheel.namelist() if n.startswith("mpcaffe.libs/")]
+        wheel_names = wheel.namelist()
+        bundled = [n for n in wheel_names if n.startswith("mpcaffe.libs/")]
     assert any("libprotobuf" in n for n in bundled), bundled
-    assert not any("libOpenCL" in n or "libnvrtc" in n for n in bundled), bundled
+    assert not any("libOpenCL" in n or "libnvrtc" in n or "libopencv" in n for n in bundled), bundled
+    # The image codec plugin (OpenCV, opened at the first image) is in the package, not OpenCV.
+    assert any(n == "mpcaffe/lib/libmpcaffe_image_codec.so" for n in wheel_names), wheel_names
     # A fresh environment; numpy and protobuf (the wheel's dependencies) come from the system
     # site-packages so the test needs no network (--ignore-installed: an mpcaffe installed there
     # must not stand in for the wheel).
@@ -166,3 +169,14 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(tmp_path):
     run = subprocess.run([str(python), "-m", "mpcaffe", "--version"], cwd=tmp_path, env=env,
                          capture_output=True, text=True)
     assert run.returncode == 0 and run.stdout.strip() == f"mpcaffe {project_version()}", run
+    # The installed command finds the plugin in the package and, having loaded it before the
+    # drivers, still lists every device the extension (no OpenCV in it) lists.
+    check = "import mpcaffe; print('\\n'.join(d['name'][:34] for d in mpcaffe.devices()))"
+    names = subprocess.run([str(python), "-c", check], cwd=tmp_path, env=env, capture_output=True,
+                           text=True).stdout.split("\n")
+    run = subprocess.run([str(python), "-m", "mpcaffe", "devices", "--verbose"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "images: OpenCV " in run.stdout and str(env_dir.resolve()) in run.stdout, run.stdout
+    for name in filter(None, names):
+        assert name in run.stdout, (name, run.stdout)

@@ -12,6 +12,7 @@
 
 #define MPCAFFE_FUZZ_WITH_NET
 #define MPCAFFE_FUZZ_WITH_CACHE
+#define MPCAFFE_FUZZ_WITH_IMAGES
 #include "fuzz/fuzz_inputs.h"
 #include "tests/testing/paths.h"
 
@@ -62,6 +63,13 @@ TEST(FuzzRegression, Solverstate) {
   for (const auto& [name, bytes] : Cases("solverstate")) {
     SCOPED_TRACE(name);
     fuzz::RunSolverstateInput(Bytes(bytes), bytes.size());
+  }
+}
+
+TEST(FuzzRegression, Image) {
+  for (const auto& [name, bytes] : Cases("image")) {
+    SCOPED_TRACE(name);
+    fuzz::RunImageInput(Bytes(bytes), bytes.size());
   }
 }
 

@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "codegen/elementwise.h"
+#include "layers/activation_kernels.h"
 #include "layers/layer_kernels.h"
 #include "layers/train_kernels.h"
 #include "libdnn/conv.h"
@@ -219,15 +220,20 @@ std::vector<KernelFamily> Build() {
                      kAll, k, [](DataType t) { return LayerKernelName("concat", t); },
                      ConcatSource);
                }});
+  // Crop, Tile (every type), Reduction (float types' reduce_; fp32 adds the backward kernels).
+  f.push_back({"gather", [](const KernelTarget& k) {
+                 return PerType(
+                     kAll, k, [](DataType t) { return LayerKernelName("gather", t); },
+                     GatherSource);
+               }});
   std::vector<DataType> unquantized;
   for (DataType t : kAllDataTypes)
     if (!IsQuantized(t)) unquantized.push_back(t);
-  f.push_back({"unary", [unquantized](const KernelTarget& k) {
-                 Samples s;
-                 for (DataType t : unquantized)
-                   for (const char* op : {"sigmoid", "tanh"})
-                     s.push_back({LayerKernelName(op, t), UnarySource(k, op, t)});
-                 return s;
+  // layers/activation_kernels: every row of the family in one program per float type.
+  f.push_back({"activation", [unquantized](const KernelTarget& k) {
+                 return PerType(
+                     unquantized, k, [](DataType t) { return ActivationKernelName("prelu", t); },
+                     ActivationSource);
                }});
   f.push_back({"eltwise", [unquantized](const KernelTarget& k) {
                  Samples s;
@@ -253,10 +259,17 @@ std::vector<KernelFamily> Build() {
                  }});
   };
   layer("softmax", "softmax", SoftmaxSource);
+  layer("lrn_within", "lrn_within", LrnWithinChannelSource);
   layer("dropout", "dropout", DropoutSource);
   layer("softmax_loss", "softmax_loss", SoftmaxLossSource);
   layer("accuracy", "accuracy", AccuracySource);
+  layer("sigmoid_cross_entropy", "sigmoid_ce", SigmoidCrossEntropySource);
   layer("squared_difference", "sqdiff", SquaredDifferenceSource);
+  layer("hinge_loss", "hinge", HingeLossSource);
+  layer("multinomial_logistic_loss", "multinomial_logistic", MultinomialLogisticLossSource);
+  layer("contrastive_loss", "contrastive", ContrastiveLossSource);
+  layer("infogain_loss", "infogain", InfogainLossSource);
+  layer("lstm_unit", "lstm_unit", LstmUnitSource);  // fp32 also carries the backward pass
   // net/moe_layer: gather / scatter-add per data type (fp32 also carries the training kernels).
   f.push_back({"moe", [](const KernelTarget& k) {
                  return PerType(
@@ -270,19 +283,21 @@ std::vector<KernelFamily> Build() {
                  }});
   };
   one("relu_backward", "relu_backward", ReluBackwardSource);
-  f.push_back({"unary_backward", [](const KernelTarget& k) {
-                 Samples s;
-                 for (const char* op : {"sigmoid", "tanh"})
-                   s.push_back({std::string(op) + "_backward", UnaryBackwardSource(k, op)});
-                 return s;
-               }});
+  one("activation_backward", "prelu_backward", ActivationBackwardSource);
   one("softmax_backward", "softmax_backward", SoftmaxBackwardSource);
   one("softmax_loss_backward", "softmax_loss_backward", SoftmaxLossBackwardSource);
   f.push_back({"masked_mean", [](const KernelTarget& k) {
                  return PerType(kFloats, k, MaskedMeanKernelName, MaskedMeanSource);
                }});
   one("euclidean_backward", "euclidean_backward", EuclideanBackwardSource);
+  one("sigmoid_cross_entropy_backward", "sigmoid_ce_backward", SigmoidCrossEntropyBackwardSource);
+  one("hinge_loss_backward", "hinge_backward", HingeLossBackwardSource);
+  one("multinomial_logistic_loss_backward", "multinomial_logistic_backward",
+      MultinomialLogisticLossBackwardSource);
+  one("contrastive_loss_backward", "contrastive_backward", ContrastiveLossBackwardSource);
+  one("infogain_loss_backward", "infogain_backward", InfogainLossBackwardSource);
   one("concat_backward", "concat_backward", ConcatBackwardSource);
+  one("lrn_within_backward", "lrn_within_backward", LrnWithinChannelBackwardSource);
   one("eltwise_max_backward", "max_select", EltwiseMaxBackwardSource);
   one("channel_sum", "channel_sum", ChannelSumSource);
   one("batch_norm", "bn_backward", BatchNormSource);

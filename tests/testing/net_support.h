@@ -1,13 +1,16 @@
-// tests/testing/net_support.h — what the net suites share: a NetParameter from prototxt text
-// written in a test, a deterministic input, and the relative difference of two outputs.
+// tests/testing/net_support.h — what the net and layer suites share: a NetParameter or one
+// layer's parameters from prototxt text written in a test, a deterministic input, and the
+// relative difference of two outputs.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "layers/blob.h"
+#include "layers/layer.h"
 #include "proto/model_io.h"
 
 namespace mpcaffe::test_support {
@@ -17,6 +20,29 @@ inline caffe::NetParameter NetText(const std::string& text, const std::string& s
   caffe::NetParameter p;
   ParseProtoFromText(text, source, &p);
   return p;
+}
+
+/// One layer from prototxt text (named "L" unless it names itself) whose bottoms, computation
+/// and tops are all in `t`, in the TEST phase: a layer suite's single-layer fixture.
+inline caffe::LayerParameter LayerText(const std::string& text, DataType t) {
+  caffe::LayerParameter p;
+  ParseProtoFromText(text, "<test>", &p);
+  if (p.name().empty()) p.set_name("L");
+  p.set_bottom_data_type(DataTypeToProto(t));
+  p.set_compute_data_type(DataTypeToProto(t));
+  p.set_top_data_type(DataTypeToProto(t));
+  p.set_phase(caffe::TEST);
+  return p;
+}
+
+/// The message of the mpcaffe::Error `f` throws ("" when it throws none).
+inline std::string ErrorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 /// sin(0.37 i + 0.2) for every element of `b`: the same input for every variant of a net.

@@ -1,5 +1,6 @@
 // tests/tools/calibrate_test.cc — the deployment verbs of the command line on a tiny net:
-// `mpcaffe calibrate` (from --input x.npy and from a Data layer's LMDB) observes the ranges the
+// `mpcaffe calibrate` (from --input x.npy, from photographs with --images and from a Data
+// layer's LMDB) observes the ranges the
 // inputs really have and writes a typed net that `mpcaffe test` scores and that computes what the
 // fp32 net computes within int8's error; `mpcaffe convert` writes the typed prototxt; bad input
 // is refused naming the file and what is wrong. Also the .npy reader and the progress bar's two
@@ -17,6 +18,8 @@
 #include <string>
 #include <vector>
 
+
+#include "layers/image_io.h"
 #include "net/net.h"
 #include "proto/model_io.h"
 #include "tools/npy_file.h"
@@ -105,6 +108,28 @@ class CalibrateTest : public testing::Test {
     return net.blob("prob").ToFloat();
   }
 
+  /// Three gray 8×8 pictures photos/p<i>.png and photos/list.txt naming them with labels 0, 1,
+  /// 2; the net takes 1×6×6, so with --resize 8,8 its input is the centre crop. [lo, hi]: the
+  /// crops' range after (pixel - 100) · 0.02.
+  void WriteGrayPhotos(float* lo, float* hi) {
+    fs::create_directory(dir_ / "photos");
+    *lo = 1e9f, *hi = -1e9f;
+    std::ofstream list(Path("photos/list.txt"));
+    for (int i = 0; i < 3; ++i) {
+      Image m(8, 8, 1);
+      for (int y = 0; y < 8; ++y)
+        for (int x = 0; x < 8; ++x) {
+          m.at(y, x, 0) = static_cast<uint8_t>(60 * i + 7 * y + 11 * x);
+          if (y >= 1 && y < 7 && x >= 1 && x < 7) {
+            const float v = (m.at(y, x, 0) - 100.0f) * 0.02f;
+            *lo = std::min(*lo, v), *hi = std::max(*hi, v);
+          }
+        }
+      WriteImage(Path("photos/p" + std::to_string(i) + ".png"), m);
+      list << "p" << i << ".png " << i << "\n";
+    }
+  }
+
   fs::path dir_;
   std::string model_, weights_, npy_;
   std::vector<float> samples_;
@@ -153,6 +178,115 @@ TEST_F(CalibrateTest, Int8FromNpyObservesTheInputRangeAndScoresLikeFp32) {
   const CommandResult scored = Mpcaffe("test --model '" + typed + "' --weights '" + out + "' --iterations 2");
   EXPECT_EQ(scored.status, 0) << scored.out;
   EXPECT_NE(scored.out.find("prob ="), std::string::npos) << scored.out;
+}
+
+TEST_F(CalibrateTest, Int8FromImagesObservesThePreprocessedRange) {
+  float lo = 0, hi = 0;
+  WriteGrayPhotos(&lo, &hi);
+  std::ofstream(Path("train_val.prototxt"))
+      << "layer { name: 'd' type: 'Data' top: 'data' include { phase: TEST } "
+         "transform_param { mean_value: 100 scale: 0.02 } data_param { source: 'x' } }\n";
+  const std::string base = "calibrate --model '" + model_ + "' --weights '" + weights_ +
+                           "' --dtype int8 --no-progress --resize 8,8 ";
+  for (const std::string& how :
+       {"--images '" + Path("photos") + "' --mean-values 100 --scale 0.02",
+        "--images '" + Path("photos/list.txt") + "' --transform-from '" +
+            Path("train_val.prototxt") + "'"}) {
+    SCOPED_TRACE(how);
+    const std::string out = Path("img.caffemodel");
+    const CommandResult r = Mpcaffe(base + how + " --output '" + out + "'");
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("1 forward passes"), std::string::npos) << r.out;  // 3 images, batch 4
+    const caffe::NetParameter saved = ReadNetParameterBinary(out);
+    bool input_seen = false;
+    for (const auto& q : saved.quantizer())
+      input_seen |= std::fabs(q.observed_min() - lo) < 1e-5 && std::fabs(q.observed_max() - hi) < 1e-5;
+    EXPECT_TRUE(input_seen) << "no quantizer observed the images' range [" << lo << ", " << hi
+                            << "]\n" << r.out;
+  }
+  // The report: both nets on the three labelled pictures, summary printed and JSON written.
+  const CommandResult reported =
+      Mpcaffe(base + "--images '" + Path("photos/list.txt") + "' --mean-values 100 --scale 0.02" +
+              " --output '" + Path("img.caffemodel") + "' --report '" + Path("report.json") + "'");
+  ASSERT_EQ(reported.status, 0) << reported.out;
+  EXPECT_NE(reported.out.find("Report on the 3 image(s)"), std::string::npos) << reported.out;
+  EXPECT_NE(reported.out.find("Against the list's labels (3 image(s))"), std::string::npos)
+      << reported.out;
+  std::ifstream report_file(Path("report.json"));
+  const std::string report((std::istreambuf_iterator<char>(report_file)), {});
+  for (const char* key : {"\"top1_agreement\": ", "\"mean_abs_score_difference\": ",
+                          "\"fp32_top1_accuracy\": ", "\"calibrated_top5\": ", "p2.png"})
+    EXPECT_NE(report.find(key), std::string::npos) << key << "\n" << report;
+  EXPECT_NE(report.find("\"count\": 3"), std::string::npos) << report;
+  // A damaged picture is named; a net input of 1 channel takes gray pictures only as is.
+  std::ofstream(Path("photos/p1.png")) << "not a picture";
+  const CommandResult bad = Mpcaffe(base + "--images '" + Path("photos") + "' --output '" +
+                                    Path("x.caffemodel") + "'");
+  EXPECT_EQ(bad.status, 1) << bad.out;
+  EXPECT_NE(bad.out.find("p1.png': not an image"), std::string::npos) << bad.out;
+  const CommandResult both = Mpcaffe(base + "--images '" + Path("photos") + "' --input '" + npy_ +
+                                     "' --output '" + Path("x.caffemodel") + "'");
+  EXPECT_EQ(both.status, 2) << both.out;
+  EXPECT_NE(both.out.find("give --input or --images, not both"), std::string::npos) << both.out;
+}
+
+// `mpcaffe classify`: the top classes of each picture are the net's own scores for the
+// preprocessed picture (a batch of 4 over 3 pictures: the input is reshaped), with labels, as
+// JSON, in int8 from the calibrated weights; a label file of the wrong length is refused.
+TEST_F(CalibrateTest, ClassifyPrintsEachPicturesTopClasses) {
+  float lo = 0, hi = 0;
+  WriteGrayPhotos(&lo, &hi);
+  std::ofstream(Path("labels.txt")) << "n0 zero\nn1 one\nn2 two\n";
+  const std::string common = " --images '" + Path("photos") +
+                             "' --resize 8,8 --mean-values 100 --scale 0.02 --labels '" +
+                             Path("labels.txt") + "' --top 2";
+  const CommandResult r = Mpcaffe("classify --model '" + model_ + "' --weights '" + weights_ +
+                                  "'" + common + " --json '" + Path("scores.json") + "'");
+  ASSERT_EQ(r.status, 0) << r.out;
+  // The same pictures through the net by hand: centre 6×6 of each, (pixel - 100) · 0.02.
+  Net net(ReadNetParameterText(model_), DefaultDevice());
+  net.CopyTrainedLayersFrom(weights_);
+  net.blob("data").Reshape({3, 1, 6, 6});
+  std::vector<float> x;
+  for (int i = 0; i < 3; ++i) {
+    const Image m = ReadImage(Path("photos/p" + std::to_string(i) + ".png"), 0, 0, false);
+    for (int y = 1; y < 7; ++y)
+      for (int xx = 1; xx < 7; ++xx) x.push_back((m.at(y, xx, 0) - 100.0f) * 0.02f);
+  }
+  net.blob("data").FromFloat(x);
+  net.Forward();
+  const std::vector<float> prob = net.blob("prob").ToFloat();
+  const char* labels[] = {"n0 zero", "n1 one", "n2 two"};
+  for (int i = 0; i < 3; ++i) {
+    const float* row = prob.data() + 3 * i;
+    const int best = static_cast<int>(std::max_element(row, row + 3) - row);
+    char line[96];
+    std::snprintf(line, sizeof line, "%.4f - \"%s\"", row[best], labels[best]);
+    const size_t at = r.out.find("p" + std::to_string(i) + ".png ----------");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find(line, at), r.out.find('\n', at) + 1) << line << "\n" << r.out;
+  }
+  std::ifstream json_file(Path("scores.json"));
+  const std::string json((std::istreambuf_iterator<char>(json_file)), {});
+  EXPECT_NE(json.find("p1.png"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"label\": \"n"), std::string::npos) << json;
+  // int8: calibrated on the pictures, then classified with the calibrated weights.
+  const CommandResult c = Mpcaffe("calibrate --model '" + model_ + "' --weights '" + weights_ +
+                                  "' --dtype int8 --no-progress --images '" + Path("photos") +
+                                  "' --resize 8,8 --mean-values 100 --scale 0.02 --output '" +
+                                  Path("int8.caffemodel") + "'");
+  ASSERT_EQ(c.status, 0) << c.out;
+  const CommandResult q = Mpcaffe("classify --model '" + model_ + "' --weights '" +
+                                  Path("int8.caffemodel") + "' --dtype int8" + common);
+  ASSERT_EQ(q.status, 0) << q.out;
+  EXPECT_EQ(q.out.find("has no quantizer ranges"), std::string::npos) << q.out;
+  EXPECT_NE(q.out.find("(int8)"), std::string::npos) << q.out;
+  std::ofstream(Path("labels.txt")) << "only one\n";
+  const CommandResult wrong = Mpcaffe("classify --model '" + model_ + "' --weights '" +
+                                      weights_ + "'" + common);
+  EXPECT_EQ(wrong.status, 1) << wrong.out;
+  EXPECT_NE(wrong.out.find("has 1 lines; the net's output 'prob' has 3 classes"),
+            std::string::npos) << wrong.out;
 }
 
 TEST_F(CalibrateTest, TypedPrototxtFromConvertCalibratesWithItsOwnTypes) {

@@ -257,7 +257,7 @@ TEST_F(ToolsTest, BenchGemmAnswersHelpAndRejectsUnknownArguments) {
   EXPECT_NE(help.out.find("usage: mpcaffe bench gemm"), std::string::npos) << help.out;
   const auto bogus = RunMpcaffe("bench gemm --dtypes int8w4 2>&1");
   EXPECT_EQ(bogus.status, 2);
-  EXPECT_NE(bogus.out.find("unknown argument '--dtypes'"), std::string::npos) << bogus.out;
+  EXPECT_NE(bogus.out.find("unknown flag '--dtypes'"), std::string::npos) << bogus.out;
   const auto missing = RunMpcaffe("bench gemm --json 2>&1");
   EXPECT_EQ(missing.status, 2);
   EXPECT_NE(missing.out.find("no value after '--json'"), std::string::npos) << missing.out;

@@ -1,0 +1,426 @@
+// libdnn/conv_depthwise_source.cc — the depthwise convolution's kernel texts (one channel per
+// group: a work-item per block of output rows, the one-column and the explicit-vector forms) and
+// the shape tests and defaults that choose them (IsDepthwise, IsPointwise, rows, vector width).
+#include <algorithm>
+#include <string>
+
+#include "device/error.h"
+#include "libdnn/conv.h"
+#include "libdnn/conv_internal.h"
+#include "libdnn/gemm_internal.h"
+#include "libdnn/typed_host.h"
+
+namespace mpcaffe::libdnn {
+
+using namespace conv_internal;  // NOLINT: this file's private vocabulary
+
+bool Convolution::IsDepthwise(const ConvDesc& d) {
+  return d.groups > 1 && d.channels == d.groups && d.out_channels == d.groups;
+}
+
+bool Convolution::IsPointwise(const ConvDesc& d) {
+  return d.groups == 1 && d.kernel_h == 1 && d.kernel_w == 1 && d.stride_h == 1 &&
+         d.stride_w == 1 && d.pad_h == 0 && d.pad_w == 0;
+}
+
+std::string Convolution::DepthwiseKernelName(const ConvDesc& d) {
+  return std::string("conv_dw_") + Name(d.type) + (d.weights_signed ? "_sw" : "");
+}
+
+int Convolution::DefaultDepthwiseRows(const ConvDesc& d) {
+  // A divisor of the output height (no half-empty last block; MobileNet's 112, 56, 28, 14 and 7
+  // rows all divide by 7): the largest in [4, 14] for stride-1 outputs of at most 56 rows, in
+  // [4, 8] otherwise, else 8 (fewer for shorter outputs). From the tuner's records of MobileNet
+  // v1's depthwise layers on both CPU runtimes (ConvBench.DISABLED_MobileNetDepthwiseRows, two
+  // runs each): 14-row blocks ran 1.0-2.0x faster than 7 at 56, 28 and 14 rows with stride 1,
+  // and 2-12x slower at 112 rows; stride 2 had 7 or 8 rows within the noise of the best.
+  const int oh = d.out_h();
+  const int most = d.stride_h == 1 && oh <= 56 ? 14 : 8;
+  for (int r = most; r >= 4; --r)
+    if (oh % r == 0) return r;
+  return oh < 8 ? oh : 8;
+}
+
+int Convolution::DepthwiseLocalWidth(const ConvDesc& d) {
+  // Work-groups along the output row: a multiple of 8 (a CPU runtime's vector of work-items)
+  // covering OW in as few groups of at most 64 as possible.
+  const int ow = d.out_w();
+  const int groups = DivUp(ow, 64);
+  return DivUp(DivUp(ow, groups), 8) * 8;
+}
+
+// The OpenCL form of the depthwise kernel with explicit vectors (Convolution::
+// DepthwiseVectorWidth): a work-item per (image · channel, block of `rows` output rows, vector
+// of `vx` neighbouring output columns). Each input row of the block is read with one vector
+// load per window column (vx·stride elements, every stride-th taken: .even for stride 2) and
+// multiplied into the vector accumulators of the output rows whose window meets it, so the
+// window runs in SIMD whatever the runtime's own vectorizer makes of the work-items (PoCL's
+// left the int8 kernel scalar: the requantization's branches). Columns outside the input are
+// masked to 0 (x − z_x = 0); work-items whose loads would leave the input buffer (the first
+// and last plane's edge rows) build their vectors lane by lane instead. int8q accumulates in
+// float: with 0 ≤ z_x ≤ 255 every product is at most 255² and a window of at most 258 taps sums
+// below 2^24, so the float sums are the int32 ones exactly; the epilogue requantizes the vector
+// (gemm_internal::VectorRequant: the same integers as mp_requant32).
+std::string conv_internal::VectorColumnLanes(const ConvDesc& d, int vx) {
+  auto num = [](long v) { return std::to_string(v); };
+  const std::string I = "int" + num(vx);
+  std::string lanes, b;
+  for (int j = 0; j < vx; ++j) lanes += (j ? ", " : "") + num(j * d.stride_w);
+  b += "  const " + I + " lx = (" + I + ")(" + lanes + ");\n";
+  for (int kx = 0; kx < d.kernel_w; ++kx) {
+    const std::string c = num(kx);
+    b += "  const " + I + " ix" + c + " = lx + (ixb + " + num(kx * d.dilation_w) + ");\n";
+    b += "  const " + I + " cm" + c + " = ix" + c + " >= 0 && ix" + c + " < " + num(d.width) +
+         ";\n";
+  }
+  return b;
+}
+
+namespace {
+
+/// The products input row r of a depthwise block adds into its accumulators: each output row t
+/// whose window row ky meets it (r = t·sh + ky·dh), every window column kx —
+/// `<p>acc<t> += <p>w<ky>_<kx> * <p>v<kx>;` with `p` the names' prefix ("" or "f" for float).
+std::string DepthwiseRowUses(const ConvDesc& d, int rows, int r, const std::string& p) {
+  auto num = [](long v) { return std::to_string(v); };
+  std::string uses;
+  for (int t = 0; t < rows; ++t)
+    for (int ky = 0; ky < d.kernel_h; ++ky)
+      if (t * d.stride_h + ky * d.dilation_h == r)
+        for (int kx = 0; kx < d.kernel_w; ++kx)
+          uses += "      " + p + "acc" + num(t) + " += " + p + "w" + num(ky) + "_" + num(kx) +
+                  " * " + p + "v" + num(kx) + ";\n";
+  return uses;
+}
+
+/// The depthwise kernel's signature, the same for the one-column and the vector forms (the
+/// launch in conv.cc sets these arguments in this order).
+KernelBuilder& DeclareDepthwiseKernel(KernelWriter& w, const ConvDesc& d) {
+  auto& k = w.Kernel(Convolution::DepthwiseKernelName(d))
+                .In("Dtype", "x")
+                .In("Wstore", "wt")
+                .In("Btype", "bias")
+                .In("int", "rq")
+                .In("int", "wz")
+                .In("Dtype", "res")
+                .Out("Dtype", "y");
+  for (const char* name : {"x_zero", "c_zero", "res_zero", "res_m", "res_s"}) k.Value("int", name);
+  return k;
+}
+
+std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d, int rows,
+                                  int vx) {
+  const bool q = IsQuantized(d.type);
+  KernelWriter w(target, "conv_depthwise");
+  w.AddType("Dtype", d.type);
+  DeclareWeightStorage(w, d);
+  if (q) {
+    w.UseRequant(d.type);
+    w.UseHelper(KernelHelper::kByteVectorStore);
+    w.Define("Btype", TraitsOf(d.type).acc_alias());
+  } else {
+    w.Define("Btype", "float");
+  }
+  auto num = [](long v) { return std::to_string(v); };
+  const std::string n = num(vx), F = "float" + n, I = "int" + n;
+  // A vector of k output lanes to `at`: one unaligned move for uchar (KernelHelper::
+  // kByteVectorStore), vstore<k> for float.
+  auto store = [&](int k, const std::string& v, const std::string& at) {
+    return q ? "MP_STORE_UCHAR" + num(k) + "(" + v + ", " + at + ");\n"
+             : "vstore" + num(k) + "(" + v + ", 0, " + at + ");\n";
+  };
+  const int sw = d.stride_w, load = vx * sw;  // elements per vector load
+  if (q && d.type != DataType::kInt8Q) throw Error("depthwise vector kernel: int8q or fp32 only");
+  const int oh = d.out_h(), ow = d.out_w();
+  const long hw = long(d.height) * d.width;
+  const long total = long(d.batch) * d.channels * hw;
+  const int in_rows = (rows - 1) * d.stride_h + (d.kernel_h - 1) * d.dilation_h + 1;
+  const int span = (d.kernel_w - 1) * d.dilation_w + load;  // columns a row's loads cover
+  auto& k = DeclareDepthwiseKernel(w, d).VectorWidth(Scalar::kF32, vx);
+  std::string b;
+  b += "  const int ox0 = $global_id(0) * " + n + ";\n";
+  b += "  const int oy0 = $global_id(1) * " + num(rows) + ";\n";
+  b += "  const int nc = $global_id(2);\n  const int ch = nc % " + num(d.channels) + ";\n";
+  b += "  const $global Dtype* xc = x + nc * " + num(hw) + ";\n";
+  b += "  const int iyb = oy0 * " + num(d.stride_h) + " - " + num(d.pad_h) + ";\n";
+  b += "  const int ixb = ox0 * " + num(sw) + " - " + num(d.pad_w) + ";\n";
+  b += VectorColumnLanes(d, vx);
+  b += "  const $global Wstore* wc = wt + ch * " + num(d.kernel_h * d.kernel_w) + ";\n";
+  if (q) b += "  const int wzc = wz[ch];\n  const float xz = (float)x_zero;\n";
+  for (int ky = 0; ky < d.kernel_h; ++ky)
+    for (int kx = 0; kx < d.kernel_w; ++kx)
+      b += "  const float w" + num(ky) + "_" + num(kx) + " = (float)(WLOAD(wc, " +
+           num(ky * d.kernel_w + kx) + ")" + (q ? " - wzc" : "") + ");\n";
+  // int8q sums w·x over the window with z_x in place of every tap outside the input, and the
+  // epilogue subtracts z_x·Σw (`wxz`): Σ w·(x − z_x) without a subtraction per loaded vector (the
+  // float sums stay exact integers: at most 258 taps of at most 255·255, below 2^24).
+  if (q) {
+    std::string sum;
+    for (int ky = 0; ky < d.kernel_h; ++ky)
+      for (int kx = 0; kx < d.kernel_w; ++kx)
+        sum += std::string(sum.empty() ? "" : " + ") + "w" + num(ky) + "_" + num(kx);
+    b += "  const float wxz = xz * (" + sum + ");\n";
+  }
+  for (int t = 0; t < rows; ++t) b += "  " + F + " acc" + num(t) + " = (" + F + ")(0.0f);\n";
+  // The vector of window column kx at row offset `ro`: `fast` one load (inside the buffer),
+  // else lane by lane; columns outside the input read `pad` (0, int8q z_x).
+  const std::string pad = q ? "xz" : "0.0f";
+  auto vec = [&](int kx, bool fast) {
+    const std::string c = num(kx), at = "ro + ixb + " + num(kx * d.dilation_w);
+    std::string v;
+    if (fast) {
+      v = "convert_float" + num(load) + "(vload" + num(load) + "(0, xc + " + at + "))";
+      if (sw == 2) v += ".even";
+      return "select((" + F + ")(" + pad + "), " + v + ", cm" + c + ")";
+    }
+    v = "(" + F + ")(";
+    for (int j = 0; j < vx; ++j) {
+      const std::string lane = "cm" + c + ".s" + std::string(1, "0123456789abcdef"[j]);
+      v += std::string(j ? ", " : "") + "(" + lane + " ? (float)Dtype_LOAD(xc, ix" + c + ".s" +
+           std::string(1, "0123456789abcdef"[j]) + " + ro) : " + pad + ")";
+    }
+    return v + ")";
+  };
+  auto window = [&](bool check_rows, bool fast) {
+    std::string s;
+    for (int r = 0; r < in_rows; ++r) {
+      const std::string uses = DepthwiseRowUses(d, rows, r, "");
+      if (uses.empty()) continue;
+      s += "    {\n";
+      const std::string iy = "iyb + " + num(r);
+      if (check_rows) s += "    if (" + iy + " >= 0 && " + iy + " < " + num(d.height) + ") {\n";
+      s += "      const int ro = (" + iy + ") * " + num(d.width) + ";\n";
+      for (int kx = 0; kx < d.kernel_w; ++kx)
+        s += "      const " + F + " v" + num(kx) + " = " + vec(kx, fast) + ";\n";
+      s += uses;
+      if (check_rows && q) {  // a row outside the input: every tap reads the padding z_x
+        s += "    } else {\n";
+        for (int kx = 0; kx < d.kernel_w; ++kx)
+          s += "      const " + F + " v" + num(kx) + " = (" + F + ")(xz);\n";
+        s += uses;
+      }
+      s += std::string(check_rows ? "    }\n" : "") + "    }\n";
+    }
+    return s;
+  };
+  // The loads of the block's rows inside the input stay inside the buffer: from the first row's
+  // ixb to the last row's ixb + span.
+  b += "  const int ry0 = max(iyb, 0), ry1 = min(iyb + " + num(in_rows - 1) + ", " +
+       num(d.height - 1) + ");\n";
+  b += "  const long e0 = (long)nc * " + num(hw) + " + ry0 * " + num(d.width) + " + ixb;\n";
+  b += "  const long e1 = (long)nc * " + num(hw) + " + ry1 * " + num(d.width) + " + ixb + " +
+       num(span) + ";\n";
+  b += "  if (e0 >= 0 && e1 <= " + num(total) + "L) {\n";
+  b += "  if (iyb >= 0 && iyb + " + num(in_rows - 1) + " < " + num(d.height) + ") {\n" +
+       window(false, true) + "  } else {\n" + window(true, true) + "  }\n";
+  b += "  } else {\n" + window(true, false) + "  }\n";
+  b += "  $global Dtype* yc = y + nc * " + num(long(oh) * ow) + " + ox0;\n";
+  if (d.residual) b += "  const $global Dtype* rc = res + nc * " + num(long(oh) * ow) + " + ox0;\n";
+  if (d.bias) b += "  const Btype bc = bias[ch];\n";
+  if (q) b += "  const int rqm = rq[2 * ch], rqs = rq[2 * ch + 1];\n";
+  const bool partial = ow % vx != 0;
+  if (partial) b += "  const int full = ox0 + " + n + " <= " + num(ow) + ";\n";
+  // Residual lanes: a vector load, or lane by lane in a partial vector.
+  auto residual = [&](const std::string& at) {
+    const std::string ld = q ? "convert_" + I + "(vload" + n + "(0, rc + " + at + "))"
+                              : "vload" + n + "(0, rc + " + at + ")";
+    if (!partial) return ld;
+    std::string v = "(" + std::string(q ? I : F) + ")(";
+    for (int j = 0; j < vx; ++j)
+      v += std::string(j ? ", " : "") + "(ox0 + " + num(j) + " < " + num(ow) +
+           " ? (" + (q ? "int" : "float") + ")Dtype_LOAD(rc, " + at + " + " + num(j) + ") : 0)";
+    v += ")";
+    return "(full ? " + ld + " : " + v + ")";
+  };
+  for (int t = 0; t < rows; ++t) {
+    const std::string at = "(oy0 + " + num(t) + ") * " + num(ow);
+    std::string s = oh % rows == 0 ? "  {\n" : "  if (oy0 + " + num(t) + " < " + num(oh) + ") {\n";
+    std::string out;
+    if (q) {
+      std::optional<gemm_internal::VectorResidual> res;
+      if (d.residual)
+        res = gemm_internal::VectorResidual{residual(at) + " - res_zero", "res_m", "res_s"};
+      const std::string a = "convert_" + I + "(acc" + num(t) + " - wxz)" + (d.bias ? " + bc" : "");
+      s += gemm_internal::VectorRequantClamp(vx, "r", a, "rqm", "rqs", "c_zero",
+                                             res ? &*res : nullptr,
+                                             d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX", 4);
+      s += "    const uchar" + n + " o = convert_uchar" + n + "(r);\n";
+      out = "o";
+    } else {
+      s += "    " + F + " v = acc" + num(t) + (d.bias ? " + bc" : "") + ";\n";
+      if (d.residual) s += "    v += " + residual(at) + ";\n";
+      if (d.relu) s += "    v = fmax(v, (" + F + ")(0.0f));\n";
+      out = "v";
+    }
+    if (!partial) {
+      s += "    " + store(vx, out, "yc + " + at);
+    } else {
+      // The one partial vector of a row holds its last ow % vx columns: stored as vectors of the
+      // remainder's powers of two (14 = 8 + 4 + 2), no compare per lane. Lane-by-lane stores
+      // behind a compare each took a third of the int8 14×14 layers' time (MobileNet v1 conv5_x/dw
+      // 0.31 → 0.21 ms without them, PoCL and Intel's runtime, 2026-11-24).
+      s += "    if (full) {\n      " + store(vx, out, "yc + " + at) + "    } else {\n";
+      const char* hex = "0123456789abcdef";
+      for (int k = 8, pos = 0, rem = ow % vx; k >= 1; k /= 2) {
+        if (!(rem & k)) continue;
+        std::string lanes;
+        for (int j = pos; j < pos + k; ++j) lanes += hex[j];
+        s += k == 1 ? "      yc[" + at + " + " + num(pos) + "] = " + out + ".s" + lanes + ";\n"
+                    : "      " + store(k, out + ".s" + lanes, "yc + " + at + " + " + num(pos));
+        pos += k;
+      }
+      s += "    }\n";
+    }
+    b += s + "  }\n";
+  }
+  k.Body(b);
+  return w.Source();
+}
+
+}  // namespace
+
+int Convolution::DepthwiseVectorWidth(const ConvDesc& d, Backend backend, int32_t x_zero) {
+  if (backend != Backend::kOpenCL || !IsDepthwise(d)) return 1;
+  // int8q accumulates in float (exact for z_x in the stored range and windows ≤ 258 taps).
+  const bool int8 = d.type == DataType::kInt8Q && x_zero >= 0 &&
+                    x_zero <= 255 && d.kernel_h * d.kernel_w <= 258;
+  if (d.type != DataType::kFloat32 && !int8) return 1;
+  if (d.stride_w > 2) return 1;
+  // The widest vector (16 lanes at stride 1, else 8) unless a narrower one leaves fewer lanes
+  // past the output row empty (56 columns: 7 vectors of 8, not 4 of 16).
+  const int ow = d.out_w();
+  auto waste = [&](int v) { return DivUp(ow, v) * v - ow; };
+  if (d.stride_w == 1 && waste(16) <= waste(8)) return 16;
+  return 8;
+}
+
+// A work-item per (image · channel, block of `rows` output rows, output column): dimension 0
+// runs along the output row, so neighbouring work-items (the lanes of a CPU runtime's implicit
+// vectorization) load neighbouring input pixels. Every size is a constant of the text and the
+// window is unrolled in it: the KH·KW weights sit in registers, each input row of the block is
+// loaded once (KW loads) and multiplied into every output row whose window covers it. Blocks
+// whose input rows all lie inside the input skip the row checks; columns where the window
+// leaves the input read 0 (x − z_x = 0 for quantized types). The epilogue is the forward
+// kernel's: bias, residual, ReLU, requantization with the channel's multiplier, clamp.
+std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvDesc& d, int rows,
+                                         int vx) {
+  const bool q = IsQuantized(d.type);
+  if (rows <= 0) rows = DefaultDepthwiseRows(d);
+  if (vx > 1) return DepthwiseVectorSource(target, d, rows, vx);
+  KernelWriter w(target, "conv_depthwise");
+  w.AddType("Dtype", d.type);
+  DeclareWeightStorage(w, d);
+  if (q) {
+    w.UseRequant(d.type);
+    w.Define("Atype", TraitsOf(d.type).acc_alias());
+    w.Define("Btype", TraitsOf(d.type).acc_alias());
+    w.Define("XV(v)", "((Atype)(v) - x_zero)");
+  } else {
+    w.Define("Atype", "float");
+    w.Define("Btype", "float");
+    w.Define("XV(v)", "((Atype)(v))");  // CUDA's half loads convert explicitly
+  }
+  const int oh = d.out_h(), ow = d.out_w();
+  const int in_rows = (rows - 1) * d.stride_h + (d.kernel_h - 1) * d.dilation_h + 1;
+  auto& k = DeclareDepthwiseKernel(w, d);
+  auto num = [](long v) { return std::to_string(v); };
+  std::string b;
+  b += "  const int ox = $global_id(0);\n  if (ox >= " + num(ow) + ") return;\n";
+  b += "  const int oy0 = $global_id(1) * " + num(rows) + ";\n";
+  b += "  const int nc = $global_id(2);\n  const int ch = nc % " + num(d.channels) + ";\n";
+  b += "  const $global Dtype* xc = x + nc * " + num(long(d.height) * d.width) + ";\n";
+  b += "  const int iyb = oy0 * " + num(d.stride_h) + " - " + num(d.pad_h) + ";\n";
+  b += "  const int ixb = ox * " + num(d.stride_w) + " - " + num(d.pad_w) + ";\n";
+  // int8 in float: with x_zero in the stored range, every product (x − z_x)(w − z_w) is at most
+  // 255² in magnitude and a window of at most 258 of them sums below 2^24, so float accumulates
+  // the same integers exactly, at the speed of fp32's window (an int32 multiply per tap cost
+  // int8 2–3.5× fp32's time on MobileNet's depthwise layers, PoCL). Other zero points take the
+  // int32 window.
+  const bool in_float = d.type == DataType::kInt8Q && d.kernel_h * d.kernel_w <= 258;
+  b += "  const $global Wstore* wc = wt + ch * " + num(d.kernel_h * d.kernel_w) + ";\n";
+  if (q) b += "  const Atype wzc = wz[ch];\n";
+  // Each window column: inside the input or not, and a safe offset.
+  for (int kx = 0; kx < d.kernel_w; ++kx) {
+    const std::string c = num(kx);
+    b += "  const int ix" + c + " = ixb + " + num(kx * d.dilation_w) + ";\n";
+    b += "  const int cok" + c + " = ix" + c + " >= 0 && ix" + c + " < " + num(d.width) + ";\n";
+    b += "  const int cix" + c + " = cok" + c + " ? ix" + c + " : 0;\n";
+  }
+  for (int t = 0; t < rows; ++t) b += "  Atype acc" + num(t) + " = 0;\n";
+  // The window's weights (minus the channel's zero point), accumulators, and the input rows of
+  // the block, each multiplied into the output rows t whose window row ky meets it
+  // (r = t·sh + ky·dh); `fl`: in float (names f…), else in Atype.
+  auto window = [&](bool check_rows, bool fl) {
+    const std::string T = fl ? "float" : "Atype", f = fl ? "f" : "";
+    std::string s;
+    for (int r = 0; r < in_rows; ++r) {
+      const std::string uses = DepthwiseRowUses(d, rows, r, f);
+      if (uses.empty()) continue;
+      s += "    {\n";
+      if (check_rows) {
+        s += "      const int iy = iyb + " + num(r) + ";\n";
+        s += "      const int rok = iy >= 0 && iy < " + num(d.height) + ";\n";
+        s += "      const int ro = (rok ? iy : 0) * " + num(d.width) + ";\n";
+      } else {
+        s += "      const int ro = (iyb + " + num(r) + ") * " + num(d.width) + ";\n";
+      }
+      for (int kx = 0; kx < d.kernel_w; ++kx) {
+        const std::string c = num(kx);
+        const std::string ok = check_rows ? "rok && cok" + c : "cok" + c;
+        s += "      const " + T + " " + f + "v" + c + " = " + ok + " ? (" + T +
+             ")XV(Dtype_LOAD(xc, ro + cix" + c + ")) : (" + T + ")0;\n";
+      }
+      s += uses + "    }\n";
+    }
+    return s;
+  };
+  auto block = [&](bool fl) {
+    const std::string T = fl ? "float" : "Atype", f = fl ? "f" : "";
+    std::string s;
+    for (int ky = 0; ky < d.kernel_h; ++ky)
+      for (int kx = 0; kx < d.kernel_w; ++kx) {
+        const std::string i = num(ky * d.kernel_w + kx);
+        s += "  const " + T + " " + f + "w" + num(ky) + "_" + num(kx) + " = (" + T +
+             ")((Atype)WLOAD(wc, " + i + ")" + (q ? " - wzc" : "") + ");\n";
+      }
+    if (fl)
+      for (int t = 0; t < rows; ++t) s += "  float facc" + num(t) + " = 0.0f;\n";
+    s += "  if (iyb >= 0 && iyb + " + num(in_rows - 1) + " < " + num(d.height) + ") {\n" +
+         window(false, fl) + "  } else {\n" + window(true, fl) + "  }\n";
+    if (fl)
+      for (int t = 0; t < rows; ++t) s += "  acc" + num(t) + " = (Atype)facc" + num(t) + ";\n";
+    return s;
+  };
+  if (in_float)
+    b += "  if (x_zero >= 0 && x_zero <= 255) {\n" + block(true) + "  } else {\n" + block(false) +
+         "  }\n";
+  else
+    b += block(false);
+  b += "  $global Dtype* yc = y + nc * " + num(long(oh) * ow) + " + ox;\n";
+  if (d.residual) b += "  const $global Dtype* rc = res + nc * " + num(long(oh) * ow) + " + ox;\n";
+  if (d.bias) b += "  const Btype bc = bias[ch];\n";
+  if (q) b += "  const int rqm = rq[2 * ch], rqs = rq[2 * ch + 1];\n";
+  for (int t = 0; t < rows; ++t) {
+    const std::string at = "(oy0 + " + num(t) + ") * " + num(ow);
+    // Rows past the output exist only in a last, partial block.
+    std::string s = oh % rows == 0 ? "  {\n" : "  if (oy0 + " + num(t) + " < " + num(oh) + ") {\n";
+    if (q) {
+      s += "    mp_i64 v = (mp_i64)c_zero + MP_REQUANT(acc" + num(t) + (d.bias ? " + bc" : "") +
+           ", rqm, rqs);\n";
+      if (d.residual)
+        s += "    v += MP_REQUANT((mp_i64)Dtype_LOAD(rc, " + at + ") - res_zero, res_m, res_s);\n";
+      s += std::string("    v = Dtype_SAT_FROM(v, ") +
+           (d.relu ? "(mp_i64)c_zero" : "(mp_i64)Dtype_QMIN") + ");\n";
+    } else {
+      s += "    float v = acc" + num(t) + (d.bias ? " + bc" : "") + ";\n";
+      if (d.residual) s += "    v += (float)Dtype_LOAD(rc, " + at + ");\n";
+      if (d.relu) s += "    v = v > 0.0f ? v : 0.0f;\n";
+    }
+    s += "    Dtype_STORE(yc, " + at + ", v);\n  }\n";
+    b += s;
+  }
+  k.Body(b);
+  return w.Source();
+}
+
+}  // namespace mpcaffe::libdnn
