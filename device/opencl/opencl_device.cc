@@ -388,6 +388,10 @@ class OpenCLDevice : public Device {
     // rusticl device is assumed to share the compiler's fault until a later Mesa is measured
     // (tests/device/widened_compare_test.cc says when a flagged device compiles it correctly).
     info_.long_compare_of_int_broken = info_.implementation == "rusticl";
+    // Every rusticl device compiles through NIR, which scalarizes vector types; its CPU device
+    // (llvmpipe) then runs each work-item in a lane of a 256-bit vector (a GPU-type rusticl
+    // device is covered by is_gpu already).
+    info_.work_items_in_simd_lanes = info_.implementation == "rusticl";
     // PoCL's binary holds a generic work-group function of every kernel (and each listed
     // specialization of every kernel), compiled when asked for; its own cache, unless turned
     // off, keeps the functions launches compiled.
