@@ -31,19 +31,21 @@ build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
 # Every C++ suite (one CTest entry per folder), then the Python suite against the installed
-# package. The device-dependent suites run once per device (entries <suite>@pocl, @intel, @gpu;
-# an absent device's entries are skipped, and scripts/ctest-devices.sh says why and where each
-# one ran). Cold and hermetic, as on a new machine: every run starts with an empty kernel cache
-# and tuning table of its own and empty driver caches (PoCL's, Mesa's, CUDA's JIT), all under
-# $(BUILD)/test-cache, never the user's. It ends with scripts/test-budget.py's table (time,
-# programs compiled, cache hits per entry), which fails when an entry compiled a program twice.
+# package. The device-dependent suites run once per device (entries <suite>@pocl, @intel,
+# @rusticl, @gpu; an absent device's entries are skipped, and scripts/ctest-devices.sh says why
+# and where each one ran), except the entries labelled `sweep` (tests/CMakeLists.txt
+# MPCAFFE_TEST_SUITES_<device>: rusticl's slow suites), which make test-sweep runs. Cold and
+# hermetic, as on a new machine: every run starts with an empty kernel cache and tuning table of
+# its own and empty driver caches (PoCL's, Mesa's, CUDA's JIT), all under $(BUILD)/test-cache,
+# never the user's. It ends with scripts/test-budget.py's table (time, programs compiled, cache
+# hits per entry), which fails when an entry compiled a program twice.
 # Two CTest jobs: a suite on one device beside a suite on another (tests/CMakeLists.txt).
 TEST_CACHE_DIR := $(abspath $(BUILD))/test-cache
 TEST_ENV := MPCAFFE_CACHE=$(TEST_CACHE_DIR)/kernels.sqlite POCL_CACHE_DIR=$(TEST_CACHE_DIR)/pocl \
   MESA_SHADER_CACHE_DIR=$(TEST_CACHE_DIR)/mesa CUDA_CACHE_PATH=$(TEST_CACHE_DIR)/cuda
 test: build
 	rm -rf $(TEST_CACHE_DIR) && mkdir -p $(TEST_CACHE_DIR)/compiles $(TEST_CACHE_DIR)/reports
-	cd $(BUILD) && $(TEST_ENV) ctest --output-on-failure --timeout 4000 -j2; c=$$?; \
+	cd $(BUILD) && $(TEST_ENV) ctest --output-on-failure --timeout 4000 -j2 -LE sweep; c=$$?; \
 	  cd $(CURDIR) && scripts/ctest-devices.sh $(BUILD); \
 	  start=$$(date +%s.%N); \
 	  $(TEST_ENV) MPCAFFE_COMPILE_LOG=$(TEST_CACHE_DIR)/compiles/python.log \
@@ -56,11 +58,11 @@ test: build
 	    "budget $$([ $$b = 0 ] && echo kept || echo BROKEN)"; \
 	  [ $$c = 0 ] && [ $$p = 0 ] && [ $$b = 0 ]
 
-# The exhaustive sweeps, not part of `make test`: the device suites, the CUDA suite and the
-# Oclgrind sweep with MPCAFFE_TEST_SWEEP=1, where every test over a family's configurations
-# compiles all of them (every tuner candidate, every shape × option of its own lists) instead of
-# the covering sample `make test` compiles (tests/testing/sweep.h). Cold, like `make test`;
-# hours on a 2-core machine.
+# The exhaustive sweeps, not part of `make test`: the device suites (with those make test leaves
+# out, label `sweep`), the CUDA suite and the Oclgrind sweep with MPCAFFE_TEST_SWEEP=1, where
+# every test over a family's configurations compiles all of them (every tuner candidate, every
+# shape × option of its own lists) instead of the covering sample `make test` compiles
+# (tests/testing/sweep.h). Cold, like `make test`; hours on a 2-core machine.
 SWEEP_ENTRIES := ^(device|codegen|quant|libdnn|layers|net)@|^cuda$$|^oclgrind$$
 test-sweep: build
 	rm -rf $(TEST_CACHE_DIR) && mkdir -p $(TEST_CACHE_DIR)/compiles $(TEST_CACHE_DIR)/reports

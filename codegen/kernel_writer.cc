@@ -21,7 +21,7 @@ namespace {
 const char* kRequantizeText = R"(// Fixed-point requantization with one rounding (quant/fixed_point.h is the host reference).
 $device_fn mp_i64 mp_requant64(mp_i64 acc, int mult, int shift) {
   int right = 31 - shift;
-  int negative = acc < 0;
+  int negative = $negative_i64(acc);
   mp_u64 a = negative ? (mp_u64)0 - (mp_u64)acc : (mp_u64)acc;
   mp_u64 m = (mp_u64)(mp_u32)mult;
   mp_u64 lo = a * m;
@@ -68,6 +68,22 @@ $device_fn int mp_requant32(int acc, int mult, int shift) {
   }
   return r > 2147483647 ? 2147483647 : (r < -2147483647 - 1 ? -2147483647 - 1 : (int)r);
 }
+)";
+
+// $long_of_int where KernelTarget::long_compare_of_int_broken (Mesa 22.3's rusticl): an int
+// widened by a cast or convert_long compares wrongly with constants there, the same value
+// assembled from its two halves by upsample (OpenCL C: (long)hi << 32 | lo) compares right.
+const char* kLongOfIntText = R"(// mp_long_of_int: ints widened so that compares of them come out right.
+#define MP_LONG_OF_INT(T, L, U) \
+  inline __attribute__((overloadable, always_inline)) L mp_long_of_int(T x) { \
+    return upsample(x >> 31, U(x)); \
+  }
+MP_LONG_OF_INT(int, long, as_uint)
+MP_LONG_OF_INT(int2, long2, as_uint2)
+MP_LONG_OF_INT(int4, long4, as_uint4)
+MP_LONG_OF_INT(int8, long8, as_uint8)
+MP_LONG_OF_INT(int16, long16, as_uint16)
+#undef MP_LONG_OF_INT
 )";
 
 const char* kAtomicAddF32Text = R"(// Float atomic add as a compare-and-swap loop on the word's bits.
@@ -121,6 +137,7 @@ KernelTarget KernelTarget::Of(const Device& device) {
   // is without the setting.)
   if (const HostIsa isa = ActiveHostIsa(); isa < CpuHostIsa())
     t.helper_forms = isa == HostIsa::kGeneric ? HelperForms::kPortable : HelperForms::kUpTo256Bit;
+  t.long_compare_of_int_broken = device.info().long_compare_of_int_broken;
   return t;
 }
 
@@ -287,9 +304,11 @@ KernelWriter& KernelWriter::UseRequant(DataType type) {
   const std::string define = "#define MP_REQUANT(acc, m, s) ";
   for (const auto& d : defines_)
     if (d.compare(0, define.size(), define) == 0) return *this;
-  return Define("MP_REQUANT(acc, m, s)", TraitsOf(type).acctype == Scalar::kI64
-                                             ? "mp_requant64((mp_i64)(acc), m, s)"
-                                             : "(mp_i64)mp_requant32((int)(acc), m, s)");
+  // int8q's result is an int widened for the caller's clamps: $long_of_int.
+  return Define("MP_REQUANT(acc, m, s)",
+                TraitsOf(type).acctype == Scalar::kI64
+                    ? "mp_requant64((mp_i64)(acc), m, s)"
+                    : Expand("$long_of_int(mp_requant32((int)(acc), m, s))"));
 }
 
 KernelWriter& KernelWriter::Define(const std::string& name, const std::string& value) {
@@ -373,6 +392,28 @@ std::string KernelWriter::Expand(const std::string& text) const {
       one_dim(d.num_groups);
     } else if (word == "global_size") {
       one_dim(d.global_size);
+    } else if (word == "long_of_int") {
+      // KernelTarget::long_compare_of_int_broken: see kLongOfIntText.
+      if (args.empty() || args.size() > 2)
+        throw std::invalid_argument("$long_of_int takes (x) or (x, lanes)");
+      args[0] = Expand(args[0]);
+      if (target_.long_compare_of_int_broken)
+        out += "mp_long_of_int(" + args[0] + ")";
+      else if (args.size() == 1)
+        out += "(mp_i64)" + args[0];
+      else if (d.vector_builtins)
+        out += "convert_long" + args[1] + "(" + args[0] + ")";
+      else
+        throw std::invalid_argument("$long_of_int(x, lanes): " +
+                                    std::string(BackendName(target_.backend)) +
+                                    " has no built-in vectors");
+      i = end;
+    } else if (word == "negative_i64") {
+      if (args.size() != 1) throw std::invalid_argument("$negative_i64 takes (x)");
+      args[0] = Expand(args[0]);
+      out += target_.long_compare_of_int_broken ? "(int)((mp_u64)(" + args[0] + ") >> 63)"
+                                                : args[0] + " < 0";
+      i = end;
     } else if (word == "loop") {
       if (args.size() != 2) throw std::invalid_argument("$loop takes (index, count)");
       out += "for (int " + args[0] + " = " + d.global_id[0] + "; " + args[0] + " < " + args[1] +
@@ -420,6 +461,8 @@ std::string KernelWriter::Preamble() const {
     p += "#define MP_PORTABLE_FORMS 1\n";
   if (target_.helper_forms == KernelTarget::HelperForms::kUpTo256Bit)
     p += "#define MP_NO_512BIT_FORMS 1\n";
+  if (target_.long_compare_of_int_broken && target_.backend == Backend::kOpenCL)
+    p += kLongOfIntText;
   for (const auto& block : type_blocks_) p += block;
   for (const auto& define : defines_) p += define;
   // A helper only some dialects have: its row's text, or an error naming the backend.

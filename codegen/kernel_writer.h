@@ -91,6 +91,12 @@ struct KernelTarget {
   /// text defines MP_NO_512BIT_FORMS or MP_PORTABLE_FORMS for the lower two.
   enum class HelperForms { kNative, kUpTo256Bit, kPortable };
   HelperForms helper_forms = HelperForms::kNative;
+  /// The compiler miscompiles a signed comparison of a 64-bit integer widened from 32 bits
+  /// with a constant (DeviceInfo::long_compare_of_int_broken: Mesa 22.3's rusticl). Kernel
+  /// texts widen ints with $long_of_int and test an mp_i64's sign with $negative_i64, which
+  /// spell the plain cast and comparison elsewhere (the same text as before the quirk was
+  /// known) and, here, forms that compiler gets right.
+  bool long_compare_of_int_broken = false;
 
   /// The device's target. fp16_arith follows DeviceInfo::fp16 unless MPCAFFE_FP16_ARITH=0
   /// (fp16 then computes in float, as on a device without half arithmetic); helper_forms
@@ -204,6 +210,10 @@ class KernelBuilder {
 ///   $global_id(d) $local_id(d) $group_id(d) $local_size(d) $num_groups(d) $global_size(d)
 ///   $barrier  $global (pointer qualifier)  $local (pointer qualifier)  $shared (array decl)
 ///   $device_fn  $loop(i, n) (grid-stride loop header over int i in [0, n))
+///   $long_of_int(x) / $long_of_int(x, N)  the int (intN) x as mp_i64 (longN): `(mp_i64)x` /
+///       `convert_longN(x)`, or mp_long_of_int(x) where KernelTarget::long_compare_of_int_broken
+///       (x a primary or postfix expression: a name, call, subscript or parenthesized)
+///   $negative_i64(x)  1 when the mp_i64 x is negative, else 0 (`x < 0`, or its sign bit)
 /// Generated text is deterministic: the same calls give the same bytes.
 ///
 /// `family` names the kernel family the program belongs to ("gemm", "conv_forward", …; lower

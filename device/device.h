@@ -49,14 +49,34 @@ struct DeviceInfo {
   /// The device computes on the host's memory (OpenCL CL_DEVICE_HOST_UNIFIED_MEMORY, or a CPU
   /// device): mapping an allocation (HostView) gives its own bytes, no copy.
   bool host_unified_memory = false;
+  /// The compiler gets a signed comparison (<, <=, >, >=) of a 64-bit integer with a constant
+  /// wrong when it can see the integer was widened from a 32-bit one: Mesa 22.3's rusticl on
+  /// llvmpipe makes `(long)i < 3` false for every i (the OpenCL C relational operators give 1
+  /// when the relation holds, and int → long keeps the value). Kernels then widen such values
+  /// in a form the compiler does not see through (KernelTarget::long_compare_of_int_broken).
+  bool long_compare_of_int_broken = false;
   /// Asking the driver for a program's binary makes it compile more than a launch needs, while
   /// a persistent cache of its own already keeps what the launches compiled (PoCL: a generic
   /// work-group function for every kernel plus each listed local size for every kernel, 4× the
   /// cold compile of a convolution test). Device::BuildProgram then stores a binary only at the
   /// second build of its text (MPCAFFE_BINARIES=always stores it at the first).
   bool binary_costs_compiles = false;
+  /// The compiler runs the work-items of a work-group in the lanes of SIMD vectors and splits a
+  /// kernel's own vector types into scalars, as GPU compilers do, although the device is a CPU:
+  /// Mesa's llvmpipe (NIR scalarizes; each value is a vector of 8 invocations on 256-bit
+  /// registers, and a work-group runs on one thread). A work-group of one work-item with float8
+  /// vectors then fills one lane in 8 and spills, so libdnn takes the GPU defaults (work-groups of
+  /// scalar lanes) where this is set (UsesLaneDefaults).
+  bool work_items_in_simd_lanes = false;
   std::vector<std::string> extensions;
 };
+
+/// Whether kernels on this device get the defaults of a device whose compiler maps work-items to
+/// SIMD lanes (GPUs, and CPU devices with work_items_in_simd_lanes) rather than those of an
+/// OpenCL CPU runtime that runs a work-item per thread with the kernel's own vectors.
+inline bool UsesLaneDefaults(const DeviceInfo& device) {
+  return device.is_gpu || device.work_items_in_simd_lanes;
+}
 
 /// MPCAFFE_MAX_DEVICE_BYTES as a number of bytes (0 when unset); throws DeviceError when it
 /// is not a plain decimal number.

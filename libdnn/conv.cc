@@ -45,7 +45,7 @@ bool WantsForwardGemm(const Device& device, const ConvDesc& d, const ConvQuant& 
   const std::string& env = GetSettings().conv_gemm;
   if (env == "0") return false;
   if (env == "1") return true;
-  return !device.info().is_gpu && d.type == DataType::kInt8Q && d.groups == 1 &&
+  return !UsesLaneDefaults(device.info()) && d.type == DataType::kInt8Q && d.groups == 1 &&
          d.channels <= 4 && d.kernel_h * d.kernel_w >= 9;
 }
 
@@ -495,8 +495,9 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
                                       {0, 0, 0}, queue);
     const std::array<size_t, 3> global{size_t(DivUp(int(hw), int(block))),
                                        size_t(DivUp(ocg, t.oc)), size_t(d.batch)};
-    // GPUs keep their runtime's choice: whole rows of pixel blocks are no multiple of a warp.
-    const std::array<size_t, 3> local = device_->info().is_gpu
+    // Devices whose work-items are SIMD lanes (GPUs, llvmpipe) keep their runtime's choice:
+    // whole rows of pixel blocks are no multiple of a warp.
+    const std::array<size_t, 3> local = UsesLaneDefaults(device_->info())
                                             ? std::array<size_t, 3>{0, 0, 0}
                                             : SpreadLocal(global, device_->info());
     return pointwise_kernel_.Launch({global[0], global[1], global[2]},

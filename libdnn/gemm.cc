@@ -153,7 +153,9 @@ std::string VectorRequant(int lanes, const std::string& out, const std::string& 
   const std::string rr = out + "_rr", p = out + "_p", sh = out + "_sh", r1 = out + "_r1",
                     ru = out + "_ru";
   std::string s;
-  s += pad + "const " + l + " " + rr + " = convert_" + l + "(31 - (" + shift + "));\n";
+  // The ints are widened with $long_of_int: compared with constants below (see
+  // KernelTarget::long_compare_of_int_broken).
+  s += pad + "const " + l + " " + rr + " = $long_of_int(31 - (" + shift + "), " + n + ");\n";
   s += pad + "const " + u + " " + p + " = convert_" + u + "(abs(" + val + ")) * convert_" + u +
        "(as_uint" + n + "(" + mult + "));\n";
   s += pad + "const " + u + " " + sh + " = convert_" + u + "(clamp(" + rr + ", (" + l + ")(1), (" +
@@ -163,7 +165,7 @@ std::string VectorRequant(int lanes, const std::string& out, const std::string& 
   s += pad + "const " + u + " " + ru + " = select(select((" + u + ")(0), " + r1 + ", " + rr +
        " < 64), " + p + ", " + rr + " <= 0);\n";
   s += pad + l + " " + out + " = select(convert_" + l + "(" + ru + "), -convert_" + l + "(" + ru +
-       "), convert_" + l + "(" + val + ") < 0);\n";
+       "), $long_of_int(" + val + ", " + n + ") < 0);\n";
   s += pad + out + " = clamp(" + out + ", (" + l + ")(-2147483647L - 1), (" + l +
        ")(2147483647L));\n";
   return s;

@@ -185,7 +185,7 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
     body += R"(    int lanes[8];
     vstore8(convert_int8(best), 0, lanes);
     for (int l = 0; l < 8; ++l) {
-      mp_i64 r = same ? (mp_i64)lanes[l] : (mp_i64)y_zero + MP_REQUANT(lanes[l] - x_zero, mult, shift);
+      mp_i64 r = same ? $long_of_int(lanes[l]) : (mp_i64)y_zero + MP_REQUANT(lanes[l] - x_zero, mult, shift);
       r = Dtype_SAT(r);
       Dtype_STORE(y, i0 + l, r);
     }
@@ -290,7 +290,7 @@ std::string Pooling::ForwardSource(const KernelTarget& target, DataType type, Po
 )";
     if (q) {
       body +=
-          R"(    mp_i64 r = same ? (mp_i64)best : (mp_i64)y_zero + MP_REQUANT(best - x_zero, mult, shift);
+          R"(    mp_i64 r = same ? $long_of_int(best) : (mp_i64)y_zero + MP_REQUANT(best - x_zero, mult, shift);
     r = Dtype_SAT(r);
     Dtype_STORE(y, i, r);
 )";

@@ -6,6 +6,7 @@ set -euo pipefail
 DEBIAN_PACKAGES=(
   cmake g++ make pkg-config
   pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo oclgrind
+  mesa-opencl-icd
   libclblast-dev libsqlite3-dev sqlite3
   libprotobuf-dev protobuf-compiler
   libgtest-dev libbenchmark-dev libgemmlowp-dev
@@ -99,6 +100,13 @@ if clinfo -l 2>/dev/null | grep "Portable Computing Language" >/dev/null; then
   record "pocl: installed $(dpkg-query -W -f='${Version}' pocl-opencl-icd)"
 else
   record "pocl: NOT available: clinfo lists no Portable Computing Language platform"
+fi
+# Mesa's rusticl: its CPU device (llvmpipe) is listed only with RUSTICL_ENABLE=llvmpipe, which
+# mpcaffe sets for itself unless RUSTICL_ENABLE is set (device/opencl/opencl_device.cc).
+if RUSTICL_ENABLE=llvmpipe clinfo -l 2>/dev/null | grep "rusticl" >/dev/null; then
+  record "rusticl: installed mesa-opencl-icd $(dpkg-query -W -f='${Version}' mesa-opencl-icd)"
+else
+  record "rusticl: NOT available: clinfo (RUSTICL_ENABLE=llvmpipe) lists no rusticl platform"
 fi
 if command -v oclgrind >/dev/null; then
   record "oclgrind: installed $(dpkg-query -W -f='${Version}' oclgrind 2>/dev/null)"

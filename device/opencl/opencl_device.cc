@@ -384,6 +384,14 @@ class OpenCLDevice : public Device {
     Check(err, "clCreateContext", info_.name);
     queue_ = std::make_unique<OpenCLQueue>(context_, device_);
     is_pocl_ = info_.platform_name.find("Portable Computing Language") != std::string::npos;
+    // Measured on Mesa 22.3.6 (Debian 12's mesa-opencl-icd), the only rusticl at hand: every
+    // rusticl device is assumed to share the compiler's fault until a later Mesa is measured
+    // (tests/device/widened_compare_test.cc says when a flagged device compiles it correctly).
+    info_.long_compare_of_int_broken = info_.implementation == "rusticl";
+    // Every rusticl device compiles through NIR, which scalarizes vector types; its CPU device
+    // (llvmpipe) then runs each work-item in a lane of a 256-bit vector (a GPU-type rusticl
+    // device is covered by is_gpu already).
+    info_.work_items_in_simd_lanes = info_.implementation == "rusticl";
     // PoCL's binary holds a generic work-group function of every kernel (and each listed
     // specialization of every kernel), compiled when asked for; its own cache, unless turned
     // off, keeps the functions launches compiled.
@@ -627,6 +635,14 @@ Kernel OpenCLProgram::GetKernel(const std::string& name) {
 }  // namespace
 
 std::string EnumerateOpenCL() {
+  // Mesa's rusticl lists its CPU device (llvmpipe) only when RUSTICL_ENABLE names it, and reads
+  // the variable when the ICD loader first loads it: at the first clGetPlatformIDs, below. So
+  // that `mpcaffe devices` lists rusticl with no help, ask for llvmpipe unless the user set
+  // RUSTICL_ENABLE (even empty: `RUSTICL_ENABLE=` keeps rusticl's CPU device away). Setting it
+  // replaces rusticl's default driver list, which enables no driver in the Mesa versions
+  // measured (22.3). Once per process (DeviceList's call_once); like POCL_BINARY_SPECIALIZE_WG
+  // (Binary, above), glibc's setenv is not safe against a getenv on another thread at once.
+  setenv("RUSTICL_ENABLE", "llvmpipe", /*overwrite=*/0);
   cl_uint num_platforms = 0;
   cl_int err = clGetPlatformIDs(0, nullptr, &num_platforms);
   if (err != CL_SUCCESS || num_platforms == 0)

@@ -756,7 +756,7 @@ TEST(ConvForward, FewChannelsRunAsIm2colGemm) {
         forced.emplace([env](Settings& s) { s.conv_gemm = env; });
         Convolution conv(dev, d, quant);
         forced.reset();
-        const bool gemm = *env ? *env == '1' : q && !dev.info().is_gpu;
+        const bool gemm = *env ? *env == '1' : q && !UsesLaneDefaults(dev.info());
         EXPECT_EQ(conv.forward_gemm(), gemm) << "MPCAFFE_CONV_GEMM=" << env;
         auto ym = dev.Allocate(want.size());
         conv.SetWeights(BufferRef(wm.get(), 0));

@@ -396,7 +396,7 @@ TEST_P(GemmTest, WorkItemPerOutputCandidatesGiveTheReferenceResult) {
   // gathered, A plain and transposed.
   Device& dev = DefaultDevice();
   DeviceInfo cpu = dev.info();
-  if (cpu.backend != Backend::kOpenCL || cpu.is_gpu) {
+  if (cpu.backend != Backend::kOpenCL || UsesLaneDefaults(cpu)) {
     cpu = DeviceInfo{};  // the candidates an OpenCL CPU would time, run on this device
     cpu.backend = dev.backend();
   }

@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
       if (!status.empty())
         std::printf("scripts/install-deps.sh recorded:\n%s", status.c_str());
       else
-        std::printf("(scripts/install-deps.sh installs PoCL and Intel's OpenCL CPU runtime)\n");
+        std::printf("(scripts/install-deps.sh installs PoCL, Intel's OpenCL CPU runtime and "
+                    "Mesa's rusticl)\n");
       return kSkipReturnCode;
     }
     const mpcaffe::DeviceInfo& info = device->info();
