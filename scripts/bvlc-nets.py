@@ -2,7 +2,8 @@
 """scripts/bvlc-nets.py FOLDER — runs every net prototxt in FOLDER the way issue 43 counts BVLC
 Caffe's models/ and examples/ nets, and prints a table:
 
-  fp32 fwd   `mpcaffe time --synthetic` (TEST phase: forward)
+  fp32 fwd   `mpcaffe time --synthetic` (TEST phase: forward; `--stage` the first stage its TEST
+             layers name, when they name one)
   fp32 train `mpcaffe time --synthetic --phase TRAIN` (forward and backward), for nets with a loss
   int8 fwd   `mpcaffe convert --dtype int8`, then `mpcaffe time --synthetic` on the typed net
 
@@ -38,6 +39,13 @@ def trains(text):
     return bool(re.search(r'type:\s*"?\w*(Loss|LOSS)\b|loss_weight', text))
 
 
+def test_stage(text):
+    """`--stage S` for a net whose TEST-phase layers are chosen by stage (mnist_autoencoder's
+    test-on-train / test-on-test), as `caffe time -phase TEST -stage S`; [] otherwise."""
+    m = re.search(r'include\s*:?\s*\{[^}]*phase:\s*TEST[^}]*stage:\s*[\'"]([^\'"]+)', text)
+    return ["--stage", m.group(1)] if m else []
+
+
 def run(args, timeout):
     try:
         p = subprocess.run(command() + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -64,14 +72,16 @@ def main():
             if is_solver(text):
                 continue
             cells = {}
-            cells["fp32 fwd"] = run(["time", "--model", str(path), "--synthetic", "--iterations", "1"], timeout)
+            stage = test_stage(text)
+            cells["fp32 fwd"] = run(["time", "--model", str(path), "--synthetic", "--iterations", "1"] + stage,
+                                    timeout)
             if trains(text):
                 cells["fp32 train"] = run(["time", "--model", str(path), "--synthetic", "--iterations", "1",
                                            "--phase", "TRAIN"], timeout)
             typed = Path(tmp) / (path.stem + "_int8.prototxt")
             why = run(["convert", "--model", str(path), "--dtype", "int8", "--output", str(typed)], timeout)
             if why is None:
-                why = run(["time", "--model", str(typed), "--synthetic", "--iterations", "1"], timeout)
+                why = run(["time", "--model", str(typed), "--synthetic", "--iterations", "1"] + stage, timeout)
             else:
                 why = "convert: " + why
             cells["int8 fwd"] = why

@@ -243,5 +243,23 @@ TEST(LayerParams, LossWeightOnAnyTopAndPropagateDown) {
   }
 }
 
+TEST(LayerParams, ANameTwiceIsAcceptedAsBVLCDoesUnlessWeightsAreMatchedByIt) {
+  // BVLC's examples/mnist/mnist_autoencoder.prototxt names two loss layers "loss".
+  Net net(NetText(R"(
+    layer { name: "in" type: "Input" top: "a" top: "b" input_param { shape { dim: 2 dim: 3 } shape { dim: 2 dim: 3 } } }
+    layer { name: "loss" type: "EuclideanLoss" bottom: "a" bottom: "b" top: "l2" }
+    layer { name: "loss" type: "EuclideanLoss" bottom: "b" bottom: "a" top: "l2b" loss_weight: 0 })"), Dev());
+  net.blob("a").FromFloat({1, 2, 3, 4, 5, 6});
+  net.blob("b").FromFloat({1, 2, 3, 4, 5, 8});
+  EXPECT_FLOAT_EQ(net.Forward(), 1.0f);  // Σ (a − b)² / (2 N) = 4 / 4
+  const std::string why = ErrorOf([] {
+    Net twice(NetText(R"(
+      layer { name: "in" type: "Input" top: "a" input_param { shape { dim: 2 dim: 3 } } }
+      layer { name: "ip" type: "InnerProduct" bottom: "a" top: "b" inner_product_param { num_output: 2 } }
+      layer { name: "ip" type: "InnerProduct" bottom: "b" top: "c" inner_product_param { num_output: 2 } })"), Dev());
+  });
+  EXPECT_NE(why.find("layer name 'ip' is used twice"), std::string::npos) << why;
+}
+
 }  // namespace
 }  // namespace mpcaffe
