@@ -24,6 +24,22 @@ int Spatial(const google::protobuf::RepeatedField<uint32_t>& values, bool has_hw
   return static_cast<int>(values.size() == 1 ? values.Get(0) : values.Get(index));
 }
 
+/// convolution_param.axis (BVLC's channel axis; negative counts from the end) of `bottom`: the
+/// axes before it are batch axes, and two spatial axes must follow it (2-d windows only).
+template <typename FailFn>
+int ChannelAxis(const caffe::ConvolutionParameter& p, const Blob& bottom, FailFn fail) {
+  const int axes = bottom.num_axes();
+  const int axis = p.axis() < 0 ? p.axis() + axes : p.axis();
+  if (axis < 0 || axis >= axes)
+    fail("convolution_param.axis " + std::to_string(p.axis()) + " is out of range for bottom " +
+         bottom.shape_string());
+  if (axes - axis - 1 != 2)
+    fail("convolution_param.axis " + std::to_string(p.axis()) + ": bottom " + bottom.shape_string() +
+         " must have 2 spatial axes after the channel axis (2-d windows only), has " +
+         std::to_string(axes - axis - 1));
+  return axis;
+}
+
 /// The 2-d window of a ConvolutionParameter (Convolution, Deconvolution, Im2col): kernel, stride,
 /// pad and dilation with their _h/_w overrides, checked; `fail` throws naming the layer.
 struct Window {
@@ -31,8 +47,7 @@ struct Window {
 
   template <typename FailFn>
   static Window Of(const caffe::ConvolutionParameter& p, const Blob& bottom, FailFn fail) {
-    if (bottom.num_axes() != 4) fail("needs a 4-d (NCHW) bottom, got " + bottom.shape_string());
-    if (p.axis() != 1) fail("convolution_param.axis: only channel axis 1 is supported");
+    ChannelAxis(p, bottom, fail);
     for (auto* f : {&p.kernel_size(), &p.stride(), &p.pad(), &p.dilation()})
       if (f->size() > 2) fail("convolution_param: only 2-d windows are supported");
     Window w;
@@ -62,19 +77,37 @@ struct Window {
 struct ConvGeometry {
   int kh_ = 0, kw_ = 0, sh_ = 1, sw_ = 1, ph_ = 0, pw_ = 0, dh_ = 1, dw_ = 1;
   int groups_ = 1, channels_ = 0, out_ = 0;
+  int axis_ = 1;  // the channel axis: the axes before it are batch axes
 
   template <typename FailFn>
   void SetGeometry(const caffe::ConvolutionParameter& p, const Blob& bottom, FailFn fail) {
     const Window win = Window::Of(p, bottom, fail);
+    axis_ = ChannelAxis(p, bottom, fail);
     kh_ = win.kh, kw_ = win.kw, sh_ = win.sh, sw_ = win.sw;
     ph_ = win.ph, pw_ = win.pw, dh_ = win.dh, dw_ = win.dw;
     groups_ = static_cast<int>(p.group());
-    channels_ = bottom.shape(1);
+    channels_ = bottom.shape(axis_);
     out_ = static_cast<int>(p.num_output());
     if (out_ <= 0) fail("convolution_param.num_output must be positive");
     if (groups_ <= 0 || channels_ % groups_ || out_ % groups_)
       fail("convolution_param.group " + std::to_string(groups_) + " must divide channels " +
            std::to_string(channels_) + " and num_output " + std::to_string(out_));
+  }
+  /// Checks that `b` has the set-up axes and channels; returns its batch (the axes before the
+  /// channel axis, flattened).
+  template <typename FailFn>
+  int Batch(const Blob& b, FailFn fail) const {
+    if (b.num_axes() != axis_ + 3 || b.shape(axis_) != channels_)
+      fail("bottom " + b.shape_string() + " must have " + std::to_string(axis_ + 3) + " axes with " +
+           std::to_string(channels_) + " channels at axis " + std::to_string(axis_));
+    if (b.count(0, axis_) > INT32_MAX) fail("bottom " + b.shape_string() + ": batch beyond 2^31");
+    return static_cast<int>(b.count(0, axis_));
+  }
+  /// The top shape: the bottom's batch axes, then channels and the two extents.
+  std::vector<int> TopShape(const Blob& b, int channels, int h, int w) const {
+    std::vector<int> shape(b.shape().begin(), b.shape().begin() + axis_);
+    shape.insert(shape.end(), {channels, h, w});
+    return shape;
   }
   /// The window and the groups of a libdnn convolution (extents and channels are the caller's).
   void SetWindowOf(libdnn::ConvDesc* d) const {
@@ -121,14 +154,12 @@ class ConvolutionLayer : public Layer, ConvGeometry {
 
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     const Blob& b = *bottom[0];
-    if (b.num_axes() != 4 || b.shape(1) != channels_)
-      Fail("bottom " + b.shape_string() + " must be 4-d with " + std::to_string(channels_) + " channels");
     desc_ = libdnn::ConvDesc{};
     desc_.type = compute_type_;
-    desc_.batch = b.shape(0);
+    desc_.batch = Batch(b, [this](const std::string& m) { Fail(m); });
     desc_.channels = channels_;
-    desc_.height = b.shape(2);
-    desc_.width = b.shape(3);
+    desc_.height = b.shape(axis_ + 1);
+    desc_.width = b.shape(axis_ + 2);
     desc_.out_channels = out_;
     SetWindowOf(&desc_);
     desc_.bias = param_.convolution_param().bias_term();
@@ -139,7 +170,7 @@ class ConvolutionLayer : public Layer, ConvGeometry {
         Fail("bottom " + b.shape_string() + ": padded input or dilated kernel beyond 2^31");
     if (desc_.out_h() <= 0 || desc_.out_w() <= 0)
       Fail("the kernel does not fit the padded input " + b.shape_string());
-    top[0]->Reshape({desc_.batch, out_, desc_.out_h(), desc_.out_w()});
+    top[0]->Reshape(TopShape(b, out_, desc_.out_h(), desc_.out_w()));
   }
   void ParamsChanged() override { prepared_key_.clear(); }
   bool DropsParamDeviceCopy(int i) const override { return i == 0 && release_param_copies(); }
@@ -320,26 +351,26 @@ class DeconvolutionLayer : public Layer, ConvGeometry {
 
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     const Blob& b = *bottom[0];
-    if (b.num_axes() != 4 || b.shape(1) != channels_)
-      Fail("bottom " + b.shape_string() + " must be 4-d with " + std::to_string(channels_) + " channels");
-    const int64_t oh = int64_t{sh_} * (b.shape(2) - 1) + int64_t{dh_} * (kh_ - 1) + 1 - 2 * int64_t{ph_};
-    const int64_t ow = int64_t{sw_} * (b.shape(3) - 1) + int64_t{dw_} * (kw_ - 1) + 1 - 2 * int64_t{pw_};
+    const int batch = Batch(b, [this](const std::string& m) { Fail(m); });
+    const int h = b.shape(axis_ + 1), w = b.shape(axis_ + 2);
+    const int64_t oh = int64_t{sh_} * (h - 1) + int64_t{dh_} * (kh_ - 1) + 1 - 2 * int64_t{ph_};
+    const int64_t ow = int64_t{sw_} * (w - 1) + int64_t{dw_} * (kw_ - 1) + 1 - 2 * int64_t{pw_};
     if (oh <= 0 || ow <= 0 || oh + 2 * ph_ > INT32_MAX || ow + 2 * pw_ > INT32_MAX)
       Fail("bottom " + b.shape_string() + " gives an output of " + std::to_string(oh) + "x" +
            std::to_string(ow) + " (stride·(in − 1) + dilated kernel − 2·pad): not positive or beyond 2^31");
     libdnn::ConvDesc d;
     d.type = DataType::kFloat32;
-    d.batch = b.shape(0);
+    d.batch = batch;
     d.channels = out_;
     d.height = static_cast<int>(oh);
     d.width = static_cast<int>(ow);
     d.out_channels = channels_;
     SetWindowOf(&d);
-    if (d.out_h() != b.shape(2) || d.out_w() != b.shape(3))  // the dual maps the top back
+    if (d.out_h() != h || d.out_w() != w)  // the dual maps the top back
       Fail("internal: the dual convolution of " + b.shape_string() + " does not invert it");
     if (!dual_ || d.ToString() != desc_.ToString()) dual_.reset();
     desc_ = d;
-    top[0]->Reshape({d.batch, out_, d.height, d.width});
+    top[0]->Reshape(TopShape(b, out_, d.height, d.width));
   }
 
  protected:
@@ -405,7 +436,10 @@ class Im2colLayer : public Layer {
   bool HasBackward() const override { return true; }
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>&) override {
-    win_ = Window::Of(param_.convolution_param(), *bottom[0], [this](const std::string& m) { Fail(m); });
+    auto fail = [this](const std::string& m) { Fail(m); };
+    win_ = Window::Of(param_.convolution_param(), *bottom[0], fail);
+    if (ChannelAxis(param_.convolution_param(), *bottom[0], fail) != 1)
+      Fail("convolution_param.axis: Im2col takes the channel axis 1 only");
   }
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     const Blob& b = *bottom[0];

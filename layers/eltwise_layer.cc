@@ -20,10 +20,10 @@ class EltwiseLayer : public Layer {
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>&) override {
     const auto& p = param_.eltwise_param();
     if (p.coeff_size() && p.coeff_size() != static_cast<int>(bottom.size()))
-      Fail("needs one coeff per bottom (" + std::to_string(bottom.size()) + "), got " +
+      Fail("eltwise_param.coeff: one per bottom (" + std::to_string(bottom.size()) + "), got " +
            std::to_string(p.coeff_size()));
     if (p.coeff_size() && p.operation() != caffe::EltwiseParameter::SUM)
-      Fail("coeff is only for SUM");
+      Fail("eltwise_param.coeff is only for operation SUM");
   }
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     for (size_t i = 1; i < bottom.size(); ++i)
@@ -98,8 +98,20 @@ class EltwiseLayer : public Layer {
         if (down[i])
           elementwise().Scale(DataType::kFloat32, n, p.coeff_size() ? p.coeff(static_cast<int>(i)) : 1.0f,
                               *dy, *bottom[i]->mutable_device_diff());
+    } else if (p.operation() == caffe::EltwiseParameter::PROD && !p.stable_prod_grad()) {
+      // stable_prod_grad false (BVLC's faster form): dx_i = dy·y / x_i, which divides by zero
+      // where x_i is 0 as BVLC's does. On the host: a rarely chosen option, no kernel of its own.
+      const float* g = static_cast<const float*>(top[0]->host_diff());
+      const float* y = static_cast<const float*>(top[0]->host_data());
+      for (size_t i = 0; i < bottom.size(); ++i) {
+        if (!down[i]) continue;
+        const float* x = static_cast<const float*>(bottom[i]->host_data());
+        float* dx = static_cast<float*>(bottom[i]->mutable_host_diff());
+        for (int k = 0; k < n; ++k) dx[k] = g[k] * y[k] / x[k];
+      }
     } else if (p.operation() == caffe::EltwiseParameter::PROD) {
-      // dx_i = dy·Π_{j≠i} x_j: the diff times every other bottom, with the forward's product kernel.
+      // dx_i = dy·Π_{j≠i} x_j (stable_prod_grad, the default): the diff times every other bottom,
+      // with the forward's product kernel.
       Kernel prod = GetKernel(EltwiseSource(target(), "prod", DataType::kFloat32),
                               LayerKernelName("eltwise_prod", DataType::kFloat32));
       for (size_t i = 0; i < bottom.size(); ++i) {

@@ -2,6 +2,7 @@
 // and, for quantized types, the requantization fused into the kernel.
 #include <cstring>
 
+#include "layers/layer_axis.h"
 #include "layers/layer_registry.h"
 #include "libdnn/gemm.h"
 #include "quant/accumulation.h"
@@ -19,8 +20,8 @@ class InnerProductLayer : public Layer {
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>&) override {
     const auto& p = param_.inner_product_param();
-    if (p.num_output() == 0) Fail("num_output must be positive");
-    axis_ = bottom[0]->CanonicalAxisIndex(p.axis());
+    if (p.num_output() == 0) Fail("inner_product_param.num_output must be positive");
+    axis_ = AxisOfField(*bottom[0], p.axis(), "inner_product_param.axis", [this](const std::string& m) { Fail(m); });
     n_ = static_cast<int>(p.num_output());
     k_ = bottom[0]->count(axis_);
     quant::CheckAccumulationDepth("layer '" + name() + "' (InnerProduct)", compute_type_, k_);

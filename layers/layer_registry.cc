@@ -91,9 +91,9 @@ std::unique_ptr<Layer> CreateLayer(const caffe::LayerParameter& param, Device& d
     std::lock_guard<std::recursive_mutex> lock(TableMutex());
     auto it = Table().find(param.type());
     if (it == Table().end() && param.type() == "Python")
-      throw LayerError("layer '" + param.name() + "': Python layers run only from the mpcaffe "
-                       "Python package (import mpcaffe registers them); this program has no "
-                       "Python interpreter");
+      throw LayerError("layer '" + param.name() + "': Python layers run only with a Python "
+                       "interpreter: from the mpcaffe package (import mpcaffe), or as "
+                       "`python -m mpcaffe <command>` (train, test, time, calibrate)");
     if (it == Table().end()) {
       std::string known;
       for (const auto& [name, c] : Table()) known += (known.empty() ? "" : ", ") + name;

@@ -1,11 +1,17 @@
 // layers/pooling_layer.cc — Pooling: max, average and global (every dtype) on libdnn's pooling
-// kernels with Caffe's output geometry; SPP (spatial pyramid pooling) on the same kernels.
+// kernels with Caffe's output geometry, stochastic (fp32, on the host); SPP (spatial pyramid
+// pooling) on the same kernels.
+#include <algorithm>
+#include <cfloat>
 #include <memory>
+#include <string>
 
 #include "layers/layer_kernels.h"
 #include "layers/layer_registry.h"
+#include "layers/random_values.h"
 #include "layers/train_kernels.h"
 #include "libdnn/pool.h"
+#include "quant/quant_params.h"
 
 namespace mpcaffe {
 namespace {
@@ -14,32 +20,43 @@ class PoolingLayer : public Layer {
  public:
   using Layer::Layer;
   const char* type() const override { return "Pooling"; }
-  bool SupportsType(DataType) const override { return true; }
+  // Stochastic pooling draws from the values' distribution, which has no meaning on a
+  // quantization grid's codes: fp32 only (convert keeps it fp32; fp16 likewise, it is host code).
+  bool SupportsType(DataType t) const override { return !stochastic() || t == DataType::kFloat32; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
   void LayerSetUp(const std::vector<Blob*>&, const std::vector<Blob*>&) override {
     const auto& p = param_.pooling_param();
-    if (p.pool() == caffe::PoolingParameter::STOCHASTIC) Fail("STOCHASTIC pooling is not supported");
     global_ = p.global_pooling();
     if (!global_) {
       kh_ = p.has_kernel_h() ? p.kernel_h() : p.kernel_size();
       kw_ = p.has_kernel_w() ? p.kernel_w() : p.kernel_size();
       if (kh_ <= 0 || kw_ <= 0) Fail("kernel_size (or kernel_h/kernel_w) must be positive");
+    } else if (p.has_kernel_size() || p.has_kernel_h() || p.has_kernel_w()) {
+      Fail("pooling_param: global_pooling takes no kernel_size (the window is the bottom's extent)");
     }
     sh_ = p.has_stride_h() ? p.stride_h() : p.stride();
     sw_ = p.has_stride_w() ? p.stride_w() : p.stride();
     ph_ = p.has_pad_h() ? p.pad_h() : p.pad();
     pw_ = p.has_pad_w() ? p.pad_w() : p.pad();
+    const std::string pad = std::to_string(ph_) + "x" + std::to_string(pw_);
+    // BVLC's checks: a global window has nowhere to pad or stride to, and stochastic pooling
+    // samples inside the image only.
+    if (global_ && (ph_ || pw_ || sh_ != 1 || sw_ != 1))
+      Fail("pooling_param: global_pooling needs pad 0 and stride 1, got pad " + pad + " stride " +
+           std::to_string(sh_) + "x" + std::to_string(sw_));
+    if (stochastic() && (ph_ || pw_))
+      Fail("pooling_param.pad " + pad + ": padding is for MAX and AVE pooling only, not STOCHASTIC");
   }
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     const Blob& b = *bottom[0];
     if (b.num_axes() != 4) Fail("needs a 4-d (NCHW) bottom, got " + b.shape_string());
     desc_ = libdnn::PoolDesc{};
     desc_.type = compute_type_;
-    desc_.method = param_.pooling_param().pool() == caffe::PoolingParameter::MAX
-                       ? libdnn::PoolMethod::kMax
-                       : libdnn::PoolMethod::kAverage;
+    desc_.method = param_.pooling_param().pool() == caffe::PoolingParameter::AVE
+                       ? libdnn::PoolMethod::kAverage
+                       : libdnn::PoolMethod::kMax;  // STOCHASTIC: the geometry only
     desc_.batch = b.shape(0), desc_.channels = b.shape(1);
     desc_.height = b.shape(2), desc_.width = b.shape(3);
     desc_.kernel_h = kh_, desc_.kernel_w = kw_;
@@ -58,6 +75,7 @@ class PoolingLayer : public Layer {
  protected:
   void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     if (desc_.batch == 0) return;
+    if (stochastic()) return StochasticForward(*bottom[0], *top[0]);
     libdnn::PoolQuant q;
     if (IsQuantized(compute_type_)) {
       const Affine x = BottomAffine(0), y = TopAffine(0);
@@ -82,6 +100,7 @@ class PoolingLayer : public Layer {
   void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
                     const std::vector<Blob*>& bottom) override {
     if (!down[0] || desc_.batch == 0) return;
+    if (stochastic()) return StochasticBackward(*top[0], *bottom[0]);
     if (!pool_) Fail("Backward before Forward");
     if (desc_.method == libdnn::PoolMethod::kMax && !mask_valid_) RunForward(*bottom[0], *top[0], true);
     pool_->Backward(libdnn::BufferRef(top[0]->device_diff(), 0), mask_,
@@ -96,6 +115,76 @@ class PoolingLayer : public Layer {
   std::unique_ptr<libdnn::Pooling> pool_;
   vptr<int32_t> mask_;
   bool mask_valid_ = false;  // mask_ holds the argmax of the last Forward
+  std::vector<int32_t> chosen_;  // stochastic, train: the sampled bottom index of each output
+  uint64_t draws_ = 0;           // stochastic: forward passes sampled (each draws anew)
+
+  bool stochastic() const {
+    return param_.pooling_param().pool() == caffe::PoolingParameter::STOCHASTIC;
+  }
+
+  // BVLC's stochastic pooling (Zeiler & Fergus), windows from (ph·stride, pw·stride) clipped to
+  // the image. Training samples one element per window with probability x / Σx (the values are
+  // taken non-negative, as after a ReLU); testing outputs the probability-weighted average
+  // Σx² / Σx (0 for an all-zero window). On the host: no kernel for a rarely used method.
+  void StochasticForward(const Blob& bottom, Blob& top) {
+    const float* x = static_cast<const float*>(bottom.host_data());
+    float* y = static_cast<float*>(top.mutable_host_data());
+    const int h = desc_.height, w = desc_.width, oh = desc_.out_h(), ow = desc_.out_w();
+    const int kh = global_ ? h : kh_, kw = global_ ? w : kw_;
+    const int64_t planes = int64_t{desc_.batch} * desc_.channels;
+    const bool train = phase() == caffe::TRAIN;
+    const uint64_t seed = StableHash(name() + "#stochastic" + std::to_string(draws_++), RandomSeed());
+    if (train) chosen_.assign(static_cast<size_t>(planes * oh * ow), 0);
+    for (int64_t c = 0; c < planes; ++c) {
+      const float* plane = x + c * h * w;
+      for (int i = 0; i < oh; ++i) {
+        for (int j = 0; j < ow; ++j) {
+          const int h0 = i * sh_, h1 = std::min(h0 + kh, h), w0 = j * sw_, w1 = std::min(w0 + kw, w);
+          const int64_t out = (c * oh + i) * ow + j;
+          if (train) {
+            float sum = 0.0f;
+            for (int a = h0; a < h1; ++a)
+              for (int b = w0; b < w1; ++b) sum += plane[a * w + b];
+            const float threshold = static_cast<float>(Uniform01(seed, static_cast<uint64_t>(out))) * sum;
+            // The first element whose running sum reaches the threshold; the window's last one
+            // when rounding keeps the running sum below it.
+            int pick = (h1 - 1) * w + (w1 - 1);
+            float run = 0.0f;
+            bool found = false;
+            for (int a = h0; a < h1 && !found; ++a)
+              for (int b = w0; b < w1 && !found; ++b) {
+                run += plane[a * w + b];
+                if (run >= threshold) pick = a * w + b, found = true;
+              }
+            chosen_[static_cast<size_t>(out)] = pick;
+            y[out] = plane[pick];
+          } else {
+            float sum = FLT_MIN, weighted = 0.0f;
+            for (int a = h0; a < h1; ++a)
+              for (int b = w0; b < w1; ++b) {
+                const float v = plane[a * w + b];
+                sum += v;
+                weighted += v * v;
+              }
+            y[out] = weighted / sum;
+          }
+        }
+      }
+    }
+  }
+
+  // The gradient goes to the sampled element of each window (accumulated where windows overlap).
+  void StochasticBackward(const Blob& top, Blob& bottom) {
+    const int64_t outputs = top.count();
+    if (static_cast<int64_t>(chosen_.size()) != outputs)
+      Fail("Backward of STOCHASTIC pooling needs a TRAIN-phase Forward first (the sampled indices)");
+    const float* dy = static_cast<const float*>(top.host_diff());
+    float* dx = static_cast<float*>(bottom.mutable_host_diff());
+    const int64_t plane_in = int64_t{desc_.height} * desc_.width;
+    const int64_t plane_out = int64_t{desc_.out_h()} * desc_.out_w();
+    std::fill(dx, dx + bottom.count(), 0.0f);
+    for (int64_t o = 0; o < outputs; ++o) dx[o / plane_out * plane_in + chosen_[o]] += dy[o];
+  }
 
   void RunForward(Blob& bottom, Blob& top, bool with_mask) {
     libdnn::BufferRef mask;
@@ -114,12 +203,14 @@ class PoolingLayer : public Layer {
 /// W; Caffe's pooling geometry), and the levels, each flattened to [N][C·bins], are concatenated
 /// along axis 1 — BVLC's split, pooling, flatten and concat layers, here libdnn's pooling into a
 /// blob per level and the concat kernel. pyramid_height 1 gives the pooled [N][C][1][1] itself,
-/// as BVLC. Float types natively (quantized ones in fp32 between conversions); backward fp32.
+/// as BVLC. Every type natively: quantized levels pool from the bottom's quantization straight
+/// into the top's (libdnn's requantizing pooling), so the concatenation copies codes; backward
+/// fp32.
 class SPPLayer : public Layer {
  public:
   using Layer::Layer;
   const char* type() const override { return "SPP"; }
-  bool SupportsType(DataType t) const override { return !IsQuantized(t); }
+  bool SupportsType(DataType) const override { return true; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool HasBackward() const override { return true; }
@@ -176,13 +267,18 @@ class SPPLayer : public Layer {
     const DataType t = compute_type_;
     Kernel k = GetKernel(ConcatSource(target(), t), LayerKernelName("concat", t));
     const int top_axis = top[0]->count(1);
+    // Quantized levels hold codes of the top's quantization already: the copy's requantization
+    // is the identity.
+    const Affine y = IsQuantized(t) ? TopAffine(0) : Affine{};
+    quant::FixedPointMultiplier one;
+    if (IsQuantized(t)) one = quant::RescaleMultiplier(y.scale, y.scale);
     for (Level& v : levels_) {
       const int n = v.out->count();
       if (n == 0) continue;
       k.Arg(int32_t{n}).ArgBuffer(v.out->device_data(), 0, SizeOf(t))
           .ArgBuffer(top[0]->mutable_device_data(), 0, SizeOf(t)).Arg(int32_t{v.out->count(1)})
           .Arg(int32_t{top_axis}).Arg(int32_t{1}).Arg(int32_t{v.offset})
-          .Arg(int32_t{0}).Arg(int32_t{0}).Arg(int32_t{0}).Arg(int32_t{0});
+          .Arg(y.zero_point).Arg(y.zero_point).Arg(one.multiplier).Arg(one.shift);
       k.Launch1D(n);
     }
   }
@@ -226,9 +322,17 @@ class SPPLayer : public Layer {
   void RunLevels(const Blob& bottom, bool masks) {
     const bool max = param_.spp_param().pool() == caffe::SPPParameter::MAX;
     masks = masks && max;
+    libdnn::PoolQuant q;
+    if (IsQuantized(compute_type_)) {
+      const Affine x = BottomAffine(0), y = TopAffine(0);
+      q = {x.scale, x.zero_point, y.scale, y.zero_point};
+    }
+    const bool requant = q.x_scale != quant_.x_scale || q.x_zero != quant_.x_zero ||
+                         q.y_scale != quant_.y_scale || q.y_zero != quant_.y_zero;
+    quant_ = q;
     for (Level& v : levels_) {
       if (v.desc.batch == 0) continue;
-      if (!v.pool) v.pool = std::make_unique<libdnn::Pooling>(device(), v.desc);
+      if (!v.pool || requant) v.pool = std::make_unique<libdnn::Pooling>(device(), v.desc, q);
       libdnn::BufferRef mask;
       if (masks) {
         if (v.mask.size() < v.desc.output_count()) v.mask = device().Alloc<int32_t>(v.desc.output_count());
@@ -242,6 +346,7 @@ class SPPLayer : public Layer {
 
   std::vector<Level> levels_;
   std::unique_ptr<Blob> scratch_;  // one level's bottom diff
+  libdnn::PoolQuant quant_;        // the quantization the levels' pooling was built for
   bool masks_valid_ = false;
 };
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "layers/layer_axis.h"
 #include "layers/layer_kernels.h"
 #include "layers/layer_registry.h"
 #include "layers/loss_normalization.h"
@@ -22,7 +23,7 @@ class SoftmaxLayer : public Layer {
   int ExactNumTopBlobs() const override { return 1; }
   bool AllowsInPlace() const override { return true; }
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
-    axis_ = bottom[0]->CanonicalAxisIndex(param_.softmax_param().axis());
+    axis_ = AxisOfField(*bottom[0], param_.softmax_param().axis(), "softmax_param.axis", [this](const std::string& m) { Fail(m); });
     top[0]->ReshapeLike(*bottom[0]);
   }
 
@@ -74,7 +75,7 @@ class SoftmaxWithLossLayer : public Layer {
   bool AllowForceBackward(int bottom) const override { return bottom != 1; }
 
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
-    axis_ = bottom[0]->CanonicalAxisIndex(param_.softmax_param().axis());
+    axis_ = AxisOfField(*bottom[0], param_.softmax_param().axis(), "softmax_param.axis", [this](const std::string& m) { Fail(m); });
     outer_ = bottom[0]->count(0, axis_);
     inner_ = bottom[0]->count(axis_ + 1);
     if (outer_ * inner_ != bottom[1]->count())

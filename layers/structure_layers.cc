@@ -4,6 +4,7 @@
 // parameter blob as its top).
 #include <algorithm>
 
+#include "layers/layer_axis.h"
 #include "layers/layer_kernels.h"
 #include "layers/layer_registry.h"
 #include "layers/train_kernels.h"
@@ -23,7 +24,8 @@ class ConcatLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     const auto& p = param_.concat_param();
     const int raw_axis = p.has_concat_dim() ? static_cast<int>(p.concat_dim()) : p.axis();
-    axis_ = bottom[0]->CanonicalAxisIndex(raw_axis);
+    axis_ = AxisOfField(*bottom[0], raw_axis, p.has_concat_dim() ? "concat_param.concat_dim" : "concat_param.axis",
+                        [this](const std::string& m) { Fail(m); });
     std::vector<int> shape = bottom[0]->shape();
     for (size_t i = 1; i < bottom.size(); ++i) {
       if (bottom[i]->num_axes() != bottom[0]->num_axes())

@@ -83,9 +83,6 @@ void Net::Build(const caffe::NetParameter& given) {
 void Net::AddLayer(caffe::LayerParameter lp, std::map<std::string, bool>* consumed) {
   const int i = static_cast<int>(layers_.size());
   lp.set_phase(state_.phase());
-  if (layer_index_.count(lp.name()))
-    throw NetError("layer name '" + lp.name() + "' is used twice (layer " + std::to_string(i) +
-                   ")");
   std::unique_ptr<Layer> layer = CreateLayer(lp, *device_);
   std::vector<Blob*> bottoms, tops;
   for (int b = 0; b < lp.bottom_size(); ++b) {
@@ -117,6 +114,12 @@ void Net::AddLayer(caffe::LayerParameter lp, std::map<std::string, bool>* consum
   } catch (const BlobError& e) {  // a top or parameter shape refused: say which layer
     throw BlobError("layer '" + lp.name() + "' (" + lp.type() + "): " + e.what());
   }
+  // BVLC accepts a name twice (its mnist_autoencoder has two layers "loss"); weights are matched
+  // by layer name, so that stays an error where either layer has parameter blobs.
+  if (const auto same = layer_index_.find(lp.name()); same != layer_index_.end())
+    if (layer->num_params() > 0 || layers_[same->second]->num_params() > 0)
+      throw NetError("layer name '" + lp.name() + "' is used twice (layer " + std::to_string(i) +
+                     "), and weights are matched by layer name");
   std::vector<float> weights;
   for (int t = 0; t < lp.top_size(); ++t)
     weights.push_back(t < lp.loss_weight_size() ? lp.loss_weight(t) : layer->DefaultLossWeight(t));

@@ -147,6 +147,8 @@ std::vector<int> SyntheticShape(const caffe::LayerParameter& layer, const NetOpt
   if (crop) return {3, crop, crop};
   const std::string& src = layer.type() == "ImageData" ? layer.image_data_param().source()
                                                        : layer.data_param().source();
+  // BVLC's siamese example stores MNIST digits in pairs, one per channel.
+  if (src.find("mnist_siamese") != std::string::npos) return {2, 28, 28};
   if (src.find("mnist") != std::string::npos) return {1, 28, 28};
   if (src.find("cifar") != std::string::npos) return {3, 32, 32};
   throw NetError(layer.type() + " layer '" + layer.name() +

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdio>
 #include <exception>
 #include <functional>
 #include <map>
@@ -26,6 +27,7 @@
 #include "proto/upgrade.h"
 #include "python/python_layer.h"
 #include "quant/quantizer_proto.h"
+#include "tools/command.h"
 
 namespace py = pybind11;
 
@@ -276,6 +278,29 @@ PYBIND11_MODULE(_mpcaffe, m) {
 
   // Every program the package builds goes through the kernel cache (MPCAFFE_CACHE=off disables).
   mpcaffe::cache::EnableProgramCache();
+
+  m.def(
+      "run_command",
+      [](const std::vector<std::string>& args) {
+        // argv as the program gets it; the GIL is released so that Python layers (which take it
+        // back) run from whichever thread the net uses.
+        std::vector<std::string> words{"mpcaffe"};
+        words.insert(words.end(), args.begin(), args.end());
+        std::vector<char*> argv;
+        for (auto& w : words) argv.push_back(w.data());
+        argv.push_back(nullptr);
+        int status;
+        {
+          py::gil_scoped_release release;
+          status = mpcaffe::tools::RunCommandLine(static_cast<int>(words.size()), argv.data());
+          std::fflush(stdout);
+          std::fflush(stderr);
+        }
+        return status;
+      },
+      py::arg("args"),
+      "Runs `mpcaffe <args>` in this process (its commands see this interpreter's Python layers); "
+      "returns the exit status.");
 
   m.def("layer_type_list", [] { return mpcaffe::LayerTypes(); },
         "The layer types nets can use, sorted (Python included).");

@@ -47,7 +47,7 @@ struct StartupPhases {
 
 constexpr char kUsage[] =
     "usage: mpcaffe time --model <prototxt> [--weights <caffemodel>] [--iterations N]\n"
-    "                    [--phase TEST|TRAIN] [--device i] [--synthetic] [--json]\n"
+    "                    [--phase TEST|TRAIN] [--stage s[,s...]] [--device i] [--synthetic] [--json]\n"
     "  --iterations   timed passes (10)\n"
     "  --phase TRAIN  also each layer's backward time and the forward-backward iteration\n"
     "  --synthetic    synthetic Data layers, Input layers filled with seeded values\n"
@@ -78,6 +78,12 @@ int RunTime(const std::vector<std::string>& args) {
     startup.Mark("devices");
     NetOptions options;
     options.phase = phase == "TEST" ? caffe::TEST : caffe::TRAIN;
+    // BVLC's -stage: the NetState stages include/exclude rules test (comma-separated).
+    for (std::string rest = FlagValue(args, "--stage"); !rest.empty();) {
+      const size_t comma = rest.find(',');
+      if (comma) options.stages.push_back(rest.substr(0, comma));
+      rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    }
     options.synthetic_data = HasFlag(args, "--synthetic");
     options.optimize = ToolOptimizeLevel();
     const caffe::NetParameter param = ReadNetParameterText(model);
@@ -252,7 +258,7 @@ int RunTime(const std::vector<std::string>& args) {
 }
 
 RegisterCommand time_command("time", "per-layer forward times of a net (like `caffe time`)", kUsage,
-                             {{"--model", "--weights", "--iterations", "--phase", "--device"},
+                             {{"--model", "--weights", "--iterations", "--phase", "--stage", "--device"},
                               {"--synthetic", "--json"}},
                              RunTime);
 

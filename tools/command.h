@@ -57,6 +57,11 @@ struct Command {
   std::function<int(const std::vector<std::string>& args)> run;
 };
 
+/// The command line `argv[1..argc)` (argv[0] is the program): dispatches to the command and
+/// returns its exit status. The `mpcaffe` program's main, and `python -m mpcaffe`'s for the
+/// commands that run nets, so that Python layers run where an interpreter is present.
+int RunCommandLine(int argc, char** argv);
+
 /// Every command by name ("devices", "bench net", ...).
 std::map<std::string, Command>& Commands();
 

@@ -1,5 +1,6 @@
 // tools/mpcaffe.cc — the `mpcaffe` command line: checks a command's arguments against its flag
-// table and dispatches to it.
+// table and dispatches to it (RunCommandLine: the program's main and, in the Python package,
+// `python -m mpcaffe`).
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -179,10 +180,7 @@ static int Usage(FILE* out) {
   return out == stderr ? 2 : 0;
 }
 
-}  // namespace mpcaffe::tools
-
-int main(int argc, char** argv) {
-  using namespace mpcaffe::tools;
+int RunCommandLine(int argc, char** argv) {
   if (argc < 2) return Usage(stderr);
   std::string name = argv[1];
   if (name == "-h" || name == "--help" || name == "help") return Usage(stdout);
@@ -233,3 +231,5 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+}  // namespace mpcaffe::tools

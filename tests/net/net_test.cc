@@ -836,8 +836,8 @@ TEST(Net, PythonLayersNeedThePythonPackage) {
                             python_param { module: "m" layer: "L" } })"), Dev());
     FAIL() << "a Python layer was built without an interpreter";
   } catch (const LayerError& e) {
-    EXPECT_NE(std::string(e.what()).find("layer 'feed': Python layers run only from the mpcaffe "
-                                         "Python package"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("layer 'feed': Python layers run only with a Python "
+                                         "interpreter"), std::string::npos) << e.what();
   }
 }
 
