@@ -163,7 +163,8 @@ $device_fn int8 mp_madd16(short16 x, short16 y) {
 #define MP_SHORT16_LOAD(p) vload16(0, (p))
 typedef int8 mp_pair_acc;
 #define MP_PAIR_FLUSH(acc, lo, hi) ((acc) += (convert_long8(hi) << 8) + convert_long8(lo))
-#if defined(MP_PORTABLE_FORMS) || (defined(__AVX512BW__) && !defined(MP_NO_512BIT_FORMS))
+#if (defined(MP_PORTABLE_FORMS) && !defined(MP_NO_32_LANE_VECTORS)) || \
+    (defined(__AVX512BW__) && !defined(MP_NO_512BIT_FORMS))
 // 32 lanes in one 512-bit vpmaddwd: 16 int32 pair sums.
 typedef short mp_short32 __attribute__((ext_vector_type(32)));
 #if defined(MP_PORTABLE_FORMS)
@@ -285,6 +286,16 @@ typedef short16 mp_i16x16;
 typedef char mp_char32 __attribute__((ext_vector_type(32)));
 #define MP_MADDUBS(x, w) __builtin_ia32_pmaddubsw256(__builtin_astype((x), mp_char32), __builtin_astype((w), mp_char32))
 #define MP_WIDEN16(p) __builtin_ia32_pmaddwd256((p), (short16)(1))
+#elif defined(MP_NO_32_LANE_VECTORS)
+// The portable form in two halves of OpenCL C's 16-lane vectors.
+typedef int16 mp_i16x16;
+$device_fn mp_i16x16 mp_maddubs(mp_i32x8 x, mp_i32x8 w) {
+  const int16 pl = convert_int16(as_uchar16(x.lo)) * convert_int16(as_char16(w.lo));
+  const int16 ph = convert_int16(as_uchar16(x.hi)) * convert_int16(as_char16(w.hi));
+  return (int16)(pl.even + pl.odd, ph.even + ph.odd);
+}
+#define MP_MADDUBS(x, w) mp_maddubs((x), (w))
+#define MP_WIDEN16(p) ((p).even + (p).odd)
 #else
 typedef int16 mp_i16x16;
 typedef uchar mp_u8x32 __attribute__((ext_vector_type(32)));

@@ -138,6 +138,7 @@ KernelTarget KernelTarget::Of(const Device& device) {
   if (const HostIsa isa = ActiveHostIsa(); isa < CpuHostIsa())
     t.helper_forms = isa == HostIsa::kGeneric ? HelperForms::kPortable : HelperForms::kUpTo256Bit;
   t.long_compare_of_int_broken = device.info().long_compare_of_int_broken;
+  t.vectors_beyond_16_lanes = device.info().vectors_beyond_16_lanes;
   return t;
 }
 
@@ -461,6 +462,8 @@ std::string KernelWriter::Preamble() const {
     p += "#define MP_PORTABLE_FORMS 1\n";
   if (target_.helper_forms == KernelTarget::HelperForms::kUpTo256Bit)
     p += "#define MP_NO_512BIT_FORMS 1\n";
+  if (!target_.vectors_beyond_16_lanes && target_.backend == Backend::kOpenCL)
+    p += "#define MP_NO_32_LANE_VECTORS 1\n";
   if (target_.long_compare_of_int_broken && target_.backend == Backend::kOpenCL)
     p += kLongOfIntText;
   for (const auto& block : type_blocks_) p += block;

@@ -97,6 +97,10 @@ struct KernelTarget {
   /// spell the plain cast and comparison elsewhere (the same text as before the quirk was
   /// known) and, here, forms that compiler gets right.
   bool long_compare_of_int_broken = false;
+  /// The compiler takes Clang vectors of more than 16 lanes (DeviceInfo::
+  /// vectors_beyond_16_lanes); where it does not, the text defines MP_NO_32_LANE_VECTORS and
+  /// the portable forms leave MP_MADD32 undefined (its callers take their 256-bit loops).
+  bool vectors_beyond_16_lanes = true;
 
   /// The device's target. fp16_arith follows DeviceInfo::fp16 unless MPCAFFE_FP16_ARITH=0
   /// (fp16 then computes in float, as on a device without half arithmetic); helper_forms

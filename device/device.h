@@ -68,6 +68,11 @@ struct DeviceInfo {
   /// vectors then fills one lane in 8 and spills, so libdnn takes the GPU defaults (work-groups of
   /// scalar lanes) where this is set (UsesLaneDefaults).
   bool work_items_in_simd_lanes = false;
+  /// The compiler takes vectors of more than 16 lanes (Clang's ext_vector_type(32), which the
+  /// portable form of the 512-bit pair product uses; OpenCL C's own vectors stop at 16). Mesa
+  /// 22.3's rusticl aborts the process on one ("LLVM ERROR: Unsupported vector type with 32
+  /// elements"), so its texts leave that form out (KernelTarget::vectors_beyond_16_lanes).
+  bool vectors_beyond_16_lanes = true;
   std::vector<std::string> extensions;
 };
 

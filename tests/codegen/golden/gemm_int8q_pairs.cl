@@ -133,7 +133,8 @@ inline __attribute__((always_inline)) int8 mp_madd16(short16 x, short16 y) {
 #define MP_SHORT16_LOAD(p) vload16(0, (p))
 typedef int8 mp_pair_acc;
 #define MP_PAIR_FLUSH(acc, lo, hi) ((acc) += (convert_long8(hi) << 8) + convert_long8(lo))
-#if defined(MP_PORTABLE_FORMS) || (defined(__AVX512BW__) && !defined(MP_NO_512BIT_FORMS))
+#if (defined(MP_PORTABLE_FORMS) && !defined(MP_NO_32_LANE_VECTORS)) || \
+    (defined(__AVX512BW__) && !defined(MP_NO_512BIT_FORMS))
 // 32 lanes in one 512-bit vpmaddwd: 16 int32 pair sums.
 typedef short mp_short32 __attribute__((ext_vector_type(32)));
 #if defined(MP_PORTABLE_FORMS)
