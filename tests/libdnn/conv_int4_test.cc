@@ -164,11 +164,7 @@ TEST(ConvInt4, ExtremeValuesAreExact) {
 // 8-pixel accumulators per vector) that otherwise runs only where the compiler targets AVX-512.
 TEST(ConvInt4, PortableHelperFormsMatchTheReference) {
   Device& dev = DefaultDevice();
-  if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "the x86 branches are OpenCL text";
-  if (CpuHostIsa() == HostIsa::kGeneric)
-    GTEST_SKIP() << "this CPU has no AVX2: its OpenCL compilers take the portable forms already";
-  test_support::ScopedHostIsa generic(HostIsa::kGeneric);
-  ASSERT_EQ(KernelTarget::Of(dev).helper_forms, KernelTarget::HelperForms::kPortable);
+  MPCAFFE_RUN_IN_PORTABLE_FORMS(dev);
   const ConvDesc d = Desc4(Case{1, 16, 6, 6, 8, 3, 1, 1, 1}, 0);
   const Data p = Make(d, 23, true);
   Bytes ref(d.output_count());

@@ -252,11 +252,7 @@ TEST(GemmInt4, WeightsAWithTransposedActivations) {
 // 16-bit steps.
 TEST(GemmInt4, PortableBytePairFormsMatchTheReference) {
   Device& dev = DefaultDevice();
-  if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "the x86 branches are OpenCL text";
-  if (CpuHostIsa() == HostIsa::kGeneric)
-    GTEST_SKIP() << "this CPU has no AVX2: its OpenCL compilers take the portable forms already";
-  test_support::ScopedHostIsa generic(HostIsa::kGeneric);
-  ASSERT_EQ(KernelTarget::Of(dev).helper_forms, KernelTarget::HelperForms::kPortable);
+  MPCAFFE_RUN_IN_PORTABLE_FORMS(dev);
   int ran = 0;
   for (WeightOperand w : {WeightOperand::kA, WeightOperand::kB}) {
     const GemmDesc d = Desc4(w == WeightOperand::kA ? 9 : 1, w == WeightOperand::kA ? 1 : 7, 301,

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "codegen/kernel_writer.h"
+#include "device/device.h"
 #include "device/host_isa.h"
 #include "device/settings.h"
 
@@ -39,3 +41,16 @@ class ScopedHostIsa {
     GTEST_SKIP() << "MPCAFFE_ISA=" << ::mpcaffe::Name(isa) << " not run: " << why_; \
   ::mpcaffe::test_support::ScopedHostIsa scoped_isa_(isa);                          \
   ASSERT_EQ(::mpcaffe::ActiveHostIsa(), isa)
+
+/// In a test of the kernel text's portable helper forms on `dev` (KernelTarget::helper_forms
+/// kPortable, the form of every compiler that targets no x86): skips where nothing is to force
+/// (CUDA's text has no x86 branches; on a CPU without AVX2 the compilers take them already),
+/// otherwise sets MPCAFFE_ISA=generic for the rest of the test and checks the target took it.
+#define MPCAFFE_RUN_IN_PORTABLE_FORMS(dev)                                                     \
+  if ((dev).backend() != ::mpcaffe::Backend::kOpenCL)                                          \
+    GTEST_SKIP() << "the x86 branches are OpenCL text";                                        \
+  if (::mpcaffe::CpuHostIsa() == ::mpcaffe::HostIsa::kGeneric)                                 \
+    GTEST_SKIP() << "this CPU has no AVX2: its OpenCL compilers take the portable forms already"; \
+  ::mpcaffe::test_support::ScopedHostIsa portable_forms_(::mpcaffe::HostIsa::kGeneric);        \
+  ASSERT_EQ(::mpcaffe::KernelTarget::Of(dev).helper_forms,                                     \
+            ::mpcaffe::KernelTarget::HelperForms::kPortable)
