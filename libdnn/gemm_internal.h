@@ -38,4 +38,12 @@ std::string VectorRequantClamp(int lanes, const std::string& out, const std::str
                                const std::string& zero, const VectorResidual* res,
                                const std::string& lo, const std::string& hi, int indent = 0);
 
+/// Shared by the generator (gemm.cc) and the launcher (gemm_launch.cc): whether kp = 2 packs
+/// op(A) into 32-bit pairs first, whether the kernel takes 4-way int8 dot products, the
+/// work-group size of a configuration, and the name of the weight-sum kernel.
+bool PacksA(const GemmDesc& d, const GemmConfig& c);
+bool UsesDot4(const GemmDesc& d, const GemmConfig& c);
+Dim3 LocalSize(const GemmConfig& c);
+std::string WeightSumsKernelName(const GemmDesc& d);
+
 }  // namespace mpcaffe::libdnn::gemm_internal
