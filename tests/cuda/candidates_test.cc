@@ -26,6 +26,7 @@
 #include "libdnn/int4_internal.h"
 #ifdef MPCAFFE_HAVE_CUDA
 #include "device/cuda/nvrtc.h"
+#include "tests/testing/nvrtc_once.h"
 #endif
 
 namespace mpcaffe::libdnn {
@@ -81,9 +82,8 @@ TEST(CudaCandidates, EveryGemmCandidateShapeOfEveryTypeCompiles) {
         first_vector = first_vector && !first;
         for (const std::string& arch : Archs(first, four_k)) {
           try {
-            const cuda::NvrtcOutput out = cuda::CompileCuda(
-                Gemm::Source(KernelTarget::Cuda(ComputeCapability(arch)), d, c), arch, {},
-                "gemm.cu");
+            const cuda::NvrtcOutput& out = test_support::CompileCudaOnce(
+                Gemm::Source(KernelTarget::Cuda(ComputeCapability(arch)), d, c), arch, "gemm.cu");
             ++compiles;
             if (arch.rfind("compute_", 0) != 0) {
               EXPECT_FALSE(out.cubin.empty()) << d.ToString() << " " << c.ToString() << " " << arch;
@@ -149,9 +149,9 @@ TEST(CudaCandidates, EveryConvolutionCandidateShapeOfEveryTypeCompiles) {
         const bool cubin = first && !sw && (t == DataType::kFloat32 || t == DataType::kInt8Q);
         for (const std::string& arch : Archs(cubin, c.kp == 4)) {
           try {
-            const cuda::NvrtcOutput out = cuda::CompileCuda(
+            const cuda::NvrtcOutput& out = test_support::CompileCudaOnce(
                 Convolution::ForwardSource(KernelTarget::Cuda(ComputeCapability(arch)), d, c), arch,
-                {}, "conv.cu");
+                "conv.cu");
             ++compiles;
             if (arch.rfind("compute_", 0) != 0) {
               EXPECT_FALSE(out.cubin.empty()) << Name(t) << " " << c.ToString() << " " << arch;
@@ -182,8 +182,8 @@ void CompilePtxAndCubin(const std::string& what, const std::function<std::string
   if (cubin) archs.push_back("sm_80");
   for (const std::string& arch : archs) {
     try {
-      const cuda::NvrtcOutput out =
-          cuda::CompileCuda(source(ComputeCapability(arch)), arch, {}, "pairs.cu");
+      const cuda::NvrtcOutput& out =
+          test_support::CompileCudaOnce(source(ComputeCapability(arch)), arch, "pairs.cu");
       if (arch.rfind("compute_", 0) == 0)
         EXPECT_NE(out.ptx.find(".entry " + entry), std::string::npos) << what;
       else
@@ -301,8 +301,8 @@ TEST(CudaCandidates, EveryInt4CandidateShapeCompiles) {
       if (compiles == 0) archs.push_back("sm_80");
       for (const std::string& arch : archs) {
         try {
-          const cuda::NvrtcOutput out = cuda::CompileCuda(
-              Gemm::Source(KernelTarget::Cuda(ComputeCapability(arch)), d, c), arch, {}, "int4.cu");
+          const cuda::NvrtcOutput& out = test_support::CompileCudaOnce(
+              Gemm::Source(KernelTarget::Cuda(ComputeCapability(arch)), d, c), arch, "int4.cu");
           ++compiles;
           if (arch.rfind("compute_", 0) != 0) {
             EXPECT_FALSE(out.cubin.empty()) << what << " " << arch;

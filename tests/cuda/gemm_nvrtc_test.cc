@@ -13,6 +13,7 @@
 #include "libdnn/gemm.h"
 #ifdef MPCAFFE_HAVE_CUDA
 #include "device/cuda/nvrtc.h"
+#include "tests/testing/nvrtc_once.h"
 #endif
 
 namespace mpcaffe::libdnn {
@@ -77,7 +78,7 @@ TEST(GemmNvrtc, EveryVariantCompilesForOldestPtxAndSm80) {
         if (!c.Supports(d, Backend::kCuda)) continue;
         const std::string source = Gemm::Source(target, d, c);
         try {
-          cuda::NvrtcOutput out = cuda::CompileCuda(source, arch, {}, "gemm.cu");
+          const cuda::NvrtcOutput& out = test_support::CompileCudaOnce(source, arch, "gemm.cu");
           ++compiles;
           if (arch.rfind("compute_", 0) == 0) {
             EXPECT_NE(out.ptx.find(".entry " + Gemm::KernelName(d)), std::string::npos);
@@ -118,7 +119,7 @@ TEST(GemmNvrtc, LocalMemoryTilesCompileForOldestPtxAndSm80) {
         EXPECT_NE(source.find("__shared__"), std::string::npos);
         EXPECT_NE(source.find("__syncthreads()"), std::string::npos);
         try {
-          cuda::NvrtcOutput out = cuda::CompileCuda(source, arch, {}, "gemm_lm.cu");
+          const cuda::NvrtcOutput& out = test_support::CompileCudaOnce(source, arch, "gemm_lm.cu");
           ++compiles;
           if (arch.rfind("compute_", 0) == 0) {
             EXPECT_NE(out.ptx.find(".entry " + Gemm::KernelName(d)), std::string::npos);
@@ -148,7 +149,7 @@ TEST(GemmNvrtc, Int8GemmUsesDp4aOnSm80) {
     const GemmConfig c = DefaultGemmConfig(CudaInfo(), d);
     ASSERT_EQ(c.algorithm, GemmConfig::Algorithm::kDot);
     const std::string source = Gemm::Source(KernelTarget::Cuda(80), d, c);
-    const cuda::NvrtcOutput out = cuda::CompileCuda(source, "compute_80", {}, "gemm_int8.cu");
+    const cuda::NvrtcOutput& out = test_support::CompileCudaOnce(source, "compute_80", "gemm_int8.cu");
     // u8×s8 needs the inline-PTX form (no __dp4a overload); u8×u8 __dp4a(unsigned...).
     const std::string want = signed_weights ? "dp4a.u32.s32" : "dp4a.u32.u32";
     EXPECT_NE(out.ptx.find(want), std::string::npos)
@@ -170,8 +171,8 @@ TEST(GemmNvrtc, Int8FourKGemmAndConvolutionUseDp4aOnSm80) {
   d.weights = WeightOperand::kA;
   const GemmConfig c = DefaultGemmConfig(info, d);
   ASSERT_EQ(c.kp, 4) << c.ToString();
-  const cuda::NvrtcOutput gemm =
-      cuda::CompileCuda(Gemm::Source(KernelTarget::Cuda(80), d, c), "compute_80", {}, "gemm4.cu");
+  const cuda::NvrtcOutput& gemm =
+      test_support::CompileCudaOnce(Gemm::Source(KernelTarget::Cuda(80), d, c), "compute_80", "gemm4.cu");
   EXPECT_NE(gemm.ptx.find("dp4a.u32.u32"), std::string::npos);
   ConvDesc cd;
   cd.type = DataType::kInt8Q;
@@ -183,8 +184,8 @@ TEST(GemmNvrtc, Int8FourKGemmAndConvolutionUseDp4aOnSm80) {
   cd.weights_signed = true;
   const ConvConfig cc = DefaultConvConfig(info, cd.type);
   ASSERT_EQ(cc.kp, 4) << cc.ToString();
-  const cuda::NvrtcOutput conv = cuda::CompileCuda(
-      Convolution::ForwardSource(KernelTarget::Cuda(80), cd, cc), "compute_80", {}, "conv4.cu");
+  const cuda::NvrtcOutput& conv = test_support::CompileCudaOnce(
+      Convolution::ForwardSource(KernelTarget::Cuda(80), cd, cc), "compute_80", "conv4.cu");
   EXPECT_NE(conv.ptx.find("dp4a.u32.s32"), std::string::npos);
 }
 
@@ -209,8 +210,8 @@ TEST(GemmNvrtc, Int8GemmSassHasIdp4a) {
   d.K = 1024;
   d.weights = WeightOperand::kA;
   const GemmConfig c = DefaultGemmConfig(CudaInfo(), d);
-  const cuda::NvrtcOutput out =
-      cuda::CompileCuda(Gemm::Source(KernelTarget::Cuda(80), d, c), "sm_80", {}, "gemm_int8.cu");
+  const cuda::NvrtcOutput& out =
+      test_support::CompileCudaOnce(Gemm::Source(KernelTarget::Cuda(80), d, c), "sm_80", "gemm_int8.cu");
   const std::string file = ::testing::TempDir() + "gemm_int8_sm80.cubin";
   std::FILE* f = std::fopen(file.c_str(), "wb");
   ASSERT_NE(f, nullptr);

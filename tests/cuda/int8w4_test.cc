@@ -9,6 +9,7 @@
 #include "libdnn/gemm.h"
 #ifdef MPCAFFE_HAVE_CUDA
 #include "device/cuda/nvrtc.h"
+#include "tests/testing/nvrtc_once.h"
 #endif
 
 namespace mpcaffe::libdnn {
@@ -34,7 +35,7 @@ TEST(CudaInt8w4, DefaultGemmUnpacksAndMultipliesWithDp4a) {
     ASSERT_TRUE(c.Supports(d, Backend::kCuda)) << c.ToString();
     EXPECT_NE(c.kp, GemmConfig::kU8S4) << "a GPU's default unpacks to int8 for dp4a";
     const std::string src = Gemm::Source(KernelTarget::Cuda(80), d, c);
-    const cuda::NvrtcOutput out = cuda::CompileCuda(src, "compute_80", {}, "int8w4.cu");
+    const cuda::NvrtcOutput& out = test_support::CompileCudaOnce(src, "compute_80", "int8w4.cu");
     EXPECT_NE(out.ptx.find(".entry int4_unpack"), std::string::npos) << d.ToString();
     EXPECT_NE(out.ptx.find(".entry " + Gemm::KernelName(d)), std::string::npos);
     EXPECT_NE(out.ptx.find("dp4a"), std::string::npos) << d.ToString() << " " << c.ToString();
