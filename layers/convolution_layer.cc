@@ -1,123 +1,42 @@
 // layers/convolution_layer.cc — Convolution (every dtype; groups, stride, pad, dilation) on
 // libdnn's implicit-GEMM convolution with fused bias and requantization, and Deconvolution (fp32)
-// on the same convolution's backward-data and forward passes.
+// on the same convolution's backward-data and forward passes; both over any number of spatial
+// axes but two in fp32 through libdnn's N-d convolution (BVLC's num_spatial_axes).
 #include <array>
 #include <cmath>
 #include <cstdint>
 
 #include "device/settings.h"
 #include "layers/activation_kernels.h"
+#include "layers/conv_geometry.h"
 #include "layers/layer_registry.h"
 #include "layers/train_kernels.h"
 #include "libdnn/conv.h"
+#include "libdnn/conv_nd.h"
 #include "quant/accumulation.h"
 #include "quant/fixed_point.h"
 
 namespace mpcaffe {
 namespace {
 
-/// A repeated spatial field (kernel_size, stride, pad, dilation) or its _h/_w override.
-int Spatial(const google::protobuf::RepeatedField<uint32_t>& values, bool has_hw, uint32_t hw,
-            int index, int fallback) {
-  if (has_hw) return static_cast<int>(hw);
-  if (values.empty()) return fallback;
-  return static_cast<int>(values.size() == 1 ? values.Get(0) : values.Get(index));
+using conv_layers::ChannelAxis;
+using conv_layers::ConvGeometry;
+using conv_layers::Window;
+
+libdnn::BufferRef Ref(DeviceMemory* m) { return libdnn::BufferRef(m, 0); }
+
+/// top += bias[c] over its `channels` channels of `inner` elements each (the activation
+/// family's fp32 "bias" kernel `k`).
+void AddBias(Kernel k, Blob* top, const Blob& bias, int channels, int64_t inner) {
+  const int n = top->count();
+  k.Arg(int32_t{n})
+      .Arg(int32_t{channels})
+      .Arg(static_cast<int32_t>(inner))
+      .ArgBuffer(top->device_data(), 0, 4)
+      .ArgBuffer(bias.device_data(), 0, 4)
+      .ArgBuffer(top->mutable_device_data(), 0, 4);
+  k.Launch1D(n);
 }
-
-/// convolution_param.axis (BVLC's channel axis; negative counts from the end) of `bottom`: the
-/// axes before it are batch axes, and two spatial axes must follow it (2-d windows only).
-template <typename FailFn>
-int ChannelAxis(const caffe::ConvolutionParameter& p, const Blob& bottom, FailFn fail) {
-  const int axes = bottom.num_axes();
-  const int axis = p.axis() < 0 ? p.axis() + axes : p.axis();
-  if (axis < 0 || axis >= axes)
-    fail("convolution_param.axis " + std::to_string(p.axis()) + " is out of range for bottom " +
-         bottom.shape_string());
-  if (axes - axis - 1 != 2)
-    fail("convolution_param.axis " + std::to_string(p.axis()) + ": bottom " + bottom.shape_string() +
-         " must have 2 spatial axes after the channel axis (2-d windows only), has " +
-         std::to_string(axes - axis - 1));
-  return axis;
-}
-
-/// The 2-d window of a ConvolutionParameter (Convolution, Deconvolution, Im2col): kernel, stride,
-/// pad and dilation with their _h/_w overrides, checked; `fail` throws naming the layer.
-struct Window {
-  int kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
-
-  template <typename FailFn>
-  static Window Of(const caffe::ConvolutionParameter& p, const Blob& bottom, FailFn fail) {
-    ChannelAxis(p, bottom, fail);
-    for (auto* f : {&p.kernel_size(), &p.stride(), &p.pad(), &p.dilation()})
-      if (f->size() > 2) fail("convolution_param: only 2-d windows are supported");
-    Window w;
-    w.kh = Spatial(p.kernel_size(), p.has_kernel_h(), p.kernel_h(), 0, 0);
-    w.kw = Spatial(p.kernel_size(), p.has_kernel_w(), p.kernel_w(), 1, 0);
-    if (w.kh <= 0 || w.kw <= 0) fail("convolution_param.kernel_size must be given and positive");
-    w.sh = Spatial(p.stride(), p.has_stride_h(), p.stride_h(), 0, 1);
-    w.sw = Spatial(p.stride(), p.has_stride_w(), p.stride_w(), 1, 1);
-    w.ph = Spatial(p.pad(), p.has_pad_h(), p.pad_h(), 0, 0);
-    w.pw = Spatial(p.pad(), p.has_pad_w(), p.pad_w(), 1, 0);
-    w.dh = Spatial(p.dilation(), false, 0, 0, 1);
-    w.dw = Spatial(p.dilation(), false, 0, 1, 1);
-    if (w.sh <= 0 || w.sw <= 0 || w.dh <= 0 || w.dw <= 0 || w.ph < 0 || w.pw < 0)
-      fail("convolution_param: stride " + std::to_string(w.sh) + "x" + std::to_string(w.sw) +
-           " and dilation " + std::to_string(w.dh) + "x" + std::to_string(w.dw) +
-           " must be positive, pad " + std::to_string(w.ph) + "x" + std::to_string(w.pw) +
-           " not negative");
-    return w;
-  }
-  /// The convolution output extent of an input extent (Caffe's; may be ≤ 0).
-  int64_t OutH(int64_t h) const { return (h + 2 * ph - (int64_t{dh} * (kh - 1) + 1)) / sh + 1; }
-  int64_t OutW(int64_t w) const { return (w + 2 * pw - (int64_t{dw} * (kw - 1) + 1)) / sw + 1; }
-};
-
-/// The geometry Convolution and Deconvolution read from convolution_param: the window, the
-/// groups, the bottom's channels and num_output, checked (`fail` throws naming the layer).
-struct ConvGeometry {
-  int kh_ = 0, kw_ = 0, sh_ = 1, sw_ = 1, ph_ = 0, pw_ = 0, dh_ = 1, dw_ = 1;
-  int groups_ = 1, channels_ = 0, out_ = 0;
-  int axis_ = 1;  // the channel axis: the axes before it are batch axes
-
-  template <typename FailFn>
-  void SetGeometry(const caffe::ConvolutionParameter& p, const Blob& bottom, FailFn fail) {
-    const Window win = Window::Of(p, bottom, fail);
-    axis_ = ChannelAxis(p, bottom, fail);
-    kh_ = win.kh, kw_ = win.kw, sh_ = win.sh, sw_ = win.sw;
-    ph_ = win.ph, pw_ = win.pw, dh_ = win.dh, dw_ = win.dw;
-    groups_ = static_cast<int>(p.group());
-    channels_ = bottom.shape(axis_);
-    out_ = static_cast<int>(p.num_output());
-    if (out_ <= 0) fail("convolution_param.num_output must be positive");
-    if (groups_ <= 0 || channels_ % groups_ || out_ % groups_)
-      fail("convolution_param.group " + std::to_string(groups_) + " must divide channels " +
-           std::to_string(channels_) + " and num_output " + std::to_string(out_));
-  }
-  /// Checks that `b` has the set-up axes and channels; returns its batch (the axes before the
-  /// channel axis, flattened).
-  template <typename FailFn>
-  int Batch(const Blob& b, FailFn fail) const {
-    if (b.num_axes() != axis_ + 3 || b.shape(axis_) != channels_)
-      fail("bottom " + b.shape_string() + " must have " + std::to_string(axis_ + 3) + " axes with " +
-           std::to_string(channels_) + " channels at axis " + std::to_string(axis_));
-    if (b.count(0, axis_) > INT32_MAX) fail("bottom " + b.shape_string() + ": batch beyond 2^31");
-    return static_cast<int>(b.count(0, axis_));
-  }
-  /// The top shape: the bottom's batch axes, then channels and the two extents.
-  std::vector<int> TopShape(const Blob& b, int channels, int h, int w) const {
-    std::vector<int> shape(b.shape().begin(), b.shape().begin() + axis_);
-    shape.insert(shape.end(), {channels, h, w});
-    return shape;
-  }
-  /// The window and the groups of a libdnn convolution (extents and channels are the caller's).
-  void SetWindowOf(libdnn::ConvDesc* d) const {
-    d->kernel_h = kh_, d->kernel_w = kw_;
-    d->stride_h = sh_, d->stride_w = sw_;
-    d->pad_h = ph_, d->pad_w = pw_;
-    d->dilation_h = dh_, d->dilation_w = dw_;
-    d->groups = groups_;
-  }
-};
 
 class ConvolutionLayer : public Layer, ConvGeometry {
  public:
@@ -129,8 +48,12 @@ class ConvolutionLayer : public Layer, ConvGeometry {
   // Float types fold BatchNorm / Scale into the weights and bias, integer types into each
   // channel's weight scale (positive scales only); every type adds a residual in the epilogue
   // (integer types: requantized from the residual's scale to the output's).
-  EpilogueSupport FusionSupport() const override { return {true, true, true}; }
+  // The N-d convolution fuses nothing.
+  EpilogueSupport FusionSupport() const override {
+    return spatial_ == 2 ? EpilogueSupport{true, true, true} : EpilogueSupport{};
+  }
   bool AcceptsEpilogue(const FusedEpilogue& e) override {
+    if (spatial_ != 2) return false;
     if (e.affine.empty() || !IsQuantized(compute_type_)) return true;
     std::vector<float> scale, shift;
     e.Affine(out_, &scale, &shift);
@@ -142,6 +65,17 @@ class ConvolutionLayer : public Layer, ConvGeometry {
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>&) override {
     const auto& p = param_.convolution_param();
     SetGeometry(p, *bottom[0], [this](const std::string& m) { Fail(m); });
+    if (spatial_ != 2) {
+      if (compute_type_ != DataType::kFloat32)
+        Fail(std::to_string(spatial_) +
+             " spatial axes: the N-d convolution computes in fp32 only, " + Name(compute_type_) +
+             " is refused (2 spatial axes compute in every type)");
+      std::vector<int> shape{out_, channels_ / groups_};
+      shape.insert(shape.end(), nd_.kernel.begin(), nd_.kernel.end());
+      AddParam(shape, p.weight_filler());
+      if (p.bias_term()) AddParam({out_}, p.bias_filler());
+      return;
+    }
     quant::CheckAccumulationDepth("layer '" + name() + "' (Convolution)", compute_type_,
                                   int64_t{channels_ / groups_} * kh_ * kw_);
     // Depthwise weights get a scale per channel in int8: one scale for all channels of a
@@ -154,6 +88,17 @@ class ConvolutionLayer : public Layer, ConvGeometry {
 
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     const Blob& b = *bottom[0];
+    if (spatial_ != 2) {
+      const int batch = Batch(b, [this](const std::string& m) { Fail(m); });
+      const libdnn::ConvNdDesc d = CheckedNd(
+          NdDesc(batch, channels_, out_, {b.shape().begin() + axis_ + 1, b.shape().end()}));
+      if (nd_conv_ && nd_conv_->desc().ToString() != d.ToString()) nd_conv_.reset();
+      nd_desc_ = d;
+      std::vector<int> extents;
+      for (int a = 0; a < d.axes(); ++a) extents.push_back(d.out(a));
+      top[0]->Reshape(TopShape(b, out_, extents));
+      return;
+    }
     desc_ = libdnn::ConvDesc{};
     desc_.type = compute_type_;
     desc_.batch = Batch(b, [this](const std::string& m) { Fail(m); });
@@ -177,6 +122,7 @@ class ConvolutionLayer : public Layer, ConvGeometry {
 
  protected:
   void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    if (spatial_ != 2) return ForwardNd(*bottom[0], top[0]);
     if (desc_.batch == 0) return;
     Prepare();
     if (simulate_acc16() && Int4Weights(0)) SimulateAcc16(*bottom[0]);
@@ -195,6 +141,7 @@ class ConvolutionLayer : public Layer, ConvGeometry {
   // libdnn's fp32 backward: bottom diff overwritten, weight and bias diffs accumulated.
   void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
                     const std::vector<Blob*>& bottom) override {
+    if (spatial_ != 2) return BackwardNd(*top[0], down[0], bottom[0]);
     if (desc_.batch == 0) return;
     Prepare();
     const libdnn::BufferRef dy(top[0]->device_diff(), 0);
@@ -318,6 +265,43 @@ class ConvolutionLayer : public Layer, ConvGeometry {
                                                 static_cast<uint8_t>(x_zero), w.data(), s);
   }
 
+  // N-d: y = W ∗ x, then the bias per channel.
+  void ForwardNd(const Blob& bottom, Blob* top) {
+    if (nd_desc_.batch == 0) return;
+    if (!nd_conv_) nd_conv_ = std::make_unique<libdnn::ConvolutionNd>(device(), nd_desc_);
+    nd_conv_->Forward(Ref(bottom.device_data()), Ref(blobs_[0]->device_data()),
+                      Ref(top->mutable_device_data()));
+    if (param_.convolution_param().bias_term())
+      AddBias(GetKernel(ActivationSource(target(), DataType::kFloat32),
+                        ActivationKernelName("bias", DataType::kFloat32)),
+              top, *blobs_[1], out_, nd_desc_.out_size());
+  }
+  // N-d, BVLC's order: bias diff, weight diff (accumulated), bottom diff (overwritten).
+  void BackwardNd(const Blob& top, bool down, Blob* bottom) {
+    if (nd_desc_.batch == 0) return;
+    if (!nd_conv_) nd_conv_ = std::make_unique<libdnn::ConvolutionNd>(device(), nd_desc_);
+    if (param_.convolution_param().bias_term() && param_propagate_down(1))
+      LaunchChannelSum(device(), GetKernel(ChannelSumSource(target()), "channel_sum"),
+                       nd_desc_.batch, out_, static_cast<int>(nd_desc_.out_size()),
+                       top.device_diff(), nullptr, blobs_[1]->mutable_device_diff(), 1.0f, 1.0f);
+    if (param_propagate_down(0))
+      nd_conv_->BackwardWeights(Ref(top.device_diff()), Ref(bottom->device_data()),
+                                Ref(blobs_[0]->mutable_device_diff()));
+    if (down)
+      nd_conv_->BackwardData(Ref(top.device_diff()), Ref(blobs_[0]->device_data()),
+                             Ref(bottom->mutable_device_diff()));
+  }
+  libdnn::ConvNdDesc CheckedNd(const libdnn::ConvNdDesc& d) {
+    try {
+      d.Check();
+    } catch (const Error& e) {
+      Fail(e.what());
+    }
+    return d;
+  }
+
+  libdnn::ConvNdDesc nd_desc_;
+  std::unique_ptr<libdnn::ConvolutionNd> nd_conv_;
   libdnn::ConvDesc desc_;
   std::string prepared_key_;
   std::unique_ptr<libdnn::Convolution> conv_;
@@ -345,13 +329,19 @@ class DeconvolutionLayer : public Layer, ConvGeometry {
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>&) override {
     const auto& p = param_.convolution_param();
     SetGeometry(p, *bottom[0], [this](const std::string& m) { Fail(m); });
-    AddParam({channels_, out_ / groups_, kh_, kw_}, p.weight_filler());
+    std::vector<int> shape{channels_, out_ / groups_, kh_, kw_};
+    if (spatial_ != 2) {
+      shape.resize(2);
+      shape.insert(shape.end(), nd_.kernel.begin(), nd_.kernel.end());
+    }
+    AddParam(shape, p.weight_filler());
     if (p.bias_term()) AddParam({out_}, p.bias_filler());
   }
 
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     const Blob& b = *bottom[0];
     const int batch = Batch(b, [this](const std::string& m) { Fail(m); });
+    if (spatial_ != 2) return ReshapeNd(b, batch, top[0]);
     const int h = b.shape(axis_ + 1), w = b.shape(axis_ + 2);
     const int64_t oh = int64_t{sh_} * (h - 1) + int64_t{dh_} * (kh_ - 1) + 1 - 2 * int64_t{ph_};
     const int64_t ow = int64_t{sw_} * (w - 1) + int64_t{dw_} * (kw_ - 1) + 1 - 2 * int64_t{pw_};
@@ -375,6 +365,7 @@ class DeconvolutionLayer : public Layer, ConvGeometry {
 
  protected:
   void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
+    if (spatial_ != 2) return ForwardNd(*bottom[0], top[0]);
     if (desc_.batch == 0) return;
     libdnn::Convolution& conv = Dual();
     conv.BackwardData(libdnn::BufferRef(bottom[0]->device_data(), 0),
@@ -395,6 +386,7 @@ class DeconvolutionLayer : public Layer, ConvGeometry {
   // diff (overwritten) = the convolution of the top diff with the same weights.
   void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
                     const std::vector<Blob*>& bottom) override {
+    if (spatial_ != 2) return BackwardNd(*top[0], down[0], bottom[0]);
     if (desc_.batch == 0) return;
     libdnn::Convolution& conv = Dual();
     const libdnn::BufferRef dy(top[0]->device_diff(), 0);
@@ -418,8 +410,61 @@ class DeconvolutionLayer : public Layer, ConvGeometry {
     return *dual_;
   }
 
+  // N-d: the dual maps the top's extents stride·(in − 1) + dilated kernel − 2·pad back.
+  void ReshapeNd(const Blob& b, int batch, Blob* top) {
+    std::vector<int> extents;
+    for (int a = 0; a < spatial_; ++a) {
+      const int64_t in = b.shape(axis_ + 1 + a);
+      const int64_t o = int64_t{nd_.stride[a]} * (in - 1) +
+                        int64_t{nd_.dilation[a]} * (nd_.kernel[a] - 1) + 1 -
+                        2 * int64_t{nd_.pad[a]};
+      if (o <= 0 || o + 2 * nd_.pad[a] > INT32_MAX)
+        Fail("bottom " + b.shape_string() + " gives an output extent of " + std::to_string(o) +
+             " on spatial axis " + std::to_string(a) +
+             " (stride·(in − 1) + dilated kernel − 2·pad): not positive or beyond 2^31");
+      extents.push_back(static_cast<int>(o));
+    }
+    libdnn::ConvNdDesc d = NdDesc(batch, out_, channels_, extents);
+    try {
+      d.Check();
+    } catch (const Error& e) {
+      Fail(e.what());
+    }
+    if (nd_dual_ && nd_dual_->desc().ToString() != d.ToString()) nd_dual_.reset();
+    nd_desc_ = d;
+    top->Reshape(TopShape(b, out_, extents));
+  }
+  libdnn::ConvolutionNd& DualNd() {
+    if (!nd_dual_) nd_dual_ = std::make_unique<libdnn::ConvolutionNd>(device(), nd_desc_);
+    return *nd_dual_;
+  }
+  void ForwardNd(const Blob& bottom, Blob* top) {
+    if (nd_desc_.batch == 0) return;
+    DualNd().BackwardData(Ref(bottom.device_data()), Ref(blobs_[0]->device_data()),
+                          Ref(top->mutable_device_data()));
+    if (param_.convolution_param().bias_term())
+      AddBias(GetKernel(ActivationSource(target(), DataType::kFloat32),
+                        ActivationKernelName("bias", DataType::kFloat32)),
+              top, *blobs_[1], out_, nd_desc_.in_size());
+  }
+  void BackwardNd(const Blob& top, bool down, Blob* bottom) {
+    if (nd_desc_.batch == 0) return;
+    if (param_.convolution_param().bias_term() && param_propagate_down(1))
+      LaunchChannelSum(device(), GetKernel(ChannelSumSource(target()), "channel_sum"),
+                       nd_desc_.batch, out_, static_cast<int>(nd_desc_.in_size()),
+                       top.device_diff(), nullptr, blobs_[1]->mutable_device_diff(), 1.0f, 1.0f);
+    if (param_propagate_down(0))
+      DualNd().BackwardWeights(Ref(bottom->device_data()), Ref(top.device_diff()),
+                               Ref(blobs_[0]->mutable_device_diff()));
+    if (down)
+      DualNd().Forward(Ref(top.device_diff()), Ref(blobs_[0]->device_data()),
+                       Ref(bottom->mutable_device_diff()));
+  }
+
   libdnn::ConvDesc desc_;  // the dual convolution: top → bottom
   std::unique_ptr<libdnn::Convolution> dual_;
+  libdnn::ConvNdDesc nd_desc_;  // N-d: the dual convolution
+  std::unique_ptr<libdnn::ConvolutionNd> nd_dual_;
 };
 
 /// Im2col (BVLC): the columns a convolution of the same window multiplies, as a blob

@@ -10,7 +10,10 @@ Caffe's models/ and examples/ nets, and prints a table:
 Solver files (a `net:` or `base_lr:` field and no layer) are skipped. A cell says ok, FAIL (the
 first line of the error follows the table) or - (not applicable). MPCAFFE names the command
 (default build/bin/mpcaffe; `python -m mpcaffe` runs nets with Python layers, whose modules must be
-importable: PYTHONPATH), MPCAFFE_DEVICE the device, TIMEOUT the seconds per command (default 900).
+importable: PYTHONPATH), MPCAFFE_DEVICE the device, TIMEOUT the seconds per command (default 900),
+BATCH (when set) the largest batch: every batch_size, Input shape's and input_dim's first
+dimension above it is lowered to it in a copy of the net (what fails at load or in a layer fails
+at any batch; ImageNet nets at BVLC's batches take minutes each on a CPU).
 Exit status 0 when every applicable cell is ok, 1 otherwise."""
 
 import os
@@ -46,6 +49,15 @@ def test_stage(text):
     return ["--stage", m.group(1)] if m else []
 
 
+def reduce_batch(text, batch):
+    """`text` with every batch (batch_size, an Input shape's first dim, the first input_dim of
+    each input) lowered to `batch` where larger."""
+    low = lambda m: m.group(1) + str(min(int(m.group(2)), batch))
+    text = re.sub(r"(batch_size\s*:\s*)(\d+)", low, text)
+    text = re.sub(r"(shape\s*:?\s*\{\s*dim\s*:\s*)(\d+)", low, text)
+    return re.sub(r"(input\s*:\s*\"[^\"]*\"\s*input_dim\s*:\s*)(\d+)", low, text)
+
+
 def run(args, timeout):
     try:
         p = subprocess.run(command() + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -65,12 +77,16 @@ def main():
         return 2
     folder = Path(sys.argv[1])
     timeout = int(os.environ.get("TIMEOUT", "900"))
+    batch = int(os.environ["BATCH"]) if os.environ.get("BATCH") else None
     rows, failures = [], []
     with tempfile.TemporaryDirectory(prefix="bvlc-nets-") as tmp:
         for path in sorted(folder.glob("*.prototxt")):
             text = path.read_text(errors="replace")
             if is_solver(text):
                 continue
+            if batch:
+                path = Path(tmp) / path.name
+                path.write_text(reduce_batch(text, batch))
             cells = {}
             stage = test_stage(text)
             cells["fp32 fwd"] = run(["time", "--model", str(path), "--synthetic", "--iterations", "1"] + stage,

@@ -16,6 +16,7 @@
 #include "layers/train_kernels.h"
 #include "libdnn/conv.h"
 #include "libdnn/conv_internal.h"
+#include "libdnn/conv_nd.h"
 #include "libdnn/gemm.h"
 #include "libdnn/gemm_config.h"
 #include "libdnn/int4_internal.h"
@@ -186,6 +187,9 @@ std::vector<KernelFamily> Build() {
                }});
   f.push_back({"conv_backward", [](const KernelTarget& k) {
                  return Samples{{"conv_bwd_col2im", libdnn::Convolution::BackwardSource(k)}};
+               }});
+  f.push_back({"conv_nd", [](const KernelTarget& k) {
+                 return Samples{{"conv_nd_col2im", libdnn::ConvolutionNd::Source(k)}};
                }});
   // libdnn/pool, lrn
   f.push_back({"pool_forward", [](const KernelTarget& k) {
