@@ -1,6 +1,9 @@
 // codegen/dialect.cc — the dialect table: how OpenCL C and CUDA C spell what the kernels need
 // (qualifiers, work-item indices, atomics, vectors) and the per-backend helper texts (byte dot
 // products, vector types, pair products, byte-vector stores) KernelWriter splices in.
+#include <stdexcept>
+#include <string>
+
 #include "codegen/kernel_writer.h"
 
 namespace mpcaffe {
@@ -505,7 +508,16 @@ const Dialect kCuda = {
 }  // namespace
 
 const Dialect& Dialect::For(Backend backend) {
-  return backend == Backend::kOpenCL ? kOpenCL : kCuda;
+  // One case per backend, no default: a backend added to the enum without a row is a compiler
+  // warning here and an error at run time, never another dialect's text.
+  switch (backend) {
+    case Backend::kOpenCL:
+      return kOpenCL;
+    case Backend::kCuda:
+      return kCuda;
+  }
+  throw std::invalid_argument("codegen: no dialect row for backend " +
+                              std::to_string(static_cast<int>(backend)));
 }
 
 }  // namespace mpcaffe
