@@ -464,6 +464,21 @@ const Dialect kOpenCL = {
     /*byte_pair_product16=*/kBytePairProduct16OpenCLText,
     /*byte_vector_store=*/kByteVectorStoreOpenCLText,
     /*vector_builtins=*/true,
+    /*vector_type=*/"@S@N",
+    /*vector_load=*/"vload@N(0, @P)",
+    /*vector_load_half=*/"vload_half@N(0, @P)",
+    /*vector_store=*/"vstore@N(@X, 0, @P)",
+    /*vector_store_half=*/"vstore_half@N_rte(@X, 0, @P)",
+    /*vector_convert=*/"convert_@T(@X)",
+    /*vector_as=*/"as_@T(@X)",
+    /*vector_select=*/"select(@A, @B, @C)",
+    /*vector_clamp=*/"clamp(@X, @A, @B)",
+    /*vector_abs=*/"abs(@X)",
+    /*vector_even=*/"@X.even",
+    /*vector_odd=*/"@X.odd",
+    /*vector_splat=*/"(@T)(@X)",
+    /*vector_of=*/"(@T)(@X)",
+    /*vector_lane=*/"@X.s@N",
 };
 
 const Dialect kCuda = {
@@ -502,6 +517,22 @@ const Dialect kCuda = {
     /*byte_pair_product16=*/kBytePairProduct16CudaText,
     /*byte_vector_store=*/nullptr,
     /*vector_builtins=*/false,
+    // The vector words of OpenCL C have no row here yet: CUDA's vectors are AddVector's structs.
+    /*vector_type=*/nullptr,
+    /*vector_load=*/nullptr,
+    /*vector_load_half=*/nullptr,
+    /*vector_store=*/nullptr,
+    /*vector_store_half=*/nullptr,
+    /*vector_convert=*/nullptr,
+    /*vector_as=*/nullptr,
+    /*vector_select=*/nullptr,
+    /*vector_clamp=*/nullptr,
+    /*vector_abs=*/nullptr,
+    /*vector_even=*/nullptr,
+    /*vector_odd=*/nullptr,
+    /*vector_splat=*/nullptr,
+    /*vector_of=*/nullptr,
+    /*vector_lane=*/nullptr,
 };
 // clang-format on
 
