@@ -119,6 +119,9 @@ struct KernelTarget {
   /// vectors_beyond_16_lanes); where it does not, the text defines MP_NO_32_LANE_VECTORS and
   /// the portable forms leave MP_MADD32 undefined (its callers take their 256-bit loops).
   bool vectors_beyond_16_lanes = true;
+  /// The dialect has OpenCL C's vector types and built-ins (Dialect::vector_builtins: the
+  /// VectorWords rows): the vector forms of libdnn's and layers' kernels exist only then.
+  bool vector_builtins = true;
 
   /// The device's target. fp16_arith follows DeviceInfo::fp16 unless MPCAFFE_FP16_ARITH=0
   /// (fp16 then computes in float, as on a device without half arithmetic); helper_forms

@@ -300,7 +300,7 @@ std::string GatherSource(const KernelTarget& target, DataType type) {
 }
 
 bool HasVectorConcat(const KernelTarget& target, DataType type) {
-  return target.backend == Backend::kOpenCL && type == DataType::kInt8Q;
+  return target.vector_builtins && type == DataType::kInt8Q;
 }
 
 std::string EltwiseSource(const KernelTarget& target, const std::string& op, DataType type) {

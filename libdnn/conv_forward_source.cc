@@ -82,7 +82,7 @@ struct ForwardText {
         split(input == ConvInput::kPackedSplit),
         q(IsQuantized(desc.type)),
         wide(desc.type == DataType::kInt16Q),
-        vector_builtins(target.backend == Backend::kOpenCL),
+        vector_builtins(target.vector_builtins),
         suffix(std::string(Name(desc.type)) + (desc.weights_signed ? "_sw" : "")),
         w(target, "conv_forward") {}
 
@@ -97,7 +97,7 @@ struct ForwardText {
   const ConvConfig& c;
   const ConvInput input;
   const bool dot4, pairs, packed, split, q, wide;
-  const bool vector_builtins;  // OpenCL C vector types and built-ins (vload, select, convert)
+  const bool vector_builtins;  // KernelTarget::vector_builtins
   const std::string suffix;  // kernel name suffix: the type, "_sw" for signed weights
   KernelWriter w;
 

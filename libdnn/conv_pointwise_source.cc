@@ -395,7 +395,7 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
 
 std::string Convolution::PointwiseSource(const KernelTarget& target, const ConvDesc& d,
                                          const PointwiseTile& t) {
-  if (!PointwiseApplies(d, t) || (RowForm(d) && target.backend != Backend::kOpenCL))
+  if (!PointwiseApplies(d, t) || (RowForm(d) && !target.vector_builtins))
     throw Error("convolution " + d.ToString() + ": no pointwise kernel with tile " +
                 t.ToString() + " (fp32 1×1 stride 1 unpadded one-group convolutions, planes of "
                 "at least px·vx pixels, oc in [1, 16], px in [1, 8], vx 4, 8 or 16; on OpenCL "
@@ -404,7 +404,7 @@ std::string Convolution::PointwiseSource(const KernelTarget& target, const ConvD
                 " input channels, no dilation, stride_w ≤ 2, px 1, vx · stride_w ≤ 16, vx ≤ "
                 "output width)");
   const bool q = d.type == DataType::kInt8Q;
-  if (q && target.backend != Backend::kOpenCL)
+  if (q && !target.vector_builtins)
     throw Error("convolution " + d.ToString() +
                 ": the int8q pointwise kernel is OpenCL text (OpenCL vector types)");
   if (q && !RowForm(d)) return PointwiseInt8Source(target, d, t);

@@ -124,7 +124,7 @@ std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int lo
         .Body(body(vec));
   };
   declare(ForwardKernelName(type), false);
-  if (target.backend == Backend::kOpenCL) declare(ForwardKernelName(type) + "_v8", true);
+  if (target.vector_builtins) declare(ForwardKernelName(type) + "_v8", true);
   return w.Source();
 }
 

@@ -77,8 +77,8 @@ const char* kWindowText = R"(    int hs = oy * sh - ph;
 /// (AlexNet's pool1 took 20 ms at batch 16); gathering every element lane by lane took 2-4.6 ms
 /// on GoogLeNet's 3×3 stride-1 inception pools (28×28 and 14×14 planes, PoCL, loaded machine)
 /// against 0.03-0.07 ms in ONNX Runtime.
-bool UsesVectorMax(Backend backend, PoolMethod method) {
-  return backend == Backend::kOpenCL && method == PoolMethod::kMax;
+bool UsesVectorMax(const KernelTarget& target, PoolMethod method) {
+  return target.vector_builtins && method == PoolMethod::kMax;
 }
 
 /// The vector max kernel. Float types: each lane visits its window in the scalar kernel's order
@@ -315,7 +315,7 @@ std::string Pooling::ForwardSource(const KernelTarget& target, DataType type, Po
   }
   body += "  }\n";
   k.Body(body);
-  if (UsesVectorMax(target.backend, method)) DeclareVectorMax(w, type);
+  if (UsesVectorMax(target, method)) DeclareVectorMax(w, type);
   return w.Source();
 }
 
@@ -370,7 +370,7 @@ Pooling::Pooling(Device& device, const PoolDesc& desc, const PoolQuant& quant)
     : device_(&device), desc_(desc), quant_(quant) {
   desc_.Validate();
   const KernelTarget target = KernelTarget::Of(device);
-  const bool vector_max = UsesVectorMax(device.backend(), desc_.method);
+  const bool vector_max = UsesVectorMax(target, desc_.method);
   ProgramHints hints = ProgramHints::OneDimensional();
   if (vector_max) hints.local_sizes.push_back({8, 1, 1});
   auto program = device.GetProgram(ForwardSource(target, desc_.type, desc_.method), "", hints);
