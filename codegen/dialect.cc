@@ -1,6 +1,9 @@
 // codegen/dialect.cc — the dialect table: how OpenCL C and CUDA C spell what the kernels need
 // (qualifiers, work-item indices, atomics, vectors) and the per-backend helper texts (byte dot
 // products, vector types, pair products, byte-vector stores) KernelWriter splices in.
+#include <stdexcept>
+#include <string>
+
 #include "codegen/kernel_writer.h"
 
 namespace mpcaffe {
@@ -461,6 +464,21 @@ const Dialect kOpenCL = {
     /*byte_pair_product16=*/kBytePairProduct16OpenCLText,
     /*byte_vector_store=*/kByteVectorStoreOpenCLText,
     /*vector_builtins=*/true,
+    /*vector_type=*/"@S@N",
+    /*vector_load=*/"vload@N(0, @P)",
+    /*vector_load_half=*/"vload_half@N(0, @P)",
+    /*vector_store=*/"vstore@N(@X, 0, @P)",
+    /*vector_store_half=*/"vstore_half@N_rte(@X, 0, @P)",
+    /*vector_convert=*/"convert_@T(@X)",
+    /*vector_as=*/"as_@T(@X)",
+    /*vector_select=*/"select(@A, @B, @C)",
+    /*vector_clamp=*/"clamp(@X, @A, @B)",
+    /*vector_abs=*/"abs(@X)",
+    /*vector_even=*/"@X.even",
+    /*vector_odd=*/"@X.odd",
+    /*vector_splat=*/"(@T)(@X)",
+    /*vector_of=*/"(@T)(@X)",
+    /*vector_lane=*/"@X.s@N",
 };
 
 const Dialect kCuda = {
@@ -499,13 +517,38 @@ const Dialect kCuda = {
     /*byte_pair_product16=*/kBytePairProduct16CudaText,
     /*byte_vector_store=*/nullptr,
     /*vector_builtins=*/false,
+    // The vector words of OpenCL C have no row here yet: CUDA's vectors are AddVector's structs.
+    /*vector_type=*/nullptr,
+    /*vector_load=*/nullptr,
+    /*vector_load_half=*/nullptr,
+    /*vector_store=*/nullptr,
+    /*vector_store_half=*/nullptr,
+    /*vector_convert=*/nullptr,
+    /*vector_as=*/nullptr,
+    /*vector_select=*/nullptr,
+    /*vector_clamp=*/nullptr,
+    /*vector_abs=*/nullptr,
+    /*vector_even=*/nullptr,
+    /*vector_odd=*/nullptr,
+    /*vector_splat=*/nullptr,
+    /*vector_of=*/nullptr,
+    /*vector_lane=*/nullptr,
 };
 // clang-format on
 
 }  // namespace
 
 const Dialect& Dialect::For(Backend backend) {
-  return backend == Backend::kOpenCL ? kOpenCL : kCuda;
+  // One case per backend, no default: a backend added to the enum without a row is a compiler
+  // warning here and an error at run time, never another dialect's text.
+  switch (backend) {
+    case Backend::kOpenCL:
+      return kOpenCL;
+    case Backend::kCuda:
+      return kCuda;
+  }
+  throw std::invalid_argument("codegen: no dialect row for backend " +
+                              std::to_string(static_cast<int>(backend)));
 }
 
 }  // namespace mpcaffe

@@ -139,6 +139,7 @@ KernelTarget KernelTarget::Of(const Device& device) {
     t.helper_forms = isa == HostIsa::kGeneric ? HelperForms::kPortable : HelperForms::kUpTo256Bit;
   t.long_compare_of_int_broken = device.info().long_compare_of_int_broken;
   t.vectors_beyond_16_lanes = device.info().vectors_beyond_16_lanes;
+  t.vector_builtins = Dialect::For(t.backend).vector_builtins;
   return t;
 }
 
@@ -151,6 +152,7 @@ KernelTarget KernelTarget::Cuda(int cc) {
   t.backend = Backend::kCuda;
   t.fp16_arith = cc >= 53;
   t.dot_product = cc >= 61;
+  t.vector_builtins = Dialect::For(t.backend).vector_builtins;
   return t;
 }
 

@@ -71,6 +71,24 @@ struct Dialect {
   /// Whether vectors have OpenCL's built-in functions (select, clamp, abs, convert_*,
   /// vload/vstore of other types): generators may use them only then.
   bool vector_builtins;
+  /// VectorWords' forms (codegen/vector_words.h): @S a scalar, @N lanes, @T a vector type, @P a
+  /// pointer, @X @A @B @C operands; nullptr where the dialect has no such word (CUDA: its
+  /// vectors are AddVector's structs).
+  const char* vector_type;        // the type of @N lanes of @S
+  const char* vector_load;        // @N values from @P
+  const char* vector_load_half;   // @N floats from fp16 storage at @P
+  const char* vector_store;       // stores @X to @P
+  const char* vector_store_half;  // stores the floats @X to fp16 storage at @P, rounding to even
+  const char* vector_convert;     // @X's values as @T
+  const char* vector_as;          // @X's bits as @T
+  const char* vector_select;      // @C ? @B : @A lane by lane
+  const char* vector_clamp;       // @X clamped to [@A, @B]
+  const char* vector_abs;         // |@X|
+  const char* vector_even;        // the even lanes of @X
+  const char* vector_odd;         // the odd lanes of @X
+  const char* vector_splat;       // the scalar @X in every lane of @T
+  const char* vector_of;          // the @T of the comma-separated lanes @X
+  const char* vector_lane;        // the lanes @N (hexadecimal digits) of @X
 
   static const Dialect& For(Backend backend);
 };
@@ -101,6 +119,9 @@ struct KernelTarget {
   /// vectors_beyond_16_lanes); where it does not, the text defines MP_NO_32_LANE_VECTORS and
   /// the portable forms leave MP_MADD32 undefined (its callers take their 256-bit loops).
   bool vectors_beyond_16_lanes = true;
+  /// The dialect has OpenCL C's vector types and built-ins (Dialect::vector_builtins: the
+  /// VectorWords rows): the vector forms of libdnn's and layers' kernels exist only then.
+  bool vector_builtins = true;
 
   /// The device's target. fp16_arith follows DeviceInfo::fp16 unless MPCAFFE_FP16_ARITH=0
   /// (fp16 then computes in float, as on a device without half arithmetic); helper_forms

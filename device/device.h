@@ -73,6 +73,9 @@ struct DeviceInfo {
   /// 22.3's rusticl aborts the process on one ("LLVM ERROR: Unsupported vector type with 32
   /// elements"), so its texts leave that form out (KernelTarget::vectors_beyond_16_lanes).
   bool vectors_beyond_16_lanes = true;
+  /// The most work-groups a launch may have along its third dimension (CUDA's gridDim.z:
+  /// 65535); 0 where the device sets no limit below size_t's (OpenCL).
+  size_t max_groups_dim2 = 0;
   std::vector<std::string> extensions;
 };
 
@@ -81,6 +84,26 @@ struct DeviceInfo {
 /// OpenCL CPU runtime that runs a work-item per thread with the kernel's own vectors.
 inline bool UsesLaneDefaults(const DeviceInfo& device) {
   return device.is_gpu || device.work_items_in_simd_lanes;
+}
+
+/// Whether kernels get the defaults of an OpenCL CPU runtime (a work-item per thread, computing
+/// in the kernel's own vectors): an OpenCL device without UsesLaneDefaults.
+inline bool UsesCpuVectorDefaults(const DeviceInfo& device) {
+  return device.backend == Backend::kOpenCL && !UsesLaneDefaults(device);
+}
+
+/// Whether the kernels' vectors are structs of scalar lanes rather than the compiler's vector
+/// types (CUDA: KernelWriter::AddVector's structs), so that scalar tiles are worth timing beside
+/// vector ones and work-groups of lanes are the schedule whatever is_gpu says.
+inline bool VectorsAreLaneStructs(const DeviceInfo& device) {
+  return device.backend == Backend::kCuda;
+}
+
+/// Whether the tuner times the int8 pair-product and 4-bit byte-pair tiles: on an OpenCL CPU
+/// runtime (vpmaddwd, vpmaddubsw) and where vectors are lane structs (the helpers' portable
+/// arithmetic), not on an OpenCL GPU, whose defaults are scalar lanes.
+inline bool TimesPairProductTiles(const DeviceInfo& device) {
+  return VectorsAreLaneStructs(device) || !UsesLaneDefaults(device);
 }
 
 /// MPCAFFE_MAX_DEVICE_BYTES as a number of bytes (0 when unset); throws DeviceError when it

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "libdnn/gemm_internal.h"
+#include "codegen/vector_words.h"
 
 namespace mpcaffe {
 
@@ -101,17 +101,19 @@ std::string ConcatSource(const KernelTarget& target, DataType type) {
                   .Value("int", "bottom_axis").Value("int", "top_axis").Value("int", "inner")
                   .Value("int", "offset").Value("int", "x_zero").Value("int", "y_zero")
                   .Value("int", "mult").Value("int", "shift");
-    v.Body(R"(  const int block = bottom_axis * inner;
+    const VectorWords vw(target);
+    const std::string i16 = vw.Type("int", 16), l16 = vw.Type("long", 16);
+    v.Body(std::string(R"(  const int block = bottom_axis * inner;
   const int steps = (n + 15) / 16;
   $loop(s, steps) {
     const int i0 = s * 16;
     const int o = i0 / block, r0 = i0 - o * block;
     if (r0 + 16 <= block && i0 + 16 <= n) {
-      const int16 d = convert_int16(vload16(0, x + i0)) - x_zero;
-)" + libdnn::gemm_internal::VectorRequant(16, "q", "d", "(int16)(mult)", "(int16)(shift)", 6) +
-           R"(      q = clamp(q + y_zero, (long16)(Dtype_QMIN), (long16)(Dtype_QMAX));
-      MP_STORE_UCHAR16(convert_uchar16(q), y + o * top_axis * inner + offset * inner + r0);
-    } else {
+)") + "      const " + i16 + " d = " + vw.Convert(i16, vw.Load(16, "x + i0")) + " - x_zero;\n" +
+           vw.Requant(16, "q", "d", vw.Splat(i16, "mult"), vw.Splat(i16, "shift"), 6) +
+           "      q = " + vw.Clamp("q + y_zero", vw.Splat(l16, "Dtype_QMIN"), vw.Splat(l16, "Dtype_QMAX")) +
+           ";\n      MP_STORE_UCHAR16(" + vw.Convert(vw.Type("uchar", 16), "q") +
+           ", y + o * top_axis * inner + offset * inner + r0);\n" + R"(    } else {
       for (int i = i0; i < min(i0 + 16, n); ++i) {
         const int t = (i / block) * top_axis * inner + offset * inner + i % block;
         MP_CONCAT_STORE
@@ -298,7 +300,7 @@ std::string GatherSource(const KernelTarget& target, DataType type) {
 }
 
 bool HasVectorConcat(const KernelTarget& target, DataType type) {
-  return target.backend == Backend::kOpenCL && type == DataType::kInt8Q;
+  return target.vector_builtins && type == DataType::kInt8Q;
 }
 
 std::string EltwiseSource(const KernelTarget& target, const std::string& op, DataType type) {

@@ -117,9 +117,10 @@ Convolution::Plan Convolution::PlanOf(const Device& device, const ConvDesc& d,
     plan.path = ForwardPath::kDepthwise;
   } else if (s.conv_pointwise != "0" && s.conv_gemm != "1" &&
              PointwiseApplies(d, DefaultPointwiseTile(d)) &&
-             (IsPointwise(d) || device.backend() == Backend::kOpenCL) &&
+             (IsPointwise(d) || Dialect::For(device.backend()).vector_builtins) &&
              (d.type != DataType::kInt8Q ||
-              (device.backend() == Backend::kOpenCL && q.x_zero >= 0 && q.x_zero <= 255))) {
+              (Dialect::For(device.backend()).vector_builtins && q.x_zero >= 0 &&
+               q.x_zero <= 255))) {
     PointwiseTile t;
     std::optional<PointwiseTile> tile;
     if (std::sscanf(s.conv_pointwise.c_str(), "%d,%d,%d", &t.oc, &t.px, &t.vx) == 3 &&
@@ -230,7 +231,7 @@ Convolution Convolution::Depthwise(Device& device, const ConvDesc& desc, const C
   if (rows < 1 || rows > 32)
     throw Error("convolution " + desc.ToString() + ": " + std::to_string(rows) +
                 " depthwise rows per work-item; 1 to 32 expected");
-  if (vx > 1 && (DepthwiseVectorWidth(desc, device.backend(), quant.x_zero) == 1 ||
+  if (vx > 1 && (DepthwiseVectorWidth(desc, KernelTarget::Of(device), quant.x_zero) == 1 ||
                  (vx != 8 && vx != 16) || vx * desc.stride_w > 16))
     throw Error("convolution " + desc.ToString() + ": " + std::to_string(vx) +
                 " depthwise columns per work-item; 1 expected here, or 8 / 16 with vx · stride ≤ "
@@ -276,12 +277,14 @@ void Convolution::PreparePointwise(const PointwiseTile& tile) {
 void Convolution::PrepareDepthwise(int rows, int vx) {
   const ConvDesc& d = desc_;
   const size_t planes = size_t(d.batch) * d.channels;
-  if (planes > 65535 && device_->backend() == Backend::kCuda)
+  const size_t max_planes = device_->info().max_groups_dim2;
+  if (max_planes && planes > max_planes)
     throw Error("convolution " + d.ToString() + ": " + std::to_string(planes) +
-                " image planes exceed the depthwise kernel's CUDA grid (65535)");
+                " image planes exceed the depthwise kernel's grid on this device (" +
+                std::to_string(max_planes) + ")");
   depthwise_ = true;
   depthwise_rows_ = rows;
-  depthwise_vx_ = vx > 0 ? vx : DepthwiseVectorWidth(d, device_->backend(), x_zero_);
+  depthwise_vx_ = vx > 0 ? vx : DepthwiseVectorWidth(d, KernelTarget::Of(*device_), x_zero_);
   ProgramHints hints;
   hints.local_sizes = {{size_t(DepthwiseLocal(d, depthwise_vx_)), 1, 1}};
   depthwise_kernel_ = device_->GetProgram(

@@ -198,7 +198,8 @@ class Convolution {
   /// one column per work-item): 8 or 16 on OpenCL for fp32, and for int8q with an input zero
   /// point in [0, 255] (its window accumulates in float), strides 1 and 2; 1 otherwise.
   int depthwise_vx() const { return depthwise_vx_; }
-  static int DepthwiseVectorWidth(const ConvDesc& desc, Backend backend, int32_t x_zero);
+  static int DepthwiseVectorWidth(const ConvDesc& desc, const KernelTarget& target,
+                                  int32_t x_zero);
   /// The constructor of a depthwise description with a given number of rows per work-item
   /// (the tuner's candidates; `rows` in [1, 32]) and columns per work-item `vx` (0:
   /// DepthwiseVectorWidth; else 1, or 8 / 16 where DepthwiseVectorWidth is above 1 and

@@ -2,12 +2,13 @@
 // group: a work-item per block of output rows, the one-column and the explicit-vector forms) and
 // the shape tests and defaults that choose them (IsDepthwise, IsPointwise, rows, vector width).
 #include <algorithm>
+#include <optional>
 #include <string>
 
+#include "codegen/vector_words.h"
 #include "device/error.h"
 #include "libdnn/conv.h"
 #include "libdnn/conv_internal.h"
-#include "libdnn/gemm_internal.h"
 #include "libdnn/typed_host.h"
 
 namespace mpcaffe::libdnn {
@@ -60,7 +61,7 @@ int Convolution::DepthwiseLocalWidth(const ConvDesc& d) {
 // and last plane's edge rows) build their vectors lane by lane instead. int8q accumulates in
 // float: with 0 ≤ z_x ≤ 255 every product is at most 255² and a window of at most 258 taps sums
 // below 2^24, so the float sums are the int32 ones exactly; the epilogue requantizes the vector
-// (gemm_internal::VectorRequant: the same integers as mp_requant32).
+// (VectorWords::Requant: the same integers as mp_requant32).
 std::string conv_internal::VectorColumnLanes(const ConvDesc& d, int vx) {
   auto num = [](long v) { return std::to_string(v); };
   const std::string I = "int" + num(vx);
@@ -122,12 +123,13 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
     w.Define("Btype", "float");
   }
   auto num = [](long v) { return std::to_string(v); };
-  const std::string n = num(vx), F = "float" + n, I = "int" + n;
+  const VectorWords vw(target);
+  const std::string n = num(vx), F = vw.Type("float", vx), I = vw.Type("int", vx);
   // A vector of k output lanes to `at`: one unaligned move for uchar (KernelHelper::
-  // kByteVectorStore), vstore<k> for float.
+  // kByteVectorStore), the dialect's store for float.
   auto store = [&](int k, const std::string& v, const std::string& at) {
     return q ? "MP_STORE_UCHAR" + num(k) + "(" + v + ", " + at + ");\n"
-             : "vstore" + num(k) + "(" + v + ", 0, " + at + ");\n";
+             : vw.Store(k, v, at) + ";\n";
   };
   const int sw = d.stride_w, load = vx * sw;  // elements per vector load
   if (q && d.type != DataType::kInt8Q) throw Error("depthwise vector kernel: int8q or fp32 only");
@@ -161,7 +163,7 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
         sum += std::string(sum.empty() ? "" : " + ") + "w" + num(ky) + "_" + num(kx);
     b += "  const float wxz = xz * (" + sum + ");\n";
   }
-  for (int t = 0; t < rows; ++t) b += "  " + F + " acc" + num(t) + " = (" + F + ")(0.0f);\n";
+  for (int t = 0; t < rows; ++t) b += "  " + F + " acc" + num(t) + " = " + vw.Splat(F, "0.0f") + ";\n";
   // The vector of window column kx at row offset `ro`: `fast` one load (inside the buffer),
   // else lane by lane; columns outside the input read `pad` (0, int8q z_x).
   const std::string pad = q ? "xz" : "0.0f";
@@ -169,17 +171,14 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
     const std::string c = num(kx), at = "ro + ixb + " + num(kx * d.dilation_w);
     std::string v;
     if (fast) {
-      v = "convert_float" + num(load) + "(vload" + num(load) + "(0, xc + " + at + "))";
-      if (sw == 2) v += ".even";
-      return "select((" + F + ")(" + pad + "), " + v + ", cm" + c + ")";
+      v = vw.Convert(vw.Type("float", load), vw.Load(load, "xc + " + at));
+      if (sw == 2) v = vw.Even(v);
+      return vw.Select(vw.Splat(F, pad), v, "cm" + c);
     }
-    v = "(" + F + ")(";
-    for (int j = 0; j < vx; ++j) {
-      const std::string lane = "cm" + c + ".s" + std::string(1, "0123456789abcdef"[j]);
-      v += std::string(j ? ", " : "") + "(" + lane + " ? (float)Dtype_LOAD(xc, ix" + c + ".s" +
-           std::string(1, "0123456789abcdef"[j]) + " + ro) : " + pad + ")";
-    }
-    return v + ")";
+    for (int j = 0; j < vx; ++j)
+      v += std::string(j ? ", " : "") + "(" + vw.Lane("cm" + c, j) +
+           " ? (float)Dtype_LOAD(xc, " + vw.Lane("ix" + c, j) + " + ro) : " + pad + ")";
+    return vw.Of(F, v);
   };
   auto window = [&](bool check_rows, bool fast) {
     std::string s;
@@ -196,7 +195,7 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
       if (check_rows && q) {  // a row outside the input: every tap reads the padding z_x
         s += "    } else {\n";
         for (int kx = 0; kx < d.kernel_w; ++kx)
-          s += "      const " + F + " v" + num(kx) + " = (" + F + ")(xz);\n";
+          s += "      const " + F + " v" + num(kx) + " = " + vw.Splat(F, "xz") + ";\n";
         s += uses;
       }
       s += std::string(check_rows ? "    }\n" : "") + "    }\n";
@@ -222,7 +221,7 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
     for (int kx = 0; kx < d.kernel_w; ++kx)
       b += std::string(ky || kx ? ", " : "") + "w" + num(ky) + "_" + num(kx);
   b += "};\n    " + F + " sacc[" + num(rows) + "];\n";
-  b += "    for (int t = 0; t < " + num(rows) + "; ++t) sacc[t] = (" + F + ")(0.0f);\n";
+  b += "    for (int t = 0; t < " + num(rows) + "; ++t) sacc[t] = " + vw.Splat(F, "0.0f") + ";\n";
   b += "    for (int r = 0; r < " + num(in_rows) + "; ++r) {\n      const int iy = iyb + r;\n";
   for (int kx = 0; kx < d.kernel_w; ++kx) b += "      " + F + " v" + num(kx) + ";\n";
   b += "      if (iy >= 0 && iy < " + num(d.height) + ") {\n        const int ro = iy * " +
@@ -231,7 +230,7 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
     b += "        v" + num(kx) + " = " + vec(kx, false) + ";\n";
   if (q) {  // a row outside the input: every tap reads the padding z_x
     b += "      } else {\n";
-    for (int kx = 0; kx < d.kernel_w; ++kx) b += "        v" + num(kx) + " = (" + F + ")(xz);\n";
+    for (int kx = 0; kx < d.kernel_w; ++kx) b += "        v" + num(kx) + " = " + vw.Splat(F, "xz") + ";\n";
     b += "      }\n";
   } else {  // a row outside the input adds nothing
     b += "      } else {\n        continue;\n      }\n";
@@ -254,34 +253,31 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
   if (partial) b += "  const int full = ox0 + " + n + " <= " + num(ow) + ";\n";
   // Residual lanes: a vector load, or lane by lane in a partial vector.
   auto residual = [&](const std::string& at) {
-    const std::string ld = q ? "convert_" + I + "(vload" + n + "(0, rc + " + at + "))"
-                              : "vload" + n + "(0, rc + " + at + ")";
+    const std::string ld = q ? vw.Convert(I, vw.Load(vx, "rc + " + at)) : vw.Load(vx, "rc + " + at);
     if (!partial) return ld;
-    std::string v = "(" + std::string(q ? I : F) + ")(";
+    std::string v;
     for (int j = 0; j < vx; ++j)
       v += std::string(j ? ", " : "") + "(ox0 + " + num(j) + " < " + num(ow) +
            " ? (" + (q ? "int" : "float") + ")Dtype_LOAD(rc, " + at + " + " + num(j) + ") : 0)";
-    v += ")";
-    return "(full ? " + ld + " : " + v + ")";
+    return "(full ? " + ld + " : " + vw.Of(q ? I : F, v) + ")";
   };
   for (int t = 0; t < rows; ++t) {
     const std::string at = "(oy0 + " + num(t) + ") * " + num(ow);
     std::string s = oh % rows == 0 ? "  {\n" : "  if (oy0 + " + num(t) + " < " + num(oh) + ") {\n";
     std::string out;
     if (q) {
-      std::optional<gemm_internal::VectorResidual> res;
-      if (d.residual)
-        res = gemm_internal::VectorResidual{residual(at) + " - res_zero", "res_m", "res_s"};
-      const std::string a = "convert_" + I + "(acc" + num(t) + " - wxz)" + (d.bias ? " + bc" : "");
-      s += gemm_internal::VectorRequantClamp(vx, "r", a, "rqm", "rqs", "c_zero",
-                                             res ? &*res : nullptr,
-                                             d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX", 4);
-      s += "    const uchar" + n + " o = convert_uchar" + n + "(r);\n";
+      std::optional<VectorResidual> res;
+      if (d.residual) res = VectorResidual{residual(at) + " - res_zero", "res_m", "res_s"};
+      const std::string a = vw.Convert(I, "acc" + num(t) + " - wxz") + (d.bias ? " + bc" : "");
+      s += vw.RequantClamp(vx, "r", a, "rqm", "rqs", "c_zero", res ? &*res : nullptr,
+                           d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX", 4);
+      const std::string U8 = vw.Type("uchar", vx);
+      s += "    const " + U8 + " o = " + vw.Convert(U8, "r") + ";\n";
       out = "o";
     } else {
       s += "    " + F + " v = acc" + num(t) + (d.bias ? " + bc" : "") + ";\n";
       if (d.residual) s += "    v += " + residual(at) + ";\n";
-      if (d.relu) s += "    v = fmax(v, (" + F + ")(0.0f));\n";
+      if (d.relu) s += "    v = fmax(v, " + vw.Splat(F, "0.0f") + ");\n";
       out = "v";
     }
     if (!partial) {
@@ -292,13 +288,11 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
       // behind a compare each took a third of the int8 14×14 layers' time (MobileNet v1 conv5_x/dw
       // 0.31 → 0.21 ms without them, PoCL and Intel's runtime, 2026-11-24).
       s += "    if (full) {\n      " + store(vx, out, "yc + " + at) + "    } else {\n";
-      const char* hex = "0123456789abcdef";
       for (int k = 8, pos = 0, rem = ow % vx; k >= 1; k /= 2) {
         if (!(rem & k)) continue;
-        std::string lanes;
-        for (int j = pos; j < pos + k; ++j) lanes += hex[j];
-        s += k == 1 ? "      yc[" + at + " + " + num(pos) + "] = " + out + ".s" + lanes + ";\n"
-                    : "      " + store(k, out + ".s" + lanes, "yc + " + at + " + " + num(pos));
+        const std::string lanes = vw.Lanes(out, pos, k);
+        s += k == 1 ? "      yc[" + at + " + " + num(pos) + "] = " + lanes + ";\n"
+                    : "      " + store(k, lanes, "yc + " + at + " + " + num(pos));
         pos += k;
       }
       s += "    }\n";
@@ -311,8 +305,9 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
 
 }  // namespace
 
-int Convolution::DepthwiseVectorWidth(const ConvDesc& d, Backend backend, int32_t x_zero) {
-  if (backend != Backend::kOpenCL || !IsDepthwise(d)) return 1;
+int Convolution::DepthwiseVectorWidth(const ConvDesc& d, const KernelTarget& target,
+                                      int32_t x_zero) {
+  if (!target.vector_builtins || !IsDepthwise(d)) return 1;
   // int8q accumulates in float (exact for z_x in the stored range and windows ≤ 258 taps).
   const bool int8 = d.type == DataType::kInt8Q && x_zero >= 0 &&
                     x_zero <= 255 && d.kernel_h * d.kernel_w <= 258;

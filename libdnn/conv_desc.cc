@@ -224,7 +224,7 @@ void ConvConfig::Validate() const {
 }
 
 ConvConfig DefaultConvConfig(const DeviceInfo& device, DataType type) {
-  if (device.backend == Backend::kOpenCL && !UsesLaneDefaults(device)) {
+  if (UsesCpuVectorDefaults(device)) {
     // Measured on PoCL (AVX2 code, 16 vector registers; shared, loaded machine, so only
     // side-by-side runs count): 4 vectors of 8 channels × 3 pixels (12 accumulators) was at
     // or near the top of the candidates on AlexNet's convolutions (ConvBench in

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "codegen/vector_words.h"
 #include "device/error.h"
 #include "libdnn/conv.h"
 #include "libdnn/conv_internal.h"
@@ -81,7 +82,7 @@ struct ForwardText {
         split(input == ConvInput::kPackedSplit),
         q(IsQuantized(desc.type)),
         wide(desc.type == DataType::kInt16Q),
-        vector_builtins(target.backend == Backend::kOpenCL),
+        vector_builtins(target.vector_builtins),
         suffix(std::string(Name(desc.type)) + (desc.weights_signed ? "_sw" : "")),
         w(target, "conv_forward") {}
 
@@ -96,7 +97,7 @@ struct ForwardText {
   const ConvConfig& c;
   const ConvInput input;
   const bool dot4, pairs, packed, split, q, wide;
-  const bool vector_builtins;  // OpenCL C vector types and built-ins (vload, select, convert)
+  const bool vector_builtins;  // KernelTarget::vector_builtins
   const std::string suffix;  // kernel name suffix: the type, "_sw" for signed weights
   KernelWriter w;
 
@@ -493,36 +494,38 @@ struct ForwardText {
 
   // The int8 epilogue of the tile's accumulator `tile[e]` (channel vector tj, pixel tt) when
   // all its CONV_VW channels and the pixel are in range: bias, requantization with each
-  // channel's multiplier (gemm_internal::VectorRequant, the GEMM's), the residual, zero point
+  // channel's multiplier (VectorWords::Requant, the GEMM's), the residual, zero point
   // and clamps in vectors, then one byte store per channel (NCHW: the channels are P apart).
   // The same integers as the lane loop, which handles the rest; the text ends inside the
   // `else` that holds it.
   std::string VectorEpilogue() const {
-    const std::string n = std::to_string(c.vw), iv = "int" + n, lv = "long" + n;
+    const VectorWords v(w.target());
+    const std::string iv = v.Type("int", c.vw), lv = v.Type("long", c.vw);
     std::string s = R"(    {
     const int oc0 = ocl + tj * CONV_STEP;
     if (pvt && oc0 + CONV_VW <= OCg) {
       const int o0 = g * OCg + oc0;
       const int yi0 = (n * G * OCg + o0) * P + p0 + tt;
 )";
-    s += "      const " + iv + " val = tile[e] + (has_bias ? vload" + n + "(0, bias + o0) : (" +
-         iv + ")(0));\n";
-    s += "      const int" + std::to_string(2 * c.vw) + " rqv = vload" + std::to_string(2 * c.vw) +
-         "(0, rq + 2 * o0);\n";
-    s += gemm_internal::VectorRequant(c.vw, "r", "val", "rqv.even", "rqv.odd", 6);
-    s += "      r += c_zero;\n      if (has_res) {\n        const " + iv + " rv = (" + iv + ")(";
-    for (int v = 0; v < c.vw; ++v)
-      s += std::string(v ? ", " : "") + "Dtype_LOAD(res, yi0 + " + std::to_string(v) + " * P)";
-    s += ") - res_zero;\n";
-    s += gemm_internal::VectorRequant(c.vw, "rs", "rv", "(" + iv + ")(res_m)",
-                                      "(" + iv + ")(res_s)", 8);
+    s += "      const " + iv + " val = tile[e] + (has_bias ? " + v.Load(c.vw, "bias + o0") + " : " +
+         v.Splat(iv, "0") + ");\n";
+    s += "      const " + v.Type("int", 2 * c.vw) + " rqv = " + v.Load(2 * c.vw, "rq + 2 * o0") +
+         ";\n";
+    s += v.Requant(c.vw, "r", "val", v.Even("rqv"), v.Odd("rqv"), 6);
+    s += "      r += c_zero;\n      if (has_res) {\n        const " + iv + " rv = ";
+    std::string lanes;
+    for (int l = 0; l < c.vw; ++l)
+      lanes += std::string(l ? ", " : "") + "Dtype_LOAD(res, yi0 + " + std::to_string(l) + " * P)";
+    s += v.Of(iv, lanes) + " - res_zero;\n";
+    s += v.Requant(c.vw, "rs", "rv", v.Splat(iv, "res_m"), v.Splat(iv, "res_s"), 8);
     s += "        r += rs;\n      }\n";
     s += "      const mp_i64 lo = relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN;\n";
-    s += "      r = select(select(r, (" + lv + ")(Dtype_QMAX), r > (mp_i64)Dtype_QMAX), (" + lv +
-         ")(lo), r < lo);\n";
-    for (int v = 0; v < c.vw; ++v)
-      s += "      Dtype_STORE(y, yi0 + " + std::to_string(v) + " * P, r.s" + std::to_string(v) +
-           ");\n";
+    s += "      r = " +
+         v.Select(v.Select("r", v.Splat(lv, "Dtype_QMAX"), "r > (mp_i64)Dtype_QMAX"),
+                  v.Splat(lv, "lo"), "r < lo") +
+         ";\n";
+    for (int l = 0; l < c.vw; ++l)
+      s += "      Dtype_STORE(y, yi0 + " + std::to_string(l) + " * P, " + v.Lane("r", l) + ");\n";
     s += "    } else {\n";
     return s;
   }

@@ -5,10 +5,10 @@
 #include <optional>
 #include <string>
 
+#include "codegen/vector_words.h"
 #include "device/error.h"
 #include "libdnn/conv.h"
 #include "libdnn/conv_internal.h"
-#include "libdnn/gemm_internal.h"
 
 namespace mpcaffe::libdnn {
 
@@ -106,12 +106,13 @@ void DeclarePointwiseKernel(KernelWriter& w, const ConvDesc& d, const std::strin
 /// clamped (at c_zero under a ReLU) and stored as whole vectors, or past `skip` in a shifted
 /// block. The text must define `base` and `skip`.
 template <typename Acc>
-std::string PointwiseInt8Epilogue(const ConvDesc& d, const Convolution::PointwiseTile& t,
-                                  long plane, const std::string& corr, Acc acc) {
+std::string PointwiseInt8Epilogue(const VectorWords& v, const ConvDesc& d,
+                                  const Convolution::PointwiseTile& t, long plane,
+                                  const std::string& corr, Acc acc) {
   auto num = [](long v) { return std::to_string(v); };
   const int O = d.out_channels;
   const long block = long(t.px) * t.vx;
-  const std::string vn = num(t.vx), I = "int" + vn;
+  const std::string I = v.Type("int", t.vx), U8 = v.Type("uchar", t.vx);
   std::string b;
   for (int o = 0; o < t.oc; ++o) {
     b += "  {\n    const int oc = ob * " + num(t.oc) + " + " + num(o) + ";\n";
@@ -123,25 +124,25 @@ std::string PointwiseInt8Epilogue(const ConvDesc& d, const Convolution::Pointwis
     b += "    const int rqm = rq[2 * oc], rqs = rq[2 * oc + 1];\n";
     for (int p = 0; p < t.px; ++p) {
       const std::string at = num(p * t.vx);
-      b += "    uchar" + vn + " q" + num(p) + ";\n";
-      std::optional<gemm_internal::VectorResidual> res;
+      b += "    " + U8 + " q" + num(p) + ";\n";
+      std::optional<VectorResidual> res;
       if (d.residual)
-        res = gemm_internal::VectorResidual{
-            "convert_" + I + "(vload" + vn + "(0, ro + " + at + ")) - res_zero", "res_m", "res_s"};
+        res = VectorResidual{v.Convert(I, v.Load(t.vx, "ro + " + at)) + " - res_zero", "res_m",
+                             "res_s"};
       b += "    {\n";
-      b += gemm_internal::VectorRequantClamp(t.vx, "r", acc(o, p) + " + corr", "rqm", "rqs",
-                                             "c_zero", res ? &*res : nullptr,
-                                             d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX", 6);
-      b += "      q" + num(p) + " = convert_uchar" + vn + "(r);\n    }\n";
+      b += v.RequantClamp(t.vx, "r", acc(o, p) + " + corr", "rqm", "rqs", "c_zero",
+                          res ? &*res : nullptr, d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX",
+                          6);
+      b += "      q" + num(p) + " = " + v.Convert(U8, "r") + ";\n    }\n";
     }
     // Whole vectors, or in a shifted block the columns past `skip` (staged in private memory:
     // PoCL made the staging of every block scalar byte moves, 2026-11-25).
     b += "    if (skip == 0) {\n";
     for (int p = 0; p < t.px; ++p)
-      b += "      MP_STORE_UCHAR" + vn + "(q" + num(p) + ", yo + " + num(p * t.vx) + ");\n";
+      b += "      MP_STORE_UCHAR" + num(t.vx) + "(q" + num(p) + ", yo + " + num(p * t.vx) + ");\n";
     b += "    } else {\n      uchar part[" + num(block) + "];\n";
     for (int p = 0; p < t.px; ++p)
-      b += "      vstore" + vn + "(q" + num(p) + ", 0, part + " + num(p * t.vx) + ");\n";
+      b += "      " + v.Store(t.vx, "q" + num(p), "part + " + num(p * t.vx)) + ";\n";
     b += "      for (int j = skip; j < " + num(block) + "; ++j) yo[j] = part[j];\n    }\n";
     if (O % t.oc) b += "    }\n";
     b += "  }\n";
@@ -254,10 +255,11 @@ std::string PointwiseInt8Source(const KernelTarget& target, const ConvDesc& d,
     b += loops(false);
   b += "  const long base = (long)n * " + num(long(O) * hw) + " + p0;\n";
   const std::string corr = std::string(d.bias ? "bias[oc] " : "") + "- x_zero * wsum[oc]";
-  b += PointwiseInt8Epilogue(d, t, hw, corr, [&](int o, int p) {
+  const VectorWords v(target);
+  b += PointwiseInt8Epilogue(v, d, t, hw, corr, [&](int o, int p) {
     const std::string a = "a" + num(o) + "_" + num(p * t.vx / 8);
     if (t.vx == 8) return a;
-    return "(int16)(" + a + ", a" + num(o) + "_" + num(p * 2 + 1) + ")";
+    return v.Of(v.Type("int", 16), a + ", a" + num(o) + "_" + num(p * 2 + 1));
   });
   DeclarePointwiseKernel(w, d, b);
   return w.Source();
@@ -319,7 +321,7 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
   const std::string n = num(vx), F = "Vf";  // AddVector's float vector of vx lanes
   const bool q = d.type == DataType::kInt8Q;
   const std::string X = q ? "Dtype" : "float";  // the input's element
-  const char* hex = "0123456789abcdef";
+  const VectorWords vw(w.target());
   std::string b;
   b += "  const int blk = $global_id(0), oy = $global_id(1), nb = $global_id(2);\n";
   b += "  if (blk >= " + num(DivUp(ow, vx)) + " || oy >= " + num(oh) + " || nb >= " +
@@ -340,7 +342,7 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
        " + ixb + " + num(d.kernel_w - 1 + load) + ";\n";
   b += "  const int fast = e0 >= 0 && e1 <= " + num(long(d.batch) * C * hw) + "L;\n";
   b += "  const $global float* wb = wp + ob * " + num(K * t.oc) + ";\n";
-  if (q) b += "  const " + F + " xz = (" + F + ")((float)x_zero);\n";
+  if (q) b += "  const " + F + " xz = " + vw.Splat(F, "(float)x_zero") + ";\n";
   for (int o = 0; o < t.oc; ++o) b += "  " + F + " a" + num(o) + "_0 = (" + F + ")(0.0f);\n";
   b += "  for (int ic = 0; ic < " + num(C) + "; ++ic) {\n";
   b += "    for (int ky = 0; ky < " + num(d.kernel_h) + "; ++ky) {\n";
@@ -358,19 +360,19 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
       const std::string c = num(kx);
       std::string v;
       if (fast) {
-        v = "vload" + num(load) + "(0, xr + ixb + " + c + ")";
-        if (q) v = "convert_float" + num(load) + "(" + v + ")";
-        if (sw == 2) v += ".even";
+        v = vw.Load(load, "xr + ixb + " + c);
+        if (q) v = vw.Convert(vw.Type("float", load), v);
+        if (sw == 2) v = vw.Even(v);
         if (q) v = "(" + v + " - xz)";
-        v = "select((" + F + ")(0.0f), " + v + ", cm" + c + ")";
+        v = vw.Select(vw.Splat(F, "0.0f"), v, "cm" + c);
       } else {
-        v = "(" + F + ")(";
-        for (int j = 0; j < vx; ++j)
-          v += std::string(j ? ", " : "") + "cm" + c + ".s" + hex[j] + " ? " +
-               (q ? "(float)xr[ix" + c + ".s" + hex[j] + "] - (float)x_zero"
-                  : "xr[ix" + c + ".s" + hex[j] + "]") +
-               " : 0.0f";
-        v += ")";
+        std::string lanes;
+        for (int j = 0; j < vx; ++j) {
+          const std::string ix = vw.Lane("ix" + c, j);
+          lanes += std::string(j ? ", " : "") + vw.Lane("cm" + c, j) + " ? " +
+                   (q ? "(float)xr[" + ix + "] - (float)x_zero" : "xr[" + ix + "]") + " : 0.0f";
+        }
+        v = vw.Of(F, lanes);
       }
       r += "        const " + F + " v" + c + " = " + v + ";\n";
       for (int o = 0; o < t.oc; ++o)
@@ -384,9 +386,8 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
   b += "  const long base = (long)n * " + num(long(O) * oh * ow) + " + oy * " + num(ow) +
        " + ox0;\n";
   if (q)  // the float sums are integers below 2^24 (RowFormFits): exact
-    b += PointwiseInt8Epilogue(d, t, long(oh) * ow, d.bias ? "bias[oc]" : "0", [&](int o, int) {
-      return "convert_int" + n + "(a" + num(o) + "_0)";
-    });
+    b += PointwiseInt8Epilogue(vw, d, t, long(oh) * ow, d.bias ? "bias[oc]" : "0",
+                               [&](int o, int) { return vw.Convert(vw.Type("int", vx), "a" + num(o) + "_0"); });
   else
     b += PointwiseEpilogue(d, t, long(oh) * ow);
   DeclarePointwiseKernel(w, d, b);
@@ -394,7 +395,7 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
 
 std::string Convolution::PointwiseSource(const KernelTarget& target, const ConvDesc& d,
                                          const PointwiseTile& t) {
-  if (!PointwiseApplies(d, t) || (RowForm(d) && target.backend != Backend::kOpenCL))
+  if (!PointwiseApplies(d, t) || (RowForm(d) && !target.vector_builtins))
     throw Error("convolution " + d.ToString() + ": no pointwise kernel with tile " +
                 t.ToString() + " (fp32 1×1 stride 1 unpadded one-group convolutions, planes of "
                 "at least px·vx pixels, oc in [1, 16], px in [1, 8], vx 4, 8 or 16; on OpenCL "
@@ -403,7 +404,7 @@ std::string Convolution::PointwiseSource(const KernelTarget& target, const ConvD
                 " input channels, no dilation, stride_w ≤ 2, px 1, vx · stride_w ≤ 16, vx ≤ "
                 "output width)");
   const bool q = d.type == DataType::kInt8Q;
-  if (q && target.backend != Backend::kOpenCL)
+  if (q && !target.vector_builtins)
     throw Error("convolution " + d.ToString() +
                 ": the int8q pointwise kernel is OpenCL text (OpenCL vector types)");
   if (q && !RowForm(d)) return PointwiseInt8Source(target, d, t);

@@ -6,6 +6,7 @@
 #include <functional>
 #include <sstream>
 
+#include "codegen/vector_words.h"
 #include "libdnn/gemm_internal.h"
 #include "libdnn/int4_internal.h"
 #include "libdnn/tuner.h"  // TunedGemmConfig
@@ -63,16 +64,16 @@ void DeclareOperand(KernelWriter& w, const std::string& name, const GemmDesc& d,
     w.AddType(t, d.type);
   }
   w.Define("LDS_" + name + "(p, i)", "((" + cs + ")" + t + "_LOAD(p, i))");
-  std::string vload;
+  std::string load;
   if (vw == 1)
-    vload = "LDS_" + name + "(p, 0)";
+    load = "LDS_" + name + "(p, 0)";
   else if (d.type == DataType::kFloat32)
-    vload = vec.load_f32;
+    load = vec.load_f32;
   else if (d.type == DataType::kFloat16)
-    vload = vec.load_f16;
+    load = vec.load_f16;
   else
-    vload = vec.load_int;
-  w.Define("LDV_" + name + "(p)", vload);
+    load = vec.load_int;
+  w.Define("LDV_" + name + "(p)", load);
 }
 
 /// Index expressions of op(A)(m, k) and op(B)(k, n) in the stored matrices.
@@ -153,133 +154,46 @@ std::string Epilogue(const GemmDesc& d, const std::string& x, const std::string&
   return s;
 }
 
-std::string VectorRequant(int lanes, const std::string& out, const std::string& val,
-                          const std::string& mult, const std::string& shift, int indent) {
-  const std::string n = Str(lanes), l = "long" + n, u = "ulong" + n, pad(indent, ' ');
-  const std::string rr = out + "_rr", p = out + "_p", sh = out + "_sh", r1 = out + "_r1",
-                    ru = out + "_ru";
-  std::string s;
-  // The ints are widened with $long_of_int: compared with constants below (see
-  // KernelTarget::long_compare_of_int_broken).
-  s += pad + "const " + l + " " + rr + " = $long_of_int(31 - (" + shift + "), " + n + ");\n";
-  s += pad + "const " + u + " " + p + " = convert_" + u + "(abs(" + val + ")) * convert_" + u +
-       "(as_uint" + n + "(" + mult + "));\n";
-  s += pad + "const " + u + " " + sh + " = convert_" + u + "(clamp(" + rr + ", (" + l + ")(1), (" +
-       l + ")(63)));\n";
-  s += pad + "const " + u + " " + r1 + " = (" + p + " + ((" + u + ")(1) << (" + sh + " - 1))) >> " +
-       sh + ";\n";
-  s += pad + "const " + u + " " + ru + " = select(select((" + u + ")(0), " + r1 + ", " + rr +
-       " < 64), " + p + ", " + rr + " <= 0);\n";
-  s += pad + l + " " + out + " = select(convert_" + l + "(" + ru + "), -convert_" + l + "(" + ru +
-       "), $long_of_int(" + val + ", " + n + ") < 0);\n";
-  s += pad + out + " = clamp(" + out + ", (" + l + ")(-2147483647L - 1), (" + l +
-       ")(2147483647L));\n";
-  return s;
-}
-
-std::string VectorRequantClamp(int lanes, const std::string& out, const std::string& val,
-                               const std::string& mult, const std::string& shift,
-                               const std::string& zero, const VectorResidual* res,
-                               const std::string& lo, const std::string& hi, int indent) {
-  const std::string n = Str(lanes), I = "int" + n, U = "uint" + n, L = "long" + n,
-                    UL = "ulong" + n, pad(indent, ' '), in = pad + "  ", in2 = in + "  ";
-  const std::string v = out + "_v", rr = out + "_rr", h = out + "_h", q = out + "_q";
-  // The residual's term, as VectorRequant's (saturated) long lanes `<out>_s`.
-  auto residual = [&] {
-    return VectorRequant(lanes, out + "_s", out + "_rv", "(" + I + ")(" + res->mult + ")",
-                         "(" + I + ")(" + res->shift + ")", int(in2.size()));
-  };
-  std::string s;
-  s += pad + I + " " + out + ";\n" + pad + "{\n";
-  s += in + "const " + I + " " + v + " = " + val + ";\n";
-  if (res) s += in + "const " + I + " " + out + "_rv = " + res->value + ";\n";
-  s += in + "const int " + rr + " = 31 - (" + shift + ");\n";
-  // 34 ≤ right ≤ 62, mp_requant32's 64-bit case: with p = |v|·mult = h·2^32 + l (< 2^63) and
-  // t = right − 32 ≥ 2, (p + 2^(right−1)) >> right = (h + 2^(t−1)) >> t exactly (l < 2^32 does
-  // not reach the next multiple of 2^right), so one 32-bit high multiply replaces the 64-bit
-  // lanes; the result is at most 2^29 in magnitude, so adding the zero point and the residual
-  // (its long lanes first clamped to ±2^30: any value past that clamps the sum the same way)
-  // cannot overflow int32.
-  s += in + "if (" + rr + " >= 34 && " + rr + " <= 62) {\n";
-  // The high words through 64-bit lanes, not mul_hi: PoCL 3.1 made mul_hi of uint vectors
-  // lane-by-lane scalar code. The even and odd lanes of |v| are multiplied where they lie in
-  // the 64-bit words (masked, shifted: one vpmuludq each), and the high words put back in
-  // place: converting |v| to 64-bit lanes and back (the first form) became 128-bit pieces and
-  // shuffles in PoCL, most of the int8 depthwise kernel's epilogue (perf annotate, 2026-11-28).
-  // |v| is taken in unsigned arithmetic: with abs() here PoCL gave wrong results for v = INT_MIN
-  // (VectorRequantClamp.MatchesTheHostReferenceWithAndWithoutResidual).
-  if (lanes >= 4) {
-    const std::string W = "ulong" + Str(lanes / 2), a = out + "_a", m = out + "_m";
-    s += in2 + "const " + W + " " + a + " = as_" + W + "(select(as_" + U + "(" + v + "), (" + U +
-         ")(0) - as_" + U + "(" + v + "), " + v + " < 0)), " + m + " = (" + W + ")((ulong)(uint)(" +
-         mult + "));\n";
-    s += in2 + "const " + U + " " + h + " = as_" + U + "((((" + a + " & 0xffffffffUL) * " + m +
-         ") >> 32) | (((" + a + " >> 32) * " + m + ") & 0xffffffff00000000UL));\n";
-  } else {
-    s += in2 + "const " + U + " " + h + " = convert_" + U + "((convert_" + UL + "(abs(" + v +
-         ")) * (" + UL + ")((uint)(" + mult + "))) >> 32);\n";
-  }
-  s += in2 + "const " + I + " " + q + " = as_" + I + "((" + h + " + (" + U + ")(1u << (" + rr +
-       " - 33))) >> (" + U + ")(" + rr + " - 32));\n";
-  s += in2 + out + " = select(" + q + ", -" + q + ", " + v + " < 0) + (" + zero + ");\n";
-  if (res) {
-    s += residual();
-    s += in2 + out + " += convert_" + I + "(clamp(" + out + "_s, (" + L + ")(-1073741824L), (" +
-         L + ")(1073741824L)));\n";
-  }
-  s += in2 + out + " = clamp(" + out + ", (" + I + ")(" + lo + "), (" + I + ")(" + hi + "));\n";
-  s += in + "} else {\n";
-  s += VectorRequant(lanes, out + "_l", v, "(" + I + ")(" + mult + ")", "(" + I + ")(" + shift +
-                     ")", int(in2.size()));
-  s += in2 + out + "_l += (" + zero + ");\n";
-  if (res) {
-    s += residual();
-    s += in2 + out + "_l += " + out + "_s;\n";
-  }
-  s += in2 + out + "_l = clamp(" + out + "_l, (" + L + ")(" + lo + "), (" + L + ")(" + hi +
-       "));\n";
-  s += in2 + out + " = convert_" + I + "(" + out + "_l);\n";
-  s += in + "}\n" + pad + "}\n";
-  return s;
-}
-
 }  // namespace gemm_internal
 
 namespace {
 
 using gemm_internal::Epilogue;
-using gemm_internal::VectorRequant;
 
 /// The output pipeline of Epilogue for the 8 columns n … n + 7 of row m at once (int8q with
 /// vw = 8, a tile vector `x`; `xs` the activation-sum vector or scalar, when needed): the same
-/// integers lane by lane, with the requantization specialized to an int32 accumulator (its
-/// product fits 64 bits, so mp_requant64's 128-bit steps reduce to one rounding shift).
-std::string VectorEpilogue(const GemmDesc& d, const std::string& x, const std::string& xs,
-                           bool folded) {
+/// integers lane by lane, with the requantization specialized to an int32 accumulator
+/// (VectorWords::Requant).
+std::string VectorEpilogue(const VectorWords& v, const GemmDesc& d, const std::string& x,
+                           const std::string& xs, bool folded) {
   const bool wa = d.weights == WeightOperand::kA;
+  const std::string i8 = v.Type("int", 8), f8 = v.Type("float", 8);
   // A per-channel value: one per row (weights A) or a vector of 8 columns (weights B).
   auto per_channel = [&](const std::string& buf, const std::string& type, bool varies) {
-    if (wa || !varies) return "(" + type + ")(" + buf + "[" + (varies ? "m" : "0") + "])";
-    return "vload8(0, " + buf + " + n)";
+    if (wa || !varies) return v.Splat(type, buf + "[" + (varies ? "m" : "0") + "]");
+    return v.Load(8, buf + " + n");
   };
-  std::string s = "int8 val = " + x + " - x_zero * " + per_channel("wsum", "int8", true);
+  std::string s = i8 + " val = " + x + " - x_zero * " + per_channel("wsum", i8, true);
   if (d.weight_zero && !folded) s += " - w_zero * " + xs;
   if (d.weight_zero) s += " + K * x_zero * w_zero";
   s += ";\n";
-  if (d.bias) s += "val += " + per_channel("bias", "int8", true) + ";\n";
+  if (d.bias) s += "val += " + per_channel("bias", i8, true) + ";\n";
   if (d.out_type == DataType::kFloat32) {
-    s +=
-        "float8 f = convert_float8(val) * " + per_channel("scale", "float8", d.per_channel) + ";\n";
-    if (d.relu) s += "f = select((float8)(0.0f), f, f > (float8)(0.0f));\n";
-    s += "vstore8(f, 0, c + m * ldc + n);\n";
+    s += f8 + " f = " + v.Convert(f8, "val") + " * " + per_channel("scale", f8, d.per_channel) +
+         ";\n";
+    if (d.relu) s += "f = " + v.Select(v.Splat(f8, "0.0f"), "f", "f > " + v.Splat(f8, "0.0f")) + ";\n";
+    s += v.Store(8, "f", "c + m * ldc + n") + ";\n";
     return s;
   }
-  s += VectorRequant(8, "r", "val", per_channel("mult", "int8", d.per_channel),
-                     per_channel("shift", "int8", d.per_channel));
+  s += v.Requant(8, "r", "val", per_channel("mult", i8, d.per_channel),
+                 per_channel("shift", i8, d.per_channel));
   s += std::string("const mp_i64 lo = ") + (d.relu ? "0" : "(mp_i64)Ctype_QMIN - c_zero") +
        ", hi = (mp_i64)Ctype_QMAX - c_zero;\n";
-  s += "r = select(select(r, (long8)(hi), r > hi), (long8)(lo), r < lo);\n";
-  s += "MP_STORE_UCHAR8(convert_uchar8(convert_int8(r + c_zero)), c + m * ldc + n);\n";
+  const std::string l8 = v.Type("long", 8);
+  s += "r = " + v.Select(v.Select("r", v.Splat(l8, "hi"), "r > hi"), v.Splat(l8, "lo"), "r < lo") +
+       ";\n";
+  s += "MP_STORE_UCHAR8(" + v.Convert(v.Type("uchar", 8), v.Convert(i8, "r + c_zero")) +
+       ", c + m * ldc + n);\n";
   return s;
 }
 
@@ -345,36 +259,6 @@ std::string KLoops(const GemmConfig& c, const std::function<std::string(const st
 }
 
 bool ASigned(const GemmDesc& d) { return d.weights == WeightOperand::kA && d.weights_signed; }
-
-/// pshufb control that copies bytes 0 and 1 of each 32-bit lane into its two 16-bit halves:
-/// zero-extended, or (signed) into the high bytes, for an arithmetic >> 8.
-std::string PairShuffleMask(bool is_signed) {
-  std::string m;
-  for (int half = 0; half < 16; ++half) {
-    const std::string byte = Str(half % 2);
-    m += std::string(m.empty() ? "" : ", ") + (is_signed ? "-128, " + byte : byte + ", -128");
-  }
-  return m;
-}
-
-/// Preprocessor text of MP_APAIR_P(p), put at the top of a kp = 2 kernel body: the pair
-/// (p[0], p[1]) of op(A) as KernelHelper::kPairProduct16's MP_PAIR16 gives it (on AVX2 one
-/// 16-bit broadcast load and one byte shuffle: Clang vector built-ins behind the compiler's
-/// own __AVX2__, so every other target, CUDA's NVRTC included, takes the portable line, as
-/// every target does under KernelTarget::helper_forms = kPortable).
-std::string APairHelper(const GemmDesc& d) {
-  const bool sa = ASigned(d);
-  std::ostringstream s;
-  s << "#if defined(__AVX2__) && !defined(MP_PORTABLE_FORMS)\n"
-    << "typedef char mp_char32 __attribute__((ext_vector_type(32)));\n"
-    << "#define MP_APAIR_P(p) (__builtin_astype(__builtin_ia32_pshufb256(__builtin_astype("
-       "(short16)(__builtin_astype(vload2(0, (p)), short)), mp_char32), (mp_char32)("
-    << PairShuffleMask(sa) << ")), short16)" << (sa ? " >> (short16)(8)" : "") << ")\n"
-    << "#else\n"
-    << "#define MP_APAIR_P(p) MP_PAIR16(LDS_A(p, 0), LDS_A(p, 1))\n"
-    << "#endif\n";
-  return s.str();
-}
 
 /// One step of two k (k, k + 1) of the kp = 2 outer-product tile. op(B) rows k and k + 1 are
 /// interleaved into 16-lane vectors (MP_ZIP16: b(k, n), b(k + 1, n), …; KernelHelper::
@@ -467,7 +351,7 @@ std::string OuterEpilogue(const GemmDesc& d, const GemmConfig& c, const Dialect&
     s << "if (n0 + " << (c.tn - 1) * col_step + c.vw << " <= N) {\n" << Indent(loop, 2);
     s << "    if (m0 + ti * " << row_step << " < M) {\n      const int m = m0 + ti * " << row_step
       << ";\n      const int n = n0 + tj * " << col_step << ";\n"
-      << Indent(VectorEpilogue(d, "tile[e]", xs, FoldsWeightZero(d, c)), 6) << "    }\n  }\n";
+      << Indent(VectorEpilogue(VectorWords(dialect), d, "tile[e]", xs, FoldsWeightZero(d, c)), 6) << "    }\n  }\n";
     s << "  return;\n}\n";
   }
   // Lanes to private arrays, then the output pipeline per element.
@@ -639,7 +523,7 @@ std::string OuterBody(const GemmDesc& d, const GemmConfig& c, const Dialect& dia
   auto fast = [&](const std::string& k) { return OuterStep(d, c, k, false); };
   auto gathered = [&](const std::string& k) { return OuterStep(d, c, k, true); };
   if (c.kp == GemmConfig::kPairs) {
-    s << APairHelper(d);
+    s << PairBroadcast16Define("MP_APAIR_P(p)", "MP_PAIR16(LDS_A(p, 0), LDS_A(p, 1))", ASigned(d));
     if (PacksA(d, c))
       for (int i = 0; i < c.tm; ++i)
         s << "const $global int* ap" << i << " = apk + r" << i << " * (K / 2);\n";

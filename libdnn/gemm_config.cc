@@ -176,7 +176,7 @@ bool GemmConfig::operator==(const GemmConfig& o) const {
 
 GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc) {
   GemmConfig c;
-  const bool cpu_vectors = device.backend == Backend::kOpenCL && !UsesLaneDefaults(device);
+  const bool cpu_vectors = UsesCpuVectorDefaults(device);
   if (cpu_vectors && desc.weight_bits == 4) {
     const GemmConfig native = DefaultInt4Config(desc);
     if (native.Supports(desc, device.backend)) return native;
@@ -243,11 +243,11 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
   // 4-bit weights on OpenCL CPUs and on CUDA (KernelHelper::kBytePairProduct16 has both
   // dialects): the byte-pair tiles, then every int8 candidate (which run on the weights unpacked
   // to bytes). CUDA's default stays the unpacked int8 with dp4a; the tuner times these beside it.
-  if (desc.weight_bits == 4 && (backend == Backend::kCuda || !UsesLaneDefaults(device)))
+  if (desc.weight_bits == 4 && TimesPairProductTiles(device))
     for (const GemmConfig& c : Int4Candidates()) add(c);
   // int8 on OpenCL CPUs and on CUDA (KernelHelper::kPairProduct16 has both dialects): the
   // other K mode of the default, then pair products for each vw = 8 outer tile below.
-  const bool cpu_or_cuda = backend == Backend::kCuda || !UsesLaneDefaults(device);
+  const bool cpu_or_cuda = TimesPairProductTiles(device);
   const bool pairs = desc.type == DataType::kInt8Q && cpu_or_cuda;
   if (pairs) {
     GemmConfig other = base;
@@ -256,9 +256,9 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
   }
   // Vector widths on both backends (CUDA: KernelWriter::AddVector's struct vectors), and on
   // CUDA the scalar tiles of its default beside them.
-  const std::vector<int> widths = backend == Backend::kCuda ? std::vector<int>{1, 4, 8, 16}
+  const std::vector<int> widths = VectorsAreLaneStructs(device) ? std::vector<int>{1, 4, 8, 16}
                                                             : std::vector<int>{4, 8, 16};
-  const std::vector<int> groups = UsesLaneDefaults(device) || backend == Backend::kCuda
+  const std::vector<int> groups = UsesLaneDefaults(device) || VectorsAreLaneStructs(device)
                                       ? std::vector<int>{32, 64, 128}
                                       : std::vector<int>{1};
   for (int vw : widths)
@@ -278,7 +278,7 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
   // Native 4-way dot products (kp = 4, scalar lanes), and the one-k loop beside a kp = 4
   // default.
   if (desc.type == DataType::kInt8Q && device.dot_product) {
-    const std::vector<int> dot_groups = UsesLaneDefaults(device) || backend == Backend::kCuda
+    const std::vector<int> dot_groups = UsesLaneDefaults(device) || VectorsAreLaneStructs(device)
                                             ? std::vector<int>{32, 64, 128}
                                             : std::vector<int>{1, 16};
     for (int wg : dot_groups)
@@ -295,7 +295,7 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
   // and op(B) element among its group_n() or group_m() work-items; the same columns per
   // work-item as the vw = 1 tiles (tn / vw vectors). Untimed here (no GPU on the build
   // machine), so they are candidates, not defaults.
-  if (UsesLaneDefaults(device) || backend == Backend::kCuda) {
+  if (UsesLaneDefaults(device) || VectorsAreLaneStructs(device)) {
     for (int vw : widths)
       for (int wg : groups)
         for (auto [tm, tn] : {std::pair{4, 4}, {8, 4}, {4, 2}, {8, 8}}) {

@@ -14,30 +14,6 @@ namespace mpcaffe::libdnn::gemm_internal {
 std::string Epilogue(const GemmDesc& d, const std::string& x, const std::string& xs,
                      bool folded = false);
 
-/// OpenCL text declaring `long<lanes> out`: mp_requant32 lane by lane of the int<lanes> `val`
-/// with the int<lanes> multipliers `mult` and shifts `shift` (the same integers, saturated to
-/// int32; the product of an int32 accumulator fits 64 bits, so mp_requant64's 128-bit steps
-/// reduce to one rounding shift). Temporaries are named `out` + "_…"; each line is indented by
-/// `indent` spaces.
-std::string VectorRequant(int lanes, const std::string& out, const std::string& val,
-                          const std::string& mult, const std::string& shift, int indent = 0);
-
-/// A residual input of VectorRequantClamp: its int<lanes> value (x − z_res) and the scalar
-/// multiplier and shift taking it to the output's scale.
-struct VectorResidual {
-  std::string value, mult, shift;
-};
-
-/// OpenCL text declaring `int<lanes> out`: the int<lanes> `val` requantized with one scalar
-/// multiplier and shift for every lane (a channel's), plus `zero`, plus the requantized
-/// residual when `res` is given, clamped to [lo, hi] — the same integers as VectorRequant's
-/// long lanes summed and clamped, but in int32 lanes (a high multiply) when the shift allows it,
-/// which is every calibrated layer of the zoo nets.
-std::string VectorRequantClamp(int lanes, const std::string& out, const std::string& val,
-                               const std::string& mult, const std::string& shift,
-                               const std::string& zero, const VectorResidual* res,
-                               const std::string& lo, const std::string& hi, int indent = 0);
-
 /// Shared by the generator (gemm.cc) and the launcher (gemm_launch.cc): whether kp = 2 packs
 /// op(A) into 32-bit pairs first, whether the kernel takes 4-way int8 dot products, the
 /// work-group size of a configuration, and the name of the weight-sum kernel.

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <vector>
 
+#include "codegen/vector_words.h"
 #include "device/error.h"
 #include "libdnn/typed_host.h"
 
@@ -67,10 +68,11 @@ std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int lo
   w.Define("LRN_PRE", std::to_string((local_size - 1) / 2));
   const bool half = type == DataType::kFloat16;
   auto body = [&](bool vec) {
-    const std::string F = vec ? "float8" : "float";
+    const VectorWords vw(target);  // (its words are asked for only where vec)
+    const std::string F = vec ? vw.Type("float", 8) : "float";
     auto load = [&](const std::string& at) {
       if (!vec) return "(float)Dtype_LOAD(x, " + at + ")";
-      return std::string(half ? "vload_half8" : "vload8") + "(0, x + " + at + ")";
+      return half ? vw.LoadHalf(8, "x + " + at) : vw.Load(8, "x + " + at);
     };
     std::string b = vec ? R"(  const int vecs = (HW + 7) / 8;
   const int v = $global_id(0);
@@ -98,8 +100,9 @@ std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int lo
     b += "    const " + F + " out = " + load("at") + " * exp2(-beta * log2(s));\n";
     b += "    if (live) {\n";
     if (vec) {
-      b += "      if (has_scale) vstore8(s, 0, scale + at);\n";
-      b += std::string("      ") + (half ? "vstore_half8_rte" : "vstore8") + "(out, 0, y + at);\n";
+      b += "      if (has_scale) " + vw.Store(8, "s", "scale + at") + ";\n";
+      b += "      " + (half ? vw.StoreHalf(8, "out", "y + at") : vw.Store(8, "out", "y + at")) +
+           ";\n";
     } else {
       b += "      if (has_scale) scale[at] = s;\n      Dtype_STORE(y, at, out);\n";
     }
@@ -121,7 +124,7 @@ std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int lo
         .Body(body(vec));
   };
   declare(ForwardKernelName(type), false);
-  if (target.backend == Backend::kOpenCL) declare(ForwardKernelName(type) + "_v8", true);
+  if (target.vector_builtins) declare(ForwardKernelName(type) + "_v8", true);
   return w.Source();
 }
 

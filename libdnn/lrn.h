@@ -60,7 +60,7 @@ class Lrn {
  private:
   /// The float8 forward kernel: OpenCL, rows of at least 8 pixels.
   bool UsesVectors() const {
-    return device_->backend() == Backend::kOpenCL && desc_.height * desc_.width >= 8;
+    return Dialect::For(device_->backend()).vector_builtins && desc_.height * desc_.width >= 8;
   }
 
   Device* device_;

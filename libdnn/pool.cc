@@ -7,6 +7,7 @@
 #include <sstream>
 #include <vector>
 
+#include "codegen/vector_words.h"
 #include "device/error.h"
 #include "libdnn/typed_host.h"
 #include "quant/quant_params.h"
@@ -76,8 +77,8 @@ const char* kWindowText = R"(    int hs = oy * sh - ph;
 /// (AlexNet's pool1 took 20 ms at batch 16); gathering every element lane by lane took 2-4.6 ms
 /// on GoogLeNet's 3×3 stride-1 inception pools (28×28 and 14×14 planes, PoCL, loaded machine)
 /// against 0.03-0.07 ms in ONNX Runtime.
-bool UsesVectorMax(Backend backend, PoolMethod method) {
-  return backend == Backend::kOpenCL && method == PoolMethod::kMax;
+bool UsesVectorMax(const KernelTarget& target, PoolMethod method) {
+  return target.vector_builtins && method == PoolMethod::kMax;
 }
 
 /// The vector max kernel. Float types: each lane visits its window in the scalar kernel's order
@@ -89,23 +90,20 @@ bool UsesVectorMax(Backend backend, PoolMethod method) {
 /// maximum (every window holds at least one element). The same values as the scalar kernel.
 void DeclareVectorMax(KernelWriter& w, DataType type) {
   const bool q = IsQuantized(type);
+  const VectorWords vw(w.target());
   const std::string U = type == DataType::kInt8Q ? "uchar" : "ushort";  // quantized storage
-  const std::string S = q ? U : "float", V = S + "8";
-  std::string gather = "((" + V + ")(";
+  const std::string S = q ? U : "float", V = vw.Type(S, 8), I8 = vw.Type("int", 8);
+  std::string lanes;
   for (int l = 0; l < 8; ++l)
-    gather += std::string(l ? ", " : "") + "(" + S + ")Dtype_LOAD(p, (ix).s" + std::to_string(l) + ")";
-  gather += "))";
-  w.Define("MP_GATHER8(p, ix)", gather);
+    lanes += std::string(l ? ", " : "") + "(" + S + ")Dtype_LOAD(p, " + vw.Lane("(ix)", l) + ")";
+  w.Define("MP_GATHER8(p, ix)", "(" + vw.Of(V, lanes) + ")");
   // 8 neighbouring elements, and the even ones of 16, as the compute vector.
   if (type == DataType::kFloat16) {
-    w.Define("MP_LOAD8(p)", "vload_half8(0, (p))");
-    w.Define("MP_LOAD8S2(p)", "vload_half16(0, (p)).even");
-  } else if (q) {
-    w.Define("MP_LOAD8(p)", "vload8(0, (p))");
-    w.Define("MP_LOAD8S2(p)", "vload16(0, (p)).even");
+    w.Define("MP_LOAD8(p)", vw.LoadHalf(8, "(p)"));
+    w.Define("MP_LOAD8S2(p)", vw.Even(vw.LoadHalf(16, "(p)")));
   } else {
-    w.Define("MP_LOAD8(p)", "vload8(0, (p))");
-    w.Define("MP_LOAD8S2(p)", "vload16(0, (p)).even");
+    w.Define("MP_LOAD8(p)", vw.Load(8, "(p)"));
+    w.Define("MP_LOAD8S2(p)", vw.Even(vw.Load(16, "(p)")));
   }
   auto& k = w.Kernel(Pooling::ForwardKernelName(type, PoolMethod::kMax) + "_v8")
                 .In("Dtype", "x")
@@ -118,10 +116,12 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
   const int live = v < vecs;
   const int ox0 = min(v * 8, OW - 8);  // the row's last vector overlaps its neighbour
   const int c0 = ox0 * sw - pw;        // the first lane's first window column
-  const int8 wstart = (ox0 + (int8)(0, 1, 2, 3, 4, 5, 6, 7)) * sw - pw;
-  const int8 ws = max(wstart, (int8)(0));
-  const int8 we = min(min(wstart + KW, (int8)(W + pw)), (int8)(W));
-  // Elements one window column's vector load covers: 8 at stride 1, 16 at stride 2.
+)";
+  body += "  const " + I8 + " wstart = (ox0 + " + vw.Of(I8, "0, 1, 2, 3, 4, 5, 6, 7") + ") * sw - pw;\n";
+  body += "  const " + I8 + " ws = max(wstart, " + vw.Splat(I8, "0") + ");\n";
+  body += "  const " + I8 + " we = min(min(wstart + KW, " + vw.Splat(I8, "W + pw") + "), " +
+          vw.Splat(I8, "W") + ");\n";
+  body += R"(  // Elements one window column's vector load covers: 8 at stride 1, 16 at stride 2.
   const int span = sw == 1 ? 8 : 16;
   for (int row = $group_id(1); row < rows; row += $num_groups(1)) {
     const int nc = row / OH;
@@ -136,15 +136,14 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
     const int fast = sw <= 2 && e0 >= 0 && e1 <= elements;
 )";
   const std::string load =
-      "!fast ? MP_GATHER8(xr, clamp(ix, (int8)(0), (int8)(W - 1)))\n"
-      "                          : sw == 1 ? MP_LOAD8(xr + c0 + kx) : MP_LOAD8S2(xr + c0 + kx)";
+      "!fast ? MP_GATHER8(xr, " + vw.Clamp("ix", vw.Splat(I8, "0"), vw.Splat(I8, "W - 1")) +
+      ")\n                          : sw == 1 ? MP_LOAD8(xr + c0 + kx) : MP_LOAD8S2(xr + c0 + kx)";
   if (q) {
-    body += "    " + V + " best = (" + V + ")(0);\n";
-    body += R"(    for (int kx = 0; kx < KW; ++kx) {
-      const int8 ix = wstart + kx;
-)";
-    body += "      const " + V + " inside = as_" + V + "(convert_" + (U == "uchar" ? "char8" : "short8") +
-            "(ix >= ws && ix < we));\n";
+    body += "    " + V + " best = " + vw.Splat(V, "0") + ";\n";
+    body += "    for (int kx = 0; kx < KW; ++kx) {\n      const " + I8 + " ix = wstart + kx;\n";
+    body += "      const " + V + " inside = " +
+            vw.As(V, vw.Convert(vw.Type(U == "uchar" ? "char" : "short", 8), "ix >= ws && ix < we")) +
+            ";\n";
     body += R"(      for (int h = hs; h < he; ++h) {
         const $global Dtype* xr = xp + h * W;
 )";
@@ -158,16 +157,17 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
   } else {
     // Each lane's first element inside the input, (hs, ws), is taken whatever its value (NaN
     // too), as the scalar kernel starts from it; then the first greater one.
-    body += "    " + V + " best = (" + V + ")(0);\n    int8 seen = (int8)(0);\n";
+    body += "    " + V + " best = " + vw.Splat(V, "0") + ";\n    " + I8 + " seen = " +
+            vw.Splat(I8, "0") + ";\n";
     body += R"(    for (int h = hs; h < he; ++h) {
       const $global Dtype* xr = xp + h * W;
       for (int kx = 0; kx < KW; ++kx) {
-        const int8 ix = wstart + kx;
-        const int8 ok = ix >= ws && ix < we;
 )";
+    body += "        const " + I8 + " ix = wstart + kx;\n";
+    body += "        const " + I8 + " ok = ix >= ws && ix < we;\n";
     body += "        const " + V + " val = " + load + ";\n";
-    body += R"(        best = select(best, val, ok & (~seen | (val > best)));
-        seen |= ok;
+    body += "        best = " + vw.Select("best", "val", "ok & (~seen | (val > best))") + ";\n";
+    body += R"(        seen |= ok;
       }
     }
     if (!live) continue;
@@ -175,16 +175,15 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
 )";
   }
   if (!q) {
-    body += type == DataType::kFloat16 ? "    vstore_half8_rte(best, 0, y + i0);\n"
-                                       : "    vstore8(best, 0, y + i0);\n";
+    body += "    " + (type == DataType::kFloat16 ? vw.StoreHalf(8, "best", "y + i0")
+                                             : vw.Store(8, "best", "y + i0")) + ";\n";
   } else {
     // Equal parameters (the common case: max pooling keeps its input's range): one store.
     w.UseHelper(KernelHelper::kByteVectorStore);
     const std::string store = type == DataType::kInt8Q ? "MP_STORE_UCHAR8" : "MP_STORE_USHORT8";
     body += "    if (same) {\n      " + store + "(best, y + i0);\n      continue;\n    }\n";
-    body += R"(    int lanes[8];
-    vstore8(convert_int8(best), 0, lanes);
-    for (int l = 0; l < 8; ++l) {
+    body += "    int lanes[8];\n    " + vw.Store(8, vw.Convert(I8, "best"), "lanes") + ";\n";
+    body += R"(    for (int l = 0; l < 8; ++l) {
       mp_i64 r = same ? $long_of_int(lanes[l]) : (mp_i64)y_zero + MP_REQUANT(lanes[l] - x_zero, mult, shift);
       r = Dtype_SAT(r);
       Dtype_STORE(y, i0 + l, r);
@@ -316,7 +315,7 @@ std::string Pooling::ForwardSource(const KernelTarget& target, DataType type, Po
   }
   body += "  }\n";
   k.Body(body);
-  if (UsesVectorMax(target.backend, method)) DeclareVectorMax(w, type);
+  if (UsesVectorMax(target, method)) DeclareVectorMax(w, type);
   return w.Source();
 }
 
@@ -371,7 +370,7 @@ Pooling::Pooling(Device& device, const PoolDesc& desc, const PoolQuant& quant)
     : device_(&device), desc_(desc), quant_(quant) {
   desc_.Validate();
   const KernelTarget target = KernelTarget::Of(device);
-  const bool vector_max = UsesVectorMax(device.backend(), desc_.method);
+  const bool vector_max = UsesVectorMax(target, desc_.method);
   ProgramHints hints = ProgramHints::OneDimensional();
   if (vector_max) hints.local_sizes.push_back({8, 1, 1});
   auto program = device.GetProgram(ForwardSource(target, desc_.type, desc_.method), "", hints);

@@ -427,6 +427,7 @@ CudaDevice::CudaDevice(const DriverApi& api, int ordinal) : api_(api) {
   info_.platform_version = cuda_version;
   info_.arch = "sm_" + std::to_string(cc);
   info_.is_gpu = true;
+  info_.max_groups_dim2 = 65535;
   info_.global_mem_bytes = total;
   info_.local_mem_bytes = static_cast<uint64_t>(shared_per_block_);
   info_.max_work_group_size =

@@ -317,7 +317,7 @@ TEST_P(ConvForward, DepthwiseRowsMatchReference) {
       // columns and the lane-by-lane loads at the buffer's ends included.
       int vx = 1;
       const int turn = (index + index / 3) % 3;  // every shape and residual or not meets each
-      if (Convolution::DepthwiseVectorWidth(d, dev.backend(), quant.x_zero) > 1)
+      if (Convolution::DepthwiseVectorWidth(d, KernelTarget::Of(dev), quant.x_zero) > 1)
         vx = turn == 0 ? 1 : turn == 1 || d.stride_w > 1 ? 8 : 16;
       SCOPED_TRACE("vx " + std::to_string(vx));
       CheckForward(d, quant, rng, [&](const ConvDesc& dd, const ConvQuant& qq) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "codegen/kernel_writer.h"
+#include "codegen/vector_words.h"
 #include "libdnn/gemm_internal.h"
 #include "libdnn/tuner.h"
 #include "quant/fixed_point.h"
@@ -1115,7 +1116,7 @@ TEST(GemmBenchmark, DISABLED_Dot4VersusPairs) {
   }
 }
 
-// gemm_internal::VectorRequant (the int8 vector epilogues' requantization, in 64-bit lanes) against
+// VectorWords::Requant (the int8 vector epilogues' requantization, in 64-bit lanes) against
 // the host reference quant::Requantize32 on every combination of edge values (0, ±1, rounding
 // ties, INT32_MIN/MAX), multipliers (0, 1, 2^30, 2^31 − 1) and shifts (right shift 31 − shift
 // from 0, where the product saturates, through 32 and 63 to 93, the smallest multiplier
@@ -1146,8 +1147,8 @@ TEST(VectorRequant, MatchesTheHostReferenceLaneByLane) {
       .In("int", "xs")
       .Out("int", "y")
       .Body("  const int i = $global_id(0) * 16;\n  const int16 val = vload16(0, xv + i);\n" +
-            gemm_internal::VectorRequant(16, "r", "val", "vload16(0, xm + i)",
-                                         "vload16(0, xs + i)", 2) +
+            VectorWords(w.target()).Requant(16, "r", "val", "vload16(0, xm + i)",
+                                            "vload16(0, xs + i)", 2) +
             "  vstore16(convert_int16(r), 0, y + i);\n");
   Kernel k = dev.BuildProgram(w.Source())->GetKernel("vector_requant");
   const size_t n = v.size();
@@ -1168,7 +1169,7 @@ TEST(VectorRequant, MatchesTheHostReferenceLaneByLane) {
   }
 }
 
-// gemm_internal::VectorRequantClamp (the depthwise and pointwise int8 epilogues: one multiplier
+// VectorWords::RequantClamp (the depthwise and pointwise int8 epilogues: one multiplier
 // and shift per vector, the zero point, the requantized residual, the clamp) against the host
 // reference clamp(Requantize32(v) + zero + Requantize32(residual), lo, hi), with and without a
 // residual: right shifts 31 − shift on both sides of its int32 fast path (34 … 62) and at its
@@ -1205,7 +1206,7 @@ TEST(VectorRequantClamp, MatchesTheHostReferenceWithAndWithoutResidual) {
   const size_t groups = g.size() / 8, n = v.size();
   for (bool with_residual : {false, true}) {
     SCOPED_TRACE(with_residual ? "with a residual" : "without a residual");
-    gemm_internal::VectorResidual res{"vload16(0, xr + i)", "p[3]", "p[4]"};
+    VectorResidual res{"vload16(0, xr + i)", "p[3]", "p[4]"};
     KernelWriter w(KernelTarget::Of(dev), "test_requant_clamp");
     w.Kernel("vector_requant_clamp")
         .In("int", "xv")
@@ -1214,9 +1215,9 @@ TEST(VectorRequantClamp, MatchesTheHostReferenceWithAndWithoutResidual) {
         .Out("int", "y")
         .Body("  const int i = $global_id(0) * 16;\n"
               "  const $global int* p = xg + $global_id(0) * 8;\n" +
-              gemm_internal::VectorRequantClamp(16, "r", "vload16(0, xv + i)", "p[0]", "p[1]",
-                                                "p[2]", with_residual ? &res : nullptr, "p[5]",
-                                                "p[6]", 2) +
+              VectorWords(w.target())
+                  .RequantClamp(16, "r", "vload16(0, xv + i)", "p[0]", "p[1]", "p[2]",
+                                with_residual ? &res : nullptr, "p[5]", "p[6]", 2) +
               "  vstore16(r, 0, y + i);\n");
     Kernel k = dev.BuildProgram(w.Source())->GetKernel("vector_requant_clamp");
     auto dv = dev.Alloc<int32_t>(n), dr = dev.Alloc<int32_t>(n), dg = dev.Alloc<int32_t>(g.size()),

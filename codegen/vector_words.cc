@@ -1,0 +1,227 @@
+// codegen/vector_words.cc — VectorWords: vector expressions filled in from the dialect's rows,
+// and the vector requantization written once in those words.
+#include "codegen/vector_words.h"
+
+#include <initializer_list>
+#include <stdexcept>
+#include <utility>
+
+namespace mpcaffe {
+
+namespace {
+
+/// `form` with each @<letter> replaced by its value (the letters a row uses).
+std::string Fill(const char* form, const char* word, Backend backend,
+                 std::initializer_list<std::pair<char, const std::string*>> values) {
+  if (form == nullptr)
+    throw std::invalid_argument(std::string("codegen: the ") + BackendName(backend) +
+                                " dialect has no vector word '" + word +
+                                "' (ask KernelTarget::vector_builtins first)");
+  std::string out;
+  for (const char* c = form; *c; ++c) {
+    if (*c == '@' && c[1] != '\0') {
+      bool found = false;
+      for (const auto& [key, value] : values)
+        if (key == c[1]) {
+          out += *value;
+          found = true;
+          break;
+        }
+      if (found) {
+        ++c;
+        continue;
+      }
+    }
+    out += *c;
+  }
+  return out;
+}
+
+}  // namespace
+
+VectorWords::VectorWords(const KernelTarget& target) : dialect_(Dialect::For(target.backend)) {}
+
+std::string VectorWords::Type(const std::string& scalar, int lanes) const {
+  const std::string n = std::to_string(lanes);
+  return Fill(dialect_.vector_type, "type", dialect_.backend, {{'S', &scalar}, {'N', &n}});
+}
+std::string VectorWords::Load(int lanes, const std::string& p) const {
+  const std::string n = std::to_string(lanes);
+  return Fill(dialect_.vector_load, "load", dialect_.backend, {{'N', &n}, {'P', &p}});
+}
+std::string VectorWords::LoadHalf(int lanes, const std::string& p) const {
+  const std::string n = std::to_string(lanes);
+  return Fill(dialect_.vector_load_half, "load_half", dialect_.backend, {{'N', &n}, {'P', &p}});
+}
+std::string VectorWords::Store(int lanes, const std::string& x, const std::string& p) const {
+  const std::string n = std::to_string(lanes);
+  return Fill(dialect_.vector_store, "store", dialect_.backend, {{'N', &n}, {'X', &x}, {'P', &p}});
+}
+std::string VectorWords::StoreHalf(int lanes, const std::string& x, const std::string& p) const {
+  const std::string n = std::to_string(lanes);
+  return Fill(dialect_.vector_store_half, "store_half", dialect_.backend,
+              {{'N', &n}, {'X', &x}, {'P', &p}});
+}
+std::string VectorWords::Convert(const std::string& type, const std::string& x) const {
+  return Fill(dialect_.vector_convert, "convert", dialect_.backend, {{'T', &type}, {'X', &x}});
+}
+std::string VectorWords::As(const std::string& type, const std::string& x) const {
+  return Fill(dialect_.vector_as, "as", dialect_.backend, {{'T', &type}, {'X', &x}});
+}
+std::string VectorWords::Select(const std::string& a, const std::string& b,
+                                const std::string& c) const {
+  return Fill(dialect_.vector_select, "select", dialect_.backend, {{'A', &a}, {'B', &b}, {'C', &c}});
+}
+std::string VectorWords::Clamp(const std::string& x, const std::string& lo,
+                               const std::string& hi) const {
+  return Fill(dialect_.vector_clamp, "clamp", dialect_.backend, {{'X', &x}, {'A', &lo}, {'B', &hi}});
+}
+std::string VectorWords::Abs(const std::string& x) const {
+  return Fill(dialect_.vector_abs, "abs", dialect_.backend, {{'X', &x}});
+}
+std::string VectorWords::Even(const std::string& x) const {
+  return Fill(dialect_.vector_even, "even", dialect_.backend, {{'X', &x}});
+}
+std::string VectorWords::Odd(const std::string& x) const {
+  return Fill(dialect_.vector_odd, "odd", dialect_.backend, {{'X', &x}});
+}
+std::string VectorWords::Splat(const std::string& type, const std::string& x) const {
+  return Fill(dialect_.vector_splat, "splat", dialect_.backend, {{'T', &type}, {'X', &x}});
+}
+std::string VectorWords::Of(const std::string& type, const std::string& lanes) const {
+  return Fill(dialect_.vector_of, "of", dialect_.backend, {{'T', &type}, {'X', &lanes}});
+}
+std::string VectorWords::Lane(const std::string& x, int i) const { return Lanes(x, i, 1); }
+std::string VectorWords::Lanes(const std::string& x, int first, int count) const {
+  if (first < 0 || count < 1 || first + count > 16)
+    throw std::invalid_argument("codegen: lanes " + std::to_string(first) + " … " +
+                                std::to_string(first + count - 1) + " (0 … 15)");
+  std::string n;
+  for (int i = first; i < first + count; ++i) n += "0123456789abcdef"[i];
+  return Fill(dialect_.vector_lane, "lane", dialect_.backend, {{'X', &x}, {'N', &n}});
+}
+
+std::string VectorWords::Requant(int lanes, const std::string& out, const std::string& val,
+                                 const std::string& mult, const std::string& shift,
+                                 int indent) const {
+  const std::string n = std::to_string(lanes), l = Type("long", lanes),
+                    u = Type("ulong", lanes), pad(indent, ' ');
+  const std::string rr = out + "_rr", p = out + "_p", sh = out + "_sh", r1 = out + "_r1",
+                    ru = out + "_ru";
+  std::string s;
+  // The ints are widened with $long_of_int: compared with constants below (see
+  // KernelTarget::long_compare_of_int_broken).
+  s += pad + "const " + l + " " + rr + " = $long_of_int(31 - (" + shift + "), " + n + ");\n";
+  s += pad + "const " + u + " " + p + " = " + Convert(u, Abs(val)) + " * " +
+       Convert(u, As(Type("uint", lanes), mult)) + ";\n";
+  s += pad + "const " + u + " " + sh + " = " +
+       Convert(u, Clamp(rr, Splat(l, "1"), Splat(l, "63"))) + ";\n";
+  s += pad + "const " + u + " " + r1 + " = (" + p + " + (" + Splat(u, "1") + " << (" + sh +
+       " - 1))) >> " + sh + ";\n";
+  s += pad + "const " + u + " " + ru + " = " +
+       Select(Select(Splat(u, "0"), r1, rr + " < 64"), p, rr + " <= 0") + ";\n";
+  s += pad + l + " " + out + " = " +
+       Select(Convert(l, ru), "-" + Convert(l, ru), "$long_of_int(" + val + ", " + n + ") < 0") +
+       ";\n";
+  s += pad + out + " = " +
+       Clamp(out, Splat(l, "-2147483647L - 1"), Splat(l, "2147483647L")) + ";\n";
+  return s;
+}
+
+std::string VectorWords::RequantClamp(int lanes, const std::string& out, const std::string& val,
+                                      const std::string& mult, const std::string& shift,
+                                      const std::string& zero, const VectorResidual* res,
+                                      const std::string& lo, const std::string& hi,
+                                      int indent) const {
+  const std::string I = Type("int", lanes), U = Type("uint", lanes), L = Type("long", lanes),
+                    UL = Type("ulong", lanes), pad(indent, ' '), in = pad + "  ", in2 = in + "  ";
+  const std::string v = out + "_v", rr = out + "_rr", h = out + "_h", q = out + "_q";
+  // The residual's term, as Requant's (saturated) long lanes `<out>_s`.
+  auto residual = [&] {
+    return Requant(lanes, out + "_s", out + "_rv", Splat(I, res->mult), Splat(I, res->shift),
+                   int(in2.size()));
+  };
+  std::string s;
+  s += pad + I + " " + out + ";\n" + pad + "{\n";
+  s += in + "const " + I + " " + v + " = " + val + ";\n";
+  if (res) s += in + "const " + I + " " + out + "_rv = " + res->value + ";\n";
+  s += in + "const int " + rr + " = 31 - (" + shift + ");\n";
+  // 34 ≤ right ≤ 62, mp_requant32's 64-bit case: with p = |v|·mult = h·2^32 + l (< 2^63) and
+  // t = right − 32 ≥ 2, (p + 2^(right−1)) >> right = (h + 2^(t−1)) >> t exactly (l < 2^32 does
+  // not reach the next multiple of 2^right), so one 32-bit high multiply replaces the 64-bit
+  // lanes; the result is at most 2^29 in magnitude, so adding the zero point and the residual
+  // (its long lanes first clamped to ±2^30: any value past that clamps the sum the same way)
+  // cannot overflow int32.
+  s += in + "if (" + rr + " >= 34 && " + rr + " <= 62) {\n";
+  // The high words through 64-bit lanes, not mul_hi: PoCL 3.1 made mul_hi of uint vectors
+  // lane-by-lane scalar code. The even and odd lanes of |v| are multiplied where they lie in
+  // the 64-bit words (masked, shifted: one vpmuludq each), and the high words put back in
+  // place: converting |v| to 64-bit lanes and back (the first form) became 128-bit pieces and
+  // shuffles in PoCL, most of the int8 depthwise kernel's epilogue. |v| is taken in unsigned
+  // arithmetic: with abs() here PoCL gave wrong results for v = INT_MIN
+  // (VectorRequantClamp.MatchesTheHostReferenceWithAndWithoutResidual).
+  if (lanes >= 4) {
+    const std::string W = Type("ulong", lanes / 2), a = out + "_a", m = out + "_m";
+    s += in2 + "const " + W + " " + a + " = " +
+         As(W, Select(As(U, v), Splat(U, "0") + " - " + As(U, v), v + " < 0")) + ", " + m +
+         " = " + Splat(W, "(ulong)(uint)(" + mult + ")") + ";\n";
+    s += in2 + "const " + U + " " + h + " = " +
+         As(U, "(((" + a + " & 0xffffffffUL) * " + m + ") >> 32) | (((" + a + " >> 32) * " + m +
+                   ") & 0xffffffff00000000UL)") +
+         ";\n";
+  } else {
+    s += in2 + "const " + U + " " + h + " = " +
+         Convert(U, "(" + Convert(UL, Abs(v)) + " * " + Splat(UL, "(uint)(" + mult + ")") +
+                        ") >> 32") +
+         ";\n";
+  }
+  s += in2 + "const " + I + " " + q + " = " +
+       As(I, "(" + h + " + " + Splat(U, "1u << (" + rr + " - 33)") + ") >> " +
+                 Splat(U, rr + " - 32")) +
+       ";\n";
+  s += in2 + out + " = " + Select(q, "-" + q, v + " < 0") + " + (" + zero + ");\n";
+  if (res) {
+    s += residual();
+    s += in2 + out + " += " +
+         Convert(I, Clamp(out + "_s", Splat(L, "-1073741824L"), Splat(L, "1073741824L"))) + ";\n";
+  }
+  s += in2 + out + " = " + Clamp(out, Splat(I, lo), Splat(I, hi)) + ";\n";
+  s += in + "} else {\n";
+  s += Requant(lanes, out + "_l", v, Splat(I, mult), Splat(I, shift), int(in2.size()));
+  s += in2 + out + "_l += (" + zero + ");\n";
+  if (res) {
+    s += residual();
+    s += in2 + out + "_l += " + out + "_s;\n";
+  }
+  s += in2 + out + "_l = " + Clamp(out + "_l", Splat(L, lo), Splat(L, hi)) + ";\n";
+  s += in2 + out + " = " + Convert(I, out + "_l") + ";\n";
+  s += in + "}\n" + pad + "}\n";
+  return s;
+}
+
+namespace {
+
+/// pshufb control that copies bytes 0 and 1 of each 32-bit lane into its two 16-bit halves:
+/// zero-extended, or (signed) into the high bytes, for an arithmetic >> 8.
+std::string PairShuffleMask(bool is_signed) {
+  std::string m;
+  for (int half = 0; half < 16; ++half) {
+    const std::string byte = std::to_string(half % 2);
+    m += std::string(m.empty() ? "" : ", ") + (is_signed ? "-128, " + byte : byte + ", -128");
+  }
+  return m;
+}
+
+}  // namespace
+
+std::string PairBroadcast16Define(const std::string& macro, const std::string& portable,
+                                  bool is_signed) {
+  return "#if defined(__AVX2__) && !defined(MP_PORTABLE_FORMS)\n"
+         "typedef char mp_char32 __attribute__((ext_vector_type(32)));\n"
+         "#define " + macro + " (__builtin_astype(__builtin_ia32_pshufb256(__builtin_astype("
+         "(short16)(__builtin_astype(vload2(0, (p)), short)), mp_char32), (mp_char32)(" +
+         PairShuffleMask(is_signed) + ")), short16)" + (is_signed ? " >> (short16)(8)" : "") +
+         ")\n#else\n#define " + macro + " " + portable + "\n#endif\n";
+}
+
+}  // namespace mpcaffe

@@ -1,0 +1,88 @@
+// codegen/vector_words.h — the dialect's words for expressions over vectors of 2 to 16 lanes
+// (loads, stores, conversions, selects, lane halves) and the vector requantization built from
+// them, so that generators in libdnn/ and layers/ spell no dialect themselves.
+#pragma once
+
+#include <string>
+
+#include "codegen/kernel_writer.h"
+
+namespace mpcaffe {
+
+/// A residual input of VectorWords::RequantClamp: its int<lanes> value (x − z_res) and the
+/// scalar multiplier and shift taking it to the output's scale.
+struct VectorResidual {
+  std::string value, mult, shift;
+};
+
+/// Vector expressions in a target's dialect (the Dialect rows vector_load … vector_odd). Types
+/// are named by scalar and lanes ("int", 8); pointers are expressions of the lane type's
+/// storage. A dialect without a row for a word (CUDA: its vectors are KernelWriter::AddVector's
+/// structs, with their own _LOAD and _STORE) makes the word throw std::invalid_argument naming
+/// it: a generator asks KernelTarget::vector_builtins before taking such a form.
+class VectorWords {
+ public:
+  explicit VectorWords(const KernelTarget& target);
+  explicit VectorWords(const Dialect& dialect) : dialect_(dialect) {}
+
+  /// The vector type of `lanes` lanes of `scalar` ("int", 8 → OpenCL's int8).
+  std::string Type(const std::string& scalar, int lanes) const;
+  /// `lanes` values p[0 … lanes − 1] (any element alignment), and from fp16 storage into float.
+  std::string Load(int lanes, const std::string& p) const;
+  std::string LoadHalf(int lanes, const std::string& p) const;
+  /// Stores the vector x to p[0 … lanes − 1] (statement text without the ';'); StoreHalf rounds
+  /// float lanes to the nearest fp16.
+  std::string Store(int lanes, const std::string& x, const std::string& p) const;
+  std::string StoreHalf(int lanes, const std::string& x, const std::string& p) const;
+  /// x converted lane by lane to `type` (a Type(): values, not bits; OpenCL's convert_<type>).
+  std::string Convert(const std::string& type, const std::string& x) const;
+  /// x's bits as `type` (a Type() of the same size).
+  std::string As(const std::string& type, const std::string& x) const;
+  /// c ? b : a lane by lane (c a comparison of vectors of the lanes' size).
+  std::string Select(const std::string& a, const std::string& b, const std::string& c) const;
+  /// x clamped to [lo, hi] lane by lane, and |x|.
+  std::string Clamp(const std::string& x, const std::string& lo, const std::string& hi) const;
+  std::string Abs(const std::string& x) const;
+  /// The even-numbered and odd-numbered lanes of x (half as many).
+  std::string Even(const std::string& x) const;
+  std::string Odd(const std::string& x) const;
+  /// The scalar x in every lane of `type`.
+  std::string Splat(const std::string& type, const std::string& x) const;
+  /// The vector of `type` whose lanes are the comma-separated `lanes`, in order.
+  std::string Of(const std::string& type, const std::string& lanes) const;
+  /// Lane `i` (0 … 15) of x, and its `count` lanes from `first` (a vector of that many).
+  std::string Lane(const std::string& x, int i) const;
+  std::string Lanes(const std::string& x, int first, int count) const;
+
+  /// Statement text declaring `long<lanes> out`: mp_requant32 (KernelHelper::kRequantize)
+  /// lane by lane of the int<lanes> `val` with the int<lanes> multipliers `mult` and shifts
+  /// `shift` (the same integers, saturated to int32; the product of an int32 accumulator fits
+  /// 64 bits, so mp_requant64's 128-bit steps reduce to one rounding shift). Temporaries are
+  /// named `out` + "_…"; each line is indented by `indent` spaces. Uses $long_of_int (the
+  /// writer's Expand spells it).
+  std::string Requant(int lanes, const std::string& out, const std::string& val,
+                      const std::string& mult, const std::string& shift, int indent = 0) const;
+  /// Statement text declaring `int<lanes> out`: the int<lanes> `val` requantized with one
+  /// scalar multiplier and shift for every lane (a channel's), plus `zero`, plus the
+  /// requantized residual when `res` is given, clamped to [lo, hi] — the same integers as
+  /// Requant's long lanes summed and clamped, but in int32 lanes (a high multiply) when the
+  /// shift allows it, which is every calibrated layer of the zoo nets.
+  std::string RequantClamp(int lanes, const std::string& out, const std::string& val,
+                           const std::string& mult, const std::string& shift,
+                           const std::string& zero, const VectorResidual* res,
+                           const std::string& lo, const std::string& hi, int indent = 0) const;
+
+ private:
+  const Dialect& dialect_;
+};
+
+/// Preprocessor text defining `macro` (one parameter named p: "MP_APAIR_P(p)"): the pair
+/// (p[0], p[1]) of an 8-bit operand as KernelHelper::kPairProduct16's MP_PAIR16 gives it, 8
+/// times — on AVX2 one 16-bit broadcast load and one byte shuffle (Clang vector built-ins behind
+/// the compiler's own __AVX2__, so every other target, CUDA's NVRTC included, takes `portable`,
+/// as every target does under KernelTarget::helper_forms = kPortable). `is_signed`: the bytes are
+/// signed (shuffled into the high halves, then an arithmetic >> 8).
+std::string PairBroadcast16Define(const std::string& macro, const std::string& portable,
+                                  bool is_signed);
+
+}  // namespace mpcaffe
