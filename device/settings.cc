@@ -34,6 +34,7 @@ Settings Settings::FromEnvironment() {
   s.conv_depthwise = Env("MPCAFFE_CONV_DEPTHWISE");
   s.conv_pointwise = Env("MPCAFFE_CONV_POINTWISE");
   s.depthwise_per_channel = Env("MPCAFFE_DEPTHWISE_PER_CHANNEL");
+  s.per_channel_weights = Env("MPCAFFE_PER_CHANNEL_WEIGHTS");
   s.fuse = Env("MPCAFFE_FUSE");
   s.optimize = Env("MPCAFFE_OPTIMIZE");
   s.moe_queues = Env("MPCAFFE_MOE_QUEUES");

@@ -25,6 +25,9 @@ struct Settings {
   std::string conv_pointwise;
   /// MPCAFFE_DEPTHWISE_PER_CHANNEL: "0" gives int8 depthwise weights one scale per layer
   std::string depthwise_per_channel;
+  /// MPCAFFE_PER_CHANNEL_WEIGHTS: "1" gives every int8 Convolution and InnerProduct weight blob
+  /// a symmetric scale per output channel (by default only depthwise convolutions have one)
+  std::string per_channel_weights;
   std::string fuse;              ///< MPCAFFE_FUSE: "0" turns the Net's ReLU fusion off
   std::string optimize;          ///< MPCAFFE_OPTIMIZE: "0" turns the inference graph optimizer off
   std::string moe_queues;        ///< MPCAFFE_MOE_QUEUES: queues the MOE experts spread over

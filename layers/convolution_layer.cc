@@ -79,10 +79,14 @@ class ConvolutionLayer : public Layer, ConvGeometry {
     quant::CheckAccumulationDepth("layer '" + name() + "' (Convolution)", compute_type_,
                                   int64_t{channels_ / groups_} * kh_ * kw_);
     // Depthwise weights get a scale per channel in int8: one scale for all channels of a
-    // depthwise layer loses the small channels (MPCAFFE_DEPTHWISE_PER_CHANNEL=0 keeps one).
+    // depthwise layer loses the small channels (MPCAFFE_DEPTHWISE_PER_CHANNEL=0 keeps one);
+    // MPCAFFE_PER_CHANNEL_WEIGHTS=1 gives every convolution one (docs/BENCHMARKS.md, "Accuracy
+    // per data type", measures both).
     const bool depthwise = groups_ > 1 && groups_ == channels_ && out_ == groups_;
+    const Settings& settings = GetSettings();
     AddParam({out_, channels_ / groups_, kh_, kw_}, p.weight_filler(), false,
-             depthwise && GetSettings().depthwise_per_channel != "0");
+             (depthwise && settings.depthwise_per_channel != "0") ||
+                 settings.per_channel_weights == "1");
     if (p.bias_term()) AddParam({out_}, p.bias_filler());
   }
 

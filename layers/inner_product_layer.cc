@@ -2,6 +2,7 @@
 // and, for quantized types, the requantization fused into the kernel.
 #include <cstring>
 
+#include "device/settings.h"
 #include "layers/layer_axis.h"
 #include "layers/layer_registry.h"
 #include "libdnn/gemm.h"
@@ -25,10 +26,12 @@ class InnerProductLayer : public Layer {
     n_ = static_cast<int>(p.num_output());
     k_ = bottom[0]->count(axis_);
     quant::CheckAccumulationDepth("layer '" + name() + "' (InnerProduct)", compute_type_, k_);
+    // MPCAFFE_PER_CHANNEL_WEIGHTS=1: an int8 weight scale per output (rows of num_output ×
+    // inputs weights; transposed ones keep one scale).
     if (p.transpose())
       AddParam({k_, n_}, p.weight_filler());
     else
-      AddParam({n_, k_}, p.weight_filler());
+      AddParam({n_, k_}, p.weight_filler(), false, GetSettings().per_channel_weights == "1");
     if (p.bias_term()) AddParam({n_}, p.bias_filler());
     if (blob_quantizer(0).weight_bits() == 4 && p.transpose())
       Fail("weight_bits 4 needs the weights stored num_output × inputs (transpose: false)");

@@ -7,7 +7,9 @@
 # ranks so both see the same machine load; every figure is a median.
 # Environment: MPCAFFE (default build/bin/mpcaffe), MPCAFFE_DEVICE (default pocl),
 # MPCAFFE_SHARED_DIR, FASHION_MNIST_DIR, RUNS (default 3), STEPS (default
-# "lenet,alexnet,allreduce,fp16"), ALEXNET_BATCH (per rank, default 4), FP16_ITERS (500).
+# "lenet,alexnet,allreduce,fp16"), ALEXNET_BATCH (per rank, default 4), FP16_ITERS (500),
+# SCALE_OUT_TABLE (a file for the training-throughput rows as a Markdown table, header and a row
+# per net measured; scripts/bench.sh splices it into docs/BENCHMARKS.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MPCAFFE=$(realpath "${MPCAFFE:-build/bin/mpcaffe}")
@@ -15,6 +17,7 @@ BENCH=$(dirname "$MPCAFFE")/mpcaffe_allreduce_bench
 SHARED=$(realpath "${MPCAFFE_SHARED_DIR:-../shared}")
 DATA=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 WORK=${1:-build/scale-out}
+TABLE=${SCALE_OUT_TABLE:+$(realpath -m "$SCALE_OUT_TABLE")}
 RUNS=${RUNS:-3}
 STEPS=${STEPS:-lenet,alexnet,allreduce,fp16}
 export MPCAFFE_DEVICE=${MPCAFFE_DEVICE:-pocl}
@@ -33,6 +36,20 @@ median() { sort -g | awk '{a[NR] = $1} END { if (NR) print a[int((NR + 1) / 2)];
 # The iter/s of a log's display lines after the first (which includes the kernel builds).
 rate() { grep -o '([0-9.e+-]* iter/s' "$1" | tr -d '(' | awk '{print $1}' | tail -n +2 | median; }
 waited() { sed -n 's/.* MB per step, \([0-9.e+-]*\) ms per step waiting.*/\1/p' "$1"; }
+# The gradient of a 2-rank log's "Data-parallel over 2 ranks ... gradients X MB per step in B
+# allreduce bucket(s)" line, as "X B".
+gradient() { sed -n 's/.*gradients \([0-9.e+-]*\) MB per step in \([0-9]*\) allreduce.*/\1 \2/p' "$1" | head -1; }
+# table_row <net> <batch per rank> <2-rank log> <1-rank it/s> <2-rank it/s> <wait ms>
+table_row() {
+  [ -n "$TABLE" ] || return 0
+  [ -s "$TABLE" ] || printf '%s\n%s\n' \
+    "| net | gradient | 1 rank it/s | 2 ranks it/s | samples/s 1 → 2 ranks | 2-rank wait after backward |" \
+    "| --- | --- | --- | --- | --- | --- |" > "$TABLE"
+  awk -v n="$1" -v g="$(gradient "$3")" -v B="$2" -v a="$4" -v b="$5" -v w="$6" 'BEGIN {
+    split(g, mb, " ")
+    printf "| %s | %.4g MB, %d bucket(s) | %.3g | %.3g | %.3g → %.3g (×%.2f) | %.0f ms/step |\n",
+      n, mb[1], mb[2], a, b, B * a, 2 * B * b, 2 * b / a, w }' >> "$TABLE"
+}
 run() {  # run <ranks> <log> <mpcaffe args...>
   local ranks=$1 log=$2
   shift 2
@@ -66,6 +83,7 @@ if [[ $STEPS == *lenet* ]]; then
   w=$(printf '%s\n' "${w2[@]}" | median)
   echo "lenet: batch 64 per rank, $MPCAFFE_DEVICE; 1 rank ${r1[*]} it/s (median $a); 2 ranks ${r2[*]} it/s (median $b), allreduce wait ${w2[*]} ms/step (median $w)"
   awk -v a="$a" -v b="$b" 'BEGIN { printf "lenet: samples/s 1 rank %.0f, 2 ranks %.0f: x%.2f\n", 64 * a, 128 * b, 2 * b / a }'
+  table_row LeNet 64 lenet2_1.log "$a" "$b" "$w"
 fi
 
 if [[ $STEPS == *alexnet* ]]; then
@@ -88,6 +106,7 @@ SOLVER
   w=$(printf '%s\n' "${w2[@]}" | median)
   echo "alexnet: batch $B per rank, synthetic, $MPCAFFE_DEVICE; 1 rank ${r1[*]} it/s (median $a); 2 ranks ${r2[*]} it/s (median $b), allreduce wait ${w2[*]} ms/step (median $w)"
   grep -h "^Data-parallel" alexnet2_1.log || true
+  table_row AlexNet "$B" alexnet2_1.log "$a" "$b" "$w"
 fi
 
 if [[ $STEPS == *allreduce* ]]; then
