@@ -24,15 +24,6 @@ void SetGeometry(Kernel& k, const ConvDesc& d) {
     k.Arg(int32_t{v});
 }
 
-/// A packed fp32 GEMM of the given shape and layout (no bias, no ReLU).
-GemmDesc FloatGemm(int M, int N, int K, bool trans_a, bool trans_b, int lda, int ldb, int ldc) {
-  GemmDesc g;
-  g.M = M, g.N = N, g.K = K;
-  g.trans_a = trans_a, g.trans_b = trans_b;
-  g.lda = lda, g.ldb = ldb, g.ldc = ldc;
-  return g;
-}
-
 }  // namespace
 
 std::string Convolution::BackwardSource(const KernelTarget& target) {
@@ -112,9 +103,9 @@ Convolution::Backward& Convolution::PrepareBackward() {
   const GroupShape s(d);
   const int ocg = s.ocg, kc = s.kc, p = s.p;
   // Data: col (kc × P) = W_gᵀ (W_g stored ocg × kc) · top_g (ocg × P).
-  b->data = std::make_unique<Gemm>(*device_, FloatGemm(kc, p, ocg, true, false, kc, p, p));
+  b->data = std::make_unique<Gemm>(*device_, GemmDesc::Float(kc, p, ocg, true, false, kc, p, p));
   // Weights: dW_g (ocg × kc) += top_g (ocg × P) · colᵀ (col stored kc × P).
-  b->weights = std::make_unique<Gemm>(*device_, FloatGemm(ocg, kc, p, false, true, p, p, kc));
+  b->weights = std::make_unique<Gemm>(*device_, GemmDesc::Float(ocg, kc, p, false, true, p, p, kc));
   auto program = device_->GetProgram(BackwardSource(KernelTarget::Of(*device_)), "",
                                      ProgramHints::OneDimensional());
   b->im2col = program->GetKernel(Im2colKernelName(DataType::kFloat32));

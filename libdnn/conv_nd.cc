@@ -10,15 +10,6 @@
 namespace mpcaffe::libdnn {
 namespace {
 
-/// A packed fp32 GEMM of the given shape and layout.
-GemmDesc FloatGemm(int M, int N, int K, bool trans_a, bool trans_b, int lda, int ldb, int ldc) {
-  GemmDesc g;
-  g.M = M, g.N = N, g.K = K;
-  g.trans_a = trans_a, g.trans_b = trans_b;
-  g.lda = lda, g.ldb = ldb, g.ldc = ldc;
-  return g;
-}
-
 BufferRef Offset(const BufferRef& b, size_t elements) {
   return BufferRef(b.mem, b.byte_offset + elements * sizeof(float));
 }
@@ -200,7 +191,7 @@ void ConvolutionNd::Forward(const BufferRef& x, const BufferRef& weights, const 
   // net compiles no backward kernels.
   if (!forward_)
     forward_ =
-        std::make_unique<Gemm>(*device_, FloatGemm(ocg_, p_, kc_, false, false, kc_, p_, p_));
+        std::make_unique<Gemm>(*device_, GemmDesc::Float(ocg_, p_, kc_, false, false, kc_, p_, p_));
   for (int n = 0; n < d.batch; ++n)
     for (int g = 0; g < d.groups; ++g) {
       Im2col(Offset(x, (size_t(n) * d.channels + size_t(g) * cg_) * d.in_size()), queue);
@@ -220,7 +211,7 @@ void ConvolutionNd::BackwardData(const BufferRef& dy, const BufferRef& weights, 
   CheckBuffer(d, "bottom_diff", dx, d.input_count());
   // col (kc × P) = W_gᵀ · dy_g (ocg × P).
   if (!data_)
-    data_ = std::make_unique<Gemm>(*device_, FloatGemm(kc_, p_, ocg_, true, false, kc_, p_, p_));
+    data_ = std::make_unique<Gemm>(*device_, GemmDesc::Float(kc_, p_, ocg_, true, false, kc_, p_, p_));
   const int64_t elements = cg_ * d.in_size();
   for (int n = 0; n < d.batch; ++n)
     for (int g = 0; g < d.groups; ++g) {
@@ -247,7 +238,7 @@ void ConvolutionNd::BackwardWeights(const BufferRef& dy, const BufferRef& x,
   CheckBuffer(d, "weight_diff", dweights, d.weight_count());
   // dW_g (ocg × kc) += dy_g (ocg × P) · colᵀ.
   if (!weights_)
-    weights_ = std::make_unique<Gemm>(*device_, FloatGemm(ocg_, kc_, p_, false, true, p_, p_, kc_));
+    weights_ = std::make_unique<Gemm>(*device_, GemmDesc::Float(ocg_, kc_, p_, false, true, p_, p_, kc_));
   for (int n = 0; n < d.batch; ++n)
     for (int g = 0; g < d.groups; ++g) {
       Im2col(Offset(x, (size_t(n) * d.channels + size_t(g) * cg_) * d.in_size()), queue);

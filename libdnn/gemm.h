@@ -88,6 +88,16 @@ struct GemmDesc {
   std::string ToString() const;
   /// Throws mpcaffe::Error naming the field when the description is inconsistent.
   void Validate() const;
+  /// An fp32 GEMM of the given shape, layout and leading dimensions (no bias, no ReLU): the
+  /// convolutions' backward passes and the N-d convolution.
+  static GemmDesc Float(int M, int N, int K, bool trans_a, bool trans_b, int lda, int ldb,
+                        int ldc) {
+    GemmDesc g;
+    g.M = M, g.N = N, g.K = K;
+    g.trans_a = trans_a, g.trans_b = trans_b;
+    g.lda = lda, g.ldb = ldb, g.ldc = ldc;
+    return g;
+  }
 };
 
 /// Quantization parameters of one quantized GEMM (ignored for float types).
