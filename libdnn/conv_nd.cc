@@ -190,8 +190,8 @@ void ConvolutionNd::Forward(const BufferRef& x, const BufferRef& weights, const 
   // y_g (ocg × P) = W_g (ocg × kc) · col (kc × P). Each GEMM is built on first use: an inference
   // net compiles no backward kernels.
   if (!forward_)
-    forward_ =
-        std::make_unique<Gemm>(*device_, GemmDesc::Float(ocg_, p_, kc_, false, false, kc_, p_, p_));
+    forward_ = std::make_unique<Gemm>(
+        *device_, GemmDesc::Float(ocg_, p_, kc_, false, false, kc_, p_, p_));
   for (int n = 0; n < d.batch; ++n)
     for (int g = 0; g < d.groups; ++g) {
       Im2col(Offset(x, (size_t(n) * d.channels + size_t(g) * cg_) * d.in_size()), queue);
@@ -211,7 +211,8 @@ void ConvolutionNd::BackwardData(const BufferRef& dy, const BufferRef& weights, 
   CheckBuffer(d, "bottom_diff", dx, d.input_count());
   // col (kc × P) = W_gᵀ · dy_g (ocg × P).
   if (!data_)
-    data_ = std::make_unique<Gemm>(*device_, GemmDesc::Float(kc_, p_, ocg_, true, false, kc_, p_, p_));
+    data_ = std::make_unique<Gemm>(
+        *device_, GemmDesc::Float(kc_, p_, ocg_, true, false, kc_, p_, p_));
   const int64_t elements = cg_ * d.in_size();
   for (int n = 0; n < d.batch; ++n)
     for (int g = 0; g < d.groups; ++g) {
@@ -238,7 +239,8 @@ void ConvolutionNd::BackwardWeights(const BufferRef& dy, const BufferRef& x,
   CheckBuffer(d, "weight_diff", dweights, d.weight_count());
   // dW_g (ocg × kc) += dy_g (ocg × P) · colᵀ.
   if (!weights_)
-    weights_ = std::make_unique<Gemm>(*device_, GemmDesc::Float(ocg_, kc_, p_, false, true, p_, p_, kc_));
+    weights_ = std::make_unique<Gemm>(
+        *device_, GemmDesc::Float(ocg_, kc_, p_, false, true, p_, p_, kc_));
   for (int n = 0; n < d.batch; ++n)
     for (int g = 0; g < d.groups; ++g) {
       Im2col(Offset(x, (size_t(n) * d.channels + size_t(g) * cg_) * d.in_size()), queue);
