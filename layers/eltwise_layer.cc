@@ -100,14 +100,14 @@ class EltwiseLayer : public Layer {
                               *dy, *bottom[i]->mutable_device_diff());
     } else if (p.operation() == caffe::EltwiseParameter::PROD && !p.stable_prod_grad()) {
       // stable_prod_grad false (BVLC's faster form): dx_i = dy·y / x_i, which divides by zero
-      // where x_i is 0 as BVLC's does. On the host: a rarely chosen option, no kernel of its own.
-      const float* g = static_cast<const float*>(top[0]->host_diff());
-      const float* y = static_cast<const float*>(top[0]->host_data());
+      // where x_i is 0 as BVLC's does.
+      Kernel quotient = GetKernel(EltwiseProdBackwardSource(target()), "prod_quotient");
       for (size_t i = 0; i < bottom.size(); ++i) {
         if (!down[i]) continue;
-        const float* x = static_cast<const float*>(bottom[i]->host_data());
-        float* dx = static_cast<float*>(bottom[i]->mutable_host_diff());
-        for (int k = 0; k < n; ++k) dx[k] = g[k] * y[k] / x[k];
+        quotient.Arg(int32_t{n}).ArgBuffer(dy, 0, 4).ArgBuffer(top[0]->device_data(), 0, 4)
+            .ArgBuffer(bottom[i]->device_data(), 0, 4)
+            .ArgBuffer(bottom[i]->mutable_device_diff(), 0, 4);
+        quotient.Launch1D(n);
       }
     } else if (p.operation() == caffe::EltwiseParameter::PROD) {
       // dx_i = dy·Π_{j≠i} x_j (stable_prod_grad, the default): the diff times every other bottom,

@@ -1,6 +1,6 @@
 // layers/pooling_layer.cc — Pooling: max, average and global (every dtype) on libdnn's pooling
-// kernels with Caffe's output geometry, stochastic (fp32, on the host); SPP (spatial pyramid
-// pooling) on the same kernels.
+// kernels with Caffe's output geometry, stochastic (float types, libdnn's stochastic kernels); SPP
+// (spatial pyramid pooling) on the same kernels.
 #include <algorithm>
 #include <cfloat>
 #include <memory>
@@ -11,6 +11,7 @@
 #include "layers/random_values.h"
 #include "layers/train_kernels.h"
 #include "libdnn/pool.h"
+#include "libdnn/pool_stochastic.h"
 #include "quant/quant_params.h"
 
 namespace mpcaffe {
@@ -21,8 +22,8 @@ class PoolingLayer : public Layer {
   using Layer::Layer;
   const char* type() const override { return "Pooling"; }
   // Stochastic pooling draws from the values' distribution, which has no meaning on a
-  // quantization grid's codes: fp32 only (convert keeps it fp32; fp16 likewise, it is host code).
-  bool SupportsType(DataType t) const override { return !stochastic() || t == DataType::kFloat32; }
+  // quantization grid's codes: float types only (convert keeps it in the float type).
+  bool SupportsType(DataType t) const override { return !stochastic() || !IsQuantized(t); }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
@@ -70,6 +71,8 @@ class PoolingLayer : public Layer {
     }
     top[0]->Reshape({desc_.batch, desc_.channels, desc_.out_h(), desc_.out_w()});
     pool_.reset();
+    stochastic_.reset();
+    sampled_ = false;
   }
 
  protected:
@@ -115,75 +118,46 @@ class PoolingLayer : public Layer {
   std::unique_ptr<libdnn::Pooling> pool_;
   vptr<int32_t> mask_;
   bool mask_valid_ = false;  // mask_ holds the argmax of the last Forward
-  std::vector<int32_t> chosen_;  // stochastic, train: the sampled bottom index of each output
-  uint64_t draws_ = 0;           // stochastic: forward passes sampled (each draws anew)
+  std::unique_ptr<libdnn::StochasticPooling> stochastic_;
+  vptr<float> uniform_;    // stochastic, train: the uniform value of each output
+  vptr<int32_t> chosen_;   // stochastic, train: the sampled bottom index of each output
+  bool sampled_ = false;   // chosen_ holds the samples of a TRAIN Forward of this shape
+  uint64_t draws_ = 0;     // stochastic: forward passes sampled (each draws anew)
 
   bool stochastic() const {
     return param_.pooling_param().pool() == caffe::PoolingParameter::STOCHASTIC;
   }
 
-  // BVLC's stochastic pooling (Zeiler & Fergus), windows from (ph·stride, pw·stride) clipped to
-  // the image. Training samples one element per window with probability x / Σx (the values are
-  // taken non-negative, as after a ReLU); testing outputs the probability-weighted average
-  // Σx² / Σx (0 for an all-zero window). On the host: no kernel for a rarely used method.
+  // BVLC's stochastic pooling (Zeiler & Fergus) on libdnn's kernels (pool_stochastic.h):
+  // training samples one element per window with probability x / Σx, from a uniform value per
+  // output drawn here (counter-based: the same values on every device and in the references);
+  // testing outputs the probability-weighted average Σx² / Σx.
   void StochasticForward(const Blob& bottom, Blob& top) {
-    const float* x = static_cast<const float*>(bottom.host_data());
-    float* y = static_cast<float*>(top.mutable_host_data());
-    const int h = desc_.height, w = desc_.width, oh = desc_.out_h(), ow = desc_.out_w();
-    const int kh = global_ ? h : kh_, kw = global_ ? w : kw_;
-    const int64_t planes = int64_t{desc_.batch} * desc_.channels;
-    const bool train = phase() == caffe::TRAIN;
-    const uint64_t seed = StableHash(name() + "#stochastic" + std::to_string(draws_++), RandomSeed());
-    if (train) chosen_.assign(static_cast<size_t>(planes * oh * ow), 0);
-    for (int64_t c = 0; c < planes; ++c) {
-      const float* plane = x + c * h * w;
-      for (int i = 0; i < oh; ++i) {
-        for (int j = 0; j < ow; ++j) {
-          const int h0 = i * sh_, h1 = std::min(h0 + kh, h), w0 = j * sw_, w1 = std::min(w0 + kw, w);
-          const int64_t out = (c * oh + i) * ow + j;
-          if (train) {
-            float sum = 0.0f;
-            for (int a = h0; a < h1; ++a)
-              for (int b = w0; b < w1; ++b) sum += plane[a * w + b];
-            const float threshold = static_cast<float>(Uniform01(seed, static_cast<uint64_t>(out))) * sum;
-            // The first element whose running sum reaches the threshold; the window's last one
-            // when rounding keeps the running sum below it.
-            int pick = (h1 - 1) * w + (w1 - 1);
-            float run = 0.0f;
-            bool found = false;
-            for (int a = h0; a < h1 && !found; ++a)
-              for (int b = w0; b < w1 && !found; ++b) {
-                run += plane[a * w + b];
-                if (run >= threshold) pick = a * w + b, found = true;
-              }
-            chosen_[static_cast<size_t>(out)] = pick;
-            y[out] = plane[pick];
-          } else {
-            float sum = FLT_MIN, weighted = 0.0f;
-            for (int a = h0; a < h1; ++a)
-              for (int b = w0; b < w1; ++b) {
-                const float v = plane[a * w + b];
-                sum += v;
-                weighted += v * v;
-              }
-            y[out] = weighted / sum;
-          }
-        }
-      }
+    if (!stochastic_) stochastic_ = std::make_unique<libdnn::StochasticPooling>(device(), desc_);
+    const libdnn::BufferRef x(bottom.device_data(), 0), y(top.mutable_device_data(), 0);
+    if (phase() != caffe::TRAIN) {
+      stochastic_->ForwardTest(x, y);
+      return;
     }
+    const size_t outputs = desc_.output_count();
+    const uint64_t seed = StableHash(name() + "#stochastic" + std::to_string(draws_++), RandomSeed());
+    std::vector<float> u(outputs);
+    for (size_t o = 0; o < outputs; ++o) u[o] = static_cast<float>(Uniform01(seed, o));
+    if (uniform_.size() < outputs) {
+      uniform_ = device().Alloc<float>(outputs);
+      chosen_ = device().Alloc<int32_t>(outputs);
+    }
+    device().Write(uniform_, u.data(), outputs);
+    stochastic_->ForwardTrain(x, uniform_, y, chosen_);
+    sampled_ = true;
   }
 
   // The gradient goes to the sampled element of each window (accumulated where windows overlap).
   void StochasticBackward(const Blob& top, Blob& bottom) {
-    const int64_t outputs = top.count();
-    if (static_cast<int64_t>(chosen_.size()) != outputs)
+    if (!sampled_)
       Fail("Backward of STOCHASTIC pooling needs a TRAIN-phase Forward first (the sampled indices)");
-    const float* dy = static_cast<const float*>(top.host_diff());
-    float* dx = static_cast<float*>(bottom.mutable_host_diff());
-    const int64_t plane_in = int64_t{desc_.height} * desc_.width;
-    const int64_t plane_out = int64_t{desc_.out_h()} * desc_.out_w();
-    std::fill(dx, dx + bottom.count(), 0.0f);
-    for (int64_t o = 0; o < outputs; ++o) dx[o / plane_out * plane_in + chosen_[o]] += dy[o];
+    stochastic_->Backward(libdnn::BufferRef(top.device_diff(), 0), chosen_,
+                          libdnn::BufferRef(bottom.mutable_device_diff(), 0));
   }
 
   void RunForward(Blob& bottom, Blob& top, bool with_mask) {

@@ -280,6 +280,17 @@ std::string EltwiseMaxBackwardSource(const KernelTarget& target) {
   return w.Source();
 }
 
+std::string EltwiseProdBackwardSource(const KernelTarget& target) {
+  KernelWriter w = Writer(target, "eltwise_prod_backward");
+  w.Kernel("prod_quotient")
+      .Value("int", "n").In("float", "dy").In("float", "y").In("float", "x").Out("float", "dx")
+      .Body(R"(  $loop(i, n) {
+    dx[i] = dy[i] * y[i] / x[i];
+  }
+)");
+  return w.Source();
+}
+
 std::string ChannelSumSource(const KernelTarget& target) {
   KernelWriter w = Writer(target, "channel_sum");
   w.Kernel("channel_sum")

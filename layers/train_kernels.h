@@ -88,6 +88,11 @@ std::string ConcatBackwardSource(const KernelTarget& target);
 /// max_select(int n, In dy, In int arg, Out dx, int i): dx = arg == i ? dy : 0.
 std::string EltwiseMaxBackwardSource(const KernelTarget& target);
 
+/// Eltwise PROD's backward with stable_prod_grad false (BVLC's faster form):
+/// prod_quotient(int n, In dy, In y, In x, Out dx): dx = dy·y / x (NaN or ±inf where x is 0, as
+/// BVLC's).
+std::string EltwiseProdBackwardSource(const KernelTarget& target);
+
 /// channel_sum(int outer, int channels, int inner, In a, In b, Out out, int use_b, float alpha,
 ///             float beta): out[c] = alpha·Σ_{o,i} a·(use_b ? b : 1) + beta·out[c] (out[c] is
 /// not read when beta is 0), over an (outer, channels, inner) layout; one work-group of

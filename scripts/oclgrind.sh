@@ -7,10 +7,10 @@
 # Families: the sweep suite (tests/oclgrind: GEMM with every candidate configuration of a CPU,
 # GPU and CUDA device class including the local-memory tiles and 4-bit weights, convolution with
 # every candidate tile and input path plus fp32 backward, element-wise ops and conversions, the
-# quantizer), and the small tests of the ordinary suites for pooling, LRN, the layers' kernels
-# (softmax, loss, accuracy, concat, eltwise, batch norm, dropout, ...), gradients, MOE, and the
-# kernel writer's helpers (local memory, barrier, float atomic add; the pair and byte-pair
-# products in each form of their x86 branches).
+# quantizer), and the small tests of the ordinary suites for pooling (stochastic too), LRN, the
+# layers' kernels (softmax, loss, accuracy, concat, eltwise, batch norm, dropout, ...),
+# gradients, MOE, and the kernel writer's helpers (local memory, barrier, float atomic add; the
+# pair and byte-pair products in each form of their x86 branches).
 #
 # Environment: BUILD (the build folder, default build), OCLGRIND (the binary, default oclgrind),
 # OCLGRIND_FAMILIES (a regex over the family names below: run some), OCLGRIND_JOBS (families
@@ -36,6 +36,8 @@ conv            | test_oclgrind | *ConvSweep*
 elementwise     | test_oclgrind | *ElementwiseSweep*
 quantizer       | test_oclgrind | QuantizerSweep.*
 pool            | test_libdnn   | *PoolForward.*:*PoolBackward.*
+pool_stochastic | test_layers   | StochasticPoolKernels.*:StochasticPooling.*
+eltwise_prod    | test_layers   | EltwiseProd.*
 lrn             | test_libdnn   | *LrnForward.*:*LrnBackward.*
 layers          | test_layers   | Layers.*
 gradients       | test_layers   | Gradient.*

@@ -1,6 +1,7 @@
 """onnx.py — mpcaffe.onnx.export(net, path): a built mpcaffe Net as an ONNX model (opset 21).
 
-fp32 layers become the matching ONNX operators (Conv, Gemm, MaxPool, AveragePool, LRN, Relu,
+fp32 layers become the matching ONNX operators (Conv and ConvTranspose for Convolution and
+Deconvolution over any number of spatial axes, Gemm, MaxPool, AveragePool, LRN, Relu,
 LeakyRelu, Sigmoid, Tanh, Abs, Softplus (BNLL), Clip, Elu, PRelu, Exp / Log / Pow with their
 scale and shift, x·Sigmoid(βx) for Swish, Greater+Cast for Threshold, Add for Bias, Split for
 Slice, Slice for Crop, Tile, ReduceSum / ReduceL1 / ReduceSumSquare / ReduceMean (times coeff)
@@ -208,32 +209,28 @@ def _float_op(b, layer, inputs, shapes):
     t = layer.type
     name = layer.name
     where = layer.where()
-    if t == "Convolution":
+    if t in ("Convolution", "Deconvolution"):
+        # Any number of spatial axes (1-D, 2-D, 3-D, ...): Conv and ConvTranspose take
+        # [N][C][spatial...] with one kernel/stride/pad/dilation value per spatial axis. Caffe's
+        # deconvolution weights [C_in][C_out/group][k...] are ConvTranspose's layout, and its
+        # output size stride·(in − 1) + dilated kernel − 2·pad is ConvTranspose's default.
         p = layer.param.convolution_param
-        if len(shapes[0]) != 4:
-            raise ExportError(f"{where}: only 2-D convolutions are exported")
-        w = b.constant(name + "_W", layer.param_float(0))
-        args = [inputs[0], w]
-        if p.bias_term:
-            args.append(b.constant(name + "_B", layer.param_float(1)))
-        pads = _spatial(p, "pad", 0)
-        return [b.node("Conv", args, base=name, kernel_shape=_spatial(p, "kernel_size", 1),
-                       strides=_spatial(p, "stride", 1), pads=pads + pads,
-                       dilations=_spatial(p, "dilation", 1), group=p.group)]
-    if t == "Deconvolution":
-        # Caffe's deconvolution weights [C_in][C_out/group][kh][kw] are ConvTranspose's layout;
-        # the output size stride·(in − 1) + dilated kernel − 2·pad is ConvTranspose's default.
-        p = layer.param.convolution_param
-        if len(shapes[0]) != 4:
-            raise ExportError(f"{where}: only 2-D deconvolutions are exported")
+        ndim = len(shapes[0])
+        if p.axis % ndim != 1:
+            raise ExportError(f"{where}: convolution_param.axis {p.axis}: ONNX convolutions take "
+                              "the channels on axis 1 after one batch axis; only axis 1 is "
+                              "exported")
+        if ndim < 3:
+            raise ExportError(f"{where}: a {ndim}-axis top has no spatial axis to convolve")
+        spatial = ndim - 2
         args = [inputs[0], b.constant(name + "_W", layer.param_float(0))]
         if p.bias_term:
             args.append(b.constant(name + "_B", layer.param_float(1)))
-        pads = _spatial(p, "pad", 0)
-        return [b.node("ConvTranspose", args, base=name,
-                       kernel_shape=_spatial(p, "kernel_size", 1),
-                       strides=_spatial(p, "stride", 1), pads=pads + pads,
-                       dilations=_spatial(p, "dilation", 1), group=p.group)]
+        pads = _spatial(p, "pad", 0, spatial)
+        return [b.node("Conv" if t == "Convolution" else "ConvTranspose", args, base=name,
+                       kernel_shape=_spatial(p, "kernel_size", 1, spatial),
+                       strides=_spatial(p, "stride", 1, spatial), pads=pads + pads,
+                       dilations=_spatial(p, "dilation", 1, spatial), group=p.group)]
     if t in ("LSTM", "RNN", "LSTMUnit"):
         return export_recurrent(b, layer, inputs, shapes)
     if t == "InnerProduct":

@@ -94,9 +94,10 @@ TEST(StochasticPooling, TrainingSamplesByValueAndRoutesTheGradientToTheSample) {
   EXPECT_NE(l.top.ToFloat(), y);
 }
 
-TEST(StochasticPooling, ComputesInFp32OnlyAndRefusesPadding) {
+TEST(StochasticPooling, ComputesInFloatTypesOnlyAndRefusesPadding) {
   EXPECT_FALSE(CreateLayer(LayerText(kStochastic, DataType::kInt8Q), Dev())->SupportsType(DataType::kInt8Q));
-  EXPECT_FALSE(CreateLayer(LayerText(kStochastic, DataType::kFloat16), Dev())->SupportsType(DataType::kFloat16));
+  EXPECT_FALSE(CreateLayer(LayerText(kStochastic, DataType::kInt16Q), Dev())->SupportsType(DataType::kInt16Q));
+  EXPECT_TRUE(CreateLayer(LayerText(kStochastic, DataType::kFloat16), Dev())->SupportsType(DataType::kFloat16));
   EXPECT_TRUE(CreateLayer(LayerText(kStochastic, DataType::kFloat32), Dev())->SupportsType(DataType::kFloat32));
   const std::string why = ErrorOf([] {
     OneLayer(R"(name: "sp" type: "Pooling" pooling_param { pool: STOCHASTIC kernel_size: 3 pad: 1 })",
@@ -128,6 +129,41 @@ TEST(Gradient, EltwiseProdUnstableGradient) {
   Checker prod(R"(name: "prod" type: "Eltwise" eltwise_param { operation: PROD stable_prod_grad: false })",
                {{2, 5}, {2, 5}, {2, 5}}, 1, 11);
   prod.Check();
+}
+
+TEST(EltwiseProd, UnstableBackwardIsDyTimesTopOverBottomOnTheDevice) {
+  // Against dy·y / x_i on the host, a zero input included (0/0: NaN, as BVLC's). Within 2 ulp:
+  // OpenCL's division may be 2.5 ulp from the correctly rounded quotient.
+  const int n = 64;
+  std::vector<float> a(n), b(n);
+  for (int k = 0; k < n; ++k) a[k] = 0.25f + 0.37f * k, b[k] = 1.5f - 0.11f * k;
+  a[5] = 0.0f;
+  Blob x0(Dev(), DataType::kFloat32, {n}, "a"), x1(Dev(), DataType::kFloat32, {n}, "b");
+  Blob y(Dev(), DataType::kFloat32, {}, "y");
+  x0.FromFloat(a);
+  x1.FromFloat(b);
+  std::vector<Blob*> bottom{&x0, &x1}, top{&y};
+  auto l = CreateLayer(LayerText(R"(type: "Eltwise" eltwise_param { operation: PROD stable_prod_grad: false })",
+                                 DataType::kFloat32), Dev());
+  l->SetUp(bottom, top);
+  l->Forward(bottom, top);
+  std::vector<float> dy(n);
+  for (int k = 0; k < n; ++k) dy[k] = 0.5f - 0.03f * k;
+  std::copy(dy.begin(), dy.end(), static_cast<float*>(y.mutable_host_diff()));
+  l->Backward(top, {true, true}, bottom);
+  const std::vector<float> prod = y.ToFloat();
+  for (int i = 0; i < 2; ++i) {
+    const std::vector<float>& x = i ? b : a;
+    const float* dx = static_cast<const float*>(bottom[i]->host_diff());
+    for (int k = 0; k < n; ++k) {
+      const float want = dy[k] * prod[k] / x[k];
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(dx[k])) << "bottom " << i << " element " << k;
+      } else {
+        EXPECT_NEAR(dx[k], want, 2 * std::abs(want) * 1.2e-7f) << "bottom " << i << " element " << k;
+      }
+    }
+  }
 }
 
 TEST(Gradient, ConvolutionAndDeconvolutionOnChannelAxisTwo) {

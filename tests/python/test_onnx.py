@@ -243,6 +243,49 @@ def test_deconvolution_fp32(tmp_path):
     assert "Deconvolution" in caffe.layer_type_list()
 
 
+def test_nd_convolution_fp32(tmp_path):
+    """N-d Convolution and Deconvolution (issue 43) export to Conv / ConvTranspose with one value
+    per spatial axis: a small 3-D net (stride, pad, dilation, group, per-axis kernel) and a 1-D
+    one, against ONNX Runtime; a channel axis other than 1 is refused with the field named."""
+    n = caffe.NetSpec()
+    n.data = L.Input(shape=dict(dim=[2, 4, 5, 6, 4]))
+    n.conv = L.Convolution(n.data, convolution_param=dict(
+        num_output=6, kernel_size=[3, 2, 3], stride=[1, 2, 1], pad=[1, 0, 1], group=2,
+        weight_filler=dict(type="gaussian", std=0.3), bias_filler=dict(type="gaussian", std=0.3)))
+    n.relu = L.ReLU(n.conv)
+    n.dil = L.Convolution(n.relu, convolution_param=dict(
+        num_output=3, kernel_size=2, dilation=2, bias_term=False,
+        weight_filler=dict(type="gaussian", std=0.3)))
+    n.up = L.Deconvolution(n.dil, convolution_param=dict(
+        num_output=2, kernel_size=2, stride=2, pad=[0, 0, 1],
+        weight_filler=dict(type="gaussian", std=0.3), bias_filler=dict(type="gaussian", std=0.3)))
+    net = caffe.Net(n.to_proto(), caffe.TEST)
+    assert list(net.blobs["conv"].shape) == [2, 6, 5, 3, 4]
+    assert list(net.blobs["up"].shape) == [2, 2, 6, 2, 2]
+    model = _fp32_agreement(net, tmp_path, 17)
+    ops = [node.op_type for node in model.graph.node]
+    assert sorted(set(ops)) == ["Conv", "ConvTranspose", "Relu"], ops
+    conv = next(node for node in model.graph.node if node.op_type == "Conv")
+    attrs = {a.name: list(a.ints) for a in conv.attribute if a.ints}
+    assert attrs["kernel_shape"] == [3, 2, 3] and attrs["pads"] == [1, 0, 1, 1, 0, 1], attrs
+
+    n = caffe.NetSpec()
+    n.data = L.Input(shape=dict(dim=[3, 2, 9]))
+    n.conv = L.Convolution(n.data, convolution_param=dict(
+        num_output=4, kernel_size=3, stride=2, pad=1,
+        weight_filler=dict(type="gaussian", std=0.3), bias_filler=dict(type="gaussian", std=0.3)))
+    n.up = L.Deconvolution(n.conv, convolution_param=dict(
+        num_output=2, kernel_size=3, stride=2, weight_filler=dict(type="gaussian", std=0.3)))
+    _fp32_agreement(caffe.Net(n.to_proto(), caffe.TEST), tmp_path, 18)
+
+    n = caffe.NetSpec()
+    n.data = L.Input(shape=dict(dim=[1, 2, 2, 3, 3]))
+    n.conv5d = L.Convolution(n.data, convolution_param=dict(
+        num_output=2, kernel_size=3, pad=1, axis=2, weight_filler=dict(type="gaussian", std=0.3)))
+    with pytest.raises(mponnx.ExportError, match="'conv5d' \\(Convolution\\).*axis 2"):
+        mponnx.export(caffe.Net(n.to_proto(), caffe.TEST))
+
+
 def test_in_place_layers_and_intermediate_outputs(tmp_path):
     """In-place layers rewrite a blob: the graph stays in SSA form and an intermediate output
     is the blob's last value."""

@@ -22,6 +22,7 @@
 #include "libdnn/int4_internal.h"
 #include "libdnn/lrn.h"
 #include "libdnn/pool.h"
+#include "libdnn/pool_stochastic.h"
 #include "net/moe_layer.h"
 #include "quant/quantizer.h"
 
@@ -207,6 +208,11 @@ std::vector<KernelFamily> Build() {
                                 libdnn::Pooling::BackwardSource(k, m)});
                  return s;
                }});
+  // Float types' forward kernels; fp32's program also carries the backward kernel.
+  f.push_back({"pool_stochastic", [](const KernelTarget& k) {
+                 return PerType(kFloats, k, libdnn::StochasticPooling::TrainKernelName,
+                                libdnn::StochasticPooling::Source);
+               }});
   f.push_back(
       {"lrn_forward", [](const KernelTarget& k) {
          Samples s;
@@ -303,6 +309,7 @@ std::vector<KernelFamily> Build() {
   one("concat_backward", "concat_backward", ConcatBackwardSource);
   one("lrn_within_backward", "lrn_within_backward", LrnWithinChannelBackwardSource);
   one("eltwise_max_backward", "max_select", EltwiseMaxBackwardSource);
+  one("eltwise_prod_backward", "prod_quotient", EltwiseProdBackwardSource);
   one("channel_sum", "channel_sum", ChannelSumSource);
   one("batch_norm", "bn_backward", BatchNormSource);
   f.push_back({"batch_norm_fold", [](const KernelTarget& k) {
