@@ -76,7 +76,8 @@ demo: build
 	MPCAFFE=$(MPCAFFE) scripts/demo.sh
 
 # The network benchmark (AlexNet, batch 1 and 16, every dtype, ONNX Runtime and CLBlast peers):
-# regenerates docs/BENCHMARKS.md's net tables and docs/img/bench/*.png (see scripts/bench.sh).
+# regenerates docs/BENCHMARKS.md's net, GEMM, scale-out, start-up and memory tables and
+# docs/img/bench/*.png (see scripts/bench.sh).
 bench: build
 	MPCAFFE=$(MPCAFFE) scripts/bench.sh
 

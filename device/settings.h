@@ -25,8 +25,9 @@ struct Settings {
   std::string conv_pointwise;
   /// MPCAFFE_DEPTHWISE_PER_CHANNEL: "0" gives int8 depthwise weights one scale per layer
   std::string depthwise_per_channel;
-  /// MPCAFFE_PER_CHANNEL_WEIGHTS: "1" gives every int8 Convolution and InnerProduct weight blob
-  /// a symmetric scale per output channel (by default only depthwise convolutions have one)
+  /// MPCAFFE_PER_CHANNEL_WEIGHTS: "0" gives the int8 Convolution and InnerProduct weight blobs
+  /// other than depthwise ones one scale per layer (by default: a symmetric scale per output
+  /// channel)
   std::string per_channel_weights;
   std::string fuse;              ///< MPCAFFE_FUSE: "0" turns the Net's ReLU fusion off
   std::string optimize;          ///< MPCAFFE_OPTIMIZE: "0" turns the inference graph optimizer off

@@ -78,15 +78,16 @@ class ConvolutionLayer : public Layer, ConvGeometry {
     }
     quant::CheckAccumulationDepth("layer '" + name() + "' (Convolution)", compute_type_,
                                   int64_t{channels_ / groups_} * kh_ * kw_);
-    // Depthwise weights get a scale per channel in int8: one scale for all channels of a
-    // depthwise layer loses the small channels (MPCAFFE_DEPTHWISE_PER_CHANNEL=0 keeps one);
-    // MPCAFFE_PER_CHANNEL_WEIGHTS=1 gives every convolution one (docs/BENCHMARKS.md, "Accuracy
-    // per data type", measures both).
+    // int8 weights get a symmetric scale per output channel: one scale for a layer rounds the
+    // small channels of trained weights to a few steps, and halves to thirds of the logit error
+    // are lost with it (docs/BENCHMARKS.md, "Accuracy per data type"). Depthwise layers, whose
+    // channels differ most, keep theirs unless MPCAFFE_DEPTHWISE_PER_CHANNEL=0; the other
+    // convolutions unless MPCAFFE_PER_CHANNEL_WEIGHTS=0.
     const bool depthwise = groups_ > 1 && groups_ == channels_ && out_ == groups_;
     const Settings& settings = GetSettings();
     AddParam({out_, channels_ / groups_, kh_, kw_}, p.weight_filler(), false,
-             (depthwise && settings.depthwise_per_channel != "0") ||
-                 settings.per_channel_weights == "1");
+             depthwise ? settings.depthwise_per_channel != "0"
+                       : settings.per_channel_weights != "0");
     if (p.bias_term()) AddParam({out_}, p.bias_filler());
   }
 

@@ -26,12 +26,13 @@ class InnerProductLayer : public Layer {
     n_ = static_cast<int>(p.num_output());
     k_ = bottom[0]->count(axis_);
     quant::CheckAccumulationDepth("layer '" + name() + "' (InnerProduct)", compute_type_, k_);
-    // MPCAFFE_PER_CHANNEL_WEIGHTS=1: an int8 weight scale per output (rows of num_output ×
-    // inputs weights; transposed ones keep one scale).
+    // An int8 weight scale per output, as for convolutions (MPCAFFE_PER_CHANNEL_WEIGHTS=0 keeps
+    // one): the rows of num_output × inputs weights. Transposed weights (inputs × num_output)
+    // keep one scale: channel scales are kept along axis 0, which holds their inputs.
     if (p.transpose())
       AddParam({k_, n_}, p.weight_filler());
     else
-      AddParam({n_, k_}, p.weight_filler(), false, GetSettings().per_channel_weights == "1");
+      AddParam({n_, k_}, p.weight_filler(), false, GetSettings().per_channel_weights != "0");
     if (p.bias_term()) AddParam({n_}, p.bias_filler());
     if (blob_quantizer(0).weight_bits() == 4 && p.transpose())
       Fail("weight_bits 4 needs the weights stored num_output × inputs (transpose: false)");

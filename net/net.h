@@ -284,8 +284,9 @@ class Net {
   // Weights (net_weights.cc).
   /// Quantizer ranges from `weights` (by name, per layer, and nested nets' whole entries).
   void CopyRanges(const caffe::NetParameter& weights);
-  /// The parameter blobs of the layer `src` names, converted to its types.
-  void CopyParams(const caffe::LayerParameter& src);
+  /// The parameter blobs of the layer `src` names, converted to its types; `scaled` names the
+  /// quantizers whose per-channel weight scales the weights file holds (net-level entries).
+  void CopyParams(const caffe::LayerParameter& src, const std::set<std::string>& scaled);
   void AppendRanges(caffe::NetParameter* out);
 
   Device* device_;

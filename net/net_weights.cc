@@ -2,6 +2,8 @@
 // each layer's type, quantizer ranges by name, nested nets inside their layer's entry), written
 // back (ToProto, Save, ranges only), and shared with another net.
 #include <cstring>
+#include <set>
+#include <string>
 
 #include "layers/layer.h"
 #include "net/net.h"
@@ -46,8 +48,10 @@ void ApplyRange(const caffe::QuantizerParameter& p, quant::Quantizer* q) {
 }
 
 /// Copies `bp` into parameter blob `i` of `l` (the layer `layer` names in the weights), converted
-/// to the blob's type; a shape or size mismatch throws NetError naming the layer and the blob.
-void CopyParamBlob(const caffe::BlobProto& bp, const std::string& layer, int i, Layer* l) {
+/// to the blob's type; `saved_scales`: the weights file holds the blob's per-channel scales. A
+/// shape or size mismatch throws NetError naming the layer and the blob.
+void CopyParamBlob(const caffe::BlobProto& bp, const std::string& layer, int i, Layer* l,
+                   bool saved_scales) {
   Blob& target = l->param_blob(i);
   if (!ShapeMatches(bp, target))
     throw NetError("layer '" + layer + "', parameter blob " + std::to_string(i) +
@@ -98,13 +102,28 @@ void CopyParamBlob(const caffe::BlobProto& bp, const std::string& layer, int i, 
                      ": packed_data has " + std::to_string(bp.packed_data().size()) + " bytes, " +
                      target.shape_string() + " of " + Name(from) + " needs " +
                      std::to_string(count * SizeOf(from)));
-    // Per-channel weights (int8 depthwise) were saved with one scale per output channel.
+    // Per-channel weights were saved with one scale per output channel (the file's own entry:
+    // scales drawn from filler values before the load are not the file's).
     const size_t rows = target.num_axes() > 0 ? target.shape(0) : 0;
-    const bool saved_channel_scales = IsQuantized(from) && i < l->num_blob_quantizers() &&
-                                      rows > 0 &&
+    const bool saved_channel_scales = IsQuantized(from) && saved_scales &&
+                                      i < l->num_blob_quantizers() && rows > 0 &&
                                       l->blob_quantizer(i).channel_scales().size() == rows;
-    const bool needs_channel_scales =
+    bool needs_channel_scales =
         i < l->num_blob_quantizers() && l->blob_quantizer(i).per_channel_weights();
+    if (needs_channel_scales && !saved_channel_scales && IsQuantized(from) &&
+        from == target.type()) {
+      // Weights stored with one scale for the layer (files written before scales per channel
+      // were the default, or with MPCAFFE_PER_CHANNEL_WEIGHTS=0) keep it: quantizing them again
+      // per channel would round the stored values a second time, and the file would no longer
+      // compute what it computed when it was saved. The layer's weights go back to the
+      // asymmetric per-tensor quantizer they were saved with (AddParam's for Convolution and
+      // InnerProduct weights).
+      quant::Quantizer& q = l->blob_quantizer(i);
+      q.set_per_channel_weights(false);
+      q.set_symmetric(false);
+      q.set_channel_scales({});
+      needs_channel_scales = false;
+    }
     if (from == target.type() && saved_channel_scales == needs_channel_scales) {
       l->SetParamStorage(i, bp.packed_data().data());
       return;
@@ -144,7 +163,10 @@ void CopyParamBlob(const caffe::BlobProto& bp, const std::string& layer, int i, 
 
 void Net::CopyTrainedLayersFrom(const caffe::NetParameter& weights) {
   CopyRanges(weights);
-  for (const auto& src : weights.layer()) CopyParams(src);
+  std::set<std::string> scaled;
+  for (const auto& q : weights.quantizer())
+    if (q.channel_scale_size() > 0) scaled.insert(q.name());
+  for (const auto& src : weights.layer()) CopyParams(src, scaled);
   for (auto& l : layers_) l->ParamsChanged();
 }
 
@@ -179,7 +201,7 @@ void Net::CopyRanges(const caffe::NetParameter& weights) {
   }
 }
 
-void Net::CopyParams(const caffe::LayerParameter& src) {
+void Net::CopyParams(const caffe::LayerParameter& src, const std::set<std::string>& scaled) {
   auto it = layer_index_.find(src.name());
   if (it == layer_index_.end() || src.blobs_size() == 0) return;
   Layer& l = *layers_[it->second];
@@ -187,7 +209,12 @@ void Net::CopyParams(const caffe::LayerParameter& src) {
     throw NetError("layer '" + src.name() + "': the weights have " +
                    std::to_string(src.blobs_size()) + " parameter blobs, the net's layer has " +
                    std::to_string(l.num_params()));
-  for (int i = 0; i < src.blobs_size(); ++i) CopyParamBlob(src.blobs(i), src.name(), i, &l);
+  for (int i = 0; i < src.blobs_size(); ++i) {
+    const bool saved_scales =
+        (i < l.num_blob_quantizers() && scaled.count(l.blob_quantizer(i).name()) > 0) ||
+        (i < src.blobs_quantizer_size() && src.blobs_quantizer(i).channel_scale_size() > 0);
+    CopyParamBlob(src.blobs(i), src.name(), i, &l, saved_scales);
+  }
 }
 
 void Net::CopyTrainedLayersFrom(const std::string& caffemodel) {

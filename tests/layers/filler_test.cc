@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "device/settings.h"
 #include "layers/layer.h"
 #include "layers/layer_registry.h"
 #include "layers/random_values.h"
@@ -138,12 +139,16 @@ INSTANTIATE_TEST_SUITE_P(Isa, FillerIsaTest, testing::ValuesIn(test_support::Hos
                          test_support::HostIsaParamName);
 
 /// An InnerProduct layer of `type` on `device` with `outputs` × `inputs` weights from `filler`
-/// (lazily drawn) and its bottom and top blobs.
+/// (lazily drawn) and its bottom and top blobs. int8 weights get one scale per layer
+/// (MPCAFFE_PER_CHANNEL_WEIGHTS=0), the blob these tests are about: its values are drawn in
+/// blocks straight into the quantized blob, where scales per channel need all values first.
 struct FilledLayer {
   std::unique_ptr<Blob> bottom, top;
   std::unique_ptr<Layer> layer;
   FilledLayer(Device& device, DataType type, const caffe::FillerParameter& filler, int outputs,
               int inputs) {
+    ScopedSettings env;
+    env->per_channel_weights = "0";
     caffe::LayerParameter p;
     ParseProtoFromText("name: 'ip' type: 'InnerProduct' inner_product_param { bias_term: false }",
                        "<test>", &p);
@@ -215,6 +220,8 @@ TEST(Filler, ParametersDrawnInBlocksHoldFillValues) {
 // A quantized parameter the file gives a range keeps it: the values are drawn once, quantized
 // with that range (saturating outside it).
 TEST(Filler, QuantizedParameterWithAGivenRangeKeepsIt) {
+  ScopedSettings env;  // one scale per layer: the range is the weights' (FilledLayer)
+  env->per_channel_weights = "0";
   caffe::FillerParameter f = Gaussian(0.0f, 1.0f);
   FilledLayer plain(DefaultDevice(), DataType::kInt8Q, f, 64, 4096);
   caffe::LayerParameter p = plain.layer->layer_param();

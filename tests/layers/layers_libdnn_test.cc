@@ -46,10 +46,11 @@ TEST(Layers, InnerProductEveryType) {
       for (int n = 0; n < 7; ++n) {
         if (IsQuantized(t)) {
           const auto xp = r.layer->BottomParams(0), wp = r.layer->BlobParams(0), cp = r.layer->TopParams(0);
-          int64_t acc = BiasUnits(b[n], double(xp.scale[0]) * wp.scale[0]);
+          // int8 weights have a scale per output channel (the default), int16 one per tensor.
+          int64_t acc = BiasUnits(b[n], double(xp.scale[0]) * wp.scale_of(n));
           for (int k = 0; k < 10; ++k)
-            acc += int64_t(x[m * 10 + k] - xp.zero_point[0]) * int64_t(w[n * 10 + k] - wp.zero_point[0]);
-          want[m * 7 + n] = Requantized(t, acc, quant::RequantizationMultiplier(xp.scale[0], wp.scale[0], cp.scale[0]),
+            acc += int64_t(x[m * 10 + k] - xp.zero_point[0]) * int64_t(w[n * 10 + k] - wp.zero_point_of(n));
+          want[m * 7 + n] = Requantized(t, acc, quant::RequantizationMultiplier(xp.scale[0], wp.scale_of(n), cp.scale[0]),
                                         cp.zero_point[0]);
         } else {
           double acc = b[n];
@@ -94,12 +95,13 @@ TEST(Layers, ConvolutionEveryTypeGroupsStridePadDilation) {
                   const float xv = x[((n * C + g * cg + c) * H + ih) * W + iw];
                   const float wv = w[((o * cg + c) * K + kh) * K + kw];
                   facc += double(xv) * wv;
-                  if (IsQuantized(t)) qacc += int64_t(xv - xp.zero_point[0]) * int64_t(wv - wp.zero_point[0]);
+                  if (IsQuantized(t)) qacc += int64_t(xv - xp.zero_point[0]) * int64_t(wv - wp.zero_point_of(o));
                 }
             const size_t idx = ((n * O + o) * OH + oh) * OW + ow;
             if (IsQuantized(t)) {
-              qacc += BiasUnits(b[o], double(xp.scale[0]) * wp.scale[0]);
-              want[idx] = Requantized(t, qacc, quant::RequantizationMultiplier(xp.scale[0], wp.scale[0], cp.scale[0]),
+              // int8 weights: a scale per output channel (the default); int16: one per tensor.
+              qacc += BiasUnits(b[o], double(xp.scale[0]) * wp.scale_of(o));
+              want[idx] = Requantized(t, qacc, quant::RequantizationMultiplier(xp.scale[0], wp.scale_of(o), cp.scale[0]),
                                       cp.zero_point[0]);
             } else {
               want[idx] = AsType(t, static_cast<float>(facc + b[o]));

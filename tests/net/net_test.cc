@@ -450,7 +450,8 @@ TEST(Net, Int4WeightsCaffemodelRoundTrip) {
 // weights, saved as channel_scale beside the ranges): channels 100× apart in size each keep
 // their own 8 bits, where one scale for the layer rounds the small channel's weights to a few
 // steps (MPCAFFE_DEPTHWISE_PER_CHANNEL=0). Saving and loading gives the same bytes and outputs;
-// an fp32 net reads the same real weights; other convolutions stay per tensor.
+// an fp32 net reads the same real weights. The other convolutions have scales per channel too
+// unless MPCAFFE_PER_CHANNEL_WEIGHTS=0, which leaves the depthwise ones theirs.
 TEST(Net, Int8DepthwiseWeightsHaveAScalePerChannel) {
   const fs::path dir = TempDir("dwpc");
   const char* text = R"(
@@ -492,7 +493,7 @@ layer { name: "pw" type: "Convolution" bottom: "d" top: "y"
   const quant::QuantParams wq = a.layer("dw").BlobParams(0);
   ASSERT_TRUE(wq.per_channel());
   ASSERT_EQ(wq.channels(), 4u);
-  EXPECT_FALSE(a.layer("pw").BlobParams(0).per_channel());
+  EXPECT_TRUE(a.layer("pw").BlobParams(0).per_channel());
   for (double e : channel_errors(a)) EXPECT_LE(e, 0.5 / 127 + 1e-6);
   {
     ScopedSettings env;
@@ -500,7 +501,17 @@ layer { name: "pw" type: "Convolution" bottom: "d" top: "y"
     Net t(p, Dev());
     t.CopyTrainedLayersFrom(calibrated);
     EXPECT_FALSE(t.layer("dw").BlobParams(0).per_channel());
+    EXPECT_TRUE(t.layer("pw").BlobParams(0).per_channel());
     EXPECT_GT(channel_errors(t)[3], 0.1);  // 1% of the largest weight: steps of ~8%
+  }
+  {
+    ScopedSettings env;
+    env->per_channel_weights = "0";
+    Net t(p, Dev());
+    t.CopyTrainedLayersFrom(calibrated);
+    EXPECT_TRUE(t.layer("dw").BlobParams(0).per_channel());
+    EXPECT_FALSE(t.layer("pw").BlobParams(0).per_channel());
+    for (double e : channel_errors(t)) EXPECT_LE(e, 0.5 / 127 + 1e-6);
   }
 
   const std::string first = (dir / "dw_1.caffemodel").string();
@@ -513,8 +524,8 @@ layer { name: "pw" type: "Convolution" bottom: "d" top: "y"
   int scales = 0;
   const caffe::NetParameter saved = ReadNetParameterBinary(first);
   for (const auto& q : saved.quantizer())
-    if (q.name() == "dw/blob0") scales = q.channel_scale_size();
-  EXPECT_EQ(scales, 4);
+    if (q.name() == "dw/blob0" || q.name() == "pw/blob0") scales += q.channel_scale_size();
+  EXPECT_EQ(scales, 4 + 2);
   for (Net* n : {&a, &b}) n->blob("x").FromFloat(f.blob("x").ToFloat());
   a.Forward();
   b.Forward();

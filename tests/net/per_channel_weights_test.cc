@@ -1,18 +1,22 @@
 // tests/net/per_channel_weights_test.cc — int8 weight scales per output channel for every
-// Convolution and InnerProduct (MPCAFFE_PER_CHANNEL_WEIGHTS=1; by default only depthwise
-// convolutions have them): what the setting changes in a small net, and a measurement, run by
-// hand, of what it does to whole nets' logits against fp32 (docs/BENCHMARKS.md, "Accuracy per
-// data type").
+// Convolution and InnerProduct (the default; MPCAFFE_PER_CHANNEL_WEIGHTS=0 keeps one per layer):
+// what the setting changes in a small net, caffemodels saved with either loading as they were
+// saved, and a measurement, run by hand, of what it does to whole nets' logits against fp32
+// (docs/BENCHMARKS.md, "Accuracy per data type").
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "device/settings.h"
 #include "net/net.h"
@@ -45,12 +49,11 @@ double ErrorOverSpread(const std::vector<float>& a, const std::vector<float>& b)
   return err / (double(*hi) - *lo);
 }
 
-// A convolution and an InnerProduct whose output channels are 100× apart in size: with the
-// setting each channel keeps its own scale (its weights within half a step of 1/127 of its
-// largest), where one scale per layer rounds the small channels' weights to a few steps;
-// without it both layers keep one scale. Either way the int8 net computes the fp32 function
-// within its activations' steps.
-TEST(PerChannelWeights, TheSettingGivesEveryConvolutionAndInnerProductAScalePerChannel) {
+// A convolution and an InnerProduct whose output channels are 100× apart in size: by default each
+// channel keeps its own scale (its weights within half a step of 1/127 of its largest), where
+// one scale per layer (MPCAFFE_PER_CHANNEL_WEIGHTS=0) rounds the small channels' weights to a
+// few steps. Either way the int8 net computes the fp32 function within its activations' steps.
+TEST(PerChannelWeights, EveryConvolutionAndInnerProductHasAScalePerChannelUnlessTurnedOff) {
   const caffe::NetParameter p = NetText(R"(
 name: "pc"
 layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 dim: 6 dim: 6 } } }
@@ -90,16 +93,17 @@ layer { name: "ip" type: "InnerProduct" bottom: "c" top: "y"
     return err / big;
   };
   std::vector<double> output_error;
-  for (const char* mode : {"", "1"}) {
+  for (const char* mode : {"0", "", "1"}) {
     ScopedSettings env;
     env->per_channel_weights = mode;
     Net q(typed, Dev());
     q.CopyTrainedLayersFrom(calibrated);
+    const bool per_channel = std::string(mode) != "0";
     for (const char* name : {"conv", "ip"}) {
       SCOPED_TRACE(std::string(name) + ", MPCAFFE_PER_CHANNEL_WEIGHTS=" + mode);
       const quant::QuantParams w = q.layer(name).BlobParams(0);
-      EXPECT_EQ(w.per_channel(), *mode == '1');
-      if (*mode == '1') {
+      EXPECT_EQ(w.per_channel(), per_channel);
+      if (per_channel) {
         EXPECT_EQ(w.channels(), 4u);
         EXPECT_LE(smallest_channel_error(q, name), 0.5 / 127 + 1e-6);
       } else {
@@ -114,7 +118,96 @@ layer { name: "ip" type: "InnerProduct" bottom: "c" top: "y"
   // and the activations' rounding dominate what is left here.
   std::printf("int8 output: largest error / fp32 spread %.4g per tensor, %.4g per channel\n",
               output_error[0], output_error[1]);
+  EXPECT_EQ(output_error[1], output_error[2]);  // "1" asks for the default
   for (double e : output_error) EXPECT_LT(e, 0.05);
+}
+
+std::string ReadBytes(const std::filesystem::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// int8 caffemodels hold the weights as stored values with their scales: one saved with one
+// scale per layer (before scales per channel were the default, or with the setting 0) loads with
+// that scale — the same outputs and, saved again, the same bytes, even when filler values had
+// drawn scales per channel first — where quantizing the stored values again per channel would
+// round them twice. One saved per channel loads per channel; with the setting 0 its weights are
+// quantized again with one scale per layer, as asked.
+TEST(PerChannelWeights, CaffemodelsLoadWithTheScalesTheyWereSavedWith) {
+  const caffe::NetParameter p = NetText(R"(
+name: "pcfile"
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 dim: 6 dim: 6 } } }
+layer { name: "conv" type: "Convolution" bottom: "x" top: "c"
+        convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "gaussian" std: 1 } } }
+layer { name: "ip" type: "InnerProduct" bottom: "c" top: "y"
+        inner_product_param { num_output: 4 weight_filler { type: "gaussian" std: 1 } } }
+)");
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("mpcaffe_pc_file_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  Net f(p, Dev());
+  std::vector<float> x(2 * 3 * 6 * 6);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (float& v : x) v = u(rng);
+  f.blob("x").FromFloat(x);
+  f.SetQuantMode(quant::QuantizerMode::kObserve);
+  f.Forward();
+  caffe::NetParameter calibrated;
+  f.ToProto(&calibrated);
+  const caffe::NetParameter typed = tools::TypedVariant(p, DataType::kInt8Q, Dev());
+  auto output = [&](Net& n) {
+    n.blob("x").FromFloat(x);
+    n.Forward();
+    return n.blob("y").ToFloat();
+  };
+  auto per_channel = [](Net& n, const char* layer) {
+    return n.layer(layer).BlobParams(0).per_channel();
+  };
+
+  const std::filesystem::path tensor_file = dir / "per_tensor.caffemodel";
+  std::vector<float> tensor_out;
+  {
+    ScopedSettings env;
+    env->per_channel_weights = "0";
+    Net old(typed, Dev());
+    old.CopyTrainedLayersFrom(calibrated);
+    tensor_out = output(old);
+    old.Save(tensor_file.string());
+  }
+  Net a(typed, Dev());
+  a.layer("conv").ParamAsFloat(0);  // filler values and their scales per channel
+  a.CopyTrainedLayersFrom(tensor_file.string());
+  for (const char* layer : {"conv", "ip"}) EXPECT_FALSE(per_channel(a, layer)) << layer;
+  EXPECT_EQ(output(a), tensor_out);
+  a.Save((dir / "again.caffemodel").string());
+  EXPECT_EQ(ReadBytes(dir / "again.caffemodel"), ReadBytes(tensor_file));
+
+  const std::filesystem::path channel_file = dir / "per_channel.caffemodel";
+  Net c(typed, Dev());
+  c.CopyTrainedLayersFrom(calibrated);
+  const std::vector<float> channel_out = output(c);
+  c.Save(channel_file.string());
+  int scales = 0;
+  const caffe::NetParameter saved = ReadNetParameterBinary(channel_file.string());
+  for (const auto& q : saved.quantizer())
+    if (q.name() == "conv/blob0" || q.name() == "ip/blob0") scales += q.channel_scale_size();
+  EXPECT_EQ(scales, 8);
+  Net b(typed, Dev());
+  b.CopyTrainedLayersFrom(channel_file.string());
+  for (const char* layer : {"conv", "ip"}) EXPECT_TRUE(per_channel(b, layer)) << layer;
+  EXPECT_EQ(output(b), channel_out);
+  {
+    ScopedSettings env;
+    env->per_channel_weights = "0";
+    Net t(typed, Dev());
+    t.CopyTrainedLayersFrom(channel_file.string());
+    for (const char* layer : {"conv", "ip"}) EXPECT_FALSE(per_channel(t, layer)) << layer;
+    output(t);
+    const std::vector<float> want = f.blob("y").ToFloat();
+    EXPECT_LT(ErrorOverSpread(want, Real(t, "y", "ip")), 0.05);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 /// A zoo net with weights drawn per layer (He: N(0, 2 / fan-in)), each output channel of every
@@ -182,7 +275,7 @@ caffe::NetParameter BatchOne(const std::filesystem::path& file) {
 
 /// int8 against fp32 on the logits (the Softmax's bottom) of a zoo net, 4 synthetic inputs
 /// (uniform in [−2, 2]), ranges from an fp32 pass over them, with the weight scales per tensor,
-/// per channel of depthwise convolutions only (the default) and per channel everywhere: top-1
+/// per channel of depthwise convolutions only and per channel everywhere (the default): top-1
 /// agreement and the largest and mean |logit difference| over each sample's fp32 logit spread.
 /// A measurement (prints), run by hand:
 ///   test_net --gtest_also_run_disabled_tests --gtest_filter='PerChannelWeights.DISABLED_*'
@@ -224,9 +317,9 @@ void MeasureZooNet(const std::filesystem::path& file) {
       const char* depthwise;
       const char* all;
     };
-    std::vector<Mode> modes = {{"per tensor", "0", ""}};
-    if (depthwise) modes.push_back({"depthwise per channel (default)", "", ""});
-    modes.push_back({"every conv and IP per channel", "", "1"});
+    std::vector<Mode> modes = {{"per tensor", "0", "0"}};
+    if (depthwise) modes.push_back({"depthwise per channel", "", "0"});
+    modes.push_back({"every conv and IP per channel (default)", "", ""});
     for (const Mode& m : modes) {
       ScopedSettings env;
       env->depthwise_per_channel = m.depthwise;

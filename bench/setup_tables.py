@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""bench/setup_tables.py — the start-up and memory tables of docs/BENCHMARKS.md ("Net start-up,
+cold and warm" and "Peak memory and parameter storage"), measured and written as Markdown for
+scripts/bench.sh's `startup` and `memory` steps.
+
+    bench/setup_tables.py startup --mpcaffe M --model int8.prototxt --devices 0,1 --json out.json
+                                  [--cold 2] [--warm 7] [--markdown out.md]
+    bench/setup_tables.py memory --mpcaffe M --model fp32.prototxt --devices 0,1 --json out.json
+                                 [--markdown out.md]
+    bench/setup_tables.py startup|memory --from out.json --markdown out.md   (tables only)
+
+startup: per device, `mpcaffe time --model M --synthetic --iterations 1` as whole processes,
+timed from outside: `--cold` runs each with an empty kernel cache and PoCL's own cache off and
+empty (the first time a user runs the net), then one run that fills PoCL's cache (not counted)
+and `--warm` runs with both caches warm; the cold runs, the median of the warm ones and their
+ratio. memory: `mpcaffe bench net --dtypes fp32,int8,int8w4 --batch 1 --reduced-memory both
+--iterations 1 --no-setup` per device: caffemodel size and peak device memory with and without
+reduced memory per data type.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+MIB = 1024.0 * 1024.0
+
+
+def run_timed(cmd, env):
+    """Wall seconds of one process (its output discarded); raises when it fails."""
+    start = time.monotonic()
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return time.monotonic() - start
+
+
+def device_name(mpcaffe, device):
+    """"impl (name)" from the device's row of `mpcaffe devices`, else the device as given."""
+    out = subprocess.run([mpcaffe, "devices"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        cols = re.split(r"\s{2,}", line.strip())
+        if len(cols) > 3 and cols[0] == str(device) or (len(cols) > 3 and cols[2] == device):
+            return f"{cols[2]} ({cols[3]})"
+    return str(device)
+
+
+def measure_startup(args):
+    rows = []
+    for device in args.devices.split(","):
+        cmd = [args.mpcaffe, "time", "--model", args.model, "--synthetic", "--iterations", "1",
+               "--device", device]
+        work = tempfile.mkdtemp(prefix="mpcaffe_startup_")
+        try:
+            env = dict(os.environ, MPCAFFE_CACHE=os.path.join(work, "kernels.sqlite"),
+                       POCL_CACHE_DIR=os.path.join(work, "pocl"))
+            cold = []
+            for _ in range(args.cold):
+                for name in os.listdir(work):
+                    path = os.path.join(work, name)
+                    shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+                cold.append(run_timed(cmd, dict(env, POCL_KERNEL_CACHE="0")))
+            run_timed(cmd, env)  # fills PoCL's own cache (the cold runs had it off)
+            warm = [run_timed(cmd, env) for _ in range(args.warm)]
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        rows.append({"device": device, "name": device_name(args.mpcaffe, device), "cold_s": cold,
+                     "warm_s": warm})
+        print(f"startup {device}: cold {cold}, warm median {statistics.median(warm):.3f} s",
+              file=sys.stderr)
+    return {"model": args.model, "rows": rows}
+
+
+def measure_memory(args):
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        subprocess.run([args.mpcaffe, "bench", "net", "--model", args.model, "--dtypes",
+                        "fp32,int8,int8w4", "--batch", "1", "--reduced-memory", "both",
+                        "--iterations", "1", "--no-setup", "--no-progress", "--device",
+                        args.devices, "--json", out.name], check=True, stdout=sys.stderr)
+        report = json.load(open(out.name))
+    return {"model": args.model, "rows": report["results"]}
+
+
+def startup_markdown(data):
+    lines = ["| device | cold (s) | warm (s) | cold / warm |", "|---|---|---|---:|"]
+    for r in data["rows"]:
+        warm = statistics.median(r["warm_s"])
+        cold = ", ".join(f"{c:.2f}" for c in r["cold_s"])
+        lo, hi = min(r["cold_s"]) / warm, max(r["cold_s"]) / warm
+        ratio = f"{lo:.1f}×" if abs(hi - lo) < 0.05 else f"{lo:.1f}–{hi:.1f}×"
+        lines.append(f"| {r['name']} | {cold} | {min(r['warm_s']):.2f}–{max(r['warm_s']):.2f}, "
+                     f"median {warm:.2f} | **{ratio}** |")
+    return "\n".join(lines) + "\n"
+
+
+def memory_markdown(data):
+    dtypes = ["fp32", "int8", "int8w4"]
+    devices = []
+    for r in data["rows"]:
+        if r["device_index"] not in [d for d, _ in devices]:
+            devices.append((r["device_index"], f"{r['platform']}: {r['device']}"))
+    lines = []
+    for index, name in devices:
+        rows = {r["dtype"]: r for r in data["rows"] if r["device_index"] == index}
+        mib = lambda r, k: f"{r[k] / MIB:.1f} MiB" if r and r.get(k) else "n/a"
+        lines += [f"Device {index} ({name}):", "", "| | " + " | ".join(dtypes) + " |",
+                  "|---|" + "---:|" * len(dtypes)]
+        for label, key in (("caffemodel", "storage_bytes"),
+                           ("peak, no reduced memory", "peak_device_bytes"),
+                           ("peak, reduced memory", "peak_device_bytes_reduced")):
+            lines.append(f"| {label} | " + " | ".join(mib(rows.get(d), key) for d in dtypes) + " |")
+        f32, w4 = rows.get("fp32"), rows.get("int8w4")
+        if f32 and w4 and f32.get("storage_bytes") and w4.get("storage_bytes"):
+            lines += ["", f"int8w4's caffemodel is {f32['storage_bytes'] / w4['storage_bytes']:.1f}× "
+                      "smaller than fp32's."]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("table", choices=["startup", "memory"])
+    ap.add_argument("--mpcaffe", default="build/bin/mpcaffe")
+    ap.add_argument("--model")
+    ap.add_argument("--devices", default="0,1")
+    ap.add_argument("--cold", type=int, default=2)
+    ap.add_argument("--warm", type=int, default=7)
+    ap.add_argument("--json", help="write the measurements here")
+    ap.add_argument("--from", dest="source", help="tables from an earlier --json file")
+    ap.add_argument("--markdown", help="write the table here (default: stdout)")
+    args = ap.parse_args()
+    if args.source:
+        data = json.load(open(args.source))
+    else:
+        if not args.model:
+            ap.error("--model is needed to measure (or --from to tabulate)")
+        data = measure_startup(args) if args.table == "startup" else measure_memory(args)
+        if args.json:
+            json.dump(data, open(args.json, "w"), indent=1)
+    text = startup_markdown(data) if args.table == "startup" else memory_markdown(data)
+    if args.markdown:
+        open(args.markdown, "w").write(text)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()
