@@ -7,14 +7,13 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 
 #include "device/error.h"
 #include "device/settings.h"
 #include "libdnn/conv_internal.h"
 #include "libdnn/int4_internal.h"
-#include "libdnn/tuner.h"  // TunedConvConfig
+#include "libdnn/tuner.h"  // TunedConvConfig, TunedPointwise, DepthwiseOff
 
 namespace mpcaffe::libdnn {
 
@@ -101,9 +100,9 @@ enum class ForwardPath { kDirect, kDepthwise, kPointwise, kGemm };
 
 }  // namespace
 
-/// What the constructor without a config runs: the path, and the pointwise tile — the tile
-/// MPCAFFE_CONV_POINTWISE sets ("oc,px,vx") where it applies, else the tuning table's choice (TunedPointwise:
-/// its record, else the default tile; a record may say the direct kernel).
+/// What the constructor without a config runs: the path, and the pointwise tile — the tuning
+/// table's choice (TunedPointwise: MPCAFFE_KERNEL_CONFIG's conv_pw entry where it applies, else
+/// the record, else the default tile; "conv_pw:off" in either says the direct kernel).
 struct Convolution::Plan {
   ForwardPath path = ForwardPath::kDirect;
   PointwiseTile tile;
@@ -113,22 +112,15 @@ Convolution::Plan Convolution::PlanOf(const Device& device, const ConvDesc& d,
                                       const ConvQuant& q) {
   const Settings& s = GetSettings();
   Plan plan;
-  if (IsDepthwise(d) && s.conv_depthwise != "0") {
+  if (IsDepthwise(d) && s.conv_depthwise != "0" && !DepthwiseOff()) {
     plan.path = ForwardPath::kDepthwise;
-  } else if (s.conv_pointwise != "0" && s.conv_gemm != "1" &&
+  } else if (s.conv_gemm != "1" &&
              PointwiseApplies(d, DefaultPointwiseTile(d)) &&
              (IsPointwise(d) || Dialect::For(device.backend()).vector_builtins) &&
              (d.type != DataType::kInt8Q ||
               (Dialect::For(device.backend()).vector_builtins && q.x_zero >= 0 &&
                q.x_zero <= 255))) {
-    PointwiseTile t;
-    std::optional<PointwiseTile> tile;
-    if (std::sscanf(s.conv_pointwise.c_str(), "%d,%d,%d", &t.oc, &t.px, &t.vx) == 3 &&
-        PointwiseApplies(d, t))
-      tile = t;
-    else
-      tile = TunedPointwise(device, d);
-    if (tile) {
+    if (const std::optional<PointwiseTile> tile = TunedPointwise(device, d)) {
       plan.path = ForwardPath::kPointwise;
       plan.tile = *tile;
     }

@@ -117,7 +117,7 @@ std::string GemmConfig::ToString() const {
   return std::string(algorithm == Algorithm::kOuter ? "outer " : "dot ") + Schema().Print(*this);
 }
 
-std::optional<GemmConfig> GemmConfig::Parse(const std::string& text) {
+std::optional<GemmConfig> GemmConfig::Parse(const std::string& text, std::string* why) {
   const size_t space = text.find(' ');
   const std::string word = text.substr(0, space);
   GemmConfig c;
@@ -125,9 +125,11 @@ std::optional<GemmConfig> GemmConfig::Parse(const std::string& text) {
     c.algorithm = Algorithm::kOuter;
   else if (word == "dot")
     c.algorithm = Algorithm::kDot;
-  else
+  else {
+    if (why) *why = "the first word '" + word + "' is neither outer nor dot";
     return std::nullopt;
-  return Schema().Parse(space == std::string::npos ? "" : text.substr(space + 1), c);
+  }
+  return Schema().Parse(space == std::string::npos ? "" : text.substr(space + 1), c, why);
 }
 
 bool GemmConfig::Supports(const GemmDesc& desc, Backend backend) const {

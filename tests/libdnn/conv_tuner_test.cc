@@ -27,9 +27,10 @@
 namespace mpcaffe::libdnn {
 namespace {
 
-// The depthwise tuner: every candidate timed, the winner stored under "conv_dw" and taken by
-// the next Convolution of the shape; a record naming other rows is followed, a malformed one
-// ignored (the default then).
+// The depthwise tuner: every candidate timed, the winner stored under "conv_dw" ("conv_dw:rowsN")
+// and taken by the next Convolution of the shape; a record naming other rows is followed, a
+// malformed one, one of another family or of the old syntax (no family) ignored (the default
+// then).
 TEST(Tuner, DepthwiseRowsAreStoredAndFollowed) {
   Device& dev = DefaultDevice();
   auto store = cache::ActiveProgramCache();
@@ -48,9 +49,12 @@ TEST(Tuner, DepthwiseRowsAreStoredAndFollowed) {
   EXPECT_EQ(TunedDepthwiseRows(dev, d), r.best);
   EXPECT_EQ(Convolution(dev, d).depthwise_rows(), r.best);
   const std::string key = cache::TuningDeviceKey(dev.info());
-  store->PutTuning({key, "conv_dw", d.ToString(), "rows3", 1.0, ""});
+  EXPECT_EQ(store->GetTuning(key, "conv_dw", d.ToString())->parameters,
+            "conv_dw:rows" + std::to_string(r.best));
+  store->PutTuning({key, "conv_dw", d.ToString(), "conv_dw:rows3", 1.0, ""});
   EXPECT_EQ(Convolution(dev, d).depthwise_rows(), 3);
-  for (const char* bad : {"rows0", "rows99", "rows", "rows7x", "l1 oc4 px3 v8"}) {
+  for (const char* bad : {"conv_dw:rows0", "conv_dw:rows99", "conv_dw:rows", "conv_dw:rows7x",
+                          "conv_dw:l1 oc4 px3 v8", "conv:rows3", "rows3"}) {
     store->PutTuning({key, "conv_dw", d.ToString(), bad, 1.0, ""});
     EXPECT_EQ(TunedDepthwiseRows(dev, d), Convolution::DefaultDepthwiseRows(d)) << bad;
   }
@@ -62,8 +66,9 @@ TEST(Tuner, DepthwiseRowsAreStoredAndFollowed) {
 }
 
 // The pointwise tuner: the default tile, the direct kernel and the other tiles timed, the
-// winner stored under "conv_pw" and taken by the next Convolution of the shape; a record naming
-// the direct kernel or another tile is followed, a malformed or inapplicable one ignored.
+// winner stored under "conv_pw" ("conv_pw:oc4 px2 v8", or "conv_pw:off" for the direct kernel)
+// and taken by the next Convolution of the shape; a record naming the direct kernel or another
+// tile is followed, a malformed, inapplicable or old-syntax one ignored.
 TEST(Tuner, PointwiseTilesAreStoredAndFollowed) {
   Device& dev = DefaultDevice();
   auto store = cache::ActiveProgramCache();
@@ -80,14 +85,18 @@ TEST(Tuner, PointwiseTilesAreStoredAndFollowed) {
   EXPECT_EQ(TunedPointwise(dev, d), r.best);
   EXPECT_EQ(Convolution(dev, d).forward_pointwise(), r.best.has_value());
   const std::string key = cache::TuningDeviceKey(dev.info());
-  store->PutTuning({key, "conv_pw", d.ToString(), "direct", 1.0, ""});
+  EXPECT_EQ(store->GetTuning(key, "conv_pw", d.ToString())->parameters,
+            "conv_pw:" + (r.best ? r.best->ToString() : std::string("off")));
+  store->PutTuning({key, "conv_pw", d.ToString(), "conv_pw:off", 1.0, ""});
   EXPECT_FALSE(Convolution(dev, d).forward_pointwise());
-  store->PutTuning({key, "conv_pw", d.ToString(), "oc3 px1 v16", 1.0, ""});
+  store->PutTuning({key, "conv_pw", d.ToString(), "conv_pw:oc3 px1 v16", 1.0, ""});
   Convolution c(dev, d);
   EXPECT_TRUE(c.forward_pointwise());
   EXPECT_TRUE(c.pointwise_tile() == (Convolution::PointwiseTile{3, 1, 16}));
   // 21 pixels: four vectors of 16 do not fit.
-  for (const char* bad : {"oc0 px1 v8", "oc4 px4 v16", "oc4 px1 v5", "oc4 px1", "rows4"}) {
+  for (const char* bad : {"conv_pw:oc0 px1 v8", "conv_pw:oc4 px4 v16", "conv_pw:oc4 px1 v5",
+                          "conv_pw:oc4 px1", "conv_pw:rows4", "conv_dw:oc3 px1 v16", "oc3 px1 v16",
+                          "direct"}) {
     store->PutTuning({key, "conv_pw", d.ToString(), bad, 1.0, ""});
     EXPECT_TRUE(TunedPointwise(dev, d) == Convolution::DefaultPointwiseTile(d)) << bad;
   }
