@@ -106,12 +106,15 @@ enum class ForwardPath { kDirect, kDepthwise, kPointwise, kGemm };
 struct Convolution::Plan {
   ForwardPath path = ForwardPath::kDirect;
   PointwiseTile tile;
+  ConfigSource tile_source = ConfigSource::kDefault;
+  Chosen<ConvConfig> direct;  // the direct kernel's configuration (looked up on every path)
 };
 
 Convolution::Plan Convolution::PlanOf(const Device& device, const ConvDesc& d,
                                       const ConvQuant& q) {
   const Settings& s = GetSettings();
   Plan plan;
+  plan.direct = ChooseConvConfig(device, d);
   if (IsDepthwise(d) && s.conv_depthwise != "0" && !DepthwiseOff()) {
     plan.path = ForwardPath::kDepthwise;
   } else if (s.conv_gemm != "1" &&
@@ -120,9 +123,11 @@ Convolution::Plan Convolution::PlanOf(const Device& device, const ConvDesc& d,
              (d.type != DataType::kInt8Q ||
               (Dialect::For(device.backend()).vector_builtins && q.x_zero >= 0 &&
                q.x_zero <= 255))) {
-    if (const std::optional<PointwiseTile> tile = TunedPointwise(device, d)) {
+    const Chosen<PointwiseChoice> tile = ChoosePointwise(device, d);
+    if (tile.config) {
       plan.path = ForwardPath::kPointwise;
-      plan.tile = *tile;
+      plan.tile = *tile.config;
+      plan.tile_source = tile.source;
     }
   }
   if (plan.path == ForwardPath::kDirect && WantsForwardGemm(device, d, q))
@@ -161,18 +166,28 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
 
 Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant,
                          const Plan& plan)
-    : Convolution(device, desc, quant, TunedConvConfig(device, desc),
-                  plan.path == ForwardPath::kDirect) {
+    : Convolution(device, desc, quant, plan.direct.config, plan.path == ForwardPath::kDirect) {
+  // What runs, noted for `mpcaffe time --explain` (the GEMMs of kGemm note their own).
+  auto note = [&](const char* family, const std::string& config, ConfigSource source) {
+    if (KernelChoiceLogActive()) NoteKernelChoice({family, config, source, desc_.ToString()});
+  };
   switch (plan.path) {
-    case ForwardPath::kDepthwise:
-      PrepareDepthwise(TunedDepthwiseRows(device, desc_));
+    case ForwardPath::kDepthwise: {
+      const Chosen<int> rows = ChooseDepthwiseRows(device, desc_);
+      PrepareDepthwise(rows.config);
+      note("conv_dw", DepthwiseConfig{rows.config}.ToString(), rows.source);
       return;
+    }
     case ForwardPath::kPointwise:
       PreparePointwise(plan.tile);
+      note("conv_pw", plan.tile.ToString(), plan.tile_source);
       return;
     case ForwardPath::kDirect:
+      note("conv", plan.direct.config.ToString(), plan.direct.source);
       return;
     case ForwardPath::kGemm:
+      note("conv_gemm", "", GetSettings().conv_gemm == "1" ? ConfigSource::kOverride
+                                                           : ConfigSource::kDefault);
       break;
   }
   const int groups = desc_.groups, ocg = desc_.out_channels / groups;
@@ -244,6 +259,7 @@ Convolution Convolution::Pointwise(Device& device, const ConvDesc& desc, const P
 Convolution Convolution::WithoutPointwise(Device& device, const ConvDesc& desc,
                                           const ConvQuant& quant) {
   Plan plan;
+  plan.direct = ChooseConvConfig(device, desc);
   if (WantsForwardGemm(device, desc, quant)) plan.path = ForwardPath::kGemm;
   return Convolution(device, desc, quant, plan);
 }

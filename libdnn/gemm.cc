@@ -10,7 +10,7 @@
 #include "codegen/vector_words.h"
 #include "libdnn/gemm_internal.h"
 #include "libdnn/int4_internal.h"
-#include "libdnn/tuner.h"  // TunedGemmConfig
+#include "libdnn/tuner.h"  // ChooseGemmConfig
 #include "quant/fixed_point.h"
 #include "quant/quant_params.h"
 
@@ -428,7 +428,10 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& desc, const
 Gemm::Gemm(Device& device, const GemmDesc& desc, const GemmQuant& quant)
     : device_(&device), desc_(desc) {
   desc_.Validate();
-  config_ = TunedGemmConfig(device, desc_);  // tuning table, else the device default
+  const Chosen<GemmConfig> chosen = ChooseGemmConfig(device, desc_);  // override, record, default
+  config_ = chosen.config;
+  if (KernelChoiceLogActive())
+    NoteKernelChoice({"gemm", config_.ToString(), chosen.source, desc_.ToString()});
   Prepare(quant);
 }
 

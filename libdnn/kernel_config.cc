@@ -2,10 +2,58 @@
 #include "libdnn/kernel_config.h"
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 
 #include "device/settings.h"
 
 namespace mpcaffe::libdnn {
+
+namespace {
+
+struct ChoiceLog {
+  std::mutex mutex;
+  std::atomic<bool> active{false};
+  std::vector<KernelChoice> choices;
+};
+
+ChoiceLog& TheChoiceLog() {
+  static ChoiceLog log;
+  return log;
+}
+
+}  // namespace
+
+KernelChoiceLog::KernelChoiceLog() {
+  ChoiceLog& log = TheChoiceLog();
+  std::lock_guard<std::mutex> lock(log.mutex);
+  if (log.active) throw Error("KernelChoiceLog: another log is alive");
+  log.choices.clear();
+  log.active = true;
+}
+
+KernelChoiceLog::~KernelChoiceLog() {
+  ChoiceLog& log = TheChoiceLog();
+  std::lock_guard<std::mutex> lock(log.mutex);
+  log.active = false;
+  log.choices.clear();
+}
+
+std::vector<KernelChoice> KernelChoiceLog::Take() {
+  ChoiceLog& log = TheChoiceLog();
+  std::lock_guard<std::mutex> lock(log.mutex);
+  std::vector<KernelChoice> out;
+  out.swap(log.choices);
+  return out;
+}
+
+bool KernelChoiceLogActive() { return TheChoiceLog().active; }
+
+void NoteKernelChoice(KernelChoice choice) {
+  ChoiceLog& log = TheChoiceLog();
+  std::lock_guard<std::mutex> lock(log.mutex);
+  if (log.active) log.choices.push_back(std::move(choice));
+}
 
 const std::vector<std::string>& ConfigurableFamilies() {
   static const std::vector<std::string> families{"gemm", "conv", "conv_dw", "conv_pw"};
@@ -19,6 +67,16 @@ const char* ConfigSourceName(ConfigSource source) {
     case ConfigSource::kDefault: break;
   }
   return "default";
+}
+
+const std::vector<std::string>& KernelFamilies() {
+  static const std::vector<std::string> families = [] {
+    std::vector<std::string> f = ConfigurableFamilies();
+    for (const char* other : {"conv_gemm", "pool", "pool_vector_max", "lrn", "lrn_vector"})
+      f.push_back(other);
+    return f;
+  }();
+  return families;
 }
 
 std::optional<KernelConfigText> SplitKernelConfig(const std::string& text) {

@@ -24,6 +24,34 @@ enum class ConfigSource { kDefault, kTuned, kOverride };
 /// "default", "tuned", "override".
 const char* ConfigSourceName(ConfigSource source);
 
+/// One kernel choice, as `mpcaffe time --explain` prints it.
+struct KernelChoice {
+  std::string family;       ///< "gemm", "conv", "conv_dw", "conv_pw", "conv_gemm", "pool", …
+  std::string config;       ///< the configuration's text ("" where the family has none)
+  ConfigSource source = ConfigSource::kDefault;
+  std::string description;  ///< the problem it was chosen for (GemmDesc::ToString(), …)
+};
+
+/// While alive, collects every kernel choice the library notes (NoteKernelChoice), in order,
+/// from any thread. One log at a time.
+class KernelChoiceLog {
+ public:
+  KernelChoiceLog();
+  ~KernelChoiceLog();
+  KernelChoiceLog(const KernelChoiceLog&) = delete;
+  KernelChoiceLog& operator=(const KernelChoiceLog&) = delete;
+  /// The choices noted since construction or the previous Take (which are then forgotten).
+  std::vector<KernelChoice> Take();
+};
+/// Whether a KernelChoiceLog is alive (the choosers build the text of a choice only then).
+bool KernelChoiceLogActive();
+/// Adds `choice` to the live KernelChoiceLog, if any.
+void NoteKernelChoice(KernelChoice choice);
+
+/// Every kernel family a KernelChoice names: the configurable ones (ConfigurableFamilies) and
+/// "conv_gemm" (im2col + GEMM convolution), "pool", "pool_vector_max", "lrn", "lrn_vector".
+const std::vector<std::string>& KernelFamilies();
+
 /// "family:config" split at its first ':'.
 struct KernelConfigText {
   std::string family;

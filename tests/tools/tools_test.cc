@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cache/program_cache.h"
+#include "libdnn/kernel_config.h"
 #include "tests/testing/paths.h"
 #include "tests/tools/run_mpcaffe.h"
 
@@ -355,6 +356,42 @@ TEST_F(ToolsTest, TuneModelStoresAWinnerPerShapeAndTheLibraryUsesIt) {
           (list == &gemm ? "gemm " : "conv ") + r.signature + " -> " + r.parameters + "\n";
       EXPECT_NE(shown.out.find(line), std::string::npos) << line << "not in\n" << shown.out;
     }
+}
+
+// `time --explain`: under every Convolution, Pooling and InnerProduct line, a line naming the
+// kernel family it runs (one of the library's), its configuration and where that came from.
+TEST_F(ToolsTest, TimeExplainNamesTheKernelFamilyOfEveryConvolutionPoolingAndInnerProduct) {
+  const CommandResult r =
+      RunMpcaffe("time --model '" + LeNet() + "' --synthetic --iterations 1 --explain");
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::vector<std::string> lines;
+  std::istringstream in(r.out);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  const auto& families = mpcaffe::libdnn::KernelFamilies();
+  int explained = 0;
+  for (size_t i = 0; i + 1 < lines.size(); ++i) {
+    std::istringstream words(lines[i]);
+    std::string name, type;
+    words >> name >> type;
+    if (type != "Convolution" && type != "Pooling" && type != "InnerProduct") continue;
+    if (lines[i].find("fused into") != std::string::npos) continue;
+    const std::string& next = lines[i + 1];
+    const size_t at = next.find(" kernel ");
+    ASSERT_NE(at, std::string::npos) << "no kernel line under\n" << lines[i] << "\n" << r.out;
+    const std::string rest = next.substr(at + 8);
+    const std::string family = rest.substr(0, rest.find_first_of(": "));
+    EXPECT_NE(std::find(families.begin(), families.end(), family), families.end()) << next;
+    EXPECT_TRUE(next.find(" (default) for ") != std::string::npos ||
+                next.find(" (tuned) for ") != std::string::npos ||
+                next.find(" (override) for ") != std::string::npos)
+        << next;
+    ++explained;
+  }
+  EXPECT_EQ(explained, 6) << r.out;  // LeNet: conv1, pool1, conv2, pool2, ip1, ip2
+  // Without the flag, no kernel lines.
+  const CommandResult plain = RunMpcaffe("time --model '" + LeNet() + "' --synthetic --iterations 1");
+  ASSERT_EQ(plain.status, 0) << plain.out;
+  EXPECT_EQ(plain.out.find(" kernel "), std::string::npos) << plain.out;
 }
 
 }  // namespace
