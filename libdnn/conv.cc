@@ -21,20 +21,13 @@ using namespace conv_internal;  // NOLINT: this file's private vocabulary
 
 namespace {
 
-/// Whether the forward pass should be im2col + GEMM (Convolution::forward_gemm). Measured on
-/// PoCL with AlexNet's conv1 at batch 16 (3 input channels, 11×11, stride 4; three alternating
-/// runs each, loaded machine): int8 direct 144 / 95 / 93 ms against 72 / 108 / 77 ms through
-/// the GEMM — the direct kernel's steps are channel pairs, and with 3 channels one pair in two
-/// is half empty — while fp32 was level (113 / 77 / 72 against 77 / 89 / 77: the columns cost
-/// about what the GEMM saves). So by default only int8 with at most 4 input channels. Groups
-/// (a GEMM per group) only when forced: with 4-bit weights, AlexNet's grouped conv2, conv4 and
-/// conv5 ran 0.68-0.95x (PoCL) and 0.33-0.75x (Intel's runtime) the speed of the direct kernel
-/// on the unpacked weights at batch 1 and 16 (ConvInt4Bench.DISABLED_AlexNetGroupedConvs,
-/// alternating, medians of 5-7 rounds, load 5-6 on 2 cores): the columns, the GEMM's own
-/// activation packing and weight expansion cost more than its byte-pair products save. With the
-/// weights unpacked in the GEMM's registers (no expansion) still 0.72 / 0.97 / 0.84 / 0.67× for
-/// conv2 / conv3 / conv4 / conv5 at batch 16 on PoCL (same test, 7 rounds, load 6; batch 1 too
-/// noisy there to read: 0.38-1.76×), so the direct kernel stays the default beyond conv1.
+/// Whether the forward pass should be im2col + GEMM (Convolution::forward_gemm). The direct
+/// kernel's int8 steps are channel pairs, so with 3 input channels one pair in two is half
+/// empty: the GEMM wins on int8 first layers, while for fp32 the columns cost about what the
+/// GEMM saves. So by default only int8 with at most 4 input channels. Groups (a GEMM per group)
+/// only when forced: with 4-bit weights the columns, the GEMM's own activation packing and
+/// weight expansion cost more than its byte-pair products save, even with the weights unpacked
+/// in the GEMM's registers. (Figures: docs/BENCHMARKS.md, "Default configurations".)
 bool WantsForwardGemm(const Device& device, const ConvDesc& d, const ConvQuant& q) {
   if (device.backend() != Backend::kOpenCL) return false;
   if (d.type != DataType::kFloat32 && d.type != DataType::kInt8Q) return false;
@@ -53,8 +46,7 @@ bool WantsForwardGemm(const Device& device, const ConvDesc& d, const ConvQuant& 
 /// share weights), as few of dimension 1 as that takes. A runtime left to choose (PoCL) makes
 /// the largest groups it can and then only as many as there are compute units: two groups of a
 /// 1×1 convolution on this machine, which a core delayed by anything else cannot hand over
-/// (MobileNet v1 at batch 1, whole passes, medians of 5 alternating runs: PoCL int8 8.40 →
-/// 7.80 ms, fp32 8.25 → 8.04; Intel's runtime int8 5.94 → 5.73, fp32 7.74 → 7.58; 2026-11-27).
+/// (MobileNet v1 ran faster on both CPU runtimes: docs/BENCHMARKS.md, "Default configurations").
 /// Each dimension's work-item limit is taken to be the work-group limit, as on PoCL and Intel's
 /// runtime (DeviceInfo holds no per-dimension limits; GPUs do not take this path).
 std::array<size_t, 3> SpreadLocal(const std::array<size_t, 3>& global, const DeviceInfo& info) {
