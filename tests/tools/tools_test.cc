@@ -388,10 +388,11 @@ TEST_F(ToolsTest, TimeExplainNamesTheKernelFamilyOfEveryConvolutionPoolingAndInn
     ++explained;
   }
   EXPECT_EQ(explained, 6) << r.out;  // LeNet: conv1, pool1, conv2, pool2, ip1, ip2
-  // Without the flag, no kernel lines.
-  const CommandResult plain = RunMpcaffe("time --model '" + LeNet() + "' --synthetic --iterations 1");
+  // Without the flag, no kernel lines (indented under their layer).
+  const CommandResult plain =
+      RunMpcaffe("time --model '" + LeNet() + "' --synthetic --iterations 1");
   ASSERT_EQ(plain.status, 0) << plain.out;
-  EXPECT_EQ(plain.out.find(" kernel "), std::string::npos) << plain.out;
+  EXPECT_EQ(plain.out.find("    kernel "), std::string::npos) << plain.out;
 }
 
 }  // namespace
