@@ -310,9 +310,10 @@ Convolution::PointwiseTile Convolution::DefaultPointwiseTile(const ConvDesc& d) 
 
 const ConfigSchema<Convolution::PointwiseTile>& Convolution::PointwiseTile::Schema() {
   // The ranges PointwiseApplies admits at all (each description narrows them further).
-  static const ConfigSchema<PointwiseTile> schema("", {{"oc", &PointwiseTile::oc, ValueRange(1, 16)},
-                                                      {"px", &PointwiseTile::px, ValueRange(1, 8)},
-                                                      {"v", &PointwiseTile::vx, {4, 8, 16}}});
+  static const ConfigSchema<PointwiseTile> schema(
+      "", {{"oc", &PointwiseTile::oc, ValueRange(1, 16)},
+           {"px", &PointwiseTile::px, ValueRange(1, 8)},
+           {"v", &PointwiseTile::vx, {4, 8, 16}}});
   return schema;
 }
 
