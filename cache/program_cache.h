@@ -26,6 +26,11 @@ namespace mpcaffe::cache {
 /// of an older version is rebuilt; a file of a newer version is left alone and not used.
 inline constexpr int kCacheFormatVersion = 1;
 
+/// The syntax of the tuning records' parameters, part of the records' version (library_version
+/// below): 2 is "family:config" (libdnn/kernel_config.h). A file holding records of another
+/// syntax has them deleted when opened, as records of another library version are.
+inline constexpr int kTuningRecordSyntax = 2;
+
 /// How to open a cache file.
 struct CacheOptions {
   std::string path;             // the SQLite file; its directory is created when absent
@@ -37,7 +42,8 @@ struct CacheOptions {
   /// Tuning records are keyed by problem, not by kernel text, so a winner measured under another
   /// version's kernels is not trusted: opening a file last used by another version deletes its
   /// tuning records (read-only: ignores them).
-  std::string library_version = MPCAFFE_VERSION;
+  std::string library_version =
+      std::string(MPCAFFE_VERSION) + "+records" + std::to_string(kTuningRecordSyntax);
 };
 
 /// What the cache can still do with its file.

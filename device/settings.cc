@@ -32,7 +32,7 @@ Settings Settings::FromEnvironment() {
   s.blas = Env("MPCAFFE_BLAS");
   s.conv_gemm = Env("MPCAFFE_CONV_GEMM");
   s.conv_depthwise = Env("MPCAFFE_CONV_DEPTHWISE");
-  s.conv_pointwise = Env("MPCAFFE_CONV_POINTWISE");
+  s.kernel_config = Env("MPCAFFE_KERNEL_CONFIG");
   s.depthwise_per_channel = Env("MPCAFFE_DEPTHWISE_PER_CHANNEL");
   s.per_channel_weights = Env("MPCAFFE_PER_CHANNEL_WEIGHTS");
   s.fuse = Env("MPCAFFE_FUSE");

@@ -21,8 +21,9 @@ struct Settings {
   std::string blas;              ///< MPCAFFE_BLAS: libdnn | clblast | cublas | auto
   std::string conv_gemm;         ///< MPCAFFE_CONV_GEMM: "0"/"1" force the im2col + GEMM path
   std::string conv_depthwise;    ///< MPCAFFE_CONV_DEPTHWISE: "0" turns the depthwise kernel off
-  /// MPCAFFE_CONV_POINTWISE: "0" turns the pointwise kernel off; "oc,px,vx" sets its tile.
-  std::string conv_pointwise;
+  /// MPCAFFE_KERNEL_CONFIG: "family:config[;family:config…]" forces kernel configurations
+  /// (libdnn/kernel_config.h), e.g. "conv_pw:oc4 px2 v8", "conv_pw:off", "gemm:outer tm=4 …"
+  std::string kernel_config;
   /// MPCAFFE_DEPTHWISE_PER_CHANNEL: "0" gives int8 depthwise weights one scale per layer
   std::string depthwise_per_channel;
   /// MPCAFFE_PER_CHANNEL_WEIGHTS: "0" gives the int8 Convolution and InnerProduct weight blobs

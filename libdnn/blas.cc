@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "cache/program_cache.h"
+#include "libdnn/kernel_config.h"
 #include "device/opencl/opencl_interop.h"
 
 #ifdef MPCAFFE_HAVE_CLBLAST
@@ -129,7 +130,11 @@ BlasImpl ChooseGemmImpl(const Device& device, const GemmDesc& desc) {
   if (auto store = cache::ActiveProgramCache()) {
     if (auto rec =
             store->GetTuning(cache::TuningDeviceKey(device.info()), "blas_gemm", desc.ToString())) {
-      if (auto impl = ParseBlasImpl(rec->parameters); impl && Available(*impl, device, desc))
+      // "blas_gemm:<library>", as every tuning record is "family:config" (kernel_config.h).
+      const auto text = SplitKernelConfig(rec->parameters);
+      if (auto impl = text && text->family == "blas_gemm" ? ParseBlasImpl(text->config)
+                                                          : std::nullopt;
+          impl && Available(*impl, device, desc))
         return *impl;
     }
   }

@@ -1,9 +1,10 @@
 // libdnn/config_schema.h — one description of a tunable kernel configuration's fields (name,
 // member, allowed values, value in records written before the field existed, values the Tuner
-// tries around a default), from which its text form is printed and parsed (the tuning table's
-// parameters column, MPCAFFE_CONV_TILES, `mpcaffe tune` output), its fields range-checked and
-// compared, and the Tuner's variations generated. GemmConfig and ConvConfig each have one
-// (GemmSchema(), ConvSchema()).
+// tries around a default), from which its text form is printed and parsed (the config of the
+// tuning table's "family:config" records and of MPCAFFE_KERNEL_CONFIG, kernel_config.h;
+// MPCAFFE_CONV_TILES, `mpcaffe tune` output), its fields range-checked and compared, and the
+// Tuner's variations generated. Every configurable kernel family has one: GemmConfig::Schema,
+// ConvConfig::Schema, DepthwiseConfig::Schema, Convolution::PointwiseTile::Schema.
 #pragma once
 
 #include <cctype>
@@ -59,8 +60,14 @@ class ConfigSchema {
 
   /// Reads Print()'s words (in any order) into a copy of `base`: every required field once,
   /// optional ones at most once (their `absent` value otherwise), each value an integer in its
-  /// allowed set; nothing on an unknown key, a repeated one, or a malformed word.
-  std::optional<Config> Parse(const std::string& text, Config base = Config{}) const {
+  /// allowed set; nothing on an unknown key, a repeated one, or a malformed word, with `why`
+  /// (when given) saying which field or word is at fault.
+  std::optional<Config> Parse(const std::string& text, Config base = Config{},
+                              std::string* why = nullptr) const {
+    auto fail = [&](const std::string& what) -> std::optional<Config> {
+      if (why) *why = what;
+      return std::nullopt;
+    };
     std::istringstream in(text);
     std::vector<bool> seen(fields_.size(), false);
     for (std::string word; in >> word;) {
@@ -74,25 +81,52 @@ class ConfigSchema {
           continue;
         break;
       }
-      if (i == fields_.size() || seen[i]) return std::nullopt;
-      const std::string value = word.substr(std::string(fields_[i].key).size() + separator_.size());
+      if (i == fields_.size()) {
+        // A key with a value that is no number ("tm=x", "pxq"): name that field.
+        size_t longest = fields_.size();
+        for (size_t k = 0; k < fields_.size(); ++k) {
+          const std::string prefix = std::string(fields_[k].key) + separator_;
+          if (word.compare(0, prefix.size(), prefix) == 0 &&
+              (longest == fields_.size() ||
+               prefix.size() > std::string(fields_[longest].key).size() + separator_.size()))
+            longest = k;
+        }
+        if (longest == fields_.size())
+          return fail("'" + word + "' is no field (fields: " + Keys() + ")");
+        const std::string key = fields_[longest].key;
+        return fail("field " + key + ": '" + word.substr(key.size() + separator_.size()) +
+                    "' is no integer");
+      }
+      const std::string key = fields_[i].key;
+      if (seen[i]) return fail("field " + key + " given twice");
+      const std::string value = word.substr(key.size() + separator_.size());
       size_t used = 0;
       int v = 0;
       try {
         v = std::stoi(value, &used);
       } catch (...) {
-        return std::nullopt;
+        return fail("field " + key + ": '" + value + "' is no integer");
       }
-      if (used != value.size() || !Allowed(fields_[i], v)) return std::nullopt;
+      if (used != value.size()) return fail("field " + key + ": '" + value + "' is no integer");
+      if (!Allowed(fields_[i], v))
+        return fail("field " + key + ": " + std::to_string(v) + " is not in " +
+                    AllowedText(key.c_str()));
       base.*fields_[i].member = v;
       seen[i] = true;
     }
     for (size_t i = 0; i < fields_.size(); ++i) {
       if (seen[i]) continue;
-      if (!fields_[i].absent) return std::nullopt;
+      if (!fields_[i].absent) return fail("field " + std::string(fields_[i].key) + " missing");
       base.*fields_[i].member = *fields_[i].absent;
     }
     return base;
+  }
+
+  /// The fields' keys, e.g. "tm, tn, vw".
+  std::string Keys() const {
+    std::string s;
+    for (const auto& f : fields_) s += (s.empty() ? "" : ", ") + std::string(f.key);
+    return s;
   }
 
   /// Every field within its allowed values.

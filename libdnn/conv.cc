@@ -7,14 +7,13 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 
 #include "device/error.h"
 #include "device/settings.h"
 #include "libdnn/conv_internal.h"
 #include "libdnn/int4_internal.h"
-#include "libdnn/tuner.h"  // TunedConvConfig
+#include "libdnn/tuner.h"  // TunedConvConfig, TunedPointwise, DepthwiseOff
 
 namespace mpcaffe::libdnn {
 
@@ -22,20 +21,13 @@ using namespace conv_internal;  // NOLINT: this file's private vocabulary
 
 namespace {
 
-/// Whether the forward pass should be im2col + GEMM (Convolution::forward_gemm). Measured on
-/// PoCL with AlexNet's conv1 at batch 16 (3 input channels, 11×11, stride 4; three alternating
-/// runs each, loaded machine): int8 direct 144 / 95 / 93 ms against 72 / 108 / 77 ms through
-/// the GEMM — the direct kernel's steps are channel pairs, and with 3 channels one pair in two
-/// is half empty — while fp32 was level (113 / 77 / 72 against 77 / 89 / 77: the columns cost
-/// about what the GEMM saves). So by default only int8 with at most 4 input channels. Groups
-/// (a GEMM per group) only when forced: with 4-bit weights, AlexNet's grouped conv2, conv4 and
-/// conv5 ran 0.68-0.95x (PoCL) and 0.33-0.75x (Intel's runtime) the speed of the direct kernel
-/// on the unpacked weights at batch 1 and 16 (ConvInt4Bench.DISABLED_AlexNetGroupedConvs,
-/// alternating, medians of 5-7 rounds, load 5-6 on 2 cores): the columns, the GEMM's own
-/// activation packing and weight expansion cost more than its byte-pair products save. With the
-/// weights unpacked in the GEMM's registers (no expansion) still 0.72 / 0.97 / 0.84 / 0.67× for
-/// conv2 / conv3 / conv4 / conv5 at batch 16 on PoCL (same test, 7 rounds, load 6; batch 1 too
-/// noisy there to read: 0.38-1.76×), so the direct kernel stays the default beyond conv1.
+/// Whether the forward pass should be im2col + GEMM (Convolution::forward_gemm). The direct
+/// kernel's int8 steps are channel pairs, so with 3 input channels one pair in two is half
+/// empty: the GEMM wins on int8 first layers, while for fp32 the columns cost about what the
+/// GEMM saves. So by default only int8 with at most 4 input channels. Groups (a GEMM per group)
+/// only when forced: with 4-bit weights the columns, the GEMM's own activation packing and
+/// weight expansion cost more than its byte-pair products save, even with the weights unpacked
+/// in the GEMM's registers. (Figures: docs/BENCHMARKS.md, "Default configurations".)
 bool WantsForwardGemm(const Device& device, const ConvDesc& d, const ConvQuant& q) {
   if (device.backend() != Backend::kOpenCL) return false;
   if (d.type != DataType::kFloat32 && d.type != DataType::kInt8Q) return false;
@@ -54,8 +46,7 @@ bool WantsForwardGemm(const Device& device, const ConvDesc& d, const ConvQuant& 
 /// share weights), as few of dimension 1 as that takes. A runtime left to choose (PoCL) makes
 /// the largest groups it can and then only as many as there are compute units: two groups of a
 /// 1×1 convolution on this machine, which a core delayed by anything else cannot hand over
-/// (MobileNet v1 at batch 1, whole passes, medians of 5 alternating runs: PoCL int8 8.40 →
-/// 7.80 ms, fp32 8.25 → 8.04; Intel's runtime int8 5.94 → 5.73, fp32 7.74 → 7.58; 2026-11-27).
+/// (MobileNet v1 ran faster on both CPU runtimes: docs/BENCHMARKS.md, "Default configurations").
 /// Each dimension's work-item limit is taken to be the work-group limit, as on PoCL and Intel's
 /// runtime (DeviceInfo holds no per-dimension limits; GPUs do not take this path).
 std::array<size_t, 3> SpreadLocal(const std::array<size_t, 3>& global, const DeviceInfo& info) {
@@ -101,36 +92,34 @@ enum class ForwardPath { kDirect, kDepthwise, kPointwise, kGemm };
 
 }  // namespace
 
-/// What the constructor without a config runs: the path, and the pointwise tile — the tile
-/// MPCAFFE_CONV_POINTWISE sets ("oc,px,vx") where it applies, else the tuning table's choice (TunedPointwise:
-/// its record, else the default tile; a record may say the direct kernel).
+/// What the constructor without a config runs: the path, and the pointwise tile — the tuning
+/// table's choice (TunedPointwise: MPCAFFE_KERNEL_CONFIG's conv_pw entry where it applies, else
+/// the record, else the default tile; "conv_pw:off" in either says the direct kernel).
 struct Convolution::Plan {
   ForwardPath path = ForwardPath::kDirect;
   PointwiseTile tile;
+  ConfigSource tile_source = ConfigSource::kDefault;
+  Chosen<ConvConfig> direct;  // the direct kernel's configuration (looked up on every path)
 };
 
 Convolution::Plan Convolution::PlanOf(const Device& device, const ConvDesc& d,
                                       const ConvQuant& q) {
   const Settings& s = GetSettings();
   Plan plan;
-  if (IsDepthwise(d) && s.conv_depthwise != "0") {
+  plan.direct = ChooseConvConfig(device, d);
+  if (IsDepthwise(d) && s.conv_depthwise != "0" && !DepthwiseOff()) {
     plan.path = ForwardPath::kDepthwise;
-  } else if (s.conv_pointwise != "0" && s.conv_gemm != "1" &&
+  } else if (s.conv_gemm != "1" &&
              PointwiseApplies(d, DefaultPointwiseTile(d)) &&
              (IsPointwise(d) || Dialect::For(device.backend()).vector_builtins) &&
              (d.type != DataType::kInt8Q ||
               (Dialect::For(device.backend()).vector_builtins && q.x_zero >= 0 &&
                q.x_zero <= 255))) {
-    PointwiseTile t;
-    std::optional<PointwiseTile> tile;
-    if (std::sscanf(s.conv_pointwise.c_str(), "%d,%d,%d", &t.oc, &t.px, &t.vx) == 3 &&
-        PointwiseApplies(d, t))
-      tile = t;
-    else
-      tile = TunedPointwise(device, d);
-    if (tile) {
+    const Chosen<PointwiseChoice> tile = ChoosePointwise(device, d);
+    if (tile.config) {
       plan.path = ForwardPath::kPointwise;
-      plan.tile = *tile;
+      plan.tile = *tile.config;
+      plan.tile_source = tile.source;
     }
   }
   if (plan.path == ForwardPath::kDirect && WantsForwardGemm(device, d, q))
@@ -169,18 +158,28 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
 
 Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant,
                          const Plan& plan)
-    : Convolution(device, desc, quant, TunedConvConfig(device, desc),
-                  plan.path == ForwardPath::kDirect) {
+    : Convolution(device, desc, quant, plan.direct.config, plan.path == ForwardPath::kDirect) {
+  // What runs, noted for `mpcaffe time --explain` (the GEMMs of kGemm note their own).
+  auto note = [&](const char* family, const std::string& config, ConfigSource source) {
+    if (KernelChoiceLogActive()) NoteKernelChoice({family, config, source, desc_.ToString()});
+  };
   switch (plan.path) {
-    case ForwardPath::kDepthwise:
-      PrepareDepthwise(TunedDepthwiseRows(device, desc_));
+    case ForwardPath::kDepthwise: {
+      const Chosen<int> rows = ChooseDepthwiseRows(device, desc_);
+      PrepareDepthwise(rows.config);
+      note("conv_dw", DepthwiseConfig{rows.config}.ToString(), rows.source);
       return;
+    }
     case ForwardPath::kPointwise:
       PreparePointwise(plan.tile);
+      note("conv_pw", plan.tile.ToString(), plan.tile_source);
       return;
     case ForwardPath::kDirect:
+      note("conv", plan.direct.config.ToString(), plan.direct.source);
       return;
     case ForwardPath::kGemm:
+      note("conv_gemm", "", GetSettings().conv_gemm == "1" ? ConfigSource::kOverride
+                                                           : ConfigSource::kDefault);
       break;
   }
   const int groups = desc_.groups, ocg = desc_.out_channels / groups;
@@ -252,6 +251,7 @@ Convolution Convolution::Pointwise(Device& device, const ConvDesc& desc, const P
 Convolution Convolution::WithoutPointwise(Device& device, const ConvDesc& desc,
                                           const ConvQuant& quant) {
   Plan plan;
+  plan.direct = ChooseConvConfig(device, desc);
   if (WantsForwardGemm(device, desc, quant)) plan.path = ForwardPath::kGemm;
   return Convolution(device, desc, quant, plan);
 }

@@ -211,6 +211,8 @@ class Convolution {
   /// neighbouring pixels of one plane per work-item (libdnn/conv_pointwise_source.cc).
   struct PointwiseTile {
     int oc = 4, px = 2, vx = 8;
+    /// "oc4 px2 v8" (the tuning table's conv_pw records, MPCAFFE_KERNEL_CONFIG's conv_pw).
+    static const ConfigSchema<PointwiseTile>& Schema();
     std::string ToString() const;
     bool operator==(const PointwiseTile& o) const {
       return oc == o.oc && px == o.px && vx == o.vx;
@@ -222,8 +224,8 @@ class Convolution {
   /// input channels, vectors along an output row).
   /// The constructor without a config chooses it wherever PointwiseApplies, with the tile of
   /// TunedPointwise (libdnn/tuner.h: the tuning table's choice, which may be the direct
-  /// kernel, else DefaultPointwiseTile); MPCAFFE_CONV_POINTWISE=0 turns it off, "oc,px,vx"
-  /// sets the tile.
+  /// kernel, else DefaultPointwiseTile); MPCAFFE_KERNEL_CONFIG="conv_pw:off" turns it off,
+  /// "conv_pw:oc4 px2 v8" sets the tile.
   bool forward_pointwise() const { return pointwise_; }
   const PointwiseTile& pointwise_tile() const { return pointwise_tile_; }
   static bool PointwiseApplies(const ConvDesc& desc, const PointwiseTile& tile);
@@ -233,7 +235,7 @@ class Convolution {
   static Convolution Pointwise(Device& device, const ConvDesc& desc, const PointwiseTile& tile,
                                const ConvQuant& quant = {});
   /// What the constructor without a config runs where the pointwise kernel is not taken (a
-  /// tuning record's "direct"): the direct kernel, or im2col + GEMM where that is the default
+  /// tuning record "conv_pw:off"): the direct kernel, or im2col + GEMM where that is the default
   /// (int8 first layers on CPUs). The tuner times it against the pointwise tiles.
   static Convolution WithoutPointwise(Device& device, const ConvDesc& desc, const ConvQuant& quant);
   static std::string PointwiseSource(const KernelTarget& target, const ConvDesc& desc,

@@ -308,9 +308,16 @@ Convolution::PointwiseTile Convolution::DefaultPointwiseTile(const ConvDesc& d) 
   return t;
 }
 
-std::string Convolution::PointwiseTile::ToString() const {
-  return "oc" + std::to_string(oc) + " px" + std::to_string(px) + " v" + std::to_string(vx);
+const ConfigSchema<Convolution::PointwiseTile>& Convolution::PointwiseTile::Schema() {
+  // The ranges PointwiseApplies admits at all (each description narrows them further).
+  static const ConfigSchema<PointwiseTile> schema(
+      "", {{"oc", &PointwiseTile::oc, ValueRange(1, 16)},
+           {"px", &PointwiseTile::px, ValueRange(1, 8)},
+           {"v", &PointwiseTile::vx, {4, 8, 16}}});
+  return schema;
 }
+
+std::string Convolution::PointwiseTile::ToString() const { return Schema().Print(*this); }
 
 void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const PointwiseTile& t) {
   auto num = [](long v) { return std::to_string(v); };

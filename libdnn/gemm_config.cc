@@ -39,13 +39,9 @@ bool Int4DotLayout(const GemmDesc& desc) {
 }
 
 /// 4-bit weights (kp = kU8S4, libdnn/gemm_int4.cc): vectors along K where Int4DotLayout, else
-/// the outer product with weights A, 4 rows × 4 vectors of 8 columns. Measured on PoCL with the
-/// in-register nibble unpack (GemmInt4Bench.DISABLED_AlexNetShapes, GEMM_INT4_CANDIDATES=1,
-/// every byte-pair tile timed in alternating rounds, three passes of 3/7/9 rounds, load 5-6 on
-/// 2 cores), ms of 4 × 2 against 4 × 4 with this mf: 96×3025×363 3.10/2.01/2.01 against
-/// 1.80/2.03/1.80, 256×729×1200 2.90/3.07/2.85 against 2.37/2.87/2.33, 384×169×2304
-/// 1.60/2.18/1.60 against 1.49/2.32/1.51, 4096×64×9216 40.0/47.5/55.7 against 37.2/40.1/43.7
-/// (the best tile or within noise of it on every shape; 2 × 6 pads N = 64 to 96 columns).
+/// the outer product with weights A, 4 rows × 4 vectors of 8 columns: with the in-register
+/// nibble unpack the best byte-pair tile or within noise of it on every AlexNet shape (2 × 6
+/// pads N = 64 to 96 columns); figures: docs/BENCHMARKS.md, "Default configurations".
 GemmConfig DefaultInt4Config(const GemmDesc& desc) {
   GemmConfig c;
   c.kp = GemmConfig::kU8S4;
@@ -53,8 +49,8 @@ GemmConfig DefaultInt4Config(const GemmDesc& desc) {
   c.wg = 1;
   if (Int4DotLayout(desc)) {
     c.algorithm = GemmConfig::Algorithm::kDot;
-    // One row per work-item for matrix × vector (PoCL, 4096×1×9216, best of 3 on a loaded
-    // machine: tm = 1 1.17 ms, tm = 4 1.5–2.3 ms, tm = 8 1.6 ms); 2 × 2 for batches.
+    // One row per work-item for matrix × vector (more rows re-read the one column for
+    // nothing: slower on PoCL, docs/BENCHMARKS.md); 2 × 2 for batches.
     const bool batch = desc.weights == WeightOperand::kB ? desc.M >= 2 : desc.N >= 2;
     c.tm = batch ? 2 : 1;
     c.tn = batch ? 2 : 1;
@@ -82,13 +78,12 @@ std::vector<GemmConfig> Int4Candidates() {
 /// op(A)), each computing a small tm × tn block. For OpenCL CPU compilers that vectorise
 /// across work-items, as Intel's CPU runtime does (it packs 8 or 16 work-items of dimension
 /// 0 into SIMD lanes, like a GPU warp): op(B) rows become contiguous vector loads, op(A)
-/// values uniform broadcasts. PoCL's work-item loops ran such scalar code at 2.5–4 GFLOP/s on
-/// 512³ (docs/BENCHMARKS.md, kernel design), so it keeps its explicit-vector default; the
-/// Tuner decides per device. Work-groups wider than N are left out (their lanes would idle).
-/// First timing on Intel's CPU runtime 2026.22 on the AMD EPYC (`mpcaffe tune gemm`, fp32, the
-/// four AlexNet GEMM shapes with N > 1, 2026-11-24, loaded machine): 0.7–12 GFLOP/s against
-/// 26–103 for the vw = 8/16 tiles, which won every shape. (The kernel's per-work-item edge
-/// branch in N is divergent across work-items, so such a compiler may run both K loops masked.)
+/// values uniform broadcasts. PoCL's work-item loops do not vectorise such scalar code
+/// (docs/BENCHMARKS.md, kernel design), so it keeps its explicit-vector default; the Tuner
+/// decides per device. Work-groups wider than N are left out (their lanes would idle). On
+/// Intel's CPU runtime the vw = 8/16 tiles still won every AlexNet shape (docs/BENCHMARKS.md,
+/// "Default configurations"): the kernel's per-work-item edge branch in N is divergent across
+/// work-items, so such a compiler may run both K loops masked.
 template <typename Add>
 void AddWorkItemPerOutputTiles(const GemmDesc& desc, Add&& add) {
   for (int wg : {8, 16, 32, 64}) {
@@ -117,7 +112,7 @@ std::string GemmConfig::ToString() const {
   return std::string(algorithm == Algorithm::kOuter ? "outer " : "dot ") + Schema().Print(*this);
 }
 
-std::optional<GemmConfig> GemmConfig::Parse(const std::string& text) {
+std::optional<GemmConfig> GemmConfig::Parse(const std::string& text, std::string* why) {
   const size_t space = text.find(' ');
   const std::string word = text.substr(0, space);
   GemmConfig c;
@@ -125,9 +120,11 @@ std::optional<GemmConfig> GemmConfig::Parse(const std::string& text) {
     c.algorithm = Algorithm::kOuter;
   else if (word == "dot")
     c.algorithm = Algorithm::kDot;
-  else
+  else {
+    if (why) *why = "the first word '" + word + "' is neither outer nor dot";
     return std::nullopt;
-  return Schema().Parse(space == std::string::npos ? "" : text.substr(space + 1), c);
+  }
+  return Schema().Parse(space == std::string::npos ? "" : text.substr(space + 1), c, why);
 }
 
 bool GemmConfig::Supports(const GemmDesc& desc, Backend backend) const {
@@ -202,16 +199,12 @@ GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc) {
     // smaller) is re-read per N tile.
     c.mf = desc.M < desc.N ? 1 : 0;
     // int8: 16-bit pair products (vpmaddwd) do 16 MACs per instruction against 8 for int32
-    // lanes; side by side on PoCL the AlexNet GEMM shapes ran 1.0–1.9× (median 1.55×) the
-    // int32-lane kernel.
+    // lanes (faster on every AlexNet shape on PoCL: docs/BENCHMARKS.md).
     if (desc.type == DataType::kInt8Q) c.kp = GemmConfig::kPairs;
     // A native 4-way dot product (kp = 4) is not the CPU default: on Intel's OpenCL CPU
-    // runtime (AMD EPYC with AVX-512 VNNI, 2026-11-24, GemmBenchmark.DISABLED_Dot4VersusPairs,
-    // medians of 7 alternating rounds) its dot_4x8packed_* built-ins stay scalar calls the
-    // work-item vectorizer cannot widen ("call instruction cannot be vectorized"), and the best
-    // kp = 4 tile ran 5-6× slower than kp = 2 on every AlexNet shape: 96×3025×363 48.0 against
-    // 8.9 ms, 256×729×1200 95.8 / 15.8, 384×169×2304 61.9 / 13.2, 4096×64×9216 964 / 152;
-    // matrix × vector 4096×1×9216 through kDot vw = 1, 18.1 against 3.5 ms (kDot vw = 8).
+    // runtime (AVX-512 VNNI) its dot_4x8packed_* built-ins stay scalar calls the work-item
+    // vectorizer cannot widen ("call instruction cannot be vectorized"), so kp = 4 lost to
+    // kp = 2 on every AlexNet shape (docs/BENCHMARKS.md, "Default configurations").
   } else {
     c.tm = 4;
     c.tn = 4;
@@ -308,9 +301,8 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
   } else if (base.algorithm == GemmConfig::Algorithm::kOuter) {
     // CPUs have no local memory: PoCL maps it to ordinary memory, runs a work-group's items
     // in loops between barriers and keeps what lives across a barrier (the accumulators) in
-    // memory. Side by side on PoCL the default tile staged by a 2 × 2 work-group ran 7–13×
-    // slower than the default on AlexNet's conv1/conv3 GEMMs (fp32 and int8; by one work-item
-    // alike): one candidate, so the Tuner can confirm it on other CPUs.
+    // memory, which made the staged tile several times slower than the default on PoCL
+    // (docs/BENCHMARKS.md): one candidate, so the Tuner can confirm it on other CPUs.
     GemmConfig c = base;
     c.kp = GemmConfig::kOneK;
     c.lm = 1;

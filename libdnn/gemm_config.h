@@ -78,8 +78,9 @@ struct GemmConfig {
   static const ConfigSchema<GemmConfig>& Schema();
   /// "outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0" — the tuning table's parameters column.
   std::string ToString() const;
-  /// Parses ToString()'s form (Schema()); nothing when malformed or out of range.
-  static std::optional<GemmConfig> Parse(const std::string& text);
+  /// Parses ToString()'s form (Schema()); nothing when malformed or out of range, with `why`
+  /// (when given) naming the word or field at fault.
+  static std::optional<GemmConfig> Parse(const std::string& text, std::string* why = nullptr);
   /// Whether this config can run `desc` on a target of `backend` (layout, vector widths; kp = 2
   /// only for int8q kOuter with vw = 8, kp = 4 for int8q kOuter with vw = 1 and
   /// lm = 0; lm = 1 only for kOuter with kp = 1, a

@@ -1,8 +1,11 @@
-// libdnn/gemm_internal.h — pieces of the GEMM generator (gemm.cc) the other GEMM generators
-// (gemm_int4.cc) share.
+// libdnn/gemm_internal.h — pieces of the GEMM generator (gemm.cc) that its outer-product tiles
+// (gemm_outer.cc) and the other GEMM generators (gemm_int4.cc) share.
 #pragma once
 
+#include <functional>
 #include <string>
+
+#include "codegen/kernel_writer.h"
 
 #include "libdnn/gemm.h"
 
@@ -21,5 +24,26 @@ bool PacksA(const GemmDesc& d, const GemmConfig& c);
 bool UsesDot4(const GemmDesc& d, const GemmConfig& c);
 Dim3 LocalSize(const GemmConfig& c);
 std::string WeightSumsKernelName(const GemmDesc& d);
+
+// The generators' vocabulary (gemm.cc), shared by the dot-product tile and gemm_outer.cc.
+/// Index expressions of op(A)(m, k) and op(B)(k, n) in the stored matrices.
+std::string AIndex(const GemmDesc& d, const std::string& m, const std::string& k);
+std::string BIndex(const GemmDesc& d, const std::string& k, const std::string& n);
+bool ActivationsAreA(const GemmDesc& d);
+bool NeedActivationSums(const GemmDesc& d);
+/// kp = 2 subtracts z_w from the weights as they are loaded (no activation sums needed).
+bool FoldsWeightZero(const GemmDesc& d, const GemmConfig& c);
+/// Whether the kernel accumulates Σx beside the products (the Epilogue's `xs`).
+bool KernelSumsActivations(const GemmDesc& d, const GemmConfig& c);
+/// Indents every line of `text` by `n` spaces.
+std::string Indent(const std::string& text, int n);
+/// The K loop: `step` per `stride` k (unrolled ku times) while a whole stride fits; the caller
+/// handles the rest of K after it.
+std::string KLoops(const GemmConfig& c, const std::function<std::string(const std::string&)>& step,
+                   int stride);
+
+/// The body of a kOuter kernel (gemm_outer.cc): register tile, local-memory tile (lm = 1), the
+/// product form of kp, and the output pipeline.
+std::string OuterBody(const GemmDesc& d, const GemmConfig& c, const Dialect& dialect);
 
 }  // namespace mpcaffe::libdnn::gemm_internal

@@ -9,6 +9,7 @@
 
 #include "codegen/vector_words.h"
 #include "device/error.h"
+#include "libdnn/kernel_config.h"
 #include "libdnn/typed_host.h"
 
 namespace mpcaffe::libdnn {
@@ -172,6 +173,9 @@ Lrn::Lrn(Device& device, const LrnDesc& desc) : device_(&device), desc_(desc) {
   forward_ =
       device.GetProgram(ForwardSource(target, desc_.type, desc_.local_size), "", hints)
           ->GetKernel(ForwardKernelName(desc_.type) + (UsesVectors() ? "_v8" : ""));
+  if (KernelChoiceLogActive())  // for `mpcaffe time --explain`
+    NoteKernelChoice({UsesVectors() ? "lrn_vector" : "lrn", "", ConfigSource::kDefault,
+                      desc_.ToString()});
   if (desc_.type == DataType::kFloat32)
     backward_ = device.GetProgram(BackwardSource(target), "", ProgramHints::OneDimensional())
                     ->GetKernel(BackwardKernelName());

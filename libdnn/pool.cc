@@ -9,6 +9,7 @@
 
 #include "codegen/vector_words.h"
 #include "device/error.h"
+#include "libdnn/kernel_config.h"
 #include "libdnn/typed_host.h"
 #include "quant/quant_params.h"
 
@@ -377,6 +378,9 @@ Pooling::Pooling(Device& device, const PoolDesc& desc, const PoolQuant& quant)
   forward_ = program->GetKernel(ForwardKernelName(desc_.type, desc_.method));
   if (vector_max && GeometryOf(desc_).ow >= 8)
     forward_v8_ = program->GetKernel(ForwardKernelName(desc_.type, desc_.method) + "_v8");
+  if (KernelChoiceLogActive())  // for `mpcaffe time --explain`
+    NoteKernelChoice({vector_max && GeometryOf(desc_).ow >= 8 ? "pool_vector_max" : "pool", "",
+                      ConfigSource::kDefault, desc_.ToString()});
   if (desc_.type == DataType::kFloat32)
     backward_ =
         device.GetProgram(BackwardSource(target, desc_.method), "", ProgramHints::OneDimensional())

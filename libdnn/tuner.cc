@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <limits>
 #include <mutex>
 #include <sstream>
 
 #include "cache/program_cache.h"
+#include "libdnn/kernel_config.h"
 
 namespace mpcaffe::libdnn {
 
@@ -19,15 +19,16 @@ size_t Elements(int rows, int cols, bool trans, int ld) {
   return static_cast<size_t>(trans ? cols : rows) * ld;
 }
 
-bool Store(const Device& device, const std::string& operation, const std::string& signature,
-           const std::string& parameters, double ms) {
+/// Stores the winner of `family` for `signature` as "family:config".
+bool Store(const Device& device, const std::string& family, const std::string& signature,
+           const std::string& config, double ms) {
   auto store = cache::ActiveProgramCache();
   if (!store) return false;
   cache::TuningRecord r;
   r.device = cache::TuningDeviceKey(device.info());
-  r.operation = operation;
+  r.operation = family;
   r.signature = signature;
-  r.parameters = parameters;
+  r.parameters = KernelConfigText{family, config}.ToString();
   r.time_ms = ms;
   return store->PutTuning(r);
 }
@@ -57,43 +58,100 @@ void Record(const Desc& desc, std::vector<Desc> Recorded::*list, const char* kin
   (r.*list).push_back(desc);
 }
 
-std::optional<cache::TuningRecord> Lookup(const Device& device, const char* operation,
-                                          const std::string& signature) {
+/// The config text of the tuning record of `family` for `signature` ("family:config"): nothing
+/// without a record, or when the record is not of that family.
+std::optional<std::string> Lookup(const Device& device, const std::string& family,
+                                  const std::string& signature) {
   auto store = cache::ActiveProgramCache();
   if (!store) return std::nullopt;
-  return store->GetTuning(cache::TuningDeviceKey(device.info()), operation, signature);
+  const auto rec = store->GetTuning(cache::TuningDeviceKey(device.info()), family, signature);
+  if (!rec) return std::nullopt;
+  const std::optional<KernelConfigText> t = SplitKernelConfig(rec->parameters);
+  if (!t || t->family != family) return std::nullopt;
+  return t->config;
+}
+
+/// The override's config text of `family` parsed by `parse` (an Error naming the setting when
+/// it does not parse); nothing without an override or when it says "off".
+template <typename Config, typename Parse>
+std::optional<Config> Forced(const std::string& family, const Parse& parse) {
+  const std::optional<KernelConfigText> o = KernelConfigOverride(family);
+  if (!o || o->off()) return std::nullopt;
+  return parse(o->config, "MPCAFFE_KERNEL_CONFIG");
+}
+
+/// Whether MPCAFFE_KERNEL_CONFIG says "family:off".
+bool ForcedOff(const std::string& family) {
+  const std::optional<KernelConfigText> o = KernelConfigOverride(family);
+  return o && o->off();
 }
 
 }  // namespace
 
-GemmConfig TunedGemmConfig(const Device& device, const GemmDesc& desc) {
+GemmConfig ParseGemmConfig(const std::string& text, const std::string& where) {
+  std::string why;
+  if (auto c = GemmConfig::Parse(text, &why)) return *c;
+  throw Error(where + ": gemm:" + text + ": " + why);
+}
+
+Chosen<GemmConfig> ChooseGemmConfig(const Device& device, const GemmDesc& desc) {
   Record(desc, &Recorded::gemms, "gemm");
+  if (auto forced = Forced<GemmConfig>("gemm", ParseGemmConfig);
+      forced && forced->Supports(desc, device.backend()))
+    return {*forced, ConfigSource::kOverride};
   if (auto rec = Lookup(device, "gemm", desc.ToString()))
-    if (auto tuned = GemmConfig::Parse(rec->parameters);
-        tuned && tuned->Supports(desc, device.backend()))
-      return *tuned;
-  return DefaultGemmConfig(device.info(), desc);
+    if (auto tuned = GemmConfig::Parse(*rec); tuned && tuned->Supports(desc, device.backend()))
+      return {*tuned, ConfigSource::kTuned};
+  return {DefaultGemmConfig(device.info(), desc), ConfigSource::kDefault};
+}
+
+GemmConfig TunedGemmConfig(const Device& device, const GemmDesc& desc) {
+  return ChooseGemmConfig(device, desc).config;
+}
+
+Chosen<ConvConfig> ChooseConvConfig(const Device& device, const ConvDesc& desc) {
+  Record(desc, &Recorded::convs, "conv");
+  auto parse = [](const std::string& text, const std::string& where) {
+    const ConvConfig c = ParseFamilyConfig(ConvConfig::Schema(), "conv", text, where);
+    c.Validate();
+    return c;
+  };
+  if (auto forced = Forced<ConvConfig>("conv", parse); forced && forced->Supports(device.backend()))
+    return {*forced, ConfigSource::kOverride};
+  if (auto rec = Lookup(device, "conv", desc.ToString()))
+    if (auto tuned = ParseConvConfig(*rec); tuned && tuned->Supports(device.backend()))
+      return {*tuned, ConfigSource::kTuned};
+  return {DefaultConvConfig(device.info(), desc.type), ConfigSource::kDefault};
 }
 
 ConvConfig TunedConvConfig(const Device& device, const ConvDesc& desc) {
+  return ChooseConvConfig(device, desc).config;
+}
+
+const ConfigSchema<DepthwiseConfig>& DepthwiseConfig::Schema() {
+  static const ConfigSchema<DepthwiseConfig> schema(
+      "", {{"rows", &DepthwiseConfig::rows, ValueRange(1, 32)}});
+  return schema;
+}
+
+std::string DepthwiseConfig::ToString() const { return Schema().Print(*this); }
+
+bool DepthwiseOff() { return ForcedOff("conv_dw"); }
+
+Chosen<int> ChooseDepthwiseRows(const Device& device, const ConvDesc& desc) {
   Record(desc, &Recorded::convs, "conv");
-  if (auto rec = Lookup(device, "conv", desc.ToString()))
-    if (auto tuned = ParseConvConfig(rec->parameters); tuned && tuned->Supports(device.backend()))
-      return *tuned;
-  return DefaultConvConfig(device.info(), desc.type);
+  auto parse = [](const std::string& text, const std::string& where) {
+    return ParseFamilyConfig(DepthwiseConfig::Schema(), "conv_dw", text, where);
+  };
+  if (auto forced = Forced<DepthwiseConfig>("conv_dw", parse))
+    return {forced->rows, ConfigSource::kOverride};
+  if (auto rec = Lookup(device, "conv_dw", desc.ToString()))
+    if (auto tuned = DepthwiseConfig::Schema().Parse(*rec)) return {tuned->rows, ConfigSource::kTuned};
+  return {Convolution::DefaultDepthwiseRows(desc), ConfigSource::kDefault};
 }
 
 int TunedDepthwiseRows(const Device& device, const ConvDesc& desc) {
-  Record(desc, &Recorded::convs, "conv");
-  if (auto rec = Lookup(device, "conv_dw", desc.ToString())) {
-    const std::string& p = rec->parameters;
-    if (p.size() > 4 && p.compare(0, 4, "rows") == 0 &&
-        p.find_first_not_of("0123456789", 4) == std::string::npos && p.size() < 7) {
-      const int rows = std::stoi(p.substr(4));
-      if (rows >= 1 && rows <= 32) return rows;
-    }
-  }
-  return Convolution::DefaultDepthwiseRows(desc);
+  return ChooseDepthwiseRows(device, desc).config;
 }
 
 std::vector<int> DepthwiseRowCandidates(const ConvDesc& desc) {
@@ -104,21 +162,28 @@ std::vector<int> DepthwiseRowCandidates(const ConvDesc& desc) {
 }
 
 std::optional<Convolution::PointwiseTile> ParsePointwiseTile(const std::string& text) {
-  Convolution::PointwiseTile t;
-  char tail = 0;
-  if (std::sscanf(text.c_str(), "oc%d px%d v%d%c", &t.oc, &t.px, &t.vx, &tail) != 3)
-    return std::nullopt;
-  return t;
+  return Convolution::PointwiseTile::Schema().Parse(text);
+}
+
+Chosen<PointwiseChoice> ChoosePointwise(const Device& device, const ConvDesc& desc) {
+  Record(desc, &Recorded::convs, "conv");
+  if (ForcedOff("conv_pw")) return {std::nullopt, ConfigSource::kOverride};
+  auto parse = [](const std::string& text, const std::string& where) {
+    return ParseFamilyConfig(Convolution::PointwiseTile::Schema(), "conv_pw", text, where);
+  };
+  if (auto forced = Forced<Convolution::PointwiseTile>("conv_pw", parse);
+      forced && Convolution::PointwiseApplies(desc, *forced))
+    return {forced, ConfigSource::kOverride};
+  if (auto rec = Lookup(device, "conv_pw", desc.ToString())) {
+    if (*rec == "off") return {std::nullopt, ConfigSource::kTuned};
+    if (auto t = ParsePointwiseTile(*rec); t && Convolution::PointwiseApplies(desc, *t))
+      return {t, ConfigSource::kTuned};
+  }
+  return {Convolution::DefaultPointwiseTile(desc), ConfigSource::kDefault};
 }
 
 PointwiseChoice TunedPointwise(const Device& device, const ConvDesc& desc) {
-  Record(desc, &Recorded::convs, "conv");
-  if (auto rec = Lookup(device, "conv_pw", desc.ToString())) {
-    if (rec->parameters == "direct") return std::nullopt;
-    if (auto t = ParsePointwiseTile(rec->parameters); t && Convolution::PointwiseApplies(desc, *t))
-      return t;
-  }
-  return Convolution::DefaultPointwiseTile(desc);
+  return ChoosePointwise(device, desc).config;
 }
 
 std::vector<PointwiseChoice> PointwiseCandidates(const ConvDesc& desc) {
@@ -340,7 +405,7 @@ DepthwiseTuneResult Tuner::TuneDepthwise(const ConvDesc& desc, double give_up) {
                          desc, ops);
       });
   result.stored = Store(device_, "conv_dw", desc.ToString(),
-                        "rows" + std::to_string(result.best), result.best_ms);
+                        DepthwiseConfig{result.best}.ToString(), result.best_ms);
   return result;
 }
 
@@ -361,7 +426,7 @@ PointwiseTuneResult Tuner::TunePointwise(const ConvDesc& desc, double give_up) {
                          desc, ops);
       });
   result.stored = Store(device_, "conv_pw", desc.ToString(),
-                        result.best ? result.best->ToString() : "direct", result.best_ms);
+                        result.best ? result.best->ToString() : "off", result.best_ms);
   return result;
 }
 

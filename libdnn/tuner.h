@@ -14,6 +14,7 @@
 #include "libdnn/blas.h"
 #include "libdnn/conv.h"
 #include "libdnn/gemm.h"
+#include "libdnn/kernel_config.h"
 
 namespace mpcaffe::libdnn {
 
@@ -68,7 +69,7 @@ class Tuner {
   /// with each of PointwiseCandidates(), and Convolution::WithoutPointwise (the direct kernel
   /// with its tuned or default configuration, or int8 first layers' im2col + GEMM on CPUs);
   /// records the fastest under operation "conv_pw", signature desc.ToString(), parameters
-  /// PointwiseTile::ToString() or "direct" (whichever of those two the constructor then runs).
+  /// "conv_pw:" + PointwiseTile::ToString() or "conv_pw:off" (the direct kernel).
   PointwiseTuneResult TunePointwise(const ConvDesc& desc, double give_up = 3.0);
   /// Times LibDNN (with its current, possibly tuned, configuration) against every other
   /// available library and records the winner under "blas_gemm".
@@ -89,23 +90,48 @@ class Tuner {
 /// Minimum over `repeats` device-timed runs of `run` after one warm-up run, in milliseconds.
 double TimeMs(const std::function<Event()>& run, int repeats);
 
-/// The configuration Gemm uses for `desc` on `device`: the tuning table's record ("gemm",
-/// desc.ToString()) when one exists and is supported, else DefaultGemmConfig. Reports `desc` to
-/// the active ShapeRecorder.
+/// The depthwise kernel's configuration ("rows4": output rows per work-item), the text of the
+/// tuning table's conv_dw records and of MPCAFFE_KERNEL_CONFIG's conv_dw entry.
+struct DepthwiseConfig {
+  int rows = 8;
+  static const ConfigSchema<DepthwiseConfig>& Schema();
+  std::string ToString() const;
+};
+
+/// A configuration and where it came from.
+template <typename Config>
+struct Chosen {
+  Config config;
+  ConfigSource source;
+};
+
+/// The configuration Gemm uses for `desc` on `device`: MPCAFFE_KERNEL_CONFIG's gemm entry when it
+/// supports `desc`, else the tuning table's record ("gemm", desc.ToString(), "gemm:<config>")
+/// when one exists and is supported, else DefaultGemmConfig. Reports `desc` to the active
+/// ShapeRecorder. A malformed override throws an Error naming the setting and the field.
+Chosen<GemmConfig> ChooseGemmConfig(const Device& device, const GemmDesc& desc);
 GemmConfig TunedGemmConfig(const Device& device, const GemmDesc& desc);
-/// The same for the convolution forward kernel ("conv", desc.ToString(); else
-/// DefaultConvConfig).
+/// The same for the convolution forward kernel (MPCAFFE_KERNEL_CONFIG's conv entry; "conv",
+/// desc.ToString(); else DefaultConvConfig).
+Chosen<ConvConfig> ChooseConvConfig(const Device& device, const ConvDesc& desc);
 ConvConfig TunedConvConfig(const Device& device, const ConvDesc& desc);
-/// The depthwise kernel's rows per work-item for a depthwise `desc`: the tuning table's record
-/// ("conv_dw", desc.ToString(), parameters "rows<N>") when one exists, else
-/// Convolution::DefaultDepthwiseRows. Reports `desc` to the active ShapeRecorder.
+/// The depthwise kernel's rows per work-item for a depthwise `desc`: MPCAFFE_KERNEL_CONFIG's
+/// conv_dw entry, else the tuning table's record ("conv_dw", desc.ToString(), parameters
+/// "conv_dw:rows<N>") when one exists, else Convolution::DefaultDepthwiseRows. Reports `desc` to
+/// the active ShapeRecorder.
+Chosen<int> ChooseDepthwiseRows(const Device& device, const ConvDesc& desc);
 int TunedDepthwiseRows(const Device& device, const ConvDesc& desc);
+/// Whether MPCAFFE_KERNEL_CONFIG says "conv_dw:off" (depthwise descriptions take the direct
+/// kernel).
+bool DepthwiseOff();
 /// The tuner's candidates for the depthwise kernel's rows per work-item (the default first):
 /// 1, 2, 4, 7, 8, 14 and 16 rows, those above the output height left out.
 std::vector<int> DepthwiseRowCandidates(const ConvDesc& desc);
 /// The forward of a pointwise fp32 `desc` (Convolution::PointwiseApplies with its default
-/// tile): the tuning table's record ("conv_pw", desc.ToString()) when one exists, else the
-/// default tile. Nothing: the direct kernel.
+/// tile): MPCAFFE_KERNEL_CONFIG's conv_pw entry where it applies, else the tuning table's record
+/// ("conv_pw", desc.ToString()) when one exists, else the default tile. Nothing ("conv_pw:off"
+/// in the override or the record): the direct kernel.
+Chosen<PointwiseChoice> ChoosePointwise(const Device& device, const ConvDesc& desc);
 PointwiseChoice TunedPointwise(const Device& device, const ConvDesc& desc);
 /// The tuner's candidates (the default tile first, then the direct kernel, then other tiles of
 /// at most 16 accumulators, those the plane is too small for left out).

@@ -1,7 +1,8 @@
 // tools/cmd_time.cc — `mpcaffe time --model <prototxt> [--weights w] [--iterations N]
-// [--phase TEST] [--device i] [--synthetic] [--json]`: per-layer forward times and the median
-// total, like BVLC's `caffe time`; with --phase TRAIN also each layer's backward time and the
-// median forward-backward iteration (the training step without the solver update).
+// [--phase TEST] [--device i] [--synthetic] [--json] [--explain]`: per-layer forward times and
+// the median total, like BVLC's `caffe time`; with --phase TRAIN also each layer's backward time
+// and the median forward-backward iteration (the training step without the solver update); with
+// --explain each layer's kernel families, their configurations and where those came from.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "layers/layer.h"
+#include "libdnn/kernel_config.h"
 #include "net/net.h"
 #include "proto/model_io.h"
 #include "tools/command.h"
@@ -48,10 +50,13 @@ struct StartupPhases {
 constexpr char kUsage[] =
     "usage: mpcaffe time --model <prototxt> [--weights <caffemodel>] [--iterations N]\n"
     "                    [--phase TEST|TRAIN] [--stage s[,s...]] [--device i] [--synthetic] [--json]\n"
+    "                    [--explain]\n"
     "  --iterations   timed passes (10)\n"
     "  --phase TRAIN  also each layer's backward time and the forward-backward iteration\n"
     "  --synthetic    synthetic Data layers, Input layers filled with seeded values\n"
-    "  --json         the report as one JSON object on standard output\n";
+    "  --json         the report as one JSON object on standard output\n"
+    "  --explain      per layer, the kernel family it runs, its configuration and where that\n"
+    "                 came from (tuned: the tuning table; default; override: MPCAFFE_KERNEL_CONFIG)\n";
 
 int Usage(const std::string& why) { return UsageError("time", why); }
 
@@ -61,6 +66,7 @@ int RunTime(const std::vector<std::string>& args) {
   const std::string weights = FlagValue(args, "--weights");
   const std::string phase = FlagValue(args, "--phase", "TEST");
   const bool json = HasFlag(args, "--json");
+  const bool explain = HasFlag(args, "--explain");
   int iterations = 0;
   try {
     iterations = std::stoi(FlagValue(args, "--iterations", "10"));
@@ -113,7 +119,21 @@ int RunTime(const std::vector<std::string>& args) {
     }
     startup.Mark(calibrate ? "fill_calibrate" : "calibrate");
     const int n = static_cast<int>(net.layers().size());
-    net.Forward();  // warm-up: kernel builds, weight uploads
+    // Warm-up: kernel builds, weight uploads. With --explain layer by layer (as timed below)
+    // under a KernelChoiceLog: layers choose their kernels as they first run, so the choices
+    // noted while layer i runs are layer i's.
+    std::vector<std::vector<libdnn::KernelChoice>> choices(n);
+    if (explain) {
+      libdnn::KernelChoiceLog log;
+      for (int i = 0; i < n; ++i) {
+        const int last = net.fusion_end(i);
+        net.ForwardFromTo(i, last);
+        choices[i] = log.Take();
+        i = last;
+      }
+    } else {
+      net.Forward();
+    }
     device.Finish();
     startup.Mark("first_forward");
     // TRAIN: backward too (after a warm-up backward pass: its kernel builds).
@@ -211,6 +231,16 @@ int RunTime(const std::vector<std::string>& args) {
         if (train) os << ", \"backward_ms\": " << Median(layer_back_ms[i]);
         if (net.fused_into(i) >= 0)
           os << ", \"fused_into\": \"" << JsonEscape(net.layer_names()[net.fused_into(i)]) << "\"";
+        if (explain) {
+          os << ", \"kernels\": [";
+          for (size_t k = 0; k < choices[i].size(); ++k) {
+            const libdnn::KernelChoice& c = choices[i][k];
+            os << (k ? ", " : "") << "{\"family\": \"" << c.family << "\", \"config\": \""
+               << JsonEscape(c.config) << "\", \"source\": \"" << libdnn::ConfigSourceName(c.source)
+               << "\", \"for\": \"" << JsonEscape(c.description) << "\"}";
+          }
+          os << "]";
+        }
         os << "}";
       }
       os << "\n]}\n";
@@ -230,6 +260,10 @@ int RunTime(const std::vector<std::string>& args) {
                   LayerDtype(l).c_str(), Median(layer_ms[i]));
       if (train) std::printf("   backward: %9.3f ms", Median(layer_back_ms[i]));
       std::printf("\n");
+      for (const libdnn::KernelChoice& c : choices[i])
+        std::printf("%24s   kernel %s (%s) for %s\n", "",
+                    (c.family + (c.config.empty() ? "" : ":" + c.config)).c_str(),
+                    libdnn::ConfigSourceName(c.source), c.description.c_str());
     }
     std::printf("Graph optimizer level %d%s: %d of %d layers fused into %d producers (%d layers run)\n",
                 net.optimize_level(), net.optimized() ? "" : " (off)", fused_layers, n, chains,
@@ -259,7 +293,7 @@ int RunTime(const std::vector<std::string>& args) {
 
 RegisterCommand time_command("time", "per-layer forward times of a net (like `caffe time`)", kUsage,
                              {{"--model", "--weights", "--iterations", "--phase", "--stage", "--device"},
-                              {"--synthetic", "--json"}},
+                              {"--synthetic", "--json", "--explain"}},
                              RunTime);
 
 }  // namespace

@@ -76,19 +76,19 @@ std::vector<std::string> SplitList(const std::string& s) {
 /// `tune --model`: builds the net (or its typed variants, --dtypes, at each --batch) with
 /// synthetic inputs, calibrated when quantized, records the GEMM and convolution descriptions
 /// its first forward pass prepares, and tunes each one on `dev`.
-/// A tuning winner as printed: a GEMM or convolution configuration, or depthwise rows.
+/// A tuning winner as printed: its configuration's text (the record's config).
 template <typename Config>
 std::string BestText(const Config& c) {
   return c.ToString();
 }
-std::string BestText(int depthwise_rows) { return "rows" + std::to_string(depthwise_rows); }
-std::string BestText(const libdnn::PointwiseChoice& c) { return c ? c->ToString() : "direct"; }
+std::string BestText(int depthwise_rows) { return libdnn::DepthwiseConfig{depthwise_rows}.ToString(); }
+std::string BestText(const libdnn::PointwiseChoice& c) { return c ? c->ToString() : "off"; }
 
 /// Whether a convolution shape takes the pointwise kernel's tuner (its candidates include the
 /// direct kernel).
 bool TunesPointwise(const libdnn::ConvDesc& c) {
-  const Settings& s = GetSettings();
-  return s.conv_pointwise != "0" && s.conv_gemm != "1" &&
+  const auto forced = libdnn::KernelConfigOverride("conv_pw");
+  return !(forced && forced->off()) && GetSettings().conv_gemm != "1" &&
          libdnn::Convolution::PointwiseApplies(c, libdnn::Convolution::DefaultPointwiseTile(c));
 }
 
@@ -135,17 +135,19 @@ void TuneModelOn(Device& dev, const std::vector<std::string>& args) {
                 new_gemms, new_convs);
   }
   if (HasFlag(args, "--show")) {
-    // What the layers use now for each shape: the tuning table's winner or the default.
+    // What the layers use now for each shape ("family:config"): the tuning table's winner or
+    // the default.
     for (const auto& g : gemms)
-      std::printf("gemm %s -> %s\n", g.ToString().c_str(),
+      std::printf("gemm %s -> gemm:%s\n", g.ToString().c_str(),
                   libdnn::TunedGemmConfig(dev, g).ToString().c_str());
-    for (const auto& c : convs)
-      std::printf("conv %s -> %s\n", c.ToString().c_str(),
-                  libdnn::Convolution::IsDepthwise(c)
-                      ? ("depthwise rows" + std::to_string(libdnn::TunedDepthwiseRows(dev, c))).c_str()
-                  : TunesPointwise(c)
-                      ? ("pointwise " + BestText(libdnn::TunedPointwise(dev, c))).c_str()
-                      : libdnn::TunedConvConfig(dev, c).ToString().c_str());
+    for (const auto& c : convs) {
+      const std::string chosen =
+          libdnn::Convolution::IsDepthwise(c) && GetSettings().conv_depthwise != "0"
+              ? "conv_dw:" + BestText(libdnn::TunedDepthwiseRows(dev, c))
+          : TunesPointwise(c) ? "conv_pw:" + BestText(libdnn::TunedPointwise(dev, c))
+                              : "conv:" + libdnn::TunedConvConfig(dev, c).ToString();
+      std::printf("conv %s -> %s\n", c.ToString().c_str(), chosen.c_str());
+    }
     return;
   }
   std::printf("tuning %zu GEMM and %zu convolution shapes on %s\n", gemms.size(), convs.size(),

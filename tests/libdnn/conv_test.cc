@@ -628,33 +628,6 @@ TEST(ConvForward, Int8FourChannelDotProductsMatchTheReference) {
   }
 }
 
-TEST(ConvForward, Int8DefaultsTakeTheDotProductOnGpusNotOnCpus) {
-  DeviceInfo gpu;
-  gpu.backend = Backend::kOpenCL;
-  gpu.is_gpu = true;
-  gpu.dot_product = true;
-  DeviceInfo cpu = gpu;
-  cpu.is_gpu = false;
-  DeviceInfo old_gpu = gpu;
-  old_gpu.dot_product = false;
-  EXPECT_EQ(DefaultConvConfig(gpu, DataType::kInt8Q).kp, 4);
-  EXPECT_EQ(DefaultConvConfig(gpu, DataType::kFloat32).kp, 1);
-  EXPECT_EQ(DefaultConvConfig(cpu, DataType::kInt8Q).kp, 1);  // measured: see DefaultGemmConfig
-  EXPECT_EQ(DefaultConvConfig(old_gpu, DataType::kInt8Q).kp, 1);
-  bool kp4 = false;
-  for (const ConvConfig& c : ConvConfig::Candidates(cpu, DataType::kInt8Q)) kp4 |= c.kp == 4;
-  EXPECT_TRUE(kp4);
-  const ConvConfig c = DefaultConvConfig(gpu, DataType::kInt8Q);
-  EXPECT_EQ(c.ToString(), "l32 oc2 px4 v1 k4");
-  const auto back = ParseConvConfig(c.ToString());
-  ASSERT_TRUE(back);
-  EXPECT_TRUE(*back == c);
-  EXPECT_TRUE(ParseConvConfig("l1 oc4 px3 v8"));
-  EXPECT_FALSE(ParseConvConfig("l1 oc4 px3 v8 k4"));  // kp = 4 needs vw = 1
-  EXPECT_FALSE(ParseConvConfig("l1 oc4 px3 v1 k2"));
-  EXPECT_FALSE(ParseConvConfig("l1 oc4 px3 v8x"));
-}
-
 TEST(ConvForward, Int16SplitPairsMatchTheReference) {
   // int16 with vectors of 8 multiplies pairs of v = x − z_x split into lo = v & 255 and
   // hi = v >> 8 against w − 32768 (unsigned storage) / w (signed), partial sums in int32
@@ -771,49 +744,6 @@ TEST(ConvForward, FewChannelsRunAsIm2colGemm) {
   }
 }
 
-TEST(ConvForward, RejectsImpossibleDescriptions) {
-  ConvDesc d;
-  d.channels = 6, d.groups = 4;
-  EXPECT_THROW(d.Validate(), Error);
-  d.groups = 1, d.kernel_h = 5, d.height = 3;
-  EXPECT_THROW(d.Validate(), Error);
-  d.height = 8, d.stride_w = 0;
-  EXPECT_THROW(d.Validate(), Error);
-  ConvConfig c;
-  c.oc_per_item = 0;
-  EXPECT_THROW(c.Validate(), Error);
-  // A quantized convolution with the wrong number of per-channel parameters.
-  ConvDesc q;
-  q.type = DataType::kInt8Q, q.out_channels = 4;
-  ConvQuant bad;
-  bad.w_zero = {0, 0};
-  EXPECT_THROW(Convolution(DefaultDevice(), q, bad), Error);
-  // Forward before SetWeights names the mistake.
-  Convolution conv(DefaultDevice(), ConvDesc{});
-  auto m = DefaultDevice().Allocate(16);
-  try {
-    conv.Forward(BufferRef(m.get(), 0), {}, BufferRef(m.get(), 0));
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("SetWeights"), std::string::npos) << e.what();
-  }
-}
-
-TEST(ConvForward, QuantFromTensorParameters) {
-  quant::QuantParams x = quant::ChooseQuantParams(-1.0, 3.0, DataType::kInt8Q);
-  quant::QuantParams y = quant::ChooseQuantParams(-2.0, 6.0, DataType::kInt8Q);
-  quant::QuantParams w =
-      quant::ChoosePerChannelQuantParams({-1, -0.5}, {1, 0.25}, 0, DataType::kInt8Q, true);
-  const ConvQuant q = ConvQuant::From(x, w, y);
-  EXPECT_EQ(q.x_zero, x.zero_point[0]);
-  EXPECT_EQ(q.c_zero, y.zero_point[0]);
-  ASSERT_EQ(q.w_zero.size(), 2u);
-  EXPECT_EQ(q.w_zero[1], w.zero_point[1]);
-  const auto m = quant::RequantizationMultiplier(x.scale[0], w.scale[1], y.scale[0]);
-  EXPECT_EQ(q.multiplier[1].multiplier, m.multiplier);
-  EXPECT_EQ(q.multiplier[1].shift, m.shift);
-}
-
 // ------------------------------------------------------------------------------------------
 // Backward (fp32)
 
@@ -887,16 +817,6 @@ TEST(ConvBackward, ReferencesMatchFiniteDifferences) {
       }
     }
   }
-}
-
-TEST(ConvBackward, RejectsNonFloat32) {
-  ConvDesc d;
-  d.type = DataType::kFloat16;
-  Convolution conv(DefaultDevice(), d);
-  auto m = DefaultDevice().Allocate(64);
-  EXPECT_THROW(
-      conv.BackwardData(BufferRef(m.get(), 0), BufferRef(m.get(), 0), BufferRef(m.get(), 0)),
-      Error);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1030,154 +950,6 @@ TEST(ConvBench, DISABLED_AlexNetBatch1) {
     std::printf("%-10s %-12s geometric mean %.1f GFLOP/s\n", v.type.c_str(),
                 v.cfg.ToString().c_str(), std::exp(log_sum / double(layers.size())));
   }
-}
-
-}  // namespace
-}  // namespace mpcaffe::libdnn
-
-namespace mpcaffe::libdnn {
-namespace {
-
-// The depthwise tuner: every candidate timed, the winner stored under "conv_dw" and taken by
-// the next Convolution of the shape; a record naming other rows is followed, a malformed one
-// ignored (the default then).
-TEST(Tuner, DepthwiseRowsAreStoredAndFollowed) {
-  Device& dev = DefaultDevice();
-  auto store = cache::ActiveProgramCache();
-  if (!store) GTEST_SKIP() << "kernel cache disabled (MPCAFFE_CACHE=off): no tuning table";
-  ConvDesc d;  // an odd shape that nothing else tunes, 5 output rows: 4 candidates to build
-  d.channels = d.out_channels = d.groups = 5;
-  d.height = 5, d.width = 23;
-  d.kernel_h = d.kernel_w = 3;
-  d.pad_h = d.pad_w = 1;
-  d.relu = true;
-  Tuner tuner(dev, 2);
-  const DepthwiseTuneResult r = tuner.TuneDepthwise(d);
-  EXPECT_EQ(r.measured.size(), DepthwiseRowCandidates(d).size());
-  EXPECT_EQ(r.measured.front().first, Convolution::DefaultDepthwiseRows(d));
-  EXPECT_TRUE(r.stored);
-  EXPECT_EQ(TunedDepthwiseRows(dev, d), r.best);
-  EXPECT_EQ(Convolution(dev, d).depthwise_rows(), r.best);
-  const std::string key = cache::TuningDeviceKey(dev.info());
-  store->PutTuning({key, "conv_dw", d.ToString(), "rows3", 1.0, ""});
-  EXPECT_EQ(Convolution(dev, d).depthwise_rows(), 3);
-  for (const char* bad : {"rows0", "rows99", "rows", "rows7x", "l1 oc4 px3 v8"}) {
-    store->PutTuning({key, "conv_dw", d.ToString(), bad, 1.0, ""});
-    EXPECT_EQ(TunedDepthwiseRows(dev, d), Convolution::DefaultDepthwiseRows(d)) << bad;
-  }
-  EXPECT_THROW(Convolution::Depthwise(dev, d, {}, 0), Error);
-  ConvDesc full = d;
-  full.groups = 1;
-  EXPECT_THROW(Convolution::Depthwise(dev, full, {}, 4), Error);
-  EXPECT_THROW(tuner.TuneDepthwise(full), Error);
-}
-
-// The pointwise tuner: the default tile, the direct kernel and the other tiles timed, the
-// winner stored under "conv_pw" and taken by the next Convolution of the shape; a record naming
-// the direct kernel or another tile is followed, a malformed or inapplicable one ignored.
-TEST(Tuner, PointwiseTilesAreStoredAndFollowed) {
-  Device& dev = DefaultDevice();
-  auto store = cache::ActiveProgramCache();
-  if (!store) GTEST_SKIP() << "kernel cache disabled (MPCAFFE_CACHE=off): no tuning table";
-  ConvDesc d;  // an odd shape that nothing else tunes
-  d.channels = 7, d.out_channels = 9, d.height = 3, d.width = 7;
-  d.bias = true;
-  Tuner tuner(dev, 2);
-  const PointwiseTuneResult r = tuner.TunePointwise(d);
-  EXPECT_EQ(r.measured.size(), PointwiseCandidates(d).size());
-  EXPECT_TRUE(r.measured.front().first == Convolution::DefaultPointwiseTile(d));
-  EXPECT_FALSE(r.measured[1].first.has_value());  // the direct kernel
-  EXPECT_TRUE(r.stored);
-  EXPECT_EQ(TunedPointwise(dev, d), r.best);
-  EXPECT_EQ(Convolution(dev, d).forward_pointwise(), r.best.has_value());
-  const std::string key = cache::TuningDeviceKey(dev.info());
-  store->PutTuning({key, "conv_pw", d.ToString(), "direct", 1.0, ""});
-  EXPECT_FALSE(Convolution(dev, d).forward_pointwise());
-  store->PutTuning({key, "conv_pw", d.ToString(), "oc3 px1 v16", 1.0, ""});
-  Convolution c(dev, d);
-  EXPECT_TRUE(c.forward_pointwise());
-  EXPECT_TRUE(c.pointwise_tile() == (Convolution::PointwiseTile{3, 1, 16}));
-  // 21 pixels: four vectors of 16 do not fit.
-  for (const char* bad : {"oc0 px1 v8", "oc4 px4 v16", "oc4 px1 v5", "oc4 px1", "rows4"}) {
-    store->PutTuning({key, "conv_pw", d.ToString(), bad, 1.0, ""});
-    EXPECT_TRUE(TunedPointwise(dev, d) == Convolution::DefaultPointwiseTile(d)) << bad;
-  }
-  ConvDesc strided = d;
-  strided.stride_h = strided.stride_w = 2;
-  EXPECT_THROW(tuner.TunePointwise(strided), Error);
-  EXPECT_THROW(Convolution::Pointwise(dev, strided, {}), Error);
-}
-
-// Not a test: the 1×1 layers of MobileNet v1 / v2, SqueezeNet 1.1, GoogLeNet and ResNet-50
-// (batch 1, bias and ReLU) timed through the pointwise tuner: the default tile, the direct
-// kernel and the other tiles (the winners go to MPCAFFE_CACHE's tuning table). Run with
-// --gtest_also_run_disabled_tests --gtest_filter='*ZooPointwise' (fp32) or '*ZooPointwiseInt8'.
-void TimeZooPointwise(DataType type) {
-  Device& dev = DefaultDevice();
-  Tuner tuner(dev, 5);
-  // {in, out, plane side}
-  const int layers[][3] = {
-      {32, 16, 112}, {16, 96, 112}, {96, 24, 56},  {24, 144, 56}, {144, 24, 56}, {144, 32, 28},
-      {32, 192, 28}, {192, 32, 28}, {192, 64, 14}, {64, 384, 14}, {384, 64, 14}, {384, 96, 14},
-      {96, 576, 14}, {576, 96, 14}, {576, 160, 7}, {160, 960, 7}, {960, 160, 7}, {960, 320, 7},
-      {320, 1280, 7}, {32, 64, 112}, {64, 128, 56}, {128, 128, 56}, {256, 256, 28},
-      {512, 512, 14}, {1024, 1024, 7}, {64, 16, 56}, {16, 64, 56},  {128, 32, 28}, {256, 48, 14},
-      {48, 192, 14}, {512, 64, 14}, {64, 256, 14}, {192, 64, 28}, {480, 192, 14}, {832, 384, 7},
-      {64, 64, 56},  {256, 64, 56}, {64, 256, 56}, {512, 128, 28}, {1024, 256, 14},
-      {2048, 512, 7}, {512, 2048, 7}};
-  for (const auto& l : layers) {
-    ConvDesc d;
-    d.type = type;
-    d.channels = l[0], d.out_channels = l[1], d.height = d.width = l[2];
-    d.bias = d.relu = true;
-    d.weights_signed = IsQuantized(type);
-    const PointwiseTuneResult r = tuner.TunePointwise(d);
-    std::string line = d.ToString() + ": " + std::to_string(d.Flops() / 1e9 / r.best_ms * 1e3) +
-                       " GFLOP/s best";
-    for (const auto& [choice, ms] : r.measured)
-      line += ", " + (choice ? choice->ToString() : std::string("direct")) + " " +
-              std::to_string(ms);
-    std::printf("%s\n", line.c_str());
-  }
-}
-
-TEST(ConvBench, DISABLED_ZooPointwise) { TimeZooPointwise(DataType::kFloat32); }
-// The same layers in int8 (signed weights, as calibration gives them).
-TEST(ConvBench, DISABLED_ZooPointwiseInt8) { TimeZooPointwise(DataType::kInt8Q); }
-
-// Not a test: MobileNet v1's depthwise layers (batch 1, fp32 or int8, bias and ReLU fused) timed with
-// each rows-per-work-item candidate through the tuner (the winners go to MPCAFFE_CACHE's tuning
-// table). Run with --gtest_also_run_disabled_tests --gtest_filter='*MobileNetDepthwiseRows*'.
-void TimeMobileNetDepthwiseRows(DataType type) {
-  Device& dev = DefaultDevice();
-  Tuner tuner(dev, 5);
-  const int layers[][3] = {{32, 112, 1},  {64, 112, 2}, {128, 56, 1}, {128, 56, 2},
-                           {256, 28, 1},  {256, 28, 2}, {512, 14, 1}, {512, 14, 2},
-                           {1024, 7, 1}};
-  for (const auto& l : layers) {
-    ConvDesc d;
-    d.channels = d.out_channels = d.groups = l[0];
-    d.height = d.width = l[1];
-    d.kernel_h = d.kernel_w = 3;
-    d.stride_h = d.stride_w = l[2];
-    d.pad_h = d.pad_w = 1;
-    d.bias = d.relu = true;
-    d.type = type;
-    d.weights_signed = IsQuantized(type);
-    const DepthwiseTuneResult r = tuner.TuneDepthwise(d);
-    std::string line;
-    for (const auto& [rows, ms] : r.measured)
-      line += " rows" + std::to_string(rows) + " " + std::to_string(ms).substr(0, 5);
-    std::printf("%-50s %.2f MFLOP best rows%d %.3f ms (%.1f GFLOP/s), default %.3f ms:%s\n",
-                d.ToString().c_str(), d.Flops() * 1e-6, r.best, r.best_ms,
-                d.Flops() / r.best_ms * 1e-6, r.default_ms, line.c_str());
-  }
-}
-
-TEST(ConvBench, DISABLED_MobileNetDepthwiseRows) { TimeMobileNetDepthwiseRows(DataType::kFloat32); }
-// The same layers in int8 (signed weights, as calibration gives them).
-TEST(ConvBench, DISABLED_MobileNetDepthwiseRowsInt8) {
-  TimeMobileNetDepthwiseRows(DataType::kInt8Q);
 }
 
 }  // namespace

@@ -170,7 +170,7 @@ TEST(Tuner, WinnerIsStoredUsedNextTimeAndGivesTheSameResult) {
   EXPECT_GT(r.best_ms, 0.0);
   auto rec = store->GetTuning(cache::TuningDeviceKey(dev.info()), "gemm", d.ToString());
   ASSERT_TRUE(rec.has_value());
-  EXPECT_EQ(rec->parameters, r.best.ToString());
+  EXPECT_EQ(rec->parameters, "gemm:" + r.best.ToString());  // "family:config"
   // The next Gemm picks the tuned parameters up; tuned and default agree.
   Gemm tuned(dev, d);
   EXPECT_TRUE(tuned.config() == r.best) << tuned.config().ToString();
@@ -183,7 +183,7 @@ TEST(Tuner, WinnerIsStoredUsedNextTimeAndGivesTheSameResult) {
     EXPECT_TRUE(g.config() == config);
   }
   store->PutTuning({cache::TuningDeviceKey(dev.info()), "gemm", d.ToString(),
-                    DefaultGemmConfig(dev.info(), d).ToString(), 1.0, ""});
+                    "gemm:" + DefaultGemmConfig(dev.info(), d).ToString(), 1.0, ""});
   BlasGemm with_default(dev, d, {}, BlasImpl::kLibDNN);
   EXPECT_EQ(RunFloat(dev, with_default, 11), want);
 }

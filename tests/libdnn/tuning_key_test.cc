@@ -96,8 +96,8 @@ TEST(TuningKey, EachInstalledDeviceUsesItsOwnWinner) {
     c.vw = 1;
     c.wg = 8 << dev->index();
     ASSERT_TRUE(c.Supports(d, dev->backend()));
-    store->PutTuning(
-        {cache::TuningDeviceKey(dev->info()), "gemm", d.ToString(), c.ToString(), 1.0, ""});
+    store->PutTuning({cache::TuningDeviceKey(dev->info()), "gemm", d.ToString(),
+                      "gemm:" + c.ToString(), 1.0, ""});
     stored.push_back(c);
   }
   for (Device* dev : DeviceList())

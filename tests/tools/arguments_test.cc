@@ -96,10 +96,11 @@ TEST(Arguments, EveryCommandAnswersHelpWithItsUsage) {
 }
 
 TEST(Arguments, AnUnknownFlagAmongValidOnesIsStillRefused) {
-  // The example: before, `time` ran as if --explain were not there.
-  const CommandResult time = RunMpcaffe("time --explain --model m.prototxt 2>&1", kEnv);
+  // The example: before, `time` ran as if an unknown flag were not there (its example,
+  // --explain, has become a flag of `time`).
+  const CommandResult time = RunMpcaffe("time --explane --model m.prototxt 2>&1", kEnv);
   EXPECT_EQ(time.status, 2) << time.out;
-  EXPECT_TRUE(Contains(time.out, "mpcaffe time: unknown flag '--explain'")) << time.out;
+  EXPECT_TRUE(Contains(time.out, "mpcaffe time: unknown flag '--explane'")) << time.out;
   const CommandResult convert =
       RunMpcaffe("convert --model m.prototxt --dtype int8 --no-such-flag 2>&1", kEnv);
   EXPECT_EQ(convert.status, 2) << convert.out;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cache/program_cache.h"
+#include "libdnn/kernel_config.h"
 #include "tests/testing/paths.h"
 #include "tests/tools/run_mpcaffe.h"
 
@@ -344,16 +345,54 @@ TEST_F(ToolsTest, TuneModelStoresAWinnerPerShapeAndTheLibraryUsesIt) {
   EXPECT_EQ(count(pointwise, "n1 c1 h28 w28 o20 k5x5", "int8q"), 1);
   EXPECT_EQ(count(conv, "n1 c20 h12 w12 o50 k5x5", ""), 2);
 
-  // A later process uses the stored winners: --show prints the configuration of each shape.
+  // A later process uses the stored winners: --show prints the configuration of each shape,
+  // as the records hold it ("family:config").
   const CommandResult shown = RunMpcaffe(
       "tune --model '" + LeNet() + "' --batch 1 --dtypes fp32,int8 --show --no-progress", env);
   ASSERT_EQ(shown.status, 0) << shown.out;
   for (const auto* list : {&gemm, &conv, &pointwise})
     for (const auto& r : *list) {
-      const std::string line = (list == &gemm ? "gemm " : "conv ") + r.signature + " -> " +
-                               (list == &pointwise ? "pointwise " : "") + r.parameters + "\n";
+      const std::string line =
+          (list == &gemm ? "gemm " : "conv ") + r.signature + " -> " + r.parameters + "\n";
       EXPECT_NE(shown.out.find(line), std::string::npos) << line << "not in\n" << shown.out;
     }
+}
+
+// `time --explain`: under every Convolution, Pooling and InnerProduct line, a line naming the
+// kernel family it runs (one of the library's), its configuration and where that came from.
+TEST_F(ToolsTest, TimeExplainNamesTheKernelFamilyOfEveryConvolutionPoolingAndInnerProduct) {
+  const CommandResult r =
+      RunMpcaffe("time --model '" + LeNet() + "' --synthetic --iterations 1 --explain");
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::vector<std::string> lines;
+  std::istringstream in(r.out);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  const auto& families = mpcaffe::libdnn::KernelFamilies();
+  int explained = 0;
+  for (size_t i = 0; i + 1 < lines.size(); ++i) {
+    std::istringstream words(lines[i]);
+    std::string name, type;
+    words >> name >> type;
+    if (type != "Convolution" && type != "Pooling" && type != "InnerProduct") continue;
+    if (lines[i].find("fused into") != std::string::npos) continue;
+    const std::string& next = lines[i + 1];
+    const size_t at = next.find(" kernel ");
+    ASSERT_NE(at, std::string::npos) << "no kernel line under\n" << lines[i] << "\n" << r.out;
+    const std::string rest = next.substr(at + 8);
+    const std::string family = rest.substr(0, rest.find_first_of(": "));
+    EXPECT_NE(std::find(families.begin(), families.end(), family), families.end()) << next;
+    EXPECT_TRUE(next.find(" (default) for ") != std::string::npos ||
+                next.find(" (tuned) for ") != std::string::npos ||
+                next.find(" (override) for ") != std::string::npos)
+        << next;
+    ++explained;
+  }
+  EXPECT_EQ(explained, 6) << r.out;  // LeNet: conv1, pool1, conv2, pool2, ip1, ip2
+  // Without the flag, no kernel lines (indented under their layer).
+  const CommandResult plain =
+      RunMpcaffe("time --model '" + LeNet() + "' --synthetic --iterations 1");
+  ASSERT_EQ(plain.status, 0) << plain.out;
+  EXPECT_EQ(plain.out.find("    kernel "), std::string::npos) << plain.out;
 }
 
 }  // namespace

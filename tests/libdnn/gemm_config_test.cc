@@ -1,0 +1,248 @@
+// tests/libdnn/gemm_config_test.cc — GemmConfig and GemmDesc on the host: the text form,
+// local-memory support and work-group shape, the candidates, and descriptions rejected with
+// their shape (the kernels themselves: gemm_test.cc).
+#include "libdnn/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "codegen/kernel_writer.h"
+#include "codegen/vector_words.h"
+#include "libdnn/gemm_internal.h"
+#include "libdnn/tuner.h"
+#include "quant/fixed_point.h"
+#include "tests/testing/sweep.h"
+
+namespace mpcaffe::libdnn {
+namespace {
+
+TEST(GemmConfigTest, TextFormRoundTripsAndRejectsNonsense) {
+  GemmConfig c;
+  c.algorithm = GemmConfig::Algorithm::kDot;
+  c.tm = 3;
+  c.tn = 5;
+  c.vw = 16;
+  c.wg = 2;
+  c.ku = 4;
+  auto back = GemmConfig::Parse(c.ToString());
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(*back == c);
+  EXPECT_FALSE(GemmConfig::Parse("outer tm=6 tn=2 vw=3 wg=1 ku=1"));
+  EXPECT_FALSE(GemmConfig::Parse("outer tm=6 tn=2"));
+  EXPECT_FALSE(GemmConfig::Parse("inner tm=6 tn=2 vw=8 wg=1 ku=1"));
+  EXPECT_FALSE(GemmConfig::Parse("outer tm=0 tn=2 vw=8 wg=1 ku=1"));
+  c.algorithm = GemmConfig::Algorithm::kOuter;
+  c.vw = 8;
+  c.kp = 2;
+  back = GemmConfig::Parse(c.ToString());
+  ASSERT_TRUE(back.has_value()) << c.ToString();
+  EXPECT_TRUE(*back == c);
+  EXPECT_NE(c.ToString().find("kp=2"), std::string::npos);
+  // Tables written before kp existed still parse, as kp = 1.
+  auto old = GemmConfig::Parse("outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0");
+  ASSERT_TRUE(old.has_value());
+  EXPECT_EQ(old->kp, 1);
+  EXPECT_FALSE(GemmConfig::Parse("outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=3"));
+  auto four = GemmConfig::Parse("outer tm=4 tn=1 vw=1 wg=16 ku=1 mf=0 kp=4 lm=0");
+  ASSERT_TRUE(four);
+  EXPECT_EQ(four->kp, 4);
+  EXPECT_EQ(four->ToString(), "outer tm=4 tn=1 vw=1 wg=16 ku=1 mf=0 kp=4 lm=0");
+  EXPECT_FALSE(GemmConfig::Parse("outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=2 kp=2"));
+  // lm: printed, round-tripped, optional in old tables (0), only 0 or 1, once.
+  EXPECT_EQ(old->lm, 0);
+  auto no_lm = GemmConfig::Parse("outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=2");
+  ASSERT_TRUE(no_lm.has_value());
+  EXPECT_EQ(no_lm->lm, 0);
+  EXPECT_EQ(no_lm->kp, 2);
+  c = GemmConfig();
+  c.wg = 64;
+  c.vw = 1;
+  c.lm = 1;
+  EXPECT_EQ(c.ToString(), "outer tm=6 tn=2 vw=1 wg=64 ku=1 mf=0 kp=1 lm=1");
+  back = GemmConfig::Parse(c.ToString());
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(*back == c);
+  c.lm = 0;
+  EXPECT_FALSE(*back == c);
+  EXPECT_NE(GemmConfig().ToString().find(" lm=0"), std::string::npos);
+  back = GemmConfig::Parse("outer tm=4 tn=4 vw=1 wg=64 ku=1 mf=1 lm=1");  // lm without kp
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->lm, 1);
+  EXPECT_EQ(back->kp, 1);
+  EXPECT_FALSE(GemmConfig::Parse("outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=2"));
+  EXPECT_FALSE(GemmConfig::Parse("outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=-1"));
+  EXPECT_FALSE(GemmConfig::Parse("outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=x"));
+  EXPECT_FALSE(GemmConfig::Parse("outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 lm=1 lm=1"));
+}
+
+TEST(GemmConfigTest, LocalMemorySupportAndWorkGroupShape) {
+  GemmDesc d;
+  d.M = d.N = d.K = 64;
+  GemmConfig c;
+  c.vw = 1;
+  c.tm = c.tn = 4;
+  c.wg = 64;
+  c.lm = 1;
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kInt16Q, DataType::kInt8Q}) {
+    d.type = d.out_type = t;
+    EXPECT_TRUE(c.Supports(d, Backend::kOpenCL)) << Name(t);
+    EXPECT_TRUE(c.Supports(d, Backend::kCuda)) << Name(t);
+  }
+  EXPECT_EQ(c.group_n(), 8);
+  EXPECT_EQ(c.group_m(), 8);
+  // fp32: 16 rows of K × (8·4 rows + 1 of padding + 8·4 columns) floats; int16q in 64 bits.
+  d.type = d.out_type = DataType::kFloat32;
+  EXPECT_EQ(c.LocalBytes(d), 16u * 65 * 4);
+  d.type = d.out_type = DataType::kInt16Q;
+  EXPECT_EQ(c.LocalBytes(d), 16u * 65 * 8);
+  d.type = d.out_type = DataType::kFloat32;
+  c.wg = 32;
+  EXPECT_EQ(c.group_n(), 8);
+  EXPECT_EQ(c.group_m(), 4);
+  c.wg = 2;
+  EXPECT_EQ(c.group_n(), 2);
+  EXPECT_EQ(c.group_m(), 1);
+  c.wg = 48;  // no 2-D split
+  EXPECT_FALSE(c.Supports(d, Backend::kOpenCL));
+  c.wg = 1024;  // 16 rows of K × (32·4 + 1 + 32·4) floats, 16 KiB: fits
+  EXPECT_TRUE(c.Supports(d, Backend::kOpenCL));
+  c.tm = c.tn = 16;  // 64 KiB: does not
+  EXPECT_FALSE(c.Supports(d, Backend::kOpenCL));
+  c.tm = c.tn = 4;
+  c.wg = 64;
+  c.algorithm = GemmConfig::Algorithm::kDot;
+  d.trans_b = true;
+  EXPECT_FALSE(c.Supports(d, Backend::kOpenCL));
+  c.algorithm = GemmConfig::Algorithm::kOuter;
+  d.type = d.out_type = DataType::kInt8Q;
+  c.vw = 8;
+  c.kp = 2;  // pairs read k, k + 1 from global memory: lm = 0 only
+  EXPECT_FALSE(c.Supports(d, Backend::kOpenCL));
+  c.lm = 0;
+  EXPECT_TRUE(c.Supports(d, Backend::kOpenCL));
+  // The work-group shape follows lm (and the kernel text, hence the cache key).
+  c.kp = 1;
+  c.lm = 1;
+  const std::string staged = Gemm::Source(KernelTarget{}, d, c);
+  c.lm = 0;
+  const std::string direct = Gemm::Source(KernelTarget{}, d, c);
+  EXPECT_NE(staged, direct);
+  EXPECT_NE(staged.find("barrier(CLK_LOCAL_MEM_FENCE)"), std::string::npos);
+  EXPECT_EQ(direct.find("barrier("), std::string::npos);
+}
+
+TEST(GemmConfigTest, CandidatesIncludeLocalMemoryTiles) {
+  GemmDesc d;
+  d.M = 96;
+  d.N = 729;
+  d.K = 363;
+  d.weights = WeightOperand::kA;
+  for (DataType t : {DataType::kFloat32, DataType::kInt8Q}) {
+    d.type = d.out_type = t;
+    auto count = [&](const DeviceInfo& info) {
+      int n = 0;
+      for (const GemmConfig& c : GemmCandidates(info, d)) {
+        EXPECT_TRUE(c.Supports(d, info.backend)) << c.ToString();
+        n += c.lm;
+      }
+      return n;
+    };
+    DeviceInfo cpu, gpu, cuda;
+    gpu.is_gpu = true;
+    cuda.backend = Backend::kCuda;
+    cuda.is_gpu = true;
+    EXPECT_EQ(count(cpu), 1) << Name(t);
+    EXPECT_GE(count(gpu), 8) << Name(t);
+    EXPECT_GE(count(cuda), 8) << Name(t);
+    // Defaults are unchanged: global-memory tiles.
+    EXPECT_EQ(DefaultGemmConfig(cpu, d).lm, 0);
+    EXPECT_EQ(DefaultGemmConfig(cuda, d).lm, 0);
+  }
+}
+
+TEST(GemmConfigTest, CpuCandidatesIncludeScalarWorkItemsAlongN) {
+  // OpenCL CPUs get vw = 1 tiles in work-groups of 8–64 along N (for compilers that vectorise
+  // across work-items), no wider than N, and so does CUDA (every candidate OpenCL gets); OpenCL
+  // GPUs keep their own list.
+  GemmDesc d;
+  d.M = 256;
+  d.N = 729;
+  d.K = 1200;
+  d.weights = WeightOperand::kA;
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kInt16Q, DataType::kInt8Q}) {
+    d.type = d.out_type = t;
+    DeviceInfo cpu, gpu, cuda;
+    gpu.is_gpu = true;
+    cuda.backend = Backend::kCuda;
+    cuda.is_gpu = true;
+    auto scalar_groups = [&](const DeviceInfo& info) {
+      std::vector<int> wgs;
+      for (const GemmConfig& c : GemmCandidates(info, d))
+        if (c.vw == 1 && c.lm == 0 && c.algorithm == GemmConfig::Algorithm::kOuter && c.wg < 32)
+          wgs.push_back(c.wg);
+      return wgs;
+    };
+    const std::vector<int> wgs = scalar_groups(cpu);
+    EXPECT_EQ(std::count(wgs.begin(), wgs.end(), 8), 5) << Name(t);
+    EXPECT_EQ(std::count(wgs.begin(), wgs.end(), 16), 5) << Name(t);
+    EXPECT_TRUE(scalar_groups(gpu).empty()) << Name(t);
+    const std::vector<int> cuda_wgs = scalar_groups(cuda);
+    EXPECT_EQ(std::count(cuda_wgs.begin(), cuda_wgs.end(), 8), 5) << Name(t);
+    for (const GemmConfig& c : GemmCandidates(cpu, d))
+      EXPECT_TRUE(c.vw != 1 || c.wg == 1 || c.mf == 0) << c.ToString();
+    // The default stays first and unchanged.
+    EXPECT_TRUE(GemmCandidates(cpu, d).front() == DefaultGemmConfig(cpu, d));
+  }
+  d.type = d.out_type = DataType::kFloat32;
+  d.N = 20;  // work-groups of 32 and 64 would idle most of their work-items
+  for (const GemmConfig& c : GemmCandidates(DeviceInfo{}, d)) EXPECT_LE(c.wg, 16) << c.ToString();
+  d.N = 1;
+  for (const GemmConfig& c : GemmCandidates(DeviceInfo{}, d))
+    EXPECT_FALSE(c.vw == 1 && c.wg >= 8) << c.ToString();
+}
+
+TEST(GemmDescTest, InconsistentDescriptionsAreRejectedWithTheirShape) {
+  GemmDesc d;
+  d.M = 4;
+  d.N = 0;
+  d.K = 2;
+  try {
+    d.Validate();
+    FAIL() << "N = 0 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("M=4 N=0 K=2"), std::string::npos) << e.what();
+  }
+  d.N = 3;
+  d.lda = 1;
+  EXPECT_THROW(d.Validate(), Error);
+  d.lda = 0;
+  d.per_channel = true;  // float GEMM
+  EXPECT_THROW(d.Validate(), Error);
+}
+
+TEST(GemmDescTest, QuantizedRunChecksItsArguments) {
+  Device& dev = DefaultDevice();
+  GemmDesc d;
+  d.type = d.out_type = DataType::kInt8Q;
+  d.M = d.N = d.K = 4;
+  GemmQuant q;  // no multiplier
+  EXPECT_THROW(Gemm(dev, d, q), Error);
+  q.multiplier.push_back(quant::QuantizeMultiplier(0.01));
+  Gemm g(dev, d, q);
+  auto buf = dev.Alloc<uint8_t>(64);
+  GemmArgs args;
+  args.a = args.b = args.c = buf;
+  EXPECT_THROW(g.Run(args), Error);  // no weight sums
+}
+
+}  // namespace
+}  // namespace mpcaffe::libdnn

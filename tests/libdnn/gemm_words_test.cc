@@ -1,0 +1,218 @@
+// tests/libdnn/gemm_words_test.cc — the vector words the GEMM and pointwise epilogues
+// use (VectorWords::Requant and its clamp, KernelHelper::kPairProduct16's 512-bit row) run on
+// the device against the host reference.
+#include "libdnn/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "codegen/kernel_writer.h"
+#include "codegen/vector_words.h"
+#include "libdnn/gemm_internal.h"
+#include "libdnn/tuner.h"
+#include "quant/fixed_point.h"
+#include "tests/testing/sweep.h"
+
+namespace mpcaffe::libdnn {
+namespace {
+
+// VectorWords::Requant (the int8 vector epilogues' requantization, in 64-bit lanes) against
+// the host reference quant::Requantize32 on every combination of edge values (0, ±1, rounding
+// ties, INT32_MIN/MAX), multipliers (0, 1, 2^30, 2^31 − 1) and shifts (right shift 31 − shift
+// from 0, where the product saturates, through 32 and 63 to 93, the smallest multiplier
+// QuantizeMultiplier makes), then random triples; 16 lanes with different multipliers and shifts.
+TEST(VectorRequant, MatchesTheHostReferenceLaneByLane) {
+  Device& dev = DefaultDevice();
+  if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "VectorRequant is OpenCL C";
+  const int32_t kMin = INT32_MIN, kMax = INT32_MAX;
+  const std::vector<int32_t> vals = {0,    1,    -1,    2,      -2,     3,      -3,        511,
+                                     512,  -512, 1536,  -1536,  65535,  -65537, kMax,      kMin,
+                                     kMin + 1,   kMax - 1,  1 << 30, -(1 << 30), 12345678, -987654};
+  const std::vector<int32_t> mults = {0, 1, 3, 1 << 30, (1 << 30) + 1, kMax, 1518500250};
+  const std::vector<int32_t> shifts = {31, 30, 29, 1, 0, -1, -2, -9, -30, -31, -32, -33, -62};
+  std::vector<int32_t> v, m, s;
+  for (int32_t a : vals)
+    for (int32_t b : mults)
+      for (int32_t c : shifts) v.push_back(a), m.push_back(b), s.push_back(c);
+  std::mt19937 rng(19);
+  std::uniform_int_distribution<int32_t> any(kMin, kMax), mant(1 << 30, kMax), sh(-62, 31);
+  while (v.size() % 16 != 0 || v.size() < 8192) {
+    const int32_t small = any(rng) >> (rng() % 31);  // accumulators of every magnitude
+    v.push_back(rng() % 2 ? small : any(rng)), m.push_back(mant(rng)), s.push_back(sh(rng));
+  }
+  KernelWriter w(KernelTarget::Of(dev), "test_requant");
+  w.Kernel("vector_requant")
+      .In("int", "xv")
+      .In("int", "xm")
+      .In("int", "xs")
+      .Out("int", "y")
+      .Body("  const int i = $global_id(0) * 16;\n  const int16 val = vload16(0, xv + i);\n" +
+            VectorWords(w.target()).Requant(16, "r", "val", "vload16(0, xm + i)",
+                                            "vload16(0, xs + i)", 2) +
+            "  vstore16(convert_int16(r), 0, y + i);\n");
+  Kernel k = dev.BuildProgram(w.Source())->GetKernel("vector_requant");
+  const size_t n = v.size();
+  auto dv = dev.Alloc<int32_t>(n), dm = dev.Alloc<int32_t>(n), ds = dev.Alloc<int32_t>(n),
+       dy = dev.Alloc<int32_t>(n);
+  dev.Write(dv, v.data(), n), dev.Write(dm, m.data(), n), dev.Write(ds, s.data(), n);
+  k.Arg(dv).Arg(dm).Arg(ds).Arg(dy).Launch({n / 16, 1, 1});
+  std::vector<int32_t> got(n);
+  dev.Read(dy, got.data(), n);
+  int bad = 0;
+  for (size_t i = 0; i < n && bad < 10; ++i) {
+    const int32_t want = quant::Requantize32(v[i], {m[i], s[i]});
+    if (got[i] != want) {
+      ++bad;
+      ADD_FAILURE() << "acc " << v[i] << " multiplier " << m[i] << " shift " << s[i]
+                    << ": got " << got[i] << ", want " << want;
+    }
+  }
+}
+
+// VectorWords::RequantClamp (the depthwise and pointwise int8 epilogues: one multiplier
+// and shift per vector, the zero point, the requantized residual, the clamp) against the host
+// reference clamp(Requantize32(v) + zero + Requantize32(residual), lo, hi), with and without a
+// residual: right shifts 31 − shift on both sides of its int32 fast path (34 … 62) and at its
+// ends, accumulators and residuals of every magnitude, ReLU-like and int16-like clamp ranges.
+// Mutating the fast path's rounding, its bounds or the residual's clamp fails this test.
+TEST(VectorRequantClamp, MatchesTheHostReferenceWithAndWithoutResidual) {
+  Device& dev = DefaultDevice();
+  if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "VectorRequantClamp is OpenCL C";
+  const int32_t kMin = INT32_MIN, kMax = INT32_MAX;
+  const std::vector<int32_t> edge = {0, 1, -1, 2, -2, 3, -3, 255, -255, 1 << 20, -(1 << 20),
+                                     kMax, kMin, kMin + 1, kMax - 1, 1 << 30, -(1 << 30)};
+  const std::vector<int32_t> mults = {0, 1, 1 << 30, (1 << 30) + 1, kMax, 1518500250, -1};
+  // right = 31 − shift: 0, 30 … 35, 45, 61 … 64, 93.
+  const std::vector<int32_t> shifts = {31, 1, 0, -1, -2, -3, -4, -14, -30, -31, -32, -33, -62};
+  struct Range { int32_t lo, hi; };
+  const std::vector<Range> ranges = {{0, 255}, {-128, 127}, {-32768, 32767}, {7, 255}};
+  std::mt19937 rng(23);
+  std::uniform_int_distribution<int32_t> any(kMin, kMax), mant(1 << 30, kMax), sh(-40, 31);
+  // Per group of 16 lanes: multiplier, shift, zero, residual multiplier and shift, lo, hi.
+  std::vector<int32_t> v, rv, g;
+  auto lane = [&]() { return rng() % 3 ? any(rng) >> (rng() % 31) : edge[rng() % edge.size()]; };
+  auto group = [&](int32_t m, int32_t s) {
+    const Range r = ranges[rng() % ranges.size()];
+    const int32_t zero = rng() % 4 == 0 ? 65535 : int32_t(rng() % 256);
+    const int32_t rm = rng() % 2 ? mults[rng() % mults.size()] : mant(rng);
+    const int32_t rs = rng() % 2 ? shifts[rng() % shifts.size()] : sh(rng);
+    for (int32_t x : {m, s, zero, rm, rs, r.lo, r.hi, 0}) g.push_back(x);
+    for (int j = 0; j < 16; ++j) v.push_back(lane()), rv.push_back(lane());
+  };
+  for (int32_t m : mults)
+    for (int32_t s : shifts)
+      for (int rep = 0; rep < 4; ++rep) group(m, s);
+  while (g.size() / 8 < 2048) group(mant(rng), sh(rng));
+  const size_t groups = g.size() / 8, n = v.size();
+  for (bool with_residual : {false, true}) {
+    SCOPED_TRACE(with_residual ? "with a residual" : "without a residual");
+    VectorResidual res{"vload16(0, xr + i)", "p[3]", "p[4]"};
+    KernelWriter w(KernelTarget::Of(dev), "test_requant_clamp");
+    w.Kernel("vector_requant_clamp")
+        .In("int", "xv")
+        .In("int", "xr")
+        .In("int", "xg")
+        .Out("int", "y")
+        .Body("  const int i = $global_id(0) * 16;\n"
+              "  const $global int* p = xg + $global_id(0) * 8;\n" +
+              VectorWords(w.target())
+                  .RequantClamp(16, "r", "vload16(0, xv + i)", "p[0]", "p[1]", "p[2]",
+                                with_residual ? &res : nullptr, "p[5]", "p[6]", 2) +
+              "  vstore16(r, 0, y + i);\n");
+    Kernel k = dev.BuildProgram(w.Source())->GetKernel("vector_requant_clamp");
+    auto dv = dev.Alloc<int32_t>(n), dr = dev.Alloc<int32_t>(n), dg = dev.Alloc<int32_t>(g.size()),
+         dy = dev.Alloc<int32_t>(n);
+    dev.Write(dv, v.data(), n), dev.Write(dr, rv.data(), n), dev.Write(dg, g.data(), g.size());
+    k.Arg(dv).Arg(dr).Arg(dg).Arg(dy).Launch({groups, 1, 1});
+    std::vector<int32_t> got(n);
+    dev.Read(dy, got.data(), n);
+    int bad = 0;
+    for (size_t i = 0; i < n && bad < 10; ++i) {
+      const int32_t* p = &g[i / 16 * 8];
+      int64_t want = int64_t(quant::Requantize32(v[i], {p[0], p[1]})) + p[2];
+      if (with_residual) want += quant::Requantize32(rv[i], {p[3], p[4]});
+      want = std::min<int64_t>(std::max<int64_t>(want, p[5]), p[6]);
+      if (got[i] != want) {
+        ++bad;
+        ADD_FAILURE() << "acc " << v[i] << " multiplier " << p[0] << " shift " << p[1] << " zero "
+                      << p[2] << " residual " << rv[i] << " (" << p[3] << ", " << p[4]
+                      << ") range [" << p[5] << ", " << p[6] << "]: got " << got[i] << ", want "
+                      << want;
+      }
+    }
+  }
+}
+
+// KernelHelper::kPairProduct16's 512-bit row (MP_ZIP32, MP_PAIR32_WORD, MP_MADD32: the int8
+// pointwise kernel's loop where OpenCL's compiler targets AVX-512 BW) against the host: 16 int32
+// lanes x0[j]·lo + x1[j]·hi for unsigned bytes x0, x1 and the signed 16-bit halves of a word,
+// over the whole ranges (255 · -32768 pairs included). Compilers without AVX-512 BW (Intel's
+// runtime: a SPIR target; PoCL on AVX2 machines; Oclgrind) leave it undefined: skipped, named.
+TEST(PairProduct32, MatchesTheHostWhereTheCompilerTargetsAvx512Bw) {
+  Device& dev = DefaultDevice();
+  if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "MP_MADD32 is OpenCL text";
+  std::mt19937 rng(29);
+  const int groups = 512;
+  std::vector<uint8_t> x0(groups * 16), x1(groups * 16);
+  std::vector<int32_t> words(groups);
+  for (auto* x : {&x0, &x1})
+    for (auto& v : *x) v = uint8_t(rng() & 255);
+  for (int g = 0; g < groups; ++g) {
+    const uint32_t r = rng();
+    // every fourth word takes the extremes of its halves
+    words[g] = g % 4 == 0 ? int32_t((g % 8 ? 0x8000u : 0x7fffu) | (g % 16 ? 0x80000000u : 0x7fff0000u))
+                          : int32_t(r);
+  }
+  KernelWriter w(KernelTarget::Of(dev), "test_pair_product32");
+  w.UseHelper(KernelHelper::kPairProduct16);
+  w.Kernel("pair_product32")
+      .In("uchar", "xa")
+      .In("uchar", "xb")
+      .In("int", "wp")
+      .Out("int", "y")
+      .Body("  const int g = $global_id(0);\n"
+            "#if defined(MP_MADD32)\n"
+            "  int16 acc = (int16)(g);\n"
+            "  acc += MP_MADD32(MP_ZIP32(xa + g * 16, xb + g * 16), MP_PAIR32_WORD(wp[g]));\n"
+            "  vstore16(acc, 0, y + g * 16);\n"
+            "  if (g == 0) y[" + std::to_string(groups * 16) + "] = 1;\n"
+            "#else\n"
+            "  if (g == 0) y[" + std::to_string(groups * 16) + "] = 0;\n"
+            "#endif\n");
+  Kernel k = dev.BuildProgram(w.Source())->GetKernel("pair_product32");
+  auto da = dev.Alloc<uint8_t>(x0.size()), db = dev.Alloc<uint8_t>(x1.size());
+  auto dw = dev.Alloc<int32_t>(groups), dy = dev.Alloc<int32_t>(groups * 16 + 1);
+  dev.Write(da, x0.data(), x0.size()), dev.Write(db, x1.data(), x1.size());
+  dev.Write(dw, words.data(), words.size());
+  k.Arg(da).Arg(db).Arg(dw).Arg(dy).Launch({size_t(groups), 1, 1});
+  std::vector<int32_t> got(groups * 16 + 1);
+  dev.Read(dy, got.data(), got.size());
+  if (got.back() != 1)
+    GTEST_SKIP() << "OpenCL's compiler on " << dev.Describe()
+                 << " does not target AVX-512 BW (MP_MADD32 undefined): the int8 pointwise "
+                    "kernel takes its 256-bit / portable loop, which PointwiseTilesMatchReference "
+                    "checks";
+  int bad = 0;
+  for (int g = 0; g < groups && bad < 10; ++g)
+    for (int j = 0; j < 16; ++j) {
+      const int32_t lo = int16_t(uint32_t(words[g]) & 0xffff), hi = int16_t(uint32_t(words[g]) >> 16);
+      const int32_t want = g + x0[g * 16 + j] * lo + x1[g * 16 + j] * hi;
+      if (got[g * 16 + j] != want && ++bad)
+        ADD_FAILURE() << "group " << g << " lane " << j << ": " << int(x0[g * 16 + j]) << "·" << lo
+                      << " + " << int(x1[g * 16 + j]) << "·" << hi << " + " << g << " = " << want
+                      << ", got " << got[g * 16 + j];
+    }
+  std::printf("MP_MADD32 (512-bit vpmaddwd) checked on %s\n", dev.Describe().c_str());
+}
+
+}  // namespace
+}  // namespace mpcaffe::libdnn
