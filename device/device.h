@@ -68,6 +68,12 @@ struct DeviceInfo {
   /// vectors then fills one lane in 8 and spills, so libdnn takes the GPU defaults (work-groups of
   /// scalar lanes) where this is set (UsesLaneDefaults).
   bool work_items_in_simd_lanes = false;
+  /// Loads whose address differs between the lanes of a work-group cost far more than loads of
+  /// one address for every lane (llvmpipe: a checked 64 MiB copy runs at 0.26 GB/s against
+  /// 5-8 on PoCL on the same CPU, tests/device/bandwidth_test.cc). The direct convolution then
+  /// takes tiles of one work-item per group, whose vector loads are one address for every lane,
+  /// although the device otherwise takes lane defaults (DefaultConvConfig).
+  bool lane_loads_expensive = false;
   /// The compiler takes vectors of more than 16 lanes (Clang's ext_vector_type(32), which the
   /// portable form of the 512-bit pair product uses; OpenCL C's own vectors stop at 16). Mesa
   /// 22.3's rusticl aborts the process on one ("LLVM ERROR: Unsupported vector type with 32

@@ -241,6 +241,11 @@ ConvConfig DefaultConvConfig(const DeviceInfo& device, DataType type) {
     // this default (channel pairs).
     return {1, 4, 3, 8};
   }
+  // Where per-lane loads are expensive (llvmpipe), one work-item per group makes each vector
+  // load one address for all lanes: 2 channels × 6 pixels of 8-channel vectors was the tuner's
+  // winner for fp32 and int8 on most of AlexNet's convolutions (docs/BENCHMARKS.md, "Default
+  // configurations"); int16's split pairs were not measured there.
+  if (device.lane_loads_expensive && type != DataType::kInt16Q) return {1, 2, 6, 8};
   // GPUs with a native 4-way dot product take int8 four channels per step: one dp4a (or
   // dot_4x8packed_*) does four of the one-channel loop's multiply-adds. Not measured here (no
   // GPU on the build machine); the Tuner's candidates hold kp = 1 beside it.

@@ -182,7 +182,9 @@ GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc) {
     // Matrix × vector and K-contiguous operands: vectors along K.
     c.algorithm = GemmConfig::Algorithm::kDot;
     c.vw = cpu_vectors ? 8 : 1;
-    c.tm = 4;
+    // Work-items in lanes: a tile no taller than op(A), whose extra rows would only repeat the
+    // last row's loads and multiply-adds (a batch-1 InnerProduct has M = 1).
+    c.tm = cpu_vectors || desc.M >= 4 ? 4 : desc.M >= 2 ? 2 : 1;
     c.tn = desc.N <= 4 ? 1 : 2;
     c.wg = cpu_vectors ? 1 : 64;
     return c;

@@ -392,6 +392,7 @@ class OpenCLDevice : public Device {
     // (llvmpipe) then runs each work-item in a lane of a 256-bit vector (a GPU-type rusticl
     // device is covered by is_gpu already).
     info_.work_items_in_simd_lanes = info_.implementation == "rusticl";
+    info_.lane_loads_expensive = info_.implementation == "rusticl" && !info_.is_gpu;
     info_.vectors_beyond_16_lanes = info_.implementation != "rusticl";
     // PoCL's binary holds a generic work-group function of every kernel (and each listed
     // specialization of every kernel), compiled when asked for; its own cache, unless turned
