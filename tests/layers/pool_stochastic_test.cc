@@ -16,6 +16,7 @@
 #include "layers/blob.h"
 #include "layers/layer_registry.h"
 #include "tests/testing/net_support.h"
+#include "tests/testing/random_storage.h"
 
 namespace mpcaffe {
 namespace {
@@ -48,15 +49,7 @@ PoolDesc Desc(DataType t, int n, int c, int h, int w, int kh, int kw, int sh, in
 Bytes Inputs(DataType t, size_t n, std::mt19937& rng) {
   std::uniform_int_distribution<int> k(-4, 16);
   Bytes b(n * SizeOf(t));
-  for (size_t i = 0; i < n; ++i) {
-    const float v = std::max(0, k(rng)) / 8.0f;
-    if (t == DataType::kFloat32) {
-      std::memcpy(b.data() + 4 * i, &v, 4);
-    } else {
-      const uint16_t h = FloatToHalf(v);
-      std::memcpy(b.data() + 2 * i, &h, 2);
-    }
-  }
+  for (size_t i = 0; i < n; ++i) test_inputs::StoreReal(t, std::max(0, k(rng)) / 8.0f, b, i);
   return b;
 }
 

@@ -49,12 +49,9 @@ double ErrorOverSpread(const std::vector<float>& a, const std::vector<float>& b)
   return err / (double(*hi) - *lo);
 }
 
-// A convolution and an InnerProduct whose output channels are 100× apart in size: by default each
-// channel keeps its own scale (its weights within half a step of 1/127 of its largest), where
-// one scale per layer (MPCAFFE_PER_CHANNEL_WEIGHTS=0) rounds the small channels' weights to a
-// few steps. Either way the int8 net computes the fp32 function within its activations' steps.
-TEST(PerChannelWeights, EveryConvolutionAndInnerProductHasAScalePerChannelUnlessTurnedOff) {
-  const caffe::NetParameter p = NetText(R"(
+/// A 3×3 convolution of 4 channels and an InnerProduct of 4 outputs, both with gaussian fillers.
+caffe::NetParameter ConvAndInnerProduct() {
+  return NetText(R"(
 name: "pc"
 layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 dim: 6 dim: 6 } } }
 layer { name: "conv" type: "Convolution" bottom: "x" top: "c"
@@ -62,6 +59,14 @@ layer { name: "conv" type: "Convolution" bottom: "x" top: "c"
 layer { name: "ip" type: "InnerProduct" bottom: "c" top: "y"
         inner_product_param { num_output: 4 weight_filler { type: "gaussian" std: 1 } } }
 )");
+}
+
+// A convolution and an InnerProduct whose output channels are 100× apart in size: by default each
+// channel keeps its own scale (its weights within half a step of 1/127 of its largest), where
+// one scale per layer (MPCAFFE_PER_CHANNEL_WEIGHTS=0) rounds the small channels' weights to a
+// few steps. Either way the int8 net computes the fp32 function within its activations' steps.
+TEST(PerChannelWeights, EveryConvolutionAndInnerProductHasAScalePerChannelUnlessTurnedOff) {
+  const caffe::NetParameter p = ConvAndInnerProduct();
   const float size[4] = {1.0f, 0.3f, 0.1f, 0.01f};
   Net f(p, Dev());
   for (const char* name : {"conv", "ip"}) {
@@ -134,14 +139,7 @@ std::string ReadBytes(const std::filesystem::path& path) {
 // round them twice. One saved per channel loads per channel; with the setting 0 its weights are
 // quantized again with one scale per layer, as asked.
 TEST(PerChannelWeights, CaffemodelsLoadWithTheScalesTheyWereSavedWith) {
-  const caffe::NetParameter p = NetText(R"(
-name: "pcfile"
-layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 dim: 6 dim: 6 } } }
-layer { name: "conv" type: "Convolution" bottom: "x" top: "c"
-        convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "gaussian" std: 1 } } }
-layer { name: "ip" type: "InnerProduct" bottom: "c" top: "y"
-        inner_product_param { num_output: 4 weight_filler { type: "gaussian" std: 1 } } }
-)");
+  const caffe::NetParameter p = ConvAndInnerProduct();
   const std::filesystem::path dir = std::filesystem::temp_directory_path() /
                                     ("mpcaffe_pc_file_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

@@ -11,20 +11,22 @@
 
 namespace mpcaffe::test_inputs {
 
+/// `v` written as element i of storage of `t` (kFloat32, or kFloat16 rounded to nearest).
+inline void StoreReal(DataType t, float v, std::vector<uint8_t>& b, size_t i) {
+  if (t == DataType::kFloat32) {
+    std::memcpy(b.data() + 4 * i, &v, 4);
+  } else {
+    const uint16_t h = FloatToHalf(v);
+    std::memcpy(b.data() + 2 * i, &h, 2);
+  }
+}
+
 /// n values uniform in [lo, hi) as the storage of `t` (kFloat32 or kFloat16).
 inline std::vector<uint8_t> RandomRealStorage(DataType t, size_t n, float lo, float hi,
                                               std::mt19937& rng) {
   std::uniform_real_distribution<float> u(lo, hi);
   std::vector<uint8_t> b(n * SizeOf(t));
-  for (size_t i = 0; i < n; ++i) {
-    const float v = u(rng);
-    if (t == DataType::kFloat32) {
-      std::memcpy(b.data() + 4 * i, &v, 4);
-    } else {
-      const uint16_t h = FloatToHalf(v);
-      std::memcpy(b.data() + 2 * i, &h, 2);
-    }
-  }
+  for (size_t i = 0; i < n; ++i) StoreReal(t, u(rng), b, i);
   return b;
 }
 
