@@ -329,12 +329,14 @@ def _int8_agreement(int8, feeds, layer, tmp_path):
     return model, diff
 
 
-@pytest.mark.parametrize("bias", [True, False])
-def test_int8_inner_product_matches_qlinear(tmp_path, bias):
+# int8 InnerProduct weights have a scale per output channel (the default), except a transposed
+# one's: only one scale and no bias is QLinearMatMul, the others go through QLinearConv.
+@pytest.mark.parametrize("bias,transpose", [(True, False), (False, False), (False, True)])
+def test_int8_inner_product_matches_qlinear(tmp_path, bias, transpose):
     def make(dtype):
         n = caffe.NetSpec()
         n.data = L.Input(shape=dict(dim=[8, 40]))
-        n.ip = L.InnerProduct(n.data, num_output=24, bias_term=bias,
+        n.ip = L.InnerProduct(n.data, num_output=24, bias_term=bias, transpose=transpose,
                               weight_filler=dict(type="gaussian", std=0.2),
                               bias_filler=dict(type="gaussian", std=0.5),
                               bottom_data_type=dtype, compute_data_type=dtype, top_data_type=dtype)
@@ -345,7 +347,7 @@ def test_int8_inner_product_matches_qlinear(tmp_path, bias):
     _, int8 = _calibrated_int8(tmp_path, make, {"data": x}, 5)
     model, _ = _int8_agreement(int8, {"data": x}, "ip", tmp_path)
     ops = [node.op_type for node in model.graph.node]
-    assert ("QLinearConv" if bias else "QLinearMatMul") in ops, ops
+    assert ("QLinearMatMul" if transpose and not bias else "QLinearConv") in ops, ops
     assert "QuantizeLinear" in ops and "DequantizeLinear" in ops
 
 
