@@ -388,9 +388,8 @@ class OpenCLDevice : public Device {
     // rusticl device is assumed to share the compiler's fault until a later Mesa is measured
     // (tests/device/widened_compare_test.cc says when a flagged device compiles it correctly).
     info_.long_compare_of_int_broken = info_.implementation == "rusticl";
-    // Every rusticl device compiles through NIR, which scalarizes vector types; its CPU device
-    // (llvmpipe) then runs each work-item in a lane of a 256-bit vector (a GPU-type rusticl
-    // device is covered by is_gpu already).
+    // Every rusticl device compiles through NIR, which scalarizes vector types; llvmpipe then runs
+    // each work-item in a lane of a 256-bit vector (a GPU-type rusticl device: is_gpu already).
     info_.work_items_in_simd_lanes = info_.implementation == "rusticl";
     info_.lane_loads_expensive = info_.implementation == "rusticl" && !info_.is_gpu;
     info_.vectors_beyond_16_lanes = info_.implementation != "rusticl";
