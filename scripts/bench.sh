@@ -2,8 +2,8 @@
 # scripts/bench.sh — regenerates the benchmarks of docs/BENCHMARKS.md (`make bench`) on every
 # device: `mpcaffe bench gemm` (LibDNN in every dtype against CLBlast per device), `mpcaffe
 # bench net` on the paper's AlexNet (and AlexNet-MOE once its layer builds) at batch 1 and 16 in
-# every data type, bench/peers.py (ONNX Runtime fp32/int8 on the same CPU and CLBlast on the
-# net's GEMMs, back to back), then bench/report.py's tables and plots spliced into
+# every data type, bench/peers.py (ONNX Runtime, OpenVINO and OpenCV DNN fp32/int8 on the same CPU
+# and CLBlast on the net's GEMMs, back to back), then bench/report.py's tables and plots spliced into
 # docs/BENCHMARKS.md between its "bench.sh:gemm:begin" / "bench.sh:gemm:end" (GEMM) and
 # "bench.sh:begin" / "bench.sh:end" (networks) markers.
 #
@@ -18,7 +18,11 @@
 # MPCAFFE_DEVICE defaults to pocl), BENCH_SCALE_OUT_RUNS runs (default 3), the table spliced
 # between the "bench.sh:scaleout:begin" / "bench.sh:scaleout:end" markers. The startup and memory
 # steps (bench/setup_tables.py; BENCH_SETUP_DEVICES, default the OpenCL CPU devices but rusticl)
-# splice theirs between "bench.sh:startup:…" and "bench.sh:memory:…".
+# splice theirs between "bench.sh:startup:…" and "bench.sh:memory:…". The zoo step: bench/peers.py
+# on ResNet-50, MobileNet v1 and BVLC AlexNet at batch 1 on devices BENCH_ZOO_DEVICES (default
+# 0,1) at each CPU level of BENCH_LEVELS (default native, plus avx2 on an AVX-512 CPU; see
+# bench/peer_engines.py), bench/peers_table.py's table between "bench.sh:zoo:…". OpenVINO is a
+# bench-only peer: the peers steps pip-install it when missing (BENCH_INSTALL_PEERS=0: never).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MPCAFFE=${MPCAFFE:-build/bin/mpcaffe}
@@ -28,7 +32,18 @@ BATCHES=${BENCH_BATCHES:-1,16}
 ITERATIONS=${BENCH_ITERATIONS:-10}
 DEVICES=${BENCH_DEVICES-all}
 DOC=${BENCH_DOC:-docs/BENCHMARKS.md}
-STEPS=",${BENCH_STEPS:-gemm,net,peers,scaleout,startup,memory,report},"
+STEPS=",${BENCH_STEPS:-gemm,net,peers,zoo,scaleout,startup,memory,report},"
+LEVELS=${BENCH_LEVELS:-native$(grep -qw avx512f /proc/cpuinfo && echo ,avx2)}
+if [ "${BENCH_PEERS:-1}" != 0 ] && [[ $STEPS == *,peers,* || $STEPS == *,zoo,* ]] &&
+   ! python3 -c 'import openvino' 2>/dev/null; then
+  if [ "${BENCH_INSTALL_PEERS:-1}" = 0 ]; then
+    echo "bench.sh: OpenVINO is not installed (pip install openvino): no OpenVINO columns" >&2
+  else
+    echo "bench.sh: OpenVINO is not installed: pip installing openvino (bench only)" >&2
+    python3 -m pip install --quiet openvino ||
+      echo "bench.sh: pip install openvino failed: no OpenVINO columns" >&2
+  fi
+fi
 PLOTS=docs/img/bench
 mkdir -p "$OUT" "$PLOTS"
 
@@ -125,6 +140,29 @@ open(doc, "w").write(head + body + rest.split(end, 1)[1])
 print(f"updated {doc}: {name}")
 PY
 }
+# Issue 44's table: the zoo nets against the best CPU engines at each CPU level.
+if [[ $STEPS == *,zoo,* ]] && [ "${BENCH_PEERS:-1}" != 0 ]; then
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  zoo=()
+  for level in ${LEVELS//,/ }; do
+    for net in zoo/resnet50_deploy zoo/mobilenet_v1_deploy bvlc/bvlc_alexnet/deploy; do
+      model="$SHARED/models/$net.prototxt"
+      out="$OUT/zoo_${level}_${net//\//_}.json"
+      rm -f "$out"
+      echo "== bench/peers.py: $model, level $level" >&2
+      python3 bench/peers.py --model "$model" --batch 1 --device "${BENCH_ZOO_DEVICES:-0,1}" \
+        --no-clblast --iterations "$ITERATIONS" --level "$level" --mpcaffe "$MPCAFFE" \
+        --json "$out" || echo "bench.sh: bench/peers.py failed for $model at $level" >&2
+      [ -f "$out" ] && zoo+=("$out")
+    done
+  done
+  if [ ${#zoo[@]} -gt 0 ]; then
+    python3 bench/peers_table.py "${zoo[@]}" --markdown "$OUT/zoo.md"
+    splice_table zoo "$OUT/zoo.md" "\`python3 bench/peers.py --model <net> --batch 1 --device \
+${BENCH_ZOO_DEVICES:-0,1} --no-clblast --iterations $ITERATIONS --level <level>\` per net and level \
+(levels $LEVELS), then \`python3 bench/peers_table.py\`" "$load"
+  fi
+fi
 # The start-up and memory tables: the paper's AlexNet in int8 started cold and warm per device,
 # and its caffemodel and peak memory in fp32, int8 and int8w4 (bench/setup_tables.py).
 setup_devices=${BENCH_SETUP_DEVICES:-$DEVICES}
