@@ -130,9 +130,11 @@ def main(argv=None):
         if args.dtype == "int8":
             onnx_path = peers.quantize_qdq(ort, q, fp32_path, feeds, tmp)
             model = os.path.join(tmp, "int8.prototxt")
-            subprocess.run([args.mpcaffe, "convert", "--model", prototxt, "--dtype", "int8",
-                            "--output", model, "--device", args.device], check=True,
-                           stdout=subprocess.DEVNULL)
+            convert = subprocess.run([args.mpcaffe, "convert", "--model", prototxt, "--dtype",
+                                      "int8", "--output", model, "--device", args.device],
+                                     capture_output=True, text=True)
+            if convert.returncode:
+                raise SystemExit(f"layer_gap.py: mpcaffe convert failed:\n{convert.stderr}")
         out = subprocess.run([args.mpcaffe, "time", "--model", model, "--weights", weights,
                               "--device", args.device, "--iterations", str(args.iterations),
                               "--json", "--explain"], check=True, capture_output=True, text=True)
