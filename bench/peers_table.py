@@ -16,7 +16,7 @@ import sys
 from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import geomean, net_key, short_device, table  # noqa: E402
+from report import emit, geomean, net_key, short_device, table  # noqa: E402
 
 PEERS = [("onnxruntime", "ORT"), ("openvino", "OpenVINO"), ("opencv", "OpenCV DNN")]
 # The engines the ratio is taken against (the "best CPU engines"); OpenCV DNN's column
@@ -119,11 +119,7 @@ def main(argv=None):
     levels = load(args.inputs)
     text = "\n".join(level_table(name, levels[name])
                      for name in sorted(levels, key=lambda n: n != "native"))
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    emit(text, args.markdown)
     return 0
 
 

@@ -601,6 +601,15 @@ def device_plot(plt, rows, peers, outdir):
     return path
 
 
+def emit(text, path):
+    """Writes `text` to the file `path`, or to standard output when `path` is empty."""
+    if path:
+        with open(path, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("inputs", nargs="+", help="bench net --json files and bench/peers.py files")
@@ -630,12 +639,7 @@ def main(argv=None):
         parts.append("### Plots\n\n" + "\n".join(
             f"![{os.path.basename(p)}]({os.path.join(prefix, os.path.basename(p))})"
             for p in written))
-    text = "\n\n".join(p for p in parts if p) + "\n"
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    emit("\n\n".join(p for p in parts if p) + "\n", args.markdown)
     return 0
 
 
