@@ -255,6 +255,7 @@ def peer_rows(args, mpcaffe, engines, batch, tmp):
                              "dtype": dtype, "peer_dtype": peer_dtype, "batch": batch,
                              "forward_ms_median": med, "forward_ms_min": lo,
                              "forward_ms_max": hi, "ours_ms_median": r["forward_ms_median"],
+                             "ours_ms_min": r.get("forward_ms_min"),
                              "cpu_level": pe.engine_level(engine, args.level),
                              "ours_cpu_level": pe.engine_level("mpcaffe", args.level),
                              **identity(r)})

@@ -6,7 +6,7 @@ data type, and the geometric mean of those ratios over the nets per level, data 
 (the figure the issue holds to: ≤ 1.2, no net above 1.5). Several files of one net, level and
 batch (repeated runs) give the median of their figures.
 
-    python3 bench/peers_table.py peers-*.json [--markdown table.md]
+    python3 bench/peers_table.py peers-*.json [--markdown table.md] [--statistic median|min]
 """
 import argparse
 import json
@@ -22,12 +22,16 @@ PEERS = [("onnxruntime", "ORT"), ("openvino", "OpenVINO"), ("opencv", "OpenCV DN
 # The engines the ratio is taken against (the issue's "best CPU engines"); OpenCV DNN's column
 # is for orientation.
 BEST_OF = ("onnxruntime", "openvino")
+STATISTIC = {"median": "medians of each engine's iterations",
+             "min": "the best of each engine's iterations (on a loaded machine the least "
+                    "disturbed pass)"}
 NET_NAME = {"resnet50": "ResNet-50", "mobilenet_v1": "MobileNet v1", "bvlc_alexnet": "AlexNet",
             "imagenet_caffenet": "AlexNet (paper's)"}
 
 
-def load(paths):
-    """{level: {"cpu": ..., "caps": ..., "load": [..], "ms": {(net, batch, dtype, who): [ms]},
+def load(paths, statistic="median"):
+    """`statistic` (median or min) of each engine's iterations in every file, by level:
+    {level: {"cpu": ..., "caps": ..., "load": [..], "ms": {(net, batch, dtype, who): [ms]},
     "levels": {engine: cpu_level}}}; `who` is ("mpcaffe", device) or (engine, None)."""
     levels = {}
     for path in paths:
@@ -42,17 +46,21 @@ def load(paths):
             lv["load"].append(doc["load_average"])
         net = net_key(doc["model"])
         seen = set()
+        peer_key, ours_key = f"forward_ms_{statistic}", f"ours_ms_{statistic}"
         for r in doc["results"]:
             if r["engine"] not in dict(PEERS) or r["dtype"] not in ("fp32", "int8"):
                 continue
             key = (net, r["batch"], r["dtype"])
             if (key, r["engine"]) not in seen:  # a peer's figure repeats on every device's row
                 seen.add((key, r["engine"]))
-                lv["ms"][key + ((r["engine"], None),)].append(r["forward_ms_median"])
+                lv["ms"][key + ((r["engine"], None),)].append(r[peer_key])
             device = short_device(r)
             if (key, device) not in seen:
+                if r.get(ours_key) is None:
+                    raise SystemExit(f"peers_table.py: {path} has no {ours_key} (an older "
+                                     "bench/peers.py wrote it)")
                 seen.add((key, device))
-                lv["ms"][key + (("mpcaffe", device),)].append(r["ours_ms_median"])
+                lv["ms"][key + (("mpcaffe", device),)].append(r[ours_key])
             lv["levels"][r["engine"]] = r.get("cpu_level", lv["cpu"])
             lv["levels"]["mpcaffe"] = r.get("ours_cpu_level", lv["cpu"])
     if not levels:
@@ -60,7 +68,7 @@ def load(paths):
     return levels
 
 
-def level_table(name, lv):
+def level_table(name, lv, statistic="median"):
     ms = {k: statistics.median(v) for k, v in lv["ms"].items()}
     rows = sorted({k[:2] for k in ms}, key=lambda nb: (list(NET_NAME).index(nb[0])
                                                       if nb[0] in NET_NAME else 99, nb))
@@ -100,7 +108,7 @@ def level_table(name, lv):
     who = "; ".join(f"{e}: {lv['levels'][e]}" for e in ["mpcaffe"] + [e for e, _ in peers]
                     if e in lv["levels"])
     out = [f"**Level {name}** (CPU: {lv['cpu']}; caps: {caps}; {load}). Each engine ran at: "
-           f"{who}. ms, medians; the faster of ORT and OpenVINO in bold; devices "
+           f"{who}. ms, {STATISTIC[statistic]}; the faster of ORT and OpenVINO in bold; devices "
            f"{' / '.join(devices)}.", "",
            table(header, body, ["---", "---:"] + ["---:"] * (len(header) - 2)), ""]
     for (dtype, batch, d), v in sorted(ratios.items()):
@@ -115,9 +123,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("inputs", nargs="+", help="bench/peers.py --json files")
     ap.add_argument("--markdown", help="write the table here (default: stdout)")
+    ap.add_argument("--statistic", default="median", choices=sorted(STATISTIC),
+                    help="each engine's figure per run: the median (default) or the minimum of "
+                    "its iterations")
     args = ap.parse_args(argv)
-    levels = load(args.inputs)
-    text = "\n".join(level_table(name, levels[name])
+    levels = load(args.inputs, args.statistic)
+    text = "\n".join(level_table(name, levels[name], args.statistic)
                      for name in sorted(levels, key=lambda n: n != "native"))
     emit(text, args.markdown)
     return 0
