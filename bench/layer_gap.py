@@ -4,9 +4,9 @@ batch 1 with bench/peers.py's weights, `mpcaffe time --json --explain` on one de
 launched layer timed with a Finish; the layers fused into it listed with it) beside OpenVINO's
 per-node profile (PERF_COUNT, get_profiling_info(): the median per node over the iterations) on
 the same ONNX export — its int8 net the same QDQ net bench/peers.py times. OpenVINO's nodes are
-matched to mpcaffe's launched layers by the Caffe layer or blob their name carries (the ONNX
-export names nodes after layers and values after blobs); a node OpenVINO named itself joins the
-next one that names a layer; layout reorders are summed apart. Prints the layers with the
+matched to mpcaffe's launched layers by the Caffe layer or blob their name, or the name of an
+ONNX node they fused, carries (the ONNX export names nodes after layers and values after blobs);
+layout reorders and nodes of no layer of ours are summed apart. Prints the layers with the
 largest gap, their kernel family and configuration, the convolutions' GFLOP/s (G ops/s in
 int8), and OpenVINO's kernels per layer.
 
@@ -88,9 +88,16 @@ def match(node_name, names):
 
 
 def openvino_profile(path, feeds, iterations):
-    """{node name: (median ms, exec type, node type)} over `iterations` inferences."""
+    """{node name: (median ms, exec type, node type, [the names of the ONNX nodes it fused])}
+    over `iterations` inferences, in execution order."""
     run = pe.openvino_runner(path, feeds, perf_count=True)
     run()
+    fused = {}
+    for op in run.compiled.get_runtime_model().get_ordered_ops():
+        info = op.get_rt_info()
+        if "originalLayersNames" in info:
+            names = info["originalLayersNames"].astype(str)
+            fused[op.get_friendly_name()] = [n for n in names.split(",") if n]
     times = defaultdict(list)
     kinds = {}
     for _ in range(iterations):
@@ -98,7 +105,8 @@ def openvino_profile(path, feeds, iterations):
         for p in run.request.get_profiling_info():
             times[p.node_name].append(p.real_time.total_seconds() * 1e3)
             kinds[p.node_name] = (p.exec_type, p.node_type)
-    return {n: (statistics.median(v),) + kinds[n] for n, v in times.items()}
+    return {n: (statistics.median(v),) + kinds[n] + (fused.get(n, []),)
+            for n, v in times.items()}
 
 
 def main(argv=None):
@@ -148,27 +156,27 @@ def main(argv=None):
     names = name_groups(param, groups)
     for g in groups:
         g.update(ov_ms=0.0, ov_nodes=[])
-    # In execution order: a node OpenVINO named itself (the convolution it folded a BatchNorm
-    # into becomes `Multiply_N`) joins the next node that names a layer (its fused ReLU, or the
-    # layer's own next node); layout reorders are counted apart.
-    unmatched, reorders, pending = 0.0, 0.0, []
-    for node, (ms, exec_type, node_type) in ov.items():
+    # A node OpenVINO named itself (the convolution it folded a BatchNorm into is `Multiply_N`)
+    # goes by the first ONNX node it fused that names a layer (`node_scale2a_branch1`); layout
+    # reorders, and nodes OpenVINO made of none of ours (the strided MaxPool it puts before a
+    # 1×1 stride-2 convolution), are counted apart.
+    unmatched, reorders = defaultdict(float), 0.0
+    for node, (ms, exec_type, node_type, fused) in ov.items():
         if node_type in ("Parameter", "Result", "Constant"):
             continue
         if node_type == "Reorder":
             reorders += ms
             continue
-        pending.append((ms, f"{node_type}:{exec_type}"))
-        found = match(node, names)
+        found = next((m for m in (match(n, names) for n in [node] + fused) if m), None)
         if found is None:
+            unmatched[f"{node_type}:{exec_type}"] += ms
             continue
         g = groups[names[found]]
-        for t, what in pending:
-            g["ov_ms"] += t
-            if t > 0:
-                g["ov_nodes"].append(what)
-        pending = []
-    unmatched += sum(t for t, _ in pending)
+        g["ov_ms"] += ms
+        if ms > 0:
+            g["ov_nodes"].append(f"{node_type}:{exec_type}")
+    other = ", ".join(f"{k} {v:.2f}" for k, v in unmatched.items() if v > 0.005) or "none"
+    unmatched = sum(unmatched.values())
     for g in groups:
         ops = sum(conv_ops(k.get("for")) or 0 for k in g["kernels"])
         g["gops"] = ops / g["ms"] / 1e6 if ops and g["ms"] else None
@@ -178,7 +186,7 @@ def main(argv=None):
     print(f"{os.path.basename(args.model)} {args.dtype} level {args.level}, mpcaffe device "
           f"{report['device']}: whole pass {report['whole_forward_ms_median']:.2f} ms (sum of "
           f"layers {ours:.2f}, {report.get('launches_per_forward')} launches); OpenVINO sum of "
-          f"nodes {theirs:.2f} ms (reorders {reorders:.2f}, in no layer {unmatched:.2f})")
+          f"nodes {theirs:.2f} ms (reorders {reorders:.2f}; in no layer of ours: {other})")
     for g in sorted(groups, key=lambda g: -g["gap_ms"])[:args.top]:
         k = g["kernels"][0] if g["kernels"] else {}
         rate = f", {g['gops']:.0f} G{'ops' if args.dtype == 'int8' else 'FLOP'}/s" \
