@@ -44,6 +44,46 @@ def conv_ops(key):
     return 2.0 * n * o * oh * ow * (c // g) * kh * kw
 
 
+def kind(group):
+    """What a launched layer is, for the summary by kind: family, kernel size and stride
+    ("conv k3 s1", "conv_pw k1 s2"), else the family or the layer type."""
+    k = group["kernels"][0] if group["kernels"] else None
+    if not k:
+        return group["type"]
+    m = CONV_KEY.search(k.get("for", ""))
+    return f"{k['family']} k{m.group(6)} s{m.group(8)}" if m else k["family"]
+
+
+def by_kind(groups, dtype, peak):
+    """Lines summing the layers of each kind: mpcaffe's and OpenVINO's time, the median and
+    range of the per-layer ratios and mpcaffe's rates. Layers where OpenVINO's time implies more
+    than `peak` G ops/s (a profile entry that cannot be right) are left out, and counted."""
+    kinds, dropped = {}, 0
+    for g in groups:
+        if not g["ops"] or g["ov_ms"] <= 0:
+            continue
+        if peak and g["ops"] / g["ov_ms"] / 1e6 > peak:
+            dropped += 1
+            continue
+        a = kinds.setdefault(kind(g), {"ours": 0.0, "ov": 0.0, "ratios": [], "rates": []})
+        a["ours"] += g["ms"]
+        a["ov"] += g["ov_ms"]
+        a["ratios"].append(g["ms"] / g["ov_ms"])
+        a["rates"].append(g["gops"])
+    unit = "G ops/s" if dtype == "int8" else "GFLOP/s"
+    lines = []
+    for name, a in sorted(kinds.items(), key=lambda kv: -kv[1]["ours"]):
+        r = sorted(a["ratios"])
+        lines.append(f"  {name}: {len(r)} layers, mpcaffe {a['ours']:.2f} ms, OpenVINO "
+                     f"{a['ov']:.2f} ms; per layer mpcaffe / OpenVINO median "
+                     f"{statistics.median(r):.1f} ({r[0]:.1f}-{r[-1]:.1f}); mpcaffe "
+                     f"{min(a['rates']):.0f}-{max(a['rates']):.0f} {unit}")
+    if dropped:
+        lines.append(f"  ({dropped} layers left out: OpenVINO's time implies over {peak:.0f} "
+                     f"{unit})")
+    return lines
+
+
 def mpcaffe_groups(report):
     """[{name, type, ms, layers, kernels}] per launched layer, the layers fused into it included;
     and {blob: group index} from the first layer writing each blob."""
@@ -119,6 +159,9 @@ def main(argv=None):
     ap.add_argument("--top", type=int, default=5)
     ap.add_argument("--mpcaffe", default=os.path.join(os.path.dirname(__file__), "..", "build",
                                                       "bin", "mpcaffe"))
+    ap.add_argument("--peak", type=float, default=0,
+                    help="the CPU's peak in GFLOP/s (G ops/s for --dtype int8): layers where "
+                    "OpenVINO's time implies more are left out of the summary by kind")
     ap.add_argument("--json", help="write every group's figures here")
     args = ap.parse_args(argv)
     pe.apply_level(args.level)
@@ -179,6 +222,7 @@ def main(argv=None):
     unmatched = sum(unmatched.values())
     for g in groups:
         ops = sum(conv_ops(k.get("for")) or 0 for k in g["kernels"])
+        g["ops"] = ops
         g["gops"] = ops / g["ms"] / 1e6 if ops and g["ms"] else None
         g["gap_ms"] = g["ms"] - g["ov_ms"]
     ours = sum(g["ms"] for g in groups)
@@ -195,6 +239,9 @@ def main(argv=None):
               f"{g['ms']:.3f} ms [{k.get('family', '-')} {k.get('config', '')} "
               f"({k.get('source', '')}){rate}] vs OpenVINO {g['ov_ms']:.3f} ms "
               f"[{', '.join(sorted(set(g['ov_nodes']))) or '-'}]: gap {g['gap_ms']:+.3f} ms")
+    print("By kind:")
+    for line in by_kind(groups, args.dtype, args.peak):
+        print(line)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"model": args.model, "dtype": args.dtype, "level": args.level,

@@ -111,3 +111,19 @@ def test_layer_gap_conv_ops():
     key = "int8 n1 c32 h112 w112 o32 k3x3 s1x1 p1x1 d1x1 g32"
     assert layer_gap.conv_ops(key) == 2.0 * 32 * 112 * 112 * 9
     assert layer_gap.conv_ops("fp32 m4096 n1 k9216") is None
+
+
+def test_layer_gap_summary_by_kind_leaves_out_impossible_profiles():
+    key3 = "fp32 n1 c64 h56 w56 o64 k3x3 s1x1 p1x1 d1x1 g1 bias relu"  # 231 MFLOP
+    groups = [{"name": n, "type": "Convolution", "ms": ms, "ov_ms": ov,
+               "kernels": [{"family": "conv", "for": key3}]} for n, ms, ov in
+              (("a", 2.0, 1.0), ("b", 3.0, 1.0), ("c", 2.0, 0.5))]
+    for g in groups:
+        g["ops"] = layer_gap.conv_ops(key3)
+        g["gops"] = g["ops"] / g["ms"] / 1e6
+    # c: 231 MFLOP in 0.5 ms is 462 GFLOP/s, over a 240 GFLOP/s peak.
+    lines = layer_gap.by_kind(groups, "fp32", 240)
+    assert lines[0].startswith("  conv k3 s1: 2 layers, mpcaffe 5.00 ms, OpenVINO 2.00 ms; "
+                               "per layer mpcaffe / OpenVINO median 2.5 (2.0-3.0)")
+    assert "1 layers left out" in lines[1]
+    assert len(layer_gap.by_kind(groups, "fp32", 0)) == 1
