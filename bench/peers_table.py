@@ -74,12 +74,20 @@ def level_table(name, lv, statistic="median"):
                                                       if nb[0] in NET_NAME else 99, nb))
     devices = sorted({k[3][1] for k in ms if k[3][0] == "mpcaffe"})
     peers = [(e, label) for e, label in PEERS if any(k[3][0] == e for k in ms)]
+    # At a capped level an engine that could not be capped ran at the CPU's own level: shown,
+    # marked, and not one the ratio is taken against.
+    uncapped = {e for e, level in lv["levels"].items() if "no ISA cap" in level}
+    best_of = [e for e in BEST_OF if e not in uncapped]
+    names = [label for e, label in PEERS if e in best_of]
+    best_names = "best of " + " and ".join(names) if len(names) > 1 else names[0]
+    peers = [(e, label + (f" ({lv['cpu']}, no cap)" if e in uncapped else ""))
+             for e, label in peers]
     header = ["net", "batch"]
     for dtype in ("fp32", "int8"):
         header.append(f"mpcaffe {dtype} " + " / ".join(devices))
         header += [f"{label} {dtype}" for e, label in peers
                    if any(k[3] == (e, None) and k[2] == dtype for k in ms)]
-        header.append(f"{dtype}: mpcaffe / best of ORT, OpenVINO")
+        header.append(f"{dtype}: mpcaffe / {best_names}")
     body, ratios = [], defaultdict(list)
     for net, batch in rows:
         line = [NET_NAME.get(net, net), batch]
@@ -87,7 +95,7 @@ def level_table(name, lv, statistic="median"):
             mine = [ms.get((net, batch, dtype, ("mpcaffe", d))) for d in devices]
             line.append(" / ".join(f"{v:.1f}" if v else "n/a" for v in mine))
             theirs = {e: ms.get((net, batch, dtype, (e, None))) for e, _ in peers}
-            best = min((v for e, v in theirs.items() if v and e in BEST_OF), default=None)
+            best = min((v for e, v in theirs.items() if v and e in best_of), default=None)
             for e, _ in peers:
                 if any(k[3] == (e, None) and k[2] == dtype for k in ms):
                     v = theirs[e]
@@ -108,12 +116,12 @@ def level_table(name, lv, statistic="median"):
     who = "; ".join(f"{e}: {lv['levels'][e]}" for e in ["mpcaffe"] + [e for e, _ in peers]
                     if e in lv["levels"])
     out = [f"**Level {name}** (CPU: {lv['cpu']}; caps: {caps}; {load}). Each engine ran at: "
-           f"{who}. ms, {STATISTIC[statistic]}; the faster of ORT and OpenVINO in bold; devices "
+           f"{who}. ms, {STATISTIC[statistic]}; the ratio's peer ({best_names}) in bold; devices "
            f"{' / '.join(devices)}.", "",
            table(header, body, ["---", "---:"] + ["---:"] * (len(header) - 2)), ""]
     for (dtype, batch, d), v in sorted(ratios.items()):
         if len(v) > 1:
-            out.append(f"- {dtype}, batch {batch}, {d}: mpcaffe / best of ORT and OpenVINO, "
+            out.append(f"- {dtype}, batch {batch}, {d}: mpcaffe / {best_names}, "
                        f"geometric mean over "
                        f"{len(v)} nets **{geomean(v):.2f}** (worst {max(v):.2f})")
     return "\n".join(out) + "\n"

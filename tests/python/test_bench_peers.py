@@ -38,7 +38,7 @@ def test_engine_level_names_the_cap_or_its_absence():
         peer_engines.apply_level("avx3")
 
 
-def peers_file(path, model, level, rows):
+def peers_file(path, model, level, rows, levels=None):
     results = []
     for dtype, ours, peer_ms in rows:
         for engine, ms in peer_ms.items():
@@ -49,7 +49,8 @@ def peers_file(path, model, level, rows):
                                 "forward_ms_min": ms / 2, "ours_ms_min": mine / 4,
                                 "device_index": index, "device": "AMD EPYC",
                                 "platform": platform, "backend": "opencl",
-                                "cpu_level": "AVX2 (capped)", "ours_cpu_level": "AVX2 (capped)"})
+                                "cpu_level": (levels or {}).get(engine, "AVX2 (capped)"),
+                                "ours_cpu_level": "AVX2 (capped)"})
     path.write_text(json.dumps({"kind": "peers", "model": model, "level": level,
                                 "cpu": "AVX-512 VNNI", "cpu_caps": {"X": "1"},
                                 "load_average": 2.0, "results": results}))
@@ -90,6 +91,16 @@ def test_peers_table_best_of_the_iterations(tmp_path):
     text = peers_table.level_table("native", peers_table.load([a], "min")["native"], "min")
     assert "| AlexNet | 1 | 15.0 / 20.0 | 25.0 | **20.0** | 0.75 / 1.00 |" in text
     assert "the best of each engine's iterations" in text
+
+
+def test_peers_table_leaves_an_uncapped_engine_out_of_the_ratio(tmp_path):
+    # At the avx2 level ONNX Runtime ran at AVX-512: shown, marked, not the ratio's peer.
+    a = peers_file(tmp_path / "a.json", "/m/bvlc_alexnet/deploy.prototxt", "avx2", [
+        ("int8", (30.0, 45.0), {"onnxruntime": 10.0, "openvino": 20.0})],
+        levels={"onnxruntime": "AVX-512 VNNI (ONNX Runtime's MLAS has no ISA cap)"})
+    text = peers_table.level_table("avx2", peers_table.load([a])["avx2"])
+    assert "ORT (AVX-512 VNNI, no cap) int8" in text
+    assert "| n/a / n/a | 30.0 / 45.0 | 10.0 | **20.0** | 1.50 / 2.25 |" in text
 
 
 def test_layer_gap_matches_openvino_names_to_layers():
