@@ -12,8 +12,8 @@
 # BENCH_ITERATIONS (default 10), BENCH_DEVICES (default "all": every device, one row each;
 # "i,j" some; "" the default device), BENCH_PEERS=0 (skip the peers), BENCH_MOE=auto|1|0,
 # BENCH_DOC (default docs/BENCHMARKS.md; "-" leaves it alone and prints the tables),
-# BENCH_STEPS (default "gemm,net,peers,scaleout,report"; e.g. "report" rebuilds the tables from
-# the JSON files of an earlier run). The scaleout step: scripts/bench-scale-out.sh's training
+# BENCH_STEPS (default "gemm,net,peers,zoo,scaleout,startup,memory,report"; e.g. "report"
+# rebuilds the tables from the JSON files of an earlier run). The scaleout step: scripts/bench-scale-out.sh's training
 # throughput with 1 and 2 MPI ranks (BENCH_SCALE_OUT_STEPS, default "lenet,alexnet"; its
 # MPCAFFE_DEVICE defaults to pocl), BENCH_SCALE_OUT_RUNS runs (default 3), the table spliced
 # between the "bench.sh:scaleout:begin" / "bench.sh:scaleout:end" markers. The startup and memory
