@@ -92,8 +92,8 @@ def version(engine):
 
 def openvino_runner(path, feeds, threads=0, perf_count=False):
     """OpenVINO's CPU plugin on an ONNX file: a callable running one synchronous inference (its
-    .request the infer request, for get_profiling_info(); .compiled the compiled model). fp32 is asked for explicitly: on a CPU
-    with AVX-512 BF16 the plugin's default precision hint is bf16. A QDQ net runs in int8
+    .request the infer request, for get_profiling_info(); .compiled the compiled model). fp32 is
+    asked for explicitly: on a CPU with AVX-512 BF16 the plugin's default precision hint is bf16. A QDQ net runs in int8
     (OpenVINO turns its QuantizeLinear / DequantizeLinear pairs into FakeQuantize and its
     low-precision transformations move the convolutions and matrix products to u8 × i8)."""
     import openvino as ov
