@@ -249,7 +249,12 @@ def peer_rows(args, mpcaffe, engines, batch, tmp):
         for engine, by_dtype in runners.items():
             if peer_dtype not in by_dtype:
                 continue
-            med, lo, hi = time_ms(by_dtype[peer_dtype], args.iterations)
+            try:
+                med, lo, hi = time_ms(by_dtype[peer_dtype], args.iterations)
+            except Exception as e:  # e.g. cv2.error: a layer it reads but cannot run
+                print(f"batch {batch} {dtype}: {engine} failed ({e}); no {engine} row",
+                      flush=True)
+                continue
             for r in mine:
                 rows.append({"engine": engine, "version": pe.version(engine),
                              "dtype": dtype, "peer_dtype": peer_dtype, "batch": batch,
