@@ -2,6 +2,8 @@
 // row per family with its choice names and its sample program texts.
 #include "libdnn/kernel_families.h"
 
+#include <iterator>
+
 #include "libdnn/conv.h"
 #include "libdnn/conv_internal.h"
 #include "libdnn/conv_nd.h"
@@ -17,19 +19,6 @@ namespace mpcaffe::libdnn {
 namespace {
 
 using Samples = std::vector<KernelSample>;
-
-/// A sample per data type of `types`: kernel name and source of `t`.
-template <typename Name, typename Source>
-Samples PerType(const std::vector<DataType>& types, const KernelTarget& k, Name name,
-                Source source) {
-  Samples s;
-  for (DataType t : types) s.push_back({name(t), source(k, t)});
-  return s;
-}
-
-const std::vector<DataType> kAll(std::begin(kAllDataTypes), std::end(kAllDataTypes));
-const std::vector<DataType> kFloats = {DataType::kFloat32, DataType::kFloat16};
-
 /// The device a target stands for, as the default-configuration choosers want it: a native dot
 /// product (dp4a) where the target has one, the backend's scheduling otherwise.
 DeviceInfo InfoOf(const KernelTarget& k) {
@@ -141,8 +130,8 @@ std::vector<KernelFamilyEntry> Build() {
        }});
   // im2col + GEMM ("conv_gemm"): the im2col kernel of every type (the GEMM is gemm's).
   f.push_back({"im2col", {{"conv_gemm"}}, [](const KernelTarget& k) {
-                 return PerType(kAll, k, conv_internal::Im2colKernelName,
-                                conv_internal::Im2colSource);
+                 return PerTypeSamples(AllTypes(), k, conv_internal::Im2colKernelName,
+                                       conv_internal::Im2colSource);
                }});
   f.push_back({"conv_backward", {}, [](const KernelTarget& k) {
                  return Samples{{"conv_bwd_col2im", Convolution::BackwardSource(k)}};
@@ -167,12 +156,12 @@ std::vector<KernelFamilyEntry> Build() {
                }});
   // Float types' forward kernels; fp32's program also carries the backward kernel.
   f.push_back({"pool_stochastic", {}, [](const KernelTarget& k) {
-                 return PerType(kFloats, k, StochasticPooling::TrainKernelName,
-                                StochasticPooling::Source);
+                 return PerTypeSamples(FloatTypes(), k, StochasticPooling::TrainKernelName,
+                                       StochasticPooling::Source);
                }});
   f.push_back({"lrn_forward", {{"lrn"}, {"lrn_vector"}}, [](const KernelTarget& k) {
                  Samples s;
-                 for (DataType t : kFloats)
+                 for (DataType t : FloatTypes())
                    s.push_back({Lrn::ForwardKernelName(t), Lrn::ForwardSource(k, t)});
                  return s;
                }});
@@ -183,6 +172,16 @@ std::vector<KernelFamilyEntry> Build() {
 }
 
 }  // namespace
+
+const std::vector<DataType>& AllTypes() {
+  static const std::vector<DataType> types(std::begin(kAllDataTypes), std::end(kAllDataTypes));
+  return types;
+}
+
+const std::vector<DataType>& FloatTypes() {
+  static const std::vector<DataType> types = {DataType::kFloat32, DataType::kFloat16};
+  return types;
+}
 
 const std::vector<KernelFamilyEntry>& KernelFamilyRegistry() {
   static const std::vector<KernelFamilyEntry> families = Build();

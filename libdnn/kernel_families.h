@@ -28,6 +28,18 @@ struct KernelChoiceName {
   bool configurable = false;
 };
 
+/// A sample per data type of `types`: kernel `name(t)` of program `source(target, t)`.
+template <typename Name, typename Source>
+std::vector<KernelSample> PerTypeSamples(const std::vector<DataType>& types,
+                                         const KernelTarget& target, Name name, Source source) {
+  std::vector<KernelSample> samples;
+  for (DataType t : types) samples.push_back({name(t), source(target, t)});
+  return samples;
+}
+/// Every data type, and the float ones.
+const std::vector<DataType>& AllTypes();
+const std::vector<DataType>& FloatTypes();
+
 struct KernelFamilyEntry {
   const char* name;                       ///< KernelWriter's family: "gemm", "conv_forward", …
   std::vector<KernelChoiceName> choices;  ///< "conv" for conv_forward; none for helper kernels

@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <iterator>
-#include <utility>
 
 #include "codegen/elementwise.h"
 #include "layers/activation_kernels.h"
@@ -27,33 +26,25 @@ namespace {
 
 using Samples = std::vector<Sample>;
 
-/// A sample per data type of `types`: kernel name and source of `t`.
-template <typename Name, typename Source>
-Samples PerType(const std::vector<DataType>& types, const KernelTarget& k, Name name,
-                Source source) {
-  Samples s;
-  for (DataType t : types) s.push_back({name(t), source(k, t)});
-  return s;
-}
-
-const std::vector<DataType> kAll(std::begin(kAllDataTypes), std::end(kAllDataTypes));
-const std::vector<DataType> kFloats = {DataType::kFloat32, DataType::kFloat16};
+using libdnn::PerTypeSamples;
+const std::vector<DataType>& kAll = libdnn::AllTypes();
+const std::vector<DataType>& kFloats = libdnn::FloatTypes();
 
 std::vector<KernelFamily> Build() {
   std::vector<KernelFamily> f;
   // codegen/elementwise
   f.push_back({"relu", [](const KernelTarget& k) {
-                 return PerType(
+                 return PerTypeSamples(
                      kAll, k, [](DataType t) { return ElementwiseKernelName("relu", t); },
                      ReluSource);
                }});
   f.push_back({"scale", [](const KernelTarget& k) {
-                 return PerType(
+                 return PerTypeSamples(
                      kAll, k, [](DataType t) { return ElementwiseKernelName("scale", t); },
                      ScaleSource);
                }});
   f.push_back({"axpby", [](const KernelTarget& k) {
-                 return PerType(
+                 return PerTypeSamples(
                      kAll, k, [](DataType t) { return ElementwiseKernelName("axpby", t); },
                      AxpbySource);
                }});
@@ -66,28 +57,23 @@ std::vector<KernelFamily> Build() {
                }});
   // quant/quantizer
   f.push_back({"pseudo_quant", [](const KernelTarget& k) {
-                 return PerType(kAll, k, quant::PseudoKernelName, quant::PseudoSource);
+                 return PerTypeSamples(kAll, k, quant::PseudoKernelName, quant::PseudoSource);
                }});
   f.push_back({"observe_range", [](const KernelTarget& k) {
                  return Samples{{quant::kObserveRangeKernel, quant::ObserveRangeSource(k)}};
                }});
   // libdnn: its own registry's families (libdnn/kernel_families.h), in its order.
   for (const libdnn::KernelFamilyEntry& entry : libdnn::KernelFamilyRegistry())
-    f.push_back({entry.name, [&entry](const KernelTarget& k) {
-                   Samples s;
-                   for (libdnn::KernelSample& sample : entry.samples(k))
-                     s.push_back({std::move(sample.kernel), std::move(sample.source)});
-                   return s;
-                 }});
+    f.push_back({entry.name, entry.samples});
   // layers/layer_kernels: every data type each kernel has.
   f.push_back({"concat", [](const KernelTarget& k) {
-                 return PerType(
+                 return PerTypeSamples(
                      kAll, k, [](DataType t) { return LayerKernelName("concat", t); },
                      ConcatSource);
                }});
   // Crop, Tile (every type), Reduction (float types' reduce_; fp32 adds the backward kernels).
   f.push_back({"gather", [](const KernelTarget& k) {
-                 return PerType(
+                 return PerTypeSamples(
                      kAll, k, [](DataType t) { return LayerKernelName("gather", t); },
                      GatherSource);
                }});
@@ -96,7 +82,7 @@ std::vector<KernelFamily> Build() {
     if (!IsQuantized(t)) unquantized.push_back(t);
   // layers/activation_kernels: every row of the family in one program per float type.
   f.push_back({"activation", [unquantized](const KernelTarget& k) {
-                 return PerType(
+                 return PerTypeSamples(
                      unquantized, k, [](DataType t) { return ActivationKernelName("prelu", t); },
                      ActivationSource);
                }});
@@ -118,7 +104,7 @@ std::vector<KernelFamily> Build() {
   auto layer = [&f, unquantized](const char* family, const char* kernel,
                                  std::string (*source)(const KernelTarget&, DataType)) {
     f.push_back({family, [unquantized, kernel, source](const KernelTarget& k) {
-                   return PerType(
+                   return PerTypeSamples(
                        unquantized, k, [kernel](DataType t) { return LayerKernelName(kernel, t); },
                        source);
                  }});
@@ -137,7 +123,7 @@ std::vector<KernelFamily> Build() {
   layer("lstm_unit", "lstm_unit", LstmUnitSource);  // fp32 also carries the backward pass
   // net/moe_layer: gather / scatter-add per data type (fp32 also carries the training kernels).
   f.push_back({"moe", [](const KernelTarget& k) {
-                 return PerType(
+                 return PerTypeSamples(
                      kAll, k, [](DataType t) { return MoeKernelName("gather", t); }, MoeSource);
                }});
   // layers/train_kernels: fp32 backward passes, reductions, solver updates.
@@ -152,7 +138,7 @@ std::vector<KernelFamily> Build() {
   one("softmax_backward", "softmax_backward", SoftmaxBackwardSource);
   one("softmax_loss_backward", "softmax_loss_backward", SoftmaxLossBackwardSource);
   f.push_back({"masked_mean", [](const KernelTarget& k) {
-                 return PerType(kFloats, k, MaskedMeanKernelName, MaskedMeanSource);
+                 return PerTypeSamples(kFloats, k, MaskedMeanKernelName, MaskedMeanSource);
                }});
   one("euclidean_backward", "euclidean_backward", EuclideanBackwardSource);
   one("sigmoid_cross_entropy_backward", "sigmoid_ce_backward", SigmoidCrossEntropyBackwardSource);
@@ -168,7 +154,7 @@ std::vector<KernelFamily> Build() {
   one("channel_sum", "channel_sum", ChannelSumSource);
   one("batch_norm", "bn_backward", BatchNormSource);
   f.push_back({"batch_norm_fold", [](const KernelTarget& k) {
-                 return PerType(kFloats, k, BatchNormFoldKernelName, BatchNormFoldSource);
+                 return PerTypeSamples(kFloats, k, BatchNormFoldKernelName, BatchNormFoldSource);
                }});
   one("solver_common", "clip_scale", SolverCommonSource);
   f.push_back(
