@@ -12,17 +12,20 @@
 # BENCH_ITERATIONS (default 10), BENCH_DEVICES (default "all": every device, one row each;
 # "i,j" some; "" the default device), BENCH_PEERS=0 (skip the peers), BENCH_MOE=auto|1|0,
 # BENCH_DOC (default docs/BENCHMARKS.md; "-" leaves it alone and prints the tables),
-# BENCH_STEPS (default "gemm,net,peers,zoo,scaleout,startup,memory,report"; e.g. "report"
-# rebuilds the tables from the JSON files of an earlier run). The scaleout step: scripts/bench-scale-out.sh's training
-# throughput with 1 and 2 MPI ranks (BENCH_SCALE_OUT_STEPS, default "lenet,alexnet"; its
-# MPCAFFE_DEVICE defaults to pocl), BENCH_SCALE_OUT_RUNS runs (default 3), the table spliced
-# between the "bench.sh:scaleout:begin" / "bench.sh:scaleout:end" markers. The startup and memory
-# steps (bench/setup_tables.py; BENCH_SETUP_DEVICES, default the OpenCL CPU devices but rusticl)
-# splice theirs between "bench.sh:startup:…" and "bench.sh:memory:…". The zoo step: bench/peers.py
-# on ResNet-50, MobileNet v1 and BVLC AlexNet at batch 1 on devices BENCH_ZOO_DEVICES (default
-# 0,1) at each CPU level of BENCH_LEVELS (default native, plus avx2 on an AVX-512 CPU; see
-# bench/peer_engines.py), bench/peers_table.py's table between "bench.sh:zoo:…". OpenVINO is a
-# bench-only peer: the peers steps pip-install it when missing (BENCH_INSTALL_PEERS=0: never).
+# BENCH_STEPS (default "gemm,net,peers,zoo,scaleout,cache,startup,memory,accuracy,report"; e.g.
+# "report" rebuilds the tables from the JSON files of an earlier run). The scaleout step:
+# scripts/bench-scale-out.sh's training throughput with 1 and 2 MPI ranks (BENCH_SCALE_OUT_STEPS,
+# default "lenet,alexnet"; its MPCAFFE_DEVICE defaults to pocl), BENCH_SCALE_OUT_RUNS runs
+# (default 3), the table spliced between the "bench.sh:scaleout:begin" / "bench.sh:scaleout:end"
+# markers. The startup and memory steps (bench/setup_tables.py; BENCH_SETUP_DEVICES, default the
+# OpenCL CPU devices but rusticl) splice theirs between "bench.sh:startup:…" and
+# "bench.sh:memory:…"; the accuracy step (bench/accuracy_tables.py, the same devices) between
+# "bench.sh:accuracy:…" and "bench.sh:acc16:…"; the cache step (mpcaffe_cache_bench on PoCL)
+# between "bench.sh:cache:…". The zoo step: bench/peers.py on ResNet-50, MobileNet v1 and BVLC
+# AlexNet at batch 1 on devices BENCH_ZOO_DEVICES (default 0,1) at each CPU level of BENCH_LEVELS
+# (default native, plus avx2 on an AVX-512 CPU; see bench/peer_engines.py), bench/peers_table.py's
+# table between "bench.sh:zoo:…". OpenVINO is a bench-only peer: the peers steps pip-install it
+# when missing (BENCH_INSTALL_PEERS=0: never).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MPCAFFE=${MPCAFFE:-build/bin/mpcaffe}
@@ -32,7 +35,7 @@ BATCHES=${BENCH_BATCHES:-1,16}
 ITERATIONS=${BENCH_ITERATIONS:-10}
 DEVICES=${BENCH_DEVICES-all}
 DOC=${BENCH_DOC:-docs/BENCHMARKS.md}
-STEPS=",${BENCH_STEPS:-gemm,net,peers,zoo,scaleout,startup,memory,report},"
+STEPS=",${BENCH_STEPS:-gemm,net,peers,zoo,scaleout,cache,startup,memory,accuracy,report},"
 LEVELS=${BENCH_LEVELS:-native$(grep -qw avx512f /proc/cpuinfo && echo ,avx2)}
 if [ "${BENCH_PEERS:-1}" != 0 ] && [[ $STEPS == *,peers,* || $STEPS == *,zoo,* ]] &&
    ! python3 -c 'import openvino' 2>/dev/null; then
@@ -186,6 +189,36 @@ if [[ $STEPS == *,memory,* ]]; then
   splice_table memory "$OUT/memory.md" "\`mpcaffe bench net --model net_float_1.prototxt \
 --dtypes fp32,int8,int8w4 --batch 1 --reduced-memory both --iterations 1 --no-setup\` \
 (\`bench/setup_tables.py memory\`)" "$load"
+fi
+# The kernel cache table: element-wise programs built cold and warm in fresh processes, with PoCL's
+# own cache off and on (bench/cache_bench.cc; PoCL, whose cache it sets per process).
+if [[ $STEPS == *,cache,* ]]; then
+  echo "== mpcaffe_cache_bench --markdown (pocl)" >&2
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  MPCAFFE_DEVICE=pocl "$(dirname "$MPCAFFE")/mpcaffe_cache_bench" --markdown --repeat 1 \
+    > "$OUT/cache.md"
+  splice_table cache "$OUT/cache.md" "\`MPCAFFE_DEVICE=pocl build/bin/mpcaffe_cache_bench \
+--markdown --repeat 1\` (\`cmake --build build --target mpcaffe_cache_bench\`)" "$load"
+fi
+# The accuracy tables: LeNet trained on Fashion-MNIST, calibrated and tested per data type on each
+# device, and the 16-bit accumulator's overflows with 4-bit weights (bench/accuracy_tables.py).
+if [[ $STEPS == *,accuracy,* ]]; then
+  echo "== bench/accuracy_tables.py, devices $setup_devices" >&2
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  python3 bench/accuracy_tables.py lenet --mpcaffe "$MPCAFFE" --devices "$setup_devices" \
+    --work "$OUT/accuracy" --json "$OUT/accuracy_lenet.json" --markdown "$OUT/accuracy_lenet.md"
+  splice_table accuracy "$OUT/accuracy_lenet.md" "\`scripts/calibrate-lenet.sh\` per device \
+(LMDBs from \`mpcaffe convert_mnist\` of Fashion-MNIST, \`mpcaffe train\` with \
+\`lenet_solver_adam.prototxt\`, \`mpcaffe calibrate --phase TRAIN --iterations 20\` per type, \
+\`mpcaffe test --iterations 100\` over the 10 000 test images; \`bench/accuracy_tables.py lenet\`)" \
+    "$load"
+  python3 bench/accuracy_tables.py acc16 --mpcaffe "$MPCAFFE" --devices "$setup_devices" \
+    --work "$OUT/accuracy" --model "$alexnet/net_float_1.prototxt" --json "$OUT/accuracy_acc16.json" \
+    --markdown "$OUT/accuracy_acc16.md"
+  splice_table acc16 "$OUT/accuracy_acc16.md" "\`mpcaffe test --acc16-overflow\` on the int8w4 \
+LeNet above (100 batches) and on \`mpcaffe convert --dtype int8w4\` of \`net_float_1.prototxt\` \
+(\`--synthetic --iterations 1\`; \`bench/accuracy_tables.py acc16\`); % of accumulation steps \
+that overflow, % of outputs hit" "$load"
 fi
 [[ $STEPS == *,report,* ]] || exit 0
 
