@@ -12,7 +12,7 @@
 # BENCH_ITERATIONS (default 10), BENCH_DEVICES (default "all": every device, one row each;
 # "i,j" some; "" the default device), BENCH_PEERS=0 (skip the peers), BENCH_MOE=auto|1|0,
 # BENCH_DOC (default docs/BENCHMARKS.md; "-" leaves it alone and prints the tables),
-# BENCH_STEPS (default "gemm,net,peers,zoo,scaleout,cache,startup,memory,accuracy,report"; e.g.
+# BENCH_STEPS (default "gemm,net,peers,zoo,scaleout,peak,cache,startup,memory,accuracy,report"; e.g.
 # "report" rebuilds the tables from the JSON files of an earlier run). The scaleout step:
 # scripts/bench-scale-out.sh's training throughput with 1 and 2 MPI ranks (BENCH_SCALE_OUT_STEPS,
 # default "lenet,alexnet"; its MPCAFFE_DEVICE defaults to pocl), BENCH_SCALE_OUT_RUNS runs
@@ -21,7 +21,7 @@
 # OpenCL CPU devices but rusticl) splice theirs between "bench.sh:startup:…" and
 # "bench.sh:memory:…"; the accuracy step (bench/accuracy_tables.py, the same devices) between
 # "bench.sh:accuracy:…" and "bench.sh:acc16:…"; the cache step (mpcaffe_cache_bench on PoCL)
-# between "bench.sh:cache:…". The zoo step: bench/peers.py on ResNet-50, MobileNet v1 and BVLC
+# between "bench.sh:cache:…", the peak step (mpcaffe_cpu_peak) between "bench.sh:peak:…". The zoo step: bench/peers.py on ResNet-50, MobileNet v1 and BVLC
 # AlexNet at batch 1 on devices BENCH_ZOO_DEVICES (default 0,1) at each CPU level of BENCH_LEVELS
 # (default native, plus avx2 on an AVX-512 CPU; see bench/peer_engines.py), bench/peers_table.py's
 # table between "bench.sh:zoo:…". OpenVINO is a bench-only peer: the peers steps pip-install it
@@ -35,7 +35,7 @@ BATCHES=${BENCH_BATCHES:-1,16}
 ITERATIONS=${BENCH_ITERATIONS:-10}
 DEVICES=${BENCH_DEVICES-all}
 DOC=${BENCH_DOC:-docs/BENCHMARKS.md}
-STEPS=",${BENCH_STEPS:-gemm,net,peers,zoo,scaleout,cache,startup,memory,accuracy,report},"
+STEPS=",${BENCH_STEPS:-gemm,net,peers,zoo,scaleout,peak,cache,startup,memory,accuracy,report},"
 LEVELS=${BENCH_LEVELS:-native$(grep -qw avx512f /proc/cpuinfo && echo ,avx2)}
 if [ "${BENCH_PEERS:-1}" != 0 ] && [[ $STEPS == *,peers,* || $STEPS == *,zoo,* ]] &&
    ! python3 -c 'import openvino' 2>/dev/null; then
@@ -189,6 +189,15 @@ if [[ $STEPS == *,memory,* ]]; then
   splice_table memory "$OUT/memory.md" "\`mpcaffe bench net --model net_float_1.prototxt \
 --dtypes fp32,int8,int8w4 --batch 1 --reduced-memory both --iterations 1 --no-setup\` \
 (\`bench/setup_tables.py memory\`)" "$load"
+fi
+# The CPU's own peaks, the yardstick of the GEMM table: fp32 FMAs on 1 and every thread, and the
+# pointwise kernel's inner loop in fp32 and in int8 pairs of 256 and 512 bits (bench/cpu_peak.cc).
+if [[ $STEPS == *,peak,* ]]; then
+  echo "== mpcaffe_cpu_peak --markdown" >&2
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  "$(dirname "$MPCAFFE")/mpcaffe_cpu_peak" --markdown > "$OUT/cpu_peak.md"
+  splice_table peak "$OUT/cpu_peak.md" "\`build/bin/mpcaffe_cpu_peak --markdown\` (12 independent \
+8-wide FMA chains per thread; the int8 pointwise loop as the OpenCL compilers emit it)" "$load"
 fi
 # The kernel cache table: element-wise programs built cold and warm in fresh processes, with PoCL's
 # own cache off and on (bench/cache_bench.cc; PoCL, whose cache it sets per process).
