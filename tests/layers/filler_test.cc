@@ -139,6 +139,19 @@ TEST_P(FillerIsaTest, ValuesKeepTheirFingerprints) {
 INSTANTIATE_TEST_SUITE_P(Isa, FillerIsaTest, testing::ValuesIn(test_support::HostIsaLevels()),
                          test_support::HostIsaParamName);
 
+/// The fillers of the parameter tests: gaussian, sparse gaussian, xavier, uniform, constant.
+std::vector<caffe::FillerParameter> ParameterFillers() {
+  caffe::FillerParameter sparse = Gaussian(0.0f, 1.0f), xavier, uniform, constant;
+  sparse.set_sparse(100);
+  xavier.set_type("xavier");
+  uniform.set_type("uniform");
+  uniform.set_min(-3.0f);
+  uniform.set_max(0.25f);
+  constant.set_type("constant");
+  constant.set_value(0.75f);
+  return {Gaussian(0.5f, 0.02f), sparse, xavier, uniform, constant};
+}
+
 /// An InnerProduct layer of `type` on `device` with `outputs` × `inputs` weights from `filler`
 /// (lazily drawn) and its bottom and top blobs. int8 weights get one scale per layer
 /// (MPCAFFE_PER_CHANNEL_WEIGHTS=0) unless `per_channel`.
@@ -172,24 +185,15 @@ struct FilledLayer {
 // on every device. 2^20 weights: several threads and many blocks.
 TEST(Filler, ParametersDrawnInBlocksHoldFillValues) {
   const int outputs = 512, inputs = 2048;
-  caffe::FillerParameter gaussian = Gaussian(0.5f, 0.02f), sparse = Gaussian(0.0f, 1.0f), xavier,
-                         uniform, constant;
-  sparse.set_sparse(100);
-  xavier.set_type("xavier");
-  uniform.set_type("uniform");
-  uniform.set_min(-3.0f);
-  uniform.set_max(0.25f);
-  constant.set_type("constant");
-  constant.set_value(0.75f);
   const uint64_t seed = StableHash("ip#0", RandomSeed());  // Layer's seed of blob 0
-  for (const caffe::FillerParameter* filler : {&gaussian, &sparse, &xavier, &uniform, &constant}) {
-    const std::vector<float> values = FillValues(*filler, {outputs, inputs}, seed, "test");
+  for (const caffe::FillerParameter& filler : ParameterFillers()) {
+    const std::vector<float> values = FillValues(filler, {outputs, inputs}, seed, "test");
     const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
     for (DataType type : kAllDataTypes) {
       std::vector<uint8_t> first;
       for (Device* device : DeviceList()) {
-        const std::string what = filler->type() + " " + Name(type) + " on " + device->Describe();
-        FilledLayer f(*device, type, *filler, outputs, inputs);
+        const std::string what = filler.type() + " " + Name(type) + " on " + device->Describe();
+        FilledLayer f(*device, type, filler, outputs, inputs);
         Layer& l = *f.layer;
         const Blob& w = *l.blobs()[0];  // drawn now
         ASSERT_EQ(w.count(), outputs * inputs);
@@ -223,25 +227,16 @@ TEST(Filler, ParametersDrawnInBlocksHoldFillValues) {
 // through an fp32 layer's copy (calibration) the fp32 layer gets their dequantized values.
 TEST(Filler, PerChannelWeightsDrawnInOnePassEqualDrawingThenQuantizing) {
   const int outputs = 512, inputs = 2048;
-  caffe::FillerParameter gaussian = Gaussian(0.5f, 0.02f), sparse = Gaussian(0.0f, 1.0f), xavier,
-                         uniform, constant;
-  sparse.set_sparse(100);
-  xavier.set_type("xavier");
-  uniform.set_type("uniform");
-  uniform.set_min(-3.0f);
-  uniform.set_max(0.25f);
-  constant.set_type("constant");
-  constant.set_value(0.75f);
   const uint64_t seed = StableHash("ip#0", RandomSeed());
   Device& device = DefaultDevice();
-  for (const caffe::FillerParameter* filler : {&gaussian, &sparse, &xavier, &uniform, &constant}) {
-    SCOPED_TRACE(filler->type());
-    const std::vector<float> values = FillValues(*filler, {outputs, inputs}, seed, "test");
-    FilledLayer whole(device, DataType::kInt8Q, *filler, outputs, inputs, true);
+  for (const caffe::FillerParameter& filler : ParameterFillers()) {
+    SCOPED_TRACE(filler.type());
+    const std::vector<float> values = FillValues(filler, {outputs, inputs}, seed, "test");
+    FilledLayer whole(device, DataType::kInt8Q, filler, outputs, inputs, true);
     whole.layer->SetParamFromFloat(0, values);
-    FilledLayer rows(device, DataType::kInt8Q, *filler, outputs, inputs, true);
-    FilledLayer copy(device, DataType::kFloat32, *filler, outputs, inputs);
-    FilledLayer source(device, DataType::kInt8Q, *filler, outputs, inputs, true);
+    FilledLayer rows(device, DataType::kInt8Q, filler, outputs, inputs, true);
+    FilledLayer copy(device, DataType::kFloat32, filler, outputs, inputs);
+    FilledLayer source(device, DataType::kInt8Q, filler, outputs, inputs, true);
     copy.layer->CopyParamValuesFrom(0, *source.layer);
     const quant::QuantParams want = whole.layer->BlobParams(0);
     ASSERT_TRUE(want.per_channel());
