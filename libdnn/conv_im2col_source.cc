@@ -42,11 +42,12 @@ std::string Im2colBody(const std::function<std::string(const std::string&)>& col
 )";
 }
 
+/// Kernel `name` with im2col's arguments (x, col, then the int window and `pad`).
 KernelBuilder& Im2colSignature(KernelWriter& w, const std::string& name) {
   auto& k = w.Kernel(name).In("Dtype", "x").Out("Dtype", "col");
-  for (const char* name :
+  for (const char* arg :
        {"H", "W", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw", "OH", "OW", "rows", "pad"})
-    k.Value("int", name);
+    k.Value("int", arg);
   return k;
 }
 
