@@ -474,13 +474,14 @@ class DeconvolutionLayer : public Layer, ConvGeometry {
 
 /// Im2col (BVLC): the columns a convolution of the same window multiplies, as a blob
 /// [N][C·kh·kw][out_h][out_w] (row (c·kh + ky)·kw + kx holds channel c at window offset (ky, kx),
-/// 0 outside the padded input); libdnn's im2col kernel, per image. Float types natively, the
-/// quantized ones in fp32 between conversions; backward (fp32) is libdnn's col2im.
+/// 0 outside the padded input); libdnn's im2col kernel, per image. Every type natively: quantized
+/// columns are the bottom's codes with its zero point (real 0) as the padding, requantized in
+/// the same pass when the top's scale or zero point differs; backward (fp32) is libdnn's col2im.
 class Im2colLayer : public Layer {
  public:
   using Layer::Layer;
   const char* type() const override { return "Im2col"; }
-  bool SupportsType(DataType t) const override { return !IsQuantized(t); }
+  bool SupportsType(DataType) const override { return true; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool HasBackward() const override { return true; }
@@ -506,16 +507,26 @@ class Im2colLayer : public Layer {
   void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     const Blob& b = *bottom[0];
     const DataType t = compute_type_;
-    Kernel k = GetKernel(libdnn::Convolution::Im2colSource(target(), t),
-                         libdnn::Convolution::Im2colKernelName(t));
+    const Affine xq = BottomAffine(0), yq = TopAffine(0);  // float types: {1, 0}
+    // Equal quantizations (a calibrated net's, where the windows reach the bottom's extremes)
+    // copy the codes; the top's own range otherwise takes them requantized.
+    const bool requant = xq.scale != yq.scale || xq.zero_point != yq.zero_point;
+    using libdnn::Convolution;
+    Kernel k = requant ? GetKernel(Convolution::Im2colRequantSource(target(), t),
+                                   Convolution::Im2colRequantKernelName(t))
+                       : GetKernel(Convolution::Im2colSource(target(), t),
+                                   Convolution::Im2colKernelName(t));
+    quant::FixedPointMultiplier m;
+    if (requant) m = quant::RescaleMultiplier(xq.scale, yq.scale);
     const int oh = top[0]->shape(2), ow = top[0]->shape(3);
     const int rows = b.shape(1) * win_.kh * win_.kw * oh;
     const size_t in = b.count(1), out = top[0]->count(1), e = SizeOf(t);
     for (int n = 0; n < b.shape(0); ++n) {
       k.ArgBuffer(b.device_data(), n * in * e, e).ArgBuffer(top[0]->mutable_device_data(), n * out * e, e);
       for (int v : {b.shape(2), b.shape(3), win_.kh, win_.kw, win_.sh, win_.sw, win_.ph, win_.pw,
-                    win_.dh, win_.dw, oh, ow, rows, 0})
+                    win_.dh, win_.dw, oh, ow, rows, int(xq.zero_point)})
         k.Arg(int32_t{v});
+      if (requant) k.Arg(yq.zero_point).Arg(m.multiplier).Arg(m.shift);
       k.Launch1D(size_t(rows));
     }
   }

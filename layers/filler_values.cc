@@ -1,5 +1,5 @@
 // layers/filler_values.cc — FillValues and the helpers of filler_values.h: pages mapped before
-// they are written, the drawn values' range.
+// they are written, the drawn values' range, per-channel weights drawn and quantized at once.
 #include "layers/filler_values.h"
 
 #include <mutex>
@@ -70,6 +70,42 @@ std::pair<float, float> DrawnRange(const ElementFiller& filler, size_t n, float*
     hi = std::max(hi, h);
   });
   return {lo, hi};
+}
+
+std::vector<float> DrawChannelsQuantized(const ElementFiller& filler, size_t channels, size_t k,
+                                         DataType type, void* out, float* real,
+                                         std::pair<float, float>* range) {
+  std::vector<float> scales(channels);
+  const size_t size = SizeOf(type);
+  auto* stored = static_cast<uint8_t*>(out);
+  float lo = 0.0f, hi = 0.0f;
+  std::mutex mutex;
+  ParallelChunks(channels * k, [&](size_t begin, size_t end) {
+    const size_t first = (begin + k - 1) / k, last = (end + k - 1) / k;  // rows starting here
+    if (first >= last) return;
+    PrefaultForWrite(stored + first * k * size, (last - first) * k * size);
+    if (real) PrefaultForWrite(real + first * k, (last - first) * k * sizeof(float));
+    std::unique_ptr<float[]> scratch(real ? nullptr : new float[k]);
+    float l = 0.0f, h = 0.0f;
+    for (size_t c = first; c < last; ++c) {
+      float* v = real ? real + c * k : scratch.get();
+      filler.Fill(c * k, (c + 1) * k, v);
+      float row_lo = 0.0f, row_hi = 0.0f;  // ChooseWeightChannelParams' range: from 0, no NaN
+      FoldRange(v, k, &row_lo, &row_hi);
+      const quant::QuantParams p =
+          quant::ChoosePerChannelQuantParams({row_lo}, {row_hi}, 0, type, /*symmetric=*/true);
+      scales[c] = p.scale[0];
+      quant::QuantizeTensor(v, k, p, stored + c * k * size, k);
+      if (real) quant::DequantizeTensor(stored + c * k * size, k, p, v, k);
+      l = std::min(l, row_lo);
+      h = std::max(h, row_hi);
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    lo = std::min(lo, l);
+    hi = std::max(hi, h);
+  });
+  *range = {lo, hi};
+  return scales;
 }
 
 std::vector<float> FillValues(const caffe::FillerParameter& f, const std::vector<int>& shape,

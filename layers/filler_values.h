@@ -159,4 +159,15 @@ void ForEachFilledBlock(const ElementFiller& filler, size_t n, Block block) {
 /// block's while the block is in the cache.
 std::pair<float, float> DrawnRange(const ElementFiller& filler, size_t n, float* out);
 
+/// Per-output-channel symmetric weights of quantized `type` drawn and quantized in one pass: row
+/// c of `channels` rows of `k` values (values [c·k, (c + 1)·k) of `filler`) is drawn into
+/// real + c·k (scratch space when `real` is null), given the scale quant::ChooseWeightChannelParams
+/// chooses for its range, quantized into row c of `out` (storage of `type`) and, with `real`,
+/// dequantized back in place, all while the row is in the cache; rows run on every core. Returns
+/// the scales and the range of all the values from 0 (NaN left out): what SetParamFromFloat sets
+/// from the same values, whose quantized bytes these are.
+std::vector<float> DrawChannelsQuantized(const ElementFiller& filler, size_t channels, size_t k,
+                                         DataType type, void* out, float* real,
+                                         std::pair<float, float>* range);
+
 }  // namespace mpcaffe

@@ -19,6 +19,7 @@ namespace mpcaffe {
 
 class Net;
 class Layer;
+class ElementFiller;
 
 /// What the net's inference optimizer runs inside a producer (Convolution, InnerProduct) in place
 /// of the layers after it (see Net's fusion plan): per-channel affine layers (BatchNorm, Scale)
@@ -185,9 +186,10 @@ class Layer {
   std::vector<float> ParamAsFloat(int i);
   /// SetParamFromFloat(i, src.ParamAsFloat(i)) for a blob of the same shape; a quantized source
   /// dequantizes straight into an fp32 blob (no intermediate copy: calibrating AlexNet copies
-  /// 61 M weights this way). A per-tensor quantized source whose filler values are not drawn yet
-  /// gets them through this fp32 blob: drawn once into it, quantized from it, and the blob then
-  /// holds their dequantized values — what drawing the source first and copying would give.
+  /// 61 M weights this way). A quantized source (one scale, or 8-bit per-channel weights) whose
+  /// filler values are not drawn yet gets them through this fp32 blob: drawn once into it,
+  /// quantized from it, and the blob then holds their dequantized values — what drawing the
+  /// source first and copying would give.
   void CopyParamValuesFrom(int i, Layer& src);
   /// Called after parameter blobs or quantizer ranges changed (drops derived device data).
   virtual void ParamsChanged() {}
@@ -318,8 +320,13 @@ class Layer {
  private:
   void DrawPendingFills();
   /// Whether parameter i still waits for filler values drawn one at a time (elementwise) into a
-  /// per-tensor quantized blob (what CopyParamValuesFrom can draw through an fp32 blob).
-  bool FillsPerTensorQuantized(int i) const;
+  /// quantized blob of one scale or of 8-bit per-channel ones (what CopyParamValuesFrom can
+  /// draw through an fp32 blob).
+  bool FillsQuantizedElementwise(int i) const;
+  /// Parameter i's per-channel int8 weights from `values` in one pass (DrawChannelsQuantized):
+  /// their scales and, when it has none, the quantizer's observed range set as
+  /// SetParamFromFloat sets them; with `real`, the dequantized values written there too.
+  void DrawQuantizedChannels(int i, const ElementFiller& values, float* real);
   /// Where new values of parameter i go (see DropsParamDeviceCopy): returns the view of its
   /// device side to write through and release, or null with `*out` the host side.
   std::unique_ptr<HostView> ParamWriteView(int i, void** out);

@@ -54,11 +54,15 @@ void Layer::DrawPendingFills() {
     const ElementFiller values(filler, blobs_[i]->shape(), seed, Describe());
     Blob& b = *blobs_[i];
     quant::Quantizer& q = *blob_quantizers_[i];
-    // Per-channel scales need each channel's values first, and positive_unitball its rows' sums:
-    // those draw all values, then convert them.
-    const bool per_tensor = !IsQuantized(b.type()) || (q.weight_bits() != 4 && !q.per_channel_weights());
-    if (!values.elementwise() || !per_tensor || b.count() == 0) {
+    // positive_unitball needs its rows' sums and 4-bit weights their channels' scale choice
+    // first: those draw all values, then convert them.
+    if (!values.elementwise() || (IsQuantized(b.type()) && q.weight_bits() == 4) || b.count() == 0) {
       SetParamFromFloat(static_cast<int>(i), FillValues(filler, b.shape(), seed, Describe()));
+      continue;
+    }
+    if (IsQuantized(b.type()) && q.per_channel_weights()) {
+      pending_fill_[i].reset();
+      DrawQuantizedChannels(static_cast<int>(i), values, nullptr);
       continue;
     }
     // The values go straight into the parameter's device memory (in place on a device that
@@ -206,17 +210,32 @@ std::vector<float> Layer::ParamAsFloat(int i) {
   return out;
 }
 
-bool Layer::FillsPerTensorQuantized(int i) const {
+void Layer::DrawQuantizedChannels(int i, const ElementFiller& values, float* real) {
+  Blob& b = *blobs_.at(i);
+  quant::Quantizer& q = *blob_quantizers_.at(i);
+  const size_t channels = b.shape(0), k = b.count() / channels;
+  void* storage = nullptr;
+  std::unique_ptr<HostView> view = ParamWriteView(i, &storage);
+  std::pair<float, float> range;
+  q.set_channel_scales(
+      DrawChannelsQuantized(values, channels, k, b.type(), storage, real, &range));
+  if (view) view->Release();
+  if (!q.has_observed()) q.SetObserved(range.first, range.second);  // as SetParamFromFloat
+  BlobParams(i);  // checks the scale count
+  ParamsChanged();
+}
+
+bool Layer::FillsQuantizedElementwise(int i) const {
   if (i >= static_cast<int>(pending_fill_.size()) || !pending_fill_[i]) return false;
   const quant::Quantizer& q = *blob_quantizers_.at(i);
   const std::string& type = pending_fill_[i]->type();
-  return IsQuantized(blobs_.at(i)->type()) && q.weight_bits() != 4 && !q.per_channel_weights() &&
+  return IsQuantized(blobs_.at(i)->type()) && q.weight_bits() != 4 &&
          type != "positive_unitball" && blobs_[i]->count() > 0;
 }
 
 void Layer::CopyParamValuesFrom(int i, Layer& src) {
   Blob& to = *blobs_.at(i);
-  if (to.type() == DataType::kFloat32 && src.FillsPerTensorQuantized(i) &&
+  if (to.type() == DataType::kFloat32 && src.FillsQuantizedElementwise(i) &&
       src.blobs_.at(i)->shape() == to.shape()) {
     // The source's filler values drawn once, straight into this blob (a quantized blob's range
     // needs all its values before the first is stored: DrawPendingFills draws them twice), its
@@ -234,6 +253,12 @@ void Layer::CopyParamValuesFrom(int i, Layer& src) {
     std::unique_ptr<HostView> view = ParamWriteView(i, &storage);
     auto* real = static_cast<float*>(storage);
     quant::Quantizer& q = *src.blob_quantizers_[i];
+    if (q.per_channel_weights()) {  // each row drawn, quantized and dequantized back at once
+      src.DrawQuantizedChannels(i, values, real);
+      if (view) view->Release();
+      ParamsChanged();
+      return;
+    }
     if (!q.has_observed() && !q.has_input_range()) {  // DrawPendingFills' range, the same way
       const auto [lo, hi] = DrawnRange(values, n, real);
       q.SetObserved(lo, hi);

@@ -302,6 +302,13 @@ class Convolution {
   /// adjoint: x[c][iy][ix] = Σ of the columns that read it (overwritten).
   static std::string Im2colSource(const KernelTarget& target, DataType type);
   static std::string Im2colKernelName(DataType type);
+  /// The quantized types' im2col into another quantization (the Im2col layer when its top's
+  /// scale or zero point differs from its bottom's): Im2colRequantKernelName(type)(the arguments
+  /// above with pad = x's zero point, then int y_zero, int mult, int shift) stores each value v
+  /// as clamp(y_zero + requant(v − pad, mult, shift)) — quant::Requant with
+  /// quant::RescaleMultiplier(s_x, s_y) — and y_zero outside the input. Throws for float types.
+  static std::string Im2colRequantSource(const KernelTarget& target, DataType type);
+  static std::string Im2colRequantKernelName(DataType type);
   static std::string ForwardKernelName(const ConvDesc& desc);
   /// The depthwise program of a description with one input and output channel per group
   /// (forward_depthwise()); every type and backend.

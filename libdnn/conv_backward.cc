@@ -82,6 +82,14 @@ std::string Convolution::Im2colKernelName(DataType type) {
   return conv_internal::Im2colKernelName(type);
 }
 
+std::string Convolution::Im2colRequantSource(const KernelTarget& target, DataType type) {
+  return conv_internal::Im2colRequantSource(target, type);
+}
+
+std::string Convolution::Im2colRequantKernelName(DataType type) {
+  return conv_internal::Im2colRequantKernelName(type);
+}
+
 Convolution::GroupShape::GroupShape(const ConvDesc& d)
     : cg(d.channels / d.groups),
       ocg(d.out_channels / d.groups),

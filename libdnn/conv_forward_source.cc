@@ -1,6 +1,6 @@
 // libdnn/conv_forward_source.cc — the forward kernel texts of the convolution: the implicit-GEMM
-// forward kernel of every data type and tile (with its weight- and input-packing kernels), and
-// the im2col kernel shared with the backward pass.
+// forward kernel of every data type and tile (with its weight- and input-packing kernels); the
+// im2col kernels are in conv_im2col_source.cc.
 #include <optional>
 #include <string>
 
@@ -620,44 +620,5 @@ std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDes
   c.Validate();
   return ForwardText(target, d, c, channel_pairs).Source();
 }
-
-namespace conv_internal {
-
-std::string Im2colKernelName(DataType type) { return std::string("conv_im2col_") + Name(type); }
-
-void AddIm2colKernel(KernelWriter& w, DataType type) {
-  auto& k = w.Kernel(Im2colKernelName(type)).In("Dtype", "x").Out("Dtype", "col");
-  for (const char* name :
-       {"H", "W", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw", "OH", "OW", "rows", "pad"})
-    k.Value("int", name);
-  k.Body(R"(  $loop(r, rows) {
-    const int oy = r % OH;
-    const int kk = r / OH;  // (c·KH + ky)·KW + kx
-    const int kx = kk % KW;
-    const int ky = (kk / KW) % KH;
-    const int c = kk / (KW * KH);
-    const int iy = oy * sh - ph + ky * dh;
-    const int out = kk * OH * OW + oy * OW;
-    if (iy < 0 || iy >= H) {
-      for (int ox = 0; ox < OW; ++ox) Dtype_STORE(col, out + ox, (Dtype_c)pad);
-      continue;
-    }
-    const int in = (c * H + iy) * W;
-    for (int ox = 0; ox < OW; ++ox) {
-      const int ix = ox * sw - pw + kx * dw;
-      Dtype_STORE(col, out + ox, ix >= 0 && ix < W ? Dtype_LOAD(x, in + ix) : (Dtype_c)pad);
-    }
-  }
-)");
-}
-
-std::string Im2colSource(const KernelTarget& target, DataType type) {
-  KernelWriter w(target, "im2col");
-  w.AddType("Dtype", type);
-  AddIm2colKernel(w, type);
-  return w.Source();
-}
-
-}  // namespace conv_internal
 
 }  // namespace mpcaffe::libdnn

@@ -59,6 +59,11 @@ std::string Im2colKernelName(DataType type);
 void AddIm2colKernel(KernelWriter& w, DataType type);
 /// A program of just that kernel.
 std::string Im2colSource(const KernelTarget& target, DataType type);
+/// The program of conv_im2col_rq_<type> (quantized types; mpcaffe::Error otherwise): the same
+/// walk and arguments with `pad` = x's zero point, then (int y_zero, int mult, int shift): each
+/// value v stored as clamp(y_zero + MP_REQUANT(v − pad, mult, shift)), the padding as y_zero.
+std::string Im2colRequantKernelName(DataType type);
+std::string Im2colRequantSource(const KernelTarget& target, DataType type);
 
 /// `b` advanced by `elements` elements of `element_bytes`.
 BufferRef Offset(const BufferRef& b, size_t elements, size_t element_bytes);

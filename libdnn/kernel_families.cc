@@ -133,6 +133,12 @@ std::vector<KernelFamilyEntry> Build() {
                  return PerTypeSamples(AllTypes(), k, conv_internal::Im2colKernelName,
                                        conv_internal::Im2colSource);
                }});
+  // The Im2col layer's quantized columns into another scale and zero point.
+  f.push_back({"im2col_rq", {}, [](const KernelTarget& k) {
+                 return PerTypeSamples({DataType::kInt16Q, DataType::kInt8Q}, k,
+                                       conv_internal::Im2colRequantKernelName,
+                                       conv_internal::Im2colRequantSource);
+               }});
   f.push_back({"conv_backward", {}, [](const KernelTarget& k) {
                  return Samples{{"conv_bwd_col2im", Convolution::BackwardSource(k)}};
                }});

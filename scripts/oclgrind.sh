@@ -44,7 +44,7 @@ pool_stochastic | test_layers   | StochasticPoolKernels.*:StochasticPooling.* | 
 eltwise_prod    | test_layers   | EltwiseProd.* |
 lrn             | test_libdnn   | *LrnForward.*:*LrnBackward.* | lrn_forward lrn_backward
 conv_nd         | test_layers   | ConvolutionNd.DeconvolutionMatchesTheReference | conv_nd
-layers          | test_layers   | Layers.* |
+layers          | test_layers   | Layers.* | im2col_rq
 gradients       | test_layers   | Gradient.* |
 moe             | test_layers   | Moe.*:-Moe.PaperImagenetMoeNetsForwardInAllFourDtypes |
 helpers         | test_device   | Kernel.LocalMemoryBarrierAndAtomics:Kernel.DeviceChoosesALocalSizeWhenNoneIsGiven |

@@ -1,7 +1,8 @@
 // tests/layers/filler_test.cc — the fillers' random values (layers/layer.h FillValues): the
 // normal generator's distribution, values independent of how a large blob is split over threads,
 // seeds giving different streams, and parameter blobs drawn in blocks straight into device memory
-// holding exactly FillValues' values (converted, quantized with their range) on every device.
+// holding exactly FillValues' values (converted, quantized with their range, per channel in one
+// pass) on every device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -138,17 +139,29 @@ TEST_P(FillerIsaTest, ValuesKeepTheirFingerprints) {
 INSTANTIATE_TEST_SUITE_P(Isa, FillerIsaTest, testing::ValuesIn(test_support::HostIsaLevels()),
                          test_support::HostIsaParamName);
 
+/// The fillers of the parameter tests: gaussian, sparse gaussian, xavier, uniform, constant.
+std::vector<caffe::FillerParameter> ParameterFillers() {
+  caffe::FillerParameter sparse = Gaussian(0.0f, 1.0f), xavier, uniform, constant;
+  sparse.set_sparse(100);
+  xavier.set_type("xavier");
+  uniform.set_type("uniform");
+  uniform.set_min(-3.0f);
+  uniform.set_max(0.25f);
+  constant.set_type("constant");
+  constant.set_value(0.75f);
+  return {Gaussian(0.5f, 0.02f), sparse, xavier, uniform, constant};
+}
+
 /// An InnerProduct layer of `type` on `device` with `outputs` × `inputs` weights from `filler`
 /// (lazily drawn) and its bottom and top blobs. int8 weights get one scale per layer
-/// (MPCAFFE_PER_CHANNEL_WEIGHTS=0), the blob these tests are about: its values are drawn in
-/// blocks straight into the quantized blob, where scales per channel need all values first.
+/// (MPCAFFE_PER_CHANNEL_WEIGHTS=0) unless `per_channel`.
 struct FilledLayer {
   std::unique_ptr<Blob> bottom, top;
   std::unique_ptr<Layer> layer;
   FilledLayer(Device& device, DataType type, const caffe::FillerParameter& filler, int outputs,
-              int inputs) {
+              int inputs, bool per_channel = false) {
     ScopedSettings env;
-    env->per_channel_weights = "0";
+    env->per_channel_weights = per_channel ? "1" : "0";
     caffe::LayerParameter p;
     ParseProtoFromText("name: 'ip' type: 'InnerProduct' inner_product_param { bias_term: false }",
                        "<test>", &p);
@@ -172,24 +185,15 @@ struct FilledLayer {
 // on every device. 2^20 weights: several threads and many blocks.
 TEST(Filler, ParametersDrawnInBlocksHoldFillValues) {
   const int outputs = 512, inputs = 2048;
-  caffe::FillerParameter gaussian = Gaussian(0.5f, 0.02f), sparse = Gaussian(0.0f, 1.0f), xavier,
-                         uniform, constant;
-  sparse.set_sparse(100);
-  xavier.set_type("xavier");
-  uniform.set_type("uniform");
-  uniform.set_min(-3.0f);
-  uniform.set_max(0.25f);
-  constant.set_type("constant");
-  constant.set_value(0.75f);
   const uint64_t seed = StableHash("ip#0", RandomSeed());  // Layer's seed of blob 0
-  for (const caffe::FillerParameter* filler : {&gaussian, &sparse, &xavier, &uniform, &constant}) {
-    const std::vector<float> values = FillValues(*filler, {outputs, inputs}, seed, "test");
+  for (const caffe::FillerParameter& filler : ParameterFillers()) {
+    const std::vector<float> values = FillValues(filler, {outputs, inputs}, seed, "test");
     const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
     for (DataType type : kAllDataTypes) {
       std::vector<uint8_t> first;
       for (Device* device : DeviceList()) {
-        const std::string what = filler->type() + " " + Name(type) + " on " + device->Describe();
-        FilledLayer f(*device, type, *filler, outputs, inputs);
+        const std::string what = filler.type() + " " + Name(type) + " on " + device->Describe();
+        FilledLayer f(*device, type, filler, outputs, inputs);
         Layer& l = *f.layer;
         const Blob& w = *l.blobs()[0];  // drawn now
         ASSERT_EQ(w.count(), outputs * inputs);
@@ -214,6 +218,44 @@ TEST(Filler, ParametersDrawnInBlocksHoldFillValues) {
         EXPECT_EQ(stored, first) << what << ": other bytes than on the first device";
       }
     }
+  }
+}
+
+// Per-channel int8 weights are drawn, given their channel's scale and quantized one row at a time
+// (rows on every core): the bytes, the channel scales and the observed range are those of drawing
+// all the values first and quantizing them per channel (SetParamFromFloat), bit for bit; drawn
+// through an fp32 layer's copy (calibration) the fp32 layer gets their dequantized values.
+TEST(Filler, PerChannelWeightsDrawnInOnePassEqualDrawingThenQuantizing) {
+  const int outputs = 512, inputs = 2048;
+  const uint64_t seed = StableHash("ip#0", RandomSeed());
+  Device& device = DefaultDevice();
+  for (const caffe::FillerParameter& filler : ParameterFillers()) {
+    SCOPED_TRACE(filler.type());
+    const std::vector<float> values = FillValues(filler, {outputs, inputs}, seed, "test");
+    FilledLayer whole(device, DataType::kInt8Q, filler, outputs, inputs, true);
+    whole.layer->SetParamFromFloat(0, values);
+    FilledLayer rows(device, DataType::kInt8Q, filler, outputs, inputs, true);
+    FilledLayer copy(device, DataType::kFloat32, filler, outputs, inputs);
+    FilledLayer source(device, DataType::kInt8Q, filler, outputs, inputs, true);
+    copy.layer->CopyParamValuesFrom(0, *source.layer);
+    const quant::QuantParams want = whole.layer->BlobParams(0);
+    ASSERT_TRUE(want.per_channel());
+    auto bytes = [](Layer& l) {
+      const Blob& w = *l.blobs()[0];
+      const auto* b = static_cast<const uint8_t*>(w.host_data());
+      return std::vector<uint8_t>(b, b + w.bytes());
+    };
+    const std::vector<uint8_t> expected = bytes(*whole.layer);
+    for (Layer* l : {rows.layer.get(), source.layer.get()}) {
+      EXPECT_TRUE(bytes(*l) == expected);  // `rows` drawn now
+      quant::Quantizer &q = l->blob_quantizer(0), &w = whole.layer->blob_quantizer(0);
+      EXPECT_EQ(q.channel_scales(), w.channel_scales());
+      EXPECT_EQ(q.observed_min(), w.observed_min());
+      EXPECT_EQ(q.observed_max(), w.observed_max());
+    }
+    std::vector<float> real(values.size());
+    quant::DequantizeTensor(expected.data(), expected.size(), want, real.data(), inputs);
+    EXPECT_TRUE(copy.layer->ParamAsFloat(0) == real);
   }
 }
 

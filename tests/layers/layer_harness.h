@@ -107,6 +107,38 @@ inline float Requantized(DataType t, int64_t acc, quant::FixedPointMultiplier m,
 /// Bias in accumulator units as the layers compute it.
 inline int64_t BiasUnits(float bias, double unit) { return static_cast<int64_t>(std::round(double(bias) / unit)); }
 
+/// An Im2col window over images of C × H × W (convolution_param's numbers).
+struct Im2colWindow {
+  int C, H, W, KH, KW, SH, SW, PH, PW, DH, DW;
+  int OH() const { return (H + 2 * PH - (DH * (KH - 1) + 1)) / SH + 1; }
+  int OW() const { return (W + 2 * PW - (DW * (KW - 1) + 1)) / SW + 1; }
+};
+
+/// The Im2col layer's columns of `images` images x: row (c·KH + ky)·KW + kx, column oy·OW + ox of
+/// image n holds x[n][c][oy·SH − PH + ky·DH][ox·SW − PW + kx·DW], or `pad` outside the input;
+/// `*padded` (when given) counts those.
+inline std::vector<float> Im2colReference(const Im2colWindow& w, int images,
+                                          const std::vector<float>& x, float pad,
+                                          int* padded = nullptr) {
+  const int OH = w.OH(), OW = w.OW();
+  std::vector<float> cols;
+  cols.reserve(size_t(images) * w.C * w.KH * w.KW * OH * OW);
+  int outside = 0;
+  for (int n = 0; n < images; ++n)
+    for (int c = 0; c < w.C; ++c)
+      for (int ky = 0; ky < w.KH; ++ky)
+        for (int kx = 0; kx < w.KW; ++kx)
+          for (int oy = 0; oy < OH; ++oy)
+            for (int ox = 0; ox < OW; ++ox) {
+              const int iy = oy * w.SH - w.PH + ky * w.DH, ix = ox * w.SW - w.PW + kx * w.DW;
+              const bool out = iy < 0 || iy >= w.H || ix < 0 || ix >= w.W;
+              outside += out;
+              cols.push_back(out ? pad : x[((size_t(n) * w.C + c) * w.H + iy) * w.W + ix]);
+            }
+  if (padded) *padded = outside;
+  return cols;
+}
+
 /// Labels 0..classes−1 cycling over `n` positions (stored as the layer's float type).
 inline std::vector<float> CyclicLabels(int n, int classes, int offset = 0) {
   std::vector<float> l(n);

@@ -207,50 +207,29 @@ TEST(Layers, DeconvolutionMatchesTheReference) {
   }
 }
 
+/// Im2col's test windows: padding, stride, dilation, unequal kernel sides.
+struct Im2colCase {
+  const char* proto;
+  Im2colWindow w;
+};
+const Im2colCase kIm2colCases[] = {
+    {"kernel_size: 3 stride: 2 pad: 1", {2, 5, 6, 3, 3, 2, 2, 1, 1, 1, 1}},
+    {"kernel_h: 2 kernel_w: 3 stride_h: 1 stride_w: 2 pad_h: 1 pad_w: 2 dilation: 2",
+     {3, 4, 5, 2, 3, 1, 2, 1, 2, 2, 2}},
+};
+
 // Im2col in the float types: row (c·kh + ky)·kw + kx of an image's columns holds channel c at
 // window offset (ky, kx), 0 outside the padded input.
 TEST(Layers, Im2colFloatTypes) {
-  struct Case {
-    const char* proto;
-    int C, H, W, KH, KW, SH, SW, PH, PW, DH, DW;
-  };
-  const Case cases[] = {
-      {"kernel_size: 3 stride: 2 pad: 1", 2, 5, 6, 3, 3, 2, 2, 1, 1, 1, 1},
-      {"kernel_h: 2 kernel_w: 3 stride_h: 1 stride_w: 2 pad_h: 0 pad_w: 2 dilation: 2", 3, 4, 5, 2, 3,
-       1, 2, 0, 2, 2, 2},
-  };
   for (DataType t : kFloats)
-    for (const Case& c : cases) {
+    for (const Im2colCase& c : kIm2colCases) {
+      const Im2colWindow& w = c.w;
       LayerRun r = Make(Param(std::string("type: 'Im2col' convolution_param { ") + c.proto + " }", t),
-                        {{2, c.C, c.H, c.W}}, 1);
+                        {{2, w.C, w.H, w.W}}, 1);
       r.Forward();
-      const int OH = (c.H + 2 * c.PH - (c.DH * (c.KH - 1) + 1)) / c.SH + 1;
-      const int OW = (c.W + 2 * c.PW - (c.DW * (c.KW - 1) + 1)) / c.SW + 1;
-      ASSERT_EQ(r.top[0]->shape(), (std::vector<int>{2, c.C * c.KH * c.KW, OH, OW})) << c.proto;
-      const auto x = r.bottom[0]->ToFloat();
-      std::vector<float> want(r.top[0]->count());
-      size_t i = 0;
-      for (int n = 0; n < 2; ++n)
-        for (int ch = 0; ch < c.C; ++ch)
-          for (int ky = 0; ky < c.KH; ++ky)
-            for (int kx = 0; kx < c.KW; ++kx)
-              for (int oy = 0; oy < OH; ++oy)
-                for (int ox = 0; ox < OW; ++ox, ++i) {
-                  const int iy = oy * c.SH - c.PH + ky * c.DH, ix = ox * c.SW - c.PW + kx * c.DW;
-                  want[i] = iy < 0 || iy >= c.H || ix < 0 || ix >= c.W
-                                ? 0.0f
-                                : x[((n * c.C + ch) * c.H + iy) * c.W + ix];
-                }
-      ExpectMatch(t, r.top[0]->ToFloat(), want, c.proto);
+      ASSERT_EQ(r.top[0]->shape(), (std::vector<int>{2, w.C * w.KH * w.KW, w.OH(), w.OW()})) << c.proto;
+      ExpectMatch(t, r.top[0]->ToFloat(), Im2colReference(w, 2, r.bottom[0]->ToFloat(), 0.0f), c.proto);
     }
-  try {
-    Make(Param("name: 'q' type: 'Im2col' convolution_param { kernel_size: 2 }", DataType::kInt8Q),
-         {{1, 2, 3, 3}}, 1);
-    ADD_FAILURE() << "Im2col accepted int8";
-  } catch (const LayerError& e) {
-    EXPECT_NE(std::string(e.what()).find("'q' (Im2col): does not compute in"), std::string::npos)
-        << e.what();
-  }
   try {
     Make(Param("name: 'big' type: 'Im2col' convolution_param { kernel_size: 5 }", DataType::kFloat32),
          {{1, 2, 3, 3}}, 1);
@@ -258,6 +237,41 @@ TEST(Layers, Im2colFloatTypes) {
   } catch (const LayerError& e) {
     EXPECT_NE(std::string(e.what()).find("'big' (Im2col)"), std::string::npos) << e.what();
   }
+}
+
+// Im2col in int8 and int16: the bottom's codes, its zero point in the padding; with a top range
+// of its own, each code requantized (quant::Requant of v − z_x by s_x / s_y) and the padding y's
+// zero point. Bit-exact against that host arithmetic, with padding, stride and dilation.
+TEST(Layers, Im2colQuantizedTypes) {
+  struct Ranges {
+    double x_lo, x_hi, y_lo, y_hi;  // y equal to x: the codes copied
+  };
+  for (DataType t : {DataType::kInt8Q, DataType::kInt16Q})
+    for (const Im2colCase& c : kIm2colCases)
+      for (const Ranges& g : {Ranges{-1.5, 3, -1.5, 3}, Ranges{-1.5, 3, -0.5, 1.2}}) {
+        const std::string what = std::string(Name(t)) + " " + c.proto + (g.y_hi == g.x_hi ? "" : ", requantized");
+        const Im2colWindow& w = c.w;
+        auto p = Param(std::string("type: 'Im2col' convolution_param { ") + c.proto + " }", t);
+        SetRange(&p, "bottom", 0, g.x_lo, g.x_hi);
+        SetRange(&p, "top", 0, g.y_lo, g.y_hi);
+        LayerRun r = Make(p, {{2, w.C, w.H, w.W}}, 1);
+        r.Forward();
+        ASSERT_EQ(r.top[0]->shape(), (std::vector<int>{2, w.C * w.KH * w.KW, w.OH(), w.OW()})) << what;
+        const quant::QuantParams xp = r.layer->BottomParams(0), yp = r.layer->TopParams(0);
+        const int xz = xp.zero_point[0], yz = yp.zero_point[0];
+        const bool copy = xp.scale[0] == yp.scale[0] && xz == yz;
+        EXPECT_EQ(copy, g.y_hi == g.x_hi) << what;
+        const quant::FixedPointMultiplier m = quant::RescaleMultiplier(xp.scale[0], yp.scale[0]);
+        int padded = 0;
+        std::vector<float> want = Im2colReference(w, 2, r.bottom[0]->ToFloat(), float(xz), &padded);
+        ASSERT_GT(padded, 0) << what;
+        if (!copy)
+          for (float& v : want) {
+            const int64_t q = yz + quant::Requant(t, int(v) - xz, m);
+            v = float(std::min<int64_t>(std::max<int64_t>(q, yp.qmin), yp.qmax));
+          }
+        ExpectMatch(t, r.top[0]->ToFloat(), want, what);
+      }
 }
 
 /// The 4-bit weights of parameter blob 0 as signed values (the blob stores w + 128).

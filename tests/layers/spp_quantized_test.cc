@@ -1,7 +1,6 @@
 // tests/layers/spp_quantized_test.cc — SPP in int8 and int16 computes natively: each pyramid level
 // is libdnn's requantizing pooling from the bottom's quantization into the top's, the levels'
-// codes concatenated unchanged — bit-exact with the pooling reference level by level. Im2col
-// stays fp32: a quantized Im2col is refused naming the layer (convert keeps it fp32).
+// codes concatenated unchanged — bit-exact with the pooling reference level by level.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -16,7 +15,6 @@
 namespace mpcaffe {
 namespace {
 
-using test_support::ErrorOf;
 using test_support::LayerText;
 
 Device& Dev() { return DefaultDevice(); }
@@ -71,19 +69,6 @@ TEST(SPPQuantized, EveryLevelMatchesTheRequantizingPoolingReference) {
         ASSERT_EQ(got.size(), want.size()) << what;
         for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << what << " [" << i << "]";
       }
-}
-
-TEST(SPPQuantized, Im2colStaysFp32AndAQuantizedOneIsRefused) {
-  const std::string text = "name: 'cols' type: 'Im2col' convolution_param { kernel_size: 2 }";
-  for (DataType t : {DataType::kInt8Q, DataType::kInt16Q}) {
-    EXPECT_FALSE(CreateLayer(LayerText(text, t), Dev())->SupportsType(t)) << Name(t);
-    const std::string why = ErrorOf([&] {
-      Blob x(Dev(), t, {1, 2, 3, 3}, "x"), y(Dev(), t, {}, "y");
-      std::vector<Blob*> bottom{&x}, top{&y};
-      CreateLayer(LayerText(text, t), Dev())->SetUp(bottom, top);
-    });
-    EXPECT_NE(why.find("layer 'cols' (Im2col): does not compute in"), std::string::npos) << why;
-  }
 }
 
 }  // namespace
