@@ -148,7 +148,7 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
     // through float lanes, as the scalar body's do.
     const VectorWords v(target);
     const std::string f8 = v.Type("float", 8), i8 = v.Type("int", 8), at = " + 8 * v";
-    std::string body = "  const int n8 = n / 8;\n  $loop(v, n8) {\n";
+    std::string body = "  const int n8 = n / 8;\n  $vector_loop(v, n8) {\n";
     if (from == DataType::kFloat32)
       body += "    const " + f8 + " f = " + v.Load(8, "x" + at) + ";\n";
     else if (from == DataType::kFloat16)
@@ -181,7 +181,8 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
 }
 
 bool HasVectorConvert(const KernelTarget& target, DataType from, DataType to) {
-  return target.vector_builtins && from != to && !(IsQuantized(from) && IsQuantized(to));
+  return Dialect::For(target.backend).vector_builtins && from != to &&
+         !(IsQuantized(from) && IsQuantized(to));
 }
 
 }  // namespace mpcaffe
