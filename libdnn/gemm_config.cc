@@ -129,8 +129,9 @@ std::optional<GemmConfig> GemmConfig::Parse(const std::string& text, std::string
 
 bool GemmConfig::Supports(const GemmDesc& desc, Backend backend) const {
   if (algorithm == Algorithm::kDot && !DotLayout(desc)) return false;
+  // kp = 2: the outer tile's k pairs, or the dot tile's 16 k per step (8 lanes, no local tile).
   if (kp == GemmConfig::kPairs &&
-      (algorithm != Algorithm::kOuter || desc.type != DataType::kInt8Q || vw != 8))
+      (desc.type != DataType::kInt8Q || vw != 8 || (algorithm == Algorithm::kDot && lm != 0)))
     return false;
   if (kp == GemmConfig::kU8S4 &&
       (desc.weight_bits != 4 || vw != 8 || lm != 0 ||
@@ -187,6 +188,11 @@ GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc) {
     c.tm = cpu_vectors || desc.M >= 4 ? 4 : desc.M >= 2 ? 2 : 1;
     c.tn = desc.N <= 4 ? 1 : 2;
     c.wg = cpu_vectors ? 1 : 64;
+    // int8 on CPUs: 16-bit pair products, 16 k per step (one vpmaddwd per 16 products where the
+    // int32 lanes of the one-k step take a vpmulld per 8); the 784-30-10 net's int8 inner
+    // product ran 1.5-2× faster on PoCL and Intel's runtime (docs/BENCHMARKS.md, "Default
+    // configurations").
+    if (cpu_vectors && desc.type == DataType::kInt8Q) c.kp = GemmConfig::kPairs;
     return c;
   }
   c.algorithm = GemmConfig::Algorithm::kOuter;
@@ -267,8 +273,15 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
         }
         add(c);
       }
-      for (auto [tm, tn] : {std::pair{4, 1}, {8, 1}, {2, 2}, {4, 2}})
-        add(Tile(GemmConfig::Algorithm::kDot, tm, tn, vw, wg, base.mf));
+      for (auto [tm, tn] : {std::pair{4, 1}, {8, 1}, {2, 2}, {4, 2}, {4, 4}}) {
+        GemmConfig c = Tile(GemmConfig::Algorithm::kDot, tm, tn, vw, wg, base.mf);
+        if (pairs && vw == 8) {
+          c.kp = GemmConfig::kPairs;
+          add(c);
+          c.kp = GemmConfig::kOneK;
+        }
+        add(c);
+      }
     }
   // Native 4-way dot products (kp = 4, scalar lanes), and the one-k loop beside a kp = 4
   // default.
