@@ -63,6 +63,20 @@ GemmConfig DefaultInt4Config(const GemmDesc& desc) {
   return c;
 }
 
+/// Whether 4-bit weights take their own kernel rather than the int8 kernels on the weights
+/// unpacked to bytes (one pass over the weights per run): the nibbles are unpacked in registers
+/// at every use, which pays where the weights are most of the bytes moved. The dot tile unpacks
+/// a weight row once per row tile of activations, so it keeps 4 bits only while the activation
+/// rows are no more than the weight rows; the outer tile, on a compiler without byte pair
+/// products (DeviceInfo::byte_pair_products), while the activation columns are at most 4 × the
+/// weight rows. Figures: docs/BENCHMARKS.md, "Default configurations".
+bool Int4KernelPays(const DeviceInfo& device, const GemmDesc& desc) {
+  const bool weights_a = desc.weights == WeightOperand::kA;
+  const int64_t activations = weights_a ? desc.N : desc.M, rows = weights_a ? desc.M : desc.N;
+  if (Int4DotLayout(desc)) return activations <= rows;
+  return device.byte_pair_products || activations <= 4 * rows;
+}
+
 std::vector<GemmConfig> Int4Candidates() {
   std::vector<GemmConfig> out;
   for (auto [tm, tn] : {std::pair{4, 1}, {4, 2}, {6, 2}, {8, 1}, {2, 2}, {3, 3}, {2, 4}, {3, 4},
@@ -175,7 +189,7 @@ bool GemmConfig::operator==(const GemmConfig& o) const {
 GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc) {
   GemmConfig c;
   const bool cpu_vectors = UsesCpuVectorDefaults(device);
-  if (cpu_vectors && desc.weight_bits == 4) {
+  if (cpu_vectors && desc.weight_bits == 4 && Int4KernelPays(device, desc)) {
     const GemmConfig native = DefaultInt4Config(desc);
     if (native.Supports(desc, device.backend)) return native;
   }
