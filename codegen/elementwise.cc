@@ -142,10 +142,10 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
   k.Body("  $loop(i, n) {\n" + element + "  }\n");
   if (HasVectorConvert(target, from, to)) {
     // The same arithmetic on 8 elements per step, then the n % 8 tail one by one: PoCL runs the
-    // scalar form as scalar code (quantizing AlexNet's batch-16 input took 6.5 ms), and Intel's
-    // CPU compiler converted fp32 to fp16 one element at a time (the 784-30-10 net's input at
-    // batch 10000 took longer than its fp32 forward pass; docs/BENCHMARKS.md). Every value goes
-    // through float lanes, as the scalar body's do.
+    // scalar form as scalar code, and Intel's CPU runtime made the scalar fp32 → fp16 form
+    // slower than a whole fp32 pass of the small nets that convert their input
+    // (docs/BENCHMARKS.md, "Small nets"). Every value goes through float lanes, as the scalar
+    // body's do.
     const VectorWords v(target);
     const std::string f8 = v.Type("float", 8), i8 = v.Type("int", 8), at = " + 8 * v";
     std::string body = "  const int n8 = n / 8;\n  $vector_loop(v, n8) {\n";

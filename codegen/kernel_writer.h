@@ -125,9 +125,9 @@ struct KernelTarget {
   /// A work-item runs as one thread's loop (UsesCpuVectorDefaults: an OpenCL CPU runtime), so
   /// $vector_loop gives each work-item one contiguous range: the grid-stride form puts one
   /// work-item's successive vectors a whole launch apart, and a CPU thread then streams from a
-  /// hundred places at once (converting the 784-30-10 net's 7.8 M inputs to int8: 5-8× slower
-  /// on Intel's runtime, 2-4× on PoCL; docs/BENCHMARKS.md). GPUs keep the grid stride, whose
-  /// neighbouring work-items touch neighbouring addresses.
+  /// hundred places at once, which its prefetchers do not follow (docs/BENCHMARKS.md, "Default
+  /// configurations"). GPUs keep the grid stride, whose neighbouring work-items touch
+  /// neighbouring addresses.
   bool work_item_is_thread = false;
 
   /// The device's target. fp16_arith follows DeviceInfo::fp16 unless MPCAFFE_FP16_ARITH=0

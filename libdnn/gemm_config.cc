@@ -203,9 +203,8 @@ GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc) {
     c.tn = desc.N <= 4 ? 1 : 2;
     c.wg = cpu_vectors ? 1 : 64;
     // int8 on CPUs: 16-bit pair products, 16 k per step (one vpmaddwd per 16 products where the
-    // int32 lanes of the one-k step take a vpmulld per 8); the 784-30-10 net's int8 inner
-    // product ran 1.5-2× faster on PoCL and Intel's runtime (docs/BENCHMARKS.md, "Default
-    // configurations").
+    // int32 lanes of the one-k step take a vpmulld per 8): faster on PoCL and Intel's runtime
+    // (docs/BENCHMARKS.md, "Default configurations").
     if (cpu_vectors && desc.type == DataType::kInt8Q) c.kp = GemmConfig::kPairs;
     return c;
   }
