@@ -475,6 +475,18 @@ void SetShape(GemmDesc& d, const Shape& s, bool padded) {
   }
 }
 
+/// A vw = 8 tile of `algorithm` with the given register tile, K unroll and K mode.
+GemmConfig Int8Tile(GemmConfig::Algorithm algorithm, int tm, int tn, int ku, int kp) {
+  GemmConfig c;
+  c.algorithm = algorithm;
+  c.tm = tm;
+  c.tn = tn;
+  c.vw = 8;
+  c.ku = ku;
+  c.kp = kp;
+  return c;
+}
+
 TEST(GemmPairTest, KPairProductsMatchTheReferenceExactly) {
   // kp = 2 (int8q pair products, OpenCL vw = 8): odd K and K = 1, 2, 3 (the one-k tail, the
   // unrolled and plain two-k loops), edge tiles in M and N, every transpose, weights as A
@@ -484,16 +496,8 @@ TEST(GemmPairTest, KPairProductsMatchTheReferenceExactly) {
   // Also kp = 1 with vw = 8: the int8 vector epilogue with in-kernel activation sums.
   std::vector<GemmConfig> configs;
   for (auto [tm, tn, ku, kp] :
-       {std::tuple{6, 2, 1, 2}, std::tuple{3, 1, 2, 2}, std::tuple{6, 2, 1, 1}}) {
-    GemmConfig c;
-    c.algorithm = GemmConfig::Algorithm::kOuter;
-    c.tm = tm;
-    c.tn = tn;
-    c.vw = 8;
-    c.ku = ku;
-    c.kp = kp;
-    configs.push_back(c);
-  }
+       {std::tuple{6, 2, 1, 2}, std::tuple{3, 1, 2, 2}, std::tuple{6, 2, 1, 1}})
+    configs.push_back(Int8Tile(GemmConfig::Algorithm::kOuter, tm, tn, ku, kp));
   // N ≥ 128 (8 column tiles of 16): weights A are packed into pairs first (PacksA).
   const std::vector<Shape> shapes = {{1, 1, 1},     {7, 19, 2},   {13, 16, 3}, {6, 33, 9},
                                      {9, 8, 4},     {17, 40, 65}, {2, 1, 130}, {5, 131, 7},
@@ -521,16 +525,8 @@ TEST(GemmPairTest, DotPairProductsMatchTheReferenceExactly) {
   // without), and matrix × vector (weights A, one column of B).
   Device& dev = DefaultDevice();
   std::vector<GemmConfig> configs;
-  for (auto [tm, tn, ku] : {std::tuple{4, 2, 1}, std::tuple{2, 3, 2}, std::tuple{1, 1, 1}}) {
-    GemmConfig c;
-    c.algorithm = GemmConfig::Algorithm::kDot;
-    c.tm = tm;
-    c.tn = tn;
-    c.vw = 8;
-    c.ku = ku;
-    c.kp = GemmConfig::kPairs;
-    configs.push_back(c);
-  }
+  for (auto [tm, tn, ku] : {std::tuple{4, 2, 1}, std::tuple{2, 3, 2}, std::tuple{1, 1, 1}})
+    configs.push_back(Int8Tile(GemmConfig::Algorithm::kDot, tm, tn, ku, GemmConfig::kPairs));
   std::vector<GemmDesc> descs(3);
   for (GemmDesc& d : descs) d.type = d.out_type = DataType::kInt8Q;
   descs[0].trans_b = true;  // InnerProduct: unsigned weights B with a zero point, per channel
