@@ -6,14 +6,17 @@
 // pairs per channel, vpmaddwd + vpaddd into int32 lanes) with 256-bit vectors and, where the CPU
 // has AVX-512 BW, 512-bit ones; and the fp32 kernel's (16 pixels × 8 channels, FMAs with the
 // weight broadcast): multiply-adds per second of each.
-//   build/bin/mpcaffe_cpu_peak [threads]     (default: every hardware thread, and 1 for comparison)
+//   build/bin/mpcaffe_cpu_peak [threads] [--markdown]  (default: every hardware thread, and 1
+//   for comparison; --markdown: docs/BENCHMARKS.md's table)
 #include <immintrin.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -141,22 +144,57 @@ double ProductsPerSecond(F&& loop, long iterations) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int all = argc > 1 ? std::atoi(argv[1]) : static_cast<int>(std::thread::hardware_concurrency());
+  int all = static_cast<int>(std::thread::hardware_concurrency());
+  bool markdown = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--markdown") {
+      markdown = true;
+    } else if (!arg.empty() && arg.find_first_not_of("0123456789") == std::string::npos) {
+      all = std::atoi(arg.c_str());
+    } else {
+      std::fprintf(stderr, "mpcaffe_cpu_peak: unknown argument '%s'\n"
+                   "usage: mpcaffe_cpu_peak [threads] [--markdown]\n", arg.c_str());
+      return 2;
+    }
+  }
   const long iterations = 200000000;
+  std::vector<std::pair<int, double>> peaks;
   for (int threads : {1, all > 0 ? all : 1}) {
     double best = 0;
     for (int r = 0; r < 3; ++r) best = std::max(best, GflopsWith(threads, iterations));
-    std::printf("fp32 FMA peak, %d thread(s): %.1f GFLOP/s (best of 3)\n", threads, best);
+    peaks.emplace_back(threads, best);
+    if (!markdown)
+      std::printf("fp32 FMA peak, %d thread(s): %.1f GFLOP/s (best of 3)\n", threads, best);
   }
   const LoopData d;
   const long loops = 20000000;
+  const double fma = ProductsPerSecond([&](long n) { return FmaLoop(d, n); }, loops);
+  const double pair256 = ProductsPerSecond([&](long n) { return PairLoop256(d, n); }, loops);
+  const bool bw = __builtin_cpu_supports("avx512bw");
+  const double pair512 =
+      bw ? ProductsPerSecond([&](long n) { return PairLoop512(d, n); }, loops) : 0;
+  if (markdown) {
+    // docs/BENCHMARKS.md's "CPU peak" table (scripts/bench.sh's peak step splices it in).
+    std::printf("| measure | best of 3 |\n|---|---:|\n");
+    for (const auto& [threads, gflops] : peaks)
+      std::printf("| fp32 FMA peak, %d thread%s | %.1f GFLOP/s |\n", threads,
+                  threads == 1 ? "" : "s", gflops);
+    std::printf("| pointwise inner loop, 1 thread: fp32 FMAs | %.1f G multiply-adds/s |\n", fma);
+    std::printf("| pointwise inner loop, 1 thread: int8 pairs, 256-bit | %.1f G multiply-adds/s |\n",
+                pair256);
+    if (bw)
+      std::printf("| pointwise inner loop, 1 thread: int8 pairs, 512-bit | %.1f G multiply-adds/s |\n",
+                  pair512);
+    else
+      std::printf("| pointwise inner loop, 1 thread: int8 pairs, 512-bit | no AVX-512 BW |\n");
+    return 0;
+  }
   std::printf("pointwise loops, 1 thread (G multiply-adds/s, best of 3): fp32 FMA %.1f, int8 "
               "pairs 256-bit %.1f",
-              ProductsPerSecond([&](long n) { return FmaLoop(d, n); }, loops),
-              ProductsPerSecond([&](long n) { return PairLoop256(d, n); }, loops));
-  if (__builtin_cpu_supports("avx512bw"))
-    std::printf(", int8 pairs 512-bit %.1f\n",
-                ProductsPerSecond([&](long n) { return PairLoop512(d, n); }, loops));
+              fma, pair256);
+  if (bw)
+    std::printf(", int8 pairs 512-bit %.1f\n", pair512);
   else
     std::printf(" (no AVX-512 BW: no 512-bit row)\n");
 }

@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
 """bench/peers.py — mpcaffe against its peers, measured back to back in one run on one machine:
-the same net exported to ONNX (mpcaffe.onnx.export) and run by ONNX Runtime on the CPU in fp32
-and in int8 (ONNX Runtime's static quantization, calibrated on the same synthetic input mpcaffe
-calibrates on), each right after `mpcaffe bench net` of the same net, data type and batch on
-every chosen device; and the net's GEMMs through LibDNN against CLBlast on each device
-(`mpcaffe bench gemm --model`).
+the same net exported to ONNX (mpcaffe.onnx.export) and run on the CPU by ONNX Runtime and
+OpenVINO in fp32 and in int8 (ONNX Runtime's static QDQ quantization, calibrated on the same
+synthetic input mpcaffe calibrates on; OpenVINO runs that same QDQ net), and by OpenCV's DNN
+module in fp32 on the Caffe files, each right after `mpcaffe bench net` of the same net, data
+type and batch on every chosen device; and the net's GEMMs through LibDNN against CLBlast on
+each device (`mpcaffe bench gemm --model`). Every engine runs at one CPU level (`--level`:
+native, or avx2 on an AVX-512 machine; bench/peer_engines.py says how each is held there).
 
     bench/peers.py --model net.prototxt [--batch 1,16] [--iterations 10] [--json peers.json]
                    [--mpcaffe build/bin/mpcaffe] [--device i|i,j|all] [--no-clblast]
+                   [--peers onnxruntime,openvino,opencv] [--level native|avx2]
 
-The JSON ({"kind": "peers", "model", "results": [...]}) is read by bench/report.py next to the
-`bench net` files: one row per peer, batch, data type and mpcaffe device, each carrying the
-device's identity keys (as `bench net` writes them). A ratio mpcaffe / peer below 1 means
-mpcaffe is faster.
+The JSON ({"kind": "peers", "model", "level", "cpu", "results": [...]}) is read by
+bench/report.py next to the `bench net` files and by bench/peers_table.py: one row per peer,
+batch, data type and mpcaffe device, each carrying the device's identity keys (as `bench net`
+writes them) and the CPU level the peer (`cpu_level`) and mpcaffe (`ours_cpu_level`) ran at. A
+ratio mpcaffe / peer below 1 means mpcaffe is faster. A peer that is not installed is left out
+with a message (ONNX Runtime is required: it quantizes the int8 net).
 """
 
 import argparse
@@ -26,6 +31,9 @@ import time
 
 import numpy as np
 from google.protobuf import text_format
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peer_engines as pe  # noqa: E402  (bench/peer_engines.py, beside this file)
 
 LOSS_TYPES = {"SoftmaxWithLoss", "EuclideanLoss", "Accuracy", "SigmoidCrossEntropyLoss",
               "HingeLoss", "InfogainLoss", "ContrastiveLoss", "MultinomialLogisticLoss"}
@@ -154,9 +162,10 @@ def realistic_weights(net, rng):
                 blobs[1].data[...] = rng.normal(0, 0.1, size=blobs[1].data.shape)
 
 
-def onnxruntime_rows(args, mpcaffe, ort, q, options, rng, batch, tmp):
-    """ONNX Runtime fp32 and int8 on the exported net at `batch`, each right after mpcaffe's run
-    of the same dtype; raises mpcaffe.onnx.ExportError when the net has no ONNX form."""
+def export(args, mpcaffe, batch, tmp):
+    """The inference net at `batch` with realistic weights, saved for mpcaffe (prototxt and
+    caffemodel, also what OpenCV DNN reads) and exported to ONNX: (prototxt, weights, fp32.onnx);
+    raises mpcaffe.onnx.ExportError when the net has no ONNX form."""
     prototxt = os.path.join(tmp, "net.prototxt")
     with open(prototxt, "w") as f:
         f.write(text_format.MessageToString(inference_param(mpcaffe, args.model, batch)))
@@ -164,16 +173,17 @@ def onnxruntime_rows(args, mpcaffe, ort, q, options, rng, batch, tmp):
     realistic_weights(net, np.random.default_rng(7))
     weights = os.path.join(tmp, "weights.caffemodel")
     net.save(weights)  # mpcaffe's runs load the same weights
-    fp32_path, int8_path = os.path.join(tmp, "fp32.onnx"), os.path.join(tmp, "int8.onnx")
+    fp32_path = os.path.join(tmp, "fp32.onnx")
     mpcaffe.onnx.export(net, fp32_path)
-    del net
-    session = ort.InferenceSession(fp32_path, options, providers=["CPUExecutionProvider"])
-    feeds = {i.name: rng.uniform(-1, 1, size=i.shape).astype(np.float32)
-             for i in session.get_inputs()}
+    return prototxt, weights, fp32_path
+
+
+def quantize_qdq(ort, q, fp32_path, feeds, tmp):
+    """ONNX Runtime's static quantization of the export (QDQ: uint8 activations, int8 weights per
+    tensor, MinMax over the one synthetic batch mpcaffe's OBSERVE pass calibrates on too): the
+    int8 net both ONNX Runtime and OpenVINO run."""
 
     class Calibration(q.CalibrationDataReader):
-        """One synthetic batch, as mpcaffe's OBSERVE pass calibrates on one."""
-
         def __init__(self):
             self.items = iter([feeds])
 
@@ -181,7 +191,7 @@ def onnxruntime_rows(args, mpcaffe, ort, q, options, rng, batch, tmp):
             return next(self.items, None)
 
     # ONNX Runtime's recommended pre-processing (shape inference, graph optimization).
-    pre_path = os.path.join(tmp, "fp32_pre.onnx")
+    pre_path, int8_path = os.path.join(tmp, "fp32_pre.onnx"), os.path.join(tmp, "int8.onnx")
     try:
         q.quant_pre_process(fp32_path, pre_path)
     except Exception as e:  # the model quantizes without it, only less well
@@ -190,27 +200,73 @@ def onnxruntime_rows(args, mpcaffe, ort, q, options, rng, batch, tmp):
     q.quantize_static(pre_path, int8_path, Calibration(), quant_format=q.QuantFormat.QDQ,
                       activation_type=q.QuantType.QUInt8, weight_type=q.QuantType.QInt8,
                       per_channel=False, calibrate_method=q.CalibrationMethod.MinMax)
-    sessions = {"fp32": session,
-                "int8": ort.InferenceSession(int8_path, options,
-                                             providers=["CPUExecutionProvider"])}
+    return int8_path
+
+
+def peer_runners(args, engines, prototxt, weights, fp32_path, tmp):
+    """{engine: {dtype: a callable running one forward pass}} for every peer engine on the same
+    net, weights and input; dtypes an engine cannot run are absent."""
+    import onnxruntime as ort
+    from onnxruntime import quantization as q
+    options = ort.SessionOptions()
+    if args.threads:
+        options.intra_op_num_threads = args.threads
+    session = ort.InferenceSession(fp32_path, options, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(1701)
+    feeds = {i.name: rng.uniform(-1, 1, size=i.shape).astype(np.float32)
+             for i in session.get_inputs()}
+    int8_path = quantize_qdq(ort, q, fp32_path, feeds, tmp)
+    runners = {}
+    if "onnxruntime" in engines:
+        int8 = ort.InferenceSession(int8_path, options, providers=["CPUExecutionProvider"])
+        runners["onnxruntime"] = {"fp32": lambda: session.run(None, feeds),
+                                  "int8": lambda: int8.run(None, feeds)}
+    if "openvino" in engines:
+        runners["openvino"] = {d: pe.openvino_runner(path, feeds, args.threads)
+                               for d, path in (("fp32", fp32_path), ("int8", int8_path))}
+    if "opencv" in engines:
+        try:
+            runners["opencv"] = {"fp32": pe.opencv_runner(prototxt, weights, feeds)}
+        except Exception as e:  # cv2.error: a layer its Caffe reader does not know
+            print(f"OpenCV DNN cannot read {args.model} ({e}); no opencv rows", flush=True)
+    return runners
+
+
+def peer_rows(args, mpcaffe, engines, batch, tmp):
+    """Every peer engine's fp32 and int8 on the exported net at `batch`, each right after
+    mpcaffe's run of the same dtype: [row]."""
+    prototxt, weights, fp32_path = export(args, mpcaffe, batch, tmp)
+    runners = peer_runners(args, engines, prototxt, weights, fp32_path, tmp)
     rows = []
     for dtype in args.dtypes.split(","):
-        # Back to back: mpcaffe on each device, then ONNX Runtime, for the same dtype and batch;
-        # one row per device (the ONNX Runtime figures shared). int8w4 (4-bit weights, 8-bit
-        # activations) has no ONNX Runtime counterpart: it is compared with ONNX Runtime's int8.
+        # Back to back: mpcaffe on each device, then every peer, for the same dtype and batch;
+        # one row per peer and device (a peer's figures shared). int8w4 (4-bit weights, 8-bit
+        # activations) has no peer counterpart: it is compared with the peers' int8.
         if dtype not in ("fp32", "int8", "int8w4"):
             raise SystemExit(f"peers.py: --dtypes: {dtype!r} is not fp32, int8 or int8w4")
         mine = ours(args, [dtype], batch, weights=weights)
-        s = sessions["int8" if dtype == "int8w4" else dtype]
-        med, lo, hi = time_ms(lambda: s.run(None, feeds), args.iterations)
-        for r in mine:
-            rows.append({"engine": "onnxruntime", "version": ort.__version__, "dtype": dtype,
-                         "peer_dtype": "int8" if dtype == "int8w4" else dtype, "batch": batch,
-                         "forward_ms_median": med, "forward_ms_min": lo, "forward_ms_max": hi, "ours_ms_median": r["forward_ms_median"],
-                         **identity(r)})
-            print(f"batch {batch} {dtype}: mpcaffe on {r['device']} {r['forward_ms_median']:.1f} "
-                  f"ms, onnxruntime {med:.1f} ms ({lo:.1f}-{hi:.1f}): ratio "
-                  f"{r['forward_ms_median'] / med:.2f}", flush=True)
+        peer_dtype = "int8" if dtype == "int8w4" else dtype
+        for engine, by_dtype in runners.items():
+            if peer_dtype not in by_dtype:
+                continue
+            try:
+                med, lo, hi = time_ms(by_dtype[peer_dtype], args.iterations)
+            except Exception as e:  # e.g. cv2.error: a layer it reads but cannot run
+                print(f"batch {batch} {dtype}: {engine} failed ({e}); no {engine} row",
+                      flush=True)
+                continue
+            for r in mine:
+                rows.append({"engine": engine, "version": pe.version(engine),
+                             "dtype": dtype, "peer_dtype": peer_dtype, "batch": batch,
+                             "forward_ms_median": med, "forward_ms_min": lo,
+                             "forward_ms_max": hi, "ours_ms_median": r["forward_ms_median"],
+                             "ours_ms_min": r.get("forward_ms_min"),
+                             "cpu_level": pe.engine_level(engine, args.level),
+                             "ours_cpu_level": pe.engine_level("mpcaffe", args.level),
+                             **identity(r)})
+                print(f"batch {batch} {dtype}: mpcaffe on {r['device']} "
+                      f"{r['forward_ms_median']:.1f} ms, {engine} {med:.1f} ms ({lo:.1f}-{hi:.1f}):"
+                      f" ratio {r['forward_ms_median'] / med:.2f}", flush=True)
     return rows
 
 
@@ -221,37 +277,44 @@ def main(argv=None):
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--dtypes", default="fp32,int8",
                     help="mpcaffe data types, comma-separated: fp32, int8, int8w4 (int8w4 "
-                    "against ONNX Runtime's int8)")
+                    "against the peers' int8)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--mpcaffe", default=os.path.join(os.path.dirname(__file__), "..", "build",
                                                       "bin", "mpcaffe"))
     ap.add_argument("--device", help="mpcaffe device index, indices i,j or all (default: the "
                     "default device)")
     ap.add_argument("--threads", type=int, default=0,
-                    help="ONNX Runtime intra-op threads (0: its default, every core)")
+                    help="the peers' intra-op threads (0: their default, every core)")
+    ap.add_argument("--peers", default=",".join(pe.ENGINES),
+                    help="peer engines, comma-separated (default: every one installed of "
+                    f"{', '.join(pe.ENGINES)})")
+    ap.add_argument("--level", default="native", choices=sorted(pe.LEVEL_ENV),
+                    help="CPU instruction-set level: native (the CPU's), or avx2: every engine "
+                    "with a cap held to AVX2 (bench/peer_engines.py)")
     ap.add_argument("--no-clblast", action="store_true", help="skip LibDNN vs CLBlast")
     args = ap.parse_args(argv)
+    pe.apply_level(args.level)  # before any engine (and mpcaffe's OpenCL runtimes) loads
 
     import mpcaffe
     import mpcaffe.onnx
-    import onnxruntime as ort
-    from onnxruntime import quantization as q
 
+    if "onnxruntime" not in pe.available(["onnxruntime"])[0]:
+        raise SystemExit("peers.py: ONNX Runtime is not installed (pip install onnxruntime): it "
+                         "quantizes the int8 net every peer runs")
+    engines, notes = pe.available([e for e in args.peers.split(",") if e])
+    for note in notes:
+        print(f"peers.py: {note}", flush=True)
     if args.device is not None and args.device.isdigit():
         mpcaffe.set_device(int(args.device))  # the ONNX export builds the net there
     results, skipped = [], []
-    rng = np.random.default_rng(1701)
-    options = ort.SessionOptions()
-    if args.threads:
-        options.intra_op_num_threads = args.threads
     for batch in [int(b) for b in args.batch.split(",") if b]:
         with tempfile.TemporaryDirectory() as tmp:
             try:
-                results += onnxruntime_rows(args, mpcaffe, ort, q, options, rng, batch, tmp)
+                results += peer_rows(args, mpcaffe, engines, batch, tmp)
             except (mpcaffe.onnx.ExportError, mpcaffe.Error) as e:
                 # A layer ONNX cannot express (e.g. MOE), or one this Python build of mpcaffe
-                # does not know: no ONNX Runtime rows for this net.
-                print(f"batch {batch}: no ONNX export ({e}); ONNX Runtime skipped", flush=True)
+                # does not know: no peer rows for this net.
+                print(f"batch {batch}: no ONNX export ({e}); peers skipped", flush=True)
                 skipped.append({"batch": batch, "reason": str(e)})
         if not args.no_clblast:
             with tempfile.TemporaryDirectory() as tmp:
@@ -271,12 +334,16 @@ def main(argv=None):
                                 "ours_ms_median": g["total_ms"]["libdnn"],
                                 "note": "sum over the net's convolution and inner-product GEMMs; "
                                         "CLBlast gets the convolutions as plain GEMMs (im2col "
-                                        "not counted)", **identity(g)})
+                                        "not counted)",
+                                "cpu_level": pe.engine_level("clblast", args.level),
+                                "ours_cpu_level": pe.engine_level("mpcaffe", args.level),
+                                **identity(g)})
                 print(f"batch {batch} net GEMMs on {g['device']}: libdnn "
                       f"{g['total_ms']['libdnn']:.1f} ms, clblast {g['total_ms']['clblast']:.1f} "
                       f"ms", flush=True)
     doc = {"kind": "peers", "model": args.model, "iterations": args.iterations,
-           "results": results, "skipped": skipped}
+           "level": args.level, "cpu": pe.cpu_isa(), "cpu_caps": pe.LEVEL_ENV[args.level],
+           "load_average": os.getloadavg()[0], "results": results, "skipped": skipped}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1)

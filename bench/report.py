@@ -332,14 +332,15 @@ def time_section(rows, peers):
 
 
 def peers_table(n, npeers):
-    header = ["Engine", "mpcaffe device", "Data type", "Batch", "Peer ms (min–max)", "mpcaffe ms",
-              "mpcaffe / peer"]
+    header = ["Engine", "mpcaffe device", "Data type", "Batch", "CPU level (peer / mpcaffe)",
+              "Peer ms (min–max)", "mpcaffe ms", "mpcaffe / peer"]
     body = []
     for r in npeers:
         peer = r["engine"] if "clblast" not in r["engine"] else \
             f"{r['engine']} on {short_device(r)}" if r.get("device") else r["engine"]
         body.append([peer, short_device(r) if r.get("device") else "default",
                      DTYPE_LABEL.get(r["dtype"], r["dtype"]), r["batch"],
+                     f"{r.get('cpu_level', 'n/a')} / {r.get('ours_cpu_level', 'n/a')}",
                      f"{r['forward_ms_median']:.1f} ({r['forward_ms_min']:.1f}–"
                      f"{r['forward_ms_max']:.1f})",
                      fmt(r.get("ours_ms_median"), 1),
@@ -347,7 +348,8 @@ def peers_table(n, npeers):
                      if r.get("ours_ms_median") else "n/a"])
     return "\n".join([f"Peers measured back to back with mpcaffe (bench/peers.py), {title(n)}; "
                       "a ratio below 1 means mpcaffe is faster:", "",
-                      table(header, body, ["---", "---", "---", "---:", "---:", "---:", "---:"])])
+                      table(header, body, ["---", "---", "---", "---:", "---", "---:", "---:",
+                                           "---:"])])
 
 
 def setup_section(rows):
@@ -442,6 +444,9 @@ def gemm_section(gemm):
 
 # ---- Plots ----
 
+# The CPU engines drawn beside mpcaffe: their label and bar colour.
+PLOT_PEERS = {"onnxruntime": ("ONNX Runtime", "0.6"), "openvino": ("OpenVINO", "0.35")}
+
 def plots(rows, peers, outdir):
     import matplotlib
     matplotlib.use("Agg")
@@ -498,10 +503,10 @@ def plots(rows, peers, outdir):
         written.append(path)
 
     # Figures 4.4 / 4.5 (and 4.6): throughput per data type, linear and log scale, with the
-    # ONNX Runtime peers as extra bars when present.
+    # ONNX Runtime and OpenVINO peers as extra bars when present.
     for n in nets:
         nrows = pick(rows, net=n)
-        npeers = pick(peers, net=n, engine="onnxruntime")
+        npeers = [p for p in pick(peers, net=n) if p["engine"] in PLOT_PEERS]
         groups = []
         for r in nrows:
             k = (r.get("device_index", r["device"]), r["batch"])
@@ -510,7 +515,8 @@ def plots(rows, peers, outdir):
         for log in (False, True):
             fig, ax = plt.subplots(figsize=(8, 4.5))
             series = [("mpcaffe", d) for d in DTYPES] + [
-                ("onnxruntime", d) for d in ("fp32", "int8") if pick(npeers, dtype=d)]
+                (e, d) for e in PLOT_PEERS for d in ("fp32", "int8")
+                if pick(npeers, engine=e, dtype=d)]
             width = 0.8 / len(series)
             for i, (engine, d) in enumerate(series):
                 vals = []
@@ -520,7 +526,7 @@ def plots(rows, peers, outdir):
                                   and x["batch"] == b and x["dtype"] == d), None)
                         vals.append(r["images_per_s"] if r else 0)
                     else:
-                        p = first(npeers, batch=b, dtype=d)
+                        p = first(npeers, engine=engine, batch=b, dtype=d)
                         vals.append(b * 1000.0 / p["forward_ms_median"] if p else 0)
                 ax.bar([j + i * width for j in range(len(groups))], vals, width,
                        label=f"{engine} {DTYPE_LABEL[d]}",
@@ -545,7 +551,8 @@ def plots(rows, peers, outdir):
 
 def device_plot(plt, rows, peers, outdir):
     """images/s per device × dtype: one panel per net, dtype groups on x, one bar per device and
-    batch (batch 16 hatched), ONNX Runtime on the same CPU in grey where it runs the net."""
+    batch (batch 16 hatched), ONNX Runtime and OpenVINO on the same CPU in greys where they run
+    the net."""
     nets = nets_in(rows)
     fig, axes = plt.subplots(1, len(nets), figsize=(6.2 * len(nets), 4.6), squeeze=False)
     colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"]
@@ -553,9 +560,9 @@ def device_plot(plt, rows, peers, outdir):
         nrows = pick(rows, net=n)
         batches = sorted({r["batch"] for r in nrows})
         devices = devices_in(nrows)
-        npeers = pick(peers, net=n, engine="onnxruntime")
+        npeers = pick(peers, net=n)
         series = [(dev, b) for dev in devices for b in batches]
-        ort = [b for b in batches if pick(npeers, batch=b)]
+        ort = [(e, b) for e in PLOT_PEERS for b in batches if pick(npeers, engine=e, batch=b)]
         width = 0.84 / (len(series) + len(ort))
         for i, (dev, b) in enumerate(series):
             vals = []
@@ -568,14 +575,14 @@ def device_plot(plt, rows, peers, outdir):
                           hatch="//" if b != batches[0] else None, edgecolor="white",
                           label=f"{short_device(dev)}, batch {b}")
             ax.bar_label(bars, fmt="%.0f", fontsize=6, padding=1)
-        for i, b in enumerate(ort):
+        for i, (e, b) in enumerate(ort):
             vals = []
             for d in DTYPES:
-                p = first(npeers, batch=b, dtype=d)
+                p = first(npeers, engine=e, batch=b, dtype=d)
                 vals.append(b * 1000.0 / p["forward_ms_median"] if p else 0)
             bars = ax.bar([j + (len(series) + i) * width for j in range(len(DTYPES))], vals,
-                          width, color="0.6", hatch="//" if b != batches[0] else None,
-                          edgecolor="white", label=f"ONNX Runtime (CPU), batch {b}")
+                          width, color=PLOT_PEERS[e][1], hatch="//" if b != batches[0] else None,
+                          edgecolor="white", label=f"{PLOT_PEERS[e][0]} (CPU), batch {b}")
             ax.bar_label(bars, labels=[f"{v:.0f}" if v else "" for v in vals], fontsize=6,
                          padding=1)
         total = len(series) + len(ort)
@@ -592,6 +599,15 @@ def device_plot(plt, rows, peers, outdir):
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def emit(text, path):
+    """Writes `text` to the file `path`, or to standard output when `path` is empty."""
+    if path:
+        with open(path, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
 
 
 def main(argv=None):
@@ -623,12 +639,7 @@ def main(argv=None):
         parts.append("### Plots\n\n" + "\n".join(
             f"![{os.path.basename(p)}]({os.path.join(prefix, os.path.basename(p))})"
             for p in written))
-    text = "\n\n".join(p for p in parts if p) + "\n"
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    emit("\n\n".join(p for p in parts if p) + "\n", args.markdown)
     return 0
 
 

@@ -156,9 +156,24 @@ Device& DefaultDevice() {
     const long rank = std::strtol(local.c_str(), nullptr, 10);
     return *pool[static_cast<size_t>(std::max(0L, rank)) % pool.size()];
   }
-  for (Device* d : list)
-    if (d->info().is_gpu) return *d;
-  return *list.front();
+  return *DevicesByProfile().front();
+}
+
+bool DefaultDeviceIsAssigned() {
+  return !GetSettings().device.empty() || !GetSettings().mpi_local_rank.empty();
+}
+
+int ProfileRank(const DeviceInfo& device, bool wants_fp16) {
+  const int device_class = device.is_gpu ? 0 : device.lane_loads_expensive ? 2 : 1;
+  return 2 * device_class + (wants_fp16 && !device.fp16 ? 1 : 0);
+}
+
+std::vector<Device*> DevicesByProfile(bool wants_fp16) {
+  std::vector<Device*> order = DeviceList();
+  std::stable_sort(order.begin(), order.end(), [wants_fp16](const Device* a, const Device* b) {
+    return ProfileRank(a->info(), wants_fp16) < ProfileRank(b->info(), wants_fp16);
+  });
+  return order;
 }
 
 std::string Device::Describe() const {

@@ -500,11 +500,23 @@ void CountHostSync();
 /// (the ICD loader's order follows the directory, which differs between machines), then CUDA.
 const std::vector<Device*>& DeviceList();
 
+/// The devices in the order the default-device rule prefers them when neither a selector nor a
+/// record of measured passes decides (the profile rule): GPUs, then CPU devices, then CPU
+/// devices whose lane loads are expensive (llvmpipe: a pass there takes tens of times longer
+/// than on the other runtimes of the same CPU, docs/BENCHMARKS.md); within a class, for a net
+/// that computes in fp16 (`wants_fp16`), devices with native fp16 first. Ties keep DeviceList's
+/// order.
+std::vector<Device*> DevicesByProfile(bool wants_fp16 = false);
+/// DevicesByProfile's key of one device: lower comes first.
+int ProfileRank(const DeviceInfo& device, bool wants_fp16);
 /// The device MPCAFFE_DEVICE names (see FindDevice), else in an MPI job the device of the
 /// process's rank on its node (rank modulo the GPUs, or modulo all devices when there is no
-/// GPU), else the first GPU, else the first device. Throws DeviceError (with install advice) when there is none, or when MPCAFFE_DEVICE
-/// matches no device.
+/// GPU), else DevicesByProfile's first. Throws DeviceError (with install advice) when there is
+/// none, or when MPCAFFE_DEVICE matches no device.
 Device& DefaultDevice();
+/// Whether DefaultDevice is the user's choice (MPCAFFE_DEVICE) or an MPI rank's, which a
+/// choice by measured passes (net/device_choice.h) must not override.
+bool DefaultDeviceIsAssigned();
 /// Device by index; throws DeviceError listing the valid range.
 Device& GetDevice(int index);
 /// The first device a selector names, or nullptr: a decimal index; an implementation name

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "codegen/target_profile.h"
 #include "cache/program_cache.h"
 #include "libdnn/kernel_config.h"
 #include "device/opencl/opencl_interop.h"
@@ -98,7 +99,8 @@ bool Available(BlasImpl impl, const Device& device, const GemmDesc& desc, std::s
 #ifndef MPCAFFE_HAVE_CLBLAST
       return no("built without CLBlast (install libclblast-dev and reconfigure)");
 #else
-      if (device.backend() != Backend::kOpenCL) return no("CLBlast runs on OpenCL devices only");
+      if (TargetProfile::Of(device.info()).vendor_blas != VendorBlas::kCLBlast)
+        return no("CLBlast runs on OpenCL devices only");
       if (IsQuantized(desc.type)) return no("CLBlast has no quantized GEMM");
       // CLBlast's half kernels compute in half (it reports kNoHalfPrecision otherwise).
       if (desc.type == DataType::kFloat16 && !device.info().fp16)
@@ -110,7 +112,8 @@ bool Available(BlasImpl impl, const Device& device, const GemmDesc& desc, std::s
 #ifndef MPCAFFE_HAVE_CUDA
       return no("built without the CUDA backend (no CUDA toolkit at build time)");
 #else
-      if (device.backend() != Backend::kCuda) return no("cuBLAS runs on CUDA devices only");
+      if (TargetProfile::Of(device.info()).vendor_blas != VendorBlas::kCuBLAS)
+        return no("cuBLAS runs on CUDA devices only");
       if (IsQuantized(desc.type)) return no("mpcaffe uses cuBLAS for fp32 and fp16 GEMMs only");
       if (desc.bias || desc.relu) return no("cuBLAS cannot fuse bias or ReLU");
       if (const std::string problem = CublasLoadProblem(); !problem.empty()) return no(problem);

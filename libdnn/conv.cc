@@ -11,35 +11,16 @@
 
 #include "device/error.h"
 #include "device/settings.h"
+#include "libdnn/conv_families.h"
 #include "libdnn/conv_internal.h"
 #include "libdnn/int4_internal.h"
-#include "libdnn/tuner.h"  // TunedConvConfig, TunedPointwise, DepthwiseOff
+#include "libdnn/tuner.h"  // DepthwiseConfig
 
 namespace mpcaffe::libdnn {
 
 using namespace conv_internal;  // NOLINT: this file's private vocabulary
 
 namespace {
-
-/// Whether the forward pass should be im2col + GEMM (Convolution::forward_gemm). The direct
-/// kernel's int8 steps are channel pairs, so with 3 input channels one pair in two is half
-/// empty: the GEMM wins on int8 first layers, while for fp32 the columns cost about what the
-/// GEMM saves. So by default only int8 with at most 4 input channels. Groups (a GEMM per group)
-/// only when forced: with 4-bit weights the columns, the GEMM's own activation packing and
-/// weight expansion cost more than its byte-pair products save, even with the weights unpacked
-/// in the GEMM's registers. (Figures: docs/BENCHMARKS.md, "Default configurations".)
-bool WantsForwardGemm(const Device& device, const ConvDesc& d, const ConvQuant& q) {
-  if (device.backend() != Backend::kOpenCL) return false;
-  if (d.type != DataType::kFloat32 && d.type != DataType::kInt8Q) return false;
-  if (d.residual) return false;  // the GEMM's epilogue adds no residual
-  for (int32_t z : q.w_zero)
-    if (z != q.w_zero[0]) return false;  // the GEMM takes one weight zero point
-  const std::string& env = GetSettings().conv_gemm;
-  if (env == "0") return false;
-  if (env == "1") return true;
-  return !UsesLaneDefaults(device.info()) && d.type == DataType::kInt8Q && d.groups == 1 &&
-         d.channels <= 4 && d.kernel_h * d.kernel_w >= 9;
-}
 
 /// For CPU devices: a work-group size dividing `global` that leaves at least 8 work-groups per
 /// compute unit where the grid has them: whole rows of dimension 0 (neighbouring pixel blocks
@@ -87,54 +68,12 @@ bool ColumnsAreTheInput(const ConvDesc& d) {
   return Convolution::IsPointwise(one);
 }
 
-/// The forward kernels a convolution can run.
-enum class ForwardPath { kDirect, kDepthwise, kPointwise, kGemm };
-
-}  // namespace
-
-/// What the constructor without a config runs: the path, and the pointwise tile — the tuning
-/// table's choice (TunedPointwise: MPCAFFE_KERNEL_CONFIG's conv_pw entry where it applies, else
-/// the record, else the default tile; "conv_pw:off" in either says the direct kernel).
-struct Convolution::Plan {
-  ForwardPath path = ForwardPath::kDirect;
-  PointwiseTile tile;
-  ConfigSource tile_source = ConfigSource::kDefault;
-  Chosen<ConvConfig> direct;  // the direct kernel's configuration (looked up on every path)
-};
-
-Convolution::Plan Convolution::PlanOf(const Device& device, const ConvDesc& d,
-                                      const ConvQuant& q) {
-  const Settings& s = GetSettings();
-  Plan plan;
-  plan.direct = ChooseConvConfig(device, d);
-  if (IsDepthwise(d) && s.conv_depthwise != "0" && !DepthwiseOff()) {
-    plan.path = ForwardPath::kDepthwise;
-  } else if (s.conv_gemm != "1" &&
-             PointwiseApplies(d, DefaultPointwiseTile(d)) &&
-             (IsPointwise(d) || Dialect::For(device.backend()).vector_builtins) &&
-             (d.type != DataType::kInt8Q ||
-              (Dialect::For(device.backend()).vector_builtins && q.x_zero >= 0 &&
-               q.x_zero <= 255))) {
-    const Chosen<PointwiseChoice> tile = ChoosePointwise(device, d);
-    if (tile.config) {
-      plan.path = ForwardPath::kPointwise;
-      plan.tile = *tile.config;
-      plan.tile_source = tile.source;
-    }
-  }
-  if (plan.path == ForwardPath::kDirect && WantsForwardGemm(device, d, q))
-    plan.path = ForwardPath::kGemm;
-  return plan;
-}
-
-namespace {
-
-const char* PathName(ForwardPath path) {
-  switch (path) {
-    case ForwardPath::kDepthwise: return "depthwise";
-    case ForwardPath::kPointwise: return "pointwise";
-    case ForwardPath::kGemm: return "gemm";
-    case ForwardPath::kDirect: break;
+const char* FamilyPathName(ConvFamily family) {
+  switch (family) {
+    case ConvFamily::kDepthwise: return "depthwise";
+    case ConvFamily::kPointwise: return "pointwise";
+    case ConvFamily::kGemm: return "gemm";
+    case ConvFamily::kDirect: break;
   }
   return "direct";
 }
@@ -143,45 +82,41 @@ const char* PathName(ForwardPath path) {
 
 const char* Convolution::ForwardPathOf(const Device& device, const ConvDesc& desc,
                                        const ConvQuant& quant) {
-  return PathName(PlanOf(device, desc, quant).path);
+  return FamilyPathName(PlanConvolution(device, desc, quant).family->family);
 }
 
-const char* Convolution::forward_path() const {
-  return PathName(depthwise_   ? ForwardPath::kDepthwise
-                  : pointwise_ ? ForwardPath::kPointwise
-                  : forward_gemm() ? ForwardPath::kGemm
-                                   : ForwardPath::kDirect);
-}
+const char* Convolution::forward_path() const { return FamilyPathName(family_); }
 
 Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant)
-    : Convolution(device, desc, quant, PlanOf(device, desc, quant)) {}
+    : Convolution(device, desc, quant, PlanConvolution(device, desc, quant)) {}
 
 Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant,
-                         const Plan& plan)
-    : Convolution(device, desc, quant, plan.direct.config, plan.path == ForwardPath::kDirect) {
+                         const ConvPlan& plan)
+    : Convolution(device, desc, quant, plan.direct.config,
+                  plan.family->family == ConvFamily::kDirect) {
   // What runs, noted for `mpcaffe time --explain` (the GEMMs of kGemm note their own).
-  auto note = [&](const char* family, const std::string& config, ConfigSource source) {
-    if (KernelChoiceLogActive()) NoteKernelChoice({family, config, source, desc_.ToString()});
+  const ConvFamilyChoice& c = plan.choice;
+  auto note = [&](const std::string& config) {
+    if (KernelChoiceLogActive())
+      NoteKernelChoice({plan.family->name, config, c.source, desc_.ToString()});
   };
-  switch (plan.path) {
-    case ForwardPath::kDepthwise: {
-      const Chosen<int> rows = ChooseDepthwiseRows(device, desc_);
-      PrepareDepthwise(rows.config);
-      note("conv_dw", DepthwiseConfig{rows.config}.ToString(), rows.source);
+  switch (plan.family->family) {
+    case ConvFamily::kDepthwise:
+      PrepareDepthwise(c.rows);
+      note(DepthwiseConfig{c.rows}.ToString());
       return;
-    }
-    case ForwardPath::kPointwise:
-      PreparePointwise(plan.tile);
-      note("conv_pw", plan.tile.ToString(), plan.tile_source);
+    case ConvFamily::kPointwise:
+      PreparePointwise(c.tile);
+      note(c.tile.ToString());
       return;
-    case ForwardPath::kDirect:
-      note("conv", plan.direct.config.ToString(), plan.direct.source);
+    case ConvFamily::kDirect:
+      note(plan.direct.config.ToString());
       return;
-    case ForwardPath::kGemm:
-      note("conv_gemm", "", GetSettings().conv_gemm == "1" ? ConfigSource::kOverride
-                                                           : ConfigSource::kDefault);
+    case ConvFamily::kGemm:
+      note("");
       break;
   }
+  family_ = ConvFamily::kGemm;
   const int groups = desc_.groups, ocg = desc_.out_channels / groups;
   GemmDesc g;
   g.type = g.out_type = desc_.type;
@@ -250,15 +185,13 @@ Convolution Convolution::Pointwise(Device& device, const ConvDesc& desc, const P
 
 Convolution Convolution::WithoutPointwise(Device& device, const ConvDesc& desc,
                                           const ConvQuant& quant) {
-  Plan plan;
-  plan.direct = ChooseConvConfig(device, desc);
-  if (WantsForwardGemm(device, desc, quant)) plan.path = ForwardPath::kGemm;
-  return Convolution(device, desc, quant, plan);
+  return Convolution(device, desc, quant,
+                     PlanConvolution(device, desc, quant, ConvFamily::kPointwise));
 }
 
 void Convolution::PreparePointwise(const PointwiseTile& tile) {
   const ConvDesc& d = desc_;
-  pointwise_ = true;
+  family_ = ConvFamily::kPointwise;
   pointwise_tile_ = tile;
   auto program = device_->GetProgram(PointwiseSource(KernelTarget::Of(*device_), d, tile), "",
                                      ProgramHints::OneDimensional());
@@ -282,7 +215,7 @@ void Convolution::PrepareDepthwise(int rows, int vx) {
     throw Error("convolution " + d.ToString() + ": " + std::to_string(planes) +
                 " image planes exceed the depthwise kernel's grid on this device (" +
                 std::to_string(max_planes) + ")");
-  depthwise_ = true;
+  family_ = ConvFamily::kDepthwise;
   depthwise_rows_ = rows;
   depthwise_vx_ = vx > 0 ? vx : DepthwiseVectorWidth(d, KernelTarget::Of(*device_), x_zero_);
   ProgramHints hints;
@@ -408,7 +341,7 @@ Event Convolution::SetWeights(const BufferRef& packed_weights, Queue* queue) {
     weights = BufferRef(unpacked.get(), 0);
   }
   CheckBuffer(d, "weights", weights, d.weight_count(), wbytes);
-  if (pointwise_) {
+  if (family_ == ConvFamily::kPointwise) {
     const PointwiseTile& t = pointwise_tile_;
     const size_t blocks = size_t(DivUp(d.out_channels, t.oc)) * size_t(t.oc);
     const size_t row = d.weight_count() / size_t(d.out_channels);  // weights per channel
@@ -424,7 +357,7 @@ Event Convolution::SetWeights(const BufferRef& packed_weights, Queue* queue) {
     packed_ready_ = true;
     return pointwise_pack_.Launch1D(total, queue);
   }
-  if (depthwise_) {
+  if (family_ == ConvFamily::kDepthwise) {
     const size_t bytes = d.weight_count() * wbytes;
     if (!depthwise_weights_) depthwise_weights_ = device_->Allocate(bytes);
     device_->CopyOnDevice(weights.mem, weights.byte_offset, depthwise_weights_.get(), 0, bytes);
@@ -463,7 +396,7 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
   if (d.residual) CheckBuffer(d, "residual", residual, d.output_count(), es);
   const BufferRef res_arg = d.residual ? residual : output;
   const int ocg = d.out_channels / d.groups, oh = d.out_h(), ow = d.out_w();
-  if (depthwise_) {
+  if (family_ == ConvFamily::kDepthwise) {
     // The sizes are constants of the kernel text; the arguments are buffers and zero points.
     depthwise_kernel_.ArgBuffer(input.mem, input.byte_offset, es)
         .ArgBuffer(depthwise_weights_.get(), 0, SizeOf(d.type))
@@ -479,7 +412,7 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
                                      size_t(d.batch) * d.channels},
                                     {local, 1, 1}, queue);
   }
-  if (pointwise_) {
+  if (family_ == ConvFamily::kPointwise) {
     const PointwiseTile& t = pointwise_tile_;
     const long hw = long(oh) * ow, block = long(t.px) * t.vx;
     pointwise_kernel_.ArgBuffer(input.mem, input.byte_offset, es)

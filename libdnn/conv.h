@@ -154,6 +154,12 @@ enum class ConvInput {
 /// 4-way dot product).
 ConvConfig DefaultConvConfig(const DeviceInfo& device, DataType type = DataType::kFloat32);
 
+/// The forward kernel families of a convolution, in the order its constructor tries them
+/// (libdnn/conv_families.h: each one's rule of application, configuration and defaults table).
+enum class ConvFamily { kDepthwise, kPointwise, kGemm, kDirect };
+
+struct ConvPlan;
+
 /// A convolution prepared for one device and description: kernels generated, quantization
 /// parameters uploaded. Not thread-safe for concurrent calls on one object.
 class Convolution {
@@ -166,6 +172,8 @@ class Convolution {
   const ConvDesc& desc() const { return desc_; }
   const ConvConfig& config() const { return config_; }
   Device& device() const { return *device_; }
+  /// The forward kernel family this convolution runs (fixed at construction).
+  ConvFamily family() const { return family_; }
   /// How the forward kernel reads the input (fixed at construction).
   ConvInput input() const { return input_; }
   /// Whether Forward runs as im2col + LibDNN GEMM instead of the direct kernel. The
@@ -175,7 +183,7 @@ class Convolution {
   /// weight zero point), groups too: per group im2col of its channel slice, a GEMM on its
   /// weight rows (packed 4-bit rows as they are: only those stay on the device, where the
   /// direct kernel keeps a repacked int8 copy) into its output channel slice.
-  bool forward_gemm() const { return !gemms_.empty(); }
+  bool forward_gemm() const { return family_ == ConvFamily::kGemm; }
   /// Whether Forward runs the depthwise kernel (one input and one output channel per group,
   /// as MobileNet's 3×3 layers): a work-item per block of depthwise_rows() output rows of one
   /// channel's output column, or of depthwise_vx() neighbouring columns as OpenCL vectors
@@ -183,7 +191,7 @@ class Convolution {
   /// weights in registers and every size a constant of the kernel text, instead of channel
   /// tiles that such a layer would leave all but one lane of empty. The constructor without a
   /// config chooses it for every depthwise description; MPCAFFE_CONV_DEPTHWISE=0 turns it off.
-  bool forward_depthwise() const { return depthwise_; }
+  bool forward_depthwise() const { return family_ == ConvFamily::kDepthwise; }
   /// Output rows (of one column) per work-item of the depthwise kernel: the tuning table's
   /// record ("conv_dw", desc.ToString()) when there is one, else DefaultDepthwiseRows.
   int depthwise_rows() const { return depthwise_rows_; }
@@ -226,7 +234,7 @@ class Convolution {
   /// TunedPointwise (libdnn/tuner.h: the tuning table's choice, which may be the direct
   /// kernel, else DefaultPointwiseTile); MPCAFFE_KERNEL_CONFIG="conv_pw:off" turns it off,
   /// "conv_pw:oc4 px2 v8" sets the tile.
-  bool forward_pointwise() const { return pointwise_; }
+  bool forward_pointwise() const { return family_ == ConvFamily::kPointwise; }
   const PointwiseTile& pointwise_tile() const { return pointwise_tile_; }
   static bool PointwiseApplies(const ConvDesc& desc, const PointwiseTile& tile);
   /// 8 channels × one vector of 16 pixels; of 8 or 4 for planes of fewer than 16 pixels.
@@ -357,23 +365,22 @@ class Convolution {
   Gemm& GroupGemm(int group) { return *gemms_[gemms_.size() == 1 ? 0 : size_t(group)]; }
   Kernel im2col_;
   // Depthwise forward (forward_depthwise()): its kernel and the weights as SetWeights gave them.
-  bool depthwise_ = false;
   int depthwise_rows_ = 0, depthwise_vx_ = 1;
   void PrepareDepthwise(int rows, int vx = 0);
   Kernel depthwise_kernel_;
   std::shared_ptr<DeviceMemory> depthwise_weights_;
   // Pointwise forward (forward_pointwise()): its kernel, the packing kernel and the weights in
   // its layout.
-  bool pointwise_ = false;
   PointwiseTile pointwise_tile_;
   void PreparePointwise(const PointwiseTile& tile);
   static void RowFormKernel(KernelWriter& w, const ConvDesc& desc, const PointwiseTile& tile);
   Kernel pointwise_kernel_, pointwise_pack_;
   std::shared_ptr<DeviceMemory> pointwise_weights_;
   std::shared_ptr<DeviceMemory> pointwise_wsum_;  // int8q: Σ(w − z_w) per output channel
-  struct Plan;
-  static Plan PlanOf(const Device& device, const ConvDesc& desc, const ConvQuant& quant);
-  Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant, const Plan& plan);
+  /// What Forward runs: the family of the plan the constructor followed (its configuration is
+  /// config_, depthwise_rows_ / depthwise_vx_ or pointwise_tile_).
+  ConvFamily family_ = ConvFamily::kDirect;
+  Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant, const ConvPlan& plan);
   /// The common construction; `direct_kernel` false leaves out the direct forward program and
   /// its packed weights (a depthwise, pointwise or GEMM forward replaces them).
   Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant,

@@ -5,6 +5,7 @@
 
 #include "device/error.h"
 #include "libdnn/conv.h"
+#include "libdnn/conv_families.h"
 #include "libdnn/conv_internal.h"
 #include "libdnn/typed_host.h"
 #include "quant/int4.h"
@@ -224,33 +225,7 @@ void ConvConfig::Validate() const {
 }
 
 ConvConfig DefaultConvConfig(const DeviceInfo& device, DataType type) {
-  if (UsesCpuVectorDefaults(device)) {
-    // Measured on PoCL (AVX2 code, 16 vector registers; shared, loaded machine, so only
-    // side-by-side runs count): 4 vectors of 8 channels × 3 pixels (12 accumulators) was at
-    // or near the top of the candidates on AlexNet's convolutions (ConvBench in
-    // tests/libdnn/conv_test.cc compares them). int16q's split pairs (ConvInput) keep two
-    // int32 sums per accumulator: 2 × 2 tiles (8 registers) do not spill, and ran 15-25% ahead
-    // of 4 × 3 (24 sums, spilled) in four interleaved ConvBench runs (batch 1 and 16); 4 × 2
-    // and 6 × 2 were level with 2 × 2.
-    if (type == DataType::kInt16Q) return {1, 2, 2, 8};
-    // int8 through a native dot product (kp = 4) is not the CPU default: on Intel's OpenCL CPU
-    // runtime (AMD EPYC, AVX-512 VNNI; 2026-11-24; ConvBench.DISABLED_AlexNetBatch1, int8,
-    // best of 6 per layer) the dot_4x8packed_* calls stay scalar (see DefaultGemmConfig) and
-    // AlexNet's five convolutions ran at a geometric mean of 5.2 GFLOP/s with l32 oc2 px4 v1 k4
-    // and 5.5 with l16 oc4 px4 v1 k4, against 15.0 for l32 oc2 px4 v1 (kp = 1) and 28.3 for
-    // this default (channel pairs).
-    return {1, 4, 3, 8};
-  }
-  // Where per-lane loads are expensive (llvmpipe), one work-item per group makes each vector
-  // load one address for all lanes: 2 channels × 6 pixels of 8-channel vectors was the tuner's
-  // winner for fp32 and int8 on most of AlexNet's convolutions (docs/BENCHMARKS.md, "Default
-  // configurations"); int16's split pairs were not measured there.
-  if (device.lane_loads_expensive && type != DataType::kInt16Q) return {1, 2, 6, 8};
-  // GPUs with a native 4-way dot product take int8 four channels per step: one dp4a (or
-  // dot_4x8packed_*) does four of the one-channel loop's multiply-adds. Not measured here (no
-  // GPU on the build machine); the Tuner's candidates hold kp = 1 beside it.
-  if (type == DataType::kInt8Q && device.dot_product) return {32, 2, 4, 1, 4};
-  return {32, 2, 4, 1};
+  return DefaultRowFor(DirectConvDefaults(), "conv", TargetProfile::Of(device), type).config;
 }
 
 std::vector<ConvConfig> ConvConfig::Candidates(const DeviceInfo& device, DataType type) {

@@ -8,6 +8,7 @@
 #include "codegen/vector_words.h"
 #include "device/error.h"
 #include "libdnn/conv.h"
+#include "libdnn/conv_families.h"
 #include "libdnn/conv_internal.h"
 
 namespace mpcaffe::libdnn {
@@ -287,25 +288,7 @@ bool Convolution::PointwiseApplies(const ConvDesc& d, const PointwiseTile& t) {
 }
 
 Convolution::PointwiseTile Convolution::DefaultPointwiseTile(const ConvDesc& d) {
-  // 8 channels × one vector of 16 pixels (on AVX2, 16 registers of accumulators; AVX-512 has 32).
-  // From the tuner on the 42 distinct 1×1 layers of MobileNet v1 / v2, SqueezeNet 1.1,
-  // GoogLeNet and ResNet-50 at batch 1 (ConvBench.DISABLED_ZooPointwise, minimum of 5 runs per
-  // candidate, 2026-11-25, machine loaded by two builds): the fastest or within 13% of it at the
-  // median on both CPU runtimes, whether K ≤ 96 or larger, planes of 28-112 pixels a side or 7-14
-  // (Intel's: best on 22 of the 42 layers, median 1.00 / 1.00 / 1.13 × the best; PoCL: best on
-  // 12, 1.07 / 1.07 / 1.09), where 4 × 2 × 8 was 1.15-1.70 × and the direct kernel 1.35-3.9 ×.
-  // Planes of fewer than 16 pixels take one vector of 8 or 4.
-  if (RowForm(d)) {
-    // The row form: 8 channels × 8 columns (a first layer's wide rows; 16 at stride 1 where
-    // the row has them).
-    PointwiseTile t{8, 1, 8};
-    if (d.stride_w == 1 && d.out_w() >= 64) t.vx = 16;
-    return t;
-  }
-  PointwiseTile t{8, 1, 16};
-  const long hw = long(d.height) * d.width;
-  if (hw < 16) t.vx = hw >= 8 ? 8 : 4;  // under 4 pixels (int8q: 8): the direct kernel
-  return t;
+  return DefaultRowFor(PointwiseDefaults(), "conv_pw", TargetProfile{}, d).config;
 }
 
 const ConfigSchema<Convolution::PointwiseTile>& Convolution::PointwiseTile::Schema() {

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "device/settings.h"
+#include "libdnn/kernel_families.h"
 
 namespace mpcaffe::libdnn {
 
@@ -55,8 +56,22 @@ void NoteKernelChoice(KernelChoice choice) {
   if (log.active) log.choices.push_back(std::move(choice));
 }
 
+namespace {
+
+/// The choice names of the registry's families (all, or only the configurable ones), in its
+/// order.
+std::vector<std::string> ChoiceNames(bool configurable_only) {
+  std::vector<std::string> names;
+  for (const KernelFamilyEntry& family : KernelFamilyRegistry())
+    for (const KernelChoiceName& choice : family.choices)
+      if (choice.configurable || !configurable_only) names.push_back(choice.name);
+  return names;
+}
+
+}  // namespace
+
 const std::vector<std::string>& ConfigurableFamilies() {
-  static const std::vector<std::string> families{"gemm", "conv", "conv_dw", "conv_pw"};
+  static const std::vector<std::string> families = ChoiceNames(true);
   return families;
 }
 
@@ -70,12 +85,7 @@ const char* ConfigSourceName(ConfigSource source) {
 }
 
 const std::vector<std::string>& KernelFamilies() {
-  static const std::vector<std::string> families = [] {
-    std::vector<std::string> f = ConfigurableFamilies();
-    for (const char* other : {"conv_gemm", "pool", "pool_vector_max", "lrn", "lrn_vector"})
-      f.push_back(other);
-    return f;
-  }();
+  static const std::vector<std::string> families = ChoiceNames(false);
   return families;
 }
 

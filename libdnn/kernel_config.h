@@ -13,7 +13,8 @@
 
 namespace mpcaffe::libdnn {
 
-/// The families whose configuration has a text form, each with its schema: "gemm" (GemmConfig),
+/// The families whose configuration has a text form (the configurable choice names of
+/// libdnn/kernel_families.h's registry, in its order), each with its schema: "gemm" (GemmConfig),
 /// "conv" (the direct convolution kernel's ConvConfig), "conv_dw" (the depthwise kernel's
 /// DepthwiseConfig), "conv_pw" (the pointwise kernel's Convolution::PointwiseTile).
 const std::vector<std::string>& ConfigurableFamilies();
@@ -48,8 +49,9 @@ bool KernelChoiceLogActive();
 /// Adds `choice` to the live KernelChoiceLog, if any.
 void NoteKernelChoice(KernelChoice choice);
 
-/// Every kernel family a KernelChoice names: the configurable ones (ConfigurableFamilies) and
-/// "conv_gemm" (im2col + GEMM convolution), "pool", "pool_vector_max", "lrn", "lrn_vector".
+/// Every kernel family a KernelChoice names (every choice name of the registry): the
+/// configurable ones (ConfigurableFamilies) and "conv_gemm" (im2col + GEMM convolution), "pool",
+/// "pool_vector_max", "lrn", "lrn_vector".
 const std::vector<std::string>& KernelFamilies();
 
 /// "family:config" split at its first ':'.

@@ -2,8 +2,8 @@
 # scripts/bench.sh — regenerates the benchmarks of docs/BENCHMARKS.md (`make bench`) on every
 # device: `mpcaffe bench gemm` (LibDNN in every dtype against CLBlast per device), `mpcaffe
 # bench net` on the paper's AlexNet (and AlexNet-MOE once its layer builds) at batch 1 and 16 in
-# every data type, bench/peers.py (ONNX Runtime fp32/int8 on the same CPU and CLBlast on the
-# net's GEMMs, back to back), then bench/report.py's tables and plots spliced into
+# every data type, bench/peers.py (ONNX Runtime, OpenVINO and OpenCV DNN fp32/int8 on the same CPU
+# and CLBlast on the net's GEMMs, back to back), then bench/report.py's tables and plots spliced into
 # docs/BENCHMARKS.md between its "bench.sh:gemm:begin" / "bench.sh:gemm:end" (GEMM) and
 # "bench.sh:begin" / "bench.sh:end" (networks) markers.
 #
@@ -12,13 +12,20 @@
 # BENCH_ITERATIONS (default 10), BENCH_DEVICES (default "all": every device, one row each;
 # "i,j" some; "" the default device), BENCH_PEERS=0 (skip the peers), BENCH_MOE=auto|1|0,
 # BENCH_DOC (default docs/BENCHMARKS.md; "-" leaves it alone and prints the tables),
-# BENCH_STEPS (default "gemm,net,peers,scaleout,report"; e.g. "report" rebuilds the tables from
-# the JSON files of an earlier run). The scaleout step: scripts/bench-scale-out.sh's training
-# throughput with 1 and 2 MPI ranks (BENCH_SCALE_OUT_STEPS, default "lenet,alexnet"; its
-# MPCAFFE_DEVICE defaults to pocl), BENCH_SCALE_OUT_RUNS runs (default 3), the table spliced
-# between the "bench.sh:scaleout:begin" / "bench.sh:scaleout:end" markers. The startup and memory
-# steps (bench/setup_tables.py; BENCH_SETUP_DEVICES, default the OpenCL CPU devices but rusticl)
-# splice theirs between "bench.sh:startup:…" and "bench.sh:memory:…".
+# BENCH_STEPS (default "gemm,net,peers,zoo,scaleout,peak,cache,startup,memory,accuracy,report"; e.g.
+# "report" rebuilds the tables from the JSON files of an earlier run). The scaleout step:
+# scripts/bench-scale-out.sh's training throughput with 1 and 2 MPI ranks (BENCH_SCALE_OUT_STEPS,
+# default "lenet,alexnet"; its MPCAFFE_DEVICE defaults to pocl), BENCH_SCALE_OUT_RUNS runs
+# (default 3), the table spliced between the "bench.sh:scaleout:begin" / "bench.sh:scaleout:end"
+# markers. The startup and memory steps (bench/setup_tables.py; BENCH_SETUP_DEVICES, default the
+# OpenCL CPU devices but rusticl) splice theirs between "bench.sh:startup:…" and
+# "bench.sh:memory:…"; the accuracy step (bench/accuracy_tables.py, the same devices) between
+# "bench.sh:accuracy:…" and "bench.sh:acc16:…"; the cache step (mpcaffe_cache_bench on PoCL)
+# between "bench.sh:cache:…", the peak step (mpcaffe_cpu_peak) between "bench.sh:peak:…". The zoo step: bench/peers.py on ResNet-50, MobileNet v1 and BVLC
+# AlexNet at batch 1 on devices BENCH_ZOO_DEVICES (default 0,1) at each CPU level of BENCH_LEVELS
+# (default native, plus avx2 on an AVX-512 CPU; see bench/peer_engines.py), bench/peers_table.py's
+# table between "bench.sh:zoo:…". OpenVINO is a bench-only peer: the peers steps pip-install it
+# when missing (BENCH_INSTALL_PEERS=0: never).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MPCAFFE=${MPCAFFE:-build/bin/mpcaffe}
@@ -28,7 +35,18 @@ BATCHES=${BENCH_BATCHES:-1,16}
 ITERATIONS=${BENCH_ITERATIONS:-10}
 DEVICES=${BENCH_DEVICES-all}
 DOC=${BENCH_DOC:-docs/BENCHMARKS.md}
-STEPS=",${BENCH_STEPS:-gemm,net,peers,scaleout,startup,memory,report},"
+STEPS=",${BENCH_STEPS:-gemm,net,peers,zoo,scaleout,peak,cache,startup,memory,accuracy,report},"
+LEVELS=${BENCH_LEVELS:-native$(grep -qw avx512f /proc/cpuinfo && echo ,avx2)}
+if [ "${BENCH_PEERS:-1}" != 0 ] && [[ $STEPS == *,peers,* || $STEPS == *,zoo,* ]] &&
+   ! python3 -c 'import openvino' 2>/dev/null; then
+  if [ "${BENCH_INSTALL_PEERS:-1}" = 0 ]; then
+    echo "bench.sh: OpenVINO is not installed (pip install openvino): no OpenVINO columns" >&2
+  else
+    echo "bench.sh: OpenVINO is not installed: pip installing openvino (bench only)" >&2
+    python3 -m pip install --quiet openvino ||
+      echo "bench.sh: pip install openvino failed: no OpenVINO columns" >&2
+  fi
+fi
 PLOTS=docs/img/bench
 mkdir -p "$OUT" "$PLOTS"
 
@@ -125,6 +143,29 @@ open(doc, "w").write(head + body + rest.split(end, 1)[1])
 print(f"updated {doc}: {name}")
 PY
 }
+# Issue 44's table: the zoo nets against the best CPU engines at each CPU level.
+if [[ $STEPS == *,zoo,* ]] && [ "${BENCH_PEERS:-1}" != 0 ]; then
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  zoo=()
+  for level in ${LEVELS//,/ }; do
+    for net in zoo/resnet50_deploy zoo/mobilenet_v1_deploy bvlc/bvlc_alexnet/deploy; do
+      model="$SHARED/models/$net.prototxt"
+      out="$OUT/zoo_${level}_${net//\//_}.json"
+      rm -f "$out"
+      echo "== bench/peers.py: $model, level $level" >&2
+      python3 bench/peers.py --model "$model" --batch 1 --device "${BENCH_ZOO_DEVICES:-0,1}" \
+        --no-clblast --iterations "$ITERATIONS" --level "$level" --mpcaffe "$MPCAFFE" \
+        --json "$out" || echo "bench.sh: bench/peers.py failed for $model at $level" >&2
+      [ -f "$out" ] && zoo+=("$out")
+    done
+  done
+  if [ ${#zoo[@]} -gt 0 ]; then
+    python3 bench/peers_table.py "${zoo[@]}" --markdown "$OUT/zoo.md"
+    splice_table zoo "$OUT/zoo.md" "\`python3 bench/peers.py --model <net> --batch 1 --device \
+${BENCH_ZOO_DEVICES:-0,1} --no-clblast --iterations $ITERATIONS --level <level>\` per net and level \
+(levels $LEVELS), then \`python3 bench/peers_table.py\`" "$load"
+  fi
+fi
 # The start-up and memory tables: the paper's AlexNet in int8 started cold and warm per device,
 # and its caffemodel and peak memory in fp32, int8 and int8w4 (bench/setup_tables.py).
 setup_devices=${BENCH_SETUP_DEVICES:-$DEVICES}
@@ -148,6 +189,45 @@ if [[ $STEPS == *,memory,* ]]; then
   splice_table memory "$OUT/memory.md" "\`mpcaffe bench net --model net_float_1.prototxt \
 --dtypes fp32,int8,int8w4 --batch 1 --reduced-memory both --iterations 1 --no-setup\` \
 (\`bench/setup_tables.py memory\`)" "$load"
+fi
+# The CPU's own peaks, the yardstick of the GEMM table: fp32 FMAs on 1 and every thread, and the
+# pointwise kernel's inner loop in fp32 and in int8 pairs of 256 and 512 bits (bench/cpu_peak.cc).
+if [[ $STEPS == *,peak,* ]]; then
+  echo "== mpcaffe_cpu_peak --markdown" >&2
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  "$(dirname "$MPCAFFE")/mpcaffe_cpu_peak" --markdown > "$OUT/cpu_peak.md"
+  splice_table peak "$OUT/cpu_peak.md" "\`build/bin/mpcaffe_cpu_peak --markdown\` (12 independent \
+8-wide FMA chains per thread; the int8 pointwise loop as the OpenCL compilers emit it)" "$load"
+fi
+# The kernel cache table: element-wise programs built cold and warm in fresh processes, with PoCL's
+# own cache off and on (bench/cache_bench.cc; PoCL, whose cache it sets per process).
+if [[ $STEPS == *,cache,* ]]; then
+  echo "== mpcaffe_cache_bench --markdown (pocl)" >&2
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  MPCAFFE_DEVICE=pocl "$(dirname "$MPCAFFE")/mpcaffe_cache_bench" --markdown --repeat 1 \
+    > "$OUT/cache.md"
+  splice_table cache "$OUT/cache.md" "\`MPCAFFE_DEVICE=pocl build/bin/mpcaffe_cache_bench \
+--markdown --repeat 1\` (\`cmake --build build --target mpcaffe_cache_bench\`)" "$load"
+fi
+# The accuracy tables: LeNet trained on Fashion-MNIST, calibrated and tested per data type on each
+# device, and the 16-bit accumulator's overflows with 4-bit weights (bench/accuracy_tables.py).
+if [[ $STEPS == *,accuracy,* ]]; then
+  echo "== bench/accuracy_tables.py, devices $setup_devices" >&2
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  python3 bench/accuracy_tables.py lenet --mpcaffe "$MPCAFFE" --devices "$setup_devices" \
+    --work "$OUT/accuracy" --json "$OUT/accuracy_lenet.json" --markdown "$OUT/accuracy_lenet.md"
+  splice_table accuracy "$OUT/accuracy_lenet.md" "\`scripts/calibrate-lenet.sh\` per device \
+(LMDBs from \`mpcaffe convert_mnist\` of Fashion-MNIST, \`mpcaffe train\` with \
+\`lenet_solver_adam.prototxt\`, \`mpcaffe calibrate --phase TRAIN --iterations 20\` per type, \
+\`mpcaffe test --iterations 100\` over the 10 000 test images; \`bench/accuracy_tables.py lenet\`)" \
+    "$load"
+  python3 bench/accuracy_tables.py acc16 --mpcaffe "$MPCAFFE" --devices "$setup_devices" \
+    --work "$OUT/accuracy" --model "$alexnet/net_float_1.prototxt" --json "$OUT/accuracy_acc16.json" \
+    --markdown "$OUT/accuracy_acc16.md"
+  splice_table acc16 "$OUT/accuracy_acc16.md" "\`mpcaffe test --acc16-overflow\` on the int8w4 \
+LeNet above (100 batches) and on \`mpcaffe convert --dtype int8w4\` of \`net_float_1.prototxt\` \
+(\`--synthetic --iterations 1\`; \`bench/accuracy_tables.py acc16\`); % of accumulation steps \
+that overflow, % of outputs hit" "$load"
 fi
 [[ $STEPS == *,report,* ]] || exit 0
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "net/device_choice.h"
 #include "net/net.h"
 #include "proto/model_io.h"
 #include "tools/command.h"
@@ -62,8 +63,8 @@ int RunClassify(const std::vector<std::string>& args) {
     return Usage(e.what());
   }
 
-  Device& device = DeviceOrDefault(FlagValue(args, "--device"));
   const caffe::NetParameter file = ReadNetParameterText(model);
+  Device& device = *ChooseDeviceForNet(FlagValue(args, "--device"), file).device;
   const caffe::NetParameter param =
       dtype_flag.empty() || dtype.type == DataType::kFloat32 ? file
                                                               : TypedVariant(file, dtype, device);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "layers/layer.h"
+#include "net/device_choice.h"
 #include "net/distributed.h"
 #include "net/net.h"
 #include "proto/model_io.h"
@@ -71,13 +72,14 @@ int RunTest(const std::vector<std::string>& args) {
     Communicator& comm = Communicator::World();
     const bool root = comm.root();
     const std::string device_flag = FlagValue(args, "--device");
-    Device& device = DeviceOrDefault(device_flag);
-    if (root) std::cout << "Using device: " << device.Describe() << "\n";
+    const caffe::NetParameter param = ReadNetParameterText(model);
+    const DeviceChoice choice = ChooseDeviceForNet(device_flag, param);
+    Device& device = *choice.device;
+    if (root) std::cout << "Using device: " << device.Describe() << " (" << choice.why << ")\n";
     NetOptions options;
     options.phase = caffe::TEST;
     options.synthetic_data = HasFlag(args, "--synthetic");
     options.optimize = ToolOptimizeLevel();
-    const caffe::NetParameter param = ReadNetParameterText(model);
     Net net(param, device, options);
     if (weights.empty() && root)
       std::cout << "Warning: no --weights, testing the fillers' initial values\n";

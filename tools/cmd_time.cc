@@ -13,6 +13,7 @@
 
 #include "layers/layer.h"
 #include "libdnn/kernel_config.h"
+#include "net/device_choice.h"
 #include "net/net.h"
 #include "proto/model_io.h"
 #include "tools/command.h"
@@ -80,7 +81,10 @@ int RunTime(const std::vector<std::string>& args) {
     // Start-up by phase (wall ms), as a warm process spends it.
     StartupPhases startup;
     const std::string device_flag = FlagValue(args, "--device");
-    Device& device = DeviceOrDefault(device_flag);
+    const caffe::NetParameter param = ReadNetParameterText(model);
+    startup.Mark("parse");
+    const DeviceChoice choice = ChooseDeviceForNet(device_flag, param);
+    Device& device = *choice.device;
     startup.Mark("devices");
     NetOptions options;
     options.phase = phase == "TEST" ? caffe::TEST : caffe::TRAIN;
@@ -92,8 +96,6 @@ int RunTime(const std::vector<std::string>& args) {
     }
     options.synthetic_data = HasFlag(args, "--synthetic");
     options.optimize = ToolOptimizeLevel();
-    const caffe::NetParameter param = ReadNetParameterText(model);
-    startup.Mark("parse");
     Net net(param, device, options);
     startup.Mark("build");
     if (!weights.empty()) net.CopyTrainedLayersFrom(weights);
@@ -195,6 +197,8 @@ int RunTime(const std::vector<std::string>& args) {
         host_syncs = after.host_syncs - before.host_syncs;
       }
     }
+    // The whole pass of this net on this device, for the next run that names no device.
+    if (!train) RecordNetForward(device, param, Median(whole_ms));
     // What the inference optimizer fused: layers running inside another, and the producers.
     int fused_layers = 0, chains = 0;
     for (int i = 0; i < n; ++i) {
@@ -206,7 +210,8 @@ int RunTime(const std::vector<std::string>& args) {
     if (json) {
       std::ostringstream os;
       os << "{\"model\": \"" << JsonEscape(model) << "\", \"device\": \""
-         << JsonEscape(device.Describe()) << "\", \"iterations\": " << iterations
+         << JsonEscape(device.Describe()) << "\", \"device_chosen_by\": \""
+         << JsonEscape(choice.why) << "\", \"iterations\": " << iterations
          << ", \"forward_ms_median\": " << median << ", \"optimizer_level\": "
          << net.optimize_level() << ", \"fused_layers\": " << fused_layers
          << ", \"fusion_chains\": " << chains << ", \"launched_layers\": " << n - fused_layers
@@ -247,8 +252,8 @@ int RunTime(const std::vector<std::string>& args) {
       std::fputs(os.str().c_str(), stdout);
       return 0;
     }
-    std::printf("model %s on %s, %d iterations (median per layer, ms)\n", model.c_str(),
-                device.Describe().c_str(), iterations);
+    std::printf("model %s on %s (%s), %d iterations (median per layer, ms)\n", model.c_str(),
+                device.Describe().c_str(), choice.why.c_str(), iterations);
     for (int i = 0; i < n; ++i) {
       const Layer& l = *net.layers()[i];
       if (net.fused_into(i) >= 0) {

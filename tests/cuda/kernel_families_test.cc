@@ -1,7 +1,8 @@
 // tests/cuda/kernel_families_test.cc — the kernel-family registry is complete and honest:
 // every KernelWriter the library source constructs names a registered family (so its CUDA text
 // is compiled by generated_kernels_test.cc), every registered family's programs say they are
-// of that family on both dialects, and the end-of-suite check names an unregistered family.
+// of that family on both dialects, the Oclgrind sweep's table covers libdnn's registry, and the
+// end-of-suite check names an unregistered family.
 #include "tests/testing/kernel_families.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "codegen/kernel_writer.h"
+#include "libdnn/kernel_families.h"
 #include "tests/testing/paths.h"
 
 namespace mpcaffe {
@@ -88,6 +90,36 @@ TEST(KernelFamilies, EveryRegisteredFamilyNamesItsProgramsInBothDialects) {
       }
     }
   }
+}
+
+// The Oclgrind sweep's table (scripts/oclgrind.sh) names, per row, the libdnn families its tests
+// generate; together the rows cover the library's registry, and name registered families only.
+TEST(KernelFamilies, EveryLibdnnFamilyRunsUnderOclgrind) {
+  const std::string script = ReadAll(SourceDir() / "scripts" / "oclgrind.sh");
+  const size_t begin = script.find("FAMILY_TABLE=\"");
+  ASSERT_NE(begin, std::string::npos) << "no FAMILY_TABLE in scripts/oclgrind.sh";
+  const size_t end = script.find('"', begin + 14);
+  ASSERT_NE(end, std::string::npos);
+  std::istringstream table(script.substr(begin + 14, end - begin - 14));
+  std::set<std::string> covered;
+  int rows = 0;
+  for (std::string line; std::getline(table, line);) {
+    if (line.find('|') == std::string::npos) continue;
+    ++rows;
+    ASSERT_EQ(std::count(line.begin(), line.end(), '|'), 3)
+        << "scripts/oclgrind.sh: a row of name | binary | filter | families expected: " << line;
+    std::istringstream words(line.substr(line.rfind('|') + 1));
+    for (std::string family; words >> family;) {
+      EXPECT_NE(FindKernelFamily(family), nullptr)
+          << "scripts/oclgrind.sh names kernel family " << family << ", which is not registered";
+      covered.insert(family);
+    }
+  }
+  EXPECT_GE(rows, 10) << "scripts/oclgrind.sh's FAMILY_TABLE not read";
+  for (const libdnn::KernelFamilyEntry& entry : libdnn::KernelFamilyRegistry())
+    EXPECT_TRUE(covered.count(entry.name))
+        << "libdnn kernel family " << entry.name << " runs in no row of scripts/oclgrind.sh's "
+        << "FAMILY_TABLE: add its tests' filter and name it in the last column";
 }
 
 TEST(KernelFamilies, EndOfSuiteCheckNamesAnUnregisteredFamily) {

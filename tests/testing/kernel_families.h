@@ -13,14 +13,12 @@
 #include <vector>
 
 #include "codegen/kernel_writer.h"
+#include "libdnn/kernel_families.h"
 
 namespace mpcaffe::testing_families {
 
 /// One program text of a family: `kernel` names one of its kernels.
-struct Sample {
-  std::string kernel;
-  std::string source;
-};
+using Sample = libdnn::KernelSample;
 
 struct KernelFamily {
   const char* name;

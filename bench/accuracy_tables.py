@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""bench/accuracy_tables.py — the accuracy tables of docs/BENCHMARKS.md ("Accuracy per data
+type"), measured and written as Markdown for scripts/bench.sh's `accuracy` step.
+
+    bench/accuracy_tables.py lenet --mpcaffe M --devices 0,1 --work DIR --json out.json
+                                   [--markdown out.md]
+    bench/accuracy_tables.py acc16 --mpcaffe M --work DIR --model alexnet_fp32.prototxt
+                                   --json out.json [--markdown out.md]
+    bench/accuracy_tables.py lenet|acc16 --from out.json --markdown out.md   (tables only)
+
+lenet: per device, scripts/calibrate-lenet.sh in DIR/<device> (BVLC's LeNet trained on
+Fashion-MNIST with `mpcaffe train`, then `mpcaffe calibrate` and `mpcaffe test` over the 10 000
+test images per data type): the test accuracy per data type. The first device's LMDBs and
+trained weights are reused by the others (hard links), so every device scores the same net.
+acc16: `mpcaffe test --acc16-overflow` (how often a 16-bit accumulator of uint8 × 4-bit products
+would overflow) on the int8w4 LeNet of the lenet step and on the AlexNet --model converted to
+int8w4 (one synthetic image).
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+TYPES = ["fp32", "fp16", "int16", "int8", "int8w4"]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def accuracy(log):
+    """BVLC's `accuracy = X` line of a `mpcaffe test` log, as a float."""
+    for line in open(log):
+        m = re.match(r"accuracy = ([0-9.]+)", line)
+        if m:
+            return float(m.group(1))
+    raise RuntimeError(f"{log}: no 'accuracy = ' line")
+
+
+def device_label(mpcaffe, device):
+    """'<implementation> (<name>)' from `mpcaffe devices`' row of the device, else the device."""
+    out = subprocess.run([mpcaffe, "devices"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        cols = re.split(r"\s{2,}", line.strip())
+        if len(cols) > 3 and (cols[0] == str(device) or cols[2] == str(device)):
+            return f"{cols[2]} ({cols[3]})"
+    return str(device)
+
+
+def measure_lenet(args):
+    rows, first = [], None
+    for device in args.devices.split(","):
+        work = os.path.join(args.work, f"lenet_{device}")
+        if first and not os.path.exists(work):
+            # The same LMDBs and trained weights: the devices differ only in calibrate and test.
+            shutil.copytree(first, work, copy_function=os.link,
+                            ignore=shutil.ignore_patterns("lenet_int*", "lenet_fp16*", "*.log"))
+        env = dict(os.environ, MPCAFFE=args.mpcaffe, MPCAFFE_DEVICE=device)
+        subprocess.run([os.path.join(ROOT, "scripts", "calibrate-lenet.sh"), work], env=env,
+                       check=True, stdout=sys.stderr)
+        first = first or work
+        rows.append({"device": device, "name": device_label(args.mpcaffe, device),
+                     "accuracy": {t: accuracy(os.path.join(work, f"test_{t}.log")) for t in TYPES},
+                     "work": work})
+        print(f"lenet on {device}: {rows[-1]['accuracy']}", file=sys.stderr)
+    return {"iterations": int(os.environ.get("LENET_ITERATIONS", "2000")), "rows": rows}
+
+
+def parse_acc16(text):
+    """The per-layer rows and the 'all' row of `mpcaffe test --acc16-overflow`'s table."""
+    layers, total = [], None
+    for line in text.splitlines():
+        cols = line.split()
+        if len(cols) != 6 or not cols[1].isdigit():
+            continue
+        row = {"layer": cols[0], "steps": int(cols[1]), "step_percent": float(cols[3]),
+               "output_percent": float(cols[5])}
+        if cols[0] == "all":
+            total = row
+        else:
+            layers.append(row)
+    if total is None:
+        raise RuntimeError("no 16-bit accumulator table in the output:\n" + text[-2000:])
+    return {"layers": layers, "all": total}
+
+
+def measure_acc16(args):
+    nets = []
+    lenet = os.path.join(args.work, f"lenet_{args.devices.split(',')[0]}")
+    if os.path.exists(os.path.join(lenet, "lenet_int8w4.prototxt")):
+        out = subprocess.run([args.mpcaffe, "test", "--model", "lenet_int8w4.prototxt", "--weights",
+                              "lenet_int8w4.caffemodel", "--iterations", "100", "--acc16-overflow"],
+                             cwd=lenet, capture_output=True, text=True, check=True).stdout
+        nets.append({"net": "LeNet, Fashion-MNIST test set (100 × 100 images)", **parse_acc16(out)})
+    if args.model:
+        typed = os.path.join(args.work, "alexnet_int8w4.prototxt")
+        subprocess.run([args.mpcaffe, "convert", "--model", args.model, "--dtype", "int8w4",
+                        "--output", typed], check=True, stdout=sys.stderr)
+        out = subprocess.run([args.mpcaffe, "test", "--model", typed, "--synthetic", "--iterations",
+                              "1", "--acc16-overflow"], capture_output=True, text=True,
+                             check=True).stdout
+        nets.append({"net": "AlexNet (the paper's imagenet_caffenet, filler weights, one synthetic "
+                            "image)", **parse_acc16(out)})
+    return {"nets": nets}
+
+
+def lenet_markdown(data):
+    lines = [f"| LeNet, Fashion-MNIST ({data['iterations']} training steps), device | "
+             + " | ".join(TYPES) + " |", "|---|" + "---:|" * len(TYPES)]
+    for r in data["rows"]:
+        lines.append(f"| {r['name']} | " + " | ".join(f"{r['accuracy'][t]:.4f}" for t in TYPES)
+                     + " |")
+    return "\n".join(lines) + "\n"
+
+
+def acc16_markdown(data):
+    lines = ["| net (int8w4) | layer: % steps, % outputs | whole net |", "|---|---|---|"]
+    for n in data["nets"]:
+        per_layer = " · ".join(f"{l['layer']}: {l['step_percent']:.4g}, {l['output_percent']:.3g}"
+                               for l in n["layers"])
+        a = n["all"]
+        lines.append(f"| {n['net']} | {per_layer} | {a['step_percent']:.4g} % of steps, "
+                     f"{a['output_percent']:.3g} % of outputs |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("table", choices=["lenet", "acc16"])
+    ap.add_argument("--mpcaffe", default="build/bin/mpcaffe")
+    ap.add_argument("--devices", default="0,1")
+    ap.add_argument("--work", default="build/bench/accuracy")
+    ap.add_argument("--model", help="acc16: the fp32 AlexNet prototxt to convert to int8w4")
+    ap.add_argument("--json", help="write the measurements here")
+    ap.add_argument("--from", dest="source", help="tables from an earlier --json file")
+    ap.add_argument("--markdown", help="write the table here (default: stdout)")
+    args = ap.parse_args()
+    args.mpcaffe = os.path.abspath(args.mpcaffe) if os.sep in args.mpcaffe else args.mpcaffe
+    args.work = os.path.abspath(args.work)
+    if args.source:
+        data = json.load(open(args.source))
+    else:
+        os.makedirs(args.work, exist_ok=True)
+        data = measure_lenet(args) if args.table == "lenet" else measure_acc16(args)
+        if args.json:
+            json.dump(data, open(args.json, "w"), indent=1)
+    text = lenet_markdown(data) if args.table == "lenet" else acc16_markdown(data)
+    if args.markdown:
+        open(args.markdown, "w").write(text)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""bench/peer_engines.py — the CPU engines bench/peers.py measures mpcaffe against (ONNX Runtime,
+OpenVINO, OpenCV DNN) and the CPU instruction-set level each one runs at.
+
+A level is what the CPU has (`native`, read from /proc/cpuinfo) or `avx2`: every engine that has
+a knob is held to AVX2 on an AVX-512 machine, so one machine measures both levels:
+
+- mpcaffe on Intel's CPU runtime: `CL_CONFIG_CPU_TARGET_ARCH=core-avx2` (its compiler then
+  targets AVX2; the kernels' `__AVX512BW__` paths drop out);
+- mpcaffe on PoCL: `POCL_LLVM_CPU_NAME=haswell` (the device becomes `pthread-haswell`);
+- mpcaffe's host loops (quantization, fillers): `MPCAFFE_ISA=avx2`;
+- OpenVINO's CPU plugin (oneDNN inside): `ONEDNN_MAX_CPU_ISA=AVX2` (its profile then names
+  `brgconv_avx2_*` kernels instead of `brgconv_avx512_*`);
+- OpenCV DNN: `OPENCV_CPU_DISABLE=AVX512-SKX` (its AVX-512 dispatch off, AVX2 kept);
+- ONNX Runtime: none. MLAS picks its kernels from CPUID and has no setting to lower them, so
+  its rows at the `avx2` level are still measured at the CPU's own level, and say so.
+
+The environment has to be set before any of these libraries loads (each reads it once), so
+bench/peers.py calls apply_level() first thing.
+"""
+import os
+
+LEVEL_ENV = {
+    "native": {},
+    "avx2": {"CL_CONFIG_CPU_TARGET_ARCH": "core-avx2", "POCL_LLVM_CPU_NAME": "haswell",
+             "MPCAFFE_ISA": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+             "OPENCV_CPU_DISABLE": "AVX512-SKX"},
+}
+# The engines that cannot be held to a level, and why.
+NO_CAP = {"onnxruntime": "ONNX Runtime's MLAS has no ISA cap"}
+ENGINES = ("onnxruntime", "openvino", "opencv")
+PIP_NAME = {"onnxruntime": "onnxruntime", "openvino": "openvino",
+            "opencv": "opencv-python-headless"}
+MODULE = {"onnxruntime": "onnxruntime", "openvino": "openvino", "opencv": "cv2"}
+
+
+def cpu_isa(cpuinfo="/proc/cpuinfo"):
+    """The CPU's own vector level: "AVX-512 VNNI", "AVX-512", "AVX2" or "no AVX2"."""
+    flags = set()
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        return "unknown"
+    if "avx512f" in flags:
+        return "AVX-512 VNNI" if "avx512_vnni" in flags else "AVX-512"
+    return "AVX2" if "avx2" in flags else "no AVX2"
+
+
+def apply_level(level):
+    """Sets the level's caps in os.environ (before the engines load); a CPU lacking AVX2 cannot
+    run the `avx2` level."""
+    if level not in LEVEL_ENV:
+        raise SystemExit(f"peers.py: --level {level!r}: expected {' or '.join(LEVEL_ENV)}")
+    if level == "avx2" and cpu_isa() == "no AVX2":
+        raise SystemExit("peers.py: --level avx2: this CPU has no AVX2")
+    os.environ.update(LEVEL_ENV[level])
+
+
+def engine_level(engine, level, isa=None):
+    """What a row's engine ran at: the CPU's level, or "AVX2 (cap)" — or the CPU's level with the
+    reason where the engine has no cap."""
+    isa = isa or cpu_isa()
+    if level == "native" or isa in ("AVX2", "no AVX2"):
+        return isa
+    if engine in NO_CAP:
+        return f"{isa} ({NO_CAP[engine]})"
+    return "AVX2 (capped)"
+
+
+def available(engines):
+    """(the engines of `engines` that import, a note per missing one)."""
+    import importlib.util
+    found, notes = [], []
+    for e in engines:
+        if e not in MODULE:
+            raise SystemExit(f"peers.py: --peers: unknown engine {e!r} (known: "
+                             f"{', '.join(ENGINES)})")
+        if importlib.util.find_spec(MODULE[e]) is None:
+            notes.append(f"{e}: not installed (pip install {PIP_NAME[e]}): no {e} rows")
+        else:
+            found.append(e)
+    return found, notes
+
+
+def version(engine):
+    import importlib
+    return importlib.import_module(MODULE[engine]).__version__
+
+
+def openvino_runner(path, feeds, threads=0, perf_count=False):
+    """OpenVINO's CPU plugin on an ONNX file: a callable running one synchronous inference (its
+    .request the infer request, for get_profiling_info(); .compiled the compiled model). fp32 is
+    asked for explicitly: on a CPU with AVX-512 BF16 the plugin's default precision hint is bf16. A QDQ net runs in int8
+    (OpenVINO turns its QuantizeLinear / DequantizeLinear pairs into FakeQuantize and its
+    low-precision transformations move the convolutions and matrix products to u8 × i8)."""
+    import openvino as ov
+    core = ov.Core()
+    config = {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY",
+              "PERF_COUNT": bool(perf_count)}
+    if threads:
+        config["INFERENCE_NUM_THREADS"] = threads
+    compiled = core.compile_model(path, "CPU", config)
+    request = compiled.create_infer_request()
+    inputs = {compiled.input(name): x for name, x in feeds.items()}
+
+    def run():
+        return request.infer(inputs)
+    run.request = request
+    run.compiled = compiled
+    return run
+
+
+def opencv_runner(prototxt, weights, feeds):
+    """OpenCV's DNN module on the Caffe files themselves (fp32 only: it has no int8 path for
+    them)."""
+    import cv2
+    net = cv2.dnn.readNetFromCaffe(prototxt, weights)
+    (x,) = feeds.values()
+
+    def run():
+        net.setInput(x)
+        return net.forward()
+    return run

@@ -1,0 +1,29 @@
+// codegen/target_profile.cc — TargetProfile from a device's DeviceInfo: the one place the
+// backend decides libdnn's library and family choices.
+#include "codegen/target_profile.h"
+
+#include "codegen/kernel_writer.h"
+
+namespace mpcaffe {
+
+TargetProfile TargetProfile::Of(const DeviceInfo& info) {
+  TargetProfile p;
+  p.lane_defaults = UsesLaneDefaults(info);
+  p.cpu_vectors = UsesCpuVectorDefaults(info);
+  p.lane_loads_expensive = info.lane_loads_expensive;
+  p.dot_product = info.dot_product;
+  p.vector_builtins = Dialect::For(info.backend).vector_builtins;
+  switch (info.backend) {
+    case Backend::kOpenCL:
+      p.vendor_blas = VendorBlas::kCLBlast;
+      p.conv_gemm = true;
+      break;
+    case Backend::kCuda:
+      p.vendor_blas = VendorBlas::kCuBLAS;
+      p.conv_gemm = false;
+      break;
+  }
+  return p;
+}
+
+}  // namespace mpcaffe

@@ -1,0 +1,39 @@
+// codegen/target_profile.h — what libdnn's choosers may ask of a device instead of its backend:
+// how its compiler schedules work-items, which vendor GEMM library serves it, which kernel
+// families were checked on it. Built from DeviceInfo (device/ fills that from the driver); the
+// kernel texts' own capabilities are KernelTarget's (codegen/kernel_writer.h).
+#pragma once
+
+#include "device/device.h"
+
+namespace mpcaffe {
+
+/// The vendor GEMM library the BLAS multiplexer (libdnn/blas.h) may offer beside the generated
+/// kernels on a device.
+enum class VendorBlas { kCLBlast, kCuBLAS };
+
+/// Scheduling class, library and family capabilities of one device, as fields.
+struct TargetProfile {
+  /// Work-items map to SIMD lanes (GPUs, llvmpipe): DeviceInfo's UsesLaneDefaults.
+  bool lane_defaults = false;
+  /// An OpenCL CPU runtime running a work-item per thread on the kernel's own vectors (PoCL,
+  /// Intel's CPU runtime): UsesCpuVectorDefaults.
+  bool cpu_vectors = false;
+  /// Per-lane loads cost far more than one address for every lane (DeviceInfo's field).
+  bool lane_loads_expensive = false;
+  /// A native 4-way int8 dot product (DeviceInfo::dot_product).
+  bool dot_product = false;
+  /// The dialect has OpenCL C's vector types and built-ins (Dialect::vector_builtins): the
+  /// vector forms of libdnn's kernels exist only then.
+  bool vector_builtins = true;
+  /// CLBlast on OpenCL devices, cuBLAS on CUDA devices.
+  VendorBlas vendor_blas = VendorBlas::kCLBlast;
+  /// The im2col + LibDNN GEMM forward convolution (libdnn's "conv_gemm" family) is offered:
+  /// on OpenCL, where it was checked against the reference and measured; not on CUDA, where no
+  /// device has run it (the build machine has no GPU), so CUDA convolutions keep their kernels.
+  bool conv_gemm = true;
+
+  static TargetProfile Of(const DeviceInfo& info);
+};
+
+}  // namespace mpcaffe

@@ -1,0 +1,219 @@
+// libdnn/conv_families.cc — the convolution's forward families (conv_families.h): their rules of
+// application, their choosers and their defaults tables, and the plan a Convolution follows.
+#include "libdnn/conv_families.h"
+
+#include "device/settings.h"
+
+namespace mpcaffe::libdnn {
+
+namespace {
+
+using Tile = Convolution::PointwiseTile;
+
+bool RowForm(const ConvDesc& d) { return !Convolution::IsPointwise(d); }
+long Pixels(const ConvDesc& d) { return long(d.height) * d.width; }
+
+bool DepthwiseApplies(const ConvDesc& d, const ConvQuant&, const TargetProfile&) {
+  return Convolution::IsDepthwise(d) && GetSettings().conv_depthwise != "0";
+}
+
+// fp32 1×1 convolutions, and with the dialect's vectors the row form (a first layer) and int8q
+// with an input zero point its pair planes and float sums hold exactly. MPCAFFE_CONV_GEMM=1
+// gives these descriptions to im2col + GEMM.
+bool PointwiseApplies(const ConvDesc& d, const ConvQuant& q, const TargetProfile& p) {
+  return GetSettings().conv_gemm != "1" &&
+         Convolution::PointwiseApplies(d, Convolution::DefaultPointwiseTile(d)) &&
+         (Convolution::IsPointwise(d) || p.vector_builtins) &&
+         (d.type != DataType::kInt8Q || (p.vector_builtins && q.x_zero >= 0 && q.x_zero <= 255));
+}
+
+// fp32 and int8q; the GEMM's epilogue adds no residual and takes one weight zero point.
+bool GemmApplies(const ConvDesc& d, const ConvQuant& q, const TargetProfile& p) {
+  if (!p.conv_gemm) return false;
+  if (d.type != DataType::kFloat32 && d.type != DataType::kInt8Q) return false;
+  if (d.residual) return false;
+  for (int32_t z : q.w_zero)
+    if (z != q.w_zero[0]) return false;
+  return GetSettings().conv_gemm != "0";
+}
+
+bool DirectApplies(const ConvDesc&, const ConvQuant&, const TargetProfile&) { return true; }
+
+ConvFamilyChoice ChooseDepthwise(const Device& device, const ConvDesc& d) {
+  ConvFamilyChoice c;
+  if (DepthwiseOff()) {
+    c.off = true;
+    c.source = ConfigSource::kOverride;
+    return c;
+  }
+  const Chosen<int> rows = ChooseDepthwiseRows(device, d);
+  c.rows = rows.config;
+  c.source = rows.source;
+  return c;
+}
+
+ConvFamilyChoice ChoosePointwiseTile(const Device& device, const ConvDesc& d) {
+  const Chosen<PointwiseChoice> tile = ChoosePointwise(device, d);
+  ConvFamilyChoice c;
+  c.source = tile.source;
+  c.off = !tile.config;
+  if (tile.config) c.tile = *tile.config;
+  return c;
+}
+
+ConvFamilyChoice ChooseGemm(const Device& device, const ConvDesc& d) {
+  ConvFamilyChoice c;
+  if (GetSettings().conv_gemm == "1") {
+    c.source = ConfigSource::kOverride;
+    return c;
+  }
+  c.off =
+      !DefaultRowFor(ConvGemmDefaults(), "conv_gemm", TargetProfile::Of(device.info()), d).config;
+  return c;
+}
+
+ConvFamilyChoice ChooseDirect(const Device& device, const ConvDesc& d) {
+  const Chosen<ConvConfig> config = ChooseConvConfig(device, d);
+  ConvFamilyChoice c;
+  c.direct = config.config;
+  c.source = config.source;
+  return c;
+}
+
+}  // namespace
+
+const DefaultsTable<ConvConfig, DataType>& DirectConvDefaults() {
+  // OpenCL CPU runtimes take register tiles of wide vectors in one-work-item groups; int16q's
+  // split pairs keep two int32 sums per accumulator, so its smaller tile does not spill. A
+  // native dot product (kp = 4) is not the CPU default: on Intel's runtime its dot_4x8packed_*
+  // calls stay scalar (see DefaultGemmConfig). Where per-lane loads are expensive (llvmpipe),
+  // one work-item per group makes each vector load one address for all lanes. Elsewhere scalar
+  // lanes in larger work-groups, four channels per step where a 4-way dot product is native.
+  static const DefaultsTable<ConvConfig, DataType> table = {
+      {"OpenCL CPU runtime, int16q",
+       [](const TargetProfile& p, const DataType& t) {
+         return p.cpu_vectors && t == DataType::kInt16Q;
+       },
+       {1, 2, 2, 8},
+       "ConvBench (tests/libdnn/conv_test.cc) at batch 1 and 16, four interleaved runs, PoCL, "
+       "2026-11-23: 15-25% ahead of l1 oc4 px3 v8 (spilled); 4 x 2 and 6 x 2 level"},
+      {"OpenCL CPU runtime",
+       [](const TargetProfile& p, const DataType&) { return p.cpu_vectors; },
+       {1, 4, 3, 8},
+       "ConvBench on AlexNet's convolutions, PoCL, 2026-11-22: at or near the top of the "
+       "candidates; int8 on Intel's runtime (ConvBench.DISABLED_AlexNetBatch1, best of 6, "
+       "2026-11-24): geometric mean 28.3 GFLOP/s against 5.2-5.5 for the kp = 4 tiles"},
+      {"per-lane loads expensive (llvmpipe), fp32 / fp16 / int8q",
+       [](const TargetProfile& p, const DataType& t) {
+         return p.lane_loads_expensive && t != DataType::kInt16Q;
+       },
+       {1, 2, 6, 8},
+       "mpcaffe tune --model <AlexNet's convolutions> --device 2 --max 0 [--dtypes int8], "
+       "rusticl, 2026-11-29 (docs/BENCHMARKS.md, \"Default configurations\")"},
+      {"native 4-way dot product, int8q",
+       [](const TargetProfile& p, const DataType& t) {
+         return p.dot_product && t == DataType::kInt8Q;
+       },
+       {32, 2, 4, 1, 4},
+       "not measured (no GPU on the build machine); the tuner times kp = 1 beside it"},
+      {"every other device",
+       [](const TargetProfile&, const DataType&) { return true; },
+       {32, 2, 4, 1},
+       "not measured on a GPU (none on the build machine); the tuner's candidates cover it"},
+  };
+  return table;
+}
+
+const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
+  // 8 channels × one vector of 16 pixels: 8 registers of accumulators (AVX2 has 16, AVX-512 32).
+  // The row form (a first layer) takes vectors along an output row: 16 at stride 1 where the row
+  // has them, else 8. Planes of fewer than 16 pixels take one vector of 8 or 4 (under 4 pixels,
+  // int8q under 8, the pointwise kernel does not apply).
+  static const DefaultsTable<Tile, ConvDesc> table = {
+      {"row form, stride 1, output rows of at least 64 columns",
+       [](const TargetProfile&, const ConvDesc& d) {
+         return RowForm(d) && d.stride_w == 1 && d.out_w() >= 64;
+       },
+       {8, 1, 16},
+       "the row form's tuner records on first layers (3x3 and 7x7, stride 1 and 2), both CPU "
+       "runtimes, 2026-11-25"},
+      {"row form",
+       [](const TargetProfile&, const ConvDesc& d) { return RowForm(d); },
+       {8, 1, 8},
+       "as the row above, 2026-11-25"},
+      {"planes of at least 16 pixels",
+       [](const TargetProfile&, const ConvDesc& d) { return Pixels(d) >= 16; },
+       {8, 1, 16},
+       "ConvBench.DISABLED_ZooPointwise, the 42 distinct 1x1 layers of MobileNet v1 / v2, "
+       "SqueezeNet 1.1, GoogLeNet and ResNet-50 at batch 1, minimum of 5 runs per candidate, "
+       "2026-11-25: fastest or within 13% at the median on both CPU runtimes (Intel's: best on "
+       "22 of 42, median 1.00 x the best; PoCL: best on 12, 1.07 x); 4 x 2 x 8 1.15-1.70 x, the "
+       "direct kernel 1.35-3.9 x"},
+      {"planes of 8 to 15 pixels",
+       [](const TargetProfile&, const ConvDesc& d) { return Pixels(d) >= 8; },
+       {8, 1, 8},
+       "the widest vector such a plane fills (not measured)"},
+      {"smaller planes",
+       [](const TargetProfile&, const ConvDesc&) { return true; },
+       {8, 1, 4},
+       "the widest vector such a plane fills (not measured)"},
+  };
+  return table;
+}
+
+const DefaultsTable<bool, ConvDesc>& ConvGemmDefaults() {
+  // The direct kernel's int8 steps are channel pairs: with 3 input channels one pair in two is
+  // half empty, and the GEMM wins; for fp32 the columns cost about what the GEMM saves. Groups
+  // (a GEMM per group) only when forced: with 4-bit weights the columns, the GEMM's activation
+  // packing and weight expansion cost more than its byte-pair products save.
+  static const DefaultsTable<bool, ConvDesc> table = {
+      {"a work-item per thread (not lanes): int8q, one group, at most 4 input channels, a window "
+       "of at least 9 taps",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return !p.lane_defaults && d.type == DataType::kInt8Q && d.groups == 1 &&
+                d.channels <= 4 && d.kernel_h * d.kernel_w >= 9;
+       },
+       true,
+       "AlexNet conv1 at batch 16, PoCL, three alternating runs each, 2026-11-23: int8 direct "
+       "144 / 95 / 93 ms against 72 / 108 / 77 through the GEMM; fp32 level"},
+      {"everything else", [](const TargetProfile&, const ConvDesc&) { return true; }, false,
+       "ConvInt4Bench.DISABLED_AlexNetGroupedConvs, medians of 5-7 alternating rounds, "
+       "2026-11-24: grouped 4-bit GEMM path 0.33-0.95 x the direct kernel's speed"},
+  };
+  return table;
+}
+
+const std::vector<ConvForwardFamily>& ConvForwardFamilies() {
+  static const std::vector<ConvForwardFamily> families = {
+      {ConvFamily::kDepthwise, "conv_dw", DepthwiseApplies, ChooseDepthwise},
+      {ConvFamily::kPointwise, "conv_pw", PointwiseApplies, ChoosePointwiseTile},
+      {ConvFamily::kGemm, "conv_gemm", GemmApplies, ChooseGemm},
+      {ConvFamily::kDirect, "conv", DirectApplies, ChooseDirect},
+  };
+  return families;
+}
+
+const ConvForwardFamily& ConvForwardFamilyOf(ConvFamily family) {
+  for (const ConvForwardFamily& f : ConvForwardFamilies())
+    if (f.family == family) return f;
+  throw Error("convolution: no forward family " + std::to_string(int(family)));
+}
+
+ConvPlan PlanConvolution(const Device& device, const ConvDesc& d, const ConvQuant& q,
+                         std::optional<ConvFamily> skip) {
+  ConvPlan plan;
+  const ConvFamilyChoice direct = ChooseDirect(device, d);
+  plan.direct = {direct.direct, direct.source};
+  const TargetProfile profile = TargetProfile::Of(device.info());
+  for (const ConvForwardFamily& f : ConvForwardFamilies()) {
+    if ((skip && f.family == *skip) || !f.applies(d, q, profile)) continue;
+    const ConvFamilyChoice c = f.family == ConvFamily::kDirect ? direct : f.choose(device, d);
+    if (c.off) continue;
+    plan.family = &f;
+    plan.choice = c;
+    return plan;
+  }
+  throw Error("convolution " + d.ToString() + ": no forward family applies");
+}
+
+}  // namespace mpcaffe::libdnn

@@ -1,0 +1,64 @@
+// libdnn/conv_families.h — the forward kernel families of a convolution as rows: each with its
+// name (the tuning records' and `mpcaffe time --explain`'s), the rule of when it applies (the
+// description, its quantization and the target profile), how its configuration is chosen
+// (MPCAFFE_KERNEL_CONFIG, else the tuning record, else its defaults table) and the defaults
+// tables themselves. A convolution runs the first family that applies and is not "off".
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "libdnn/conv.h"
+#include "libdnn/defaults_table.h"
+#include "libdnn/kernel_config.h"
+#include "libdnn/tuner.h"  // Chosen
+
+namespace mpcaffe::libdnn {
+
+/// The direct kernel's defaults per device class and data type (DefaultConvConfig).
+const DefaultsTable<ConvConfig, DataType>& DirectConvDefaults();
+/// The pointwise kernel's tile per description, the same on every device
+/// (Convolution::DefaultPointwiseTile).
+const DefaultsTable<Convolution::PointwiseTile, ConvDesc>& PointwiseDefaults();
+/// Whether im2col + GEMM is a description's default forward where it applies (true) or the
+/// next family runs (false).
+const DefaultsTable<bool, ConvDesc>& ConvGemmDefaults();
+
+/// A family's configuration for one description, and where it came from.
+struct ConvFamilyChoice {
+  bool off = false;  ///< "family:off" from the override, the record or the defaults: next family
+  ConfigSource source = ConfigSource::kDefault;
+  ConvConfig direct;                ///< kDirect
+  int rows = 0;                     ///< kDepthwise: output rows per work-item
+  Convolution::PointwiseTile tile;  ///< kPointwise
+};
+
+struct ConvForwardFamily {
+  ConvFamily family;
+  const char* name;  ///< "conv_dw", "conv_pw", "conv_gemm", "conv"
+  /// Whether the family's kernels compute `desc` with `quant` on a device of `profile` (a
+  /// setting that turns the family off counts as not applying).
+  bool (*applies)(const ConvDesc& desc, const ConvQuant& quant, const TargetProfile& profile);
+  /// MPCAFFE_KERNEL_CONFIG's entry, else the tuning table's record, else the defaults table.
+  ConvFamilyChoice (*choose)(const Device& device, const ConvDesc& desc);
+};
+
+/// The families in the order a convolution tries them: depthwise, pointwise, im2col + GEMM,
+/// direct (which applies everywhere).
+const std::vector<ConvForwardFamily>& ConvForwardFamilies();
+const ConvForwardFamily& ConvForwardFamilyOf(ConvFamily family);
+
+/// What a convolution runs: the first family that applies and whose choice is not off, with
+/// that choice, and the direct kernel's configuration (which every Convolution holds; looked
+/// up first, so `mpcaffe tune --model` records every description).
+struct ConvPlan {
+  const ConvForwardFamily* family = nullptr;
+  ConvFamilyChoice choice;
+  Chosen<ConvConfig> direct;
+};
+/// The plan for `desc` on `device`; `skip` is left out of the families tried (the tuner times
+/// the pointwise kernel against the plan without it).
+ConvPlan PlanConvolution(const Device& device, const ConvDesc& desc, const ConvQuant& quant,
+                         std::optional<ConvFamily> skip = std::nullopt);
+
+}  // namespace mpcaffe::libdnn

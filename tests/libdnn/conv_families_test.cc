@@ -1,0 +1,119 @@
+// tests/libdnn/conv_families_test.cc — the convolution's forward families and defaults tables as
+// data (libdnn/conv_families.h) and libdnn's family registry (libdnn/kernel_families.h): the
+// tables end in a row serving every device, each row says where it came from, the families are
+// tried in their documented order and named as the registry names their choices, and the
+// defaults read from the tables are the configurations of each device class. No kernel is
+// compiled here.
+#include "libdnn/conv_families.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "libdnn/kernel_families.h"
+
+namespace mpcaffe::libdnn {
+namespace {
+
+template <typename Table>
+void ExpectRowsWithProvenance(const Table& table, const char* name) {
+  ASSERT_FALSE(table.empty()) << name;
+  for (const auto& row : table) {
+    EXPECT_GT(std::string(row.device_class).size(), 5u) << name;
+    EXPECT_GT(std::string(row.provenance).size(), 10u) << name << ": " << row.device_class;
+  }
+}
+
+TEST(ConvFamilies, DefaultsTablesEndInARowServingEveryDevice) {
+  ExpectRowsWithProvenance(DirectConvDefaults(), "conv");
+  ExpectRowsWithProvenance(PointwiseDefaults(), "conv_pw");
+  ExpectRowsWithProvenance(ConvGemmDefaults(), "conv_gemm");
+  for (bool lanes : {false, true})
+    for (bool dot : {false, true}) {
+      TargetProfile p;
+      p.lane_defaults = lanes;
+      p.cpu_vectors = !lanes;
+      p.dot_product = dot;
+      for (DataType t : kAllDataTypes)
+        EXPECT_NO_THROW(DefaultRowFor(DirectConvDefaults(), "conv", p, t));
+      ConvDesc d;
+      EXPECT_NO_THROW(DefaultRowFor(PointwiseDefaults(), "conv_pw", p, d));
+      EXPECT_NO_THROW(DefaultRowFor(ConvGemmDefaults(), "conv_gemm", p, d));
+    }
+  EXPECT_TRUE(DirectConvDefaults().back().serves(TargetProfile{}, DataType::kInt16Q));
+  EXPECT_TRUE(PointwiseDefaults().back().serves(TargetProfile{}, ConvDesc{}));
+  EXPECT_TRUE(ConvGemmDefaults().back().serves(TargetProfile{}, ConvDesc{}));
+  // A table without a row for the device is a library bug, named.
+  const DefaultsTable<int, DataType> empty;
+  try {
+    DefaultRowFor(empty, "nothing", TargetProfile{}, DataType::kFloat32);
+    ADD_FAILURE() << "no error for a table without a row";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nothing"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConvFamilies, DirectDefaultsPerDeviceClass) {
+  DeviceInfo cpu;  // an OpenCL CPU runtime (PoCL, Intel's)
+  DeviceInfo llvmpipe;
+  llvmpipe.work_items_in_simd_lanes = llvmpipe.lane_loads_expensive = true;
+  DeviceInfo gpu;
+  gpu.is_gpu = gpu.dot_product = true;
+  EXPECT_EQ(DefaultConvConfig(cpu, DataType::kFloat32), (ConvConfig{1, 4, 3, 8}));
+  EXPECT_EQ(DefaultConvConfig(cpu, DataType::kInt16Q), (ConvConfig{1, 2, 2, 8}));
+  EXPECT_EQ(DefaultConvConfig(llvmpipe, DataType::kInt8Q), (ConvConfig{1, 2, 6, 8}));
+  EXPECT_EQ(DefaultConvConfig(llvmpipe, DataType::kInt16Q), (ConvConfig{32, 2, 4, 1}));
+  EXPECT_EQ(DefaultConvConfig(gpu, DataType::kInt8Q), (ConvConfig{32, 2, 4, 1, 4}));
+  EXPECT_EQ(DefaultConvConfig(gpu, DataType::kFloat16), (ConvConfig{32, 2, 4, 1}));
+}
+
+TEST(ConvFamilies, ConvGemmDefaultsTakeInt8FirstLayersOnCpuRuntimes) {
+  ConvDesc conv1;  // AlexNet's conv1
+  conv1.type = DataType::kInt8Q;
+  conv1.channels = 3, conv1.height = conv1.width = 227, conv1.out_channels = 96;
+  conv1.kernel_h = conv1.kernel_w = 11, conv1.stride_h = conv1.stride_w = 4;
+  TargetProfile cpu, lanes;
+  lanes.lane_defaults = true;
+  EXPECT_TRUE(DefaultRowFor(ConvGemmDefaults(), "conv_gemm", cpu, conv1).config);
+  EXPECT_FALSE(DefaultRowFor(ConvGemmDefaults(), "conv_gemm", lanes, conv1).config);
+  ConvDesc fp32 = conv1;
+  fp32.type = DataType::kFloat32;
+  EXPECT_FALSE(DefaultRowFor(ConvGemmDefaults(), "conv_gemm", cpu, fp32).config);
+  ConvDesc wide = conv1;
+  wide.channels = 16;
+  EXPECT_FALSE(DefaultRowFor(ConvGemmDefaults(), "conv_gemm", cpu, wide).config);
+}
+
+TEST(ConvFamilies, FamiliesInOrderNamedAsTheRegistryNamesTheirChoices) {
+  std::vector<std::string> names;
+  for (const ConvForwardFamily& f : ConvForwardFamilies()) names.push_back(f.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"conv_dw", "conv_pw", "conv_gemm", "conv"}));
+  EXPECT_EQ(ConvForwardFamilies().back().family, ConvFamily::kDirect);
+  std::set<std::string> choices;
+  for (const KernelFamilyEntry& e : KernelFamilyRegistry())
+    for (const KernelChoiceName& c : e.choices) choices.insert(c.name);
+  for (const std::string& n : names) EXPECT_TRUE(choices.count(n)) << n;
+  // The direct family applies to any description on any device; im2col + GEMM not where the
+  // profile does not offer it (CUDA).
+  TargetProfile cuda = TargetProfile::Of([] {
+    DeviceInfo i;
+    i.backend = Backend::kCuda;
+    i.is_gpu = true;
+    return i;
+  }());
+  EXPECT_FALSE(cuda.conv_gemm);
+  EXPECT_EQ(cuda.vendor_blas, VendorBlas::kCuBLAS);
+  EXPECT_EQ(TargetProfile::Of(DeviceInfo{}).vendor_blas, VendorBlas::kCLBlast);
+  ConvDesc d;
+  d.type = DataType::kFloat32;
+  d.kernel_h = d.kernel_w = 3;
+  const ConvQuant q;
+  EXPECT_TRUE(ConvForwardFamilyOf(ConvFamily::kDirect).applies(d, q, cuda));
+  EXPECT_FALSE(ConvForwardFamilyOf(ConvFamily::kGemm).applies(d, q, cuda));
+  EXPECT_TRUE(
+      ConvForwardFamilyOf(ConvFamily::kGemm).applies(d, q, TargetProfile::Of(DeviceInfo{})));
+}
+
+}  // namespace
+}  // namespace mpcaffe::libdnn
