@@ -2,6 +2,8 @@
 // algorithm (float or quantized) and emitted through KernelWriter for either dialect.
 #include "codegen/elementwise.h"
 
+#include "codegen/vector_words.h"
+
 namespace mpcaffe {
 
 namespace {
@@ -139,32 +141,48 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
   }
   k.Body("  $loop(i, n) {\n" + element + "  }\n");
   if (HasVectorConvert(target, from, to)) {
-    // The same arithmetic on 8 elements per step (PoCL runs the scalar form as scalar code:
-    // quantizing AlexNet's batch-16 input took 6.5 ms), then the n % 8 tail one by one.
-    const std::string q = to == DataType::kInt8Q || from == DataType::kInt8Q ? "uchar" : "ushort";
-    std::string body = "  const int n8 = n / 8;\n  $loop(v, n8) {\n";
-    if (!qx) {
-      body += "    const float8 f = vload8(v, x);\n";
-      body += "    float8 r = rint(f / y_scale) + (float)y_zero;\n";
-      body += "    r = fmin(fmax(r, (float8)((float)Ytype_QMIN)), (float8)((float)Ytype_QMAX));\n";
-      body += "    const int8 qv = select(convert_int8(r), (int8)(y_zero), isnan(f));\n";
-      w.UseHelper(KernelHelper::kByteVectorStore);
-      body += "    MP_STORE_" + std::string(q == "uchar" ? "UCHAR" : "USHORT") + "8(convert_" + q +
-              "8(qv), y + 8 * v);\n";
+    // The same arithmetic on 8 elements per step, then the n % 8 tail one by one: PoCL runs the
+    // scalar form as scalar code, and Intel's CPU runtime made the scalar fp32 → fp16 form
+    // slower than a whole fp32 pass of the small nets that convert their input
+    // (docs/BENCHMARKS.md, "Small nets"). Every value goes through float lanes, as the scalar
+    // body's do.
+    const VectorWords v(target);
+    const std::string f8 = v.Type("float", 8), i8 = v.Type("int", 8), at = " + 8 * v";
+    std::string body = "  const int n8 = n / 8;\n  $vector_loop(v, n8) {\n";
+    if (from == DataType::kFloat32)
+      body += "    const " + f8 + " f = " + v.Load(8, "x" + at) + ";\n";
+    else if (from == DataType::kFloat16)
+      body += "    const " + f8 + " f = " + v.LoadHalf(8, "x" + at) + ";\n";
+    else
+      body += "    const " + f8 + " f = x_scale * " +
+              v.Convert(f8, v.Convert(i8, v.Load(8, "x" + at)) + " - " + v.Splat(i8, "x_zero")) +
+              ";\n";
+    if (to == DataType::kFloat32) {
+      body += "    " + v.Store(8, "f", "y" + at) + ";\n";
+    } else if (to == DataType::kFloat16) {
+      body += "    " + v.StoreHalf(8, "f", "y" + at) + ";\n";
     } else {
-      body += "    const int8 d = convert_int8(vload8(v, x)) - x_zero;\n";
-      body += "    vstore8(x_scale * convert_float8(d), v, y);\n";
+      // NaN lanes (f != f) take the zero point, as the scalar body's isnan test gives.
+      body += "    const " + f8 + " r = " +
+              v.Clamp("$rint(f / y_scale) + (float)y_zero", v.Splat(f8, "(float)Ytype_QMIN"),
+                      v.Splat(f8, "(float)Ytype_QMAX")) +
+              ";\n";
+      body += "    const " + i8 + " q = " +
+              v.Select(v.Convert(i8, "r"), v.Splat(i8, "y_zero"), "f != f") + ";\n";
+      const bool bytes = to == DataType::kInt8Q;
+      w.UseHelper(KernelHelper::kByteVectorStore);
+      body += std::string("    MP_STORE_") + (bytes ? "UCHAR8(" : "USHORT8(") +
+              v.Convert(v.Type(bytes ? "uchar" : "ushort", 8), "q") + ", y" + at + ");\n";
     }
     body += "  }\n  $loop(t, n - n8 * 8) {\n    const int i = n8 * 8 + t;\n" + element + "  }\n";
-    declare(ConvertKernelName(from, to) + "_v8").Body(body);
+    declare(ConvertKernelName(from, to) + "_v8").VectorWidth(Scalar::kF32, 8).Body(body);
   }
   return w.Source();
 }
 
 bool HasVectorConvert(const KernelTarget& target, DataType from, DataType to) {
-  return target.backend == Backend::kOpenCL &&
-         ((from == DataType::kFloat32 && IsQuantized(to)) ||
-          (IsQuantized(from) && to == DataType::kFloat32));
+  return Dialect::For(target.backend).vector_builtins && from != to &&
+         !(IsQuantized(from) && IsQuantized(to));
 }
 
 }  // namespace mpcaffe

@@ -40,7 +40,7 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
 std::string ElementwiseKernelName(const std::string& op, DataType type);
 std::string ConvertKernelName(DataType from, DataType to);
 /// Whether ConvertSource also holds "<ConvertKernelName>_v8", the same conversion 8 elements
-/// per step (OpenCL, fp32 to and from the quantized types).
+/// per step (a dialect with vector built-ins: every pair with a float side, fp32 <-> fp16 too).
 bool HasVectorConvert(const KernelTarget& target, DataType from, DataType to);
 
 }  // namespace mpcaffe

@@ -140,6 +140,7 @@ KernelTarget KernelTarget::Of(const Device& device) {
   t.long_compare_of_int_broken = device.info().long_compare_of_int_broken;
   t.vectors_beyond_16_lanes = device.info().vectors_beyond_16_lanes;
   t.vector_builtins = Dialect::For(t.backend).vector_builtins;
+  t.work_item_is_thread = UsesCpuVectorDefaults(device.info());
   return t;
 }
 
@@ -421,6 +422,20 @@ std::string KernelWriter::Expand(const std::string& text) const {
       if (args.size() != 2) throw std::invalid_argument("$loop takes (index, count)");
       out += "for (int " + args[0] + " = " + d.global_id[0] + "; " + args[0] + " < " + args[1] +
              "; " + args[0] + " += " + d.global_size[0] + ")";
+      i = end;
+    } else if (word == "vector_loop") {
+      if (args.size() != 2) throw std::invalid_argument("$vector_loop takes (index, count)");
+      if (target_.work_item_is_thread) {
+        // ceil(count / work-items) indices from global_id · that; a range past count is empty.
+        const std::string n = "(" + Expand(args[1]) + ")", g = std::string("(int)") +
+                              d.global_size[0], per = "((" + n + " + " + g + " - 1) / " + g + ")";
+        out += "for (int " + args[0] + " = (int)" + d.global_id[0] + " * " + per + "; " +
+               args[0] + " < min(" + n + ", ((int)" + d.global_id[0] + " + 1) * " + per + "); ++" +
+               args[0] + ")";
+      } else {
+        out += "for (int " + args[0] + " = " + d.global_id[0] + "; " + args[0] + " < " +
+               Expand(args[1]) + "; " + args[0] + " += " + d.global_size[0] + ")";
+      }
       i = end;
     } else {
       std::string replacement;

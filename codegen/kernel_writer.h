@@ -122,6 +122,13 @@ struct KernelTarget {
   /// The dialect has OpenCL C's vector types and built-ins (Dialect::vector_builtins: the
   /// VectorWords rows): the vector forms of libdnn's and layers' kernels exist only then.
   bool vector_builtins = true;
+  /// A work-item runs as one thread's loop (UsesCpuVectorDefaults: an OpenCL CPU runtime), so
+  /// $vector_loop gives each work-item one contiguous range: the grid-stride form puts one
+  /// work-item's successive vectors a whole launch apart, and a CPU thread then streams from a
+  /// hundred places at once, which its prefetchers do not follow (docs/BENCHMARKS.md, "Default
+  /// configurations"). GPUs keep the grid stride, whose neighbouring work-items touch
+  /// neighbouring addresses.
+  bool work_item_is_thread = false;
 
   /// The device's target. fp16_arith follows DeviceInfo::fp16 unless MPCAFFE_FP16_ARITH=0
   /// (fp16 then computes in float, as on a device without half arithmetic); helper_forms
@@ -235,6 +242,8 @@ class KernelBuilder {
 ///   $global_id(d) $local_id(d) $group_id(d) $local_size(d) $num_groups(d) $global_size(d)
 ///   $barrier  $global (pointer qualifier)  $local (pointer qualifier)  $shared (array decl)
 ///   $device_fn  $loop(i, n) (grid-stride loop header over int i in [0, n))
+///   $vector_loop(i, n) (the same indices for a kernel whose work-items compute in their own
+///       vectors: one contiguous range per work-item where KernelTarget::work_item_is_thread)
 ///   $long_of_int(x) / $long_of_int(x, N)  the int (intN) x as mp_i64 (longN): `(mp_i64)x` /
 ///       `convert_longN(x)`, or mp_long_of_int(x) where KernelTarget::long_compare_of_int_broken
 ///       (x a primary or postfix expression: a name, call, subscript or parenthesized)

@@ -79,6 +79,11 @@ struct DeviceInfo {
   /// 22.3's rusticl aborts the process on one ("LLVM ERROR: Unsupported vector type with 32
   /// elements"), so its texts leave that form out (KernelTarget::vectors_beyond_16_lanes).
   bool vectors_beyond_16_lanes = true;
+  /// The compiler makes KernelHelper::kBytePairProduct16's byte pair products one instruction
+  /// (vpmaddubsw: PoCL, whose Clang takes the x86 built-ins). Intel's CPU runtime compiles for a
+  /// SPIR target and runs the portable form, so 4-bit weights save memory there but no
+  /// multiplies: libdnn then keeps them where weights dominate the bytes (DefaultGemmConfig).
+  bool byte_pair_products = true;
   /// The most work-groups a launch may have along its third dimension (CUDA's gridDim.z:
   /// 65535); 0 where the device sets no limit below size_t's (OpenCL).
   size_t max_groups_dim2 = 0;

@@ -101,7 +101,8 @@ bool FoldsWeightZero(const GemmDesc& d, const GemmConfig& c) {
 /// tiles reuse each row of A: on 4096×64×9216 (4 tiles) writing and re-reading the 75 MB of
 /// pairs cost more than it saved (37–47 against 43–87 GOP/s unpacked, PoCL).
 bool PacksA(const GemmDesc& d, const GemmConfig& c) {
-  return c.kp == GemmConfig::kPairs && d.weights == WeightOperand::kA && !d.trans_a && d.N >= 8 * c.cols_per_item();
+  return c.algorithm == GemmConfig::Algorithm::kOuter && c.kp == GemmConfig::kPairs &&
+         d.weights == WeightOperand::kA && !d.trans_a && d.N >= 8 * c.cols_per_item();
 }
 
 /// Whether the kernel accumulates Σx beside the products (the Epilogue's `xs`).
@@ -196,7 +197,8 @@ Dim3 LocalSize(const GemmConfig& c) {
 namespace {
 
 std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
-  const bool sums = NeedActivationSums(d);
+  const bool sums = KernelSumsActivations(d, c);
+  const bool fold = FoldsWeightZero(d, c);
   const bool act_a = ActivationsAreA(d);
   std::ostringstream s;
   s << "const int n0 = $global_id(" << (c.mf ? 1 : 0) << ") * " << c.tn << ";\n";
@@ -252,8 +254,30 @@ std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
     t << "}\n";
     return t.str();
   };
+  // int8 with kp = 2: 16 k per step as 16-bit pairs (KernelHelper::kPairProduct16), each
+  // MP_MADD16 adding 16 products to the 8 int32 lanes of a tile vector (one vpmaddwd on AVX2,
+  // where the one-k form's int32 lanes take a vpmulld per 8 products); z_w is subtracted from
+  // the weights as they are loaded (FoldsWeightZero), so no Σx rides along.
+  auto pair_step = [&](const std::string& k) {
+    const std::string wz = fold ? " - (mp_short16)((short)w_zero)" : "";
+    std::ostringstream t;
+    t << "{\n";
+    for (int j = 0; j < c.tn; ++j)
+      t << "  const mp_short16 b" << j << " = MP_SHORT16_FROM(bp" << j << " + " << k << ")"
+        << (act_a ? wz : "") << ";\n";
+    for (int i = 0; i < c.tm; ++i)
+      t << "  const mp_short16 a" << i << " = MP_SHORT16_FROM(ap" << i << " + " << k << ")"
+        << (act_a ? "" : wz) << ";\n";
+    for (int i = 0; i < c.tm; ++i)
+      for (int j = 0; j < c.tn; ++j)
+        t << "  acc" << i << "_" << j << " += MP_MADD16(a" << i << ", b" << j << ");\n";
+    t << "}\n";
+    return t.str();
+  };
   if (UsesDot4(d, c))
     s << KLoops(c, dot4_step, 4);
+  else if (c.kp == GemmConfig::kPairs)
+    s << KLoops(c, pair_step, 2 * c.vw);
   else
     s << KLoops(c, step, c.vw);
   // Horizontal sums, then the K tail in scalars.
@@ -271,8 +295,11 @@ std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
       s << "for (int v = 1; v < VW; ++v) s" << q << " += t[v];\n";
     }
   s << "for (; k < K; ++k) {\n";
-  for (int j = 0; j < c.tn; ++j) s << "  const CS b" << j << " = LDS_B(bp" << j << ", k);\n";
-  for (int i = 0; i < c.tm; ++i) s << "  const CS a" << i << " = LDS_A(ap" << i << ", k);\n";
+  const std::string tail_wz = fold ? " - w_zero" : "";
+  for (int j = 0; j < c.tn; ++j)
+    s << "  const CS b" << j << " = LDS_B(bp" << j << ", k)" << (act_a ? tail_wz : "") << ";\n";
+  for (int i = 0; i < c.tm; ++i)
+    s << "  const CS a" << i << " = LDS_A(ap" << i << ", k)" << (act_a ? "" : tail_wz) << ";\n";
   if (sums)
     for (int q = 0; q < nsums; ++q) s << "  s" << q << " += " << (act_a ? "a" : "b") << q << ";\n";
   for (int i = 0; i < c.tm; ++i)
@@ -285,7 +312,7 @@ std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
       s << "{\n  const int m = m0 + " << i << ";\n  const int n = n0 + " << j << ";\n";
       s << "  if (m < M && n < N) {\n";
       const std::string xs = sums ? "s" + Str(act_a ? i : j) : "0";
-      s << Indent(Epilogue(d, "r" + Str(i) + "_" + Str(j), xs), 4) << "  }\n}\n";
+      s << Indent(Epilogue(d, "r" + Str(i) + "_" + Str(j), xs, fold), 4) << "  }\n}\n";
     }
   return s.str();
 }

@@ -63,6 +63,20 @@ GemmConfig DefaultInt4Config(const GemmDesc& desc) {
   return c;
 }
 
+/// Whether 4-bit weights take their own kernel rather than the int8 kernels on the weights
+/// unpacked to bytes (one pass over the weights per run): the nibbles are unpacked in registers
+/// at every use, which pays where the weights are most of the bytes moved. The dot tile unpacks
+/// a weight row once per row tile of activations, so it keeps 4 bits only while the activation
+/// rows are no more than the weight rows; the outer tile, on a compiler without byte pair
+/// products (DeviceInfo::byte_pair_products), while the activation columns are at most 4 × the
+/// weight rows. Figures: docs/BENCHMARKS.md, "Default configurations".
+bool Int4KernelPays(const DeviceInfo& device, const GemmDesc& desc) {
+  const bool weights_a = desc.weights == WeightOperand::kA;
+  const int64_t activations = weights_a ? desc.N : desc.M, rows = weights_a ? desc.M : desc.N;
+  if (Int4DotLayout(desc)) return activations <= rows;
+  return device.byte_pair_products || activations <= 4 * rows;
+}
+
 std::vector<GemmConfig> Int4Candidates() {
   std::vector<GemmConfig> out;
   for (auto [tm, tn] : {std::pair{4, 1}, {4, 2}, {6, 2}, {8, 1}, {2, 2}, {3, 3}, {2, 4}, {3, 4},
@@ -129,8 +143,9 @@ std::optional<GemmConfig> GemmConfig::Parse(const std::string& text, std::string
 
 bool GemmConfig::Supports(const GemmDesc& desc, Backend backend) const {
   if (algorithm == Algorithm::kDot && !DotLayout(desc)) return false;
+  // kp = 2: the outer tile's k pairs, or the dot tile's 16 k per step (8 lanes, no local tile).
   if (kp == GemmConfig::kPairs &&
-      (algorithm != Algorithm::kOuter || desc.type != DataType::kInt8Q || vw != 8))
+      (desc.type != DataType::kInt8Q || vw != 8 || (algorithm == Algorithm::kDot && lm != 0)))
     return false;
   if (kp == GemmConfig::kU8S4 &&
       (desc.weight_bits != 4 || vw != 8 || lm != 0 ||
@@ -174,7 +189,7 @@ bool GemmConfig::operator==(const GemmConfig& o) const {
 GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc) {
   GemmConfig c;
   const bool cpu_vectors = UsesCpuVectorDefaults(device);
-  if (cpu_vectors && desc.weight_bits == 4) {
+  if (cpu_vectors && desc.weight_bits == 4 && Int4KernelPays(device, desc)) {
     const GemmConfig native = DefaultInt4Config(desc);
     if (native.Supports(desc, device.backend)) return native;
   }
@@ -187,6 +202,10 @@ GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc) {
     c.tm = cpu_vectors || desc.M >= 4 ? 4 : desc.M >= 2 ? 2 : 1;
     c.tn = desc.N <= 4 ? 1 : 2;
     c.wg = cpu_vectors ? 1 : 64;
+    // int8 on CPUs: 16-bit pair products, 16 k per step (one vpmaddwd per 16 products where the
+    // int32 lanes of the one-k step take a vpmulld per 8): faster on PoCL and Intel's runtime
+    // (docs/BENCHMARKS.md, "Default configurations").
+    if (cpu_vectors && desc.type == DataType::kInt8Q) c.kp = GemmConfig::kPairs;
     return c;
   }
   c.algorithm = GemmConfig::Algorithm::kOuter;
@@ -267,8 +286,15 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
         }
         add(c);
       }
-      for (auto [tm, tn] : {std::pair{4, 1}, {8, 1}, {2, 2}, {4, 2}})
-        add(Tile(GemmConfig::Algorithm::kDot, tm, tn, vw, wg, base.mf));
+      for (auto [tm, tn] : {std::pair{4, 1}, {8, 1}, {2, 2}, {4, 2}, {4, 4}}) {
+        GemmConfig c = Tile(GemmConfig::Algorithm::kDot, tm, tn, vw, wg, base.mf);
+        if (pairs && vw == 8) {
+          c.kp = GemmConfig::kPairs;
+          add(c);
+          c.kp = GemmConfig::kOneK;
+        }
+        add(c);
+      }
     }
   // Native 4-way dot products (kp = 4, scalar lanes), and the one-k loop beside a kp = 4
   // default.

@@ -393,9 +393,9 @@ class OpenCLDevice : public Device {
     info_.work_items_in_simd_lanes = info_.implementation == "rusticl";
     info_.lane_loads_expensive = info_.implementation == "rusticl" && !info_.is_gpu;
     info_.vectors_beyond_16_lanes = info_.implementation != "rusticl";
+    info_.byte_pair_products = info_.implementation != "intel";  // see DeviceInfo
     // PoCL's binary holds a generic work-group function of every kernel (and each listed
-    // specialization of every kernel), compiled when asked for; its own cache, unless turned
-    // off, keeps the functions launches compiled.
+    // specialization), compiled when asked for; its own cache keeps what launches compiled.
     const char* pocl_cache = std::getenv("POCL_KERNEL_CACHE");
     info_.binary_costs_compiles = is_pocl_ && !(pocl_cache && std::string(pocl_cache) == "0");
   }

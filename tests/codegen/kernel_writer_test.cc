@@ -183,6 +183,24 @@ TEST(KernelWriter, UnknownPlaceholderIsAnError) {
             "__syncthreads()");
 }
 
+// $vector_loop: the grid stride of $loop, except on a target whose work-items are threads
+// (work_item_is_thread), where each work-item takes one contiguous range of ceil(n / size)
+// indices (the conversions that use it check every index on the devices: ElementwiseTest).
+TEST(KernelWriter, VectorLoopIsContiguousWhereWorkItemsAreThreads) {
+  KernelTarget gpu{Backend::kOpenCL};
+  EXPECT_EQ(KernelWriter(gpu, "test_placeholders").Expand("$vector_loop(v, n8)"),
+            KernelWriter(gpu, "test_placeholders").Expand("$loop(v, n8)"));
+  KernelTarget cpu = gpu;
+  cpu.work_item_is_thread = true;
+  const std::string text = KernelWriter(cpu, "test_placeholders").Expand("$vector_loop(v, n8)");
+  EXPECT_EQ(text,
+            "for (int v = (int)get_global_id(0) * (((n8) + (int)get_global_size(0) - 1) / "
+            "(int)get_global_size(0)); v < min((n8), ((int)get_global_id(0) + 1) * (((n8) + "
+            "(int)get_global_size(0) - 1) / (int)get_global_size(0))); ++v)");
+  EXPECT_THROW(KernelWriter(cpu, "test_placeholders").Expand("$vector_loop(v)"),
+               std::invalid_argument);
+}
+
 // Byte-vector stores are OpenCL's (its device test: Kernel.ByteVectorStoresReachAnyAlignment);
 // asking for them on CUDA is an error naming the backend, not text that fails in NVRTC.
 TEST(KernelWriter, ByteVectorStoresAreOpenClOnly) {

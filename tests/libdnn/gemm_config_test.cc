@@ -169,6 +169,39 @@ TEST(GemmConfigTest, CandidatesIncludeLocalMemoryTiles) {
   }
 }
 
+TEST(GemmConfigTest, FourBitWeightsKeepTheirKernelWhereWeightsDominateTheBytes) {
+  // DefaultGemmConfig's Int4KernelPays on CPUs: the 4-bit kernels (kp = 8) where the weights
+  // are most of the bytes, else the int8 kernels on the unpacked weights; the outer tile keeps
+  // 4 bits up to 4 × more activation columns than weight rows on a compiler without byte pair
+  // products, and for any shape on one with them.
+  DeviceInfo pairs, no_pairs;
+  no_pairs.byte_pair_products = false;
+  auto desc = [](int m, int n, int k, WeightOperand w) {
+    GemmDesc d;
+    d.type = d.out_type = DataType::kInt8Q;
+    d.M = m, d.N = n, d.K = k;
+    d.weights = w;
+    d.trans_b = w == WeightOperand::kB;  // the inner product's layout
+    d.weights_signed = true;
+    d.weight_zero = false;
+    d.weight_bits = 4;
+    return d;
+  };
+  const GemmDesc fc_b1 = desc(1, 4096, 9216, WeightOperand::kB);    // AlexNet fc6, batch 1
+  const GemmDesc hidden = desc(10000, 30, 784, WeightOperand::kB);  // the 784-30-10 net
+  const GemmDesc conv1 = desc(96, 3025, 363, WeightOperand::kA);
+  const GemmDesc conv2 = desc(256, 729, 1200, WeightOperand::kA);
+  for (const DeviceInfo* info : {&pairs, &no_pairs}) {
+    EXPECT_EQ(DefaultGemmConfig(*info, fc_b1).kp, GemmConfig::kU8S4);
+    EXPECT_EQ(DefaultGemmConfig(*info, conv2).kp, GemmConfig::kU8S4);
+    const GemmConfig h = DefaultGemmConfig(*info, hidden);
+    EXPECT_EQ(h.kp, GemmConfig::kPairs) << h.ToString();
+    EXPECT_EQ(h.algorithm, GemmConfig::Algorithm::kDot) << h.ToString();
+  }
+  EXPECT_EQ(DefaultGemmConfig(pairs, conv1).kp, GemmConfig::kU8S4);
+  EXPECT_EQ(DefaultGemmConfig(no_pairs, conv1).kp, GemmConfig::kPairs);
+}
+
 TEST(GemmConfigTest, CpuCandidatesIncludeScalarWorkItemsAlongN) {
   // OpenCL CPUs get vw = 1 tiles in work-groups of 8–64 along N (for compilers that vectorise
   // across work-items), no wider than N, and so does CUDA (every candidate OpenCL gets); OpenCL

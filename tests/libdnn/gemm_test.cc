@@ -475,6 +475,18 @@ void SetShape(GemmDesc& d, const Shape& s, bool padded) {
   }
 }
 
+/// A vw = 8 tile of `algorithm` with the given register tile, K unroll and K mode.
+GemmConfig Int8Tile(GemmConfig::Algorithm algorithm, int tm, int tn, int ku, int kp) {
+  GemmConfig c;
+  c.algorithm = algorithm;
+  c.tm = tm;
+  c.tn = tn;
+  c.vw = 8;
+  c.ku = ku;
+  c.kp = kp;
+  return c;
+}
+
 TEST(GemmPairTest, KPairProductsMatchTheReferenceExactly) {
   // kp = 2 (int8q pair products, OpenCL vw = 8): odd K and K = 1, 2, 3 (the one-k tail, the
   // unrolled and plain two-k loops), edge tiles in M and N, every transpose, weights as A
@@ -484,16 +496,8 @@ TEST(GemmPairTest, KPairProductsMatchTheReferenceExactly) {
   // Also kp = 1 with vw = 8: the int8 vector epilogue with in-kernel activation sums.
   std::vector<GemmConfig> configs;
   for (auto [tm, tn, ku, kp] :
-       {std::tuple{6, 2, 1, 2}, std::tuple{3, 1, 2, 2}, std::tuple{6, 2, 1, 1}}) {
-    GemmConfig c;
-    c.algorithm = GemmConfig::Algorithm::kOuter;
-    c.tm = tm;
-    c.tn = tn;
-    c.vw = 8;
-    c.ku = ku;
-    c.kp = kp;
-    configs.push_back(c);
-  }
+       {std::tuple{6, 2, 1, 2}, std::tuple{3, 1, 2, 2}, std::tuple{6, 2, 1, 1}})
+    configs.push_back(Int8Tile(GemmConfig::Algorithm::kOuter, tm, tn, ku, kp));
   // N ≥ 128 (8 column tiles of 16): weights A are packed into pairs first (PacksA).
   const std::vector<Shape> shapes = {{1, 1, 1},     {7, 19, 2},   {13, 16, 3}, {6, 33, 9},
                                      {9, 8, 4},     {17, 40, 65}, {2, 1, 130}, {5, 131, 7},
@@ -512,6 +516,41 @@ TEST(GemmPairTest, KPairProductsMatchTheReferenceExactly) {
         }
       }
     }
+}
+
+TEST(GemmPairTest, DotPairProductsMatchTheReferenceExactly) {
+  // kp = 2 in the dot tile (int8q, vw = 8: 16 k per step as 16-bit pairs, z_w folded into the
+  // weights): K below, at and past one step and its unrolled pair (the scalar tail), edge tiles
+  // in M and N, the inner product's layout (weights B: unsigned with a zero point, signed
+  // without), and matrix × vector (weights A, one column of B).
+  Device& dev = DefaultDevice();
+  std::vector<GemmConfig> configs;
+  for (auto [tm, tn, ku] : {std::tuple{4, 2, 1}, std::tuple{2, 3, 2}, std::tuple{1, 1, 1}})
+    configs.push_back(Int8Tile(GemmConfig::Algorithm::kDot, tm, tn, ku, GemmConfig::kPairs));
+  std::vector<GemmDesc> descs(3);
+  for (GemmDesc& d : descs) d.type = d.out_type = DataType::kInt8Q;
+  descs[0].trans_b = true;  // InnerProduct: unsigned weights B with a zero point, per channel
+  descs[0].per_channel = descs[0].bias = true;
+  descs[1].trans_b = true;  // signed weights B (4-bit weights unpacked), fp32 out, ReLU
+  descs[1].weights_signed = true;
+  descs[1].weight_zero = false;
+  descs[1].out_type = DataType::kFloat32;
+  descs[1].relu = true;
+  descs[2].weights = WeightOperand::kA;  // matrix × vector
+  const std::vector<Shape> shapes = {{1, 1, 1},  {7, 19, 15}, {13, 16, 16},
+                                     {6, 33, 17}, {9, 8, 33},  {5, 30, 47}};
+  int seed = 0;
+  for (size_t v = 0; v < descs.size(); ++v) {
+    GemmDesc d = descs[v];
+    const GemmConfig& c = configs[v];
+    for (Shape s : shapes) {
+      if (d.weights == WeightOperand::kA) s.N = 1;
+      SetShape(d, s, /*padded=*/v == 1);
+      ASSERT_TRUE(c.Supports(d, dev.backend())) << c.ToString() << " " << d.ToString();
+      Problem p = MakeProblem(d, 1300 + seed++);
+      ExpectSame(p, RunOnDevice(dev, p, &c), RunReference(p), c.ToString());
+    }
+  }
 }
 
 TEST(GemmDot4Test, FourKDotProductsMatchTheReferenceExactly) {
@@ -751,7 +790,7 @@ TEST(GemmPairTest, PortableFormsGiveTheSameIntegers) {
   ExpectSame(p, got, want, "portable pair forms");
 }
 
-TEST(GemmPairTest, SupportedOnlyForInt8OuterWithVectorsOf8OnEitherBackend) {
+TEST(GemmPairTest, SupportedOnlyForInt8WithVectorsOf8OnEitherBackend) {
   GemmDesc d;
   d.type = d.out_type = DataType::kInt8Q;
   d.M = d.N = d.K = 8;
@@ -764,9 +803,14 @@ TEST(GemmPairTest, SupportedOnlyForInt8OuterWithVectorsOf8OnEitherBackend) {
   EXPECT_FALSE(c.Supports(d, Backend::kOpenCL));
   EXPECT_FALSE(c.Supports(d, Backend::kCuda));
   c.vw = 8;
+  // The dot tile's 16 k per step (DotPairProductsMatchTheReferenceExactly), without a local tile.
   c.algorithm = GemmConfig::Algorithm::kDot;
   d.trans_b = true;
+  EXPECT_TRUE(c.Supports(d, Backend::kOpenCL));
+  EXPECT_TRUE(c.Supports(d, Backend::kCuda));
+  c.lm = 1;
   EXPECT_FALSE(c.Supports(d, Backend::kOpenCL));
+  c.lm = 0;
   c.algorithm = GemmConfig::Algorithm::kOuter;
   d.type = d.out_type = DataType::kInt16Q;
   EXPECT_FALSE(c.Supports(d, Backend::kOpenCL));
