@@ -223,6 +223,24 @@ TEST(GemmInt4, EveryTunerCandidateMatchesTheReference) {
   }
 }
 
+// The byte-pair (kU8S4) candidates for `d`: the device's own where its tuner times them (CPU
+// runtimes, CUDA), else those an OpenCL CPU runtime's profile gives (a device with lane defaults,
+// e.g. llvmpipe, does not time them, but its compiler must still run every kernel the format
+// has: MPCAFFE_KERNEL_CONFIG can ask for one).
+std::vector<GemmConfig> BytePairCandidates(const Device& dev, const GemmDesc& d) {
+  auto byte_pairs = [&d](const DeviceInfo& info) {
+    std::vector<GemmConfig> out;
+    for (const GemmConfig& c : GemmCandidates(info, d))
+      if (c.kp == GemmConfig::kU8S4) out.push_back(c);
+    return out;
+  };
+  std::vector<GemmConfig> own = byte_pairs(dev.info());
+  if (!own.empty() || TimesPairProductTiles(dev.info())) return own;
+  DeviceInfo cpu_runtime = dev.info();
+  cpu_runtime.is_gpu = cpu_runtime.work_items_in_simd_lanes = false;
+  return byte_pairs(cpu_runtime);
+}
+
 TEST(GemmInt4, WeightsAWithTransposedActivations) {
   // Weights A and B given as N × K (trans_b): the outer kernel packs its activation words from
   // B's rows; the dot product along K serves only a matrix × vector (one activation row).
@@ -234,9 +252,8 @@ TEST(GemmInt4, WeightsAWithTransposedActivations) {
     const Problem4 p = Make(d, 5 + n);
     const Bytes ref = Reference(p, true);
     std::vector<GemmConfig::Algorithm> algorithms;
-    for (const GemmConfig& c : GemmCandidates(dev.info(), d)) {
-      if (c.kp != GemmConfig::kU8S4 ||
-          std::find(algorithms.begin(), algorithms.end(), c.algorithm) != algorithms.end())
+    for (const GemmConfig& c : BytePairCandidates(dev, d)) {
+      if (std::find(algorithms.begin(), algorithms.end(), c.algorithm) != algorithms.end())
         continue;
       algorithms.push_back(c.algorithm);
       SCOPED_TRACE("config " + c.ToString());
@@ -261,8 +278,8 @@ TEST(GemmInt4, PortableBytePairFormsMatchTheReference) {
     const Problem4 p = Make(d, 11, true);
     const Bytes ref = Reference(p, true);
     std::vector<GemmConfig::Algorithm> algorithms;
-    for (const GemmConfig& c : GemmCandidates(dev.info(), d)) {
-      if (c.kp != GemmConfig::kU8S4 || !c.Supports(d, dev.backend()) ||
+    for (const GemmConfig& c : BytePairCandidates(dev, d)) {
+      if (!c.Supports(d, dev.backend()) ||
           std::find(algorithms.begin(), algorithms.end(), c.algorithm) != algorithms.end())
         continue;
       algorithms.push_back(c.algorithm);
