@@ -18,12 +18,14 @@ int8w4 (one synthetic image).
 """
 
 import argparse
-import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import measured_table  # noqa: E402
 
 TYPES = ["fp32", "fp16", "int16", "int8", "int8w4"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,6 +51,7 @@ def device_label(mpcaffe, device):
 
 
 def measure_lenet(args):
+    os.makedirs(args.work, exist_ok=True)
     rows, first = [], None
     for device in args.devices.split(","):
         work = os.path.join(args.work, f"lenet_{device}")
@@ -86,6 +89,7 @@ def parse_acc16(text):
 
 
 def measure_acc16(args):
+    os.makedirs(args.work, exist_ok=True)
     nets = []
     lenet = os.path.join(args.work, f"lenet_{args.devices.split(',')[0]}")
     if os.path.exists(os.path.join(lenet, "lenet_int8w4.prototxt")):
@@ -138,19 +142,8 @@ def main():
     args = ap.parse_args()
     args.mpcaffe = os.path.abspath(args.mpcaffe) if os.sep in args.mpcaffe else args.mpcaffe
     args.work = os.path.abspath(args.work)
-    if args.source:
-        data = json.load(open(args.source))
-    else:
-        os.makedirs(args.work, exist_ok=True)
-        data = measure_lenet(args) if args.table == "lenet" else measure_acc16(args)
-        if args.json:
-            json.dump(data, open(args.json, "w"), indent=1)
-    text = lenet_markdown(data) if args.table == "lenet" else acc16_markdown(data)
-    if args.markdown:
-        open(args.markdown, "w").write(text)
-    else:
-        sys.stdout.write(text)
-
+    measured_table(args, measure_lenet if args.table == "lenet" else measure_acc16,
+                   lenet_markdown if args.table == "lenet" else acc16_markdown)
 
 if __name__ == "__main__":
     main()

@@ -610,6 +610,21 @@ def emit(text, path):
         sys.stdout.write(text)
 
 
+def measured_table(args, measure, markdown):
+    """The table scripts of `make bench` (setup_tables.py, accuracy_tables.py): the measurements
+    of --from's JSON file, else `measure(args)`'s (saved to --json when given), written by
+    `markdown(data)` to --markdown or standard output."""
+    if args.source:
+        with open(args.source) as f:
+            data = json.load(f)
+    else:
+        data = measure(args)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(data, f, indent=1)
+    emit(markdown(data), args.markdown)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("inputs", nargs="+", help="bench net --json files and bench/peers.py files")

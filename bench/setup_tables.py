@@ -29,6 +29,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import measured_table  # noqa: E402
+
 MIB = 1024.0 * 1024.0
 
 
@@ -133,20 +136,10 @@ def main():
     ap.add_argument("--from", dest="source", help="tables from an earlier --json file")
     ap.add_argument("--markdown", help="write the table here (default: stdout)")
     args = ap.parse_args()
-    if args.source:
-        data = json.load(open(args.source))
-    else:
-        if not args.model:
-            ap.error("--model is needed to measure (or --from to tabulate)")
-        data = measure_startup(args) if args.table == "startup" else measure_memory(args)
-        if args.json:
-            json.dump(data, open(args.json, "w"), indent=1)
-    text = startup_markdown(data) if args.table == "startup" else memory_markdown(data)
-    if args.markdown:
-        open(args.markdown, "w").write(text)
-    else:
-        sys.stdout.write(text)
-
+    if not args.source and not args.model:
+        ap.error("--model is needed to measure (or --from to tabulate)")
+    measured_table(args, measure_startup if args.table == "startup" else measure_memory,
+                   startup_markdown if args.table == "startup" else memory_markdown)
 
 if __name__ == "__main__":
     main()
