@@ -35,7 +35,8 @@ fi
 # is named in no row, and a row fails here when its tests generated no program of a family it
 # names (the programs' "kernel family" header lines, from MPCAFFE_DUMP_KERNELS).
 FAMILY_TABLE="
-gemm            | test_oclgrind | *GemmSweep*   | gemm gemm_int4 int4_unpack
+gemm            | test_oclgrind | *GemmSweep*   | gemm gemm_int4
+conv_int4       | test_libdnn   | ConvInt4.ExtremeValuesAreExact | int4_unpack
 conv            | test_oclgrind | *ConvSweep*   | conv_forward conv_depthwise conv_pointwise im2col conv_backward
 elementwise     | test_oclgrind | *ElementwiseSweep* |
 quantizer       | test_oclgrind | QuantizerSweep.* |
