@@ -21,10 +21,11 @@
 # OpenCL CPU devices but rusticl) splice theirs between "bench.sh:startup:…" and
 # "bench.sh:memory:…"; the accuracy step (bench/accuracy_tables.py, the same devices) between
 # "bench.sh:accuracy:…" and "bench.sh:acc16:…"; the cache step (mpcaffe_cache_bench on PoCL)
-# between "bench.sh:cache:…", the peak step (mpcaffe_cpu_peak) between "bench.sh:peak:…". The zoo step: bench/peers.py on ResNet-50, MobileNet v1 and BVLC
-# AlexNet at batch 1 on devices BENCH_ZOO_DEVICES (default 0,1) at each CPU level of BENCH_LEVELS
-# (default native, plus avx2 on an AVX-512 CPU; see bench/peer_engines.py), bench/peers_table.py's
-# table between "bench.sh:zoo:…". OpenVINO is a bench-only peer: the peers steps pip-install it
+# between "bench.sh:cache:…", the peak step (mpcaffe_cpu_peak) between "bench.sh:peak:…". The
+# zoo step: bench/peers.py on ResNet-50, MobileNet v1 and BVLC AlexNet at batch 1 on devices
+# BENCH_ZOO_DEVICES (default 0,1) at each CPU level of BENCH_LEVELS (default native, plus avx2 on
+# an AVX-512 CPU; see bench/peer_engines.py), bench/peers_table.py's table between
+# "bench.sh:zoo:…". OpenVINO is a bench-only peer: the peers steps pip-install it
 # when missing (BENCH_INSTALL_PEERS=0: never).
 set -euo pipefail
 cd "$(dirname "$0")/.."
