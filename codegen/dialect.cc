@@ -403,6 +403,81 @@ __device__ __forceinline__ mp_i32x8 mp_widen16(const mp_i16x16& p) {
 #define MP_WIDEN16(p) mp_widen16(p)
 )";
 
+// Unsigned × signed byte quad products (KernelHelper::kByteQuadProduct16), one row per dialect,
+// the same integers in every form. OpenCL: vpdpbusd where the device compiles it in a helper
+// function (MP_BYTE_QUADS_VNNI: PoCL 3.1's LLVM 15 targets skylake-avx512 on this Zen 4 and
+// takes no -mavx512vnni; the target attribute works on a noinline function, and aborts the
+// process with "LLVM ERROR: Cannot select" on code inlined into the work-group function, so
+// MP_QUAD_FN is never spelled inline in that form). The non-saturating vpdpbusd: sums wrap like
+// int32, as the portable form's unsigned adds do. MPCAFFE_ISA below the CPU's level (the
+// portable and 256-bit forms) leaves the built-in out.
+const char* kByteQuadProduct16OpenCLText =
+    R"(// Byte quad products: 32-bit lanes acc.s(i) + x.b(4i)*w.b(4i) + ... + x.b(4i+3)*w.b(4i+3).
+typedef int16 mp_i32x16;
+#if defined(MP_BYTE_QUADS_VNNI) && !defined(MP_PORTABLE_FORMS) && !defined(MP_NO_512BIT_FORMS)
+#define MP_QUAD_FN static __attribute__((target("avx512vnni,avx512f"), noinline))
+#define MP_DPBUSD16(acc, x, w) as_int16(__builtin_ia32_vpdpbusd512((acc), (x), (w)))
+#else
+#define MP_QUAD_FN $device_fn
+$device_fn mp_i32x16 mp_dpbusd16(mp_i32x16 acc, mp_i32x16 x, mp_i32x16 w) {
+  const uint16 wu = as_uint16(w);
+  const int16 p = (x & 0xff) * (as_int16(wu << 24) >> 24) +
+                  ((x >> 8) & 0xff) * (as_int16(wu << 16) >> 24) +
+                  ((x >> 16) & 0xff) * (as_int16(wu << 8) >> 24) +
+                  ((x >> 24) & 0xff) * (w >> 24);
+  return as_int16(as_uint16(acc) + as_uint16(p));
+}
+#define MP_DPBUSD16(acc, x, w) mp_dpbusd16((acc), (x), (w))
+#endif
+$device_fn mp_i32x16 mp_zip4x16(const $global mp_u8* p0, const $global mp_u8* p1,
+                                const $global mp_u8* p2, const $global mp_u8* p3) {
+  return as_int16(convert_uint16(vload16(0, p0)) | (convert_uint16(vload16(0, p1)) << 8) |
+                  (convert_uint16(vload16(0, p2)) << 16) | (convert_uint16(vload16(0, p3)) << 24));
+}
+#define MP_ZIP4X16(p0, p1, p2, p3) mp_zip4x16((p0), (p1), (p2), (p3))
+#define MP_QUAD_WORD(w) ((mp_i32x16)(w))
+)";
+
+// CUDA: a struct of 16 int lanes; dp4a (unsigned × signed bytes, wrapping int32) per lane on
+// sm_61+, the same integers in plain arithmetic below. Compiled by NVRTC in the tests, never run
+// (no NVIDIA GPU on the build machine).
+const char* kByteQuadProduct16CudaText =
+    R"(// Byte quad products: 32-bit lanes acc.s[i] + x.b(4i)*w.b(4i) + ... + x.b(4i+3)*w.b(4i+3).
+struct mp_i32x16 {
+  int s[16];
+  __device__ __forceinline__ mp_i32x16() {}
+  __device__ __forceinline__ mp_i32x16(int x) {
+    for (int l = 0; l < 16; ++l) s[l] = x;
+  }
+};
+#define MP_QUAD_FN __device__ __forceinline__
+__device__ __forceinline__ mp_i32x16 mp_dpbusd16(mp_i32x16 acc, const mp_i32x16& x,
+                                                 const mp_i32x16& w) {
+  for (int l = 0; l < 16; ++l) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 610
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(acc.s[l]) : "r"(x.s[l]), "r"(w.s[l]), "r"(acc.s[l]));
+#else
+    mp_u32 a = (mp_u32)acc.s[l];
+    for (int k = 0; k < 32; k += 8)
+      a += (mp_u32)((int)(((mp_u32)x.s[l] >> k) & 255u) * (int)(mp_i8)(((mp_u32)w.s[l] >> k) & 255u));
+    acc.s[l] = (int)a;
+#endif
+  }
+  return acc;
+}
+#define MP_DPBUSD16(acc, x, w) mp_dpbusd16((acc), (x), (w))
+__device__ __forceinline__ mp_i32x16 mp_zip4x16(const mp_u8* p0, const mp_u8* p1, const mp_u8* p2,
+                                                const mp_u8* p3) {
+  mp_i32x16 r;
+  for (int l = 0; l < 16; ++l)
+    r.s[l] = (int)((mp_u32)p0[l] | ((mp_u32)p1[l] << 8) | ((mp_u32)p2[l] << 16) |
+                   ((mp_u32)p3[l] << 24));
+  return r;
+}
+#define MP_ZIP4X16(p0, p1, p2, p3) mp_zip4x16((p0), (p1), (p2), (p3))
+#define MP_QUAD_WORD(w) mp_i32x16((int)(w))
+)";
+
 // KernelHelper::kByteVectorStore in OpenCL: a vector type declared 1-byte aligned (a typedef may
 // lower alignment in Clang, which every OpenCL compiler here is built on) makes the store one
 // unaligned move. PoCL 3.1 made every vstore16 / vstore8 of a uchar vector (the int8 depthwise
@@ -462,6 +537,7 @@ const Dialect kOpenCL = {
     /*vector_max=*/kVectorMaxOpenCLText,
     /*pair_product16=*/kPairProduct16OpenCLText,
     /*byte_pair_product16=*/kBytePairProduct16OpenCLText,
+    /*byte_quad_product16=*/kByteQuadProduct16OpenCLText,
     /*byte_vector_store=*/kByteVectorStoreOpenCLText,
     /*vector_builtins=*/true,
     /*vector_type=*/"@S@N",
@@ -515,6 +591,7 @@ const Dialect kCuda = {
     /*vector_max=*/kVectorMaxCudaText,
     /*pair_product16=*/kPairProduct16CudaText,
     /*byte_pair_product16=*/kBytePairProduct16CudaText,
+    /*byte_quad_product16=*/kByteQuadProduct16CudaText,
     /*byte_vector_store=*/nullptr,
     /*vector_builtins=*/false,
     // The vector words of OpenCL C have no row here yet: CUDA's vectors are AddVector's structs.

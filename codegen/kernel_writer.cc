@@ -141,7 +141,12 @@ KernelTarget KernelTarget::Of(const Device& device) {
   t.vectors_beyond_16_lanes = device.info().vectors_beyond_16_lanes;
   t.vector_builtins = Dialect::For(t.backend).vector_builtins;
   t.work_item_is_thread = UsesCpuVectorDefaults(device.info());
+  t.byte_quads_in_helper = ByteQuadsInHelper(device.info());
   return t;
+}
+
+bool ByteQuadsInHelper(const DeviceInfo& device) {
+  return device.byte_quad_products_in_helper && ActiveHostIsa() == CpuHostIsa();
 }
 
 std::string KernelTarget::Dot4BuildOptions() const {
@@ -317,6 +322,11 @@ KernelWriter& KernelWriter::UseRequant(DataType type) {
 
 KernelWriter& KernelWriter::Define(const std::string& name, const std::string& value) {
   defines_.push_back("#define " + name + " " + value + "\n");
+  return *this;
+}
+
+KernelWriter& KernelWriter::Function(const std::string& text) {
+  functions_.push_back(text);
   return *this;
 }
 
@@ -505,6 +515,12 @@ std::string KernelWriter::Preamble() const {
       case KernelHelper::kBytePairProduct16:
         p += Expand(dialect_.byte_pair_product16);
         break;
+      case KernelHelper::kByteQuadProduct16:
+        // Only texts that use the helper say so: every other text keeps its bytes (cache keys).
+        if (target_.byte_quads_in_helper && target_.backend == Backend::kOpenCL)
+          p += "#define MP_BYTE_QUADS_VNNI 1\n";
+        p += dialect_row(dialect_.byte_quad_product16, "byte quad products");
+        break;
       case KernelHelper::kByteVectorStore:
         p += dialect_row(dialect_.byte_vector_store, "byte-vector stores");
         break;
@@ -573,6 +589,7 @@ std::string KernelWriter::Source() const {
     Families().insert(family_);
   }
   std::string s = Preamble();
+  for (const auto& f : functions_) s += "\n" + Expand(f);
   for (const auto& k : kernels_) s += "\n" + KernelText(k);
   return s;
 }

@@ -65,6 +65,9 @@ struct Dialect {
   /// KernelHelper::kBytePairProduct16's text (MP_MADDUBS over mp_i32x8 / mp_i16x16: OpenCL's
   /// int8 / short16 with AVX2 built-ins beside a portable form, CUDA structs).
   const char* byte_pair_product16;
+  /// KernelHelper::kByteQuadProduct16's text (OpenCL: the VNNI built-in behind
+  /// MP_BYTE_QUADS_VNNI and a portable form; CUDA: dp4a per lane).
+  const char* byte_quad_product16;
   /// KernelHelper::kByteVectorStore's text; nullptr where the dialect has no such form (CUDA:
   /// its vectors store lane by lane already).
   const char* byte_vector_store;
@@ -129,6 +132,9 @@ struct KernelTarget {
   /// configurations"). GPUs keep the grid stride, whose neighbouring work-items touch
   /// neighbouring addresses.
   bool work_item_is_thread = false;
+  /// KernelHelper::kByteQuadProduct16 takes its AVX-512 VNNI form (MP_QUAD_FN functions carry
+  /// the target attribute; the text defines MP_BYTE_QUADS_VNNI): ByteQuadsInHelper.
+  bool byte_quads_in_helper = false;
 
   /// The device's target. fp16_arith follows DeviceInfo::fp16 unless MPCAFFE_FP16_ARITH=0
   /// (fp16 then computes in float, as on a device without half arithmetic); helper_forms
@@ -142,6 +148,11 @@ struct KernelTarget {
   /// A CUDA target of a given compute capability (e.g. 80), for compiling without a device.
   static KernelTarget Cuda(int compute_capability);
 };
+
+/// Whether `device`'s compiler runs AVX-512 VNNI's byte quad products in a helper function
+/// (DeviceInfo::byte_quad_products_in_helper) and MPCAFFE_ISA leaves this CPU's level as it is
+/// (avx2 or generic turn the VNNI form off, as they turn off the 512-bit pair products).
+bool ByteQuadsInHelper(const DeviceInfo& device);
 
 /// Optional helper functions a kernel text may ask for.
 enum class KernelHelper {
@@ -191,6 +202,21 @@ enum class KernelHelper {
   ///   MP_NIBBLES32_LOAD(p)  mp_i32x8 of the 32 nibbles of 16 bytes p[0 … 15] sign-extended to
   ///                     bytes: the low nibbles of bytes 0 … 15, then their high nibbles
   kBytePairProduct16,
+  /// Unsigned × signed byte quad products into 32-bit lanes, what the int8 pointwise kernel's
+  /// 4-channel steps multiply with (Dialect::byte_quad_product16), the same integers in every form:
+  ///   MP_QUAD_FN        the qualifier of a helper function whose body calls MP_DPBUSD16: with
+  ///                     KernelTarget::byte_quads_in_helper (MP_BYTE_QUADS_VNNI) a static
+  ///                     noinline function compiled for AVX-512 VNNI (the attribute works on
+  ///                     PoCL only on a function that is not inlined into the kernel); else the
+  ///                     dialect's inline helper qualifier. Kernels call such a function for
+  ///                     their whole K loop, so the call costs once per tile.
+  ///   mp_i32x16         16 int lanes (64 bytes; OpenCL's int16)
+  ///   MP_DPBUSD16(acc, x, w)  acc + per lane i Σ_j x.b(4i+j)·w.b(4i+j) (x's bytes unsigned, w's
+  ///                     signed), wrapping int32: one vpdpbusd in the VNNI form (non-saturating)
+  ///   MP_ZIP4X16(p0, p1, p2, p3)  mp_i32x16 whose lane i holds the bytes p0[i], p1[i], p2[i],
+  ///                     p3[i] (low first): 4 rows of 16 bytes interleaved (global uchar rows)
+  ///   MP_QUAD_WORD(w)   the int w (4 bytes) in every lane
+  kByteQuadProduct16,
   /// MP_SELECT(a, b, c): c ? b : a, elementwise and branch-free where the dialect has it
   /// (Dialect::select); and <alias>_SELECT(a, b, c) per AddType alias, for values of its compute
   /// type (the condition as the integer of that size OpenCL's select() wants: short for half).
@@ -287,6 +313,9 @@ class KernelWriter {
   /// #define name value.
   KernelWriter& Define(const std::string& name, const std::string& value);
   KernelWriter& UseHelper(KernelHelper helper);
+  /// A function of the program (full text, `$` placeholders expanded), placed after the helpers
+  /// and before the kernels: e.g. a kernel's K loop in an MP_QUAD_FN function.
+  KernelWriter& Function(const std::string& text);
   /// Starts a kernel (the reference stays valid for the writer's lifetime).
   KernelBuilder& Kernel(const std::string& name);
 
@@ -308,6 +337,7 @@ class KernelWriter {
   std::vector<std::pair<std::string, std::string>> select_masks_;
   std::vector<std::string> defines_;
   std::vector<KernelHelper> helpers_;
+  std::vector<std::string> functions_;
   std::deque<KernelBuilder> kernels_;
 };
 

@@ -23,6 +23,9 @@ struct TargetProfile {
   bool lane_loads_expensive = false;
   /// A native 4-way int8 dot product (DeviceInfo::dot_product).
   bool dot_product = false;
+  /// AVX-512 VNNI's byte quad products run in a helper function (ByteQuadsInHelper: PoCL on a
+  /// CPU with avx512vnni, MPCAFFE_ISA not lowered): the int8 pointwise kernel's 4-channel steps.
+  bool byte_quad_products = false;
   /// The dialect has OpenCL C's vector types and built-ins (Dialect::vector_builtins): the
   /// vector forms of libdnn's kernels exist only then.
   bool vector_builtins = true;

@@ -84,6 +84,14 @@ struct DeviceInfo {
   /// SPIR target and runs the portable form, so 4-bit weights save memory there but no
   /// multiplies: libdnn then keeps them where weights dominate the bytes (DefaultGemmConfig).
   bool byte_pair_products = true;
+  /// The compiler runs AVX-512 VNNI's byte quad products (vpdpbusd) in a helper function that
+  /// carries the target attribute (KernelHelper::kByteQuadProduct16's MP_QUAD_FN): PoCL on a host
+  /// CPU with avx512vnni (host CPUID). PoCL 3.1's LLVM 15 targets skylake-avx512 on Zen 4 and
+  /// takes no -mavx512vnni, but compiles `__attribute__((target("avx512vnni")))` on a function
+  /// that is not inlined; the same attribute on code inlined into the work-group function aborts
+  /// the process ("LLVM ERROR: Cannot select ... X86ISD::VPDPBUSD"). Intel's runtime compiles
+  /// for SPIR (no x86 built-ins), rusticl scalarizes: false there.
+  bool byte_quad_products_in_helper = false;
   /// The most work-groups a launch may have along its third dimension (CUDA's gridDim.z:
   /// 65535); 0 where the device sets no limit below size_t's (OpenCL).
   size_t max_groups_dim2 = 0;

@@ -44,6 +44,15 @@ HostIsa CpuHostIsa() {
   return cpu;
 }
 
+bool CpuHasAvx512Vnni() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool vnni = CpuHostIsa() == HostIsa::kAvx512 && __builtin_cpu_supports("avx512vnni");
+  return vnni;
+#else
+  return false;
+#endif
+}
+
 std::string HostIsaUnavailable(HostIsa isa) {
   if (isa <= CpuHostIsa()) return "";
 #if !(defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)))

@@ -25,6 +25,12 @@ std::vector<HostIsa> AllHostIsas();
 /// The highest level this CPU (and this build's compiler) can run.
 HostIsa CpuHostIsa();
 
+/// Whether this CPU has AVX-512 VNNI (vpdpbusd: four unsigned × signed byte products summed per
+/// 32-bit lane). Not a level of its own: only the OpenCL kernels that ask for it in a helper
+/// function use it (DeviceInfo::byte_quad_products_in_helper), and only while MPCAFFE_ISA leaves
+/// the AVX-512 level on (ByteQuadsInHelper, codegen/target_profile.h).
+bool CpuHasAvx512Vnni();
+
 /// "" when this CPU runs `isa`, else why not (e.g. "this CPU has no AVX-512 (F, BW, VL, DQ)").
 std::string HostIsaUnavailable(HostIsa isa);
 

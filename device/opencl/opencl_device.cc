@@ -13,6 +13,7 @@
 
 #include "device/backends.h"
 #include "device/device.h"
+#include "device/host_isa.h"
 #include "device/opencl/opencl_interop.h"
 #include "device/program_store.h"
 
@@ -394,6 +395,10 @@ class OpenCLDevice : public Device {
     info_.lane_loads_expensive = info_.implementation == "rusticl" && !info_.is_gpu;
     info_.vectors_beyond_16_lanes = info_.implementation != "rusticl";
     info_.byte_pair_products = info_.implementation != "intel";  // see DeviceInfo
+    info_.byte_quad_products_in_helper =  // see DeviceInfo: PoCL's CPU device is this host
+        info_.implementation == "pocl" && !info_.is_gpu &&
+        (DeviceValue<cl_device_type>(device, CL_DEVICE_TYPE) & CL_DEVICE_TYPE_CPU) != 0 &&
+        CpuHasAvx512Vnni();
     // PoCL's binary holds a generic work-group function of every kernel (and each listed
     // specialization), compiled when asked for; its own cache keeps what launches compiled.
     const char* pocl_cache = std::getenv("POCL_KERNEL_CACHE");

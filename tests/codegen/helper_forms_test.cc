@@ -210,6 +210,83 @@ TEST_P(HelperFormsTest, BytePairProductsMatchTheHost) {
               flags[0] ? "vpmaddubsw / vpmaddwd built-ins" : "portable byte pair products");
 }
 
+// MP_DPBUSD16 on MP_ZIP4X16's quads of 4 byte rows (activations 0..255) and broadcast weight
+// words (signed bytes, −128 and 127 in every fourth group), summed over 8 steps inside an
+// MP_QUAD_FN function as the int8 pointwise kernel's K loop does: the VNNI built-in in the
+// native form where the device runs it in a helper (KernelTarget::byte_quads_in_helper), the
+// portable arithmetic otherwise.
+TEST_P(HelperFormsTest, ByteQuadProductsMatchTheHost) {
+  Device& dev = DefaultDevice();
+  const int groups = 256, steps = 8;  // a multiple of any work-group size the launch picks
+  std::mt19937 rng(41);
+  std::vector<uint8_t> xb(size_t(groups) * steps * 64);
+  std::vector<int32_t> words(size_t(groups) * steps);
+  for (size_t i = 0; i < xb.size(); ++i) xb[i] = (i / 64) % 4 == 0 ? 255 : uint8_t(rng());
+  for (size_t i = 0; i < words.size(); ++i)
+    words[i] = i % 4 == 0 ? int32_t(i % 8 ? 0x80808080u : 0x7f7f807fu) : int32_t(rng());
+  KernelWriter w(Target(), "test_helper_forms");
+  w.UseHelper(KernelHelper::kByteQuadProduct16);
+  w.Function(
+      "MP_QUAD_FN void quad_steps(const $global mp_u8* x, const $global int* wt, mp_i32x16* acc) {\n"
+      "  mp_i32x16 a = acc[0];\n"
+      "  for (int s = 0; s < 8; ++s)\n"
+      "    a = MP_DPBUSD16(a, MP_ZIP4X16(x + 64 * s, x + 64 * s + 16, x + 64 * s + 32,\n"
+      "                                  x + 64 * s + 48), MP_QUAD_WORD(wt[s]));\n"
+      "  acc[0] = a;\n"
+      "}\n");
+  w.Kernel("byte_quad_products")
+      .In("mp_u8", "x")
+      .In("int", "wt")
+      .Out("int", "y")
+      .Out("int", "flags")
+      .Body(
+          "  const int g = $global_id(0);\n"
+          "  if (g == 0) {\n"
+          "#if defined(MP_BYTE_QUADS_VNNI) && !defined(MP_PORTABLE_FORMS) && "
+          "!defined(MP_NO_512BIT_FORMS)\n"
+          "    flags[0] = 1;\n"
+          "#endif\n"
+          "  }\n"
+          "  mp_i32x16 acc[1];\n"
+          "  acc[0] = (mp_i32x16)(g - 1000000);\n"
+          "  quad_steps(x + g * 512, wt + g * 8, acc);\n"
+          "  vstore16(acc[0], 0, y + g * 16);\n");
+  const std::string text = w.Source();
+  Kernel k = dev.BuildProgram(text)->GetKernel("byte_quad_products");
+  auto dx = dev.Alloc<uint8_t>(xb.size());
+  auto dw = dev.Alloc<int32_t>(words.size());
+  auto dy = dev.Alloc<int32_t>(size_t(groups) * 16), dflags = dev.Alloc<int32_t>(1);
+  const int32_t zero = 0;
+  dev.Write(dx, xb.data(), xb.size()), dev.Write(dw, words.data(), words.size());
+  dev.Write(dflags, &zero, 1);
+  k.Arg(dx).Arg(dw).Arg(dy).Arg(dflags);
+  k.Launch({size_t(groups), 1, 1});
+  std::vector<int32_t> got(size_t(groups) * 16);
+  int32_t vnni = 0;
+  dev.Read(dy, got.data(), got.size());
+  dev.Read(dflags, &vnni, 1);
+  int bad = 0;
+  for (int g = 0; g < groups && bad < 10; ++g)
+    for (int l = 0; l < 16; ++l) {
+      int32_t want = g - 1000000;
+      for (int s = 0; s < steps; ++s)
+        for (int j = 0; j < 4; ++j)
+          want += int32_t(xb[size_t(g) * 512 + 64 * s + 16 * j + l]) *
+                  int8_t(uint32_t(words[size_t(g) * 8 + s]) >> (8 * j));
+      if (got[g * 16 + l] != want && ++bad)
+        ADD_FAILURE() << "group " << g << " lane " << l << ": want " << want << ", got "
+                      << got[g * 16 + l];
+    }
+  const bool vnni_expected =
+      GetParam() == Forms::kNative && KernelTarget::Of(dev).byte_quads_in_helper;
+  EXPECT_EQ(vnni != 0, vnni_expected);
+  EXPECT_EQ(text.find("#define MP_BYTE_QUADS_VNNI") != std::string::npos,
+            KernelTarget::Of(dev).byte_quads_in_helper);
+  std::printf("[ forms    ] %s on %s: %s\n", FormName(GetParam()), dev.Describe().c_str(),
+              vnni ? "vpdpbusd in a noinline AVX-512 VNNI helper"
+                   : "portable byte quad products");
+}
+
 INSTANTIATE_TEST_SUITE_P(Forms, HelperFormsTest,
                          testing::Values(Forms::kNative, Forms::kUpTo256Bit, Forms::kPortable),
                          [](const testing::TestParamInfo<Forms>& info) {

@@ -132,6 +132,46 @@ TEST(CudaBytePairs, CudaRowGivesTheSameIntegersOnTheHost) {
   EXPECT_NE(result.find(", 0 mismatches"), std::string::npos) << result;
 }
 
+// KernelHelper::kByteQuadProduct16's CUDA row in its arithmetic below sm_61 (the host compiler
+// has no __CUDA_ARCH__; the dp4a branch is compiled by NVRTC in generated_kernels_test.cc): random
+// and extreme bytes (activations 255, weights −128 / 127), 4 steps, against plain integers.
+const char* kQuadChecker = R"(
+#include <cstdint>
+#include <cstdio>
+#include <random>
+int main() {
+  std::mt19937 rng(11);
+  long bad = 0;
+  for (int it = 0; it < 20000; ++it) {
+    const bool extreme = it % 5 == 0;
+    mp_u8 x[4][64];
+    int w[4];
+    for (int s = 0; s < 4; ++s) {
+      for (int i = 0; i < 64; ++i) x[s][i] = extreme ? 255 : mp_u8(rng());
+      w[s] = extreme ? int(it % 2 ? 0x80808080u : 0x7f7f7f7fu) : int(rng());
+    }
+    mp_i32x16 acc(it - 7);
+    for (int s = 0; s < 4; ++s)
+      acc = MP_DPBUSD16(acc, MP_ZIP4X16(x[s], x[s] + 16, x[s] + 32, x[s] + 48), MP_QUAD_WORD(w[s]));
+    for (int l = 0; l < 16; ++l) {
+      int want = it - 7;
+      for (int s = 0; s < 4; ++s)
+        for (int j = 0; j < 4; ++j) want += x[s][16 * j + l] * int8_t(uint32_t(w[s]) >> (8 * j));
+      bad += acc.s[l] != want;
+    }
+  }
+  std::printf("byte quads: 320000 lanes, %ld mismatches\n", bad);
+  return bad == 0 ? 0 : 1;
+}
+)";
+
+TEST(CudaBytePairs, CudaByteQuadRowGivesTheSameIntegersOnTheHost) {
+  KernelWriter w(KernelTarget::Cuda(80), "test_byte_quads");
+  w.UseHelper(KernelHelper::kByteQuadProduct16);
+  const std::string result = RunOnHost(w.Source(), kQuadChecker, "byte_quads");
+  EXPECT_NE(result.find(", 0 mismatches"), std::string::npos) << result;
+}
+
 // AddVector's CUDA structs: vectors of whole 16-byte words load and store whole words at
 // 16-byte-aligned addresses and lane by lane elsewhere (Dialect::vector_words); both must move
 // the same lanes, and loads from another storage type still convert lane by lane.

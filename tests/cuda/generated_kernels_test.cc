@@ -89,6 +89,25 @@ TEST(NvrtcAllKernels, Dot4UsesTheDp4aInstructionOnSm61AndLater) {
   EXPECT_NE(out.ptx.find("dp4a.u32.u32"), std::string::npos) << out.ptx;
 }
 
+// KernelHelper::kByteQuadProduct16's CUDA row (never executed: no NVIDIA GPU here; its
+// arithmetic runs on the host in tests/cuda/byte_pairs_host_test.cc): dp4a per lane from sm_61
+// (every architecture this NVRTC compiles for), plain integer arithmetic before.
+TEST(NvrtcAllKernels, ByteQuadsUseTheDp4aInstructionOnSm61AndLater) {
+  KernelWriter w(KernelTarget::Cuda(80), "test_byte_quads");
+  w.UseHelper(KernelHelper::kByteQuadProduct16);
+  w.Function(R"(MP_QUAD_FN void quads(const $global mp_u8* x, const $global int* wt, mp_i32x16* acc) {
+  acc[0] = MP_DPBUSD16(acc[0], MP_ZIP4X16(x, x + 16, x + 32, x + 48), MP_QUAD_WORD(wt[0]));
+}
+)");
+  w.Kernel("byte_quads").In("mp_u8", "x").In("int", "wt").Out("int", "y").Body(R"(  mp_i32x16 acc[1];
+  acc[0] = mp_i32x16(0);
+  quads(x, wt, acc);
+  for (int l = 0; l < 16; ++l) y[l] = acc[0].s[l];
+)");
+  cuda::NvrtcOutput out = cuda::CompileCuda(w.Source(), "compute_80");
+  EXPECT_NE(out.ptx.find("dp4a.u32.s32"), std::string::npos) << out.ptx;
+}
+
 #else
 TEST(NvrtcAllKernels, Skipped) { GTEST_SKIP() << "CUDA toolkit not found at build time: no NVRTC"; }
 #endif
