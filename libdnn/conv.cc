@@ -107,7 +107,7 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
       return;
     case ConvFamily::kPointwise:
       PreparePointwise(c.tile);
-      note(c.tile.ToString());
+      note(pointwise_tile_.ToString());
       return;
     case ConvFamily::kDirect:
       note(plan.direct.config.ToString());
@@ -193,7 +193,9 @@ void Convolution::PreparePointwise(const PointwiseTile& tile) {
   const ConvDesc& d = desc_;
   family_ = ConvFamily::kPointwise;
   pointwise_tile_ = tile;
-  auto program = device_->GetProgram(PointwiseSource(KernelTarget::Of(*device_), d, tile), "",
+  // Byte quads hold w − z_w as signed bytes; other weight zero points take the pair products.
+  if (tile.k == 4 && !weights_fit_bytes_) pointwise_tile_.k = 2;
+  auto program = device_->GetProgram(PointwiseSource(KernelTarget::Of(*device_), d, pointwise_tile_), "",
                                      ProgramHints::OneDimensional());
   pointwise_kernel_ = program->GetKernel(PointwiseKernelName(d));
   pointwise_pack_ = program->GetKernel("conv_pw_pack_" + std::string(Name(d.type)));
@@ -282,6 +284,9 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
     }
     x_zero_ = quant.x_zero;
     c_zero_ = quant.c_zero;
+    weights_fit_bytes_ = std::all_of(wz.begin(), wz.end(), [&](int32_t z) {
+      return desc_.type == DataType::kInt8Q && z == (desc_.weights_signed ? 0 : 128);
+    });
     res_zero_ = quant.res_zero;
     res_m_ = quant.res_multiplier.multiplier;
     res_s_ = quant.res_multiplier.shift;
@@ -345,10 +350,10 @@ Event Convolution::SetWeights(const BufferRef& packed_weights, Queue* queue) {
     const PointwiseTile& t = pointwise_tile_;
     const size_t blocks = size_t(DivUp(d.out_channels, t.oc)) * size_t(t.oc);
     const size_t row = d.weight_count() / size_t(d.out_channels);  // weights per channel
-    // A float per weight (int8q's row form: w − z_w), or int8q's plane form an int per pair of
-    // input channels and the sums Σ(w − z_w).
+    // A float per weight (int8q's row form: w − z_w), or int8q's plane form an int per pair
+    // (quad, k 4) of input channels and the sums Σ(w − z_w).
     const bool q = d.type == DataType::kInt8Q, pairs = pointwise_wsum_ != nullptr;
-    const size_t total = blocks * (pairs ? size_t(DivUp(int(row), 2)) : row);
+    const size_t total = blocks * (pairs ? size_t(DivUp(int(row), t.k)) : row);
     if (!pointwise_weights_) pointwise_weights_ = device_->Allocate(total * 4);
     pointwise_pack_.ArgBuffer(weights.mem, weights.byte_offset, wbytes);
     if (q) pointwise_pack_.Arg(w_zero_);

@@ -32,6 +32,7 @@
 
 #include "codegen/datatype.h"
 #include "codegen/kernel_writer.h"
+#include "codegen/target_profile.h"
 #include "device/device.h"
 #include "libdnn/gemm.h"  // BufferRef
 #include "quant/fixed_point.h"
@@ -216,14 +217,18 @@ class Convolution {
                                int rows, int vx = 0);
 
   /// The pointwise kernel's register tile: `oc` output channels × `px` vectors of `vx`
-  /// neighbouring pixels of one plane per work-item (libdnn/conv_pointwise_source.cc).
+  /// neighbouring pixels of one plane per work-item (libdnn/conv_pointwise_source.cc); int8q's
+  /// plane form multiplies `k` input channels per step: 2 (16-bit pair products) or 4 (byte
+  /// quad products, vx 16; where the weight zero points leave some w − z_w outside a signed
+  /// byte the convolution runs k = 2 instead).
   struct PointwiseTile {
-    int oc = 4, px = 2, vx = 8;
-    /// "oc4 px2 v8" (the tuning table's conv_pw records, MPCAFFE_KERNEL_CONFIG's conv_pw).
+    int oc = 4, px = 2, vx = 8, k = 2;
+    /// "oc4 px2 v8", "oc8 px1 v16 k4" (the tuning table's conv_pw records,
+    /// MPCAFFE_KERNEL_CONFIG's conv_pw; k printed when it is not 2).
     static const ConfigSchema<PointwiseTile>& Schema();
     std::string ToString() const;
     bool operator==(const PointwiseTile& o) const {
-      return oc == o.oc && px == o.px && vx == o.vx;
+      return oc == o.oc && px == o.px && vx == o.vx && k == o.k;
     }
   };
   /// Whether Forward runs the pointwise kernel (fp32 IsPointwise descriptions: vectors along
@@ -237,8 +242,10 @@ class Convolution {
   bool forward_pointwise() const { return family_ == ConvFamily::kPointwise; }
   const PointwiseTile& pointwise_tile() const { return pointwise_tile_; }
   static bool PointwiseApplies(const ConvDesc& desc, const PointwiseTile& tile);
-  /// 8 channels × one vector of 16 pixels; of 8 or 4 for planes of fewer than 16 pixels.
-  static PointwiseTile DefaultPointwiseTile(const ConvDesc& desc);
+  /// 8 channels × one vector of 16 pixels; of 8 or 4 for planes of fewer than 16 pixels; int8q
+  /// in byte quads where `profile` has byte_quad_products (PointwiseDefaults).
+  static PointwiseTile DefaultPointwiseTile(const ConvDesc& desc,
+                                            const TargetProfile& profile = {});
   /// The constructor of a pointwise description with a given tile (the tuner's candidates).
   static Convolution Pointwise(Device& device, const ConvDesc& desc, const PointwiseTile& tile,
                                const ConvQuant& quant = {});
@@ -346,6 +353,9 @@ class Convolution {
   bool packed_ready_ = false;
   std::shared_ptr<DeviceMemory> xpacked_;  // packed input planes of one chunk of the batch
   int32_t x_zero_ = 0, c_zero_ = 0;
+  /// int8q: every w − w_zero fits a signed byte (weight zero points 128, or 0 for signed storage):
+  /// the pointwise kernel's byte quads (PointwiseTile::k 4) hold them.
+  bool weights_fit_bytes_ = false;
   int32_t res_zero_ = 0, res_m_ = 0, res_s_ = 0;  // ConvQuant's residual requantization
   // The fp32 backward pass (conv_backward.cc), prepared at its first use: its LibDNN GEMMs
   // (data: colᵀ-shaped W_gᵀ · top_g; weights: top_g · colᵀ) and kernels, and one image's

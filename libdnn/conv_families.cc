@@ -129,7 +129,16 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
   // The row form (a first layer) takes vectors along an output row: 16 at stride 1 where the row
   // has them, else 8. Planes of fewer than 16 pixels take one vector of 8 or 4 (under 4 pixels,
   // int8q under 8, the pointwise kernel does not apply).
+  // Where byte quad products run in a helper (PoCL, AVX-512 VNNI), int8q's plane form steps
+  // 4 input channels per vpdpbusd (64 products) instead of 2 per vpmaddwd (32) and its add.
   static const DefaultsTable<Tile, ConvDesc> table = {
+      {"int8q plane form, planes of at least 16 pixels, byte quad products in a helper",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.byte_quad_products && d.type == DataType::kInt8Q && !RowForm(d) &&
+                Pixels(d) >= 16;
+       },
+       {8, 1, 16, 4},
+       "QUAD_PROVENANCE"},
       {"row form, stride 1, output rows of at least 64 columns",
        [](const TargetProfile&, const ConvDesc& d) {
          return RowForm(d) && d.stride_w == 1 && d.out_w() >= 64;

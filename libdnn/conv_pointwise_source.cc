@@ -161,6 +161,57 @@ void DeclareInt8Types(KernelWriter& w, const ConvDesc& d) {
   w.Define("Btype", TraitsOf(d.type).acc_alias());
 }
 
+/// The int8q plane form's K loop in byte quads (PointwiseTile::k 4), an MP_QUAD_FN function
+/// conv_pw_quads(xn, wb, acc): per 4 input channels the 16 pixels of each vector zipped into
+/// byte quads (MP_ZIP4X16: x itself, unsigned) and multiplied by each output channel's packed
+/// quad of w − z_w (MP_DPBUSD16: one vpdpbusd, 64 products, where the device runs AVX-512
+/// VNNI in a helper); acc[o·px + p] gets channel o's sums over pixel vector p. A function of
+/// its own because PoCL compiles the VNNI built-in only outside the work-group function: the
+/// call and the accumulators' trip through memory cost once per tile. The last C mod 4 channels
+/// repeat the first row of their quad where no channel is left (their weights are 0).
+std::string PointwiseQuadLoop(const ConvDesc& d, const Convolution::PointwiseTile& t) {
+  auto num = [](long v) { return std::to_string(v); };
+  const long hw = long(d.height) * d.width;
+  const int C = d.channels;
+  std::string f = "MP_QUAD_FN void conv_pw_quads(const $global Dtype* xn, "
+                  "const $global int* wb, mp_i32x16* acc) {\n";
+  for (int o = 0; o < t.oc; ++o)
+    for (int p = 0; p < t.px; ++p)
+      f += "  mp_i32x16 s" + num(o) + "_" + num(p) + " = (mp_i32x16)(0);\n";
+  auto step = [&](int rows) {
+    std::string r;
+    for (int p = 0; p < t.px; ++p) {
+      std::string ptrs;
+      for (int j = 0; j < 4; ++j)
+        ptrs += std::string(j ? ", " : "") + "xc + " + num((j < rows ? j * hw : 0) + 16 * p);
+      r += "    const mp_i32x16 v" + num(p) + " = MP_ZIP4X16(" + ptrs + ");\n";
+    }
+    for (int o = 0; o < t.oc; ++o) {
+      r += "    const mp_i32x16 w" + num(o) + " = MP_QUAD_WORD(wc[" + num(o) + "]);\n";
+      for (int p = 0; p < t.px; ++p) {
+        const std::string a = "s" + num(o) + "_" + num(p);
+        r += "    " + a + " = MP_DPBUSD16(" + a + ", v" + num(p) + ", w" + num(o) + ");\n";
+      }
+    }
+    return r;
+  };
+  if (C / 4 > 0) {
+    f += "  for (int cq = 0; cq < " + num(C / 4) + "; ++cq) {\n";
+    f += "    const $global Dtype* xc = xn + cq * " + num(4 * hw) + ";\n";
+    f += "    const $global int* wc = wb + cq * " + num(t.oc) + ";\n";
+    f += step(4) + "  }\n";
+  }
+  if (C % 4) {
+    f += "  {\n    const $global Dtype* xc = xn + " + num((C / 4) * 4 * hw) + ";\n";
+    f += "    const $global int* wc = wb + " + num(long(C / 4) * t.oc) + ";\n";
+    f += step(C % 4) + "  }\n";
+  }
+  for (int o = 0; o < t.oc; ++o)
+    for (int p = 0; p < t.px; ++p)
+      f += "  acc[" + num(o * t.px + p) + "] = s" + num(o) + "_" + num(p) + ";\n";
+  return f + "}\n";
+}
+
 /// The int8q plane form (OpenCL): per pair of input channels, 8 neighbouring pixels of both
 /// planes zipped into 16-bit pairs (MP_ZIP16: x, not x − z_x) and multiplied by the packed pair
 /// of weights w − z_w of each output channel (MP_MADD16: one vpdpwssd on Intel's runtime with
@@ -168,16 +219,21 @@ void DeclareInt8Types(KernelWriter& w, const ConvDesc& d) {
 /// subtracts z_x·Σ(w − z_w), adds the bias and requantizes like the depthwise vector kernel
 /// (the same integers as the reference: every sum is exact in int32). Weights are packed as
 /// words (w[2c] − z_w) & 0xffff | (w[2c+1] − z_w) << 16 per block of oc channels (zero past
-/// the last channel and, for odd C, in the last pair's high half).
+/// the last channel and, for odd C, in the last pair's high half). With PointwiseTile::k 4
+/// the K loop is PointwiseQuadLoop's, the rest the same.
 std::string PointwiseInt8Source(const KernelTarget& target, const ConvDesc& d,
                                 const Convolution::PointwiseTile& t) {
   auto num = [](long v) { return std::to_string(v); };
   const long hw = long(d.height) * d.width, block = long(t.px) * t.vx;
-  const int C = d.channels, O = d.out_channels, pairs = DivUp(C, 2), groups = int(block / 8);
+  const int C = d.channels, O = d.out_channels, pairs = DivUp(C, t.k), groups = int(block / 8);
   const int ob_count = DivUp(O, t.oc);
+  const bool quads = t.k == 4;
   KernelWriter w(target, "conv_pointwise");
   DeclareInt8Types(w, d);
-  w.UseHelper(KernelHelper::kPairProduct16);
+  w.UseHelper(quads ? KernelHelper::kByteQuadProduct16 : KernelHelper::kPairProduct16);
+  // A word per k input channels (`pairs` words per output channel): 16-bit halves (k 2) or
+  // signed bytes (k 4, w − z_w within [−128, 127]: Convolution::weights_fit_bytes_), low first.
+  const std::string bits = quads ? "8" : "16", mask = quads ? "0xff" : "0xffff";
   w.Kernel("conv_pw_pack_" + std::string(Name(d.type)))
       .In("Wstore", "wsrc")
       .In("int", "wz")
@@ -185,15 +241,15 @@ std::string PointwiseInt8Source(const KernelTarget& target, const ConvDesc& d,
       .Out("int", "wsum")
       .Body("  $loop(i, " + num(long(ob_count) * pairs * t.oc) + ") {\n" +
             "    const int o = i / " + num(long(pairs) * t.oc) + " * " + num(t.oc) + " + i % " +
-            num(t.oc) + ";\n    const int c = i / " + num(t.oc) + " % " + num(pairs) +
-            " * 2;\n    int lo = 0, hi = 0;\n    if (o < " + num(O) + ") {\n" +
-            "      lo = WLOAD(wsrc, o * " + num(C) + " + c) - wz[o];\n" +
-            "      if (c + 1 < " + num(C) + ") hi = WLOAD(wsrc, o * " + num(C) +
-            " + c + 1) - wz[o];\n" +
+            num(t.oc) + ";\n    const int c = i / " + num(t.oc) + " % " + num(pairs) + " * " +
+            num(t.k) + ";\n    uint word = 0u;\n    if (o < " + num(O) + ") {\n" +
+            "      for (int j = 0; j < " + num(t.k) + " && c + j < " + num(C) + "; ++j)\n" +
+            "        word |= (uint)((WLOAD(wsrc, o * " + num(C) + " + c + j) - wz[o]) & " + mask +
+            ") << (" + bits + " * j);\n" +
             "      if (c == 0) {\n        int s = 0;\n        for (int k = 0; k < " + num(C) +
             "; ++k) s += WLOAD(wsrc, o * " + num(C) + " + k) - wz[o];\n" +
             "        wsum[o] = s;\n      }\n    }\n" +
-            "    wp[i] = (lo & 0xffff) | (int)((uint)hi << 16);\n  }\n");
+            "    wp[i] = (int)word;\n  }\n");
   std::string b;
   b += "  const int blk = $global_id(0), ob = $global_id(1), n = $global_id(2);\n";
   b += "  if (blk >= " + num(DivUp(int(hw), int(block))) + " || ob >= " + num(ob_count) +
@@ -250,14 +306,19 @@ std::string PointwiseInt8Source(const KernelTarget& target, const ConvDesc& d,
                ".hi;\n";
     return s;
   };
-  if (wide)
+  if (quads) {
+    w.Function(PointwiseQuadLoop(d, t));
+    b += "  mp_i32x16 acc[" + num(t.oc * t.px) + "];\n  conv_pw_quads(xn, wb, acc);\n";
+  } else if (wide) {
     b += "#if defined(MP_MADD32)\n" + loops(true) + "#else\n" + loops(false) + "#endif\n";
-  else
+  } else {
     b += loops(false);
+  }
   b += "  const long base = (long)n * " + num(long(O) * hw) + " + p0;\n";
   const std::string corr = std::string(d.bias ? "bias[oc] " : "") + "- x_zero * wsum[oc]";
   const VectorWords v(target);
   b += PointwiseInt8Epilogue(v, d, t, hw, corr, [&](int o, int p) {
+    if (quads) return "acc[" + num(o * t.px + p) + "]";
     const std::string a = "a" + num(o) + "_" + num(p * t.vx / 8);
     if (t.vx == 8) return a;
     return v.Of(v.Type("int", 16), a + ", a" + num(o) + "_" + num(p * 2 + 1));
@@ -273,9 +334,12 @@ std::string Convolution::PointwiseKernelName(const ConvDesc& d) {
 }
 
 bool Convolution::PointwiseApplies(const ConvDesc& d, const PointwiseTile& t) {
-  if (t.oc < 1 || t.oc > 16 || t.px < 1 || t.px > 8 || (t.vx != 4 && t.vx != 8 && t.vx != 16))
+  if (t.oc < 1 || t.oc > 16 || t.px < 1 || t.px > 8 || (t.vx != 4 && t.vx != 8 && t.vx != 16) ||
+      (t.k != 2 && t.k != 4))
     return false;
   const long hw = long(d.height) * d.width;
+  // Byte quads: int8q's plane form, vectors of 16 pixels.
+  if (t.k == 4 && (d.type != DataType::kInt8Q || RowForm(d) || t.vx != 16)) return false;
   // int8q: the plane form, pair products over 8-pixel groups (vx 8 or 16, at most 32 pixels);
   // the row form sums (w − z_w)(x − z_x) in float, exact while K·255² < 2^24 (K ≤ 258).
   if (d.type == DataType::kInt8Q) {
@@ -287,8 +351,9 @@ bool Convolution::PointwiseApplies(const ConvDesc& d, const PointwiseTile& t) {
   return hw >= long(t.px) * t.vx;
 }
 
-Convolution::PointwiseTile Convolution::DefaultPointwiseTile(const ConvDesc& d) {
-  return DefaultRowFor(PointwiseDefaults(), "conv_pw", TargetProfile{}, d).config;
+Convolution::PointwiseTile Convolution::DefaultPointwiseTile(const ConvDesc& d,
+                                                             const TargetProfile& profile) {
+  return DefaultRowFor(PointwiseDefaults(), "conv_pw", profile, d).config;
 }
 
 const ConfigSchema<Convolution::PointwiseTile>& Convolution::PointwiseTile::Schema() {
@@ -296,7 +361,8 @@ const ConfigSchema<Convolution::PointwiseTile>& Convolution::PointwiseTile::Sche
   static const ConfigSchema<PointwiseTile> schema(
       "", {{"oc", &PointwiseTile::oc, ValueRange(1, 16)},
            {"px", &PointwiseTile::px, ValueRange(1, 8)},
-           {"v", &PointwiseTile::vx, {4, 8, 16}}});
+           {"v", &PointwiseTile::vx, {4, 8, 16}},
+           {"k", &PointwiseTile::k, {2, 4}, 2, /*always_printed=*/false}});
   return schema;
 }
 

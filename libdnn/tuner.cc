@@ -179,19 +179,26 @@ Chosen<PointwiseChoice> ChoosePointwise(const Device& device, const ConvDesc& de
     if (auto t = ParsePointwiseTile(*rec); t && Convolution::PointwiseApplies(desc, *t))
       return {t, ConfigSource::kTuned};
   }
-  return {Convolution::DefaultPointwiseTile(desc), ConfigSource::kDefault};
+  return {Convolution::DefaultPointwiseTile(desc, TargetProfile::Of(device.info())),
+          ConfigSource::kDefault};
 }
 
 PointwiseChoice TunedPointwise(const Device& device, const ConvDesc& desc) {
   return ChoosePointwise(device, desc).config;
 }
 
-std::vector<PointwiseChoice> PointwiseCandidates(const ConvDesc& desc) {
-  std::vector<PointwiseChoice> c{Convolution::DefaultPointwiseTile(desc), std::nullopt};
-  for (Convolution::PointwiseTile t :
-       std::vector<Convolution::PointwiseTile>{{4, 2, 8}, {4, 1, 8}, {6, 2, 8}, {8, 1, 8},
-                                               {4, 3, 8}, {2, 4, 8}, {8, 2, 8}, {3, 4, 8},
-                                               {4, 1, 16}, {4, 2, 16}, {8, 1, 16}, {2, 2, 16}})
+std::vector<PointwiseChoice> PointwiseCandidates(const ConvDesc& desc,
+                                                 const TargetProfile& profile) {
+  std::vector<PointwiseChoice> c{Convolution::DefaultPointwiseTile(desc, profile), std::nullopt};
+  std::vector<Convolution::PointwiseTile> tiles{{4, 2, 8},  {4, 1, 8},  {6, 2, 8},  {8, 1, 8},
+                                                {4, 3, 8},  {2, 4, 8},  {8, 2, 8},  {3, 4, 8},
+                                                {4, 1, 16}, {4, 2, 16}, {8, 1, 16}, {2, 2, 16}};
+  if (profile.byte_quad_products)  // int8q's byte quads (vx 16)
+    for (Convolution::PointwiseTile t : {Convolution::PointwiseTile{4, 1, 16, 4},
+                                         {8, 1, 16, 4}, {12, 1, 16, 4}, {16, 1, 16, 4},
+                                         {4, 2, 16, 4}, {8, 2, 16, 4}})
+      tiles.push_back(t);
+  for (const Convolution::PointwiseTile& t : tiles)
     if (Convolution::PointwiseApplies(desc, t) && std::find(c.begin(), c.end(), t) == c.end())
       c.push_back(t);
   return c;
@@ -416,13 +423,15 @@ PointwiseTuneResult Tuner::TunePointwise(const ConvDesc& desc, double give_up) {
                 " has no pointwise kernel (fp32 1×1 stride 1 unpadded one-group convolutions; on "
                 "OpenCL also one-group convolutions of few input channels)");
   const ConvOperands ops(device_, desc);
+  // Symmetric weight zero points, as the nets' int8 weights have: the byte quads hold them.
+  ConvQuant quant = PlaceholderConvQuant();
+  quant.w_zero = {desc.type == DataType::kInt8Q && !desc.weights_signed ? 128 : 0};
   PointwiseTuneResult result = TimeCandidates(
-      PointwiseCandidates(desc), 0, give_up, repeats_, [&](const PointwiseChoice& choice) {
+      PointwiseCandidates(desc, TargetProfile::Of(device_.info())), 0, give_up, repeats_,
+      [&](const PointwiseChoice& choice) {
         return ConvTimer(std::make_shared<Convolution>(
-                             choice ? Convolution::Pointwise(device_, desc, *choice,
-                                                             PlaceholderConvQuant())
-                                    : Convolution::WithoutPointwise(device_, desc,
-                                                                    PlaceholderConvQuant())),
+                             choice ? Convolution::Pointwise(device_, desc, *choice, quant)
+                                    : Convolution::WithoutPointwise(device_, desc, quant)),
                          desc, ops);
       });
   result.stored = Store(device_, "conv_pw", desc.ToString(),

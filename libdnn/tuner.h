@@ -134,8 +134,10 @@ std::vector<int> DepthwiseRowCandidates(const ConvDesc& desc);
 Chosen<PointwiseChoice> ChoosePointwise(const Device& device, const ConvDesc& desc);
 PointwiseChoice TunedPointwise(const Device& device, const ConvDesc& desc);
 /// The tuner's candidates (the default tile first, then the direct kernel, then other tiles of
-/// at most 16 accumulators, those the plane is too small for left out).
-std::vector<PointwiseChoice> PointwiseCandidates(const ConvDesc& desc);
+/// at most 16 accumulators, with `profile`'s byte_quad_products also int8q's byte-quad tiles,
+/// those the plane is too small for left out).
+std::vector<PointwiseChoice> PointwiseCandidates(const ConvDesc& desc,
+                                                 const TargetProfile& profile = {});
 /// Parses PointwiseTile::ToString()'s form ("oc4 px2 v8"); nothing when malformed.
 std::optional<Convolution::PointwiseTile> ParsePointwiseTile(const std::string& text);
 /// Parses ConvConfig::ToString()'s form ("l1 oc4 px3 v8"); nothing when malformed or invalid.

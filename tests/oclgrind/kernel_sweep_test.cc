@@ -503,8 +503,9 @@ TEST(ConvSweepDepthwise, EveryType) {
 }
 
 TEST(ConvSweepPointwise, Fp32AndInt8) {
-  // The pointwise kernel: its plane form (1×1: odd channel count for int8's pairs, a shifted
-  // last block, a partial channel block) and its row form (3 input channels, 3×3 stride 2).
+  // The pointwise kernel: its plane form (1×1: odd channel count for int8's pairs and quads, a
+  // shifted last block, a partial channel block) and its row form (3 input channels, 3×3
+  // stride 2).
   Device& dev = DefaultDevice();
   if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "the row form and int8 are OpenCL text";
   std::mt19937 rng(12);
@@ -529,6 +530,19 @@ TEST(ConvSweepPointwise, Fp32AndInt8) {
       conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0));
       EXPECT_EQ(Mismatches(t, d.output_count(), Download(dev, *ym, want.size()), want, 1e-5,
                            d.ToString()),
+                0);
+      if (t != DataType::kInt8Q || !libdnn::Convolution::IsPointwise(d)) continue;
+      // int8's byte quads in their portable form (Oclgrind compiles no x86 built-in; the VNNI
+      // form runs on PoCL only), with the symmetric weight zero points they hold.
+      libdnn::ConvQuant sym = quant;
+      for (int32_t& z : sym.w_zero) z = d.weights_signed ? 0 : 128;
+      libdnn::ConvForwardReference(d, sym, x.data(), w.data(), bias.data(), want.data());
+      libdnn::Convolution quads = libdnn::Convolution::Pointwise(dev, d, {4, 1, 16, 4}, sym);
+      ASSERT_EQ(quads.pointwise_tile().k, 4);
+      quads.SetWeights(BufferRef(wm.get(), 0));
+      quads.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0));
+      EXPECT_EQ(Mismatches(t, d.output_count(), Download(dev, *ym, want.size()), want, 0,
+                           d.ToString() + " k4"),
                 0);
     }
   }
