@@ -12,15 +12,20 @@
 # BENCH_ITERATIONS (default 10), BENCH_DEVICES (default "all": every device, one row each;
 # "i,j" some; "" the default device), BENCH_PEERS=0 (skip the peers), BENCH_MOE=auto|1|0,
 # BENCH_DOC (default docs/BENCHMARKS.md; "-" leaves it alone and prints the tables),
-# BENCH_STEPS (default "gemm,net,peers,zoo,scaleout,peak,cache,startup,memory,accuracy,report"; e.g.
-# "report" rebuilds the tables from the JSON files of an earlier run). The scaleout step:
+# BENCH_STEPS (default every step: "gemm,net,peers,zoo,scaleout,peak,cache,startup,memory,
+# accuracy,perchannel,testcost,report"; e.g. "report" rebuilds the tables from the JSON files of an
+# earlier run). The scaleout step:
 # scripts/bench-scale-out.sh's training throughput with 1 and 2 MPI ranks (BENCH_SCALE_OUT_STEPS,
 # default "lenet,alexnet"; its MPCAFFE_DEVICE defaults to pocl), BENCH_SCALE_OUT_RUNS runs
 # (default 3), the table spliced between the "bench.sh:scaleout:begin" / "bench.sh:scaleout:end"
 # markers. The startup and memory steps (bench/setup_tables.py; BENCH_SETUP_DEVICES, default the
 # OpenCL CPU devices but rusticl) splice theirs between "bench.sh:startup:…" and
 # "bench.sh:memory:…"; the accuracy step (bench/accuracy_tables.py, the same devices) between
-# "bench.sh:accuracy:…" and "bench.sh:acc16:…"; the cache step (mpcaffe_cache_bench on PoCL)
+# "bench.sh:accuracy:…" and "bench.sh:acc16:…"; the perchannel step (bench/accuracy_tables.py
+# perchannel: test_net's per-channel weight measurements on BENCH_PERCHANNEL_DEVICE, default pocl)
+# between "bench.sh:perchannel:…"; the testcost step (bench/test_cost.py: the last make test's
+# report, BENCH_TEST_BUDGET, default build/test-cache/reports/budget.json) between
+# "bench.sh:testcost:…"; the cache step (mpcaffe_cache_bench on PoCL)
 # between "bench.sh:cache:…", the peak step (mpcaffe_cpu_peak) between "bench.sh:peak:…". The
 # zoo step: bench/peers.py on ResNet-50, MobileNet v1 and BVLC AlexNet at batch 1 on devices
 # BENCH_ZOO_DEVICES (default 0,1) at each CPU level of BENCH_LEVELS (default native, plus avx2 on
@@ -36,7 +41,8 @@ BATCHES=${BENCH_BATCHES:-1,16}
 ITERATIONS=${BENCH_ITERATIONS:-10}
 DEVICES=${BENCH_DEVICES-all}
 DOC=${BENCH_DOC:-docs/BENCHMARKS.md}
-STEPS=",${BENCH_STEPS:-gemm,net,peers,zoo,scaleout,peak,cache,startup,memory,accuracy,report},"
+ALL_STEPS=gemm,net,peers,zoo,scaleout,peak,cache,startup,memory,accuracy,perchannel,testcost,report
+STEPS=",${BENCH_STEPS:-$ALL_STEPS},"
 LEVELS=${BENCH_LEVELS:-native$(grep -qw avx512f /proc/cpuinfo && echo ,avx2)}
 if [ "${BENCH_PEERS:-1}" != 0 ] && [[ $STEPS == *,peers,* || $STEPS == *,zoo,* ]] &&
    ! python3 -c 'import openvino' 2>/dev/null; then
@@ -65,11 +71,24 @@ case "${BENCH_MOE:-auto}" in
     fi ;;
 esac
 
+# The machine a table was measured on: cores, CPU, its vector level, and the load average $1 its
+# step started with (other work on the two cores slows cold starts and multi-threaded peers most;
+# 2 or more is marked "loaded").
+machine_line() {
+  local isa=AVX2
+  grep -qw avx512f /proc/cpuinfo && isa=AVX-512
+  grep -qw avx2 /proc/cpuinfo || isa="no AVX2"
+  local loaded=""
+  awk -v l="$1" 'BEGIN { exit !(l >= 2) }' && loaded=" (loaded)"
+  echo "$(nproc)-core $(lscpu | sed -n 's/^Model name: *//p') ($isa), load average $1 before \
+the step$loaded"
+}
 device_flag=()
 [ -n "$DEVICES" ] && device_flag=(--device "$DEVICES")
 inputs=()
 if [[ $STEPS == *,gemm,* ]]; then
   echo "== mpcaffe bench gemm, devices: ${DEVICES:-default}" >&2
+  machine_line "$(cut -d' ' -f1 /proc/loadavg)" > "$OUT/gemm.machine"
   "$MPCAFFE" bench gemm "${device_flag[@]}" --json "$OUT/gemm.json"
 fi
 [ -f "$OUT/gemm.json" ] && inputs+=("$OUT/gemm.json")
@@ -77,6 +96,8 @@ for net in "${nets[@]}"; do
   model="$SHARED/models/paper_examples/$net/net_float_1.prototxt"
   if [[ $STEPS == *,net,* ]]; then
     echo "== mpcaffe bench net: $net, batch $BATCHES, $ITERATIONS iterations" >&2
+    [ "$net" = "${nets[0]}" ] &&
+      machine_line "$(cut -d' ' -f1 /proc/loadavg)" > "$OUT/net.machine"
     "$MPCAFFE" bench net --model "$model" --dtypes fp32,fp16,int16,int8 --batch "$BATCHES" \
       --reduced-memory both --iterations "$ITERATIONS" "${device_flag[@]}" --json "$OUT/$net.json"
   fi
@@ -121,16 +142,11 @@ PY
   fi
 fi
 # Splices file $2 into $DOC between the "bench.sh:$1:begin" / "bench.sh:$1:end" markers, under a
-# header naming the machine (cores, CPU, its vector level, the load average $4 the step started
-# with: other work on the cores slows cold starts most), the date and the command $3.
+# header naming the machine and the load average $4 the step started with (machine_line; or $5,
+# the machine and run a table renders when it measured nothing itself), the date and the command $3.
 splice_table() {
-  local isa=AVX2
-  grep -qw avx512f /proc/cpuinfo && isa=AVX-512
-  grep -qw avx2 /proc/cpuinfo || isa="no AVX2"
-  local machine="$(nproc)-core $(lscpu | sed -n 's/^Model name: *//p') ($isa), load average $4 \
-before the step"
   if [ "$DOC" = "-" ]; then cat "$2"; return; fi
-  python3 - "$DOC" "$1" "$2" "$(date -u +%Y-%m-%d)" "$machine" "$3" <<'PY'
+  python3 - "$DOC" "$1" "$2" "$(date -u +%Y-%m-%d)" "${5:-$(machine_line "$4")}" "$3" <<'PY'
 import sys
 doc, name, rows, day, machine, command = sys.argv[1:]
 text = open(doc).read()
@@ -230,20 +246,55 @@ LeNet above (100 batches) and on \`mpcaffe convert --dtype int8w4\` of \`net_flo
 (\`--synthetic --iterations 1\`; \`bench/accuracy_tables.py acc16\`); % of accumulation steps \
 that overflow, % of outputs hit" "$load"
 fi
+# The per-channel weight scales' accuracy on three zoo nets (test_net's
+# PerChannelWeights.DISABLED_* measurements on BENCH_PERCHANNEL_DEVICE, default pocl).
+if [[ $STEPS == *,perchannel,* ]]; then
+  pc_device=${BENCH_PERCHANNEL_DEVICE:-pocl}
+  echo "== bench/accuracy_tables.py perchannel, device $pc_device" >&2
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  python3 bench/accuracy_tables.py perchannel --mpcaffe "$MPCAFFE" --devices "$pc_device" \
+    --json "$OUT/accuracy_perchannel.json" --markdown "$OUT/accuracy_perchannel.md"
+  splice_table perchannel "$OUT/accuracy_perchannel.md" "\`MPCAFFE_DEVICE=$pc_device \
+build/bin/test_net --gtest_also_run_disabled_tests --gtest_filter='PerChannelWeights.DISABLED_*'\` \
+(tests/net/per_channel_weights_test.cc; \`bench/accuracy_tables.py perchannel\`)" "$load"
+fi
+# The test suite's cost: the report the last `make test` kept (scripts/test-budget.py), copied to
+# $OUT/test_budget.json when newer; the step measures nothing itself (make test takes half an hour).
+if [[ $STEPS == *,testcost,* ]]; then
+  budget=${BENCH_TEST_BUDGET:-build/test-cache/reports/budget.json}
+  if [ -f "$budget" ] && [ "$budget" -nt "$OUT/test_budget.json" ]; then
+    cp "$budget" "$OUT/test_budget.json"
+  fi
+  if [ -f "$OUT/test_budget.json" ]; then
+    echo "== bench/test_cost.py $OUT/test_budget.json" >&2
+    python3 bench/test_cost.py "$OUT/test_budget.json" --markdown "$OUT/test_cost.md" \
+      --header "$OUT/test_cost.header"
+    splice_table testcost "$OUT/test_cost.md" "\`make test\` (every cache empty; its closing \
+table: \`scripts/test-budget.py\`, kept in \`build/test-cache/reports/budget.json\`; \
+\`bench/test_cost.py\`)" "" "$(cat "$OUT/test_cost.header")"
+  else
+    echo "bench.sh: no make test report ($budget): run make test first; testcost skipped" >&2
+  fi
+fi
 [[ $STEPS == *,report,* ]] || exit 0
 
 tables=$(mktemp)
 gemm_tables=$(mktemp)
-trap 'rm -f "$tables" "$gemm_tables"' EXIT
+w4_table=$(mktemp)
+trap 'rm -f "$tables" "$gemm_tables" "$w4_table"' EXIT
 python3 bench/report.py "${inputs[@]}" --plots "$PLOTS" --plot-prefix img/bench \
-  --markdown "$tables" --gemm-markdown "$gemm_tables"
+  --markdown "$tables" --gemm-markdown "$gemm_tables" --gemm-w4-markdown "$w4_table"
 if [ "$DOC" = "-" ]; then
-  cat "$gemm_tables" "$tables"
+  cat "$gemm_tables" "$w4_table" "$tables"
   exit 0
 fi
-python3 - "$DOC" "$tables" "$gemm_tables" "$(date -u +%Y-%m-%d)" "$BATCHES" "$ITERATIONS" <<'PY'
+# The machine lines the gemm and net steps recorded (runs before they did: none).
+python3 - "$DOC" "$tables" "$gemm_tables" "$w4_table" "$(date -u +%Y-%m-%d)" "$BATCHES" \
+  "$ITERATIONS" "$(cat "$OUT/gemm.machine" 2>/dev/null || true)" \
+  "$(cat "$OUT/net.machine" 2>/dev/null || true)" <<'PY'
 import sys
-doc, tables, gemm_tables, day, batches, iterations = sys.argv[1:]
+doc, tables, gemm_tables, w4_table, day, batches, iterations, gemm_machine, net_machine = \
+    sys.argv[1:]
 text = open(doc).read()
 
 
@@ -258,10 +309,15 @@ def splice(text, name, generated, what):
 
 
 gemm = open(gemm_tables).read()
+gemm_what = (f"{gemm_machine}; " if gemm_machine else "") + "`mpcaffe bench gemm --device all`"
 if gemm:
-    text = splice(text, "gemm:", gemm, "`mpcaffe bench gemm --device all`")
+    text = splice(text, "gemm:", gemm, gemm_what)
+w4 = open(w4_table).read()
+if w4:
+    text = splice(text, "gemmw4:", w4, gemm_what)
 text = splice(text, "", open(tables).read(),
-              f"batch {batches}, {iterations} iterations per row, every device")
+              (f"{net_machine}; " if net_machine else "")
+              + f"batch {batches}, {iterations} iterations per row, every device")
 open(doc, "w").write(text)
 print(f"updated {doc}")
 PY
