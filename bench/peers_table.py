@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""bench/peers_table.py — issue 44's table from bench/peers.py files: per CPU level, one row per
+"""bench/peers_table.py — the zoo nets' table from bench/peers.py files: per CPU level, one row per
 net and batch with mpcaffe's fp32 and int8 times per device beside every peer's (ONNX Runtime,
 OpenVINO, OpenCV DNN), mpcaffe's time over the faster of ONNX Runtime and OpenVINO in the same
 data type, and the geometric mean of those ratios over the nets per level, data type and device
-(the figure the issue holds to: ≤ 1.2, no net above 1.5). Several files of one net, level and
+(the figure the project holds itself to: ≤ 1.2, no net above 1.5). Several files of one net, level and
 batch (repeated runs) give the median of their figures.
 
     python3 bench/peers_table.py peers-*.json [--markdown table.md] [--statistic median|min]
@@ -19,14 +19,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report import emit, geomean, net_key, short_device, table  # noqa: E402
 
 PEERS = [("onnxruntime", "ORT"), ("openvino", "OpenVINO"), ("opencv", "OpenCV DNN")]
-# The engines the ratio is taken against (the issue's "best CPU engines"); OpenCV DNN's column
+# The engines the ratio is taken against (the best CPU engines); OpenCV DNN's column
 # is for orientation.
 BEST_OF = ("onnxruntime", "openvino")
 STATISTIC = {"median": "medians of each engine's iterations",
              "min": "the best of each engine's iterations (on a loaded machine the least "
                     "disturbed pass)"}
 NET_NAME = {"resnet50": "ResNet-50", "mobilenet_v1": "MobileNet v1", "bvlc_alexnet": "AlexNet",
-            "imagenet_caffenet": "AlexNet (paper's)"}
+            "imagenet_caffenet": "AlexNet (paper's)", "mobilenet_v2": "MobileNet v2",
+            "squeezenet11": "SqueezeNet 1.1", "googlenet": "GoogLeNet"}
 
 
 def load(paths, statistic="median"):

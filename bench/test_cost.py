@@ -19,7 +19,9 @@ from report import emit, table  # noqa: E402
 
 
 def minutes(seconds):
-    return f"{seconds / 60:.1f} min" if seconds is not None else "n/a"
+    if seconds is None:
+        return "n/a"
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 def markdown(report):

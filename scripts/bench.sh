@@ -1,37 +1,41 @@
 #!/usr/bin/env bash
-# scripts/bench.sh — regenerates the benchmarks of docs/BENCHMARKS.md (`make bench`) on every
-# device: `mpcaffe bench gemm` (LibDNN in every dtype against CLBlast per device), `mpcaffe
-# bench net` on the paper's AlexNet (and AlexNet-MOE once its layer builds) at batch 1 and 16 in
-# every data type, bench/peers.py (ONNX Runtime, OpenVINO and OpenCV DNN fp32/int8 on the same CPU
-# and CLBlast on the net's GEMMs, back to back), then bench/report.py's tables and plots spliced into
-# docs/BENCHMARKS.md between its "bench.sh:gemm:begin" / "bench.sh:gemm:end" (GEMM) and
-# "bench.sh:begin" / "bench.sh:end" (networks) markers.
+# scripts/bench.sh — regenerates every table of docs/BENCHMARKS.md (`make bench`). Each step
+# measures (or, testcost, renders what make test kept) and splices its table between the doc's
+# "<!-- bench.sh:<name>:begin -->" / "end" markers under a line naming the machine, the load
+# average the step started with, the date and the command. Steps, in order, and their markers:
+#   gemm      `mpcaffe bench gemm` per device (LibDNN in every dtype against CLBlast); tables
+#             written by the report step: gemm, gemmw4 (4-bit weights)
+#   net       `mpcaffe bench net` on the paper's AlexNet (and AlexNet-MOE once its layer builds)
+#             at BENCH_BATCHES in every data type; tables and plots by the report step: "" (the
+#             unnamed bench.sh:begin / end pair)
+#   peers     bench/peers.py on the same nets (ONNX Runtime, OpenVINO, OpenCV DNN, CLBlast on the
+#             net's GEMMs), back to back; into the report step's tables
+#   zoo       bench/peers.py on ResNet-50, MobileNet v1 and BVLC AlexNet at batch 1 on
+#             BENCH_ZOO_DEVICES (0,1) at each CPU level of BENCH_LEVELS (native, plus avx2 on an
+#             AVX-512 CPU; bench/peer_engines.py), bench/peers_table.py: zoo
+#   zoomore   the same nets at batch 16 and bench/zoo_nets.py's at batch 1, native level: zoomore
+#   scaleout  scripts/bench-scale-out.sh's training throughput with 1 and 2 MPI ranks
+#             (BENCH_SCALE_OUT_STEPS "lenet,alexnet", BENCH_SCALE_OUT_RUNS 3; PoCL): scaleout
+#   peak      mpcaffe_cpu_peak: peak;  cache: mpcaffe_cache_bench on PoCL: cache
+#   startup, binaries, memory   bench/setup_tables.py on BENCH_SETUP_DEVICES (the OpenCL CPU
+#             devices but rusticl; binaries on BENCH_BINARIES_DEVICE, pocl): startup, binaries,
+#             memory
+#   smallnet  bench/small_net.py, the setup devices: smallnet
+#   accuracy  bench/accuracy_tables.py lenet and acc16, the setup devices: accuracy, acc16
+#   perchannel  bench/accuracy_tables.py perchannel on BENCH_PERCHANNEL_DEVICE (pocl): perchannel
+#   testcost  bench/test_cost.py on the last make test's report (BENCH_TEST_BUDGET, default
+#             build/test-cache/reports/budget.json, kept as bench/results/test_budget.json)
+#   report    bench/report.py's tables and plots from the JSON files of the gemm, net and peers
+#             steps (alone: rebuilds them from an earlier run's files)
 #
 # Environment: MPCAFFE (the binary, default build/bin/mpcaffe), MPCAFFE_SHARED_DIR (models),
 # BENCH_OUT (JSON files, default bench/results), BENCH_BATCHES (default 1,16),
 # BENCH_ITERATIONS (default 10), BENCH_DEVICES (default "all": every device, one row each;
 # "i,j" some; "" the default device), BENCH_PEERS=0 (skip the peers), BENCH_MOE=auto|1|0,
 # BENCH_DOC (default docs/BENCHMARKS.md; "-" leaves it alone and prints the tables),
-# BENCH_STEPS (default every step: "gemm,net,peers,zoo,scaleout,peak,cache,startup,memory,
-# accuracy,perchannel,testcost,report"; e.g. "report" rebuilds the tables from the JSON files of an
-# earlier run). The scaleout step:
-# scripts/bench-scale-out.sh's training throughput with 1 and 2 MPI ranks (BENCH_SCALE_OUT_STEPS,
-# default "lenet,alexnet"; its MPCAFFE_DEVICE defaults to pocl), BENCH_SCALE_OUT_RUNS runs
-# (default 3), the table spliced between the "bench.sh:scaleout:begin" / "bench.sh:scaleout:end"
-# markers. The startup and memory steps (bench/setup_tables.py; BENCH_SETUP_DEVICES, default the
-# OpenCL CPU devices but rusticl) splice theirs between "bench.sh:startup:…" and
-# "bench.sh:memory:…"; the accuracy step (bench/accuracy_tables.py, the same devices) between
-# "bench.sh:accuracy:…" and "bench.sh:acc16:…"; the perchannel step (bench/accuracy_tables.py
-# perchannel: test_net's per-channel weight measurements on BENCH_PERCHANNEL_DEVICE, default pocl)
-# between "bench.sh:perchannel:…"; the testcost step (bench/test_cost.py: the last make test's
-# report, BENCH_TEST_BUDGET, default build/test-cache/reports/budget.json) between
-# "bench.sh:testcost:…"; the cache step (mpcaffe_cache_bench on PoCL)
-# between "bench.sh:cache:…", the peak step (mpcaffe_cpu_peak) between "bench.sh:peak:…". The
-# zoo step: bench/peers.py on ResNet-50, MobileNet v1 and BVLC AlexNet at batch 1 on devices
-# BENCH_ZOO_DEVICES (default 0,1) at each CPU level of BENCH_LEVELS (default native, plus avx2 on
-# an AVX-512 CPU; see bench/peer_engines.py), bench/peers_table.py's table between
-# "bench.sh:zoo:…". OpenVINO is a bench-only peer: the peers steps pip-install it
-# when missing (BENCH_INSTALL_PEERS=0: never).
+# BENCH_STEPS (default every step above; e.g. BENCH_STEPS=perchannel runs that step alone).
+# OpenVINO is a bench-only peer: the peers steps pip-install it when missing
+# (BENCH_INSTALL_PEERS=0: never).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MPCAFFE=${MPCAFFE:-build/bin/mpcaffe}
@@ -41,10 +45,11 @@ BATCHES=${BENCH_BATCHES:-1,16}
 ITERATIONS=${BENCH_ITERATIONS:-10}
 DEVICES=${BENCH_DEVICES-all}
 DOC=${BENCH_DOC:-docs/BENCHMARKS.md}
-ALL_STEPS=gemm,net,peers,zoo,scaleout,peak,cache,startup,memory,accuracy,perchannel,testcost,report
+ALL_STEPS=gemm,net,peers,zoo,zoomore,scaleout,peak,cache,startup,binaries,memory,smallnet
+ALL_STEPS+=,accuracy,perchannel,testcost,report
 STEPS=",${BENCH_STEPS:-$ALL_STEPS},"
 LEVELS=${BENCH_LEVELS:-native$(grep -qw avx512f /proc/cpuinfo && echo ,avx2)}
-if [ "${BENCH_PEERS:-1}" != 0 ] && [[ $STEPS == *,peers,* || $STEPS == *,zoo,* ]] &&
+if [ "${BENCH_PEERS:-1}" != 0 ] && [[ $STEPS == *,peers,* || $STEPS == *,zoo,* || $STEPS == *,zoomore,* ]] &&
    ! python3 -c 'import openvino' 2>/dev/null; then
   if [ "${BENCH_INSTALL_PEERS:-1}" = 0 ]; then
     echo "bench.sh: OpenVINO is not installed (pip install openvino): no OpenVINO columns" >&2
@@ -160,7 +165,7 @@ open(doc, "w").write(head + body + rest.split(end, 1)[1])
 print(f"updated {doc}: {name}")
 PY
 }
-# Issue 44's table: the zoo nets against the best CPU engines at each CPU level.
+# The zoo nets against the best CPU engines at each CPU level.
 if [[ $STEPS == *,zoo,* ]] && [ "${BENCH_PEERS:-1}" != 0 ]; then
   load=$(cut -d' ' -f1 /proc/loadavg)
   zoo=()
@@ -183,6 +188,41 @@ ${BENCH_ZOO_DEVICES:-0,1} --no-clblast --iterations $ITERATIONS --level <level>\
 (levels $LEVELS), then \`python3 bench/peers_table.py\`" "$load"
   fi
 fi
+# Batch 16 of the zoo step's nets, and at batch 1 the nets bench/zoo_nets.py writes from their
+# papers (mpcaffe was not tuned on them), against the same engines at the native level; the
+# plot of mpcaffe / ONNX Runtime over every net of both steps.
+if [[ $STEPS == *,zoomore,* ]] && [ "${BENCH_PEERS:-1}" != 0 ]; then
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  python3 bench/zoo_nets.py --output-dir build/bench/zoo_nets >&2
+  more=()
+  for spec in 16:$SHARED/models/zoo/resnet50_deploy 16:$SHARED/models/zoo/mobilenet_v1_deploy \
+      16:$SHARED/models/bvlc/bvlc_alexnet/deploy 1:build/bench/zoo_nets/mobilenet_v2_deploy \
+      1:build/bench/zoo_nets/squeezenet11_deploy 1:build/bench/zoo_nets/googlenet_deploy; do
+    batch=${spec%%:*} model=${spec#*:}.prototxt
+    name=$(basename "$(dirname "$model")")_$(basename "$model" .prototxt)
+    out="$OUT/zoomore_b${batch}_$name.json"
+    rm -f "$out"
+    echo "== bench/peers.py: $model, batch $batch" >&2
+    python3 bench/peers.py --model "$model" --batch "$batch" --device "${BENCH_ZOO_DEVICES:-0,1}" \
+      --no-clblast --iterations "$ITERATIONS" --level native --mpcaffe "$MPCAFFE" --json "$out" ||
+      echo "bench.sh: bench/peers.py failed for $model at batch $batch" >&2
+    [ -f "$out" ] && more+=("$out")
+  done
+  if [ ${#more[@]} -gt 0 ]; then
+    python3 bench/peers_table.py "${more[@]}" --markdown "$OUT/zoomore.md"
+    zoo_b1=("$OUT"/zoo_native_*.json)
+    [ -f "${zoo_b1[0]}" ] || zoo_b1=()
+    if python3 bench/peers_plot.py "${zoo_b1[@]}" "${more[@]}" --output "$PLOTS/zoo_peers.png" >&2
+    then
+      printf '\n![mpcaffe / ONNX Runtime, every zoo net](img/bench/zoo_peers.png)\n' \
+        >> "$OUT/zoomore.md"
+    fi
+    splice_table zoomore "$OUT/zoomore.md" "\`python3 bench/zoo_nets.py\`, then \`python3 \
+bench/peers.py --model <net> --batch <16 for the zoo step's nets, 1 for zoo_nets.py's> --device \
+${BENCH_ZOO_DEVICES:-0,1} --no-clblast --iterations $ITERATIONS --level native\` per net, \
+\`python3 bench/peers_table.py\` and \`bench/peers_plot.py\`" "$load"
+  fi
+fi
 # The start-up and memory tables: the paper's AlexNet in int8 started cold and warm per device,
 # and its caffemodel and peak memory in fp32, int8 and int8w4 (bench/setup_tables.py).
 setup_devices=${BENCH_SETUP_DEVICES:-$DEVICES}
@@ -198,6 +238,18 @@ if [[ $STEPS == *,startup,* ]]; then
 --synthetic --iterations 1\` as a whole process: 2 runs with empty caches (the kernel cache and \
 PoCL's, which is off), then 7 with both warm (\`bench/setup_tables.py startup\`)" "$load"
 fi
+# When PoCL's binaries are stored (MPCAFFE_BINARIES auto / always): four runs in a row each.
+if [[ $STEPS == *,binaries,* ]]; then
+  bin_device=${BENCH_BINARIES_DEVICE:-pocl}
+  echo "== bench/setup_tables.py binaries, device $bin_device" >&2
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  python3 bench/setup_tables.py binaries --mpcaffe "$MPCAFFE" \
+    --model "$alexnet/net_int8_1.prototxt" --devices "$bin_device" --json "$OUT/binaries.json" \
+    --markdown "$OUT/binaries.md"
+  splice_table binaries "$OUT/binaries.md" "AlexNet int8 (\`net_int8_1.prototxt\`), \
+\`MPCAFFE_BINARIES=auto|always mpcaffe time --synthetic --iterations 1\` as a whole process, four \
+runs in a row per mode from empty caches (\`bench/setup_tables.py binaries\`)" "$load"
+fi
 if [[ $STEPS == *,memory,* ]]; then
   echo "== bench/setup_tables.py memory, devices $setup_devices" >&2
   load=$(cut -d' ' -f1 /proc/loadavg)
@@ -206,6 +258,18 @@ if [[ $STEPS == *,memory,* ]]; then
   splice_table memory "$OUT/memory.md" "\`mpcaffe bench net --model net_float_1.prototxt \
 --dtypes fp32,int8,int8w4 --batch 1 --reduced-memory both --iterations 1 --no-setup\` \
 (\`bench/setup_tables.py memory\`)" "$load"
+fi
+# The small net in every data type (bench/small_net.py) on the setup devices.
+if [[ $STEPS == *,smallnet,* ]]; then
+  echo "== bench/small_net.py, devices $setup_devices" >&2
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  python3 bench/small_net.py --mpcaffe "$MPCAFFE" --devices "$setup_devices" \
+    --work build/bench/small_net --iterations "$ITERATIONS" --json "$OUT/small_net.json" \
+    --markdown "$OUT/small_net.md"
+  splice_table smallnet "$OUT/small_net.md" "the demo's 784-30-10 (examples/fashion_mnist \
+\`make_net\`) at batch 10000, \`mpcaffe bench net --dtypes fp32,fp16,int16,int8,int8w4 --batch \
+10000 --device <d> --reduced-memory on --iterations $ITERATIONS --no-setup\` per device \
+(\`bench/small_net.py\`)" "$load"
 fi
 # The CPU's own peaks, the yardstick of the GEMM table: fp32 FMAs on 1 and every thread, and the
 # pointwise kernel's inner loop in fp32 and in int8 pairs of 256 and 512 bits (bench/cpu_peak.cc).
