@@ -195,16 +195,21 @@ if [[ $STEPS == *,zoomore,* ]] && [ "${BENCH_PEERS:-1}" != 0 ]; then
   load=$(cut -d' ' -f1 /proc/loadavg)
   python3 bench/zoo_nets.py --output-dir build/bench/zoo_nets >&2
   more=()
+  # batch:net[:dtypes]; AlexNet also with 4-bit weights (int8w4, beside the peers' int8).
+  alex=$SHARED/models/bvlc/bvlc_alexnet/deploy
   for spec in 16:$SHARED/models/zoo/resnet50_deploy 16:$SHARED/models/zoo/mobilenet_v1_deploy \
-      16:$SHARED/models/bvlc/bvlc_alexnet/deploy 1:build/bench/zoo_nets/mobilenet_v2_deploy \
-      1:build/bench/zoo_nets/squeezenet11_deploy 1:build/bench/zoo_nets/googlenet_deploy; do
-    batch=${spec%%:*} model=${spec#*:}.prototxt
+      1:$alex:fp32,int8,int8w4 16:$alex:fp32,int8,int8w4 \
+      1:build/bench/zoo_nets/mobilenet_v2_deploy 1:build/bench/zoo_nets/squeezenet11_deploy \
+      1:build/bench/zoo_nets/googlenet_deploy; do
+    IFS=: read -r batch model dtypes <<< "$spec"
+    model=$model.prototxt dtypes=${dtypes:-fp32,int8}
     name=$(basename "$(dirname "$model")")_$(basename "$model" .prototxt)
     out="$OUT/zoomore_b${batch}_$name.json"
     rm -f "$out"
-    echo "== bench/peers.py: $model, batch $batch" >&2
+    echo "== bench/peers.py: $model, batch $batch, $dtypes" >&2
     python3 bench/peers.py --model "$model" --batch "$batch" --device "${BENCH_ZOO_DEVICES:-0,1}" \
-      --no-clblast --iterations "$ITERATIONS" --level native --mpcaffe "$MPCAFFE" --json "$out" ||
+      --no-clblast --iterations "$ITERATIONS" --level native --dtypes "$dtypes" \
+      --mpcaffe "$MPCAFFE" --json "$out" ||
       echo "bench.sh: bench/peers.py failed for $model at batch $batch" >&2
     [ -f "$out" ] && more+=("$out")
   done
@@ -218,8 +223,9 @@ if [[ $STEPS == *,zoomore,* ]] && [ "${BENCH_PEERS:-1}" != 0 ]; then
         >> "$OUT/zoomore.md"
     fi
     splice_table zoomore "$OUT/zoomore.md" "\`python3 bench/zoo_nets.py\`, then \`python3 \
-bench/peers.py --model <net> --batch <16 for the zoo step's nets, 1 for zoo_nets.py's> --device \
-${BENCH_ZOO_DEVICES:-0,1} --no-clblast --iterations $ITERATIONS --level native\` per net, \
+bench/peers.py --model <net> --batch <16 for the zoo step's nets, 1 for zoo_nets.py's, AlexNet \
+both> --device ${BENCH_ZOO_DEVICES:-0,1} --no-clblast --iterations $ITERATIONS --level native \
+[--dtypes fp32,int8,int8w4 for AlexNet]\` per net, \
 \`python3 bench/peers_table.py\` and \`bench/peers_plot.py\`" "$load"
   fi
 fi
