@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """bench/accuracy_tables.py — the accuracy tables of docs/BENCHMARKS.md ("Accuracy per data
-type"), measured and written as Markdown for scripts/bench.sh's `accuracy` step.
+type"), measured and written as Markdown for scripts/bench.sh's `accuracy` and `perchannel`
+steps.
 
     bench/accuracy_tables.py lenet --mpcaffe M --devices 0,1 --work DIR --json out.json
                                    [--markdown out.md]
@@ -8,8 +9,10 @@ type"), measured and written as Markdown for scripts/bench.sh's `accuracy` step.
                                    --json out.json [--markdown out.md]
     bench/accuracy_tables.py perchannel --mpcaffe M --devices pocl --json out.json
                                    [--markdown out.md]
-    bench/accuracy_tables.py lenet|acc16|perchannel --from out.json --markdown out.md
-                                   (tables only)
+    bench/accuracy_tables.py perchannelspeed --mpcaffe M --devices 0,1 --model alexnet_fp32.prototxt
+                                   --json out.json [--markdown out.md] [--rounds 3]
+    bench/accuracy_tables.py lenet|acc16|perchannel|perchannelspeed --from out.json
+                                   --markdown out.md   (tables only)
 
 lenet: per device, scripts/calibrate-lenet.sh in DIR/<device> (BVLC's LeNet trained on
 Fashion-MNIST with `mpcaffe train`, then `mpcaffe calibrate` and `mpcaffe test` over the 10 000
@@ -22,14 +25,20 @@ perchannel: the int8 weight scales per tensor, per depthwise channel and per cha
 Convolution and InnerProduct, against fp32 on the logits of AlexNet, ResNet-50 and MobileNet v1
 with equal-size and spread channels: test_net's PerChannelWeights.DISABLED_* measurements
 (tests/net/per_channel_weights_test.cc; test_net beside --mpcaffe) on the first of --devices.
+perchannelspeed: what the scales per channel cost in speed: `mpcaffe bench net` of --model in
+int8 at batch 1 with MPCAFFE_PER_CHANNEL_WEIGHTS unset (per channel) and 0 (per layer),
+alternated, --rounds rounds per device.
 """
 
 import argparse
+import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report import measured_table  # noqa: E402
@@ -179,6 +188,37 @@ def per_channel_markdown(data):
     return "\n".join(lines) + "\n"
 
 
+def measure_per_channel_speed(args):
+    rows = []
+    for device in args.devices.split(","):
+        ms = {"per channel": [], "per layer": []}
+        for _ in range(args.rounds):
+            for mode, value in (("per channel", ""), ("per layer", "0")):
+                with tempfile.NamedTemporaryFile(suffix=".json") as out:
+                    subprocess.run([args.mpcaffe, "bench", "net", "--model", args.model,
+                                    "--dtypes", "int8", "--batch", "1", "--reduced-memory", "off",
+                                    "--iterations", "20", "--no-setup", "--no-progress",
+                                    "--device", device, "--json", out.name],
+                                   env=dict(os.environ, MPCAFFE_PER_CHANNEL_WEIGHTS=value),
+                                   check=True, stdout=sys.stderr)
+                    ms[mode].append(json.load(open(out.name))["results"][0]["forward_ms_median"])
+        rows.append({"device": device, "name": device_label(args.mpcaffe, device), "ms": ms,
+                     "ratio": statistics.median(ms["per channel"])
+                     / statistics.median(ms["per layer"])})
+        print(f"per-channel speed on {device}: {ms}", file=sys.stderr)
+    return {"model": args.model, "rounds": args.rounds, "rows": rows}
+
+
+def per_channel_speed_markdown(data):
+    lines = ["| device | per channel (ms) | per layer (ms) | per channel / per layer, medians |",
+             "|---|---|---|---:|"]
+    for r in data["rows"]:
+        lines.append(f"| {r['name']} | " + " | ".join(", ".join(f"{v:.2f}" for v in r["ms"][m])
+                                                    for m in ("per channel", "per layer"))
+                     + f" | {r['ratio']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def lenet_markdown(data):
     lines = [f"| LeNet, Fashion-MNIST ({data['iterations']} training steps), device | "
              + " | ".join(TYPES) + " |", "|---|" + "---:|" * len(TYPES)]
@@ -201,11 +241,12 @@ def acc16_markdown(data):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("table", choices=["lenet", "acc16", "perchannel"])
+    ap.add_argument("table", choices=["lenet", "acc16", "perchannel", "perchannelspeed"])
+    ap.add_argument("--rounds", type=int, default=3, help="perchannelspeed: alternated rounds")
     ap.add_argument("--mpcaffe", default="build/bin/mpcaffe")
     ap.add_argument("--devices", default="0,1")
     ap.add_argument("--work", default="build/bench/accuracy")
-    ap.add_argument("--model", help="acc16: the fp32 AlexNet prototxt to convert to int8w4")
+    ap.add_argument("--model", help="acc16, perchannelspeed: the fp32 AlexNet prototxt")
     ap.add_argument("--json", help="write the measurements here")
     ap.add_argument("--from", dest="source", help="tables from an earlier --json file")
     ap.add_argument("--markdown", help="write the table here (default: stdout)")
@@ -214,7 +255,9 @@ def main():
     args.work = os.path.abspath(args.work)
     measure, markdown = {"lenet": (measure_lenet, lenet_markdown),
                          "acc16": (measure_acc16, acc16_markdown),
-                         "perchannel": (measure_per_channel, per_channel_markdown)}[args.table]
+                         "perchannel": (measure_per_channel, per_channel_markdown),
+                         "perchannelspeed": (measure_per_channel_speed,
+                                             per_channel_speed_markdown)}[args.table]
     measured_table(args, measure, markdown)
 
 

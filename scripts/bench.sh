@@ -22,7 +22,8 @@
 #             memory
 #   smallnet  bench/small_net.py, the setup devices: smallnet
 #   accuracy  bench/accuracy_tables.py lenet and acc16, the setup devices: accuracy, acc16
-#   perchannel  bench/accuracy_tables.py perchannel on BENCH_PERCHANNEL_DEVICE (pocl): perchannel
+#   perchannel  bench/accuracy_tables.py perchannel on BENCH_PERCHANNEL_DEVICE (pocl), and
+#             perchannelspeed on the setup devices: perchannel, perchannelspeed
 #   testcost  bench/test_cost.py on the last make test's report (BENCH_TEST_BUDGET, default
 #             build/test-cache/reports/budget.json, kept as bench/results/test_budget.json)
 #   report    bench/report.py's tables and plots from the JSON files of the gemm, net and peers
@@ -49,7 +50,8 @@ ALL_STEPS=gemm,net,peers,zoo,zoomore,scaleout,peak,cache,startup,binaries,memory
 ALL_STEPS+=,accuracy,perchannel,testcost,report
 STEPS=",${BENCH_STEPS:-$ALL_STEPS},"
 LEVELS=${BENCH_LEVELS:-native$(grep -qw avx512f /proc/cpuinfo && echo ,avx2)}
-if [ "${BENCH_PEERS:-1}" != 0 ] && [[ $STEPS == *,peers,* || $STEPS == *,zoo,* || $STEPS == *,zoomore,* ]] &&
+if [ "${BENCH_PEERS:-1}" != 0 ] &&
+   [[ $STEPS == *,peers,* || $STEPS == *,zoo,* || $STEPS == *,zoomore,* ]] &&
    ! python3 -c 'import openvino' 2>/dev/null; then
   if [ "${BENCH_INSTALL_PEERS:-1}" = 0 ]; then
     echo "bench.sh: OpenVINO is not installed (pip install openvino): no OpenVINO columns" >&2
@@ -327,6 +329,15 @@ if [[ $STEPS == *,perchannel,* ]]; then
   splice_table perchannel "$OUT/accuracy_perchannel.md" "\`MPCAFFE_DEVICE=$pc_device \
 build/bin/test_net --gtest_also_run_disabled_tests --gtest_filter='PerChannelWeights.DISABLED_*'\` \
 (tests/net/per_channel_weights_test.cc; \`bench/accuracy_tables.py perchannel\`)" "$load"
+  echo "== bench/accuracy_tables.py perchannelspeed, devices $setup_devices" >&2
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  python3 bench/accuracy_tables.py perchannelspeed --mpcaffe "$MPCAFFE" --devices "$setup_devices" \
+    --model "$alexnet/net_float_1.prototxt" --json "$OUT/perchannel_speed.json" \
+    --markdown "$OUT/perchannel_speed.md"
+  splice_table perchannelspeed "$OUT/perchannel_speed.md" "\`MPCAFFE_PER_CHANNEL_WEIGHTS=|0 \
+mpcaffe bench net --model net_float_1.prototxt --dtypes int8 --batch 1 --reduced-memory off \
+--iterations 20 --no-setup --device <d>\`, the two settings alternated, 3 rounds, each run's \
+median (\`bench/accuracy_tables.py perchannelspeed\`)" "$load"
 fi
 # The test suite's cost: the report the last `make test` kept (scripts/test-budget.py), copied to
 # $OUT/test_budget.json when newer; the step measures nothing itself (make test takes half an hour).
