@@ -23,6 +23,8 @@
 #             devices but rusticl; binaries on BENCH_BINARIES_DEVICE, pocl): startup, binaries,
 #             memory
 #   smallnet  bench/small_net.py, the setup devices: smallnet
+#   fusion    bench/fusion_table.py (layers fused and launched per zoo net, launch cost), the
+#             setup devices: fusion
 #   accuracy  bench/accuracy_tables.py lenet and acc16, the setup devices: accuracy, acc16
 #   perchannel  bench/accuracy_tables.py perchannel on BENCH_PERCHANNEL_DEVICE (pocl), and
 #             perchannelspeed on the setup devices: perchannel, perchannelspeed
@@ -48,7 +50,7 @@ BATCHES=${BENCH_BATCHES:-1,16}
 ITERATIONS=${BENCH_ITERATIONS:-10}
 DEVICES=${BENCH_DEVICES-all}
 DOC=${BENCH_DOC:-docs/BENCHMARKS.md}
-ALL_STEPS=gemm,net,peers,zoo,zoomore,scaleout,peak,cache,startup,binaries,memory,smallnet
+ALL_STEPS=gemm,net,peers,zoo,zoomore,scaleout,peak,cache,startup,binaries,memory,smallnet,fusion
 ALL_STEPS+=,accuracy,perchannel,testcost,report
 STEPS=",${BENCH_STEPS:-$ALL_STEPS},"
 LEVELS=${BENCH_LEVELS:-native$(grep -qw avx512f /proc/cpuinfo && echo ,avx2)}
@@ -283,6 +285,19 @@ if [[ $STEPS == *,smallnet,* ]]; then
 \`make_net\`) at batch 10000, \`mpcaffe bench net --dtypes fp32,fp16,int16,int8,int8w4 --batch \
 10000 --device <d> --reduced-memory on --iterations $ITERATIONS --no-setup\` per device \
 (\`bench/small_net.py\`)" "$load"
+fi
+# Layers fused, run and launched per zoo net and data type, and the launch cost per device
+# (bench/fusion_table.py, the setup devices).
+if [[ $STEPS == *,fusion,* ]]; then
+  echo "== bench/fusion_table.py, devices $setup_devices" >&2
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  zoo_dir=$SHARED/models/zoo
+  python3 bench/fusion_table.py --mpcaffe "$MPCAFFE" --devices "$setup_devices" \
+    --models "$zoo_dir/resnet50_deploy.prototxt,$zoo_dir/mobilenet_v1_deploy.prototxt" \
+    --work build/bench/fusion --json "$OUT/fusion.json" --markdown "$OUT/fusion.md"
+  splice_table fusion "$OUT/fusion.md" "\`mpcaffe time --model <net> --synthetic --iterations 10 \
+--device <d> --json --explain\` per zoo net, fp32 and \`mpcaffe convert --dtype int8\`'s int8; \
+\`mpcaffe_launch_bench 1000 5 <d>\` (\`bench/fusion_table.py\`)" "$load"
 fi
 # The CPU's own peaks, the yardstick of the GEMM table: fp32 FMAs on 1 and every thread, and the
 # pointwise kernel's inner loop in fp32 and in int8 pairs of 256 and 512 bits (bench/cpu_peak.cc).
