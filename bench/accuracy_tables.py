@@ -30,7 +30,6 @@ int8 at batch 1 with MPCAFFE_PER_CHANNEL_WEIGHTS unset (per channel) and 0 (per 
 alternated, --rounds rounds per device.
 """
 
-import argparse
 import json
 import os
 import re
@@ -41,7 +40,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import measured_table  # noqa: E402
+from report import (measured_table, mpcaffe_device_label, parse_table_args,  # noqa: E402
+                    table_parser)
 
 TYPES = ["fp32", "fp16", "int16", "int8", "int8w4"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,16 +54,6 @@ def accuracy(log):
         if m:
             return float(m.group(1))
     raise RuntimeError(f"{log}: no 'accuracy = ' line")
-
-
-def device_label(mpcaffe, device):
-    """'<implementation> (<name>)' from `mpcaffe devices`' row of the device, else the device."""
-    out = subprocess.run([mpcaffe, "devices"], capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        cols = re.split(r"\s{2,}", line.strip())
-        if len(cols) > 3 and (cols[0] == str(device) or cols[2] == str(device)):
-            return f"{cols[2]} ({cols[3]})"
-    return str(device)
 
 
 def measure_lenet(args):
@@ -79,7 +69,7 @@ def measure_lenet(args):
         subprocess.run([os.path.join(ROOT, "scripts", "calibrate-lenet.sh"), work], env=env,
                        check=True, stdout=sys.stderr)
         first = first or work
-        rows.append({"device": device, "name": device_label(args.mpcaffe, device),
+        rows.append({"device": device, "name": mpcaffe_device_label(args.mpcaffe, device),
                      "accuracy": {t: accuracy(os.path.join(work, f"test_{t}.log")) for t in TYPES},
                      "work": work})
         print(f"lenet on {device}: {rows[-1]['accuracy']}", file=sys.stderr)
@@ -165,7 +155,7 @@ def measure_per_channel(args):
     if run.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed on {device}:\n{run.stdout[-3000:]}"
                            f"{run.stderr[-2000:]}")
-    return {"device": device, "name": device_label(args.mpcaffe, device),
+    return {"device": device, "name": mpcaffe_device_label(args.mpcaffe, device),
             "rows": parse_per_channel(run.stdout)}
 
 
@@ -202,7 +192,7 @@ def measure_per_channel_speed(args):
                                    env=dict(os.environ, MPCAFFE_PER_CHANNEL_WEIGHTS=value),
                                    check=True, stdout=sys.stderr)
                     ms[mode].append(json.load(open(out.name))["results"][0]["forward_ms_median"])
-        rows.append({"device": device, "name": device_label(args.mpcaffe, device), "ms": ms,
+        rows.append({"device": device, "name": mpcaffe_device_label(args.mpcaffe, device), "ms": ms,
                      "ratio": statistics.median(ms["per channel"])
                      / statistics.median(ms["per layer"])})
         print(f"per-channel speed on {device}: {ms}", file=sys.stderr)
@@ -240,19 +230,11 @@ def acc16_markdown(data):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = table_parser(__doc__, work="build/bench/accuracy")
     ap.add_argument("table", choices=["lenet", "acc16", "perchannel", "perchannelspeed"])
     ap.add_argument("--rounds", type=int, default=3, help="perchannelspeed: alternated rounds")
-    ap.add_argument("--mpcaffe", default="build/bin/mpcaffe")
-    ap.add_argument("--devices", default="0,1")
-    ap.add_argument("--work", default="build/bench/accuracy")
     ap.add_argument("--model", help="acc16, perchannelspeed: the fp32 AlexNet prototxt")
-    ap.add_argument("--json", help="write the measurements here")
-    ap.add_argument("--from", dest="source", help="tables from an earlier --json file")
-    ap.add_argument("--markdown", help="write the table here (default: stdout)")
-    args = ap.parse_args()
-    args.mpcaffe = os.path.abspath(args.mpcaffe) if os.sep in args.mpcaffe else args.mpcaffe
-    args.work = os.path.abspath(args.work)
+    args = parse_table_args(ap)
     measure, markdown = {"lenet": (measure_lenet, lenet_markdown),
                          "acc16": (measure_acc16, acc16_markdown),
                          "perchannel": (measure_per_channel, per_channel_markdown),

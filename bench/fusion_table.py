@@ -11,7 +11,6 @@ the fixed cost of a kernel launch per device (`mpcaffe_launch_bench 1000 5 <devi
     bench/fusion_table.py --from out.json --markdown out.md   (tables only)
 """
 
-import argparse
 import json
 import os
 import re
@@ -19,8 +18,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import measured_table, net_key  # noqa: E402
-from accuracy_tables import device_label  # noqa: E402
+from report import (measured_table, mpcaffe_device_label, net_key,  # noqa: E402
+                    parse_table_args, table_parser)
 
 NET_NAME = {"resnet50": "ResNet-50", "mobilenet_v1": "MobileNet v1"}
 LAUNCH_LINE = re.compile(r"^(.*?)\s+1 work-item:\s+([0-9.]+) us/launch,\s+([0-9.]+) us with Finish "
@@ -51,7 +50,7 @@ def measure(args):
                 dw = [l for l in t["layers"]
                       if any(k["family"] == "conv_dw" for k in l.get("kernels", []))]
                 runs.append({"net": net, "dtype": dtype, "device": device,
-                             "device_name": device_label(args.mpcaffe, device),
+                             "device_name": mpcaffe_device_label(args.mpcaffe, device),
                              **{k: t[k] for k in ("fused_layers", "fusion_chains",
                                                   "launched_layers", "launches_per_forward",
                                                   "host_syncs_per_forward",
@@ -69,7 +68,7 @@ def measure(args):
         if not lines:
             raise RuntimeError(f"mpcaffe_launch_bench on {device} printed no device line:\n"
                                + launch[-2000:])
-        launches.append({"device": device_label(args.mpcaffe, device),
+        launches.append({"device": mpcaffe_device_label(args.mpcaffe, device),
                          **dict(zip(("one", "one_finish", "grid", "grid_finish"),
                                     map(float, lines[0].groups()[1:])))})
     return {"runs": runs, "launches": launches}
@@ -105,19 +104,11 @@ def markdown(data):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mpcaffe", default="build/bin/mpcaffe")
-    ap.add_argument("--devices", default="0,1")
+    ap = table_parser(__doc__, work="build/bench/fusion")
     ap.add_argument("--models", help="comma-separated fp32 prototxts")
-    ap.add_argument("--work", default="build/bench/fusion")
-    ap.add_argument("--json", help="write the measurements here")
-    ap.add_argument("--from", dest="source", help="the tables from an earlier --json file")
-    ap.add_argument("--markdown", help="write the tables here (default: stdout)")
-    args = ap.parse_args()
+    args = parse_table_args(ap)
     if not args.source and not args.models:
         ap.error("--models is needed to measure (or --from to tabulate)")
-    args.mpcaffe = os.path.abspath(args.mpcaffe) if os.sep in args.mpcaffe else args.mpcaffe
-    args.work = os.path.abspath(args.work)
     measured_table(args, measure, markdown)
 
 

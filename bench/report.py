@@ -17,6 +17,8 @@ import argparse
 import json
 import math
 import os
+import re
+import subprocess
 import sys
 
 DTYPES = ["fp32", "fp16", "int16", "int8"]
@@ -642,6 +644,43 @@ def emit(text, path):
             f.write(text)
     else:
         sys.stdout.write(text)
+
+
+def table_parser(doc, work=None):
+    """The command line the table scripts of `make bench` share (setup_tables.py,
+    accuracy_tables.py, small_net.py, fusion_table.py): --mpcaffe, --devices, --work (when the
+    script has a work folder, default `work`), --json, --from and --markdown; the script adds its
+    own. Parse with parse_table_args."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--mpcaffe", default="build/bin/mpcaffe")
+    ap.add_argument("--devices", default="0,1")
+    if work:
+        ap.add_argument("--work", default=work)
+    ap.add_argument("--json", help="write the measurements here")
+    ap.add_argument("--from", dest="source", help="the tables from an earlier --json file")
+    ap.add_argument("--markdown", help="write the tables here (default: stdout)")
+    return ap
+
+
+def parse_table_args(ap):
+    """table_parser's arguments, the mpcaffe binary and the work folder made absolute (the
+    scripts run commands in other folders)."""
+    args = ap.parse_args()
+    args.mpcaffe = os.path.abspath(args.mpcaffe) if os.sep in args.mpcaffe else args.mpcaffe
+    if getattr(args, "work", None):
+        args.work = os.path.abspath(args.work)
+    return args
+
+
+def mpcaffe_device_label(mpcaffe, device):
+    """'<implementation> (<name>)' from `mpcaffe devices`' row of the device (by index or
+    selector), else the device as given."""
+    out = subprocess.run([mpcaffe, "devices"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        cols = re.split(r"\s{2,}", line.strip())
+        if len(cols) > 3 and (cols[0] == str(device) or cols[2] == str(device)):
+            return f"{cols[2]} ({cols[3]})"
+    return str(device)
 
 
 def measured_table(args, measure, markdown):

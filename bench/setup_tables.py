@@ -23,10 +23,8 @@ cache on, for each `MPCAFFE_BINARIES` mode (auto: a program's binary stored at i
 build; always: at the first).
 """
 
-import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -35,7 +33,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import measured_table  # noqa: E402
+from report import (measured_table, mpcaffe_device_label, parse_table_args,  # noqa: E402
+                    table_parser)
 
 MIB = 1024.0 * 1024.0
 
@@ -45,16 +44,6 @@ def run_timed(cmd, env):
     start = time.monotonic()
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return time.monotonic() - start
-
-
-def device_name(mpcaffe, device):
-    """"impl (name)" from the device's row of `mpcaffe devices`, else the device as given."""
-    out = subprocess.run([mpcaffe, "devices"], capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        cols = re.split(r"\s{2,}", line.strip())
-        if len(cols) > 3 and cols[0] == str(device) or (len(cols) > 3 and cols[2] == device):
-            return f"{cols[2]} ({cols[3]})"
-    return str(device)
 
 
 def measure_startup(args):
@@ -76,8 +65,8 @@ def measure_startup(args):
             warm = [run_timed(cmd, env) for _ in range(args.warm)]
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        rows.append({"device": device, "name": device_name(args.mpcaffe, device), "cold_s": cold,
-                     "warm_s": warm})
+        rows.append({"device": device, "name": mpcaffe_device_label(args.mpcaffe, device),
+                     "cold_s": cold, "warm_s": warm})
         print(f"startup {device}: cold {cold}, warm median {statistics.median(warm):.3f} s",
               file=sys.stderr)
     return {"model": args.model, "rows": rows}
@@ -99,8 +88,8 @@ def measure_binaries(args):
             shutil.rmtree(work, ignore_errors=True)
         rows.append({"mode": mode, "runs_s": runs})
         print(f"binaries {mode} on {device}: {runs}", file=sys.stderr)
-    return {"model": args.model, "device": device, "name": device_name(args.mpcaffe, device),
-            "rows": rows}
+    return {"model": args.model, "device": device,
+            "name": mpcaffe_device_label(args.mpcaffe, device), "rows": rows}
 
 
 def binaries_markdown(data):
@@ -163,17 +152,12 @@ def memory_markdown(data):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = table_parser(__doc__)
     ap.add_argument("table", choices=["startup", "memory", "binaries"])
-    ap.add_argument("--mpcaffe", default="build/bin/mpcaffe")
     ap.add_argument("--model")
-    ap.add_argument("--devices", default="0,1")
     ap.add_argument("--cold", type=int, default=2)
     ap.add_argument("--warm", type=int, default=7)
-    ap.add_argument("--json", help="write the measurements here")
-    ap.add_argument("--from", dest="source", help="tables from an earlier --json file")
-    ap.add_argument("--markdown", help="write the table here (default: stdout)")
-    args = ap.parse_args()
+    args = parse_table_args(ap)
     if not args.source and not args.model:
         ap.error("--model is needed to measure (or --from to tabulate)")
     measure, markdown = {"startup": (measure_startup, startup_markdown),

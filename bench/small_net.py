@@ -9,7 +9,6 @@ one process slow Intel's runtime), median forward ms and each type's speed again
     bench/small_net.py --from out.json --markdown out.md   (table only)
 """
 
-import argparse
 import json
 import os
 import subprocess
@@ -17,7 +16,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from report import measured_table, short_device  # noqa: E402
+from report import measured_table, parse_table_args, short_device, table_parser  # noqa: E402
 
 TYPES = ["fp32", "fp16", "int16", "int8", "int8w4"]
 
@@ -69,18 +68,10 @@ def markdown(data):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mpcaffe", default="build/bin/mpcaffe")
-    ap.add_argument("--devices", default="0,1")
-    ap.add_argument("--work", default="build/bench/small_net")
+    ap = table_parser(__doc__, work="build/bench/small_net")
     ap.add_argument("--batch", type=int, default=10000)
     ap.add_argument("--iterations", type=int, default=10)
-    ap.add_argument("--json", help="write the measurements here")
-    ap.add_argument("--from", dest="source", help="the table from an earlier --json file")
-    ap.add_argument("--markdown", help="write the table here (default: stdout)")
-    args = ap.parse_args()
-    args.mpcaffe = os.path.abspath(args.mpcaffe) if os.sep in args.mpcaffe else args.mpcaffe
-    args.work = os.path.abspath(args.work)
+    args = parse_table_args(ap)
     measured_table(args, measure, markdown)
 
 
