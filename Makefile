@@ -82,9 +82,8 @@ test-sweep: build
 demo: build
 	MPCAFFE=$(MPCAFFE) scripts/demo.sh
 
-# The network benchmark (AlexNet, batch 1 and 16, every dtype, ONNX Runtime and CLBlast peers):
-# regenerates docs/BENCHMARKS.md's net, GEMM, scale-out, start-up and memory tables and
-# docs/img/bench/*.png (see scripts/bench.sh).
+# The benchmarks: regenerates every table of docs/BENCHMARKS.md and docs/img/bench/*.png (the
+# steps are listed in scripts/bench.sh; BENCH_STEPS picks some).
 bench: build
 	MPCAFFE=$(MPCAFFE) scripts/bench.sh
 
