@@ -28,7 +28,7 @@
 #   accuracy  bench/accuracy_tables.py lenet and acc16, the setup devices: accuracy, acc16
 #   perchannel  bench/accuracy_tables.py perchannel on BENCH_PERCHANNEL_DEVICE (pocl), and
 #             perchannelspeed on the setup devices: perchannel, perchannelspeed
-#   testcost  bench/test_cost.py on the last make test's report (BENCH_TEST_BUDGET, default
+#   testcost  bench/suite_cost.py on the last make test's report (BENCH_TEST_BUDGET, default
 #             build/test-cache/reports/budget.json, kept as bench/results/test_budget.json)
 #   report    bench/report.py's tables and plots from the JSON files of the gemm, net and peers
 #             steps (alone: rebuilds them from an earlier run's files)
@@ -367,12 +367,12 @@ if [[ $STEPS == *,testcost,* ]]; then
     cp "$budget" "$OUT/test_budget.json"
   fi
   if [ -f "$OUT/test_budget.json" ]; then
-    echo "== bench/test_cost.py $OUT/test_budget.json" >&2
-    python3 bench/test_cost.py "$OUT/test_budget.json" --markdown "$OUT/test_cost.md" \
-      --header "$OUT/test_cost.header"
-    splice_table testcost "$OUT/test_cost.md" "\`make test\` (every cache empty; its closing \
+    echo "== bench/suite_cost.py $OUT/test_budget.json" >&2
+    python3 bench/suite_cost.py "$OUT/test_budget.json" --markdown "$OUT/suite_cost.md" \
+      --header "$OUT/suite_cost.header"
+    splice_table testcost "$OUT/suite_cost.md" "\`make test\` (every cache empty; its closing \
 table: \`scripts/test-budget.py\`, kept in \`build/test-cache/reports/budget.json\`; \
-\`bench/test_cost.py\`)" "" "$(cat "$OUT/test_cost.header")"
+\`bench/suite_cost.py\`)" "" "$(cat "$OUT/suite_cost.header")"
   else
     echo "bench.sh: no make test report ($budget): run make test first; testcost skipped" >&2
   fi

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""bench/test_cost.py — docs/BENCHMARKS.md's "Test-suite cost" table, for scripts/bench.sh's
+"""bench/suite_cost.py — docs/BENCHMARKS.md's "Test-suite cost" table, for scripts/bench.sh's
 testcost step: what the last `make test` cost, from the report scripts/test-budget.py kept
 (<build>/test-cache/reports/budget.json; bench/results/test_budget.json holds a copy).
 
-    bench/test_cost.py budget.json [--markdown out.md] [--header out.txt]
+    bench/suite_cost.py budget.json [--markdown out.md] [--header out.txt]
 
 --header writes the line naming the run (its date, machine and load average at its end), which
 the step puts in the table's header in place of the machine the bench itself runs on.
