@@ -119,7 +119,8 @@ SOLVER
   # (one rank: 1 / its it/s) and at 100 and 20 ms.
   [ -z "$MODEL_MD" ] || awk -v g="$(gradient alexnet2_1.log)" -v a="$a" 'BEGIN {
     split(g, mb, " "); bytes = mb[1] * 1e6; buckets = mb[2]; compute = 1 / a
-    printf "| devices N | ring allreduce fp32 | fp16 | latency | efficiency at %.2f s compute |", compute
+    printf "| devices N | ring allreduce fp32 | fp16 | latency | efficiency at %.2f s compute |",
+      compute
     print " at 100 ms compute (fp32 / fp16) | at 20 ms compute (fp32 / fp16) |"
     print "| --- | --- | --- | --- | --- | --- | --- |"
     split("8 64 512", ns, " ")
@@ -139,7 +140,9 @@ if [[ $STEPS == *allreduce* ]]; then
   [ -z "$ALLREDUCE_MD" ] || awk 'BEGIN {
       print "| gradient | fp32 ms | fp32 GB/s | fp16 on the wire ms | fp16 GB/s |"
       print "| --- | --- | --- | --- | --- |" }
-    NF == 5 && $1 ~ /^[0-9.]+$/ { printf "| %g MB | %.3g | %.2f | %.3g | %.2f |\n", $1, $2, $3, $4, $5 }' \
+    function ms(x) { return sprintf(x < 10 ? "%.2f" : x < 100 ? "%.1f" : "%.0f", x) }
+    NF == 5 && $1 ~ /^[0-9.]+$/ {
+      printf "| %g MB | %s | %.2f | %s | %.2f |\n", $1, ms($2), $3, ms($4), $5 }' \
     allreduce.log > "$ALLREDUCE_MD"
 fi
 
@@ -159,8 +162,8 @@ if [[ $STEPS == *fp16* ]]; then
     acc=$(grep "Test net output #0: accuracy" ${t}_allreduce.log | tail -1 | sed 's/.*= //')
     loss=$(grep "Test net output #1: loss" ${t}_allreduce.log | tail -1 | sed 's/.*= //')
     echo "fp16: $t allreduce, 2 ranks x batch 64, $I iterations: test accuracy $acc, loss $loss, $(grep -h '^Allreduce' ${t}_allreduce.log)"
-    [ -z "$FP16_MD" ] || sed -n 's/^Allreduce: .* bucket(s), \([0-9.e+-]*\) MB per step, \([0-9.e+-]*\) ms per step waiting.*/\1 \2/p' \
-      ${t}_allreduce.log | awk -v t="$t" -v acc="$acc" -v loss="$loss" \
+    re='^Allreduce: .* bucket(s), \([0-9.e+-]*\) MB per step, \([0-9.e+-]*\) ms per step waiting'
+    [ -z "$FP16_MD" ] || sed -n "s/$re.*/\1 \2/p" ${t}_allreduce.log | awk -v t="$t" -v acc="$acc" -v loss="$loss" \
       '{ printf "| %s | %.3g MB | %s | %s | %.1f ms |\n", t, $1, acc, loss, $2 }' >> "$FP16_MD"
   done
 fi
