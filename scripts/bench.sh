@@ -12,7 +12,7 @@
 # BENCH_ITERATIONS (default 10), BENCH_DEVICES (default "all": every device, one row each;
 # "i,j" some; "" the default device), BENCH_PEERS=0 (skip the peers), BENCH_MOE=auto|1|0,
 # BENCH_DOC (default docs/BENCHMARKS.md; "-" leaves it alone and prints the tables),
-# BENCH_STEPS (default "gemm,net,peers,zoo,scaleout,peak,cache,startup,memory,accuracy,report"; e.g.
+# BENCH_STEPS (default "gemm,net,peers,zoo,scaleout,peak,cache,rusticl,startup,memory,accuracy,report"; e.g.
 # "report" rebuilds the tables from the JSON files of an earlier run). The scaleout step:
 # scripts/bench-scale-out.sh's training throughput with 1 and 2 MPI ranks (BENCH_SCALE_OUT_STEPS,
 # default "lenet,alexnet"; its MPCAFFE_DEVICE defaults to pocl), BENCH_SCALE_OUT_RUNS runs
@@ -21,7 +21,9 @@
 # OpenCL CPU devices but rusticl) splice theirs between "bench.sh:startup:…" and
 # "bench.sh:memory:…"; the accuracy step (bench/accuracy_tables.py, the same devices) between
 # "bench.sh:accuracy:…" and "bench.sh:acc16:…"; the cache step (mpcaffe_cache_bench on PoCL)
-# between "bench.sh:cache:…", the peak step (mpcaffe_cpu_peak) between "bench.sh:peak:…". The
+# between "bench.sh:cache:…", the peak step (mpcaffe_cpu_peak) between "bench.sh:peak:…", the
+# rusticl step (AlexNet and ResNet-50 at batch 1 in every data type on rusticl beside PoCL,
+# bench/rusticl_table.py; skipped where either device is absent) between "bench.sh:rusticl:…". The
 # zoo step: bench/peers.py on ResNet-50, MobileNet v1 and BVLC AlexNet at batch 1 on devices
 # BENCH_ZOO_DEVICES (default 0,1) at each CPU level of BENCH_LEVELS (default native, plus avx2 on
 # an AVX-512 CPU; see bench/peer_engines.py), bench/peers_table.py's table between
@@ -36,7 +38,7 @@ BATCHES=${BENCH_BATCHES:-1,16}
 ITERATIONS=${BENCH_ITERATIONS:-10}
 DEVICES=${BENCH_DEVICES-all}
 DOC=${BENCH_DOC:-docs/BENCHMARKS.md}
-STEPS=",${BENCH_STEPS:-gemm,net,peers,zoo,scaleout,peak,cache,startup,memory,accuracy,report},"
+STEPS=",${BENCH_STEPS:-gemm,net,peers,zoo,scaleout,peak,cache,rusticl,startup,memory,accuracy,report},"
 LEVELS=${BENCH_LEVELS:-native$(grep -qw avx512f /proc/cpuinfo && echo ,avx2)}
 if [ "${BENCH_PEERS:-1}" != 0 ] && [[ $STEPS == *,peers,* || $STEPS == *,zoo,* ]] &&
    ! python3 -c 'import openvino' 2>/dev/null; then
@@ -209,6 +211,30 @@ if [[ $STEPS == *,cache,* ]]; then
     > "$OUT/cache.md"
   splice_table cache "$OUT/cache.md" "\`MPCAFFE_DEVICE=pocl build/bin/mpcaffe_cache_bench \
 --markdown --repeat 1\` (\`cmake --build build --target mpcaffe_cache_bench\`)" "$load"
+fi
+# rusticl beside PoCL: BVLC AlexNet and ResNet-50, batch 1, every data type, one process per net
+# running both devices (so each ratio is of one run); 2 iterations, rusticl's passes take seconds.
+if [[ $STEPS == *,rusticl,* ]]; then
+  pocl_index=$("$MPCAFFE" devices 2>/dev/null | awk '$3 == "pocl" {print $1; exit}')
+  rusticl_index=$("$MPCAFFE" devices 2>/dev/null | awk '$3 == "rusticl" {print $1; exit}')
+  if [ -z "$pocl_index" ] || [ -z "$rusticl_index" ]; then
+    echo "bench.sh: rusticl step skipped: PoCL or rusticl is not listed by mpcaffe devices" >&2
+  else
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    rusticl_json=()
+    for net in bvlc/bvlc_alexnet/deploy zoo/resnet50_deploy; do
+      out="$OUT/rusticl_${net//\//_}.json"
+      echo "== mpcaffe bench net: $net on PoCL and rusticl" >&2
+      "$MPCAFFE" bench net --model "$SHARED/models/$net.prototxt" --dtypes fp32,fp16,int16,int8 \
+        --batch 1 --devices "$pocl_index,$rusticl_index" --reduced-memory on --iterations 2 \
+        --no-setup --no-progress --json "$out"
+      rusticl_json+=("$out")
+    done
+    python3 bench/rusticl_table.py "${rusticl_json[@]}" --markdown "$OUT/rusticl.md"
+    splice_table rusticl "$OUT/rusticl.md" "\`mpcaffe bench net --model <net> --dtypes \
+fp32,fp16,int16,int8 --batch 1 --devices <pocl>,<rusticl> --reduced-memory on --iterations 2 \
+--no-setup\` per net, then \`python3 bench/rusticl_table.py\`; medians, ms" "$load"
+  fi
 fi
 # The accuracy tables: LeNet trained on Fashion-MNIST, calibrated and tested per data type on each
 # device, and the 16-bit accumulator's overflows with 4-bit weights (bench/accuracy_tables.py).
