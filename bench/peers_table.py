@@ -87,7 +87,8 @@ def level_table(name, lv, statistic="median"):
     best_names = "best of " + " and ".join(names) if len(names) > 1 else names[0]
     peers = [(e, label + (f" ({lv['cpu']}, no cap)" if e in uncapped else ""))
              for e, label in peers]
-    dtypes = [d for d in DTYPES if any(k[2] == d for k in ms)]
+    # fp32 and int8 always (n/a where not measured), int8w4 where measured.
+    dtypes = [d for d in DTYPES if d != "int8w4" or any(k[2] == d for k in ms)]
     header = ["net", "batch"]
     for dtype in dtypes:
         header.append(f"mpcaffe {dtype} " + " / ".join(devices))

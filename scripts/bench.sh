@@ -19,6 +19,9 @@
 #             allreduce alone, fp16 gradients, the scaling model: scaleout, allreduce,
 #             fp16allreduce, scalemodel
 #   peak      mpcaffe_cpu_peak: peak;  cache: mpcaffe_cache_bench on PoCL: cache
+#   rusticl   `mpcaffe bench net` of BVLC AlexNet and ResNet-50 at batch 1 in every data type on
+#             rusticl beside PoCL in one process, bench/rusticl_table.py; skipped where either
+#             device is absent: rusticl
 #   startup, binaries, memory   bench/setup_tables.py on BENCH_SETUP_DEVICES (the OpenCL CPU
 #             devices but rusticl; binaries on BENCH_BINARIES_DEVICE, pocl): startup, binaries,
 #             memory
@@ -50,8 +53,8 @@ BATCHES=${BENCH_BATCHES:-1,16}
 ITERATIONS=${BENCH_ITERATIONS:-10}
 DEVICES=${BENCH_DEVICES-all}
 DOC=${BENCH_DOC:-docs/BENCHMARKS.md}
-ALL_STEPS=gemm,net,peers,zoo,zoomore,scaleout,peak,cache,startup,binaries,memory,smallnet,fusion
-ALL_STEPS+=,accuracy,perchannel,testcost,report
+ALL_STEPS=gemm,net,peers,zoo,zoomore,scaleout,peak,cache,rusticl,startup,binaries,memory,smallnet
+ALL_STEPS+=,fusion,accuracy,perchannel,testcost,report
 STEPS=",${BENCH_STEPS:-$ALL_STEPS},"
 LEVELS=${BENCH_LEVELS:-native$(grep -qw avx512f /proc/cpuinfo && echo ,avx2)}
 if [ "${BENCH_PEERS:-1}" != 0 ] &&
@@ -317,6 +320,30 @@ if [[ $STEPS == *,cache,* ]]; then
     > "$OUT/cache.md"
   splice_table cache "$OUT/cache.md" "\`MPCAFFE_DEVICE=pocl build/bin/mpcaffe_cache_bench \
 --markdown --repeat 1\` (\`cmake --build build --target mpcaffe_cache_bench\`)" "$load"
+fi
+# rusticl beside PoCL: BVLC AlexNet and ResNet-50, batch 1, every data type, one process per net
+# running both devices (so each ratio is of one run); 2 iterations, rusticl's passes take seconds.
+if [[ $STEPS == *,rusticl,* ]]; then
+  pocl_index=$("$MPCAFFE" devices 2>/dev/null | awk '$3 == "pocl" {print $1; exit}')
+  rusticl_index=$("$MPCAFFE" devices 2>/dev/null | awk '$3 == "rusticl" {print $1; exit}')
+  if [ -z "$pocl_index" ] || [ -z "$rusticl_index" ]; then
+    echo "bench.sh: rusticl step skipped: PoCL or rusticl is not listed by mpcaffe devices" >&2
+  else
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    rusticl_json=()
+    for net in bvlc/bvlc_alexnet/deploy zoo/resnet50_deploy; do
+      out="$OUT/rusticl_${net//\//_}.json"
+      echo "== mpcaffe bench net: $net on PoCL and rusticl" >&2
+      "$MPCAFFE" bench net --model "$SHARED/models/$net.prototxt" --dtypes fp32,fp16,int16,int8 \
+        --batch 1 --devices "$pocl_index,$rusticl_index" --reduced-memory on --iterations 2 \
+        --no-setup --no-progress --json "$out"
+      rusticl_json+=("$out")
+    done
+    python3 bench/rusticl_table.py "${rusticl_json[@]}" --markdown "$OUT/rusticl.md"
+    splice_table rusticl "$OUT/rusticl.md" "\`mpcaffe bench net --model <net> --dtypes \
+fp32,fp16,int16,int8 --batch 1 --devices <pocl>,<rusticl> --reduced-memory on --iterations 2 \
+--no-setup\` per net, then \`python3 bench/rusticl_table.py\`; medians, ms" "$load"
+  fi
 fi
 # The accuracy tables: LeNet trained on Fashion-MNIST, calibrated and tested per data type on each
 # device, and the 16-bit accumulator's overflows with 4-bit weights (bench/accuracy_tables.py).
