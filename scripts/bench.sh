@@ -103,6 +103,7 @@ inputs=()
 if [[ $STEPS == *,gemm,* ]]; then
   echo "== mpcaffe bench gemm, devices: ${DEVICES:-default}" >&2
   machine_line "$(cut -d' ' -f1 /proc/loadavg)" > "$OUT/gemm.machine"
+  date -u +%Y-%m-%d > "$OUT/gemm.day"
   "$MPCAFFE" bench gemm "${device_flag[@]}" --json "$OUT/gemm.json"
 fi
 [ -f "$OUT/gemm.json" ] && inputs+=("$OUT/gemm.json")
@@ -110,8 +111,10 @@ for net in "${nets[@]}"; do
   model="$SHARED/models/paper_examples/$net/net_float_1.prototxt"
   if [[ $STEPS == *,net,* ]]; then
     echo "== mpcaffe bench net: $net, batch $BATCHES, $ITERATIONS iterations" >&2
-    [ "$net" = "${nets[0]}" ] &&
+    if [ "$net" = "${nets[0]}" ]; then
       machine_line "$(cut -d' ' -f1 /proc/loadavg)" > "$OUT/net.machine"
+      date -u +%Y-%m-%d > "$OUT/net.day"
+    fi
     "$MPCAFFE" bench net --model "$model" --dtypes fp32,fp16,int16,int8 --batch "$BATCHES" \
       --reduced-memory both --iterations "$ITERATIONS" "${device_flag[@]}" --json "$OUT/$net.json"
   fi
@@ -416,17 +419,20 @@ if [ "$DOC" = "-" ]; then
   cat "$gemm_tables" "$w4_table" "$tables"
   exit 0
 fi
-# The machine lines the gemm and net steps recorded (runs before they did: none).
-python3 - "$DOC" "$tables" "$gemm_tables" "$w4_table" "$(date -u +%Y-%m-%d)" "$BATCHES" \
-  "$ITERATIONS" "$(cat "$OUT/gemm.machine" 2>/dev/null || true)" \
+# The machine lines and dates the gemm and net steps recorded (runs before they did: none, and
+# today), so that `BENCH_STEPS=report` alone keeps the measurements' dates.
+day_of() { cat "$1" 2>/dev/null || date -u +%Y-%m-%d; }
+python3 - "$DOC" "$tables" "$gemm_tables" "$w4_table" "$(day_of "$OUT/gemm.day")" \
+  "$(day_of "$OUT/net.day")" "$BATCHES" "$ITERATIONS" \
+  "$(cat "$OUT/gemm.machine" 2>/dev/null || true)" \
   "$(cat "$OUT/net.machine" 2>/dev/null || true)" <<'PY'
 import sys
-doc, tables, gemm_tables, w4_table, day, batches, iterations, gemm_machine, net_machine = \
-    sys.argv[1:]
+(doc, tables, gemm_tables, w4_table, gemm_day, net_day, batches, iterations, gemm_machine,
+ net_machine) = sys.argv[1:]
 text = open(doc).read()
 
 
-def splice(text, name, generated, what):
+def splice(text, name, generated, what, day):
     begin, end = f"<!-- bench.sh:{name}begin -->", f"<!-- bench.sh:{name}end -->"
     if begin not in text or end not in text:
         sys.exit(f"bench.sh: {doc} lacks the {begin} / {end} markers")
@@ -439,13 +445,13 @@ def splice(text, name, generated, what):
 gemm = open(gemm_tables).read()
 gemm_what = (f"{gemm_machine}; " if gemm_machine else "") + "`mpcaffe bench gemm --device all`"
 if gemm:
-    text = splice(text, "gemm:", gemm, gemm_what)
+    text = splice(text, "gemm:", gemm, gemm_what, gemm_day)
 w4 = open(w4_table).read()
 if w4:
-    text = splice(text, "gemmw4:", w4, gemm_what)
+    text = splice(text, "gemmw4:", w4, gemm_what, gemm_day)
 text = splice(text, "", open(tables).read(),
               (f"{net_machine}; " if net_machine else "")
-              + f"batch {batches}, {iterations} iterations per row, every device")
+              + f"batch {batches}, {iterations} iterations per row, every device", net_day)
 open(doc, "w").write(text)
 print(f"updated {doc}")
 PY
