@@ -23,6 +23,9 @@ struct TargetProfile {
   bool lane_loads_expensive = false;
   /// A native 4-way int8 dot product (DeviceInfo::dot_product).
   bool dot_product = false;
+  /// The compiler makes byte pair products one instruction (DeviceInfo::byte_pair_products):
+  /// where it does not, 4-bit weights keep their own GEMM only where they dominate the bytes.
+  bool byte_pair_products = true;
   /// The dialect has OpenCL C's vector types and built-ins (Dialect::vector_builtins): the
   /// vector forms of libdnn's kernels exist only then.
   bool vector_builtins = true;

@@ -165,6 +165,21 @@ std::string Lrn::BackwardSource(const KernelTarget& target) {
   return w.Source();
 }
 
+const DefaultsTable<RowGroups, bool>& LrnForwardDefaults() {
+  // About a thousand work-groups (PoCL pays per group), each walking rows of its pixel columns:
+  // float8 work-items in groups of 8, scalar ones in the 1-D launch's groups.
+  static const DefaultsTable<RowGroups, bool> table = {
+      {"float8 work-items (lrn_vector)", [](const TargetProfile&, const bool& v) { return v; },
+       {8, 1024},
+       "AlexNet's norm1 at batch 16 side by side with the per-pixel kernel, PoCL, loaded, "
+       "2026-11-23 (git 9a87926; docs/BENCHMARKS.md, \"Default configurations\")"},
+      {"scalar work-items (lrn)", [](const TargetProfile&, const bool&) { return true; },
+       {int(kLaunch1DLocalSize), 1024},
+       "as the row above; the 1-D launch's work-group size (kLaunch1DLocalSize)"},
+  };
+  return table;
+}
+
 Lrn::Lrn(Device& device, const LrnDesc& desc) : device_(&device), desc_(desc) {
   desc_.Validate();
   const KernelTarget target = KernelTarget::Of(device);
@@ -200,11 +215,15 @@ Event Lrn::Forward(const BufferRef& input, const BufferRef& output, const Buffer
       .Arg(d.beta)
       .Arg(d.k)
       .Arg(int32_t{scale ? 1 : 0});
-  // About a thousand work-groups (PoCL pays per group); each walks rows of its pixel columns.
-  const size_t local = UsesVectors() ? 8 : kLaunch1DLocalSize;
+  const RowGroups launch =
+      DefaultRowFor(LrnForwardDefaults(), UsesVectors() ? "lrn_vector" : "lrn",
+                    TargetProfile::Of(device_->info()), UsesVectors())
+          .config;
+  const size_t local = size_t(launch.width);
   const size_t items = UsesVectors() ? (size_t(hw) + 7) / 8 : size_t(hw);
   const size_t columns = (items + local - 1) / local;
-  const size_t row_groups = std::max<size_t>(1, std::min<size_t>(rows, 1024 / columns));
+  const size_t row_groups =
+      std::max<size_t>(1, std::min<size_t>(rows, size_t(launch.groups) / columns));
   return forward_.Launch({columns * local, row_groups, 1}, {local, 1, 1}, queue);
 }
 

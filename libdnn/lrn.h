@@ -18,7 +18,9 @@
 #include "codegen/datatype.h"
 #include "codegen/kernel_writer.h"
 #include "device/device.h"
+#include "libdnn/defaults_table.h"
 #include "libdnn/gemm.h"  // BufferRef
+#include "libdnn/row_groups.h"
 
 namespace mpcaffe::libdnn {
 
@@ -67,6 +69,9 @@ class Lrn {
   LrnDesc desc_;
   Kernel forward_, backward_;
 };
+
+/// The forward launch per kernel form (key: the float8 form runs) and device class.
+const DefaultsTable<RowGroups, bool>& LrnForwardDefaults();
 
 /// Host references (`scale` may be null in the forward).
 void LrnForwardReference(const LrnDesc& desc, const void* input, void* output, float* scale);

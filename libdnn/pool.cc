@@ -367,6 +367,18 @@ std::string Pooling::BackwardSource(const KernelTarget& target, PoolMethod metho
 // ---------------------------------------------------------------------------------------------
 // Launches
 
+const DefaultsTable<RowGroups, PoolDesc>& PoolVectorMaxDefaults() {
+  // Groups of 8 vectors along a row, about a thousand groups in all: PoCL pays per work-group,
+  // and a few groups more than cores keep both busy.
+  static const DefaultsTable<RowGroups, PoolDesc> table = {
+      {"every device", [](const TargetProfile&, const PoolDesc&) { return true; }, {8, 1024},
+       "set with the vector max kernel on PoCL, 2026-11-23 (git 4e67aff), its loads by window "
+       "column timed on GoogLeNet's inception pools side by side, 2026-11-25 (git 05bf143); no "
+       "other launch compared"},
+  };
+  return table;
+}
+
 Pooling::Pooling(Device& device, const PoolDesc& desc, const PoolQuant& quant)
     : device_(&device), desc_(desc), quant_(quant) {
   desc_.Validate();
@@ -430,11 +442,14 @@ Event Pooling::Forward(const BufferRef& input, const BufferRef& output, const Bu
                   quant_.x_zero, quant_.y_zero, max_same_, max_mult_, max_shift_,
                   int(d.input_count())})
       forward_v8_.Arg(int32_t{v});
-    // Work-groups of 8 vectors (of a row's vectors where it has fewer: no idle lanes), about a
-    // thousand in all (PoCL pays per group).
-    const size_t vecs = (size_t(g.ow) + 7) / 8, width = std::min<size_t>(vecs, 8);
+    // Work-groups no wider than a row's vectors: no idle lanes.
+    const RowGroups launch =
+        DefaultRowFor(PoolVectorMaxDefaults(), "pool_vector_max", TargetProfile::Of(device_->info()), d)
+            .config;
+    const size_t vecs = (size_t(g.ow) + 7) / 8, width = std::min<size_t>(vecs, launch.width);
     const size_t columns = (vecs + width - 1) / width;
-    const size_t row_groups = std::max<size_t>(1, std::min<size_t>(rows, 1024 / columns));
+    const size_t row_groups =
+        std::max<size_t>(1, std::min<size_t>(rows, size_t(launch.groups) / columns));
     return forward_v8_.Launch({columns * width, row_groups, 1}, {width, 1, 1}, queue);
   }
   const BufferRef m = has_mask ? mask : BufferRef(avg_requant_.mem.get(), 0);

@@ -29,7 +29,9 @@
 #include "codegen/datatype.h"
 #include "codegen/kernel_writer.h"
 #include "device/device.h"
+#include "libdnn/defaults_table.h"
 #include "libdnn/gemm.h"  // BufferRef
+#include "libdnn/row_groups.h"
 
 namespace mpcaffe::libdnn {
 
@@ -94,6 +96,9 @@ class Pooling {
   vptr<int32_t> avg_requant_;  // quantized average: (multiplier, shift) per count 1..area
   int32_t max_mult_ = 0, max_shift_ = 0, max_same_ = 1;
 };
+
+/// The vector max kernel's launch per device class (the first row serving the device).
+const DefaultsTable<RowGroups, PoolDesc>& PoolVectorMaxDefaults();
 
 /// Host references. `mask` may be null.
 void PoolForwardReference(const PoolDesc& desc, const PoolQuant& quant, const void* input,

@@ -1,0 +1,101 @@
+// tests/libdnn/defaults_tables_test.cc — the GEMM's, the pointwise launch's, pooling's and LRN's
+// defaults tables (libdnn/gemm_config.h, conv_families.h, pool.h, lrn.h): every row says where
+// it came from, each table ends in a row serving every device, and the rows give each device
+// class its configuration. No kernel is compiled here.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "libdnn/conv_families.h"
+#include "libdnn/gemm.h"
+#include "libdnn/gemm_config.h"
+#include "libdnn/lrn.h"
+#include "libdnn/pool.h"
+
+namespace mpcaffe::libdnn {
+namespace {
+
+template <typename Table>
+void ExpectRowsWithProvenance(const Table& table, const char* name) {
+  ASSERT_FALSE(table.empty()) << name;
+  for (const auto& row : table) {
+    EXPECT_GT(std::string(row.device_class).size(), 5u) << name;
+    EXPECT_GT(std::string(row.provenance).size(), 10u) << name << ": " << row.device_class;
+  }
+}
+
+TEST(DefaultsTables, EveryRowHasProvenanceAndTheLastServesEveryDevice) {
+  ExpectRowsWithProvenance(GemmDefaults(), "gemm");
+  ExpectRowsWithProvenance(PointwiseSpreadDefaults(), "conv_pw spread");
+  ExpectRowsWithProvenance(PoolVectorMaxDefaults(), "pool_vector_max");
+  ExpectRowsWithProvenance(LrnForwardDefaults(), "lrn");
+  GemmDesc g;
+  g.M = g.N = g.K = 8;
+  EXPECT_TRUE(GemmDefaults().back().serves(TargetProfile{}, g));
+  EXPECT_TRUE(PointwiseSpreadDefaults().back().serves(TargetProfile{}, ConvDesc{}));
+  EXPECT_TRUE(PoolVectorMaxDefaults().back().serves(TargetProfile{}, PoolDesc{}));
+  EXPECT_TRUE(LrnForwardDefaults().back().serves(TargetProfile{}, false));
+}
+
+GemmDesc Shape(DataType t, int M, int N, int K, bool trans_b, WeightOperand w) {
+  GemmDesc d;
+  d.type = d.out_type = t;
+  d.M = M, d.N = N, d.K = K, d.trans_b = trans_b, d.weights = w;
+  return d;
+}
+
+TEST(DefaultsTables, GemmDefaultsPerDeviceClass) {
+  DeviceInfo cpu;  // an OpenCL CPU runtime
+  DeviceInfo gpu;
+  gpu.is_gpu = true;
+  DeviceInfo dp4a = gpu;
+  dp4a.backend = Backend::kCuda;
+  dp4a.dot_product = true;
+  auto config = [](const DeviceInfo& d, const GemmDesc& g) {
+    return DefaultGemmConfig(d, g).ToString();
+  };
+  // conv1 as a GEMM (weights A, M < N): the CPU register tile walking M tiles first.
+  const GemmDesc conv1 = Shape(DataType::kFloat32, 96, 3025, 363, false, WeightOperand::kA);
+  EXPECT_EQ(config(cpu, conv1), "outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=1 kp=1 lm=0");
+  GemmDesc conv1q = conv1;
+  conv1q.type = conv1q.out_type = DataType::kInt8Q;
+  EXPECT_EQ(config(cpu, conv1q), "outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=1 kp=2 lm=0");
+  EXPECT_EQ(config(gpu, conv1q), "outer tm=4 tn=4 vw=1 wg=64 ku=1 mf=0 kp=1 lm=0");
+  EXPECT_EQ(config(dp4a, conv1q), "outer tm=4 tn=4 vw=1 wg=64 ku=1 mf=0 kp=4 lm=0");
+  // A batch-1 inner product (weights B transposed, M = 1): vectors along K on CPUs, a tile one
+  // row tall where work-items are lanes.
+  const GemmDesc fc6 = Shape(DataType::kFloat32, 1, 4096, 9216, true, WeightOperand::kB);
+  EXPECT_EQ(config(cpu, fc6), "dot tm=4 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0");
+  EXPECT_EQ(config(gpu, fc6), "dot tm=1 tn=2 vw=1 wg=64 ku=1 mf=0 kp=1 lm=0");
+  GemmDesc fc6_2 = fc6;
+  fc6_2.M = 2;
+  EXPECT_EQ(config(gpu, fc6_2), "dot tm=2 tn=2 vw=1 wg=64 ku=1 mf=0 kp=1 lm=0");
+  // 4-bit weights: their own kernel on a compiler with byte pair products; the outer tile on
+  // one without (Intel's runtime) only while the activation columns are at most 4 × the rows.
+  GemmDesc w4 = conv1q;
+  w4.weight_bits = 4, w4.weights_signed = true, w4.weight_zero = false;
+  EXPECT_EQ(config(cpu, w4), "outer tm=4 tn=4 vw=8 wg=1 ku=1 mf=1 kp=8 lm=0");
+  DeviceInfo no_pairs = cpu;
+  no_pairs.byte_pair_products = false;
+  EXPECT_EQ(config(no_pairs, w4), "outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=1 kp=2 lm=0");
+  GemmDesc mv = Shape(DataType::kInt8Q, 4096, 1, 9216, false, WeightOperand::kA);
+  mv.weight_bits = 4, mv.weights_signed = true, mv.weight_zero = false;
+  EXPECT_EQ(config(no_pairs, mv), "dot tm=1 tn=1 vw=8 wg=1 ku=1 mf=0 kp=8 lm=0");
+}
+
+TEST(DefaultsTables, LaunchDefaultsPerDeviceClass) {
+  TargetProfile cpu;
+  cpu.cpu_vectors = true;
+  TargetProfile lanes;
+  lanes.lane_defaults = true;
+  EXPECT_EQ(DefaultRowFor(PointwiseSpreadDefaults(), "conv_pw", cpu, ConvDesc{}).config, 8);
+  EXPECT_EQ(DefaultRowFor(PointwiseSpreadDefaults(), "conv_pw", lanes, ConvDesc{}).config, 0);
+  EXPECT_EQ(DefaultRowFor(LrnForwardDefaults(), "lrn", cpu, true).config.width, 8);
+  EXPECT_EQ(DefaultRowFor(LrnForwardDefaults(), "lrn", cpu, false).config.width,
+            int(kLaunch1DLocalSize));
+  EXPECT_EQ(DefaultRowFor(PoolVectorMaxDefaults(), "pool", cpu, PoolDesc{}).config.ToString(),
+            "width=8 groups=1024");
+}
+
+}  // namespace
+}  // namespace mpcaffe::libdnn
