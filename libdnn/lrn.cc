@@ -58,8 +58,8 @@ std::string Lrn::BackwardKernelName() { return "lrn_bwd_fp32"; }
 // Work-groups walk rows (image, channel) in a loop the same for the whole group, each row's
 // window of local_size channels unrolled (uniform branches drop the channels outside; adding
 // nothing for them keeps the reference's order of additions). On OpenCL a work-item takes 8
-// neighbouring pixels as one float8 (PoCL does not vectorize across work-items here: AlexNet's
-// norm1 at batch 16 took 23 ms as scalar code); a row's last vector overlaps its neighbour, so
+// neighbouring pixels as one float8 (PoCL does not vectorize across work-items here: see
+// LrnForwardDefaults' provenance); a row's last vector overlaps its neighbour, so
 // rows of fewer than 8 pixels, and CUDA, use the scalar form.
 std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int local_size) {
   if (local_size <= 0 || local_size % 2 == 0 || local_size > 63)
@@ -96,8 +96,8 @@ std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int lo
            ";\n      sq += xv * xv;\n    }\n";
     }
     b += "    const " + F + " s = k + alpha_over_size * sq;\n";
-    // s^−β as exp2(−β·log2 s): PoCL's pow is a scalar library call (norm1 at batch 1: 11.8 ms
-    // with it, 2.2 ms with this); both are accurate to a few ulp.
+    // s^−β as exp2(−β·log2 s): PoCL's pow is a scalar library call (docs/BENCHMARKS.md,
+    // "Default configurations"); both are accurate to a few ulp.
     b += "    const " + F + " out = " + load("at") + " * exp2(-beta * log2(s));\n";
     b += "    if (live) {\n";
     if (vec) {

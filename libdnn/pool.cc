@@ -74,10 +74,9 @@ const char* kWindowText = R"(    int hs = oy * sh - ph;
 /// load of the input row — 8 neighbouring columns at stride 1, the even lanes of 16 at stride 2 —
 /// where the work-item's loads stay inside the input buffer (columns outside the row masked off),
 /// else gathered lane by lane (the first and last plane's edge rows, other strides). PoCL runs
-/// the one-output-per-work-item form as scalar code with a data-dependent branch per element
-/// (AlexNet's pool1 took 20 ms at batch 16); gathering every element lane by lane took 2-4.6 ms
-/// on GoogLeNet's 3×3 stride-1 inception pools (28×28 and 14×14 planes, PoCL, loaded machine)
-/// against 0.03-0.07 ms in ONNX Runtime.
+/// the one-output-per-work-item form as scalar code with a data-dependent branch per element,
+/// and gathering every element lane by lane left the vector form far behind ONNX Runtime
+/// (docs/BENCHMARKS.md, "Default configurations").
 bool UsesVectorMax(const KernelTarget& target, PoolMethod method) {
   return target.vector_builtins && method == PoolMethod::kMax;
 }
