@@ -431,11 +431,12 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
                                       {0, 0, 0}, queue);
     const std::array<size_t, 3> global{size_t(DivUp(int(hw), int(block))),
                                        size_t(DivUp(ocg, t.oc)), size_t(d.batch)};
-    const int per_unit = DefaultRowFor(PointwiseSpreadDefaults(), "conv_pw",
-                                       TargetProfile::Of(device_->info()), d)
-                             .config;
-    const std::array<size_t, 3> local = per_unit == 0 ? std::array<size_t, 3>{0, 0, 0}
-                                                      : SpreadLocal(global, device_->info(), per_unit);
+    const int per_unit =
+        DefaultRowFor(PointwiseSpreadDefaults(), "conv_pw", TargetProfile::Of(device_->info()), d)
+            .config;
+    const std::array<size_t, 3> local = per_unit == 0
+                                            ? std::array<size_t, 3>{0, 0, 0}
+                                            : SpreadLocal(global, device_->info(), per_unit);
     return pointwise_kernel_.Launch({global[0], global[1], global[2]},
                                     {local[0], local[1], local[2]}, queue);
   }

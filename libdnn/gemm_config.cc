@@ -87,9 +87,7 @@ bool Int4Own(const TargetProfile& p, const GemmDesc& d) {
   return p.cpu_vectors && d.weight_bits == 4 && Int4KernelPays(p, d);
 }
 /// Whether the 4-bit dot tile has several activation rows (a batch) to share a weight row.
-bool Int4Batch(const GemmDesc& d) {
-  return d.weights == WeightOperand::kB ? d.M >= 2 : d.N >= 2;
-}
+bool Int4Batch(const GemmDesc& d) { return d.weights == WeightOperand::kB ? d.M >= 2 : d.N >= 2; }
 /// The dot product along K is the default form: matrix × vector and K-contiguous operands.
 bool DotForm(const GemmDesc& d) { return DotLayout(d) && (d.N <= 4 || d.trans_b); }
 bool Int8(const GemmDesc& d) { return d.type == DataType::kInt8Q; }
@@ -149,9 +147,7 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
        [](P p, D d) { return Int4Own(p, d) && Int4DotLayout(d); },
        Tile(kDotTile, 1, 1, 8, 1, 0, kU8S4), kInt4Bench},
       {"OpenCL CPU runtime, 4-bit weights A that pay, M < N",
-       [](P p, D d) {
-         return Int4Own(p, d) && d.weights == WeightOperand::kA && d.M < d.N;
-       },
+       [](P p, D d) { return Int4Own(p, d) && d.weights == WeightOperand::kA && d.M < d.N; },
        Tile(kOuterTile, 4, 4, 8, 1, 1, kU8S4), kInt4Bench},
       {"OpenCL CPU runtime, 4-bit weights A that pay",
        [](P p, D d) { return Int4Own(p, d) && d.weights == WeightOperand::kA; },
@@ -165,46 +161,35 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       {"OpenCL CPU runtime, dot form, N <= 4",
        [](P p, D d) { return p.cpu_vectors && DotForm(d) && d.N <= 4; },
        Tile(kDotTile, 4, 1, 8, 1, 0), kCpuDot},
-      {"OpenCL CPU runtime, dot form",
-       [](P p, D d) { return p.cpu_vectors && DotForm(d); },
+      {"OpenCL CPU runtime, dot form", [](P p, D d) { return p.cpu_vectors && DotForm(d); },
        Tile(kDotTile, 4, 2, 8, 1, 0), kCpuDot},
       {"every other device, dot form, M >= 4, N <= 4",
-       [](P, D d) { return DotForm(d) && d.M >= 4 && d.N <= 4; },
-       Tile(kDotTile, 4, 1, 1, 64, 0), kLaneDot},
-      {"every other device, dot form, M >= 4",
-       [](P, D d) { return DotForm(d) && d.M >= 4; },
+       [](P, D d) { return DotForm(d) && d.M >= 4 && d.N <= 4; }, Tile(kDotTile, 4, 1, 1, 64, 0),
+       kLaneDot},
+      {"every other device, dot form, M >= 4", [](P, D d) { return DotForm(d) && d.M >= 4; },
        Tile(kDotTile, 4, 2, 1, 64, 0), kLaneDot},
       {"every other device, dot form, M 2 or 3, N <= 4",
-       [](P, D d) { return DotForm(d) && d.M >= 2 && d.N <= 4; },
-       Tile(kDotTile, 2, 1, 1, 64, 0), kLaneDot},
-      {"every other device, dot form, M 2 or 3",
-       [](P, D d) { return DotForm(d) && d.M >= 2; },
+       [](P, D d) { return DotForm(d) && d.M >= 2 && d.N <= 4; }, Tile(kDotTile, 2, 1, 1, 64, 0),
+       kLaneDot},
+      {"every other device, dot form, M 2 or 3", [](P, D d) { return DotForm(d) && d.M >= 2; },
        Tile(kDotTile, 2, 2, 1, 64, 0), kLaneDot},
-      {"every other device, dot form, M = 1, N <= 4",
-       [](P, D d) { return DotForm(d) && d.N <= 4; },
+      {"every other device, dot form, M = 1, N <= 4", [](P, D d) { return DotForm(d) && d.N <= 4; },
        Tile(kDotTile, 1, 1, 1, 64, 0), kLaneDot},
-      {"every other device, dot form, M = 1",
-       [](P, D d) { return DotForm(d); },
+      {"every other device, dot form, M = 1", [](P, D d) { return DotForm(d); },
        Tile(kDotTile, 1, 2, 1, 64, 0), kLaneDot},
       {"OpenCL CPU runtime, int8q, M < N",
        [](P p, D d) { return p.cpu_vectors && Int8(d) && d.M < d.N; },
        Tile(kOuterTile, 6, 2, 8, 1, 1, kPairs), kCpuOuter},
-      {"OpenCL CPU runtime, int8q",
-       [](P p, D d) { return p.cpu_vectors && Int8(d); },
+      {"OpenCL CPU runtime, int8q", [](P p, D d) { return p.cpu_vectors && Int8(d); },
        Tile(kOuterTile, 6, 2, 8, 1, 0, kPairs), kCpuOuter},
-      {"OpenCL CPU runtime, M < N",
-       [](P p, D d) { return p.cpu_vectors && d.M < d.N; },
+      {"OpenCL CPU runtime, M < N", [](P p, D d) { return p.cpu_vectors && d.M < d.N; },
        Tile(kOuterTile, 6, 2, 8, 1, 1), kCpuOuter},
-      {"OpenCL CPU runtime",
-       [](P p, D) { return p.cpu_vectors; },
-       Tile(kOuterTile, 6, 2, 8, 1, 0), kCpuOuter},
-      {"native 4-way dot product, int8q",
-       [](P p, D d) { return p.dot_product && Int8(d); },
+      {"OpenCL CPU runtime", [](P p, D) { return p.cpu_vectors; }, Tile(kOuterTile, 6, 2, 8, 1, 0),
+       kCpuOuter},
+      {"native 4-way dot product, int8q", [](P p, D d) { return p.dot_product && Int8(d); },
        Tile(kOuterTile, 4, 4, 1, 64, 0, GemmConfig::kDot4),
        "not measured (no GPU on the build machine); the tuner times kp = 1 beside it"},
-      {"every other device",
-       [](P, D) { return true; },
-       Tile(kOuterTile, 4, 4, 1, 64, 0),
+      {"every other device", [](P, D) { return true; }, Tile(kOuterTile, 4, 4, 1, 64, 0),
        "not measured on a GPU (none on the build machine); the tuner's candidates cover it"},
   };
   return table;

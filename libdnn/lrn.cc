@@ -59,7 +59,7 @@ std::string Lrn::BackwardKernelName() { return "lrn_bwd_fp32"; }
 // window of local_size channels unrolled (uniform branches drop the channels outside; adding
 // nothing for them keeps the reference's order of additions). On OpenCL a work-item takes 8
 // neighbouring pixels as one float8 (PoCL does not vectorize across work-items here: see
-// LrnForwardDefaults' provenance); a row's last vector overlaps its neighbour, so
+// the lrn_vector launch's provenance); a row's last vector overlaps its neighbour, so
 // rows of fewer than 8 pixels, and CUDA, use the scalar form.
 std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int local_size) {
   if (local_size <= 0 || local_size % 2 == 0 || local_size > 63)
@@ -165,32 +165,65 @@ std::string Lrn::BackwardSource(const KernelTarget& target) {
   return w.Source();
 }
 
-const DefaultsTable<RowGroups, bool>& LrnForwardDefaults() {
-  // About a thousand work-groups (PoCL pays per group), each walking rows of its pixel columns:
-  // float8 work-items in groups of 8, scalar ones in the 1-D launch's groups.
-  static const DefaultsTable<RowGroups, bool> table = {
-      {"float8 work-items (lrn_vector)", [](const TargetProfile&, const bool& v) { return v; },
+namespace {
+
+// About a thousand work-groups (PoCL pays per group), each walking rows of its pixel columns:
+// float8 work-items in groups of 8, scalar ones in the 1-D launch's groups.
+const DefaultsTable<RowGroups, LrnDesc>& LrnVectorLaunch() {
+  static const DefaultsTable<RowGroups, LrnDesc> table = {
+      {"every device",
+       [](const TargetProfile&, const LrnDesc&) { return true; },
        {8, 1024},
        "AlexNet's norm1 at batch 16 side by side with the per-pixel kernel, PoCL, loaded, "
        "2026-11-23 (git 9a87926; docs/BENCHMARKS.md, \"Default configurations\")"},
-      {"scalar work-items (lrn)", [](const TargetProfile&, const bool&) { return true; },
-       {int(kLaunch1DLocalSize), 1024},
-       "as the row above; the 1-D launch's work-group size (kLaunch1DLocalSize)"},
   };
   return table;
+}
+
+const DefaultsTable<RowGroups, LrnDesc>& LrnScalarLaunch() {
+  static const DefaultsTable<RowGroups, LrnDesc> table = {
+      {"every device",
+       [](const TargetProfile&, const LrnDesc&) { return true; },
+       {int(kLaunch1DLocalSize), 1024},
+       "as lrn_vector's, 2026-11-23 (git 9a87926); the 1-D launch's work-group size "
+       "(kLaunch1DLocalSize)"},
+  };
+  return table;
+}
+
+}  // namespace
+
+const std::vector<LrnForwardFamily>& LrnForwardFamilies() {
+  static const std::vector<LrnForwardFamily> families = {
+      {"lrn_vector", true,
+       [](const LrnDesc& d, const TargetProfile& p) {
+         return p.vector_builtins && d.height * d.width >= 8;
+       },
+       LrnVectorLaunch},
+      {"lrn", false, [](const LrnDesc&, const TargetProfile&) { return true; }, LrnScalarLaunch},
+  };
+  return families;
+}
+
+const LrnForwardFamily& LrnForwardFamilyFor(const LrnDesc& desc, const TargetProfile& profile) {
+  for (const LrnForwardFamily& f : LrnForwardFamilies())
+    if (f.applies(desc, profile)) return f;
+  throw Error("LRN " + desc.ToString() + ": no forward family applies");
 }
 
 Lrn::Lrn(Device& device, const LrnDesc& desc) : device_(&device), desc_(desc) {
   desc_.Validate();
   const KernelTarget target = KernelTarget::Of(device);
+  const TargetProfile profile = TargetProfile::Of(device.info());
+  const LrnForwardFamily& family = LrnForwardFamilyFor(desc_, profile);
+  vectors_ = family.vectors;
+  launch_ = DefaultRowFor(family.launch(), family.name, profile, desc_).config;
   ProgramHints hints;
   hints.local_sizes = {{kLaunch1DLocalSize, 1, 1}, {8, 1, 1}};  // scalar, float8 launches
-  forward_ =
-      device.GetProgram(ForwardSource(target, desc_.type, desc_.local_size), "", hints)
-          ->GetKernel(ForwardKernelName(desc_.type) + (UsesVectors() ? "_v8" : ""));
+  forward_ = device.GetProgram(ForwardSource(target, desc_.type, desc_.local_size), "", hints)
+                 ->GetKernel(ForwardKernelName(desc_.type) + (vectors_ ? "_v8" : ""));
   if (KernelChoiceLogActive())  // for `mpcaffe time --explain`
-    NoteKernelChoice({UsesVectors() ? "lrn_vector" : "lrn", "", ConfigSource::kDefault,
-                      desc_.ToString()});
+    NoteKernelChoice({family.name, launch_.ToString(), ConfigSource::kDefault, desc_.ToString()});
   if (desc_.type == DataType::kFloat32)
     backward_ = device.GetProgram(BackwardSource(target), "", ProgramHints::OneDimensional())
                     ->GetKernel(BackwardKernelName());
@@ -215,12 +248,9 @@ Event Lrn::Forward(const BufferRef& input, const BufferRef& output, const Buffer
       .Arg(d.beta)
       .Arg(d.k)
       .Arg(int32_t{scale ? 1 : 0});
-  const RowGroups launch =
-      DefaultRowFor(LrnForwardDefaults(), UsesVectors() ? "lrn_vector" : "lrn",
-                    TargetProfile::Of(device_->info()), UsesVectors())
-          .config;
+  const RowGroups& launch = launch_;
   const size_t local = size_t(launch.width);
-  const size_t items = UsesVectors() ? (size_t(hw) + 7) / 8 : size_t(hw);
+  const size_t items = vectors_ ? (size_t(hw) + 7) / 8 : size_t(hw);
   const size_t columns = (items + local - 1) / local;
   const size_t row_groups =
       std::max<size_t>(1, std::min<size_t>(rows, size_t(launch.groups) / columns));

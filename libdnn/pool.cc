@@ -370,12 +370,32 @@ const DefaultsTable<RowGroups, PoolDesc>& PoolVectorMaxDefaults() {
   // Groups of 8 vectors along a row, about a thousand groups in all: PoCL pays per work-group,
   // and a few groups more than cores keep both busy.
   static const DefaultsTable<RowGroups, PoolDesc> table = {
-      {"every device", [](const TargetProfile&, const PoolDesc&) { return true; }, {8, 1024},
+      {"every device",
+       [](const TargetProfile&, const PoolDesc&) { return true; },
+       {8, 1024},
        "set with the vector max kernel on PoCL, 2026-11-23 (git 4e67aff), its loads by window "
        "column timed on GoogLeNet's inception pools side by side, 2026-11-25 (git 05bf143); no "
        "other launch compared"},
   };
   return table;
+}
+
+const std::vector<PoolForwardFamily>& PoolForwardFamilies() {
+  static const std::vector<PoolForwardFamily> families = {
+      {"pool_vector_max",
+       [](const PoolDesc& d, const TargetProfile& p) {
+         return p.vector_builtins && d.method == PoolMethod::kMax && GeometryOf(d).ow >= 8;
+       },
+       PoolVectorMaxDefaults},
+      {"pool", [](const PoolDesc&, const TargetProfile&) { return true; }, nullptr},
+  };
+  return families;
+}
+
+const PoolForwardFamily& PoolForwardFamilyFor(const PoolDesc& desc, const TargetProfile& profile) {
+  for (const PoolForwardFamily& f : PoolForwardFamilies())
+    if (f.applies(desc, profile)) return f;
+  throw Error("pooling " + desc.ToString() + ": no forward family applies");
 }
 
 Pooling::Pooling(Device& device, const PoolDesc& desc, const PoolQuant& quant)
@@ -387,10 +407,14 @@ Pooling::Pooling(Device& device, const PoolDesc& desc, const PoolQuant& quant)
   if (vector_max) hints.local_sizes.push_back({8, 1, 1});
   auto program = device.GetProgram(ForwardSource(target, desc_.type, desc_.method), "", hints);
   forward_ = program->GetKernel(ForwardKernelName(desc_.type, desc_.method));
-  if (vector_max && GeometryOf(desc_).ow >= 8)
+  const TargetProfile profile = TargetProfile::Of(device.info());
+  const PoolForwardFamily& family = PoolForwardFamilyFor(desc_, profile);
+  if (family.launch) {  // the vector max kernel, in the program where UsesVectorMax
     forward_v8_ = program->GetKernel(ForwardKernelName(desc_.type, desc_.method) + "_v8");
+    v8_launch_ = DefaultRowFor(family.launch(), family.name, profile, desc_).config;
+  }
   if (KernelChoiceLogActive())  // for `mpcaffe time --explain`
-    NoteKernelChoice({vector_max && GeometryOf(desc_).ow >= 8 ? "pool_vector_max" : "pool", "",
+    NoteKernelChoice({family.name, family.launch ? v8_launch_.ToString() : "",
                       ConfigSource::kDefault, desc_.ToString()});
   if (desc_.type == DataType::kFloat32)
     backward_ =
@@ -442,9 +466,7 @@ Event Pooling::Forward(const BufferRef& input, const BufferRef& output, const Bu
                   int(d.input_count())})
       forward_v8_.Arg(int32_t{v});
     // Work-groups no wider than a row's vectors: no idle lanes.
-    const RowGroups launch =
-        DefaultRowFor(PoolVectorMaxDefaults(), "pool_vector_max", TargetProfile::Of(device_->info()), d)
-            .config;
+    const RowGroups& launch = v8_launch_;
     const size_t vecs = (size_t(g.ow) + 7) / 8, width = std::min<size_t>(vecs, launch.width);
     const size_t columns = (vecs + width - 1) / width;
     const size_t row_groups =

@@ -33,6 +33,8 @@
 #             perchannelspeed on the setup devices: perchannel, perchannelspeed
 #   testcost  bench/suite_cost.py on the last make test's report (BENCH_TEST_BUDGET, default
 #             build/test-cache/reports/budget.json, kept as bench/results/test_budget.json)
+#   defaults  mpcaffe_defaults --markdown, the kernel families' defaults tables (no device run):
+#             defaults
 #   report    bench/report.py's tables and plots from the JSON files of the gemm, net and peers
 #             steps (alone: rebuilds them from an earlier run's files)
 #
@@ -54,7 +56,7 @@ ITERATIONS=${BENCH_ITERATIONS:-10}
 DEVICES=${BENCH_DEVICES-all}
 DOC=${BENCH_DOC:-docs/BENCHMARKS.md}
 ALL_STEPS=gemm,net,peers,zoo,zoomore,scaleout,peak,cache,rusticl,startup,binaries,memory,smallnet
-ALL_STEPS+=,fusion,accuracy,perchannel,testcost,report
+ALL_STEPS+=,fusion,accuracy,perchannel,testcost,defaults,report
 STEPS=",${BENCH_STEPS:-$ALL_STEPS},"
 LEVELS=${BENCH_LEVELS:-native$(grep -qw avx512f /proc/cpuinfo && echo ,avx2)}
 if [ "${BENCH_PEERS:-1}" != 0 ] &&
@@ -313,6 +315,13 @@ if [[ $STEPS == *,peak,* ]]; then
   "$(dirname "$MPCAFFE")/mpcaffe_cpu_peak" --markdown > "$OUT/cpu_peak.md"
   splice_table peak "$OUT/cpu_peak.md" "\`build/bin/mpcaffe_cpu_peak --markdown\` (12 independent \
 8-wide FMA chains per thread; the int8 pointwise loop as the OpenCL compilers emit it)" "$load"
+fi
+# Every kernel family's defaults table, printed from the library's rows (bench/defaults_table.cc).
+if [[ $STEPS == *,defaults,* ]]; then
+  echo "== mpcaffe_defaults --markdown" >&2
+  "$(dirname "$MPCAFFE")/mpcaffe_defaults" --markdown > "$OUT/defaults.md"
+  splice_table defaults "$OUT/defaults.md" "\`build/bin/mpcaffe_defaults --markdown\` (the rows \
+of the defaults tables in libdnn/; no device is run)" "$(cut -d' ' -f1 /proc/loadavg)"
 fi
 # The kernel cache table: element-wise programs built cold and warm in fresh processes, with PoCL's
 # own cache off and on (bench/cache_bench.cc; PoCL, whose cache it sets per process).

@@ -1,12 +1,15 @@
 // tests/libdnn/defaults_tables_test.cc — the GEMM's, the pointwise launch's, pooling's and LRN's
-// defaults tables (libdnn/gemm_config.h, conv_families.h, pool.h, lrn.h): every row says where
-// it came from, each table ends in a row serving every device, and the rows give each device
-// class its configuration. No kernel is compiled here.
+// defaults tables (libdnn/gemm_config.h, conv_families.h, pool.h, lrn.h) and pooling's and LRN's
+// forward families: every row says where it came from, each table ends in a row serving every
+// device, the rows give each device class its configuration, and the first family that applies
+// is the one each device and description runs. No kernel is compiled here.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 
 #include "libdnn/conv_families.h"
+#include "libdnn/defaults_listing.h"
 #include "libdnn/gemm.h"
 #include "libdnn/gemm_config.h"
 #include "libdnn/lrn.h"
@@ -28,13 +31,17 @@ TEST(DefaultsTables, EveryRowHasProvenanceAndTheLastServesEveryDevice) {
   ExpectRowsWithProvenance(GemmDefaults(), "gemm");
   ExpectRowsWithProvenance(PointwiseSpreadDefaults(), "conv_pw spread");
   ExpectRowsWithProvenance(PoolVectorMaxDefaults(), "pool_vector_max");
-  ExpectRowsWithProvenance(LrnForwardDefaults(), "lrn");
+  for (const LrnForwardFamily& f : LrnForwardFamilies()) {
+    ExpectRowsWithProvenance(f.launch(), f.name);
+    EXPECT_TRUE(f.launch().back().serves(TargetProfile{}, LrnDesc{})) << f.name;
+  }
+  for (const PoolForwardFamily& f : PoolForwardFamilies())
+    if (f.launch) ExpectRowsWithProvenance(f.launch(), f.name);
   GemmDesc g;
   g.M = g.N = g.K = 8;
   EXPECT_TRUE(GemmDefaults().back().serves(TargetProfile{}, g));
   EXPECT_TRUE(PointwiseSpreadDefaults().back().serves(TargetProfile{}, ConvDesc{}));
   EXPECT_TRUE(PoolVectorMaxDefaults().back().serves(TargetProfile{}, PoolDesc{}));
-  EXPECT_TRUE(LrnForwardDefaults().back().serves(TargetProfile{}, false));
 }
 
 GemmDesc Shape(DataType t, int M, int N, int K, bool trans_b, WeightOperand w) {
@@ -90,11 +97,56 @@ TEST(DefaultsTables, LaunchDefaultsPerDeviceClass) {
   lanes.lane_defaults = true;
   EXPECT_EQ(DefaultRowFor(PointwiseSpreadDefaults(), "conv_pw", cpu, ConvDesc{}).config, 8);
   EXPECT_EQ(DefaultRowFor(PointwiseSpreadDefaults(), "conv_pw", lanes, ConvDesc{}).config, 0);
-  EXPECT_EQ(DefaultRowFor(LrnForwardDefaults(), "lrn", cpu, true).config.width, 8);
-  EXPECT_EQ(DefaultRowFor(LrnForwardDefaults(), "lrn", cpu, false).config.width,
+  LrnDesc plane;
+  plane.height = plane.width = 13;
+  const LrnForwardFamily& vector = LrnForwardFamilyFor(plane, cpu);
+  EXPECT_STREQ(vector.name, "lrn_vector");
+  EXPECT_EQ(DefaultRowFor(vector.launch(), vector.name, cpu, plane).config.width, 8);
+  TargetProfile scalar_dialect = lanes;  // CUDA's dialect: no vector built-ins
+  scalar_dialect.vector_builtins = false;
+  const LrnForwardFamily& scalar = LrnForwardFamilyFor(plane, scalar_dialect);
+  EXPECT_STREQ(scalar.name, "lrn");
+  EXPECT_EQ(DefaultRowFor(scalar.launch(), scalar.name, cpu, plane).config.width,
             int(kLaunch1DLocalSize));
+  LrnDesc narrow;  // fewer than 8 pixels a row: the scalar kernel
+  narrow.height = narrow.width = 2;
+  EXPECT_STREQ(LrnForwardFamilyFor(narrow, cpu).name, "lrn");
+  PoolDesc pool1;
+  pool1.channels = 96, pool1.height = pool1.width = 55;
+  pool1.kernel_h = pool1.kernel_w = 3, pool1.stride_h = pool1.stride_w = 2;
+  EXPECT_STREQ(PoolForwardFamilyFor(pool1, cpu).name, "pool_vector_max");
+  EXPECT_STREQ(PoolForwardFamilyFor(pool1, scalar_dialect).name, "pool");
+  PoolDesc average = pool1;
+  average.method = PoolMethod::kAverage;
+  EXPECT_STREQ(PoolForwardFamilyFor(average, cpu).name, "pool");
+  PoolDesc pool5 = pool1;  // 6 outputs a row
+  pool5.height = pool5.width = 13;
+  EXPECT_STREQ(PoolForwardFamilyFor(pool5, cpu).name, "pool");
   EXPECT_EQ(DefaultRowFor(PoolVectorMaxDefaults(), "pool", cpu, PoolDesc{}).config.ToString(),
             "width=8 groups=1024");
+}
+
+// The printed listing (mpcaffe_defaults --markdown) holds every table's rows, each with its
+// configuration and provenance.
+TEST(DefaultsTables, ListingHoldsEveryTable) {
+  const std::vector<DefaultsListingRow> rows = DefaultsListing();
+  std::set<std::string> families;
+  for (const DefaultsListingRow& r : rows) {
+    families.insert(r.family);
+    EXPECT_FALSE(r.config.empty()) << r.family << ": " << r.device_class;
+    EXPECT_GT(r.provenance.size(), 10u) << r.family << ": " << r.device_class;
+  }
+  EXPECT_EQ(families, (std::set<std::string>{"gemm", "conv", "conv_pw", "conv_gemm",
+                                             "pool_vector_max", "lrn_vector", "lrn"}));
+  EXPECT_EQ(rows.size(), GemmDefaults().size() + DirectConvDefaults().size() +
+                             PointwiseDefaults().size() + PointwiseSpreadDefaults().size() +
+                             ConvGemmDefaults().size() + PoolVectorMaxDefaults().size() + 2);
+  const std::string md = DefaultsMarkdown();
+  EXPECT_EQ(md.rfind("| family | chooses | device class | default | measured by |\n", 0), 0u);
+  size_t lines = 0;
+  for (char c : md) lines += c == '\n';
+  EXPECT_EQ(lines, rows.size() + 2);
+  EXPECT_NE(md.find("`outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0`"), std::string::npos) << md;
 }
 
 }  // namespace
