@@ -206,9 +206,7 @@ const std::vector<LrnForwardFamily>& LrnForwardFamilies() {
 }
 
 const LrnForwardFamily& LrnForwardFamilyFor(const LrnDesc& desc, const TargetProfile& profile) {
-  for (const LrnForwardFamily& f : LrnForwardFamilies())
-    if (f.applies(desc, profile)) return f;
-  throw Error("LRN " + desc.ToString() + ": no forward family applies");
+  return FirstFamilyApplying(LrnForwardFamilies(), desc, profile, "LRN " + desc.ToString());
 }
 
 Lrn::Lrn(Device& device, const LrnDesc& desc) : device_(&device), desc_(desc) {

@@ -393,9 +393,7 @@ const std::vector<PoolForwardFamily>& PoolForwardFamilies() {
 }
 
 const PoolForwardFamily& PoolForwardFamilyFor(const PoolDesc& desc, const TargetProfile& profile) {
-  for (const PoolForwardFamily& f : PoolForwardFamilies())
-    if (f.applies(desc, profile)) return f;
-  throw Error("pooling " + desc.ToString() + ": no forward family applies");
+  return FirstFamilyApplying(PoolForwardFamilies(), desc, profile, "pooling " + desc.ToString());
 }
 
 Pooling::Pooling(Device& device, const PoolDesc& desc, const PoolQuant& quant)
