@@ -12,6 +12,7 @@
 #include "libdnn/defaults_listing.h"
 #include "libdnn/gemm.h"
 #include "libdnn/gemm_config.h"
+#include "libdnn/kernel_families.h"
 #include "libdnn/lrn.h"
 #include "libdnn/pool.h"
 #include "tests/testing/defaults_tables.h"
@@ -141,6 +142,20 @@ TEST(DefaultsTables, ListingHoldsEveryTable) {
   for (char c : md) lines += c == '\n';
   EXPECT_EQ(lines, rows.size() + 2);
   EXPECT_NE(md.find("`outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0`"), std::string::npos) << md;
+}
+
+// Every kernel choice the registry names is a family row with a rule of application: the
+// convolution's forward families, pooling's and LRN's, or the GEMM (which applies to every
+// GemmDesc, its configuration from GemmDefaults).
+TEST(DefaultsTables, EveryRegistryChoiceIsAFamilyRow) {
+  std::set<std::string> rows = {"gemm"};
+  for (const ConvForwardFamily& f : ConvForwardFamilies()) rows.insert(f.name);
+  for (const PoolForwardFamily& f : PoolForwardFamilies()) rows.insert(f.name);
+  for (const LrnForwardFamily& f : LrnForwardFamilies()) rows.insert(f.name);
+  std::set<std::string> choices;
+  for (const KernelFamilyEntry& e : KernelFamilyRegistry())
+    for (const KernelChoiceName& c : e.choices) choices.insert(c.name);
+  EXPECT_EQ(choices, rows);
 }
 
 }  // namespace
