@@ -43,15 +43,22 @@ build: configure
 TEST_CACHE_DIR := $(abspath $(BUILD))/test-cache
 TEST_ENV := MPCAFFE_CACHE=$(TEST_CACHE_DIR)/kernels.sqlite POCL_CACHE_DIR=$(TEST_CACHE_DIR)/pocl \
   MESA_SHADER_CACHE_DIR=$(TEST_CACHE_DIR)/mesa CUDA_CACHE_PATH=$(TEST_CACHE_DIR)/cuda
+# When make started (before configure and build): the whole run's time in test-budget.py's report.
+MAKE_STARTED := $(shell date +%s.%N)
 test: build
 	rm -rf $(TEST_CACHE_DIR) && mkdir -p $(TEST_CACHE_DIR)/compiles $(TEST_CACHE_DIR)/reports
-	cd $(BUILD) && $(TEST_ENV) ctest --output-on-failure --timeout 4000 -j2 -LE sweep; c=$$?; \
+	start=$$(date +%s.%N); \
+	  cd $(BUILD) && $(TEST_ENV) ctest --output-on-failure --timeout 4000 -j2 -LE sweep; c=$$?; \
+	  awk -v a=$$start -v b=$$(date +%s.%N) 'BEGIN { print b - a }' \
+	    > $(TEST_CACHE_DIR)/ctest.seconds; \
 	  cd $(CURDIR) && scripts/ctest-devices.sh $(BUILD); \
 	  start=$$(date +%s.%N); \
 	  $(TEST_ENV) MPCAFFE_COMPILE_LOG=$(TEST_CACHE_DIR)/compiles/python.log \
 	    MPCAFFE_PYTHON_BUILD_DIR=$(BUILD) PYTHON=$(PYTHON) scripts/python-test.sh; \
 	  p=$$?; awk -v a=$$start -v b=$$(date +%s.%N) 'BEGIN { print b - a }' \
 	    > $(TEST_CACHE_DIR)/python.seconds; \
+	  awk -v a=$(MAKE_STARTED) -v b=$$(date +%s.%N) 'BEGIN { print b - a }' \
+	    > $(TEST_CACHE_DIR)/make.seconds; \
 	  scripts/test-budget.py $(BUILD); b=$$?; \
 	  echo "make test: C++ suites $$([ $$c = 0 ] && echo passed || echo FAILED)," \
 	    "Python suite $$([ $$p = 0 ] && echo passed || echo FAILED)," \
@@ -75,9 +82,8 @@ test-sweep: build
 demo: build
 	MPCAFFE=$(MPCAFFE) scripts/demo.sh
 
-# The network benchmark (AlexNet, batch 1 and 16, every dtype, ONNX Runtime and CLBlast peers):
-# regenerates docs/BENCHMARKS.md's net, GEMM, scale-out, start-up and memory tables and
-# docs/img/bench/*.png (see scripts/bench.sh).
+# The benchmarks: regenerates every table of docs/BENCHMARKS.md and docs/img/bench/*.png (the
+# steps are listed in scripts/bench.sh; BENCH_STEPS picks some).
 bench: build
 	MPCAFFE=$(MPCAFFE) scripts/bench.sh
 

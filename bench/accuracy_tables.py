@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
 """bench/accuracy_tables.py — the accuracy tables of docs/BENCHMARKS.md ("Accuracy per data
-type"), measured and written as Markdown for scripts/bench.sh's `accuracy` step.
+type"), measured and written as Markdown for scripts/bench.sh's `accuracy` and `perchannel`
+steps.
 
     bench/accuracy_tables.py lenet --mpcaffe M --devices 0,1 --work DIR --json out.json
                                    [--markdown out.md]
     bench/accuracy_tables.py acc16 --mpcaffe M --work DIR --model alexnet_fp32.prototxt
                                    --json out.json [--markdown out.md]
-    bench/accuracy_tables.py lenet|acc16 --from out.json --markdown out.md   (tables only)
+    bench/accuracy_tables.py perchannel --mpcaffe M --devices pocl --json out.json
+                                   [--markdown out.md]
+    bench/accuracy_tables.py perchannelspeed --mpcaffe M --devices 0,1 --model alexnet_fp32.prototxt
+                                   --json out.json [--markdown out.md] [--rounds 3]
+    bench/accuracy_tables.py lenet|acc16|perchannel|perchannelspeed --from out.json
+                                   --markdown out.md   (tables only)
 
 lenet: per device, scripts/calibrate-lenet.sh in DIR/<device> (BVLC's LeNet trained on
 Fashion-MNIST with `mpcaffe train`, then `mpcaffe calibrate` and `mpcaffe test` over the 10 000
@@ -15,17 +21,27 @@ trained weights are reused by the others (hard links), so every device scores th
 acc16: `mpcaffe test --acc16-overflow` (how often a 16-bit accumulator of uint8 × 4-bit products
 would overflow) on the int8w4 LeNet of the lenet step and on the AlexNet --model converted to
 int8w4 (one synthetic image).
+perchannel: the int8 weight scales per tensor, per depthwise channel and per channel of every
+Convolution and InnerProduct, against fp32 on the logits of AlexNet, ResNet-50 and MobileNet v1
+with equal-size and spread channels: test_net's PerChannelWeights.DISABLED_* measurements
+(tests/net/per_channel_weights_test.cc; test_net beside --mpcaffe) on the first of --devices.
+perchannelspeed: what the scales per channel cost in speed: `mpcaffe bench net` of --model in
+int8 at batch 1 with MPCAFFE_PER_CHANNEL_WEIGHTS unset (per channel) and 0 (per layer),
+alternated, --rounds rounds per device.
 """
 
-import argparse
+import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import measured_table  # noqa: E402
+from report import (measured_table, mpcaffe_device_label, parse_table_args,  # noqa: E402
+                    table_parser)
 
 TYPES = ["fp32", "fp16", "int16", "int8", "int8w4"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,16 +54,6 @@ def accuracy(log):
         if m:
             return float(m.group(1))
     raise RuntimeError(f"{log}: no 'accuracy = ' line")
-
-
-def device_label(mpcaffe, device):
-    """'<implementation> (<name>)' from `mpcaffe devices`' row of the device, else the device."""
-    out = subprocess.run([mpcaffe, "devices"], capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        cols = re.split(r"\s{2,}", line.strip())
-        if len(cols) > 3 and (cols[0] == str(device) or cols[2] == str(device)):
-            return f"{cols[2]} ({cols[3]})"
-    return str(device)
 
 
 def measure_lenet(args):
@@ -63,7 +69,7 @@ def measure_lenet(args):
         subprocess.run([os.path.join(ROOT, "scripts", "calibrate-lenet.sh"), work], env=env,
                        check=True, stdout=sys.stderr)
         first = first or work
-        rows.append({"device": device, "name": device_label(args.mpcaffe, device),
+        rows.append({"device": device, "name": mpcaffe_device_label(args.mpcaffe, device),
                      "accuracy": {t: accuracy(os.path.join(work, f"test_{t}.log")) for t in TYPES},
                      "work": work})
         print(f"lenet on {device}: {rows[-1]['accuracy']}", file=sys.stderr)
@@ -109,6 +115,100 @@ def measure_acc16(args):
     return {"nets": nets}
 
 
+# The nets PerChannelWeights.DISABLED_* measures, by the file name its lines print.
+PER_CHANNEL_NETS = {"deploy.prototxt": "AlexNet (BVLC deploy)",
+                    "resnet50_deploy.prototxt": "ResNet-50 (zoo)",
+                    "mobilenet_v1_deploy.prototxt": "MobileNet v1 (zoo)"}
+PER_CHANNEL_MODES = ["per tensor", "depthwise per channel",
+                     "every conv and IP per channel (default)"]
+PER_CHANNEL_LINE = re.compile(
+    r"^(\S+) int8, (equal-size|spread) channels, ([^:]+): top-1 (\d+)/(\d+) agree with fp32; "
+    r"\|logit diff\| / spread: max ([0-9.]+), mean ([0-9.]+)$")
+
+
+def parse_per_channel(text):
+    """The measurement lines of PerChannelWeights.DISABLED_*, as rows."""
+    rows = []
+    for line in text.splitlines():
+        m = PER_CHANNEL_LINE.match(line.strip())
+        if m:
+            rows.append({"file": m.group(1), "channels": m.group(2), "mode": m.group(3),
+                         "agree": int(m.group(4)), "inputs": int(m.group(5)),
+                         "max": float(m.group(6)), "mean": float(m.group(7))})
+    missing = {f for f in PER_CHANNEL_NETS} - {r["file"] for r in rows}
+    if missing:
+        raise RuntimeError(f"no per-channel measurement of {', '.join(sorted(missing))} in the "
+                           "test_net output (a zoo prototxt not found?):\n" + text[-2000:])
+    return rows
+
+
+def measure_per_channel(args):
+    test_net = os.path.join(os.path.dirname(args.mpcaffe) or ".", "test_net")
+    if not os.path.exists(test_net):
+        raise RuntimeError(f"{test_net} not found: build the tests (cmake --build build)")
+    device = args.devices.split(",")[0]
+    command = [test_net, "--gtest_also_run_disabled_tests",
+               "--gtest_filter=PerChannelWeights.DISABLED_*"]
+    run = subprocess.run(command, env=dict(os.environ, MPCAFFE_DEVICE=device),
+                         capture_output=True, text=True)
+    sys.stderr.write(run.stdout[-4000:])
+    if run.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed on {device}:\n{run.stdout[-3000:]}"
+                           f"{run.stderr[-2000:]}")
+    return {"device": device, "name": mpcaffe_device_label(args.mpcaffe, device),
+            "rows": parse_per_channel(run.stdout)}
+
+
+def per_channel_markdown(data):
+    lines = [f"Device {data['name']}. Each cell: top-1 agreement with fp32 of the 4 inputs; the "
+             "largest and the mean |logit difference| over the sample's fp32 logit spread.", "",
+             "| net, channels | " + " | ".join(PER_CHANNEL_MODES) + " |",
+             "|---|" + "---|" * len(PER_CHANNEL_MODES)]
+    for file, net in PER_CHANNEL_NETS.items():
+        for channels in ("equal-size", "spread"):
+            cells = {r["mode"]: r for r in data["rows"]
+                     if r["file"] == file and r["channels"] == channels}
+            out = []
+            for mode in PER_CHANNEL_MODES:
+                r = cells.get(mode)
+                # The depthwise mode is measured only for nets with depthwise convolutions.
+                out.append(f"{r['agree']}/{r['inputs']}; {r['max']:.3g}, {r['mean']:.3g}" if r
+                           else "= per tensor" if mode == PER_CHANNEL_MODES[1] else "not measured")
+            lines.append(f"| {net}, {channels.replace('-size', '')} | " + " | ".join(out) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def measure_per_channel_speed(args):
+    rows = []
+    for device in args.devices.split(","):
+        ms = {"per channel": [], "per layer": []}
+        for _ in range(args.rounds):
+            for mode, value in (("per channel", ""), ("per layer", "0")):
+                with tempfile.NamedTemporaryFile(suffix=".json") as out:
+                    subprocess.run([args.mpcaffe, "bench", "net", "--model", args.model,
+                                    "--dtypes", "int8", "--batch", "1", "--reduced-memory", "off",
+                                    "--iterations", "20", "--no-setup", "--no-progress",
+                                    "--device", device, "--json", out.name],
+                                   env=dict(os.environ, MPCAFFE_PER_CHANNEL_WEIGHTS=value),
+                                   check=True, stdout=sys.stderr)
+                    ms[mode].append(json.load(open(out.name))["results"][0]["forward_ms_median"])
+        rows.append({"device": device, "name": mpcaffe_device_label(args.mpcaffe, device), "ms": ms,
+                     "ratio": statistics.median(ms["per channel"])
+                     / statistics.median(ms["per layer"])})
+        print(f"per-channel speed on {device}: {ms}", file=sys.stderr)
+    return {"model": args.model, "rounds": args.rounds, "rows": rows}
+
+
+def per_channel_speed_markdown(data):
+    lines = ["| device | per channel (ms) | per layer (ms) | per channel / per layer, medians |",
+             "|---|---|---|---:|"]
+    for r in data["rows"]:
+        lines.append(f"| {r['name']} | " + " | ".join(", ".join(f"{v:.2f}" for v in r["ms"][m])
+                                                    for m in ("per channel", "per layer"))
+                     + f" | {r['ratio']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def lenet_markdown(data):
     lines = [f"| LeNet, Fashion-MNIST ({data['iterations']} training steps), device | "
              + " | ".join(TYPES) + " |", "|---|" + "---:|" * len(TYPES)]
@@ -130,20 +230,18 @@ def acc16_markdown(data):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("table", choices=["lenet", "acc16"])
-    ap.add_argument("--mpcaffe", default="build/bin/mpcaffe")
-    ap.add_argument("--devices", default="0,1")
-    ap.add_argument("--work", default="build/bench/accuracy")
-    ap.add_argument("--model", help="acc16: the fp32 AlexNet prototxt to convert to int8w4")
-    ap.add_argument("--json", help="write the measurements here")
-    ap.add_argument("--from", dest="source", help="tables from an earlier --json file")
-    ap.add_argument("--markdown", help="write the table here (default: stdout)")
-    args = ap.parse_args()
-    args.mpcaffe = os.path.abspath(args.mpcaffe) if os.sep in args.mpcaffe else args.mpcaffe
-    args.work = os.path.abspath(args.work)
-    measured_table(args, measure_lenet if args.table == "lenet" else measure_acc16,
-                   lenet_markdown if args.table == "lenet" else acc16_markdown)
+    ap = table_parser(__doc__, work="build/bench/accuracy")
+    ap.add_argument("table", choices=["lenet", "acc16", "perchannel", "perchannelspeed"])
+    ap.add_argument("--rounds", type=int, default=3, help="perchannelspeed: alternated rounds")
+    ap.add_argument("--model", help="acc16, perchannelspeed: the fp32 AlexNet prototxt")
+    args = parse_table_args(ap)
+    measure, markdown = {"lenet": (measure_lenet, lenet_markdown),
+                         "acc16": (measure_acc16, acc16_markdown),
+                         "perchannel": (measure_per_channel, per_channel_markdown),
+                         "perchannelspeed": (measure_per_channel_speed,
+                                             per_channel_speed_markdown)}[args.table]
+    measured_table(args, measure, markdown)
+
 
 if __name__ == "__main__":
     main()

@@ -6,19 +6,56 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "net/distributed.h"
 
+namespace {
+
+constexpr char kUsage[] =
+    "usage: mpirun -np N mpcaffe_allreduce_bench [repetitions per size (5)] [largest gradient "
+    "in MB (244)]\n";
+
+/// The number `arg` spells (digits, at most one '.'), or 0 when it is not a positive one.
+double Positive(const std::string& arg) {
+  if (arg.empty() || arg.find_first_not_of("0123456789.") != std::string::npos ||
+      std::count(arg.begin(), arg.end(), '.') > 1 || arg.size() > 12)
+    return 0;
+  return std::atof(arg.c_str());
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using mpcaffe::Communicator;
+  // Arguments are checked before MPI starts: a flag, a malformed number or a third argument is
+  // refused with the usage (status 2; no repetition count of 0 reaches the median below).
+  if (argc > 1 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const char* what = i > 2                    ? "unexpected argument"
+                       : arg.rfind("-", 0) == 0 ? "unknown flag"
+                       : Positive(arg) <= 0 || (i == 1 && arg.find('.') != std::string::npos)
+                           ? "not a positive number"
+                           : nullptr;
+    if (what) {
+      std::fprintf(stderr, "mpcaffe_allreduce_bench: %s '%s'\n%s", what, arg.c_str(), kUsage);
+      return 2;
+    }
+  }
+  const int reps = argc > 1 ? static_cast<int>(Positive(argv[1])) : 5;
+  const size_t max_bytes =
+      std::max<size_t>(argc > 2 ? static_cast<size_t>(Positive(argv[2]) * 1e6) : 244000000, 1);
   Communicator& comm = Communicator::World();
-  const int reps = argc > 1 ? std::atoi(argv[1]) : 5;
-  const size_t max_bytes = argc > 2 ? static_cast<size_t>(std::atof(argv[2]) * 1e6) : 244000000;
   if (comm.root())
     std::printf("ranks %d, %d repetitions per size (median)\n%12s %12s %12s %12s %12s\n",
                 comm.size(), reps, "grad MB", "fp32 ms", "fp32 GB/s", "fp16 ms", "fp16 GB/s");
-  for (size_t bytes = 1000000; bytes <= max_bytes; bytes = bytes * 4 > max_bytes && bytes < max_bytes ? max_bytes : bytes * 4) {
+  for (size_t bytes = 1000000; bytes <= max_bytes;
+       bytes = bytes * 4 > max_bytes && bytes < max_bytes ? max_bytes : bytes * 4) {
     std::vector<float> grad(bytes / 4, 1.0f);
     double ms[2];
     for (int half = 0; half < 2; ++half) {
@@ -27,7 +64,8 @@ int main(int argc, char** argv) {
         const auto start = std::chrono::steady_clock::now();
         auto pending = comm.StartSum(grad.data(), grad.size(), half != 0, "bench");
         comm.Wait(*pending);
-        const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const double t =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (r > 0) times.push_back(t);
         std::fill(grad.begin(), grad.end(), 1.0f);
       }

@@ -1,7 +1,8 @@
 // bench/cache_bench.cc — what the kernel cache saves: builds and launches once every
 // element-wise kernel of every data type (under two build-option sets), cold then warm, each
 // run a fresh process, with PoCL's own kernel cache disabled and enabled; prints times and
-// ratios. A benchmark, not a test: `mpcaffe_cache_bench [--json|--markdown] [--repeat r] [--smallgrid-env]`.
+// ratios. A benchmark, not a test: `mpcaffe_cache_bench [--json|--markdown] [--repeat r]
+// [--smallgrid-env]`.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -177,13 +178,19 @@ Run Spawn(const std::string& self, const std::map<std::string, std::string>& env
 }
 
 int RunDriver(const std::vector<std::string>& args) {
+  const char* usage =
+      "usage: mpcaffe_cache_bench [--json|--markdown] [--repeat r] [--smallgrid-env]\n";
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--repeat" && i + 1 < args.size()) {
+    if (args[i] == "--help" || args[i] == "-h") {
+      std::printf("%s", usage);
+      return 0;
+    }
+    if (args[i] == "--repeat" && i + 1 < args.size() && std::atoi(args[i + 1].c_str()) > 0) {
       ++i;
     } else if (args[i] != "--json" && args[i] != "--markdown" && args[i] != "--smallgrid-env") {
-      std::fprintf(stderr, "mpcaffe_cache_bench: unknown argument '%s'\nusage: "
-                   "mpcaffe_cache_bench [--json|--markdown] [--repeat r] [--smallgrid-env]\n",
-                   args[i].c_str());
+      std::fprintf(stderr, "mpcaffe_cache_bench: %s '%s'\n%s",
+                   args[i] == "--repeat" ? "no positive count after" : "unknown argument",
+                   args[i].c_str(), usage);
       return 2;
     }
   }
@@ -218,8 +225,10 @@ int RunDriver(const std::vector<std::string>& args) {
     for (const auto& run : r.runs) v = std::min(v, field ? run.fields.at(field) : run.wall);
     return v;
   };
-  const char* names[] = {"pocl cache off: cold", "pocl cache off: warm mpcaffe cache",
-                         "pocl cache on:  cold", "pocl cache on:  second run (binaries stored)",
+  const char* names[] = {"pocl cache off: cold",
+                         "pocl cache off: warm mpcaffe cache",
+                         "pocl cache on:  cold",
+                         "pocl cache on:  second run (binaries stored)",
                          "pocl cache on:  warm (both caches)",
                          "pocl cache on:  warm pocl cache only (MPCAFFE_CACHE=off)",
                          "pocl cache on:  cold, MPCAFFE_BINARIES=always"};
@@ -278,8 +287,9 @@ int RunDriver(const std::vector<std::string>& args) {
   }
   if (markdown) {
     // docs/BENCHMARKS.md's table (scripts/bench.sh's cache step splices it in).
-    std::printf("| run | process | build+1st | build | 1st launches | from cache |\n"
-                "|---|---:|---:|---:|---:|---:|\n");
+    std::printf(
+        "| run | process | build+1st | build | 1st launches | from cache |\n"
+        "|---|---:|---:|---:|---:|---:|\n");
     for (const auto& r : rows) {
       std::string name = r.name;
       for (size_t at; (at = name.find("  ")) != std::string::npos;) name.erase(at, 1);
@@ -287,13 +297,14 @@ int RunDriver(const std::vector<std::string>& args) {
                   best(r, nullptr), best(r, "seconds"), best(r, "build_seconds"),
                   best(r, "first_launch_seconds"), int(r.runs[0].fields.at("from_cache")));
     }
-    std::printf("\n%d programs, best of %d. Cold / warm, whole process: **%.0f×** with PoCL's cache "
-                "off, **%.0f×** with it on; both caches warm are %.1f× faster than PoCL's cache "
-                "alone; storing every binary at the first build makes the cold run %.2f× slower.\n",
-                programs, repeat, best(rows[0], nullptr) / best(rows[1], nullptr),
-                best(rows[2], nullptr) / best(rows[4], nullptr),
-                best(rows[5], nullptr) / best(rows[4], nullptr),
-                best(rows[6], nullptr) / best(rows[2], nullptr));
+    std::printf(
+        "\n%d programs, best of %d. Cold / warm, whole process: **%.0f×** with PoCL's cache "
+        "off, **%.0f×** with it on; both caches warm are %.1f× faster than PoCL's cache "
+        "alone; storing every binary at the first build makes the cold run %.2f× slower.\n",
+        programs, repeat, best(rows[0], nullptr) / best(rows[1], nullptr),
+        best(rows[2], nullptr) / best(rows[4], nullptr),
+        best(rows[5], nullptr) / best(rows[4], nullptr),
+        best(rows[6], nullptr) / best(rows[2], nullptr));
     return 0;
   }
   std::printf(

@@ -55,7 +55,8 @@ constexpr double kLoopProducts = 256;
 struct LoopData {
   std::vector<int> words = std::vector<int>(256 * 8, 0x00030002);
   std::vector<unsigned char> x = std::vector<unsigned char>(256 * 32 + 32, 5);
-  std::vector<float> wf = std::vector<float>(256 * 16, 0.5f), xf = std::vector<float>(256 * 32, 1.0f);
+  std::vector<float> wf = std::vector<float>(256 * 16, 0.5f),
+                     xf = std::vector<float>(256 * 32, 1.0f);
 };
 
 int PairLoop256(const LoopData& d, long iterations) {
@@ -90,8 +91,8 @@ __attribute__((target("avx512f,avx512bw"))) int PairLoop512(const LoopData& d, l
     const unsigned char* xc = d.x.data() + (it & 255) * 32;
     const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xc));
     const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xc + 16));
-    const __m256i zip = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_unpacklo_epi8(x0, x1)), _mm_unpackhi_epi8(x0, x1), 1);
+    const __m256i zip = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(x0, x1)),
+                                                _mm_unpackhi_epi8(x0, x1), 1);
     const __m512i v = _mm512_cvtepu8_epi16(zip);
 #pragma GCC unroll 8
     for (int o = 0; o < 8; ++o)
@@ -135,7 +136,8 @@ double ProductsPerSecond(F&& loop, long iterations) {
     const auto start = std::chrono::steady_clock::now();
     volatile auto sink = loop(iterations);
     (void)sink;
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     best = std::max(best, iterations * kLoopProducts / s * 1e-9);
   }
   return best;
@@ -148,13 +150,18 @@ int main(int argc, char** argv) {
   bool markdown = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--markdown") {
+    if (arg == "--help" || arg == "-h") {
+      std::printf("usage: mpcaffe_cpu_peak [threads] [--markdown]\n");
+      return 0;
+    } else if (arg == "--markdown") {
       markdown = true;
     } else if (!arg.empty() && arg.find_first_not_of("0123456789") == std::string::npos) {
       all = std::atoi(arg.c_str());
     } else {
-      std::fprintf(stderr, "mpcaffe_cpu_peak: unknown argument '%s'\n"
-                   "usage: mpcaffe_cpu_peak [threads] [--markdown]\n", arg.c_str());
+      std::fprintf(stderr,
+                   "mpcaffe_cpu_peak: unknown argument '%s'\n"
+                   "usage: mpcaffe_cpu_peak [threads] [--markdown]\n",
+                   arg.c_str());
       return 2;
     }
   }
@@ -181,18 +188,21 @@ int main(int argc, char** argv) {
       std::printf("| fp32 FMA peak, %d thread%s | %.1f GFLOP/s |\n", threads,
                   threads == 1 ? "" : "s", gflops);
     std::printf("| pointwise inner loop, 1 thread: fp32 FMAs | %.1f G multiply-adds/s |\n", fma);
-    std::printf("| pointwise inner loop, 1 thread: int8 pairs, 256-bit | %.1f G multiply-adds/s |\n",
-                pair256);
+    std::printf(
+        "| pointwise inner loop, 1 thread: int8 pairs, 256-bit | %.1f G multiply-adds/s |\n",
+        pair256);
     if (bw)
-      std::printf("| pointwise inner loop, 1 thread: int8 pairs, 512-bit | %.1f G multiply-adds/s |\n",
-                  pair512);
+      std::printf(
+          "| pointwise inner loop, 1 thread: int8 pairs, 512-bit | %.1f G multiply-adds/s |\n",
+          pair512);
     else
       std::printf("| pointwise inner loop, 1 thread: int8 pairs, 512-bit | no AVX-512 BW |\n");
     return 0;
   }
-  std::printf("pointwise loops, 1 thread (G multiply-adds/s, best of 3): fp32 FMA %.1f, int8 "
-              "pairs 256-bit %.1f",
-              fma, pair256);
+  std::printf(
+      "pointwise loops, 1 thread (G multiply-adds/s, best of 3): fp32 FMA %.1f, int8 "
+      "pairs 256-bit %.1f",
+      fma, pair256);
   if (bw)
     std::printf(", int8 pairs 512-bit %.1f\n", pair512);
   else

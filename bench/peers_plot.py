@@ -4,7 +4,7 @@ forward time divided by ONNX Runtime's (same net, batch and dtype, measured back
 per net × batch × dtype and one colour per mpcaffe device, with lines at 1 (parity) and 1.5.
 int8w4 rows are divided by ONNX Runtime's int8. Several files of one net (repeated runs) give
 the median of their ratios, and the chart says how many runs each bar is. Prints the geometric
-mean of the fp32 batch-1 ratios per device (the figure issue 19 is held to) and writes the PNG.
+mean of the fp32 batch-1 ratios per device (the figure held to) and writes the PNG.
 
     python3 bench/peers_plot.py peers-*.json --output docs/img/bench/zoo_peers.png
 """

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""bench/peers_table.py — issue 44's table from bench/peers.py files: per CPU level, one row per
-net and batch with mpcaffe's fp32 and int8 times per device beside every peer's (ONNX Runtime,
-OpenVINO, OpenCV DNN), mpcaffe's time over the faster of ONNX Runtime and OpenVINO in the same
-data type, and the geometric mean of those ratios over the nets per level, data type and device
-(the figure the issue holds to: ≤ 1.2, no net above 1.5). Several files of one net, level and
-batch (repeated runs) give the median of their figures.
+"""bench/peers_table.py — the zoo nets' table from bench/peers.py files: per CPU level, one row per
+net and batch with mpcaffe's fp32 and int8 (and int8w4 where measured, beside the peers' int8)
+times per device beside every peer's (ONNX Runtime, OpenVINO, OpenCV DNN), mpcaffe's time over
+the faster of ONNX Runtime and OpenVINO in the same data type, and the geometric mean of those
+ratios over the nets per level, data type and device (the figure held to: ≤ 1.2, no net above
+1.5). Several files of one net, level and batch (repeated runs) give the median of their figures.
 
     python3 bench/peers_table.py peers-*.json [--markdown table.md] [--statistic median|min]
 """
@@ -19,14 +19,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report import emit, geomean, net_key, short_device, table  # noqa: E402
 
 PEERS = [("onnxruntime", "ORT"), ("openvino", "OpenVINO"), ("opencv", "OpenCV DNN")]
-# The engines the ratio is taken against (the issue's "best CPU engines"); OpenCV DNN's column
+# mpcaffe's data types in the table, each beside the peers' same type; int8w4 (4-bit weights,
+# 8-bit activations) beside the peers' int8, which bench/peers.py times again after it.
+DTYPES = ("fp32", "int8", "int8w4")
+PEER_DTYPE = {"int8w4": "int8 (beside int8w4)"}
+# The engines the ratio is taken against (the best CPU engines); OpenCV DNN's column
 # is for orientation.
 BEST_OF = ("onnxruntime", "openvino")
 STATISTIC = {"median": "medians of each engine's iterations",
              "min": "the best of each engine's iterations (on a loaded machine the least "
                     "disturbed pass)"}
 NET_NAME = {"resnet50": "ResNet-50", "mobilenet_v1": "MobileNet v1", "bvlc_alexnet": "AlexNet",
-            "imagenet_caffenet": "AlexNet (paper's)"}
+            "imagenet_caffenet": "AlexNet (paper's)", "mobilenet_v2": "MobileNet v2",
+            "squeezenet11": "SqueezeNet 1.1", "googlenet": "GoogLeNet"}
 
 
 def load(paths, statistic="median"):
@@ -48,7 +53,7 @@ def load(paths, statistic="median"):
         seen = set()
         peer_key, ours_key = f"forward_ms_{statistic}", f"ours_ms_{statistic}"
         for r in doc["results"]:
-            if r["engine"] not in dict(PEERS) or r["dtype"] not in ("fp32", "int8"):
+            if r["engine"] not in dict(PEERS) or r["dtype"] not in DTYPES:
                 continue
             key = (net, r["batch"], r["dtype"])
             if (key, r["engine"]) not in seen:  # a peer's figure repeats on every device's row
@@ -82,16 +87,18 @@ def level_table(name, lv, statistic="median"):
     best_names = "best of " + " and ".join(names) if len(names) > 1 else names[0]
     peers = [(e, label + (f" ({lv['cpu']}, no cap)" if e in uncapped else ""))
              for e, label in peers]
+    # fp32 and int8 always (n/a where not measured), int8w4 where measured.
+    dtypes = [d for d in DTYPES if d != "int8w4" or any(k[2] == d for k in ms)]
     header = ["net", "batch"]
-    for dtype in ("fp32", "int8"):
+    for dtype in dtypes:
         header.append(f"mpcaffe {dtype} " + " / ".join(devices))
-        header += [f"{label} {dtype}" for e, label in peers
+        header += [f"{label} {PEER_DTYPE.get(dtype, dtype)}" for e, label in peers
                    if any(k[3] == (e, None) and k[2] == dtype for k in ms)]
         header.append(f"{dtype}: mpcaffe / {best_names}")
     body, ratios = [], defaultdict(list)
     for net, batch in rows:
         line = [NET_NAME.get(net, net), batch]
-        for dtype in ("fp32", "int8"):
+        for dtype in dtypes:
             mine = [ms.get((net, batch, dtype, ("mpcaffe", d))) for d in devices]
             line.append(" / ".join(f"{v:.1f}" if v else "n/a" for v in mine))
             theirs = {e: ms.get((net, batch, dtype, (e, None))) for e, _ in peers}

@@ -4,10 +4,10 @@
 without reduced memory), 4.4 / 4.5 (forward time per data type and backend) and Figures 4.1–4.5,
 with the paper's own figures beside ours for orientation, one row per device; and from
 `mpcaffe bench gemm --json` files the GEMM table per device (LibDNN in every dtype against
-CLBlast) with its geometric means.
+CLBlast) with its geometric means, and the 4-bit weights table (LibDNN fp32, int8 and int8w4).
 
     bench/report.py out.json [more.json ...] [peers.json ...] [gemm.json] [--markdown out.md]
-                    [--gemm-markdown gemm.md] [--plots dir]
+                    [--gemm-markdown gemm.md] [--gemm-w4-markdown w4.md] [--plots dir]
 
 Without --markdown the tables go to stdout (the GEMM tables too, without --gemm-markdown). Plots
 need matplotlib (Agg backend, no display).
@@ -17,6 +17,8 @@ import argparse
 import json
 import math
 import os
+import re
+import subprocess
 import sys
 
 DTYPES = ["fp32", "fp16", "int16", "int8"]
@@ -442,6 +444,40 @@ def gemm_section(gemm):
     return "\n".join(text)
 
 
+def gemm_w4_section(gemm):
+    """The 4-bit weights table: ms of LibDNN fp32, int8 and int8w4 per device on the AlexNet
+    shapes, and int8's time over int8w4's (above 1: the 4-bit weights are faster); "" when the
+    inputs hold no int8w4 rows (files written before `bench gemm` measured them)."""
+    if not any(r.get("dtype") == "int8w4" for r in gemm):
+        return ""
+    devices = [d for d in devices_in(gemm)
+               if any(r.get("dtype") == "int8w4" and dev_id(r) == dev_id(d) for r in gemm)]
+    header = ["shape (M × N × K)"]
+    for dev in devices:
+        header += [f"{short_device(dev)} fp32 / int8 / int8w4 (ms)", "int8 / int8w4"]
+    body, ratios = [], {dev_id(d): [] for d in devices}
+    for m, n, k in ALEXNET_GEMMS:
+        line = [f"{m} × {n} × {k}"]
+        for dev in devices:
+            drows = [r for r in gemm if dev_id(r) == dev_id(dev) and r.get("impl") == "libdnn"]
+            ms = {d: (first(drows, dtype=d, M=m, N=n, K=k) or {}).get("ms")
+                  for d in ("fp32", "int8", "int8w4")}
+            line.append(" / ".join(fmt(ms[d], 2 if ms[d] < 10 else 1) if ms[d] else "n/a"
+                                   for d in ms))
+            if ms["int8"] and ms["int8w4"]:
+                ratios[dev_id(dev)].append(ms["int8"] / ms["int8w4"])
+                line.append(f"{ms['int8'] / ms['int8w4']:.2f}")
+            else:
+                line.append("n/a")
+        body.append(line)
+    body.append(["geometric mean"] + [x for d in devices
+                                      for x in ("", f"**{fmt(geomean(ratios[dev_id(d)]), 2)}**")])
+    return ("Wall ms of one GEMM (best of the `bench gemm` repeats) with LibDNN's fp32, int8 and "
+            "int8w4 (int8 activations, symmetric 4-bit weights packed two per byte) kernels, "
+            "measured side by side in the same run as the GEMM table.\n\n"
+            + table(header, body, ["---"] + ["---:"] * (2 * len(devices))))
+
+
 # ---- Plots ----
 
 # The CPU engines drawn beside mpcaffe: their label and bar colour.
@@ -610,6 +646,43 @@ def emit(text, path):
         sys.stdout.write(text)
 
 
+def table_parser(doc, work=None):
+    """The command line the table scripts of `make bench` share (setup_tables.py,
+    accuracy_tables.py, small_net.py, fusion_table.py): --mpcaffe, --devices, --work (when the
+    script has a work folder, default `work`), --json, --from and --markdown; the script adds its
+    own. Parse with parse_table_args."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--mpcaffe", default="build/bin/mpcaffe")
+    ap.add_argument("--devices", default="0,1")
+    if work:
+        ap.add_argument("--work", default=work)
+    ap.add_argument("--json", help="write the measurements here")
+    ap.add_argument("--from", dest="source", help="the tables from an earlier --json file")
+    ap.add_argument("--markdown", help="write the tables here (default: stdout)")
+    return ap
+
+
+def parse_table_args(ap):
+    """table_parser's arguments, the mpcaffe binary and the work folder made absolute (the
+    scripts run commands in other folders)."""
+    args = ap.parse_args()
+    args.mpcaffe = os.path.abspath(args.mpcaffe) if os.sep in args.mpcaffe else args.mpcaffe
+    if getattr(args, "work", None):
+        args.work = os.path.abspath(args.work)
+    return args
+
+
+def mpcaffe_device_label(mpcaffe, device):
+    """'<implementation> (<name>)' from `mpcaffe devices`' row of the device (by index or
+    selector), else the device as given."""
+    out = subprocess.run([mpcaffe, "devices"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        cols = re.split(r"\s{2,}", line.strip())
+        if len(cols) > 3 and (cols[0] == str(device) or cols[2] == str(device)):
+            return f"{cols[2]} ({cols[3]})"
+    return str(device)
+
+
 def measured_table(args, measure, markdown):
     """The table scripts of `make bench` (setup_tables.py, accuracy_tables.py): the measurements
     of --from's JSON file, else `measure(args)`'s (saved to --json when given), written by
@@ -631,6 +704,8 @@ def main(argv=None):
     ap.add_argument("--markdown", help="write the tables here (default: stdout)")
     ap.add_argument("--gemm-markdown",
                     help="write the GEMM tables here (default: with the others)")
+    ap.add_argument("--gemm-w4-markdown",
+                    help="write the 4-bit weights GEMM table here (default: with the others)")
     ap.add_argument("--plots", help="directory for the PNG charts")
     ap.add_argument("--plot-prefix", default="",
                     help="how the Markdown refers to the plot directory (default: --plots)")
@@ -639,11 +714,17 @@ def main(argv=None):
     if not rows and not gemm:
         ap.error("no bench net or bench gemm results in the inputs")
     gemm_text = gemm_section(gemm) + "\n" if gemm else ""
+    w4_text = gemm_w4_section(gemm) + "\n" if gemm_w4_section(gemm) else ""
     if args.gemm_markdown:
         with open(args.gemm_markdown, "w") as f:
             f.write(gemm_text)
     elif gemm_text:
         sys.stdout.write(gemm_text + "\n")
+    if args.gemm_w4_markdown:
+        with open(args.gemm_w4_markdown, "w") as f:
+            f.write(w4_text)
+    elif w4_text:
+        sys.stdout.write(w4_text + "\n")
     if not rows:
         return 0
     parts = [devices_note(rows), storage_section(rows), memory_section(rows),

@@ -7,7 +7,9 @@ scripts/bench.sh's `startup` and `memory` steps.
                                   [--cold 2] [--warm 7] [--markdown out.md]
     bench/setup_tables.py memory --mpcaffe M --model fp32.prototxt --devices 0,1 --json out.json
                                  [--markdown out.md]
-    bench/setup_tables.py startup|memory --from out.json --markdown out.md   (tables only)
+    bench/setup_tables.py binaries --mpcaffe M --model int8.prototxt --devices pocl --json out.json
+                                   [--markdown out.md]
+    bench/setup_tables.py startup|memory|binaries --from out.json --markdown out.md   (tables only)
 
 startup: per device, `mpcaffe time --model M --synthetic --iterations 1` as whole processes,
 timed from outside: `--cold` runs each with an empty kernel cache and PoCL's own cache off and
@@ -15,13 +17,14 @@ empty (the first time a user runs the net), then one run that fills PoCL's cache
 and `--warm` runs with both caches warm; the cold runs, the median of the warm ones and their
 ratio. memory: `mpcaffe bench net --dtypes fp32,int8,int8w4 --batch 1 --reduced-memory both
 --iterations 1 --no-setup` per device: caffemodel size and peak device memory with and without
-reduced memory per data type.
+reduced memory per data type. binaries: on the first of --devices (PoCL: the runtime whose
+binaries cost compiles), four `mpcaffe time` processes in a row from empty caches with PoCL's own
+cache on, for each `MPCAFFE_BINARIES` mode (auto: a program's binary stored at its text's second
+build; always: at the first).
 """
 
-import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -30,7 +33,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import measured_table  # noqa: E402
+from report import (measured_table, mpcaffe_device_label, parse_table_args,  # noqa: E402
+                    table_parser)
 
 MIB = 1024.0 * 1024.0
 
@@ -40,16 +44,6 @@ def run_timed(cmd, env):
     start = time.monotonic()
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return time.monotonic() - start
-
-
-def device_name(mpcaffe, device):
-    """"impl (name)" from the device's row of `mpcaffe devices`, else the device as given."""
-    out = subprocess.run([mpcaffe, "devices"], capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        cols = re.split(r"\s{2,}", line.strip())
-        if len(cols) > 3 and cols[0] == str(device) or (len(cols) > 3 and cols[2] == device):
-            return f"{cols[2]} ({cols[3]})"
-    return str(device)
 
 
 def measure_startup(args):
@@ -71,11 +65,44 @@ def measure_startup(args):
             warm = [run_timed(cmd, env) for _ in range(args.warm)]
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        rows.append({"device": device, "name": device_name(args.mpcaffe, device), "cold_s": cold,
-                     "warm_s": warm})
+        rows.append({"device": device, "name": mpcaffe_device_label(args.mpcaffe, device),
+                     "cold_s": cold, "warm_s": warm})
         print(f"startup {device}: cold {cold}, warm median {statistics.median(warm):.3f} s",
               file=sys.stderr)
     return {"model": args.model, "rows": rows}
+
+
+def measure_binaries(args):
+    device = args.devices.split(",")[0]
+    cmd = [args.mpcaffe, "time", "--model", args.model, "--synthetic", "--iterations", "1",
+           "--device", device]
+    rows = []
+    for mode in ("auto", "always"):
+        work = tempfile.mkdtemp(prefix="mpcaffe_binaries_")
+        try:
+            env = dict(os.environ, MPCAFFE_BINARIES=mode, POCL_KERNEL_CACHE="1",
+                       MPCAFFE_CACHE=os.path.join(work, "kernels.sqlite"),
+                       POCL_CACHE_DIR=os.path.join(work, "pocl"))
+            runs = [run_timed(cmd, env) for _ in range(4)]
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        rows.append({"mode": mode, "runs_s": runs})
+        print(f"binaries {mode} on {device}: {runs}", file=sys.stderr)
+    return {"model": args.model, "device": device,
+            "name": mpcaffe_device_label(args.mpcaffe, device), "rows": rows}
+
+
+def binaries_markdown(data):
+    what = {"auto": "`auto` (default): stored at a text's second build",
+            "always": "`always`: stored at the first build"}
+    lines = [f"Device {data['name']}, PoCL's own cache on, every cache empty before run 1.", "",
+             "| `MPCAFFE_BINARIES` | run 1 (cold) | run 2 | runs 3, 4 | runs 1 + 2 |",
+             "|---|---:|---:|---:|---:|"]
+    for r in data["rows"]:
+        t = r["runs_s"]
+        lines.append(f"| {what.get(r['mode'], r['mode'])} | {t[0]:.1f} s | {t[1]:.1f} s | "
+                     f"{t[2]:.2f}, {t[3]:.2f} s | {t[0] + t[1]:.1f} s |")
+    return "\n".join(lines) + "\n"
 
 
 def measure_memory(args):
@@ -125,21 +152,19 @@ def memory_markdown(data):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("table", choices=["startup", "memory"])
-    ap.add_argument("--mpcaffe", default="build/bin/mpcaffe")
+    ap = table_parser(__doc__)
+    ap.add_argument("table", choices=["startup", "memory", "binaries"])
     ap.add_argument("--model")
-    ap.add_argument("--devices", default="0,1")
     ap.add_argument("--cold", type=int, default=2)
     ap.add_argument("--warm", type=int, default=7)
-    ap.add_argument("--json", help="write the measurements here")
-    ap.add_argument("--from", dest="source", help="tables from an earlier --json file")
-    ap.add_argument("--markdown", help="write the table here (default: stdout)")
-    args = ap.parse_args()
+    args = parse_table_args(ap)
     if not args.source and not args.model:
         ap.error("--model is needed to measure (or --from to tabulate)")
-    measured_table(args, measure_startup if args.table == "startup" else measure_memory,
-                   startup_markdown if args.table == "startup" else memory_markdown)
+    measure, markdown = {"startup": (measure_startup, startup_markdown),
+                         "memory": (measure_memory, memory_markdown),
+                         "binaries": (measure_binaries, binaries_markdown)}[args.table]
+    measured_table(args, measure, markdown)
+
 
 if __name__ == "__main__":
     main()

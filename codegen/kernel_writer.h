@@ -40,8 +40,8 @@ struct Dialect {
   const char* dot4_native;
   const char* dot4_build_options;
   /// KernelHelper::kSelect's MP_SELECT(a, b, c): c ? b : a without a branch (OpenCL's
-  /// select(); PoCL 3.1 runs the ?: form of a ReLU 60-100× slower than select on its CPU
-  /// target).
+  /// select(); PoCL 3.1 runs the ?: form of a ReLU far slower than select on its CPU target:
+  /// docs/BENCHMARKS.md, "Default configurations").
   const char* select;
   /// KernelWriter::AddVector's declaration of a vector type of `@N` lanes of a scalar (`@S`
   /// portable alias, `@O` OpenCL spelling) named `@V`, and its @V_LOAD(p) (same scalar),
@@ -246,8 +246,8 @@ class KernelBuilder {
   KernelBuilder& Body(const std::string& text);
   /// Says that each work-item computes in vectors of `lanes` × `s` already (the family's
   /// explicit vectors): OpenCL's vec_type_hint. Intel's CPU compiler otherwise packs 8 or 16
-  /// work-items on top of such vectors, and compiles 1.5-3× longer (a MobileNet-like 5×5
-  /// depthwise text: 23 s, 7.6 s with the hint). Lanes 1 changes nothing.
+  /// work-items on top of such vectors, and compiles several times longer (docs/BENCHMARKS.md,
+  /// "Default configurations"). Lanes 1 changes nothing.
   KernelBuilder& VectorWidth(Scalar s, int lanes);
 
  private:

@@ -12,6 +12,7 @@ TargetProfile TargetProfile::Of(const DeviceInfo& info) {
   p.cpu_vectors = UsesCpuVectorDefaults(info);
   p.lane_loads_expensive = info.lane_loads_expensive;
   p.dot_product = info.dot_product;
+  p.byte_pair_products = info.byte_pair_products;
   p.byte_quad_products = ByteQuadsInHelper(info);
   p.vector_builtins = Dialect::For(info.backend).vector_builtins;
   switch (info.backend) {

@@ -23,6 +23,9 @@ struct TargetProfile {
   bool lane_loads_expensive = false;
   /// A native 4-way int8 dot product (DeviceInfo::dot_product).
   bool dot_product = false;
+  /// The compiler makes byte pair products one instruction (DeviceInfo::byte_pair_products):
+  /// where it does not, 4-bit weights keep their own GEMM only where they dominate the bytes.
+  bool byte_pair_products = true;
   /// AVX-512 VNNI's byte quad products run in a helper function (ByteQuadsInHelper: PoCL on a
   /// CPU with avx512vnni, MPCAFFE_ISA not lowered): the int8 pointwise kernel's 4-channel steps.
   bool byte_quad_products = false;

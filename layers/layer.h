@@ -72,7 +72,7 @@ uint64_t StableHash(const std::string& text, uint64_t seed);
 
 /// Appends to `key` the raw bytes of what a layer's kernels are built from — the sizes, then the
 /// values, no formatting — for Prepare's change check at every forward pass (formatting every
-/// channel's scale and multiplier as text cost ~0.2 ms per int8 layer and pass).
+/// channel's scale and multiplier as text cost more than small layers: docs/BENCHMARKS.md).
 void AppendKeyBytes(std::string* key, const void* data, size_t bytes);
 void AppendKey(std::string* key, const std::vector<float>& values);
 /// Every field of `params` (type, range, axis, scales, zero points).

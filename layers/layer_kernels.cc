@@ -94,8 +94,8 @@ std::string ConcatSource(const KernelTarget& target, DataType type) {
   w.Define("MP_CONCAT_STORE", "MP_COPY_STORE(i, t)");
   if (HasVectorConcat(target, type)) {
     w.UseHelper(KernelHelper::kByteVectorStore);
-    // PoCL runs the scalar form's requantization (mp_requant32's branches) as scalar code: the
-    // int8 Concats of SqueezeNet 1.1 took 5 ms a pass against fp32's 0.3 ms.
+    // PoCL runs the scalar form's requantization (mp_requant32's branches) as scalar code, many
+    // times fp32's copy (docs/BENCHMARKS.md, "Default configurations").
     auto& v = w.Kernel(LayerKernelName("concat", type) + "_v16")
                   .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
                   .Value("int", "bottom_axis").Value("int", "top_axis").Value("int", "inner")

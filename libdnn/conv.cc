@@ -22,16 +22,16 @@ using namespace conv_internal;  // NOLINT: this file's private vocabulary
 
 namespace {
 
-/// For CPU devices: a work-group size dividing `global` that leaves at least 8 work-groups per
-/// compute unit where the grid has them: whole rows of dimension 0 (neighbouring pixel blocks
-/// share weights), as few of dimension 1 as that takes. A runtime left to choose (PoCL) makes
-/// the largest groups it can and then only as many as there are compute units: two groups of a
-/// 1×1 convolution on this machine, which a core delayed by anything else cannot hand over
-/// (MobileNet v1 ran faster on both CPU runtimes: docs/BENCHMARKS.md, "Default configurations").
-/// Each dimension's work-item limit is taken to be the work-group limit, as on PoCL and Intel's
+/// A work-group size dividing `global` that leaves at least `per_unit` work-groups per compute
+/// unit where the grid has them: whole rows of dimension 0 (neighbouring pixel blocks share
+/// weights), as few of dimension 1 as that takes. A runtime left to choose (PoCL) makes the
+/// largest groups it can and then only as many as there are compute units: two groups of a 1×1
+/// convolution on a 2-core machine, which a core delayed by anything else cannot hand over. Each
+/// dimension's work-item limit is taken to be the work-group limit, as on PoCL and Intel's
 /// runtime (DeviceInfo holds no per-dimension limits; GPUs do not take this path).
-std::array<size_t, 3> SpreadLocal(const std::array<size_t, 3>& global, const DeviceInfo& info) {
-  const size_t want = 8 * size_t(std::max(1, info.compute_units));
+std::array<size_t, 3> SpreadLocal(const std::array<size_t, 3>& global, const DeviceInfo& info,
+                                  int per_unit) {
+  const size_t want = size_t(per_unit) * size_t(std::max(1, info.compute_units));
   const size_t max_group = std::max<size_t>(1, info.max_work_group_size);
   auto divisor_at_most = [](size_t n, size_t limit) {
     for (size_t v = std::min(n, std::max<size_t>(limit, 1)); v > 1; --v)
@@ -436,11 +436,12 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
                                       {0, 0, 0}, queue);
     const std::array<size_t, 3> global{size_t(DivUp(int(hw), int(block))),
                                        size_t(DivUp(ocg, t.oc)), size_t(d.batch)};
-    // Devices whose work-items are SIMD lanes (GPUs, llvmpipe) keep their runtime's choice:
-    // whole rows of pixel blocks are no multiple of a warp.
-    const std::array<size_t, 3> local = UsesLaneDefaults(device_->info())
+    const int per_unit =
+        DefaultRowFor(PointwiseSpreadDefaults(), "conv_pw", TargetProfile::Of(device_->info()), d)
+            .config;
+    const std::array<size_t, 3> local = per_unit == 0
                                             ? std::array<size_t, 3>{0, 0, 0}
-                                            : SpreadLocal(global, device_->info());
+                                            : SpreadLocal(global, device_->info(), per_unit);
     return pointwise_kernel_.Launch({global[0], global[1], global[2]},
                                     {local[0], local[1], local[2]}, queue);
   }

@@ -53,11 +53,8 @@ ConvInput InputOf(Backend backend, const ConvDesc& d, const ConvConfig& c, bool 
   switch (d.type) {
     case DataType::kInt8Q: {
       // Packing costs a pass over the input; it pays when the forward kernel reads each input
-      // pixel often: (channel blocks) · KH·KW / (stride_h·stride_w) times. Measured (ConvBench,
-      // PoCL, interleaved): packed ahead by 10-25% on AlexNet's layers (reuse 9 to 72) and on a
-      // 3×3 stride-1 layer with one block (reuse 9), level at 2.25 (3×3 stride 2, one block)
-      // and on a 1×1 layer with 8 blocks; behind by 15-45% on 1×1 layers with reuse ≤ 1
-      // (stride 2 with one or two blocks, stride 1 with one block).
+      // pixel often: (channel blocks) · KH·KW / (stride_h·stride_w) times; packed ahead from a
+      // reuse of 9, level near 2, behind at 1 (docs/BENCHMARKS.md, "Default configurations").
       const int blocks =
           (d.out_channels / d.groups + c.channels_per_group() - 1) / c.channels_per_group();
       const double reuse =

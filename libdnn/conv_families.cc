@@ -172,6 +172,22 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
   return table;
 }
 
+const DefaultsTable<int, ConvDesc>& PointwiseSpreadDefaults() {
+  // Where work-items are SIMD lanes (GPUs, llvmpipe) the runtime chooses: whole rows of pixel
+  // blocks are no multiple of a warp. CPU runtimes get at least 8 groups per compute unit, so a
+  // core delayed by anything else hands its work over (SpreadLocal in conv.cc).
+  static const DefaultsTable<int, ConvDesc> table = {
+      {"work-items in lanes (GPUs, llvmpipe): the runtime's choice",
+       [](const TargetProfile& p, const ConvDesc&) { return p.lane_defaults; }, 0,
+       "not measured (the GPU default of every launch)"},
+      {"every other device: at least 8 groups per compute unit",
+       [](const TargetProfile&, const ConvDesc&) { return true; }, 8,
+       "MobileNet v1 at batch 1, whole passes, fp32 and int8, both CPU runtimes, medians of 5 "
+       "alternating runs, 2026-11-27 (docs/BENCHMARKS.md, \"Default configurations\")"},
+  };
+  return table;
+}
+
 const DefaultsTable<bool, ConvDesc>& ConvGemmDefaults() {
   // The direct kernel's int8 steps are channel pairs: with 3 input channels one pair in two is
   // half empty, and the GEMM wins; for fp32 the columns cost about what the GEMM saves. Groups

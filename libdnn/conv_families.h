@@ -20,6 +20,9 @@ const DefaultsTable<ConvConfig, DataType>& DirectConvDefaults();
 /// The pointwise kernel's tile per description, the same on every device
 /// (Convolution::DefaultPointwiseTile).
 const DefaultsTable<Convolution::PointwiseTile, ConvDesc>& PointwiseDefaults();
+/// The work-groups per compute unit the pointwise kernel's launch spreads to (its plane form);
+/// 0 leaves the work-group size to the runtime.
+const DefaultsTable<int, ConvDesc>& PointwiseSpreadDefaults();
 /// Whether im2col + GEMM is a description's default forward where it applies (true) or the
 /// next family runs (false).
 const DefaultsTable<bool, ConvDesc>& ConvGemmDefaults();

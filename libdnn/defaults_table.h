@@ -37,4 +37,15 @@ const DefaultRow<Config, Key>& DefaultRowFor(const DefaultsTable<Config, Key>& t
   throw Error(std::string("kernel family ") + family + ": no default row serves this device");
 }
 
+/// The first of `families` (rows with `applies(desc, profile)`, in the order they are tried) that
+/// applies to `desc`. Every list ends in a family that applies everywhere; one that does not is
+/// a library bug, reported as an Error naming `what` (the operation and its description).
+template <typename Family, typename Desc>
+const Family& FirstFamilyApplying(const std::vector<Family>& families, const Desc& desc,
+                                  const TargetProfile& profile, const std::string& what) {
+  for (const Family& f : families)
+    if (f.applies(desc, profile)) return f;
+  throw Error(what + ": no forward family applies");
+}
+
 }  // namespace mpcaffe::libdnn

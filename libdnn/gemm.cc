@@ -98,8 +98,8 @@ bool FoldsWeightZero(const GemmDesc& d, const GemmConfig& c) {
 /// kernel first writes op(A) as 32-bit pairs (w(m, k) − z_w, w(m, k + 1) − z_w), so each pair
 /// step broadcasts one loaded int (no byte shuffle and no z_w subtraction per N tile; those
 /// took a third of the vector instructions of the pair loop). Only when at least 8 column
-/// tiles reuse each row of A: on 4096×64×9216 (4 tiles) writing and re-reading the 75 MB of
-/// pairs cost more than it saved (37–47 against 43–87 GOP/s unpacked, PoCL).
+/// tiles reuse each row of A: with fewer, writing and re-reading the pairs cost more than it
+/// saved (docs/BENCHMARKS.md, "Default configurations").
 bool PacksA(const GemmDesc& d, const GemmConfig& c) {
   return c.algorithm == GemmConfig::Algorithm::kOuter && c.kp == GemmConfig::kPairs &&
          d.weights == WeightOperand::kA && !d.trans_a && d.N >= 8 * c.cols_per_item();

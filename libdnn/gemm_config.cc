@@ -38,43 +38,18 @@ bool Int4DotLayout(const GemmDesc& desc) {
   return DotLayout(desc) && (desc.weights == WeightOperand::kB || desc.N == 1);
 }
 
-/// 4-bit weights (kp = kU8S4, libdnn/gemm_int4.cc): vectors along K where Int4DotLayout, else
-/// the outer product with weights A, 4 rows × 4 vectors of 8 columns: with the in-register
-/// nibble unpack the best byte-pair tile or within noise of it on every AlexNet shape (2 × 6
-/// pads N = 64 to 96 columns); figures: docs/BENCHMARKS.md, "Default configurations".
-GemmConfig DefaultInt4Config(const GemmDesc& desc) {
-  GemmConfig c;
-  c.kp = GemmConfig::kU8S4;
-  c.vw = 8;
-  c.wg = 1;
-  if (Int4DotLayout(desc)) {
-    c.algorithm = GemmConfig::Algorithm::kDot;
-    // One row per work-item for matrix × vector (more rows re-read the one column for
-    // nothing: slower on PoCL, docs/BENCHMARKS.md); 2 × 2 for batches.
-    const bool batch = desc.weights == WeightOperand::kB ? desc.M >= 2 : desc.N >= 2;
-    c.tm = batch ? 2 : 1;
-    c.tn = batch ? 2 : 1;
-    return c;
-  }
-  c.algorithm = GemmConfig::Algorithm::kOuter;
-  c.tm = 4;
-  c.tn = 4;
-  c.mf = desc.M < desc.N ? 1 : 0;
-  return c;
-}
-
 /// Whether 4-bit weights take their own kernel rather than the int8 kernels on the weights
 /// unpacked to bytes (one pass over the weights per run): the nibbles are unpacked in registers
 /// at every use, which pays where the weights are most of the bytes moved. The dot tile unpacks
 /// a weight row once per row tile of activations, so it keeps 4 bits only while the activation
 /// rows are no more than the weight rows; the outer tile, on a compiler without byte pair
-/// products (DeviceInfo::byte_pair_products), while the activation columns are at most 4 × the
+/// products (TargetProfile::byte_pair_products), while the activation columns are at most 4 × the
 /// weight rows. Figures: docs/BENCHMARKS.md, "Default configurations".
-bool Int4KernelPays(const DeviceInfo& device, const GemmDesc& desc) {
+bool Int4KernelPays(const TargetProfile& profile, const GemmDesc& desc) {
   const bool weights_a = desc.weights == WeightOperand::kA;
   const int64_t activations = weights_a ? desc.N : desc.M, rows = weights_a ? desc.M : desc.N;
   if (Int4DotLayout(desc)) return activations <= rows;
-  return device.byte_pair_products || activations <= 4 * rows;
+  return profile.byte_pair_products || activations <= 4 * rows;
 }
 
 std::vector<GemmConfig> Int4Candidates() {
@@ -107,7 +82,118 @@ void AddWorkItemPerOutputTiles(const GemmDesc& desc, Add&& add) {
   }
 }
 
+/// Where 4-bit weights take their own kernel by default: an OpenCL CPU runtime, where they pay.
+bool Int4Own(const TargetProfile& p, const GemmDesc& d) {
+  return p.cpu_vectors && d.weight_bits == 4 && Int4KernelPays(p, d);
+}
+/// Whether the 4-bit dot tile has several activation rows (a batch) to share a weight row.
+bool Int4Batch(const GemmDesc& d) { return d.weights == WeightOperand::kB ? d.M >= 2 : d.N >= 2; }
+/// The dot product along K is the default form: matrix × vector and K-contiguous operands.
+bool DotForm(const GemmDesc& d) { return DotLayout(d) && (d.N <= 4 || d.trans_b); }
+bool Int8(const GemmDesc& d) { return d.type == DataType::kInt8Q; }
+
 }  // namespace
+
+const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
+  using P = const TargetProfile&;
+  using D = const GemmDesc&;
+  constexpr GemmConfig::Algorithm kDotTile = GemmConfig::Algorithm::kDot;
+  constexpr int kPairs = GemmConfig::kPairs, kU8S4 = GemmConfig::kU8S4;
+  // 4-bit weights (kp = kU8S4, libdnn/gemm_int4.cc) on OpenCL CPU runtimes, where they pay
+  // (Int4KernelPays): vectors along K where Int4DotLayout, one row per work-item for matrix ×
+  // vector (more rows re-read the one column for nothing), 2 × 2 for batches; else the outer
+  // product with weights A, 4 rows × 4 vectors of 8 columns, the work-group order streaming the
+  // larger operand once. Elsewhere the int8 kernels run on the weights unpacked to bytes.
+  //
+  // Matrix × vector and K-contiguous operands take vectors along K (kDot). On OpenCL CPU runtimes
+  // 4 × 2 (× 1 for N ≤ 4) tiles of vectors of 8 in one-work-item groups; int8 multiplies 16-bit
+  // pairs, 16 k per step (one vpmaddwd per 16 products where the int32 lanes of the one-k step
+  // take a vpmulld per 8). Where work-items are lanes, scalar work-items in groups of 64 with a
+  // tile no taller than op(A), whose extra rows would only repeat the last row's loads and
+  // multiply-adds (a batch-1 InnerProduct has M = 1).
+  //
+  // Otherwise outer products (kOuter). On OpenCL CPU runtimes 6 rows × 2 vectors of 8 floats (12
+  // accumulators in 16 vector registers) in one-work-item groups, walking M tiles first where
+  // M < N so one B panel stays in cache while the smaller A is re-read; int8 multiplies 16-bit
+  // pairs (vpmaddwd: 16 MACs per instruction against 8 for int32 lanes). A native 4-way dot
+  // product (kp = 4) is not the CPU default: on Intel's runtime (AVX-512 VNNI) its
+  // dot_4x8packed_* built-ins stay scalar calls the work-item vectorizer cannot widen ("call
+  // instruction cannot be vectorized"). Elsewhere 4 × 4 scalar tiles in groups of 64, with
+  // kp = 4 for int8 where the dot product is native (dp4a, cl_khr_integer_dot_product).
+  static const char* const kInt4Bench =
+      "GemmInt4Bench.DISABLED_AlexNetShapes, GEMM_INT4_CANDIDATES=1, 3 / 7 / 9 alternating "
+      "rounds, PoCL, 2026-11-24; where they pay: mpcaffe time on the 784-30-10 net with "
+      "4-bit weights against MPCAFFE_KERNEL_CONFIG forcing the int8 tile, both CPU runtimes, "
+      "2026-11-29";
+  static const char* const kCpuDot =
+      "the int8 tile: MPCAFFE_KERNEL_CONFIG='gemm:dot tm=4 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1' (and "
+      "kp=2) mpcaffe time --model <784-30-10 net, int8> --synthetic --iterations 10, both CPU "
+      "runtimes, 2026-11-29; the float tile: no measurement recorded, the tuner times the "
+      "other dot tiles beside it";
+  static const char* const kLaneDot =
+      "the tile's height: mpcaffe time --model <AlexNet fc6 net / AlexNet b1> --device 2 "
+      "--synthetic, the configuration forced, rusticl, 2026-11-29; vw 1 wg 64: not measured "
+      "on a GPU (none on the build machine)";
+  static const char* const kCpuOuter =
+      "prototype kernels on 512^3 and AlexNet's conv1 GEMM (the order), PoCL, 2026-11-22; "
+      "int8 pairs: GemmBenchmark side by side on PoCL, 2026-11-23; no kp = 4: "
+      "GemmBenchmark.DISABLED_Dot4VersusPairs, 7 alternating rounds, Intel's runtime, "
+      "2026-11-24";
+  static const DefaultsTable<GemmConfig, GemmDesc> table = {
+      {"OpenCL CPU runtime, 4-bit weights that pay, dot layout, a batch",
+       [](P p, D d) { return Int4Own(p, d) && Int4DotLayout(d) && Int4Batch(d); },
+       Tile(kDotTile, 2, 2, 8, 1, 0, kU8S4), kInt4Bench},
+      {"OpenCL CPU runtime, 4-bit weights that pay, dot layout, one activation vector",
+       [](P p, D d) { return Int4Own(p, d) && Int4DotLayout(d); },
+       Tile(kDotTile, 1, 1, 8, 1, 0, kU8S4), kInt4Bench},
+      {"OpenCL CPU runtime, 4-bit weights A that pay, M < N",
+       [](P p, D d) { return Int4Own(p, d) && d.weights == WeightOperand::kA && d.M < d.N; },
+       Tile(kOuterTile, 4, 4, 8, 1, 1, kU8S4), kInt4Bench},
+      {"OpenCL CPU runtime, 4-bit weights A that pay",
+       [](P p, D d) { return Int4Own(p, d) && d.weights == WeightOperand::kA; },
+       Tile(kOuterTile, 4, 4, 8, 1, 0, kU8S4), kInt4Bench},
+      {"OpenCL CPU runtime, dot form, int8q, N <= 4",
+       [](P p, D d) { return p.cpu_vectors && DotForm(d) && Int8(d) && d.N <= 4; },
+       Tile(kDotTile, 4, 1, 8, 1, 0, kPairs), kCpuDot},
+      {"OpenCL CPU runtime, dot form, int8q",
+       [](P p, D d) { return p.cpu_vectors && DotForm(d) && Int8(d); },
+       Tile(kDotTile, 4, 2, 8, 1, 0, kPairs), kCpuDot},
+      {"OpenCL CPU runtime, dot form, N <= 4",
+       [](P p, D d) { return p.cpu_vectors && DotForm(d) && d.N <= 4; },
+       Tile(kDotTile, 4, 1, 8, 1, 0), kCpuDot},
+      {"OpenCL CPU runtime, dot form", [](P p, D d) { return p.cpu_vectors && DotForm(d); },
+       Tile(kDotTile, 4, 2, 8, 1, 0), kCpuDot},
+      {"every other device, dot form, M >= 4, N <= 4",
+       [](P, D d) { return DotForm(d) && d.M >= 4 && d.N <= 4; }, Tile(kDotTile, 4, 1, 1, 64, 0),
+       kLaneDot},
+      {"every other device, dot form, M >= 4", [](P, D d) { return DotForm(d) && d.M >= 4; },
+       Tile(kDotTile, 4, 2, 1, 64, 0), kLaneDot},
+      {"every other device, dot form, M 2 or 3, N <= 4",
+       [](P, D d) { return DotForm(d) && d.M >= 2 && d.N <= 4; }, Tile(kDotTile, 2, 1, 1, 64, 0),
+       kLaneDot},
+      {"every other device, dot form, M 2 or 3", [](P, D d) { return DotForm(d) && d.M >= 2; },
+       Tile(kDotTile, 2, 2, 1, 64, 0), kLaneDot},
+      {"every other device, dot form, M = 1, N <= 4", [](P, D d) { return DotForm(d) && d.N <= 4; },
+       Tile(kDotTile, 1, 1, 1, 64, 0), kLaneDot},
+      {"every other device, dot form, M = 1", [](P, D d) { return DotForm(d); },
+       Tile(kDotTile, 1, 2, 1, 64, 0), kLaneDot},
+      {"OpenCL CPU runtime, int8q, M < N",
+       [](P p, D d) { return p.cpu_vectors && Int8(d) && d.M < d.N; },
+       Tile(kOuterTile, 6, 2, 8, 1, 1, kPairs), kCpuOuter},
+      {"OpenCL CPU runtime, int8q", [](P p, D d) { return p.cpu_vectors && Int8(d); },
+       Tile(kOuterTile, 6, 2, 8, 1, 0, kPairs), kCpuOuter},
+      {"OpenCL CPU runtime, M < N", [](P p, D d) { return p.cpu_vectors && d.M < d.N; },
+       Tile(kOuterTile, 6, 2, 8, 1, 1), kCpuOuter},
+      {"OpenCL CPU runtime", [](P p, D) { return p.cpu_vectors; }, Tile(kOuterTile, 6, 2, 8, 1, 0),
+       kCpuOuter},
+      {"native 4-way dot product, int8q", [](P p, D d) { return p.dot_product && Int8(d); },
+       Tile(kOuterTile, 4, 4, 1, 64, 0, GemmConfig::kDot4),
+       "not measured (no GPU on the build machine); the tuner times kp = 1 beside it"},
+      {"every other device", [](P, D) { return true; }, Tile(kOuterTile, 4, 4, 1, 64, 0),
+       "not measured on a GPU (none on the build machine); the tuner's candidates cover it"},
+  };
+  return table;
+}
 
 const ConfigSchema<GemmConfig>& GemmConfig::Schema() {
   static const ConfigSchema<GemmConfig> schema(
@@ -187,56 +273,7 @@ bool GemmConfig::operator==(const GemmConfig& o) const {
 }
 
 GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc) {
-  GemmConfig c;
-  const bool cpu_vectors = UsesCpuVectorDefaults(device);
-  if (cpu_vectors && desc.weight_bits == 4 && Int4KernelPays(device, desc)) {
-    const GemmConfig native = DefaultInt4Config(desc);
-    if (native.Supports(desc, device.backend)) return native;
-  }
-  if (DotLayout(desc) && (desc.N <= 4 || desc.trans_b)) {
-    // Matrix × vector and K-contiguous operands: vectors along K.
-    c.algorithm = GemmConfig::Algorithm::kDot;
-    c.vw = cpu_vectors ? 8 : 1;
-    // Work-items in lanes: a tile no taller than op(A), whose extra rows would only repeat the
-    // last row's loads and multiply-adds (a batch-1 InnerProduct has M = 1).
-    c.tm = cpu_vectors || desc.M >= 4 ? 4 : desc.M >= 2 ? 2 : 1;
-    c.tn = desc.N <= 4 ? 1 : 2;
-    c.wg = cpu_vectors ? 1 : 64;
-    // int8 on CPUs: 16-bit pair products, 16 k per step (one vpmaddwd per 16 products where the
-    // int32 lanes of the one-k step take a vpmulld per 8): faster on PoCL and Intel's runtime
-    // (docs/BENCHMARKS.md, "Default configurations").
-    if (cpu_vectors && desc.type == DataType::kInt8Q) c.kp = GemmConfig::kPairs;
-    return c;
-  }
-  c.algorithm = GemmConfig::Algorithm::kOuter;
-  if (cpu_vectors) {
-    // Measured on PoCL (AVX2 code, 16 vector registers): 6 rows × 2 vectors of 8 floats
-    // (12 accumulators) was the fastest register tile for fp32.
-    c.tm = 6;
-    c.tn = 2;
-    c.vw = 8;
-    c.wg = 1;
-    // Stream the larger operand once: with M < N keep a B panel in cache while A (the
-    // smaller) is re-read per N tile.
-    c.mf = desc.M < desc.N ? 1 : 0;
-    // int8: 16-bit pair products (vpmaddwd) do 16 MACs per instruction against 8 for int32
-    // lanes (faster on every AlexNet shape on PoCL: docs/BENCHMARKS.md).
-    if (desc.type == DataType::kInt8Q) c.kp = GemmConfig::kPairs;
-    // A native 4-way dot product (kp = 4) is not the CPU default: on Intel's OpenCL CPU
-    // runtime (AVX-512 VNNI) its dot_4x8packed_* built-ins stay scalar calls the work-item
-    // vectorizer cannot widen ("call instruction cannot be vectorized"), so kp = 4 lost to
-    // kp = 2 on every AlexNet shape (docs/BENCHMARKS.md, "Default configurations").
-  } else {
-    c.tm = 4;
-    c.tn = 4;
-    c.vw = 1;
-    c.wg = 64;
-    // GPUs with a native 4-way dot product (dp4a, cl_khr_integer_dot_product): one instruction
-    // does four of the one-k loop's multiply-adds. Not measured here (no GPU on the build
-    // machine); the Tuner times kp = 1 beside it.
-    if (desc.type == DataType::kInt8Q && device.dot_product) c.kp = GemmConfig::kDot4;
-  }
-  return c;
+  return DefaultRowFor(GemmDefaults(), "gemm", TargetProfile::Of(device), desc).config;
 }
 
 std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc& desc) {

@@ -9,6 +9,7 @@
 
 #include "device/device.h"
 #include "libdnn/config_schema.h"
+#include "libdnn/defaults_table.h"
 
 namespace mpcaffe::libdnn {
 
@@ -103,10 +104,10 @@ struct GemmConfig {
   bool operator==(const GemmConfig& o) const;
 };
 
-/// The default for a description on a device class: a CPU-shaped register tile with wide
-/// vectors on OpenCL CPUs (measured on PoCL, docs/BENCHMARKS.md), vw = 1 tiles with larger
-/// work-groups on GPUs and CUDA (int8 with kp = 4 where the device has a native 4-way dot
-/// product); kDot for N ≤ 4 when the layout allows it.
+/// The GEMM's defaults per device class and description (rows of the outer product, the dot
+/// product along K and the 4-bit weights' own kernel).
+const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults();
+/// The first row of GemmDefaults serving `desc` on `device`.
 GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc);
 
 /// The configurations the Tuner times for `desc` (the default first), all supported.

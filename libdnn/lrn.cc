@@ -58,8 +58,8 @@ std::string Lrn::BackwardKernelName() { return "lrn_bwd_fp32"; }
 // Work-groups walk rows (image, channel) in a loop the same for the whole group, each row's
 // window of local_size channels unrolled (uniform branches drop the channels outside; adding
 // nothing for them keeps the reference's order of additions). On OpenCL a work-item takes 8
-// neighbouring pixels as one float8 (PoCL does not vectorize across work-items here: AlexNet's
-// norm1 at batch 16 took 23 ms as scalar code); a row's last vector overlaps its neighbour, so
+// neighbouring pixels as one float8 (PoCL does not vectorize across work-items here: see
+// the lrn_vector launch's provenance); a row's last vector overlaps its neighbour, so
 // rows of fewer than 8 pixels, and CUDA, use the scalar form.
 std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int local_size) {
   if (local_size <= 0 || local_size % 2 == 0 || local_size > 63)
@@ -96,8 +96,8 @@ std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int lo
            ";\n      sq += xv * xv;\n    }\n";
     }
     b += "    const " + F + " s = k + alpha_over_size * sq;\n";
-    // s^−β as exp2(−β·log2 s): PoCL's pow is a scalar library call (norm1 at batch 1: 11.8 ms
-    // with it, 2.2 ms with this); both are accurate to a few ulp.
+    // s^−β as exp2(−β·log2 s): PoCL's pow is a scalar library call (docs/BENCHMARKS.md,
+    // "Default configurations"); both are accurate to a few ulp.
     b += "    const " + F + " out = " + load("at") + " * exp2(-beta * log2(s));\n";
     b += "    if (live) {\n";
     if (vec) {
@@ -165,17 +165,63 @@ std::string Lrn::BackwardSource(const KernelTarget& target) {
   return w.Source();
 }
 
+namespace {
+
+// About a thousand work-groups (PoCL pays per group), each walking rows of its pixel columns:
+// float8 work-items in groups of 8, scalar ones in the 1-D launch's groups.
+const DefaultsTable<RowGroups, LrnDesc>& LrnVectorLaunch() {
+  static const DefaultsTable<RowGroups, LrnDesc> table = {
+      {"every device",
+       [](const TargetProfile&, const LrnDesc&) { return true; },
+       {8, 1024},
+       "AlexNet's norm1 at batch 16 side by side with the per-pixel kernel, PoCL, loaded, "
+       "2026-11-23 (git 9a87926; docs/BENCHMARKS.md, \"Default configurations\")"},
+  };
+  return table;
+}
+
+const DefaultsTable<RowGroups, LrnDesc>& LrnScalarLaunch() {
+  static const DefaultsTable<RowGroups, LrnDesc> table = {
+      {"every device",
+       [](const TargetProfile&, const LrnDesc&) { return true; },
+       {int(kLaunch1DLocalSize), 1024},
+       "as lrn_vector's, 2026-11-23 (git 9a87926); the 1-D launch's work-group size "
+       "(kLaunch1DLocalSize)"},
+  };
+  return table;
+}
+
+}  // namespace
+
+const std::vector<LrnForwardFamily>& LrnForwardFamilies() {
+  static const std::vector<LrnForwardFamily> families = {
+      {"lrn_vector", true,
+       [](const LrnDesc& d, const TargetProfile& p) {
+         return p.vector_builtins && d.height * d.width >= 8;
+       },
+       LrnVectorLaunch},
+      {"lrn", false, [](const LrnDesc&, const TargetProfile&) { return true; }, LrnScalarLaunch},
+  };
+  return families;
+}
+
+const LrnForwardFamily& LrnForwardFamilyFor(const LrnDesc& desc, const TargetProfile& profile) {
+  return FirstFamilyApplying(LrnForwardFamilies(), desc, profile, "LRN " + desc.ToString());
+}
+
 Lrn::Lrn(Device& device, const LrnDesc& desc) : device_(&device), desc_(desc) {
   desc_.Validate();
   const KernelTarget target = KernelTarget::Of(device);
+  const TargetProfile profile = TargetProfile::Of(device.info());
+  const LrnForwardFamily& family = LrnForwardFamilyFor(desc_, profile);
+  vectors_ = family.vectors;
+  launch_ = DefaultRowFor(family.launch(), family.name, profile, desc_).config;
   ProgramHints hints;
   hints.local_sizes = {{kLaunch1DLocalSize, 1, 1}, {8, 1, 1}};  // scalar, float8 launches
-  forward_ =
-      device.GetProgram(ForwardSource(target, desc_.type, desc_.local_size), "", hints)
-          ->GetKernel(ForwardKernelName(desc_.type) + (UsesVectors() ? "_v8" : ""));
+  forward_ = device.GetProgram(ForwardSource(target, desc_.type, desc_.local_size), "", hints)
+                 ->GetKernel(ForwardKernelName(desc_.type) + (vectors_ ? "_v8" : ""));
   if (KernelChoiceLogActive())  // for `mpcaffe time --explain`
-    NoteKernelChoice({UsesVectors() ? "lrn_vector" : "lrn", "", ConfigSource::kDefault,
-                      desc_.ToString()});
+    NoteKernelChoice({family.name, launch_.ToString(), ConfigSource::kDefault, desc_.ToString()});
   if (desc_.type == DataType::kFloat32)
     backward_ = device.GetProgram(BackwardSource(target), "", ProgramHints::OneDimensional())
                     ->GetKernel(BackwardKernelName());
@@ -200,11 +246,12 @@ Event Lrn::Forward(const BufferRef& input, const BufferRef& output, const Buffer
       .Arg(d.beta)
       .Arg(d.k)
       .Arg(int32_t{scale ? 1 : 0});
-  // About a thousand work-groups (PoCL pays per group); each walks rows of its pixel columns.
-  const size_t local = UsesVectors() ? 8 : kLaunch1DLocalSize;
-  const size_t items = UsesVectors() ? (size_t(hw) + 7) / 8 : size_t(hw);
+  const RowGroups& launch = launch_;
+  const size_t local = size_t(launch.width);
+  const size_t items = vectors_ ? (size_t(hw) + 7) / 8 : size_t(hw);
   const size_t columns = (items + local - 1) / local;
-  const size_t row_groups = std::max<size_t>(1, std::min<size_t>(rows, 1024 / columns));
+  const size_t row_groups =
+      std::max<size_t>(1, std::min<size_t>(rows, size_t(launch.groups) / columns));
   return forward_.Launch({columns * local, row_groups, 1}, {local, 1, 1}, queue);
 }
 

@@ -14,11 +14,14 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "codegen/datatype.h"
 #include "codegen/kernel_writer.h"
 #include "device/device.h"
+#include "libdnn/defaults_table.h"
 #include "libdnn/gemm.h"  // BufferRef
+#include "libdnn/row_groups.h"
 
 namespace mpcaffe::libdnn {
 
@@ -58,15 +61,24 @@ class Lrn {
   static std::string BackwardKernelName();
 
  private:
-  /// The float8 forward kernel: OpenCL, rows of at least 8 pixels.
-  bool UsesVectors() const {
-    return Dialect::For(device_->backend()).vector_builtins && desc_.height * desc_.width >= 8;
-  }
-
   Device* device_;
   LrnDesc desc_;
+  bool vectors_ = false;  // the float8 kernel (lrn_vector) runs
+  RowGroups launch_;      // the forward launch (the family's defaults table)
   Kernel forward_, backward_;
 };
+
+/// LRN's forward kernels as families, in the order an Lrn tries them (the first that applies
+/// runs): the float8 kernel where the dialect has vectors and rows have at least 8 pixels, the
+/// scalar kernel everywhere; each with its launch per device class.
+struct LrnForwardFamily {
+  const char* name;  ///< "lrn_vector", "lrn" (the registry's choice names)
+  bool vectors;      ///< the float8 kernel
+  bool (*applies)(const LrnDesc& desc, const TargetProfile& profile);
+  const DefaultsTable<RowGroups, LrnDesc>& (*launch)();
+};
+const std::vector<LrnForwardFamily>& LrnForwardFamilies();
+const LrnForwardFamily& LrnForwardFamilyFor(const LrnDesc& desc, const TargetProfile& profile);
 
 /// Host references (`scale` may be null in the forward).
 void LrnForwardReference(const LrnDesc& desc, const void* input, void* output, float* scale);

@@ -74,10 +74,9 @@ const char* kWindowText = R"(    int hs = oy * sh - ph;
 /// load of the input row — 8 neighbouring columns at stride 1, the even lanes of 16 at stride 2 —
 /// where the work-item's loads stay inside the input buffer (columns outside the row masked off),
 /// else gathered lane by lane (the first and last plane's edge rows, other strides). PoCL runs
-/// the one-output-per-work-item form as scalar code with a data-dependent branch per element
-/// (AlexNet's pool1 took 20 ms at batch 16); gathering every element lane by lane took 2-4.6 ms
-/// on GoogLeNet's 3×3 stride-1 inception pools (28×28 and 14×14 planes, PoCL, loaded machine)
-/// against 0.03-0.07 ms in ONNX Runtime.
+/// the one-output-per-work-item form as scalar code with a data-dependent branch per element,
+/// and gathering every element lane by lane left the vector form far behind ONNX Runtime
+/// (docs/BENCHMARKS.md, "Default configurations").
 bool UsesVectorMax(const KernelTarget& target, PoolMethod method) {
   return target.vector_builtins && method == PoolMethod::kMax;
 }
@@ -367,6 +366,36 @@ std::string Pooling::BackwardSource(const KernelTarget& target, PoolMethod metho
 // ---------------------------------------------------------------------------------------------
 // Launches
 
+const DefaultsTable<RowGroups, PoolDesc>& PoolVectorMaxDefaults() {
+  // Groups of 8 vectors along a row, about a thousand groups in all: PoCL pays per work-group,
+  // and a few groups more than cores keep both busy.
+  static const DefaultsTable<RowGroups, PoolDesc> table = {
+      {"every device",
+       [](const TargetProfile&, const PoolDesc&) { return true; },
+       {8, 1024},
+       "set with the vector max kernel on PoCL, 2026-11-23 (git 4e67aff), its loads by window "
+       "column timed on GoogLeNet's inception pools side by side, 2026-11-25 (git 05bf143); no "
+       "other launch compared"},
+  };
+  return table;
+}
+
+const std::vector<PoolForwardFamily>& PoolForwardFamilies() {
+  static const std::vector<PoolForwardFamily> families = {
+      {"pool_vector_max",
+       [](const PoolDesc& d, const TargetProfile& p) {
+         return p.vector_builtins && d.method == PoolMethod::kMax && GeometryOf(d).ow >= 8;
+       },
+       PoolVectorMaxDefaults},
+      {"pool", [](const PoolDesc&, const TargetProfile&) { return true; }, nullptr},
+  };
+  return families;
+}
+
+const PoolForwardFamily& PoolForwardFamilyFor(const PoolDesc& desc, const TargetProfile& profile) {
+  return FirstFamilyApplying(PoolForwardFamilies(), desc, profile, "pooling " + desc.ToString());
+}
+
 Pooling::Pooling(Device& device, const PoolDesc& desc, const PoolQuant& quant)
     : device_(&device), desc_(desc), quant_(quant) {
   desc_.Validate();
@@ -376,10 +405,14 @@ Pooling::Pooling(Device& device, const PoolDesc& desc, const PoolQuant& quant)
   if (vector_max) hints.local_sizes.push_back({8, 1, 1});
   auto program = device.GetProgram(ForwardSource(target, desc_.type, desc_.method), "", hints);
   forward_ = program->GetKernel(ForwardKernelName(desc_.type, desc_.method));
-  if (vector_max && GeometryOf(desc_).ow >= 8)
+  const TargetProfile profile = TargetProfile::Of(device.info());
+  const PoolForwardFamily& family = PoolForwardFamilyFor(desc_, profile);
+  if (family.launch) {  // the vector max kernel, in the program where UsesVectorMax
     forward_v8_ = program->GetKernel(ForwardKernelName(desc_.type, desc_.method) + "_v8");
+    v8_launch_ = DefaultRowFor(family.launch(), family.name, profile, desc_).config;
+  }
   if (KernelChoiceLogActive())  // for `mpcaffe time --explain`
-    NoteKernelChoice({vector_max && GeometryOf(desc_).ow >= 8 ? "pool_vector_max" : "pool", "",
+    NoteKernelChoice({family.name, family.launch ? v8_launch_.ToString() : "",
                       ConfigSource::kDefault, desc_.ToString()});
   if (desc_.type == DataType::kFloat32)
     backward_ =
@@ -430,11 +463,12 @@ Event Pooling::Forward(const BufferRef& input, const BufferRef& output, const Bu
                   quant_.x_zero, quant_.y_zero, max_same_, max_mult_, max_shift_,
                   int(d.input_count())})
       forward_v8_.Arg(int32_t{v});
-    // Work-groups of 8 vectors (of a row's vectors where it has fewer: no idle lanes), about a
-    // thousand in all (PoCL pays per group).
-    const size_t vecs = (size_t(g.ow) + 7) / 8, width = std::min<size_t>(vecs, 8);
+    // Work-groups no wider than a row's vectors: no idle lanes.
+    const RowGroups& launch = v8_launch_;
+    const size_t vecs = (size_t(g.ow) + 7) / 8, width = std::min<size_t>(vecs, launch.width);
     const size_t columns = (vecs + width - 1) / width;
-    const size_t row_groups = std::max<size_t>(1, std::min<size_t>(rows, 1024 / columns));
+    const size_t row_groups =
+        std::max<size_t>(1, std::min<size_t>(rows, size_t(launch.groups) / columns));
     return forward_v8_.Launch({columns * width, row_groups, 1}, {width, 1, 1}, queue);
   }
   const BufferRef m = has_mask ? mask : BufferRef(avg_requant_.mem.get(), 0);

@@ -25,11 +25,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "codegen/datatype.h"
 #include "codegen/kernel_writer.h"
 #include "device/device.h"
+#include "libdnn/defaults_table.h"
 #include "libdnn/gemm.h"  // BufferRef
+#include "libdnn/row_groups.h"
 
 namespace mpcaffe::libdnn {
 
@@ -91,9 +94,24 @@ class Pooling {
   PoolQuant quant_;
   Kernel forward_, backward_;
   Kernel forward_v8_;  // max pooling without a mask, rows of at least 8 outputs (OpenCL)
+  RowGroups v8_launch_;        // forward_v8_'s launch (PoolVectorMaxDefaults)
   vptr<int32_t> avg_requant_;  // quantized average: (multiplier, shift) per count 1..area
   int32_t max_mult_ = 0, max_shift_ = 0, max_same_ = 1;
 };
+
+/// The vector max kernel's launch per device class (the first row serving the device).
+const DefaultsTable<RowGroups, PoolDesc>& PoolVectorMaxDefaults();
+
+/// Pooling's forward kernels as families, in the order a Pooling tries them: the first that
+/// applies runs (a mask asked for at Forward takes the scalar kernel, which every device has).
+struct PoolForwardFamily {
+  const char* name;  ///< "pool_vector_max", "pool" (the registry's choice names)
+  bool (*applies)(const PoolDesc& desc, const TargetProfile& profile);
+  /// The family's launch defaults; null: the 1-D launch of the device's choosing.
+  const DefaultsTable<RowGroups, PoolDesc>& (*launch)();
+};
+const std::vector<PoolForwardFamily>& PoolForwardFamilies();
+const PoolForwardFamily& PoolForwardFamilyFor(const PoolDesc& desc, const TargetProfile& profile);
 
 /// Host references. `mask` may be null.
 void PoolForwardReference(const PoolDesc& desc, const PoolQuant& quant, const void* input,

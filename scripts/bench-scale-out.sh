@@ -9,7 +9,10 @@
 # MPCAFFE_SHARED_DIR, FASHION_MNIST_DIR, RUNS (default 3), STEPS (default
 # "lenet,alexnet,allreduce,fp16"), ALEXNET_BATCH (per rank, default 4), FP16_ITERS (500),
 # SCALE_OUT_TABLE (a file for the training-throughput rows as a Markdown table, header and a row
-# per net measured; scripts/bench.sh splices it into docs/BENCHMARKS.md).
+# per net measured), ALLREDUCE_TABLE and FP16_TABLE (the same for the allreduce alone and the
+# fp16 gradients' accuracy), SCALE_MODEL_TABLE (the model of where AlexNet's data parallelism
+# stops scaling, from its measured gradient and compute per step); scripts/bench.sh splices them
+# into docs/BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MPCAFFE=$(realpath "${MPCAFFE:-build/bin/mpcaffe}")
@@ -18,6 +21,9 @@ SHARED=$(realpath "${MPCAFFE_SHARED_DIR:-../shared}")
 DATA=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 WORK=${1:-build/scale-out}
 TABLE=${SCALE_OUT_TABLE:+$(realpath -m "$SCALE_OUT_TABLE")}
+ALLREDUCE_MD=${ALLREDUCE_TABLE:+$(realpath -m "$ALLREDUCE_TABLE")}
+FP16_MD=${FP16_TABLE:+$(realpath -m "$FP16_TABLE")}
+MODEL_MD=${SCALE_MODEL_TABLE:+$(realpath -m "$SCALE_MODEL_TABLE")}
 RUNS=${RUNS:-3}
 STEPS=${STEPS:-lenet,alexnet,allreduce,fp16}
 export MPCAFFE_DEVICE=${MPCAFFE_DEVICE:-pocl}
@@ -107,10 +113,37 @@ SOLVER
   echo "alexnet: batch $B per rank, synthetic, $MPCAFFE_DEVICE; 1 rank ${r1[*]} it/s (median $a); 2 ranks ${r2[*]} it/s (median $b), allreduce wait ${w2[*]} ms/step (median $w)"
   grep -h "^Data-parallel" alexnet2_1.log || true
   table_row AlexNet "$B" alexnet2_1.log "$a" "$b" "$w"
+  # The model: AlexNet's gradient over 100 Gbit/s (12.5 GB/s), a ring allreduce's
+  # 2(N−1)/N · bytes / bandwidth plus 2(N−1) latency steps of 5 µs per bucket, no overlap;
+  # efficiency = compute / (compute + allreduce + latency) at the compute per step measured here
+  # (one rank: 1 / its it/s) and at 100 and 20 ms.
+  [ -z "$MODEL_MD" ] || awk -v g="$(gradient alexnet2_1.log)" -v a="$a" 'BEGIN {
+    split(g, mb, " "); bytes = mb[1] * 1e6; buckets = mb[2]; compute = 1 / a
+    printf "| devices N | ring allreduce fp32 | fp16 | latency | efficiency at %.2f s compute |",
+      compute
+    print " at 100 ms compute (fp32 / fp16) | at 20 ms compute (fp32 / fp16) |"
+    print "| --- | --- | --- | --- | --- | --- | --- |"
+    split("8 64 512", ns, " ")
+    for (i = 1; i <= 3; ++i) {
+      n = ns[i]; ring = 2 * (n - 1) / n * bytes / 12.5e9; lat = 2 * (n - 1) * 5e-6 * buckets
+      printf "| %d | %.1f ms | %.1f ms | %.1f ms | %.1f %% |", n, 1e3 * ring, 5e2 * ring, 1e3 * lat,
+        100 * compute / (compute + ring + lat)
+      for (c = 0.1; c > 0.01; c = c / 5)
+        printf " %.0f %% / %.0f %% |", 100 * c / (c + ring + lat), 100 * c / (c + ring / 2 + lat)
+      printf "\n"
+    } }' > "$MODEL_MD"
 fi
 
 if [[ $STEPS == *allreduce* ]]; then
-  "${MPIRUN[@]}" -np 2 "$BENCH" "$RUNS"
+  "${MPIRUN[@]}" -np 2 "$BENCH" "$RUNS" | tee allreduce.log
+  # Rank 0's rows: grad MB, fp32 ms, fp32 GB/s, fp16 ms, fp16 GB/s.
+  [ -z "$ALLREDUCE_MD" ] || awk 'BEGIN {
+      print "| gradient | fp32 ms | fp32 GB/s | fp16 on the wire ms | fp16 GB/s |"
+      print "| --- | --- | --- | --- | --- |" }
+    function ms(x) { return sprintf(x < 10 ? "%.2f" : x < 100 ? "%.1f" : "%.0f", x) }
+    NF == 5 && $1 ~ /^[0-9.]+$/ {
+      printf "| %g MB | %s | %.2f | %s | %.2f |\n", $1, ms($2), $3, ms($4), $5 }' \
+    allreduce.log > "$ALLREDUCE_MD"
 fi
 
 if [[ $STEPS == *fp16* ]]; then
@@ -122,9 +155,15 @@ if [[ $STEPS == *fp16* ]]; then
   echo "snapshot_after_train: false test_initialization: false" >> $N/lenet_fp16.prototxt
   run 2 fp32_allreduce.log train --solver $N/lenet_fp16.prototxt --no-progress
   run 2 fp16_allreduce.log train --solver $N/lenet_fp16.prototxt --no-progress --fp16-allreduce
+  [ -z "$FP16_MD" ] || printf '%s\n%s\n' \
+    "| allreduce | bytes per step | test accuracy | test loss | wait after backward |" \
+    "| --- | --- | --- | --- | --- |" > "$FP16_MD"
   for t in fp32 fp16; do
     acc=$(grep "Test net output #0: accuracy" ${t}_allreduce.log | tail -1 | sed 's/.*= //')
     loss=$(grep "Test net output #1: loss" ${t}_allreduce.log | tail -1 | sed 's/.*= //')
     echo "fp16: $t allreduce, 2 ranks x batch 64, $I iterations: test accuracy $acc, loss $loss, $(grep -h '^Allreduce' ${t}_allreduce.log)"
+    re='^Allreduce: .* bucket(s), \([0-9.e+-]*\) MB per step, \([0-9.e+-]*\) ms per step waiting'
+    [ -z "$FP16_MD" ] || sed -n "s/$re.*/\1 \2/p" ${t}_allreduce.log | awk -v t="$t" -v acc="$acc" -v loss="$loss" \
+      '{ printf "| %s | %.3g MB | %s | %s | %.1f ms |\n", t, $1, acc, loss, $2 }' >> "$FP16_MD"
   done
 fi

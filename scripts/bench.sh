@@ -1,32 +1,51 @@
 #!/usr/bin/env bash
-# scripts/bench.sh — regenerates the benchmarks of docs/BENCHMARKS.md (`make bench`) on every
-# device: `mpcaffe bench gemm` (LibDNN in every dtype against CLBlast per device), `mpcaffe
-# bench net` on the paper's AlexNet (and AlexNet-MOE once its layer builds) at batch 1 and 16 in
-# every data type, bench/peers.py (ONNX Runtime, OpenVINO and OpenCV DNN fp32/int8 on the same CPU
-# and CLBlast on the net's GEMMs, back to back), then bench/report.py's tables and plots spliced into
-# docs/BENCHMARKS.md between its "bench.sh:gemm:begin" / "bench.sh:gemm:end" (GEMM) and
-# "bench.sh:begin" / "bench.sh:end" (networks) markers.
+# scripts/bench.sh — regenerates every table of docs/BENCHMARKS.md (`make bench`). Each step
+# measures (or, testcost, renders what make test kept) and splices its table between the doc's
+# "<!-- bench.sh:<name>:begin -->" / "end" markers under a line naming the machine, the load
+# average the step started with, the date and the command. Steps, in order, and their markers:
+#   gemm      `mpcaffe bench gemm` per device (LibDNN in every dtype against CLBlast); tables
+#             written by the report step: gemm, gemmw4 (4-bit weights)
+#   net       `mpcaffe bench net` on the paper's AlexNet (and AlexNet-MOE once its layer builds)
+#             at BENCH_BATCHES in every data type; tables and plots by the report step: "" (the
+#             unnamed bench.sh:begin / end pair)
+#   peers     bench/peers.py on the same nets (ONNX Runtime, OpenVINO, OpenCV DNN, CLBlast on the
+#             net's GEMMs), back to back; into the report step's tables
+#   zoo       bench/peers.py on ResNet-50, MobileNet v1 and BVLC AlexNet at batch 1 on
+#             BENCH_ZOO_DEVICES (0,1) at each CPU level of BENCH_LEVELS (native, plus avx2 on an
+#             AVX-512 CPU; bench/peer_engines.py), bench/peers_table.py: zoo
+#   zoomore   the same nets at batch 16 and bench/zoo_nets.py's at batch 1, native level: zoomore
+#   scaleout  scripts/bench-scale-out.sh (BENCH_SCALE_OUT_STEPS "lenet,alexnet,allreduce,fp16",
+#             BENCH_SCALE_OUT_RUNS 3; PoCL): training throughput with 1 and 2 MPI ranks, the
+#             allreduce alone, fp16 gradients, the scaling model: scaleout, allreduce,
+#             fp16allreduce, scalemodel
+#   peak      mpcaffe_cpu_peak: peak;  cache: mpcaffe_cache_bench on PoCL: cache
+#   rusticl   `mpcaffe bench net` of BVLC AlexNet and ResNet-50 at batch 1 in every data type on
+#             rusticl beside PoCL in one process, bench/rusticl_table.py; skipped where either
+#             device is absent: rusticl
+#   startup, binaries, memory   bench/setup_tables.py on BENCH_SETUP_DEVICES (the OpenCL CPU
+#             devices but rusticl; binaries on BENCH_BINARIES_DEVICE, pocl): startup, binaries,
+#             memory
+#   smallnet  bench/small_net.py, the setup devices: smallnet
+#   fusion    bench/fusion_table.py (layers fused and launched per zoo net, launch cost), the
+#             setup devices: fusion
+#   accuracy  bench/accuracy_tables.py lenet and acc16, the setup devices: accuracy, acc16
+#   perchannel  bench/accuracy_tables.py perchannel on BENCH_PERCHANNEL_DEVICE (pocl), and
+#             perchannelspeed on the setup devices: perchannel, perchannelspeed
+#   testcost  bench/suite_cost.py on the last make test's report (BENCH_TEST_BUDGET, default
+#             build/test-cache/reports/budget.json, kept as bench/results/test_budget.json)
+#   defaults  mpcaffe_defaults --markdown, the kernel families' defaults tables (no device run):
+#             defaults
+#   report    bench/report.py's tables and plots from the JSON files of the gemm, net and peers
+#             steps (alone: rebuilds them from an earlier run's files)
 #
 # Environment: MPCAFFE (the binary, default build/bin/mpcaffe), MPCAFFE_SHARED_DIR (models),
 # BENCH_OUT (JSON files, default bench/results), BENCH_BATCHES (default 1,16),
 # BENCH_ITERATIONS (default 10), BENCH_DEVICES (default "all": every device, one row each;
 # "i,j" some; "" the default device), BENCH_PEERS=0 (skip the peers), BENCH_MOE=auto|1|0,
 # BENCH_DOC (default docs/BENCHMARKS.md; "-" leaves it alone and prints the tables),
-# BENCH_STEPS (default "gemm,net,peers,zoo,scaleout,peak,cache,startup,memory,accuracy,report"; e.g.
-# "report" rebuilds the tables from the JSON files of an earlier run). The scaleout step:
-# scripts/bench-scale-out.sh's training throughput with 1 and 2 MPI ranks (BENCH_SCALE_OUT_STEPS,
-# default "lenet,alexnet"; its MPCAFFE_DEVICE defaults to pocl), BENCH_SCALE_OUT_RUNS runs
-# (default 3), the table spliced between the "bench.sh:scaleout:begin" / "bench.sh:scaleout:end"
-# markers. The startup and memory steps (bench/setup_tables.py; BENCH_SETUP_DEVICES, default the
-# OpenCL CPU devices but rusticl) splice theirs between "bench.sh:startup:…" and
-# "bench.sh:memory:…"; the accuracy step (bench/accuracy_tables.py, the same devices) between
-# "bench.sh:accuracy:…" and "bench.sh:acc16:…"; the cache step (mpcaffe_cache_bench on PoCL)
-# between "bench.sh:cache:…", the peak step (mpcaffe_cpu_peak) between "bench.sh:peak:…". The
-# zoo step: bench/peers.py on ResNet-50, MobileNet v1 and BVLC AlexNet at batch 1 on devices
-# BENCH_ZOO_DEVICES (default 0,1) at each CPU level of BENCH_LEVELS (default native, plus avx2 on
-# an AVX-512 CPU; see bench/peer_engines.py), bench/peers_table.py's table between
-# "bench.sh:zoo:…". OpenVINO is a bench-only peer: the peers steps pip-install it
-# when missing (BENCH_INSTALL_PEERS=0: never).
+# BENCH_STEPS (default every step above; e.g. BENCH_STEPS=perchannel runs that step alone).
+# OpenVINO is a bench-only peer: the peers steps pip-install it when missing
+# (BENCH_INSTALL_PEERS=0: never).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MPCAFFE=${MPCAFFE:-build/bin/mpcaffe}
@@ -36,9 +55,12 @@ BATCHES=${BENCH_BATCHES:-1,16}
 ITERATIONS=${BENCH_ITERATIONS:-10}
 DEVICES=${BENCH_DEVICES-all}
 DOC=${BENCH_DOC:-docs/BENCHMARKS.md}
-STEPS=",${BENCH_STEPS:-gemm,net,peers,zoo,scaleout,peak,cache,startup,memory,accuracy,report},"
+ALL_STEPS=gemm,net,peers,zoo,zoomore,scaleout,peak,cache,rusticl,startup,binaries,memory,smallnet
+ALL_STEPS+=,fusion,accuracy,perchannel,testcost,defaults,report
+STEPS=",${BENCH_STEPS:-$ALL_STEPS},"
 LEVELS=${BENCH_LEVELS:-native$(grep -qw avx512f /proc/cpuinfo && echo ,avx2)}
-if [ "${BENCH_PEERS:-1}" != 0 ] && [[ $STEPS == *,peers,* || $STEPS == *,zoo,* ]] &&
+if [ "${BENCH_PEERS:-1}" != 0 ] &&
+   [[ $STEPS == *,peers,* || $STEPS == *,zoo,* || $STEPS == *,zoomore,* ]] &&
    ! python3 -c 'import openvino' 2>/dev/null; then
   if [ "${BENCH_INSTALL_PEERS:-1}" = 0 ]; then
     echo "bench.sh: OpenVINO is not installed (pip install openvino): no OpenVINO columns" >&2
@@ -65,11 +87,25 @@ case "${BENCH_MOE:-auto}" in
     fi ;;
 esac
 
+# The machine a table was measured on: cores, CPU, its vector level, and the load average $1 its
+# step started with (other work on the two cores slows cold starts and multi-threaded peers most;
+# 2 or more is marked "loaded").
+machine_line() {
+  local isa=AVX2
+  grep -qw avx512f /proc/cpuinfo && isa=AVX-512
+  grep -qw avx2 /proc/cpuinfo || isa="no AVX2"
+  local loaded=""
+  awk -v l="$1" 'BEGIN { exit !(l >= 2) }' && loaded=" (loaded)"
+  echo "$(nproc)-core $(lscpu | sed -n 's/^Model name: *//p') ($isa), load average $1 before \
+the step$loaded"
+}
 device_flag=()
 [ -n "$DEVICES" ] && device_flag=(--device "$DEVICES")
 inputs=()
 if [[ $STEPS == *,gemm,* ]]; then
   echo "== mpcaffe bench gemm, devices: ${DEVICES:-default}" >&2
+  machine_line "$(cut -d' ' -f1 /proc/loadavg)" > "$OUT/gemm.machine"
+  date -u +%Y-%m-%d > "$OUT/gemm.day"
   "$MPCAFFE" bench gemm "${device_flag[@]}" --json "$OUT/gemm.json"
 fi
 [ -f "$OUT/gemm.json" ] && inputs+=("$OUT/gemm.json")
@@ -77,6 +113,10 @@ for net in "${nets[@]}"; do
   model="$SHARED/models/paper_examples/$net/net_float_1.prototxt"
   if [[ $STEPS == *,net,* ]]; then
     echo "== mpcaffe bench net: $net, batch $BATCHES, $ITERATIONS iterations" >&2
+    if [ "$net" = "${nets[0]}" ]; then
+      machine_line "$(cut -d' ' -f1 /proc/loadavg)" > "$OUT/net.machine"
+      date -u +%Y-%m-%d > "$OUT/net.day"
+    fi
     "$MPCAFFE" bench net --model "$model" --dtypes fp32,fp16,int16,int8 --batch "$BATCHES" \
       --reduced-memory both --iterations "$ITERATIONS" "${device_flag[@]}" --json "$OUT/$net.json"
   fi
@@ -94,43 +134,12 @@ for net in "${nets[@]}"; do
     [ -f "$OUT/${net}_peers.json" ] && inputs+=("$OUT/${net}_peers.json")
   fi
 done
-if [[ $STEPS == *,scaleout,* ]]; then
-  runs=${BENCH_SCALE_OUT_RUNS:-3} scale_nets=${BENCH_SCALE_OUT_STEPS:-lenet,alexnet}
-  echo "== scripts/bench-scale-out.sh: $scale_nets, $runs runs" >&2
-  rm -f "$OUT/scale_out.md"
-  SCALE_OUT_TABLE="$OUT/scale_out.md" RUNS=$runs STEPS=$scale_nets MPCAFFE="$MPCAFFE" \
-    MPCAFFE_SHARED_DIR="$SHARED" scripts/bench-scale-out.sh "$OUT/scale-out"
-  machine="$(nproc)-core $(lscpu | sed -n 's/^Model name: *//p'), ${MPCAFFE_DEVICE:-pocl}"
-  if [ "$DOC" = "-" ]; then
-    cat "$OUT/scale_out.md"
-  else
-    python3 - "$DOC" "$OUT/scale_out.md" "$(date -u +%Y-%m-%d)" "$machine" "$runs" "$scale_nets" <<'PY'
-import sys
-doc, rows, day, machine, runs, scale_nets = sys.argv[1:]
-text = open(doc).read()
-begin, end = "<!-- bench.sh:scaleout:begin -->", "<!-- bench.sh:scaleout:end -->"
-if begin not in text or end not in text:
-    sys.exit(f"bench.sh: {doc} lacks the {begin} / {end} markers")
-body = (f"{begin}\n_Generated by `make bench` (scripts/bench.sh) on {day}: {machine}; "
-        f"`RUNS={runs} STEPS={scale_nets} scripts/bench-scale-out.sh`, medians._\n\n"
-        + open(rows).read() + end)
-head, rest = text.split(begin, 1)
-open(doc, "w").write(head + body + rest.split(end, 1)[1])
-print(f"updated {doc}: scale-out")
-PY
-  fi
-fi
 # Splices file $2 into $DOC between the "bench.sh:$1:begin" / "bench.sh:$1:end" markers, under a
-# header naming the machine (cores, CPU, its vector level, the load average $4 the step started
-# with: other work on the cores slows cold starts most), the date and the command $3.
+# header naming the machine and the load average $4 the step started with (machine_line; or $5,
+# the machine and run a table renders when it measured nothing itself), the date and the command $3.
 splice_table() {
-  local isa=AVX2
-  grep -qw avx512f /proc/cpuinfo && isa=AVX-512
-  grep -qw avx2 /proc/cpuinfo || isa="no AVX2"
-  local machine="$(nproc)-core $(lscpu | sed -n 's/^Model name: *//p') ($isa), load average $4 \
-before the step"
   if [ "$DOC" = "-" ]; then cat "$2"; return; fi
-  python3 - "$DOC" "$1" "$2" "$(date -u +%Y-%m-%d)" "$machine" "$3" <<'PY'
+  python3 - "$DOC" "$1" "$2" "$(date -u +%Y-%m-%d)" "${5:-$(machine_line "$4")}" "$3" <<'PY'
 import sys
 doc, name, rows, day, machine, command = sys.argv[1:]
 text = open(doc).read()
@@ -144,7 +153,36 @@ open(doc, "w").write(head + body + rest.split(end, 1)[1])
 print(f"updated {doc}: {name}")
 PY
 }
-# Issue 44's table: the zoo nets against the best CPU engines at each CPU level.
+# Scale-out (scripts/bench-scale-out.sh; PoCL unless MPCAFFE_DEVICE says otherwise, one device
+# thread per rank): training throughput with 1 and 2 MPI ranks, the allreduce alone, and the
+# accuracy with fp16 gradients on the wire.
+if [[ $STEPS == *,scaleout,* ]]; then
+  runs=${BENCH_SCALE_OUT_RUNS:-3} scale_steps=${BENCH_SCALE_OUT_STEPS:-lenet,alexnet,allreduce,fp16}
+  echo "== scripts/bench-scale-out.sh: $scale_steps, $runs runs" >&2
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  rm -f "$OUT/scale_out.md" "$OUT/allreduce.md" "$OUT/fp16_allreduce.md" "$OUT/scale_model.md"
+  SCALE_OUT_TABLE="$OUT/scale_out.md" ALLREDUCE_TABLE="$OUT/allreduce.md" \
+    SCALE_MODEL_TABLE="$OUT/scale_model.md" \
+    FP16_TABLE="$OUT/fp16_allreduce.md" RUNS=$runs STEPS=$scale_steps MPCAFFE="$MPCAFFE" \
+    MPCAFFE_SHARED_DIR="$SHARED" scripts/bench-scale-out.sh build/bench/scale-out
+  what="\`RUNS=$runs STEPS=$scale_steps scripts/bench-scale-out.sh\` on ${MPCAFFE_DEVICE:-pocl}"
+  if [ -s "$OUT/scale_out.md" ]; then
+    splice_table scaleout "$OUT/scale_out.md" "$what, medians" "$load"
+  fi
+  if [ -s "$OUT/scale_model.md" ]; then
+    splice_table scalemodel "$OUT/scale_model.md" "a model from the AlexNet row above (its \
+gradient and buckets; compute per step = 1 / its 1-rank it/s), written by $what" "$load"
+  fi
+  if [ -s "$OUT/allreduce.md" ]; then
+    splice_table allreduce "$OUT/allreduce.md" "$what: \`mpirun -np 2 mpcaffe_allreduce_bench \
+$runs\`, median of $runs" "$load"
+  fi
+  if [ -s "$OUT/fp16_allreduce.md" ]; then
+    splice_table fp16allreduce "$OUT/fp16_allreduce.md" "$what: LeNet, Fashion-MNIST, 2 ranks \
+× batch 64, Adam, ${FP16_ITERS:-500} iterations, 10 000 test images, one run each" "$load"
+  fi
+fi
+# The zoo nets against the best CPU engines at each CPU level.
 if [[ $STEPS == *,zoo,* ]] && [ "${BENCH_PEERS:-1}" != 0 ]; then
   load=$(cut -d' ' -f1 /proc/loadavg)
   zoo=()
@@ -167,6 +205,47 @@ ${BENCH_ZOO_DEVICES:-0,1} --no-clblast --iterations $ITERATIONS --level <level>\
 (levels $LEVELS), then \`python3 bench/peers_table.py\`" "$load"
   fi
 fi
+# Batch 16 of the zoo step's nets, and at batch 1 the nets bench/zoo_nets.py writes from their
+# papers (mpcaffe was not tuned on them), against the same engines at the native level; the
+# plot of mpcaffe / ONNX Runtime over every net of both steps.
+if [[ $STEPS == *,zoomore,* ]] && [ "${BENCH_PEERS:-1}" != 0 ]; then
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  python3 bench/zoo_nets.py --output-dir build/bench/zoo_nets >&2
+  more=()
+  # batch:net[:dtypes]; AlexNet also with 4-bit weights (int8w4, beside the peers' int8).
+  alex=$SHARED/models/bvlc/bvlc_alexnet/deploy
+  for spec in 16:$SHARED/models/zoo/resnet50_deploy 16:$SHARED/models/zoo/mobilenet_v1_deploy \
+      1:$alex:fp32,int8,int8w4 16:$alex:fp32,int8,int8w4 \
+      1:build/bench/zoo_nets/mobilenet_v2_deploy 1:build/bench/zoo_nets/squeezenet11_deploy \
+      1:build/bench/zoo_nets/googlenet_deploy; do
+    IFS=: read -r batch model dtypes <<< "$spec"
+    model=$model.prototxt dtypes=${dtypes:-fp32,int8}
+    name=$(basename "$(dirname "$model")")_$(basename "$model" .prototxt)
+    out="$OUT/zoomore_b${batch}_$name.json"
+    rm -f "$out"
+    echo "== bench/peers.py: $model, batch $batch, $dtypes" >&2
+    python3 bench/peers.py --model "$model" --batch "$batch" --device "${BENCH_ZOO_DEVICES:-0,1}" \
+      --no-clblast --iterations "$ITERATIONS" --level native --dtypes "$dtypes" \
+      --mpcaffe "$MPCAFFE" --json "$out" ||
+      echo "bench.sh: bench/peers.py failed for $model at batch $batch" >&2
+    [ -f "$out" ] && more+=("$out")
+  done
+  if [ ${#more[@]} -gt 0 ]; then
+    python3 bench/peers_table.py "${more[@]}" --markdown "$OUT/zoomore.md"
+    zoo_b1=("$OUT"/zoo_native_*.json)
+    [ -f "${zoo_b1[0]}" ] || zoo_b1=()
+    if python3 bench/peers_plot.py "${zoo_b1[@]}" "${more[@]}" --output "$PLOTS/zoo_peers.png" >&2
+    then
+      printf '\n![mpcaffe / ONNX Runtime, every zoo net](img/bench/zoo_peers.png)\n' \
+        >> "$OUT/zoomore.md"
+    fi
+    splice_table zoomore "$OUT/zoomore.md" "\`python3 bench/zoo_nets.py\`, then \`python3 \
+bench/peers.py --model <net> --batch <16 for the zoo step's nets, 1 for zoo_nets.py's, AlexNet \
+both> --device ${BENCH_ZOO_DEVICES:-0,1} --no-clblast --iterations $ITERATIONS --level native \
+[--dtypes fp32,int8,int8w4 for AlexNet]\` per net, \
+\`python3 bench/peers_table.py\` and \`bench/peers_plot.py\`" "$load"
+  fi
+fi
 # The start-up and memory tables: the paper's AlexNet in int8 started cold and warm per device,
 # and its caffemodel and peak memory in fp32, int8 and int8w4 (bench/setup_tables.py).
 setup_devices=${BENCH_SETUP_DEVICES:-$DEVICES}
@@ -182,6 +261,18 @@ if [[ $STEPS == *,startup,* ]]; then
 --synthetic --iterations 1\` as a whole process: 2 runs with empty caches (the kernel cache and \
 PoCL's, which is off), then 7 with both warm (\`bench/setup_tables.py startup\`)" "$load"
 fi
+# When PoCL's binaries are stored (MPCAFFE_BINARIES auto / always): four runs in a row each.
+if [[ $STEPS == *,binaries,* ]]; then
+  bin_device=${BENCH_BINARIES_DEVICE:-pocl}
+  echo "== bench/setup_tables.py binaries, device $bin_device" >&2
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  python3 bench/setup_tables.py binaries --mpcaffe "$MPCAFFE" \
+    --model "$alexnet/net_int8_1.prototxt" --devices "$bin_device" --json "$OUT/binaries.json" \
+    --markdown "$OUT/binaries.md"
+  splice_table binaries "$OUT/binaries.md" "AlexNet int8 (\`net_int8_1.prototxt\`), \
+\`MPCAFFE_BINARIES=auto|always mpcaffe time --synthetic --iterations 1\` as a whole process, four \
+runs in a row per mode from empty caches (\`bench/setup_tables.py binaries\`)" "$load"
+fi
 if [[ $STEPS == *,memory,* ]]; then
   echo "== bench/setup_tables.py memory, devices $setup_devices" >&2
   load=$(cut -d' ' -f1 /proc/loadavg)
@@ -190,6 +281,31 @@ if [[ $STEPS == *,memory,* ]]; then
   splice_table memory "$OUT/memory.md" "\`mpcaffe bench net --model net_float_1.prototxt \
 --dtypes fp32,int8,int8w4 --batch 1 --reduced-memory both --iterations 1 --no-setup\` \
 (\`bench/setup_tables.py memory\`)" "$load"
+fi
+# The small net in every data type (bench/small_net.py) on the setup devices.
+if [[ $STEPS == *,smallnet,* ]]; then
+  echo "== bench/small_net.py, devices $setup_devices" >&2
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  python3 bench/small_net.py --mpcaffe "$MPCAFFE" --devices "$setup_devices" \
+    --work build/bench/small_net --iterations "$ITERATIONS" --json "$OUT/small_net.json" \
+    --markdown "$OUT/small_net.md"
+  splice_table smallnet "$OUT/small_net.md" "the demo's 784-30-10 (examples/fashion_mnist \
+\`make_net\`) at batch 10000, \`mpcaffe bench net --dtypes fp32,fp16,int16,int8,int8w4 --batch \
+10000 --device <d> --reduced-memory on --iterations $ITERATIONS --no-setup\` per device \
+(\`bench/small_net.py\`)" "$load"
+fi
+# Layers fused, run and launched per zoo net and data type, and the launch cost per device
+# (bench/fusion_table.py, the setup devices).
+if [[ $STEPS == *,fusion,* ]]; then
+  echo "== bench/fusion_table.py, devices $setup_devices" >&2
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  zoo_dir=$SHARED/models/zoo
+  python3 bench/fusion_table.py --mpcaffe "$MPCAFFE" --devices "$setup_devices" \
+    --models "$zoo_dir/resnet50_deploy.prototxt,$zoo_dir/mobilenet_v1_deploy.prototxt" \
+    --work build/bench/fusion --json "$OUT/fusion.json" --markdown "$OUT/fusion.md"
+  splice_table fusion "$OUT/fusion.md" "\`mpcaffe time --model <net> --synthetic --iterations 10 \
+--device <d> --json --explain\` per zoo net, fp32 and \`mpcaffe convert --dtype int8\`'s int8; \
+\`mpcaffe_launch_bench 1000 5 <d>\` (\`bench/fusion_table.py\`)" "$load"
 fi
 # The CPU's own peaks, the yardstick of the GEMM table: fp32 FMAs on 1 and every thread, and the
 # pointwise kernel's inner loop in fp32 and in int8 pairs of 256 and 512 bits (bench/cpu_peak.cc).
@@ -200,6 +316,13 @@ if [[ $STEPS == *,peak,* ]]; then
   splice_table peak "$OUT/cpu_peak.md" "\`build/bin/mpcaffe_cpu_peak --markdown\` (12 independent \
 8-wide FMA chains per thread; the int8 pointwise loop as the OpenCL compilers emit it)" "$load"
 fi
+# Every kernel family's defaults table, printed from the library's rows (bench/defaults_table.cc).
+if [[ $STEPS == *,defaults,* ]]; then
+  echo "== mpcaffe_defaults --markdown" >&2
+  "$(dirname "$MPCAFFE")/mpcaffe_defaults" --markdown > "$OUT/defaults.md"
+  splice_table defaults "$OUT/defaults.md" "\`build/bin/mpcaffe_defaults --markdown\` (the rows \
+of the defaults tables in libdnn/; no device is run)" "$(cut -d' ' -f1 /proc/loadavg)"
+fi
 # The kernel cache table: element-wise programs built cold and warm in fresh processes, with PoCL's
 # own cache off and on (bench/cache_bench.cc; PoCL, whose cache it sets per process).
 if [[ $STEPS == *,cache,* ]]; then
@@ -209,6 +332,30 @@ if [[ $STEPS == *,cache,* ]]; then
     > "$OUT/cache.md"
   splice_table cache "$OUT/cache.md" "\`MPCAFFE_DEVICE=pocl build/bin/mpcaffe_cache_bench \
 --markdown --repeat 1\` (\`cmake --build build --target mpcaffe_cache_bench\`)" "$load"
+fi
+# rusticl beside PoCL: BVLC AlexNet and ResNet-50, batch 1, every data type, one process per net
+# running both devices (so each ratio is of one run); 2 iterations, rusticl's passes take seconds.
+if [[ $STEPS == *,rusticl,* ]]; then
+  pocl_index=$("$MPCAFFE" devices 2>/dev/null | awk '$3 == "pocl" {print $1; exit}')
+  rusticl_index=$("$MPCAFFE" devices 2>/dev/null | awk '$3 == "rusticl" {print $1; exit}')
+  if [ -z "$pocl_index" ] || [ -z "$rusticl_index" ]; then
+    echo "bench.sh: rusticl step skipped: PoCL or rusticl is not listed by mpcaffe devices" >&2
+  else
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    rusticl_json=()
+    for net in bvlc/bvlc_alexnet/deploy zoo/resnet50_deploy; do
+      out="$OUT/rusticl_${net//\//_}.json"
+      echo "== mpcaffe bench net: $net on PoCL and rusticl" >&2
+      "$MPCAFFE" bench net --model "$SHARED/models/$net.prototxt" --dtypes fp32,fp16,int16,int8 \
+        --batch 1 --devices "$pocl_index,$rusticl_index" --reduced-memory on --iterations 2 \
+        --no-setup --no-progress --json "$out"
+      rusticl_json+=("$out")
+    done
+    python3 bench/rusticl_table.py "${rusticl_json[@]}" --markdown "$OUT/rusticl.md"
+    splice_table rusticl "$OUT/rusticl.md" "\`mpcaffe bench net --model <net> --dtypes \
+fp32,fp16,int16,int8 --batch 1 --devices <pocl>,<rusticl> --reduced-memory on --iterations 2 \
+--no-setup\` per net, then \`python3 bench/rusticl_table.py\`; medians, ms" "$load"
+  fi
 fi
 # The accuracy tables: LeNet trained on Fashion-MNIST, calibrated and tested per data type on each
 # device, and the 16-bit accumulator's overflows with 4-bit weights (bench/accuracy_tables.py).
@@ -230,24 +377,71 @@ LeNet above (100 batches) and on \`mpcaffe convert --dtype int8w4\` of \`net_flo
 (\`--synthetic --iterations 1\`; \`bench/accuracy_tables.py acc16\`); % of accumulation steps \
 that overflow, % of outputs hit" "$load"
 fi
+# The per-channel weight scales' accuracy on three zoo nets (test_net's
+# PerChannelWeights.DISABLED_* measurements on BENCH_PERCHANNEL_DEVICE, default pocl).
+if [[ $STEPS == *,perchannel,* ]]; then
+  pc_device=${BENCH_PERCHANNEL_DEVICE:-pocl}
+  echo "== bench/accuracy_tables.py perchannel, device $pc_device" >&2
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  python3 bench/accuracy_tables.py perchannel --mpcaffe "$MPCAFFE" --devices "$pc_device" \
+    --json "$OUT/accuracy_perchannel.json" --markdown "$OUT/accuracy_perchannel.md"
+  splice_table perchannel "$OUT/accuracy_perchannel.md" "\`MPCAFFE_DEVICE=$pc_device \
+build/bin/test_net --gtest_also_run_disabled_tests --gtest_filter='PerChannelWeights.DISABLED_*'\` \
+(tests/net/per_channel_weights_test.cc; \`bench/accuracy_tables.py perchannel\`)" "$load"
+  echo "== bench/accuracy_tables.py perchannelspeed, devices $setup_devices" >&2
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  python3 bench/accuracy_tables.py perchannelspeed --mpcaffe "$MPCAFFE" --devices "$setup_devices" \
+    --model "$alexnet/net_float_1.prototxt" --json "$OUT/perchannel_speed.json" \
+    --markdown "$OUT/perchannel_speed.md"
+  splice_table perchannelspeed "$OUT/perchannel_speed.md" "\`MPCAFFE_PER_CHANNEL_WEIGHTS=|0 \
+mpcaffe bench net --model net_float_1.prototxt --dtypes int8 --batch 1 --reduced-memory off \
+--iterations 20 --no-setup --device <d>\`, the two settings alternated, 3 rounds, each run's \
+median (\`bench/accuracy_tables.py perchannelspeed\`)" "$load"
+fi
+# The test suite's cost: the report the last `make test` kept (scripts/test-budget.py), copied to
+# $OUT/test_budget.json when newer; the step measures nothing itself (make test takes half an hour).
+if [[ $STEPS == *,testcost,* ]]; then
+  budget=${BENCH_TEST_BUDGET:-build/test-cache/reports/budget.json}
+  if [ -f "$budget" ] && [ "$budget" -nt "$OUT/test_budget.json" ]; then
+    cp "$budget" "$OUT/test_budget.json"
+  fi
+  if [ -f "$OUT/test_budget.json" ]; then
+    echo "== bench/suite_cost.py $OUT/test_budget.json" >&2
+    python3 bench/suite_cost.py "$OUT/test_budget.json" --markdown "$OUT/suite_cost.md" \
+      --header "$OUT/suite_cost.header"
+    splice_table testcost "$OUT/suite_cost.md" "\`make test\` (every cache empty; its closing \
+table: \`scripts/test-budget.py\`, kept in \`build/test-cache/reports/budget.json\`; \
+\`bench/suite_cost.py\`)" "" "$(cat "$OUT/suite_cost.header")"
+  else
+    echo "bench.sh: no make test report ($budget): run make test first; testcost skipped" >&2
+  fi
+fi
 [[ $STEPS == *,report,* ]] || exit 0
 
 tables=$(mktemp)
 gemm_tables=$(mktemp)
-trap 'rm -f "$tables" "$gemm_tables"' EXIT
+w4_table=$(mktemp)
+trap 'rm -f "$tables" "$gemm_tables" "$w4_table"' EXIT
 python3 bench/report.py "${inputs[@]}" --plots "$PLOTS" --plot-prefix img/bench \
-  --markdown "$tables" --gemm-markdown "$gemm_tables"
+  --markdown "$tables" --gemm-markdown "$gemm_tables" --gemm-w4-markdown "$w4_table"
 if [ "$DOC" = "-" ]; then
-  cat "$gemm_tables" "$tables"
+  cat "$gemm_tables" "$w4_table" "$tables"
   exit 0
 fi
-python3 - "$DOC" "$tables" "$gemm_tables" "$(date -u +%Y-%m-%d)" "$BATCHES" "$ITERATIONS" <<'PY'
+# The machine lines and dates the gemm and net steps recorded (runs before they did: none, and
+# today), so that `BENCH_STEPS=report` alone keeps the measurements' dates.
+day_of() { cat "$1" 2>/dev/null || date -u +%Y-%m-%d; }
+python3 - "$DOC" "$tables" "$gemm_tables" "$w4_table" "$(day_of "$OUT/gemm.day")" \
+  "$(day_of "$OUT/net.day")" "$BATCHES" "$ITERATIONS" \
+  "$(cat "$OUT/gemm.machine" 2>/dev/null || true)" \
+  "$(cat "$OUT/net.machine" 2>/dev/null || true)" <<'PY'
 import sys
-doc, tables, gemm_tables, day, batches, iterations = sys.argv[1:]
+(doc, tables, gemm_tables, w4_table, gemm_day, net_day, batches, iterations, gemm_machine,
+ net_machine) = sys.argv[1:]
 text = open(doc).read()
 
 
-def splice(text, name, generated, what):
+def splice(text, name, generated, what, day):
     begin, end = f"<!-- bench.sh:{name}begin -->", f"<!-- bench.sh:{name}end -->"
     if begin not in text or end not in text:
         sys.exit(f"bench.sh: {doc} lacks the {begin} / {end} markers")
@@ -258,10 +452,15 @@ def splice(text, name, generated, what):
 
 
 gemm = open(gemm_tables).read()
+gemm_what = (f"{gemm_machine}; " if gemm_machine else "") + "`mpcaffe bench gemm --device all`"
 if gemm:
-    text = splice(text, "gemm:", gemm, "`mpcaffe bench gemm --device all`")
+    text = splice(text, "gemm:", gemm, gemm_what, gemm_day)
+w4 = open(w4_table).read()
+if w4:
+    text = splice(text, "gemmw4:", w4, gemm_what, gemm_day)
 text = splice(text, "", open(tables).read(),
-              f"batch {batches}, {iterations} iterations per row, every device")
+              (f"{net_machine}; " if net_machine else "")
+              + f"batch {batches}, {iterations} iterations per row, every device", net_day)
 open(doc, "w").write(text)
 print(f"updated {doc}")
 PY

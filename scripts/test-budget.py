@@ -15,11 +15,18 @@ kernel cache serves), in any entry but those that build without the run's cache 
 (EXEMPT below). NVRTC compile-only checks (a target architecture, no device) have no cache: their
 repeats are counted in the table, not failed.
 
+It also keeps its table as reports/budget.json in <build>/test-cache (until the next make test),
+with the machine, the date, the load average at the end, and the wall times make test wrote
+(make.seconds: the whole run from make's start, configure and build included; ctest.seconds: the
+C++ suites): scripts/bench.sh's testcost step renders it into docs/BENCHMARKS.md.
+
 Usage: scripts/test-budget.py [build-dir]"""
 import collections
 import datetime
 import glob
+import json
 import os
+import platform
 import re
 import sys
 import xml.etree.ElementTree as ET
@@ -136,6 +143,44 @@ def compiles_per_test(cases, events):
     return count
 
 
+def machine():
+    """'<cores>-core <CPU model> (<vector level>)' of this machine."""
+    model, flags = platform.processor() or "?", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    model = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+    except OSError:
+        pass
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    return f"{os.cpu_count()}-core {model} ({isa})"
+
+
+def save_report(cache, rows, python_seconds):
+    """reports/budget.json: the table above, for scripts/bench.sh's testcost step."""
+    def seconds(name):
+        try:
+            with open(os.path.join(cache, name)) as f:
+                return float(f.read().strip())
+        except (OSError, ValueError):
+            return None
+
+    report = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+              "machine": machine(), "load_average_at_end": os.getloadavg()[0],
+              "make_seconds": seconds("make.seconds"), "ctest_seconds": seconds("ctest.seconds"),
+              "python_seconds": python_seconds,
+              "entries": [{"entry": name, "status": status, "seconds": seconds, "compiled": c,
+                           "cache_hits": l, "compile_seconds": round(cs, 1), "twice": rep}
+                          for name, status, seconds, c, l, cs, rep in rows]}
+    os.makedirs(os.path.join(cache, "reports"), exist_ok=True)
+    with open(os.path.join(cache, "reports", "budget.json"), "w") as f:
+        json.dump(report, f, indent=1)
+
+
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
     cache = os.path.join(build, "test-cache")
@@ -186,6 +231,8 @@ def main():
         total[4] += rep
     print(f"  {'total':<22} {'':<8} {total[0]:8.1f} {total[1]:9d} {total[2]:10d} {total[3]:10.1f} "
           f"{total[4]:6d}")
+
+    save_report(cache, rows, python_seconds)
 
     slow = []
     for name in names:

@@ -12,18 +12,12 @@
 #include <string>
 
 #include "libdnn/kernel_families.h"
+#include "tests/testing/defaults_tables.h"
 
 namespace mpcaffe::libdnn {
 namespace {
 
-template <typename Table>
-void ExpectRowsWithProvenance(const Table& table, const char* name) {
-  ASSERT_FALSE(table.empty()) << name;
-  for (const auto& row : table) {
-    EXPECT_GT(std::string(row.device_class).size(), 5u) << name;
-    EXPECT_GT(std::string(row.provenance).size(), 10u) << name << ": " << row.device_class;
-  }
-}
+using testing::ExpectRowsWithProvenance;
 
 TEST(ConvFamilies, DefaultsTablesEndInARowServingEveryDevice) {
   ExpectRowsWithProvenance(DirectConvDefaults(), "conv");

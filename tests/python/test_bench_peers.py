@@ -138,3 +138,28 @@ def test_layer_gap_summary_by_kind_leaves_out_impossible_profiles():
                                "per layer mpcaffe / OpenVINO median 2.5 (2.0-3.0)")
     assert "1 layers left out" in lines[1]
     assert len(layer_gap.by_kind(groups, "fp32", 0)) == 1
+
+
+def _bench_row(platform, dtype, ms):
+    return {"platform": platform, "dtype": dtype, "batch": 1, "forward_ms_median": ms}
+
+
+def test_rusticl_table_pairs_each_rusticl_row_with_pocl_of_the_same_run(tmp_path):
+    import rusticl_table
+    path = tmp_path / "alexnet.json"
+    path.write_text(json.dumps({
+        "model": "/m/bvlc_alexnet/deploy.prototxt", "iterations": 2,
+        "results": [_bench_row("Portable Computing Language", "fp32", 20.0),
+                    _bench_row("rusticl", "fp32", 3000.0),
+                    _bench_row("rusticl", "int8", 4000.0)]}))
+    out = tmp_path / "t.md"
+    sys.argv = ["rusticl_table.py", str(path), "--markdown", str(out)]
+    rusticl_table.main()
+    text = out.read_text()
+    assert "| bvlc_alexnet | fp32 | 1 | 20.0 | 3,000 | 150× |" in text
+    assert "| bvlc_alexnet | int8 | 1 | – | 4,000 | – |" in text
+    # A file without rusticl rows is an error naming it.
+    path.write_text(json.dumps({"model": "/m/x.prototxt",
+                                "results": [_bench_row("Portable Computing Language", "fp32", 1)]}))
+    with pytest.raises(SystemExit, match="no rusticl rows"):
+        rusticl_table.main()

@@ -1,10 +1,12 @@
 // tests/tools/arguments_test.cc — every `mpcaffe` command refuses an argument it does not know:
 // exit code 2, an error on stderr naming the argument, then the command's usage, before it does
 // any work; --help prints the usage and exits 0. The commands are the ones the program lists
-// (`mpcaffe --commands`), so a command is covered the day it is registered.
+// (`mpcaffe --commands`), so a command is covered the day it is registered; so do the bench/
+// programs built beside it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 #include <sstream>
 #include <string>
@@ -17,6 +19,7 @@ namespace {
 
 using mpcaffe::test_support::CommandResult;
 using mpcaffe::test_support::RunMpcaffe;
+using mpcaffe::test_support::RunProgram;
 
 // The kernel cache off: no run here may touch the user's cache file (none gets that far).
 const char kEnv[] = "MPCAFFE_CACHE=off";
@@ -110,21 +113,51 @@ TEST(Arguments, AnUnknownFlagAmongValidOnesIsStillRefused) {
 TEST(Arguments, ValuesSwitchesAndOperandsAreChecked) {
   // Each: the arguments, and what the message (exit 2) must say.
   const std::vector<std::pair<const char*, std::vector<const char*>>> cases = {
-      {"time --model", {"no value after '--model'"}},              // a value flag without value
-      {"devices --json=yes", {"'--json' takes no value"}},          // a switch given a value
+      {"time --model", {"no value after '--model'"}},       // a value flag without value
+      {"devices --json=yes", {"'--json' takes no value"}},  // a switch given a value
       {"time --model m.prototxt extra", {"unexpected argument 'extra'"}},  // a stray operand
-      {"convert_mnist a b c d", {"unexpected argument 'd'"}},       // one operand too many
-      {"convert_imageset -gray=maybe a/ b c",                       // gflags: a truth value
+      {"convert_mnist a b c d", {"unexpected argument 'd'"}},              // one operand too many
+      {"convert_imageset -gray=maybe a/ b c",                              // gflags: a truth value
        {"'--gray' takes no value but true or false"}},
       {"convert_imageset -no_such_flag=1 a/ b c", {"unknown flag '--no_such_flag'"}},
-      {"cache sizes",                                               // a group's unknown subcommand
+      {"cache sizes",  // a group's unknown subcommand
        {"mpcaffe cache: unknown subcommand 'sizes'", "usage: mpcaffe cache stats"}},
-      {"bench", {"usage: mpcaffe bench net"}},                      // a group without one
+      {"bench", {"usage: mpcaffe bench net"}},  // a group without one
   };
   for (const auto& [args, messages] : cases) {
     const CommandResult r = RunMpcaffe(std::string(args) + " 2>&1", kEnv);
     EXPECT_EQ(r.status, 2) << args << ": " << r.out;
     for (const char* m : messages) EXPECT_TRUE(Contains(r.out, m)) << args << ": " << r.out;
+  }
+}
+
+TEST(Arguments, EveryBenchProgramRefusesAnUnknownFlagWithItsUsage) {
+  // The bench/ programs `make bench` and docs/BENCHMARKS.md run, built beside mpcaffe: an unknown
+  // flag gives status 2, the flag and the usage on stderr, before any device is opened or MPI
+  // started; --help prints the usage. The CPU peak (x86-64) and the allreduce bench (MPI) are
+  // built only where they can run.
+  const std::filesystem::path dir =
+      std::filesystem::path(mpcaffe::test_support::MpcaffeExe()).parent_path();
+  for (const char* name : {"mpcaffe_cache_bench", "mpcaffe_launch_bench", "mpcaffe_cpu_peak",
+                           "mpcaffe_allreduce_bench"}) {
+    SCOPED_TRACE(name);
+    const std::filesystem::path exe = dir / name;
+    if (!std::filesystem::exists(exe)) {
+      EXPECT_TRUE(std::string(name) == "mpcaffe_cpu_peak" ||
+                  std::string(name) == "mpcaffe_allreduce_bench")
+          << exe << " is not built";
+      continue;
+    }
+    auto run = [&](const std::string& args) { return RunProgram(exe.string(), args, kEnv); };
+    const CommandResult bogus = run("--no-such-flag 2>&1");
+    EXPECT_EQ(bogus.status, 2) << bogus.out;
+    EXPECT_TRUE(Contains(bogus.out, "'--no-such-flag'")) << bogus.out;
+    EXPECT_TRUE(Contains(bogus.out, std::string("usage: ")) && Contains(bogus.out, name))
+        << bogus.out;
+    EXPECT_EQ(run("--no-such-flag 2>/dev/null").out, "");
+    const CommandResult help = run("--help 2>/dev/null");
+    EXPECT_EQ(help.status, 0) << help.out;
+    EXPECT_TRUE(Contains(help.out, "usage: ")) << help.out;
   }
 }
 

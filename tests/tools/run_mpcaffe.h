@@ -24,11 +24,12 @@ struct CommandResult {
   std::string out;
 };
 
-/// Runs `mpcaffe <args>` with `env` prepended ("NAME=value ..."), its standard output captured
+/// Runs `<exe> <args>` with `env` prepended ("NAME=value ..."), its standard output captured
 /// (append " 2>&1" to `args` to capture the errors too).
-inline CommandResult RunMpcaffe(const std::string& args, const std::string& env = "") {
+inline CommandResult RunProgram(const std::string& exe, const std::string& args,
+                                const std::string& env = "") {
   CommandResult r;
-  const std::string cmd = env + " '" + MpcaffeExe() + "' " + args;
+  const std::string cmd = env + " '" + exe + "' " + args;
   std::FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   char buf[1024];
@@ -36,6 +37,11 @@ inline CommandResult RunMpcaffe(const std::string& args, const std::string& env 
   const int st = pclose(p);
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
+}
+
+/// Runs `mpcaffe <args>` (RunProgram on the mpcaffe beside this test program).
+inline CommandResult RunMpcaffe(const std::string& args, const std::string& env = "") {
+  return RunProgram(MpcaffeExe(), args, env);
 }
 
 }  // namespace mpcaffe::test_support

@@ -1,0 +1,162 @@
+// tests/libdnn/defaults_tables_test.cc — the GEMM's, the pointwise launch's, pooling's and LRN's
+// defaults tables (libdnn/gemm_config.h, conv_families.h, pool.h, lrn.h) and pooling's and LRN's
+// forward families: every row says where it came from, each table ends in a row serving every
+// device, the rows give each device class its configuration, and the first family that applies
+// is the one each device and description runs. No kernel is compiled here.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "libdnn/conv_families.h"
+#include "libdnn/defaults_listing.h"
+#include "libdnn/gemm.h"
+#include "libdnn/gemm_config.h"
+#include "libdnn/kernel_families.h"
+#include "libdnn/lrn.h"
+#include "libdnn/pool.h"
+#include "tests/testing/defaults_tables.h"
+
+namespace mpcaffe::libdnn {
+namespace {
+
+using testing::ExpectRowsWithProvenance;
+
+TEST(DefaultsTables, EveryRowHasProvenanceAndTheLastServesEveryDevice) {
+  ExpectRowsWithProvenance(GemmDefaults(), "gemm");
+  ExpectRowsWithProvenance(PointwiseSpreadDefaults(), "conv_pw spread");
+  ExpectRowsWithProvenance(PoolVectorMaxDefaults(), "pool_vector_max");
+  for (const LrnForwardFamily& f : LrnForwardFamilies()) {
+    ExpectRowsWithProvenance(f.launch(), f.name);
+    EXPECT_TRUE(f.launch().back().serves(TargetProfile{}, LrnDesc{})) << f.name;
+  }
+  for (const PoolForwardFamily& f : PoolForwardFamilies())
+    if (f.launch) ExpectRowsWithProvenance(f.launch(), f.name);
+  GemmDesc g;
+  g.M = g.N = g.K = 8;
+  EXPECT_TRUE(GemmDefaults().back().serves(TargetProfile{}, g));
+  EXPECT_TRUE(PointwiseSpreadDefaults().back().serves(TargetProfile{}, ConvDesc{}));
+  EXPECT_TRUE(PoolVectorMaxDefaults().back().serves(TargetProfile{}, PoolDesc{}));
+}
+
+GemmDesc Shape(DataType t, int M, int N, int K, bool trans_b, WeightOperand w) {
+  GemmDesc d;
+  d.type = d.out_type = t;
+  d.M = M, d.N = N, d.K = K, d.trans_b = trans_b, d.weights = w;
+  return d;
+}
+
+TEST(DefaultsTables, GemmDefaultsPerDeviceClass) {
+  DeviceInfo cpu;  // an OpenCL CPU runtime
+  DeviceInfo gpu;
+  gpu.is_gpu = true;
+  DeviceInfo dp4a = gpu;
+  dp4a.backend = Backend::kCuda;
+  dp4a.dot_product = true;
+  auto config = [](const DeviceInfo& d, const GemmDesc& g) {
+    return DefaultGemmConfig(d, g).ToString();
+  };
+  // conv1 as a GEMM (weights A, M < N): the CPU register tile walking M tiles first.
+  const GemmDesc conv1 = Shape(DataType::kFloat32, 96, 3025, 363, false, WeightOperand::kA);
+  EXPECT_EQ(config(cpu, conv1), "outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=1 kp=1 lm=0");
+  GemmDesc conv1q = conv1;
+  conv1q.type = conv1q.out_type = DataType::kInt8Q;
+  EXPECT_EQ(config(cpu, conv1q), "outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=1 kp=2 lm=0");
+  EXPECT_EQ(config(gpu, conv1q), "outer tm=4 tn=4 vw=1 wg=64 ku=1 mf=0 kp=1 lm=0");
+  EXPECT_EQ(config(dp4a, conv1q), "outer tm=4 tn=4 vw=1 wg=64 ku=1 mf=0 kp=4 lm=0");
+  // A batch-1 inner product (weights B transposed, M = 1): vectors along K on CPUs, a tile one
+  // row tall where work-items are lanes.
+  const GemmDesc fc6 = Shape(DataType::kFloat32, 1, 4096, 9216, true, WeightOperand::kB);
+  EXPECT_EQ(config(cpu, fc6), "dot tm=4 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0");
+  EXPECT_EQ(config(gpu, fc6), "dot tm=1 tn=2 vw=1 wg=64 ku=1 mf=0 kp=1 lm=0");
+  GemmDesc fc6_2 = fc6;
+  fc6_2.M = 2;
+  EXPECT_EQ(config(gpu, fc6_2), "dot tm=2 tn=2 vw=1 wg=64 ku=1 mf=0 kp=1 lm=0");
+  // 4-bit weights: their own kernel on a compiler with byte pair products; the outer tile on
+  // one without (Intel's runtime) only while the activation columns are at most 4 × the rows.
+  GemmDesc w4 = conv1q;
+  w4.weight_bits = 4, w4.weights_signed = true, w4.weight_zero = false;
+  EXPECT_EQ(config(cpu, w4), "outer tm=4 tn=4 vw=8 wg=1 ku=1 mf=1 kp=8 lm=0");
+  DeviceInfo no_pairs = cpu;
+  no_pairs.byte_pair_products = false;
+  EXPECT_EQ(config(no_pairs, w4), "outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=1 kp=2 lm=0");
+  GemmDesc mv = Shape(DataType::kInt8Q, 4096, 1, 9216, false, WeightOperand::kA);
+  mv.weight_bits = 4, mv.weights_signed = true, mv.weight_zero = false;
+  EXPECT_EQ(config(no_pairs, mv), "dot tm=1 tn=1 vw=8 wg=1 ku=1 mf=0 kp=8 lm=0");
+}
+
+TEST(DefaultsTables, LaunchDefaultsPerDeviceClass) {
+  TargetProfile cpu;
+  cpu.cpu_vectors = true;
+  TargetProfile lanes;
+  lanes.lane_defaults = true;
+  EXPECT_EQ(DefaultRowFor(PointwiseSpreadDefaults(), "conv_pw", cpu, ConvDesc{}).config, 8);
+  EXPECT_EQ(DefaultRowFor(PointwiseSpreadDefaults(), "conv_pw", lanes, ConvDesc{}).config, 0);
+  LrnDesc plane;
+  plane.height = plane.width = 13;
+  const LrnForwardFamily& vector = LrnForwardFamilyFor(plane, cpu);
+  EXPECT_STREQ(vector.name, "lrn_vector");
+  EXPECT_EQ(DefaultRowFor(vector.launch(), vector.name, cpu, plane).config.width, 8);
+  TargetProfile scalar_dialect = lanes;  // CUDA's dialect: no vector built-ins
+  scalar_dialect.vector_builtins = false;
+  const LrnForwardFamily& scalar = LrnForwardFamilyFor(plane, scalar_dialect);
+  EXPECT_STREQ(scalar.name, "lrn");
+  EXPECT_EQ(DefaultRowFor(scalar.launch(), scalar.name, cpu, plane).config.width,
+            int(kLaunch1DLocalSize));
+  LrnDesc narrow;  // fewer than 8 pixels a row: the scalar kernel
+  narrow.height = narrow.width = 2;
+  EXPECT_STREQ(LrnForwardFamilyFor(narrow, cpu).name, "lrn");
+  PoolDesc pool1;
+  pool1.channels = 96, pool1.height = pool1.width = 55;
+  pool1.kernel_h = pool1.kernel_w = 3, pool1.stride_h = pool1.stride_w = 2;
+  EXPECT_STREQ(PoolForwardFamilyFor(pool1, cpu).name, "pool_vector_max");
+  EXPECT_STREQ(PoolForwardFamilyFor(pool1, scalar_dialect).name, "pool");
+  PoolDesc average = pool1;
+  average.method = PoolMethod::kAverage;
+  EXPECT_STREQ(PoolForwardFamilyFor(average, cpu).name, "pool");
+  PoolDesc pool5 = pool1;  // 6 outputs a row
+  pool5.height = pool5.width = 13;
+  EXPECT_STREQ(PoolForwardFamilyFor(pool5, cpu).name, "pool");
+  EXPECT_EQ(DefaultRowFor(PoolVectorMaxDefaults(), "pool", cpu, PoolDesc{}).config.ToString(),
+            "width=8 groups=1024");
+}
+
+// The printed listing (mpcaffe_defaults --markdown) holds every table's rows, each with its
+// configuration and provenance.
+TEST(DefaultsTables, ListingHoldsEveryTable) {
+  const std::vector<DefaultsListingRow> rows = DefaultsListing();
+  std::set<std::string> families;
+  for (const DefaultsListingRow& r : rows) {
+    families.insert(r.family);
+    EXPECT_FALSE(r.config.empty()) << r.family << ": " << r.device_class;
+    EXPECT_GT(r.provenance.size(), 10u) << r.family << ": " << r.device_class;
+  }
+  EXPECT_EQ(families, (std::set<std::string>{"gemm", "conv", "conv_pw", "conv_gemm",
+                                             "pool_vector_max", "lrn_vector", "lrn"}));
+  EXPECT_EQ(rows.size(), GemmDefaults().size() + DirectConvDefaults().size() +
+                             PointwiseDefaults().size() + PointwiseSpreadDefaults().size() +
+                             ConvGemmDefaults().size() + PoolVectorMaxDefaults().size() + 2);
+  const std::string md = DefaultsMarkdown();
+  EXPECT_EQ(md.rfind("| family | chooses | device class | default | measured by |\n", 0), 0u);
+  size_t lines = 0;
+  for (char c : md) lines += c == '\n';
+  EXPECT_EQ(lines, rows.size() + 2);
+  EXPECT_NE(md.find("`outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0`"), std::string::npos) << md;
+}
+
+// Every kernel choice the registry names is a family row with a rule of application: the
+// convolution's forward families, pooling's and LRN's, or the GEMM (which applies to every
+// GemmDesc, its configuration from GemmDefaults).
+TEST(DefaultsTables, EveryRegistryChoiceIsAFamilyRow) {
+  std::set<std::string> rows = {"gemm"};
+  for (const ConvForwardFamily& f : ConvForwardFamilies()) rows.insert(f.name);
+  for (const PoolForwardFamily& f : PoolForwardFamilies()) rows.insert(f.name);
+  for (const LrnForwardFamily& f : LrnForwardFamilies()) rows.insert(f.name);
+  std::set<std::string> choices;
+  for (const KernelFamilyEntry& e : KernelFamilyRegistry())
+    for (const KernelChoiceName& c : e.choices) choices.insert(c.name);
+  EXPECT_EQ(choices, rows);
+}
+
+}  // namespace
+}  // namespace mpcaffe::libdnn
