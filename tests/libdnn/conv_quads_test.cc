@@ -33,11 +33,11 @@ struct Case {
   Convolution::PointwiseTile tile;
 };
 
-// Channels that fill whole quads and leave 1, 2 or 3 in the last one; planes of one block,
-// of several and of a shifted last block; output channels past the last full channel block.
+// Whole quads, then 1, 2 or 3 channels in the last one; planes of one block, of several and of
+// a shifted last block; output channels past the last full channel block. Few programs: each
+// case compiles one (seconds on a CPU runtime).
 // clang-format off
 const Case kCases[] = {
-    {1, 16, 8, 8, 24, {8, 1, 16, 4}},
     {2, 13, 5, 6, 10, {3, 1, 16, 4}},
     {1, 7, 6, 6, 9, {5, 2, 16, 4}},
     {1, 6, 4, 5, 16, {16, 1, 16, 4}},
@@ -139,20 +139,18 @@ TEST(ConvByteQuads, PortableFormMatchesReference) {
   SkipUnlessOpenCL(dev);
   MPCAFFE_RUN_IN_PORTABLE_FORMS(dev);
   ASSERT_FALSE(KernelTarget::Of(dev).byte_quads_in_helper);
-  for (int i : {0, 2}) {
-    const ConvDesc d = DescOf(kCases[i], i + 1);
-    SCOPED_TRACE(d.ToString() + " tile " + kCases[i].tile.ToString());
-    EXPECT_EQ(CheckQuads(d, kCases[i].tile, 91 + i).k, 4);
-  }
+  const ConvDesc d = DescOf(kCases[1], 2);
+  SCOPED_TRACE(d.ToString() + " tile " + kCases[1].tile.ToString());
+  EXPECT_EQ(CheckQuads(d, kCases[1].tile, 91).k, 4);
 }
 
 // w − z_w outside a signed byte (an asymmetric per-tensor zero point): the pair products run.
 TEST(ConvByteQuads, OtherWeightZeroPointsTakePairs) {
   Device& dev = DefaultDevice();
   SkipUnlessOpenCL(dev);
-  ConvDesc d = DescOf(kCases[1], 1);
+  ConvDesc d = DescOf(kCases[0], 1);
   d.weights_signed = false;
-  const Convolution::PointwiseTile ran = CheckQuads(d, kCases[1].tile, 5, 100);
+  const Convolution::PointwiseTile ran = CheckQuads(d, kCases[0].tile, 5, 100);
   EXPECT_EQ(ran.k, 2);
   EXPECT_EQ(ran.ToString(), "oc3 px1 v16");
 }
@@ -161,6 +159,7 @@ TEST(ConvByteQuads, OtherWeightZeroPointsTakePairs) {
 // the CPU's level (avx2, generic) turns them off; fp32 and the row form never take them.
 TEST(ConvByteQuads, DefaultTileFollowsTheProfile) {
   ConvDesc d = DescOf(kCases[0], 1);
+  d.height = d.width = 8;  // 64 pixels
   TargetProfile p;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).k, 2);
   p.byte_quad_products = true;
