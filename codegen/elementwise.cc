@@ -162,11 +162,16 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
     } else if (to == DataType::kFloat16) {
       body += "    " + v.StoreHalf(8, "f", "y" + at) + ";\n";
     } else {
-      // NaN lanes (f != f) take the zero point, as the scalar body's isnan test gives.
-      body += "    const " + f8 + " r = " +
-              v.Clamp("$rint(f / y_scale) + (float)y_zero", v.Splat(f8, "(float)Ytype_QMIN"),
-                      v.Splat(f8, "(float)Ytype_QMAX")) +
+      // NaN lanes (f != f) take the zero point, as the scalar body's isnan test gives. rint as
+      // (s + 1.5·2^23) − 1.5·2^23 on s clamped to [QMIN − zero, QMAX − zero] first (integers:
+      // the same as clamping after rounding; |s| < 2^22, so the sum's ulp is 1 and it rounds to
+      // nearest even), the zero point folded into the subtrahend: PoCL calls rint lane by lane,
+      // which made the fp32 → int8/int16 pass 5-10× the fp32 → fp16 one.
+      body += "    const " + f8 + " s = " +
+              v.Clamp("f / y_scale", v.Splat(f8, "(float)(Ytype_QMIN - y_zero)"),
+                      v.Splat(f8, "(float)(Ytype_QMAX - y_zero)")) +
               ";\n";
+      body += "    const " + f8 + " r = (s + 12582912.0f) - (12582912.0f - (float)y_zero);\n";
       body += "    const " + i8 + " q = " +
               v.Select(v.Convert(i8, "r"), v.Splat(i8, "y_zero"), "f != f") + ";\n";
       const bool bytes = to == DataType::kInt8Q;

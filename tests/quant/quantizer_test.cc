@@ -112,15 +112,16 @@ HostTensor MakeInput(DataType type, const QuantParams& to_params, std::mt19937_6
   return t;
 }
 
-/// Runs convert_<from>_<to> on the device.
+/// Runs convert_<from>_<to> on the device (`vector`: its _v8 form, as ElementwiseOps::Convert
+/// launches it).
 HostTensor RunConvert(Device& d, const HostTensor& x, DataType to, const QuantParams& xp,
-                      const QuantParams& yp) {
+                      const QuantParams& yp, bool vector = false) {
   const size_t n = x.size();
   static std::map<std::string, std::shared_ptr<Program>> programs;  // one build per pair
   const std::string source = ConvertSource(KernelTarget::Of(d), x.type, to);
   auto& program = programs[source];
   if (!program) program = d.BuildProgram(source);
-  Kernel k = program->GetKernel(ConvertKernelName(x.type, to));
+  Kernel k = program->GetKernel(ConvertKernelName(x.type, to) + (vector ? "_v8" : ""));
   auto dx = d.Alloc<uint8_t>(x.bytes.size());
   auto dy = d.Alloc<uint8_t>(n * SizeOf(to));
   d.Write(dx, x.bytes.data(), x.bytes.size());
@@ -131,7 +132,7 @@ HostTensor RunConvert(Device& d, const HostTensor& x, DataType to, const QuantPa
   k.Arg(qx ? xp.scale[0] : 1.0f).Arg(qx ? xp.zero_point[0] : 0);
   k.Arg(qy ? yp.scale[0] : 1.0f).Arg(qy ? yp.zero_point[0] : 0);
   k.Arg(m.multiplier).Arg(m.shift);
-  k.Launch1D(n);
+  k.Launch1D(vector ? std::max(n / 8, n % 8) : n);
   HostTensor y{to, std::vector<uint8_t>(n * SizeOf(to))};
   d.Read(dy, y.bytes.data(), y.bytes.size());
   return y;
@@ -212,17 +213,21 @@ TEST(ConvertKernels, EveryPairMatchesTheHostReferenceBitForBit) {
       for (const QuantParams& xp : params_for(from)) {
         for (const QuantParams& yp : params_for(to)) {
           const HostTensor x = MakeInput(from, IsQuantized(to) ? yp : p8[1], rng);
-          const HostTensor got = RunConvert(d, x, to, xp, yp);
           HostTensor want{to, std::vector<uint8_t>(x.size() * SizeOf(to))};
           ConvertTensor(from, xp, x.bytes.data(), to, yp, want.bytes.data(), x.size());
-          const long bad = FirstMismatch(got, want);
           ++runs;
-          EXPECT_EQ(bad, -1) << ConvertKernelName(from, to) << " on " << d.Describe()
-                             << ": x = " << (bad >= 0 ? Describe(x, bad) : "") << " gives "
-                             << (bad >= 0 ? Describe(got, bad) : "") << ", reference "
-                             << (bad >= 0 ? Describe(want, bad) : "") << " (x scale " << xp.scale[0]
-                             << " zero " << xp.zero_point[0] << ", y scale " << yp.scale[0]
-                             << " zero " << yp.zero_point[0] << ")";
+          for (bool vector : {false, true}) {
+            if (vector && !HasVectorConvert(KernelTarget::Of(d), from, to)) continue;
+            const HostTensor got = RunConvert(d, x, to, xp, yp, vector);
+            const long bad = FirstMismatch(got, want);
+            EXPECT_EQ(bad, -1) << ConvertKernelName(from, to) << (vector ? "_v8" : "") << " on "
+                               << d.Describe() << ": x = " << (bad >= 0 ? Describe(x, bad) : "")
+                               << " gives " << (bad >= 0 ? Describe(got, bad) : "")
+                               << ", reference " << (bad >= 0 ? Describe(want, bad) : "")
+                               << " (x scale " << xp.scale[0] << " zero " << xp.zero_point[0]
+                               << ", y scale " << yp.scale[0] << " zero " << yp.zero_point[0]
+                               << ")";
+          }
         }
       }
     }
