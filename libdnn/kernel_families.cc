@@ -89,6 +89,19 @@ std::optional<std::string> RoundTrip(const std::string& text, std::string* why, 
   return c->ToString();
 }
 
+/// `text` read by Config::Schema() (no check beyond its fields' ranges), printed back.
+template <typename Config>
+std::optional<std::string> SchemaRoundTrip(const std::string& text, std::string* why) {
+  return RoundTrip<Config>(text, why, [](const std::string& t, std::string* w) {
+    return Config::Schema().Parse(t, Config{}, w);
+  });
+}
+
+template <typename Config>
+std::string SchemaKeys() {
+  return Config::Schema().Keys();
+}
+
 /// The rows of `table`, printed with `print`.
 template <typename Table, typename Print>
 void AddRows(std::vector<ChoiceDefaultsRow>* rows, const char* what, const Table& table,
@@ -123,7 +136,7 @@ const ChoiceSchema kGemmSchema = {
     }};
 
 const ChoiceSchema kConvSchema = {
-    [] { return ConvConfig::Schema().Keys(); },
+    SchemaKeys<ConvConfig>,
     [](const std::string& text, std::string* why) {
       return RoundTrip<ConvConfig>(text, why, [](const std::string& t, std::string* w) {
         std::optional<ConvConfig> c = ConvConfig::Schema().Parse(t, ConvConfig{}, w);
@@ -162,12 +175,7 @@ std::vector<ConvDesc> DepthwiseSampleDescs() {
 }
 
 const ChoiceSchema kDepthwiseSchema = {
-    [] { return DepthwiseConfig::Schema().Keys(); },
-    [](const std::string& text, std::string* why) {
-      return RoundTrip<DepthwiseConfig>(text, why, [](const std::string& t, std::string* w) {
-        return DepthwiseConfig::Schema().Parse(t, DepthwiseConfig{}, w);
-      });
-    },
+    SchemaKeys<DepthwiseConfig>, SchemaRoundTrip<DepthwiseConfig>,
     [](const DeviceInfo&) {
       std::vector<ChoiceCandidate> out;
       for (const ConvDesc& d : DepthwiseSampleDescs())
@@ -178,13 +186,7 @@ const ChoiceSchema kDepthwiseSchema = {
     }};
 
 const ChoiceSchema kPointwiseSchema = {
-    [] { return Convolution::PointwiseTile::Schema().Keys(); },
-    [](const std::string& text, std::string* why) {
-      return RoundTrip<Convolution::PointwiseTile>(
-          text, why, [](const std::string& t, std::string* w) {
-            return Convolution::PointwiseTile::Schema().Parse(t, {}, w);
-          });
-    },
+    SchemaKeys<Convolution::PointwiseTile>, SchemaRoundTrip<Convolution::PointwiseTile>,
     [](const DeviceInfo&) {
       std::vector<ChoiceCandidate> out;
       for (auto [c, oc, h, w] : {std::array<int, 4>{11, 13, 5, 9}, {64, 128, 28, 28}}) {
@@ -198,14 +200,8 @@ const ChoiceSchema kPointwiseSchema = {
     }};
 
 /// Pooling's and LRN's launches: chosen by their tables, never timed by the tuner.
-const ChoiceSchema kRowGroupsSchema = {
-    [] { return RowGroups::Schema().Keys(); },
-    [](const std::string& text, std::string* why) {
-      return RoundTrip<RowGroups>(text, why, [](const std::string& t, std::string* w) {
-        return RowGroups::Schema().Parse(t, RowGroups{}, w);
-      });
-    },
-    nullptr};
+const ChoiceSchema kRowGroupsSchema = {SchemaKeys<RowGroups>, SchemaRoundTrip<RowGroups>,
+                                       nullptr};
 
 std::vector<ChoiceDefaultsRow> GemmRows() {
   std::vector<ChoiceDefaultsRow> rows;
