@@ -8,8 +8,8 @@
 #include <string>
 
 #include "libdnn/conv.h"
-#include "libdnn/conv_internal.h"
 #include "libdnn/conv_families.h"
+#include "libdnn/conv_internal.h"
 #include "libdnn/conv_nd.h"
 #include "libdnn/gemm.h"
 #include "libdnn/gemm_config.h"
@@ -175,13 +175,12 @@ std::vector<ConvDesc> DepthwiseSampleDescs() {
 }
 
 const ChoiceSchema kDepthwiseSchema = {
-    SchemaKeys<DepthwiseConfig>, SchemaRoundTrip<DepthwiseConfig>,
-    [](const DeviceInfo&) {
+    SchemaKeys<DepthwiseConfig>, SchemaRoundTrip<DepthwiseConfig>, [](const DeviceInfo&) {
       std::vector<ChoiceCandidate> out;
       for (const ConvDesc& d : DepthwiseSampleDescs())
         for (int rows : DepthwiseRowCandidates(d))
-          out.push_back({DepthwiseConfig{rows}.ToString(), d.ToString(),
-                         rows >= 1 && rows <= d.out_h()});
+          out.push_back(
+              {DepthwiseConfig{rows}.ToString(), d.ToString(), rows >= 1 && rows <= d.out_h()});
       return out;
     }};
 
@@ -194,14 +193,14 @@ const ChoiceSchema kPointwiseSchema = {
         d.channels = c, d.out_channels = oc, d.height = h, d.width = w;
         for (const PointwiseChoice& tile : PointwiseCandidates(d))
           if (tile)  // nothing: the direct kernel ("conv_pw:off"), another family's
-            out.push_back({tile->ToString(), d.ToString(), Convolution::PointwiseApplies(d, *tile)});
+            out.push_back(
+                {tile->ToString(), d.ToString(), Convolution::PointwiseApplies(d, *tile)});
       }
       return out;
     }};
 
 /// Pooling's and LRN's launches: chosen by their tables, never timed by the tuner.
-const ChoiceSchema kRowGroupsSchema = {SchemaKeys<RowGroups>, SchemaRoundTrip<RowGroups>,
-                                       nullptr};
+const ChoiceSchema kRowGroupsSchema = {SchemaKeys<RowGroups>, SchemaRoundTrip<RowGroups>, nullptr};
 
 std::vector<ChoiceDefaultsRow> GemmRows() {
   std::vector<ChoiceDefaultsRow> rows;
@@ -240,14 +239,13 @@ std::vector<KernelFamilyEntry> Build() {
   // GEMM: outer-product (B rows) and dot-product (matrix × vector) kernels with the fused
   // pipeline, in their default configurations (tests/cuda/candidates_test.cc compiles every
   // tuner candidate).
-  f.push_back({"gemm", {{GemmForwardFamily().name, &kGemmSchema, GemmRows}},
-               [](const KernelTarget& k) {
-                 Samples s;
-                 for (const GemmDesc& d : GemmSampleDescs())
-                   s.push_back({Gemm::KernelName(d),
-                                Gemm::Source(k, d, DefaultGemmConfig(InfoOf(k), d))});
-                 return s;
-               }});
+  f.push_back(
+      {"gemm", {{GemmForwardFamily().name, &kGemmSchema, GemmRows}}, [](const KernelTarget& k) {
+         Samples s;
+         for (const GemmDesc& d : GemmSampleDescs())
+           s.push_back({Gemm::KernelName(d), Gemm::Source(k, d, DefaultGemmConfig(InfoOf(k), d))});
+         return s;
+       }});
   // The 4-bit weight unpack kernel (both backends) and the native byte-pair kernels
   // (GemmConfig::kU8S4: an outer product and a dot product along K), chosen as "gemm" configs.
   f.push_back({"int4_unpack", {}, [](const KernelTarget& k) {
@@ -283,7 +281,9 @@ std::vector<KernelFamilyEntry> Build() {
          return s;
        }});
   f.push_back(
-      {"conv_pointwise", {{"conv_pw", &kPointwiseSchema, PointwiseRows}}, [](const KernelTarget& k) {
+      {"conv_pointwise",
+       {{"conv_pw", &kPointwiseSchema, PointwiseRows}},
+       [](const KernelTarget& k) {
          // fp32: the default tile and one with a partial channel block, bias,
          // residual and ReLU (every branch of the epilogue).
          ConvDesc d;
@@ -329,9 +329,11 @@ std::vector<KernelFamilyEntry> Build() {
                }});
   // Pooling ("pool_vector_max": the max kernel's vector form, in the same program).
   f.push_back(
-      {"pool_forward", {{"pool_vector_max", &kRowGroupsSchema,
-          [] { return LaunchRows(PoolForwardFamilies(), "pool_vector_max"); }},
-        {"pool"}}, [](const KernelTarget& k) {
+      {"pool_forward",
+       {{"pool_vector_max", &kRowGroupsSchema,
+         [] { return LaunchRows(PoolForwardFamilies(), "pool_vector_max"); }},
+        {"pool"}},
+       [](const KernelTarget& k) {
          Samples s;
          for (DataType t : kAllDataTypes)
            for (auto m : {PoolMethod::kMax, PoolMethod::kAverage})
@@ -349,9 +351,11 @@ std::vector<KernelFamilyEntry> Build() {
                  return PerTypeSamples(FloatTypes(), k, StochasticPooling::TrainKernelName,
                                        StochasticPooling::Source);
                }});
-  f.push_back({"lrn_forward", {{"lrn_vector", &kRowGroupsSchema,
-                    [] { return LaunchRows(LrnForwardFamilies(), "lrn_vector"); }},
-                   {"lrn", &kRowGroupsSchema, [] { return LaunchRows(LrnForwardFamilies(), "lrn"); }}}, [](const KernelTarget& k) {
+  f.push_back({"lrn_forward",
+               {{"lrn_vector", &kRowGroupsSchema,
+                 [] { return LaunchRows(LrnForwardFamilies(), "lrn_vector"); }},
+                {"lrn", &kRowGroupsSchema, [] { return LaunchRows(LrnForwardFamilies(), "lrn"); }}},
+               [](const KernelTarget& k) {
                  Samples s;
                  for (DataType t : FloatTypes())
                    s.push_back({Lrn::ForwardKernelName(t), Lrn::ForwardSource(k, t)});

@@ -86,8 +86,8 @@ struct KernelFamilyEntry {
 
 /// Every libdnn family, in registration order: GEMM (and its 4-bit weight forms), the
 /// convolution's forward families (direct, depthwise, pointwise and its row form, im2col for
-/// im2col + GEMM), the Im2col layer's requantizing im2col, the backward kernels, pooling (max with its vector form, average,
-/// stochastic), LRN.
+/// im2col + GEMM), the Im2col layer's requantizing im2col, the backward kernels, pooling (max with
+/// its vector form, average, stochastic), LRN.
 const std::vector<KernelFamilyEntry>& KernelFamilyRegistry();
 
 }  // namespace mpcaffe::libdnn

@@ -61,8 +61,8 @@ TEST(ChoiceSchemas, DefaultRowsReadBackThroughTheSchema) {
       // the first tuner candidate of each problem (checked below).
       EXPECT_TRUE(config_rows > 0 || choice.schema->candidates) << "no defaults";
     }
-  EXPECT_EQ(configurable, std::set<std::string>(ConfigurableFamilies().begin(),
-                                                ConfigurableFamilies().end()));
+  EXPECT_EQ(configurable,
+            std::set<std::string>(ConfigurableFamilies().begin(), ConfigurableFamilies().end()));
   EXPECT_EQ(configurable, (std::set<std::string>{"gemm", "conv", "conv_dw", "conv_pw",
                                                  "pool_vector_max", "lrn_vector", "lrn"}));
 }
@@ -73,7 +73,8 @@ TEST(ChoiceSchemas, TunerCandidatesSatisfyTheirConstraintsAndReadBack) {
     for (const KernelFamilyEntry& family : KernelFamilyRegistry())
       for (const KernelChoiceName& choice : family.choices) {
         if (!choice.configurable() || !choice.schema->candidates) continue;
-        SCOPED_TRACE(std::string(choice.name) + (info.backend == Backend::kCuda ? " cuda" : " ocl") +
+        SCOPED_TRACE(std::string(choice.name) +
+                     (info.backend == Backend::kCuda ? " cuda" : " ocl") +
                      (info.is_gpu ? " gpu" : " cpu"));
         const std::vector<ChoiceCandidate> candidates = choice.schema->candidates(info);
         EXPECT_FALSE(candidates.empty());
