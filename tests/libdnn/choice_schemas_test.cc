@@ -57,8 +57,9 @@ TEST(ChoiceSchemas, DefaultRowsReadBackThroughTheSchema) {
       EXPECT_FALSE(choice.schema->round_trip("nosuchfield=1", &why));
       EXPECT_FALSE(why.empty());
       EXPECT_FALSE(choice.schema->keys().empty());
-      // Every default comes from a table or, where the default is a rule (conv_dw's rows), is
-      // the first tuner candidate of each problem (checked below).
+      // Every default comes from a table or, where the default is a rule (conv_dw's rows,
+      // Convolution::DefaultDepthwiseRows), from the tuner's candidates, which list it first
+      // (their constraints and text: the next test).
       EXPECT_TRUE(config_rows > 0 || choice.schema->candidates) << "no defaults";
     }
   EXPECT_EQ(configurable,
