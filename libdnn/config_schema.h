@@ -4,7 +4,9 @@
 // tuning table's "family:config" records and of MPCAFFE_KERNEL_CONFIG, kernel_config.h;
 // MPCAFFE_CONV_TILES, `mpcaffe tune` output), its fields range-checked and compared, and the
 // Tuner's variations generated. Every configurable kernel family has one: GemmConfig::Schema,
-// ConvConfig::Schema, DepthwiseConfig::Schema, Convolution::PointwiseTile::Schema.
+// ConvConfig::Schema, DepthwiseConfig::Schema, Convolution::PointwiseTile::Schema and the
+// row-walking launches' RowGroups::Schema; the registry's choices reach them through their text
+// (ChoiceSchema, libdnn/kernel_families.h).
 #pragma once
 
 #include <cctype>

@@ -1,23 +1,12 @@
 // libdnn/defaults_listing.cc — the defaults tables of libdnn's families printed as rows
-// (defaults_listing.h).
+// (defaults_listing.h), reached through the registry's choices (kernel_families.h).
 #include "libdnn/defaults_listing.h"
 
-#include "libdnn/conv_families.h"
-#include "libdnn/gemm.h"
-#include "libdnn/gemm_config.h"
-#include "libdnn/lrn.h"
-#include "libdnn/pool.h"
+#include "libdnn/kernel_families.h"
 
 namespace mpcaffe::libdnn {
 
 namespace {
-
-template <typename Table, typename Print>
-void Add(std::vector<DefaultsListingRow>* rows, const char* family, const char* what,
-         const Table& table, Print print) {
-  for (const auto& row : table)
-    rows->push_back({family, what, row.device_class, print(row.config), row.provenance});
-}
 
 std::string Cell(const std::string& text) {
   std::string out;
@@ -32,23 +21,11 @@ std::string Cell(const std::string& text) {
 
 std::vector<DefaultsListingRow> DefaultsListing() {
   std::vector<DefaultsListingRow> rows;
-  Add(&rows, "gemm", "configuration", GemmDefaults(),
-      [](const GemmConfig& c) { return c.ToString(); });
-  Add(&rows, "conv", "configuration", DirectConvDefaults(),
-      [](const ConvConfig& c) { return c.ToString(); });
-  Add(&rows, "conv_pw", "configuration", PointwiseDefaults(),
-      [](const Convolution::PointwiseTile& t) { return t.ToString(); });
-  Add(&rows, "conv_pw", "launch", PointwiseSpreadDefaults(), [](int per_unit) {
-    return per_unit ? "at least " + std::to_string(per_unit) + " work-groups per compute unit"
-                    : std::string("the runtime's work-groups");
-  });
-  Add(&rows, "conv_gemm", "default forward", ConvGemmDefaults(),
-      [](bool gemm) { return std::string(gemm ? "im2col + GEMM" : "off (the next family)"); });
-  for (const PoolForwardFamily& f : PoolForwardFamilies())
-    if (f.launch)
-      Add(&rows, f.name, "launch", f.launch(), [](const RowGroups& r) { return r.ToString(); });
-  for (const LrnForwardFamily& f : LrnForwardFamilies())
-    Add(&rows, f.name, "launch", f.launch(), [](const RowGroups& r) { return r.ToString(); });
+  for (const KernelFamilyEntry& family : KernelFamilyRegistry())
+    for (const KernelChoiceName& choice : family.choices)
+      if (choice.defaults)
+        for (const ChoiceDefaultsRow& r : choice.defaults())
+          rows.push_back({choice.name, r.what, r.device_class, r.config, r.provenance});
   return rows;
 }
 

@@ -17,8 +17,9 @@ struct DefaultsListingRow {
   std::string provenance;    ///< the command and date behind the row
 };
 
-/// The rows of every defaults table held as data, family by family (GEMM, the convolution's
-/// direct, pointwise and im2col + GEMM families, the pointwise launch, pooling's vector max, LRN).
+/// The rows of every defaults table held as data, choice by choice in the registry's order
+/// (KernelChoiceName::defaults: GEMM, the convolution's direct, pointwise and im2col + GEMM
+/// families, the pointwise launch, pooling's vector max, LRN).
 std::vector<DefaultsListingRow> DefaultsListing();
 
 /// DefaultsListing as a markdown table (cells with `|` escaped), one line per row.

@@ -281,8 +281,16 @@ bool GemmConfig::operator==(const GemmConfig& o) const {
   return algorithm == o.algorithm && Schema().Equal(*this, o);
 }
 
+const GemmFamily& GemmForwardFamily() {
+  static const GemmFamily family = {
+      "gemm", [](const GemmDesc&, const TargetProfile&) { return true; }, GemmConfig::Parse,
+      GemmConfig::Schema, GemmDefaults};
+  return family;
+}
+
 GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc) {
-  return DefaultRowFor(GemmDefaults(), "gemm", TargetProfile::Of(device), desc).config;
+  const GemmFamily& f = GemmForwardFamily();
+  return DefaultRowFor(f.defaults(), f.name, TargetProfile::Of(device), desc).config;
 }
 
 std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc& desc) {

@@ -107,7 +107,20 @@ struct GemmConfig {
 /// The GEMM's defaults per device class and description (rows of the outer product, the dot
 /// product along K and the 4-bit weights' own kernel).
 const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults();
-/// The first row of GemmDefaults serving `desc` on `device`.
+/// The GEMM as a family row, as the convolution's, pooling's and LRN's are: its name (the
+/// records' and `mpcaffe time --explain`'s), its rule of application (every GEMM description:
+/// the library's one matrix product), its text form and schema, and its defaults table.
+struct GemmFamily {
+  const char* name;  ///< "gemm"
+  bool (*applies)(const GemmDesc& desc, const TargetProfile& profile);
+  /// GemmConfig::Parse: the algorithm word, then the schema's fields.
+  std::optional<GemmConfig> (*parse)(const std::string& text, std::string* why);
+  const ConfigSchema<GemmConfig>& (*schema)();
+  const DefaultsTable<GemmConfig, GemmDesc>& (*defaults)();
+};
+const GemmFamily& GemmForwardFamily();
+
+/// The first row of GemmForwardFamily's defaults serving `desc` on `device`.
 GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc);
 
 /// The configurations the Tuner times for `desc` (the default first), all supported.

@@ -64,7 +64,7 @@ std::vector<std::string> ChoiceNames(bool configurable_only) {
   std::vector<std::string> names;
   for (const KernelFamilyEntry& family : KernelFamilyRegistry())
     for (const KernelChoiceName& choice : family.choices)
-      if (choice.configurable || !configurable_only) names.push_back(choice.name);
+      if (choice.configurable() || !configurable_only) names.push_back(choice.name);
   return names;
 }
 

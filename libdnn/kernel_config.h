@@ -16,7 +16,8 @@ namespace mpcaffe::libdnn {
 /// The families whose configuration has a text form (the configurable choice names of
 /// libdnn/kernel_families.h's registry, in its order), each with its schema: "gemm" (GemmConfig),
 /// "conv" (the direct convolution kernel's ConvConfig), "conv_dw" (the depthwise kernel's
-/// DepthwiseConfig), "conv_pw" (the pointwise kernel's Convolution::PointwiseTile).
+/// DepthwiseConfig), "conv_pw" (the pointwise kernel's Convolution::PointwiseTile),
+/// "pool_vector_max", "lrn_vector", "lrn" (their launch, RowGroups).
 const std::vector<std::string>& ConfigurableFamilies();
 
 /// Where a kernel's configuration came from: its family's default, the tuning table, or
@@ -50,8 +51,8 @@ bool KernelChoiceLogActive();
 void NoteKernelChoice(KernelChoice choice);
 
 /// Every kernel family a KernelChoice names (every choice name of the registry): the
-/// configurable ones (ConfigurableFamilies) and "conv_gemm" (im2col + GEMM convolution), "pool",
-/// "pool_vector_max", "lrn", "lrn_vector".
+/// configurable ones (ConfigurableFamilies) and "conv_gemm" (im2col + GEMM convolution), "pool"
+/// (the scalar pooling kernel, in the 1-D launch).
 const std::vector<std::string>& KernelFamilies();
 
 /// "family:config" split at its first ':'.

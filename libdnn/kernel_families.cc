@@ -1,10 +1,14 @@
 // libdnn/kernel_families.cc — the registry of libdnn's kernel families (kernel_families.h): a
-// row per family with its choice names and its sample program texts.
+// row per family with its choice names (each with its schema and defaults tables) and its sample
+// program texts.
 #include "libdnn/kernel_families.h"
 
+#include <array>
 #include <iterator>
+#include <string>
 
 #include "libdnn/conv.h"
+#include "libdnn/conv_families.h"
 #include "libdnn/conv_internal.h"
 #include "libdnn/conv_nd.h"
 #include "libdnn/gemm.h"
@@ -13,6 +17,8 @@
 #include "libdnn/lrn.h"
 #include "libdnn/pool.h"
 #include "libdnn/pool_stochastic.h"
+#include "libdnn/row_groups.h"
+#include "libdnn/tuner.h"
 
 namespace mpcaffe::libdnn {
 
@@ -42,25 +48,204 @@ std::vector<ConvDesc> ConvDescs() {
   return ds;
 }
 
+/// GEMM's sample problems: outer-product (B rows) and dot-product (matrix × vector) shapes of
+/// every type with the fused pipeline.
+std::vector<GemmDesc> GemmSampleDescs() {
+  std::vector<GemmDesc> ds;
+  for (DataType t : kAllDataTypes)
+    for (int n : {48, 1}) {
+      GemmDesc d;
+      d.type = d.out_type = t;
+      d.M = 64, d.N = n, d.K = 96, d.bias = true, d.relu = true;
+      d.weights = WeightOperand::kA;
+      d.per_channel = IsQuantized(t);
+      ds.push_back(d);
+    }
+  return ds;
+}
+
+/// The 4-bit weights' outer-product and dot-product problems.
+GemmDesc Int4Desc(bool outer) {
+  GemmDesc d;
+  d.type = d.out_type = DataType::kInt8Q;
+  d.weight_bits = 4, d.weights_signed = true, d.weight_zero = false;
+  d.M = 64, d.N = outer ? 64 : 1, d.K = 96, d.bias = true, d.relu = true;
+  d.weights = WeightOperand::kA;
+  d.per_channel = true;
+  return d;
+}
+
+/// `text` read by `parse` (nothing, with `why`, when malformed or rejected), printed back.
+template <typename Config, typename Parse>
+std::optional<std::string> RoundTrip(const std::string& text, std::string* why, Parse parse) {
+  std::optional<Config> c;
+  try {
+    c = parse(text, why);
+  } catch (const std::exception& e) {  // a check beyond the schema's ranges (ConvConfig)
+    if (why) *why = e.what();
+    return std::nullopt;
+  }
+  if (!c) return std::nullopt;
+  return c->ToString();
+}
+
+/// `text` read by Config::Schema() (no check beyond its fields' ranges), printed back.
+template <typename Config>
+std::optional<std::string> SchemaRoundTrip(const std::string& text, std::string* why) {
+  return RoundTrip<Config>(text, why, [](const std::string& t, std::string* w) {
+    return Config::Schema().Parse(t, Config{}, w);
+  });
+}
+
+template <typename Config>
+std::string SchemaKeys() {
+  return Config::Schema().Keys();
+}
+
+/// The rows of `table`, printed with `print`.
+template <typename Table, typename Print>
+void AddRows(std::vector<ChoiceDefaultsRow>* rows, const char* what, const Table& table,
+             bool is_config, Print print) {
+  for (const auto& row : table)
+    rows->push_back({what, row.device_class, print(row.config), row.provenance, is_config});
+}
+
+/// The launch table's rows of the family named `name` among row-walking `families`.
+template <typename Family>
+std::vector<ChoiceDefaultsRow> LaunchRows(const std::vector<Family>& families, const char* name) {
+  std::vector<ChoiceDefaultsRow> rows;
+  for (const Family& f : families)
+    if (f.launch && std::string(f.name) == name)
+      AddRows(&rows, "launch", f.launch(), true, [](const RowGroups& r) { return r.ToString(); });
+  return rows;
+}
+
+const ChoiceSchema kGemmSchema = {
+    [] { return "the algorithm (outer, dot), then " + GemmForwardFamily().schema().Keys(); },
+    [](const std::string& text, std::string* why) {
+      return RoundTrip<GemmConfig>(text, why, GemmForwardFamily().parse);
+    },
+    [](const DeviceInfo& info) {
+      std::vector<ChoiceCandidate> out;
+      std::vector<GemmDesc> ds = GemmSampleDescs();
+      for (bool outer : {true, false}) ds.push_back(Int4Desc(outer));
+      for (const GemmDesc& d : ds)
+        for (const GemmConfig& c : GemmCandidates(info, d))
+          out.push_back({c.ToString(), d.ToString(), c.Supports(d, info.backend)});
+      return out;
+    }};
+
+const ChoiceSchema kConvSchema = {
+    SchemaKeys<ConvConfig>,
+    [](const std::string& text, std::string* why) {
+      return RoundTrip<ConvConfig>(text, why, [](const std::string& t, std::string* w) {
+        std::optional<ConvConfig> c = ConvConfig::Schema().Parse(t, ConvConfig{}, w);
+        if (c) c->Validate();
+        return c;
+      });
+    },
+    [](const DeviceInfo& info) {
+      std::vector<ChoiceCandidate> out;
+      for (DataType t : kAllDataTypes)
+        for (const ConvConfig& c : ConvConfig::Candidates(info, t)) {
+          bool valid = c.Supports(info.backend);
+          try {
+            c.Validate();
+          } catch (const std::exception&) {
+            valid = false;
+          }
+          out.push_back({c.ToString(), Name(t), valid});
+        }
+      return out;
+    }};
+
+/// Depthwise problems: MobileNet's first (112 rows) and a stride-2 one, and a 5-row plane.
+std::vector<ConvDesc> DepthwiseSampleDescs() {
+  std::vector<ConvDesc> ds;
+  for (auto [c, hw, stride] : {std::array<int, 3>{32, 112, 1}, {256, 28, 2}, {6, 5, 1}}) {
+    ConvDesc d;
+    d.channels = d.out_channels = d.groups = c;
+    d.height = d.width = hw;
+    d.kernel_h = d.kernel_w = 3;
+    d.pad_h = d.pad_w = 1;
+    d.stride_h = d.stride_w = stride;
+    ds.push_back(d);
+  }
+  return ds;
+}
+
+const ChoiceSchema kDepthwiseSchema = {
+    SchemaKeys<DepthwiseConfig>, SchemaRoundTrip<DepthwiseConfig>, [](const DeviceInfo&) {
+      std::vector<ChoiceCandidate> out;
+      for (const ConvDesc& d : DepthwiseSampleDescs())
+        for (int rows : DepthwiseRowCandidates(d))
+          out.push_back(
+              {DepthwiseConfig{rows}.ToString(), d.ToString(), rows >= 1 && rows <= d.out_h()});
+      return out;
+    }};
+
+const ChoiceSchema kPointwiseSchema = {
+    SchemaKeys<Convolution::PointwiseTile>, SchemaRoundTrip<Convolution::PointwiseTile>,
+    [](const DeviceInfo&) {
+      std::vector<ChoiceCandidate> out;
+      for (auto [c, oc, h, w] : {std::array<int, 4>{11, 13, 5, 9}, {64, 128, 28, 28}}) {
+        ConvDesc d;
+        d.channels = c, d.out_channels = oc, d.height = h, d.width = w;
+        for (const PointwiseChoice& tile : PointwiseCandidates(d))
+          if (tile)  // nothing: the direct kernel ("conv_pw:off"), another family's
+            out.push_back(
+                {tile->ToString(), d.ToString(), Convolution::PointwiseApplies(d, *tile)});
+      }
+      return out;
+    }};
+
+/// Pooling's and LRN's launches: chosen by their tables, never timed by the tuner.
+const ChoiceSchema kRowGroupsSchema = {SchemaKeys<RowGroups>, SchemaRoundTrip<RowGroups>, nullptr};
+
+std::vector<ChoiceDefaultsRow> GemmRows() {
+  std::vector<ChoiceDefaultsRow> rows;
+  AddRows(&rows, "configuration", GemmForwardFamily().defaults(), true,
+          [](const GemmConfig& c) { return c.ToString(); });
+  return rows;
+}
+
+std::vector<ChoiceDefaultsRow> DirectConvRows() {
+  std::vector<ChoiceDefaultsRow> rows;
+  AddRows(&rows, "configuration", DirectConvDefaults(), true,
+          [](const ConvConfig& c) { return c.ToString(); });
+  return rows;
+}
+
+std::vector<ChoiceDefaultsRow> PointwiseRows() {
+  std::vector<ChoiceDefaultsRow> rows;
+  AddRows(&rows, "configuration", PointwiseDefaults(), true,
+          [](const Convolution::PointwiseTile& t) { return t.ToString(); });
+  AddRows(&rows, "launch", PointwiseSpreadDefaults(), false, [](int per_unit) {
+    return per_unit ? "at least " + std::to_string(per_unit) + " work-groups per compute unit"
+                    : std::string("the runtime's work-groups");
+  });
+  return rows;
+}
+
+std::vector<ChoiceDefaultsRow> ConvGemmRows() {
+  std::vector<ChoiceDefaultsRow> rows;
+  AddRows(&rows, "default forward", ConvGemmDefaults(), false,
+          [](bool gemm) { return std::string(gemm ? "im2col + GEMM" : "off (the next family)"); });
+  return rows;
+}
+
 std::vector<KernelFamilyEntry> Build() {
   std::vector<KernelFamilyEntry> f;
   // GEMM: outer-product (B rows) and dot-product (matrix × vector) kernels with the fused
   // pipeline, in their default configurations (tests/cuda/candidates_test.cc compiles every
   // tuner candidate).
-  f.push_back({"gemm", {{"gemm", true}}, [](const KernelTarget& k) {
-                 Samples s;
-                 for (DataType t : kAllDataTypes)
-                   for (int n : {48, 1}) {
-                     GemmDesc d;
-                     d.type = d.out_type = t;
-                     d.M = 64, d.N = n, d.K = 96, d.bias = true, d.relu = true;
-                     d.weights = WeightOperand::kA;
-                     d.per_channel = IsQuantized(t);
-                     s.push_back({Gemm::KernelName(d),
-                                  Gemm::Source(k, d, DefaultGemmConfig(InfoOf(k), d))});
-                   }
-                 return s;
-               }});
+  f.push_back(
+      {"gemm", {{GemmForwardFamily().name, &kGemmSchema, GemmRows}}, [](const KernelTarget& k) {
+         Samples s;
+         for (const GemmDesc& d : GemmSampleDescs())
+           s.push_back({Gemm::KernelName(d), Gemm::Source(k, d, DefaultGemmConfig(InfoOf(k), d))});
+         return s;
+       }});
   // The 4-bit weight unpack kernel (both backends) and the native byte-pair kernels
   // (GemmConfig::kU8S4: an outer product and a dot product along K), chosen as "gemm" configs.
   f.push_back({"int4_unpack", {}, [](const KernelTarget& k) {
@@ -69,12 +254,7 @@ std::vector<KernelFamilyEntry> Build() {
   f.push_back({"gemm_int4", {}, [](const KernelTarget& k) {
                  Samples s;
                  for (bool outer : {true, false}) {
-                   GemmDesc d;
-                   d.type = d.out_type = DataType::kInt8Q;
-                   d.weight_bits = 4, d.weights_signed = true, d.weight_zero = false;
-                   d.M = 64, d.N = outer ? 64 : 1, d.K = 96, d.bias = true, d.relu = true;
-                   d.weights = WeightOperand::kA;
-                   d.per_channel = true;
+                   const GemmDesc d = Int4Desc(outer);
                    for (const GemmConfig& c : GemmCandidates(InfoOf(k), d))
                      if (int4::Native(d, c) &&
                          (c.algorithm == GemmConfig::Algorithm::kOuter) == outer) {
@@ -85,7 +265,7 @@ std::vector<KernelFamilyEntry> Build() {
                  return s;
                }});
   // The convolution's forward families (conv_families.h), in their default configurations.
-  f.push_back({"conv_forward", {{"conv", true}}, [](const KernelTarget& k) {
+  f.push_back({"conv_forward", {{"conv", &kConvSchema, DirectConvRows}}, [](const KernelTarget& k) {
                  Samples s;
                  for (const auto& d : ConvDescs())
                    s.push_back(
@@ -94,14 +274,16 @@ std::vector<KernelFamilyEntry> Build() {
                  return s;
                }});
   f.push_back(
-      {"conv_depthwise", {{"conv_dw", true}}, [](const KernelTarget& k) {
+      {"conv_depthwise", {{"conv_dw", &kDepthwiseSchema}}, [](const KernelTarget& k) {
          Samples s;
          for (const auto& d : ConvDescs())
            s.push_back({Convolution::DepthwiseKernelName(d), Convolution::DepthwiseSource(k, d)});
          return s;
        }});
   f.push_back(
-      {"conv_pointwise", {{"conv_pw", true}}, [](const KernelTarget& k) {
+      {"conv_pointwise",
+       {{"conv_pw", &kPointwiseSchema, PointwiseRows}},
+       [](const KernelTarget& k) {
          // fp32: the default tile and one with a partial channel block, bias,
          // residual and ReLU (every branch of the epilogue).
          ConvDesc d;
@@ -129,7 +311,7 @@ std::vector<KernelFamilyEntry> Build() {
          return s;
        }});
   // im2col + GEMM ("conv_gemm"): the im2col kernel of every type (the GEMM is gemm's).
-  f.push_back({"im2col", {{"conv_gemm"}}, [](const KernelTarget& k) {
+  f.push_back({"im2col", {{"conv_gemm", nullptr, ConvGemmRows}}, [](const KernelTarget& k) {
                  return PerTypeSamples(AllTypes(), k, conv_internal::Im2colKernelName,
                                        conv_internal::Im2colSource);
                }});
@@ -147,7 +329,11 @@ std::vector<KernelFamilyEntry> Build() {
                }});
   // Pooling ("pool_vector_max": the max kernel's vector form, in the same program).
   f.push_back(
-      {"pool_forward", {{"pool"}, {"pool_vector_max"}}, [](const KernelTarget& k) {
+      {"pool_forward",
+       {{"pool_vector_max", &kRowGroupsSchema,
+         [] { return LaunchRows(PoolForwardFamilies(), "pool_vector_max"); }},
+        {"pool"}},
+       [](const KernelTarget& k) {
          Samples s;
          for (DataType t : kAllDataTypes)
            for (auto m : {PoolMethod::kMax, PoolMethod::kAverage})
@@ -165,7 +351,11 @@ std::vector<KernelFamilyEntry> Build() {
                  return PerTypeSamples(FloatTypes(), k, StochasticPooling::TrainKernelName,
                                        StochasticPooling::Source);
                }});
-  f.push_back({"lrn_forward", {{"lrn"}, {"lrn_vector"}}, [](const KernelTarget& k) {
+  f.push_back({"lrn_forward",
+               {{"lrn_vector", &kRowGroupsSchema,
+                 [] { return LaunchRows(LrnForwardFamilies(), "lrn_vector"); }},
+                {"lrn", &kRowGroupsSchema, [] { return LaunchRows(LrnForwardFamilies(), "lrn"); }}},
+               [](const KernelTarget& k) {
                  Samples s;
                  for (DataType t : FloatTypes())
                    s.push_back({Lrn::ForwardKernelName(t), Lrn::ForwardSource(k, t)});

@@ -213,15 +213,17 @@ Lrn::Lrn(Device& device, const LrnDesc& desc) : device_(&device), desc_(desc) {
   desc_.Validate();
   const KernelTarget target = KernelTarget::Of(device);
   const TargetProfile profile = TargetProfile::Of(device.info());
-  const LrnForwardFamily& family = LrnForwardFamilyFor(desc_, profile);
-  vectors_ = family.vectors;
-  launch_ = DefaultRowFor(family.launch(), family.name, profile, desc_).config;
+  // The first family that applies and MPCAFFE_KERNEL_CONFIG does not turn off.
+  const auto [family, launch] =
+      FirstRowFamily(LrnForwardFamilies(), desc_, profile, "LRN " + desc_.ToString());
+  vectors_ = family->vectors;
+  launch_ = launch.launch;
   ProgramHints hints;
   hints.local_sizes = {{kLaunch1DLocalSize, 1, 1}, {8, 1, 1}};  // scalar, float8 launches
   forward_ = device.GetProgram(ForwardSource(target, desc_.type, desc_.local_size), "", hints)
                  ->GetKernel(ForwardKernelName(desc_.type) + (vectors_ ? "_v8" : ""));
   if (KernelChoiceLogActive())  // for `mpcaffe time --explain`
-    NoteKernelChoice({family.name, launch_.ToString(), ConfigSource::kDefault, desc_.ToString()});
+    NoteKernelChoice({family->name, launch_.ToString(), launch.source, desc_.ToString()});
   if (desc_.type == DataType::kFloat32)
     backward_ = device.GetProgram(BackwardSource(target), "", ProgramHints::OneDimensional())
                     ->GetKernel(BackwardKernelName());

@@ -406,14 +406,16 @@ Pooling::Pooling(Device& device, const PoolDesc& desc, const PoolQuant& quant)
   auto program = device.GetProgram(ForwardSource(target, desc_.type, desc_.method), "", hints);
   forward_ = program->GetKernel(ForwardKernelName(desc_.type, desc_.method));
   const TargetProfile profile = TargetProfile::Of(device.info());
-  const PoolForwardFamily& family = PoolForwardFamilyFor(desc_, profile);
-  if (family.launch) {  // the vector max kernel, in the program where UsesVectorMax
+  // The first family that applies and MPCAFFE_KERNEL_CONFIG does not turn off.
+  const auto [family, launch] =
+      FirstRowFamily(PoolForwardFamilies(), desc_, profile, "pooling " + desc_.ToString());
+  if (family->launch) {  // the vector max kernel, in the program where UsesVectorMax
     forward_v8_ = program->GetKernel(ForwardKernelName(desc_.type, desc_.method) + "_v8");
-    v8_launch_ = DefaultRowFor(family.launch(), family.name, profile, desc_).config;
+    v8_launch_ = launch.launch;
   }
   if (KernelChoiceLogActive())  // for `mpcaffe time --explain`
-    NoteKernelChoice({family.name, family.launch ? v8_launch_.ToString() : "",
-                      ConfigSource::kDefault, desc_.ToString()});
+    NoteKernelChoice({family->name, family->launch ? v8_launch_.ToString() : "", launch.source,
+                      desc_.ToString()});
   if (desc_.type == DataType::kFloat32)
     backward_ =
         device.GetProgram(BackwardSource(target, desc_.method), "", ProgramHints::OneDimensional())

@@ -1,7 +1,8 @@
 // tests/libdnn/kernel_config_test.cc — the one text form of kernel configurations,
 // "family:config": every family's configurations printed and parsed back, bad text rejected with
-// the family and the field named, MPCAFFE_KERNEL_CONFIG applied (and the choice's source
-// visible), records of another syntax ignored. No kernel is compiled here.
+// the family and the field named (pooling's and LRN's launches too), MPCAFFE_KERNEL_CONFIG applied
+// (and the choice's source visible), records of another syntax ignored. No kernel is compiled
+// here.
 #include "libdnn/kernel_config.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include "cache/program_cache.h"
 #include "device/device.h"
 #include "device/settings.h"
+#include "libdnn/lrn.h"
 #include "libdnn/tuner.h"
 
 namespace mpcaffe::libdnn {
@@ -44,7 +46,9 @@ ConvDesc PointwiseDesc() {
 }
 
 TEST(KernelConfig, EveryFamilyPrintsAndParsesBack) {
-  EXPECT_EQ(ConfigurableFamilies(), (std::vector<std::string>{"gemm", "conv", "conv_dw", "conv_pw"}));
+  EXPECT_EQ(ConfigurableFamilies(),
+            (std::vector<std::string>{"gemm", "conv", "conv_dw", "conv_pw", "pool_vector_max",
+                                      "lrn_vector", "lrn"}));
   const DeviceInfo& info = DefaultDevice().info();
   GemmDesc g;
   g.M = 64, g.N = 96, g.K = 80;
@@ -114,6 +118,31 @@ TEST(KernelConfig, BadTextNamesTheFamilyAndTheField) {
   const std::string what = ErrorOf([] { KernelConfigOverride("gemm"); });
   EXPECT_NE(what.find("pool:k3"), std::string::npos) << what;
   EXPECT_NE(what.find("conv_pw"), std::string::npos) << what;  // the families it knows
+}
+
+// Pooling's and LRN's launches: a malformed entry, or "off" for the family every description
+// falls back to, is an Error naming the operation, the setting and the field (thrown before any
+// program is built).
+TEST(KernelConfig, BadLaunchNamesTheOperationAndTheField) {
+  Device& dev = DefaultDevice();
+  LrnDesc narrow;  // a 1×1 plane: only the scalar family applies
+  narrow.channels = 6;
+  struct Case {
+    std::string setting, words[3];
+  };
+  for (const Case& c : std::vector<Case>{
+           {"lrn:width=3 groups=8", {"LRN", "width", "1/2/4/8"}},
+           {"lrn:width=8", {"LRN", "groups", "missing"}},
+           {"lrn:width=8 groups=0", {"LRN", "groups", "1…65536"}},
+           {"lrn:off", {"LRN", "lrn:off", "cannot be off"}},
+       }) {
+    ScopedSettings env;
+    env->kernel_config = c.setting;
+    const std::string what = ErrorOf([&] { Lrn(dev, narrow); });
+    EXPECT_NE(what.find("MPCAFFE_KERNEL_CONFIG"), std::string::npos) << c.setting << ": " << what;
+    for (const std::string& w : c.words)
+      EXPECT_NE(what.find(w), std::string::npos) << c.setting << ": '" << w << "' not in " << what;
+  }
 }
 
 TEST(KernelConfig, OverrideIsAppliedAndItsSourceVisible) {
