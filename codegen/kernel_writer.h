@@ -203,6 +203,8 @@ enum class KernelHelper {
   /// only, Dialect::byte_vector_store). PoCL 3.1 compiles vstore<n> of a uchar or ushort vector
   /// to n scalar moves, each lane extracted first; a store through a 1-byte-aligned vector type
   /// is one unaligned vector move there, and no different from vstore<n> on Intel's runtime.
+  /// MP_LOAD_UCHAR16(p) / MP_LOAD_USHORT16(p): 16 lanes from any address in one move (PoCL 3.1
+  /// loads vload16's lanes one by one, merged only where every lane is used).
   kByteVectorStore,
 };
 

@@ -8,6 +8,7 @@
 #include "codegen/vector_words.h"
 #include "device/error.h"
 #include "libdnn/conv.h"
+#include "libdnn/conv_families.h"
 #include "libdnn/conv_internal.h"
 #include "libdnn/typed_host.h"
 
@@ -29,17 +30,7 @@ std::string Convolution::DepthwiseKernelName(const ConvDesc& d) {
 }
 
 int Convolution::DefaultDepthwiseRows(const ConvDesc& d) {
-  // A divisor of the output height (no half-empty last block; MobileNet's 112, 56, 28, 14 and 7
-  // rows all divide by 7): the largest in [4, 14] for stride-1 outputs of at most 56 rows, in
-  // [4, 8] otherwise, else 8 (fewer for shorter outputs). From the tuner's records of MobileNet
-  // v1's depthwise layers on both CPU runtimes (ConvBench.DISABLED_MobileNetDepthwiseRows, two
-  // runs each): 14-row blocks ran 1.0-2.0x faster than 7 at 56, 28 and 14 rows with stride 1,
-  // and 2-12x slower at 112 rows; stride 2 had 7 or 8 rows within the noise of the best.
-  const int oh = d.out_h();
-  const int most = d.stride_h == 1 && oh <= 56 ? 14 : 8;
-  for (int r = most; r >= 4; --r)
-    if (oh % r == 0) return r;
-  return oh < 8 ? oh : 8;
+  return DefaultRowFor(DepthwiseRowDefaults(), "conv_dw", TargetProfile{}, d).config.RowsFor(d);
 }
 
 int Convolution::DepthwiseLocalWidth(const ConvDesc& d) {

@@ -42,6 +42,8 @@ std::vector<DefaultsListingRow> DefaultsListing() {
     return per_unit ? "at least " + std::to_string(per_unit) + " work-groups per compute unit"
                     : std::string("the runtime's work-groups");
   });
+  Add(&rows, "conv_dw", "rows", DepthwiseRowDefaults(),
+      [](const DepthwiseRowRange& r) { return r.ToString(); });
   Add(&rows, "conv_gemm", "default forward", ConvGemmDefaults(),
       [](bool gemm) { return std::string(gemm ? "im2col + GEMM" : "off (the next family)"); });
   for (const PoolForwardFamily& f : PoolForwardFamilies())
