@@ -42,7 +42,7 @@ std::string conv_internal::DepthwisePairSource(const KernelTarget& target, const
   const std::string S = vw.Type("short", 16), I = vw.Type("int", 16), A = vw.Type("int", 8);
   const int KH = d.kernel_h, KW = d.kernel_w;
   const int n_off = (KW + 1) / 2;  // loads per input row, at offsets 0, 2, … 2·(n_off − 1)
-  const long hw = long(d.height) * d.width, total = long(d.batch) * d.channels * hw;
+  const long hw = long(d.height) * d.width;
   const int in_rows = (rows - 1) * d.stride_h + (KH - 1) * d.dilation_h + 1;
   const int span = 2 * (n_off - 1) + 16;  // columns a row's loads cover from ixb
   auto& k = DeclareDepthwiseKernel(w, d).VectorWidth(Scalar::kI32, 8);
@@ -160,12 +160,7 @@ std::string conv_internal::DepthwisePairSource(const KernelTarget& target, const
   // As the float form: the loads of the block's rows inside the input stay inside the buffer,
   // from the first row's ixb to the last row's ixb + span; else a loop over the rows builds the
   // vectors lane by lane (a few work-items at the buffer's ends).
-  b += "  const int ry0 = max(iyb, 0), ry1 = min(iyb + " + num(in_rows - 1) + ", " +
-       num(d.height - 1) + ");\n";
-  b += "  const long e0 = (long)nc * " + num(hw) + " + ry0 * " + num(d.width) + " + ixb;\n";
-  b += "  const long e1 = (long)nc * " + num(hw) + " + ry1 * " + num(d.width) + " + ixb + " +
-       num(span) + ";\n";
-  b += "  if (e0 >= 0 && e1 <= " + num(total) + "L) {\n";
+  b += DepthwiseLoadsInsideBuffer(d, in_rows, span);
   b += "#if defined(MP_MADD32_NATIVE)\n" + wide + "#else\n" + block(false) + "#endif\n";
   b += "  } else {\n    const mp_short16 pwa[" + num(KH * n_off) + "] = {";
   for (int ky = 0; ky < KH; ++ky)

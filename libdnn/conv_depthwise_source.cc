@@ -100,6 +100,18 @@ KernelBuilder& conv_internal::DeclareDepthwiseKernel(KernelWriter& w, const Conv
   return k;
 }
 
+std::string conv_internal::DepthwiseLoadsInsideBuffer(const ConvDesc& d, int in_rows, int span) {
+  auto num = [](long v) { return std::to_string(v); };
+  const long hw = long(d.height) * d.width, total = long(d.batch) * d.channels * hw;
+  std::string b;
+  b += "  const int ry0 = max(iyb, 0), ry1 = min(iyb + " + num(in_rows - 1) + ", " +
+       num(d.height - 1) + ");\n";
+  b += "  const long e0 = (long)nc * " + num(hw) + " + ry0 * " + num(d.width) + " + ixb;\n";
+  b += "  const long e1 = (long)nc * " + num(hw) + " + ry1 * " + num(d.width) + " + ixb + " +
+       num(span) + ";\n";
+  return b + "  if (e0 >= 0 && e1 <= " + num(total) + "L) {\n";
+}
+
 std::string conv_internal::DepthwiseVectorEpilogue(const KernelTarget& target, const ConvDesc& d, int rows,
                                     int vx, bool int_acc, const std::string& wxz) {
   const bool q = IsQuantized(d.type);
@@ -194,7 +206,6 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
   const int sw = d.stride_w, load = vx * sw;  // elements per vector load
   if (q && d.type != DataType::kInt8Q) throw Error("depthwise vector kernel: int8q or fp32 only");
   const long hw = long(d.height) * d.width;
-  const long total = long(d.batch) * d.channels * hw;
   const int in_rows = (rows - 1) * d.stride_h + (d.kernel_h - 1) * d.dilation_h + 1;
   const int span = (d.kernel_w - 1) * d.dilation_w + load;  // columns a row's loads cover
   auto& k = DeclareDepthwiseKernel(w, d).VectorWidth(Scalar::kF32, vx);
@@ -261,14 +272,7 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
     }
     return s;
   };
-  // The loads of the block's rows inside the input stay inside the buffer: from the first row's
-  // ixb to the last row's ixb + span.
-  b += "  const int ry0 = max(iyb, 0), ry1 = min(iyb + " + num(in_rows - 1) + ", " +
-       num(d.height - 1) + ");\n";
-  b += "  const long e0 = (long)nc * " + num(hw) + " + ry0 * " + num(d.width) + " + ixb;\n";
-  b += "  const long e1 = (long)nc * " + num(hw) + " + ry1 * " + num(d.width) + " + ixb + " +
-       num(span) + ";\n";
-  b += "  if (e0 >= 0 && e1 <= " + num(total) + "L) {\n";
+  b += DepthwiseLoadsInsideBuffer(d, in_rows, span);
   b += "  if (iyb >= 0 && iyb + " + num(in_rows - 1) + " < " + num(d.height) + ") {\n" +
        window(false, true) + "  } else {\n" + window(true, true) + "  }\n";
   // A work-item at the buffer's ends builds its vectors lane by lane, in a loop over the block's

@@ -35,6 +35,11 @@ KernelBuilder& DeclareDepthwiseKernel(KernelWriter& w, const ConvDesc& d);
 std::string DepthwiseVectorEpilogue(const KernelTarget& target, const ConvDesc& d, int rows,
                                     int vx, bool int_acc, const std::string& wxz);
 
+/// Text opening `if (…) {` for the work-items of the depthwise vector forms whose loads stay
+/// inside the input buffer: every input row of the block (`in_rows` from iyb) clipped to the
+/// input, from column ixb to ixb + span (the text must define nc, iyb, ixb).
+std::string DepthwiseLoadsInsideBuffer(const ConvDesc& d, int in_rows, int span);
+
 /// Whether the depthwise vector form of `vx` columns takes 16-bit pair products
 /// (DepthwisePairSource): int8q at stride 2 with 8 columns, no horizontal dilation.
 bool DepthwisePairs(const ConvDesc& d, int vx);
