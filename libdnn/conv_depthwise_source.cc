@@ -318,7 +318,8 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
 int Convolution::DepthwiseVectorWidth(const ConvDesc& d, const KernelTarget& target,
                                       int32_t x_zero) {
   if (!target.vector_builtins || !IsDepthwise(d)) return 1;
-  // int8q accumulates in float (exact for z_x in the stored range and windows ≤ 258 taps).
+  // int8q sums in float or in int32 pair products (both exact for z_x in the stored range and
+  // windows of at most 258 taps).
   const bool int8 = d.type == DataType::kInt8Q && x_zero >= 0 &&
                     x_zero <= 255 && d.kernel_h * d.kernel_w <= 258;
   if (d.type != DataType::kFloat32 && !int8) return 1;
