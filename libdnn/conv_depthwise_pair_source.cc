@@ -110,11 +110,12 @@ std::string conv_internal::DepthwisePairSource(const KernelTarget& target, const
   // lane.
   auto vec = [&](int i, bool fast) {
     const std::string c = num(i);
-    if (fast) return vw.Select("xz", "MP_SHORT16_FROM(xc + ro + ixb + " + num(2 * i) + ")", "cm" + c);
+    if (fast)
+      return vw.Select("xz", "MP_SHORT16_FROM(xc + ro + ixb + " + num(2 * i) + ")", "cm" + c);
     std::string v;
     for (int j = 0; j < 16; ++j)
-      v += std::string(j ? ", " : "") + "(" + vw.Lane("cm" + c, j) +
-           " ? (short)Dtype_LOAD(xc, " + vw.Lane("ix" + c, j) + " + ro) : (short)x_zero)";
+      v += std::string(j ? ", " : "") + "(" + vw.Lane("cm" + c, j) + " ? (short)Dtype_LOAD(xc, " +
+           vw.Lane("ix" + c, j) + " + ro) : (short)x_zero)";
     return vw.Of(S, v);
   };
   auto window = [&](bool check_rows, bool wide) {
@@ -151,7 +152,8 @@ std::string conv_internal::DepthwisePairSource(const KernelTarget& target, const
               ", " + (2 * g + 1 < n_off ? pair(ky, 2 * g + 1) : std::string("MP_PAIR16(0, 0)")) +
               ");\n";
   const std::string Z = vw.Type("int", 16);
-  for (int t = 0; t < rows; ++t) wide += "  " + Z + " z" + num(t) + " = " + vw.Splat(Z, "0") + ";\n";
+  for (int t = 0; t < rows; ++t)
+    wide += "  " + Z + " z" + num(t) + " = " + vw.Splat(Z, "0") + ";\n";
   wide += block(true);
   for (int t = 0; t < rows; ++t) {
     const std::string z = "z" + num(t);
