@@ -179,9 +179,11 @@ $device_fn int16 mp_madd32(mp_short32 x, mp_short32 y) {
 #define MP_MADD32(x, y) mp_madd32((x), (y))
 #else
 #define MP_MADD32(x, y) __builtin_ia32_pmaddwd512((x), (y))
+#define MP_MADD32_NATIVE 1
 #endif
 #define MP_PAIR32_WORD(w) __builtin_astype((int16)(w), mp_short32)
 #define MP_ZIP32(p0, p1) __builtin_convertvector(__builtin_shufflevector(vload16(0, (p0)), vload16(0, (p1)), 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), mp_short32)
+#define MP_CAT32(lo, hi) __builtin_shufflevector((mp_short16)(lo), (mp_short16)(hi), 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31)
 #endif
 )";
 
@@ -501,6 +503,8 @@ typedef ushort8 __attribute__((aligned(1))) mp_ushort8_u;
 #define MP_STORE_USHORT8(x, p) (*(__global mp_ushort8_u*)(p) = (x))
 typedef ushort16 __attribute__((aligned(1))) mp_ushort16_u;
 #define MP_STORE_USHORT16(x, p) (*(__global mp_ushort16_u*)(p) = (x))
+#define MP_LOAD_UCHAR16(p) (*(const __global mp_uchar16_u*)(p))
+#define MP_LOAD_USHORT16(p) (*(const __global mp_ushort16_u*)(p))
 )";
 
 // clang-format off

@@ -177,7 +177,10 @@ enum class KernelHelper {
   ///                     64-bit lanes (the int16 split path)
   /// and, in OpenCL where the compiler targets AVX-512 BW only (test `#if defined(MP_MADD32)`),
   /// the same over 32 lanes in one 512-bit vpmaddwd: mp_short32, MP_MADD32 (16 int32 lanes),
-  /// MP_PAIR32_WORD(w) (16 times), MP_ZIP32(p0, p1) (p0[0], p1[0], … p0[15], p1[15]).
+  /// MP_PAIR32_WORD(w) (16 times), MP_ZIP32(p0, p1) (p0[0], p1[0], … p0[15], p1[15]),
+  /// MP_CAT32(lo, hi) (the 16 lanes of the mp_short16 lo, then hi's).
+  /// MP_MADD32_NATIVE is defined where MP_MADD32 is the compiler's own 512-bit vpmaddwd (not
+  /// the portable form, which Intel's runtime 2026.2 splits into 256-bit halves).
   kPairProduct16,
   /// Unsigned × signed byte pair products into 16-bit lanes, what GEMMs with 4-bit weights
   /// (int8w4) multiply with; one row per dialect (Dialect::byte_pair_product16: OpenCL's int8 /
@@ -226,6 +229,8 @@ enum class KernelHelper {
   /// only, Dialect::byte_vector_store). PoCL 3.1 compiles vstore<n> of a uchar or ushort vector
   /// to n scalar moves, each lane extracted first; a store through a 1-byte-aligned vector type
   /// is one unaligned vector move there, and no different from vstore<n> on Intel's runtime.
+  /// MP_LOAD_UCHAR16(p) / MP_LOAD_USHORT16(p): 16 lanes from any address in one move (PoCL 3.1
+  /// loads vload16's lanes one by one, merged only where every lane is used).
   kByteVectorStore,
 };
 

@@ -205,7 +205,8 @@ class Convolution {
   static int DepthwiseLocalWidth(const ConvDesc& desc);
   /// Output columns per work-item of the depthwise kernel (its vector width; 1: the kernel of
   /// one column per work-item): 8 or 16 on OpenCL for fp32, and for int8q with an input zero
-  /// point in [0, 255] (its window accumulates in float), strides 1 and 2; 1 otherwise.
+  /// point in [0, 255] (its window sums in float, or at stride 2 in int32 pair products:
+  /// conv_internal::DepthwisePairs), strides 1 and 2; 1 otherwise.
   int depthwise_vx() const { return depthwise_vx_; }
   static int DepthwiseVectorWidth(const ConvDesc& desc, const KernelTarget& target,
                                   int32_t x_zero);

@@ -8,6 +8,7 @@
 #include "codegen/vector_words.h"
 #include "device/error.h"
 #include "libdnn/conv.h"
+#include "libdnn/conv_families.h"
 #include "libdnn/conv_internal.h"
 #include "libdnn/typed_host.h"
 
@@ -29,17 +30,7 @@ std::string Convolution::DepthwiseKernelName(const ConvDesc& d) {
 }
 
 int Convolution::DefaultDepthwiseRows(const ConvDesc& d) {
-  // A divisor of the output height (no half-empty last block; MobileNet's 112, 56, 28, 14 and 7
-  // rows all divide by 7): the largest in [4, 14] for stride-1 outputs of at most 56 rows, in
-  // [4, 8] otherwise, else 8 (fewer for shorter outputs). From the tuner's records of MobileNet
-  // v1's depthwise layers on both CPU runtimes (ConvBench.DISABLED_MobileNetDepthwiseRows, two
-  // runs each): 14-row blocks ran 1.0-2.0x faster than 7 at 56, 28 and 14 rows with stride 1,
-  // and 2-12x slower at 112 rows; stride 2 had 7 or 8 rows within the noise of the best.
-  const int oh = d.out_h();
-  const int most = d.stride_h == 1 && oh <= 56 ? 14 : 8;
-  for (int r = most; r >= 4; --r)
-    if (oh % r == 0) return r;
-  return oh < 8 ? oh : 8;
+  return DefaultRowFor(DepthwiseRowDefaults(), "conv_dw", TargetProfile{}, d).config.RowsFor(d);
 }
 
 int Convolution::DepthwiseLocalWidth(const ConvDesc& d) {
@@ -94,9 +85,9 @@ std::string DepthwiseRowUses(const ConvDesc& d, int rows, int r, const std::stri
   return uses;
 }
 
-/// The depthwise kernel's signature, the same for the one-column and the vector forms (the
-/// launch in conv.cc sets these arguments in this order).
-KernelBuilder& DeclareDepthwiseKernel(KernelWriter& w, const ConvDesc& d) {
+}  // namespace
+
+KernelBuilder& conv_internal::DeclareDepthwiseKernel(KernelWriter& w, const ConvDesc& d) {
   auto& k = w.Kernel(Convolution::DepthwiseKernelName(d))
                 .In("Dtype", "x")
                 .In("Wstore", "wt")
@@ -108,6 +99,93 @@ KernelBuilder& DeclareDepthwiseKernel(KernelWriter& w, const ConvDesc& d) {
   for (const char* name : {"x_zero", "c_zero", "res_zero", "res_m", "res_s"}) k.Value("int", name);
   return k;
 }
+
+std::string conv_internal::DepthwiseLoadsInsideBuffer(const ConvDesc& d, int in_rows, int span) {
+  auto num = [](long v) { return std::to_string(v); };
+  const long hw = long(d.height) * d.width, total = long(d.batch) * d.channels * hw;
+  std::string b;
+  b += "  const int ry0 = max(iyb, 0), ry1 = min(iyb + " + num(in_rows - 1) + ", " +
+       num(d.height - 1) + ");\n";
+  b += "  const long e0 = (long)nc * " + num(hw) + " + ry0 * " + num(d.width) + " + ixb;\n";
+  b += "  const long e1 = (long)nc * " + num(hw) + " + ry1 * " + num(d.width) + " + ixb + " +
+       num(span) + ";\n";
+  return b + "  if (e0 >= 0 && e1 <= " + num(total) + "L) {\n";
+}
+
+std::string conv_internal::DepthwiseVectorEpilogue(const KernelTarget& target, const ConvDesc& d, int rows,
+                                    int vx, bool int_acc, const std::string& wxz) {
+  const bool q = IsQuantized(d.type);
+  auto num = [](long v) { return std::to_string(v); };
+  const VectorWords vw(target);
+  const std::string n = num(vx), F = vw.Type("float", vx), I = vw.Type("int", vx);
+  const int oh = d.out_h(), ow = d.out_w();
+  // A vector of k output lanes to `at`: one unaligned move for uchar (KernelHelper::
+  // kByteVectorStore), the dialect's store for float.
+  auto store = [&](int k, const std::string& v, const std::string& at) {
+    return q ? "MP_STORE_UCHAR" + num(k) + "(" + v + ", " + at + ");\n"
+             : vw.Store(k, v, at) + ";\n";
+  };
+  std::string b;
+  b += "  $global Dtype* yc = y + nc * " + num(long(oh) * ow) + " + ox0;\n";
+  if (d.residual) b += "  const $global Dtype* rc = res + nc * " + num(long(oh) * ow) + " + ox0;\n";
+  if (d.bias) b += "  const Btype bc = bias[ch];\n";
+  if (q) b += "  const int rqm = rq[2 * ch], rqs = rq[2 * ch + 1];\n";
+  const bool partial = ow % vx != 0;
+  if (partial) b += "  const int full = ox0 + " + n + " <= " + num(ow) + ";\n";
+  // Residual lanes: a vector load, or lane by lane in a partial vector.
+  auto residual = [&](const std::string& at) {
+    const std::string ld = q ? vw.Convert(I, vw.Load(vx, "rc + " + at)) : vw.Load(vx, "rc + " + at);
+    if (!partial) return ld;
+    std::string v;
+    for (int j = 0; j < vx; ++j)
+      v += std::string(j ? ", " : "") + "(ox0 + " + num(j) + " < " + num(ow) +
+           " ? (" + (q ? "int" : "float") + ")Dtype_LOAD(rc, " + at + " + " + num(j) + ") : 0)";
+    return "(full ? " + ld + " : " + vw.Of(q ? I : F, v) + ")";
+  };
+  for (int t = 0; t < rows; ++t) {
+    const std::string at = "(oy0 + " + num(t) + ") * " + num(ow);
+    std::string s = oh % rows == 0 ? "  {\n" : "  if (oy0 + " + num(t) + " < " + num(oh) + ") {\n";
+    std::string out;
+    if (q) {
+      std::optional<VectorResidual> res;
+      if (d.residual) res = VectorResidual{residual(at) + " - res_zero", "res_m", "res_s"};
+      const std::string a =
+          (int_acc ? "acc" + num(t) + " - " + wxz : vw.Convert(I, "acc" + num(t) + " - " + wxz)) +
+          (d.bias ? " + bc" : "");
+      s += vw.RequantClamp(vx, "r", a, "rqm", "rqs", "c_zero", res ? &*res : nullptr,
+                           d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX", 4);
+      const std::string U8 = vw.Type("uchar", vx);
+      s += "    const " + U8 + " o = " + vw.Convert(U8, "r") + ";\n";
+      out = "o";
+    } else {
+      s += "    " + F + " v = acc" + num(t) + (d.bias ? " + bc" : "") + ";\n";
+      if (d.residual) s += "    v += " + residual(at) + ";\n";
+      if (d.relu) s += "    v = fmax(v, " + vw.Splat(F, "0.0f") + ");\n";
+      out = "v";
+    }
+    if (!partial) {
+      s += "    " + store(vx, out, "yc + " + at);
+    } else {
+      // The one partial vector of a row holds its last ow % vx columns: stored as vectors of the
+      // remainder's powers of two (14 = 8 + 4 + 2), no compare per lane. Lane-by-lane stores
+      // behind a compare each took a third of the int8 14×14 layers' time (MobileNet v1 conv5_x/dw
+      // 0.31 → 0.21 ms without them, PoCL and Intel's runtime, 2026-11-24).
+      s += "    if (full) {\n      " + store(vx, out, "yc + " + at) + "    } else {\n";
+      for (int k = 8, pos = 0, rem = ow % vx; k >= 1; k /= 2) {
+        if (!(rem & k)) continue;
+        const std::string lanes = vw.Lanes(out, pos, k);
+        s += k == 1 ? "      yc[" + at + " + " + num(pos) + "] = " + lanes + ";\n"
+                    : "      " + store(k, lanes, "yc + " + at + " + " + num(pos));
+        pos += k;
+      }
+      s += "    }\n";
+    }
+    b += s + "  }\n";
+  }
+  return b;
+}
+
+namespace {
 
 std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d, int rows,
                                   int vx) {
@@ -125,17 +203,9 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
   auto num = [](long v) { return std::to_string(v); };
   const VectorWords vw(target);
   const std::string n = num(vx), F = vw.Type("float", vx), I = vw.Type("int", vx);
-  // A vector of k output lanes to `at`: one unaligned move for uchar (KernelHelper::
-  // kByteVectorStore), the dialect's store for float.
-  auto store = [&](int k, const std::string& v, const std::string& at) {
-    return q ? "MP_STORE_UCHAR" + num(k) + "(" + v + ", " + at + ");\n"
-             : vw.Store(k, v, at) + ";\n";
-  };
   const int sw = d.stride_w, load = vx * sw;  // elements per vector load
   if (q && d.type != DataType::kInt8Q) throw Error("depthwise vector kernel: int8q or fp32 only");
-  const int oh = d.out_h(), ow = d.out_w();
   const long hw = long(d.height) * d.width;
-  const long total = long(d.batch) * d.channels * hw;
   const int in_rows = (rows - 1) * d.stride_h + (d.kernel_h - 1) * d.dilation_h + 1;
   const int span = (d.kernel_w - 1) * d.dilation_w + load;  // columns a row's loads cover
   auto& k = DeclareDepthwiseKernel(w, d).VectorWidth(Scalar::kF32, vx);
@@ -202,14 +272,7 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
     }
     return s;
   };
-  // The loads of the block's rows inside the input stay inside the buffer: from the first row's
-  // ixb to the last row's ixb + span.
-  b += "  const int ry0 = max(iyb, 0), ry1 = min(iyb + " + num(in_rows - 1) + ", " +
-       num(d.height - 1) + ");\n";
-  b += "  const long e0 = (long)nc * " + num(hw) + " + ry0 * " + num(d.width) + " + ixb;\n";
-  b += "  const long e1 = (long)nc * " + num(hw) + " + ry1 * " + num(d.width) + " + ixb + " +
-       num(span) + ";\n";
-  b += "  if (e0 >= 0 && e1 <= " + num(total) + "L) {\n";
+  b += DepthwiseLoadsInsideBuffer(d, in_rows, span);
   b += "  if (iyb >= 0 && iyb + " + num(in_rows - 1) + " < " + num(d.height) + ") {\n" +
        window(false, true) + "  } else {\n" + window(true, true) + "  }\n";
   // A work-item at the buffer's ends builds its vectors lane by lane, in a loop over the block's
@@ -245,60 +308,7 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
   b += "      }\n    }\n";
   for (int t = 0; t < rows; ++t) b += "    acc" + num(t) + " = sacc[" + num(t) + "];\n";
   b += "  }\n";
-  b += "  $global Dtype* yc = y + nc * " + num(long(oh) * ow) + " + ox0;\n";
-  if (d.residual) b += "  const $global Dtype* rc = res + nc * " + num(long(oh) * ow) + " + ox0;\n";
-  if (d.bias) b += "  const Btype bc = bias[ch];\n";
-  if (q) b += "  const int rqm = rq[2 * ch], rqs = rq[2 * ch + 1];\n";
-  const bool partial = ow % vx != 0;
-  if (partial) b += "  const int full = ox0 + " + n + " <= " + num(ow) + ";\n";
-  // Residual lanes: a vector load, or lane by lane in a partial vector.
-  auto residual = [&](const std::string& at) {
-    const std::string ld = q ? vw.Convert(I, vw.Load(vx, "rc + " + at)) : vw.Load(vx, "rc + " + at);
-    if (!partial) return ld;
-    std::string v;
-    for (int j = 0; j < vx; ++j)
-      v += std::string(j ? ", " : "") + "(ox0 + " + num(j) + " < " + num(ow) +
-           " ? (" + (q ? "int" : "float") + ")Dtype_LOAD(rc, " + at + " + " + num(j) + ") : 0)";
-    return "(full ? " + ld + " : " + vw.Of(q ? I : F, v) + ")";
-  };
-  for (int t = 0; t < rows; ++t) {
-    const std::string at = "(oy0 + " + num(t) + ") * " + num(ow);
-    std::string s = oh % rows == 0 ? "  {\n" : "  if (oy0 + " + num(t) + " < " + num(oh) + ") {\n";
-    std::string out;
-    if (q) {
-      std::optional<VectorResidual> res;
-      if (d.residual) res = VectorResidual{residual(at) + " - res_zero", "res_m", "res_s"};
-      const std::string a = vw.Convert(I, "acc" + num(t) + " - wxz") + (d.bias ? " + bc" : "");
-      s += vw.RequantClamp(vx, "r", a, "rqm", "rqs", "c_zero", res ? &*res : nullptr,
-                           d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX", 4);
-      const std::string U8 = vw.Type("uchar", vx);
-      s += "    const " + U8 + " o = " + vw.Convert(U8, "r") + ";\n";
-      out = "o";
-    } else {
-      s += "    " + F + " v = acc" + num(t) + (d.bias ? " + bc" : "") + ";\n";
-      if (d.residual) s += "    v += " + residual(at) + ";\n";
-      if (d.relu) s += "    v = fmax(v, " + vw.Splat(F, "0.0f") + ");\n";
-      out = "v";
-    }
-    if (!partial) {
-      s += "    " + store(vx, out, "yc + " + at);
-    } else {
-      // The one partial vector of a row holds its last ow % vx columns: stored as vectors of the
-      // remainder's powers of two (14 = 8 + 4 + 2), no compare per lane. Lane-by-lane stores
-      // behind a compare each took a third of the int8 14×14 layers' time (MobileNet v1 conv5_x/dw
-      // 0.31 → 0.21 ms without them, PoCL and Intel's runtime, 2026-11-24).
-      s += "    if (full) {\n      " + store(vx, out, "yc + " + at) + "    } else {\n";
-      for (int k = 8, pos = 0, rem = ow % vx; k >= 1; k /= 2) {
-        if (!(rem & k)) continue;
-        const std::string lanes = vw.Lanes(out, pos, k);
-        s += k == 1 ? "      yc[" + at + " + " + num(pos) + "] = " + lanes + ";\n"
-                    : "      " + store(k, lanes, "yc + " + at + " + " + num(pos));
-        pos += k;
-      }
-      s += "    }\n";
-    }
-    b += s + "  }\n";
-  }
+  b += DepthwiseVectorEpilogue(target, d, rows, vx, false, "wxz");
   k.Body(b);
   return w.Source();
 }
@@ -308,7 +318,8 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
 int Convolution::DepthwiseVectorWidth(const ConvDesc& d, const KernelTarget& target,
                                       int32_t x_zero) {
   if (!target.vector_builtins || !IsDepthwise(d)) return 1;
-  // int8q accumulates in float (exact for z_x in the stored range and windows ≤ 258 taps).
+  // int8q sums in float or in int32 pair products (both exact for z_x in the stored range and
+  // windows of at most 258 taps).
   const bool int8 = d.type == DataType::kInt8Q && x_zero >= 0 &&
                     x_zero <= 255 && d.kernel_h * d.kernel_w <= 258;
   if (d.type != DataType::kFloat32 && !int8) return 1;
@@ -333,7 +344,9 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
                                          int vx) {
   const bool q = IsQuantized(d.type);
   if (rows <= 0) rows = DefaultDepthwiseRows(d);
-  if (vx > 1) return DepthwiseVectorSource(target, d, rows, vx);
+  if (vx > 1)
+    return DepthwisePairs(d, vx) ? DepthwisePairSource(target, d, rows)
+                                 : DepthwiseVectorSource(target, d, rows, vx);
   KernelWriter w(target, "conv_depthwise");
   w.AddType("Dtype", d.type);
   DeclareWeightStorage(w, d);

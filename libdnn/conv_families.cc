@@ -188,6 +188,39 @@ const DefaultsTable<int, ConvDesc>& PointwiseSpreadDefaults() {
   return table;
 }
 
+int DepthwiseRowRange::RowsFor(const ConvDesc& d) const {
+  // A divisor of the output height leaves no half-empty last block (MobileNet's 112, 56, 28, 14
+  // and 7 rows all divide by 7).
+  const int oh = d.out_h();
+  for (int r = most; r >= least; --r)
+    if (oh % r == 0) return r;
+  return oh < 8 ? oh : 8;
+}
+
+std::string DepthwiseRowRange::ToString() const {
+  return "rows: a divisor of the output height in [" + std::to_string(least) + ", " +
+         std::to_string(most) + "], else 8";
+}
+
+const DefaultsTable<DepthwiseRowRange, ConvDesc>& DepthwiseRowDefaults() {
+  // Taller blocks reuse each loaded input row for more output rows (stride 1 most of all) until
+  // the accumulators and the block's rows no longer stay in registers and cache; at 112 rows a
+  // work-item's block of 14 left too few work-items per core.
+  static const DefaultsTable<DepthwiseRowRange, ConvDesc> table = {
+      {"stride-1 outputs of at most 56 rows",
+       [](const TargetProfile&, const ConvDesc& d) { return d.stride_h == 1 && d.out_h() <= 56; },
+       {4, 14},
+       "ConvBench.DISABLED_MobileNetDepthwiseRows (tests/libdnn/conv_tuner_test.cc), MobileNet "
+       "v1's depthwise layers at batch 1, both CPU runtimes, two runs each, 2026-11-24: 14-row "
+       "blocks 1.0-2.0 x faster than 7 at 56, 28 and 14 rows"},
+      {"every other description", [](const TargetProfile&, const ConvDesc&) { return true; },
+       {4, 8},
+       "as the row above, 2026-11-24: 14-row blocks 2-12 x slower at 112 rows; stride 2 had 7 or 8 "
+       "rows within the noise of the best"},
+  };
+  return table;
+}
+
 const DefaultsTable<bool, ConvDesc>& ConvGemmDefaults() {
   // The direct kernel's int8 steps are channel pairs: with 3 input channels one pair in two is
   // half empty, and the GEMM wins; for fp32 the columns cost about what the GEMM saves. Groups

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "libdnn/conv.h"
@@ -23,6 +24,15 @@ const DefaultsTable<Convolution::PointwiseTile, ConvDesc>& PointwiseDefaults();
 /// The work-groups per compute unit the pointwise kernel's launch spreads to (its plane form);
 /// 0 leaves the work-group size to the runtime.
 const DefaultsTable<int, ConvDesc>& PointwiseSpreadDefaults();
+/// The depthwise kernel's rows per work-item without a tuning record: the largest divisor of the
+/// output height in [least, most], else 8 (the output height when it is shorter than 8).
+struct DepthwiseRowRange {
+  int least = 4, most = 8;
+  int RowsFor(const ConvDesc& d) const;
+  std::string ToString() const;
+};
+/// Its rows per description, the same on every device (Convolution::DefaultDepthwiseRows).
+const DefaultsTable<DepthwiseRowRange, ConvDesc>& DepthwiseRowDefaults();
 /// Whether im2col + GEMM is a description's default forward where it applies (true) or the
 /// next family runs (false).
 const DefaultsTable<bool, ConvDesc>& ConvGemmDefaults();

@@ -22,6 +22,30 @@ inline int DivUp(int a, int b) { return (a + b - 1) / b; }
 /// `cm<kx>` (-1 where that column lies inside the input row, else 0).
 std::string VectorColumnLanes(const ConvDesc& d, int vx);
 
+/// The depthwise kernel's signature, the same for all its forms (conv.cc's launch sets these
+/// arguments in this order): x, wt, bias, rq, wz, res, y, then x_zero, c_zero, res_zero, res_m,
+/// res_s.
+KernelBuilder& DeclareDepthwiseKernel(KernelWriter& w, const ConvDesc& d);
+
+/// The depthwise vector forms' epilogue: per output row t of a block of `rows` the accumulator
+/// vector `acc<t>` of vx lanes (float, or int with `int_acc`) plus the bias and residual, ReLU,
+/// requantization and clamp (int8q: minus `wxz`, z_x·Σ(w − z_w)), stored as one vector, a
+/// partial last vector as vectors of its remainder's powers of two. The text must define nc,
+/// ch, ox0, oy0.
+std::string DepthwiseVectorEpilogue(const KernelTarget& target, const ConvDesc& d, int rows,
+                                    int vx, bool int_acc, const std::string& wxz);
+
+/// Text opening `if (…) {` for the work-items of the depthwise vector forms whose loads stay
+/// inside the input buffer: every input row of the block (`in_rows` from iyb) clipped to the
+/// input, from column ixb to ixb + span (the text must define nc, iyb, ixb).
+std::string DepthwiseLoadsInsideBuffer(const ConvDesc& d, int in_rows, int span);
+
+/// Whether the depthwise vector form of `vx` columns takes 16-bit pair products
+/// (DepthwisePairSource): int8q at stride 2 with 8 columns, no horizontal dilation.
+bool DepthwisePairs(const ConvDesc& d, int vx);
+/// That form's kernel text (conv_depthwise_pair_source.cc).
+std::string DepthwisePairSource(const KernelTarget& target, const ConvDesc& d, int rows);
+
 /// Defines the weight storage spelling `Wstore` and its load `WLOAD(p, i)` (an int for quantized
 /// types) of `d`'s kernels: signed int8/int16 storage for weights_signed, else Dtype.
 void DeclareWeightStorage(KernelWriter& w, const ConvDesc& d);

@@ -227,6 +227,15 @@ std::vector<ChoiceDefaultsRow> PointwiseRows() {
   return rows;
 }
 
+/// Rows per work-item of the depthwise kernel: a range by device class, the rule
+/// (Convolution::DefaultDepthwiseRows) picking within it per shape — not a configuration text.
+std::vector<ChoiceDefaultsRow> DepthwiseRows() {
+  std::vector<ChoiceDefaultsRow> rows;
+  AddRows(&rows, "rows", DepthwiseRowDefaults(), false,
+          [](const DepthwiseRowRange& r) { return r.ToString(); });
+  return rows;
+}
+
 std::vector<ChoiceDefaultsRow> ConvGemmRows() {
   std::vector<ChoiceDefaultsRow> rows;
   AddRows(&rows, "default forward", ConvGemmDefaults(), false,
@@ -274,7 +283,7 @@ std::vector<KernelFamilyEntry> Build() {
                  return s;
                }});
   f.push_back(
-      {"conv_depthwise", {{"conv_dw", &kDepthwiseSchema}}, [](const KernelTarget& k) {
+      {"conv_depthwise", {{"conv_dw", &kDepthwiseSchema, DepthwiseRows}}, [](const KernelTarget& k) {
          Samples s;
          for (const auto& d : ConvDescs())
            s.push_back({Convolution::DepthwiseKernelName(d), Convolution::DepthwiseSource(k, d)});

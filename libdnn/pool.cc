@@ -101,6 +101,12 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
   if (type == DataType::kFloat16) {
     w.Define("MP_LOAD8(p)", vw.LoadHalf(8, "(p)"));
     w.Define("MP_LOAD8S2(p)", vw.Even(vw.LoadHalf(16, "(p)")));
+  } else if (q) {
+    // The even lanes of one 16-lane move (KernelHelper::kByteVectorStore's loads): PoCL 3.1 made
+    // .even of vload16 8 separate 16-bit loads, each inserted into the vector by itself.
+    w.UseHelper(KernelHelper::kByteVectorStore);
+    w.Define("MP_LOAD8(p)", vw.Load(8, "(p)"));
+    w.Define("MP_LOAD8S2(p)", vw.Even(U == "uchar" ? "MP_LOAD_UCHAR16(p)" : "MP_LOAD_USHORT16(p)"));
   } else {
     w.Define("MP_LOAD8(p)", vw.Load(8, "(p)"));
     w.Define("MP_LOAD8S2(p)", vw.Even(vw.Load(16, "(p)")));

@@ -19,10 +19,38 @@ namespace {
 
 using testing::ExpectRowsWithProvenance;
 
+// The depthwise rows rule on MobileNet v1's depthwise shapes and shapes without a divisor in
+// range: 14 rows at stride 1 up to 56 output rows, at most 8 elsewhere, 8 (or the whole output
+// when shorter) without a divisor.
+TEST(ConvFamilies, DepthwiseRowDefaultsGiveTheMeasuredRows) {
+  auto rows = [](int size, int stride) {
+    ConvDesc d;
+    d.channels = d.out_channels = d.groups = 32;
+    d.height = d.width = size;
+    d.kernel_h = d.kernel_w = 3;
+    d.stride_h = d.stride_w = stride;
+    d.pad_h = d.pad_w = 1;
+    return Convolution::DefaultDepthwiseRows(d);
+  };
+  EXPECT_EQ(rows(112, 1), 8);
+  EXPECT_EQ(rows(56, 1), 14);
+  EXPECT_EQ(rows(28, 1), 14);
+  EXPECT_EQ(rows(14, 1), 14);
+  EXPECT_EQ(rows(7, 1), 7);
+  EXPECT_EQ(rows(112, 2), 8);  // 56 output rows
+  EXPECT_EQ(rows(56, 2), 7);   // 28
+  EXPECT_EQ(rows(14, 2), 7);
+  EXPECT_EQ(rows(17, 1), 8);   // 17: no divisor in [4, 14]
+  EXPECT_EQ(rows(5, 1), 5);
+  EXPECT_EQ(DepthwiseRowDefaults().front().config.ToString(),
+            "rows: a divisor of the output height in [4, 14], else 8");
+}
+
 TEST(ConvFamilies, DefaultsTablesEndInARowServingEveryDevice) {
   ExpectRowsWithProvenance(DirectConvDefaults(), "conv");
   ExpectRowsWithProvenance(PointwiseDefaults(), "conv_pw");
   ExpectRowsWithProvenance(ConvGemmDefaults(), "conv_gemm");
+  ExpectRowsWithProvenance(DepthwiseRowDefaults(), "conv_dw");
   for (bool lanes : {false, true})
     for (bool dot : {false, true}) {
       TargetProfile p;
@@ -38,6 +66,7 @@ TEST(ConvFamilies, DefaultsTablesEndInARowServingEveryDevice) {
   EXPECT_TRUE(DirectConvDefaults().back().serves(TargetProfile{}, DataType::kInt16Q));
   EXPECT_TRUE(PointwiseDefaults().back().serves(TargetProfile{}, ConvDesc{}));
   EXPECT_TRUE(ConvGemmDefaults().back().serves(TargetProfile{}, ConvDesc{}));
+  EXPECT_TRUE(DepthwiseRowDefaults().back().serves(TargetProfile{}, ConvDesc{}));
   // A table without a row for the device is a library bug, named.
   const DefaultsTable<int, DataType> empty;
   try {

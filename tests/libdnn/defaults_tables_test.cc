@@ -131,10 +131,11 @@ TEST(DefaultsTables, ListingHoldsEveryTable) {
     EXPECT_FALSE(r.config.empty()) << r.family << ": " << r.device_class;
     EXPECT_GT(r.provenance.size(), 10u) << r.family << ": " << r.device_class;
   }
-  EXPECT_EQ(families, (std::set<std::string>{"gemm", "conv", "conv_pw", "conv_gemm",
+  EXPECT_EQ(families, (std::set<std::string>{"gemm", "conv", "conv_pw", "conv_dw", "conv_gemm",
                                              "pool_vector_max", "lrn_vector", "lrn"}));
   EXPECT_EQ(rows.size(), GemmDefaults().size() + DirectConvDefaults().size() +
                              PointwiseDefaults().size() + PointwiseSpreadDefaults().size() +
+                             DepthwiseRowDefaults().size() +
                              ConvGemmDefaults().size() + PoolVectorMaxDefaults().size() + 2);
   const std::string md = DefaultsMarkdown();
   EXPECT_EQ(md.rfind("| family | chooses | device class | default | measured by |\n", 0), 0u);
