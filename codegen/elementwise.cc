@@ -166,7 +166,7 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
       // (s + 1.5·2^23) − 1.5·2^23 on s clamped to [QMIN − zero, QMAX − zero] first (integers:
       // the same as clamping after rounding; |s| < 2^22, so the sum's ulp is 1 and it rounds to
       // nearest even), the zero point folded into the subtrahend: PoCL calls rint lane by lane,
-      // which made the fp32 → int8/int16 pass 5-10× the fp32 → fp16 one.
+      // which made the fp32 → int8/int16 pass several times slower than the fp32 → fp16 one.
       body += "    const " + f8 + " s = " +
               v.Clamp("f / y_scale", v.Splat(f8, "(float)(Ytype_QMIN - y_zero)"),
                       v.Splat(f8, "(float)(Ytype_QMAX - y_zero)")) +

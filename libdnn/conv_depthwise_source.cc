@@ -168,8 +168,7 @@ std::string conv_internal::DepthwiseVectorEpilogue(const KernelTarget& target, c
     } else {
       // The one partial vector of a row holds its last ow % vx columns: stored as vectors of the
       // remainder's powers of two (14 = 8 + 4 + 2), no compare per lane. Lane-by-lane stores
-      // behind a compare each took a third of the int8 14×14 layers' time (MobileNet v1 conv5_x/dw
-      // 0.31 → 0.21 ms without them, PoCL and Intel's runtime, 2026-11-24).
+      // behind a compare each took a third of the int8 14×14 layers' time on both CPU runtimes.
       s += "    if (full) {\n      " + store(vx, out, "yc + " + at) + "    } else {\n";
       for (int k = 8, pos = 0, rem = ow % vx; k >= 1; k /= 2) {
         if (!(rem & k)) continue;
@@ -373,8 +372,8 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
   b += "  const int ixb = ox * " + num(d.stride_w) + " - " + num(d.pad_w) + ";\n";
   // int8 in float: with x_zero in the stored range, every product (x − z_x)(w − z_w) is at most
   // 255² in magnitude and a window of at most 258 of them sums below 2^24, so float accumulates
-  // the same integers exactly, at the speed of fp32's window (an int32 multiply per tap cost
-  // int8 2–3.5× fp32's time on MobileNet's depthwise layers, PoCL). Other zero points take the
+  // the same integers exactly, at the speed of fp32's window (an int32 multiply per tap made
+  // int8 several times slower than fp32 on MobileNet's depthwise layers, PoCL). Other zero points take the
   // int32 window.
   const bool in_float = d.type == DataType::kInt8Q && d.kernel_h * d.kernel_w <= 258;
   b += "  const $global Wstore* wc = wt + ch * " + num(d.kernel_h * d.kernel_w) + ";\n";

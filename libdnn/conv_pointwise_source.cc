@@ -19,8 +19,8 @@ using conv_internal::DivUp;
 // themselves. The implicit-GEMM forward kernel keeps output channels in the vector lanes, so
 // every pixel of its tile is a broadcast and every output value a scalar store into its
 // channel's plane; with few input channels (MobileNet v2's 16-32 before a 6× expansion,
-// SqueezeNet's squeeze layers) those stores and broadcasts outweigh the K products and the
-// layers ran at 30-50 GFLOP/s. Here a work-item owns `oc` output channels × `px` vectors of `vx`
+// SqueezeNet's squeeze layers) those stores and broadcasts outweigh the K products (figures:
+// docs/BENCHMARKS.md). Here a work-item owns `oc` output channels × `px` vectors of `vx`
 // neighbouring pixels: per input channel it loads px vectors of the plane (contiguous), oc
 // weights (one packed row, contiguous), and does oc·px vector multiply-adds; the epilogue adds
 // the bias, the residual and the ReLU per vector and stores whole vectors. The last block of a
