@@ -58,8 +58,8 @@ std::string Lrn::BackwardKernelName() { return "lrn_bwd_fp32"; }
 // Work-groups walk rows (image, channel) in a loop the same for the whole group, each row's
 // window of local_size channels unrolled (uniform branches drop the channels outside; adding
 // nothing for them keeps the reference's order of additions). On OpenCL a work-item takes 8
-// neighbouring pixels as one float8 (PoCL does not vectorize across work-items here: see
-// the lrn_vector launch's provenance); a row's last vector overlaps its neighbour, so
+// neighbouring pixels as one 8-lane float vector (PoCL does not vectorize across work-items
+// here: see the lrn_vector launch's provenance); a row's last vector overlaps its neighbour, so
 // rows of fewer than 8 pixels, and CUDA, use the scalar form.
 std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int local_size) {
   if (local_size <= 0 || local_size % 2 == 0 || local_size > 63)
@@ -168,7 +168,7 @@ std::string Lrn::BackwardSource(const KernelTarget& target) {
 namespace {
 
 // About a thousand work-groups (PoCL pays per group), each walking rows of its pixel columns:
-// float8 work-items in groups of 8, scalar ones in the 1-D launch's groups.
+// 8-lane vector work-items in groups of 8, scalar ones in the 1-D launch's groups.
 const DefaultsTable<RowGroups, LrnDesc>& LrnVectorLaunch() {
   static const DefaultsTable<RowGroups, LrnDesc> table = {
       {"every device",
@@ -219,7 +219,7 @@ Lrn::Lrn(Device& device, const LrnDesc& desc) : device_(&device), desc_(desc) {
   vectors_ = family->vectors;
   launch_ = launch.launch;
   ProgramHints hints;
-  hints.local_sizes = {{kLaunch1DLocalSize, 1, 1}, {8, 1, 1}};  // scalar, float8 launches
+  hints.local_sizes = {{kLaunch1DLocalSize, 1, 1}, {8, 1, 1}};  // scalar, 8-lane vector launches
   forward_ = device.GetProgram(ForwardSource(target, desc_.type, desc_.local_size), "", hints)
                  ->GetKernel(ForwardKernelName(desc_.type) + (vectors_ ? "_v8" : ""));
   if (KernelChoiceLogActive())  // for `mpcaffe time --explain`

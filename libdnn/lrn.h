@@ -63,17 +63,17 @@ class Lrn {
  private:
   Device* device_;
   LrnDesc desc_;
-  bool vectors_ = false;  // the float8 kernel (lrn_vector) runs
+  bool vectors_ = false;  // the 8-lane vector kernel (lrn_vector) runs
   RowGroups launch_;      // the forward launch (the family's defaults table)
   Kernel forward_, backward_;
 };
 
 /// LRN's forward kernels as families, in the order an Lrn tries them (the first that applies
-/// runs): the float8 kernel where the dialect has vectors and rows have at least 8 pixels, the
-/// scalar kernel everywhere; each with its launch per device class.
+/// runs): the 8-lane vector kernel where the dialect has vectors and rows have at least 8
+/// pixels, the scalar kernel everywhere; each with its launch per device class.
 struct LrnForwardFamily {
   const char* name;  ///< "lrn_vector", "lrn" (the registry's choice names)
-  bool vectors;      ///< the float8 kernel
+  bool vectors;      ///< the 8-lane vector kernel
   bool (*applies)(const LrnDesc& desc, const TargetProfile& profile);
   const DefaultsTable<RowGroups, LrnDesc>& (*launch)();
 };

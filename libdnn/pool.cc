@@ -103,7 +103,7 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
     w.Define("MP_LOAD8S2(p)", vw.Even(vw.LoadHalf(16, "(p)")));
   } else if (q) {
     // The even lanes of one 16-lane move (KernelHelper::kByteVectorStore's loads): PoCL 3.1 made
-    // .even of vload16 8 separate 16-bit loads, each inserted into the vector by itself.
+    // even lanes of a strided 16-lane load 8 separate 16-bit loads, each inserted by itself.
     w.UseHelper(KernelHelper::kByteVectorStore);
     w.Define("MP_LOAD8(p)", vw.Load(8, "(p)"));
     w.Define("MP_LOAD8S2(p)", vw.Even(U == "uchar" ? "MP_LOAD_UCHAR16(p)" : "MP_LOAD_USHORT16(p)"));
