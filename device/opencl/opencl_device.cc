@@ -14,96 +14,15 @@
 #include "device/backends.h"
 #include "device/device.h"
 #include "device/host_isa.h"
+#include "device/opencl/cl_errors.h"
 #include "device/opencl/opencl_interop.h"
 #include "device/program_store.h"
 
 namespace mpcaffe {
 namespace {
 
-const char* ClErrorName(cl_int code) {
-  switch (code) {
-#define MP_CL_ERROR(name) \
-  case name:              \
-    return #name;
-    MP_CL_ERROR(CL_SUCCESS)
-    MP_CL_ERROR(CL_DEVICE_NOT_FOUND)
-    MP_CL_ERROR(CL_DEVICE_NOT_AVAILABLE)
-    MP_CL_ERROR(CL_COMPILER_NOT_AVAILABLE)
-    MP_CL_ERROR(CL_MEM_OBJECT_ALLOCATION_FAILURE)
-    MP_CL_ERROR(CL_OUT_OF_RESOURCES)
-    MP_CL_ERROR(CL_OUT_OF_HOST_MEMORY)
-    MP_CL_ERROR(CL_PROFILING_INFO_NOT_AVAILABLE)
-    MP_CL_ERROR(CL_MEM_COPY_OVERLAP)
-    MP_CL_ERROR(CL_IMAGE_FORMAT_MISMATCH)
-    MP_CL_ERROR(CL_IMAGE_FORMAT_NOT_SUPPORTED)
-    MP_CL_ERROR(CL_BUILD_PROGRAM_FAILURE)
-    MP_CL_ERROR(CL_MAP_FAILURE)
-    MP_CL_ERROR(CL_MISALIGNED_SUB_BUFFER_OFFSET)
-    MP_CL_ERROR(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
-    MP_CL_ERROR(CL_COMPILE_PROGRAM_FAILURE)
-    MP_CL_ERROR(CL_LINKER_NOT_AVAILABLE)
-    MP_CL_ERROR(CL_LINK_PROGRAM_FAILURE)
-    MP_CL_ERROR(CL_DEVICE_PARTITION_FAILED)
-    MP_CL_ERROR(CL_KERNEL_ARG_INFO_NOT_AVAILABLE)
-    MP_CL_ERROR(CL_INVALID_VALUE)
-    MP_CL_ERROR(CL_INVALID_DEVICE_TYPE)
-    MP_CL_ERROR(CL_INVALID_PLATFORM)
-    MP_CL_ERROR(CL_INVALID_DEVICE)
-    MP_CL_ERROR(CL_INVALID_CONTEXT)
-    MP_CL_ERROR(CL_INVALID_QUEUE_PROPERTIES)
-    MP_CL_ERROR(CL_INVALID_COMMAND_QUEUE)
-    MP_CL_ERROR(CL_INVALID_HOST_PTR)
-    MP_CL_ERROR(CL_INVALID_MEM_OBJECT)
-    MP_CL_ERROR(CL_INVALID_IMAGE_FORMAT_DESCRIPTOR)
-    MP_CL_ERROR(CL_INVALID_IMAGE_SIZE)
-    MP_CL_ERROR(CL_INVALID_SAMPLER)
-    MP_CL_ERROR(CL_INVALID_BINARY)
-    MP_CL_ERROR(CL_INVALID_BUILD_OPTIONS)
-    MP_CL_ERROR(CL_INVALID_PROGRAM)
-    MP_CL_ERROR(CL_INVALID_PROGRAM_EXECUTABLE)
-    MP_CL_ERROR(CL_INVALID_KERNEL_NAME)
-    MP_CL_ERROR(CL_INVALID_KERNEL_DEFINITION)
-    MP_CL_ERROR(CL_INVALID_KERNEL)
-    MP_CL_ERROR(CL_INVALID_ARG_INDEX)
-    MP_CL_ERROR(CL_INVALID_ARG_VALUE)
-    MP_CL_ERROR(CL_INVALID_ARG_SIZE)
-    MP_CL_ERROR(CL_INVALID_KERNEL_ARGS)
-    MP_CL_ERROR(CL_INVALID_WORK_DIMENSION)
-    MP_CL_ERROR(CL_INVALID_WORK_GROUP_SIZE)
-    MP_CL_ERROR(CL_INVALID_WORK_ITEM_SIZE)
-    MP_CL_ERROR(CL_INVALID_GLOBAL_OFFSET)
-    MP_CL_ERROR(CL_INVALID_EVENT_WAIT_LIST)
-    MP_CL_ERROR(CL_INVALID_EVENT)
-    MP_CL_ERROR(CL_INVALID_OPERATION)
-    MP_CL_ERROR(CL_INVALID_GL_OBJECT)
-    MP_CL_ERROR(CL_INVALID_BUFFER_SIZE)
-    MP_CL_ERROR(CL_INVALID_MIP_LEVEL)
-    MP_CL_ERROR(CL_INVALID_GLOBAL_WORK_SIZE)
-    MP_CL_ERROR(CL_INVALID_PROPERTY)
-    MP_CL_ERROR(CL_INVALID_IMAGE_DESCRIPTOR)
-    MP_CL_ERROR(CL_INVALID_COMPILER_OPTIONS)
-    MP_CL_ERROR(CL_INVALID_LINKER_OPTIONS)
-    MP_CL_ERROR(CL_INVALID_DEVICE_PARTITION_COUNT)
-#undef MP_CL_ERROR
-    case -1001:
-      return "CL_PLATFORM_NOT_FOUND_KHR";
-    default:
-      return "CL_UNKNOWN_ERROR";
-  }
-}
-
-/// Throws DeviceError "call: CL_NAME (code)" unless code is CL_SUCCESS.
-void Check(cl_int code, const char* call, const std::string& context = "") {
-  if (code == CL_SUCCESS) return;
-  std::string message = std::string(call) + ": " + ClErrorName(code) + " (" +
-                        std::to_string(code) + ")";
-  if (!context.empty()) message += " — " + context;
-  if (code == CL_MEM_OBJECT_ALLOCATION_FAILURE || code == CL_OUT_OF_RESOURCES ||
-      code == CL_OUT_OF_HOST_MEMORY ||
-      (code == CL_INVALID_BUFFER_SIZE && std::strcmp(call, "clCreateBuffer") == 0))
-    throw OutOfMemoryError(message);
-  throw DeviceError(message);
-}
+using opencl::Check;
+using opencl::ClErrorName;
 
 /// A string property through a clGet*Info function (size query, then fetch).
 template <typename Id, typename Info, typename Getter>
