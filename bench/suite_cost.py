@@ -32,9 +32,14 @@ def markdown(report):
     longest = max(ctest, key=lambda e: e["seconds"]) if ctest else None
     whole, cpp, python = (report.get("make_seconds"), report.get("ctest_seconds"),
                           report.get("python_seconds"))
-    # What is not the suites is make's configure and build (and the installed-package check).
+    install = report.get("install_seconds")
+    # What is not the suites is make's install step (scripts/install-deps.sh: on a machine that
+    # has the packages, only its check), configure and build.
     build = whole - cpp - python if None not in (whole, cpp, python) else None
+    if build is not None and install is not None:
+        build -= install
     summary = [["whole `make test`", minutes(whole)],
+               ["install (scripts/install-deps.sh)", minutes(install)],
                ["configure and build", minutes(build)],
                ["C++ suites (CTest, two jobs)", minutes(cpp)]]
     if longest:

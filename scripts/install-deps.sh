@@ -40,10 +40,18 @@ PYTHON=${PYTHON:-python3}
 PIP_PACKAGES=(protobuf numpy pytest pybind11 scikit-build-core onnx onnxruntime matplotlib pydot h5py pillow mpi4py
               "opencv-python-headless<5")
 PIP_MODULES=(google.protobuf numpy pytest pybind11 scikit_build_core onnx onnxruntime matplotlib pydot h5py PIL mpi4py cv2)
+# One interpreter looks for every module (found, not imported: importing onnxruntime, cv2 and
+# matplotlib one process each costs more than the rest of a warm `make test`'s set-up).
 pip_missing=()
-for i in "${!PIP_PACKAGES[@]}"; do
-  "$PYTHON" -c "import ${PIP_MODULES[$i]}" 2>/dev/null || pip_missing+=("${PIP_PACKAGES[$i]}")
-done
+absent=$("$PYTHON" -c 'import importlib.util, sys
+def found(m):
+    try:
+        return importlib.util.find_spec(m) is not None
+    except (ImportError, ValueError):
+        return False
+print(" ".join(str(i) for i, m in enumerate(sys.argv[1:]) if not found(m)))' "${PIP_MODULES[@]}") ||
+  absent="${!PIP_MODULES[*]}"
+for i in $absent; do pip_missing+=("${PIP_PACKAGES[$i]}"); done
 if [ ${#pip_missing[@]} -gt 0 ]; then
   echo "install-deps: pip installing ${pip_missing[*]}"
   "$PYTHON" -m pip install --quiet "${pip_missing[@]}"
@@ -68,6 +76,13 @@ $SUDO mkdir -p "$PREFIX"
 record() { echo "$1" | $SUDO tee -a "$STATUS.new" >/dev/null; echo "install-deps: $1"; }
 $SUDO rm -f "$STATUS.new"
 
+# The OpenCL platforms the ICD loader lists, asked once (after Intel's runtime is registered
+# below); rusticl's CPU device is listed only with RUSTICL_ENABLE=llvmpipe, which mpcaffe sets for
+# itself unless RUSTICL_ENABLE is set (device/opencl/opencl_device.cc).
+PLATFORMS=""
+list_platforms() {
+  [ -n "$PLATFORMS" ] || PLATFORMS=$(RUSTICL_ENABLE=llvmpipe clinfo -l 2>/dev/null || echo none)
+}
 intel_reason=""
 if [ ! -e "$INTEL_LIB" ]; then
   echo "install-deps: installing Intel's OpenCL CPU runtime into $INTEL_VENV"
@@ -86,7 +101,8 @@ if [ -z "$intel_reason" ]; then
   else
     [ "$(cat "$INTEL_ICD" 2>/dev/null)" = "$INTEL_LIB" ] ||
       { $SUDO mkdir -p /etc/OpenCL/vendors && echo "$INTEL_LIB" | $SUDO tee "$INTEL_ICD" >/dev/null; }
-    if clinfo -l 2>/dev/null | grep "Intel(R) OpenCL" >/dev/null; then
+    list_platforms
+    if grep -q "Intel(R) OpenCL" <<<"$PLATFORMS"; then
       version=$("$INTEL_VENV/bin/pip" show intel-opencl-rt 2>/dev/null | sed -n 's/^Version: //p')
       record "intel: installed intel-opencl-rt $version ($INTEL_LIB, ICD $INTEL_ICD)"
     else
@@ -95,15 +111,14 @@ if [ -z "$intel_reason" ]; then
   fi
 fi
 [ -z "$intel_reason" ] || record "intel: NOT installed: $intel_reason"
-# (grep reads to the end: with pipefail, `grep -q` closing the pipe early fails clinfo.)
-if clinfo -l 2>/dev/null | grep "Portable Computing Language" >/dev/null; then
+list_platforms
+if grep -q "Portable Computing Language" <<<"$PLATFORMS"; then
   record "pocl: installed $(dpkg-query -W -f='${Version}' pocl-opencl-icd)"
 else
   record "pocl: NOT available: clinfo lists no Portable Computing Language platform"
 fi
-# Mesa's rusticl: its CPU device (llvmpipe) is listed only with RUSTICL_ENABLE=llvmpipe, which
-# mpcaffe sets for itself unless RUSTICL_ENABLE is set (device/opencl/opencl_device.cc).
-if RUSTICL_ENABLE=llvmpipe clinfo -l 2>/dev/null | grep "rusticl" >/dev/null; then
+# Mesa's rusticl (its llvmpipe device).
+if grep -q "rusticl" <<<"$PLATFORMS"; then
   record "rusticl: installed mesa-opencl-icd $(dpkg-query -W -f='${Version}' mesa-opencl-icd)"
 else
   record "rusticl: NOT available: clinfo (RUSTICL_ENABLE=llvmpipe) lists no rusticl platform"

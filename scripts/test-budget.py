@@ -17,8 +17,8 @@ repeats are counted in the table, not failed.
 
 It also keeps its table as reports/budget.json in <build>/test-cache (until the next make test),
 with the machine, the date, the load average at the end, and the wall times make test wrote
-(make.seconds: the whole run from make's start, configure and build included; ctest.seconds: the
-C++ suites): scripts/bench.sh's testcost step renders it into docs/BENCHMARKS.md.
+(make.seconds: the whole run from make's start, install, configure and build included;
+ctest.seconds: the C++ suites; <build>/install.seconds, kept outside test-cache: make's deps step): scripts/bench.sh's testcost step renders it into docs/BENCHMARKS.md.
 
 Usage: scripts/test-budget.py [build-dir]"""
 import collections
@@ -172,6 +172,7 @@ def save_report(cache, rows, python_seconds):
     report = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "machine": machine(), "load_average_at_end": os.getloadavg()[0],
               "make_seconds": seconds("make.seconds"), "ctest_seconds": seconds("ctest.seconds"),
+              "install_seconds": seconds(os.path.join(os.pardir, "install.seconds")),
               "python_seconds": python_seconds,
               "entries": [{"entry": name, "status": status, "seconds": seconds, "compiled": c,
                            "cache_hits": l, "compile_seconds": round(cs, 1), "twice": rep}

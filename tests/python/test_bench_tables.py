@@ -68,6 +68,11 @@ def test_suite_cost_sums_make_test_and_names_the_run():
     assert "| longest entry, libdnn@pocl | 7.0 min |" in text
     assert "| proto | FAILED | 5.0 | 0 | 0 | 0.0 |" in text
     assert "Not passed in that run: proto." in text
+    assert "| install (scripts/install-deps.sh) | n/a |" in text  # a report without it
+    report_json["install_seconds"] = 120.0
+    text = suite_cost.markdown(report_json)
+    assert "| install (scripts/install-deps.sh) | 2.0 min |" in text
+    assert "| configure and build | 9.7 min |" in text  # 1800 − 120 − 1000 − 100 s
     assert suite_cost.header(report_json).endswith("load average 2.50 at its end (loaded)")
 
 
