@@ -97,6 +97,12 @@ const DefaultsTable<ConvConfig, DataType>& DirectConvDefaults() {
        {1, 2, 2, 8},
        "ConvBench (tests/libdnn/conv_test.cc) at batch 1 and 16, four interleaved runs, PoCL, "
        "2026-11-23: 15-25% ahead of l1 oc4 px3 v8 (spilled); 4 x 2 and 6 x 2 level"},
+      {"OpenCL CPU runtime, int8q, byte quad products in a helper",
+       [](const TargetProfile& p, const DataType& t) {
+         return p.cpu_vectors && p.byte_quad_products && t == DataType::kInt8Q;
+       },
+       {1, 4, 3, 16, 4},
+       "PROVENANCE"},
       {"OpenCL CPU runtime",
        [](const TargetProfile& p, const DataType&) { return p.cpu_vectors; },
        {1, 4, 3, 8},

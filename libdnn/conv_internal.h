@@ -66,8 +66,16 @@ constexpr size_t kPackChunkBytes = size_t(256) << 10;
 /// `x_fits` is whether x − z_x fits the pair planes (a zero point in the type's range).
 ConvInput InputOf(Backend backend, const ConvDesc& d, const ConvConfig& c, bool x_fits);
 bool IsPacked(ConvInput m);
-/// Input channels per packed step: 4 (kDot4), 2 (channel pairs) or 1.
+/// Input channels per packed step: 4 (kDot4, kPackedQuads), 2 (channel pairs) or 1.
 int ChannelsPerStep(ConvInput m);
+
+/// kPackedQuads (conv_quads_source.cc): the body of conv_xpack_<type> (arguments x, xq, Cg, HW,
+/// NG, x_zero: per image and group ⌈Cg/4⌉ planes of 32-bit words of four channels' bytes), and
+/// the window loop `conv_quads(xg, wg, H, W, Cq, KH, KW, dh, dw, x_zero, pix, out)`, an
+/// MP_QUAD_FN function: `pix` holds (valid, iy0, ix0) per pixel of the tile, `out` gets the
+/// oc·px accumulators of 16 channels each (Σ x·(w − z_w), padding read as z_x), in tile order.
+std::string QuadPackInputBody();
+std::string QuadWindowFunction(const ConvConfig& c);
 /// Input channels per group as packed: Cg rounded up to the channels per step.
 int PackedChannels(const ConvDesc& d, ConvInput m);
 /// Bytes of one image's packed input planes (0 for unpacked inputs).
