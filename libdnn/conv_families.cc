@@ -19,12 +19,15 @@ bool DepthwiseApplies(const ConvDesc& d, const ConvQuant&, const TargetProfile&)
 
 // fp32 1×1 convolutions, and with the dialect's vectors the row form (a first layer) and int8q
 // with an input zero point its pair planes and float sums hold exactly. MPCAFFE_CONV_GEMM=1
-// gives these descriptions to im2col + GEMM.
+// gives these descriptions to im2col + GEMM. Where byte quad products run in a helper, int8q's
+// first layers go to the direct kernel's byte quads (DirectConvDefaults): 64 byte products per
+// instruction against the row form's 16 float multiply-adds.
 bool PointwiseApplies(const ConvDesc& d, const ConvQuant& q, const TargetProfile& p) {
   return GetSettings().conv_gemm != "1" &&
          Convolution::PointwiseApplies(d, Convolution::DefaultPointwiseTile(d)) &&
          (Convolution::IsPointwise(d) || p.vector_builtins) &&
-         (d.type != DataType::kInt8Q || (p.vector_builtins && q.x_zero >= 0 && q.x_zero <= 255));
+         (d.type != DataType::kInt8Q || (p.vector_builtins && q.x_zero >= 0 && q.x_zero <= 255)) &&
+         !(d.type == DataType::kInt8Q && RowForm(d) && p.byte_quad_products);
 }
 
 // fp32 and int8q; the GEMM's epilogue adds no residual and takes one weight zero point.
@@ -229,10 +232,17 @@ const DefaultsTable<DepthwiseRowRange, ConvDesc>& DepthwiseRowDefaults() {
 
 const DefaultsTable<bool, ConvDesc>& ConvGemmDefaults() {
   // The direct kernel's int8 steps are channel pairs: with 3 input channels one pair in two is
-  // half empty, and the GEMM wins; for fp32 the columns cost about what the GEMM saves. Groups
+  // half empty, and the GEMM wins (not against its byte quads, whose 3 of 4 bytes per step
+  // still multiply 48 products per instruction); for fp32 the columns cost about what the GEMM saves. Groups
   // (a GEMM per group) only when forced: with 4-bit weights the columns, the GEMM's activation
   // packing and weight expansion cost more than its byte-pair products save.
   static const DefaultsTable<bool, ConvDesc> table = {
+      {"byte quad products in a helper, int8q: the direct kernel's byte quads",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.byte_quad_products && d.type == DataType::kInt8Q;
+       },
+       false,
+       "PROVENANCE_STEM"},
       {"a work-item per thread (not lanes): int8q, one group, at most 4 input channels, a window "
        "of at least 9 taps",
        [](const TargetProfile& p, const ConvDesc& d) {
