@@ -506,9 +506,13 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
     if (input_ == ConvInput::kPackedSplit) forward_.ArgBuffer(x, xs_byte_offset, 4).Arg(w_zero_);
     if (input_ == ConvInput::kDot4) forward_.Arg(w_zero_).Arg(wsum_);
     if (input_ == ConvInput::kPackedQuads) forward_.Arg(wsum_);
-    for (int v : {d.channels, d.height,    d.width,      d.channels / d.groups,
+    // Byte quads of a strided 1×1 window hold only the pixels it reads: stride 1 over them.
+    const bool sub = input_ == ConvInput::kPackedQuads && QuadsSubsample(d);
+    const int h = sub ? oh : d.height, wd = sub ? ow : d.width;
+    const int sh = sub ? 1 : d.stride_h, sw = sub ? 1 : d.stride_w;
+    for (int v : {d.channels, h,           wd,           d.channels / d.groups,
                   ocg,        oc_padded_,  oh,           ow,
-                  d.kernel_h, d.kernel_w,  d.stride_h,   d.stride_w,
+                  d.kernel_h, d.kernel_w,  sh,           sw,
                   d.pad_h,    d.pad_w,     d.dilation_h, d.dilation_w,
                   d.groups,   int(d.bias), int(d.relu),  x_zero_,
                   c_zero_,    int(d.residual), res_zero_, res_m_, res_s_})
@@ -535,11 +539,18 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
     xpack_.ArgBuffer(input.mem, input.byte_offset + size_t(first) * d.channels * hw * es, es)
         .ArgBuffer(xpacked_.get(), 0, 4);
     if (input_ == ConvInput::kPackedSplit) xpack_.ArgBuffer(xpacked_.get(), xs_offset, 4);
+    const bool sub = input_ == ConvInput::kPackedQuads && QuadsSubsample(d);
     xpack_.Arg(int32_t{d.channels / d.groups})
-        .Arg(int32_t(hw))
+        .Arg(int32_t(sub ? size_t(oh) * ow : hw))
         .Arg(int32_t{images * d.groups})
         .Arg(int32_t{x_zero_});
-    xpack_.Launch1D(size_t(images) * d.groups * hw, queue);
+    if (input_ == ConvInput::kPackedQuads)
+      xpack_.Arg(int32_t{d.width})
+          .Arg(int32_t(hw))
+          .Arg(int32_t{sub ? ow : d.width})
+          .Arg(int32_t{sub ? d.stride_h : 1})
+          .Arg(int32_t{sub ? d.stride_w : 1});
+    xpack_.Launch1D(size_t(images) * d.groups * (sub ? size_t(oh) * ow : hw), queue);
     last = launch(first, images, xpacked_.get(), 0, xs_offset);
   }
   return last;

@@ -224,6 +224,11 @@ struct ForwardText {
           .Value("int", "HW")
           .Value("int", "NG")
           .Value("int", "x_zero")
+          .Value("int", "XW")
+          .Value("int", "XHW")
+          .Value("int", "PW")
+          .Value("int", "sh")
+          .Value("int", "sw")
           .Body(QuadPackInputBody());
     } else if (packed) {
       // Input packing for one chunk of images (NG = images · groups): per (image, group) ⌈Cg/2⌉

@@ -46,17 +46,20 @@ std::string PerChannel(const ConvConfig& c, const std::string& pattern) {
 
 std::string QuadPackInputBody() {
   // Per (image, group) ⌈Cg/4⌉ planes of words x(4q) | x(4q + 1) << 8 | … (the bytes as stored,
-  // low first); channels past Cg are 0 bytes, which meet zero weights.
+  // low first); channels past Cg are 0 bytes, which meet zero weights. A packed plane of HW
+  // pixels, PW per row, takes every sh-th row and sw-th column of the input planes (XW columns,
+  // XHW pixels): 1 for a window, the stride for an unpadded 1×1 convolution, whose forward
+  // then reads only what it multiplies, at stride 1.
   return R"(  const int Cq = (Cg + 3) / 4;
   $loop(i, NG * HW) {
     const int s = i % HW;
     const int ng = i / HW;
-    const $global Dtype* src = x + ng * Cg * HW + s;
+    const $global Dtype* src = x + ng * Cg * XHW + (s / PW) * sh * XW + (s % PW) * sw;
     $global int* dst = xq + ng * Cq * HW + s;
     for (int q = 0; q < Cq; ++q) {
       mp_u32 v = 0u;
       for (int j = 0; j < 4 && 4 * q + j < Cg; ++j)
-        v |= (mp_u32)Dtype_LOAD(src, (4 * q + j) * HW) << (8 * j);
+        v |= (mp_u32)Dtype_LOAD(src, (4 * q + j) * XHW) << (8 * j);
       dst[q * HW] = (int)v;
     }
   }
