@@ -91,7 +91,7 @@ struct ForwardText {
     DeclareTypes();
     AddPackKernels();
     if (quads) w.Function(QuadWindowFunction(c));
-    AddForwardKernel(quads ? QuadPrologue() + Epilogue() : Prologue() + Window() + Epilogue());
+    AddForwardKernel(quads ? QuadPrologue(c) + Epilogue() : Prologue() + Window() + Epilogue());
     return w.Source();
   }
 
@@ -322,40 +322,6 @@ struct ForwardText {
 )",
                  0, t);
     });
-    return body;
-  }
-
-  // kPackedQuads: the work-item's pixels and channel block, then the whole window in
-  // conv_quads (QuadWindowFunction), its accumulators in `accs`, 16 channels per tile entry.
-  std::string QuadPrologue() const {
-    std::string body = R"(  const int lane = $local_id(0);
-  const int blk = $group_id(1);
-  const int ocl = blk * CONV_TILE + lane * CONV_VW;
-  const int P = OH * OW;
-  const int p0 = $group_id(0) * )" +
-                       std::to_string(c.px_per_item) + R"(;
-  const int ng = $group_id(2);
-  const int n = ng / G;
-  const int g = ng - n * G;
-  const int Cq = (Cg + 3) / 4;
-)";
-    std::string pix;
-    body += ForEachPixel(c, [&](int t) {
-      pix += Sub(t ? ", pv#T, iy0#T, ix0#T" : "pv#T, iy0#T, ix0#T", 0, t);
-      return Sub(R"(  const int pv#T = p0 + #T < P;
-  const int oy#T = (p0 + #T) / OW;
-  const int iy0#T = oy#T * sh - ph;
-  const int ix0#T = (p0 + #T - oy#T * OW) * sw - pw;
-)",
-                 0, t);
-    });
-    const int tiles = c.oc_per_item * c.px_per_item;
-    body += "  const int pix[" + std::to_string(3 * c.px_per_item) + "] = {" + pix + "};\n";
-    body += "  int accs[" + std::to_string(16 * tiles) + "];\n";
-    body += R"(  conv_quads(xq + ng * Cq * H * W,
-             wp + (g * (OCpad / CONV_TILE) + blk) * KH * KW * Cq * CONV_TILE + lane * CONV_VW, H,
-             W, Cq, KH, KW, dh, dw, x_zero, pix, accs);
-)";
     return body;
   }
 

@@ -84,6 +84,9 @@ inline bool QuadsSubsample(const ConvDesc& d) {
          (d.stride_h > 1 || d.stride_w > 1);
 }
 std::string QuadWindowFunction(const ConvConfig& c);
+/// The forward body of kPackedQuads up to the epilogue: the work-item's pixels and channel
+/// block, and the call of conv_quads leaving the accumulators in the private ints `accs`.
+std::string QuadPrologue(const ConvConfig& c);
 /// Input channels per group as packed: Cg rounded up to the channels per step.
 int PackedChannels(const ConvDesc& d, ConvInput m);
 /// Bytes of one image's packed input planes (0 for unpacked inputs).

@@ -1,5 +1,6 @@
 // libdnn/conv_quads_source.cc — the int8 direct convolution's byte-quad input (ConvInput::
-// kPackedQuads): the input-packing kernel's body and the window loop as an MP_QUAD_FN function.
+// kPackedQuads): the input-packing kernel's body, the forward body's prologue and the window
+// loop as an MP_QUAD_FN function.
 #include <string>
 
 #include "libdnn/conv_internal.h"
@@ -108,6 +109,35 @@ std::string QuadWindowFunction(const ConvConfig& c) {
     for (int t = 0; t < c.px_per_item; ++t, ++e)
       f += "  MP_QUAD_STORE(a" + Num(j) + "_" + Num(t) + ", out + " + Num(16 * e) + ");\n";
   return f + "}\n";
+}
+
+std::string QuadPrologue(const ConvConfig& c) {
+  std::string body = R"(  const int lane = $local_id(0);
+  const int blk = $group_id(1);
+  const int ocl = blk * CONV_TILE + lane * CONV_VW;
+  const int P = OH * OW;
+  const int p0 = $group_id(0) * )" +
+                     Num(c.px_per_item) + R"(;
+  const int ng = $group_id(2);
+  const int n = ng / G;
+  const int g = ng - n * G;
+  const int Cq = (Cg + 3) / 4;
+)";
+  body += PerPixel(c, R"(  const int pv#T = p0 + #T < P;
+  const int oy#T = (p0 + #T) / OW;
+  const int iy0#T = oy#T * sh - ph;
+  const int ix0#T = (p0 + #T - oy#T * OW) * sw - pw;
+)");
+  std::string pix;
+  for (int t = 0; t < c.px_per_item; ++t)
+    pix += (t ? ", pv" : "pv") + Num(t) + ", iy0" + Num(t) + ", ix0" + Num(t);
+  body += "  const int pix[" + Num(3 * c.px_per_item) + "] = {" + pix + "};\n";
+  body += "  int accs[" + Num(16 * c.oc_per_item * c.px_per_item) + "];\n";
+  body += R"(  conv_quads(xq + ng * Cq * H * W,
+             wp + (g * (OCpad / CONV_TILE) + blk) * KH * KW * Cq * CONV_TILE + lane * CONV_VW, H,
+             W, Cq, KH, KW, dh, dw, x_zero, pix, accs);
+)";
+  return body;
 }
 
 }  // namespace mpcaffe::libdnn::conv_internal
