@@ -46,15 +46,29 @@ const Case kCases[] = {
 };
 // clang-format on
 
-ConvDesc DescOf(const Case& c, int variant) {
+struct DirectCase {
+  int n, c, h, w, o, k, stride, pad, dilation, groups;
+};
+
+/// The int8q description of a case: bias, ReLU, residual and signed weights by `variant`.
+ConvDesc DirectDescOf(const DirectCase& c, int variant) {
   ConvDesc d;
   d.type = DataType::kInt8Q;
   d.batch = c.n, d.channels = c.c, d.height = c.h, d.width = c.w, d.out_channels = c.o;
+  d.kernel_h = d.kernel_w = c.k;
+  d.stride_h = d.stride_w = c.stride;
+  d.pad_h = d.pad_w = c.pad;
+  d.dilation_h = d.dilation_w = c.dilation;
+  d.groups = c.groups;
   d.bias = variant % 4 != 3;
   d.relu = variant % 2 == 1;
   d.residual = variant % 3 == 0;
   d.weights_signed = variant % 2 == 0;
   return d;
+}
+
+ConvDesc DescOf(const Case& c, int variant) {
+  return DirectDescOf({c.n, c.c, c.h, c.w, c.o, 1, 1, 0, 1, 1}, variant);
 }
 
 /// Quantization of `d` for these tests: `w_zero` −1 the symmetric weight zero point (128, or 0
@@ -206,9 +220,6 @@ TEST(ConvByteQuads, DefaultTileFollowsTheProfile) {
 // compiles: Cg mod 4 = 0 … 3, 3×3 padded windows (border words of z_x), stride 2, a 1×1 stride-2
 // projection, dilation, groups, a 7×7 stem-like window over 3 channels, output channels past
 // the last full vector (the lane-by-lane epilogue) and pixels past the last full tile.
-struct DirectCase {
-  int n, c, h, w, o, k, stride, pad, dilation, groups;
-};
 // clang-format off
 const DirectCase kDirectCases[] = {
     {2, 13, 9, 7, 20, 3, 1, 1, 1, 1},
@@ -220,22 +231,6 @@ const DirectCase kDirectCases[] = {
 };
 // clang-format on
 const ConvConfig kQuadTile = {1, 2, 3, 16, 4};
-
-ConvDesc DirectDescOf(const DirectCase& c, int variant) {
-  ConvDesc d;
-  d.type = DataType::kInt8Q;
-  d.batch = c.n, d.channels = c.c, d.height = c.h, d.width = c.w, d.out_channels = c.o;
-  d.kernel_h = d.kernel_w = c.k;
-  d.stride_h = d.stride_w = c.stride;
-  d.pad_h = d.pad_w = c.pad;
-  d.dilation_h = d.dilation_w = c.dilation;
-  d.groups = c.groups;
-  d.bias = variant % 4 != 3;
-  d.relu = variant % 2 == 1;
-  d.residual = variant % 3 == 0;
-  d.weights_signed = variant % 2 == 0;
-  return d;
-}
 
 /// The direct kernel of `d` with `config` against the reference; returns the input it read.
 ConvInput CheckDirect(const ConvDesc& d, const ConvConfig& config, uint32_t seed,
