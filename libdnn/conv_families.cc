@@ -20,14 +20,17 @@ bool DepthwiseApplies(const ConvDesc& d, const ConvQuant&, const TargetProfile&)
 // fp32 1×1 convolutions, and with the dialect's vectors the row form (a first layer) and int8q
 // with an input zero point its pair planes and float sums hold exactly. MPCAFFE_CONV_GEMM=1
 // gives these descriptions to im2col + GEMM. Where byte quad products run in a helper, int8q's
-// first layers go to the direct kernel's byte quads (DirectConvDefaults): 64 byte products per
-// instruction against the row form's 16 float multiply-adds.
+// first layers of 7×7 windows or larger go to the direct kernel's byte quads (DirectConvDefaults):
+// 64 byte products per instruction against the row form's 16 float multiply-adds pay over many
+// taps; over fewer the row form's whole-vector stores and unpacked input cost less than the
+// quads' packing and epilogue (docs/BENCHMARKS.md, "Default configurations").
 bool PointwiseApplies(const ConvDesc& d, const ConvQuant& q, const TargetProfile& p) {
   return GetSettings().conv_gemm != "1" &&
          Convolution::PointwiseApplies(d, Convolution::DefaultPointwiseTile(d)) &&
          (Convolution::IsPointwise(d) || p.vector_builtins) &&
          (d.type != DataType::kInt8Q || (p.vector_builtins && q.x_zero >= 0 && q.x_zero <= 255)) &&
-         !(d.type == DataType::kInt8Q && RowForm(d) && p.byte_quad_products);
+         !(d.type == DataType::kInt8Q && RowForm(d) && p.byte_quad_products &&
+           d.kernel_h * d.kernel_w >= 49);
 }
 
 // fp32 and int8q; the GEMM's epilogue adds no residual and takes one weight zero point.
