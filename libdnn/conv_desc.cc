@@ -76,8 +76,8 @@ bool IsPacked(ConvInput m) {
 /// Input channels per packed step: 4 (kDot4, kPackedQuads), 2 (channel pairs) or 1.
 int ChannelsPerStep(ConvInput m) {
   return m == ConvInput::kDot4 || m == ConvInput::kPackedQuads ? 4
-         : m == ConvInput::kDirect                              ? 1
-                                                                : 2;
+         : m == ConvInput::kDirect                             ? 1
+                                                               : 2;
 }
 
 /// Input channels per group as packed: Cg rounded up to the channels per step.

@@ -240,9 +240,9 @@ const DefaultsTable<DepthwiseRowRange, ConvDesc>& DepthwiseRowDefaults() {
 const DefaultsTable<bool, ConvDesc>& ConvGemmDefaults() {
   // The direct kernel's int8 steps are channel pairs: with 3 input channels one pair in two is
   // half empty, and the GEMM wins (not against its byte quads, whose 3 of 4 bytes per step
-  // still multiply 48 products per instruction); for fp32 the columns cost about what the GEMM saves. Groups
-  // (a GEMM per group) only when forced: with 4-bit weights the columns, the GEMM's activation
-  // packing and weight expansion cost more than its byte-pair products save.
+  // still multiply 48 products per instruction); for fp32 the columns cost about what the GEMM
+  // saves. Groups (a GEMM per group) only when forced: with 4-bit weights the columns, the GEMM's
+  // activation packing and weight expansion cost more than its byte-pair products save.
   static const DefaultsTable<bool, ConvDesc> table = {
       {"byte quad products in a helper, int8q: the direct kernel's byte quads",
        [](const TargetProfile& p, const ConvDesc& d) {

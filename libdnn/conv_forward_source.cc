@@ -537,7 +537,8 @@ struct ForwardText {
       s += "      r += c_zero;\n      if (has_res) {\n        const " + iv + " rv = ";
       std::string lanes;
       for (int l = 0; l < L; ++l)
-        lanes += std::string(l ? ", " : "") + "Dtype_LOAD(res, yi0 + " + std::to_string(l) + " * P)";
+        lanes +=
+            std::string(l ? ", " : "") + "Dtype_LOAD(res, yi0 + " + std::to_string(l) + " * P)";
       s += v.Of(iv, lanes) + " - res_zero;\n";
       s += v.Requant(L, "rs", "rv", v.Splat(iv, "res_m"), v.Splat(iv, "res_s"), 8);
       s += "        r += rs;\n      }\n";
@@ -563,8 +564,8 @@ struct ForwardText {
     std::string body = "  Vtype tile[" + std::to_string(tiles) + "];\n";
     body += ForEachTile(c, [&](int j, int t) {
       const std::string e = std::to_string(j * px + t);
-      return "  tile[" + e + "] = " +
-             (quads ? "Vtype_LOAD(accs + 16 * " + e + ");\n" : Sub("acc#J_#T;\n", j, t));
+      return "  tile[" + e +
+             "] = " + (quads ? "Vtype_LOAD(accs + 16 * " + e + ");\n" : Sub("acc#J_#T;\n", j, t));
     });
     // The window sums of each pixel (the split and kDot4 corrections).
     if (split || dot4) {
@@ -625,7 +626,11 @@ struct ForwardText {
       k.In("int", "xq");
     else
       k.In("Dtype", "x");
-    k.In(quads ? "int" : "Ptype", "wp").In("Btype", "bias").In("int", "rq").In("Dtype", "res").Out("Dtype", "y");
+    k.In(quads ? "int" : "Ptype", "wp")
+        .In("Btype", "bias")
+        .In("int", "rq")
+        .In("Dtype", "res")
+        .Out("Dtype", "y");
     if (split) k.In("int", "xs").In("int", "wz");
     if (dot4) k.In("int", "wz").In("int", "wsum");
     if (quads) k.In("int", "wsum");
