@@ -86,6 +86,17 @@ int PairLoop256(const LoopData& d, long iterations) {
   return sum;
 }
 
+// The sum of the first lanes of n accumulators: returned so the loops are not optimized away.
+__attribute__((target("avx512f"))) int FirstLanes(const __m512i* a, int n) {
+  alignas(64) int lanes[16];
+  int sum = 0;
+  for (int i = 0; i < n; ++i) {
+    _mm512_store_si512(lanes, a[i]);
+    sum += lanes[0];
+  }
+  return sum;
+}
+
 __attribute__((target("avx512f,avx512bw"))) int PairLoop512(const LoopData& d, long iterations) {
   __m512i a[8];
   for (auto& v : a) v = _mm512_setzero_si512();
@@ -101,13 +112,7 @@ __attribute__((target("avx512f,avx512bw"))) int PairLoop512(const LoopData& d, l
     for (int o = 0; o < 8; ++o)
       a[o] = _mm512_add_epi32(a[o], _mm512_madd_epi16(v, _mm512_set1_epi32(wc[o])));
   }
-  alignas(64) int lanes[16];
-  int sum = 0;
-  for (auto& v : a) {
-    _mm512_store_si512(lanes, v);
-    sum += lanes[0];
-  }
-  return sum;
+  return FirstLanes(a, 8);
 }
 
 float FmaLoop(const LoopData& d, long iterations) {
@@ -150,13 +155,7 @@ __attribute__((target("avx512f,avx512vnni"))) int QuadLoop512(const LoopData& d,
       for (int j = 0; j < 4; ++j) a[4 * t + j] = _mm512_dpbusd_epi32(a[4 * t + j], x, w[j]);
     }
   }
-  alignas(64) int lanes[16];
-  int sum = 0;
-  for (auto& v : a) {
-    _mm512_store_si512(lanes, v);
-    sum += lanes[0];
-  }
-  return sum;
+  return FirstLanes(a, 12);
 }
 
 template <typename F>
