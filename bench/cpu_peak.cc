@@ -4,8 +4,10 @@
 // pointwise kernel's inner loop as the OpenCL compilers emit it (16 pixels × 8 output channels
 // per pair of input channels: zipped byte pairs widened to 16 bits, one broadcast word of weight
 // pairs per channel, vpmaddwd + vpaddd into int32 lanes) with 256-bit vectors and, where the CPU
-// has AVX-512 BW, 512-bit ones; and the fp32 kernel's (16 pixels × 8 channels, FMAs with the
-// weight broadcast): multiply-adds per second of each.
+// has AVX-512 BW, 512-bit ones; the fp32 kernel's (16 pixels × 8 channels, FMAs with the
+// weight broadcast); and, where the CPU has AVX-512 VNNI, the int8 direct convolution's byte-quad
+// loop (3 pixels × 4 vectors of 16 channels per 4 input channels: a broadcast word of input bytes
+// per pixel, one 64-byte row of weight quads per vector, vpdpbusd): multiply-adds per second.
 //   build/bin/mpcaffe_cpu_peak [threads] [--markdown]  (default: every hardware thread, and 1
 //   for comparison; --markdown: docs/BENCHMARKS.md's table)
 #include <immintrin.h>
@@ -54,6 +56,7 @@ constexpr double kLoopProducts = 256;
 // Inputs the loops stream over (L1-resident: the loops' cost, not the memory's).
 struct LoopData {
   std::vector<int> words = std::vector<int>(256 * 8, 0x00030002);
+  std::vector<int> quads = std::vector<int>(256 * 16 + 64, 0x01fe0302);
   std::vector<unsigned char> x = std::vector<unsigned char>(256 * 32 + 32, 5);
   std::vector<float> wf = std::vector<float>(256 * 16, 0.5f),
                      xf = std::vector<float>(256 * 32, 1.0f);
@@ -83,6 +86,17 @@ int PairLoop256(const LoopData& d, long iterations) {
   return sum;
 }
 
+// The sum of the first lanes of n accumulators: returned so the loops are not optimized away.
+__attribute__((target("avx512f"))) int FirstLanes(const __m512i* a, int n) {
+  alignas(64) int lanes[16];
+  int sum = 0;
+  for (int i = 0; i < n; ++i) {
+    _mm512_store_si512(lanes, a[i]);
+    sum += lanes[0];
+  }
+  return sum;
+}
+
 __attribute__((target("avx512f,avx512bw"))) int PairLoop512(const LoopData& d, long iterations) {
   __m512i a[8];
   for (auto& v : a) v = _mm512_setzero_si512();
@@ -98,13 +112,7 @@ __attribute__((target("avx512f,avx512bw"))) int PairLoop512(const LoopData& d, l
     for (int o = 0; o < 8; ++o)
       a[o] = _mm512_add_epi32(a[o], _mm512_madd_epi16(v, _mm512_set1_epi32(wc[o])));
   }
-  alignas(64) int lanes[16];
-  int sum = 0;
-  for (auto& v : a) {
-    _mm512_store_si512(lanes, v);
-    sum += lanes[0];
-  }
-  return sum;
+  return FirstLanes(a, 8);
 }
 
 float FmaLoop(const LoopData& d, long iterations) {
@@ -129,8 +137,29 @@ float FmaLoop(const LoopData& d, long iterations) {
   return sum;
 }
 
+// Products per iteration of QuadLoop512: 3 pixels × 64 channels × 4 input channels.
+constexpr double kQuadLoopProducts = 768;
+
+__attribute__((target("avx512f,avx512vnni"))) int QuadLoop512(const LoopData& d, long iterations) {
+  __m512i a[12];
+  for (auto& v : a) v = _mm512_setzero_si512();
+  for (long it = 0; it < iterations; ++it) {
+    const int* xc = d.words.data() + (it & 255) * 8;
+    const int* wc = d.quads.data() + (it & 255) * 16;
+    __m512i w[4];
+    for (int j = 0; j < 4; ++j) w[j] = _mm512_loadu_si512(wc + 16 * j);
+#pragma GCC unroll 3
+    for (int t = 0; t < 3; ++t) {
+      const __m512i x = _mm512_set1_epi32(xc[t]);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) a[4 * t + j] = _mm512_dpbusd_epi32(a[4 * t + j], x, w[j]);
+    }
+  }
+  return FirstLanes(a, 12);
+}
+
 template <typename F>
-double ProductsPerSecond(F&& loop, long iterations) {
+double ProductsPerSecond(F&& loop, long iterations, double products = kLoopProducts) {
   double best = 0;
   for (int r = 0; r < 3; ++r) {
     const auto start = std::chrono::steady_clock::now();
@@ -138,7 +167,7 @@ double ProductsPerSecond(F&& loop, long iterations) {
     (void)sink;
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    best = std::max(best, iterations * kLoopProducts / s * 1e-9);
+    best = std::max(best, iterations * products / s * 1e-9);
   }
   return best;
 }
@@ -181,6 +210,10 @@ int main(int argc, char** argv) {
   const bool bw = __builtin_cpu_supports("avx512bw");
   const double pair512 =
       bw ? ProductsPerSecond([&](long n) { return PairLoop512(d, n); }, loops) : 0;
+  const bool vnni = __builtin_cpu_supports("avx512vnni");
+  const double quad512 =
+      vnni ? ProductsPerSecond([&](long n) { return QuadLoop512(d, n); }, loops, kQuadLoopProducts)
+           : 0;
   if (markdown) {
     // docs/BENCHMARKS.md's "CPU peak" table (scripts/bench.sh's peak step splices it in).
     std::printf("| measure | best of 3 |\n|---|---:|\n");
@@ -197,6 +230,13 @@ int main(int argc, char** argv) {
           pair512);
     else
       std::printf("| pointwise inner loop, 1 thread: int8 pairs, 512-bit | no AVX-512 BW |\n");
+    if (vnni)
+      std::printf(
+          "| direct convolution loop, 1 thread: int8 byte quads (vpdpbusd) | %.1f G multiply-adds/s "
+          "|\n",
+          quad512);
+    else
+      std::printf("| direct convolution loop, 1 thread: int8 byte quads (vpdpbusd) | no AVX-512 VNNI |\n");
     return 0;
   }
   std::printf(
@@ -204,7 +244,11 @@ int main(int argc, char** argv) {
       "pairs 256-bit %.1f",
       fma, pair256);
   if (bw)
-    std::printf(", int8 pairs 512-bit %.1f\n", pair512);
+    std::printf(", int8 pairs 512-bit %.1f", pair512);
   else
-    std::printf(" (no AVX-512 BW: no 512-bit row)\n");
+    std::printf(" (no AVX-512 BW: no 512-bit row)");
+  if (vnni)
+    std::printf("; direct convolution loop: int8 byte quads %.1f\n", quad512);
+  else
+    std::printf(" (no AVX-512 VNNI: no byte-quad row)\n");
 }

@@ -438,6 +438,8 @@ $device_fn mp_i32x16 mp_zip4x16(const $global mp_u8* p0, const $global mp_u8* p1
 }
 #define MP_ZIP4X16(p0, p1, p2, p3) mp_zip4x16((p0), (p1), (p2), (p3))
 #define MP_QUAD_WORD(w) ((mp_i32x16)(w))
+#define MP_QUAD_LOAD(p) vload16(0, (p))
+#define MP_QUAD_STORE(x, p) vstore16((x), 0, (p))
 )";
 
 // CUDA: a struct of 16 int lanes; dp4a (unsigned × signed bytes, wrapping int32) per lane on
@@ -478,6 +480,16 @@ __device__ __forceinline__ mp_i32x16 mp_zip4x16(const mp_u8* p0, const mp_u8* p1
 }
 #define MP_ZIP4X16(p0, p1, p2, p3) mp_zip4x16((p0), (p1), (p2), (p3))
 #define MP_QUAD_WORD(w) mp_i32x16((int)(w))
+__device__ __forceinline__ mp_i32x16 mp_quad_load(const int* p) {
+  mp_i32x16 r;
+  for (int l = 0; l < 16; ++l) r.s[l] = p[l];
+  return r;
+}
+#define MP_QUAD_LOAD(p) mp_quad_load(p)
+__device__ __forceinline__ void mp_quad_store(const mp_i32x16& x, int* p) {
+  for (int l = 0; l < 16; ++l) p[l] = x.s[l];
+}
+#define MP_QUAD_STORE(x, p) mp_quad_store((x), (p))
 )";
 
 // KernelHelper::kByteVectorStore in OpenCL: a vector type declared 1-byte aligned (a typedef may

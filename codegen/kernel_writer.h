@@ -219,6 +219,8 @@ enum class KernelHelper {
   ///   MP_ZIP4X16(p0, p1, p2, p3)  mp_i32x16 whose lane i holds the bytes p0[i], p1[i], p2[i],
   ///                     p3[i] (low first): 4 rows of 16 bytes interleaved (global uchar rows)
   ///   MP_QUAD_WORD(w)   the int w (4 bytes) in every lane
+  ///   MP_QUAD_LOAD(p)   the 16 ints p[0 … 15] (a global pointer) as the lanes
+  ///   MP_QUAD_STORE(x, p)  x's lanes to the private ints p[0 … 15]
   kByteQuadProduct16,
   /// MP_SELECT(a, b, c): c ? b : a, elementwise and branch-free where the dialect has it
   /// (Dialect::select); and <alias>_SELECT(a, b, c) per AddType alias, for values of its compute

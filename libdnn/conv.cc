@@ -242,14 +242,23 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
     throw Error("convolution " + desc_.ToString() + ": config " + config_.ToString() +
                 " needs OpenCL vector types; use vw = 1 on " + BackendName(device.backend()));
   const int oc = desc_.out_channels, ocg = oc / desc_.groups;
-  const int tile = config_.channels_per_group();
-  oc_padded_ = DivUp(ocg, tile) * tile;
-
-  const KernelTarget target = KernelTarget::Of(device);
   // Channel pairs hold x − z_x in 16 bits (int8q) or as lo/hi bytes of 17 bits (int16q): a
   // zero point within the type's range (any valid quantization).
   const bool pairs_ok =
       quant.x_zero >= 0 && quant.x_zero <= (desc_.type == DataType::kInt16Q ? 65535 : 255);
+  // Byte quads (kp 4, vw 16) hold w − z_w as signed bytes: other weight zero points take the
+  // channel pairs in a tile of as many vectors of 8.
+  if (desc_.type == DataType::kInt8Q && config_.kp == 4 && config_.vw == 16 &&
+      !(pairs_ok && std::all_of(quant.w_zero.begin(), quant.w_zero.end(), [&](int32_t z) {
+          return z == (desc_.weights_signed ? 0 : 128);
+        }))) {
+    config_.kp = 1;
+    config_.vw = 8;
+  }
+  const int tile = config_.channels_per_group();
+  oc_padded_ = DivUp(ocg, tile) * tile;
+
+  const KernelTarget target = KernelTarget::Of(device);
   input_ = InputOf(target.backend, desc_, config_, pairs_ok);
   if (direct_kernel) {
     ProgramHints hints;
@@ -261,7 +270,7 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
     forward_ = program->GetKernel(ForwardKernelName(desc_));
     pack_ = program->GetKernel("conv_pack_" + suffix);
     if (IsPacked(input_)) xpack_ = program->GetKernel("conv_xpack_" + suffix);
-    if (input_ == ConvInput::kDot4) {
+    if (input_ == ConvInput::kDot4 || input_ == ConvInput::kPackedQuads) {
       wsum_kernel_ = program->GetKernel("conv_wsum_" + suffix);
       wsum_ = device.Alloc<int32_t>(size_t(oc));
     }
@@ -381,11 +390,12 @@ Event Convolution::SetWeights(const BufferRef& packed_weights, Queue* queue) {
       .Arg(int32_t{total});
   packed_ready_ = true;
   Event packed = pack_.Launch1D(size_t(total), queue);
-  if (input_ != ConvInput::kDot4) return packed;
+  if (input_ != ConvInput::kDot4 && input_ != ConvInput::kPackedQuads) return packed;
   wsum_kernel_.ArgBuffer(weights.mem, weights.byte_offset, wbytes)
       .Arg(wsum_)
       .Arg(int32_t{d.out_channels})
       .Arg(int32_t{cg * khw});
+  if (input_ == ConvInput::kPackedQuads) wsum_kernel_.Arg(w_zero_);
   return wsum_kernel_.Launch1D(size_t(d.out_channels), queue);
 }
 
@@ -495,9 +505,14 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
         .ArgBuffer(output.mem, output.byte_offset + out_offset, es);
     if (input_ == ConvInput::kPackedSplit) forward_.ArgBuffer(x, xs_byte_offset, 4).Arg(w_zero_);
     if (input_ == ConvInput::kDot4) forward_.Arg(w_zero_).Arg(wsum_);
-    for (int v : {d.channels, d.height,    d.width,      d.channels / d.groups,
+    if (input_ == ConvInput::kPackedQuads) forward_.Arg(wsum_);
+    // Byte quads of a strided 1×1 window hold only the pixels it reads: stride 1 over them.
+    const bool sub = input_ == ConvInput::kPackedQuads && QuadsSubsample(d);
+    const int h = sub ? oh : d.height, wd = sub ? ow : d.width;
+    const int sh = sub ? 1 : d.stride_h, sw = sub ? 1 : d.stride_w;
+    for (int v : {d.channels, h,           wd,           d.channels / d.groups,
                   ocg,        oc_padded_,  oh,           ow,
-                  d.kernel_h, d.kernel_w,  d.stride_h,   d.stride_w,
+                  d.kernel_h, d.kernel_w,  sh,           sw,
                   d.pad_h,    d.pad_w,     d.dilation_h, d.dilation_w,
                   d.groups,   int(d.bias), int(d.relu),  x_zero_,
                   c_zero_,    int(d.residual), res_zero_, res_m_, res_s_})
@@ -524,11 +539,18 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
     xpack_.ArgBuffer(input.mem, input.byte_offset + size_t(first) * d.channels * hw * es, es)
         .ArgBuffer(xpacked_.get(), 0, 4);
     if (input_ == ConvInput::kPackedSplit) xpack_.ArgBuffer(xpacked_.get(), xs_offset, 4);
+    const bool sub = input_ == ConvInput::kPackedQuads && QuadsSubsample(d);
     xpack_.Arg(int32_t{d.channels / d.groups})
-        .Arg(int32_t(hw))
+        .Arg(int32_t(sub ? size_t(oh) * ow : hw))
         .Arg(int32_t{images * d.groups})
         .Arg(int32_t{x_zero_});
-    xpack_.Launch1D(size_t(images) * d.groups * hw, queue);
+    if (input_ == ConvInput::kPackedQuads)
+      xpack_.Arg(int32_t{d.width})
+          .Arg(int32_t(hw))
+          .Arg(int32_t{sub ? ow : d.width})
+          .Arg(int32_t{sub ? d.stride_h : 1})
+          .Arg(int32_t{sub ? d.stride_w : 1});
+    xpack_.Launch1D(size_t(images) * d.groups * (sub ? size_t(oh) * ow : hw), queue);
     last = launch(first, images, xpacked_.get(), 0, xs_offset);
   }
   return last;

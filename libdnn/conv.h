@@ -108,7 +108,8 @@ struct ConvConfig {
   int px_per_item = 3;  // register tile: output pixels per work-item
   int vw = 8;           // vector width along output channels (1, 2, 4, 8, 16)
   /// Input channels per multiply (int8q): 4 takes four channels per step through the 4-way
-  /// byte dot product (KernelHelper::kDot4; ConvInput::kDot4), scalar lanes (vw = 1) only;
+  /// byte dot product (KernelHelper::kDot4; ConvInput::kDot4) with scalar lanes (vw = 1), or
+  /// byte quad products (KernelHelper::kByteQuadProduct16; ConvInput::kPackedQuads) with vw = 16;
   /// 1 is the type's usual input path.
   int kp = 1;
 
@@ -117,7 +118,7 @@ struct ConvConfig {
   static const ConfigSchema<ConvConfig>& Schema();
   std::string ToString() const;  // "l1 oc4 px3 v8", with " k4" when kp = 4
   /// Throws mpcaffe::Error: lanes in [1, 256], tiles in [1, 16], oc·px ≤ 64, vw a width above,
-  /// kp 1 or 4 (4 with vw = 1).
+  /// kp 1 or 4 (4 with vw = 1 or 16).
   void Validate() const;
   /// Whether the config can run on a backend: every config on both (vw > 1 on CUDA through
   /// KernelWriter::AddVector's struct vectors, the channel-pair inputs through
@@ -147,6 +148,10 @@ enum class ConvInput {
                  // words, one mp_dot4 per accumulator (native where the target has a dot
                  // product); zero points after the window: Σxw − z_w·Σx − z_x·Σw + N·z_x·z_w
                  // (Σx beside the products, Σw per channel at SetWeights)
+  kPackedQuads,  // int8q with kp = 4 and vw = 16: a pack kernel first writes 32-bit planes of
+                 // four channels' bytes x (unsigned); per step one word per pixel in every
+                 // lane times 16 channels' words of w − z_w (signed bytes) in one MP_DPBUSD16,
+                 // minus z_x·Σ(w − z_w) after the window (padding reads z_x)
 };
 
 /// The default tile for a device class and data type: wide-vector register tiles with one

@@ -22,14 +22,14 @@ const char* PackedType(DataType t, ConvInput input) {
     case DataType::kFloat16:
       return "float";
     case DataType::kInt8Q:
-      return input == ConvInput::kDot4 ? "mp_u8" : "mp_i16";
+      return input == ConvInput::kDot4 || input == ConvInput::kPackedQuads ? "mp_u8" : "mp_i16";
     case DataType::kInt16Q:
       return input == ConvInput::kPackedSplit ? "mp_i16" : "int";
   }
   return "float";
 }
 size_t PackedBytes(DataType t, ConvInput input) {
-  if (input == ConvInput::kDot4) return 1;
+  if (input == ConvInput::kDot4 || input == ConvInput::kPackedQuads) return 1;
   return t == DataType::kInt8Q || input == ConvInput::kPackedSplit ? 2 : 4;
 }
 
@@ -42,7 +42,8 @@ size_t PackedBytes(DataType t, ConvInput input) {
 /// pair sums int32, so the result is the same integer.
 ConvInput InputOf(Backend backend, const ConvDesc& d, const ConvConfig& c, bool x_fits) {
   // kp = 4 replicates z_x into the bytes of padding: a zero point within uint8.
-  if (d.type == DataType::kInt8Q && c.kp == 4 && x_fits) return ConvInput::kDot4;
+  if (d.type == DataType::kInt8Q && c.kp == 4 && x_fits)
+    return c.vw == 16 ? ConvInput::kPackedQuads : ConvInput::kDot4;
   if (c.vw != 8 || !x_fits) return ConvInput::kDirect;
   const int cg = d.channels / d.groups;
   // Packed planes are indexed with int: one image's words (two per pair for int16) and the
@@ -67,11 +68,16 @@ ConvInput InputOf(Backend backend, const ConvDesc& d, const ConvConfig& c, bool 
       return ConvInput::kDirect;
   }
 }
-bool IsPacked(ConvInput m) { return m == ConvInput::kPackedPairs || m == ConvInput::kPackedSplit; }
+bool IsPacked(ConvInput m) {
+  return m == ConvInput::kPackedPairs || m == ConvInput::kPackedSplit ||
+         m == ConvInput::kPackedQuads;
+}
 
-/// Input channels per packed step: 4 (kDot4), 2 (channel pairs) or 1.
+/// Input channels per packed step: 4 (kDot4, kPackedQuads), 2 (channel pairs) or 1.
 int ChannelsPerStep(ConvInput m) {
-  return m == ConvInput::kDot4 ? 4 : m == ConvInput::kDirect ? 1 : 2;
+  return m == ConvInput::kDot4 || m == ConvInput::kPackedQuads ? 4
+         : m == ConvInput::kDirect                             ? 1
+                                                               : 2;
 }
 
 /// Input channels per group as packed: Cg rounded up to the channels per step.
@@ -81,9 +87,11 @@ int PackedChannels(const ConvDesc& d, ConvInput m) {
 }
 
 /// Bytes of one image's packed input: per group ⌈Cg/2⌉ planes of 32-bit pairs (int16: a lo and
-/// a hi word per pixel, then one plane of channel sums).
+/// a hi word per pixel, then one plane of channel sums), or ⌈Cg/4⌉ planes of byte quads.
 size_t PackedInputBytes(const ConvDesc& d, ConvInput m) {
   const size_t hw = size_t(d.height) * d.width, pairs = size_t(d.channels / d.groups + 1) / 2;
+  if (m == ConvInput::kPackedQuads)
+    return size_t(d.groups) * size_t(PackedChannels(d, m) / 4) * hw * 4;
   if (m == ConvInput::kPackedPairs) return size_t(d.groups) * pairs * hw * 4;
   if (m == ConvInput::kPackedSplit) return size_t(d.groups) * (pairs * 2 + 1) * hw * 4;
   return 0;
@@ -215,10 +223,10 @@ std::string ConvConfig::ToString() const { return Schema().Print(*this); }
 
 void ConvConfig::Validate() const {
   const ConfigSchema<ConvConfig>& s = Schema();
-  if (!s.InRange(*this) || oc_per_item * px_per_item > 64 || (kp == 4 && vw != 1))
+  if (!s.InRange(*this) || oc_per_item * px_per_item > 64 || (kp == 4 && vw != 1 && vw != 16))
     throw Error("convolution config " + ToString() + ": lanes must be in [" + s.AllowedText("l") +
                 "], tiles in [" + s.AllowedText("oc") + "] with oc·px ≤ 64, vw " +
-                s.AllowedText("v") + ", kp " + s.AllowedText("k") + " (4 with vw 1)");
+                s.AllowedText("v") + ", kp " + s.AllowedText("k") + " (4 with vw 1 or 16)");
 }
 
 ConvConfig DefaultConvConfig(const DeviceInfo& device, DataType type) {
@@ -241,6 +249,11 @@ std::vector<ConvConfig> ConvConfig::Candidates(const DeviceInfo& device, DataTyp
         d.kp = 4;
         if (!(d == out[0])) out.push_back(d);
       }
+  // int8 where byte quad products run in a helper: tiles of byte-quad vectors of 16 channels.
+  if (type == DataType::kInt8Q && TargetProfile::Of(device).byte_quad_products)
+    for (const ConvConfig& c : {ConvConfig{1, 4, 3, 16, 4}, ConvConfig{1, 2, 6, 16, 4},
+                                ConvConfig{1, 4, 4, 16, 4}, ConvConfig{1, 2, 4, 16, 4}})
+      if (!(c == out[0])) out.push_back(c);
   return out;
 }
 }  // namespace mpcaffe::libdnn

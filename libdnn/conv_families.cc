@@ -19,12 +19,18 @@ bool DepthwiseApplies(const ConvDesc& d, const ConvQuant&, const TargetProfile&)
 
 // fp32 1×1 convolutions, and with the dialect's vectors the row form (a first layer) and int8q
 // with an input zero point its pair planes and float sums hold exactly. MPCAFFE_CONV_GEMM=1
-// gives these descriptions to im2col + GEMM.
+// gives these descriptions to im2col + GEMM. Where byte quad products run in a helper, int8q's
+// first layers of 7×7 windows or larger go to the direct kernel's byte quads (DirectConvDefaults):
+// 64 byte products per instruction against the row form's 16 float multiply-adds pay over many
+// taps; over fewer the row form's whole-vector stores and unpacked input cost less than the
+// quads' packing and epilogue (docs/BENCHMARKS.md, "Default configurations").
 bool PointwiseApplies(const ConvDesc& d, const ConvQuant& q, const TargetProfile& p) {
   return GetSettings().conv_gemm != "1" &&
          Convolution::PointwiseApplies(d, Convolution::DefaultPointwiseTile(d)) &&
          (Convolution::IsPointwise(d) || p.vector_builtins) &&
-         (d.type != DataType::kInt8Q || (p.vector_builtins && q.x_zero >= 0 && q.x_zero <= 255));
+         (d.type != DataType::kInt8Q || (p.vector_builtins && q.x_zero >= 0 && q.x_zero <= 255)) &&
+         !(d.type == DataType::kInt8Q && RowForm(d) && p.byte_quad_products &&
+           d.kernel_h * d.kernel_w >= 49);
 }
 
 // fp32 and int8q; the GEMM's epilogue adds no residual and takes one weight zero point.
@@ -97,6 +103,16 @@ const DefaultsTable<ConvConfig, DataType>& DirectConvDefaults() {
        {1, 2, 2, 8},
        "ConvBench (tests/libdnn/conv_test.cc) at batch 1 and 16, four interleaved runs, PoCL, "
        "2026-11-23: 15-25% ahead of l1 oc4 px3 v8 (spilled); 4 x 2 and 6 x 2 level"},
+      {"OpenCL CPU runtime, int8q, byte quad products in a helper",
+       [](const TargetProfile& p, const DataType& t) {
+         return p.cpu_vectors && p.byte_quad_products && t == DataType::kInt8Q;
+       },
+       {1, 4, 3, 16, 4},
+       "mpcaffe time --model <ResNet-50 converted to int8> --synthetic --iterations 10 --json, "
+       "PoCL, AVX-512, 3 alternating rounds against the pair tile l1 oc4 px3 v8, loaded, "
+       "2026-11-29 (docs/BENCHMARKS.md, \"Default configurations\"): the 3x3 layers' sum "
+       "42.9 -> 12.5 ms, the 1x1 stride-2 layers' 15.5 -> 6.1; oc2 px6, oc4 px4, oc2 px4 and "
+       "oc3 px4 within the noise of oc4 px3"},
       {"OpenCL CPU runtime",
        [](const TargetProfile& p, const DataType&) { return p.cpu_vectors; },
        {1, 4, 3, 8},
@@ -223,10 +239,19 @@ const DefaultsTable<DepthwiseRowRange, ConvDesc>& DepthwiseRowDefaults() {
 
 const DefaultsTable<bool, ConvDesc>& ConvGemmDefaults() {
   // The direct kernel's int8 steps are channel pairs: with 3 input channels one pair in two is
-  // half empty, and the GEMM wins; for fp32 the columns cost about what the GEMM saves. Groups
-  // (a GEMM per group) only when forced: with 4-bit weights the columns, the GEMM's activation
-  // packing and weight expansion cost more than its byte-pair products save.
+  // half empty, and the GEMM wins (not against its byte quads, whose 3 of 4 bytes per step
+  // still multiply 48 products per instruction); for fp32 the columns cost about what the GEMM
+  // saves. Groups (a GEMM per group) only when forced: with 4-bit weights the columns, the GEMM's
+  // activation packing and weight expansion cost more than its byte-pair products save.
   static const DefaultsTable<bool, ConvDesc> table = {
+      {"byte quad products in a helper, int8q: the direct kernel's byte quads",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.byte_quad_products && d.type == DataType::kInt8Q;
+       },
+       false,
+       "ResNet-50's int8 conv1 alone (n1 c3 h224 o64 k7x7 s2), mpcaffe time --synthetic "
+       "--iterations 20, PoCL, AVX-512, 3 alternating rounds, loaded, 2026-11-29: the direct "
+       "kernel's byte quads 2.45-2.52 ms, the row form 4.3-8.4, im2col + GEMM 4.1-10.5"},
       {"a work-item per thread (not lanes): int8q, one group, at most 4 input channels, a window "
        "of at least 9 taps",
        [](const TargetProfile& p, const ConvDesc& d) {

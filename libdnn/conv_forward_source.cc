@@ -77,7 +77,8 @@ struct ForwardText {
         c(config),
         input(InputOf(target.backend, desc, config, channel_pairs)),
         dot4(input == ConvInput::kDot4),
-        pairs(input != ConvInput::kDirect && !dot4),
+        quads(input == ConvInput::kPackedQuads),
+        pairs(input != ConvInput::kDirect && !dot4 && !quads),
         packed(IsPacked(input)),
         split(input == ConvInput::kPackedSplit),
         q(IsQuantized(desc.type)),
@@ -89,14 +90,15 @@ struct ForwardText {
   std::string Source() {
     DeclareTypes();
     AddPackKernels();
-    AddForwardKernel(Prologue() + Window() + Epilogue());
+    if (quads) w.Function(QuadWindowFunction(c));
+    AddForwardKernel(quads ? QuadPrologue(c) + Epilogue() : Prologue() + Window() + Epilogue());
     return w.Source();
   }
 
   const ConvDesc& d;
   const ConvConfig& c;
   const ConvInput input;
-  const bool dot4, pairs, packed, split, q, wide;
+  const bool dot4, quads, pairs, packed, split, q, wide;
   const bool vector_builtins;  // KernelTarget::vector_builtins
   const std::string suffix;  // kernel name suffix: the type, "_sw" for signed weights
   KernelWriter w;
@@ -105,6 +107,7 @@ struct ForwardText {
   void DeclareTypes() {
     w.AddType("Dtype", d.type);
     if (pairs) w.UseHelper(KernelHelper::kPairProduct16);
+    if (quads) w.UseHelper(KernelHelper::kByteQuadProduct16);
     if (dot4) {
       w.UseHelper(KernelHelper::kDot4);
       // The word of four packed weight bytes at p (4-byte aligned), and the input bytes of
@@ -199,22 +202,35 @@ struct ForwardText {
   }
 )");
 
-    if (dot4) {
-      // Σw of each output channel over its whole window (raw stored values).
-      w.Kernel("conv_wsum_" + suffix)
-          .In("Wstore", "wsrc")
-          .Out("int", "wsum")
-          .Value("int", "OC")
-          .Value("int", "CKK")
-          .Body(R"(  $loop(o, OC) {
-    int s = 0;
-    for (int i = 0; i < CKK; ++i) s += WLOAD(wsrc, o * CKK + i);
-    wsum[o] = s;
-  }
-)");
+    if (dot4 || quads) {
+      // Σw of each output channel over its whole window (raw stored values; kPackedQuads
+      // Σ(w − z_w)).
+      auto& k = w.Kernel("conv_wsum_" + suffix)
+                    .In("Wstore", "wsrc")
+                    .Out("int", "wsum")
+                    .Value("int", "OC")
+                    .Value("int", "CKK");
+      if (quads) k.In("int", "wz");
+      k.Body(std::string("  $loop(o, OC) {\n    int s = 0;\n") +
+             "    for (int i = 0; i < CKK; ++i) s += WLOAD(wsrc, o * CKK + i)" +
+             (quads ? " - wz[o]" : "") + ";\n    wsum[o] = s;\n  }\n");
     }
 
-    if (packed) {
+    if (quads) {
+      w.Kernel("conv_xpack_" + suffix)
+          .In("Dtype", "x")
+          .Out("int", "xq")
+          .Value("int", "Cg")
+          .Value("int", "HW")
+          .Value("int", "NG")
+          .Value("int", "x_zero")
+          .Value("int", "XW")
+          .Value("int", "XHW")
+          .Value("int", "PW")
+          .Value("int", "sh")
+          .Value("int", "sw")
+          .Body(QuadPackInputBody());
+    } else if (packed) {
       // Input packing for one chunk of images (NG = images · groups): per (image, group) ⌈Cg/2⌉
       // planes of 32-bit words (x(2i) − z_x, x(2i + 1) − z_x) as two int16 halves, an odd Cg
       // padded with 0; the split path writes two words per pixel (the lo pair, then the hi pair
@@ -489,7 +505,8 @@ struct ForwardText {
   // Whether the epilogue requantizes a whole vector of channels at once (VectorEpilogue): int8
   // (an int32 accumulator) in OpenCL C vectors; CUDA and int16 go lane by lane.
   bool VectorRequantizes() const {
-    return q && !wide && !dot4 && !split && vector_builtins && c.vw >= 2 && c.vw <= 8;
+    return q && !wide && !dot4 && !split && vector_builtins &&
+           ((c.vw >= 2 && c.vw <= 8) || (quads && c.vw == 16));
   }
 
   // The int8 epilogue of the tile's accumulator `tile[e]` (channel vector tj, pixel tt) when
@@ -500,32 +517,40 @@ struct ForwardText {
   // `else` that holds it.
   std::string VectorEpilogue() const {
     const VectorWords v(w.target());
-    const std::string iv = v.Type("int", c.vw), lv = v.Type("long", c.vw);
+    // Parts of at most 8 channels (the requantization's long lanes and the interleaved
+    // multipliers' load of twice as many stay within OpenCL's 16 lanes).
+    const int L = c.vw < 8 ? c.vw : 8, parts = c.vw / L;
+    const std::string iv = v.Type("int", L), lv = v.Type("long", L);
     std::string s = R"(    {
     const int oc0 = ocl + tj * CONV_STEP;
     if (pvt && oc0 + CONV_VW <= OCg) {
-      const int o0 = g * OCg + oc0;
-      const int yi0 = (n * G * OCg + o0) * P + p0 + tt;
 )";
-    s += "      const " + iv + " val = tile[e] + (has_bias ? " + v.Load(c.vw, "bias + o0") + " : " +
-         v.Splat(iv, "0") + ");\n";
-    s += "      const " + v.Type("int", 2 * c.vw) + " rqv = " + v.Load(2 * c.vw, "rq + 2 * o0") +
-         ";\n";
-    s += v.Requant(c.vw, "r", "val", v.Even("rqv"), v.Odd("rqv"), 6);
-    s += "      r += c_zero;\n      if (has_res) {\n        const " + iv + " rv = ";
-    std::string lanes;
-    for (int l = 0; l < c.vw; ++l)
-      lanes += std::string(l ? ", " : "") + "Dtype_LOAD(res, yi0 + " + std::to_string(l) + " * P)";
-    s += v.Of(iv, lanes) + " - res_zero;\n";
-    s += v.Requant(c.vw, "rs", "rv", v.Splat(iv, "res_m"), v.Splat(iv, "res_s"), 8);
-    s += "        r += rs;\n      }\n";
-    s += "      const mp_i64 lo = relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN;\n";
-    s += "      r = " +
-         v.Select(v.Select("r", v.Splat(lv, "Dtype_QMAX"), "r > (mp_i64)Dtype_QMAX"),
-                  v.Splat(lv, "lo"), "r < lo") +
-         ";\n";
-    for (int l = 0; l < c.vw; ++l)
-      s += "      Dtype_STORE(y, yi0 + " + std::to_string(l) + " * P, " + v.Lane("r", l) + ");\n";
+    for (int h = 0; h < parts; ++h) {
+      s += "     {\n      const int o0 = g * OCg + oc0 + " + std::to_string(h * L) + ";\n";
+      s += "      const int yi0 = (n * G * OCg + o0) * P + p0 + tt;\n";
+      const std::string acc = parts == 1 ? "tile[e]" : v.Lanes("tile[e]", h * L, L);
+      s += "      const " + iv + " val = " + acc + " + (has_bias ? " + v.Load(L, "bias + o0") +
+           " : " + v.Splat(iv, "0") + ")" +
+           (quads ? " - " + v.Splat(iv, "x_zero") + " * " + v.Load(L, "wsum + o0") : "") + ";\n";
+      s += "      const " + v.Type("int", 2 * L) + " rqv = " + v.Load(2 * L, "rq + 2 * o0") + ";\n";
+      s += v.Requant(L, "r", "val", v.Even("rqv"), v.Odd("rqv"), 6);
+      s += "      r += c_zero;\n      if (has_res) {\n        const " + iv + " rv = ";
+      std::string lanes;
+      for (int l = 0; l < L; ++l)
+        lanes +=
+            std::string(l ? ", " : "") + "Dtype_LOAD(res, yi0 + " + std::to_string(l) + " * P)";
+      s += v.Of(iv, lanes) + " - res_zero;\n";
+      s += v.Requant(L, "rs", "rv", v.Splat(iv, "res_m"), v.Splat(iv, "res_s"), 8);
+      s += "        r += rs;\n      }\n";
+      s += "      const mp_i64 lo = relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN;\n";
+      s += "      r = " +
+           v.Select(v.Select("r", v.Splat(lv, "Dtype_QMAX"), "r > (mp_i64)Dtype_QMAX"),
+                    v.Splat(lv, "lo"), "r < lo") +
+           ";\n";
+      for (int l = 0; l < L; ++l)
+        s += "      Dtype_STORE(y, yi0 + " + std::to_string(l) + " * P, " + v.Lane("r", l) + ");\n";
+      s += "     }\n";
+    }
     s += "    } else {\n";
     return s;
   }
@@ -538,7 +563,9 @@ struct ForwardText {
     const int px = c.px_per_item, tiles = c.oc_per_item * px;
     std::string body = "  Vtype tile[" + std::to_string(tiles) + "];\n";
     body += ForEachTile(c, [&](int j, int t) {
-      return "  tile[" + std::to_string(j * px + t) + "] = " + Sub("acc#J_#T;\n", j, t);
+      const std::string e = std::to_string(j * px + t);
+      return "  tile[" + e +
+             "] = " + (quads ? "Vtype_LOAD(accs + 16 * " + e + ");\n" : Sub("acc#J_#T;\n", j, t));
     });
     // The window sums of each pixel (the split and kDot4 corrections).
     if (split || dot4) {
@@ -576,6 +603,8 @@ struct ForwardText {
         fix =
             " - (mp_i64)wz[o] * tile_sx[tt] - (mp_i64)x_zero * wsum[o] + (mp_i64)(KH * KW * Cgp) "
             "* x_zero * wz[o]";
+      // kPackedQuads: Σx(w − z_w) with padding as z_x, less z_x·Σ(w − z_w).
+      if (quads) fix = " - (mp_i64)x_zero * wsum[o]";
       s += "      mp_i64 r = (mp_i64)c_zero + MP_REQUANT(lanes_out[v]" + fix +
            R"( + (has_bias ? bias[o] : 0), rq[2 * o], rq[2 * o + 1]);
       if (has_res) r += MP_REQUANT((mp_i64)Dtype_LOAD(res, yi) - res_zero, res_m, res_s);
@@ -597,9 +626,14 @@ struct ForwardText {
       k.In("int", "xq");
     else
       k.In("Dtype", "x");
-    k.In("Ptype", "wp").In("Btype", "bias").In("int", "rq").In("Dtype", "res").Out("Dtype", "y");
+    k.In(quads ? "int" : "Ptype", "wp")
+        .In("Btype", "bias")
+        .In("int", "rq")
+        .In("Dtype", "res")
+        .Out("Dtype", "y");
     if (split) k.In("int", "xs").In("int", "wz");
     if (dot4) k.In("int", "wz").In("int", "wsum");
+    if (quads) k.In("int", "wsum");
     for (const char* name :
          {"C",  "H",  "W",  "Cg", "OCg", "OCpad", "OH",       "OW",   "KH",     "KW",    "sh",
           "sw", "ph", "pw", "dh", "dw",  "G",     "has_bias", "relu", "x_zero", "c_zero", "has_res", "res_zero", "res_m",

@@ -66,8 +66,27 @@ constexpr size_t kPackChunkBytes = size_t(256) << 10;
 /// `x_fits` is whether x − z_x fits the pair planes (a zero point in the type's range).
 ConvInput InputOf(Backend backend, const ConvDesc& d, const ConvConfig& c, bool x_fits);
 bool IsPacked(ConvInput m);
-/// Input channels per packed step: 4 (kDot4), 2 (channel pairs) or 1.
+/// Input channels per packed step: 4 (kDot4, kPackedQuads), 2 (channel pairs) or 1.
 int ChannelsPerStep(ConvInput m);
+
+/// kPackedQuads (conv_quads_source.cc): the body of conv_xpack_<type> (arguments x, xq, Cg, HW,
+/// NG, x_zero, XW, XHW, PW, sh, sw: per image and group ⌈Cg/4⌉ planes of HW 32-bit words of
+/// four channels' bytes, PW per row, from every sh-th row and sw-th column of the input planes of
+/// XW columns and XHW pixels; QuadsSubsample), and
+/// the window loop `conv_quads(xg, wg, H, W, Cq, KH, KW, dh, dw, x_zero, pix, out)`, an
+/// MP_QUAD_FN function: `pix` holds (valid, iy0, ix0) per pixel of the tile, `out` gets the
+/// oc·px accumulators of 16 channels each (Σ x·(w − z_w), padding read as z_x), in tile order.
+std::string QuadPackInputBody();
+/// Whether kPackedQuads packs only the pixels `d` reads (an unpadded 1×1 window at a stride):
+/// the forward kernel then runs at stride 1 over the packed planes of the output's size.
+inline bool QuadsSubsample(const ConvDesc& d) {
+  return d.kernel_h == 1 && d.kernel_w == 1 && d.pad_h == 0 && d.pad_w == 0 &&
+         (d.stride_h > 1 || d.stride_w > 1);
+}
+std::string QuadWindowFunction(const ConvConfig& c);
+/// The forward body of kPackedQuads up to the epilogue: the work-item's pixels and channel
+/// block, and the call of conv_quads leaving the accumulators in the private ints `accs`.
+std::string QuadPrologue(const ConvConfig& c);
 /// Input channels per group as packed: Cg rounded up to the channels per step.
 int PackedChannels(const ConvDesc& d, ConvInput m);
 /// Bytes of one image's packed input planes (0 for unpacked inputs).

@@ -308,13 +308,15 @@ if [[ $STEPS == *,fusion,* ]]; then
 \`mpcaffe_launch_bench 1000 5 <d>\` (\`bench/fusion_table.py\`)" "$load"
 fi
 # The CPU's own peaks, the yardstick of the GEMM table: fp32 FMAs on 1 and every thread, and the
-# pointwise kernel's inner loop in fp32 and in int8 pairs of 256 and 512 bits (bench/cpu_peak.cc).
+# pointwise kernel's inner loop in fp32 and in int8 pairs of 256 and 512 bits, the direct
+# convolution's in byte quads (bench/cpu_peak.cc).
 if [[ $STEPS == *,peak,* ]]; then
   echo "== mpcaffe_cpu_peak --markdown" >&2
   load=$(cut -d' ' -f1 /proc/loadavg)
   "$(dirname "$MPCAFFE")/mpcaffe_cpu_peak" --markdown > "$OUT/cpu_peak.md"
   splice_table peak "$OUT/cpu_peak.md" "\`build/bin/mpcaffe_cpu_peak --markdown\` (12 independent \
-8-wide FMA chains per thread; the int8 pointwise loop as the OpenCL compilers emit it)" "$load"
+8-wide FMA chains per thread; the int8 pointwise loop as the OpenCL compilers emit it, the direct \
+convolution's byte-quad loop)" "$load"
 fi
 # Every kernel family's defaults table, printed from the library's rows (bench/defaults_table.cc).
 if [[ $STEPS == *,defaults,* ]]; then

@@ -263,6 +263,35 @@ TEST(CudaCandidates, PairProductPathsCompileInEveryLayout) {
       compiled);
 }
 
+// The direct convolution in byte quads (ConvConfig kp 4, vw 16: ConvInput::kPackedQuads, the
+// CPU default where AVX-512 VNNI runs in a helper): its window function's MP_DPBUSD16 is dp4a per
+// lane in CUDA. Unsigned weights (signed ones change only the packing kernel's load), PTX with
+// dp4a and sm_80 cubin. Never run: no NVIDIA GPU on the build machine.
+TEST(CudaCandidates, ConvolutionByteQuadsCompile) {
+  for (bool sw : {false}) {
+    ConvDesc d;
+    d.type = DataType::kInt8Q;
+    d.weights_signed = sw;
+    d.channels = 13;  // a last quad of one channel
+    d.height = d.width = 9;
+    d.out_channels = 20;
+    d.kernel_h = d.kernel_w = 3;
+    d.pad_h = d.pad_w = 1;
+    const ConvConfig c = {1, 2, 3, 16, 4};
+    const std::string what = std::string(sw ? "signed " : "") + "byte quads " + c.ToString();
+    CompilePtxAndCubin(
+        what, [&](int cc) { return Convolution::ForwardSource(KernelTarget::Cuda(cc), d, c); },
+        Convolution::ForwardKernelName(d), !sw);
+    const std::string text = Convolution::ForwardSource(KernelTarget::Cuda(80), d, c);
+    EXPECT_NE(text.find("MP_DPBUSD16("), std::string::npos) << what;
+    const cuda::NvrtcOutput& out = test_support::CompileCudaOnce(
+        Convolution::ForwardSource(KernelTarget::Cuda(ComputeCapability(cuda::OldestPtxArch())),
+                                   d, c),
+        cuda::OldestPtxArch(), "pairs.cu");
+    EXPECT_NE(out.ptx.find("dp4a.u32.s32"), std::string::npos) << what;
+  }
+}
+
 // The 4-bit weight (int8w4) byte-pair kernels (GemmConfig::kU8S4, KernelHelper::
 // kBytePairProduct16's CUDA structs) in every layout that changes their text: the outer product
 // (weights unpacked in the kernel) with its activations packed from B rows or from a transposed

@@ -1,5 +1,6 @@
 // tests/libdnn/conv_quads_test.cc — the int8 pointwise kernel in byte quads (PointwiseTile::k 4:
-// MP_DPBUSD16 over 4 input channels per step) bit-exact against ConvForwardReference, in the
+// MP_DPBUSD16 over 4 input channels per step) and the direct kernel in byte quads (ConvConfig
+// kp 4, vw 16) bit-exact against ConvForwardReference, in the
 // form the device compiles (vpdpbusd in a noinline AVX-512 VNNI helper on PoCL with avx512vnni)
 // and forced into the portable form; weight zero points a signed byte cannot hold falling back
 // to the pair products; and the profile rule that picks byte quads by default.
@@ -20,6 +21,7 @@
 #include "device/host_isa.h"
 #include "device/settings.h"
 #include "libdnn/conv.h"
+#include "libdnn/conv_families.h"
 #include "quant/fixed_point.h"
 #include "tests/testing/host_isa_levels.h"
 
@@ -44,10 +46,20 @@ const Case kCases[] = {
 };
 // clang-format on
 
-ConvDesc DescOf(const Case& c, int variant) {
+struct DirectCase {
+  int n, c, h, w, o, k, stride, pad, dilation, groups;
+};
+
+/// The int8q description of a case: bias, ReLU, residual and signed weights by `variant`.
+ConvDesc DirectDescOf(const DirectCase& c, int variant) {
   ConvDesc d;
   d.type = DataType::kInt8Q;
   d.batch = c.n, d.channels = c.c, d.height = c.h, d.width = c.w, d.out_channels = c.o;
+  d.kernel_h = d.kernel_w = c.k;
+  d.stride_h = d.stride_w = c.stride;
+  d.pad_h = d.pad_w = c.pad;
+  d.dilation_h = d.dilation_w = c.dilation;
+  d.groups = c.groups;
   d.bias = variant % 4 != 3;
   d.relu = variant % 2 == 1;
   d.residual = variant % 3 == 0;
@@ -55,11 +67,31 @@ ConvDesc DescOf(const Case& c, int variant) {
   return d;
 }
 
-/// Runs `d` with `tile` on random data (every fourth input and weight at the ends of their
-/// ranges) and compares with the reference; `w_zero` −1: the symmetric zero point (128, or 0
-/// for signed storage). Returns the tile the convolution ran.
-Convolution::PointwiseTile CheckQuads(const ConvDesc& d, const Convolution::PointwiseTile& tile,
-                                      uint32_t seed, int w_zero = -1) {
+ConvDesc DescOf(const Case& c, int variant) {
+  return DirectDescOf({c.n, c.c, c.h, c.w, c.o, 1, 1, 0, 1, 1}, variant);
+}
+
+/// Quantization of `d` for these tests: `w_zero` −1 the symmetric weight zero point (128, or 0
+/// for signed storage); outputs spread over about ±45 around c_zero (σ of a sum of K products of
+/// uniform bytes: √K · 74²), so the requantization, not the clamps, decides most of them.
+ConvQuant QuantOf(const ConvDesc& d, int w_zero) {
+  ConvQuant q;
+  q.x_zero = 118;
+  q.c_zero = 131;
+  q.res_zero = 120;
+  q.res_multiplier = quant::QuantizeMultiplier(0.4);
+  q.w_zero.assign(size_t(d.out_channels), w_zero >= 0 ? w_zero : d.weights_signed ? 0 : 128);
+  const double sigma = std::sqrt(double(d.weight_count() / d.out_channels)) * 74.0 * 74.0;
+  q.multiplier.clear();
+  for (int o = 0; o < d.out_channels; ++o)
+    q.multiplier.push_back(quant::QuantizeMultiplier((0.5 + 0.05 * o) * 45.0 / sigma));
+  return q;
+}
+
+/// Runs `conv` (made for `d` and `q`) on random data (every fourth input and weight at the ends
+/// of their ranges) and compares with the reference.
+void CompareWithReference(const ConvDesc& d, const ConvQuant& q, Convolution& conv,
+                          uint32_t seed) {
   Device& dev = DefaultDevice();
   std::mt19937 rng(seed);
   auto bytes = [&](size_t n, bool extremes) {
@@ -70,26 +102,12 @@ Convolution::PointwiseTile CheckQuads(const ConvDesc& d, const Convolution::Poin
   };
   const Bytes x = bytes(d.input_count(), true), w = bytes(d.weight_count(), true);
   const Bytes res = bytes(d.output_count(), false);
-  ConvQuant q;
-  q.x_zero = 118;
-  q.c_zero = 131;
-  q.res_zero = 120;
-  q.res_multiplier = quant::QuantizeMultiplier(0.4);
-  q.w_zero.assign(size_t(d.out_channels), w_zero >= 0 ? w_zero : d.weights_signed ? 0 : 128);
-  // Outputs spread over about ±45 around c_zero (σ of a sum of C products of uniform bytes:
-  // √C · 74²), so the requantization, not the clamps, decides most of them.
-  const double sigma = std::sqrt(double(d.channels)) * 74.0 * 74.0;
-  q.multiplier.clear();
-  for (int o = 0; o < d.out_channels; ++o)
-    q.multiplier.push_back(quant::QuantizeMultiplier((0.5 + 0.05 * o) * 45.0 / sigma));
+  const double sigma = std::sqrt(double(d.weight_count() / d.out_channels)) * 74.0 * 74.0;
   std::vector<int32_t> bias(size_t(d.out_channels));
   for (int32_t& b : bias) b = int32_t(int(rng() % 2001) - 1000) * int32_t(sigma) / 1000;
   Bytes want(d.output_count());
   ConvForwardReference(d, q, x.data(), w.data(), d.bias ? bias.data() : nullptr, want.data(),
                        res.data());
-
-  Convolution conv = Convolution::Pointwise(dev, d, tile, q);
-  EXPECT_TRUE(conv.forward_pointwise());
   auto upload = [&](const void* p, size_t n) {
     auto m = dev.Allocate(std::max<size_t>(n, 4));
     dev.CopyToDevice(p, m.get(), 0, n);
@@ -108,6 +126,15 @@ Convolution::PointwiseTile CheckQuads(const ConvDesc& d, const Convolution::Poin
     if (got[i] != want[i] && bad++ < 5)
       ADD_FAILURE() << "output " << i << ": got " << int(got[i]) << " want " << int(want[i]);
   EXPECT_EQ(bad, 0);
+}
+
+/// The pointwise kernel of `d` with `tile` against the reference; returns the tile it ran.
+Convolution::PointwiseTile CheckQuads(const ConvDesc& d, const Convolution::PointwiseTile& tile,
+                                      uint32_t seed, int w_zero = -1) {
+  const ConvQuant q = QuantOf(d, w_zero);
+  Convolution conv = Convolution::Pointwise(DefaultDevice(), d, tile, q);
+  EXPECT_TRUE(conv.forward_pointwise());
+  CompareWithReference(d, q, conv, seed);
   return conv.pointwise_tile();
 }
 
@@ -186,6 +213,78 @@ TEST(ConvByteQuads, DefaultTileFollowsTheProfile) {
   const bool expected = di.backend == Backend::kOpenCL && di.implementation == "pocl" &&
                         !di.is_gpu && CpuHasAvx512Vnni();
   EXPECT_EQ(di.byte_quad_products_in_helper, expected) << dev.Describe();
+}
+
+// The direct kernel in byte quads (ConvConfig kp 4, vw 16: ConvInput::kPackedQuads). The
+// sizes are arguments of its one program per weight storage, so the cases cost runs, not
+// compiles: Cg mod 4 = 0 … 3, 3×3 padded windows (border words of z_x), stride 2, a 1×1 stride-2
+// projection, dilation, groups, a 7×7 stem-like window over 3 channels, output channels past
+// the last full vector (the lane-by-lane epilogue) and pixels past the last full tile.
+// clang-format off
+const DirectCase kDirectCases[] = {
+    {2, 13, 9, 7, 20, 3, 1, 1, 1, 1},
+    {1, 8, 10, 9, 32, 3, 2, 1, 1, 2},
+    {2, 6, 7, 8, 18, 1, 2, 0, 1, 2},
+    {1, 15, 8, 9, 16, 3, 1, 2, 2, 1},
+    {1, 3, 12, 12, 16, 7, 2, 3, 1, 1},
+    {1, 64, 6, 6, 48, 3, 1, 1, 1, 1},
+};
+// clang-format on
+const ConvConfig kQuadTile = {1, 2, 3, 16, 4};
+
+/// The direct kernel of `d` with `config` against the reference; returns the input it read.
+ConvInput CheckDirect(const ConvDesc& d, const ConvConfig& config, uint32_t seed,
+                      int w_zero = -1) {
+  const ConvQuant q = QuantOf(d, w_zero);
+  Convolution conv(DefaultDevice(), d, q, config);
+  CompareWithReference(d, q, conv, seed);
+  return conv.input();
+}
+
+TEST(ConvByteQuads, DirectKernelMatchesReference) {
+  Device& dev = DefaultDevice();
+  int variant = 0;
+  for (const DirectCase& c : kDirectCases) {
+    const ConvDesc d = DirectDescOf(c, variant);
+    SCOPED_TRACE(d.ToString() + " config " + kQuadTile.ToString());
+    EXPECT_EQ(CheckDirect(d, kQuadTile, 17 + variant), ConvInput::kPackedQuads);
+    ++variant;
+  }
+  std::printf("[ quads    ] direct kernel, %s: %s\n", dev.Describe().c_str(), FormOf(dev));
+}
+
+// The same integers in the portable form, whatever this device compiles.
+TEST(ConvByteQuads, DirectKernelPortableFormMatchesReference) {
+  Device& dev = DefaultDevice();
+  MPCAFFE_RUN_IN_PORTABLE_FORMS(dev);
+  ASSERT_FALSE(KernelTarget::Of(dev).byte_quads_in_helper);
+  const ConvDesc d = DirectDescOf(kDirectCases[0], 2);
+  SCOPED_TRACE(d.ToString());
+  EXPECT_EQ(CheckDirect(d, kQuadTile, 23), ConvInput::kPackedQuads);
+}
+
+// w − z_w outside a signed byte: the channel pairs in vectors of 8, the same tile otherwise.
+TEST(ConvByteQuads, DirectKernelOtherWeightZeroPointsTakePairs) {
+  ConvDesc d = DirectDescOf(kDirectCases[0], 1);
+  d.weights_signed = false;
+  const ConvQuant q = QuantOf(d, 100);
+  Convolution conv(DefaultDevice(), d, q, kQuadTile);
+  EXPECT_EQ(conv.config().ToString(), "l1 oc2 px3 v8");
+  EXPECT_NE(conv.input(), ConvInput::kPackedQuads);
+  CompareWithReference(d, q, conv, 29);
+}
+
+// The direct kernel's default takes byte quads for int8q exactly where the profile has them.
+TEST(ConvByteQuads, DirectDefaultFollowsTheProfile) {
+  TargetProfile p;
+  p.cpu_vectors = true;
+  EXPECT_NE(DefaultRowFor(DirectConvDefaults(), "conv", p, DataType::kInt8Q).config.kp, 4);
+  p.byte_quad_products = true;
+  const ConvConfig quads = DefaultRowFor(DirectConvDefaults(), "conv", p, DataType::kInt8Q).config;
+  EXPECT_EQ(quads.kp, 4);
+  EXPECT_EQ(quads.vw, 16);
+  EXPECT_NE(DefaultRowFor(DirectConvDefaults(), "conv", p, DataType::kFloat32).config.kp, 4);
+  EXPECT_NE(DefaultRowFor(DirectConvDefaults(), "conv", p, DataType::kInt16Q).config.kp, 4);
 }
 
 }  // namespace

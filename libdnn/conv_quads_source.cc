@@ -1,0 +1,143 @@
+// libdnn/conv_quads_source.cc — the int8 direct convolution's byte-quad input (ConvInput::
+// kPackedQuads): the input-packing kernel's body, the forward body's prologue and the window
+// loop as an MP_QUAD_FN function.
+#include <string>
+
+#include "libdnn/conv_internal.h"
+
+namespace mpcaffe::libdnn::conv_internal {
+
+namespace {
+
+std::string Num(int v) { return std::to_string(v); }
+
+/// Text of `pattern` once per accumulator (#J the channel vector, #T the pixel).
+std::string PerTile(const ConvConfig& c, const std::string& pattern) {
+  std::string s;
+  for (int j = 0; j < c.oc_per_item; ++j)
+    for (int t = 0; t < c.px_per_item; ++t) {
+      std::string line;
+      for (size_t i = 0; i < pattern.size(); ++i) {
+        if (pattern[i] == '#' && i + 1 < pattern.size() &&
+            (pattern[i + 1] == 'J' || pattern[i + 1] == 'T')) {
+          line += Num(pattern[i + 1] == 'J' ? j : t);
+          ++i;
+        } else {
+          line += pattern[i];
+        }
+      }
+      s += line;
+    }
+  return s;
+}
+
+std::string PerPixel(const ConvConfig& c, const std::string& pattern) {
+  ConvConfig one = c;
+  one.oc_per_item = 1;
+  return PerTile(one, pattern);
+}
+
+std::string PerChannel(const ConvConfig& c, const std::string& pattern) {
+  ConvConfig one = c;
+  one.px_per_item = 1;
+  return PerTile(one, pattern);
+}
+
+}  // namespace
+
+std::string QuadPackInputBody() {
+  // Per (image, group) ⌈Cg/4⌉ planes of words x(4q) | x(4q + 1) << 8 | … (the bytes as stored,
+  // low first); channels past Cg are 0 bytes, which meet zero weights. A packed plane of HW
+  // pixels, PW per row, takes every sh-th row and sw-th column of the input planes (XW columns,
+  // XHW pixels): 1 for a window, the stride for an unpadded 1×1 convolution, whose forward
+  // then reads only what it multiplies, at stride 1.
+  return R"(  const int Cq = (Cg + 3) / 4;
+  $loop(i, NG * HW) {
+    const int s = i % HW;
+    const int ng = i / HW;
+    const $global Dtype* src = x + ng * Cg * XHW + (s / PW) * sh * XW + (s % PW) * sw;
+    $global int* dst = xq + ng * Cq * HW + s;
+    for (int q = 0; q < Cq; ++q) {
+      mp_u32 v = 0u;
+      for (int j = 0; j < 4 && 4 * q + j < Cg; ++j)
+        v |= (mp_u32)Dtype_LOAD(src, (4 * q + j) * XHW) << (8 * j);
+      dst[q * HW] = (int)v;
+    }
+  }
+)";
+}
+
+std::string QuadWindowFunction(const ConvConfig& c) {
+  // Why a function: PoCL compiles the VNNI built-in only in a noinline helper (MP_QUAD_FN), so
+  // the whole window is one call per work-item and the accumulators go out through `out`.
+  // Each step: one input word (4 channels of one pixel) in every lane per pixel, one 64-byte
+  // row of 16 channels' weight quads per channel vector, oc · px MP_DPBUSD16. Where the window
+  // leaves the input the word is z_x in every byte, which the epilogue's z_x·Σ(w − z_w) takes
+  // back out; so interior and border positions differ only in that select.
+  std::string f =
+      "MP_QUAD_FN void conv_quads(const $global int* xg, const $global int* wg, int H, int W, "
+      "int Cq, int KH, int KW, int dh, int dw, int x_zero, const int* pix, int* out) {\n"
+      "  const int HW = H * W;\n"
+      "  const int xz = (int)((mp_u32)x_zero * 0x01010101u);\n";
+  f += PerTile(c, "  mp_i32x16 a#J_#T = MP_QUAD_WORD(0);\n");
+  f += "  for (int ky = 0; ky < KH; ++ky) {\n    for (int kx = 0; kx < KW; ++kx) {\n";
+  f += PerPixel(c,
+                "      const int iy#T = pix[3 * #T + 1] + ky * dh;\n"
+                "      const int ix#T = pix[3 * #T + 2] + kx * dw;\n"
+                "      const int ok#T = pix[3 * #T] && iy#T >= 0 && iy#T < H && ix#T >= 0 && "
+                "ix#T < W;\n"
+                "      const int off#T = ok#T ? iy#T * W + ix#T : 0;\n");
+  std::string all_ok;
+  for (int t = 0; t < c.px_per_item; ++t) all_ok += (t ? " && ok" : "ok") + Num(t);
+  auto loop = [&](bool masked) {
+    std::string s =
+        "        const $global int* xp = xg;\n"
+        "        const $global int* wk = wg + (ky * KW + kx) * Cq * CONV_TILE;\n"
+        "        for (int q = 0; q < Cq; ++q) {\n";
+    s += PerPixel(c, masked ? "          const mp_i32x16 x#T = MP_QUAD_WORD(ok#T ? xp[off#T] : "
+                              "xz);\n"
+                            : "          const mp_i32x16 x#T = MP_QUAD_WORD(xp[off#T]);\n");
+    s += PerChannel(c, "          const mp_i32x16 w#J = MP_QUAD_LOAD(wk + #J * CONV_STEP);\n");
+    s += PerTile(c, "          a#J_#T = MP_DPBUSD16(a#J_#T, x#T, w#J);\n");
+    s += "          xp += HW;\n          wk += CONV_TILE;\n        }\n";
+    return s;
+  };
+  f += "      if (" + all_ok + ") {\n" + loop(false) + "      } else {\n" + loop(true) +
+       "      }\n    }\n  }\n";
+  int e = 0;
+  for (int j = 0; j < c.oc_per_item; ++j)
+    for (int t = 0; t < c.px_per_item; ++t, ++e)
+      f += "  MP_QUAD_STORE(a" + Num(j) + "_" + Num(t) + ", out + " + Num(16 * e) + ");\n";
+  return f + "}\n";
+}
+
+std::string QuadPrologue(const ConvConfig& c) {
+  std::string body = R"(  const int lane = $local_id(0);
+  const int blk = $group_id(1);
+  const int ocl = blk * CONV_TILE + lane * CONV_VW;
+  const int P = OH * OW;
+  const int p0 = $group_id(0) * )" +
+                     Num(c.px_per_item) + R"(;
+  const int ng = $group_id(2);
+  const int n = ng / G;
+  const int g = ng - n * G;
+  const int Cq = (Cg + 3) / 4;
+)";
+  body += PerPixel(c, R"(  const int pv#T = p0 + #T < P;
+  const int oy#T = (p0 + #T) / OW;
+  const int iy0#T = oy#T * sh - ph;
+  const int ix0#T = (p0 + #T - oy#T * OW) * sw - pw;
+)");
+  std::string pix;
+  for (int t = 0; t < c.px_per_item; ++t)
+    pix += (t ? ", pv" : "pv") + Num(t) + ", iy0" + Num(t) + ", ix0" + Num(t);
+  body += "  const int pix[" + Num(3 * c.px_per_item) + "] = {" + pix + "};\n";
+  body += "  int accs[" + Num(16 * c.oc_per_item * c.px_per_item) + "];\n";
+  body += R"(  conv_quads(xq + ng * Cq * H * W,
+             wp + (g * (OCpad / CONV_TILE) + blk) * KH * KW * Cq * CONV_TILE + lane * CONV_VW, H,
+             W, Cq, KH, KW, dh, dw, x_zero, pix, accs);
+)";
+  return body;
+}
+
+}  // namespace mpcaffe::libdnn::conv_internal
