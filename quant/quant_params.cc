@@ -176,6 +176,29 @@ __attribute__((target("avx2"))) void DequantizeRunAvx2(const Storage* q, size_t 
 }
 #endif
 
+/// x[0, n) to binary16 bits, FloatToHalf on every element: 8 lanes per F16C instruction where
+/// the CPU has them (round to nearest even from the immediate, and NaN kept with its payload's
+/// top bits and the quiet bit, as FloatToHalf), else one at a time.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,f16c"))) void FloatsToHalvesF16c(const float* x, size_t n,
+                                                             uint16_t* out) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; i < n; ++i) out[i] = FloatToHalf(x[i]);
+}
+#endif
+
+void FloatsToHalves(const float* x, size_t n, uint16_t* out) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool f16c = __builtin_cpu_supports("f16c");
+  if (f16c && ActiveHostIsa() >= HostIsa::kAvx2) return FloatsToHalvesF16c(x, n, out);
+#endif
+  for (size_t i = 0; i < n; ++i) out[i] = FloatToHalf(x[i]);
+}
+
 template <typename Storage>
 void DequantizeFrom(const Storage* q, size_t n, const QuantParams& p, float* out, size_t inner) {
   const HostIsa isa = ActiveHostIsa();
@@ -353,11 +376,15 @@ void ConvertTensor(DataType from, const QuantParams& from_params, const void* x,
     for (size_t i = 0; i < n; ++i)
       StoreF(to, y, i,
              DequantizeValue(LoadQ(from, x, i), from_params.scale[0], from_params.zero_point[0]));
+  } else if (qy && from == DataType::kFloat32) {
+    QuantizeTensor(static_cast<const float*>(x), n, to_params, y);  // QuantizeValue's bits
   } else if (qy) {
     for (size_t i = 0; i < n; ++i)
       StoreQ(to, y, i,
              QuantizeValue(LoadF(from, x, i), to_params.scale[0], to_params.zero_point[0],
                            to_params.qmin, to_params.qmax));
+  } else if (from == DataType::kFloat32 && to == DataType::kFloat16) {
+    FloatsToHalves(static_cast<const float*>(x), n, static_cast<uint16_t*>(y));
   } else {
     for (size_t i = 0; i < n; ++i) StoreF(to, y, i, LoadF(from, x, i));
   }
