@@ -33,7 +33,8 @@ class QuantizerLayer : public Layer {
       CopyOrRequant(*bottom[0], BottomAffine(0), *top[0], TopAffine(0));
       return;
     }
-    if (from_ == DataType::kFloat32 && bottom[0]->host_newest() && ConvertOnHost(*bottom[0], *top[0]))
+    if (from_ == DataType::kFloat32 && bottom[0]->host_newest() &&
+        ConvertOnHost(*bottom[0], *top[0]))
       return;
     elementwise().Convert(from_, to_, n, *bottom[0]->device_data(), *top[0]->mutable_device_data(),
                           BottomAffine(0), TopAffine(0));

@@ -127,9 +127,8 @@ __attribute__((always_inline)) inline void QuantizeRun(const float* x, size_t b,
 // (the Quantizer layer's ConvertOnHost) waited on them.
 
 /// Each lane of x[0, 8) quantized, as int32.
-__attribute__((target("avx2"), always_inline)) inline __m256i QuantizeLanesAvx2(const float* x, __m256 scale,
-                                                                  __m256 qlo, __m256 qhi,
-                                                                  __m256 unmagic, __m256 zero) {
+__attribute__((target("avx2"), always_inline)) inline __m256i QuantizeLanesAvx2(
+    const float* x, __m256 scale, __m256 qlo, __m256 qhi, __m256 unmagic, __m256 zero) {
   const __m256 v = _mm256_loadu_ps(x);
   // min/max return their second operand for a NaN lane; the blend below replaces it.
   const __m256 q = _mm256_max_ps(_mm256_min_ps(_mm256_div_ps(v, scale), qhi), qlo);
@@ -157,9 +156,10 @@ __attribute__((target("avx2"))) void QuantizeRunAvx2(const float* x, size_t b, s
     }
   } else {
     for (; i + 16 <= e; i += 16)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
-                          _mm256_permute4x64_epi64(_mm256_packus_epi32(MP_QUANTIZE_LANES(i), MP_QUANTIZE_LANES(i + 8)),
-                                                   0xD8));
+      _mm256_storeu_si256(
+          reinterpret_cast<__m256i*>(out + i),
+          _mm256_permute4x64_epi64(
+              _mm256_packus_epi32(MP_QUANTIZE_LANES(i), MP_QUANTIZE_LANES(i + 8)), 0xD8));
   }
 #undef MP_QUANTIZE_LANES
   QuantizeRun(x, i, e, scale, zero, lo, hi, out);
@@ -181,8 +181,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void QuantizeRunAvx512(
     const __m512 v = _mm512_loadu_ps(x + i);
     const __m512 q = _mm512_max_ps(_mm512_min_ps(_mm512_div_ps(v, s), qhi), qlo);
     const __m512 r = _mm512_sub_ps(_mm512_add_ps(q, magic), unmagic);
-    const __m512i n = _mm512_cvttps_epi32(
-        _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), z));
+    const __m512i n =
+        _mm512_cvttps_epi32(_mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), z));
     if constexpr (sizeof(Storage) == 1)
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm512_cvtepi32_epi8(n));
     else
@@ -239,9 +239,9 @@ __attribute__((target("avx2,f16c"))) void FloatsToHalvesF16c(const float* x, siz
                                                              uint16_t* out) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i*>(out + i),
+        _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   for (; i < n; ++i) out[i] = FloatToHalf(x[i]);
 }
 #endif

@@ -615,9 +615,10 @@ TEST(Layers, QuantizerLayerConvertsHostInputsAsTheKernelDoes) {
   std::uniform_real_distribution<float> u(-4.0f, 4.0f);
   for (float& v : x) v = u(rng);
   const float step = 4.0f / 255.0f;  // int8 top over [-3, 1]: ties at half steps
-  const float special[] = {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity(),
-                           std::numeric_limits<float>::infinity(), 1e30f, -1e30f, 0.0f, -0.0f, 65504.0f,
-                           65520.0f, 1e-8f, 6e-8f, 0.5f * step, 1.5f * step, -2.5f * step, 3.0f, -3.0f};
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const float special[] = {nan,         -inf,         inf,      1e30f, -1e30f, 0.0f,
+                           -0.0f,       65504.0f,     65520.0f, 1e-8f, 6e-8f,  0.5f * step,
+                           1.5f * step, -2.5f * step, 3.0f,     -3.0f};
   for (size_t i = 0; i < sizeof special / sizeof special[0]; ++i) x[i * 7919] = special[i];
   for (DataType to : {DataType::kFloat16, DataType::kInt16Q, DataType::kInt8Q}) {
     auto p = Param("type: 'Quantizer'", DataType::kFloat32);

@@ -200,8 +200,9 @@ TEST_P(QuantTensorTest, FloatsToHalvesMatchFloatToHalf) {
   std::mt19937 rng(5);
   std::vector<float> x(100003);
   for (size_t i = 0; i < x.size(); ++i) {
-    const uint32_t bits = i % 3 ? static_cast<uint32_t>(rng())
-                                : 0x38000000u + (static_cast<uint32_t>(i) << 12);  // ties, subnormals
+    // Every third: a run of patterns over ties and half's subnormals.
+    const uint32_t bits =
+        i % 3 ? static_cast<uint32_t>(rng()) : 0x38000000u + (static_cast<uint32_t>(i) << 12);
     std::memcpy(&x[i], &bits, 4);
   }
   std::vector<uint16_t> h(x.size());
