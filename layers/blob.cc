@@ -227,6 +227,7 @@ void Blob::CheckElement(size_t bytes) const {
 }
 
 const void* Blob::host_data() const { return data().host_data(); }
+bool Blob::host_newest() const { return data_ && data_->head() == SyncedMemory::Head::kHost; }
 void* Blob::mutable_host_data() { return data().mutable_host_data(); }
 const void* Blob::host_diff() const { return diff().host_data(); }
 void* Blob::mutable_host_diff() { return diff().mutable_host_data(); }

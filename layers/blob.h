@@ -159,6 +159,9 @@ class Blob {
 
   /// Host views of the storage (float*, uint16_t*, uint8_t* as the type says).
   const void* host_data() const;
+  /// Whether the host side of the data was written last (the device side is stale or absent): an
+  /// input set on the host before a pass, not yet copied to the device.
+  bool host_newest() const;
   void* mutable_host_data();
   const void* host_diff() const;
   void* mutable_host_diff();

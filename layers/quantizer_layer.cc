@@ -1,7 +1,9 @@
 // layers/quantizer_layer.cc — Quantizer: converts a blob from bottom_data_type to
-// top_data_type (any pair) with the conversion kernels, using its bottom quantizer's parameters
-// for a quantized input and its top quantizer's for a quantized output; fp32→fp32 passes the
+// top_data_type (any pair) with the conversion kernels (an fp32 input newest on the host: on the
+// host, into the top's device memory), using its bottom quantizer's parameters for a quantized
+// input and its top quantizer's for a quantized output; fp32→fp32 passes the
 // gradient straight through in training (also when its quantizers run in PSEUDO mode).
+#include "layers/filler_values.h"  // ParallelChunks
 #include "layers/layer_registry.h"
 
 namespace mpcaffe {
@@ -31,8 +33,32 @@ class QuantizerLayer : public Layer {
       CopyOrRequant(*bottom[0], BottomAffine(0), *top[0], TopAffine(0));
       return;
     }
+    if (from_ == DataType::kFloat32 && bottom[0]->host_newest() &&
+        ConvertOnHost(*bottom[0], *top[0]))
+      return;
     elementwise().Convert(from_, to_, n, *bottom[0]->device_data(), *top[0]->mutable_device_data(),
                           BottomAffine(0), TopAffine(0));
+  }
+
+  /// An fp32 bottom written on the host since the last pass (an input set from NumPy, a data
+  /// layer's batch) is converted there, on every core, straight into a view of the top's device
+  /// memory: one pass that writes the converted bytes once, where the device's conversion would
+  /// first need the fp32 values copied over. The host conversion has the kernel's bits
+  /// (quant::ConvertTensor). False (nothing done) for per-channel top parameters.
+  bool ConvertOnHost(Blob& bottom, Blob& top) {
+    quant::QuantParams yq;
+    if (IsQuantized(to_)) {
+      yq = TopParams(0);
+      if (yq.per_channel()) return false;
+    }
+    const auto* x = static_cast<const float*>(bottom.host_data());
+    std::unique_ptr<HostView> view = top.OverwriteData();
+    auto* y = static_cast<uint8_t*>(view->data());
+    const size_t es = SizeOf(to_);
+    ParallelChunks(static_cast<size_t>(bottom.count()), [&](size_t b, size_t e) {
+      quant::ConvertTensor(from_, {}, x + b, to_, yq, y + b * es, e - b);
+    });
+    return true;
   }
 
  public:

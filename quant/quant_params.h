@@ -121,7 +121,9 @@ FixedPointMultiplier RescaleMultiplier(double s_in, double s_out);
 ///   float → quantized: (fp16 widened exactly) QuantizeValue;
 ///   quantized → quantized: clamp(y_zero + requant(q − x_zero)) with
 ///   RescaleMultiplier(s_x, s_y), Requantize32 for an int8q source, Requantize64 for int16q.
-/// Per-tensor parameters only; `from_params` / `to_params` are ignored for float sides.
+/// Per-tensor parameters only; `from_params` / `to_params` are ignored for float sides. An fp32
+/// source runs the vector paths of ActiveHostIsa() (QuantizeTensor; F16C for fp16), the same bits.
+/// Layers convert inputs written on the host with it (a Quantizer whose bottom is newest there).
 void ConvertTensor(DataType from, const QuantParams& from_params, const void* x, DataType to,
                    const QuantParams& to_params, void* y, size_t n);
 

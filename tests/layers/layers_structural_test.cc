@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 
 #include "layers/blob.h"
@@ -602,6 +603,51 @@ TEST(Layers, QuantizerLayerConvertsEveryPair) {
       std::memcpy(w.mutable_host_data(), want.data(), want.size());
       ExpectMatch(to, r.top[0]->ToFloat(), w.ToFloat(), std::string("Quantizer from ") + Name(from));
     }
+}
+
+// An fp32 bottom written on the host is converted there (QuantizerLayer::ConvertOnHost), one
+// already on the device by the conversion kernel: the same bits, at a size that splits the host
+// conversion over two threads, with every special value among random ones.
+TEST(Layers, QuantizerLayerConvertsHostInputsAsTheKernelDoes) {
+  const int n = 600001;  // ParallelChunks' threads, and an odd tail for the 8-lane loops
+  std::vector<float> x(n);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  for (float& v : x) v = u(rng);
+  const float step = 4.0f / 255.0f;  // int8 top over [-3, 1]: ties at half steps
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const float special[] = {nan,         -inf,         inf,      1e30f, -1e30f, 0.0f,
+                           -0.0f,       65504.0f,     65520.0f, 1e-8f, 6e-8f,  0.5f * step,
+                           1.5f * step, -2.5f * step, 3.0f,     -3.0f};
+  for (size_t i = 0; i < sizeof special / sizeof special[0]; ++i) x[i * 7919] = special[i];
+  for (DataType to : {DataType::kFloat16, DataType::kInt16Q, DataType::kInt8Q}) {
+    auto p = Param("type: 'Quantizer'", DataType::kFloat32);
+    p.set_top_data_type(DataTypeToProto(to));
+    SetRange(&p, "top", 0, -3, 1);
+    LayerRun r = Make(p, {{n}}, 1);
+    std::memcpy(r.bottom[0]->mutable_host_data(), x.data(), n * sizeof(float));
+    r.Forward();
+    ASSERT_TRUE(r.bottom[0]->host_newest()) << "the host conversion uploads no fp32 values";
+    std::vector<uint8_t> host(r.top[0]->bytes());
+    std::memcpy(host.data(), r.top[0]->host_data(), host.size());
+    r.bottom[0]->device_data();  // now on the device as well: the kernel converts
+    r.Forward();
+    ASSERT_FALSE(r.bottom[0]->host_newest());
+    const auto* dev = static_cast<const uint8_t*>(r.top[0]->host_data());
+    int bad = 0;
+    for (int i = 0; i < n && bad < 5; ++i) {
+      const size_t es = SizeOf(to);
+      if (std::memcmp(host.data() + i * es, dev + i * es, es) == 0) continue;
+      // A NaN's payload is the runtime's choice; both must be NaN.
+      if (to == DataType::kFloat16 && std::isnan(x[i])) {
+        uint16_t h, d;
+        std::memcpy(&h, host.data() + i * es, 2), std::memcpy(&d, dev + i * es, 2);
+        if (std::isnan(HalfToFloat(h)) && std::isnan(HalfToFloat(d))) continue;
+      }
+      ++bad;
+      ADD_FAILURE() << Name(to) << " element " << i << " (" << x[i] << ") differs";
+    }
+  }
 }
 
 TEST(Layers, LossAndAccuracyFloatTypes) {

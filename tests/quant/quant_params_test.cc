@@ -193,6 +193,23 @@ TEST_P(QuantTensorTest, MatchesValueReference) {
   }
 }
 
+// ConvertTensor's fp32 → fp16 (the F16C path at avx2 and up) gives FloatToHalf's bits for every
+// class of float: random bit patterns (NaNs, subnormals, infinities), ties, and an odd tail.
+TEST_P(QuantTensorTest, FloatsToHalvesMatchFloatToHalf) {
+  MPCAFFE_RUN_AT_HOST_ISA(GetParam());
+  std::mt19937 rng(5);
+  std::vector<float> x(100003);
+  for (size_t i = 0; i < x.size(); ++i) {
+    // Every third: a run of patterns over ties and half's subnormals.
+    const uint32_t bits =
+        i % 3 ? static_cast<uint32_t>(rng()) : 0x38000000u + (static_cast<uint32_t>(i) << 12);
+    std::memcpy(&x[i], &bits, 4);
+  }
+  std::vector<uint16_t> h(x.size());
+  ConvertTensor(DataType::kFloat32, {}, x.data(), DataType::kFloat16, {}, h.data(), x.size());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(h[i], FloatToHalf(x[i])) << i << " " << x[i];
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, QuantTensorTest, testing::ValuesIn(test_support::HostIsaLevels()),
                          test_support::HostIsaParamName);
 
