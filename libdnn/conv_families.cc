@@ -10,15 +10,18 @@ namespace {
 
 using Tile = Convolution::PointwiseTile;
 
-bool RowForm(const ConvDesc& d) { return !Convolution::IsPointwise(d); }
-long Pixels(const ConvDesc& d) { return long(d.height) * d.width; }
+bool RowForm(const ConvDesc& d) {
+  return !Convolution::IsPointwise(d) && !Convolution::IsStridedPointwise(d);
+}
+long Pixels(const ConvDesc& d) { return long(d.out_h()) * d.out_w(); }
 
 bool DepthwiseApplies(const ConvDesc& d, const ConvQuant&, const TargetProfile&) {
   return Convolution::IsDepthwise(d) && GetSettings().conv_depthwise != "0";
 }
 
-// fp32 1×1 convolutions, and with the dialect's vectors the row form (a first layer) and int8q
-// with an input zero point its pair planes and float sums hold exactly. MPCAFFE_CONV_GEMM=1
+// fp32 1×1 convolutions (strided ones on their subsampled input), and with the dialect's vectors
+// the row form (a first layer) and int8q with an input zero point its pair planes and float sums
+// hold exactly. MPCAFFE_CONV_GEMM=1
 // gives these descriptions to im2col + GEMM. Where byte quad products run in a helper, int8q's
 // first layers of 7×7 windows or larger go to the direct kernel's byte quads (DirectConvDefaults):
 // 64 byte products per instruction against the row form's 16 float multiply-adds pay over many
@@ -27,7 +30,7 @@ bool DepthwiseApplies(const ConvDesc& d, const ConvQuant&, const TargetProfile&)
 bool PointwiseApplies(const ConvDesc& d, const ConvQuant& q, const TargetProfile& p) {
   return GetSettings().conv_gemm != "1" &&
          Convolution::PointwiseApplies(d, Convolution::DefaultPointwiseTile(d)) &&
-         (Convolution::IsPointwise(d) || p.vector_builtins) &&
+         (!RowForm(d) || p.vector_builtins) &&
          (d.type != DataType::kInt8Q || (p.vector_builtins && q.x_zero >= 0 && q.x_zero <= 255)) &&
          !(d.type == DataType::kInt8Q && RowForm(d) && p.byte_quad_products &&
            d.kernel_h * d.kernel_w >= 49);
