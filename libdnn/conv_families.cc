@@ -144,7 +144,8 @@ const DefaultsTable<ConvConfig, DataType>& DirectConvDefaults() {
 }
 
 const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
-  // 8 channels × one vector of 16 pixels: 8 registers of accumulators (AVX2 has 16, AVX-512 32).
+  // 8 channels × one vector of 16 pixels: 8 registers of accumulators at AVX-512 (of its 32),
+  // 16 at AVX2 (all of its 16: 4 channels × 2 vectors of 8 where the compiler then slows).
   // The row form (a first layer) takes vectors along an output row: 16 at stride 1 where the row
   // has them, else 8. Planes of fewer than 16 pixels take one vector of 8 or 4 (under 4 pixels,
   // int8q under 8, the pointwise kernel does not apply).
@@ -171,6 +172,17 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        [](const TargetProfile&, const ConvDesc& d) { return RowForm(d); },
        {8, 1, 8},
        "as the row above, 2026-11-25"},
+      {"fp32 plane form, planes of at least 16 pixels, half-register tiles (Intel's CPU runtime "
+       "at AVX2)",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.half_register_tiles && d.type == DataType::kFloat32 && !RowForm(d) &&
+                Pixels(d) >= 16;
+       },
+       {4, 2, 8},
+       "ConvBench.DISABLED_MobileNetPointwise, MobileNet v1's 9 distinct 1x1 layers, Intel's "
+       "runtime capped at AVX2, 2 runs (minimum per candidate), loaded, 2026-11-29: geometric mean "
+       "1.27 x the best per layer against 2.17 x for oc8 px1 v16 (16 accumulators of two "
+       "registers); at AVX-512 oc8 px1 v16 stays the best (1.14 x)"},
       {"planes of at least 16 pixels",
        [](const TargetProfile&, const ConvDesc& d) { return Pixels(d) >= 16; },
        {8, 1, 16},

@@ -154,6 +154,13 @@ void TimeZooPointwise(DataType type) {
 TEST(ConvBench, DISABLED_ZooPointwise) { TimeZooPointwise(DataType::kFloat32); }
 // The same layers in int8 (signed weights, as calibration gives them).
 TEST(ConvBench, DISABLED_ZooPointwiseInt8) { TimeZooPointwise(DataType::kInt8Q); }
+// MobileNet v1's 1×1 layers (the default tile per CPU level: run at both).
+TEST(ConvBench, DISABLED_MobileNetPointwise) {
+  TimePointwiseLayers(DataType::kFloat32,
+                      {{32, 64, 112, 1}, {64, 128, 56, 1}, {128, 128, 56, 1}, {128, 256, 28, 1},
+                       {256, 256, 28, 1}, {256, 512, 14, 1}, {512, 512, 14, 1},
+                       {512, 1024, 7, 1}, {1024, 1024, 7, 1}});
+}
 // ResNet-50's stride-2 1×1 layers in fp32 (the plane form on the subsampled input, or the
 // direct kernel).
 TEST(ConvBench, DISABLED_ResNetStridedPointwise) {
