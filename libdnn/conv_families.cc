@@ -67,6 +67,10 @@ ConvFamilyChoice ChoosePointwiseTile(const Device& device, const ConvDesc& d) {
   c.source = tile.source;
   c.off = !tile.config;
   if (tile.config) c.tile = *tile.config;
+  if (!c.off && tile.source == ConfigSource::kDefault && Convolution::IsStridedPointwise(d))
+    c.off = !DefaultRowFor(StridedPointwiseDefaults(), "conv_pw",
+                           TargetProfile::Of(device.info()), d)
+                 .config;
   return c;
 }
 
@@ -199,6 +203,26 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        [](const TargetProfile&, const ConvDesc&) { return true; },
        {8, 1, 4},
        "the widest vector such a plane fills (not measured)"},
+  };
+  return table;
+}
+
+const DefaultsTable<bool, ConvDesc>& StridedPointwiseDefaults() {
+  // The subsampling pass costs what the plane form saves where the direct kernel already runs
+  // these layers well.
+  static const DefaultsTable<bool, ConvDesc> table = {
+      {"half-register tiles (Intel's CPU runtime at AVX2): the direct kernel",
+       [](const TargetProfile& p, const ConvDesc&) { return p.half_register_tiles; }, false,
+       "ConvBench.DISABLED_ResNetStridedPointwise, ResNet-50's six stride-2 1x1 layers, Intel's "
+       "runtime capped at AVX2, 2 runs, loaded, 2026-11-29: summed per-layer minima 8.3 ms direct "
+       "against 11.1 ms for oc4 px2 v8 on the subsampled input"},
+      {"every other device: the plane form on the subsampled input",
+       [](const TargetProfile&, const ConvDesc&) { return true; }, true,
+       "ConvBench.DISABLED_ResNetStridedPointwise, as above, PoCL at AVX-512, 2 runs: 8.5 ms "
+       "against 10.7 direct; ResNet-50 fp32 through mpcaffe time --synthetic --explain, base and "
+       "this route alternating, 3-6 rounds per device and level, loaded: the six layers' time "
+       "over the 3x3 layers' median 0.276 -> 0.217 (PoCL, AVX-512), 0.257 -> 0.217 (PoCL, AVX2), "
+       "0.213 -> 0.181 (Intel's runtime, AVX-512)"},
   };
   return table;
 }

@@ -51,6 +51,7 @@ TEST(ConvFamilies, DepthwiseRowDefaultsGiveTheMeasuredRows) {
 TEST(ConvFamilies, DefaultsTablesEndInARowServingEveryDevice) {
   ExpectRowsWithProvenance(DirectConvDefaults(), "conv");
   ExpectRowsWithProvenance(PointwiseDefaults(), "conv_pw");
+  ExpectRowsWithProvenance(StridedPointwiseDefaults(), "conv_pw");
   ExpectRowsWithProvenance(ConvGemmDefaults(), "conv_gemm");
   ExpectRowsWithProvenance(DepthwiseRowDefaults(), "conv_dw");
   for (bool lanes : {false, true})
@@ -112,6 +113,10 @@ TEST(ConvFamilies, PointwiseDefaultsFollowHalfRegisterTiles) {
   ConvDesc small = d;  // 9 pixels: the 8-pixel row whatever the profile
   small.height = small.width = 3;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(small, p).ToString(), "oc8 px1 v8");
+
+  // Strided 1×1 layers keep the direct kernel there (ChoosePointwiseTile).
+  EXPECT_FALSE(DefaultRowFor(StridedPointwiseDefaults(), "conv_pw", p, strided).config);
+  EXPECT_TRUE(DefaultRowFor(StridedPointwiseDefaults(), "conv_pw", TargetProfile{}, strided).config);
 
   DeviceInfo intel;
   intel.wide_tiles_slow_at_256_bits = true;

@@ -80,7 +80,9 @@ TEST(Tuner, PointwiseTilesAreStoredAndFollowed) {
   Tuner tuner(dev, 2);
   const PointwiseTuneResult r = tuner.TunePointwise(d);
   EXPECT_EQ(r.measured.size(), PointwiseCandidates(d).size());
-  EXPECT_TRUE(r.measured.front().first == Convolution::DefaultPointwiseTile(d));
+  const Convolution::PointwiseTile def =
+      Convolution::DefaultPointwiseTile(d, TargetProfile::Of(dev.info()));
+  EXPECT_TRUE(r.measured.front().first == def);
   EXPECT_FALSE(r.measured[1].first.has_value());  // the direct kernel
   EXPECT_TRUE(r.stored);
   EXPECT_EQ(TunedPointwise(dev, d), r.best);
@@ -99,7 +101,7 @@ TEST(Tuner, PointwiseTilesAreStoredAndFollowed) {
                           "conv_pw:oc4 px1", "conv_pw:rows4", "conv_dw:oc3 px1 v16", "oc3 px1 v16",
                           "direct"}) {
     store->PutTuning({key, "conv_pw", d.ToString(), bad, 1.0, ""});
-    EXPECT_TRUE(TunedPointwise(dev, d) == Convolution::DefaultPointwiseTile(d)) << bad;
+    EXPECT_TRUE(TunedPointwise(dev, d) == def) << bad;
   }
   // A 3×3 window over more input channels than the row form takes.
   ConvDesc window = d;
