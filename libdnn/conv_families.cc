@@ -21,12 +21,12 @@ bool DepthwiseApplies(const ConvDesc& d, const ConvQuant&, const TargetProfile&)
 
 // fp32 1×1 convolutions (strided ones on their subsampled input), and with the dialect's vectors
 // the row form (a first layer) and int8q with an input zero point its pair planes and float sums
-// hold exactly. MPCAFFE_CONV_GEMM=1
-// gives these descriptions to im2col + GEMM. Where byte quad products run in a helper, int8q's
-// first layers of 7×7 windows or larger go to the direct kernel's byte quads (DirectConvDefaults):
-// 64 byte products per instruction against the row form's 16 float multiply-adds pay over many
-// taps; over fewer the row form's whole-vector stores and unpacked input cost less than the
-// quads' packing and epilogue (docs/BENCHMARKS.md, "Default configurations").
+// hold exactly. MPCAFFE_CONV_GEMM=1 gives these descriptions to im2col + GEMM. Where byte quad
+// products run in a helper, int8q's first layers of 7×7 windows or larger go to the direct
+// kernel's byte quads (DirectConvDefaults): 64 byte products per instruction against the row
+// form's 16 float multiply-adds pay over many taps; over fewer the row form's whole-vector stores
+// and unpacked input cost less than the quads' packing and epilogue (docs/BENCHMARKS.md,
+// "Default configurations").
 bool PointwiseApplies(const ConvDesc& d, const ConvQuant& q, const TargetProfile& p) {
   return GetSettings().conv_gemm != "1" &&
          Convolution::PointwiseApplies(d, Convolution::DefaultPointwiseTile(d)) &&
