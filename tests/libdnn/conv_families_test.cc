@@ -116,7 +116,8 @@ TEST(ConvFamilies, PointwiseDefaultsFollowHalfRegisterTiles) {
 
   // Strided 1×1 layers keep the direct kernel there (ChoosePointwiseTile).
   EXPECT_FALSE(DefaultRowFor(StridedPointwiseDefaults(), "conv_pw", p, strided).config);
-  EXPECT_TRUE(DefaultRowFor(StridedPointwiseDefaults(), "conv_pw", TargetProfile{}, strided).config);
+  EXPECT_TRUE(
+      DefaultRowFor(StridedPointwiseDefaults(), "conv_pw", TargetProfile{}, strided).config);
 
   DeviceInfo intel;
   intel.wide_tiles_slow_at_256_bits = true;
