@@ -3,6 +3,7 @@
 #include "codegen/target_profile.h"
 
 #include "codegen/kernel_writer.h"
+#include "device/host_isa.h"
 
 namespace mpcaffe {
 
@@ -14,6 +15,7 @@ TargetProfile TargetProfile::Of(const DeviceInfo& info) {
   p.dot_product = info.dot_product;
   p.byte_pair_products = info.byte_pair_products;
   p.byte_quad_products = ByteQuadsInHelper(info);
+  p.half_register_tiles = info.wide_tiles_slow_at_256_bits && ActiveHostIsa() < HostIsa::kAvx512;
   p.vector_builtins = Dialect::For(info.backend).vector_builtins;
   switch (info.backend) {
     case Backend::kOpenCL:

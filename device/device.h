@@ -84,6 +84,11 @@ struct DeviceInfo {
   /// SPIR target and runs the portable form, so 4-bit weights save memory there but no
   /// multiplies: libdnn then keeps them where weights dominate the bytes (DefaultGemmConfig).
   bool byte_pair_products = true;
+  /// At 256-bit vector registers (AVX2) the compiler runs a register tile of 16 accumulators of
+  /// two registers each far slower than one of 8 (Intel's CPU runtime: its pointwise kernel's
+  /// oc8 px1 v16 against oc4 px1 v16); PoCL's keeps the larger tile's pace. libdnn reads it
+  /// with the level in use as TargetProfile::half_register_tiles.
+  bool wide_tiles_slow_at_256_bits = false;
   /// The compiler runs AVX-512 VNNI's byte quad products (vpdpbusd) in a helper function that
   /// carries the target attribute (KernelHelper::kByteQuadProduct16's MP_QUAD_FN): PoCL on a host
   /// CPU with avx512vnni (host CPUID). PoCL 3.1's LLVM 15 targets skylake-avx512 on Zen 4 and

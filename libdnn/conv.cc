@@ -199,6 +199,11 @@ void Convolution::PreparePointwise(const PointwiseTile& tile) {
                                      ProgramHints::OneDimensional());
   pointwise_kernel_ = program->GetKernel(PointwiseKernelName(d));
   pointwise_pack_ = program->GetKernel("conv_pw_pack_" + std::string(Name(d.type)));
+  if (IsStridedPointwise(d))  // Forward subsamples the input with the 1×1 window's im2col
+    im2col_ = device_
+                  ->GetProgram(Im2colSource(KernelTarget::Of(*device_), d.type), "",
+                               ProgramHints::OneDimensional())
+                  ->GetKernel(std::string("conv_im2col_") + Name(d.type));
   if (d.type == DataType::kInt8Q) {
     // The plane form's pairs hold x itself (0..255) and z_x·Σ(w − z_w) is subtracted in int32;
     // the row form subtracts z_x per load, exact in float for such zero points.
@@ -430,7 +435,24 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
   if (family_ == ConvFamily::kPointwise) {
     const PointwiseTile& t = pointwise_tile_;
     const long hw = long(oh) * ow, block = long(t.px) * t.vx;
-    pointwise_kernel_.ArgBuffer(input.mem, input.byte_offset, es)
+    BufferRef x = input;
+    if (IsStridedPointwise(d)) {
+      // Each image's channels subsampled to the output's pixels (its 1×1 columns), in turn
+      // into one buffer that the stride-1 plane form reads.
+      const size_t image = size_t(d.channels) * size_t(hw) * es;
+      if (!gemm_col_) gemm_col_ = device_->Allocate(size_t(d.batch) * image);
+      for (int n = 0; n < d.batch; ++n) {
+        im2col_.ArgBuffer(input.mem, input.byte_offset + size_t(n) * d.channels * d.height *
+                                                             d.width * es, es)
+            .ArgBuffer(gemm_col_.get(), size_t(n) * image, es);
+        for (int v : {d.height, d.width, 1, 1, d.stride_h, d.stride_w, 0, 0, 1, 1, oh, ow,
+                      d.channels * oh, x_zero_})
+          im2col_.Arg(int32_t{v});
+        im2col_.Launch1D(size_t(d.channels) * oh, queue);
+      }
+      x = BufferRef(gemm_col_.get(), 0);
+    }
+    pointwise_kernel_.ArgBuffer(x.mem, x.byte_offset, es)
         .ArgBuffer(pointwise_weights_.get(), 0, 4);
     if (pointwise_wsum_) pointwise_kernel_.ArgBuffer(pointwise_wsum_.get(), 0, 4);
     pointwise_kernel_.ArgBuffer(bias_arg.mem, d.bias ? bias_arg.byte_offset : 0, BiasBytes(d.type));
@@ -440,7 +462,8 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
         .ArgBuffer(output.mem, output.byte_offset, es);
     if (q)
       for (int v : {x_zero_, c_zero_, res_zero_, res_m_, res_s_}) pointwise_kernel_.Arg(int32_t{v});
-    if (!IsPointwise(d))  // the row form: (column block, output row, image · channel block)
+    if (!IsPointwise(d) && !IsStridedPointwise(d))  // the row form: (column block, output row,
+                                                    // image · channel block)
       return pointwise_kernel_.Launch({size_t(DivUp(ow, t.vx)), size_t(oh),
                                        size_t(d.batch) * size_t(DivUp(ocg, t.oc))},
                                       {0, 0, 0}, queue);

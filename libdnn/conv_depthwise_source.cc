@@ -1,6 +1,7 @@
 // libdnn/conv_depthwise_source.cc — the depthwise convolution's kernel texts (one channel per
 // group: a work-item per block of output rows, the one-column and the explicit-vector forms) and
-// the shape tests and defaults that choose them (IsDepthwise, IsPointwise, rows, vector width).
+// the shape tests and defaults that choose them (IsDepthwise, IsPointwise, IsStridedPointwise,
+// rows, vector width).
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -23,6 +24,18 @@ bool Convolution::IsDepthwise(const ConvDesc& d) {
 bool Convolution::IsPointwise(const ConvDesc& d) {
   return d.groups == 1 && d.kernel_h == 1 && d.kernel_w == 1 && d.stride_h == 1 &&
          d.stride_w == 1 && d.pad_h == 0 && d.pad_w == 0;
+}
+
+bool Convolution::IsStridedPointwise(const ConvDesc& d) {
+  return d.type == DataType::kFloat32 && d.groups == 1 && d.kernel_h == 1 && d.kernel_w == 1 &&
+         (d.stride_h > 1 || d.stride_w > 1) && d.pad_h == 0 && d.pad_w == 0;
+}
+
+ConvDesc Convolution::SubsampledDesc(const ConvDesc& d) {
+  ConvDesc s = d;
+  s.height = d.out_h(), s.width = d.out_w();
+  s.stride_h = s.stride_w = 1;
+  return s;
 }
 
 std::string Convolution::DepthwiseKernelName(const ConvDesc& d) {

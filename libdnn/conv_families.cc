@@ -10,24 +10,27 @@ namespace {
 
 using Tile = Convolution::PointwiseTile;
 
-bool RowForm(const ConvDesc& d) { return !Convolution::IsPointwise(d); }
-long Pixels(const ConvDesc& d) { return long(d.height) * d.width; }
+bool RowForm(const ConvDesc& d) {
+  return !Convolution::IsPointwise(d) && !Convolution::IsStridedPointwise(d);
+}
+long Pixels(const ConvDesc& d) { return long(d.out_h()) * d.out_w(); }
 
 bool DepthwiseApplies(const ConvDesc& d, const ConvQuant&, const TargetProfile&) {
   return Convolution::IsDepthwise(d) && GetSettings().conv_depthwise != "0";
 }
 
-// fp32 1×1 convolutions, and with the dialect's vectors the row form (a first layer) and int8q
-// with an input zero point its pair planes and float sums hold exactly. MPCAFFE_CONV_GEMM=1
-// gives these descriptions to im2col + GEMM. Where byte quad products run in a helper, int8q's
-// first layers of 7×7 windows or larger go to the direct kernel's byte quads (DirectConvDefaults):
-// 64 byte products per instruction against the row form's 16 float multiply-adds pay over many
-// taps; over fewer the row form's whole-vector stores and unpacked input cost less than the
-// quads' packing and epilogue (docs/BENCHMARKS.md, "Default configurations").
+// fp32 1×1 convolutions (strided ones on their subsampled input), and with the dialect's vectors
+// the row form (a first layer) and int8q with an input zero point its pair planes and float sums
+// hold exactly. MPCAFFE_CONV_GEMM=1 gives these descriptions to im2col + GEMM. Where byte quad
+// products run in a helper, int8q's first layers of 7×7 windows or larger go to the direct
+// kernel's byte quads (DirectConvDefaults): 64 byte products per instruction against the row
+// form's 16 float multiply-adds pay over many taps; over fewer the row form's whole-vector stores
+// and unpacked input cost less than the quads' packing and epilogue (docs/BENCHMARKS.md,
+// "Default configurations").
 bool PointwiseApplies(const ConvDesc& d, const ConvQuant& q, const TargetProfile& p) {
   return GetSettings().conv_gemm != "1" &&
          Convolution::PointwiseApplies(d, Convolution::DefaultPointwiseTile(d)) &&
-         (Convolution::IsPointwise(d) || p.vector_builtins) &&
+         (!RowForm(d) || p.vector_builtins) &&
          (d.type != DataType::kInt8Q || (p.vector_builtins && q.x_zero >= 0 && q.x_zero <= 255)) &&
          !(d.type == DataType::kInt8Q && RowForm(d) && p.byte_quad_products &&
            d.kernel_h * d.kernel_w >= 49);
@@ -64,6 +67,10 @@ ConvFamilyChoice ChoosePointwiseTile(const Device& device, const ConvDesc& d) {
   c.source = tile.source;
   c.off = !tile.config;
   if (tile.config) c.tile = *tile.config;
+  if (!c.off && tile.source == ConfigSource::kDefault && Convolution::IsStridedPointwise(d))
+    c.off = !DefaultRowFor(StridedPointwiseDefaults(), "conv_pw",
+                           TargetProfile::Of(device.info()), d)
+                 .config;
   return c;
 }
 
@@ -141,7 +148,8 @@ const DefaultsTable<ConvConfig, DataType>& DirectConvDefaults() {
 }
 
 const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
-  // 8 channels × one vector of 16 pixels: 8 registers of accumulators (AVX2 has 16, AVX-512 32).
+  // 8 channels × one vector of 16 pixels: 8 registers of accumulators at AVX-512 (of its 32),
+  // 16 at AVX2 (all of its 16: 4 channels × 2 vectors of 8 where the compiler then slows).
   // The row form (a first layer) takes vectors along an output row: 16 at stride 1 where the row
   // has them, else 8. Planes of fewer than 16 pixels take one vector of 8 or 4 (under 4 pixels,
   // int8q under 8, the pointwise kernel does not apply).
@@ -168,6 +176,17 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        [](const TargetProfile&, const ConvDesc& d) { return RowForm(d); },
        {8, 1, 8},
        "as the row above, 2026-11-25"},
+      {"fp32 plane form, planes of at least 16 pixels, half-register tiles (Intel's CPU runtime "
+       "at AVX2)",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.half_register_tiles && d.type == DataType::kFloat32 && !RowForm(d) &&
+                Pixels(d) >= 16;
+       },
+       {4, 2, 8},
+       "ConvBench.DISABLED_MobileNetPointwise, MobileNet v1's 9 distinct 1x1 layers, Intel's "
+       "runtime capped at AVX2, 2 runs (minimum per candidate), loaded, 2026-11-29: geometric mean "
+       "1.27 x the best per layer against 2.17 x for oc8 px1 v16 (16 accumulators of two "
+       "registers); at AVX-512 oc8 px1 v16 stays the best (1.14 x)"},
       {"planes of at least 16 pixels",
        [](const TargetProfile&, const ConvDesc& d) { return Pixels(d) >= 16; },
        {8, 1, 16},
@@ -184,6 +203,26 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        [](const TargetProfile&, const ConvDesc&) { return true; },
        {8, 1, 4},
        "the widest vector such a plane fills (not measured)"},
+  };
+  return table;
+}
+
+const DefaultsTable<bool, ConvDesc>& StridedPointwiseDefaults() {
+  // The subsampling pass costs what the plane form saves where the direct kernel already runs
+  // these layers well.
+  static const DefaultsTable<bool, ConvDesc> table = {
+      {"half-register tiles (Intel's CPU runtime at AVX2): the direct kernel",
+       [](const TargetProfile& p, const ConvDesc&) { return p.half_register_tiles; }, false,
+       "ConvBench.DISABLED_ResNetStridedPointwise, ResNet-50's six stride-2 1x1 layers, Intel's "
+       "runtime capped at AVX2, 2 runs, loaded, 2026-11-29: summed per-layer minima 8.3 ms direct "
+       "against 11.1 ms for oc4 px2 v8 on the subsampled input"},
+      {"every other device: the plane form on the subsampled input",
+       [](const TargetProfile&, const ConvDesc&) { return true; }, true,
+       "ConvBench.DISABLED_ResNetStridedPointwise, as above, PoCL at AVX-512, 2 runs: 8.5 ms "
+       "against 10.7 direct; ResNet-50 fp32 through mpcaffe time --synthetic --explain, base and "
+       "this route alternating, 3-6 rounds per device and level, loaded: the six layers' time "
+       "over the 3x3 layers' median 0.276 -> 0.217 (PoCL, AVX-512), 0.257 -> 0.217 (PoCL, AVX2), "
+       "0.213 -> 0.181 (Intel's runtime, AVX-512)"},
   };
   return table;
 }

@@ -21,6 +21,9 @@ const DefaultsTable<ConvConfig, DataType>& DirectConvDefaults();
 /// The pointwise kernel's tile per description, the same on every device
 /// (Convolution::DefaultPointwiseTile).
 const DefaultsTable<Convolution::PointwiseTile, ConvDesc>& PointwiseDefaults();
+/// Whether a strided 1×1 layer (Convolution::IsStridedPointwise) without a tuning record or
+/// override takes the pointwise kernel on its subsampled input (true) or the next family.
+const DefaultsTable<bool, ConvDesc>& StridedPointwiseDefaults();
 /// The work-groups per compute unit the pointwise kernel's launch spreads to (its plane form);
 /// 0 leaves the work-group size to the runtime.
 const DefaultsTable<int, ConvDesc>& PointwiseSpreadDefaults();

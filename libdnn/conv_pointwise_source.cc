@@ -36,7 +36,9 @@ using conv_internal::DivUp;
 // the loads checked against the buffer's ends as in the depthwise vector kernel.
 namespace {
 
-bool RowForm(const ConvDesc& d) { return !Convolution::IsPointwise(d); }
+bool RowForm(const ConvDesc& d) {
+  return !Convolution::IsPointwise(d) && !Convolution::IsStridedPointwise(d);
+}
 
 bool RowFormFits(const ConvDesc& d, const Convolution::PointwiseTile& t) {
   return d.groups == 1 && d.channels <= Convolution::kRowFormMaxChannels && d.dilation_h == 1 &&
@@ -334,6 +336,7 @@ std::string Convolution::PointwiseKernelName(const ConvDesc& d) {
 }
 
 bool Convolution::PointwiseApplies(const ConvDesc& d, const PointwiseTile& t) {
+  if (IsStridedPointwise(d)) return PointwiseApplies(SubsampledDesc(d), t);
   if (t.oc < 1 || t.oc > 16 || t.px < 1 || t.px > 8 || (t.vx != 4 && t.vx != 8 && t.vx != 16) ||
       (t.k != 2 && t.k != 4))
     return false;
@@ -451,9 +454,11 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
 
 std::string Convolution::PointwiseSource(const KernelTarget& target, const ConvDesc& d,
                                          const PointwiseTile& t) {
+  // The same text as the stride-1 convolution over the subsampled planes (Forward subsamples).
+  if (IsStridedPointwise(d)) return PointwiseSource(target, SubsampledDesc(d), t);
   if (!PointwiseApplies(d, t) || (RowForm(d) && !target.vector_builtins))
     throw Error("convolution " + d.ToString() + ": no pointwise kernel with tile " +
-                t.ToString() + " (fp32 1×1 stride 1 unpadded one-group convolutions, planes of "
+                t.ToString() + " (fp32 1×1 unpadded one-group convolutions, output planes of "
                 "at least px·vx pixels, oc in [1, 16], px in [1, 8], vx 4, 8 or 16; on OpenCL "
                 "also one-group convolutions of at most " +
                 std::to_string(kRowFormMaxChannels) +

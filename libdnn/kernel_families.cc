@@ -220,6 +220,10 @@ std::vector<ChoiceDefaultsRow> PointwiseRows() {
   std::vector<ChoiceDefaultsRow> rows;
   AddRows(&rows, "configuration", PointwiseDefaults(), true,
           [](const Convolution::PointwiseTile& t) { return t.ToString(); });
+  AddRows(&rows, "strided 1x1 layers", StridedPointwiseDefaults(), false, [](bool plane) {
+    return std::string(plane ? "the plane form on the subsampled input"
+                             : "off (the next family)");
+  });
   AddRows(&rows, "launch", PointwiseSpreadDefaults(), false, [](int per_unit) {
     return per_unit ? "at least " + std::to_string(per_unit) + " work-groups per compute unit"
                     : std::string("the runtime's work-groups");

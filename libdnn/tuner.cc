@@ -420,7 +420,7 @@ PointwiseTuneResult Tuner::TunePointwise(const ConvDesc& desc, double give_up) {
   desc.Validate();
   if (!Convolution::PointwiseApplies(desc, Convolution::DefaultPointwiseTile(desc)))
     throw Error("tune: convolution " + desc.ToString() +
-                " has no pointwise kernel (fp32 1×1 stride 1 unpadded one-group convolutions; on "
+                " has no pointwise kernel (fp32 1×1 unpadded one-group convolutions; on "
                 "OpenCL also one-group convolutions of few input channels)");
   const ConvOperands ops(device_, desc);
   // Symmetric weight zero points, as the nets' int8 weights have: the byte quads hold them.

@@ -11,6 +11,8 @@
 #include <set>
 #include <string>
 
+#include "device/host_isa.h"
+#include "device/settings.h"
 #include "libdnn/kernel_families.h"
 #include "tests/testing/defaults_tables.h"
 
@@ -49,6 +51,7 @@ TEST(ConvFamilies, DepthwiseRowDefaultsGiveTheMeasuredRows) {
 TEST(ConvFamilies, DefaultsTablesEndInARowServingEveryDevice) {
   ExpectRowsWithProvenance(DirectConvDefaults(), "conv");
   ExpectRowsWithProvenance(PointwiseDefaults(), "conv_pw");
+  ExpectRowsWithProvenance(StridedPointwiseDefaults(), "conv_pw");
   ExpectRowsWithProvenance(ConvGemmDefaults(), "conv_gemm");
   ExpectRowsWithProvenance(DepthwiseRowDefaults(), "conv_dw");
   for (bool lanes : {false, true})
@@ -89,6 +92,41 @@ TEST(ConvFamilies, DirectDefaultsPerDeviceClass) {
   EXPECT_EQ(DefaultConvConfig(llvmpipe, DataType::kInt16Q), (ConvConfig{32, 2, 4, 1}));
   EXPECT_EQ(DefaultConvConfig(gpu, DataType::kInt8Q), (ConvConfig{32, 2, 4, 1, 4}));
   EXPECT_EQ(DefaultConvConfig(gpu, DataType::kFloat16), (ConvConfig{32, 2, 4, 1}));
+}
+
+// fp32 plane-form 1×1 layers take 4 channels × 2 vectors of 8 pixels where the profile asks for
+// half-register tiles (Intel's runtime at a 256-bit level: MPCAFFE_ISA below AVX-512), else
+// 8 × one vector of 16; int8q and strided layers on their subsampled planes likewise follow.
+TEST(ConvFamilies, PointwiseDefaultsFollowHalfRegisterTiles) {
+  ConvDesc d;
+  d.channels = d.out_channels = 64, d.height = d.width = 56;
+  TargetProfile p;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc8 px1 v16");
+  p.half_register_tiles = true;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc4 px2 v8");
+  ConvDesc strided = d;  // 28 × 28 subsampled
+  strided.stride_h = strided.stride_w = 2;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(strided, p).ToString(), "oc4 px2 v8");
+  ConvDesc q = d;
+  q.type = DataType::kInt8Q;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(q, p).ToString(), "oc8 px1 v16");
+  ConvDesc small = d;  // 9 pixels: the 8-pixel row whatever the profile
+  small.height = small.width = 3;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(small, p).ToString(), "oc8 px1 v8");
+
+  // Strided 1×1 layers keep the direct kernel there (ChoosePointwiseTile).
+  EXPECT_FALSE(DefaultRowFor(StridedPointwiseDefaults(), "conv_pw", p, strided).config);
+  EXPECT_TRUE(
+      DefaultRowFor(StridedPointwiseDefaults(), "conv_pw", TargetProfile{}, strided).config);
+
+  DeviceInfo intel;
+  intel.wide_tiles_slow_at_256_bits = true;
+  EXPECT_FALSE(TargetProfile::Of(DeviceInfo{}).half_register_tiles);
+  for (HostIsa isa : AllHostIsas()) {
+    if (CpuHostIsa() < isa) continue;
+    ScopedSettings level([&](Settings& s) { s.isa = Name(isa); });
+    EXPECT_EQ(TargetProfile::Of(intel).half_register_tiles, isa < HostIsa::kAvx512) << Name(isa);
+  }
 }
 
 TEST(ConvFamilies, ConvGemmDefaultsTakeInt8FirstLayersOnCpuRuntimes) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -79,7 +80,9 @@ TEST(Tuner, PointwiseTilesAreStoredAndFollowed) {
   Tuner tuner(dev, 2);
   const PointwiseTuneResult r = tuner.TunePointwise(d);
   EXPECT_EQ(r.measured.size(), PointwiseCandidates(d).size());
-  EXPECT_TRUE(r.measured.front().first == Convolution::DefaultPointwiseTile(d));
+  const Convolution::PointwiseTile def =
+      Convolution::DefaultPointwiseTile(d, TargetProfile::Of(dev.info()));
+  EXPECT_TRUE(r.measured.front().first == def);
   EXPECT_FALSE(r.measured[1].first.has_value());  // the direct kernel
   EXPECT_TRUE(r.stored);
   EXPECT_EQ(TunedPointwise(dev, d), r.best);
@@ -98,35 +101,26 @@ TEST(Tuner, PointwiseTilesAreStoredAndFollowed) {
                           "conv_pw:oc4 px1", "conv_pw:rows4", "conv_dw:oc3 px1 v16", "oc3 px1 v16",
                           "direct"}) {
     store->PutTuning({key, "conv_pw", d.ToString(), bad, 1.0, ""});
-    EXPECT_TRUE(TunedPointwise(dev, d) == Convolution::DefaultPointwiseTile(d)) << bad;
+    EXPECT_TRUE(TunedPointwise(dev, d) == def) << bad;
   }
-  ConvDesc strided = d;
-  strided.stride_h = strided.stride_w = 2;
-  EXPECT_THROW(tuner.TunePointwise(strided), Error);
-  EXPECT_THROW(Convolution::Pointwise(dev, strided, {}), Error);
+  // A 3×3 window over more input channels than the row form takes.
+  ConvDesc window = d;
+  window.kernel_h = window.kernel_w = 3;
+  window.pad_h = window.pad_w = 1;
+  EXPECT_THROW(tuner.TunePointwise(window), Error);
+  EXPECT_THROW(Convolution::Pointwise(dev, window, {}), Error);
 }
 
-// Not a test: the 1×1 layers of MobileNet v1 / v2, SqueezeNet 1.1, GoogLeNet and ResNet-50
-// (batch 1, bias and ReLU) timed through the pointwise tuner: the default tile, the direct
-// kernel and the other tiles (the winners go to MPCAFFE_CACHE's tuning table). Run with
-// --gtest_also_run_disabled_tests --gtest_filter='*ZooPointwise' (fp32) or '*ZooPointwiseInt8'.
-void TimeZooPointwise(DataType type) {
+/// Times {in, out, input side, stride} layers at batch 1 with bias and ReLU through the
+/// pointwise tuner and prints each one's candidates.
+void TimePointwiseLayers(DataType type, const std::vector<std::array<int, 4>>& layers) {
   Device& dev = DefaultDevice();
   Tuner tuner(dev, 5);
-  // {in, out, plane side}
-  const int layers[][3] = {
-      {32, 16, 112}, {16, 96, 112}, {96, 24, 56},  {24, 144, 56}, {144, 24, 56}, {144, 32, 28},
-      {32, 192, 28}, {192, 32, 28}, {192, 64, 14}, {64, 384, 14}, {384, 64, 14}, {384, 96, 14},
-      {96, 576, 14}, {576, 96, 14}, {576, 160, 7}, {160, 960, 7}, {960, 160, 7}, {960, 320, 7},
-      {320, 1280, 7}, {32, 64, 112}, {64, 128, 56}, {128, 128, 56}, {256, 256, 28},
-      {512, 512, 14}, {1024, 1024, 7}, {64, 16, 56}, {16, 64, 56},  {128, 32, 28}, {256, 48, 14},
-      {48, 192, 14}, {512, 64, 14}, {64, 256, 14}, {192, 64, 28}, {480, 192, 14}, {832, 384, 7},
-      {64, 64, 56},  {256, 64, 56}, {64, 256, 56}, {512, 128, 28}, {1024, 256, 14},
-      {2048, 512, 7}, {512, 2048, 7}};
   for (const auto& l : layers) {
     ConvDesc d;
     d.type = type;
     d.channels = l[0], d.out_channels = l[1], d.height = d.width = l[2];
+    d.stride_h = d.stride_w = l[3];
     d.bias = d.relu = true;
     d.weights_signed = IsQuantized(type);
     const PointwiseTuneResult r = tuner.TunePointwise(d);
@@ -139,9 +133,43 @@ void TimeZooPointwise(DataType type) {
   }
 }
 
+// Not a test: the 1×1 layers of MobileNet v1 / v2, SqueezeNet 1.1, GoogLeNet and ResNet-50
+// (batch 1, bias and ReLU) timed through the pointwise tuner: the default tile, the direct
+// kernel and the other tiles (the winners go to MPCAFFE_CACHE's tuning table). Run with
+// --gtest_also_run_disabled_tests --gtest_filter='*ZooPointwise' (fp32) or '*ZooPointwiseInt8'.
+void TimeZooPointwise(DataType type) {
+  // {in, out, plane side, stride}
+  std::vector<std::array<int, 4>> layers;
+  const int sizes[][3] = {
+      {32, 16, 112}, {16, 96, 112}, {96, 24, 56},  {24, 144, 56}, {144, 24, 56}, {144, 32, 28},
+      {32, 192, 28}, {192, 32, 28}, {192, 64, 14}, {64, 384, 14}, {384, 64, 14}, {384, 96, 14},
+      {96, 576, 14}, {576, 96, 14}, {576, 160, 7}, {160, 960, 7}, {960, 160, 7}, {960, 320, 7},
+      {320, 1280, 7}, {32, 64, 112}, {64, 128, 56}, {128, 128, 56}, {256, 256, 28},
+      {512, 512, 14}, {1024, 1024, 7}, {64, 16, 56}, {16, 64, 56},  {128, 32, 28}, {256, 48, 14},
+      {48, 192, 14}, {512, 64, 14}, {64, 256, 14}, {192, 64, 28}, {480, 192, 14}, {832, 384, 7},
+      {64, 64, 56},  {256, 64, 56}, {64, 256, 56}, {512, 128, 28}, {1024, 256, 14},
+      {2048, 512, 7}, {512, 2048, 7}};
+  for (const auto& l : sizes) layers.push_back({l[0], l[1], l[2], 1});
+  TimePointwiseLayers(type, layers);
+}
+
 TEST(ConvBench, DISABLED_ZooPointwise) { TimeZooPointwise(DataType::kFloat32); }
 // The same layers in int8 (signed weights, as calibration gives them).
 TEST(ConvBench, DISABLED_ZooPointwiseInt8) { TimeZooPointwise(DataType::kInt8Q); }
+// MobileNet v1's 1×1 layers (the default tile per CPU level: run at both).
+TEST(ConvBench, DISABLED_MobileNetPointwise) {
+  TimePointwiseLayers(DataType::kFloat32,
+                      {{32, 64, 112, 1}, {64, 128, 56, 1}, {128, 128, 56, 1}, {128, 256, 28, 1},
+                       {256, 256, 28, 1}, {256, 512, 14, 1}, {512, 512, 14, 1},
+                       {512, 1024, 7, 1}, {1024, 1024, 7, 1}});
+}
+// ResNet-50's stride-2 1×1 layers in fp32 (the plane form on the subsampled input, or the
+// direct kernel).
+TEST(ConvBench, DISABLED_ResNetStridedPointwise) {
+  TimePointwiseLayers(DataType::kFloat32, {{256, 512, 56, 2}, {256, 128, 56, 2},
+                                           {512, 1024, 28, 2}, {512, 256, 28, 2},
+                                           {1024, 2048, 14, 2}, {1024, 512, 14, 2}});
+}
 
 // Not a test: MobileNet v1's depthwise layers (batch 1, fp32 or int8, bias and ReLU fused) timed with
 // each rows-per-work-item candidate through the tuner (the winners go to MPCAFFE_CACHE's tuning

@@ -134,7 +134,8 @@ TEST(DefaultsTables, ListingHoldsEveryTable) {
   EXPECT_EQ(families, (std::set<std::string>{"gemm", "conv", "conv_pw", "conv_dw", "conv_gemm",
                                              "pool_vector_max", "lrn_vector", "lrn"}));
   EXPECT_EQ(rows.size(), GemmDefaults().size() + DirectConvDefaults().size() +
-                             PointwiseDefaults().size() + PointwiseSpreadDefaults().size() +
+                             PointwiseDefaults().size() + StridedPointwiseDefaults().size() +
+                             PointwiseSpreadDefaults().size() +
                              DepthwiseRowDefaults().size() +
                              ConvGemmDefaults().size() + PoolVectorMaxDefaults().size() + 2);
   const std::string md = DefaultsMarkdown();
