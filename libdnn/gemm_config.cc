@@ -247,8 +247,11 @@ bool GemmConfig::Supports(const GemmDesc& desc, Backend backend) const {
        (algorithm == Algorithm::kOuter && desc.weights != WeightOperand::kA) ||
        (algorithm == Algorithm::kDot && !Int4DotLayout(desc))))
     return false;
+  // kp = 4: the outer tile's 4-way dot products in scalar lanes, or the dot tile's byte quads in
+  // 16 lanes (64 k per step).
   if (kp == GemmConfig::kDot4 &&
-      (algorithm != Algorithm::kOuter || desc.type != DataType::kInt8Q || vw != 1 || lm != 0))
+      (desc.type != DataType::kInt8Q || lm != 0 ||
+       (algorithm == Algorithm::kOuter ? vw != 1 : vw != 16)))
     return false;
   if (lm == 1) {
     // Staging needs the outer product's one-k step (kp = 2 interleaves k pairs from global

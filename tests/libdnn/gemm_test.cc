@@ -560,6 +560,51 @@ TEST(GemmPairTest, DotPairProductsMatchTheReferenceExactly) {
   }
 }
 
+TEST(GemmQuadTest, DotQuadsMatchTheReferenceExactly) {
+  // kp = 4 with vw = 16 in the dot tile (int8q byte quads, 64 k per step in a helper function):
+  // K below, at and past one step and its unrolled pair (the scalar tail), edge tiles in M and
+  // N, the inner product's layout (weights B: unsigned with a zero point, flipped to signed
+  // bytes; signed without), and matrix × vector (weights A, unsigned, one column of B). VNNI's
+  // vpdpbusd where the device compiles it in a helper (asserted from the text), the portable
+  // form elsewhere: the same integers.
+  Device& dev = DefaultDevice();
+  const bool vnni = KernelTarget::Of(dev).byte_quads_in_helper && dev.backend() == Backend::kOpenCL;
+  std::vector<GemmConfig> configs;
+  for (auto [tm, tn, ku] : {std::tuple{1, 2, 1}, std::tuple{2, 3, 2}, std::tuple{4, 1, 1}}) {
+    GemmConfig c = Int8Tile(GemmConfig::Algorithm::kDot, tm, tn, ku, GemmConfig::kDot4);
+    c.vw = 16;
+    configs.push_back(c);
+  }
+  std::vector<GemmDesc> descs(3);
+  for (GemmDesc& d : descs) d.type = d.out_type = DataType::kInt8Q;
+  descs[0].trans_b = true;  // InnerProduct: unsigned weights B with a zero point, per channel
+  descs[0].per_channel = descs[0].bias = descs[0].relu = true;
+  descs[1].trans_b = true;  // signed weights B without a zero point, fp32 out
+  descs[1].weights_signed = true;
+  descs[1].weight_zero = false;
+  descs[1].out_type = DataType::kFloat32;
+  descs[2].weights = WeightOperand::kA;  // matrix × vector
+  const std::vector<Shape> shapes = {{1, 1, 1},   {7, 19, 63},  {13, 16, 64},
+                                     {6, 33, 65}, {9, 8, 129}, {2, 30, 300}};
+  int seed = 0;
+  for (size_t v = 0; v < descs.size(); ++v)
+    for (size_t ci = 0; ci < configs.size(); ++ci) {
+      if (!test_support::ExhaustiveSweep() && ci != v) continue;  // the covering sample
+      GemmDesc d = descs[v];
+      const GemmConfig& c = configs[ci];
+      for (Shape s : shapes) {
+        if (d.weights == WeightOperand::kA) s.N = 1;
+        SetShape(d, s, /*padded=*/v == 1);
+        ASSERT_TRUE(c.Supports(d, dev.backend())) << c.ToString() << " " << d.ToString();
+        Problem p = MakeProblem(d, 1700 + seed++);
+        ExpectSame(p, RunOnDevice(dev, p, &c), RunReference(p), c.ToString());
+      }
+      d.lda = d.ldb = 0;
+      const Gemm g(dev, d, MakeProblem(d, 1).quant, c);
+      EXPECT_EQ(g.source().find("#define MP_BYTE_QUADS_VNNI") != std::string::npos, vnni);
+    }
+}
+
 TEST(GemmDot4Test, FourKDotProductsMatchTheReferenceExactly) {
   // kp = 4 (int8q 4-way byte dot products, vw = 1): K = 1 … 9 and odd K (no four-k step, the
   // unrolled and plain four-k loops, each K mod 4 tail), edge tiles in M and N, every transpose

@@ -1,0 +1,116 @@
+// libdnn/gemm_quads.cc — the int8 GEMM's byte-quad tiles (kp = 4 with vw = 16): four k per
+// 32-bit lane, 64 products per MP_DPBUSD16 (one vpdpbusd where the device runs AVX-512 VNNI in a
+// helper function, dp4a per lane on CUDA, the same integers in portable code elsewhere).
+#include <sstream>
+#include <string>
+
+#include "libdnn/gemm_internal.h"
+
+namespace mpcaffe::libdnn::gemm_internal {
+
+namespace {
+
+std::string Str(int v) { return std::to_string(v); }
+
+/// The byte quad product multiplies unsigned by signed bytes. Unsigned weights (0 … 255, any zero
+/// point) enter it as w − 128 (their top bit flipped: a signed byte), and the kernel adds back
+/// 128·Σx, which it then needs beside the products.
+bool FlipsWeights(const GemmDesc& d) { return !d.weights_signed; }
+
+/// Whether the quad loop sums the activations: for the output pipeline's z_w·Σx term or for the
+/// flipped weights' 128·Σx.
+bool QuadSums(const GemmDesc& d, const GemmConfig& c) {
+  return KernelSumsActivations(d, c) || FlipsWeights(d);
+}
+
+constexpr const char* kFlipWord = "(-0x7f7f7f7f - 1)";  // 0x80808080 as an int
+constexpr const char* kOnesWord = "0x01010101";
+
+}  // namespace
+
+bool UsesQuads(const GemmDesc& d, const GemmConfig& c) {
+  return d.type == DataType::kInt8Q && c.kp == GemmConfig::kDot4 && c.vw == 16;
+}
+
+/// kDot: gemm_quads(a, lda, b, ldbk, m0, n0, M, N, K, r, s) runs the tile's K loop over whole
+/// blocks of 64 k (op(A)'s and op(B)'s rows are contiguous in K, so a block of each row is one
+/// 64-byte load whose lanes hold four neighbouring k) and writes the tile's sums r[i·tn + j]
+/// (and the activation rows' or columns' sums s[q]); the kernel takes the rest of K. A function
+/// of its own because PoCL compiles the VNNI built-in only outside the work-group function.
+std::string QuadFunction(const GemmDesc& d, const GemmConfig& c) {
+  const bool act_a = ActivationsAreA(d), sums = QuadSums(d, c), flip = FlipsWeights(d);
+  const int nsums = act_a ? c.tm : c.tn;
+  std::ostringstream f;
+  f << "MP_QUAD_FN void gemm_quads(const $global Atype* a, const int lda, const $global Btype* b,"
+    << " const int ldbk, const int m0, const int n0, const int M, const int N, const int K, "
+    << "int* r" << (sums ? ", int* s" : "") << ") {\n";
+  for (int i = 0; i < c.tm; ++i)
+    f << "  const $global Atype* ap" << i << " = a + min(m0 + " << i << ", M - 1) * lda;\n";
+  for (int j = 0; j < c.tn; ++j)
+    f << "  const $global Btype* bp" << j << " = b + min(n0 + " << j << ", N - 1) * ldbk;\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j)
+      f << "  mp_i32x16 acc" << i << "_" << j << " = MP_QUAD_WORD(0);\n";
+  if (sums)
+    for (int q = 0; q < nsums; ++q) f << "  mp_i32x16 xs" << q << " = MP_QUAD_WORD(0);\n";
+  auto load = [&](const std::string& p, bool weights) {
+    const std::string l = "MP_QUAD_LOAD_BYTES(" + p + ")";
+    return weights && flip ? "MP_QUAD_XOR(" + l + ", " + kFlipWord + ")" : l;
+  };
+  auto step = [&](const std::string& k) {
+    std::ostringstream t;
+    t << "{\n";
+    for (int j = 0; j < c.tn; ++j)
+      t << "  const mp_i32x16 b" << j << " = " << load("bp" + Str(j) + " + " + k, act_a) << ";\n";
+    for (int i = 0; i < c.tm; ++i)
+      t << "  const mp_i32x16 a" << i << " = " << load("ap" + Str(i) + " + " + k, !act_a)
+        << ";\n";
+    if (sums)
+      for (int q = 0; q < nsums; ++q)
+        t << "  xs" << q << " = MP_DPBUSD16(xs" << q << ", " << (act_a ? "a" : "b") << q
+          << ", MP_QUAD_WORD(" << kOnesWord << "));\n";
+    for (int i = 0; i < c.tm; ++i)
+      for (int j = 0; j < c.tn; ++j) {
+        const std::string ai = "a" + Str(i), bj = "b" + Str(j);
+        t << "  acc" << i << "_" << j << " = MP_DPBUSD16(acc" << i << "_" << j << ", "
+          << (act_a ? ai : bj) << ", " << (act_a ? bj : ai) << ");\n";
+      }
+    t << "}\n";
+    return t.str();
+  };
+  f << Indent(KLoops(c, step, 64), 2);
+  if (sums)
+    for (int q = 0; q < nsums; ++q) f << "  s[" << q << "] = MP_QUAD_SUM(xs" << q << ");\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j) {
+      f << "  r[" << i * c.tn + j << "] = ";
+      const std::string sum = "MP_QUAD_SUM(acc" + Str(i) + "_" + Str(j) + ")";
+      if (flip)  // Σx·(w − 128) + 128·Σx, wrapping like int32
+        f << "(int)((mp_u32)" << sum << " + 128u * (mp_u32)s[" << (act_a ? i : j) << "]);\n";
+      else
+        f << sum << ";\n";
+    }
+  f << "}\n";
+  return f.str();
+}
+
+std::string QuadDotBody(const GemmDesc& d, const GemmConfig& c) {
+  const bool act_a = ActivationsAreA(d), sums = KernelSumsActivations(d, c);
+  const int nsums = act_a ? c.tm : c.tn;
+  std::ostringstream s;
+  s << DotTileStart(d, c);
+  s << "int rq[" << c.tm * c.tn << "];\n";
+  if (QuadSums(d, c)) s << "int sq[" << nsums << "];\n";
+  s << "gemm_quads(a, lda, b, ldbk, m0, n0, M, N, K, rq" << (QuadSums(d, c) ? ", sq" : "")
+    << ");\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j)
+      s << "CS r" << i << "_" << j << " = rq[" << i * c.tn + j << "];\n";
+  if (sums)
+    for (int q = 0; q < nsums; ++q) s << "CS s" << q << " = sq[" << q << "];\n";
+  s << "int k = K - K % 64;\n";
+  s << DotTail(d, c, sums, /*fold=*/false);
+  return s.str();
+}
+
+}  // namespace mpcaffe::libdnn::gemm_internal
