@@ -111,8 +111,8 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
   // Matrix × vector and K-contiguous operands take vectors along K (kDot). On OpenCL CPU runtimes
   // 4 × 2 (× 1 for N ≤ 4) tiles of vectors of 8 in one-work-item groups; int8 multiplies 16-bit
   // pairs, 16 k per step (one vpmaddwd per 16 products where the int32 lanes of the one-k step
-  // take a vpmulld per 8). An int8 batch-1 inner product (one activation row) takes one row
-  // against 8 weight rows: a 4-row tile repeated the one row's products four times. Where the
+  // take a vpmulld per 8). A batch-1 fp32 or int8 inner product (one activation row) takes one
+  // row against 8 weight rows: a 4-row tile repeated the one row's products four times. Where the
   // device runs VNNI's byte quads in a helper (TargetProfile::byte_quad_products), 4 weight rows
   // in quads instead, 64 k per vpdpbusd: the loop then keeps pace with the weights' stream; the
   // quads' portable form (Intel's runtime, AVX2) lost to the pairs. Where work-items are lanes,
@@ -143,6 +143,10 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       "GemmBenchmark.DISABLED_QuadsVersusPairs (AlexNet fc6, fc7, fc8 at batch 1), 15-21 "
       "alternating rounds, PoCL and Intel's runtime at AVX-512 and at AVX2, loaded machine, "
       "2026-11-29";
+  static const char* const kCpuOneRow =
+      "MPCAFFE_KERNEL_CONFIG='gemm:dot tm=1 tn=8 vw=8 wg=1 ku=1 mf=0 kp=1' (and tn=4) against "
+      "the default, mpcaffe time --model <AlexNet b1 fp32> --synthetic --iterations 10, fc6-fc8, "
+      "3 alternating rounds, both CPU runtimes, loaded machine, 2026-11-29";
   static const char* const kCpuInt16 =
       "vw 4 against vw 8: MPCAFFE_KERNEL_CONFIG='gemm:dot tm=4 tn=2 vw=4 wg=1 ku=1 mf=0 kp=1' "
       "(and vw=8) mpcaffe time --model <784-30-10 net, int16> --synthetic --iterations 10, 3 "
@@ -179,6 +183,12 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       {"OpenCL CPU runtime, dot form, int8q, one activation row",
        [](P p, D d) { return p.cpu_vectors && DotForm(d) && Int8(d) && OneActivationRow(d); },
        Tile(kDotTile, 1, 8, 8, 1, 0, kPairs), kCpuQuads},
+      {"OpenCL CPU runtime, dot form, fp32, one activation row",
+       [](P p, D d) {
+         return p.cpu_vectors && DotForm(d) && d.type == DataType::kFloat32 &&
+                OneActivationRow(d);
+       },
+       Tile(kDotTile, 1, 8, 8, 1, 0), kCpuOneRow},
       {"OpenCL CPU runtime, dot form, int8q, N <= 4",
        [](P p, D d) { return p.cpu_vectors && DotForm(d) && Int8(d) && d.N <= 4; },
        Tile(kDotTile, 4, 1, 8, 1, 0, kPairs), kCpuDot},

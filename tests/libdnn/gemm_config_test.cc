@@ -205,7 +205,8 @@ TEST(GemmConfigTest, FourBitWeightsKeepTheirKernelWhereWeightsDominateTheBytes) 
 TEST(GemmConfigTest, OneActivationRowTakesOneRowTiles) {
   // A batch-1 int8 inner product on an OpenCL CPU: one activation row against 4 weight rows in
   // byte quads where the profile has them (VNNI in a helper), else 8 in pair products; a batch
-  // keeps the 4-row tiles, and matrix × vector (weights A) its tile of weight rows.
+  // keeps the 4-row tiles, and matrix × vector (weights A) its tile of weight rows; fp32 takes
+  // one row against 8 too.
   DeviceInfo plain, vnni;
   vnni.byte_quad_products_in_helper = true;
   GemmDesc fc;
@@ -233,6 +234,10 @@ TEST(GemmConfigTest, OneActivationRowTakesOneRowTiles) {
   mv.trans_b = false;
   mv.M = 4096, mv.N = 1;
   EXPECT_EQ(DefaultGemmConfig(vnni, mv).tm, 4);
+  GemmDesc f32 = fc;
+  f32.type = f32.out_type = DataType::kFloat32;
+  EXPECT_EQ(DefaultGemmConfig(vnni, f32).tm, 1);
+  EXPECT_EQ(DefaultGemmConfig(vnni, f32).kp, GemmConfig::kOneK);
 }
 
 TEST(GemmConfigTest, CpuCandidatesIncludeScalarWorkItemsAlongN) {
