@@ -437,9 +437,10 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& desc, const
     k.Value("float", "alpha").Value("float", "beta");
     if (d.bias) k.In("float", "bias");
   }
-  k.Body(Indent(c.algorithm == GemmConfig::Algorithm::kOuter ? OuterBody(d, c, w.dialect())
-                : UsesQuads(d, c)                              ? QuadDotBody(d, c)
-                                                               : DotBody(d, c),
+  const bool outer = c.algorithm == GemmConfig::Algorithm::kOuter;
+  k.Body(Indent(UsesQuads(d, c) ? (outer ? QuadOuterBody(d, c) : QuadDotBody(d, c))
+                : outer         ? OuterBody(d, c, w.dialect())
+                                : DotBody(d, c),
                 2));
 
   if (PacksA(d, c))

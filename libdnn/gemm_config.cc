@@ -278,11 +278,14 @@ bool GemmConfig::Supports(const GemmDesc& desc, Backend backend) const {
        (algorithm == Algorithm::kOuter && desc.weights != WeightOperand::kA) ||
        (algorithm == Algorithm::kDot && !Int4DotLayout(desc))))
     return false;
-  // kp = 4: the outer tile's 4-way dot products in scalar lanes, or the dot tile's byte quads in
-  // 16 lanes (64 k per step).
+  // kp = 4: 4-way dot products in scalar lanes (the outer tile), or byte quads in 16 lanes: the
+  // dot tile's 64 k per step, the outer tile's 4 k of 16 columns (weights A, neither operand
+  // transposed, N ≥ 16).
   if (kp == GemmConfig::kDot4 &&
-      (desc.type != DataType::kInt8Q || lm != 0 ||
-       (algorithm == Algorithm::kOuter ? vw != 1 : vw != 16)))
+      (desc.type != DataType::kInt8Q || lm != 0 || (vw != 1 && vw != 16) ||
+       (algorithm == Algorithm::kDot && vw != 16) ||
+       (algorithm == Algorithm::kOuter && vw == 16 &&
+        (desc.weights != WeightOperand::kA || desc.trans_a || desc.trans_b || desc.N < 16))))
     return false;
   if (lm == 1) {
     // Staging needs the outer product's one-k step (kp = 2 interleaves k pairs from global

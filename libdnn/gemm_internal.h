@@ -54,6 +54,7 @@ std::string DotTail(const GemmDesc& d, const GemmConfig& c, bool sums, bool fold
 bool UsesQuads(const GemmDesc& d, const GemmConfig& c);
 std::string QuadFunction(const GemmDesc& d, const GemmConfig& c);
 std::string QuadDotBody(const GemmDesc& d, const GemmConfig& c);
+std::string QuadOuterBody(const GemmDesc& d, const GemmConfig& c);
 
 /// The body of a kOuter kernel (gemm_outer.cc): register tile, local-memory tile (lm = 1), the
 /// product form of kp, and the output pipeline.

@@ -32,12 +32,14 @@ bool UsesQuads(const GemmDesc& d, const GemmConfig& c) {
   return d.type == DataType::kInt8Q && c.kp == GemmConfig::kDot4 && c.vw == 16;
 }
 
+namespace {
+
 /// kDot: gemm_quads(a, lda, b, ldbk, m0, n0, M, N, K, r, s) runs the tile's K loop over whole
 /// blocks of 64 k (op(A)'s and op(B)'s rows are contiguous in K, so a block of each row is one
 /// 64-byte load whose lanes hold four neighbouring k) and writes the tile's sums r[i·tn + j]
 /// (and the activation rows' or columns' sums s[q]); the kernel takes the rest of K. A function
 /// of its own because PoCL compiles the VNNI built-in only outside the work-group function.
-std::string QuadFunction(const GemmDesc& d, const GemmConfig& c) {
+std::string QuadDotFunction(const GemmDesc& d, const GemmConfig& c) {
   const bool act_a = ActivationsAreA(d), sums = QuadSums(d, c), flip = FlipsWeights(d);
   const int nsums = act_a ? c.tm : c.tn;
   std::ostringstream f;
@@ -93,6 +95,111 @@ std::string QuadFunction(const GemmDesc& d, const GemmConfig& c) {
   f << "}\n";
   return f.str();
 }
+
+
+/// kOuter (weights A, neither operand transposed: the convolution's GEMM): gemm_quads(a, lda, b,
+/// ldb, m0, n0, M, N, K, t, xs) runs the tile's whole K loop. Per four k, each vector of 16
+/// columns of op(B) is 4 rows zipped into byte quads (MP_ZIP4X16) and each row of op(A)
+/// contributes one word of its 4 weights (broadcast, MP_QUAD_WORD): one MP_DPBUSD16 per
+/// accumulator, 64 products; the last K mod 4 k repeat a row of op(B) against weight bytes 0.
+/// Vector j reads columns from min(n0 + 16j, N − 16) (N ≥ 16), so an edge tile's loads stay
+/// inside B; the kernel stores only its own columns. Lanes go to t[(i·tn + j)·16 + v] (and the
+/// column sums to xs[j·16 + v]).
+std::string QuadOuterFunction(const GemmDesc& d, const GemmConfig& c) {
+  const bool sums = QuadSums(d, c), flip = FlipsWeights(d);
+  std::ostringstream f;
+  f << "MP_QUAD_FN void gemm_quads(const $global Atype* a, const int lda, const $global Btype* b,"
+    << " const int ldb, const int m0, const int n0, const int M, const int N, const int K, "
+    << "int* t" << (sums ? ", int* xs" : "") << ") {\n";
+  for (int i = 0; i < c.tm; ++i)
+    f << "  const $global mp_u8* ar" << i << " = (const $global mp_u8*)(a + min(m0 + " << i
+      << ", M - 1) * lda);\n";
+  for (int j = 0; j < c.tn; ++j)
+    f << "  const int col" << j << " = min(n0 + " << 16 * j << ", N - 16);\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j)
+      f << "  mp_i32x16 acc" << i << "_" << j << " = MP_QUAD_WORD(0);\n";
+  if (sums)
+    for (int j = 0; j < c.tn; ++j) f << "  mp_i32x16 xs" << j << " = MP_QUAD_WORD(0);\n";
+  // One step: `rows` valid k from k (4, or K mod 4 for the last).
+  auto step = [&](const std::string& k, int rows) {
+    std::ostringstream t;
+    t << "{\n";
+    for (int j = 0; j < c.tn; ++j) {
+      t << "  const $global mp_u8* bc" << j << " = (const $global mp_u8*)(b + (" << k
+        << ") * ldb + col" << j << ");\n";
+      std::string ptrs;
+      for (int q = 0; q < 4; ++q)
+        ptrs += std::string(q ? ", " : "") + "bc" + Str(j) + " + " +
+                (q < rows ? Str(q) + " * ldb" : "0");
+      t << "  const mp_i32x16 v" << j << " = MP_ZIP4X16(" << ptrs << ");\n";
+      if (sums) {
+        int ones = 0;  // a 1 in each valid k's byte
+        for (int q = 0; q < rows; ++q) ones |= 1 << (8 * q);
+        t << "  xs" << j << " = MP_DPBUSD16(xs" << j << ", v" << j << ", MP_QUAD_WORD(" << ones
+          << "));\n";
+      }
+    }
+    for (int i = 0; i < c.tm; ++i) {
+      std::string word;
+      for (int q = 0; q < rows; ++q) {
+        const std::string byte = "(mp_u32)ar" + Str(i) + "[(" + k + ") + " + Str(q) + "]";
+        word += std::string(q ? " | " : "") + "(" + (flip ? "(" + byte + " ^ 0x80u)" : byte) +
+                " << " + Str(8 * q) + ")";
+      }
+      t << "  const mp_i32x16 w" << i << " = MP_QUAD_WORD((int)(" << word << "));\n";
+      for (int j = 0; j < c.tn; ++j)
+        t << "  acc" << i << "_" << j << " = MP_DPBUSD16(acc" << i << "_" << j << ", v" << j
+          << ", w" << i << ");\n";
+    }
+    t << "}\n";
+    return t.str();
+  };
+  f << Indent(KLoops(c, [&](const std::string& k) { return step(k, 4); }, 4), 2);
+  for (int rows = 1; rows < 4; ++rows)
+    f << "  if (K - k == " << rows << ")\n" << Indent(step("k", rows), 2);
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j)
+      f << "  MP_QUAD_TO(acc" << i << "_" << j << ", t + " << (i * c.tn + j) * 16 << ");\n";
+  if (sums)
+    for (int j = 0; j < c.tn; ++j) f << "  MP_QUAD_TO(xs" << j << ", xs + " << 16 * j << ");\n";
+  f << "}\n";
+  return f.str();
+}
+
+std::string OuterBodyText(const GemmDesc& d, const GemmConfig& c) {
+  const bool sums = QuadSums(d, c), flip = FlipsWeights(d);
+  const int tiles = c.tm * c.tn;
+  std::ostringstream s;
+  s << "const int n0 = $global_id(" << (c.mf ? 1 : 0) << ") * " << c.cols_per_item() << ";\n";
+  s << "const int m0 = $global_id(" << (c.mf ? 0 : 1) << ") * " << c.tm << ";\n";
+  s << "if (n0 >= N || m0 >= M) return;\n";
+  s << "int t[" << tiles * 16 << "];\n";
+  if (sums) s << "int xq[" << c.tn * 16 << "];\n";
+  s << "gemm_quads(a, lda, b, ldb, m0, n0, M, N, K, t" << (sums ? ", xq" : "") << ");\n";
+  s << "for (int e = 0; e < " << tiles << "; ++e) {\n";
+  s << "  const int ti = e / " << c.tn << ", tj = e - ti * " << c.tn << ";\n";
+  s << "  const int own = n0 + tj * 16, col = min(own, N - 16);\n";
+  s << "  for (int v = 0; v < 16; ++v) {\n";
+  s << "    const int m = m0 + ti, n = col + v;\n";
+  s << "    if (m < M && n >= own && n < N) {\n";
+  // Σx·(w − 128) + 128·Σx for flipped weights, wrapping like int32.
+  s << "      const CS x = " << (flip ? "(int)((mp_u32)t[e * 16 + v] + 128u * (mp_u32)xq[tj * 16 + v])"
+                                      : "t[e * 16 + v]")
+    << ";\n";
+  s << Indent(Epilogue(d, "x", sums ? "xq[tj * 16 + v]" : "0", false), 6);
+  s << "    }\n  }\n}\n";
+  return s.str();
+}
+
+}  // namespace
+
+std::string QuadFunction(const GemmDesc& d, const GemmConfig& c) {
+  return c.algorithm == GemmConfig::Algorithm::kDot ? QuadDotFunction(d, c)
+                                                    : QuadOuterFunction(d, c);
+}
+
+std::string QuadOuterBody(const GemmDesc& d, const GemmConfig& c) { return OuterBodyText(d, c); }
 
 std::string QuadDotBody(const GemmDesc& d, const GemmConfig& c) {
   const bool act_a = ActivationsAreA(d), sums = KernelSumsActivations(d, c);

@@ -605,6 +605,51 @@ TEST(GemmQuadTest, DotQuadsMatchTheReferenceExactly) {
     }
 }
 
+TEST(GemmQuadTest, OuterQuadsMatchTheReferenceExactly) {
+  // kp = 4 with vw = 16 in the outer tile (int8q byte quads, the convolution's GEMM: weights A,
+  // neither operand transposed): K = 1 … 9 and longer (each K mod 4 tail, the unrolled loop),
+  // edge tiles in M and N (N from 16: the last vectors shift left inside B), unsigned weights
+  // with a zero point (flipped) and signed weights, per-channel requantization, fp32 output.
+  Device& dev = DefaultDevice();
+  std::vector<GemmConfig> configs;
+  for (auto [tm, tn, ku, mf] : {std::tuple{6, 2, 1, 1}, std::tuple{3, 1, 2, 0},
+                                std::tuple{4, 3, 1, 0}}) {
+    GemmConfig c = Int8Tile(GemmConfig::Algorithm::kOuter, tm, tn, ku, GemmConfig::kDot4);
+    c.vw = 16;
+    c.mf = mf;
+    configs.push_back(c);
+  }
+  std::vector<GemmDesc> descs(3);
+  for (GemmDesc& d : descs) {
+    d.type = d.out_type = DataType::kInt8Q;
+    d.weights = WeightOperand::kA;
+  }
+  descs[0].per_channel = descs[0].bias = descs[0].relu = true;  // unsigned weights, z_w
+  descs[1].weights_signed = true;  // signed weights without a zero point, fp32 out
+  descs[1].weight_zero = false;
+  descs[1].out_type = DataType::kFloat32;
+  descs[2].weights_signed = true;  // signed weights with a zero point
+  descs[2].bias = true;
+  const std::vector<Shape> shapes = {{1, 16, 1},  {7, 19, 2},  {13, 33, 3},  {6, 40, 9},
+                                     {9, 16, 4},  {17, 50, 65}, {5, 131, 7}, {12, 150, 34}};
+  int seed = 0;
+  for (size_t v = 0; v < descs.size(); ++v)
+    for (size_t ci = 0; ci < configs.size(); ++ci) {
+      if (!test_support::ExhaustiveSweep() && ci != v) continue;  // the covering sample
+      GemmDesc d = descs[v];
+      const GemmConfig& c = configs[ci];
+      for (const Shape& s : shapes) {
+        SetShape(d, s, /*padded=*/v == 1);
+        ASSERT_TRUE(c.Supports(d, dev.backend())) << c.ToString() << " " << d.ToString();
+        Problem p = MakeProblem(d, 2100 + seed++);
+        ExpectSame(p, RunOnDevice(dev, p, &c), RunReference(p), c.ToString());
+      }
+    }
+  GemmDesc narrow = descs[0];
+  narrow.N = 15, narrow.M = 4, narrow.K = 8;
+  EXPECT_FALSE(configs[0].Supports(narrow, dev.backend()));
+}
+
 TEST(GemmDot4Test, FourKDotProductsMatchTheReferenceExactly) {
   // kp = 4 (int8q 4-way byte dot products, vw = 1): K = 1 … 9 and odd K (no four-k step, the
   // unrolled and plain four-k loops, each K mod 4 tail), edge tiles in M and N, every transpose
