@@ -387,12 +387,17 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
         add(c);
       }
     }
-  // Byte quads in the dot tile (kp = 4, vw = 16): VNNI where the profile runs it in a helper,
-  // dp4a per lane on CUDA, the portable form elsewhere.
+  // Byte quads (kp = 4, vw = 16) in the dot and outer tiles: VNNI where the profile runs it in a
+  // helper, dp4a per lane on CUDA, the portable form elsewhere. The outer quad tile is no default:
+  // zipping 4 rows of op(B) per step cost what the quads saved on AlexNet's convolution GEMMs
+  // (docs/BENCHMARKS.md, "Default configurations").
   if (pairs)
-    for (int wg : groups)
+    for (int wg : groups) {
       for (auto [tm, tn] : {std::pair{1, 4}, {1, 8}, {1, 1}, {2, 2}, {4, 1}, {4, 2}})
         add(Tile(GemmConfig::Algorithm::kDot, tm, tn, 16, wg, base.mf, GemmConfig::kDot4));
+      for (auto [tm, tn] : {std::pair{6, 2}, {4, 3}, {4, 2}})
+        add(Tile(kOuterTile, tm, tn, 16, wg, base.mf, GemmConfig::kDot4));
+    }
   // Native 4-way dot products (kp = 4, scalar lanes), and the one-k loop beside a kp = 4
   // default.
   if (desc.type == DataType::kInt8Q && device.dot_product) {

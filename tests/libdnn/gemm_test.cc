@@ -1041,19 +1041,23 @@ TEST(GemmBenchmark, DISABLED_Dot4VersusPairs) {
 // Run by hand (--gtest_also_run_disabled_tests --gtest_filter='*QuadsVersusPairs*'): AlexNet's
 // inner products at batch 1 (int8, unsigned weights B with a zero point, as `mpcaffe convert`
 // writes them), the default against one-row tiles of pair products (kp = 2) and byte quads
-// (kp = 4, vw = 16), configurations alternating each round; median milliseconds and the weights'
-// GB/s (the layer reads each weight byte once).
+// (kp = 4, vw = 16), and conv1's and conv2's GEMMs against outer quad tiles, configurations
+// alternating each round; median and minimum milliseconds and the weights' GB/s.
 TEST(GemmBenchmark, DISABLED_QuadsVersusPairs) {
   Device& dev = DefaultDevice();
   const char* rounds_env = std::getenv("GEMM_BENCH_ROUNDS");
   const int rounds = rounds_env ? std::max(1, std::atoi(rounds_env)) : 9;
-  for (const Shape& s : {Shape{1, 4096, 9216}, Shape{1, 4096, 4096}, Shape{1, 1000, 4096}}) {
+  // The last two: conv1 and one group of conv2 as GEMMs (weights A), against outer quad tiles.
+  for (const Shape& s : {Shape{1, 4096, 9216}, Shape{1, 4096, 4096}, Shape{1, 1000, 4096},
+                         Shape{96, 3025, 363}, Shape{128, 729, 1200}}) {
+    const bool inner = s.M == 1;
     GemmDesc d;
     d.type = d.out_type = DataType::kInt8Q;
     d.M = s.M;
     d.N = s.N;
     d.K = s.K;
-    d.trans_b = true;
+    d.trans_b = inner;
+    d.weights = inner ? WeightOperand::kB : WeightOperand::kA;
     d.bias = d.relu = d.per_channel = true;
     std::vector<GemmConfig> configs = {DefaultGemmConfig(dev.info(), d)};
     for (auto [tn, vw, kp, ku] : {std::tuple{4, 8, 2, 1}, std::tuple{8, 8, 2, 1},
@@ -1064,13 +1068,20 @@ TEST(GemmBenchmark, DISABLED_QuadsVersusPairs) {
       c.vw = vw;
       if (c.Supports(d, dev.backend()) && !(c == configs[0])) configs.push_back(c);
     }
+    for (auto [tm, tn, mf] : {std::tuple{6, 2, 1}, std::tuple{4, 2, 1}, std::tuple{8, 1, 1},
+                              std::tuple{4, 3, 1}, std::tuple{6, 2, 0}}) {
+      GemmConfig c = Int8Tile(GemmConfig::Algorithm::kOuter, tm, tn, 1, GemmConfig::kDot4);
+      c.vw = 16;
+      c.mf = mf;
+      if (c.Supports(d, dev.backend()) && !(c == configs[0])) configs.push_back(c);
+    }
     GemmOperands ops(dev, d);
     const GemmQuant quant = PlaceholderQuant(d);
     std::vector<Gemm> gemms;
     for (const GemmConfig& c : configs) gemms.emplace_back(dev, d, quant, c);
     std::vector<std::vector<double>> ms = TimeRounds(gemms, ops, rounds);
-    std::printf("int8 inner product M=%d N=%d K=%d on %s\n", d.M, d.N, d.K,
-                dev.Describe().c_str());
+    std::printf("int8 %s M=%d N=%d K=%d on %s\n", inner ? "inner product" : "convolution GEMM",
+                d.M, d.N, d.K, dev.Describe().c_str());
     for (size_t i = 0; i < configs.size(); ++i) {
       std::sort(ms[i].begin(), ms[i].end());
       const double med = ms[i][ms[i].size() / 2];
