@@ -525,6 +525,27 @@ TEST(GemmPairTest, KPairProductsMatchTheReferenceExactly) {
     }
 }
 
+/// Checks descs[v] on `shapes` against the reference, bit for bit: with configs[v], or (`sweep`
+/// under the exhaustive sweep) with every configuration. Row strides padded for v = 1; with
+/// `matrix_vector`, N = 1 where the weights are A.
+void ExpectDescsExact(Device& dev, const std::vector<GemmDesc>& descs,
+                      const std::vector<GemmConfig>& configs, const std::vector<Shape>& shapes,
+                      int seed, bool sweep, bool matrix_vector) {
+  for (size_t v = 0; v < descs.size(); ++v)
+    for (size_t ci = 0; ci < configs.size(); ++ci) {
+      if (ci != v && !(sweep && test_support::ExhaustiveSweep())) continue;
+      GemmDesc d = descs[v];
+      const GemmConfig& c = configs[ci];
+      for (Shape s : shapes) {
+        if (matrix_vector && d.weights == WeightOperand::kA) s.N = 1;
+        SetShape(d, s, /*padded=*/v == 1);
+        ASSERT_TRUE(c.Supports(d, dev.backend())) << c.ToString() << " " << d.ToString();
+        Problem p = MakeProblem(d, seed++);
+        ExpectSame(p, RunOnDevice(dev, p, &c), RunReference(p), c.ToString());
+      }
+    }
+}
+
 TEST(GemmPairTest, DotPairProductsMatchTheReferenceExactly) {
   // kp = 2 in the dot tile (int8q, vw = 8: 16 k per step as 16-bit pairs, z_w folded into the
   // weights): K below, at and past one step and its unrolled pair (the scalar tail), edge tiles
@@ -546,18 +567,7 @@ TEST(GemmPairTest, DotPairProductsMatchTheReferenceExactly) {
   descs[2].weights = WeightOperand::kA;  // matrix × vector
   const std::vector<Shape> shapes = {{1, 1, 1},  {7, 19, 15}, {13, 16, 16},
                                      {6, 33, 17}, {9, 8, 33},  {5, 30, 47}};
-  int seed = 0;
-  for (size_t v = 0; v < descs.size(); ++v) {
-    GemmDesc d = descs[v];
-    const GemmConfig& c = configs[v];
-    for (Shape s : shapes) {
-      if (d.weights == WeightOperand::kA) s.N = 1;
-      SetShape(d, s, /*padded=*/v == 1);
-      ASSERT_TRUE(c.Supports(d, dev.backend())) << c.ToString() << " " << d.ToString();
-      Problem p = MakeProblem(d, 1300 + seed++);
-      ExpectSame(p, RunOnDevice(dev, p, &c), RunReference(p), c.ToString());
-    }
-  }
+  ExpectDescsExact(dev, descs, configs, shapes, 1300, /*sweep=*/false, /*matrix_vector=*/true);
 }
 
 TEST(GemmQuadTest, DotQuadsMatchTheReferenceExactly) {
@@ -586,23 +596,12 @@ TEST(GemmQuadTest, DotQuadsMatchTheReferenceExactly) {
   descs[2].weights = WeightOperand::kA;  // matrix × vector
   const std::vector<Shape> shapes = {{1, 1, 1},   {7, 19, 63},  {13, 16, 64},
                                      {6, 33, 65}, {9, 8, 129}, {2, 30, 300}};
-  int seed = 0;
-  for (size_t v = 0; v < descs.size(); ++v)
-    for (size_t ci = 0; ci < configs.size(); ++ci) {
-      if (!test_support::ExhaustiveSweep() && ci != v) continue;  // the covering sample
-      GemmDesc d = descs[v];
-      const GemmConfig& c = configs[ci];
-      for (Shape s : shapes) {
-        if (d.weights == WeightOperand::kA) s.N = 1;
-        SetShape(d, s, /*padded=*/v == 1);
-        ASSERT_TRUE(c.Supports(d, dev.backend())) << c.ToString() << " " << d.ToString();
-        Problem p = MakeProblem(d, 1700 + seed++);
-        ExpectSame(p, RunOnDevice(dev, p, &c), RunReference(p), c.ToString());
-      }
-      d.lda = d.ldb = 0;
-      const Gemm g(dev, d, MakeProblem(d, 1).quant, c);
-      EXPECT_EQ(g.source().find("#define MP_BYTE_QUADS_VNNI") != std::string::npos, vnni);
-    }
+  // The covering sample: configs[v] for descs[v]; all pairs under the exhaustive sweep.
+  ExpectDescsExact(dev, descs, configs, shapes, 1700, /*sweep=*/true, /*matrix_vector=*/true);
+  GemmDesc d = descs[0];
+  SetShape(d, shapes.back(), false);
+  const Gemm g(dev, d, MakeProblem(d, 1).quant, configs[0]);
+  EXPECT_EQ(g.source().find("#define MP_BYTE_QUADS_VNNI") != std::string::npos, vnni);
 }
 
 TEST(GemmQuadTest, OuterQuadsMatchTheReferenceExactly) {
@@ -632,19 +631,7 @@ TEST(GemmQuadTest, OuterQuadsMatchTheReferenceExactly) {
   descs[2].bias = true;
   const std::vector<Shape> shapes = {{1, 16, 1},  {7, 19, 2},  {13, 33, 3},  {6, 40, 9},
                                      {9, 16, 4},  {17, 50, 65}, {5, 131, 7}, {12, 150, 34}};
-  int seed = 0;
-  for (size_t v = 0; v < descs.size(); ++v)
-    for (size_t ci = 0; ci < configs.size(); ++ci) {
-      if (!test_support::ExhaustiveSweep() && ci != v) continue;  // the covering sample
-      GemmDesc d = descs[v];
-      const GemmConfig& c = configs[ci];
-      for (const Shape& s : shapes) {
-        SetShape(d, s, /*padded=*/v == 1);
-        ASSERT_TRUE(c.Supports(d, dev.backend())) << c.ToString() << " " << d.ToString();
-        Problem p = MakeProblem(d, 2100 + seed++);
-        ExpectSame(p, RunOnDevice(dev, p, &c), RunReference(p), c.ToString());
-      }
-    }
+  ExpectDescsExact(dev, descs, configs, shapes, 2100, /*sweep=*/true, /*matrix_vector=*/false);
   GemmDesc narrow = descs[0];
   narrow.N = 15, narrow.M = 4, narrow.K = 8;
   EXPECT_FALSE(configs[0].Supports(narrow, dev.backend()));
