@@ -449,7 +449,6 @@ $device_fn int mp_quad_sum(mp_i32x16 x) {
   return (int)(q.x + q.y + q.z + q.w);
 }
 #define MP_QUAD_SUM(x) mp_quad_sum(x)
-#define MP_QUAD_TO(x, t) vstore16((x), 0, (t))
 )";
 
 // CUDA: a struct of 16 int lanes; dp4a (unsigned × signed bytes, wrapping int32) per lane on
@@ -519,11 +518,6 @@ __device__ __forceinline__ int mp_quad_sum(const mp_i32x16& x) {
   return (int)s;
 }
 #define MP_QUAD_SUM(x) mp_quad_sum(x)
-#define MP_QUAD_TO(x, t) \
-  do {                     \
-    const mp_i32x16 mp_q_ = (x); \
-    for (int l = 0; l < 16; ++l) (t)[l] = mp_q_.s[l]; \
-  } while (0)
 )";
 
 // KernelHelper::kByteVectorStore in OpenCL: a vector type declared 1-byte aligned (a typedef may

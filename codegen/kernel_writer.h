@@ -226,7 +226,6 @@ enum class KernelHelper {
   ///                     p[4i] … p[4i + 3], low first
   ///   MP_QUAD_XOR(x, w) every lane of x xor the int w
   ///   MP_QUAD_SUM(x)    the sum of the 16 lanes (wrapping int32)
-  ///   MP_QUAD_TO(x, t)  the 16 lanes to the private ints t[0 … 15] (a statement)
   kByteQuadProduct16,
   /// MP_SELECT(a, b, c): c ? b : a, elementwise and branch-free where the dialect has it
   /// (Dialect::select); and <alias>_SELECT(a, b, c) per AddType alias, for values of its compute

@@ -160,9 +160,9 @@ std::string QuadOuterFunction(const GemmDesc& d, const GemmConfig& c) {
     f << "  if (K - k == " << rows << ")\n" << Indent(step("k", rows), 2);
   for (int i = 0; i < c.tm; ++i)
     for (int j = 0; j < c.tn; ++j)
-      f << "  MP_QUAD_TO(acc" << i << "_" << j << ", t + " << (i * c.tn + j) * 16 << ");\n";
+      f << "  MP_QUAD_STORE(acc" << i << "_" << j << ", t + " << (i * c.tn + j) * 16 << ");\n";
   if (sums)
-    for (int j = 0; j < c.tn; ++j) f << "  MP_QUAD_TO(xs" << j << ", xs + " << 16 * j << ");\n";
+    for (int j = 0; j < c.tn; ++j) f << "  MP_QUAD_STORE(xs" << j << ", xs + " << 16 * j << ");\n";
   f << "}\n";
   return f.str();
 }

@@ -135,7 +135,7 @@ TEST(CudaBytePairs, CudaRowGivesTheSameIntegersOnTheHost) {
 // KernelHelper::kByteQuadProduct16's CUDA row in its arithmetic below sm_61 (the host compiler
 // has no __CUDA_ARCH__; the dp4a branch is compiled by NVRTC in generated_kernels_test.cc): random
 // and extreme bytes (activations 255, weights −128 / 127), 4 steps, against plain integers; and
-// the GEMM dot tile's MP_QUAD_LOAD, MP_QUAD_XOR and MP_QUAD_SUM.
+// the GEMM dot tile's MP_QUAD_LOAD_BYTES, MP_QUAD_XOR and MP_QUAD_SUM.
 const char* kQuadChecker = R"(
 #include <cstdint>
 #include <cstdio>
@@ -161,7 +161,7 @@ int main() {
       bad += acc.s[l] != want;
     }
     // The dot tile's words: 64 bytes as 16 lanes, the weights' top-bit flip, the lane sum.
-    const mp_i32x16 v = MP_QUAD_LOAD(x[0] + 0), f = MP_QUAD_XOR(v, (-0x7f7f7f7f - 1));
+    const mp_i32x16 v = MP_QUAD_LOAD_BYTES(x[0]), f = MP_QUAD_XOR(v, (-0x7f7f7f7f - 1));
     uint32_t sum = 0;
     for (int l = 0; l < 16; ++l) {
       const uint32_t word = x[0][4 * l] | uint32_t(x[0][4 * l + 1]) << 8 |
