@@ -440,6 +440,15 @@ $device_fn mp_i32x16 mp_zip4x16(const $global mp_u8* p0, const $global mp_u8* p1
 #define MP_QUAD_WORD(w) ((mp_i32x16)(w))
 #define MP_QUAD_LOAD(p) vload16(0, (p))
 #define MP_QUAD_STORE(x, p) vstore16((x), 0, (p))
+typedef int16 __attribute__((aligned(1))) mp_i32x16_u;
+#define MP_QUAD_LOAD_BYTES(p) (*(const $global mp_i32x16_u*)(p))
+#define MP_QUAD_XOR(x, w) ((x) ^ (mp_i32x16)(w))
+$device_fn int mp_quad_sum(mp_i32x16 x) {
+  const uint8 h = as_uint8(x.lo) + as_uint8(x.hi);
+  const uint4 q = h.lo + h.hi;
+  return (int)(q.x + q.y + q.z + q.w);
+}
+#define MP_QUAD_SUM(x) mp_quad_sum(x)
 )";
 
 // CUDA: a struct of 16 int lanes; dp4a (unsigned × signed bytes, wrapping int32) per lane on
@@ -490,6 +499,25 @@ __device__ __forceinline__ void mp_quad_store(const mp_i32x16& x, int* p) {
   for (int l = 0; l < 16; ++l) p[l] = x.s[l];
 }
 #define MP_QUAD_STORE(x, p) mp_quad_store((x), (p))
+__device__ __forceinline__ mp_i32x16 mp_quad_load_bytes(const mp_u8* p) {
+  mp_i32x16 r;
+  for (int l = 0; l < 16; ++l)
+    r.s[l] = (int)((mp_u32)p[4 * l] | ((mp_u32)p[4 * l + 1] << 8) |
+                   ((mp_u32)p[4 * l + 2] << 16) | ((mp_u32)p[4 * l + 3] << 24));
+  return r;
+}
+#define MP_QUAD_LOAD_BYTES(p) mp_quad_load_bytes((const mp_u8*)(p))
+__device__ __forceinline__ mp_i32x16 mp_quad_xor(mp_i32x16 x, int w) {
+  for (int l = 0; l < 16; ++l) x.s[l] ^= w;
+  return x;
+}
+#define MP_QUAD_XOR(x, w) mp_quad_xor((x), (int)(w))
+__device__ __forceinline__ int mp_quad_sum(const mp_i32x16& x) {
+  mp_u32 s = 0;
+  for (int l = 0; l < 16; ++l) s += (mp_u32)x.s[l];
+  return (int)s;
+}
+#define MP_QUAD_SUM(x) mp_quad_sum(x)
 )";
 
 // KernelHelper::kByteVectorStore in OpenCL: a vector type declared 1-byte aligned (a typedef may

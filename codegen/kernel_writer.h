@@ -206,7 +206,8 @@ enum class KernelHelper {
   ///                     bytes: the low nibbles of bytes 0 … 15, then their high nibbles
   kBytePairProduct16,
   /// Unsigned × signed byte quad products into 32-bit lanes, what the int8 pointwise kernel's
-  /// 4-channel steps multiply with (Dialect::byte_quad_product16), the same integers in every form:
+  /// 4-channel steps and the int8 GEMM's quad tiles multiply with (Dialect::byte_quad_product16),
+  /// the same integers in every form:
   ///   MP_QUAD_FN        the qualifier of a helper function whose body calls MP_DPBUSD16: with
   ///                     KernelTarget::byte_quads_in_helper (MP_BYTE_QUADS_VNNI) a static
   ///                     noinline function compiled for AVX-512 VNNI (the attribute works on
@@ -221,6 +222,10 @@ enum class KernelHelper {
   ///   MP_QUAD_WORD(w)   the int w (4 bytes) in every lane
   ///   MP_QUAD_LOAD(p)   the 16 ints p[0 … 15] (a global pointer) as the lanes
   ///   MP_QUAD_STORE(x, p)  x's lanes to the private ints p[0 … 15]
+  ///   MP_QUAD_LOAD_BYTES(p)  the 64 bytes p[0 … 63] (global, any alignment): lane i holds
+  ///                     p[4i] … p[4i + 3], low first
+  ///   MP_QUAD_XOR(x, w) every lane of x xor the int w
+  ///   MP_QUAD_SUM(x)    the sum of the 16 lanes (wrapping int32)
   kByteQuadProduct16,
   /// MP_SELECT(a, b, c): c ? b : a, elementwise and branch-free where the dialect has it
   /// (Dialect::select); and <alias>_SELECT(a, b, c) per AddType alias, for values of its compute

@@ -201,15 +201,7 @@ std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
   const bool fold = FoldsWeightZero(d, c);
   const bool act_a = ActivationsAreA(d);
   std::ostringstream s;
-  s << "const int n0 = $global_id(" << (c.mf ? 1 : 0) << ") * " << c.tn << ";\n";
-  s << "const int m0 = $global_id(" << (c.mf ? 0 : 1) << ") * " << c.tm << ";\n";
-  s << "if (n0 >= N || m0 >= M) return;\n";
-  // op(B)(k, n) = b[n * ldbk + k]: B transposed, or a single packed column.
-  s << "const int ldbk = " << (d.trans_b ? "ldb" : "0") << ";\n";
-  for (int i = 0; i < c.tm; ++i)
-    s << "const $global Atype* ap" << i << " = a + min(m0 + " << i << ", M - 1) * lda;\n";
-  for (int j = 0; j < c.tn; ++j)
-    s << "const $global Btype* bp" << j << " = b + min(n0 + " << j << ", N - 1) * ldbk;\n";
+  s << DotTileStart(d, c);
   for (int i = 0; i < c.tm; ++i)
     for (int j = 0; j < c.tn; ++j) s << "CV acc" << i << "_" << j << " = (CV)(0);\n";
   const int nsums = act_a ? c.tm : c.tn;
@@ -294,6 +286,32 @@ std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
       s << "CS s" << q << " = t[0];\n";
       s << "for (int v = 1; v < VW; ++v) s" << q << " += t[v];\n";
     }
+  s << DotTail(d, c, sums, fold);
+  return s.str();
+}
+
+}  // namespace
+
+namespace gemm_internal {
+
+std::string DotTileStart(const GemmDesc& d, const GemmConfig& c) {
+  std::ostringstream s;
+  s << "const int n0 = $global_id(" << (c.mf ? 1 : 0) << ") * " << c.tn << ";\n";
+  s << "const int m0 = $global_id(" << (c.mf ? 0 : 1) << ") * " << c.tm << ";\n";
+  s << "if (n0 >= N || m0 >= M) return;\n";
+  // op(B)(k, n) = b[n * ldbk + k]: B transposed, or a single packed column.
+  s << "const int ldbk = " << (d.trans_b ? "ldb" : "0") << ";\n";
+  for (int i = 0; i < c.tm; ++i)
+    s << "const $global Atype* ap" << i << " = a + min(m0 + " << i << ", M - 1) * lda;\n";
+  for (int j = 0; j < c.tn; ++j)
+    s << "const $global Btype* bp" << j << " = b + min(n0 + " << j << ", N - 1) * ldbk;\n";
+  return s.str();
+}
+
+std::string DotTail(const GemmDesc& d, const GemmConfig& c, bool sums, bool fold) {
+  const bool act_a = ActivationsAreA(d);
+  const int nsums = act_a ? c.tm : c.tn;
+  std::ostringstream s;
   s << "for (; k < K; ++k) {\n";
   const std::string tail_wz = fold ? " - w_zero" : "";
   for (int j = 0; j < c.tn; ++j)
@@ -317,7 +335,7 @@ std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
   return s.str();
 }
 
-}  // namespace
+}  // namespace gemm_internal
 
 std::string GemmDesc::ToString() const {
   std::ostringstream s;
@@ -390,6 +408,10 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& desc, const
       w.dialect().vector_builtins)
     w.UseHelper(KernelHelper::kByteVectorStore);
   if (c.kp == GemmConfig::kPairs) w.UseHelper(KernelHelper::kPairProduct16);
+  if (UsesQuads(d, c)) {
+    w.UseHelper(KernelHelper::kByteQuadProduct16);
+    w.Function(QuadFunction(d, c));
+  }
   if (UsesDot4(d, c)) {
     w.UseHelper(KernelHelper::kDot4);
     // Bytes p[i], p[i + s], p[i + 2s], p[i + 3s] as one little-endian word.
@@ -415,8 +437,11 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& desc, const
     k.Value("float", "alpha").Value("float", "beta");
     if (d.bias) k.In("float", "bias");
   }
-  k.Body(Indent(c.algorithm == GemmConfig::Algorithm::kOuter ? OuterBody(d, c, w.dialect())
-                                                                 : DotBody(d, c), 2));
+  const bool outer = c.algorithm == GemmConfig::Algorithm::kOuter;
+  k.Body(Indent(UsesQuads(d, c) ? (outer ? QuadOuterBody(d, c) : QuadDotBody(d, c))
+                : outer         ? OuterBody(d, c, w.dialect())
+                                : DotBody(d, c),
+                2));
 
   if (PacksA(d, c))
     w.Kernel(KernelName(d) + "_apack")

@@ -91,6 +91,9 @@ bool Int4Batch(const GemmDesc& d) { return d.weights == WeightOperand::kB ? d.M 
 /// The dot product along K is the default form: matrix × vector and K-contiguous operands.
 bool DotForm(const GemmDesc& d) { return DotLayout(d) && (d.N <= 4 || d.trans_b); }
 bool Int8(const GemmDesc& d) { return d.type == DataType::kInt8Q; }
+/// One activation row against weight rows B: a batch-1 inner product, where a taller tile would
+/// only repeat the one row's loads and products.
+bool OneActivationRow(const GemmDesc& d) { return d.weights == WeightOperand::kB && d.M == 1; }
 
 }  // namespace
 
@@ -108,7 +111,12 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
   // Matrix × vector and K-contiguous operands take vectors along K (kDot). On OpenCL CPU runtimes
   // 4 × 2 (× 1 for N ≤ 4) tiles of vectors of 8 in one-work-item groups; int8 multiplies 16-bit
   // pairs, 16 k per step (one vpmaddwd per 16 products where the int32 lanes of the one-k step
-  // take a vpmulld per 8). Where work-items are lanes, scalar work-items in groups of 64 with a
+  // take a vpmulld per 8). A batch-1 fp32 or int8 inner product (one activation row) takes one
+  // row against 8 weight rows: a 4-row tile repeated the one row's products four times. Where the
+  // device runs VNNI's byte quads in a helper (TargetProfile::byte_quad_products), 4 weight rows
+  // in quads instead, 64 k per vpdpbusd: the loop then keeps pace with the weights' stream; the
+  // quads' portable form (Intel's runtime, AVX2) lost to the pairs. Where work-items are lanes,
+  // scalar work-items in groups of 64 with a
   // tile no taller than op(A), whose extra rows would only repeat the last row's loads and
   // multiply-adds (a batch-1 InnerProduct has M = 1). int16 (N > 4) in vectors of 4: its
   // products accumulate in 64-bit lanes, and the 4-lane tile measured faster on both runtimes.
@@ -131,6 +139,14 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       "kp=2) mpcaffe time --model <784-30-10 net, int8> --synthetic --iterations 10, both CPU "
       "runtimes, 2026-11-29; the float tile: no measurement recorded, the tuner times the "
       "other dot tiles beside it";
+  static const char* const kCpuQuads =
+      "GemmBenchmark.DISABLED_QuadsVersusPairs (AlexNet fc6, fc7, fc8 at batch 1), 15-21 "
+      "alternating rounds, PoCL and Intel's runtime at AVX-512 and at AVX2, loaded machine, "
+      "2026-11-29";
+  static const char* const kCpuOneRow =
+      "MPCAFFE_KERNEL_CONFIG='gemm:dot tm=1 tn=8 vw=8 wg=1 ku=1 mf=0 kp=1' (and tn=4) against "
+      "the default, mpcaffe time --model <AlexNet b1 fp32> --synthetic --iterations 10, fc6-fc8, "
+      "3 alternating rounds, both CPU runtimes, loaded machine, 2026-11-29";
   static const char* const kCpuInt16 =
       "vw 4 against vw 8: MPCAFFE_KERNEL_CONFIG='gemm:dot tm=4 tn=2 vw=4 wg=1 ku=1 mf=0 kp=1' "
       "(and vw=8) mpcaffe time --model <784-30-10 net, int16> --synthetic --iterations 10, 3 "
@@ -158,6 +174,21 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       {"OpenCL CPU runtime, 4-bit weights A that pay",
        [](P p, D d) { return Int4Own(p, d) && d.weights == WeightOperand::kA; },
        Tile(kOuterTile, 4, 4, 8, 1, 0, kU8S4), kInt4Bench},
+      {"OpenCL CPU runtime with byte quads, dot form, int8q, one activation row",
+       [](P p, D d) {
+         return p.cpu_vectors && p.byte_quad_products && DotForm(d) && Int8(d) &&
+                OneActivationRow(d);
+       },
+       Tile(kDotTile, 1, 4, 16, 1, 0, GemmConfig::kDot4), kCpuQuads},
+      {"OpenCL CPU runtime, dot form, int8q, one activation row",
+       [](P p, D d) { return p.cpu_vectors && DotForm(d) && Int8(d) && OneActivationRow(d); },
+       Tile(kDotTile, 1, 8, 8, 1, 0, kPairs), kCpuQuads},
+      {"OpenCL CPU runtime, dot form, fp32, one activation row",
+       [](P p, D d) {
+         return p.cpu_vectors && DotForm(d) && d.type == DataType::kFloat32 &&
+                OneActivationRow(d);
+       },
+       Tile(kDotTile, 1, 8, 8, 1, 0), kCpuOneRow},
       {"OpenCL CPU runtime, dot form, int8q, N <= 4",
        [](P p, D d) { return p.cpu_vectors && DotForm(d) && Int8(d) && d.N <= 4; },
        Tile(kDotTile, 4, 1, 8, 1, 0, kPairs), kCpuDot},
@@ -247,8 +278,14 @@ bool GemmConfig::Supports(const GemmDesc& desc, Backend backend) const {
        (algorithm == Algorithm::kOuter && desc.weights != WeightOperand::kA) ||
        (algorithm == Algorithm::kDot && !Int4DotLayout(desc))))
     return false;
+  // kp = 4: 4-way dot products in scalar lanes (the outer tile), or byte quads in 16 lanes: the
+  // dot tile's 64 k per step, the outer tile's 4 k of 16 columns (weights A, neither operand
+  // transposed, N ≥ 16).
   if (kp == GemmConfig::kDot4 &&
-      (algorithm != Algorithm::kOuter || desc.type != DataType::kInt8Q || vw != 1 || lm != 0))
+      (desc.type != DataType::kInt8Q || lm != 0 || (vw != 1 && vw != 16) ||
+       (algorithm == Algorithm::kDot && vw != 16) ||
+       (algorithm == Algorithm::kOuter && vw == 16 &&
+        (desc.weights != WeightOperand::kA || desc.trans_a || desc.trans_b || desc.N < 16))))
     return false;
   if (lm == 1) {
     // Staging needs the outer product's one-k step (kp = 2 interleaves k pairs from global
@@ -340,7 +377,7 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
         }
         add(c);
       }
-      for (auto [tm, tn] : {std::pair{4, 1}, {8, 1}, {2, 2}, {4, 2}, {4, 4}}) {
+      for (auto [tm, tn] : {std::pair{4, 1}, {8, 1}, {2, 2}, {4, 2}, {4, 4}, {1, 4}, {1, 8}}) {
         GemmConfig c = Tile(GemmConfig::Algorithm::kDot, tm, tn, vw, wg, base.mf);
         if (pairs && vw == 8) {
           c.kp = GemmConfig::kPairs;
@@ -349,6 +386,17 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
         }
         add(c);
       }
+    }
+  // Byte quads (kp = 4, vw = 16) in the dot and outer tiles: VNNI where the profile runs it in a
+  // helper, dp4a per lane on CUDA, the portable form elsewhere. The outer quad tile is no default:
+  // zipping 4 rows of op(B) per step cost what the quads saved on AlexNet's convolution GEMMs
+  // (docs/BENCHMARKS.md, "Default configurations").
+  if (pairs)
+    for (int wg : groups) {
+      for (auto [tm, tn] : {std::pair{1, 4}, {1, 8}, {1, 1}, {2, 2}, {4, 1}, {4, 2}})
+        add(Tile(GemmConfig::Algorithm::kDot, tm, tn, 16, wg, base.mf, GemmConfig::kDot4));
+      for (auto [tm, tn] : {std::pair{6, 2}, {4, 3}, {4, 2}})
+        add(Tile(kOuterTile, tm, tn, 16, wg, base.mf, GemmConfig::kDot4));
     }
   // Native 4-way dot products (kp = 4, scalar lanes), and the one-k loop beside a kp = 4
   // default.

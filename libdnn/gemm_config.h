@@ -46,7 +46,11 @@ struct GemmConfig {
   /// 4 (int8q, kOuter, vw = 1, lm = 0, either backend): four k per step through the 4-way byte
   /// dot product (KernelHelper::kDot4: dp4a, cl_khr_integer_dot_product, or portable shifts),
   /// op(A)'s and op(B)'s bytes of k … k + 3 packed into 32-bit words, K mod 4 by one-k steps.
-  /// (kDot with vw = 1 on int8q always multiplies this way.)
+  /// (kDot with vw = 1 on int8q always multiplies this way.) With kDot and vw = 16 (int8q, lm = 0;
+  /// libdnn/gemm_quads.cc): byte quads, 64 k per step, a 64-byte load of each row of op(A) and
+  /// op(B) whose 16 lanes hold four neighbouring k, multiplied by KernelHelper::
+  /// kByteQuadProduct16 (one vpdpbusd where the device runs AVX-512 VNNI in a helper function);
+  /// unsigned weights enter as w − 128 and the kernel adds 128·Σx back.
   /// 8 (4-bit weights, GemmDesc::weight_bits = 4; vw = 8, lm = 0; libdnn/gemm_int4.cc):
   /// unsigned activation × signed weight byte pairs into 16-bit lanes (KernelHelper::
   /// kBytePairProduct16: `vpmaddubsw`, 32 MACs per instruction), the weights' nibbles
@@ -83,8 +87,8 @@ struct GemmConfig {
   /// (when given) naming the word or field at fault.
   static std::optional<GemmConfig> Parse(const std::string& text, std::string* why = nullptr);
   /// Whether this config can run `desc` on a target of `backend` (layout, vector widths; kp = 2
-  /// only for int8q kOuter with vw = 8, kp = 4 for int8q kOuter with vw = 1 and
-  /// lm = 0; lm = 1 only for kOuter with kp = 1, a
+  /// only for int8q with vw = 8, kp = 4 for int8q with lm = 0 and vw = 1 (kOuter) or 16 (kDot);
+  /// lm = 1 only for kOuter with kp = 1, a
   /// power-of-two wg and slabs within 32 KiB of local memory).
   bool Supports(const GemmDesc& desc, Backend backend) const;
   /// Columns of C per work-item (tn·vw for kOuter, tn for kDot).

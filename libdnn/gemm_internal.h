@@ -42,6 +42,20 @@ std::string Indent(const std::string& text, int n);
 std::string KLoops(const GemmConfig& c, const std::function<std::string(const std::string&)>& step,
                    int stride);
 
+/// The dot tile's first lines (gemm.cc): its tile origin m0, n0 (returning outside C), the
+/// stride ldbk of op(B)'s columns and the row pointers ap<i> of op(A) and bp<j> of op(B).
+std::string DotTileStart(const GemmDesc& d, const GemmConfig& c);
+/// The dot tile's end: the K tail from `k` in scalars into r<i>_<j> (and s<q>, the activation
+/// sums, with `sums`), then the output pipeline of each element.
+std::string DotTail(const GemmDesc& d, const GemmConfig& c, bool sums, bool fold);
+
+/// Whether the kernel multiplies byte quads (kp = 4 with vw = 16: KernelHelper::
+/// kByteQuadProduct16; gemm_quads.cc), and its K loop as an MP_QUAD_FN function and body.
+bool UsesQuads(const GemmDesc& d, const GemmConfig& c);
+std::string QuadFunction(const GemmDesc& d, const GemmConfig& c);
+std::string QuadDotBody(const GemmDesc& d, const GemmConfig& c);
+std::string QuadOuterBody(const GemmDesc& d, const GemmConfig& c);
+
 /// The body of a kOuter kernel (gemm_outer.cc): register tile, local-memory tile (lm = 1), the
 /// product form of kp, and the output pipeline.
 std::string OuterBody(const GemmDesc& d, const GemmConfig& c, const Dialect& dialect);

@@ -134,7 +134,8 @@ TEST(CudaBytePairs, CudaRowGivesTheSameIntegersOnTheHost) {
 
 // KernelHelper::kByteQuadProduct16's CUDA row in its arithmetic below sm_61 (the host compiler
 // has no __CUDA_ARCH__; the dp4a branch is compiled by NVRTC in generated_kernels_test.cc): random
-// and extreme bytes (activations 255, weights −128 / 127), 4 steps, against plain integers.
+// and extreme bytes (activations 255, weights −128 / 127), 4 steps, against plain integers; and
+// the GEMM dot tile's MP_QUAD_LOAD_BYTES, MP_QUAD_XOR and MP_QUAD_SUM.
 const char* kQuadChecker = R"(
 #include <cstdint>
 #include <cstdio>
@@ -159,6 +160,16 @@ int main() {
         for (int j = 0; j < 4; ++j) want += x[s][16 * j + l] * int8_t(uint32_t(w[s]) >> (8 * j));
       bad += acc.s[l] != want;
     }
+    // The dot tile's words: 64 bytes as 16 lanes, the weights' top-bit flip, the lane sum.
+    const mp_i32x16 v = MP_QUAD_LOAD_BYTES(x[0]), f = MP_QUAD_XOR(v, (-0x7f7f7f7f - 1));
+    uint32_t sum = 0;
+    for (int l = 0; l < 16; ++l) {
+      const uint32_t word = x[0][4 * l] | uint32_t(x[0][4 * l + 1]) << 8 |
+                            uint32_t(x[0][4 * l + 2]) << 16 | uint32_t(x[0][4 * l + 3]) << 24;
+      bad += uint32_t(v.s[l]) != word || uint32_t(f.s[l]) != (word ^ 0x80808080u);
+      sum += uint32_t(acc.s[l]);
+    }
+    bad += MP_QUAD_SUM(acc) != int(sum);
   }
   std::printf("byte quads: 320000 lanes, %ld mismatches\n", bad);
   return bad == 0 ? 0 : 1;

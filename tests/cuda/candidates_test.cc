@@ -292,6 +292,42 @@ TEST(CudaCandidates, ConvolutionByteQuadsCompile) {
   }
 }
 
+// The int8 GEMM's byte-quad tiles (kp = 4, vw = 16): the dot tile in the inner product's layout
+// with unsigned weights (flipped to signed bytes, Σx beside) and with signed weights, and matrix
+// × vector; the outer tile of a convolution's GEMM (K mod 4 = 2: the tail step); PTX
+// for each (dp4a per lane: NVRTC's oldest target is past sm_61), sm_80 cubin for the first.
+TEST(CudaCandidates, ByteQuadTilesCompileWithDp4a) {
+  const DeviceInfo gpu = CudaGpu();
+  int compiled = 0;
+  for (auto [weights_b, weights_signed, n] : {std::tuple{true, false, 40}, {true, true, 40},
+                                              {false, false, 1}, {false, false, 48}}) {
+    GemmDesc d;
+    d.type = d.out_type = DataType::kInt8Q;
+    d.M = weights_b ? 3 : 64, d.N = n, d.K = 202, d.bias = true;
+    d.trans_b = weights_b;
+    d.weights = weights_b ? WeightOperand::kB : WeightOperand::kA;
+    d.weights_signed = weights_signed, d.weight_zero = !weights_signed, d.per_channel = true;
+    bool found = false;
+    for (const GemmConfig& c : GemmCandidates(gpu, d)) {
+      if (c.kp != GemmConfig::kDot4 || c.vw != 16 || found) continue;
+      found = true;
+      const std::string what = d.ToString() + " " + c.ToString();
+      CompilePtxAndCubin(
+          what, [&](int cc) { return Gemm::Source(KernelTarget::Cuda(cc), d, c); },
+          Gemm::KernelName(d), compiled == 0);
+      const std::string arch = cuda::OldestPtxArch();  // compiled above (sm_61 or later)
+      const std::string ptx =
+          test_support::CompileCudaOnce(
+              Gemm::Source(KernelTarget::Cuda(ComputeCapability(arch)), d, c), arch, "pairs.cu")
+              .ptx;
+      EXPECT_NE(ptx.find("dp4a"), std::string::npos) << what;
+      ++compiled;
+    }
+    EXPECT_TRUE(found) << "no byte-quad CUDA candidate for " << d.ToString();
+  }
+  EXPECT_EQ(compiled, 4);
+}
+
 // The 4-bit weight (int8w4) byte-pair kernels (GemmConfig::kU8S4, KernelHelper::
 // kBytePairProduct16's CUDA structs) in every layout that changes their text: the outer product
 // (weights unpacked in the kernel) with its activations packed from B rows or from a transposed

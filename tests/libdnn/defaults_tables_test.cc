@@ -65,9 +65,9 @@ TEST(DefaultsTables, GemmDefaultsPerDeviceClass) {
   EXPECT_EQ(config(gpu, conv1q), "outer tm=4 tn=4 vw=1 wg=64 ku=1 mf=0 kp=1 lm=0");
   EXPECT_EQ(config(dp4a, conv1q), "outer tm=4 tn=4 vw=1 wg=64 ku=1 mf=0 kp=4 lm=0");
   // A batch-1 inner product (weights B transposed, M = 1): vectors along K on CPUs, a tile one
-  // row tall where work-items are lanes.
+  // row tall on CPUs and where work-items are lanes.
   const GemmDesc fc6 = Shape(DataType::kFloat32, 1, 4096, 9216, true, WeightOperand::kB);
-  EXPECT_EQ(config(cpu, fc6), "dot tm=4 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0");
+  EXPECT_EQ(config(cpu, fc6), "dot tm=1 tn=8 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0");
   EXPECT_EQ(config(gpu, fc6), "dot tm=1 tn=2 vw=1 wg=64 ku=1 mf=0 kp=1 lm=0");
   GemmDesc fc6_2 = fc6;
   fc6_2.M = 2;

@@ -202,6 +202,44 @@ TEST(GemmConfigTest, FourBitWeightsKeepTheirKernelWhereWeightsDominateTheBytes) 
   EXPECT_EQ(DefaultGemmConfig(no_pairs, conv1).kp, GemmConfig::kPairs);
 }
 
+TEST(GemmConfigTest, OneActivationRowTakesOneRowTiles) {
+  // A batch-1 int8 inner product on an OpenCL CPU: one activation row against 4 weight rows in
+  // byte quads where the profile has them (VNNI in a helper), else 8 in pair products; a batch
+  // keeps the 4-row tiles, and matrix × vector (weights A) its tile of weight rows; fp32 takes
+  // one row against 8 too.
+  DeviceInfo plain, vnni;
+  vnni.byte_quad_products_in_helper = true;
+  GemmDesc fc;
+  fc.type = fc.out_type = DataType::kInt8Q;
+  fc.M = 1, fc.N = 4096, fc.K = 9216;
+  fc.trans_b = true;
+  const GemmConfig p = DefaultGemmConfig(plain, fc);
+  EXPECT_EQ(p.algorithm, GemmConfig::Algorithm::kDot) << p.ToString();
+  EXPECT_EQ(p.tm, 1) << p.ToString();
+  EXPECT_EQ(p.kp, GemmConfig::kPairs) << p.ToString();
+  const GemmConfig q = DefaultGemmConfig(vnni, fc);
+  EXPECT_EQ(q.tm, 1) << q.ToString();
+  if (TargetProfile::Of(vnni).byte_quad_products) {  // MPCAFFE_ISA at this CPU's level
+    EXPECT_EQ(q.kp, GemmConfig::kDot4) << q.ToString();
+    EXPECT_EQ(q.vw, 16) << q.ToString();
+  } else {
+    EXPECT_EQ(q, p) << q.ToString();
+  }
+  EXPECT_TRUE(q.Supports(fc, Backend::kOpenCL)) << q.ToString();
+  GemmDesc batch = fc;
+  batch.M = 16;
+  EXPECT_EQ(DefaultGemmConfig(vnni, batch).tm, 4);
+  GemmDesc mv = fc;  // weights A times one column
+  mv.weights = WeightOperand::kA;
+  mv.trans_b = false;
+  mv.M = 4096, mv.N = 1;
+  EXPECT_EQ(DefaultGemmConfig(vnni, mv).tm, 4);
+  GemmDesc f32 = fc;
+  f32.type = f32.out_type = DataType::kFloat32;
+  EXPECT_EQ(DefaultGemmConfig(vnni, f32).tm, 1);
+  EXPECT_EQ(DefaultGemmConfig(vnni, f32).kp, GemmConfig::kOneK);
+}
+
 TEST(GemmConfigTest, CpuCandidatesIncludeScalarWorkItemsAlongN) {
   // OpenCL CPUs get vw = 1 tiles in work-groups of 8–64 along N (for compilers that vectorise
   // across work-items), no wider than N, and so does CUDA (every candidate OpenCL gets); OpenCL

@@ -340,15 +340,17 @@ namespace {
 
 /// Side-by-side timing on the five AlexNet shapes of `mpcaffe bench gemm` (weights A, B K×N):
 /// int8 (unsigned weights with a zero point, the bench's int8) against int8w4, alternating,
-/// medians of GEMM_INT4_ROUNDS (default 5) rounds; GEMM_INT4_SHAPES=i,j (0-4) times only those
+/// medians of GEMM_INT4_ROUNDS (default 5) rounds; GEMM_INT4_SHAPES=i,j (0-7) times only those
 /// shapes. Run by hand:
 ///   MPCAFFE_DEVICE=1 build/bin/test_libdnn --gtest_also_run_disabled_tests \
 ///     --gtest_filter=GemmInt4Bench.DISABLED_AlexNetShapes
 TEST(GemmInt4Bench, DISABLED_AlexNetShapes) {
   Device& dev = DefaultDevice();
   const int rounds = std::getenv("GEMM_INT4_ROUNDS") ? std::atoi(std::getenv("GEMM_INT4_ROUNDS")) : 5;
-  const std::vector<Shape> shapes = {
-      {96, 3025, 363}, {256, 729, 1200}, {384, 169, 2304}, {4096, 64, 9216}, {4096, 1, 9216}};
+  // 5-7: AlexNet's inner products at batch 1 as the net runs them (weights B, transposed).
+  const std::vector<Shape> shapes = {{96, 3025, 363}, {256, 729, 1200}, {384, 169, 2304},
+                                     {4096, 64, 9216}, {4096, 1, 9216}, {1, 4096, 9216},
+                                     {1, 4096, 4096},  {1, 1000, 4096}};
   std::vector<bool> wanted(shapes.size(), !std::getenv("GEMM_INT4_SHAPES"));
   if (const char* only = std::getenv("GEMM_INT4_SHAPES"))
     for (const char* p = only; *p; ++p)
@@ -362,7 +364,8 @@ TEST(GemmInt4Bench, DISABLED_AlexNetShapes) {
     GemmDesc d8;
     d8.type = d8.out_type = DataType::kInt8Q;
     d8.M = s.M, d8.N = s.N, d8.K = s.K;
-    d8.weights = WeightOperand::kA;
+    d8.weights = si >= 5 ? WeightOperand::kB : WeightOperand::kA;
+    d8.trans_b = si >= 5;
     GemmDesc d4 = d8;
     d4.weights_signed = true;
     d4.weight_zero = false;
@@ -380,8 +383,9 @@ TEST(GemmInt4Bench, DISABLED_AlexNetShapes) {
     std::sort(t4.begin(), t4.end());
     const double m8 = t8[t8.size() / 2], m4 = t4[t4.size() / 2];
     log_sum += std::log(m8 / m4);
-    std::printf("%5d x %5d x %5d  int8 %8.3f ms (%s)  int8w4 %8.3f ms (%s)  int8/int8w4 %.2f\n",
-                s.M, s.N, s.K, m8, g8.config().ToString().c_str(), m4,
+    std::printf("%5d x %5d x %5d  int8 %8.3f ms (min %.3f, %s)  int8w4 %8.3f ms (min %.3f, %s)"
+                "  int8/int8w4 %.2f\n",
+                s.M, s.N, s.K, m8, t8.front(), g8.config().ToString().c_str(), m4, t4.front(),
                 g4.config().ToString().c_str(), m8 / m4);
     // GEMM_INT4_CANDIDATES=1: every byte-pair candidate of the shape, all timed once per round
     // in turn (so load changes hit them alike), the medians of `rounds` rounds.

@@ -525,6 +525,27 @@ TEST(GemmPairTest, KPairProductsMatchTheReferenceExactly) {
     }
 }
 
+/// Checks descs[v] on `shapes` against the reference, bit for bit: with configs[v], or (`sweep`
+/// under the exhaustive sweep) with every configuration. Row strides padded for v = 1; with
+/// `matrix_vector`, N = 1 where the weights are A.
+void ExpectDescsExact(Device& dev, const std::vector<GemmDesc>& descs,
+                      const std::vector<GemmConfig>& configs, const std::vector<Shape>& shapes,
+                      int seed, bool sweep, bool matrix_vector) {
+  for (size_t v = 0; v < descs.size(); ++v)
+    for (size_t ci = 0; ci < configs.size(); ++ci) {
+      if (ci != v && !(sweep && test_support::ExhaustiveSweep())) continue;
+      GemmDesc d = descs[v];
+      const GemmConfig& c = configs[ci];
+      for (Shape s : shapes) {
+        if (matrix_vector && d.weights == WeightOperand::kA) s.N = 1;
+        SetShape(d, s, /*padded=*/v == 1);
+        ASSERT_TRUE(c.Supports(d, dev.backend())) << c.ToString() << " " << d.ToString();
+        Problem p = MakeProblem(d, seed++);
+        ExpectSame(p, RunOnDevice(dev, p, &c), RunReference(p), c.ToString());
+      }
+    }
+}
+
 TEST(GemmPairTest, DotPairProductsMatchTheReferenceExactly) {
   // kp = 2 in the dot tile (int8q, vw = 8: 16 k per step as 16-bit pairs, z_w folded into the
   // weights): K below, at and past one step and its unrolled pair (the scalar tail), edge tiles
@@ -546,18 +567,74 @@ TEST(GemmPairTest, DotPairProductsMatchTheReferenceExactly) {
   descs[2].weights = WeightOperand::kA;  // matrix × vector
   const std::vector<Shape> shapes = {{1, 1, 1},  {7, 19, 15}, {13, 16, 16},
                                      {6, 33, 17}, {9, 8, 33},  {5, 30, 47}};
-  int seed = 0;
-  for (size_t v = 0; v < descs.size(); ++v) {
-    GemmDesc d = descs[v];
-    const GemmConfig& c = configs[v];
-    for (Shape s : shapes) {
-      if (d.weights == WeightOperand::kA) s.N = 1;
-      SetShape(d, s, /*padded=*/v == 1);
-      ASSERT_TRUE(c.Supports(d, dev.backend())) << c.ToString() << " " << d.ToString();
-      Problem p = MakeProblem(d, 1300 + seed++);
-      ExpectSame(p, RunOnDevice(dev, p, &c), RunReference(p), c.ToString());
-    }
+  ExpectDescsExact(dev, descs, configs, shapes, 1300, /*sweep=*/false, /*matrix_vector=*/true);
+}
+
+TEST(GemmQuadTest, DotQuadsMatchTheReferenceExactly) {
+  // kp = 4 with vw = 16 in the dot tile (int8q byte quads, 64 k per step in a helper function):
+  // K below, at and past one step and its unrolled pair (the scalar tail), edge tiles in M and
+  // N, the inner product's layout (weights B: unsigned with a zero point, flipped to signed
+  // bytes; signed without), and matrix × vector (weights A, unsigned, one column of B). VNNI's
+  // vpdpbusd where the device compiles it in a helper (asserted from the text), the portable
+  // form elsewhere: the same integers.
+  Device& dev = DefaultDevice();
+  const bool vnni = KernelTarget::Of(dev).byte_quads_in_helper && dev.backend() == Backend::kOpenCL;
+  std::vector<GemmConfig> configs;
+  for (auto [tm, tn, ku] : {std::tuple{1, 2, 1}, std::tuple{2, 3, 2}, std::tuple{4, 1, 1}}) {
+    GemmConfig c = Int8Tile(GemmConfig::Algorithm::kDot, tm, tn, ku, GemmConfig::kDot4);
+    c.vw = 16;
+    configs.push_back(c);
   }
+  std::vector<GemmDesc> descs(3);
+  for (GemmDesc& d : descs) d.type = d.out_type = DataType::kInt8Q;
+  descs[0].trans_b = true;  // InnerProduct: unsigned weights B with a zero point, per channel
+  descs[0].per_channel = descs[0].bias = descs[0].relu = true;
+  descs[1].trans_b = true;  // signed weights B without a zero point, fp32 out
+  descs[1].weights_signed = true;
+  descs[1].weight_zero = false;
+  descs[1].out_type = DataType::kFloat32;
+  descs[2].weights = WeightOperand::kA;  // matrix × vector
+  const std::vector<Shape> shapes = {{1, 1, 1},   {7, 19, 63},  {13, 16, 64},
+                                     {6, 33, 65}, {9, 8, 129}, {2, 30, 300}};
+  // The covering sample: configs[v] for descs[v]; all pairs under the exhaustive sweep.
+  ExpectDescsExact(dev, descs, configs, shapes, 1700, /*sweep=*/true, /*matrix_vector=*/true);
+  GemmDesc d = descs[0];
+  SetShape(d, shapes.back(), false);
+  const Gemm g(dev, d, MakeProblem(d, 1).quant, configs[0]);
+  EXPECT_EQ(g.source().find("#define MP_BYTE_QUADS_VNNI") != std::string::npos, vnni);
+}
+
+TEST(GemmQuadTest, OuterQuadsMatchTheReferenceExactly) {
+  // kp = 4 with vw = 16 in the outer tile (int8q byte quads, the convolution's GEMM: weights A,
+  // neither operand transposed): K = 1 … 9 and longer (each K mod 4 tail, the unrolled loop),
+  // edge tiles in M and N (N from 16: the last vectors shift left inside B), unsigned weights
+  // with a zero point (flipped) and signed weights, per-channel requantization, fp32 output.
+  Device& dev = DefaultDevice();
+  std::vector<GemmConfig> configs;
+  for (auto [tm, tn, ku, mf] : {std::tuple{6, 2, 1, 1}, std::tuple{3, 1, 2, 0},
+                                std::tuple{4, 3, 1, 0}}) {
+    GemmConfig c = Int8Tile(GemmConfig::Algorithm::kOuter, tm, tn, ku, GemmConfig::kDot4);
+    c.vw = 16;
+    c.mf = mf;
+    configs.push_back(c);
+  }
+  std::vector<GemmDesc> descs(3);
+  for (GemmDesc& d : descs) {
+    d.type = d.out_type = DataType::kInt8Q;
+    d.weights = WeightOperand::kA;
+  }
+  descs[0].per_channel = descs[0].bias = descs[0].relu = true;  // unsigned weights, z_w
+  descs[1].weights_signed = true;  // signed weights without a zero point, fp32 out
+  descs[1].weight_zero = false;
+  descs[1].out_type = DataType::kFloat32;
+  descs[2].weights_signed = true;  // signed weights with a zero point
+  descs[2].bias = true;
+  const std::vector<Shape> shapes = {{1, 16, 1},  {7, 19, 2},  {13, 33, 3},  {6, 40, 9},
+                                     {9, 16, 4},  {17, 50, 65}, {5, 131, 7}, {12, 150, 34}};
+  ExpectDescsExact(dev, descs, configs, shapes, 2100, /*sweep=*/true, /*matrix_vector=*/false);
+  GemmDesc narrow = descs[0];
+  narrow.N = 15, narrow.M = 4, narrow.K = 8;
+  EXPECT_FALSE(configs[0].Supports(narrow, dev.backend()));
 }
 
 TEST(GemmDot4Test, FourKDotProductsMatchTheReferenceExactly) {
@@ -944,6 +1021,60 @@ TEST(GemmBenchmark, DISABLED_Dot4VersusPairs) {
       const double med = ms[i][ms[i].size() / 2];
       std::printf("  %-48s %s median %8.3f ms  %7.1f GOP/s\n", configs[i].ToString().c_str(),
                   gemms[i].native_dot4() ? "dot4" : "    ", med, gop / med);
+    }
+  }
+}
+
+// Run by hand (--gtest_also_run_disabled_tests --gtest_filter='*QuadsVersusPairs*'): AlexNet's
+// inner products at batch 1 (int8, unsigned weights B with a zero point, as `mpcaffe convert`
+// writes them), the default against one-row tiles of pair products (kp = 2) and byte quads
+// (kp = 4, vw = 16), and conv1's and conv2's GEMMs against outer quad tiles, configurations
+// alternating each round; median and minimum milliseconds and the weights' GB/s.
+TEST(GemmBenchmark, DISABLED_QuadsVersusPairs) {
+  Device& dev = DefaultDevice();
+  const char* rounds_env = std::getenv("GEMM_BENCH_ROUNDS");
+  const int rounds = rounds_env ? std::max(1, std::atoi(rounds_env)) : 9;
+  // The last two: conv1 and one group of conv2 as GEMMs (weights A), against outer quad tiles.
+  for (const Shape& s : {Shape{1, 4096, 9216}, Shape{1, 4096, 4096}, Shape{1, 1000, 4096},
+                         Shape{96, 3025, 363}, Shape{128, 729, 1200}}) {
+    const bool inner = s.M == 1;
+    GemmDesc d;
+    d.type = d.out_type = DataType::kInt8Q;
+    d.M = s.M;
+    d.N = s.N;
+    d.K = s.K;
+    d.trans_b = inner;
+    d.weights = inner ? WeightOperand::kB : WeightOperand::kA;
+    d.bias = d.relu = d.per_channel = true;
+    std::vector<GemmConfig> configs = {DefaultGemmConfig(dev.info(), d)};
+    for (auto [tn, vw, kp, ku] : {std::tuple{4, 8, 2, 1}, std::tuple{8, 8, 2, 1},
+                                  std::tuple{1, 16, 4, 1}, std::tuple{2, 16, 4, 1},
+                                  std::tuple{4, 16, 4, 1}, std::tuple{8, 16, 4, 1},
+                                  std::tuple{4, 16, 4, 2}}) {
+      GemmConfig c = Int8Tile(GemmConfig::Algorithm::kDot, 1, tn, ku, kp);
+      c.vw = vw;
+      if (c.Supports(d, dev.backend()) && !(c == configs[0])) configs.push_back(c);
+    }
+    for (auto [tm, tn, mf] : {std::tuple{6, 2, 1}, std::tuple{4, 2, 1}, std::tuple{8, 1, 1},
+                              std::tuple{4, 3, 1}, std::tuple{6, 2, 0}}) {
+      GemmConfig c = Int8Tile(GemmConfig::Algorithm::kOuter, tm, tn, 1, GemmConfig::kDot4);
+      c.vw = 16;
+      c.mf = mf;
+      if (c.Supports(d, dev.backend()) && !(c == configs[0])) configs.push_back(c);
+    }
+    GemmOperands ops(dev, d);
+    const GemmQuant quant = PlaceholderQuant(d);
+    std::vector<Gemm> gemms;
+    for (const GemmConfig& c : configs) gemms.emplace_back(dev, d, quant, c);
+    std::vector<std::vector<double>> ms = TimeRounds(gemms, ops, rounds);
+    std::printf("int8 %s M=%d N=%d K=%d on %s\n", inner ? "inner product" : "convolution GEMM",
+                d.M, d.N, d.K, dev.Describe().c_str());
+    for (size_t i = 0; i < configs.size(); ++i) {
+      std::sort(ms[i].begin(), ms[i].end());
+      const double med = ms[i][ms[i].size() / 2];
+      std::printf("  %-48s median %8.3f ms  min %8.3f ms  %6.1f GB/s of weights (median)\n",
+                  configs[i].ToString().c_str(), med, ms[i].front(),
+                  double(d.N) * d.K * 1e-6 / med);
     }
   }
 }

@@ -1,0 +1,223 @@
+// libdnn/gemm_quads.cc — the int8 GEMM's byte-quad tiles (kp = 4 with vw = 16): four k per
+// 32-bit lane, 64 products per MP_DPBUSD16 (one vpdpbusd where the device runs AVX-512 VNNI in a
+// helper function, dp4a per lane on CUDA, the same integers in portable code elsewhere).
+#include <sstream>
+#include <string>
+
+#include "libdnn/gemm_internal.h"
+
+namespace mpcaffe::libdnn::gemm_internal {
+
+namespace {
+
+std::string Str(int v) { return std::to_string(v); }
+
+/// The byte quad product multiplies unsigned by signed bytes. Unsigned weights (0 … 255, any zero
+/// point) enter it as w − 128 (their top bit flipped: a signed byte), and the kernel adds back
+/// 128·Σx, which it then needs beside the products.
+bool FlipsWeights(const GemmDesc& d) { return !d.weights_signed; }
+
+/// Whether the quad loop sums the activations: for the output pipeline's z_w·Σx term or for the
+/// flipped weights' 128·Σx.
+bool QuadSums(const GemmDesc& d, const GemmConfig& c) {
+  return KernelSumsActivations(d, c) || FlipsWeights(d);
+}
+
+constexpr const char* kFlipWord = "(-0x7f7f7f7f - 1)";  // 0x80808080 as an int
+constexpr const char* kOnesWord = "0x01010101";
+
+}  // namespace
+
+bool UsesQuads(const GemmDesc& d, const GemmConfig& c) {
+  return d.type == DataType::kInt8Q && c.kp == GemmConfig::kDot4 && c.vw == 16;
+}
+
+namespace {
+
+/// kDot: gemm_quads(a, lda, b, ldbk, m0, n0, M, N, K, r, s) runs the tile's K loop over whole
+/// blocks of 64 k (op(A)'s and op(B)'s rows are contiguous in K, so a block of each row is one
+/// 64-byte load whose lanes hold four neighbouring k) and writes the tile's sums r[i·tn + j]
+/// (and the activation rows' or columns' sums s[q]); the kernel takes the rest of K. A function
+/// of its own because PoCL compiles the VNNI built-in only outside the work-group function.
+std::string QuadDotFunction(const GemmDesc& d, const GemmConfig& c) {
+  const bool act_a = ActivationsAreA(d), sums = QuadSums(d, c), flip = FlipsWeights(d);
+  const int nsums = act_a ? c.tm : c.tn;
+  std::ostringstream f;
+  f << "MP_QUAD_FN void gemm_quads(const $global Atype* a, const int lda, const $global Btype* b,"
+    << " const int ldbk, const int m0, const int n0, const int M, const int N, const int K, "
+    << "int* r" << (sums ? ", int* s" : "") << ") {\n";
+  for (int i = 0; i < c.tm; ++i)
+    f << "  const $global Atype* ap" << i << " = a + min(m0 + " << i << ", M - 1) * lda;\n";
+  for (int j = 0; j < c.tn; ++j)
+    f << "  const $global Btype* bp" << j << " = b + min(n0 + " << j << ", N - 1) * ldbk;\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j)
+      f << "  mp_i32x16 acc" << i << "_" << j << " = MP_QUAD_WORD(0);\n";
+  if (sums)
+    for (int q = 0; q < nsums; ++q) f << "  mp_i32x16 xs" << q << " = MP_QUAD_WORD(0);\n";
+  auto load = [&](const std::string& p, bool weights) {
+    const std::string l = "MP_QUAD_LOAD_BYTES(" + p + ")";
+    return weights && flip ? "MP_QUAD_XOR(" + l + ", " + kFlipWord + ")" : l;
+  };
+  auto step = [&](const std::string& k) {
+    std::ostringstream t;
+    t << "{\n";
+    for (int j = 0; j < c.tn; ++j)
+      t << "  const mp_i32x16 b" << j << " = " << load("bp" + Str(j) + " + " + k, act_a) << ";\n";
+    for (int i = 0; i < c.tm; ++i)
+      t << "  const mp_i32x16 a" << i << " = " << load("ap" + Str(i) + " + " + k, !act_a)
+        << ";\n";
+    if (sums)
+      for (int q = 0; q < nsums; ++q)
+        t << "  xs" << q << " = MP_DPBUSD16(xs" << q << ", " << (act_a ? "a" : "b") << q
+          << ", MP_QUAD_WORD(" << kOnesWord << "));\n";
+    for (int i = 0; i < c.tm; ++i)
+      for (int j = 0; j < c.tn; ++j) {
+        const std::string ai = "a" + Str(i), bj = "b" + Str(j);
+        t << "  acc" << i << "_" << j << " = MP_DPBUSD16(acc" << i << "_" << j << ", "
+          << (act_a ? ai : bj) << ", " << (act_a ? bj : ai) << ");\n";
+      }
+    t << "}\n";
+    return t.str();
+  };
+  f << Indent(KLoops(c, step, 64), 2);
+  if (sums)
+    for (int q = 0; q < nsums; ++q) f << "  s[" << q << "] = MP_QUAD_SUM(xs" << q << ");\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j) {
+      f << "  r[" << i * c.tn + j << "] = ";
+      const std::string sum = "MP_QUAD_SUM(acc" + Str(i) + "_" + Str(j) + ")";
+      if (flip)  // Σx·(w − 128) + 128·Σx, wrapping like int32
+        f << "(int)((mp_u32)" << sum << " + 128u * (mp_u32)s[" << (act_a ? i : j) << "]);\n";
+      else
+        f << sum << ";\n";
+    }
+  f << "}\n";
+  return f.str();
+}
+
+
+/// kOuter (weights A, neither operand transposed: the convolution's GEMM): gemm_quads(a, lda, b,
+/// ldb, m0, n0, M, N, K, t, xs) runs the tile's whole K loop. Per four k, each vector of 16
+/// columns of op(B) is 4 rows zipped into byte quads (MP_ZIP4X16) and each row of op(A)
+/// contributes one word of its 4 weights (broadcast, MP_QUAD_WORD): one MP_DPBUSD16 per
+/// accumulator, 64 products; the last K mod 4 k repeat a row of op(B) against weight bytes 0.
+/// Vector j reads columns from min(n0 + 16j, N − 16) (N ≥ 16), so an edge tile's loads stay
+/// inside B; the kernel stores only its own columns. Lanes go to t[(i·tn + j)·16 + v] (and the
+/// column sums to xs[j·16 + v]).
+std::string QuadOuterFunction(const GemmDesc& d, const GemmConfig& c) {
+  const bool sums = QuadSums(d, c), flip = FlipsWeights(d);
+  std::ostringstream f;
+  f << "MP_QUAD_FN void gemm_quads(const $global Atype* a, const int lda, const $global Btype* b,"
+    << " const int ldb, const int m0, const int n0, const int M, const int N, const int K, "
+    << "int* t" << (sums ? ", int* xs" : "") << ") {\n";
+  for (int i = 0; i < c.tm; ++i)
+    f << "  const $global mp_u8* ar" << i << " = (const $global mp_u8*)(a + min(m0 + " << i
+      << ", M - 1) * lda);\n";
+  for (int j = 0; j < c.tn; ++j)
+    f << "  const int col" << j << " = min(n0 + " << 16 * j << ", N - 16);\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j)
+      f << "  mp_i32x16 acc" << i << "_" << j << " = MP_QUAD_WORD(0);\n";
+  if (sums)
+    for (int j = 0; j < c.tn; ++j) f << "  mp_i32x16 xs" << j << " = MP_QUAD_WORD(0);\n";
+  // One step: `rows` valid k from k (4, or K mod 4 for the last).
+  auto step = [&](const std::string& k, int rows) {
+    std::ostringstream t;
+    t << "{\n";
+    for (int j = 0; j < c.tn; ++j) {
+      t << "  const $global mp_u8* bc" << j << " = (const $global mp_u8*)(b + (" << k
+        << ") * ldb + col" << j << ");\n";
+      std::string ptrs;
+      for (int q = 0; q < 4; ++q)
+        ptrs += std::string(q ? ", " : "") + "bc" + Str(j) + " + " +
+                (q < rows ? Str(q) + " * ldb" : "0");
+      t << "  const mp_i32x16 v" << j << " = MP_ZIP4X16(" << ptrs << ");\n";
+      if (sums) {
+        int ones = 0;  // a 1 in each valid k's byte
+        for (int q = 0; q < rows; ++q) ones |= 1 << (8 * q);
+        t << "  xs" << j << " = MP_DPBUSD16(xs" << j << ", v" << j << ", MP_QUAD_WORD(" << ones
+          << "));\n";
+      }
+    }
+    for (int i = 0; i < c.tm; ++i) {
+      std::string word;
+      for (int q = 0; q < rows; ++q) {
+        const std::string byte = "(mp_u32)ar" + Str(i) + "[(" + k + ") + " + Str(q) + "]";
+        word += std::string(q ? " | " : "") + "(" + (flip ? "(" + byte + " ^ 0x80u)" : byte) +
+                " << " + Str(8 * q) + ")";
+      }
+      t << "  const mp_i32x16 w" << i << " = MP_QUAD_WORD((int)(" << word << "));\n";
+      for (int j = 0; j < c.tn; ++j)
+        t << "  acc" << i << "_" << j << " = MP_DPBUSD16(acc" << i << "_" << j << ", v" << j
+          << ", w" << i << ");\n";
+    }
+    t << "}\n";
+    return t.str();
+  };
+  f << Indent(KLoops(c, [&](const std::string& k) { return step(k, 4); }, 4), 2);
+  for (int rows = 1; rows < 4; ++rows)
+    f << "  if (K - k == " << rows << ")\n" << Indent(step("k", rows), 2);
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j)
+      f << "  MP_QUAD_STORE(acc" << i << "_" << j << ", t + " << (i * c.tn + j) * 16 << ");\n";
+  if (sums)
+    for (int j = 0; j < c.tn; ++j) f << "  MP_QUAD_STORE(xs" << j << ", xs + " << 16 * j << ");\n";
+  f << "}\n";
+  return f.str();
+}
+
+std::string OuterBodyText(const GemmDesc& d, const GemmConfig& c) {
+  const bool sums = QuadSums(d, c), flip = FlipsWeights(d);
+  const int tiles = c.tm * c.tn;
+  std::ostringstream s;
+  s << "const int n0 = $global_id(" << (c.mf ? 1 : 0) << ") * " << c.cols_per_item() << ";\n";
+  s << "const int m0 = $global_id(" << (c.mf ? 0 : 1) << ") * " << c.tm << ";\n";
+  s << "if (n0 >= N || m0 >= M) return;\n";
+  s << "int t[" << tiles * 16 << "];\n";
+  if (sums) s << "int xq[" << c.tn * 16 << "];\n";
+  s << "gemm_quads(a, lda, b, ldb, m0, n0, M, N, K, t" << (sums ? ", xq" : "") << ");\n";
+  s << "for (int e = 0; e < " << tiles << "; ++e) {\n";
+  s << "  const int ti = e / " << c.tn << ", tj = e - ti * " << c.tn << ";\n";
+  s << "  const int own = n0 + tj * 16, col = min(own, N - 16);\n";
+  s << "  for (int v = 0; v < 16; ++v) {\n";
+  s << "    const int m = m0 + ti, n = col + v;\n";
+  s << "    if (m < M && n >= own && n < N) {\n";
+  // Σx·(w − 128) + 128·Σx for flipped weights, wrapping like int32.
+  s << "      const CS x = " << (flip ? "(int)((mp_u32)t[e * 16 + v] + 128u * (mp_u32)xq[tj * 16 + v])"
+                                      : "t[e * 16 + v]")
+    << ";\n";
+  s << Indent(Epilogue(d, "x", sums ? "xq[tj * 16 + v]" : "0", false), 6);
+  s << "    }\n  }\n}\n";
+  return s.str();
+}
+
+}  // namespace
+
+std::string QuadFunction(const GemmDesc& d, const GemmConfig& c) {
+  return c.algorithm == GemmConfig::Algorithm::kDot ? QuadDotFunction(d, c)
+                                                    : QuadOuterFunction(d, c);
+}
+
+std::string QuadOuterBody(const GemmDesc& d, const GemmConfig& c) { return OuterBodyText(d, c); }
+
+std::string QuadDotBody(const GemmDesc& d, const GemmConfig& c) {
+  const bool act_a = ActivationsAreA(d), sums = KernelSumsActivations(d, c);
+  const int nsums = act_a ? c.tm : c.tn;
+  std::ostringstream s;
+  s << DotTileStart(d, c);
+  s << "int rq[" << c.tm * c.tn << "];\n";
+  if (QuadSums(d, c)) s << "int sq[" << nsums << "];\n";
+  s << "gemm_quads(a, lda, b, ldbk, m0, n0, M, N, K, rq" << (QuadSums(d, c) ? ", sq" : "")
+    << ");\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j)
+      s << "CS r" << i << "_" << j << " = rq[" << i * c.tn + j << "];\n";
+  if (sums)
+    for (int q = 0; q < nsums; ++q) s << "CS s" << q << " = sq[" << q << "];\n";
+  s << "int k = K - K % 64;\n";
+  s << DotTail(d, c, sums, /*fold=*/false);
+  return s.str();
+}
+
+}  // namespace mpcaffe::libdnn::gemm_internal
