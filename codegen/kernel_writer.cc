@@ -138,6 +138,7 @@ KernelTarget KernelTarget::Of(const Device& device) {
   if (const HostIsa isa = ActiveHostIsa(); isa < CpuHostIsa())
     t.helper_forms = isa == HostIsa::kGeneric ? HelperForms::kPortable : HelperForms::kUpTo256Bit;
   t.long_compare_of_int_broken = device.info().long_compare_of_int_broken;
+  t.fma_in_software = device.info().fma_in_software;
   t.vectors_beyond_16_lanes = device.info().vectors_beyond_16_lanes;
   t.vector_builtins = Dialect::For(t.backend).vector_builtins;
   t.work_item_is_thread = UsesCpuVectorDefaults(device.info());
@@ -321,7 +322,7 @@ KernelWriter& KernelWriter::UseRequant(DataType type) {
 }
 
 KernelWriter& KernelWriter::Define(const std::string& name, const std::string& value) {
-  defines_.push_back("#define " + name + " " + value + "\n");
+  defines_.push_back("#define " + name + " " + Expand(value) + "\n");
   return *this;
 }
 
@@ -421,6 +422,12 @@ std::string KernelWriter::Expand(const std::string& text) const {
         throw std::invalid_argument("$long_of_int(x, lanes): " +
                                     std::string(BackendName(target_.backend)) +
                                     " has no built-in vectors");
+      i = end;
+    } else if (word == "fma") {
+      // KernelTarget::fma_in_software: mad() where fma() would be a software routine.
+      if (args.size() != 3) throw std::invalid_argument("$fma takes (a, b, c)");
+      out += std::string(target_.fma_in_software ? "mad(" : "fma(") + Expand(args[0]) + ", " +
+             Expand(args[1]) + ", " + Expand(args[2]) + ")";
       i = end;
     } else if (word == "negative_i64") {
       if (args.size() != 1) throw std::invalid_argument("$negative_i64 takes (x)");

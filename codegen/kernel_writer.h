@@ -118,6 +118,10 @@ struct KernelTarget {
   /// spell the plain cast and comparison elsewhere (the same text as before the quirk was
   /// known) and, here, forms that compiler gets right.
   bool long_compare_of_int_broken = false;
+  /// fma() is a software routine on this device (DeviceInfo::fma_in_software): $fma(a, b, c)
+  /// spells `mad(a, b, c)` there (rounding left to the implementation) and `fma(a, b, c)`
+  /// elsewhere.
+  bool fma_in_software = false;
   /// The compiler takes Clang vectors of more than 16 lanes (DeviceInfo::
   /// vectors_beyond_16_lanes); where it does not, the text defines MP_NO_32_LANE_VECTORS and
   /// the portable forms leave MP_MADD32 undefined (its callers take their 256-bit loops).
@@ -286,6 +290,8 @@ class KernelBuilder {
 ///       `convert_longN(x)`, or mp_long_of_int(x) where KernelTarget::long_compare_of_int_broken
 ///       (x a primary or postfix expression: a name, call, subscript or parenthesized)
 ///   $negative_i64(x)  1 when the mp_i64 x is negative, else 0 (`x < 0`, or its sign bit)
+///   $fma(a, b, c)  a·b + c in float lanes: `fma(a, b, c)`, or `mad(a, b, c)` where
+///       KernelTarget::fma_in_software (also in Define's values)
 /// Generated text is deterministic: the same calls give the same bytes.
 ///
 /// `family` names the kernel family the program belongs to ("gemm", "conv_forward", …; lower

@@ -55,6 +55,14 @@ struct DeviceInfo {
   /// when the relation holds, and int → long keeps the value). Kernels then widen such values
   /// in a form the compiler does not see through (KernelTarget::long_compare_of_int_broken).
   bool long_compare_of_int_broken = false;
+  /// `fma()` is a correctly rounded routine the compiler inlines rather than one instruction:
+  /// OpenCL requires fma() to round once whether or not the device fuses (CL_FP_FMA unset in
+  /// CL_DEVICE_SINGLE_FP_CONFIG), and Mesa's rusticl on llvmpipe then takes libclc's software
+  /// routine, whose code makes creating a kernel of a few dozen vector multiply-adds take
+  /// minutes and running it far slower than a multiply and an add. Kernels then multiply-add with
+  /// `mad()`, whose rounding the OpenCL C standard leaves to the implementation
+  /// (KernelTarget::fma_in_software, the writer's $fma word).
+  bool fma_in_software = false;
   /// Asking the driver for a program's binary makes it compile more than a launch needs, while
   /// a persistent cache of its own already keeps what the launches compiled (PoCL: a generic
   /// work-group function for every kernel plus each listed local size for every kernel, 4× the

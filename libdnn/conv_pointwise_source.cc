@@ -435,7 +435,7 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
       }
       r += "        const " + F + " v" + c + " = " + v + ";\n";
       for (int o = 0; o < t.oc; ++o)
-        r += "        a" + num(o) + "_0 = fma((" + F + ")(wk[" + num(long(kx) * t.oc + o) +
+        r += "        a" + num(o) + "_0 = $fma((" + F + ")(wk[" + num(long(kx) * t.oc + o) +
              "]), v" + c + ", a" + num(o) + "_0);\n";
     }
     return r;
@@ -516,7 +516,7 @@ std::string Convolution::PointwiseSource(const KernelTarget& target, const ConvD
     b += "    const Vf w" + num(o) + " = (Vf)(wc[" + num(o) + "]);\n";
     for (int p = 0; p < t.px; ++p) {
       const std::string a = "a" + num(o) + "_" + num(p);
-      b += "    " + a + " = fma(w" + num(o) + ", v" + num(p) + ", " + a + ");\n";
+      b += "    " + a + " = $fma(w" + num(o) + ", v" + num(p) + ", " + a + ");\n";
     }
   }
   b += "  }\n";

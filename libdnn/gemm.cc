@@ -395,7 +395,7 @@ std::string Gemm::Source(const KernelTarget& target, const GemmDesc& desc, const
   w.Define("VTO(x, t)", vec.to_array);
   if (c.lm == 1)  // a vector of the compute type from local memory
     w.Define("LDV_L(p)", c.vw == 1 ? "((p)[0])" : "CV_LOAD(p)");
-  w.Define("MAC(a, b, c)", IsQuantized(d.type) ? "((c) + (a) * (b))" : "fma((a), (b), (c))");
+  w.Define("MAC(a, b, c)", IsQuantized(d.type) ? "((c) + (a) * (b))" : "$fma((a), (b), (c))");
   DeclareOperand(w, "A", d, weights_a, vec, c.vw);
   DeclareOperand(w, "B", d, !weights_a, vec, c.vw);
   w.AddType("Ctype", d.out_type);

@@ -308,6 +308,11 @@ class OpenCLDevice : public Device {
     // rusticl device is assumed to share the compiler's fault until a later Mesa is measured
     // (tests/device/widened_compare_test.cc says when a flagged device compiles it correctly).
     info_.long_compare_of_int_broken = info_.implementation == "rusticl";
+    // Intel's CPU runtime leaves CL_FP_FMA unset too, but compiles fma() to the CPU's own
+    // instruction (its kernels build in well under a second); rusticl inlines libclc's routine.
+    info_.fma_in_software =
+        info_.implementation == "rusticl" &&
+        (DeviceValue<cl_device_fp_config>(device, CL_DEVICE_SINGLE_FP_CONFIG) & CL_FP_FMA) == 0;
     // Every rusticl device compiles through NIR, which scalarizes vector types; llvmpipe then runs
     // each work-item in a lane of a 256-bit vector (a GPU-type rusticl device: is_gpu already).
     info_.work_items_in_simd_lanes = info_.implementation == "rusticl";

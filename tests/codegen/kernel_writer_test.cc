@@ -201,6 +201,23 @@ TEST(KernelWriter, VectorLoopIsContiguousWhereWorkItemsAreThreads) {
                std::invalid_argument);
 }
 
+// $fma: fma() everywhere except where fma() is a software routine (fma_in_software: rusticl on
+// llvmpipe), where the text multiply-adds with mad(); in kernel bodies and in Define's values
+// (the GEMM's MAC). The values on each device: every fp32 GEMM and pointwise test.
+TEST(KernelWriter, FmaIsMadWhereFmaIsSoftware) {
+  KernelTarget hw{Backend::kOpenCL};
+  EXPECT_EQ(KernelWriter(hw, "test_placeholders").Expand("$fma(w[$global_id(0)], v, a)"),
+            "fma(w[get_global_id(0)], v, a)");
+  KernelTarget sw = hw;
+  sw.fma_in_software = true;
+  KernelWriter w(sw, "test_placeholders");
+  EXPECT_EQ(w.Expand("$fma((a), (b), (c))"), "mad((a), (b), (c))");
+  w.Define("MAC(a, b, c)", "$fma((a), (b), (c))");
+  w.Kernel("k").Out("float", "y").Body("  y[0] = MAC(1.0f, 2.0f, y[0]);\n");
+  EXPECT_NE(w.Source().find("#define MAC(a, b, c) mad((a), (b), (c))"), std::string::npos);
+  EXPECT_THROW(w.Expand("$fma(a, b)"), std::invalid_argument);
+}
+
 // Byte-vector stores are OpenCL's (its device test: Kernel.ByteVectorStoresReachAnyAlignment);
 // asking for them on CUDA is an error naming the backend, not text that fails in NVRTC.
 TEST(KernelWriter, ByteVectorStoresAreOpenClOnly) {
