@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "device/host_isa.h"
+
 namespace {
 
 constexpr int kChains = 12;
@@ -207,10 +209,12 @@ int main(int argc, char** argv) {
   const long loops = 20000000;
   const double fma = ProductsPerSecond([&](long n) { return FmaLoop(d, n); }, loops);
   const double pair256 = ProductsPerSecond([&](long n) { return PairLoop256(d, n); }, loops);
-  const bool bw = __builtin_cpu_supports("avx512bw");
+  // The host levels the library itself detects (device/host_isa.h), so this table and the
+  // paths it explains agree on what this CPU has.
+  const bool bw = mpcaffe::CpuHostIsa() >= mpcaffe::HostIsa::kAvx512;
   const double pair512 =
       bw ? ProductsPerSecond([&](long n) { return PairLoop512(d, n); }, loops) : 0;
-  const bool vnni = __builtin_cpu_supports("avx512vnni");
+  const bool vnni = bw && mpcaffe::CpuHasAvx512Vnni();
   const double quad512 =
       vnni ? ProductsPerSecond([&](long n) { return QuadLoop512(d, n); }, loops, kQuadLoopProducts)
            : 0;
