@@ -33,6 +33,10 @@ struct TargetProfile {
   /// DeviceInfo::wide_tiles_slow_at_256_bits at a level of 256-bit registers (the host level
   /// in use below AVX-512: an AVX2 CPU, or MPCAFFE_ISA=avx2 beside the runtime's own cap).
   bool half_register_tiles = false;
+  /// Vectors of 16 floats are whole registers the compiler keeps: a CPU runtime at the AVX-512
+  /// level without DeviceInfo::wide_tiles_slow_at_256_bits (PoCL; Intel's runtime splits
+  /// 512-bit work into 256-bit halves). The direct kernel's fp32 tile of 16-channel vectors.
+  bool sixteen_lane_registers = false;
   /// The dialect has OpenCL C's vector types and built-ins (Dialect::vector_builtins): the
   /// vector forms of libdnn's kernels exist only then.
   bool vector_builtins = true;

@@ -249,6 +249,11 @@ std::vector<ConvConfig> ConvConfig::Candidates(const DeviceInfo& device, DataTyp
         d.kp = 4;
         if (!(d == out[0])) out.push_back(d);
       }
+  // fp32: tiles of 16-channel vectors (whole registers at AVX-512).
+  if (type == DataType::kFloat32)
+    for (const ConvConfig& c : {ConvConfig{1, 4, 3, 16}, ConvConfig{1, 4, 4, 16},
+                                ConvConfig{1, 2, 6, 16}})
+      if (!(c == out[0])) out.push_back(c);
   // int8 where byte quad products run in a helper: tiles of byte-quad vectors of 16 channels.
   if (type == DataType::kInt8Q && TargetProfile::Of(device).byte_quad_products)
     for (const ConvConfig& c : {ConvConfig{1, 4, 3, 16, 4}, ConvConfig{1, 2, 6, 16, 4},

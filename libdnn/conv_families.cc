@@ -120,6 +120,16 @@ const DefaultsTable<ConvConfig, DataType>& DirectConvDefaults() {
        "2026-11-29 (docs/BENCHMARKS.md, \"Default configurations\"): the 3x3 layers' sum "
        "42.9 -> 12.5 ms, the 1x1 stride-2 layers' 15.5 -> 6.1; oc2 px6, oc4 px4, oc2 px4 and "
        "oc3 px4 within the noise of oc4 px3"},
+      {"OpenCL CPU runtime, fp32, vectors of 16 floats in one register (PoCL at AVX-512)",
+       [](const TargetProfile& p, const DataType& t) {
+         return p.sixteen_lane_registers && t == DataType::kFloat32;
+       },
+       {1, 4, 4, 16},
+       "ConvBench.DISABLED_ResNet3x3 (tests/libdnn/conv_tuner_test.cc), ResNet-50's four 3x3 "
+       "layers at batch 1, minimum of 5 per candidate, PoCL, AVX-512, loaded, 2026-11-30: best "
+       "on 3 of 4, 1.1-1.7 x l1 oc4 px3 v8; in the whole pass (docs/BENCHMARKS.md, \"Default "
+       "configurations\") the 3x3 layers' time over the 1x1 layers' 0.97 -> 0.84; Intel's runtime "
+       "(AVX-512 and AVX2) lost with it in the whole pass, PoCL at AVX2 level with l1 oc4 px3 v8"},
       {"OpenCL CPU runtime",
        [](const TargetProfile& p, const DataType&) { return p.cpu_vectors; },
        {1, 4, 3, 8},

@@ -86,7 +86,20 @@ TEST(ConvFamilies, DirectDefaultsPerDeviceClass) {
   llvmpipe.work_items_in_simd_lanes = llvmpipe.lane_loads_expensive = true;
   DeviceInfo gpu;
   gpu.is_gpu = gpu.dot_product = true;
-  EXPECT_EQ(DefaultConvConfig(cpu, DataType::kFloat32), (ConvConfig{1, 4, 3, 8}));
+  // fp32 on a CPU runtime: 4 × 16 channels × 4 pixels where vectors of 16 floats are whole
+  // registers (PoCL at AVX-512), else 4 × 8 × 3.
+  TargetProfile cpu_profile = TargetProfile::Of(cpu);
+  cpu_profile.sixteen_lane_registers = true;
+  EXPECT_EQ(DefaultRowFor(DirectConvDefaults(), "conv", cpu_profile, DataType::kFloat32).config,
+            (ConvConfig{1, 4, 4, 16}));
+  cpu_profile.sixteen_lane_registers = false;
+  EXPECT_EQ(DefaultRowFor(DirectConvDefaults(), "conv", cpu_profile, DataType::kFloat32).config,
+            (ConvConfig{1, 4, 3, 8}));
+  DeviceInfo intel = cpu;
+  intel.wide_tiles_slow_at_256_bits = true;
+  EXPECT_FALSE(TargetProfile::Of(intel).sixteen_lane_registers);
+  EXPECT_EQ(DefaultConvConfig(intel, DataType::kFloat32), (ConvConfig{1, 4, 3, 8}));
+  EXPECT_EQ(DefaultConvConfig(cpu, DataType::kInt8Q), (ConvConfig{1, 4, 3, 8}));
   EXPECT_EQ(DefaultConvConfig(cpu, DataType::kInt16Q), (ConvConfig{1, 2, 2, 8}));
   EXPECT_EQ(DefaultConvConfig(llvmpipe, DataType::kInt8Q), (ConvConfig{1, 2, 6, 8}));
   EXPECT_EQ(DefaultConvConfig(llvmpipe, DataType::kInt16Q), (ConvConfig{32, 2, 4, 1}));

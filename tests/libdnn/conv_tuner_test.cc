@@ -163,6 +163,27 @@ TEST(ConvBench, DISABLED_MobileNetPointwise) {
                        {256, 256, 28, 1}, {256, 512, 14, 1}, {512, 512, 14, 1},
                        {512, 1024, 7, 1}, {1024, 1024, 7, 1}});
 }
+// ResNet-50's 3×3 layers in fp32 (batch 1, bias and ReLU) through the direct kernel's tuner:
+// every candidate tile's time and GFLOP/s. Run with --gtest_also_run_disabled_tests
+// --gtest_filter='*ResNet3x3'.
+TEST(ConvBench, DISABLED_ResNet3x3) {
+  Device& dev = DefaultDevice();
+  Tuner tuner(dev, 5);
+  for (auto [c, hw] : {std::array<int, 2>{64, 56}, {128, 28}, {256, 14}, {512, 7}}) {
+    ConvDesc d;
+    d.channels = d.out_channels = c;
+    d.height = d.width = hw;
+    d.kernel_h = d.kernel_w = 3;
+    d.pad_h = d.pad_w = 1;
+    d.bias = d.relu = true;
+    const ConvTuneResult r = tuner.TuneConv(d, 100.0);
+    std::printf("%s: best %s %.3f ms (%.1f GFLOP/s)\n", d.ToString().c_str(),
+                r.best.ToString().c_str(), r.best_ms, d.Flops() / r.best_ms * 1e-6);
+    for (const auto& [config, ms] : r.measured)
+      std::printf("  %-16s %.3f ms %.1f GFLOP/s\n", config.ToString().c_str(), ms,
+                  d.Flops() / ms * 1e-6);
+  }
+}
 // ResNet-50's stride-2 1×1 layers in fp32 (the plane form on the subsampled input, or the
 // direct kernel).
 TEST(ConvBench, DISABLED_ResNetStridedPointwise) {
