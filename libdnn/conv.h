@@ -201,10 +201,10 @@ class Convolution {
   /// Output rows (of one column) per work-item of the depthwise kernel: the tuning table's
   /// record ("conv_dw", desc.ToString()) when there is one, else DefaultDepthwiseRows.
   int depthwise_rows() const { return depthwise_rows_; }
-  /// Rows per work-item without tuning: the largest divisor of the output height in [4, 14]
-  /// (stride 1, at most 56 output rows) or [4, 8] (otherwise) when there is one, else 8 (fewer
-  /// for shorter outputs).
-  static int DefaultDepthwiseRows(const ConvDesc& desc);
+  /// Rows per work-item without tuning on a device of `profile` (DepthwiseRowDefaults): on a
+  /// CPU runtime the largest divisor of the output height in [4, 14] (stride 1, at most 56
+  /// output rows) or [4, 8] (otherwise) when there is one, else 8 (fewer for shorter outputs).
+  static int DefaultDepthwiseRows(const ConvDesc& desc, const TargetProfile& profile = {});
   /// Work-group width (along the output row) of the depthwise kernel: a multiple of 8 covering
   /// the output width in as few groups of at most 64 as possible.
   static int DepthwiseLocalWidth(const ConvDesc& desc);

@@ -42,8 +42,8 @@ std::string Convolution::DepthwiseKernelName(const ConvDesc& d) {
   return std::string("conv_dw_") + Name(d.type) + (d.weights_signed ? "_sw" : "");
 }
 
-int Convolution::DefaultDepthwiseRows(const ConvDesc& d) {
-  return DefaultRowFor(DepthwiseRowDefaults(), "conv_dw", TargetProfile{}, d).config.RowsFor(d);
+int Convolution::DefaultDepthwiseRows(const ConvDesc& d, const TargetProfile& profile) {
+  return DefaultRowFor(DepthwiseRowDefaults(), "conv_dw", profile, d).config.RowsFor(d);
 }
 
 int Convolution::DepthwiseLocalWidth(const ConvDesc& d) {

@@ -271,7 +271,17 @@ const DefaultsTable<DepthwiseRowRange, ConvDesc>& DepthwiseRowDefaults() {
   // Taller blocks reuse each loaded input row for more output rows (stride 1 most of all) until
   // the accumulators and the block's rows no longer stay in registers and cache; at 112 rows a
   // work-item's block of 14 left too few work-items per core.
+  // Where per-lane loads are expensive (llvmpipe) each accumulator of a work-item's vectors is a
+  // register of the lanes, and creating a kernel of tall blocks of 16-lane vectors takes its
+  // compiler minutes: short blocks there.
   static const DefaultsTable<DepthwiseRowRange, ConvDesc> table = {
+      {"per-lane loads expensive (llvmpipe)",
+       [](const TargetProfile& p, const ConvDesc&) { return p.lane_loads_expensive; },
+       {2, 4},
+       "mpcaffe time --model mobilenet_v1_deploy.prototxt --device 2 --synthetic --iterations 3, "
+       "rusticl, MPCAFFE_KERNEL_CONFIG=conv_dw:rows<N> against the default, empty caches, AVX-512, "
+       "loaded, 2026-11-30: first pass 211 s (rows 8 and 14) -> 44 s (4) / 27 s (2); forward "
+       "1.28-1.48 s -> 0.68 s (4) / 0.92-1.05 s (2); this row's 2-4 rows: 30 s, 0.46 s"},
       {"stride-1 outputs of at most 56 rows",
        [](const TargetProfile&, const ConvDesc& d) { return d.stride_h == 1 && d.out_h() <= 56; },
        {4, 14},

@@ -147,15 +147,16 @@ Chosen<int> ChooseDepthwiseRows(const Device& device, const ConvDesc& desc) {
     return {forced->rows, ConfigSource::kOverride};
   if (auto rec = Lookup(device, "conv_dw", desc.ToString()))
     if (auto tuned = DepthwiseConfig::Schema().Parse(*rec)) return {tuned->rows, ConfigSource::kTuned};
-  return {Convolution::DefaultDepthwiseRows(desc), ConfigSource::kDefault};
+  return {Convolution::DefaultDepthwiseRows(desc, TargetProfile::Of(device.info())),
+          ConfigSource::kDefault};
 }
 
 int TunedDepthwiseRows(const Device& device, const ConvDesc& desc) {
   return ChooseDepthwiseRows(device, desc).config;
 }
 
-std::vector<int> DepthwiseRowCandidates(const ConvDesc& desc) {
-  std::vector<int> c{Convolution::DefaultDepthwiseRows(desc)};
+std::vector<int> DepthwiseRowCandidates(const ConvDesc& desc, const TargetProfile& profile) {
+  std::vector<int> c{Convolution::DefaultDepthwiseRows(desc, profile)};
   for (int r : {1, 2, 4, 7, 8, 14, 16})
     if (r <= desc.out_h() && std::find(c.begin(), c.end(), r) == c.end()) c.push_back(r);
   return c;
@@ -406,7 +407,7 @@ DepthwiseTuneResult Tuner::TuneDepthwise(const ConvDesc& desc, double give_up) {
     throw Error("tune: convolution " + desc.ToString() + " is not depthwise");
   const ConvOperands ops(device_, desc);
   DepthwiseTuneResult result = TimeCandidates(
-      DepthwiseRowCandidates(desc), 0, give_up, repeats_, [&](int rows) {
+      DepthwiseRowCandidates(desc, TargetProfile::Of(device_.info())), 0, give_up, repeats_, [&](int rows) {
         return ConvTimer(std::make_shared<Convolution>(
                              Convolution::Depthwise(device_, desc, PlaceholderConvQuant(), rows)),
                          desc, ops);

@@ -125,8 +125,9 @@ int TunedDepthwiseRows(const Device& device, const ConvDesc& desc);
 /// kernel).
 bool DepthwiseOff();
 /// The tuner's candidates for the depthwise kernel's rows per work-item (the default first):
-/// 1, 2, 4, 7, 8, 14 and 16 rows, those above the output height left out.
-std::vector<int> DepthwiseRowCandidates(const ConvDesc& desc);
+/// 1, 2, 4, 7, 8, 14 and 16 rows, those above the output height left out; the default is
+/// `profile`'s (Convolution::DefaultDepthwiseRows).
+std::vector<int> DepthwiseRowCandidates(const ConvDesc& desc, const TargetProfile& profile = {});
 /// The forward of a pointwise fp32 `desc` (Convolution::PointwiseApplies with its default
 /// tile): MPCAFFE_KERNEL_CONFIG's conv_pw entry where it applies, else the tuning table's record
 /// ("conv_pw", desc.ToString()) when one exists, else the default tile. Nothing ("conv_pw:off"

@@ -23,16 +23,16 @@ using testing::ExpectRowsWithProvenance;
 
 // The depthwise rows rule on MobileNet v1's depthwise shapes and shapes without a divisor in
 // range: 14 rows at stride 1 up to 56 output rows, at most 8 elsewhere, 8 (or the whole output
-// when shorter) without a divisor.
+// when shorter) without a divisor; 2 to 4 where per-lane loads are expensive.
 TEST(ConvFamilies, DepthwiseRowDefaultsGiveTheMeasuredRows) {
-  auto rows = [](int size, int stride) {
+  auto rows = [](int size, int stride, const TargetProfile& profile = {}) {
     ConvDesc d;
     d.channels = d.out_channels = d.groups = 32;
     d.height = d.width = size;
     d.kernel_h = d.kernel_w = 3;
     d.stride_h = d.stride_w = stride;
     d.pad_h = d.pad_w = 1;
-    return Convolution::DefaultDepthwiseRows(d);
+    return Convolution::DefaultDepthwiseRows(d, profile);
   };
   EXPECT_EQ(rows(112, 1), 8);
   EXPECT_EQ(rows(56, 1), 14);
@@ -44,8 +44,15 @@ TEST(ConvFamilies, DepthwiseRowDefaultsGiveTheMeasuredRows) {
   EXPECT_EQ(rows(14, 2), 7);
   EXPECT_EQ(rows(17, 1), 8);   // 17: no divisor in [4, 14]
   EXPECT_EQ(rows(5, 1), 5);
-  EXPECT_EQ(DepthwiseRowDefaults().front().config.ToString(),
+  EXPECT_EQ(DepthwiseRowDefaults()[1].config.ToString(),
             "rows: a divisor of the output height in [4, 14], else 8");
+  // Where per-lane loads are expensive (llvmpipe): blocks of 2 to 4 rows.
+  TargetProfile llvmpipe;
+  llvmpipe.lane_loads_expensive = true;
+  EXPECT_EQ(rows(112, 1, llvmpipe), 4);
+  EXPECT_EQ(rows(14, 1, llvmpipe), 2);
+  EXPECT_EQ(rows(7, 1, llvmpipe), 7);
+  EXPECT_EQ(rows(112, 2, llvmpipe), 4);
 }
 
 TEST(ConvFamilies, DefaultsTablesEndInARowServingEveryDevice) {

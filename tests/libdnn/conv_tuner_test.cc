@@ -44,8 +44,9 @@ TEST(Tuner, DepthwiseRowsAreStoredAndFollowed) {
   d.relu = true;
   Tuner tuner(dev, 2);
   const DepthwiseTuneResult r = tuner.TuneDepthwise(d);
-  EXPECT_EQ(r.measured.size(), DepthwiseRowCandidates(d).size());
-  EXPECT_EQ(r.measured.front().first, Convolution::DefaultDepthwiseRows(d));
+  const TargetProfile profile = TargetProfile::Of(dev.info());
+  EXPECT_EQ(r.measured.size(), DepthwiseRowCandidates(d, profile).size());
+  EXPECT_EQ(r.measured.front().first, Convolution::DefaultDepthwiseRows(d, profile));
   EXPECT_TRUE(r.stored);
   EXPECT_EQ(TunedDepthwiseRows(dev, d), r.best);
   EXPECT_EQ(Convolution(dev, d).depthwise_rows(), r.best);
@@ -57,7 +58,7 @@ TEST(Tuner, DepthwiseRowsAreStoredAndFollowed) {
   for (const char* bad : {"conv_dw:rows0", "conv_dw:rows99", "conv_dw:rows", "conv_dw:rows7x",
                           "conv_dw:l1 oc4 px3 v8", "conv:rows3", "rows3"}) {
     store->PutTuning({key, "conv_dw", d.ToString(), bad, 1.0, ""});
-    EXPECT_EQ(TunedDepthwiseRows(dev, d), Convolution::DefaultDepthwiseRows(d)) << bad;
+    EXPECT_EQ(TunedDepthwiseRows(dev, d), Convolution::DefaultDepthwiseRows(d, profile)) << bad;
   }
   EXPECT_THROW(Convolution::Depthwise(dev, d, {}, 0), Error);
   ConvDesc full = d;
