@@ -155,7 +155,21 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
   // int8q under 8, the pointwise kernel does not apply).
   // Where byte quad products run in a helper (PoCL, AVX-512 VNNI), int8q's plane form steps
   // 4 input channels per vpdpbusd (64 products) instead of 2 per vpmaddwd (32) and its add.
+  // Each step zips 4 planes' 16 pixels into quads (4 widening loads, 3 shifts, an or) for the
+  // tile's oc products, whose weight broadcasts fold into the vpdpbusd: 16 output channels
+  // (16 of the 32 registers) spend half the zips per product that 8 do. An output channel count
+  // that 16 does not divide keeps 8, not a block of unused channels.
   static const DefaultsTable<Tile, ConvDesc> table = {
+      {"int8q plane form, planes of at least 16 pixels, byte quad products in a helper, output "
+       "channels a multiple of 16",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.byte_quad_products && d.type == DataType::kInt8Q && !RowForm(d) &&
+                Pixels(d) >= 16 && d.out_channels % 16 == 0;
+       },
+       {16, 1, 16, 4},
+       "mpcaffe time --synthetic --explain on MobileNet v1 int8, PoCL, AVX-512, alternating "
+       "rounds against oc8 and oc12, loaded, 2026-11-30 (docs/BENCHMARKS.md, \"Default "
+       "configurations\"): the 1x1 layers' sum about a fifth lower than oc8's"},
       {"int8q plane form, planes of at least 16 pixels, byte quad products in a helper",
        [](const TargetProfile& p, const ConvDesc& d) {
          return p.byte_quad_products && d.type == DataType::kInt8Q && !RowForm(d) &&

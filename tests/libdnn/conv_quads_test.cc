@@ -190,7 +190,10 @@ TEST(ConvByteQuads, DefaultTileFollowsTheProfile) {
   TargetProfile p;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).k, 2);
   p.byte_quad_products = true;
-  EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc8 px1 v16 k4");
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc8 px1 v16 k4");  // 10 outputs
+  ConvDesc wide = d;
+  wide.out_channels = 32;  // a multiple of 16: a block of 16 output channels per zip
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(wide, p).ToString(), "oc16 px1 v16 k4");
   ConvDesc f = d;
   f.type = DataType::kFloat32;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(f, p).k, 2);
