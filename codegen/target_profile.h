@@ -33,6 +33,8 @@ struct TargetProfile {
   /// DeviceInfo::wide_tiles_slow_at_256_bits at a level of 256-bit registers (the host level
   /// in use below AVX-512: an AVX2 CPU, or MPCAFFE_ISA=avx2 beside the runtime's own cap).
   bool half_register_tiles = false;
+  /// 16 stride-2 byte columns per vector cost more than 8 (DeviceInfo::strided_byte_rows_slow).
+  bool strided_byte_rows_slow = false;
   /// The dialect has OpenCL C's vector types and built-ins (Dialect::vector_builtins): the
   /// vector forms of libdnn's kernels exist only then.
   bool vector_builtins = true;

@@ -180,16 +180,16 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "mpcaffe time --synthetic --explain on ResNet-50 and MobileNet v1 int8, PoCL, 3 alternating "
        "rounds, loaded, 2026-11-29: the 1x1 layers' sum 36.6 -> 20.4 ms and 10.2 -> 5.2 ms "
        "against the pair tile oc8 px1 v16; oc16 level with oc8 (20.7, 4.6)"},
-      {"int8q row form, stride 2, output rows of at least 16 columns, a CPU runtime with 512-bit "
-       "tiles",
+      {"int8q row form, stride 2, output rows of at least 16 columns, a CPU runtime that runs "
+       "16 stride-2 byte columns fast (PoCL)",
        [](const TargetProfile& p, const ConvDesc& d) {
-         return p.cpu_vectors && !p.half_register_tiles && d.type == DataType::kInt8Q &&
+         return p.cpu_vectors && !p.strided_byte_rows_slow && d.type == DataType::kInt8Q &&
                 RowForm(d) && d.stride_w == 2 && d.out_w() >= 16;
        },
        {8, 1, 16},
        "MobileNet v1's int8 conv1 (c3 h224 o32 k3x3 s2) in mpcaffe time --synthetic --explain, "
        "alternating tiles, loaded, 2026-11-30 (docs/BENCHMARKS.md, \"Default configurations\"): "
-       "PoCL 16 lanes about a fifth faster than 8 at AVX-512 and at the AVX2 caps, level on "
+       "PoCL 16 lanes about a fifth faster than 8 at AVX-512 and at the AVX2 caps; slower on "
        "Intel's runtime at AVX-512"},
       {"row form, stride 1, output rows of at least 64 columns",
        [](const TargetProfile&, const ConvDesc& d) {

@@ -247,7 +247,7 @@ ConvInput CheckDirect(const ConvDesc& d, const ConvConfig& config, uint32_t seed
 // The int8q row form (a first layer) at stride 2 in 16 lanes, the even bytes of 32 per load
 // (RowFormKernel; not byte quads, but the same reference check): padded, a last block shifted
 // back (21 columns), two images (the first and last rows gathered lane by lane), output
-// channels that fill the block of 8 and that do not. The CPU runtimes' default for such rows.
+// channels that fill the block of 8 and that do not. PoCL's default for such rows.
 TEST(ConvByteQuads, RowFormSixteenLanesAtStrideTwoMatchesReference) {
   Device& dev = DefaultDevice();
   SkipUnlessOpenCL(dev);
@@ -262,7 +262,7 @@ TEST(ConvByteQuads, RowFormSixteenLanesAtStrideTwoMatchesReference) {
   TargetProfile p;
   p.cpu_vectors = true;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc8 px1 v16");
-  p.half_register_tiles = true;
+  p.strided_byte_rows_slow = true;  // Intel's CPU runtime
   EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc8 px1 v8");
 }
 
