@@ -37,6 +37,8 @@ struct TargetProfile {
   /// level without DeviceInfo::wide_tiles_slow_at_256_bits (PoCL; Intel's runtime splits
   /// 512-bit work into 256-bit halves). The direct kernel's fp32 tile of 16-channel vectors.
   bool sixteen_lane_registers = false;
+  /// 16 stride-2 byte columns per vector cost more than 8 (DeviceInfo::strided_byte_rows_slow).
+  bool strided_byte_rows_slow = false;
   /// The dialect has OpenCL C's vector types and built-ins (Dialect::vector_builtins): the
   /// vector forms of libdnn's kernels exist only then.
   bool vector_builtins = true;

@@ -97,6 +97,11 @@ struct DeviceInfo {
   /// oc8 px1 v16 against oc4 px1 v16); PoCL's keeps the larger tile's pace. libdnn reads it
   /// with the level in use as TargetProfile::half_register_tiles.
   bool wide_tiles_slow_at_256_bits = false;
+  /// A stride-2 row of 16 byte columns (one unaligned move of 16 16-bit words, their low bytes
+  /// converted to float: libdnn's int8 row form) runs slower than 8 columns from a 16-byte load
+  /// and its even lanes: Intel's CPU runtime; PoCL's runs the 16 faster. libdnn reads it as
+  /// TargetProfile::strided_byte_rows_slow.
+  bool strided_byte_rows_slow = false;
   /// The compiler runs AVX-512 VNNI's byte quad products (vpdpbusd) in a helper function that
   /// carries the target attribute (KernelHelper::kByteQuadProduct16's MP_QUAD_FN): PoCL on a host
   /// CPU with avx512vnni (host CPUID). PoCL 3.1's LLVM 15 targets skylake-avx512 on Zen 4 and

@@ -161,11 +161,26 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
   // 8 channels × one vector of 16 pixels: 8 registers of accumulators at AVX-512 (of its 32),
   // 16 at AVX2 (all of its 16: 4 channels × 2 vectors of 8 where the compiler then slows).
   // The row form (a first layer) takes vectors along an output row: 16 at stride 1 where the row
-  // has them, else 8. Planes of fewer than 16 pixels take one vector of 8 or 4 (under 4 pixels,
+  // has them, and int8q's 16 at stride 2 (the even bytes of 32 in one move, converted in one
+  // step: 8 lanes left half of each float multiply-add unused), else 8. Planes of fewer than 16 pixels take one vector of 8 or 4 (under 4 pixels,
   // int8q under 8, the pointwise kernel does not apply).
   // Where byte quad products run in a helper (PoCL, AVX-512 VNNI), int8q's plane form steps
   // 4 input channels per vpdpbusd (64 products) instead of 2 per vpmaddwd (32) and its add.
+  // Each step zips 4 planes' 16 pixels into quads (4 widening loads, 3 shifts, an or) for the
+  // tile's oc products, whose weight broadcasts fold into the vpdpbusd: 16 output channels
+  // (16 of the 32 registers) spend half the zips per product that 8 do. An output channel count
+  // that 16 does not divide keeps 8, not a block of unused channels.
   static const DefaultsTable<Tile, ConvDesc> table = {
+      {"int8q plane form, planes of at least 16 pixels, byte quad products in a helper, output "
+       "channels a multiple of 16",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.byte_quad_products && d.type == DataType::kInt8Q && !RowForm(d) &&
+                Pixels(d) >= 16 && d.out_channels % 16 == 0;
+       },
+       {16, 1, 16, 4},
+       "mpcaffe time --synthetic --explain on MobileNet v1 int8, PoCL, AVX-512, alternating "
+       "rounds against oc8 and oc12, loaded, 2026-11-30 (docs/BENCHMARKS.md, \"Default "
+       "configurations\"): the 1x1 layers' sum about a fifth lower than oc8's"},
       {"int8q plane form, planes of at least 16 pixels, byte quad products in a helper",
        [](const TargetProfile& p, const ConvDesc& d) {
          return p.byte_quad_products && d.type == DataType::kInt8Q && !RowForm(d) &&
@@ -175,6 +190,17 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "mpcaffe time --synthetic --explain on ResNet-50 and MobileNet v1 int8, PoCL, 3 alternating "
        "rounds, loaded, 2026-11-29: the 1x1 layers' sum 36.6 -> 20.4 ms and 10.2 -> 5.2 ms "
        "against the pair tile oc8 px1 v16; oc16 level with oc8 (20.7, 4.6)"},
+      {"int8q row form, stride 2, output rows of at least 16 columns, a CPU runtime that runs "
+       "16 stride-2 byte columns fast (PoCL)",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.cpu_vectors && !p.strided_byte_rows_slow && d.type == DataType::kInt8Q &&
+                RowForm(d) && d.stride_w == 2 && d.out_w() >= 16;
+       },
+       {8, 1, 16},
+       "MobileNet v1's int8 conv1 (c3 h224 o32 k3x3 s2) in mpcaffe time --synthetic --explain, "
+       "alternating tiles, loaded, 2026-11-30 (docs/BENCHMARKS.md, \"Default configurations\"): "
+       "PoCL 16 lanes about a fifth faster than 8 at AVX-512 and at the AVX2 caps; slower on "
+       "Intel's runtime at AVX-512"},
       {"row form, stride 1, output rows of at least 64 columns",
        [](const TargetProfile&, const ConvDesc& d) {
          return RowForm(d) && d.stride_w == 1 && d.out_w() >= 64;

@@ -41,9 +41,11 @@ bool RowForm(const ConvDesc& d) {
 }
 
 bool RowFormFits(const ConvDesc& d, const Convolution::PointwiseTile& t) {
+  // int8q at stride 2 also takes 16 lanes: the even bytes of 32 (Convolution::RowFormKernel).
+  const bool even_bytes = d.type == DataType::kInt8Q && d.stride_w == 2 && t.vx == 16;
   return d.groups == 1 && d.channels <= Convolution::kRowFormMaxChannels && d.dilation_h == 1 &&
-         d.dilation_w == 1 && d.stride_w <= 2 && t.px == 1 && t.vx * d.stride_w <= 16 &&
-         d.out_w() >= t.vx;
+         d.dilation_w == 1 && d.stride_w <= 2 && t.px == 1 &&
+         (t.vx * d.stride_w <= 16 || even_bytes) && d.out_w() >= t.vx;
 }
 
 /// The pointwise kernel's epilogue, the same for both forms: per output channel of the block
@@ -418,7 +420,15 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
     for (int kx = 0; kx < d.kernel_w; ++kx) {
       const std::string c = num(kx);
       std::string v;
-      if (fast) {
+      if (fast && load == 32) {
+        // int8q, 16 lanes at stride 2: the low bytes of 16 unaligned 16-bit words are the even
+        // columns of 32 — one move and a mask, not two 16-byte loads and their even lanes.
+        const std::string U = vw.Type("ushort", 16);
+        v = vw.Convert(vw.Type("float", 16),
+                       "(MP_LOAD_USHORT16(xr + ixb + " + c + ") & " + vw.Splat(U, "0xff") + ")");
+        v = "(" + v + " - xz)";
+        v = vw.Select(vw.Splat(F, "0.0f"), v, "cm" + c);
+      } else if (fast) {
         v = vw.Load(load, "xr + ixb + " + c);
         if (q) v = vw.Convert(vw.Type("float", load), v);
         if (sw == 2) v = vw.Even(v);

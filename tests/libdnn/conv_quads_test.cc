@@ -190,7 +190,10 @@ TEST(ConvByteQuads, DefaultTileFollowsTheProfile) {
   TargetProfile p;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).k, 2);
   p.byte_quad_products = true;
-  EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc8 px1 v16 k4");
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc8 px1 v16 k4");  // 10 outputs
+  ConvDesc wide = d;
+  wide.out_channels = 32;  // a multiple of 16: a block of 16 output channels per zip
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(wide, p).ToString(), "oc16 px1 v16 k4");
   ConvDesc f = d;
   f.type = DataType::kFloat32;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(f, p).k, 2);
@@ -239,6 +242,28 @@ ConvInput CheckDirect(const ConvDesc& d, const ConvConfig& config, uint32_t seed
   Convolution conv(DefaultDevice(), d, q, config);
   CompareWithReference(d, q, conv, seed);
   return conv.input();
+}
+
+// The int8q row form (a first layer) at stride 2 in 16 lanes, the even bytes of 32 per load
+// (RowFormKernel; not byte quads, but the same reference check): padded, a last block shifted
+// back (21 columns), two images (the first and last rows gathered lane by lane), output
+// channels that fill the block of 8 and that do not. PoCL's default for such rows.
+TEST(ConvByteQuads, RowFormSixteenLanesAtStrideTwoMatchesReference) {
+  Device& dev = DefaultDevice();
+  SkipUnlessOpenCL(dev);
+  int variant = 0;
+  for (const Convolution::PointwiseTile tile : {Convolution::PointwiseTile{8, 1, 16}, {3, 1, 16}}) {
+    ConvDesc d = DirectDescOf({2, 3, 20, 41, 10, 3, 2, 1, 1, 1}, variant);
+    SCOPED_TRACE(d.ToString() + " tile " + tile.ToString());
+    EXPECT_TRUE(CheckQuads(d, tile, 31 + variant) == tile);
+    variant += 3;
+  }
+  const ConvDesc d = DirectDescOf({1, 3, 224, 224, 32, 3, 2, 1, 1, 1}, 1);
+  TargetProfile p;
+  p.cpu_vectors = true;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc8 px1 v16");
+  p.strided_byte_rows_slow = true;  // Intel's CPU runtime
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc8 px1 v8");
 }
 
 TEST(ConvByteQuads, DirectKernelMatchesReference) {
