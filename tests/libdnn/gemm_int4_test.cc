@@ -342,8 +342,8 @@ namespace {
 /// int8 (unsigned weights with a zero point, the bench's int8) against int8w4, alternating,
 /// medians of GEMM_INT4_ROUNDS (default 5) rounds; GEMM_INT4_SHAPES=i,j (0-7) times only those
 /// shapes. Run by hand:
-///   MPCAFFE_DEVICE=1 build/bin/test_libdnn --gtest_also_run_disabled_tests \
-///     --gtest_filter=GemmInt4Bench.DISABLED_AlexNetShapes
+///   MPCAFFE_DEVICE=1 build/bin/test_libdnn --gtest_also_run_disabled_tests
+///     --gtest_filter=GemmInt4Bench.DISABLED_AlexNetShapes  (one command line)
 TEST(GemmInt4Bench, DISABLED_AlexNetShapes) {
   Device& dev = DefaultDevice();
   const int rounds = std::getenv("GEMM_INT4_ROUNDS") ? std::atoi(std::getenv("GEMM_INT4_ROUNDS")) : 5;
