@@ -72,7 +72,7 @@ test: build
 # out, label `sweep`), the CUDA suite and the Oclgrind sweep with MPCAFFE_TEST_SWEEP=1, where
 # every test over a family's configurations compiles all of them (every tuner candidate, every
 # shape × option of its own lists) instead of the covering sample `make test` compiles
-# (tests/testing/sweep.h). Cold, like `make test`; hours on a 2-core machine.
+# (tests/testing/sweep.h). Cold, like `make test`; most of an hour on a 2-core machine.
 SWEEP_ENTRIES := ^(device|codegen|quant|libdnn|layers|net)@|^cuda$$|^oclgrind$$
 test-sweep: build
 	rm -rf $(TEST_CACHE_DIR) && mkdir -p $(TEST_CACHE_DIR)/compiles $(TEST_CACHE_DIR)/reports
