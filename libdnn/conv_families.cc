@@ -3,6 +3,7 @@
 #include "libdnn/conv_families.h"
 
 #include "device/settings.h"
+#include "libdnn/conv_internal.h"
 
 namespace mpcaffe::libdnn {
 
@@ -10,9 +11,7 @@ namespace {
 
 using Tile = Convolution::PointwiseTile;
 
-bool RowForm(const ConvDesc& d) {
-  return !Convolution::IsPointwise(d) && !Convolution::IsStridedPointwise(d);
-}
+bool RowForm(const ConvDesc& d) { return conv_internal::PointwiseRowForm(d); }
 long Pixels(const ConvDesc& d) { return long(d.out_h()) * d.out_w(); }
 
 bool DepthwiseApplies(const ConvDesc& d, const ConvQuant&, const TargetProfile&) {

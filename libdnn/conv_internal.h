@@ -15,6 +15,12 @@ namespace mpcaffe::libdnn::conv_internal {
 
 inline int DivUp(int a, int b) { return (a + b - 1) / b; }
 
+/// Whether the pointwise family runs `d` in its row form (few input channels under a window: a
+/// first layer) rather than its plane form (1×1, strided ones on their subsampled input).
+inline bool PointwiseRowForm(const ConvDesc& d) {
+  return !Convolution::IsPointwise(d) && !Convolution::IsStridedPointwise(d);
+}
+
 /// OpenCL text of the lanes of `vx` neighbouring output columns, for kernels with vectors along
 /// the output row (the depthwise vector kernel, the pointwise kernel's row form): `lx` (each
 /// lane's input column offset, stride_w apart) and per window column kx `ix<kx>` (its input

@@ -36,9 +36,7 @@ using conv_internal::DivUp;
 // the loads checked against the buffer's ends as in the depthwise vector kernel.
 namespace {
 
-bool RowForm(const ConvDesc& d) {
-  return !Convolution::IsPointwise(d) && !Convolution::IsStridedPointwise(d);
-}
+bool RowForm(const ConvDesc& d) { return conv_internal::PointwiseRowForm(d); }
 
 bool RowFormFits(const ConvDesc& d, const Convolution::PointwiseTile& t) {
   // int8q at stride 2 also takes 16 lanes: the even bytes of 32 (Convolution::RowFormKernel).

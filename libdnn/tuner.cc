@@ -406,12 +406,13 @@ DepthwiseTuneResult Tuner::TuneDepthwise(const ConvDesc& desc, double give_up) {
   if (!Convolution::IsDepthwise(desc))
     throw Error("tune: convolution " + desc.ToString() + " is not depthwise");
   const ConvOperands ops(device_, desc);
-  DepthwiseTuneResult result = TimeCandidates(
-      DepthwiseRowCandidates(desc, TargetProfile::Of(device_.info())), 0, give_up, repeats_, [&](int rows) {
-        return ConvTimer(std::make_shared<Convolution>(
-                             Convolution::Depthwise(device_, desc, PlaceholderConvQuant(), rows)),
-                         desc, ops);
-      });
+  const std::vector<int> candidates =
+      DepthwiseRowCandidates(desc, TargetProfile::Of(device_.info()));
+  DepthwiseTuneResult result = TimeCandidates(candidates, 0, give_up, repeats_, [&](int rows) {
+    return ConvTimer(std::make_shared<Convolution>(
+                         Convolution::Depthwise(device_, desc, PlaceholderConvQuant(), rows)),
+                     desc, ops);
+  });
   result.stored = Store(device_, "conv_dw", desc.ToString(),
                         DepthwiseConfig{result.best}.ToString(), result.best_ms);
   return result;
