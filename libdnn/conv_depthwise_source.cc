@@ -141,7 +141,8 @@ std::string conv_internal::DepthwiseVectorEpilogue(const KernelTarget& target, c
   std::string b;
   b += "  $global Dtype* yc = y + nc * " + num(long(oh) * ow) + " + ox0;\n";
   if (d.residual) b += "  const $global Dtype* rc = res + nc * " + num(long(oh) * ow) + " + ox0;\n";
-  if (d.bias) b += "  const Btype bc = bias[ch];\n";
+  const bool add_bias = d.bias && !wxz.empty();  // else in the sums already
+  if (add_bias) b += "  const Btype bc = bias[ch];\n";
   if (q) b += "  const int rqm = rq[2 * ch], rqs = rq[2 * ch + 1];\n";
   const bool partial = ow % vx != 0;
   if (partial) b += "  const int full = ox0 + " + n + " <= " + num(ow) + ";\n";
@@ -163,8 +164,10 @@ std::string conv_internal::DepthwiseVectorEpilogue(const KernelTarget& target, c
       std::optional<VectorResidual> res;
       if (d.residual) res = VectorResidual{residual(at) + " - res_zero", "res_m", "res_s"};
       const std::string a =
-          (int_acc ? "acc" + num(t) + " - " + wxz : vw.Convert(I, "acc" + num(t) + " - " + wxz)) +
-          (d.bias ? " + bc" : "");
+          wxz.empty() ? "acc" + num(t)
+                      : (int_acc ? "acc" + num(t) + " - " + wxz
+                                 : vw.Convert(I, "acc" + num(t) + " - " + wxz)) +
+                            (add_bias ? " + bc" : "");
       s += vw.RequantClamp(vx, "r", a, "rqm", "rqs", "c_zero", res ? &*res : nullptr,
                            d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX", 4);
       const std::string U8 = vw.Type("uchar", vx);
@@ -353,9 +356,15 @@ int Convolution::DepthwiseVectorWidth(const ConvDesc& d, const KernelTarget& tar
 // leaves the input read 0 (x − z_x = 0 for quantized types). The epilogue is the forward
 // kernel's: bias, residual, ReLU, requantization with the channel's multiplier, clamp.
 std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvDesc& d, int rows,
-                                         int vx) {
+                                         int vx, bool quads) {
   const bool q = IsQuantized(d.type);
   if (rows <= 0) rows = DefaultDepthwiseRows(d);
+  if (quads) {
+    if (!conv_internal::DepthwiseQuadsApply(d, target) || vx != 16)
+      throw Error("convolution " + d.ToString() + ": no byte-quad depthwise form here (int8q, "
+                  "16 columns, strides 1 and 2, windows at most 8 wide, AVX-512 VNNI in a helper)");
+    return DepthwiseQuadSource(target, d, rows);
+  }
   if (vx > 1)
     return DepthwisePairs(d, vx) ? DepthwisePairSource(target, d, rows)
                                  : DepthwiseVectorSource(target, d, rows, vx);

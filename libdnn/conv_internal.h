@@ -37,7 +37,7 @@ KernelBuilder& DeclareDepthwiseKernel(KernelWriter& w, const ConvDesc& d);
 /// vector `acc<t>` of vx lanes (float, or int with `int_acc`) plus the bias and residual, ReLU,
 /// requantization and clamp (int8q: minus `wxz`, z_x·Σ(w − z_w)), stored as one vector, a
 /// partial last vector as vectors of its remainder's powers of two. The text must define nc,
-/// ch, ox0, oy0.
+/// ch, ox0, oy0. `wxz` empty: the int accumulators hold the bias and −z_x·Σ(w − z_w) already.
 std::string DepthwiseVectorEpilogue(const KernelTarget& target, const ConvDesc& d, int rows,
                                     int vx, bool int_acc, const std::string& wxz);
 
@@ -51,6 +51,12 @@ std::string DepthwiseLoadsInsideBuffer(const ConvDesc& d, int in_rows, int span)
 bool DepthwisePairs(const ConvDesc& d, int vx);
 /// That form's kernel text (conv_depthwise_pair_source.cc).
 std::string DepthwisePairSource(const KernelTarget& target, const ConvDesc& d, int rows);
+
+/// Whether the byte-quad depthwise form (DepthwiseQuadSource) can run `d` on `target`, as far as
+/// the description and target say (Convolution::DepthwiseQuadsApply adds the zero points).
+bool DepthwiseQuadsApply(const ConvDesc& d, const KernelTarget& target);
+/// That form's kernel text (conv_depthwise_quad_source.cc): 16 output columns per work-item.
+std::string DepthwiseQuadSource(const KernelTarget& target, const ConvDesc& d, int rows);
 
 /// Defines the weight storage spelling `Wstore` and its load `WLOAD(p, i)` (an int for quantized
 /// types) of `d`'s kernels: signed int8/int16 storage for weights_signed, else Dtype.
