@@ -47,15 +47,10 @@ std::string conv_internal::DepthwiseQuadSource(const KernelTarget& target, const
                                                int rows) {
   auto num = [](long v) { return std::to_string(v); };
   KernelWriter w(target, "conv_depthwise");
-  w.AddType("Dtype", d.type);
-  DeclareWeightStorage(w, d);
-  w.UseRequant(d.type);
-  w.UseHelper(KernelHelper::kByteVectorStore);
+  DeclareDepthwiseInt8Vectors(w, d);
   w.UseHelper(KernelHelper::kByteQuadSlide16);
-  w.Define("Btype", TraitsOf(d.type).acc_alias());
   const VectorWords vw(target);
   const int KH = d.kernel_h, KW = d.kernel_w, NQ = QuadsPerRow(d), S = d.stride_w;
-  const long hw = long(d.height) * d.width;
   const int in_rows = (rows - 1) * d.stride_h + (KH - 1) * d.dilation_h + 1;
   // The window: per input row r, the quads of the row (if inside the input) and their products
   // into each output row t whose window row ky meets it (r = t·sh + ky·dh).
@@ -94,12 +89,7 @@ std::string conv_internal::DepthwiseQuadSource(const KernelTarget& target, const
 
   auto& k = DeclareDepthwiseKernel(w, d).VectorWidth(Scalar::kI32, 16);
   std::string b;
-  b += "  const int ox0 = $global_id(0) * 16;\n";
-  b += "  const int oy0 = $global_id(1) * " + num(rows) + ";\n";
-  b += "  const int nc = $global_id(2);\n  const int ch = nc % " + num(d.channels) + ";\n";
-  b += "  const $global Dtype* xc = x + nc * " + num(hw) + ";\n";
-  b += "  const int iyb = oy0 * " + num(d.stride_h) + " - " + num(d.pad_h) + ";\n";
-  b += "  const int ixb = ox0 * " + num(S) + " - " + num(d.pad_w) + ";\n";
+  b += DepthwiseVectorPrologue(d, rows, 16);
   b += "  const $global Wstore* wc = wt + ch * " + num(KH * KW) + ";\n";
   b += "  const int wzc = wz[ch];\n";
   b += "  int wa[" + num(KH * KW) + "];\n";

@@ -100,6 +100,25 @@ std::string DepthwiseRowUses(const ConvDesc& d, int rows, int r, const std::stri
 
 }  // namespace
 
+void conv_internal::DeclareDepthwiseInt8Vectors(KernelWriter& w, const ConvDesc& d) {
+  w.AddType("Dtype", d.type);
+  DeclareWeightStorage(w, d);
+  w.UseRequant(d.type);
+  w.UseHelper(KernelHelper::kByteVectorStore);
+  w.Define("Btype", TraitsOf(d.type).acc_alias());
+}
+
+std::string conv_internal::DepthwiseVectorPrologue(const ConvDesc& d, int rows, int vx) {
+  auto num = [](long v) { return std::to_string(v); };
+  std::string b;
+  b += "  const int ox0 = $global_id(0) * " + num(vx) + ";\n";
+  b += "  const int oy0 = $global_id(1) * " + num(rows) + ";\n";
+  b += "  const int nc = $global_id(2);\n  const int ch = nc % " + num(d.channels) + ";\n";
+  b += "  const $global Dtype* xc = x + nc * " + num(long(d.height) * d.width) + ";\n";
+  b += "  const int iyb = oy0 * " + num(d.stride_h) + " - " + num(d.pad_h) + ";\n";
+  return b + "  const int ixb = ox0 * " + num(d.stride_w) + " - " + num(d.pad_w) + ";\n";
+}
+
 KernelBuilder& conv_internal::DeclareDepthwiseKernel(KernelWriter& w, const ConvDesc& d) {
   auto& k = w.Kernel(Convolution::DepthwiseKernelName(d))
                 .In("Dtype", "x")
@@ -206,13 +225,11 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
                                   int vx) {
   const bool q = IsQuantized(d.type);
   KernelWriter w(target, "conv_depthwise");
-  w.AddType("Dtype", d.type);
-  DeclareWeightStorage(w, d);
   if (q) {
-    w.UseRequant(d.type);
-    w.UseHelper(KernelHelper::kByteVectorStore);
-    w.Define("Btype", TraitsOf(d.type).acc_alias());
+    DeclareDepthwiseInt8Vectors(w, d);
   } else {
+    w.AddType("Dtype", d.type);
+    DeclareWeightStorage(w, d);
     w.Define("Btype", "float");
   }
   auto num = [](long v) { return std::to_string(v); };
@@ -220,17 +237,11 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
   const std::string n = num(vx), F = vw.Type("float", vx), I = vw.Type("int", vx);
   const int sw = d.stride_w, load = vx * sw;  // elements per vector load
   if (q && d.type != DataType::kInt8Q) throw Error("depthwise vector kernel: int8q or fp32 only");
-  const long hw = long(d.height) * d.width;
   const int in_rows = (rows - 1) * d.stride_h + (d.kernel_h - 1) * d.dilation_h + 1;
   const int span = (d.kernel_w - 1) * d.dilation_w + load;  // columns a row's loads cover
   auto& k = DeclareDepthwiseKernel(w, d).VectorWidth(Scalar::kF32, vx);
   std::string b;
-  b += "  const int ox0 = $global_id(0) * " + n + ";\n";
-  b += "  const int oy0 = $global_id(1) * " + num(rows) + ";\n";
-  b += "  const int nc = $global_id(2);\n  const int ch = nc % " + num(d.channels) + ";\n";
-  b += "  const $global Dtype* xc = x + nc * " + num(hw) + ";\n";
-  b += "  const int iyb = oy0 * " + num(d.stride_h) + " - " + num(d.pad_h) + ";\n";
-  b += "  const int ixb = ox0 * " + num(sw) + " - " + num(d.pad_w) + ";\n";
+  b += DepthwiseVectorPrologue(d, rows, vx);
   b += VectorColumnLanes(d, vx);
   b += "  const $global Wstore* wc = wt + ch * " + num(d.kernel_h * d.kernel_w) + ";\n";
   if (q) b += "  const int wzc = wz[ch];\n  const float xz = (float)x_zero;\n";

@@ -32,6 +32,13 @@ std::string VectorColumnLanes(const ConvDesc& d, int vx);
 /// arguments in this order): x, wt, bias, rq, wz, res, y, then x_zero, c_zero, res_zero, res_m,
 /// res_s.
 KernelBuilder& DeclareDepthwiseKernel(KernelWriter& w, const ConvDesc& d);
+/// The int8q depthwise vector forms' types and helpers: Dtype, the weight storage, requantization,
+/// byte-vector stores, Btype (the bias's int32).
+void DeclareDepthwiseInt8Vectors(KernelWriter& w, const ConvDesc& d);
+/// The depthwise vector forms' first lines: ox0 (the first of `vx` output columns), oy0 (the first
+/// of `rows` output rows), nc (image · channel), ch, xc (its input plane), iyb / ixb (the block's
+/// first input row and column, padding included).
+std::string DepthwiseVectorPrologue(const ConvDesc& d, int rows, int vx);
 
 /// The depthwise vector forms' epilogue: per output row t of a block of `rows` the accumulator
 /// vector `acc<t>` of vx lanes (float, or int with `int_acc`) plus the bias and residual, ReLU,
