@@ -25,9 +25,8 @@ bool conv_internal::DepthwiseQuadsApply(const ConvDesc& d, const KernelTarget& t
   // Output column i of a vector reads bytes s·i + 4c … s·i + 4c + 3 of its row's load: within
   // the slide's 64 bytes for strides 1 and 2 and windows up to 8 columns wide.
   return d.type == DataType::kInt8Q && target.byte_quads_in_helper && target.vector_builtins &&
-         Convolution::IsDepthwise(d) && d.dilation_w == 1 &&
-         (d.stride_w == 1 || d.stride_w == 2) && d.kernel_w <= 8 &&
-         d.stride_w * 15 + 4 * QuadsPerRow(d) - 1 < kSlideBytes;
+         Convolution::IsDepthwise(d) && d.dilation_w == 1 && (d.stride_w == 1 || d.stride_w == 2) &&
+         d.kernel_w <= 8 && d.stride_w * 15 + 4 * QuadsPerRow(d) - 1 < kSlideBytes;
 }
 
 // A work-item per (image · channel, block of `rows` output rows, 16 neighbouring output columns),
@@ -54,8 +53,9 @@ std::string conv_internal::DepthwiseQuadSource(const KernelTarget& target, const
   const int in_rows = (rows - 1) * d.stride_h + (KH - 1) * d.dilation_h + 1;
   // The window: per input row r, the quads of the row (if inside the input) and their products
   // into each output row t whose window row ky meets it (r = t·sh + ky·dh).
-  std::string f = "MP_QUAD_FN void conv_dw_quads(const $global mp_u8* xc, int iyb, int ixb, "
-                  "int x_zero, int base, const int* wq, int* out) {\n";
+  std::string f =
+      "MP_QUAD_FN void conv_dw_quads(const $global mp_u8* xc, int iyb, int ixb, "
+      "int x_zero, int base, const int* wq, int* out) {\n";
   f += "  const mp_quad_keep keep = MP_QUAD_KEEP64(-ixb, " + num(d.width) + " - ixb);\n";
   f += "  const mp_i32x16 xz = MP_QUAD_WORD((int)((mp_u32)x_zero * 0x01010101u));\n";
   for (int ky = 0; ky < KH; ++ky)

@@ -87,7 +87,8 @@ TEST(ConvDepthwiseQuads, MatchTheReferenceBitForBit) {
     std::uniform_real_distribution<double> f(0.5, 1.5);
     quant.multiplier.clear();
     for (int o = 0; o < cs.c; ++o)
-      quant.multiplier.push_back(quant::QuantizeMultiplier(f(rng) * 45.0 / (std::sqrt(k) * sigma * sigma)));
+      quant.multiplier.push_back(
+          quant::QuantizeMultiplier(f(rng) * 45.0 / (std::sqrt(k) * sigma * sigma)));
     if (d.residual) {
       quant.res_zero = quant.c_zero / 2;
       quant.res_multiplier = quant::QuantizeMultiplier(0.4);
@@ -97,9 +98,11 @@ TEST(ConvDepthwiseQuads, MatchTheReferenceBitForBit) {
                    << " (AVX-512 VNNI in a helper: PoCL on such a host)";
     std::uniform_int_distribution<int> byte(0, 255);
     Bytes x(d.input_count()), w(d.weight_count()), res(d.output_count());
-    for (auto* v : {&x, &w, &res}) std::generate(v->begin(), v->end(), [&] { return uint8_t(byte(rng)); });
+    for (auto* v : {&x, &w, &res})
+      std::generate(v->begin(), v->end(), [&] { return uint8_t(byte(rng)); });
     std::vector<int32_t> bias(size_t(d.out_channels));
-    std::uniform_int_distribution<int> b(-int(std::sqrt(k) * sigma * sigma), int(std::sqrt(k) * sigma * sigma));
+    std::uniform_int_distribution<int> b(-int(std::sqrt(k) * sigma * sigma),
+                                         int(std::sqrt(k) * sigma * sigma));
     for (auto& v : bias) v = b(rng);
     Bytes want(d.output_count());
     ConvForwardReference(d, quant, x.data(), w.data(), bias.data(), want.data(), res.data());
@@ -133,16 +136,30 @@ TEST(ConvDepthwiseQuads, MatchTheReferenceBitForBit) {
 // in µs per forward, the median of 15 such batches; int8 in the default plan and, where the
 // byte-quad form is the default, beside the float / pair form of the same rows, the two timed
 // in alternation. MPCAFFE_DW_BENCH_TYPES ("int8", "fp32" or both, the default) chooses the
-// types; MPCAFFE_DW_BENCH_LAYER=<index> times one layer of the list. Run with --gtest_also_run_disabled_tests --gtest_filter='*MobileNetDepthwiseLayers*'.
+// types; MPCAFFE_DW_BENCH_LAYER=<index> times one layer of the list. Run with
+// --gtest_also_run_disabled_tests --gtest_filter='*MobileNetDepthwiseLayers*'.
 TEST(ConvDepthwiseBench, DISABLED_MobileNetDepthwiseLayers) {
   Device& dev = DefaultDevice();
-  const int layers[][3] = {
-      // MobileNet v1
-      {32, 112, 1}, {64, 112, 2}, {128, 56, 1}, {128, 56, 2}, {256, 28, 1}, {256, 28, 2},
-      {512, 14, 1}, {512, 14, 2}, {1024, 7, 1},
-      // MobileNet v2 (its other layers repeat these shapes)
-      {96, 112, 2}, {144, 56, 1}, {144, 56, 2}, {192, 28, 1}, {192, 28, 2}, {384, 14, 1},
-      {576, 14, 1}, {576, 14, 2}, {960, 7, 1}};
+  const int layers[][3] = {// MobileNet v1
+                           {32, 112, 1},
+                           {64, 112, 2},
+                           {128, 56, 1},
+                           {128, 56, 2},
+                           {256, 28, 1},
+                           {256, 28, 2},
+                           {512, 14, 1},
+                           {512, 14, 2},
+                           {1024, 7, 1},
+                           // MobileNet v2 (its other layers repeat these shapes)
+                           {96, 112, 2},
+                           {144, 56, 1},
+                           {144, 56, 2},
+                           {192, 28, 1},
+                           {192, 28, 2},
+                           {384, 14, 1},
+                           {576, 14, 1},
+                           {576, 14, 2},
+                           {960, 7, 1}};
   const char* types_env = std::getenv("MPCAFFE_DW_BENCH_TYPES");
   const std::string types = types_env ? types_env : "int8,fp32";
   const char* only_env = std::getenv("MPCAFFE_DW_BENCH_LAYER");  // one layer's index
@@ -163,16 +180,16 @@ TEST(ConvDepthwiseBench, DISABLED_MobileNetDepthwiseLayers) {
       const size_t es = SizeOf(t);
       Bytes x(d.input_count() * es), w(d.weight_count() * es), b(size_t(d.out_channels) * 4);
       std::uniform_int_distribution<int> u(0, 255);
-      for (auto* v : {&x, &w}) std::generate(v->begin(), v->end(), [&] { return uint8_t(u(rng) & 0x3f); });
+      for (auto* v : {&x, &w})
+        std::generate(v->begin(), v->end(), [&] { return uint8_t(u(rng) & 0x3f); });
       auto xm = Upload(dev, x), wm = Upload(dev, w), bm = Upload(dev, b);
       auto ym = dev.Allocate(d.output_count() * es);
       std::vector<std::unique_ptr<Convolution>> convs;
       convs.push_back(std::make_unique<Convolution>(dev, d, quant));
       if (convs[0]->depthwise_quads())
-        convs.push_back(std::make_unique<Convolution>(
-            Convolution::Depthwise(dev, d, quant, convs[0]->depthwise_rows(),
-                                   Convolution::DepthwiseVectorWidth(d, KernelTarget::Of(dev),
-                                                                     quant.x_zero))));
+        convs.push_back(std::make_unique<Convolution>(Convolution::Depthwise(
+            dev, d, quant, convs[0]->depthwise_rows(),
+            Convolution::DepthwiseVectorWidth(d, KernelTarget::Of(dev), quant.x_zero))));
       constexpr int kRounds = 15;
       std::vector<std::vector<double>> us(convs.size());
       for (auto& conv : convs) {
@@ -184,10 +201,13 @@ TEST(ConvDepthwiseBench, DISABLED_MobileNetDepthwiseLayers) {
         for (size_t c = 0; c < convs.size(); ++c) {
           const auto start = std::chrono::steady_clock::now();
           for (int i = 0; i < 20; ++i)
-            convs[c]->Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0));
+            convs[c]->Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0),
+                              BufferRef(ym.get(), 0));
           dev.Finish();
-          us[c].push_back(std::chrono::duration<double, std::micro>(
-                              std::chrono::steady_clock::now() - start).count() / 20);
+          us[c].push_back(
+              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                  .count() /
+              20);
         }
       for (auto& v : us) std::sort(v.begin(), v.end());
       total += us[0][kRounds / 2];
