@@ -36,9 +36,10 @@ bool conv_internal::DepthwiseQuadsApply(const ConvDesc& d, const KernelTarget& t
 // by the window row's weight quad (w − z_w as signed bytes, 0 past the window) into the int32
 // sums of every output row whose window meets that input row: 3 byte-quad products per output
 // row of a 3×3 window, where the float form converts 3 loads per input row and multiplies 9
-// times. Rows outside the input are z_x in every byte; the epilogue subtracts z_x·Σ(w − z_w).
-// Exact: |w − z_w| ≤ 128 (the weights fit signed bytes, Convolution's weights_fit_bytes) and
-// x ≤ 255, so a window of at most 258 taps stays far inside int32. PoCL compiles the VNNI
+// times. Rows outside the input are z_x in every byte, and each sum starts at the bias minus
+// z_x·Σ(w − z_w), which the epilogue would otherwise add per output row. Exact: |w − z_w| ≤ 128
+// (the weights fit signed bytes, Convolution's weights_fit_bytes) and x ≤ 255, so a product is
+// at most 2^15 and any window of fewer than 2^15 taps stays inside int32. PoCL compiles the VNNI
 // built-in only in a noinline helper, so the window is one call per work-item and the sums go
 // out through a private array. Work-items whose 64-byte row loads would leave the buffer (the
 // last plane's last rows) take a scalar loop over the same sums instead.
