@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "codegen/dialect_texts.h"
 #include "codegen/kernel_writer.h"
 
 namespace mpcaffe {
@@ -582,6 +583,7 @@ const Dialect kOpenCL = {
     /*pair_product16=*/kPairProduct16OpenCLText,
     /*byte_pair_product16=*/kBytePairProduct16OpenCLText,
     /*byte_quad_product16=*/kByteQuadProduct16OpenCLText,
+    /*byte_quad_slide16=*/kByteQuadSlide16OpenCLText,
     /*byte_vector_store=*/kByteVectorStoreOpenCLText,
     /*vector_builtins=*/true,
     /*vector_type=*/"@S@N",
@@ -636,6 +638,7 @@ const Dialect kCuda = {
     /*pair_product16=*/kPairProduct16CudaText,
     /*byte_pair_product16=*/kBytePairProduct16CudaText,
     /*byte_quad_product16=*/kByteQuadProduct16CudaText,
+    /*byte_quad_slide16=*/nullptr,
     /*byte_vector_store=*/nullptr,
     /*vector_builtins=*/false,
     // The vector words of OpenCL C have no row here yet: CUDA's vectors are AddVector's structs.

@@ -328,6 +328,7 @@ KernelWriter& KernelWriter::Function(const std::string& text) {
 }
 
 KernelWriter& KernelWriter::UseHelper(KernelHelper helper) {
+  if (helper == KernelHelper::kByteQuadSlide16) UseHelper(KernelHelper::kByteQuadProduct16);
   if (std::find(helpers_.begin(), helpers_.end(), helper) == helpers_.end())
     helpers_.push_back(helper);
   return *this;
@@ -523,6 +524,9 @@ std::string KernelWriter::Preamble() const {
         if (target_.byte_quads_in_helper && target_.backend == Backend::kOpenCL)
           p += "#define MP_BYTE_QUADS_VNNI 1\n";
         p += dialect_row(dialect_.byte_quad_product16, "byte quad products");
+        break;
+      case KernelHelper::kByteQuadSlide16:
+        p += dialect_row(dialect_.byte_quad_slide16, "sliding byte quads");
         break;
       case KernelHelper::kByteVectorStore:
         p += dialect_row(dialect_.byte_vector_store, "byte-vector stores");

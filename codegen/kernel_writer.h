@@ -68,6 +68,9 @@ struct Dialect {
   /// KernelHelper::kByteQuadProduct16's text (OpenCL: the VNNI built-in behind
   /// MP_BYTE_QUADS_VNNI and a portable form; CUDA: dp4a per lane).
   const char* byte_quad_product16;
+  /// KernelHelper::kByteQuadSlide16's text (OpenCL: the VNNI form's byte shuffle and a portable
+  /// form); nullptr where the dialect has none (CUDA: its depthwise kernel has no vector forms).
+  const char* byte_quad_slide16;
   /// KernelHelper::kByteVectorStore's text; nullptr where the dialect has no such form (CUDA:
   /// its vectors store lane by lane already).
   const char* byte_vector_store;
@@ -226,6 +229,19 @@ enum class KernelHelper {
   ///   MP_QUAD_XOR(x, w) every lane of x xor the int w
   ///   MP_QUAD_SUM(x)    the sum of the 16 lanes (wrapping int32)
   kByteQuadProduct16,
+  /// Sliding-window byte quads along a row for kByteQuadProduct16's MP_DPBUSD16 (the int8
+  /// depthwise kernel's byte-quad form; OpenCL only, Dialect::byte_quad_slide16; using it uses
+  /// kByteQuadProduct16 too):
+  ///   mp_quad_keep     the positions of a row's 64 bytes a slide keeps
+  ///   MP_QUAD_KEEP64(lo, hi)  positions lo ≤ k < hi (computed once, used for every row)
+  ///   MP_QUAD_SLIDE16(p, keep, z, s, f)  mp_i32x16 whose lane i holds the bytes q[s·i + f],
+  ///                     q[s·i + f + 1], q[s·i + f + 2], q[s·i + f + 3] (low first), where
+  ///                     q[k] = p[k] at the positions `keep` keeps and z elsewhere; s and f integer
+  ///                     literals with s·15 + f + 3 < 64. The VNNI form (beside
+  ///                     MP_BYTE_QUADS_VNNI) loads p[0 … 63] (global, any alignment; the caller
+  ///                     keeps them inside the buffer); the portable form reads only the bytes it
+  ///                     keeps.
+  kByteQuadSlide16,
   /// MP_SELECT(a, b, c): c ? b : a, elementwise and branch-free where the dialect has it
   /// (Dialect::select); and <alias>_SELECT(a, b, c) per AddType alias, for values of its compute
   /// type (the condition as the integer of that size OpenCL's select() wants: short for half).

@@ -157,22 +157,34 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
   packed_.reset();  // the direct kernel's weights are not needed
 }
 
+bool Convolution::DepthwiseQuadsApply(const ConvDesc& desc, const KernelTarget& target,
+                                      const ConvQuant& quant) {
+  return conv_internal::DepthwiseQuadsApply(desc, target) && quant.x_zero >= 0 &&
+         quant.x_zero <= 255 &&
+         std::all_of(quant.w_zero.begin(), quant.w_zero.end(),
+                     [&](int32_t z) { return z == (desc.weights_signed ? 0 : 128); });
+}
+
 Convolution Convolution::Depthwise(Device& device, const ConvDesc& desc, const ConvQuant& quant,
-                                   int rows, int vx) {
+                                   int rows, int vx, bool quads) {
   if (!IsDepthwise(desc))
     throw Error("convolution " + desc.ToString() +
                 ": not depthwise (one input and output channel per group)");
   if (rows < 1 || rows > 32)
     throw Error("convolution " + desc.ToString() + ": " + std::to_string(rows) +
                 " depthwise rows per work-item; 1 to 32 expected");
-  if (vx > 1 && (DepthwiseVectorWidth(desc, KernelTarget::Of(device), quant.x_zero) == 1 ||
+  if (quads && (!DepthwiseQuadsApply(desc, KernelTarget::Of(device), quant) || (vx != 0 && vx != 16)))
+    throw Error("convolution " + desc.ToString() + ": no byte-quad depthwise form here (int8q, 16 "
+                "columns, strides 1 and 2, windows at most 8 wide, z_x in [0, 255], weights "
+                "fitting signed bytes, AVX-512 VNNI in a helper)");
+  if (!quads && vx > 1 && (DepthwiseVectorWidth(desc, KernelTarget::Of(device), quant.x_zero) == 1 ||
                  (vx != 8 && vx != 16) || vx * desc.stride_w > 16))
     throw Error("convolution " + desc.ToString() + ": " + std::to_string(vx) +
                 " depthwise columns per work-item; 1 expected here, or 8 / 16 with vx · stride ≤ "
                 "16 for OpenCL fp32 and int8q with an input zero point in [0, 255]");
   if (vx < 0) throw Error("convolution " + desc.ToString() + ": negative depthwise vx");
   Convolution conv(device, desc, quant, DefaultConvConfig(device.info(), desc.type), false);
-  conv.PrepareDepthwise(rows, vx);
+  conv.PrepareDepthwise(rows, quads ? 16 : vx, quads);
   return conv;
 }
 
@@ -215,7 +227,7 @@ void Convolution::PreparePointwise(const PointwiseTile& tile) {
   }
 }
 
-void Convolution::PrepareDepthwise(int rows, int vx) {
+void Convolution::PrepareDepthwise(int rows, int vx, bool quads) {
   const ConvDesc& d = desc_;
   const size_t planes = size_t(d.batch) * d.channels;
   const size_t max_planes = device_->info().max_groups_dim2;
@@ -225,13 +237,20 @@ void Convolution::PrepareDepthwise(int rows, int vx) {
                 std::to_string(max_planes) + ")");
   family_ = ConvFamily::kDepthwise;
   depthwise_rows_ = rows;
-  depthwise_vx_ = vx > 0 ? vx : DepthwiseVectorWidth(d, KernelTarget::Of(*device_), x_zero_);
+  const KernelTarget target = KernelTarget::Of(*device_);
+  if (vx == 0)  // weights_fit_bytes_: every z_w what DepthwiseQuadsApply asks
+    quads = conv_internal::DepthwiseQuadsApply(d, target) && x_zero_ >= 0 && x_zero_ <= 255 &&
+            weights_fit_bytes_ &&
+            DefaultRowFor(DepthwiseQuadDefaults(), "conv_dw", TargetProfile::Of(device_->info()), d)
+                .config;
+  depthwise_quads_ = quads;
+  depthwise_vx_ = quads ? 16 : vx > 0 ? vx : DepthwiseVectorWidth(d, target, x_zero_);
   ProgramHints hints;
   hints.local_sizes = {{size_t(DepthwiseLocal(d, depthwise_vx_)), 1, 1}};
-  depthwise_kernel_ = device_->GetProgram(
-                                 DepthwiseSource(KernelTarget::Of(*device_), d, rows, depthwise_vx_),
-                                 "", hints)
-                          ->GetKernel(DepthwiseKernelName(d));
+  depthwise_kernel_ =
+      device_->GetProgram(DepthwiseSource(target, d, rows, depthwise_vx_, depthwise_quads_), "",
+                          hints)
+          ->GetKernel(DepthwiseKernelName(d));
   packed_.reset();  // the direct kernel's weights are not needed
 }
 

@@ -219,8 +219,19 @@ class Convolution {
   /// (the tuner's candidates; `rows` in [1, 32]) and columns per work-item `vx` (0:
   /// DepthwiseVectorWidth; else 1, or 8 / 16 where DepthwiseVectorWidth is above 1 and
   /// vx · stride_w ≤ 16).
+  /// vx 0 without `quads` is the default form (the byte-quad one where DepthwiseQuadDefaults
+  /// takes it, else DepthwiseVectorWidth's). `quads`: the byte-quad form
+  /// (conv_internal::DepthwiseQuadSource, 16 columns; where DepthwiseQuadsApply), vx 0 or 16.
   static Convolution Depthwise(Device& device, const ConvDesc& desc, const ConvQuant& quant,
-                               int rows, int vx = 0);
+                               int rows, int vx = 0, bool quads = false);
+  /// Whether the depthwise kernel runs in byte quad products (the int8q form of 16 columns per
+  /// work-item on AVX-512 VNNI in a helper, KernelTarget::byte_quads_in_helper).
+  bool depthwise_quads() const { return depthwise_quads_; }
+  /// Whether the byte-quad form can run `desc` with `quant` on `target`: int8q at strides 1 and
+  /// 2, no horizontal dilation, windows at most 8 wide, an input zero point in [0, 255] and
+  /// weights whose w − z_w fit signed bytes (z_w 0 for signed weights, 128 for unsigned ones).
+  static bool DepthwiseQuadsApply(const ConvDesc& desc, const KernelTarget& target,
+                                  const ConvQuant& quant);
 
   /// The pointwise kernel's register tile: `oc` output channels × `px` vectors of `vx`
   /// neighbouring pixels of one plane per work-item (libdnn/conv_pointwise_source.cc); int8q's
@@ -327,8 +338,9 @@ class Convolution {
   /// (forward_depthwise()); every type and backend.
   /// `rows` output rows per work-item (0: DefaultDepthwiseRows); `vx` > 1: vectors of `vx`
   /// output columns per work-item (OpenCL; DepthwiseVectorWidth says where they apply).
+  /// `quads`: the byte-quad form (16 columns; DepthwiseQuadsApply).
   static std::string DepthwiseSource(const KernelTarget& target, const ConvDesc& desc,
-                                     int rows = 0, int vx = 1);
+                                     int rows = 0, int vx = 1, bool quads = false);
   static std::string DepthwiseKernelName(const ConvDesc& desc);
   /// The forward kernel the constructor without a config would run for `desc` on `device` —
   /// "depthwise", "pointwise", "gemm" (im2col + GEMM) or "direct" — decided as the constructor
@@ -397,7 +409,9 @@ class Convolution {
   Kernel im2col_;
   // Depthwise forward (forward_depthwise()): its kernel and the weights as SetWeights gave them.
   int depthwise_rows_ = 0, depthwise_vx_ = 1;
-  void PrepareDepthwise(int rows, int vx = 0);
+  bool depthwise_quads_ = false;
+  /// vx 0: the default form (DepthwiseQuadDefaults, else DepthwiseVectorWidth).
+  void PrepareDepthwise(int rows, int vx = 0, bool quads = false);
   Kernel depthwise_kernel_;
   std::shared_ptr<DeviceMemory> depthwise_weights_;
   // Pointwise forward (forward_pointwise()): its kernel, the packing kernel and the weights in

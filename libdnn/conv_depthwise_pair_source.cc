@@ -32,27 +32,17 @@ std::string conv_internal::DepthwisePairSource(const KernelTarget& target, const
                                                int rows) {
   auto num = [](long v) { return std::to_string(v); };
   KernelWriter w(target, "conv_depthwise");
-  w.AddType("Dtype", d.type);
-  DeclareWeightStorage(w, d);
-  w.UseRequant(d.type);
-  w.UseHelper(KernelHelper::kByteVectorStore);
+  DeclareDepthwiseInt8Vectors(w, d);
   w.UseHelper(KernelHelper::kPairProduct16);
-  w.Define("Btype", TraitsOf(d.type).acc_alias());
   const VectorWords vw(target);
   const std::string S = vw.Type("short", 16), I = vw.Type("int", 16), A = vw.Type("int", 8);
   const int KH = d.kernel_h, KW = d.kernel_w;
   const int n_off = (KW + 1) / 2;  // loads per input row, at offsets 0, 2, … 2·(n_off − 1)
-  const long hw = long(d.height) * d.width;
   const int in_rows = (rows - 1) * d.stride_h + (KH - 1) * d.dilation_h + 1;
   const int span = 2 * (n_off - 1) + 16;  // columns a row's loads cover from ixb
   auto& k = DeclareDepthwiseKernel(w, d).VectorWidth(Scalar::kI32, 8);
   std::string b;
-  b += "  const int ox0 = $global_id(0) * 8;\n";
-  b += "  const int oy0 = $global_id(1) * " + num(rows) + ";\n";
-  b += "  const int nc = $global_id(2);\n  const int ch = nc % " + num(d.channels) + ";\n";
-  b += "  const $global Dtype* xc = x + nc * " + num(hw) + ";\n";
-  b += "  const int iyb = oy0 * " + num(d.stride_h) + " - " + num(d.pad_h) + ";\n";
-  b += "  const int ixb = ox0 * 2 - " + num(d.pad_w) + ";\n";
+  b += DepthwiseVectorPrologue(d, rows, 8);
   std::string lanes;
   for (int j = 0; j < 16; ++j) lanes += (j ? ", " : "") + num(j);
   b += "  const " + I + " lx = " + vw.Of(I, lanes) + " + ixb;\n";

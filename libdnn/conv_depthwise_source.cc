@@ -101,6 +101,25 @@ std::string DepthwiseRowUses(const ConvDesc& d, int rows, int r, const std::stri
 
 }  // namespace
 
+void conv_internal::DeclareDepthwiseInt8Vectors(KernelWriter& w, const ConvDesc& d) {
+  w.AddType("Dtype", d.type);
+  DeclareWeightStorage(w, d);
+  w.UseRequant(d.type);
+  w.UseHelper(KernelHelper::kByteVectorStore);
+  w.Define("Btype", TraitsOf(d.type).acc_alias());
+}
+
+std::string conv_internal::DepthwiseVectorPrologue(const ConvDesc& d, int rows, int vx) {
+  auto num = [](long v) { return std::to_string(v); };
+  std::string b;
+  b += "  const int ox0 = $global_id(0) * " + num(vx) + ";\n";
+  b += "  const int oy0 = $global_id(1) * " + num(rows) + ";\n";
+  b += "  const int nc = $global_id(2);\n  const int ch = nc % " + num(d.channels) + ";\n";
+  b += "  const $global Dtype* xc = x + nc * " + num(long(d.height) * d.width) + ";\n";
+  b += "  const int iyb = oy0 * " + num(d.stride_h) + " - " + num(d.pad_h) + ";\n";
+  return b + "  const int ixb = ox0 * " + num(d.stride_w) + " - " + num(d.pad_w) + ";\n";
+}
+
 KernelBuilder& conv_internal::DeclareDepthwiseKernel(KernelWriter& w, const ConvDesc& d) {
   auto& k = w.Kernel(Convolution::DepthwiseKernelName(d))
                 .In("Dtype", "x")
@@ -142,7 +161,8 @@ std::string conv_internal::DepthwiseVectorEpilogue(const KernelTarget& target, c
   std::string b;
   b += "  $global Dtype* yc = y + nc * " + num(long(oh) * ow) + " + ox0;\n";
   if (d.residual) b += "  const $global Dtype* rc = res + nc * " + num(long(oh) * ow) + " + ox0;\n";
-  if (d.bias) b += "  const Btype bc = bias[ch];\n";
+  const bool add_bias = d.bias && !wxz.empty();  // else in the sums already
+  if (add_bias) b += "  const Btype bc = bias[ch];\n";
   if (q) b += "  const int rqm = rq[2 * ch], rqs = rq[2 * ch + 1];\n";
   const bool partial = ow % vx != 0;
   if (partial) b += "  const int full = ox0 + " + n + " <= " + num(ow) + ";\n";
@@ -164,8 +184,10 @@ std::string conv_internal::DepthwiseVectorEpilogue(const KernelTarget& target, c
       std::optional<VectorResidual> res;
       if (d.residual) res = VectorResidual{residual(at) + " - res_zero", "res_m", "res_s"};
       const std::string a =
-          (int_acc ? "acc" + num(t) + " - " + wxz : vw.Convert(I, "acc" + num(t) + " - " + wxz)) +
-          (d.bias ? " + bc" : "");
+          wxz.empty() ? "acc" + num(t)
+                      : (int_acc ? "acc" + num(t) + " - " + wxz
+                                 : vw.Convert(I, "acc" + num(t) + " - " + wxz)) +
+                            (add_bias ? " + bc" : "");
       s += vw.RequantClamp(vx, "r", a, "rqm", "rqs", "c_zero", res ? &*res : nullptr,
                            d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX", 4);
       const std::string U8 = vw.Type("uchar", vx);
@@ -204,13 +226,11 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
                                   int vx) {
   const bool q = IsQuantized(d.type);
   KernelWriter w(target, "conv_depthwise");
-  w.AddType("Dtype", d.type);
-  DeclareWeightStorage(w, d);
   if (q) {
-    w.UseRequant(d.type);
-    w.UseHelper(KernelHelper::kByteVectorStore);
-    w.Define("Btype", TraitsOf(d.type).acc_alias());
+    DeclareDepthwiseInt8Vectors(w, d);
   } else {
+    w.AddType("Dtype", d.type);
+    DeclareWeightStorage(w, d);
     w.Define("Btype", "float");
   }
   auto num = [](long v) { return std::to_string(v); };
@@ -218,17 +238,11 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
   const std::string n = num(vx), F = vw.Type("float", vx), I = vw.Type("int", vx);
   const int sw = d.stride_w, load = vx * sw;  // elements per vector load
   if (q && d.type != DataType::kInt8Q) throw Error("depthwise vector kernel: int8q or fp32 only");
-  const long hw = long(d.height) * d.width;
   const int in_rows = (rows - 1) * d.stride_h + (d.kernel_h - 1) * d.dilation_h + 1;
   const int span = (d.kernel_w - 1) * d.dilation_w + load;  // columns a row's loads cover
   auto& k = DeclareDepthwiseKernel(w, d).VectorWidth(Scalar::kF32, vx);
   std::string b;
-  b += "  const int ox0 = $global_id(0) * " + n + ";\n";
-  b += "  const int oy0 = $global_id(1) * " + num(rows) + ";\n";
-  b += "  const int nc = $global_id(2);\n  const int ch = nc % " + num(d.channels) + ";\n";
-  b += "  const $global Dtype* xc = x + nc * " + num(hw) + ";\n";
-  b += "  const int iyb = oy0 * " + num(d.stride_h) + " - " + num(d.pad_h) + ";\n";
-  b += "  const int ixb = ox0 * " + num(sw) + " - " + num(d.pad_w) + ";\n";
+  b += DepthwiseVectorPrologue(d, rows, vx);
   b += VectorColumnLanes(d, vx);
   b += "  const $global Wstore* wc = wt + ch * " + num(d.kernel_h * d.kernel_w) + ";\n";
   if (q) b += "  const int wzc = wz[ch];\n  const float xz = (float)x_zero;\n";
@@ -354,9 +368,15 @@ int Convolution::DepthwiseVectorWidth(const ConvDesc& d, const KernelTarget& tar
 // leaves the input read 0 (x − z_x = 0 for quantized types). The epilogue is the forward
 // kernel's: bias, residual, ReLU, requantization with the channel's multiplier, clamp.
 std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvDesc& d, int rows,
-                                         int vx) {
+                                         int vx, bool quads) {
   const bool q = IsQuantized(d.type);
   if (rows <= 0) rows = DefaultDepthwiseRows(d);
+  if (quads) {
+    if (!conv_internal::DepthwiseQuadsApply(d, target) || vx != 16)
+      throw Error("convolution " + d.ToString() + ": no byte-quad depthwise form here (int8q, "
+                  "16 columns, strides 1 and 2, windows at most 8 wide, AVX-512 VNNI in a helper)");
+    return DepthwiseQuadSource(target, d, rows);
+  }
   if (vx > 1)
     return DepthwisePairs(d, vx) ? DepthwisePairSource(target, d, rows)
                                  : DepthwiseVectorSource(target, d, rows, vx);

@@ -325,6 +325,35 @@ const DefaultsTable<DepthwiseRowRange, ConvDesc>& DepthwiseRowDefaults() {
   return table;
 }
 
+const DefaultsTable<bool, ConvDesc>& DepthwiseQuadDefaults() {
+  // Byte quads multiply a 3×3 window row for 16 outputs in one instruction from one row load and
+  // a byte shuffle, where the float form converts three loads per input row and multiplies nine
+  // times per output row; the form exists only where the quads are the VNNI instruction. Its
+  // vectors are 16 columns: on output rows where more than a fifth of them would be empty (7
+  // columns: 9 of 16) the 8-column float and pair forms do less work per output.
+  static const DefaultsTable<bool, ConvDesc> table = {
+      {"byte quad products in a helper (PoCL, AVX-512 VNNI), outputs at most a fifth of whose "
+       "16-column vectors are empty",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         const int ow = d.out_w(), empty = (ow + 15) / 16 * 16 - ow;
+         return p.byte_quad_products && 4 * empty <= ow;
+       },
+       true,
+       "ConvDepthwiseBench.DISABLED_MobileNetDepthwiseLayers (tests/libdnn/conv_depthwise_test.cc), "
+       "MobileNet v1 and v2's int8 depthwise layers at batch 1, the byte-quad and the float / pair "
+       "form alternating, medians of 15 batches of 20, PoCL, AVX-512, loaded, 2026-11-30 "
+       "(docs/BENCHMARKS.md, \"Default configurations\"): 1.06-1.72 x on 14 to 112 output "
+       "columns (c32 h112 stride 1: 0.77 x in that run, 1.10 x in 3 runs of it alone)"},
+      {"byte quad products in a helper, narrower outputs: the float and pair forms",
+       [](const TargetProfile& p, const ConvDesc&) { return p.byte_quad_products; }, false,
+       "as the row above: the byte-quad form 0.68-0.72 x on 7 output columns"},
+      {"every other device: the float and pair forms",
+       [](const TargetProfile&, const ConvDesc&) { return true; }, false,
+       "not measured: the byte-quad form needs the VNNI instruction in a helper"},
+  };
+  return table;
+}
+
 const DefaultsTable<bool, ConvDesc>& ConvGemmDefaults() {
   // The direct kernel's int8 steps are channel pairs: with 3 input channels one pair in two is
   // half empty, and the GEMM wins (not against its byte quads, whose 3 of 4 bytes per step

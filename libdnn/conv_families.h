@@ -36,6 +36,9 @@ struct DepthwiseRowRange {
 };
 /// Its rows per description, the same on every device (Convolution::DefaultDepthwiseRows).
 const DefaultsTable<DepthwiseRowRange, ConvDesc>& DepthwiseRowDefaults();
+/// Whether the depthwise kernel takes its byte-quad form (Convolution::depthwise_quads) where
+/// that form applies (Convolution::DepthwiseQuadsApply).
+const DefaultsTable<bool, ConvDesc>& DepthwiseQuadDefaults();
 /// Whether im2col + GEMM is a description's default forward where it applies (true) or the
 /// next family runs (false).
 const DefaultsTable<bool, ConvDesc>& ConvGemmDefaults();

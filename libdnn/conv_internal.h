@@ -32,12 +32,19 @@ std::string VectorColumnLanes(const ConvDesc& d, int vx);
 /// arguments in this order): x, wt, bias, rq, wz, res, y, then x_zero, c_zero, res_zero, res_m,
 /// res_s.
 KernelBuilder& DeclareDepthwiseKernel(KernelWriter& w, const ConvDesc& d);
+/// The int8q depthwise vector forms' types and helpers: Dtype, the weight storage, requantization,
+/// byte-vector stores, Btype (the bias's int32).
+void DeclareDepthwiseInt8Vectors(KernelWriter& w, const ConvDesc& d);
+/// The depthwise vector forms' first lines: ox0 (the first of `vx` output columns), oy0 (the first
+/// of `rows` output rows), nc (image · channel), ch, xc (its input plane), iyb / ixb (the block's
+/// first input row and column, padding included).
+std::string DepthwiseVectorPrologue(const ConvDesc& d, int rows, int vx);
 
 /// The depthwise vector forms' epilogue: per output row t of a block of `rows` the accumulator
 /// vector `acc<t>` of vx lanes (float, or int with `int_acc`) plus the bias and residual, ReLU,
 /// requantization and clamp (int8q: minus `wxz`, z_x·Σ(w − z_w)), stored as one vector, a
 /// partial last vector as vectors of its remainder's powers of two. The text must define nc,
-/// ch, ox0, oy0.
+/// ch, ox0, oy0. `wxz` empty: the int accumulators hold the bias and −z_x·Σ(w − z_w) already.
 std::string DepthwiseVectorEpilogue(const KernelTarget& target, const ConvDesc& d, int rows,
                                     int vx, bool int_acc, const std::string& wxz);
 
@@ -51,6 +58,12 @@ std::string DepthwiseLoadsInsideBuffer(const ConvDesc& d, int in_rows, int span)
 bool DepthwisePairs(const ConvDesc& d, int vx);
 /// That form's kernel text (conv_depthwise_pair_source.cc).
 std::string DepthwisePairSource(const KernelTarget& target, const ConvDesc& d, int rows);
+
+/// Whether the byte-quad depthwise form (DepthwiseQuadSource) can run `d` on `target`, as far as
+/// the description and target say (Convolution::DepthwiseQuadsApply adds the zero points).
+bool DepthwiseQuadsApply(const ConvDesc& d, const KernelTarget& target);
+/// That form's kernel text (conv_depthwise_quad_source.cc): 16 output columns per work-item.
+std::string DepthwiseQuadSource(const KernelTarget& target, const ConvDesc& d, int rows);
 
 /// Defines the weight storage spelling `Wstore` and its load `WLOAD(p, i)` (an int for quantized
 /// types) of `d`'s kernels: signed int8/int16 storage for weights_signed, else Dtype.

@@ -237,6 +237,9 @@ std::vector<ChoiceDefaultsRow> DepthwiseRows() {
   std::vector<ChoiceDefaultsRow> rows;
   AddRows(&rows, "rows", DepthwiseRowDefaults(), false,
           [](const DepthwiseRowRange& r) { return r.ToString(); });
+  AddRows(&rows, "int8 form", DepthwiseQuadDefaults(), false, [](bool quads) {
+    return std::string(quads ? "byte quads, 16 columns" : "float and pair forms");
+  });
   return rows;
 }
 

@@ -408,10 +408,14 @@ DepthwiseTuneResult Tuner::TuneDepthwise(const ConvDesc& desc, double give_up) {
   const ConvOperands ops(device_, desc);
   const std::vector<int> candidates =
       DepthwiseRowCandidates(desc, TargetProfile::Of(device_.info()));
+  // Symmetric weight zero points, as the nets' int8 weights have: the form the nets run (the
+  // byte quads hold w − z_w only for those).
+  ConvQuant quant = PlaceholderConvQuant();
+  quant.w_zero = {desc.type == DataType::kInt8Q && !desc.weights_signed ? 128 : 0};
   DepthwiseTuneResult result = TimeCandidates(candidates, 0, give_up, repeats_, [&](int rows) {
-    return ConvTimer(std::make_shared<Convolution>(
-                         Convolution::Depthwise(device_, desc, PlaceholderConvQuant(), rows)),
-                     desc, ops);
+    return ConvTimer(
+        std::make_shared<Convolution>(Convolution::Depthwise(device_, desc, quant, rows)), desc,
+        ops);
   });
   result.stored = Store(device_, "conv_dw", desc.ToString(),
                         DepthwiseConfig{result.best}.ToString(), result.best_ms);

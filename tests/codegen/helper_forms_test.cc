@@ -287,6 +287,60 @@ TEST_P(HelperFormsTest, ByteQuadProductsMatchTheHost) {
                    : "portable byte quad products");
 }
 
+// MP_QUAD_SLIDE16 at strides 1 and 2, first bytes 0 and 4, inside an MP_QUAD_FN function as the
+// int8 depthwise kernel's byte-quad form calls it, with MP_QUAD_KEEP64 ranges that start before
+// the row, inside it, and end inside or past its 64 bytes, and replacement bytes 0 … 255: the
+// shuffle of the VNNI form where the device runs it, the portable loop otherwise.
+TEST_P(HelperFormsTest, SlidingByteQuadsMatchTheHost) {
+  Device& dev = DefaultDevice();
+  const int groups = 256;  // a multiple of any work-group size the launch picks
+  const int slides[4][2] = {{1, 0}, {1, 4}, {2, 0}, {2, 4}};
+  std::mt19937 rng(43);
+  std::vector<uint8_t> xb(size_t(groups + 1) * 64);
+  for (auto& b : xb) b = uint8_t(rng());
+  KernelWriter w(Target(), "test_helper_forms");
+  w.UseHelper(KernelHelper::kByteQuadSlide16);
+  std::string f =
+      "MP_QUAD_FN void slides(const $global mp_u8* p, int lo, int hi, int z, int* out) {\n"
+      "  const mp_quad_keep keep = MP_QUAD_KEEP64(lo, hi);\n";
+  for (int i = 0; i < 4; ++i)
+    f += "  MP_QUAD_STORE(MP_QUAD_SLIDE16(p, keep, z, " + std::to_string(slides[i][0]) + ", " +
+         std::to_string(slides[i][1]) + "), out + " + std::to_string(16 * i) + ");\n";
+  w.Function(f + "}\n");
+  w.Kernel("sliding_byte_quads")
+      .In("mp_u8", "x")
+      .Out("int", "y")
+      .Body(
+          "  const int g = $global_id(0);\n"
+          "  int out[64];\n"
+          "  slides(x + 64 * g, g % 5 - 2, 70 - g % 45, (g * 37) & 255, out);\n"
+          "  for (int i = 0; i < 64; ++i) y[64 * g + i] = out[i];\n");
+  Kernel k = dev.BuildProgram(w.Source())->GetKernel("sliding_byte_quads");
+  auto dx = dev.Alloc<uint8_t>(xb.size());
+  auto dy = dev.Alloc<int32_t>(size_t(groups) * 64);
+  dev.Write(dx, xb.data(), xb.size());
+  k.Arg(dx).Arg(dy);
+  k.Launch({size_t(groups), 1, 1});
+  std::vector<int32_t> got(size_t(groups) * 64);
+  dev.Read(dy, got.data(), got.size());
+  int bad = 0;
+  for (int g = 0; g < groups; ++g) {
+    const int lo = g % 5 - 2, hi = 70 - g % 45, z = (g * 37) & 255;
+    for (int i = 0; i < 4; ++i)
+      for (int l = 0; l < 16; ++l) {
+        uint32_t want = 0;
+        for (int b = 0; b < 4; ++b) {
+          const int at = slides[i][0] * l + slides[i][1] + b;
+          want |= uint32_t(at >= lo && at < hi ? xb[size_t(g) * 64 + at] : z) << (8 * b);
+        }
+        if (uint32_t(got[size_t(g) * 64 + 16 * i + l]) != want && ++bad <= 10)
+          ADD_FAILURE() << "group " << g << " slide " << i << " lane " << l << ": want " << want
+                        << ", got " << uint32_t(got[size_t(g) * 64 + 16 * i + l]);
+      }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Forms, HelperFormsTest,
                          testing::Values(Forms::kNative, Forms::kUpTo256Bit, Forms::kPortable),
                          [](const testing::TestParamInfo<Forms>& info) {

@@ -55,12 +55,40 @@ TEST(ConvFamilies, DepthwiseRowDefaultsGiveTheMeasuredRows) {
   EXPECT_EQ(rows(112, 2, llvmpipe), 4);
 }
 
+// The int8 depthwise byte-quad form by default only where the quads run in a helper, and only on
+// outputs whose 16-column vectors are at most a fifth empty: MobileNet's 14, 28, 56 and 112
+// columns, not 7 (9 of 16 lanes empty).
+TEST(ConvFamilies, DepthwiseQuadDefaultsTakeWideEnoughOutputs) {
+  TargetProfile quads;
+  quads.cpu_vectors = true;
+  quads.byte_quad_products = true;
+  auto takes = [](const TargetProfile& p, int width, int stride) {
+    ConvDesc d;
+    d.type = DataType::kInt8Q;
+    d.channels = d.out_channels = d.groups = 8;
+    d.height = d.width = width;
+    d.kernel_h = d.kernel_w = 3;
+    d.pad_h = d.pad_w = 1;
+    d.stride_h = d.stride_w = stride;
+    return DefaultRowFor(DepthwiseQuadDefaults(), "conv_dw", p, d).config;
+  };
+  for (int w : {14, 28, 56, 112}) EXPECT_TRUE(takes(quads, w, 1)) << w;
+  EXPECT_TRUE(takes(quads, 112, 2));
+  EXPECT_TRUE(takes(quads, 28, 2));
+  EXPECT_FALSE(takes(quads, 7, 1));
+  EXPECT_FALSE(takes(quads, 14, 2));  // 7 output columns
+  TargetProfile cpu;
+  cpu.cpu_vectors = true;
+  EXPECT_FALSE(takes(cpu, 56, 1));
+}
+
 TEST(ConvFamilies, DefaultsTablesEndInARowServingEveryDevice) {
   ExpectRowsWithProvenance(DirectConvDefaults(), "conv");
   ExpectRowsWithProvenance(PointwiseDefaults(), "conv_pw");
   ExpectRowsWithProvenance(StridedPointwiseDefaults(), "conv_pw");
   ExpectRowsWithProvenance(ConvGemmDefaults(), "conv_gemm");
   ExpectRowsWithProvenance(DepthwiseRowDefaults(), "conv_dw");
+  ExpectRowsWithProvenance(DepthwiseQuadDefaults(), "conv_dw");
   for (bool lanes : {false, true})
     for (bool dot : {false, true}) {
       TargetProfile p;
@@ -77,6 +105,7 @@ TEST(ConvFamilies, DefaultsTablesEndInARowServingEveryDevice) {
   EXPECT_TRUE(PointwiseDefaults().back().serves(TargetProfile{}, ConvDesc{}));
   EXPECT_TRUE(ConvGemmDefaults().back().serves(TargetProfile{}, ConvDesc{}));
   EXPECT_TRUE(DepthwiseRowDefaults().back().serves(TargetProfile{}, ConvDesc{}));
+  EXPECT_TRUE(DepthwiseQuadDefaults().back().serves(TargetProfile{}, ConvDesc{}));
   // A table without a row for the device is a library bug, named.
   const DefaultsTable<int, DataType> empty;
   try {

@@ -136,7 +136,7 @@ TEST(DefaultsTables, ListingHoldsEveryTable) {
   EXPECT_EQ(rows.size(), GemmDefaults().size() + DirectConvDefaults().size() +
                              PointwiseDefaults().size() + StridedPointwiseDefaults().size() +
                              PointwiseSpreadDefaults().size() +
-                             DepthwiseRowDefaults().size() +
+                             DepthwiseRowDefaults().size() + DepthwiseQuadDefaults().size() +
                              ConvGemmDefaults().size() + PoolVectorMaxDefaults().size() + 2);
   const std::string md = DefaultsMarkdown();
   EXPECT_EQ(md.rfind("| family | chooses | device class | default | measured by |\n", 0), 0u);
