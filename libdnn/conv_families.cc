@@ -45,6 +45,10 @@ bool GemmApplies(const ConvDesc& d, const ConvQuant& q, const TargetProfile& p) 
   return GetSettings().conv_gemm != "0";
 }
 
+bool WinogradFamilyApplies(const ConvDesc& d, const ConvQuant&, const TargetProfile&) {
+  return WinogradApplies(d);
+}
+
 bool DirectApplies(const ConvDesc&, const ConvQuant&, const TargetProfile&) { return true; }
 
 ConvFamilyChoice ChooseDepthwise(const Device& device, const ConvDesc& d) {
@@ -81,6 +85,15 @@ ConvFamilyChoice ChooseGemm(const Device& device, const ConvDesc& d) {
   }
   c.off =
       !DefaultRowFor(ConvGemmDefaults(), "conv_gemm", TargetProfile::Of(device.info()), d).config;
+  return c;
+}
+
+ConvFamilyChoice ChooseWinogradConfig(const Device& device, const ConvDesc& d) {
+  const Chosen<WinogradChoice> wino = ChooseWinograd(device, d);
+  ConvFamilyChoice c;
+  c.source = wino.source;
+  c.off = !wino.config;
+  if (wino.config) c.wino = *wino.config;
   return c;
 }
 
@@ -352,11 +365,21 @@ const DefaultsTable<bool, ConvDesc>& ConvGemmDefaults() {
   return table;
 }
 
+const DefaultsTable<WinogradChoice, ConvDesc>& WinogradDefaults() {
+  static const DefaultsTable<WinogradChoice, ConvDesc> table = {
+      {"every device: off (the direct kernel)",
+       [](const TargetProfile&, const ConvDesc&) { return true; }, std::nullopt,
+       "not measured faster than the direct kernel"},
+  };
+  return table;
+}
+
 const std::vector<ConvForwardFamily>& ConvForwardFamilies() {
   static const std::vector<ConvForwardFamily> families = {
       {ConvFamily::kDepthwise, "conv_dw", DepthwiseApplies, ChooseDepthwise},
       {ConvFamily::kPointwise, "conv_pw", PointwiseApplies, ChoosePointwiseTile},
       {ConvFamily::kGemm, "conv_gemm", GemmApplies, ChooseGemm},
+      {ConvFamily::kWinograd, "conv_wino", WinogradFamilyApplies, ChooseWinogradConfig},
       {ConvFamily::kDirect, "conv", DirectApplies, ChooseDirect},
   };
   return families;

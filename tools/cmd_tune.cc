@@ -83,6 +83,7 @@ std::string BestText(const Config& c) {
 }
 std::string BestText(int depthwise_rows) { return libdnn::DepthwiseConfig{depthwise_rows}.ToString(); }
 std::string BestText(const libdnn::PointwiseChoice& c) { return c ? c->ToString() : "off"; }
+std::string BestText(const libdnn::WinogradChoice& c) { return c ? c->ToString() : "off"; }
 
 /// Whether a convolution shape takes the pointwise kernel's tuner (its candidates include the
 /// direct kernel).
@@ -157,6 +158,7 @@ void TuneModelOn(Device& dev, const std::vector<std::string>& args) {
                   !HasFlag(args, "--no-progress"));
   std::vector<std::string> lines;
   int stored = 0;
+  size_t extra = 0;  // shapes tuned twice (the direct kernel, then Winograd against it)
   // One shape: time its candidates (TuneGemm / TuneConv), keep the line to print.
   auto tune = [&](const char* what, const std::string& shape, const auto& run) {
     bar.Describe(std::string(what) + " " + shape);
@@ -178,11 +180,17 @@ void TuneModelOn(Device& dev, const std::vector<std::string>& args) {
       tune("conv_pw", c.ToString(), [&] { return tuner.TunePointwise(c, 3.0); });
     else
       tune("conv", c.ToString(), [&] { return tuner.TuneConv(c, 3.0, max); });
+    // Winograd against the direct kernel in its just-tuned configuration.
+    if (libdnn::WinogradApplies(c) && !TunesPointwise(c) && GetSettings().conv_gemm != "1") {
+      tune("conv_wino", c.ToString(), [&] { return tuner.TuneWinograd(c, 3.0); });
+      ++extra;
+    }
   }
   bar.Close();
   for (const auto& l : lines) std::printf("%s\n", l.c_str());
   std::printf(
-      "%d of %zu winners stored in the tuning table%s\n", stored, gemms.size() + convs.size(),
+      "%d of %zu winners stored in the tuning table%s\n", stored,
+      gemms.size() + convs.size() + extra,
       cache::ActiveProgramCache() ? (" (" + cache::ActiveProgramCache()->path() + ")").c_str()
                                   : "");
 }

@@ -61,6 +61,7 @@ TEST(ConvFamilies, DefaultsTablesEndInARowServingEveryDevice) {
   ExpectRowsWithProvenance(StridedPointwiseDefaults(), "conv_pw");
   ExpectRowsWithProvenance(ConvGemmDefaults(), "conv_gemm");
   ExpectRowsWithProvenance(DepthwiseRowDefaults(), "conv_dw");
+  ExpectRowsWithProvenance(WinogradDefaults(), "conv_wino");
   for (bool lanes : {false, true})
     for (bool dot : {false, true}) {
       TargetProfile p;
@@ -169,7 +170,7 @@ TEST(ConvFamilies, ConvGemmDefaultsTakeInt8FirstLayersOnCpuRuntimes) {
 TEST(ConvFamilies, FamiliesInOrderNamedAsTheRegistryNamesTheirChoices) {
   std::vector<std::string> names;
   for (const ConvForwardFamily& f : ConvForwardFamilies()) names.push_back(f.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"conv_dw", "conv_pw", "conv_gemm", "conv"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"conv_dw", "conv_pw", "conv_gemm", "conv_wino", "conv"}));
   EXPECT_EQ(ConvForwardFamilies().back().family, ConvFamily::kDirect);
   std::set<std::string> choices;
   for (const KernelFamilyEntry& e : KernelFamilyRegistry())
