@@ -103,7 +103,8 @@ std::string Sandwich(const Matrix& left, const Matrix& right, const std::string&
 struct Shape {
   Shape(const ConvDesc& d, const WinogradConfig& c)
       : m(c.m), n(c.m + 2), th(DivUp(d.out_h(), c.m)), tw(DivUp(d.out_w(), c.m)),
-        tiles(long(d.batch) * th * tw), padded((tiles + c.vx - 1) / c.vx * c.vx),
+        tiles(long(d.batch) * th * tw),
+        padded((tiles + long(c.px) * c.vx - 1) / (long(c.px) * c.vx) * c.px * c.vx),
         ob(DivUp(d.out_channels, c.oc)), v_plane(d.channels * padded + kSkew),
         m_plane(d.out_channels * padded + kSkew) {}
   // Each element's plane of V and M starts 128 bytes past a multiple of 4 KiB from the last:
@@ -111,7 +112,7 @@ struct Shape {
   // cache set (more than the 8 ways of the L1 here) and alias the loads with the stores.
   static constexpr long kSkew = 32;
   int m, n, th, tw;
-  long tiles, padded;  // P and P rounded up to whole vectors
+  long tiles, padded;  // P and P rounded up to whole blocks of px vectors
   int ob;              // blocks of oc output channels
   long v_plane, m_plane;  // floats from one element's plane of V (M) to the next
   int elements() const { return n * n; }
@@ -123,6 +124,7 @@ const ConfigSchema<WinogradConfig>& WinogradConfig::Schema() {
   static const ConfigSchema<WinogradConfig> schema(
       "", {{"m", &WinogradConfig::m, {2, 4}},
            {"oc", &WinogradConfig::oc, ValueRange(1, 16)},
+           {"px", &WinogradConfig::px, ValueRange(1, 4)},
            {"v", &WinogradConfig::vx, {4, 8, 16}}});
   return schema;
 }
@@ -136,23 +138,26 @@ bool WinogradApplies(const ConvDesc& d) {
 }
 
 std::vector<WinogradConfig> WinogradCandidates(const WinogradConfig& first) {
+  // F(2×2) only: F(4×4)'s rounding is beyond the fp32 tolerance (conv_winograd.h), so it is
+  // never chosen without being asked for by name.
   std::vector<WinogradConfig> out{first};
-  for (int m : {2, 4})
-    for (auto [oc, vx] : {std::array<int, 2>{8, 16}, {4, 16}, {12, 16}, {8, 8}, {16, 8}}) {
-      const WinogradConfig c{m, oc, vx};
-      if (!(c == first)) out.push_back(c);
-    }
+  for (auto [oc, px, vx] : {std::array<int, 3>{8, 1, 16}, {4, 2, 16}, {8, 2, 16}, {12, 1, 16},
+                            {6, 2, 16}, {4, 4, 8}, {8, 2, 8}, {16, 1, 8}}) {
+    const WinogradConfig c{2, oc, px, vx};
+    if (!(c == first)) out.push_back(c);
+  }
   return out;
 }
 
 std::string WinogradSource(const KernelTarget& target, const ConvDesc& d,
                            const WinogradConfig& c) {
   std::string why;
-  if (!WinogradApplies(d) || !WinogradConfig::Schema().Parse(c.ToString(), {}, &why))
+  if (!WinogradApplies(d) || !WinogradConfig::Schema().Parse(c.ToString(), {}, &why) ||
+      c.oc * c.px > 24)
     throw Error("convolution " + d.ToString() + ": no Winograd kernel with configuration " +
                 c.ToString() + (why.empty() ? "" : " (" + why + ")") +
                 " (fp32, one group, 3×3 window, stride 1, dilation 1; m 2 or 4, oc in [1, 16], "
-                "v 4, 8 or 16)");
+                "px in [1, 4], v 4, 8 or 16, oc·px ≤ 24)");
   const Transforms& f = TransformsOf(c.m);
   const Shape s(d, c);
   const int n = s.n, m = s.m, C = d.channels, O = d.out_channels, H = d.height, W = d.width;
@@ -214,26 +219,36 @@ std::string WinogradSource(const KernelTarget& target, const ConvDesc& d,
 
   // M_e[o][p] = Σ_c U_e[o][c] · V_e[c][p]: oc output channels × vx tiles per work-item.
   std::string g = "  const int blk = $global_id(0), ob = $global_id(1), e = $global_id(2);\n";
-  g += "  if (blk >= " + Num(PP / c.vx) + " || ob >= " + Num(s.ob) + " || e >= " +
+  const long block = long(c.px) * c.vx;
+  g += "  if (blk >= " + Num(PP / block) + " || ob >= " + Num(s.ob) + " || e >= " +
        Num(s.elements()) + ") return;\n";
   g += "  const $global float* xn = v + (long)e * " + Num(s.v_plane) + " + blk * " +
-       Num(c.vx) + ";\n";
+       Num(block) + ";\n";
   g += "  const $global float* wb = u + ((long)e * " + Num(s.ob) + " + ob) * " +
        Num(long(C) * c.oc) + ";\n";
-  for (int o = 0; o < c.oc; ++o) g += "  Vf a" + Num(o) + " = (Vf)(0.0f);\n";
-  g += "  for (int c = 0; c < " + Num(C) + "; ++c) {\n";
-  g += "    const Vf x0 = Vf_LOAD(xn + (long)c * " + Num(PP) + ");\n";
-  g += "    const $global float* wc = wb + c * " + Num(c.oc) + ";\n";
+  auto acc = [](int o, int q) { return "a" + Num(o) + "_" + Num(q); };
   for (int o = 0; o < c.oc; ++o)
-    g += "    a" + Num(o) + " = $fma((Vf)(wc[" + Num(o) + "]), x0, a" + Num(o) + ");\n";
+    for (int q = 0; q < c.px; ++q) g += "  Vf " + acc(o, q) + " = (Vf)(0.0f);\n";
+  g += "  for (int c = 0; c < " + Num(C) + "; ++c) {\n";
+  for (int q = 0; q < c.px; ++q)
+    g += "    const Vf x" + Num(q) + " = Vf_LOAD(xn + (long)c * " + Num(PP) + " + " +
+         Num(q * c.vx) + ");\n";
+  g += "    const $global float* wc = wb + c * " + Num(c.oc) + ";\n";
+  for (int o = 0; o < c.oc; ++o) {
+    g += "    const Vf w" + Num(o) + " = (Vf)(wc[" + Num(o) + "]);\n";
+    for (int q = 0; q < c.px; ++q)
+      g += "    " + acc(o, q) + " = $fma(w" + Num(o) + ", x" + Num(q) + ", " + acc(o, q) + ");\n";
+  }
   g += "  }\n";
   g += "  $global float* mo = prod + (long)e * " + Num(s.m_plane) + " + (long)ob * " +
-       Num(c.oc * PP) + " + blk * " + Num(c.vx) + ";\n";
+       Num(c.oc * PP) + " + blk * " + Num(block) + ";\n";
   for (int o = 0; o < c.oc; ++o) {
-    const std::string store = "Vf_STORE(a" + Num(o) + ", mo + " + Num(long(o) * PP) + ");";
-    g += O % c.oc ? "  if (ob * " + Num(c.oc) + " + " + Num(o) + " < " + Num(O) + ") " + store +
-                        "\n"
-                  : "  " + store + "\n";
+    std::string store;
+    for (int q = 0; q < c.px; ++q)
+      store += " Vf_STORE(" + acc(o, q) + ", mo + " + Num(long(o) * PP + q * c.vx) + ");";
+    g += O % c.oc ? "  if (ob * " + Num(c.oc) + " + " + Num(o) + " < " + Num(O) + ") {" + store +
+                        " }\n"
+                  : " " + store + "\n";
   }
   w.Kernel("conv_wino_gemm").In("float", "u").In("float", "v").Out("float", "prod").Body(g);
 
@@ -318,7 +333,7 @@ Event WinogradForward::Forward(const BufferRef& input, const BufferRef& bias,
   in_.ArgBuffer(input.mem, input.byte_offset, 4).ArgBuffer(v_.get(), 0, 4);
   launch(in_, {pp, size_t(d.channels), 1});
   gemm_.ArgBuffer(u_.get(), 0, 4).ArgBuffer(v_.get(), 0, 4).ArgBuffer(m_.get(), 0, 4);
-  launch(gemm_, {pp / size_t(config_.vx), size_t(s.ob), e});
+  launch(gemm_, {pp / size_t(config_.px * config_.vx), size_t(s.ob), e});
   out_.ArgBuffer(m_.get(), 0, 4)
       .ArgBuffer(bias.mem, bias.byte_offset, 4)
       .ArgBuffer(residual.mem, residual.byte_offset, 4)

@@ -6,10 +6,10 @@
 // Four kernels per description (sizes are constants of the text): conv_wino_wt (at SetWeights:
 // U = G·g·Gᵀ per output and input channel), conv_wino_in (V = Bᵀ·d·B per input channel and
 // tile), conv_wino_gemm (per element e of the (m+2)² products M_e[O × P] = U_e[O × C] ·
-// V_e[C × P], a register tile of `oc` output channels × a vector of `vx` tiles) and
+// V_e[C × P], a register tile of `oc` output channels × `px` vectors of `vx` tiles) and
 // conv_wino_out (Y = Aᵀ·M·A per output channel and tile, then the direct kernel's epilogue:
 // bias, residual, ReLU). Tiles of all images form one row of P = batch·⌈OH/m⌉·⌈OW/m⌉ tiles,
-// padded to a multiple of vx with zero tiles.
+// padded to a multiple of px·vx with zero tiles.
 #pragma once
 
 #include <memory>
@@ -21,11 +21,12 @@
 
 namespace mpcaffe::libdnn {
 
-/// The family's configuration ("m2 oc8 v16": MPCAFFE_KERNEL_CONFIG's and the tuning table's
+/// The family's configuration ("m2 oc8 px1 v16": MPCAFFE_KERNEL_CONFIG's and the tuning table's
 /// conv_wino text).
 struct WinogradConfig {
   int m = 2;    ///< output tile m×m: F(2×2, 3×3) or F(4×4, 3×3)
   int oc = 8;   ///< GEMM register tile: output channels per work-item
+  int px = 1;   ///< GEMM register tile: vectors of tiles per work-item (oc·px ≤ 24)
   int vx = 16;  ///< GEMM register tile: tiles per vector (4, 8, 16)
   static const ConfigSchema<WinogradConfig>& Schema();
   std::string ToString() const;

@@ -356,15 +356,15 @@ std::vector<KernelFamilyEntry> Build() {
          return s;
        }});
   // Winograd ("conv_wino"): F(2x2) with bias, residual and ReLU on an odd padded problem and
-  // F(4x4) without them (every branch of the output transform).
+  // F(4x4) without them, two vectors of tiles (every branch of the text).
   f.push_back({"conv_winograd", {{"conv_wino", &kWinogradSchema, WinogradRows}},
                [](const KernelTarget& k) {
                  ConvDesc d = WinogradSampleDescs()[0];
                  ConvDesc e = d;
                  e.bias = e.relu = e.residual = true;
                  e.pad_h = 0, e.pad_w = 2;
-                 return Samples{{"conv_wino_gemm", WinogradSource(k, e, {2, 8, 16})},
-                                {"conv_wino_gemm", WinogradSource(k, d, {4, 4, 8})}};
+                 return Samples{{"conv_wino_gemm", WinogradSource(k, e, {2, 8, 1, 16})},
+                                {"conv_wino_gemm", WinogradSource(k, d, {4, 4, 2, 8})}};
                }});
   // im2col + GEMM ("conv_gemm"): the im2col kernel of every type (the GEMM is gemm's).
   f.push_back({"im2col", {{"conv_gemm", nullptr, ConvGemmRows}}, [](const KernelTarget& k) {
