@@ -366,10 +366,19 @@ const DefaultsTable<bool, ConvDesc>& ConvGemmDefaults() {
 }
 
 const DefaultsTable<WinogradChoice, ConvDesc>& WinogradDefaults() {
+  // F(2×2) only (F(4×4)'s rounding: conv_winograd.h). 8 output channels × one vector of 16
+  // tiles, the pointwise kernel's tile: the element-wise products are the same GEMM shape.
   static const DefaultsTable<WinogradChoice, ConvDesc> table = {
-      {"every device: off (the direct kernel)",
+      {"CPU runtimes where its launches pay (PoCL), AVX-512 and AVX2",
+       [](const TargetProfile& p, const ConvDesc&) { return p.winograd_launches; },
+       WinogradConfig{2, 8, 1, 16},
+       "mpcaffe time --model resnet50_deploy.prototxt --synthetic --iterations 20 --explain "
+       "--json --device 1, main's binary and this one alternating, AVX-512 and the AVX2 caps, "
+       "loaded, 2026-11-30 (docs/BENCHMARKS.md, \"Default configurations\")"},
+      {"every other device: off (the direct kernel)",
        [](const TargetProfile&, const ConvDesc&) { return true; }, std::nullopt,
-       "not measured faster than the direct kernel"},
+       "Intel's CPU runtime: slower in the same measurement (its 3x3 layers' sum, both levels); "
+       "GPUs: not measured (none on the build machine)"},
   };
   return table;
 }

@@ -250,7 +250,13 @@ std::string WinogradSource(const KernelTarget& target, const ConvDesc& d,
                         " }\n"
                   : " " + store + "\n";
   }
-  w.Kernel("conv_wino_gemm").In("float", "u").In("float", "v").Out("float", "prod").Body(g);
+  // Explicit vectors: Intel's compiler would otherwise pack work-items on top of them.
+  w.Kernel("conv_wino_gemm")
+      .In("float", "u")
+      .In("float", "v")
+      .Out("float", "prod")
+      .VectorWidth(Scalar::kF32, c.vx)
+      .Body(g);
 
   // Y = Aᵀ·M·A per output channel and tile, then bias, residual and ReLU as the direct kernel.
   std::string out = "  const int p = $global_id(0), o = $global_id(1);\n";

@@ -10,6 +10,11 @@
 // conv_wino_out (Y = Aᵀ·M·A per output channel and tile, then the direct kernel's epilogue:
 // bias, residual, ReLU). Tiles of all images form one row of P = batch·⌈OH/m⌉·⌈OW/m⌉ tiles,
 // padded to a multiple of px·vx with zero tiles.
+//
+// F(4×4) multiplies a quarter as often as the direct kernel (F(2×2): 4/9) but its interpolation
+// points (0, ±1, ±2) amplify rounding past the fp32 tolerance on layers of many input channels
+// (docs/BENCHMARKS.md, "Default configurations"): it runs only where named (MPCAFFE_KERNEL_CONFIG,
+// a tuning record), never from the tuner's candidates or the defaults.
 #pragma once
 
 #include <memory>
