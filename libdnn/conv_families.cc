@@ -64,12 +64,21 @@ ConvFamilyChoice ChooseDepthwise(const Device& device, const ConvDesc& d) {
   return c;
 }
 
+/// The choice of a family whose chooser gives a configuration or nothing (off), the
+/// configuration kept in `field`.
+template <typename Config>
+ConvFamilyChoice ChoiceOf(const Chosen<std::optional<Config>>& chosen,
+                          Config ConvFamilyChoice::*field) {
+  ConvFamilyChoice c;
+  c.source = chosen.source;
+  c.off = !chosen.config;
+  if (chosen.config) c.*field = *chosen.config;
+  return c;
+}
+
 ConvFamilyChoice ChoosePointwiseTile(const Device& device, const ConvDesc& d) {
   const Chosen<PointwiseChoice> tile = ChoosePointwise(device, d);
-  ConvFamilyChoice c;
-  c.source = tile.source;
-  c.off = !tile.config;
-  if (tile.config) c.tile = *tile.config;
+  ConvFamilyChoice c = ChoiceOf(tile, &ConvFamilyChoice::tile);
   if (!c.off && tile.source == ConfigSource::kDefault && Convolution::IsStridedPointwise(d))
     c.off = !DefaultRowFor(StridedPointwiseDefaults(), "conv_pw",
                            TargetProfile::Of(device.info()), d)
@@ -89,12 +98,7 @@ ConvFamilyChoice ChooseGemm(const Device& device, const ConvDesc& d) {
 }
 
 ConvFamilyChoice ChooseWinogradConfig(const Device& device, const ConvDesc& d) {
-  const Chosen<WinogradChoice> wino = ChooseWinograd(device, d);
-  ConvFamilyChoice c;
-  c.source = wino.source;
-  c.off = !wino.config;
-  if (wino.config) c.wino = *wino.config;
-  return c;
+  return ChoiceOf(ChooseWinograd(device, d), &ConvFamilyChoice::wino);
 }
 
 ConvFamilyChoice ChooseDirect(const Device& device, const ConvDesc& d) {
