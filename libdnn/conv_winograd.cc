@@ -326,6 +326,8 @@ Event WinogradForward::Forward(const BufferRef& input, const BufferRef& bias,
   if (!v_) v_ = device_.Allocate(e * size_t(s.v_plane) * 4);
   if (!m_) m_ = device_.Allocate(e * size_t(s.m_plane) * 4);
   const DeviceInfo& info = device_.info();
+  // The pointwise kernel's spread: the same reason (a delayed core hands its groups over) and the
+  // same grids of pixel blocks × channel blocks.
   const int per_unit =
       DefaultRowFor(PointwiseSpreadDefaults(), "conv_wino", TargetProfile::Of(info), d).config;
   auto local = [&](const std::array<size_t, 3>& global) {

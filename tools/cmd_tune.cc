@@ -142,10 +142,14 @@ void TuneModelOn(Device& dev, const std::vector<std::string>& args) {
       std::printf("gemm %s -> gemm:%s\n", g.ToString().c_str(),
                   libdnn::TunedGemmConfig(dev, g).ToString().c_str());
     for (const auto& c : convs) {
+      const libdnn::WinogradChoice wino = libdnn::WinogradApplies(c) && !TunesPointwise(c)
+                                              ? libdnn::ChooseWinograd(dev, c).config
+                                              : std::nullopt;
       const std::string chosen =
           libdnn::Convolution::IsDepthwise(c) && GetSettings().conv_depthwise != "0"
               ? "conv_dw:" + BestText(libdnn::TunedDepthwiseRows(dev, c))
           : TunesPointwise(c) ? "conv_pw:" + BestText(libdnn::TunedPointwise(dev, c))
+          : wino              ? "conv_wino:" + BestText(wino)
                               : "conv:" + libdnn::TunedConvConfig(dev, c).ToString();
       std::printf("conv %s -> %s\n", c.ToString().c_str(), chosen.c_str());
     }
