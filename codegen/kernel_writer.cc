@@ -146,10 +146,6 @@ KernelTarget KernelTarget::Of(const Device& device) {
   return t;
 }
 
-bool ByteQuadsInHelper(const DeviceInfo& device) {
-  return device.byte_quad_products_in_helper && ActiveHostIsa() == CpuHostIsa();
-}
-
 std::string KernelTarget::Dot4BuildOptions() const {
   return dot_product ? Dialect::For(backend).dot4_build_options : "";
 }

@@ -153,11 +153,6 @@ struct KernelTarget {
   static KernelTarget Cuda(int compute_capability);
 };
 
-/// Whether `device`'s compiler runs AVX-512 VNNI's byte quad products in a helper function
-/// (DeviceInfo::byte_quad_products_in_helper) and MPCAFFE_ISA leaves this CPU's level as it is
-/// (avx2 or generic turn the VNNI form off, as they turn off the 512-bit pair products).
-bool ByteQuadsInHelper(const DeviceInfo& device);
-
 /// Optional helper functions a kernel text may ask for.
 enum class KernelHelper {
   kRequantize,    // mp_requant32(int acc, int mult, int shift), mp_requant64(mp_i64, int, int)

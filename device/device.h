@@ -116,6 +116,11 @@ struct DeviceInfo {
   std::vector<std::string> extensions;
 };
 
+/// Whether `device`'s compiler runs AVX-512 VNNI's byte quad products in a helper function
+/// (DeviceInfo::byte_quad_products_in_helper) and MPCAFFE_ISA leaves this CPU's level as it is
+/// (avx2 or generic turn the VNNI form off, as they turn off the 512-bit pair products).
+bool ByteQuadsInHelper(const DeviceInfo& device);
+
 /// Whether kernels on this device get the defaults of a device whose compiler maps work-items to
 /// SIMD lanes (GPUs, and CPU devices with work_items_in_simd_lanes) rather than those of an
 /// OpenCL CPU runtime that runs a work-item per thread with the kernel's own vectors.
@@ -526,15 +531,21 @@ void CountHostSync();
 /// (the ICD loader's order follows the directory, which differs between machines), then CUDA.
 const std::vector<Device*>& DeviceList();
 
+/// The low-precision types a net computes in, as far as they decide its default device.
+struct NetTypes {
+  bool fp16 = false;  // a layer computes in fp16
+  bool int8 = false;  // a layer computes in int8 (8-bit activations)
+};
 /// The devices in the order the default-device rule prefers them when neither a selector nor a
 /// record of measured passes decides (the profile rule): GPUs, then CPU devices, then CPU
 /// devices whose lane loads are expensive (llvmpipe: a pass there takes tens of times longer
 /// than on the other runtimes of the same CPU, docs/BENCHMARKS.md); within a class, for a net
-/// that computes in fp16 (`wants_fp16`), devices with native fp16 first. Ties keep DeviceList's
-/// order.
-std::vector<Device*> DevicesByProfile(bool wants_fp16 = false);
+/// that computes in fp16, devices with native fp16 first, then for a net that computes in int8,
+/// devices whose int8 kernels multiply in byte quads (ByteQuadsInHelper). Ties keep
+/// DeviceList's order.
+std::vector<Device*> DevicesByProfile(NetTypes types = {});
 /// DevicesByProfile's key of one device: lower comes first.
-int ProfileRank(const DeviceInfo& device, bool wants_fp16);
+int ProfileRank(const DeviceInfo& device, NetTypes types);
 /// The device MPCAFFE_DEVICE names (see FindDevice), else in an MPI job the device of the
 /// process's rank on its node (rank modulo the GPUs, or modulo all devices when there is no
 /// GPU), else DevicesByProfile's first. Throws DeviceError (with install advice) when there is

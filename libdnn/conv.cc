@@ -240,7 +240,8 @@ void Convolution::PreparePointwise(const PointwiseTile& tile) {
     if (x_zero_ < 0 || x_zero_ > 255)
       throw Error("convolution " + d.ToString() + ": the int8q pointwise kernel needs an input "
                   "zero point in [0, 255], not " + std::to_string(x_zero_));
-    if (IsPointwise(d)) pointwise_wsum_ = device_->Allocate(size_t(d.out_channels) * 4);
+    if (IsPointwise(d) || IsStridedPointwise(d))  // the plane form
+      pointwise_wsum_ = device_->Allocate(size_t(d.out_channels) * 4);
   }
 }
 

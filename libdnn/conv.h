@@ -350,7 +350,7 @@ class Convolution {
   /// image a plain GEMM W[out × in] · X[in × H·W] on the NCHW data, which forward_gemm() runs
   /// without im2col.
   static bool IsPointwise(const ConvDesc& desc);
-  /// Whether `desc` is an fp32 1×1 one-group unpadded convolution with a stride above 1
+  /// Whether `desc` is an fp32 or int8q 1×1 one-group unpadded convolution with a stride above 1
   /// (ResNet's downsampling 1×1 layers): the pointwise kernel's plane form runs on the input
   /// subsampled to the output's pixels (the 1×1 window's im2col columns) as the stride-1
   /// description SubsampledDesc, so one pass does the strided reads every output channel

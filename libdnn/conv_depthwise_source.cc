@@ -27,7 +27,8 @@ bool Convolution::IsPointwise(const ConvDesc& d) {
 }
 
 bool Convolution::IsStridedPointwise(const ConvDesc& d) {
-  return d.type == DataType::kFloat32 && d.groups == 1 && d.kernel_h == 1 && d.kernel_w == 1 &&
+  return (d.type == DataType::kFloat32 || d.type == DataType::kInt8Q) && d.groups == 1 &&
+         d.kernel_h == 1 && d.kernel_w == 1 &&
          (d.stride_h > 1 || d.stride_w > 1) && d.pad_h == 0 && d.pad_w == 0;
 }
 

@@ -274,7 +274,11 @@ const DefaultsTable<bool, ConvDesc>& StridedPointwiseDefaults() {
        "against 10.7 direct; ResNet-50 fp32 through mpcaffe time --synthetic --explain, base and "
        "this route alternating, 3-6 rounds per device and level, loaded: the six layers' time "
        "over the 3x3 layers' median 0.276 -> 0.217 (PoCL, AVX-512), 0.257 -> 0.217 (PoCL, AVX2), "
-       "0.213 -> 0.181 (Intel's runtime, AVX-512)"},
+       "0.213 -> 0.181 (Intel's runtime, AVX-512); int8q (ResNet-50 converted to int8, the "
+       "direct kernel's byte quads or pairs -> the plane form, 3 rounds, loaded, 2026-11-30): "
+       "0.346/0.339/0.344 -> 0.330/0.327/0.283 (PoCL, AVX-512), 0.522/0.341/0.347 -> "
+       "0.285/0.266/0.280 (PoCL, AVX2), 0.255/0.248/0.202 -> 0.207/0.141/0.188 (Intel's "
+       "runtime, AVX-512)"},
   };
   return table;
 }

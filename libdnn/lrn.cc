@@ -61,7 +61,8 @@ std::string Lrn::BackwardKernelName() { return "lrn_bwd_fp32"; }
 // neighbouring pixels as one 8-lane float vector (PoCL does not vectorize across work-items
 // here: see the lrn_vector launch's provenance); a row's last vector overlaps its neighbour, so
 // rows of fewer than 8 pixels, and CUDA, use the scalar form.
-std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int local_size) {
+std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int local_size,
+                              float beta) {
   if (local_size <= 0 || local_size % 2 == 0 || local_size > 63)
     throw Error("LRN kernel: local_size " + std::to_string(local_size) + " must be odd, 1 to 63");
   KernelWriter w(target, "lrn_forward");
@@ -96,9 +97,16 @@ std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int lo
            ";\n      sq += xv * xv;\n    }\n";
     }
     b += "    const " + F + " s = k + alpha_over_size * sq;\n";
-    // s^−β as exp2(−β·log2 s): PoCL's pow is a scalar library call (docs/BENCHMARKS.md,
-    // "Default configurations"); both are accurate to a few ulp.
-    b += "    const " + F + " out = " + load("at") + " * exp2(-beta * log2(s));\n";
+    if (beta == 0.75f) {
+      // s^−3/4 = r·√r with r = 1/√s: square roots and a division are single vector
+      // instructions where exp2 and log2 are polynomials, and round no worse.
+      b += "    const " + F + " r = 1.0f / sqrt(s);\n";
+      b += "    const " + F + " out = " + load("at") + " * (r * sqrt(r));\n";
+    } else {
+      // s^−β as exp2(−β·log2 s): PoCL's pow is a scalar library call (docs/BENCHMARKS.md,
+      // "Default configurations"); both are accurate to a few ulp.
+      b += "    const " + F + " out = " + load("at") + " * exp2(-beta * log2(s));\n";
+    }
     b += "    if (live) {\n";
     if (vec) {
       b += "      if (has_scale) " + vw.Store(8, "s", "scale + at") + ";\n";
@@ -220,7 +228,8 @@ Lrn::Lrn(Device& device, const LrnDesc& desc) : device_(&device), desc_(desc) {
   launch_ = launch.launch;
   ProgramHints hints;
   hints.local_sizes = {{kLaunch1DLocalSize, 1, 1}, {8, 1, 1}};  // scalar, 8-lane vector launches
-  forward_ = device.GetProgram(ForwardSource(target, desc_.type, desc_.local_size), "", hints)
+  forward_ = device.GetProgram(ForwardSource(target, desc_.type, desc_.local_size, desc_.beta),
+                               "", hints)
                  ->GetKernel(ForwardKernelName(desc_.type) + (vectors_ ? "_v8" : ""));
   if (KernelChoiceLogActive())  // for `mpcaffe time --explain`
     NoteKernelChoice({family->name, launch_.ToString(), launch.source, desc_.ToString()});

@@ -54,8 +54,10 @@ class Lrn {
   Event Backward(const BufferRef& input, const BufferRef& output, const BufferRef& top_diff,
                  const BufferRef& scale, const BufferRef& bottom_diff, Queue* queue = nullptr);
 
-  /// The forward kernel for windows of `local_size` channels (unrolled into the text).
-  static std::string ForwardSource(const KernelTarget& target, DataType type, int local_size = 5);
+  /// The forward kernel for windows of `local_size` channels (unrolled into the text); with
+  /// `beta` 0.75 (Caffe's default, every BVLC net's) s^−β as square roots (ThreeQuarters).
+  static std::string ForwardSource(const KernelTarget& target, DataType type, int local_size = 5,
+                                   float beta = 0.75f);
   static std::string BackwardSource(const KernelTarget& target);
   static std::string ForwardKernelName(DataType type);
   static std::string BackwardKernelName();

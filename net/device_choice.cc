@@ -30,11 +30,15 @@ std::string NetRecordSignature(const caffe::NetParameter& param) {
   return cache::Sha256Hex(bytes);
 }
 
-bool NetComputesInFp16(const caffe::NetParameter& param) {
-  if (param.data_type() == caffe::CAFFE_HALF) return true;
-  for (const caffe::LayerParameter& l : param.layer())
-    if (l.compute_data_type() == caffe::CAFFE_HALF) return true;
-  return false;
+NetTypes NetComputeTypes(const caffe::NetParameter& param) {
+  NetTypes t;
+  const auto note = [&t](caffe::DataType type) {
+    t.fp16 |= type == caffe::CAFFE_HALF;
+    t.int8 |= type == caffe::CAFFE_INT8_QUANTIZED;
+  };
+  note(param.data_type());
+  for (const caffe::LayerParameter& l : param.layer()) note(l.compute_data_type());
+  return t;
 }
 
 bool RecordNetForward(const Device& device, const caffe::NetParameter& param, double ms) {
@@ -82,10 +86,12 @@ DeviceChoice ChooseDeviceForNet(const std::string& selector, const caffe::NetPar
       return {best, "the fastest recorded forward pass of this net: " + Milliseconds(best_ms) +
                         " against " + others};
   }
-  const bool fp16 = NetComputesInFp16(param);
-  Device* d = DevicesByProfile(fp16).front();
+  const NetTypes types = NetComputeTypes(param);
+  Device* d = DevicesByProfile(types).front();
+  const bool quads = types.int8 && ByteQuadsInHelper(d->info());
   return {d, std::string("the profile rule: ") + (d->info().is_gpu ? "a GPU" : "a CPU device") +
-                 (fp16 ? ", native fp16 for an fp16 net" : "") +
+                 (types.fp16 ? ", native fp16 for an fp16 net" : "") +
+                 (quads ? ", byte quad products for an int8 net" : "") +
                  "; no passes of this net recorded on two devices"};
 }
 

@@ -20,8 +20,8 @@ struct DeviceChoice {
 /// layers, data types and input shapes, so a batch or data type of its own is another net).
 std::string NetRecordSignature(const caffe::NetParameter& param);
 
-/// Whether any layer (or the net's own data_type) computes in fp16.
-bool NetComputesInFp16(const caffe::NetParameter& param);
+/// Whether any layer (or the net's own data_type) computes in fp16, and in int8.
+NetTypes NetComputeTypes(const caffe::NetParameter& param);
 
 /// Stores the median forward-pass time of `param` on `device` as its "net" record (no-op
 /// without an active kernel cache). Returns whether a record was written.
@@ -29,7 +29,7 @@ bool RecordNetForward(const Device& device, const caffe::NetParameter& param, do
 
 /// `selector`'s device when one is given; else MPCAFFE_DEVICE's or the MPI rank's
 /// (DefaultDevice); else, when two or more devices hold a "net" record of this net, the one
-/// with the shortest; else the first of DevicesByProfile (fp16 nets: native fp16 first).
+/// with the shortest; else the first of DevicesByProfile for the net's NetComputeTypes.
 DeviceChoice ChooseDeviceForNet(const std::string& selector, const caffe::NetParameter& param);
 
 }  // namespace mpcaffe

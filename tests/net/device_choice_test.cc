@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cache/program_cache.h"
+#include "device/host_isa.h"
 #include "device/settings.h"
 #include "net/device_choice.h"
 
@@ -73,7 +74,7 @@ TEST_F(DeviceChoiceTest, SelectorAndSettingOutrankRecords) {
 
 TEST_F(DeviceChoiceTest, OneRecordOrAnotherNetFallsBackToTheProfileRule) {
   const caffe::NetParameter p = UniqueNet(4);
-  Device* profile_first = DevicesByProfile(false).front();
+  Device* profile_first = DevicesByProfile().front();
   Device* other = DeviceList()[0] == profile_first ? DeviceList()[1] : DeviceList()[0];
   Put(*other, p, 1.0);  // one device's record compares with nothing
   DeviceChoice c = ChooseDeviceForNet("", p);
@@ -92,21 +93,66 @@ TEST(DeviceProfileRank, GpusThenCpusThenExpensiveLaneLoadsAndFp16WithinAClass) {
   gpu.is_gpu = true;
   cpu_fp16.fp16 = true;
   llvmpipe.lane_loads_expensive = llvmpipe.work_items_in_simd_lanes = true;
-  EXPECT_LT(ProfileRank(gpu, false), ProfileRank(cpu, false));
-  EXPECT_LT(ProfileRank(gpu, true), ProfileRank(cpu_fp16, true));  // the class first
-  EXPECT_EQ(ProfileRank(cpu, false), ProfileRank(cpu_fp16, false));
-  EXPECT_LT(ProfileRank(cpu_fp16, true), ProfileRank(cpu, true));
-  EXPECT_LT(ProfileRank(cpu, true), ProfileRank(llvmpipe, false));
+  const NetTypes fp32, fp16{true, false};
+  EXPECT_LT(ProfileRank(gpu, fp32), ProfileRank(cpu, fp32));
+  EXPECT_LT(ProfileRank(gpu, fp16), ProfileRank(cpu_fp16, fp16));  // the class first
+  EXPECT_EQ(ProfileRank(cpu, fp32), ProfileRank(cpu_fp16, fp32));
+  EXPECT_LT(ProfileRank(cpu_fp16, fp16), ProfileRank(cpu, fp16));
+  EXPECT_LT(ProfileRank(cpu, fp16), ProfileRank(llvmpipe, fp32));
   // DeviceList's own order is kept between equals, and the rule's first is DefaultDevice's.
   ScopedSettings env;
   env->device.clear();
   env->mpi_local_rank.clear();
-  const std::vector<Device*> order = DevicesByProfile(false);
+  const std::vector<Device*> order = DevicesByProfile();
   ASSERT_EQ(order.size(), DeviceList().size());
-  if (!order.empty()) EXPECT_EQ(order.front(), &DefaultDevice());
-  for (size_t i = 1; i < order.size(); ++i)
-    if (ProfileRank(order[i - 1]->info(), false) == ProfileRank(order[i]->info(), false))
+  if (!order.empty()) {
+    EXPECT_EQ(order.front(), &DefaultDevice());
+  }
+  for (size_t i = 1; i < order.size(); ++i) {
+    if (ProfileRank(order[i - 1]->info(), {}) == ProfileRank(order[i]->info(), {})) {
       EXPECT_LT(order[i - 1]->index(), order[i]->index());
+    }
+  }
+}
+
+TEST(DeviceProfileRank, Int8NetsPreferByteQuadsWithinAClass) {
+  DeviceInfo quads, pairs, gpu;
+  quads.byte_quad_products_in_helper = true;
+  gpu.is_gpu = true;
+  const NetTypes int8{false, true}, both{true, true};
+  ScopedSettings env;
+  env->isa.clear();  // the quads count only at the CPU's own level
+  const bool host_has_them = ByteQuadsInHelper(quads);
+  EXPECT_EQ(host_has_them, CpuHasAvx512Vnni());
+  EXPECT_EQ(ProfileRank(quads, {}), ProfileRank(pairs, {}));  // not for fp32 nets
+  if (host_has_them) {
+    EXPECT_LT(ProfileRank(quads, int8), ProfileRank(pairs, int8));
+    // native fp16 outranks byte quads in a net of both types
+    quads.fp16 = false;
+    pairs.fp16 = true;
+    EXPECT_LT(ProfileRank(pairs, both), ProfileRank(quads, both));
+    env->isa = "avx2";  // MPCAFFE_ISA below the CPU's level turns the VNNI form off
+    EXPECT_FALSE(ByteQuadsInHelper(quads));
+    EXPECT_EQ(ProfileRank(quads, int8), ProfileRank(DeviceInfo{}, int8));
+  }
+  EXPECT_LT(ProfileRank(gpu, int8), ProfileRank(quads, int8));  // the class first
+}
+
+TEST_F(DeviceChoiceTest, AnInt8NetWithoutRecordsGoesToTheByteQuadDevice) {
+  caffe::NetParameter p = UniqueNet(6);
+  p.mutable_layer(0)->set_compute_data_type(caffe::CAFFE_INT8_QUANTIZED);
+  const NetTypes types = NetComputeTypes(p);
+  EXPECT_TRUE(types.int8);
+  EXPECT_FALSE(types.fp16);
+  const DeviceChoice c = ChooseDeviceForNet("", p);
+  EXPECT_EQ(c.device, DevicesByProfile(types).front()) << c.why;
+  EXPECT_EQ(c.why.find("byte quad") != std::string::npos, ByteQuadsInHelper(c.device->info()))
+      << c.why;
+  bool any_quads = false;
+  for (Device* d : DeviceList()) any_quads |= ByteQuadsInHelper(d->info()) && !d->info().is_gpu;
+  if (any_quads && !c.device->info().is_gpu) {
+    EXPECT_TRUE(ByteQuadsInHelper(c.device->info()));
+  }
 }
 
 }  // namespace
