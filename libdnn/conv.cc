@@ -13,6 +13,7 @@
 #include "device/settings.h"
 #include "libdnn/conv_families.h"
 #include "libdnn/conv_internal.h"
+#include "libdnn/conv_winograd.h"
 #include "libdnn/int4_internal.h"
 #include "libdnn/tuner.h"  // DepthwiseConfig
 
@@ -20,7 +21,7 @@ namespace mpcaffe::libdnn {
 
 using namespace conv_internal;  // NOLINT: this file's private vocabulary
 
-namespace {
+namespace conv_internal {
 
 /// A work-group size dividing `global` that leaves at least `per_unit` work-groups per compute
 /// unit where the grid has them: whole rows of dimension 0 (neighbouring pixel blocks share
@@ -54,6 +55,10 @@ std::array<size_t, 3> SpreadLocal(const std::array<size_t, 3>& global, const Dev
   return local;
 }
 
+}  // namespace conv_internal
+
+namespace {
+
 /// Work-group width of the depthwise kernel: DepthwiseLocalWidth, or with vectors of `vx`
 /// columns the vectors of one output row.
 int DepthwiseLocal(const ConvDesc& d, int vx) {
@@ -73,6 +78,7 @@ const char* FamilyPathName(ConvFamily family) {
     case ConvFamily::kDepthwise: return "depthwise";
     case ConvFamily::kPointwise: return "pointwise";
     case ConvFamily::kGemm: return "gemm";
+    case ConvFamily::kWinograd: return "winograd";
     case ConvFamily::kDirect: break;
   }
   return "direct";
@@ -108,6 +114,11 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
     case ConvFamily::kPointwise:
       PreparePointwise(c.tile);
       note(pointwise_tile_.ToString());
+      return;
+    case ConvFamily::kWinograd:
+      family_ = ConvFamily::kWinograd;
+      winograd_ = std::make_shared<WinogradForward>(device, desc_, c.wino);
+      note(c.wino.ToString());
       return;
     case ConvFamily::kDirect:
       note(plan.direct.config.ToString());
@@ -199,6 +210,25 @@ Convolution Convolution::WithoutPointwise(Device& device, const ConvDesc& desc,
                                           const ConvQuant& quant) {
   return Convolution(device, desc, quant,
                      PlanConvolution(device, desc, quant, ConvFamily::kPointwise));
+}
+
+Convolution Convolution::Winograd(Device& device, const ConvDesc& desc,
+                                  const WinogradConfig& config) {
+  Convolution conv(device, desc, {}, DefaultConvConfig(device.info(), desc.type), false);
+  conv.family_ = ConvFamily::kWinograd;
+  conv.winograd_ = std::make_shared<WinogradForward>(device, desc, config);
+  return conv;
+}
+
+Convolution Convolution::WithoutWinograd(Device& device, const ConvDesc& desc) {
+  return Convolution(device, desc, {}, PlanConvolution(device, desc, {}, ConvFamily::kWinograd));
+}
+
+void Convolution::ReleaseScratch() {
+  xpacked_.reset();
+  gemm_col_.reset();
+  for (auto& gemm : gemms_) gemm->ReleaseScratch();
+  if (winograd_) winograd_->ReleaseScratch();
 }
 
 void Convolution::PreparePointwise(const PointwiseTile& tile) {
@@ -396,6 +426,10 @@ Event Convolution::SetWeights(const BufferRef& packed_weights, Queue* queue) {
     packed_ready_ = true;
     return pointwise_pack_.Launch1D(total, queue);
   }
+  if (family_ == ConvFamily::kWinograd) {
+    packed_ready_ = true;
+    return winograd_->SetWeights(weights, queue);
+  }
   if (family_ == ConvFamily::kDepthwise) {
     const size_t bytes = d.weight_count() * wbytes;
     if (!depthwise_weights_) depthwise_weights_ = device_->Allocate(bytes);
@@ -436,6 +470,8 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
   if (d.residual) CheckBuffer(d, "residual", residual, d.output_count(), es);
   const BufferRef res_arg = d.residual ? residual : output;
   const int ocg = d.out_channels / d.groups, oh = d.out_h(), ow = d.out_w();
+  if (family_ == ConvFamily::kWinograd)
+    return winograd_->Forward(input, bias_arg, res_arg, output, queue);
   if (family_ == ConvFamily::kDepthwise) {
     // The sizes are constants of the kernel text; the arguments are buffers and zero points.
     depthwise_kernel_.ArgBuffer(input.mem, input.byte_offset, es)

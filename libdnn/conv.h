@@ -162,9 +162,11 @@ ConvConfig DefaultConvConfig(const DeviceInfo& device, DataType type = DataType:
 
 /// The forward kernel families of a convolution, in the order its constructor tries them
 /// (libdnn/conv_families.h: each one's rule of application, configuration and defaults table).
-enum class ConvFamily { kDepthwise, kPointwise, kGemm, kDirect };
+enum class ConvFamily { kDepthwise, kPointwise, kGemm, kWinograd, kDirect };
 
 struct ConvPlan;
+struct WinogradConfig;     // libdnn/conv_winograd.h
+class WinogradForward;
 
 /// A convolution prepared for one device and description: kernels generated, quantization
 /// parameters uploaded. Not thread-safe for concurrent calls on one object.
@@ -270,6 +272,15 @@ class Convolution {
   /// tuning record "conv_pw:off"): the direct kernel, or im2col + GEMM where that is the default
   /// (int8 first layers on CPUs). The tuner times it against the pointwise tiles.
   static Convolution WithoutPointwise(Device& device, const ConvDesc& desc, const ConvQuant& quant);
+  /// Whether Forward runs the Winograd family (libdnn/conv_winograd.h: fp32 3×3 stride-1
+  /// one-group convolutions, where its defaults table, the tuning table or MPCAFFE_KERNEL_CONFIG
+  /// "conv_wino:m2 oc8 v16" choose it; "conv_wino:off" never).
+  bool forward_winograd() const { return family_ == ConvFamily::kWinograd; }
+  /// The constructor of a Winograd description with a given configuration (the tuner's
+  /// candidates, tests), and what the constructor without a config runs where the Winograd
+  /// family is not taken (the tuner times it against them).
+  static Convolution Winograd(Device& device, const ConvDesc& desc, const WinogradConfig& config);
+  static Convolution WithoutWinograd(Device& device, const ConvDesc& desc);
   static std::string PointwiseSource(const KernelTarget& target, const ConvDesc& desc,
                                      const PointwiseTile& tile);
   static std::string PointwiseKernelName(const ConvDesc& desc);
@@ -294,11 +305,7 @@ class Convolution {
   /// own: Gemm::ReleaseScratch); the next Forward allocates them again. Reduced-memory
   /// inference calls it after each Forward so convolutions do not each hold theirs (commands
   /// already enqueued keep their buffers).
-  void ReleaseScratch() {
-    xpacked_.reset();
-    gemm_col_.reset();
-    for (auto& gemm : gemms_) gemm->ReleaseScratch();
-  }
+  void ReleaseScratch();
 
   /// fp32 only: bottom_diff = ∂L/∂input from top_diff (output-shaped) and the OIHW weights.
   void BackwardData(const BufferRef& top_diff, const BufferRef& weights,
@@ -343,7 +350,7 @@ class Convolution {
                                      int rows = 0, int vx = 1, bool quads = false);
   static std::string DepthwiseKernelName(const ConvDesc& desc);
   /// The forward kernel the constructor without a config would run for `desc` on `device` —
-  /// "depthwise", "pointwise", "gemm" (im2col + GEMM) or "direct" — decided as the constructor
+  /// "depthwise", "pointwise", "gemm" (im2col + GEMM), "winograd" or "direct" — decided as the constructor
   /// decides (settings, tuning table), without building a program.
   static const char* ForwardPathOf(const Device& device, const ConvDesc& desc,
                                    const ConvQuant& quant = {});
@@ -422,6 +429,8 @@ class Convolution {
   Kernel pointwise_kernel_, pointwise_pack_;
   std::shared_ptr<DeviceMemory> pointwise_weights_;
   std::shared_ptr<DeviceMemory> pointwise_wsum_;  // int8q: Σ(w − z_w) per output channel
+  // Winograd forward (forward_winograd()): its kernels, transformed weights and scratch.
+  std::shared_ptr<WinogradForward> winograd_;
   /// What Forward runs: the family of the plan the constructor followed (its configuration is
   /// config_, depthwise_rows_ / depthwise_vx_ or pointwise_tile_).
   ConvFamily family_ = ConvFamily::kDirect;

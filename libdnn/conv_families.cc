@@ -45,6 +45,10 @@ bool GemmApplies(const ConvDesc& d, const ConvQuant& q, const TargetProfile& p) 
   return GetSettings().conv_gemm != "0";
 }
 
+bool WinogradFamilyApplies(const ConvDesc& d, const ConvQuant&, const TargetProfile&) {
+  return WinogradApplies(d);
+}
+
 bool DirectApplies(const ConvDesc&, const ConvQuant&, const TargetProfile&) { return true; }
 
 ConvFamilyChoice ChooseDepthwise(const Device& device, const ConvDesc& d) {
@@ -60,12 +64,21 @@ ConvFamilyChoice ChooseDepthwise(const Device& device, const ConvDesc& d) {
   return c;
 }
 
+/// The choice of a family whose chooser gives a configuration or nothing (off), the
+/// configuration kept in `field`.
+template <typename Config>
+ConvFamilyChoice ChoiceOf(const Chosen<std::optional<Config>>& chosen,
+                          Config ConvFamilyChoice::*field) {
+  ConvFamilyChoice c;
+  c.source = chosen.source;
+  c.off = !chosen.config;
+  if (chosen.config) c.*field = *chosen.config;
+  return c;
+}
+
 ConvFamilyChoice ChoosePointwiseTile(const Device& device, const ConvDesc& d) {
   const Chosen<PointwiseChoice> tile = ChoosePointwise(device, d);
-  ConvFamilyChoice c;
-  c.source = tile.source;
-  c.off = !tile.config;
-  if (tile.config) c.tile = *tile.config;
+  ConvFamilyChoice c = ChoiceOf(tile, &ConvFamilyChoice::tile);
   if (!c.off && tile.source == ConfigSource::kDefault && Convolution::IsStridedPointwise(d))
     c.off = !DefaultRowFor(StridedPointwiseDefaults(), "conv_pw",
                            TargetProfile::Of(device.info()), d)
@@ -82,6 +95,10 @@ ConvFamilyChoice ChooseGemm(const Device& device, const ConvDesc& d) {
   c.off =
       !DefaultRowFor(ConvGemmDefaults(), "conv_gemm", TargetProfile::Of(device.info()), d).config;
   return c;
+}
+
+ConvFamilyChoice ChooseWinogradConfig(const Device& device, const ConvDesc& d) {
+  return ChoiceOf(ChooseWinograd(device, d), &ConvFamilyChoice::wino);
 }
 
 ConvFamilyChoice ChooseDirect(const Device& device, const ConvDesc& d) {
@@ -385,11 +402,30 @@ const DefaultsTable<bool, ConvDesc>& ConvGemmDefaults() {
   return table;
 }
 
+const DefaultsTable<WinogradChoice, ConvDesc>& WinogradDefaults() {
+  // F(2×2) only (F(4×4)'s rounding: conv_winograd.h). 8 output channels × one vector of 16
+  // tiles, the pointwise kernel's tile: the element-wise products are the same GEMM shape.
+  static const DefaultsTable<WinogradChoice, ConvDesc> table = {
+      {"CPU runtimes where its launches pay (PoCL), AVX-512 and AVX2",
+       [](const TargetProfile& p, const ConvDesc&) { return p.winograd_launches; },
+       WinogradConfig{2, 8, 1, 16},
+       "mpcaffe time --model resnet50_deploy.prototxt --synthetic --iterations 20 --explain "
+       "--json --device 1, main's binary and this one alternating, AVX-512 and the AVX2 caps, "
+       "loaded, 2026-11-30 (docs/BENCHMARKS.md, \"Default configurations\")"},
+      {"every other device: off (the direct kernel)",
+       [](const TargetProfile&, const ConvDesc&) { return true; }, std::nullopt,
+       "Intel's CPU runtime: slower in the same measurement (its 3x3 layers' sum, both levels); "
+       "GPUs: not measured (none on the build machine)"},
+  };
+  return table;
+}
+
 const std::vector<ConvForwardFamily>& ConvForwardFamilies() {
   static const std::vector<ConvForwardFamily> families = {
       {ConvFamily::kDepthwise, "conv_dw", DepthwiseApplies, ChooseDepthwise},
       {ConvFamily::kPointwise, "conv_pw", PointwiseApplies, ChoosePointwiseTile},
       {ConvFamily::kGemm, "conv_gemm", GemmApplies, ChooseGemm},
+      {ConvFamily::kWinograd, "conv_wino", WinogradFamilyApplies, ChooseWinogradConfig},
       {ConvFamily::kDirect, "conv", DirectApplies, ChooseDirect},
   };
   return families;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "libdnn/conv.h"
+#include "libdnn/conv_winograd.h"
 #include "libdnn/defaults_table.h"
 #include "libdnn/kernel_config.h"
 #include "libdnn/tuner.h"  // Chosen
@@ -43,6 +44,10 @@ const DefaultsTable<bool, ConvDesc>& DepthwiseQuadDefaults();
 /// next family runs (false).
 const DefaultsTable<bool, ConvDesc>& ConvGemmDefaults();
 
+/// The Winograd family's configuration per description without a tuning record or override;
+/// nothing: off (the direct kernel).
+const DefaultsTable<WinogradChoice, ConvDesc>& WinogradDefaults();
+
 /// A family's configuration for one description, and where it came from.
 struct ConvFamilyChoice {
   bool off = false;  ///< "family:off" from the override, the record or the defaults: next family
@@ -50,11 +55,12 @@ struct ConvFamilyChoice {
   ConvConfig direct;                ///< kDirect
   int rows = 0;                     ///< kDepthwise: output rows per work-item
   Convolution::PointwiseTile tile;  ///< kPointwise
+  WinogradConfig wino;              ///< kWinograd
 };
 
 struct ConvForwardFamily {
   ConvFamily family;
-  const char* name;  ///< "conv_dw", "conv_pw", "conv_gemm", "conv"
+  const char* name;  ///< "conv_dw", "conv_pw", "conv_gemm", "conv_wino", "conv"
   /// Whether the family's kernels compute `desc` with `quant` on a device of `profile` (a
   /// setting that turns the family off counts as not applying).
   bool (*applies)(const ConvDesc& desc, const ConvQuant& quant, const TargetProfile& profile);
@@ -63,7 +69,7 @@ struct ConvForwardFamily {
 };
 
 /// The families in the order a convolution tries them: depthwise, pointwise, im2col + GEMM,
-/// direct (which applies everywhere).
+/// Winograd, direct (which applies everywhere).
 const std::vector<ConvForwardFamily>& ConvForwardFamilies();
 const ConvForwardFamily& ConvForwardFamilyOf(ConvFamily family);
 

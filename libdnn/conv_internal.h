@@ -5,6 +5,7 @@
 // that follow from it, the one im2col kernel both passes use, and buffer checks.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <string>
 
@@ -126,6 +127,11 @@ std::string Im2colSource(const KernelTarget& target, DataType type);
 /// value v stored as clamp(y_zero + MP_REQUANT(v − pad, mult, shift)), the padding as y_zero.
 std::string Im2colRequantKernelName(DataType type);
 std::string Im2colRequantSource(const KernelTarget& target, DataType type);
+
+/// A work-group size dividing `global` that leaves at least `per_unit` work-groups per compute
+/// unit where the grid has them (conv.cc says how); the pointwise and Winograd launches take it.
+std::array<size_t, 3> SpreadLocal(const std::array<size_t, 3>& global, const DeviceInfo& info,
+                                  int per_unit);
 
 /// `b` advanced by `elements` elements of `element_bytes`.
 BufferRef Offset(const BufferRef& b, size_t elements, size_t element_bytes);

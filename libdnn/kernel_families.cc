@@ -199,6 +199,28 @@ const ChoiceSchema kPointwiseSchema = {
       return out;
     }};
 
+/// Winograd configurations on an odd-sized padded problem and one of ResNet-50's 3x3 layers.
+std::vector<ConvDesc> WinogradSampleDescs() {
+  std::vector<ConvDesc> ds;
+  for (auto [c, oc, hw] : {std::array<int, 3>{5, 11, 9}, {64, 64, 56}}) {
+    ConvDesc d;
+    d.channels = c, d.out_channels = oc, d.height = d.width = hw;
+    d.kernel_h = d.kernel_w = 3;
+    d.pad_h = d.pad_w = 1;
+    ds.push_back(d);
+  }
+  return ds;
+}
+
+const ChoiceSchema kWinogradSchema = {
+    SchemaKeys<WinogradConfig>, SchemaRoundTrip<WinogradConfig>, [](const DeviceInfo&) {
+      std::vector<ChoiceCandidate> out;
+      for (const ConvDesc& d : WinogradSampleDescs())
+        for (const WinogradConfig& c : WinogradCandidates(WinogradConfig{}))
+          out.push_back({c.ToString(), d.ToString(), WinogradApplies(d)});
+      return out;
+    }};
+
 /// Pooling's and LRN's launches: chosen by their tables, never timed by the tuner.
 const ChoiceSchema kRowGroupsSchema = {SchemaKeys<RowGroups>, SchemaRoundTrip<RowGroups>, nullptr};
 
@@ -240,6 +262,16 @@ std::vector<ChoiceDefaultsRow> DepthwiseRows() {
   AddRows(&rows, "int8 form", DepthwiseQuadDefaults(), false, [](bool quads) {
     return std::string(quads ? "byte quads, 16 columns" : "float and pair forms");
   });
+  return rows;
+}
+
+std::vector<ChoiceDefaultsRow> WinogradRows() {
+  std::vector<ChoiceDefaultsRow> rows;
+  // "off" rows name the next family, not a configuration of this one.
+  for (const auto& row : WinogradDefaults())
+    rows.push_back({"configuration", row.device_class,
+                    row.config ? row.config->ToString() : std::string("off"), row.provenance,
+                    row.config.has_value()});
   return rows;
 }
 
@@ -326,6 +358,17 @@ std::vector<KernelFamilyEntry> Build() {
          }
          return s;
        }});
+  // Winograd ("conv_wino"): F(2x2) with bias, residual and ReLU on an odd padded problem and
+  // F(4x4) without them, two vectors of tiles (every branch of the text).
+  f.push_back({"conv_winograd", {{"conv_wino", &kWinogradSchema, WinogradRows}},
+               [](const KernelTarget& k) {
+                 ConvDesc d = WinogradSampleDescs()[0];
+                 ConvDesc e = d;
+                 e.bias = e.relu = e.residual = true;
+                 e.pad_h = 0, e.pad_w = 2;
+                 return Samples{{"conv_wino_gemm", WinogradSource(k, e, {2, 8, 1, 16})},
+                                {"conv_wino_gemm", WinogradSource(k, d, {4, 4, 2, 8})}};
+               }});
   // im2col + GEMM ("conv_gemm"): the im2col kernel of every type (the GEMM is gemm's).
   f.push_back({"im2col", {{"conv_gemm", nullptr, ConvGemmRows}}, [](const KernelTarget& k) {
                  return PerTypeSamples(AllTypes(), k, conv_internal::Im2colKernelName,

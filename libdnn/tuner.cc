@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cache/program_cache.h"
+#include "libdnn/conv_families.h"
 #include "libdnn/kernel_config.h"
 
 namespace mpcaffe::libdnn {
@@ -181,6 +182,23 @@ Chosen<PointwiseChoice> ChoosePointwise(const Device& device, const ConvDesc& de
       return {t, ConfigSource::kTuned};
   }
   return {Convolution::DefaultPointwiseTile(desc, TargetProfile::Of(device.info())),
+          ConfigSource::kDefault};
+}
+
+Chosen<WinogradChoice> ChooseWinograd(const Device& device, const ConvDesc& desc) {
+  Record(desc, &Recorded::convs, "conv");
+  if (ForcedOff("conv_wino")) return {std::nullopt, ConfigSource::kOverride};
+  auto parse = [](const std::string& text, const std::string& where) {
+    return ParseFamilyConfig(WinogradConfig::Schema(), "conv_wino", text, where);
+  };
+  if (auto forced = Forced<WinogradConfig>("conv_wino", parse))
+    return {forced, ConfigSource::kOverride};
+  if (auto rec = Lookup(device, "conv_wino", desc.ToString())) {
+    if (*rec == "off") return {std::nullopt, ConfigSource::kTuned};
+    if (auto c = WinogradConfig::Schema().Parse(*rec)) return {c, ConfigSource::kTuned};
+  }
+  return {DefaultRowFor(WinogradDefaults(), "conv_wino", TargetProfile::Of(device.info()), desc)
+              .config,
           ConfigSource::kDefault};
 }
 
@@ -441,6 +459,32 @@ PointwiseTuneResult Tuner::TunePointwise(const ConvDesc& desc, double give_up) {
                          desc, ops);
       });
   result.stored = Store(device_, "conv_pw", desc.ToString(),
+                        result.best ? result.best->ToString() : "off", result.best_ms);
+  return result;
+}
+
+WinogradTuneResult Tuner::TuneWinograd(const ConvDesc& desc, double give_up) {
+  desc.Validate();
+  if (!WinogradApplies(desc))
+    throw Error("tune: convolution " + desc.ToString() +
+                " has no Winograd kernel (fp32, one group, 3×3 window, stride 1, dilation 1)");
+  const ConvOperands ops(device_, desc);
+  // The default first (the direct kernel where the defaults say off), then the other.
+  const WinogradChoice first =
+      DefaultRowFor(WinogradDefaults(), "conv_wino", TargetProfile::Of(device_.info()), desc)
+          .config;
+  std::vector<WinogradChoice> candidates{first};
+  for (const WinogradConfig& c : WinogradCandidates(first.value_or(WinogradConfig{})))
+    if (!(first && c == *first)) candidates.push_back(c);
+  if (first) candidates.insert(candidates.begin() + 1, std::nullopt);
+  WinogradTuneResult result = TimeCandidates(
+      candidates, 0, give_up, repeats_, [&](const WinogradChoice& choice) {
+        return ConvTimer(std::make_shared<Convolution>(
+                             choice ? Convolution::Winograd(device_, desc, *choice)
+                                    : Convolution::WithoutWinograd(device_, desc)),
+                         desc, ops);
+      });
+  result.stored = Store(device_, "conv_wino", desc.ToString(),
                         result.best ? result.best->ToString() : "off", result.best_ms);
   return result;
 }

@@ -13,6 +13,7 @@
 
 #include "libdnn/blas.h"
 #include "libdnn/conv.h"
+#include "libdnn/conv_winograd.h"
 #include "libdnn/gemm.h"
 #include "libdnn/kernel_config.h"
 
@@ -34,6 +35,9 @@ using DepthwiseTuneResult = TuneResult<int>;
 /// The pointwise forward: a tile of the pointwise kernel, or nothing for the direct kernel.
 using PointwiseChoice = std::optional<Convolution::PointwiseTile>;
 using PointwiseTuneResult = TuneResult<PointwiseChoice>;
+/// The Winograd forward: a configuration, or nothing for the family after it (the direct kernel).
+using WinogradChoice = std::optional<WinogradConfig>;
+using WinogradTuneResult = TuneResult<WinogradChoice>;
 
 struct BlasTuneResult {
   BlasImpl best = BlasImpl::kLibDNN;
@@ -71,6 +75,11 @@ class Tuner {
   /// records the fastest under operation "conv_pw", signature desc.ToString(), parameters
   /// "conv_pw:" + PointwiseTile::ToString() or "conv_pw:off" (the direct kernel).
   PointwiseTuneResult TunePointwise(const ConvDesc& desc, double give_up = 3.0);
+  /// Times the Winograd family of a `desc` where it applies (WinogradApplies) with each of
+  /// WinogradCandidates() and Convolution::WithoutWinograd (the direct kernel with its tuned or
+  /// default configuration); records the fastest under operation "conv_wino", signature
+  /// desc.ToString(), parameters "conv_wino:" + WinogradConfig::ToString() or "conv_wino:off".
+  WinogradTuneResult TuneWinograd(const ConvDesc& desc, double give_up = 3.0);
   /// Times LibDNN (with its current, possibly tuned, configuration) against every other
   /// available library and records the winner under "blas_gemm".
   BlasTuneResult TuneBlas(const GemmDesc& desc);
@@ -141,6 +150,12 @@ std::vector<PointwiseChoice> PointwiseCandidates(const ConvDesc& desc,
                                                  const TargetProfile& profile = {});
 /// Parses PointwiseTile::ToString()'s form ("oc4 px2 v8"); nothing when malformed.
 std::optional<Convolution::PointwiseTile> ParsePointwiseTile(const std::string& text);
+/// The Winograd forward of an fp32 `desc` where WinogradApplies: MPCAFFE_KERNEL_CONFIG's
+/// conv_wino entry, else the tuning table's record ("conv_wino", desc.ToString()), else the
+/// family's defaults table (WinogradDefaults in conv_families.h). Nothing ("conv_wino:off"): the
+/// direct kernel.
+Chosen<WinogradChoice> ChooseWinograd(const Device& device, const ConvDesc& desc);
+
 /// Parses ConvConfig::ToString()'s form ("l1 oc4 px3 v8"); nothing when malformed or invalid.
 std::optional<ConvConfig> ParseConvConfig(const std::string& text);
 

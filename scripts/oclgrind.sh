@@ -45,6 +45,7 @@ pool_stochastic | test_layers   | StochasticPoolKernels.*:StochasticPooling.* | 
 eltwise_prod    | test_layers   | EltwiseProd.* |
 lrn             | test_libdnn   | *LrnForward.*:*LrnBackward.* | lrn_forward lrn_backward
 conv_nd         | test_layers   | ConvolutionNd.DeconvolutionMatchesTheReference | conv_nd
+winograd        | test_libdnn   | ConvWinograd.F2*:ConvWinograd.F4* | conv_winograd
 layers          | test_layers   | Layers.* | im2col_rq
 gradients       | test_layers   | Gradient.* |
 moe             | test_layers   | Moe.*:-Moe.PaperImagenetMoeNetsForwardInAllFourDtypes |

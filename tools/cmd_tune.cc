@@ -83,6 +83,7 @@ std::string BestText(const Config& c) {
 }
 std::string BestText(int depthwise_rows) { return libdnn::DepthwiseConfig{depthwise_rows}.ToString(); }
 std::string BestText(const libdnn::PointwiseChoice& c) { return c ? c->ToString() : "off"; }
+std::string BestText(const libdnn::WinogradChoice& c) { return c ? c->ToString() : "off"; }
 
 /// Whether a convolution shape takes the pointwise kernel's tuner (its candidates include the
 /// direct kernel).
@@ -141,10 +142,14 @@ void TuneModelOn(Device& dev, const std::vector<std::string>& args) {
       std::printf("gemm %s -> gemm:%s\n", g.ToString().c_str(),
                   libdnn::TunedGemmConfig(dev, g).ToString().c_str());
     for (const auto& c : convs) {
+      const libdnn::WinogradChoice wino = libdnn::WinogradApplies(c) && !TunesPointwise(c)
+                                              ? libdnn::ChooseWinograd(dev, c).config
+                                              : std::nullopt;
       const std::string chosen =
           libdnn::Convolution::IsDepthwise(c) && GetSettings().conv_depthwise != "0"
               ? "conv_dw:" + BestText(libdnn::TunedDepthwiseRows(dev, c))
           : TunesPointwise(c) ? "conv_pw:" + BestText(libdnn::TunedPointwise(dev, c))
+          : wino              ? "conv_wino:" + BestText(wino)
                               : "conv:" + libdnn::TunedConvConfig(dev, c).ToString();
       std::printf("conv %s -> %s\n", c.ToString().c_str(), chosen.c_str());
     }
@@ -157,6 +162,7 @@ void TuneModelOn(Device& dev, const std::vector<std::string>& args) {
                   !HasFlag(args, "--no-progress"));
   std::vector<std::string> lines;
   int stored = 0;
+  size_t extra = 0;  // shapes tuned twice (the direct kernel, then Winograd against it)
   // One shape: time its candidates (TuneGemm / TuneConv), keep the line to print.
   auto tune = [&](const char* what, const std::string& shape, const auto& run) {
     bar.Describe(std::string(what) + " " + shape);
@@ -178,11 +184,17 @@ void TuneModelOn(Device& dev, const std::vector<std::string>& args) {
       tune("conv_pw", c.ToString(), [&] { return tuner.TunePointwise(c, 3.0); });
     else
       tune("conv", c.ToString(), [&] { return tuner.TuneConv(c, 3.0, max); });
+    // Winograd against the direct kernel in its just-tuned configuration.
+    if (libdnn::WinogradApplies(c) && !TunesPointwise(c) && GetSettings().conv_gemm != "1") {
+      tune("conv_wino", c.ToString(), [&] { return tuner.TuneWinograd(c, 3.0); });
+      ++extra;
+    }
   }
   bar.Close();
   for (const auto& l : lines) std::printf("%s\n", l.c_str());
   std::printf(
-      "%d of %zu winners stored in the tuning table%s\n", stored, gemms.size() + convs.size(),
+      "%d of %zu winners stored in the tuning table%s\n", stored,
+      gemms.size() + convs.size() + extra,
       cache::ActiveProgramCache() ? (" (" + cache::ActiveProgramCache()->path() + ")").c_str()
                                   : "");
 }

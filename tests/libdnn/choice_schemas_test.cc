@@ -64,7 +64,7 @@ TEST(ChoiceSchemas, DefaultRowsReadBackThroughTheSchema) {
     }
   EXPECT_EQ(configurable,
             std::set<std::string>(ConfigurableFamilies().begin(), ConfigurableFamilies().end()));
-  EXPECT_EQ(configurable, (std::set<std::string>{"gemm", "conv", "conv_dw", "conv_pw",
+  EXPECT_EQ(configurable, (std::set<std::string>{"gemm", "conv", "conv_dw", "conv_pw", "conv_wino",
                                                  "pool_vector_max", "lrn_vector", "lrn"}));
 }
 
@@ -92,7 +92,7 @@ TEST(ChoiceSchemas, TunerCandidatesSatisfyTheirConstraintsAndReadBack) {
         // More than one configuration per choice: the tuner has something to choose from.
         EXPECT_GT(seen.size(), 1u);
       }
-  EXPECT_EQ(tuned, 4 * 4);  // gemm, conv, conv_dw, conv_pw on each device class
+  EXPECT_EQ(tuned, 4 * 5);  // gemm, conv, conv_dw, conv_pw, conv_wino on each device class
 }
 
 }  // namespace

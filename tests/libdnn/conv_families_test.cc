@@ -89,6 +89,7 @@ TEST(ConvFamilies, DefaultsTablesEndInARowServingEveryDevice) {
   ExpectRowsWithProvenance(ConvGemmDefaults(), "conv_gemm");
   ExpectRowsWithProvenance(DepthwiseRowDefaults(), "conv_dw");
   ExpectRowsWithProvenance(DepthwiseQuadDefaults(), "conv_dw");
+  ExpectRowsWithProvenance(WinogradDefaults(), "conv_wino");
   for (bool lanes : {false, true})
     for (bool dot : {false, true}) {
       TargetProfile p;
@@ -195,10 +196,32 @@ TEST(ConvFamilies, ConvGemmDefaultsTakeInt8FirstLayersOnCpuRuntimes) {
   EXPECT_FALSE(DefaultRowFor(ConvGemmDefaults(), "conv_gemm", cpu, wide).config);
 }
 
+// Winograd F(2×2) by default on CPU runtimes whose launches pay (PoCL), at every level; off on
+// Intel's runtime and on devices of lanes (GPUs, llvmpipe); never F(4×4) (its rounding).
+TEST(ConvFamilies, WinogradDefaultsWhereItsLaunchesPay) {
+  ConvDesc d;
+  d.channels = d.out_channels = 64, d.height = d.width = 56;
+  d.kernel_h = d.kernel_w = 3, d.pad_h = d.pad_w = 1;
+  DeviceInfo pocl;
+  DeviceInfo intel;
+  intel.wide_tiles_slow_at_256_bits = true;
+  DeviceInfo gpu;
+  gpu.is_gpu = true;
+  EXPECT_TRUE(TargetProfile::Of(pocl).winograd_launches);
+  const WinogradChoice chosen =
+      DefaultRowFor(WinogradDefaults(), "conv_wino", TargetProfile::Of(pocl), d).config;
+  ASSERT_TRUE(chosen);
+  EXPECT_EQ(chosen->ToString(), "m2 oc8 px1 v16");
+  for (const DeviceInfo& other : {intel, gpu})
+    EXPECT_FALSE(
+        DefaultRowFor(WinogradDefaults(), "conv_wino", TargetProfile::Of(other), d).config);
+  for (const WinogradConfig& c : WinogradCandidates(*chosen)) EXPECT_EQ(c.m, 2) << c.ToString();
+}
+
 TEST(ConvFamilies, FamiliesInOrderNamedAsTheRegistryNamesTheirChoices) {
   std::vector<std::string> names;
   for (const ConvForwardFamily& f : ConvForwardFamilies()) names.push_back(f.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"conv_dw", "conv_pw", "conv_gemm", "conv"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"conv_dw", "conv_pw", "conv_gemm", "conv_wino", "conv"}));
   EXPECT_EQ(ConvForwardFamilies().back().family, ConvFamily::kDirect);
   std::set<std::string> choices;
   for (const KernelFamilyEntry& e : KernelFamilyRegistry())

@@ -132,12 +132,14 @@ TEST(DefaultsTables, ListingHoldsEveryTable) {
     EXPECT_GT(r.provenance.size(), 10u) << r.family << ": " << r.device_class;
   }
   EXPECT_EQ(families, (std::set<std::string>{"gemm", "conv", "conv_pw", "conv_dw", "conv_gemm",
-                                             "pool_vector_max", "lrn_vector", "lrn"}));
+                                             "conv_wino", "pool_vector_max", "lrn_vector",
+                                             "lrn"}));
   EXPECT_EQ(rows.size(), GemmDefaults().size() + DirectConvDefaults().size() +
                              PointwiseDefaults().size() + StridedPointwiseDefaults().size() +
                              PointwiseSpreadDefaults().size() +
                              DepthwiseRowDefaults().size() + DepthwiseQuadDefaults().size() +
-                             ConvGemmDefaults().size() + PoolVectorMaxDefaults().size() + 2);
+                             ConvGemmDefaults().size() + WinogradDefaults().size() +
+                             PoolVectorMaxDefaults().size() + 2);
   const std::string md = DefaultsMarkdown();
   EXPECT_EQ(md.rfind("| family | chooses | device class | default | measured by |\n", 0), 0u);
   size_t lines = 0;

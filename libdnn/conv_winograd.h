@@ -1,0 +1,74 @@
+// libdnn/conv_winograd.h — the Winograd forward family of fp32 3×3 stride-1 convolutions
+// ("conv_wino"): F(m×m, 3×3) computes each m×m block of output pixels from an (m+2)×(m+2) input
+// tile with (m+2)² multiplies per input and output channel instead of 9·m², as (m+2)² GEMMs
+// between transformed weights and transformed input tiles.
+//
+// Four kernels per description (sizes are constants of the text): conv_wino_wt (at SetWeights:
+// U = G·g·Gᵀ per output and input channel), conv_wino_in (V = Bᵀ·d·B per input channel and
+// tile), conv_wino_gemm (per element e of the (m+2)² products M_e[O × P] = U_e[O × C] ·
+// V_e[C × P], a register tile of `oc` output channels × `px` vectors of `vx` tiles) and
+// conv_wino_out (Y = Aᵀ·M·A per output channel and tile, then the direct kernel's epilogue:
+// bias, residual, ReLU). Tiles of all images form one row of P = batch·⌈OH/m⌉·⌈OW/m⌉ tiles,
+// padded to a multiple of px·vx with zero tiles.
+//
+// F(4×4) multiplies a quarter as often as the direct kernel (F(2×2): 4/9) but its interpolation
+// points (0, ±1, ±2) amplify rounding past the fp32 tolerance on layers of many input channels
+// (docs/BENCHMARKS.md, "Default configurations"): it runs only where named (MPCAFFE_KERNEL_CONFIG,
+// a tuning record), never from the tuner's candidates or the defaults.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "libdnn/config_schema.h"
+#include "libdnn/conv.h"
+
+namespace mpcaffe::libdnn {
+
+/// The family's configuration ("m2 oc8 px1 v16": MPCAFFE_KERNEL_CONFIG's and the tuning table's
+/// conv_wino text).
+struct WinogradConfig {
+  int m = 2;    ///< output tile m×m: F(2×2, 3×3) or F(4×4, 3×3)
+  int oc = 8;   ///< GEMM register tile: output channels per work-item
+  int px = 1;   ///< GEMM register tile: vectors of tiles per work-item (oc·px ≤ 24)
+  int vx = 16;  ///< GEMM register tile: tiles per vector (4, 8, 16)
+  static const ConfigSchema<WinogradConfig>& Schema();
+  std::string ToString() const;
+  bool operator==(const WinogradConfig& o) const { return Schema().Equal(*this, o); }
+};
+
+/// Whether the family computes `desc` at all: fp32, one group, a 3×3 window, stride 1,
+/// dilation 1 (any padding, bias, residual and ReLU).
+bool WinogradApplies(const ConvDesc& desc);
+/// The tuner's candidates for `desc` (`first`, the default, first).
+std::vector<WinogradConfig> WinogradCandidates(const WinogradConfig& first);
+
+/// The program of the four kernels; throws mpcaffe::Error naming the description when the
+/// family does not apply or the configuration is outside its schema.
+std::string WinogradSource(const KernelTarget& target, const ConvDesc& desc,
+                           const WinogradConfig& config);
+
+/// The family's kernels, transformed weights and scratch for one description on one device.
+class WinogradForward {
+ public:
+  WinogradForward(Device& device, const ConvDesc& desc, const WinogradConfig& config);
+  const WinogradConfig& config() const { return config_; }
+  /// Transforms the OIHW fp32 `weights` (checked by the caller) into U.
+  Event SetWeights(const BufferRef& weights, Queue* queue);
+  /// output = conv(input) (+ bias) (+ residual) (ReLU); the buffers are checked by the caller,
+  /// `bias` and `residual` any valid buffer when the description has none.
+  Event Forward(const BufferRef& input, const BufferRef& bias, const BufferRef& residual,
+                const BufferRef& output, Queue* queue);
+  /// Frees the transformed input and products (allocated again by the next Forward).
+  void ReleaseScratch();
+
+ private:
+  Device& device_;
+  ConvDesc desc_;
+  WinogradConfig config_;
+  Kernel wt_, in_, gemm_, out_;
+  std::shared_ptr<DeviceMemory> u_, v_, m_;
+};
+
+}  // namespace mpcaffe::libdnn
