@@ -468,7 +468,7 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
                                        size_t(d.batch) * size_t(DivUp(ocg, t.oc))},
                                       {0, 0, 0}, queue);
     const std::array<size_t, 3> global{size_t(DivUp(int(hw), int(block))),
-                                       size_t(DivUp(ocg, t.oc)), size_t(d.batch)};
+                                       size_t(DivUp(DivUp(ocg, t.oc), t.ob)), size_t(d.batch)};
     const int per_unit =
         DefaultRowFor(PointwiseSpreadDefaults(), "conv_pw", TargetProfile::Of(device_->info()), d)
             .config;
