@@ -168,8 +168,24 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
   // Each step zips 4 planes' 16 pixels into quads (4 widening loads, 3 shifts, an or) for the
   // tile's oc products, whose weight broadcasts fold into the vpdpbusd: 16 output channels
   // (16 of the 32 registers) spend half the zips per product that 8 do. An output channel count
-  // that 16 does not divide keeps 8, not a block of unused channels.
+  // that 16 does not divide keeps 8, not a block of unused channels. Where the work-item's
+  // pixels' input channels fit in private memory as quads (kMaxZippedColumnBytes), it zips
+  // them once and takes every block of 16 output channels in turn (up to 64 blocks): the zip's
+  // loads and shifts compete with the vpdpbusd for the vector ports once per 16 products
+  // otherwise, and the column and the blocks' weights stay in the L1 and L2 caches.
   static const DefaultsTable<Tile, ConvDesc> table = {
+      {"int8q plane form, planes of at least 16 pixels, byte quad products in a helper, output "
+       "channels a multiple of 16, input channels zipped in private memory",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.byte_quad_products && d.type == DataType::kInt8Q && !RowForm(d) &&
+                Pixels(d) >= 16 && d.out_channels % 16 == 0 &&
+                long(d.channels + 3) / 4 * 64 <= Convolution::kMaxZippedColumnBytes;
+       },
+       {16, 1, 16, 4, 64},
+       "mpcaffe time --synthetic --explain on ResNet-50, MobileNet v1 and v2 int8, PoCL, "
+       "AVX-512, 3-4 alternating rounds against main's oc16 px1 v16 k4, loaded, 2026-11-30 "
+       "(docs/BENCHMARKS.md, \"Default configurations\"): the 1x1 layers' sum 6-10% lower on "
+       "ResNet-50 and 5-25% on MobileNet v1 in every round, v2 level; ob8 between the two"},
       {"int8q plane form, planes of at least 16 pixels, byte quad products in a helper, output "
        "channels a multiple of 16",
        [](const TargetProfile& p, const ConvDesc& d) {

@@ -195,8 +195,12 @@ TEST(ConvByteQuads, DefaultTileFollowsTheProfile) {
   p.byte_quad_products = true;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc8 px1 v16 k4");  // 10 outputs
   ConvDesc wide = d;
-  wide.out_channels = 32;  // a multiple of 16: a block of 16 output channels per zip
+  wide.out_channels = 32;  // a multiple of 16: blocks of 16 output channels over one zip
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(wide, p).ToString(), "oc16 px1 v16 k4 ob64");
+  wide.channels = 2049;  // its zipped column past kMaxZippedColumnBytes: a zip per block
   EXPECT_EQ(Convolution::DefaultPointwiseTile(wide, p).ToString(), "oc16 px1 v16 k4");
+  EXPECT_FALSE(Convolution::PointwiseApplies(wide, {16, 1, 16, 4, 2}));
+  EXPECT_FALSE(Convolution::PointwiseApplies(d, {8, 1, 16, 2, 2}));  // ob only with byte quads
   ConvDesc f = d;
   f.type = DataType::kFloat32;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(f, p).k, 2);
