@@ -312,20 +312,41 @@ std::string PointwiseInt8Source(const KernelTarget& target, const ConvDesc& d,
   // against 71 G products/s, fp32 FMAs 58). The sums are the same integers; the accumulator
   // halves are the 8-lane ones (`a<o>_<g>`) the epilogue reads.
   const bool wide = groups % 2 == 0;
+  // With ob > 1 the pairs of every input channel are zipped once into private memory (`xz`,
+  // step-major) and the blocks of oc output channels taken in turn, each with its epilogue.
+  const std::string ob_loop = "  for (int ob = obg * " + num(t.ob) + "; ob < min(obg * " +
+                              num(t.ob) + " + " + num(t.ob) + ", " + num(ob_count) +
+                              "); ++ob) {\n  const $global int* wb = wp + ob * " +
+                              num(long(pairs) * t.oc) + ";\n";
   auto loops = [&](bool zmm) {
     std::string s;
     const int n_acc = zmm ? groups / 2 : groups;
     const std::string acc = zmm ? "z" : "a", type = zmm ? "int16" : "int8";
-    for (int o = 0; o < t.oc; ++o)
-      for (int g = 0; g < n_acc; ++g)
-        s += "  " + type + " " + acc + num(o) + "_" + num(g) + " = (" + type + ")(0);\n";
-    auto step = [&](const std::string& x1) {
+    const std::string vtype = zmm ? "mp_short32" : "mp_short16";
+    auto zip = [&](int g, const std::string& x1) {
+      return zmm ? "MP_ZIP32(xc + " + num(16 * g) + ", " + x1 + " + " + num(16 * g) + ")"
+                 : "MP_ZIP16(xc + " + num(8 * g) + ", " + x1 + " + " + num(8 * g) + ")";
+    };
+    // Per step: `v(g)` the pairs of pixel group g, `x1` the second plane (the last channel
+    // alone: its pair's high weights are 0).
+    auto over_pairs = [&](const std::function<std::string(const std::string&, const std::string&)>&
+                              step) {
       std::string r;
+      if (C / 2 > 0) {
+        r += "  for (int cp = 0; cp < " + num(C / 2) + "; ++cp) {\n";
+        r += "    const $global Dtype* xc = xn + cp * " + num(2 * hw) + ";\n";
+        r += step("cp", "xc + " + num(hw)) + "  }\n";
+      }
+      if (C % 2) {
+        r += "  {\n    const $global Dtype* xc = xn + " + num((C - 1) * hw) + ";\n";
+        r += step(num(C / 2), "xc") + "  }\n";
+      }
+      return r;
+    };
+    auto products = [&](const std::string& cp, const std::function<std::string(int)>& v) {
+      std::string r = "    const $global int* wc = wb + " + cp + " * " + num(t.oc) + ";\n";
       for (int g = 0; g < n_acc; ++g)
-        r += zmm ? "    const mp_short32 v" + num(g) + " = MP_ZIP32(xc + " + num(16 * g) + ", " +
-                       x1 + " + " + num(16 * g) + ");\n"
-                 : "    const mp_short16 v" + num(g) + " = MP_ZIP16(xc + " + num(8 * g) + ", " +
-                       x1 + " + " + num(8 * g) + ");\n";
+        r += "    const " + vtype + " v" + num(g) + " = " + v(g) + ";\n";
       for (int o = 0; o < t.oc; ++o) {
         r += zmm ? "    const mp_short32 w" + num(o) + " = MP_PAIR32_WORD(wc[" + num(o) + "]);\n"
                  : "    const mp_short16 w" + num(o) + " = MP_PAIR16_WORD(wc[" + num(o) + "]);\n";
@@ -335,16 +356,27 @@ std::string PointwiseInt8Source(const KernelTarget& target, const ConvDesc& d,
       }
       return r;
     };
-    if (C / 2 > 0) {
-      s += "  for (int cp = 0; cp < " + num(C / 2) + "; ++cp) {\n";
-      s += "    const $global Dtype* xc = xn + cp * " + num(2 * hw) + ";\n";
-      s += "    const $global int* wc = wb + cp * " + num(t.oc) + ";\n";
-      s += step("xc + " + num(hw)) + "  }\n";
+    if (zipped) {
+      s += "  " + vtype + " xz[" + num(long(pairs) * n_acc) + "];\n";
+      s += over_pairs([&](const std::string& cp, const std::string& x1) {
+        std::string r;
+        for (int g = 0; g < n_acc; ++g)
+          r += "    xz[" + cp + " * " + num(n_acc) + " + " + num(g) + "] = " + zip(g, x1) + ";\n";
+        return r;
+      });
+      s += ob_loop;
     }
-    if (C % 2) {  // the last channel alone: its pair's high weights are 0
-      s += "  {\n    const $global Dtype* xc = xn + " + num((C - 1) * hw) + ";\n";
-      s += "    const $global int* wc = wb + " + num(long(C / 2) * t.oc) + ";\n";
-      s += step("xc") + "  }\n";
+    for (int o = 0; o < t.oc; ++o)
+      for (int g = 0; g < n_acc; ++g)
+        s += "  " + type + " " + acc + num(o) + "_" + num(g) + " = (" + type + ")(0);\n";
+    if (zipped) {
+      s += "  for (int cp = 0; cp < " + num(pairs) + "; ++cp) {\n";
+      s += products("cp", [&](int g) { return "xz[cp * " + num(n_acc) + " + " + num(g) + "]"; });
+      s += "  }\n";
+    } else {
+      s += over_pairs([&](const std::string& cp, const std::string& x1) {
+        return products(cp, [&](int g) { return zip(g, x1); });
+      });
     }
     if (zmm)
       for (int o = 0; o < t.oc; ++o)
@@ -356,12 +388,7 @@ std::string PointwiseInt8Source(const KernelTarget& target, const ConvDesc& d,
   };
   if (quads) {
     w.Function(PointwiseQuadLoop(d, t));
-    if (zipped) {
-      b += PointwiseZip(d, t);
-      b += "  for (int ob = obg * " + num(t.ob) + "; ob < min(obg * " + num(t.ob) + " + " +
-           num(t.ob) + ", " + num(ob_count) + "); ++ob) {\n";
-      b += "  const $global int* wb = wp + ob * " + num(long(pairs) * t.oc) + ";\n";
-    }
+    if (zipped) b += PointwiseZip(d, t) + ob_loop;
     b += "  mp_i32x16 acc[" + num(t.oc * t.px) + "];\n  conv_pw_quads(" +
          (zipped ? "xq" : "xn") + ", wb, acc);\n";
   } else if (wide) {
@@ -395,8 +422,10 @@ bool Convolution::PointwiseApplies(const ConvDesc& d, const PointwiseTile& t) {
       (t.k != 2 && t.k != 4) || t.ob < 1 || t.ob > 64)
     return false;
   const long hw = long(d.height) * d.width;
-  // Blocks of output channels over one zip: byte quads whose column fits kMaxZippedColumnBytes.
-  if (t.ob > 1 && (t.k != 4 || long(DivUp(d.channels, 4)) * t.px * 64 > kMaxZippedColumnBytes))
+  // Blocks of output channels over one zip: int8q's plane form (4 bytes per pixel and step of
+  // k channels) whose column fits kMaxZippedColumnBytes.
+  if (t.ob > 1 && (d.type != DataType::kInt8Q || RowForm(d) ||
+                   long(DivUp(d.channels, t.k)) * t.px * t.vx * 4 > kMaxZippedColumnBytes))
     return false;
   // Byte quads: int8q's plane form, vectors of 16 pixels.
   if (t.k == 4 && (d.type != DataType::kInt8Q || RowForm(d) || t.vx != 16)) return false;

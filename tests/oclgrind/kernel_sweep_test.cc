@@ -535,12 +535,12 @@ TEST(ConvSweepPointwise, Fp32AndInt8) {
       // int8's byte quads in their portable form (Oclgrind compiles no x86 built-in; the VNNI
       // form runs on PoCL only), with the symmetric weight zero points they hold: a zip per
       // block of output channels, and one zip in private memory for blocks in turn (ob 2: 3
-      // blocks, the last group partial).
+      // blocks, the last group partial), in quads and in pairs.
       libdnn::ConvQuant sym = quant;
       for (int32_t& z : sym.w_zero) z = d.weights_signed ? 0 : 128;
       libdnn::ConvForwardReference(d, sym, x.data(), w.data(), bias.data(), want.data());
       for (const libdnn::Convolution::PointwiseTile& tile :
-           {libdnn::Convolution::PointwiseTile{4, 1, 16, 4}, {4, 1, 16, 4, 2}}) {
+           {libdnn::Convolution::PointwiseTile{4, 1, 16, 4}, {4, 1, 16, 4, 2}, {4, 1, 16, 2, 2}}) {
         libdnn::Convolution quads = libdnn::Convolution::Pointwise(dev, d, tile, sym);
         ASSERT_TRUE(quads.pointwise_tile() == tile);
         quads.SetWeights(BufferRef(wm.get(), 0));
