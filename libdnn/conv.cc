@@ -236,7 +236,11 @@ void Convolution::PreparePointwise(const PointwiseTile& tile) {
   family_ = ConvFamily::kPointwise;
   pointwise_tile_ = tile;
   // Byte quads hold w − z_w as signed bytes; other weight zero points take the pair products.
-  if (tile.k == 4 && !weights_fit_bytes_) pointwise_tile_.k = 2;
+  // Their zipped column takes twice the bytes: past kMaxZippedColumnBytes, a zip per block.
+  if (tile.k == 4 && !weights_fit_bytes_) {
+    pointwise_tile_.k = 2;
+    if (!PointwiseApplies(d, pointwise_tile_)) pointwise_tile_.ob = 1;
+  }
   auto program = device_->GetProgram(PointwiseSource(KernelTarget::Of(*device_), d, pointwise_tile_), "",
                                      ProgramHints::OneDimensional());
   pointwise_kernel_ = program->GetKernel(PointwiseKernelName(d));
@@ -524,7 +528,7 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
                                        size_t(d.batch) * size_t(DivUp(ocg, t.oc))},
                                       {0, 0, 0}, queue);
     const std::array<size_t, 3> global{size_t(DivUp(int(hw), int(block))),
-                                       size_t(DivUp(ocg, t.oc)), size_t(d.batch)};
+                                       size_t(DivUp(DivUp(ocg, t.oc), t.ob)), size_t(d.batch)};
     const int per_unit =
         DefaultRowFor(PointwiseSpreadDefaults(), "conv_pw", TargetProfile::Of(device_->info()), d)
             .config;

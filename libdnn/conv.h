@@ -239,15 +239,17 @@ class Convolution {
   /// neighbouring pixels of one plane per work-item (libdnn/conv_pointwise_source.cc); int8q's
   /// plane form multiplies `k` input channels per step: 2 (16-bit pair products) or 4 (byte
   /// quad products, vx 16; where the weight zero points leave some w − z_w outside a signed
-  /// byte the convolution runs k = 2 instead).
+  /// byte the convolution runs k = 2 instead). In int8q's plane form a work-item may take `ob`
+  /// blocks of `oc` output channels in turn over one zip of its pixels' input channels (pairs
+  /// or quads kept in private memory, at most kMaxZippedColumnBytes).
   struct PointwiseTile {
-    int oc = 4, px = 2, vx = 8, k = 2;
-    /// "oc4 px2 v8", "oc8 px1 v16 k4" (the tuning table's conv_pw records,
-    /// MPCAFFE_KERNEL_CONFIG's conv_pw; k printed when it is not 2).
+    int oc = 4, px = 2, vx = 8, k = 2, ob = 1;
+    /// "oc4 px2 v8", "oc8 px1 v16 k4", "oc16 px1 v16 k4 ob4" (the tuning table's conv_pw
+    /// records, MPCAFFE_KERNEL_CONFIG's conv_pw; k printed when it is not 2, ob when not 1).
     static const ConfigSchema<PointwiseTile>& Schema();
     std::string ToString() const;
     bool operator==(const PointwiseTile& o) const {
-      return oc == o.oc && px == o.px && vx == o.vx && k == o.k;
+      return oc == o.oc && px == o.px && vx == o.vx && k == o.k && ob == o.ob;
     }
   };
   /// Whether Forward runs the pointwise kernel (fp32 IsPointwise descriptions: vectors along
@@ -287,6 +289,10 @@ class Convolution {
   /// The row form of the pointwise kernel (libdnn/conv_pointwise_source.cc) takes one-group
   /// convolutions of at most this many input channels (a net's first layer) on OpenCL.
   static constexpr int kRowFormMaxChannels = 4;
+  /// An int8q tile of `ob` > 1 keeps its pixels' zipped input channels in private memory (4
+  /// bytes per pixel and step of k channels): at most this many bytes (a level-1 data cache of
+  /// the CPUs it is for).
+  static constexpr long kMaxZippedColumnBytes = 32768;
 
   /// Repacks the OIHW `weights` (type storage; int8/int16 when weights_signed; packed 4-bit
   /// rows with weight_bits 4, unpacked on the device first) into the

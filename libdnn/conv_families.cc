@@ -14,6 +14,13 @@ using Tile = Convolution::PointwiseTile;
 bool RowForm(const ConvDesc& d) { return conv_internal::PointwiseRowForm(d); }
 long Pixels(const ConvDesc& d) { return long(d.out_h()) * d.out_w(); }
 
+// int8q's plane form over planes of at least 16 pixels whose 16-pixel columns of k-channel
+// words fit in private memory (Convolution::PointwiseTile::ob).
+bool Int8ColumnZips(const ConvDesc& d, int k) {
+  return d.type == DataType::kInt8Q && !RowForm(d) && Pixels(d) >= 16 &&
+         long(d.channels + k - 1) / k * 64 <= Convolution::kMaxZippedColumnBytes;
+}
+
 bool DepthwiseApplies(const ConvDesc& d, const ConvQuant&, const TargetProfile&) {
   return Convolution::IsDepthwise(d) && GetSettings().conv_depthwise != "0";
 }
@@ -185,8 +192,24 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
   // Each step zips 4 planes' 16 pixels into quads (4 widening loads, 3 shifts, an or) for the
   // tile's oc products, whose weight broadcasts fold into the vpdpbusd: 16 output channels
   // (16 of the 32 registers) spend half the zips per product that 8 do. An output channel count
-  // that 16 does not divide keeps 8, not a block of unused channels.
+  // that 16 does not divide keeps 8, not a block of unused channels. Where the work-item's
+  // pixels' input channels fit in private memory as quads (kMaxZippedColumnBytes), it zips
+  // them once and takes every block of 16 output channels in turn (up to 64 blocks): the zip's
+  // loads and shifts compete with the vpdpbusd for the vector ports once per 16 products
+  // otherwise, and the column and the blocks' weights stay in the L1 and L2 caches. The pair
+  // products' zip (16-bit pairs of 8 pixels) likewise, where a CPU runtime keeps whole vector
+  // registers; Intel's runtime at AVX2 (half-register tiles) measured no gain.
   static const DefaultsTable<Tile, ConvDesc> table = {
+      {"int8q plane form, planes of at least 16 pixels, byte quad products in a helper, output "
+       "channels a multiple of 16, input channels zipped in private memory",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.byte_quad_products && Int8ColumnZips(d, 4) && d.out_channels % 16 == 0;
+       },
+       {16, 1, 16, 4, 64},
+       "mpcaffe time --synthetic --explain on ResNet-50, MobileNet v1 and v2 int8, PoCL, "
+       "AVX-512, 3-4 alternating rounds against main's oc16 px1 v16 k4, loaded, 2026-11-30 "
+       "(docs/BENCHMARKS.md, \"Default configurations\"): the 1x1 layers' sum 6-10% lower on "
+       "ResNet-50 and 5-25% on MobileNet v1 in every round, v2 level; ob8 between the two"},
       {"int8q plane form, planes of at least 16 pixels, byte quad products in a helper, output "
        "channels a multiple of 16",
        [](const TargetProfile& p, const ConvDesc& d) {
@@ -206,6 +229,16 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "mpcaffe time --synthetic --explain on ResNet-50 and MobileNet v1 int8, PoCL, 3 alternating "
        "rounds, loaded, 2026-11-29: the 1x1 layers' sum 36.6 -> 20.4 ms and 10.2 -> 5.2 ms "
        "against the pair tile oc8 px1 v16; oc16 level with oc8 (20.7, 4.6)"},
+      {"int8q plane form, planes of at least 16 pixels, a CPU runtime without half-register "
+       "tiles, input channels zipped in private memory",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.cpu_vectors && !p.half_register_tiles && Int8ColumnZips(d, 2);
+       },
+       {8, 1, 16, 2, 64},
+       "mpcaffe time --synthetic --explain on MobileNet v1 and ResNet-50 int8, 3-6 alternating "
+       "rounds against main's oc8 px1 v16, loaded, 2026-11-30 (docs/BENCHMARKS.md, \"Default "
+       "configurations\"): the 1x1 layers' sum lower in every round on Intel's runtime at "
+       "AVX-512 and on PoCL at the AVX2 caps; mixed on Intel's runtime at AVX2, which keeps it"},
       {"int8q row form, stride 2, output rows of at least 16 columns, a CPU runtime that runs "
        "16 stride-2 byte columns fast (PoCL)",
        [](const TargetProfile& p, const ConvDesc& d) {

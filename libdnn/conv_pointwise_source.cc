@@ -2,6 +2,7 @@
 // forward kernel: vectors along the pixels of the NCHW planes, the output channels in
 // registers. Its tile, its applicability and its program text.
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -163,30 +164,60 @@ void DeclareInt8Types(KernelWriter& w, const ConvDesc& d) {
   w.Define("Btype", TraitsOf(d.type).acc_alias());
 }
 
+/// MP_ZIP4X16 of pixel vector p of the planes from `xc` (`hw` bytes apart): `rows` of them, the
+/// quad's missing rows repeating the first (their weights are 0).
+std::string ZipQuad(long hw, int rows, int p) {
+  std::string ptrs;
+  for (int j = 0; j < 4; ++j)
+    ptrs += std::string(j ? ", " : "") + "xc + " + std::to_string((j < rows ? j * hw : 0) + 16 * p);
+  return "MP_ZIP4X16(" + ptrs + ")";
+}
+
+/// The steps of 4 input channels over the planes at `xn` (`hw` bytes apart): a loop over the
+/// whole quads, then the last C mod 4 channels; `step(rows, cq)` is each one's text, with `xc`
+/// at its first plane and `cq` its index.
+std::string OverQuads(long hw, int C,
+                      const std::function<std::string(int, const std::string&)>& step) {
+  auto num = [](long v) { return std::to_string(v); };
+  std::string b;
+  if (C / 4 > 0) {
+    b += "  for (int cq = 0; cq < " + num(C / 4) + "; ++cq) {\n";
+    b += "    const $global Dtype* xc = xn + cq * " + num(4 * hw) + ";\n";
+    b += step(4, "cq") + "  }\n";
+  }
+  if (C % 4) {
+    b += "  {\n    const $global Dtype* xc = xn + " + num((C / 4) * 4 * hw) + ";\n";
+    b += step(C % 4, num(C / 4)) + "  }\n";
+  }
+  return b;
+}
+
 /// The int8q plane form's K loop in byte quads (PointwiseTile::k 4), an MP_QUAD_FN function
-/// conv_pw_quads(xn, wb, acc): per 4 input channels the 16 pixels of each vector zipped into
-/// byte quads (MP_ZIP4X16: x itself, unsigned) and multiplied by each output channel's packed
-/// quad of w − z_w (MP_DPBUSD16: one vpdpbusd, 64 products, where the device runs AVX-512
-/// VNNI in a helper); acc[o·px + p] gets channel o's sums over pixel vector p. A function of
-/// its own because PoCL compiles the VNNI built-in only outside the work-group function: the
-/// call and the accumulators' trip through memory cost once per tile. The last C mod 4 channels
-/// repeat the first row of their quad where no channel is left (their weights are 0).
+/// conv_pw_quads(x, wb, acc): per 4 input channels the 16 pixels of each vector as byte quads
+/// (x itself, unsigned) multiplied by each output channel's packed quad of w − z_w
+/// (MP_DPBUSD16: one vpdpbusd, 64 products, where the device runs AVX-512 VNNI in a helper);
+/// acc[o·px + p] gets channel o's sums over pixel vector p. A function of its own because PoCL
+/// compiles the VNNI built-in only outside the work-group function: the call and the
+/// accumulators' trip through memory cost once per tile. With ob 1 the function zips the quads
+/// from the planes at `x` itself (MP_ZIP4X16), once per block of oc output channels; with ob > 1
+/// `x` is the work-item's column zipped once (PointwiseZip), one load per pixel vector and step.
+/// The last C mod 4 channels repeat the first row of their quad where no channel is left (their
+/// weights are 0).
 std::string PointwiseQuadLoop(const ConvDesc& d, const Convolution::PointwiseTile& t) {
   auto num = [](long v) { return std::to_string(v); };
   const long hw = long(d.height) * d.width;
-  const int C = d.channels;
-  std::string f = "MP_QUAD_FN void conv_pw_quads(const $global Dtype* xn, "
-                  "const $global int* wb, mp_i32x16* acc) {\n";
+  const bool zipped = t.ob > 1;
+  std::string f = std::string("MP_QUAD_FN void conv_pw_quads(") +
+                  (zipped ? "const mp_i32x16* xq" : "const $global Dtype* xn") +
+                  ", const $global int* wb, mp_i32x16* acc) {\n";
   for (int o = 0; o < t.oc; ++o)
     for (int p = 0; p < t.px; ++p)
       f += "  mp_i32x16 s" + num(o) + "_" + num(p) + " = (mp_i32x16)(0);\n";
-  auto step = [&](int rows) {
-    std::string r;
+  auto step = [&](int rows, const std::string& cq) {
+    std::string r = "    const $global int* wc = wb + " + cq + " * " + num(t.oc) + ";\n";
     for (int p = 0; p < t.px; ++p) {
-      std::string ptrs;
-      for (int j = 0; j < 4; ++j)
-        ptrs += std::string(j ? ", " : "") + "xc + " + num((j < rows ? j * hw : 0) + 16 * p);
-      r += "    const mp_i32x16 v" + num(p) + " = MP_ZIP4X16(" + ptrs + ");\n";
+      r += "    const mp_i32x16 v" + num(p) + " = " +
+           (zipped ? "xc[" + num(p) + "]" : ZipQuad(hw, rows, p)) + ";\n";
     }
     for (int o = 0; o < t.oc; ++o) {
       r += "    const mp_i32x16 w" + num(o) + " = MP_QUAD_WORD(wc[" + num(o) + "]);\n";
@@ -197,21 +228,33 @@ std::string PointwiseQuadLoop(const ConvDesc& d, const Convolution::PointwiseTil
     }
     return r;
   };
-  if (C / 4 > 0) {
-    f += "  for (int cq = 0; cq < " + num(C / 4) + "; ++cq) {\n";
-    f += "    const $global Dtype* xc = xn + cq * " + num(4 * hw) + ";\n";
-    f += "    const $global int* wc = wb + cq * " + num(t.oc) + ";\n";
-    f += step(4) + "  }\n";
-  }
-  if (C % 4) {
-    f += "  {\n    const $global Dtype* xc = xn + " + num((C / 4) * 4 * hw) + ";\n";
-    f += "    const $global int* wc = wb + " + num(long(C / 4) * t.oc) + ";\n";
-    f += step(C % 4) + "  }\n";
+  if (zipped) {  // the zip took the tail's rows: every step alike
+    f += "  for (int cq = 0; cq < " + num(DivUp(d.channels, 4)) + "; ++cq) {\n";
+    f += "    const mp_i32x16* xc = xq + cq * " + num(t.px) + ";\n";
+    f += step(4, "cq") + "  }\n";
+  } else {
+    f += OverQuads(hw, d.channels, step);
   }
   for (int o = 0; o < t.oc; ++o)
     for (int p = 0; p < t.px; ++p)
       f += "  acc[" + num(o * t.px + p) + "] = s" + num(o) + "_" + num(p) + ";\n";
   return f + "}\n";
+}
+
+/// A tile of ob > 1's zip, in the kernel's text: the work-item's px vectors of 16 pixels of
+/// every input channel from `xn` into `xq` (private, step-major: xq[cq·px + p] holds channels
+/// 4cq..4cq+3 of vector p as byte quads), the last quad's missing rows repeating its first.
+std::string PointwiseZip(const ConvDesc& d, const Convolution::PointwiseTile& t) {
+  auto num = [](long v) { return std::to_string(v); };
+  const long hw = long(d.height) * d.width;
+  const std::string b = "  mp_i32x16 xq[" + num(long(DivUp(d.channels, 4)) * t.px) + "];\n";
+  return b + OverQuads(hw, d.channels, [&](int rows, const std::string& cq) {
+           std::string r;
+           for (int p = 0; p < t.px; ++p)
+             r += "    xq[" + cq + " * " + num(t.px) + " + " + num(p) + "] = " +
+                  ZipQuad(hw, rows, p) + ";\n";
+           return r;
+         });
 }
 
 /// The int8q plane form (OpenCL): per pair of input channels, 8 neighbouring pixels of both
@@ -253,33 +296,57 @@ std::string PointwiseInt8Source(const KernelTarget& target, const ConvDesc& d,
             "        wsum[o] = s;\n      }\n    }\n" +
             "    wp[i] = (int)word;\n  }\n");
   std::string b;
-  b += "  const int blk = $global_id(0), ob = $global_id(1), n = $global_id(2);\n";
-  b += "  if (blk >= " + num(DivUp(int(hw), int(block))) + " || ob >= " + num(ob_count) +
-       " || n >= " + num(d.batch) + ") return;\n";
+  // Work-items over (pixel block, group of ob blocks of oc output channels, image).
+  const bool zipped = t.ob > 1;
+  b += std::string("  const int blk = $global_id(0), ") + (zipped ? "obg" : "ob") +
+       " = $global_id(1), n = $global_id(2);\n";
+  b += "  if (blk >= " + num(DivUp(int(hw), int(block))) + " || " + (zipped ? "obg" : "ob") +
+       " >= " + num(DivUp(ob_count, t.ob)) + " || n >= " + num(d.batch) + ") return;\n";
   b += "  const int p0 = min(blk * " + num(block) + ", " + num(hw - block) + ");\n";
   b += "  const int skip = blk * " + num(block) + " - p0;\n";
   b += "  const $global Dtype* xn = x + (long)n * " + num(long(C) * hw) + " + p0;\n";
-  b += "  const $global int* wb = wp + ob * " + num(long(pairs) * t.oc) + ";\n";
+  if (!zipped) b += "  const $global int* wb = wp + ob * " + num(long(pairs) * t.oc) + ";\n";
   // Where OpenCL's compiler targets AVX-512 BW (MP_MADD32), two groups of 8 pixels at a time in
   // one 512-bit vpmaddwd: per 256 products 8 multiply-adds, 8 adds and 8 weight broadcasts
   // instead of twice as many 256-bit ones (one core of the Zen 4 here, the loop alone: 98
   // against 71 G products/s, fp32 FMAs 58). The sums are the same integers; the accumulator
   // halves are the 8-lane ones (`a<o>_<g>`) the epilogue reads.
   const bool wide = groups % 2 == 0;
+  // With ob > 1 the pairs of every input channel are zipped once into private memory (`xz`,
+  // step-major) and the blocks of oc output channels taken in turn, each with its epilogue.
+  const std::string ob_loop = "  for (int ob = obg * " + num(t.ob) + "; ob < min(obg * " +
+                              num(t.ob) + " + " + num(t.ob) + ", " + num(ob_count) +
+                              "); ++ob) {\n  const $global int* wb = wp + ob * " +
+                              num(long(pairs) * t.oc) + ";\n";
   auto loops = [&](bool zmm) {
     std::string s;
     const int n_acc = zmm ? groups / 2 : groups;
     const std::string acc = zmm ? "z" : "a", type = zmm ? "int16" : "int8";
-    for (int o = 0; o < t.oc; ++o)
-      for (int g = 0; g < n_acc; ++g)
-        s += "  " + type + " " + acc + num(o) + "_" + num(g) + " = (" + type + ")(0);\n";
-    auto step = [&](const std::string& x1) {
+    const std::string vtype = zmm ? "mp_short32" : "mp_short16";
+    auto zip = [&](int g, const std::string& x1) {
+      return zmm ? "MP_ZIP32(xc + " + num(16 * g) + ", " + x1 + " + " + num(16 * g) + ")"
+                 : "MP_ZIP16(xc + " + num(8 * g) + ", " + x1 + " + " + num(8 * g) + ")";
+    };
+    // Per step: `v(g)` the pairs of pixel group g, `x1` the second plane (the last channel
+    // alone: its pair's high weights are 0).
+    auto over_pairs = [&](const std::function<std::string(const std::string&, const std::string&)>&
+                              step) {
       std::string r;
+      if (C / 2 > 0) {
+        r += "  for (int cp = 0; cp < " + num(C / 2) + "; ++cp) {\n";
+        r += "    const $global Dtype* xc = xn + cp * " + num(2 * hw) + ";\n";
+        r += step("cp", "xc + " + num(hw)) + "  }\n";
+      }
+      if (C % 2) {
+        r += "  {\n    const $global Dtype* xc = xn + " + num((C - 1) * hw) + ";\n";
+        r += step(num(C / 2), "xc") + "  }\n";
+      }
+      return r;
+    };
+    auto products = [&](const std::string& cp, const std::function<std::string(int)>& v) {
+      std::string r = "    const $global int* wc = wb + " + cp + " * " + num(t.oc) + ";\n";
       for (int g = 0; g < n_acc; ++g)
-        r += zmm ? "    const mp_short32 v" + num(g) + " = MP_ZIP32(xc + " + num(16 * g) + ", " +
-                       x1 + " + " + num(16 * g) + ");\n"
-                 : "    const mp_short16 v" + num(g) + " = MP_ZIP16(xc + " + num(8 * g) + ", " +
-                       x1 + " + " + num(8 * g) + ");\n";
+        r += "    const " + vtype + " v" + num(g) + " = " + v(g) + ";\n";
       for (int o = 0; o < t.oc; ++o) {
         r += zmm ? "    const mp_short32 w" + num(o) + " = MP_PAIR32_WORD(wc[" + num(o) + "]);\n"
                  : "    const mp_short16 w" + num(o) + " = MP_PAIR16_WORD(wc[" + num(o) + "]);\n";
@@ -289,16 +356,27 @@ std::string PointwiseInt8Source(const KernelTarget& target, const ConvDesc& d,
       }
       return r;
     };
-    if (C / 2 > 0) {
-      s += "  for (int cp = 0; cp < " + num(C / 2) + "; ++cp) {\n";
-      s += "    const $global Dtype* xc = xn + cp * " + num(2 * hw) + ";\n";
-      s += "    const $global int* wc = wb + cp * " + num(t.oc) + ";\n";
-      s += step("xc + " + num(hw)) + "  }\n";
+    if (zipped) {
+      s += "  " + vtype + " xz[" + num(long(pairs) * n_acc) + "];\n";
+      s += over_pairs([&](const std::string& cp, const std::string& x1) {
+        std::string r;
+        for (int g = 0; g < n_acc; ++g)
+          r += "    xz[" + cp + " * " + num(n_acc) + " + " + num(g) + "] = " + zip(g, x1) + ";\n";
+        return r;
+      });
+      s += ob_loop;
     }
-    if (C % 2) {  // the last channel alone: its pair's high weights are 0
-      s += "  {\n    const $global Dtype* xc = xn + " + num((C - 1) * hw) + ";\n";
-      s += "    const $global int* wc = wb + " + num(long(C / 2) * t.oc) + ";\n";
-      s += step("xc") + "  }\n";
+    for (int o = 0; o < t.oc; ++o)
+      for (int g = 0; g < n_acc; ++g)
+        s += "  " + type + " " + acc + num(o) + "_" + num(g) + " = (" + type + ")(0);\n";
+    if (zipped) {
+      s += "  for (int cp = 0; cp < " + num(pairs) + "; ++cp) {\n";
+      s += products("cp", [&](int g) { return "xz[cp * " + num(n_acc) + " + " + num(g) + "]"; });
+      s += "  }\n";
+    } else {
+      s += over_pairs([&](const std::string& cp, const std::string& x1) {
+        return products(cp, [&](int g) { return zip(g, x1); });
+      });
     }
     if (zmm)
       for (int o = 0; o < t.oc; ++o)
@@ -310,7 +388,9 @@ std::string PointwiseInt8Source(const KernelTarget& target, const ConvDesc& d,
   };
   if (quads) {
     w.Function(PointwiseQuadLoop(d, t));
-    b += "  mp_i32x16 acc[" + num(t.oc * t.px) + "];\n  conv_pw_quads(xn, wb, acc);\n";
+    if (zipped) b += PointwiseZip(d, t) + ob_loop;
+    b += "  mp_i32x16 acc[" + num(t.oc * t.px) + "];\n  conv_pw_quads(" +
+         (zipped ? "xq" : "xn") + ", wb, acc);\n";
   } else if (wide) {
     b += "#if defined(MP_MADD32)\n" + loops(true) + "#else\n" + loops(false) + "#endif\n";
   } else {
@@ -325,6 +405,7 @@ std::string PointwiseInt8Source(const KernelTarget& target, const ConvDesc& d,
     if (t.vx == 8) return a;
     return v.Of(v.Type("int", 16), a + ", a" + num(o) + "_" + num(p * 2 + 1));
   });
+  if (zipped) b += "  }\n";
   DeclarePointwiseKernel(w, d, b);
   return w.Source();
 }
@@ -338,9 +419,14 @@ std::string Convolution::PointwiseKernelName(const ConvDesc& d) {
 bool Convolution::PointwiseApplies(const ConvDesc& d, const PointwiseTile& t) {
   if (IsStridedPointwise(d)) return PointwiseApplies(SubsampledDesc(d), t);
   if (t.oc < 1 || t.oc > 16 || t.px < 1 || t.px > 8 || (t.vx != 4 && t.vx != 8 && t.vx != 16) ||
-      (t.k != 2 && t.k != 4))
+      (t.k != 2 && t.k != 4) || t.ob < 1 || t.ob > 64)
     return false;
   const long hw = long(d.height) * d.width;
+  // Blocks of output channels over one zip: int8q's plane form (4 bytes per pixel and step of
+  // k channels) whose column fits kMaxZippedColumnBytes.
+  if (t.ob > 1 && (d.type != DataType::kInt8Q || RowForm(d) ||
+                   long(DivUp(d.channels, t.k)) * t.px * t.vx * 4 > kMaxZippedColumnBytes))
+    return false;
   // Byte quads: int8q's plane form, vectors of 16 pixels.
   if (t.k == 4 && (d.type != DataType::kInt8Q || RowForm(d) || t.vx != 16)) return false;
   // int8q: the plane form, pair products over 8-pixel groups (vx 8 or 16, at most 32 pixels);
@@ -365,7 +451,8 @@ const ConfigSchema<Convolution::PointwiseTile>& Convolution::PointwiseTile::Sche
       "", {{"oc", &PointwiseTile::oc, ValueRange(1, 16)},
            {"px", &PointwiseTile::px, ValueRange(1, 8)},
            {"v", &PointwiseTile::vx, {4, 8, 16}},
-           {"k", &PointwiseTile::k, {2, 4}, 2, /*always_printed=*/false}});
+           {"k", &PointwiseTile::k, {2, 4}, 2, /*always_printed=*/false},
+           {"ob", &PointwiseTile::ob, ValueRange(1, 64), 1, /*always_printed=*/false}});
   return schema;
 }
 

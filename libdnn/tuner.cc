@@ -211,11 +211,12 @@ std::vector<PointwiseChoice> PointwiseCandidates(const ConvDesc& desc,
   std::vector<PointwiseChoice> c{Convolution::DefaultPointwiseTile(desc, profile), std::nullopt};
   std::vector<Convolution::PointwiseTile> tiles{{4, 2, 8},  {4, 1, 8},  {6, 2, 8},  {8, 1, 8},
                                                 {4, 3, 8},  {2, 4, 8},  {8, 2, 8},  {3, 4, 8},
-                                                {4, 1, 16}, {4, 2, 16}, {8, 1, 16}, {2, 2, 16}};
-  if (profile.byte_quad_products)  // int8q's byte quads (vx 16)
+                                                {4, 1, 16}, {4, 2, 16}, {8, 1, 16}, {2, 2, 16},
+                                                {8, 1, 16, 2, 64}};  // int8q: one zip
+  if (profile.byte_quad_products)  // int8q's byte quads (vx 16); ob 8 keeps more work-items
     for (Convolution::PointwiseTile t : {Convolution::PointwiseTile{4, 1, 16, 4},
                                          {8, 1, 16, 4}, {12, 1, 16, 4}, {16, 1, 16, 4},
-                                         {4, 2, 16, 4}, {8, 2, 16, 4}})
+                                         {4, 2, 16, 4}, {8, 2, 16, 4}, {16, 1, 16, 4, 8}})
       tiles.push_back(t);
   for (const Convolution::PointwiseTile& t : tiles)
     if (Convolution::PointwiseApplies(desc, t) && std::find(c.begin(), c.end(), t) == c.end())

@@ -1,5 +1,6 @@
 // tests/libdnn/conv_quads_test.cc — the int8 pointwise kernel in byte quads (PointwiseTile::k 4:
-// MP_DPBUSD16 over 4 input channels per step) and the direct kernel in byte quads (ConvConfig
+// MP_DPBUSD16 over 4 input channels per step; with ob, and its pair products, over one zip for
+// several blocks of output channels) and the direct kernel in byte quads (ConvConfig
 // kp 4, vw 16) bit-exact against ConvForwardReference, in the
 // form the device compiles (vpdpbusd in a noinline AVX-512 VNNI helper on PoCL with avx512vnni)
 // and forced into the portable form; weight zero points a signed byte cannot hold falling back
@@ -36,13 +37,16 @@ struct Case {
 };
 
 // Whole quads, then 1, 2 or 3 channels in the last one; planes of one block, of several and of
-// a shifted last block; output channels past the last full channel block. Few programs: each
-// case compiles one (seconds on a CPU runtime).
+// a shifted last block; output channels past the last full channel block; several blocks of
+// output channels per work-item over one zip (ob), the last group of blocks partial. Few
+// programs: each case compiles one (seconds on a CPU runtime).
 // clang-format off
 const Case kCases[] = {
     {2, 13, 5, 6, 10, {3, 1, 16, 4}},
     {1, 7, 6, 6, 9, {5, 2, 16, 4}},
     {1, 6, 4, 5, 16, {16, 1, 16, 4}},
+    {2, 13, 7, 5, 37, {16, 1, 16, 4, 2}},
+    {1, 7, 6, 6, 9, {2, 2, 16, 4, 3}},
 };
 // clang-format on
 
@@ -147,17 +151,34 @@ const char* FormOf(Device& dev) {
                                                     : "portable byte quad products";
 }
 
+/// Each case (its description by variant first_variant, first_variant + 1, …) with its tile
+/// against the reference; the tile must run as given.
+template <size_t N>
+void CheckCases(const Case (&cases)[N], int first_variant, uint32_t seed) {
+  int variant = first_variant;
+  for (const Case& c : cases) {
+    const ConvDesc d = DescOf(c, variant);
+    SCOPED_TRACE(d.ToString() + " tile " + c.tile.ToString());
+    EXPECT_TRUE(CheckQuads(d, c.tile, seed + variant) == c.tile);
+    ++variant;
+  }
+}
+
 TEST(ConvByteQuads, MatchReference) {
   Device& dev = DefaultDevice();
   SkipUnlessOpenCL(dev);
-  int variant = 0;
-  for (const Case& c : kCases) {
-    const ConvDesc d = DescOf(c, variant);
-    SCOPED_TRACE(d.ToString() + " tile " + c.tile.ToString());
-    EXPECT_EQ(CheckQuads(d, c.tile, 71 + variant).k, 4);
-    ++variant;
-  }
+  CheckCases(kCases, 0, 71);
   std::printf("[ quads    ] %s: %s\n", dev.Describe().c_str(), FormOf(dev));
+}
+
+// The pair products (k 2) over one zip for several blocks of output channels (ob): 16 pixels
+// per work-item (two groups of 8: MP_MADD32 where the compiler targets AVX-512 BW) over an odd
+// channel count and a partial last group, and one group of 8.
+TEST(ConvByteQuads, PairsOverOneZipMatchReference) {
+  Device& dev = DefaultDevice();
+  SkipUnlessOpenCL(dev);
+  const Case cases[] = {{2, 13, 7, 5, 37, {8, 1, 16, 2, 3}}, {1, 7, 6, 6, 9, {3, 1, 8, 2, 2}}};
+  CheckCases(cases, 1, 33);
 }
 
 // The same integers in the portable form (MPCAFFE_ISA=generic), whatever this device compiles.
@@ -189,11 +210,22 @@ TEST(ConvByteQuads, DefaultTileFollowsTheProfile) {
   d.height = d.width = 8;  // 64 pixels
   TargetProfile p;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).k, 2);
+  p.cpu_vectors = true;  // a CPU runtime's pairs: blocks of output channels over one zip
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc8 px1 v16 ob64");
+  p.half_register_tiles = true;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc8 px1 v16");
+  p = TargetProfile{};
   p.byte_quad_products = true;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc8 px1 v16 k4");  // 10 outputs
   ConvDesc wide = d;
-  wide.out_channels = 32;  // a multiple of 16: a block of 16 output channels per zip
+  wide.out_channels = 32;  // a multiple of 16: blocks of 16 output channels over one zip
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(wide, p).ToString(), "oc16 px1 v16 k4 ob64");
+  wide.channels = 2049;  // its zipped column past kMaxZippedColumnBytes: a zip per block
   EXPECT_EQ(Convolution::DefaultPointwiseTile(wide, p).ToString(), "oc16 px1 v16 k4");
+  EXPECT_FALSE(Convolution::PointwiseApplies(wide, {16, 1, 16, 4, 2}));
+  ConvDesc f32 = d;
+  f32.type = DataType::kFloat32;
+  EXPECT_FALSE(Convolution::PointwiseApplies(f32, {8, 1, 16, 2, 2}));  // ob: int8q's zips only
   ConvDesc f = d;
   f.type = DataType::kFloat32;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(f, p).k, 2);

@@ -5,14 +5,18 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <string>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -138,10 +142,9 @@ void TimePointwiseLayers(DataType type, const std::vector<std::array<int, 4>>& l
 // (batch 1, bias and ReLU) timed through the pointwise tuner: the default tile, the direct
 // kernel and the other tiles (the winners go to MPCAFFE_CACHE's tuning table). Run with
 // --gtest_also_run_disabled_tests --gtest_filter='*ZooPointwise' (fp32) or '*ZooPointwiseInt8'.
-void TimeZooPointwise(DataType type) {
-  // {in, out, plane side, stride}
-  std::vector<std::array<int, 4>> layers;
-  const int sizes[][3] = {
+/// The distinct stride-1 1×1 layers of those nets at batch 1: {in, out, plane side}.
+std::vector<std::array<int, 3>> ZooPointwiseShapes() {
+  return {
       {32, 16, 112}, {16, 96, 112}, {96, 24, 56},  {24, 144, 56}, {144, 24, 56}, {144, 32, 28},
       {32, 192, 28}, {192, 32, 28}, {192, 64, 14}, {64, 384, 14}, {384, 64, 14}, {384, 96, 14},
       {96, 576, 14}, {576, 96, 14}, {576, 160, 7}, {160, 960, 7}, {960, 160, 7}, {960, 320, 7},
@@ -150,13 +153,89 @@ void TimeZooPointwise(DataType type) {
       {48, 192, 14}, {512, 64, 14}, {64, 256, 14}, {192, 64, 28}, {480, 192, 14}, {832, 384, 7},
       {64, 64, 56},  {256, 64, 56}, {64, 256, 56}, {512, 128, 28}, {1024, 256, 14},
       {2048, 512, 7}, {512, 2048, 7}};
-  for (const auto& l : sizes) layers.push_back({l[0], l[1], l[2], 1});
+}
+
+void TimeZooPointwise(DataType type) {
+  std::vector<std::array<int, 4>> layers;  // {in, out, plane side, stride}
+  for (const auto& l : ZooPointwiseShapes()) layers.push_back({l[0], l[1], l[2], 1});
   TimePointwiseLayers(type, layers);
 }
 
 TEST(ConvBench, DISABLED_ZooPointwise) { TimeZooPointwise(DataType::kFloat32); }
 // The same layers in int8 (signed weights, as calibration gives them).
 TEST(ConvBench, DISABLED_ZooPointwiseInt8) { TimeZooPointwise(DataType::kInt8Q); }
+// Not a test: those int8 layers (bias, ReLU, signed weights) with each tile of PW_BENCH_TILES
+// (';'-separated, the first the reference) in PW_BENCH_ROUNDS alternating rounds (default 5) of
+// 5 runs; per layer the minimum ms of each tile, then the sums and the geometric mean of each
+// tile's time over the first's. PW_BENCH_LAYERS (e.g. "c512 h14 w14 o512,c32 h112") keeps the
+// layers whose description contains one of its ','-separated texts. Run with
+// --gtest_also_run_disabled_tests --gtest_filter='*PointwiseInt8Tiles'.
+TEST(ConvBench, DISABLED_PointwiseInt8Tiles) {
+  Device& dev = DefaultDevice();
+  const char* tiles_env = std::getenv("PW_BENCH_TILES");
+  const char* rounds_env = std::getenv("PW_BENCH_ROUNDS");
+  if (!tiles_env) GTEST_SKIP() << "PW_BENCH_TILES names no tiles";
+  std::vector<Convolution::PointwiseTile> tiles;
+  std::string list = tiles_env;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t end = std::min(list.find(';', at), list.size());
+    const auto t = Convolution::PointwiseTile::Schema().Parse(list.substr(at, end - at));
+    ASSERT_TRUE(t) << "PW_BENCH_TILES: '" << list.substr(at, end - at) << "' is no tile";
+    tiles.push_back(*t);
+    at = end + 1;
+  }
+  const int rounds = rounds_env ? std::max(1, std::atoi(rounds_env)) : 5;
+  std::vector<std::string> keep;
+  if (const char* layers_env = std::getenv("PW_BENCH_LAYERS")) {
+    std::stringstream in(layers_env);
+    for (std::string part; std::getline(in, part, ',');) keep.push_back(part);
+  }
+  std::vector<double> sums(tiles.size(), 0.0), log_ratio(tiles.size(), 0.0);
+  int layers = 0;
+  for (const auto& l : ZooPointwiseShapes()) {
+    ConvDesc d;
+    d.type = DataType::kInt8Q;
+    d.channels = l[0], d.out_channels = l[1], d.height = d.width = l[2];
+    d.bias = d.relu = d.weights_signed = true;
+    if (!keep.empty() && std::none_of(keep.begin(), keep.end(), [&](const std::string& k) {
+          return d.ToString().find(k) != std::string::npos;
+        }))
+      continue;
+    const ConvOperands ops(dev, d);
+    ConvQuant quant;  // one multiplier: the time does not depend on its value
+    quant.multiplier = {quant::QuantizeMultiplier(1.0 / 4096)};
+    quant.w_zero = {0};
+    std::vector<std::shared_ptr<Convolution>> convs;
+    for (const auto& t : tiles)
+      convs.push_back(Convolution::PointwiseApplies(d, t)
+                          ? std::make_shared<Convolution>(Convolution::Pointwise(dev, d, t, quant))
+                          : nullptr);
+    if (!convs[0]) continue;
+    std::vector<double> best(tiles.size(), std::numeric_limits<double>::infinity());
+    for (auto& c : convs)
+      if (c) c->SetWeights(BufferRef(ops.weights.get(), 0));
+    for (int r = 0; r < rounds; ++r)
+      for (size_t i = 0; i < tiles.size(); ++i)
+        if (convs[i])
+          best[i] = std::min(best[i], TimeMs([&] {
+                               return convs[i]->Forward(BufferRef(ops.input.get(), 0),
+                                                        BufferRef(ops.bias.get(), 0),
+                                                        BufferRef(ops.output.get(), 0));
+                             }, 5));
+    std::string line = d.ToString();
+    for (size_t i = 0; i < tiles.size(); ++i) {
+      const double ms = convs[i] ? best[i] : best[0];  // not applicable: the reference's
+      sums[i] += ms;
+      log_ratio[i] += std::log(ms / best[0]);
+      line += "  " + tiles[i].ToString() + " " + std::to_string(ms);
+    }
+    std::printf("%s\n", line.c_str());
+    ++layers;
+  }
+  for (size_t i = 0; i < tiles.size(); ++i)
+    std::printf("%-24s sum %.3f ms, geometric mean over the first %.3f (%d layers)\n",
+                tiles[i].ToString().c_str(), sums[i], std::exp(log_ratio[i] / layers), layers);
+}
 // MobileNet v1's 1×1 layers (the default tile per CPU level: run at both).
 TEST(ConvBench, DISABLED_MobileNetPointwise) {
   TimePointwiseLayers(DataType::kFloat32,

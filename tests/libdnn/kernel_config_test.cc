@@ -77,6 +77,10 @@ TEST(KernelConfig, EveryFamilyPrintsAndParsesBack) {
     EXPECT_TRUE(*back == *c) << c->ToString();
   }
   EXPECT_EQ((Convolution::PointwiseTile{4, 2, 8}).ToString(), "oc4 px2 v8");
+  EXPECT_EQ((Convolution::PointwiseTile{16, 1, 16, 4, 64}).ToString(), "oc16 px1 v16 k4 ob64");
+  EXPECT_TRUE(*ParsePointwiseTile("ob8 oc8 px1 v16") ==
+              (Convolution::PointwiseTile{8, 1, 16, 2, 8}));
+  EXPECT_FALSE(ParsePointwiseTile("oc8 px1 v16 ob0"));
   const auto split = SplitKernelConfig("conv_pw:oc4 px2 v8");
   ASSERT_TRUE(split);
   EXPECT_EQ(split->family, "conv_pw");

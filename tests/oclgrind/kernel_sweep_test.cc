@@ -533,17 +533,22 @@ TEST(ConvSweepPointwise, Fp32AndInt8) {
                 0);
       if (t != DataType::kInt8Q || !libdnn::Convolution::IsPointwise(d)) continue;
       // int8's byte quads in their portable form (Oclgrind compiles no x86 built-in; the VNNI
-      // form runs on PoCL only), with the symmetric weight zero points they hold.
+      // form runs on PoCL only), with the symmetric weight zero points they hold: a zip per
+      // block of output channels, and one zip in private memory for blocks in turn (ob 2: 3
+      // blocks, the last group partial), in quads and in pairs.
       libdnn::ConvQuant sym = quant;
       for (int32_t& z : sym.w_zero) z = d.weights_signed ? 0 : 128;
       libdnn::ConvForwardReference(d, sym, x.data(), w.data(), bias.data(), want.data());
-      libdnn::Convolution quads = libdnn::Convolution::Pointwise(dev, d, {4, 1, 16, 4}, sym);
-      ASSERT_EQ(quads.pointwise_tile().k, 4);
-      quads.SetWeights(BufferRef(wm.get(), 0));
-      quads.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0));
-      EXPECT_EQ(Mismatches(t, d.output_count(), Download(dev, *ym, want.size()), want, 0,
-                           d.ToString() + " k4"),
-                0);
+      for (const libdnn::Convolution::PointwiseTile& tile :
+           {libdnn::Convolution::PointwiseTile{4, 1, 16, 4}, {4, 1, 16, 4, 2}, {4, 1, 16, 2, 2}}) {
+        libdnn::Convolution quads = libdnn::Convolution::Pointwise(dev, d, tile, sym);
+        ASSERT_TRUE(quads.pointwise_tile() == tile);
+        quads.SetWeights(BufferRef(wm.get(), 0));
+        quads.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0));
+        EXPECT_EQ(Mismatches(t, d.output_count(), Download(dev, *ym, want.size()), want, 0,
+                             d.ToString() + " " + tile.ToString()),
+                  0);
+      }
     }
   }
 }
