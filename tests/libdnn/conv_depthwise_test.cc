@@ -18,6 +18,7 @@
 #include "device/device.h"
 #include "libdnn/conv.h"
 #include "quant/fixed_point.h"
+#include "tests/libdnn/conv_run.h"
 
 namespace mpcaffe::libdnn {
 namespace {
@@ -38,11 +39,7 @@ ConvDesc Dw3x3(DataType t, int c, int h, int stride) {
   return d;
 }
 
-std::shared_ptr<DeviceMemory> Upload(Device& dev, const Bytes& b) {
-  auto m = dev.Allocate(std::max<size_t>(b.size(), 4));
-  if (!b.empty()) dev.CopyToDevice(b.data(), m.get(), 0, b.size());
-  return m;
-}
+using test_conv::Upload;
 
 /// One case of the byte-quad form: a depthwise description and its block of rows.
 struct QuadCase {
@@ -110,15 +107,7 @@ TEST(ConvDepthwiseQuads, MatchTheReferenceBitForBit) {
     Convolution conv = Convolution::Depthwise(dev, d, quant, cs.rows, 16, true);
     EXPECT_TRUE(conv.depthwise_quads());
     EXPECT_EQ(conv.depthwise_vx(), 16);
-    auto xm = Upload(dev, x), wm = Upload(dev, w), rm = Upload(dev, res);
-    auto bm = dev.Allocate(bias.size() * 4);
-    dev.CopyToDevice(bias.data(), bm.get(), 0, bias.size() * 4);
-    auto ym = dev.Allocate(want.size());
-    conv.SetWeights(BufferRef(wm.get(), 0));
-    conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0), nullptr,
-                 BufferRef(rm.get(), 0));
-    Bytes got(want.size());
-    dev.CopyToHost(ym.get(), 0, got.data(), got.size());
+    const Bytes got = test_conv::RunForward(dev, conv, x, w, bias, res, want.size());
     size_t bad = 0, clamped = 0;
     for (size_t i = 0; i < want.size(); ++i) {
       clamped += want[i] == 0 || want[i] == 255;

@@ -24,6 +24,7 @@
 #include "libdnn/conv.h"
 #include "libdnn/conv_families.h"
 #include "quant/fixed_point.h"
+#include "tests/libdnn/conv_run.h"
 #include "tests/testing/host_isa_levels.h"
 
 namespace mpcaffe::libdnn {
@@ -112,19 +113,7 @@ void CompareWithReference(const ConvDesc& d, const ConvQuant& q, Convolution& co
   Bytes want(d.output_count());
   ConvForwardReference(d, q, x.data(), w.data(), d.bias ? bias.data() : nullptr, want.data(),
                        res.data());
-  auto upload = [&](const void* p, size_t n) {
-    auto m = dev.Allocate(std::max<size_t>(n, 4));
-    dev.CopyToDevice(p, m.get(), 0, n);
-    return m;
-  };
-  auto xm = upload(x.data(), x.size()), wm = upload(w.data(), w.size());
-  auto bm = upload(bias.data(), bias.size() * 4), rm = upload(res.data(), res.size());
-  auto ym = dev.Allocate(want.size());
-  conv.SetWeights(BufferRef(wm.get(), 0));
-  conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0), nullptr,
-               BufferRef(rm.get(), 0));
-  Bytes got(want.size());
-  dev.CopyToHost(ym.get(), 0, got.data(), got.size());
+  const Bytes got = test_conv::RunForward(dev, conv, x, w, bias, res, want.size());
   int bad = 0;
   for (size_t i = 0; i < want.size(); ++i)
     if (got[i] != want[i] && bad++ < 5)
