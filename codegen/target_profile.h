@@ -40,8 +40,7 @@ struct TargetProfile {
   /// 16 stride-2 byte columns per vector cost more than 8 (DeviceInfo::strided_byte_rows_slow).
   bool strided_byte_rows_slow = false;
   /// The Winograd convolution (libdnn's "conv_wino", three launches per layer) may be a default:
-  /// CPU runtimes other than Intel's (the one with DeviceInfo::wide_tiles_slow_at_256_bits),
-  /// where in the whole pass it measured slower than the direct kernel's one launch.
+  /// CPU runtimes without DeviceInfo::extra_launches_slow.
   bool winograd_launches = false;
   /// The dialect has OpenCL C's vector types and built-ins (Dialect::vector_builtins): the
   /// vector forms of libdnn's kernels exist only then.

@@ -97,6 +97,11 @@ struct DeviceInfo {
   /// oc8 px1 v16 against oc4 px1 v16); PoCL's keeps the larger tile's pace. libdnn reads it
   /// with the level in use as TargetProfile::half_register_tiles.
   bool wide_tiles_slow_at_256_bits = false;
+  /// A layer run as several launches (libdnn's Winograd convolution: input transform, GEMMs,
+  /// output transform) measured slower in a whole pass than the one-launch direct kernel,
+  /// although each such layer alone measured level or faster: Intel's CPU runtime. libdnn reads
+  /// it as TargetProfile::winograd_launches.
+  bool extra_launches_slow = false;
   /// A stride-2 row of 16 byte columns (one unaligned move of 16 16-bit words, their low bytes
   /// converted to float: libdnn's int8 row form) runs slower than 8 columns from a 16-byte load
   /// and its even lanes: Intel's CPU runtime; PoCL's runs the 16 faster. libdnn reads it as

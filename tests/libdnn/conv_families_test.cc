@@ -204,7 +204,8 @@ TEST(ConvFamilies, WinogradDefaultsWhereItsLaunchesPay) {
   d.kernel_h = d.kernel_w = 3, d.pad_h = d.pad_w = 1;
   DeviceInfo pocl;
   DeviceInfo intel;
-  intel.wide_tiles_slow_at_256_bits = true;
+  intel.wide_tiles_slow_at_256_bits = intel.strided_byte_rows_slow = true;
+  intel.extra_launches_slow = true;
   DeviceInfo gpu;
   gpu.is_gpu = true;
   EXPECT_TRUE(TargetProfile::Of(pocl).winograd_launches);
