@@ -165,6 +165,10 @@ $device_fn int8 mp_madd16(short16 x, short16 y) {
 #define MP_ZIP16(p0, p1) __builtin_convertvector(__builtin_shufflevector(vload8(0, (p0)), vload8(0, (p1)), 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15), short16)
 #define MP_SHORT16_FROM(g) __builtin_convertvector(vload16(0, (g)), short16)
 #define MP_SHORT16_LOAD(p) vload16(0, (p))
+// 16 unsigned 16-bit values at p as int16 lanes: their low bytes, high bytes, and x − 32768.
+#define MP_SHORT16_SPLIT_LO(p) as_short16(vload16(0, (p)) & (ushort)0xff)
+#define MP_SHORT16_SPLIT_HI(p) as_short16(vload16(0, (p)) >> (ushort)8)
+#define MP_SHORT16_CENTERED(p) as_short16(vload16(0, (p)) ^ (ushort)0x8000)
 typedef int8 mp_pair_acc;
 #define MP_PAIR_FLUSH(acc, lo, hi) ((acc) += (convert_long8(hi) << 8) + convert_long8(lo))
 #if (defined(MP_PORTABLE_FORMS) && !defined(MP_NO_32_LANE_VECTORS)) || \
@@ -243,6 +247,17 @@ __device__ __forceinline__ mp_short16 mp_short16_from(const T* g) {
 }
 #define MP_SHORT16_FROM(g) mp_short16_from(g)
 #define MP_SHORT16_LOAD(p) mp_short16_from(p)
+// 16 unsigned 16-bit values at p as int16 lanes: their low bytes, high bytes, and x − 32768.
+template <typename T>
+__device__ __forceinline__ mp_short16 mp_short16_split(const T* g, int shift, unsigned mask,
+                                                       unsigned flip) {
+  mp_short16 r;
+  for (int l = 0; l < 16; ++l) r.s[l] = (short)((((unsigned short)g[l] >> shift) & mask) ^ flip);
+  return r;
+}
+#define MP_SHORT16_SPLIT_LO(p) mp_short16_split((p), 0, 0xffu, 0u)
+#define MP_SHORT16_SPLIT_HI(p) mp_short16_split((p), 8, 0xffu, 0u)
+#define MP_SHORT16_CENTERED(p) mp_short16_split((p), 0, 0xffffu, 0x8000u)
 struct mp_pair_acc {
   int s[8];
   __device__ __forceinline__ mp_pair_acc() {}

@@ -92,7 +92,10 @@ bool NeedActivationSums(const GemmDesc& d) { return IsQuantized(d.type) && d.wei
 /// kp = 2 subtracts z_w from the weights as they are loaded (w − z_w fits 16 bits), so the
 /// kernel needs no activation sums: Σ(w − z_w)·x − z_x·(Σw − K·z_w) is the same value.
 bool FoldsWeightZero(const GemmDesc& d, const GemmConfig& c) {
-  return c.kp == GemmConfig::kPairs && NeedActivationSums(d);
+  return c.kp == GemmConfig::kPairs && d.type == DataType::kInt8Q && NeedActivationSums(d);
+}
+bool SplitsPairs(const GemmDesc& d, const GemmConfig& c) {
+  return c.kp == GemmConfig::kPairs && d.type == DataType::kInt16Q;
 }
 /// kp = 2 with the weights as a not transposed A (convolution as GEMM, inner product): a small
 /// kernel first writes op(A) as 32-bit pairs (w(m, k) − z_w, w(m, k + 1) − z_w), so each pair
@@ -196,6 +199,97 @@ Dim3 LocalSize(const GemmConfig& c) {
 
 namespace {
 
+/// Pair steps of 16 k at most this many between flushes of the int16 split form's int32
+/// partial sums: a lane's pair sum of lo or hi (0..255) times w − WCENTER (int16) is below
+/// 2·255·32768 < 2^24, and 127 of them stay below 2^31.
+constexpr int kSplitFlushSteps = 127;
+
+/// int16q with kp = 2 (the dot tile): 16-bit pair products on 17-bit operands. The activation
+/// x (0..65535) splits into bytes hi·256 + lo, the weight is held as w − WCENTER (int16 for
+/// any stored value: WCENTER = 32768 unsigned, 0 signed), so Σx·w = 256·Σhi·w' + Σlo·w' +
+/// WCENTER·Σx, two vpmaddwd (one vpdpwssd each with VNNI) per 16 products where 64-bit lanes
+/// take a 32 × 32 → 64 multiply and an add per 4. Σx rides along as Σ(x − 32768) against ones.
+std::string DotSplitBody(const GemmDesc& d, const GemmConfig& c) {
+  const bool act_a = ActivationsAreA(d);
+  const int nx = act_a ? c.tm : c.tn;
+  const std::string xo = act_a ? "a" : "b", wo = act_a ? "b" : "a";
+  const std::string xp = act_a ? "ap" : "bp", wp = act_a ? "bp" : "ap";
+  const int nw = act_a ? c.tn : c.tm;
+  auto acc = [&](int x, int w) { return act_a ? Str(x) + "_" + Str(w) : Str(w) + "_" + Str(x); };
+  const int step = 2 * c.vw;
+  // Σx: for the WCENTER term (unsigned weights) and for z_w's term in the epilogue.
+  const bool sums = !d.weights_signed || KernelSumsActivations(d, c);
+  std::ostringstream s;
+  s << DotTileStart(d, c);
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j) s << "CV acc" << i << "_" << j << " = (CV)(0);\n";
+  if (sums) {
+    for (int q = 0; q < nx; ++q) s << "CV xs" << q << " = (CV)(0);\n";
+    s << "const mp_short16 ones = (mp_short16)(1);\n";
+  }
+  s << "int k = 0;\n";
+  s << "while (k + " << step << " <= K) {\n";
+  s << "  const int kc = min(K, k + " << kSplitFlushSteps * step << ");\n";
+  for (int x = 0; x < nx; ++x) {
+    if (sums) s << "  mp_pair_acc xp" << x << " = (mp_pair_acc)(0);\n";
+    for (int w = 0; w < nw; ++w)
+      s << "  mp_pair_acc lo" << acc(x, w) << " = (mp_pair_acc)(0), hi" << acc(x, w)
+        << " = (mp_pair_acc)(0);\n";
+  }
+  auto one = [&](const std::string& k) {
+    std::ostringstream t;
+    t << "{\n";
+    for (int w = 0; w < nw; ++w)
+      t << "  const mp_short16 w" << w << " = "
+        << (d.weights_signed ? "MP_SHORT16_LOAD(" : "MP_SHORT16_CENTERED(") << wp << w << " + "
+        << k << ");\n";
+    for (int x = 0; x < nx; ++x) {
+      t << "  const mp_short16 xl" << x << " = MP_SHORT16_SPLIT_LO(" << xp << x << " + " << k
+        << "), xh" << x << " = MP_SHORT16_SPLIT_HI(" << xp << x << " + " << k << ");\n";
+      if (sums)
+        t << "  xp" << x << " += MP_MADD16(MP_SHORT16_CENTERED(" << xp << x << " + " << k
+          << "), ones);\n";
+    }
+    for (int x = 0; x < nx; ++x)
+      for (int w = 0; w < nw; ++w) {
+        t << "  lo" << acc(x, w) << " += MP_MADD16(xl" << x << ", w" << w << ");\n";
+        t << "  hi" << acc(x, w) << " += MP_MADD16(xh" << x << ", w" << w << ");\n";
+      }
+    t << "}\n";
+    return t.str();
+  };
+  if (c.ku > 1) {
+    s << "  for (; k + " << step * c.ku << " <= kc; k += " << step * c.ku << ") {\n";
+    for (int u = 0; u < c.ku; ++u) s << Indent(one("k + " + Str(u * step)), 4);
+    s << "  }\n";
+  }
+  s << "  for (; k + " << step << " <= kc; k += " << step << ") {\n"
+    << Indent(one("k"), 4) << "  }\n";
+  for (int x = 0; x < nx; ++x) {
+    if (sums) s << "  MP_PAIR_FLUSH(xs" << x << ", xp" << x << ", (mp_pair_acc)(0));\n";
+    for (int w = 0; w < nw; ++w)
+      s << "  MP_PAIR_FLUSH(acc" << acc(x, w) << ", lo" << acc(x, w) << ", hi" << acc(x, w)
+        << ");\n";
+  }
+  s << "}\n";
+  // Horizontal sums: r = Σx·w' + WCENTER·Σx, s = Σx (Σ(x − 32768) + 32768 per k so far).
+  s << "CS t[VW];\n";
+  for (int q = 0; q < nx && sums; ++q) {
+    s << "VTO(xs" << q << ", t);\n";
+    s << "CS s" << q << " = (CS)32768 * k;\n";
+    s << "for (int v = 0; v < VW; ++v) s" << q << " += t[v];\n";
+  }
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j) {
+      s << "VTO(acc" << i << "_" << j << ", t);\n";
+      s << "CS r" << i << "_" << j << " = "
+        << (d.weights_signed ? "0" : "(CS)32768 * s" + Str(act_a ? i : j)) << ";\n";
+      s << "for (int v = 0; v < VW; ++v) r" << i << "_" << j << " += t[v];\n";
+    }
+  s << DotTail(d, c, sums, /*fold=*/false, KernelSumsActivations(d, c));
+  return s.str();
+}
+
 std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
   const bool sums = KernelSumsActivations(d, c);
   const bool fold = FoldsWeightZero(d, c);
@@ -268,6 +362,8 @@ std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
   };
   if (UsesDot4(d, c))
     s << KLoops(c, dot4_step, 4);
+  else if (SplitsPairs(d, c))
+    return DotSplitBody(d, c);
   else if (c.kp == GemmConfig::kPairs)
     s << KLoops(c, pair_step, 2 * c.vw);
   else
@@ -286,7 +382,7 @@ std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
       s << "CS s" << q << " = t[0];\n";
       s << "for (int v = 1; v < VW; ++v) s" << q << " += t[v];\n";
     }
-  s << DotTail(d, c, sums, fold);
+  s << DotTail(d, c, sums, fold, sums);
   return s.str();
 }
 
@@ -308,7 +404,8 @@ std::string DotTileStart(const GemmDesc& d, const GemmConfig& c) {
   return s.str();
 }
 
-std::string DotTail(const GemmDesc& d, const GemmConfig& c, bool sums, bool fold) {
+std::string DotTail(const GemmDesc& d, const GemmConfig& c, bool sums, bool fold,
+                    bool epilogue_sums) {
   const bool act_a = ActivationsAreA(d);
   const int nsums = act_a ? c.tm : c.tn;
   std::ostringstream s;
@@ -329,7 +426,7 @@ std::string DotTail(const GemmDesc& d, const GemmConfig& c, bool sums, bool fold
     for (int j = 0; j < c.tn; ++j) {
       s << "{\n  const int m = m0 + " << i << ";\n  const int n = n0 + " << j << ";\n";
       s << "  if (m < M && n < N) {\n";
-      const std::string xs = sums ? "s" + Str(act_a ? i : j) : "0";
+      const std::string xs = epilogue_sums ? "s" + Str(act_a ? i : j) : "0";
       s << Indent(Epilogue(d, "r" + Str(i) + "_" + Str(j), xs, fold), 4) << "  }\n}\n";
     }
   return s.str();

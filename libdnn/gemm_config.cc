@@ -118,8 +118,10 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
   // quads' portable form (Intel's runtime, AVX2) lost to the pairs. Where work-items are lanes,
   // scalar work-items in groups of 64 with a
   // tile no taller than op(A), whose extra rows would only repeat the last row's loads and
-  // multiply-adds (a batch-1 InnerProduct has M = 1). int16 (N > 4) in vectors of 4: its
-  // products accumulate in 64-bit lanes, and the 4-lane tile measured faster on both runtimes.
+  // multiply-adds (a batch-1 InnerProduct has M = 1). int16 (N > 4, K >= 64) splits each
+  // activation vector into bytes once for 8 weight rows and multiplies 16-bit pairs (kp = 2,
+  // DotSplitBody); below 64 k the split's pair loop barely runs, and the one-k tile in vectors
+  // of 4 (64-bit lanes) measured faster there.
   //
   // Otherwise outer products (kOuter). On OpenCL CPU runtimes 6 rows × 2 vectors of 8 floats (12
   // accumulators in 16 vector registers) in one-work-item groups, walking M tiles first where
@@ -152,6 +154,11 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       "(and vw=8) mpcaffe time --model <784-30-10 net, int16> --synthetic --iterations 10, 3 "
       "alternating rounds, whole-pass medians 0.83x (PoCL) and 0.88x (Intel's runtime) the vw 8 "
       "time, loaded machine, 2026-11-29";
+  static const char* const kCpuInt16Split =
+      "mpcaffe tune gemm M N K --dtype int16 --tb --weights B --device 0|1 on 10000x30x784, "
+      "16x4096x9216, 64x1000x4096 and 1x4096x9216, AVX-512 and AVX2, 2026-11-30: the best "
+      "tile or within 20% of it on each, 1.5-2.6x the former default (dot tm=4 tn=2 vw=4); "
+      "10000x10x30: no gain, K below 64 keeps the former tile";
   static const char* const kLaneDot =
       "the tile's height: mpcaffe time --model <AlexNet fc6 net / AlexNet b1> --device 2 "
       "--synthetic, the configuration forced, rusticl, 2026-11-29; vw 1 wg 64: not measured "
@@ -198,6 +205,11 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       {"OpenCL CPU runtime, dot form, N <= 4",
        [](P p, D d) { return p.cpu_vectors && DotForm(d) && d.N <= 4; },
        Tile(kDotTile, 4, 1, 8, 1, 0), kCpuDot},
+      {"OpenCL CPU runtime, dot form, int16q, K >= 64",
+       [](P p, D d) {
+         return p.cpu_vectors && DotForm(d) && d.type == DataType::kInt16Q && d.K >= 64;
+       },
+       Tile(kDotTile, 1, 8, 8, 1, 0, kPairs), kCpuInt16Split},
       {"OpenCL CPU runtime, dot form, int16q",
        [](P p, D d) { return p.cpu_vectors && DotForm(d) && d.type == DataType::kInt16Q; },
        Tile(kDotTile, 4, 2, 4, 1, 0), kCpuInt16},
@@ -269,9 +281,12 @@ std::optional<GemmConfig> GemmConfig::Parse(const std::string& text, std::string
 
 bool GemmConfig::Supports(const GemmDesc& desc, Backend backend) const {
   if (algorithm == Algorithm::kDot && !DotLayout(desc)) return false;
-  // kp = 2: the outer tile's k pairs, or the dot tile's 16 k per step (8 lanes, no local tile).
+  // kp = 2: the outer tile's k pairs, or the dot tile's 16 k per step (8 lanes, no local tile);
+  // int16q splits its activations into bytes in the dot tile only.
   if (kp == GemmConfig::kPairs &&
-      (desc.type != DataType::kInt8Q || vw != 8 || (algorithm == Algorithm::kDot && lm != 0)))
+      ((desc.type != DataType::kInt8Q && desc.type != DataType::kInt16Q) || vw != 8 ||
+       (algorithm == Algorithm::kDot && lm != 0) ||
+       (desc.type == DataType::kInt16Q && algorithm != Algorithm::kDot)))
     return false;
   if (kp == GemmConfig::kU8S4 &&
       (desc.weight_bits != 4 || vw != 8 || lm != 0 ||
@@ -354,6 +369,8 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
   // other K mode of the default, then pair products for each vw = 8 outer tile below.
   const bool cpu_or_cuda = TimesPairProductTiles(device);
   const bool pairs = desc.type == DataType::kInt8Q && cpu_or_cuda;
+  // int16q: the split pair products in the dot tiles (vw = 8) below.
+  const bool split_pairs = desc.type == DataType::kInt16Q && cpu_or_cuda;
   if (pairs) {
     GemmConfig other = base;
     other.kp = base.kp == GemmConfig::kPairs ? GemmConfig::kOneK : GemmConfig::kPairs;
@@ -379,7 +396,7 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
       }
       for (auto [tm, tn] : {std::pair{4, 1}, {8, 1}, {2, 2}, {4, 2}, {4, 4}, {1, 4}, {1, 8}}) {
         GemmConfig c = Tile(GemmConfig::Algorithm::kDot, tm, tn, vw, wg, base.mf);
-        if (pairs && vw == 8) {
+        if ((pairs || split_pairs) && vw == 8) {
           c.kp = GemmConfig::kPairs;
           add(c);
           c.kp = GemmConfig::kOneK;

@@ -46,8 +46,10 @@ std::string KLoops(const GemmConfig& c, const std::function<std::string(const st
 /// stride ldbk of op(B)'s columns and the row pointers ap<i> of op(A) and bp<j> of op(B).
 std::string DotTileStart(const GemmDesc& d, const GemmConfig& c);
 /// The dot tile's end: the K tail from `k` in scalars into r<i>_<j> (and s<q>, the activation
-/// sums, with `sums`), then the output pipeline of each element.
-std::string DotTail(const GemmDesc& d, const GemmConfig& c, bool sums, bool fold);
+/// sums, with `sums`), then the output pipeline of each element (given s<q> as Σx with
+/// `epilogue_sums`).
+std::string DotTail(const GemmDesc& d, const GemmConfig& c, bool sums, bool fold,
+                    bool epilogue_sums);
 
 /// Whether the kernel multiplies byte quads (kp = 4 with vw = 16: KernelHelper::
 /// kByteQuadProduct16; gemm_quads.cc), and its K loop as an MP_QUAD_FN function and body.

@@ -21,9 +21,10 @@ using gemm_internal::UsesDot4;
 using gemm_internal::WeightSumsKernelName;
 
 void Gemm::Prepare(const GemmQuant& quant) {
-  // kp = 2 holds w − z_w in 16-bit lanes: exact for a weight zero point inside the weights'
-  // storage range (every valid quantization); any other takes the one-k loop.
-  if (config_.kp == GemmConfig::kPairs && desc_.weight_zero) {
+  // int8q's kp = 2 holds w − z_w in 16-bit lanes: exact for a weight zero point inside the
+  // weights' storage range (every valid quantization); any other takes the one-k loop. (int16q's
+  // split form holds w − WCENTER, whatever z_w.)
+  if (config_.kp == GemmConfig::kPairs && desc_.weight_zero && desc_.type == DataType::kInt8Q) {
     const int lo = desc_.weights_signed ? -128 : 0, hi = desc_.weights_signed ? 127 : 255;
     if (quant.w_zero < lo || quant.w_zero > hi) config_.kp = GemmConfig::kOneK;
   }

@@ -216,7 +216,7 @@ std::string QuadDotBody(const GemmDesc& d, const GemmConfig& c) {
   if (sums)
     for (int q = 0; q < nsums; ++q) s << "CS s" << q << " = sq[" << q << "];\n";
   s << "int k = K - K % 64;\n";
-  s << DotTail(d, c, sums, /*fold=*/false);
+  s << DotTail(d, c, sums, /*fold=*/false, sums);
   return s.str();
 }
 

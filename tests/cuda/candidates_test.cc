@@ -197,7 +197,8 @@ void CompilePtxAndCubin(const std::string& what, const std::function<std::string
 // The 16-bit pair products (kp = 2 GEMMs, the convolution's pair inputs) in every layout that
 // changes their text: op(A) packed into pairs (a wide N), gathered edge tiles, a transposed
 // op(B) or op(A), the weights as B (z_w folded into op(B)), signed weights; the convolution's
-// two-load pairs (1×1 stride 2: too little reuse to pack), packed pairs and int16's split.
+// two-load pairs (1×1 stride 2: too little reuse to pack), packed pairs and int16's split, and
+// int16's split in the GEMM's dot tile.
 // (Each compile takes seconds — 16-lane struct loops — so PTX for all, sm_80 cubin for two.)
 TEST(CudaCandidates, PairProductPathsCompileInEveryLayout) {
   const DeviceInfo gpu = CudaGpu();
@@ -224,6 +225,28 @@ TEST(CudaCandidates, PairProductPathsCompileInEveryLayout) {
           what, [&](int cc) { return Gemm::Source(KernelTarget::Cuda(cc), d, c); },
           Gemm::KernelName(d), compiled == 0);
       EXPECT_NE(Gemm::Source(KernelTarget::Cuda(80), d, c).find("MP_MADD16("), std::string::npos)
+          << what;
+      ++compiled;
+    }
+    EXPECT_GT(pairs, 0) << "no kp = 2 CUDA candidate for " << d.ToString();
+  }
+  // int16q's split pairs in the dot tile: the inner product's weights B, unsigned (held as
+  // w − 32768, Σx beside) and signed.
+  for (bool weights_signed : {false, true}) {
+    GemmDesc d;
+    d.type = d.out_type = DataType::kInt16Q;
+    d.M = 16, d.N = 30, d.K = 784, d.bias = true, d.trans_b = true;
+    d.weights = WeightOperand::kB;
+    d.weights_signed = weights_signed, d.weight_zero = !weights_signed, d.per_channel = true;
+    int pairs = 0;
+    for (const GemmConfig& c : GemmCandidates(gpu, d)) {
+      if (c.kp != GemmConfig::kPairs || pairs++ > 0) continue;
+      const std::string what = d.ToString() + " " + c.ToString();
+      CompilePtxAndCubin(
+          what, [&](int cc) { return Gemm::Source(KernelTarget::Cuda(cc), d, c); },
+          Gemm::KernelName(d), false);
+      EXPECT_NE(Gemm::Source(KernelTarget::Cuda(80), d, c).find("MP_SHORT16_SPLIT_HI("),
+                std::string::npos)
           << what;
       ++compiled;
     }
@@ -256,7 +279,7 @@ TEST(CudaCandidates, PairProductPathsCompileInEveryLayout) {
       break;
     }
   }
-  EXPECT_EQ(compiled, 9);
+  EXPECT_EQ(compiled, 11);
   std::printf(
       "Pair products: %d CUDA programs compiled (PTX; the first GEMM and int16's split "
       "convolution also as sm_80 cubin)\n",

@@ -570,6 +570,49 @@ TEST(GemmPairTest, DotPairProductsMatchTheReferenceExactly) {
   ExpectDescsExact(dev, descs, configs, shapes, 1300, /*sweep=*/false, /*matrix_vector=*/true);
 }
 
+TEST(GemmPairTest, Int16SplitPairsMatchTheReferenceExactly) {
+  // kp = 2 in the int16q dot tile (activations split into bytes, weights held as w − 32768 or
+  // signed): K below, at and past one 16-k step, its unrolled pair and the 127-step flush of
+  // the int32 partial sums (K = 2032, 2033, 4100), edge tiles in M and N, the inner product's
+  // layout (unsigned weights B with a zero point; signed weights without), matrix × vector
+  // (weights A), then every operand at the extremes of its range, where a partial sum one step
+  // longer than the flush would overflow.
+  Device& dev = DefaultDevice();
+  std::vector<GemmConfig> configs;
+  for (auto [tm, tn, ku] : {std::tuple{4, 2, 1}, std::tuple{2, 3, 2}, std::tuple{1, 1, 1}})
+    configs.push_back(Int8Tile(GemmConfig::Algorithm::kDot, tm, tn, ku, GemmConfig::kPairs));
+  std::vector<GemmDesc> descs(3);
+  for (GemmDesc& d : descs) d.type = d.out_type = DataType::kInt16Q;
+  descs[0].trans_b = true;  // InnerProduct: unsigned weights B with a zero point, per channel
+  descs[0].per_channel = descs[0].bias = true;
+  descs[1].trans_b = true;  // signed weights B without a zero point, fp32 out, ReLU
+  descs[1].weights_signed = true;
+  descs[1].weight_zero = false;
+  descs[1].out_type = DataType::kFloat32;
+  descs[1].relu = true;
+  descs[2].weights = WeightOperand::kA;  // matrix × vector
+  for (const GemmConfig& c : configs)
+    if (!c.Supports(descs[0], dev.backend())) GTEST_SKIP() << "kp = 2 needs vectors of 8";
+  const std::vector<Shape> shapes = {{1, 1, 1},   {7, 19, 15},   {13, 16, 16},  {6, 33, 17},
+                                     {9, 8, 33},  {5, 30, 47},   {3, 5, 2032},  {2, 3, 2033},
+                                     {3, 2, 4100}};
+  ExpectDescsExact(dev, descs, configs, shapes, 2100, /*sweep=*/true, /*matrix_vector=*/true);
+  for (size_t v = 0; v < descs.size(); ++v)
+    for (uint16_t wv : {uint16_t{0}, uint16_t{0xffff}, uint16_t{0x8000}, uint16_t{0x7fff}}) {
+      GemmDesc d = descs[v];
+      SetShape(d, {3, 2, 4100}, /*padded=*/false);
+      if (d.weights == WeightOperand::kA) d.N = 1;
+      Problem p = MakeProblem(d, 2200);
+      const bool wa = d.weights == WeightOperand::kA;
+      std::vector<uint8_t>& x = wa ? p.b : p.a;
+      std::vector<uint8_t>& w = wa ? p.a : p.b;
+      for (size_t i = 0; i + 1 < x.size(); i += 2) x[i] = x[i + 1] = 0xff;
+      for (size_t i = 0; i + 1 < w.size(); i += 2) std::memcpy(&w[i], &wv, 2);
+      ExpectSame(p, RunOnDevice(dev, p, &configs[v]), RunReference(p),
+                 configs[v].ToString() + " extremes");
+    }
+}
+
 TEST(GemmQuadTest, DotQuadsMatchTheReferenceExactly) {
   // kp = 4 with vw = 16 in the dot tile (int8q byte quads, 64 k per step in a helper function):
   // K below, at and past one step and its unrolled pair (the scalar tail), edge tiles in M and
