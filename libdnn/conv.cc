@@ -373,9 +373,8 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
   w_zero_ = device.Alloc<int32_t>(wz.size());
   device.Write(w_zero_, wz.data(), wz.size());
   if (!direct_kernel) return;
-  const size_t khw = size_t(desc_.kernel_h) * desc_.kernel_w;
-  packed_ = device.Allocate(size_t(desc_.groups) * khw * PackedChannels(desc_, input_) *
-                            oc_padded_ * PackedBytes(desc_.type, input_));
+  packed_ = device.Allocate(size_t(desc_.groups) * PackedWindow(desc_, input_) * oc_padded_ *
+                            PackedBytes(desc_.type, input_));
 }
 
 Event Convolution::SetWeights(const BufferRef& packed_weights, Queue* queue) {
@@ -442,7 +441,7 @@ Event Convolution::SetWeights(const BufferRef& packed_weights, Queue* queue) {
     return {};
   }
   const int cg = d.channels / d.groups, khw = d.kernel_h * d.kernel_w;
-  const int total = d.groups * khw * PackedChannels(d, input_) * oc_padded_;
+  const int total = d.groups * int(PackedWindow(d, input_)) * oc_padded_;
   pack_.ArgBuffer(weights.mem, weights.byte_offset, wbytes)
       .Arg(w_zero_)
       .ArgBuffer(packed_.get(), 0, PackedBytes(d.type, input_))
@@ -451,6 +450,7 @@ Event Convolution::SetWeights(const BufferRef& packed_weights, Queue* queue) {
       .Arg(int32_t{oc_padded_ / config_.channels_per_group()})
       .Arg(int32_t{khw})
       .Arg(int32_t{total});
+  if (input_ == ConvInput::kPackedQuads && QuadLayoutOf(d).taps) pack_.Arg(int32_t{d.kernel_w});
   packed_ready_ = true;
   Event packed = pack_.Launch1D(size_t(total), queue);
   if (input_ != ConvInput::kDot4 && input_ != ConvInput::kPackedQuads) return packed;
@@ -589,14 +589,19 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
     if (input_ == ConvInput::kPackedSplit) forward_.ArgBuffer(x, xs_byte_offset, 4).Arg(w_zero_);
     if (input_ == ConvInput::kDot4) forward_.Arg(w_zero_).Arg(wsum_);
     if (input_ == ConvInput::kPackedQuads) forward_.Arg(wsum_);
-    // Byte quads of a strided 1×1 window hold only the pixels it reads: stride 1 over them.
-    const bool sub = input_ == ConvInput::kPackedQuads && QuadsSubsample(d);
-    const int h = sub ? oh : d.height, wd = sub ? ow : d.width;
-    const int sh = sub ? 1 : d.stride_h, sw = sub ? 1 : d.stride_w;
-    for (int v : {d.channels, h,           wd,           d.channels / d.groups,
+    // Byte quads walk their packed planes (QuadLayout: a strided 1×1 window's hold only the
+    // pixels it reads, tap quads' the padding; "Cg" is 4 per quad plane).
+    const bool quads = input_ == ConvInput::kPackedQuads;
+    const QuadLayout l = quads ? QuadLayoutOf(d) : QuadLayout{};
+    const int h = quads ? l.h : d.height, wd = quads ? l.w : d.width;
+    const int cg = quads ? 4 * l.planes : d.channels / d.groups;
+    const int kw = quads ? l.kw : d.kernel_w, sh = quads ? l.sh : d.stride_h;
+    const int sw = quads ? l.sw : d.stride_w, ph = quads ? l.ph : d.pad_h;
+    const int pw = quads ? l.pw : d.pad_w, dw = quads ? l.dw : d.dilation_w;
+    for (int v : {d.channels, h,           wd,           cg,
                   ocg,        oc_padded_,  oh,           ow,
-                  d.kernel_h, d.kernel_w,  sh,           sw,
-                  d.pad_h,    d.pad_w,     d.dilation_h, d.dilation_w,
+                  d.kernel_h, kw,          sh,           sw,
+                  ph,         pw,          d.dilation_h, dw,
                   d.groups,   int(d.bias), int(d.relu),  x_zero_,
                   c_zero_,    int(d.residual), res_zero_, res_m_, res_s_})
       forward_.Arg(int32_t{v});
@@ -622,18 +627,25 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
     xpack_.ArgBuffer(input.mem, input.byte_offset + size_t(first) * d.channels * hw * es, es)
         .ArgBuffer(xpacked_.get(), 0, 4);
     if (input_ == ConvInput::kPackedSplit) xpack_.ArgBuffer(xpacked_.get(), xs_offset, 4);
-    const bool sub = input_ == ConvInput::kPackedQuads && QuadsSubsample(d);
+    const bool quads = input_ == ConvInput::kPackedQuads;
+    const QuadLayout l = quads ? QuadLayoutOf(d) : QuadLayout{};
+    const size_t planes_hw = quads ? size_t(l.h) * l.w : hw;
     xpack_.Arg(int32_t{d.channels / d.groups})
-        .Arg(int32_t(sub ? size_t(oh) * ow : hw))
+        .Arg(int32_t(planes_hw))
         .Arg(int32_t{images * d.groups})
         .Arg(int32_t{x_zero_});
-    if (input_ == ConvInput::kPackedQuads)
-      xpack_.Arg(int32_t{d.width})
-          .Arg(int32_t(hw))
-          .Arg(int32_t{sub ? ow : d.width})
-          .Arg(int32_t{sub ? d.stride_h : 1})
-          .Arg(int32_t{sub ? d.stride_w : 1});
-    xpack_.Launch1D(size_t(images) * d.groups * (sub ? size_t(oh) * ow : hw), queue);
+    if (quads) {
+      const bool sub = QuadsSubsample(d);
+      xpack_.Arg(int32_t{d.width}).Arg(int32_t(hw)).Arg(int32_t{l.w});
+      if (l.taps)
+        xpack_.Arg(int32_t{d.pad_h}).Arg(int32_t{d.pad_w}).Arg(int32_t{d.dilation_w});
+      else
+        xpack_.Arg(int32_t{sub ? d.stride_h : 1}).Arg(int32_t{sub ? d.stride_w : 1});
+    }
+    // Tap quads: a work-item per packed row; otherwise per pixel, over the planes.
+    const size_t items =
+        size_t(images) * d.groups * (l.taps ? size_t(l.planes) * l.h : planes_hw);
+    xpack_.Launch1D(items, queue);
     last = launch(first, images, xpacked_.get(), 0, xs_offset);
   }
   return last;

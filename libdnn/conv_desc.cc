@@ -86,12 +86,46 @@ int PackedChannels(const ConvDesc& d, ConvInput m) {
   return (cg + cp - 1) / cp * cp;
 }
 
+size_t PackedWindow(const ConvDesc& d, ConvInput m) {
+  if (m == ConvInput::kPackedQuads) {
+    const QuadLayout l = QuadLayoutOf(d);
+    return size_t(d.kernel_h) * l.kw * l.planes * 4;
+  }
+  return size_t(d.kernel_h) * d.kernel_w * PackedChannels(d, m);
+}
+
+QuadLayout QuadLayoutOf(const ConvDesc& d) {
+  const int cg = d.channels / d.groups, cq = DivUp(cg, 4), kwq = DivUp(d.kernel_w, 4);
+  QuadLayout l;
+  l.taps = cg < 4 && d.kernel_w > 1 && !QuadsSubsample(d) && cg * kwq <= cq * d.kernel_w;
+  if (l.taps) {
+    l.planes = cg;
+    l.h = d.height + 2 * d.pad_h;
+    l.w = d.width + 2 * d.pad_w;
+    l.kw = kwq;
+    l.sh = d.stride_h, l.sw = d.stride_w;
+    l.dw = 4 * d.dilation_w;
+    return l;
+  }
+  const bool sub = QuadsSubsample(d);
+  l.planes = cq;
+  l.h = sub ? d.out_h() : d.height;
+  l.w = sub ? d.out_w() : d.width;
+  l.kw = d.kernel_w;
+  l.sh = sub ? 1 : d.stride_h, l.sw = sub ? 1 : d.stride_w;
+  l.ph = d.pad_h, l.pw = d.pad_w;
+  l.dw = d.dilation_w;
+  return l;
+}
+
 /// Bytes of one image's packed input: per group ⌈Cg/2⌉ planes of 32-bit pairs (int16: a lo and
-/// a hi word per pixel, then one plane of channel sums), or ⌈Cg/4⌉ planes of byte quads.
+/// a hi word per pixel, then one plane of channel sums), or byte quads' planes (QuadLayout).
 size_t PackedInputBytes(const ConvDesc& d, ConvInput m) {
   const size_t hw = size_t(d.height) * d.width, pairs = size_t(d.channels / d.groups + 1) / 2;
-  if (m == ConvInput::kPackedQuads)
-    return size_t(d.groups) * size_t(PackedChannels(d, m) / 4) * hw * 4;
+  if (m == ConvInput::kPackedQuads) {
+    const QuadLayout l = QuadLayoutOf(d);
+    return size_t(d.groups) * size_t(l.planes) * size_t(l.h) * size_t(l.w) * 4;
+  }
   if (m == ConvInput::kPackedPairs) return size_t(d.groups) * pairs * hw * 4;
   if (m == ConvInput::kPackedSplit) return size_t(d.groups) * (pairs * 2 + 1) * hw * 4;
   return 0;

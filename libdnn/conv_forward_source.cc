@@ -78,6 +78,7 @@ struct ForwardText {
         input(InputOf(target.backend, desc, config, channel_pairs)),
         dot4(input == ConvInput::kDot4),
         quads(input == ConvInput::kPackedQuads),
+        taps(quads && QuadLayoutOf(desc).taps),
         pairs(input != ConvInput::kDirect && !dot4 && !quads),
         packed(IsPacked(input)),
         split(input == ConvInput::kPackedSplit),
@@ -98,7 +99,9 @@ struct ForwardText {
   const ConvDesc& d;
   const ConvConfig& c;
   const ConvInput input;
-  const bool dot4, quads, pairs, packed, split, q, wide;
+  const bool dot4, quads;
+  const bool taps;  // kPackedQuads along the window's columns (QuadLayout)
+  const bool pairs, packed, split, q, wide;
   const bool vector_builtins;  // KernelTarget::vector_builtins
   const std::string suffix;  // kernel name suffix: the type, "_sw" for signed weights
   KernelWriter w;
@@ -168,17 +171,21 @@ struct ForwardText {
     //   wp[g][blk][ky·KW + kx][ic][t] = w[g·OCg + blk·CONV_TILE + t][ic][ky][kx] − z_w (0 past
     //   OCg);
     // with channel pairs (CONV_CP = 2) wp[g][blk][ky·KW + kx][ic / 2][t][ic % 2] (0 past Cg);
-    // kDot4 (CONV_CP = 4): the raw weight bytes (no z_w) as wp[…][ic / 4][t][ic % 4].
-    w.Kernel("conv_pack_" + suffix)
-        .In("Wstore", "wsrc")
-        .In("int", "wz")
-        .Out("Ptype", "wp")
-        .Value("int", "Cg")
-        .Value("int", "OCg")
-        .Value("int", "blocks")
-        .Value("int", "KHW")
-        .Value("int", "total")
-        .Body(
+    // kDot4 (CONV_CP = 4): the raw weight bytes (no z_w) as wp[…][ic / 4][t][ic % 4]; tap
+    // quads: QuadTapPackWeightsBody.
+    auto& pack = w.Kernel("conv_pack_" + suffix)
+                     .In("Wstore", "wsrc")
+                     .In("int", "wz")
+                     .Out("Ptype", "wp")
+                     .Value("int", "Cg")
+                     .Value("int", "OCg")
+                     .Value("int", "blocks")
+                     .Value("int", "KHW")
+                     .Value("int", "total");
+    if (taps)
+      pack.Value("int", "KW").Body(QuadTapPackWeightsBody());
+    else
+      pack.Body(
             std::string(R"(  const int Cgp = (Cg + CONV_CP - 1) / CONV_CP;  // packed channel steps
   $loop(i, total) {
     const int s = i % CONV_CP;
@@ -217,19 +224,20 @@ struct ForwardText {
     }
 
     if (quads) {
-      w.Kernel("conv_xpack_" + suffix)
-          .In("Dtype", "x")
-          .Out("int", "xq")
-          .Value("int", "Cg")
-          .Value("int", "HW")
-          .Value("int", "NG")
-          .Value("int", "x_zero")
-          .Value("int", "XW")
-          .Value("int", "XHW")
-          .Value("int", "PW")
-          .Value("int", "sh")
-          .Value("int", "sw")
-          .Body(QuadPackInputBody());
+      auto& xk = w.Kernel("conv_xpack_" + suffix)
+                     .In("Dtype", "x")
+                     .Out("int", "xq")
+                     .Value("int", "Cg")
+                     .Value("int", "HW")
+                     .Value("int", "NG")
+                     .Value("int", "x_zero")
+                     .Value("int", "XW")
+                     .Value("int", "XHW")
+                     .Value("int", "PW");
+      if (taps)
+        xk.Value("int", "ph").Value("int", "pw").Value("int", "dw").Body(QuadTapPackInputBody());
+      else
+        xk.Value("int", "sh").Value("int", "sw").Body(QuadPackInputBody());
     } else if (packed) {
       // Input packing for one chunk of images (NG = images · groups): per (image, group) ⌈Cg/2⌉
       // planes of 32-bit words (x(2i) − z_x, x(2i + 1) − z_x) as two int16 halves, an odd Cg

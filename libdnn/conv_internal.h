@@ -103,12 +103,44 @@ inline bool QuadsSubsample(const ConvDesc& d) {
   return d.kernel_h == 1 && d.kernel_w == 1 && d.pad_h == 0 && d.pad_w == 0 &&
          (d.stride_h > 1 || d.stride_w > 1);
 }
+/// kPackedQuads' layout of one convolution (QuadLayoutOf): what one quad holds, the packed planes
+/// and the window the forward kernel walks over them.
+///  - Channel quads: 4 input channels of one pixel per word, ⌈Cg/4⌉ planes of the input's size
+///    (of the output's for QuadsSubsample) per (image, group); a step per window tap.
+///  - Tap quads (`taps`): 4 neighbouring taps of one window row of one channel per word, the
+///    input bytes at columns x, x + dw, x + 2dw, x + 3dw of the padded input (z_x outside it):
+///    Cg planes of the padded input's size per (image, group); a step per ⌈KW/4⌉ columns of
+///    each window row, the columns 4·dw apart. Where Cg < 4 (first layers) the channel quads
+///    are mostly padding and a step per tap costs its address math for one product; the taps'
+///    words come from a pack that already holds the padding, so every step reads in bounds.
+struct QuadLayout {
+  bool taps = false;
+  int planes = 0;                     // quad planes per (image, group)
+  int h = 0, w = 0;                   // rows and columns of a packed plane
+  int kw = 0;                         // window columns in steps
+  int sh = 1, sw = 1, ph = 0, pw = 0;  // stride and padding over the packed planes
+  int dw = 1;                         // columns between steps
+};
+/// Tap quads where Cg < 4 and they take no more steps than channel quads (a window wider than
+/// one column, not a subsampled 1×1 window).
+QuadLayout QuadLayoutOf(const ConvDesc& d);
+/// Tap quads' bodies (conv_quads_source.cc). conv_xpack_<type>: (x, xq, Cg, HW, NG, x_zero, XW,
+/// XHW, PW, ph, pw, dw; a work-item per packed row), per (image, group) Cg planes of HW words,
+/// PW per row, row r and column
+/// c of a plane the input's bytes at row r − ph and columns c − pw + j·dw (j = 0 … 3, z_x outside
+/// the input) of planes of XW columns and XHW pixels. conv_pack_<type>: (wsrc, wz, wp, Cg, OCg,
+/// blocks, KHW, total, KW), wp[g][blk][ky][kq][ic][t][j] = w[o][ic][ky][4kq + j] − z_w, 0 past
+/// KW and past OCg.
+std::string QuadTapPackInputBody();
+std::string QuadTapPackWeightsBody();
 std::string QuadWindowFunction(const ConvConfig& c);
 /// The forward body of kPackedQuads up to the epilogue: the work-item's pixels and channel
 /// block, and the call of conv_quads leaving the accumulators in the private ints `accs`.
 std::string QuadPrologue(const ConvConfig& c);
 /// Input channels per group as packed: Cg rounded up to the channels per step.
 int PackedChannels(const ConvDesc& d, ConvInput m);
+/// Packed weights per output channel of a group: the window's steps times the channels per step.
+size_t PackedWindow(const ConvDesc& d, ConvInput m);
 /// Bytes of one image's packed input planes (0 for unpacked inputs).
 size_t PackedInputBytes(const ConvDesc& d, ConvInput m);
 /// Bias element bytes: fp32 for float types, the accumulator for quantized ones.

@@ -1,6 +1,7 @@
 // libdnn/conv_quads_source.cc — the int8 direct convolution's byte-quad input (ConvInput::
-// kPackedQuads): the input-packing kernel's body, the forward body's prologue and the window
-// loop as an MP_QUAD_FN function.
+// kPackedQuads): the input-packing kernels' bodies (channel quads, tap quads: QuadLayout), the
+// tap quads' weight packing, the forward body's prologue and the window loop as an MP_QUAD_FN
+// function.
 #include <string>
 
 #include "libdnn/conv_internal.h"
@@ -63,6 +64,66 @@ std::string QuadPackInputBody() {
         v |= (mp_u32)Dtype_LOAD(src, (4 * q + j) * XHW) << (8 * j);
       dst[q * HW] = (int)v;
     }
+  }
+)";
+}
+
+std::string QuadTapPackInputBody() {
+  // A work-item per packed row: the columns whose four bytes lie inside the input row are
+  // zipped 16 at a time from four loads (MP_ZIP4X16), the others (the padding, a last partial
+  // 16) word by word, z_x outside the input, which the epilogue's z_x·Σ(w − z_w) takes back
+  // out; bytes past the window's last column meet zero weights.
+  const std::string words = R"(      mp_u32 v = 0u;
+      for (int j = 0; j < 4; ++j) {
+        const int ix = c - pw + j * dw;
+        v |= (mp_u32)(inside && ix >= 0 && ix < XW ? Dtype_LOAD(x, base + ix) : x_zero) << (8 * j);
+      }
+      dst[c] = (int)v;
+)";
+  return R"(  const int PH = HW / PW;
+  const int XH = XHW / XW;
+  $loop(r, NG * Cg * PH) {
+    const int iy = r % PH - ph;
+    const int inside = iy >= 0 && iy < XH;
+    const int base = (r / PH) * XHW + iy * XW;
+    $global int* dst = xq + r * PW;
+    const int c0 = inside ? min(pw, PW) : PW;
+    const int c1 = inside ? max(c0, min(PW, XW + pw - 3 * dw)) : PW;
+    int cv = c0;
+    for (; cv + 16 <= c1; cv += 16) {
+      const $global Dtype* p = x + base + cv - pw;
+      MP_QUAD_STORE(MP_ZIP4X16(p, p + dw, p + 2 * dw, p + 3 * dw), dst + cv);
+    }
+    for (int c = 0; c < c0; ++c) {
+)" + words + R"(    }
+    for (int c = cv; c < PW; ++c) {
+)" + words + R"(    }
+  }
+)";
+}
+
+std::string QuadTapPackWeightsBody() {
+  return R"(  const int KWq = (KW + 3) / 4;
+  const int KH = KHW / KW;
+  $loop(i, total) {
+    const int j = i % 4;
+    const int t = (i / 4) % CONV_TILE;
+    int r = i / (4 * CONV_TILE);
+    const int ic = r % Cg;
+    r /= Cg;
+    const int kq = r % KWq;
+    r /= KWq;
+    const int ky = r % KH;
+    r /= KH;
+    const int ocp = (r % blocks) * CONV_TILE + t;
+    const int g = r / blocks;
+    const int kx = 4 * kq + j;
+    int v = 0;
+    if (ocp < OCg && kx < KW) {
+      const int o = g * OCg + ocp;
+      v = WLOAD(wsrc, ((o * Cg + ic) * KH + ky) * KW + kx) - wz[o];
+    }
+    wp[i] = (Ptype)v;
   }
 )";
 }

@@ -23,6 +23,7 @@
 #include "device/settings.h"
 #include "libdnn/conv.h"
 #include "libdnn/conv_families.h"
+#include "libdnn/conv_internal.h"
 #include "quant/fixed_point.h"
 #include "tests/libdnn/conv_run.h"
 #include "tests/testing/host_isa_levels.h"
@@ -247,7 +248,10 @@ TEST(ConvByteQuads, DefaultTileFollowsTheProfile) {
 // sizes are arguments of its one program per weight storage, so the cases cost runs, not
 // compiles: Cg mod 4 = 0 … 3, 3×3 padded windows (border words of z_x), stride 2, a 1×1 stride-2
 // projection, dilation, groups, a 7×7 stem-like window over 3 channels, output channels past
-// the last full vector (the lane-by-lane epilogue) and pixels past the last full tile.
+// the last full vector (the lane-by-lane epilogue) and pixels past the last full tile. Groups of
+// fewer than 4 channels under a window take tap quads (QuadLayout; a program per weight storage
+// too): 11×11 at stride 4 (a last quad of 3 taps), 5×5 dilated 2 over groups of one padded
+// channel, 3×3 at stride 2 (a quad of 3 taps).
 // clang-format off
 const DirectCase kDirectCases[] = {
     {2, 13, 9, 7, 20, 3, 1, 1, 1, 1},
@@ -256,6 +260,9 @@ const DirectCase kDirectCases[] = {
     {1, 15, 8, 9, 16, 3, 1, 2, 2, 1},
     {1, 3, 12, 12, 16, 7, 2, 3, 1, 1},
     {1, 64, 6, 6, 48, 3, 1, 1, 1, 1},
+    {1, 3, 27, 26, 20, 11, 4, 0, 1, 1},
+    {2, 2, 11, 13, 18, 5, 1, 2, 2, 2},
+    {1, 3, 9, 10, 33, 3, 2, 1, 1, 1},
 };
 // clang-format on
 const ConvConfig kQuadTile = {1, 2, 3, 16, 4};
@@ -300,6 +307,9 @@ TEST(ConvByteQuads, DirectKernelMatchesReference) {
     EXPECT_EQ(CheckDirect(d, kQuadTile, 17 + variant), ConvInput::kPackedQuads);
     ++variant;
   }
+  EXPECT_TRUE(conv_internal::QuadLayoutOf(DirectDescOf(kDirectCases[4], 0)).taps);   // 7×7, 3 channels
+  EXPECT_FALSE(conv_internal::QuadLayoutOf(DirectDescOf(kDirectCases[2], 0)).taps);  // 1×1 at stride 2
+  EXPECT_FALSE(conv_internal::QuadLayoutOf(DirectDescOf(kDirectCases[1], 0)).taps);  // 4 channels
   std::printf("[ quads    ] direct kernel, %s: %s\n", dev.Describe().c_str(), FormOf(dev));
 }
 
