@@ -128,6 +128,41 @@ std::string VectorWords::Requant(int lanes, const std::string& out, const std::s
   return s;
 }
 
+std::string VectorWords::RequantHigh(int lanes, const std::string& out, const std::string& val,
+                                     const std::string& mult, const std::string& shift,
+                                     int indent) const {
+  // RequantClamp's fast path (its comments say why it is exact and why it is spelled so), each
+  // lane with its own multiplier: the even and odd lanes of |v| meet the even and odd lanes of
+  // the multipliers where both lie in their 64-bit words. Lanes < 4 widen to 64-bit lanes.
+  const std::string I = Type("int", lanes), U = Type("uint", lanes), UL = Type("ulong", lanes),
+                    pad(indent, ' ');
+  const std::string v = out + "_v", rr = out + "_rr", h = out + "_h", q = out + "_q";
+  std::string s;
+  s += pad + "const " + I + " " + v + " = " + val + ";\n";
+  s += pad + "const " + U + " " + rr + " = " + As(U, Splat(I, "31") + " - (" + shift + ")") +
+       ";\n";
+  if (lanes >= 4) {
+    const std::string W = Type("ulong", lanes / 2), a = out + "_a", m = out + "_m";
+    s += pad + "const " + W + " " + a + " = " +
+         As(W, Select(As(U, v), Splat(U, "0") + " - " + As(U, v), v + " < 0")) + ", " + m +
+         " = " + As(W, mult) + ";\n";
+    s += pad + "const " + U + " " + h + " = " +
+         As(U, "(((" + a + " & 0xffffffffUL) * (" + m + " & 0xffffffffUL)) >> 32) | (((" + a +
+                   " >> 32) * (" + m + " >> 32)) & 0xffffffff00000000UL)") +
+         ";\n";
+  } else {
+    s += pad + "const " + U + " " + h + " = " +
+         Convert(U, "(" + Convert(UL, Abs(v)) + " * " + Convert(UL, As(U, mult)) + ") >> 32") +
+         ";\n";
+  }
+  s += pad + "const " + I + " " + q + " = " +
+       As(I, "(" + h + " + (" + Splat(U, "1u") + " << (" + rr + " - " + Splat(U, "33u") +
+                 "))) >> (" + rr + " - " + Splat(U, "32u") + ")") +
+       ";\n";
+  s += pad + I + " " + out + " = " + Select(q, "-" + q, v + " < 0") + ";\n";
+  return s;
+}
+
 std::string VectorWords::RequantClamp(int lanes, const std::string& out, const std::string& val,
                                       const std::string& mult, const std::string& shift,
                                       const std::string& zero, const VectorResidual* res,

@@ -62,6 +62,14 @@ class VectorWords {
   /// writer's Expand spells it).
   std::string Requant(int lanes, const std::string& out, const std::string& val,
                       const std::string& mult, const std::string& shift, int indent = 0) const;
+  /// Statement text declaring `int<lanes> out`: the int<lanes> `val` requantized lane by lane
+  /// with the int<lanes> multipliers `mult` and shifts `shift` in int32 lanes (one high
+  /// multiply, RequantClamp's fast path with a multiplier per lane) — the same integers as
+  /// Requant where every lane's 31 − shift is 34 … 62, which the caller must know (the results
+  /// are then at most 2^29 in magnitude). Temporaries and indent as Requant's.
+  std::string RequantHigh(int lanes, const std::string& out, const std::string& val,
+                          const std::string& mult, const std::string& shift,
+                          int indent = 0) const;
   /// Statement text declaring `int<lanes> out`: the int<lanes> `val` requantized with one
   /// scalar multiplier and shift for every lane (a channel's), plus `zero`, plus the
   /// requantized residual when `res` is given, clamped to [lo, hi] — the same integers as

@@ -4,7 +4,6 @@
 #include <optional>
 #include <string>
 
-#include "codegen/vector_words.h"
 #include "device/error.h"
 #include "libdnn/conv.h"
 #include "libdnn/conv_internal.h"
@@ -517,52 +516,6 @@ struct ForwardText {
            ((c.vw >= 2 && c.vw <= 8) || (quads && c.vw == 16));
   }
 
-  // The int8 epilogue of the tile's accumulator `tile[e]` (channel vector tj, pixel tt) when
-  // all its CONV_VW channels and the pixel are in range: bias, requantization with each
-  // channel's multiplier (VectorWords::Requant, the GEMM's), the residual, zero point
-  // and clamps in vectors, then one byte store per channel (NCHW: the channels are P apart).
-  // The same integers as the lane loop, which handles the rest; the text ends inside the
-  // `else` that holds it.
-  std::string VectorEpilogue() const {
-    const VectorWords v(w.target());
-    // Parts of at most 8 channels (the requantization's long lanes and the interleaved
-    // multipliers' load of twice as many stay within OpenCL's 16 lanes).
-    const int L = c.vw < 8 ? c.vw : 8, parts = c.vw / L;
-    const std::string iv = v.Type("int", L), lv = v.Type("long", L);
-    std::string s = R"(    {
-    const int oc0 = ocl + tj * CONV_STEP;
-    if (pvt && oc0 + CONV_VW <= OCg) {
-)";
-    for (int h = 0; h < parts; ++h) {
-      s += "     {\n      const int o0 = g * OCg + oc0 + " + std::to_string(h * L) + ";\n";
-      s += "      const int yi0 = (n * G * OCg + o0) * P + p0 + tt;\n";
-      const std::string acc = parts == 1 ? "tile[e]" : v.Lanes("tile[e]", h * L, L);
-      s += "      const " + iv + " val = " + acc + " + (has_bias ? " + v.Load(L, "bias + o0") +
-           " : " + v.Splat(iv, "0") + ")" +
-           (quads ? " - " + v.Splat(iv, "x_zero") + " * " + v.Load(L, "wsum + o0") : "") + ";\n";
-      s += "      const " + v.Type("int", 2 * L) + " rqv = " + v.Load(2 * L, "rq + 2 * o0") + ";\n";
-      s += v.Requant(L, "r", "val", v.Even("rqv"), v.Odd("rqv"), 6);
-      s += "      r += c_zero;\n      if (has_res) {\n        const " + iv + " rv = ";
-      std::string lanes;
-      for (int l = 0; l < L; ++l)
-        lanes +=
-            std::string(l ? ", " : "") + "Dtype_LOAD(res, yi0 + " + std::to_string(l) + " * P)";
-      s += v.Of(iv, lanes) + " - res_zero;\n";
-      s += v.Requant(L, "rs", "rv", v.Splat(iv, "res_m"), v.Splat(iv, "res_s"), 8);
-      s += "        r += rs;\n      }\n";
-      s += "      const mp_i64 lo = relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN;\n";
-      s += "      r = " +
-           v.Select(v.Select("r", v.Splat(lv, "Dtype_QMAX"), "r > (mp_i64)Dtype_QMAX"),
-                    v.Splat(lv, "lo"), "r < lo") +
-           ";\n";
-      for (int l = 0; l < L; ++l)
-        s += "      Dtype_STORE(y, yi0 + " + std::to_string(l) + " * P, " + v.Lane("r", l) + ");\n";
-      s += "     }\n";
-    }
-    s += "    } else {\n";
-    return s;
-  }
-
   // Requantizes (or stores) each accumulator lane of the tile. The accumulators go into one
   // private array and the epilogue is written once, in a loop over it: written out once per
   // accumulator it was most of the kernel's text and of its compile time, for code that runs
@@ -583,12 +536,16 @@ struct ForwardText {
       body += "};\n";
     }
     body += "  Atype lanes_out[CONV_VW];\n";
-    body += "  for (int e = 0; e < " + std::to_string(tiles) + "; ++e) {\n";
-    body += "    const int tj = e / " + std::to_string(px) + ", tt = e - tj * " +
-            std::to_string(px) + ";\n    const int pvt = p0 + tt < P;\n";
-    const bool vec = VectorRequantizes();
-    std::string s = vec ? VectorEpilogue() : "";
-    s += R"(  VTO(tile[e], lanes_out);
+    body += "  for (int tj = 0; tj < " + std::to_string(c.oc_per_item) + "; ++tj) {\n";
+    body += "    const int oc0 = ocl + tj * CONV_STEP;\n";
+    // A vector of channels all in range goes through DirectVectorEpilogue, the rest (and every
+    // other type) lane by lane.
+    if (VectorRequantizes()) body += DirectVectorEpilogue(w.target(), c, quads);
+    body += "    for (int tt = 0; tt < " + std::to_string(px) + R"(; ++tt) {
+    const int e = tj * )" + std::to_string(px) + R"( + tt;
+    const int pvt = p0 + tt < P;
+)";
+    std::string s = R"(  VTO(tile[e], lanes_out);
   for (int v = 0; v < CONV_VW; ++v) {
     const int oc = ocl + tj * CONV_STEP + v;
     if (oc < OCg && pvt) {
@@ -622,8 +579,7 @@ struct ForwardText {
   }
 )";
     }
-    if (vec) s += "    }\n  }\n";
-    body += s + "  }\n";
+    body += s + "    }\n  }\n";
     return body;
   }
 
@@ -645,7 +601,7 @@ struct ForwardText {
     for (const char* name :
          {"C",  "H",  "W",  "Cg", "OCg", "OCpad", "OH",       "OW",   "KH",     "KW",    "sh",
           "sw", "ph", "pw", "dh", "dw",  "G",     "has_bias", "relu", "x_zero", "c_zero", "has_res", "res_zero", "res_m",
-          "res_s"})
+          "res_s", "rq_high"})
       k.Value("int", name);
     k.Body(body);
   }

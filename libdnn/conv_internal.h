@@ -66,6 +66,16 @@ bool DepthwiseQuadsApply(const ConvDesc& d, const KernelTarget& target);
 /// That form's kernel text (conv_depthwise_quad_source.cc): 16 output columns per work-item.
 std::string DepthwiseQuadSource(const KernelTarget& target, const ConvDesc& d, int rows);
 
+/// The int8 direct forward kernel's epilogue for the tile's channel vector `tj` whose CONV_VW
+/// channels are all in range (conv_epilogue_source.cc): per part of at most 8 channels, their
+/// bias (less z_x·Σ(w − z_w) with `quads`), multipliers and shifts loaded once, then per pixel
+/// `tile[tj·px + tt]` requantized in vectors (VectorWords::RequantHigh where the kernel argument
+/// rq_high says every channel's shift allows it, else Requant's long lanes), the residual, zero
+/// point and clamps, and one byte store per channel (NCHW: the channels are P apart). Text
+/// `if (…) {…} else` before the statement of the lane-by-lane epilogue; the text must define
+/// oc0, the channel vector's first channel.
+std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c, bool quads);
+
 /// Defines the weight storage spelling `Wstore` and its load `WLOAD(p, i)` (an int for quantized
 /// types) of `d`'s kernels: signed int8/int16 storage for weights_signed, else Dtype.
 void DeclareWeightStorage(KernelWriter& w, const ConvDesc& d);

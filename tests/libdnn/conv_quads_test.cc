@@ -313,6 +313,24 @@ TEST(ConvByteQuads, DirectKernelMatchesReference) {
   std::printf("[ quads    ] direct kernel, %s: %s\n", dev.Describe().c_str(), FormOf(dev));
 }
 
+// A channel whose right shift 31 − shift is below 34 (a multiplier past 1/4): the vector
+// epilogue's long lanes for the whole layer instead of the int32 lanes (VectorWords::
+// RequantHigh), in byte quads and in channel pairs (vectors of 8), tap and channel quads.
+TEST(ConvByteQuads, DirectKernelLargeMultipliersMatchReference) {
+  int variant = 0;
+  for (const int k : {0, 6}) {
+    for (const ConvConfig& config : {kQuadTile, ConvConfig{1, 2, 3, 8, 1}}) {
+      const ConvDesc d = DirectDescOf(kDirectCases[k], variant);
+      ConvQuant q = QuantOf(d, -1);
+      q.multiplier[1] = quant::QuantizeMultiplier(0.3);
+      SCOPED_TRACE(d.ToString() + " config " + config.ToString());
+      Convolution conv(DefaultDevice(), d, q, config);
+      CompareWithReference(d, q, conv, 41 + variant);
+      ++variant;
+    }
+  }
+}
+
 // The same integers in the portable form, whatever this device compiles.
 TEST(ConvByteQuads, DirectKernelPortableFormMatchesReference) {
   Device& dev = DefaultDevice();

@@ -1,0 +1,69 @@
+// libdnn/conv_epilogue_source.cc — the int8 direct convolution's vector epilogue: a whole
+// vector of output channels requantized at once (DirectVectorEpilogue).
+#include <string>
+
+#include "codegen/vector_words.h"
+#include "libdnn/conv_internal.h"
+
+namespace mpcaffe::libdnn::conv_internal {
+
+std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c, bool quads) {
+  const VectorWords v(target);
+  // Parts of at most 8 channels (the requantization's long lanes and the interleaved
+  // multipliers' load of twice as many stay within OpenCL's 16 lanes).
+  const int L = c.vw < 8 ? c.vw : 8, parts = c.vw / L;
+  const std::string iv = v.Type("int", L), lv = v.Type("long", L), px = std::to_string(c.px_per_item);
+  // The residual's term, as Requant's long lanes `rs` (r is int or long lanes: `as_int`).
+  auto residual = [&](bool as_int) {
+    std::string lanes;
+    for (int l = 0; l < L; ++l)
+      lanes += std::string(l ? ", " : "") + "Dtype_LOAD(res, yi0 + " + std::to_string(l) + " * P)";
+    std::string s = "          if (has_res) {\n            const " + iv + " rv = " +
+                    v.Of(iv, lanes) + " - res_zero;\n";
+    s += v.Requant(L, "rs", "rv", v.Splat(iv, "res_m"), v.Splat(iv, "res_s"), 12);
+    // |r| ≤ 2^29 on the int path: a residual past ±2^30 clamps the sum the same way.
+    s += as_int ? "            r += " +
+                      v.Convert(iv, v.Clamp("rs", v.Splat(lv, "-1073741824L"),
+                                            v.Splat(lv, "1073741824L"))) +
+                      ";\n"
+                : "            r += rs;\n";
+    return s + "          }\n";
+  };
+  std::string s = "    if (oc0 + CONV_VW <= OCg) {\n";
+  for (int h = 0; h < parts; ++h) {
+    // The channels' constants once for the work-item's pixels: the bias (less z_x·Σ(w − z_w)
+    // for byte quads), multipliers and shifts.
+    const std::string o0 = "g * OCg + oc0 + " + std::to_string(h * L);
+    s += "     {\n      const int o0 = " + o0 + ";\n";
+    s += "      const " + iv + " base = (has_bias ? " + v.Load(L, "bias + o0") + " : " +
+         v.Splat(iv, "0") + ")" +
+         (quads ? " - " + v.Splat(iv, "x_zero") + " * " + v.Load(L, "wsum + o0") : "") + ";\n";
+    s += "      const " + v.Type("int", 2 * L) + " rqv = " + v.Load(2 * L, "rq + 2 * o0") + ";\n";
+    s += "      const " + iv + " m = " + v.Even("rqv") + ", sh = " + v.Odd("rqv") + ";\n";
+    s += "      for (int tt = 0; tt < " + px + " && p0 + tt < P; ++tt) {\n";
+    s += "        const int yi0 = (n * G * OCg + o0) * P + p0 + tt;\n";
+    const std::string acc = "tile[tj * " + px + " + tt]";
+    s += "        const " + iv + " val = " + (parts == 1 ? acc : v.Lanes(acc, h * L, L)) +
+         " + base;\n";
+    // Every channel's 31 − shift in 34 … 62 (rq_high, the host's check): int32 lanes.
+    s += "        " + iv + " out;\n        if (rq_high) {\n";
+    s += v.RequantHigh(L, "r", "val", "m", "sh", 10);
+    s += "          r += c_zero;\n" + residual(true);
+    s += "          out = " +
+         v.Clamp("r", v.Splat(iv, "relu ? c_zero : Dtype_QMIN"), v.Splat(iv, "Dtype_QMAX")) +
+         ";\n        } else {\n";
+    s += v.Requant(L, "r", "val", "m", "sh", 10);
+    s += "          r += c_zero;\n" + residual(false);
+    s += "          out = " +
+         v.Convert(iv, v.Clamp("r", v.Splat(lv, "relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN"),
+                               v.Splat(lv, "(mp_i64)Dtype_QMAX"))) +
+         ";\n        }\n";
+    for (int l = 0; l < L; ++l)
+      s += "        Dtype_STORE(y, yi0 + " + std::to_string(l) + " * P, " + v.Lane("out", l) +
+           ");\n";
+    s += "      }\n     }\n";
+  }
+  return s + "    } else\n";
+}
+
+}  // namespace mpcaffe::libdnn::conv_internal
