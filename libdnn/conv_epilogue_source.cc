@@ -18,16 +18,16 @@ std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c
     std::string lanes;
     for (int l = 0; l < L; ++l)
       lanes += std::string(l ? ", " : "") + "Dtype_LOAD(res, yi0 + " + std::to_string(l) + " * P)";
-    std::string s = "          if (has_res) {\n            const " + iv + " rv = " +
+    std::string s = "        if (has_res) {\n          const " + iv + " rv = " +
                     v.Of(iv, lanes) + " - res_zero;\n";
-    s += v.Requant(L, "rs", "rv", v.Splat(iv, "res_m"), v.Splat(iv, "res_s"), 12);
+    s += v.Requant(L, "rs", "rv", v.Splat(iv, "res_m"), v.Splat(iv, "res_s"), 10);
     // |r| ≤ 2^29 on the int path: a residual past ±2^30 clamps the sum the same way.
-    s += as_int ? "            r += " +
+    s += as_int ? "          r += " +
                       v.Convert(iv, v.Clamp("rs", v.Splat(lv, "-1073741824L"),
                                             v.Splat(lv, "1073741824L"))) +
                       ";\n"
-                : "            r += rs;\n";
-    return s + "          }\n";
+                : "          r += rs;\n";
+    return s + "        }\n";
   };
   std::string s = "    if (oc0 + CONV_VW <= OCg) {\n";
   for (int h = 0; h < parts; ++h) {
@@ -40,28 +40,39 @@ std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c
          (quads ? " - " + v.Splat(iv, "x_zero") + " * " + v.Load(L, "wsum + o0") : "") + ";\n";
     s += "      const " + v.Type("int", 2 * L) + " rqv = " + v.Load(2 * L, "rq + 2 * o0") + ";\n";
     s += "      const " + iv + " m = " + v.Even("rqv") + ", sh = " + v.Odd("rqv") + ";\n";
-    s += "      for (int tt = 0; tt < " + px + " && p0 + tt < P; ++tt) {\n";
-    s += "        const int yi0 = (n * G * OCg + o0) * P + p0 + tt;\n";
+    // Byte quads' accumulators are still in `accs` (the window function's): loaded from there
+    // rather than from the private `tile` array at an index known only at run time.
     const std::string acc = "tile[tj * " + px + " + tt]";
-    s += "        const " + iv + " val = " + (parts == 1 ? acc : v.Lanes(acc, h * L, L)) +
-         " + base;\n";
+    const std::string val =
+        quads ? v.Load(L, "accs + 16 * (tj * " + px + " + tt) + " + std::to_string(h * L))
+        : parts == 1 ? acc
+                     : v.Lanes(acc, h * L, L);
+    // The pixel loop once per requantization, so that its loop-invariant terms leave the loop.
+    auto pixels = [&](const std::string& body) {
+      std::string p = "      for (int tt = 0; tt < " + px + " && p0 + tt < P; ++tt) {\n";
+      p += "        const int yi0 = (n * G * OCg + o0) * P + p0 + tt;\n";
+      p += "        const " + iv + " val = " + val + " + base;\n" + body;
+      for (int l = 0; l < L; ++l)
+        p += "        Dtype_STORE(y, yi0 + " + std::to_string(l) + " * P, " + v.Lane("out", l) +
+             ");\n";
+      return p + "      }\n";
+    };
     // Every channel's 31 − shift in 34 … 62 (rq_high, the host's check): int32 lanes.
-    s += "        " + iv + " out;\n        if (rq_high) {\n";
-    s += v.RequantHigh(L, "r", "val", "m", "sh", 10);
-    s += "          r += c_zero;\n" + residual(true);
-    s += "          out = " +
-         v.Clamp("r", v.Splat(iv, "relu ? c_zero : Dtype_QMIN"), v.Splat(iv, "Dtype_QMAX")) +
-         ";\n        } else {\n";
-    s += v.Requant(L, "r", "val", "m", "sh", 10);
-    s += "          r += c_zero;\n" + residual(false);
-    s += "          out = " +
-         v.Convert(iv, v.Clamp("r", v.Splat(lv, "relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN"),
-                               v.Splat(lv, "(mp_i64)Dtype_QMAX"))) +
-         ";\n        }\n";
-    for (int l = 0; l < L; ++l)
-      s += "        Dtype_STORE(y, yi0 + " + std::to_string(l) + " * P, " + v.Lane("out", l) +
-           ");\n";
-    s += "      }\n     }\n";
+    s += "      if (rq_high) {\n" +
+         pixels(v.RequantHigh(L, "r", "val", "m", "sh", 8) + "        r += c_zero;\n" +
+                residual(true) + "        const " + iv + " out = " +
+                v.Clamp("r", v.Splat(iv, "relu ? c_zero : Dtype_QMIN"),
+                        v.Splat(iv, "Dtype_QMAX")) +
+                ";\n");
+    s += "      } else {\n" +
+         pixels(v.Requant(L, "r", "val", "m", "sh", 8) + "        r += c_zero;\n" +
+                residual(false) + "        const " + iv + " out = " +
+                v.Convert(iv, v.Clamp("r",
+                                      v.Splat(lv, "relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN"),
+                                      v.Splat(lv, "(mp_i64)Dtype_QMAX"))) +
+                ";\n") +
+         "      }\n";
+    s += "     }\n";
   }
   return s + "    } else\n";
 }
