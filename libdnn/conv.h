@@ -159,6 +159,9 @@ enum class ConvInput {
 /// work-groups elsewhere (int8q four channels per step, kp = 4, where the device has a native
 /// 4-way dot product).
 ConvConfig DefaultConvConfig(const DeviceInfo& device, DataType type = DataType::kFloat32);
+/// The default tile for a description: DirectShapeDefaults' row where it has one, else the
+/// data type's.
+ConvConfig DefaultConvConfig(const DeviceInfo& device, const ConvDesc& desc);
 
 /// The forward kernel families of a convolution, in the order its constructor tries them
 /// (libdnn/conv_families.h: each one's rule of application, configuration and defaults table).

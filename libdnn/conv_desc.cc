@@ -267,6 +267,13 @@ ConvConfig DefaultConvConfig(const DeviceInfo& device, DataType type) {
   return DefaultRowFor(DirectConvDefaults(), "conv", TargetProfile::Of(device), type).config;
 }
 
+ConvConfig DefaultConvConfig(const DeviceInfo& device, const ConvDesc& desc) {
+  if (const auto shape =
+          DefaultRowFor(DirectShapeDefaults(), "conv", TargetProfile::Of(device), desc).config)
+    return *shape;
+  return DefaultConvConfig(device, desc.type);
+}
+
 std::vector<ConvConfig> ConvConfig::Candidates(const DeviceInfo& device, DataType type) {
   std::vector<ConvConfig> out = {DefaultConvConfig(device, type)};
   const std::vector<ConvConfig> all = {{1, 4, 3, 8}, {1, 2, 4, 8},  {1, 2, 6, 8},  {1, 1, 4, 16},
@@ -291,7 +298,8 @@ std::vector<ConvConfig> ConvConfig::Candidates(const DeviceInfo& device, DataTyp
   // int8 where byte quad products run in a helper: tiles of byte-quad vectors of 16 channels.
   if (type == DataType::kInt8Q && TargetProfile::Of(device).byte_quad_products)
     for (const ConvConfig& c : {ConvConfig{1, 4, 3, 16, 4}, ConvConfig{1, 2, 6, 16, 4},
-                                ConvConfig{1, 4, 4, 16, 4}, ConvConfig{1, 2, 4, 16, 4}})
+                                ConvConfig{1, 4, 4, 16, 4}, ConvConfig{1, 2, 4, 16, 4},
+                                ConvConfig{1, 3, 4, 16, 4}})
       if (!(c == out[0])) out.push_back(c);
   return out;
 }

@@ -404,6 +404,30 @@ const DefaultsTable<bool, ConvDesc>& DepthwiseQuadDefaults() {
   return table;
 }
 
+const DefaultsTable<std::optional<ConvConfig>, ConvDesc>& DirectShapeDefaults() {
+  // Tap quads (first layers) run few steps per output, so the epilogue and the channels a
+  // tile pads count: 48-channel blocks where 64-channel ones would pad a quarter or more.
+  static const DefaultsTable<std::optional<ConvConfig>, ConvDesc> table = {
+      {"OpenCL CPU runtime, byte quad products in a helper, int8q in tap quads (fewer than 4 "
+       "input channels per group under a window), output channels per group a multiple of 48 "
+       "and not of 64",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         const int ocg = d.out_channels / d.groups;
+         return p.cpu_vectors && p.byte_quad_products && d.type == DataType::kInt8Q &&
+                conv_internal::QuadLayoutOf(d).taps && ocg % 48 == 0 && ocg % 64 != 0;
+       },
+       ConvConfig{1, 3, 4, 16, 4},
+       "AlexNet's int8 conv1 alone (n1 c3 h227 o96 k11x11 s4), mpcaffe time --synthetic "
+       "--iterations 40, PoCL, AVX-512, 4 alternating rounds, loaded, 2026-11-30 "
+       "(docs/BENCHMARKS.md, \"Default configurations\"): l1 oc3 px4 v16 k4 0.89-0.93 ms, "
+       "oc4 px3 1.10-1.12 (and one 0.79), oc6 px2 0.95-1.05, oc2 px6 0.98-1.03"},
+      {"everything else: the data type's row (DirectConvDefaults)",
+       [](const TargetProfile&, const ConvDesc&) { return true; }, std::nullopt,
+       "the data type's row's measurement"},
+  };
+  return table;
+}
+
 const DefaultsTable<bool, ConvDesc>& ConvGemmDefaults() {
   // The direct kernel's int8 steps are channel pairs: with 3 input channels one pair in two is
   // half empty, and the GEMM wins (not against its byte quads, whose 3 of 4 bytes per step

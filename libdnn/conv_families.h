@@ -19,6 +19,9 @@ namespace mpcaffe::libdnn {
 
 /// The direct kernel's defaults per device class and data type (DefaultConvConfig).
 const DefaultsTable<ConvConfig, DataType>& DirectConvDefaults();
+/// The direct kernel's configuration for some descriptions ahead of DirectConvDefaults' row for
+/// their data type (DefaultConvConfig of a description); nothing: that row.
+const DefaultsTable<std::optional<ConvConfig>, ConvDesc>& DirectShapeDefaults();
 /// The pointwise kernel's tile per description, the same on every device
 /// (Convolution::DefaultPointwiseTile).
 const DefaultsTable<Convolution::PointwiseTile, ConvDesc>& PointwiseDefaults();

@@ -235,6 +235,10 @@ std::vector<ChoiceDefaultsRow> DirectConvRows() {
   std::vector<ChoiceDefaultsRow> rows;
   AddRows(&rows, "configuration", DirectConvDefaults(), true,
           [](const ConvConfig& c) { return c.ToString(); });
+  AddRows(&rows, "configuration by shape", DirectShapeDefaults(), false,
+          [](const std::optional<ConvConfig>& c) {
+            return c ? c->ToString() : std::string("the data type's configuration");
+          });
   return rows;
 }
 

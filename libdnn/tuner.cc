@@ -122,7 +122,7 @@ Chosen<ConvConfig> ChooseConvConfig(const Device& device, const ConvDesc& desc) 
   if (auto rec = Lookup(device, "conv", desc.ToString()))
     if (auto tuned = ParseConvConfig(*rec); tuned && tuned->Supports(device.backend()))
       return {*tuned, ConfigSource::kTuned};
-  return {DefaultConvConfig(device.info(), desc.type), ConfigSource::kDefault};
+  return {DefaultConvConfig(device.info(), desc), ConfigSource::kDefault};
 }
 
 ConvConfig TunedConvConfig(const Device& device, const ConvDesc& desc) {

@@ -84,6 +84,8 @@ TEST(ConvFamilies, DepthwiseQuadDefaultsTakeWideEnoughOutputs) {
 
 TEST(ConvFamilies, DefaultsTablesEndInARowServingEveryDevice) {
   ExpectRowsWithProvenance(DirectConvDefaults(), "conv");
+  ExpectRowsWithProvenance(DirectShapeDefaults(), "conv");
+  EXPECT_TRUE(DirectShapeDefaults().back().serves(TargetProfile{}, ConvDesc{}));
   ExpectRowsWithProvenance(PointwiseDefaults(), "conv_pw");
   ExpectRowsWithProvenance(StridedPointwiseDefaults(), "conv_pw");
   ExpectRowsWithProvenance(ConvGemmDefaults(), "conv_gemm");

@@ -363,6 +363,21 @@ TEST(ConvByteQuads, DirectDefaultFollowsTheProfile) {
   EXPECT_EQ(quads.vw, 16);
   EXPECT_NE(DefaultRowFor(DirectConvDefaults(), "conv", p, DataType::kFloat32).config.kp, 4);
   EXPECT_NE(DefaultRowFor(DirectConvDefaults(), "conv", p, DataType::kInt16Q).config.kp, 4);
+  // First layers in tap quads: 48-channel blocks where 64-channel ones would pad (AlexNet's
+  // 96), the data type's tile where they do not (ResNet-50's 64), and only in byte quads.
+  ConvDesc alexnet = DirectDescOf({1, 3, 227, 227, 96, 11, 4, 0, 1, 1}, 1);
+  const ConvDesc resnet = DirectDescOf({1, 3, 224, 224, 64, 7, 2, 3, 1, 1}, 1);
+  auto shape = [&](const TargetProfile& tp, const ConvDesc& d) {
+    return DefaultRowFor(DirectShapeDefaults(), "conv", tp, d).config;
+  };
+  ASSERT_TRUE(shape(p, alexnet).has_value());
+  EXPECT_EQ(shape(p, alexnet)->ToString(), "l1 oc3 px4 v16 k4");
+  EXPECT_FALSE(shape(p, resnet).has_value());
+  alexnet.channels = 4;  // channel quads
+  EXPECT_FALSE(shape(p, alexnet).has_value());
+  alexnet.channels = 3;
+  p.byte_quad_products = false;
+  EXPECT_FALSE(shape(p, alexnet).has_value());
 }
 
 }  // namespace

@@ -135,6 +135,7 @@ TEST(DefaultsTables, ListingHoldsEveryTable) {
                                              "conv_wino", "pool_vector_max", "lrn_vector",
                                              "lrn"}));
   EXPECT_EQ(rows.size(), GemmDefaults().size() + DirectConvDefaults().size() +
+                             DirectShapeDefaults().size() +
                              PointwiseDefaults().size() + StridedPointwiseDefaults().size() +
                              PointwiseSpreadDefaults().size() +
                              DepthwiseRowDefaults().size() + DepthwiseQuadDefaults().size() +
