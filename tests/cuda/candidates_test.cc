@@ -289,19 +289,22 @@ TEST(CudaCandidates, PairProductPathsCompileInEveryLayout) {
 // The direct convolution in byte quads (ConvConfig kp 4, vw 16: ConvInput::kPackedQuads, the
 // CPU default where AVX-512 VNNI runs in a helper): its window function's MP_DPBUSD16 is dp4a per
 // lane in CUDA. Unsigned weights (signed ones change only the packing kernel's load), PTX with
-// dp4a and sm_80 cubin. Never run: no NVIDIA GPU on the build machine.
+// dp4a and sm_80 cubin; channel quads, and tap quads (a first layer of 3 channels: their own
+// packing kernels). Never run: no NVIDIA GPU on the build machine.
 TEST(CudaCandidates, ConvolutionByteQuadsCompile) {
-  for (bool sw : {false}) {
+  for (bool taps : {false, true}) {
+    const bool sw = false;
     ConvDesc d;
     d.type = DataType::kInt8Q;
     d.weights_signed = sw;
-    d.channels = 13;  // a last quad of one channel
-    d.height = d.width = 9;
+    d.channels = taps ? 3 : 13;  // channel quads: a last quad of one channel
+    d.height = d.width = taps ? 20 : 9;
     d.out_channels = 20;
-    d.kernel_h = d.kernel_w = 3;
-    d.pad_h = d.pad_w = 1;
+    d.kernel_h = d.kernel_w = taps ? 7 : 3;
+    d.pad_h = d.pad_w = taps ? 3 : 1;
+    d.stride_h = d.stride_w = taps ? 2 : 1;
     const ConvConfig c = {1, 2, 3, 16, 4};
-    const std::string what = std::string(sw ? "signed " : "") + "byte quads " + c.ToString();
+    const std::string what = std::string(taps ? "tap " : "channel ") + "byte quads " + c.ToString();
     CompilePtxAndCubin(
         what, [&](int cc) { return Convolution::ForwardSource(KernelTarget::Cuda(cc), d, c); },
         Convolution::ForwardKernelName(d), !sw);
