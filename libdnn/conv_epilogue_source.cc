@@ -12,14 +12,15 @@ std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c
   // Parts of at most 8 channels (the requantization's long lanes and the interleaved
   // multipliers' load of twice as many stay within OpenCL's 16 lanes).
   const int L = c.vw < 8 ? c.vw : 8, parts = c.vw / L;
-  const std::string iv = v.Type("int", L), lv = v.Type("long", L), px = std::to_string(c.px_per_item);
+  const std::string iv = v.Type("int", L), lv = v.Type("long", L),
+                    px = std::to_string(c.px_per_item);
   // The residual's term, as Requant's long lanes `rs` (r is int or long lanes: `as_int`).
   auto residual = [&](bool as_int) {
     std::string lanes;
     for (int l = 0; l < L; ++l)
       lanes += std::string(l ? ", " : "") + "Dtype_LOAD(res, yi0 + " + std::to_string(l) + " * P)";
-    std::string s = "        if (has_res) {\n          const " + iv + " rv = " +
-                    v.Of(iv, lanes) + " - res_zero;\n";
+    std::string s = "        if (has_res) {\n          const " + iv + " rv = " + v.Of(iv, lanes) +
+                    " - res_zero;\n";
     s += v.Requant(L, "rs", "rv", v.Splat(iv, "res_m"), v.Splat(iv, "res_s"), 10);
     // |r| ≤ 2^29 on the int path: a residual past ±2^30 clamps the sum the same way.
     s += as_int ? "          r += " +
@@ -44,7 +45,7 @@ std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c
     // rather than from the private `tile` array at an index known only at run time.
     const std::string acc = "tile[tj * " + px + " + tt]";
     const std::string val =
-        quads ? v.Load(L, "accs + 16 * (tj * " + px + " + tt) + " + std::to_string(h * L))
+        quads        ? v.Load(L, "accs + 16 * (tj * " + px + " + tt) + " + std::to_string(h * L))
         : parts == 1 ? acc
                      : v.Lanes(acc, h * L, L);
     // The pixel loop once per requantization, so that its loop-invariant terms leave the loop.
@@ -61,17 +62,16 @@ std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c
     s += "      if (rq_high) {\n" +
          pixels(v.RequantHigh(L, "r", "val", "m", "sh", 8) + "        r += c_zero;\n" +
                 residual(true) + "        const " + iv + " out = " +
-                v.Clamp("r", v.Splat(iv, "relu ? c_zero : Dtype_QMIN"),
-                        v.Splat(iv, "Dtype_QMAX")) +
+                v.Clamp("r", v.Splat(iv, "relu ? c_zero : Dtype_QMIN"), v.Splat(iv, "Dtype_QMAX")) +
                 ";\n");
-    s += "      } else {\n" +
-         pixels(v.Requant(L, "r", "val", "m", "sh", 8) + "        r += c_zero;\n" +
-                residual(false) + "        const " + iv + " out = " +
-                v.Convert(iv, v.Clamp("r",
-                                      v.Splat(lv, "relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN"),
-                                      v.Splat(lv, "(mp_i64)Dtype_QMAX"))) +
-                ";\n") +
-         "      }\n";
+    s +=
+        "      } else {\n" +
+        pixels(v.Requant(L, "r", "val", "m", "sh", 8) + "        r += c_zero;\n" + residual(false) +
+               "        const " + iv + " out = " +
+               v.Convert(iv, v.Clamp("r", v.Splat(lv, "relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN"),
+                                     v.Splat(lv, "(mp_i64)Dtype_QMAX"))) +
+               ";\n") +
+        "      }\n";
     s += "     }\n";
   }
   return s + "    } else\n";

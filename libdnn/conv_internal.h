@@ -136,9 +136,8 @@ struct QuadLayout {
 QuadLayout QuadLayoutOf(const ConvDesc& d);
 /// Tap quads' bodies (conv_quads_source.cc). conv_xpack_<type>: (x, xq, Cg, HW, NG, x_zero, XW,
 /// XHW, PW, ph, pw, dw; a work-item per packed row), per (image, group) Cg planes of HW words,
-/// PW per row, row r and column
-/// c of a plane the input's bytes at row r − ph and columns c − pw + j·dw (j = 0 … 3, z_x outside
-/// the input) of planes of XW columns and XHW pixels. conv_pack_<type>: (wsrc, wz, wp, Cg, OCg,
+/// PW per row, row r and column c of a plane the input's bytes at row r − ph and columns
+/// c − pw + j·dw (j = 0 … 3, z_x outside the input) of planes of XW columns and XHW pixels. conv_pack_<type>: (wsrc, wz, wp, Cg, OCg,
 /// blocks, KHW, total, KW), wp[g][blk][ky][kq][ic][t][j] = w[o][ic][ky][4kq + j] − z_w, 0 past
 /// KW and past OCg.
 std::string QuadTapPackInputBody();
