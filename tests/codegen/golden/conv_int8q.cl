@@ -148,7 +148,8 @@ __kernel void conv_fwd_int8q(
     const int has_res,
     const int res_zero,
     const int res_m,
-    const int res_s) {
+    const int res_s,
+    const int rq_high) {
   __global const Dtype* restrict x = x_base + x_off;
   __global const Ptype* restrict wp = wp_base + wp_off;
   __global const Btype* restrict bias = bias_base + bias_off;
@@ -222,8 +223,10 @@ __kernel void conv_fwd_int8q(
   tile[0] = acc0_0;
   tile[1] = acc0_1;
   Atype lanes_out[CONV_VW];
-  for (int e = 0; e < 2; ++e) {
-    const int tj = e / 2, tt = e - tj * 2;
+  for (int tj = 0; tj < 1; ++tj) {
+    const int oc0 = ocl + tj * CONV_STEP;
+    for (int tt = 0; tt < 2; ++tt) {
+    const int e = tj * 2 + tt;
     const int pvt = p0 + tt < P;
   VTO(tile[e], lanes_out);
   for (int v = 0; v < CONV_VW; ++v) {
@@ -237,5 +240,6 @@ __kernel void conv_fwd_int8q(
       Dtype_STORE(y, yi, r);
     }
   }
+    }
   }
 }
