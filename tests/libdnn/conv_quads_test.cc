@@ -251,7 +251,8 @@ TEST(ConvByteQuads, DefaultTileFollowsTheProfile) {
 // the last full vector (the lane-by-lane epilogue) and pixels past the last full tile. Groups of
 // fewer than 4 channels under a window take tap quads (QuadLayout; a program per weight storage
 // too): 11×11 at stride 4 (a last quad of 3 taps), 5×5 dilated 2 over groups of one padded
-// channel, 3×3 at stride 2 (a quad of 3 taps).
+// channel, 3×3 at stride 2 (a quad of 3 taps), two images of more packed bytes than a chunk
+// (kPackChunkBytes: a pack and a launch per image).
 // clang-format off
 const DirectCase kDirectCases[] = {
     {2, 13, 9, 7, 20, 3, 1, 1, 1, 1},
@@ -263,6 +264,7 @@ const DirectCase kDirectCases[] = {
     {1, 3, 27, 26, 20, 11, 4, 0, 1, 1},
     {2, 2, 11, 13, 18, 5, 1, 2, 2, 2},
     {1, 3, 9, 10, 33, 3, 2, 1, 1, 1},
+    {2, 3, 120, 120, 16, 5, 3, 2, 1, 1},
 };
 // clang-format on
 const ConvConfig kQuadTile = {1, 2, 3, 16, 4};
