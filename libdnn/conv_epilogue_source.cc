@@ -59,11 +59,27 @@ std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c
       return p + "      }\n";
     };
     // Every channel's 31 − shift in 34 … 62 (rq_high, the host's check): int32 lanes.
-    s += "      if (rq_high) {\n" +
-         pixels(v.RequantHigh(L, "r", "val", "m", "sh", 8) + "        r += c_zero;\n" +
-                residual(true) + "        const " + iv + " out = " +
-                v.Clamp("r", v.Splat(iv, "relu ? c_zero : Dtype_QMIN"), v.Splat(iv, "Dtype_QMAX")) +
-                ";\n");
+    const std::string high =
+        v.RequantHigh(L, "r", "val", "m", "sh", 8) + "        r += c_zero;\n" + residual(true) +
+        "        const " + iv + " out = " +
+        v.Clamp("r", v.Splat(iv, "relu ? c_zero : Dtype_QMIN"), v.Splat(iv, "Dtype_QMAX")) + ";\n";
+    s += "      if (rq_high) {\n";
+    if (c.px_per_item == 4) {
+      // Four pixels in range: each channel's four output bytes are neighbours (NCHW), one
+      // unaligned word store (KernelHelper::kByteVectorStore) instead of four byte stores.
+      s += "      if (p0 + 4 <= P) {\n      " + iv + " word = " + v.Splat(iv, "0") + ";\n";
+      s += "      for (int tt = 0; tt < 4; ++tt) {\n";
+      s += "        const int yi0 = (n * G * OCg + o0) * P + p0 + tt;\n";
+      s += "        const " + iv + " val = " + val + " + base;\n" + high;
+      s += "        word |= out << (8 * tt);\n      }\n";
+      s += "      const int yw = (n * G * OCg + o0) * P + p0;\n";
+      for (int l = 0; l < L; ++l)
+        s += "      MP_STORE_UCHAR4(" + v.As(v.Type("uchar", 4), v.Lane("word", l)) +
+             ", y + yw + " + std::to_string(l) + " * P);\n";
+      s += "      } else {\n" + pixels(high) + "      }\n";
+    } else {
+      s += pixels(high);
+    }
     s +=
         "      } else {\n" +
         pixels(v.Requant(L, "r", "val", "m", "sh", 8) + "        r += c_zero;\n" + residual(false) +

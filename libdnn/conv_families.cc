@@ -406,7 +406,8 @@ const DefaultsTable<bool, ConvDesc>& DepthwiseQuadDefaults() {
 
 const DefaultsTable<std::optional<ConvConfig>, ConvDesc>& DirectShapeDefaults() {
   // Tap quads (first layers) run few steps per output, so the epilogue and the channels a
-  // tile pads count: 48-channel blocks where 64-channel ones would pad a quarter or more.
+  // tile pads count: 48-channel blocks where 64-channel ones would pad a quarter or more, and 4
+  // pixels per work-item, whose output bytes leave as one word per channel.
   static const DefaultsTable<std::optional<ConvConfig>, ConvDesc> table = {
       {"OpenCL CPU runtime, byte quad products in a helper, int8q in tap quads (fewer than 4 "
        "input channels per group under a window), output channels per group a multiple of 48 "
@@ -421,6 +422,17 @@ const DefaultsTable<std::optional<ConvConfig>, ConvDesc>& DirectShapeDefaults() 
        "--iterations 40, PoCL, AVX-512, 4 alternating rounds, loaded, 2026-11-30 "
        "(docs/BENCHMARKS.md, \"Default configurations\"): l1 oc3 px4 v16 k4 0.89-0.93 ms, "
        "oc4 px3 1.10-1.12 (and one 0.79), oc6 px2 0.95-1.05, oc2 px6 0.98-1.03"},
+      {"OpenCL CPU runtime, byte quad products in a helper, int8q in tap quads: 4 pixels (a word "
+       "of output bytes per channel in the vector epilogue)",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.cpu_vectors && p.byte_quad_products && d.type == DataType::kInt8Q &&
+                conv_internal::QuadLayoutOf(d).taps;
+       },
+       ConvConfig{1, 4, 4, 16, 4},
+       "ResNet-50's int8 conv1 forward kernel (c3 h224 o64 k7x7 s2) in a pyopencl harness on the "
+       "dumped texts, 60 interleaved launches, PoCL, AVX-512, 2026-11-30 (docs/BENCHMARKS.md, "
+       "\"Default configurations\"): 10th percentile 0.62 ms against 0.69 for l1 oc4 px3 v16 k4; "
+       "mpcaffe time on the layer alone within the noise (two sets of 5 rounds, one each way)"},
       {"everything else: the data type's row (DirectConvDefaults)",
        [](const TargetProfile&, const ConvDesc&) { return true; }, std::nullopt,
        "the data type's row's measurement"},

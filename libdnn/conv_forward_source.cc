@@ -110,6 +110,8 @@ struct ForwardText {
     w.AddType("Dtype", d.type);
     if (pairs) w.UseHelper(KernelHelper::kPairProduct16);
     if (quads) w.UseHelper(KernelHelper::kByteQuadProduct16);
+    // DirectVectorEpilogue's word per channel of four pixels.
+    if (VectorRequantizes() && c.px_per_item == 4) w.UseHelper(KernelHelper::kByteVectorStore);
     if (dot4) {
       w.UseHelper(KernelHelper::kDot4);
       // The word of four packed weight bytes at p (4-byte aligned), and the input bytes of

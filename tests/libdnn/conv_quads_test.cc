@@ -333,6 +333,20 @@ TEST(ConvByteQuads, DirectKernelLargeMultipliersMatchReference) {
   }
 }
 
+// Four pixels per work-item: the vector epilogue's word of four output bytes per channel (and
+// the byte stores of a last partial tile), in tap and channel quads, with and without a
+// residual.
+TEST(ConvByteQuads, DirectKernelFourPixelWordsMatchReference) {
+  const ConvConfig four = {1, 2, 4, 16, 4};
+  int variant = 0;
+  for (const int k : {0, 4, 6, 8, 9}) {
+    const ConvDesc d = DirectDescOf(kDirectCases[k], variant);
+    SCOPED_TRACE(d.ToString() + " config " + four.ToString());
+    EXPECT_EQ(CheckDirect(d, four, 53 + variant), ConvInput::kPackedQuads);
+    ++variant;
+  }
+}
+
 // The same integers in the portable form, whatever this device compiles.
 TEST(ConvByteQuads, DirectKernelPortableFormMatchesReference) {
   Device& dev = DefaultDevice();
@@ -365,8 +379,8 @@ TEST(ConvByteQuads, DirectDefaultFollowsTheProfile) {
   EXPECT_EQ(quads.vw, 16);
   EXPECT_NE(DefaultRowFor(DirectConvDefaults(), "conv", p, DataType::kFloat32).config.kp, 4);
   EXPECT_NE(DefaultRowFor(DirectConvDefaults(), "conv", p, DataType::kInt16Q).config.kp, 4);
-  // First layers in tap quads: 48-channel blocks where 64-channel ones would pad (AlexNet's
-  // 96), the data type's tile where they do not (ResNet-50's 64), and only in byte quads.
+  // First layers in tap quads: 4 pixels, in 48-channel blocks where 64-channel ones would pad
+  // (AlexNet's 96), else 64 (ResNet-50's 64); only in byte quads.
   ConvDesc alexnet = DirectDescOf({1, 3, 227, 227, 96, 11, 4, 0, 1, 1}, 1);
   const ConvDesc resnet = DirectDescOf({1, 3, 224, 224, 64, 7, 2, 3, 1, 1}, 1);
   auto shape = [&](const TargetProfile& tp, const ConvDesc& d) {
@@ -374,7 +388,8 @@ TEST(ConvByteQuads, DirectDefaultFollowsTheProfile) {
   };
   ASSERT_TRUE(shape(p, alexnet).has_value());
   EXPECT_EQ(shape(p, alexnet)->ToString(), "l1 oc3 px4 v16 k4");
-  EXPECT_FALSE(shape(p, resnet).has_value());
+  ASSERT_TRUE(shape(p, resnet).has_value());
+  EXPECT_EQ(shape(p, resnet)->ToString(), "l1 oc4 px4 v16 k4");
   alexnet.channels = 4;  // channel quads
   EXPECT_FALSE(shape(p, alexnet).has_value());
   alexnet.channels = 3;
