@@ -163,6 +163,53 @@ std::string VectorWords::RequantHigh(int lanes, const std::string& out, const st
   return s;
 }
 
+std::string VectorWords::RequantWide(int lanes, const std::string& out, const std::string& val,
+                                     const std::string& mult, const std::string& shift,
+                                     int indent) const {
+  // |v|·mult < 2^62 and the nudge 2^(right − 1) ≤ 2^61: the 64-bit sum is exact, as in
+  // mp_requant32. The even and odd lanes are multiplied and shifted where they lie in the 64-bit
+  // words (RequantHigh says why), then put back as 32-bit lanes after the saturation.
+  const std::string I = Type("int", lanes), U = Type("uint", lanes), UL = Type("ulong", lanes),
+                    pad(indent, ' ');
+  const std::string v = out + "_v", rr = out + "_rr", q = out + "_q";
+  std::string s;
+  s += pad + "const " + I + " " + v + " = " + val + ";\n";
+  s += pad + "const " + U + " " + rr + " = " + As(U, Splat(I, "31") + " - (" + shift + ")") +
+       ";\n";
+  const std::string abs_v = Select(As(U, v), Splat(U, "0") + " - " + As(U, v), v + " < 0");
+  if (lanes >= 4) {
+    const std::string W = Type("ulong", lanes / 2), a = out + "_a", m = out + "_m",
+                      r = out + "_r", lo = out + "_lo", hi = out + "_hi";
+    const std::string mask = Splat(W, "0xffffffffUL"), cap = Splat(W, "1073741824UL");
+    s += pad + "const " + W + " " + a + " = " + As(W, abs_v) + ", " + m + " = " + As(W, mult) +
+         ", " + r + " = " + As(W, rr) + ";\n";
+    // Each half: (p + 2^(right − 1)) >> right, at most 2^30.
+    auto half = [&](const std::string& name, const std::string& pa, const std::string& pm,
+                    const std::string& pr) {
+      return pad + "const " + W + " " + name + " = " +
+             Clamp("(" + pa + " * " + pm + " + (" + Splat(W, "1UL") + " << (" + pr + " - " +
+                       Splat(W, "1UL") + "))) >> " + pr,
+                   Splat(W, "0UL"), cap) +
+             ";\n";
+    };
+    s += half(lo, "(" + a + " & " + mask + ")", "(" + m + " & " + mask + ")",
+              "(" + r + " & " + mask + ")");
+    s += half(hi, "(" + a + " >> 32)", "(" + m + " >> 32)", "(" + r + " >> 32)");
+    s += pad + "const " + I + " " + q + " = " + As(I, lo + " | (" + hi + " << 32)") + ";\n";
+  } else {
+    const std::string p = out + "_p", r64 = Convert(UL, rr);
+    s += pad + "const " + UL + " " + p + " = " + Convert(UL, abs_v) + " * " +
+         Convert(UL, As(U, mult)) + ";\n";
+    s += pad + "const " + I + " " + q + " = " +
+         Convert(I, Clamp("(" + p + " + (" + Splat(UL, "1UL") + " << (" + r64 + " - " +
+                              Splat(UL, "1UL") + "))) >> " + r64,
+                          Splat(UL, "0UL"), Splat(UL, "1073741824UL"))) +
+         ";\n";
+  }
+  s += pad + I + " " + out + " = " + Select(q, "-" + q, v + " < 0") + ";\n";
+  return s;
+}
+
 std::string VectorWords::RequantClamp(int lanes, const std::string& out, const std::string& val,
                                       const std::string& mult, const std::string& shift,
                                       const std::string& zero, const VectorResidual* res,

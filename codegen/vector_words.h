@@ -70,6 +70,13 @@ class VectorWords {
   std::string RequantHigh(int lanes, const std::string& out, const std::string& val,
                           const std::string& mult, const std::string& shift,
                           int indent = 0) const;
+  /// Statement text declaring `int<lanes> out`: as RequantHigh, but in 64-bit products (the
+  /// even and odd lanes' own) for every right shift 31 − shift in 1 … 62, the result's magnitude
+  /// saturated at 2^30: Requant's value clamped to ±2^30, which clamps the same way as Requant's
+  /// once a zero point below 2^16 is added and the sum clamped into ±2^16 (no residual).
+  std::string RequantWide(int lanes, const std::string& out, const std::string& val,
+                          const std::string& mult, const std::string& shift,
+                          int indent = 0) const;
   /// Statement text declaring `int<lanes> out`: the int<lanes> `val` requantized with one
   /// scalar multiplier and shift for every lane (a channel's), plus `zero`, plus the
   /// requantized residual when `res` is given, clamped to [lo, hi] — the same integers as

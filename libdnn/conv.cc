@@ -352,11 +352,14 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
     }
     x_zero_ = quant.x_zero;
     c_zero_ = quant.c_zero;
-    // The vector epilogue's int32 requantization (VectorWords::RequantHigh) holds where every
-    // channel's right shift 31 − shift is 34 … 62.
-    rq_high_ = std::all_of(quant.multiplier.begin(), quant.multiplier.end(), [](const auto& m) {
-      return 31 - m.shift >= 34 && 31 - m.shift <= 62;
-    });
+    // The vector epilogue's requantization (DirectVectorEpilogue): int32 lanes where every
+    // channel's right shift 31 − shift is 34 … 62, 64-bit products where it is 1 … 62.
+    auto all_right = [&](int lo, int hi) {
+      return std::all_of(quant.multiplier.begin(), quant.multiplier.end(), [&](const auto& m) {
+        return 31 - m.shift >= lo && 31 - m.shift <= hi;
+      });
+    };
+    rq_mode_ = all_right(34, 62) ? 2 : all_right(1, 62) ? 1 : 0;
     weights_fit_bytes_ = std::all_of(wz.begin(), wz.end(), [&](int32_t z) {
       return desc_.type == DataType::kInt8Q && z == (desc_.weights_signed ? 0 : 128);
     });
@@ -608,7 +611,7 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
                   d.kernel_h, kw,          sh,           sw,
                   ph,         pw,          d.dilation_h, dw,
                   d.groups,   int(d.bias), int(d.relu),  x_zero_,
-                  c_zero_,    int(d.residual), res_zero_, res_m_, res_s_, int(rq_high_)})
+                  c_zero_,    int(d.residual), res_zero_, res_m_, res_s_, rq_mode_})
       forward_.Arg(int32_t{v});
     const Dim3 global = {size_t(DivUp(oh * ow, config_.px_per_item)) * lanes,
                          size_t(DivUp(ocg, config_.channels_per_group())),

@@ -399,7 +399,7 @@ class Convolution {
   /// the pointwise kernel's byte quads (PointwiseTile::k 4) hold them.
   bool weights_fit_bytes_ = false;
   int32_t res_zero_ = 0, res_m_ = 0, res_s_ = 0;  // ConvQuant's residual requantization
-  bool rq_high_ = false;  // every channel's shift takes the int32 vector requantization
+  int rq_mode_ = 0;  // the vector epilogue's requantization (conv.cc says which)
   // The fp32 backward pass (conv_backward.cc), prepared at its first use: its LibDNN GEMMs
   // (data: colᵀ-shaped W_gᵀ · top_g; weights: top_g · colᵀ) and kernels, and one image's
   // columns of one group.

@@ -58,28 +58,33 @@ std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c
              ");\n";
       return p + "      }\n";
     };
-    // Every channel's 31 − shift in 34 … 62 (rq_high, the host's check): int32 lanes.
-    const std::string high =
-        v.RequantHigh(L, "r", "val", "m", "sh", 8) + "        r += c_zero;\n" + residual(true) +
+    // Pixels, or with 4 pixels per work-item all in range, one unaligned word of each channel's
+    // four output bytes (neighbours in NCHW; KernelHelper::kByteVectorStore) instead of four
+    // byte stores.
+    auto words = [&](const std::string& body) {
+      if (c.px_per_item != 4) return pixels(body);
+      std::string w = "      if (p0 + 4 <= P) {\n      " + iv + " word = " + v.Splat(iv, "0") +
+                      ";\n      for (int tt = 0; tt < 4; ++tt) {\n";
+      w += "        const int yi0 = (n * G * OCg + o0) * P + p0 + tt;\n";
+      w += "        const " + iv + " val = " + val + " + base;\n" + body;
+      w += "        word |= out << (8 * tt);\n      }\n";
+      w += "      const int yw = (n * G * OCg + o0) * P + p0;\n";
+      for (int l = 0; l < L; ++l)
+        w += "      MP_STORE_UCHAR4(" + v.As(v.Type("uchar", 4), v.Lane("word", l)) +
+             ", y + yw + " + std::to_string(l) + " * P);\n";
+      return w + "      } else {\n" + pixels(body) + "      }\n";
+    };
+    const std::string clamp_int =
         "        const " + iv + " out = " +
         v.Clamp("r", v.Splat(iv, "relu ? c_zero : Dtype_QMIN"), v.Splat(iv, "Dtype_QMAX")) + ";\n";
-    s += "      if (rq_high) {\n";
-    if (c.px_per_item == 4) {
-      // Four pixels in range: each channel's four output bytes are neighbours (NCHW), one
-      // unaligned word store (KernelHelper::kByteVectorStore) instead of four byte stores.
-      s += "      if (p0 + 4 <= P) {\n      " + iv + " word = " + v.Splat(iv, "0") + ";\n";
-      s += "      for (int tt = 0; tt < 4; ++tt) {\n";
-      s += "        const int yi0 = (n * G * OCg + o0) * P + p0 + tt;\n";
-      s += "        const " + iv + " val = " + val + " + base;\n" + high;
-      s += "        word |= out << (8 * tt);\n      }\n";
-      s += "      const int yw = (n * G * OCg + o0) * P + p0;\n";
-      for (int l = 0; l < L; ++l)
-        s += "      MP_STORE_UCHAR4(" + v.As(v.Type("uchar", 4), v.Lane("word", l)) +
-             ", y + yw + " + std::to_string(l) + " * P);\n";
-      s += "      } else {\n" + pixels(high) + "      }\n";
-    } else {
-      s += pixels(high);
-    }
+    // rq_mode (the host's check of every channel's right shift 31 − shift): 2, all in 34 … 62,
+    // int32 lanes; 1, all in 1 … 62, 64-bit products saturated at 2^30 (without a residual);
+    // else Requant's long lanes.
+    s += "      if (rq_mode == 2) {\n" +
+         words(v.RequantHigh(L, "r", "val", "m", "sh", 8) + "        r += c_zero;\n" +
+               residual(true) + clamp_int);
+    s += "      } else if (rq_mode == 1 && !has_res) {\n" +
+         words(v.RequantWide(L, "r", "val", "m", "sh", 8) + "        r += c_zero;\n" + clamp_int);
     s +=
         "      } else {\n" +
         pixels(v.Requant(L, "r", "val", "m", "sh", 8) + "        r += c_zero;\n" + residual(false) +

@@ -603,7 +603,7 @@ struct ForwardText {
     for (const char* name :
          {"C",  "H",  "W",  "Cg", "OCg", "OCpad", "OH",       "OW",   "KH",     "KW",    "sh",
           "sw", "ph", "pw", "dh", "dw",  "G",     "has_bias", "relu", "x_zero", "c_zero", "has_res", "res_zero", "res_m",
-          "res_s", "rq_high"})
+          "res_s", "rq_mode"})
       k.Value("int", name);
     k.Body(body);
   }

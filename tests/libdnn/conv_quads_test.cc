@@ -315,13 +315,15 @@ TEST(ConvByteQuads, DirectKernelMatchesReference) {
   std::printf("[ quads    ] direct kernel, %s: %s\n", dev.Describe().c_str(), FormOf(dev));
 }
 
-// A channel whose right shift 31 − shift is below 34 (a multiplier past 1/4): the vector
-// epilogue's long lanes for the whole layer instead of the int32 lanes (VectorWords::
-// RequantHigh), in byte quads and in channel pairs (vectors of 8), tap and channel quads.
+// A channel whose right shift 31 − shift is below 34 (a multiplier of 0.3): the vector
+// epilogue's 64-bit products (VectorWords::RequantWide) for the whole layer instead of the
+// int32 lanes, and with a residual (variants 0 and 3) the long lanes; in byte quads of 3 and 4
+// pixels and in channel pairs (vectors of 8), tap and channel quads.
 TEST(ConvByteQuads, DirectKernelLargeMultipliersMatchReference) {
   int variant = 0;
   for (const int k : {0, 6}) {
-    for (const ConvConfig& config : {kQuadTile, ConvConfig{1, 2, 3, 8, 1}}) {
+    for (const ConvConfig& config :
+         {kQuadTile, ConvConfig{1, 2, 4, 16, 4}, ConvConfig{1, 2, 3, 8, 1}}) {
       const ConvDesc d = DirectDescOf(kDirectCases[k], variant);
       ConvQuant q = QuantOf(d, -1);
       q.multiplier[1] = quant::QuantizeMultiplier(0.3);

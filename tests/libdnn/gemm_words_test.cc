@@ -153,57 +153,68 @@ TEST(VectorRequantClamp, MatchesTheHostReferenceWithAndWithoutResidual) {
   }
 }
 
-// VectorWords::RequantHigh (the int8 direct convolution's vector epilogue: a multiplier and shift
-// per lane, int32 lanes) against the host reference Requantize32 over its domain, every right
-// shift 31 − shift in 34 … 62, edge and random accumulators and multipliers, in 8, 4 and 2 lanes
-// (under 4 lanes it widens to 64-bit lanes instead).
+// VectorWords::RequantHigh and RequantWide (the int8 direct convolution's vector epilogue: a
+// multiplier and shift per lane) against the host reference Requantize32 over their domains,
+// every right shift 31 − shift in 34 … 62 (High) and 1 … 62 (Wide, the reference clamped to
+// ±2^30), edge and random accumulators and multipliers, in 8, 4 and 2 lanes (under 4 lanes both
+// widen to 64-bit lanes instead).
 TEST(VectorRequantHigh, MatchesTheHostReferenceLaneByLane) {
   Device& dev = DefaultDevice();
   if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "VectorRequantHigh is OpenCL C";
   const int32_t kMin = INT32_MIN, kMax = INT32_MAX;
-  const std::vector<int32_t> edge = {0, 1, -1, 2, -2, 3, -3, 255, -255, 1 << 20, -(1 << 20),
-                                     kMax, kMin, kMin + 1, kMax - 1, 1 << 30, -(1 << 30)};
+  const std::vector<int32_t> edge = {0,    1,        -1,       2,       -2,         3,
+                                     -3,   255,      -255,     1 << 20, -(1 << 20), kMax,
+                                     kMin, kMin + 1, kMax - 1, 1 << 30, -(1 << 30)};
   const std::vector<int32_t> mults = {0, 1, 1 << 30, (1 << 30) + 1, kMax, 1518500250};
   std::mt19937 rng(29);
-  std::uniform_int_distribution<int32_t> any(kMin, kMax), mant(1 << 30, kMax), right(34, 62);
-  std::vector<int32_t> v, m, s;
-  for (int32_t a : edge)
-    for (int32_t b : mults)
-      for (int32_t r = 34; r <= 62; ++r) v.push_back(a), m.push_back(b), s.push_back(31 - r);
-  while (v.size() % 8 != 0 || v.size() < 16384) {
-    v.push_back(rng() % 2 ? any(rng) >> (rng() % 31) : any(rng));
-    m.push_back(rng() % 8 ? mant(rng) : mults[rng() % mults.size()]);
-    s.push_back(31 - right(rng));
-  }
-  const size_t n = v.size();
-  auto dv = dev.Alloc<int32_t>(n), dm = dev.Alloc<int32_t>(n), ds = dev.Alloc<int32_t>(n),
-       dy = dev.Alloc<int32_t>(n);
-  dev.Write(dv, v.data(), n), dev.Write(dm, m.data(), n), dev.Write(ds, s.data(), n);
-  for (int lanes : {8, 4, 2}) {
-    SCOPED_TRACE(std::to_string(lanes) + " lanes");
-    const VectorWords words(KernelTarget::Of(dev));
-    const std::string l = std::to_string(lanes);
-    KernelWriter w(KernelTarget::Of(dev), "test_requant_high");
-    w.Kernel("vector_requant_high")
-        .In("int", "xv")
-        .In("int", "xm")
-        .In("int", "xs")
-        .Out("int", "y")
-        .Body("  const int i = $global_id(0) * " + l + ";\n" +
-              words.RequantHigh(lanes, "r", words.Load(lanes, "xv + i"),
-                                words.Load(lanes, "xm + i"), words.Load(lanes, "xs + i"), 2) +
+  for (const bool wide : {false, true}) {
+    SCOPED_TRACE(wide ? "RequantWide" : "RequantHigh");
+    const int32_t least = wide ? 1 : 34;
+    std::uniform_int_distribution<int32_t> any(kMin, kMax), mant(1 << 30, kMax), right(least, 62);
+    std::vector<int32_t> v, m, s;
+    for (int32_t a : edge)
+      for (int32_t b : mults)
+        for (int32_t r = least; r <= 62; ++r) v.push_back(a), m.push_back(b), s.push_back(31 - r);
+    while (v.size() % 8 != 0 || v.size() < 16384) {
+      v.push_back(rng() % 2 ? any(rng) >> (rng() % 31) : any(rng));
+      m.push_back(rng() % 8 ? mant(rng) : mults[rng() % mults.size()]);
+      s.push_back(31 - right(rng));
+    }
+    const size_t n = v.size();
+    auto dv = dev.Alloc<int32_t>(n), dm = dev.Alloc<int32_t>(n), ds = dev.Alloc<int32_t>(n),
+         dy = dev.Alloc<int32_t>(n);
+    dev.Write(dv, v.data(), n), dev.Write(dm, m.data(), n), dev.Write(ds, s.data(), n);
+    for (int lanes : {8, 4, 2}) {
+      SCOPED_TRACE(std::to_string(lanes) + " lanes");
+      const VectorWords words(KernelTarget::Of(dev));
+      const std::string l = std::to_string(lanes);
+      KernelWriter w(KernelTarget::Of(dev), "test_requant_high");
+      w.Kernel("vector_requant_high")
+          .In("int", "xv")
+          .In("int", "xm")
+          .In("int", "xs")
+          .Out("int", "y")
+          .Body(
+              "  const int i = $global_id(0) * " + l + ";\n" +
+              (wide ? words.RequantWide(lanes, "r", words.Load(lanes, "xv + i"),
+                                        words.Load(lanes, "xm + i"), words.Load(lanes, "xs + i"), 2)
+                    : words.RequantHigh(lanes, "r", words.Load(lanes, "xv + i"),
+                                        words.Load(lanes, "xm + i"), words.Load(lanes, "xs + i"),
+                                        2)) +
               "  " + words.Store(lanes, "r", "y + i") + ";\n");
-    Kernel k = dev.BuildProgram(w.Source())->GetKernel("vector_requant_high");
-    k.Arg(dv).Arg(dm).Arg(ds).Arg(dy).Launch({n / size_t(lanes), 1, 1});
-    std::vector<int32_t> got(n);
-    dev.Read(dy, got.data(), n);
-    int bad = 0;
-    for (size_t i = 0; i < n && bad < 10; ++i) {
-      const int32_t want = quant::Requantize32(v[i], {m[i], s[i]});
-      if (got[i] != want) {
-        ++bad;
-        ADD_FAILURE() << "acc " << v[i] << " multiplier " << m[i] << " shift " << s[i]
-                      << ": got " << got[i] << ", want " << want;
+      Kernel k = dev.BuildProgram(w.Source())->GetKernel("vector_requant_high");
+      k.Arg(dv).Arg(dm).Arg(ds).Arg(dy).Launch({n / size_t(lanes), 1, 1});
+      std::vector<int32_t> got(n);
+      dev.Read(dy, got.data(), n);
+      int bad = 0;
+      for (size_t i = 0; i < n && bad < 10; ++i) {
+        const int32_t r = quant::Requantize32(v[i], {m[i], s[i]});
+        const int32_t want = wide ? std::clamp(r, -(1 << 30), 1 << 30) : r;
+        if (got[i] != want) {
+          ++bad;
+          ADD_FAILURE() << "acc " << v[i] << " multiplier " << m[i] << " shift " << s[i] << ": got "
+                        << got[i] << ", want " << want;
+        }
       }
     }
   }

@@ -149,7 +149,7 @@ __kernel void conv_fwd_int8q(
     const int res_zero,
     const int res_m,
     const int res_s,
-    const int rq_high) {
+    const int rq_mode) {
   __global const Dtype* restrict x = x_base + x_off;
   __global const Ptype* restrict wp = wp_base + wp_off;
   __global const Btype* restrict bias = bias_base + bias_off;

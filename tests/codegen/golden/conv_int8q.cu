@@ -146,7 +146,7 @@ extern "C" __global__ void conv_fwd_int8q(
     const int res_zero,
     const int res_m,
     const int res_s,
-    const int rq_high) {
+    const int rq_mode) {
   const int lane = (int)threadIdx.x;
   const int blk = (int)blockIdx.y;
   const int ocl = blk * CONV_TILE + lane * CONV_VW;
