@@ -561,6 +561,8 @@ typedef ushort16 __attribute__((aligned(1))) mp_ushort16_u;
 #define MP_STORE_USHORT16(x, p) (*(__global mp_ushort16_u*)(p) = (x))
 #define MP_LOAD_UCHAR16(p) (*(const __global mp_uchar16_u*)(p))
 #define MP_LOAD_USHORT16(p) (*(const __global mp_ushort16_u*)(p))
+typedef float16 __attribute__((aligned(4))) mp_float16_u;
+#define MP_LOAD_FLOAT16(p) (*(const __global mp_float16_u*)(p))
 )";
 
 // clang-format off

@@ -214,7 +214,7 @@ std::string VectorWords::RequantClamp(int lanes, const std::string& out, const s
                                       const std::string& mult, const std::string& shift,
                                       const std::string& zero, const VectorResidual* res,
                                       const std::string& lo, const std::string& hi,
-                                      int indent) const {
+                                      int indent, const std::string& setup) const {
   const std::string I = Type("int", lanes), U = Type("uint", lanes), L = Type("long", lanes),
                     UL = Type("ulong", lanes), pad(indent, ' '), in = pad + "  ", in2 = in + "  ";
   const std::string v = out + "_v", rr = out + "_rr", h = out + "_h", q = out + "_q";
@@ -227,14 +227,15 @@ std::string VectorWords::RequantClamp(int lanes, const std::string& out, const s
   s += pad + I + " " + out + ";\n" + pad + "{\n";
   s += in + "const " + I + " " + v + " = " + val + ";\n";
   if (res) s += in + "const " + I + " " + out + "_rv = " + res->value + ";\n";
-  s += in + "const int " + rr + " = 31 - (" + shift + ");\n";
+  if (setup.empty()) s += in + "const int " + rr + " = 31 - (" + shift + ");\n";
   // 34 ≤ right ≤ 62, mp_requant32's 64-bit case: with p = |v|·mult = h·2^32 + l (< 2^63) and
   // t = right − 32 ≥ 2, (p + 2^(right−1)) >> right = (h + 2^(t−1)) >> t exactly (l < 2^32 does
   // not reach the next multiple of 2^right), so one 32-bit high multiply replaces the 64-bit
   // lanes; the result is at most 2^29 in magnitude, so adding the zero point and the residual
   // (its long lanes first clamped to ±2^30: any value past that clamps the sum the same way)
   // cannot overflow int32.
-  s += in + "if (" + rr + " >= 34 && " + rr + " <= 62) {\n";
+  s += in + (setup.empty() ? "if (" + rr + " >= 34 && " + rr + " <= 62) {\n"
+                           : "if (" + setup + "_fast) {\n");
   // The high words through 64-bit lanes, not mul_hi: PoCL 3.1 made mul_hi of uint vectors
   // lane-by-lane scalar code. The even and odd lanes of |v| are multiplied where they lie in
   // the 64-bit words (masked, shifted: one vpmuludq each), and the high words put back in
@@ -246,7 +247,8 @@ std::string VectorWords::RequantClamp(int lanes, const std::string& out, const s
     const std::string W = Type("ulong", lanes / 2), a = out + "_a", m = out + "_m";
     s += in2 + "const " + W + " " + a + " = " +
          As(W, Select(As(U, v), Splat(U, "0") + " - " + As(U, v), v + " < 0")) + ", " + m +
-         " = " + Splat(W, "(ulong)(uint)(" + mult + ")") + ";\n";
+         " = " + (setup.empty() ? Splat(W, "(ulong)(uint)(" + mult + ")") : setup + "_m") +
+         ";\n";
     s += in2 + "const " + U + " " + h + " = " +
          As(U, "(((" + a + " & 0xffffffffUL) * " + m + ") >> 32) | (((" + a + " >> 32) * " + m +
                    ") & 0xffffffff00000000UL)") +
@@ -258,8 +260,9 @@ std::string VectorWords::RequantClamp(int lanes, const std::string& out, const s
          ";\n";
   }
   s += in2 + "const " + I + " " + q + " = " +
-       As(I, "(" + h + " + " + Splat(U, "1u << (" + rr + " - 33)") + ") >> " +
-                 Splat(U, rr + " - 32")) +
+       As(I, setup.empty() ? "(" + h + " + " + Splat(U, "1u << (" + rr + " - 33)") + ") >> " +
+                                 Splat(U, rr + " - 32")
+                           : "(" + h + " + " + setup + "_round) >> " + setup + "_sh") +
        ";\n";
   s += in2 + out + " = " + Select(q, "-" + q, v + " < 0") + " + (" + zero + ");\n";
   if (res) {
@@ -278,6 +281,26 @@ std::string VectorWords::RequantClamp(int lanes, const std::string& out, const s
   s += in2 + out + "_l = " + Clamp(out + "_l", Splat(L, lo), Splat(L, hi)) + ";\n";
   s += in2 + out + " = " + Convert(I, out + "_l") + ";\n";
   s += in + "}\n" + pad + "}\n";
+  return s;
+}
+
+std::string VectorWords::RequantSetup(int lanes, const std::string& name,
+                                      const std::string& mult, const std::string& shift,
+                                      int indent) const {
+  const std::string U = Type("uint", lanes), pad(indent, ' '), rr = name + "_rr";
+  std::string s;
+  s += pad + "const int " + rr + " = 31 - (" + shift + ");\n";
+  s += pad + "const int " + name + "_fast = " + rr + " >= 34 && " + rr + " <= 62;\n";
+  // Masked to 0 … 31: defined shifts where the path does not apply (and the values unused).
+  s += pad + "const " + U + " " + name + "_round = " +
+       Splat(U, "1u << ((" + rr + " - 33) & 31)") + ";\n";
+  s += pad + "const " + U + " " + name + "_sh = " + Splat(U, "(uint)((" + rr + " - 32) & 31)") +
+       ";\n";
+  if (lanes >= 4) {
+    const std::string W = Type("ulong", lanes / 2);
+    s += pad + "const " + W + " " + name + "_m = " + Splat(W, "(ulong)(uint)(" + mult + ")") +
+         ";\n";
+  }
   return s;
 }
 

@@ -82,10 +82,20 @@ class VectorWords {
   /// requantized residual when `res` is given, clamped to [lo, hi] — the same integers as
   /// Requant's long lanes summed and clamped, but in int32 lanes (a high multiply) when the
   /// shift allows it, which is every calibrated layer of the zoo nets.
+  /// `setup`, when given, names a RequantSetup of the same lanes, multiplier and shift declared
+  /// before (the int32-lane path then takes its constants from there instead of deriving them
+  /// again: once per channel, not once per vector).
   std::string RequantClamp(int lanes, const std::string& out, const std::string& val,
                            const std::string& mult, const std::string& shift,
                            const std::string& zero, const VectorResidual* res,
-                           const std::string& lo, const std::string& hi, int indent = 0) const;
+                           const std::string& lo, const std::string& hi, int indent = 0,
+                           const std::string& setup = "") const;
+  /// Statement text declaring what RequantClamp's int32-lane path derives from one scalar
+  /// multiplier and shift, for every vector requantized with them (`name` + "_…"): whether the
+  /// path applies, its rounding addend and right shift as uint<lanes>, the multiplier in 64-bit
+  /// lanes.
+  std::string RequantSetup(int lanes, const std::string& name, const std::string& mult,
+                           const std::string& shift, int indent = 0) const;
 
  private:
   const Dialect& dialect_;

@@ -157,7 +157,7 @@ Device& DefaultDevice() {
     const long rank = std::strtol(local.c_str(), nullptr, 10);
     return *pool[static_cast<size_t>(std::max(0L, rank)) % pool.size()];
   }
-  return *DevicesByProfile().front();
+  return *DevicesByProfile(NetTypes::Any()).front();
 }
 
 bool DefaultDeviceIsAssigned() {
@@ -174,7 +174,8 @@ int ProfileRank(const DeviceInfo& device, NetTypes types) {
   // The int8 convolutions of a device whose compiler runs VNNI's byte quads take four byte
   // products per 32-bit lane where the others take two 16-bit ones.
   const int no_byte_quads = types.int8 && !ByteQuadsInHelper(device) ? 1 : 0;
-  return 4 * device_class + 2 * no_fp16 + no_byte_quads;
+  const int slow_passes = device.net_passes_slow ? 1 : 0;
+  return 8 * device_class + 4 * no_fp16 + 2 * no_byte_quads + slow_passes;
 }
 
 std::vector<Device*> DevicesByProfile(NetTypes types) {

@@ -102,6 +102,12 @@ struct DeviceInfo {
   /// although each such layer alone measured level or faster: Intel's CPU runtime. libdnn reads
   /// it as TargetProfile::winograd_launches.
   bool extra_launches_slow = false;
+  /// Whole forward passes of fp32 and int8 nets measured slower than on the machine's other CPU
+  /// runtime: Intel's CPU runtime against PoCL on the zoo nets at AVX-512 and at AVX2 (the same
+  /// convolution kernel texts run slower there, and extra_launches_slow keeps its 3×3 layers off
+  /// Winograd). The profile rule ranks such a device after the others of its class
+  /// (DevicesByProfile); its native fp16 still ranks first for a net that computes in fp16.
+  bool net_passes_slow = false;
   /// A stride-2 row of 16 byte columns (one unaligned move of 16 16-bit words, their low bytes
   /// converted to float: libdnn's int8 row form) runs slower than 8 columns from a 16-byte load
   /// and its even lanes: Intel's CPU runtime; PoCL's runs the 16 faster. libdnn reads it as
@@ -540,21 +546,24 @@ const std::vector<Device*>& DeviceList();
 struct NetTypes {
   bool fp16 = false;  // a layer computes in fp16
   bool int8 = false;  // a layer computes in int8 (8-bit activations)
+  /// A process's default device serves nets of every type (pycaffe's Net, `bench net`): ranked
+  /// as for a net that computes in fp16 and int8.
+  static NetTypes Any() { return {true, true}; }
 };
 /// The devices in the order the default-device rule prefers them when neither a selector nor a
 /// record of measured passes decides (the profile rule): GPUs, then CPU devices, then CPU
 /// devices whose lane loads are expensive (llvmpipe: a pass there takes tens of times longer
 /// than on the other runtimes of the same CPU, docs/BENCHMARKS.md); within a class, for a net
 /// that computes in fp16, devices with native fp16 first, then for a net that computes in int8,
-/// devices whose int8 kernels multiply in byte quads (ByteQuadsInHelper). Ties keep
-/// DeviceList's order.
+/// devices whose int8 kernels multiply in byte quads (ByteQuadsInHelper), then devices without
+/// DeviceInfo::net_passes_slow. Ties keep DeviceList's order.
 std::vector<Device*> DevicesByProfile(NetTypes types = {});
 /// DevicesByProfile's key of one device: lower comes first.
 int ProfileRank(const DeviceInfo& device, NetTypes types);
 /// The device MPCAFFE_DEVICE names (see FindDevice), else in an MPI job the device of the
 /// process's rank on its node (rank modulo the GPUs, or modulo all devices when there is no
-/// GPU), else DevicesByProfile's first. Throws DeviceError (with install advice) when there is
-/// none, or when MPCAFFE_DEVICE matches no device.
+/// GPU), else DevicesByProfile(NetTypes::Any())'s first. Throws DeviceError (with install
+/// advice) when there is none, or when MPCAFFE_DEVICE matches no device.
 Device& DefaultDevice();
 /// Whether DefaultDevice is the user's choice (MPCAFFE_DEVICE) or an MPI rank's, which a
 /// choice by measured passes (net/device_choice.h) must not override.

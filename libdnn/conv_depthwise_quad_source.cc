@@ -40,9 +40,9 @@ bool conv_internal::DepthwiseQuadsApply(const ConvDesc& d, const KernelTarget& t
 // z_x·Σ(w − z_w), which the epilogue would otherwise add per output row. Exact: |w − z_w| ≤ 128
 // (the weights fit signed bytes, Convolution's weights_fit_bytes) and x ≤ 255, so a product is
 // at most 2^15 and any window of fewer than 2^15 taps stays inside int32. PoCL compiles the VNNI
-// built-in only in a noinline helper, so the window is one call per work-item and the sums go
-// out through a private array. Work-items whose 64-byte row loads would leave the buffer (the
-// last plane's last rows) take a scalar loop over the same sums instead.
+// built-in only in a noinline helper, so the window and the epilogue are one call per
+// work-item. Work-items whose 64-byte row loads would leave the buffer (the last plane's last
+// rows) take a scalar loop over the same sums instead and hand them to the helper's epilogue.
 std::string conv_internal::DepthwiseQuadSource(const KernelTarget& target, const ConvDesc& d,
                                                int rows) {
   auto num = [](long v) { return std::to_string(v); };
@@ -54,16 +54,28 @@ std::string conv_internal::DepthwiseQuadSource(const KernelTarget& target, const
   const int in_rows = (rows - 1) * d.stride_h + (KH - 1) * d.dilation_h + 1;
   // The window: per input row r, the quads of the row (if inside the input) and their products
   // into each output row t whose window row ky meets it (r = t·sh + ky·dh).
+  // The helper also requantizes and stores the block (DepthwiseVectorEpilogue's text: its
+  // names are the helper's parameters). With the epilogue in the work-group function the sums
+  // went out through a private array that PoCL copied back 16 bytes at a time, and most of the
+  // work-item's time was spent outside the products. `sums`, when not null, holds the block's
+  // sums already (the scalar loop's, at the buffer's ends) in place of the window's.
   std::string f =
       "MP_QUAD_FN void conv_dw_quads(const $global mp_u8* xc, int iyb, int ixb, "
-      "int x_zero, int base, const int* wq, int* out) {\n";
+      "int x_zero, int base, const int* wq, const int* sums, $global Dtype* y, "
+      "const $global Dtype* res, const $global int* rq, int nc, int ch, int ox0, int oy0, "
+      "int c_zero, int res_zero, int res_m, int res_s) {\n";
+  for (int t = 0; t < rows; ++t) f += "  mp_i32x16 a" + num(t) + ";\n";
+  f += "  if (sums) {\n";
+  for (int t = 0; t < rows; ++t)
+    f += "    a" + num(t) + " = MP_QUAD_LOAD(sums + " + num(16 * t) + ");\n";
+  f += "  } else {\n";
   f += "  const mp_quad_keep keep = MP_QUAD_KEEP64(-ixb, " + num(d.width) + " - ixb);\n";
   f += "  const mp_i32x16 xz = MP_QUAD_WORD((int)((mp_u32)x_zero * 0x01010101u));\n";
   for (int ky = 0; ky < KH; ++ky)
     for (int c = 0; c < NQ; ++c)
       f += "  const mp_i32x16 w" + num(ky) + "_" + num(c) + " = MP_QUAD_WORD(wq[" +
            num(ky * NQ + c) + "]);\n";
-  for (int t = 0; t < rows; ++t) f += "  mp_i32x16 a" + num(t) + " = MP_QUAD_WORD(base);\n";
+  for (int t = 0; t < rows; ++t) f += "  a" + num(t) + " = MP_QUAD_WORD(base);\n";
   for (int r = 0; r < in_rows; ++r) {
     std::string uses;
     for (int t = 0; t < rows; ++t)
@@ -83,8 +95,10 @@ std::string conv_internal::DepthwiseQuadSource(const KernelTarget& target, const
     for (int c = 0; c < NQ; ++c) f += "      const mp_i32x16 q" + num(c) + " = xz;\n";
     f += uses + "    }\n  }\n";
   }
-  for (int t = 0; t < rows; ++t)
-    f += "  MP_QUAD_STORE(a" + num(t) + ", out + " + num(16 * t) + ");\n";
+  f += "  }\n";
+  const std::string I = vw.Type("int", 16);
+  for (int t = 0; t < rows; ++t) f += "  const " + I + " acc" + num(t) + " = a" + num(t) + ";\n";
+  f += DepthwiseVectorEpilogue(target, d, rows, 16, true, "");
   f += "}\n";
   w.Function(f);
 
@@ -111,11 +125,12 @@ std::string conv_internal::DepthwiseQuadSource(const KernelTarget& target, const
       b += std::string(ky || c ? ", " : "") + "(int)(" + q + ")";
     }
   b += "};\n";
-  b += "  int accs[" + num(16 * rows) + "];\n";
+  const std::string tail = ", y, res, rq, nc, ch, ox0, oy0, c_zero, res_zero, res_m, res_s);\n";
   b += DepthwiseLoadsInsideBuffer(d, in_rows, kSlideBytes);
-  b += "    conv_dw_quads((const $global mp_u8*)xc, iyb, ixb, x_zero, base, wq, accs);\n";
+  b += "    conv_dw_quads((const $global mp_u8*)xc, iyb, ixb, x_zero, base, wq, 0" + tail;
   b += "  } else {\n";
   // The same sums tap by tap: taps outside the input read z_x, as the quads do.
+  b += "    int accs[" + num(16 * rows) + "];\n";
   b += "    for (int t = 0; t < " + num(rows) + "; ++t)\n";
   b += "      for (int i = 0; i < 16; ++i) {\n        int s = base;\n";
   b += "        for (int ky = 0; ky < " + num(KH) + "; ++ky) {\n";
@@ -126,11 +141,9 @@ std::string conv_internal::DepthwiseQuadSource(const KernelTarget& target, const
   b += "            const int v = iy >= 0 && iy < " + num(d.height) + " && ix >= 0 && ix < " +
        num(d.width) + " ? (int)Dtype_LOAD(xc, iy * " + num(d.width) + " + ix) : x_zero;\n";
   b += "            s += v * wa[ky * " + num(KW) + " + kx];\n          }\n        }\n";
-  b += "        accs[16 * t + i] = s;\n      }\n  }\n";
-  const std::string I = vw.Type("int", 16);
-  for (int t = 0; t < rows; ++t)
-    b += "  const " + I + " acc" + num(t) + " = " + vw.Load(16, "accs + " + num(16 * t)) + ";\n";
-  b += DepthwiseVectorEpilogue(target, d, rows, 16, true, "");
+  b += "        accs[16 * t + i] = s;\n      }\n";
+  b += "    conv_dw_quads((const $global mp_u8*)xc, iyb, ixb, x_zero, base, wq, accs" + tail;
+  b += "  }\n";
   k.Body(b);
   return w.Source();
 }

@@ -159,11 +159,15 @@ std::string conv_internal::DepthwiseVectorEpilogue(const KernelTarget& target, c
              : vw.Store(k, v, at) + ";\n";
   };
   std::string b;
-  b += "  $global Dtype* yc = y + nc * " + num(long(oh) * ow) + " + ox0;\n";
-  if (d.residual) b += "  const $global Dtype* rc = res + nc * " + num(long(oh) * ow) + " + ox0;\n";
+  // The block's first row: each row's offset from it is a constant of the text.
+  const std::string row0 = " + oy0 * " + num(ow) + " + ox0;\n";
+  b += "  $global Dtype* yc = y + nc * " + num(long(oh) * ow) + row0;
+  if (d.residual) b += "  const $global Dtype* rc = res + nc * " + num(long(oh) * ow) + row0;
   const bool add_bias = d.bias && !wxz.empty();  // else in the sums already
   if (add_bias) b += "  const Btype bc = bias[ch];\n";
-  if (q) b += "  const int rqm = rq[2 * ch], rqs = rq[2 * ch + 1];\n";
+  // The channel's requantization constants, once for all the block's rows.
+  if (q) b += "  const int rqm = rq[2 * ch], rqs = rq[2 * ch + 1];\n" +
+              vw.RequantSetup(vx, "rqc", "rqm", "rqs", 2);
   const bool partial = ow % vx != 0;
   if (partial) b += "  const int full = ox0 + " + n + " <= " + num(ow) + ";\n";
   // Residual lanes: a vector load, or lane by lane in a partial vector.
@@ -177,7 +181,7 @@ std::string conv_internal::DepthwiseVectorEpilogue(const KernelTarget& target, c
     return "(full ? " + ld + " : " + vw.Of(q ? I : F, v) + ")";
   };
   for (int t = 0; t < rows; ++t) {
-    const std::string at = "(oy0 + " + num(t) + ") * " + num(ow);
+    const std::string at = num(long(t) * ow);
     std::string s = oh % rows == 0 ? "  {\n" : "  if (oy0 + " + num(t) + " < " + num(oh) + ") {\n";
     std::string out;
     if (q) {
@@ -189,7 +193,7 @@ std::string conv_internal::DepthwiseVectorEpilogue(const KernelTarget& target, c
                                  : vw.Convert(I, "acc" + num(t) + " - " + wxz)) +
                             (add_bias ? " + bc" : "");
       s += vw.RequantClamp(vx, "r", a, "rqm", "rqs", "c_zero", res ? &*res : nullptr,
-                           d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX", 4);
+                           d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX", 4, "rqc");
       const std::string U8 = vw.Type("uchar", vx);
       s += "    const " + U8 + " o = " + vw.Convert(U8, "r") + ";\n";
       out = "o";

@@ -199,7 +199,26 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
   // otherwise, and the column and the blocks' weights stay in the L1 and L2 caches. The pair
   // products' zip (16-bit pairs of 8 pixels) likewise, where a CPU runtime keeps whole vector
   // registers; Intel's runtime at AVX2 (half-register tiles) measured no gain.
+  // On planes of 56×56 pixels and more, two vectors of 16 pixels × 8 output channels (the same
+  // 16 accumulators): each channel's requantization constants, bias and zero-point terms serve
+  // two vectors, and a step loads 2 zipped vectors and 8 weights for 16 products instead of 1
+  // and 16; such planes have work-items to spare for the two cores at 32 pixels each, where at
+  // 28×28 and below fewer, wider work-items and a wider shifted last block cost what it saves.
   static const DefaultsTable<Tile, ConvDesc> table = {
+      {"int8q plane form, planes of at least 56x56 pixels, byte quad products in a helper, "
+       "output channels a multiple of 8, two vectors of input channels zipped in private memory",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.byte_quad_products && Int8ColumnZips(d, 4) && Pixels(d) >= 56 * 56 &&
+                d.out_channels % 8 == 0 &&
+                long(d.channels + 3) / 4 * 128 <= Convolution::kMaxZippedColumnBytes;
+       },
+       {8, 2, 16, 4, 64},
+       "ConvBench.DISABLED_PointwiseInt8Tiles (tests/libdnn/conv_tuner_test.cc), PW_BENCH_TILES="
+       "'oc16 px1 v16 k4 ob64;oc8 px2 v16 k4 ob64', the zoo's 1x1 layers at batch 1, PoCL, "
+       "AVX-512, 3 runs, loaded, 2026-11-30 (docs/BENCHMARKS.md, \"Default configurations\"): on "
+       "the 13 layers of 56x56 and 112x112 planes 0.62-1.00 x in 37 of 39 layer runs (c64 "
+       "h56 o256 1.31, 1.13, 0.79); on "
+       "28x28 and smaller planes 0.77-1.46 x, no gain"},
       {"int8q plane form, planes of at least 16 pixels, byte quad products in a helper, output "
        "channels a multiple of 16, input channels zipped in private memory",
        [](const TargetProfile& p, const ConvDesc& d) {

@@ -108,8 +108,10 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
     w.Define("MP_LOAD8(p)", vw.Load(8, "(p)"));
     w.Define("MP_LOAD8S2(p)", vw.Even(U == "uchar" ? "MP_LOAD_UCHAR16(p)" : "MP_LOAD_USHORT16(p)"));
   } else {
+    // fp32 likewise: PoCL 3.1 loads the even lanes of a 16-lane vload one by one.
+    w.UseHelper(KernelHelper::kByteVectorStore);
     w.Define("MP_LOAD8(p)", vw.Load(8, "(p)"));
-    w.Define("MP_LOAD8S2(p)", vw.Even(vw.Load(16, "(p)")));
+    w.Define("MP_LOAD8S2(p)", vw.Even("MP_LOAD_FLOAT16(p)"));
   }
   auto& k = w.Kernel(Pooling::ForwardKernelName(type, PoolMethod::kMax) + "_v8")
                 .In("Dtype", "x")

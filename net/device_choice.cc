@@ -89,9 +89,14 @@ DeviceChoice ChooseDeviceForNet(const std::string& selector, const caffe::NetPar
   const NetTypes types = NetComputeTypes(param);
   Device* d = DevicesByProfile(types).front();
   const bool quads = types.int8 && ByteQuadsInHelper(d->info());
+  bool passed_slow = false;  // a device of the class ranked after it for its slow passes
+  for (const Device* other : DeviceList())
+    passed_slow |= other != d && other->info().net_passes_slow && !d->info().net_passes_slow &&
+                   other->info().is_gpu == d->info().is_gpu;
   return {d, std::string("the profile rule: ") + (d->info().is_gpu ? "a GPU" : "a CPU device") +
                  (types.fp16 ? ", native fp16 for an fp16 net" : "") +
                  (quads ? ", byte quad products for an int8 net" : "") +
+                 (passed_slow ? ", ahead of a runtime whose net passes measured slower" : "") +
                  "; no passes of this net recorded on two devices"};
 }
 

@@ -203,6 +203,22 @@ void CompilePtxAndCubin(const std::string& what, const std::function<std::string
 TEST(CudaCandidates, PairProductPathsCompileInEveryLayout) {
   const DeviceInfo gpu = CudaGpu();
   int compiled = 0;
+  // The first kp = 2 GEMM candidate of d: PTX (and the very first program's sm_80 cubin), its
+  // text holding `marker`.
+  auto CompileFirstPairCandidate = [&](const GemmDesc& d, const std::string& marker) {
+    int pairs = 0;
+    for (const GemmConfig& c : GemmCandidates(gpu, d)) {
+      if (c.kp != GemmConfig::kPairs || pairs++ > 0) continue;
+      const std::string what = d.ToString() + " " + c.ToString();
+      CompilePtxAndCubin(
+          what, [&](int cc) { return Gemm::Source(KernelTarget::Cuda(cc), d, c); },
+          Gemm::KernelName(d), compiled == 0);
+      EXPECT_NE(Gemm::Source(KernelTarget::Cuda(80), d, c).find(marker), std::string::npos)
+          << what;
+      ++compiled;
+    }
+    EXPECT_GT(pairs, 0) << "no kp = 2 CUDA candidate for " << d.ToString();
+  };
   struct Layout {
     int n;
     bool trans_a, trans_b, weights_b, weights_signed, weight_zero;
@@ -217,18 +233,7 @@ TEST(CudaCandidates, PairProductPathsCompileInEveryLayout) {
     d.trans_a = l.trans_a, d.trans_b = l.trans_b;
     d.weights = l.weights_b ? WeightOperand::kB : WeightOperand::kA;
     d.weights_signed = l.weights_signed, d.weight_zero = l.weight_zero, d.per_channel = true;
-    int pairs = 0;
-    for (const GemmConfig& c : GemmCandidates(gpu, d)) {
-      if (c.kp != GemmConfig::kPairs || pairs++ > 0) continue;
-      const std::string what = d.ToString() + " " + c.ToString();
-      CompilePtxAndCubin(
-          what, [&](int cc) { return Gemm::Source(KernelTarget::Cuda(cc), d, c); },
-          Gemm::KernelName(d), compiled == 0);
-      EXPECT_NE(Gemm::Source(KernelTarget::Cuda(80), d, c).find("MP_MADD16("), std::string::npos)
-          << what;
-      ++compiled;
-    }
-    EXPECT_GT(pairs, 0) << "no kp = 2 CUDA candidate for " << d.ToString();
+    CompileFirstPairCandidate(d, "MP_MADD16(");
   }
   // int16q's split pairs in the dot tile: the inner product's weights B, unsigned (held as
   // w − 32768, Σx beside) and signed.
@@ -238,19 +243,7 @@ TEST(CudaCandidates, PairProductPathsCompileInEveryLayout) {
     d.M = 16, d.N = 30, d.K = 784, d.bias = true, d.trans_b = true;
     d.weights = WeightOperand::kB;
     d.weights_signed = weights_signed, d.weight_zero = !weights_signed, d.per_channel = true;
-    int pairs = 0;
-    for (const GemmConfig& c : GemmCandidates(gpu, d)) {
-      if (c.kp != GemmConfig::kPairs || pairs++ > 0) continue;
-      const std::string what = d.ToString() + " " + c.ToString();
-      CompilePtxAndCubin(
-          what, [&](int cc) { return Gemm::Source(KernelTarget::Cuda(cc), d, c); },
-          Gemm::KernelName(d), false);
-      EXPECT_NE(Gemm::Source(KernelTarget::Cuda(80), d, c).find("MP_SHORT16_SPLIT_HI("),
-                std::string::npos)
-          << what;
-      ++compiled;
-    }
-    EXPECT_GT(pairs, 0) << "no kp = 2 CUDA candidate for " << d.ToString();
+    CompileFirstPairCandidate(d, "MP_SHORT16_SPLIT_HI(");
   }
   for (auto [t, kernel, stride, sw] : {std::tuple{DataType::kInt8Q, 1, 2, false},
                                        {DataType::kInt8Q, 3, 1, false},

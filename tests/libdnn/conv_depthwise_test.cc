@@ -125,7 +125,8 @@ TEST(ConvDepthwiseQuads, MatchTheReferenceBitForBit) {
 // in µs per forward, the median of 15 such batches; int8 in the default plan and, where the
 // byte-quad form is the default, beside the float / pair form of the same rows, the two timed
 // in alternation. MPCAFFE_DW_BENCH_TYPES ("int8", "fp32" or both, the default) chooses the
-// types; MPCAFFE_DW_BENCH_LAYER=<index> times one layer of the list. Run with
+// types; MPCAFFE_DW_BENCH_LAYER=<index> times one layer of the list, MPCAFFE_DW_BENCH_ROUNDS
+// sets the number of batches. Run with
 // --gtest_also_run_disabled_tests --gtest_filter='*MobileNetDepthwiseLayers*'.
 TEST(ConvDepthwiseBench, DISABLED_MobileNetDepthwiseLayers) {
   Device& dev = DefaultDevice();
@@ -179,7 +180,8 @@ TEST(ConvDepthwiseBench, DISABLED_MobileNetDepthwiseLayers) {
         convs.push_back(std::make_unique<Convolution>(Convolution::Depthwise(
             dev, d, quant, convs[0]->depthwise_rows(),
             Convolution::DepthwiseVectorWidth(d, KernelTarget::Of(dev), quant.x_zero))));
-      constexpr int kRounds = 15;
+      const char* rounds_env = std::getenv("MPCAFFE_DW_BENCH_ROUNDS");
+      const int kRounds = rounds_env ? std::max(1, std::atoi(rounds_env)) : 15;
       std::vector<std::vector<double>> us(convs.size());
       for (auto& conv : convs) {
         conv->SetWeights(BufferRef(wm.get(), 0));

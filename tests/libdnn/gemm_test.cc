@@ -546,25 +546,40 @@ void ExpectDescsExact(Device& dev, const std::vector<GemmDesc>& descs,
     }
 }
 
+/// The dot tile's kp = 2 configurations the pair tests run: a 4 × 2 tile, an unrolled 2 × 3
+/// and a 1 × 1.
+std::vector<GemmConfig> DotPairConfigs() {
+  std::vector<GemmConfig> configs;
+  for (auto [tm, tn, ku] : {std::tuple{4, 2, 1}, std::tuple{2, 3, 2}, std::tuple{1, 1, 1}})
+    configs.push_back(Int8Tile(GemmConfig::Algorithm::kDot, tm, tn, ku, GemmConfig::kPairs));
+  return configs;
+}
+
+/// Three layouts of type t for the dot tile's pair tests: the inner product's (unsigned weights
+/// B with a zero point, per channel, bias), signed weights B without a zero point (4-bit weights
+/// unpacked, for int8) with fp32 output and ReLU, and matrix × vector (weights A).
+std::vector<GemmDesc> DotPairDescs(DataType t) {
+  std::vector<GemmDesc> descs(3);
+  for (GemmDesc& d : descs) d.type = d.out_type = t;
+  descs[0].trans_b = true;
+  descs[0].per_channel = descs[0].bias = true;
+  descs[1].trans_b = true;
+  descs[1].weights_signed = true;
+  descs[1].weight_zero = false;
+  descs[1].out_type = DataType::kFloat32;
+  descs[1].relu = true;
+  descs[2].weights = WeightOperand::kA;
+  return descs;
+}
+
 TEST(GemmPairTest, DotPairProductsMatchTheReferenceExactly) {
   // kp = 2 in the dot tile (int8q, vw = 8: 16 k per step as 16-bit pairs, z_w folded into the
   // weights): K below, at and past one step and its unrolled pair (the scalar tail), edge tiles
   // in M and N, the inner product's layout (weights B: unsigned with a zero point, signed
   // without), and matrix × vector (weights A, one column of B).
   Device& dev = DefaultDevice();
-  std::vector<GemmConfig> configs;
-  for (auto [tm, tn, ku] : {std::tuple{4, 2, 1}, std::tuple{2, 3, 2}, std::tuple{1, 1, 1}})
-    configs.push_back(Int8Tile(GemmConfig::Algorithm::kDot, tm, tn, ku, GemmConfig::kPairs));
-  std::vector<GemmDesc> descs(3);
-  for (GemmDesc& d : descs) d.type = d.out_type = DataType::kInt8Q;
-  descs[0].trans_b = true;  // InnerProduct: unsigned weights B with a zero point, per channel
-  descs[0].per_channel = descs[0].bias = true;
-  descs[1].trans_b = true;  // signed weights B (4-bit weights unpacked), fp32 out, ReLU
-  descs[1].weights_signed = true;
-  descs[1].weight_zero = false;
-  descs[1].out_type = DataType::kFloat32;
-  descs[1].relu = true;
-  descs[2].weights = WeightOperand::kA;  // matrix × vector
+  const std::vector<GemmConfig> configs = DotPairConfigs();
+  const std::vector<GemmDesc> descs = DotPairDescs(DataType::kInt8Q);
   const std::vector<Shape> shapes = {{1, 1, 1},  {7, 19, 15}, {13, 16, 16},
                                      {6, 33, 17}, {9, 8, 33},  {5, 30, 47}};
   ExpectDescsExact(dev, descs, configs, shapes, 1300, /*sweep=*/false, /*matrix_vector=*/true);
@@ -578,19 +593,8 @@ TEST(GemmPairTest, Int16SplitPairsMatchTheReferenceExactly) {
   // (weights A), then every operand at the extremes of its range, where a partial sum one step
   // longer than the flush would overflow.
   Device& dev = DefaultDevice();
-  std::vector<GemmConfig> configs;
-  for (auto [tm, tn, ku] : {std::tuple{4, 2, 1}, std::tuple{2, 3, 2}, std::tuple{1, 1, 1}})
-    configs.push_back(Int8Tile(GemmConfig::Algorithm::kDot, tm, tn, ku, GemmConfig::kPairs));
-  std::vector<GemmDesc> descs(3);
-  for (GemmDesc& d : descs) d.type = d.out_type = DataType::kInt16Q;
-  descs[0].trans_b = true;  // InnerProduct: unsigned weights B with a zero point, per channel
-  descs[0].per_channel = descs[0].bias = true;
-  descs[1].trans_b = true;  // signed weights B without a zero point, fp32 out, ReLU
-  descs[1].weights_signed = true;
-  descs[1].weight_zero = false;
-  descs[1].out_type = DataType::kFloat32;
-  descs[1].relu = true;
-  descs[2].weights = WeightOperand::kA;  // matrix × vector
+  const std::vector<GemmConfig> configs = DotPairConfigs();
+  const std::vector<GemmDesc> descs = DotPairDescs(DataType::kInt16Q);
   for (const GemmConfig& c : configs)
     if (!c.Supports(descs[0], dev.backend())) GTEST_SKIP() << "kp = 2 needs vectors of 8";
   const std::vector<Shape> shapes = {{1, 1, 1},   {7, 19, 15},   {13, 16, 16},  {6, 33, 17},

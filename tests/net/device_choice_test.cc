@@ -99,20 +99,40 @@ TEST(DeviceProfileRank, GpusThenCpusThenExpensiveLaneLoadsAndFp16WithinAClass) {
   EXPECT_EQ(ProfileRank(cpu, fp32), ProfileRank(cpu_fp16, fp32));
   EXPECT_LT(ProfileRank(cpu_fp16, fp16), ProfileRank(cpu, fp16));
   EXPECT_LT(ProfileRank(cpu, fp16), ProfileRank(llvmpipe, fp32));
-  // DeviceList's own order is kept between equals, and the rule's first is DefaultDevice's.
+  // DeviceList's own order is kept between equals, and the rule's first for a net of every
+  // type is DefaultDevice's.
   ScopedSettings env;
   env->device.clear();
   env->mpi_local_rank.clear();
-  const std::vector<Device*> order = DevicesByProfile();
+  const std::vector<Device*> order = DevicesByProfile(NetTypes::Any());
   ASSERT_EQ(order.size(), DeviceList().size());
   if (!order.empty()) {
     EXPECT_EQ(order.front(), &DefaultDevice());
   }
   for (size_t i = 1; i < order.size(); ++i) {
-    if (ProfileRank(order[i - 1]->info(), {}) == ProfileRank(order[i]->info(), {})) {
+    if (ProfileRank(order[i - 1]->info(), NetTypes::Any()) ==
+        ProfileRank(order[i]->info(), NetTypes::Any())) {
       EXPECT_LT(order[i - 1]->index(), order[i]->index());
     }
   }
+}
+
+TEST(DeviceProfileRank, SlowNetPassesRankLastWithinAClassUnlessNativeFp16Decides) {
+  DeviceInfo fast, slow_fp16, gpu;
+  slow_fp16.net_passes_slow = slow_fp16.fp16 = true;
+  gpu.is_gpu = gpu.net_passes_slow = true;
+  const NetTypes fp32, int8{false, true}, fp16{true, false};
+  ScopedSettings env;
+  env->isa.clear();
+  EXPECT_LT(ProfileRank(fast, fp32), ProfileRank(slow_fp16, fp32));
+  EXPECT_LT(ProfileRank(fast, int8), ProfileRank(slow_fp16, int8));
+  EXPECT_LT(ProfileRank(slow_fp16, fp16), ProfileRank(fast, fp16));  // native fp16 first
+  // A process's default serves every type: the device with native fp16 (and so Intel's CPU
+  // runtime before PoCL, quads or not).
+  DeviceInfo quads = fast;
+  quads.byte_quad_products_in_helper = true;
+  EXPECT_LT(ProfileRank(slow_fp16, NetTypes::Any()), ProfileRank(quads, NetTypes::Any()));
+  EXPECT_LT(ProfileRank(gpu, fp32), ProfileRank(fast, fp32));  // the class first
 }
 
 TEST(DeviceProfileRank, Int8NetsPreferByteQuadsWithinAClass) {

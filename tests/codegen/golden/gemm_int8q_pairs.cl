@@ -117,6 +117,8 @@ typedef ushort16 __attribute__((aligned(1))) mp_ushort16_u;
 #define MP_STORE_USHORT16(x, p) (*(__global mp_ushort16_u*)(p) = (x))
 #define MP_LOAD_UCHAR16(p) (*(const __global mp_uchar16_u*)(p))
 #define MP_LOAD_USHORT16(p) (*(const __global mp_ushort16_u*)(p))
+typedef float16 __attribute__((aligned(4))) mp_float16_u;
+#define MP_LOAD_FLOAT16(p) (*(const __global mp_float16_u*)(p))
 // 16-bit pair products: lanes x.s(2i)*y.s(2i) + x.s(2i+1)*y.s(2i+1).
 typedef short16 mp_short16;
 #if defined(__AVX2__) && !defined(MP_PORTABLE_FORMS)
@@ -133,6 +135,10 @@ inline __attribute__((always_inline)) int8 mp_madd16(short16 x, short16 y) {
 #define MP_ZIP16(p0, p1) __builtin_convertvector(__builtin_shufflevector(vload8(0, (p0)), vload8(0, (p1)), 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15), short16)
 #define MP_SHORT16_FROM(g) __builtin_convertvector(vload16(0, (g)), short16)
 #define MP_SHORT16_LOAD(p) vload16(0, (p))
+// 16 unsigned 16-bit values at p as int16 lanes: their low bytes, high bytes, and x − 32768.
+#define MP_SHORT16_SPLIT_LO(p) as_short16(vload16(0, (p)) & (ushort)0xff)
+#define MP_SHORT16_SPLIT_HI(p) as_short16(vload16(0, (p)) >> (ushort)8)
+#define MP_SHORT16_CENTERED(p) as_short16(vload16(0, (p)) ^ (ushort)0x8000)
 typedef int8 mp_pair_acc;
 #define MP_PAIR_FLUSH(acc, lo, hi) ((acc) += (convert_long8(hi) << 8) + convert_long8(lo))
 #if (defined(MP_PORTABLE_FORMS) && !defined(MP_NO_32_LANE_VECTORS)) || \

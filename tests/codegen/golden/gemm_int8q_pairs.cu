@@ -205,6 +205,17 @@ __device__ __forceinline__ mp_short16 mp_short16_from(const T* g) {
 }
 #define MP_SHORT16_FROM(g) mp_short16_from(g)
 #define MP_SHORT16_LOAD(p) mp_short16_from(p)
+// 16 unsigned 16-bit values at p as int16 lanes: their low bytes, high bytes, and x − 32768.
+template <typename T>
+__device__ __forceinline__ mp_short16 mp_short16_split(const T* g, int shift, unsigned mask,
+                                                       unsigned flip) {
+  mp_short16 r;
+  for (int l = 0; l < 16; ++l) r.s[l] = (short)((((unsigned short)g[l] >> shift) & mask) ^ flip);
+  return r;
+}
+#define MP_SHORT16_SPLIT_LO(p) mp_short16_split((p), 0, 0xffu, 0u)
+#define MP_SHORT16_SPLIT_HI(p) mp_short16_split((p), 8, 0xffu, 0u)
+#define MP_SHORT16_CENTERED(p) mp_short16_split((p), 0, 0xffffu, 0x8000u)
 struct mp_pair_acc {
   int s[8];
   __device__ __forceinline__ mp_pair_acc() {}
