@@ -164,18 +164,25 @@ std::string Indent(const std::string& text, int n) {
   return out;
 }
 
-std::string KLoops(const GemmConfig& c, const std::function<std::string(const std::string&)>& step,
-                   int stride) {
+std::string KLoopsTo(const GemmConfig& c,
+                     const std::function<std::string(const std::string&)>& step, int stride,
+                     const std::string& bound) {
   std::ostringstream s;
   const std::string ks = Str(stride);
-  s << "int k = 0;\n";
   if (c.ku > 1) {
-    s << "for (; k + " << stride * c.ku << " <= K; k += " << stride * c.ku << ") {\n";
+    s << "for (; k + " << stride * c.ku << " <= " << bound << "; k += " << stride * c.ku
+      << ") {\n";
     for (int u = 0; u < c.ku; ++u) s << Indent(step("k + " + Str(u * stride)), 2);
     s << "}\n";
   }
-  s << "for (; k + " << ks << " <= K; k += " << ks << ") {\n" << Indent(step("k"), 2) << "}\n";
+  s << "for (; k + " << ks << " <= " << bound << "; k += " << ks << ") {\n"
+    << Indent(step("k"), 2) << "}\n";
   return s.str();
+}
+
+std::string KLoops(const GemmConfig& c, const std::function<std::string(const std::string&)>& step,
+                   int stride) {
+  return "int k = 0;\n" + KLoopsTo(c, step, stride, "K");
 }
 
 /// Whether the kernel packs four int8 k values per 32-bit dot product (mp_dot4_*): kOuter with
@@ -258,13 +265,7 @@ std::string DotSplitBody(const GemmDesc& d, const GemmConfig& c) {
     t << "}\n";
     return t.str();
   };
-  if (c.ku > 1) {
-    s << "  for (; k + " << step * c.ku << " <= kc; k += " << step * c.ku << ") {\n";
-    for (int u = 0; u < c.ku; ++u) s << Indent(one("k + " + Str(u * step)), 4);
-    s << "  }\n";
-  }
-  s << "  for (; k + " << step << " <= kc; k += " << step << ") {\n"
-    << Indent(one("k"), 4) << "  }\n";
+  s << Indent(KLoopsTo(c, one, step, "kc"), 2);
   for (int x = 0; x < nx; ++x) {
     if (sums) s << "  MP_PAIR_FLUSH(xs" << x << ", xp" << x << ", (mp_pair_acc)(0));\n";
     for (int w = 0; w < nw; ++w)

@@ -41,6 +41,10 @@ std::string Indent(const std::string& text, int n);
 /// handles the rest of K after it.
 std::string KLoops(const GemmConfig& c, const std::function<std::string(const std::string&)>& step,
                    int stride);
+/// KLoops' loops from the caller's `k` up to `bound` (an expression), without declaring k.
+std::string KLoopsTo(const GemmConfig& c,
+                     const std::function<std::string(const std::string&)>& step, int stride,
+                     const std::string& bound);
 
 /// The dot tile's first lines (gemm.cc): its tile origin m0, n0 (returning outside C), the
 /// stride ldbk of op(B)'s columns and the row pointers ap<i> of op(A) and bp<j> of op(B).
