@@ -6,7 +6,11 @@ a knob is held to AVX2 on an AVX-512 machine, so one machine measures both level
 
 - mpcaffe on Intel's CPU runtime: `CL_CONFIG_CPU_TARGET_ARCH=core-avx2` (its compiler then
   targets AVX2; the kernels' `__AVX512BW__` paths drop out);
-- mpcaffe on PoCL: `POCL_LLVM_CPU_NAME=haswell` (the device becomes `pthread-haswell`);
+- mpcaffe on PoCL: `POCL_KERNELLIB_NAME=avx2` (Debian's distro build: the kernel-library
+  variant decides the CPU it compiles for, and POCL_LLVM_CPU_NAME is ignored there) and
+  `POCL_LLVM_CPU_NAME=haswell` (a PoCL built for one host); the device becomes `pthread-haswell`,
+  which check_device_level() asks of every mpcaffe row (mpcaffe sets these itself under
+  MPCAFFE_ISA=avx2 unless they are set);
 - mpcaffe's host loops (quantization, fillers): `MPCAFFE_ISA=avx2`;
 - OpenVINO's CPU plugin (oneDNN inside): `ONEDNN_MAX_CPU_ISA=AVX2` (its profile then names
   `brgconv_avx2_*` kernels instead of `brgconv_avx512_*`);
@@ -21,7 +25,8 @@ import os
 
 LEVEL_ENV = {
     "native": {},
-    "avx2": {"CL_CONFIG_CPU_TARGET_ARCH": "core-avx2", "POCL_LLVM_CPU_NAME": "haswell",
+    "avx2": {"CL_CONFIG_CPU_TARGET_ARCH": "core-avx2", "POCL_KERNELLIB_NAME": "avx2",
+             "POCL_LLVM_CPU_NAME": "haswell",
              "MPCAFFE_ISA": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
              "OPENCV_CPU_DISABLE": "AVX512-SKX"},
 }
@@ -57,6 +62,14 @@ def apply_level(level):
     if level == "avx2" and cpu_isa() == "no AVX2":
         raise SystemExit("peers.py: --level avx2: this CPU has no AVX2")
     os.environ.update(LEVEL_ENV[level])
+
+
+def check_device_level(level, device_name):
+    """Stops the run when an mpcaffe device did not take the level's cap: at `avx2`, a PoCL
+    device still named for an AVX-512 CPU (`pthread-skylake-avx512-…`) compiles AVX-512 code."""
+    if level == "avx2" and "avx512" in device_name:
+        raise SystemExit(f"peers.py: --level avx2: device {device_name!r} still compiles for "
+                         "AVX-512 (the caps in LEVEL_ENV did not take on this OpenCL runtime)")
 
 
 def engine_level(engine, level, isa=None):

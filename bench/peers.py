@@ -135,6 +135,8 @@ def ours(args, dtypes, batch, env=None, weights=None):
                            env=dict(os.environ, **(env or {})))
             with open(out) as f:
                 rows += json.load(f)["results"]
+    for r in rows:
+        pe.check_device_level(args.level, r.get("device", ""))
     return rows
 
 

@@ -577,6 +577,17 @@ std::string EnumerateOpenCL() {
   // measured (22.3). Once per process (DeviceList's call_once); like POCL_BINARY_SPECIALIZE_WG
   // (Binary, above), glibc's setenv is not safe against a getenv on another thread at once.
   setenv("RUSTICL_ENABLE", "llvmpipe", /*overwrite=*/0);
+  // MPCAFFE_ISA=avx2 on an AVX-512 CPU holds the CPU runtimes' compilers to AVX2 as well, so
+  // that the target profile's level (ActiveHostIsa) is the level the kernels are compiled for:
+  // Intel's runtime through CL_CONFIG_CPU_TARGET_ARCH; PoCL through the kernel-library variant
+  // (Debian's distro build, whose CPU name follows the variant and ignores POCL_LLVM_CPU_NAME)
+  // and the CPU name (PoCL built for one host). Each read once, at the first clGetPlatformIDs;
+  // a variable the user set is kept.
+  if (ActiveHostIsa() == HostIsa::kAvx2 && CpuHostIsa() == HostIsa::kAvx512) {
+    setenv("CL_CONFIG_CPU_TARGET_ARCH", "core-avx2", /*overwrite=*/0);
+    setenv("POCL_KERNELLIB_NAME", "avx2", /*overwrite=*/0);
+    setenv("POCL_LLVM_CPU_NAME", "haswell", /*overwrite=*/0);
+  }
   cl_uint num_platforms = 0;
   cl_int err = clGetPlatformIDs(0, nullptr, &num_platforms);
   if (err != CL_SUCCESS || num_platforms == 0)
