@@ -29,9 +29,10 @@ struct TargetProfile {
   /// AVX-512 VNNI's byte quad products run in a helper function (ByteQuadsInHelper: PoCL on a
   /// CPU with avx512vnni, MPCAFFE_ISA not lowered): the int8 pointwise kernel's 4-channel steps.
   bool byte_quad_products = false;
-  /// Register tiles of at most half the vector register file: a device with
-  /// DeviceInfo::wide_tiles_slow_at_256_bits at a level of 256-bit registers (the host level
-  /// in use below AVX-512: an AVX2 CPU, or MPCAFFE_ISA=avx2 beside the runtime's own cap).
+  /// Register tiles of at most half the vector register file: a CPU runtime at a level of 16
+  /// 256-bit registers (the host level in use below AVX-512: an AVX2 CPU, or MPCAFFE_ISA=avx2,
+  /// which caps the runtimes' compilers too), where a tile of 16 two-register accumulators
+  /// spills.
   bool half_register_tiles = false;
   /// Vectors of 16 floats are whole registers the compiler keeps: a CPU runtime at the AVX-512
   /// level without DeviceInfo::wide_tiles_slow_at_256_bits (PoCL; Intel's runtime splits

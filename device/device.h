@@ -92,10 +92,9 @@ struct DeviceInfo {
   /// SPIR target and runs the portable form, so 4-bit weights save memory there but no
   /// multiplies: libdnn then keeps them where weights dominate the bytes (DefaultGemmConfig).
   bool byte_pair_products = true;
-  /// At 256-bit vector registers (AVX2) the compiler runs a register tile of 16 accumulators of
-  /// two registers each far slower than one of 8 (Intel's CPU runtime: its pointwise kernel's
-  /// oc8 px1 v16 against oc4 px1 v16); PoCL's keeps the larger tile's pace. libdnn reads it
-  /// with the level in use as TargetProfile::half_register_tiles.
+  /// The runtime splits 512-bit vector work into 256-bit halves even at the AVX-512 level
+  /// (Intel's CPU runtime), so 16-float vectors are not whole registers there
+  /// (TargetProfile::sixteen_lane_registers).
   bool wide_tiles_slow_at_256_bits = false;
   /// A layer run as several launches (libdnn's Winograd convolution: input transform, GEMMs,
   /// output transform) measured slower in a whole pass than the one-launch direct kernel,

@@ -257,7 +257,8 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "mpcaffe time --synthetic --explain on MobileNet v1 and ResNet-50 int8, 3-6 alternating "
        "rounds against main's oc8 px1 v16, loaded, 2026-11-30 (docs/BENCHMARKS.md, \"Default "
        "configurations\"): the 1x1 layers' sum lower in every round on Intel's runtime at "
-       "AVX-512 and on PoCL at the AVX2 caps; mixed on Intel's runtime at AVX2, which keeps it"},
+       "AVX-512 and on PoCL with MPCAFFE_ISA=avx2 (PoCL still compiling AVX-512 code: the caps did "
+       "not reach it then); mixed on Intel's runtime at AVX2, which keeps it"},
       {"int8q row form, stride 2, output rows of at least 16 columns, a CPU runtime that runs "
        "16 stride-2 byte columns fast (PoCL)",
        [](const TargetProfile& p, const ConvDesc& d) {
@@ -267,7 +268,8 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        {8, 1, 16},
        "MobileNet v1's int8 conv1 (c3 h224 o32 k3x3 s2) in mpcaffe time --synthetic --explain, "
        "alternating tiles, loaded, 2026-11-30 (docs/BENCHMARKS.md, \"Default configurations\"): "
-       "PoCL 16 lanes about a fifth faster than 8 at AVX-512 and at the AVX2 caps; slower on "
+       "PoCL 16 lanes about a fifth faster than 8 at AVX-512 (and with MPCAFFE_ISA=avx2 before it "
+       "capped PoCL's compiler); slower on "
        "Intel's runtime at AVX-512"},
       {"row form, stride 1, output rows of at least 64 columns",
        [](const TargetProfile&, const ConvDesc& d) {
@@ -280,8 +282,8 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        [](const TargetProfile&, const ConvDesc& d) { return RowForm(d); },
        {8, 1, 8},
        "as the row above, 2026-11-25"},
-      {"fp32 plane form, planes of at least 16 pixels, half-register tiles (Intel's CPU runtime "
-       "at AVX2)",
+      {"fp32 plane form, planes of at least 16 pixels, half-register tiles (a CPU runtime at "
+       "AVX2)",
        [](const TargetProfile& p, const ConvDesc& d) {
          return p.half_register_tiles && d.type == DataType::kFloat32 && !RowForm(d) &&
                 Pixels(d) >= 16;
@@ -290,7 +292,10 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "ConvBench.DISABLED_MobileNetPointwise, MobileNet v1's 9 distinct 1x1 layers, Intel's "
        "runtime capped at AVX2, 2 runs (minimum per candidate), loaded, 2026-11-29: geometric mean "
        "1.27 x the best per layer against 2.17 x for oc8 px1 v16 (16 accumulators of two "
-       "registers); at AVX-512 oc8 px1 v16 stays the best (1.14 x)"},
+       "registers); at AVX-512 oc8 px1 v16 stays the best (1.14 x). PoCL compiling for haswell "
+       "(MPCAFFE_ISA=avx2), ResNet-50 fp32 b1 in mpcaffe time --synthetic --explain, quiet, "
+       "2026-11-30: the 1x1 layers' sum 50.2 -> 22.8 ms against oc8 px1 v16 (oc6 px2 v8 "
+       "28.5-30.1)"},
       {"planes of at least 16 pixels",
        [](const TargetProfile&, const ConvDesc& d) { return Pixels(d) >= 16; },
        {8, 1, 16},
@@ -315,11 +320,13 @@ const DefaultsTable<bool, ConvDesc>& StridedPointwiseDefaults() {
   // The subsampling pass costs what the plane form saves where the direct kernel already runs
   // these layers well.
   static const DefaultsTable<bool, ConvDesc> table = {
-      {"half-register tiles (Intel's CPU runtime at AVX2): the direct kernel",
+      {"half-register tiles (a CPU runtime at AVX2): the direct kernel",
        [](const TargetProfile& p, const ConvDesc&) { return p.half_register_tiles; }, false,
        "ConvBench.DISABLED_ResNetStridedPointwise, ResNet-50's six stride-2 1x1 layers, Intel's "
        "runtime capped at AVX2, 2 runs, loaded, 2026-11-29: summed per-layer minima 8.3 ms direct "
-       "against 11.1 ms for oc4 px2 v8 on the subsampled input"},
+       "against 11.1 ms for oc4 px2 v8 on the subsampled input; PoCL compiling for haswell "
+       "(MPCAFFE_ISA=avx2): mpcaffe tune on ResNet-50 fp32 b1, quiet, 2026-11-30, the direct "
+       "kernel the fastest on 4 of its 6 stride-2 1x1 shapes"},
       {"every other device: the plane form on the subsampled input",
        [](const TargetProfile&, const ConvDesc&) { return true; }, true,
        "ConvBench.DISABLED_ResNetStridedPointwise, as above, PoCL at AVX-512, 2 runs: 8.5 ms "
@@ -494,12 +501,24 @@ const DefaultsTable<WinogradChoice, ConvDesc>& WinogradDefaults() {
   // F(2×2) only (F(4×4)'s rounding: conv_winograd.h). 8 output channels × one vector of 16
   // tiles, the pointwise kernel's tile: the element-wise products are the same GEMM shape.
   static const DefaultsTable<WinogradChoice, ConvDesc> table = {
-      {"CPU runtimes where its launches pay (PoCL), AVX-512 and AVX2",
+      {"CPU runtimes where its launches pay (PoCL), half-register tiles (AVX2): 6 output "
+       "channels x one vector of 16 tiles (12 of the 16 registers)",
+       [](const TargetProfile& p, const ConvDesc&) {
+         return p.winograd_launches && p.half_register_tiles;
+       },
+       WinogradConfig{2, 6, 1, 16},
+       "mpcaffe time --model resnet50_deploy.prototxt --synthetic --iterations 10 --explain "
+       "--json --device 1 with MPCAFFE_ISA=avx2 (PoCL compiling for haswell), 2 alternating "
+       "rounds per tile, quiet, 2026-11-30 (docs/BENCHMARKS.md, \"Default configurations\"): "
+       "the 3x3 layers' sum 32.5 ms with oc8 px1 v16 (16 two-register accumulators spill), "
+       "17.0-17.2 with oc6 px1 v16, 16.9-17.3 oc6 px2 v8, 17.4-25.0 oc4 px1 v16, 26.4 the direct "
+       "kernel"},
+      {"CPU runtimes where its launches pay (PoCL), AVX-512",
        [](const TargetProfile& p, const ConvDesc&) { return p.winograd_launches; },
        WinogradConfig{2, 8, 1, 16},
        "mpcaffe time --model resnet50_deploy.prototxt --synthetic --iterations 20 --explain "
-       "--json --device 1, main's binary and this one alternating, AVX-512 and the AVX2 caps, "
-       "loaded, 2026-11-30 (docs/BENCHMARKS.md, \"Default configurations\")"},
+       "--json --device 1, main's binary and this one alternating, AVX-512, loaded, 2026-11-30 "
+       "(docs/BENCHMARKS.md, \"Default configurations\")"},
       {"every other device: off (the direct kernel)",
        [](const TargetProfile&, const ConvDesc&) { return true; }, std::nullopt,
        "Intel's CPU runtime: slower in the same measurement (its 3x3 layers' sum, both levels); "

@@ -141,8 +141,11 @@ std::vector<WinogradConfig> WinogradCandidates(const WinogradConfig& first) {
   // F(2×2) only: F(4×4)'s rounding is beyond the fp32 tolerance (conv_winograd.h), so it is
   // never chosen without being asked for by name.
   std::vector<WinogradConfig> out{first};
-  for (auto [oc, px, vx] : {std::array<int, 3>{8, 1, 16}, {4, 2, 16}, {8, 2, 16}, {12, 1, 16},
-                            {6, 2, 16}, {4, 4, 8}, {8, 2, 8}, {16, 1, 8}}) {
+  // Tiles of 16 two-register accumulators and more for 32 registers (AVX-512), of 8 to 12 for
+  // 16 (AVX2).
+  for (auto [oc, px, vx] :
+       {std::array<int, 3>{8, 1, 16}, {4, 2, 16}, {8, 2, 16}, {12, 1, 16}, {6, 2, 16}, {4, 4, 8},
+        {8, 2, 8}, {16, 1, 8}, {6, 1, 16}, {6, 2, 8}, {4, 1, 16}}) {
     const WinogradConfig c{2, oc, px, vx};
     if (!(c == first)) out.push_back(c);
   }

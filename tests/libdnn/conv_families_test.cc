@@ -147,7 +147,7 @@ TEST(ConvFamilies, DirectDefaultsPerDeviceClass) {
 }
 
 // fp32 plane-form 1×1 layers take 4 channels × 2 vectors of 8 pixels where the profile asks for
-// half-register tiles (Intel's runtime at a 256-bit level: MPCAFFE_ISA below AVX-512), else
+// half-register tiles (a CPU runtime at a 256-bit level: MPCAFFE_ISA below AVX-512), else
 // 8 × one vector of 16; int8q and strided layers on their subsampled planes likewise follow.
 TEST(ConvFamilies, PointwiseDefaultsFollowHalfRegisterTiles) {
   ConvDesc d;
@@ -171,13 +171,16 @@ TEST(ConvFamilies, PointwiseDefaultsFollowHalfRegisterTiles) {
   EXPECT_TRUE(
       DefaultRowFor(StridedPointwiseDefaults(), "conv_pw", TargetProfile{}, strided).config);
 
-  DeviceInfo intel;
+  // Every CPU runtime below the AVX-512 level (16 registers of 256 bits); never a GPU.
+  DeviceInfo pocl, intel, gpu;
   intel.wide_tiles_slow_at_256_bits = true;
-  EXPECT_FALSE(TargetProfile::Of(DeviceInfo{}).half_register_tiles);
+  gpu.is_gpu = true;
   for (HostIsa isa : AllHostIsas()) {
     if (CpuHostIsa() < isa) continue;
     ScopedSettings level([&](Settings& s) { s.isa = Name(isa); });
-    EXPECT_EQ(TargetProfile::Of(intel).half_register_tiles, isa < HostIsa::kAvx512) << Name(isa);
+    for (const DeviceInfo& cpu : {pocl, intel})
+      EXPECT_EQ(TargetProfile::Of(cpu).half_register_tiles, isa < HostIsa::kAvx512) << Name(isa);
+    EXPECT_FALSE(TargetProfile::Of(gpu).half_register_tiles) << Name(isa);
   }
 }
 
@@ -211,10 +214,17 @@ TEST(ConvFamilies, WinogradDefaultsWhereItsLaunchesPay) {
   DeviceInfo gpu;
   gpu.is_gpu = true;
   EXPECT_TRUE(TargetProfile::Of(pocl).winograd_launches);
-  const WinogradChoice chosen =
-      DefaultRowFor(WinogradDefaults(), "conv_wino", TargetProfile::Of(pocl), d).config;
+  // 8 output channels × 16 tiles in 32 registers; 6 × 16 in 16 (half-register tiles).
+  TargetProfile wide = TargetProfile::Of(pocl), half = wide;
+  wide.half_register_tiles = false;
+  half.half_register_tiles = true;
+  const WinogradChoice chosen = DefaultRowFor(WinogradDefaults(), "conv_wino", wide, d).config;
   ASSERT_TRUE(chosen);
   EXPECT_EQ(chosen->ToString(), "m2 oc8 px1 v16");
+  const WinogradChoice at_avx2 = DefaultRowFor(WinogradDefaults(), "conv_wino", half, d).config;
+  ASSERT_TRUE(at_avx2);
+  EXPECT_EQ(at_avx2->ToString(), "m2 oc6 px1 v16");
+  EXPECT_EQ(WinogradCandidates(*chosen).size(), WinogradCandidates(*at_avx2).size());
   for (const DeviceInfo& other : {intel, gpu})
     EXPECT_FALSE(
         DefaultRowFor(WinogradDefaults(), "conv_wino", TargetProfile::Of(other), d).config);
