@@ -102,10 +102,12 @@ struct DeviceInfo {
   /// it as TargetProfile::winograd_launches.
   bool extra_launches_slow = false;
   /// Whole forward passes of fp32 and int8 nets measured slower than on the machine's other CPU
-  /// runtime: Intel's CPU runtime against PoCL on the zoo nets at AVX-512 and at AVX2 (the same
+  /// runtime at the AVX-512 level: Intel's CPU runtime against PoCL on the zoo nets (the same
   /// convolution kernel texts run slower there, and extra_launches_slow keeps its 3×3 layers off
-  /// Winograd). The profile rule ranks such a device after the others of its class
-  /// (DevicesByProfile); its native fp16 still ranks first for a net that computes in fp16.
+  /// Winograd). At AVX2 (both compilers capped there) the two came out level, each ahead on some
+  /// nets, so it counts only at the AVX-512 level. The profile rule ranks such a device after the
+  /// others of its class (DevicesByProfile); its native fp16 still ranks first for a net that
+  /// computes in fp16.
   bool net_passes_slow = false;
   /// A stride-2 row of 16 byte columns (one unaligned move of 16 16-bit words, their low bytes
   /// converted to float: libdnn's int8 row form) runs slower than 8 columns from a 16-byte load
