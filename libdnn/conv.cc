@@ -212,9 +212,13 @@ Convolution Convolution::WithoutPointwise(Device& device, const ConvDesc& desc,
                      PlanConvolution(device, desc, quant, ConvFamily::kPointwise));
 }
 
+WinogradQuant Convolution::WinogradArgs() const {
+  return {w_zero_, requant_, x_zero_, c_zero_, res_zero_, res_m_, res_s_};
+}
+
 Convolution Convolution::Winograd(Device& device, const ConvDesc& desc,
-                                  const WinogradConfig& config) {
-  Convolution conv(device, desc, {}, DefaultConvConfig(device.info(), desc.type), false);
+                                  const WinogradConfig& config, const ConvQuant& quant) {
+  Convolution conv(device, desc, quant, DefaultConvConfig(device.info(), desc.type), false);
   conv.family_ = ConvFamily::kWinograd;
   conv.winograd_ = std::make_shared<WinogradForward>(device, desc, config);
   return conv;
@@ -439,7 +443,7 @@ Event Convolution::SetWeights(const BufferRef& packed_weights, Queue* queue) {
   }
   if (family_ == ConvFamily::kWinograd) {
     packed_ready_ = true;
-    return winograd_->SetWeights(weights, queue);
+    return winograd_->SetWeights(weights, queue, WinogradArgs());
   }
   if (family_ == ConvFamily::kDepthwise) {
     const size_t bytes = d.weight_count() * wbytes;
@@ -483,7 +487,7 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
   const BufferRef res_arg = d.residual ? residual : output;
   const int ocg = d.out_channels / d.groups, oh = d.out_h(), ow = d.out_w();
   if (family_ == ConvFamily::kWinograd)
-    return winograd_->Forward(input, bias_arg, res_arg, output, queue);
+    return winograd_->Forward(input, bias_arg, res_arg, output, queue, WinogradArgs());
   if (family_ == ConvFamily::kDepthwise) {
     // The sizes are constants of the kernel text; the arguments are buffers and zero points.
     depthwise_kernel_.ArgBuffer(input.mem, input.byte_offset, es)

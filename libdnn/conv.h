@@ -170,6 +170,7 @@ enum class ConvFamily { kDepthwise, kPointwise, kGemm, kWinograd, kDirect };
 struct ConvPlan;
 struct WinogradConfig;     // libdnn/conv_winograd.h
 class WinogradForward;
+struct WinogradQuant;
 
 /// A convolution prepared for one device and description: kernels generated, quantization
 /// parameters uploaded. Not thread-safe for concurrent calls on one object.
@@ -284,7 +285,8 @@ class Convolution {
   /// The constructor of a Winograd description with a given configuration (the tuner's
   /// candidates, tests), and what the constructor without a config runs where the Winograd
   /// family is not taken (the tuner times it against them).
-  static Convolution Winograd(Device& device, const ConvDesc& desc, const WinogradConfig& config);
+  static Convolution Winograd(Device& device, const ConvDesc& desc, const WinogradConfig& config,
+                              const ConvQuant& quant = {});
   static Convolution WithoutWinograd(Device& device, const ConvDesc& desc);
   static std::string PointwiseSource(const KernelTarget& target, const ConvDesc& desc,
                                      const PointwiseTile& tile);
@@ -441,6 +443,7 @@ class Convolution {
   std::shared_ptr<DeviceMemory> pointwise_wsum_;  // int8q: Σ(w − z_w) per output channel
   // Winograd forward (forward_winograd()): its kernels, transformed weights and scratch.
   std::shared_ptr<WinogradForward> winograd_;
+  WinogradQuant WinogradArgs() const;  // int8q's quantization arguments of winograd_
   /// What Forward runs: the family of the plan the constructor followed (its configuration is
   /// config_, depthwise_rows_ / depthwise_vx_ or pointwise_tile_).
   ConvFamily family_ = ConvFamily::kDirect;

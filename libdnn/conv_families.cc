@@ -52,8 +52,10 @@ bool GemmApplies(const ConvDesc& d, const ConvQuant& q, const TargetProfile& p) 
   return GetSettings().conv_gemm != "0";
 }
 
-bool WinogradFamilyApplies(const ConvDesc& d, const ConvQuant&, const TargetProfile&) {
-  return WinogradApplies(d);
+bool WinogradFamilyApplies(const ConvDesc& d, const ConvQuant& q, const TargetProfile&) {
+  // int8q: input codes minus a zero point within [0, 255] stay within ±255 (V's 16-bit bound).
+  return WinogradApplies(d) &&
+         (d.type != DataType::kInt8Q || (q.x_zero >= 0 && q.x_zero <= 255));
 }
 
 bool DirectApplies(const ConvDesc&, const ConvQuant&, const TargetProfile&) { return true; }
@@ -501,6 +503,22 @@ const DefaultsTable<WinogradChoice, ConvDesc>& WinogradDefaults() {
   // F(2×2) only (F(4×4)'s rounding: conv_winograd.h). 8 output channels × one vector of 16
   // tiles, the pointwise kernel's tile: the element-wise products are the same GEMM shape.
   static const DefaultsTable<WinogradChoice, ConvDesc> table = {
+      {"int8q on CPU runtimes where its launches pay (PoCL) without byte quads, half-register "
+       "tiles (AVX2): 16-bit pair products of the transformed tiles, 6 output channels x two "
+       "vectors of 8 tiles",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return d.type == DataType::kInt8Q && p.winograd_launches && p.half_register_tiles &&
+                !p.byte_quad_products && p.vector_builtins;
+       },
+       WinogradConfig{2, 6, 2, 8},
+       "mpcaffe time --model <ResNet-50 converted to int8> --synthetic --iterations 10 "
+       "--explain --json --device 1 with MPCAFFE_ISA=avx2 (PoCL compiling for haswell), quiet, "
+       "2026-11-30 (docs/BENCHMARKS.md, \"Default configurations\")"},
+      {"int8q elsewhere: off (the direct kernel; byte quads where VNNI runs)",
+       [](const TargetProfile&, const ConvDesc& d) { return d.type == DataType::kInt8Q; },
+       std::nullopt,
+       "at AVX-512 VNNI the direct kernel's byte quads take 64 products per instruction against "
+       "the pairs' 32 (not measured against it); Intel's runtime as fp32 below"},
       {"CPU runtimes where its launches pay (PoCL), half-register tiles (AVX2): 6 output "
        "channels x one vector of 16 tiles (12 of the 16 registers)",
        [](const TargetProfile& p, const ConvDesc&) {

@@ -64,9 +64,10 @@ std::string FloatLiteral(double v) {
   return s + "f";
 }
 
-/// Σ_k coef[k]·operand(k) as text, zero coefficients left out, ±1 without a multiply.
+/// Σ_k coef[k]·operand(k) as text, zero coefficients left out, ±1 without a multiply; float
+/// literals, or integer ones (`integers`: the int8 path's matrices hold whole numbers).
 template <typename Operand>
-std::string Combination(const std::vector<double>& coef, Operand operand) {
+std::string Combination(const std::vector<double>& coef, Operand operand, bool integers) {
   std::string s;
   for (size_t k = 0; k < coef.size(); ++k) {
     const double c = coef[k];
@@ -77,26 +78,39 @@ std::string Combination(const std::vector<double>& coef, Operand operand) {
     else if (c == -1)
       s += s.empty() ? "-" + x : " - " + x;
     else
-      s += (s.empty() ? "" : " + ") + FloatLiteral(c) + " * " + x;
+      s += (s.empty() ? "" : " + ") + (integers ? Num(long(c)) : FloatLiteral(c)) + " * " + x;
   }
-  return s.empty() ? "0.0f" : s;
+  return s.empty() ? (integers ? "0" : "0.0f") : s;
 }
 
-/// Text computing `out`<i>_<j> = (L · X · Rᵀ)[i][j] for the private floats `in`<k>_<l> of X
-/// (rows × cols), through temporaries `tmp`<i>_<l>.
+/// Text computing `out`<i>_<j> = (L · X · Rᵀ)[i][j] for the private values `in`<k>_<l> of X
+/// (rows × cols, of `type`: float, or int with integer matrices), through temporaries
+/// `tmp`<i>_<l>.
 std::string Sandwich(const Matrix& left, const Matrix& right, const std::string& in, int cols,
-                     const std::string& tmp, const std::string& out) {
+                     const std::string& tmp, const std::string& out,
+                     const std::string& type = "float") {
+  const bool integers = type != "float";
   std::string s;
   for (size_t i = 0; i < left.size(); ++i)
     for (int l = 0; l < cols; ++l)
-      s += "    const float " + tmp + Num(long(i)) + "_" + Num(l) + " = " +
-           Combination(left[i], [&](int k) { return in + Num(k) + "_" + Num(l); }) + ";\n";
+      s += "    const " + type + " " + tmp + Num(long(i)) + "_" + Num(l) + " = " +
+           Combination(left[i], [&](int k) { return in + Num(k) + "_" + Num(l); }, integers) +
+           ";\n";
   for (size_t i = 0; i < left.size(); ++i)
     for (size_t j = 0; j < right.size(); ++j)
-      s += "    const float " + out + Num(long(i)) + "_" + Num(long(j)) + " = " +
-           Combination(right[j], [&](int l) { return tmp + Num(long(i)) + "_" + Num(l); }) +
+      s += "    const " + type + " " + out + Num(long(i)) + "_" + Num(long(j)) + " = " +
+           Combination(
+               right[j], [&](int l) { return tmp + Num(long(i)) + "_" + Num(l); }, integers) +
            ";\n";
   return s;
+}
+
+/// F(2×2, 3×3) in integers for int8q: Bᵀ and Aᵀ are whole already; G's halves are doubled
+/// (2G), so the products and their output transform come out 4 times the convolution's sums,
+/// which the output kernel shifts back exactly.
+const Matrix& DoubledG() {
+  static const Matrix g2{{2, 0, 0}, {1, 1, 1}, {1, -1, 1}, {0, 0, 2}};
+  return g2;
 }
 
 /// The sizes every kernel's text and launch share.
@@ -105,7 +119,9 @@ struct Shape {
       : m(c.m), n(c.m + 2), th(DivUp(d.out_h(), c.m)), tw(DivUp(d.out_w(), c.m)),
         tiles(long(d.batch) * th * tw),
         padded((tiles + long(c.px) * c.vx - 1) / (long(c.px) * c.vx) * c.px * c.vx),
-        ob(DivUp(d.out_channels, c.oc)), v_plane(d.channels * padded + kSkew),
+        ob(DivUp(d.out_channels, c.oc)),
+        cp(d.type == DataType::kInt8Q ? DivUp(d.channels, 2) : d.channels),
+        v_plane(d.type == DataType::kInt8Q ? 2 * (cp * padded + kSkew) : d.channels * padded + kSkew),
         m_plane(d.out_channels * padded + kSkew) {}
   // Each element's plane of V and M starts 128 bytes past a multiple of 4 KiB from the last:
   // planes a multiple of 4 KiB apart put the (m+2)² loads or stores of one tile in the same
@@ -114,7 +130,8 @@ struct Shape {
   int m, n, th, tw;
   long tiles, padded;  // P and P rounded up to whole blocks of px vectors
   int ob;              // blocks of oc output channels
-  long v_plane, m_plane;  // floats from one element's plane of V (M) to the next
+  int cp;              // rows of V: input channels (int8q: pairs of them, 16 bits each)
+  long v_plane, m_plane;  // elements (floats; int8q's V: shorts) from one plane to the next
   int elements() const { return n * n; }
 };
 
@@ -132,12 +149,26 @@ const ConfigSchema<WinogradConfig>& WinogradConfig::Schema() {
 std::string WinogradConfig::ToString() const { return Schema().Print(*this); }
 
 bool WinogradApplies(const ConvDesc& d) {
-  return d.type == DataType::kFloat32 && d.groups == 1 && d.kernel_h == 3 && d.kernel_w == 3 &&
-         d.stride_h == 1 && d.stride_w == 1 && d.dilation_h == 1 && d.dilation_w == 1 &&
-         d.weight_bits == 8;
+  const bool window = d.groups == 1 && d.kernel_h == 3 && d.kernel_w == 3 && d.stride_h == 1 &&
+                      d.stride_w == 1 && d.dilation_h == 1 && d.dilation_w == 1 &&
+                      d.weight_bits == 8;
+  return window && (d.type == DataType::kFloat32 ||
+                    (d.type == DataType::kInt8Q && d.channels <= kWinogradInt8MaxChannels));
 }
 
-std::vector<WinogradConfig> WinogradCandidates(const WinogradConfig& first) {
+bool WinogradConfigFits(const ConvDesc& d, const WinogradConfig& c) {
+  return d.type != DataType::kInt8Q || (c.m == 2 && c.vx == 8);
+}
+
+std::vector<WinogradConfig> WinogradCandidates(const WinogradConfig& first, DataType type) {
+  if (type == DataType::kInt8Q) {  // m = 2, vectors of 8 tiles (the pair products' lanes)
+    std::vector<WinogradConfig> out{first};
+    for (auto [oc, px] : {std::array<int, 2>{6, 2}, {4, 2}, {4, 3}, {8, 1}, {6, 1}, {12, 1}}) {
+      const WinogradConfig c{2, oc, px, 8};
+      if (!(c == first)) out.push_back(c);
+    }
+    return out;
+  }
   // F(2×2) only: F(4×4)'s rounding is beyond the fp32 tolerance (conv_winograd.h), so it is
   // never chosen without being asked for by name.
   std::vector<WinogradConfig> out{first};
@@ -152,6 +183,178 @@ std::vector<WinogradConfig> WinogradCandidates(const WinogradConfig& first) {
   return out;
 }
 
+namespace {
+
+/// int8q's four kernels (WinogradSource's, in integers): U = 2G·(g − z_w)·2Gᵀ and V = Bᵀ·(d −
+/// z_x)·B as 16-bit values (|U| ≤ 9·255, |V| ≤ 4·255), two input channels per 32-bit word of U
+/// and per pair of V's shorts; the products in 16-bit pairs (KernelHelper::kPairProduct16) into
+/// int32 lanes of 8 tiles; Aᵀ·M·A shifted right by 2 is Σ(x − z_x)(w − z_w), requantized as the
+/// direct kernel's scalar epilogue does.
+std::string Int8Source(const KernelTarget& target, const ConvDesc& d, const WinogradConfig& c) {
+  const Transforms& f = TransformsOf(2);
+  const Shape s(d, c);
+  const int n = s.n, m = s.m, C = d.channels, O = d.out_channels, H = d.height, W = d.width;
+  const int oh = d.out_h(), ow = d.out_w(), CP = s.cp;
+  const long P = s.tiles, PP = s.padded, tt = long(s.th) * s.tw;
+  KernelWriter w(target, "conv_winograd");
+  w.AddType("Dtype", d.type);
+  w.UseRequant(d.type);
+  conv_internal::DeclareWeightStorage(w, d);
+  w.Define("Btype", TraitsOf(d.type).acc_alias());
+  w.UseHelper(KernelHelper::kPairProduct16);
+  w.AddVector("Vi", Scalar::kI32, c.vx);
+
+  // U[e][ob][cp][j]: channels 2cp and 2cp + 1 of output channel ob·oc + j, low half first.
+  std::string wt = "  $loop(i, " + Num(long(s.ob) * c.oc * CP) + ") {\n";
+  wt += "    const int o = i / " + Num(CP) + ", cp = i % " + Num(CP) + ";\n";
+  wt += "    const int ob = o / " + Num(c.oc) + ", j = o % " + Num(c.oc) + ";\n";
+  wt += "    const int oo = min(o, " + Num(O - 1) + "), zw = wz[oo];\n";
+  for (int h = 0; h < 2; ++h) {
+    const std::string hs = h ? "b" : "a";
+    wt += "    const int c" + hs + " = 2 * cp + " + Num(h) + ", live" + hs + " = o < " + Num(O) +
+          " && c" + hs + " < " + Num(C) + ";\n";
+    wt += "    const long g" + hs + " = ((long)oo * " + Num(C) + " + min(c" + hs + ", " +
+          Num(C - 1) + ")) * 9;\n";
+    for (int k = 0; k < 3; ++k)
+      for (int l = 0; l < 3; ++l)
+        wt += "    const int " + hs + Num(k) + "_" + Num(l) + " = live" + hs + " ? (int)WLOAD(w, g" +
+              hs + " + " + Num(3 * k + l) + ") - zw : 0;\n";
+    wt += Sandwich(DoubledG(), DoubledG(), hs, 3, "t" + hs, "r" + hs, "int");
+  }
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b) {
+      const std::string e = Num(a) + "_" + Num(b);
+      wt += "    u[((" + Num(long(a * n + b) * s.ob) + " + ob) * " + Num(CP) + " + cp) * " +
+            Num(c.oc) + " + j] = (int)(((mp_u32)ra" + e + " & 0xffffu) | ((mp_u32)rb" + e +
+            " << 16));\n";
+    }
+  wt += "  }\n";
+  w.Kernel("conv_wino_wt").In("Wstore", "w").In("int", "wz").Out("int", "u").Body(wt);
+
+  // V[e][cp][p][h] = (Bᵀ·(d − z_x)·B)[e] of input channel 2cp + h and tile p (0 past P).
+  std::string in = "  const int p = $global_id(0), c = $global_id(1);\n";
+  in += "  if (p >= " + Num(PP) + " || c >= " + Num(C) + ") return;\n";
+  in += "  const int live = p < " + Num(P) + ";\n";
+  in += "  const int q = live ? p : 0, img = q / " + Num(tt) + ", t = q % " + Num(tt) + ";\n";
+  in += "  const int ty = t / " + Num(s.tw) + " * " + Num(m) + " - " + Num(d.pad_h) +
+        ", tx = t % " + Num(s.tw) + " * " + Num(m) + " - " + Num(d.pad_w) + ";\n";
+  in += "  const $global Dtype* xc = x + ((long)img * " + Num(C) + " + c) * " +
+        Num(long(H) * W) + ";\n";
+  for (int i = 0; i < n; ++i) {
+    const std::string is = Num(i);
+    in += "  const int iy" + is + " = ty + " + is + ", ry" + is + " = live && iy" + is +
+          " >= 0 && iy" + is + " < " + Num(H) + ";\n";
+    in += "  const int cy" + is + " = min(max(iy" + is + ", 0), " + Num(H - 1) + ") * " + Num(W) +
+          ";\n";
+    in += "  const int ix" + is + " = tx + " + is + ", rx" + is + " = ix" + is + " >= 0 && ix" +
+          is + " < " + Num(W) + ";\n";
+    in += "  const int cx" + is + " = min(max(ix" + is + ", 0), " + Num(W - 1) + ");\n";
+  }
+  in += "  {\n";
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j)
+      in += "    const int d" + Num(i) + "_" + Num(j) + " = ry" + Num(i) + " && rx" + Num(j) +
+            " ? (int)xc[cy" + Num(i) + " + cx" + Num(j) + "] - x_zero : 0;\n";
+  in += Sandwich(f.bt, f.bt, "d", n, "t", "r", "int");
+  in += "    $global short* vc = v + ((long)(c >> 1) * " + Num(PP) + " + p) * 2 + (c & 1);\n";
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      in += "    vc[" + Num(long(a * n + b) * s.v_plane) + "L] = (short)r" + Num(a) + "_" +
+            Num(b) + ";\n";
+  in += "  }\n";
+  w.Kernel("conv_wino_in").In("Dtype", "x").Out("short", "v").Value("int", "x_zero").Body(in);
+
+  // M_e[o][p] = Σ_cp U_e[o][cp] · V_e[cp][p] in pairs: oc output channels × px vectors of 8
+  // tiles per work-item.
+  std::string g = "  const int blk = $global_id(0), ob = $global_id(1), e = $global_id(2);\n";
+  const long block = long(c.px) * c.vx;
+  g += "  if (blk >= " + Num(PP / block) + " || ob >= " + Num(s.ob) + " || e >= " +
+       Num(s.elements()) + ") return;\n";
+  g += "  const $global short* xn = v + (long)e * " + Num(s.v_plane) + " + blk * " +
+       Num(block * 2) + ";\n";
+  g += "  const $global int* wb = u + ((long)e * " + Num(s.ob) + " + ob) * " +
+       Num(long(CP) * c.oc) + ";\n";
+  auto acc = [](int o, int q) { return "a" + Num(o) + "_" + Num(q); };
+  for (int o = 0; o < c.oc; ++o)
+    for (int q = 0; q < c.px; ++q) g += "  Vi " + acc(o, q) + " = (Vi)(0);\n";
+  g += "  for (int c = 0; c < " + Num(CP) + "; ++c) {\n";
+  for (int q = 0; q < c.px; ++q)
+    g += "    const mp_short16 x" + Num(q) + " = MP_SHORT16_LOAD(xn + (long)c * " +
+         Num(PP * 2) + " + " + Num(q * c.vx * 2) + ");\n";
+  g += "    const $global int* wc = wb + c * " + Num(c.oc) + ";\n";
+  for (int o = 0; o < c.oc; ++o) {
+    g += "    const mp_short16 w" + Num(o) + " = MP_PAIR16_WORD(wc[" + Num(o) + "]);\n";
+    for (int q = 0; q < c.px; ++q)
+      g += "    " + acc(o, q) + " += MP_MADD16(x" + Num(q) + ", w" + Num(o) + ");\n";
+  }
+  g += "  }\n";
+  g += "  $global int* mo = prod + (long)e * " + Num(s.m_plane) + " + (long)ob * " +
+       Num(c.oc * PP) + " + blk * " + Num(block) + ";\n";
+  for (int o = 0; o < c.oc; ++o) {
+    std::string store;
+    for (int q = 0; q < c.px; ++q)
+      store += " Vi_STORE(" + acc(o, q) + ", mo + " + Num(long(o) * PP + q * c.vx) + ");";
+    g += O % c.oc ? "  if (ob * " + Num(c.oc) + " + " + Num(o) + " < " + Num(O) + ") {" + store +
+                        " }\n"
+                  : " " + store + "\n";
+  }
+  w.Kernel("conv_wino_gemm")
+      .In("int", "u")
+      .In("short", "v")
+      .Out("int", "prod")
+      .VectorWidth(Scalar::kI32, c.vx)
+      .Body(g);
+
+  // Y = (Aᵀ·M·A) / 4 per output channel and tile, then the direct kernel's scalar epilogue.
+  std::string out = "  const int p = $global_id(0), o = $global_id(1);\n";
+  out += "  if (p >= " + Num(P) + " || o >= " + Num(O) + ") return;\n";
+  out += "  const $global int* mp = prod + (long)o * " + Num(PP) + " + p;\n";
+  out += "  {\n";
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j)
+      out += "    const int s" + Num(i) + "_" + Num(j) + " = mp[" +
+             Num(long(i * n + j) * s.m_plane) + "L];\n";
+  out += Sandwich(f.at, f.at, "s", n, "t", "r", "int");
+  out += "    const int img = p / " + Num(tt) + ", t = p % " + Num(tt) + ";\n";
+  out += "    const int oy0 = t / " + Num(s.tw) + " * " + Num(m) + ", ox0 = t % " + Num(s.tw) +
+         " * " + Num(m) + ";\n";
+  out += "    const long base = ((long)img * " + Num(O) + " + o) * " + Num(long(oh) * ow) +
+         " + oy0 * " + Num(ow) + " + ox0;\n";
+  out += std::string("    const int bo = ") + (d.bias ? "bias[o]" : "0") +
+         ", rqm = rq[2 * o], rqs = rq[2 * o + 1];\n";
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < m; ++j) {
+      const std::string at = "base + " + Num(long(i) * ow + j), r = "r" + Num(i) + "_" + Num(j);
+      std::string cond;
+      if (oh % m) cond += "oy0 + " + Num(i) + " < " + Num(oh);
+      if (ow % m) cond += std::string(cond.empty() ? "" : " && ") + "ox0 + " + Num(j) + " < " +
+                          Num(ow);
+      out += "    " + (cond.empty() ? "" : "if (" + cond + ") ") + "{\n";
+      out += "      mp_i64 q = (mp_i64)c_zero + MP_REQUANT((" + r + " >> 2) + bo, rqm, rqs);\n";
+      if (d.residual)
+        out += "      q += MP_REQUANT((mp_i64)Dtype_LOAD(res, " + at +
+               ") - res_zero, res_m, res_s);\n";
+      out += std::string("      q = Dtype_SAT_FROM(q, ") +
+             (d.relu ? "(mp_i64)c_zero" : "(mp_i64)Dtype_QMIN") + ");\n";
+      out += "      Dtype_STORE(y, " + at + ", q);\n    }\n";
+    }
+  out += "  }\n";
+  w.Kernel("conv_wino_out")
+      .In("int", "prod")
+      .In("Btype", "bias")
+      .In("int", "rq")
+      .In("Dtype", "res")
+      .Out("Dtype", "y")
+      .Value("int", "c_zero")
+      .Value("int", "res_zero")
+      .Value("int", "res_m")
+      .Value("int", "res_s")
+      .Body(out);
+  return w.Source();
+}
+
+}  // namespace
+
 std::string WinogradSource(const KernelTarget& target, const ConvDesc& d,
                            const WinogradConfig& c) {
   std::string why;
@@ -159,8 +362,14 @@ std::string WinogradSource(const KernelTarget& target, const ConvDesc& d,
       c.oc * c.px > 24)
     throw Error("convolution " + d.ToString() + ": no Winograd kernel with configuration " +
                 c.ToString() + (why.empty() ? "" : " (" + why + ")") +
-                " (fp32, one group, 3×3 window, stride 1, dilation 1; m 2 or 4, oc in [1, 16], "
+                " (fp32 or int8q of at most " + Num(kWinogradInt8MaxChannels) + " input channels, one group, 3×3 window, stride 1, dilation 1; m 2 or 4, oc in [1, 16], "
                 "px in [1, 4], v 4, 8 or 16, oc·px ≤ 24)");
+  if (d.type == DataType::kInt8Q) {
+    if (!WinogradConfigFits(d, c))
+      throw Error("convolution " + d.ToString() + ": no Winograd kernel with configuration " +
+                  c.ToString() + " (int8q: m 2, v 8)");
+    return Int8Source(target, d, c);
+  }
   const Transforms& f = TransformsOf(c.m);
   const Shape s(d, c);
   const int n = s.n, m = s.m, C = d.channels, O = d.out_channels, H = d.height, W = d.width;
@@ -312,21 +521,27 @@ WinogradForward::WinogradForward(Device& device, const ConvDesc& desc,
   out_ = program->GetKernel("conv_wino_out");
 }
 
-Event WinogradForward::SetWeights(const BufferRef& weights, Queue* queue) {
+Event WinogradForward::SetWeights(const BufferRef& weights, Queue* queue,
+                                  const WinogradQuant& quant) {
   const Shape s(desc_, config_);
-  const size_t count = size_t(s.elements()) * s.ob * config_.oc * desc_.channels;
+  const size_t count = size_t(s.elements()) * s.ob * config_.oc * s.cp;
   if (!u_) u_ = device_.Allocate(count * 4);
-  wt_.ArgBuffer(weights.mem, weights.byte_offset, 4).ArgBuffer(u_.get(), 0, 4);
-  return wt_.Launch1D(size_t(s.ob) * config_.oc * desc_.channels, queue);
+  const size_t es = SizeOf(desc_.type);
+  wt_.ArgBuffer(weights.mem, weights.byte_offset, es);
+  if (desc_.type == DataType::kInt8Q) wt_.Arg(quant.w_zero);
+  wt_.ArgBuffer(u_.get(), 0, 4);
+  return wt_.Launch1D(size_t(s.ob) * config_.oc * s.cp, queue);
 }
 
 Event WinogradForward::Forward(const BufferRef& input, const BufferRef& bias,
                                const BufferRef& residual, const BufferRef& output,
-                               Queue* queue) {
+                               Queue* queue, const WinogradQuant& quant) {
   const ConvDesc& d = desc_;
   const Shape s(d, config_);
+  const bool q = d.type == DataType::kInt8Q;
   const size_t pp = size_t(s.padded), e = size_t(s.elements());
-  if (!v_) v_ = device_.Allocate(e * size_t(s.v_plane) * 4);
+  const size_t es = SizeOf(d.type), vs = q ? 2 : 4;  // V: shorts (int8q) or floats
+  if (!v_) v_ = device_.Allocate(e * size_t(s.v_plane) * vs);
   if (!m_) m_ = device_.Allocate(e * size_t(s.m_plane) * 4);
   const DeviceInfo& info = device_.info();
   // The pointwise kernel's spread: the same reason (a delayed core hands its groups over) and the
@@ -341,14 +556,16 @@ Event WinogradForward::Forward(const BufferRef& input, const BufferRef& bias,
     const std::array<size_t, 3> l = local(global);
     return k.Launch({global[0], global[1], global[2]}, {l[0], l[1], l[2]}, queue);
   };
-  in_.ArgBuffer(input.mem, input.byte_offset, 4).ArgBuffer(v_.get(), 0, 4);
+  in_.ArgBuffer(input.mem, input.byte_offset, es).ArgBuffer(v_.get(), 0, vs);
+  if (q) in_.Arg(quant.x_zero);
   launch(in_, {pp, size_t(d.channels), 1});
-  gemm_.ArgBuffer(u_.get(), 0, 4).ArgBuffer(v_.get(), 0, 4).ArgBuffer(m_.get(), 0, 4);
+  gemm_.ArgBuffer(u_.get(), 0, 4).ArgBuffer(v_.get(), 0, vs).ArgBuffer(m_.get(), 0, 4);
   launch(gemm_, {pp / size_t(config_.px * config_.vx), size_t(s.ob), e});
-  out_.ArgBuffer(m_.get(), 0, 4)
-      .ArgBuffer(bias.mem, bias.byte_offset, 4)
-      .ArgBuffer(residual.mem, residual.byte_offset, 4)
-      .ArgBuffer(output.mem, output.byte_offset, 4);
+  out_.ArgBuffer(m_.get(), 0, 4).ArgBuffer(bias.mem, bias.byte_offset, 4);
+  if (q) out_.Arg(quant.requant);
+  out_.ArgBuffer(residual.mem, residual.byte_offset, es).ArgBuffer(output.mem, output.byte_offset, es);
+  if (q)
+    for (int32_t v : {quant.c_zero, quant.res_zero, quant.res_m, quant.res_s}) out_.Arg(v);
   return launch(out_, {pp, size_t(d.out_channels), 1});
 }
 

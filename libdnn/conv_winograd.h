@@ -38,11 +38,30 @@ struct WinogradConfig {
   bool operator==(const WinogradConfig& o) const { return Schema().Equal(*this, o); }
 };
 
-/// Whether the family computes `desc` at all: fp32, one group, a 3×3 window, stride 1,
-/// dilation 1 (any padding, bias, residual and ReLU).
+/// int8q's bound on input channels: the output transform's sums are 4 times the convolution's,
+/// 4 · 9 · C · 255 · 255 of them within int32 (the products themselves wrap harmlessly: every
+/// transform is an integer combination, so the result is right modulo 2^32 and fits).
+constexpr int kWinogradInt8MaxChannels = 900;
+
+/// Whether the family computes `desc` at all: fp32, or int8q with at most
+/// kWinogradInt8MaxChannels input channels; one group, a 3×3 window, stride 1, dilation 1 (any
+/// padding, bias, residual and ReLU). int8q runs F(2×2) in integers (2G for G, the products
+/// 16-bit pairs, the sums shifted right by 2 at the end): the same integers as the direct
+/// kernel.
 bool WinogradApplies(const ConvDesc& desc);
-/// The tuner's candidates for `desc` (`first`, the default, first).
-std::vector<WinogradConfig> WinogradCandidates(const WinogradConfig& first);
+/// Whether `config` can run `desc` (where WinogradApplies): any for fp32; int8q m 2 and v 8.
+bool WinogradConfigFits(const ConvDesc& desc, const WinogradConfig& config);
+/// The tuner's candidates for a description of `type` (`first`, the default, first): int8q's
+/// are m 2, v 8.
+std::vector<WinogradConfig> WinogradCandidates(const WinogradConfig& first,
+                                               DataType type = DataType::kFloat32);
+
+/// int8q's quantization arguments of the transform and output kernels (Convolution's own).
+struct WinogradQuant {
+  vptr<int32_t> w_zero;   // per output channel
+  vptr<int32_t> requant;  // (multiplier, shift) per output channel
+  int32_t x_zero = 0, c_zero = 0, res_zero = 0, res_m = 0, res_s = 0;
+};
 
 /// The program of the four kernels; throws mpcaffe::Error naming the description when the
 /// family does not apply or the configuration is outside its schema.
@@ -54,12 +73,14 @@ class WinogradForward {
  public:
   WinogradForward(Device& device, const ConvDesc& desc, const WinogradConfig& config);
   const WinogradConfig& config() const { return config_; }
-  /// Transforms the OIHW fp32 `weights` (checked by the caller) into U.
-  Event SetWeights(const BufferRef& weights, Queue* queue);
-  /// output = conv(input) (+ bias) (+ residual) (ReLU); the buffers are checked by the caller,
-  /// `bias` and `residual` any valid buffer when the description has none.
+  /// Transforms the OIHW `weights` (checked by the caller) into U; int8q reads `quant`'s
+  /// weight zero points.
+  Event SetWeights(const BufferRef& weights, Queue* queue, const WinogradQuant& quant = {});
+  /// output = conv(input) (+ bias) (+ residual) (ReLU), int8q requantized with `quant`; the
+  /// buffers are checked by the caller, `bias` and `residual` any valid buffer when the
+  /// description has none.
   Event Forward(const BufferRef& input, const BufferRef& bias, const BufferRef& residual,
-                const BufferRef& output, Queue* queue);
+                const BufferRef& output, Queue* queue, const WinogradQuant& quant = {});
   /// Frees the transformed input and products (allocated again by the next Forward).
   void ReleaseScratch();
 

@@ -363,15 +363,18 @@ std::vector<KernelFamilyEntry> Build() {
          return s;
        }});
   // Winograd ("conv_wino"): F(2x2) with bias, residual and ReLU on an odd padded problem and
-  // F(4x4) without them, two vectors of tiles (every branch of the text).
+  // F(4x4) without them, two vectors of tiles, and int8q's F(2x2) (every branch of the text).
   f.push_back({"conv_winograd", {{"conv_wino", &kWinogradSchema, WinogradRows}},
                [](const KernelTarget& k) {
                  ConvDesc d = WinogradSampleDescs()[0];
                  ConvDesc e = d;
                  e.bias = e.relu = e.residual = true;
                  e.pad_h = 0, e.pad_w = 2;
+                 ConvDesc q = e;  // int8q: integer transforms, 16-bit pair products
+                 q.type = DataType::kInt8Q;
                  return Samples{{"conv_wino_gemm", WinogradSource(k, e, {2, 8, 1, 16})},
-                                {"conv_wino_gemm", WinogradSource(k, d, {4, 4, 2, 8})}};
+                                {"conv_wino_gemm", WinogradSource(k, d, {4, 4, 2, 8})},
+                                {"conv_wino_gemm", WinogradSource(k, q, {2, 6, 2, 8})}};
                }});
   // im2col + GEMM ("conv_gemm"): the im2col kernel of every type (the GEMM is gemm's).
   f.push_back({"im2col", {{"conv_gemm", nullptr, ConvGemmRows}}, [](const KernelTarget& k) {

@@ -191,11 +191,14 @@ Chosen<WinogradChoice> ChooseWinograd(const Device& device, const ConvDesc& desc
   auto parse = [](const std::string& text, const std::string& where) {
     return ParseFamilyConfig(WinogradConfig::Schema(), "conv_wino", text, where);
   };
-  if (auto forced = Forced<WinogradConfig>("conv_wino", parse))
+  // A forced configuration applies where it fits the description (int8q: m 2, v 8).
+  if (auto forced = Forced<WinogradConfig>("conv_wino", parse);
+      forced && WinogradConfigFits(desc, *forced))
     return {forced, ConfigSource::kOverride};
   if (auto rec = Lookup(device, "conv_wino", desc.ToString())) {
     if (*rec == "off") return {std::nullopt, ConfigSource::kTuned};
-    if (auto c = WinogradConfig::Schema().Parse(*rec)) return {c, ConfigSource::kTuned};
+    if (auto c = WinogradConfig::Schema().Parse(*rec); c && WinogradConfigFits(desc, *c))
+      return {c, ConfigSource::kTuned};
   }
   return {DefaultRowFor(WinogradDefaults(), "conv_wino", TargetProfile::Of(device.info()), desc)
               .config,
@@ -468,14 +471,16 @@ WinogradTuneResult Tuner::TuneWinograd(const ConvDesc& desc, double give_up) {
   desc.Validate();
   if (!WinogradApplies(desc))
     throw Error("tune: convolution " + desc.ToString() +
-                " has no Winograd kernel (fp32, one group, 3×3 window, stride 1, dilation 1)");
+                " has no Winograd kernel (fp32 or int8q, one group, 3×3 window, stride 1, dilation 1)");
   const ConvOperands ops(device_, desc);
   // The default first (the direct kernel where the defaults say off), then the other.
   const WinogradChoice first =
       DefaultRowFor(WinogradDefaults(), "conv_wino", TargetProfile::Of(device_.info()), desc)
           .config;
   std::vector<WinogradChoice> candidates{first};
-  for (const WinogradConfig& c : WinogradCandidates(first.value_or(WinogradConfig{})))
+  const WinogradConfig fallback =
+      desc.type == DataType::kInt8Q ? WinogradConfig{2, 6, 2, 8} : WinogradConfig{};
+  for (const WinogradConfig& c : WinogradCandidates(first.value_or(fallback), desc.type))
     if (!(first && c == *first)) candidates.push_back(c);
   if (first) candidates.insert(candidates.begin() + 1, std::nullopt);
   WinogradTuneResult result = TimeCandidates(

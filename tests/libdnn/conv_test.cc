@@ -21,6 +21,7 @@
 #include "device/device.h"
 #include "tests/testing/random_storage.h"
 #include "tests/testing/sweep.h"
+#include "libdnn/conv_winograd.h"
 #include "libdnn/tuner.h"
 #include "quant/fixed_point.h"
 #include "device/settings.h"
@@ -593,6 +594,76 @@ TEST(ConvForward, Int8ChannelPairsMatchTheReference) {
     ExpectExact(d, quant, x, w, bias, {DefaultConvConfig(DefaultDevice().info()), {1, 2, 4, 8}},
                 want);
   }
+}
+
+/// int8q Winograd F(2×2) (libdnn/conv_winograd.h) on the given operands against the reference,
+/// bit-exact; returns the outputs inside (0, 255) (so a test knows it is not all saturation).
+size_t ExpectWinogradExact(const ConvDesc& d, const ConvQuant& quant, const Bytes& x,
+                           const Bytes& w, const Bytes& bias, const Bytes& res,
+                           const WinogradConfig& config) {
+  Bytes want(d.output_count());
+  ConvForwardReference(d, quant, x.data(), w.data(), d.bias ? bias.data() : nullptr, want.data(),
+                       res.data());
+  Device& dev = DefaultDevice();
+  Convolution conv = Convolution::Winograd(dev, d, config, quant);
+  EXPECT_TRUE(conv.forward_winograd());
+  auto xm = Upload(dev, x), wm = Upload(dev, w), bm = Upload(dev, bias), rm = Upload(dev, res);
+  auto ym = dev.Allocate(want.size());
+  conv.SetWeights(BufferRef(wm.get(), 0));
+  conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0), nullptr,
+               BufferRef(rm.get(), 0));
+  const Bytes got = Download(dev, ym, want.size());
+  size_t bad = 0, inside = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    inside += want[i] > 0 && want[i] < 255;
+    if (got[i] != want[i] && bad++ < 5)
+      ADD_FAILURE() << d.ToString() << " " << config.ToString() << ": output " << i << " got "
+                    << int(got[i]) << " want " << int(want[i]);
+  }
+  EXPECT_EQ(bad, 0u) << d.ToString();
+  return inside;
+}
+
+TEST(ConvForward, Int8WinogradMatchesTheReferenceExactly) {
+  // F(2×2) in integers (2G, 16-bit pair products, the sums shifted right by 2): two images, an
+  // odd channel count (the last pair half empty), uneven padding (partial tiles both ways),
+  // output channels past the tile, per-layer and per-channel weights, signed weights, with and
+  // without the fused bias, residual and ReLU; two tiles.
+  std::mt19937 rng(2027);
+  ConvDesc d;
+  d.type = DataType::kInt8Q;
+  d.batch = 2, d.channels = 5, d.height = 9, d.width = 11, d.out_channels = 13;
+  d.kernel_h = d.kernel_w = 3, d.pad_h = 1, d.pad_w = 2;
+  for (int variant = 0; variant < 3; ++variant) {
+    ConvDesc v = d;
+    v.bias = v.relu = v.residual = variant != 1;
+    v.weights_signed = variant == 2;
+    const ConvQuant quant = TestQuant(v, variant != 0, rng);
+    const Bytes x = RandomQ(v.type, v.input_count(), false, rng);
+    const Bytes w = RandomQ(v.type, v.weight_count(), v.weights_signed, rng);
+    const Bytes bias = RandomBias(v, rng), res = RandomQ(v.type, v.output_count(), false, rng);
+    EXPECT_GT(ExpectWinogradExact(v, quant, x, w, bias, res,
+                                  variant == 1 ? WinogradConfig{2, 8, 1, 8}
+                                               : WinogradConfig{2, 6, 2, 8}),
+              v.output_count() / 4);
+  }
+  // The channel bound at its worst: every product (255 − 0)·(0 − 255) over 900 channels, so the
+  // output transform's sums reach 4·9·900·255² (just under 2^31).
+  ConvDesc big = d;
+  big.batch = 1, big.channels = kWinogradInt8MaxChannels, big.height = big.width = 4;
+  big.out_channels = 2, big.pad_h = big.pad_w = 1;
+  ASSERT_TRUE(WinogradApplies(big));
+  big.channels += 1;
+  EXPECT_FALSE(WinogradApplies(big));
+  big.channels -= 1;
+  ConvQuant q;
+  q.x_zero = 0, q.c_zero = 128;
+  q.w_zero = {255};
+  q.multiplier = {quant::QuantizeMultiplier(1.0 / (9.0 * 900 * 255 * 255 / 100))};
+  const Bytes x(big.input_count(), 255), w(big.weight_count(), 0);
+  EXPECT_GT(ExpectWinogradExact(big, q, x, w, Bytes(8, 0), Bytes(big.output_count(), 0),
+                                {2, 6, 2, 8}),
+            0u);
 }
 
 TEST(ConvForward, Int8FourChannelDotProductsMatchTheReference) {

@@ -108,7 +108,8 @@ TEST(ConvWinograd, F4MatchesTheReferenceWithinItsLargerRounding) {
 }
 
 // MPCAFFE_KERNEL_CONFIG names the family and its configuration; "off" gives the direct kernel;
-// descriptions outside the family (stride 2, groups, 1×1 windows, int8) never take it.
+// descriptions outside the family (stride 2, groups, int8 past its channel bound) never take
+// it, nor int8 from a configuration that does not fit it (v16: int8's tiles are vectors of 8).
 TEST(ConvWinograd, ChosenThroughTheOverrideOnlyWhereItApplies) {
   Device& dev = DefaultDevice();
   ConvDesc d = Desc(2, 5, 9, 11, 13, 1, 2);
@@ -121,12 +122,17 @@ TEST(ConvWinograd, ChosenThroughTheOverrideOnlyWhereItApplies) {
     strided.stride_h = strided.stride_w = 2;
     ConvDesc grouped = Desc(1, 4, 8, 8, 4, 1, 1);
     grouped.groups = 2;
-    ConvDesc q = d;
-    q.type = DataType::kInt8Q;
-    for (const ConvDesc& other : {strided, grouped, q}) {
+    ConvDesc q = d, wide = d;
+    q.type = wide.type = DataType::kInt8Q;
+    wide.channels = kWinogradInt8MaxChannels + 1;
+    for (const ConvDesc& other : {strided, grouped, wide}) {
       EXPECT_FALSE(WinogradApplies(other)) << other.ToString();
       EXPECT_STRNE(Convolution::ForwardPathOf(dev, other), "winograd") << other.ToString();
     }
+    EXPECT_TRUE(WinogradApplies(q));
+    EXPECT_FALSE(WinogradConfigFits(q, *ChooseWinograd(dev, d).config));
+    env->kernel_config = "conv_wino:m2 oc6 px2 v8";
+    EXPECT_STREQ(Convolution::ForwardPathOf(dev, q), "winograd");
   }
   {
     ScopedSettings env;
