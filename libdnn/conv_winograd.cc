@@ -187,7 +187,7 @@ namespace {
 
 /// int8q's four kernels (WinogradSource's, in integers): U = 2G·(g − z_w)·2Gᵀ and V = Bᵀ·(d −
 /// z_x)·B as 16-bit values (|U| ≤ 9·255, |V| ≤ 4·255), two input channels per 32-bit word of U
-/// and per pair of V's shorts; the products in 16-bit pairs (KernelHelper::kPairProduct16) into
+/// and of V; the products in 16-bit pairs (KernelHelper::kPairProduct16) into
 /// int32 lanes of 8 tiles; Aᵀ·M·A shifted right by 2 is Σ(x − z_x)(w − z_w), requantized as the
 /// direct kernel's scalar epilogue does.
 std::string Int8Source(const KernelTarget& target, const ConvDesc& d, const WinogradConfig& c) {
@@ -231,15 +231,15 @@ std::string Int8Source(const KernelTarget& target, const ConvDesc& d, const Wino
   wt += "  }\n";
   w.Kernel("conv_wino_wt").In("Wstore", "w").In("int", "wz").Out("int", "u").Body(wt);
 
-  // V[e][cp][p][h] = (Bᵀ·(d − z_x)·B)[e] of input channel 2cp + h and tile p (0 past P).
-  std::string in = "  const int p = $global_id(0), c = $global_id(1);\n";
-  in += "  if (p >= " + Num(PP) + " || c >= " + Num(C) + ") return;\n";
+  // V[e][cp][p] = (Bᵀ·(d − z_x)·B)[e] of input channels 2cp (low half) and 2cp + 1 (high
+  // half; 0 past C) and tile p (0 past P): one word per work-item and element, neighbouring
+  // tiles in neighbouring words.
+  std::string in = "  const int p = $global_id(0), cp = $global_id(1);\n";
+  in += "  if (p >= " + Num(PP) + " || cp >= " + Num(CP) + ") return;\n";
   in += "  const int live = p < " + Num(P) + ";\n";
   in += "  const int q = live ? p : 0, img = q / " + Num(tt) + ", t = q % " + Num(tt) + ";\n";
   in += "  const int ty = t / " + Num(s.tw) + " * " + Num(m) + " - " + Num(d.pad_h) +
         ", tx = t % " + Num(s.tw) + " * " + Num(m) + " - " + Num(d.pad_w) + ";\n";
-  in += "  const $global Dtype* xc = x + ((long)img * " + Num(C) + " + c) * " +
-        Num(long(H) * W) + ";\n";
   for (int i = 0; i < n; ++i) {
     const std::string is = Num(i);
     in += "  const int iy" + is + " = ty + " + is + ", ry" + is + " = live && iy" + is +
@@ -250,19 +250,27 @@ std::string Int8Source(const KernelTarget& target, const ConvDesc& d, const Wino
           is + " < " + Num(W) + ";\n";
     in += "  const int cx" + is + " = min(max(ix" + is + ", 0), " + Num(W - 1) + ");\n";
   }
-  in += "  {\n";
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j)
-      in += "    const int d" + Num(i) + "_" + Num(j) + " = ry" + Num(i) + " && rx" + Num(j) +
-            " ? (int)xc[cy" + Num(i) + " + cx" + Num(j) + "] - x_zero : 0;\n";
-  in += Sandwich(f.bt, f.bt, "d", n, "t", "r", "int");
-  in += "    $global short* vc = v + ((long)(c >> 1) * " + Num(PP) + " + p) * 2 + (c & 1);\n";
+  for (int h = 0; h < 2; ++h) {
+    const std::string hs = h ? "b" : "a";
+    in += "  const int c" + hs + " = 2 * cp + " + Num(h) + ", live" + hs + " = c" + hs + " < " +
+          Num(C) + ";\n";
+    in += "  const $global Dtype* x" + hs + " = x + ((long)img * " + Num(C) + " + min(c" + hs +
+          ", " + Num(C - 1) + ")) * " + Num(long(H) * W) + ";\n";
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        in += "  const int " + hs + Num(i) + "_" + Num(j) + " = live" + hs + " && ry" + Num(i) +
+              " && rx" + Num(j) + " ? (int)x" + hs + "[cy" + Num(i) + " + cx" + Num(j) +
+              "] - x_zero : 0;\n";
+    in += Sandwich(f.bt, f.bt, hs, n, "t" + hs, "r" + hs, "int");
+  }
+  in += "  $global int* vc = v + (long)cp * " + Num(PP) + " + p;\n";
   for (int a = 0; a < n; ++a)
-    for (int b = 0; b < n; ++b)
-      in += "    vc[" + Num(long(a * n + b) * s.v_plane) + "L] = (short)r" + Num(a) + "_" +
-            Num(b) + ";\n";
-  in += "  }\n";
-  w.Kernel("conv_wino_in").In("Dtype", "x").Out("short", "v").Value("int", "x_zero").Body(in);
+    for (int b = 0; b < n; ++b) {
+      const std::string e = Num(a) + "_" + Num(b);
+      in += "  vc[" + Num(long(a * n + b) * (s.v_plane / 2)) + "L] = (int)(((mp_u32)ra" + e +
+            " & 0xffffu) | ((mp_u32)rb" + e + " << 16));\n";
+    }
+  w.Kernel("conv_wino_in").In("Dtype", "x").Out("int", "v").Value("int", "x_zero").Body(in);
 
   // M_e[o][p] = Σ_cp U_e[o][cp] · V_e[cp][p] in pairs: oc output channels × px vectors of 8
   // tiles per work-item.
@@ -556,9 +564,9 @@ Event WinogradForward::Forward(const BufferRef& input, const BufferRef& bias,
     const std::array<size_t, 3> l = local(global);
     return k.Launch({global[0], global[1], global[2]}, {l[0], l[1], l[2]}, queue);
   };
-  in_.ArgBuffer(input.mem, input.byte_offset, es).ArgBuffer(v_.get(), 0, vs);
+  in_.ArgBuffer(input.mem, input.byte_offset, es).ArgBuffer(v_.get(), 0, 4);
   if (q) in_.Arg(quant.x_zero);
-  launch(in_, {pp, size_t(d.channels), 1});
+  launch(in_, {pp, size_t(s.cp), 1});  // int8q: a pair of channels per work-item
   gemm_.ArgBuffer(u_.get(), 0, 4).ArgBuffer(v_.get(), 0, vs).ArgBuffer(m_.get(), 0, 4);
   launch(gemm_, {pp / size_t(config_.px * config_.vx), size_t(s.ob), e});
   out_.ArgBuffer(m_.get(), 0, 4).ArgBuffer(bias.mem, bias.byte_offset, 4);
