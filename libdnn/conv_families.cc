@@ -250,16 +250,6 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "mpcaffe time --synthetic --explain on ResNet-50 and MobileNet v1 int8, PoCL, 3 alternating "
        "rounds, loaded, 2026-11-29: the 1x1 layers' sum 36.6 -> 20.4 ms and 10.2 -> 5.2 ms "
        "against the pair tile oc8 px1 v16; oc16 level with oc8 (20.7, 4.6)"},
-      {"int8q row form (first layers), half-register tiles: 4 output channels x one vector of 16 "
-       "pixels",
-       [](const TargetProfile& p, const ConvDesc& d) {
-         return p.cpu_vectors && p.half_register_tiles && d.type == DataType::kInt8Q && RowForm(d);
-       },
-       {4, 1, 16},
-       "MPCAFFE_ISA=avx2 mpcaffe tune --model <ResNet-50, MobileNet v1> --dtypes int8 --batch 1 "
-       "--device 1 (PoCL compiling for haswell), quiet, 2026-11-30: ResNet-50's conv1 (7x7 s2) "
-       "2.27 ms against 2.44 for oc8 px1 v16; in mpcaffe time --explain (20 passes) 2.34 against "
-       "2.48, MobileNet v1's conv1 (3x3 s2) level (0.364, 0.361)"},
       {"int8q plane form, planes of at least 16 pixels, a CPU runtime without half-register "
        "tiles, input channels zipped in private memory",
        [](const TargetProfile& p, const ConvDesc& d) {
