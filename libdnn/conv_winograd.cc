@@ -135,6 +135,80 @@ struct Shape {
   int elements() const { return n * n; }
 };
 
+
+/// The input transform's prologue after its bounds check: tile p's image and corner (`q`, `img`,
+/// `t`, `ty`, `tx`; tiles past P read nothing: `live`), and per row / column i of its window the
+/// clamped offsets `cy`i, `cx`i and whether they lie inside the plane (`ry`i, `rx`i).
+std::string TileWindow(const ConvDesc& d, const Shape& s) {
+  const long tt = long(s.th) * s.tw;
+  const int H = d.height, W = d.width;
+  std::string in = "  const int live = p < " + Num(s.tiles) + ";\n";
+  in += "  const int q = live ? p : 0, img = q / " + Num(tt) + ", t = q % " + Num(tt) + ";\n";
+  in += "  const int ty = t / " + Num(s.tw) + " * " + Num(s.m) + " - " + Num(d.pad_h) +
+        ", tx = t % " + Num(s.tw) + " * " + Num(s.m) + " - " + Num(d.pad_w) + ";\n";
+  for (int i = 0; i < s.n; ++i) {
+    const std::string is = Num(i);
+    in += "  const int iy" + is + " = ty + " + is + ", ry" + is + " = live && iy" + is +
+          " >= 0 && iy" + is + " < " + Num(H) + ";\n";
+    in += "  const int cy" + is + " = min(max(iy" + is + ", 0), " + Num(H - 1) + ") * " + Num(W) +
+          ";\n";
+    in += "  const int ix" + is + " = tx + " + is + ", rx" + is + " = ix" + is + " >= 0 && ix" +
+          is + " < " + Num(W) + ";\n";
+    in += "  const int cx" + is + " = min(max(ix" + is + ", 0), " + Num(W - 1) + ");\n";
+  }
+  return in;
+}
+
+/// The products kernel's stores: accumulator `acc`(o, q) (vectors of `vec`) of output channel
+/// ob·oc + o to M (`mo`), channels past the last skipped.
+template <typename Acc>
+std::string ProductStores(const ConvDesc& d, const WinogradConfig& c, const Shape& s,
+                          const std::string& vec, Acc acc) {
+  const int O = d.out_channels;
+  std::string g;
+  for (int o = 0; o < c.oc; ++o) {
+    std::string store;
+    for (int q = 0; q < c.px; ++q)
+      store += " " + vec + "_STORE(" + acc(o, q) + ", mo + " +
+               Num(long(o) * s.padded + q * c.vx) + ");";
+    g += O % c.oc ? "  if (ob * " + Num(c.oc) + " + " + Num(o) + " < " + Num(O) + ") {" + store +
+                        " }\n"
+                  : " " + store + "\n";
+  }
+  return g;
+}
+
+/// The output kernel's body up to the epilogue: M's (m+2)² values of tile p and output channel
+/// o (of `type`), Aᵀ·M·A as `r`i_j, and the tile's first output `base`.
+std::string OutputTile(const ConvDesc& d, const Shape& s, const std::string& type) {
+  const long tt = long(s.th) * s.tw;
+  const Transforms& f = TransformsOf(s.m);
+  std::string out = "  const int p = $global_id(0), o = $global_id(1);\n";
+  out += "  if (p >= " + Num(s.tiles) + " || o >= " + Num(d.out_channels) + ") return;\n";
+  out += "  const $global " + type + "* mp = prod + (long)o * " + Num(s.padded) + " + p;\n";
+  out += "  {\n";
+  for (int i = 0; i < s.n; ++i)
+    for (int j = 0; j < s.n; ++j)
+      out += "    const " + type + " s" + Num(i) + "_" + Num(j) + " = mp[" +
+             Num(long(i * s.n + j) * s.m_plane) + "L];\n";
+  out += Sandwich(f.at, f.at, "s", s.n, "t", "r", type);
+  out += "    const int img = p / " + Num(tt) + ", t = p % " + Num(tt) + ";\n";
+  out += "    const int oy0 = t / " + Num(s.tw) + " * " + Num(s.m) + ", ox0 = t % " + Num(s.tw) +
+         " * " + Num(s.m) + ";\n";
+  out += "    const long base = ((long)img * " + Num(d.out_channels) + " + o) * " +
+         Num(long(d.out_h()) * d.out_w()) + " + oy0 * " + Num(d.out_w()) + " + ox0;\n";
+  return out;
+}
+
+/// The condition of output (i, j) of a tile lying inside the output ("" where every tile's
+/// does).
+std::string OutputInside(const ConvDesc& d, int m, int i, int j) {
+  std::string cond;
+  if (d.out_h() % m) cond += "oy0 + " + Num(i) + " < " + Num(d.out_h());
+  if (d.out_w() % m)
+    cond += std::string(cond.empty() ? "" : " && ") + "ox0 + " + Num(j) + " < " + Num(d.out_w());
+  return cond;
+}
 }  // namespace
 
 const ConfigSchema<WinogradConfig>& WinogradConfig::Schema() {
@@ -194,8 +268,8 @@ std::string Int8Source(const KernelTarget& target, const ConvDesc& d, const Wino
   const Transforms& f = TransformsOf(2);
   const Shape s(d, c);
   const int n = s.n, m = s.m, C = d.channels, O = d.out_channels, H = d.height, W = d.width;
-  const int oh = d.out_h(), ow = d.out_w(), CP = s.cp;
-  const long P = s.tiles, PP = s.padded, tt = long(s.th) * s.tw;
+  const int ow = d.out_w(), CP = s.cp;
+  const long PP = s.padded;
   KernelWriter w(target, "conv_winograd");
   w.AddType("Dtype", d.type);
   w.UseRequant(d.type);
@@ -236,20 +310,7 @@ std::string Int8Source(const KernelTarget& target, const ConvDesc& d, const Wino
   // tiles in neighbouring words.
   std::string in = "  const int p = $global_id(0), cp = $global_id(1);\n";
   in += "  if (p >= " + Num(PP) + " || cp >= " + Num(CP) + ") return;\n";
-  in += "  const int live = p < " + Num(P) + ";\n";
-  in += "  const int q = live ? p : 0, img = q / " + Num(tt) + ", t = q % " + Num(tt) + ";\n";
-  in += "  const int ty = t / " + Num(s.tw) + " * " + Num(m) + " - " + Num(d.pad_h) +
-        ", tx = t % " + Num(s.tw) + " * " + Num(m) + " - " + Num(d.pad_w) + ";\n";
-  for (int i = 0; i < n; ++i) {
-    const std::string is = Num(i);
-    in += "  const int iy" + is + " = ty + " + is + ", ry" + is + " = live && iy" + is +
-          " >= 0 && iy" + is + " < " + Num(H) + ";\n";
-    in += "  const int cy" + is + " = min(max(iy" + is + ", 0), " + Num(H - 1) + ") * " + Num(W) +
-          ";\n";
-    in += "  const int ix" + is + " = tx + " + is + ", rx" + is + " = ix" + is + " >= 0 && ix" +
-          is + " < " + Num(W) + ";\n";
-    in += "  const int cx" + is + " = min(max(ix" + is + ", 0), " + Num(W - 1) + ");\n";
-  }
+  in += TileWindow(d, s);
   for (int h = 0; h < 2; ++h) {
     const std::string hs = h ? "b" : "a";
     in += "  const int c" + hs + " = 2 * cp + " + Num(h) + ", live" + hs + " = c" + hs + " < " +
@@ -298,14 +359,7 @@ std::string Int8Source(const KernelTarget& target, const ConvDesc& d, const Wino
   g += "  }\n";
   g += "  $global int* mo = prod + (long)e * " + Num(s.m_plane) + " + (long)ob * " +
        Num(c.oc * PP) + " + blk * " + Num(block) + ";\n";
-  for (int o = 0; o < c.oc; ++o) {
-    std::string store;
-    for (int q = 0; q < c.px; ++q)
-      store += " Vi_STORE(" + acc(o, q) + ", mo + " + Num(long(o) * PP + q * c.vx) + ");";
-    g += O % c.oc ? "  if (ob * " + Num(c.oc) + " + " + Num(o) + " < " + Num(O) + ") {" + store +
-                        " }\n"
-                  : " " + store + "\n";
-  }
+  g += ProductStores(d, c, s, "Vi", acc);
   w.Kernel("conv_wino_gemm")
       .In("int", "u")
       .In("short", "v")
@@ -314,29 +368,13 @@ std::string Int8Source(const KernelTarget& target, const ConvDesc& d, const Wino
       .Body(g);
 
   // Y = (Aᵀ·M·A) / 4 per output channel and tile, then the direct kernel's scalar epilogue.
-  std::string out = "  const int p = $global_id(0), o = $global_id(1);\n";
-  out += "  if (p >= " + Num(P) + " || o >= " + Num(O) + ") return;\n";
-  out += "  const $global int* mp = prod + (long)o * " + Num(PP) + " + p;\n";
-  out += "  {\n";
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j)
-      out += "    const int s" + Num(i) + "_" + Num(j) + " = mp[" +
-             Num(long(i * n + j) * s.m_plane) + "L];\n";
-  out += Sandwich(f.at, f.at, "s", n, "t", "r", "int");
-  out += "    const int img = p / " + Num(tt) + ", t = p % " + Num(tt) + ";\n";
-  out += "    const int oy0 = t / " + Num(s.tw) + " * " + Num(m) + ", ox0 = t % " + Num(s.tw) +
-         " * " + Num(m) + ";\n";
-  out += "    const long base = ((long)img * " + Num(O) + " + o) * " + Num(long(oh) * ow) +
-         " + oy0 * " + Num(ow) + " + ox0;\n";
+  std::string out = OutputTile(d, s, "int");
   out += std::string("    const int bo = ") + (d.bias ? "bias[o]" : "0") +
          ", rqm = rq[2 * o], rqs = rq[2 * o + 1];\n";
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < m; ++j) {
       const std::string at = "base + " + Num(long(i) * ow + j), r = "r" + Num(i) + "_" + Num(j);
-      std::string cond;
-      if (oh % m) cond += "oy0 + " + Num(i) + " < " + Num(oh);
-      if (ow % m) cond += std::string(cond.empty() ? "" : " && ") + "ox0 + " + Num(j) + " < " +
-                          Num(ow);
+      const std::string cond = OutputInside(d, m, i, j);
       out += "    " + (cond.empty() ? "" : "if (" + cond + ") ") + "{\n";
       out += "      mp_i64 q = (mp_i64)c_zero + MP_REQUANT((" + r + " >> 2) + bo, rqm, rqs);\n";
       if (d.residual)
@@ -381,8 +419,8 @@ std::string WinogradSource(const KernelTarget& target, const ConvDesc& d,
   const Transforms& f = TransformsOf(c.m);
   const Shape s(d, c);
   const int n = s.n, m = s.m, C = d.channels, O = d.out_channels, H = d.height, W = d.width;
-  const int oh = d.out_h(), ow = d.out_w();
-  const long P = s.tiles, PP = s.padded, tt = long(s.th) * s.tw;
+  const int ow = d.out_w();
+  const long PP = s.padded;
   KernelWriter w(target, "conv_winograd");
   w.AddVector("Vf", Scalar::kF32, c.vx);
 
@@ -407,23 +445,10 @@ std::string WinogradSource(const KernelTarget& target, const ConvDesc& d,
   // V[e][c][p] = (Bᵀ·d·B)[e] of input channel c and tile p (zero tiles past P).
   std::string in = "  const int p = $global_id(0), c = $global_id(1);\n";
   in += "  if (p >= " + Num(PP) + " || c >= " + Num(C) + ") return;\n";
-  in += "  const int live = p < " + Num(P) + ";\n";
-  in += "  const int q = live ? p : 0, img = q / " + Num(tt) + ", t = q % " + Num(tt) + ";\n";
-  in += "  const int ty = t / " + Num(s.tw) + " * " + Num(m) + " - " + Num(d.pad_h) +
-        ", tx = t % " + Num(s.tw) + " * " + Num(m) + " - " + Num(d.pad_w) + ";\n";
+  in += TileWindow(d, s);
   in += "  const $global float* xc = x + ((long)img * " + Num(C) + " + c) * " +
         Num(long(H) * W) + ";\n";
   // Reads clamped into the plane and masked: straight-line text the compilers turn into selects.
-  for (int i = 0; i < n; ++i) {
-    const std::string is = Num(i);
-    in += "  const int iy" + is + " = ty + " + is + ", ry" + is + " = live && iy" + is +
-          " >= 0 && iy" + is + " < " + Num(H) + ";\n";
-    in += "  const int cy" + is + " = min(max(iy" + is + ", 0), " + Num(H - 1) + ") * " + Num(W) +
-          ";\n";
-    in += "  const int ix" + is + " = tx + " + is + ", rx" + is + " = ix" + is + " >= 0 && ix" +
-          is + " < " + Num(W) + ";\n";
-    in += "  const int cx" + is + " = min(max(ix" + is + ", 0), " + Num(W - 1) + ");\n";
-  }
   in += "  {\n";
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j)
@@ -462,14 +487,7 @@ std::string WinogradSource(const KernelTarget& target, const ConvDesc& d,
   g += "  }\n";
   g += "  $global float* mo = prod + (long)e * " + Num(s.m_plane) + " + (long)ob * " +
        Num(c.oc * PP) + " + blk * " + Num(block) + ";\n";
-  for (int o = 0; o < c.oc; ++o) {
-    std::string store;
-    for (int q = 0; q < c.px; ++q)
-      store += " Vf_STORE(" + acc(o, q) + ", mo + " + Num(long(o) * PP + q * c.vx) + ");";
-    g += O % c.oc ? "  if (ob * " + Num(c.oc) + " + " + Num(o) + " < " + Num(O) + ") {" + store +
-                        " }\n"
-                  : " " + store + "\n";
-  }
+  g += ProductStores(d, c, s, "Vf", acc);
   // Explicit vectors: Intel's compiler would otherwise pack work-items on top of them.
   w.Kernel("conv_wino_gemm")
       .In("float", "u")
@@ -479,28 +497,12 @@ std::string WinogradSource(const KernelTarget& target, const ConvDesc& d,
       .Body(g);
 
   // Y = Aᵀ·M·A per output channel and tile, then bias, residual and ReLU as the direct kernel.
-  std::string out = "  const int p = $global_id(0), o = $global_id(1);\n";
-  out += "  if (p >= " + Num(P) + " || o >= " + Num(O) + ") return;\n";
-  out += "  const $global float* mp = prod + (long)o * " + Num(PP) + " + p;\n";
-  out += "  {\n";
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j)
-      out += "    const float s" + Num(i) + "_" + Num(j) + " = mp[" +
-             Num(long(i * n + j) * s.m_plane) + "L];\n";
-  out += Sandwich(f.at, f.at, "s", n, "t", "r");
-  out += "    const int img = p / " + Num(tt) + ", t = p % " + Num(tt) + ";\n";
-  out += "    const int oy0 = t / " + Num(s.tw) + " * " + Num(m) + ", ox0 = t % " + Num(s.tw) +
-         " * " + Num(m) + ";\n";
-  out += "    const long base = ((long)img * " + Num(O) + " + o) * " + Num(long(oh) * ow) +
-         " + oy0 * " + Num(ow) + " + ox0;\n";
+  std::string out = OutputTile(d, s, "float");
   if (d.bias) out += "    const float bo = bias[o];\n";
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < m; ++j) {
       const std::string at = "base + " + Num(long(i) * ow + j), r = "r" + Num(i) + "_" + Num(j);
-      std::string cond;
-      if (oh % m) cond += "oy0 + " + Num(i) + " < " + Num(oh);
-      if (ow % m) cond += std::string(cond.empty() ? "" : " && ") + "ox0 + " + Num(j) + " < " +
-                          Num(ow);
+      const std::string cond = OutputInside(d, m, i, j);
       std::string v = r;
       if (d.bias) v += " + bo";
       if (d.residual) v += " + res[" + at + "]";

@@ -187,6 +187,18 @@ struct Saturation {
   int low = 0, high = 0, total = 0;
 };
 
+/// `conv`'s output (`bytes` of it) on the operands, uploaded to the default device.
+Bytes RunForward(Convolution& conv, const Bytes& x, const Bytes& w, const Bytes& bias,
+                 const Bytes& res, size_t bytes) {
+  Device& dev = DefaultDevice();
+  auto xm = Upload(dev, x), wm = Upload(dev, w), bm = Upload(dev, bias), rm = Upload(dev, res);
+  auto ym = dev.Allocate(bytes);
+  conv.SetWeights(BufferRef(wm.get(), 0));
+  conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0), nullptr,
+               BufferRef(rm.get(), 0));
+  return Download(dev, ym, bytes);
+}
+
 /// Random inputs, weights, bias and residual for `d`; `make(d, quant)` builds the convolution,
 /// whose Forward must match ConvForwardReference (quantized bit-exact, fp32 within 1e-5, fp16
 /// within 1e-3).
@@ -206,14 +218,8 @@ void CheckForward(const ConvDesc& d, const ConvQuant& quant, std::mt19937& rng, 
   ConvForwardReference(d, quant, x.data(), w.data(), d.bias ? bias.data() : nullptr, want.data(),
                        res.data());
 
-  Device& dev = DefaultDevice();
   Convolution conv = make(d, quant);
-  auto xm = Upload(dev, x), wm = Upload(dev, w), bm = Upload(dev, bias), rm = Upload(dev, res);
-  auto ym = dev.Allocate(want.size());
-  conv.SetWeights(BufferRef(wm.get(), 0));
-  conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0), nullptr,
-               BufferRef(rm.get(), 0));
-  const Bytes got = Download(dev, ym, want.size());
+  const Bytes got = RunForward(conv, x, w, bias, res, want.size());
   if (!q) {
     CompareFloats(AsFloats(t, got), AsFloats(t, want), t == DataType::kFloat32 ? 1e-5 : 1e-3,
                   d.ToString());
@@ -604,15 +610,9 @@ size_t ExpectWinogradExact(const ConvDesc& d, const ConvQuant& quant, const Byte
   Bytes want(d.output_count());
   ConvForwardReference(d, quant, x.data(), w.data(), d.bias ? bias.data() : nullptr, want.data(),
                        res.data());
-  Device& dev = DefaultDevice();
-  Convolution conv = Convolution::Winograd(dev, d, config, quant);
+  Convolution conv = Convolution::Winograd(DefaultDevice(), d, config, quant);
   EXPECT_TRUE(conv.forward_winograd());
-  auto xm = Upload(dev, x), wm = Upload(dev, w), bm = Upload(dev, bias), rm = Upload(dev, res);
-  auto ym = dev.Allocate(want.size());
-  conv.SetWeights(BufferRef(wm.get(), 0));
-  conv.Forward(BufferRef(xm.get(), 0), BufferRef(bm.get(), 0), BufferRef(ym.get(), 0), nullptr,
-               BufferRef(rm.get(), 0));
-  const Bytes got = Download(dev, ym, want.size());
+  const Bytes got = RunForward(conv, x, w, bias, res, want.size());
   size_t bad = 0, inside = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     inside += want[i] > 0 && want[i] < 255;
