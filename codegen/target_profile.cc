@@ -19,7 +19,7 @@ TargetProfile TargetProfile::Of(const DeviceInfo& info) {
   p.sixteen_lane_registers = p.cpu_vectors && !info.wide_tiles_slow_at_256_bits &&
                              ActiveHostIsa() >= HostIsa::kAvx512;
   p.strided_byte_rows_slow = info.strided_byte_rows_slow;
-  p.winograd_launches = p.cpu_vectors && !info.extra_launches_slow;
+  p.winograd_launches = p.cpu_vectors;
   p.vector_builtins = Dialect::For(info.backend).vector_builtins;
   switch (info.backend) {
     case Backend::kOpenCL:

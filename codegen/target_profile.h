@@ -41,7 +41,8 @@ struct TargetProfile {
   /// 16 stride-2 byte columns per vector cost more than 8 (DeviceInfo::strided_byte_rows_slow).
   bool strided_byte_rows_slow = false;
   /// The Winograd convolution (libdnn's "conv_wino", three launches per layer) may be a default:
-  /// CPU runtimes without DeviceInfo::extra_launches_slow.
+  /// the CPU runtimes (their work-group queues take the extra launches; devices of lanes are not
+  /// measured).
   bool winograd_launches = false;
   /// The dialect has OpenCL C's vector types and built-ins (Dialect::vector_builtins): the
   /// vector forms of libdnn's kernels exist only then.

@@ -96,15 +96,9 @@ struct DeviceInfo {
   /// (Intel's CPU runtime), so 16-float vectors are not whole registers there
   /// (TargetProfile::sixteen_lane_registers).
   bool wide_tiles_slow_at_256_bits = false;
-  /// A layer run as several launches (libdnn's Winograd convolution: input transform, GEMMs,
-  /// output transform) measured slower in a whole pass than the one-launch direct kernel,
-  /// although each such layer alone measured level or faster: Intel's CPU runtime. libdnn reads
-  /// it as TargetProfile::winograd_launches.
-  bool extra_launches_slow = false;
   /// Whole forward passes of fp32 and int8 nets measured slower than on the machine's other CPU
   /// runtime at the AVX-512 level: Intel's CPU runtime against PoCL on the zoo nets (the same
-  /// convolution kernel texts run slower there, and extra_launches_slow keeps its 3×3 layers off
-  /// Winograd). At AVX2 (both compilers capped there) the two came out level, each ahead on some
+  /// convolution kernel texts run slower there). At AVX2 (both compilers capped there) the two came out level, each ahead on some
   /// nets, so it counts only at the AVX-512 level. The profile rule ranks such a device after the
   /// others of its class (DevicesByProfile); its native fp16 still ranks first for a net that
   /// computes in fp16.

@@ -503,9 +503,8 @@ const DefaultsTable<WinogradChoice, ConvDesc>& WinogradDefaults() {
   // F(2×2) only (F(4×4)'s rounding: conv_winograd.h). 8 output channels × one vector of 16
   // tiles, the pointwise kernel's tile: the element-wise products are the same GEMM shape.
   static const DefaultsTable<WinogradChoice, ConvDesc> table = {
-      {"int8q on CPU runtimes where its launches pay (PoCL) without byte quads, half-register "
-       "tiles (AVX2): 16-bit pair products of the transformed tiles, 6 output channels x two "
-       "vectors of 8 tiles",
+      {"int8q on CPU runtimes without byte quads, half-register tiles (AVX2): 16-bit pair "
+       "products of the transformed tiles, 6 output channels x two vectors of 8 tiles",
        [](const TargetProfile& p, const ConvDesc& d) {
          return d.type == DataType::kInt8Q && p.winograd_launches && p.half_register_tiles &&
                 !p.byte_quad_products && p.vector_builtins;
@@ -513,14 +512,18 @@ const DefaultsTable<WinogradChoice, ConvDesc>& WinogradDefaults() {
        WinogradConfig{2, 6, 2, 8},
        "mpcaffe time --model <ResNet-50 converted to int8> --synthetic --iterations 10 "
        "--explain --json --device 1 with MPCAFFE_ISA=avx2 (PoCL compiling for haswell), quiet, "
-       "2026-11-30 (docs/BENCHMARKS.md, \"Default configurations\")"},
+       "2026-11-30 (docs/BENCHMARKS.md, \"Default configurations\"); Intel's runtime at AVX2 "
+       "(--device 0, forced, 3 alternating rounds): the 3x3 layers 18.4-19.8 -> 14.3-15.3 ms, "
+       "the whole pass 48.5-50.5 -> 44.5-46.3"},
       {"int8q elsewhere: off (the direct kernel; byte quads where VNNI runs)",
        [](const TargetProfile&, const ConvDesc& d) { return d.type == DataType::kInt8Q; },
        std::nullopt,
        "at AVX-512 VNNI the direct kernel's byte quads take 64 products per instruction against "
-       "the pairs' 32 (not measured against it); Intel's runtime as fp32 below"},
-      {"CPU runtimes where its launches pay (PoCL), half-register tiles (AVX2): 6 output "
-       "channels x one vector of 16 tiles (12 of the 16 registers)",
+       "the pairs' 32 (not measured against it); Intel's runtime at AVX-512 (its direct kernel "
+       "in 512-bit pairs): the 3x3 layers level, 12.9-13.9 against 12.7-13.7 ms forced, 3 "
+       "alternating rounds, quiet, 2026-11-30"},
+      {"CPU runtimes, half-register tiles (AVX2): 6 output channels x one vector of 16 tiles (12 "
+       "of the 16 registers)",
        [](const TargetProfile& p, const ConvDesc&) {
          return p.winograd_launches && p.half_register_tiles;
        },
@@ -530,17 +533,20 @@ const DefaultsTable<WinogradChoice, ConvDesc>& WinogradDefaults() {
        "rounds per tile, quiet, 2026-11-30 (docs/BENCHMARKS.md, \"Default configurations\"): "
        "the 3x3 layers' sum 32.5 ms with oc8 px1 v16 (16 two-register accumulators spill), "
        "17.0-17.2 with oc6 px1 v16, 16.9-17.3 oc6 px2 v8, 17.4-25.0 oc4 px1 v16, 26.4 the direct "
-       "kernel"},
-      {"CPU runtimes where its launches pay (PoCL), AVX-512",
+       "kernel; Intel's runtime (--device 0, forced, 3 alternating rounds): 22.3-25.1 -> "
+       "16.6-17.6 ms, whole pass 53.6-57.1 -> 46.5-49.8"},
+      {"CPU runtimes, AVX-512",
        [](const TargetProfile& p, const ConvDesc&) { return p.winograd_launches; },
        WinogradConfig{2, 8, 1, 16},
        "mpcaffe time --model resnet50_deploy.prototxt --synthetic --iterations 20 --explain "
        "--json --device 1, main's binary and this one alternating, AVX-512, loaded, 2026-11-30 "
-       "(docs/BENCHMARKS.md, \"Default configurations\")"},
-      {"every other device: off (the direct kernel)",
+       "(docs/BENCHMARKS.md, \"Default configurations\"); Intel's runtime (--device 0, forced, "
+       "3 alternating rounds, quiet, 2026-11-30): the 3x3 layers 23.7-27.7 -> 17.8-18.4 ms, the "
+       "whole pass 47.3-52.9 -> 41.5-44.2 (an earlier measurement under load 6-7 had it slower)"},
+      {"every other device (devices of lanes: GPUs, llvmpipe): off (the direct kernel)",
        [](const TargetProfile&, const ConvDesc&) { return true; }, std::nullopt,
-       "Intel's CPU runtime: slower in the same measurement (its 3x3 layers' sum, both levels); "
-       "GPUs: not measured (none on the build machine)"},
+       "not measured (no GPU on the build machine; llvmpipe runs every kernel far slower than "
+       "the CPU runtimes)"},
   };
   return table;
 }

@@ -321,7 +321,6 @@ class OpenCLDevice : public Device {
     info_.byte_pair_products = info_.implementation != "intel";  // see DeviceInfo
     info_.wide_tiles_slow_at_256_bits = info_.implementation == "intel" && !info_.is_gpu;
     info_.strided_byte_rows_slow = info_.implementation == "intel" && !info_.is_gpu;
-    info_.extra_launches_slow = info_.implementation == "intel" && !info_.is_gpu;
     info_.net_passes_slow = info_.implementation == "intel" && !info_.is_gpu;
     info_.byte_quad_products_in_helper =  // see DeviceInfo: PoCL's CPU device is this host
         info_.implementation == "pocl" && !info_.is_gpu &&

@@ -201,34 +201,47 @@ TEST(ConvFamilies, ConvGemmDefaultsTakeInt8FirstLayersOnCpuRuntimes) {
   EXPECT_FALSE(DefaultRowFor(ConvGemmDefaults(), "conv_gemm", cpu, wide).config);
 }
 
-// Winograd F(2×2) by default on CPU runtimes whose launches pay (PoCL), at every level; off on
-// Intel's runtime and on devices of lanes (GPUs, llvmpipe); never F(4×4) (its rounding).
-TEST(ConvFamilies, WinogradDefaultsWhereItsLaunchesPay) {
+// Winograd F(2×2) by default on the CPU runtimes (PoCL and Intel's) at every level, int8 at
+// half-register tiles without byte quads; off on devices of lanes (GPUs, llvmpipe); never F(4×4)
+// (its rounding).
+TEST(ConvFamilies, WinogradDefaultsOnCpuRuntimes) {
   ConvDesc d;
   d.channels = d.out_channels = 64, d.height = d.width = 56;
   d.kernel_h = d.kernel_w = 3, d.pad_h = d.pad_w = 1;
-  DeviceInfo pocl;
-  DeviceInfo intel;
+  DeviceInfo pocl, intel, gpu, llvmpipe;
   intel.wide_tiles_slow_at_256_bits = intel.strided_byte_rows_slow = true;
-  intel.extra_launches_slow = true;
-  DeviceInfo gpu;
   gpu.is_gpu = true;
-  EXPECT_TRUE(TargetProfile::Of(pocl).winograd_launches);
-  // 8 output channels × 16 tiles in 32 registers; 6 × 16 in 16 (half-register tiles).
-  TargetProfile wide = TargetProfile::Of(pocl), half = wide;
-  wide.half_register_tiles = false;
-  half.half_register_tiles = true;
-  const WinogradChoice chosen = DefaultRowFor(WinogradDefaults(), "conv_wino", wide, d).config;
-  ASSERT_TRUE(chosen);
-  EXPECT_EQ(chosen->ToString(), "m2 oc8 px1 v16");
-  const WinogradChoice at_avx2 = DefaultRowFor(WinogradDefaults(), "conv_wino", half, d).config;
-  ASSERT_TRUE(at_avx2);
-  EXPECT_EQ(at_avx2->ToString(), "m2 oc6 px1 v16");
-  EXPECT_EQ(WinogradCandidates(*chosen).size(), WinogradCandidates(*at_avx2).size());
-  for (const DeviceInfo& other : {intel, gpu})
+  llvmpipe.work_items_in_simd_lanes = llvmpipe.lane_loads_expensive = true;
+  for (const DeviceInfo& cpu : {pocl, intel}) {
+    EXPECT_TRUE(TargetProfile::Of(cpu).winograd_launches);
+    // 8 output channels × 16 tiles in 32 registers; 6 × 16 in 16 (half-register tiles).
+    TargetProfile wide = TargetProfile::Of(cpu), half = wide;
+    wide.half_register_tiles = false;
+    half.half_register_tiles = true;
+    half.byte_quad_products = wide.byte_quad_products = false;
+    const WinogradChoice chosen = DefaultRowFor(WinogradDefaults(), "conv_wino", wide, d).config;
+    ASSERT_TRUE(chosen);
+    EXPECT_EQ(chosen->ToString(), "m2 oc8 px1 v16");
+    const WinogradChoice at_avx2 = DefaultRowFor(WinogradDefaults(), "conv_wino", half, d).config;
+    ASSERT_TRUE(at_avx2);
+    EXPECT_EQ(at_avx2->ToString(), "m2 oc6 px1 v16");
+    EXPECT_EQ(WinogradCandidates(*chosen).size(), WinogradCandidates(*at_avx2).size());
+    for (const WinogradConfig& c : WinogradCandidates(*chosen)) EXPECT_EQ(c.m, 2) << c.ToString();
+    // int8: only at half-register tiles without byte quads, in vectors of 8 tiles.
+    ConvDesc q = d;
+    q.type = DataType::kInt8Q;
+    EXPECT_FALSE(DefaultRowFor(WinogradDefaults(), "conv_wino", wide, q).config);
+    const WinogradChoice int8 = DefaultRowFor(WinogradDefaults(), "conv_wino", half, q).config;
+    ASSERT_TRUE(int8);
+    EXPECT_EQ(int8->ToString(), "m2 oc6 px2 v8");
+    for (const WinogradConfig& c : WinogradCandidates(*int8, q.type))
+      EXPECT_TRUE(WinogradConfigFits(q, c)) << c.ToString();
+    half.byte_quad_products = true;
+    EXPECT_FALSE(DefaultRowFor(WinogradDefaults(), "conv_wino", half, q).config);
+  }
+  for (const DeviceInfo& lanes : {gpu, llvmpipe})
     EXPECT_FALSE(
-        DefaultRowFor(WinogradDefaults(), "conv_wino", TargetProfile::Of(other), d).config);
-  for (const WinogradConfig& c : WinogradCandidates(*chosen)) EXPECT_EQ(c.m, 2) << c.ToString();
+        DefaultRowFor(WinogradDefaults(), "conv_wino", TargetProfile::Of(lanes), d).config);
 }
 
 TEST(ConvFamilies, FamiliesInOrderNamedAsTheRegistryNamesTheirChoices) {
