@@ -26,6 +26,7 @@ std::string TuningDeviceKey(const DeviceInfo& info) {
   std::string key = std::string(BackendName(info.backend)) + " | " + info.platform_name + " " +
                     info.platform_version + " | " + info.name + " | " + info.driver_version;
   if (info.backend == Backend::kCuda) key += " | " + info.arch;
+  if (!info.compile_target.empty()) key += " | target " + info.compile_target;
   return key;
 }
 

@@ -33,6 +33,11 @@ struct DeviceInfo {
   /// "apple", "cuda" — else the platform name's first word, lowercased. A device selector.
   std::string implementation;
   std::string arch;              // CUDA "sm_80"; OpenCL device version string
+  /// The instruction set the runtime's compiler was told to target through its environment
+  /// (Intel's CPU runtime: CL_CONFIG_CPU_TARGET_ARCH, e.g. "core-avx2"; MPCAFFE_ISA=avx2 sets
+  /// it), empty for the runtime's own choice. Part of the program cache's and the tuning table's
+  /// device keys: the device's name is the same at every level, its binaries and timings are not.
+  std::string compile_target;
   bool is_gpu = false;
   uint64_t global_mem_bytes = 0;
   uint64_t local_mem_bytes = 0;
@@ -327,7 +332,7 @@ struct ProgramKey {
   std::string platform;          // platform name and version
   std::string device;            // device name
   std::string driver;            // driver version
-  std::string arch;              // CUDA architecture ("sm_80"), empty on OpenCL
+  std::string arch;              // CUDA architecture ("sm_80"); OpenCL: DeviceInfo::compile_target
   std::string options;           // build options
   std::string source;            // kernel text
 };

@@ -320,6 +320,9 @@ class OpenCLDevice : public Device {
     info_.vectors_beyond_16_lanes = info_.implementation != "rusticl";
     info_.byte_pair_products = info_.implementation != "intel";  // see DeviceInfo
     info_.wide_tiles_slow_at_256_bits = info_.implementation == "intel" && !info_.is_gpu;
+    // Intel's runtime reads its target once, at its initialization: so does this.
+    const char* intel_target = std::getenv("CL_CONFIG_CPU_TARGET_ARCH");
+    if (info_.implementation == "intel" && intel_target) info_.compile_target = intel_target;
     info_.strided_byte_rows_slow = info_.implementation == "intel" && !info_.is_gpu;
     info_.net_passes_slow = info_.implementation == "intel" && !info_.is_gpu;
     info_.byte_quad_products_in_helper =  // see DeviceInfo: PoCL's CPU device is this host
@@ -417,6 +420,7 @@ class OpenCLDevice : public Device {
     key.platform = info_.platform_name + " " + info_.platform_version;
     key.device = info_.name;
     key.driver = info_.driver_version;
+    key.arch = info_.compile_target;
     key.options = options;
     key.source = source;
     return key;

@@ -1,6 +1,7 @@
 // tests/libdnn/tuning_key_test.cc — tuning records are per device: the tuning table's device key
-// (cache::TuningDeviceKey) tells apart two devices of one CPU, two platforms and two driver
-// versions, and each installed device finds its own winner for the same GEMM shape.
+// (cache::TuningDeviceKey) tells apart two devices of one CPU, two platforms, two driver
+// versions and two compile targets of one runtime, and each installed device finds its own
+// winner for the same GEMM shape.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -42,7 +43,9 @@ std::vector<DeviceInfo> LookAlikeDevices() {
   cuda.arch = "sm_80";
   DeviceInfo cuda_arch = cuda;
   cuda_arch.arch = "sm_86";
-  return {pocl, intel, same_name, new_driver, new_platform, cuda, cuda_arch};
+  DeviceInfo intel_avx2 = intel;  // Intel's runtime told to compile for AVX2 (same name)
+  intel_avx2.compile_target = "core-avx2";
+  return {pocl, intel, same_name, new_driver, new_platform, cuda, cuda_arch, intel_avx2};
 }
 
 TEST(TuningKey, TellsApartPlatformDeviceDriverAndArchitecture) {
