@@ -482,18 +482,14 @@ std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvD
     // Rows past the output exist only in a last, partial block.
     std::string s = oh % rows == 0 ? "  {\n" : "  if (oy0 + " + num(t) + " < " + num(oh) + ") {\n";
     if (q) {
-      s += "    mp_i64 v = (mp_i64)c_zero + MP_REQUANT(acc" + num(t) + (d.bias ? " + bc" : "") +
-           ", rqm, rqs);\n";
-      if (d.residual)
-        s += "    v += MP_REQUANT((mp_i64)Dtype_LOAD(rc, " + at + ") - res_zero, res_m, res_s);\n";
-      s += std::string("    v = Dtype_SAT_FROM(v, ") +
-           (d.relu ? "(mp_i64)c_zero" : "(mp_i64)Dtype_QMIN") + ");\n";
+      s += ScalarInt8Output(d, "acc" + num(t) + (d.bias ? " + bc" : ""), "rc", "yc", at, 4);
     } else {
       s += "    float v = acc" + num(t) + (d.bias ? " + bc" : "") + ";\n";
       if (d.residual) s += "    v += (float)Dtype_LOAD(rc, " + at + ");\n";
       if (d.relu) s += "    v = v > 0.0f ? v : 0.0f;\n";
+      s += "    Dtype_STORE(yc, " + at + ", v);\n";
     }
-    s += "    Dtype_STORE(yc, " + at + ", v);\n  }\n";
+    s += "  }\n";
     b += s;
   }
   k.Body(b);

@@ -1,5 +1,6 @@
 // libdnn/conv_epilogue_source.cc — the int8 direct convolution's vector epilogue: a whole
-// vector of output channels requantized at once (DirectVectorEpilogue).
+// vector of output channels requantized at once (DirectVectorEpilogue); and one output's
+// scalar epilogue (ScalarInt8Output).
 #include <string>
 
 #include "codegen/vector_words.h"
@@ -96,6 +97,18 @@ std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c
     s += "     }\n";
   }
   return s + "    } else\n";
+}
+
+std::string ScalarInt8Output(const ConvDesc& d, const std::string& acc, const std::string& res,
+                             const std::string& y, const std::string& at, int indent) {
+  const std::string pad(indent, ' ');
+  std::string s = pad + "mp_i64 v = (mp_i64)c_zero + MP_REQUANT(" + acc + ", rqm, rqs);\n";
+  if (d.residual)
+    s += pad + "v += MP_REQUANT((mp_i64)Dtype_LOAD(" + res + ", " + at +
+         ") - res_zero, res_m, res_s);\n";
+  s += pad + "v = Dtype_SAT_FROM(v, " + (d.relu ? "(mp_i64)c_zero" : "(mp_i64)Dtype_QMIN") +
+       ");\n";
+  return s + pad + "Dtype_STORE(" + y + ", " + at + ", v);\n";
 }
 
 }  // namespace mpcaffe::libdnn::conv_internal

@@ -72,10 +72,18 @@ std::string DepthwiseQuadSource(const KernelTarget& target, const ConvDesc& d, i
 /// `tile[tj·px + tt]` requantized in vectors (the kernel argument rq_mode: 2, VectorWords::
 /// RequantHigh; 1, RequantWide without a residual; else Requant's long lanes), the residual, zero
 /// point and clamps, and one byte store per channel (NCHW: the channels are P apart; with 4
-/// pixels per work-item all in range and rq_mode 1 or 2, one word of the 4 pixels per channel). Text
-/// `if (…) {…} else` before the statement of the lane-by-lane epilogue; the text must define
-/// oc0, the channel vector's first channel.
+/// pixels per work-item all in range and rq_mode 1 or 2, one word of the 4 pixels per
+/// channel). Text `if (…) {…} else` before the statement of the lane-by-lane epilogue; the text
+/// must define oc0, the channel vector's first channel.
 std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c, bool quads);
+
+/// One int8q output's scalar epilogue as statements indented by `indent`: `acc` (an int
+/// expression, the sum with its bias) requantized with the channel's `rqm` and `rqs`, plus
+/// c_zero, plus where d.residual the residual `res`[`at`] less res_zero requantized with res_m
+/// and res_s, clamped (at c_zero under d.relu) and stored to `y`[`at`] (conv_epilogue_source.cc;
+/// the names are the kernels' arguments).
+std::string ScalarInt8Output(const ConvDesc& d, const std::string& acc, const std::string& res,
+                             const std::string& y, const std::string& at, int indent);
 
 /// Defines the weight storage spelling `Wstore` and its load `WLOAD(p, i)` (an int for quantized
 /// types) of `d`'s kernels: signed int8/int16 storage for weights_signed, else Dtype.

@@ -121,7 +121,8 @@ struct Shape {
         padded((tiles + long(c.px) * c.vx - 1) / (long(c.px) * c.vx) * c.px * c.vx),
         ob(DivUp(d.out_channels, c.oc)),
         cp(d.type == DataType::kInt8Q ? DivUp(d.channels, 2) : d.channels),
-        v_plane(d.type == DataType::kInt8Q ? 2 * (cp * padded + kSkew) : d.channels * padded + kSkew),
+        v_plane(d.type == DataType::kInt8Q ? 2 * (cp * padded + kSkew)
+                                           : d.channels * padded + kSkew),
         m_plane(d.out_channels * padded + kSkew) {}
   // Each element's plane of V and M starts 128 bytes past a multiple of 4 KiB from the last:
   // planes a multiple of 4 KiB apart put the (m+2)² loads or stores of one tile in the same
@@ -235,22 +236,19 @@ bool WinogradConfigFits(const ConvDesc& d, const WinogradConfig& c) {
 }
 
 std::vector<WinogradConfig> WinogradCandidates(const WinogradConfig& first, DataType type) {
-  if (type == DataType::kInt8Q) {  // m = 2, vectors of 8 tiles (the pair products' lanes)
-    std::vector<WinogradConfig> out{first};
-    for (auto [oc, px] : {std::array<int, 2>{6, 2}, {4, 2}, {4, 3}, {8, 1}, {6, 1}, {12, 1}}) {
-      const WinogradConfig c{2, oc, px, 8};
-      if (!(c == first)) out.push_back(c);
-    }
-    return out;
-  }
+  ConvDesc d;
+  d.type = type;
   // F(2×2) only: F(4×4)'s rounding is beyond the fp32 tolerance (conv_winograd.h), so it is
-  // never chosen without being asked for by name.
-  std::vector<WinogradConfig> out{first};
-  // Tiles of 16 two-register accumulators and more for 32 registers (AVX-512), of 8 to 12 for
-  // 16 (AVX2).
-  for (auto [oc, px, vx] :
-       {std::array<int, 3>{8, 1, 16}, {4, 2, 16}, {8, 2, 16}, {12, 1, 16}, {6, 2, 16}, {4, 4, 8},
-        {8, 2, 8}, {16, 1, 8}, {6, 1, 16}, {6, 2, 8}, {4, 1, 16}}) {
+  // never chosen without being asked for by name. Tiles of 16 two-register accumulators and
+  // more for 32 registers (AVX-512), of 8 to 12 for 16 (AVX2); int8q's of vectors of 8 tiles
+  // (the pair products' lanes) only. `first` leads where it fits the type.
+  using Tiles = std::vector<std::array<int, 3>>;
+  static const Tiles fp32{{8, 1, 16}, {4, 2, 16}, {8, 2, 16}, {12, 1, 16}, {6, 2, 16}, {4, 4, 8},
+                          {8, 2, 8},  {16, 1, 8}, {6, 1, 16}, {6, 2, 8},   {4, 1, 16}};
+  static const Tiles int8{{6, 2, 8}, {4, 2, 8}, {4, 3, 8}, {8, 1, 8}, {6, 1, 8}, {12, 1, 8}};
+  std::vector<WinogradConfig> out;
+  if (WinogradConfigFits(d, first)) out.push_back(first);
+  for (auto [oc, px, vx] : type == DataType::kInt8Q ? int8 : fp32) {
     const WinogradConfig c{2, oc, px, vx};
     if (!(c == first)) out.push_back(c);
   }
@@ -291,8 +289,8 @@ std::string Int8Source(const KernelTarget& target, const ConvDesc& d, const Wino
           Num(C - 1) + ")) * 9;\n";
     for (int k = 0; k < 3; ++k)
       for (int l = 0; l < 3; ++l)
-        wt += "    const int " + hs + Num(k) + "_" + Num(l) + " = live" + hs + " ? (int)WLOAD(w, g" +
-              hs + " + " + Num(3 * k + l) + ") - zw : 0;\n";
+        wt += "    const int " + hs + Num(k) + "_" + Num(l) + " = live" + hs +
+              " ? (int)WLOAD(w, g" + hs + " + " + Num(3 * k + l) + ") - zw : 0;\n";
     wt += Sandwich(DoubledG(), DoubledG(), hs, 3, "t" + hs, "r" + hs, "int");
   }
   for (int a = 0; a < n; ++a)
@@ -376,13 +374,8 @@ std::string Int8Source(const KernelTarget& target, const ConvDesc& d, const Wino
       const std::string at = "base + " + Num(long(i) * ow + j), r = "r" + Num(i) + "_" + Num(j);
       const std::string cond = OutputInside(d, m, i, j);
       out += "    " + (cond.empty() ? "" : "if (" + cond + ") ") + "{\n";
-      out += "      mp_i64 q = (mp_i64)c_zero + MP_REQUANT((" + r + " >> 2) + bo, rqm, rqs);\n";
-      if (d.residual)
-        out += "      q += MP_REQUANT((mp_i64)Dtype_LOAD(res, " + at +
-               ") - res_zero, res_m, res_s);\n";
-      out += std::string("      q = Dtype_SAT_FROM(q, ") +
-             (d.relu ? "(mp_i64)c_zero" : "(mp_i64)Dtype_QMIN") + ");\n";
-      out += "      Dtype_STORE(y, " + at + ", q);\n    }\n";
+      out += conv_internal::ScalarInt8Output(d, "(" + r + " >> 2) + bo", "res", "y", at, 6);
+      out += "    }\n";
     }
   out += "  }\n";
   w.Kernel("conv_wino_out")
@@ -408,8 +401,9 @@ std::string WinogradSource(const KernelTarget& target, const ConvDesc& d,
       c.oc * c.px > 24)
     throw Error("convolution " + d.ToString() + ": no Winograd kernel with configuration " +
                 c.ToString() + (why.empty() ? "" : " (" + why + ")") +
-                " (fp32 or int8q of at most " + Num(kWinogradInt8MaxChannels) + " input channels, one group, 3×3 window, stride 1, dilation 1; m 2 or 4, oc in [1, 16], "
-                "px in [1, 4], v 4, 8 or 16, oc·px ≤ 24)");
+                " (fp32 or int8q of at most " + Num(kWinogradInt8MaxChannels) +
+                " input channels, one group, 3×3 window, stride 1, dilation 1; m 2 or 4, oc in "
+                "[1, 16], px in [1, 4], v 4, 8 or 16, oc·px ≤ 24)");
   if (d.type == DataType::kInt8Q) {
     if (!WinogradConfigFits(d, c))
       throw Error("convolution " + d.ToString() + ": no Winograd kernel with configuration " +
@@ -573,7 +567,8 @@ Event WinogradForward::Forward(const BufferRef& input, const BufferRef& bias,
   launch(gemm_, {pp / size_t(config_.px * config_.vx), size_t(s.ob), e});
   out_.ArgBuffer(m_.get(), 0, 4).ArgBuffer(bias.mem, bias.byte_offset, 4);
   if (q) out_.Arg(quant.requant);
-  out_.ArgBuffer(residual.mem, residual.byte_offset, es).ArgBuffer(output.mem, output.byte_offset, es);
+  out_.ArgBuffer(residual.mem, residual.byte_offset, es)
+      .ArgBuffer(output.mem, output.byte_offset, es);
   if (q)
     for (int32_t v : {quant.c_zero, quant.res_zero, quant.res_m, quant.res_s}) out_.Arg(v);
   return launch(out_, {pp, size_t(d.out_channels), 1});

@@ -51,8 +51,8 @@ constexpr int kWinogradInt8MaxChannels = 900;
 bool WinogradApplies(const ConvDesc& desc);
 /// Whether `config` can run `desc` (where WinogradApplies): any for fp32; int8q m 2 and v 8.
 bool WinogradConfigFits(const ConvDesc& desc, const WinogradConfig& config);
-/// The tuner's candidates for a description of `type` (`first`, the default, first): int8q's
-/// are m 2, v 8.
+/// The tuner's candidates for a description of `type`: `first` (the default) first where it
+/// fits the type (WinogradConfigFits: int8q's are m 2, v 8), then the others that fit.
 std::vector<WinogradConfig> WinogradCandidates(const WinogradConfig& first,
                                                DataType type = DataType::kFloat32);
 

@@ -471,16 +471,15 @@ WinogradTuneResult Tuner::TuneWinograd(const ConvDesc& desc, double give_up) {
   desc.Validate();
   if (!WinogradApplies(desc))
     throw Error("tune: convolution " + desc.ToString() +
-                " has no Winograd kernel (fp32 or int8q, one group, 3×3 window, stride 1, dilation 1)");
+                " has no Winograd kernel (fp32 or int8q, one group, 3×3 window, stride 1, "
+                "dilation 1)");
   const ConvOperands ops(device_, desc);
   // The default first (the direct kernel where the defaults say off), then the other.
   const WinogradChoice first =
       DefaultRowFor(WinogradDefaults(), "conv_wino", TargetProfile::Of(device_.info()), desc)
           .config;
   std::vector<WinogradChoice> candidates{first};
-  const WinogradConfig fallback =
-      desc.type == DataType::kInt8Q ? WinogradConfig{2, 6, 2, 8} : WinogradConfig{};
-  for (const WinogradConfig& c : WinogradCandidates(first.value_or(fallback), desc.type))
+  for (const WinogradConfig& c : WinogradCandidates(first.value_or(WinogradConfig{}), desc.type))
     if (!(first && c == *first)) candidates.push_back(c);
   if (first) candidates.insert(candidates.begin() + 1, std::nullopt);
   WinogradTuneResult result = TimeCandidates(

@@ -168,8 +168,9 @@ TEST(ConvBench, DISABLED_ZooPointwiseInt8) { TimeZooPointwise(DataType::kInt8Q);
 // (';'-separated, the first the reference) in PW_BENCH_ROUNDS alternating rounds (default 5) of
 // 5 runs of 20 forwards per host synchronization (a Finish costs about as much as a small
 // layer on PoCL); per layer the minimum ms per forward of each tile, then the sums and the
-// geometric mean of each tile's time over the first's. PW_BENCH_LAYERS (e.g. "c512 h14 w14 o512,c32 h112") keeps the
-// layers whose description contains one of its ','-separated texts. Run with
+// geometric mean of each tile's time over the first's. PW_BENCH_LAYERS (e.g.
+// "c512 h14 w14 o512,c32 h112") keeps the layers whose description contains one of its
+// ','-separated texts. Run with
 // --gtest_also_run_disabled_tests --gtest_filter='*PointwiseInt8Tiles'.
 TEST(ConvBench, DISABLED_PointwiseInt8Tiles) {
   Device& dev = DefaultDevice();
