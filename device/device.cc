@@ -168,14 +168,18 @@ bool ByteQuadsInHelper(const DeviceInfo& device) {
   return device.byte_quad_products_in_helper && ActiveHostIsa() == CpuHostIsa();
 }
 
+bool SlowNetPasses(const DeviceInfo& device) {
+  // Measured at the AVX-512 level; at AVX2 the same runtimes came out level, per net either way.
+  return device.net_passes_slow && ActiveHostIsa() >= HostIsa::kAvx512;
+}
+
 int ProfileRank(const DeviceInfo& device, NetTypes types) {
   const int device_class = device.is_gpu ? 0 : device.lane_loads_expensive ? 2 : 1;
   const int no_fp16 = types.fp16 && !device.fp16 ? 1 : 0;
   // The int8 convolutions of a device whose compiler runs VNNI's byte quads take four byte
   // products per 32-bit lane where the others take two 16-bit ones.
   const int no_byte_quads = types.int8 && !ByteQuadsInHelper(device) ? 1 : 0;
-  // Measured at the AVX-512 level; at AVX2 the same runtimes came out level, per net either way.
-  const int slow_passes = device.net_passes_slow && ActiveHostIsa() >= HostIsa::kAvx512 ? 1 : 0;
+  const int slow_passes = SlowNetPasses(device) ? 1 : 0;
   return 8 * device_class + 4 * no_fp16 + 2 * no_byte_quads + slow_passes;
 }
 
