@@ -219,6 +219,7 @@ class ConvolutionLayer : public Layer, ConvGeometry {
       s_w = w.scale;
     }
     conv_ = std::make_unique<libdnn::Convolution>(device(), desc_, q);
+    conv_->set_scratch_arena(scratch_arena());
     if (folded && !IsQuantized(compute_type_)) {
       // Float weights: W·scale[o] in fp32, stored in the compute type on a device copy (the
       // parameter blob keeps the user's weights).

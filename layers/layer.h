@@ -11,6 +11,7 @@
 #include "device/device.h"
 #include "layers/blob.h"
 #include "layers/elementwise.h"
+#include "libdnn/scratch.h"
 #include "proto/caffe.pb.h"
 #include "quant/quant_params.h"
 #include "quant/quantizer.h"
@@ -198,6 +199,12 @@ class Layer {
   /// host copy stays for deriving again after a change), and scratch buffers after each pass.
   void set_release_param_copies(bool release) { release_param_copies_ = release; }
   bool release_param_copies() const { return release_param_copies_; }
+  /// Reduced-memory inference: the net's scratch arena, from which layers with scratch of a
+  /// pass (Convolution) take their buffers instead of holding their own (nullptr: their own).
+  void set_scratch_arena(std::shared_ptr<libdnn::ScratchArena> arena) {
+    scratch_arena_ = std::move(arena);
+  }
+  const std::shared_ptr<libdnn::ScratchArena>& scratch_arena() const { return scratch_arena_; }
   /// Whether the layer frees parameter i's own device copy once it has derived the form it runs
   /// on (release_param_copies): new values of it are then written on the host side, so that only
   /// the derived copy ever occupies the device. Other parameters are written straight into their
@@ -340,6 +347,7 @@ class Layer {
       blob_quantizers_;
   bool set_up_ = false;
   bool release_param_copies_ = false;
+  std::shared_ptr<libdnn::ScratchArena> scratch_arena_;
   bool simulate_acc16_ = false;
   quant::Acc16Overflow acc16_overflow_;
   const FusedEpilogue* fused_ = nullptr;

@@ -235,6 +235,18 @@ void Convolution::ReleaseScratch() {
   if (winograd_) winograd_->ReleaseScratch();
 }
 
+void Convolution::set_scratch_arena(std::shared_ptr<ScratchArena> arena) {
+  arena_ = arena;
+  for (auto& gemm : gemms_) gemm->set_scratch_arena(arena);
+  if (winograd_) winograd_->set_scratch_arena(arena);
+}
+
+void Convolution::TakeScratch(std::shared_ptr<DeviceMemory>* buffer, ScratchUse use,
+                              size_t bytes, Queue* queue) {
+  if (arena_ || !*buffer || (*buffer)->bytes() < bytes)
+    *buffer = ScratchBuffer(*device_, arena_.get(), queue, use, bytes);
+}
+
 void Convolution::PreparePointwise(const PointwiseTile& tile) {
   const ConvDesc& d = desc_;
   family_ = ConvFamily::kPointwise;
@@ -512,7 +524,7 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
       // Each image's channels subsampled to the output's pixels (its 1×1 columns), in turn
       // into one buffer that the stride-1 plane form reads.
       const size_t image = size_t(d.channels) * size_t(hw) * es;
-      if (!gemm_col_) gemm_col_ = device_->Allocate(size_t(d.batch) * image);
+      TakeScratch(&gemm_col_, ScratchUse::kColumns, size_t(d.batch) * image, queue);
       for (int n = 0; n < d.batch; ++n) {
         im2col_.ArgBuffer(input.mem, input.byte_offset + size_t(n) * d.channels * d.height *
                                                              d.width * es, es)
@@ -559,7 +571,7 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
     const size_t hw = size_t(d.height) * d.width, ohw = size_t(oh) * ow;
     const size_t row = d.weight_bytes() / size_t(d.out_channels);  // one channel's weights
     const bool pointwise = ColumnsAreTheInput(d);
-    if (!pointwise && !gemm_col_) gemm_col_ = device_->Allocate(size_t(kg) * ohw * es);
+    if (!pointwise) TakeScratch(&gemm_col_, ScratchUse::kColumns, size_t(kg) * ohw * es, queue);
     const int rows = kg * oh;  // (column row, oy) pairs
     Event last;
     for (int n = 0; n < d.batch; ++n) {
@@ -628,8 +640,7 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
   // overwrites planes a previous launch still reads).
   const size_t per_image = PackedInputBytes(d, input_);
   const int chunk = int(std::clamp<size_t>(kPackChunkBytes / per_image, 1, size_t(d.batch)));
-  if (!xpacked_ || xpacked_->bytes() < chunk * per_image)
-    xpacked_ = device_->Allocate(chunk * per_image);
+  TakeScratch(&xpacked_, ScratchUse::kPackedInput, chunk * per_image, queue);
   const size_t hw = size_t(d.height) * d.width;
   Event last;
   for (int first = 0; first < d.batch; first += chunk) {

@@ -317,6 +317,10 @@ class Convolution {
   /// inference calls it after each Forward so convolutions do not each hold theirs (commands
   /// already enqueued keep their buffers).
   void ReleaseScratch();
+  /// Takes the forward pass's scratch (and its GEMMs' and Winograd's) from `arena` on every
+  /// Forward, a buffer per use and queue shared with the other objects given it (reduced-memory
+  /// inference: the net's layers run one after another); nullptr: buffers of its own.
+  void set_scratch_arena(std::shared_ptr<ScratchArena> arena);
 
   /// fp32 only: bottom_diff = ∂L/∂input from top_diff (output-shaped) and the OIHW weights.
   void BackwardData(const BufferRef& top_diff, const BufferRef& weights,
@@ -453,6 +457,11 @@ class Convolution {
   Convolution(Device& device, const ConvDesc& desc, const ConvQuant& quant,
               const ConvConfig& config, bool direct_kernel);
   std::shared_ptr<DeviceMemory> gemm_weights_, gemm_sums_, gemm_col_;
+  std::shared_ptr<ScratchArena> arena_;  // where xpacked_ and gemm_col_ come from, if set
+  // The buffer for `use` of `bytes` into *buffer: from arena_ on every call, else if freed or
+  // smaller.
+  void TakeScratch(std::shared_ptr<DeviceMemory>* buffer, ScratchUse use, size_t bytes,
+                   Queue* queue);
   // weight_bits 4 outside the GEMM path: the unpack kernel (libdnn/int4_internal.h).
   Kernel unpack_;
 };

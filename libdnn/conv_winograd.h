@@ -23,6 +23,7 @@
 
 #include "libdnn/config_schema.h"
 #include "libdnn/conv.h"
+#include "libdnn/scratch.h"
 
 namespace mpcaffe::libdnn {
 
@@ -83,6 +84,8 @@ class WinogradForward {
                 const BufferRef& output, Queue* queue, const WinogradQuant& quant = {});
   /// Frees the transformed input and products (allocated again by the next Forward).
   void ReleaseScratch();
+  /// Takes them from `arena` on every Forward instead (nullptr: buffers of its own).
+  void set_scratch_arena(std::shared_ptr<ScratchArena> arena) { arena_ = std::move(arena); }
 
  private:
   Device& device_;
@@ -90,6 +93,7 @@ class WinogradForward {
   WinogradConfig config_;
   Kernel wt_, in_, gemm_, out_;
   std::shared_ptr<DeviceMemory> u_, v_, m_;
+  std::shared_ptr<ScratchArena> arena_;
 };
 
 }  // namespace mpcaffe::libdnn

@@ -35,6 +35,7 @@
 #include "codegen/kernel_writer.h"
 #include "device/device.h"
 #include "libdnn/gemm_config.h"
+#include "libdnn/scratch.h"
 #include "quant/fixed_point.h"
 
 namespace mpcaffe::libdnn {
@@ -147,6 +148,9 @@ class Gemm {
   /// activations); the next Run allocates them again. Reduced-memory inference calls it (through
   /// Convolution::ReleaseScratch) so idle GEMMs hold none; enqueued commands keep theirs.
   void ReleaseScratch();
+  /// Takes the run's scratch from `arena` (shared with the net's other layers), again on every
+  /// run; nullptr: buffers of its own, kept until ReleaseScratch.
+  void set_scratch_arena(std::shared_ptr<ScratchArena> arena) { arena_ = std::move(arena); }
 
   /// The program text this GEMM runs.
   const std::string& source() const { return source_; }
@@ -163,7 +167,8 @@ class Gemm {
  private:
   void Prepare(const GemmQuant& quant);
   Event RunKernel(const GemmArgs& args, Queue* queue);  // Run after the 4-bit weights' unpack
-  void AllocateScratch();  // the scratch buffers below that this configuration uses, if freed
+  // The scratch buffers below that this configuration uses, if freed (or from arena_).
+  void AllocateScratch(Queue* queue);
   Device* device_;
   GemmDesc desc_;
   GemmConfig config_;
@@ -180,6 +185,7 @@ class Gemm {
   std::shared_ptr<DeviceMemory> unpacked_;  // channels() × K int8
   Kernel xpack_kernel_;                     // native 4-bit kernels: the activations' packing
   std::shared_ptr<DeviceMemory> xq_;        // and their packed copy of one run
+  std::shared_ptr<ScratchArena> arena_;
 };
 
 /// The host reference: exactly the integer pipeline above for quantized types (bit-exact),

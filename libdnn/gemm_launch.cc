@@ -45,7 +45,7 @@ void Gemm::Prepare(const GemmQuant& quant) {
     unpack_kernel_ = program->GetKernel(int4::UnpackKernelName());
   }
   if (PacksA(desc_, config_)) apack_kernel_ = program->GetKernel(KernelName(desc_) + "_apack");
-  AllocateScratch();
+  AllocateScratch(nullptr);
   quant_ = quant;
   const size_t want = desc_.per_channel ? static_cast<size_t>(desc_.channels()) : 1;
   auto bad = [&](const std::string& what) {
@@ -75,16 +75,19 @@ void Gemm::Prepare(const GemmQuant& quant) {
     bad("weight_zero is false but the weight zero point is " + std::to_string(quant.w_zero));
 }
 
-void Gemm::AllocateScratch() {
+void Gemm::AllocateScratch(Queue* queue) {
   if (!IsQuantized(desc_.type)) return;
-  if (int4::Native(desc_, config_)) {
-    if (!xq_)
-      xq_ = device_->Allocate(std::max<size_t>(4, int4::PackedActivationBytes(desc_, config_)));
-  } else if (desc_.weight_bits == 4 && !unpacked_) {
-    unpacked_ = device_->Allocate(size_t(desc_.channels()) * desc_.K);
-  }
-  if (PacksA(desc_, config_) && !apack_)
-    apack_ = device_->Alloc<int32_t>(std::max<size_t>(1, size_t(desc_.M) * (desc_.K / 2)));
+  auto take = [&](std::shared_ptr<DeviceMemory>* buffer, ScratchUse use, size_t bytes) {
+    if (arena_ || !*buffer) *buffer = ScratchBuffer(*device_, arena_.get(), queue, use, bytes);
+  };
+  if (int4::Native(desc_, config_))
+    take(&xq_, ScratchUse::kGemmActivations,
+         std::max<size_t>(4, int4::PackedActivationBytes(desc_, config_)));
+  else if (desc_.weight_bits == 4)
+    take(&unpacked_, ScratchUse::kGemmUnpacked, size_t(desc_.channels()) * desc_.K);
+  if (PacksA(desc_, config_))
+    take(&apack_.mem, ScratchUse::kGemmPackedA,
+         std::max<size_t>(1, size_t(desc_.M) * (desc_.K / 2)) * sizeof(int32_t));
 }
 
 void Gemm::ReleaseScratch() {
@@ -98,7 +101,7 @@ Event Gemm::Run(const GemmArgs& args, Queue* queue) {
   auto bad = [&](const std::string& what) { throw Error("GEMM " + d.ToString() + ": " + what); };
   if (!args.a || !args.b || !args.c) bad("A, B and C buffers are required");
   if (d.bias && !args.bias) bad("the description has a bias but no bias buffer was given");
-  AllocateScratch();
+  AllocateScratch(queue);
   if (d.weight_bits == 4 && !int4::Native(d, config_)) {
     // The int8 kernel on the weights unpacked to bytes (once per run).
     const bool wa = d.weights == WeightOperand::kA;
@@ -160,7 +163,7 @@ Event Gemm::ComputeWeightSums(const BufferRef& weights, const BufferRef& sums, Q
   const size_t acc = TraitsOf(desc_.type).acc_bytes();
   BufferRef w = weights;
   if (desc_.weight_bits == 4 && !int4::Native(desc_, config_)) {
-    AllocateScratch();
+    AllocateScratch(queue);
     int4::Unpack(unpack_kernel_, weights, unpacked_.get(), desc_.channels(), desc_.K, queue);
     w = BufferRef(unpacked_.get(), 0);
   }

@@ -73,8 +73,14 @@ void Net::Build(const caffe::NetParameter& given) {
   SetUpBackward();
   PlanFusion();
   if (options_.synthetic_data) FillSyntheticInputs();
-  if (reduced_memory_)
-    for (auto& l : layers_) l->set_release_param_copies(true);
+  if (reduced_memory_) {
+    // The layers run one after another: one scratch buffer per use serves them all.
+    const auto arena = std::make_shared<libdnn::ScratchArena>();
+    for (auto& l : layers_) {
+      l->set_release_param_copies(true);
+      l->set_scratch_arena(arena);
+    }
+  }
   PlanViews();
   UpdateViews(true);  // plans the reduced memory too
   for (size_t i = 0; i < layers_.size(); ++i) NoteReshaped(static_cast<int>(i));
