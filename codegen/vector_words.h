@@ -13,6 +13,10 @@ namespace mpcaffe {
 /// scalar multiplier and shift taking it to the output's scale.
 struct VectorResidual {
   std::string value, mult, shift;
+  /// A scalar condition under which every |value| < 2^16 (x − z of 8- or 16-bit storage with
+  /// the zero point z in its range), so that RequantResidual's 32-bit form applies; empty:
+  /// not known (Requant's long lanes).
+  std::string below_2_16_if;
 };
 
 /// Vector expressions in a target's dialect (the Dialect rows vector_load … vector_odd). Types
@@ -77,6 +81,15 @@ class VectorWords {
   std::string RequantWide(int lanes, const std::string& out, const std::string& val,
                           const std::string& mult, const std::string& shift,
                           int indent = 0) const;
+  /// Statement text declaring `int<lanes> out`: Requant's value of the int<lanes> `val` with
+  /// one scalar multiplier and shift, clamped to ±2^30 (what RequantClamp's int32 path adds).
+  /// In 32-bit lanes — the multiplier split into 16-bit halves — where the scalar condition
+  /// `below_2_16_if` (every |val| < 2^16: a residual x − z of 8- or 16-bit storage) holds,
+  /// 17 ≤ 31 − shift ≤ 47 and the multiplier is below 2^31 (a residual's scale ratio near 1 has
+  /// 30 … 33), else through Requant's long lanes. Temporaries and indent as Requant's.
+  std::string RequantResidual(int lanes, const std::string& out, const std::string& val,
+                              const std::string& mult, const std::string& shift,
+                              const std::string& below_2_16_if, int indent = 0) const;
   /// Statement text declaring `int<lanes> out`: the int<lanes> `val` requantized with one
   /// scalar multiplier and shift for every lane (a channel's), plus `zero`, plus the
   /// requantized residual when `res` is given, clamped to [lo, hi] — the same integers as

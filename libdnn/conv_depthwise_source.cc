@@ -186,7 +186,8 @@ std::string conv_internal::DepthwiseVectorEpilogue(const KernelTarget& target, c
     std::string out;
     if (q) {
       std::optional<VectorResidual> res;
-      if (d.residual) res = VectorResidual{residual(at) + " - res_zero", "res_m", "res_s"};
+      if (d.residual)
+        res = VectorResidual{residual(at) + " - res_zero", "res_m", "res_s", kResidualZeroInRange};
       const std::string a =
           wxz.empty() ? "acc" + num(t)
                       : (int_acc ? "acc" + num(t) + " - " + wxz

@@ -22,13 +22,13 @@ std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c
       lanes += std::string(l ? ", " : "") + "Dtype_LOAD(res, yi0 + " + std::to_string(l) + " * P)";
     std::string s = "        if (has_res) {\n          const " + iv + " rv = " + v.Of(iv, lanes) +
                     " - res_zero;\n";
-    s += v.Requant(L, "rs", "rv", v.Splat(iv, "res_m"), v.Splat(iv, "res_s"), 10);
     // |r| ≤ 2^29 on the int path: a residual past ±2^30 clamps the sum the same way.
-    s += as_int ? "          r += " +
-                      v.Convert(iv, v.Clamp("rs", v.Splat(lv, "-1073741824L"),
-                                            v.Splat(lv, "1073741824L"))) +
-                      ";\n"
-                : "          r += rs;\n";
+    if (as_int)
+      s += v.RequantResidual(L, "rs", "rv", "res_m", "res_s", kResidualZeroInRange, 10) +
+           "          r += rs;\n";
+    else
+      s += v.Requant(L, "rs", "rv", v.Splat(iv, "res_m"), v.Splat(iv, "res_s"), 10) +
+           "          r += rs;\n";
     return s + "        }\n";
   };
   std::string s = "    if (oc0 + CONV_VW <= OCg) {\n";

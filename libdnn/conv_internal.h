@@ -16,6 +16,11 @@ namespace mpcaffe::libdnn::conv_internal {
 
 inline int DivUp(int a, int b) { return (a + b - 1) / b; }
 
+/// The quantized kernels' condition on a fused residual's zero point under which every x − z of
+/// its storage is below 2^16 in magnitude (VectorResidual::below_2_16_if).
+inline constexpr const char* kResidualZeroInRange =
+    "res_zero >= Dtype_QMIN && res_zero <= Dtype_QMAX";
+
 /// Whether the pointwise family runs `d` in its row form (few input channels under a window: a
 /// first layer) rather than its plane form (1×1, strided ones on their subsampled input).
 inline bool PointwiseRowForm(const ConvDesc& d) {

@@ -132,7 +132,7 @@ std::string PointwiseInt8Epilogue(const VectorWords& v, const ConvDesc& d,
       std::optional<VectorResidual> res;
       if (d.residual)
         res = VectorResidual{v.Convert(I, v.Load(t.vx, "ro + " + at)) + " - res_zero", "res_m",
-                             "res_s"};
+                             "res_s", conv_internal::kResidualZeroInRange};
       b += "    {\n";
       b += v.RequantClamp(t.vx, "r", acc(o, p) + " + corr", "rqm", "rqs", "c_zero",
                           res ? &*res : nullptr, d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX",

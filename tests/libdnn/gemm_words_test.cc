@@ -114,9 +114,15 @@ TEST(VectorRequantClamp, MatchesTheHostReferenceWithAndWithoutResidual) {
       for (int rep = 0; rep < 4; ++rep) group(m, s);
   while (g.size() / 8 < 2048) group(mant(rng), sh(rng));
   const size_t groups = g.size() / 8, n = v.size();
-  for (bool with_residual : {false, true}) {
-    SCOPED_TRACE(with_residual ? "with a residual" : "without a residual");
-    VectorResidual res{"vload16(0, xr + i)", "p[3]", "p[4]"};
+  // The third pass: residuals x − z of 16-bit storage (|x − z| < 2^16), where the int32 path
+  // takes RequantResidual's 32-bit form.
+  std::vector<int32_t> small(rv);
+  for (int32_t& x : small) x %= 65536;
+  for (int pass = 0; pass < 3; ++pass) {
+    const bool with_residual = pass > 0;
+    SCOPED_TRACE(pass == 0 ? "without a residual" : pass == 1 ? "with a residual" : "with x - z");
+    VectorResidual res{"vload16(0, xr + i)", "p[3]", "p[4]", pass == 2 ? "1" : ""};
+    const std::vector<int32_t>& rv_pass = pass == 2 ? small : rv;
     KernelWriter w(KernelTarget::Of(dev), "test_requant_clamp");
     w.Kernel("vector_requant_clamp")
         .In("int", "xv")
@@ -132,7 +138,7 @@ TEST(VectorRequantClamp, MatchesTheHostReferenceWithAndWithoutResidual) {
     Kernel k = dev.BuildProgram(w.Source())->GetKernel("vector_requant_clamp");
     auto dv = dev.Alloc<int32_t>(n), dr = dev.Alloc<int32_t>(n), dg = dev.Alloc<int32_t>(g.size()),
          dy = dev.Alloc<int32_t>(n);
-    dev.Write(dv, v.data(), n), dev.Write(dr, rv.data(), n), dev.Write(dg, g.data(), g.size());
+    dev.Write(dv, v.data(), n), dev.Write(dr, rv_pass.data(), n), dev.Write(dg, g.data(), g.size());
     k.Arg(dv).Arg(dr).Arg(dg).Arg(dy).Launch({groups, 1, 1});
     std::vector<int32_t> got(n);
     dev.Read(dy, got.data(), n);
@@ -140,12 +146,12 @@ TEST(VectorRequantClamp, MatchesTheHostReferenceWithAndWithoutResidual) {
     for (size_t i = 0; i < n && bad < 10; ++i) {
       const int32_t* p = &g[i / 16 * 8];
       int64_t want = int64_t(quant::Requantize32(v[i], {p[0], p[1]})) + p[2];
-      if (with_residual) want += quant::Requantize32(rv[i], {p[3], p[4]});
+      if (with_residual) want += quant::Requantize32(rv_pass[i], {p[3], p[4]});
       want = std::min<int64_t>(std::max<int64_t>(want, p[5]), p[6]);
       if (got[i] != want) {
         ++bad;
         ADD_FAILURE() << "acc " << v[i] << " multiplier " << p[0] << " shift " << p[1] << " zero "
-                      << p[2] << " residual " << rv[i] << " (" << p[3] << ", " << p[4]
+                      << p[2] << " residual " << rv_pass[i] << " (" << p[3] << ", " << p[4]
                       << ") range [" << p[5] << ", " << p[6] << "]: got " << got[i] << ", want "
                       << want;
       }
@@ -214,6 +220,71 @@ TEST(VectorRequantHigh, MatchesTheHostReferenceLaneByLane) {
           ++bad;
           ADD_FAILURE() << "acc " << v[i] << " multiplier " << m[i] << " shift " << s[i] << ": got "
                         << got[i] << ", want " << want;
+        }
+      }
+    }
+  }
+}
+
+// VectorWords::RequantResidual (a fused residual's term in the int8 epilogues' int32 path)
+// against the host reference Requantize32 clamped to ±2^30: every right shift 31 − shift from 0
+// to 64 (its 32-bit form at 17 … 47, the long lanes on both sides), residuals x − z over the
+// whole ±65535 (edges and random), multipliers at the 16-bit split's edges and negative ones (the
+// long lanes), and the condition off (the long lanes on the same values); 16, 8 and 4 lanes.
+TEST(VectorRequantResidual, MatchesTheHostReferenceOverEveryShift) {
+  Device& dev = DefaultDevice();
+  if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "VectorRequantResidual is OpenCL C";
+  const int32_t kMax = INT32_MAX;
+  const std::vector<int32_t> edge = {0,   1,    -1,    2,     -2,   127,    -128,  255,
+                                     -255, 256, -256, 32767, -32768, 65535, -65535, 40000};
+  const std::vector<int32_t> mults = {0,          1,       65535,      65536,  (1 << 30) + 65535,
+                                      1 << 30,    kMax,    1518500250, -1,     INT32_MIN};
+  std::mt19937 rng(31);
+  std::uniform_int_distribution<int32_t> res(-65535, 65535), mant(1 << 30, kMax), right(0, 64);
+  std::vector<int32_t> v, m, s;
+  for (int32_t a : edge)
+    for (int32_t b : mults)
+      for (int32_t r = 0; r <= 64; ++r) v.push_back(a), m.push_back(b), s.push_back(31 - r);
+  while (v.size() % 16 != 0 || v.size() < 32768) {
+    v.push_back(rng() % 2 ? res(rng) : res(rng) >> (rng() % 16));
+    m.push_back(rng() % 8 ? mant(rng) : mults[rng() % mults.size()]);
+    s.push_back(31 - right(rng));
+  }
+  const size_t n = v.size();
+  auto dv = dev.Alloc<int32_t>(n), dm = dev.Alloc<int32_t>(n), ds = dev.Alloc<int32_t>(n),
+       dy = dev.Alloc<int32_t>(n);
+  dev.Write(dv, v.data(), n), dev.Write(dm, m.data(), n), dev.Write(ds, s.data(), n);
+  const VectorWords words(KernelTarget::Of(dev));
+  for (int lanes : {16, 8, 4}) {
+    for (const char* cond : {"1", "0"}) {
+      SCOPED_TRACE(std::to_string(lanes) + " lanes, condition " + cond);
+      // One multiplier and shift per vector (the scalar arguments): the lanes' groups share the
+      // first lane's, so every lane of a group compares with the reference at those.
+      const std::string l = std::to_string(lanes);
+      KernelWriter w(KernelTarget::Of(dev), "test_requant_residual");
+      w.Kernel("vector_requant_residual")
+          .In("int", "xv")
+          .In("int", "xm")
+          .In("int", "xs")
+          .Out("int", "y")
+          .Body("  const int i = $global_id(0) * " + l +
+                ";\n  const int mult = xm[i], sh = xs[i];\n" +
+                words.RequantResidual(lanes, "r", words.Load(lanes, "xv + i"), "mult", "sh", cond,
+                                      2) +
+                "  " + words.Store(lanes, "r", "y + i") + ";\n");
+      Kernel k = dev.BuildProgram(w.Source())->GetKernel("vector_requant_residual");
+      k.Arg(dv).Arg(dm).Arg(ds).Arg(dy).Launch({n / size_t(lanes), 1, 1});
+      std::vector<int32_t> got(n);
+      dev.Read(dy, got.data(), n);
+      int bad = 0;
+      for (size_t i = 0; i < n && bad < 10; ++i) {
+        const size_t first = i / size_t(lanes) * size_t(lanes);
+        const int32_t want =
+            std::clamp(quant::Requantize32(v[i], {m[first], s[first]}), -(1 << 30), 1 << 30);
+        if (got[i] != want) {
+          ++bad;
+          ADD_FAILURE() << "residual " << v[i] << " multiplier " << m[first] << " shift "
+                        << s[first] << ": got " << got[i] << ", want " << want;
         }
       }
     }
