@@ -285,6 +285,19 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        {8, 1, 8},
        "as the row above, 2026-11-25"},
       {"fp32 plane form, planes of at least 16 pixels, half-register tiles (a CPU runtime at "
+       "AVX2), at least 128 output channels",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.half_register_tiles && d.type == DataType::kFloat32 && !RowForm(d) &&
+                Pixels(d) >= 16 && d.out_channels >= 128;
+       },
+       {6, 2, 8},
+       "ConvBench.DISABLED_PointwiseInt8Tiles with PW_BENCH_TYPE=fp32, the 42 zoo 1x1 layers, "
+       "oc4 px2 v8 and oc6 px2 v8 alternating (5 rounds, minimum per layer), AVX2 (MPCAFFE_ISA="
+       "avx2), quiet, 2026-11-30, 2 runs per runtime: sums 11.04 / 9.71 and 11.09 / 9.93 ms on "
+       "Intel's runtime, 11.91 / 10.65 and 11.23 / 10.03 on PoCL (c1024 h7 o1024 and c2048 h7 "
+       "o512 about a fifth faster); slower only with fewer output channels (o16, o32, o64: up to "
+       "19 %: the last block of 6 mostly empty), which keep oc4 px2 v8"},
+      {"fp32 plane form, planes of at least 16 pixels, half-register tiles (a CPU runtime at "
        "AVX2)",
        [](const TargetProfile& p, const ConvDesc& d) {
          return p.half_register_tiles && d.type == DataType::kFloat32 && !RowForm(d) &&

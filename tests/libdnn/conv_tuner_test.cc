@@ -170,7 +170,7 @@ TEST(ConvBench, DISABLED_ZooPointwiseInt8) { TimeZooPointwise(DataType::kInt8Q);
 // layer on PoCL); per layer the minimum ms per forward of each tile, then the sums and the
 // geometric mean of each tile's time over the first's. PW_BENCH_LAYERS (e.g.
 // "c512 h14 w14 o512,c32 h112") keeps the layers whose description contains one of its
-// ','-separated texts. Run with
+// ','-separated texts; PW_BENCH_TYPE=fp32 times the layers in fp32 instead. Run with
 // --gtest_also_run_disabled_tests --gtest_filter='*PointwiseInt8Tiles'.
 TEST(ConvBench, DISABLED_PointwiseInt8Tiles) {
   Device& dev = DefaultDevice();
@@ -192,22 +192,27 @@ TEST(ConvBench, DISABLED_PointwiseInt8Tiles) {
     std::stringstream in(layers_env);
     for (std::string part; std::getline(in, part, ',');) keep.push_back(part);
   }
+  const char* type_env = std::getenv("PW_BENCH_TYPE");
+  const bool fp32 = type_env && std::string(type_env) == "fp32";
   constexpr int kForwards = 20;
   std::vector<double> sums(tiles.size(), 0.0), log_ratio(tiles.size(), 0.0);
   int layers = 0;
   for (const auto& l : ZooPointwiseShapes()) {
     ConvDesc d;
-    d.type = DataType::kInt8Q;
+    d.type = fp32 ? DataType::kFloat32 : DataType::kInt8Q;
     d.channels = l[0], d.out_channels = l[1], d.height = d.width = l[2];
-    d.bias = d.relu = d.weights_signed = true;
+    d.bias = d.relu = true;
+    d.weights_signed = !fp32;
     if (!keep.empty() && std::none_of(keep.begin(), keep.end(), [&](const std::string& k) {
           return d.ToString().find(k) != std::string::npos;
         }))
       continue;
     const ConvOperands ops(dev, d);
     ConvQuant quant;  // one multiplier: the time does not depend on its value
-    quant.multiplier = {quant::QuantizeMultiplier(1.0 / 4096)};
-    quant.w_zero = {0};
+    if (!fp32) {
+      quant.multiplier = {quant::QuantizeMultiplier(1.0 / 4096)};
+      quant.w_zero = {0};
+    }
     std::vector<std::shared_ptr<Convolution>> convs;
     for (const auto& t : tiles)
       convs.push_back(Convolution::PointwiseApplies(d, t)
