@@ -68,6 +68,7 @@ class InnerProductLayer : public Layer {
     if (bias_) args.bias = libdnn::BufferRef(bias_.get(), 0);
     if (sums_) args.weight_sums = libdnn::BufferRef(sums_.get(), 0);
     gemm_->Run(args);
+    if (release_param_copies()) gemm_->ReleaseScratch();  // reduced memory: the net's arena's
   }
 
  public:
@@ -183,6 +184,7 @@ class InnerProductLayer : public Layer {
       s_w = w.scale;
     }
     gemm_ = std::make_unique<libdnn::Gemm>(device(), d, q);
+    gemm_->set_scratch_arena(scratch_arena());
     bias_.reset();
     sums_.reset();
     folded_w_.reset();
