@@ -122,7 +122,9 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
   std::string body = R"(  const int vecs = (OW + 7) / 8;
   const int v = $global_id(0);
   const int live = v < vecs;
-  const int ox0 = min(v * 8, OW - 8);  // the row's last vector overlaps its neighbour
+  // The row's last vector overlaps its neighbour; a row narrower than 8 has one vector, its
+  // lanes past OW dead (computed, not stored).
+  const int ox0 = max(min(v * 8, OW - 8), 0);
   const int c0 = ox0 * sw - pw;        // the first lane's first window column
 )";
   body += "  const " + I8 + " wstart = (ox0 + " + vw.Of(I8, "0, 1, 2, 3, 4, 5, 6, 7") + ") * sw - pw;\n";
@@ -183,15 +185,20 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
 )";
   }
   if (!q) {
-    body += "    " + (type == DataType::kFloat16 ? vw.StoreHalf(8, "best", "y + i0")
-                                             : vw.Store(8, "best", "y + i0")) + ";\n";
+    body += "    if (OW >= 8) {\n      " +
+            (type == DataType::kFloat16 ? vw.StoreHalf(8, "best", "y + i0")
+                                        : vw.Store(8, "best", "y + i0")) +
+            ";\n      continue;\n    }\n";
+    body += "    float lanes[8];\n    " +
+            vw.Store(8, vw.Convert(vw.Type("float", 8), "best"), "lanes") +
+            ";\n    for (int l = 0; l < OW; ++l) Dtype_STORE(y, i0 + l, lanes[l]);\n";
   } else {
     // Equal parameters (the common case: max pooling keeps its input's range): one store.
     w.UseHelper(KernelHelper::kByteVectorStore);
     const std::string store = type == DataType::kInt8Q ? "MP_STORE_UCHAR8" : "MP_STORE_USHORT8";
-    body += "    if (same) {\n      " + store + "(best, y + i0);\n      continue;\n    }\n";
+    body += "    if (same && OW >= 8) {\n      " + store + "(best, y + i0);\n      continue;\n    }\n";
     body += "    int lanes[8];\n    " + vw.Store(8, vw.Convert(I8, "best"), "lanes") + ";\n";
-    body += R"(    for (int l = 0; l < 8; ++l) {
+    body += R"(    for (int l = 0; l < 8 && l < OW; ++l) {
       mp_i64 r = same ? $long_of_int(lanes[l]) : (mp_i64)y_zero + MP_REQUANT(lanes[l] - x_zero, mult, shift);
       r = Dtype_SAT(r);
       Dtype_STORE(y, i0 + l, r);
@@ -392,7 +399,7 @@ const std::vector<PoolForwardFamily>& PoolForwardFamilies() {
   static const std::vector<PoolForwardFamily> families = {
       {"pool_vector_max",
        [](const PoolDesc& d, const TargetProfile& p) {
-         return p.vector_builtins && d.method == PoolMethod::kMax && GeometryOf(d).ow >= 8;
+         return p.vector_builtins && d.method == PoolMethod::kMax;
        },
        PoolVectorMaxDefaults},
       {"pool", [](const PoolDesc&, const TargetProfile&) { return true; }, nullptr},

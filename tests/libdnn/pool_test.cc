@@ -48,6 +48,7 @@ const Shape kShapes[] = {
     {1, 2, 5, 5, 5, 5, 1, 1, 0, 0, false},     // kernel = input
     {2, 3, 15, 15, 3, 3, 2, 2, 0, 0, false},   // AlexNet pool geometry, odd input
     {2, 4, 14, 14, 3, 3, 1, 1, 1, 1, false},   // GoogLeNet's inception pools, scaled
+    {2, 5, 7, 7, 3, 3, 1, 1, 1, 1, false},     // GoogLeNet's 7×7 inception pools: rows under 8
     {1, 3, 20, 33, 3, 3, 2, 2, 1, 1, false},   // stride 2, padded, 17 columns
 };
 // clang-format on
@@ -158,10 +159,18 @@ TEST_P(PoolForward, MatchesReferenceOnEveryShape) {
       std::vector<int32_t> mask(d.output_count());
       dev.CopyToHost(mm.get(), 0, mask.data(), mask.size() * 4);
       EXPECT_EQ(mask, want_mask);
-      // Inference asks for no mask: rows of 8 or more outputs take the vector kernel.
-      auto y2 = dev.Allocate(want.size());
+      // Inference asks for no mask: the vector kernel where it applies, which must not write
+      // past the output (rows narrower than its 8 lanes: checked on guard bytes after it).
+      const Bytes guard(64, 0xa5);
+      Bytes filled(want.size(), 0);
+      filled.insert(filled.end(), guard.begin(), guard.end());
+      auto y2 = Upload(dev, filled);
       pool.Forward(BufferRef(xm.get(), 0), BufferRef(y2.get(), 0));
-      EXPECT_EQ(Download(dev, y2, want.size()), want) << "without a mask";
+      const Bytes got2 = Download(dev, y2, filled.size());
+      EXPECT_EQ(Bytes(got2.begin(), got2.begin() + ptrdiff_t(want.size())), want)
+          << "without a mask";
+      EXPECT_EQ(Bytes(got2.begin() + ptrdiff_t(want.size()), got2.end()), guard)
+          << "written past the output";
     }
   }
 }
