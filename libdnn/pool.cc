@@ -196,7 +196,8 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
     // Equal parameters (the common case: max pooling keeps its input's range): one store.
     w.UseHelper(KernelHelper::kByteVectorStore);
     const std::string store = type == DataType::kInt8Q ? "MP_STORE_UCHAR8" : "MP_STORE_USHORT8";
-    body += "    if (same && OW >= 8) {\n      " + store + "(best, y + i0);\n      continue;\n    }\n";
+    body += "    if (same && OW >= 8) {\n      " + store +
+            "(best, y + i0);\n      continue;\n    }\n";
     body += "    int lanes[8];\n    " + vw.Store(8, vw.Convert(I8, "best"), "lanes") + ";\n";
     body += R"(    for (int l = 0; l < 8 && l < OW; ++l) {
       mp_i64 r = same ? $long_of_int(lanes[l]) : (mp_i64)y_zero + MP_REQUANT(lanes[l] - x_zero, mult, shift);
