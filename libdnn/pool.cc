@@ -3,6 +3,7 @@
 #include "libdnn/pool.h"
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <sstream>
 #include <vector>
@@ -145,45 +146,47 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
     const long e1 = (long)nc * H * W + (long)(he - 1) * W + c0 + KW - 1 + span;
     const int fast = sw <= 2 && e0 >= 0 && e1 <= elements;
 )";
-  const std::string load =
-      "!fast ? MP_GATHER8(xr, " + vw.Clamp("ix", vw.Splat(I8, "0"), vw.Splat(I8, "W - 1")) +
-      ")\n                          : sw == 1 ? MP_LOAD8(xr + c0 + kx) : MP_LOAD8S2(xr + c0 + kx)";
+  // The window's loops once per load form, chosen outside them: as one expression (a select
+  // of the three) the compilers computed the lane-by-lane gather for every element.
+  const std::string gather =
+      "MP_GATHER8(xr, " + vw.Clamp("ix", vw.Splat(I8, "0"), vw.Splat(I8, "W - 1")) + ")";
+  auto forms = [&](const std::function<std::string(const std::string&)>& loops) {
+    return "    if (fast && sw == 1) {\n" + loops("MP_LOAD8(xr + c0 + kx)") +
+           "    } else if (fast) {\n" + loops("MP_LOAD8S2(xr + c0 + kx)") + "    } else {\n" +
+           loops(gather) + "    }\n";
+  };
   if (q) {
     body += "    " + V + " best = " + vw.Splat(V, "0") + ";\n";
-    body += "    for (int kx = 0; kx < KW; ++kx) {\n      const " + I8 + " ix = wstart + kx;\n";
-    body += "      const " + V + " inside = " +
-            vw.As(V, vw.Convert(vw.Type(U == "uchar" ? "char" : "short", 8), "ix >= ws && ix < we")) +
-            ";\n";
-    body += R"(      for (int h = hs; h < he; ++h) {
-        const $global Dtype* xr = xp + h * W;
-)";
-    body += "        const " + V + " val = " + load + ";\n";
-    body += R"(        best = max(best, val & inside);
-      }
-    }
-    if (!live) continue;
-    const int i0 = row * OW + ox0;
-)";
+    body += forms([&](const std::string& load) {
+      std::string l = "    for (int kx = 0; kx < KW; ++kx) {\n      const " + I8 +
+                      " ix = wstart + kx;\n";
+      l += "      const " + V + " inside = " +
+           vw.As(V, vw.Convert(vw.Type(U == "uchar" ? "char" : "short", 8),
+                               "ix >= ws && ix < we")) +
+           ";\n";
+      l += "      for (int h = hs; h < he; ++h) {\n        const $global Dtype* xr = xp + h * W;\n";
+      l += "        const " + V + " val = " + load + ";\n";
+      return l + "        best = max(best, val & inside);\n      }\n    }\n";
+    });
   } else {
     // Each lane's first element inside the input, (hs, ws), is taken whatever its value (NaN
     // too), as the scalar kernel starts from it; then the first greater one.
     body += "    " + V + " best = " + vw.Splat(V, "0") + ";\n    " + I8 + " seen = " +
             vw.Splat(I8, "0") + ";\n";
-    body += R"(    for (int h = hs; h < he; ++h) {
-      const $global Dtype* xr = xp + h * W;
-      for (int kx = 0; kx < KW; ++kx) {
-)";
-    body += "        const " + I8 + " ix = wstart + kx;\n";
-    body += "        const " + I8 + " ok = ix >= ws && ix < we;\n";
-    body += "        const " + V + " val = " + load + ";\n";
-    body += "        best = " + vw.Select("best", "val", "ok & (~seen | (val > best))") + ";\n";
-    body += R"(        seen |= ok;
-      }
-    }
-    if (!live) continue;
+    body += forms([&](const std::string& load) {
+      std::string l = "    for (int h = hs; h < he; ++h) {\n"
+                      "      const $global Dtype* xr = xp + h * W;\n"
+                      "      for (int kx = 0; kx < KW; ++kx) {\n";
+      l += "        const " + I8 + " ix = wstart + kx;\n";
+      l += "        const " + I8 + " ok = ix >= ws && ix < we;\n";
+      l += "        const " + V + " val = " + load + ";\n";
+      l += "        best = " + vw.Select("best", "val", "ok & (~seen | (val > best))") + ";\n";
+      return l + "        seen |= ok;\n      }\n    }\n";
+    });
+  }
+  body += R"(    if (!live) continue;
     const int i0 = row * OW + ox0;
 )";
-  }
   if (!q) {
     body += "    if (OW >= 8) {\n      " +
             (type == DataType::kFloat16 ? vw.StoreHalf(8, "best", "y + i0")
