@@ -114,9 +114,10 @@ TEST(DefaultsTables, LaunchDefaultsPerDeviceClass) {
   PoolDesc average = pool1;
   average.method = PoolMethod::kAverage;
   EXPECT_STREQ(PoolForwardFamilyFor(average, cpu).name, "pool");
-  PoolDesc pool5 = pool1;  // 6 outputs a row
+  PoolDesc pool5 = pool1;  // 6 outputs a row: one vector, its last 2 lanes unstored
   pool5.height = pool5.width = 13;
-  EXPECT_STREQ(PoolForwardFamilyFor(pool5, cpu).name, "pool");
+  EXPECT_STREQ(PoolForwardFamilyFor(pool5, cpu).name, "pool_vector_max");
+  EXPECT_STREQ(PoolForwardFamilyFor(pool5, scalar_dialect).name, "pool");
   EXPECT_EQ(DefaultRowFor(PoolVectorMaxDefaults(), "pool", cpu, PoolDesc{}).config.ToString(),
             "width=8 groups=1024");
 }

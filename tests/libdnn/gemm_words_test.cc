@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -25,6 +26,40 @@
 
 namespace mpcaffe::libdnn {
 namespace {
+
+/// Runs (value, multiplier, shift) triples through a kernel of `lanes` lanes per work-item
+/// whose `body` follows `const int i = <work-item> * lanes;` (inputs xv, xm, xs, output y) and
+/// compares each result with `want(value, multiplier, shift)`, reporting up to 10 mismatches.
+/// With `shared`, a vector's lanes take its first lane's multiplier and shift (scalar ones).
+void CheckTriples(Device& dev, const std::vector<int32_t>& v, const std::vector<int32_t>& m,
+                  const std::vector<int32_t>& s, int lanes, const std::string& body, bool shared,
+                  const std::function<int32_t(int32_t, int32_t, int32_t)>& want) {
+  KernelWriter w(KernelTarget::Of(dev), "test_triples");
+  w.Kernel("triples")
+      .In("int", "xv")
+      .In("int", "xm")
+      .In("int", "xs")
+      .Out("int", "y")
+      .Body("  const int i = $global_id(0) * " + std::to_string(lanes) + ";\n" + body);
+  Kernel k = dev.BuildProgram(w.Source())->GetKernel("triples");
+  const size_t n = v.size();
+  auto dv = dev.Alloc<int32_t>(n), dm = dev.Alloc<int32_t>(n), ds = dev.Alloc<int32_t>(n),
+       dy = dev.Alloc<int32_t>(n);
+  dev.Write(dv, v.data(), n), dev.Write(dm, m.data(), n), dev.Write(ds, s.data(), n);
+  k.Arg(dv).Arg(dm).Arg(ds).Arg(dy).Launch({n / size_t(lanes), 1, 1});
+  std::vector<int32_t> got(n);
+  dev.Read(dy, got.data(), n);
+  int bad = 0;
+  for (size_t i = 0; i < n && bad < 10; ++i) {
+    const size_t at = shared ? i / size_t(lanes) * size_t(lanes) : i;
+    const int32_t expected = want(v[i], m[at], s[at]);
+    if (got[i] != expected) {
+      ++bad;
+      ADD_FAILURE() << "value " << v[i] << " multiplier " << m[at] << " shift " << s[at]
+                    << ": got " << got[i] << ", want " << expected;
+    }
+  }
+}
 
 // VectorWords::Requant (the int8 vector epilogues' requantization, in 64-bit lanes) against
 // the host reference quant::Requantize32 on every combination of edge values (0, ±1, rounding
@@ -50,33 +85,14 @@ TEST(VectorRequant, MatchesTheHostReferenceLaneByLane) {
     const int32_t small = any(rng) >> (rng() % 31);  // accumulators of every magnitude
     v.push_back(rng() % 2 ? small : any(rng)), m.push_back(mant(rng)), s.push_back(sh(rng));
   }
-  KernelWriter w(KernelTarget::Of(dev), "test_requant");
-  w.Kernel("vector_requant")
-      .In("int", "xv")
-      .In("int", "xm")
-      .In("int", "xs")
-      .Out("int", "y")
-      .Body("  const int i = $global_id(0) * 16;\n  const int16 val = vload16(0, xv + i);\n" +
-            VectorWords(w.target()).Requant(16, "r", "val", "vload16(0, xm + i)",
-                                            "vload16(0, xs + i)", 2) +
-            "  vstore16(convert_int16(r), 0, y + i);\n");
-  Kernel k = dev.BuildProgram(w.Source())->GetKernel("vector_requant");
-  const size_t n = v.size();
-  auto dv = dev.Alloc<int32_t>(n), dm = dev.Alloc<int32_t>(n), ds = dev.Alloc<int32_t>(n),
-       dy = dev.Alloc<int32_t>(n);
-  dev.Write(dv, v.data(), n), dev.Write(dm, m.data(), n), dev.Write(ds, s.data(), n);
-  k.Arg(dv).Arg(dm).Arg(ds).Arg(dy).Launch({n / 16, 1, 1});
-  std::vector<int32_t> got(n);
-  dev.Read(dy, got.data(), n);
-  int bad = 0;
-  for (size_t i = 0; i < n && bad < 10; ++i) {
-    const int32_t want = quant::Requantize32(v[i], {m[i], s[i]});
-    if (got[i] != want) {
-      ++bad;
-      ADD_FAILURE() << "acc " << v[i] << " multiplier " << m[i] << " shift " << s[i]
-                    << ": got " << got[i] << ", want " << want;
-    }
-  }
+  const VectorWords words(KernelTarget::Of(dev));
+  CheckTriples(dev, v, m, s, 16,
+               "  const int16 val = vload16(0, xv + i);\n" +
+                   words.Requant(16, "r", "val", "vload16(0, xm + i)", "vload16(0, xs + i)", 2) +
+                   "  vstore16(convert_int16(r), 0, y + i);\n",
+               false, [](int32_t a, int32_t b, int32_t c) {
+                 return quant::Requantize32(a, {b, c});
+               });
 }
 
 // VectorWords::RequantClamp (the depthwise and pointwise int8 epilogues: one multiplier
@@ -186,42 +202,19 @@ TEST(VectorRequantHigh, MatchesTheHostReferenceLaneByLane) {
       m.push_back(rng() % 8 ? mant(rng) : mults[rng() % mults.size()]);
       s.push_back(31 - right(rng));
     }
-    const size_t n = v.size();
-    auto dv = dev.Alloc<int32_t>(n), dm = dev.Alloc<int32_t>(n), ds = dev.Alloc<int32_t>(n),
-         dy = dev.Alloc<int32_t>(n);
-    dev.Write(dv, v.data(), n), dev.Write(dm, m.data(), n), dev.Write(ds, s.data(), n);
+    const VectorWords words(KernelTarget::Of(dev));
     for (int lanes : {8, 4, 2}) {
       SCOPED_TRACE(std::to_string(lanes) + " lanes");
-      const VectorWords words(KernelTarget::Of(dev));
-      const std::string l = std::to_string(lanes);
-      KernelWriter w(KernelTarget::Of(dev), "test_requant_high");
-      w.Kernel("vector_requant_high")
-          .In("int", "xv")
-          .In("int", "xm")
-          .In("int", "xs")
-          .Out("int", "y")
-          .Body(
-              "  const int i = $global_id(0) * " + l + ";\n" +
-              (wide ? words.RequantWide(lanes, "r", words.Load(lanes, "xv + i"),
-                                        words.Load(lanes, "xm + i"), words.Load(lanes, "xs + i"), 2)
-                    : words.RequantHigh(lanes, "r", words.Load(lanes, "xv + i"),
-                                        words.Load(lanes, "xm + i"), words.Load(lanes, "xs + i"),
-                                        2)) +
-              "  " + words.Store(lanes, "r", "y + i") + ";\n");
-      Kernel k = dev.BuildProgram(w.Source())->GetKernel("vector_requant_high");
-      k.Arg(dv).Arg(dm).Arg(ds).Arg(dy).Launch({n / size_t(lanes), 1, 1});
-      std::vector<int32_t> got(n);
-      dev.Read(dy, got.data(), n);
-      int bad = 0;
-      for (size_t i = 0; i < n && bad < 10; ++i) {
-        const int32_t r = quant::Requantize32(v[i], {m[i], s[i]});
-        const int32_t want = wide ? std::clamp(r, -(1 << 30), 1 << 30) : r;
-        if (got[i] != want) {
-          ++bad;
-          ADD_FAILURE() << "acc " << v[i] << " multiplier " << m[i] << " shift " << s[i] << ": got "
-                        << got[i] << ", want " << want;
-        }
-      }
+      const std::string x = words.Load(lanes, "xv + i"), mult = words.Load(lanes, "xm + i"),
+                        shift = words.Load(lanes, "xs + i");
+      CheckTriples(dev, v, m, s, lanes,
+                   (wide ? words.RequantWide(lanes, "r", x, mult, shift, 2)
+                         : words.RequantHigh(lanes, "r", x, mult, shift, 2)) +
+                       "  " + words.Store(lanes, "r", "y + i") + ";\n",
+                   false, [&](int32_t a, int32_t b, int32_t c) {
+                     const int32_t r = quant::Requantize32(a, {b, c});
+                     return wide ? std::clamp(r, -(1 << 30), 1 << 30) : r;
+                   });
     }
   }
 }
@@ -250,43 +243,20 @@ TEST(VectorRequantResidual, MatchesTheHostReferenceOverEveryShift) {
     m.push_back(rng() % 8 ? mant(rng) : mults[rng() % mults.size()]);
     s.push_back(31 - right(rng));
   }
-  const size_t n = v.size();
-  auto dv = dev.Alloc<int32_t>(n), dm = dev.Alloc<int32_t>(n), ds = dev.Alloc<int32_t>(n),
-       dy = dev.Alloc<int32_t>(n);
-  dev.Write(dv, v.data(), n), dev.Write(dm, m.data(), n), dev.Write(ds, s.data(), n);
   const VectorWords words(KernelTarget::Of(dev));
   for (int lanes : {16, 8, 4}) {
     for (const char* cond : {"1", "0"}) {
       SCOPED_TRACE(std::to_string(lanes) + " lanes, condition " + cond);
-      // One multiplier and shift per vector (the scalar arguments): the lanes' groups share the
-      // first lane's, so every lane of a group compares with the reference at those.
-      const std::string l = std::to_string(lanes);
-      KernelWriter w(KernelTarget::Of(dev), "test_requant_residual");
-      w.Kernel("vector_requant_residual")
-          .In("int", "xv")
-          .In("int", "xm")
-          .In("int", "xs")
-          .Out("int", "y")
-          .Body("  const int i = $global_id(0) * " + l +
-                ";\n  const int mult = xm[i], sh = xs[i];\n" +
-                words.RequantResidual(lanes, "r", words.Load(lanes, "xv + i"), "mult", "sh", cond,
-                                      2) +
-                "  " + words.Store(lanes, "r", "y + i") + ";\n");
-      Kernel k = dev.BuildProgram(w.Source())->GetKernel("vector_requant_residual");
-      k.Arg(dv).Arg(dm).Arg(ds).Arg(dy).Launch({n / size_t(lanes), 1, 1});
-      std::vector<int32_t> got(n);
-      dev.Read(dy, got.data(), n);
-      int bad = 0;
-      for (size_t i = 0; i < n && bad < 10; ++i) {
-        const size_t first = i / size_t(lanes) * size_t(lanes);
-        const int32_t want =
-            std::clamp(quant::Requantize32(v[i], {m[first], s[first]}), -(1 << 30), 1 << 30);
-        if (got[i] != want) {
-          ++bad;
-          ADD_FAILURE() << "residual " << v[i] << " multiplier " << m[first] << " shift "
-                        << s[first] << ": got " << got[i] << ", want " << want;
-        }
-      }
+      // One multiplier and shift per vector (the scalar arguments): each vector's lanes take
+      // its first lane's.
+      CheckTriples(dev, v, m, s, lanes,
+                   "  const int mult = xm[i], sh = xs[i];\n" +
+                       words.RequantResidual(lanes, "r", words.Load(lanes, "xv + i"), "mult",
+                                             "sh", cond, 2) +
+                       "  " + words.Store(lanes, "r", "y + i") + ";\n",
+                   true, [](int32_t a, int32_t b, int32_t c) {
+                     return std::clamp(quant::Requantize32(a, {b, c}), -(1 << 30), 1 << 30);
+                   });
     }
   }
 }
