@@ -123,7 +123,9 @@ class ConvolutionLayer : public Layer, ConvGeometry {
     top[0]->Reshape(TopShape(b, out_, desc_.out_h(), desc_.out_w()));
   }
   void ParamsChanged() override { prepared_key_.clear(); }
-  bool DropsParamDeviceCopy(int i) const override { return i == 0 && release_param_copies(); }
+  bool DropsParamDeviceCopy(int i) const override {
+    return i == 0 && (release_param_copies() || Int4Weights(0));  // as Prepare releases it
+  }
 
  protected:
   void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {

@@ -73,6 +73,9 @@ class InnerProductLayer : public Layer {
 
  public:
   bool HasBackward() const override { return true; }
+  // 4-bit weights run from their packed copy (Prepare): new values go to the host side only,
+  // so that loading a caffemodel never holds the unpacked bytes on the device.
+  bool DropsParamDeviceCopy(int i) const override { return i == 0 && Int4Weights(0); }
   // Float types fold a following BatchNorm / Scale into the weights and bias.
   EpilogueSupport FusionSupport() const override {
     return {true, !IsQuantized(compute_type_), false};

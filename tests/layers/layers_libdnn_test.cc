@@ -298,7 +298,16 @@ TEST(Layers, InnerProductInt4WeightsMatchTheIntegerReference) {
   SetRange(&p, "top", 0, -6, 6);
   for (int m : {1, 4}) {
     LayerRun r = Make(p, {{m, 3, 5}}, 1);
+    // Only the packed copy lives on the device: values set before the first pass (a loaded
+    // caffemodel's) are written on the host side, and the pass keeps them there.
+    {
+      const Blob& w = *r.layer->blobs()[0];
+      const auto* at = static_cast<const uint8_t*>(w.host_data());
+      r.layer->SetParamStorage(0, std::vector<uint8_t>(at, at + w.bytes()).data());
+    }
+    EXPECT_EQ(r.layer->blobs()[0]->device_bytes(), 0u);
     r.Forward();
+    EXPECT_EQ(r.layer->blobs()[0]->device_bytes(), 0u);
     const auto x = r.bottom[0]->ToFloat();
     const auto w = Int4Values(*r.layer);
     const auto b = r.layer->ParamAsFloat(1);
