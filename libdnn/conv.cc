@@ -241,12 +241,6 @@ void Convolution::set_scratch_arena(std::shared_ptr<ScratchArena> arena) {
   if (winograd_) winograd_->set_scratch_arena(arena);
 }
 
-void Convolution::TakeScratch(std::shared_ptr<DeviceMemory>* buffer, ScratchUse use,
-                              size_t bytes, Queue* queue) {
-  if (arena_ || !*buffer || (*buffer)->bytes() < bytes)
-    *buffer = ScratchBuffer(*device_, arena_.get(), queue, use, bytes);
-}
-
 void Convolution::PreparePointwise(const PointwiseTile& tile) {
   const ConvDesc& d = desc_;
   family_ = ConvFamily::kPointwise;
@@ -524,7 +518,8 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
       // Each image's channels subsampled to the output's pixels (its 1×1 columns), in turn
       // into one buffer that the stride-1 plane form reads.
       const size_t image = size_t(d.channels) * size_t(hw) * es;
-      TakeScratch(&gemm_col_, ScratchUse::kColumns, size_t(d.batch) * image, queue);
+      TakeScratch(*device_, arena_.get(), queue, ScratchUse::kColumns, size_t(d.batch) * image,
+                  &gemm_col_);
       for (int n = 0; n < d.batch; ++n) {
         im2col_.ArgBuffer(input.mem, input.byte_offset + size_t(n) * d.channels * d.height *
                                                              d.width * es, es)
@@ -571,7 +566,9 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
     const size_t hw = size_t(d.height) * d.width, ohw = size_t(oh) * ow;
     const size_t row = d.weight_bytes() / size_t(d.out_channels);  // one channel's weights
     const bool pointwise = ColumnsAreTheInput(d);
-    if (!pointwise) TakeScratch(&gemm_col_, ScratchUse::kColumns, size_t(kg) * ohw * es, queue);
+    if (!pointwise)
+      TakeScratch(*device_, arena_.get(), queue, ScratchUse::kColumns, size_t(kg) * ohw * es,
+                  &gemm_col_);
     const int rows = kg * oh;  // (column row, oy) pairs
     Event last;
     for (int n = 0; n < d.batch; ++n) {
@@ -640,7 +637,8 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
   // overwrites planes a previous launch still reads).
   const size_t per_image = PackedInputBytes(d, input_);
   const int chunk = int(std::clamp<size_t>(kPackChunkBytes / per_image, 1, size_t(d.batch)));
-  TakeScratch(&xpacked_, ScratchUse::kPackedInput, chunk * per_image, queue);
+  TakeScratch(*device_, arena_.get(), queue, ScratchUse::kPackedInput, chunk * per_image,
+              &xpacked_);
   const size_t hw = size_t(d.height) * d.width;
   Event last;
   for (int first = 0; first < d.batch; first += chunk) {

@@ -458,10 +458,6 @@ class Convolution {
               const ConvConfig& config, bool direct_kernel);
   std::shared_ptr<DeviceMemory> gemm_weights_, gemm_sums_, gemm_col_;
   std::shared_ptr<ScratchArena> arena_;  // where xpacked_ and gemm_col_ come from, if set
-  // The buffer for `use` of `bytes` into *buffer: from arena_ on every call, else if freed or
-  // smaller.
-  void TakeScratch(std::shared_ptr<DeviceMemory>* buffer, ScratchUse use, size_t bytes,
-                   Queue* queue);
   // weight_bits 4 outside the GEMM path: the unpack kernel (libdnn/int4_internal.h).
   Kernel unpack_;
 };

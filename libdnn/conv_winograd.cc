@@ -545,12 +545,10 @@ Event WinogradForward::Forward(const BufferRef& input, const BufferRef& bias,
   const bool q = d.type == DataType::kInt8Q;
   const size_t pp = size_t(s.padded), e = size_t(s.elements());
   const size_t es = SizeOf(d.type), vs = q ? 2 : 4;  // V: shorts (int8q) or floats
-  if (arena_ || !v_)
-    v_ = ScratchBuffer(device_, arena_.get(), queue, ScratchUse::kWinogradInput,
-                       e * size_t(s.v_plane) * vs);
-  if (arena_ || !m_)
-    m_ = ScratchBuffer(device_, arena_.get(), queue, ScratchUse::kWinogradProducts,
-                       e * size_t(s.m_plane) * 4);
+  TakeScratch(device_, arena_.get(), queue, ScratchUse::kWinogradInput,
+              e * size_t(s.v_plane) * vs, &v_);
+  TakeScratch(device_, arena_.get(), queue, ScratchUse::kWinogradProducts,
+              e * size_t(s.m_plane) * 4, &m_);
   const DeviceInfo& info = device_.info();
   // The pointwise kernel's spread: the same reason (a delayed core hands its groups over) and the
   // same grids of pixel blocks × channel blocks.

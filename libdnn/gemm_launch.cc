@@ -78,7 +78,7 @@ void Gemm::Prepare(const GemmQuant& quant) {
 void Gemm::AllocateScratch(Queue* queue) {
   if (!IsQuantized(desc_.type)) return;
   auto take = [&](std::shared_ptr<DeviceMemory>* buffer, ScratchUse use, size_t bytes) {
-    if (arena_ || !*buffer) *buffer = ScratchBuffer(*device_, arena_.get(), queue, use, bytes);
+    TakeScratch(*device_, arena_.get(), queue, use, bytes, buffer);
   };
   if (int4::Native(desc_, config_))
     take(&xq_, ScratchUse::kGemmActivations,

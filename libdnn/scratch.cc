@@ -26,10 +26,12 @@ size_t ScratchArena::bytes() const {
   return total;
 }
 
-std::shared_ptr<DeviceMemory> ScratchBuffer(Device& device, ScratchArena* arena, Queue* queue,
-                                            ScratchUse use, size_t bytes) {
-  if (arena) return arena->Get(device, queue, use, bytes);
-  return device.Allocate(bytes);
+void TakeScratch(Device& device, ScratchArena* arena, Queue* queue, ScratchUse use, size_t bytes,
+                 std::shared_ptr<DeviceMemory>* buffer) {
+  if (arena)
+    *buffer = arena->Get(device, queue, use, bytes);
+  else if (!*buffer || (*buffer)->bytes() < bytes)
+    *buffer = device.Allocate(bytes);
 }
 
 }  // namespace mpcaffe::libdnn

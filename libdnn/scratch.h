@@ -51,8 +51,10 @@ class ScratchArena {
   std::map<std::pair<const Queue*, ScratchUse>, std::shared_ptr<DeviceMemory>> buffers_;
 };
 
-/// `bytes` for `use`: from `arena` when there is one, else a new buffer of the caller's own.
-std::shared_ptr<DeviceMemory> ScratchBuffer(Device& device, ScratchArena* arena, Queue* queue,
-                                            ScratchUse use, size_t bytes);
+/// Into *buffer a buffer of at least `bytes` for `use` on `queue`: from `arena` on every call
+/// when there is one (the queue may differ from the last run's), else one of the caller's own,
+/// allocated when *buffer is empty or smaller.
+void TakeScratch(Device& device, ScratchArena* arena, Queue* queue, ScratchUse use, size_t bytes,
+                 std::shared_ptr<DeviceMemory>* buffer);
 
 }  // namespace mpcaffe::libdnn

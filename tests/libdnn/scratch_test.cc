@@ -40,9 +40,19 @@ TEST(ScratchArena, OneBufferPerUseAndQueueGrownToTheLargestRequest) {
   const auto other_queue = arena.Get(dev, queue.get(), ScratchUse::kColumns, 100);
   EXPECT_NE(other_queue, larger);
   EXPECT_EQ(arena.bytes(), larger->bytes() + other_use->bytes() + other_queue->bytes());
-  // Without an arena every call is a buffer of the caller's own.
-  EXPECT_NE(ScratchBuffer(dev, nullptr, nullptr, ScratchUse::kColumns, 10),
-            ScratchBuffer(dev, nullptr, nullptr, ScratchUse::kColumns, 10));
+  // Without an arena every caller has a buffer of its own, kept while it is large enough.
+  std::shared_ptr<DeviceMemory> mine, theirs;
+  TakeScratch(dev, nullptr, nullptr, ScratchUse::kColumns, 10, &mine);
+  TakeScratch(dev, nullptr, nullptr, ScratchUse::kColumns, 10, &theirs);
+  EXPECT_NE(mine, theirs);
+  const std::shared_ptr<DeviceMemory> before = mine;
+  TakeScratch(dev, nullptr, nullptr, ScratchUse::kColumns, 8, &mine);
+  EXPECT_EQ(mine, before);
+  TakeScratch(dev, nullptr, nullptr, ScratchUse::kColumns, 100, &mine);
+  EXPECT_GE(mine->bytes(), 100u);
+  // With one, the arena's buffer whatever the caller held.
+  TakeScratch(dev, &arena, nullptr, ScratchUse::kColumns, 10, &mine);
+  EXPECT_EQ(mine, larger);
 }
 
 ConvDesc Desc(DataType t, int c, int hw, int o, int k, int stride, int pad) {
