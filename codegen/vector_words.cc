@@ -223,7 +223,17 @@ std::string VectorWords::RequantResidual(int lanes, const std::string& out,
   const std::string I = Type("int", lanes), U = Type("uint", lanes), pad(indent, ' '),
                     in = pad + "  ";
   const std::string rr = out + "_rr", a = out + "_a", t = out + "_t", q = out + "_q";
+  const std::string L = Type("long", lanes);
+  // Requant's long lanes, clamped: what the 32-bit form gives where it applies.
+  auto wide = [&](const std::string& indent_text) {
+    return Requant(lanes, out + "_l", val, Splat(I, mult), Splat(I, shift),
+                   int(indent_text.size())) +
+           indent_text + out + " = " +
+           Convert(I, Clamp(out + "_l", Splat(L, "-1073741824L"), Splat(L, "1073741824L"))) +
+           ";\n";
+  };
   std::string s = pad + I + " " + out + ";\n" + pad + "{\n";
+  if (below_2_16_if.empty()) return s + wide(in) + pad + "}\n";
   s += in + "const int " + rr + " = 31 - (" + shift + ");\n";
   s += in + "if ((" + below_2_16_if + ") && " + rr + " >= 17 && " + rr + " <= 47 && (" + mult +
        ") >= 0) {\n";
@@ -237,13 +247,7 @@ std::string VectorWords::RequantResidual(int lanes, const std::string& out,
              Splat(U, "1073741824u")) +
        ";\n";
   s += in + "  " + out + " = " + Select(As(I, q), "-" + As(I, q), "(" + val + ") < 0") + ";\n";
-  s += in + "} else {\n";
-  s += Requant(lanes, out + "_l", val, Splat(I, mult), Splat(I, shift), int(in.size()) + 2);
-  s += in + "  " + out + " = " +
-       Convert(I, Clamp(out + "_l", Splat(Type("long", lanes), "-1073741824L"),
-                        Splat(Type("long", lanes), "1073741824L"))) +
-       ";\n";
-  s += in + "}\n" + pad + "}\n";
+  s += in + "} else {\n" + wide(in + "  ") + in + "}\n" + pad + "}\n";
   return s;
 }
 
@@ -302,14 +306,10 @@ std::string VectorWords::RequantClamp(int lanes, const std::string& out, const s
                            : "(" + h + " + " + setup + "_round) >> " + setup + "_sh") +
        ";\n";
   s += in2 + out + " = " + Select(q, "-" + q, v + " < 0") + " + (" + zero + ");\n";
-  if (res && !res->below_2_16_if.empty()) {
+  if (res) {
     s += RequantResidual(lanes, out + "_s", out + "_rv", res->mult, res->shift,
                          res->below_2_16_if, int(in2.size()));
     s += in2 + out + " += " + out + "_s;\n";
-  } else if (res) {
-    s += residual();
-    s += in2 + out + " += " +
-         Convert(I, Clamp(out + "_s", Splat(L, "-1073741824L"), Splat(L, "1073741824L"))) + ";\n";
   }
   s += in2 + out + " = " + Clamp(out, Splat(I, lo), Splat(I, hi)) + ";\n";
   s += in + "} else {\n";

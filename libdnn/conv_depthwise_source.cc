@@ -187,7 +187,8 @@ std::string conv_internal::DepthwiseVectorEpilogue(const KernelTarget& target, c
     if (q) {
       std::optional<VectorResidual> res;
       if (d.residual)
-        res = VectorResidual{residual(at) + " - res_zero", "res_m", "res_s", kResidualZeroInRange};
+        res = VectorResidual{residual(at) + " - res_zero", "res_m", "res_s",
+                             ResidualBelow2To16If(target)};
       const std::string a =
           wxz.empty() ? "acc" + num(t)
                       : (int_acc ? "acc" + num(t) + " - " + wxz

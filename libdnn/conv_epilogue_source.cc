@@ -24,7 +24,7 @@ std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c
                     " - res_zero;\n";
     // |r| ≤ 2^29 on the int path: a residual past ±2^30 clamps the sum the same way.
     if (as_int)
-      s += v.RequantResidual(L, "rs", "rv", "res_m", "res_s", kResidualZeroInRange, 10) +
+      s += v.RequantResidual(L, "rs", "rv", "res_m", "res_s", ResidualBelow2To16If(target), 10) +
            "          r += rs;\n";
     else
       s += v.Requant(L, "rs", "rv", v.Splat(iv, "res_m"), v.Splat(iv, "res_s"), 10) +

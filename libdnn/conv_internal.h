@@ -16,10 +16,17 @@ namespace mpcaffe::libdnn::conv_internal {
 
 inline int DivUp(int a, int b) { return (a + b - 1) / b; }
 
-/// The quantized kernels' condition on a fused residual's zero point under which every x − z of
-/// its storage is below 2^16 in magnitude (VectorResidual::below_2_16_if).
-inline constexpr const char* kResidualZeroInRange =
-    "res_zero >= Dtype_QMIN && res_zero <= Dtype_QMAX";
+/// VectorResidual::below_2_16_if of the quantized kernels' fused residual on `target`: its zero
+/// point in its storage's range (every x − z then below 2^16 in magnitude), where a work-item is
+/// a CPU thread's loop and the explicit vectors run as its SIMD registers, whose 64-bit lanes
+/// cost several instructions each (RequantResidual's 32-bit form measured faster on PoCL and
+/// Intel's runtime); "" elsewhere: rusticl (llvmpipe) runs work-items as lanes and the vectors
+/// as scalar code, and MobileNet v2 int8's residual layers took 75–83 ms there in the 64-bit
+/// form against 90–91 in the 32-bit one (mpcaffe time --explain, 3 alternating rounds,
+/// 2026-11-30).
+inline std::string ResidualBelow2To16If(const KernelTarget& target) {
+  return target.work_item_is_thread ? "res_zero >= Dtype_QMIN && res_zero <= Dtype_QMAX" : "";
+}
 
 /// Whether the pointwise family runs `d` in its row form (few input channels under a window: a
 /// first layer) rather than its plane form (1×1, strided ones on their subsampled input).

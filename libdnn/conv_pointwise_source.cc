@@ -110,9 +110,10 @@ void DeclarePointwiseKernel(KernelWriter& w, const ConvDesc& d, const std::strin
 /// clamped (at c_zero under a ReLU) and stored as whole vectors, or past `skip` in a shifted
 /// block. The text must define `base` and `skip`.
 template <typename Acc>
-std::string PointwiseInt8Epilogue(const VectorWords& v, const ConvDesc& d,
+std::string PointwiseInt8Epilogue(const KernelTarget& target, const ConvDesc& d,
                                   const Convolution::PointwiseTile& t, long plane,
                                   const std::string& corr, Acc acc) {
+  const VectorWords v(target);
   auto num = [](long v) { return std::to_string(v); };
   const int O = d.out_channels;
   const long block = long(t.px) * t.vx;
@@ -132,7 +133,7 @@ std::string PointwiseInt8Epilogue(const VectorWords& v, const ConvDesc& d,
       std::optional<VectorResidual> res;
       if (d.residual)
         res = VectorResidual{v.Convert(I, v.Load(t.vx, "ro + " + at)) + " - res_zero", "res_m",
-                             "res_s", conv_internal::kResidualZeroInRange};
+                             "res_s", conv_internal::ResidualBelow2To16If(target)};
       b += "    {\n";
       b += v.RequantClamp(t.vx, "r", acc(o, p) + " + corr", "rqm", "rqs", "c_zero",
                           res ? &*res : nullptr, d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX",
@@ -399,7 +400,7 @@ std::string PointwiseInt8Source(const KernelTarget& target, const ConvDesc& d,
   b += "  const long base = (long)n * " + num(long(O) * hw) + " + p0;\n";
   const std::string corr = std::string(d.bias ? "bias[oc] " : "") + "- x_zero * wsum[oc]";
   const VectorWords v(target);
-  b += PointwiseInt8Epilogue(v, d, t, hw, corr, [&](int o, int p) {
+  b += PointwiseInt8Epilogue(target, d, t, hw, corr, [&](int o, int p) {
     if (quads) return "acc[" + num(o * t.px + p) + "]";
     const std::string a = "a" + num(o) + "_" + num(p * t.vx / 8);
     if (t.vx == 8) return a;
@@ -540,7 +541,7 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
   b += "  const long base = (long)n * " + num(long(O) * oh * ow) + " + oy * " + num(ow) +
        " + ox0;\n";
   if (q)  // the float sums are integers below 2^24 (RowFormFits): exact
-    b += PointwiseInt8Epilogue(vw, d, t, long(oh) * ow, d.bias ? "bias[oc]" : "0",
+    b += PointwiseInt8Epilogue(w.target(), d, t, long(oh) * ow, d.bias ? "bias[oc]" : "0",
                                [&](int o, int) { return vw.Convert(vw.Type("int", vx), "a" + num(o) + "_0"); });
   else
     b += PointwiseEpilogue(d, t, long(oh) * ow);
