@@ -213,7 +213,8 @@ std::string VectorWords::RequantWide(int lanes, const std::string& out, const st
 std::string VectorWords::RequantResidual(int lanes, const std::string& out,
                                          const std::string& val, const std::string& mult,
                                          const std::string& shift,
-                                         const std::string& below_2_16_if, int indent) const {
+                                         const std::string& below_2_16_if, int indent,
+                                         bool split_known) const {
   // With a = |val| < 2^16, m = mh·2^16 + ml < 2^31 and right = 31 − shift:
   // (a·m + 2^(right−1)) >> right = (a·mh + 2^(right−17) + (a·ml >> 16)) >> (right − 16) for
   // right ≥ 17 (the low 16 bits of a·ml cannot carry past 2^right), and the sum stays below
@@ -233,31 +234,36 @@ std::string VectorWords::RequantResidual(int lanes, const std::string& out,
            ";\n";
   };
   std::string s = pad + I + " " + out + ";\n" + pad + "{\n";
-  if (below_2_16_if.empty()) return s + wide(in) + pad + "}\n";
+  if (below_2_16_if.empty() && !split_known) return s + wide(in) + pad + "}\n";
   s += in + "const int " + rr + " = 31 - (" + shift + ");\n";
-  s += in + "if ((" + below_2_16_if + ") && " + rr + " >= 17 && " + rr + " <= 47 && (" + mult +
-       ") >= 0) {\n";
-  s += in + "  const " + U + " " + a + " = " +
+  const std::string in2 = split_known ? in : in + "  ";
+  if (!split_known)
+    s += in + "if ((" + below_2_16_if + ") && " + rr + " >= 17 && " + rr + " <= 47 && (" + mult +
+         ") >= 0) {\n";
+  s += in2 + "const " + U + " " + a + " = " +
        Select(As(U, val), Splat(U, "0") + " - " + As(U, val), "(" + val + ") < 0") + ";\n";
-  s += in + "  const " + U + " " + t + " = " + a + " * " + Splat(U, "(uint)(" + mult + ") >> 16") +
+  s += in2 + "const " + U + " " + t + " = " + a + " * " + Splat(U, "(uint)(" + mult + ") >> 16") +
        " + " + Splat(U, "1u << (" + rr + " - 17)") + " + ((" + a + " * " +
        Splat(U, "(uint)(" + mult + ") & 0xffffu") + ") >> " + Splat(U, "16u") + ");\n";
-  s += in + "  const " + U + " " + q + " = " +
+  s += in2 + "const " + U + " " + q + " = " +
        Clamp(t + " >> " + Splat(U, "(uint)(" + rr + " - 16)"), Splat(U, "0u"),
              Splat(U, "1073741824u")) +
        ";\n";
-  s += in + "  " + out + " = " + Select(As(I, q), "-" + As(I, q), "(" + val + ") < 0") + ";\n";
-  s += in + "} else {\n" + wide(in + "  ") + in + "}\n" + pad + "}\n";
-  return s;
+  s += in2 + out + " = " + Select(As(I, q), "-" + As(I, q), "(" + val + ") < 0") + ";\n";
+  if (!split_known) s += in + "} else {\n" + wide(in + "  ") + in + "}\n";
+  return s + pad + "}\n";
 }
 
 std::string VectorWords::RequantClamp(int lanes, const std::string& out, const std::string& val,
                                       const std::string& mult, const std::string& shift,
                                       const std::string& zero, const VectorResidual* res,
                                       const std::string& lo, const std::string& hi,
-                                      int indent, const std::string& setup) const {
+                                      int indent, const std::string& setup,
+                                      bool high_known) const {
+  // With high_known the int32-lane path is the whole text, one level in.
   const std::string I = Type("int", lanes), U = Type("uint", lanes), L = Type("long", lanes),
-                    UL = Type("ulong", lanes), pad(indent, ' '), in = pad + "  ", in2 = in + "  ";
+                    UL = Type("ulong", lanes), pad(indent, ' '), in = pad + "  ",
+                    in2 = high_known ? in : in + "  ";
   const std::string v = out + "_v", rr = out + "_rr", h = out + "_h", q = out + "_q";
   // The residual's term, as Requant's (saturated) long lanes `<out>_s`.
   auto residual = [&] {
@@ -275,8 +281,9 @@ std::string VectorWords::RequantClamp(int lanes, const std::string& out, const s
   // lanes; the result is at most 2^29 in magnitude, so adding the zero point and the residual
   // (its long lanes first clamped to ±2^30: any value past that clamps the sum the same way)
   // cannot overflow int32.
-  s += in + (setup.empty() ? "if (" + rr + " >= 34 && " + rr + " <= 62) {\n"
-                           : "if (" + setup + "_fast) {\n");
+  if (!high_known)
+    s += in + (setup.empty() ? "if (" + rr + " >= 34 && " + rr + " <= 62) {\n"
+                             : "if (" + setup + "_fast) {\n");
   // The high words through 64-bit lanes, not mul_hi: PoCL 3.1 made mul_hi of uint vectors
   // lane-by-lane scalar code. The even and odd lanes of |v| are multiplied where they lie in
   // the 64-bit words (masked, shifted: one vpmuludq each), and the high words put back in
@@ -308,10 +315,11 @@ std::string VectorWords::RequantClamp(int lanes, const std::string& out, const s
   s += in2 + out + " = " + Select(q, "-" + q, v + " < 0") + " + (" + zero + ");\n";
   if (res) {
     s += RequantResidual(lanes, out + "_s", out + "_rv", res->mult, res->shift,
-                         res->below_2_16_if, int(in2.size()));
+                         res->below_2_16_if, int(in2.size()), res->split_known);
     s += in2 + out + " += " + out + "_s;\n";
   }
   s += in2 + out + " = " + Clamp(out, Splat(I, lo), Splat(I, hi)) + ";\n";
+  if (high_known) return s + pad + "}\n";
   s += in + "} else {\n";
   s += Requant(lanes, out + "_l", v, Splat(I, mult), Splat(I, shift), int(in2.size()));
   s += in2 + out + "_l += (" + zero + ");\n";

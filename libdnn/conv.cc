@@ -251,8 +251,9 @@ void Convolution::PreparePointwise(const PointwiseTile& tile) {
     pointwise_tile_.k = 2;
     if (!PointwiseApplies(d, pointwise_tile_)) pointwise_tile_.ob = 1;
   }
-  auto program = device_->GetProgram(PointwiseSource(KernelTarget::Of(*device_), d, pointwise_tile_), "",
-                                     ProgramHints::OneDimensional());
+  auto program = device_->GetProgram(
+      PointwiseSource(KernelTarget::Of(*device_), d, pointwise_tile_, requant_known_), "",
+      ProgramHints::OneDimensional());
   pointwise_kernel_ = program->GetKernel(PointwiseKernelName(d));
   pointwise_pack_ = program->GetKernel("conv_pw_pack_" + std::string(Name(d.type)));
   if (IsStridedPointwise(d))  // Forward subsamples the input with the 1×1 window's im2col
@@ -292,7 +293,7 @@ void Convolution::PrepareDepthwise(int rows, int vx, bool quads) {
   ProgramHints hints;
   hints.local_sizes = {{size_t(DepthwiseLocal(d, depthwise_vx_)), 1, 1}};
   depthwise_kernel_ =
-      device_->GetProgram(DepthwiseSource(target, d, rows, depthwise_vx_, depthwise_quads_), "",
+      device_->GetProgram(DepthwiseSource(target, d, rows, depthwise_vx_, depthwise_quads_, requant_known_), "",
                           hints)
           ->GetKernel(DepthwiseKernelName(d));
   packed_.reset();  // the direct kernel's weights are not needed
@@ -376,6 +377,11 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
     res_zero_ = quant.res_zero;
     res_m_ = quant.res_multiplier.multiplier;
     res_s_ = quant.res_multiplier.shift;
+    const DataTypeTraits& traits = TraitsOf(desc_.type);
+    requant_known_.high = rq_mode_ == 2;
+    requant_known_.residual_split = desc_.residual && res_zero_ >= traits.qmin &&
+                                    res_zero_ <= traits.qmax && 31 - res_s_ >= 17 &&
+                                    31 - res_s_ <= 47 && res_m_ >= 0;
   }
   if (desc_.weight_bits == 4) {
     for (int32_t z : wz)

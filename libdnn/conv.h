@@ -172,6 +172,15 @@ struct WinogradConfig;     // libdnn/conv_winograd.h
 class WinogradForward;
 struct WinogradQuant;
 
+/// What the host checked of an int8q convolution's requantization (its ConvQuant), so that
+/// the pointwise epilogue's text holds only the paths it takes: `high`, every channel's right
+/// shift 31 − shift in 34 … 62 (VectorWords::RequantClamp's high_known); `residual_split`, the
+/// fused residual's zero point in its storage range, right shift 17 … 47 and multiplier ≥ 0
+/// (VectorResidual::split_known, where the target takes that form at all).
+struct RequantKnown {
+  bool high = false, residual_split = false;
+};
+
 /// A convolution prepared for one device and description: kernels generated, quantization
 /// parameters uploaded. Not thread-safe for concurrent calls on one object.
 class Convolution {
@@ -289,7 +298,7 @@ class Convolution {
                               const ConvQuant& quant = {});
   static Convolution WithoutWinograd(Device& device, const ConvDesc& desc);
   static std::string PointwiseSource(const KernelTarget& target, const ConvDesc& desc,
-                                     const PointwiseTile& tile);
+                                     const PointwiseTile& tile, RequantKnown known = {});
   static std::string PointwiseKernelName(const ConvDesc& desc);
   /// The row form of the pointwise kernel (libdnn/conv_pointwise_source.cc) takes one-group
   /// convolutions of at most this many input channels (a net's first layer) on OpenCL.
@@ -360,9 +369,11 @@ class Convolution {
   /// (forward_depthwise()); every type and backend.
   /// `rows` output rows per work-item (0: DefaultDepthwiseRows); `vx` > 1: vectors of `vx`
   /// output columns per work-item (OpenCL; DepthwiseVectorWidth says where they apply).
-  /// `quads`: the byte-quad form (16 columns; DepthwiseQuadsApply).
+  /// `quads`: the byte-quad form (16 columns; DepthwiseQuadsApply). `known`: the int8q vector
+  /// forms' requantization paths (RequantKnown).
   static std::string DepthwiseSource(const KernelTarget& target, const ConvDesc& desc,
-                                     int rows = 0, int vx = 1, bool quads = false);
+                                     int rows = 0, int vx = 1, bool quads = false,
+                                     RequantKnown known = {});
   static std::string DepthwiseKernelName(const ConvDesc& desc);
   /// The forward kernel the constructor without a config would run for `desc` on `device` —
   /// "depthwise", "pointwise", "gemm" (im2col + GEMM), "winograd" or "direct" — decided as the constructor
@@ -406,6 +417,7 @@ class Convolution {
   bool weights_fit_bytes_ = false;
   int32_t res_zero_ = 0, res_m_ = 0, res_s_ = 0;  // ConvQuant's residual requantization
   int rq_mode_ = 0;  // the vector epilogue's requantization (conv.cc says which)
+  RequantKnown requant_known_;  // the same checks, for the kernels specialized on them
   // The fp32 backward pass (conv_backward.cc), prepared at its first use: its LibDNN GEMMs
   // (data: colᵀ-shaped W_gᵀ · top_g; weights: top_g · colᵀ) and kernels, and one image's
   // columns of one group.
@@ -441,7 +453,8 @@ class Convolution {
   // its layout.
   PointwiseTile pointwise_tile_;
   void PreparePointwise(const PointwiseTile& tile);
-  static void RowFormKernel(KernelWriter& w, const ConvDesc& desc, const PointwiseTile& tile);
+  static void RowFormKernel(KernelWriter& w, const ConvDesc& desc, const PointwiseTile& tile,
+                            RequantKnown known);
   Kernel pointwise_kernel_, pointwise_pack_;
   std::shared_ptr<DeviceMemory> pointwise_weights_;
   std::shared_ptr<DeviceMemory> pointwise_wsum_;  // int8q: Σ(w − z_w) per output channel

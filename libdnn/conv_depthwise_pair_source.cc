@@ -29,7 +29,7 @@ bool conv_internal::DepthwisePairs(const ConvDesc& d, int vx) {
 // epilogue subtracts z_x·Σ(w − z_w); with x in 0 … 255 and |w − z_w| ≤ 255 a pair sums to at
 // most 2·255² and a window of at most 258 taps stays far inside int32.
 std::string conv_internal::DepthwisePairSource(const KernelTarget& target, const ConvDesc& d,
-                                               int rows) {
+                                               int rows, RequantKnown known) {
   auto num = [](long v) { return std::to_string(v); };
   KernelWriter w(target, "conv_depthwise");
   DeclareDepthwiseInt8Vectors(w, d);
@@ -174,7 +174,7 @@ std::string conv_internal::DepthwisePairSource(const KernelTarget& target, const
   b += "      }\n    }\n";
   for (int t = 0; t < rows; ++t) b += "    acc" + num(t) + " = sacc[" + num(t) + "];\n";
   b += "  }\n";
-  b += DepthwiseVectorEpilogue(target, d, rows, 8, true, "wxz");
+  b += DepthwiseVectorEpilogue(target, d, rows, 8, true, "wxz", known);
   k.Body(b);
   return w.Source();
 }

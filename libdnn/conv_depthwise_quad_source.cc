@@ -44,7 +44,7 @@ bool conv_internal::DepthwiseQuadsApply(const ConvDesc& d, const KernelTarget& t
 // work-item. Work-items whose 64-byte row loads would leave the buffer (the last plane's last
 // rows) take a scalar loop over the same sums instead and hand them to the helper's epilogue.
 std::string conv_internal::DepthwiseQuadSource(const KernelTarget& target, const ConvDesc& d,
-                                               int rows) {
+                                               int rows, RequantKnown known) {
   auto num = [](long v) { return std::to_string(v); };
   KernelWriter w(target, "conv_depthwise");
   DeclareDepthwiseInt8Vectors(w, d);
@@ -98,7 +98,7 @@ std::string conv_internal::DepthwiseQuadSource(const KernelTarget& target, const
   f += "  }\n";
   const std::string I = vw.Type("int", 16);
   for (int t = 0; t < rows; ++t) f += "  const " + I + " acc" + num(t) + " = a" + num(t) + ";\n";
-  f += DepthwiseVectorEpilogue(target, d, rows, 16, true, "");
+  f += DepthwiseVectorEpilogue(target, d, rows, 16, true, "", known);
   f += "}\n";
   w.Function(f);
 

@@ -145,8 +145,9 @@ std::string conv_internal::DepthwiseLoadsInsideBuffer(const ConvDesc& d, int in_
   return b + "  if (e0 >= 0 && e1 <= " + num(total) + "L) {\n";
 }
 
-std::string conv_internal::DepthwiseVectorEpilogue(const KernelTarget& target, const ConvDesc& d, int rows,
-                                    int vx, bool int_acc, const std::string& wxz) {
+std::string conv_internal::DepthwiseVectorEpilogue(const KernelTarget& target, const ConvDesc& d,
+                                                   int rows, int vx, bool int_acc,
+                                                   const std::string& wxz, RequantKnown known) {
   const bool q = IsQuantized(d.type);
   auto num = [](long v) { return std::to_string(v); };
   const VectorWords vw(target);
@@ -188,14 +189,16 @@ std::string conv_internal::DepthwiseVectorEpilogue(const KernelTarget& target, c
       std::optional<VectorResidual> res;
       if (d.residual)
         res = VectorResidual{residual(at) + " - res_zero", "res_m", "res_s",
-                             ResidualBelow2To16If(target)};
+                             ResidualBelow2To16If(target),
+                             !ResidualBelow2To16If(target).empty() && known.residual_split};
       const std::string a =
           wxz.empty() ? "acc" + num(t)
                       : (int_acc ? "acc" + num(t) + " - " + wxz
                                  : vw.Convert(I, "acc" + num(t) + " - " + wxz)) +
                             (add_bias ? " + bc" : "");
       s += vw.RequantClamp(vx, "r", a, "rqm", "rqs", "c_zero", res ? &*res : nullptr,
-                           d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX", 4, "rqc");
+                           d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX", 4, "rqc",
+                           known.high);
       const std::string U8 = vw.Type("uchar", vx);
       s += "    const " + U8 + " o = " + vw.Convert(U8, "r") + ";\n";
       out = "o";
@@ -229,7 +232,7 @@ std::string conv_internal::DepthwiseVectorEpilogue(const KernelTarget& target, c
 namespace {
 
 std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d, int rows,
-                                  int vx) {
+                                  int vx, RequantKnown known) {
   const bool q = IsQuantized(d.type);
   KernelWriter w(target, "conv_depthwise");
   if (q) {
@@ -341,7 +344,7 @@ std::string DepthwiseVectorSource(const KernelTarget& target, const ConvDesc& d,
   b += "      }\n    }\n";
   for (int t = 0; t < rows; ++t) b += "    acc" + num(t) + " = sacc[" + num(t) + "];\n";
   b += "  }\n";
-  b += DepthwiseVectorEpilogue(target, d, rows, vx, false, "wxz");
+  b += DepthwiseVectorEpilogue(target, d, rows, vx, false, "wxz", known);
   k.Body(b);
   return w.Source();
 }
@@ -374,18 +377,18 @@ int Convolution::DepthwiseVectorWidth(const ConvDesc& d, const KernelTarget& tar
 // leaves the input read 0 (x − z_x = 0 for quantized types). The epilogue is the forward
 // kernel's: bias, residual, ReLU, requantization with the channel's multiplier, clamp.
 std::string Convolution::DepthwiseSource(const KernelTarget& target, const ConvDesc& d, int rows,
-                                         int vx, bool quads) {
+                                         int vx, bool quads, RequantKnown known) {
   const bool q = IsQuantized(d.type);
   if (rows <= 0) rows = DefaultDepthwiseRows(d);
   if (quads) {
     if (!conv_internal::DepthwiseQuadsApply(d, target) || vx != 16)
       throw Error("convolution " + d.ToString() + ": no byte-quad depthwise form here (int8q, "
                   "16 columns, strides 1 and 2, windows at most 8 wide, AVX-512 VNNI in a helper)");
-    return DepthwiseQuadSource(target, d, rows);
+    return DepthwiseQuadSource(target, d, rows, known);
   }
   if (vx > 1)
-    return DepthwisePairs(d, vx) ? DepthwisePairSource(target, d, rows)
-                                 : DepthwiseVectorSource(target, d, rows, vx);
+    return DepthwisePairs(d, vx) ? DepthwisePairSource(target, d, rows, known)
+                                 : DepthwiseVectorSource(target, d, rows, vx, known);
   KernelWriter w(target, "conv_depthwise");
   w.AddType("Dtype", d.type);
   DeclareWeightStorage(w, d);

@@ -311,6 +311,21 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "(MPCAFFE_ISA=avx2), ResNet-50 fp32 b1 in mpcaffe time --synthetic --explain, quiet, "
        "2026-11-30: the 1x1 layers' sum 50.2 -> 22.8 ms against oc8 px1 v16 (oc6 px2 v8 "
        "28.5-30.1)"},
+      {"int8q plane form with a fused residual or on a strided layer's subsampled input, "
+       "planes of at least 16 pixels, half-register tiles (a CPU runtime at AVX2): 6 output "
+       "channels x two vectors of 8 pixels",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.half_register_tiles && d.type == DataType::kInt8Q && !RowForm(d) &&
+                Pixels(d) >= 16 && (d.residual || Convolution::IsStridedPointwise(d));
+       },
+       {6, 2, 8},
+       "mpcaffe time --model <ResNet-50 calibrated to int8> --iterations 10 --explain --json, "
+       "MPCAFFE_ISA=avx2, against oc8 px1 v16 (16 accumulators and the zipped pairs spill in the "
+       "loop), alternating, quiet, 2026-11-30 (docs/BENCHMARKS.md, \"Default configurations\"): "
+       "Intel's runtime, the 16 layers with a residual 12.6 -> 9.9 ms, the three stride-2 "
+       "projections (the direct kernel before) 4.3 -> 3.5; PoCL level on the residual layers "
+       "(10.2 / 10.4), 4.3 -> 3.5 on the projections; without a residual oc8 px1 v16 stays ahead "
+       "(Intel's runtime 6.3 against 7.0 ms on the 13 others)"},
       {"planes of at least 16 pixels",
        [](const TargetProfile&, const ConvDesc& d) { return Pixels(d) >= 16; },
        {8, 1, 16},
@@ -335,7 +350,18 @@ const DefaultsTable<bool, ConvDesc>& StridedPointwiseDefaults() {
   // The subsampling pass costs what the plane form saves where the direct kernel already runs
   // these layers well.
   static const DefaultsTable<bool, ConvDesc> table = {
-      {"half-register tiles (a CPU runtime at AVX2): the direct kernel",
+      {"int8q, half-register tiles (a CPU runtime at AVX2): the plane form on the subsampled "
+       "input",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.half_register_tiles && d.type == DataType::kInt8Q;
+       },
+       true,
+       "mpcaffe time --model <ResNet-50 calibrated to int8> --iterations 10 --explain --json, "
+       "MPCAFFE_ISA=avx2, the plane form in oc6 px2 v8 against the direct kernel, alternating, "
+       "quiet, 2026-11-30 (docs/BENCHMARKS.md, \"Default configurations\"): the three stride-2 "
+       "projections 4.33 -> 3.47 ms on Intel's runtime, 4.31 -> 3.54 on PoCL; the three stride-2 "
+       "reductions 1.41 -> 1.35 and 1.59 -> 1.36"},
+      {"fp32, half-register tiles (a CPU runtime at AVX2): the direct kernel",
        [](const TargetProfile& p, const ConvDesc&) { return p.half_register_tiles; }, false,
        "ConvBench.DISABLED_ResNetStridedPointwise, ResNet-50's six stride-2 1x1 layers, Intel's "
        "runtime capped at AVX2, 2 runs, loaded, 2026-11-29: summed per-layer minima 8.3 ms direct "

@@ -58,8 +58,10 @@ std::string DepthwiseVectorPrologue(const ConvDesc& d, int rows, int vx);
 /// requantization and clamp (int8q: minus `wxz`, z_x·Σ(w − z_w)), stored as one vector, a
 /// partial last vector as vectors of its remainder's powers of two. The text must define nc,
 /// ch, ox0, oy0. `wxz` empty: the int accumulators hold the bias and −z_x·Σ(w − z_w) already.
+/// `known`: the host's checks of the requantization (RequantKnown), the paths the text keeps.
 std::string DepthwiseVectorEpilogue(const KernelTarget& target, const ConvDesc& d, int rows,
-                                    int vx, bool int_acc, const std::string& wxz);
+                                    int vx, bool int_acc, const std::string& wxz,
+                                    RequantKnown known);
 
 /// Text opening `if (…) {` for the work-items of the depthwise vector forms whose loads stay
 /// inside the input buffer: every input row of the block (`in_rows` from iyb) clipped to the
@@ -70,13 +72,15 @@ std::string DepthwiseLoadsInsideBuffer(const ConvDesc& d, int in_rows, int span)
 /// (DepthwisePairSource): int8q at stride 2 with 8 columns, no horizontal dilation.
 bool DepthwisePairs(const ConvDesc& d, int vx);
 /// That form's kernel text (conv_depthwise_pair_source.cc).
-std::string DepthwisePairSource(const KernelTarget& target, const ConvDesc& d, int rows);
+std::string DepthwisePairSource(const KernelTarget& target, const ConvDesc& d, int rows,
+                                RequantKnown known);
 
 /// Whether the byte-quad depthwise form (DepthwiseQuadSource) can run `d` on `target`, as far as
 /// the description and target say (Convolution::DepthwiseQuadsApply adds the zero points).
 bool DepthwiseQuadsApply(const ConvDesc& d, const KernelTarget& target);
 /// That form's kernel text (conv_depthwise_quad_source.cc): 16 output columns per work-item.
-std::string DepthwiseQuadSource(const KernelTarget& target, const ConvDesc& d, int rows);
+std::string DepthwiseQuadSource(const KernelTarget& target, const ConvDesc& d, int rows,
+                                RequantKnown known);
 
 /// The int8 direct forward kernel's epilogue for the tile's channel vector `tj` whose CONV_VW
 /// channels are all in range (conv_epilogue_source.cc): per part of at most 8 channels, their

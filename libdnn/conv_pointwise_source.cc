@@ -112,7 +112,8 @@ void DeclarePointwiseKernel(KernelWriter& w, const ConvDesc& d, const std::strin
 template <typename Acc>
 std::string PointwiseInt8Epilogue(const KernelTarget& target, const ConvDesc& d,
                                   const Convolution::PointwiseTile& t, long plane,
-                                  const std::string& corr, Acc acc) {
+                                  const std::string& corr, RequantKnown known,
+                                  Acc acc) {
   const VectorWords v(target);
   auto num = [](long v) { return std::to_string(v); };
   const int O = d.out_channels;
@@ -131,13 +132,15 @@ std::string PointwiseInt8Epilogue(const KernelTarget& target, const ConvDesc& d,
       const std::string at = num(p * t.vx);
       b += "    " + U8 + " q" + num(p) + ";\n";
       std::optional<VectorResidual> res;
-      if (d.residual)
+      if (d.residual) {
+        const std::string below = conv_internal::ResidualBelow2To16If(target);
         res = VectorResidual{v.Convert(I, v.Load(t.vx, "ro + " + at)) + " - res_zero", "res_m",
-                             "res_s", conv_internal::ResidualBelow2To16If(target)};
+                             "res_s", below, !below.empty() && known.residual_split};
+      }
       b += "    {\n";
       b += v.RequantClamp(t.vx, "r", acc(o, p) + " + corr", "rqm", "rqs", "c_zero",
                           res ? &*res : nullptr, d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX",
-                          6);
+                          6, "", known.high);
       b += "      q" + num(p) + " = " + v.Convert(U8, "r") + ";\n    }\n";
     }
     // Whole vectors, or in a shifted block the columns past `skip` (staged in private memory:
@@ -268,7 +271,8 @@ std::string PointwiseZip(const ConvDesc& d, const Convolution::PointwiseTile& t)
 /// the last channel and, for odd C, in the last pair's high half). With PointwiseTile::k 4
 /// the K loop is PointwiseQuadLoop's, the rest the same.
 std::string PointwiseInt8Source(const KernelTarget& target, const ConvDesc& d,
-                                const Convolution::PointwiseTile& t) {
+                                const Convolution::PointwiseTile& t,
+                                RequantKnown known) {
   auto num = [](long v) { return std::to_string(v); };
   const long hw = long(d.height) * d.width, block = long(t.px) * t.vx;
   const int C = d.channels, O = d.out_channels, pairs = DivUp(C, t.k), groups = int(block / 8);
@@ -400,7 +404,7 @@ std::string PointwiseInt8Source(const KernelTarget& target, const ConvDesc& d,
   b += "  const long base = (long)n * " + num(long(O) * hw) + " + p0;\n";
   const std::string corr = std::string(d.bias ? "bias[oc] " : "") + "- x_zero * wsum[oc]";
   const VectorWords v(target);
-  b += PointwiseInt8Epilogue(target, d, t, hw, corr, [&](int o, int p) {
+  b += PointwiseInt8Epilogue(target, d, t, hw, corr, known, [&](int o, int p) {
     if (quads) return "acc[" + num(o * t.px + p) + "]";
     const std::string a = "a" + num(o) + "_" + num(p * t.vx / 8);
     if (t.vx == 8) return a;
@@ -459,7 +463,8 @@ const ConfigSchema<Convolution::PointwiseTile>& Convolution::PointwiseTile::Sche
 
 std::string Convolution::PointwiseTile::ToString() const { return Schema().Print(*this); }
 
-void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const PointwiseTile& t) {
+void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const PointwiseTile& t,
+                                RequantKnown known) {
   auto num = [](long v) { return std::to_string(v); };
   const int C = d.channels, O = d.out_channels, H = d.height, W = d.width;
   const int oh = d.out_h(), ow = d.out_w(), sw = d.stride_w, vx = t.vx, load = vx * sw;
@@ -541,7 +546,7 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
   b += "  const long base = (long)n * " + num(long(O) * oh * ow) + " + oy * " + num(ow) +
        " + ox0;\n";
   if (q)  // the float sums are integers below 2^24 (RowFormFits): exact
-    b += PointwiseInt8Epilogue(w.target(), d, t, long(oh) * ow, d.bias ? "bias[oc]" : "0",
+    b += PointwiseInt8Epilogue(w.target(), d, t, long(oh) * ow, d.bias ? "bias[oc]" : "0", known,
                                [&](int o, int) { return vw.Convert(vw.Type("int", vx), "a" + num(o) + "_0"); });
   else
     b += PointwiseEpilogue(d, t, long(oh) * ow);
@@ -549,9 +554,9 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
 }
 
 std::string Convolution::PointwiseSource(const KernelTarget& target, const ConvDesc& d,
-                                         const PointwiseTile& t) {
+                                         const PointwiseTile& t, RequantKnown known) {
   // The same text as the stride-1 convolution over the subsampled planes (Forward subsamples).
-  if (IsStridedPointwise(d)) return PointwiseSource(target, SubsampledDesc(d), t);
+  if (IsStridedPointwise(d)) return PointwiseSource(target, SubsampledDesc(d), t, known);
   if (!PointwiseApplies(d, t) || (RowForm(d) && !target.vector_builtins))
     throw Error("convolution " + d.ToString() + ": no pointwise kernel with tile " +
                 t.ToString() + " (fp32 1×1 unpadded one-group convolutions, output planes of "
@@ -564,7 +569,7 @@ std::string Convolution::PointwiseSource(const KernelTarget& target, const ConvD
   if (q && !target.vector_builtins)
     throw Error("convolution " + d.ToString() +
                 ": the int8q pointwise kernel is OpenCL text (OpenCL vector types)");
-  if (q && !RowForm(d)) return PointwiseInt8Source(target, d, t);
+  if (q && !RowForm(d)) return PointwiseInt8Source(target, d, t, known);
   auto num = [](long v) { return std::to_string(v); };
   const long hw = long(d.height) * d.width, block = long(t.px) * t.vx;
   const int C = d.channels, O = d.out_channels;
@@ -588,7 +593,7 @@ std::string Convolution::PointwiseSource(const KernelTarget& target, const ConvD
          : "wsrc[o * " + num(K) + " + c]") +
       " : 0.0f;\n  }\n");
   if (RowForm(d)) {
-    RowFormKernel(w, d, t);
+    RowFormKernel(w, d, t, known);
     return w.Source();
   }
   std::string b;

@@ -477,6 +477,51 @@ TEST(ConvForward, DepthwiseShapesTakeTheDepthwiseKernel) {
   EXPECT_EQ(depthwise, 6);  // three shapes, two types
 }
 
+// The int8q pointwise and depthwise vector kernels hold only the requantization paths their
+// ConvQuant takes (libdnn::RequantKnown, checked on the host): every channel's right shift in
+// 34 … 62 and the residual's in 17 … 47 (the zoo nets' calibrations: the int32 lanes alone), one
+// channel at 20 (the long lanes for the output), the residual at 50 (the long lanes for it);
+// each against the reference, in both pointwise tiles of the CPU defaults and the depthwise
+// vector forms of 8 and 16 columns. Treating either check as always true fails this.
+TEST(ConvInt8Requant, PointwiseAndDepthwiseKernelsTakeEveryPath) {
+  Device& dev = DefaultDevice();
+  if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "the int8q vector kernels are OpenCL C";
+  std::mt19937 rng(47);
+  // clang-format off
+  const Shape pointwise = {1, 24, 6, 6, 20, 1, 1, 1, 1, 0, 0, 1, 1, 1};
+  const Shape depthwise = {1, 12, 11, 19, 12, 3, 3, 1, 1, 1, 1, 1, 1, 12};
+  // clang-format on
+  const Convolution::PointwiseTile tiles[] = {{8, 1, 16}, {6, 2, 8}};
+  int index = 0;
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant == 0   ? "every path known"
+                 : variant == 1 ? "one channel's right shift 20"
+                                : "the residual's right shift 50");
+    auto make_quant = [&](const ConvDesc& d) {
+      ConvQuant q = MakeQuant(d, true, rng);
+      q.res_zero = q.c_zero / 2;
+      q.res_multiplier = quant::QuantizeMultiplier(0.4);
+      if (variant == 1) q.multiplier[q.multiplier.size() / 2] = {1 << 30, 31 - 20};
+      if (variant == 2) q.res_multiplier = quant::QuantizeMultiplier(std::ldexp(0.7, -19));
+      return q;
+    };
+    ConvDesc p = DescOf(pointwise, DataType::kInt8Q, index++);
+    p.residual = true, p.relu = variant % 2 == 1;
+    const Convolution::PointwiseTile& tile = tiles[variant % 2];
+    SCOPED_TRACE(p.ToString() + " tile " + tile.ToString());
+    CheckForward(p, make_quant(p), rng, [&](const ConvDesc& dd, const ConvQuant& qq) {
+      return Convolution::Pointwise(dev, dd, tile, qq);
+    });
+    ConvDesc d = DescOf(depthwise, DataType::kInt8Q, index++);
+    d.residual = true, d.relu = variant % 2 == 0;
+    const int vx = variant % 2 ? 8 : 16;
+    SCOPED_TRACE(d.ToString() + " vx " + std::to_string(vx));
+    CheckForward(d, make_quant(d), rng, [&](const ConvDesc& dd, const ConvQuant& qq) {
+      return Convolution::Depthwise(dev, dd, qq, 4, vx);
+    });
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, ConvForward,
                          testing::Values(DataType::kFloat32, DataType::kFloat16, DataType::kInt16Q,
                                          DataType::kInt8Q),

@@ -134,11 +134,26 @@ TEST(VectorRequantClamp, MatchesTheHostReferenceWithAndWithoutResidual) {
   // takes RequantResidual's 32-bit form.
   std::vector<int32_t> small(rv);
   for (int32_t& x : small) x %= 65536;
-  for (int pass = 0; pass < 3; ++pass) {
-    const bool with_residual = pass > 0;
-    SCOPED_TRACE(pass == 0 ? "without a residual" : pass == 1 ? "with a residual" : "with x - z");
-    VectorResidual res{"vload16(0, xr + i)", "p[3]", "p[4]", pass == 2 ? "1" : ""};
-    const std::vector<int32_t>& rv_pass = pass == 2 ? small : rv;
+  // The fourth pass: the text the host's checks allow (Convolution's RequantKnown): the int32
+  // path alone (high_known) and the residual's 32-bit form alone (split_known), on groups whose
+  // right shifts are 34 … 62 and whose residual right shifts are 17 … 47 with multipliers ≥ 0.
+  std::vector<int32_t> known_g(g);
+  std::uniform_int_distribution<int32_t> high_right(34, 62), res_right(17, 47), res_mult(0, kMax);
+  for (size_t i = 0; i < known_g.size(); i += 8) {
+    known_g[i + 1] = 31 - high_right(rng);
+    known_g[i + 3] = i % 64 == 0 ? (i % 128 ? 0 : kMax) : res_mult(rng);
+    known_g[i + 4] = 31 - (i % 48 == 8 ? (i % 96 ? 17 : 47) : res_right(rng));
+    if (i % 80 == 16) known_g[i + 1] = 31 - (i % 160 ? 34 : 62);
+  }
+  for (int pass = 0; pass < 4; ++pass) {
+    const bool with_residual = pass > 0, known = pass == 3;
+    SCOPED_TRACE(pass == 0   ? "without a residual"
+                 : pass == 1 ? "with a residual"
+                 : pass == 2 ? "with x - z"
+                             : "with x - z, the paths known");
+    VectorResidual res{"vload16(0, xr + i)", "p[3]", "p[4]", pass >= 2 ? "1" : "", known};
+    const std::vector<int32_t>& rv_pass = pass >= 2 ? small : rv;
+    if (known) g = known_g;
     KernelWriter w(KernelTarget::Of(dev), "test_requant_clamp");
     w.Kernel("vector_requant_clamp")
         .In("int", "xv")
@@ -149,7 +164,7 @@ TEST(VectorRequantClamp, MatchesTheHostReferenceWithAndWithoutResidual) {
               "  const $global int* p = xg + $global_id(0) * 8;\n" +
               VectorWords(w.target())
                   .RequantClamp(16, "r", "vload16(0, xv + i)", "p[0]", "p[1]", "p[2]",
-                                with_residual ? &res : nullptr, "p[5]", "p[6]", 2) +
+                                with_residual ? &res : nullptr, "p[5]", "p[6]", 2, "", known) +
               "  vstore16(r, 0, y + i);\n");
     Kernel k = dev.BuildProgram(w.Source())->GetKernel("vector_requant_clamp");
     auto dv = dev.Alloc<int32_t>(n), dr = dev.Alloc<int32_t>(n), dg = dev.Alloc<int32_t>(g.size()),
@@ -243,16 +258,30 @@ TEST(VectorRequantResidual, MatchesTheHostReferenceOverEveryShift) {
     m.push_back(rng() % 8 ? mant(rng) : mults[rng() % mults.size()]);
     s.push_back(31 - right(rng));
   }
+  // The 32-bit form alone (split_known: the caller checked its conditions), on the vectors
+  // whose first lane's multiplier and shift are in its domain.
+  std::vector<int32_t> kv, km, ks;
+  for (size_t i = 0; i < v.size(); i += 16)
+    if (m[i] >= 0 && 31 - s[i] >= 17 && 31 - s[i] <= 47) {
+      kv.insert(kv.end(), v.begin() + i, v.begin() + i + 16);
+      km.insert(km.end(), 16, m[i]);  // every 4-, 8- and 16-lane vector takes these
+      ks.insert(ks.end(), 16, s[i]);
+    }
+  // Whole launches of the work-group sizes the runtimes choose (the kernel has no bounds check).
+  const size_t whole = kv.size() / 4096 * 4096;
+  ASSERT_GE(whole, 4096u);
+  for (auto* x : {&kv, &km, &ks}) x->resize(whole);
   const VectorWords words(KernelTarget::Of(dev));
   for (int lanes : {16, 8, 4}) {
-    for (const char* cond : {"1", "0"}) {
+    for (const char* cond : {"1", "0", "known"}) {
       SCOPED_TRACE(std::to_string(lanes) + " lanes, condition " + cond);
+      const bool known = std::string(cond) == "known";
       // One multiplier and shift per vector (the scalar arguments): each vector's lanes take
       // its first lane's.
-      CheckTriples(dev, v, m, s, lanes,
+      CheckTriples(dev, known ? kv : v, known ? km : m, known ? ks : s, lanes,
                    "  const int mult = xm[i], sh = xs[i];\n" +
                        words.RequantResidual(lanes, "r", words.Load(lanes, "xv + i"), "mult",
-                                             "sh", cond, 2) +
+                                             "sh", known ? "" : cond, 2, known) +
                        "  " + words.Store(lanes, "r", "y + i") + ";\n",
                    true, [](int32_t a, int32_t b, int32_t c) {
                      return std::clamp(quant::Requantize32(a, {b, c}), -(1 << 30), 1 << 30);
