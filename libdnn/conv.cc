@@ -292,10 +292,11 @@ void Convolution::PrepareDepthwise(int rows, int vx, bool quads) {
   depthwise_vx_ = quads ? 16 : vx > 0 ? vx : DepthwiseVectorWidth(d, target, x_zero_);
   ProgramHints hints;
   hints.local_sizes = {{size_t(DepthwiseLocal(d, depthwise_vx_)), 1, 1}};
-  depthwise_kernel_ =
-      device_->GetProgram(DepthwiseSource(target, d, rows, depthwise_vx_, depthwise_quads_, requant_known_), "",
-                          hints)
-          ->GetKernel(DepthwiseKernelName(d));
+  depthwise_kernel_ = device_
+                          ->GetProgram(DepthwiseSource(target, d, rows, depthwise_vx_,
+                                                       depthwise_quads_, requant_known_),
+                                       "", hints)
+                          ->GetKernel(DepthwiseKernelName(d));
   packed_.reset();  // the direct kernel's weights are not needed
 }
 
