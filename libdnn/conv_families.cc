@@ -311,6 +311,20 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "(MPCAFFE_ISA=avx2), ResNet-50 fp32 b1 in mpcaffe time --synthetic --explain, quiet, "
        "2026-11-30: the 1x1 layers' sum 50.2 -> 22.8 ms against oc8 px1 v16 (oc6 px2 v8 "
        "28.5-30.1)"},
+      {"int8q plane form, planes of at least 16 pixels, half-register tiles (a CPU runtime at "
+       "AVX2), input channels zipped in private memory: 6 output channels x two vectors of 8 "
+       "pixels over one zip",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.half_register_tiles && Int8ColumnZips(d, 2);
+       },
+       {6, 2, 8, 2, 64},
+       "mpcaffe time --model <ResNet-50 and MobileNet v1 calibrated to int8> --iterations 10-20 "
+       "--explain --json, MPCAFFE_ISA=avx2, MPCAFFE_KERNEL_CONFIG='conv_pw:oc6 px2 v8 ob64' "
+       "against the rows below, alternating, quiet, 2026-11-30 (docs/BENCHMARKS.md, \"Default "
+       "configurations\"): Intel's runtime ResNet-50 38.6 / 38.5 -> 33.6 / 33.5 ms (every kind of "
+       "1x1 layer faster), MobileNet v1 7.1 / 7.2 -> 5.9 / 6.2; PoCL ResNet-50 36.9 / 38.3 -> "
+       "36.0 / 35.4, MobileNet v1's 1x1 layers 11.2 / 12.0 / 10.5 -> 8.5 / 5.7 / 8.3 (whole pass "
+       "noisy); oc8 px1 v16 ob64 and oc12 px1 v8 slower than the rows below"},
       {"int8q plane form with a fused residual or on a strided layer's subsampled input, "
        "planes of at least 16 pixels, half-register tiles (a CPU runtime at AVX2): 6 output "
        "channels x two vectors of 8 pixels",

@@ -148,7 +148,9 @@ TEST(ConvFamilies, DirectDefaultsPerDeviceClass) {
 
 // fp32 plane-form 1×1 layers take 4 channels × 2 vectors of 8 pixels where the profile asks for
 // half-register tiles (a CPU runtime at a 256-bit level: MPCAFFE_ISA below AVX-512), else
-// 8 × one vector of 16; int8q and strided layers on their subsampled planes likewise follow.
+// 8 × one vector of 16; strided layers on their subsampled planes likewise follow. int8q there
+// takes 6 channels × 2 vectors of 8 over one zip where the column fits, else 6 × 2 with a
+// residual or a stride and 8 × 16 without.
 TEST(ConvFamilies, PointwiseDefaultsFollowHalfRegisterTiles) {
   ConvDesc d;
   d.channels = d.out_channels = 64, d.height = d.width = 56;
@@ -161,13 +163,23 @@ TEST(ConvFamilies, PointwiseDefaultsFollowHalfRegisterTiles) {
   EXPECT_EQ(Convolution::DefaultPointwiseTile(strided, p).ToString(), "oc4 px2 v8");
   ConvDesc q = d;
   q.type = DataType::kInt8Q;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(q, p).ToString(), "oc6 px2 v8 ob64");
+  q.channels = 2049;  // its zipped column past kMaxZippedColumnBytes
   EXPECT_EQ(Convolution::DefaultPointwiseTile(q, p).ToString(), "oc8 px1 v16");
+  q.residual = true;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(q, p).ToString(), "oc6 px2 v8");
+  q.residual = false;
+  q.stride_h = q.stride_w = 2;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(q, p).ToString(), "oc6 px2 v8");
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(q, TargetProfile{}).ToString(), "oc8 px1 v16");
   ConvDesc small = d;  // 9 pixels: the 8-pixel row whatever the profile
   small.height = small.width = 3;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(small, p).ToString(), "oc8 px1 v8");
 
-  // Strided 1×1 layers keep the direct kernel there (ChoosePointwiseTile).
+  // Strided fp32 1×1 layers keep the direct kernel there (ChoosePointwiseTile); int8q's take
+  // the plane form on their subsampled planes.
   EXPECT_FALSE(DefaultRowFor(StridedPointwiseDefaults(), "conv_pw", p, strided).config);
+  EXPECT_TRUE(DefaultRowFor(StridedPointwiseDefaults(), "conv_pw", p, q).config);
   EXPECT_TRUE(
       DefaultRowFor(StridedPointwiseDefaults(), "conv_pw", TargetProfile{}, strided).config);
 

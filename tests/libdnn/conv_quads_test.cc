@@ -203,7 +203,7 @@ TEST(ConvByteQuads, DefaultTileFollowsTheProfile) {
   p.cpu_vectors = true;  // a CPU runtime's pairs: blocks of output channels over one zip
   EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc8 px1 v16 ob64");
   p.half_register_tiles = true;
-  EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc8 px1 v16");
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc6 px2 v8 ob64");
   p = TargetProfile{};
   p.byte_quad_products = true;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc8 px1 v16 k4");  // 10 outputs

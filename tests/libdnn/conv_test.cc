@@ -481,7 +481,7 @@ TEST(ConvForward, DepthwiseShapesTakeTheDepthwiseKernel) {
 // ConvQuant takes (libdnn::RequantKnown, checked on the host): every channel's right shift in
 // 34 … 62 and the residual's in 17 … 47 (the zoo nets' calibrations: the int32 lanes alone), one
 // channel at 20 (the long lanes for the output), the residual at 50 (the long lanes for it);
-// each against the reference, in both pointwise tiles of the CPU defaults and the depthwise
+// each against the reference, in the pointwise tiles of the AVX2 defaults and the depthwise
 // vector forms of 8 and 16 columns. Treating either check as always true fails this.
 TEST(ConvInt8Requant, PointwiseAndDepthwiseKernelsTakeEveryPath) {
   Device& dev = DefaultDevice();
@@ -491,7 +491,7 @@ TEST(ConvInt8Requant, PointwiseAndDepthwiseKernelsTakeEveryPath) {
   const Shape pointwise = {1, 24, 6, 6, 20, 1, 1, 1, 1, 0, 0, 1, 1, 1};
   const Shape depthwise = {1, 12, 11, 19, 12, 3, 3, 1, 1, 1, 1, 1, 1, 12};
   // clang-format on
-  const Convolution::PointwiseTile tiles[] = {{8, 1, 16}, {6, 2, 8}};
+  const Convolution::PointwiseTile tiles[] = {{8, 1, 16}, {6, 2, 8}, {6, 2, 8, 2, 64}};
   int index = 0;
   for (int variant = 0; variant < 3; ++variant) {
     SCOPED_TRACE(variant == 0   ? "every path known"
@@ -507,7 +507,7 @@ TEST(ConvInt8Requant, PointwiseAndDepthwiseKernelsTakeEveryPath) {
     };
     ConvDesc p = DescOf(pointwise, DataType::kInt8Q, index++);
     p.residual = true, p.relu = variant % 2 == 1;
-    const Convolution::PointwiseTile& tile = tiles[variant % 2];
+    const Convolution::PointwiseTile& tile = tiles[variant];
     SCOPED_TRACE(p.ToString() + " tile " + tile.ToString());
     CheckForward(p, make_quant(p), rng, [&](const ConvDesc& dd, const ConvQuant& qq) {
       return Convolution::Pointwise(dev, dd, tile, qq);
