@@ -117,7 +117,7 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
       return;
     case ConvFamily::kWinograd:
       family_ = ConvFamily::kWinograd;
-      winograd_ = std::make_shared<WinogradForward>(device, desc_, c.wino);
+      winograd_ = std::make_shared<WinogradForward>(device, desc_, c.wino, requant_known_);
       note(c.wino.ToString());
       return;
     case ConvFamily::kDirect:
@@ -220,7 +220,7 @@ Convolution Convolution::Winograd(Device& device, const ConvDesc& desc,
                                   const WinogradConfig& config, const ConvQuant& quant) {
   Convolution conv(device, desc, quant, DefaultConvConfig(device.info(), desc.type), false);
   conv.family_ = ConvFamily::kWinograd;
-  conv.winograd_ = std::make_shared<WinogradForward>(device, desc, config);
+  conv.winograd_ = std::make_shared<WinogradForward>(device, desc, config, conv.requant_known_);
   return conv;
 }
 

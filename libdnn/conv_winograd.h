@@ -66,13 +66,16 @@ struct WinogradQuant {
 
 /// The program of the four kernels; throws mpcaffe::Error naming the description when the
 /// family does not apply or the configuration is outside its schema.
+/// `known`: what the host checked of int8q's requantization (RequantKnown), the paths the
+/// output kernel's text keeps.
 std::string WinogradSource(const KernelTarget& target, const ConvDesc& desc,
-                           const WinogradConfig& config);
+                           const WinogradConfig& config, RequantKnown known = {});
 
 /// The family's kernels, transformed weights and scratch for one description on one device.
 class WinogradForward {
  public:
-  WinogradForward(Device& device, const ConvDesc& desc, const WinogradConfig& config);
+  WinogradForward(Device& device, const ConvDesc& desc, const WinogradConfig& config,
+                  RequantKnown known = {});
   const WinogradConfig& config() const { return config_; }
   /// Transforms the OIHW `weights` (checked by the caller) into U; int8q reads `quant`'s
   /// weight zero points.

@@ -477,19 +477,21 @@ TEST(ConvForward, DepthwiseShapesTakeTheDepthwiseKernel) {
   EXPECT_EQ(depthwise, 6);  // three shapes, two types
 }
 
-// The int8q pointwise and depthwise vector kernels hold only the requantization paths their
-// ConvQuant takes (libdnn::RequantKnown, checked on the host): every channel's right shift in
+// The int8q pointwise, depthwise and Winograd output kernels hold only the requantization paths
+// their ConvQuant takes (libdnn::RequantKnown, checked on the host): every channel's right shift in
 // 34 … 62 and the residual's in 17 … 47 (the zoo nets' calibrations: the int32 lanes alone), one
 // channel at 20 (the long lanes for the output), the residual at 50 (the long lanes for it);
-// each against the reference, in the pointwise tiles of the AVX2 defaults and the depthwise
-// vector forms of 8 and 16 columns. Treating either check as always true fails this.
-TEST(ConvInt8Requant, PointwiseAndDepthwiseKernelsTakeEveryPath) {
+// each against the reference, in the pointwise tiles of the AVX2 defaults, the depthwise
+// vector forms of 8 and 16 columns and F(2×2) in integers. Treating either check as always true
+// fails this.
+TEST(ConvInt8Requant, PointwiseDepthwiseAndWinogradKernelsTakeEveryPath) {
   Device& dev = DefaultDevice();
   if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "the int8q vector kernels are OpenCL C";
   std::mt19937 rng(47);
   // clang-format off
   const Shape pointwise = {1, 24, 6, 6, 20, 1, 1, 1, 1, 0, 0, 1, 1, 1};
   const Shape depthwise = {1, 12, 11, 19, 12, 3, 3, 1, 1, 1, 1, 1, 1, 12};
+  const Shape winograd = {2, 6, 7, 9, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1};  // partial tiles
   // clang-format on
   const Convolution::PointwiseTile tiles[] = {{8, 1, 16}, {6, 2, 8}, {6, 2, 8, 2, 64}};
   int index = 0;
@@ -518,6 +520,12 @@ TEST(ConvInt8Requant, PointwiseAndDepthwiseKernelsTakeEveryPath) {
     SCOPED_TRACE(d.ToString() + " vx " + std::to_string(vx));
     CheckForward(d, make_quant(d), rng, [&](const ConvDesc& dd, const ConvQuant& qq) {
       return Convolution::Depthwise(dev, dd, qq, 4, vx);
+    });
+    ConvDesc g = DescOf(winograd, DataType::kInt8Q, index++);
+    g.residual = true, g.relu = variant != 1;
+    SCOPED_TRACE(g.ToString() + " Winograd");
+    CheckForward(g, make_quant(g), rng, [&](const ConvDesc& dd, const ConvQuant& qq) {
+      return Convolution::Winograd(dev, dd, {2, 6, 2, 8}, qq);
     });
   }
 }
