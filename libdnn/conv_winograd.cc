@@ -125,7 +125,9 @@ struct Shape {
         cp(d.type == DataType::kInt8Q ? DivUp(d.channels, 2) : d.channels),
         v_plane(d.type == DataType::kInt8Q ? 2 * (cp * padded + kSkew)
                                            : d.channels * padded + kSkew),
-        m_plane(d.out_channels * padded + kSkew) {}
+        m_plane(d.out_channels * padded + kSkew),
+        img_in(d.channels),
+        img_out(d.out_channels) {}
   // Each element's plane of V and M starts 128 bytes past a multiple of 4 KiB from the last:
   // planes a multiple of 4 KiB apart put the (m+2)² loads or stores of one tile in the same
   // cache set (more than the 8 ways of the L1 here) and alias the loads with the stores.
@@ -135,8 +137,25 @@ struct Shape {
   int ob;              // blocks of oc output channels
   int cp;              // rows of V: input channels (int8q: pairs of them, 16 bits each)
   long v_plane, m_plane;  // elements (floats; int8q's V: shorts) from one plane to the next
+  // Channels from one image to the next in the input and the output: a grouped convolution's
+  // kernels run one group (GroupSlice) on planes of the whole images.
+  int img_in, img_out;
   int elements() const { return n * n; }
 };
+
+/// One group of `d` as a convolution of its own (the whole of a one-group `d`).
+ConvDesc GroupSlice(const ConvDesc& d) {
+  ConvDesc g = d;
+  g.channels = d.channels / d.groups, g.out_channels = d.out_channels / d.groups, g.groups = 1;
+  return g;
+}
+
+/// The shape of one group's kernels on the whole images of `d`.
+Shape ShapeOf(const ConvDesc& d, const WinogradConfig& c) {
+  Shape s(GroupSlice(d), c);
+  s.img_in = d.channels, s.img_out = d.out_channels;
+  return s;
+}
 
 
 /// The input transform's prologue after its bounds check: tile p's image and corner (`q`, `img`,
@@ -198,7 +217,7 @@ std::string OutputTile(const ConvDesc& d, const Shape& s, const std::string& typ
   out += "    const int img = p / " + Num(tt) + ", t = p % " + Num(tt) + ";\n";
   out += "    const int oy0 = t / " + Num(s.tw) + " * " + Num(s.m) + ", ox0 = t % " + Num(s.tw) +
          " * " + Num(s.m) + ";\n";
-  out += "    const long base = ((long)img * " + Num(d.out_channels) + " + o) * " +
+  out += "    const long base = ((long)img * " + Num(s.img_out) + " + o) * " +
          Num(long(d.out_h()) * d.out_w()) + " + oy0 * " + Num(d.out_w()) + " + ox0;\n";
   return out;
 }
@@ -226,11 +245,19 @@ const ConfigSchema<WinogradConfig>& WinogradConfig::Schema() {
 std::string WinogradConfig::ToString() const { return Schema().Print(*this); }
 
 bool WinogradApplies(const ConvDesc& d) {
-  const bool window = d.groups == 1 && d.kernel_h == 3 && d.kernel_w == 3 && d.stride_h == 1 &&
-                      d.stride_w == 1 && d.dilation_h == 1 && d.dilation_w == 1 &&
-                      d.weight_bits == 8;
+  // A grouped convolution runs group by group (GroupSlice: four launches each), so only a few
+  // groups of many channels (AlexNet's two of 192 and 128 output channels), never depthwise
+  // ones; its groups' channels count.
+  const bool groups_fit = d.groups == 1 || (d.groups <= kWinogradMaxGroups &&
+                                            d.channels / d.groups >= 16 &&
+                                            d.out_channels / d.groups >= 16);
+  const bool window = groups_fit && d.channels % d.groups == 0 &&
+                      d.out_channels % d.groups == 0 && d.kernel_h == 3 && d.kernel_w == 3 &&
+                      d.stride_h == 1 && d.stride_w == 1 && d.dilation_h == 1 &&
+                      d.dilation_w == 1 && d.weight_bits == 8;
   return window && (d.type == DataType::kFloat32 ||
-                    (d.type == DataType::kInt8Q && d.channels <= kWinogradInt8MaxChannels));
+                    (d.type == DataType::kInt8Q &&
+                     d.channels / d.groups <= kWinogradInt8MaxChannels));
 }
 
 bool WinogradConfigFits(const ConvDesc& d, const WinogradConfig& c) {
@@ -291,7 +318,7 @@ std::string Int8VectorOutput(const KernelTarget& target, const ConvDesc& d, cons
          ";\n";
   out += "      oy[k] = t / " + Num(s.tw) + " * " + Num(m) + ", ox[k] = t % " + Num(s.tw) +
          " * " + Num(m) + ";\n";
-  out += "      base[k] = ((long)img * " + Num(d.out_channels) + " + o) * " +
+  out += "      base[k] = ((long)img * " + Num(s.img_out) + " + o) * " +
          Num(long(d.out_h()) * ow) + " + oy[k] * " + Num(ow) + " + ox[k];\n    }\n";
   out += "    const int bo = " + std::string(d.bias ? "bias[o]" : "0") +
          ", rqm = rq[2 * o], rqs = rq[2 * o + 1];\n";
@@ -333,9 +360,8 @@ std::string Int8VectorOutput(const KernelTarget& target, const ConvDesc& d, cons
 /// int32 lanes of 8 tiles; Aᵀ·M·A shifted right by 2 is Σ(x − z_x)(w − z_w), requantized as the
 /// direct kernel's scalar epilogue does.
 std::string Int8Source(const KernelTarget& target, const ConvDesc& d, const WinogradConfig& c,
-                       RequantKnown known) {
+                       RequantKnown known, const Shape& s) {
   const Transforms& f = TransformsOf(2);
-  const Shape s(d, c);
   const int n = s.n, m = s.m, C = d.channels, O = d.out_channels, H = d.height, W = d.width;
   const int ow = d.out_w(), CP = s.cp;
   const long PP = s.padded;
@@ -384,7 +410,7 @@ std::string Int8Source(const KernelTarget& target, const ConvDesc& d, const Wino
     const std::string hs = h ? "b" : "a";
     in += "  const int c" + hs + " = 2 * cp + " + Num(h) + ", live" + hs + " = c" + hs + " < " +
           Num(C) + ";\n";
-    in += "  const $global Dtype* x" + hs + " = x + ((long)img * " + Num(C) + " + min(c" + hs +
+    in += "  const $global Dtype* x" + hs + " = x + ((long)img * " + Num(s.img_in) + " + min(c" + hs +
           ", " + Num(C - 1) + ")) * " + Num(long(H) * W) + ";\n";
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < n; ++j)
@@ -471,24 +497,25 @@ std::string Int8Source(const KernelTarget& target, const ConvDesc& d, const Wino
 
 }  // namespace
 
-std::string WinogradSource(const KernelTarget& target, const ConvDesc& d,
+std::string WinogradSource(const KernelTarget& target, const ConvDesc& full,
                            const WinogradConfig& c, RequantKnown known) {
+  const ConvDesc d = GroupSlice(full);
   std::string why;
-  if (!WinogradApplies(d) || !WinogradConfig::Schema().Parse(c.ToString(), {}, &why) ||
+  if (!WinogradApplies(full) || !WinogradConfig::Schema().Parse(c.ToString(), {}, &why) ||
       c.oc * c.px > 24)
-    throw Error("convolution " + d.ToString() + ": no Winograd kernel with configuration " +
+    throw Error("convolution " + full.ToString() + ": no Winograd kernel with configuration " +
                 c.ToString() + (why.empty() ? "" : " (" + why + ")") +
                 " (fp32 or int8q of at most " + Num(kWinogradInt8MaxChannels) +
-                " input channels, one group, 3×3 window, stride 1, dilation 1; m 2 or 4, oc in "
+                " input channels per group, 3×3 window, stride 1, dilation 1; m 2 or 4, oc in "
                 "[1, 16], px in [1, 4], v 4, 8 or 16, oc·px ≤ 24)");
   if (d.type == DataType::kInt8Q) {
     if (!WinogradConfigFits(d, c))
-      throw Error("convolution " + d.ToString() + ": no Winograd kernel with configuration " +
+      throw Error("convolution " + full.ToString() + ": no Winograd kernel with configuration " +
                   c.ToString() + " (int8q: m 2, v 8)");
-    return Int8Source(target, d, c, known);
+    return Int8Source(target, d, c, known, ShapeOf(full, c));
   }
   const Transforms& f = TransformsOf(c.m);
-  const Shape s(d, c);
+  const Shape s = ShapeOf(full, c);
   const int n = s.n, m = s.m, C = d.channels, O = d.out_channels, H = d.height, W = d.width;
   const int ow = d.out_w();
   const long PP = s.padded;
@@ -517,7 +544,7 @@ std::string WinogradSource(const KernelTarget& target, const ConvDesc& d,
   std::string in = "  const int p = $global_id(0), c = $global_id(1);\n";
   in += "  if (p >= " + Num(PP) + " || c >= " + Num(C) + ") return;\n";
   in += TileWindow(d, s);
-  in += "  const $global float* xc = x + ((long)img * " + Num(C) + " + c) * " +
+  in += "  const $global float* xc = x + ((long)img * " + Num(s.img_in) + " + c) * " +
         Num(long(H) * W) + ";\n";
   // Reads clamped into the plane and masked: straight-line text the compilers turn into selects.
   in += "  {\n";
@@ -604,24 +631,30 @@ WinogradForward::WinogradForward(Device& device, const ConvDesc& desc,
 
 Event WinogradForward::SetWeights(const BufferRef& weights, Queue* queue,
                                   const WinogradQuant& quant) {
-  const Shape s(desc_, config_);
-  const size_t count = size_t(s.elements()) * s.ob * config_.oc * s.cp;
-  if (!u_) u_ = device_.Allocate(count * 4);
+  const ConvDesc g = GroupSlice(desc_);
+  const Shape s(g, config_);
+  const size_t count = size_t(s.elements()) * s.ob * config_.oc * s.cp;  // one group's U
+  const int groups = desc_.groups;
+  if (!u_) u_ = device_.Allocate(groups * count * 4);
   const size_t es = SizeOf(desc_.type);
-  wt_.ArgBuffer(weights.mem, weights.byte_offset, es);
-  if (desc_.type == DataType::kInt8Q) wt_.Arg(quant.w_zero);
-  wt_.ArgBuffer(u_.get(), 0, 4);
-  return wt_.Launch1D(size_t(s.ob) * config_.oc * s.cp, queue);
+  Event done;
+  for (int k = 0; k < groups; ++k) {  // each group's weights into its own U
+    wt_.ArgBuffer(weights.mem, weights.byte_offset + size_t(k) * g.weight_count() * es, es);
+    if (desc_.type == DataType::kInt8Q) wt_.Arg(quant.w_zero + size_t(k) * g.out_channels);
+    wt_.ArgBuffer(u_.get(), size_t(k) * count * 4, 4);
+    done = wt_.Launch1D(size_t(s.ob) * config_.oc * s.cp, queue);
+  }
+  return done;
 }
 
 Event WinogradForward::Forward(const BufferRef& input, const BufferRef& bias,
                                const BufferRef& residual, const BufferRef& output,
                                Queue* queue, const WinogradQuant& quant) {
-  const ConvDesc& d = desc_;
-  const Shape s(d, config_);
-  const bool q = d.type == DataType::kInt8Q;
+  const ConvDesc g = GroupSlice(desc_);
+  const Shape s(g, config_);
+  const bool q = g.type == DataType::kInt8Q;
   const size_t pp = size_t(s.padded), e = size_t(s.elements());
-  const size_t es = SizeOf(d.type), vs = q ? 2 : 4;  // V: shorts (int8q) or floats
+  const size_t es = SizeOf(g.type), vs = q ? 2 : 4;  // V: shorts (int8q) or floats
   TakeScratch(device_, arena_.get(), queue, ScratchUse::kWinogradInput,
               e * size_t(s.v_plane) * vs, &v_);
   TakeScratch(device_, arena_.get(), queue, ScratchUse::kWinogradProducts,
@@ -630,7 +663,7 @@ Event WinogradForward::Forward(const BufferRef& input, const BufferRef& bias,
   // The pointwise kernel's spread: the same reason (a delayed core hands its groups over) and the
   // same grids of pixel blocks × channel blocks.
   const int per_unit =
-      DefaultRowFor(PointwiseSpreadDefaults(), "conv_wino", TargetProfile::Of(info), d).config;
+      DefaultRowFor(PointwiseSpreadDefaults(), "conv_wino", TargetProfile::Of(info), desc_).config;
   auto local = [&](const std::array<size_t, 3>& global) {
     return per_unit == 0 ? std::array<size_t, 3>{0, 0, 0}
                          : conv_internal::SpreadLocal(global, info, per_unit);
@@ -639,21 +672,32 @@ Event WinogradForward::Forward(const BufferRef& input, const BufferRef& bias,
     const std::array<size_t, 3> l = local(global);
     return k.Launch({global[0], global[1], global[2]}, {l[0], l[1], l[2]}, queue);
   };
-  in_.ArgBuffer(input.mem, input.byte_offset, es).ArgBuffer(v_.get(), 0, 4);
-  if (q) in_.Arg(quant.x_zero);
-  launch(in_, {pp, size_t(s.cp), 1});  // int8q: a pair of channels per work-item
-  gemm_.ArgBuffer(u_.get(), 0, 4).ArgBuffer(v_.get(), 0, vs).ArgBuffer(m_.get(), 0, 4);
-  launch(gemm_, {pp / size_t(config_.px * config_.vx), size_t(s.ob), e});
-  out_.ArgBuffer(m_.get(), 0, 4).ArgBuffer(bias.mem, bias.byte_offset, 4);
-  if (q) out_.Arg(quant.requant);
-  out_.ArgBuffer(residual.mem, residual.byte_offset, es)
-      .ArgBuffer(output.mem, output.byte_offset, es);
-  if (q)
-    for (int32_t v : {quant.c_zero, quant.res_zero, quant.res_m, quant.res_s}) out_.Arg(v);
   // int8q in vectors of 8 tiles where the dialect has vectors (Int8VectorOutput).
-  const size_t out_tiles =
-      q && KernelTarget::Of(device_).vector_builtins ? pp / 8 : pp;
-  return launch(out_, {out_tiles, size_t(d.out_channels), 1});
+  const size_t out_tiles = q && KernelTarget::Of(device_).vector_builtins ? pp / 8 : pp;
+  const size_t u_count = e * size_t(s.ob) * config_.oc * s.cp;
+  const size_t in_plane = size_t(g.height) * g.width, out_plane = size_t(g.out_h()) * g.out_w();
+  Event done;
+  // Group by group on the same V and M (one in-order queue), each on its channels' planes of
+  // the whole images (Shape::img_in, img_out).
+  for (int k = 0; k < desc_.groups; ++k) {
+    const size_t ci = size_t(k) * g.channels, co = size_t(k) * g.out_channels;
+    in_.ArgBuffer(input.mem, input.byte_offset + ci * in_plane * es, es)
+        .ArgBuffer(v_.get(), 0, 4);
+    if (q) in_.Arg(quant.x_zero);
+    launch(in_, {pp, size_t(s.cp), 1});  // int8q: a pair of channels per work-item
+    gemm_.ArgBuffer(u_.get(), k * u_count * 4, 4)
+        .ArgBuffer(v_.get(), 0, vs)
+        .ArgBuffer(m_.get(), 0, 4);
+    launch(gemm_, {pp / size_t(config_.px * config_.vx), size_t(s.ob), e});
+    out_.ArgBuffer(m_.get(), 0, 4).ArgBuffer(bias.mem, bias.byte_offset + co * 4, 4);
+    if (q) out_.Arg(quant.requant + 2 * co);
+    out_.ArgBuffer(residual.mem, residual.byte_offset + co * out_plane * es, es)
+        .ArgBuffer(output.mem, output.byte_offset + co * out_plane * es, es);
+    if (q)
+      for (int32_t v : {quant.c_zero, quant.res_zero, quant.res_m, quant.res_s}) out_.Arg(v);
+    done = launch(out_, {out_tiles, size_t(g.out_channels), 1});
+  }
+  return done;
 }
 
 void WinogradForward::ReleaseScratch() {

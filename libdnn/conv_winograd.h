@@ -44,11 +44,15 @@ struct WinogradConfig {
 /// transform is an integer combination, so the result is right modulo 2^32 and fits).
 constexpr int kWinogradInt8MaxChannels = 900;
 
+/// Grouped convolutions run group by group: at most this many groups.
+constexpr int kWinogradMaxGroups = 4;
+
 /// Whether the family computes `desc` at all: fp32, or int8q with at most
-/// kWinogradInt8MaxChannels input channels; one group, a 3×3 window, stride 1, dilation 1 (any
-/// padding, bias, residual and ReLU). int8q runs F(2×2) in integers (2G for G, the products
-/// 16-bit pairs, the sums shifted right by 2 at the end): the same integers as the direct
-/// kernel.
+/// kWinogradInt8MaxChannels input channels per group; one group, or up to kWinogradMaxGroups of
+/// at least 16 input and 16 output channels each (run one after the other); a 3×3 window,
+/// stride 1, dilation 1 (any padding, bias, residual and ReLU). int8q runs F(2×2) in integers
+/// (2G for G, the products 16-bit pairs, the sums shifted right by 2 at the end): the same
+/// integers as the direct kernel.
 bool WinogradApplies(const ConvDesc& desc);
 /// Whether `config` can run `desc` (where WinogradApplies): any for fp32; int8q m 2 and v 8.
 bool WinogradConfigFits(const ConvDesc& desc, const WinogradConfig& config);

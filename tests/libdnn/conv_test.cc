@@ -681,16 +681,17 @@ TEST(ConvForward, Int8WinogradMatchesTheReferenceExactly) {
   // F(2×2) in integers (2G, 16-bit pair products, the sums shifted right by 2): two images, an
   // odd channel count (the last pair half empty), uneven padding (partial tiles both ways),
   // output channels past the tile, per-layer and per-channel weights, signed weights, with and
-  // without the fused bias, residual and ReLU; two tiles.
+  // without the fused bias, residual and ReLU, two groups; two tiles.
   std::mt19937 rng(2027);
   ConvDesc d;
   d.type = DataType::kInt8Q;
   d.batch = 2, d.channels = 5, d.height = 9, d.width = 11, d.out_channels = 13;
   d.kernel_h = d.kernel_w = 3, d.pad_h = 1, d.pad_w = 2;
-  for (int variant = 0; variant < 3; ++variant) {
+  for (int variant = 0; variant < 4; ++variant) {
     ConvDesc v = d;
     v.bias = v.relu = v.residual = variant != 1;
     v.weights_signed = variant == 2;
+    if (variant == 3) v.channels = 34, v.out_channels = 38, v.groups = 2;  // group by group
     const ConvQuant quant = TestQuant(v, variant != 0, rng);
     const Bytes x = RandomQ(v.type, v.input_count(), false, rng);
     const Bytes w = RandomQ(v.type, v.weight_count(), v.weights_signed, rng);

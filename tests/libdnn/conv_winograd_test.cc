@@ -92,6 +92,13 @@ TEST(ConvWinograd, F2MatchesTheReferenceWithTheFusedEpilogue) {
   EXPECT_TRUE(conv.forward_winograd());
   EXPECT_STREQ(conv.forward_path(), "winograd");
   EXPECT_LE(ErrorOf(d, std::move(conv)), 1e-5) << d.ToString();
+  // Grouped (AlexNet's conv4 and conv5: two groups), group by group on the whole images: two
+  // images, each group's output channels past the tile.
+  ConvDesc g = Desc(2, 32, 9, 11, 38, 1, 2);
+  g.groups = 2, g.bias = g.relu = g.residual = true;
+  ASSERT_TRUE(WinogradApplies(g));
+  EXPECT_LE(ErrorOf(g, Convolution::Winograd(DefaultDevice(), g, {2, 6, 1, 16})), 1e-5)
+      << g.ToString();
 }
 
 // F(4×4) on an unpadded 14×11 input (12×9 outputs: a partial column of tiles), 24 input and
@@ -108,8 +115,9 @@ TEST(ConvWinograd, F4MatchesTheReferenceWithinItsLargerRounding) {
 }
 
 // MPCAFFE_KERNEL_CONFIG names the family and its configuration; "off" gives the direct kernel;
-// descriptions outside the family (stride 2, groups, int8 past its channel bound) never take
-// it, nor int8 from a configuration that does not fit it (v16: int8's tiles are vectors of 8).
+// descriptions outside the family (stride 2, int8 past its channel bound per group) never take
+// it, grouped ones do (group by group), nor int8 from a configuration that does not fit it
+// (v16: int8's tiles are vectors of 8).
 TEST(ConvWinograd, ChosenThroughTheOverrideOnlyWhereItApplies) {
   Device& dev = DefaultDevice();
   ConvDesc d = Desc(2, 5, 9, 11, 13, 1, 2);
@@ -120,12 +128,20 @@ TEST(ConvWinograd, ChosenThroughTheOverrideOnlyWhereItApplies) {
     EXPECT_STREQ(Convolution::ForwardPathOf(dev, d), "winograd");
     ConvDesc strided = d;
     strided.stride_h = strided.stride_w = 2;
-    ConvDesc grouped = Desc(1, 4, 8, 8, 4, 1, 1);
+    ConvDesc grouped = Desc(1, 32, 8, 8, 32, 1, 1);
     grouped.groups = 2;
-    ConvDesc q = d, wide = d;
-    q.type = wide.type = DataType::kInt8Q;
+    EXPECT_TRUE(WinogradApplies(grouped));
+    EXPECT_STREQ(Convolution::ForwardPathOf(dev, grouped), "winograd");
+    ConvDesc narrow = grouped, many = grouped;  // groups of 8 channels; 8 groups
+    narrow.channels = narrow.out_channels = 16;
+    many.channels = many.out_channels = 128, many.groups = 8;
+    ConvDesc q = d, wide = d, wide_groups = d;
+    q.type = wide.type = wide_groups.type = DataType::kInt8Q;
     wide.channels = kWinogradInt8MaxChannels + 1;
-    for (const ConvDesc& other : {strided, grouped, wide}) {
+    wide_groups.channels = 2 * kWinogradInt8MaxChannels, wide_groups.out_channels = 32;
+    wide_groups.groups = 2;  // at the bound per group
+    EXPECT_TRUE(WinogradApplies(wide_groups));
+    for (const ConvDesc& other : {strided, wide, narrow, many}) {
       EXPECT_FALSE(WinogradApplies(other)) << other.ToString();
       EXPECT_STRNE(Convolution::ForwardPathOf(dev, other), "winograd") << other.ToString();
     }
