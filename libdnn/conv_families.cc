@@ -262,17 +262,19 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "AVX-512 and on PoCL with MPCAFFE_ISA=avx2 (PoCL still compiling AVX-512 code: the caps did "
        "not reach it then); mixed on Intel's runtime at AVX2, which keeps it"},
       {"int8q row form, stride 2, output rows of at least 16 columns, a CPU runtime that runs "
-       "16 stride-2 byte columns fast (PoCL)",
+       "16 stride-2 byte columns fast (PoCL) in whole registers (not at AVX2: 16 float lanes "
+       "are two registers, 8 channels' sums all 16 of them)",
        [](const TargetProfile& p, const ConvDesc& d) {
-         return p.cpu_vectors && !p.strided_byte_rows_slow && d.type == DataType::kInt8Q &&
-                RowForm(d) && d.stride_w == 2 && d.out_w() >= 16;
+         return p.cpu_vectors && !p.strided_byte_rows_slow && !p.half_register_tiles &&
+                d.type == DataType::kInt8Q && RowForm(d) && d.stride_w == 2 && d.out_w() >= 16;
        },
        {8, 1, 16},
        "MobileNet v1's int8 conv1 (c3 h224 o32 k3x3 s2) in mpcaffe time --synthetic --explain, "
        "alternating tiles, loaded, 2026-11-30 (docs/BENCHMARKS.md, \"Default configurations\"): "
-       "PoCL 16 lanes about a fifth faster than 8 at AVX-512 (and with MPCAFFE_ISA=avx2 before it "
-       "capped PoCL's compiler); slower on "
-       "Intel's runtime at AVX-512"},
+       "PoCL 16 lanes about a fifth faster than 8 at AVX-512; slower on Intel's runtime at "
+       "AVX-512; PoCL at AVX2 (MPCAFFE_ISA=avx2, calibrated nets, 3 alternating rounds, "
+       "2026-11-30): MobileNet v1's conv1 0.89-1.31 ms in 16 lanes against 0.60-0.74 in 8, "
+       "ResNet-50's 7x7 conv1 2.34-2.66 against 2.64-2.65 (level)"},
       {"row form, stride 1, output rows of at least 64 columns",
        [](const TargetProfile&, const ConvDesc& d) {
          return RowForm(d) && d.stride_w == 1 && d.out_w() >= 64;

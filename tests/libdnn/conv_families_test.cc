@@ -172,6 +172,17 @@ TEST(ConvFamilies, PointwiseDefaultsFollowHalfRegisterTiles) {
   q.stride_h = q.stride_w = 2;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(q, p).ToString(), "oc6 px2 v8");
   EXPECT_EQ(Convolution::DefaultPointwiseTile(q, TargetProfile{}).ToString(), "oc8 px1 v16");
+  // An int8q first layer at stride 2 (the row form): 16 float lanes only in whole registers.
+  ConvDesc first;
+  first.type = DataType::kInt8Q;
+  first.channels = 3, first.out_channels = 32, first.height = first.width = 224;
+  first.kernel_h = first.kernel_w = 3, first.stride_h = first.stride_w = 2;
+  first.pad_h = first.pad_w = 1;
+  TargetProfile cpu;
+  cpu.cpu_vectors = true;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(first, cpu).ToString(), "oc8 px1 v16");
+  cpu.half_register_tiles = true;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(first, cpu).ToString(), "oc8 px1 v8");
   ConvDesc small = d;  // 9 pixels: the 8-pixel row whatever the profile
   small.height = small.width = 3;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(small, p).ToString(), "oc8 px1 v8");
