@@ -1,61 +1,25 @@
 // libdnn/conv_winograd.cc — the Winograd forward family (conv_winograd.h): its configuration,
-// the four kernel texts (the transforms unrolled from their constant matrices) and their
-// launches.
+// the text helpers its kernels share (conv_winograd_internal.h), the fp32 kernel texts (the
+// transforms unrolled from their constant matrices; int8q's in conv_winograd_int8_source.cc)
+// and the launches.
 #include "libdnn/conv_winograd.h"
 
 #include <array>
-#include <optional>
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "codegen/vector_words.h"
 #include "device/error.h"
 #include "libdnn/conv_families.h"
-#include "libdnn/conv_internal.h"
+#include "libdnn/conv_winograd_internal.h"
 
 namespace mpcaffe::libdnn {
 
 using conv_internal::DivUp;
 
+namespace winograd_internal {
+
 namespace {
-
-using Matrix = std::vector<std::vector<double>>;
-
-/// F(m×m, 3×3)'s matrices (Lavin and Gray, "Fast Algorithms for Convolutional Neural
-/// Networks"): Bᵀ (n×n) transforms an input tile, G (n×3) a window, Aᵀ (m×n) the products,
-/// n = m + 2. F(4×4) interpolates at 0, ±1, ±2 and infinity.
-struct Transforms {
-  int m, n;
-  Matrix bt, g, at;
-};
-
-const Transforms& TransformsOf(int m) {
-  static const Transforms f2{2,
-                             4,
-                             {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}},
-                             {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}},
-                             {{1, 1, 1, 0}, {0, 1, -1, -1}}};
-  static const Transforms f4{
-      4,
-      6,
-      {{4, 0, -5, 0, 1, 0},
-       {0, -4, -4, 1, 1, 0},
-       {0, 4, -4, -1, 1, 0},
-       {0, -2, -1, 2, 1, 0},
-       {0, 2, -1, -2, 1, 0},
-       {0, 4, 0, -5, 0, 1}},
-      {{1.0 / 4, 0, 0},
-       {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-       {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-       {1.0 / 24, 1.0 / 12, 1.0 / 6},
-       {1.0 / 24, -1.0 / 12, 1.0 / 6},
-       {0, 0, 1}},
-      {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}}};
-  return m == 4 ? f4 : f2;
-}
-
-std::string Num(long v) { return std::to_string(v); }
 
 /// A float literal of `v` (shortest text that reads back as the same float).
 std::string FloatLiteral(double v) {
@@ -85,12 +49,41 @@ std::string Combination(const std::vector<double>& coef, Operand operand, bool i
   return s.empty() ? (integers ? "0" : "0.0f") : s;
 }
 
+}  // namespace
+
+const Transforms& TransformsOf(int m) {
+  static const Transforms f2{2,
+                             4,
+                             {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}},
+                             {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}},
+                             {{1, 1, 1, 0}, {0, 1, -1, -1}}};
+  static const Transforms f4{
+      4,
+      6,
+      {{4, 0, -5, 0, 1, 0},
+       {0, -4, -4, 1, 1, 0},
+       {0, 4, -4, -1, 1, 0},
+       {0, -2, -1, 2, 1, 0},
+       {0, 2, -1, -2, 1, 0},
+       {0, 4, 0, -5, 0, 1}},
+      {{1.0 / 4, 0, 0},
+       {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+       {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+       {1.0 / 24, 1.0 / 12, 1.0 / 6},
+       {1.0 / 24, -1.0 / 12, 1.0 / 6},
+       {0, 0, 1}},
+      {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}}};
+  return m == 4 ? f4 : f2;
+}
+
+std::string Num(long v) { return std::to_string(v); }
+
 /// Text computing `out`<i>_<j> = (L · X · Rᵀ)[i][j] for the private values `in`<k>_<l> of X
 /// (rows × cols, of `type`: float, or int with integer matrices), through temporaries
 /// `tmp`<i>_<l>.
 std::string Sandwich(const Matrix& left, const Matrix& right, const std::string& in, int cols,
                      const std::string& tmp, const std::string& out,
-                     const std::string& type = "float") {
+                     const std::string& type) {
   const bool integers = type != "float";
   std::string s;
   for (size_t i = 0; i < left.size(); ++i)
@@ -115,34 +108,6 @@ const Matrix& DoubledG() {
   return g2;
 }
 
-/// The sizes every kernel's text and launch share.
-struct Shape {
-  Shape(const ConvDesc& d, const WinogradConfig& c)
-      : m(c.m), n(c.m + 2), th(DivUp(d.out_h(), c.m)), tw(DivUp(d.out_w(), c.m)),
-        tiles(long(d.batch) * th * tw),
-        padded((tiles + long(c.px) * c.vx - 1) / (long(c.px) * c.vx) * c.px * c.vx),
-        ob(DivUp(d.out_channels, c.oc)),
-        cp(d.type == DataType::kInt8Q ? DivUp(d.channels, 2) : d.channels),
-        v_plane(d.type == DataType::kInt8Q ? 2 * (cp * padded + kSkew)
-                                           : d.channels * padded + kSkew),
-        m_plane(d.out_channels * padded + kSkew),
-        img_in(d.channels),
-        img_out(d.out_channels) {}
-  // Each element's plane of V and M starts 128 bytes past a multiple of 4 KiB from the last:
-  // planes a multiple of 4 KiB apart put the (m+2)² loads or stores of one tile in the same
-  // cache set (more than the 8 ways of the L1 here) and alias the loads with the stores.
-  static constexpr long kSkew = 32;
-  int m, n, th, tw;
-  long tiles, padded;  // P and P rounded up to whole blocks of px vectors
-  int ob;              // blocks of oc output channels
-  int cp;              // rows of V: input channels (int8q: pairs of them, 16 bits each)
-  long v_plane, m_plane;  // elements (floats; int8q's V: shorts) from one plane to the next
-  // Channels from one image to the next in the input and the output: a grouped convolution's
-  // kernels run one group (GroupSlice) on planes of the whole images.
-  int img_in, img_out;
-  int elements() const { return n * n; }
-};
-
 /// One group of `d` as a convolution of its own (the whole of a one-group `d`).
 ConvDesc GroupSlice(const ConvDesc& d) {
   ConvDesc g = d;
@@ -156,7 +121,6 @@ Shape ShapeOf(const ConvDesc& d, const WinogradConfig& c) {
   s.img_in = d.channels, s.img_out = d.out_channels;
   return s;
 }
-
 
 /// The input transform's prologue after its bounds check: tile p's image and corner (`q`, `img`,
 /// `t`, `ty`, `tx`; tiles past P read nothing: `live`), and per row / column i of its window the
@@ -179,25 +143,6 @@ std::string TileWindow(const ConvDesc& d, const Shape& s) {
     in += "  const int cx" + is + " = min(max(ix" + is + ", 0), " + Num(W - 1) + ");\n";
   }
   return in;
-}
-
-/// The products kernel's stores: accumulator `acc`(o, q) (vectors of `vec`) of output channel
-/// ob·oc + o to M (`mo`), channels past the last skipped.
-template <typename Acc>
-std::string ProductStores(const ConvDesc& d, const WinogradConfig& c, const Shape& s,
-                          const std::string& vec, Acc acc) {
-  const int O = d.out_channels;
-  std::string g;
-  for (int o = 0; o < c.oc; ++o) {
-    std::string store;
-    for (int q = 0; q < c.px; ++q)
-      store += " " + vec + "_STORE(" + acc(o, q) + ", mo + " +
-               Num(long(o) * s.padded + q * c.vx) + ");";
-    g += O % c.oc ? "  if (ob * " + Num(c.oc) + " + " + Num(o) + " < " + Num(O) + ") {" + store +
-                        " }\n"
-                  : " " + store + "\n";
-  }
-  return g;
 }
 
 /// The output kernel's body up to the epilogue: M's (m+2)² values of tile p and output channel
@@ -231,7 +176,10 @@ std::string OutputInside(const ConvDesc& d, int m, int i, int j) {
     cond += std::string(cond.empty() ? "" : " && ") + "ox0 + " + Num(j) + " < " + Num(d.out_w());
   return cond;
 }
-}  // namespace
+
+}  // namespace winograd_internal
+
+using namespace winograd_internal;
 
 const ConfigSchema<WinogradConfig>& WinogradConfig::Schema() {
   static const ConfigSchema<WinogradConfig> schema(
@@ -284,218 +232,6 @@ std::vector<WinogradConfig> WinogradCandidates(const WinogradConfig& first, Data
   return out;
 }
 
-namespace {
-
-/// int8q's output kernel body in vectors of 8 tiles of one output channel (OpenCL): the products
-/// of 8 neighbouring tiles are one load per element, Aᵀ·M·A and the requantization (VectorWords::
-/// RequantClamp, the paths `known` keeps) run in int32 lanes, and each lane's m×m outputs (and
-/// residual inputs) are stored (loaded) at its tile's place; lanes past the last tile and outputs
-/// past the plane's edge are skipped. The scalar form per tile took the 64-bit requantization per
-/// output: ResNet-50's int8 output transforms 3.2 ms of a pass at AVX2 against fp32's 1.05.
-std::string Int8VectorOutput(const KernelTarget& target, const ConvDesc& d, const Shape& s,
-                             RequantKnown known) {
-  const VectorWords v(target);
-  const int L = 8, m = s.m, ow = d.out_w();
-  const long tt = long(s.th) * s.tw;
-  const std::string I = v.Type("int", L);
-  const Transforms& f = TransformsOf(m);
-  std::string out = "  const int pb = $global_id(0), o = $global_id(1);\n";
-  out += "  if (pb >= " + Num(s.padded / L) + " || o >= " + Num(d.out_channels) + ") return;\n";
-  out += "  const $global int* mp = prod + (long)o * " + Num(s.padded) + " + pb * " + Num(L) +
-         ";\n  {\n";
-  for (int i = 0; i < s.n; ++i)
-    for (int j = 0; j < s.n; ++j)
-      out += "    const " + I + " s" + Num(i) + "_" + Num(j) + " = " +
-             v.Load(L, "mp + " + Num(long(i * s.n + j) * s.m_plane) + "L") + ";\n";
-  out += Sandwich(f.at, f.at, "s", s.n, "t", "r", I);
-  // Each lane's tile: its first output (`base`), corner and whether it is a tile at all.
-  out += "    long base[" + Num(L) + "];\n    int oy[" + Num(L) + "], ox[" + Num(L) + "], live[" +
-         Num(L) + "];\n";
-  out += "    for (int k = 0; k < " + Num(L) + "; ++k) {\n";
-  out += "      const int p = pb * " + Num(L) + " + k;\n      live[k] = p < " + Num(s.tiles) +
-         ";\n";
-  out += "      const int q = live[k] ? p : 0, img = q / " + Num(tt) + ", t = q % " + Num(tt) +
-         ";\n";
-  out += "      oy[k] = t / " + Num(s.tw) + " * " + Num(m) + ", ox[k] = t % " + Num(s.tw) +
-         " * " + Num(m) + ";\n";
-  out += "      base[k] = ((long)img * " + Num(s.img_out) + " + o) * " +
-         Num(long(d.out_h()) * ow) + " + oy[k] * " + Num(ow) + " + ox[k];\n    }\n";
-  out += "    const int bo = " + std::string(d.bias ? "bias[o]" : "0") +
-         ", rqm = rq[2 * o], rqs = rq[2 * o + 1];\n";
-  const std::string below = conv_internal::ResidualBelow2To16If(target);
-  for (int i = 0; i < m; ++i)
-    for (int j = 0; j < m; ++j) {
-      const std::string e = Num(i) + "_" + Num(j), off = Num(long(i) * ow + j);
-      // A lane writes where its tile is real and the output inside the plane.
-      auto inside = [&](int k) {
-        std::string c = "live[" + Num(k) + "]";
-        if (d.out_h() % m) c += " && oy[" + Num(k) + "] + " + Num(i) + " < " + Num(d.out_h());
-        if (d.out_w() % m) c += " && ox[" + Num(k) + "] + " + Num(j) + " < " + Num(ow);
-        return c;
-      };
-      std::optional<VectorResidual> res;
-      if (d.residual) {
-        std::string lanes;
-        for (int k = 0; k < L; ++k)
-          lanes += std::string(k ? ", " : "") + "(" + inside(k) + ") ? (int)Dtype_LOAD(res, base[" +
-                   Num(k) + "] + " + off + ") : res_zero";
-        res = VectorResidual{v.Of(I, lanes) + " - res_zero", "res_m", "res_s", below,
-                             !below.empty() && known.residual_split};
-      }
-      out += "    {\n";
-      out += v.RequantClamp(L, "q" + e, "(r" + e + " >> 2) + bo", "rqm", "rqs", "c_zero",
-                            res ? &*res : nullptr, d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX",
-                            6, "", known.high);
-      for (int k = 0; k < L; ++k)
-        out += "      if (" + inside(k) + ") Dtype_STORE(y, base[" + Num(k) + "] + " + off + ", " +
-               v.Lane("q" + e, k) + ");\n";
-      out += "    }\n";
-    }
-  return out + "  }\n";
-}
-
-/// int8q's four kernels (WinogradSource's, in integers): U = 2G·(g − z_w)·2Gᵀ and V = Bᵀ·(d −
-/// z_x)·B as 16-bit values (|U| ≤ 9·255, |V| ≤ 4·255), two input channels per 32-bit word of U
-/// and of V; the products in 16-bit pairs (KernelHelper::kPairProduct16) into
-/// int32 lanes of 8 tiles; Aᵀ·M·A shifted right by 2 is Σ(x − z_x)(w − z_w), requantized as the
-/// direct kernel's scalar epilogue does.
-std::string Int8Source(const KernelTarget& target, const ConvDesc& d, const WinogradConfig& c,
-                       RequantKnown known, const Shape& s) {
-  const Transforms& f = TransformsOf(2);
-  const int n = s.n, m = s.m, C = d.channels, O = d.out_channels, H = d.height, W = d.width;
-  const int ow = d.out_w(), CP = s.cp;
-  const long PP = s.padded;
-  KernelWriter w(target, "conv_winograd");
-  w.AddType("Dtype", d.type);
-  w.UseRequant(d.type);
-  conv_internal::DeclareWeightStorage(w, d);
-  w.Define("Btype", TraitsOf(d.type).acc_alias());
-  w.UseHelper(KernelHelper::kPairProduct16);
-  w.AddVector("Vi", Scalar::kI32, c.vx);
-
-  // U[e][ob][cp][j]: channels 2cp and 2cp + 1 of output channel ob·oc + j, low half first.
-  std::string wt = "  $loop(i, " + Num(long(s.ob) * c.oc * CP) + ") {\n";
-  wt += "    const int o = i / " + Num(CP) + ", cp = i % " + Num(CP) + ";\n";
-  wt += "    const int ob = o / " + Num(c.oc) + ", j = o % " + Num(c.oc) + ";\n";
-  wt += "    const int oo = min(o, " + Num(O - 1) + "), zw = wz[oo];\n";
-  for (int h = 0; h < 2; ++h) {
-    const std::string hs = h ? "b" : "a";
-    wt += "    const int c" + hs + " = 2 * cp + " + Num(h) + ", live" + hs + " = o < " + Num(O) +
-          " && c" + hs + " < " + Num(C) + ";\n";
-    wt += "    const long g" + hs + " = ((long)oo * " + Num(C) + " + min(c" + hs + ", " +
-          Num(C - 1) + ")) * 9;\n";
-    for (int k = 0; k < 3; ++k)
-      for (int l = 0; l < 3; ++l)
-        wt += "    const int " + hs + Num(k) + "_" + Num(l) + " = live" + hs +
-              " ? (int)WLOAD(w, g" + hs + " + " + Num(3 * k + l) + ") - zw : 0;\n";
-    wt += Sandwich(DoubledG(), DoubledG(), hs, 3, "t" + hs, "r" + hs, "int");
-  }
-  for (int a = 0; a < n; ++a)
-    for (int b = 0; b < n; ++b) {
-      const std::string e = Num(a) + "_" + Num(b);
-      wt += "    u[((" + Num(long(a * n + b) * s.ob) + " + ob) * " + Num(CP) + " + cp) * " +
-            Num(c.oc) + " + j] = (int)(((mp_u32)ra" + e + " & 0xffffu) | ((mp_u32)rb" + e +
-            " << 16));\n";
-    }
-  wt += "  }\n";
-  w.Kernel("conv_wino_wt").In("Wstore", "w").In("int", "wz").Out("int", "u").Body(wt);
-
-  // V[e][cp][p] = (Bᵀ·(d − z_x)·B)[e] of input channels 2cp (low half) and 2cp + 1 (high
-  // half; 0 past C) and tile p (0 past P): one word per work-item and element, neighbouring
-  // tiles in neighbouring words.
-  std::string in = "  const int p = $global_id(0), cp = $global_id(1);\n";
-  in += "  if (p >= " + Num(PP) + " || cp >= " + Num(CP) + ") return;\n";
-  in += TileWindow(d, s);
-  for (int h = 0; h < 2; ++h) {
-    const std::string hs = h ? "b" : "a";
-    in += "  const int c" + hs + " = 2 * cp + " + Num(h) + ", live" + hs + " = c" + hs + " < " +
-          Num(C) + ";\n";
-    in += "  const $global Dtype* x" + hs + " = x + ((long)img * " + Num(s.img_in) + " + min(c" + hs +
-          ", " + Num(C - 1) + ")) * " + Num(long(H) * W) + ";\n";
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j)
-        in += "  const int " + hs + Num(i) + "_" + Num(j) + " = live" + hs + " && ry" + Num(i) +
-              " && rx" + Num(j) + " ? (int)x" + hs + "[cy" + Num(i) + " + cx" + Num(j) +
-              "] - x_zero : 0;\n";
-    in += Sandwich(f.bt, f.bt, hs, n, "t" + hs, "r" + hs, "int");
-  }
-  in += "  $global int* vc = v + (long)cp * " + Num(PP) + " + p;\n";
-  for (int a = 0; a < n; ++a)
-    for (int b = 0; b < n; ++b) {
-      const std::string e = Num(a) + "_" + Num(b);
-      in += "  vc[" + Num(long(a * n + b) * (s.v_plane / 2)) + "L] = (int)(((mp_u32)ra" + e +
-            " & 0xffffu) | ((mp_u32)rb" + e + " << 16));\n";
-    }
-  w.Kernel("conv_wino_in").In("Dtype", "x").Out("int", "v").Value("int", "x_zero").Body(in);
-
-  // M_e[o][p] = Σ_cp U_e[o][cp] · V_e[cp][p] in pairs: oc output channels × px vectors of 8
-  // tiles per work-item.
-  std::string g = "  const int blk = $global_id(0), ob = $global_id(1), e = $global_id(2);\n";
-  const long block = long(c.px) * c.vx;
-  g += "  if (blk >= " + Num(PP / block) + " || ob >= " + Num(s.ob) + " || e >= " +
-       Num(s.elements()) + ") return;\n";
-  g += "  const $global short* xn = v + (long)e * " + Num(s.v_plane) + " + blk * " +
-       Num(block * 2) + ";\n";
-  g += "  const $global int* wb = u + ((long)e * " + Num(s.ob) + " + ob) * " +
-       Num(long(CP) * c.oc) + ";\n";
-  auto acc = [](int o, int q) { return "a" + Num(o) + "_" + Num(q); };
-  for (int o = 0; o < c.oc; ++o)
-    for (int q = 0; q < c.px; ++q) g += "  Vi " + acc(o, q) + " = (Vi)(0);\n";
-  g += "  for (int c = 0; c < " + Num(CP) + "; ++c) {\n";
-  for (int q = 0; q < c.px; ++q)
-    g += "    const mp_short16 x" + Num(q) + " = MP_SHORT16_LOAD(xn + (long)c * " +
-         Num(PP * 2) + " + " + Num(q * c.vx * 2) + ");\n";
-  g += "    const $global int* wc = wb + c * " + Num(c.oc) + ";\n";
-  for (int o = 0; o < c.oc; ++o) {
-    g += "    const mp_short16 w" + Num(o) + " = MP_PAIR16_WORD(wc[" + Num(o) + "]);\n";
-    for (int q = 0; q < c.px; ++q)
-      g += "    " + acc(o, q) + " += MP_MADD16(x" + Num(q) + ", w" + Num(o) + ");\n";
-  }
-  g += "  }\n";
-  g += "  $global int* mo = prod + (long)e * " + Num(s.m_plane) + " + (long)ob * " +
-       Num(c.oc * PP) + " + blk * " + Num(block) + ";\n";
-  g += ProductStores(d, c, s, "Vi", acc);
-  w.Kernel("conv_wino_gemm")
-      .In("int", "u")
-      .In("short", "v")
-      .Out("int", "prod")
-      .VectorWidth(Scalar::kI32, c.vx)
-      .Body(g);
-
-  // Y = (Aᵀ·M·A) / 4 per output channel and tile, requantized: in vectors of 8 tiles where the
-  // dialect has vectors (Int8VectorOutput), else the direct kernel's scalar epilogue per tile.
-  std::string out;
-  if (target.vector_builtins) {
-    out = Int8VectorOutput(target, d, s, known);
-  } else {
-    out = OutputTile(d, s, "int");
-    out += std::string("    const int bo = ") + (d.bias ? "bias[o]" : "0") +
-           ", rqm = rq[2 * o], rqs = rq[2 * o + 1];\n";
-    for (int i = 0; i < m; ++i)
-      for (int j = 0; j < m; ++j) {
-        const std::string at = "base + " + Num(long(i) * ow + j), r = "r" + Num(i) + "_" + Num(j);
-        const std::string cond = OutputInside(d, m, i, j);
-        out += "    " + (cond.empty() ? "" : "if (" + cond + ") ") + "{\n";
-        out += conv_internal::ScalarInt8Output(d, "(" + r + " >> 2) + bo", "res", "y", at, 6);
-        out += "    }\n";
-      }
-    out += "  }\n";
-  }
-  w.Kernel("conv_wino_out")
-      .In("int", "prod")
-      .In("Btype", "bias")
-      .In("int", "rq")
-      .In("Dtype", "res")
-      .Out("Dtype", "y")
-      .Value("int", "c_zero")
-      .Value("int", "res_zero")
-      .Value("int", "res_m")
-      .Value("int", "res_s")
-      .Body(out);
-  return w.Source();
-}
-
-}  // namespace
 
 std::string WinogradSource(const KernelTarget& target, const ConvDesc& full,
                            const WinogradConfig& c, RequantKnown known) {
