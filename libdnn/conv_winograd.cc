@@ -169,11 +169,12 @@ std::string OutputTile(const ConvDesc& d, const Shape& s, const std::string& typ
 
 /// The condition of output (i, j) of a tile lying inside the output ("" where every tile's
 /// does).
-std::string OutputInside(const ConvDesc& d, int m, int i, int j) {
+std::string OutputInside(const ConvDesc& d, int m, int i, int j, const std::string& oy,
+                         const std::string& ox) {
   std::string cond;
-  if (d.out_h() % m) cond += "oy0 + " + Num(i) + " < " + Num(d.out_h());
+  if (d.out_h() % m) cond += oy + " + " + Num(i) + " < " + Num(d.out_h());
   if (d.out_w() % m)
-    cond += std::string(cond.empty() ? "" : " && ") + "ox0 + " + Num(j) + " < " + Num(d.out_w());
+    cond += std::string(cond.empty() ? "" : " && ") + ox + " + " + Num(j) + " < " + Num(d.out_w());
   return cond;
 }
 
@@ -363,6 +364,7 @@ WinogradForward::WinogradForward(Device& device, const ConvDesc& desc,
   in_ = program->GetKernel("conv_wino_in");
   gemm_ = program->GetKernel("conv_wino_gemm");
   out_ = program->GetKernel("conv_wino_out");
+  out_tiles_per_item_ = OutputTilesPerItem(desc.type, KernelTarget::Of(device));
 }
 
 Event WinogradForward::SetWeights(const BufferRef& weights, Queue* queue,
@@ -408,8 +410,8 @@ Event WinogradForward::Forward(const BufferRef& input, const BufferRef& bias,
     const std::array<size_t, 3> l = local(global);
     return k.Launch({global[0], global[1], global[2]}, {l[0], l[1], l[2]}, queue);
   };
-  // int8q in vectors of 8 tiles where the dialect has vectors (Int8VectorOutput).
-  const size_t out_tiles = q && KernelTarget::Of(device_).vector_builtins ? pp / 8 : pp;
+  // The output kernel takes OutputTilesPerItem tiles per work-item.
+  const size_t out_tiles = pp / size_t(out_tiles_per_item_);
   const size_t u_count = e * size_t(s.ob) * config_.oc * s.cp;
   const size_t in_plane = size_t(g.height) * g.width, out_plane = size_t(g.out_h()) * g.out_w();
   Event done;

@@ -99,6 +99,7 @@ class WinogradForward {
   ConvDesc desc_;
   WinogradConfig config_;
   Kernel wt_, in_, gemm_, out_;
+  int out_tiles_per_item_ = 1;  // winograd_internal::OutputTilesPerItem
   std::shared_ptr<DeviceMemory> u_, v_, m_;
   std::shared_ptr<ScratchArena> arena_;
 };

@@ -54,10 +54,9 @@ std::string Int8VectorOutput(const KernelTarget& target, const ConvDesc& d, cons
       const std::string e = Num(i) + "_" + Num(j), off = Num(long(i) * ow + j);
       // A lane writes where its tile is real and the output inside the plane.
       auto inside = [&](int k) {
-        std::string c = "live[" + Num(k) + "]";
-        if (d.out_h() % m) c += " && oy[" + Num(k) + "] + " + Num(i) + " < " + Num(d.out_h());
-        if (d.out_w() % m) c += " && ox[" + Num(k) + "] + " + Num(j) + " < " + Num(ow);
-        return c;
+        const std::string lane = "[" + Num(k) + "]";
+        const std::string edge = OutputInside(d, m, i, j, "oy" + lane, "ox" + lane);
+        return "live" + lane + (edge.empty() ? "" : " && " + edge);
       };
       std::optional<VectorResidual> res;
       if (d.residual) {
@@ -193,7 +192,7 @@ std::string Int8Source(const KernelTarget& target, const ConvDesc& d, const Wino
   // Y = (Aᵀ·M·A) / 4 per output channel and tile, requantized: in vectors of 8 tiles where the
   // dialect has vectors (Int8VectorOutput), else the direct kernel's scalar epilogue per tile.
   std::string out;
-  if (target.vector_builtins) {
+  if (OutputTilesPerItem(d.type, target) == 8) {
     out = Int8VectorOutput(target, d, s, known);
   } else {
     out = OutputTile(d, s, "int");

@@ -104,9 +104,16 @@ std::string ProductStores(const ConvDesc& d, const WinogradConfig& c, const Shap
 /// o (of `type`), Aᵀ·M·A as `r`i_j, and the tile's first output `base`.
 std::string OutputTile(const ConvDesc& d, const Shape& s, const std::string& type);
 
-/// The condition of output (i, j) of a tile lying inside the output ("" where every tile's
-/// does).
-std::string OutputInside(const ConvDesc& d, int m, int i, int j);
+/// The condition of output (i, j) of a tile whose corner is (`oy`, `ox`) lying inside the output
+/// ("" where every tile's does).
+std::string OutputInside(const ConvDesc& d, int m, int i, int j, const std::string& oy = "oy0",
+                         const std::string& ox = "ox0");
+
+/// Tiles per work-item of the output kernel of type `type`: int8q's 8 in vectors where the
+/// dialect has vectors (Int8Source's vector output), else 1.
+inline int OutputTilesPerItem(DataType type, const KernelTarget& target) {
+  return type == DataType::kInt8Q && target.vector_builtins ? 8 : 1;
+}
 
 /// int8q's four kernels (WinogradSource's, in integers): U = 2G·(g − z_w)·2Gᵀ and V = Bᵀ·(d −
 /// z_x)·B as 16-bit values (|U| ≤ 9·255, |V| ≤ 4·255), two input channels per 32-bit word of U
