@@ -147,6 +147,19 @@ std::string TileWindow(const ConvDesc& d, const Shape& s) {
 
 /// The output kernel's body up to the epilogue: M's (m+2)² values of tile p and output channel
 /// o (of `type`), Aᵀ·M·A as `r`i_j, and the tile's first output `base`.
+std::string ProductsPrologue(const Shape& s, const WinogradConfig& c, const std::string& v_type,
+                             int v_per_tile, const std::string& u_type, long rows) {
+  const long block = long(c.px) * c.vx;
+  std::string g = "  const int blk = $global_id(0), ob = $global_id(1), e = $global_id(2);\n";
+  g += "  if (blk >= " + Num(s.padded / block) + " || ob >= " + Num(s.ob) + " || e >= " +
+       Num(s.elements()) + ") return;\n";
+  g += "  const $global " + v_type + "* xn = v + (long)e * " + Num(s.v_plane) + " + blk * " +
+       Num(block * v_per_tile) + ";\n";
+  g += "  const $global " + u_type + "* wb = u + ((long)e * " + Num(s.ob) + " + ob) * " +
+       Num(rows * c.oc) + ";\n";
+  return g;
+}
+
 std::string OutputTile(const ConvDesc& d, const Shape& s, const std::string& type) {
   const long tt = long(s.th) * s.tw;
   const Transforms& f = TransformsOf(s.m);
@@ -298,14 +311,7 @@ std::string WinogradSource(const KernelTarget& target, const ConvDesc& full,
   w.Kernel("conv_wino_in").In("float", "x").Out("float", "v").Body(in);
 
   // M_e[o][p] = Σ_c U_e[o][c] · V_e[c][p]: oc output channels × vx tiles per work-item.
-  std::string g = "  const int blk = $global_id(0), ob = $global_id(1), e = $global_id(2);\n";
-  const long block = long(c.px) * c.vx;
-  g += "  if (blk >= " + Num(PP / block) + " || ob >= " + Num(s.ob) + " || e >= " +
-       Num(s.elements()) + ") return;\n";
-  g += "  const $global float* xn = v + (long)e * " + Num(s.v_plane) + " + blk * " +
-       Num(block) + ";\n";
-  g += "  const $global float* wb = u + ((long)e * " + Num(s.ob) + " + ob) * " +
-       Num(long(C) * c.oc) + ";\n";
+  std::string g = ProductsPrologue(s, c, "float", 1, "float", C);
   auto acc = [](int o, int q) { return "a" + Num(o) + "_" + Num(q); };
   for (int o = 0; o < c.oc; ++o)
     for (int q = 0; q < c.px; ++q) g += "  Vf " + acc(o, q) + " = (Vf)(0.0f);\n";
@@ -320,9 +326,7 @@ std::string WinogradSource(const KernelTarget& target, const ConvDesc& full,
       g += "    " + acc(o, q) + " = $fma(w" + Num(o) + ", x" + Num(q) + ", " + acc(o, q) + ");\n";
   }
   g += "  }\n";
-  g += "  $global float* mo = prod + (long)e * " + Num(s.m_plane) + " + (long)ob * " +
-       Num(c.oc * PP) + " + blk * " + Num(block) + ";\n";
-  g += ProductStores(d, c, s, "Vf", acc);
+  g += ProductStores(d, c, s, "float", "Vf", acc);
   // Explicit vectors: Intel's compiler would otherwise pack work-items on top of them.
   w.Kernel("conv_wino_gemm")
       .In("float", "u")

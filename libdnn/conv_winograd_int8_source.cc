@@ -157,14 +157,7 @@ std::string Int8Source(const KernelTarget& target, const ConvDesc& d, const Wino
 
   // M_e[o][p] = Σ_cp U_e[o][cp] · V_e[cp][p] in pairs: oc output channels × px vectors of 8
   // tiles per work-item.
-  std::string g = "  const int blk = $global_id(0), ob = $global_id(1), e = $global_id(2);\n";
-  const long block = long(c.px) * c.vx;
-  g += "  if (blk >= " + Num(PP / block) + " || ob >= " + Num(s.ob) + " || e >= " +
-       Num(s.elements()) + ") return;\n";
-  g += "  const $global short* xn = v + (long)e * " + Num(s.v_plane) + " + blk * " +
-       Num(block * 2) + ";\n";
-  g += "  const $global int* wb = u + ((long)e * " + Num(s.ob) + " + ob) * " +
-       Num(long(CP) * c.oc) + ";\n";
+  std::string g = ProductsPrologue(s, c, "short", 2, "int", CP);
   auto acc = [](int o, int q) { return "a" + Num(o) + "_" + Num(q); };
   for (int o = 0; o < c.oc; ++o)
     for (int q = 0; q < c.px; ++q) g += "  Vi " + acc(o, q) + " = (Vi)(0);\n";
@@ -179,9 +172,7 @@ std::string Int8Source(const KernelTarget& target, const ConvDesc& d, const Wino
       g += "    " + acc(o, q) + " += MP_MADD16(x" + Num(q) + ", w" + Num(o) + ");\n";
   }
   g += "  }\n";
-  g += "  $global int* mo = prod + (long)e * " + Num(s.m_plane) + " + (long)ob * " +
-       Num(c.oc * PP) + " + blk * " + Num(block) + ";\n";
-  g += ProductStores(d, c, s, "Vi", acc);
+  g += ProductStores(d, c, s, "int", "Vi", acc);
   w.Kernel("conv_wino_gemm")
       .In("int", "u")
       .In("short", "v")

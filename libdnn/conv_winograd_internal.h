@@ -81,13 +81,21 @@ Shape ShapeOf(const ConvDesc& d, const WinogradConfig& c);
 /// clamped offsets `cy`i, `cx`i and whether they lie inside the plane (`ry`i, `rx`i).
 std::string TileWindow(const ConvDesc& d, const Shape& s);
 
-/// The products kernel's stores: accumulator `acc`(o, q) (vectors of `vec`) of output channel
-/// ob·oc + o to M (`mo`), channels past the last skipped.
+/// The products kernel's prologue: work-item (pixel block `blk`, channel block `ob`, element
+/// `e`) past the grid returns; `xn`, its block of V (`v_type`, `v_per_tile` values per tile and
+/// row), and `wb`, its channel block's U (`u_type`, `rows` rows of oc).
+std::string ProductsPrologue(const Shape& s, const WinogradConfig& c, const std::string& v_type,
+                             int v_per_tile, const std::string& u_type, long rows);
+
+/// The products kernel's stores: accumulator `acc`(o, q) (vectors of `vec`, lanes of `type`) of
+/// output channel ob·oc + o to M at block `blk` of element `e`, channels past the last skipped.
 template <typename Acc>
 std::string ProductStores(const ConvDesc& d, const WinogradConfig& c, const Shape& s,
-                          const std::string& vec, Acc acc) {
+                          const std::string& type, const std::string& vec, Acc acc) {
   const int O = d.out_channels;
-  std::string g;
+  std::string g = "  $global " + type + "* mo = prod + (long)e * " + Num(s.m_plane) +
+                  " + (long)ob * " + Num(c.oc * s.padded) + " + blk * " + Num(long(c.px) * c.vx) +
+                  ";\n";
   for (int o = 0; o < c.oc; ++o) {
     std::string store;
     for (int q = 0; q < c.px; ++q)
