@@ -188,9 +188,7 @@ std::string conv_internal::DepthwiseVectorEpilogue(const KernelTarget& target, c
     if (q) {
       std::optional<VectorResidual> res;
       if (d.residual)
-        res = VectorResidual{residual(at) + " - res_zero", "res_m", "res_s",
-                             ResidualBelow2To16If(target),
-                             !ResidualBelow2To16If(target).empty() && known.residual_split};
+        res = ResidualOf(target, residual(at), known);
       const std::string a =
           wxz.empty() ? "acc" + num(t)
                       : (int_acc ? "acc" + num(t) + " - " + wxz

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "codegen/kernel_writer.h"
+#include "codegen/vector_words.h"
 #include "libdnn/conv.h"
 
 namespace mpcaffe::libdnn::conv_internal {
@@ -26,6 +27,15 @@ inline int DivUp(int a, int b) { return (a + b - 1) / b; }
 /// 2026-11-30).
 inline std::string ResidualBelow2To16If(const KernelTarget& target) {
   return target.work_item_is_thread ? "res_zero >= Dtype_QMIN && res_zero <= Dtype_QMAX" : "";
+}
+
+/// The int8q vector epilogues' fused residual: `codes` (int lanes of the residual's storage)
+/// minus res_zero, to the output's scale with res_m and res_s; in 32-bit lanes as
+/// ResidualBelow2To16If has it, alone where `known` says the host checked it applies.
+inline VectorResidual ResidualOf(const KernelTarget& target, const std::string& codes,
+                                 RequantKnown known) {
+  const std::string below = ResidualBelow2To16If(target);
+  return {codes + " - res_zero", "res_m", "res_s", below, !below.empty() && known.residual_split};
 }
 
 /// Whether the pointwise family runs `d` in its row form (few input channels under a window: a

@@ -132,11 +132,8 @@ std::string PointwiseInt8Epilogue(const KernelTarget& target, const ConvDesc& d,
       const std::string at = num(p * t.vx);
       b += "    " + U8 + " q" + num(p) + ";\n";
       std::optional<VectorResidual> res;
-      if (d.residual) {
-        const std::string below = conv_internal::ResidualBelow2To16If(target);
-        res = VectorResidual{v.Convert(I, v.Load(t.vx, "ro + " + at)) + " - res_zero", "res_m",
-                             "res_s", below, !below.empty() && known.residual_split};
-      }
+      if (d.residual)
+        res = conv_internal::ResidualOf(target, v.Convert(I, v.Load(t.vx, "ro + " + at)), known);
       b += "    {\n";
       b += v.RequantClamp(t.vx, "r", acc(o, p) + " + corr", "rqm", "rqs", "c_zero",
                           res ? &*res : nullptr, d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX",

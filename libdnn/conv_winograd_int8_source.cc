@@ -48,7 +48,6 @@ std::string Int8VectorOutput(const KernelTarget& target, const ConvDesc& d, cons
          Num(long(d.out_h()) * ow) + " + oy[k] * " + Num(ow) + " + ox[k];\n    }\n";
   out += "    const int bo = " + std::string(d.bias ? "bias[o]" : "0") +
          ", rqm = rq[2 * o], rqs = rq[2 * o + 1];\n";
-  const std::string below = conv_internal::ResidualBelow2To16If(target);
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < m; ++j) {
       const std::string e = Num(i) + "_" + Num(j), off = Num(long(i) * ow + j);
@@ -64,8 +63,7 @@ std::string Int8VectorOutput(const KernelTarget& target, const ConvDesc& d, cons
         for (int k = 0; k < L; ++k)
           lanes += std::string(k ? ", " : "") + "(" + inside(k) + ") ? (int)Dtype_LOAD(res, base[" +
                    Num(k) + "] + " + off + ") : res_zero";
-        res = VectorResidual{v.Of(I, lanes) + " - res_zero", "res_m", "res_s", below,
-                             !below.empty() && known.residual_split};
+        res = conv_internal::ResidualOf(target, v.Of(I, lanes), known);
       }
       out += "    {\n";
       out += v.RequantClamp(L, "q" + e, "(r" + e + " >> 2) + bo", "rqm", "rqs", "c_zero",
