@@ -442,10 +442,14 @@ Event Convolution::SetWeights(const BufferRef& packed_weights, Queue* queue) {
     const PointwiseTile& t = pointwise_tile_;
     const size_t blocks = size_t(DivUp(d.out_channels, t.oc)) * size_t(t.oc);
     const size_t row = d.weight_count() / size_t(d.out_channels);  // weights per channel
-    // A float per weight (int8q's row form: w − z_w), or int8q's plane form an int per pair
-    // (quad, k 4) of input channels and the sums Σ(w − z_w).
+    // A float per weight (int8q's row form: w − z_w) or an int per pair of window columns (its
+    // kx 2), or int8q's plane form an int per pair (quad, k 4) of input channels and the sums
+    // Σ(w − z_w).
     const bool q = d.type == DataType::kInt8Q, pairs = pointwise_wsum_ != nullptr;
-    const size_t total = blocks * (pairs ? size_t(DivUp(int(row), t.k)) : row);
+    const size_t total =
+        blocks * (pairs         ? size_t(DivUp(int(row), t.k))
+                  : t.kx == 2 ? row / size_t(d.kernel_w) * size_t(DivUp(d.kernel_w, 2))
+                              : row);
     if (!pointwise_weights_) pointwise_weights_ = device_->Allocate(total * 4);
     pointwise_pack_.ArgBuffer(weights.mem, weights.byte_offset, wbytes);
     if (q) pointwise_pack_.Arg(w_zero_);

@@ -256,13 +256,15 @@ class Convolution {
   /// blocks of `oc` output channels in turn over one zip of its pixels' input channels (pairs
   /// or quads kept in private memory, at most kMaxZippedColumnBytes).
   struct PointwiseTile {
-    int oc = 4, px = 2, vx = 8, k = 2, ob = 1;
-    /// "oc4 px2 v8", "oc8 px1 v16 k4", "oc16 px1 v16 k4 ob4" (the tuning table's conv_pw
-    /// records, MPCAFFE_KERNEL_CONFIG's conv_pw; k printed when it is not 2, ob when not 1).
+    /// kx: the row form's window columns per product (2: int8q's pairs, RowPairsLoop).
+    int oc = 4, px = 2, vx = 8, k = 2, ob = 1, kx = 1;
+    /// "oc4 px2 v8", "oc8 px1 v16 k4", "oc16 px1 v16 k4 ob4", "oc8 px1 v8 kx2" (the tuning
+    /// table's conv_pw records, MPCAFFE_KERNEL_CONFIG's conv_pw; k printed when it is not 2,
+    /// ob when not 1, kx when not 1).
     static const ConfigSchema<PointwiseTile>& Schema();
     std::string ToString() const;
     bool operator==(const PointwiseTile& o) const {
-      return oc == o.oc && px == o.px && vx == o.vx && k == o.k && ob == o.ob;
+      return oc == o.oc && px == o.px && vx == o.vx && k == o.k && ob == o.ob && kx == o.kx;
     }
   };
   /// Whether Forward runs the pointwise kernel (fp32 IsPointwise descriptions: vectors along

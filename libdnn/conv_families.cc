@@ -261,6 +261,32 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "configurations\"): the 1x1 layers' sum lower in every round on Intel's runtime at "
        "AVX-512 and on PoCL with MPCAFFE_ISA=avx2 (PoCL still compiling AVX-512 code: the caps did "
        "not reach it then); mixed on Intel's runtime at AVX2, which keeps it"},
+      {"int8q row form, output rows of at least 8 columns, a runtime whose strided byte rows "
+       "are slow (Intel's CPU runtime): pairs of window columns in 16-bit pair products, 16 "
+       "output channels",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.cpu_vectors && p.strided_byte_rows_slow && d.type == DataType::kInt8Q &&
+                RowForm(d) && d.out_w() >= 8;
+       },
+       {16, 1, 8, 2, 1, 2},
+       "the int8 conv1 of ResNet-50 (7x7) and MobileNet v1 (3x3) in mpcaffe time --explain, "
+       "calibrated nets, MPCAFFE_KERNEL_CONFIG='conv_pw:oc<n> px1 v8 kx2' against the float "
+       "form oc8 px1 v8, 2 alternating rounds, quiet, 2026-11-30 (docs/BENCHMARKS.md, \"Default "
+       "configurations\"): at AVX2 ResNet-50 2.18-2.19 -> 1.15 ms, MobileNet v1 0.33-0.34 -> "
+       "0.23 (oc8 1.32, 0.26-0.27; oc12 1.32, 0.25); at AVX-512 2.01-2.03 -> 0.93, 0.29-0.31 -> "
+       "0.21; a stride-1 first layer (c3 h224 o64 k3x3, calibrated), 2 rounds: 2.97-3.02 -> "
+       "2.22-2.34 at AVX-512, level at AVX2 (2.87-3.07 -> 2.75-2.95)"},
+      {"int8q row form, output rows of at least 8 columns, half-register tiles (a CPU runtime "
+       "at AVX2): pairs of window columns in 16-bit pair products",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.cpu_vectors && p.half_register_tiles && d.type == DataType::kInt8Q &&
+                RowForm(d) && d.out_w() >= 8;
+       },
+       {8, 1, 8, 2, 1, 2},
+       "as the row above, PoCL with MPCAFFE_ISA=avx2: ResNet-50 2.64-4.01 -> 1.72-1.75 ms, "
+       "MobileNet v1 0.47-0.60 -> 0.37-0.38 against the float form oc8 px1 v8 (oc16 1.64-3.12, "
+       "0.37-0.53); the stride-1 layer of the row above 12.0 -> 4.8 ms (the float form's 16 "
+       "lanes: two registers each)"},
       {"int8q row form, stride 2, output rows of at least 16 columns, a CPU runtime that runs "
        "16 stride-2 byte columns fast (PoCL) in whole registers (not at AVX2: 16 float lanes "
        "are two registers, 8 channels' sums all 16 of them)",

@@ -44,6 +44,13 @@ inline bool PointwiseRowForm(const ConvDesc& d) {
   return !Convolution::IsPointwise(d) && !Convolution::IsStridedPointwise(d);
 }
 
+/// The int8q pointwise plane form's K loop in byte quads (PointwiseTile::k 4), an MP_QUAD_FN
+/// function conv_pw_quads(x, wb, acc) (conv_pointwise_quads_source.cc says how).
+std::string PointwiseQuadLoop(const ConvDesc& d, const Convolution::PointwiseTile& t);
+/// A tile of ob > 1's zip, in the kernel's text: the work-item's px vectors of 16 pixels of
+/// every input channel from `xn` into `xq` as byte quads.
+std::string PointwiseZip(const ConvDesc& d, const Convolution::PointwiseTile& t);
+
 /// OpenCL text of the lanes of `vx` neighbouring output columns, for kernels with vectors along
 /// the output row (the depthwise vector kernel, the pointwise kernel's row form): `lx` (each
 /// lane's input column offset, stride_w apart) and per window column kx `ix<kx>` (its input

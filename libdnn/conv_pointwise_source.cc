@@ -15,6 +15,8 @@
 namespace mpcaffe::libdnn {
 
 using conv_internal::DivUp;
+using conv_internal::PointwiseQuadLoop;
+using conv_internal::PointwiseZip;
 
 // A pointwise convolution is, per image, C[O × HW] = W[O × C] · X[C × HW] on the NCHW planes
 // themselves. The implicit-GEMM forward kernel keeps output channels in the vector lanes, so
@@ -34,7 +36,8 @@ using conv_internal::DivUp;
 // SqueezeNet's conv1 at 3-4× ONNX Runtime's time): a work-item owns `oc` output channels × `vx`
 // neighbouring output columns of one row; per input channel and window row it loads one vector
 // per window column (the even lanes of 2·vx at stride 2), columns outside the input masked to 0,
-// the loads checked against the buffer's ends as in the depthwise vector kernel.
+// the loads checked against the buffer's ends as in the depthwise vector kernel. int8q sums
+// (w − z_w)(x − z_x) in float there, or in int32 in pairs of window columns (RowPairsLoop).
 namespace {
 
 bool RowForm(const ConvDesc& d) { return conv_internal::PointwiseRowForm(d); }
@@ -42,6 +45,8 @@ bool RowForm(const ConvDesc& d) { return conv_internal::PointwiseRowForm(d); }
 bool RowFormFits(const ConvDesc& d, const Convolution::PointwiseTile& t) {
   // int8q at stride 2 also takes 16 lanes: the even bytes of 32 (Convolution::RowFormKernel).
   const bool even_bytes = d.type == DataType::kInt8Q && d.stride_w == 2 && t.vx == 16;
+  // Pairs of window columns: int8q in 8 lanes (16 neighbouring bytes at stride 2, 9 at 1).
+  if (t.kx == 2 && (d.type != DataType::kInt8Q || t.vx != 8)) return false;
   return d.groups == 1 && d.channels <= Convolution::kRowFormMaxChannels && d.dilation_h == 1 &&
          d.dilation_w == 1 && d.stride_w <= 2 && t.px == 1 &&
          (t.vx * d.stride_w <= 16 || even_bytes) && d.out_w() >= t.vx;
@@ -86,15 +91,18 @@ std::string PointwiseEpilogue(const ConvDesc& d, const Convolution::PointwiseTil
 }
 
 /// The forward kernel of either form, with `body`.
-/// int8q: the packed weights are ints (the plane form's pairs) or floats (the row form's
-/// w − z_w); the plane form also reads `wsum`, Σ(w − z_w) per channel; both read the
-/// requantization and zero points (the launch in conv.cc sets the arguments in this order).
-void DeclarePointwiseKernel(KernelWriter& w, const ConvDesc& d, const std::string& body) {
+/// int8q: the packed weights are ints (the plane form's pairs, the row form's with `words`) or
+/// floats (the row form's w − z_w); the plane form also reads `wsum`, Σ(w − z_w) per channel;
+/// both read the requantization and zero points (the launch in conv.cc sets the arguments in
+/// this order).
+void DeclarePointwiseKernel(KernelWriter& w, const ConvDesc& d, const std::string& body,
+                            bool words = false) {
   const bool q = d.type == DataType::kInt8Q, plane = Convolution::IsPointwise(d);
   auto& k = w.Kernel(Convolution::PointwiseKernelName(d))
                 .In(q ? "Dtype" : "float", "x")
-                .In(q && plane ? "int" : "float", "wp");
+                .In(q && (plane || words) ? "int" : "float", "wp");
   if (q && plane) k.In("int", "wsum");
+  if (words && !plane) k.VectorWidth(Scalar::kI32, 8);  // the row form's pairs: int8 sums
   k.In(q ? "Btype" : "float", "bias");
   if (q) k.In("int", "rq");
   k.In(q ? "Dtype" : "float", "res").Out(q ? "Dtype" : "float", "y");
@@ -163,99 +171,6 @@ void DeclareInt8Types(KernelWriter& w, const ConvDesc& d) {
   w.UseHelper(KernelHelper::kByteVectorStore);
   conv_internal::DeclareWeightStorage(w, d);
   w.Define("Btype", TraitsOf(d.type).acc_alias());
-}
-
-/// MP_ZIP4X16 of pixel vector p of the planes from `xc` (`hw` bytes apart): `rows` of them, the
-/// quad's missing rows repeating the first (their weights are 0).
-std::string ZipQuad(long hw, int rows, int p) {
-  std::string ptrs;
-  for (int j = 0; j < 4; ++j)
-    ptrs += std::string(j ? ", " : "") + "xc + " + std::to_string((j < rows ? j * hw : 0) + 16 * p);
-  return "MP_ZIP4X16(" + ptrs + ")";
-}
-
-/// The steps of 4 input channels over the planes at `xn` (`hw` bytes apart): a loop over the
-/// whole quads, then the last C mod 4 channels; `step(rows, cq)` is each one's text, with `xc`
-/// at its first plane and `cq` its index.
-std::string OverQuads(long hw, int C,
-                      const std::function<std::string(int, const std::string&)>& step) {
-  auto num = [](long v) { return std::to_string(v); };
-  std::string b;
-  if (C / 4 > 0) {
-    b += "  for (int cq = 0; cq < " + num(C / 4) + "; ++cq) {\n";
-    b += "    const $global Dtype* xc = xn + cq * " + num(4 * hw) + ";\n";
-    b += step(4, "cq") + "  }\n";
-  }
-  if (C % 4) {
-    b += "  {\n    const $global Dtype* xc = xn + " + num((C / 4) * 4 * hw) + ";\n";
-    b += step(C % 4, num(C / 4)) + "  }\n";
-  }
-  return b;
-}
-
-/// The int8q plane form's K loop in byte quads (PointwiseTile::k 4), an MP_QUAD_FN function
-/// conv_pw_quads(x, wb, acc): per 4 input channels the 16 pixels of each vector as byte quads
-/// (x itself, unsigned) multiplied by each output channel's packed quad of w − z_w
-/// (MP_DPBUSD16: one vpdpbusd, 64 products, where the device runs AVX-512 VNNI in a helper);
-/// acc[o·px + p] gets channel o's sums over pixel vector p. A function of its own because PoCL
-/// compiles the VNNI built-in only outside the work-group function: the call and the
-/// accumulators' trip through memory cost once per tile. With ob 1 the function zips the quads
-/// from the planes at `x` itself (MP_ZIP4X16), once per block of oc output channels; with ob > 1
-/// `x` is the work-item's column zipped once (PointwiseZip), one load per pixel vector and step.
-/// The last C mod 4 channels repeat the first row of their quad where no channel is left (their
-/// weights are 0).
-std::string PointwiseQuadLoop(const ConvDesc& d, const Convolution::PointwiseTile& t) {
-  auto num = [](long v) { return std::to_string(v); };
-  const long hw = long(d.height) * d.width;
-  const bool zipped = t.ob > 1;
-  std::string f = std::string("MP_QUAD_FN void conv_pw_quads(") +
-                  (zipped ? "const mp_i32x16* xq" : "const $global Dtype* xn") +
-                  ", const $global int* wb, mp_i32x16* acc) {\n";
-  for (int o = 0; o < t.oc; ++o)
-    for (int p = 0; p < t.px; ++p)
-      f += "  mp_i32x16 s" + num(o) + "_" + num(p) + " = (mp_i32x16)(0);\n";
-  auto step = [&](int rows, const std::string& cq) {
-    std::string r = "    const $global int* wc = wb + " + cq + " * " + num(t.oc) + ";\n";
-    for (int p = 0; p < t.px; ++p) {
-      r += "    const mp_i32x16 v" + num(p) + " = " +
-           (zipped ? "xc[" + num(p) + "]" : ZipQuad(hw, rows, p)) + ";\n";
-    }
-    for (int o = 0; o < t.oc; ++o) {
-      r += "    const mp_i32x16 w" + num(o) + " = MP_QUAD_WORD(wc[" + num(o) + "]);\n";
-      for (int p = 0; p < t.px; ++p) {
-        const std::string a = "s" + num(o) + "_" + num(p);
-        r += "    " + a + " = MP_DPBUSD16(" + a + ", v" + num(p) + ", w" + num(o) + ");\n";
-      }
-    }
-    return r;
-  };
-  if (zipped) {  // the zip took the tail's rows: every step alike
-    f += "  for (int cq = 0; cq < " + num(DivUp(d.channels, 4)) + "; ++cq) {\n";
-    f += "    const mp_i32x16* xc = xq + cq * " + num(t.px) + ";\n";
-    f += step(4, "cq") + "  }\n";
-  } else {
-    f += OverQuads(hw, d.channels, step);
-  }
-  for (int o = 0; o < t.oc; ++o)
-    for (int p = 0; p < t.px; ++p)
-      f += "  acc[" + num(o * t.px + p) + "] = s" + num(o) + "_" + num(p) + ";\n";
-  return f + "}\n";
-}
-
-/// A tile of ob > 1's zip, in the kernel's text: the work-item's px vectors of 16 pixels of
-/// every input channel from `xn` into `xq` (private, step-major: xq[cq·px + p] holds channels
-/// 4cq..4cq+3 of vector p as byte quads), the last quad's missing rows repeating its first.
-std::string PointwiseZip(const ConvDesc& d, const Convolution::PointwiseTile& t) {
-  auto num = [](long v) { return std::to_string(v); };
-  const long hw = long(d.height) * d.width;
-  const std::string b = "  mp_i32x16 xq[" + num(long(DivUp(d.channels, 4)) * t.px) + "];\n";
-  return b + OverQuads(hw, d.channels, [&](int rows, const std::string& cq) {
-           std::string r;
-           for (int p = 0; p < t.px; ++p)
-             r += "    xq[" + cq + " * " + num(t.px) + " + " + num(p) + "] = " +
-                  ZipQuad(hw, rows, p) + ";\n";
-           return r;
-         });
 }
 
 /// The int8q plane form (OpenCL): per pair of input channels, 8 neighbouring pixels of both
@@ -412,6 +327,64 @@ std::string PointwiseInt8Source(const KernelTarget& target, const ConvDesc& d,
   return w.Source();
 }
 
+/// int8q's row form in pairs of window columns (PointwiseTile::kx 2, 8 lanes): lane j of pair p
+/// holds (x − z_x) of input columns ixb + s·j + 2p and + 1, which at stride s 2 are the 16
+/// neighbouring bytes from ixb + 2p (one load, widened) and at stride 1 the 8 overlapping
+/// pairs of 9 (one load, a byte shuffle), columns outside the input 0; each
+/// output channel multiplies them by its packed word (w[2p] − z_w, w[2p + 1] − z_w, the second
+/// 0 past the window) in one MP_MADD16 (vpmaddwd: 16 products where the float form's FMA does
+/// 8), summed exactly in int32 for any window. The text must define the row form's prologue.
+std::string RowPairsLoop(const KernelTarget& target, const ConvDesc& d,
+                         const Convolution::PointwiseTile& t) {
+  auto num = [](long v) { return std::to_string(v); };
+  const VectorWords vw(target);
+  const int kp = DivUp(d.kernel_w, 2);
+  const std::string S = "mp_short16";
+  std::string lanes, b;
+  const int sw = d.stride_w;  // element e's column from ixb + 2p: e at stride 2, (e + 1) / 2 at 1
+  auto col = [&](int e) { return sw == 2 ? e : (e + 1) / 2; };
+  for (int e = 0; e < 16; ++e) lanes += (e ? ", " : "") + num(col(e));
+  b += "  const $global int* wb = wp + ob * " + num(long(d.channels) * d.kernel_h * kp * t.oc) +
+       ";\n";
+  b += "  const " + S + " pc = " + vw.Of(S, lanes) + " + " + vw.Splat(S, "(short)ixb") + ";\n";
+  b += "  const " + S + " xz = " + vw.Splat(S, "(short)x_zero") + ";\n";
+  for (int p = 0; p < kp; ++p)  // the elements whose input column lies inside the row
+    b += "  const " + S + " pm" + num(p) + " = pc >= " + vw.Splat(S, "(short)" + num(-2 * p)) +
+         " && pc < " + vw.Splat(S, "(short)" + num(d.width - 2 * p)) + ";\n";
+  for (int o = 0; o < t.oc; ++o) b += "  int8 a" + num(o) + "_0 = (int8)(0);\n";
+  b += "  for (int ic = 0; ic < " + num(d.channels) + "; ++ic) {\n";
+  b += "    for (int ky = 0; ky < " + num(d.kernel_h) + "; ++ky) {\n";
+  b += "      const int iy = iyb + ky;\n";
+  b += "      if (iy < 0 || iy >= " + num(d.height) + ") continue;\n";
+  b += "      const $global Dtype* xr = x + ((long)n * " + num(d.channels) + " + ic) * " +
+       num(long(d.height) * d.width) + " + iy * " + num(d.width) + " + ixb;\n";
+  b += "      const $global int* wk = wb + (ic * " + num(d.kernel_h) + " + ky) * " +
+       num(long(kp) * t.oc) + ";\n";
+  auto pairs = [&](bool fast) {
+    std::string r;
+    for (int p = 0; p < kp; ++p) {
+      std::string v;
+      if (fast) {
+        v = std::string(sw == 2 ? "MP_SHORT16_FROM" : "MP_SHORT16_NEIGHBOURS") + "(xr + " +
+            num(2 * p) + ") - xz";
+      } else {  // near the buffer's ends: element by element, inside the row only
+        for (int e = 0; e < 16; ++e)
+          v += std::string(e ? ", " : "") + vw.Lane("pm" + num(p), e) + " ? (short)xr[" +
+               num(2 * p + col(e)) + "] : (short)x_zero";
+        v = vw.Of(S, v) + " - xz";
+      }
+      r += "        const " + S + " v" + num(p) + " = " + vw.Select(vw.Splat(S, "(short)0"), v,
+                                                                  "pm" + num(p)) + ";\n";
+      for (int o = 0; o < t.oc; ++o)
+        r += "        a" + num(o) + "_0 += MP_MADD16(v" + num(p) + ", MP_PAIR16_WORD(wk[" +
+             num(long(p) * t.oc + o) + "]));\n";
+    }
+    return r;
+  };
+  b += "      if (fast) {\n" + pairs(true) + "      } else {\n" + pairs(false) + "      }\n";
+  return b + "    }\n  }\n";
+}
+
 }  // namespace
 
 std::string Convolution::PointwiseKernelName(const ConvDesc& d) {
@@ -434,10 +407,12 @@ bool Convolution::PointwiseApplies(const ConvDesc& d, const PointwiseTile& t) {
   // int8q: the plane form, pair products over 8-pixel groups (vx 8 or 16, at most 32 pixels);
   // the row form sums (w − z_w)(x − z_x) in float, exact while K·255² < 2^24 (K ≤ 258).
   if (d.type == DataType::kInt8Q) {
-    if (RowForm(d)) return RowFormFits(d, t) && long(d.channels) * d.kernel_h * d.kernel_w <= 258;
+    if (RowForm(d))
+      return RowFormFits(d, t) && (t.kx == 2 || long(d.channels) * d.kernel_h * d.kernel_w <= 258);
+    if (t.kx != 1) return false;
     return t.vx >= 8 && t.px * t.vx <= 32 && hw >= long(t.px) * t.vx;
   }
-  if (d.type != DataType::kFloat32) return false;
+  if (d.type != DataType::kFloat32 || t.kx != 1) return false;
   if (RowForm(d)) return RowFormFits(d, t);
   return hw >= long(t.px) * t.vx;
 }
@@ -454,7 +429,8 @@ const ConfigSchema<Convolution::PointwiseTile>& Convolution::PointwiseTile::Sche
            {"px", &PointwiseTile::px, ValueRange(1, 8)},
            {"v", &PointwiseTile::vx, {4, 8, 16}},
            {"k", &PointwiseTile::k, {2, 4}, 2, /*always_printed=*/false},
-           {"ob", &PointwiseTile::ob, ValueRange(1, 64), 1, /*always_printed=*/false}});
+           {"ob", &PointwiseTile::ob, ValueRange(1, 64), 1, /*always_printed=*/false},
+           {"kx", &PointwiseTile::kx, {1, 2}, 1, /*always_printed=*/false}});
   return schema;
 }
 
@@ -464,7 +440,9 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
                                 RequantKnown known) {
   auto num = [](long v) { return std::to_string(v); };
   const int C = d.channels, O = d.out_channels, H = d.height, W = d.width;
-  const int oh = d.out_h(), ow = d.out_w(), sw = d.stride_w, vx = t.vx, load = vx * sw;
+  // The pairs of window columns load 16 bytes at either stride.
+  const int oh = d.out_h(), ow = d.out_w(), sw = d.stride_w, vx = t.vx;
+  const int load = t.kx == 2 ? 16 : vx * sw;
   const int ob_count = DivUp(O, t.oc);
   const long K = long(C) * d.kernel_h * d.kernel_w, hw = long(H) * W;
   const std::string n = num(vx), F = "Vf";  // AddVector's float vector of vx lanes
@@ -490,6 +468,15 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
        " + (long)min(iyb + " + num(d.kernel_h - 1) + ", " + num(H - 1) + ") * " + num(W) +
        " + ixb + " + num(d.kernel_w - 1 + load) + ";\n";
   b += "  const int fast = e0 >= 0 && e1 <= " + num(long(d.batch) * C * hw) + "L;\n";
+  if (t.kx == 2) {
+    b += RowPairsLoop(w.target(), d, t);
+    b += "  const long base = (long)n * " + num(long(O) * oh * ow) + " + oy * " + num(ow) +
+         " + ox0;\n";
+    b += PointwiseInt8Epilogue(w.target(), d, t, long(oh) * ow, d.bias ? "bias[oc]" : "0", known,
+                               [&](int o, int) { return "a" + num(o) + "_0"; });
+    DeclarePointwiseKernel(w, d, b, /*words=*/true);
+    return;
+  }
   b += "  const $global float* wb = wp + ob * " + num(K * t.oc) + ";\n";
   if (q) b += "  const " + F + " xz = " + vw.Splat(F, "(float)x_zero") + ";\n";
   for (int o = 0; o < t.oc; ++o) b += "  " + F + " a" + num(o) + "_0 = (" + F + ")(0.0f);\n";
@@ -577,11 +564,29 @@ std::string Convolution::PointwiseSource(const KernelTarget& target, const ConvD
   // The weights as the kernel reads them: per block of oc output channels, per input channel
   // and window position, the block's oc weights (zero past the last output channel); int8q's
   // row form w − z_w as floats.
+  // With kx 2 (pairs of window columns) a word per pair and output channel:
+  // (w[kx] − z_w) & 0xffff | (w[kx + 1] − z_w) << 16, the high half 0 past the window.
   auto& pack = w.Kernel("conv_pw_pack_" + std::string(Name(d.type)));
   if (q)
     pack.In("Wstore", "wsrc").In("int", "wz");
   else
     pack.In("float", "wsrc");
+  if (t.kx == 2) {
+    w.UseHelper(KernelHelper::kPairProduct16);
+    const int kp = DivUp(d.kernel_w, 2);
+    const long KP = long(C) * d.kernel_h * kp;  // words per output channel
+    pack.Out("int", "wp").Body(
+        "  $loop(i, " + num(long(DivUp(O, t.oc)) * KP * t.oc) + ") {\n    const int o = i / " +
+        num(KP * t.oc) + " * " + num(t.oc) + " + i % " + num(t.oc) + ";\n    const int r = i / " +
+        num(t.oc) + " % " + num(KP) + ", kx = r % " + num(kp) + " * 2;\n" +
+        "    const int c = r / " + num(kp) + " * " + num(d.kernel_w) + " + kx;\n" +
+        "    uint word = 0u;\n    if (o < " + num(O) + ") {\n" +
+        "      word = (uint)((WLOAD(wsrc, o * " + num(K) + " + c) - wz[o]) & 0xffff);\n" +
+        "      if (kx + 1 < " + num(d.kernel_w) + ")\n        word |= (uint)(WLOAD(wsrc, o * " +
+        num(K) + " + c + 1) - wz[o]) << 16;\n    }\n    wp[i] = (int)word;\n  }\n");
+    RowFormKernel(w, d, t, known);
+    return w.Source();
+  }
   pack.Out("float", "wp").Body(
       "  $loop(i, " + num(long(DivUp(O, t.oc)) * K * t.oc) + ") {\n" + "    const int o = i / " +
       num(K * t.oc) + " * " + num(t.oc) + " + i % " + num(t.oc) + ";\n    const int c = i / " +

@@ -215,7 +215,8 @@ std::vector<PointwiseChoice> PointwiseCandidates(const ConvDesc& desc,
   std::vector<Convolution::PointwiseTile> tiles{{4, 2, 8},  {4, 1, 8},  {6, 2, 8},  {8, 1, 8},
                                                 {4, 3, 8},  {2, 4, 8},  {8, 2, 8},  {3, 4, 8},
                                                 {4, 1, 16}, {4, 2, 16}, {8, 1, 16}, {2, 2, 16},
-                                                {8, 1, 16, 2, 64}};  // int8q: one zip
+                                                {8, 1, 16, 2, 64},  // int8q: one zip
+                                                {8, 1, 8, 2, 1, 2}, {16, 1, 8, 2, 1, 2}};  // kx2
   if (profile.byte_quad_products)  // int8q's byte quads (vx 16); ob 8 keeps more work-items
     for (Convolution::PointwiseTile t : {Convolution::PointwiseTile{4, 1, 16, 4},
                                          {8, 1, 16, 4}, {12, 1, 16, 4}, {16, 1, 16, 4},

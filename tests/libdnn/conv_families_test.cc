@@ -172,7 +172,8 @@ TEST(ConvFamilies, PointwiseDefaultsFollowHalfRegisterTiles) {
   q.stride_h = q.stride_w = 2;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(q, p).ToString(), "oc6 px2 v8");
   EXPECT_EQ(Convolution::DefaultPointwiseTile(q, TargetProfile{}).ToString(), "oc8 px1 v16");
-  // An int8q first layer at stride 2 (the row form): 16 float lanes only in whole registers.
+  // An int8q first layer at stride 2 (the row form): 16 float lanes only in whole registers;
+  // pairs of window columns (kx2) at AVX2 and on Intel's runtime, at either stride.
   ConvDesc first;
   first.type = DataType::kInt8Q;
   first.channels = 3, first.out_channels = 32, first.height = first.width = 224;
@@ -182,7 +183,18 @@ TEST(ConvFamilies, PointwiseDefaultsFollowHalfRegisterTiles) {
   cpu.cpu_vectors = true;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(first, cpu).ToString(), "oc8 px1 v16");
   cpu.half_register_tiles = true;
-  EXPECT_EQ(Convolution::DefaultPointwiseTile(first, cpu).ToString(), "oc8 px1 v8");
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(first, cpu).ToString(), "oc8 px1 v8 kx2");
+  cpu.strided_byte_rows_slow = true;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(first, cpu).ToString(), "oc16 px1 v8 kx2");
+  cpu.half_register_tiles = false;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(first, cpu).ToString(), "oc16 px1 v8 kx2");
+  first.stride_h = first.stride_w = 1;  // stride 1 too; PoCL above AVX2: the float form
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(first, cpu).ToString(), "oc16 px1 v8 kx2");
+  TargetProfile pocl_cpu;
+  pocl_cpu.cpu_vectors = true;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(first, pocl_cpu).ToString(), "oc8 px1 v16");
+  pocl_cpu.half_register_tiles = true;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(first, pocl_cpu).ToString(), "oc8 px1 v8 kx2");
   ConvDesc small = d;  // 9 pixels: the 8-pixel row whatever the profile
   small.height = small.width = 3;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(small, p).ToString(), "oc8 px1 v8");

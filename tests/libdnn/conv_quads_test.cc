@@ -296,8 +296,42 @@ TEST(ConvByteQuads, RowFormSixteenLanesAtStrideTwoMatchesReference) {
   TargetProfile p;
   p.cpu_vectors = true;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc8 px1 v16");
-  p.strided_byte_rows_slow = true;  // Intel's CPU runtime
-  EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc8 px1 v8");
+  p.strided_byte_rows_slow = true;  // Intel's CPU runtime: pairs of window columns
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc16 px1 v8 kx2");
+}
+
+// The int8q row form in pairs of window columns (kx 2: RowPairsLoop, 16-bit pair products) at
+// strides 2 and 1: 3×3, 5×5 and 7×7 windows (the odd last column's pair half 0), a 4×4 one,
+// padded, a last block shifted back, two images (edge rows gathered element by element), a
+// block of output channels filled and not, weight zero points 0, 128 and an asymmetric 77, and
+// a window over 4 channels of 11×11 (484 taps: past the float form's exact bound of 258).
+TEST(ConvByteQuads, RowFormColumnPairsMatchReference) {
+  Device& dev = DefaultDevice();
+  SkipUnlessOpenCL(dev);
+  struct Case {
+    DirectCase shape;
+    Convolution::PointwiseTile tile;
+    int w_zero;
+  };
+  const Convolution::PointwiseTile t8{8, 1, 8, 2, 1, 2}, t3{3, 1, 8, 2, 1, 2};
+  int variant = 0;
+  for (const Case& c : {Case{{2, 3, 20, 41, 10, 3, 2, 1, 1, 1}, t8, -1},
+                        Case{{1, 3, 23, 37, 8, 7, 2, 3, 1, 1}, t3, -1},
+                        Case{{2, 4, 15, 26, 5, 4, 2, 1, 1, 1}, t8, 77},
+                        Case{{1, 4, 30, 40, 9, 11, 2, 5, 1, 1}, t8, -1},
+                        Case{{2, 3, 13, 19, 10, 3, 1, 1, 1, 1}, t8, -1},
+                        Case{{1, 2, 17, 23, 6, 5, 1, 2, 1, 1}, t3, 77},
+                        Case{{1, 3, 12, 30, 8, 4, 1, 0, 1, 1}, t8, -1}}) {
+    const ConvDesc d = DirectDescOf(c.shape, variant);
+    SCOPED_TRACE(d.ToString() + " tile " + c.tile.ToString());
+    EXPECT_TRUE(CheckQuads(d, c.tile, 53 + variant, c.w_zero) == c.tile);
+    ++variant;
+  }
+  // The float form's bound and the pairs' shapes.
+  const ConvDesc wide = DirectDescOf({1, 4, 30, 40, 9, 11, 2, 5, 1, 1}, 0);
+  EXPECT_FALSE(Convolution::PointwiseApplies(wide, {8, 1, 8}));
+  EXPECT_FALSE(Convolution::PointwiseApplies(DirectDescOf({1, 3, 40, 40, 8, 3, 2, 1, 1, 1}, 0),
+                                             {8, 1, 16, 2, 1, 2}));
 }
 
 TEST(ConvByteQuads, DirectKernelMatchesReference) {

@@ -134,6 +134,8 @@ inline __attribute__((always_inline)) int8 mp_madd16(short16 x, short16 y) {
 #define MP_PAIR16_WORD(w) __builtin_astype((int8)(w), short16)
 #define MP_ZIP16(p0, p1) __builtin_convertvector(__builtin_shufflevector(vload8(0, (p0)), vload8(0, (p1)), 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15), short16)
 #define MP_SHORT16_FROM(g) __builtin_convertvector(vload16(0, (g)), short16)
+// The 8 overlapping pairs (g[i], g[i + 1]) of the 9 values at g (one 16-lane load, a shuffle).
+#define MP_SHORT16_NEIGHBOURS(g) __builtin_convertvector(__builtin_shufflevector(vload16(0, (g)), vload16(0, (g)), 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8), short16)
 #define MP_SHORT16_LOAD(p) vload16(0, (p))
 // 16 unsigned 16-bit values at p as int16 lanes: their low bytes, high bytes, and x − 32768.
 #define MP_SHORT16_SPLIT_LO(p) as_short16(vload16(0, (p)) & (ushort)0xff)

@@ -204,6 +204,13 @@ __device__ __forceinline__ mp_short16 mp_short16_from(const T* g) {
   return r;
 }
 #define MP_SHORT16_FROM(g) mp_short16_from(g)
+template <typename T>
+__device__ __forceinline__ mp_short16 mp_short16_neighbours(const T* g) {
+  mp_short16 r;
+  for (int l = 0; l < 16; ++l) r.s[l] = (short)g[(l + 1) / 2];
+  return r;
+}
+#define MP_SHORT16_NEIGHBOURS(g) mp_short16_neighbours(g)
 #define MP_SHORT16_LOAD(p) mp_short16_from(p)
 // 16 unsigned 16-bit values at p as int16 lanes: their low bytes, high bytes, and x − 32768.
 template <typename T>
