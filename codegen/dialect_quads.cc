@@ -1,8 +1,124 @@
-// codegen/dialect_quads.cc — the dialects' texts of the sliding byte quads
-// (KernelHelper::kByteQuadSlide16), kept apart from the dialect table in codegen/dialect.cc.
+// codegen/dialect_quads.cc — the dialects' texts of the byte quads: their products
+// (KernelHelper::kByteQuadProduct16) and sliding windows (KernelHelper::kByteQuadSlide16), kept
+// apart from the dialect table in codegen/dialect.cc.
 #include "codegen/dialect_texts.h"
 
 namespace mpcaffe {
+
+// Unsigned × signed byte quad products (KernelHelper::kByteQuadProduct16), one row per dialect,
+// the same integers in every form. OpenCL: vpdpbusd where the device compiles it in a helper
+// function (MP_BYTE_QUADS_VNNI: PoCL 3.1's LLVM 15 targets skylake-avx512 on this Zen 4 and
+// takes no -mavx512vnni; the target attribute works on a noinline function, and aborts the
+// process with "LLVM ERROR: Cannot select" on code inlined into the work-group function, so
+// MP_QUAD_FN is never spelled inline in that form). The non-saturating vpdpbusd: sums wrap like
+// int32, as the portable form's unsigned adds do. MPCAFFE_ISA below the CPU's level (the
+// portable and 256-bit forms) leaves the built-in out.
+const char* const kByteQuadProduct16OpenCLText =
+    R"(// Byte quad products: 32-bit lanes acc.s(i) + x.b(4i)*w.b(4i) + ... + x.b(4i+3)*w.b(4i+3).
+typedef int16 mp_i32x16;
+#if defined(MP_BYTE_QUADS_VNNI) && !defined(MP_PORTABLE_FORMS) && !defined(MP_NO_512BIT_FORMS)
+#define MP_QUAD_FN static __attribute__((target("avx512vnni,avx512f"), noinline))
+#define MP_DPBUSD16(acc, x, w) as_int16(__builtin_ia32_vpdpbusd512((acc), (x), (w)))
+#else
+#define MP_QUAD_FN $device_fn
+$device_fn mp_i32x16 mp_dpbusd16(mp_i32x16 acc, mp_i32x16 x, mp_i32x16 w) {
+  const uint16 wu = as_uint16(w);
+  const int16 p = (x & 0xff) * (as_int16(wu << 24) >> 24) +
+                  ((x >> 8) & 0xff) * (as_int16(wu << 16) >> 24) +
+                  ((x >> 16) & 0xff) * (as_int16(wu << 8) >> 24) +
+                  ((x >> 24) & 0xff) * (w >> 24);
+  return as_int16(as_uint16(acc) + as_uint16(p));
+}
+#define MP_DPBUSD16(acc, x, w) mp_dpbusd16((acc), (x), (w))
+#endif
+$device_fn mp_i32x16 mp_zip4x16(const $global mp_u8* p0, const $global mp_u8* p1,
+                                const $global mp_u8* p2, const $global mp_u8* p3) {
+  return as_int16(convert_uint16(vload16(0, p0)) | (convert_uint16(vload16(0, p1)) << 8) |
+                  (convert_uint16(vload16(0, p2)) << 16) | (convert_uint16(vload16(0, p3)) << 24));
+}
+#define MP_ZIP4X16(p0, p1, p2, p3) mp_zip4x16((p0), (p1), (p2), (p3))
+#define MP_QUAD_WORD(w) ((mp_i32x16)(w))
+#define MP_QUAD_LOAD(p) vload16(0, (p))
+#define MP_QUAD_STORE(x, p) vstore16((x), 0, (p))
+typedef int16 __attribute__((aligned(1))) mp_i32x16_u;
+#define MP_QUAD_LOAD_BYTES(p) (*(const $global mp_i32x16_u*)(p))
+#define MP_QUAD_XOR(x, w) ((x) ^ (mp_i32x16)(w))
+$device_fn int mp_quad_sum(mp_i32x16 x) {
+  const uint8 h = as_uint8(x.lo) + as_uint8(x.hi);
+  const uint4 q = h.lo + h.hi;
+  return (int)(q.x + q.y + q.z + q.w);
+}
+#define MP_QUAD_SUM(x) mp_quad_sum(x)
+)";
+
+// CUDA: a struct of 16 int lanes; dp4a (unsigned × signed bytes, wrapping int32) per lane on
+// sm_61+, the same integers in plain arithmetic below. Compiled by NVRTC in the tests, never run
+// (no NVIDIA GPU on the build machine).
+const char* const kByteQuadProduct16CudaText =
+    R"(// Byte quad products: 32-bit lanes acc.s[i] + x.b(4i)*w.b(4i) + ... + x.b(4i+3)*w.b(4i+3).
+struct mp_i32x16 {
+  int s[16];
+  __device__ __forceinline__ mp_i32x16() {}
+  __device__ __forceinline__ mp_i32x16(int x) {
+    for (int l = 0; l < 16; ++l) s[l] = x;
+  }
+};
+#define MP_QUAD_FN __device__ __forceinline__
+__device__ __forceinline__ mp_i32x16 mp_dpbusd16(mp_i32x16 acc, const mp_i32x16& x,
+                                                 const mp_i32x16& w) {
+  for (int l = 0; l < 16; ++l) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 610
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(acc.s[l]) : "r"(x.s[l]), "r"(w.s[l]), "r"(acc.s[l]));
+#else
+    mp_u32 a = (mp_u32)acc.s[l];
+    for (int k = 0; k < 32; k += 8)
+      a += (mp_u32)((int)(((mp_u32)x.s[l] >> k) & 255u) * (int)(mp_i8)(((mp_u32)w.s[l] >> k) & 255u));
+    acc.s[l] = (int)a;
+#endif
+  }
+  return acc;
+}
+#define MP_DPBUSD16(acc, x, w) mp_dpbusd16((acc), (x), (w))
+__device__ __forceinline__ mp_i32x16 mp_zip4x16(const mp_u8* p0, const mp_u8* p1, const mp_u8* p2,
+                                                const mp_u8* p3) {
+  mp_i32x16 r;
+  for (int l = 0; l < 16; ++l)
+    r.s[l] = (int)((mp_u32)p0[l] | ((mp_u32)p1[l] << 8) | ((mp_u32)p2[l] << 16) |
+                   ((mp_u32)p3[l] << 24));
+  return r;
+}
+#define MP_ZIP4X16(p0, p1, p2, p3) mp_zip4x16((p0), (p1), (p2), (p3))
+#define MP_QUAD_WORD(w) mp_i32x16((int)(w))
+__device__ __forceinline__ mp_i32x16 mp_quad_load(const int* p) {
+  mp_i32x16 r;
+  for (int l = 0; l < 16; ++l) r.s[l] = p[l];
+  return r;
+}
+#define MP_QUAD_LOAD(p) mp_quad_load(p)
+__device__ __forceinline__ void mp_quad_store(const mp_i32x16& x, int* p) {
+  for (int l = 0; l < 16; ++l) p[l] = x.s[l];
+}
+#define MP_QUAD_STORE(x, p) mp_quad_store((x), (p))
+__device__ __forceinline__ mp_i32x16 mp_quad_load_bytes(const mp_u8* p) {
+  mp_i32x16 r;
+  for (int l = 0; l < 16; ++l)
+    r.s[l] = (int)((mp_u32)p[4 * l] | ((mp_u32)p[4 * l + 1] << 8) |
+                   ((mp_u32)p[4 * l + 2] << 16) | ((mp_u32)p[4 * l + 3] << 24));
+  return r;
+}
+#define MP_QUAD_LOAD_BYTES(p) mp_quad_load_bytes((const mp_u8*)(p))
+__device__ __forceinline__ mp_i32x16 mp_quad_xor(mp_i32x16 x, int w) {
+  for (int l = 0; l < 16; ++l) x.s[l] ^= w;
+  return x;
+}
+#define MP_QUAD_XOR(x, w) mp_quad_xor((x), (int)(w))
+__device__ __forceinline__ int mp_quad_sum(const mp_i32x16& x) {
+  mp_u32 s = 0;
+  for (int l = 0; l < 16; ++l) s += (mp_u32)x.s[l];
+  return (int)s;
+}
+#define MP_QUAD_SUM(x) mp_quad_sum(x)
+)";
 
 // Byte quads of a sliding window along a row (KernelHelper::kByteQuadSlide16), OpenCL only (the
 // depthwise kernel's byte-quad form, an OpenCL vector form). The VNNI form is one 64-byte load, a

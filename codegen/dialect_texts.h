@@ -4,6 +4,9 @@
 
 namespace mpcaffe {
 
+/// KernelHelper::kByteQuadProduct16 in OpenCL C and CUDA C (codegen/dialect_quads.cc).
+extern const char* const kByteQuadProduct16OpenCLText;
+extern const char* const kByteQuadProduct16CudaText;
 /// KernelHelper::kByteQuadSlide16 in OpenCL C (codegen/dialect_quads.cc).
 extern const char* const kByteQuadSlide16OpenCLText;
 

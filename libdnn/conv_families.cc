@@ -12,6 +12,10 @@ namespace {
 using Tile = Convolution::PointwiseTile;
 
 bool RowForm(const ConvDesc& d) { return conv_internal::PointwiseRowForm(d); }
+// An int8q first layer whose output rows take the pairs of window columns' 8 lanes (kx2).
+bool RowPairsFit(const ConvDesc& d) {
+  return d.type == DataType::kInt8Q && RowForm(d) && d.out_w() >= 8;
+}
 long Pixels(const ConvDesc& d) { return long(d.out_h()) * d.out_w(); }
 
 // int8q's plane form over planes of at least 16 pixels whose 16-pixel columns of k-channel
@@ -265,8 +269,7 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "are slow (Intel's CPU runtime): pairs of window columns in 16-bit pair products, 16 "
        "output channels",
        [](const TargetProfile& p, const ConvDesc& d) {
-         return p.cpu_vectors && p.strided_byte_rows_slow && d.type == DataType::kInt8Q &&
-                RowForm(d) && d.out_w() >= 8;
+         return p.cpu_vectors && p.strided_byte_rows_slow && RowPairsFit(d);
        },
        {16, 1, 8, 2, 1, 2},
        "the int8 conv1 of ResNet-50 (7x7) and MobileNet v1 (3x3) in mpcaffe time --explain, "
@@ -279,8 +282,7 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
       {"int8q row form, output rows of at least 8 columns, half-register tiles (a CPU runtime "
        "at AVX2): pairs of window columns in 16-bit pair products",
        [](const TargetProfile& p, const ConvDesc& d) {
-         return p.cpu_vectors && p.half_register_tiles && d.type == DataType::kInt8Q &&
-                RowForm(d) && d.out_w() >= 8;
+         return p.cpu_vectors && p.half_register_tiles && RowPairsFit(d);
        },
        {8, 1, 8, 2, 1, 2},
        "as the row above, PoCL with MPCAFFE_ISA=avx2: ResNet-50 2.64-4.01 -> 1.72-1.75 ms, "

@@ -364,17 +364,18 @@ std::string RowPairsLoop(const KernelTarget& target, const ConvDesc& d,
     std::string r;
     for (int p = 0; p < kp; ++p) {
       std::string v;
-      if (fast) {
-        v = std::string(sw == 2 ? "MP_SHORT16_FROM" : "MP_SHORT16_NEIGHBOURS") + "(xr + " +
-            num(2 * p) + ") - xz";
+      if (fast) {  // columns outside the row masked to 0
+        v = vw.Select(vw.Splat(S, "(short)0"),
+                      std::string(sw == 2 ? "MP_SHORT16_FROM" : "MP_SHORT16_NEIGHBOURS") +
+                          "(xr + " + num(2 * p) + ") - xz",
+                      "pm" + num(p));
       } else {  // near the buffer's ends: element by element, inside the row only
         for (int e = 0; e < 16; ++e)
-          v += std::string(e ? ", " : "") + vw.Lane("pm" + num(p), e) + " ? (short)xr[" +
-               num(2 * p + col(e)) + "] : (short)x_zero";
-        v = vw.Of(S, v) + " - xz";
+          v += std::string(e ? ", " : "") + vw.Lane("pm" + num(p), e) + " ? (short)(xr[" +
+               num(2 * p + col(e)) + "] - x_zero) : (short)0";
+        v = vw.Of(S, v);
       }
-      r += "        const " + S + " v" + num(p) + " = " + vw.Select(vw.Splat(S, "(short)0"), v,
-                                                                  "pm" + num(p)) + ";\n";
+      r += "        const " + S + " v" + num(p) + " = " + v + ";\n";
       for (int o = 0; o < t.oc; ++o)
         r += "        a" + num(o) + "_0 += MP_MADD16(v" + num(p) + ", MP_PAIR16_WORD(wk[" +
              num(long(p) * t.oc + o) + "]));\n";
@@ -459,7 +460,7 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
   b += "  const int skip = blk * " + n + " - ox0;\n";
   b += "  const int iyb = oy * " + num(d.stride_h) + " - " + num(d.pad_h) + ";\n";
   b += "  const int ixb = ox0 * " + num(sw) + " - " + num(d.pad_w) + ";\n";
-  b += conv_internal::VectorColumnLanes(d, vx);
+  if (t.kx == 1) b += conv_internal::VectorColumnLanes(d, vx);  // the float columns' masks
   // Whether every load of the work-item stays inside the input buffer (the first and last
   // image's edge rows may not: their columns are gathered lane by lane).
   b += "  const long e0 = (long)n * " + num(C * hw) + " + (long)max(iyb, 0) * " + num(W) +
