@@ -6,9 +6,53 @@
 
 namespace mpcaffe {
 
-namespace {
+std::string DequantizeText(const std::string& q, const std::string& scale,
+                           const std::string& zero) {
+  return scale + " * (float)(" + q + " - " + zero + ")";
+}
 
-}  // namespace
+std::string QuantizeStoreText(const std::string& alias, const std::string& v,
+                              const std::string& scale, const std::string& zero,
+                              const std::string& dst, const std::string& at) {
+  return "    {\n      const float qv = " + v + ";\n      int q = " + zero +
+         ";\n      if (!isnan(qv)) {\n        float r = $rint(qv / " + scale + ") + (float)" + zero +
+         ";\n        r = fmin(fmax(r, (float)" + alias + "_QMIN), (float)" + alias +
+         "_QMAX);\n        q = (int)r;\n      }\n      " + alias + "_STORE(" + dst + ", " + at +
+         ", q);\n    }\n";
+}
+
+std::string VectorDequantizeText(const KernelTarget& target, const std::string& p,
+                                 const std::string& scale, const std::string& zero) {
+  const VectorWords v(target);
+  const std::string i8 = v.Type("int", 8);
+  return scale + " * " +
+         v.Convert(v.Type("float", 8), v.Convert(i8, v.Load(8, p)) + " - " + v.Splat(i8, zero));
+}
+
+std::string VectorQuantizeStoreText(KernelWriter& w, DataType to, const std::string& alias,
+                                    const std::string& value, const std::string& scale,
+                                    const std::string& zero, const std::string& p) {
+  // NaN lanes (f != f) take the zero point, as the scalar text's isnan test gives. rint as
+  // (s + 1.5·2^23) − 1.5·2^23 on s clamped to [QMIN − zero, QMAX − zero] first (integers: the
+  // same as clamping after rounding; |s| < 2^22, so the sum's ulp is 1 and it rounds to nearest
+  // even), the zero point folded into the subtrahend: PoCL calls rint lane by lane, which made
+  // the fp32 → int8/int16 pass several times slower than the fp32 → fp16 one.
+  const VectorWords v(w.target());
+  const std::string f8 = v.Type("float", 8), i8 = v.Type("int", 8);
+  std::string b = "    {\n    const " + f8 + " qf = " + value + ";\n";
+  b += "    const " + f8 + " qs = " +
+       v.Clamp("qf / " + scale, v.Splat(f8, "(float)(" + alias + "_QMIN - " + zero + ")"),
+               v.Splat(f8, "(float)(" + alias + "_QMAX - " + zero + ")")) +
+       ";\n";
+  b += "    const " + f8 + " qr = (qs + 12582912.0f) - (12582912.0f - (float)" + zero + ");\n";
+  b += "    const " + i8 + " q = " +
+       v.Select(v.Convert(i8, "qr"), v.Splat(i8, zero), "qf != qf") + ";\n";
+  const bool bytes = to == DataType::kInt8Q;
+  w.UseHelper(KernelHelper::kByteVectorStore);
+  b += std::string("    MP_STORE_") + (bytes ? "UCHAR8(" : "USHORT8(") +
+       v.Convert(v.Type(bytes ? "uchar" : "ushort", 8), "q") + ", " + p + ");\n    }\n";
+  return b;
+}
 
 std::string ElementwiseKernelName(const std::string& op, DataType type) {
   return op + "_" + Name(type);
@@ -121,17 +165,10 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
   if (!qx && !qy) {
     element = "    Ytype_STORE(y, i, (Ytype_c)(float)Xtype_LOAD(x, i));\n";
   } else if (qx && !qy) {
-    element = "    Ytype_STORE(y, i, (Ytype_c)(x_scale * (float)(Xtype_LOAD(x, i) - x_zero)));\n";
+    element = "    Ytype_STORE(y, i, (Ytype_c)(" +
+              DequantizeText("Xtype_LOAD(x, i)", "x_scale", "x_zero") + "));\n";
   } else if (!qx && qy) {
-    element = R"(    float v = (float)Xtype_LOAD(x, i);
-    int q = y_zero;
-    if (!isnan(v)) {
-      float r = $rint(v / y_scale) + (float)y_zero;
-      r = fmin(fmax(r, (float)Ytype_QMIN), (float)Ytype_QMAX);
-      q = (int)r;
-    }
-    Ytype_STORE(y, i, q);
-)";
+    element = QuantizeStoreText("Ytype", "(float)Xtype_LOAD(x, i)", "y_scale", "y_zero", "y", "i");
   } else {
     w.UseRequant(from);
     element = R"(    mp_i64 r = y_zero + MP_REQUANT(Xtype_LOAD(x, i) - x_zero, mult, shift);
@@ -154,30 +191,14 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
     else if (from == DataType::kFloat16)
       body += "    const " + f8 + " f = " + v.LoadHalf(8, "x" + at) + ";\n";
     else
-      body += "    const " + f8 + " f = x_scale * " +
-              v.Convert(f8, v.Convert(i8, v.Load(8, "x" + at)) + " - " + v.Splat(i8, "x_zero")) +
-              ";\n";
+      body += "    const " + f8 + " f = " +
+              VectorDequantizeText(target, "x" + at, "x_scale", "x_zero") + ";\n";
     if (to == DataType::kFloat32) {
       body += "    " + v.Store(8, "f", "y" + at) + ";\n";
     } else if (to == DataType::kFloat16) {
       body += "    " + v.StoreHalf(8, "f", "y" + at) + ";\n";
     } else {
-      // NaN lanes (f != f) take the zero point, as the scalar body's isnan test gives. rint as
-      // (s + 1.5·2^23) − 1.5·2^23 on s clamped to [QMIN − zero, QMAX − zero] first (integers:
-      // the same as clamping after rounding; |s| < 2^22, so the sum's ulp is 1 and it rounds to
-      // nearest even), the zero point folded into the subtrahend: PoCL calls rint lane by lane,
-      // which made the fp32 → int8/int16 pass several times slower than the fp32 → fp16 one.
-      body += "    const " + f8 + " s = " +
-              v.Clamp("f / y_scale", v.Splat(f8, "(float)(Ytype_QMIN - y_zero)"),
-                      v.Splat(f8, "(float)(Ytype_QMAX - y_zero)")) +
-              ";\n";
-      body += "    const " + f8 + " r = (s + 12582912.0f) - (12582912.0f - (float)y_zero);\n";
-      body += "    const " + i8 + " q = " +
-              v.Select(v.Convert(i8, "r"), v.Splat(i8, "y_zero"), "f != f") + ";\n";
-      const bool bytes = to == DataType::kInt8Q;
-      w.UseHelper(KernelHelper::kByteVectorStore);
-      body += std::string("    MP_STORE_") + (bytes ? "UCHAR8(" : "USHORT8(") +
-              v.Convert(v.Type(bytes ? "uchar" : "ushort", 8), "q") + ", y" + at + ");\n";
+      body += VectorQuantizeStoreText(w, to, "Ytype", "f", "y_scale", "y_zero", "y" + at);
     }
     body += "  }\n  $loop(t, n - n8 * 8) {\n    const int i = n8 * 8 + t;\n" + element + "  }\n";
     declare(ConvertKernelName(from, to) + "_v8").VectorWidth(Scalar::kF32, 8).Body(body);

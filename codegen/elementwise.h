@@ -36,6 +36,27 @@ std::string AxpbySource(const KernelTarget& target, DataType type);
 /// quantized→quantized: clamp(y_zero + requant(x − x_zero)) with mult/shift = s_x/s_y.
 std::string ConvertSource(const KernelTarget& target, DataType from, DataType to);
 
+/// One value's conversion between float and a quantized type as the convert kernels compute it,
+/// for kernels that read or write quantized values around float arithmetic (LRN): the same
+/// operations, so the same bits as a convert kernel before or after them. `alias` is the
+/// quantized type's KernelWriter alias ("Dtype": its _LOAD, _STORE, _QMIN and _QMAX).
+/// Dequantized: x_scale·(float)(q − x_zero), the float expression of a stored integer `q`.
+std::string DequantizeText(const std::string& q, const std::string& scale,
+                           const std::string& zero);
+/// Statements storing float `v` at `alias`_STORE(`dst`, `at`): round-half-even(v / scale) +
+/// zero, saturated; NaN → zero.
+std::string QuantizeStoreText(const std::string& alias, const std::string& v,
+                              const std::string& scale, const std::string& zero,
+                              const std::string& dst, const std::string& at);
+/// The same on 8 lanes (a dialect with vector built-ins): the float8 expression of the 8 stored
+/// integers at `p`, and the statements storing float8 `v` at `p` (`to` int8q or int16q; uses
+/// KernelHelper::kByteVectorStore).
+std::string VectorDequantizeText(const KernelTarget& target, const std::string& p,
+                                 const std::string& scale, const std::string& zero);
+std::string VectorQuantizeStoreText(KernelWriter& w, DataType to, const std::string& alias,
+                                    const std::string& v, const std::string& scale,
+                                    const std::string& zero, const std::string& p);
+
 /// Kernel names: "relu_int8q", "convert_fp32_int8q", ...
 std::string ElementwiseKernelName(const std::string& op, DataType type);
 std::string ConvertKernelName(DataType from, DataType to);

@@ -1,5 +1,6 @@
-// layers/lrn_layer.cc — LRN (float types): ACROSS_CHANNELS on libdnn's LRN kernel,
-// WITHIN_CHANNEL (BVLC's cifar10_full) on its own kernels in layer_kernels / train_kernels.
+// layers/lrn_layer.cc — LRN: ACROSS_CHANNELS on libdnn's LRN kernel (every type: quantized
+// codes in and out of its float arithmetic), WITHIN_CHANNEL (BVLC's cifar10_full, float types)
+// on its own kernels in layer_kernels / train_kernels.
 #include "layers/layer_kernels.h"
 #include "layers/layer_registry.h"
 #include "layers/train_kernels.h"
@@ -12,7 +13,13 @@ class LRNLayer : public Layer {
  public:
   using Layer::Layer;
   const char* type() const override { return "LRN"; }
-  bool SupportsType(DataType t) const override { return !IsQuantized(t); }
+  // Quantized across channels: the bottom's codes and the top's (a calibrated AlexNet's norm1
+  // between two int8 layers) without the conversions to fp32 and back around it.
+  bool SupportsType(DataType t) const override {
+    return !IsQuantized(t) ||
+           (param_.lrn_param().norm_region() == caffe::LRNParameter::ACROSS_CHANNELS &&
+            (t == DataType::kInt8Q || t == DataType::kInt16Q));
+  }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
@@ -70,15 +77,32 @@ class LRNLayer : public Layer {
   void ForwardImpl(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     if (desc_.batch == 0) return;
     if (within_) return ForwardWithin(*bottom[0], *top[0]);
+    if (IsQuantized(compute_type_)) {
+      const Affine x = BottomAffine(0), y = TopAffine(0);
+      const libdnn::LrnQuant q{x.scale, x.zero_point, y.scale, y.zero_point};
+      if (lrn_ && (q.x_scale != desc_.quant.x_scale || q.x_zero != desc_.quant.x_zero ||
+                   q.y_scale != desc_.quant.y_scale || q.y_zero != desc_.quant.y_zero))
+        lrn_.reset();
+      desc_.quant = q;
+    }
+    // The scale is kept for Backward when training; an inference pass writes none (a Backward
+    // there runs the forward again first).
+    AcrossForward(*bottom[0], *top[0],
+                  compute_type_ == DataType::kFloat32 && phase() == caffe::TRAIN);
+  }
+
+ private:
+  void AcrossForward(const Blob& x, Blob& y, bool keep_scale) {
     if (!lrn_) lrn_ = std::make_unique<libdnn::Lrn>(device(), desc_);
     libdnn::BufferRef scale;
-    if (compute_type_ == DataType::kFloat32) {  // kept for Backward
-      const size_t n = static_cast<size_t>(bottom[0]->count());
+    if (keep_scale) {
+      const size_t n = static_cast<size_t>(x.count());
       if (scale_.size() < n) scale_ = device().Alloc<float>(n);
       scale = scale_;
     }
-    lrn_->Forward(libdnn::BufferRef(bottom[0]->device_data(), 0),
-                  libdnn::BufferRef(top[0]->mutable_device_data(), 0), scale);
+    scale_kept_ = keep_scale;
+    lrn_->Forward(libdnn::BufferRef(x.device_data(), 0),
+                  libdnn::BufferRef(y.mutable_device_data(), 0), scale);
   }
 
  public:
@@ -92,7 +116,9 @@ class LRNLayer : public Layer {
       if (scale_.size() < static_cast<size_t>(bottom[0]->count())) Fail("Backward before Forward");
       return BackwardWithin(*top[0], *bottom[0]);
     }
+    if (IsQuantized(compute_type_)) Fail("LRN backward computes in fp32 only");
     if (!lrn_) Fail("Backward before Forward");
+    if (!scale_kept_) AcrossForward(*bottom[0], *top[0], true);
     lrn_->Backward(libdnn::BufferRef(bottom[0]->device_data(), 0),
                    libdnn::BufferRef(top[0]->device_data(), 0),
                    libdnn::BufferRef(top[0]->device_diff(), 0), scale_,
@@ -104,6 +130,7 @@ class LRNLayer : public Layer {
   libdnn::LrnDesc desc_;
   std::unique_ptr<libdnn::Lrn> lrn_;
   vptr<float> scale_;
+  bool scale_kept_ = false;  // the last across-channel Forward wrote scale_
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <vector>
 
+#include "codegen/elementwise.h"
 #include "codegen/vector_words.h"
 #include "device/error.h"
 #include "libdnn/kernel_config.h"
@@ -37,8 +38,13 @@ std::string LrnDesc::ToString() const {
 
 void LrnDesc::Validate() const {
   auto fail = [&](const std::string& what) { throw Error("LRN " + ToString() + ": " + what); };
-  if (type != DataType::kFloat32 && type != DataType::kFloat16)
-    fail("only fp32 and fp16 are supported (quantized LRN: convert to fp16 or fp32 first)");
+  if (type != DataType::kFloat32 && type != DataType::kFloat16 && type != DataType::kInt8Q &&
+      type != DataType::kInt16Q)
+    fail("only fp32, fp16, int8 and int16 are supported");
+  if (IsQuantized(type) && !(quant.x_scale > 0 && quant.y_scale > 0 &&
+                             std::isfinite(quant.x_scale) && std::isfinite(quant.y_scale)))
+    fail("a quantized LRN needs positive input and output scales, got " +
+         std::to_string(quant.x_scale) + " and " + std::to_string(quant.y_scale));
   for (auto [name, v] : {std::pair<const char*, int>{"batch", batch},
                          {"channels", channels},
                          {"height", height},
@@ -68,11 +74,16 @@ std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int lo
   KernelWriter w(target, "lrn_forward");
   w.AddType("Dtype", type);
   w.Define("LRN_PRE", std::to_string((local_size - 1) / 2));
-  const bool half = type == DataType::kFloat16;
+  const bool half = type == DataType::kFloat16, quantized = IsQuantized(type);
   auto body = [&](bool vec) {
     const VectorWords vw(target);  // (its words are asked for only where vec)
     const std::string F = vec ? vw.Type("float", 8) : "float";
+    // Quantized values enter and leave as the convert kernels around an fp32 LRN would
+    // dequantize and quantize them: the same bits, without the two passes and the fp32 blobs.
     auto load = [&](const std::string& at) {
+      if (quantized)
+        return vec ? VectorDequantizeText(target, "x + " + at, "x_scale", "x_zero")
+                   : DequantizeText("Dtype_LOAD(x, " + at + ")", "x_scale", "x_zero");
       if (!vec) return "(float)Dtype_LOAD(x, " + at + ")";
       return half ? vw.LoadHalf(8, "x + " + at) : vw.Load(8, "x + " + at);
     };
@@ -110,10 +121,15 @@ std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int lo
     b += "    if (live) {\n";
     if (vec) {
       b += "      if (has_scale) " + vw.Store(8, "s", "scale + at") + ";\n";
-      b += "      " + (half ? vw.StoreHalf(8, "out", "y + at") : vw.Store(8, "out", "y + at")) +
-           ";\n";
+      if (quantized)
+        b += VectorQuantizeStoreText(w, type, "Dtype", "out", "y_scale", "y_zero", "y + at");
+      else
+        b += "      " + (half ? vw.StoreHalf(8, "out", "y + at") : vw.Store(8, "out", "y + at")) +
+             ";\n";
     } else {
-      b += "      if (has_scale) scale[at] = s;\n      Dtype_STORE(y, at, out);\n";
+      b += "      if (has_scale) scale[at] = s;\n";
+      b += quantized ? QuantizeStoreText("Dtype", "out", "y_scale", "y_zero", "y", "at")
+                     : "      Dtype_STORE(y, at, out);\n";
     }
     b += "    }\n  }\n";
     return b;
@@ -130,6 +146,10 @@ std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int lo
         .Value("float", "beta")
         .Value("float", "k")
         .Value("int", "has_scale")
+        .Value("float", "x_scale")
+        .Value("int", "x_zero")
+        .Value("float", "y_scale")
+        .Value("int", "y_zero")
         .Body(body(vec));
   };
   declare(ForwardKernelName(type), false);
@@ -245,6 +265,8 @@ Event Lrn::Forward(const BufferRef& input, const BufferRef& output, const Buffer
   CheckBuffer(d, "input", input, es);
   CheckBuffer(d, "output", output, es);
   if (scale) CheckBuffer(d, "scale", scale, 4);
+  if (scale && IsQuantized(d.type))
+    throw Error("LRN " + d.ToString() + ": a quantized LRN keeps no scale (no backward)");
   const BufferRef s = scale ? scale : output;  // any valid buffer when unused
   const int hw = d.height * d.width, rows = d.batch * d.channels;
   forward_.ArgBuffer(input.mem, input.byte_offset, es)
@@ -256,7 +278,11 @@ Event Lrn::Forward(const BufferRef& input, const BufferRef& output, const Buffer
       .Arg(d.alpha / d.local_size)
       .Arg(d.beta)
       .Arg(d.k)
-      .Arg(int32_t{scale ? 1 : 0});
+      .Arg(int32_t{scale ? 1 : 0})
+      .Arg(d.quant.x_scale)
+      .Arg(int32_t{d.quant.x_zero})
+      .Arg(d.quant.y_scale)
+      .Arg(int32_t{d.quant.y_zero});
   const RowGroups& launch = launch_;
   const size_t local = size_t(launch.width);
   const size_t items = vectors_ ? (size_t(hw) + 7) / 8 : size_t(hw);
@@ -291,20 +317,33 @@ Event Lrn::Backward(const BufferRef& input, const BufferRef& output, const Buffe
 void LrnForwardReference(const LrnDesc& d, const void* input, void* output, float* scale) {
   d.Validate();
   const int hw = d.height * d.width, pre = (d.local_size - 1) / 2;
+  const bool quantized = IsQuantized(d.type);
+  // Quantized: the dequantized inputs (DequantizeValue: float, as the convert kernels), the
+  // output quantized (QuantizeValue).
+  auto load = [&](size_t at) -> double {
+    return quantized ? quant::DequantizeValue(host::LoadQ(d.type, input, at), d.quant.x_scale,
+                                              d.quant.x_zero)
+                     : host::LoadF(d.type, input, at);
+  };
   for (int n = 0; n < d.batch; ++n)
     for (int p = 0; p < hw; ++p)
       for (int c = 0; c < d.channels; ++c) {
         double sq = 0.0;
         for (int j = std::max(c - pre, 0); j < std::min(c - pre + d.local_size, d.channels); ++j) {
-          const double v = host::LoadF(d.type, input, (size_t(n) * d.channels + j) * hw + p);
+          const double v = load((size_t(n) * d.channels + j) * hw + p);
           sq += v * v;
         }
         const double s = double(d.k) + double(d.alpha) / d.local_size * sq;
         const size_t at = (size_t(n) * d.channels + c) * hw + p;
         if (scale) scale[at] = static_cast<float>(s);
-        host::StoreF(
-            d.type, output, at,
-            static_cast<float>(host::LoadF(d.type, input, at) * std::pow(s, -double(d.beta))));
+        const float y = static_cast<float>(load(at) * std::pow(s, -double(d.beta)));
+        const DataTypeTraits& t = TraitsOf(d.type);
+        if (quantized)
+          host::StoreQ(d.type, output, at,
+                       quant::QuantizeValue(y, d.quant.y_scale, d.quant.y_zero, int32_t(t.qmin),
+                                            int32_t(t.qmax)));
+        else
+          host::StoreF(d.type, output, at, y);
       }
 }
 

@@ -3,14 +3,17 @@
 //
 // Contract (stable; layers/ builds on it):
 //   * Layout packed NCHW, input and output [batch][channels][height][width] of `type`
-//     (fp16: half storage, fp32 arithmetic, one rounding on store).
+//     (fp16: half storage, fp32 arithmetic, one rounding on store; int8q / int16q: the codes
+//     dequantized and the output quantized as the convert kernels do, LrnDesc::quant, so the
+//     same codes as converting to fp32, an fp32 LRN and converting back).
 //   * scale[n,c,h,w] = k + (alpha/local_size) · Σ_{c' = c − (local_size−1)/2 … c + local_size/2,
 //     0 ≤ c' < channels} x[n,c',h,w]²;  y = x · scale^(−beta). local_size is odd (Caffe).
 //   * Forward may store `scale` (fp32, input-shaped) for Backward.
 //   * Backward (fp32), as Caffe: bottom_diff = top_diff · scale^(−beta)
 //       − (2·alpha·beta/local_size) · x · Σ_{c' whose window holds c} top_diff[c']·y[c']/scale[c'].
 //     bottom_diff is overwritten.
-//   * fp32 within 1e-5 relative of LrnForwardReference; fp16 within half rounding.
+//   * fp32 within 1e-5 relative of LrnForwardReference; fp16 within half rounding; quantized
+//     within one code (the reference sums in double).
 #pragma once
 
 #include <string>
@@ -25,14 +28,23 @@
 
 namespace mpcaffe::libdnn {
 
+/// A quantized LRN's input and output quantization (one scale and zero point each).
+struct LrnQuant {
+  float x_scale = 1.0f;
+  int x_zero = 0;
+  float y_scale = 1.0f;
+  int y_zero = 0;
+};
+
 /// What an LRN computes.
 struct LrnDesc {
-  DataType type = DataType::kFloat32;  // kFloat32 or kFloat16
+  DataType type = DataType::kFloat32;  // kFloat32, kFloat16, kInt8Q or kInt16Q
   int batch = 1, channels = 1, height = 1, width = 1;
   int local_size = 5;
   float alpha = 1.0f;
   float beta = 0.75f;
   float k = 1.0f;
+  LrnQuant quant;  // quantized types: the codes' scales and zero points (kernel arguments)
 
   size_t count() const;
   std::string ToString() const;  // "fp32 n1 c96 h55 w55 size5 alpha0.0001 beta0.75 k1"
@@ -47,7 +59,8 @@ class Lrn {
 
   const LrnDesc& desc() const { return desc_; }
 
-  /// output = LRN(input); `scale` (fp32, may be empty) keeps the scale for Backward.
+  /// output = LRN(input); `scale` (fp32, may be empty; float types) keeps the scale for
+  /// Backward.
   Event Forward(const BufferRef& input, const BufferRef& output, const BufferRef& scale = {},
                 Queue* queue = nullptr);
   /// fp32 only: bottom_diff from input, output, top_diff and the scale of Forward.

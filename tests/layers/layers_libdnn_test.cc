@@ -514,6 +514,54 @@ TEST(Layers, LRNFloatTypes) {
   }
 }
 
+// Quantized across channels: the bottom's codes in, the top's out, within one code of the
+// reference on the dequantized codes (libdnn's LrnQuantized: the fp32 kernel's codes exactly).
+TEST(Layers, LRNQuantizedTypes) {
+  for (DataType t : {DataType::kInt8Q, DataType::kInt16Q}) {
+    auto p = Param("type: 'LRN' lrn_param { local_size: 5 alpha: 0.5 beta: 0.75 }", t);
+    SetRange(&p, "bottom", 0, -2, 3);
+    SetRange(&p, "top", 0, -1.5, 2);
+    LayerRun r = Make(p, {{2, 7, 3, 5}}, 1);
+    r.Forward();
+    const quant::QuantParams xq = r.layer->BottomParams(0), yq = r.layer->TopParams(0);
+    libdnn::LrnDesc d;
+    d.type = t;
+    d.batch = 2, d.channels = 7, d.height = 3, d.width = 5;
+    d.local_size = 5, d.alpha = 0.5f, d.beta = 0.75f, d.k = 1.0f;
+    d.quant = {xq.scale[0], xq.zero_point[0], yq.scale[0], yq.zero_point[0]};
+    Blob want(Dev(), t, {2, 7, 3, 5});
+    libdnn::LrnForwardReference(d, r.bottom[0]->host_data(), want.mutable_host_data(), nullptr);
+    const auto got = r.top[0]->ToFloat(), codes = want.ToFloat();
+    int equal = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_LE(std::fabs(got[i] - codes[i]), 1.0f) << Name(t) << " element " << i;
+      equal += got[i] == codes[i];
+    }
+    EXPECT_GE(equal, int(got.size()) * 95 / 100) << Name(t);
+  }
+}
+
+// An inference (TEST-phase) LRN keeps no scale; its Backward computes it again first and gives
+// the training layer's gradient.
+TEST(Layers, LRNTestPhaseBackwardMatchesTraining) {
+  std::vector<std::vector<float>> diffs;
+  for (caffe::Phase phase : {caffe::TRAIN, caffe::TEST}) {
+    auto p = Param("type: 'LRN' lrn_param { local_size: 3 alpha: 0.5 beta: 0.75 }",
+                   DataType::kFloat32);
+    p.set_phase(phase);
+    LayerRun r = Make(p, {{1, 6, 3, 4}}, 1);
+    r.Forward();
+    std::mt19937 rng(3);
+    const auto top_diff = RandomReals(r.top[0]->count(), rng);
+    std::copy(top_diff.begin(), top_diff.end(),
+              static_cast<float*>(r.top[0]->mutable_host_diff()));
+    r.layer->Backward(r.top, {true}, r.bottom);
+    const float* g = static_cast<const float*>(r.bottom[0]->host_diff());
+    diffs.emplace_back(g, g + r.bottom[0]->count());
+  }
+  EXPECT_EQ(diffs[0], diffs[1]);
+}
+
 // WITHIN_CHANNEL as BVLC composes it: y = x·(1 + alpha·avg(x²))^−beta, the average over the
 // size × size window with pad (size − 1)/2 divided by size² (padding counts); k is not used.
 TEST(Layers, LRNWithinChannelFloatTypes) {

@@ -1,7 +1,7 @@
 // tests/libdnn/lrn_test.cc — the across-channel LRN kernels against the plain C++ references:
-// fp32 and fp16 forward and fp32 backward on 22 shapes (AlexNet's norm1/norm2 scaled down, odd
-// sizes, windows wider than the channel count, 1×1 planes), and the backward reference
-// against finite differences.
+// fp32, fp16, int8q and int16q forward and fp32 backward on 22 shapes (AlexNet's norm1/norm2
+// scaled down, odd sizes, windows wider than the channel count, 1×1 planes), and the backward
+// reference against finite differences.
 #include "libdnn/lrn.h"
 
 #include <gtest/gtest.h>
@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "codegen/datatype.h"
+#include "codegen/typed_buffer.h"
 #include "device/device.h"
+#include "quant/quant_params.h"
 #include "tests/testing/random_storage.h"
 
 namespace mpcaffe::libdnn {
@@ -133,10 +135,81 @@ INSTANTIATE_TEST_SUITE_P(FloatTypes, LrnForward,
                            return std::string(Name(i.param));
                          });
 
-TEST(LrnForward, RejectsQuantizedTypesAndEvenWindows) {
+// Quantized codes in and out (int8q, int16q): on every shape, the codes the fp32 kernel's
+// output quantizes to when it reads the dequantized codes (the conversions' own arithmetic,
+// quant::DequantizeValue / QuantizeValue, the same bits as the convert kernels: QuantTensorTest),
+// exactly; and within one code of the double-precision reference, almost all of them equal.
+class LrnQuantized : public testing::TestWithParam<DataType> {};
+
+TEST_P(LrnQuantized, GivesTheCodesOfTheFloatKernelBetweenConversions) {
+  const DataType t = GetParam();
+  const DataTypeTraits& traits = TraitsOf(t);
+  Device& dev = DefaultDevice();
+  std::mt19937 rng(31 + int(t));
+  size_t total = 0, off_by_one = 0;
+  for (const Shape& s : kShapes) {
+    LrnDesc d = DescOf(s, t);
+    // Codes over the whole range around a zero point inside it; the output's scale chosen so
+    // the results cover its range and some saturate.
+    const int span = int(traits.qmax - traits.qmin);
+    d.quant = {4.0f / span * (t == DataType::kInt8Q ? 1.0f : 1.37f),
+               int(traits.qmin) + span / 3, 3.0f / span, int(traits.qmin) + span / 2};
+    SCOPED_TRACE(d.ToString());
+    std::uniform_int_distribution<int> code(int(traits.qmin), int(traits.qmax));
+    Bytes x(d.count() * SizeOf(t));
+    for (size_t i = 0; i < d.count(); ++i) StoreQ(t, x.data(), i, code(rng));
+
+    Lrn lrn(dev, d);
+    auto xm = Upload(dev, x.data(), x.size());
+    auto ym = dev.Allocate(x.size());
+    lrn.Forward(BufferRef(xm.get(), 0), BufferRef(ym.get(), 0));
+    Bytes got(x.size());
+    dev.CopyToHost(ym.get(), 0, got.data(), got.size());
+
+    // The float kernel on the dequantized codes, its output quantized.
+    LrnDesc f = d;
+    f.type = DataType::kFloat32;
+    std::vector<float> xf(d.count()), yf(d.count());
+    for (size_t i = 0; i < d.count(); ++i)
+      xf[i] = quant::DequantizeValue(LoadQ(t, x.data(), i), d.quant.x_scale, d.quant.x_zero);
+    Lrn flrn(dev, f);
+    auto xfm = Upload(dev, xf.data(), xf.size() * 4);
+    auto yfm = dev.Allocate(yf.size() * 4);
+    flrn.Forward(BufferRef(xfm.get(), 0), BufferRef(yfm.get(), 0));
+    dev.CopyToHost(yfm.get(), 0, yf.data(), yf.size() * 4);
+
+    Bytes want(x.size());
+    LrnForwardReference(d, x.data(), want.data(), nullptr);
+    int bad = 0;
+    for (size_t i = 0; i < d.count(); ++i) {
+      const int g = LoadQ(t, got.data(), i);
+      const int chained = quant::QuantizeValue(yf[i], d.quant.y_scale, d.quant.y_zero,
+                                               int32_t(traits.qmin), int32_t(traits.qmax));
+      const int w = LoadQ(t, want.data(), i);
+      if (g != chained && bad++ < 5)
+        ADD_FAILURE() << "element " << i << ": " << g << ", the float kernel's " << chained;
+      EXPECT_LE(std::abs(g - w), 1) << "element " << i;
+      off_by_one += g != w;
+      ++total;
+    }
+  }
+  EXPECT_LE(off_by_one, total / 100) << off_by_one << " of " << total
+                                     << " codes one off the reference";
+}
+
+INSTANTIATE_TEST_SUITE_P(QuantizedTypes, LrnQuantized,
+                         testing::Values(DataType::kInt8Q, DataType::kInt16Q),
+                         [](const testing::TestParamInfo<DataType>& i) {
+                           return std::string(Name(i.param));
+                         });
+
+TEST(LrnForward, RejectsBadScalesAndEvenWindows) {
   LrnDesc d;
   d.type = DataType::kInt8Q;
+  d.quant.y_scale = 0.0f;
   EXPECT_THROW(d.Validate(), Error);
+  d.quant.y_scale = 1.0f;
+  EXPECT_NO_THROW(d.Validate());
   d.type = DataType::kFloat32, d.local_size = 4;
   EXPECT_THROW(d.Validate(), Error);
 }
