@@ -83,8 +83,8 @@ inline caffe::NetParameter WithBatch(const caffe::NetParameter& param, int batch
 
 /// `param` rewritten to compute in `type`, as the paper's typed prototxts are: input layers stay
 /// fp32; every other layer gets `type` as bottom, compute and top data type when it can compute
-/// in it (asked of the layer itself), else fp32 (also for types not registered yet) (e.g. LRN and
-/// Softmax in the quantized variants); converting layers (LayerTyping: Quantizer, MOE) take
+/// in it (asked of the layer itself), else fp32 (also for types not registered yet) (e.g.
+/// Softmax and WITHIN_CHANNEL LRN in the quantized variants); converting layers (LayerTyping: Quantizer, MOE) take
 /// `type` in and keep the top type the file gives them. Nets nested in a layer are rewritten the
 /// same way, except that their Input layers take the layer's bottom type (they receive its
 /// bottoms).
