@@ -43,16 +43,22 @@ using quant::Requant;
 
 }  // namespace
 
-Kernel ElementwiseOps::Get(const std::string& name, const std::string& source) {
-  return device_.GetProgram(source, "", ProgramHints::OneDimensional())->GetKernel(name);
+Kernel& ElementwiseOps::Get(const std::string& name, const std::function<std::string()>& source) {
+  auto it = kernels_.find(name);
+  if (it == kernels_.end())
+    it = kernels_
+             .emplace(name, device_.GetProgram(source(), "", ProgramHints::OneDimensional())
+                                ->GetKernel(name))
+             .first;
+  return it->second;
 }
 
 void ElementwiseOps::Relu(DataType type, int n, DeviceMemory& x, DeviceMemory& y, float slope,
                           Affine xq, Affine yq) {
   CheckQuantRelu(type, slope);
-  const KernelTarget target = KernelTarget::Of(device_);
   const size_t es = SizeOf(type);
-  Kernel k = Get(ElementwiseKernelName("relu", type), ReluSource(target, type));
+  Kernel& k = Get(ElementwiseKernelName("relu", type),
+                  [&] { return ReluSource(KernelTarget::Of(device_), type); });
   FixedPointMultiplier pos, neg;
   if (IsQuantized(type)) {
     pos = quant::QuantizeMultiplier(double(xq.scale) / yq.scale);
@@ -67,7 +73,8 @@ void ElementwiseOps::Relu(DataType type, int n, DeviceMemory& x, DeviceMemory& y
 void ElementwiseOps::Scale(DataType type, int n, float alpha, DeviceMemory& x, DeviceMemory& y,
                            Affine xq, Affine yq) {
   const size_t es = SizeOf(type);
-  Kernel k = Get(ElementwiseKernelName("scale", type), ScaleSource(KernelTarget::Of(device_), type));
+  Kernel& k = Get(ElementwiseKernelName("scale", type),
+                  [&] { return ScaleSource(KernelTarget::Of(device_), type); });
   SignedMultiplier m;
   if (IsQuantized(type)) m = Multiplier(double(alpha) * xq.scale / yq.scale);
   k.Arg(int32_t{n}).ArgBuffer(&x, 0, es).ArgBuffer(&y, 0, es).Arg(alpha)
@@ -78,7 +85,8 @@ void ElementwiseOps::Scale(DataType type, int n, float alpha, DeviceMemory& x, D
 void ElementwiseOps::Axpby(DataType type, int n, float a, DeviceMemory& x, float b,
                            DeviceMemory& y, Affine xq, Affine yq) {
   const size_t es = SizeOf(type);
-  Kernel k = Get(ElementwiseKernelName("axpby", type), AxpbySource(KernelTarget::Of(device_), type));
+  Kernel& k = Get(ElementwiseKernelName("axpby", type),
+                  [&] { return AxpbySource(KernelTarget::Of(device_), type); });
   SignedMultiplier ma, mb;
   if (IsQuantized(type)) {
     ma = Multiplier(double(a) * xq.scale / yq.scale);
@@ -95,7 +103,8 @@ void ElementwiseOps::Convert(DataType from, DataType to, int n, DeviceMemory& x,
                              Affine xq, Affine yq) {
   const KernelTarget target = KernelTarget::Of(device_);
   const bool vec = HasVectorConvert(target, from, to);
-  Kernel k = Get(ConvertKernelName(from, to) + (vec ? "_v8" : ""), ConvertSource(target, from, to));
+  Kernel& k = Get(ConvertKernelName(from, to) + (vec ? "_v8" : ""),
+                  [&] { return ConvertSource(target, from, to); });
   FixedPointMultiplier m;
   if (IsQuantized(from) && IsQuantized(to)) m = quant::QuantizeMultiplier(double(xq.scale) / yq.scale);
   k.Arg(int32_t{n}).ArgBuffer(&x, 0, SizeOf(from)).ArgBuffer(&y, 0, SizeOf(to))

@@ -2,6 +2,8 @@
 // a device for every data type, and their plain C++ references with the same contract.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -40,8 +42,11 @@ class ElementwiseOps {
   Device& device() const { return device_; }
 
  private:
-  Kernel Get(const std::string& name, const std::string& source);
+  /// The kernel `name` (its program's text from `source` on the first call): the layers run
+  /// these on every pass, and writing a kernel's text costs more than launching it.
+  Kernel& Get(const std::string& name, const std::function<std::string()>& source);
   Device& device_;
+  std::map<std::string, Kernel> kernels_;
 };
 
 /// Plain C++ references: the same arithmetic on host storage (x and y point at `n` storage

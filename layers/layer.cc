@@ -158,14 +158,21 @@ void AppendKey(std::string* key, const quant::QuantParams& params) {
 
 void FusedEpilogue::Affine(int channels, std::vector<float>* scale,
                            std::vector<float>* shift) const {
-  std::vector<uint64_t> versions;
+  // Asked on every pass: the parameters' versions compared in place, the product computed
+  // again only when one changed.
+  bool same = channels == cached_channels_;
+  size_t k = 0;
   for (Layer* l : affine)
-    for (const auto& b : l->blobs()) versions.push_back(b->data_version());
-  if (channels == cached_channels_ && versions == cached_versions_) {
+    for (const auto& b : l->blobs())
+      same = same && k < cached_versions_.size() && cached_versions_[k++] == b->data_version();
+  if (same && k == cached_versions_.size()) {
     *scale = cached_scale_;
     *shift = cached_shift_;
     return;
   }
+  std::vector<uint64_t> versions;
+  for (Layer* l : affine)
+    for (const auto& b : l->blobs()) versions.push_back(b->data_version());
   scale->clear();
   shift->clear();
   for (Layer* l : affine) {
@@ -225,6 +232,14 @@ std::vector<quant::Quantizer*> Layer::quantizers() {
   for (auto* list : {&bottom_quantizers_, &top_quantizers_, &blob_quantizers_})
     for (auto& q : *list) all.push_back(q.get());
   return all;
+}
+
+bool Layer::WatchesFloatData() const {
+  for (const auto* list : {&bottom_quantizers_, &top_quantizers_, &blob_quantizers_})
+    for (const auto& q : *list)
+      if (q->mode() == quant::QuantizerMode::kObserve || q->mode() == quant::QuantizerMode::kPseudo)
+        return true;
+  return false;
 }
 
 void Layer::SetQuantMode(quant::QuantizerMode mode) {

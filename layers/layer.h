@@ -254,6 +254,10 @@ class Layer {
   int num_blob_quantizers() const { return static_cast<int>(blob_quantizers_.size()); }
   /// Every quantizer of the layer: bottoms, tops, parameter blobs.
   std::vector<quant::Quantizer*> quantizers();
+  /// Whether a quantizer of the layer observes or snaps fp32 data (OBSERVE or PSEUDO mode): a
+  /// pass must then see the values between layers. Asked of every layer on every pass, so it
+  /// allocates nothing.
+  bool WatchesFloatData() const;
   /// Sets the mode of every quantizer that watches fp32 data (quantized sides stay ACTIVE).
   void SetQuantMode(quant::QuantizerMode mode);
 

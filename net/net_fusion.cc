@@ -147,12 +147,7 @@ bool Net::FusionActive(int i) {
   if (f.last < 0) return false;
   // Quantizer hooks observe or snap fp32 data around each layer; with the chain fused, the
   // values between its layers would never be seen.
-  auto busy = [](Layer& l) {
-    for (quant::Quantizer* q : l.quantizers())
-      if (q->mode() == quant::QuantizerMode::kObserve || q->mode() == quant::QuantizerMode::kPseudo)
-        return true;
-    return false;
-  };
+  auto busy = [](Layer& l) { return l.WatchesFloatData(); };
   const quant::QuantizerMode head_top = layers_[i]->top_quantizer(0).mode();
   if (head_top == quant::QuantizerMode::kObserve || head_top == quant::QuantizerMode::kPseudo)
     return false;

@@ -95,9 +95,7 @@ void Net::PlanViews() {
 bool Net::ViewUsable(size_t k) {
   const View& v = views_[k];
   Layer& layer = *layers_[v.layer];
-  for (quant::Quantizer* q : layer.quantizers())
-    if (q->mode() == quant::QuantizerMode::kObserve || q->mode() == quant::QuantizerMode::kPseudo)
-      return false;
+  if (layer.WatchesFloatData()) return false;
   const std::vector<Blob*>& bot = bottom_vecs_[v.layer];
   const std::vector<Blob*>& top = top_vecs_[v.layer];
   auto same = [](const Affine& a, const Affine& b) {

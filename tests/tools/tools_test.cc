@@ -395,4 +395,18 @@ TEST_F(ToolsTest, TimeExplainNamesTheKernelFamilyOfEveryConvolutionPoolingAndInn
   EXPECT_EQ(plain.out.find("    kernel "), std::string::npos) << plain.out;
 }
 
+// `time --json`: the whole pass and the host's share of it (Net::Forward returns once its
+// kernels are enqueued), with the launches per pass.
+TEST_F(ToolsTest, TimeJsonGivesTheWholePassAndItsHostShare) {
+  const CommandResult r =
+      RunMpcaffe("time --model '" + LeNet() + "' --synthetic --iterations 3 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const Json doc = JsonReader(r.out.substr(r.out.find('{'))).Document();
+  for (const char* k : {"whole_forward_ms_median", "forward_host_ms", "launches_per_forward"})
+    ASSERT_TRUE(doc.has(k)) << "missing key " << k << " in\n" << r.out;
+  EXPECT_GT(doc["forward_host_ms"].number, 0);
+  EXPECT_LE(doc["forward_host_ms"].number, doc["whole_forward_ms_median"].number);
+  EXPECT_GE(doc["launches_per_forward"].number, 4);  // LeNet's convolutions and products
+}
+
 }  // namespace
