@@ -2,6 +2,7 @@
 // offsets, programs (through the binary store), kernels, queues and profiled events.
 #include <CL/cl.h>
 #include <CL/cl_ext.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cctype>
@@ -571,6 +572,18 @@ Kernel OpenCLProgram::GetKernel(const std::string& name) {
 
 }  // namespace
 
+bool PoclWorkersMayBePinned() {
+  for (const char* local_ranks : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+    if (const char* v = std::getenv(local_ranks); v && std::atoi(v) > 1) return false;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return false;
+  const int n = CPU_COUNT(&set);
+  for (int cpu = 0; cpu < n; ++cpu)
+    if (!CPU_ISSET(cpu, &set)) return false;
+  return n > 1;
+}
+
 std::string EnumerateOpenCL() {
   // Mesa's rusticl lists its CPU device (llvmpipe) only when RUSTICL_ENABLE names it, and reads
   // the variable when the ICD loader first loads it: at the first clGetPlatformIDs, below. So
@@ -586,6 +599,10 @@ std::string EnumerateOpenCL() {
   // (Debian's distro build, whose CPU name follows the variant and ignores POCL_LLVM_CPU_NAME)
   // and the CPU name (PoCL built for one host). Each read once, at the first clGetPlatformIDs;
   // a variable the user set is kept.
+  // PoCL's workers pinned one per CPU: unpinned, the scheduler at times leaves two of them on
+  // one CPU for a whole process (every kernel of MobileNet v1's first layers 1.7x slower in
+  // such a process, docs/BENCHMARKS.md). Kept when the user set POCL_AFFINITY.
+  if (PoclWorkersMayBePinned()) setenv("POCL_AFFINITY", "1", /*overwrite=*/0);
   if (ActiveHostIsa() == HostIsa::kAvx2 && CpuHostIsa() == HostIsa::kAvx512) {
     setenv("CL_CONFIG_CPU_TARGET_ARCH", "core-avx2", /*overwrite=*/0);
     setenv("POCL_KERNELLIB_NAME", "avx2", /*overwrite=*/0);

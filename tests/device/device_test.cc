@@ -1,6 +1,7 @@
 // tests/device/device_test.cc — the device layer on the default device: enumeration, memory
 // counters, copies with offsets, launches, local memory, atomics, events, and error messages.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <cctype>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "codegen/kernel_writer.h"
+#include "device/backends.h"
 #include "device/device.h"
 #include "device/settings.h"
 
@@ -29,6 +31,39 @@ TEST(DeviceList, HasADefaultDeviceWithInfo) {
   EXPECT_EQ(BackendReports().size(), 2u);  // one line per backend
 }
 
+
+// PoCL's workers are pinned one per CPU (POCL_AFFINITY=1) only where the process may run on
+// CPUs 0 … n − 1, n > 1, and no MPI job runs several ranks on the node: asked on a thread whose
+// CPUs are set to each case.
+TEST(DeviceList, PinsPoclWorkersOnlyWhereTheProcessOwnsTheFirstCpus) {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+  if (CPU_COUNT(&all) < 2 || !CPU_ISSET(0, &all) || !CPU_ISSET(1, &all))
+    GTEST_SKIP() << "needs CPUs 0 and 1";
+  auto on = [](std::vector<int> cpus) {
+    bool result = false;
+    std::thread t([&] {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int c : cpus) CPU_SET(c, &set);
+      ASSERT_EQ(sched_setaffinity(0, sizeof set, &set), 0);
+      result = PoclWorkersMayBePinned();
+    });
+    t.join();
+    return result;
+  };
+  EXPECT_TRUE(on({0, 1}));
+  EXPECT_FALSE(on({1}));  // one CPU: nothing to spread
+  EXPECT_FALSE(on({0}));
+  if (CPU_COUNT(&all) > 2 && CPU_ISSET(2, &all)) EXPECT_FALSE(on({1, 2}));  // not from CPU 0
+  const char* old = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const std::string kept = old ? old : "";
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+  EXPECT_FALSE(on({0, 1}));  // two ranks on the node
+  if (old) setenv("OMPI_COMM_WORLD_LOCAL_SIZE", kept.c_str(), 1);
+  else unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+}
 
 TEST(DeviceList, SelectorsNameDevicesByIndexImplementationKindAndName) {
   const auto& list = DeviceList();
