@@ -8,6 +8,10 @@
 // weight broadcast); and, where the CPU has AVX-512 VNNI, the int8 direct convolution's byte-quad
 // loop (3 pixels × 4 vectors of 16 channels per 4 input channels: a broadcast word of input bytes
 // per pixel, one 64-byte row of weight quads per vector, vpdpbusd): multiply-adds per second.
+// Last, the same loop at 256 bits in AVX2's saturating form (vpmaddubsw, vpmaddwd with ones,
+// vpaddd: what OpenVINO's AVX2 int8 kernels run): u8 × s8 pair sums saturate at 16 bits, so its
+// results are exact only when the pair sums stay within ±32767 (7-bit weights or inputs); the
+// library's int8 kernels are exact and run the pairs loop above at that level.
 //   build/bin/mpcaffe_cpu_peak [threads] [--markdown]  (default: every hardware thread, and 1
 //   for comparison; --markdown: docs/BENCHMARKS.md's table)
 #include <immintrin.h>
@@ -160,6 +164,33 @@ __attribute__((target("avx512f,avx512vnni"))) int QuadLoop512(const LoopData& d,
   return FirstLanes(a, 12);
 }
 
+// Products per iteration of SaturatingQuadLoop256: 3 pixels × 32 channels × 4 input channels.
+constexpr double kSaturatingQuadLoopProducts = 384;
+
+int SaturatingQuadLoop256(const LoopData& d, long iterations) {
+  __m256i a[12];
+  for (auto& v : a) v = _mm256_setzero_si256();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (long it = 0; it < iterations; ++it) {
+    const int* xc = d.words.data() + (it & 255) * 8;
+    const int* wc = d.quads.data() + (it & 255) * 16;
+    __m256i w[4];
+    for (int j = 0; j < 4; ++j)
+      w[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wc + 8 * j));
+#pragma GCC unroll 3
+    for (int t = 0; t < 3; ++t) {
+      const __m256i x = _mm256_set1_epi32(xc[t]);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j)
+        a[4 * t + j] = _mm256_add_epi32(
+            a[4 * t + j], _mm256_madd_epi16(_mm256_maddubs_epi16(x, w[j]), ones));
+    }
+  }
+  int sum = 0;
+  for (auto& v : a) sum += _mm256_extract_epi32(v, 0);
+  return sum;
+}
+
 template <typename F>
 double ProductsPerSecond(F&& loop, long iterations, double products = kLoopProducts) {
   double best = 0;
@@ -209,6 +240,8 @@ int main(int argc, char** argv) {
   const long loops = 20000000;
   const double fma = ProductsPerSecond([&](long n) { return FmaLoop(d, n); }, loops);
   const double pair256 = ProductsPerSecond([&](long n) { return PairLoop256(d, n); }, loops);
+  const double saturating256 = ProductsPerSecond(
+      [&](long n) { return SaturatingQuadLoop256(d, n); }, loops, kSaturatingQuadLoopProducts);
   // The host levels the library itself detects (device/host_isa.h), so this table and the
   // paths it explains agree on what this CPU has.
   const bool bw = mpcaffe::CpuHostIsa() >= mpcaffe::HostIsa::kAvx512;
@@ -241,6 +274,10 @@ int main(int argc, char** argv) {
           quad512);
     else
       std::printf("| direct convolution loop, 1 thread: int8 byte quads (vpdpbusd) | no AVX-512 VNNI |\n");
+    std::printf(
+        "| the same loop at 256 bits, saturating (vpmaddubsw + vpmaddwd; inexact past 16-bit "
+        "pair sums, not used by the library) | %.1f G multiply-adds/s |\n",
+        saturating256);
     return 0;
   }
   std::printf(
@@ -252,7 +289,9 @@ int main(int argc, char** argv) {
   else
     std::printf(" (no AVX-512 BW: no 512-bit row)");
   if (vnni)
-    std::printf("; direct convolution loop: int8 byte quads %.1f\n", quad512);
+    std::printf("; direct convolution loop: int8 byte quads %.1f", quad512);
   else
-    std::printf(" (no AVX-512 VNNI: no byte-quad row)\n");
+    std::printf(" (no AVX-512 VNNI: no byte-quad row)");
+  std::printf("; saturating byte quads 256-bit %.1f (inexact past 16-bit pair sums)\n",
+              saturating256);
 }
