@@ -38,8 +38,9 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
 
 /// One value's conversion between float and a quantized type as the convert kernels compute it,
 /// for kernels that read or write quantized values around float arithmetic (LRN): the same
-/// operations, so the same bits as a convert kernel before or after them. `alias` is the
-/// quantized type's KernelWriter alias ("Dtype": its _LOAD, _STORE, _QMIN and _QMAX).
+/// operations, so the same bits as a convert kernel before or after them. `alias` names the
+/// quantized type as KernelWriter::AddType declared it ("Dtype": its _LOAD, _STORE, _QMIN and
+/// _QMAX).
 /// Dequantized: x_scale·(float)(q − x_zero), the float expression of a stored integer `q`.
 std::string DequantizeText(const std::string& q, const std::string& scale,
                            const std::string& zero);

@@ -422,8 +422,8 @@ std::vector<KernelFamilyEntry> Build() {
                  [] { return LaunchRows(LrnForwardFamilies(), "lrn_vector"); }},
                 {"lrn", &kRowGroupsSchema, [] { return LaunchRows(LrnForwardFamilies(), "lrn"); }}},
                [](const KernelTarget& k) {
-                 Samples s;
-                 for (DataType t : FloatTypes())
+                 Samples s;  // quantized: the codes in and out of float arithmetic
+                 for (DataType t : kAllDataTypes)
                    s.push_back({Lrn::ForwardKernelName(t), Lrn::ForwardSource(k, t)});
                  return s;
                }});
