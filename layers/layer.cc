@@ -237,8 +237,7 @@ std::vector<quant::Quantizer*> Layer::quantizers() {
 bool Layer::WatchesFloatData() const {
   for (const auto* list : {&bottom_quantizers_, &top_quantizers_, &blob_quantizers_})
     for (const auto& q : *list)
-      if (q->mode() == quant::QuantizerMode::kObserve || q->mode() == quant::QuantizerMode::kPseudo)
-        return true;
+      if (q->watches_data()) return true;
   return false;
 }
 
@@ -308,8 +307,7 @@ void Layer::CopyOrRequant(Blob& x, Affine xq, Blob& y, Affine yq) {
 
 void Layer::Forward(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) {
   auto hook = [](quant::Quantizer& q, Blob& b) {
-    if (b.type() == DataType::kFloat32 && (q.mode() == quant::QuantizerMode::kObserve ||
-                                          q.mode() == quant::QuantizerMode::kPseudo))
+    if (b.type() == DataType::kFloat32 && q.watches_data())
       q.Forward(b.mutable_data_ptr<float>(), b.count());
   };
   DrawPendingFills();

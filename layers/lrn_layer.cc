@@ -85,13 +85,13 @@ class LRNLayer : public Layer {
         lrn_.reset();
       desc_.quant = q;
     }
-    // The scale is kept for Backward when training; an inference pass writes none (a Backward
-    // there runs the forward again first).
-    AcrossForward(*bottom[0], *top[0],
-                  compute_type_ == DataType::kFloat32 && phase() == caffe::TRAIN);
+    AcrossForward(*bottom[0], *top[0], KeepsScale());
   }
 
  private:
+  // The scale is kept for Backward when training; an inference pass writes none (a Backward
+  // there runs the forward again first).
+  bool KeepsScale() const { return compute_type_ == DataType::kFloat32 && phase() == caffe::TRAIN; }
   void AcrossForward(const Blob& x, Blob& y, bool keep_scale) {
     if (!lrn_) lrn_ = std::make_unique<libdnn::Lrn>(device(), desc_);
     libdnn::BufferRef scale;
@@ -100,7 +100,6 @@ class LRNLayer : public Layer {
       if (scale_.size() < n) scale_ = device().Alloc<float>(n);
       scale = scale_;
     }
-    scale_kept_ = keep_scale;
     lrn_->Forward(libdnn::BufferRef(x.device_data(), 0),
                   libdnn::BufferRef(y.mutable_device_data(), 0), scale);
   }
@@ -118,7 +117,7 @@ class LRNLayer : public Layer {
     }
     if (IsQuantized(compute_type_)) Fail("LRN backward computes in fp32 only");
     if (!lrn_) Fail("Backward before Forward");
-    if (!scale_kept_) AcrossForward(*bottom[0], *top[0], true);
+    if (!KeepsScale()) AcrossForward(*bottom[0], *top[0], true);
     lrn_->Backward(libdnn::BufferRef(bottom[0]->device_data(), 0),
                    libdnn::BufferRef(top[0]->device_data(), 0),
                    libdnn::BufferRef(top[0]->device_diff(), 0), scale_,
@@ -130,7 +129,6 @@ class LRNLayer : public Layer {
   libdnn::LrnDesc desc_;
   std::unique_ptr<libdnn::Lrn> lrn_;
   vptr<float> scale_;
-  bool scale_kept_ = false;  // the last across-channel Forward wrote scale_
 };
 
 }  // namespace

@@ -147,12 +147,9 @@ bool Net::FusionActive(int i) {
   if (f.last < 0) return false;
   // Quantizer hooks observe or snap fp32 data around each layer; with the chain fused, the
   // values between its layers would never be seen.
-  auto busy = [](Layer& l) { return l.WatchesFloatData(); };
-  const quant::QuantizerMode head_top = layers_[i]->top_quantizer(0).mode();
-  if (head_top == quant::QuantizerMode::kObserve || head_top == quant::QuantizerMode::kPseudo)
-    return false;
+  if (layers_[i]->top_quantizer(0).watches_data()) return false;
   for (int j = i + 1; j <= f.last; ++j)
-    if (busy(*layers_[j])) return false;
+    if (layers_[j]->WatchesFloatData()) return false;
   return layers_[i]->AcceptsEpilogue(*f.epilogue);
 }
 

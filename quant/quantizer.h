@@ -52,6 +52,11 @@ class Quantizer {
 
   QuantizerMode mode() const { return mode_; }
   void set_mode(QuantizerMode mode) { mode_ = mode; }
+  /// Whether the mode observes or snaps the fp32 data passing it (OBSERVE, PSEUDO): a pass
+  /// must then show it the values at its place in the net.
+  bool watches_data() const {
+    return mode_ == QuantizerMode::kObserve || mode_ == QuantizerMode::kPseudo;
+  }
   DataType input_type() const { return input_type_; }
   DataType output_type() const { return output_type_; }
   void set_types(DataType input, DataType output) {
