@@ -207,16 +207,17 @@ const ConfigSchema<WinogradConfig>& WinogradConfig::Schema() {
 std::string WinogradConfig::ToString() const { return Schema().Print(*this); }
 
 bool WinogradApplies(const ConvDesc& d) {
-  // A grouped convolution runs group by group (GroupSlice: four launches each), so only a few
-  // groups of many channels (AlexNet's two of 192 and 128 output channels), never depthwise
-  // ones; its groups' channels count.
+  // 4-bit weights too: Convolution::SetWeights unpacks them to int8 before the weight
+  // transform. A grouped convolution runs group by group (GroupSlice: four launches each), so
+  // only a few groups of many channels (AlexNet's two of 192 and 128 output channels), never
+  // depthwise ones; its groups' channels count.
   const bool groups_fit = d.groups == 1 || (d.groups <= kWinogradMaxGroups &&
                                             d.channels / d.groups >= 16 &&
                                             d.out_channels / d.groups >= 16);
   const bool window = groups_fit && d.channels % d.groups == 0 &&
                       d.out_channels % d.groups == 0 && d.kernel_h == 3 && d.kernel_w == 3 &&
                       d.stride_h == 1 && d.stride_w == 1 && d.dilation_h == 1 &&
-                      d.dilation_w == 1 && d.weight_bits == 8;
+                      d.dilation_w == 1;
   return window && (d.type == DataType::kFloat32 ||
                     (d.type == DataType::kInt8Q &&
                      d.channels / d.groups <= kWinogradInt8MaxChannels));

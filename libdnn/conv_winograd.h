@@ -50,7 +50,8 @@ constexpr int kWinogradMaxGroups = 4;
 /// Whether the family computes `desc` at all: fp32, or int8q with at most
 /// kWinogradInt8MaxChannels input channels per group; one group, or up to kWinogradMaxGroups of
 /// at least 16 input and 16 output channels each (run one after the other); a 3×3 window,
-/// stride 1, dilation 1 (any padding, bias, residual and ReLU). int8q runs F(2×2) in integers
+/// stride 1, dilation 1 (any padding, bias, residual and ReLU; 8-bit or 4-bit weights, the
+/// latter unpacked by Convolution::SetWeights before the transform). int8q runs F(2×2) in integers
 /// (2G for G, the products 16-bit pairs, the sums shifted right by 2 at the end): the same
 /// integers as the direct kernel.
 bool WinogradApplies(const ConvDesc& desc);

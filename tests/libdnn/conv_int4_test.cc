@@ -1,8 +1,8 @@
 // tests/libdnn/conv_int4_test.cc — convolutions with 4-bit weights (ConvDesc::weight_bits = 4):
 // every forward path (direct kernel with its default and dot-product configurations, groups,
-// depthwise, im2col + GEMM, grouped im2col + GEMM) bit-exact against the host reference and the
-// int8 convolution on the unpacked weights, extreme values included; the description and
-// zero-point checks.
+// depthwise, im2col + GEMM, grouped im2col + GEMM, Winograd) bit-exact against the host
+// reference and the int8 convolution on the unpacked weights, extreme values included; the
+// description and zero-point checks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +22,7 @@
 #include "device/error.h"
 #include "device/settings.h"
 #include "libdnn/conv.h"
+#include "libdnn/conv_winograd.h"
 #include "libdnn/tuner.h"  // TimeMs
 #include "quant/fixed_point.h"
 #include "quant/int4.h"
@@ -129,6 +130,11 @@ void CheckAllPaths(Device& dev, const ConvDesc& d, const Data& p, const std::str
     Convolution direct(dev, d, p.quant, c);
     EXPECT_EQ(Mismatches(RunConv(dev, direct, p, true), ref), 0u) << "config " << c.ToString();
   }
+  // Winograd's integer F(2×2) on the unpacked weights, where it applies.
+  if (WinogradApplies(d)) {
+    Convolution wino = Convolution::Winograd(dev, d, {2, 6, 2, 8}, p.quant);
+    EXPECT_EQ(Mismatches(RunConv(dev, wino, p, true), ref), 0u) << "Winograd";
+  }
 }
 
 TEST(ConvInt4, EveryForwardPathMatchesTheReference) {
@@ -139,6 +145,7 @@ TEST(ConvInt4, EveryForwardPathMatchesTheReference) {
       {1, 6, 7, 7, 8, 3, 1, 1, 2},     // groups
       {1, 5, 8, 8, 5, 3, 1, 1, 5},     // depthwise, K = 9
       {1, 7, 6, 6, 9, 1, 1, 0, 1},     // 1×1, K = 7
+      {1, 32, 7, 9, 34, 3, 1, 1, 2},   // Winograd's two groups of 16 and 17, ragged tiles
   };
   int variant = 0;
   for (const Case& c : cases) {
