@@ -552,11 +552,12 @@ const DefaultsTable<std::optional<ConvConfig>, ConvDesc>& DirectShapeDefaults() 
 }
 
 const DefaultsTable<bool, ConvDesc>& ConvGemmDefaults() {
-  // The direct kernel's int8 steps are channel pairs: with 3 input channels one pair in two is
-  // half empty, and the GEMM wins (not against its byte quads, whose 3 of 4 bytes per step
-  // still multiply 48 products per instruction); for fp32 the columns cost about what the GEMM
-  // saves. Groups (a GEMM per group) only when forced: with 4-bit weights the columns, the GEMM's
+  // Never a default: the columns cost about what the GEMM saves. Even int8 first layers of 3
+  // channels, whose channel pairs are half empty one step in two, run faster or level in the
+  // direct kernel on both CPU runtimes at both levels (the evidence below; one 7x7 stride-4
+  // shape on PoCL at AVX2 excepted). Groups with 4-bit weights: the columns, the GEMM's
   // activation packing and weight expansion cost more than its byte-pair products save.
+  // MPCAFFE_CONV_GEMM=1 still forces it.
   static const DefaultsTable<bool, ConvDesc> table = {
       {"byte quad products in a helper, int8q: the direct kernel's byte quads",
        [](const TargetProfile& p, const ConvDesc& d) {
@@ -566,16 +567,16 @@ const DefaultsTable<bool, ConvDesc>& ConvGemmDefaults() {
        "ResNet-50's int8 conv1 alone (n1 c3 h224 o64 k7x7 s2), mpcaffe time --synthetic "
        "--iterations 20, PoCL, AVX-512, 3 alternating rounds, loaded, 2026-11-29: the direct "
        "kernel's byte quads 2.45-2.52 ms, the row form 4.3-8.4, im2col + GEMM 4.1-10.5"},
-      {"a work-item per thread (not lanes): int8q, one group, at most 4 input channels, a window "
-       "of at least 9 taps",
-       [](const TargetProfile& p, const ConvDesc& d) {
-         return !p.lane_defaults && d.type == DataType::kInt8Q && d.groups == 1 &&
-                d.channels <= 4 && d.kernel_h * d.kernel_w >= 9;
-       },
-       true,
-       "AlexNet conv1 at batch 16, PoCL, three alternating runs each, 2026-11-23: int8 direct "
-       "144 / 95 / 93 ms against 72 / 108 / 77 through the GEMM; fp32 level"},
-      {"everything else", [](const TargetProfile&, const ConvDesc&) { return true; }, false,
+      {"everything else: the direct kernel (channel pairs) or the row form",
+       [](const TargetProfile&, const ConvDesc&) { return true; }, false,
+       "int8 first layers at batch 1 (3-4 channels, strides 3-4, where the row form does not "
+       "apply), mpcaffe time --synthetic --iterations 20-40, MPCAFFE_CONV_GEMM=0 against "
+       "im2col + GEMM, 2-4 alternating rounds, 2026-12-01, ms direct / GEMM: AlexNet conv1 "
+       "Intel's runtime AVX2 1.86 / 2.26, AVX-512 1.57-1.61 / 1.63, PoCL AVX2 1.74-2.23 / "
+       "1.77-3.44 (batch 16: Intel's AVX2 31.0-32.5 / 37.4-38.8, PoCL 27.7-28.3 / 28.0-30.7); "
+       "3x3 stride 3 of 4 channels Intel's AVX2 0.21-0.39 / 0.38, PoCL AVX2 0.22-0.27 / "
+       "0.32-0.48; 7x7 stride 4 Intel's AVX2 0.73-0.75 / 0.82-0.89, PoCL AVX2 0.70-0.85 / "
+       "0.62-0.66 (the GEMM's one win). Grouped 4-bit weights: "
        "ConvInt4Bench.DISABLED_AlexNetGroupedConvs, medians of 5-7 alternating rounds, "
        "2026-11-24: grouped 4-bit GEMM path 0.33-0.95 x the direct kernel's speed"},
   };

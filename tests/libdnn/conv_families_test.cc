@@ -219,21 +219,20 @@ TEST(ConvFamilies, PointwiseDefaultsFollowHalfRegisterTiles) {
   }
 }
 
-TEST(ConvFamilies, ConvGemmDefaultsTakeInt8FirstLayersOnCpuRuntimes) {
-  ConvDesc conv1;  // AlexNet's conv1
+TEST(ConvFamilies, ConvGemmIsNoDefaultForFirstLayers) {
+  ConvDesc conv1;  // AlexNet's conv1: the direct kernel is faster or level on both CPU runtimes
   conv1.type = DataType::kInt8Q;
   conv1.channels = 3, conv1.height = conv1.width = 227, conv1.out_channels = 96;
   conv1.kernel_h = conv1.kernel_w = 11, conv1.stride_h = conv1.stride_w = 4;
-  TargetProfile cpu, lanes;
+  TargetProfile cpu, lanes, avx2, quads;
   lanes.lane_defaults = true;
-  EXPECT_TRUE(DefaultRowFor(ConvGemmDefaults(), "conv_gemm", cpu, conv1).config);
-  EXPECT_FALSE(DefaultRowFor(ConvGemmDefaults(), "conv_gemm", lanes, conv1).config);
+  avx2.cpu_vectors = avx2.half_register_tiles = true;
+  quads.cpu_vectors = quads.byte_quad_products = true;
   ConvDesc fp32 = conv1;
   fp32.type = DataType::kFloat32;
-  EXPECT_FALSE(DefaultRowFor(ConvGemmDefaults(), "conv_gemm", cpu, fp32).config);
-  ConvDesc wide = conv1;
-  wide.channels = 16;
-  EXPECT_FALSE(DefaultRowFor(ConvGemmDefaults(), "conv_gemm", cpu, wide).config);
+  for (const TargetProfile& p : {cpu, lanes, avx2, quads})
+    for (const ConvDesc& d : {conv1, fp32})
+      EXPECT_FALSE(DefaultRowFor(ConvGemmDefaults(), "conv_gemm", p, d).config) << d.ToString();
 }
 
 // Winograd F(2×2) by default on the CPU runtimes (PoCL and Intel's) at every level, int8 at

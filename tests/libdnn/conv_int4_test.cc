@@ -141,7 +141,7 @@ TEST(ConvInt4, EveryForwardPathMatchesTheReference) {
   Device& dev = DefaultDevice();
   const std::vector<Case> cases = {
       {2, 8, 9, 9, 12, 3, 1, 1, 1},    // direct kernel, K = 72
-      {1, 3, 15, 15, 10, 5, 2, 0, 1},  // few channels: im2col + GEMM on CPUs, K = 75 (odd)
+      {1, 3, 15, 15, 10, 5, 2, 0, 1},  // few channels (row form), K = 75 (odd)
       {1, 6, 7, 7, 8, 3, 1, 1, 2},     // groups
       {1, 5, 8, 8, 5, 3, 1, 1, 5},     // depthwise, K = 9
       {1, 7, 6, 6, 9, 1, 1, 0, 1},     // 1×1, K = 7

@@ -823,11 +823,10 @@ TEST(ConvForward, Int16SplitPairsMatchTheReference) {
 }
 
 TEST(ConvForward, FewChannelsRunAsIm2colGemm) {
-  // int8 with few input channels and a window of 9 or more (AlexNet's conv1): the forward pass
-  // runs as im2col + LibDNN GEMM on OpenCL CPUs (not where byte quad products run in a helper:
-  // the direct kernel's byte quads there), with the same integers as the reference
-  // (padding reads the input zero point); MPCAFFE_CONV_GEMM=1 takes it for fp32 too (within
-  // rounding), =0 keeps the direct kernel.
+  // Few input channels and a window of 9 or more (AlexNet's conv1): MPCAFFE_CONV_GEMM=1 runs the
+  // forward pass as im2col + LibDNN GEMM on OpenCL, with the same integers as the reference
+  // (padding reads the input zero point) and fp32 within rounding; by default (ConvGemmDefaults)
+  // and with =0 another family runs.
   Device& dev = DefaultDevice();
   if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "the GEMM forward is OpenCL only";
   std::mt19937 rng(77);
@@ -858,9 +857,7 @@ TEST(ConvForward, FewChannelsRunAsIm2colGemm) {
         forced.emplace([env](Settings& s) { s.conv_gemm = env; });
         Convolution conv(dev, d, quant);
         forced.reset();
-        const bool gemm = *env ? *env == '1'
-                               : q && !UsesLaneDefaults(dev.info()) &&
-                                     !TargetProfile::Of(dev.info()).byte_quad_products;
+        const bool gemm = *env == '1';
         EXPECT_EQ(conv.forward_gemm(), gemm) << "MPCAFFE_CONV_GEMM=" << env;
         auto ym = dev.Allocate(want.size());
         conv.SetWeights(BufferRef(wm.get(), 0));
