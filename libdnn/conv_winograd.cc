@@ -427,7 +427,10 @@ Event WinogradForward::Forward(const BufferRef& input, const BufferRef& bias,
     in_.ArgBuffer(input.mem, input.byte_offset + ci * in_plane * es, es)
         .ArgBuffer(v_.get(), 0, 4);
     if (q) in_.Arg(quant.x_zero);
-    launch(in_, {pp, size_t(s.cp), 1});  // int8q: a pair of channels per work-item
+    // int8q: a pair of channels per work-item, tile by tile or in chunks of a row's tiles.
+    const KernelTarget target = KernelTarget::Of(device_);
+    launch(in_, {InputTilesPerItem(g.type, target) == 8 ? size_t(InputChunks(g, s)) : pp,
+                 size_t(s.cp), 1});
     gemm_.ArgBuffer(u_.get(), k * u_count * 4, 4)
         .ArgBuffer(v_.get(), 0, vs)
         .ArgBuffer(m_.get(), 0, 4);

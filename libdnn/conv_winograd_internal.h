@@ -123,6 +123,18 @@ inline int OutputTilesPerItem(DataType type, const KernelTarget& target) {
   return type == DataType::kInt8Q && target.vector_builtins ? 8 : 1;
 }
 
+/// Tiles per work-item of the input kernel of type `type`: int8q's 8 neighbouring tiles of one
+/// row in vectors where the dialect has vectors (Int8Source's vector input), else 1.
+inline int InputTilesPerItem(DataType type, const KernelTarget& target) {
+  return type == DataType::kInt8Q && target.vector_builtins ? 8 : 1;
+}
+/// The vector input kernel's chunks of up to 8 tiles per tile row, and its work-items along
+/// dimension 0: a chunk per row and chunk, then those that zero V's tiles past P.
+inline long InputChunksPerRow(const Shape& s) { return DivUp(s.tw, 8); }
+inline long InputChunks(const ConvDesc& d, const Shape& s) {
+  return long(d.batch) * s.th * InputChunksPerRow(s) + DivUp(s.padded - s.tiles, 8L);
+}
+
 /// int8q's four kernels (WinogradSource's, in integers): U = 2G·(g − z_w)·2Gᵀ and V = Bᵀ·(d −
 /// z_x)·B as 16-bit values (|U| ≤ 9·255, |V| ≤ 4·255), two input channels per 32-bit word of U
 /// and of V; the products in 16-bit pairs (KernelHelper::kPairProduct16) into

@@ -701,6 +701,20 @@ TEST(ConvForward, Int8WinogradMatchesTheReferenceExactly) {
                                                : WinogradConfig{2, 6, 2, 8}),
               v.output_count() / 4);
   }
+  // The input kernel's chunks of 8 tiles of a row (OpenCL): wide rows whose middle chunks lie
+  // inside the plane (two 16-byte loads per window row), chunks at the edges and past the row's
+  // last tile (a word per lane), rows narrower than a window row (byte by byte), no padding.
+  for (const auto& [h, w, pad] : {std::array<int, 3>{5, 40, 1}, {6, 37, 0}, {3, 45, 2},
+                                  {6, 3, 1}, {4, 2, 1}}) {
+    ConvDesc v = d;
+    v.height = h, v.width = w, v.pad_h = v.pad_w = pad;
+    v.bias = v.relu = true;
+    const ConvQuant quant = TestQuant(v, true, rng);
+    const Bytes x = RandomQ(v.type, v.input_count(), false, rng);
+    const Bytes wt = RandomQ(v.type, v.weight_count(), false, rng);
+    const Bytes bias = RandomBias(v, rng), res = RandomQ(v.type, v.output_count(), false, rng);
+    EXPECT_GT(ExpectWinogradExact(v, quant, x, wt, bias, res, {2, 6, 2, 8}), 0u);
+  }
   // The channel bound at its worst: every product (255 − 0)·(0 − 255) over 900 channels, so the
   // output transform's sums reach 4·9·900·255² (just under 2^31).
   ConvDesc big = d;
