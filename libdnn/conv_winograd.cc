@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/vector_words.h"
 #include "device/error.h"
 #include "libdnn/conv_families.h"
 #include "libdnn/conv_winograd_internal.h"
@@ -291,24 +292,35 @@ std::string WinogradSource(const KernelTarget& target, const ConvDesc& full,
   wt += "  }\n";
   w.Kernel("conv_wino_wt").In("float", "w").Out("float", "u").Body(wt);
 
-  // V[e][c][p] = (Bᵀ·d·B)[e] of input channel c and tile p (zero tiles past P).
-  std::string in = "  const int p = $global_id(0), c = $global_id(1);\n";
-  in += "  if (p >= " + Num(PP) + " || c >= " + Num(C) + ") return;\n";
-  in += TileWindow(d, s);
-  in += "  const $global float* xc = x + ((long)img * " + Num(s.img_in) + " + c) * " +
-        Num(long(H) * W) + ";\n";
-  // Reads clamped into the plane and masked: straight-line text the compilers turn into selects.
-  in += "  {\n";
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j)
-      in += "    const float d" + Num(i) + "_" + Num(j) + " = ry" + Num(i) + " && rx" + Num(j) +
-            " ? xc[cy" + Num(i) + " + cx" + Num(j) + "] : 0.0f;\n";
-  in += Sandwich(f.bt, f.bt, "d", n, "t", "r");
-  for (int a = 0; a < n; ++a)
-    for (int b = 0; b < n; ++b)
-      in += "    v[" + Num(long(a * n + b) * s.v_plane) + "L + c * " + Num(PP) + "L + p] = r" + Num(a) +
-            "_" + Num(b) + ";\n";
-  in += "  }\n";
+  // V[e][c][p] = (Bᵀ·d·B)[e] of input channel c and tile p (zero tiles past P): F(2×2) in chunks
+  // of a row's tiles where the dialect has vectors, else a tile per work-item.
+  std::string in;
+  const std::string xc = "  const $global float* xc = x + ((long)img * " + Num(s.img_in) +
+                         " + c) * " + Num(long(H) * W) + ";\n";
+  if (InputTilesPerItem(m, target) == 8) {
+    const VectorWords v(target);
+    in = ChunkPrologue(v, d, s, "c", C, "float", s.v_plane) + xc;
+    in += ChunkWindow(v, d, s, "d", "xc", "1", false);
+    in += Sandwich(f.bt, f.bt, "d", n, "t", "r", v.Type("float", 8));
+    in += ChunkStores(v, s, "r", s.v_plane);
+  } else {
+    in = "  const int p = $global_id(0), c = $global_id(1);\n";
+    in += "  if (p >= " + Num(PP) + " || c >= " + Num(C) + ") return;\n";
+    in += TileWindow(d, s) + xc;
+    // Reads clamped into the plane and masked: straight-line text the compilers turn into
+    // selects.
+    in += "  {\n";
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        in += "    const float d" + Num(i) + "_" + Num(j) + " = ry" + Num(i) + " && rx" + Num(j) +
+              " ? xc[cy" + Num(i) + " + cx" + Num(j) + "] : 0.0f;\n";
+    in += Sandwich(f.bt, f.bt, "d", n, "t", "r");
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b)
+        in += "    v[" + Num(long(a * n + b) * s.v_plane) + "L + c * " + Num(PP) + "L + p] = r" +
+              Num(a) + "_" + Num(b) + ";\n";
+    in += "  }\n";
+  }
   w.Kernel("conv_wino_in").In("float", "x").Out("float", "v").Body(in);
 
   // M_e[o][p] = Σ_c U_e[o][c] · V_e[c][p]: oc output channels × vx tiles per work-item.
@@ -427,9 +439,9 @@ Event WinogradForward::Forward(const BufferRef& input, const BufferRef& bias,
     in_.ArgBuffer(input.mem, input.byte_offset + ci * in_plane * es, es)
         .ArgBuffer(v_.get(), 0, 4);
     if (q) in_.Arg(quant.x_zero);
-    // int8q: a pair of channels per work-item, tile by tile or in chunks of a row's tiles.
+    // A channel (int8q: a pair) per work-item, tile by tile or in chunks of a row's tiles.
     const KernelTarget target = KernelTarget::Of(device_);
-    launch(in_, {InputTilesPerItem(g.type, target) == 8 ? size_t(InputChunks(g, s)) : pp,
+    launch(in_, {InputTilesPerItem(s.m, target) == 8 ? size_t(InputChunks(g, s)) : pp,
                  size_t(s.cp), 1});
     gemm_.ArgBuffer(u_.get(), k * u_count * 4, 4)
         .ArgBuffer(v_.get(), 0, vs)

@@ -110,112 +110,22 @@ std::string Int8ScalarInput(const ConvDesc& d, const Shape& s) {
   return in;
 }
 
-/// int8q's input kernel body in vectors of 8 neighbouring tiles of one row (OpenCL): a
-/// work-item takes a chunk of up to 8 tiles of one tile row (InputChunks) and a pair of input
-/// channels; where the chunk's windows lie inside the plane, each window row of the 8 tiles is
-/// two loads of 16 bytes, its 4 columns their even and odd lanes (the windows overlap by 2),
-/// else each lane is read alone with the scalar form's bounds. The 16 words of V are stores of
-/// 8 neighbouring tiles. Work-items past the rows write zeros to V's tiles past P. The scalar
-/// form per tile (a work-item per tile reading 16 bytes per channel at computed addresses)
-/// spent 0.26–0.49 ms of ResNet-50's res3 input transform at AVX2 in its loads.
+/// int8q's input kernel body in chunks of 8 neighbouring tiles of one tile row (OpenCL;
+/// ChunkPrologue, ChunkWindow, ChunkStores): a work-item per chunk and pair of input channels,
+/// their words of V stored for the 8 tiles at once.
 std::string Int8VectorInput(const KernelTarget& target, const ConvDesc& d, const Shape& s) {
   const VectorWords v(target);
-  const int L = 8, n = s.n, m = s.m, C = d.channels, H = d.height, W = d.width;
-  const Transforms& f = TransformsOf(m);
-  const std::string I = v.Type("int", L), U = v.Type("uint", L), B = v.Type("uchar", 2 * L);
-  const long rows = long(d.batch) * s.th, chunks = rows * InputChunksPerRow(s);
-  const int span = m * (L - 1) + n;  // columns the windows of L tiles cover
-  std::string in = "  const int g = $global_id(0), cp = $global_id(1);\n";
-  in += "  if (g >= " + Num(InputChunks(d, s)) + " || cp >= " + Num(s.cp) + ") return;\n";
-  in += "  $global int* vc = v + (long)cp * " + Num(s.padded) + ";\n";
-  // V's tiles past P (the products kernel's whole blocks) are zeros.
-  in += "  if (g >= " + Num(chunks) + ") {\n";
-  in += "    const long p0 = " + Num(s.tiles) + " + (long)(g - " + Num(chunks) + ") * " + Num(L) +
-        ";\n";
-  in += "    for (int k = 0; k < " + Num(L) + " && p0 + k < " + Num(s.padded) + "; ++k) {\n";
-  for (int e = 0; e < s.elements(); ++e)
-    in += "      vc[" + Num(long(e) * (s.v_plane / 2)) + "L + p0 + k] = 0;\n";
-  in += "    }\n    return;\n  }\n";
-  in += "  const int row = g / " + Num(InputChunksPerRow(s)) + ", tx0 = g % " +
-        Num(InputChunksPerRow(s)) + " * " + Num(L) + ";\n";
-  in += "  const int img = row / " + Num(s.th) + ", ty = row % " + Num(s.th) + " * " + Num(m) +
-        " - " + Num(d.pad_h) + ", tx = tx0 * " + Num(m) + " - " + Num(d.pad_w) + ";\n";
-  in += "  const int lanes = min(" + Num(L) + ", " + Num(s.tw) + " - tx0);\n";
-  in += "  const long p0 = (long)row * " + Num(s.tw) + " + tx0;\n";
-  in += "  const int inner = lanes == " + Num(L) + " && tx >= 0 && tx + " + Num(span - 1) + " < " +
-        Num(W) + ";\n";
-  if (W >= n) {  // the border chunks' words: each lane's first column, clamped, and the shift
-    std::string starts;
-    for (int t = 0; t < L; ++t) starts += std::string(t ? ", " : "") + Num(m * t);
-    in += "  const " + I + " st = tx + " + v.Of(I, starts) + ", cs = " +
-          v.Clamp("st", "0", Num(W - n)) + ", sh = st - cs;\n";
-    std::string lanes;
-    for (int t = 0; t < L; ++t) lanes += std::string(t ? ", " : "") + Num(t);
-    in += "  const " + I + " lane_ok = " + v.Of(I, lanes) + " < lanes;\n";
-  }
-  for (int i = 0; i < n; ++i) {
-    const std::string is = Num(i);
-    in += "  const int ry" + is + " = ty + " + is + " >= 0 && ty + " + is + " < " + Num(H) +
-          ", cy" + is + " = min(max(ty + " + is + ", 0), " + Num(H - 1) + ") * " + Num(W) + ";\n";
-  }
+  const int L = 8, n = s.n, C = d.channels, H = d.height, W = d.width;
+  const Transforms& f = TransformsOf(s.m);
+  const std::string I = v.Type("int", L), U = v.Type("uint", L);
+  std::string in = ChunkPrologue(v, d, s, "cp", s.cp, "int", s.v_plane / 2);
   for (int h = 0; h < 2; ++h) {
     const std::string hs = h ? "b" : "a";
     in += "  const int c" + hs + " = 2 * cp + " + Num(h) + ", live" + hs + " = c" + hs + " < " +
           Num(C) + ";\n";
     in += "  const $global Dtype* x" + hs + " = x + ((long)img * " + Num(s.img_in) + " + min(c" +
           hs + ", " + Num(C - 1) + ")) * " + Num(long(H) * W) + ";\n";
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j) in += "  " + I + " " + hs + Num(i) + "_" + Num(j) + ";\n";
-    in += "  if (inner) {\n";
-    for (int i = 0; i < n; ++i) {
-      const std::string is = Num(i), ok = "live" + hs + " && ry" + is;
-      // Columns tx + 2t + j of lane t: j = 0, 1 the even and odd bytes from tx, j = 2, 3 from
-      // tx + 2 (F(2×2)'s windows step by 2).
-      for (int k = 0; k < 2; ++k)
-        in += "    const " + B + " w" + hs + is + "_" + Num(k) + " = " +
-              v.Load(2 * L, "x" + hs + " + cy" + is + " + tx + " + Num(m * k)) + ";\n";
-      for (int j = 0; j < n; ++j) {
-        const std::string src = "w" + hs + is + "_" + Num(j / 2);
-        const std::string lanes = j % 2 ? v.Odd(src) : v.Even(src);
-        in += "    " + hs + is + "_" + Num(j) + " = " + ok + " ? " + v.Convert(I, lanes) +
-              " - x_zero : " + v.Splat(I, "0") + ";\n";
-      }
-    }
-    in += "  } else {\n";
-    for (int i = 0; i < n; ++i) {
-      const std::string ok = "live" + hs + " && ry" + Num(i);
-      if (W >= n) {
-        // Lane t's window row is one word of 4 bytes from its clamped first column cs (inside
-        // the row); its column j is byte j + sh of it (sh = start − cs), zero outside the plane.
-        std::string words;
-        for (int t = 0; t < L; ++t)
-          words += std::string(t ? ", " : "") +
-                   v.As("uint", v.Load(n, "x" + hs + " + cy" + Num(i) + " + " + v.Lane("cs", t)));
-        in += "    const " + U + " d" + hs + Num(i) + " = " + v.Of(U, words) + ";\n";
-        for (int j = 0; j < n; ++j) {
-          const std::string col = "st + " + Num(j);
-          in += "    " + hs + Num(i) + "_" + Num(j) + " = " + v.Select(
-                    v.Splat(I, "0"),
-                    v.As(I, "(d" + hs + Num(i) + " >> " +
-                                v.As(U, v.Clamp("sh + " + Num(j), "0", Num(n - 1)) + " * 8") +
-                                ") & 0xffu") + " - x_zero",
-                    "(" + col + " >= 0) & (" + col + " < " + Num(W) + ") & lane_ok & " +
-                        v.Splat(I, "-(" + ok + ")")) + ";\n";
-        }
-        continue;
-      }
-      for (int j = 0; j < n; ++j) {  // planes narrower than a window row: byte by byte
-        std::string lanes;
-        for (int t = 0; t < L; ++t) {
-          const std::string col = "tx + " + Num(m * t + j);
-          lanes += std::string(t ? ", " : "") + "(" + Num(t) + " < lanes && " + ok + " && " +
-                   col + " >= 0 && " + col + " < " + Num(W) + ") ? (int)x" + hs + "[cy" +
-                   Num(i) + " + min(max(" + col + ", 0), " + Num(W - 1) + ")] - x_zero : 0";
-        }
-        in += "    " + hs + Num(i) + "_" + Num(j) + " = " + v.Of(I, lanes) + ";\n";
-      }
-    }
-    in += "  }\n";
+    in += ChunkWindow(v, d, s, hs, "x" + hs, "live" + hs, true);
     in += Sandwich(f.bt, f.bt, hs, n, "t" + hs, "r" + hs, I);
   }
   for (int a = 0; a < n; ++a)
@@ -225,20 +135,7 @@ std::string Int8VectorInput(const KernelTarget& target, const ConvDesc& d, const
             v.As(I, "(" + v.As(U, "ra" + e) + " & 0xffffu) | (" + v.As(U, "rb" + e) + " << 16)") +
             ";\n";
     }
-  in += "  if (lanes == " + Num(L) + ") {\n";
-  for (int e = 0; e < s.elements(); ++e) {
-    const std::string name = "q" + Num(e / n) + "_" + Num(e % n);
-    in += "    " + v.Store(L, name, "vc + " + Num(long(e) * (s.v_plane / 2)) + "L + p0") + ";\n";
-  }
-  in += "  } else {\n";
-  for (int t = 0; t < L; ++t) {
-    in += "    if (" + Num(t) + " < lanes) {";
-    for (int e = 0; e < s.elements(); ++e)
-      in += " vc[" + Num(long(e) * (s.v_plane / 2)) + "L + p0 + " + Num(t) + "] = " +
-            v.Lane("q" + Num(e / n) + "_" + Num(e % n), t) + ";";
-    in += " }\n";
-  }
-  return in + "  }\n";
+  return in + ChunkStores(v, s, "q", s.v_plane / 2);
 }
 
 }  // namespace
@@ -289,7 +186,7 @@ std::string Int8Source(const KernelTarget& target, const ConvDesc& d, const Wino
   w.Kernel("conv_wino_wt").In("Wstore", "w").In("int", "wz").Out("int", "u").Body(wt);
 
   // V[e][cp][p] = (Bᵀ·(d − z_x)·B)[e] of input channels 2cp and 2cp + 1, tile p.
-  const std::string in = InputTilesPerItem(d.type, target) == 8
+  const std::string in = InputTilesPerItem(s.m, target) == 8
                                ? Int8VectorInput(target, d, s)
                                : Int8ScalarInput(d, s);
   w.Kernel("conv_wino_in").In("Dtype", "x").Out("int", "v").Value("int", "x_zero").Body(in);

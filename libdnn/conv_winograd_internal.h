@@ -1,6 +1,7 @@
 // libdnn/conv_winograd_internal.h — what the Winograd family's kernel texts share
 // (conv_winograd.cc: the fp32 kernels, the launches and these helpers;
-// conv_winograd_int8_source.cc: the int8q kernels in integers). Not a public interface.
+// conv_winograd_int8_source.cc: the int8q kernels in integers; conv_winograd_input_source.cc:
+// the input transform in chunks of a row's tiles). Not a public interface.
 #pragma once
 
 #include <string>
@@ -9,6 +10,10 @@
 #include "libdnn/conv.h"
 #include "libdnn/conv_internal.h"
 #include "libdnn/conv_winograd.h"
+
+namespace mpcaffe {
+class VectorWords;  // codegen/vector_words.h
+}
 
 namespace mpcaffe::libdnn::winograd_internal {
 
@@ -123,10 +128,10 @@ inline int OutputTilesPerItem(DataType type, const KernelTarget& target) {
   return type == DataType::kInt8Q && target.vector_builtins ? 8 : 1;
 }
 
-/// Tiles per work-item of the input kernel of type `type`: int8q's 8 neighbouring tiles of one
-/// row in vectors where the dialect has vectors (Int8Source's vector input), else 1.
-inline int InputTilesPerItem(DataType type, const KernelTarget& target) {
-  return type == DataType::kInt8Q && target.vector_builtins ? 8 : 1;
+/// Tiles per work-item of the input kernel of F(m×m): 8 neighbouring tiles of one row in vectors
+/// (ChunkPrologue …) for F(2×2) where the dialect has vectors, else 1.
+inline int InputTilesPerItem(int m, const KernelTarget& target) {
+  return m == 2 && target.vector_builtins ? 8 : 1;
 }
 /// The vector input kernel's chunks of up to 8 tiles per tile row, and its work-items along
 /// dimension 0: a chunk per row and chunk, then those that zero V's tiles past P.
@@ -134,6 +139,25 @@ inline long InputChunksPerRow(const Shape& s) { return DivUp(s.tw, 8); }
 inline long InputChunks(const ConvDesc& d, const Shape& s) {
   return long(d.batch) * s.th * InputChunksPerRow(s) + DivUp(s.padded - s.tiles, 8L);
 }
+
+/// F(2×2)'s input kernel in chunks of 8 tiles of one tile row (InputTilesPerItem 8;
+/// conv_winograd_input_source.cc), shared by fp32's and int8q's kernels. ChunkPrologue: the
+/// work-item's chunk and `channel` (dimension 1, below `channels`: a row of V), `vc` (that row's
+/// start, of `word`s, elements `plane` apart), the zeros of V's tiles past P (work-items past the
+/// chunks), and the chunk's tile row, `lanes`, `p0`, `inner` and window rows (`ry`i, `cy`i).
+std::string ChunkPrologue(const VectorWords& v, const ConvDesc& d, const Shape& s,
+                          const std::string& channel, long channels, const std::string& word,
+                          long plane);
+/// Declares the vectors `name`i_j: column j of window row i of the chunk's 8 tiles, read from
+/// the plane at `ptr` (zeros where `live` is false or outside the plane): int lanes less
+/// x_zero of bytes (`bytes`), else float lanes.
+std::string ChunkWindow(const VectorWords& v, const ConvDesc& d, const Shape& s,
+                        const std::string& name, const std::string& ptr, const std::string& live,
+                        bool bytes);
+/// Stores the vectors `name`a_b (element a·n + b) to vc: 8 neighbouring tiles at once, or lane
+/// by lane for a chunk of fewer.
+std::string ChunkStores(const VectorWords& v, const Shape& s, const std::string& name,
+                        long plane);
 
 /// int8q's four kernels (WinogradSource's, in integers): U = 2G·(g − z_w)·2Gᵀ and V = Bᵀ·(d −
 /// z_x)·B as 16-bit values (|U| ≤ 9·255, |V| ≤ 4·255), two input channels per 32-bit word of U

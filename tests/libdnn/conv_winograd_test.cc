@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -99,6 +100,21 @@ TEST(ConvWinograd, F2MatchesTheReferenceWithTheFusedEpilogue) {
   ASSERT_TRUE(WinogradApplies(g));
   EXPECT_LE(ErrorOf(g, Convolution::Winograd(DefaultDevice(), g, {2, 6, 1, 16})), 1e-5)
       << g.ToString();
+}
+
+// The input kernel's chunks of 8 tiles of a row (OpenCL): wide rows whose middle chunks lie
+// inside the plane (two vector loads per window row), chunks at the edges and past the row's
+// last tile (a vector of 4 per lane), rows narrower than a window row (value by value), no
+// padding and a padding of 2; a mutation of any of them fails it.
+TEST(ConvWinograd, F2InputChunksMatchTheReference) {
+  for (const auto& [h, w, pad] : {std::array<int, 3>{5, 40, 1}, {6, 37, 0}, {3, 45, 2},
+                                  {6, 3, 1}, {4, 2, 1}}) {
+    ConvDesc d = Desc(2, 3, h, w, 9, pad, pad);
+    d.bias = true;
+    ASSERT_TRUE(WinogradApplies(d));
+    EXPECT_LE(ErrorOf(d, Convolution::Winograd(DefaultDevice(), d, {2, 8, 1, 16})), 1e-5)
+        << d.ToString();
+  }
 }
 
 // F(4×4) on an unpadded 14×11 input (12×9 outputs: a partial column of tiles), 24 input and
