@@ -134,9 +134,12 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
           vw.Splat(I8, "W") + ");\n";
   body += R"(  // Elements one window column's vector load covers: 8 at stride 1, 16 at stride 2.
   const int span = sw == 1 ? 8 : 16;
-  for (int row = $group_id(1); row < rows; row += $num_groups(1)) {
-    const int nc = row / OH;
-    const int oy = row - nc * OH;
+  const int full = c0 >= 0 && c0 + 7 * sw + KW <= W;  // every lane's window inside the row
+  // The row's plane and output row, carried from row to row (no division per row).
+  const int step = $num_groups(1), step_nc = step / OH, step_oy = step - step_nc * OH;
+  int nc = $group_id(1) / OH, oy = $group_id(1) - nc * OH;
+  for (int row = $group_id(1); row < rows;
+       row += step, oy += step_oy, nc += step_nc + (oy >= OH), oy -= oy >= OH ? OH : 0) {
     int hs = oy * sh - ph;
     const int he = min(min(hs + KH, H + ph), H);
     hs = max(hs, 0);
@@ -150,30 +153,53 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
   // of the three) the compilers computed the lane-by-lane gather for every element.
   const std::string gather =
       "MP_GATHER8(xr, " + vw.Clamp("ix", vw.Splat(I8, "0"), vw.Splat(I8, "W - 1")) + ")";
-  auto forms = [&](const std::function<std::string(const std::string&)>& loops) {
-    return "    if (fast && sw == 1) {\n" + loops("MP_LOAD8(xr + c0 + kx)") +
-           "    } else if (fast) {\n" + loops("MP_LOAD8S2(xr + c0 + kx)") + "    } else {\n" +
-           loops(gather) + "    }\n";
+  auto forms = [&](const std::function<std::string(const std::string&, bool)>& loops) {
+    // Quantized types: where every lane's window lies inside its row (`full`, most vectors of a
+    // row), no column masks.
+    // The 3×3 window (most nets' max pooling) unrolled: nine loads from three rows.
+    auto three = [&](const std::string& load) {
+      std::string expr;
+      for (int i = 8; i >= 0; --i) {
+        std::string at = "r";
+        if (i / 3) at += " + " + std::to_string(i / 3) + " * W";
+        if (i % 3) at += " + " + std::to_string(i % 3);
+        const std::string value = load + "(" + at + ")";
+        expr = expr.empty() ? value : "max(" + value + ", " + expr + ")";
+      }
+      return "      const $global Dtype* r = xp + hs * W + c0;\n      best = " + expr + ";\n";
+    };
+    const std::string unmasked =
+        q ? "    if (full && fast && KW == 3 && he - hs == 3 && sw == 1) {\n" +
+                three("MP_LOAD8") + "    } else if (full && fast && KW == 3 && he - hs == 3) {\n" +
+                three("MP_LOAD8S2") + "    } else if (full && fast && sw == 1) {\n" +
+                loops("MP_LOAD8(xr + c0 + kx)", false) +
+                "    } else if (full && fast) {\n" + loops("MP_LOAD8S2(xr + c0 + kx)", false) +
+                "    } else "
+          : "    ";
+    return unmasked + "if (fast && sw == 1) {\n" + loops("MP_LOAD8(xr + c0 + kx)", true) +
+           "    } else if (fast) {\n" + loops("MP_LOAD8S2(xr + c0 + kx)", true) +
+           "    } else {\n" + loops(gather, true) + "    }\n";
   };
   if (q) {
     body += "    " + V + " best = " + vw.Splat(V, "0") + ";\n";
-    body += forms([&](const std::string& load) {
-      std::string l = "    for (int kx = 0; kx < KW; ++kx) {\n      const " + I8 +
-                      " ix = wstart + kx;\n";
-      l += "      const " + V + " inside = " +
-           vw.As(V, vw.Convert(vw.Type(U == "uchar" ? "char" : "short", 8),
-                               "ix >= ws && ix < we")) +
-           ";\n";
+    body += forms([&](const std::string& load, bool masked) {
+      std::string l = "    for (int kx = 0; kx < KW; ++kx) {\n";
+      if (masked)
+        l += "      const " + I8 + " ix = wstart + kx;\n      const " + V + " inside = " +
+             vw.As(V, vw.Convert(vw.Type(U == "uchar" ? "char" : "short", 8),
+                                 "ix >= ws && ix < we")) +
+             ";\n";
       l += "      for (int h = hs; h < he; ++h) {\n        const $global Dtype* xr = xp + h * W;\n";
       l += "        const " + V + " val = " + load + ";\n";
-      return l + "        best = max(best, val & inside);\n      }\n    }\n";
+      return l + "        best = max(best, " + (masked ? "val & inside" : "val") +
+             ");\n      }\n    }\n";
     });
   } else {
     // Each lane's first element inside the input, (hs, ws), is taken whatever its value (NaN
     // too), as the scalar kernel starts from it; then the first greater one.
     body += "    " + V + " best = " + vw.Splat(V, "0") + ";\n    " + I8 + " seen = " +
             vw.Splat(I8, "0") + ";\n";
-    body += forms([&](const std::string& load) {
+    body += forms([&](const std::string& load, bool) {
       std::string l = "    for (int h = hs; h < he; ++h) {\n"
                       "      const $global Dtype* xr = xp + h * W;\n"
                       "      for (int kx = 0; kx < KW; ++kx) {\n";
