@@ -82,15 +82,21 @@ struct LoopData {
 // 16 pixels (two vectors of 16-bit pairs, pre-widened as the pointwise kernel's packed columns
 // are) × 6 output channels (a broadcast word of weight pairs each), vpmaddwd + vpaddd into 12
 // int32 accumulators (ymm0-11).
-int PairLoop256(const LoopData& d, long iterations) {
+// Runs `steps(x, w, n)` (an assembly loop of n steps over the operands from x and w, its sums
+// left in ymm0) over `iterations` steps, 256 a pass, and returns a lane of ymm0.
+template <typename X, typename W, typename Steps>
+int AsmPasses(const X* x0, const W* w0, long iterations, Steps steps) {
   alignas(32) int out[8];
-  const short* x0 = d.pairs.data();
-  const int* w0 = d.words.data();
   asm volatile("vpxor %%ymm0, %%ymm0, %%ymm0\n" ::: "xmm0");
-  for (long done = 0; done < iterations; done += 256) {
-    const short* x = x0;
-    const int* w = w0;
-    long steps = std::min(256L, iterations - done);
+  for (long done = 0; done < iterations; done += 256)
+    steps(x0, w0, std::min(256L, iterations - done));
+  asm volatile("vmovdqa %%ymm0, %0\n" : "=m"(out) : : "memory");
+  return out[0];
+}
+
+int PairLoop256(const LoopData& d, long iterations) {
+  return AsmPasses(d.pairs.data(), d.words.data(), iterations, [](const short* x, const int* w,
+                                                                   long steps) {
     asm volatile(
         "vpxor %%ymm1, %%ymm1, %%ymm1\n"
         "vmovdqa %%ymm1, %%ymm2\n vmovdqa %%ymm1, %%ymm3\n vmovdqa %%ymm1, %%ymm4\n"
@@ -112,9 +118,7 @@ int PairLoop256(const LoopData& d, long iterations) {
         :
         : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
           "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");
-  }
-  asm volatile("vmovdqa %%ymm0, %0\n" : "=m"(out) : : "memory");
-  return out[0];
+  });
 }
 
 // The sum of the first lanes of n accumulators: returned so the loops are not optimized away.
@@ -200,14 +204,8 @@ __attribute__((target("avx512f,avx512vnni"))) int QuadLoop512(const LoopData& d,
 constexpr double kSaturatingQuadLoopProducts = 256;
 
 int SaturatingQuadLoop256(const LoopData& d, long iterations) {
-  alignas(32) int out[8];
-  const int* x0 = d.words.data();
-  const int* w0 = d.quads.data();
-  asm volatile("vpxor %%ymm0, %%ymm0, %%ymm0\n" ::: "xmm0");
-  for (long done = 0; done < iterations; done += 256) {
-    const int* x = x0;
-    const int* w = w0;
-    long steps = std::min(256L, iterations - done);
+  return AsmPasses(d.words.data(), d.quads.data(), iterations, [](const int* x, const int* w,
+                                                                   long steps) {
     asm volatile(
         "vpxor %%ymm1, %%ymm1, %%ymm1\n"
         "vmovdqa %%ymm1, %%ymm2\n vmovdqa %%ymm1, %%ymm3\n vmovdqa %%ymm1, %%ymm4\n"
@@ -230,9 +228,7 @@ int SaturatingQuadLoop256(const LoopData& d, long iterations) {
         :
         : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
           "xmm10", "xmm11", "xmm12", "xmm13", "memory", "cc");
-  }
-  asm volatile("vmovdqa %%ymm0, %0\n" : "=m"(out) : : "memory");
-  return out[0];
+  });
 }
 
 template <typename F>

@@ -77,22 +77,29 @@ std::string Int8VectorOutput(const KernelTarget& target, const ConvDesc& d, cons
   return out + "  }\n";
 }
 
+/// Channel 2cp + h of the pair (h 0: `ca`, `livea`, `xa`; 1: `cb`, `liveb`, `xb`): whether it
+/// exists and its plane of image `img`, clamped into the planes.
+std::string ChannelOfPair(const ConvDesc& d, const Shape& s, int h) {
+  const std::string hs = h ? "b" : "a";
+  const int C = d.channels;
+  return "  const int c" + hs + " = 2 * cp + " + Num(h) + ", live" + hs + " = c" + hs + " < " +
+         Num(C) + ";\n  const $global Dtype* x" + hs + " = x + ((long)img * " + Num(s.img_in) +
+         " + min(c" + hs + ", " + Num(C - 1) + ")) * " + Num(long(d.height) * d.width) + ";\n";
+}
+
 /// int8q's input kernel body a tile per work-item (CUDA): V[e][cp][p] = (Bᵀ·(d − z_x)·B)[e] of
 /// input channels 2cp (low half) and 2cp + 1 (high half; 0 past C) and tile p (0 past P), one
 /// word per element, neighbouring tiles in neighbouring words.
 std::string Int8ScalarInput(const ConvDesc& d, const Shape& s) {
   const Transforms& f = TransformsOf(s.m);
-  const int n = s.n, C = d.channels, H = d.height, W = d.width, CP = s.cp;
+  const int n = s.n, CP = s.cp;
   const long PP = s.padded;
   std::string in = "  const int p = $global_id(0), cp = $global_id(1);\n";
   in += "  if (p >= " + Num(PP) + " || cp >= " + Num(CP) + ") return;\n";
   in += TileWindow(d, s);
   for (int h = 0; h < 2; ++h) {
     const std::string hs = h ? "b" : "a";
-    in += "  const int c" + hs + " = 2 * cp + " + Num(h) + ", live" + hs + " = c" + hs + " < " +
-          Num(C) + ";\n";
-    in += "  const $global Dtype* x" + hs + " = x + ((long)img * " + Num(s.img_in) + " + min(c" +
-          hs + ", " + Num(C - 1) + ")) * " + Num(long(H) * W) + ";\n";
+    in += ChannelOfPair(d, s, h);
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < n; ++j)
         in += "  const int " + hs + Num(i) + "_" + Num(j) + " = live" + hs + " && ry" + Num(i) +
@@ -115,16 +122,13 @@ std::string Int8ScalarInput(const ConvDesc& d, const Shape& s) {
 /// their words of V stored for the 8 tiles at once.
 std::string Int8VectorInput(const KernelTarget& target, const ConvDesc& d, const Shape& s) {
   const VectorWords v(target);
-  const int L = 8, n = s.n, C = d.channels, H = d.height, W = d.width;
+  const int L = 8, n = s.n;
   const Transforms& f = TransformsOf(s.m);
   const std::string I = v.Type("int", L), U = v.Type("uint", L);
   std::string in = ChunkPrologue(v, d, s, "cp", s.cp, "int", s.v_plane / 2);
   for (int h = 0; h < 2; ++h) {
     const std::string hs = h ? "b" : "a";
-    in += "  const int c" + hs + " = 2 * cp + " + Num(h) + ", live" + hs + " = c" + hs + " < " +
-          Num(C) + ";\n";
-    in += "  const $global Dtype* x" + hs + " = x + ((long)img * " + Num(s.img_in) + " + min(c" +
-          hs + ", " + Num(C - 1) + ")) * " + Num(long(H) * W) + ";\n";
+    in += ChannelOfPair(d, s, h);
     in += ChunkWindow(v, d, s, hs, "x" + hs, "live" + hs, true);
     in += Sandwich(f.bt, f.bt, hs, n, "t" + hs, "r" + hs, I);
   }
