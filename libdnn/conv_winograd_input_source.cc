@@ -56,8 +56,7 @@ std::string ChunkPrologue(const VectorWords& v, const ConvDesc& d, const Shape& 
         Num(W) + ";\n";
   if (W >= n) {  // the edge chunks: each lane's first column, clamped into the row, and the shift
     in += "  const " + I + " st = tx + " + v.Of(I, Steps(L, m)) + ", cs = " +
-          v.Clamp("st", "0", Num(W - n)) + ", sh = st - cs;\n";
-    in += "  const " + I + " lane_ok = " + v.Of(I, Steps(L, 1)) + " < lanes;\n";
+          v.Clamp("st", v.Splat(I, "0"), v.Splat(I, Num(W - n))) + ", sh = st - cs;\n";
   }
   for (int i = 0; i < n; ++i) {
     const std::string is = Num(i);
@@ -120,7 +119,9 @@ std::string ChunkWindow(const VectorWords& v, const ConvDesc& d, const Shape& s,
     // column j is value j + sh of them (sh = start − cs), zero outside the plane. Bytes as one
     // word per lane, the column a shift of it (a fifth faster than picking lanes on ResNet-50's
     // int8 input kernels at AVX2), floats picked lane by lane.
-    const std::string inside = "(st + @ >= 0) & (st + @ < " + Num(W) + ") & lane_ok & " +
+    // (Lanes past `lanes` are computed and not stored. Oclgrind 21.10 computed some lanes of
+    // the column words wrong with a lane mask of them in this product.)
+    const std::string inside = "(st + @ >= 0) & (st + @ < " + Num(W) + ") & " +
                                v.Splat(v.Type("int", L), "-(" + ok + ")");
     auto inside_col = [&](int j) {
       std::string c = inside;
@@ -135,7 +136,8 @@ std::string ChunkWindow(const VectorWords& v, const ConvDesc& d, const Shape& s,
                  v.As("uint", v.Load(n, ptr + " + cy" + is + " + " + v.Lane("cs", t)));
       in += "    const " + U + " e" + name + is + " = " + v.Of(U, words) + ";\n";
       for (int j = 0; j < n; ++j) {
-        const std::string shift = v.As(U, v.Clamp("sh + " + Num(j), "0", Num(n - 1)) + " * 8");
+        const std::string shift =
+            v.As(U, v.Clamp("sh + " + Num(j), v.Splat(T, "0"), v.Splat(T, Num(n - 1))) + " * 8");
         const std::string byte = v.As(T, "(e" + name + is + " >> " + shift + ") & 0xffu");
         in += "    " + cell(i, j) + " = " + v.Select(zero, value(byte), inside_col(j)) + ";\n";
       }
