@@ -82,6 +82,12 @@ struct LoopData {
 // 16 pixels (two vectors of 16-bit pairs, pre-widened as the pointwise kernel's packed columns
 // are) × 6 output channels (a broadcast word of weight pairs each), vpmaddwd + vpaddd into 12
 // int32 accumulators (ymm0-11).
+// Zeroes the accumulators ymm1 … ymm7 (each loop's own ymm0 carries the sum across passes).
+#define MP_ZERO_YMM1_TO_7                                                         \
+  "vpxor %%ymm1, %%ymm1, %%ymm1\n"                                                  \
+  "vmovdqa %%ymm1, %%ymm2\n vmovdqa %%ymm1, %%ymm3\n vmovdqa %%ymm1, %%ymm4\n"      \
+  "vmovdqa %%ymm1, %%ymm5\n vmovdqa %%ymm1, %%ymm6\n vmovdqa %%ymm1, %%ymm7\n"
+
 // Runs `steps(x, w, n)` (an assembly loop of n steps over the operands from x and w, its sums
 // left in ymm0) over `iterations` steps, 256 a pass, and returns a lane of ymm0.
 template <typename X, typename W, typename Steps>
@@ -98,9 +104,7 @@ int PairLoop256(const LoopData& d, long iterations) {
   return AsmPasses(d.pairs.data(), d.words.data(), iterations, [](const short* x, const int* w,
                                                                    long steps) {
     asm volatile(
-        "vpxor %%ymm1, %%ymm1, %%ymm1\n"
-        "vmovdqa %%ymm1, %%ymm2\n vmovdqa %%ymm1, %%ymm3\n vmovdqa %%ymm1, %%ymm4\n"
-        "vmovdqa %%ymm1, %%ymm5\n vmovdqa %%ymm1, %%ymm6\n vmovdqa %%ymm1, %%ymm7\n"
+        MP_ZERO_YMM1_TO_7
         "vmovdqa %%ymm1, %%ymm8\n vmovdqa %%ymm1, %%ymm9\n vmovdqa %%ymm1, %%ymm10\n"
         "vmovdqa %%ymm1, %%ymm11\n"
         "1:\n"
@@ -207,9 +211,7 @@ int SaturatingQuadLoop256(const LoopData& d, long iterations) {
   return AsmPasses(d.words.data(), d.quads.data(), iterations, [](const int* x, const int* w,
                                                                    long steps) {
     asm volatile(
-        "vpxor %%ymm1, %%ymm1, %%ymm1\n"
-        "vmovdqa %%ymm1, %%ymm2\n vmovdqa %%ymm1, %%ymm3\n vmovdqa %%ymm1, %%ymm4\n"
-        "vmovdqa %%ymm1, %%ymm5\n vmovdqa %%ymm1, %%ymm6\n vmovdqa %%ymm1, %%ymm7\n"
+        MP_ZERO_YMM1_TO_7
         "vpcmpeqw %%ymm13, %%ymm13, %%ymm13\n vpsrlw $15, %%ymm13, %%ymm13\n"  // 16-bit ones
         "1:\n"
         "vmovdqu (%[w]), %%ymm8\n vmovdqu 32(%[w]), %%ymm9\n"

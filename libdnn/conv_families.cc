@@ -559,16 +559,11 @@ const DefaultsTable<bool, ConvDesc>& ConvGemmDefaults() {
   // activation packing and weight expansion cost more than its byte-pair products save.
   // MPCAFFE_CONV_GEMM=1 still forces it.
   static const DefaultsTable<bool, ConvDesc> table = {
-      {"byte quad products in a helper, int8q: the direct kernel's byte quads",
-       [](const TargetProfile& p, const ConvDesc& d) {
-         return p.byte_quad_products && d.type == DataType::kInt8Q;
-       },
-       false,
+      {"every device: the direct kernel (byte quads, tap quads or channel pairs) or the row form",
+       [](const TargetProfile&, const ConvDesc&) { return true; }, false,
        "ResNet-50's int8 conv1 alone (n1 c3 h224 o64 k7x7 s2), mpcaffe time --synthetic "
        "--iterations 20, PoCL, AVX-512, 3 alternating rounds, loaded, 2026-11-29: the direct "
-       "kernel's byte quads 2.45-2.52 ms, the row form 4.3-8.4, im2col + GEMM 4.1-10.5"},
-      {"everything else: the direct kernel (channel pairs) or the row form",
-       [](const TargetProfile&, const ConvDesc&) { return true; }, false,
+       "kernel's byte quads 2.45-2.52 ms, the row form 4.3-8.4, im2col + GEMM 4.1-10.5. "
        "int8 first layers at batch 1 (3-4 channels, strides 3-4, where the row form does not "
        "apply), mpcaffe time --synthetic --iterations 20-40, MPCAFFE_CONV_GEMM=0 against "
        "im2col + GEMM, 2-4 alternating rounds, 2026-12-01, ms direct / GEMM: AlexNet conv1 "

@@ -375,13 +375,17 @@ std::string WinogradSource(const KernelTarget& target, const ConvDesc& full,
 WinogradForward::WinogradForward(Device& device, const ConvDesc& desc,
                                  const WinogradConfig& config, RequantKnown known)
     : device_(device), desc_(desc), config_(config) {
-  auto program = device.GetProgram(WinogradSource(KernelTarget::Of(device), desc, config, known),
-                                   "", ProgramHints::OneDimensional());
+  const KernelTarget target = KernelTarget::Of(device);
+  auto program = device.GetProgram(WinogradSource(target, desc, config, known), "",
+                                   ProgramHints::OneDimensional());
   wt_ = program->GetKernel("conv_wino_wt");
   in_ = program->GetKernel("conv_wino_in");
   gemm_ = program->GetKernel("conv_wino_gemm");
   out_ = program->GetKernel("conv_wino_out");
-  out_tiles_per_item_ = OutputTilesPerItem(desc.type, KernelTarget::Of(device));
+  out_tiles_per_item_ = OutputTilesPerItem(desc.type, target);
+  const ConvDesc g = GroupSlice(desc);
+  const Shape s(g, config);
+  in_items_ = InputTilesPerItem(s.m, target) == 8 ? size_t(InputChunks(g, s)) : size_t(s.padded);
 }
 
 Event WinogradForward::SetWeights(const BufferRef& weights, Queue* queue,
@@ -439,10 +443,7 @@ Event WinogradForward::Forward(const BufferRef& input, const BufferRef& bias,
     in_.ArgBuffer(input.mem, input.byte_offset + ci * in_plane * es, es)
         .ArgBuffer(v_.get(), 0, 4);
     if (q) in_.Arg(quant.x_zero);
-    // A channel (int8q: a pair) per work-item, tile by tile or in chunks of a row's tiles.
-    const KernelTarget target = KernelTarget::Of(device_);
-    launch(in_, {InputTilesPerItem(s.m, target) == 8 ? size_t(InputChunks(g, s)) : pp,
-                 size_t(s.cp), 1});
+    launch(in_, {in_items_, size_t(s.cp), 1});  // a channel (int8q: a pair) per work-item
     gemm_.ArgBuffer(u_.get(), k * u_count * 4, 4)
         .ArgBuffer(v_.get(), 0, vs)
         .ArgBuffer(m_.get(), 0, 4);

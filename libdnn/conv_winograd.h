@@ -101,6 +101,9 @@ class WinogradForward {
   WinogradConfig config_;
   Kernel wt_, in_, gemm_, out_;
   int out_tiles_per_item_ = 1;  // winograd_internal::OutputTilesPerItem
+  // The input kernel's work-items along dimension 0: a tile each, or a chunk of a row's tiles
+  // (winograd_internal::InputTilesPerItem, InputChunks).
+  size_t in_items_ = 0;
   std::shared_ptr<DeviceMemory> u_, v_, m_;
   std::shared_ptr<ScratchArena> arena_;
 };

@@ -100,13 +100,14 @@ std::string ChunkWindow(const VectorWords& v, const ConvDesc& d, const Shape& s,
   const std::string four = v.Type(scalar, n);
   for (int i = 0; i < n; ++i) {
     const std::string is = Num(i), ok = live + " && ry" + is;
-    if (W < n) {  // planes narrower than a window row: value by value
+    if (W < n) {  // planes narrower than a window row: value by value (lanes past `lanes`
+      // are computed and never stored)
       for (int j = 0; j < n; ++j) {
         std::string lanes;
         for (int t = 0; t < L; ++t) {
           const std::string col = "tx + " + Num(m * t + j);
-          lanes += std::string(t ? ", " : "") + "(" + Num(t) + " < lanes && " + ok + " && " +
-                   col + " >= 0 && " + col + " < " + Num(W) + ") ? " +
+          lanes += std::string(t ? ", " : "") + "(" + ok + " && " + col + " >= 0 && " + col +
+                   " < " + Num(W) + ") ? " +
                    value("(" + scalar + ")" + ptr + "[cy" + is + " + min(max(" + col + ", 0), " +
                          Num(W - 1) + ")]") +
                    " : " + (bytes ? "0" : "0.0f");
