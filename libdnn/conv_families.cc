@@ -189,6 +189,11 @@ const DefaultsTable<ConvConfig, DataType>& DirectConvDefaults() {
 const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
   // 8 channels × one vector of 16 pixels: 8 registers of accumulators at AVX-512 (of its 32),
   // 16 at AVX2 (all of its 16: 4 channels × 2 vectors of 8 where the compiler then slows).
+  // Where PoCL keeps 16-lane vectors in whole AVX-512 registers, fp32 takes two vectors of 16
+  // pixels (16 accumulators): two 512-bit FMA pipes of latency 4 keep 8 multiply-adds in
+  // flight, which one vector's 8 chains leave no slack for, and each step loads 2 vectors and
+  // 8 weights for 16 FMAs instead of 1 and 8 for 8; on a core of one 512-bit pipe (two 256-bit
+  // halves) the same 19 registers fit and the loads per FMA fall as well.
   // The row form (a first layer) takes vectors along an output row: 16 at stride 1 where the row
   // has them, and int8q's 16 at stride 2 (the even bytes of 32 in one move, converted in one
   // step: 8 lanes left half of each float multiply-add unused), else 8. Planes of fewer than 16 pixels take one vector of 8 or 4 (under 4 pixels,
@@ -370,6 +375,18 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "projections (the direct kernel before) 4.3 -> 3.5; PoCL level on the residual layers "
        "(10.2 / 10.4), 4.3 -> 3.5 on the projections; without a residual oc8 px1 v16 stays ahead "
        "(Intel's runtime 6.3 against 7.0 ms on the 13 others)"},
+      {"fp32 plane form, planes of at least 32 pixels, 16-lane registers (PoCL at AVX-512): 8 "
+       "output channels x two vectors of 16 pixels",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.sixteen_lane_registers && d.type == DataType::kFloat32 && !RowForm(d) &&
+                Pixels(d) >= 32;
+       },
+       {8, 2, 16},
+       "ConvBench.DISABLED_PointwiseInt8Tiles with PW_BENCH_TYPE=fp32, the 42 zoo 1x1 layers, "
+       "PoCL, AVX-512 on a Xeon with two 512-bit FMA pipes, 3 alternating rounds (minimum per "
+       "layer), 2026-12-01 (docs/BENCHMARKS.md, \"Default configurations\"): sum 14.33 -> 10.93 "
+       "ms against oc8 px1 v16, geometric mean per layer 0.80 (oc16 px1 0.92, oc6 px2 0.93, "
+       "oc12 px1 0.98, oc4 px4 0.99); c512 h14 o512 0.86 -> 0.62, c2048 h7 o512 1.02 -> 0.70"},
       {"planes of at least 16 pixels",
        [](const TargetProfile&, const ConvDesc& d) { return Pixels(d) >= 16; },
        {8, 1, 16},
