@@ -220,7 +220,8 @@ class Net {
   /// slices of its top (see Net::UpdateViews).
   bool runs_as_view(int layer) const { return !view_on_.empty() && view_on_.at(layer); }
   /// The Concat layers that run as views whenever their quantizers allow (optimizer level 1 and
-  /// above, contiguous slices at offsets the device can place a buffer at): per Concat, its
+  /// above, contiguous slices; those at offsets the device cannot place a buffer at copied into
+  /// their slices): per Concat, its
   /// index and the layer last writing each of its inputs before it. A quantized one needs each
   /// producer to write with the Concat's output scale and zero point (see net_memory.cc).
   std::vector<std::pair<int, std::vector<int>>> ConcatViewCandidates() const;
@@ -270,11 +271,13 @@ class Net {
   /// no work because their tops are other blobs' memory. Planned from the graph once at build.
   void PlanViews();
   /// Whether view `v` can be on in this pass (quantizers not observing, equal quantization
-  /// parameters, contiguous concat slices at aligned offsets).
+  /// parameters, contiguous concat slices).
   bool ViewUsable(size_t v);
-  /// Whether Concat layer i's inputs are contiguous slices of its top at offsets the device can
-  /// place a buffer at (for its current shapes).
+  /// Whether Concat layer i's inputs are contiguous slices of its top (for its current shapes).
   bool ConcatSlicesPlaceable(int layer) const;
+  /// Per input of Concat layer i, whether its slice starts at an offset the device can place a
+  /// buffer at (Device::SubMemory): a view; the others are copied into their slices.
+  std::vector<char> ConcatSlicePlaced(int layer) const;
   /// Turns each view on or off for this pass; when that changes (or `force`, after a reshape),
   /// re-plans the reduced memory and makes the tops share their bottoms' data and the Concat
   /// inputs views of their slices.

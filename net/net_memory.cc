@@ -22,13 +22,17 @@ namespace mpcaffe {
 // - a Concat's bottoms become views of their slices of its top (Device::SubMemory), so each
 //   producer writes straight into the output, when every slice is contiguous (the axes before
 //   the concat axis are all 1: batch 1 for the usual channel concat; at batch N > 1 a slice is
-//   N strided pieces and the copy stays), starts at an offset the device can place a buffer at
-//   (OpenCL's base address alignment: e.g. 28×28 fp32 channels always, 7×7 int8 ones only in
-//   multiples of 128 channels on a 128-byte alignment), no bottom or the top is written again
+//   N strided pieces and the copy stays), no bottom or the top is written again
 //   after the Concat (a TEST-phase Dropout in place on the top is the identity: allowed, for
 //   quantized types when its two quantizers agree), and, for quantized types, each producer writes with the Concat's output
 //   scale and zero point (its top quantizer, the Concat's bottom quantizer and top quantizer
 //   agree; otherwise the Concat's requantizing copy stays).
+//   A slice that does not start at an offset the device can place a buffer at (OpenCL's base
+//   address alignment: 28×28 fp32 channels always do, 14×14 int8 ones only in multiples of 32
+//   channels on a 128-byte alignment: GoogLeNet's inception_4a puts its third branch at channel
+//   400) keeps its producer's own memory, and the net copies its bytes into the slice in place
+//   of the Concat (ConcatSlicePlaced): one device copy of that input instead of the Concat's
+//   kernel over every input, and the placed slices still written in place.
 // No view is on while a quantizer of the layer observes or snaps fp32 data (calibration sees
 // every copy). The choice is made again before each pass, since ranges arrive after the build.
 
@@ -134,13 +138,20 @@ bool Net::ConcatSlicesPlaceable(int i) const {
   const int axis = y.CanonicalAxisIndex(p.has_concat_dim() ? static_cast<int>(p.concat_dim())
                                                            : p.axis());
   if (y.count(0, axis) != 1) return false;  // strided slices
+  for (const Blob* b : bottom_vecs_[i])
+    if (b->count() == 0) return false;
+  return true;
+}
+
+std::vector<char> Net::ConcatSlicePlaced(int i) const {
   const size_t align = device_->info().sub_memory_align;
+  std::vector<char> placed;
   size_t offset = 0;
   for (const Blob* b : bottom_vecs_[i]) {
-    if (b->count() == 0 || offset % align != 0) return false;
+    placed.push_back(offset % align == 0);
     offset += b->bytes();
   }
-  return true;
+  return placed;
 }
 
 std::vector<std::pair<int, std::vector<int>>> Net::ConcatViewCandidates() const {
@@ -182,14 +193,14 @@ void Net::UpdateViews(bool force) {
     Blob& y = *top_vecs_[v.layer][0];
     y.device_data();  // allocated (a fresh one zeroed)
     const std::shared_ptr<DeviceMemory> whole = y.data_memory();
+    const std::vector<char> placed = ConcatSlicePlaced(v.layer);
     size_t offset = 0;
-    for (Blob* b : bottom_vecs_[v.layer]) {
-      std::shared_ptr<DeviceMemory> slice = device_->SubMemory(whole, offset, b->bytes());
-      if (!slice)
-        throw NetError("layer '" + layer_names_[v.layer] + "': device " + device_->Describe() +
-                       " refused a view at byte " + std::to_string(offset) + " of '" + y.name() +
-                       "'");
-      b->SetDataMemory(slice);
+    for (size_t k = 0; k < bottom_vecs_[v.layer].size(); ++k) {
+      Blob* b = bottom_vecs_[v.layer][k];
+      // An unplaced slice (or one the device refuses after all) is copied by SkipAsView.
+      std::shared_ptr<DeviceMemory> slice =
+          placed[k] ? device_->SubMemory(whole, offset, b->bytes()) : nullptr;
+      if (slice) b->SetDataMemory(slice);
       v.slices.push_back(slice);
       offset += b->bytes();
     }
@@ -205,13 +216,22 @@ bool Net::SkipAsView(int i) {
         if (!t->same_data(*bottom_vecs_[i][0])) return false;
       return true;
     }
-    // The producers wrote the slices: the top's device side is the newest.
+    // The producers wrote the placed slices; the others' bytes are copied into theirs (the
+    // quantizers agree: a byte copy is the Concat's). The top's device side is the newest.
     const std::vector<Blob*>& bot = bottom_vecs_[i];
+    if (v.slices.size() != bot.size()) return false;
+    for (size_t b = 0; b < bot.size(); ++b)
+      if (v.slices[b] && bot[b]->data_memory() != v.slices[b]) return false;
+    Blob& y = *top_vecs_[i][0];
+    size_t offset = 0;
     for (size_t b = 0; b < bot.size(); ++b) {
-      if (b >= v.slices.size() || bot[b]->data_memory() != v.slices[b]) return false;
-      bot[b]->device_data();  // a producer that wrote the host side (a Python layer): uploaded
+      // device_data(): a producer that wrote the host side (a Python layer) is uploaded.
+      const DeviceMemory* src = bot[b]->device_data();
+      if (!v.slices[b])
+        device_->CopyOnDevice(src, 0, y.mutable_device_data(), offset, bot[b]->bytes());
+      offset += bot[b]->bytes();
     }
-    top_vecs_[i][0]->DeviceDataWritten();
+    y.DeviceDataWritten();
     return true;
   }
   return false;
@@ -226,9 +246,11 @@ void Net::PlanMemory() {
   std::map<Blob*, Blob*> owner;
   for (const View& v : views_) {
     if (view_on_.empty() || !view_on_[v.layer]) continue;
-    if (v.concat)
-      for (Blob* b : bottom_vecs_[v.layer]) owner[b] = top_vecs_[v.layer][0];
-    else
+    if (v.concat) {
+      const std::vector<char> placed = ConcatSlicePlaced(v.layer);
+      for (size_t k = 0; k < placed.size(); ++k)
+        if (placed[k]) owner[bottom_vecs_[v.layer][k]] = top_vecs_[v.layer][0];
+    } else
       for (Blob* t : top_vecs_[v.layer]) owner[t] = bottom_vecs_[v.layer][0];
   }
   auto owner_of = [&](Blob* b) {

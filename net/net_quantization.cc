@@ -88,7 +88,7 @@ void CopyParamValues(Net& from, Net& to) {
 // the producers' top quantizers and the Concat's bottom quantizers get the Concat's top range.
 // The rule: only when
 // - the net runs Concats as views (optimizer level 1 and above) and this Concat's slices can be
-//   views (contiguous, aligned: ConcatViewCandidates);
+//   views (contiguous slices: ConcatViewCandidates);
 // - every one of those quantizers lacked a range before this calibration (`calibrated`): a range
 //   a user gave in the prototxt or loaded from a caffemodel is never changed, and a Concat with
 //   any such range keeps its requantizing copy;
