@@ -241,6 +241,17 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "(docs/BENCHMARKS.md, \"Default configurations\"): the 1x1 layers' sum 6-10% lower on "
        "ResNet-50 and 5-25% on MobileNet v1 in every round, v2 level; ob8 between the two"},
       {"int8q plane form, planes of at least 16 pixels, byte quad products in a helper, output "
+       "channels not a multiple of 16, input channels zipped in private memory: blocks of 8",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.byte_quad_products && Int8ColumnZips(d, 4) && d.out_channels % 16 != 0;
+       },
+       {8, 1, 16, 4, 64},
+       "mpcaffe time --synthetic --explain --json on SqueezeNet 1.1, GoogLeNet and MobileNet v2 "
+       "int8 (bench/zoo_nets.py, not tuned on), PoCL, AVX-512 VNNI (Xeon), previous binary and "
+       "this one alternating, 3 rounds, 2026-12-01 (docs/BENCHMARKS.md, \"Default "
+       "configurations\"): SqueezeNet's conv10 (c512 h13 o1000) 0.718 -> 0.422 ms, GoogLeNet's two "
+       "o24 layers 0.150 -> 0.140; MobileNet v2 has no such layer"},
+      {"int8q plane form, planes of at least 16 pixels, byte quad products in a helper, output "
        "channels a multiple of 16",
        [](const TargetProfile& p, const ConvDesc& d) {
          return p.byte_quad_products && d.type == DataType::kInt8Q && !RowForm(d) &&

@@ -49,6 +49,7 @@ const Case kCases[] = {
     {1, 6, 4, 5, 16, {16, 1, 16, 4}},
     {2, 13, 7, 5, 37, {16, 1, 16, 4, 2}},
     {1, 7, 6, 6, 9, {2, 2, 16, 4, 3}},
+    {1, 13, 7, 5, 37, {8, 1, 16, 4, 64}},  // the default where 16 does not divide the outputs
 };
 // clang-format on
 
@@ -206,12 +207,16 @@ TEST(ConvByteQuads, DefaultTileFollowsTheProfile) {
   EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc6 px2 v8 ob64");
   p = TargetProfile{};
   p.byte_quad_products = true;
-  EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc8 px1 v16 k4");  // 10 outputs
+  // 10 outputs: blocks of 8 over one zip (16 does not divide them).
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(d, p).ToString(), "oc8 px1 v16 k4 ob64");
   ConvDesc wide = d;
   wide.out_channels = 32;  // a multiple of 16: blocks of 16 output channels over one zip
   EXPECT_EQ(Convolution::DefaultPointwiseTile(wide, p).ToString(), "oc16 px1 v16 k4 ob64");
   wide.channels = 2049;  // its zipped column past kMaxZippedColumnBytes: a zip per block
   EXPECT_EQ(Convolution::DefaultPointwiseTile(wide, p).ToString(), "oc16 px1 v16 k4");
+  ConvDesc deep = d;
+  deep.channels = 2049;  // 10 outputs, no zip
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(deep, p).ToString(), "oc8 px1 v16 k4");
   EXPECT_FALSE(Convolution::PointwiseApplies(wide, {16, 1, 16, 4, 2}));
   ConvDesc f32 = d;
   f32.type = DataType::kFloat32;
