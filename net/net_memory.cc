@@ -197,10 +197,16 @@ void Net::UpdateViews(bool force) {
     size_t offset = 0;
     for (size_t k = 0; k < bottom_vecs_[v.layer].size(); ++k) {
       Blob* b = bottom_vecs_[v.layer][k];
-      // An unplaced slice (or one the device refuses after all) is copied by SkipAsView.
-      std::shared_ptr<DeviceMemory> slice =
-          placed[k] ? device_->SubMemory(whole, offset, b->bytes()) : nullptr;
-      if (slice) b->SetDataMemory(slice);
+      // An unplaced slice keeps its blob's memory and is copied by SkipAsView.
+      std::shared_ptr<DeviceMemory> slice;
+      if (placed[k]) {
+        slice = device_->SubMemory(whole, offset, b->bytes());
+        if (!slice)  // PlanMemory counted it in the top's memory
+          throw NetError("layer '" + layer_names_[v.layer] + "': device " +
+                         device_->Describe() + " refused a view at byte " +
+                         std::to_string(offset) + " of '" + y.name() + "'");
+        b->SetDataMemory(slice);
+      }
       v.slices.push_back(slice);
       offset += b->bytes();
     }
