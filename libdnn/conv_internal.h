@@ -215,6 +215,10 @@ std::string Im2colRequantSource(const KernelTarget& target, DataType type);
 /// unit where the grid has them (conv.cc says how); the pointwise and Winograd launches take it.
 std::array<size_t, 3> SpreadLocal(const std::array<size_t, 3>& global, const DeviceInfo& info,
                                   int per_unit);
+/// The pointwise plane form's for an input larger than L2: each group every block of channels
+/// of a few pixel blocks, whose input (`pixel_bytes` per pixel block) it reads once (conv.cc).
+std::array<size_t, 3> PixelsFirstLocal(const std::array<size_t, 3>& global,
+                                       const DeviceInfo& info, int per_unit, size_t pixel_bytes);
 
 /// `b` advanced by `elements` elements of `element_bytes`.
 BufferRef Offset(const BufferRef& b, size_t elements, size_t element_bytes);

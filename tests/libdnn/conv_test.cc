@@ -397,6 +397,8 @@ TEST_P(ConvForward, PointwiseTilesMatchReference) {
       {1, 2, 5, 40, 5, 3, 2, 1, 1, 0, 0, 1, 1, 1},    // rectangular window, unpadded
       // fp32 1×1 stride 2: the plane form on the subsampled input, image by image.
       {2, 12, 9, 11, 10, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 30 output pixels
+      // fp32: 1.15 MB of input, more than a core's L2 (conv.cc's groups of pixels first).
+      {1, 96, 60, 50, 40, 1, 1, 1, 1, 0, 0, 1, 1, 1},
   };
   // clang-format on
   const Convolution::PointwiseTile tiles[] = {{4, 2, 8}, {1, 1, 4}, {3, 3, 4}, {6, 1, 16},
