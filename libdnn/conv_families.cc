@@ -386,6 +386,20 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "projections (the direct kernel before) 4.3 -> 3.5; PoCL level on the residual layers "
        "(10.2 / 10.4), 4.3 -> 3.5 on the projections; without a residual oc8 px1 v16 stays ahead "
        "(Intel's runtime 6.3 against 7.0 ms on the 13 others)"},
+      {"fp32 plane form, planes of 32 to 196 pixels (14x14), 16-lane registers (PoCL at "
+       "AVX-512): 12 output channels x two vectors of 16 pixels",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.sixteen_lane_registers && d.type == DataType::kFloat32 && !RowForm(d) &&
+                Pixels(d) >= 32 && Pixels(d) <= 196;
+       },
+       {12, 2, 16},
+       "ConvBench.DISABLED_PointwiseInt8Tiles with PW_BENCH_TYPE=fp32, PoCL, AVX-512 (Xeon), "
+       "launched in conv.cc's groups, 2026-12-01: the 22 zoo 1x1 layers of 14x14 and 7x7 planes, "
+       "5 alternating rounds (minimum per layer), sum 6.41 -> 6.07 ms against oc8 px2 v16, "
+       "geometric mean 0.97 (oc10 px2 1.00); c512 h14 o512 0.87 -> 0.79, c512 h7 o2048 0.70 -> "
+       "0.62. A loop over many channels of a small plane: 24 accumulators take each pixel "
+       "vector (from L2: the block's channels outgrow L1) for 12 FMAs instead of 8. Larger "
+       "planes mixed (c512 h28 o128 0.54 -> 0.62, c128 h56 o128 0.91 -> 0.79)"},
       {"fp32 plane form, planes of at least 32 pixels, 16-lane registers (PoCL at AVX-512): 8 "
        "output channels x two vectors of 16 pixels",
        [](const TargetProfile& p, const ConvDesc& d) {

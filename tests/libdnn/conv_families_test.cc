@@ -172,6 +172,16 @@ TEST(ConvFamilies, PointwiseDefaultsFollowHalfRegisterTiles) {
   q.stride_h = q.stride_w = 2;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(q, p).ToString(), "oc6 px2 v8");
   EXPECT_EQ(Convolution::DefaultPointwiseTile(q, TargetProfile{}).ToString(), "oc8 px1 v16");
+  // fp32 where 16 floats are a whole register (PoCL at AVX-512): 12 channels × 2 vectors on
+  // planes up to 14 × 14, 8 × 2 on larger ones.
+  TargetProfile wide;
+  wide.sixteen_lane_registers = true;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(d, wide).ToString(), "oc8 px2 v16");
+  ConvDesc plane14 = d;
+  plane14.height = plane14.width = 14;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(plane14, wide).ToString(), "oc12 px2 v16");
+  plane14.height = plane14.width = 7;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(plane14, wide).ToString(), "oc12 px2 v16");
   // An int8q first layer at stride 2 (the row form): 16 float lanes only in whole registers;
   // pairs of window columns (kx2) at AVX2 and on Intel's runtime, at either stride.
   ConvDesc first;
