@@ -50,6 +50,11 @@ const Shape kShapes[] = {
     {2, 4, 14, 14, 3, 3, 1, 1, 1, 1, false},   // GoogLeNet's inception pools, scaled
     {2, 5, 7, 7, 3, 3, 1, 1, 1, 1, false},     // GoogLeNet's 7×7 inception pools: rows under 8
     {1, 3, 20, 33, 3, 3, 2, 2, 1, 1, false},   // stride 2, padded, 17 columns
+    // Rows of several vectors of the vector max kernel: 40 columns at stride 1 (the last vector
+    // overlapping), 34 at stride 2 unpadded (windows inside the row), 25 of 2×2 windows.
+    {1, 3, 40, 40, 3, 3, 1, 1, 1, 1, false},
+    {1, 2, 69, 69, 3, 3, 2, 2, 0, 0, false},
+    {2, 3, 18, 50, 2, 2, 2, 2, 0, 0, false},
 };
 // clang-format on
 
