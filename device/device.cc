@@ -168,9 +168,10 @@ bool ByteQuadsInHelper(const DeviceInfo& device) {
   return device.byte_quad_products_in_helper && ActiveHostIsa() == CpuHostIsa();
 }
 
-bool SlowNetPasses(const DeviceInfo& device) {
-  // Measured at the AVX-512 level; at AVX2 the same runtimes came out level, per net either way.
-  return device.net_passes_slow && ActiveHostIsa() >= HostIsa::kAvx512;
+bool SlowNetPasses(const DeviceInfo& device, NetTypes types) {
+  // Every net at the AVX-512 level; at AVX2 the nets without int8 layers (int8 nets ran faster
+  // on Intel's runtime there, fp32 nets level or slower: docs/BENCHMARKS.md).
+  return device.net_passes_slow && (ActiveHostIsa() >= HostIsa::kAvx512 || !types.int8);
 }
 
 int ProfileRank(const DeviceInfo& device, NetTypes types) {
@@ -179,7 +180,7 @@ int ProfileRank(const DeviceInfo& device, NetTypes types) {
   // The int8 convolutions of a device whose compiler runs VNNI's byte quads take four byte
   // products per 32-bit lane where the others take two 16-bit ones.
   const int no_byte_quads = types.int8 && !ByteQuadsInHelper(device) ? 1 : 0;
-  const int slow_passes = SlowNetPasses(device) ? 1 : 0;
+  const int slow_passes = SlowNetPasses(device, types) ? 1 : 0;
   return 8 * device_class + 4 * no_fp16 + 2 * no_byte_quads + slow_passes;
 }
 

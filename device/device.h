@@ -101,12 +101,12 @@ struct DeviceInfo {
   /// (Intel's CPU runtime), so 16-float vectors are not whole registers there
   /// (TargetProfile::sixteen_lane_registers).
   bool wide_tiles_slow_at_256_bits = false;
-  /// Whole forward passes of fp32 and int8 nets measured slower than on the machine's other CPU
-  /// runtime at the AVX-512 level: Intel's CPU runtime against PoCL on the zoo nets (the same
-  /// convolution kernel texts run slower there). At AVX2 (both compilers capped there) the two
-  /// came out level, each ahead on some nets, so it counts only at the AVX-512 level
-  /// (SlowNetPasses). The profile rule ranks such a device after the others of its class
-  /// (DevicesByProfile); its native fp16 still ranks first for a net that computes in fp16.
+  /// Whole forward passes measured slower than on the machine's other CPU runtime: Intel's CPU
+  /// runtime against PoCL on the zoo nets (the same convolution kernel texts run slower there),
+  /// fp32 and int8 at the AVX-512 level, fp32 at AVX2 (both compilers capped there), where its
+  /// int8 passes were the faster ones (SlowNetPasses). The profile rule ranks such a device
+  /// after the others of its class (DevicesByProfile); its native fp16 still ranks first for a
+  /// net that computes in fp16.
   bool net_passes_slow = false;
   /// A stride-2 row of 16 byte columns (one unaligned move of 16 16-bit words, their low bytes
   /// converted to float: libdnn's int8 row form) runs slower than 8 columns from a 16-byte load
@@ -131,9 +131,6 @@ struct DeviceInfo {
 /// (DeviceInfo::byte_quad_products_in_helper) and MPCAFFE_ISA leaves this CPU's level as it is
 /// (avx2 or generic turn the VNNI form off, as they turn off the 512-bit pair products).
 bool ByteQuadsInHelper(const DeviceInfo& device);
-/// Whether `device`'s net passes count as slow in the profile rule: DeviceInfo::net_passes_slow
-/// at the AVX-512 level in use (where it was measured).
-bool SlowNetPasses(const DeviceInfo& device);
 
 /// Whether kernels on this device get the defaults of a device whose compiler maps work-items to
 /// SIMD lanes (GPUs, and CPU devices with work_items_in_simd_lanes) rather than those of an
@@ -563,6 +560,10 @@ struct NetTypes {
 std::vector<Device*> DevicesByProfile(NetTypes types = {});
 /// DevicesByProfile's key of one device: lower comes first.
 int ProfileRank(const DeviceInfo& device, NetTypes types);
+/// Whether `device`'s passes of a net computing in `types` count as slow in the profile rule:
+/// DeviceInfo::net_passes_slow for every net at the AVX-512 level in use, for nets without
+/// int8 layers at AVX2 (where each was measured).
+bool SlowNetPasses(const DeviceInfo& device, NetTypes types);
 /// The device MPCAFFE_DEVICE names (see FindDevice), else in an MPI job the device of the
 /// process's rank on its node (rank modulo the GPUs, or modulo all devices when there is no
 /// GPU), else DevicesByProfile(NetTypes::Any())'s first. Throws DeviceError (with install

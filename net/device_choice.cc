@@ -91,7 +91,8 @@ DeviceChoice ChooseDeviceForNet(const std::string& selector, const caffe::NetPar
   const bool quads = types.int8 && ByteQuadsInHelper(d->info());
   bool passed_slow = false;  // a device of the class ranked after it for its slow passes
   for (const Device* other : DeviceList())
-    passed_slow |= other != d && SlowNetPasses(other->info()) && !SlowNetPasses(d->info()) &&
+    passed_slow |= other != d && SlowNetPasses(other->info(), types) &&
+                   !SlowNetPasses(d->info(), types) &&
                    other->info().is_gpu == d->info().is_gpu;
   return {d, std::string("the profile rule: ") + (d->info().is_gpu ? "a GPU" : "a CPU device") +
                  (types.fp16 ? ", native fp16 for an fp16 net" : "") +
