@@ -212,13 +212,24 @@ std::string Im2colRequantKernelName(DataType type);
 std::string Im2colRequantSource(const KernelTarget& target, DataType type);
 
 /// A work-group size dividing `global` that leaves at least `per_unit` work-groups per compute
-/// unit where the grid has them (conv.cc says how); the pointwise and Winograd launches take it.
+/// unit where the grid has them (conv_launch.cc says how); the pointwise and Winograd launches
+/// take it.
 std::array<size_t, 3> SpreadLocal(const std::array<size_t, 3>& global, const DeviceInfo& info,
                                   int per_unit);
 /// The pointwise plane form's for an input larger than L2: each group every block of channels
-/// of a few pixel blocks, whose input (`pixel_bytes` per pixel block) it reads once (conv.cc).
+/// of a few pixel blocks, whose input (`pixel_bytes` per pixel block) it reads once
+/// (conv_launch.cc says how).
 std::array<size_t, 3> PixelsFirstLocal(const std::array<size_t, 3>& global,
                                        const DeviceInfo& info, int per_unit, size_t pixel_bytes);
+/// The pointwise plane form's launch of `d` with tile `t` on `info`'s device: the grid of
+/// (pixel blocks, groups of ob blocks of output channels, images) and its work-group —
+/// the runtime's choice where PointwiseSpreadDefaults says so (GPUs, llvmpipe), else
+/// PixelsFirstLocal or SpreadLocal by the size of the input (conv_launch.cc).
+struct PlaneLaunch {
+  std::array<size_t, 3> global, local;
+};
+PlaneLaunch PointwisePlaneLaunch(const ConvDesc& d, const Convolution::PointwiseTile& t,
+                                 const DeviceInfo& info);
 
 /// `b` advanced by `elements` elements of `element_bytes`.
 BufferRef Offset(const BufferRef& b, size_t elements, size_t element_bytes);

@@ -1,7 +1,7 @@
 // tests/libdnn/conv_launch_test.cc — the work-group shapes the pointwise plane form is launched
 // with on a CPU runtime (conv_internal::SpreadLocal, PixelsFirstLocal): they divide the grid,
 // fit the device's limit, leave the groups per compute unit asked for where the grid has them,
-// and group the work-items the way conv.cc says (pixels first: every block of channels of a few
+// and group the work-items the way conv_launch.cc says (pixels first: every block of channels of a few
 // pixel blocks; spread: all pixel blocks of a few blocks of channels).
 #include <gtest/gtest.h>
 
