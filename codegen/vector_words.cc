@@ -85,6 +85,15 @@ std::string VectorWords::Even(const std::string& x) const {
 std::string VectorWords::Odd(const std::string& x) const {
   return Fill(dialect_.vector_odd, "odd", dialect_.backend, {{'X', &x}});
 }
+std::string VectorWords::LoadEven(const std::string& scalar, int lanes,
+                                  const std::string& p) const {
+  if (lanes < 1 || lanes > 16)
+    throw std::invalid_argument("vector words: LoadEven of " + std::to_string(lanes) +
+                                " lanes (1 to 16)");
+  if (2 * lanes <= 16) return Even(Load(2 * lanes, p));
+  const std::string high = "(" + p + ") + " + std::to_string(lanes);
+  return Of(Type(scalar, lanes), Even(Load(lanes, p)) + ", " + Even(Load(lanes, high)));
+}
 std::string VectorWords::Splat(const std::string& type, const std::string& x) const {
   return Fill(dialect_.vector_splat, "splat", dialect_.backend, {{'T', &type}, {'X', &x}});
 }

@@ -53,6 +53,10 @@ class VectorWords {
   /// The even-numbered and odd-numbered lanes of x (half as many).
   std::string Even(const std::string& x) const;
   std::string Odd(const std::string& x) const;
+  /// The even-numbered of the 2·lanes values `scalar` p[0 … 2·lanes − 1] (lanes ≤ 16): one
+  /// load of 2·lanes where that is a vector type (at most 16 lanes), else two loads of 16 whose
+  /// even lanes are joined (16 floats at stride 2 from 32).
+  std::string LoadEven(const std::string& scalar, int lanes, const std::string& p) const;
   /// The scalar x in every lane of `type`.
   std::string Splat(const std::string& type, const std::string& x) const;
   /// The vector of `type` whose lanes are the comma-separated `lanes`, in order.

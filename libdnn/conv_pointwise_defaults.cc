@@ -36,8 +36,12 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
   // halves) the same 19 registers fit and the loads per FMA fall as well.
   // The row form (a first layer) takes vectors along an output row: 16 at stride 1 where the row
   // has them, and int8q's 16 at stride 2 (the even bytes of 32 in one move, converted in one
-  // step: 8 lanes left half of each float multiply-add unused), else 8. Planes of fewer than 16 pixels take one vector of 8 or 4 (under 4 pixels,
-  // int8q under 8, the pointwise kernel does not apply).
+  // step: 8 lanes left half of each float multiply-add unused), else 8. fp32 at stride 2 takes
+  // the even lanes of 32 floats for 16 output channels where 16 floats are a register: each
+  // window column's two loads and shuffle serve 16 multiply-adds of 16 lanes instead of 8 of 8.
+  // At AVX2 16 lanes are two registers and every row form keeps 8 (two-register accumulators
+  // of 8 channels fill the 16 registers). Planes of fewer than 16 pixels take one vector of 8
+  // or 4 (under 4 pixels, int8q under 8, the pointwise kernel does not apply).
   // Where byte quad products run in a helper (PoCL, AVX-512 VNNI), int8q's plane form steps
   // 4 input channels per vpdpbusd (64 products) instead of 2 per vpmaddwd (32) and its add.
   // Each step zips 4 planes' 16 pixels into quads (4 widening loads, 3 shifts, an or) for the
@@ -159,9 +163,21 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "AVX-512; PoCL at AVX2 (MPCAFFE_ISA=avx2, calibrated nets, 3 alternating rounds, "
        "2026-11-30): MobileNet v1's conv1 0.89-1.31 ms in 16 lanes against 0.60-0.74 in 8, "
        "ResNet-50's 7x7 conv1 2.34-2.66 against 2.64-2.65 (level)"},
-      {"row form, stride 1, output rows of at least 64 columns",
-       [](const TargetProfile&, const ConvDesc& d) {
-         return RowForm(d) && d.stride_w == 1 && d.out_w() >= 64;
+      {"fp32 row form, stride 2, output rows of at least 16 columns, a CPU runtime at the "
+       "AVX-512 level: 16 output channels x the even lanes of 32 input columns",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.cpu_vectors && !p.half_register_tiles && d.type == DataType::kFloat32 &&
+                RowForm(d) && d.stride_w == 2 && d.out_w() >= 16;
+       },
+       {16, 1, 16},
+       "ConvBench.DISABLED_PointwiseInt8Tiles with PW_BENCH_SHAPES=first PW_BENCH_TYPE=fp32, the "
+       "zoo nets' first layers, minimum of 7 alternating rounds, 2026-12-01 (docs/BENCHMARKS.md, "
+       "\"Default configurations\"): the three stride-2 layers summed, oc8 px1 v8 -> oc16 px1 "
+       "v16, PoCL 3.86 -> 2.66 ms, Intel's runtime 3.13 -> 2.01; ResNet-50's 7x7 conv1 "
+       "2.42 -> 1.50 and 2.19 -> 1.30"},
+      {"row form, stride 1, output rows of at least 64 columns, not half-register tiles",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return !p.half_register_tiles && RowForm(d) && d.stride_w == 1 && d.out_w() >= 64;
        },
        {8, 1, 16},
        "the row form's tuner records on first layers (3x3 and 7x7, stride 1 and 2), both CPU "
@@ -169,7 +185,10 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
       {"row form",
        [](const TargetProfile&, const ConvDesc& d) { return RowForm(d); },
        {8, 1, 8},
-       "as the row above, 2026-11-25"},
+       "the row form's tuner records on first layers, both CPU runtimes, 2026-11-25; at AVX2 "
+       "(half-register tiles) also at stride 1: the tile bench as the stride-2 row above, "
+       "both runtimes capped, 5 rounds, 2026-12-01: a 3x3 stride-1 first layer (c3 h224 o64) "
+       "oc8 px1 v16 2.67 / 2.39 ms against v8 2.18 / 2.02 (PoCL / Intel's runtime)"},
       {"fp32 plane form, planes of at least 16 pixels, half-register tiles (a CPU runtime at "
        "AVX2), at least 128 output channels",
        [](const TargetProfile& p, const ConvDesc& d) {

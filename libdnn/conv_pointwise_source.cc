@@ -44,7 +44,8 @@ bool RowForm(const ConvDesc& d) { return conv_internal::PointwiseRowForm(d); }
 
 bool RowFormFits(const ConvDesc& d, const Convolution::PointwiseTile& t) {
   // int8q at stride 2 also takes 16 lanes: the even bytes of 32 (Convolution::RowFormKernel).
-  const bool even_bytes = d.type == DataType::kInt8Q && d.stride_w == 2 && t.vx == 16;
+  // fp32 the same: the even lanes of two 16-float loads (VectorWords::LoadEven).
+  const bool even_bytes = d.stride_w == 2 && t.vx == 16;
   // Pairs of window columns: int8q in 8 lanes (16 neighbouring bytes at stride 2, 9 at 1).
   if (t.kx == 2 && (d.type != DataType::kInt8Q || t.vx != 8)) return false;
   return d.groups == 1 && d.channels <= Convolution::kRowFormMaxChannels && d.dilation_h == 1 &&
@@ -496,7 +497,10 @@ void Convolution::RowFormKernel(KernelWriter& w, const ConvDesc& d, const Pointw
     for (int kx = 0; kx < d.kernel_w; ++kx) {
       const std::string c = num(kx);
       std::string v;
-      if (fast && load == 32) {
+      if (fast && load == 32 && !q) {
+        // fp32, 16 lanes at stride 2: the even lanes of 32 floats.
+        v = vw.Select(vw.Splat(F, "0.0f"), vw.LoadEven("float", 16, "xr + ixb + " + c), "cm" + c);
+      } else if (fast && load == 32) {
         // int8q, 16 lanes at stride 2: the low bytes of 16 unaligned 16-bit words are the even
         // columns of 32 — one move and a mask, not two 16-byte loads and their even lanes.
         const std::string U = vw.Type("ushort", 16);

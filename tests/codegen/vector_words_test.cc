@@ -26,6 +26,11 @@ TEST(VectorWords, OpenCLSpellsTheBuiltIns) {
   EXPECT_EQ(v.Abs("x"), "abs(x)");
   EXPECT_EQ(v.Even(v.Load(16, "(p)")), "vload16(0, (p)).even");
   EXPECT_EQ(v.Odd("rqv"), "rqv.odd");
+  // Stride-2 columns: one load where 2·lanes is a vector type, two loads of 16 beyond.
+  EXPECT_EQ(v.LoadEven("float", 8, "x + c"), "vload16(0, x + c).even");
+  EXPECT_EQ(v.LoadEven("float", 16, "x + c"),
+            "(float16)(vload16(0, x + c).even, vload16(0, (x + c) + 16).even)");
+  EXPECT_THROW(v.LoadEven("float", 17, "x"), std::invalid_argument);
   EXPECT_EQ(v.Splat("long8", "hi"), "(long8)(hi)");
   EXPECT_EQ(v.Of("int4", "a, b, c, d"), "(int4)(a, b, c, d)");
   EXPECT_EQ(v.Lane("ix0", 11), "ix0.sb");

@@ -205,6 +205,22 @@ TEST(ConvFamilies, PointwiseDefaultsFollowHalfRegisterTiles) {
   EXPECT_EQ(Convolution::DefaultPointwiseTile(first, pocl_cpu).ToString(), "oc8 px1 v16");
   pocl_cpu.half_register_tiles = true;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(first, pocl_cpu).ToString(), "oc8 px1 v8 kx2");
+  // An fp32 first layer at stride 2: 16 channels × the even lanes of 32 columns at the AVX-512
+  // level on either CPU runtime, 8 × 8 at AVX2; at stride 1 16 lanes only above AVX2.
+  ConvDesc first32 = first;
+  first32.type = DataType::kFloat32;
+  first32.stride_h = first32.stride_w = 2;
+  TargetProfile native;
+  native.cpu_vectors = true;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(first32, native).ToString(), "oc16 px1 v16");
+  native.strided_byte_rows_slow = true;  // Intel's runtime: the same tile
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(first32, native).ToString(), "oc16 px1 v16");
+  TargetProfile avx2 = native;
+  avx2.half_register_tiles = true;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(first32, avx2).ToString(), "oc8 px1 v8");
+  first32.stride_h = first32.stride_w = 1;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(first32, native).ToString(), "oc8 px1 v16");
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(first32, avx2).ToString(), "oc8 px1 v8");
   ConvDesc small = d;  // 9 pixels: the 8-pixel row whatever the profile
   small.height = small.width = 3;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(small, p).ToString(), "oc8 px1 v8");

@@ -155,6 +155,13 @@ std::vector<std::array<int, 3>> ZooPointwiseShapes() {
       {2048, 512, 7}, {512, 2048, 7}};
 }
 
+/// The zoo nets' first layers, which the pointwise kernel's row form runs: {out, plane side,
+/// window, stride, pad} over 3 channels — ResNet-50's and GoogLeNet's 7×7 stride 2, MobileNet
+/// v1's and v2's 3×3 stride 2, SqueezeNet 1.1's unpadded 3×3 stride 2, VGG's 3×3 stride 1.
+std::vector<std::array<int, 5>> ZooFirstLayerShapes() {
+  return {{64, 224, 7, 2, 3}, {32, 224, 3, 2, 1}, {64, 227, 3, 2, 0}, {64, 224, 3, 1, 1}};
+}
+
 void TimeZooPointwise(DataType type) {
   std::vector<std::array<int, 4>> layers;  // {in, out, plane side, stride}
   for (const auto& l : ZooPointwiseShapes()) layers.push_back({l[0], l[1], l[2], 1});
@@ -170,8 +177,10 @@ TEST(ConvBench, DISABLED_ZooPointwiseInt8) { TimeZooPointwise(DataType::kInt8Q);
 // layer on PoCL); per layer the minimum ms per forward of each tile, then the sums and the
 // geometric mean of each tile's time over the first's. PW_BENCH_LAYERS (e.g.
 // "c512 h14 w14 o512,c32 h112") keeps the layers whose description contains one of its
-// ','-separated texts; PW_BENCH_TYPE=fp32 times the layers in fp32 instead. Run with
-// --gtest_also_run_disabled_tests --gtest_filter='*PointwiseInt8Tiles'.
+// ','-separated texts; PW_BENCH_TYPE=fp32 times the layers in fp32 instead;
+// PW_BENCH_SHAPES=first times the nets' first layers (ZooFirstLayerShapes: the row form)
+// instead of the 1×1 ones. Run with --gtest_also_run_disabled_tests
+// --gtest_filter='*PointwiseInt8Tiles'.
 TEST(ConvBench, DISABLED_PointwiseInt8Tiles) {
   Device& dev = DefaultDevice();
   const char* tiles_env = std::getenv("PW_BENCH_TILES");
@@ -197,10 +206,22 @@ TEST(ConvBench, DISABLED_PointwiseInt8Tiles) {
   constexpr int kForwards = 20;
   std::vector<double> sums(tiles.size(), 0.0), log_ratio(tiles.size(), 0.0);
   int layers = 0;
+  std::vector<ConvDesc> descs;
+  const char* shapes_env = std::getenv("PW_BENCH_SHAPES");
+  const bool first = shapes_env && std::string(shapes_env) == "first";
   for (const auto& l : ZooPointwiseShapes()) {
     ConvDesc d;
-    d.type = fp32 ? DataType::kFloat32 : DataType::kInt8Q;
     d.channels = l[0], d.out_channels = l[1], d.height = d.width = l[2];
+    if (!first) descs.push_back(d);
+  }
+  for (const auto& l : ZooFirstLayerShapes()) {
+    ConvDesc d;
+    d.channels = 3, d.out_channels = l[0], d.height = d.width = l[1];
+    d.kernel_h = d.kernel_w = l[2], d.stride_h = d.stride_w = l[3], d.pad_h = d.pad_w = l[4];
+    if (first) descs.push_back(d);
+  }
+  for (ConvDesc d : descs) {
+    d.type = fp32 ? DataType::kFloat32 : DataType::kInt8Q;
     d.bias = d.relu = true;
     d.weights_signed = !fp32;
     if (!keep.empty() && std::none_of(keep.begin(), keep.end(), [&](const std::string& k) {
