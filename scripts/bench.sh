@@ -315,7 +315,7 @@ if [[ $STEPS == *,peak,* ]]; then
   load=$(cut -d' ' -f1 /proc/loadavg)
   "$(dirname "$MPCAFFE")/mpcaffe_cpu_peak" --markdown > "$OUT/cpu_peak.md"
   splice_table peak "$OUT/cpu_peak.md" "\`build/bin/mpcaffe_cpu_peak --markdown\` (12 independent \
-8-wide FMA chains per thread; the pointwise loops as the OpenCL compilers emit them on register \
+FMA chains per thread, 8 wide and, with AVX-512, 16 wide; the pointwise loops as the OpenCL compilers emit them on register \
 tiles that fit the level, the direct convolution's byte-quad loop)" "$load"
 fi
 # Every kernel family's defaults table, printed from the library's rows (bench/defaults_table.cc).
