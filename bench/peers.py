@@ -8,7 +8,8 @@ type and batch on every chosen device; and the net's GEMMs through LibDNN agains
 each device (`mpcaffe bench gemm --model`). Every engine runs at one CPU level (`--level`:
 native, or avx2 on an AVX-512 machine; bench/peer_engines.py says how each is held there).
 
-    bench/peers.py --model net.prototxt [--batch 1,16] [--iterations 10] [--json peers.json]
+    bench/peers.py --model net.prototxt [--batch 1,16] [--iterations 10] [--rounds 1]
+                   [--json peers.json]
                    [--mpcaffe build/bin/mpcaffe] [--device i|i,j|all] [--no-clblast]
                    [--peers onnxruntime,openvino,opencv] [--level native|avx2]
 
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 
 import numpy as np
 from google.protobuf import text_format
@@ -246,17 +248,33 @@ def peer_rows(args, mpcaffe, engines, batch, tmp):
         # activations) has no peer counterpart: it is compared with the peers' int8.
         if dtype not in ("fp32", "int8", "int8w4"):
             raise SystemExit(f"peers.py: --dtypes: {dtype!r} is not fp32, int8 or int8w4")
-        mine = ours(args, [dtype], batch, weights=weights)
+        # --rounds R: R alternating rounds of the same (mpcaffe, then every peer), each engine's
+        # figure the median of its rounds' medians: a host whose speed drifts between minutes
+        # then moves every engine's figure alike instead of one engine's sample alone.
         peer_dtype = "int8" if dtype == "int8w4" else dtype
-        for engine, by_dtype in runners.items():
-            if peer_dtype not in by_dtype:
+        mine_rounds, peer_rounds, failed = [], defaultdict(list), set()
+        for _ in range(args.rounds):
+            mine_rounds.append(ours(args, [dtype], batch, weights=weights))
+            for engine, by_dtype in runners.items():
+                if peer_dtype not in by_dtype or engine in failed:
+                    continue
+                try:
+                    peer_rounds[engine].append(time_ms(by_dtype[peer_dtype], args.iterations))
+                except Exception as e:  # e.g. cv2.error: a layer it reads but cannot run
+                    print(f"batch {batch} {dtype}: {engine} failed ({e}); no {engine} row",
+                          flush=True)
+                    failed.add(engine)
+        mine = [dict(r, forward_ms_median=statistics.median(
+                         m[i]["forward_ms_median"] for m in mine_rounds),
+                     forward_ms_min=min((m[i].get("forward_ms_min") for m in mine_rounds
+                                         if m[i].get("forward_ms_min") is not None),
+                                        default=None))
+                for i, r in enumerate(mine_rounds[0])]
+        for engine, figures in peer_rounds.items():
+            if engine in failed:
                 continue
-            try:
-                med, lo, hi = time_ms(by_dtype[peer_dtype], args.iterations)
-            except Exception as e:  # e.g. cv2.error: a layer it reads but cannot run
-                print(f"batch {batch} {dtype}: {engine} failed ({e}); no {engine} row",
-                      flush=True)
-                continue
+            med = statistics.median(f[0] for f in figures)
+            lo, hi = min(f[1] for f in figures), max(f[2] for f in figures)
             for r in mine:
                 rows.append({"engine": engine, "version": pe.version(engine),
                              "dtype": dtype, "peer_dtype": peer_dtype, "batch": batch,
@@ -277,6 +295,9 @@ def main(argv=None):
     ap.add_argument("--model", required=True, help="the fp32 net (.prototxt)")
     ap.add_argument("--batch", default="1", help="comma-separated batch sizes")
     ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="alternating rounds of every engine (each its --iterations); an "
+                    "engine's figure is the median of its rounds' medians")
     ap.add_argument("--dtypes", default="fp32,int8",
                     help="mpcaffe data types, comma-separated: fp32, int8, int8w4 (int8w4 "
                     "against the peers' int8)")
@@ -295,6 +316,8 @@ def main(argv=None):
                     "with a cap held to AVX2 (bench/peer_engines.py)")
     ap.add_argument("--no-clblast", action="store_true", help="skip LibDNN vs CLBlast")
     args = ap.parse_args(argv)
+    if args.rounds < 1 or args.iterations < 1:
+        ap.error("--rounds and --iterations must be at least 1")
     pe.apply_level(args.level)  # before any engine (and mpcaffe's OpenCL runtimes) loads
 
     import mpcaffe
@@ -344,6 +367,7 @@ def main(argv=None):
                       f"{g['total_ms']['libdnn']:.1f} ms, clblast {g['total_ms']['clblast']:.1f} "
                       f"ms", flush=True)
     doc = {"kind": "peers", "model": args.model, "iterations": args.iterations,
+           "rounds": args.rounds,
            "level": args.level, "cpu": pe.cpu_isa(), "cpu_caps": pe.LEVEL_ENV[args.level],
            "load_average": os.getloadavg()[0], "results": results, "skipped": skipped}
     if args.json:

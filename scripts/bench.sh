@@ -12,7 +12,8 @@
 #             net's GEMMs), back to back; into the report step's tables
 #   zoo       bench/peers.py on ResNet-50, MobileNet v1 and BVLC AlexNet at batch 1 on
 #             BENCH_ZOO_DEVICES (0,1) at each CPU level of BENCH_LEVELS (native, plus avx2 on an
-#             AVX-512 CPU; bench/peer_engines.py), bench/peers_table.py: zoo
+#             AVX-512 CPU; bench/peer_engines.py) in BENCH_ZOO_ROUNDS (3) alternating rounds,
+#             bench/peers_table.py: zoo
 #   zoomore   the same nets at batch 16 and bench/zoo_nets.py's at batch 1, native level: zoomore
 #   scaleout  scripts/bench-scale-out.sh (BENCH_SCALE_OUT_STEPS "lenet,alexnet,allreduce,fp16",
 #             BENCH_SCALE_OUT_RUNS 3; PoCL): training throughput with 1 and 2 MPI ranks, the
@@ -193,15 +194,17 @@ if [[ $STEPS == *,zoo,* ]] && [ "${BENCH_PEERS:-1}" != 0 ]; then
       rm -f "$out"
       echo "== bench/peers.py: $model, level $level" >&2
       python3 bench/peers.py --model "$model" --batch 1 --device "${BENCH_ZOO_DEVICES:-0,1}" \
-        --no-clblast --iterations "$ITERATIONS" --level "$level" --mpcaffe "$MPCAFFE" \
-        --json "$out" || echo "bench.sh: bench/peers.py failed for $model at $level" >&2
+        --no-clblast --iterations "$ITERATIONS" --rounds "${BENCH_ZOO_ROUNDS:-3}" \
+        --level "$level" --mpcaffe "$MPCAFFE" --json "$out" \
+        || echo "bench.sh: bench/peers.py failed for $model at $level" >&2
       [ -f "$out" ] && zoo+=("$out")
     done
   done
   if [ ${#zoo[@]} -gt 0 ]; then
     python3 bench/peers_table.py "${zoo[@]}" --markdown "$OUT/zoo.md"
     splice_table zoo "$OUT/zoo.md" "\`python3 bench/peers.py --model <net> --batch 1 --device \
-${BENCH_ZOO_DEVICES:-0,1} --no-clblast --iterations $ITERATIONS --level <level>\` per net and level \
+${BENCH_ZOO_DEVICES:-0,1} --no-clblast --iterations $ITERATIONS --rounds ${BENCH_ZOO_ROUNDS:-3} \
+--level <level>\` per net and level \
 (levels $LEVELS), then \`python3 bench/peers_table.py\`" "$load"
   fi
 fi
