@@ -137,7 +137,8 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
   const int full = c0 >= 0 && c0 + 7 * sw + KW <= W;  // every lane's window inside the row
   // The row's plane and output row, carried from row to row (no division per row).
   const int step = $num_groups(1), step_nc = step / OH, step_oy = step - step_nc * OH;
-  int nc = $group_id(1) / OH, oy = $group_id(1) - nc * OH;
+)";
+  const std::string loop_head = R"(  int nc = $group_id(1) / OH, oy = $group_id(1) - nc * OH;
   for (int row = $group_id(1); row < rows;
        row += step, oy += step_oy, nc += step_nc + (oy >= OH), oy -= oy >= OH ? OH : 0) {
     int hs = oy * sh - ph;
@@ -153,7 +154,10 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
   // of the three) the compilers computed the lane-by-lane gather for every element.
   const std::string gather =
       "MP_GATHER8(xr, " + vw.Clamp("ix", vw.Splat(I8, "0"), vw.Splat(I8, "W - 1")) + ")";
-  auto forms = [&](const std::function<std::string(const std::string&, bool)>& loops) {
+  // `inside`: float types' text for work-items whose lanes' windows all lie inside the row
+  // (`full`), in a row loop of its own, so that the others run the masked loops' text alone.
+  auto forms = [&](const std::function<std::string(const std::string&, bool)>& loops,
+                   bool inside) {
     // Quantized types: where every lane's window lies inside its row (`full`, most vectors of a
     // row), no column masks.
     // The 3×3 window (most nets' max pooling) unrolled: nine loads from three rows.
@@ -168,6 +172,31 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
       }
       return "      const $global Dtype* r = xp + hs * W + c0;\n      best = " + expr + ";\n";
     };
+    // Float types where every lane's window lies inside its row: the lanes' first elements
+    // are one load, the rest taken where strictly greater — the scalar kernel's order and
+    // values (a NaN first stays, a later NaN is never greater) without its per-element masks
+    // and first-seen bookkeeping, which bound the masked loop (GoogLeNet's fp32 max pools).
+    auto three_ordered = [&](const std::string& load) {
+      std::string b = "      const $global Dtype* r = xp + hs * W + c0;\n      best = " + load +
+                      "(r);\n";
+      for (int i = 1; i < 9; ++i) {
+        std::string at = "r";
+        if (i / 3) at += " + " + std::to_string(i / 3) + " * W";
+        if (i % 3) at += " + " + std::to_string(i % 3);
+        b += "      {\n        const " + V + " val = " + load + "(" + at + ");\n        best = " +
+             vw.Select("best", "val", "val > best") + ";\n      }\n";
+      }
+      return b;
+    };
+    auto ordered = [&](const std::string& load) {
+      return "      best = " + load + "(xp + hs * W + c0);\n"
+             "      for (int h = hs; h < he; ++h) {\n"
+             "        const $global Dtype* xr = xp + h * W;\n"
+             "        for (int kx = h == hs; kx < KW; ++kx) {\n"
+             "          const " + V + " val = " + load + "(xr + c0 + kx);\n"
+             "          best = " + vw.Select("best", "val", "val > best") + ";\n"
+             "        }\n      }\n";
+    };
     const std::string unmasked =
         q ? "    if (full && fast && KW == 3 && he - hs == 3 && sw == 1) {\n" +
                 three("MP_LOAD8") + "    } else if (full && fast && KW == 3 && he - hs == 3) {\n" +
@@ -175,13 +204,46 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
                 loops("MP_LOAD8(xr + c0 + kx)", false) +
                 "    } else if (full && fast) {\n" + loops("MP_LOAD8S2(xr + c0 + kx)", false) +
                 "    } else "
-          : "    ";
+          : !inside ? "    "
+                    : "    if (fast && KW == 3 && he - hs == 3 && sw == 1) {\n" +
+                          three_ordered("MP_LOAD8") +
+                          "    } else if (fast && KW == 3 && he - hs == 3) {\n" +
+                          three_ordered("MP_LOAD8S2") + "    } else if (fast && sw == 1) {\n" +
+                          ordered("MP_LOAD8") + "    } else if (fast) {\n" +
+                          ordered("MP_LOAD8S2") + "    } else ";
     return unmasked + "if (fast && sw == 1) {\n" + loops("MP_LOAD8(xr + c0 + kx)", true) +
            "    } else if (fast) {\n" + loops("MP_LOAD8S2(xr + c0 + kx)", true) +
            "    } else {\n" + loops(gather, true) + "    }\n";
   };
+  // The row loop's end: the store of the row's vector.
+  std::string tail = R"(    if (!live) continue;
+    const int i0 = row * OW + ox0;
+)";
+  if (!q) {
+    tail += "    if (OW >= 8) {\n      " +
+            (type == DataType::kFloat16 ? vw.StoreHalf(8, "best", "y + i0")
+                                        : vw.Store(8, "best", "y + i0")) +
+            ";\n      continue;\n    }\n";
+    tail += "    float lanes[8];\n    " +
+            vw.Store(8, vw.Convert(vw.Type("float", 8), "best"), "lanes") +
+            ";\n    for (int l = 0; l < OW; ++l) Dtype_STORE(y, i0 + l, lanes[l]);\n";
+  } else {
+    // Equal parameters (the common case: max pooling keeps its input's range): one store.
+    w.UseHelper(KernelHelper::kByteVectorStore);
+    const std::string store = type == DataType::kInt8Q ? "MP_STORE_UCHAR8" : "MP_STORE_USHORT8";
+    tail += "    if (same && OW >= 8) {\n      " + store +
+            "(best, y + i0);\n      continue;\n    }\n";
+    tail += "    int lanes[8];\n    " + vw.Store(8, vw.Convert(I8, "best"), "lanes") + ";\n";
+    tail += R"(    for (int l = 0; l < 8 && l < OW; ++l) {
+      mp_i64 r = same ? $long_of_int(lanes[l]) : (mp_i64)y_zero + MP_REQUANT(lanes[l] - x_zero, mult, shift);
+      r = Dtype_SAT(r);
+      Dtype_STORE(y, i0 + l, r);
+    }
+)";
+  }
+  tail += "  }\n";
   if (q) {
-    body += "    " + V + " best = " + vw.Splat(V, "0") + ";\n";
+    body += loop_head + "    " + V + " best = " + vw.Splat(V, "0") + ";\n";
     body += forms([&](const std::string& load, bool masked) {
       std::string l = "    for (int kx = 0; kx < KW; ++kx) {\n";
       if (masked)
@@ -193,13 +255,13 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
       l += "        const " + V + " val = " + load + ";\n";
       return l + "        best = max(best, " + (masked ? "val & inside" : "val") +
              ");\n      }\n    }\n";
-    });
+    }, false) + tail;
   } else {
     // Each lane's first element inside the input, (hs, ws), is taken whatever its value (NaN
     // too), as the scalar kernel starts from it; then the first greater one.
-    body += "    " + V + " best = " + vw.Splat(V, "0") + ";\n    " + I8 + " seen = " +
-            vw.Splat(I8, "0") + ";\n";
-    body += forms([&](const std::string& load, bool) {
+    const std::string start = "    " + V + " best = " + vw.Splat(V, "0") + ";\n    " + I8 +
+                              " seen = " + vw.Splat(I8, "0") + ";\n";
+    auto masked = [&](const std::string& load, bool) {
       std::string l = "    for (int h = hs; h < he; ++h) {\n"
                       "      const $global Dtype* xr = xp + h * W;\n"
                       "      for (int kx = 0; kx < KW; ++kx) {\n";
@@ -208,34 +270,15 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
       l += "        const " + V + " val = " + load + ";\n";
       l += "        best = " + vw.Select("best", "val", "ok & (~seen | (val > best))") + ";\n";
       return l + "        seen |= ok;\n      }\n    }\n";
-    });
+    };
+    // fp32 only: PoCL 3.1's LLVM crashed compiling the fp16 text with the two loops
+    // (vload_half lanes), so fp16 keeps the masked loop alone.
+    if (type == DataType::kFloat32)
+      body += "  if (full) {\n" + loop_head + start + forms(masked, true) + tail +
+              "  } else {\n" + loop_head + start + forms(masked, false) + tail + "  }\n";
+    else
+      body += loop_head + start + forms(masked, false) + tail;
   }
-  body += R"(    if (!live) continue;
-    const int i0 = row * OW + ox0;
-)";
-  if (!q) {
-    body += "    if (OW >= 8) {\n      " +
-            (type == DataType::kFloat16 ? vw.StoreHalf(8, "best", "y + i0")
-                                        : vw.Store(8, "best", "y + i0")) +
-            ";\n      continue;\n    }\n";
-    body += "    float lanes[8];\n    " +
-            vw.Store(8, vw.Convert(vw.Type("float", 8), "best"), "lanes") +
-            ";\n    for (int l = 0; l < OW; ++l) Dtype_STORE(y, i0 + l, lanes[l]);\n";
-  } else {
-    // Equal parameters (the common case: max pooling keeps its input's range): one store.
-    w.UseHelper(KernelHelper::kByteVectorStore);
-    const std::string store = type == DataType::kInt8Q ? "MP_STORE_UCHAR8" : "MP_STORE_USHORT8";
-    body += "    if (same && OW >= 8) {\n      " + store +
-            "(best, y + i0);\n      continue;\n    }\n";
-    body += "    int lanes[8];\n    " + vw.Store(8, vw.Convert(I8, "best"), "lanes") + ";\n";
-    body += R"(    for (int l = 0; l < 8 && l < OW; ++l) {
-      mp_i64 r = same ? $long_of_int(lanes[l]) : (mp_i64)y_zero + MP_REQUANT(lanes[l] - x_zero, mult, shift);
-      r = Dtype_SAT(r);
-      Dtype_STORE(y, i0 + l, r);
-    }
-)";
-  }
-  body += "  }\n";
   k.Body(body);
 }
 
