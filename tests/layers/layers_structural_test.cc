@@ -57,19 +57,25 @@ TEST(Layers, SigmoidTanHSoftmaxFloatTypes) {
         want.push_back(AsType(t, std::string(type) == "TanH" ? std::tanh(x) : 1 / (1 + std::exp(-x))));
       ExpectMatch(t, r.top[0]->ToFloat(), want, type);
     }
-    LayerRun r = Make(Param("type: 'Softmax'", t), {{2, 5, 3}}, 1);
-    r.Forward();
-    const auto x = Seen(*r.bottom[0]);
-    std::vector<float> want(x.size());
-    for (int n = 0; n < 2; ++n)
-      for (int i = 0; i < 3; ++i) {
-        double m = -1e30, s = 0;
-        for (int c = 0; c < 5; ++c) m = std::max<double>(m, x[(n * 5 + c) * 3 + i]);
-        for (int c = 0; c < 5; ++c) s += std::exp(x[(n * 5 + c) * 3 + i] - m);
-        for (int c = 0; c < 5; ++c)
-          want[(n * 5 + c) * 3 + i] = AsType(t, static_cast<float>(std::exp(x[(n * 5 + c) * 3 + i] - m) / s));
-      }
-    ExpectMatch(t, r.top[0]->ToFloat(), want, "Softmax");
+    // Positions along an inner axis, and a classifier's rows of 1000 and 70 channels.
+    for (const std::vector<int>& shape :
+         {std::vector<int>{2, 5, 3}, std::vector<int>{3, 1000}, std::vector<int>{2, 70}}) {
+      LayerRun r = Make(Param("type: 'Softmax'", t), {shape}, 1);
+      r.Forward();
+      const auto x = Seen(*r.bottom[0]);
+      const int outer = shape[0], channels = shape[1], inner = shape.size() > 2 ? shape[2] : 1;
+      std::vector<float> want(x.size());
+      for (int n = 0; n < outer; ++n)
+        for (int i = 0; i < inner; ++i) {
+          auto at = [&](int c) { return (n * channels + c) * inner + i; };
+          double m = -1e30, s = 0;
+          for (int c = 0; c < channels; ++c) m = std::max<double>(m, x[at(c)]);
+          for (int c = 0; c < channels; ++c) s += std::exp(x[at(c)] - m);
+          for (int c = 0; c < channels; ++c)
+            want[at(c)] = AsType(t, static_cast<float>(std::exp(x[at(c)] - m) / s));
+        }
+      ExpectMatch(t, r.top[0]->ToFloat(), want, "Softmax " + std::to_string(channels));
+    }
   }
 }
 
