@@ -496,6 +496,7 @@ const Dialect kOpenCL = {
     /*byte_pair_product16=*/kBytePairProduct16OpenCLText,
     /*byte_quad_product16=*/kByteQuadProduct16OpenCLText,
     /*byte_quad_slide16=*/kByteQuadSlide16OpenCLText,
+    /*byte_tile_product=*/kByteTileProductOpenCLText,
     /*byte_vector_store=*/kByteVectorStoreOpenCLText,
     /*vector_builtins=*/true,
     /*vector_type=*/"@S@N",
@@ -551,6 +552,7 @@ const Dialect kCuda = {
     /*byte_pair_product16=*/kBytePairProduct16CudaText,
     /*byte_quad_product16=*/kByteQuadProduct16CudaText,
     /*byte_quad_slide16=*/nullptr,
+    /*byte_tile_product=*/nullptr,
     /*byte_vector_store=*/nullptr,
     /*vector_builtins=*/false,
     // The vector words of OpenCL C have no row here yet: CUDA's vectors are AddVector's structs.

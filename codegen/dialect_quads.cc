@@ -174,4 +174,82 @@ $device_fn mp_u32 mp_quad_slide_word(const $global mp_u8* p, int2 keep, int z, i
 #endif
 )";
 
+// Byte tile products (KernelHelper::kByteTileProduct), OpenCL only. The AMX form: PoCL compiles
+// the tile built-ins, like VNNI's, only in a noinline function carrying the target attribute;
+// every tile is configured as 16 rows of 64 bytes (palette 1) when the function starts and
+// released when it ends, so nothing of the tile state outlives one call. The portable form keeps
+// the eight tiles in a private array and computes the same wrapping int32 sums.
+const char* const kByteTileProductOpenCLText =
+    R"(// Byte tile products: 8 tiles of 16 rows x 64 bytes;
+// c.int[m][n] += a.byte[m][4k+j] * b.byte[k][4n+j].
+#if defined(MP_BYTE_TILES_AMX) && !defined(MP_PORTABLE_FORMS) && !defined(MP_NO_512BIT_FORMS)
+#define MP_TILE_FN static __attribute__((target("amx-tile,amx-int8,avx512f"), noinline))
+static __attribute__((target("amx-tile"), noinline)) void mp_tiles_begin(void) {
+  uchar cfg[64] __attribute__((aligned(64)));
+  for (int i = 0; i < 64; ++i) cfg[i] = 0;
+  cfg[0] = 1;
+  for (int t = 0; t < 8; ++t) {
+    cfg[16 + 2 * t] = 64;
+    cfg[48 + t] = 16;
+  }
+  __builtin_ia32_tile_loadconfig(cfg);
+}
+#define MP_TILES_BEGIN() mp_tiles_begin()
+#define MP_TILES_END() __builtin_ia32_tilerelease()
+#define MP_TILE_ZERO(t) __builtin_ia32_tilezero(t)
+#define MP_TILE_LOAD(t, p, stride) \
+  __builtin_ia32_tileloadd64((t), (const void*)(ulong)(p), (long)(stride))
+#define MP_TILE_DPBUSD(c, a, b) __builtin_ia32_tdpbusd((c), (a), (b))
+#define MP_TILE_DPBSUD(c, a, b) __builtin_ia32_tdpbsud((c), (a), (b))
+#define MP_TILE_LOAD_P(t, p, stride) MP_TILE_LOAD(t, p, stride)
+#define MP_TILE_STORE(t, p, stride) \
+  __builtin_ia32_tilestored64((t), (void*)(ulong)(p), (long)(stride))
+#else
+#define MP_TILE_FN $device_fn
+$device_fn void mp_tile_load(int* t, const $global uchar* p, int stride) {
+  for (int r = 0; r < 16; ++r)
+    for (int w = 0; w < 16; ++w) {
+      const $global uchar* q = p + r * stride + 4 * w;
+      t[16 * r + w] =
+          (int)((uint)q[0] | ((uint)q[1] << 8) | ((uint)q[2] << 16) | ((uint)q[3] << 24));
+    }
+}
+$device_fn void mp_tile_load_p(int* t, const uchar* p, int stride) {
+  for (int r = 0; r < 16; ++r)
+    for (int w = 0; w < 16; ++w) {
+      const uchar* q = p + r * stride + 4 * w;
+      t[16 * r + w] =
+          (int)((uint)q[0] | ((uint)q[1] << 8) | ((uint)q[2] << 16) | ((uint)q[3] << 24));
+    }
+}
+// a's bytes signed when a_signed, b's when not: tdpbsud, else tdpbusd.
+$device_fn void mp_tile_dp(int* c, const int* a, const int* b, int a_signed) {
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 16; ++n) {
+      uint s = (uint)c[16 * m + n];
+      for (int k = 0; k < 16; ++k) {
+        const uint x = (uint)a[16 * m + k], w = (uint)b[16 * k + n];
+        for (int j = 0; j < 32; j += 8) {
+          const int xb = (int)((x >> j) & 255u), wb = (int)((w >> j) & 255u);
+          s += a_signed ? (uint)((int)(char)xb * wb) : (uint)(xb * (int)(char)wb);
+        }
+      }
+      c[16 * m + n] = (int)s;
+    }
+}
+$device_fn void mp_tile_store(const int* t, int* p, int stride) {
+  for (int r = 0; r < 16; ++r)
+    for (int w = 0; w < 16; ++w) p[r * (stride / 4) + w] = t[16 * r + w];
+}
+#define MP_TILES_BEGIN() int mp_tiles[8][256]
+#define MP_TILES_END()
+#define MP_TILE_ZERO(t) for (int mp_i = 0; mp_i < 256; ++mp_i) mp_tiles[t][mp_i] = 0
+#define MP_TILE_LOAD(t, p, stride) mp_tile_load(mp_tiles[t], (const $global uchar*)(p), (stride))
+#define MP_TILE_DPBUSD(c, a, b) mp_tile_dp(mp_tiles[c], mp_tiles[a], mp_tiles[b], 0)
+#define MP_TILE_DPBSUD(c, a, b) mp_tile_dp(mp_tiles[c], mp_tiles[a], mp_tiles[b], 1)
+#define MP_TILE_LOAD_P(t, p, stride) mp_tile_load_p(mp_tiles[t], (const uchar*)(p), (stride))
+#define MP_TILE_STORE(t, p, stride) mp_tile_store(mp_tiles[t], (p), (stride))
+#endif
+)";
+
 }  // namespace mpcaffe

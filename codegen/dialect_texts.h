@@ -9,5 +9,7 @@ extern const char* const kByteQuadProduct16OpenCLText;
 extern const char* const kByteQuadProduct16CudaText;
 /// KernelHelper::kByteQuadSlide16 in OpenCL C (codegen/dialect_quads.cc).
 extern const char* const kByteQuadSlide16OpenCLText;
+/// KernelHelper::kByteTileProduct in OpenCL C (codegen/dialect_quads.cc).
+extern const char* const kByteTileProductOpenCLText;
 
 }  // namespace mpcaffe

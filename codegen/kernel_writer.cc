@@ -143,6 +143,7 @@ KernelTarget KernelTarget::Of(const Device& device) {
   t.vector_builtins = Dialect::For(t.backend).vector_builtins;
   t.work_item_is_thread = UsesCpuVectorDefaults(device.info());
   t.byte_quads_in_helper = ByteQuadsInHelper(device.info());
+  t.byte_tiles_in_helper = ByteTilesInHelper(device.info());
   return t;
 }
 
@@ -524,6 +525,11 @@ std::string KernelWriter::Preamble() const {
         if (target_.byte_quads_in_helper && target_.backend == Backend::kOpenCL)
           p += "#define MP_BYTE_QUADS_VNNI 1\n";
         p += dialect_row(dialect_.byte_quad_product16, "byte quad products");
+        break;
+      case KernelHelper::kByteTileProduct:
+        if (target_.byte_tiles_in_helper && target_.backend == Backend::kOpenCL)
+          p += "#define MP_BYTE_TILES_AMX 1\n";
+        p += dialect_row(dialect_.byte_tile_product, "byte tile products");
         break;
       case KernelHelper::kByteQuadSlide16:
         p += dialect_row(dialect_.byte_quad_slide16, "sliding byte quads");

@@ -71,6 +71,9 @@ struct Dialect {
   /// KernelHelper::kByteQuadSlide16's text (OpenCL: the VNNI form's byte shuffle and a portable
   /// form); nullptr where the dialect has none (CUDA: its depthwise kernel has no vector forms).
   const char* byte_quad_slide16;
+  /// KernelHelper::kByteTileProduct's text (OpenCL: AMX's built-ins behind MP_BYTE_TILES_AMX
+  /// and a portable form); nullptr where the dialect has none (CUDA).
+  const char* byte_tile_product;
   /// KernelHelper::kByteVectorStore's text; nullptr where the dialect has no such form (CUDA:
   /// its vectors store lane by lane already).
   const char* byte_vector_store;
@@ -142,6 +145,9 @@ struct KernelTarget {
   /// KernelHelper::kByteQuadProduct16 takes its AVX-512 VNNI form (MP_QUAD_FN functions carry
   /// the target attribute; the text defines MP_BYTE_QUADS_VNNI): ByteQuadsInHelper.
   bool byte_quads_in_helper = false;
+  /// KernelHelper::kByteTileProduct takes its AMX form (MP_TILE_FN functions carry the target
+  /// attribute; the text defines MP_BYTE_TILES_AMX): ByteTilesInHelper.
+  bool byte_tiles_in_helper = false;
 
   /// The device's target. fp16_arith follows DeviceInfo::fp16 unless MPCAFFE_FP16_ARITH=0
   /// (fp16 then computes in float, as on a device without half arithmetic); helper_forms
@@ -242,6 +248,23 @@ enum class KernelHelper {
   ///                     keeps them inside the buffer); the portable form reads only the bytes it
   ///                     keeps.
   kByteQuadSlide16,
+  /// Byte tile products: eight tiles, numbered 0 … 7 (integer literals), each 16 rows of 64
+  /// bytes (Dialect::byte_tile_product; OpenCL only), the same integers in every form:
+  ///   MP_TILE_FN        the qualifier of the one function that uses the tiles: with
+  ///                     KernelTarget::byte_tiles_in_helper (MP_BYTE_TILES_AMX) a static noinline
+  ///                     function compiled for AMX (as MP_QUAD_FN for VNNI); else the dialect's
+  ///                     inline helper qualifier, the tiles then private arrays
+  ///   MP_TILES_BEGIN()  first statement of that function (configures or declares the tiles)
+  ///   MP_TILES_END()    its last statement (releases them)
+  ///   MP_TILE_ZERO(t)   every byte of tile t 0
+  ///   MP_TILE_LOAD(t, p, stride)  row r of tile t the 64 bytes at p + r·stride (a global
+  ///                     pointer, stride in bytes)
+  ///   MP_TILE_LOAD_P(t, p, stride)  the same from private memory
+  ///   MP_TILE_DPBUSD(c, a, b)  tile c as int32 [16][16] += Σ_k Σ_j a.byte[m][4k + j] ·
+  ///                     b.byte[k][4n + j] (a's bytes unsigned, b's signed), wrapping int32
+  ///   MP_TILE_DPBSUD(c, a, b)  the same with a's bytes signed and b's unsigned
+  ///   MP_TILE_STORE(t, p, stride)  tile t's rows to the private ints at p, stride bytes apart
+  kByteTileProduct,
   /// MP_SELECT(a, b, c): c ? b : a, elementwise and branch-free where the dialect has it
   /// (Dialect::select); and <alias>_SELECT(a, b, c) per AddType alias, for values of its compute
   /// type (the condition as the integer of that size OpenCL's select() wants: short for half).

@@ -15,6 +15,7 @@ TargetProfile TargetProfile::Of(const DeviceInfo& info) {
   p.dot_product = info.dot_product;
   p.byte_pair_products = info.byte_pair_products;
   p.byte_quad_products = ByteQuadsInHelper(info);
+  p.byte_tile_products = ByteTilesInHelper(info);
   p.half_register_tiles = p.cpu_vectors && ActiveHostIsa() < HostIsa::kAvx512;
   p.sixteen_lane_registers = p.cpu_vectors && !info.wide_tiles_slow_at_256_bits &&
                              ActiveHostIsa() >= HostIsa::kAvx512;

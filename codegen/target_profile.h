@@ -29,6 +29,9 @@ struct TargetProfile {
   /// AVX-512 VNNI's byte quad products run in a helper function (ByteQuadsInHelper: PoCL on a
   /// CPU with avx512vnni, MPCAFFE_ISA not lowered): the int8 pointwise kernel's 4-channel steps.
   bool byte_quad_products = false;
+  /// AMX's byte tile products run in a helper function (ByteTilesInHelper: PoCL on a CPU with
+  /// AMX-INT8 whose tiles this process may use): the int8 direct convolution's tile form.
+  bool byte_tile_products = false;
   /// Register tiles of at most half the vector register file: a CPU runtime at a level of 16
   /// 256-bit registers (the host level in use below AVX-512: an AVX2 CPU, or MPCAFFE_ISA=avx2,
   /// which caps the runtimes' compilers too), where a tile of 16 two-register accumulators

@@ -168,6 +168,10 @@ bool ByteQuadsInHelper(const DeviceInfo& device) {
   return device.byte_quad_products_in_helper && ActiveHostIsa() == CpuHostIsa();
 }
 
+bool ByteTilesInHelper(const DeviceInfo& device) {
+  return device.byte_tile_products_in_helper && ByteQuadsInHelper(device);
+}
+
 bool SlowNetPasses(const DeviceInfo& device, NetTypes types) {
   // Every net at the AVX-512 level; at AVX2 the nets without int8 layers (int8 nets ran faster
   // on Intel's runtime there, fp32 nets level or slower: docs/BENCHMARKS.md).

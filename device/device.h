@@ -121,6 +121,11 @@ struct DeviceInfo {
   /// the process ("LLVM ERROR: Cannot select ... X86ISD::VPDPBUSD"). Intel's runtime compiles
   /// for SPIR (no x86 built-ins), rusticl scalarizes: false there.
   bool byte_quad_products_in_helper = false;
+  /// The same compiler also runs AMX's byte tile products (tdpbusd on 16 × 64-byte tiles) in a
+  /// helper function with the target attribute (KernelHelper::kByteTileProduct's MP_TILE_FN):
+  /// byte_quad_products_in_helper on a host CPU whose AMX tiles this process may use
+  /// (HostAmxTilesUsable). Intel's runtime compiles no x86 built-ins: false there.
+  bool byte_tile_products_in_helper = false;
   /// The most work-groups a launch may have along its third dimension (CUDA's gridDim.z:
   /// 65535); 0 where the device sets no limit below size_t's (OpenCL).
   size_t max_groups_dim2 = 0;
@@ -131,6 +136,9 @@ struct DeviceInfo {
 /// (DeviceInfo::byte_quad_products_in_helper) and MPCAFFE_ISA leaves this CPU's level as it is
 /// (avx2 or generic turn the VNNI form off, as they turn off the 512-bit pair products).
 bool ByteQuadsInHelper(const DeviceInfo& device);
+/// Whether `device` runs AMX's byte tile products in a helper function
+/// (DeviceInfo::byte_tile_products_in_helper), MPCAFFE_ISA leaving this CPU's level as it is.
+bool ByteTilesInHelper(const DeviceInfo& device);
 
 /// Whether kernels on this device get the defaults of a device whose compiler maps work-items to
 /// SIMD lanes (GPUs, and CPU devices with work_items_in_simd_lanes) rather than those of an

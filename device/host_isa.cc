@@ -4,6 +4,12 @@
 #include <atomic>
 #include <cstdio>
 
+#if defined(__x86_64__) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include "device/error.h"
 #include "device/settings.h"
 
@@ -48,6 +54,23 @@ bool CpuHasAvx512Vnni() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   static const bool vnni = CpuHostIsa() == HostIsa::kAvx512 && __builtin_cpu_supports("avx512vnni");
   return vnni;
+#else
+  return false;
+#endif
+}
+
+bool HostAmxTilesUsable() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const bool usable = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    const bool tile = (d >> 24) & 1u, int8 = (d >> 25) & 1u;
+    if (!tile || !int8) return false;
+    // ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18): without it the first tile
+    // instruction faults (SIGILL); a kernel too old to know the request refuses it.
+    return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+  }();
+  return usable;
 #else
   return false;
 #endif

@@ -31,6 +31,13 @@ HostIsa CpuHostIsa();
 /// the AVX-512 level on (ByteQuadsInHelper, codegen/target_profile.h).
 bool CpuHasAvx512Vnni();
 
+/// Whether this CPU has AMX's tile registers and byte tile products (AMX-TILE and AMX-INT8,
+/// CPUID leaf 7) and this process may use them: Linux grants the tile data state only on request
+/// (arch_prctl ARCH_REQ_XCOMP_PERM), which the first call makes for the whole process. Like VNNI,
+/// only OpenCL kernels that ask for it in a helper function use it
+/// (DeviceInfo::byte_tile_products_in_helper).
+bool HostAmxTilesUsable();
+
 /// "" when this CPU runs `isa`, else why not (e.g. "this CPU has no AVX-512 (F, BW, VL, DQ)").
 std::string HostIsaUnavailable(HostIsa isa);
 

@@ -211,7 +211,7 @@ void Convolution::PreparePointwise(const PointwiseTile& tile) {
   pointwise_tile_ = tile;
   // Byte quads hold w − z_w as signed bytes; other weight zero points take the pair products.
   // Their zipped column takes twice the bytes: past kMaxZippedColumnBytes, a zip per block.
-  if (tile.k == 4 && !weights_fit_bytes_) {
+  if ((tile.k == 4 || tile.k == 64) && !weights_fit_bytes_) {
     pointwise_tile_.k = 2;
     if (!PointwiseApplies(d, pointwise_tile_)) pointwise_tile_.ob = 1;
   }
@@ -280,18 +280,21 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
   config_.Validate();
   if (!config_.Supports(device.backend()))
     throw Error("convolution " + desc_.ToString() + ": config " + config_.ToString() +
-                " needs OpenCL vector types; use vw = 1 on " + BackendName(device.backend()));
+                " needs OpenCL C's byte tile products; use kp 1 or 4 on " +
+                BackendName(device.backend()));
   const int oc = desc_.out_channels, ocg = oc / desc_.groups;
   // Channel pairs hold x − z_x in 16 bits (int8q) or as lo/hi bytes of 17 bits (int16q): a
   // zero point within the type's range (any valid quantization).
   const bool pairs_ok =
       quant.x_zero >= 0 && quant.x_zero <= (desc_.type == DataType::kInt16Q ? 65535 : 255);
-  // Byte quads (kp 4, vw 16) hold w − z_w as signed bytes: other weight zero points take the
-  // channel pairs in a tile of as many vectors of 8.
-  if (desc_.type == DataType::kInt8Q && config_.kp == 4 && config_.vw == 16 &&
+  // Byte quads and tiles (kp 4 or 64, vw 16) hold w − z_w as signed bytes: other weight zero
+  // points take the channel pairs in a tile of as many vectors of 8 (tiles: the CPU default's).
+  if (desc_.type == DataType::kInt8Q && (config_.kp == 4 || config_.kp == 64) &&
+      config_.vw == 16 &&
       !(pairs_ok && std::all_of(quant.w_zero.begin(), quant.w_zero.end(), [&](int32_t z) {
           return z == (desc_.weights_signed ? 0 : 128);
         }))) {
+    if (config_.kp == 64) config_ = ConvConfig{1, 4, 3, 8};
     config_.kp = 1;
     config_.vw = 8;
   }
@@ -310,7 +313,8 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
     forward_ = program->GetKernel(ForwardKernelName(desc_));
     pack_ = program->GetKernel("conv_pack_" + suffix);
     if (IsPacked(input_)) xpack_ = program->GetKernel("conv_xpack_" + suffix);
-    if (input_ == ConvInput::kDot4 || input_ == ConvInput::kPackedQuads) {
+    if (input_ == ConvInput::kDot4 || input_ == ConvInput::kPackedQuads ||
+        input_ == ConvInput::kPackedTiles) {
       wsum_kernel_ = program->GetKernel("conv_wsum_" + suffix);
       wsum_ = device.Alloc<int32_t>(size_t(oc));
     }
@@ -416,7 +420,8 @@ Event Convolution::SetWeights(const BufferRef& packed_weights, Queue* queue) {
     // Σ(w − z_w).
     const bool q = d.type == DataType::kInt8Q, pairs = pointwise_wsum_ != nullptr;
     const size_t total =
-        blocks * (pairs         ? size_t(DivUp(int(row), t.k))
+        blocks * (pairs && t.k == 64 ? size_t(conv_internal::PointwiseTileQuads(int(row)))
+                  : pairs         ? size_t(DivUp(int(row), t.k))
                   : t.kx == 2 ? row / size_t(d.kernel_w) * size_t(DivUp(d.kernel_w, 2))
                               : row);
     if (!pointwise_weights_) pointwise_weights_ = device_->Allocate(total * 4);
@@ -451,12 +456,15 @@ Event Convolution::SetWeights(const BufferRef& packed_weights, Queue* queue) {
   if (input_ == ConvInput::kPackedQuads && QuadLayoutOf(d).taps) pack_.Arg(int32_t{d.kernel_w});
   packed_ready_ = true;
   Event packed = pack_.Launch1D(size_t(total), queue);
-  if (input_ != ConvInput::kDot4 && input_ != ConvInput::kPackedQuads) return packed;
+  if (input_ != ConvInput::kDot4 && input_ != ConvInput::kPackedQuads &&
+      input_ != ConvInput::kPackedTiles)
+    return packed;
   wsum_kernel_.ArgBuffer(weights.mem, weights.byte_offset, wbytes)
       .Arg(wsum_)
       .Arg(int32_t{d.out_channels})
       .Arg(int32_t{cg * khw});
-  if (input_ == ConvInput::kPackedQuads) wsum_kernel_.Arg(w_zero_);
+  if (input_ == ConvInput::kPackedQuads || input_ == ConvInput::kPackedTiles)
+    wsum_kernel_.Arg(w_zero_);
   return wsum_kernel_.Launch1D(size_t(d.out_channels), queue);
 }
 
@@ -581,16 +589,22 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
         .ArgBuffer(output.mem, output.byte_offset + out_offset, es);
     if (input_ == ConvInput::kPackedSplit) forward_.ArgBuffer(x, xs_byte_offset, 4).Arg(w_zero_);
     if (input_ == ConvInput::kDot4) forward_.Arg(w_zero_).Arg(wsum_);
-    if (input_ == ConvInput::kPackedQuads) forward_.Arg(wsum_);
+    const bool tiles = input_ == ConvInput::kPackedTiles;
+    if (input_ == ConvInput::kPackedQuads || tiles) forward_.Arg(wsum_);
     // Byte quads walk their packed planes (QuadLayout: a strided 1×1 window's hold only the
-    // pixels it reads, tap quads' the padding; "Cg" is 4 per quad plane).
+    // pixels it reads, tap quads' the padding; "Cg" is 4 per quad plane); tiles their grid
+    // (TileLayout: the padding inside it, at stride 1).
     const bool quads = input_ == ConvInput::kPackedQuads;
     const QuadLayout l = quads ? QuadLayoutOf(d) : QuadLayout{};
-    const int h = quads ? l.h : d.height, wd = quads ? l.w : d.width;
+    const TileLayout tl = tiles ? TileLayoutOf(d) : TileLayout{};
+    const int h = quads ? l.h : tiles ? tl.h : d.height;
+    const int wd = quads ? l.w : tiles ? tl.w : d.width;
     const int cg = quads ? 4 * l.planes : d.channels / d.groups;
-    const int kw = quads ? l.kw : d.kernel_w, sh = quads ? l.sh : d.stride_h;
-    const int sw = quads ? l.sw : d.stride_w, ph = quads ? l.ph : d.pad_h;
-    const int pw = quads ? l.pw : d.pad_w, dw = quads ? l.dw : d.dilation_w;
+    const int kw = quads ? l.kw : d.kernel_w;
+    const int sh = quads ? l.sh : tiles ? 1 : d.stride_h;
+    const int sw = quads ? l.sw : tiles ? 1 : d.stride_w;
+    const int ph = quads ? l.ph : tiles ? 0 : d.pad_h, pw = quads ? l.pw : tiles ? 0 : d.pad_w;
+    const int dw = quads ? l.dw : d.dilation_w;
     for (int v : {d.channels, h,           wd,           cg,
                   ocg,        oc_padded_,  oh,           ow,
                   d.kernel_h, kw,          sh,           sw,
@@ -598,7 +612,7 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
                   d.groups,   int(d.bias), int(d.relu),  x_zero_,
                   c_zero_,    int(d.residual), res_zero_, res_m_, res_s_, rq_mode_})
       forward_.Arg(int32_t{v});
-    const Dim3 global = {size_t(DivUp(oh * ow, config_.px_per_item)) * lanes,
+    const Dim3 global = {size_t(DivUp(tiles ? tl.grid : oh * ow, config_.px_per_item)) * lanes,
                          size_t(DivUp(ocg, config_.channels_per_group())),
                          size_t(images) * d.groups};
     return forward_.Launch(global, {lanes, 1, 1}, queue);
@@ -621,12 +635,20 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
         .ArgBuffer(xpacked_.get(), 0, 4);
     if (input_ == ConvInput::kPackedSplit) xpack_.ArgBuffer(xpacked_.get(), xs_offset, 4);
     const bool quads = input_ == ConvInput::kPackedQuads;
+    const bool tiles = input_ == ConvInput::kPackedTiles;
     const QuadLayout l = quads ? QuadLayoutOf(d) : QuadLayout{};
-    const size_t planes_hw = quads ? size_t(l.h) * l.w : hw;
+    const TileLayout tl = tiles ? TileLayoutOf(d) : TileLayout{};
+    const size_t planes_hw = quads ? size_t(l.h) * l.w : tiles ? size_t(tl.plane) : hw;
     xpack_.Arg(int32_t{d.channels / d.groups})
         .Arg(int32_t(planes_hw))
         .Arg(int32_t{images * d.groups})
         .Arg(int32_t{x_zero_});
+    if (tiles) {
+      const bool sub = QuadsSubsample(d);
+      xpack_.Arg(int32_t{d.width}).Arg(int32_t(hw)).Arg(int32_t{tl.w});
+      xpack_.Arg(int32_t{sub ? 0 : d.pad_h}).Arg(int32_t{sub ? 0 : d.pad_w});
+      xpack_.Arg(int32_t{sub ? d.stride_h : 1}).Arg(int32_t{sub ? d.stride_w : 1});
+    }
     if (quads) {
       const bool sub = QuadsSubsample(d);
       xpack_.Arg(int32_t{d.width}).Arg(int32_t(hw)).Arg(int32_t{l.w});
@@ -636,8 +658,13 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
         xpack_.Arg(int32_t{sub ? d.stride_h : 1}).Arg(int32_t{sub ? d.stride_w : 1});
     }
     // Tap quads: a work-item per packed row; otherwise per pixel, over the planes.
+    // Tiles: a work-item per grid row (the plane's rows, the last partial) of each of the 16
+    // quads of every 64-channel block.
     const size_t items =
-        size_t(images) * d.groups * (l.taps ? size_t(l.planes) * l.h : planes_hw);
+        size_t(images) * d.groups *
+        (l.taps    ? size_t(l.planes) * l.h
+         : tiles ? size_t(tl.blocks) * 16 * DivUp(tl.plane, tl.w)
+                   : planes_hw);
     xpack_.Launch1D(items, queue);
     last = launch(first, images, xpacked_.get(), 0, xs_offset);
   }

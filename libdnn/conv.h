@@ -110,20 +110,25 @@ struct ConvConfig {
   /// Input channels per multiply (int8q): 4 takes four channels per step through the 4-way
   /// byte dot product (KernelHelper::kDot4; ConvInput::kDot4) with scalar lanes (vw = 1), or
   /// byte quad products (KernelHelper::kByteQuadProduct16; ConvInput::kPackedQuads) with vw = 16;
+  /// 64 (vw = 16, lanes = 1) takes 64 channels per step as byte tile products
+  /// (KernelHelper::kByteTileProduct; ConvInput::kPackedTiles): px_per_item a multiple of 16.
   /// 1 is the type's usual input path.
   int kp = 1;
 
-  /// The fields: l (lanes), oc, px, v (vw), k (kp; written only when 4), with their allowed
+  /// The fields: l (lanes), oc, px, v (vw), k (kp; written only when not 1), with their allowed
   /// values.
   static const ConfigSchema<ConvConfig>& Schema();
   std::string ToString() const;  // "l1 oc4 px3 v8", with " k4" when kp = 4
-  /// Throws mpcaffe::Error: lanes in [1, 256], tiles in [1, 16], oc·px ≤ 64, vw a width above,
-  /// kp 1 or 4 (4 with vw = 1 or 16).
+  /// Throws mpcaffe::Error: lanes in [1, 256], oc and px in [1, 16] (px to 48 with kp = 64),
+  /// oc·px ≤ 64, vw a width above,
+  /// kp 1, 4 (with vw = 1 or 16) or 64 (vw = 16, one lane, px a multiple of 16, and the
+  /// accumulator, input and weight tiles at most 8: oc·px/16 + px/16 + oc ≤ 8).
   void Validate() const;
   /// Whether the config can run on a backend: every config on both (vw > 1 on CUDA through
   /// KernelWriter::AddVector's struct vectors, the channel-pair inputs through
-  /// KernelHelper::kPairProduct16's CUDA row; see InputOf).
-  bool Supports(Backend) const { return true; }
+  /// KernelHelper::kPairProduct16's CUDA row; see InputOf) but byte tile products (kp = 64),
+  /// which only OpenCL C spells.
+  bool Supports(Backend backend) const { return kp != 64 || backend == Backend::kOpenCL; }
   /// Channels of one work-group: lanes · oc_per_item · vw.
   int channels_per_group() const { return lanes * oc_per_item * vw; }
   bool operator==(const ConvConfig& o) const { return Schema().Equal(*this, o); }
@@ -152,6 +157,11 @@ enum class ConvInput {
                  // four channels' bytes x (unsigned); per step one word per pixel in every
                  // lane times 16 channels' words of w − z_w (signed bytes) in one MP_DPBUSD16,
                  // minus z_x·Σ(w − z_w) after the window (padding reads z_x)
+  kPackedTiles,  // int8q with kp = 64 at stride 1 (or a subsampled 1×1 window, QuadsSubsample):
+                 // a pack kernel writes each pixel's channels as 16 words of byte quads per
+                 // 64-channel block over the padded input (TileLayout); per window tap and
+                 // block, 16 pixels' rows times 16 quads' rows of 16 channels' w − z_w in one
+                 // MP_TILE_DPBUSD, corrected as kPackedQuads
 };
 
 /// The default tile for a device class and data type: wide-vector register tiles with one

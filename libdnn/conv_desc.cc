@@ -22,14 +22,19 @@ const char* PackedType(DataType t, ConvInput input) {
     case DataType::kFloat16:
       return "float";
     case DataType::kInt8Q:
-      return input == ConvInput::kDot4 || input == ConvInput::kPackedQuads ? "mp_u8" : "mp_i16";
+      return input == ConvInput::kDot4 || input == ConvInput::kPackedQuads ||
+                     input == ConvInput::kPackedTiles
+                 ? "mp_u8"
+                 : "mp_i16";
     case DataType::kInt16Q:
       return input == ConvInput::kPackedSplit ? "mp_i16" : "int";
   }
   return "float";
 }
 size_t PackedBytes(DataType t, ConvInput input) {
-  if (input == ConvInput::kDot4 || input == ConvInput::kPackedQuads) return 1;
+  if (input == ConvInput::kDot4 || input == ConvInput::kPackedQuads ||
+      input == ConvInput::kPackedTiles)
+    return 1;
   return t == DataType::kInt8Q || input == ConvInput::kPackedSplit ? 2 : 4;
 }
 
@@ -44,6 +49,10 @@ ConvInput InputOf(Backend backend, const ConvDesc& d, const ConvConfig& c, bool 
   // kp = 4 replicates z_x into the bytes of padding: a zero point within uint8.
   if (d.type == DataType::kInt8Q && c.kp == 4 && x_fits)
     return c.vw == 16 ? ConvInput::kPackedQuads : ConvInput::kDot4;
+  // Tiles read 16 neighbouring pixels' rows with one stride: a window at stride 1 over the
+  // padded input, or a subsampled 1×1 window; elsewhere the same tile in byte quads.
+  if (d.type == DataType::kInt8Q && c.kp == 64 && x_fits)
+    return TilesApply(d) ? ConvInput::kPackedTiles : ConvInput::kPackedQuads;
   if (c.vw != 8 || !x_fits) return ConvInput::kDirect;
   const int cg = d.channels / d.groups;
   // Packed planes are indexed with int: one image's words (two per pair for int16) and the
@@ -70,12 +79,13 @@ ConvInput InputOf(Backend backend, const ConvDesc& d, const ConvConfig& c, bool 
 }
 bool IsPacked(ConvInput m) {
   return m == ConvInput::kPackedPairs || m == ConvInput::kPackedSplit ||
-         m == ConvInput::kPackedQuads;
+         m == ConvInput::kPackedQuads || m == ConvInput::kPackedTiles;
 }
 
-/// Input channels per packed step: 4 (kDot4, kPackedQuads), 2 (channel pairs) or 1.
+/// Input channels per packed step: 4 (kDot4, kPackedQuads, kPackedTiles), 2 (channel pairs) or 1.
 int ChannelsPerStep(ConvInput m) {
-  return m == ConvInput::kDot4 || m == ConvInput::kPackedQuads ? 4
+  return m == ConvInput::kDot4 || m == ConvInput::kPackedQuads || m == ConvInput::kPackedTiles
+             ? 4
          : m == ConvInput::kDirect                             ? 1
                                                                : 2;
 }
@@ -91,6 +101,8 @@ size_t PackedWindow(const ConvDesc& d, ConvInput m) {
     const QuadLayout l = QuadLayoutOf(d);
     return size_t(d.kernel_h) * l.kw * l.planes * 4;
   }
+  if (m == ConvInput::kPackedTiles)
+    return size_t(d.kernel_h) * d.kernel_w * TileLayoutOf(d).blocks * 64;
   return size_t(d.kernel_h) * d.kernel_w * PackedChannels(d, m);
 }
 
@@ -118,6 +130,22 @@ QuadLayout QuadLayoutOf(const ConvDesc& d) {
   return l;
 }
 
+TileLayout TileLayoutOf(const ConvDesc& d) {
+  const bool sub = QuadsSubsample(d);
+  TileLayout l;
+  l.h = sub ? d.out_h() : d.height + 2 * d.pad_h;
+  l.w = sub ? d.out_w() : d.width + 2 * d.pad_w;
+  l.grid = d.out_h() * l.w;
+  // The last work-item's rows start before grid + 64 (px ≤ 48) and reach (KH − 1)·dh rows and
+  // (KW − 1)·dw columns further: the forward kernel computes the same sum (TilePrologue).
+  l.plane = DivUp(l.grid + 64 + (d.kernel_h - 1) * d.dilation_h * l.w +
+                      (d.kernel_w - 1) * d.dilation_w,
+                  16) *
+            16;
+  l.blocks = DivUp(d.channels / d.groups, 64);
+  return l;
+}
+
 /// Bytes of one image's packed input: per group ⌈Cg/2⌉ planes of 32-bit pairs (int16: a lo and
 /// a hi word per pixel, then one plane of channel sums), or byte quads' planes (QuadLayout).
 size_t PackedInputBytes(const ConvDesc& d, ConvInput m) {
@@ -125,6 +153,10 @@ size_t PackedInputBytes(const ConvDesc& d, ConvInput m) {
   if (m == ConvInput::kPackedQuads) {
     const QuadLayout l = QuadLayoutOf(d);
     return size_t(d.groups) * size_t(l.planes) * size_t(l.h) * size_t(l.w) * 4;
+  }
+  if (m == ConvInput::kPackedTiles) {
+    const TileLayout l = TileLayoutOf(d);
+    return size_t(d.groups) * size_t(l.blocks) * size_t(l.plane) * 64;
   }
   if (m == ConvInput::kPackedPairs) return size_t(d.groups) * pairs * hw * 4;
   if (m == ConvInput::kPackedSplit) return size_t(d.groups) * (pairs * 2 + 1) * hw * 4;
@@ -247,9 +279,9 @@ const ConfigSchema<ConvConfig>& ConvConfig::Schema() {
   static const ConfigSchema<ConvConfig> schema(
       "", {{"l", &ConvConfig::lanes, ValueRange(1, 256)},
            {"oc", &ConvConfig::oc_per_item, ValueRange(1, 16)},
-           {"px", &ConvConfig::px_per_item, ValueRange(1, 16)},
+           {"px", &ConvConfig::px_per_item, ValueRange(1, 48)},
            {"v", &ConvConfig::vw, {1, 2, 4, 8, 16}},
-           {"k", &ConvConfig::kp, {1, 4}, 1, /*always_printed=*/false}});
+           {"k", &ConvConfig::kp, {1, 4, 64}, 1, /*always_printed=*/false}});
   return schema;
 }
 
@@ -257,10 +289,18 @@ std::string ConvConfig::ToString() const { return Schema().Print(*this); }
 
 void ConvConfig::Validate() const {
   const ConfigSchema<ConvConfig>& s = Schema();
-  if (!s.InRange(*this) || oc_per_item * px_per_item > 64 || (kp == 4 && vw != 1 && vw != 16))
+  const int row_tiles = px_per_item / 16;
+  const bool tiles_fit = px_per_item % 16 == 0 && vw == 16 && lanes == 1 &&
+                         oc_per_item * row_tiles + row_tiles + oc_per_item <= 8;
+  if (!s.InRange(*this) || oc_per_item * px_per_item > 64 ||
+      (kp != 64 && px_per_item > 16) || (kp == 4 && vw != 1 && vw != 16) ||
+      (kp == 64 && !tiles_fit))
     throw Error("convolution config " + ToString() + ": lanes must be in [" + s.AllowedText("l") +
-                "], tiles in [" + s.AllowedText("oc") + "] with oc·px ≤ 64, vw " +
-                s.AllowedText("v") + ", kp " + s.AllowedText("k") + " (4 with vw 1 or 16)");
+                "], oc in [" + s.AllowedText("oc") + "], px in [1…16] (k64: [" +
+                s.AllowedText("px") + "]) with oc·px ≤ 64, vw " +
+                s.AllowedText("v") + ", kp " + s.AllowedText("k") +
+                " (4 with vw 1 or 16; 64 with vw 16, l1, px a multiple of 16 and oc·px/16 + "
+                "px/16 + oc ≤ 8)");
 }
 
 ConvConfig DefaultConvConfig(const DeviceInfo& device, DataType type) {
@@ -300,6 +340,12 @@ std::vector<ConvConfig> ConvConfig::Candidates(const DeviceInfo& device, DataTyp
     for (const ConvConfig& c : {ConvConfig{1, 4, 3, 16, 4}, ConvConfig{1, 2, 6, 16, 4},
                                 ConvConfig{1, 4, 4, 16, 4}, ConvConfig{1, 2, 4, 16, 4},
                                 ConvConfig{1, 3, 4, 16, 4}})
+      if (!(c == out[0])) out.push_back(c);
+  // int8 where byte tile products run in a helper: tiles of 16 pixels by 16 channels.
+  if (type == DataType::kInt8Q && TargetProfile::Of(device).byte_tile_products)
+    for (const ConvConfig& c : {ConvConfig{1, 2, 32, 16, 64}, ConvConfig{1, 1, 48, 16, 64},
+                                ConvConfig{1, 3, 16, 16, 64}, ConvConfig{1, 2, 16, 16, 64},
+                                ConvConfig{1, 1, 32, 16, 64}})
       if (!(c == out[0])) out.push_back(c);
   return out;
 }

@@ -8,7 +8,8 @@
 
 namespace mpcaffe::libdnn::conv_internal {
 
-std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c, bool quads) {
+std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c, bool quads,
+                                 bool tiles) {
   const VectorWords v(target);
   // Parts of at most 8 channels (the requantization's long lanes and the interleaved
   // multipliers' load of twice as many stay within OpenCL's 16 lanes).
@@ -50,9 +51,13 @@ std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c
         : parts == 1 ? acc
                      : v.Lanes(acc, h * L, L);
     // The pixel loop once per requantization, so that its loop-invariant terms leave the loop.
+    // A tile's pixels are grid positions, some past the output (pix_at: TilePrologue).
     auto pixels = [&](const std::string& body) {
-      std::string p = "      for (int tt = 0; tt < " + px + " && p0 + tt < P; ++tt) {\n";
-      p += "        const int yi0 = (n * G * OCg + o0) * P + p0 + tt;\n";
+      std::string p =
+          tiles ? "      for (int tt = 0; tt < " + px + "; ++tt) {\n        if (pix_at[tt] < 0) "
+                  "continue;\n        const int yi0 = (n * G * OCg + o0) * P + pix_at[tt];\n"
+                : "      for (int tt = 0; tt < " + px + " && p0 + tt < P; ++tt) {\n"
+                  "        const int yi0 = (n * G * OCg + o0) * P + p0 + tt;\n";
       p += "        const " + iv + " val = " + val + " + base;\n" + body;
       for (int l = 0; l < L; ++l)
         p += "        Dtype_STORE(y, yi0 + " + std::to_string(l) + " * P, " + v.Lane("out", l) +

@@ -76,8 +76,9 @@ struct ForwardText {
         c(config),
         input(InputOf(target.backend, desc, config, channel_pairs)),
         dot4(input == ConvInput::kDot4),
-        quads(input == ConvInput::kPackedQuads),
-        taps(quads && QuadLayoutOf(desc).taps),
+        quads(input == ConvInput::kPackedQuads || input == ConvInput::kPackedTiles),
+        byte_tiles(input == ConvInput::kPackedTiles),
+        taps(input == ConvInput::kPackedQuads && QuadLayoutOf(desc).taps),
         pairs(input != ConvInput::kDirect && !dot4 && !quads),
         packed(IsPacked(input)),
         split(input == ConvInput::kPackedSplit),
@@ -90,15 +91,22 @@ struct ForwardText {
   std::string Source() {
     DeclareTypes();
     AddPackKernels();
-    if (quads) w.Function(QuadWindowFunction(c));
-    AddForwardKernel(quads ? QuadPrologue(c) + Epilogue() : Prologue() + Window() + Epilogue());
+    if (byte_tiles)
+      w.Function(TileWindowFunction(c));
+    else if (quads)
+      w.Function(QuadWindowFunction(c));
+    AddForwardKernel(byte_tiles ? TilePrologue(c) + Epilogue()
+                     : quads    ? QuadPrologue(c) + Epilogue()
+                                : Prologue() + Window() + Epilogue());
     return w.Source();
   }
 
   const ConvDesc& d;
   const ConvConfig& c;
   const ConvInput input;
-  const bool dot4, quads;
+  const bool dot4;
+  const bool quads;  // the accumulators in `accs`, corrected by z_x·Σ(w − z_w): quads or tiles
+  const bool byte_tiles;  // kPackedTiles
   const bool taps;  // kPackedQuads along the window's columns (QuadLayout)
   const bool pairs, packed, split, q, wide;
   const bool vector_builtins;  // KernelTarget::vector_builtins
@@ -109,7 +117,9 @@ struct ForwardText {
   void DeclareTypes() {
     w.AddType("Dtype", d.type);
     if (pairs) w.UseHelper(KernelHelper::kPairProduct16);
+    // Tiles zip their input rows with the byte quads' MP_ZIP4X16.
     if (quads) w.UseHelper(KernelHelper::kByteQuadProduct16);
+    if (byte_tiles) w.UseHelper(KernelHelper::kByteTileProduct);
     // DirectVectorEpilogue's word per channel of four pixels.
     if (VectorRequantizes() && c.px_per_item == 4) w.UseHelper(KernelHelper::kByteVectorStore);
     if (dot4) {
@@ -186,9 +196,14 @@ struct ForwardText {
     if (taps)
       pack.Value("int", "KW").Body(QuadTapPackWeightsBody());
     else
+      // Tiles: the channel quads of 64-channel blocks (zero weights past Cg).
       pack.Body(
-            std::string(R"(  const int Cgp = (Cg + CONV_CP - 1) / CONV_CP;  // packed channel steps
-  $loop(i, total) {
+            std::string(byte_tiles
+                            ? "  const int Cgp = (Cg + 63) / 64 * 16;  // quads of 64-channel "
+                              "blocks\n"
+                            : "  const int Cgp = (Cg + CONV_CP - 1) / CONV_CP;  // packed channel "
+                              "steps\n") +
+            R"(  $loop(i, total) {
     const int s = i % CONV_CP;
     const int t = (i / CONV_CP) % CONV_TILE;
     int r = i / (CONV_CP * CONV_TILE);
@@ -198,7 +213,7 @@ struct ForwardText {
     r /= KHW;
     const int ocp = (r % blocks) * CONV_TILE + t;
     const int g = r / blocks;
-)") + (q ? "    int v = 0;\n" : "    float v = 0.0f;\n") +
+)" + std::string(q ? "    int v = 0;\n" : "    float v = 0.0f;\n") +
             R"(    if (ocp < OCg && ic < Cg) {
       const int o = g * OCg + ocp;
 )" +
@@ -235,7 +250,10 @@ struct ForwardText {
                      .Value("int", "XW")
                      .Value("int", "XHW")
                      .Value("int", "PW");
-      if (taps)
+      if (byte_tiles)
+        xk.Value("int", "ph").Value("int", "pw").Value("int", "sh").Value("int", "sw").Body(
+            TilePackInputBody());
+      else if (taps)
         xk.Value("int", "ph").Value("int", "pw").Value("int", "dw").Body(QuadTapPackInputBody());
       else
         xk.Value("int", "sh").Value("int", "sw").Body(QuadPackInputBody());
@@ -524,12 +542,15 @@ struct ForwardText {
   // once per work-item (the window loop above keeps the accumulators in registers).
   std::string Epilogue() const {
     const int px = c.px_per_item, tiles = c.oc_per_item * px;
-    std::string body = "  Vtype tile[" + std::to_string(tiles) + "];\n";
-    body += ForEachTile(c, [&](int j, int t) {
-      const std::string e = std::to_string(j * px + t);
-      return "  tile[" + e +
-             "] = " + (quads ? "Vtype_LOAD(accs + 16 * " + e + ");\n" : Sub("acc#J_#T;\n", j, t));
-    });
+    // Byte quads' and tiles' accumulators stay in `accs` (no copy of up to 4 KiB per
+    // work-item): the lanes are read from there.
+    std::string body;
+    if (!quads) {
+      body += "  Vtype tile[" + std::to_string(tiles) + "];\n";
+      body += ForEachTile(c, [&](int j, int t) {
+        return "  tile[" + std::to_string(j * px + t) + "] = " + Sub("acc#J_#T;\n", j, t);
+      });
+    }
     // The window sums of each pixel (the split and kDot4 corrections).
     if (split || dot4) {
       body += std::string("  const ") + (split ? "mp_i64" : "int") + " tile_sx[" +
@@ -542,17 +563,20 @@ struct ForwardText {
     body += "    const int oc0 = ocl + tj * CONV_STEP;\n";
     // A vector of channels all in range goes through DirectVectorEpilogue, the rest (and every
     // other type) lane by lane.
-    if (VectorRequantizes()) body += DirectVectorEpilogue(w.target(), c, quads);
+    if (VectorRequantizes()) body += DirectVectorEpilogue(w.target(), c, quads, byte_tiles);
     body += "    for (int tt = 0; tt < " + std::to_string(px) + R"(; ++tt) {
     const int e = tj * )" + std::to_string(px) + R"( + tt;
-    const int pvt = p0 + tt < P;
 )";
-    std::string s = R"(  VTO(tile[e], lanes_out);
-  for (int v = 0; v < CONV_VW; ++v) {
+    // A tile's pixel tt is a grid position: pix_at holds its output index (TilePrologue).
+    body += byte_tiles ? "    const int pvt = pix_at[tt] >= 0;\n    const int at = pix_at[tt];\n"
+                       : "    const int pvt = p0 + tt < P;\n    const int at = p0 + tt;\n";
+    std::string s = quads ? "  for (int v = 0; v < CONV_VW; ++v) lanes_out[v] = accs[16 * e + v];\n"
+                          : "  VTO(tile[e], lanes_out);\n";
+    s += R"(  for (int v = 0; v < CONV_VW; ++v) {
     const int oc = ocl + tj * CONV_STEP + v;
     if (oc < OCg && pvt) {
       const int o = g * OCg + oc;
-      const int yi = (n * G * OCg + o) * P + p0 + tt;
+      const int yi = (n * G * OCg + o) * P + at;
 )";
     if (!q) {
       s += R"(      float f = lanes_out[v] + (has_bias ? bias[o] : 0.0f);

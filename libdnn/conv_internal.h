@@ -46,6 +46,10 @@ inline bool PointwiseRowForm(const ConvDesc& d) {
 
 /// The int8q pointwise plane form's K loop in byte quads (PointwiseTile::k 4), an MP_QUAD_FN
 /// function conv_pw_quads(x, wb, acc) (conv_pointwise_quads_source.cc says how).
+/// Quads per output channel in byte tiles (PointwiseTile::k 64): ⌈C/4⌉ rounded up to 16.
+inline int PointwiseTileQuads(int channels) { return (channels + 63) / 64 * 16; }
+/// The byte tiles' K loop (conv_pointwise_quads_source.cc), conv_pw_tiles(xq, wb, acc).
+std::string PointwiseTileLoop(const ConvDesc& d, const Convolution::PointwiseTile& t);
 std::string PointwiseQuadLoop(const ConvDesc& d, const Convolution::PointwiseTile& t);
 /// A tile of ob > 1's zip, in the kernel's text: the work-item's px vectors of 16 pixels of
 /// every input channel from `xn` into `xq` as byte quads.
@@ -108,7 +112,8 @@ std::string DepthwiseQuadSource(const KernelTarget& target, const ConvDesc& d, i
 /// pixels per work-item all in range and rq_mode 1 or 2, one word of the 4 pixels per
 /// channel). Text `if (…) {…} else` before the statement of the lane-by-lane epilogue; the text
 /// must define oc0, the channel vector's first channel.
-std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c, bool quads);
+std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c, bool quads,
+                                 bool tiles = false);
 
 /// One int8q output's scalar epilogue as statements indented by `indent`: `acc` (an int
 /// expression, the sum with its bias) requantized with the channel's `rqm` and `rqs`, plus
@@ -188,6 +193,31 @@ std::string QuadWindowFunction(const ConvConfig& c);
 /// The forward body of kPackedQuads up to the epilogue: the work-item's pixels and channel
 /// block, and the call of conv_quads leaving the accumulators in the private ints `accs`.
 std::string QuadPrologue(const ConvConfig& c);
+/// kPackedTiles' layout of one convolution (TileLayoutOf). The packed input is a grid of h × w
+/// positions (the padded input, or the pixels a subsampled 1×1 window reads), each 64-channel
+/// block of a (image, group) a plane of `plane` positions of 16 words (64 bytes: the block's
+/// channels' bytes, 0 past Cg, z_x outside the input). The forward kernel computes the output
+/// at every grid position of its first OH rows (`grid`; the columns past OW are dropped), so the
+/// input rows of 16 neighbouring positions under one window tap are 64 bytes apart.
+struct TileLayout {
+  int h = 0, w = 0;  // grid rows and columns
+  int grid = 0;      // positions computed: OH · w
+  int plane = 0;     // positions per plane: grid, the window's reach and a tile's overhang
+  int blocks = 0;    // 64-channel blocks per group
+};
+TileLayout TileLayoutOf(const ConvDesc& d);
+/// Whether kPackedTiles serves `d`: a window at stride 1, or a subsampled 1×1 window.
+inline bool TilesApply(const ConvDesc& d) {
+  return (d.stride_h == 1 && d.stride_w == 1) || QuadsSubsample(d);
+}
+/// kPackedTiles' bodies (conv_quads_source.cc). conv_xpack_<type>: (x, xq, Cg, HW, NG, x_zero,
+/// XW, XHW, PW, ph, pw, sh, sw), HW the plane and PW the grid's columns (TileLayout); the
+/// forward's window function conv_tiles(xg, wg, PS, PW, QB, KH, KW, dh, dw, out) and its
+/// prologue, which leaves the accumulators in `accs` (as QuadPrologue) and the output index of
+/// each of its pixels in `pix_at` (−1 for a position past the output).
+std::string TilePackInputBody();
+std::string TileWindowFunction(const ConvConfig& c);
+std::string TilePrologue(const ConvConfig& c);
 /// Input channels per group as packed: Cg rounded up to the channels per step.
 int PackedChannels(const ConvDesc& d, ConvInput m);
 /// Packed weights per output channel of a group: the window's steps times the channels per step.

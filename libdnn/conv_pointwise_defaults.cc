@@ -59,7 +59,38 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
   // two vectors, and a step loads 2 zipped vectors and 8 weights for 16 products instead of 1
   // and 16; such planes have work-items to spare for the two cores at 32 pixels each, where at
   // 28×28 and below fewer, wider work-items and a wider shifted last block cost what it saves.
+  // Where byte tile products run in a helper (PoCL, AMX), layers of 256 input channels and more
+  // multiply a 16-channel tile of weights by the zip's tiles of 16 pixels (16 × 16 × 64
+  // products per tdpbsud); over fewer channels the K loop is too short for the tiles to pay
+  // their loads, stores and setup, and the byte quads stay.
   static const DefaultsTable<Tile, ConvDesc> table = {
+      {"int8q plane form, byte tile products in a helper (PoCL, AMX), at least 256 input "
+       "channels, output channels a multiple of 16, two vectors of 16 pixels' input channels "
+       "zipped in private memory (at most 1024 channels): tiles of 16 channels by 32 pixels",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.byte_tile_products && Int8ColumnZips(d, 4) && d.channels >= 256 &&
+                d.out_channels % 16 == 0 && Pixels(d) >= 32 &&
+                long(conv_internal::PointwiseTileQuads(d.channels)) * 128 <=
+                    Convolution::kMaxZippedColumnBytes;
+       },
+       {16, 2, 16, 64, 64},
+       "ConvBench.DISABLED_PointwiseInt8Tiles (tests/libdnn/conv_tuner_test.cc), PW_BENCH_TILES="
+       "'oc16 px1 v16 k4 ob64;oc16 px1 v16 k64 ob64;oc16 px2 v16 k64 ob64;oc8 px2 v16 k4 ob64', "
+       "the zoo's 1x1 layers at batch 1, minimum of 5 rounds, PoCL, AVX-512 + AMX, 2026-12-01 "
+       "(docs/BENCHMARKS.md, \"Default configurations\"): on the 18 layers of 256 input "
+       "channels and more 0.44-0.98 x the byte quads' best (c1024 h14 o256 0.083 against 0.159 "
+       "ms, c256 h56 o64 0.129 against 0.158); on 128-192 channels level, on 16-96 1.1-2.2 x"},
+      {"int8q plane form, byte tile products in a helper (PoCL, AMX), at least 256 input "
+       "channels, output channels a multiple of 16, one vector's input channels zipped in "
+       "private memory (at most 2048 channels): tiles of 16 channels by 16 pixels",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.byte_tile_products && Int8ColumnZips(d, 4) && d.channels >= 256 &&
+                d.out_channels % 16 == 0 &&
+                long(conv_internal::PointwiseTileQuads(d.channels)) * 64 <=
+                    Convolution::kMaxZippedColumnBytes;
+       },
+       {16, 1, 16, 64, 64},
+       "as the row above: c2048 h7 o512 0.137 ms against 0.289 for oc16 px1 v16 k4 ob64"},
       {"int8q plane form, planes of at least 56x56 pixels, byte quad products in a helper, "
        "output channels a multiple of 8, two vectors of input channels zipped in private memory",
        [](const TargetProfile& p, const ConvDesc& d) {

@@ -96,7 +96,10 @@ std::string PointwiseQuadLoop(const ConvDesc& d, const Convolution::PointwiseTil
 std::string PointwiseZip(const ConvDesc& d, const Convolution::PointwiseTile& t) {
   auto num = [](long v) { return std::to_string(v); };
   const long hw = long(d.height) * d.width;
-  const std::string b = "  mp_i32x16 xq[" + num(long(DivUp(d.channels, 4)) * t.px) + "];\n";
+  // Byte tiles read whole tiles of 16 steps: the steps past the last quad (zero weights) are
+  // there, their values whatever the array held.
+  const long steps = t.k == 64 ? PointwiseTileQuads(d.channels) : DivUp(d.channels, 4);
+  const std::string b = "  mp_i32x16 xq[" + num(steps * t.px) + "];\n";
   return b + OverQuads(hw, d.channels, [&](int rows, const std::string& cq) {
            std::string r;
            for (int p = 0; p < t.px; ++p)
@@ -104,6 +107,32 @@ std::string PointwiseZip(const ConvDesc& d, const Convolution::PointwiseTile& t)
                   ZipQuad(hw, rows, p) + ";\n";
            return r;
          });
+}
+
+/// The int8q plane form's K loop in byte tiles (PointwiseTile::k 64), an MP_TILE_FN function
+/// conv_pw_tiles(xq, wb, acc) over the zip `xq` (PointwiseZip): per 64 input channels one tile
+/// of the 16 output channels' w − z_w (rows the channels, 16 quads each, signed) times one tile
+/// per vector of 16 pixels (rows the zip's 16 steps, unsigned), MP_TILE_DPBSUD into one
+/// accumulator tile per vector, whose rows are the channels: acc[o·px + p] as the quads'.
+std::string PointwiseTileLoop(const ConvDesc& d, const Convolution::PointwiseTile& t) {
+  auto num = [](long v) { return std::to_string(v); };
+  const int blocks = PointwiseTileQuads(d.channels) / 16, px = t.px;
+  // Tiles: accumulators 0 … px − 1, the weights px, the pixels px + 1 … 2px.
+  std::string f =
+      "MP_TILE_FN void conv_pw_tiles(const mp_i32x16* xq, const $global int* wb, mp_i32x16* acc) "
+      "{\n  MP_TILES_BEGIN();\n";
+  for (int p = 0; p < px; ++p) f += "  MP_TILE_ZERO(" + num(p) + ");\n";
+  f += "  for (int qb = 0; qb < " + num(blocks) + "; ++qb) {\n";
+  f += "    MP_TILE_LOAD(" + num(px) + ", wb + qb * 256, 64);\n";
+  for (int p = 0; p < px; ++p)
+    f += "    MP_TILE_LOAD_P(" + num(px + 1 + p) + ", xq + qb * " + num(16 * px) + " + " + num(p) +
+         ", " + num(64 * px) + ");\n";
+  for (int p = 0; p < px; ++p)
+    f += "    MP_TILE_DPBSUD(" + num(p) + ", " + num(px) + ", " + num(px + 1 + p) + ");\n";
+  f += "  }\n";
+  for (int p = 0; p < px; ++p)
+    f += "  MP_TILE_STORE(" + num(p) + ", (int*)(acc + " + num(p) + "), " + num(64 * px) + ");\n";
+  return f + "  MP_TILES_END();\n}\n";
 }
 
 }  // namespace mpcaffe::libdnn::conv_internal

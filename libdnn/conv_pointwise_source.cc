@@ -16,6 +16,8 @@ namespace mpcaffe::libdnn {
 
 using conv_internal::DivUp;
 using conv_internal::PointwiseQuadLoop;
+using conv_internal::PointwiseTileLoop;
+using conv_internal::PointwiseTileQuads;
 using conv_internal::PointwiseZip;
 
 // A pointwise convolution is, per image, C[O × HW] = W[O × C] · X[C × HW] on the NCHW planes
@@ -188,12 +190,15 @@ std::string PointwiseInt8Source(const KernelTarget& target, const ConvDesc& d,
                                 RequantKnown known) {
   auto num = [](long v) { return std::to_string(v); };
   const long hw = long(d.height) * d.width, block = long(t.px) * t.vx;
-  const int C = d.channels, O = d.out_channels, pairs = DivUp(C, t.k), groups = int(block / 8);
+  // Byte tiles (k 64) take the quads' words, 16 to a tile row: PointwiseTileQuads per channel.
+  const bool tiles = t.k == 64, quads = t.k == 4 || tiles;
+  const int C = d.channels, O = d.out_channels, groups = int(block / 8);
+  const int pairs = tiles ? PointwiseTileQuads(C) : DivUp(C, t.k);
   const int ob_count = DivUp(O, t.oc);
-  const bool quads = t.k == 4;
   KernelWriter w(target, "conv_pointwise");
   DeclareInt8Types(w, d);
   w.UseHelper(quads ? KernelHelper::kByteQuadProduct16 : KernelHelper::kPairProduct16);
+  if (tiles) w.UseHelper(KernelHelper::kByteTileProduct);
   // A word per k input channels (`pairs` words per output channel): 16-bit halves (k 2) or
   // signed bytes (k 4, w − z_w within [−128, 127]: Convolution::weights_fit_bytes_), low first.
   const std::string bits = quads ? "8" : "16", mask = quads ? "0xff" : "0xffff";
@@ -203,10 +208,15 @@ std::string PointwiseInt8Source(const KernelTarget& target, const ConvDesc& d,
       .Out("int", "wp")
       .Out("int", "wsum")
       .Body("  $loop(i, " + num(long(ob_count) * pairs * t.oc) + ") {\n" +
-            "    const int o = i / " + num(long(pairs) * t.oc) + " * " + num(t.oc) + " + i % " +
-            num(t.oc) + ";\n    const int c = i / " + num(t.oc) + " % " + num(pairs) + " * " +
-            num(t.k) + ";\n    uint word = 0u;\n    if (o < " + num(O) + ") {\n" +
-            "      for (int j = 0; j < " + num(t.k) + " && c + j < " + num(C) + "; ++j)\n" +
+            // Words wp[ob][c / k][o % oc]; tiles wp[ob][c / 64][o % 16][c / 4 % 16] (a tile's
+            // rows the channels, 16 quads each).
+            (tiles ? "    const int o = i / " + num(long(pairs) * 16) + " * 16 + i / 16 % 16;\n" +
+                         "    const int c = (i % " + num(long(pairs) * 16) + " / 256 * 16 + i % 16) * 4;\n"
+                   : "    const int o = i / " + num(long(pairs) * t.oc) + " * " + num(t.oc) +
+                         " + i % " + num(t.oc) + ";\n    const int c = i / " + num(t.oc) + " % " +
+                         num(pairs) + " * " + num(t.k) + ";\n") +
+            "    uint word = 0u;\n    if (o < " + num(O) + ") {\n" +
+            "      for (int j = 0; j < " + num(quads ? 4 : t.k) + " && c + j < " + num(C) + "; ++j)\n" +
             "        word |= (uint)((WLOAD(wsrc, o * " + num(C) + " + c + j) - wz[o]) & " + mask +
             ") << (" + bits + " * j);\n" +
             "      if (c == 0) {\n        int s = 0;\n        for (int k = 0; k < " + num(C) +
@@ -304,7 +314,11 @@ std::string PointwiseInt8Source(const KernelTarget& target, const ConvDesc& d,
                ".hi;\n";
     return s;
   };
-  if (quads) {
+  if (tiles) {
+    w.Function(PointwiseTileLoop(d, t));
+    b += PointwiseZip(d, t) + ob_loop;
+    b += "  mp_i32x16 acc[" + num(t.oc * t.px) + "];\n  conv_pw_tiles(xq, wb, acc);\n";
+  } else if (quads) {
     w.Function(PointwiseQuadLoop(d, t));
     if (zipped) b += PointwiseZip(d, t) + ob_loop;
     b += "  mp_i32x16 acc[" + num(t.oc * t.px) + "];\n  conv_pw_quads(" +
@@ -396,16 +410,21 @@ std::string Convolution::PointwiseKernelName(const ConvDesc& d) {
 bool Convolution::PointwiseApplies(const ConvDesc& d, const PointwiseTile& t) {
   if (IsStridedPointwise(d)) return PointwiseApplies(SubsampledDesc(d), t);
   if (t.oc < 1 || t.oc > 16 || t.px < 1 || t.px > 8 || (t.vx != 4 && t.vx != 8 && t.vx != 16) ||
-      (t.k != 2 && t.k != 4) || t.ob < 1 || t.ob > 64)
+      (t.k != 2 && t.k != 4 && t.k != 64) || t.ob < 1 || t.ob > 64)
     return false;
   const long hw = long(d.height) * d.width;
   // Blocks of output channels over one zip: int8q's plane form (4 bytes per pixel and step of
   // k channels) whose column fits kMaxZippedColumnBytes.
+  const long words = t.k == 64 ? PointwiseTileQuads(d.channels) : DivUp(d.channels, t.k);
   if (t.ob > 1 && (d.type != DataType::kInt8Q || RowForm(d) ||
-                   long(DivUp(d.channels, t.k)) * t.px * t.vx * 4 > kMaxZippedColumnBytes))
+                   words * t.px * t.vx * 4 > kMaxZippedColumnBytes))
     return false;
+  // Byte tiles: over one zip, 16 output channels (a tile's rows) by one or two vectors of 16
+  // pixels (a tile's columns each).
+  if (t.k == 64 && (t.ob < 2 || t.oc != 16 || t.vx != 16 || t.px > 2)) return false;
   // Byte quads: int8q's plane form, vectors of 16 pixels.
-  if (t.k == 4 && (d.type != DataType::kInt8Q || RowForm(d) || t.vx != 16)) return false;
+  if ((t.k == 4 || t.k == 64) && (d.type != DataType::kInt8Q || RowForm(d) || t.vx != 16))
+    return false;
   // int8q: the plane form, pair products over 8-pixel groups (vx 8 or 16, at most 32 pixels);
   // the row form sums (w − z_w)(x − z_x) in float, exact while K·255² < 2^24 (K ≤ 258).
   if (d.type == DataType::kInt8Q) {
@@ -430,7 +449,7 @@ const ConfigSchema<Convolution::PointwiseTile>& Convolution::PointwiseTile::Sche
       "", {{"oc", &PointwiseTile::oc, ValueRange(1, 16)},
            {"px", &PointwiseTile::px, ValueRange(1, 8)},
            {"v", &PointwiseTile::vx, {4, 8, 16}},
-           {"k", &PointwiseTile::k, {2, 4}, 2, /*always_printed=*/false},
+           {"k", &PointwiseTile::k, {2, 4, 64}, 2, /*always_printed=*/false},
            {"ob", &PointwiseTile::ob, ValueRange(1, 64), 1, /*always_printed=*/false},
            {"kx", &PointwiseTile::kx, {1, 2}, 1, /*always_printed=*/false}});
   return schema;

@@ -1,7 +1,7 @@
-// libdnn/conv_quads_source.cc — the int8 direct convolution's byte-quad input (ConvInput::
-// kPackedQuads): the input-packing kernels' bodies (channel quads, tap quads: QuadLayout), the
-// tap quads' weight packing, the forward body's prologue and the window loop as an MP_QUAD_FN
-// function.
+// libdnn/conv_quads_source.cc — the int8 direct convolution's byte-quad inputs (ConvInput::
+// kPackedQuads, kPackedTiles): the input-packing kernels' bodies (channel quads, tap quads:
+// QuadLayout; tile rows: TileLayout), the tap quads' weight packing, the forward body's
+// prologue and the window loop as an MP_QUAD_FN (MP_TILE_FN) function.
 #include <string>
 
 #include "libdnn/conv_internal.h"
@@ -199,6 +199,114 @@ std::string QuadPrologue(const ConvConfig& c) {
              W, Cq, KH, KW, dh, dw, x_zero, pix, accs);
 )";
   return body;
+}
+
+std::string TilePackInputBody() {
+  // A work-item per grid row of one quad k of one block qb: word k of grid position s holds the
+  // bytes of channels 4(16qb + k) … 4(16qb + k) + 3 at input row (s / PW)·sh − ph, column
+  // (s % PW)·sw − pw: z_x outside the input (the epilogue's z_x·Σ(w − z_w) takes it back
+  // out), any bytes past Cg (zero weights). At stride 1 the columns inside the input are
+  // zipped 16 at a time from four channel rows (MP_ZIP4X16), the others word by word.
+  const std::string word = R"(        int v = xz;
+        const int ix = c * sw - pw;
+        if (inside && ix >= 0 && ix < XW) {
+          mp_u32 u = 0u;
+          for (int j = 0; j < 4 && c0 + j < Cg; ++j)
+            u |= (mp_u32)Dtype_LOAD(src, j * XHW + ix) << (8 * j);
+          v = (int)u;
+        }
+        dst[c * 16] = v;
+)";
+  return R"(  const int QB = (Cg + 63) / 64;
+  const int XH = XHW / XW;
+  const int xz = (int)((mp_u32)x_zero * 0x01010101u);
+  const int RS = (HW + PW - 1) / PW;
+  $loop(i, NG * QB * 16 * RS) {
+    const int r = i % RS;
+    const int k = (i / RS) % 16;
+    const int b = i / (16 * RS);
+    const int ng = b / QB;
+    const int c0 = 4 * (16 * (b - ng * QB) + k);
+    const int iy = r * sh - ph;
+    const int inside = iy >= 0 && iy < XH && c0 < Cg;
+    $global int* dst = xq + (b * HW + r * PW) * 16 + k;
+    const $global Dtype* src = x + (ng * Cg + (inside ? c0 : 0)) * XHW + (inside ? iy : 0) * XW;
+    const int n = min(PW, HW - r * PW);
+    // Columns zipped: stride 1, four channels, the 16 input columns inside the row.
+    const int z0 = sw == 1 && inside && c0 + 4 <= Cg ? min(pw, n) : n;
+    const int z1 = z0 < n ? max(z0, min(n, XW + pw)) : n;
+    int c = 0;
+    for (; c < z0; ++c) {
+)" + word + R"(    }
+    for (; c + 16 <= z1; c += 16) {
+      const $global Dtype* p = src + c - pw;
+      int w16[16];
+      MP_QUAD_STORE(MP_ZIP4X16(p, p + XHW, p + 2 * XHW, p + 3 * XHW), w16);
+      for (int l = 0; l < 16; ++l) dst[(c + l) * 16] = w16[l];
+    }
+    for (; c < n; ++c) {
+)" + word + R"(    }
+  }
+)";
+}
+
+std::string TileWindowFunction(const ConvConfig& c) {
+  // Tiles: accumulators (channel vector j, pixel rows a) j·rows + a, then the input's pixel
+  // rows (16 grid positions × 64 channels' bytes each), then the weights' (16 quads × 16
+  // channels). Per window tap and 64-channel block: rows + oc tile loads, rows · oc products.
+  const int rows = c.px_per_item / 16, oc = c.oc_per_item, accs = rows * oc;
+  auto acc = [&](int j, int a) { return Num(j * rows + a); };
+  auto in = [&](int a) { return Num(accs + a); };
+  auto wt = [&](int j) { return Num(accs + rows + j); };
+  std::string f =
+      "MP_TILE_FN void conv_tiles(const $global int* xg, const $global int* wg, int PS, int PW, "
+      "int QB, int KH, int KW, int dh, int dw, int* out) {\n  MP_TILES_BEGIN();\n";
+  for (int t = 0; t < accs; ++t) f += "  MP_TILE_ZERO(" + Num(t) + ");\n";
+  f += "  for (int ky = 0; ky < KH; ++ky)\n    for (int kx = 0; kx < KW; ++kx) {\n"
+       "      const $global int* xp = xg + (ky * dh * PW + kx * dw) * 16;\n"
+       "      const $global int* wk = wg + (ky * KW + kx) * QB * 16 * CONV_TILE;\n"
+       "      for (int qb = 0; qb < QB; ++qb) {\n";
+  for (int a = 0; a < rows; ++a)
+    f += "        MP_TILE_LOAD(" + in(a) + ", xp + " + Num(256 * a) + ", 64);\n";
+  for (int j = 0; j < oc; ++j)
+    f += "        MP_TILE_LOAD(" + wt(j) + ", wk + " + Num(16 * j) + ", 4 * CONV_TILE);\n";
+  for (int j = 0; j < oc; ++j)
+    for (int a = 0; a < rows; ++a)
+      f += "        MP_TILE_DPBUSD(" + acc(j, a) + ", " + in(a) + ", " + wt(j) + ");\n";
+  f += "        xp += PS * 16;\n        wk += 16 * CONV_TILE;\n      }\n    }\n";
+  // Accumulator tile (j, a) holds pixels 16a … 16a + 15 (rows) of channels 16j … 16j + 15: the
+  // private accs' order, 16 channels per pixel (QuadWindowFunction's).
+  for (int j = 0; j < oc; ++j)
+    for (int a = 0; a < rows; ++a)
+      f += "  MP_TILE_STORE(" + acc(j, a) + ", out + " + Num(16 * (j * c.px_per_item + 16 * a)) +
+           ", 64);\n";
+  return f + "  MP_TILES_END();\n}\n";
+}
+
+std::string TilePrologue(const ConvConfig& c) {
+  // H and W are the grid's (TileLayout), p0 a grid position; PS as TileLayoutOf's plane.
+  const std::string px = Num(c.px_per_item);
+  return R"(  const int blk = $group_id(1);
+  const int ocl = blk * CONV_TILE;
+  const int P = OH * OW;
+  const int p0 = $group_id(0) * )" +
+         px + R"(;
+  const int ng = $group_id(2);
+  const int n = ng / G;
+  const int g = ng - n * G;
+  const int QB = (Cg + 63) / 64;
+  const int PS = (OH * W + 64 + (KH - 1) * dh * W + (KW - 1) * dw + 15) / 16 * 16;
+  int pix_at[)" + px + R"(];
+  for (int t = 0, oy = p0 / W, ox = p0 - p0 / W * W; t < )" +
+         px + R"(; ++t) {
+    pix_at[t] = oy < OH && ox < OW ? oy * OW + ox : -1;
+    if (++ox == W) ox = 0, ++oy;
+  }
+  int accs[)" + Num(16 * c.oc_per_item * c.px_per_item) + R"(];
+  conv_tiles(xq + (ng * QB * PS + p0) * 16,
+             wp + (g * (OCpad / CONV_TILE) + blk) * KH * KW * QB * 16 * CONV_TILE, PS, W, QB, KH,
+             KW, dh, dw, accs);
+)";
 }
 
 }  // namespace mpcaffe::libdnn::conv_internal

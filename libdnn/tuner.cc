@@ -222,6 +222,10 @@ std::vector<PointwiseChoice> PointwiseCandidates(const ConvDesc& desc,
                                          {8, 1, 16, 4}, {12, 1, 16, 4}, {16, 1, 16, 4},
                                          {4, 2, 16, 4}, {8, 2, 16, 4}, {16, 1, 16, 4, 8}})
       tiles.push_back(t);
+  if (profile.byte_tile_products)  // int8q's byte tiles: 16 channels by 16 or 32 pixels
+    for (Convolution::PointwiseTile t : {Convolution::PointwiseTile{16, 1, 16, 64, 64},
+                                         {16, 2, 16, 64, 64}})
+      tiles.push_back(t);
   for (const Convolution::PointwiseTile& t : tiles)
     if (Convolution::PointwiseApplies(desc, t) && std::find(c.begin(), c.end(), t) == c.end())
       c.push_back(t);

@@ -330,6 +330,8 @@ class OpenCLDevice : public Device {
         info_.implementation == "pocl" && !info_.is_gpu &&
         (DeviceValue<cl_device_type>(device, CL_DEVICE_TYPE) & CL_DEVICE_TYPE_CPU) != 0 &&
         CpuHasAvx512Vnni();
+    info_.byte_tile_products_in_helper =
+        info_.byte_quad_products_in_helper && HostAmxTilesUsable();
     // PoCL's binary holds a generic work-group function of every kernel (and each listed
     // specialization), compiled when asked for; its own cache keeps what launches compiled.
     const char* pocl_cache = std::getenv("POCL_KERNEL_CACHE");

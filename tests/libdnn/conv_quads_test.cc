@@ -142,6 +142,11 @@ const char* FormOf(Device& dev) {
                                                     : "portable byte quad products";
 }
 
+const char* TileFormOf(Device& dev) {
+  return KernelTarget::Of(dev).byte_tiles_in_helper ? "AMX tiles in a noinline helper"
+                                                    : "portable byte tile products";
+}
+
 /// Each case (its description by variant first_variant, first_variant + 1, …) with its tile
 /// against the reference; the tile must run as given.
 template <size_t N>
@@ -170,6 +175,30 @@ TEST(ConvByteQuads, PairsOverOneZipMatchReference) {
   SkipUnlessOpenCL(dev);
   const Case cases[] = {{2, 13, 7, 5, 37, {8, 1, 16, 2, 3}}, {1, 7, 6, 6, 9, {3, 1, 8, 2, 2}}};
   CheckCases(cases, 1, 33);
+}
+
+// The pointwise kernel in byte tiles (k 64: 16 output channels by one or two vectors of 16
+// pixels over one zip): fewer than 64 input channels, two blocks with a partial last one and
+// three, output channels past the last tile, a shifted last pixel block, two images; in AMX in a
+// helper where the device compiles it (PoCL with AMX) and in the portable form.
+TEST(ConvByteQuads, TilesMatchReference) {
+  Device& dev = DefaultDevice();
+  SkipUnlessOpenCL(dev);
+  const Case cases[] = {{2, 13, 5, 6, 16, {16, 1, 16, 64, 64}},
+                        {1, 70, 6, 6, 35, {16, 2, 16, 64, 64}},
+                        {2, 130, 7, 5, 32, {16, 1, 16, 64, 2}}};
+  // Each case is a program of its own (the shape is in the text): the portable form, which
+  // Intel's runtime takes about 15 s to compile, runs the second case alone.
+  if (KernelTarget::Of(dev).byte_tiles_in_helper) CheckCases(cases, 0, 47);
+  {
+    MPCAFFE_RUN_IN_PORTABLE_FORMS(dev);
+    ASSERT_FALSE(KernelTarget::Of(dev).byte_tiles_in_helper);
+    const Case portable[] = {cases[1]};
+    CheckCases(portable, 1, 48);
+  }
+  EXPECT_FALSE(Convolution::PointwiseApplies(DescOf(cases[0], 0), {8, 1, 16, 64, 64}));
+  EXPECT_FALSE(Convolution::PointwiseApplies(DescOf(cases[0], 0), {16, 1, 16, 64, 1}));
+  std::printf("[ tiles    ] pointwise kernel, %s: %s\n", dev.Describe().c_str(), TileFormOf(dev));
 }
 
 // The same integers in the portable form (MPCAFFE_ISA=generic), whatever this device compiles.
@@ -217,6 +246,19 @@ TEST(ConvByteQuads, DefaultTileFollowsTheProfile) {
   ConvDesc deep = d;
   deep.channels = 2049;  // 10 outputs, no zip
   EXPECT_EQ(Convolution::DefaultPointwiseTile(deep, p).ToString(), "oc8 px1 v16 k4");
+  // Byte tiles from 256 input channels where 16 divides the outputs: two vectors of pixels
+  // while their zip fits, then one; fewer channels keep the quads.
+  TargetProfile amx = p;
+  amx.byte_tile_products = true;
+  ConvDesc big = d;
+  big.channels = 256, big.out_channels = 64;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(big, amx).ToString(), "oc16 px2 v16 k64 ob64");
+  big.channels = 2048;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(big, amx).ToString(), "oc16 px1 v16 k64 ob64");
+  big.channels = 192;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(big, amx).k, 4);
+  big.channels = 256, big.out_channels = 40;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(big, amx).k, 4);
   EXPECT_FALSE(Convolution::PointwiseApplies(wide, {16, 1, 16, 4, 2}));
   ConvDesc f32 = d;
   f32.type = DataType::kFloat32;
@@ -409,6 +451,54 @@ TEST(ConvByteQuads, DirectKernelOtherWeightZeroPointsTakePairs) {
   CompareWithReference(d, q, conv, 29);
 }
 
+// The direct kernel in byte tiles (ConvConfig kp 64: ConvInput::kPackedTiles) in each tile
+// shape: fewer than 64 channels (one block, mostly zero weights), three blocks with a partial
+// last one, padded 3×3 windows (grid columns past the output dropped), dilation, groups, a 1×1
+// window at stride 1 and a subsampled one at stride 2, output channels past the last full
+// vector, three images of more packed bytes than a chunk; a 3×3 window at stride 2 takes byte
+// quads in the same tile. One program per tile shape and weight storage.
+TEST(ConvByteQuads, DirectKernelTilesMatchReference) {
+  Device& dev = DefaultDevice();
+  if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "byte tile products are OpenCL text";
+  // clang-format off
+  const DirectCase cases[] = {
+      {2, 13, 9, 7, 20, 3, 1, 1, 1, 1},
+      {1, 130, 10, 11, 40, 3, 1, 1, 1, 1},
+      {1, 15, 8, 9, 16, 3, 1, 2, 2, 1},
+      {2, 6, 7, 8, 18, 1, 2, 0, 1, 2},
+      {1, 96, 5, 5, 33, 1, 1, 0, 1, 1},
+      {3, 64, 50, 50, 16, 3, 1, 1, 1, 1},
+  };
+  // clang-format on
+  int variant = 0;
+  for (const ConvConfig& config : {ConvConfig{1, 2, 32, 16, 64}, ConvConfig{1, 1, 48, 16, 64},
+                                   ConvConfig{1, 3, 16, 16, 64}})
+    for (const DirectCase& c : cases) {
+      const ConvDesc d = DirectDescOf(c, variant);
+      SCOPED_TRACE(d.ToString() + " config " + config.ToString());
+      EXPECT_EQ(CheckDirect(d, config, 61 + variant), ConvInput::kPackedTiles);
+      ++variant;
+    }
+  const ConvDesc strided = DirectDescOf({1, 8, 10, 9, 32, 3, 2, 1, 1, 1}, 1);
+  EXPECT_EQ(CheckDirect(strided, {1, 1, 16, 16, 64}, 7), ConvInput::kPackedQuads);
+  std::printf("[ tiles    ] direct kernel, %s: %s\n", dev.Describe().c_str(), TileFormOf(dev));
+}
+
+// The same integers in the portable form, whatever this device compiles; tile shapes past the
+// eight tiles are refused.
+TEST(ConvByteQuads, DirectKernelTilesPortableFormMatchesReference) {
+  Device& dev = DefaultDevice();
+  if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "byte tile products are OpenCL text";
+  EXPECT_THROW(ConvConfig({1, 4, 16, 16, 64}).Validate(), Error);
+  EXPECT_THROW(ConvConfig({1, 2, 24, 16, 64}).Validate(), Error);
+  EXPECT_FALSE(ConvConfig({1, 2, 32, 16, 64}).Supports(Backend::kCuda));
+  MPCAFFE_RUN_IN_PORTABLE_FORMS(dev);
+  ASSERT_FALSE(KernelTarget::Of(dev).byte_tiles_in_helper);
+  const ConvDesc d = DirectDescOf({1, 70, 6, 7, 20, 3, 1, 1, 1, 1}, 2);
+  SCOPED_TRACE(d.ToString());
+  EXPECT_EQ(CheckDirect(d, {1, 2, 32, 16, 64}, 23), ConvInput::kPackedTiles);
+}
+
 // The direct kernel's default takes byte quads for int8q exactly where the profile has them.
 TEST(ConvByteQuads, DirectDefaultFollowsTheProfile) {
   TargetProfile p;
@@ -436,6 +526,24 @@ TEST(ConvByteQuads, DirectDefaultFollowsTheProfile) {
   alexnet.channels = 3;
   p.byte_quad_products = false;
   EXPECT_FALSE(shape(p, alexnet).has_value());
+  // Byte tiles (AMX in a helper) for windows larger than 1×1 at stride 1 over at least 16
+  // channels: 16 channels a tile where the grid is 7×7 outputs' (ResNet-50's res5), else 32.
+  p.byte_quad_products = p.byte_tile_products = true;
+  const ConvDesc res2 = DirectDescOf({1, 64, 56, 56, 64, 3, 1, 1, 1, 1}, 1);
+  const ConvDesc res5 = DirectDescOf({1, 512, 7, 7, 512, 3, 1, 1, 1, 1}, 1);
+  ASSERT_TRUE(shape(p, res2).has_value());
+  EXPECT_EQ(shape(p, res2)->ToString(), "l1 oc2 px32 v16 k64");
+  ASSERT_TRUE(shape(p, res5).has_value());
+  EXPECT_EQ(shape(p, res5)->ToString(), "l1 oc1 px32 v16 k64");
+  EXPECT_FALSE(shape(p, DirectDescOf({1, 64, 56, 56, 64, 3, 2, 1, 1, 1}, 1)).has_value());
+  EXPECT_FALSE(shape(p, DirectDescOf({1, 64, 56, 56, 64, 1, 1, 0, 1, 1}, 1)).has_value());
+  EXPECT_EQ(shape(p, resnet)->kp, 4);  // tap quads: 3 channels
+  p.byte_tile_products = false;
+  EXPECT_FALSE(shape(p, res2).has_value());
+  // What device/ said of the default device's tiles.
+  const DeviceInfo& di = DefaultDevice().info();
+  EXPECT_EQ(di.byte_tile_products_in_helper,
+            di.byte_quad_products_in_helper && HostAmxTilesUsable());
 }
 
 }  // namespace

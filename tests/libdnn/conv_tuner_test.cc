@@ -276,12 +276,16 @@ TEST(ConvBench, DISABLED_MobileNetPointwise) {
                        {256, 256, 28, 1}, {256, 512, 14, 1}, {512, 512, 14, 1},
                        {512, 1024, 7, 1}, {1024, 1024, 7, 1}});
 }
-// ResNet-50's 3×3 layers in fp32 (batch 1, bias and ReLU) through the direct kernel's tuner:
-// every candidate tile's time and GFLOP/s. Run with --gtest_also_run_disabled_tests
-// --gtest_filter='*ResNet3x3'.
+// ResNet-50's 3×3 layers (batch 1, bias and ReLU; fp32, or int8 with signed weights where
+// PW_BENCH_TYPE=int8) through the direct kernel's tuner: every candidate tile's time and GFLOP/s
+// (G ops/s); with PW_BENCH_TILES (';'-separated direct configs, e.g. 'l1 oc4 px4 v16 k4;l1 oc2
+// px32 v16 k64') those alone, 5 alternating rounds, the minimum ms of each. Run with
+// --gtest_also_run_disabled_tests --gtest_filter='ConvBench.DISABLED_ResNet3x3'.
 TEST(ConvBench, DISABLED_ResNet3x3) {
   Device& dev = DefaultDevice();
   Tuner tuner(dev, 5);
+  const char* type_env = std::getenv("PW_BENCH_TYPE");
+  const bool int8 = type_env && std::string(type_env) == "int8";
   for (auto [c, hw] : {std::array<int, 2>{64, 56}, {128, 28}, {256, 14}, {512, 7}}) {
     ConvDesc d;
     d.channels = d.out_channels = c;
@@ -289,6 +293,28 @@ TEST(ConvBench, DISABLED_ResNet3x3) {
     d.kernel_h = d.kernel_w = 3;
     d.pad_h = d.pad_w = 1;
     d.bias = d.relu = true;
+    d.type = int8 ? DataType::kInt8Q : DataType::kFloat32;
+    d.weights_signed = int8;
+    if (const char* tiles_env = std::getenv("PW_BENCH_TILES")) {
+      // The ';'-separated direct-kernel configs alone, alternating, minimum ms of each.
+      std::vector<ConvConfig> configs;
+      std::stringstream in(tiles_env);
+      for (std::string part; std::getline(in, part, ';');) {
+        const auto parsed = ConvConfig::Schema().Parse(part);
+        ASSERT_TRUE(parsed) << "PW_BENCH_TILES: '" << part << "' is no config";
+        configs.push_back(*parsed);
+      }
+      const ConvOperands ops(dev, d);
+      std::vector<double> best(configs.size(), std::numeric_limits<double>::infinity());
+      for (int r = 0; r < 5; ++r)
+        for (size_t i = 0; i < configs.size(); ++i)
+          best[i] = std::min(best[i], tuner.TimeConv(d, configs[i], ops));
+      std::string line = d.ToString() + ":";
+      for (size_t i = 0; i < configs.size(); ++i)
+        line += "  " + configs[i].ToString() + " " + std::to_string(best[i]);
+      std::printf("%s\n", line.c_str());
+      continue;
+    }
     const ConvTuneResult r = tuner.TuneConv(d, 100.0);
     std::printf("%s: best %s %.3f ms (%.1f GFLOP/s)\n", d.ToString().c_str(),
                 r.best.ToString().c_str(), r.best_ms, d.Flops() / r.best_ms * 1e-6);

@@ -228,12 +228,13 @@ __kernel void conv_fwd_int8q(
     for (int tt = 0; tt < 2; ++tt) {
     const int e = tj * 2 + tt;
     const int pvt = p0 + tt < P;
+    const int at = p0 + tt;
   VTO(tile[e], lanes_out);
   for (int v = 0; v < CONV_VW; ++v) {
     const int oc = ocl + tj * CONV_STEP + v;
     if (oc < OCg && pvt) {
       const int o = g * OCg + oc;
-      const int yi = (n * G * OCg + o) * P + p0 + tt;
+      const int yi = (n * G * OCg + o) * P + at;
       mp_i64 r = (mp_i64)c_zero + MP_REQUANT(lanes_out[v] + (has_bias ? bias[o] : 0), rq[2 * o], rq[2 * o + 1]);
       if (has_res) r += MP_REQUANT((mp_i64)Dtype_LOAD(res, yi) - res_zero, res_m, res_s);
       r = Dtype_SAT_FROM(r, relu ? (mp_i64)c_zero : (mp_i64)Dtype_QMIN);
