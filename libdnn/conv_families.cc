@@ -274,11 +274,11 @@ const DefaultsTable<std::optional<ConvConfig>, ConvDesc>& DirectShapeDefaults() 
        "\"Default configurations\"): 10th percentile 0.62 ms against 0.69 for l1 oc4 px3 v16 k4; "
        "mpcaffe time on the layer alone within the noise (two sets of 5 rounds, one each way)"},
       {"OpenCL CPU runtime, byte tile products in a helper (PoCL, AMX), int8q at stride 1 or a "
-       "window larger than 1x1 at stride 1, at least 16 input channels per group, a grid of at "
+       "window larger than 1x1 at stride 1, at least 32 input channels per group, a grid of at "
        "most 100 positions (7x7 outputs): tiles of 16 channels by 32 pixels",
        [](const TargetProfile& p, const ConvDesc& d) {
          return p.cpu_vectors && p.byte_tile_products && d.type == DataType::kInt8Q &&
-                conv_internal::TilesApply(d) && d.channels / d.groups >= 16 &&
+                conv_internal::TilesApply(d) && d.channels / d.groups >= 32 &&
                 d.kernel_h * d.kernel_w > 1 &&
                 conv_internal::TileLayoutOf(d).grid <= 100;
        },
@@ -288,17 +288,20 @@ const DefaultsTable<std::optional<ConvConfig>, ConvDesc>& DirectShapeDefaults() 
        "2026-12-01: c512 h7 l1 oc1 px32 v16 k64 0.275 ms, oc2 px32 0.42, oc2 px16 0.30, byte "
        "quads l1 oc4 px4 v16 k4 0.54"},
       {"OpenCL CPU runtime, byte tile products in a helper (PoCL, AMX), int8q, a window larger "
-       "than 1x1 at stride 1, at least 16 input channels per group: tiles of 32 channels by 32 "
-       "pixels (1x1 windows: the pointwise kernel's byte quads, 1.1-8 x faster than these tiles "
-       "on the zoo's 1x1 layers, ConvBench.DISABLED_ZooPointwiseInt8)",
+       "than 1x1 at stride 1, at least 32 input channels per group (a 64-channel block at least "
+       "half full): tiles of 32 channels by 32 pixels (1x1 windows: the pointwise kernel, "
+       "ConvBench.DISABLED_ZooPointwiseInt8)",
        [](const TargetProfile& p, const ConvDesc& d) {
          return p.cpu_vectors && p.byte_tile_products && d.type == DataType::kInt8Q &&
-                conv_internal::TilesApply(d) && d.channels / d.groups >= 16 &&
+                conv_internal::TilesApply(d) && d.channels / d.groups >= 32 &&
                 d.kernel_h * d.kernel_w > 1;
        },
        ConvConfig{1, 2, 32, 16, 64},
        "as the row above: ms l1 oc2 px32 v16 k64 / byte quads l1 oc4 px4 v16 k4, c64 h56 0.66 / "
-       "0.82, c128 h28 0.22 / 0.54, c256 h14 0.23 / 0.42"},
+       "0.82, c128 h28 0.22 / 0.54, c256 h14 0.23 / 0.42. GoogLeNet's and SqueezeNet 1.1's "
+       "int8 5x5 and 3x3 layers in the nets (mpcaffe time --explain, against "
+       "MPCAFFE_KERNEL_CONFIG='conv:l1 oc4 px3 v16 k4', 3 alternating rounds): 16-24 channels "
+       "mixed (0.197 / 0.156 ms on 14x14, 0.908 / 1.052 on 55x55), 32-64 ahead or level"},
       {"everything else: the data type's row (DirectConvDefaults)",
        [](const TargetProfile&, const ConvDesc&) { return true; }, std::nullopt,
        "the data type's row's measurement"},

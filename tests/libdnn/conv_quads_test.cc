@@ -526,7 +526,7 @@ TEST(ConvByteQuads, DirectDefaultFollowsTheProfile) {
   alexnet.channels = 3;
   p.byte_quad_products = false;
   EXPECT_FALSE(shape(p, alexnet).has_value());
-  // Byte tiles (AMX in a helper) for windows larger than 1×1 at stride 1 over at least 16
+  // Byte tiles (AMX in a helper) for windows larger than 1×1 at stride 1 over at least 32
   // channels: 16 channels a tile where the grid is 7×7 outputs' (ResNet-50's res5), else 32.
   p.byte_quad_products = p.byte_tile_products = true;
   const ConvDesc res2 = DirectDescOf({1, 64, 56, 56, 64, 3, 1, 1, 1, 1}, 1);
@@ -538,6 +538,7 @@ TEST(ConvByteQuads, DirectDefaultFollowsTheProfile) {
   EXPECT_FALSE(shape(p, DirectDescOf({1, 64, 56, 56, 64, 3, 2, 1, 1, 1}, 1)).has_value());
   EXPECT_FALSE(shape(p, DirectDescOf({1, 64, 56, 56, 64, 1, 1, 0, 1, 1}, 1)).has_value());
   EXPECT_EQ(shape(p, resnet)->kp, 4);  // tap quads: 3 channels
+  EXPECT_FALSE(shape(p, DirectDescOf({1, 24, 14, 14, 64, 5, 1, 2, 1, 1}, 1)).has_value());
   p.byte_tile_products = false;
   EXPECT_FALSE(shape(p, res2).has_value());
   // What device/ said of the default device's tiles.
