@@ -273,9 +273,9 @@ const DefaultsTable<std::optional<ConvConfig>, ConvDesc>& DirectShapeDefaults() 
        "dumped texts, 60 interleaved launches, PoCL, AVX-512, 2026-11-30 (docs/BENCHMARKS.md, "
        "\"Default configurations\"): 10th percentile 0.62 ms against 0.69 for l1 oc4 px3 v16 k4; "
        "mpcaffe time on the layer alone within the noise (two sets of 5 rounds, one each way)"},
-      {"OpenCL CPU runtime, byte tile products in a helper (PoCL, AMX), int8q at stride 1 or a "
-       "window larger than 1x1 at stride 1, at least 32 input channels per group, a grid of at "
-       "most 100 positions (7x7 outputs): tiles of 16 channels by 32 pixels",
+      {"OpenCL CPU runtime, byte tile products in a helper (PoCL, AMX), int8q, a window larger "
+       "than 1x1 at stride 1, at least 32 input channels per group, a grid of at most 100 "
+       "positions (7x7 outputs): tiles of 16 channels by 32 pixels",
        [](const TargetProfile& p, const ConvDesc& d) {
          return p.cpu_vectors && p.byte_tile_products && d.type == DataType::kInt8Q &&
                 conv_internal::TilesApply(d) && d.channels / d.groups >= 32 &&
