@@ -171,6 +171,19 @@ void TimeZooPointwise(DataType type) {
 TEST(ConvBench, DISABLED_ZooPointwise) { TimeZooPointwise(DataType::kFloat32); }
 // The same layers in int8 (signed weights, as calibration gives them).
 TEST(ConvBench, DISABLED_ZooPointwiseInt8) { TimeZooPointwise(DataType::kInt8Q); }
+/// PW_BENCH_TILES' ';'-separated tiles or configs (Config::Schema()'s text) into `out`; a
+/// failure names the part that is none.
+template <typename Config>
+testing::AssertionResult ParseList(const std::string& list, std::vector<Config>* out) {
+  std::stringstream in(list);
+  for (std::string part; std::getline(in, part, ';');) {
+    const auto parsed = Config::Schema().Parse(part);
+    if (!parsed) return testing::AssertionFailure() << "PW_BENCH_TILES: '" << part << "' is none";
+    out->push_back(*parsed);
+  }
+  return testing::AssertionSuccess();
+}
+
 // Not a test: those int8 layers (bias, ReLU, signed weights) with each tile of PW_BENCH_TILES
 // (';'-separated, the first the reference) in PW_BENCH_ROUNDS alternating rounds (default 5) of
 // 5 runs of 20 forwards per host synchronization (a Finish costs about as much as a small
@@ -187,14 +200,7 @@ TEST(ConvBench, DISABLED_PointwiseInt8Tiles) {
   const char* rounds_env = std::getenv("PW_BENCH_ROUNDS");
   if (!tiles_env) GTEST_SKIP() << "PW_BENCH_TILES names no tiles";
   std::vector<Convolution::PointwiseTile> tiles;
-  std::string list = tiles_env;
-  for (size_t at = 0; at <= list.size();) {
-    const size_t end = std::min(list.find(';', at), list.size());
-    const auto t = Convolution::PointwiseTile::Schema().Parse(list.substr(at, end - at));
-    ASSERT_TRUE(t) << "PW_BENCH_TILES: '" << list.substr(at, end - at) << "' is no tile";
-    tiles.push_back(*t);
-    at = end + 1;
-  }
+  ASSERT_TRUE(ParseList(tiles_env, &tiles));
   const int rounds = rounds_env ? std::max(1, std::atoi(rounds_env)) : 5;
   std::vector<std::string> keep;
   if (const char* layers_env = std::getenv("PW_BENCH_LAYERS")) {
@@ -298,12 +304,7 @@ TEST(ConvBench, DISABLED_ResNet3x3) {
     if (const char* tiles_env = std::getenv("PW_BENCH_TILES")) {
       // The ';'-separated direct-kernel configs alone, alternating, minimum ms of each.
       std::vector<ConvConfig> configs;
-      std::stringstream in(tiles_env);
-      for (std::string part; std::getline(in, part, ';');) {
-        const auto parsed = ConvConfig::Schema().Parse(part);
-        ASSERT_TRUE(parsed) << "PW_BENCH_TILES: '" << part << "' is no config";
-        configs.push_back(*parsed);
-      }
+      ASSERT_TRUE(ParseList(tiles_env, &configs));
       const ConvOperands ops(dev, d);
       std::vector<double> best(configs.size(), std::numeric_limits<double>::infinity());
       for (int r = 0; r < 5; ++r)
