@@ -2,7 +2,7 @@
 // outputs (every dtype), grouped == full_forward, fp32 finite-difference gradients through the
 // experts and the gating net, equation 1.11 on a hand-made batch, noisy gating (TRAIN) versus
 // deterministic gating (TEST), nested weights and ranges in the caffemodel, the nested
-// parameters in the solver's list, and the paper's ImageNet-MOE nets in all four dtypes.
+// parameters in the solver's list. The paper's ImageNet-MOE nets (whole nets): tests/net.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,7 +17,6 @@
 #include "net/net.h"
 #include "proto/model_io.h"
 #include "tests/testing/net_support.h"
-#include "tests/testing/paths.h"
 #include "device/settings.h"
 
 namespace mpcaffe {
@@ -89,22 +88,6 @@ std::vector<float> RandomInput(int n, uint32_t seed) {
   std::vector<float> v(n);
   for (auto& x : v) x = u(rng);
   return v;
-}
-
-/// Real values of a net blob (quantized ones dequantized with the producing layer's top
-/// parameters).
-std::vector<float> Real(Net& net, const std::string& blob) {
-  Blob& b = net.blob(blob);
-  if (!IsQuantized(b.type())) return b.ToFloat();
-  for (size_t i = net.layers().size(); i-- > 0;)
-    for (size_t t = 0; t < net.top_vecs()[i].size(); ++t)
-      if (net.top_vecs()[i][t] == &b) {
-        std::vector<float> out(b.count());
-        quant::DequantizeTensor(b.host_data(), b.count(), net.layers()[i]->TopParams(static_cast<int>(t)),
-                                out.data());
-        return out;
-      }
-  throw Error("no producer of " + blob);
 }
 
 /// Builds the net for `t` with the fp32 net's weights; quantized types are calibrated.
@@ -184,11 +167,11 @@ TEST(Moe, FixedGatesGiveTheHandMixedExpertOutputsInEveryDtype) {
       }
       EXPECT_EQ(moe.counts(), (std::vector<int>{B, 0, B, 0}));
       // The mix of the experts' own outputs (grouped: expert rows are the samples in order).
-      const std::vector<float> y = Real(*net, "moe");
+      const std::vector<float> y = test_support::RealValues(*net, "moe");
       std::vector<std::vector<float>> ex_out(4);
       for (int e : {0, 2}) {
         Net& ex = *moe.nested_nets()[1 + e];
-        ex_out[e] = Real(ex, ex.output_blobs()[0]->name());
+        ex_out[e] = test_support::RealValues(ex, ex.output_blobs()[0]->name());
         ASSERT_EQ(ex_out[e].size(), static_cast<size_t>(B * out));
       }
       float scale = 1e-6f;
@@ -574,62 +557,6 @@ TEST(Moe, ErrorsNameTheLayerAndWhatIsWrong) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'moe'"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("select_experts"), std::string::npos) << e.what();
-  }
-}
-
-// ---- The paper's ImageNet-MOE nets ---------------------------------------------------------
-
-std::string SharedDir() { return mpcaffe::test_support::SharedDir().string(); }
-
-/// Gaussian fillers → constants (std; InnerProduct std/100 so all-positive sums stay within
-/// fp16), in the layers and in nested nets: drawing the 16 experts' 74 M random weights
-/// dominated the test's time. Shapes, types and the graph stay the paper's.
-void ConstantFillers(caffe::NetParameter* net) {
-  auto fix = [](caffe::FillerParameter* f, float scale) {
-    if (f->type() != "gaussian") return;
-    const float v = f->std() * scale;
-    f->Clear();
-    f->set_type("constant");
-    f->set_value(v);
-  };
-  for (auto& l : *net->mutable_layer()) {
-    if (l.has_convolution_param()) {
-      fix(l.mutable_convolution_param()->mutable_weight_filler(), 1.0f);
-      fix(l.mutable_convolution_param()->mutable_bias_filler(), 1.0f);
-    }
-    if (l.has_inner_product_param()) {  // smaller: all-positive sums must stay within fp16
-      fix(l.mutable_inner_product_param()->mutable_weight_filler(), 0.01f);
-      fix(l.mutable_inner_product_param()->mutable_bias_filler(), 0.01f);
-    }
-    if (l.has_moe_param()) {
-      ConstantFillers(l.mutable_moe_param()->mutable_gating_net());
-      for (auto& e : *l.mutable_moe_param()->mutable_expert_net()) ConstantFillers(&e);
-    }
-  }
-}
-
-/// net_{float,half,int16,int8}_1.prototxt build and run forward with synthetic data (quantized
-/// ones calibrated on their fp32 variant); fc8 is finite and the MOE layer picked 4 experts.
-TEST(Moe, PaperImagenetMoeNetsForwardInAllFourDtypes) {
-  for (const char* variant : {"float", "half", "int16", "int8"}) {
-    SCOPED_TRACE(variant);
-    const std::string path =
-        SharedDir() + "/models/paper_examples/imagenet_caffenet_moe/net_" + variant + "_1.prototxt";
-    caffe::NetParameter p = ReadNetParameterText(path);
-    ConstantFillers(&p);
-    NetOptions o;
-    o.synthetic_data = true;
-    Net net(p, Dev(), o);
-    if (!net.QuantizersWithoutRange().empty()) CalibrateWithFloatVariant(net, p, o);
-    net.Forward();
-    MoeLayer& moe = dynamic_cast<MoeLayer&>(net.layer("moe"));
-    EXPECT_EQ(moe.num_experts(), 16);
-    int selected = 0;
-    for (int c : moe.counts()) selected += c;
-    EXPECT_EQ(selected, 4);
-    const std::vector<float> y = Real(net, "fc8");
-    ASSERT_EQ(y.size(), 1000u);
-    for (float v : y) ASSERT_TRUE(std::isfinite(v));
   }
 }
 

@@ -1,6 +1,6 @@
 // tests/testing/net_support.h — what the net and layer suites share: a NetParameter or one
-// layer's parameters from prototxt text written in a test, a deterministic input, and the
-// relative difference of two outputs.
+// layer's parameters from prototxt text written in a test, a deterministic input, the relative
+// difference of two outputs, and a net blob's real values.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +11,8 @@
 
 #include "layers/blob.h"
 #include "layers/layer.h"
+#include "net/net.h"
+#include "quant/quant_params.h"
 #include "proto/model_io.h"
 
 namespace mpcaffe::test_support {
@@ -61,6 +63,22 @@ inline double RelativeDifference(const std::vector<float>& a, const std::vector<
     scale = std::max(scale, std::abs(double(b[i])));
   }
   return diff / std::max(scale, 1e-30);
+}
+
+/// Real values of a net blob (quantized ones dequantized with the producing layer's top
+/// parameters).
+inline std::vector<float> RealValues(Net& net, const std::string& blob) {
+  Blob& b = net.blob(blob);
+  if (!IsQuantized(b.type())) return b.ToFloat();
+  for (size_t i = net.layers().size(); i-- > 0;)
+    for (size_t t = 0; t < net.top_vecs()[i].size(); ++t)
+      if (net.top_vecs()[i][t] == &b) {
+        std::vector<float> out(b.count());
+        quant::DequantizeTensor(b.host_data(), b.count(),
+                                net.layers()[i]->TopParams(static_cast<int>(t)), out.data());
+        return out;
+      }
+  throw Error("no producer of " + blob);
 }
 
 }  // namespace mpcaffe::test_support
