@@ -28,23 +28,23 @@ def markdown(report):
     entries = [e for e in report["entries"] if e.get("seconds") is not None]
     if not entries:
         raise RuntimeError("the report holds no entry with a time: was make test interrupted?")
-    longest = max(entries, key=lambda e: e["seconds"])
-    python = next((e["seconds"] for e in entries if e["entry"] == "python"), None)
-    whole, suites = report.get("make_seconds"), report.get("ctest_seconds")
-    install, pip = report.get("install_seconds"), report.get("python_install_seconds")
+    ctest = [e for e in entries if e["entry"] != "python"]
+    longest = max(ctest, key=lambda e: e["seconds"]) if ctest else None
+    whole, cpp, python = (report.get("make_seconds"), report.get("ctest_seconds"),
+                          report.get("python_seconds"))
+    install = report.get("install_seconds")
     # What is not the suites is make's install step (scripts/install-deps.sh: on a machine that
-    # has the packages, only its check), configure and build, and the Python package's install.
-    build = whole - suites if None not in (whole, suites) else None
-    for part in (install, pip):
-        if build is not None and part is not None:
-            build -= part
+    # has the packages, only its check), configure and build.
+    build = whole - cpp - python if None not in (whole, cpp, python) else None
+    if build is not None and install is not None:
+        build -= install
     summary = [["whole `make test`", minutes(whole)],
                ["install (scripts/install-deps.sh)", minutes(install)],
                ["configure and build", minutes(build)],
-               ["Python package install (pip, from the build tree)", minutes(pip)],
-               ["suites (CTest, two jobs: the C++ suites and the Python suite)", minutes(suites)],
-               [f"longest entry, {longest['entry']}", minutes(longest["seconds"])],
-               ["Python suite (entry `python`)", minutes(python)]]
+               ["C++ suites (CTest, two jobs)", minutes(cpp)]]
+    if longest:
+        summary.append([f"longest entry, {longest['entry']}", minutes(longest["seconds"])])
+    summary.append(["Python suite", minutes(python)])
     rows = [[e["entry"], e["status"] or "-", f"{e['seconds']:.1f}", str(e["compiled"]),
              str(e["cache_hits"]), f"{e['compile_seconds']:.1f}"] for e in entries]
     failed = [e["entry"] for e in entries if e["status"] not in ("passed", "ran", "skipped", "-")]

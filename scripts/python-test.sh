@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
 # scripts/python-test.sh — builds and installs the mpcaffe Python package into the Python that
 # `python3` runs (pip install ., build tree kept in build/python) and runs the pytest suite.
-# Extra arguments go to pytest; --install-only stops after the install; --tests-only runs pytest
-# on the package installed already (make test installs it before CTest, whose entry `python`
-# runs the suite beside the C++ suites), skipping (77) when none is. PYTHON overrides the
+# Extra arguments go to pytest; --install-only stops after the install. PYTHON overrides the
 # interpreter; MPCAFFE_SHARED_DIR the folder holding models/paper_examples (default: ../shared
 # next to the repository). MPCAFFE_PYTHON_BUILD_DIR names a C++ build tree configured with
 # MPCAFFE_BUILD_PYTHON=ON (make test passes its own): pip then installs from that tree, with its
@@ -12,17 +10,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
-
-if [ "${1:-}" = "--tests-only" ]; then
-  shift
-  if ! "$PYTHON" -c "import mpcaffe, pytest" 2>/dev/null; then
-    echo "python-test: skipped: no mpcaffe package (or no pytest) in $PYTHON:" \
-         "scripts/python-test.sh --install-only installs it (make test does)"
-    exit 77
-  fi
-  "$PYTHON" -c "import mpcaffe; print('python-test: mpcaffe from', mpcaffe.__file__)"
-  exec "$PYTHON" -m pytest -q -rs tests/python "$@"
-fi
 
 # Build and test requirements, installed only when missing. The build runs without pip's build
 # isolation so the persistent CMake tree keeps valid paths (pybind11, compilers) between runs.

@@ -8,8 +8,7 @@ it).
 
 Reads what `make test` leaves in <build>/test-cache: compiles/<entry>.log (one line per program
 event, device/device.h LogProgramEvent), reports/<entry>.xml (GoogleTest's per-test times),
-python-install.seconds (the Python package's install before CTest; the suite itself is the
-entry `python`), and CTest's Testing/Temporary/LastTest.log.
+python.seconds (the Python suite's wall time), and CTest's Testing/Temporary/LastTest.log.
 
 A repeat fails the run when a device built the program (Device::BuildProgram, which the run's
 kernel cache serves), in any entry but those that build without the run's cache on purpose
@@ -161,7 +160,7 @@ def machine():
     return f"{os.cpu_count()}-core {model} ({isa})"
 
 
-def save_report(cache, rows):
+def save_report(cache, rows, python_seconds):
     """reports/budget.json: the table above, for scripts/bench.sh's testcost step."""
     def seconds(name):
         try:
@@ -174,7 +173,7 @@ def save_report(cache, rows):
               "machine": machine(), "load_average_at_end": os.getloadavg()[0],
               "make_seconds": seconds("make.seconds"), "ctest_seconds": seconds("ctest.seconds"),
               "install_seconds": seconds(os.path.join(os.pardir, "install.seconds")),
-              "python_install_seconds": seconds("python-install.seconds"),
+              "python_seconds": python_seconds,
               "entries": [{"entry": name, "status": status, "seconds": seconds, "compiled": c,
                            "cache_hits": l, "compile_seconds": round(cs, 1), "twice": rep}
                           for name, status, seconds, c, l, cs, rep in rows]}
@@ -189,6 +188,13 @@ def main():
     times = entry_times(build)
     logs = {os.path.basename(p)[:-4]: read_events(p)
             for p in glob.glob(os.path.join(cache, "compiles", "*.log"))}
+    python_seconds = None
+    try:
+        with open(os.path.join(cache, "python.seconds")) as f:
+            python_seconds = float(f.read().strip())
+    except (OSError, ValueError):
+        pass
+
     names = list(times)
     for name in sorted(logs):
         if name not in times:
@@ -201,6 +207,8 @@ def main():
         loads = [e for e in events if e.kind == "load"]
         repeated = twice(events)
         seconds, status = times.get(name, (None, ""))
+        if name == "python" and python_seconds is not None:
+            seconds, status = python_seconds, "ran"
         rows.append((name, status, seconds, len(compiles), len(loads),
                      sum(e.seconds for e in compiles), len(repeated)))
         for e in repeated:
@@ -225,7 +233,7 @@ def main():
     print(f"  {'total':<22} {'':<8} {total[0]:8.1f} {total[1]:9d} {total[2]:10d} {total[3]:10.1f} "
           f"{total[4]:6d}")
 
-    save_report(cache, rows)
+    save_report(cache, rows, python_seconds)
 
     slow = []
     for name in names:
