@@ -161,16 +161,22 @@ TEST(GemmInt4, MatchesTheReferenceAndTheInt8GemmInBothLayouts) {
   // (weights B transposed: N × K) shapes, odd K, the batch-1 matrix × vector.
   const std::vector<Shape> shapes = {{1, 1, 1},     {7, 13, 3},    {20, 64, 25},  {33, 17, 129},
                                      {1, 300, 257}, {16, 100, 96}, {96, 45, 363}, {4, 3, 1000}};
+  // The int8 GEMM on the same weights (a program per shape and layout) for every other shape,
+  // every shape under the exhaustive sweep.
   int variant = 0;
   for (const Shape& s : shapes)
     for (WeightOperand w : {WeightOperand::kA, WeightOperand::kB}) {
       const GemmDesc d = Desc4(s.M, s.N, s.K, w, variant % 4);
       SCOPED_TRACE(d.ToString());
+      const bool with_int8 = test_support::ExhaustiveSweep() || (variant / 2) % 2 == 0;
       const Problem4 p = Make(d, 40 + variant++);
       const Bytes ref = Reference(p, true);
       EXPECT_EQ(Mismatches(Reference(p, false), ref), 0u) << "references of packed and unpacked";
       EXPECT_EQ(Mismatches(RunGemm(dev, d, p, nullptr), ref), 0u) << "int8w4 GEMM";
-      EXPECT_EQ(Mismatches(RunGemm(dev, As8(d), p, nullptr), ref), 0u) << "int8 GEMM, same weights";
+      if (with_int8) {
+        EXPECT_EQ(Mismatches(RunGemm(dev, As8(d), p, nullptr), ref), 0u)
+            << "int8 GEMM, same weights";
+      }
     }
 }
 
