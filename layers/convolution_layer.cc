@@ -542,10 +542,12 @@ class Im2colLayer : public Layer {
     for (int n = 0; n < b.shape(0); ++n) {
       k.ArgBuffer(top[0]->device_diff(), n * out * 4, 4)
           .ArgBuffer(bottom[0]->mutable_device_diff(), n * in * 4, 4);
+      // One image a launch (NC = 1): the layer's columns are image-major.
       for (int v : {b.shape(1), b.shape(2), b.shape(3), win_.kh, win_.kw, win_.sh, win_.sw,
-                    win_.ph, win_.pw, win_.dh, win_.dw, top[0]->shape(2), top[0]->shape(3)})
+                    win_.ph, win_.pw, win_.dh, win_.dw, top[0]->shape(2), top[0]->shape(3), 1,
+                    int(in)})
         k.Arg(int32_t{v});
-      k.Launch1D(in);
+      k.Launch1D(size_t(b.shape(1)) * b.shape(2));
     }
   }
 

@@ -195,6 +195,8 @@ Convolution Convolution::WithoutWinograd(Device& device, const ConvDesc& desc) {
 void Convolution::ReleaseScratch() {
   xpacked_.reset();
   gemm_col_.reset();
+  col_.reset();
+  top_t_.reset();
   for (auto& gemm : gemms_) gemm->ReleaseScratch();
   if (winograd_) winograd_->ReleaseScratch();
 }

@@ -365,8 +365,10 @@ class Convolution {
   /// int pw, int dh, int dw, int OH, int OW, int rows, int pad) writes
   /// col[(c·KH + ky)·KW + kx][oy·OW + ox] = x[c][oy·sh − ph + ky·dh][ox·sw − pw + kx·dw], or
   /// `pad` outside the input, for the rows = channels·KH·KW·OH (column row, oy) pairs of one
-  /// image. BackwardSource's conv_bwd_col2im(In col, Out x, int Cg, then H … OW as above) is its
-  /// adjoint: x[c][iy][ix] = Σ of the columns that read it (overwritten).
+  /// image. BackwardSource's conv_bwd_col2im(In col, Out x, int Cg, then H … OW as above, int
+  /// NC, int xs) is its adjoint over NC images side by side (col[kk][n·OH·OW + p], image n of x
+  /// at n·xs): x[n][c][iy][ix] = Σ of the columns that read it (overwritten), a work-item per
+  /// row (Cg·NC·H of them).
   static std::string Im2colSource(const KernelTarget& target, DataType type);
   static std::string Im2colKernelName(DataType type);
   /// The quantized types' im2col into another quantization (the Im2col layer when its top's
@@ -430,23 +432,23 @@ class Convolution {
   int32_t res_zero_ = 0, res_m_ = 0, res_s_ = 0;  // ConvQuant's residual requantization
   int rq_mode_ = 0;  // the vector epilogue's requantization (conv.cc says which)
   RequantKnown requant_known_;  // the same checks, for the kernels specialized on them
-  // The fp32 backward pass (conv_backward.cc), prepared at its first use: its LibDNN GEMMs
-  // (data: colᵀ-shaped W_gᵀ · top_g; weights: top_g · colᵀ) and kernels, and one image's
-  // columns of one group.
+  // The fp32 backward pass (conv_backward.cc), prepared at its first use: its LibDNN GEMMs over
+  // a chunk of `images` images (data: colᵀ-shaped W_gᵀ · t_g; weights: t_g · colᵀ) and kernels.
   struct Backward {
     std::unique_ptr<Gemm> data, weights;
-    Kernel im2col, col2im, bias;
+    Kernel gather, im2col, col2im, bias;
+    int images = 1;
   };
   Backward& PrepareBackward();
+  /// The chunk of top_diff from image `first_image` on, channel-major (OC × images·P), in top_t_.
+  BufferRef GatherTop(const BufferRef& top_diff, int first_image, Queue* queue);
   /// One group's sizes: input and output channels, column rows (Cg·KH·KW), output pixels.
   struct GroupShape {
     explicit GroupShape(const ConvDesc& d);
     int cg, ocg, kc, p;
   };
-  /// The column buffer (kc × p floats), grown when needed.
-  BufferRef Columns(const GroupShape& s);
   std::unique_ptr<Backward> backward_;
-  std::shared_ptr<DeviceMemory> col_;
+  std::shared_ptr<DeviceMemory> col_, top_t_;  // a chunk's columns of a group; GatherTop's
   // im2col + GEMM forward (forward_gemm()): one GEMM (M = out_channels/groups, K =
   // channels/groups·KH·KW) for all groups, or one per group when the requantization is per
   // channel (a Gemm holds its multipliers); the weights as SetWeights gave them (the caller

@@ -1,13 +1,14 @@
-// libdnn/conv_backward.cc — the fp32 backward pass of the convolution: per image and group,
-// im2col (the forward path's kernel) and col2im around two LibDNN GEMMs — the same generated,
-// tuned kernels as the forward pass (TunedGemmConfig; `mpcaffe tune` finds their shapes in a
-// TRAIN-phase net) — and the bias gradient.
+// libdnn/conv_backward.cc — the fp32 backward pass of the convolution: per chunk of images and
+// group, im2col and col2im over the chunk around two LibDNN GEMMs — the same generated, tuned
+// kernels as the forward pass (TunedGemmConfig) — and the bias gradient.
+#include <algorithm>
 #include <string>
 
 #include "device/error.h"
 #include "libdnn/conv.h"
 #include "libdnn/conv_internal.h"
 #include "libdnn/gemm.h"
+#include "libdnn/scratch.h"
 
 namespace mpcaffe::libdnn {
 
@@ -17,43 +18,84 @@ namespace {
 
 std::string BackwardKernelName(const char* what) { return std::string("conv_bwd_") + what; }
 
-/// The im2col / col2im geometry arguments of one group.
-void SetGeometry(Kernel& k, const ConvDesc& d) {
-  for (int v : {d.channels / d.groups, d.height, d.width, d.kernel_h, d.kernel_w, d.stride_h,
-                d.stride_w, d.pad_h, d.pad_w, d.dilation_h, d.dilation_w, d.out_h(), d.out_w()})
-    k.Arg(int32_t{v});
-}
-
 }  // namespace
 
 std::string Convolution::BackwardSource(const KernelTarget& target) {
+  // One text for every fp32 convolution (no shape in it: one compile per device). The backward
+  // pass works on chunks of NC images at once (Backward::images): the top diff's chunk
+  // transposed to channel-major rows (t: OC × NC·P), and per group the columns of the chunk's
+  // images side by side (col: Cg·KH·KW × NC·P), so that each GEMM spans the chunk (K = NC·P for
+  // the weights) instead of one image — a launch per chunk and group, not per image.
   KernelWriter w(target, "conv_backward");
   w.AddType("Dtype", DataType::kFloat32);
-  AddIm2colKernel(w, DataType::kFloat32);
-  const char* geometry[] = {"Cg", "H",  "W",  "KH", "KW", "sh", "sw",
-                            "ph", "pw", "dh", "dw", "OH", "OW"};
+  w.Kernel(BackwardKernelName("gather"))
+      .In("float", "top")
+      .Out("float", "t")
+      .Value("int", "OC")
+      .Value("int", "NC")
+      .Value("int", "P")
+      .Body(R"(  $loop(r, OC * NC) {
+    const int n = r % NC;
+    const int o = r / NC;
+    const $global float* src = top + (n * OC + o) * P;
+    $global float* dst = t + r * P;
+    for (int p = 0; p < P; ++p) dst[p] = src[p];
+  }
+)");
+  // Rows (c·KH + ky)·KW + kx of the chunk's columns, image n's OH·OW values at n·OH·OW; xs is
+  // an image's stride in x (C·H·W).
+  auto& im2col = w.Kernel(BackwardKernelName("im2col")).In("float", "x").Out("float", "col");
+  for (const char* g : {"H", "W", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw", "OH", "OW",
+                        "NC", "xs", "rows"})
+    im2col.Value("int", g);
+  im2col.Body(R"(  $loop(r, rows) {
+    const int oy = r % OH;
+    const int n = (r / OH) % NC;
+    const int kk = r / (OH * NC);
+    const int kx = kk % KW;
+    const int ky = (kk / KW) % KH;
+    const int c = kk / (KW * KH);
+    const int iy = oy * sh - ph + ky * dh;
+    $global float* out = col + (kk * NC + n) * OH * OW + oy * OW;
+    if (iy < 0 || iy >= H) {
+      for (int ox = 0; ox < OW; ++ox) out[ox] = 0.0f;
+      continue;
+    }
+    const $global float* in = x + n * xs + (c * H + iy) * W;
+    for (int ox = 0; ox < OW; ++ox) {
+      const int ix = ox * sw - pw + kx * dw;
+      out[ox] = ix >= 0 && ix < W ? in[ix] : 0.0f;
+    }
+  }
+)");
+  // Row (c, n, iy) of the chunk's bottom diff: the sum of the column values each input pixel
+  // fed, window tap by window tap along the row (the pixels a tap reaches are every sw-th).
   auto& col2im = w.Kernel(BackwardKernelName("col2im")).In("float", "col").Out("float", "x");
-  for (const char* g : geometry) col2im.Value("int", g);
+  for (const char* g : {"Cg", "H", "W", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw", "OH",
+                        "OW", "NC", "xs"})
+    col2im.Value("int", g);
   col2im.Body(R"(  const int P = OH * OW;
-  $loop(i, Cg * H * W) {
-    const int ix = i % W;
-    const int iy = (i / W) % H;
-    const int ic = i / (W * H);
-    float v = 0.0f;
+  $loop(r, Cg * NC * H) {
+    const int iy = r % H;
+    const int n = (r / H) % NC;
+    const int ic = r / (H * NC);
+    $global float* row = x + n * xs + (ic * H + iy) * W;
+    for (int ix = 0; ix < W; ++ix) row[ix] = 0.0f;
     for (int ky = 0; ky < KH; ++ky) {
       const int ty = iy + ph - ky * dh;
       if (ty < 0 || ty % sh) continue;
       const int oy = ty / sh;
       if (oy >= OH) continue;
       for (int kx = 0; kx < KW; ++kx) {
-        const int tx = ix + pw - kx * dw;
-        if (tx < 0 || tx % sw) continue;
-        const int ox = tx / sw;
-        if (ox >= OW) continue;
-        v += col[((ic * KH + ky) * KW + kx) * P + oy * OW + ox];
+        const $global float* c = col + ((ic * KH + ky) * KW + kx) * NC * P + n * P + oy * OW;
+        // tx = ix + pw − kx·dw = ox·sw for ox in [0, OW) and ix in [0, W).
+        const int base = pw - kx * dw;
+        int tx = base > 0 ? base : 0;
+        tx = (tx + sw - 1) / sw * sw;
+        const int last = min(W - 1 + base, (OW - 1) * sw);
+        for (int ox = tx / sw; tx <= last; tx += sw, ++ox) row[tx - base] += c[ox];
       }
     }
-    x[i] = v;
   }
 )");
   w.Kernel(BackwardKernelName("bias"))
@@ -96,11 +138,24 @@ Convolution::GroupShape::GroupShape(const ConvDesc& d)
       kc(cg * d.kernel_h * d.kernel_w),
       p(d.out_h() * d.out_w()) {}
 
-BufferRef Convolution::Columns(const GroupShape& s) {
-  const size_t bytes = size_t(s.kc) * s.p * 4;
-  if (!col_ || col_->bytes() < bytes) col_ = device_->Allocate(bytes);
-  return BufferRef(col_.get(), 0);
+namespace {
+
+/// Images per chunk of the backward pass: the most that divide the batch (every chunk the same
+/// GEMM shape: one program each) with the chunk's columns within kChunkColumnBytes — a whole
+/// LeNet batch of 64 (8.2 MB for conv2), one of AlexNet's 4.4 MB conv1 images at a time. A
+/// convolution without a scratch arena holds its columns, so this bounds what each layer keeps.
+constexpr size_t kChunkColumnBytes = size_t(8) << 20;
+
+int ImagesPerChunk(const ConvDesc& d, int kc, int p) {
+  const size_t image = size_t(kc) * p * 4;
+  const int most = int(std::max<size_t>(1, kChunkColumnBytes / std::max<size_t>(image, 1)));
+  int nc = 1;
+  for (int k = 1; k <= std::min(d.batch, most); ++k)
+    if (d.batch % k == 0) nc = k;
+  return nc;
 }
+
+}  // namespace
 
 Convolution::Backward& Convolution::PrepareBackward() {
   const ConvDesc& d = desc_;
@@ -109,18 +164,38 @@ Convolution::Backward& Convolution::PrepareBackward() {
   if (backward_) return *backward_;
   auto b = std::make_unique<Backward>();
   const GroupShape s(d);
-  const int ocg = s.ocg, kc = s.kc, p = s.p;
-  // Data: col (kc × P) = W_gᵀ (W_g stored ocg × kc) · top_g (ocg × P).
-  b->data = std::make_unique<Gemm>(*device_, GemmDesc::Float(kc, p, ocg, true, false, kc, p, p));
-  // Weights: dW_g (ocg × kc) += top_g (ocg × P) · colᵀ (col stored kc × P).
-  b->weights = std::make_unique<Gemm>(*device_, GemmDesc::Float(ocg, kc, p, false, true, p, p, kc));
+  const int ocg = s.ocg, kc = s.kc;
+  b->images = ImagesPerChunk(d, kc, s.p);
+  const int n = b->images * s.p;  // a chunk's columns
+  // Data: col (kc × n) = W_gᵀ (W_g stored ocg × kc) · t_g (ocg × n).
+  b->data = std::make_unique<Gemm>(*device_, GemmDesc::Float(kc, n, ocg, true, false, kc, n, n));
+  // Weights: dW_g (ocg × kc) += t_g (ocg × n) · colᵀ (col stored kc × n).
+  b->weights = std::make_unique<Gemm>(*device_, GemmDesc::Float(ocg, kc, n, false, true, n, n, kc));
   auto program = device_->GetProgram(BackwardSource(KernelTarget::Of(*device_)), "",
                                      ProgramHints::OneDimensional());
-  b->im2col = program->GetKernel(Im2colKernelName(DataType::kFloat32));
+  b->gather = program->GetKernel(BackwardKernelName("gather"));
+  b->im2col = program->GetKernel(BackwardKernelName("im2col"));
   b->col2im = program->GetKernel(BackwardKernelName("col2im"));
   b->bias = program->GetKernel(BackwardKernelName("bias"));
   backward_ = std::move(b);
   return *backward_;
+}
+
+BufferRef Convolution::GatherTop(const BufferRef& top_diff, int first_image, Queue* queue) {
+  const ConvDesc& d = desc_;
+  Backward& k = *backward_;
+  const int p = d.out_h() * d.out_w();
+  TakeScratch(*device_, arena_.get(), queue, ScratchUse::kTopDiff,
+              size_t(d.out_channels) * k.images * p * 4, &top_t_);
+  const BufferRef t(top_t_.get(), 0);
+  const BufferRef src = Offset(top_diff, size_t(first_image) * d.out_channels * p, 4);
+  k.gather.ArgBuffer(src.mem, src.byte_offset, 4)
+      .ArgBuffer(t.mem, 0, 4)
+      .Arg(int32_t{d.out_channels})
+      .Arg(int32_t{k.images})
+      .Arg(int32_t{p});
+  k.gather.Launch1D(size_t(d.out_channels) * k.images, queue);
+  return t;
 }
 
 void Convolution::BackwardData(const BufferRef& top_diff, const BufferRef& weights,
@@ -131,20 +206,25 @@ void Convolution::BackwardData(const BufferRef& top_diff, const BufferRef& weigh
   CheckBuffer(d, "weights", weights, d.weight_count(), 4);
   CheckBuffer(d, "bottom_diff", bottom_diff, d.input_count(), 4);
   const GroupShape s(d);
-  const int cg = s.cg, ocg = s.ocg, kc = s.kc, p = s.p;
-  const BufferRef col = Columns(s);
-  for (int n = 0; n < d.batch; ++n) {
+  const int cg = s.cg, ocg = s.ocg, kc = s.kc, nc = k.images, n = nc * s.p;
+  const size_t image = size_t(d.channels) * d.height * d.width;
+  TakeScratch(*device_, arena_.get(), queue, ScratchUse::kColumns, size_t(kc) * n * 4, &col_);
+  const BufferRef col(col_.get(), 0);
+  for (int first = 0; first < d.batch; first += nc) {
+    const BufferRef t = GatherTop(top_diff, first, queue);
     for (int g = 0; g < d.groups; ++g) {
       GemmArgs a;
       a.a = Offset(weights, size_t(g) * ocg * kc, 4);
-      a.b = Offset(top_diff, (size_t(n) * d.out_channels + size_t(g) * ocg) * p, 4);
+      a.b = Offset(t, size_t(g) * ocg * n, 4);
       a.c = col;
       k.data->Run(a, queue);
       const BufferRef dst =
-          Offset(bottom_diff, (size_t(n) * d.channels + size_t(g) * cg) * d.height * d.width, 4);
+          Offset(bottom_diff, first * image + size_t(g) * cg * d.height * d.width, 4);
       k.col2im.ArgBuffer(col.mem, 0, 4).ArgBuffer(dst.mem, dst.byte_offset, 4);
-      SetGeometry(k.col2im, d);
-      k.col2im.Launch1D(size_t(cg) * d.height * d.width, queue);
+      for (int v : {cg, d.height, d.width, d.kernel_h, d.kernel_w, d.stride_h, d.stride_w, d.pad_h,
+                    d.pad_w, d.dilation_h, d.dilation_w, d.out_h(), d.out_w(), nc, int(image)})
+        k.col2im.Arg(int32_t{v});
+      k.col2im.Launch1D(size_t(cg) * nc * d.height, queue);
     }
   }
 }
@@ -158,23 +238,26 @@ void Convolution::BackwardWeights(const BufferRef& top_diff, const BufferRef& in
   CheckBuffer(d, "input", input, d.input_count(), 4);
   CheckBuffer(d, "weight_diff", weight_diff, d.weight_count(), 4);
   const GroupShape s(d);
-  const int cg = s.cg, ocg = s.ocg, kc = s.kc, oh = d.out_h(), ow = d.out_w(), p = s.p;
-  const BufferRef col = Columns(s);
-  const int rows = kc * oh;  // the im2col kernel's (column row, oy) pairs of one group
-  for (int n = 0; n < d.batch; ++n) {
+  const int cg = s.cg, ocg = s.ocg, kc = s.kc, oh = d.out_h(), ow = d.out_w();
+  const int nc = k.images, n = nc * s.p;
+  const size_t image = size_t(d.channels) * d.height * d.width;
+  TakeScratch(*device_, arena_.get(), queue, ScratchUse::kColumns, size_t(kc) * n * 4, &col_);
+  const BufferRef col(col_.get(), 0);
+  const int rows = kc * nc * oh;  // the im2col kernel's (column row, image, oy) triples
+  for (int first = 0; first < d.batch; first += nc) {
+    const BufferRef t = GatherTop(top_diff, first, queue);
     for (int g = 0; g < d.groups; ++g) {
-      const BufferRef src =
-          Offset(input, (size_t(n) * d.channels + size_t(g) * cg) * d.height * d.width, 4);
+      const BufferRef src = Offset(input, first * image + size_t(g) * cg * d.height * d.width, 4);
       k.im2col.ArgBuffer(src.mem, src.byte_offset, 4).ArgBuffer(col.mem, 0, 4);
       for (int v : {d.height, d.width, d.kernel_h, d.kernel_w, d.stride_h, d.stride_w, d.pad_h,
-                    d.pad_w, d.dilation_h, d.dilation_w, oh, ow, rows, 0})
+                    d.pad_w, d.dilation_h, d.dilation_w, oh, ow, nc, int(image), rows})
         k.im2col.Arg(int32_t{v});
       k.im2col.Launch1D(size_t(rows), queue);
       GemmArgs a;
-      a.a = Offset(top_diff, (size_t(n) * d.out_channels + size_t(g) * ocg) * p, 4);
+      a.a = Offset(t, size_t(g) * ocg * n, 4);
       a.b = col;
       a.c = Offset(weight_diff, size_t(g) * ocg * kc, 4);
-      a.beta = 1.0f;  // accumulate over images (and into what the caller had)
+      a.beta = 1.0f;  // accumulate over chunks (and into what the caller had)
       k.weights->Run(a, queue);
     }
   }
@@ -184,7 +267,7 @@ void Convolution::BackwardWeights(const BufferRef& top_diff, const BufferRef& in
         .ArgBuffer(bias_diff.mem, bias_diff.byte_offset, 4)
         .Arg(int32_t{d.batch})
         .Arg(int32_t{d.out_channels})
-        .Arg(int32_t{p});
+        .Arg(int32_t{d.out_h() * d.out_w()});
     k.bias.Launch1D(size_t(d.out_channels), queue);
   }
 }

@@ -31,7 +31,8 @@ enum class ScratchUse {
   kGemmUnpacked,    // Gemm: 4-bit weights unpacked to bytes
   kGemmActivations, // Gemm: native 4-bit kernels' packed activations
   kWinogradInput,   // WinogradForward: V, the transformed input tiles
-  kWinogradProducts // WinogradForward: M, the element-wise products
+  kWinogradProducts, // WinogradForward: M, the element-wise products
+  kTopDiff           // Convolution's backward pass: a chunk of the top diff, channel-major
 };
 
 /// One buffer per (queue, use), shared by the objects given the arena. Thread-safe. Objects
