@@ -355,15 +355,6 @@ TEST(Optimizer, ZooNetsMatchTheUnoptimizedNets) {
 /// BatchNorm's mean and variance follow, the fp32 net computes the same function). A
 /// measurement (prints), run by hand:
 ///   test_net --gtest_also_run_disabled_tests --gtest_filter='*MobileNetInt8Depthwise*'
-/// Blob `blob` (written by layer `writer`) as real values: quantized data dequantized.
-std::vector<float> Real(Net& net, const std::string& blob, const std::string& writer) {
-  std::vector<float> v = net.blob(blob).ToFloat();
-  if (!IsQuantized(net.blob(blob).type())) return v;
-  const quant::QuantParams t = net.layer(writer).TopParams(0);
-  for (float& x : v) x = t.scale[0] * (x - float(t.zero_point[0]));
-  return v;
-}
-
 TEST(Optimizer, DISABLED_MobileNetInt8DepthwiseScales) {
   const auto path = test_support::SharedDir() / "models" / "zoo" / "mobilenet_v1_deploy.prototxt";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not found";
@@ -429,7 +420,8 @@ TEST(Optimizer, DISABLED_MobileNetInt8DepthwiseScales) {
       for (size_t i = 0; i < inputs.size(); ++i) {
         q.input_blobs()[0]->FromFloat(inputs[i]);
         q.Forward();
-        const std::vector<float> qp = Real(q, "prob", "prob"), ql = Real(q, "fc7", "fc7");
+        const std::vector<float> qp = test_support::RealValues(q, "prob"),
+                                 ql = test_support::RealValues(q, "fc7");
         agree += std::max_element(qp.begin(), qp.end()) - qp.begin() ==
                  std::max_element(prob[i].begin(), prob[i].end()) - prob[i].begin();
         for (size_t k = 0; k < qp.size(); ++k)
