@@ -27,6 +27,8 @@
 #             devices but rusticl; binaries on BENCH_BINARIES_DEVICE, pocl): startup, binaries,
 #             memory
 #   smallnet  bench/small_net.py, the setup devices: smallnet
+#   train     bench/train_step.py (BVLC's LeNet and CIFAR-10 quick, one fp32 training step), the
+#             setup devices: train
 #   fusion    bench/fusion_table.py (layers fused and launched per zoo net, launch cost), the
 #             setup devices: fusion
 #   accuracy  bench/accuracy_tables.py lenet and acc16, the setup devices: accuracy, acc16
@@ -57,7 +59,7 @@ ITERATIONS=${BENCH_ITERATIONS:-10}
 DEVICES=${BENCH_DEVICES-all}
 DOC=${BENCH_DOC:-docs/BENCHMARKS.md}
 ALL_STEPS=gemm,net,peers,zoo,zoomore,scaleout,peak,cache,rusticl,startup,binaries,memory,smallnet
-ALL_STEPS+=,fusion,accuracy,perchannel,testcost,defaults,report
+ALL_STEPS+=,train,fusion,accuracy,perchannel,testcost,defaults,report
 STEPS=",${BENCH_STEPS:-$ALL_STEPS},"
 LEVELS=${BENCH_LEVELS:-native$(grep -qw avx512f /proc/cpuinfo && echo ,avx2)}
 if [ "${BENCH_PEERS:-1}" != 0 ] &&
@@ -296,6 +298,16 @@ if [[ $STEPS == *,smallnet,* ]]; then
 \`make_net\`) at batch 10000, \`mpcaffe bench net --dtypes fp32,fp16,int16,int8,int8w4 --batch \
 10000 --device <d> --reduced-memory on --iterations $ITERATIONS --no-setup\` per device \
 (\`bench/small_net.py\`)" "$load"
+fi
+# One fp32 training step of BVLC's LeNet and CIFAR-10 quick (bench/train_step.py).
+if [[ $STEPS == *,train,* ]]; then
+  echo "== bench/train_step.py, devices $setup_devices" >&2
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  python3 bench/train_step.py --mpcaffe "$MPCAFFE" --devices "$setup_devices" --shared "$SHARED" \
+    --json "$OUT/train_step.json" --markdown "$OUT/train_step.md"
+  splice_table train "$OUT/train_step.md" "\`mpcaffe time --model <train_test prototxt> --phase \
+TRAIN --synthetic --iterations 20 --device <d> --json\`, 3 runs per net and device \
+(\`bench/train_step.py\`)" "$load"
 fi
 # Layers fused, run and launched per zoo net and data type, and the launch cost per device
 # (bench/fusion_table.py, the setup devices).

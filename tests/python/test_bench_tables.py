@@ -1,7 +1,7 @@
 """test_bench_tables.py — the make bench table generators' arithmetic and parsing without a
 device: the 4-bit weights GEMM table from `bench gemm` rows, the per-channel measurement lines of
 test_net, the test-suite cost from make test's budget report, and the small-net, binaries and
-fusion tables from their JSON."""
+fusion and training-step tables from their JSON."""
 import os
 import sys
 
@@ -15,6 +15,7 @@ import report  # noqa: E402
 import setup_tables  # noqa: E402
 import small_net  # noqa: E402
 import suite_cost  # noqa: E402
+import train_step  # noqa: E402
 
 POCL = {"device": "pthread-skylake-avx512-AMD EPYC", "device_index": 1, "backend": "opencl",
         "platform": "Portable Computing Language"}
@@ -81,6 +82,15 @@ def test_small_net_speed_is_fp32_time_over_the_type_time():
             for t, ms in (("fp32", 10.0), ("fp16", 20.0), ("int8", 8.0))]
     text = small_net.markdown({"batch": 10000, "iterations": 10, "rows": rows})
     assert "| PoCL | 10.0 | 20.0 (0.50×) | n/a | 8.0 (1.25×) | n/a |" in text
+
+
+def test_train_step_table_names_the_batch_and_the_implementation():
+    row = {"net": "LeNet", "batch": 64, "device": "pocl (pthread-skylake-avx512)",
+           "whole_forward_ms_median": 6.14, "backward_ms_median": 17.56,
+           "forward_backward_ms_median": 24.04}
+    text = train_step.markdown({"runs": 3, "iterations": 20, "rows": [row]})
+    assert "medians over 3 runs of each run's median of 20 iterations" in text
+    assert "| LeNet (64) | pocl | 6.1 | 17.6 | 24.0 |" in text
 
 
 def test_binaries_table_sums_the_first_two_runs():
