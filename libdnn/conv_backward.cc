@@ -42,29 +42,40 @@ std::string Convolution::BackwardSource(const KernelTarget& target) {
     for (int p = 0; p < P; ++p) dst[p] = src[p];
   }
 )");
-  // Rows (c·KH + ky)·KW + kx of the chunk's columns, image n's OH·OW values at n·OH·OW; xs is
+  // Row (c·KH + ky)·KW + kx of image n's columns (its OH·OW values at n·OH·OW of the chunk's
+  // row), a work-item per (row, image) pair (rows = Cg·KH·KW·NC): the window tap is worked out
+  // once, and the output columns that read inside the input, [lo, hi), are the same for every
+  // output row — zeros, a copy (contiguous at stride 1), zeros, without a test per value. xs is
   // an image's stride in x (C·H·W).
   auto& im2col = w.Kernel(BackwardKernelName("im2col")).In("float", "x").Out("float", "col");
   for (const char* g : {"H", "W", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw", "OH", "OW",
                         "NC", "xs", "rows"})
     im2col.Value("int", g);
   im2col.Body(R"(  $loop(r, rows) {
-    const int oy = r % OH;
-    const int n = (r / OH) % NC;
-    const int kk = r / (OH * NC);
+    const int n = r % NC;
+    const int kk = r / NC;
     const int kx = kk % KW;
     const int ky = (kk / KW) % KH;
     const int c = kk / (KW * KH);
-    const int iy = oy * sh - ph + ky * dh;
-    $global float* out = col + (kk * NC + n) * OH * OW + oy * OW;
-    if (iy < 0 || iy >= H) {
-      for (int ox = 0; ox < OW; ++ox) out[ox] = 0.0f;
-      continue;
-    }
-    const $global float* in = x + n * xs + (c * H + iy) * W;
-    for (int ox = 0; ox < OW; ++ox) {
-      const int ix = ox * sw - pw + kx * dw;
-      out[ox] = ix >= 0 && ix < W ? in[ix] : 0.0f;
+    const $global float* plane = x + n * xs + c * H * W;
+    $global float* out = col + r * OH * OW;
+    const int b = pw - kx * dw;  // ix = ox·sw − b
+    const int lo = min(OW, b > 0 ? (b + sw - 1) / sw : 0);
+    const int hi = max(lo, W - 1 + b < 0 ? 0 : min(OW, (W - 1 + b) / sw + 1));
+    for (int oy = 0; oy < OH; ++oy, out += OW) {
+      const int iy = oy * sh - ph + ky * dh;
+      if (iy < 0 || iy >= H) {
+        for (int ox = 0; ox < OW; ++ox) out[ox] = 0.0f;
+        continue;
+      }
+      const $global float* in = plane + iy * W;
+      for (int ox = 0; ox < lo; ++ox) out[ox] = 0.0f;
+      if (sw == 1) {
+        for (int ox = lo; ox < hi; ++ox) out[ox] = in[ox - b];
+      } else {
+        for (int ox = lo; ox < hi; ++ox) out[ox] = in[ox * sw - b];
+      }
+      for (int ox = hi; ox < OW; ++ox) out[ox] = 0.0f;
     }
   }
 )");
@@ -243,7 +254,7 @@ void Convolution::BackwardWeights(const BufferRef& top_diff, const BufferRef& in
   const size_t image = size_t(d.channels) * d.height * d.width;
   TakeScratch(*device_, arena_.get(), queue, ScratchUse::kColumns, size_t(kc) * n * 4, &col_);
   const BufferRef col(col_.get(), 0);
-  const int rows = kc * nc * oh;  // the im2col kernel's (column row, image, oy) triples
+  const int rows = kc * nc;  // the im2col kernel's (column row, image) pairs
   for (int first = 0; first < d.batch; first += nc) {
     const BufferRef t = GatherTop(top_diff, first, queue);
     for (int g = 0; g < d.groups; ++g) {
