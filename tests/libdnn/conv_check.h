@@ -22,6 +22,8 @@
 
 namespace mpcaffe::libdnn::conv_check {
 
+using test_inputs::RealsOf;
+
 using Bytes = std::vector<uint8_t>;
 
 struct Shape {
@@ -100,20 +102,6 @@ inline Bytes Download(Device& dev, const std::shared_ptr<DeviceMemory>& m, size_
   Bytes b(bytes);
   dev.CopyToHost(m.get(), 0, b.data(), bytes);
   return b;
-}
-inline std::vector<float> AsFloats(DataType t, const Bytes& b) {
-  const size_t n = b.size() / SizeOf(t);
-  std::vector<float> f(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (t == DataType::kFloat32) {
-      std::memcpy(&f[i], b.data() + 4 * i, 4);
-    } else {
-      uint16_t h;
-      std::memcpy(&h, b.data() + 2 * i, 2);
-      f[i] = HalfToFloat(h);
-    }
-  }
-  return f;
 }
 
 /// Element-wise |got − want| ≤ tol · max(|want|, rms(want)) (the rms guards outputs that are
@@ -214,7 +202,7 @@ void CheckForward(const ConvDesc& d, const ConvQuant& quant, std::mt19937& rng, 
   Convolution conv = make(d, quant);
   const Bytes got = RunForward(conv, x, w, bias, res, want.size());
   if (!q) {
-    CompareFloats(AsFloats(t, got), AsFloats(t, want), t == DataType::kFloat32 ? 1e-5 : 1e-3,
+    CompareFloats(RealsOf(t, got), RealsOf(t, want), t == DataType::kFloat32 ? 1e-5 : 1e-3,
                   d.ToString());
     return;
   }

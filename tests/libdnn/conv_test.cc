@@ -363,7 +363,7 @@ TEST(ConvForward, TileConfigurationsGiveTheSameResults) {
       if (IsQuantized(t))
         EXPECT_EQ(got, want);
       else
-        CompareFloats(AsFloats(t, got), AsFloats(t, want), 1e-5, c.ToString());
+        CompareFloats(RealsOf(t, got), RealsOf(t, want), 1e-5, c.ToString());
     }
   }
 }
@@ -384,11 +384,11 @@ TEST(ConvBackward, MatchesReferenceOnEveryShape) {
     const Bytes top = RandomFloats(d.type, d.output_count(), -1, 1, rng);
     const Bytes wdiff0 = RandomFloats(d.type, d.weight_count(), -1, 1, rng);
     const Bytes bdiff0 = RandomFloats(d.type, size_t(d.out_channels), -1, 1, rng);
-    std::vector<float> want_dx(d.input_count()), want_dw = AsFloats(d.type, wdiff0),
-                                                 want_db = AsFloats(d.type, bdiff0);
-    ConvBackwardDataReference(d, AsFloats(d.type, top).data(), AsFloats(d.type, w).data(),
+    std::vector<float> want_dx(d.input_count()), want_dw = RealsOf(d.type, wdiff0),
+                                                 want_db = RealsOf(d.type, bdiff0);
+    ConvBackwardDataReference(d, RealsOf(d.type, top).data(), RealsOf(d.type, w).data(),
                               want_dx.data());
-    ConvBackwardWeightsReference(d, AsFloats(d.type, top).data(), AsFloats(d.type, x).data(),
+    ConvBackwardWeightsReference(d, RealsOf(d.type, top).data(), RealsOf(d.type, x).data(),
                                  want_dw.data(), want_db.data());
 
     Convolution conv(dev, d);
@@ -398,11 +398,11 @@ TEST(ConvBackward, MatchesReferenceOnEveryShape) {
     conv.BackwardData(BufferRef(tm.get(), 0), BufferRef(wm.get(), 0), BufferRef(dxm.get(), 0));
     conv.BackwardWeights(BufferRef(tm.get(), 0), BufferRef(xm.get(), 0), BufferRef(dwm.get(), 0),
                          BufferRef(dbm.get(), 0));
-    CompareFloats(AsFloats(d.type, Download(dev, dxm, d.input_count() * 4)), want_dx, 1e-5,
+    CompareFloats(RealsOf(d.type, Download(dev, dxm, d.input_count() * 4)), want_dx, 1e-5,
                   "bottom_diff");
-    CompareFloats(AsFloats(d.type, Download(dev, dwm, d.weight_count() * 4)), want_dw, 1e-5,
+    CompareFloats(RealsOf(d.type, Download(dev, dwm, d.weight_count() * 4)), want_dw, 1e-5,
                   "weight_diff");
-    CompareFloats(AsFloats(d.type, Download(dev, dbm, size_t(d.out_channels) * 4)), want_db, 1e-5,
+    CompareFloats(RealsOf(d.type, Download(dev, dbm, size_t(d.out_channels) * 4)), want_db, 1e-5,
                   "bias_diff");
   }
 }
@@ -414,10 +414,10 @@ TEST(ConvBackward, ReferencesMatchFiniteDifferences) {
   for (int which : {11, 13}) {  // dilation + stride; groups
     ConvDesc d = DescOf(kShapes[which], DataType::kFloat32, 0);
     d.bias = false, d.relu = false;
-    std::vector<float> x = AsFloats(d.type, RandomFloats(d.type, d.input_count(), -1, 1, rng));
-    std::vector<float> w = AsFloats(d.type, RandomFloats(d.type, d.weight_count(), -1, 1, rng));
+    std::vector<float> x = RealsOf(d.type, RandomFloats(d.type, d.input_count(), -1, 1, rng));
+    std::vector<float> w = RealsOf(d.type, RandomFloats(d.type, d.weight_count(), -1, 1, rng));
     const std::vector<float> top =
-        AsFloats(d.type, RandomFloats(d.type, d.output_count(), -1, 1, rng));
+        RealsOf(d.type, RandomFloats(d.type, d.output_count(), -1, 1, rng));
     auto loss = [&]() {
       std::vector<float> y(d.output_count());
       ConvForwardReference(d, {}, x.data(), w.data(), nullptr, y.data());

@@ -20,6 +20,8 @@
 namespace mpcaffe::libdnn {
 namespace {
 
+using test_inputs::RealsOf;
+
 using Bytes = std::vector<uint8_t>;
 
 struct Shape {
@@ -66,19 +68,6 @@ Bytes RandomData(DataType t, size_t n, std::mt19937& rng) {
   return test_inputs::RandomRealStorage(t, n, -2, 2, rng);
 }
 
-std::vector<float> AsFloats(DataType t, const Bytes& b) {
-  std::vector<float> f(b.size() / SizeOf(t));
-  for (size_t i = 0; i < f.size(); ++i) {
-    if (t == DataType::kFloat32) {
-      std::memcpy(&f[i], b.data() + 4 * i, 4);
-    } else {
-      uint16_t h;
-      std::memcpy(&h, b.data() + 2 * i, 2);
-      f[i] = HalfToFloat(h);
-    }
-  }
-  return f;
-}
 
 std::shared_ptr<DeviceMemory> Upload(Device& dev, const void* p, size_t bytes) {
   auto m = dev.Allocate(std::max<size_t>(bytes, 4));
@@ -123,7 +112,7 @@ TEST_P(LrnForward, MatchesReferenceOnEveryShape) {
     dev.CopyToHost(ym.get(), 0, got.data(), got.size());
     dev.CopyToHost(sm.get(), 0, scale.data(), scale.size() * 4);
     // fp16: one rounding of a value the kernel holds to fp32 accuracy — within an ulp of half.
-    ExpectClose(AsFloats(t, got), AsFloats(t, want), t == DataType::kFloat32 ? 1e-5 : 1e-3,
+    ExpectClose(RealsOf(t, got), RealsOf(t, want), t == DataType::kFloat32 ? 1e-5 : 1e-3,
                 "output");
     ExpectClose(scale, want_scale, 1e-5, "scale");
   }
@@ -220,8 +209,8 @@ TEST(LrnBackward, MatchesReferenceOnEveryShape) {
   for (const Shape& s : kShapes) {
     const LrnDesc d = DescOf(s, DataType::kFloat32);
     SCOPED_TRACE(d.ToString());
-    const auto x = AsFloats(d.type, RandomData(d.type, d.count(), rng));
-    const auto top = AsFloats(d.type, RandomData(d.type, d.count(), rng));
+    const auto x = RealsOf(d.type, RandomData(d.type, d.count(), rng));
+    const auto top = RealsOf(d.type, RandomData(d.type, d.count(), rng));
     std::vector<float> y(d.count()), scale(d.count()), want(d.count());
     LrnForwardReference(d, x.data(), y.data(), scale.data());
     LrnBackwardReference(d, x.data(), y.data(), top.data(), scale.data(), want.data());
@@ -245,8 +234,8 @@ TEST(LrnBackward, ReferenceMatchesFiniteDifferences) {
   std::mt19937 rng(8);
   for (int which : {2, 7, 8}) {
     const LrnDesc d = DescOf(kShapes[which], DataType::kFloat32);
-    auto x = AsFloats(d.type, RandomData(d.type, d.count(), rng));
-    const auto top = AsFloats(d.type, RandomData(d.type, d.count(), rng));
+    auto x = RealsOf(d.type, RandomData(d.type, d.count(), rng));
+    const auto top = RealsOf(d.type, RandomData(d.type, d.count(), rng));
     std::vector<float> y(d.count()), scale(d.count()), grad(d.count());
     LrnForwardReference(d, x.data(), y.data(), scale.data());
     LrnBackwardReference(d, x.data(), y.data(), top.data(), scale.data(), grad.data());

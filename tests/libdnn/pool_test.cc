@@ -13,9 +13,12 @@
 
 #include "codegen/datatype.h"
 #include "device/device.h"
+#include "tests/testing/random_storage.h"
 
 namespace mpcaffe::libdnn {
 namespace {
+
+using test_inputs::RealsOf;
 
 using Bytes = std::vector<uint8_t>;
 
@@ -99,19 +102,6 @@ Bytes Download(Device& dev, const std::shared_ptr<DeviceMemory>& m, size_t bytes
   dev.CopyToHost(m.get(), 0, b.data(), bytes);
   return b;
 }
-std::vector<float> AsFloats(DataType t, const Bytes& b) {
-  std::vector<float> f(b.size() / SizeOf(t));
-  for (size_t i = 0; i < f.size(); ++i) {
-    if (t == DataType::kFloat32) {
-      std::memcpy(&f[i], b.data() + 4 * i, 4);
-    } else {
-      uint16_t h;
-      std::memcpy(&h, b.data() + 2 * i, 2);
-      f[i] = HalfToFloat(h);
-    }
-  }
-  return f;
-}
 
 /// Quantization parameters: shared by input and output for even shape indices (max pooling
 /// then copies stored integers), different otherwise.
@@ -169,7 +159,7 @@ TEST_P(PoolForward, MatchesReferenceOnEveryShape) {
     // Float maxima: the same values, a NaN where the reference has one (its bits are the
     // runtime's: PoCL's half conversions make fp16 NaNs 0x7fff).
     auto same_maxima = [&](const Bytes& g_bytes, const char* what) {
-      const auto g = AsFloats(t, g_bytes), w = AsFloats(t, want);
+      const auto g = RealsOf(t, g_bytes), w = RealsOf(t, want);
       for (size_t i = 0; i < w.size(); ++i)
         if (std::isnan(w[i]) ? !std::isnan(g[i]) : !(g[i] == w[i])) {
           ADD_FAILURE() << what << ": output " << i << " is " << g[i] << ", want " << w[i];
@@ -181,7 +171,7 @@ TEST_P(PoolForward, MatchesReferenceOnEveryShape) {
     } else if (method == PoolMethod::kMax) {
       same_maxima(got, "with a mask");
     } else {
-      const auto g = AsFloats(t, got), w = AsFloats(t, want);
+      const auto g = RealsOf(t, got), w = RealsOf(t, want);
       for (size_t i = 0; i < w.size(); ++i)
         ASSERT_NEAR(g[i], w[i], 1e-6 * std::max(1.0f, std::fabs(w[i]))) << i;
     }
@@ -271,7 +261,7 @@ TEST(PoolBackward, MatchesReferenceOnEveryShape) {
       std::vector<int32_t> mask(d.output_count());
       PoolForwardReference(d, {}, x.data(), y.data(), mask.data());
       std::vector<float> want(d.input_count());
-      PoolBackwardReference(d, AsFloats(d.type, top).data(), mask.data(), want.data());
+      PoolBackwardReference(d, RealsOf(d.type, top).data(), mask.data(), want.data());
 
       Pooling pool(dev, d);
       auto xm = Upload(dev, x), tm = Upload(dev, top);
@@ -282,7 +272,7 @@ TEST(PoolBackward, MatchesReferenceOnEveryShape) {
                    max ? BufferRef(mm.get(), 0) : BufferRef());
       pool.Backward(BufferRef(tm.get(), 0), max ? BufferRef(mm.get(), 0) : BufferRef(),
                     BufferRef(bm.get(), 0));
-      const auto got = AsFloats(d.type, Download(dev, bm, d.input_count() * 4));
+      const auto got = RealsOf(d.type, Download(dev, bm, d.input_count() * 4));
       for (size_t i = 0; i < want.size(); ++i)
         ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0f, std::fabs(want[i]))) << i;
     }
