@@ -154,16 +154,13 @@ class ConvolutionLayer : public Layer, ConvGeometry {
     const libdnn::BufferRef dy(top[0]->device_diff(), 0);
     const bool dw = param_propagate_down(0);
     const bool db = desc_.bias && param_propagate_down(1);
-    if (dw || db) {
-      if (!dw) Fail("a bias gradient without the weight gradient is not supported");
-      conv_->BackwardWeights(dy, libdnn::BufferRef(bottom[0]->device_data(), 0),
-                             libdnn::BufferRef(blobs_[0]->mutable_device_diff(), 0),
-                             db ? libdnn::BufferRef(blobs_[1]->mutable_device_diff(), 0)
-                                : libdnn::BufferRef());
-    }
-    if (down[0])
-      conv_->BackwardData(dy, libdnn::BufferRef(blobs_[0]->device_data(), 0),
-                          libdnn::BufferRef(bottom[0]->mutable_device_diff(), 0));
+    if (db && !dw) Fail("a bias gradient without the weight gradient is not supported");
+    using libdnn::BufferRef;
+    conv_->BackwardDataAndWeights(
+        dy, BufferRef(bottom[0]->device_data(), 0), BufferRef(blobs_[0]->device_data(), 0),
+        dw ? BufferRef(blobs_[0]->mutable_device_diff(), 0) : BufferRef(),
+        db ? BufferRef(blobs_[1]->mutable_device_diff(), 0) : BufferRef(),
+        down[0] ? BufferRef(bottom[0]->mutable_device_diff(), 0) : BufferRef());
   }
 
  private:
@@ -522,12 +519,12 @@ class Im2colLayer : public Layer {
     quant::FixedPointMultiplier m;
     if (requant) m = quant::RescaleMultiplier(xq.scale, yq.scale);
     const int oh = top[0]->shape(2), ow = top[0]->shape(3);
-    const int rows = b.shape(1) * win_.kh * win_.kw * oh;
+    const int rows = b.shape(1) * win_.kh * win_.kw;  // one image's column rows
     const size_t in = b.count(1), out = top[0]->count(1), e = SizeOf(t);
     for (int n = 0; n < b.shape(0); ++n) {
       k.ArgBuffer(b.device_data(), n * in * e, e).ArgBuffer(top[0]->mutable_device_data(), n * out * e, e);
       for (int v : {b.shape(2), b.shape(3), win_.kh, win_.kw, win_.sh, win_.sw, win_.ph, win_.pw,
-                    win_.dh, win_.dw, oh, ow, rows, int(xq.zero_point)})
+                    win_.dh, win_.dw, oh, ow, 1, 0, rows, int(xq.zero_point)})
         k.Arg(int32_t{v});
       if (requant) k.Arg(yq.zero_point).Arg(m.multiplier).Arg(m.shift);
       k.Launch1D(size_t(rows));

@@ -128,7 +128,7 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
   im2col_ = device
                 .GetProgram(Im2colSource(KernelTarget::Of(device), desc_.type), "",
                             ProgramHints::OneDimensional())
-                ->GetKernel(std::string("conv_im2col_") + Name(desc_.type));
+                ->GetKernel(Im2colKernelName(desc_.type));
   packed_.reset();  // the direct kernel's weights are not needed
 }
 
@@ -231,7 +231,7 @@ void Convolution::PreparePointwise(const PointwiseTile& tile) {
     im2col_ = device_
                   ->GetProgram(Im2colSource(KernelTarget::Of(*device_), d.type), "",
                                ProgramHints::OneDimensional())
-                  ->GetKernel(std::string("conv_im2col_") + Name(d.type));
+                  ->GetKernel(Im2colKernelName(d.type));
   if (d.type == DataType::kInt8Q) {
     // The plane form's pairs hold x itself (0..255) and z_x·Σ(w − z_w) is subtracted in int32;
     // the row form subtracts z_x per load, exact in float for such zero points.
@@ -514,10 +514,10 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
         im2col_.ArgBuffer(input.mem, input.byte_offset + size_t(n) * d.channels * d.height *
                                                              d.width * es, es)
             .ArgBuffer(gemm_col_.get(), size_t(n) * image, es);
-        for (int v : {d.height, d.width, 1, 1, d.stride_h, d.stride_w, 0, 0, 1, 1, oh, ow,
-                      d.channels * oh, x_zero_})
+        for (int v : {d.height, d.width, 1, 1, d.stride_h, d.stride_w, 0, 0, 1, 1, oh, ow, 1, 0,
+                      d.channels, x_zero_})
           im2col_.Arg(int32_t{v});
-        im2col_.Launch1D(size_t(d.channels) * oh, queue);
+        im2col_.Launch1D(size_t(d.channels), queue);
       }
       x = BufferRef(gemm_col_.get(), 0);
     }
@@ -551,7 +551,7 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
     if (!pointwise)
       TakeScratch(*device_, arena_.get(), queue, ScratchUse::kColumns, size_t(kg) * ohw * es,
                   &gemm_col_);
-    const int rows = kg * oh;  // (column row, oy) pairs
+    const int rows = kg;  // column rows of one image
     Event last;
     for (int n = 0; n < d.batch; ++n) {
       for (int group = 0; group < d.groups; ++group) {
@@ -563,7 +563,8 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
         if (!pointwise) {
           im2col_.ArgBuffer(x.mem, x.byte_offset, es).ArgBuffer(gemm_col_.get(), 0, es);
           for (int v : {d.height, d.width, d.kernel_h, d.kernel_w, d.stride_h, d.stride_w,
-                        d.pad_h, d.pad_w, d.dilation_h, d.dilation_w, oh, ow, rows, x_zero_})
+                        d.pad_h, d.pad_w, d.dilation_h, d.dilation_w, oh, ow, 1, 0, rows,
+                        x_zero_})
             im2col_.Arg(int32_t{v});
           im2col_.Launch1D(size_t(rows), queue);
           a.b = BufferRef(gemm_col_.get(), 0);

@@ -23,7 +23,8 @@
 //   * Results: quantized bit-exact with ConvForwardReference; fp32 within fp32 rounding of the
 //     reference's sum (1e-5 relative); fp16 within half rounding of the output.
 //   * Backward (fp32 only; Caffe's semantics): BackwardData overwrites bottom_diff;
-//     BackwardWeights ADDS to weight_diff and bias_diff (the solver clears them).
+//     BackwardWeights ADDS to weight_diff and bias_diff (the solver clears them);
+//     BackwardDataAndWeights does both.
 #pragma once
 
 #include <cstdint>
@@ -350,6 +351,13 @@ class Convolution {
   void BackwardWeights(const BufferRef& top_diff, const BufferRef& input,
                        const BufferRef& weight_diff, const BufferRef& bias_diff,
                        Queue* queue = nullptr);
+  /// Both of the above in one walk over the batch (a layer's backward pass), each chunk of
+  /// top_diff gathered once for the two GEMMs: the weight gradients when weight_diff is given
+  /// (bias_diff may be empty), bottom_diff when it is given.
+  void BackwardDataAndWeights(const BufferRef& top_diff, const BufferRef& input,
+                              const BufferRef& weights, const BufferRef& weight_diff,
+                              const BufferRef& bias_diff, const BufferRef& bottom_diff,
+                              Queue* queue = nullptr);
 
   /// Generated program texts (tests compile them with NVRTC). int8q / int16q with vw = 8 take
   /// input channels in pairs (ConvInput) unless `channel_pairs` is false (the
@@ -357,18 +365,19 @@ class Convolution {
   /// would not fit the pair planes).
   static std::string ForwardSource(const KernelTarget& target, const ConvDesc& desc,
                                    const ConvConfig& config, bool channel_pairs = true);
-  /// The fp32 backward program besides its two GEMMs (im2col, col2im, bias sum);
-  /// shape-independent.
+  /// The fp32 backward program besides its two GEMMs (top-diff gather, im2col, col2im, bias
+  /// sum); shape-independent.
   static std::string BackwardSource(const KernelTarget& target);
   /// The im2col program of `type` (every type; its one kernel is Im2colKernelName(type)):
   /// Im2colKernelName(type)(In x, Out col, int H, int W, int KH, int KW, int sh, int sw, int ph,
-  /// int pw, int dh, int dw, int OH, int OW, int rows, int pad) writes
-  /// col[(c·KH + ky)·KW + kx][oy·OW + ox] = x[c][oy·sh − ph + ky·dh][ox·sw − pw + kx·dw], or
-  /// `pad` outside the input, for the rows = channels·KH·KW·OH (column row, oy) pairs of one
-  /// image. BackwardSource's conv_bwd_col2im(In col, Out x, int Cg, then H … OW as above, int
-  /// NC, int xs) is its adjoint over NC images side by side (col[kk][n·OH·OW + p], image n of x
-  /// at n·xs): x[n][c][iy][ix] = Σ of the columns that read it (overwritten), a work-item per
-  /// row (Cg·NC·H of them).
+  /// int pw, int dh, int dw, int OH, int OW, int NC, int xs, int rows, int pad) writes, for NC
+  /// images side by side (image n of x at n·xs),
+  /// col[(c·KH + ky)·KW + kx][n·OH·OW + oy·OW + ox] = x[n][c][oy·sh − ph + ky·dh][ox·sw − pw +
+  /// kx·dw], or `pad` outside the input, a work-item per (column row, image) pair: rows =
+  /// channels·KH·KW·NC (NC = 1: one image's columns). BackwardSource's conv_bwd_col2im(In col,
+  /// Out x, int Cg, then H … OW as above, int NC, int xs) is its adjoint:
+  /// x[n][c][iy][ix] = Σ of the columns that read it (overwritten), a work-item per row
+  /// (Cg·NC·H of them).
   static std::string Im2colSource(const KernelTarget& target, DataType type);
   static std::string Im2colKernelName(DataType type);
   /// The quantized types' im2col into another quantization (the Im2col layer when its top's

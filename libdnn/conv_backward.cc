@@ -42,43 +42,8 @@ std::string Convolution::BackwardSource(const KernelTarget& target) {
     for (int p = 0; p < P; ++p) dst[p] = src[p];
   }
 )");
-  // Row (c·KH + ky)·KW + kx of image n's columns (its OH·OW values at n·OH·OW of the chunk's
-  // row), a work-item per (row, image) pair (rows = Cg·KH·KW·NC): the window tap is worked out
-  // once, and the output columns that read inside the input, [lo, hi), are the same for every
-  // output row — zeros, a copy (contiguous at stride 1), zeros, without a test per value. xs is
-  // an image's stride in x (C·H·W).
-  auto& im2col = w.Kernel(BackwardKernelName("im2col")).In("float", "x").Out("float", "col");
-  for (const char* g : {"H", "W", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw", "OH", "OW",
-                        "NC", "xs", "rows"})
-    im2col.Value("int", g);
-  im2col.Body(R"(  $loop(r, rows) {
-    const int n = r % NC;
-    const int kk = r / NC;
-    const int kx = kk % KW;
-    const int ky = (kk / KW) % KH;
-    const int c = kk / (KW * KH);
-    const $global float* plane = x + n * xs + c * H * W;
-    $global float* out = col + r * OH * OW;
-    const int b = pw - kx * dw;  // ix = ox·sw − b
-    const int lo = min(OW, b > 0 ? (b + sw - 1) / sw : 0);
-    const int hi = max(lo, W - 1 + b < 0 ? 0 : min(OW, (W - 1 + b) / sw + 1));
-    for (int oy = 0; oy < OH; ++oy, out += OW) {
-      const int iy = oy * sh - ph + ky * dh;
-      if (iy < 0 || iy >= H) {
-        for (int ox = 0; ox < OW; ++ox) out[ox] = 0.0f;
-        continue;
-      }
-      const $global float* in = plane + iy * W;
-      for (int ox = 0; ox < lo; ++ox) out[ox] = 0.0f;
-      if (sw == 1) {
-        for (int ox = lo; ox < hi; ++ox) out[ox] = in[ox - b];
-      } else {
-        for (int ox = lo; ox < hi; ++ox) out[ox] = in[ox * sw - b];
-      }
-      for (int ox = hi; ox < OW; ++ox) out[ox] = 0.0f;
-    }
-  }
-)");
+  // The chunk's columns: the im2col kernel over NC images (its rows are Cg·KH·KW·NC long).
+  AddIm2colKernel(w, DataType::kFloat32);
   // Row (c, n, iy) of the chunk's bottom diff: the sum of the column values each input pixel
   // fed, window tap by window tap along the row (the pixels a tap reaches are every sw-th).
   auto& col2im = w.Kernel(BackwardKernelName("col2im")).In("float", "col").Out("float", "x");
@@ -185,7 +150,7 @@ Convolution::Backward& Convolution::PrepareBackward() {
   auto program = device_->GetProgram(BackwardSource(KernelTarget::Of(*device_)), "",
                                      ProgramHints::OneDimensional());
   b->gather = program->GetKernel(BackwardKernelName("gather"));
-  b->im2col = program->GetKernel(BackwardKernelName("im2col"));
+  b->im2col = program->GetKernel(conv_internal::Im2colKernelName(DataType::kFloat32));
   b->col2im = program->GetKernel(BackwardKernelName("col2im"));
   b->bias = program->GetKernel(BackwardKernelName("bias"));
   backward_ = std::move(b);
@@ -211,68 +176,74 @@ BufferRef Convolution::GatherTop(const BufferRef& top_diff, int first_image, Que
 
 void Convolution::BackwardData(const BufferRef& top_diff, const BufferRef& weights,
                                const BufferRef& bottom_diff, Queue* queue) {
-  const ConvDesc& d = desc_;
-  Backward& k = PrepareBackward();
-  CheckBuffer(d, "top_diff", top_diff, d.output_count(), 4);
-  CheckBuffer(d, "weights", weights, d.weight_count(), 4);
-  CheckBuffer(d, "bottom_diff", bottom_diff, d.input_count(), 4);
-  const GroupShape s(d);
-  const int cg = s.cg, ocg = s.ocg, kc = s.kc, nc = k.images, n = nc * s.p;
-  const size_t image = size_t(d.channels) * d.height * d.width;
-  TakeScratch(*device_, arena_.get(), queue, ScratchUse::kColumns, size_t(kc) * n * 4, &col_);
-  const BufferRef col(col_.get(), 0);
-  for (int first = 0; first < d.batch; first += nc) {
-    const BufferRef t = GatherTop(top_diff, first, queue);
-    for (int g = 0; g < d.groups; ++g) {
-      GemmArgs a;
-      a.a = Offset(weights, size_t(g) * ocg * kc, 4);
-      a.b = Offset(t, size_t(g) * ocg * n, 4);
-      a.c = col;
-      k.data->Run(a, queue);
-      const BufferRef dst =
-          Offset(bottom_diff, first * image + size_t(g) * cg * d.height * d.width, 4);
-      k.col2im.ArgBuffer(col.mem, 0, 4).ArgBuffer(dst.mem, dst.byte_offset, 4);
-      for (int v : {cg, d.height, d.width, d.kernel_h, d.kernel_w, d.stride_h, d.stride_w, d.pad_h,
-                    d.pad_w, d.dilation_h, d.dilation_w, d.out_h(), d.out_w(), nc, int(image)})
-        k.col2im.Arg(int32_t{v});
-      k.col2im.Launch1D(size_t(cg) * nc * d.height, queue);
-    }
-  }
+  BackwardDataAndWeights(top_diff, {}, weights, {}, {}, bottom_diff, queue);
 }
 
 void Convolution::BackwardWeights(const BufferRef& top_diff, const BufferRef& input,
                                   const BufferRef& weight_diff, const BufferRef& bias_diff,
                                   Queue* queue) {
+  BackwardDataAndWeights(top_diff, input, {}, weight_diff, bias_diff, {}, queue);
+}
+
+void Convolution::BackwardDataAndWeights(const BufferRef& top_diff, const BufferRef& input,
+                                         const BufferRef& weights, const BufferRef& weight_diff,
+                                         const BufferRef& bias_diff,
+                                         const BufferRef& bottom_diff, Queue* queue) {
   const ConvDesc& d = desc_;
   Backward& k = PrepareBackward();
+  if (!weight_diff && !bottom_diff) return;
   CheckBuffer(d, "top_diff", top_diff, d.output_count(), 4);
-  CheckBuffer(d, "input", input, d.input_count(), 4);
-  CheckBuffer(d, "weight_diff", weight_diff, d.weight_count(), 4);
+  if (weight_diff) {
+    CheckBuffer(d, "input", input, d.input_count(), 4);
+    CheckBuffer(d, "weight_diff", weight_diff, d.weight_count(), 4);
+  }
+  if (bottom_diff) {
+    CheckBuffer(d, "weights", weights, d.weight_count(), 4);
+    CheckBuffer(d, "bottom_diff", bottom_diff, d.input_count(), 4);
+  }
   const GroupShape s(d);
   const int cg = s.cg, ocg = s.ocg, kc = s.kc, oh = d.out_h(), ow = d.out_w();
   const int nc = k.images, n = nc * s.p;
   const size_t image = size_t(d.channels) * d.height * d.width;
+  const size_t plane = size_t(d.height) * d.width;
   TakeScratch(*device_, arena_.get(), queue, ScratchUse::kColumns, size_t(kc) * n * 4, &col_);
   const BufferRef col(col_.get(), 0);
   const int rows = kc * nc;  // the im2col kernel's (column row, image) pairs
   for (int first = 0; first < d.batch; first += nc) {
+    // One gather of the chunk's top diff serves both GEMMs of every group.
     const BufferRef t = GatherTop(top_diff, first, queue);
     for (int g = 0; g < d.groups; ++g) {
-      const BufferRef src = Offset(input, first * image + size_t(g) * cg * d.height * d.width, 4);
-      k.im2col.ArgBuffer(src.mem, src.byte_offset, 4).ArgBuffer(col.mem, 0, 4);
-      for (int v : {d.height, d.width, d.kernel_h, d.kernel_w, d.stride_h, d.stride_w, d.pad_h,
-                    d.pad_w, d.dilation_h, d.dilation_w, oh, ow, nc, int(image), rows})
-        k.im2col.Arg(int32_t{v});
-      k.im2col.Launch1D(size_t(rows), queue);
-      GemmArgs a;
-      a.a = Offset(t, size_t(g) * ocg * n, 4);
-      a.b = col;
-      a.c = Offset(weight_diff, size_t(g) * ocg * kc, 4);
-      a.beta = 1.0f;  // accumulate over chunks (and into what the caller had)
-      k.weights->Run(a, queue);
+      const BufferRef t_g = Offset(t, size_t(g) * ocg * n, 4);
+      if (weight_diff) {
+        const BufferRef src = Offset(input, first * image + size_t(g) * cg * plane, 4);
+        k.im2col.ArgBuffer(src.mem, src.byte_offset, 4).ArgBuffer(col.mem, 0, 4);
+        for (int v : {d.height, d.width, d.kernel_h, d.kernel_w, d.stride_h, d.stride_w, d.pad_h,
+                      d.pad_w, d.dilation_h, d.dilation_w, oh, ow, nc, int(image), rows, 0})
+          k.im2col.Arg(int32_t{v});
+        k.im2col.Launch1D(size_t(rows), queue);
+        GemmArgs a;
+        a.a = t_g;
+        a.b = col;
+        a.c = Offset(weight_diff, size_t(g) * ocg * kc, 4);
+        a.beta = 1.0f;  // accumulate over chunks (and into what the caller had)
+        k.weights->Run(a, queue);
+      }
+      if (bottom_diff) {  // the columns are free again: the data GEMM overwrites them
+        GemmArgs a;
+        a.a = Offset(weights, size_t(g) * ocg * kc, 4);
+        a.b = t_g;
+        a.c = col;
+        k.data->Run(a, queue);
+        const BufferRef dst = Offset(bottom_diff, first * image + size_t(g) * cg * plane, 4);
+        k.col2im.ArgBuffer(col.mem, 0, 4).ArgBuffer(dst.mem, dst.byte_offset, 4);
+        for (int v : {cg, d.height, d.width, d.kernel_h, d.kernel_w, d.stride_h, d.stride_w,
+                      d.pad_h, d.pad_w, d.dilation_h, d.dilation_w, oh, ow, nc, int(image)})
+          k.col2im.Arg(int32_t{v});
+        k.col2im.Launch1D(size_t(cg) * nc * d.height, queue);
+      }
     }
   }
-  if (bias_diff) {
+  if (weight_diff && bias_diff) {
     CheckBuffer(d, "bias_diff", bias_diff, size_t(d.out_channels), 4);
     k.bias.ArgBuffer(top_diff.mem, top_diff.byte_offset, 4)
         .ArgBuffer(bias_diff.mem, bias_diff.byte_offset, 4)

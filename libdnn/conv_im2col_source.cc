@@ -16,27 +16,41 @@ std::string Im2colKernelName(DataType type) { return std::string("conv_im2col_")
 
 namespace {
 
-/// The im2col walk of conv_im2col_<type> and conv_im2col_rq_<type>: `col(v)` is the text stored
-/// for a value v (the padding value is `pad`).
+/// The im2col walk of conv_im2col_<type> and conv_im2col_rq_<type> over NC images side by side:
+/// column row kk = (c·KH + ky)·KW + kx holds image n's OH·OW values at (kk·NC + n)·OH·OW, image
+/// n of x starts at n·xs. A work-item per (row, image) pair (rows = Cg·KH·KW·NC): the window tap
+/// is worked out once, and the output columns that read inside the input, [lo, hi), are the
+/// same for every output row — padding, a copy (contiguous at stride 1), padding, without a
+/// test per value. `col(v)` is the text stored for a value v (the padding value is `pad`).
 std::string Im2colBody(const std::function<std::string(const std::string&)>& col) {
+  const std::string pad = col("(Dtype_c)pad");
   return R"(  $loop(r, rows) {
-    const int oy = r % OH;
-    const int kk = r / OH;  // (c·KH + ky)·KW + kx
+    const int n = r % NC;
+    const int kk = r / NC;
     const int kx = kk % KW;
     const int ky = (kk / KW) % KH;
     const int c = kk / (KW * KH);
-    const int iy = oy * sh - ph + ky * dh;
-    const int out = kk * OH * OW + oy * OW;
-    if (iy < 0 || iy >= H) {
-      for (int ox = 0; ox < OW; ++ox) Dtype_STORE(col, out + ox, )" +
-         col("(Dtype_c)pad") + R"();
-      continue;
-    }
-    const int in = (c * H + iy) * W;
-    for (int ox = 0; ox < OW; ++ox) {
-      const int ix = ox * sw - pw + kx * dw;
-      Dtype_STORE(col, out + ox, )" +
-         col("ix >= 0 && ix < W ? Dtype_LOAD(x, in + ix) : (Dtype_c)pad") + R"();
+    const int plane = n * xs + c * H * W;
+    int out = r * OH * OW;
+    const int b = pw - kx * dw;  // ix = ox·sw − b
+    const int lo = min(OW, b > 0 ? (b + sw - 1) / sw : 0);
+    const int hi = max(lo, W - 1 + b < 0 ? 0 : min(OW, (W - 1 + b) / sw + 1));
+    for (int oy = 0; oy < OH; ++oy, out += OW) {
+      const int iy = oy * sh - ph + ky * dh;
+      if (iy < 0 || iy >= H) {
+        for (int ox = 0; ox < OW; ++ox) Dtype_STORE(col, out + ox, )" + pad + R"();
+        continue;
+      }
+      const int in = plane + iy * W - b;
+      for (int ox = 0; ox < lo; ++ox) Dtype_STORE(col, out + ox, )" + pad + R"();
+      if (sw == 1) {
+        for (int ox = lo; ox < hi; ++ox) Dtype_STORE(col, out + ox, )" +
+         col("Dtype_LOAD(x, in + ox)") + R"();
+      } else {
+        for (int ox = lo; ox < hi; ++ox) Dtype_STORE(col, out + ox, )" +
+         col("Dtype_LOAD(x, in + ox * sw)") + R"();
+      }
+      for (int ox = hi; ox < OW; ++ox) Dtype_STORE(col, out + ox, )" + pad + R"();
     }
   }
 )";
@@ -46,7 +60,8 @@ std::string Im2colBody(const std::function<std::string(const std::string&)>& col
 KernelBuilder& Im2colSignature(KernelWriter& w, const std::string& name) {
   auto& k = w.Kernel(name).In("Dtype", "x").Out("Dtype", "col");
   for (const char* arg :
-       {"H", "W", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw", "OH", "OW", "rows", "pad"})
+       {"H", "W", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw", "OH", "OW", "NC", "xs", "rows",
+        "pad"})
     k.Value("int", arg);
   return k;
 }
