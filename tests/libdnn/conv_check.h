@@ -18,11 +18,13 @@
 #include "device/device.h"
 #include "libdnn/conv.h"
 #include "quant/fixed_point.h"
+#include "tests/testing/close_to_reference.h"
 #include "tests/testing/random_storage.h"
 
 namespace mpcaffe::libdnn::conv_check {
 
 using test_inputs::RealsOf;
+using test_support::ExpectCloseToReference;
 
 using Bytes = std::vector<uint8_t>;
 
@@ -102,24 +104,6 @@ inline Bytes Download(Device& dev, const std::shared_ptr<DeviceMemory>& m, size_
   Bytes b(bytes);
   dev.CopyToHost(m.get(), 0, b.data(), bytes);
   return b;
-}
-
-/// Element-wise |got − want| ≤ tol · max(|want|, rms(want)) (the rms guards outputs that are
-/// small only by cancellation). Returns the number of failures, reporting the first few.
-inline int CompareFloats(const std::vector<float>& got, const std::vector<float>& want,
-                         double tol, const std::string& what) {
-  double rms = 0;
-  for (float v : want) rms += double(v) * v;
-  rms = std::sqrt(rms / std::max<size_t>(want.size(), 1));
-  int bad = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double scale = std::max(std::fabs(double(want[i])), rms);
-    if (!(std::fabs(double(got[i]) - want[i]) <= tol * scale + 1e-30)) {
-      if (bad++ < 5)
-        ADD_FAILURE() << what << ": element " << i << " got " << got[i] << " want " << want[i];
-    }
-  }
-  return bad;
 }
 
 /// Quantization parameters that keep outputs mostly inside the range: M ≈ spread / σ(acc).
@@ -202,7 +186,7 @@ void CheckForward(const ConvDesc& d, const ConvQuant& quant, std::mt19937& rng, 
   Convolution conv = make(d, quant);
   const Bytes got = RunForward(conv, x, w, bias, res, want.size());
   if (!q) {
-    CompareFloats(RealsOf(t, got), RealsOf(t, want), t == DataType::kFloat32 ? 1e-5 : 1e-3,
+    ExpectCloseToReference(RealsOf(t, got), RealsOf(t, want), t == DataType::kFloat32 ? 1e-5 : 1e-3,
                   d.ToString());
     return;
   }

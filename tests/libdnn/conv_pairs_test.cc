@@ -108,6 +108,32 @@ ConvDesc PairDesc(DataType t, const PairCase& cs) {
   return d;
 }
 
+/// A case's description, quantization (MakeQuant's, per channel when `per_channel`, with the
+/// case's input zero point when it gives one) and random operands.
+struct PairOperands {
+  ConvDesc d;
+  ConvQuant quant;
+  Bytes x, w, bias;
+};
+
+PairOperands MakePairOperands(DataType t, const PairCase& cs, bool per_channel,
+                              std::mt19937& rng) {
+  PairOperands o;
+  o.d = PairDesc(t, cs);
+  o.quant = MakeQuant(o.d, per_channel, rng);
+  if (cs.x_zero >= 0) o.quant.x_zero = cs.x_zero;
+  o.x = RandomQ(t, o.d.input_count(), false, rng);
+  o.w = RandomQ(t, o.d.weight_count(), o.d.weights_signed, rng);
+  o.bias = RandomBias(o.d, rng);
+  return o;
+}
+
+/// ExpectExact of a case's operands.
+void ExpectExact(const PairOperands& o, const std::vector<ConvConfig>& configs,
+                 ConvInput want_input, int turn) {
+  ExpectExact(o.d, o.quant, o.x, o.w, o.bias, configs, want_input, turn);
+}
+
 TEST(ConvForward, Int8ChannelPairsMatchTheReference) {
   // int8 with vectors of 8 takes input channels in pairs (16-bit pair products), packed into
   // planes first where the input is read often (3×3 and larger windows), formed from byte
@@ -127,14 +153,8 @@ TEST(ConvForward, Int8ChannelPairsMatchTheReference) {
         {PairCase{2, 15, 10, 9, 21, 3, 2, 2, 2, 3, true, -1}, packed},  // dilation, groups of 5
         {PairCase{4, 9, 60, 60, 8, 3, 1, 1, 1, 1, false, -1}, packed},  // 3 images per chunk
         {PairCase{2, 5, 8, 9, 16, 3, 1, 1, 1, 1, false, 40000}, ConvInput::kDirect}}) {
-    const ConvDesc d = PairDesc(DataType::kInt8Q, cs);
-    ConvQuant quant = MakeQuant(d, cs.is_signed, rng);
-    if (cs.x_zero >= 0) quant.x_zero = cs.x_zero;
-    const Bytes x = RandomQ(d.type, d.input_count(), false, rng);
-    const Bytes w = RandomQ(d.type, d.weight_count(), d.weights_signed, rng);
-    const Bytes bias = RandomBias(d, rng);
-    ExpectExact(d, quant, x, w, bias, {DefaultConvConfig(DefaultDevice().info()), {1, 2, 4, 8}},
-                want, turn++);
+    ExpectExact(MakePairOperands(DataType::kInt8Q, cs, cs.is_signed, rng),
+                {DefaultConvConfig(DefaultDevice().info()), {1, 2, 4, 8}}, want, turn++);
   }
 }
 
@@ -238,13 +258,9 @@ TEST(ConvForward, Int8FourChannelDotProductsMatchTheReference) {
         {PairCase{2, 15, 10, 9, 21, 3, 2, 2, 2, 3, false, -1}, ConvInput::kDot4},  // dilation
         {PairCase{1, 32, 8, 8, 40, 3, 1, 1, 1, 1, true, -1}, ConvInput::kDot4},
         {PairCase{2, 5, 8, 9, 16, 3, 1, 1, 1, 1, false, 40000}, ConvInput::kDirect}}) {
-    const ConvDesc d = PairDesc(DataType::kInt8Q, cs);
-    ConvQuant quant = MakeQuant(d, cs.is_signed, rng);
-    if (cs.x_zero >= 0) quant.x_zero = cs.x_zero;
-    const Bytes x = RandomQ(d.type, d.input_count(), false, rng);
-    const Bytes w = RandomQ(d.type, d.weight_count(), d.weights_signed, rng);
-    const Bytes bias = RandomBias(d, rng);
-    ExpectExact(d, quant, x, w, bias, configs, want, turn++);
+    const PairOperands o = MakePairOperands(DataType::kInt8Q, cs, cs.is_signed, rng);
+    const ConvDesc& d = o.d;
+    ExpectExact(o, configs, want, turn++);
     if (want != ConvInput::kDot4) continue;
     const std::string text = Convolution::ForwardSource(target, d, configs[0]);
     EXPECT_NE(text.find("mp_dot4_u8"), std::string::npos);
@@ -310,13 +326,7 @@ TEST(ConvForward, Int16SplitPairsMatchTheReference) {
         PairCase{2, 15, 10, 9, 21, 3, 2, 2, 2, 3, false, -1},
         PairCase{5, 16, 40, 40, 8, 3, 1, 1, 1, 1, false, -1},    // 2 images per chunk
         PairCase{2, 7, 6, 6, 9, 3, 1, 1, 1, 1, true, 65536}}) {  // zero point past uint16
-    const ConvDesc d = PairDesc(DataType::kInt16Q, cs);
-    ConvQuant quant = MakeQuant(d, !cs.is_signed, rng);
-    if (cs.x_zero >= 0) quant.x_zero = cs.x_zero;
-    const Bytes x = RandomQ(d.type, d.input_count(), false, rng);
-    const Bytes w = RandomQ(d.type, d.weight_count(), d.weights_signed, rng);
-    const Bytes bias = RandomBias(d, rng);
-    ExpectExact(d, quant, x, w, bias, configs,
+    ExpectExact(MakePairOperands(DataType::kInt16Q, cs, !cs.is_signed, rng), configs,
                 cs.x_zero > 65535 ? ConvInput::kDirect : ConvInput::kPackedSplit, turn++);
   }
 }
@@ -365,7 +375,7 @@ TEST(ConvForward, FewChannelsRunAsIm2colGemm) {
         if (q)
           EXPECT_EQ(got, want);
         else
-          CompareFloats(RealsOf(t, got), RealsOf(t, want), 1e-5, d.ToString());
+          ExpectCloseToReference(RealsOf(t, got), RealsOf(t, want), 1e-5, d.ToString());
       }
     }
   }

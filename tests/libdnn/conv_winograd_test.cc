@@ -21,12 +21,14 @@
 #include "device/settings.h"
 #include "libdnn/conv_families.h"
 #include "libdnn/tuner.h"
+#include "tests/testing/close_to_reference.h"
 #include "tests/testing/random_storage.h"
 
 namespace mpcaffe::libdnn {
 namespace {
 
 using Floats = std::vector<float>;
+using test_support::RelativeError;
 
 Floats Random(size_t n, std::mt19937& rng) {
   const std::vector<uint8_t> b = test_inputs::RandomRealStorage(DataType::kFloat32, n, -1, 1, rng);
@@ -47,19 +49,6 @@ ConvDesc Desc(int n, int c, int h, int w, int o, int ph, int pw) {
   d.kernel_h = d.kernel_w = 3;
   d.pad_h = ph, d.pad_w = pw;
   return d;
-}
-
-/// The largest |got − want| over max(|want|, rms(want)) (the rms guards outputs small only by
-/// cancellation), as the direct kernel's fp32 test measures it.
-double RelativeError(const Floats& got, const Floats& want) {
-  double rms = 0;
-  for (float v : want) rms += double(v) * v;
-  rms = std::sqrt(rms / std::max<size_t>(want.size(), 1));
-  double worst = 0;
-  for (size_t i = 0; i < want.size(); ++i)
-    worst = std::max(worst, std::fabs(double(got[i]) - want[i]) /
-                                std::max(std::fabs(double(want[i])), rms));
-  return worst;
 }
 
 /// The error of `conv` (built for `d`) on random data in [−1, 1] against ConvForwardReference.

@@ -15,12 +15,14 @@
 #include "codegen/typed_buffer.h"
 #include "device/device.h"
 #include "quant/quant_params.h"
+#include "tests/testing/close_to_reference.h"
 #include "tests/testing/random_storage.h"
 
 namespace mpcaffe::libdnn {
 namespace {
 
 using test_inputs::RealsOf;
+using test_support::ExpectCloseToReference;
 
 using Bytes = std::vector<uint8_t>;
 
@@ -75,20 +77,6 @@ std::shared_ptr<DeviceMemory> Upload(Device& dev, const void* p, size_t bytes) {
   return m;
 }
 
-/// |got − want| ≤ tol · max(|want|, rms(want)).
-void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, double tol,
-                 const char* what) {
-  double rms = 0;
-  for (float v : want) rms += double(v) * v;
-  rms = std::sqrt(rms / std::max<size_t>(want.size(), 1));
-  int bad = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double scale = std::max(std::fabs(double(want[i])), rms);
-    if (!(std::fabs(double(got[i]) - want[i]) <= tol * scale) && bad++ < 5)
-      ADD_FAILURE() << what << " element " << i << ": got " << got[i] << " want " << want[i];
-  }
-}
-
 class LrnForward : public testing::TestWithParam<DataType> {};
 
 TEST_P(LrnForward, MatchesReferenceOnEveryShape) {
@@ -112,9 +100,9 @@ TEST_P(LrnForward, MatchesReferenceOnEveryShape) {
     dev.CopyToHost(ym.get(), 0, got.data(), got.size());
     dev.CopyToHost(sm.get(), 0, scale.data(), scale.size() * 4);
     // fp16: one rounding of a value the kernel holds to fp32 accuracy — within an ulp of half.
-    ExpectClose(RealsOf(t, got), RealsOf(t, want), t == DataType::kFloat32 ? 1e-5 : 1e-3,
+    ExpectCloseToReference(RealsOf(t, got), RealsOf(t, want), t == DataType::kFloat32 ? 1e-5 : 1e-3,
                 "output");
-    ExpectClose(scale, want_scale, 1e-5, "scale");
+    ExpectCloseToReference(scale, want_scale, 1e-5, "scale");
   }
 }
 
@@ -224,7 +212,7 @@ TEST(LrnBackward, MatchesReferenceOnEveryShape) {
                  BufferRef(sm.get(), 0), BufferRef(bm.get(), 0));
     std::vector<float> got(d.count());
     dev.CopyToHost(bm.get(), 0, got.data(), bytes);
-    ExpectClose(got, want, 1e-5, "bottom_diff");
+    ExpectCloseToReference(got, want, 1e-5, "bottom_diff");
   }
 }
 
