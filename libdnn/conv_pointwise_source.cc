@@ -622,33 +622,52 @@ std::string Convolution::PointwiseSource(const KernelTarget& target, const ConvD
     RowFormKernel(w, d, t, known);
     return w.Source();
   }
+  // The plane's last block: where the plane is not a multiple of px·vx pixels, the block
+  // takes only the vectors its pixels need (a 14×14 plane in blocks of 32: 6 blocks and one
+  // vector of 16, not 7 blocks of 32 — 208 pixels computed instead of 224), shifted back to
+  // end at the plane's end; every other block is whole.
+  const long rem = hw % block;
+  const int tail_px = rem ? int(DivUp(rem, long(t.vx))) : t.px;
   std::string b;
   // The launch rounds each dimension up to its work-group size.
   b += "  const int blk = $global_id(0), ob = $global_id(1), n = $global_id(2);\n";
   b += "  if (blk >= " + num(DivUp(int(hw), int(block))) + " || ob >= " + num(DivUp(O, t.oc)) +
        " || n >= " + num(d.batch) + ") return;\n";
-  // The last block ends at the plane's end; `skip` of its pixels belong to the one before.
-  b += "  const int p0 = min(blk * " + num(block) + ", " + num(hw - block) + ");\n";
-  b += "  const int skip = blk * " + num(block) + " - p0;\n";
-  b += "  const $global float* xn = x + (long)n * " + num(long(C) * hw) + " + p0;\n";
   b += "  const $global float* wb = wp + ob * " + num(long(C) * t.oc) + ";\n";
-  for (int o = 0; o < t.oc; ++o)
-    for (int p = 0; p < t.px; ++p) b += "  Vf a" + num(o) + "_" + num(p) + " = (Vf)(0.0f);\n";
-  b += "  for (int c = 0; c < " + num(C) + "; ++c) {\n";
-  b += "    const $global float* xc = xn + c * " + num(hw) + ";\n";
-  for (int p = 0; p < t.px; ++p)
-    b += "    const Vf v" + num(p) + " = Vf_LOAD(xc + " + num(p * t.vx) + ");\n";
-  b += "    const $global float* wc = wb + c * " + num(t.oc) + ";\n";
-  for (int o = 0; o < t.oc; ++o) {
-    b += "    const Vf w" + num(o) + " = (Vf)(wc[" + num(o) + "]);\n";
-    for (int p = 0; p < t.px; ++p) {
-      const std::string a = "a" + num(o) + "_" + num(p);
-      b += "    " + a + " = $fma(w" + num(o) + ", v" + num(p) + ", " + a + ");\n";
+  // A block of px vectors: its K loop and epilogue. The last block ends at the plane's end;
+  // `skip` of its pixels belong to the one before.
+  auto block_text = [&](int px) {
+    Convolution::PointwiseTile bt = t;
+    bt.px = px;
+    const long span = long(px) * t.vx;
+    std::string r;
+    r += "  const int p0 = min(blk * " + num(block) + ", " + num(hw - span) + ");\n";
+    r += "  const int skip = blk * " + num(block) + " - p0;\n";
+    r += "  const $global float* xn = x + (long)n * " + num(long(C) * hw) + " + p0;\n";
+    for (int o = 0; o < t.oc; ++o)
+      for (int q = 0; q < px; ++q) r += "  Vf a" + num(o) + "_" + num(q) + " = (Vf)(0.0f);\n";
+    r += "  for (int c = 0; c < " + num(C) + "; ++c) {\n";
+    r += "    const $global float* xc = xn + c * " + num(hw) + ";\n";
+    for (int q = 0; q < px; ++q)
+      r += "    const Vf v" + num(q) + " = Vf_LOAD(xc + " + num(q * t.vx) + ");\n";
+    r += "    const $global float* wc = wb + c * " + num(t.oc) + ";\n";
+    for (int o = 0; o < t.oc; ++o) {
+      r += "    const Vf w" + num(o) + " = (Vf)(wc[" + num(o) + "]);\n";
+      for (int q = 0; q < px; ++q) {
+        const std::string acc = "a" + num(o) + "_" + num(q);
+        r += "    " + acc + " = $fma(w" + num(o) + ", v" + num(q) + ", " + acc + ");\n";
+      }
     }
+    r += "  }\n";
+    r += "  const long base = (long)n * " + num(long(O) * hw) + " + p0;\n";
+    return r + PointwiseEpilogue(d, bt, hw);
+  };
+  if (tail_px < t.px) {
+    b += "  if (blk == " + num(hw / block) + ") {\n" + block_text(tail_px) + "  } else {\n" +
+         block_text(t.px) + "  }\n";
+  } else {
+    b += block_text(t.px);
   }
-  b += "  }\n";
-  b += "  const long base = (long)n * " + num(long(O) * hw) + " + p0;\n";
-  b += PointwiseEpilogue(d, t, hw);
   DeclarePointwiseKernel(w, d, b);
   return w.Source();
 }
