@@ -144,6 +144,7 @@ KernelTarget KernelTarget::Of(const Device& device) {
   t.work_item_is_thread = UsesCpuVectorDefaults(device.info());
   t.byte_quads_in_helper = ByteQuadsInHelper(device.info());
   t.byte_tiles_in_helper = ByteTilesInHelper(device.info());
+  t.software_prefetch = device.info().software_prefetch;
   return t;
 }
 
@@ -426,6 +427,13 @@ std::string KernelWriter::Expand(const std::string& text) const {
       if (args.size() != 3) throw std::invalid_argument("$fma takes (a, b, c)");
       out += std::string(target_.fma_in_software ? "mad(" : "fma(") + Expand(args[0]) + ", " +
              Expand(args[1]) + ", " + Expand(args[2]) + ")";
+      i = end;
+    } else if (word == "prefetch") {
+      // KernelTarget::software_prefetch: Clang's builtin (x86 prefetch instructions do not
+      // fault), else nothing.
+      if (args.size() != 1) throw std::invalid_argument("$prefetch takes (address)");
+      out += target_.software_prefetch ? "__builtin_prefetch(" + Expand(args[0]) + ")"
+                                       : std::string("(void)0");
       i = end;
     } else if (word == "negative_i64") {
       if (args.size() != 1) throw std::invalid_argument("$negative_i64 takes (x)");

@@ -148,6 +148,10 @@ struct KernelTarget {
   /// KernelHelper::kByteTileProduct takes its AMX form (MP_TILE_FN functions carry the target
   /// attribute; the text defines MP_BYTE_TILES_AMX): ByteTilesInHelper.
   bool byte_tiles_in_helper = false;
+  /// $prefetch(p) asks for the cache line at p (DeviceInfo::software_prefetch): a CPU's
+  /// prefetchers follow no stride that crosses a page, which a walk down the channels of large
+  /// NCHW planes does at every step.
+  bool software_prefetch = false;
 
   /// The device's target. fp16_arith follows DeviceInfo::fp16 unless MPCAFFE_FP16_ARITH=0
   /// (fp16 then computes in float, as on a device without half arithmetic); helper_forms
@@ -326,6 +330,9 @@ class KernelBuilder {
 ///   $negative_i64(x)  1 when the mp_i64 x is negative, else 0 (`x < 0`, or its sign bit)
 ///   $fma(a, b, c)  a·b + c in float lanes: `fma(a, b, c)`, or `mad(a, b, c)` where
 ///       KernelTarget::fma_in_software (also in Define's values)
+///   $prefetch(p)  a hint to fetch the cache line at the global address p (a statement's
+///       expression, never a fault): `__builtin_prefetch(p)` where
+///       KernelTarget::software_prefetch, else `(void)0`
 /// Generated text is deterministic: the same calls give the same bytes.
 ///
 /// `family` names the kernel family the program belongs to ("gemm", "conv_forward", …; lower

@@ -41,6 +41,9 @@ struct TargetProfile {
   /// level without DeviceInfo::wide_tiles_slow_at_256_bits (PoCL; Intel's runtime splits
   /// 512-bit work into 256-bit halves). The direct kernel's fp32 tile of 16-channel vectors.
   bool sixteen_lane_registers = false;
+  /// The kernel text's $prefetch fetches (DeviceInfo::software_prefetch): PoCL and Intel's CPU
+  /// runtime.
+  bool software_prefetch = false;
   /// 16 stride-2 byte columns per vector cost more than 8 (DeviceInfo::strided_byte_rows_slow).
   bool strided_byte_rows_slow = false;
   /// The Winograd convolution (libdnn's "conv_wino", three launches per layer) may be a default:

@@ -126,6 +126,11 @@ struct DeviceInfo {
   /// byte_quad_products_in_helper on a host CPU whose AMX tiles this process may use
   /// (HostAmxTilesUsable). Intel's runtime compiles no x86 built-ins: false there.
   bool byte_tile_products_in_helper = false;
+  /// The kernel compiler takes Clang's __builtin_prefetch in OpenCL C and emits the CPU's
+  /// prefetch instruction (KernelTarget::software_prefetch): PoCL's and Intel's CPU devices,
+  /// which compile the text to machine code with Clang. rusticl goes through SPIR-V, whose
+  /// translator rejects llvm.prefetch ("SPIRVWriter ... llvm.prefetch"): false there.
+  bool software_prefetch = false;
   /// The most work-groups a launch may have along its third dimension (CUDA's gridDim.z:
   /// 65535); 0 where the device sets no limit below size_t's (OpenCL).
   size_t max_groups_dim2 = 0;

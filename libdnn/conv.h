@@ -268,14 +268,16 @@ class Convolution {
   /// or quads kept in private memory, at most kMaxZippedColumnBytes).
   struct PointwiseTile {
     /// kx: the row form's window columns per product (2: int8q's pairs, RowPairsLoop).
-    int oc = 4, px = 2, vx = 8, k = 2, ob = 1, kx = 1;
-    /// "oc4 px2 v8", "oc8 px1 v16 k4", "oc16 px1 v16 k4 ob4", "oc8 px1 v8 kx2" (the tuning
-    /// table's conv_pw records, MPCAFFE_KERNEL_CONFIG's conv_pw; k printed when it is not 2,
-    /// ob when not 1, kx when not 1).
+    /// pf: fp32's plane form fetches the input `pf` channels ahead ($prefetch; 0: none).
+    int oc = 4, px = 2, vx = 8, k = 2, ob = 1, kx = 1, pf = 0;
+    /// "oc4 px2 v8", "oc8 px1 v16 k4", "oc16 px1 v16 k4 ob4", "oc8 px1 v8 kx2", "oc8 px2 v16
+    /// pf4" (the tuning table's conv_pw records, MPCAFFE_KERNEL_CONFIG's conv_pw; k printed when
+    /// it is not 2, ob when not 1, kx when not 1, pf when not 0).
     static const ConfigSchema<PointwiseTile>& Schema();
     std::string ToString() const;
     bool operator==(const PointwiseTile& o) const {
-      return oc == o.oc && px == o.px && vx == o.vx && k == o.k && ob == o.ob && kx == o.kx;
+      return oc == o.oc && px == o.px && vx == o.vx && k == o.k && ob == o.ob && kx == o.kx &&
+             pf == o.pf;
     }
   };
   /// Whether Forward runs the pointwise kernel (fp32 IsPointwise descriptions: vectors along

@@ -28,6 +28,9 @@ const DefaultsTable<Convolution::PointwiseTile, ConvDesc>& PointwiseDefaults();
 /// Whether a strided 1×1 layer (Convolution::IsStridedPointwise) without a tuning record or
 /// override takes the pointwise kernel on its subsampled input (true) or the next family.
 const DefaultsTable<bool, ConvDesc>& StridedPointwiseDefaults();
+/// How many input channels ahead the fp32 plane form fetches its pixels (PointwiseTile::pf; 0:
+/// none), the default tile's field (Convolution::DefaultPointwiseTile).
+const DefaultsTable<int, ConvDesc>& PointwisePrefetchDefaults();
 /// The work-groups per compute unit the pointwise kernel's launch spreads to (its plane form);
 /// 0 leaves the work-group size to the runtime.
 const DefaultsTable<int, ConvDesc>& PointwiseSpreadDefaults();

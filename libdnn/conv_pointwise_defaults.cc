@@ -359,6 +359,39 @@ const DefaultsTable<bool, ConvDesc>& StridedPointwiseDefaults() {
   return table;
 }
 
+const DefaultsTable<int, ConvDesc>& PointwisePrefetchDefaults() {
+  // A work-item of the plane form walks down the input channels: one line or two of each
+  // channel's plane, a plane apart. From 28x28 pixels on that stride (3 KB and more) is beyond
+  // what a core's stride prefetcher follows and crosses a page at every step (12.5 KB at
+  // 56x56), so each step waits for its lines; $prefetch asks for them 8 channels ahead. Over
+  // fewer channels most of the fetches wrap to channels already read. Smaller planes stream
+  // (the prefetchers follow their stride): fetching there only adds loads.
+  static const DefaultsTable<int, ConvDesc> table = {
+      {"fp32 plane form, software prefetch at the AVX-512 level (PoCL, Intel's CPU runtime), "
+       "planes of at least 28x28 pixels, at least 32 input channels: 8 channels ahead",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.software_prefetch && !p.half_register_tiles && d.type == DataType::kFloat32 &&
+                !RowForm(d) && Pixels(d) >= 28 * 28 && d.channels >= 32;
+       },
+       8,
+       "ConvBench.DISABLED_PointwiseInt8Tiles with PW_BENCH_TYPE=fp32, the zoo's 1x1 layers, "
+       "minimum of 5 alternating rounds per layer, Xeon (AVX-512), loaded host, 2026-12-02 "
+       "(docs/BENCHMARKS.md, \"Default configurations\"): PoCL oc8 px2 v16 against pf8 on "
+       "the 20 layers of 28x28 planes and more, sum 7.19 -> 6.52 ms, geometric mean 0.90 (c256 "
+       "h56 o64 0.84 -> 0.70, c64 h56 o64 0.23 -> 0.16); Intel's runtime oc8 px1 v16, the 17 "
+       "such layers of 32 channels and more 5.55 -> 5.21 ms (0.96, 13 of 17 faster); on 14x14 "
+       "and 7x7 planes PoCL slower (c1024 h14 o256 0.88 -> 1.10 ms, c2048 h7 o512 0.96 -> "
+       "1.21)"},
+      {"every other device and layer: none",
+       [](const TargetProfile&, const ConvDesc&) { return true; }, 0,
+       "PoCL at AVX2 (MPCAFFE_ISA=avx2, POCL_LLVM_CPU_NAME=haswell), oc6 px2 v8 against pf8, the "
+       "same 20 layers: sum 10.31 -> 11.69 ms (geometric mean 1.14), as the row above, "
+       "2026-12-02; Intel's runtime at AVX2 gained (10.57 -> 9.22 ms, 0.88), but the profile "
+       "does not tell its AVX2 compile from PoCL's; GPUs and rusticl: no $prefetch"},
+  };
+  return table;
+}
+
 const DefaultsTable<int, ConvDesc>& PointwiseSpreadDefaults() {
   // Where work-items are SIMD lanes (GPUs, llvmpipe) the runtime chooses: whole rows of pixel
   // blocks are no multiple of a warp. CPU runtimes get at least 8 groups per compute unit, so a

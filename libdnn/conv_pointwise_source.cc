@@ -425,6 +425,7 @@ bool Convolution::PointwiseApplies(const ConvDesc& d, const PointwiseTile& t) {
   // Byte quads: int8q's plane form, vectors of 16 pixels.
   if ((t.k == 4 || t.k == 64) && (d.type != DataType::kInt8Q || RowForm(d) || t.vx != 16))
     return false;
+  if (t.pf != 0 && d.type != DataType::kFloat32) return false;  // fp32's plane form only
   // int8q: the plane form, pair products over 8-pixel groups (vx 8 or 16, at most 32 pixels);
   // the row form sums (w − z_w)(x − z_x) in float, exact while K·255² < 2^24 (K ≤ 258).
   if (d.type == DataType::kInt8Q) {
@@ -434,13 +435,17 @@ bool Convolution::PointwiseApplies(const ConvDesc& d, const PointwiseTile& t) {
     return t.vx >= 8 && t.px * t.vx <= 32 && hw >= long(t.px) * t.vx;
   }
   if (d.type != DataType::kFloat32 || t.kx != 1) return false;
-  if (RowForm(d)) return RowFormFits(d, t);
+  if (RowForm(d)) return t.pf == 0 && RowFormFits(d, t);
   return hw >= long(t.px) * t.vx;
 }
 
 Convolution::PointwiseTile Convolution::DefaultPointwiseTile(const ConvDesc& d,
                                                              const TargetProfile& profile) {
-  return DefaultRowFor(PointwiseDefaults(), "conv_pw", profile, d).config;
+  PointwiseTile t = DefaultRowFor(PointwiseDefaults(), "conv_pw", profile, d).config;
+  // The subsampled input of a strided layer is the plane the kernel reads.
+  const ConvDesc& plane = IsStridedPointwise(d) ? SubsampledDesc(d) : d;
+  t.pf = DefaultRowFor(PointwisePrefetchDefaults(), "conv_pw", profile, plane).config;
+  return t;
 }
 
 const ConfigSchema<Convolution::PointwiseTile>& Convolution::PointwiseTile::Schema() {
@@ -451,7 +456,8 @@ const ConfigSchema<Convolution::PointwiseTile>& Convolution::PointwiseTile::Sche
            {"v", &PointwiseTile::vx, {4, 8, 16}},
            {"k", &PointwiseTile::k, {2, 4, 64}, 2, /*always_printed=*/false},
            {"ob", &PointwiseTile::ob, ValueRange(1, 64), 1, /*always_printed=*/false},
-           {"kx", &PointwiseTile::kx, {1, 2}, 1, /*always_printed=*/false}});
+           {"kx", &PointwiseTile::kx, {1, 2}, 1, /*always_printed=*/false},
+           {"pf", &PointwiseTile::pf, {0, 2, 4, 8, 16}, 0, /*always_printed=*/false}});
   return schema;
 }
 
@@ -648,6 +654,13 @@ std::string Convolution::PointwiseSource(const KernelTarget& target, const ConvD
       for (int q = 0; q < px; ++q) r += "  Vf a" + num(o) + "_" + num(q) + " = (Vf)(0.0f);\n";
     r += "  for (int c = 0; c < " + num(C) + "; ++c) {\n";
     r += "    const $global float* xc = xn + c * " + num(hw) + ";\n";
+    if (t.pf > 0 && t.pf < C) {
+      // The block's pixels pf channels on (wrapping to the first channels near the end, which
+      // are in the cache already: every address stays inside the input).
+      r += "    const $global float* xf = xn + (c + " + num(t.pf) + " < " + num(C) + " ? c + " +
+           num(t.pf) + " : c + " + num(t.pf - C) + ") * " + num(hw) + ";\n";
+      for (int q = 0; q < px; ++q) r += "    $prefetch(xf + " + num(q * t.vx) + ");\n";
+    }
     for (int q = 0; q < px; ++q)
       r += "    const Vf v" + num(q) + " = Vf_LOAD(xc + " + num(q * t.vx) + ");\n";
     r += "    const $global float* wc = wb + c * " + num(t.oc) + ";\n";

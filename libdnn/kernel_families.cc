@@ -250,6 +250,9 @@ std::vector<ChoiceDefaultsRow> PointwiseRows() {
     return std::string(plane ? "the plane form on the subsampled input"
                              : "off (the next family)");
   });
+  AddRows(&rows, "input prefetch", PointwisePrefetchDefaults(), false, [](int ahead) {
+    return ahead ? std::to_string(ahead) + " input channels ahead" : std::string("none");
+  });
   AddRows(&rows, "launch", PointwiseSpreadDefaults(), false, [](int per_unit) {
     return per_unit ? "at least " + std::to_string(per_unit) + " work-groups per compute unit"
                     : std::string("the runtime's work-groups");

@@ -332,6 +332,8 @@ class OpenCLDevice : public Device {
         CpuHasAvx512Vnni();
     info_.byte_tile_products_in_helper =
         info_.byte_quad_products_in_helper && HostAmxTilesUsable();
+    info_.software_prefetch =
+        (info_.implementation == "pocl" || info_.implementation == "intel") && !info_.is_gpu;
     // PoCL's binary holds a generic work-group function of every kernel (and each listed
     // specialization), compiled when asked for; its own cache keeps what launches compiled.
     const char* pocl_cache = std::getenv("POCL_KERNEL_CACHE");

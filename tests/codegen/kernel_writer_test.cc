@@ -218,6 +218,21 @@ TEST(KernelWriter, FmaIsMadWhereFmaIsSoftware) {
   EXPECT_THROW(w.Expand("$fma(a, b)"), std::invalid_argument);
 }
 
+// $prefetch: Clang's builtin where the compiler takes it to the CPU's prefetch instruction
+// (software_prefetch: PoCL, Intel's CPU runtime), nothing elsewhere (rusticl's SPIR-V translator
+// rejects it; CUDA). That the instruction is emitted and the results unchanged: the pointwise
+// tests' pf tile on each device.
+TEST(KernelWriter, PrefetchIsTheBuiltinOnlyWhereTheCompilerTakesIt) {
+  KernelTarget cpu{Backend::kOpenCL};
+  cpu.software_prefetch = true;
+  KernelWriter w(cpu, "test_placeholders");
+  EXPECT_EQ(w.Expand("$prefetch(x + $global_id(0))"), "__builtin_prefetch(x + get_global_id(0))");
+  EXPECT_THROW(w.Expand("$prefetch(a, b)"), std::invalid_argument);
+  for (Backend b : {Backend::kOpenCL, Backend::kCuda})
+    EXPECT_EQ(KernelWriter(KernelTarget{b}, "test_placeholders").Expand("$prefetch(x + 4);"),
+              "(void)0;");
+}
+
 // Byte-vector stores are OpenCL's (its device test: Kernel.ByteVectorStoresReachAnyAlignment);
 // asking for them on CUDA is an error naming the backend, not text that fails in NVRTC.
 TEST(KernelWriter, ByteVectorStoresAreOpenClOnly) {

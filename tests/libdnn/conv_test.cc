@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <utility>
@@ -174,8 +175,11 @@ TEST_P(ConvForward, PointwiseTilesMatchReference) {
       {1, 96, 60, 50, 40, 1, 1, 1, 1, 0, 0, 1, 1, 1},
   };
   // clang-format on
+  // The last fetches its input 4 channels ahead (fp32's plane form: pf).
   const Convolution::PointwiseTile tiles[] = {{4, 2, 8}, {1, 1, 4}, {3, 3, 4}, {6, 1, 16},
-                                              {8, 2, 8}, {2, 4, 8}, {8, 1, 8}, {5, 1, 4}};
+                                              {8, 2, 8}, {2, 4, 8}, {8, 1, 8}, {5, 1, 4},
+                                              {8, 2, 8, 2, 1, 1, 4}};
+  constexpr int kTiles = int(std::size(tiles));
   // Every shape with every tile under the exhaustive sweep; else each shape with two of the
   // tiles that apply to it and have not met its form yet (from tile 2j on for shape j), so
   // that every tile meets the plane form and the row form wherever it applies.
@@ -183,9 +187,9 @@ TEST_P(ConvForward, PointwiseTilesMatchReference) {
     return !Convolution::IsPointwise(d) && !Convolution::IsStridedPointwise(d);
   };
   // Which tiles apply to some shape in each form (plane 0, row 1), and which ran.
-  bool applies[2][8] = {}, ran[2][8] = {};
+  bool applies[2][kTiles] = {}, ran[2][kTiles] = {};
   for (const Shape& s : shapes)
-    for (int k = 0; k < 8; ++k) {
+    for (int k = 0; k < kTiles; ++k) {
       const ConvDesc d = DescOf(s, t, 0);
       if (Convolution::PointwiseApplies(d, tiles[k])) applies[is_row_form(d)][k] = true;
     }
@@ -197,8 +201,8 @@ TEST_P(ConvForward, PointwiseTilesMatchReference) {
     // The tiles that apply, from tile 2j on; the sample takes two of them that have not run in
     // this form yet, or the first when all have.
     std::vector<int> order, fresh;
-    for (int i = 0; i < 8; ++i) {
-      const int k = (2 * shape + i) % 8;
+    for (int i = 0; i < kTiles; ++i) {
+      const int k = (2 * shape + i) % kTiles;
       if (!Convolution::PointwiseApplies(DescOf(s, t, 0), tiles[k])) continue;
       order.push_back(k);
       if (!ran[row_form][k] && fresh.size() < 2) fresh.push_back(k);
@@ -234,7 +238,7 @@ TEST_P(ConvForward, PointwiseTilesMatchReference) {
   // Every tile ran in each form that it applies to (the row form on OpenCL).
   for (int form : {0, 1}) {
     if (form == 1 && dev.backend() != Backend::kOpenCL) continue;
-    for (int k = 0; k < 8; ++k)
+    for (int k = 0; k < kTiles; ++k)
       EXPECT_EQ(ran[form][k], applies[form][k])
           << "tile " << tiles[k].ToString() << (form ? " in the row form" : " in the plane form");
   }

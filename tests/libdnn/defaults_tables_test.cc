@@ -25,6 +25,8 @@ using testing::ExpectRowsWithProvenance;
 TEST(DefaultsTables, EveryRowHasProvenanceAndTheLastServesEveryDevice) {
   ExpectRowsWithProvenance(GemmDefaults(), "gemm");
   ExpectRowsWithProvenance(PointwiseSpreadDefaults(), "conv_pw spread");
+  ExpectRowsWithProvenance(PointwisePrefetchDefaults(), "conv_pw prefetch");
+  EXPECT_TRUE(PointwisePrefetchDefaults().back().serves(TargetProfile{}, ConvDesc{}));
   ExpectRowsWithProvenance(PoolVectorMaxDefaults(), "pool_vector_max");
   for (const LrnForwardFamily& f : LrnForwardFamilies()) {
     ExpectRowsWithProvenance(f.launch(), f.name);
@@ -138,7 +140,7 @@ TEST(DefaultsTables, ListingHoldsEveryTable) {
   EXPECT_EQ(rows.size(), GemmDefaults().size() + DirectConvDefaults().size() +
                              DirectShapeDefaults().size() +
                              PointwiseDefaults().size() + StridedPointwiseDefaults().size() +
-                             PointwiseSpreadDefaults().size() +
+                             PointwiseSpreadDefaults().size() + PointwisePrefetchDefaults().size() +
                              DepthwiseRowDefaults().size() + DepthwiseQuadDefaults().size() +
                              ConvGemmDefaults().size() + WinogradDefaults().size() +
                              PoolVectorMaxDefaults().size() + 2);
