@@ -187,7 +187,7 @@ void CheckForward(const ConvDesc& d, const ConvQuant& quant, std::mt19937& rng, 
   const Bytes got = RunForward(conv, x, w, bias, res, want.size());
   if (!q) {
     ExpectCloseToReference(RealsOf(t, got), RealsOf(t, want), t == DataType::kFloat32 ? 1e-5 : 1e-3,
-                  d.ToString());
+                           d.ToString());
     return;
   }
   const bool wide = t == DataType::kInt16Q;

@@ -402,12 +402,12 @@ TEST(ConvBackward, MatchesReferenceOnEveryShape) {
     conv.BackwardData(BufferRef(tm.get(), 0), BufferRef(wm.get(), 0), BufferRef(dxm.get(), 0));
     conv.BackwardWeights(BufferRef(tm.get(), 0), BufferRef(xm.get(), 0), BufferRef(dwm.get(), 0),
                          BufferRef(dbm.get(), 0));
-    ExpectCloseToReference(RealsOf(d.type, Download(dev, dxm, d.input_count() * 4)), want_dx, 1e-5,
-                  "bottom_diff");
-    ExpectCloseToReference(RealsOf(d.type, Download(dev, dwm, d.weight_count() * 4)), want_dw, 1e-5,
-                  "weight_diff");
-    ExpectCloseToReference(RealsOf(d.type, Download(dev, dbm, size_t(d.out_channels) * 4)), want_db, 1e-5,
-                  "bias_diff");
+    ExpectCloseToReference(RealsOf(d.type, Download(dev, dxm, d.input_count() * 4)), want_dx,
+                           1e-5, "bottom_diff");
+    ExpectCloseToReference(RealsOf(d.type, Download(dev, dwm, d.weight_count() * 4)), want_dw,
+                           1e-5, "weight_diff");
+    ExpectCloseToReference(RealsOf(d.type, Download(dev, dbm, size_t(d.out_channels) * 4)),
+                           want_db, 1e-5, "bias_diff");
   }
 }
 

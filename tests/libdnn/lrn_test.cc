@@ -101,7 +101,7 @@ TEST_P(LrnForward, MatchesReferenceOnEveryShape) {
     dev.CopyToHost(sm.get(), 0, scale.data(), scale.size() * 4);
     // fp16: one rounding of a value the kernel holds to fp32 accuracy — within an ulp of half.
     ExpectCloseToReference(RealsOf(t, got), RealsOf(t, want), t == DataType::kFloat32 ? 1e-5 : 1e-3,
-                "output");
+                           "output");
     ExpectCloseToReference(scale, want_scale, 1e-5, "scale");
   }
 }
