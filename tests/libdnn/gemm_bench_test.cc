@@ -24,12 +24,22 @@ using namespace gemm_check;  // NOLINT: the GEMM tests' shared vocabulary
 // batch 1), fp32 and int8, alternating the configurations each round so load on the machine
 // hits them alike; prints median milliseconds and GOP/s.
 
-/// The benchmarks' timing: one warm-up run of each GEMM (PoCL specializes at launch), then
-/// `rounds` rounds running each in turn (so load changes hit all alike); ms per run, per GEMM.
-std::vector<std::vector<double>> TimeRounds(std::vector<Gemm>& gemms, GemmOperands& ops,
-                                            int rounds) {
+/// The benchmarks' timing of `d` in each of `configs` (placeholder quantization): one warm-up
+/// run of each GEMM (PoCL specializes at launch), then `rounds` rounds running each in turn (so
+/// load changes hit all alike); ms per run, per configuration, and in `native_dot4` (when given)
+/// whether each GEMM takes the device's dot product.
+std::vector<std::vector<double>> TimeRounds(Device& dev, const GemmDesc& d,
+                                            const std::vector<GemmConfig>& configs, int rounds,
+                                            std::vector<bool>* native_dot4 = nullptr) {
+  GemmOperands ops(dev, d);
+  const GemmQuant quant = PlaceholderQuant(d);
+  std::vector<Gemm> gemms;
+  for (const GemmConfig& c : configs) gemms.emplace_back(dev, d, quant, c);
   std::vector<std::vector<double>> ms(gemms.size());
-  for (Gemm& g : gemms) g.Run(ops.args()).Wait();
+  for (Gemm& g : gemms) {
+    g.Run(ops.args()).Wait();
+    if (native_dot4) native_dot4->push_back(g.native_dot4());
+  }
   for (int r = 0; r < rounds; ++r)
     for (size_t i = 0; i < gemms.size(); ++i) {
       const auto start = std::chrono::steady_clock::now();
@@ -68,11 +78,7 @@ TEST(GemmBenchmark, DISABLED_LocalMemoryVersusDefault) {
         c.wg = wg;
         configs.push_back(c);
       }
-      GemmOperands ops(dev, d);
-      const GemmQuant quant = PlaceholderQuant(d);
-      std::vector<Gemm> gemms;
-      for (const GemmConfig& c : configs) gemms.emplace_back(dev, d, quant, c);
-      std::vector<std::vector<double>> ms = TimeRounds(gemms, ops, rounds);
+      std::vector<std::vector<double>> ms = TimeRounds(dev, d, configs, rounds);
       const double gop = 2.0 * d.M * d.N * d.K * 1e-6;
       std::printf("%s M=%d N=%d K=%d on %s\n", Name(t), d.M, d.N, d.K, dev.Describe().c_str());
       for (size_t i = 0; i < configs.size(); ++i) {
@@ -122,18 +128,15 @@ TEST(GemmBenchmark, DISABLED_Dot4VersusPairs) {
       c.kp = alg == GemmConfig::Algorithm::kOuter ? 4 : 1;
       if (c.Supports(d, dev.backend()) && !(c == now)) configs.push_back(c);
     }
-    GemmOperands ops(dev, d);
-    const GemmQuant quant = PlaceholderQuant(d);
-    std::vector<Gemm> gemms;
-    for (const GemmConfig& c : configs) gemms.emplace_back(dev, d, quant, c);
-    std::vector<std::vector<double>> ms = TimeRounds(gemms, ops, rounds);
+    std::vector<bool> dot4;
+    std::vector<std::vector<double>> ms = TimeRounds(dev, d, configs, rounds, &dot4);
     const double gop = 2.0 * d.M * d.N * d.K * 1e-6;
     std::printf("int8 M=%d N=%d K=%d on %s\n", d.M, d.N, d.K, dev.Describe().c_str());
     for (size_t i = 0; i < configs.size(); ++i) {
       std::sort(ms[i].begin(), ms[i].end());
       const double med = ms[i][ms[i].size() / 2];
       std::printf("  %-48s %s median %8.3f ms  %7.1f GOP/s\n", configs[i].ToString().c_str(),
-                  gemms[i].native_dot4() ? "dot4" : "    ", med, gop / med);
+                  dot4[i] ? "dot4" : "    ", med, gop / med);
     }
   }
 }
@@ -175,11 +178,7 @@ TEST(GemmBenchmark, DISABLED_QuadsVersusPairs) {
       c.mf = mf;
       if (c.Supports(d, dev.backend()) && !(c == configs[0])) configs.push_back(c);
     }
-    GemmOperands ops(dev, d);
-    const GemmQuant quant = PlaceholderQuant(d);
-    std::vector<Gemm> gemms;
-    for (const GemmConfig& c : configs) gemms.emplace_back(dev, d, quant, c);
-    std::vector<std::vector<double>> ms = TimeRounds(gemms, ops, rounds);
+    std::vector<std::vector<double>> ms = TimeRounds(dev, d, configs, rounds);
     std::printf("int8 %s M=%d N=%d K=%d on %s\n", inner ? "inner product" : "convolution GEMM",
                 d.M, d.N, d.K, dev.Describe().c_str());
     for (size_t i = 0; i < configs.size(); ++i) {

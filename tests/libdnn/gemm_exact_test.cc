@@ -62,6 +62,19 @@ void SetShape(GemmDesc& d, const Shape& s, bool padded) {
   }
 }
 
+/// `d` with configuration `c` on every shape (row strides padded when `padded`), bit for bit
+/// against the reference; the problems' seeds are seed_base + (*count)++. `d` keeps the last
+/// shape.
+void ExpectShapesExact(Device& dev, GemmDesc& d, const GemmConfig& c,
+                       const std::vector<Shape>& shapes, bool padded, uint32_t seed_base,
+                       int* count) {
+  for (const Shape& s : shapes) {
+    SetShape(d, s, padded);
+    Problem p = MakeProblem(d, seed_base + (*count)++);
+    ExpectSame(p, RunOnDevice(dev, p, &c), RunReference(p), c.ToString());
+  }
+}
+
 TEST(GemmPairTest, KPairProductsMatchTheReferenceExactly) {
   // kp = 2 (int8q pair products, OpenCL vw = 8): odd K and K = 1, 2, 3 (the one-k tail, the
   // unrolled and plain two-k loops), edge tiles in M and N, every transpose, weights as A
@@ -84,11 +97,7 @@ TEST(GemmPairTest, KPairProductsMatchTheReferenceExactly) {
       GemmDesc d = Int8Variant(layout, w);
       for (const GemmConfig& c : VariantConfigs(configs, layout, w)) {
         if (!c.Supports(d, dev.backend())) GTEST_SKIP() << "kp = 2 needs an OpenCL device";
-        for (const Shape& s : shapes) {
-          SetShape(d, s, /*padded=*/layout == 1);
-          Problem p = MakeProblem(d, 500 + seed++);
-          ExpectSame(p, RunOnDevice(dev, p, &c), RunReference(p), c.ToString());
-        }
+        ExpectShapesExact(dev, d, c, shapes, /*padded=*/layout == 1, 500, &seed);
       }
     }
 }
@@ -284,11 +293,7 @@ TEST(GemmDot4Test, FourKDotProductsMatchTheReferenceExactly) {
       GemmDesc d = Int8Variant(layout, w);
       for (const GemmConfig& c : VariantConfigs(configs, layout, w)) {
         ASSERT_TRUE(c.Supports(d, dev.backend())) << c.ToString();
-        for (const Shape& s : shapes) {
-          SetShape(d, s, /*padded=*/layout == 1);
-          Problem p = MakeProblem(d, 900 + seed++);
-          ExpectSame(p, RunOnDevice(dev, p, &c), RunReference(p), c.ToString());
-        }
+        ExpectShapesExact(dev, d, c, shapes, /*padded=*/layout == 1, 900, &seed);
         d.lda = d.ldb = 0;
         const Gemm g(dev, d, MakeProblem(d, 1).quant, c);
         EXPECT_EQ(g.native_dot4(), native) << c.ToString();
