@@ -340,25 +340,31 @@ const DefaultsTable<WinogradChoice, ConvDesc>& WinogradDefaults() {
   // F(2×2) only (F(4×4)'s rounding: conv_winograd.h). 8 output channels × one vector of 16
   // tiles, the pointwise kernel's tile: the element-wise products are the same GEMM shape.
   static const DefaultsTable<WinogradChoice, ConvDesc> table = {
-      {"int8q on CPU runtimes without byte quads, half-register tiles (AVX2): 16-bit pair "
-       "products of the transformed tiles, 6 output channels x two vectors of 8 tiles",
+      // Without byte quads (Intel's CPU runtime at either level, PoCL below VNNI) the direct
+      // kernel multiplies 16-bit pairs; the transformed tiles' products need 2.25 times fewer
+      // of them, in vectors of 8 tiles at both levels (16-tile vectors lost at AVX-512 too).
+      {"int8q on CPU runtimes without byte quads: 16-bit pair products of the transformed "
+       "tiles, 6 output channels x two vectors of 8 tiles",
        [](const TargetProfile& p, const ConvDesc& d) {
-         return d.type == DataType::kInt8Q && p.winograd_launches && p.half_register_tiles &&
-                !p.byte_quad_products && p.vector_builtins;
+         return d.type == DataType::kInt8Q && p.winograd_launches && !p.byte_quad_products &&
+                p.vector_builtins;
        },
        WinogradConfig{2, 6, 2, 8},
        "mpcaffe time --model <ResNet-50 converted to int8> --synthetic --iterations 10 "
        "--explain --json --device 1 with MPCAFFE_ISA=avx2 (PoCL compiling for haswell), quiet, "
        "2026-11-30 (docs/BENCHMARKS.md, \"Default configurations\"); Intel's runtime at AVX2 "
        "(--device 0, forced, 3 alternating rounds): the 3x3 layers 18.4-19.8 -> 14.3-15.3 ms, "
-       "the whole pass 48.5-50.5 -> 44.5-46.3"},
-      {"int8q elsewhere: off (the direct kernel; byte quads where VNNI runs)",
+       "the whole pass 48.5-50.5 -> 44.5-46.3; Intel's runtime at AVX-512 (the direct kernel in "
+       "512-bit pairs before), forced, 3 alternating rounds, loaded host, 2026-12-02: ResNet-50's "
+       "3x3 layers 32.1-32.6 -> 16.1-18.0 ms, the whole pass 68.3-70.4 -> 48.0-54.3 (oc8 px2 v8, "
+       "oc4 px4 v8, oc12 px1 v8 within the noise of it; oc4 px2 v16 and oc6 px1 v16 29-32 ms); "
+       "GoogLeNet 26.5-32.3 -> 23.9-26.5, SqueezeNet 1.1 9.9-10.6 -> 9.2-10.2, BVLC AlexNet (batch "
+       "10) 128-160 -> 113-140"},
+      {"int8q elsewhere: off (the direct kernel's byte quads or AMX tiles where VNNI runs)",
        [](const TargetProfile&, const ConvDesc& d) { return d.type == DataType::kInt8Q; },
        std::nullopt,
        "at AVX-512 VNNI the direct kernel's byte quads take 64 products per instruction against "
-       "the pairs' 32 (not measured against it); Intel's runtime at AVX-512 (its direct kernel "
-       "in 512-bit pairs): the 3x3 layers level, 12.9-13.9 against 12.7-13.7 ms forced, 3 "
-       "alternating rounds, quiet, 2026-11-30"},
+       "the pairs' 32, and its AMX tiles more (not measured against the transformed tiles)"},
       {"CPU runtimes, half-register tiles (AVX2): 6 output channels x one vector of 16 tiles (12 "
        "of the 16 registers)",
        [](const TargetProfile& p, const ConvDesc&) {

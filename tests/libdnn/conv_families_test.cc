@@ -261,8 +261,8 @@ TEST(ConvFamilies, ConvGemmIsNoDefaultForFirstLayers) {
       EXPECT_FALSE(DefaultRowFor(ConvGemmDefaults(), "conv_gemm", p, d).config) << d.ToString();
 }
 
-// Winograd F(2×2) by default on the CPU runtimes (PoCL and Intel's) at every level, int8 at
-// half-register tiles without byte quads; off on devices of lanes (GPUs, llvmpipe); never F(4×4)
+// Winograd F(2×2) by default on the CPU runtimes (PoCL and Intel's) at every level, int8 where
+// they have no byte quads; off on devices of lanes (GPUs, llvmpipe); never F(4×4)
 // (its rounding).
 TEST(ConvFamilies, WinogradDefaultsOnCpuRuntimes) {
   ConvDesc d;
@@ -287,17 +287,18 @@ TEST(ConvFamilies, WinogradDefaultsOnCpuRuntimes) {
     EXPECT_EQ(at_avx2->ToString(), "m2 oc6 px1 v16");
     EXPECT_EQ(WinogradCandidates(*chosen).size(), WinogradCandidates(*at_avx2).size());
     for (const WinogradConfig& c : WinogradCandidates(*chosen)) EXPECT_EQ(c.m, 2) << c.ToString();
-    // int8: only at half-register tiles without byte quads, in vectors of 8 tiles.
+    // int8: without byte quads at either level, in vectors of 8 tiles; never with them.
     ConvDesc q = d;
     q.type = DataType::kInt8Q;
-    EXPECT_FALSE(DefaultRowFor(WinogradDefaults(), "conv_wino", wide, q).config);
-    const WinogradChoice int8 = DefaultRowFor(WinogradDefaults(), "conv_wino", half, q).config;
-    ASSERT_TRUE(int8);
-    EXPECT_EQ(int8->ToString(), "m2 oc6 px2 v8");
-    for (const WinogradConfig& c : WinogradCandidates(*int8, q.type))
-      EXPECT_TRUE(WinogradConfigFits(q, c)) << c.ToString();
-    half.byte_quad_products = true;
-    EXPECT_FALSE(DefaultRowFor(WinogradDefaults(), "conv_wino", half, q).config);
+    for (TargetProfile* level : {&wide, &half}) {
+      const WinogradChoice int8 = DefaultRowFor(WinogradDefaults(), "conv_wino", *level, q).config;
+      ASSERT_TRUE(int8);
+      EXPECT_EQ(int8->ToString(), "m2 oc6 px2 v8");
+      for (const WinogradConfig& c : WinogradCandidates(*int8, q.type))
+        EXPECT_TRUE(WinogradConfigFits(q, c)) << c.ToString();
+      level->byte_quad_products = true;
+      EXPECT_FALSE(DefaultRowFor(WinogradDefaults(), "conv_wino", *level, q).config);
+    }
   }
   for (const DeviceInfo& lanes : {gpu, llvmpipe})
     EXPECT_FALSE(
