@@ -115,7 +115,8 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
   // row against 8 weight rows: a 4-row tile repeated the one row's products four times. Where the
   // device runs VNNI's byte quads in a helper (TargetProfile::byte_quad_products), 4 weight rows
   // in quads instead, 64 k per vpdpbusd: the loop then keeps pace with the weights' stream; the
-  // quads' portable form (Intel's runtime, AVX2) lost to the pairs. Where work-items are lanes,
+  // quads' portable form (Intel's runtime, AVX2) lost to the pairs. Batches of 4 rows and more
+  // take 4 × 2 tiles of such quads there too. Where work-items are lanes,
   // scalar work-items in groups of 64 with a
   // tile no taller than op(A), whose extra rows would only repeat the last row's loads and
   // multiply-adds (a batch-1 InnerProduct has M = 1). int16 (N > 4, K >= 64) splits each
@@ -145,6 +146,11 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       "GemmBenchmark.DISABLED_QuadsVersusPairs (AlexNet fc6, fc7, fc8 at batch 1), 15-21 "
       "alternating rounds, PoCL and Intel's runtime at AVX-512 and at AVX2, loaded machine, "
       "2026-11-29";
+  static const char* const kCpuQuadsBatch =
+      "mpcaffe tune gemm M N K --dtype int8 --tb --weights B --device 1, PoCL, AVX-512 VNNI, "
+      "Xeon, 2026-12-02, ms dot tm=4 tn=2 vw=8 kp=2 (the pair tile) -> this tile: 10000x30x784 "
+      "6.48 -> 3.61, 16x4096x9216 16.08 -> 7.04, 16x1000x4096 1.32 -> 1.05, 64x1000x2048 "
+      "3.88 -> 2.52 (tm=4 tn=1 1.91), 4x4096x4096 1.99 -> 1.34 (tm=2 tn=2 1.27)";
   static const char* const kCpuOneRow =
       "MPCAFFE_KERNEL_CONFIG='gemm:dot tm=1 tn=8 vw=8 wg=1 ku=1 mf=0 kp=1' (and tn=4) against "
       "the default, mpcaffe time --model <AlexNet b1 fp32> --synthetic --iterations 10, fc6-fc8, "
@@ -196,6 +202,12 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
                 OneActivationRow(d);
        },
        Tile(kDotTile, 1, 8, 8, 1, 0), kCpuOneRow},
+      {"OpenCL CPU runtime with byte quads, dot form, int8q, M >= 4, N > 4",
+       [](P p, D d) {
+         return p.cpu_vectors && p.byte_quad_products && DotForm(d) && Int8(d) && d.M >= 4 &&
+                d.N > 4;
+       },
+       Tile(kDotTile, 4, 2, 16, 1, 0, GemmConfig::kDot4), kCpuQuadsBatch},
       {"OpenCL CPU runtime, dot form, int8q, N <= 4",
        [](P p, D d) { return p.cpu_vectors && DotForm(d) && Int8(d) && d.N <= 4; },
        Tile(kDotTile, 4, 1, 8, 1, 0, kPairs), kCpuDot},

@@ -205,7 +205,7 @@ TEST(GemmConfigTest, FourBitWeightsKeepTheirKernelWhereWeightsDominateTheBytes) 
 TEST(GemmConfigTest, OneActivationRowTakesOneRowTiles) {
   // A batch-1 int8 inner product on an OpenCL CPU: one activation row against 4 weight rows in
   // byte quads where the profile has them (VNNI in a helper), else 8 in pair products; a batch
-  // keeps the 4-row tiles, and matrix × vector (weights A) its tile of weight rows; fp32 takes
+  // keeps the 4-row tiles (quads there too), and matrix × vector (weights A) its tile of weight rows; fp32 takes
   // one row against 8 too.
   DeviceInfo plain, vnni;
   vnni.byte_quad_products_in_helper = true;
@@ -228,7 +228,15 @@ TEST(GemmConfigTest, OneActivationRowTakesOneRowTiles) {
   EXPECT_TRUE(q.Supports(fc, Backend::kOpenCL)) << q.ToString();
   GemmDesc batch = fc;
   batch.M = 16;
-  EXPECT_EQ(DefaultGemmConfig(vnni, batch).tm, 4);
+  // A batch: 4 activation rows × 2 weight rows, in byte quads where the profile has them.
+  const GemmConfig pb = DefaultGemmConfig(plain, batch), qb = DefaultGemmConfig(vnni, batch);
+  EXPECT_EQ(qb.tm, 4);
+  EXPECT_EQ(pb.kp, GemmConfig::kPairs) << pb.ToString();
+  if (TargetProfile::Of(vnni).byte_quad_products)
+    EXPECT_EQ(qb.ToString(), "dot tm=4 tn=2 vw=16 wg=1 ku=1 mf=0 kp=4 lm=0");
+  else
+    EXPECT_EQ(qb, pb) << qb.ToString();
+  EXPECT_TRUE(qb.Supports(batch, Backend::kOpenCL)) << qb.ToString();
   GemmDesc mv = fc;  // weights A times one column
   mv.weights = WeightOperand::kA;
   mv.trans_b = false;
