@@ -205,8 +205,8 @@ TEST(GemmConfigTest, FourBitWeightsKeepTheirKernelWhereWeightsDominateTheBytes) 
 TEST(GemmConfigTest, OneActivationRowTakesOneRowTiles) {
   // A batch-1 int8 inner product on an OpenCL CPU: one activation row against 4 weight rows in
   // byte quads where the profile has them (VNNI in a helper), else 8 in pair products; a batch
-  // keeps the 4-row tiles (quads there too), and matrix × vector (weights A) its tile of weight rows; fp32 takes
-  // one row against 8 too.
+  // keeps the 4-row tiles (quads there too), and matrix × vector (weights A) its tile of weight
+  // rows; fp32 takes one row against 8 too.
   DeviceInfo plain, vnni;
   vnni.byte_quad_products_in_helper = true;
   GemmDesc fc;
