@@ -222,11 +222,11 @@ void Convolution::PreparePointwise(const PointwiseTile& tile) {
       ProgramHints::OneDimensional());
   pointwise_kernel_ = program->GetKernel(PointwiseKernelName(d));
   pointwise_pack_ = program->GetKernel("conv_pw_pack_" + std::string(Name(d.type)));
-  const PlaneLaunch launch = IsPointwise(d) || IsStridedPointwise(d)  // the plane form
-                                 ? PointwisePlaneLaunch(d, pointwise_tile_, device_->info())
-                                 : PointwiseRowLaunch(d, pointwise_tile_, device_->info());
-  pointwise_global_ = launch.global;
-  pointwise_local_ = launch.local;
+  if (IsPointwise(d) || IsStridedPointwise(d)) {  // the plane form
+    const PlaneLaunch launch = PointwisePlaneLaunch(d, pointwise_tile_, device_->info());
+    pointwise_global_ = launch.global;
+    pointwise_local_ = launch.local;
+  }
   if (IsStridedPointwise(d))  // Forward subsamples the input with the 1×1 window's im2col
     im2col_ = device_
                   ->GetProgram(Im2colSource(KernelTarget::Of(*device_), d.type), "",
@@ -501,6 +501,7 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
                                     {local, 1, 1}, queue);
   }
   if (family_ == ConvFamily::kPointwise) {
+    const PointwiseTile& t = pointwise_tile_;
     const long hw = long(oh) * ow;
     BufferRef x = input;
     if (IsStridedPointwise(d)) {
@@ -530,6 +531,11 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
         .ArgBuffer(output.mem, output.byte_offset, es);
     if (q)
       for (int v : {x_zero_, c_zero_, res_zero_, res_m_, res_s_}) pointwise_kernel_.Arg(int32_t{v});
+    if (!IsPointwise(d) && !IsStridedPointwise(d))  // the row form: (column block, output row,
+                                                    // image · channel block)
+      return pointwise_kernel_.Launch({size_t(DivUp(ow, t.vx)), size_t(oh),
+                                       size_t(d.batch) * size_t(DivUp(ocg, t.oc))},
+                                      {0, 0, 0}, queue);
     const std::array<size_t, 3>&g = pointwise_global_, &l = pointwise_local_;
     return pointwise_kernel_.Launch({g[0], g[1], g[2]}, {l[0], l[1], l[2]}, queue);
   }

@@ -481,8 +481,8 @@ class Convolution {
   static void RowFormKernel(KernelWriter& w, const ConvDesc& desc, const PointwiseTile& tile,
                             RequantKnown known);
   Kernel pointwise_kernel_, pointwise_pack_;
-  /// The grid and work-group (conv_internal::PointwisePlaneLaunch, or PointwiseRowLaunch for
-  /// the row form), fixed by the description, the tile and the device.
+  /// The plane form's grid and work-group (conv_internal::PointwisePlaneLaunch), fixed by the
+  /// description, the tile and the device.
   std::array<size_t, 3> pointwise_global_{}, pointwise_local_{};
   std::shared_ptr<DeviceMemory> pointwise_weights_;
   std::shared_ptr<DeviceMemory> pointwise_wsum_;  // int8q: Σ(w − z_w) per output channel

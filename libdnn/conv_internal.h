@@ -260,11 +260,6 @@ struct PlaneLaunch {
 };
 PlaneLaunch PointwisePlaneLaunch(const ConvDesc& d, const Convolution::PointwiseTile& t,
                                  const DeviceInfo& info);
-/// The pointwise row form's launch: the grid of (column blocks, output rows, images · blocks of
-/// output channels) and SpreadLocal's work-group, or the runtime's where PointwiseSpreadDefaults
-/// says so (conv_launch.cc).
-PlaneLaunch PointwiseRowLaunch(const ConvDesc& d, const Convolution::PointwiseTile& t,
-                               const DeviceInfo& info);
 
 /// `b` advanced by `elements` elements of `element_bytes`.
 BufferRef Offset(const BufferRef& b, size_t elements, size_t element_bytes);

@@ -111,21 +111,6 @@ PlaneLaunch PointwisePlaneLaunch(const ConvDesc& d, const Convolution::Pointwise
   return l;
 }
 
-PlaneLaunch PointwiseRowLaunch(const ConvDesc& d, const Convolution::PointwiseTile& t,
-                               const DeviceInfo& info) {
-  // Left to itself PoCL made as few groups as it has cores of a first layer's grid (MobileNet
-  // v1's conv1: 7 × 112 × 2 work-items), and a core slowed by anything else held up the layer.
-  // Groups of whole rows of column blocks and a few neighbouring output rows, which share
-  // their window rows.
-  PlaneLaunch l;
-  l.global = {size_t(DivUp(d.out_w(), t.vx)), size_t(d.out_h()),
-              size_t(d.batch) * size_t(DivUp(d.out_channels / d.groups, t.oc))};
-  const int per_unit =
-      DefaultRowFor(PointwiseSpreadDefaults(), "conv_pw", TargetProfile::Of(info), d).config;
-  l.local = per_unit == 0 ? std::array<size_t, 3>{0, 0, 0} : SpreadLocal(l.global, info, per_unit);
-  return l;
-}
-
 }  // namespace conv_internal
 
 }  // namespace mpcaffe::libdnn

@@ -1,6 +1,5 @@
-// tests/libdnn/conv_launch_test.cc — the work-group shapes the pointwise plane and row forms are
-// launched with on a CPU runtime (conv_internal::SpreadLocal, PixelsFirstLocal,
-// PointwiseRowLaunch): they divide the grid,
+// tests/libdnn/conv_launch_test.cc — the work-group shapes the pointwise plane form is launched
+// with on a CPU runtime (conv_internal::SpreadLocal, PixelsFirstLocal): they divide the grid,
 // fit the device's limit, leave the groups per compute unit asked for where the grid has them,
 // and group the work-items the way conv_launch.cc says (pixels first: every block of channels of a few
 // pixel blocks; spread: all pixel blocks of a few blocks of channels).
@@ -78,24 +77,6 @@ TEST(ConvLaunch, EveryShapeDividesTheGridAndLeavesTheGroupsAsked) {
             EXPECT_GE(groups, want / 2) << "far fewer groups than asked";
           }
         }
-}
-
-TEST(ConvLaunch, RowFormSpreadsAFirstLayerOverGroupsOfNeighbouringRows) {
-  // MobileNet v1's conv1 (3 → 32 channels, 3×3 stride 2 over 224×224) in the row form's tile
-  // of 16 output channels × 16 columns: 7 column blocks, 112 output rows, 2 channel blocks.
-  ConvDesc d;
-  d.channels = 3, d.out_channels = 32, d.height = d.width = 224;
-  d.kernel_h = d.kernel_w = 3, d.stride_h = d.stride_w = 2, d.pad_h = d.pad_w = 1;
-  Convolution::PointwiseTile t;
-  t.oc = 16, t.px = 1, t.vx = 16;
-  const conv_internal::PlaneLaunch cpu = conv_internal::PointwiseRowLaunch(d, t, Cpu(2, 4096));
-  EXPECT_EQ(cpu.global, (Grid{7, 112, 2}));
-  EXPECT_EQ(cpu.local[0], 7u) << "a group takes whole rows of column blocks";
-  EXPECT_GE(Groups(cpu.global, cpu.local), 16u);
-  // Devices of lanes keep the runtime's choice.
-  DeviceInfo gpu = Cpu(2, 1024);
-  gpu.is_gpu = true;
-  EXPECT_EQ(conv_internal::PointwiseRowLaunch(d, t, gpu).local, (Grid{0, 0, 0}));
 }
 
 }  // namespace
