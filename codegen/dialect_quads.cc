@@ -12,7 +12,8 @@ namespace mpcaffe {
 // process with "LLVM ERROR: Cannot select" on code inlined into the work-group function, so
 // MP_QUAD_FN is never spelled inline in that form). The non-saturating vpdpbusd: sums wrap like
 // int32, as the portable form's unsigned adds do. MPCAFFE_ISA below the CPU's level (the
-// portable and 256-bit forms) leaves the built-in out.
+// portable and 256-bit forms) leaves the built-in out. MP_NIBBLES64_LOAD (the 4-bit weights'
+// quad tile) spreads each nibble to a byte as the pair products' MP_NIBBLES32 does.
 const char* const kByteQuadProduct16OpenCLText =
     R"(// Byte quad products: 32-bit lanes acc.s(i) + x.b(4i)*w.b(4i) + ... + x.b(4i+3)*w.b(4i+3).
 typedef int16 mp_i32x16;
@@ -49,6 +50,13 @@ $device_fn int mp_quad_sum(mp_i32x16 x) {
   return (int)(q.x + q.y + q.z + q.w);
 }
 #define MP_QUAD_SUM(x) mp_quad_sum(x)
+typedef uint8 __attribute__((aligned(1))) mp_u32x8_u;
+$device_fn mp_i32x16 mp_nibbles64(uint8 p) {
+  const uint16 n = (uint16)(p, p >> (uint8)(4)) & (uint16)(0x0f0f0f0fu);
+  return as_int16(((n ^ (uint16)(0x08080808u)) + (uint16)(0x78787878u)) ^ (uint16)(0x80808080u));
+}
+#define MP_NIBBLES64_LOAD(p) mp_nibbles64(*(const $global mp_u32x8_u*)(p))
+#define MP_NIBBLES64_LOAD_P(p) mp_nibbles64(*(const mp_u32x8_u*)(p))
 )";
 
 // CUDA: a struct of 16 int lanes; dp4a (unsigned × signed bytes, wrapping int32) per lane on
@@ -118,6 +126,18 @@ __device__ __forceinline__ int mp_quad_sum(const mp_i32x16& x) {
   return (int)s;
 }
 #define MP_QUAD_SUM(x) mp_quad_sum(x)
+__device__ __forceinline__ mp_i32x16 mp_nibbles64(const mp_u8* p) {
+  mp_i32x16 r;
+  for (int l = 0; l < 8; ++l) {
+    const mp_u32 w = (mp_u32)p[4 * l] | ((mp_u32)p[4 * l + 1] << 8) |
+                     ((mp_u32)p[4 * l + 2] << 16) | ((mp_u32)p[4 * l + 3] << 24);
+    r.s[l] = (int)((((w & 0x0f0f0f0fu) ^ 0x08080808u) + 0x78787878u) ^ 0x80808080u);
+    r.s[8 + l] = (int)(((((w >> 4) & 0x0f0f0f0fu) ^ 0x08080808u) + 0x78787878u) ^ 0x80808080u);
+  }
+  return r;
+}
+#define MP_NIBBLES64_LOAD(p) mp_nibbles64((const mp_u8*)(p))
+#define MP_NIBBLES64_LOAD_P(p) mp_nibbles64((const mp_u8*)(p))
 )";
 
 // Byte quads of a sliding window along a row (KernelHelper::kByteQuadSlide16), OpenCL only (the

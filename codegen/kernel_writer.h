@@ -238,6 +238,10 @@ enum class KernelHelper {
   ///                     p[4i] … p[4i + 3], low first
   ///   MP_QUAD_XOR(x, w) every lane of x xor the int w
   ///   MP_QUAD_SUM(x)    the sum of the 16 lanes (wrapping int32)
+  ///   MP_NIBBLES64_LOAD(p)  the 64 nibbles of the 32 bytes p[0 … 31] (global, any alignment)
+  ///                     sign-extended to bytes: the low nibbles of bytes 0 … 31 (lanes 0 … 7),
+  ///                     then their high nibbles (lanes 8 … 15); MP_NIBBLES64_LOAD_P(p) the same
+  ///                     from private bytes
   kByteQuadProduct16,
   /// Sliding-window byte quads along a row for kByteQuadProduct16's MP_DPBUSD16 (the int8
   /// depthwise kernel's byte-quad form; OpenCL only, Dialect::byte_quad_slide16; using it uses

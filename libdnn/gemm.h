@@ -141,7 +141,9 @@ class Gemm {
 
   /// Quantized types: writes channels() sums Σ_k w (stored values, signed if weights_signed)
   /// of the weight operand `weights` (laid out as A or B of this GEMM) to `sums`
-  /// (int32 / int64). Once per weight tensor.
+  /// (int32 / int64). Once per weight tensor. 4-bit weights on the int8 kernels (a
+  /// configuration without GemmConfig::kU8S4) are unpacked to bytes here and kept: runs on the
+  /// same weight buffer take those bytes instead of unpacking them again.
   Event ComputeWeightSums(const BufferRef& weights, const BufferRef& sums, Queue* queue = nullptr);
 
   /// Frees the buffers a run fills before its kernel (packed or unpacked weights and
@@ -181,8 +183,11 @@ class Gemm {
   vptr<int32_t> apack_;  // M × ⌊K/2⌋ pairs (w − z_w of k, k + 1 as two 16-bit halves)
   vptr<int32_t> mult_, shift_;
   vptr<float> scale_;
-  Kernel unpack_kernel_;                    // weight_bits 4: nibbles to int8 before each run
-  std::shared_ptr<DeviceMemory> unpacked_;  // channels() × K int8
+  Kernel unpack_kernel_;                    // weight_bits 4 on the int8 kernels: nibbles to int8
+  std::shared_ptr<DeviceMemory> unpacked_;  // channels() × K int8 of one run
+  // The weights ComputeWeightSums unpacked (channels() × K int8) and where it read them.
+  std::shared_ptr<DeviceMemory> kept_unpacked_;
+  BufferRef kept_from_;
   Kernel xpack_kernel_;                     // native 4-bit kernels: the activations' packing
   std::shared_ptr<DeviceMemory> xq_;        // and their packed copy of one run
   std::shared_ptr<ScratchArena> arena_;

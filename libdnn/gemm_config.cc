@@ -39,16 +39,20 @@ bool Int4DotLayout(const GemmDesc& desc) {
 }
 
 /// Whether 4-bit weights take their own kernel rather than the int8 kernels on the weights
-/// unpacked to bytes (one pass over the weights per run): the nibbles are unpacked in registers
+/// unpacked to bytes (once, by Gemm::ComputeWeightSums): the nibbles are unpacked in registers
 /// at every use, which pays where the weights are most of the bytes moved. The dot tile unpacks
 /// a weight row once per row tile of activations, so it keeps 4 bits only while the activation
-/// rows are no more than the weight rows; the outer tile, on a compiler without byte pair
-/// products (TargetProfile::byte_pair_products), while the activation columns are at most 4 × the
-/// weight rows. Figures: docs/BENCHMARKS.md, "Default configurations".
+/// rows are no more than the weight rows, and only where the compiler makes byte pair or quad
+/// products single instructions (TargetProfile::byte_pair_products, byte_quad_products): on
+/// Intel's CPU runtime the int8 tiles won AlexNet's inner products at batch 1, 4 and 10, at
+/// AVX-512 and AVX2. The outer tile, on a compiler without byte pair products, keeps 4 bits while
+/// the activation columns are at most 4 × the weight rows. Figures: docs/BENCHMARKS.md, "Default
+/// configurations".
 bool Int4KernelPays(const TargetProfile& profile, const GemmDesc& desc) {
   const bool weights_a = desc.weights == WeightOperand::kA;
   const int64_t activations = weights_a ? desc.N : desc.M, rows = weights_a ? desc.M : desc.N;
-  if (Int4DotLayout(desc)) return activations <= rows;
+  if (Int4DotLayout(desc))
+    return (profile.byte_pair_products || profile.byte_quad_products) && activations <= rows;
   return profile.byte_pair_products || activations <= 4 * rows;
 }
 
@@ -57,8 +61,9 @@ std::vector<GemmConfig> Int4Candidates() {
   for (auto [tm, tn] : {std::pair{4, 1}, {4, 2}, {6, 2}, {8, 1}, {2, 2}, {3, 3}, {2, 4}, {3, 4},
                         {2, 6}, {4, 3}, {4, 4}})
     for (int mf : {0, 1}) out.push_back(Tile(kOuterTile, tm, tn, 8, 1, mf, GemmConfig::kU8S4));
-  for (auto [tm, tn] : {std::pair{1, 1}, {1, 4}, {4, 1}, {2, 2}, {8, 1}, {1, 8}, {4, 2}})
-    out.push_back(Tile(GemmConfig::Algorithm::kDot, tm, tn, 8, 1, 0, GemmConfig::kU8S4));
+  for (int vw : {8, 16})  // byte pairs, byte quads (gemm_int4.cc)
+    for (auto [tm, tn] : {std::pair{1, 1}, {1, 4}, {4, 1}, {2, 2}, {8, 1}, {1, 8}, {4, 2}})
+      out.push_back(Tile(GemmConfig::Algorithm::kDot, tm, tn, vw, 1, 0, GemmConfig::kU8S4));
   return out;
 }
 
@@ -86,8 +91,13 @@ void AddWorkItemPerOutputTiles(const GemmDesc& desc, Add&& add) {
 bool Int4Own(const TargetProfile& p, const GemmDesc& d) {
   return p.cpu_vectors && d.weight_bits == 4 && Int4KernelPays(p, d);
 }
-/// Whether the 4-bit dot tile has several activation rows (a batch) to share a weight row.
-bool Int4Batch(const GemmDesc& d) { return d.weights == WeightOperand::kB ? d.M >= 2 : d.N >= 2; }
+/// The 4-bit dot tile's activation rows (a batch shares each weight row among them): M with
+/// weights B, the one column of B with weights A (Int4DotLayout).
+int Int4Rows(const GemmDesc& d) { return d.weights == WeightOperand::kB ? d.M : d.N; }
+/// The 4-bit dot tile: the device's own kernel that pays, K-contiguous, with or without quads.
+bool Int4Dot(const TargetProfile& p, const GemmDesc& d, bool quads) {
+  return Int4Own(p, d) && Int4DotLayout(d) && p.byte_quad_products == quads;
+}
 /// The dot product along K is the default form: matrix × vector and K-contiguous operands.
 bool DotForm(const GemmDesc& d) { return DotLayout(d) && (d.N <= 4 || d.trans_b); }
 bool Int8(const GemmDesc& d) { return d.type == DataType::kInt8Q; }
@@ -103,10 +113,12 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
   constexpr GemmConfig::Algorithm kDotTile = GemmConfig::Algorithm::kDot;
   constexpr int kPairs = GemmConfig::kPairs, kU8S4 = GemmConfig::kU8S4;
   // 4-bit weights (kp = kU8S4, libdnn/gemm_int4.cc) on OpenCL CPU runtimes, where they pay
-  // (Int4KernelPays): vectors along K where Int4DotLayout, one row per work-item for matrix ×
-  // vector (more rows re-read the one column for nothing), 2 × 2 for batches; else the outer
-  // product with weights A, 4 rows × 4 vectors of 8 columns, the work-group order streaming the
-  // larger operand once. Elsewhere the int8 kernels run on the weights unpacked to bytes.
+  // (Int4KernelPays): vectors along K where Int4DotLayout, in byte quads (vw = 16) where the
+  // device runs them (twice the pairs' speed and more: ahead of int8 there), else byte pairs;
+  // one activation row against 4 (quads) or 8 (pairs) weight rows, one column against 4 weight
+  // rows, batches 4 × 2 (2 × 2 below 4 rows). Else the outer product with weights A, 4 rows × 4
+  // vectors of 8 columns, the work-group order streaming the larger operand once. Elsewhere the
+  // int8 kernels run on the weights unpacked to bytes once (Gemm::ComputeWeightSums).
   //
   // Matrix × vector and K-contiguous operands take vectors along K (kDot). On OpenCL CPU runtimes
   // 4 × 2 (× 1 for N ≤ 4) tiles of vectors of 8 in one-work-item groups; int8 multiplies 16-bit
@@ -137,6 +149,18 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       "rounds, PoCL, 2026-11-24; where they pay: mpcaffe time on the 784-30-10 net with "
       "4-bit weights against MPCAFFE_KERNEL_CONFIG forcing the int8 tile, both CPU runtimes, "
       "2026-11-29";
+  static const char* const kInt4Quads =
+      "GemmInt4Bench.DISABLED_AlexNetShapes, GEMM_INT4_CANDIDATES=1 GEMM_INT4_SHAPES=45689, 5 "
+      "rounds, PoCL, AVX-512 VNNI, Xeon, 2026-12-02, ms of the pair default -> this tile: "
+      "1x4096x9216 0.91 -> 0.48, 1x4096x4096 0.40 -> 0.23, 1x1000x4096 0.15 -> 0.09, 4096x1x9216 "
+      "0.80 -> 0.46, 10x4096x9216 4.02 -> 1.81, 4x4096x4096 0.97 -> 0.43 (int8: 0.88, 0.39, "
+      "0.12, 1.32, 2.38, 0.49)";
+  static const char* const kInt4Pairs =
+      "GemmInt4Bench.DISABLED_AlexNetShapes, GEMM_INT4_CANDIDATES=1 GEMM_INT4_SHAPES=589, 3 "
+      "rounds, PoCL at AVX2 (MPCAFFE_ISA=avx2) and Intel's runtime at both levels, Xeon, "
+      "2026-12-02: the best pair tile or within 16% of it on 1x4096x9216 (1x8), 10x4096x9216 "
+      "and 4x4096x4096 (4x2), against tm=1 tn=1 and tm=2 tn=2; 4096x1x9216 (4x1) on PoCL at "
+      "AVX-512 only";
   static const char* const kCpuDot =
       "the int8 tile: MPCAFFE_KERNEL_CONFIG='gemm:dot tm=4 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1' (and "
       "kp=2) mpcaffe time --model <784-30-10 net, int8> --synthetic --iterations 10, both CPU "
@@ -175,12 +199,30 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       "GemmBenchmark.DISABLED_Dot4VersusPairs, 7 alternating rounds, Intel's runtime, "
       "2026-11-24";
   static const DefaultsTable<GemmConfig, GemmDesc> table = {
+      {"OpenCL CPU runtime with byte quads, 4-bit weights that pay, dot layout, 4 rows or more",
+       [](P p, D d) { return Int4Dot(p, d, true) && Int4Rows(d) >= 4; },
+       Tile(kDotTile, 4, 2, 16, 1, 0, kU8S4), kInt4Quads},
+      {"OpenCL CPU runtime with byte quads, 4-bit weights that pay, dot layout, a batch",
+       [](P p, D d) { return Int4Dot(p, d, true) && Int4Rows(d) >= 2; },
+       Tile(kDotTile, 2, 2, 16, 1, 0, kU8S4), kInt4Quads},
+      {"OpenCL CPU runtime with byte quads, 4-bit weights B that pay, dot layout, one row",
+       [](P p, D d) { return Int4Dot(p, d, true) && d.weights == WeightOperand::kB; },
+       Tile(kDotTile, 1, 4, 16, 1, 0, kU8S4), kInt4Quads},
+      {"OpenCL CPU runtime with byte quads, 4-bit weights A that pay, dot layout",
+       [](P p, D d) { return Int4Dot(p, d, true); }, Tile(kDotTile, 4, 1, 16, 1, 0, kU8S4),
+       kInt4Quads},
+      {"OpenCL CPU runtime, 4-bit weights that pay, dot layout, 4 activation rows or more",
+       [](P p, D d) { return Int4Dot(p, d, false) && Int4Rows(d) >= 4; },
+       Tile(kDotTile, 4, 2, 8, 1, 0, kU8S4), kInt4Pairs},
       {"OpenCL CPU runtime, 4-bit weights that pay, dot layout, a batch",
-       [](P p, D d) { return Int4Own(p, d) && Int4DotLayout(d) && Int4Batch(d); },
+       [](P p, D d) { return Int4Dot(p, d, false) && Int4Rows(d) >= 2; },
        Tile(kDotTile, 2, 2, 8, 1, 0, kU8S4), kInt4Bench},
-      {"OpenCL CPU runtime, 4-bit weights that pay, dot layout, one activation vector",
-       [](P p, D d) { return Int4Own(p, d) && Int4DotLayout(d); },
-       Tile(kDotTile, 1, 1, 8, 1, 0, kU8S4), kInt4Bench},
+      {"OpenCL CPU runtime, 4-bit weights B that pay, dot layout, one activation row",
+       [](P p, D d) { return Int4Dot(p, d, false) && d.weights == WeightOperand::kB; },
+       Tile(kDotTile, 1, 8, 8, 1, 0, kU8S4), kInt4Pairs},
+      {"OpenCL CPU runtime, 4-bit weights A that pay, dot layout, one activation column",
+       [](P p, D d) { return Int4Dot(p, d, false); }, Tile(kDotTile, 4, 1, 8, 1, 0, kU8S4),
+       kInt4Pairs},
       {"OpenCL CPU runtime, 4-bit weights A that pay, M < N",
        [](P p, D d) { return Int4Own(p, d) && d.weights == WeightOperand::kA && d.M < d.N; },
        Tile(kOuterTile, 4, 4, 8, 1, 1, kU8S4), kInt4Bench},
@@ -301,7 +343,8 @@ bool GemmConfig::Supports(const GemmDesc& desc, Backend backend) const {
        (desc.type == DataType::kInt16Q && algorithm != Algorithm::kDot)))
     return false;
   if (kp == GemmConfig::kU8S4 &&
-      (desc.weight_bits != 4 || vw != 8 || lm != 0 ||
+      (desc.weight_bits != 4 || (vw != 8 && (vw != 16 || algorithm != Algorithm::kDot)) ||
+       lm != 0 ||
        (algorithm == Algorithm::kOuter && desc.weights != WeightOperand::kA) ||
        (algorithm == Algorithm::kDot && !Int4DotLayout(desc))))
     return false;

@@ -51,15 +51,18 @@ struct GemmConfig {
   /// op(B) whose 16 lanes hold four neighbouring k, multiplied by KernelHelper::
   /// kByteQuadProduct16 (one vpdpbusd where the device runs AVX-512 VNNI in a helper function);
   /// unsigned weights enter as w − 128 and the kernel adds 128·Σx back.
-  /// 8 (4-bit weights, GemmDesc::weight_bits = 4; vw = 8, lm = 0; libdnn/gemm_int4.cc):
+  /// 8 (4-bit weights, GemmDesc::weight_bits = 4; vw = 8, or 16 with kDot; lm = 0;
+  /// libdnn/gemm_int4.cc):
   /// unsigned activation × signed weight byte pairs into 16-bit lanes (KernelHelper::
   /// kBytePairProduct16: `vpmaddubsw`, 32 MACs per instruction), the weights' nibbles
   /// sign-extended to bytes in registers, up to 8 steps summed in 16 bits (|pair| ≤ 2·255·8, so
   /// 8 steps stay within ±32640: exact) and then widened to int32 (`vpmaddwd` with ones).
   /// kOuter: weights A not transposed, four k per 32-bit lane of a vector of 8 columns, each
   /// row's 16 packed bytes of a block of 32 k unpacked in registers to 8 such words, the
-  /// activations first packed to words in the same k order by a small kernel per run; kDot: 32 k per vector,
-  /// the activation rows first permuted to the nibbles' order (even k, then odd k).
+  /// activations first packed to words in the same k order by a small kernel per run; kDot: 32 k
+  /// per vector, the activation rows first permuted to the nibbles' order (even k, then odd k).
+  /// kDot with vw = 16: byte quads (KernelHelper::kByteQuadProduct16), 64 k per vpdpbusd into
+  /// int32 lanes, each weight row's 32 bytes of a block unpacked in registers.
   int kp = 1;
   static constexpr int kOneK = 1;   ///< kp: one k per step
   static constexpr int kPairs = 2;  ///< kp: 16-bit pair products

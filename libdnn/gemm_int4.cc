@@ -78,7 +78,8 @@ Event Unpack(Kernel& kernel, const BufferRef& packed, DeviceMemory* out, int cha
 // ---------------------------------------------------------------------------------------------
 // The native kernels (GemmConfig::kU8S4), written once for both dialects: vectors, their loads,
 // stores and bit-casts, the nibble unpack and the byte pair products are the names of
-// KernelHelper::kBytePairProduct16 (OpenCL's int8/short16 with AVX2 built-ins, CUDA structs).
+// KernelHelper::kBytePairProduct16 (OpenCL's int8/short16 with AVX2 built-ins, CUDA structs),
+// the quad dot tile's those of KernelHelper::kByteQuadProduct16.
 
 namespace mpcaffe::libdnn::int4 {
 namespace {
@@ -94,6 +95,14 @@ bool Outer(const GemmConfig& c) { return c.algorithm == GemmConfig::Algorithm::k
 
 /// Rows of activations the dot kernel reads: M (weights B) or the one column of B (weights A).
 int ActivationRows(const GemmDesc& d) { return d.weights == WeightOperand::kB ? d.M : 1; }
+
+/// Whether the dot kernel multiplies byte quads (vw = 16: 64 k per MP_DPBUSD16) rather than
+/// byte pairs (vw = 8: 32 k per MP_MADDUBS).
+bool Quads(const GemmConfig& c) { return !Outer(c) && c.vw == 16; }
+
+/// k per block of the dot kernel's packed activation rows: half of them the block's even k,
+/// then its odd k, the order its weights' nibbles unpack in.
+int DotBlock(const GemmConfig& c) { return Quads(c) ? 64 : 32; }
 
 /// Columns of the outer kernel's packed activations: N rounded up to whole tiles.
 int PaddedColumns(const GemmDesc& d, const GemmConfig& c) {
@@ -241,13 +250,86 @@ std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
   return s.str();
 }
 
+/// The quad dot tile (vw = 16) where the device has byte quad products (vpdpbusd): per block of
+/// 64 k one 64-byte load per activation row, one 32-byte load per weight row unpacked in
+/// registers (MP_NIBBLES64_LOAD) and one MP_DPBUSD16 per pair, 4 × the k of a pair step at no
+/// 16-bit widening. gemm_int4_quads(xq, w, m0, n0, M, N, K, r) runs the whole K loop and writes
+/// the tile's sums r[i·tn + j]: a function of its own because PoCL compiles the VNNI built-in
+/// only outside the work-group function (MP_QUAD_FN).
+std::string QuadDotFunction(const GemmDesc& d, const GemmConfig& c) {
+  const bool wb = d.weights == WeightOperand::kB;
+  const int acts = wb ? c.tm : c.tn, wts = wb ? c.tn : c.tm;
+  std::ostringstream f;
+  f << "MP_QUAD_FN void gemm_int4_quads(const $global mp_u8* xq, const $global mp_u8* w, "
+    << "const int m0, const int n0, const int M, const int N, const int K, int* r) {\n";
+  f << "  const int RB = (K + 1) / 2, KB = RB / 32, KBC = (K + 63) / 64;\n";
+  for (int q = 0; q < acts; ++q)
+    f << "  const $global mp_u8* x" << q << "p = xq + "
+      << (wb ? "min(m0 + " + Str(q) + ", M - 1)" : std::string("0")) << " * KBC * 64;\n";
+  for (int q = 0; q < wts; ++q)
+    f << "  const $global mp_u8* w" << q << "p = w + min(" << (wb ? "n0" : "m0") << " + " << q
+      << ", " << (wb ? "N" : "M") << " - 1) * RB;\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j)
+      f << "  mp_i32x16 acc" << i << "_" << j << " = MP_QUAD_WORD(0);\n";
+  auto step = [&](bool last) {
+    std::ostringstream t;
+    for (int q = 0; q < acts; ++q)
+      t << "    const mp_i32x16 x" << q << " = MP_QUAD_LOAD_BYTES(x" << q << "p + 64 * blk);\n";
+    for (int q = 0; q < wts; ++q) {
+      if (last) {
+        // The row's last block may be short: its missing bytes read as 0 (weights 0).
+        t << "    mp_u8 wb" << q << "[32];\n";
+        t << "    for (int e = 0; e < 32; ++e) wb" << q << "[e] = 32 * blk + e < RB ? w" << q
+          << "p[32 * blk + e] : (mp_u8)0;\n";
+        t << "    const mp_i32x16 v" << q << " = MP_NIBBLES64_LOAD_P(wb" << q << ");\n";
+      } else {
+        t << "    const mp_i32x16 v" << q << " = MP_NIBBLES64_LOAD(w" << q << "p + 32 * blk);\n";
+      }
+    }
+    for (int i = 0; i < c.tm; ++i)
+      for (int j = 0; j < c.tn; ++j)
+        t << "    acc" << i << "_" << j << " = MP_DPBUSD16(acc" << i << "_" << j << ", x"
+          << (wb ? i : j) << ", v" << (wb ? j : i) << ");\n";
+    return t.str();
+  };
+  f << "  for (int blk = 0; blk < KB; ++blk) {\n" << step(false) << "  }\n";
+  f << "  if (KB < KBC) {\n    const int blk = KB;\n" << step(true) << "  }\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j)
+      f << "  r[" << i * c.tn + j << "] = MP_QUAD_SUM(acc" << i << "_" << j << ");\n";
+  f << "}\n";
+  return f.str();
+}
+
+/// The quad dot tile's kernel body: the tile's K loop in gemm_int4_quads, then the epilogue.
+std::string QuadDotBody(const GemmDesc& d, const GemmConfig& c) {
+  const bool wb = d.weights == WeightOperand::kB;
+  std::ostringstream s;
+  s << "const int n0 = $global_id(" << (c.mf ? 1 : 0) << ") * " << c.tn << ";\n";
+  s << "const int m0 = $global_id(" << (c.mf ? 0 : 1) << ") * " << c.tm << ";\n";
+  s << "if (n0 >= N || m0 >= M) return;\n";
+  s << "int r[" << c.tm * c.tn << "];\n";
+  s << "gemm_int4_quads((const $global mp_u8*)xq, " << (wb ? "b" : "a")
+    << ", m0, n0, M, N, K, r);\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j)
+      s << Store(d, "m0 + " + Str(i), "n0 + " + Str(j), "r[" + Str(i * c.tn + j) + "]");
+  return s.str();
+}
+
 }  // namespace
 
 std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const GemmConfig& c) {
   KernelWriter w(target, "gemm_int4");
   w.AddType("Ctype", d.out_type);
   w.UseRequant(d.type);
-  w.UseHelper(KernelHelper::kBytePairProduct16);
+  if (Quads(c)) {
+    w.UseHelper(KernelHelper::kByteQuadProduct16);
+    w.Function(QuadDotFunction(d, c));
+  } else {
+    w.UseHelper(KernelHelper::kBytePairProduct16);
+  }
   const std::string name = Gemm::KernelName(d);
   auto& k = w.Kernel(name);
   k.Value("int", "M").Value("int", "N").Value("int", "K");
@@ -261,7 +343,7 @@ std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const Ge
     k.In("int", "mult").In("int", "shift");
   k.Value("int", "x_zero").Value("int", "w_zero").Value("int", "c_zero");
   k.In("int", "xq");
-  std::string body = Outer(c) ? OuterBody(d, c) : DotBody(d, c);
+  std::string body = Outer(c) ? OuterBody(d, c) : Quads(c) ? QuadDotBody(d, c) : DotBody(d, c);
   std::string indented;
   for (size_t start = 0; start < body.size();) {
     const size_t end = body.find('\n', start);
@@ -301,17 +383,19 @@ std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const Ge
               "    }\n"
               "  }\n");
   } else {
-    // Each activation row in blocks of 32 k: 16 even k, then 16 odd k (zero past K).
+    // Each activation row in blocks of DotBlock k: its even k, then its odd k (zero past K).
+    const std::string b = Str(DotBlock(c)), h = Str(DotBlock(c) / 2);
     w.Kernel(name + "_xpack")
         .Value("int", "K")
         .Value("int", "R")
         .In("mp_u8", "x")
         .Value("int", "ld")
         .Out("mp_u8", "xq")
-        .Body("  const int RL = (K + 31) / 32 * 32;\n"
+        .Body("  const int RL = (K + " + b + " - 1) / " + b + " * " + b + ";\n" +
               "  $loop(i, R * RL) {\n"
-              "    const int r = i / RL, pos = i - r * RL, q = pos & 31;\n"
-              "    const int k = (pos - q) + (q < 16 ? 2 * q : 2 * (q - 16) + 1);\n"
+              "    const int r = i / RL, pos = i - r * RL, q = pos % " + b + ";\n" +
+              "    const int k = (pos - q) + (q < " + h + " ? 2 * q : 2 * (q - " + h +
+              ") + 1);\n" +
               "    xq[i] = k < K ? x[r * ld + k] : (mp_u8)0;\n"
               "  }\n");
   }
@@ -335,7 +419,8 @@ std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const Ge
 
 size_t PackedActivationBytes(const GemmDesc& d, const GemmConfig& c) {
   if (Outer(c)) return size_t((d.K + 31) / 32) * 8 * PaddedColumns(d, c) * 4;
-  return size_t(ActivationRows(d)) * ((d.K + 31) / 32) * 32;
+  const int block = DotBlock(c);
+  return size_t(ActivationRows(d)) * ((d.K + block - 1) / block) * block;
 }
 
 Event PackActivations(Kernel& xpack, const GemmDesc& d, const GemmConfig& c, const GemmArgs& args,

@@ -101,15 +101,24 @@ Event Gemm::Run(const GemmArgs& args, Queue* queue) {
   auto bad = [&](const std::string& what) { throw Error("GEMM " + d.ToString() + ": " + what); };
   if (!args.a || !args.b || !args.c) bad("A, B and C buffers are required");
   if (d.bias && !args.bias) bad("the description has a bias but no bias buffer was given");
-  AllocateScratch(queue);
   if (d.weight_bits == 4 && !int4::Native(d, config_)) {
-    // The int8 kernel on the weights unpacked to bytes (once per run).
+    // The int8 kernel on the weights unpacked to bytes: those ComputeWeightSums kept, or, for
+    // other weights, unpacked for this run.
     const bool wa = d.weights == WeightOperand::kA;
-    int4::Unpack(unpack_kernel_, wa ? args.a : args.b, unpacked_.get(), d.channels(), d.K, queue);
+    const BufferRef& weights = wa ? args.a : args.b;
     GemmArgs unpacked = args;
-    (wa ? unpacked.a : unpacked.b) = BufferRef(unpacked_.get(), 0);
+    BufferRef& bytes = wa ? unpacked.a : unpacked.b;
+    if (kept_unpacked_ && weights.mem == kept_from_.mem &&
+        weights.byte_offset == kept_from_.byte_offset) {
+      bytes = BufferRef(kept_unpacked_.get(), 0);
+    } else {
+      AllocateScratch(queue);
+      int4::Unpack(unpack_kernel_, weights, unpacked_.get(), d.channels(), d.K, queue);
+      bytes = BufferRef(unpacked_.get(), 0);
+    }
     return RunKernel(unpacked, queue);
   }
+  AllocateScratch(queue);
   return RunKernel(args, queue);
 }
 
@@ -163,9 +172,12 @@ Event Gemm::ComputeWeightSums(const BufferRef& weights, const BufferRef& sums, Q
   const size_t acc = TraitsOf(desc_.type).acc_bytes();
   BufferRef w = weights;
   if (desc_.weight_bits == 4 && !int4::Native(desc_, config_)) {
-    AllocateScratch(queue);
-    int4::Unpack(unpack_kernel_, weights, unpacked_.get(), desc_.channels(), desc_.K, queue);
-    w = BufferRef(unpacked_.get(), 0);
+    const size_t bytes = size_t(desc_.channels()) * desc_.K;
+    if (!kept_unpacked_) kept_unpacked_ = device_->Allocate(std::max<size_t>(1, bytes));
+    int4::Unpack(unpack_kernel_, weights, kept_unpacked_.get(), desc_.channels(), desc_.K, queue);
+    kept_from_ = weights;
+    unpacked_.reset();  // runs on these weights need no unpack buffer of their own
+    w = BufferRef(kept_unpacked_.get(), 0);
   }
   sums_kernel_.Arg(int32_t(desc_.channels())).Arg(int32_t(desc_.K));
   sums_kernel_.ArgBuffer(w.mem, w.byte_offset, SizeOf(desc_.type));

@@ -311,6 +311,16 @@ GemmArgs GemmOperands::args() const {
   return g;
 }
 
+void GemmOperands::PrepareWeights(Gemm& gemm) const {
+  const GemmDesc& d = gemm.desc();
+  if (!IsQuantized(d.type)) return;
+  gemm.ComputeWeightSums(d.weights == WeightOperand::kA ? a : b, sums).Wait();
+}
+
+void GemmOperands::PrepareWeights(BlasGemm& gemm) const {
+  if (gemm.libdnn()) PrepareWeights(*gemm.libdnn());
+}
+
 GemmQuant PlaceholderQuant(const GemmDesc& d) {
   GemmQuant q;
   const size_t n = d.per_channel ? d.channels() : 1;
@@ -364,6 +374,7 @@ GemmTuneResult Tuner::TuneGemm(const GemmDesc& desc, double give_up, size_t max_
       GemmCandidates(device_.info(), desc), max_candidates, give_up, repeats_,
       [&](const GemmConfig& c) {
         auto gemm = std::make_shared<Gemm>(device_, desc, quant, c);
+        ops.PrepareWeights(*gemm);
         return [gemm, args](int repeats) { return TimeMs([&] { return gemm->Run(args); }, repeats); };
       });
   result.stored = Store(device_, "gemm", desc.ToString(), result.best.ToString(), result.best_ms);
@@ -508,6 +519,7 @@ BlasTuneResult Tuner::TuneBlas(const GemmDesc& desc) {
   for (BlasImpl impl : {BlasImpl::kLibDNN, BlasImpl::kCLBlast, BlasImpl::kCuBLAS}) {
     if (!Available(impl, device_, desc)) continue;
     BlasGemm gemm(device_, desc, quant, impl);
+    ops.PrepareWeights(gemm);
     const double ms = Time(gemm, args);
     result.measured.emplace_back(impl, ms);
     if (ms < best) {

@@ -176,6 +176,11 @@ class ShapeRecorder {
 struct GemmOperands {
   GemmOperands(Device& device, const GemmDesc& desc);
   GemmArgs args() const;
+  /// What a layer does once per weight tensor before its runs: the weight sums of a quantized
+  /// GEMM (and the 4-bit weights unpacked, where its configuration takes the int8 kernels), so
+  /// that a timing measures the runs a layer makes. Nothing for float types or another library.
+  void PrepareWeights(BlasGemm& gemm) const;
+  void PrepareWeights(Gemm& gemm) const;
   vptr<uint8_t> a, b, c, bias, sums;
 };
 

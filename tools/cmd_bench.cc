@@ -70,6 +70,7 @@ class Bench {
     if (!libdnn::Available(impl, dev_, d)) return nullptr;
     libdnn::GemmOperands ops(dev_, d);
     BlasGemm gemm(dev_, d, libdnn::PlaceholderQuant(d), impl);
+    ops.PrepareWeights(gemm);
     const libdnn::GemmArgs args = ops.args();
     // Wall clock (libdnn::TimeMs) after a warm-up that compiles and lets PoCL specialize;
     // best of 5 under 0.1 s, of 3 under 0.5 s, slower cases once.
@@ -305,6 +306,7 @@ std::string BenchGemmModelOn(Device& dev, const std::string& model, int batch) {
   for (const GemmDesc& d : gemms) {
     libdnn::GemmOperands ops(dev, d);
     BlasGemm gemm(dev, d, libdnn::PlaceholderQuant(d), BlasImpl::kLibDNN);
+    ops.PrepareWeights(gemm);
     lines.push_back({"gemm " + d.ToString(), tuner.Time(gemm, ops.args()), time_clblast(d)});
   }
   for (const libdnn::ConvDesc& c : convs) {

@@ -350,16 +350,16 @@ TEST(CudaCandidates, ByteQuadTilesCompileWithDp4a) {
 // The 4-bit weight (int8w4) byte-pair kernels (GemmConfig::kU8S4, KernelHelper::
 // kBytePairProduct16's CUDA structs) in every layout that changes their text: the outer product
 // (weights unpacked in the kernel) with its activations packed from B rows or from a transposed
-// B, and the dot product along K with weights A (matrix × vector) or weights B (the inner
-// product). Each such shape of the CUDA candidates compiles as compute_75 PTX holding the GEMM,
-// _xpack and _wsum entries; the first also as sm_80 cubin.
+// B, and the dot product along K, in byte pairs and in byte quads, with weights A (matrix ×
+// vector) or weights B (the inner product). Each such shape of the CUDA candidates compiles as
+// compute_75 PTX holding the GEMM, _xpack and _wsum entries; the first also as sm_80 cubin.
 TEST(CudaCandidates, EveryInt4CandidateShapeCompiles) {
   const DeviceInfo gpu = CudaGpu();
   struct Layout {
     int m, n;
     bool trans_b, weights_b;
   };
-  std::set<std::tuple<int, bool, bool>> seen;  // (algorithm, trans_b, weights B)
+  std::set<std::tuple<int, int, bool, bool>> seen;  // (algorithm, vw, trans_b, weights B)
   int native = 0, compiles = 0;
   const auto start = std::chrono::steady_clock::now();
   for (const Layout& l : {Layout{64, 45, false, false}, Layout{64, 45, true, false},
@@ -376,10 +376,13 @@ TEST(CudaCandidates, EveryInt4CandidateShapeCompiles) {
       if (!int4::Native(d, c)) continue;
       ++native, ++layout_native;
       ASSERT_TRUE(c.Supports(d, Backend::kCuda)) << c.ToString();
-      if (!seen.insert({int(c.algorithm), l.trans_b, l.weights_b}).second) continue;
+      if (!seen.insert({int(c.algorithm), c.vw, l.trans_b, l.weights_b}).second) continue;
       const std::string what = d.ToString() + " " + c.ToString();
       const std::string name = Gemm::KernelName(d);
-      EXPECT_NE(Gemm::Source(KernelTarget::Cuda(80), d, c).find("MP_MADDUBS("), std::string::npos)
+      // Byte pairs, or byte quads in the dot tile of vw 16 (dp4a per lane).
+      EXPECT_NE(Gemm::Source(KernelTarget::Cuda(80), d, c).find(c.vw == 16 ? "MP_DPBUSD16("
+                                                                            : "MP_MADDUBS("),
+                std::string::npos)
           << what;
       std::vector<std::string> archs = {cuda::OldestPtxArch()};
       if (compiles == 0) archs.push_back("sm_80");
@@ -404,9 +407,10 @@ TEST(CudaCandidates, EveryInt4CandidateShapeCompiles) {
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("int8w4 byte pairs: %d CUDA candidates, %zu kernel shapes, %d compiles (PTX, one "
-              "sm_80 cubin) in %.1f s\n", native, seen.size(), compiles, seconds);
-  EXPECT_EQ(seen.size(), 4u) << "outer: B rows, transposed B; dot: weights A and B";
+  std::printf("int8w4 byte pairs and quads: %d CUDA candidates, %zu kernel shapes, %d compiles "
+              "(PTX, one sm_80 cubin) in %.1f s\n", native, seen.size(), compiles, seconds);
+  EXPECT_EQ(seen.size(), 6u)
+      << "outer: B rows, transposed B; dot: weights A and B, each in pairs and in quads";
 }
 
 #else

@@ -75,16 +75,23 @@ TEST(DefaultsTables, GemmDefaultsPerDeviceClass) {
   fc6_2.M = 2;
   EXPECT_EQ(config(gpu, fc6_2), "dot tm=2 tn=2 vw=1 wg=64 ku=1 mf=0 kp=1 lm=0");
   // 4-bit weights: their own kernel on a compiler with byte pair products; the outer tile on
-  // one without (Intel's runtime) only while the activation columns are at most 4 × the rows.
+  // one without (Intel's runtime) only while the activation columns are at most 4 × the rows,
+  // the dot tile there never.
   GemmDesc w4 = conv1q;
   w4.weight_bits = 4, w4.weights_signed = true, w4.weight_zero = false;
   EXPECT_EQ(config(cpu, w4), "outer tm=4 tn=4 vw=8 wg=1 ku=1 mf=1 kp=8 lm=0");
   DeviceInfo no_pairs = cpu;
   no_pairs.byte_pair_products = false;
   EXPECT_EQ(config(no_pairs, w4), "outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=1 kp=2 lm=0");
+  // Matrix × vector (the dot tile): 4 weight rows against the one column, in byte quads where
+  // the device runs them, byte pairs where it makes them one instruction, else the int8 tile.
   GemmDesc mv = Shape(DataType::kInt8Q, 4096, 1, 9216, false, WeightOperand::kA);
   mv.weight_bits = 4, mv.weights_signed = true, mv.weight_zero = false;
-  EXPECT_EQ(config(no_pairs, mv), "dot tm=1 tn=1 vw=8 wg=1 ku=1 mf=0 kp=8 lm=0");
+  DeviceInfo quads = cpu;
+  quads.byte_quad_products_in_helper = true;
+  EXPECT_EQ(config(quads, mv), "dot tm=4 tn=1 vw=16 wg=1 ku=1 mf=0 kp=8 lm=0");
+  EXPECT_EQ(config(cpu, mv), "dot tm=4 tn=1 vw=8 wg=1 ku=1 mf=0 kp=8 lm=0");
+  EXPECT_EQ(config(no_pairs, mv), "dot tm=4 tn=1 vw=8 wg=1 ku=1 mf=0 kp=2 lm=0");
 }
 
 TEST(DefaultsTables, LaunchDefaultsPerDeviceClass) {

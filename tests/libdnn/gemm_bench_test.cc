@@ -37,6 +37,7 @@ std::vector<std::vector<double>> TimeRounds(Device& dev, const GemmDesc& d,
   for (const GemmConfig& c : configs) gemms.emplace_back(dev, d, quant, c);
   std::vector<std::vector<double>> ms(gemms.size());
   for (Gemm& g : gemms) {
+    ops.PrepareWeights(g);
     g.Run(ops.args()).Wait();
     if (native_dot4) native_dot4->push_back(g.native_dot4());
   }

@@ -173,9 +173,11 @@ TEST(GemmConfigTest, FourBitWeightsKeepTheirKernelWhereWeightsDominateTheBytes) 
   // DefaultGemmConfig's Int4KernelPays on CPUs: the 4-bit kernels (kp = 8) where the weights
   // are most of the bytes, else the int8 kernels on the unpacked weights; the outer tile keeps
   // 4 bits up to 4 × more activation columns than weight rows on a compiler without byte pair
-  // products, and for any shape on one with them.
-  DeviceInfo pairs, no_pairs;
+  // products, and for any shape on one with them; the dot tile only on a compiler with byte
+  // pair products (vw 8) or byte quads (vw 16).
+  DeviceInfo pairs, no_pairs, quads;
   no_pairs.byte_pair_products = false;
+  quads.byte_quad_products_in_helper = true;
   auto desc = [](int m, int n, int k, WeightOperand w) {
     GemmDesc d;
     d.type = d.out_type = DataType::kInt8Q;
@@ -191,11 +193,22 @@ TEST(GemmConfigTest, FourBitWeightsKeepTheirKernelWhereWeightsDominateTheBytes) 
   const GemmDesc hidden = desc(10000, 30, 784, WeightOperand::kB);  // the 784-30-10 net
   const GemmDesc conv1 = desc(96, 3025, 363, WeightOperand::kA);
   const GemmDesc conv2 = desc(256, 729, 1200, WeightOperand::kA);
-  for (const DeviceInfo* info : {&pairs, &no_pairs}) {
-    EXPECT_EQ(DefaultGemmConfig(*info, fc_b1).kp, GemmConfig::kU8S4);
+  EXPECT_EQ(DefaultGemmConfig(pairs, fc_b1).ToString(),
+            "dot tm=1 tn=8 vw=8 wg=1 ku=1 mf=0 kp=8 lm=0");
+  EXPECT_EQ(DefaultGemmConfig(quads, fc_b1).ToString(),
+            "dot tm=1 tn=4 vw=16 wg=1 ku=1 mf=0 kp=8 lm=0");
+  EXPECT_EQ(DefaultGemmConfig(no_pairs, fc_b1).kp, GemmConfig::kPairs);
+  GemmDesc fc_b10 = fc_b1;
+  fc_b10.M = 10;
+  EXPECT_EQ(DefaultGemmConfig(pairs, fc_b10).ToString(),
+            "dot tm=4 tn=2 vw=8 wg=1 ku=1 mf=0 kp=8 lm=0");
+  EXPECT_EQ(DefaultGemmConfig(quads, fc_b10).ToString(),
+            "dot tm=4 tn=2 vw=16 wg=1 ku=1 mf=0 kp=8 lm=0");
+  for (const DeviceInfo* info : {&pairs, &no_pairs, &quads}) {
     EXPECT_EQ(DefaultGemmConfig(*info, conv2).kp, GemmConfig::kU8S4);
     const GemmConfig h = DefaultGemmConfig(*info, hidden);
-    EXPECT_EQ(h.kp, GemmConfig::kPairs) << h.ToString();
+    // The int8 tile: pairs, or quads where the device has them.
+    EXPECT_EQ(h.kp, info == &quads ? GemmConfig::kDot4 : GemmConfig::kPairs) << h.ToString();
     EXPECT_EQ(h.algorithm, GemmConfig::Algorithm::kDot) << h.ToString();
   }
   EXPECT_EQ(DefaultGemmConfig(pairs, conv1).kp, GemmConfig::kU8S4);

@@ -269,6 +269,84 @@ TEST(GemmInt4, WeightsAWithTransposedActivations) {
   }
 }
 
+// The int8 kernels on 4-bit weights: ComputeWeightSums unpacks its weights once and the runs on
+// that buffer take the kept bytes; a run on other weights unpacks those (both exact).
+TEST(GemmInt4, Int8KernelsKeepTheUnpackedWeightsOfTheirBuffer) {
+  Device& dev = DefaultDevice();
+  const GemmDesc d = Desc4(5, 37, 301, WeightOperand::kB, 0);
+  GemmConfig int8_tile;
+  int8_tile.algorithm = GemmConfig::Algorithm::kDot;
+  int8_tile.tm = 4, int8_tile.tn = 2, int8_tile.vw = 8, int8_tile.wg = 1;
+  int8_tile.kp = GemmConfig::kPairs;
+  ASSERT_TRUE(int8_tile.Supports(d, dev.backend()));
+  const Problem4 p1 = Make(d, 41), p2 = Make(d, 43);
+  auto upload = [&](const std::vector<uint8_t>& bytes) {
+    vptr<uint8_t> buf = dev.Alloc<uint8_t>(std::max<size_t>(bytes.size(), 4));
+    dev.Write(buf, bytes.data(), bytes.size());
+    return buf;
+  };
+  auto as_bytes = [](const auto& v) {
+    const auto* b = reinterpret_cast<const uint8_t*>(v.data());
+    return std::vector<uint8_t>(b, b + v.size() * sizeof(v[0]));
+  };
+  Gemm gemm(dev, d, p1.quant, int8_tile);
+  const vptr<uint8_t> w1 = upload(as_bytes(p1.w4)), w2 = upload(as_bytes(p2.w4));
+  const vptr<uint8_t> s1 = dev.Alloc<uint8_t>(size_t(d.N) * 4);
+  gemm.ComputeWeightSums(w1, s1);
+  std::vector<int32_t> sums2(d.N);
+  WeightSumsReference(d, p2.w4.data(), sums2.data());
+  const vptr<uint8_t> s2 = upload(as_bytes(sums2));
+  const vptr<uint8_t> x = upload(as_bytes(p1.act)), bias = upload(as_bytes(p1.bias));
+  for (const auto& [w, sums, p] : {std::tuple{w1, s1, &p1}, {w2, s2, &p2}, {w1, s1, &p1}}) {
+    Bytes out = OutputBytes(d);
+    const vptr<uint8_t> c = upload(out);
+    GemmArgs args;
+    args.a = x, args.b = w, args.c = c, args.bias = bias, args.weight_sums = sums;
+    gemm.Run(args).Wait();
+    dev.Read(c, out.data(), out.size());
+    Problem4 q = p1;  // these weights with p1's activations, bias and quantization
+    q.w4 = p->w4, q.w8 = p->w8;
+    EXPECT_EQ(Mismatches(out, Reference(q, true)), 0u);
+  }
+}
+
+// The quad dot tiles (vw = 16: 64 k per byte quad product, the weights' 32 bytes of a block
+// unpacked in registers) against the reference on this device, in the form its compiler takes
+// (vpdpbusd where it runs VNNI in a helper, else the portable quads) and in the portable form:
+// K of whole blocks, of a short last block and odd, extreme and random values, weights B with
+// one and several activation rows (edge tiles in M and N) and weights A with one column.
+void CheckQuadDotTiles(Device& dev) {
+  struct Case {
+    int M, N, K;
+    WeightOperand w;
+    int variant, tm, tn;
+  };
+  const std::vector<Case> cases = {{1, 7, 301, WeightOperand::kB, 0, 1, 4},
+                                   {6, 5, 128, WeightOperand::kB, 2, 4, 2},
+                                   {3, 9, 77, WeightOperand::kB, 1, 4, 2},
+                                   {9, 1, 301, WeightOperand::kA, 0, 4, 1}};
+  for (const Case& t : cases) {
+    const GemmDesc d = Desc4(t.M, t.N, t.K, t.w, t.variant);
+    GemmConfig c;
+    c.algorithm = GemmConfig::Algorithm::kDot;
+    c.tm = t.tm, c.tn = t.tn, c.vw = 16, c.wg = 1, c.kp = GemmConfig::kU8S4;
+    ASSERT_TRUE(c.Supports(d, dev.backend())) << d.ToString() << " " << c.ToString();
+    SCOPED_TRACE(d.ToString() + " config " + c.ToString());
+    for (bool extreme : {false, true}) {
+      const Problem4 p = Make(d, 31 + t.K, extreme);
+      EXPECT_EQ(Mismatches(RunGemm(dev, d, p, &c), Reference(p, true)), 0u);
+    }
+  }
+}
+
+TEST(GemmInt4, QuadDotTilesMatchTheReference) { CheckQuadDotTiles(DefaultDevice()); }
+
+TEST(GemmInt4, PortableQuadDotTilesMatchTheReference) {
+  Device& dev = DefaultDevice();
+  MPCAFFE_RUN_IN_PORTABLE_FORMS(dev);
+  CheckQuadDotTiles(dev);
+}
+
 // The byte pair products in their portable form (MPCAFFE_ISA=generic: KernelTarget::helper_forms
 // kPortable, the form of every compiler that targets no x86), on this device whatever its
 // compiler targets: both layouts, each byte-pair algorithm, extreme values over a K of many
@@ -344,19 +422,22 @@ TEST(GemmInt4, DescriptionsTheFormatCannotServeAreRejected) {
 namespace mpcaffe::libdnn {
 namespace {
 
-/// Side-by-side timing on the five AlexNet shapes of `mpcaffe bench gemm` (weights A, B K×N):
-/// int8 (unsigned weights with a zero point, the bench's int8) against int8w4, alternating,
-/// medians of GEMM_INT4_ROUNDS (default 5) rounds; GEMM_INT4_SHAPES=i,j (0-7) times only those
+/// Side-by-side timing on AlexNet's shapes (`mpcaffe bench gemm`'s five, weights A, B K×N; then
+/// its inner products): int8 (unsigned weights with a zero point, the bench's int8) against
+/// int8w4, alternating,
+/// medians of GEMM_INT4_ROUNDS (default 5) rounds; GEMM_INT4_SHAPES=i,j (0-9) times only those
 /// shapes. Run by hand:
 ///   MPCAFFE_DEVICE=1 build/bin/test_libdnn --gtest_also_run_disabled_tests
 ///     --gtest_filter=GemmInt4Bench.DISABLED_AlexNetShapes  (one command line)
 TEST(GemmInt4Bench, DISABLED_AlexNetShapes) {
   Device& dev = DefaultDevice();
   const int rounds = std::getenv("GEMM_INT4_ROUNDS") ? std::atoi(std::getenv("GEMM_INT4_ROUNDS")) : 5;
-  // 5-7: AlexNet's inner products at batch 1 as the net runs them (weights B, transposed).
+  // 5-7: AlexNet's inner products at batch 1 as the net runs them (weights B, transposed);
+  // 8-9: fc6 at batch 10 and fc7 at batch 4.
   const std::vector<Shape> shapes = {{96, 3025, 363}, {256, 729, 1200}, {384, 169, 2304},
                                      {4096, 64, 9216}, {4096, 1, 9216}, {1, 4096, 9216},
-                                     {1, 4096, 4096},  {1, 1000, 4096}};
+                                     {1, 4096, 4096},  {1, 1000, 4096}, {10, 4096, 9216},
+                                     {4, 4096, 4096}};
   std::vector<bool> wanted(shapes.size(), !std::getenv("GEMM_INT4_SHAPES"));
   if (const char* only = std::getenv("GEMM_INT4_SHAPES"))
     for (const char* p = only; *p; ++p)
@@ -378,6 +459,8 @@ TEST(GemmInt4Bench, DISABLED_AlexNetShapes) {
     d4.weight_bits = 4;
     GemmOperands o8(dev, d8), o4(dev, d4);
     Gemm g8(dev, d8, PlaceholderQuant(d8)), g4(dev, d4, PlaceholderQuant(d4));
+    o8.PrepareWeights(g8);
+    o4.PrepareWeights(g4);
     std::vector<double> t8, t4;
     TimeMs([&] { return g8.Run(o8.args()); }, 1);
     TimeMs([&] { return g4.Run(o4.args()); }, 1);
@@ -402,6 +485,7 @@ TEST(GemmInt4Bench, DISABLED_AlexNetShapes) {
         if (c.kp != GemmConfig::kU8S4) continue;
         configs.push_back(c);
         gemms.push_back(std::make_unique<Gemm>(dev, d4, PlaceholderQuant(d4), c));
+        o4.PrepareWeights(*gemms.back());
         TimeMs([&] { return gemms.back()->Run(o4.args()); }, 1);
       }
       std::vector<std::vector<double>> times(gemms.size());
