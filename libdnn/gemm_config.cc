@@ -100,6 +100,9 @@ bool Int4Dot(const TargetProfile& p, const GemmDesc& d, bool quads) {
 }
 /// The dot product along K is the default form: matrix × vector and K-contiguous operands.
 bool DotForm(const GemmDesc& d) { return DotLayout(d) && (d.N <= 4 || d.trans_b); }
+/// A K below 64 with many rows and columns (an output layer at a batch): the dot form's vectors
+/// along K barely fill there.
+bool ShortK(const GemmDesc& d) { return d.K < 64 && d.M >= 8 && d.N > 4; }
 bool Int8(const GemmDesc& d) { return d.type == DataType::kInt8Q; }
 /// One activation row against weight rows B: a batch-1 inner product, where a taller tile would
 /// only repeat the one row's loads and products.
@@ -161,6 +164,14 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       "2026-12-02: the best pair tile or within 16% of it on 1x4096x9216 (1x8), 10x4096x9216 "
       "and 4x4096x4096 (4x2), against tm=1 tn=1 and tm=2 tn=2; 4096x1x9216 (4x1) on PoCL at "
       "AVX-512 only";
+  static const char* const kCpuShortK =
+      "the 784-30-10 net's output layer (10000x10x30) in mpcaffe time, MPCAFFE_KERNEL_CONFIG "
+      "forcing the dot default against this tile, 3 alternating rounds, Xeon, 2026-12-02, ms: "
+      "fp32 PoCL 0.36-0.39 -> 0.23-0.28, Intel's runtime 0.37-0.43 -> 0.21-0.22; int8 Intel's "
+      "runtime 0.59-0.60 -> 0.44-0.48 (PoCL's byte quads 0.56-0.59 -> 0.57-0.62: kept); at AVX2 "
+      "(MPCAFFE_ISA=avx2) fp32 PoCL 0.36 -> 0.29-0.33, Intel's 0.35 -> 0.19-0.22, int8 PoCL "
+      "0.74-0.78 -> 0.63-0.64, Intel's 0.49-0.54 -> 0.38-0.40; fp16 and int16 lost on PoCL "
+      "(0.5 -> 0.8, 0.53 -> 1.13): kept";
   static const char* const kCpuDot =
       "the int8 tile: MPCAFFE_KERNEL_CONFIG='gemm:dot tm=4 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1' (and "
       "kp=2) mpcaffe time --model <784-30-10 net, int8> --synthetic --iterations 10, both CPU "
@@ -229,6 +240,12 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       {"OpenCL CPU runtime, 4-bit weights A that pay",
        [](P p, D d) { return Int4Own(p, d) && d.weights == WeightOperand::kA; },
        Tile(kOuterTile, 4, 4, 8, 1, 0, kU8S4), kInt4Bench},
+      {"OpenCL CPU runtime, fp32, K below 64, M >= 8, N > 4",
+       [](P p, D d) { return p.cpu_vectors && d.type == DataType::kFloat32 && ShortK(d); },
+       Tile(kOuterTile, 6, 2, 8, 1, 0), kCpuShortK},
+      {"OpenCL CPU runtime without byte quads, int8q, K below 64, M >= 8, N > 4",
+       [](P p, D d) { return p.cpu_vectors && !p.byte_quad_products && Int8(d) && ShortK(d); },
+       Tile(kOuterTile, 6, 2, 8, 1, 0, kPairs), kCpuShortK},
       {"OpenCL CPU runtime with byte quads, dot form, int8q, one activation row",
        [](P p, D d) {
          return p.cpu_vectors && p.byte_quad_products && DotForm(d) && Int8(d) &&

@@ -17,6 +17,7 @@
 
 #include "codegen/kernel_writer.h"
 #include "codegen/vector_words.h"
+#include "libdnn/gemm_config.h"
 #include "libdnn/gemm_internal.h"
 #include "libdnn/tuner.h"
 #include "quant/fixed_point.h"
@@ -175,9 +176,13 @@ TEST(GemmConfigTest, FourBitWeightsKeepTheirKernelWhereWeightsDominateTheBytes) 
   // 4 bits up to 4 × more activation columns than weight rows on a compiler without byte pair
   // products, and for any shape on one with them; the dot tile only on a compiler with byte
   // pair products (vw 8) or byte quads (vw 16).
-  DeviceInfo pairs, no_pairs, quads;
+  DeviceInfo pairs, no_pairs;
   no_pairs.byte_pair_products = false;
-  quads.byte_quad_products_in_helper = true;
+  TargetProfile quads = TargetProfile::Of(pairs);  // VNNI in a helper, whatever this host has
+  quads.byte_quad_products = true;
+  auto quad_default = [&quads](const GemmDesc& d) {
+    return DefaultRowFor(GemmDefaults(), "gemm", quads, d).config;
+  };
   auto desc = [](int m, int n, int k, WeightOperand w) {
     GemmDesc d;
     d.type = d.out_type = DataType::kInt8Q;
@@ -195,24 +200,55 @@ TEST(GemmConfigTest, FourBitWeightsKeepTheirKernelWhereWeightsDominateTheBytes) 
   const GemmDesc conv2 = desc(256, 729, 1200, WeightOperand::kA);
   EXPECT_EQ(DefaultGemmConfig(pairs, fc_b1).ToString(),
             "dot tm=1 tn=8 vw=8 wg=1 ku=1 mf=0 kp=8 lm=0");
-  EXPECT_EQ(DefaultGemmConfig(quads, fc_b1).ToString(),
+  EXPECT_EQ(quad_default(fc_b1).ToString(),
             "dot tm=1 tn=4 vw=16 wg=1 ku=1 mf=0 kp=8 lm=0");
   EXPECT_EQ(DefaultGemmConfig(no_pairs, fc_b1).kp, GemmConfig::kPairs);
   GemmDesc fc_b10 = fc_b1;
   fc_b10.M = 10;
   EXPECT_EQ(DefaultGemmConfig(pairs, fc_b10).ToString(),
             "dot tm=4 tn=2 vw=8 wg=1 ku=1 mf=0 kp=8 lm=0");
-  EXPECT_EQ(DefaultGemmConfig(quads, fc_b10).ToString(),
+  EXPECT_EQ(quad_default(fc_b10).ToString(),
             "dot tm=4 tn=2 vw=16 wg=1 ku=1 mf=0 kp=8 lm=0");
-  for (const DeviceInfo* info : {&pairs, &no_pairs, &quads}) {
+  for (const DeviceInfo* info : {&pairs, &no_pairs}) {
     EXPECT_EQ(DefaultGemmConfig(*info, conv2).kp, GemmConfig::kU8S4);
     const GemmConfig h = DefaultGemmConfig(*info, hidden);
-    // The int8 tile: pairs, or quads where the device has them.
-    EXPECT_EQ(h.kp, info == &quads ? GemmConfig::kDot4 : GemmConfig::kPairs) << h.ToString();
+    EXPECT_EQ(h.kp, GemmConfig::kPairs) << h.ToString();
     EXPECT_EQ(h.algorithm, GemmConfig::Algorithm::kDot) << h.ToString();
   }
+  EXPECT_EQ(quad_default(conv2).kp, GemmConfig::kU8S4);
+  EXPECT_EQ(quad_default(hidden).ToString(), "dot tm=4 tn=2 vw=16 wg=1 ku=1 mf=0 kp=4 lm=0")
+      << "the int8 quad tile";
   EXPECT_EQ(DefaultGemmConfig(pairs, conv1).kp, GemmConfig::kU8S4);
   EXPECT_EQ(DefaultGemmConfig(no_pairs, conv1).kp, GemmConfig::kPairs);
+}
+
+TEST(GemmConfigTest, ShortKAtABatchTakesTheOuterTile) {
+  // An inner product whose K is below 64 at a batch (the 784-30-10 net's output layer,
+  // 10000 × 10 × 30): the outer tile on OpenCL CPUs in fp32, and in int8 where the device has no
+  // byte quads; with them int8 keeps its quad dot tile, and a K of 64 the dot form.
+  DeviceInfo cpu;
+  GemmDesc out;
+  out.type = out.out_type = DataType::kFloat32;
+  out.M = 10000, out.N = 10, out.K = 30;
+  out.trans_b = true;
+  EXPECT_EQ(DefaultGemmConfig(cpu, out).ToString(),
+            "outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0");
+  GemmDesc out8 = out;
+  out8.type = out8.out_type = DataType::kInt8Q;
+  EXPECT_EQ(DefaultGemmConfig(cpu, out8).ToString(),
+            "outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=0 kp=2 lm=0");
+  TargetProfile quads = TargetProfile::Of(cpu);
+  quads.byte_quad_products = true;
+  EXPECT_EQ(DefaultRowFor(GemmDefaults(), "gemm", quads, out8).config.algorithm,
+            GemmConfig::Algorithm::kDot);
+  GemmDesc k64 = out;
+  k64.K = 64;
+  EXPECT_EQ(DefaultGemmConfig(cpu, k64).algorithm, GemmConfig::Algorithm::kDot);
+  GemmDesc one_row = out;
+  one_row.M = 1;
+  EXPECT_EQ(DefaultGemmConfig(cpu, one_row).algorithm, GemmConfig::Algorithm::kDot);
+  for (const GemmDesc& d : {out, out8})
+    EXPECT_TRUE(DefaultGemmConfig(cpu, d).Supports(d, Backend::kOpenCL)) << d.ToString();
 }
 
 TEST(GemmConfigTest, OneActivationRowTakesOneRowTiles) {
