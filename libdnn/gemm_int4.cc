@@ -1,6 +1,7 @@
 // libdnn/gemm_int4.cc — GEMMs with 4-bit weights (GemmDesc::weight_bits = 4): the description's
 // checks, the weight operand's size, and the kernel that unpacks the nibbles to int8 for the
 // int8 kernels (the exact fallback every path has).
+#include <functional>
 #include <sstream>
 #include <string>
 
@@ -191,45 +192,89 @@ std::string OuterBody(const GemmDesc& d, const GemmConfig& c) {
   return s.str();
 }
 
-/// Dot products along K: 32 k per vector, the activation rows permuted by the pack kernel to
-/// the order the nibbles unpack in (16 even k, then 16 odd k of each block of 32).
-std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
+/// What the pair (vw = 8) and quad (vw = 16) dot tiles spell differently: k per block, the word,
+/// the packed activations' pointer and one block's load, and the weight block's unpack.
+struct DotWords {
+  int block;           // k per block: 32 (pairs) or 64 (quads)
+  const char* word;    // mp_i32x8 or mp_i32x16
+  const char* x_type;  // element type of the packed activation pointer
+  int x_step;          // its advance per block
+  const char* x_load;  // one block of an activation row
+  const char* unpack;  // one block of a weight row, its nibbles sign-extended to bytes
+  const char* unpack_private;  // the same from a private copy
+};
+const DotWords kPairWords = {32, "mp_i32x8", "int", 8, "MP_I32X8_LOAD", "MP_NIBBLES32_LOAD",
+                             "MP_NIBBLES32_LOAD"};
+const DotWords kQuadWords = {64, "mp_i32x16", "mp_u8", 64, "MP_QUAD_LOAD_BYTES",
+                             "MP_NIBBLES64_LOAD", "MP_NIBBLES64_LOAD_P"};
+
+/// Declarations of a dot tile's K loop: RB (packed bytes per weight row), KB (whole blocks of
+/// weight bytes) and KBC (blocks), the activation rows' pointers x<q>p into `xq` and the weight
+/// rows' w<q>p into `weights` (activation rows: m with weights B, the one column with weights A;
+/// weight rows: n or m), each line after `indent`.
+std::string DotPointers(const GemmDesc& d, const GemmConfig& c, const DotWords& w,
+                        const std::string& weights, const std::string& indent) {
   const bool wb = d.weights == WeightOperand::kB;
+  const int acts = wb ? c.tm : c.tn, wts = wb ? c.tn : c.tm;
+  std::ostringstream s;
+  s << indent << "const int RB = (K + 1) / 2, KB = RB / " << w.block / 2 << ", KBC = (K + "
+    << w.block - 1 << ") / " << w.block << ";\n";
+  for (int q = 0; q < acts; ++q)
+    s << indent << "const $global " << w.x_type << "* x" << q << "p = xq + "
+      << (wb ? "min(m0 + " + Str(q) + ", M - 1)" : std::string("0")) << " * KBC * " << w.x_step
+      << ";\n";
+  for (int q = 0; q < wts; ++q)
+    s << indent << "const $global mp_u8* w" << q << "p = " << weights << " + min("
+      << (wb ? "n0" : "m0") << " + " << q << ", " << (wb ? "N" : "M") << " - 1) * RB;\n";
+  return s.str();
+}
+
+/// One block `blk` of a dot tile: the activation words x<q>, the weight words v<q> (`last`: the
+/// row's last block, which may be short: its missing bytes read as 0, weights 0), then
+/// product(i, j, x, v) for each element of the tile; each line after `indent`.
+std::string DotStep(const GemmDesc& d, const GemmConfig& c, const DotWords& w, bool last,
+                    const std::string& indent,
+                    const std::function<std::string(int, int, const std::string&,
+                                                    const std::string&)>& product) {
+  const bool wb = d.weights == WeightOperand::kB;
+  const int acts = wb ? c.tm : c.tn, wts = wb ? c.tn : c.tm, bytes = w.block / 2;
+  std::ostringstream t;
+  for (int q = 0; q < acts; ++q)
+    t << indent << "const " << w.word << " x" << q << " = " << w.x_load << "(x" << q << "p + "
+      << w.x_step << " * blk);\n";
+  for (int q = 0; q < wts; ++q) {
+    if (last) {
+      t << indent << "mp_u8 wb" << q << "[" << bytes << "];\n";
+      t << indent << "for (int e = 0; e < " << bytes << "; ++e) wb" << q << "[e] = " << bytes
+        << " * blk + e < RB ? w" << q << "p[" << bytes << " * blk + e] : (mp_u8)0;\n";
+      t << indent << "const " << w.word << " v" << q << " = " << w.unpack_private << "(wb" << q
+        << ");\n";
+    } else {
+      t << indent << "const " << w.word << " v" << q << " = " << w.unpack << "(w" << q << "p + "
+        << bytes << " * blk);\n";
+    }
+  }
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j)
+      t << indent << product(i, j, "x" + Str(wb ? i : j), "v" + Str(wb ? j : i)) << "\n";
+  return t.str();
+}
+
+/// Dot products along K in byte pairs: 32 k per vector, the activation rows permuted by the pack
+/// kernel to the order the nibbles unpack in (16 even k, then 16 odd k of each block of 32).
+std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
   std::ostringstream s;
   s << "const int n0 = $global_id(" << (c.mf ? 1 : 0) << ") * " << c.tn << ";\n";
   s << "const int m0 = $global_id(" << (c.mf ? 0 : 1) << ") * " << c.tm << ";\n";
   s << "if (n0 >= N || m0 >= M) return;\n";
-  s << "const int RB = (K + 1) / 2, KB = K / 32, KBC = (K + 31) / 32;\n";
-  // Activation rows: m (weights B) or the one column (weights A); weight rows: n or m.
-  const int acts = wb ? c.tm : c.tn, wts = wb ? c.tn : c.tm;
-  for (int q = 0; q < acts; ++q)
-    s << "const $global int* x" << q << "p = xq + "
-      << (wb ? "min(m0 + " + Str(q) + ", M - 1)" : std::string("0")) << " * KBC * 8;\n";
-  for (int q = 0; q < wts; ++q)
-    s << "const $global mp_u8* w" << q << "p = " << (wb ? "b" : "a") << " + min("
-      << (wb ? "n0" : "m0") << " + " << q << ", " << (wb ? "N" : "M") << " - 1) * RB;\n";
+  s << DotPointers(d, c, kPairWords, d.weights == WeightOperand::kB ? "b" : "a", "");
   for (int i = 0; i < c.tm; ++i)
     for (int j = 0; j < c.tn; ++j) s << "mp_i32x8 acc" << i << "_" << j << " = (mp_i32x8)(0);\n";
   auto step = [&](bool last) {
-    std::ostringstream t;
-    for (int q = 0; q < acts; ++q)
-      t << "  const mp_i32x8 x" << q << " = MP_I32X8_LOAD(x" << q << "p + 8 * blk);\n";
-    for (int q = 0; q < wts; ++q) {
-      if (last) {
-        // The row's last block may be short: its missing bytes read as 0.
-        t << "  mp_u8 wb" << q << "[16];\n";
-        t << "  for (int e = 0; e < 16; ++e) wb" << q << "[e] = 16 * blk + e < RB ? w" << q
-          << "p[16 * blk + e] : (mp_u8)0;\n";
-        t << "  const mp_i32x8 v" << q << " = MP_NIBBLES32_LOAD(wb" << q << ");\n";
-      } else {
-        t << "  const mp_i32x8 v" << q << " = MP_NIBBLES32_LOAD(w" << q << "p + 16 * blk);\n";
-      }
-    }
-    for (int i = 0; i < c.tm; ++i)
-      for (int j = 0; j < c.tn; ++j)
-        t << "  p" << i << "_" << j << " += MP_MADDUBS(x" << (wb ? i : j) << ", v"
-          << (wb ? j : i) << ");\n";
-    return t.str();
+    return DotStep(d, c, kPairWords, last, "    ",
+                   [](int i, int j, const std::string& x, const std::string& v) {
+                     return "p" + Str(i) + "_" + Str(j) + " += MP_MADDUBS(" + x + ", " + v + ");";
+                   });
   };
   s << "for (int kb = 0; kb < KBC; kb += " << kSteps16 << ") {\n";
   s << "  const int ke = min(kb + " << kSteps16 << ", KB);\n";
@@ -257,41 +302,19 @@ std::string DotBody(const GemmDesc& d, const GemmConfig& c) {
 /// the tile's sums r[i·tn + j]: a function of its own because PoCL compiles the VNNI built-in
 /// only outside the work-group function (MP_QUAD_FN).
 std::string QuadDotFunction(const GemmDesc& d, const GemmConfig& c) {
-  const bool wb = d.weights == WeightOperand::kB;
-  const int acts = wb ? c.tm : c.tn, wts = wb ? c.tn : c.tm;
   std::ostringstream f;
   f << "MP_QUAD_FN void gemm_int4_quads(const $global mp_u8* xq, const $global mp_u8* w, "
     << "const int m0, const int n0, const int M, const int N, const int K, int* r) {\n";
-  f << "  const int RB = (K + 1) / 2, KB = RB / 32, KBC = (K + 63) / 64;\n";
-  for (int q = 0; q < acts; ++q)
-    f << "  const $global mp_u8* x" << q << "p = xq + "
-      << (wb ? "min(m0 + " + Str(q) + ", M - 1)" : std::string("0")) << " * KBC * 64;\n";
-  for (int q = 0; q < wts; ++q)
-    f << "  const $global mp_u8* w" << q << "p = w + min(" << (wb ? "n0" : "m0") << " + " << q
-      << ", " << (wb ? "N" : "M") << " - 1) * RB;\n";
+  f << DotPointers(d, c, kQuadWords, "w", "  ");
   for (int i = 0; i < c.tm; ++i)
     for (int j = 0; j < c.tn; ++j)
       f << "  mp_i32x16 acc" << i << "_" << j << " = MP_QUAD_WORD(0);\n";
   auto step = [&](bool last) {
-    std::ostringstream t;
-    for (int q = 0; q < acts; ++q)
-      t << "    const mp_i32x16 x" << q << " = MP_QUAD_LOAD_BYTES(x" << q << "p + 64 * blk);\n";
-    for (int q = 0; q < wts; ++q) {
-      if (last) {
-        // The row's last block may be short: its missing bytes read as 0 (weights 0).
-        t << "    mp_u8 wb" << q << "[32];\n";
-        t << "    for (int e = 0; e < 32; ++e) wb" << q << "[e] = 32 * blk + e < RB ? w" << q
-          << "p[32 * blk + e] : (mp_u8)0;\n";
-        t << "    const mp_i32x16 v" << q << " = MP_NIBBLES64_LOAD_P(wb" << q << ");\n";
-      } else {
-        t << "    const mp_i32x16 v" << q << " = MP_NIBBLES64_LOAD(w" << q << "p + 32 * blk);\n";
-      }
-    }
-    for (int i = 0; i < c.tm; ++i)
-      for (int j = 0; j < c.tn; ++j)
-        t << "    acc" << i << "_" << j << " = MP_DPBUSD16(acc" << i << "_" << j << ", x"
-          << (wb ? i : j) << ", v" << (wb ? j : i) << ");\n";
-    return t.str();
+    return DotStep(d, c, kQuadWords, last, "    ",
+                   [](int i, int j, const std::string& x, const std::string& v) {
+                     const std::string acc = "acc" + Str(i) + "_" + Str(j);
+                     return acc + " = MP_DPBUSD16(" + acc + ", " + x + ", " + v + ");";
+                   });
   };
   f << "  for (int blk = 0; blk < KB; ++blk) {\n" << step(false) << "  }\n";
   f << "  if (KB < KBC) {\n    const int blk = KB;\n" << step(true) << "  }\n";
