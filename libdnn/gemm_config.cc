@@ -100,9 +100,9 @@ bool Int4Dot(const TargetProfile& p, const GemmDesc& d, bool quads) {
 }
 /// The dot product along K is the default form: matrix × vector and K-contiguous operands.
 bool DotForm(const GemmDesc& d) { return DotLayout(d) && (d.N <= 4 || d.trans_b); }
-/// A K below 64 with many rows and columns (an output layer at a batch): the dot form's vectors
-/// along K barely fill there.
-bool ShortK(const GemmDesc& d) { return d.K < 64 && d.M >= 8 && d.N > 4; }
+/// The dot form with a K below 64 and many rows and columns (an output layer at a batch): its
+/// vectors along K barely fill there.
+bool ShortK(const GemmDesc& d) { return DotForm(d) && d.K < 64 && d.M >= 8 && d.N > 4; }
 bool Int8(const GemmDesc& d) { return d.type == DataType::kInt8Q; }
 /// One activation row against weight rows B: a batch-1 inner product, where a taller tile would
 /// only repeat the one row's loads and products.

@@ -249,6 +249,12 @@ TEST(GemmConfigTest, ShortKAtABatchTakesTheOuterTile) {
   EXPECT_EQ(DefaultGemmConfig(cpu, one_row).algorithm, GemmConfig::Algorithm::kDot);
   for (const GemmDesc& d : {out, out8})
     EXPECT_TRUE(DefaultGemmConfig(cpu, d).Supports(d, Backend::kOpenCL)) << d.ToString();
+  // Not the other layouts: a convolution's GEMM with a K of 27 (weights A, M < N) keeps its
+  // outer tile walking M tiles first.
+  GemmDesc conv;
+  conv.M = 64, conv.N = 50176, conv.K = 27;
+  EXPECT_EQ(DefaultGemmConfig(cpu, conv).ToString(),
+            "outer tm=6 tn=2 vw=8 wg=1 ku=1 mf=1 kp=1 lm=0");
 }
 
 TEST(GemmConfigTest, OneActivationRowTakesOneRowTiles) {
