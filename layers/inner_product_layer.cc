@@ -6,7 +6,9 @@
 #include "layers/layer_axis.h"
 #include "layers/layer_registry.h"
 #include "libdnn/gemm.h"
+#include "libdnn/tuner.h"
 #include "quant/accumulation.h"
+#include "quant/weight_int4.h"
 
 namespace mpcaffe {
 namespace {
@@ -149,10 +151,10 @@ class InnerProductLayer : public Layer {
     d.K = k_;
     d.trans_b = !p.transpose();
     d.weights = libdnn::WeightOperand::kB;
-    const bool w4 = Int4Weights(0);  // packed signed 4-bit weights, zero point 0
-    d.weight_bits = w4 ? 4 : 8;
-    d.weights_signed = w4;
-    d.weight_zero = !w4;
+    const bool packed4 = Int4Weights(0);  // packed signed 4-bit weights, zero point 0
+    d.weight_bits = packed4 ? 4 : 8;
+    d.weights_signed = packed4;
+    d.weight_zero = !packed4;
     std::vector<float> scale, shift;  // folded BatchNorm / Scale: y = scale[n]·(W·x) + shift[n]
     if (fused()) fused()->Affine(n_, &scale, &shift);
     const bool folded = !scale.empty();
@@ -177,7 +179,7 @@ class InnerProductLayer : public Layer {
     std::vector<float> s_w{1.0f};
     if (IsQuantized(t)) {
       q.x_zero = x.zero_point[0];
-      q.w_zero = w4 ? 0 : w.zero_point[0];
+      q.w_zero = packed4 ? 0 : w.zero_point[0];
       q.c_zero = c.zero_point[0];
       d.per_channel = w.per_channel();
       q.multiplier.clear();
@@ -185,6 +187,18 @@ class InnerProductLayer : public Layer {
         q.multiplier.push_back(quant::RequantizationMultiplier(x.scale[0], w.scale[o], c.scale[0]));
       s_x = x.scale[0];
       s_w = w.scale;
+    }
+    // 4-bit weights where no 4-bit kernel serves this device and shape (GemmDefaults: a compiler
+    // without byte pair or quad products, or more activation rows than weight rows; or the
+    // tuning table's choice): the int8 GEMM on the blob's own bytes (w + 128, zero point 128),
+    // at int8's time and memory, no packed copy.
+    const bool w4 =
+        packed4 && libdnn::TunedGemmConfig(device(), d).kp == libdnn::GemmConfig::kU8S4;
+    if (packed4 && !w4) {
+      d.weight_bits = 8;
+      d.weights_signed = false;
+      d.weight_zero = true;
+      q.w_zero = quant::kInt4StorageZero;
     }
     gemm_ = std::make_unique<libdnn::Gemm>(device(), d, q);
     gemm_->set_scratch_arena(scratch_arena());
@@ -214,7 +228,7 @@ class InnerProductLayer : public Layer {
                                          : libdnn::BufferRef(blobs_[0]->device_data(), 0),
                                libdnn::BufferRef(sums_.get(), 0));
     }
-    // 4-bit weights: only the packed copy stays on the device.
+    // 4-bit weights on their own kernel: only the packed copy stays on the device.
     if (w4) blobs_[0]->ReleaseDeviceData();
     prepared_key_ = key;
   }
