@@ -186,6 +186,12 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       "Xeon, 2026-12-02, ms dot tm=4 tn=2 vw=8 kp=2 (the pair tile) -> this tile: 10000x30x784 "
       "6.48 -> 3.61, 16x4096x9216 16.08 -> 7.04, 16x1000x4096 1.32 -> 1.05, 64x1000x2048 "
       "3.88 -> 2.52 (tm=4 tn=1 1.91), 4x4096x4096 1.99 -> 1.34 (tm=2 tn=2 1.27)";
+  static const char* const kCpuQuads4x4 =
+      "MPCAFFE_KERNEL_CONFIG='gemm:dot tm=4 tn=2|4 vw=16 wg=1 ku=1 mf=0 kp=4', mpcaffe time, 3 "
+      "alternating rounds, PoCL, AVX-512 VNNI, Xeon, 2026-12-02, ms 4x2 -> 4x4: the 784-30-10 "
+      "net's hidden layer (10000x30x784) 2.33-2.58 -> 2.13-2.16, AlexNet at batch 10 fc6-fc8 "
+      "summed 8.0-9.1 -> 6.4-7.4; mpcaffe tune gemm (one run): 64x1000x2048 0.77 -> 0.62, "
+      "16x1000x4096 0.50 -> 0.32, 4x4096x4096 0.50 -> 0.41, 16x4096x9216 2.99 -> 3.05";
   static const char* const kCpuOneRow =
       "MPCAFFE_KERNEL_CONFIG='gemm:dot tm=1 tn=8 vw=8 wg=1 ku=1 mf=0 kp=1' (and tn=4) against "
       "the default, mpcaffe time --model <AlexNet b1 fp32> --synthetic --iterations 10, fc6-fc8, "
@@ -261,6 +267,12 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
                 OneActivationRow(d);
        },
        Tile(kDotTile, 1, 8, 8, 1, 0), kCpuOneRow},
+      {"OpenCL CPU runtime with byte quads, dot form, int8q, M >= 4, N >= 8",
+       [](P p, D d) {
+         return p.cpu_vectors && p.byte_quad_products && DotForm(d) && Int8(d) && d.M >= 4 &&
+                d.N >= 8;
+       },
+       Tile(kDotTile, 4, 4, 16, 1, 0, GemmConfig::kDot4), kCpuQuads4x4},
       {"OpenCL CPU runtime with byte quads, dot form, int8q, M >= 4, N > 4",
        [](P p, D d) {
          return p.cpu_vectors && p.byte_quad_products && DotForm(d) && Int8(d) && d.M >= 4 &&
@@ -482,7 +494,8 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
   // (docs/BENCHMARKS.md, "Default configurations").
   if (pairs)
     for (int wg : groups) {
-      for (auto [tm, tn] : {std::pair{1, 4}, {1, 8}, {1, 1}, {2, 2}, {4, 1}, {4, 2}})
+      for (auto [tm, tn] :
+           {std::pair{1, 4}, {1, 8}, {1, 1}, {2, 2}, {4, 1}, {4, 2}, {4, 4}, {2, 8}})
         add(Tile(GemmConfig::Algorithm::kDot, tm, tn, 16, wg, base.mf, GemmConfig::kDot4));
       for (auto [tm, tn] : {std::pair{6, 2}, {4, 3}, {4, 2}})
         add(Tile(kOuterTile, tm, tn, 16, wg, base.mf, GemmConfig::kDot4));

@@ -216,7 +216,7 @@ TEST(GemmConfigTest, FourBitWeightsKeepTheirKernelWhereWeightsDominateTheBytes) 
     EXPECT_EQ(h.algorithm, GemmConfig::Algorithm::kDot) << h.ToString();
   }
   EXPECT_EQ(quad_default(conv2).kp, GemmConfig::kU8S4);
-  EXPECT_EQ(quad_default(hidden).ToString(), "dot tm=4 tn=2 vw=16 wg=1 ku=1 mf=0 kp=4 lm=0")
+  EXPECT_EQ(quad_default(hidden).ToString(), "dot tm=4 tn=4 vw=16 wg=1 ku=1 mf=0 kp=4 lm=0")
       << "the int8 quad tile";
   EXPECT_EQ(DefaultGemmConfig(pairs, conv1).kp, GemmConfig::kU8S4);
   EXPECT_EQ(DefaultGemmConfig(no_pairs, conv1).kp, GemmConfig::kPairs);
@@ -283,12 +283,13 @@ TEST(GemmConfigTest, OneActivationRowTakesOneRowTiles) {
   EXPECT_TRUE(q.Supports(fc, Backend::kOpenCL)) << q.ToString();
   GemmDesc batch = fc;
   batch.M = 16;
-  // A batch: 4 activation rows × 2 weight rows, in byte quads where the profile has them.
+  // A batch: 4 activation rows × 2 weight rows in pairs, × 4 in byte quads where the profile
+  // has them.
   const GemmConfig pb = DefaultGemmConfig(plain, batch), qb = DefaultGemmConfig(vnni, batch);
   EXPECT_EQ(qb.tm, 4);
   EXPECT_EQ(pb.kp, GemmConfig::kPairs) << pb.ToString();
   if (TargetProfile::Of(vnni).byte_quad_products)
-    EXPECT_EQ(qb.ToString(), "dot tm=4 tn=2 vw=16 wg=1 ku=1 mf=0 kp=4 lm=0");
+    EXPECT_EQ(qb.ToString(), "dot tm=4 tn=4 vw=16 wg=1 ku=1 mf=0 kp=4 lm=0");
   else
     EXPECT_EQ(qb, pb) << qb.ToString();
   EXPECT_TRUE(qb.Supports(batch, Backend::kOpenCL)) << qb.ToString();
