@@ -62,7 +62,7 @@ std::vector<GemmConfig> Int4Candidates() {
                         {2, 6}, {4, 3}, {4, 4}})
     for (int mf : {0, 1}) out.push_back(Tile(kOuterTile, tm, tn, 8, 1, mf, GemmConfig::kU8S4));
   for (int vw : {8, 16})  // byte pairs, byte quads (gemm_int4.cc)
-    for (auto [tm, tn] : {std::pair{1, 1}, {1, 4}, {4, 1}, {2, 2}, {8, 1}, {1, 8}, {4, 2}})
+    for (auto [tm, tn] : {std::pair{1, 1}, {1, 4}, {4, 1}, {2, 2}, {8, 1}, {1, 8}, {4, 2}, {4, 4}})
       out.push_back(Tile(GemmConfig::Algorithm::kDot, tm, tn, vw, 1, 0, GemmConfig::kU8S4));
   return out;
 }
@@ -119,9 +119,10 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
   // (Int4KernelPays): vectors along K where Int4DotLayout, in byte quads (vw = 16) where the
   // device runs them (twice the pairs' speed and more: ahead of int8 there), else byte pairs;
   // one activation row against 4 (quads) or 8 (pairs) weight rows, one column against 4 weight
-  // rows, batches 4 × 2 (2 × 2 below 4 rows). Else the outer product with weights A, 4 rows × 4
-  // vectors of 8 columns, the work-group order streaming the larger operand once. Elsewhere the
-  // int8 kernels run on the weights unpacked to bytes once (Gemm::ComputeWeightSums).
+  // rows, batches 4 × 2 (2 × 2 below 4 rows; quads 4 × 4 against 8 weight rows and more). Else
+  // the outer product with weights A, 4 rows × 4 vectors of 8 columns, the work-group order
+  // streaming the larger operand once. Elsewhere the int8 kernels run on the weights unpacked to
+  // bytes (an InnerProduct's blob bytes; Gemm::ComputeWeightSums unpacks packed ones once).
   //
   // Matrix × vector and K-contiguous operands take vectors along K (kDot). On OpenCL CPU runtimes
   // 4 × 2 (× 1 for N ≤ 4) tiles of vectors of 8 in one-work-item groups; int8 multiplies 16-bit
@@ -158,6 +159,10 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       "1x4096x9216 0.91 -> 0.48, 1x4096x4096 0.40 -> 0.23, 1x1000x4096 0.15 -> 0.09, 4096x1x9216 "
       "0.80 -> 0.46, 10x4096x9216 4.02 -> 1.81, 4x4096x4096 0.97 -> 0.43 (int8: 0.88, 0.39, "
       "0.12, 1.32, 2.38, 0.49)";
+  static const char* const kInt4Quads4x4 =
+      "MPCAFFE_KERNEL_CONFIG='gemm:dot tm=4 tn=2|4 vw=16 wg=1 ku=1 mf=0 kp=8', mpcaffe time on "
+      "BVLC AlexNet int8w4 at batch 10, 3 alternating rounds, PoCL, AVX-512 VNNI, Xeon, "
+      "2026-12-02: fc6-fc8 summed 6.48 / 5.32, 5.47 / 4.90, 6.21 / 5.20 ms (4x2 / 4x4)";
   static const char* const kInt4Pairs =
       "GemmInt4Bench.DISABLED_AlexNetShapes, GEMM_INT4_CANDIDATES=1 GEMM_INT4_SHAPES=589, 3 "
       "rounds, PoCL at AVX2 (MPCAFFE_ISA=avx2) and Intel's runtime at both levels, Xeon, "
@@ -216,6 +221,9 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       "GemmBenchmark.DISABLED_Dot4VersusPairs, 7 alternating rounds, Intel's runtime, "
       "2026-11-24";
   static const DefaultsTable<GemmConfig, GemmDesc> table = {
+      {"OpenCL CPU runtime with byte quads, 4-bit weights B that pay, 4 rows and 8 columns",
+       [](P p, D d) { return Int4Dot(p, d, true) && Int4Rows(d) >= 4 && d.N >= 8; },
+       Tile(kDotTile, 4, 4, 16, 1, 0, kU8S4), kInt4Quads4x4},
       {"OpenCL CPU runtime with byte quads, 4-bit weights that pay, dot layout, 4 rows or more",
        [](P p, D d) { return Int4Dot(p, d, true) && Int4Rows(d) >= 4; },
        Tile(kDotTile, 4, 2, 16, 1, 0, kU8S4), kInt4Quads},

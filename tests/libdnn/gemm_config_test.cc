@@ -208,7 +208,7 @@ TEST(GemmConfigTest, FourBitWeightsKeepTheirKernelWhereWeightsDominateTheBytes) 
   EXPECT_EQ(DefaultGemmConfig(pairs, fc_b10).ToString(),
             "dot tm=4 tn=2 vw=8 wg=1 ku=1 mf=0 kp=8 lm=0");
   EXPECT_EQ(quad_default(fc_b10).ToString(),
-            "dot tm=4 tn=2 vw=16 wg=1 ku=1 mf=0 kp=8 lm=0");
+            "dot tm=4 tn=4 vw=16 wg=1 ku=1 mf=0 kp=8 lm=0");
   for (const DeviceInfo* info : {&pairs, &no_pairs}) {
     EXPECT_EQ(DefaultGemmConfig(*info, conv2).kp, GemmConfig::kU8S4);
     const GemmConfig h = DefaultGemmConfig(*info, hidden);

@@ -324,6 +324,7 @@ void CheckQuadDotTiles(Device& dev) {
   const std::vector<Case> cases = {{1, 7, 301, WeightOperand::kB, 0, 1, 4},
                                    {6, 5, 128, WeightOperand::kB, 2, 4, 2},
                                    {3, 9, 77, WeightOperand::kB, 1, 4, 2},
+                                   {5, 9, 200, WeightOperand::kB, 0, 4, 4},
                                    {9, 1, 301, WeightOperand::kA, 0, 4, 1}};
   for (const Case& t : cases) {
     const GemmDesc d = Desc4(t.M, t.N, t.K, t.w, t.variant);
