@@ -79,8 +79,8 @@ Event Unpack(Kernel& kernel, const BufferRef& packed, DeviceMemory* out, int cha
 // ---------------------------------------------------------------------------------------------
 // The native kernels (GemmConfig::kU8S4), written once for both dialects: vectors, their loads,
 // stores and bit-casts, the nibble unpack and the byte pair products are the names of
-// KernelHelper::kBytePairProduct16 (OpenCL's int8/short16 with AVX2 built-ins, CUDA structs),
-// the quad dot tile's those of KernelHelper::kByteQuadProduct16.
+// KernelHelper::kBytePairProduct16, the quad dot tile's those of KernelHelper::
+// kByteQuadProduct16 (codegen/dialect.cc and dialect_quads.cc spell them per dialect).
 
 namespace mpcaffe::libdnn::int4 {
 namespace {
@@ -101,9 +101,6 @@ int ActivationRows(const GemmDesc& d) { return d.weights == WeightOperand::kB ? 
 /// byte pairs (vw = 8: 32 k per MP_MADDUBS).
 bool Quads(const GemmConfig& c) { return !Outer(c) && c.vw == 16; }
 
-/// k per block of the dot kernel's packed activation rows: half of them the block's even k,
-/// then its odd k, the order its weights' nibbles unpack in.
-int DotBlock(const GemmConfig& c) { return Quads(c) ? 64 : 32; }
 
 /// Columns of the outer kernel's packed activations: N rounded up to whole tiles.
 int PaddedColumns(const GemmDesc& d, const GemmConfig& c) {
@@ -207,6 +204,9 @@ const DotWords kPairWords = {32, "mp_i32x8", "int", 8, "MP_I32X8_LOAD", "MP_NIBB
                              "MP_NIBBLES32_LOAD"};
 const DotWords kQuadWords = {64, "mp_i32x16", "mp_u8", 64, "MP_QUAD_LOAD_BYTES",
                              "MP_NIBBLES64_LOAD", "MP_NIBBLES64_LOAD_P"};
+/// The words of `c`'s dot tile; their block is also the packed activation rows' (half of it the
+/// block's even k, then its odd k, the order the weights' nibbles unpack in).
+const DotWords& Words(const GemmConfig& c) { return Quads(c) ? kQuadWords : kPairWords; }
 
 /// Declarations of a dot tile's K loop: RB (packed bytes per weight row), KB (whole blocks of
 /// weight bytes) and KBC (blocks), the activation rows' pointers x<q>p into `xq` and the weight
@@ -406,8 +406,9 @@ std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const Ge
               "    }\n"
               "  }\n");
   } else {
-    // Each activation row in blocks of DotBlock k: its even k, then its odd k (zero past K).
-    const std::string b = Str(DotBlock(c)), h = Str(DotBlock(c) / 2);
+    // Each activation row in blocks of Words(c).block k: its even k, then its odd k (zero past
+    // K).
+    const std::string b = Str(Words(c).block), h = Str(Words(c).block / 2);
     w.Kernel(name + "_xpack")
         .Value("int", "K")
         .Value("int", "R")
@@ -442,7 +443,7 @@ std::string NativeSource(const KernelTarget& target, const GemmDesc& d, const Ge
 
 size_t PackedActivationBytes(const GemmDesc& d, const GemmConfig& c) {
   if (Outer(c)) return size_t((d.K + 31) / 32) * 8 * PaddedColumns(d, c) * 4;
-  const int block = DotBlock(c);
+  const int block = Words(c).block;
   return size_t(ActivationRows(d)) * ((d.K + block - 1) / block) * block;
 }
 
