@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <map>
@@ -120,12 +121,14 @@ py::dtype StorageDtype(DataType type) {
 /// through a view held across runs reach the device (and layers re-derive packed weights from
 /// changed parameters); after the run every live view is brought up to date with the device.
 /// A view whose blob was reshaped since is dropped (its memory belongs to the old shape).
+/// A view taken since the last run is not hashed when taken: most are temporaries of one
+/// statement (`blob.data[...] = x`) that die before the run, and hashing a large input there
+/// cost more than writing it. One still alive at the next run counts as written.
 class LiveViews {
  public:
   void Add(const py::array& array, Blob& blob, bool diff) {
     Entry e{py::weakref(py::handle(array)), &blob, diff, const_cast<void*>(array.data()),
-            static_cast<size_t>(array.nbytes()), 0};
-    e.hash = Hash(e);
+            static_cast<size_t>(array.nbytes()), 0, false};
     entries_.push_back(std::move(e));
     // Views taken inside a long run (a Python layer's, every iteration of solver.step) die
     // before the run ends: drop the dead ones now and then rather than only after the run.
@@ -139,16 +142,22 @@ class LiveViews {
   void BeforeRun() {
     Prune();
     for (Entry& e : entries_)
-      if (Hash(e) != e.hash && Pointer(e, /*mutable_host=*/true) != e.ptr) e.blob = nullptr;
+      if ((!e.hashed || Hash(e) != e.hash) && Pointer(e, /*mutable_host=*/true) != e.ptr)
+        e.blob = nullptr;
     Prune();
   }
+
 
   /// Every live view current with the device. Holds the GIL.
   void AfterRun() {
     Prune();
     for (Entry& e : entries_) {
-      if (Pointer(e, /*mutable_host=*/false) != e.ptr) e.blob = nullptr;
-      else e.hash = Hash(e);
+      if (Pointer(e, /*mutable_host=*/false) != e.ptr) {
+        e.blob = nullptr;
+      } else {
+        e.hash = Hash(e);
+        e.hashed = true;
+      }
     }
     Prune();
   }
@@ -161,6 +170,7 @@ class LiveViews {
     void* ptr;
     size_t bytes;
     size_t hash;
+    bool hashed;  // hash holds the bytes as the last run left them
   };
   static size_t Hash(const Entry& e) {
     return std::hash<std::string_view>()(std::string_view(static_cast<const char*>(e.ptr), e.bytes));
@@ -217,6 +227,24 @@ py::array HostView(py::object owner, bool diff) {
   py::array view(dtype, shape, ptr, owner);
   Views().Add(view, blob, diff);
   return view;
+}
+
+/// Writes `value` (NumPy, converted to the storage type as `blob.data[...] = value` would, its
+/// element count the blob's) as the blob's whole data on the host side, which becomes the
+/// newest: what `blob.data[...] = value` does without a view to track (no hash of the bytes).
+/// The host side stays the newest so a Quantizer reading the blob converts it on the host
+/// straight into its top's device memory (layers/quantizer_layer.cc, ConvertOnHost) instead of
+/// copying the fp32 values over first. Net.forward's input arrays take this way.
+void WriteData(Blob& blob, py::object value) {
+  py::module_ np = py::module_::import("numpy");
+  py::array a = np.attr("ascontiguousarray")(value, StorageDtype(blob.type()));
+  if (a.size() != static_cast<py::ssize_t>(blob.count()))
+    throw mpcaffe::Error("Blob '" + blob.name() + "': an array of " + std::to_string(a.size()) +
+                         " values for a blob of " + std::to_string(blob.count()));
+  if (blob.count() == 0) return;
+  void* host = blob.mutable_host_data();
+  py::gil_scoped_release release;
+  std::memcpy(host, a.data(), blob.bytes());
 }
 
 mpcaffe::NetOptions MakeOptions(int phase, int level, const std::vector<std::string>& stages,
@@ -356,6 +384,9 @@ PYBIND11_MODULE(_mpcaffe, m) {
                              "for int16q, uint8 for int8q).")
       .def_property_readonly("diff", [](py::object self) { return HostView(self, true); },
                              "Writable NumPy view of the host diff.")
+      .def("write_data", &WriteData, py::arg("value"),
+           "Writes an array of count values (converted to the storage type) as the whole "
+           "data: blob.data[...] = value without a view to keep in sync.")
       .def_property_readonly("shape", [](const Blob& b) { return b.shape(); })
       .def_property_readonly("count", [](const Blob& b) { return b.count(); })
       .def_property_readonly("num", &Blob::num)

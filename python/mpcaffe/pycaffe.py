@@ -234,7 +234,7 @@ class Net:
                 else:
                     blob.reshape(*value.shape)
                     reshaped = True
-            blob.data[...] = value
+            blob.write_data(value)
         if reshaped:
             self._net.reshape()
         first = 0 if start is None else self._layer_index(start, "start", "forward")

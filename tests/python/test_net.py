@@ -90,6 +90,24 @@ def test_writes_to_views_reach_the_next_forward():
     assert np.all(net.blobs["out"].diff == 7) and not np.all(net.blobs["out"].data == 7)
 
 
+def test_forward_inputs_and_held_views_of_them_agree():
+    """forward(data=x) writes the input without a view (Blob.write_data): converted to the
+    storage type, seen by a view of the input held across it, wrong sizes refused."""
+    net = caffe.Net(_fc_net(), caffe.TEST)
+    w, b = (p.data.copy() for p in net.params["ip"])
+    held = net.blobs["data"].data
+    x = np.random.default_rng(3).standard_normal((2, 5))  # float64: converted
+    out = net.forward(data=x)["out"].copy()
+    np.testing.assert_allclose(out, x @ w.T + b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(held, x.astype(np.float32))
+    held[...] = 0  # the held view written after write_data: its bytes win
+    np.testing.assert_allclose(net.forward()["out"], np.tile(b, (2, 1)), rtol=1e-6)
+    net.forward(data=2 * x)
+    np.testing.assert_array_equal(held, (2 * x).astype(np.float32))
+    with pytest.raises(Exception, match="an array of 3 values for a blob of 10"):
+        net.blobs["data"].write_data(np.zeros(3, np.float32))
+
+
 def test_forward_reshapes_inputs_for_a_new_batch():
     net = caffe.Net(_fc_net(), caffe.TEST)
     w, b = (p.data.copy() for p in net.params["ip"])
