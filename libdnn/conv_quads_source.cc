@@ -202,11 +202,14 @@ std::string QuadPrologue(const ConvConfig& c) {
 }
 
 std::string TilePackInputBody() {
-  // A work-item per grid row of one quad k of one block qb: word k of grid position s holds the
-  // bytes of channels 4(16qb + k) … 4(16qb + k) + 3 at input row (s / PW)·sh − ph, column
-  // (s % PW)·sw − pw: z_x outside the input (the epilogue's z_x·Σ(w − z_w) takes it back
-  // out), any bytes past Cg (zero weights). At stride 1 the columns inside the input are
-  // zipped 16 at a time from four channel rows (MP_ZIP4X16), the others word by word.
+  // A work-item per grid row of one quad k of one block qb, the 16 quads of one row in
+  // neighbouring work-items, so each grid position's 64-byte line is written by one core (rows
+  // neighbouring put every line in both cores' writes: docs/BENCHMARKS.md, "Default
+  // configurations"). Word k of grid position s holds the bytes of channels 4(16qb + k) …
+  // 4(16qb + k) + 3 at input row (s / PW)·sh − ph, column (s % PW)·sw − pw: z_x outside the
+  // input (the epilogue's z_x·Σ(w − z_w) takes it back out), any bytes past Cg (zero weights).
+  // At stride 1 the columns inside the input are zipped 16 at a time from four channel rows
+  // (MP_ZIP4X16), the others word by word.
   const std::string word = R"(        int v = xz;
         const int ix = c * sw - pw;
         if (inside && ix >= 0 && ix < XW) {
@@ -222,8 +225,8 @@ std::string TilePackInputBody() {
   const int xz = (int)((mp_u32)x_zero * 0x01010101u);
   const int RS = (HW + PW - 1) / PW;
   $loop(i, NG * QB * 16 * RS) {
-    const int r = i % RS;
-    const int k = (i / RS) % 16;
+    const int k = i % 16;
+    const int r = i / 16 % RS;
     const int b = i / (16 * RS);
     const int ng = b / QB;
     const int c0 = 4 * (16 * (b - ng * QB) + k);
