@@ -22,35 +22,37 @@ std::string QuantizeStoreText(const std::string& alias, const std::string& v,
 }
 
 std::string VectorDequantizeText(const KernelTarget& target, const std::string& p,
-                                 const std::string& scale, const std::string& zero) {
+                                 const std::string& scale, const std::string& zero, int lanes) {
   const VectorWords v(target);
-  const std::string i8 = v.Type("int", 8);
+  const std::string iv = v.Type("int", lanes);
   return scale + " * " +
-         v.Convert(v.Type("float", 8), v.Convert(i8, v.Load(8, p)) + " - " + v.Splat(i8, zero));
+         v.Convert(v.Type("float", lanes),
+                   v.Convert(iv, v.Load(lanes, p)) + " - " + v.Splat(iv, zero));
 }
 
 std::string VectorQuantizeStoreText(KernelWriter& w, DataType to, const std::string& alias,
                                     const std::string& value, const std::string& scale,
-                                    const std::string& zero, const std::string& p) {
+                                    const std::string& zero, const std::string& p,
+                                    int lanes) {
   // NaN lanes (f != f) take the zero point, as the scalar text's isnan test gives. rint as
   // (s + 1.5·2^23) − 1.5·2^23 on s clamped to [QMIN − zero, QMAX − zero] first (integers: the
   // same as clamping after rounding; |s| < 2^22, so the sum's ulp is 1 and it rounds to nearest
   // even), the zero point folded into the subtrahend: PoCL calls rint lane by lane, which made
   // the fp32 → int8/int16 pass several times slower than the fp32 → fp16 one.
   const VectorWords v(w.target());
-  const std::string f8 = v.Type("float", 8), i8 = v.Type("int", 8);
-  std::string b = "    {\n    const " + f8 + " qf = " + value + ";\n";
-  b += "    const " + f8 + " qs = " +
-       v.Clamp("qf / " + scale, v.Splat(f8, "(float)(" + alias + "_QMIN - " + zero + ")"),
-               v.Splat(f8, "(float)(" + alias + "_QMAX - " + zero + ")")) +
+  const std::string fv = v.Type("float", lanes), iv = v.Type("int", lanes);
+  std::string b = "    {\n    const " + fv + " qf = " + value + ";\n";
+  b += "    const " + fv + " qs = " +
+       v.Clamp("qf / " + scale, v.Splat(fv, "(float)(" + alias + "_QMIN - " + zero + ")"),
+               v.Splat(fv, "(float)(" + alias + "_QMAX - " + zero + ")")) +
        ";\n";
-  b += "    const " + f8 + " qr = (qs + 12582912.0f) - (12582912.0f - (float)" + zero + ");\n";
-  b += "    const " + i8 + " q = " +
-       v.Select(v.Convert(i8, "qr"), v.Splat(i8, zero), "qf != qf") + ";\n";
+  b += "    const " + fv + " qr = (qs + 12582912.0f) - (12582912.0f - (float)" + zero + ");\n";
+  b += "    const " + iv + " q = " +
+       v.Select(v.Convert(iv, "qr"), v.Splat(iv, zero), "qf != qf") + ";\n";
   const bool bytes = to == DataType::kInt8Q;
   w.UseHelper(KernelHelper::kByteVectorStore);
-  b += std::string("    MP_STORE_") + (bytes ? "UCHAR8(" : "USHORT8(") +
-       v.Convert(v.Type(bytes ? "uchar" : "ushort", 8), "q") + ", " + p + ");\n    }\n";
+  b += std::string("    MP_STORE_") + (bytes ? "UCHAR" : "USHORT") + std::to_string(lanes) + "(" +
+       v.Convert(v.Type(bytes ? "uchar" : "ushort", lanes), "q") + ", " + p + ");\n    }\n";
   return b;
 }
 

@@ -49,14 +49,16 @@ std::string DequantizeText(const std::string& q, const std::string& scale,
 std::string QuantizeStoreText(const std::string& alias, const std::string& v,
                               const std::string& scale, const std::string& zero,
                               const std::string& dst, const std::string& at);
-/// The same on 8 lanes (a dialect with vector built-ins): the float8 expression of the 8 stored
-/// integers at `p`, and the statements storing float8 `v` at `p` (`to` int8q or int16q; uses
-/// KernelHelper::kByteVectorStore).
+/// The same on `lanes` lanes, 8 or 16 (a dialect with vector built-ins): the float vector
+/// expression of the stored integers at `p`, and the statements storing float vector `v` at
+/// `p` (`to` int8q or int16q; uses KernelHelper::kByteVectorStore).
 std::string VectorDequantizeText(const KernelTarget& target, const std::string& p,
-                                 const std::string& scale, const std::string& zero);
+                                 const std::string& scale, const std::string& zero,
+                                 int lanes = 8);
 std::string VectorQuantizeStoreText(KernelWriter& w, DataType to, const std::string& alias,
                                     const std::string& v, const std::string& scale,
-                                    const std::string& zero, const std::string& p);
+                                    const std::string& zero, const std::string& p,
+                                    int lanes = 8);
 
 /// Kernel names: "relu_int8q", "convert_fp32_int8q", ...
 std::string ElementwiseKernelName(const std::string& op, DataType type);

@@ -421,13 +421,17 @@ std::vector<KernelFamilyEntry> Build() {
                                        StochasticPooling::Source);
                }});
   f.push_back({"lrn_forward",
-               {{"lrn_vector", &kRowGroupsSchema,
+               {{"lrn_vector16", &kRowGroupsSchema,
+                 [] { return LaunchRows(LrnForwardFamilies(), "lrn_vector16"); }},
+                {"lrn_vector", &kRowGroupsSchema,
                  [] { return LaunchRows(LrnForwardFamilies(), "lrn_vector"); }},
                 {"lrn", &kRowGroupsSchema, [] { return LaunchRows(LrnForwardFamilies(), "lrn"); }}},
                [](const KernelTarget& k) {
                  Samples s;  // quantized: the codes in and out of float arithmetic
                  for (DataType t : kAllDataTypes)
-                   s.push_back({Lrn::ForwardKernelName(t), Lrn::ForwardSource(k, t)});
+                   for (int lanes : {8, 16})
+                     s.push_back({Lrn::ForwardKernelName(t),
+                                  Lrn::ForwardSource(k, t, 5, 0.75f, lanes)});
                  return s;
                }});
   f.push_back({"lrn_backward", {}, [](const KernelTarget& k) {

@@ -63,35 +63,38 @@ std::string Lrn::BackwardKernelName() { return "lrn_bwd_fp32"; }
 
 // Work-groups walk rows (image, channel) in a loop the same for the whole group, each row's
 // window of local_size channels unrolled (uniform branches drop the channels outside; adding
-// nothing for them keeps the reference's order of additions). On OpenCL a work-item takes 8
-// neighbouring pixels as one 8-lane float vector (PoCL does not vectorize across work-items
+// nothing for them keeps the reference's order of additions). On OpenCL a work-item takes
+// `lanes` neighbouring pixels as one float vector (PoCL does not vectorize across work-items
 // here: see the lrn_vector launch's provenance); a row's last vector overlaps its neighbour, so
-// rows of fewer than 8 pixels, and CUDA, use the scalar form.
+// rows of fewer pixels than lanes, and CUDA, use the scalar form.
 std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int local_size,
-                              float beta) {
+                              float beta, int lanes) {
   if (local_size <= 0 || local_size % 2 == 0 || local_size > 63)
     throw Error("LRN kernel: local_size " + std::to_string(local_size) + " must be odd, 1 to 63");
+  if (lanes != 8 && lanes != 16)
+    throw Error("LRN kernel: " + std::to_string(lanes) + " vector lanes (8 or 16)");
+  const std::string L = std::to_string(lanes);
   KernelWriter w(target, "lrn_forward");
   w.AddType("Dtype", type);
   w.Define("LRN_PRE", std::to_string((local_size - 1) / 2));
   const bool half = type == DataType::kFloat16, quantized = IsQuantized(type);
   auto body = [&](bool vec) {
     const VectorWords vw(target);  // (its words are asked for only where vec)
-    const std::string F = vec ? vw.Type("float", 8) : "float";
+    const std::string F = vec ? vw.Type("float", lanes) : "float";
     // Quantized values enter and leave as the convert kernels around an fp32 LRN would
     // dequantize and quantize them: the same bits, without the two passes and the fp32 blobs.
     auto load = [&](const std::string& at) {
       if (quantized)
-        return vec ? VectorDequantizeText(target, "x + " + at, "x_scale", "x_zero")
+        return vec ? VectorDequantizeText(target, "x + " + at, "x_scale", "x_zero", lanes)
                    : DequantizeText("Dtype_LOAD(x, " + at + ")", "x_scale", "x_zero");
       if (!vec) return "(float)Dtype_LOAD(x, " + at + ")";
-      return half ? vw.LoadHalf(8, "x + " + at) : vw.Load(8, "x + " + at);
+      return half ? vw.LoadHalf(lanes, "x + " + at) : vw.Load(lanes, "x + " + at);
     };
-    std::string b = vec ? R"(  const int vecs = (HW + 7) / 8;
-  const int v = $global_id(0);
-  const int p0 = v * 8 + 8 <= HW ? v * 8 : HW - 8;  // the last vector overlaps its neighbour
-  const int live = v < vecs;
-)"
+    std::string b = vec ? "  const int vecs = (HW + " + std::to_string(lanes - 1) + ") / " + L +
+                              ";\n  const int v = $global_id(0);\n"
+                              "  const int p0 = v * " + L + " + " + L + " <= HW ? v * " + L +
+                              " : HW - " + L + ";  // the last vector overlaps its neighbour\n"
+                              "  const int live = v < vecs;\n"
                         : R"(  const int p = $global_id(0);
   const int p0 = p < HW ? p : HW - 1;
   const int live = p < HW;
@@ -120,11 +123,13 @@ std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int lo
     }
     b += "    if (live) {\n";
     if (vec) {
-      b += "      if (has_scale) " + vw.Store(8, "s", "scale + at") + ";\n";
+      b += "      if (has_scale) " + vw.Store(lanes, "s", "scale + at") + ";\n";
       if (quantized)
-        b += VectorQuantizeStoreText(w, type, "Dtype", "out", "y_scale", "y_zero", "y + at");
+        b += VectorQuantizeStoreText(w, type, "Dtype", "out", "y_scale", "y_zero", "y + at",
+                                     lanes);
       else
-        b += "      " + (half ? vw.StoreHalf(8, "out", "y + at") : vw.Store(8, "out", "y + at")) +
+        b += "      " +
+             (half ? vw.StoreHalf(lanes, "out", "y + at") : vw.Store(lanes, "out", "y + at")) +
              ";\n";
     } else {
       b += "      if (has_scale) scale[at] = s;\n";
@@ -153,7 +158,7 @@ std::string Lrn::ForwardSource(const KernelTarget& target, DataType type, int lo
         .Body(body(vec));
   };
   declare(ForwardKernelName(type), false);
-  if (target.vector_builtins) declare(ForwardKernelName(type) + "_v8", true);
+  if (target.vector_builtins) declare(ForwardKernelName(type) + "_v" + L, true);
   return w.Source();
 }
 
@@ -196,7 +201,20 @@ std::string Lrn::BackwardSource(const KernelTarget& target) {
 namespace {
 
 // About a thousand work-groups (PoCL pays per group), each walking rows of its pixel columns:
-// 8-lane vector work-items in groups of 8, scalar ones in the 1-D launch's groups.
+// vector work-items in groups of 8, scalar ones in the 1-D launch's groups.
+const DefaultsTable<RowGroups, LrnDesc>& LrnVector16Launch() {
+  static const DefaultsTable<RowGroups, LrnDesc> table = {
+      {"every device",
+       [](const TargetProfile&, const LrnDesc&) { return true; },
+       {8, 1024},
+       "lrn_vector's groups of 8 work-items; 16 lanes against 8, BVLC AlexNet fp32 and int8 in "
+       "mpcaffe time --synthetic --iterations 20 --device 1, PoCL, AVX-512, 3 alternating "
+       "rounds, 2026-12-02 (docs/BENCHMARKS.md, \"Default configurations\"): norm1 / norm2 at "
+       "batch 10 4.6 / 1.85 -> 3.7 / 1.0 ms, at batch 1 0.26 / 0.21 -> 0.23 / 0.15"},
+  };
+  return table;
+}
+
 const DefaultsTable<RowGroups, LrnDesc>& LrnVectorLaunch() {
   static const DefaultsTable<RowGroups, LrnDesc> table = {
       {"every device",
@@ -222,13 +240,20 @@ const DefaultsTable<RowGroups, LrnDesc>& LrnScalarLaunch() {
 }  // namespace
 
 const std::vector<LrnForwardFamily>& LrnForwardFamilies() {
+  // 16 lanes where 16 floats fill one register: the square roots and the division of s^−3/4
+  // take one instruction per 16 pixels instead of per 8, and they bound the kernel.
   static const std::vector<LrnForwardFamily> families = {
-      {"lrn_vector", true,
+      {"lrn_vector16", 16,
+       [](const LrnDesc& d, const TargetProfile& p) {
+         return p.vector_builtins && p.sixteen_lane_registers && d.height * d.width >= 16;
+       },
+       LrnVector16Launch},
+      {"lrn_vector", 8,
        [](const LrnDesc& d, const TargetProfile& p) {
          return p.vector_builtins && d.height * d.width >= 8;
        },
        LrnVectorLaunch},
-      {"lrn", false, [](const LrnDesc&, const TargetProfile&) { return true; }, LrnScalarLaunch},
+      {"lrn", 0, [](const LrnDesc&, const TargetProfile&) { return true; }, LrnScalarLaunch},
   };
   return families;
 }
@@ -244,13 +269,16 @@ Lrn::Lrn(Device& device, const LrnDesc& desc) : device_(&device), desc_(desc) {
   // The first family that applies and MPCAFFE_KERNEL_CONFIG does not turn off.
   const auto [family, launch] =
       FirstRowFamily(LrnForwardFamilies(), desc_, profile, "LRN " + desc_.ToString());
-  vectors_ = family->vectors;
+  lanes_ = family->lanes;
   launch_ = launch.launch;
   ProgramHints hints;
-  hints.local_sizes = {{kLaunch1DLocalSize, 1, 1}, {8, 1, 1}};  // scalar, 8-lane vector launches
-  forward_ = device.GetProgram(ForwardSource(target, desc_.type, desc_.local_size, desc_.beta),
-                               "", hints)
-                 ->GetKernel(ForwardKernelName(desc_.type) + (vectors_ ? "_v8" : ""));
+  hints.local_sizes = {{kLaunch1DLocalSize, 1, 1}, {8, 1, 1}};  // scalar, vector launches
+  forward_ = device
+                 .GetProgram(ForwardSource(target, desc_.type, desc_.local_size, desc_.beta,
+                                           lanes_ ? lanes_ : 8),
+                             "", hints)
+                 ->GetKernel(ForwardKernelName(desc_.type) +
+                             (lanes_ ? "_v" + std::to_string(lanes_) : ""));
   if (KernelChoiceLogActive())  // for `mpcaffe time --explain`
     NoteKernelChoice({family->name, launch_.ToString(), launch.source, desc_.ToString()});
   if (desc_.type == DataType::kFloat32)
@@ -285,7 +313,7 @@ Event Lrn::Forward(const BufferRef& input, const BufferRef& output, const Buffer
       .Arg(int32_t{d.quant.y_zero});
   const RowGroups& launch = launch_;
   const size_t local = size_t(launch.width);
-  const size_t items = vectors_ ? (size_t(hw) + 7) / 8 : size_t(hw);
+  const size_t items = lanes_ ? (size_t(hw) + lanes_ - 1) / lanes_ : size_t(hw);
   const size_t columns = (items + local - 1) / local;
   const size_t row_groups =
       std::max<size_t>(1, std::min<size_t>(rows, size_t(launch.groups) / columns));

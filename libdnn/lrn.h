@@ -67,10 +67,12 @@ class Lrn {
   Event Backward(const BufferRef& input, const BufferRef& output, const BufferRef& top_diff,
                  const BufferRef& scale, const BufferRef& bottom_diff, Queue* queue = nullptr);
 
-  /// The forward kernel for windows of `local_size` channels (unrolled into the text); with
-  /// `beta` 0.75 (Caffe's default, every BVLC net's) s^−β as square roots (ThreeQuarters).
+  /// The forward kernels for windows of `local_size` channels (unrolled into the text): the
+  /// scalar one and, where the dialect has vectors, the one of `lanes`-lane vectors (8 or 16;
+  /// name suffix _v8 / _v16); with `beta` 0.75 (Caffe's default, every BVLC net's) s^−β as
+  /// square roots.
   static std::string ForwardSource(const KernelTarget& target, DataType type, int local_size = 5,
-                                   float beta = 0.75f);
+                                   float beta = 0.75f, int lanes = 8);
   static std::string BackwardSource(const KernelTarget& target);
   static std::string ForwardKernelName(DataType type);
   static std::string BackwardKernelName();
@@ -78,17 +80,18 @@ class Lrn {
  private:
   Device* device_;
   LrnDesc desc_;
-  bool vectors_ = false;  // the 8-lane vector kernel (lrn_vector) runs
+  int lanes_ = 0;         // the vector kernel's lanes (0: the scalar kernel runs)
   RowGroups launch_;      // the forward launch (the family's defaults table)
   Kernel forward_, backward_;
 };
 
 /// LRN's forward kernels as families, in the order an Lrn tries them (the first that applies
-/// runs): the 8-lane vector kernel where the dialect has vectors and rows have at least 8
-/// pixels, the scalar kernel everywhere; each with its launch per device class.
+/// runs): the 16-lane vector kernel where 16 floats fill one register (PoCL at AVX-512) and rows
+/// have at least 16 pixels, the 8-lane one where the dialect has vectors and rows have at least
+/// 8, the scalar kernel everywhere; each with its launch per device class.
 struct LrnForwardFamily {
-  const char* name;  ///< "lrn_vector", "lrn" (the registry's choice names)
-  bool vectors;      ///< the 8-lane vector kernel
+  const char* name;  ///< "lrn_vector16", "lrn_vector", "lrn" (the registry's choice names)
+  int lanes;         ///< the vector kernel's lanes (0: the scalar kernel)
   bool (*applies)(const LrnDesc& desc, const TargetProfile& profile);
   const DefaultsTable<RowGroups, LrnDesc>& (*launch)();
 };

@@ -106,7 +106,15 @@ TEST(DefaultsTables, LaunchDefaultsPerDeviceClass) {
   plane.height = plane.width = 13;
   const LrnForwardFamily& vector = LrnForwardFamilyFor(plane, cpu);
   EXPECT_STREQ(vector.name, "lrn_vector");
+  EXPECT_EQ(vector.lanes, 8);
   EXPECT_EQ(DefaultRowFor(vector.launch(), vector.name, cpu, plane).config.width, 8);
+  TargetProfile wide = cpu;  // 16 floats in a register (PoCL at AVX-512): 16 lanes
+  wide.sixteen_lane_registers = true;
+  EXPECT_STREQ(LrnForwardFamilyFor(plane, wide).name, "lrn_vector16");
+  EXPECT_EQ(LrnForwardFamilyFor(plane, wide).lanes, 16);
+  LrnDesc rows_of_15 = plane;  // fewer pixels than 16 lanes
+  rows_of_15.height = 3, rows_of_15.width = 5;
+  EXPECT_STREQ(LrnForwardFamilyFor(rows_of_15, wide).name, "lrn_vector");
   TargetProfile scalar_dialect = lanes;  // CUDA's dialect: no vector built-ins
   scalar_dialect.vector_builtins = false;
   const LrnForwardFamily& scalar = LrnForwardFamilyFor(plane, scalar_dialect);
@@ -143,15 +151,15 @@ TEST(DefaultsTables, ListingHoldsEveryTable) {
     EXPECT_GT(r.provenance.size(), 10u) << r.family << ": " << r.device_class;
   }
   EXPECT_EQ(families, (std::set<std::string>{"gemm", "conv", "conv_pw", "conv_dw", "conv_gemm",
-                                             "conv_wino", "pool_vector_max", "lrn_vector",
-                                             "lrn"}));
+                                             "conv_wino", "pool_vector_max", "lrn_vector16",
+                                             "lrn_vector", "lrn"}));
   EXPECT_EQ(rows.size(), GemmDefaults().size() + DirectConvDefaults().size() +
                              DirectShapeDefaults().size() +
                              PointwiseDefaults().size() + StridedPointwiseDefaults().size() +
                              PointwiseSpreadDefaults().size() + PointwisePrefetchDefaults().size() +
                              DepthwiseRowDefaults().size() + DepthwiseQuadDefaults().size() +
                              ConvGemmDefaults().size() + WinogradDefaults().size() +
-                             PoolVectorMaxDefaults().size() + 2);
+                             PoolVectorMaxDefaults().size() + 3);  // the LRN families' rows
   const std::string md = DefaultsMarkdown();
   EXPECT_EQ(md.rfind("| family | chooses | device class | default | measured by |\n", 0), 0u);
   size_t lines = 0;

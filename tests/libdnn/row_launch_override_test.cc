@@ -91,30 +91,39 @@ TEST(RowLaunchOverride, PoolVectorMaxLaunchIsForcedAndStillTheReference) {
   EXPECT_EQ(got, want) << "pool_vector_max:off";
 }
 
+// Every LRN family that applies on this device, forced in turn (the vector families before it
+// turned off): its launch as given, the reference's values.
 TEST(RowLaunchOverride, LrnLaunchIsForcedAndStillTheReference) {
   Device& dev = DefaultDevice();
   LrnDesc d;
   d.batch = 2, d.channels = 7, d.height = 5, d.width = 9, d.alpha = 1e-2f;
-  const bool vectors = LrnForwardFamilies()[0].applies(d, TargetProfile::Of(dev.info()));
-  const std::string family = vectors ? "lrn_vector" : "lrn";
   const std::vector<float> x = Random(d.count(), 7);
   std::vector<float> want(d.count());
   LrnForwardReference(d, x.data(), want.data(), nullptr);
-  ScopedSettings env;
-  env->kernel_config = family + ":width=4 groups=5";
-  KernelChoiceLog log;
-  Lrn lrn(dev, d);
-  auto xm = Upload(dev, x);
-  auto ym = dev.Allocate(d.count() * 4);
-  lrn.Forward(BufferRef(xm.get(), 0), BufferRef(ym.get(), 0));
-  const std::vector<float> got = Download(dev, ym, d.count());
-  const std::vector<KernelChoice> choices = log.Take();
-  ASSERT_EQ(choices.size(), 1u);
-  EXPECT_EQ(choices[0].family, family);
-  EXPECT_EQ(choices[0].config, "width=4 groups=5");
-  EXPECT_EQ(choices[0].source, ConfigSource::kOverride);
-  for (size_t i = 0; i < want.size(); ++i)
-    ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0f, std::fabs(want[i]))) << i;
+  std::string before;  // the families ahead of this one, off
+  for (const LrnForwardFamily& f : LrnForwardFamilies()) {
+    const std::string family = f.name;
+    if (!f.applies(d, TargetProfile::Of(dev.info()))) {
+      if (family != "lrn") before += family + ":off;";
+      continue;
+    }
+    ScopedSettings env;
+    env->kernel_config = before + family + ":width=4 groups=5";
+    KernelChoiceLog log;
+    Lrn lrn(dev, d);
+    auto xm = Upload(dev, x);
+    auto ym = dev.Allocate(d.count() * 4);
+    lrn.Forward(BufferRef(xm.get(), 0), BufferRef(ym.get(), 0));
+    const std::vector<float> got = Download(dev, ym, d.count());
+    const std::vector<KernelChoice> choices = log.Take();
+    ASSERT_EQ(choices.size(), 1u);
+    EXPECT_EQ(choices[0].family, family);
+    EXPECT_EQ(choices[0].config, "width=4 groups=5");
+    EXPECT_EQ(choices[0].source, ConfigSource::kOverride);
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0f, std::fabs(want[i]))) << family << " " << i;
+    if (family != "lrn") before += family + ":off;";
+  }
 }
 
 }  // namespace
