@@ -19,6 +19,7 @@ TargetProfile TargetProfile::Of(const DeviceInfo& info) {
   p.half_register_tiles = p.cpu_vectors && ActiveHostIsa() < HostIsa::kAvx512;
   p.sixteen_lane_registers = p.cpu_vectors && !info.wide_tiles_slow_at_256_bits &&
                              ActiveHostIsa() >= HostIsa::kAvx512;
+  p.half_arithmetic = info.fp16;
   p.strided_byte_rows_slow = info.strided_byte_rows_slow;
   p.software_prefetch = info.software_prefetch;
   p.winograd_launches = p.cpu_vectors;

@@ -41,6 +41,9 @@ struct TargetProfile {
   /// level without DeviceInfo::wide_tiles_slow_at_256_bits (PoCL; Intel's runtime splits
   /// 512-bit work into 256-bit halves). The direct kernel's fp32 tile of 16-channel vectors.
   bool sixteen_lane_registers = false;
+  /// fp16 arithmetic in half (DeviceInfo::fp16: cl_khr_fp16, CUDA); without it fp16 is half
+  /// storage converted to float around each operation (PoCL).
+  bool half_arithmetic = false;
   /// The kernel text's $prefetch fetches (DeviceInfo::software_prefetch): PoCL and Intel's CPU
   /// runtime.
   bool software_prefetch = false;

@@ -177,6 +177,19 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       "(MPCAFFE_ISA=avx2) fp32 PoCL 0.36 -> 0.29-0.33, Intel's 0.35 -> 0.19-0.22, int8 PoCL "
       "0.74-0.78 -> 0.63-0.64, Intel's 0.49-0.54 -> 0.38-0.40; fp16 and int16 lost on PoCL "
       "(0.5 -> 0.8, 0.53 -> 1.13): kept";
+  static const char* const kCpuShortKHalf =
+      "mpcaffe tune gemm 10000 10 30 --dtype fp16 --tb --weights B --device 0 (the 784-30-10 "
+      "net's output layer), Intel's runtime, AVX-512, Xeon, 2026-12-02, twice: outer tm=8 tn=2 "
+      "0.244 and 0.234 ms against the default dot tm=4 tn=2 vw=8 0.725 and 0.380 (tm=6 tn=2 "
+      "0.274); in the net (mpcaffe time --json, MPCAFFE_KERNEL_CONFIG, 3 alternating rounds) "
+      "0.41 -> 0.31 (6x2) -> 0.28 ms (8x2); PoCL's fp16 (half storage only) lost with the outer "
+      "tile (kCpuShortK)";
+  static const char* const kCpuHalfDot =
+      "mpcaffe tune gemm M N K --dtype fp16 --tb --weights B --device 0 --max 0, Intel's "
+      "runtime, AVX-512, Xeon, 2026-12-02, ms the former default dot tm=4 tn=2 vw=8 -> this "
+      "tile (the tuner's best on each): 1x4096x4096 1.151 -> 0.659 (tm=1 tn=4), 4x1000x4096 "
+      "0.295 -> 0.202, 16x1000x4096 1.845 -> 0.701, 64x1000x2048 1.914 -> 1.403, "
+      "10000x30x784 3.98-4.05 -> 3.35-3.53 (tm=4 tn=4; vw=8 3.57)";
   static const char* const kCpuDot =
       "the int8 tile: MPCAFFE_KERNEL_CONFIG='gemm:dot tm=4 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1' (and "
       "kp=2) mpcaffe time --model <784-30-10 net, int8> --synthetic --iterations 10, both CPU "
@@ -257,6 +270,12 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       {"OpenCL CPU runtime, fp32, K below 64, M >= 8, N > 4",
        [](P p, D d) { return p.cpu_vectors && d.type == DataType::kFloat32 && ShortK(d); },
        Tile(kOuterTile, 6, 2, 8, 1, 0), kCpuShortK},
+      {"OpenCL CPU runtime with half arithmetic (cl_khr_fp16: Intel's runtime), fp16, K below "
+       "64, M >= 8, N > 4",
+       [](P p, D d) {
+         return p.cpu_vectors && p.half_arithmetic && d.type == DataType::kFloat16 && ShortK(d);
+       },
+       Tile(kOuterTile, 8, 2, 8, 1, 0), kCpuShortKHalf},
       {"OpenCL CPU runtime without byte quads, int8q, K below 64, M >= 8, N > 4",
        [](P p, D d) { return p.cpu_vectors && !p.byte_quad_products && Int8(d) && ShortK(d); },
        Tile(kOuterTile, 6, 2, 8, 1, 0, kPairs), kCpuShortK},
@@ -275,6 +294,20 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
                 OneActivationRow(d);
        },
        Tile(kDotTile, 1, 8, 8, 1, 0), kCpuOneRow},
+      {"OpenCL CPU runtime with half arithmetic (Intel's runtime), dot form, fp16, one "
+       "activation row",
+       [](P p, D d) {
+         return p.cpu_vectors && p.half_arithmetic && DotForm(d) &&
+                d.type == DataType::kFloat16 && OneActivationRow(d);
+       },
+       Tile(kDotTile, 1, 4, 16, 1, 0), kCpuHalfDot},
+      {"OpenCL CPU runtime with half arithmetic (Intel's runtime), dot form, fp16, M >= 4, "
+       "N >= 8",
+       [](P p, D d) {
+         return p.cpu_vectors && p.half_arithmetic && DotForm(d) &&
+                d.type == DataType::kFloat16 && d.M >= 4 && d.N >= 8;
+       },
+       Tile(kDotTile, 4, 4, 16, 1, 0), kCpuHalfDot},
       {"OpenCL CPU runtime with byte quads, dot form, int8q, M >= 4, N >= 8",
        [](P p, D d) {
          return p.cpu_vectors && p.byte_quad_products && DotForm(d) && Int8(d) && d.M >= 4 &&

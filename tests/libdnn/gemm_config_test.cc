@@ -247,8 +247,29 @@ TEST(GemmConfigTest, ShortKAtABatchTakesTheOuterTile) {
   GemmDesc one_row = out;
   one_row.M = 1;
   EXPECT_EQ(DefaultGemmConfig(cpu, one_row).algorithm, GemmConfig::Algorithm::kDot);
-  for (const GemmDesc& d : {out, out8})
-    EXPECT_TRUE(DefaultGemmConfig(cpu, d).Supports(d, Backend::kOpenCL)) << d.ToString();
+  // fp16: the outer tile where the device computes in half (cl_khr_fp16), 8 rows; half
+  // storage alone (PoCL) keeps the dot tile.
+  GemmDesc out16 = out;
+  out16.type = out16.out_type = DataType::kFloat16;
+  DeviceInfo half_cpu = cpu;
+  half_cpu.fp16 = true;
+  EXPECT_EQ(DefaultGemmConfig(half_cpu, out16).ToString(),
+            "outer tm=8 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0");
+  EXPECT_EQ(DefaultGemmConfig(cpu, out16).algorithm, GemmConfig::Algorithm::kDot);
+  // At K = 64 and more fp16 in half takes 16-lane dot tiles: 4 × 4 at a batch, 1 × 4 for one
+  // activation row; half storage alone keeps the 4 × 2 tile of 8 lanes.
+  GemmDesc fc16 = out16;
+  fc16.N = 1000, fc16.K = 4096, fc16.M = 16;
+  EXPECT_EQ(DefaultGemmConfig(half_cpu, fc16).ToString(),
+            "dot tm=4 tn=4 vw=16 wg=1 ku=1 mf=0 kp=1 lm=0");
+  fc16.M = 1;
+  EXPECT_EQ(DefaultGemmConfig(half_cpu, fc16).ToString(),
+            "dot tm=1 tn=4 vw=16 wg=1 ku=1 mf=0 kp=1 lm=0");
+  fc16.M = 16;
+  EXPECT_EQ(DefaultGemmConfig(cpu, fc16).ToString(),
+            "dot tm=4 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0");
+  for (const GemmDesc& d : {out, out8, out16})
+    EXPECT_TRUE(DefaultGemmConfig(half_cpu, d).Supports(d, Backend::kOpenCL)) << d.ToString();
   // Not the other layouts: a convolution's GEMM with a K of 27 (weights A, M < N) keeps its
   // outer tile walking M tiles first.
   GemmDesc conv;

@@ -38,6 +38,20 @@ TEST_P(GemmTest, MatchesReferenceOnEveryShape) {
   }
 }
 
+TEST_P(GemmTest, InnerProductsMatchTheReferenceInTheirDefaultTiles) {
+  // Inner products (activations A, weights B transposed) in this device's default tiles: K
+  // below 64 at a batch (the 784-30-10 net's 10000 × 10 × 30 output layer at 40 rows: the
+  // short-K outer tiles), one activation row and a batch of 16 (the one-row and batch dot
+  // tiles, fp16's 16-lane ones where the device computes in half).
+  Device& dev = DefaultDevice();
+  int seed = 77;
+  for (const Shape& s : {Shape{40, 10, 30}, Shape{1, 24, 96}, Shape{16, 24, 96}}) {
+    const Problem p = MakeProblem(Varied(GetParam(), s, 2), seed++);
+    ASSERT_TRUE(p.desc.trans_b && p.desc.weights == WeightOperand::kB);
+    ExpectSame(p, RunOnDevice(dev, p, nullptr), RunReference(p), p.desc.ToString());
+  }
+}
+
 TEST_P(GemmTest, EveryAlgorithmAndTileGivesTheReferenceResult) {
   Device& dev = DefaultDevice();
   const std::vector<Shape> shapes = {{1, 1, 9}, {17, 1, 130}, {23, 37, 45}, {40, 3, 64}};
