@@ -185,11 +185,18 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       "0.41 -> 0.31 (6x2) -> 0.28 ms (8x2); PoCL's fp16 (half storage only) lost with the outer "
       "tile (kCpuShortK)";
   static const char* const kCpuHalfDot =
-      "mpcaffe tune gemm M N K --dtype fp16 --tb --weights B --device 0 --max 0, Intel's "
-      "runtime, AVX-512, Xeon, 2026-12-02, ms the former default dot tm=4 tn=2 vw=8 -> this "
-      "tile (the tuner's best on each): 1x4096x4096 1.151 -> 0.659 (tm=1 tn=4), 4x1000x4096 "
-      "0.295 -> 0.202, 16x1000x4096 1.845 -> 0.701, 64x1000x2048 1.914 -> 1.403, "
-      "10000x30x784 3.98-4.05 -> 3.35-3.53 (tm=4 tn=4; vw=8 3.57)";
+      "mpcaffe tune gemm 1 4096 4096 --dtype fp16 --tb --weights B --device 0 --max 0, Intel's "
+      "runtime, Xeon, 2026-12-02, ms the former default dot tm=4 tn=2 vw=8 -> this tile (the "
+      "tuner's best): AVX-512 1.151 -> 0.659; AVX2 (MPCAFFE_ISA=avx2) 1.107 -> 0.635 (tm=1 tn=4 "
+      "vw=8 0.621)";
+  static const char* const kCpuWideDot =
+      "mpcaffe tune gemm M N K --dtype fp32|fp16 --tb --weights B --device 0|1 --max 0, Xeon, "
+      "2026-12-02, ms the former default dot tm=4 tn=2 vw=8 -> this tile: fp32 Intel's runtime "
+      "16x1000x4096 1.034 -> 0.691, 10000x30x784 3.472 -> 2.707; fp32 PoCL 1.279 -> 1.073, "
+      "3.266 -> 2.902; fp16 Intel's runtime 4x1000x4096 0.295 -> 0.202, 16x1000x4096 1.845 -> "
+      "0.701, 64x1000x2048 1.914 -> 1.403, 10000x30x784 3.98-4.05 -> 3.35-3.53. At AVX2 "
+      "(MPCAFFE_ISA=avx2) it lost on Intel's runtime: fp32 0.984 -> 1.319 and 3.688 -> 4.545, "
+      "fp16 0.984 -> 1.187 and 4.058 -> 4.761";
   static const char* const kCpuDot =
       "the int8 tile: MPCAFFE_KERNEL_CONFIG='gemm:dot tm=4 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1' (and "
       "kp=2) mpcaffe time --model <784-30-10 net, int8> --synthetic --iterations 10, both CPU "
@@ -301,13 +308,14 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
                 d.type == DataType::kFloat16 && OneActivationRow(d);
        },
        Tile(kDotTile, 1, 4, 16, 1, 0), kCpuHalfDot},
-      {"OpenCL CPU runtime with half arithmetic (Intel's runtime), dot form, fp16, M >= 4, "
-       "N >= 8",
+      {"OpenCL CPU runtime at AVX-512 (no half-register tiles), dot form, fp32 or fp16 in half "
+       "(Intel's runtime), M >= 4, N >= 8",
        [](P p, D d) {
-         return p.cpu_vectors && p.half_arithmetic && DotForm(d) &&
-                d.type == DataType::kFloat16 && d.M >= 4 && d.N >= 8;
+         const bool half = d.type == DataType::kFloat16 && p.half_arithmetic;
+         return p.cpu_vectors && !p.half_register_tiles && DotForm(d) &&
+                (d.type == DataType::kFloat32 || half) && d.M >= 4 && d.N >= 8;
        },
-       Tile(kDotTile, 4, 4, 16, 1, 0), kCpuHalfDot},
+       Tile(kDotTile, 4, 4, 16, 1, 0), kCpuWideDot},
       {"OpenCL CPU runtime with byte quads, dot form, int8q, M >= 4, N >= 8",
        [](P p, D d) {
          return p.cpu_vectors && p.byte_quad_products && DotForm(d) && Int8(d) && d.M >= 4 &&

@@ -256,18 +256,30 @@ TEST(GemmConfigTest, ShortKAtABatchTakesTheOuterTile) {
   EXPECT_EQ(DefaultGemmConfig(half_cpu, out16).ToString(),
             "outer tm=8 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0");
   EXPECT_EQ(DefaultGemmConfig(cpu, out16).algorithm, GemmConfig::Algorithm::kDot);
-  // At K = 64 and more fp16 in half takes 16-lane dot tiles: 4 × 4 at a batch, 1 × 4 for one
-  // activation row; half storage alone keeps the 4 × 2 tile of 8 lanes.
+  // At K = 64 and more, at the AVX-512 level (no half-register tiles), fp32 and fp16 in half
+  // take 4 × 4 dot tiles of 16 lanes at a batch, fp16 in half 1 × 4 for one activation row;
+  // half storage alone and the AVX2 level keep the 4 × 2 tile of 8 lanes.
   GemmDesc fc16 = out16;
   fc16.N = 1000, fc16.K = 4096, fc16.M = 16;
-  EXPECT_EQ(DefaultGemmConfig(half_cpu, fc16).ToString(),
-            "dot tm=4 tn=4 vw=16 wg=1 ku=1 mf=0 kp=1 lm=0");
+  TargetProfile wide = TargetProfile::Of(half_cpu);
+  wide.half_register_tiles = false;
+  TargetProfile narrow = wide;
+  narrow.half_register_tiles = true;
+  auto config = [](const TargetProfile& p, const GemmDesc& d) {
+    return DefaultRowFor(GemmDefaults(), "gemm", p, d).config.ToString();
+  };
+  EXPECT_EQ(config(wide, fc16), "dot tm=4 tn=4 vw=16 wg=1 ku=1 mf=0 kp=1 lm=0");
+  EXPECT_EQ(config(narrow, fc16), "dot tm=4 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0");
+  GemmDesc fc32 = fc16;
+  fc32.type = fc32.out_type = DataType::kFloat32;
+  EXPECT_EQ(config(wide, fc32), "dot tm=4 tn=4 vw=16 wg=1 ku=1 mf=0 kp=1 lm=0");
+  EXPECT_EQ(config(narrow, fc32), "dot tm=4 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0");
+  TargetProfile storage = wide;
+  storage.half_arithmetic = false;
+  EXPECT_EQ(config(storage, fc16), "dot tm=4 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0");
   fc16.M = 1;
-  EXPECT_EQ(DefaultGemmConfig(half_cpu, fc16).ToString(),
-            "dot tm=1 tn=4 vw=16 wg=1 ku=1 mf=0 kp=1 lm=0");
-  fc16.M = 16;
-  EXPECT_EQ(DefaultGemmConfig(cpu, fc16).ToString(),
-            "dot tm=4 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0");
+  EXPECT_EQ(config(wide, fc16), "dot tm=1 tn=4 vw=16 wg=1 ku=1 mf=0 kp=1 lm=0");
+  EXPECT_EQ(config(narrow, fc16), "dot tm=1 tn=4 vw=16 wg=1 ku=1 mf=0 kp=1 lm=0");
   for (const GemmDesc& d : {out, out8, out16})
     EXPECT_TRUE(DefaultGemmConfig(half_cpu, d).Supports(d, Backend::kOpenCL)) << d.ToString();
   // Not the other layouts: a convolution's GEMM with a K of 27 (weights A, M < N) keeps its
