@@ -202,19 +202,6 @@ namespace {
 
 // About a thousand work-groups (PoCL pays per group), each walking rows of its pixel columns:
 // vector work-items in groups of 8, scalar ones in the 1-D launch's groups.
-const DefaultsTable<RowGroups, LrnDesc>& LrnVector16Launch() {
-  static const DefaultsTable<RowGroups, LrnDesc> table = {
-      {"every device",
-       [](const TargetProfile&, const LrnDesc&) { return true; },
-       {8, 1024},
-       "lrn_vector's groups of 8 work-items; 16 lanes against 8, BVLC AlexNet fp32 and int8 in "
-       "mpcaffe time --synthetic --iterations 20 --device 1, PoCL, AVX-512, 3 alternating "
-       "rounds, 2026-12-02 (docs/BENCHMARKS.md, \"Default configurations\"): norm1 / norm2 at "
-       "batch 10 4.6 / 1.85 -> 3.7 / 1.0 ms, at batch 1 0.26 / 0.21 -> 0.23 / 0.15"},
-  };
-  return table;
-}
-
 const DefaultsTable<RowGroups, LrnDesc>& LrnVectorLaunch() {
   static const DefaultsTable<RowGroups, LrnDesc> table = {
       {"every device",
@@ -241,13 +228,15 @@ const DefaultsTable<RowGroups, LrnDesc>& LrnScalarLaunch() {
 
 const std::vector<LrnForwardFamily>& LrnForwardFamilies() {
   // 16 lanes where 16 floats fill one register: the square roots and the division of s^−3/4
-  // take one instruction per 16 pixels instead of per 8, and they bound the kernel.
+  // take one instruction per 16 pixels instead of per 8, and they bound the kernel (AlexNet's
+  // norm1 and norm2: docs/BENCHMARKS.md, "Default configurations"). Both vector families take
+  // the same launch: work-groups of 8 vectors.
   static const std::vector<LrnForwardFamily> families = {
       {"lrn_vector16", 16,
        [](const LrnDesc& d, const TargetProfile& p) {
          return p.vector_builtins && p.sixteen_lane_registers && d.height * d.width >= 16;
        },
-       LrnVector16Launch},
+       LrnVectorLaunch},
       {"lrn_vector", 8,
        [](const LrnDesc& d, const TargetProfile& p) {
          return p.vector_builtins && d.height * d.width >= 8;
