@@ -147,7 +147,6 @@ class LiveViews {
     Prune();
   }
 
-
   /// Every live view current with the device. Holds the GIL.
   void AfterRun() {
     Prune();
