@@ -101,7 +101,6 @@ int ActivationRows(const GemmDesc& d) { return d.weights == WeightOperand::kB ? 
 /// byte pairs (vw = 8: 32 k per MP_MADDUBS).
 bool Quads(const GemmConfig& c) { return !Outer(c) && c.vw == 16; }
 
-
 /// Columns of the outer kernel's packed activations: N rounded up to whole tiles.
 int PaddedColumns(const GemmDesc& d, const GemmConfig& c) {
   const int tile = c.tn * 8;
