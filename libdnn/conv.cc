@@ -661,14 +661,17 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
         xpack_.Arg(int32_t{sub ? d.stride_h : 1}).Arg(int32_t{sub ? d.stride_w : 1});
     }
     // Tap quads: a work-item per packed row; otherwise per pixel, over the planes.
-    // Tiles: a work-item per grid row (the plane's rows, the last partial) of each of the 16
-    // quads of every 64-channel block.
+    // Tiles: a work-item per 16 grid positions of a grid row (the plane's rows, the last
+    // partial) and 64-channel block.
     const size_t items =
         size_t(images) * d.groups *
         (l.taps    ? size_t(l.planes) * l.h
-         : tiles ? size_t(tl.blocks) * 16 * DivUp(tl.plane, tl.w)
+         : tiles ? size_t(tl.blocks) * DivUp(tl.plane, tl.w) * DivUp(tl.w, 16)
                    : planes_hw);
-    xpack_.Launch1D(items, queue);
+    if (tiles)  // few work-items of many lines each: groups of the forward kernel's size
+      xpack_.Launch({items, 1, 1}, {size_t(config_.lanes), 1, 1}, queue);
+    else
+      xpack_.Launch1D(items, queue);
     last = launch(first, images, xpacked_.get(), 0, xs_offset);
   }
   return last;

@@ -202,14 +202,15 @@ std::string QuadPrologue(const ConvConfig& c) {
 }
 
 std::string TilePackInputBody() {
-  // A work-item per grid row of one quad k of one block qb, the 16 quads of one row in
-  // neighbouring work-items, so each grid position's 64-byte line is written by one core (rows
-  // neighbouring put every line in both cores' writes: docs/BENCHMARKS.md, "Default
-  // configurations"). Word k of grid position s holds the bytes of channels 4(16qb + k) …
-  // 4(16qb + k) + 3 at input row (s / PW)·sh − ph, column (s % PW)·sw − pw: z_x outside the
-  // input (the epilogue's z_x·Σ(w − z_w) takes it back out), any bytes past Cg (zero weights).
-  // At stride 1 the columns inside the input are zipped 16 at a time from four channel rows
-  // (MP_ZIP4X16), the others word by word.
+  // A work-item per chunk of 16 grid positions of one grid row and one 64-channel block qb, all
+  // 16 quads k in turn, so each grid position's 64-byte line is written by one work-item (lines
+  // written from both cores cost: docs/BENCHMARKS.md, "Default configurations"). Word k of
+  // grid position s holds the bytes of channels 4(16qb + k) … 4(16qb + k) + 3 at input row
+  // (s / PW)·sh − ph, column (s % PW)·sw − pw: z_x outside the input (the epilogue's
+  // z_x·Σ(w − z_w) takes it back out), any bytes past Cg (zero weights). At stride 1 the
+  // chunk's columns inside the input are zipped from four channel rows at once (MP_ZIP4X16:
+  // 16 columns; fewer at a row's ends, where the 16 columns read stay inside the input), the
+  // others word by word.
   const std::string word = R"(        int v = xz;
         const int ix = c * sw - pw;
         if (inside && ix >= 0 && ix < XW) {
@@ -224,31 +225,38 @@ std::string TilePackInputBody() {
   const int XH = XHW / XW;
   const int xz = (int)((mp_u32)x_zero * 0x01010101u);
   const int RS = (HW + PW - 1) / PW;
-  $loop(i, NG * QB * 16 * RS) {
-    const int k = i % 16;
-    const int r = i / 16 % RS;
-    const int b = i / (16 * RS);
+  const int CS = (PW + 15) / 16;
+  const long end = (long)NG * Cg * XHW;
+  $loop(i, NG * QB * RS * CS) {
+    const int cs = i % CS * 16;
+    const int r = i / CS % RS;
+    const int b = i / (CS * RS);
     const int ng = b / QB;
-    const int c0 = 4 * (16 * (b - ng * QB) + k);
     const int iy = r * sh - ph;
-    const int inside = iy >= 0 && iy < XH && c0 < Cg;
-    $global int* dst = xq + (b * HW + r * PW) * 16 + k;
-    const $global Dtype* src = x + (ng * Cg + (inside ? c0 : 0)) * XHW + (inside ? iy : 0) * XW;
-    const int n = min(PW, HW - r * PW);
-    // Columns zipped: stride 1, four channels, the 16 input columns inside the row.
-    const int z0 = sw == 1 && inside && c0 + 4 <= Cg ? min(pw, n) : n;
-    const int z1 = z0 < n ? max(z0, min(n, XW + pw)) : n;
-    int c = 0;
-    for (; c < z0; ++c) {
-)" + word + R"(    }
-    for (; c + 16 <= z1; c += 16) {
-      const $global Dtype* p = src + c - pw;
-      int w16[16];
-      MP_QUAD_STORE(MP_ZIP4X16(p, p + XHW, p + 2 * XHW, p + 3 * XHW), w16);
-      for (int l = 0; l < 16; ++l) dst[(c + l) * 16] = w16[l];
+    const int ce = min(cs + 16, min(PW, HW - r * PW));
+    for (int k = 0; k < 16; ++k) {
+      const int c0 = 4 * (16 * (b - ng * QB) + k);
+      const int inside = iy >= 0 && iy < XH && c0 < Cg;
+      $global int* dst = xq + (b * HW + r * PW) * 16 + k;
+      const long at = (long)(ng * Cg + (inside ? c0 : 0)) * XHW + (inside ? iy : 0) * XW;
+      const $global Dtype* src = x + at;
+      // The columns zipped: [z0, z1), whose input columns z − pw are inside the row.
+      const int zip = sw == 1 && inside && c0 + 4 <= Cg;
+      const int z0 = zip ? min(max(cs, pw), ce) : ce;
+      const int z1 = zip ? max(z0, min(ce, XW + pw)) : ce;
+      int c = cs;
+      for (; c < z0; ++c) {
+)" + word + R"(      }
+      if (z0 < z1 && (z1 - z0 == 16 || at + 3 * XHW + z0 - pw + 16 <= end)) {
+        const $global Dtype* p = src + z0 - pw;
+        int w16[16];
+        MP_QUAD_STORE(MP_ZIP4X16(p, p + XHW, p + 2 * XHW, p + 3 * XHW), w16);
+        for (int l = 0; l < z1 - z0; ++l) dst[(z0 + l) * 16] = w16[l];
+        c = z1;
+      }
+      for (; c < ce; ++c) {
+)" + word + R"(      }
     }
-    for (; c < n; ++c) {
-)" + word + R"(    }
   }
 )";
 }
