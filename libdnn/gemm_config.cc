@@ -197,6 +197,15 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       "0.701, 64x1000x2048 1.914 -> 1.403, 10000x30x784 3.98-4.05 -> 3.35-3.53. At AVX2 "
       "(MPCAFFE_ISA=avx2) it lost on Intel's runtime: fp32 0.984 -> 1.319 and 3.688 -> 4.545, "
       "fp16 0.984 -> 1.187 and 4.058 -> 4.761";
+  static const char* const kCpuPairs4x4 =
+      "mpcaffe tune gemm M N K --dtype int8 --tb --weights B --device 0|1 --max 0, Xeon, "
+      "2026-12-02, ms the former default dot tm=4 tn=2 vw=8 kp=2 -> this tile: Intel's runtime "
+      "at AVX-512 10000x30x784 2.380 -> 2.228, 16x4096x9216 4.122 -> 3.370, 64x1000x4096 "
+      "1.797 -> 1.507, 16x1000x4096 0.469 -> 0.384, 100x500x800 0.404 -> 0.344 (the tuner's "
+      "best on all five). At AVX2 (MPCAFFE_ISA=avx2) it lost or tied: Intel's runtime 2.996 -> "
+      "3.316, 6.033 -> 5.803, 2.499 -> 2.583, 0.633 -> 0.641, 0.519 -> 0.532; PoCL 3.720 -> "
+      "4.164, 5.848 -> 6.083, 2.701 -> 2.807, 0.761 -> 0.730, 0.614 -> 0.661. PoCL on an "
+      "AVX-512 CPU without VNNI takes it too: not measured (this Xeon has VNNI)";
   static const char* const kCpuDot =
       "the int8 tile: MPCAFFE_KERNEL_CONFIG='gemm:dot tm=4 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1' (and "
       "kp=2) mpcaffe time --model <784-30-10 net, int8> --synthetic --iterations 10, both CPU "
@@ -328,6 +337,13 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
                 d.N > 4;
        },
        Tile(kDotTile, 4, 2, 16, 1, 0, GemmConfig::kDot4), kCpuQuadsBatch},
+      {"OpenCL CPU runtime at AVX-512 (no half-register tiles) without byte quads (Intel's "
+       "runtime), dot form, int8q, M >= 4, N >= 8: 16-bit pairs in 4 x 4 tiles",
+       [](P p, D d) {
+         return p.cpu_vectors && !p.half_register_tiles && !p.byte_quad_products && DotForm(d) &&
+                Int8(d) && d.M >= 4 && d.N >= 8;
+       },
+       Tile(kDotTile, 4, 4, 8, 1, 0, kPairs), kCpuPairs4x4},
       {"OpenCL CPU runtime, dot form, int8q, N <= 4",
        [](P p, D d) { return p.cpu_vectors && DotForm(d) && Int8(d) && d.N <= 4; },
        Tile(kDotTile, 4, 1, 8, 1, 0, kPairs), kCpuDot},

@@ -274,6 +274,11 @@ TEST(GemmConfigTest, ShortKAtABatchTakesTheOuterTile) {
   fc32.type = fc32.out_type = DataType::kFloat32;
   EXPECT_EQ(config(wide, fc32), "dot tm=4 tn=4 vw=16 wg=1 ku=1 mf=0 kp=1 lm=0");
   EXPECT_EQ(config(narrow, fc32), "dot tm=4 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0");
+  // int8 pairs (no byte quads): 4 × 4 tiles of 8 pair lanes at AVX-512, 4 × 2 at AVX2.
+  GemmDesc fc8 = fc32;
+  fc8.type = fc8.out_type = DataType::kInt8Q;
+  EXPECT_EQ(config(wide, fc8), "dot tm=4 tn=4 vw=8 wg=1 ku=1 mf=0 kp=2 lm=0");
+  EXPECT_EQ(config(narrow, fc8), "dot tm=4 tn=2 vw=8 wg=1 ku=1 mf=0 kp=2 lm=0");
   TargetProfile storage = wide;
   storage.half_arithmetic = false;
   EXPECT_EQ(config(storage, fc16), "dot tm=4 tn=2 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0");
