@@ -188,8 +188,10 @@ Convolution Convolution::Winograd(Device& device, const ConvDesc& desc,
   return conv;
 }
 
-Convolution Convolution::WithoutWinograd(Device& device, const ConvDesc& desc) {
-  return Convolution(device, desc, {}, PlanConvolution(device, desc, {}, ConvFamily::kWinograd));
+Convolution Convolution::WithoutWinograd(Device& device, const ConvDesc& desc,
+                                         const ConvQuant& quant) {
+  return Convolution(device, desc, quant,
+                     PlanConvolution(device, desc, quant, ConvFamily::kWinograd));
 }
 
 void Convolution::ReleaseScratch() {

@@ -311,7 +311,8 @@ class Convolution {
   /// family is not taken (the tuner times it against them).
   static Convolution Winograd(Device& device, const ConvDesc& desc, const WinogradConfig& config,
                               const ConvQuant& quant = {});
-  static Convolution WithoutWinograd(Device& device, const ConvDesc& desc);
+  static Convolution WithoutWinograd(Device& device, const ConvDesc& desc,
+                                     const ConvQuant& quant = {});
   static std::string PointwiseSource(const KernelTarget& target, const ConvDesc& desc,
                                      const PointwiseTile& tile, RequantKnown known = {});
   static std::string PointwiseKernelName(const ConvDesc& desc);

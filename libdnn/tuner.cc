@@ -391,13 +391,18 @@ ConvOperands::ConvOperands(Device& device, const ConvDesc& d) {
   input = zeros(d.input_count() * in);
   weights = zeros(d.weight_count() * in);
   output = zeros(d.output_count() * in);
+  if (d.residual) residual = zeros(d.output_count() * in);
   bias = zeros(size_t(d.out_channels) * 8);
   device.Finish();
 }
 
-ConvQuant PlaceholderConvQuant() {
+ConvQuant PlaceholderConvQuant(const ConvDesc& desc) {
   ConvQuant quant;  // one multiplier: the time does not depend on its value
   quant.multiplier = {quant::QuantizeMultiplier(1.0 / 4096)};
+  // Symmetric weight zero points, as the nets' int8 weights have: the form the nets run (byte
+  // quads and tiles hold w − z_w only for those; a zero point of 0 on unsigned weights would
+  // time the 16-bit pair form instead).
+  quant.w_zero = {desc.type == DataType::kInt8Q && !desc.weights_signed ? 128 : 0};
   return quant;
 }
 
@@ -413,7 +418,8 @@ std::function<double(int)> ConvTimer(std::shared_ptr<Convolution> conv, const Co
         [&] {
           return conv->Forward(BufferRef(ops.input.get(), 0),
                                desc.bias ? BufferRef(ops.bias.get(), 0) : BufferRef(),
-                               BufferRef(ops.output.get(), 0));
+                               BufferRef(ops.output.get(), 0), nullptr,
+                               desc.residual ? BufferRef(ops.residual.get(), 0) : BufferRef());
         },
         repeats);
   };
@@ -423,7 +429,8 @@ std::function<double(int)> ConvTimer(std::shared_ptr<Convolution> conv, const Co
 
 double Tuner::TimeConv(const ConvDesc& desc, const ConvConfig& config, const ConvOperands& ops,
                        int repeats) {
-  return ConvTimer(std::make_shared<Convolution>(device_, desc, PlaceholderConvQuant(), config),
+  return ConvTimer(
+      std::make_shared<Convolution>(device_, desc, PlaceholderConvQuant(desc), config),
                    desc, ops)(repeats < 1 ? repeats_ : repeats);
 }
 
@@ -446,10 +453,7 @@ DepthwiseTuneResult Tuner::TuneDepthwise(const ConvDesc& desc, double give_up) {
   const ConvOperands ops(device_, desc);
   const std::vector<int> candidates =
       DepthwiseRowCandidates(desc, TargetProfile::Of(device_.info()));
-  // Symmetric weight zero points, as the nets' int8 weights have: the form the nets run (the
-  // byte quads hold w − z_w only for those).
-  ConvQuant quant = PlaceholderConvQuant();
-  quant.w_zero = {desc.type == DataType::kInt8Q && !desc.weights_signed ? 128 : 0};
+  const ConvQuant quant = PlaceholderConvQuant(desc);
   DepthwiseTuneResult result = TimeCandidates(candidates, 0, give_up, repeats_, [&](int rows) {
     return ConvTimer(
         std::make_shared<Convolution>(Convolution::Depthwise(device_, desc, quant, rows)), desc,
@@ -467,9 +471,7 @@ PointwiseTuneResult Tuner::TunePointwise(const ConvDesc& desc, double give_up) {
                 " has no pointwise kernel (fp32 1×1 unpadded one-group convolutions; on "
                 "OpenCL also one-group convolutions of few input channels)");
   const ConvOperands ops(device_, desc);
-  // Symmetric weight zero points, as the nets' int8 weights have: the byte quads hold them.
-  ConvQuant quant = PlaceholderConvQuant();
-  quant.w_zero = {desc.type == DataType::kInt8Q && !desc.weights_signed ? 128 : 0};
+  const ConvQuant quant = PlaceholderConvQuant(desc);
   PointwiseTuneResult result = TimeCandidates(
       PointwiseCandidates(desc, TargetProfile::Of(device_.info())), 0, give_up, repeats_,
       [&](const PointwiseChoice& choice) {
@@ -498,11 +500,12 @@ WinogradTuneResult Tuner::TuneWinograd(const ConvDesc& desc, double give_up) {
   for (const WinogradConfig& c : WinogradCandidates(first.value_or(WinogradConfig{}), desc.type))
     if (!(first && c == *first)) candidates.push_back(c);
   if (first) candidates.insert(candidates.begin() + 1, std::nullopt);
+  const ConvQuant quant = PlaceholderConvQuant(desc);
   WinogradTuneResult result = TimeCandidates(
       candidates, 0, give_up, repeats_, [&](const WinogradChoice& choice) {
         return ConvTimer(std::make_shared<Convolution>(
-                             choice ? Convolution::Winograd(device_, desc, *choice)
-                                    : Convolution::WithoutWinograd(device_, desc)),
+                             choice ? Convolution::Winograd(device_, desc, *choice, quant)
+                                    : Convolution::WithoutWinograd(device_, desc, quant)),
                          desc, ops);
       });
   result.stored = Store(device_, "conv_wino", desc.ToString(),

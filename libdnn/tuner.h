@@ -48,7 +48,8 @@ struct BlasTuneResult {
 /// Zero-filled tensors for timing a convolution described by `desc`.
 struct ConvOperands {
   ConvOperands(Device& device, const ConvDesc& desc);
-  std::shared_ptr<DeviceMemory> input, weights, output, bias;
+  /// residual: the output's size where the description adds one (desc.residual), else null.
+  std::shared_ptr<DeviceMemory> input, weights, output, bias, residual;
 };
 
 class Tuner {

@@ -1,8 +1,9 @@
 // tools/cmd_tune.cc — `mpcaffe tune gemm M N K [--dtype t] [--ta] [--tb] [--weights A|B]
 // [--device i] [--max n]`: times the GEMM kernel candidates (and, for float types, LibDNN
 // against CLBlast) for one shape; `mpcaffe tune --model <prototxt> [--device all|i,j]` tunes
-// every GEMM and convolution shape a net prepares, on each device in turn. Winners go to the
-// kernel cache's tuning table under the device's key, where the layers find them next time.
+// every GEMM and convolution shape a net prepares, on each device in turn (by default the one
+// `time` chooses for the net), at the timing tools' optimizer level and pycaffe's. Winners go
+// to the kernel cache's tuning table under the device's key, where the layers find them.
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -11,6 +12,7 @@
 #include "cache/program_cache.h"
 #include "device/settings.h"
 #include "libdnn/tuner.h"
+#include "net/device_choice.h"
 #include "net/net.h"
 #include "proto/model_io.h"
 #include "tools/bench_net.h"
@@ -81,7 +83,9 @@ template <typename Config>
 std::string BestText(const Config& c) {
   return c.ToString();
 }
-std::string BestText(int depthwise_rows) { return libdnn::DepthwiseConfig{depthwise_rows}.ToString(); }
+std::string BestText(int depthwise_rows) {
+  return libdnn::DepthwiseConfig{depthwise_rows}.ToString();
+}
 std::string BestText(const libdnn::PointwiseChoice& c) { return c ? c->ToString() : "off"; }
 std::string BestText(const libdnn::WinogradChoice& c) { return c ? c->ToString() : "off"; }
 
@@ -115,26 +119,33 @@ void TuneModelOn(Device& dev, const std::vector<std::string>& args) {
   // Shapes first (each once over all variants), then the timing.
   std::vector<libdnn::GemmDesc> gemms;
   std::vector<libdnn::ConvDesc> convs;
-  for (const auto& [what, p] : variants) {
-    NetOptions options;
-    options.synthetic_data = true;
-    auto net = BuildCalibratedNet(p, dev, options);
-    libdnn::ShapeRecorder recorder;
-    net->Forward();  // layers prepare their GEMMs and convolutions here
-    size_t new_gemms = 0, new_convs = 0;
-    for (const auto& g : recorder.gemms()) {
-      bool seen = false;
-      for (const auto& h : gemms) seen |= h.ToString() == g.ToString();
-      if (!seen) gemms.push_back(g), ++new_gemms;
+  // The shapes at the optimizer level the timing tools run (`time`, `bench net`: fused
+  // epilogues) and at pycaffe's (level 1), whose layers' descriptions differ (an int8 net's
+  // convolutions fuse their BatchNorm, Scale and ReLU at level 2 only).
+  std::vector<int> levels{ToolOptimizeLevel()};
+  if (levels[0] == 2) levels.push_back(1);
+  for (const auto& [what, p] : variants)
+    for (int level : levels) {
+      NetOptions options;
+      options.synthetic_data = true;
+      options.optimize = level;
+      auto net = BuildCalibratedNet(p, dev, options);
+      libdnn::ShapeRecorder recorder;
+      net->Forward();  // layers prepare their GEMMs and convolutions here
+      size_t new_gemms = 0, new_convs = 0;
+      for (const auto& g : recorder.gemms()) {
+        bool seen = false;
+        for (const auto& h : gemms) seen |= h.ToString() == g.ToString();
+        if (!seen) gemms.push_back(g), ++new_gemms;
+      }
+      for (const auto& c : recorder.convs()) {
+        bool seen = false;
+        for (const auto& h : convs) seen |= h.ToString() == c.ToString();
+        if (!seen) convs.push_back(c), ++new_convs;
+      }
+      std::printf("%s (%s, optimizer level %d): %zu GEMM and %zu convolution shapes\n",
+                  model.c_str(), what.c_str(), level, new_gemms, new_convs);
     }
-    for (const auto& c : recorder.convs()) {
-      bool seen = false;
-      for (const auto& h : convs) seen |= h.ToString() == c.ToString();
-      if (!seen) convs.push_back(c), ++new_convs;
-    }
-    std::printf("%s (%s): %zu GEMM and %zu convolution shapes\n", model.c_str(), what.c_str(),
-                new_gemms, new_convs);
-  }
   if (HasFlag(args, "--show")) {
     // What the layers use now for each shape ("family:config"): the tuning table's winner or
     // the default.
@@ -170,12 +181,13 @@ void TuneModelOn(Device& dev, const std::vector<std::string>& args) {
     bar.Advance();
     stored += r.stored;
     char buf[512];
-    std::snprintf(buf, sizeof buf, "  %s %-58s best %-36s %9.3f ms (default %9.3f ms, %.2fx)",
-                  what, shape.c_str(), BestText(r.best).c_str(), r.best_ms, r.default_ms,
+    std::snprintf(buf, sizeof buf, "  %s %-58s best %-36s %9.3f ms (default %9.3f ms, %.2fx)", what,
+                  shape.c_str(), BestText(r.best).c_str(), r.best_ms, r.default_ms,
                   r.default_ms / r.best_ms);
     lines.push_back(buf);
   };
-  for (const auto& g : gemms) tune("gemm", g.ToString(), [&] { return tuner.TuneGemm(g, 3.0, max); });
+  for (const auto& g : gemms)
+    tune("gemm", g.ToString(), [&] { return tuner.TuneGemm(g, 3.0, max); });
   for (const auto& c : convs) {
     // Depthwise shapes run their own kernel, whose parameter is its rows per work-item.
     if (libdnn::Convolution::IsDepthwise(c) && GetSettings().conv_depthwise != "0")
@@ -192,17 +204,26 @@ void TuneModelOn(Device& dev, const std::vector<std::string>& args) {
   }
   bar.Close();
   for (const auto& l : lines) std::printf("%s\n", l.c_str());
-  std::printf(
-      "%d of %zu winners stored in the tuning table%s\n", stored,
-      gemms.size() + convs.size() + extra,
-      cache::ActiveProgramCache() ? (" (" + cache::ActiveProgramCache()->path() + ")").c_str()
-                                  : "");
+  std::printf("%d of %zu winners stored in the tuning table%s\n", stored,
+              gemms.size() + convs.size() + extra,
+              cache::ActiveProgramCache()
+                  ? (" (" + cache::ActiveProgramCache()->path() + ")").c_str()
+                  : "");
 }
 
 int TuneModel(const std::vector<std::string>& args) {
   const std::string model = FlagValue(args, "--model");
   try {
-    for (Device* dev : BenchDevices(FlagValue(args, "--device"))) TuneModelOn(*dev, args);
+    const std::string flag = FlagValue(args, "--device");
+    if (!flag.empty()) {
+      for (Device* dev : BenchDevices(flag)) TuneModelOn(*dev, args);
+      return 0;
+    }
+    // The device `time` and `test` run the net on when they are given none, so the layers
+    // find the winners there.
+    const DeviceChoice choice = ChooseDeviceForNet("", ReadNetParameterText(model));
+    std::printf("device %s (%s)\n", choice.device->Describe().c_str(), choice.why.c_str());
+    TuneModelOn(*choice.device, args);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mpcaffe tune --model %s: %s\n", model.c_str(), e.what());

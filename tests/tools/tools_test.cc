@@ -358,6 +358,46 @@ TEST_F(ToolsTest, TuneModelStoresAWinnerPerShapeAndTheLibraryUsesIt) {
     }
 }
 
+// A residual block whose convolutions fuse their BatchNorm, Scale, ReLU and the Eltwise sum
+// only at the timing tools' optimizer level (2): `tune --model` tunes the shapes of both levels,
+// so `time` (level 2) runs every convolution in a tuned configuration.
+TEST_F(ToolsTest, TuneModelCoversTheShapesTheTimingToolsRun) {
+  const fs::path model = dir_ / "residual.prototxt";
+  std::ofstream(model) << R"(name: "residual"
+input: "data" input_shape { dim: 1 dim: 16 dim: 12 dim: 12 }
+layer { name: "a" type: "Convolution" bottom: "data" top: "a"
+  convolution_param { num_output: 16 kernel_size: 3 pad: 1 bias_term: false
+    weight_filler { type: "msra" } } }
+layer { name: "a_bn" type: "BatchNorm" bottom: "a" top: "a" }
+layer { name: "a_scale" type: "Scale" bottom: "a" top: "a" scale_param { bias_term: true } }
+layer { name: "a_relu" type: "ReLU" bottom: "a" top: "a" }
+layer { name: "b" type: "Convolution" bottom: "a" top: "b"
+  convolution_param { num_output: 16 kernel_size: 1 bias_term: false
+    weight_filler { type: "msra" } } }
+layer { name: "b_bn" type: "BatchNorm" bottom: "b" top: "b" }
+layer { name: "b_scale" type: "Scale" bottom: "b" top: "b" scale_param { bias_term: true } }
+layer { name: "sum" type: "Eltwise" bottom: "data" bottom: "b" top: "sum" }
+layer { name: "sum_relu" type: "ReLU" bottom: "sum" top: "sum" }
+)";
+  const std::string env = "MPCAFFE_CACHE='" + (dir_ / "kernels.sqlite").string() + "'";
+  const CommandResult tuned =
+      RunMpcaffe("tune --model '" + model.string() + "' --max 2 --no-progress", env);
+  ASSERT_EQ(tuned.status, 0) << tuned.out;
+  EXPECT_NE(tuned.out.find("optimizer level 2"), std::string::npos) << tuned.out;
+  const CommandResult timed = RunMpcaffe(
+      "time --model '" + model.string() + "' --synthetic --iterations 1 --explain", env);
+  ASSERT_EQ(timed.status, 0) << timed.out;
+  int kernels = 0, tuned_kernels = 0;
+  std::istringstream in(timed.out);
+  for (std::string l; std::getline(in, l);) {
+    if (l.find("kernel conv") == std::string::npos) continue;
+    ++kernels;
+    tuned_kernels += l.find(" (tuned) for ") != std::string::npos;
+  }
+  EXPECT_EQ(kernels, 2) << timed.out;
+  EXPECT_EQ(tuned_kernels, kernels) << timed.out;
+}
+
 // `time --explain`: under every Convolution, Pooling and InnerProduct line, a line naming the
 // kernel family it runs (one of the library's), its configuration and where that came from.
 TEST_F(ToolsTest, TimeExplainNamesTheKernelFamilyOfEveryConvolutionPoolingAndInnerProduct) {
