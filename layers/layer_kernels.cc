@@ -334,11 +334,19 @@ std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataT
       .Value("int", "n").Value("int", "channels").Value("int", "inner")
       .In("Dtype", "x").Out("Dtype", "y").In("Ptype", "scale").In("Ptype", "bias")
       .Value("int", "has_bias")
-      .Body(R"(  $loop(i, n) {
-    const int c = (i / inner) % channels;
-    float v = (float)Dtype_LOAD(x, i) * (float)Ptype_LOAD(scale, c);
-    if (has_bias) v += (float)Ptype_LOAD(bias, c);
-    Dtype_STORE(y, i, (Dtype_c)v);
+      // A plane of `inner` values per step of dimension 1, its channel's scale and bias read
+      // once; dimension 0 walks the plane (a division per value made it 8x slower on PoCL).
+      .Body(R"(  const int planes = n / inner;
+  for (int p = $global_id(1); p < planes; p += $global_size(1)) {
+    const int c = p % channels;
+    const float s = (float)Ptype_LOAD(scale, c);
+    const float b = has_bias ? (float)Ptype_LOAD(bias, c) : 0.0f;
+    const long base = (long)p * inner;
+    for (int j = $global_id(0); j < inner; j += $global_size(0)) {
+      float v = (float)Dtype_LOAD(x, base + j) * s;
+      if (has_bias) v += b;
+      Dtype_STORE(y, base + j, (Dtype_c)v);
+    }
   }
 )");
   return w.Source();

@@ -16,11 +16,22 @@ namespace {
 void LaunchChannelAffine(Device& device, Kernel k, DataType t, int n, int channels, int inner,
                          DeviceMemory* x, DeviceMemory* y, DataType pt, DeviceMemory* scale,
                          DeviceMemory* bias) {
+  if (n <= 0 || inner <= 0) return;  // nothing to scale (and no plane to divide by)
   const size_t ps = SizeOf(pt);
   k.Arg(int32_t{n}).Arg(int32_t{channels}).Arg(int32_t{inner})
       .ArgBuffer(x, 0, SizeOf(t)).ArgBuffer(y, 0, SizeOf(t))
       .ArgBuffer(scale, 0, ps).ArgBuffer(bias ? bias : scale, 0, ps).Arg(int32_t{bias ? 1 : 0});
-  k.Launch1D(n);
+  // Groups of 64 along each plane, at most 16 of them, and as many planes as keep the grid
+  // under Launch1D's cap (the kernel strides over the rest); planes of fewer than 64 values
+  // (a BatchNorm after an InnerProduct: one value each) in groups of 64 planes.
+  const size_t cap = 65535 - 63;
+  const size_t planes = size_t(std::max(1, n / std::max(1, inner)));
+  if (inner >= 64) {
+    const size_t across = std::min<size_t>((size_t(inner) + 63) / 64, 16) * 64;
+    k.Launch({across, std::min(planes, cap / across), 1}, {64, 1, 1});
+  } else {
+    k.Launch({1, std::min(planes, cap), 1}, {1, 64, 1});
+  }
 }
 
 class BatchNormLayer : public Layer {

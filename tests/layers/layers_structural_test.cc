@@ -593,6 +593,32 @@ TEST(Layers, BatchNormAndScaleFloatTypes) {
   }
 }
 
+// The channel-affine launch over planes of every size: one value each past the launch's
+// cap on planes (a 2-D blob: 140 000 planes), more values than the groups along a plane
+// (56 × 56) and a plane between (10 × 10).
+TEST(Layers, ScaleCoversEveryPlaneShape) {
+  const std::vector<std::vector<int>> shapes{{70000, 2}, {2, 3, 56, 56}, {1, 5, 10, 10}};
+  for (const auto& shape : shapes) {
+    const int channels = shape[1];
+    int inner = 1;
+    for (size_t a = 2; a < shape.size(); ++a) inner *= shape[a];
+    LayerRun s = Make(Param("type: 'Scale' scale_param { bias_term: true }", DataType::kFloat32),
+                      {shape}, 1);
+    std::vector<float> sc(channels), bi(channels);
+    for (int c = 0; c < channels; ++c) sc[c] = 0.5f + c, bi[c] = 0.25f * c - 1.0f;
+    s.layer->SetParamFromFloat(0, sc);
+    s.layer->SetParamFromFloat(1, bi);
+    s.Forward();
+    const auto x = Seen(*s.bottom[0]);
+    std::vector<float> want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const int c = int(i / inner) % channels;
+      want[i] = x[i] * sc[c] + bi[c];
+    }
+    ExpectMatch(DataType::kFloat32, s.top[0]->ToFloat(), want, "Scale");
+  }
+}
+
 TEST(Layers, QuantizerLayerConvertsEveryPair) {
   for (DataType from : kAllDataTypes)
     for (DataType to : kAllDataTypes) {
