@@ -247,7 +247,7 @@ void WriteData(Blob& blob, py::object value) {
 }
 
 mpcaffe::NetOptions MakeOptions(int phase, int level, const std::vector<std::string>& stages,
-                                int reduced_memory) {
+                                int reduced_memory, int optimize) {
   if (phase != caffe::TRAIN && phase != caffe::TEST)
     throw mpcaffe::Error("Net: phase must be caffe.TRAIN (0) or caffe.TEST (1), got " +
                          std::to_string(phase));
@@ -256,6 +256,10 @@ mpcaffe::NetOptions MakeOptions(int phase, int level, const std::vector<std::str
   options.level = level;
   options.stages = stages;
   options.reduced_memory = reduced_memory;
+  if (optimize < -1 || optimize > 2)
+    throw mpcaffe::Error("Net: optimize must be 0, 1 or 2 (None: MPCAFFE_OPTIMIZE, else 1), got " +
+                         std::to_string(optimize));
+  options.optimize = optimize;
   return options;
 }
 
@@ -407,20 +411,28 @@ PYBIND11_MODULE(_mpcaffe, m) {
 
   py::class_<Net>(m, "Net", "A layer graph built from a NetParameter.")
       .def_static("from_file", [](const std::string& path, int phase, int level,
-                                  const std::vector<std::string>& stages, int reduced_memory) {
-        return Net::FromFile(path, CurrentDevice(), MakeOptions(phase, level, stages, reduced_memory));
+                                  const std::vector<std::string>& stages, int reduced_memory,
+                                  int optimize) {
+        return Net::FromFile(path, CurrentDevice(),
+                             MakeOptions(phase, level, stages, reduced_memory, optimize));
       }, py::arg("path"), py::arg("phase"), py::arg("level") = 0,
-         py::arg("stages") = std::vector<std::string>{}, py::arg("reduced_memory") = -1)
+         py::arg("stages") = std::vector<std::string>{}, py::arg("reduced_memory") = -1,
+         py::arg("optimize") = -1)
       .def_static("from_bytes", [](py::bytes serialized, int phase, int level,
-                                   const std::vector<std::string>& stages, int reduced_memory) {
+                                   const std::vector<std::string>& stages, int reduced_memory,
+                                   int optimize) {
         caffe::NetParameter param;
         if (!param.ParseFromString(std::string(serialized)))
           throw mpcaffe::NetError("Net: the NetParameter given is not a valid serialized message");
         mpcaffe::UpgradeNetAsNeeded("<NetParameter from Python>", &param);
         return std::make_unique<Net>(param, CurrentDevice(),
-                                     MakeOptions(phase, level, stages, reduced_memory));
+                                     MakeOptions(phase, level, stages, reduced_memory, optimize));
       }, py::arg("serialized"), py::arg("phase"), py::arg("level") = 0,
-         py::arg("stages") = std::vector<std::string>{}, py::arg("reduced_memory") = -1)
+         py::arg("stages") = std::vector<std::string>{}, py::arg("reduced_memory") = -1,
+         py::arg("optimize") = -1)
+      .def_property_readonly("optimize_level", &Net::optimize_level,
+                             "The inference graph optimizer's level this net was built with "
+                             "(0 at TRAIN).")
       .def_property_readonly("name", &Net::name)
       .def_property_readonly("phase", [](const Net& n) { return static_cast<int>(n.phase()); })
       .def_property_readonly("device_index", [](const Net& n) { return n.device().index(); })

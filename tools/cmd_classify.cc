@@ -68,7 +68,9 @@ int RunClassify(const std::vector<std::string>& args) {
   const caffe::NetParameter param =
       dtype_flag.empty() || dtype.type == DataType::kFloat32 ? file
                                                               : TypedVariant(file, dtype, device);
-  Net net(param, device);
+  NetOptions options;
+  options.optimize = ToolOptimizeLevel();  // only the output is read: fused chains unwritten
+  Net net(param, device, options);
   net.CopyTrainedLayersFrom(weights);
   if (net.input_blobs().size() != 1 || net.input_blobs()[0]->num_axes() != 4)
     throw Error(model + ": classify needs a deploy net with one N×C×H×W Input layer");
@@ -87,7 +89,7 @@ int RunClassify(const std::vector<std::string>& args) {
     std::printf("%s has no quantizer ranges: observing them on the %zu image(s) given "
                 "(mpcaffe calibrate --images calibrates on a set of its own)\n",
                 weights.c_str(), paths.size());
-    CalibrateWithFloatVariant(net, param, {}, passes, [&](Net& fp32, int pass) {
+    CalibrateWithFloatVariant(net, param, options, passes, [&](Net& fp32, int pass) {
       Blob& x = *fp32.input_blobs()[0];
       const size_t sample = static_cast<size_t>(x.count() / x.shape(0));
       std::vector<float> v(x.count());

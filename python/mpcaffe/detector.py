@@ -12,19 +12,20 @@ from .pycaffe import Net
 
 class Detector(Net):
     """Detector(model_file, pretrained_file, mean=None, input_scale=None, raw_scale=None,
-    channel_swap=None, context_pad=None, *, dtype=None, device=None, level=0, stages=()).
+    channel_swap=None, context_pad=None, *, dtype=None, device=None, level=0, stages=(),
+    optimize=None).
 
     Preprocessing as caffe.Classifier's (self.transformer). context_pad: a border of this many
     pixels of the net's input shows the context around each window (R-CNN's feature
     extraction); where the context runs off the image it is filled with the mean. dtype, device,
-    level and stages: see mpcaffe.classifier.build_net.
+    level, stages and optimize: see mpcaffe.classifier.build_net.
     """
 
     def __init__(self, model_file, pretrained_file, mean=None, input_scale=None, raw_scale=None,
                  channel_swap=None, context_pad=None, *, dtype=None, device=None, level=0,
-                 stages=()):
+                 stages=(), optimize=None):
         build_net(self, model_file, pretrained_file, dtype=dtype, device=device, level=level,
-                  stages=stages)
+                  stages=stages, optimize=optimize)
         configure_transformer(self, mean, input_scale, raw_scale, channel_swap)
         self.configure_crop(context_pad)
 

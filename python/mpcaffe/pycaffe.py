@@ -94,10 +94,14 @@ class Net:
     prototxt may also be a caffe_pb2.NetParameter (or a NetSpec). weights is a .caffemodel or
     an HDF5 file (.caffemodel.h5, as BVLC's snapshot_format: HDF5 writes). Inputs are fed by
     writing net.blobs[name].data (or passing them to forward); outputs are read the same way.
+    optimize (TEST phase): the inference graph optimizer's level, None for MPCAFFE_OPTIMIZE,
+    else 1 (every blob holds what the unoptimized net writes, as pycaffe expects); 2 is the
+    level `mpcaffe time` and `bench net` run: a chain's intermediate blob that only its next
+    layer reads is not written (a typed net's BatchNorm and Scale fold into its convolutions).
     """
 
     def __init__(self, model, *args, weights=None, phase=None, level=0, stages=(),
-                 reduced_memory=None):
+                 reduced_memory=None, optimize=None):
         if len(args) == 1:
             phase = args[0]
         elif len(args) == 2:  # the older positional form Net(prototxt, weights, phase)
@@ -109,8 +113,9 @@ class Net:
         kind, value = _model_source(model)
         reduced = -1 if reduced_memory is None else int(bool(reduced_memory))
         build = _mpcaffe.Net.from_file if kind == "file" else _mpcaffe.Net.from_bytes
+        optimize = -1 if optimize is None else int(optimize)
         self._net = build(value, int(phase), level=int(level), stages=list(stages or ()),
-                          reduced_memory=reduced)
+                          reduced_memory=reduced, optimize=optimize)
         self._index()
         if weights is not None:
             self.copy_from(weights)
@@ -206,6 +211,10 @@ class Net:
     @property
     def device_index(self):
         return self._net.device_index
+
+    @property
+    def optimize_level(self):
+        return self._net.optimize_level
 
     @property
     def peak_device_bytes(self):

@@ -4,6 +4,7 @@ scale, mean, input scale, context padding), a calibrated int8 Classifier, `pytho
 classify` on a folder of PNGs, BVLC's 00-classification notebook idiom (a reshaped input batch)
 and the scores of a BVLC deploy net against OpenCV's Caffe reader."""
 
+import os
 import subprocess
 import sys
 
@@ -154,6 +155,21 @@ def test_calibrated_int8_classifier_classifies_as_fp32(tiny, tmp_path):
     ours = by_dtype.predict(images)
     np.testing.assert_array_equal(ours, by_typed_file.predict(images))
     np.testing.assert_allclose(ours, fp32.predict(images), atol=0.02)
+
+
+def test_typed_classifier_runs_at_the_tools_optimizer_level(tiny):
+    # dtype= builds at level 2, where a converted net's BatchNorm and Scale fold into its
+    # convolutions; optimize= chooses; a Net keeps level 1 (unless MPCAFFE_OPTIMIZE says).
+    half = caffe.Classifier(tiny[0], tiny[1], dtype="fp16", **PREPROCESS)
+    kept = caffe.Classifier(tiny[0], tiny[1], dtype="fp16", optimize=1, **PREPROCESS)
+    assert (half.optimize_level, kept.optimize_level) == (2, 1)
+    images = _images(2, seed=5)
+    np.testing.assert_allclose(half.predict(images), kept.predict(images), atol=2e-3)
+    expected = int(os.environ.get("MPCAFFE_OPTIMIZE") or 1)
+    assert caffe.Net(tiny[0], caffe.TEST).optimize_level == expected
+    assert caffe.Net(tiny[0], caffe.TEST, optimize=2).optimize_level == 2
+    with pytest.raises(caffe.Error, match="optimize"):
+        caffe.Net(tiny[0], caffe.TEST, optimize=3)
 
 
 def test_calibrate_on_image_files_writes_the_report(tiny, tmp_path):
