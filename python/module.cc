@@ -22,6 +22,7 @@
 #include "layers/layer.h"
 #include "layers/layer_registry.h"
 #include "layers/memory_data_layer.h"
+#include "net/device_choice.h"
 #include "net/net.h"
 #include "net/solver.h"
 #include "proto/model_io.h"
@@ -47,15 +48,16 @@ using mpcaffe::Net;
 
 namespace {
 
-/// The device nets are built on: chosen by set_device / set_mode_gpu / set_mode_cpu, else the
-/// library default (first GPU, else first OpenCL device; MPCAFFE_DEVICE overrides).
+/// The device nets are built on: chosen by set_device / set_mode_gpu / set_mode_cpu (-1: none
+/// chosen), else the library default (first GPU, else first OpenCL device; MPCAFFE_DEVICE
+/// overrides). caffe.Classifier and caffe.Detector take the device `mpcaffe classify` would
+/// where none is chosen (_device_for_net).
 int g_device_index = -1;
 /// The index given to set_device, kept so set_mode_gpu after set_mode_cpu returns to it.
 int g_chosen_gpu = -1;
 
 Device& CurrentDevice() {
-  if (g_device_index < 0) g_device_index = mpcaffe::DefaultDevice().index();
-  return mpcaffe::GetDevice(g_device_index);
+  return g_device_index >= 0 ? mpcaffe::GetDevice(g_device_index) : mpcaffe::DefaultDevice();
 }
 
 /// BVLC's check of an array for set_input_arrays: float32, C-contiguous, 4-D, with the given
@@ -363,6 +365,27 @@ PYBIND11_MODULE(_mpcaffe, m) {
      "\"intel\", \"cuda\"), \"gpu\"/\"cpu\", or part of the platform and device name.");
   m.def("device_index", [] { return CurrentDevice().index(); },
         "Index of the device later nets are built on.");
+  m.def("_pinned_device", [] { return g_device_index; },
+        "The device set_device / set_mode_* chose, or -1 (build_net saves and restores it).");
+  m.def("_set_pinned_device", [](int index) {
+    g_device_index = index < 0 ? -1 : mpcaffe::GetDevice(index).index();
+  });
+  m.def("_device_for_net", [](const std::string& model, bool is_file) -> py::tuple {
+    if (g_device_index >= 0) return py::make_tuple(g_device_index, std::string("set_device"));
+    caffe::NetParameter param;
+    if (is_file) {
+      param = mpcaffe::ReadNetParameterText(model);
+    } else {
+      if (!param.ParseFromString(model))
+        throw mpcaffe::NetError("the NetParameter given is not a valid serialized message");
+      mpcaffe::UpgradeNetAsNeeded("<NetParameter from Python>", &param);
+    }
+    const mpcaffe::DeviceChoice c = mpcaffe::ChooseDeviceForNet("", param);
+    return py::make_tuple(c.device->index(), c.why);
+  }, py::arg("model"), py::arg("is_file"),
+     "(index, why): the device `mpcaffe classify` runs the net on when given none — the one "
+     "set_device chose, else MPCAFFE_DEVICE's, else the per-net rule (the fastest recorded "
+     "pass of this net, else the profile rule for its data types).");
   m.def("set_mode_gpu", [] {
     if (g_chosen_gpu >= 0) {
       g_device_index = g_chosen_gpu;

@@ -27,30 +27,43 @@ def _typed_model(model_file, dtype, device):
     return text_format.Parse(text, caffe_pb2.NetParameter())
 
 
+def _device_for(model):
+    """The device `mpcaffe classify` takes for `model` (a path or a NetParameter)."""
+    if isinstance(model, (str, os.PathLike)):
+        return _mpcaffe._device_for_net(os.fspath(model), True)[0]
+    message = model.to_proto() if hasattr(model, "to_proto") else model
+    return _mpcaffe._device_for_net(message.SerializeToString(), False)[0]
+
+
 def build_net(net, model_file, pretrained_file, dtype=None, device=None, level=0, stages=(),
               optimize=None):
     """Runs Net.__init__ on `net` for the TEST phase with mpcaffe's extras: dtype ("fp16",
     "int16", "int8", "int8w4": the fp32 model_file converted as `mpcaffe convert` does, so the
     weights of `mpcaffe calibrate --output` fit it; None: model_file's own types), device (an
     index or a selector as caffe.set_device takes; this net only: the device later nets are built
-    on stays as it was) and optimize (Net's; None: 2 for a dtype, whose converted BatchNorm and
-    Scale fold into the convolutions only there — 5.6x ResNet-50's int8 pass at level 1 —, else
-    Net's default)."""
+    on stays as it was; None: the one set_device chose, else the one `mpcaffe classify` takes for
+    the net — the fastest recorded pass of it, else the profile rule for its data types) and
+    optimize (Net's; None: 2 for a dtype, whose converted BatchNorm and Scale fold into the
+    convolutions only there — 5x ResNet-50's int8 pass at level 1 —, else Net's default)."""
     if optimize is None and dtype is not None:
         optimize = 2
-    previous = None
-    if device is not None:
-        previous = _mpcaffe.device_index()
-        _mpcaffe.set_device(device)
+    pinned = _mpcaffe._pinned_device()
     try:
+        if device is not None:
+            _mpcaffe.set_device(device)
         model = model_file
         if dtype is not None:
             model = _typed_model(model_file, dtype, _mpcaffe.device_index())
+        if device is None and pinned < 0:
+            chosen = _device_for(model)
+            if chosen != _mpcaffe.device_index():
+                _mpcaffe.set_device(chosen)
+                if dtype is not None:  # converted for the device it runs on
+                    model = _typed_model(model_file, dtype, chosen)
         Net.__init__(net, model, TEST, weights=pretrained_file, level=level, stages=stages,
                      optimize=optimize)
     finally:
-        if previous is not None:
-            _mpcaffe.set_device(previous)
+        _mpcaffe._set_pinned_device(pinned)
 
 
 def configure_transformer(net, mean, input_scale, raw_scale, channel_swap):

@@ -213,6 +213,24 @@ def test_fp16_classifier_from_a_netparameter(tiny):
     np.testing.assert_allclose(fp16.predict(images), fp32.predict(images), atol=2e-3)
 
 
+def test_classifier_without_a_device_takes_the_classify_commands(tiny):
+    # No device chosen: the one `mpcaffe classify` takes for the net (the per-net rule); a
+    # set_device choice wins; neither call leaves a device chosen that was not.
+    pinned = caffe._mpcaffe._pinned_device()
+    try:
+        caffe._mpcaffe._set_pinned_device(-1)
+        before = caffe.device_index()
+        expected = caffe._mpcaffe._device_for_net(tiny[0], True)[0]
+        assert caffe.Classifier(tiny[0], tiny[1], **PREPROCESS).device_index == expected
+        assert caffe._mpcaffe._pinned_device() == -1 and caffe.device_index() == before
+        other = next((d["index"] for d in caffe.devices() if d["index"] != expected), expected)
+        caffe.set_device(other)
+        assert caffe.Classifier(tiny[0], tiny[1], **PREPROCESS).device_index == other
+        assert caffe._mpcaffe._pinned_device() == other
+    finally:
+        caffe._mpcaffe._set_pinned_device(pinned)
+
+
 def test_device_keyword_builds_there_and_leaves_the_default(tiny):
     devices = caffe.devices()
     before = caffe.device_index()
