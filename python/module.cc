@@ -30,6 +30,7 @@
 #include "python/python_layer.h"
 #include "quant/quantizer_proto.h"
 #include "tools/command.h"
+#include "tools/net_variants.h"
 
 namespace py = pybind11;
 
@@ -248,6 +249,15 @@ void WriteData(Blob& blob, py::object value) {
   std::memcpy(host, a.data(), blob.bytes());
 }
 
+/// A NetParameter serialized by Python (caffe_pb2's SerializeToString), upgraded as a file's.
+caffe::NetParameter NetParamFromBytes(const std::string& serialized) {
+  caffe::NetParameter param;
+  if (!param.ParseFromString(serialized))
+    throw mpcaffe::NetError("Net: the NetParameter given is not a valid serialized message");
+  mpcaffe::UpgradeNetAsNeeded("<NetParameter from Python>", &param);
+  return param;
+}
+
 mpcaffe::NetOptions MakeOptions(int phase, int level, const std::vector<std::string>& stages,
                                 int reduced_memory, int optimize) {
   if (phase != caffe::TRAIN && phase != caffe::TEST)
@@ -370,22 +380,22 @@ PYBIND11_MODULE(_mpcaffe, m) {
   m.def("_set_pinned_device", [](int index) {
     g_device_index = index < 0 ? -1 : mpcaffe::GetDevice(index).index();
   });
-  m.def("_device_for_net", [](const std::string& model, bool is_file) -> py::tuple {
+  m.def("_device_for_net", [](const std::string& model, bool is_file,
+                              const std::string& dtype) -> py::tuple {
     if (g_device_index >= 0) return py::make_tuple(g_device_index, std::string("set_device"));
-    caffe::NetParameter param;
-    if (is_file) {
-      param = mpcaffe::ReadNetParameterText(model);
-    } else {
-      if (!param.ParseFromString(model))
-        throw mpcaffe::NetError("the NetParameter given is not a valid serialized message");
-      mpcaffe::UpgradeNetAsNeeded("<NetParameter from Python>", &param);
-    }
+    caffe::NetParameter param =
+        is_file ? mpcaffe::ReadNetParameterText(model) : NetParamFromBytes(model);
+    // The typed variant as `mpcaffe convert` makes it for the default device, in process: its
+    // data types (and signature) are what the choice looks at.
+    if (!dtype.empty())
+      param = mpcaffe::tools::TypedVariant(param, mpcaffe::tools::ParseNetDtype(dtype),
+                                           mpcaffe::DefaultDevice());
     const mpcaffe::DeviceChoice c = mpcaffe::ChooseDeviceForNet("", param);
     return py::make_tuple(c.device->index(), c.why);
-  }, py::arg("model"), py::arg("is_file"),
-     "(index, why): the device `mpcaffe classify` runs the net on when given none — the one "
-     "set_device chose, else MPCAFFE_DEVICE's, else the per-net rule (the fastest recorded "
-     "pass of this net, else the profile rule for its data types).");
+  }, py::arg("model"), py::arg("is_file"), py::arg("dtype") = std::string(),
+     "(index, why): the device `mpcaffe classify` runs the net (typed as `dtype` when given) on "
+     "when given none — the one set_device chose, else MPCAFFE_DEVICE's, else the per-net rule "
+     "(the fastest recorded pass of this net, else the profile rule for its data types).");
   m.def("set_mode_gpu", [] {
     if (g_chosen_gpu >= 0) {
       g_device_index = g_chosen_gpu;
@@ -444,11 +454,7 @@ PYBIND11_MODULE(_mpcaffe, m) {
       .def_static("from_bytes", [](py::bytes serialized, int phase, int level,
                                    const std::vector<std::string>& stages, int reduced_memory,
                                    int optimize) {
-        caffe::NetParameter param;
-        if (!param.ParseFromString(std::string(serialized)))
-          throw mpcaffe::NetError("Net: the NetParameter given is not a valid serialized message");
-        mpcaffe::UpgradeNetAsNeeded("<NetParameter from Python>", &param);
-        return std::make_unique<Net>(param, CurrentDevice(),
+        return std::make_unique<Net>(NetParamFromBytes(serialized), CurrentDevice(),
                                      MakeOptions(phase, level, stages, reduced_memory, optimize));
       }, py::arg("serialized"), py::arg("phase"), py::arg("level") = 0,
          py::arg("stages") = std::vector<std::string>{}, py::arg("reduced_memory") = -1,

@@ -10,7 +10,7 @@ import numpy as np
 from . import _mpcaffe
 from . import caffe_pb2
 from . import io as caffe_io
-from .pycaffe import Net, TEST
+from .pycaffe import Net, TEST, _model_source
 
 
 def _typed_model(model_file, dtype, device):
@@ -25,14 +25,6 @@ def _typed_model(model_file, dtype, device):
                 f.write(text_format.MessageToString(message))
         text = convert(model_file, dtype, device=device)
     return text_format.Parse(text, caffe_pb2.NetParameter())
-
-
-def _device_for(model):
-    """The device `mpcaffe classify` takes for `model` (a path or a NetParameter)."""
-    if isinstance(model, (str, os.PathLike)):
-        return _mpcaffe._device_for_net(os.fspath(model), True)[0]
-    message = model.to_proto() if hasattr(model, "to_proto") else model
-    return _mpcaffe._device_for_net(message.SerializeToString(), False)[0]
 
 
 def build_net(net, model_file, pretrained_file, dtype=None, device=None, level=0, stages=(),
@@ -51,15 +43,13 @@ def build_net(net, model_file, pretrained_file, dtype=None, device=None, level=0
     try:
         if device is not None:
             _mpcaffe.set_device(device)
+        elif pinned < 0:  # chosen before converting: the net is converted for where it runs
+            kind, value = _model_source(model_file)
+            _mpcaffe.set_device(
+                _mpcaffe._device_for_net(value, kind == "file", "" if dtype is None else dtype)[0])
         model = model_file
         if dtype is not None:
             model = _typed_model(model_file, dtype, _mpcaffe.device_index())
-        if device is None and pinned < 0:
-            chosen = _device_for(model)
-            if chosen != _mpcaffe.device_index():
-                _mpcaffe.set_device(chosen)
-                if dtype is not None:  # converted for the device it runs on
-                    model = _typed_model(model_file, dtype, chosen)
         Net.__init__(net, model, TEST, weights=pretrained_file, level=level, stages=stages,
                      optimize=optimize)
     finally:
