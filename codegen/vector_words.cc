@@ -268,7 +268,7 @@ std::string VectorWords::RequantClamp(int lanes, const std::string& out, const s
                                       const std::string& zero, const VectorResidual* res,
                                       const std::string& lo, const std::string& hi,
                                       int indent, const std::string& setup,
-                                      bool high_known) const {
+                                      bool high_known, int pre_shift) const {
   // With high_known the int32-lane path is the whole text, one level in.
   const std::string I = Type("int", lanes), U = Type("uint", lanes), L = Type("long", lanes),
                     UL = Type("ulong", lanes), pad(indent, ' '), in = pad + "  ",
@@ -281,9 +281,21 @@ std::string VectorWords::RequantClamp(int lanes, const std::string& out, const s
   };
   std::string s;
   s += pad + I + " " + out + ";\n" + pad + "{\n";
-  s += in + "const " + I + " " + v + " = " + val + ";\n";
+  if (pre_shift > 0) {
+    if (!high_known || res || pre_shift > 30)
+      throw std::invalid_argument("RequantClamp: a pre-shift needs high_known, no residual");
+    // Below the clamp (v·2^pre + 2^(right + pre − 1)) >> (right + pre) is the value's own
+    // rounding; past it the output saturates (the caller's check).
+    const std::string top = std::to_string(0x7fffffffu >> pre_shift);
+    s += in + "const " + I + " " + v + " = " +
+         Clamp(val, Splat(I, "-" + top + " - 1"), Splat(I, top)) + " * " +
+         Splat(I, std::to_string(1u << pre_shift)) + ";\n";
+  } else {
+    s += in + "const " + I + " " + v + " = " + val + ";\n";
+  }
   if (res) s += in + "const " + I + " " + out + "_rv = " + res->value + ";\n";
-  if (setup.empty()) s += in + "const int " + rr + " = 31 - (" + shift + ");\n";
+  if (setup.empty())
+    s += in + "const int " + rr + " = " + std::to_string(31 + pre_shift) + " - (" + shift + ");\n";
   // 34 ≤ right ≤ 62, mp_requant32's 64-bit case: with p = |v|·mult = h·2^32 + l (< 2^63) and
   // t = right − 32 ≥ 2, (p + 2^(right−1)) >> right = (h + 2^(t−1)) >> t exactly (l < 2^32 does
   // not reach the next multiple of 2^right), so one 32-bit high multiply replaces the 64-bit
@@ -344,10 +356,10 @@ std::string VectorWords::RequantClamp(int lanes, const std::string& out, const s
 
 std::string VectorWords::RequantSetup(int lanes, const std::string& name,
                                       const std::string& mult, const std::string& shift,
-                                      int indent) const {
+                                      int indent, int pre_shift) const {
   const std::string U = Type("uint", lanes), pad(indent, ' '), rr = name + "_rr";
   std::string s;
-  s += pad + "const int " + rr + " = 31 - (" + shift + ");\n";
+  s += pad + "const int " + rr + " = " + std::to_string(31 + pre_shift) + " - (" + shift + ");\n";
   s += pad + "const int " + name + "_fast = " + rr + " >= 34 && " + rr + " <= 62;\n";
   // Masked to 0 … 31: defined shifts where the path does not apply (and the values unused).
   s += pad + "const " + U + " " + name + "_round = " +

@@ -114,17 +114,21 @@ class VectorWords {
   /// most of the program: ResNet-50's c64 → c256 1×1 kernel with its residual compiled in 0.44
   /// instead of 0.99 s on Intel's runtime and 0.16 instead of 0.66 s on PoCL (AVX2), and its
   /// layers ran 1–2 % faster (docs/BENCHMARKS.md).
+  /// `pre_shift` (with high_known, no residual): the host checked instead that every 31 − shift
+  /// + pre_shift is 34 … 62 and that every value past ±2^(31 − pre_shift) saturates into [lo, hi]
+  /// (quant::RequantPreShift); the value is clamped into that range and shifted left first.
   std::string RequantClamp(int lanes, const std::string& out, const std::string& val,
                            const std::string& mult, const std::string& shift,
                            const std::string& zero, const VectorResidual* res,
                            const std::string& lo, const std::string& hi, int indent = 0,
-                           const std::string& setup = "", bool high_known = false) const;
+                           const std::string& setup = "", bool high_known = false,
+                           int pre_shift = 0) const;
   /// Statement text declaring what RequantClamp's int32-lane path derives from one scalar
   /// multiplier and shift, for every vector requantized with them (`name` + "_…"): whether the
   /// path applies, its rounding addend and right shift as uint<lanes>, the multiplier in 64-bit
-  /// lanes.
+  /// lanes. `pre_shift`: RequantClamp's, for the same text.
   std::string RequantSetup(int lanes, const std::string& name, const std::string& mult,
-                           const std::string& shift, int indent = 0) const;
+                           const std::string& shift, int indent = 0, int pre_shift = 0) const;
 
  private:
   const Dialect& dialect_;

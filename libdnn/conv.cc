@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "device/error.h"
@@ -349,6 +350,15 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
       });
     };
     rq_mode_ = all_right(34, 62) ? 2 : all_right(1, 62) ? 1 : 0;
+    // Right shifts below 34 (a first layer's large scale ratio: MobileNet v1's conv1 has 27 …
+    // 29) take the int32 lanes after a left shift (quant::RequantPreShift): the epilogues clamp
+    // the value where every channel's output saturates anyway (at 2^17 past any zero point below
+    // 2^16), which a residual added after the requantization would not.
+    const int pre = desc_.type == DataType::kInt8Q && !desc_.residual &&
+                            std::abs(quant.c_zero) < (1 << 16)
+                        ? quant::RequantPreShift(quant.multiplier, 1 << 17)
+                        : 0;
+    if (pre > 0) rq_mode_ = 2 + pre;
     weights_fit_bytes_ = std::all_of(wz.begin(), wz.end(), [&](int32_t z) {
       return desc_.type == DataType::kInt8Q && z == (desc_.weights_signed ? 0 : 128);
     });
@@ -356,7 +366,8 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
     res_m_ = quant.res_multiplier.multiplier;
     res_s_ = quant.res_multiplier.shift;
     const DataTypeTraits& traits = TraitsOf(desc_.type);
-    requant_known_.high = rq_mode_ == 2;
+    requant_known_.high = rq_mode_ >= 2;
+    requant_known_.pre_shift = pre;
     requant_known_.residual_split = desc_.residual && res_zero_ >= traits.qmin &&
                                     res_zero_ <= traits.qmax && 31 - res_s_ >= 17 &&
                                     31 - res_s_ <= 47 && res_m_ >= 0;

@@ -187,9 +187,11 @@ struct WinogradQuant;
 /// the pointwise epilogue's text holds only the paths it takes: `high`, every channel's right
 /// shift 31 − shift in 34 … 62 (VectorWords::RequantClamp's high_known); `residual_split`, the
 /// fused residual's zero point in its storage range, right shift 17 … 47 and multiplier ≥ 0
-/// (VectorResidual::split_known, where the target takes that form at all).
+/// (VectorResidual::split_known, where the target takes that form at all); `pre_shift`, with
+/// `high`, the value is first clamped and shifted left by that much (quant::RequantPreShift).
 struct RequantKnown {
   bool high = false, residual_split = false;
+  int pre_shift = 0;
 };
 
 /// A convolution prepared for one device and description: kernels generated, quantization

@@ -168,7 +168,7 @@ std::string conv_internal::DepthwiseVectorEpilogue(const KernelTarget& target, c
   if (add_bias) b += "  const Btype bc = bias[ch];\n";
   // The channel's requantization constants, once for all the block's rows.
   if (q) b += "  const int rqm = rq[2 * ch], rqs = rq[2 * ch + 1];\n" +
-              vw.RequantSetup(vx, "rqc", "rqm", "rqs", 2);
+              vw.RequantSetup(vx, "rqc", "rqm", "rqs", 2, known.pre_shift);
   const bool partial = ow % vx != 0;
   if (partial) b += "  const int full = ox0 + " + n + " <= " + num(ow) + ";\n";
   // Residual lanes: a vector load, or lane by lane in a partial vector.
@@ -196,7 +196,7 @@ std::string conv_internal::DepthwiseVectorEpilogue(const KernelTarget& target, c
                             (add_bias ? " + bc" : "");
       s += vw.RequantClamp(vx, "r", a, "rqm", "rqs", "c_zero", res ? &*res : nullptr,
                            d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX", 4, "rqc",
-                           known.high);
+                           known.high, known.pre_shift);
       const std::string U8 = vw.Type("uchar", vx);
       s += "    const " + U8 + " o = " + vw.Convert(U8, "r") + ";\n";
       out = "o";

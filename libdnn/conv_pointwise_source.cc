@@ -148,7 +148,7 @@ std::string PointwiseInt8Epilogue(const KernelTarget& target, const ConvDesc& d,
       b += "    {\n";
       b += v.RequantClamp(t.vx, "r", acc(o, p) + " + corr", "rqm", "rqs", "c_zero",
                           res ? &*res : nullptr, d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX",
-                          6, "", known.high);
+                          6, "", known.high, known.pre_shift);
       b += "      q" + num(p) + " = " + v.Convert(U8, "r") + ";\n    }\n";
     }
     // Whole vectors, or in a shifted block the columns past `skip` (staged in private memory:

@@ -68,7 +68,7 @@ std::string Int8VectorOutput(const KernelTarget& target, const ConvDesc& d, cons
       out += "    {\n";
       out += v.RequantClamp(L, "q" + e, "(r" + e + " >> 2) + bo", "rqm", "rqs", "c_zero",
                             res ? &*res : nullptr, d.relu ? "c_zero" : "Dtype_QMIN", "Dtype_QMAX",
-                            6, "", known.high);
+                            6, "", known.high, known.pre_shift);
       for (int k = 0; k < L; ++k)
         out += "      if (" + inside(k) + ") Dtype_STORE(y, base[" + Num(k) + "] + " + off + ", " +
                v.Lane("q" + e, k) + ");\n";

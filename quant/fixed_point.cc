@@ -1,6 +1,7 @@
 // quant/fixed_point.cc — host reference of fixed-point requantization (see fixed_point.h).
 #include "quant/fixed_point.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -44,6 +45,21 @@ int32_t Requantize32(int32_t acc, FixedPointMultiplier m) {
   if (r > std::numeric_limits<int32_t>::max()) return std::numeric_limits<int32_t>::max();
   if (r < std::numeric_limits<int32_t>::min()) return std::numeric_limits<int32_t>::min();
   return static_cast<int32_t>(r);
+}
+
+int RequantPreShift(const std::vector<FixedPointMultiplier>& m, int32_t saturating) {
+  if (m.empty()) return 0;
+  int low = 62, high = 0;
+  for (const FixedPointMultiplier& x : m) {
+    low = std::min(low, 31 - x.shift);
+    high = std::max(high, 31 - x.shift);
+  }
+  const int pre = 34 - low;
+  if (pre <= 0 || pre > 30 || high + pre > 62) return 0;
+  const int32_t top = int32_t(0x7fffffffu >> pre);
+  for (const FixedPointMultiplier& x : m)
+    if (x.multiplier != 0 && Requantize32(top, x) < saturating) return 0;
+  return pre;
 }
 
 int64_t Requantize64(int64_t acc, FixedPointMultiplier m) {

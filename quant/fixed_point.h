@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace mpcaffe::quant {
 
@@ -38,5 +39,14 @@ int32_t Requantize32(int32_t acc, FixedPointMultiplier m);
 /// single rounding: round(acc · multiplier / 2^(31 − shift)), ties away from zero, saturated
 /// to int64.
 int64_t Requantize64(int64_t acc, FixedPointMultiplier m);
+
+/// The left shift pre (1 … 30) that brings every right shift 31 − shift of `m` into 34 … 62
+/// — an int32 accumulator's requantization in int32 lanes (VectorWords::RequantHigh) — where
+/// some are below 34 (a first layer's large scale ratio), provided every value past
+/// ±2^(31 − pre), which such lanes clamp before the shift, saturates: Requantize32 of
+/// 2^(31 − pre) − 1 is at least `saturating` for every nonzero multiplier. Below the clamp
+/// Requantize32(acc · 2^pre, {multiplier, shift − pre}) equals Requantize32(acc, m) exactly.
+/// 0 where no shift is needed (all of 34 … 62) or none applies.
+int RequantPreShift(const std::vector<FixedPointMultiplier>& m, int32_t saturating);
 
 }  // namespace mpcaffe::quant

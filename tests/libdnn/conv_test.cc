@@ -334,6 +334,65 @@ TEST(ConvInt8Requant, PointwiseDepthwiseAndWinogradKernelsTakeEveryPath) {
   }
 }
 
+// Right shifts below 34 (a first layer's: MobileNet v1's conv1 has 27 … 29) take the int32
+// lanes after a left shift where quant::RequantPreShift's check holds: half the channels at
+// right shifts about 29 (mostly saturated outputs), half with MakeQuant's spread eight times
+// wider (about 36: outputs across the range). Each kernel form against the reference: the
+// pointwise plane and row forms (MobileNet's conv1 shape, scaled), the depthwise vector forms,
+// F(2×2) in integers and the direct kernel's vector epilogue (the rq_mode argument).
+TEST(ConvInt8Requant, LowRightShiftsTakeTheInt32LanesAfterALeftShift) {
+  Device& dev = DefaultDevice();
+  if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "the int8q vector kernels are OpenCL C";
+  std::mt19937 rng(53);
+  auto make_quant = [&](const ConvDesc& d) {
+    ConvQuant q = MakeQuant(d, true, rng);
+    for (size_t c = 0; c < q.multiplier.size(); ++c) {
+      const auto& m = q.multiplier[c];
+      q.multiplier[c] = c % 2 ? quant::FixedPointMultiplier{m.multiplier, m.shift + 3}
+                              : quant::QuantizeMultiplier(1.5 + 0.1 * double(c % 5));
+    }
+    EXPECT_GT(quant::RequantPreShift(q.multiplier, 1 << 17), 0) << d.ToString();
+    return q;
+  };
+  // clang-format off
+  const Shape pointwise = {1, 24, 6, 6, 20, 1, 1, 1, 1, 0, 0, 1, 1, 1};
+  const Shape rows = {1, 3, 30, 30, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1};
+  const Shape depthwise = {1, 12, 11, 19, 12, 3, 3, 1, 1, 1, 1, 1, 1, 12};
+  const Shape winograd = {2, 6, 7, 9, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1};
+  const Shape direct = {1, 20, 9, 9, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1};
+  // clang-format on
+  int index = 0;
+  for (const auto& [shape, tile] : {std::pair{pointwise, Convolution::PointwiseTile{8, 1, 16}},
+                                    std::pair{pointwise, Convolution::PointwiseTile{6, 2, 8}},
+                                    std::pair{rows, Convolution::PointwiseTile{16, 1, 8, 2, 1,
+                                                                               2}}}) {
+    ConvDesc d = DescOf(shape, DataType::kInt8Q, index++);
+    SCOPED_TRACE(d.ToString() + " tile " + tile.ToString());
+    CheckForward(d, make_quant(d), rng, [&](const ConvDesc& dd, const ConvQuant& qq) {
+      return Convolution::Pointwise(dev, dd, tile, qq);
+    });
+  }
+  for (int vx : {8, 16}) {
+    ConvDesc d = DescOf(depthwise, DataType::kInt8Q, index++);
+    SCOPED_TRACE(d.ToString() + " vx " + std::to_string(vx));
+    CheckForward(d, make_quant(d), rng, [&](const ConvDesc& dd, const ConvQuant& qq) {
+      return Convolution::Depthwise(dev, dd, qq, 4, vx);
+    });
+  }
+  ConvDesc g = DescOf(winograd, DataType::kInt8Q, index++);
+  SCOPED_TRACE(g.ToString() + " Winograd");
+  CheckForward(g, make_quant(g), rng, [&](const ConvDesc& dd, const ConvQuant& qq) {
+    return Convolution::Winograd(dev, dd, {2, 6, 2, 8}, qq);
+  });
+  for (const ConvConfig& c : {ConvConfig{1, 2, 3, 8}, ConvConfig{1, 1, 4, 4}}) {
+    ConvDesc d = DescOf(direct, DataType::kInt8Q, index++);
+    SCOPED_TRACE(d.ToString() + " direct " + c.ToString());
+    CheckForward(d, make_quant(d), rng, [&](const ConvDesc& dd, const ConvQuant& qq) {
+      return Convolution(dev, dd, qq, c);
+    });
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, ConvForward,
                          testing::Values(DataType::kFloat32, DataType::kFloat16, DataType::kInt16Q,
                                          DataType::kInt8Q),

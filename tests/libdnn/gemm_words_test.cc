@@ -145,15 +145,29 @@ TEST(VectorRequantClamp, MatchesTheHostReferenceWithAndWithoutResidual) {
     known_g[i + 4] = 31 - (i % 48 == 8 ? (i % 96 ? 17 : 47) : res_right(rng));
     if (i % 80 == 16) known_g[i + 1] = 31 - (i % 160 ? 34 : 62);
   }
-  for (int pass = 0; pass < 4; ++pass) {
-    const bool with_residual = pass > 0, known = pass == 3;
+  // The fifth pass: the int32 path after a left shift by 9 (quant::RequantPreShift's check
+  // holds for every group: right shifts 25 … 35, multipliers ≥ 2^30 or 0), no residual.
+  const int pre = 9;
+  std::vector<int32_t> pre_g(g);
+  std::vector<quant::FixedPointMultiplier> pre_m;
+  std::uniform_int_distribution<int32_t> low_right(25, 35);
+  for (size_t i = 0; i < pre_g.size(); i += 8) {
+    pre_g[i] = i % 72 == 0 ? 0 : mant(rng);
+    pre_g[i + 1] = 31 - (i % 40 == 0 ? 25 : low_right(rng));
+    pre_m.push_back({pre_g[i], pre_g[i + 1]});
+  }
+  ASSERT_EQ(quant::RequantPreShift(pre_m, 1 << 17), pre);
+  for (int pass = 0; pass < 5; ++pass) {
+    const bool with_residual = pass > 0 && pass < 4, known = pass >= 3;
     SCOPED_TRACE(pass == 0   ? "without a residual"
                  : pass == 1 ? "with a residual"
                  : pass == 2 ? "with x - z"
-                             : "with x - z, the paths known");
+                 : pass == 3 ? "with x - z, the paths known"
+                             : "the int32 path after a left shift");
     VectorResidual res{"vload16(0, xr + i)", "p[3]", "p[4]", pass >= 2 ? "1" : "", known};
     const std::vector<int32_t>& rv_pass = pass >= 2 ? small : rv;
-    if (known) g = known_g;
+    if (pass == 3) g = known_g;
+    if (pass == 4) g = pre_g;
     KernelWriter w(KernelTarget::Of(dev), "test_requant_clamp");
     w.Kernel("vector_requant_clamp")
         .In("int", "xv")
@@ -164,7 +178,8 @@ TEST(VectorRequantClamp, MatchesTheHostReferenceWithAndWithoutResidual) {
               "  const $global int* p = xg + $global_id(0) * 8;\n" +
               VectorWords(w.target())
                   .RequantClamp(16, "r", "vload16(0, xv + i)", "p[0]", "p[1]", "p[2]",
-                                with_residual ? &res : nullptr, "p[5]", "p[6]", 2, "", known) +
+                                with_residual ? &res : nullptr, "p[5]", "p[6]", 2, "", known,
+                                pass == 4 ? pre : 0) +
               "  vstore16(r, 0, y + i);\n");
     Kernel k = dev.BuildProgram(w.Source())->GetKernel("vector_requant_clamp");
     auto dv = dev.Alloc<int32_t>(n), dr = dev.Alloc<int32_t>(n), dg = dev.Alloc<int32_t>(g.size()),

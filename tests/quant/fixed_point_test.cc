@@ -6,6 +6,7 @@
 #include <gemmlowp/fixedpoint/fixedpoint.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <random>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 namespace mpcaffe::quant {
 namespace {
@@ -278,6 +280,47 @@ TEST(FixedPoint, Requantize32TinyMultiplierGivesZero) {
       ADD_FAILURE() << "Requantize32(" << acc << ", QuantizeMultiplier(" << real << ")) = " << got;
   }
   EXPECT_EQ(nonzero, 0);
+}
+
+// RequantPreShift: for random sets of multipliers whose right shifts start below 34, the shift
+// it returns keeps every right shift + pre in 34 … 62, and for every accumulator (edges and all
+// magnitudes) Requantize32 of the value clamped into ±2^(31 − pre) and shifted left, with shift
+// − pre, clamps into [c_zero − 2^16, c_zero + 2^16]-wide ranges exactly as Requantize32 of the
+// value itself (an int8/int16 output's clamp after a zero point below 2^16). Sets it refuses:
+// right shifts already 34 … 62, one beyond 62 − pre, one that does not saturate at the clamp.
+TEST(FixedPoint, RequantPreShiftKeepsEveryClampedOutput) {
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int32_t> mant(1 << 30, std::numeric_limits<int32_t>::max());
+  int taken = 0;
+  for (int set = 0; set < 400; ++set) {
+    const int low = 4 + int(rng() % 30), width = int(rng() % 12);
+    std::vector<FixedPointMultiplier> m;
+    for (int c = 0; c < 8; ++c) m.push_back({mant(rng), 31 - (low + int(rng() % (width + 1)))});
+    if (set % 7 == 0) m[3] = {0, 0};
+    const int pre = RequantPreShift(m, 1 << 17);
+    if (pre == 0) continue;
+    ++taken;
+    const int32_t top = int32_t(0x7fffffffu >> pre);
+    for (const FixedPointMultiplier& x : m) {
+      if (x.multiplier == 0) continue;
+      ASSERT_GE(31 - x.shift + pre, 34);
+      ASSERT_LE(31 - x.shift + pre, 62);
+      for (int i = 0; i < 200; ++i) {
+        const int32_t acc = i < 4 ? (i % 2 ? top + 1 : -top - 2) : RandomInt32(rng) >> (rng() % 31);
+        const int64_t shifted = int64_t(std::clamp<int32_t>(acc, -top - 1, top)) << pre;
+        const auto clamp = [](int64_t v) { return std::clamp<int64_t>(v, -32768, 65535); };
+        ASSERT_EQ(clamp(Requantize32(int32_t(shifted), {x.multiplier, x.shift - pre})),
+                  clamp(Requantize32(acc, x)))
+            << "acc " << acc << " multiplier " << x.multiplier << " shift " << x.shift;
+      }
+    }
+  }
+  EXPECT_GT(taken, 50);
+  const std::vector<FixedPointMultiplier> high = {{1 << 30, 31 - 34}, {1 << 30, 31 - 62}};
+  EXPECT_EQ(RequantPreShift(high, 1 << 17), 0);
+  EXPECT_EQ(RequantPreShift({{1 << 30, 31 - 27}, {1 << 30, 31 - 29}}, 1 << 17), 7);
+  EXPECT_EQ(RequantPreShift({{1 << 30, 31 - 27}, {1 << 30, 31 - 56}}, 1 << 17), 0);  // > 62
+  EXPECT_EQ(RequantPreShift({{1 << 30, 31 - 27}, {1 << 30, 31 - 40}}, 1 << 17), 0);  // 2^24 → 2^14
 }
 
 }  // namespace
