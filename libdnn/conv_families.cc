@@ -340,6 +340,23 @@ const DefaultsTable<WinogradChoice, ConvDesc>& WinogradDefaults() {
   // F(2×2) only (F(4×4)'s rounding: conv_winograd.h). 8 output channels × one vector of 16
   // tiles, the pointwise kernel's tile: the element-wise products are the same GEMM shape.
   static const DefaultsTable<WinogradChoice, ConvDesc> table = {
+      // At AVX2 a 7×7 output (one 16-tile block of 2×2 tiles per plane, a quarter of it past the
+      // output) leaves the transforms and the 16/9 larger transformed weights unpaid for.
+      {"int8q on CPU runtimes without byte quads at AVX2 (half-register tiles), output planes "
+       "of at most 64 pixels (ResNet-50's res5, GoogLeNet's 7x7 inceptions): off, the direct "
+       "kernel's pairs",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return d.type == DataType::kInt8Q && p.winograd_launches && !p.byte_quad_products &&
+                p.vector_builtins && p.half_register_tiles && d.out_h() * d.out_w() <= 64;
+       },
+       std::nullopt,
+       "mpcaffe time --model <ResNet-50 converted to int8> --weights <bench/peers.py's> "
+       "--iterations 10 --device 0|1 at the AVX2 caps, MPCAFFE_KERNEL_CONFIG=conv_wino:off "
+       "against the default, 2 alternating rounds, quiet, 2026-12-02 (docs/BENCHMARKS.md, "
+       "\"Default configurations\"): res5's three 3x3 layers, ms each, Intel's runtime "
+       "1.88-2.02 -> 1.58-1.66, PoCL 2.12-2.19 -> 1.44-1.48; res4's 14x14 stay in the transformed "
+       "tiles (Intel's runtime 0.89 against 1.24); at AVX-512 Intel's runtime keeps them at 7x7 "
+       "too (0.92-1.05 against 1.21-1.31)"},
       // Without byte quads (Intel's CPU runtime at either level, PoCL below VNNI) the direct
       // kernel multiplies 16-bit pairs; the transformed tiles' products need 2.25 times fewer
       // of them, in vectors of 8 tiles at both levels (16-tile vectors lost at AVX-512 too).

@@ -262,8 +262,8 @@ TEST(ConvFamilies, ConvGemmIsNoDefaultForFirstLayers) {
 }
 
 // Winograd F(2×2) by default on the CPU runtimes (PoCL and Intel's) at every level, int8 where
-// they have no byte quads; off on devices of lanes (GPUs, llvmpipe); never F(4×4)
-// (its rounding).
+// they have no byte quads (at AVX2 not on outputs of 64 pixels or fewer); off on devices of
+// lanes (GPUs, llvmpipe); never F(4×4) (its rounding).
 TEST(ConvFamilies, WinogradDefaultsOnCpuRuntimes) {
   ConvDesc d;
   d.channels = d.out_channels = 64, d.height = d.width = 56;
@@ -296,6 +296,13 @@ TEST(ConvFamilies, WinogradDefaultsOnCpuRuntimes) {
       EXPECT_EQ(int8->ToString(), "m2 oc6 px2 v8");
       for (const WinogradConfig& c : WinogradCandidates(*int8, q.type))
         EXPECT_TRUE(WinogradConfigFits(q, c)) << c.ToString();
+      // 7×7 outputs (ResNet-50's res5): the direct kernel at AVX2, the tiles at AVX-512.
+      ConvDesc small = q;
+      small.height = small.width = 7;
+      EXPECT_EQ(bool(DefaultRowFor(WinogradDefaults(), "conv_wino", *level, small).config),
+                level == &wide);
+      small.height = small.width = 9;  // 81 outputs
+      EXPECT_TRUE(DefaultRowFor(WinogradDefaults(), "conv_wino", *level, small).config);
       level->byte_quad_products = true;
       EXPECT_FALSE(DefaultRowFor(WinogradDefaults(), "conv_wino", *level, q).config);
     }
