@@ -281,18 +281,9 @@ std::string VectorWords::RequantClamp(int lanes, const std::string& out, const s
   };
   std::string s;
   s += pad + I + " " + out + ";\n" + pad + "{\n";
-  if (pre_shift > 0) {
-    if (!high_known || res || pre_shift > 30)
-      throw std::invalid_argument("RequantClamp: a pre-shift needs high_known, no residual");
-    // Below the clamp (v·2^pre + 2^(right + pre − 1)) >> (right + pre) is the value's own
-    // rounding; past it the output saturates (the caller's check).
-    const std::string top = std::to_string(0x7fffffffu >> pre_shift);
-    s += in + "const " + I + " " + v + " = " +
-         Clamp(val, Splat(I, "-" + top + " - 1"), Splat(I, top)) + " * " +
-         Splat(I, std::to_string(1u << pre_shift)) + ";\n";
-  } else {
-    s += in + "const " + I + " " + v + " = " + val + ";\n";
-  }
+  if (pre_shift > 0 && (!high_known || res))
+    throw std::invalid_argument("RequantClamp: a pre-shift needs high_known, no residual");
+  s += in + "const " + I + " " + v + " = " + PreShifted(lanes, val, pre_shift) + ";\n";
   if (res) s += in + "const " + I + " " + out + "_rv = " + res->value + ";\n";
   if (setup.empty())
     s += in + "const int " + rr + " = " + std::to_string(31 + pre_shift) + " - (" + shift + ");\n";
@@ -352,6 +343,18 @@ std::string VectorWords::RequantClamp(int lanes, const std::string& out, const s
   s += in2 + out + " = " + Convert(I, out + "_l") + ";\n";
   s += in + "}\n" + pad + "}\n";
   return s;
+}
+
+std::string VectorWords::PreShifted(int lanes, const std::string& val, int pre_shift) const {
+  if (pre_shift == 0) return val;
+  if (pre_shift < 0 || pre_shift > 30)
+    throw std::invalid_argument("PreShifted: a left shift of 1 … 30, not " +
+                                std::to_string(pre_shift));
+  // Below the clamp (v·2^pre + 2^(right + pre − 1)) >> (right + pre) is the value's own
+  // rounding; past it the output saturates (the caller's check).
+  const std::string I = Type("int", lanes), top = std::to_string(0x7fffffffu >> pre_shift);
+  return Clamp(val, Splat(I, "-" + top + " - 1"), Splat(I, top)) + " * " +
+         Splat(I, std::to_string(1u << pre_shift));
 }
 
 std::string VectorWords::RequantSetup(int lanes, const std::string& name,

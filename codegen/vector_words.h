@@ -117,6 +117,11 @@ class VectorWords {
   /// `pre_shift` (with high_known, no residual): the host checked instead that every 31 − shift
   /// + pre_shift is 34 … 62 and that every value past ±2^(31 − pre_shift) saturates into [lo, hi]
   /// (quant::RequantPreShift); the value is clamped into that range and shifted left first.
+  /// Expression: the int<lanes> `val` clamped into ±2^(31 − pre_shift) and multiplied by
+  /// 2^pre_shift (quant::RequantPreShift's left shift, exact below the clamp); `val` itself for
+  /// 0. Requantizing it with shift − pre_shift gives Requant's value wherever the host checked
+  /// that every value past the clamp saturates the output.
+  std::string PreShifted(int lanes, const std::string& val, int pre_shift) const;
   std::string RequantClamp(int lanes, const std::string& out, const std::string& val,
                            const std::string& mult, const std::string& shift,
                            const std::string& zero, const VectorResidual* res,

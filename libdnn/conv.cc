@@ -308,23 +308,8 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
 
   const KernelTarget target = KernelTarget::Of(device);
   input_ = InputOf(target.backend, desc_, config_, pairs_ok);
-  if (direct_kernel) {
-    ProgramHints hints;
-    hints.local_sizes = {{size_t(config_.lanes), 1, 1}, {kLaunch1DLocalSize, 1, 1}};
-    auto program =
-        device.GetProgram(ForwardSource(target, desc_, config_, pairs_ok),
-                          input_ == ConvInput::kDot4 ? target.Dot4BuildOptions() : "", hints);
-    const std::string suffix = std::string(Name(desc_.type)) + (desc_.weights_signed ? "_sw" : "");
-    forward_ = program->GetKernel(ForwardKernelName(desc_));
-    pack_ = program->GetKernel("conv_pack_" + suffix);
-    if (IsPacked(input_)) xpack_ = program->GetKernel("conv_xpack_" + suffix);
-    if (input_ == ConvInput::kDot4 || input_ == ConvInput::kPackedQuads ||
-        input_ == ConvInput::kPackedTiles) {
-      wsum_kernel_ = program->GetKernel("conv_wsum_" + suffix);
-      wsum_ = device.Alloc<int32_t>(size_t(oc));
-    }
-  }
 
+  // The quantization first: the direct kernel's text holds its requantization's left shift.
   std::vector<int32_t> rq(2 * size_t(oc), 0), wz(size_t(oc), 0);
   if (IsQuantized(desc_.type)) {
     auto per = [&](size_t n, const char* what) {
@@ -358,7 +343,7 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
                             std::abs(quant.c_zero) < (1 << 16)
                         ? quant::RequantPreShift(quant.multiplier, 1 << 17)
                         : 0;
-    if (pre > 0) rq_mode_ = 2 + pre;
+    if (pre > 0) rq_mode_ = 2;
     weights_fit_bytes_ = std::all_of(wz.begin(), wz.end(), [&](int32_t z) {
       return desc_.type == DataType::kInt8Q && z == (desc_.weights_signed ? 0 : 128);
     });
@@ -366,11 +351,28 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
     res_m_ = quant.res_multiplier.multiplier;
     res_s_ = quant.res_multiplier.shift;
     const DataTypeTraits& traits = TraitsOf(desc_.type);
-    requant_known_.high = rq_mode_ >= 2;
+    requant_known_.high = rq_mode_ == 2;
     requant_known_.pre_shift = pre;
     requant_known_.residual_split = desc_.residual && res_zero_ >= traits.qmin &&
                                     res_zero_ <= traits.qmax && 31 - res_s_ >= 17 &&
                                     31 - res_s_ <= 47 && res_m_ >= 0;
+  }
+  if (direct_kernel) {
+    ProgramHints hints;
+    hints.local_sizes = {{size_t(config_.lanes), 1, 1}, {kLaunch1DLocalSize, 1, 1}};
+    auto program =
+        device.GetProgram(ForwardSource(target, desc_, config_, pairs_ok,
+                                        requant_known_.pre_shift),
+                          input_ == ConvInput::kDot4 ? target.Dot4BuildOptions() : "", hints);
+    const std::string suffix = std::string(Name(desc_.type)) + (desc_.weights_signed ? "_sw" : "");
+    forward_ = program->GetKernel(ForwardKernelName(desc_));
+    pack_ = program->GetKernel("conv_pack_" + suffix);
+    if (IsPacked(input_)) xpack_ = program->GetKernel("conv_xpack_" + suffix);
+    if (input_ == ConvInput::kDot4 || input_ == ConvInput::kPackedQuads ||
+        input_ == ConvInput::kPackedTiles) {
+      wsum_kernel_ = program->GetKernel("conv_wsum_" + suffix);
+      wsum_ = device.Alloc<int32_t>(size_t(oc));
+    }
   }
   if (desc_.weight_bits == 4) {
     for (int32_t z : wz)

@@ -367,9 +367,10 @@ class Convolution {
   /// Generated program texts (tests compile them with NVRTC). int8q / int16q with vw = 8 take
   /// input channels in pairs (ConvInput) unless `channel_pairs` is false (the
   /// constructor passes false for an input zero point outside the type's range, where x − z_x
-  /// would not fit the pair planes).
+  /// would not fit the pair planes). `pre_shift`: RequantKnown's, for the int8 vector epilogue.
   static std::string ForwardSource(const KernelTarget& target, const ConvDesc& desc,
-                                   const ConvConfig& config, bool channel_pairs = true);
+                                   const ConvConfig& config, bool channel_pairs = true,
+                                   int pre_shift = 0);
   /// The fp32 backward program besides its two GEMMs (top-diff gather, im2col, col2im, bias
   /// sum); shape-independent.
   static std::string BackwardSource(const KernelTarget& target);

@@ -9,7 +9,7 @@
 namespace mpcaffe::libdnn::conv_internal {
 
 std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c, bool quads,
-                                 bool tiles) {
+                                 bool tiles, int pre_shift) {
   const VectorWords v(target);
   // Parts of at most 8 channels (the requantization's long lanes and the interleaved
   // multipliers' load of twice as many stay within OpenCL's 16 lanes).
@@ -84,18 +84,13 @@ std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c
         "        const " + iv + " out = " +
         v.Clamp("r", v.Splat(iv, "relu ? c_zero : Dtype_QMIN"), v.Splat(iv, "Dtype_QMAX")) + ";\n";
     // rq_mode (the host's check of every channel's right shift 31 − shift): 2, all in 34 … 62,
-    // int32 lanes; 2 + pre, all in 34 − pre … 62 − pre, the same after the value is clamped
-    // into ±2^(31 − pre) and shifted left by pre (exact below the clamp, whose every value the
-    // host checked saturates the output; without a residual); 1, all in 1 … 62, 64-bit products
-    // saturated at 2^30 (without a residual); else Requant's long lanes.
-    s += "      if (rq_mode >= 2) {\n"
-         "       const int pre = rq_mode - 2, pre_top = (int)(0x7fffffffu >> pre);\n"
-         "       const " + iv + " shp = sh - " + v.Splat(iv, "pre") + ";\n";
-    const std::string shifted =
-        "        const " + iv + " valp = " +
-        v.Clamp("val", v.Splat(iv, "-pre_top - 1"), v.Splat(iv, "pre_top")) + " * " +
-        v.Splat(iv, "1 << pre") + ";\n";
-    s += words(shifted + v.RequantHigh(L, "r", "valp", "m", "shp", 8) +
+    // int32 lanes (with pre_shift, all in 34 − pre … 62 − pre, the value left-shifted first:
+    // VectorWords::PreShifted); 1, all in 1 … 62, 64-bit products saturated at 2^30 (without a
+    // residual); else Requant's long lanes.
+    const std::string shift =
+        pre_shift ? "sh - " + v.Splat(iv, std::to_string(pre_shift)) : std::string("sh");
+    s += "      if (rq_mode == 2) {\n" +
+         words(v.RequantHigh(L, "r", v.PreShifted(L, "val", pre_shift), "m", shift, 8) +
                "        r += c_zero;\n" + residual(true) + clamp_int);
     s += "      } else if (rq_mode == 1 && !has_res) {\n" +
          words(v.RequantWide(L, "r", "val", "m", "sh", 8) + "        r += c_zero;\n" + clamp_int);

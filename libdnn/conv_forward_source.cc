@@ -71,7 +71,7 @@ std::string Sub(const char* pattern, int j, int t) {
 /// repeat a pattern whose #J (channel vector) and #T (pixel) become indices (Sub).
 struct ForwardText {
   ForwardText(const KernelTarget& target, const ConvDesc& desc, const ConvConfig& config,
-              bool channel_pairs)
+              bool channel_pairs, int pre_shift)
       : d(desc),
         c(config),
         input(InputOf(target.backend, desc, config, channel_pairs)),
@@ -85,6 +85,7 @@ struct ForwardText {
         q(IsQuantized(desc.type)),
         wide(desc.type == DataType::kInt16Q),
         vector_builtins(target.vector_builtins),
+        pre_shift(pre_shift),
         suffix(std::string(Name(desc.type)) + (desc.weights_signed ? "_sw" : "")),
         w(target, "conv_forward") {}
 
@@ -110,6 +111,7 @@ struct ForwardText {
   const bool taps;  // kPackedQuads along the window's columns (QuadLayout)
   const bool pairs, packed, split, q, wide;
   const bool vector_builtins;  // KernelTarget::vector_builtins
+  const int pre_shift;  // RequantKnown::pre_shift (the int8 vector epilogue's left shift)
   const std::string suffix;  // kernel name suffix: the type, "_sw" for signed weights
   KernelWriter w;
 
@@ -563,7 +565,7 @@ struct ForwardText {
     body += "    const int oc0 = ocl + tj * CONV_STEP;\n";
     // A vector of channels all in range goes through DirectVectorEpilogue, the rest (and every
     // other type) lane by lane.
-    if (VectorRequantizes()) body += DirectVectorEpilogue(w.target(), c, quads, byte_tiles);
+    if (VectorRequantizes()) body += DirectVectorEpilogue(w.target(), c, quads, byte_tiles, pre_shift);
     body += "    for (int tt = 0; tt < " + std::to_string(px) + R"(; ++tt) {
     const int e = tj * )" + std::to_string(px) + R"( + tt;
 )";
@@ -640,9 +642,10 @@ std::string Convolution::ForwardKernelName(const ConvDesc& d) {
 }
 
 std::string Convolution::ForwardSource(const KernelTarget& target, const ConvDesc& d,
-                                       const ConvConfig& c, bool channel_pairs) {
+                                       const ConvConfig& c, bool channel_pairs,
+                                       int pre_shift) {
   c.Validate();
-  return ForwardText(target, d, c, channel_pairs).Source();
+  return ForwardText(target, d, c, channel_pairs, pre_shift).Source();
 }
 
 }  // namespace mpcaffe::libdnn

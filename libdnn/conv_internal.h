@@ -107,14 +107,14 @@ std::string DepthwiseQuadSource(const KernelTarget& target, const ConvDesc& d, i
 /// channels are all in range (conv_epilogue_source.cc): per part of at most 8 channels, their
 /// bias (less z_x·Σ(w − z_w) with `quads`), multipliers and shifts loaded once, then per pixel
 /// `tile[tj·px + tt]` requantized in vectors (the kernel argument rq_mode: 2, VectorWords::
-/// RequantHigh; 2 + pre, the same after quant::RequantPreShift's clamp and left shift by pre;
+/// RequantHigh, after VectorWords::PreShifted's left shift by `pre_shift` (RequantKnown's);
 /// 1, RequantWide without a residual; else Requant's long lanes), the residual, zero
 /// point and clamps, and one byte store per channel (NCHW: the channels are P apart; with 4
 /// pixels per work-item all in range and rq_mode 1 or 2, one word of the 4 pixels per
 /// channel). Text `if (…) {…} else` before the statement of the lane-by-lane epilogue; the text
 /// must define oc0, the channel vector's first channel.
 std::string DirectVectorEpilogue(const KernelTarget& target, const ConvConfig& c, bool quads,
-                                 bool tiles = false);
+                                 bool tiles = false, int pre_shift = 0);
 
 /// One int8q output's scalar epilogue as statements indented by `indent`: `acc` (an int
 /// expression, the sum with its bias) requantized with the channel's `rqm` and `rqs`, plus
