@@ -258,6 +258,16 @@ caffe::NetParameter NetParamFromBytes(const std::string& serialized) {
   return param;
 }
 
+/// A prototxt path's or serialized message's NetParameter, typed as `mpcaffe convert --dtype`
+/// types it for `device` (as it is for an empty dtype).
+caffe::NetParameter TypedModel(const std::string& model, bool is_file, const std::string& dtype,
+                               Device& device) {
+  caffe::NetParameter param =
+      is_file ? mpcaffe::ReadNetParameterText(model) : NetParamFromBytes(model);
+  if (dtype.empty()) return param;
+  return mpcaffe::tools::TypedVariant(param, mpcaffe::tools::ParseNetDtype(dtype), device);
+}
+
 mpcaffe::NetOptions MakeOptions(int phase, int level, const std::vector<std::string>& stages,
                                 int reduced_memory, int optimize) {
   if (phase != caffe::TRAIN && phase != caffe::TEST)
@@ -380,17 +390,20 @@ PYBIND11_MODULE(_mpcaffe, m) {
   m.def("_set_pinned_device", [](int index) {
     g_device_index = index < 0 ? -1 : mpcaffe::GetDevice(index).index();
   });
+  m.def("_typed_variant", [](const std::string& model, bool is_file, const std::string& dtype,
+                             int device) -> py::bytes {
+    std::string out;
+    TypedModel(model, is_file, dtype, mpcaffe::GetDevice(device)).SerializeToString(&out);
+    return py::bytes(out);
+  }, py::arg("model"), py::arg("is_file"), py::arg("dtype"), py::arg("device"),
+     "The serialized NetParameter of the model (a prototxt path, or serialized bytes) typed as "
+     "`mpcaffe convert --dtype dtype --device device` types it.");
   m.def("_device_for_net", [](const std::string& model, bool is_file,
                               const std::string& dtype) -> py::tuple {
     if (g_device_index >= 0) return py::make_tuple(g_device_index, std::string("set_device"));
-    caffe::NetParameter param =
-        is_file ? mpcaffe::ReadNetParameterText(model) : NetParamFromBytes(model);
-    // The typed variant as `mpcaffe convert` makes it for the default device, in process: its
-    // data types (and signature) are what the choice looks at.
-    if (!dtype.empty())
-      param = mpcaffe::tools::TypedVariant(param, mpcaffe::tools::ParseNetDtype(dtype),
-                                           mpcaffe::DefaultDevice());
-    const mpcaffe::DeviceChoice c = mpcaffe::ChooseDeviceForNet("", param);
+    // Typed for the default device: its data types (and signature) are what the choice reads.
+    const mpcaffe::DeviceChoice c =
+        mpcaffe::ChooseDeviceForNet("", TypedModel(model, is_file, dtype, mpcaffe::DefaultDevice()));
     return py::make_tuple(c.device->index(), c.why);
   }, py::arg("model"), py::arg("is_file"), py::arg("dtype") = std::string(),
      "(index, why): the device `mpcaffe classify` runs the net (typed as `dtype` when given) on "

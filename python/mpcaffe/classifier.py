@@ -2,9 +2,6 @@
 (resize to image_dims, ten crops averaged or the centre crop, the Transformer's preprocessing),
 in any data type and on any device."""
 
-import os
-import tempfile
-
 import numpy as np
 
 from . import _mpcaffe
@@ -14,17 +11,11 @@ from .pycaffe import Net, TEST, _model_source
 
 
 def _typed_model(model_file, dtype, device):
-    """The NetParameter of model_file converted to `dtype` (`mpcaffe convert` for the device)."""
-    from google.protobuf import text_format
-    from ._command import convert
-    with tempfile.TemporaryDirectory(prefix="mpcaffe-classifier-") as tmp:
-        if not isinstance(model_file, (str, os.PathLike)):  # a NetParameter or NetSpec
-            message = model_file.to_proto() if hasattr(model_file, "to_proto") else model_file
-            model_file = os.path.join(tmp, "model.prototxt")
-            with open(model_file, "w") as f:
-                f.write(text_format.MessageToString(message))
-        text = convert(model_file, dtype, device=device)
-    return text_format.Parse(text, caffe_pb2.NetParameter())
+    """The NetParameter of model_file converted to `dtype` as `mpcaffe convert` converts it for
+    the device (in process)."""
+    kind, value = _model_source(model_file)
+    return caffe_pb2.NetParameter.FromString(
+        _mpcaffe._typed_variant(value, kind == "file", str(dtype), int(device)))
 
 
 def build_net(net, model_file, pretrained_file, dtype=None, device=None, level=0, stages=(),
