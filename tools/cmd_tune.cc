@@ -4,6 +4,7 @@
 // every GEMM and convolution shape a net prepares, on each device in turn (by default the one
 // `time` chooses for the net), at the timing tools' optimizer level and pycaffe's. Winners go
 // to the kernel cache's tuning table under the device's key, where the layers find them.
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -83,6 +84,20 @@ template <typename Config>
 std::string BestText(const Config& c) {
   return c.ToString();
 }
+/// Appends the descriptions of `recorded` that `shapes` does not hold yet (by their text);
+/// returns how many.
+template <typename Desc>
+size_t AppendNew(const std::vector<Desc>& recorded, std::vector<Desc>* shapes) {
+  size_t added = 0;
+  for (const Desc& r : recorded) {
+    const std::string text = r.ToString();
+    if (std::none_of(shapes->begin(), shapes->end(),
+                     [&](const Desc& s) { return s.ToString() == text; }))
+      shapes->push_back(r), ++added;
+  }
+  return added;
+}
+
 std::string BestText(int depthwise_rows) {
   return libdnn::DepthwiseConfig{depthwise_rows}.ToString();
 }
@@ -132,17 +147,8 @@ void TuneModelOn(Device& dev, const std::vector<std::string>& args) {
       auto net = BuildCalibratedNet(p, dev, options);
       libdnn::ShapeRecorder recorder;
       net->Forward();  // layers prepare their GEMMs and convolutions here
-      size_t new_gemms = 0, new_convs = 0;
-      for (const auto& g : recorder.gemms()) {
-        bool seen = false;
-        for (const auto& h : gemms) seen |= h.ToString() == g.ToString();
-        if (!seen) gemms.push_back(g), ++new_gemms;
-      }
-      for (const auto& c : recorder.convs()) {
-        bool seen = false;
-        for (const auto& h : convs) seen |= h.ToString() == c.ToString();
-        if (!seen) convs.push_back(c), ++new_convs;
-      }
+      const size_t new_gemms = AppendNew(recorder.gemms(), &gemms);
+      const size_t new_convs = AppendNew(recorder.convs(), &convs);
       std::printf("%s (%s, optimizer level %d): %zu GEMM and %zu convolution shapes\n",
                   model.c_str(), what.c_str(), level, new_gemms, new_convs);
     }
