@@ -240,6 +240,15 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       "16x4096x9216, 64x1000x4096 and 1x4096x9216, AVX-512 and AVX2, 2026-11-30: the best "
       "tile or within 20% of it on each, 1.5-2.6x the former default (dot tm=4 tn=2 vw=4); "
       "10000x10x30: no gain, K below 64 keeps the former tile";
+  static const char* const kCpuInt16ShortK =
+      "mpcaffe tune gemm M N K --dtype int16 --tb --weights B --device 0|1, 2 runs each, AMD "
+      "EPYC (Zen 4, AVX-512), 2026-12-03, dot 4x4 vw 4 against the former default dot 4x2 vw 4 "
+      "(ms, Intel's runtime / PoCL): 10000x10x30 (the 784-30-10 net's output layer) "
+      "0.58-0.70 / 0.62-0.70 against 1.03-1.36 / 0.70-0.78, 10000x10x50 0.65-0.89 / 0.59-0.67 "
+      "against 1.47-1.52 / 0.60-0.76, 1000x32x48 0.18-0.24 / 0.21-0.25 against 0.36-0.41 / "
+      "0.24-0.29, 256x10x30 0.023-0.031 / 0.060-0.073 against 0.062-0.067 / 0.060-0.068: "
+      "5 work-items of 2 columns along dimension 0 leave most of the lanes Intel's runtime "
+      "packs from them empty";
   static const char* const kLaneDot =
       "the tile's height: mpcaffe time --model <AlexNet fc6 net / AlexNet b1> --device 2 "
       "--synthetic, the configuration forced, rusticl, 2026-11-29; vw 1 wg 64: not measured "
@@ -358,6 +367,9 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
          return p.cpu_vectors && DotForm(d) && d.type == DataType::kInt16Q && d.K >= 64;
        },
        Tile(kDotTile, 1, 8, 8, 1, 0, kPairs), kCpuInt16Split},
+      {"OpenCL CPU runtime, int16q, K below 64, M >= 8, N > 4",
+       [](P p, D d) { return p.cpu_vectors && d.type == DataType::kInt16Q && ShortK(d); },
+       Tile(kDotTile, 4, 4, 4, 1, 0), kCpuInt16ShortK},
       {"OpenCL CPU runtime, dot form, int16q",
        [](P p, D d) { return p.cpu_vectors && DotForm(d) && d.type == DataType::kInt16Q; },
        Tile(kDotTile, 4, 2, 4, 1, 0), kCpuInt16},

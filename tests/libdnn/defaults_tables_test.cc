@@ -71,6 +71,13 @@ TEST(DefaultsTables, GemmDefaultsPerDeviceClass) {
   const GemmDesc fc6 = Shape(DataType::kFloat32, 1, 4096, 9216, true, WeightOperand::kB);
   EXPECT_EQ(config(cpu, fc6), "dot tm=1 tn=8 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0");
   EXPECT_EQ(config(gpu, fc6), "dot tm=1 tn=2 vw=1 wg=64 ku=1 mf=0 kp=1 lm=0");
+  // int16 with K below 64 at a batch (the 784-30-10 net's output layer): 4 x 4 dot tiles, so
+  // that dimension 0 has work-items to pack; K of 64 and more: the split pair products.
+  const GemmDesc out16 = Shape(DataType::kInt16Q, 10000, 10, 30, true, WeightOperand::kB);
+  EXPECT_EQ(config(cpu, out16), "dot tm=4 tn=4 vw=4 wg=1 ku=1 mf=0 kp=1 lm=0");
+  GemmDesc hidden16 = out16;
+  hidden16.N = 30, hidden16.K = 784;
+  EXPECT_EQ(config(cpu, hidden16), "dot tm=1 tn=8 vw=8 wg=1 ku=1 mf=0 kp=2 lm=0");
   GemmDesc fc6_2 = fc6;
   fc6_2.M = 2;
   EXPECT_EQ(config(gpu, fc6_2), "dot tm=2 tn=2 vw=1 wg=64 ku=1 mf=0 kp=1 lm=0");
