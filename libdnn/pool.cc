@@ -70,16 +70,31 @@ const char* kWindowText = R"(    int hs = oy * sh - ph;
     we = we < W ? we : W;
 )";
 
-/// Max pooling without a mask on OpenCL also has "<name>_v8": a work-item takes 8 neighbouring
-/// outputs of a row as one vector, work-groups walk the rows. Each window element is one vector
-/// load of the input row — 8 neighbouring columns at stride 1, the even lanes of 16 at stride 2 —
-/// where the work-item's loads stay inside the input buffer (columns outside the row masked off),
+/// Max pooling without a mask on OpenCL also has "<name>_v<L>" for each L of
+/// VectorMaxLaneCounts: a work-item takes L neighbouring outputs of a row as one vector,
+/// work-groups walk the rows. Each window element is one vector load of the input row — L
+/// neighbouring columns at stride 1, the even lanes of 2·L at stride 2 — where the work-item's
+/// loads stay inside the input buffer (columns outside the row masked off),
 /// else gathered lane by lane (the first and last plane's edge rows, other strides). PoCL runs
 /// the one-output-per-work-item form as scalar code with a data-dependent branch per element,
 /// and gathering every element lane by lane left the vector form far behind ONNX Runtime
 /// (docs/BENCHMARKS.md, "Default configurations").
 bool UsesVectorMax(const KernelTarget& target, PoolMethod method) {
   return target.vector_builtins && method == PoolMethod::kMax;
+}
+
+/// The vector max kernel's lane counts in a type's program, and the one a pool runs: int8q
+/// rows of at least 16 outputs in 16 bytes (8 bytes left each work-item's loads, its row loop
+/// and its store a quarter of a register: SqueezeNet's and ResNet-50's 3×3 stride-2 pools ran
+/// at 3-4× OpenVINO's time); narrower rows in 8, where two overlapping vectors keep their
+/// windows inside the row (one vector of 16 would run the masked loop: SqueezeNet's pool5, 13
+/// columns, slower in 16); the other types in 8 elements.
+std::vector<int> VectorMaxLaneCounts(DataType type) {
+  if (type == DataType::kInt8Q) return {8, 16};
+  return {8};
+}
+int VectorMaxLanes(DataType type, int out_w) {
+  return type == DataType::kInt8Q && out_w >= 16 ? 16 : 8;
 }
 
 /// The vector max kernel. Float types: each lane visits its window in the scalar kernel's order
@@ -89,53 +104,68 @@ bool UsesVectorMax(const KernelTarget& target, PoolMethod method) {
 /// type (no conversion per load), a column's in-window mask is computed once for all its rows,
 /// and an element outside a lane's window counts as 0 (`val & mask`), never above the window's
 /// maximum (every window holds at least one element). The same values as the scalar kernel.
-void DeclareVectorMax(KernelWriter& w, DataType type) {
+void DeclareVectorMax(KernelWriter& w, DataType type, int L) {
   const bool q = IsQuantized(type);
   const VectorWords vw(w.target());
   const std::string U = type == DataType::kInt8Q ? "uchar" : "ushort";  // quantized storage
-  const std::string S = q ? U : "float", V = vw.Type(S, 8), I8 = vw.Type("int", 8);
-  std::string lanes;
-  for (int l = 0; l < 8; ++l)
+  const std::string Ls = std::to_string(L);
+  // The loads' and gather's macros, named by L (a program holds int8q's kernels of 8 and 16).
+  const std::string LD = "MP_LOAD" + Ls, LD2 = LD + "S2", GA = "MP_GATHER" + Ls;
+  const std::string S = q ? U : "float", V = vw.Type(S, L), I8 = vw.Type("int", L);
+  std::string lanes, iota;
+  for (int l = 0; l < L; ++l) {
     lanes += std::string(l ? ", " : "") + "(" + S + ")Dtype_LOAD(p, " + vw.Lane("(ix)", l) + ")";
-  w.Define("MP_GATHER8(p, ix)", "(" + vw.Of(V, lanes) + ")");
-  // 8 neighbouring elements, and the even ones of 16, as the compute vector.
+    iota += (l ? ", " : "") + std::to_string(l);
+  }
+  w.Define(GA + "(p, ix)", "(" + vw.Of(V, lanes) + ")");
+  // L neighbouring elements, and the even ones of 2·L, as the compute vector.
   if (type == DataType::kFloat16) {
-    w.Define("MP_LOAD8(p)", vw.LoadHalf(8, "(p)"));
-    w.Define("MP_LOAD8S2(p)", vw.Even(vw.LoadHalf(16, "(p)")));
+    w.Define(LD + "(p)", vw.LoadHalf(8, "(p)"));
+    w.Define(LD2 + "(p)", vw.Even(vw.LoadHalf(16, "(p)")));
+  } else if (type == DataType::kInt8Q && L == 16) {
+    // The even bytes of 32 as the low bytes of 16 unsigned shorts: one spelling both CPU
+    // runtimes compile to a load and a narrowing (0.06-0.08 ms for SqueezeNet's pool1 at
+    // AVX-512 on either); the even lanes of two 16-byte moves joined stayed lane by lane on
+    // Intel's runtime (0.39 ms), of two vload16 on PoCL (0.18).
+    w.UseHelper(KernelHelper::kByteVectorStore);
+    w.Define(LD + "(p)", vw.Load(16, "(p)"));
+    w.Define(LD2 + "(p)",
+             vw.Convert(vw.Type("uchar", 16), "(MP_LOAD_USHORT16(p) & (ushort)0xff)"));
   } else if (q) {
     // The even lanes of one 16-lane move (KernelHelper::kByteVectorStore's loads): PoCL 3.1 made
     // even lanes of a strided 16-lane load 8 separate 16-bit loads, each inserted by itself.
     w.UseHelper(KernelHelper::kByteVectorStore);
-    w.Define("MP_LOAD8(p)", vw.Load(8, "(p)"));
-    w.Define("MP_LOAD8S2(p)", vw.Even(U == "uchar" ? "MP_LOAD_UCHAR16(p)" : "MP_LOAD_USHORT16(p)"));
+    w.Define(LD + "(p)", vw.Load(8, "(p)"));
+    w.Define(LD2 + "(p)", vw.Even(U == "uchar" ? "MP_LOAD_UCHAR16(p)" : "MP_LOAD_USHORT16(p)"));
   } else {
     // fp32 likewise: PoCL 3.1 loads the even lanes of a 16-lane vload one by one.
     w.UseHelper(KernelHelper::kByteVectorStore);
-    w.Define("MP_LOAD8(p)", vw.Load(8, "(p)"));
-    w.Define("MP_LOAD8S2(p)", vw.Even("MP_LOAD_FLOAT16(p)"));
+    w.Define(LD + "(p)", vw.Load(8, "(p)"));
+    w.Define(LD2 + "(p)", vw.Even("MP_LOAD_FLOAT16(p)"));
   }
-  auto& k = w.Kernel(Pooling::ForwardKernelName(type, PoolMethod::kMax) + "_v8")
+  auto& k = w.Kernel(Pooling::ForwardKernelName(type, PoolMethod::kMax) + "_v" + Ls)
                 .In("Dtype", "x")
                 .Out("Dtype", "y");
   for (const char* name : {"rows", "H", "W", "OH", "OW", "KH", "KW", "sh", "sw", "ph", "pw",
                            "x_zero", "y_zero", "same", "mult", "shift", "elements"})
     k.Value("int", name);
-  std::string body = R"(  const int vecs = (OW + 7) / 8;
-  const int v = $global_id(0);
+  std::string body = "  const int vecs = (OW + " + std::to_string(L - 1) + ") / " + Ls + ";\n";
+  body += R"(  const int v = $global_id(0);
   const int live = v < vecs;
-  // The row's last vector overlaps its neighbour; a row narrower than 8 has one vector, its
+  // The row's last vector overlaps its neighbour; a row narrower than L has one vector, its
   // lanes past OW dead (computed, not stored).
-  const int ox0 = max(min(v * 8, OW - 8), 0);
-  const int c0 = ox0 * sw - pw;        // the first lane's first window column
 )";
-  body += "  const " + I8 + " wstart = (ox0 + " + vw.Of(I8, "0, 1, 2, 3, 4, 5, 6, 7") + ") * sw - pw;\n";
+  body += "  const int ox0 = max(min(v * " + Ls + ", OW - " + Ls + "), 0);\n";
+  body += "  const int c0 = ox0 * sw - pw;        // the first lane's first window column\n";
+  body += "  const " + I8 + " wstart = (ox0 + " + vw.Of(I8, iota) + ") * sw - pw;\n";
   body += "  const " + I8 + " ws = max(wstart, " + vw.Splat(I8, "0") + ");\n";
   body += "  const " + I8 + " we = min(min(wstart + KW, " + vw.Splat(I8, "W + pw") + "), " +
           vw.Splat(I8, "W") + ");\n";
-  body += R"(  // Elements one window column's vector load covers: 8 at stride 1, 16 at stride 2.
-  const int span = sw == 1 ? 8 : 16;
-  const int full = c0 >= 0 && c0 + 7 * sw + KW <= W;  // every lane's window inside the row
-  // The row's plane and output row, carried from row to row (no division per row).
+  // Elements one window column's vector load covers: L at stride 1, 2·L at stride 2; every
+  // lane's window inside the row (`full`).
+  body += "  const int span = sw == 1 ? " + Ls + " : " + std::to_string(2 * L) + ";\n";
+  body += "  const int full = c0 >= 0 && c0 + " + std::to_string(L - 1) + " * sw + KW <= W;\n";
+  body += R"(  // The row's plane and output row, carried from row to row (no division per row).
   const int step = $num_groups(1), step_nc = step / OH, step_oy = step - step_nc * OH;
 )";
   const std::string loop_head = R"(  int nc = $group_id(1) / OH, oy = $group_id(1) - nc * OH;
@@ -153,7 +183,7 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
   // The window's loops once per load form, chosen outside them: as one expression (a select
   // of the three) the compilers computed the lane-by-lane gather for every element.
   const std::string gather =
-      "MP_GATHER8(xr, " + vw.Clamp("ix", vw.Splat(I8, "0"), vw.Splat(I8, "W - 1")) + ")";
+      GA + "(xr, " + vw.Clamp("ix", vw.Splat(I8, "0"), vw.Splat(I8, "W - 1")) + ")";
   // `inside`: float types' text for work-items whose lanes' windows all lie inside the row
   // (`full`), in a row loop of its own, so that the others run the masked loops' text alone.
   auto forms = [&](const std::function<std::string(const std::string&, bool)>& loops,
@@ -199,20 +229,20 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
     };
     const std::string unmasked =
         q ? "    if (full && fast && KW == 3 && he - hs == 3 && sw == 1) {\n" +
-                three("MP_LOAD8") + "    } else if (full && fast && KW == 3 && he - hs == 3) {\n" +
-                three("MP_LOAD8S2") + "    } else if (full && fast && sw == 1) {\n" +
-                loops("MP_LOAD8(xr + c0 + kx)", false) +
-                "    } else if (full && fast) {\n" + loops("MP_LOAD8S2(xr + c0 + kx)", false) +
+                three(LD) + "    } else if (full && fast && KW == 3 && he - hs == 3) {\n" +
+                three(LD2) + "    } else if (full && fast && sw == 1) {\n" +
+                loops(LD + "(xr + c0 + kx)", false) +
+                "    } else if (full && fast) {\n" + loops(LD2 + "(xr + c0 + kx)", false) +
                 "    } else "
           : !inside ? "    "
                     : "    if (fast && KW == 3 && he - hs == 3 && sw == 1) {\n" +
-                          three_ordered("MP_LOAD8") +
+                          three_ordered(LD) +
                           "    } else if (fast && KW == 3 && he - hs == 3) {\n" +
-                          three_ordered("MP_LOAD8S2") + "    } else if (fast && sw == 1) {\n" +
-                          ordered("MP_LOAD8") + "    } else if (fast) {\n" +
-                          ordered("MP_LOAD8S2") + "    } else ";
-    return unmasked + "if (fast && sw == 1) {\n" + loops("MP_LOAD8(xr + c0 + kx)", true) +
-           "    } else if (fast) {\n" + loops("MP_LOAD8S2(xr + c0 + kx)", true) +
+                          three_ordered(LD2) + "    } else if (fast && sw == 1) {\n" +
+                          ordered(LD) + "    } else if (fast) {\n" +
+                          ordered(LD2) + "    } else ";
+    return unmasked + "if (fast && sw == 1) {\n" + loops(LD + "(xr + c0 + kx)", true) +
+           "    } else if (fast) {\n" + loops(LD2 + "(xr + c0 + kx)", true) +
            "    } else {\n" + loops(gather, true) + "    }\n";
   };
   // The row loop's end: the store of the row's vector.
@@ -220,7 +250,7 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
     const int i0 = row * OW + ox0;
 )";
   if (!q) {
-    tail += "    if (OW >= 8) {\n      " +
+    tail += "    if (OW >= " + Ls + ") {\n      " +
             (type == DataType::kFloat16 ? vw.StoreHalf(8, "best", "y + i0")
                                         : vw.Store(8, "best", "y + i0")) +
             ";\n      continue;\n    }\n";
@@ -230,11 +260,14 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
   } else {
     // Equal parameters (the common case: max pooling keeps its input's range): one store.
     w.UseHelper(KernelHelper::kByteVectorStore);
-    const std::string store = type == DataType::kInt8Q ? "MP_STORE_UCHAR8" : "MP_STORE_USHORT8";
-    tail += "    if (same && OW >= 8) {\n      " + store +
+    const std::string store =
+        (type == DataType::kInt8Q ? "MP_STORE_UCHAR" : "MP_STORE_USHORT") + Ls;
+    tail += "    if (same && OW >= " + Ls + ") {\n      " + store +
             "(best, y + i0);\n      continue;\n    }\n";
-    tail += "    int lanes[8];\n    " + vw.Store(8, vw.Convert(I8, "best"), "lanes") + ";\n";
-    tail += R"(    for (int l = 0; l < 8 && l < OW; ++l) {
+    tail += "    int lanes[" + Ls + "];\n    " + vw.Store(L, vw.Convert(I8, "best"), "lanes") +
+            ";\n";
+    tail += "    for (int l = 0; l < " + Ls + " && l < OW; ++l) {\n";
+    tail += R"(
       mp_i64 r = same ? $long_of_int(lanes[l]) : (mp_i64)y_zero + MP_REQUANT(lanes[l] - x_zero, mult, shift);
       r = Dtype_SAT(r);
       Dtype_STORE(y, i0 + l, r);
@@ -248,7 +281,7 @@ void DeclareVectorMax(KernelWriter& w, DataType type) {
       std::string l = "    for (int kx = 0; kx < KW; ++kx) {\n";
       if (masked)
         l += "      const " + I8 + " ix = wstart + kx;\n      const " + V + " inside = " +
-             vw.As(V, vw.Convert(vw.Type(U == "uchar" ? "char" : "short", 8),
+             vw.As(V, vw.Convert(vw.Type(U == "uchar" ? "char" : "short", L),
                                  "ix >= ws && ix < we")) +
              ";\n";
       l += "      for (int h = hs; h < he; ++h) {\n        const $global Dtype* xr = xp + h * W;\n";
@@ -406,7 +439,8 @@ std::string Pooling::ForwardSource(const KernelTarget& target, DataType type, Po
   }
   body += "  }\n";
   k.Body(body);
-  if (UsesVectorMax(target, method)) DeclareVectorMax(w, type);
+  if (UsesVectorMax(target, method))
+    for (int lanes : VectorMaxLaneCounts(type)) DeclareVectorMax(w, type, lanes);
   return w.Source();
 }
 
@@ -505,11 +539,12 @@ Pooling::Pooling(Device& device, const PoolDesc& desc, const PoolQuant& quant)
   const auto [family, launch] =
       FirstRowFamily(PoolForwardFamilies(), desc_, profile, "pooling " + desc_.ToString());
   if (family->launch) {  // the vector max kernel, in the program where UsesVectorMax
-    forward_v8_ = program->GetKernel(ForwardKernelName(desc_.type, desc_.method) + "_v8");
-    v8_launch_ = launch.launch;
+    forward_vec_ = program->GetKernel(ForwardKernelName(desc_.type, desc_.method) + "_v" +
+                                      std::to_string(VectorMaxLanes(desc_.type, desc_.out_w())));
+    vec_launch_ = launch.launch;
   }
   if (KernelChoiceLogActive())  // for `mpcaffe time --explain`
-    NoteKernelChoice({family->name, family->launch ? v8_launch_.ToString() : "", launch.source,
+    NoteKernelChoice({family->name, family->launch ? vec_launch_.ToString() : "", launch.source,
                       desc_.ToString()});
   if (desc_.type == DataType::kFloat32)
     backward_ =
@@ -552,21 +587,23 @@ Event Pooling::Forward(const BufferRef& input, const BufferRef& output, const Bu
     CheckBuffer(d, "mask", mask, d.output_count(), 4);
   }
   const Geometry g = GeometryOf(d);
-  if (!forward_v8_.name().empty() && !has_mask) {
+  if (!forward_vec_.name().empty() && !has_mask) {
     const int rows = d.batch * d.channels * g.oh;
-    forward_v8_.ArgBuffer(input.mem, input.byte_offset, es)
+    forward_vec_.ArgBuffer(input.mem, input.byte_offset, es)
         .ArgBuffer(output.mem, output.byte_offset, es);
     for (int v : {rows, d.height, d.width, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw,
                   quant_.x_zero, quant_.y_zero, max_same_, max_mult_, max_shift_,
                   int(d.input_count())})
-      forward_v8_.Arg(int32_t{v});
+      forward_vec_.Arg(int32_t{v});
     // Work-groups no wider than a row's vectors: no idle lanes.
-    const RowGroups& launch = v8_launch_;
-    const size_t vecs = (size_t(g.ow) + 7) / 8, width = std::min<size_t>(vecs, launch.width);
+    const RowGroups& launch = vec_launch_;
+    const size_t lanes = size_t(VectorMaxLanes(d.type, g.ow));
+    const size_t vecs = (size_t(g.ow) + lanes - 1) / lanes;
+    const size_t width = std::min<size_t>(vecs, launch.width);
     const size_t columns = (vecs + width - 1) / width;
     const size_t row_groups =
         std::max<size_t>(1, std::min<size_t>(rows, size_t(launch.groups) / columns));
-    return forward_v8_.Launch({columns * width, row_groups, 1}, {width, 1, 1}, queue);
+    return forward_vec_.Launch({columns * width, row_groups, 1}, {width, 1, 1}, queue);
   }
   const BufferRef m = has_mask ? mask : BufferRef(avg_requant_.mem.get(), 0);
   const int total = int(d.output_count());

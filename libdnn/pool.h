@@ -93,8 +93,8 @@ class Pooling {
   PoolDesc desc_;
   PoolQuant quant_;
   Kernel forward_, backward_;
-  Kernel forward_v8_;  // max pooling without a mask (OpenCL)
-  RowGroups v8_launch_;        // forward_v8_'s launch (PoolVectorMaxDefaults)
+  Kernel forward_vec_;  // max pooling without a mask (OpenCL)
+  RowGroups vec_launch_;  // forward_vec_'s launch (PoolVectorMaxDefaults)
   vptr<int32_t> avg_requant_;  // quantized average: (multiplier, shift) per count 1..area
   int32_t max_mult_ = 0, max_shift_ = 0, max_same_ = 1;
 };

@@ -54,8 +54,9 @@ const Shape kShapes[] = {
     {2, 4, 14, 14, 3, 3, 1, 1, 1, 1, false},   // GoogLeNet's inception pools, scaled
     {2, 5, 7, 7, 3, 3, 1, 1, 1, 1, false},     // GoogLeNet's 7×7 inception pools: rows under 8
     {1, 3, 20, 33, 3, 3, 2, 2, 1, 1, false},   // stride 2, padded, 17 columns
-    // Rows of several vectors of the vector max kernel: 40 columns at stride 1 (the last vector
-    // overlapping), 34 at stride 2 unpadded (windows inside the row), 25 of 2×2 windows.
+    // Rows of several vectors of the vector max kernel (8 lanes, 16 for int8q): 40 columns at
+    // stride 1 (the last vector overlapping), 34 at stride 2 unpadded (windows inside the row),
+    // 25 of 2×2 windows.
     {1, 3, 40, 40, 3, 3, 1, 1, 1, 1, false},
     {1, 2, 69, 69, 3, 3, 2, 2, 0, 0, false},
     {2, 3, 18, 50, 2, 2, 2, 2, 0, 0, false},
@@ -180,7 +181,8 @@ TEST_P(PoolForward, MatchesReferenceOnEveryShape) {
       dev.CopyToHost(mm.get(), 0, mask.data(), mask.size() * 4);
       EXPECT_EQ(mask, want_mask);
       // Inference asks for no mask: the vector kernel where it applies, which must not write
-      // past the output (rows narrower than its 8 lanes: checked on guard bytes after it).
+      // past the output (rows narrower than its lanes, 16 for int8q and 8 for the others:
+      // checked on guard bytes after it).
       const Bytes guard(64, 0xa5);
       Bytes filled(want.size(), 0);
       filled.insert(filled.end(), guard.begin(), guard.end());
