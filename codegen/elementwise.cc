@@ -75,14 +75,44 @@ std::string ReluSource(const KernelTarget& target, DataType type) {
                 .Value("int", "neg_mult").Value("int", "neg_shift");
   if (IsQuantized(type)) {
     w.UseRequant(type);
-    k.Body(R"(  $loop(i, n) {
-    int d = Dtype_LOAD(x, i) - x_zero;
+    const std::string element = R"(    int d = Dtype_LOAD(x, i) - x_zero;
     mp_i64 r = d >= 0 ? MP_REQUANT(d, mult, shift) : MP_REQUANT(d, neg_mult, neg_shift);
     r += y_zero;
     r = Dtype_SAT(r);
     Dtype_STORE(y, i, r);
-  }
-)");
+)";
+    k.Body("  $loop(i, n) {\n" + element + "  }\n");
+    if (HasVectorRelu(target, type)) {
+      // 8 elements per step in int lanes, each lane's multiplier and shift chosen by its sign
+      // and requantized as mp_requant32 does (VectorWords::Requant: the same integers), then
+      // the n % 8 tail one by one. The scalar form (a 64-bit requantization per element) made a
+      // ReLU that follows no convolution — the pre-activation blocks of DenseNets and ResNet
+      // v2, after their fp32 BatchNorm and Scale — slower than the int8 convolution after it
+      // (docs/BENCHMARKS.md, "Default configurations").
+      const VectorWords v(target);
+      const std::string i8 = v.Type("int", 8), l8 = v.Type("long", 8), at = "x + 8 * v";
+      const std::string storage = v.Type(TraitsOf(TraitsOf(type).storage).opencl, 8);
+      std::string body = "  const int n8 = n / 8;\n  $vector_loop(v, n8) {\n";
+      body += "    const " + i8 + " d = " + v.Convert(i8, v.Load(8, at)) + " - " +
+              v.Splat(i8, "x_zero") + ";\n";
+      body += "    const " + i8 + " m = " +
+              v.Select(v.Splat(i8, "neg_mult"), v.Splat(i8, "mult"), "d >= 0") + ";\n";
+      body += "    const " + i8 + " s = " +
+              v.Select(v.Splat(i8, "neg_shift"), v.Splat(i8, "shift"), "d >= 0") + ";\n";
+      body += v.Requant(8, "r", "d", "m", "s", 4);
+      body += "    r = " + v.Clamp("r + " + v.Splat(l8, "y_zero"), v.Splat(l8, "Dtype_QMIN"),
+                                   v.Splat(l8, "Dtype_QMAX")) + ";\n";
+      body += "    " + v.Store(8, v.Convert(storage, "r"), "y + 8 * v") + ";\n";
+      body += "  }\n  $loop(t, n - n8 * 8) {\n    const int i = n8 * 8 + t;\n" + element + "  }\n";
+      w.Kernel(ElementwiseKernelName("relu", type) + "_v8")
+          .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
+          .Value("float", "slope")
+          .Value("int", "x_zero").Value("int", "y_zero")
+          .Value("int", "mult").Value("int", "shift")
+          .Value("int", "neg_mult").Value("int", "neg_shift")
+          .VectorWidth(Scalar::kI32, 8)
+          .Body(body);
+    }
   } else {
     w.UseHelper(KernelHelper::kSelect);
     k.Body(R"(  $loop(i, n) {
@@ -206,6 +236,10 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
     declare(ConvertKernelName(from, to) + "_v8").VectorWidth(Scalar::kF32, 8).Body(body);
   }
   return w.Source();
+}
+
+bool HasVectorRelu(const KernelTarget& target, DataType type) {
+  return Dialect::For(target.backend).vector_builtins && IsQuantized(type);
 }
 
 bool HasVectorConvert(const KernelTarget& target, DataType from, DataType to) {

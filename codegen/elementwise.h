@@ -66,5 +66,8 @@ std::string ConvertKernelName(DataType from, DataType to);
 /// Whether ConvertSource also holds "<ConvertKernelName>_v8", the same conversion 8 elements
 /// per step (a dialect with vector built-ins: every pair with a float side, fp32 <-> fp16 too).
 bool HasVectorConvert(const KernelTarget& target, DataType from, DataType to);
+/// Whether ReluSource also holds "<ElementwiseKernelName(relu)>_v8", the same ReLU 8 elements per
+/// step (quantized types, a dialect with vector built-ins).
+bool HasVectorRelu(const KernelTarget& target, DataType type);
 
 }  // namespace mpcaffe

@@ -57,8 +57,10 @@ void ElementwiseOps::Relu(DataType type, int n, DeviceMemory& x, DeviceMemory& y
                           Affine xq, Affine yq) {
   CheckQuantRelu(type, slope);
   const size_t es = SizeOf(type);
-  Kernel& k = Get(ElementwiseKernelName("relu", type),
-                  [&] { return ReluSource(KernelTarget::Of(device_), type); });
+  const KernelTarget target = KernelTarget::Of(device_);
+  const bool vec = HasVectorRelu(target, type);
+  Kernel& k = Get(ElementwiseKernelName("relu", type) + (vec ? "_v8" : ""),
+                  [&] { return ReluSource(target, type); });
   FixedPointMultiplier pos, neg;
   if (IsQuantized(type)) {
     pos = quant::QuantizeMultiplier(double(xq.scale) / yq.scale);
@@ -67,7 +69,7 @@ void ElementwiseOps::Relu(DataType type, int n, DeviceMemory& x, DeviceMemory& y
   k.Arg(int32_t{n}).ArgBuffer(&x, 0, es).ArgBuffer(&y, 0, es).Arg(slope)
       .Arg(xq.zero_point).Arg(yq.zero_point)
       .Arg(pos.multiplier).Arg(pos.shift).Arg(neg.multiplier).Arg(neg.shift);
-  k.Launch1D(n);
+  k.Launch1D(vec ? std::max(n / 8, n % 8) : n);
 }
 
 void ElementwiseOps::Scale(DataType type, int n, float alpha, DeviceMemory& x, DeviceMemory& y,
