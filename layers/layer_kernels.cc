@@ -333,9 +333,10 @@ std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataT
   w.Kernel(ChannelAffineKernelName(type, param_type))
       .Value("int", "n").Value("int", "channels").Value("int", "inner")
       .In("Dtype", "x").Out("Dtype", "y").In("Ptype", "scale").In("Ptype", "bias")
-      .Value("int", "has_bias")
+      .Value("int", "has_bias").Value("int", "relu")
       // A plane of `inner` values per step of dimension 1, its channel's scale and bias read
       // once; dimension 0 walks the plane (a division per value made it 8x slower on PoCL).
+      // `relu`: a fused ReLU of slope 0, spelled as the ReLU layer's (v > 0 ? v : v·0).
       .Body(R"(  const int planes = n / inner;
   for (int p = $global_id(1); p < planes; p += $global_size(1)) {
     const int c = p % channels;
@@ -345,6 +346,7 @@ std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataT
     for (int j = $global_id(0); j < inner; j += $global_size(0)) {
       float v = (float)Dtype_LOAD(x, base + j) * s;
       if (has_bias) v += b;
+      if (relu) v = v > 0.0f ? v : v * 0.0f;
       Dtype_STORE(y, base + j, (Dtype_c)v);
     }
   }

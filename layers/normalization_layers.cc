@@ -12,15 +12,16 @@
 namespace mpcaffe {
 namespace {
 
-/// y = x·scale[c] + bias[c] over an (outer, channels, inner) layout.
+/// y = x·scale[c] + bias[c] over an (outer, channels, inner) layout, then ReLU'd with `relu`.
 void LaunchChannelAffine(Device& device, Kernel k, DataType t, int n, int channels, int inner,
                          DeviceMemory* x, DeviceMemory* y, DataType pt, DeviceMemory* scale,
-                         DeviceMemory* bias) {
+                         DeviceMemory* bias, bool relu = false) {
   if (n <= 0 || inner <= 0) return;  // nothing to scale (and no plane to divide by)
   const size_t ps = SizeOf(pt);
   k.Arg(int32_t{n}).Arg(int32_t{channels}).Arg(int32_t{inner})
       .ArgBuffer(x, 0, SizeOf(t)).ArgBuffer(y, 0, SizeOf(t))
-      .ArgBuffer(scale, 0, ps).ArgBuffer(bias ? bias : scale, 0, ps).Arg(int32_t{bias ? 1 : 0});
+      .ArgBuffer(scale, 0, ps).ArgBuffer(bias ? bias : scale, 0, ps).Arg(int32_t{bias ? 1 : 0})
+      .Arg(int32_t{relu ? 1 : 0});
   // Groups of 64 along each plane, at most 16 of them, and as many planes as keep the grid
   // under Launch1D's cap (the kernel strides over the rest); planes of fewer than 64 values
   // (a BatchNorm after an InnerProduct: one value each) in groups of 64 planes.
@@ -72,6 +73,15 @@ class BatchNormLayer : public Layer {
   }
   void ParamsChanged() override { folded_ = false; }
   bool HasBackward() const override { return true; }
+  // Inference with global statistics: the per-channel affine layers after it (a Scale) folded
+  // into its factors and a ReLU in its kernel, where no Convolution or InnerProduct precedes it
+  // to fold it (pre-activation blocks: DenseNet's BatchNorm, Scale, ReLU after each Concat ran
+  // as three passes over the data; docs/BENCHMARKS.md, "Default configurations").
+  EpilogueSupport FusionSupport() const override {
+    if (!use_global_ || IsQuantized(compute_type_)) return {};
+    return {true, true, false};
+  }
+  bool AcceptsEpilogue(const FusedEpilogue& e) override { return use_global_ && !e.residual; }
   // With global statistics: scale = 1/√(var/sf + eps), shift = −mean/sf·scale, as the device
   // fold above computes them.
   bool ChannelAffine(int channels, std::vector<float>* scale, std::vector<float>* shift) override {
@@ -96,7 +106,40 @@ class BatchNormLayer : public Layer {
     const int n = bottom[0]->count();
     const DataType t = compute_type_;
     const int inner = Inner(*bottom[0]);
+    if (use_global_ && fused()) {
+      if (n == 0) return;
+      // Its own factors (from the statistics on the host) composed with the epilogue's, uploaded
+      // again when a parameter of either changed.
+      std::vector<uint64_t> versions;
+      for (const auto& b : blobs()) versions.push_back(b->data_version());
+      for (Layer* l : fused()->affine)
+        for (const auto& b : l->blobs()) versions.push_back(b->data_version());
+      if (versions != fused_versions_ || fused_epilogue_ != fused()) {
+        std::vector<float> a, b, ea, eb;
+        ChannelAffine(channels_, &a, &b);
+        fused()->Affine(channels_, &ea, &eb);
+        for (size_t c = 0; c < ea.size(); ++c) {  // ea·(a·x + b) + eb
+          a[c] *= ea[c];
+          b[c] = ea[c] * b[c] + eb[c];
+        }
+        device().Write(scale_, a.data(), a.size());
+        device().Write(bias_, b.data(), b.size());
+        fused_versions_ = std::move(versions);
+        fused_epilogue_ = fused();
+      }
+      Kernel k = GetKernel(ChannelAffineSource(target(), t, DataType::kFloat32),
+                           ChannelAffineKernelName(t, DataType::kFloat32));
+      LaunchChannelAffine(device(), k, t, n, channels_, inner, bottom[0]->device_data(),
+                          top[0]->mutable_device_data(), DataType::kFloat32, scale_.mem.get(),
+                          bias_.mem.get(), relu_fused());
+      return;
+    }
     if (use_global_) {
+      if (fused_epilogue_) {  // the factors hold a fused pass's composition: fold its own
+        fused_epilogue_ = nullptr;
+        fused_versions_.clear();
+        folded_ = false;
+      }
       if (!folded_) {
         // Fold the statistics into y = a·x + b per channel, on the device.
         Kernel fold = GetKernel(BatchNormFoldSource(target(), t), BatchNormFoldKernelName(t));
@@ -187,6 +230,10 @@ class BatchNormLayer : public Layer {
   bool use_global_ = true;
   bool folded_ = false;
   vptr<float> scale_, bias_;              // folded global statistics
+  // scale_ and bias_ composed with this fused epilogue's factors, at these parameter versions
+  // (its own blobs', then the epilogue's affine layers'); nullptr: its own factors alone.
+  const FusedEpilogue* fused_epilogue_ = nullptr;
+  std::vector<uint64_t> fused_versions_;
   vptr<float> mean_, var_, inv_std_;      // batch statistics of the last TRAIN forward
   vptr<float> s1_, s2_;                   // backward's per-channel means
   std::unique_ptr<Blob> x_norm_;

@@ -239,6 +239,70 @@ TEST(Optimizer, Fp16AndInt8MatchWithinTheRoundingStepsFusionRemoves) {
   }
 }
 
+// Pre-activation blocks (DenseNet, ResNet v2): a BatchNorm that no Convolution precedes (its
+// input a Concat's) takes the Scale and ReLU after it into its own kernel, in fp32 at every
+// optimizer level and in the fp32 part of the int8 net (the ReLU there computes in int8 after
+// a conversion: the chain ends at the Scale); the same values as the unfused layers, and a
+// changed Scale composes again.
+TEST(Optimizer, PreActivationBatchNormTakesItsScaleAndRelu) {
+  const char* text = R"(
+name: "preact"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 4 dim: 7 dim: 9 } } }
+layer { name: "c0" type: "Convolution" bottom: "data" top: "c0"
+        convolution_param { num_output: 6 kernel_size: 3 pad: 1 weight_filler { type: "msra" } } }
+layer { name: "cat" type: "Concat" bottom: "data" bottom: "c0" top: "cat" }
+layer { name: "bn" type: "BatchNorm" bottom: "cat" top: "bn" }
+layer { name: "sc" type: "Scale" bottom: "bn" top: "bn" scale_param { bias_term: true } }
+layer { name: "relu" type: "ReLU" bottom: "bn" top: "bn" }
+layer { name: "c1" type: "Convolution" bottom: "bn" top: "c1"
+        convolution_param { num_output: 5 kernel_size: 1 weight_filler { type: "msra" } } }
+)";
+  const caffe::NetParameter param = NetText(text);
+  NetOptions off;
+  off.optimize = 0;
+  Net source(param, Dev(), off);
+  const caffe::NetParameter trained = RandomStatistics(source, 5);
+  for (int level : {1, 2}) {
+    std::unique_ptr<Net> net;
+    const std::vector<float> want = RunNet(param, 0, trained, "c1");
+    const std::vector<float> got = RunNet(param, level, trained, "c1", &net);
+    EXPECT_EQ(net->fusion_end(net->layer_index("bn")), net->layer_index("relu")) << level;
+    EXPECT_LT(RelativeDifference(got, want), 1e-5) << level;
+    // The ReLU ran: the fused output has no negative value (a random Scale gives some).
+    const std::vector<float> bn = net->blob("bn").ToFloat();
+    EXPECT_GE(*std::min_element(bn.begin(), bn.end()), 0.0f) << level;
+    const std::vector<float> plain = RunNet(param, 0, trained, "bn");
+    EXPECT_LT(RelativeDifference(bn, plain), 1e-5) << level;
+
+    caffe::NetParameter changed = trained;
+    for (auto& l : *changed.mutable_layer())
+      if (l.name() == "sc")
+        for (float& v : *l.mutable_blobs(0)->mutable_data()) v *= -0.5f;
+    net->CopyTrainedLayersFrom(changed);
+    net->Forward();
+    EXPECT_LT(RelativeDifference(net->blob("c1").ToFloat(), RunNet(param, 0, changed, "c1")),
+              1e-5)
+        << level;
+  }
+  // int8 as `mpcaffe convert` writes it: BatchNorm and Scale stay fp32, the chain stops there.
+  caffe::NetParameter calibrated;
+  {
+    Net observe(param, Dev(), off);
+    observe.CopyTrainedLayersFrom(trained);
+    observe.SetQuantMode(quant::QuantizerMode::kObserve);
+    Blob& in = *observe.input_blobs()[0];
+    in.FromFloat(SineInput(in));
+    observe.Forward();
+    observe.ToProto(&calibrated);
+  }
+  const caffe::NetParameter typed = tools::TypedVariant(param, DataType::kInt8Q, Dev());
+  std::unique_ptr<Net> net;
+  const std::vector<float> unfused = RunNet(typed, 0, calibrated, "");
+  const std::vector<float> fused = RunNet(typed, 2, calibrated, "", &net);
+  EXPECT_EQ(net->fusion_end(net->layer_index("bn")), net->layer_index("sc"));
+  EXPECT_LT(RelativeDifference(fused, unfused), 0.05);
+}
+
 // ResNet's projection block in int8: the shortcut's BatchNorm and Scale (converted back to int8
 // only for the sum, several layers later) and the last convolution's BatchNorm, Scale, sum and
 // ReLU run inside the two convolutions (the conversions follow their blob's writer); the output
