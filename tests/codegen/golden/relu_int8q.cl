@@ -91,3 +91,41 @@ __kernel void relu_int8q(
     Dtype_STORE(y, i, r);
   }
 }
+
+__kernel __attribute__((vec_type_hint(int8))) void relu_int8q_v8(
+    const int n,
+    __global const Dtype* restrict x_base, const ulong x_off,
+    __global Dtype* restrict y_base, const ulong y_off,
+    const float slope,
+    const int x_zero,
+    const int y_zero,
+    const int mult,
+    const int shift,
+    const int neg_mult,
+    const int neg_shift) {
+  __global const Dtype* restrict x = x_base + x_off;
+  __global Dtype* restrict y = y_base + y_off;
+  const int n8 = n / 8;
+  for (int v = get_global_id(0); v < n8; v += get_global_size(0)) {
+    const int8 d = convert_int8(vload8(0, x + 8 * v)) - (int8)(x_zero);
+    const int8 m = select((int8)(neg_mult), (int8)(mult), d >= 0);
+    const int8 s = select((int8)(neg_shift), (int8)(shift), d >= 0);
+    const long8 r_rr = convert_long8(31 - (s));
+    const ulong8 r_p = convert_ulong8(abs(d)) * convert_ulong8(as_uint8(m));
+    const ulong8 r_sh = convert_ulong8(clamp(r_rr, (long8)(1), (long8)(63)));
+    const ulong8 r_r1 = (r_p + ((ulong8)(1) << (r_sh - 1))) >> r_sh;
+    const ulong8 r_ru = select(select((ulong8)(0), r_r1, r_rr < 64), r_p, r_rr <= 0);
+    long8 r = select(convert_long8(r_ru), -convert_long8(r_ru), convert_long8(d) < 0);
+    r = clamp(r, (long8)(-2147483647L - 1), (long8)(2147483647L));
+    r = clamp(r + (long8)(y_zero), (long8)(Dtype_QMIN), (long8)(Dtype_QMAX));
+    vstore8(convert_uchar8(r), 0, y + 8 * v);
+  }
+  for (int t = get_global_id(0); t < n - n8 * 8; t += get_global_size(0)) {
+    const int i = n8 * 8 + t;
+    int d = Dtype_LOAD(x, i) - x_zero;
+    mp_i64 r = d >= 0 ? MP_REQUANT(d, mult, shift) : MP_REQUANT(d, neg_mult, neg_shift);
+    r += y_zero;
+    r = Dtype_SAT(r);
+    Dtype_STORE(y, i, r);
+  }
+}
