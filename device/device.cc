@@ -173,9 +173,12 @@ bool ByteTilesInHelper(const DeviceInfo& device) {
 }
 
 bool SlowNetPasses(const DeviceInfo& device, NetTypes types) {
-  // Every net at the AVX-512 level; at AVX2 the nets without int8 layers (int8 nets ran faster
-  // on Intel's runtime there, fp32 nets level or slower: docs/BENCHMARKS.md).
-  return device.net_passes_slow && (ActiveHostIsa() >= HostIsa::kAvx512 || !types.int8);
+  // Every net at the AVX-512 level; at AVX2 the nets without int8 layers where the device says
+  // so (int8 nets ran faster on Intel's runtime there, fp32 nets level or slower on an Intel
+  // CPU and faster on AMD's: docs/BENCHMARKS.md).
+  if (!device.net_passes_slow) return false;
+  if (ActiveHostIsa() >= HostIsa::kAvx512) return true;
+  return device.net_passes_slow_at_avx2 && !types.int8;
 }
 
 int ProfileRank(const DeviceInfo& device, NetTypes types) {

@@ -108,6 +108,12 @@ struct DeviceInfo {
   /// after the others of its class (DevicesByProfile); its native fp16 still ranks first for a
   /// net that computes in fp16.
   bool net_passes_slow = false;
+  /// ... and at AVX2 too, for the nets without int8 layers: Intel's CPU runtime on an Intel CPU
+  /// (Xeon, both compilers capped at AVX2). On AMD CPUs Intel's runtime ran those passes faster
+  /// than PoCL (an AVX2-only EPYC: ResNet-50 fp32 93.7 against 124.8 ms; a Zen 4 EPYC capped at
+  /// AVX2: ResNet-50, MobileNet v1 and AlexNet faster in 8 of 9 alternating runs), so there it
+  /// ranks first at AVX2 (docs/BENCHMARKS.md, "Default configurations").
+  bool net_passes_slow_at_avx2 = false;
   /// A stride-2 row of 16 byte columns (one unaligned move of 16 16-bit words, their low bytes
   /// converted to float: libdnn's int8 row form) runs slower than 8 columns from a 16-byte load
   /// and its even lanes: Intel's CPU runtime; PoCL's runs the 16 faster. libdnn reads it as

@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
+#include <string>
 
 #if defined(__x86_64__) && defined(__linux__)
 #include <cpuid.h>
@@ -54,6 +56,23 @@ bool CpuHasAvx512Vnni() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   static const bool vnni = CpuHostIsa() == HostIsa::kAvx512 && __builtin_cpu_supports("avx512vnni");
   return vnni;
+#else
+  return false;
+#endif
+}
+
+bool CpuIsAmd() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const bool amd = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+    char vendor[13] = {};
+    std::memcpy(vendor, &b, 4);
+    std::memcpy(vendor + 4, &d, 4);
+    std::memcpy(vendor + 8, &c, 4);
+    return std::string(vendor) == "AuthenticAMD";
+  }();
+  return amd;
 #else
   return false;
 #endif

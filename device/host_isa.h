@@ -31,6 +31,10 @@ HostIsa CpuHostIsa();
 /// the AVX-512 level on (ByteQuadsInHelper, codegen/target_profile.h).
 bool CpuHasAvx512Vnni();
 
+/// Whether this CPU is AMD's (CPUID vendor "AuthenticAMD"): Intel's CPU runtime compiles for it
+/// as well as PoCL does at AVX2 (DeviceInfo::net_passes_slow_at_avx2).
+bool CpuIsAmd();
+
 /// Whether this CPU has AMX's tile registers and byte tile products (AMX-TILE and AMX-INT8,
 /// CPUID leaf 7) and this process may use them: Linux grants the tile data state only on request
 /// (arch_prctl ARCH_REQ_XCOMP_PERM), which the first call makes for the whole process. Like VNNI,

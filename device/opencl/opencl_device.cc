@@ -326,6 +326,7 @@ class OpenCLDevice : public Device {
     if (info_.implementation == "intel" && intel_target) info_.compile_target = intel_target;
     info_.strided_byte_rows_slow = info_.implementation == "intel" && !info_.is_gpu;
     info_.net_passes_slow = info_.implementation == "intel" && !info_.is_gpu;
+    info_.net_passes_slow_at_avx2 = info_.net_passes_slow && !CpuIsAmd();
     info_.byte_quad_products_in_helper =  // see DeviceInfo: PoCL's CPU device is this host
         info_.implementation == "pocl" && !info_.is_gpu &&
         (DeviceValue<cl_device_type>(device, CL_DEVICE_TYPE) & CL_DEVICE_TYPE_CPU) != 0 &&
