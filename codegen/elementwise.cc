@@ -67,12 +67,16 @@ std::string ConvertKernelName(DataType from, DataType to) {
 std::string ReluSource(const KernelTarget& target, DataType type) {
   KernelWriter w(target, "relu");
   w.AddType("Dtype", type);
-  auto& k = w.Kernel(ElementwiseKernelName("relu", type))
-                .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
-                .Value("float", "slope")
-                .Value("int", "x_zero").Value("int", "y_zero")
-                .Value("int", "mult").Value("int", "shift")
-                .Value("int", "neg_mult").Value("int", "neg_shift");
+  // The scalar kernel and its vector form (HasVectorRelu) take the same arguments.
+  auto declare = [&](const std::string& name) -> decltype(auto) {
+    return w.Kernel(name)
+        .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
+        .Value("float", "slope")
+        .Value("int", "x_zero").Value("int", "y_zero")
+        .Value("int", "mult").Value("int", "shift")
+        .Value("int", "neg_mult").Value("int", "neg_shift");
+  };
+  auto& k = declare(ElementwiseKernelName("relu", type));
   if (IsQuantized(type)) {
     w.UseRequant(type);
     const std::string element = R"(    int d = Dtype_LOAD(x, i) - x_zero;
@@ -104,14 +108,7 @@ std::string ReluSource(const KernelTarget& target, DataType type) {
                                    v.Splat(l8, "Dtype_QMAX")) + ";\n";
       body += "    " + v.Store(8, v.Convert(storage, "r"), "y + 8 * v") + ";\n";
       body += "  }\n  $loop(t, n - n8 * 8) {\n    const int i = n8 * 8 + t;\n" + element + "  }\n";
-      w.Kernel(ElementwiseKernelName("relu", type) + "_v8")
-          .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
-          .Value("float", "slope")
-          .Value("int", "x_zero").Value("int", "y_zero")
-          .Value("int", "mult").Value("int", "shift")
-          .Value("int", "neg_mult").Value("int", "neg_shift")
-          .VectorWidth(Scalar::kI32, 8)
-          .Body(body);
+      declare(ElementwiseKernelName("relu", type) + "_v8").VectorWidth(Scalar::kI32, 8).Body(body);
     }
   } else {
     w.UseHelper(KernelHelper::kSelect);
