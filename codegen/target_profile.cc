@@ -21,6 +21,7 @@ TargetProfile TargetProfile::Of(const DeviceInfo& info) {
                              ActiveHostIsa() >= HostIsa::kAvx512;
   p.half_arithmetic = info.fp16;
   p.strided_byte_rows_slow = info.strided_byte_rows_slow;
+  p.group_reductions = !info.group_reductions_slow;
   p.software_prefetch = info.software_prefetch;
   p.winograd_launches = p.cpu_vectors;
   p.vector_builtins = Dialect::For(info.backend).vector_builtins;

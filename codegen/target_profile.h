@@ -49,6 +49,10 @@ struct TargetProfile {
   bool software_prefetch = false;
   /// 16 stride-2 byte columns per vector cost more than 8 (DeviceInfo::strided_byte_rows_slow).
   bool strided_byte_rows_slow = false;
+  /// A row reduced by a work-group in local memory beats a work-item per row where the rows
+  /// are few (every device but PoCL's CPU device: DeviceInfo::group_reductions_slow): the
+  /// Softmax layer's form for a classifier's rows.
+  bool group_reductions = true;
   /// The Winograd convolution (libdnn's "conv_wino", three launches per layer) may be a default:
   /// the CPU runtimes (their work-group queues take the extra launches; devices of lanes are not
   /// measured).

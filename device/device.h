@@ -119,6 +119,13 @@ struct DeviceInfo {
   /// and its even lanes: Intel's CPU runtime; PoCL's runs the 16 faster. libdnn reads it as
   /// TargetProfile::strided_byte_rows_slow.
   bool strided_byte_rows_slow = false;
+  /// A work-group's reduction in local memory runs no faster than one work-item walking the
+  /// whole row: PoCL's CPU device runs each region between barriers as a loop over the
+  /// work-items, which its compiler leaves scalar where the work-item's own loop is innermost
+  /// (a softmax of 21841 channels: 0.23 ms by a group of 64, 0.17 by one work-item; Intel's
+  /// runtime, which packs work-items into vector lanes, 0.08 against 0.76).
+  /// TargetProfile::group_reductions reads it.
+  bool group_reductions_slow = false;
   /// The compiler runs AVX-512 VNNI's byte quad products (vpdpbusd) in a helper function that
   /// carries the target attribute (KernelHelper::kByteQuadProduct16's MP_QUAD_FN): PoCL on a host
   /// CPU with avx512vnni (host CPUID). PoCL 3.1's LLVM 15 targets skylake-avx512 on Zen 4 and

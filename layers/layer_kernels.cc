@@ -35,6 +35,8 @@ std::string LayerKernelName(const std::string& op, DataType type) {
   return op + "_" + Name(type);
 }
 
+std::string SoftmaxRowsKernelName(DataType type) { return LayerKernelName("softmax_rows", type); }
+
 std::string ChannelAffineKernelName(DataType type, DataType param_type) {
   return std::string("channel_affine_") + Name(type) + "_" + Name(param_type);
 }
@@ -59,6 +61,45 @@ std::string SoftmaxSource(const KernelTarget& target, DataType type) {
       float v = exp((float)Dtype_LOAD(x, base + c * inner) - m) / sum;
       Dtype_STORE(y, base + c * inner, (Dtype_c)v);
     }
+  }
+)");
+  // A work-group of MP_SOFTMAX_LOCAL work-items per row (the launch's groups are the rows):
+  // the row's maximum and its sum of exponentials reduced in local memory, each work-item
+  // walking every MP_SOFTMAX_LOCAL-th channel (neighbouring work-items read neighbouring
+  // channels where inner is 1).
+  w.Define("MP_SOFTMAX_LOCAL", std::to_string(kLaunch1DLocalSize));
+  w.Kernel(SoftmaxRowsKernelName(type))
+      .Value("int", "outer").Value("int", "channels").Value("int", "inner")
+      .In("Dtype", "x").Out("Dtype", "y")
+      .Body(R"(  $shared float part[MP_SOFTMAX_LOCAL];
+  const int t = $local_id(0), j = $group_id(0);
+  const int base = (j / inner) * channels * inner + j % inner;
+  float m = (float)Dtype_LOAD(x, base);  // channel 0: in the row, a start for any work-item
+  for (int c = t; c < channels; c += MP_SOFTMAX_LOCAL) {
+    const float v = (float)Dtype_LOAD(x, base + c * inner);
+    m = v > m ? v : m;
+  }
+  part[t] = m;
+  $barrier;
+  for (int h = MP_SOFTMAX_LOCAL / 2; h > 0; h >>= 1) {
+    if (t < h) part[t] = part[t + h] > part[t] ? part[t + h] : part[t];
+    $barrier;
+  }
+  const float top = part[0];
+  $barrier;
+  float s = 0.0f;
+  for (int c = t; c < channels; c += MP_SOFTMAX_LOCAL)
+    s += exp((float)Dtype_LOAD(x, base + c * inner) - top);
+  part[t] = s;
+  $barrier;
+  for (int h = MP_SOFTMAX_LOCAL / 2; h > 0; h >>= 1) {
+    if (t < h) part[t] += part[t + h];
+    $barrier;
+  }
+  const float sum = part[0];
+  for (int c = t; c < channels; c += MP_SOFTMAX_LOCAL) {
+    const float v = exp((float)Dtype_LOAD(x, base + c * inner) - top) / sum;
+    Dtype_STORE(y, base + c * inner, (Dtype_c)v);
   }
 )");
   return w.Source();

@@ -12,8 +12,12 @@
 namespace mpcaffe {
 
 /// softmax_<dt>(int outer, int channels, int inner, In x, Out y): softmax over the channel
-/// axis of an (outer, channels, inner) array, max-subtracted, in float. Float types only.
+/// axis of an (outer, channels, inner) array, max-subtracted, in float; a work-item per row
+/// (outer · inner of them). Float types only. The same program holds softmax_rows_<dt> (the
+/// same arguments): a work-group of kLaunch1DLocalSize work-items per row, its maximum and sum
+/// reduced in local memory, launched with a work-group per row.
 std::string SoftmaxSource(const KernelTarget& target, DataType type);
+std::string SoftmaxRowsKernelName(DataType type);
 
 /// concat_<dt>(int n, In x, Out y, int bottom_axis, int top_axis, int inner, int offset,
 ///             int x_zero, int y_zero, int mult, int shift)

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "codegen/target_profile.h"
 #include "layers/layer_axis.h"
 #include "layers/layer_kernels.h"
 #include "layers/layer_registry.h"
@@ -33,11 +34,23 @@ class SoftmaxLayer : public Layer {
     const int outer = b.count(0, axis_), channels = b.shape(axis_), inner = b.count(axis_ + 1);
     if (outer * inner == 0) return;
     const DataType t = compute_type_;
-    Kernel k = GetKernel(SoftmaxSource(target(), t), LayerKernelName("softmax", t));
+    // A classifier's few long rows (1000 classes at batch 1) by a work-group each where the
+    // device's groups reduce in parallel (TargetProfile::group_reductions): a work-item per
+    // row would leave all lanes but one idle and walk the row three times alone. Rows as many
+    // as their channels or more keep a work-item each: enough of them for the cores, and no
+    // barriers.
+    const long rows = long(outer) * inner;
+    const bool by_groups = TargetProfile::Of(device().info()).group_reductions &&
+                           channels >= 4 * long(kLaunch1DLocalSize) && rows < channels;
+    Kernel k = GetKernel(SoftmaxSource(target(), t),
+                         by_groups ? SoftmaxRowsKernelName(t) : LayerKernelName("softmax", t));
     DeviceMemory* x = bottom[0]->device_data();
     k.Arg(int32_t{outer}).Arg(int32_t{channels}).Arg(int32_t{inner})
         .ArgBuffer(x, 0, SizeOf(t)).ArgBuffer(top[0]->mutable_device_data(), 0, SizeOf(t));
-    k.Launch1D(outer * inner);
+    if (by_groups)
+      k.Launch({size_t(rows) * kLaunch1DLocalSize, 1, 1}, {kLaunch1DLocalSize, 1, 1});
+    else
+      k.Launch1D(rows);
   }
 
  public:

@@ -325,6 +325,7 @@ class OpenCLDevice : public Device {
     const char* intel_target = std::getenv("CL_CONFIG_CPU_TARGET_ARCH");
     if (info_.implementation == "intel" && intel_target) info_.compile_target = intel_target;
     info_.strided_byte_rows_slow = info_.implementation == "intel" && !info_.is_gpu;
+    info_.group_reductions_slow = info_.implementation == "pocl" && !info_.is_gpu;
     info_.net_passes_slow = info_.implementation == "intel" && !info_.is_gpu;
     info_.net_passes_slow_at_avx2 = info_.net_passes_slow && !CpuIsAmd();
     info_.byte_quad_products_in_helper =  // see DeviceInfo: PoCL's CPU device is this host
