@@ -20,8 +20,11 @@ namespace mpcaffe {
 /// Runs body(begin, end) over [0, n) in up to hardware_concurrency() chunks (large n only).
 template <typename Body>
 void ParallelChunks(size_t n, Body body) {
-  const size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()),
-                                          std::max<size_t>(1, n / (1 << 18)));
+  // Asked once: glibc reads the CPU count from /sys at every call (an open, a read and a
+  // close), which a Quantizer layer converting each forward pass's input on the host paid per
+  // pass.
+  static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const size_t threads = std::min<size_t>(cores, std::max<size_t>(1, n / (1 << 18)));
   if (threads <= 1) {
     body(size_t{0}, n);
     return;

@@ -42,8 +42,12 @@ class SoftmaxLayer : public Layer {
     const long rows = long(outer) * inner;
     const bool by_groups = TargetProfile::Of(device().info()).group_reductions &&
                            channels >= 4 * long(kLaunch1DLocalSize) && rows < channels;
-    Kernel k = GetKernel(SoftmaxSource(target(), t),
-                         by_groups ? SoftmaxRowsKernelName(t) : LayerKernelName("softmax", t));
+    // The kernel kept from pass to pass: writing the program's text again for the device's
+    // program table to look up cost the host more than the launch itself.
+    Kernel& k = by_groups ? rows_kernel_ : row_kernel_;
+    if (!k.device())
+      k = GetKernel(SoftmaxSource(target(), t),
+                    by_groups ? SoftmaxRowsKernelName(t) : LayerKernelName("softmax", t));
     DeviceMemory* x = bottom[0]->device_data();
     k.Arg(int32_t{outer}).Arg(int32_t{channels}).Arg(int32_t{inner})
         .ArgBuffer(x, 0, SizeOf(t)).ArgBuffer(top[0]->mutable_device_data(), 0, SizeOf(t));
@@ -52,6 +56,9 @@ class SoftmaxLayer : public Layer {
     else
       k.Launch1D(rows);
   }
+
+ private:
+  Kernel row_kernel_, rows_kernel_;  // a work-item per row; a work-group per row
 
  public:
   bool HasBackward() const override { return true; }
