@@ -4,7 +4,10 @@ here from their papers' layer tables: SqueezeNet 1.1 (fire modules: a Split into
 a Concat), GoogLeNet (inception modules: four branches into a Concat; BVLC's layer names, without
 its LRN layers) and MobileNet v2 (inverted residuals: 1×1 expand, depthwise 3×3, linear 1×1
 projection, an Eltwise sum where shapes allow; BatchNorm + Scale after every convolution; ReLU
-where the paper has ReLU6, as the Caffe ports do). Random weights come from the fillers
+where the paper has ReLU6, as the Caffe ports do) and DenseNet-121 (dense blocks of pre-activation
+BatchNorm + Scale + ReLU before each convolution, a chain of Concats growing each block's output
+by 32 channels per layer; transitions of a 1×1 convolution and 2×2 average pooling). Random
+weights come from the fillers
 (`mpcaffe time --synthetic`, bench/peers.py), so these are for speed and agreement checks:
 
     python3 bench/zoo_nets.py --output-dir /tmp/zoo            # 224 / 227-pixel inputs
@@ -136,7 +139,36 @@ def mobilenet_v2(size=224):
     return w.classifier(w.pool("pool", x, mode="AVE"), "fc")
 
 
-NETS = {"squeezenet11": squeezenet, "googlenet": googlenet, "mobilenet_v2": mobilenet_v2}
+def densenet121(size=224):
+    # Pre-activation layers (BatchNorm, Scale, ReLU, then the convolution) whose inputs stay
+    # whole, each dense layer's 32 new channels concatenated onto its block's running output,
+    # one Concat per layer as the Caffe ports write it; transitions halve the channels and pool.
+    w = Writer("densenet121", size)
+
+    def preact(name, bottom):
+        w.add(f'name: "{name}/bn" type: "BatchNorm" bottom: "{bottom}" top: "{name}/bn" '
+              'batch_norm_param { use_global_stats: true }')
+        w.add(f'name: "{name}/scale" type: "Scale" bottom: "{name}/bn" top: "{name}/bn" '
+              'scale_param { bias_term: true }')
+        return w.relu(f"{name}/bn")
+    x = w.pool("pool1", w.relu(w.bn(w.conv("conv1", "data", 64, 7, 2, 3, bias=False))), 3, 2, 1)
+    channels = 64
+    for block, layers in enumerate([6, 12, 24, 16], start=2):
+        for j in range(1, layers + 1):
+            p = f"conv{block}_{j}"
+            y = w.conv(p + "/x1", preact(p + "/x1", x), 128, 1, bias=False)
+            y = w.conv(p + "/x2", preact(p + "/x2", y), 32, 3, pad=1, bias=False)
+            x = w.concat(f"concat_{block}_{j}", [x, y])
+            channels += 32
+        if block < 5:
+            channels //= 2
+            x = w.conv(f"conv{block}_blk", preact(f"conv{block}_blk", x), channels, 1, bias=False)
+            x = w.pool(f"pool{block}", x, 2, 2, mode="AVE")
+    return w.classifier(w.pool("pool5", preact("conv5_blk", x), mode="AVE"), "fc6")
+
+
+NETS = {"squeezenet11": squeezenet, "googlenet": googlenet, "mobilenet_v2": mobilenet_v2,
+        "densenet121": densenet121}
 
 
 def main(argv=None):

@@ -3,6 +3,9 @@
 // reduced-memory plan (blobs sharing memory by lifetime) and the byte counts of what the net
 // holds.
 #include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
 
 #include "layers/layer.h"
 #include "net/memory_planner.h"
@@ -33,6 +36,10 @@ namespace mpcaffe {
 //   400) keeps its producer's own memory, and the net copies its bytes into the slice in place
 //   of the Concat (ConcatSlicePlaced): one device copy of that input instead of the Concat's
 //   kernel over every input, and the placed slices still written in place.
+//   An input may be another Concat's output, directly or through a Split's top that shares it
+//   (DenseNet's blocks: each layer's Concat takes the previous one's output and 32 new
+//   channels): placed, it is a prefix of the outer output, and its own inputs are placed there
+//   in turn, so a whole block is written in place once instead of copied once per layer.
 // No view is on while a quantizer of the layer observes or snaps fp32 data (calibration sees
 // every copy). The choice is made again before each pass, since ranges arrive after the build.
 
@@ -51,7 +58,6 @@ void Net::PlanViews() {
     return false;
   };
   const std::set<const Blob*> inputs(input_blobs_.begin(), input_blobs_.end());
-  std::set<const Blob*> alias_tops;
   for (int i = 0; i < n; ++i) {
     const std::string type = layers_[i]->type();
     if (type != "Split" && type != "Dropout") continue;
@@ -62,11 +68,16 @@ void Net::PlanViews() {
     for (const Blob* t : top) ok &= t != bot[0] && t->type() == bot[0]->type() && !written_after(t, i);
     if (!ok) continue;
     views_.push_back({i, false, {}, {}, {}});
-    alias_tops.insert(top.begin(), top.end());
   }
-  std::set<const Blob*> concat_tops;
-  for (int i = 0; i < n; ++i)
-    if (layers_[i]->type() == std::string("Concat")) concat_tops.insert(top_vecs_[i][0]);
+  // A Concat input may itself be a Concat's output, or a Split's or Dropout's top that shares
+  // its bottom's data (DenseNet: each layer's Concat takes the one before it through a Split):
+  // the slice then holds that memory, for every blob sharing it, and a Concat output placed in
+  // an outer Concat places its own inputs there in turn (UpdateViews). One Concat per memory:
+  // two would place it twice.
+  std::map<const Blob*, const Blob*> alias_source;
+  for (const View& v : views_)
+    for (const Blob* t : top_vecs_[v.layer]) alias_source[t] = bottom_vecs_[v.layer][0];
+  std::set<const Blob*> placed_sources;
   for (int i = 0; i < n; ++i) {
     if (layers_[i]->type() != std::string("Concat") || fused_into_[i] >= 0) continue;
     const std::vector<Blob*>& bot = bottom_vecs_[i];
@@ -82,17 +93,24 @@ void Net::PlanViews() {
         rewritten = true;
     }
     if (rewritten) continue;
-    std::set<const Blob*> seen;
+    std::set<const Blob*> sources;
     for (Blob* b : bot) {
       int writer = -1;
       for (int w : writers[b])
         if (w < i) writer = w;
-      if (writer < 0 || written_after(b, i) || !seen.insert(b).second || inputs.count(b) ||
-          alias_tops.count(b) || concat_tops.count(b) || b->type() != y->type())
+      const Blob* source = b;
+      for (auto it = alias_source.find(source); it != alias_source.end();
+           it = alias_source.find(source))
+        source = it->second;
+      if (writer < 0 || written_after(b, i) || written_after(source, i) ||
+          !sources.insert(source).second || placed_sources.count(source) || inputs.count(b) ||
+          inputs.count(source) || b->type() != y->type())
         break;
       v.writer.push_back(writer);
     }
-    if (v.writer.size() == bot.size()) views_.push_back(v);
+    if (v.writer.size() != bot.size()) continue;
+    placed_sources.insert(sources.begin(), sources.end());
+    views_.push_back(v);
   }
 }
 
@@ -169,30 +187,40 @@ void Net::UpdateViews(bool force) {
   std::vector<char> on(layers_.size(), 0);
   for (size_t k = 0; k < views_.size(); ++k) on[views_[k].layer] = ViewUsable(k);
   if (!force && views_applied_ && on == view_on_) return;
-  // Undo the views, plan the memory for the new ones, then make them.
+  // Undo the views, plan the memory for the new ones, then make them. The slices go first,
+  // while a Split's top still shares its bottom's data: fresh memory for the shared data, so
+  // no blob is left inside a Concat's output.
   for (View& v : views_) {
-    if (!v.concat) {
-      for (Blob* t : top_vecs_[v.layer]) t->UnshareData();
-      continue;
-    }
+    if (!v.concat) continue;
     for (Blob* b : bottom_vecs_[v.layer]) {
       auto m = b->data_memory();
       if (m && m->parent()) b->SetDataMemory(device_->Allocate(std::max<size_t>(b->bytes(), 4)));
     }
     v.slices.clear();
   }
+  for (View& v : views_)
+    if (!v.concat)
+      for (Blob* t : top_vecs_[v.layer]) t->UnshareData();
   view_on_ = on;
   views_applied_ = true;
   if (reduced_memory_) PlanMemory();
-  for (View& v : views_) {
-    if (!view_on_[v.layer]) continue;
-    if (!v.concat) {
+  // Shared tops first (a slice given to a shared top is then its bottom's memory too), then
+  // the Concats from the last: an outer Concat places an inner one's output before the inner
+  // one places its inputs inside it, at their offsets in the outer allocation (a device makes
+  // no view of a view).
+  for (View& v : views_)
+    if (view_on_[v.layer] && !v.concat)
       for (Blob* t : top_vecs_[v.layer]) t->ShareData(*bottom_vecs_[v.layer][0]);
-      continue;
-    }
+  std::map<const DeviceMemory*, std::pair<std::shared_ptr<DeviceMemory>, size_t>> inside;
+  for (auto it = views_.rbegin(); it != views_.rend(); ++it) {
+    View& v = *it;
+    if (!view_on_[v.layer] || !v.concat) continue;
     Blob& y = *top_vecs_[v.layer][0];
     y.device_data();  // allocated (a fresh one zeroed)
-    const std::shared_ptr<DeviceMemory> whole = y.data_memory();
+    std::shared_ptr<DeviceMemory> whole = y.data_memory();
+    size_t base = 0;
+    if (auto at = inside.find(whole.get()); at != inside.end())
+      std::tie(whole, base) = at->second;
     const std::vector<char> placed = ConcatSlicePlaced(v.layer);
     size_t offset = 0;
     for (size_t k = 0; k < bottom_vecs_[v.layer].size(); ++k) {
@@ -200,7 +228,8 @@ void Net::UpdateViews(bool force) {
       // An unplaced slice keeps its blob's memory and is copied by SkipAsView.
       std::shared_ptr<DeviceMemory> slice;
       if (placed[k]) {
-        slice = device_->SubMemory(whole, offset, b->bytes());
+        slice = device_->SubMemory(whole, base + offset, b->bytes());
+        if (slice) inside[slice.get()] = {whole, base + offset};
         if (!slice)  // PlanMemory counted it in the top's memory
           throw NetError("layer '" + layer_names_[v.layer] + "': device " +
                          device_->Describe() + " refused a view at byte " +
@@ -249,15 +278,23 @@ void Net::PlanMemory() {
   const int n = static_cast<int>(layers_.size());
   // A view's blobs live in one allocation: an aliased top in its bottom's, a Concat input in
   // the Concat's output. The owner's lifetime covers theirs.
-  std::map<Blob*, Blob*> owner;
+  // A placed Concat input that shares another blob's data (a Split's top) puts that blob
+  // in the Concat's output, and a Concat output placed in another's puts its inputs there too:
+  // the owners form chains.
+  std::map<Blob*, Blob*> owner, shared_from;
+  for (const View& v : views_)
+    if (!view_on_.empty() && view_on_[v.layer] && !v.concat)
+      for (Blob* t : top_vecs_[v.layer]) owner[t] = shared_from[t] = bottom_vecs_[v.layer][0];
   for (const View& v : views_) {
-    if (view_on_.empty() || !view_on_[v.layer]) continue;
-    if (v.concat) {
-      const std::vector<char> placed = ConcatSlicePlaced(v.layer);
-      for (size_t k = 0; k < placed.size(); ++k)
-        if (placed[k]) owner[bottom_vecs_[v.layer][k]] = top_vecs_[v.layer][0];
-    } else
-      for (Blob* t : top_vecs_[v.layer]) owner[t] = bottom_vecs_[v.layer][0];
+    if (view_on_.empty() || !view_on_[v.layer] || !v.concat) continue;
+    const std::vector<char> placed = ConcatSlicePlaced(v.layer);
+    for (size_t k = 0; k < placed.size(); ++k) {
+      if (!placed[k]) continue;
+      Blob* b = bottom_vecs_[v.layer][k];
+      for (auto it = shared_from.find(b); it != shared_from.end(); it = shared_from.find(b))
+        b = it->second;
+      owner[b] = top_vecs_[v.layer][0];
+    }
   }
   auto owner_of = [&](Blob* b) {
     for (auto it = owner.find(b); it != owner.end(); it = owner.find(b)) b = it->second;

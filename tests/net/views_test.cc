@@ -1,7 +1,8 @@
 // tests/net/views_test.cc — inference views (net/net_memory.cc): Split and TEST-phase Dropout
 // tops sharing their bottom's data, Concat inputs written by their producers straight into their
-// slices of the output. Three small nets of our own (an inception-style block, a SqueezeNet-style
-// fire module, a residual block with a Split and a Dropout) with random weights: at optimizer
+// slices of the output. Small nets of our own (an inception-style block, a SqueezeNet-style
+// fire module, a residual block with a Split and a Dropout, a DenseNet block of Concats of
+// Concats) with random weights: at optimizer
 // level 1 every blob the user can read holds what the unoptimized net writes (fp32 within 1e-5
 // relative; int8 bit-exact where the rounding points are the same), with fewer kernel launches.
 #include <gtest/gtest.h>
@@ -117,6 +118,41 @@ layer { name: "fc" type: "InnerProduct" bottom: "drop" top: "fc"
         inner_product_param { num_output: 5 weight_filler { type: "msra" } } }
 )";
 
+// A dense block (DenseNet): three layers, each a pre-activation BatchNorm, Scale and ReLU into
+// a new blob and a 3×3 convolution whose 8 channels are concatenated onto the block's running
+// output; the running output is read by the next layer and by the next Concat (a Split), so each
+// Concat takes the one before it through a Split's top. Then a 1×1 transition convolution.
+const std::string kDense = [] {
+  std::string s = R"(
+name: "dense"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 4 dim: 16 dim: 16 } } }
+layer { name: "stem" type: "Convolution" bottom: "data" top: "stem"
+        convolution_param { num_output: 8 kernel_size: 3 pad: 1 weight_filler { type: "msra" }
+                            bias_filler { type: "gaussian" std: 0.1 } } })";
+  std::string x = "stem";
+  for (int k = 1; k <= 3; ++k) {
+    const std::string l = "l" + std::to_string(k), cat = "cat" + std::to_string(k);
+    s += "\nlayer { name: '" + l + "/bn' type: 'BatchNorm' bottom: '" + x + "' top: '" + l +
+         "/bn' batch_norm_param { use_global_stats: true } }";
+    s += "\nlayer { name: '" + l + "/scale' type: 'Scale' bottom: '" + l + "/bn' top: '" + l +
+         "/bn' scale_param { bias_term: true } }";
+    s += "\nlayer { name: '" + l + "/relu' type: 'ReLU' bottom: '" + l + "/bn' top: '" + l +
+         "/bn' }";
+    s += "\nlayer { name: '" + l + "/conv' type: 'Convolution' bottom: '" + l + "/bn' top: '" +
+         l + "/conv' convolution_param { num_output: 8 kernel_size: 3 pad: 1 "
+         "weight_filler { type: 'msra' } } }";
+    // The last Concat takes the new channels first: the one before it then sits at an offset
+    // in the block's output, and so do its own inputs.
+    const std::string prev = "bottom: '" + x + "'", added = "bottom: '" + l + "/conv'";
+    s += "\nlayer { name: '" + cat + "' type: 'Concat' " +
+         (k < 3 ? prev + " " + added : added + " " + prev) + " top: '" + cat + "' }";
+    x = cat;
+  }
+  return s + "\nlayer { name: 'trans' type: 'Convolution' bottom: '" + x +
+         "' top: 'trans' convolution_param { num_output: 6 kernel_size: 1 "
+         "weight_filler { type: 'msra' } } }\n";
+}();
+
 struct Case {
   const char* name;
   const char* text;
@@ -133,7 +169,8 @@ const std::string kInception7 = [] {
 const Case kCases[] = {{"inception", kInception},
                        {"fire", kFire},
                        {"residual", kResidual},
-                       {"inception 7x7", kInception7.c_str()}};
+                       {"inception 7x7", kInception7.c_str()},
+                       {"dense block", kDense.c_str()}};
 
 /// A net at `optimize` with `trained`'s weights and ranges, after one forward pass; the kernel
 /// launches of a second pass in `launches`.
@@ -389,6 +426,12 @@ TEST(Views, Fp16AndInt16AreBitExact) {
       continue;
     }
     for (const Case& c : kCases) {
+      // The optimizer runs the dense block's BatchNorm, Scale and ReLU as one kernel of float
+      // factors composed on the host, where the unoptimized net rounds to half after the
+      // BatchNorm's own device-folded factors and again after the Scale: not the same fp16 bits
+      // (tests/net/optimizer_test.cc holds that fusion to the unfused layers). Its views are
+      // checked in fp32, int8 and int16.
+      if (t == DataType::kFloat16 && c.text == kDense.c_str()) continue;
       const caffe::NetParameter p = NetText(c.text);
       const caffe::NetParameter typed = tools::TypedVariant(p, t, Dev());
       caffe::NetParameter trained = Calibrated(p);

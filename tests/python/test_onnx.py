@@ -118,11 +118,12 @@ def _zoo_nets():
     return module
 
 
-@pytest.mark.parametrize("name", ["squeezenet11", "googlenet", "mobilenet_v2"])
+@pytest.mark.parametrize("name", ["squeezenet11", "googlenet", "mobilenet_v2", "densenet121"])
 def test_untuned_architectures_fp32(tmp_path, name):
-    # Fire modules, inception modules and inverted residuals (Split, Concat in place, depthwise,
-    # BatchNorm / Scale folding, Eltwise sums) at 64 pixels; BatchNorm statistics of a trained
-    # net (mean ≈ 0, variance ≈ 1) instead of the fillers' zeros.
+    # Fire modules, inception modules, inverted residuals and dense blocks (Split, Concat in
+    # place, Concats of Concats, depthwise, BatchNorm / Scale folding and pre-activation
+    # BatchNorm kernels, Eltwise sums) at 64 pixels; BatchNorm statistics of a trained net
+    # (mean ≈ 0, variance ≈ 1) instead of the fillers' zeros.
     text = _zoo_nets().NETS[name](64)
     proto = caffe.NetParameter()
     text_format.Parse(text, proto)
