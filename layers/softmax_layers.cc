@@ -26,6 +26,15 @@ class SoftmaxLayer : public Layer {
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     axis_ = AxisOfField(*bottom[0], param_.softmax_param().axis(), "softmax_param.axis", [this](const std::string& m) { Fail(m); });
     top[0]->ReshapeLike(*bottom[0]);
+    // A classifier's few long rows (1000 classes at batch 1) by a work-group each where the
+    // device's groups reduce in parallel (TargetProfile::group_reductions): a work-item per
+    // row would leave all lanes but one idle and walk the row three times alone. Rows as many
+    // as their channels or more keep a work-item each: enough of them for the cores, and no
+    // barriers. Chosen per shape here, not per pass.
+    const Blob& b = *bottom[0];
+    const long rows = long(b.count(0, axis_)) * b.count(axis_ + 1), channels = b.shape(axis_);
+    by_groups_ = TargetProfile::Of(device().info()).group_reductions &&
+                 channels >= 4 * long(kLaunch1DLocalSize) && rows < channels;
   }
 
  protected:
@@ -34,24 +43,17 @@ class SoftmaxLayer : public Layer {
     const int outer = b.count(0, axis_), channels = b.shape(axis_), inner = b.count(axis_ + 1);
     if (outer * inner == 0) return;
     const DataType t = compute_type_;
-    // A classifier's few long rows (1000 classes at batch 1) by a work-group each where the
-    // device's groups reduce in parallel (TargetProfile::group_reductions): a work-item per
-    // row would leave all lanes but one idle and walk the row three times alone. Rows as many
-    // as their channels or more keep a work-item each: enough of them for the cores, and no
-    // barriers.
     const long rows = long(outer) * inner;
-    const bool by_groups = TargetProfile::Of(device().info()).group_reductions &&
-                           channels >= 4 * long(kLaunch1DLocalSize) && rows < channels;
     // The kernel kept from pass to pass: writing the program's text again for the device's
     // program table to look up cost the host more than the launch itself.
-    Kernel& k = by_groups ? rows_kernel_ : row_kernel_;
+    Kernel& k = by_groups_ ? rows_kernel_ : row_kernel_;
     if (!k.device())
       k = GetKernel(SoftmaxSource(target(), t),
-                    by_groups ? SoftmaxRowsKernelName(t) : LayerKernelName("softmax", t));
+                    by_groups_ ? SoftmaxRowsKernelName(t) : LayerKernelName("softmax", t));
     DeviceMemory* x = bottom[0]->device_data();
     k.Arg(int32_t{outer}).Arg(int32_t{channels}).Arg(int32_t{inner})
         .ArgBuffer(x, 0, SizeOf(t)).ArgBuffer(top[0]->mutable_device_data(), 0, SizeOf(t));
-    if (by_groups)
+    if (by_groups_)
       k.Launch({size_t(rows) * kLaunch1DLocalSize, 1, 1}, {kLaunch1DLocalSize, 1, 1});
     else
       k.Launch1D(rows);
@@ -59,6 +61,7 @@ class SoftmaxLayer : public Layer {
 
  private:
   Kernel row_kernel_, rows_kernel_;  // a work-item per row; a work-group per row
+  bool by_groups_ = false;           // which of the two the current shape runs (Reshape)
 
  public:
   bool HasBackward() const override { return true; }

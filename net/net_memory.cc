@@ -229,11 +229,11 @@ void Net::UpdateViews(bool force) {
       std::shared_ptr<DeviceMemory> slice;
       if (placed[k]) {
         slice = device_->SubMemory(whole, base + offset, b->bytes());
-        if (slice) inside[slice.get()] = {whole, base + offset};
         if (!slice)  // PlanMemory counted it in the top's memory
           throw NetError("layer '" + layer_names_[v.layer] + "': device " +
                          device_->Describe() + " refused a view at byte " +
                          std::to_string(offset) + " of '" + y.name() + "'");
+        inside[slice.get()] = {whole, base + offset};
         b->SetDataMemory(slice);
       }
       v.slices.push_back(slice);
