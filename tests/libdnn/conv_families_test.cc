@@ -172,10 +172,14 @@ TEST(ConvFamilies, PointwiseDefaultsFollowHalfRegisterTiles) {
   q.stride_h = q.stride_w = 2;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(q, p).ToString(), "oc6 px2 v8");
   EXPECT_EQ(Convolution::DefaultPointwiseTile(q, TargetProfile{}).ToString(), "oc8 px1 v16");
-  // fp32 where 16 floats are a whole register (PoCL at AVX-512): 12 channels × 2 vectors on
+  // fp32 on a CPU runtime at AVX-512 (Intel's runtime): 8 channels × 2 vectors of 16.
+  TargetProfile avx512;
+  avx512.cpu_vectors = true;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(d, avx512).ToString(), "oc8 px2 v16");
+  // Where 16 floats are a whole register (PoCL at AVX-512): 12 channels × 2 vectors on
   // planes up to 14 × 14, 8 × 2 on larger ones.
   TargetProfile wide;
-  wide.sixteen_lane_registers = true;
+  wide.cpu_vectors = wide.sixteen_lane_registers = true;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(d, wide).ToString(), "oc8 px2 v16");
   ConvDesc plane14 = d;
   plane14.height = plane14.width = 14;
