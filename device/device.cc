@@ -173,11 +173,12 @@ bool ByteTilesInHelper(const DeviceInfo& device) {
 }
 
 bool SlowNetPasses(const DeviceInfo& device, NetTypes types) {
-  // Every net at the AVX-512 level; at AVX2 the nets without int8 layers where the device says
-  // so (int8 nets ran faster on Intel's runtime there, fp32 nets level or slower on an Intel
-  // CPU and faster on AMD's: docs/BENCHMARKS.md).
+  // int8 nets at the AVX-512 level; nets without int8 layers where the device says so for the
+  // level (at AVX-512 fp32 passes ran faster on Intel's runtime on an Intel CPU, slower on AMD's;
+  // at AVX2 int8 nets ran faster on Intel's runtime, fp32 nets level or slower on an Intel CPU
+  // and faster on AMD's: docs/BENCHMARKS.md).
   if (!device.net_passes_slow) return false;
-  if (ActiveHostIsa() >= HostIsa::kAvx512) return true;
+  if (ActiveHostIsa() >= HostIsa::kAvx512) return types.int8 || device.fp32_passes_slow_at_avx512;
   return device.net_passes_slow_at_avx2 && !types.int8;
 }
 

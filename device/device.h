@@ -103,8 +103,9 @@ struct DeviceInfo {
   bool wide_tiles_slow_at_256_bits = false;
   /// Whole forward passes measured slower than on the machine's other CPU runtime: Intel's CPU
   /// runtime against PoCL on the zoo nets (the same convolution kernel texts run slower there),
-  /// fp32 and int8 at the AVX-512 level, fp32 at AVX2 (both compilers capped there), where its
-  /// int8 passes were the faster ones (SlowNetPasses). The profile rule ranks such a device
+  /// int8 at the AVX-512 level (fp32 there where fp32_passes_slow_at_avx512 says so), fp32 at
+  /// AVX2 (both compilers capped there), where its int8 passes were the faster ones
+  /// (SlowNetPasses). The profile rule ranks such a device
   /// after the others of its class (DevicesByProfile); its native fp16 still ranks first for a
   /// net that computes in fp16.
   bool net_passes_slow = false;
@@ -114,6 +115,13 @@ struct DeviceInfo {
   /// AVX2: ResNet-50, MobileNet v1 and AlexNet faster in 8 of 9 alternating runs), so there it
   /// ranks first at AVX2 (docs/BENCHMARKS.md, "Default configurations").
   bool net_passes_slow_at_avx2 = false;
+  /// ... and at AVX-512 for the nets without int8 layers too: Intel's CPU runtime on an AMD CPU.
+  /// On an Intel Xeon (AVX-512 VNNI, no AMX) its fp32 passes, with the 1×1 layers' tile of two
+  /// 16-pixel vectors, ran faster than PoCL's on 6 of the 7 zoo nets (ResNet-50 36 against 40-50
+  /// ms; AlexNet 18.5 against 17.3), so there it ranks first for fp32 nets; on AMD's Zen 4 the
+  /// AVX-512 order measured before that tile stays (docs/BENCHMARKS.md, "Default
+  /// configurations").
+  bool fp32_passes_slow_at_avx512 = false;
   /// A stride-2 row of 16 byte columns (one unaligned move of 16 16-bit words, their low bytes
   /// converted to float: libdnn's int8 row form) runs slower than 8 columns from a 16-byte load
   /// and its even lanes: Intel's CPU runtime; PoCL's runs the 16 faster. libdnn reads it as
@@ -587,8 +595,9 @@ std::vector<Device*> DevicesByProfile(NetTypes types = {});
 /// DevicesByProfile's key of one device: lower comes first.
 int ProfileRank(const DeviceInfo& device, NetTypes types);
 /// Whether `device`'s passes of a net computing in `types` count as slow in the profile rule:
-/// DeviceInfo::net_passes_slow for every net at the AVX-512 level in use, for nets without
-/// int8 layers at AVX2 (where each was measured).
+/// DeviceInfo::net_passes_slow for nets with int8 layers at the AVX-512 level in use, and for
+/// nets without them where the device's fp32_passes_slow_at_avx512 (at AVX-512) or
+/// net_passes_slow_at_avx2 (at AVX2) says so (where each was measured).
 bool SlowNetPasses(const DeviceInfo& device, NetTypes types);
 /// The device MPCAFFE_DEVICE names (see FindDevice), else in an MPI job the device of the
 /// process's rank on its node (rank modulo the GPUs, or modulo all devices when there is no

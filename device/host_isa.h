@@ -32,7 +32,8 @@ HostIsa CpuHostIsa();
 bool CpuHasAvx512Vnni();
 
 /// Whether this CPU is AMD's (CPUID vendor "AuthenticAMD"): Intel's CPU runtime compiles for it
-/// as well as PoCL does at AVX2 (DeviceInfo::net_passes_slow_at_avx2).
+/// as well as PoCL does at AVX2 (DeviceInfo::net_passes_slow_at_avx2); its fp32 passes at AVX-512
+/// keep PoCL ahead there (DeviceInfo::fp32_passes_slow_at_avx512).
 bool CpuIsAmd();
 
 /// Whether this CPU has AMX's tile registers and byte tile products (AMX-TILE and AMX-INT8,

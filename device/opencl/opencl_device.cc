@@ -328,6 +328,7 @@ class OpenCLDevice : public Device {
     info_.group_reductions_slow = info_.implementation == "pocl" && !info_.is_gpu;
     info_.net_passes_slow = info_.implementation == "intel" && !info_.is_gpu;
     info_.net_passes_slow_at_avx2 = info_.net_passes_slow && !CpuIsAmd();
+    info_.fp32_passes_slow_at_avx512 = info_.net_passes_slow && CpuIsAmd();
     info_.byte_quad_products_in_helper =  // see DeviceInfo: PoCL's CPU device is this host
         info_.implementation == "pocl" && !info_.is_gpu &&
         (DeviceValue<cl_device_type>(device, CL_DEVICE_TYPE) & CL_DEVICE_TYPE_CPU) != 0 &&

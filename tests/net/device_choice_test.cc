@@ -133,14 +133,16 @@ TEST(DeviceProfileRank, SlowNetPassesRankLastWithinAClassUnlessNativeFp16Decides
   EXPECT_FALSE(SlowNetPasses(fast, fp32));
   DeviceInfo on_amd = slow_fp16;
   on_amd.net_passes_slow_at_avx2 = false;
+  on_amd.fp32_passes_slow_at_avx512 = true;
   EXPECT_FALSE(SlowNetPasses(on_amd, fp32));
   EXPECT_EQ(ProfileRank(fast, fp32), ProfileRank(on_amd, fp32));
   env->isa.clear();
   if (CpuHostIsa() >= HostIsa::kAvx512) {
+    // At AVX-512 int8 nets everywhere, fp32 nets where the device says so (AMD's CPUs).
     EXPECT_TRUE(SlowNetPasses(on_amd, fp32));
-  }
-  if (CpuHostIsa() >= HostIsa::kAvx512) {
-    EXPECT_LT(ProfileRank(fast, fp32), ProfileRank(slow_fp16, fp32));
+    EXPECT_FALSE(SlowNetPasses(slow_fp16, fp32));
+    EXPECT_EQ(ProfileRank(fast, fp32), ProfileRank(slow_fp16, fp32));
+    EXPECT_LT(ProfileRank(fast, fp32), ProfileRank(on_amd, fp32));
     EXPECT_LT(ProfileRank(fast, int8), ProfileRank(slow_fp16, int8));
   }
   EXPECT_LT(ProfileRank(slow_fp16, fp16), ProfileRank(fast, fp16));  // native fp16 first
