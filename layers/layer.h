@@ -301,6 +301,9 @@ class Layer {
   /// (Quantizer::per_channel_weights).
   Blob* AddParam(const std::vector<int>& shape, const caffe::FillerParameter& filler,
                  bool symmetric = false, bool per_channel = false);
+  /// AddParam in fp32 whatever the compute type: factors a quantized layer applies in float
+  /// (a BatchNorm's statistics, a Scale's factors), which 8 bits would not hold.
+  Blob* AddFloatParam(const std::vector<int>& shape, const caffe::FillerParameter& filler);
 
   /// Throws LayerError "<layer>: <message>".
   [[noreturn]] void Fail(const std::string& message) const;
@@ -330,6 +333,8 @@ class Layer {
 
  private:
   void DrawPendingFills();
+  Blob* AddTypedParam(const std::vector<int>& shape, const caffe::FillerParameter& filler,
+                      bool symmetric, bool per_channel, DataType type);
   /// Whether parameter i still waits for filler values drawn one at a time (elementwise) into a
   /// quantized blob of one scale or of 8-bit per-channel ones (what CopyParamValuesFrom can
   /// draw through an fp32 blob).

@@ -2,8 +2,11 @@
 // KernelWriter; float types compute in float, quantized paths requantize like quant/.
 #include "layers/layer_kernels.h"
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
+#include "codegen/typed_buffer.h"
 #include "codegen/vector_words.h"
 
 namespace mpcaffe {
@@ -366,11 +369,39 @@ std::string EltwiseSource(const KernelTarget& target, const std::string& op, Dat
 }
 
 std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataType param_type) {
-  RequireFloat(type, "channel_affine");
   RequireFloat(param_type, "channel_affine");
   KernelWriter w(target, "channel_affine");
   w.AddType("Dtype", type);
   w.AddType("Ptype", param_type);
+  if (IsQuantized(type)) {
+    // Quantized values in and out (a BatchNorm or Scale between int8 layers, its Scale and
+    // ReLU fused): q_y = clamp(rint((q_x − x_zero)·scale[c] + bias[c]), lo, hi), the factors
+    // composed on the host from the layer's own, x's scale and y's scale and zero point (bias
+    // includes y_zero; a fused ReLU raises lo to y_zero). One rounding where the fp32 layer
+    // between two conversions took two, and one pass over bytes instead of four
+    // (docs/BENCHMARKS.md, "Default configurations"). $fma: the same float as the reference's
+    // std::fma wherever fma() is the hardware's. Clamped to the integers lo and hi first, then
+    // rounded to nearest even as (v + 1.5·2^23) − 1.5·2^23 (|v| < 2^22): the same integer as
+    // rint then clamp, without PoCL's lane-by-lane rint.
+    w.Kernel(ChannelAffineKernelName(type, param_type))
+        .Value("int", "n").Value("int", "channels").Value("int", "inner")
+        .In("Dtype", "x").Out("Dtype", "y").In("Ptype", "scale").In("Ptype", "bias")
+        .Value("int", "x_zero").Value("float", "lo").Value("float", "hi")
+        .Body(R"(  const int planes = n / inner;
+  for (int p = $global_id(1); p < planes; p += $global_size(1)) {
+    const int c = p % channels;
+    const float s = (float)Ptype_LOAD(scale, c);
+    const float b = (float)Ptype_LOAD(bias, c);
+    const long base = (long)p * inner;
+    for (int j = $global_id(0); j < inner; j += $global_size(0)) {
+      const float v = fmin(fmax($fma((float)(Dtype_LOAD(x, base + j) - x_zero), s, b), lo), hi);
+      Dtype_STORE(y, base + j, (int)((v + 12582912.0f) - 12582912.0f));
+    }
+  }
+)");
+    return w.Source();
+  }
+  RequireFloat(type, "channel_affine");
   w.Kernel(ChannelAffineKernelName(type, param_type))
       .Value("int", "n").Value("int", "channels").Value("int", "inner")
       .In("Dtype", "x").Out("Dtype", "y").In("Ptype", "scale").In("Ptype", "bias")
@@ -393,6 +424,36 @@ std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataT
   }
 )");
   return w.Source();
+}
+
+QuantizedChannelFactors QuantizedChannelAffineFactors(DataType type, const std::vector<float>& a,
+                                                      const std::vector<float>& b, float x_scale,
+                                                      float y_scale, int y_zero, bool relu) {
+  if (!IsQuantized(type)) throw std::invalid_argument("quantized channel_affine needs a quantized type");
+  if (a.size() != b.size())
+    throw std::invalid_argument("channel_affine: " + std::to_string(a.size()) + " scales, " +
+                                std::to_string(b.size()) + " shifts");
+  QuantizedChannelFactors f;
+  f.scale.resize(a.size());
+  f.bias.resize(a.size());
+  for (size_t c = 0; c < a.size(); ++c) {
+    f.scale[c] = static_cast<float>(double(a[c]) * x_scale / y_scale);
+    f.bias[c] = static_cast<float>(double(b[c]) / y_scale + y_zero);
+  }
+  const DataTypeTraits& t = TraitsOf(type);
+  f.lo = static_cast<float>(relu ? std::max<int64_t>(t.qmin, y_zero) : t.qmin);
+  f.hi = static_cast<float>(t.qmax);
+  return f;
+}
+
+void QuantizedChannelAffineReference(DataType type, int n, int channels, int inner,
+                                     const void* x, void* y, const QuantizedChannelFactors& f,
+                                     int x_zero) {
+  for (int i = 0; i < n; ++i) {
+    const int c = (i / inner) % channels;
+    const float v = std::fma(static_cast<float>(LoadQ(type, x, i) - x_zero), f.scale[c], f.bias[c]);
+    StoreQ(type, y, i, static_cast<int64_t>(std::fmin(std::fmax(std::nearbyint(v), f.lo), f.hi)));
+  }
 }
 
 std::string DropoutSource(const KernelTarget& target, DataType type) {

@@ -91,9 +91,29 @@ struct GatherIndex {
 std::string EltwiseSource(const KernelTarget& target, const std::string& op, DataType type);
 
 /// channel_affine_<dt>_<pt>(int n, int channels, int inner, In Dtype x, Out Dtype y,
-///                          In Ptype scale, In Ptype bias, int has_bias)
-/// y = x·scale[c] + (has_bias ? bias[c] : 0) with c = (i / inner) % channels, in float.
+///                          In Ptype scale, In Ptype bias, int has_bias, int relu)
+/// y = x·scale[c] + (has_bias ? bias[c] : 0) with c = (i / inner) % channels, in float, then
+/// max(y, 0) with `relu`. For a quantized `type` (param_type a float type) the arguments after
+/// bias are (int x_zero, float lo, float hi) and
+/// q_y = clamp(rint(fma(q_x − x_zero, scale[c], bias[c])), lo, hi): the factors already hold
+/// x's and y's quantization (QuantizedChannelFactors), lo and hi the type's limits (lo raised
+/// to y's zero point for a ReLU).
 std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataType param_type);
+
+/// The quantized channel_affine's factors for y = a[c]·x + b[c] from x's quantization to y's:
+/// scale[c] = a[c]·x.scale / y.scale, bias[c] = b[c] / y.scale + y.zero_point; and its clamp
+/// (lo, hi): `type`'s limits, lo at least y's zero point with `relu`.
+struct QuantizedChannelFactors {
+  std::vector<float> scale, bias;
+  float lo = 0.0f, hi = 0.0f;
+};
+QuantizedChannelFactors QuantizedChannelAffineFactors(DataType type, const std::vector<float>& a,
+                                                      const std::vector<float>& b, float x_scale,
+                                                      float y_scale, int y_zero, bool relu);
+/// The plain C++ reference of the quantized channel_affine (the same float operations).
+void QuantizedChannelAffineReference(DataType type, int n, int channels, int inner,
+                                     const void* x, void* y, const QuantizedChannelFactors& f,
+                                     int x_zero);
 
 /// dropout_<dt>(int n, In x, In mp_u32 mask, Out y, mp_u32 threshold, float scale):
 /// y = mask[i] > threshold ? x·scale : 0. Float types only.

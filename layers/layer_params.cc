@@ -12,14 +12,22 @@
 
 namespace mpcaffe {
 
+Blob* Layer::AddFloatParam(const std::vector<int>& shape, const caffe::FillerParameter& filler) {
+  return AddTypedParam(shape, filler, false, false, DataType::kFloat32);
+}
+
 Blob* Layer::AddParam(const std::vector<int>& shape, const caffe::FillerParameter& filler,
                       bool symmetric, bool per_channel) {
+  return AddTypedParam(shape, filler, symmetric, per_channel, compute_type_);
+}
+
+Blob* Layer::AddTypedParam(const std::vector<int>& shape, const caffe::FillerParameter& filler,
+                           bool symmetric, bool per_channel, DataType type) {
   const int index = static_cast<int>(blobs_.size());
-  auto blob = std::make_shared<Blob>(*device_, compute_type_, shape,
+  auto blob = std::make_shared<Blob>(*device_, type, shape,
                                      name() + "/param" + std::to_string(index));
   blobs_.push_back(blob);
-  auto q = MakeQuantizer(param_.blobs_quantizer(), index, BlobQuantizerName(index), compute_type_,
-                         compute_type_);
+  auto q = MakeQuantizer(param_.blobs_quantizer(), index, BlobQuantizerName(index), type, type);
   q->set_symmetric(symmetric);
   if (q->weight_bits() == 4) {
     if (index != 0 || (param_.type() != "Convolution" && param_.type() != "InnerProduct"))
@@ -28,7 +36,7 @@ Blob* Layer::AddParam(const std::vector<int>& shape, const caffe::FillerParamete
     if (compute_type_ == DataType::kInt16Q)
       Fail("weight_bits 4 needs an int8 layer (8-bit activations), the layer computes in int16");
     if (shape.empty() || shape[0] <= 0) Fail("weight_bits 4 needs output channels on axis 0");
-  } else if (per_channel && compute_type_ == DataType::kInt8Q && !shape.empty() && shape[0] > 0) {
+  } else if (per_channel && type == DataType::kInt8Q && !shape.empty() && shape[0] > 0) {
     q->set_per_channel_weights(true);
     q->set_symmetric(true);
   }

@@ -1,9 +1,12 @@
 // layers/normalization_layers.cc — BatchNorm (batch statistics with BVLC's moving averages in
 // TRAIN, global statistics otherwise) and Scale (per-channel scale and bias, from a parameter or
-// a second bottom): float types forward via the channel-affine kernel, fp32 backward, all on
-// the device.
+// a second bottom): float types forward via the channel-affine kernel, quantized types (global
+// statistics, a parameter's factors) via its quantized form with the factors in float, fp32
+// backward, all on the device.
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <string>
 
 #include "layers/layer_kernels.h"
 #include "layers/layer_registry.h"
@@ -11,6 +14,20 @@
 
 namespace mpcaffe {
 namespace {
+
+/// Groups of 64 along each plane, at most 16 of them, and as many planes as keep the grid
+/// under Launch1D's cap (the kernel strides over the rest); planes of fewer than 64 values
+/// (a BatchNorm after an InnerProduct: one value each) in groups of 64 planes.
+void LaunchChannelPlanes(Kernel& k, int n, int inner) {
+  const size_t cap = 65535 - 63;
+  const size_t planes = size_t(std::max(1, n / std::max(1, inner)));
+  if (inner >= 64) {
+    const size_t across = std::min<size_t>((size_t(inner) + 63) / 64, 16) * 64;
+    k.Launch({across, std::min(planes, cap / across), 1}, {64, 1, 1});
+  } else {
+    k.Launch({1, std::min(planes, cap), 1}, {1, 64, 1});
+  }
+}
 
 /// y = x·scale[c] + bias[c] over an (outer, channels, inner) layout, then ReLU'd with `relu`.
 void LaunchChannelAffine(Device& device, Kernel k, DataType t, int n, int channels, int inner,
@@ -22,24 +39,75 @@ void LaunchChannelAffine(Device& device, Kernel k, DataType t, int n, int channe
       .ArgBuffer(x, 0, SizeOf(t)).ArgBuffer(y, 0, SizeOf(t))
       .ArgBuffer(scale, 0, ps).ArgBuffer(bias ? bias : scale, 0, ps).Arg(int32_t{bias ? 1 : 0})
       .Arg(int32_t{relu ? 1 : 0});
-  // Groups of 64 along each plane, at most 16 of them, and as many planes as keep the grid
-  // under Launch1D's cap (the kernel strides over the rest); planes of fewer than 64 values
-  // (a BatchNorm after an InnerProduct: one value each) in groups of 64 planes.
-  const size_t cap = 65535 - 63;
-  const size_t planes = size_t(std::max(1, n / std::max(1, inner)));
-  if (inner >= 64) {
-    const size_t across = std::min<size_t>((size_t(inner) + 63) / 64, 16) * 64;
-    k.Launch({across, std::min(planes, cap / across), 1}, {64, 1, 1});
-  } else {
-    k.Launch({1, std::min(planes, cap), 1}, {1, 64, 1});
+  LaunchChannelPlanes(k, n, inner);
+}
+
+/// The quantized channel_affine of a layer whose data are quantized (BatchNorm with global
+/// statistics, a Scale of one bottom): its float factors composed with x's and y's quantization
+/// on the host and uploaded again only when what they were made from changed.
+class QuantizedChannelPass {
+ public:
+  /// y = a·x + b per channel (a ReLU after it with `relu`). `key` names what `factors`
+  /// (a, b) derive from; a new key composes and uploads them again.
+  void Run(Layer& layer, Kernel k, DataType t, int channels, int inner, Blob& x, Blob& y,
+           Affine xq, Affine yq, bool relu, const std::string& key,
+           const std::function<void(std::vector<float>*, std::vector<float>*)>& factors) {
+    std::string full = key;
+    for (float v : {xq.scale, yq.scale, float(xq.zero_point), float(yq.zero_point), relu ? 1.0f : 0.0f})
+      full.append(reinterpret_cast<const char*>(&v), sizeof v);
+    Device& device = layer.device();
+    if (full != key_ || !scale_) {
+      std::vector<float> a, b;
+      factors(&a, &b);
+      if (static_cast<int>(a.size()) != channels || static_cast<int>(b.size()) != channels)
+        throw LayerError(layer.Describe() + ": per-channel factors for " + std::to_string(a.size()) +
+                         " channels, the data have " + std::to_string(channels));
+      f_ = QuantizedChannelAffineFactors(t, a, b, xq.scale, yq.scale, yq.zero_point, relu);
+      if (!scale_ || scale_.size() < size_t(channels)) {
+        scale_ = device.Alloc<float>(channels);
+        bias_ = device.Alloc<float>(channels);
+      }
+      device.Write(scale_, f_.scale.data(), f_.scale.size());
+      device.Write(bias_, f_.bias.data(), f_.bias.size());
+      key_ = std::move(full);
+    }
+    const int n = x.count();
+    if (n <= 0 || inner <= 0) return;
+    const size_t es = SizeOf(t);
+    k.Arg(int32_t{n}).Arg(int32_t{channels}).Arg(int32_t{inner})
+        .ArgBuffer(x.device_data(), 0, es).ArgBuffer(y.mutable_device_data(), 0, es)
+        .Arg(scale_).Arg(bias_).Arg(int32_t{xq.zero_point}).Arg(f_.lo).Arg(f_.hi);
+    LaunchChannelPlanes(k, n, inner);
   }
+
+ private:
+  std::string key_;
+  QuantizedChannelFactors f_;
+  vptr<float> scale_, bias_;
+};
+
+/// The parameter versions of `layers` as bytes (a key of what their factors are).
+std::string ParamVersionsKey(const std::vector<Layer*>& layers) {
+  std::string key;
+  for (Layer* l : layers)
+    for (int i = 0; i < l->num_params(); ++i) {
+      const uint64_t v = l->param_blob(i).data_version();
+      key.append(reinterpret_cast<const char*>(&v), sizeof v);
+    }
+  return key;
 }
 
 class BatchNormLayer : public Layer {
  public:
   using Layer::Layer;
   const char* type() const override { return "BatchNorm"; }
-  bool SupportsType(DataType t) const override { return !IsQuantized(t); }
+  // Quantized with global statistics (inference): the folded factors in float between the
+  // layer's quantized input and output. Batch statistics (TRAIN without use_global_stats) stay
+  // fp32; a net that asks for them in a quantized type fails at setup.
+  bool SupportsType(DataType t) const override {
+    const auto& p = param_.batch_norm_param();
+    return !IsQuantized(t) || !p.has_use_global_stats() || p.use_global_stats();
+  }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool AllowsInPlace() const override { return true; }
@@ -50,12 +118,17 @@ class BatchNormLayer : public Layer {
     caffe::FillerParameter zero;
     zero.set_type("constant");
     zero.set_value(0.0f);
-    AddParam({channels_}, zero);
-    AddParam({channels_}, zero);
-    AddParam({1}, zero);
+    // Quantized: the statistics in fp32 (8 bits would not hold a variance); float types keep
+    // them in the compute type, as the fold kernel reads them.
+    const bool q = IsQuantized(compute_type_);
+    for (const std::vector<int>& shape : {std::vector<int>{channels_}, {channels_}, {1}})
+      q ? AddFloatParam(shape, zero) : AddParam(shape, zero);
     const auto& p = param_.batch_norm_param();
     use_global_ = p.has_use_global_stats() ? p.use_global_stats() : phase() == caffe::TEST;
     if (p.eps() <= 0) Fail("eps must be positive, got " + std::to_string(p.eps()));
+    if (IsQuantized(compute_type_) && !use_global_)
+      Fail(std::string("batch statistics (TRAIN without use_global_stats: true) are computed "
+                       "in fp32, not ") + Name(compute_type_));
   }
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
     const int c = bottom[0]->num_axes() == 1 ? 1 : bottom[0]->shape(1);
@@ -78,7 +151,7 @@ class BatchNormLayer : public Layer {
   // to fold it (pre-activation blocks: DenseNet's BatchNorm, Scale, ReLU after each Concat ran
   // as three passes over the data; docs/BENCHMARKS.md, "Default configurations").
   EpilogueSupport FusionSupport() const override {
-    if (!use_global_ || IsQuantized(compute_type_)) return {};
+    if (!use_global_) return {};
     return {true, true, false};
   }
   bool AcceptsEpilogue(const FusedEpilogue& e) override { return use_global_ && !e.residual; }
@@ -106,6 +179,26 @@ class BatchNormLayer : public Layer {
     const int n = bottom[0]->count();
     const DataType t = compute_type_;
     const int inner = Inner(*bottom[0]);
+    if (IsQuantized(t)) {
+      std::vector<Layer*> sources{this};
+      if (fused()) sources.insert(sources.end(), fused()->affine.begin(), fused()->affine.end());
+      const FusedEpilogue* e = fused();
+      quantized_.Run(*this, GetKernel(ChannelAffineSource(target(), t, DataType::kFloat32),
+                                      ChannelAffineKernelName(t, DataType::kFloat32)),
+                     t, channels_, inner, *bottom[0], *top[0], BottomAffine(0),
+                     AffineOf(OutputParams()), relu_fused(), ParamVersionsKey(sources),
+                     [this, e](std::vector<float>* a, std::vector<float>* b) {
+                       ChannelAffine(channels_, a, b);
+                       if (!e) return;
+                       std::vector<float> ea, eb;
+                       e->Affine(channels_, &ea, &eb);
+                       for (size_t c = 0; c < ea.size(); ++c) {  // ea·(a·x + b) + eb
+                         (*a)[c] *= ea[c];
+                         (*b)[c] = ea[c] * (*b)[c] + eb[c];
+                       }
+                     });
+      return;
+    }
     if (use_global_ && fused()) {
       if (n == 0) return;
       // Its own factors (from the statistics on the host) composed with the epilogue's, uploaded
@@ -237,13 +330,18 @@ class BatchNormLayer : public Layer {
   vptr<float> mean_, var_, inv_std_;      // batch statistics of the last TRAIN forward
   vptr<float> s1_, s2_;                   // backward's per-channel means
   std::unique_ptr<Blob> x_norm_;
+  QuantizedChannelPass quantized_;        // the quantized types' forward
 };
 
 class ScaleLayer : public Layer {
  public:
   using Layer::Layer;
   const char* type() const override { return "Scale"; }
-  bool SupportsType(DataType t) const override { return !IsQuantized(t); }
+  // Quantized with its factors as a parameter (one bottom): float factors between quantized
+  // input and output, as BatchNorm; a second bottom's factors stay fp32 data.
+  bool SupportsType(DataType t) const override {
+    return !IsQuantized(t) || param_.bottom_size() <= 1;
+  }
   int MinBottomBlobs() const override { return 1; }
   int MaxBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -263,6 +361,10 @@ class ScaleLayer : public Layer {
 
   void LayerSetUp(const std::vector<Blob*>& bottom, const std::vector<Blob*>&) override {
     const auto& p = param_.scale_param();
+    const bool quantized = IsQuantized(compute_type_);
+    if (quantized && bottom.size() != 1)
+      Fail(std::string("a Scale with its factors in a second bottom computes in float types, "
+                       "not ") + Name(compute_type_));
     if (bottom.size() == 1) {
       const int axis = bottom[0]->CanonicalAxisIndex(p.axis());
       const int end = p.num_axes() == -1 ? bottom[0]->num_axes() : axis + p.num_axes();
@@ -273,13 +375,13 @@ class ScaleLayer : public Layer {
         filler.set_type("constant");
         filler.set_value(1.0f);
       }
-      AddParam(shape, filler);
+      quantized ? AddFloatParam(shape, filler) : AddParam(shape, filler);
     }
     if (p.bias_term()) {
       const Blob& s = bottom.size() == 2 ? *bottom[1] : *blobs_[0];
       caffe::FillerParameter filler = p.bias_filler();
       if (!p.has_bias_filler()) filler.set_type("constant");
-      AddParam(s.shape(), filler);
+      quantized ? AddFloatParam(s.shape(), filler) : AddParam(s.shape(), filler);
     }
   }
   void Reshape(const std::vector<Blob*>& bottom, const std::vector<Blob*>& top) override {
@@ -300,6 +402,20 @@ class ScaleLayer : public Layer {
     const int n = bottom[0]->count();
     if (n == 0) return;
     const DataType t = compute_type_;
+    if (IsQuantized(t)) {
+      quantized_.Run(*this, GetKernel(ChannelAffineSource(target(), t, DataType::kFloat32),
+                                      ChannelAffineKernelName(t, DataType::kFloat32)),
+                     t, channels_, inner_, *bottom[0], *top[0], BottomAffine(0), TopAffine(0),
+                     false, ParamVersionsKey({this}),
+                     [this](std::vector<float>* a, std::vector<float>* b) {
+                       *a = ParamAsFloat(0);
+                       if (param_.scale_param().bias_term())
+                         *b = ParamAsFloat(1);
+                       else
+                         b->assign(a->size(), 0.0f);
+                     });
+      return;
+    }
     Kernel k = GetKernel(ChannelAffineSource(target(), t, t), ChannelAffineKernelName(t, t));
     Blob& s = bottom.size() == 2 ? *bottom[1] : *blobs_[0];
     DeviceMemory* bias = nullptr;
@@ -356,6 +472,7 @@ class ScaleLayer : public Layer {
  private:
   int axis_ = 1, channels_ = 1, inner_ = 1;
   std::unique_ptr<Blob> x_copy_;
+  QuantizedChannelPass quantized_;  // the quantized types' forward
 };
 
 }  // namespace

@@ -110,8 +110,18 @@ std::vector<float> RunNet(const caffe::NetParameter& param, int optimize,
   Blob& in = *net->input_blobs()[0];
   in.FromFloat(SineInput(in));
   net->Forward();
-  std::vector<float> out =
-      (output.empty() ? *net->output_blobs()[0] : net->blob(output)).ToFloat();
+  Blob& b = output.empty() ? *net->output_blobs()[0] : net->blob(output);
+  std::vector<float> out = b.ToFloat();
+  if (IsQuantized(b.type())) {
+    // Real values by the quantization of the blob's last writer (a quantized BatchNorm or
+    // Scale at the end of an int8 net writes its output in int8).
+    int writer = -1;
+    for (size_t i = 0; i < net->layers().size(); ++i)
+      for (const Blob* t : net->top_vecs()[i])
+        if (t == &b) writer = static_cast<int>(i);
+    const Affine a = AffineOf(net->layers()[writer]->TopParams(0));
+    for (float& v : out) v = a.scale * (v - a.zero_point);
+  }
   if (keep) *keep = std::move(net);
   return out;
 }
@@ -218,7 +228,7 @@ TEST(Optimizer, Fp16AndInt8MatchWithinTheRoundingStepsFusionRemoves) {
       std::printf("fp16 part skipped: %s has no cl_khr_fp16\n", Dev().Describe().c_str());
       continue;
     }
-    // As `mpcaffe convert` writes it: BatchNorm and Scale stay fp32 in the int8 net.
+    // As `mpcaffe convert` writes it (BatchNorm and Scale in int8 too).
     const caffe::NetParameter typed = tools::TypedVariant(Blocks(), t, Dev());
     std::unique_ptr<Net> net;
     const std::vector<float> unfused = RunNet(typed, 0, trained, "");
@@ -241,9 +251,8 @@ TEST(Optimizer, Fp16AndInt8MatchWithinTheRoundingStepsFusionRemoves) {
 
 // Pre-activation blocks (DenseNet, ResNet v2): a BatchNorm that no Convolution precedes (its
 // input a Concat's) takes the Scale and ReLU after it into its own kernel, in fp32 at every
-// optimizer level and in the fp32 part of the int8 net (the ReLU there computes in int8 after
-// a conversion: the chain ends at the Scale); the same values as the unfused layers, and a
-// changed Scale composes again.
+// optimizer level and in the int8 net (all three in int8: one quantized kernel); the same
+// values as the unfused layers, and a changed Scale composes again.
 TEST(Optimizer, PreActivationBatchNormTakesItsScaleAndRelu) {
   const char* text = R"(
 name: "preact"
@@ -284,7 +293,8 @@ layer { name: "c1" type: "Convolution" bottom: "bn" top: "c1"
               1e-5)
         << level;
   }
-  // int8 as `mpcaffe convert` writes it: BatchNorm and Scale stay fp32, the chain stops there.
+  // int8 as `mpcaffe convert` writes it: BatchNorm, Scale and ReLU in int8, the chain runs
+  // whole in the BatchNorm's quantized kernel.
   caffe::NetParameter calibrated;
   {
     Net observe(param, Dev(), off);
@@ -299,7 +309,9 @@ layer { name: "c1" type: "Convolution" bottom: "bn" top: "c1"
   std::unique_ptr<Net> net;
   const std::vector<float> unfused = RunNet(typed, 0, calibrated, "");
   const std::vector<float> fused = RunNet(typed, 2, calibrated, "", &net);
-  EXPECT_EQ(net->fusion_end(net->layer_index("bn")), net->layer_index("sc"));
+  EXPECT_EQ(net->fusion_end(net->layer_index("bn")), net->layer_index("relu"));
+  for (const char* l : {"bn", "sc", "relu"})
+    EXPECT_EQ(net->layer(l).compute_type(), DataType::kInt8Q) << l;
   EXPECT_LT(RelativeDifference(fused, unfused), 0.05);
 }
 

@@ -99,6 +99,11 @@ std::vector<KernelFamily> Build() {
                  for (DataType t : unquantized)
                    for (DataType pt : kFloats)
                      s.push_back({ChannelAffineKernelName(t, pt), ChannelAffineSource(k, t, pt)});
+                 // Quantized data, float factors (a BatchNorm or Scale in an int8 net).
+                 for (DataType t : kAllDataTypes)
+                   if (IsQuantized(t))
+                     s.push_back({ChannelAffineKernelName(t, DataType::kFloat32),
+                                  ChannelAffineSource(k, t, DataType::kFloat32)});
                  return s;
                }});
   auto layer = [&f, unquantized](const char* family, const char* kernel,
