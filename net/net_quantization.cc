@@ -2,6 +2,7 @@
 // and calibration of a reduced-precision net through its fp32 variant.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -84,19 +85,26 @@ void CopyParamValues(Net& from, Net& to) {
 // slices of its output, no copy) only when each producer writes with the Concat's output scale
 // and zero point (net_memory.cc). Observed separately, each input has a range of its own and
 // the Concat requantizes every input into its slice. So where the calibration chooses every
-// range involved itself, the Concat's inputs take its output's range (the union of theirs):
-// the producers' top quantizers and the Concat's bottom quantizers get the Concat's top range.
+// range involved itself, the Concat's inputs take one range with its output (the union of
+// theirs): the producers' top quantizers and the Concat's bottom quantizers get the Concat's
+// top range. An input read through a Split (the value has other readers) brings the Split's
+// bottom and every top into the group, and with them the other readers' inputs, where that
+// widens no range more than twice: the Split then shares its bottom's data too (a requantizing
+// Split can only round the stored integers again). A DenseNet block, whose Concats each take
+// the previous one's output through a Split that also feeds a BatchNorm, becomes one group: one
+// range for the block, written in place once, where each layer copied and requantized the
+// block so far twice.
 // The rule: only when
 // - the net runs Concats as views (optimizer level 1 and above) and this Concat's slices can be
 //   views (contiguous slices: ConcatViewCandidates);
 // - every one of those quantizers lacked a range before this calibration (`calibrated`): a range
 //   a user gave in the prototxt or loaded from a caffemodel is never changed, and a Concat with
 //   any such range keeps its requantizing copy;
-// - the Concat is the only reader of each input value (another reader would see the coarser
-//   grid too).
-// The effect: a producer's value is rounded once onto the output's grid instead of onto its
-// own grid and again onto the output's, so the Concat's output is within one quantization step
-// of the requantizing copy's (tests/net/views_test.cc, Int8CalibrationSharesConcatRanges).
+// - an input not read through a Split has the Concat as its only reader (another reader would
+//   see the coarser grid without having asked for it).
+// The effect: a producer's value is rounded once onto the group's grid instead of onto its own
+// grid and again onto the output's, so the Concat's output is within one quantization step of
+// the requantizing copy's (tests/net/views_test.cc, Int8CalibrationSharesConcatRanges).
 void ShareConcatRanges(const Net& net, const std::set<std::string>& calibrated,
                        caffe::NetParameter* ranges) {
   std::map<std::string, caffe::QuantizerParameter*> entry;
@@ -120,28 +128,83 @@ void ShareConcatRanges(const Net& net, const std::set<std::string>& calibrated,
     }
     return true;
   };
+  // The groups: quantizer names joined by union-find, each root with the union of its
+  // members' ranges.
+  std::map<std::string, std::string> parent;
+  std::map<std::string, std::pair<double, double>> span;
+  std::function<std::string(const std::string&)> root = [&](const std::string& a) {
+    auto it = parent.find(a);
+    if (it == parent.end() || it->second == a) return a;
+    return it->second = root(it->second);
+  };
+  auto add = [&](const std::string& name) {
+    if (parent.emplace(name, name).second)
+      span[name] = {entry[name]->observed_min(), entry[name]->observed_max()};
+  };
+  auto unite = [&](const std::string& a, const std::string& b) {
+    const std::string ra = root(a), rb = root(b);
+    if (ra == rb) return;
+    parent[rb] = ra;
+    span[ra] = {std::min(span[ra].first, span[rb].first), std::max(span[ra].second, span[rb].second)};
+  };
+  auto width = [](const std::pair<double, double>& r) { return r.second - r.first; };
+  // A Split joins the group of the Concat it feeds to its bottom's and its other readers'
+  // groups only when no group's range widens more than twice (at most one bit of the type lost
+  // to the shared grid): a value several times narrower than the block keeps its own grid, and
+  // the Split its requantizing copy.
+  struct SplitLink {
+    std::string to_concat;            // the Split's top the Concat reads
+    std::vector<std::string> others;  // its bottom and every top
+  };
+  std::vector<SplitLink> links;
   for (const auto& [c, writers] : net.ConcatViewCandidates()) {
     const Layer& concat = *net.layers()[c];
     if (!IsQuantized(tops[c][0]->type())) continue;
-    const std::string top_name = concat.TopQuantizerName(0);
-    if (!fresh(top_name)) continue;
-    std::vector<std::string> group;
+    std::vector<std::string> group{concat.TopQuantizerName(0)};
+    std::vector<SplitLink> split_inputs;
     bool ok = true;
     for (size_t k = 0; k < bottoms[c].size() && ok; ++k) {
       const Blob* b = bottoms[c][k];
       const int w = writers[k];
+      const Layer& writer = *net.layers()[w];
       const auto& wt = tops[w];
       const int t = static_cast<int>(std::find(wt.begin(), wt.end(), b) - wt.begin());
       group.push_back(concat.BottomQuantizerName(static_cast<int>(k)));
-      group.push_back(net.layers()[w]->TopQuantizerName(t));
-      ok = fresh(group[group.size() - 2]) && fresh(group.back()) && only_reader(b, w, c);
+      group.push_back(writer.TopQuantizerName(t));
+      ok = only_reader(b, w, c);
+      if (writer.type() == std::string("Split") && bottoms[w].size() == 1) {
+        // Its other tops' names are their readers' bottom quantizers (InsertSplits).
+        SplitLink l{writer.TopQuantizerName(t), {writer.BottomQuantizerName(0)}};
+        for (int o = 0; o < static_cast<int>(wt.size()); ++o)
+          l.others.push_back(writer.TopQuantizerName(o));
+        split_inputs.push_back(std::move(l));
+      }
     }
+    for (const std::string& name : group) ok = ok && fresh(name);
     if (!ok) continue;
-    const caffe::QuantizerParameter& y = *entry[top_name];
-    for (const std::string& name : group) {
-      entry[name]->set_observed_min(y.observed_min());
-      entry[name]->set_observed_max(y.observed_max());
+    for (const std::string& name : group) add(name), unite(group.front(), name);
+    for (SplitLink& l : split_inputs) links.push_back(std::move(l));
+  }
+  for (const SplitLink& l : links) {
+    bool ok = true;
+    for (const std::string& name : l.others) ok = ok && fresh(name);
+    if (!ok) continue;
+    for (const std::string& name : l.others) add(name);
+    std::pair<double, double> all = span[root(l.to_concat)];
+    std::set<std::string> roots{root(l.to_concat)};
+    for (const std::string& name : l.others) {
+      roots.insert(root(name));
+      const auto& r = span[root(name)];
+      all = {std::min(all.first, r.first), std::max(all.second, r.second)};
     }
+    for (const std::string& r : roots) ok = ok && width(all) <= 2.0 * width(span[r]);
+    if (!ok) continue;
+    for (const std::string& name : l.others) unite(l.to_concat, name);
+  }
+  for (const auto& [name, up] : parent) {
+    const auto& r = span[root(name)];
+    entry[name]->set_observed_min(r.first);
+    entry[name]->set_observed_max(r.second);
   }
 }
 

@@ -570,5 +570,85 @@ TEST(Views, Int8CalibrationSharesConcatRanges) {
   }
 }
 
+// A dense block in int8 (kDense): each Concat takes the one before it through a Split that also
+// feeds the next layer's BatchNorm. With trained-like statistics (unit variance: the block's
+// values of one magnitude) the calibration gives the whole block one range (the Concats', their
+// producers', the Splits' and the BatchNorms' inputs), so every Concat and Split runs as a view
+// — the block written in place once — and the output stays as close to fp32 as with separate
+// ranges (each Concat then a requantizing copy). With the filler's zero statistics each layer
+// multiplies its values by about 300: one range would round the first layers' values to zero,
+// so the Splits keep their own ranges (and copy) and each Concat shares with its inputs only.
+TEST(Views, Int8CalibrationSharesOneRangeOverADenseBlock) {
+  const caffe::NetParameter p = NetText(kDense);
+  const caffe::NetParameter typed = tools::TypedVariant(p, DataType::kInt8Q, Dev());
+  caffe::NetParameter unit = Weights(p);
+  for (auto& l : *unit.mutable_layer())
+    if (l.type() == "BatchNorm")
+      for (int b = 1; b < l.blobs_size(); ++b)
+        for (float& v : *l.mutable_blobs(b)->mutable_data()) v = 1.0f;  // variance, factor
+  auto range = [](Net& net, const std::string& name) {
+    caffe::NetParameter r;
+    net.RangesToProto(&r);
+    for (const auto& q : r.quantizer())
+      if (q.name() == name) return std::make_pair(q.observed_min(), q.observed_max());
+    ADD_FAILURE() << "no range for " << name;
+    return std::make_pair(0.0, 0.0);
+  };
+  for (bool one_magnitude : {true, false})
+    for (int level : {1, 2}) {
+      const caffe::NetParameter weights = one_magnitude ? unit : Weights(p);
+      const std::string what = std::string(one_magnitude ? "unit" : "zero") + " statistics, level " +
+                               std::to_string(level);
+      auto calibrated = [&](int optimize) {
+        NetOptions o;
+        o.optimize = optimize;
+        auto net = std::make_unique<Net>(typed, Dev(), o);
+        net->CopyTrainedLayersFrom(weights);
+        Blob& in = *net->input_blobs()[0];
+        in.FromFloat(SineInput(in));
+        EXPECT_GT(CalibrateWithFloatVariant(*net, typed, o), 0);
+        net->Forward();
+        return net;
+      };
+      auto shared = calibrated(level);
+      caffe::NetParameter separate;
+      calibrated(0)->RangesToProto(&separate);
+      caffe::NetParameter loaded = weights;
+      *loaded.mutable_quantizer() = separate.quantizer();
+      auto apart = RunAt(typed, level, loaded);
+      int concats = 0, splits = 0;
+      EXPECT_EQ(Views(*shared, "Concat", &concats), 3) << what;
+      EXPECT_EQ(concats, 3);
+      const int split_views = Views(*shared, "Split", &splits);
+      EXPECT_GE(splits, 2) << what;
+      EXPECT_EQ(Views(*apart, "Concat"), 0) << what;
+      if (one_magnitude) {
+        EXPECT_EQ(split_views, splits) << what;
+        EXPECT_EQ(range(*shared, "cat1/top0"), range(*shared, "cat3/top0")) << what;
+        EXPECT_EQ(range(*shared, "stem/top0"), range(*shared, "cat3/top0")) << what;
+      } else {
+        EXPECT_EQ(split_views, 0) << what;
+        EXPECT_NE(range(*shared, "cat1/top0"), range(*shared, "cat3/top0")) << what;
+      }
+      auto fp32 = RunAt(p, 0, weights);
+      const std::string out = fp32->output_blobs()[0]->name();
+      const std::vector<float> want = fp32->blob(out).ToFloat();
+      auto real = [&](Net& net) {  // the int8 net's output, dequantized
+        std::vector<float> v = net.blob(out).ToFloat();
+        if (!IsQuantized(net.blob(out).type())) return v;
+        const Affine q = net.layers().back()->TopAffine(0);
+        for (float& x : v) x = q.scale * (x - float(q.zero_point));
+        return v;
+      };
+      const double e_shared = RelativeDifference(real(*shared), want);
+      const double e_apart = RelativeDifference(real(*apart), want);
+      std::printf("dense block int8, %s: %d/%d Splits and 3/3 Concats as views; output vs fp32 "
+                  "%.3g of its range (separate ranges %.3g)\n",
+                  what.c_str(), split_views, splits, e_shared, e_apart);
+      EXPECT_LE(e_shared, e_apart + 0.02) << what;
+      EXPECT_LT(e_shared, 0.1) << what;
+    }
+}
+
 }  // namespace
 }  // namespace mpcaffe
