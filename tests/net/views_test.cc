@@ -208,6 +208,25 @@ int Views(const Net& net, const std::string& type, int* of = nullptr) {
   return views;
 }
 
+/// The observed range of quantizer `name` in `net`.
+std::pair<double, double> QuantRange(Net& net, const std::string& name) {
+  caffe::NetParameter r;
+  net.RangesToProto(&r);
+  for (const auto& q : r.quantizer())
+    if (q.name() == name) return std::make_pair(q.observed_min(), q.observed_max());
+  ADD_FAILURE() << "no range for " << name;
+  return std::make_pair(0.0, 0.0);
+}
+
+/// Blob `out` of an int8 net as real values (by the last layer's top quantization).
+std::vector<float> RealOutput(Net& net, const std::string& out) {
+  std::vector<float> v = net.blob(out).ToFloat();
+  if (!IsQuantized(net.blob(out).type())) return v;
+  const Affine q = net.layers().back()->TopAffine(0);
+  for (float& x : v) x = q.scale * (x - float(q.zero_point));
+  return v;
+}
+
 /// Random weights, saved (the same values for every variant).
 caffe::NetParameter Weights(const caffe::NetParameter& p) {
   NetOptions off;
@@ -507,14 +526,6 @@ TEST(Views, Int8CalibrationSharesConcatRanges) {
       net->Forward();
       return net;
     };
-    auto range = [](Net& net, const std::string& name) {
-      caffe::NetParameter r;
-      net.RangesToProto(&r);
-      for (const auto& q : r.quantizer())
-        if (q.name() == name) return std::make_pair(q.observed_min(), q.observed_max());
-      ADD_FAILURE() << "no range for " << name;
-      return std::make_pair(0.0, 0.0);
-    };
     const std::string cat_top = std::string(s.first_concat) + "/top0";
     auto shared = calibrated(1, caffe::NetParameter());
     // Separate ranges: calibrated at level 0 (no views, so no sharing), loaded at level 1 (the
@@ -527,9 +538,9 @@ TEST(Views, Int8CalibrationSharesConcatRanges) {
     int concats = 0;
     EXPECT_EQ(Views(*shared, "Concat", &concats), concats) << s.c->name;
     EXPECT_EQ(Views(*apart, "Concat"), 0) << s.c->name;
-    EXPECT_EQ(range(*shared, s.producer), range(*shared, cat_top)) << s.c->name;
-    EXPECT_NE(range(*apart, s.producer), range(*apart, cat_top)) << s.c->name;
-    ASSERT_EQ(range(*shared, cat_top), range(*apart, cat_top)) << s.c->name;
+    EXPECT_EQ(QuantRange(*shared, s.producer), QuantRange(*shared, cat_top)) << s.c->name;
+    EXPECT_NE(QuantRange(*apart, s.producer), QuantRange(*apart, cat_top)) << s.c->name;
+    ASSERT_EQ(QuantRange(*shared, cat_top), QuantRange(*apart, cat_top)) << s.c->name;
     // Stored integers (ToFloat of a quantized blob), on the same grid in both nets.
     const std::vector<float> a = shared->blob(s.first_concat).ToFloat();
     const std::vector<float> b = apart->blob(s.first_concat).ToFloat();
@@ -541,15 +552,8 @@ TEST(Views, Int8CalibrationSharesConcatRanges) {
     auto fp32 = RunAt(p, 0, weights);
     const std::string out = fp32->output_blobs()[0]->name();
     const std::vector<float> want = fp32->blob(out).ToFloat();
-    auto real = [&](Net& net) {  // the int8 net's output, dequantized
-      std::vector<float> v = net.blob(out).ToFloat();
-      if (!IsQuantized(net.blob(out).type())) return v;
-      const Affine q = net.layers().back()->TopAffine(0);
-      for (float& x : v) x = q.scale * (x - float(q.zero_point));
-      return v;
-    };
-    const double e_shared = RelativeDifference(real(*shared), want);
-    const double e_apart = RelativeDifference(real(*apart), want);
+    const double e_shared = RelativeDifference(RealOutput(*shared, out), want);
+    const double e_apart = RelativeDifference(RealOutput(*apart, out), want);
     std::printf("%s int8 calibrated: %d/%d Concats as views; '%s' moved by one step in %d of %zu "
                 "elements; output vs fp32 %.3g of its range (separate ranges %.3g)\n",
                 s.c->name, Views(*shared, "Concat"), concats, s.first_concat, moved, a.size(),
@@ -564,8 +568,8 @@ TEST(Views, Int8CalibrationSharesConcatRanges) {
     q->set_observed_min(0.0);
     q->set_observed_max(1.5);
     auto user = calibrated(1, given);
-    EXPECT_EQ(range(*user, s.producer), std::make_pair(0.0, 1.5)) << s.c->name;
-    EXPECT_EQ(range(*user, cat_top), range(*apart, cat_top)) << s.c->name;
+    EXPECT_EQ(QuantRange(*user, s.producer), std::make_pair(0.0, 1.5)) << s.c->name;
+    EXPECT_EQ(QuantRange(*user, cat_top), QuantRange(*apart, cat_top)) << s.c->name;
     EXPECT_FALSE(user->runs_as_view(user->layer_index(s.first_concat))) << s.c->name;
   }
 }
@@ -586,14 +590,6 @@ TEST(Views, Int8CalibrationSharesOneRangeOverADenseBlock) {
     if (l.type() == "BatchNorm")
       for (int b = 1; b < l.blobs_size(); ++b)
         for (float& v : *l.mutable_blobs(b)->mutable_data()) v = 1.0f;  // variance, factor
-  auto range = [](Net& net, const std::string& name) {
-    caffe::NetParameter r;
-    net.RangesToProto(&r);
-    for (const auto& q : r.quantizer())
-      if (q.name() == name) return std::make_pair(q.observed_min(), q.observed_max());
-    ADD_FAILURE() << "no range for " << name;
-    return std::make_pair(0.0, 0.0);
-  };
   for (bool one_magnitude : {true, false})
     for (int level : {1, 2}) {
       const caffe::NetParameter weights = one_magnitude ? unit : Weights(p);
@@ -624,24 +620,17 @@ TEST(Views, Int8CalibrationSharesOneRangeOverADenseBlock) {
       EXPECT_EQ(Views(*apart, "Concat"), 0) << what;
       if (one_magnitude) {
         EXPECT_EQ(split_views, splits) << what;
-        EXPECT_EQ(range(*shared, "cat1/top0"), range(*shared, "cat3/top0")) << what;
-        EXPECT_EQ(range(*shared, "stem/top0"), range(*shared, "cat3/top0")) << what;
+        EXPECT_EQ(QuantRange(*shared, "cat1/top0"), QuantRange(*shared, "cat3/top0")) << what;
+        EXPECT_EQ(QuantRange(*shared, "stem/top0"), QuantRange(*shared, "cat3/top0")) << what;
       } else {
         EXPECT_EQ(split_views, 0) << what;
-        EXPECT_NE(range(*shared, "cat1/top0"), range(*shared, "cat3/top0")) << what;
+        EXPECT_NE(QuantRange(*shared, "cat1/top0"), QuantRange(*shared, "cat3/top0")) << what;
       }
       auto fp32 = RunAt(p, 0, weights);
       const std::string out = fp32->output_blobs()[0]->name();
       const std::vector<float> want = fp32->blob(out).ToFloat();
-      auto real = [&](Net& net) {  // the int8 net's output, dequantized
-        std::vector<float> v = net.blob(out).ToFloat();
-        if (!IsQuantized(net.blob(out).type())) return v;
-        const Affine q = net.layers().back()->TopAffine(0);
-        for (float& x : v) x = q.scale * (x - float(q.zero_point));
-        return v;
-      };
-      const double e_shared = RelativeDifference(real(*shared), want);
-      const double e_apart = RelativeDifference(real(*apart), want);
+      const double e_shared = RelativeDifference(RealOutput(*shared, out), want);
+      const double e_apart = RelativeDifference(RealOutput(*apart, out), want);
       std::printf("dense block int8, %s: %d/%d Splits and 3/3 Concats as views; output vs fp32 "
                   "%.3g of its range (separate ranges %.3g)\n",
                   what.c_str(), split_views, splits, e_shared, e_apart);
