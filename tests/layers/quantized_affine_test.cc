@@ -102,6 +102,30 @@ TEST(QuantizedChannelAffine, BatchNormAndScaleMatchTheReferenceAndTheRealAffine)
     }
 }
 
+// Batch statistics stay fp32: a BatchNorm told use_global_stats: false is not offered the
+// quantized types (mpcaffe convert keeps it fp32), and one left to its phase in TRAIN fails at
+// setup naming the layer.
+TEST(QuantizedChannelAffine, BatchStatisticsStayFloat) {
+  auto explicit_batch = CreateLayer(
+      LayerText("name: 'bn' type: 'BatchNorm' batch_norm_param { use_global_stats: false }",
+                DataType::kFloat32),
+      Dev());
+  EXPECT_FALSE(explicit_batch->SupportsType(DataType::kInt8Q));
+  EXPECT_TRUE(explicit_batch->SupportsType(DataType::kFloat32));
+  caffe::LayerParameter p = LayerText("name: 'bn' type: 'BatchNorm'", DataType::kInt8Q);
+  p.set_phase(caffe::TRAIN);
+  auto layer = CreateLayer(p, Dev());
+  Blob x(Dev(), DataType::kInt8Q, {1, 2, 3, 3}, "x"), y(Dev(), DataType::kInt8Q, {}, "y");
+  std::vector<Blob*> bottom{&x}, top{&y};
+  try {
+    layer->SetUp(bottom, top);
+    ADD_FAILURE() << "a TRAIN-phase BatchNorm set up in int8";
+  } catch (const LayerError& e) {
+    EXPECT_NE(std::string(e.what()).find("'bn'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("batch statistics"), std::string::npos) << e.what();
+  }
+}
+
 // A fused ReLU raises the floor to the top's zero point: no stored value below it.
 TEST(QuantizedChannelAffine, ReluFloorIsTheZeroPoint) {
   const QuantizedChannelFactors f = QuantizedChannelAffineFactors(
