@@ -1,6 +1,6 @@
 // layers/layer_kernels.h — kernel texts of the layers that do not use libdnn (softmax, concat,
-// channel-wise affine, losses, accuracy; activations are in activation_kernels.h), one body per
-// algorithm emitted through KernelWriter for any data type and either dialect.
+// channel-wise affine; activations are in activation_kernels.h, losses in loss_kernels.h), one
+// body per algorithm emitted through KernelWriter for any data type and either dialect.
 #pragma once
 
 #include <string>
@@ -10,6 +10,10 @@
 #include "codegen/kernel_writer.h"
 
 namespace mpcaffe {
+
+/// Throws std::invalid_argument naming kernel `op` when `type` is quantized (the kernels that
+/// compute in float only).
+void RequireFloat(DataType type, const std::string& op);
 
 /// softmax_<dt>(int outer, int channels, int inner, In x, Out y): softmax over the channel
 /// axis of an (outer, channels, inner) array, max-subtracted, in float; a work-item per row
@@ -118,52 +122,6 @@ void QuantizedChannelAffineReference(DataType type, int n, int channels, int inn
 /// dropout_<dt>(int n, In x, In mp_u32 mask, Out y, mp_u32 threshold, float scale):
 /// y = mask[i] > threshold ? x·scale : 0. Float types only.
 std::string DropoutSource(const KernelTarget& target, DataType type);
-
-/// softmax_loss_<dt>(int outer, int channels, int inner, In prob, In label, Out float loss,
-///                   int ignore_label, int has_ignore)
-/// loss[j] = −log(max(prob[label_j], FLT_MIN)) per (outer, inner) position j, or −1 when the
-/// label is the ignored one, NaN when the label lies outside [0, channels). Float types only.
-std::string SoftmaxLossSource(const KernelTarget& target, DataType type);
-
-/// sigmoid_ce_<dt>(int n, In Dtype x, In Dtype target, Out float loss, int ignore_label,
-///                 int has_ignore): loss[i] = max(0, log(1 + e^−|x|) − x·(t − (x >= 0))), BVLC's
-/// overflow-free cross-entropy of sigmoid(x) against target t in [0, 1] (never negative for
-/// such targets; clamped so rounding cannot mark it ignored), or −1 where t is the ignored
-/// label. Float types only.
-std::string SigmoidCrossEntropySource(const KernelTarget& target, DataType type);
-
-/// accuracy_<dt>(int outer, int channels, int inner, In x, In label, Out float correct,
-///               int top_k, int ignore_label, int has_ignore)
-/// correct[j] = 1 when fewer than top_k classes score strictly higher than the labelled one,
-/// 0 otherwise, −1 when ignored. Float types only.
-std::string AccuracySource(const KernelTarget& target, DataType type);
-
-/// sqdiff_<dt>(int n, In a, In b, Out float d): d[i] = (a[i] − b[i])² in float.
-std::string SquaredDifferenceSource(const KernelTarget& target, DataType type);
-
-/// hinge_<dt>(int num, int dim, In Dtype x, In Dtype label, Out float v, int l2): BVLC's hinge
-/// loss terms of a (num, dim) score array, m = max(0, 1 ± x) (− at the labelled class, + at the
-/// others), v = m (L1) or m² (L2); NaN in a row whose label lies outside [0, dim). Float types.
-std::string HingeLossSource(const KernelTarget& target, DataType type);
-
-/// multinomial_logistic_<dt>(int num, int dim, In Dtype prob, In Dtype label, Out float loss):
-/// loss[r] = −log(max(prob[r, label_r], 1e-20)) of a (num, dim) probability array; NaN where the
-/// label lies outside [0, dim). Float types.
-std::string MultinomialLogisticLossSource(const KernelTarget& target, DataType type);
-
-/// contrastive_<dt>(int num, int dim, In Dtype a, In Dtype b, In Dtype y, Out float loss,
-///                  Out float dist_sq, float margin, int legacy): per row r of two (num, dim)
-/// arrays d² = ‖a_r − b_r‖² (kept in dist_sq for the backward pass) and loss[r] = d² when y_r
-/// is not 0 (similar), else max(0, margin − d)² (legacy: max(0, margin − d²)). Float types.
-std::string ContrastiveLossSource(const KernelTarget& target, DataType type);
-
-/// infogain_<dt>(int outer, int channels, int inner, In Dtype prob, In Dtype label, In Dtype h,
-///               Out float loss, int ignore_label, int has_ignore): per (outer, inner)
-/// position j of an (outer, channels, inner) probability array,
-/// loss[j] = −Σ_c H[label_j, c]·log(max(prob_c, 1e-20)) with H a channels × channels matrix;
-/// −3.4e38 (masked_mean's ignore mark, below any loss) at ignored positions, NaN where the label
-/// lies outside [0, channels). Float types.
-std::string InfogainLossSource(const KernelTarget& target, DataType type);
 
 /// lrn_within_<dt>(int n, int height, int width, int size, float alpha, float beta, In Dtype x,
 ///                  Out Dtype y, Out float scale, int keep_scale): Caffe's WITHIN_CHANNEL LRN of

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "layers/layer_kernels.h"
+#include "layers/loss_kernels.h"
 #include "layers/layer_registry.h"
 #include "layers/loss_normalization.h"
 #include "layers/train_kernels.h"

@@ -8,6 +8,7 @@
 #include "codegen/target_profile.h"
 #include "layers/layer_axis.h"
 #include "layers/layer_kernels.h"
+#include "layers/loss_kernels.h"
 #include "layers/layer_registry.h"
 #include "layers/loss_normalization.h"
 #include "layers/train_kernels.h"

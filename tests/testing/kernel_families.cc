@@ -15,6 +15,7 @@
 #include "codegen/elementwise.h"
 #include "layers/activation_kernels.h"
 #include "layers/layer_kernels.h"
+#include "layers/loss_kernels.h"
 #include "layers/train_kernels.h"
 #include "libdnn/kernel_families.h"
 #include "net/moe_layer.h"
