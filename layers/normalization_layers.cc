@@ -180,44 +180,24 @@ class BatchNormLayer : public Layer {
     const DataType t = compute_type_;
     const int inner = Inner(*bottom[0]);
     if (IsQuantized(t)) {
-      std::vector<Layer*> sources{this};
-      if (fused()) sources.insert(sources.end(), fused()->affine.begin(), fused()->affine.end());
-      const FusedEpilogue* e = fused();
       quantized_.Run(*this, GetKernel(ChannelAffineSource(target(), t, DataType::kFloat32),
                                       ChannelAffineKernelName(t, DataType::kFloat32)),
                      t, channels_, inner, *bottom[0], *top[0], BottomAffine(0),
-                     AffineOf(OutputParams()), relu_fused(), ParamVersionsKey(sources),
-                     [this, e](std::vector<float>* a, std::vector<float>* b) {
-                       ChannelAffine(channels_, a, b);
-                       if (!e) return;
-                       std::vector<float> ea, eb;
-                       e->Affine(channels_, &ea, &eb);
-                       for (size_t c = 0; c < ea.size(); ++c) {  // ea·(a·x + b) + eb
-                         (*a)[c] *= ea[c];
-                         (*b)[c] = ea[c] * (*b)[c] + eb[c];
-                       }
-                     });
+                     AffineOf(OutputParams()), relu_fused(), FactorsKey(),
+                     [this](std::vector<float>* a, std::vector<float>* b) { Factors(a, b); });
       return;
     }
     if (use_global_ && fused()) {
       if (n == 0) return;
       // Its own factors (from the statistics on the host) composed with the epilogue's, uploaded
       // again when a parameter of either changed.
-      std::vector<uint64_t> versions;
-      for (const auto& b : blobs()) versions.push_back(b->data_version());
-      for (Layer* l : fused()->affine)
-        for (const auto& b : l->blobs()) versions.push_back(b->data_version());
-      if (versions != fused_versions_ || fused_epilogue_ != fused()) {
-        std::vector<float> a, b, ea, eb;
-        ChannelAffine(channels_, &a, &b);
-        fused()->Affine(channels_, &ea, &eb);
-        for (size_t c = 0; c < ea.size(); ++c) {  // ea·(a·x + b) + eb
-          a[c] *= ea[c];
-          b[c] = ea[c] * b[c] + eb[c];
-        }
+      std::string key = FactorsKey();
+      if (key != fused_key_ || fused_epilogue_ != fused()) {
+        std::vector<float> a, b;
+        Factors(&a, &b);
         device().Write(scale_, a.data(), a.size());
         device().Write(bias_, b.data(), b.size());
-        fused_versions_ = std::move(versions);
+        fused_key_ = std::move(key);
         fused_epilogue_ = fused();
       }
       Kernel k = GetKernel(ChannelAffineSource(target(), t, DataType::kFloat32),
@@ -230,7 +210,7 @@ class BatchNormLayer : public Layer {
     if (use_global_) {
       if (fused_epilogue_) {  // the factors hold a fused pass's composition: fold its own
         fused_epilogue_ = nullptr;
-        fused_versions_.clear();
+        fused_key_.clear();
         folded_ = false;
       }
       if (!folded_) {
@@ -319,14 +299,33 @@ class BatchNormLayer : public Layer {
   }
 
  private:
+  // Its own y = a·x + b with global statistics, composed with the fused epilogue's affine layers
+  // when a chain runs in it: ea·(a·x + b) + eb.
+  void Factors(std::vector<float>* a, std::vector<float>* b) {
+    ChannelAffine(channels_, a, b);
+    if (!fused()) return;
+    std::vector<float> ea, eb;
+    fused()->Affine(channels_, &ea, &eb);
+    for (size_t c = 0; c < ea.size(); ++c) {
+      (*a)[c] *= ea[c];
+      (*b)[c] = ea[c] * (*b)[c] + eb[c];
+    }
+  }
+  // The parameter versions Factors reads (its own blobs', then the epilogue's affine layers').
+  std::string FactorsKey() {
+    std::vector<Layer*> sources{this};
+    if (fused()) sources.insert(sources.end(), fused()->affine.begin(), fused()->affine.end());
+    return ParamVersionsKey(sources);
+  }
+
   int channels_ = 0;
   bool use_global_ = true;
   bool folded_ = false;
   vptr<float> scale_, bias_;              // folded global statistics
   // scale_ and bias_ composed with this fused epilogue's factors, at these parameter versions
-  // (its own blobs', then the epilogue's affine layers'); nullptr: its own factors alone.
+  // (FactorsKey); nullptr: its own factors alone.
   const FusedEpilogue* fused_epilogue_ = nullptr;
-  std::vector<uint64_t> fused_versions_;
+  std::string fused_key_;
   vptr<float> mean_, var_, inv_std_;      // batch statistics of the last TRAIN forward
   vptr<float> s1_, s2_;                   // backward's per-channel means
   std::unique_ptr<Blob> x_norm_;
