@@ -396,10 +396,13 @@ std::vector<KernelFamilyEntry> Build() {
   f.push_back({"conv_nd", {}, [](const KernelTarget& k) {
                  return Samples{{"conv_nd_col2im", ConvolutionNd::Source(k)}};
                }});
-  // Pooling ("pool_vector_max": the max kernel's vector form, in the same program).
+  // Pooling ("pool_plane_max", "pool_vector_max": the max kernel's vector forms, in the same
+  // program).
   f.push_back(
       {"pool_forward",
-       {{"pool_vector_max", &kRowGroupsSchema,
+       {{"pool_plane_max", &kRowGroupsSchema,
+         [] { return LaunchRows(PoolForwardFamilies(), "pool_plane_max"); }},
+        {"pool_vector_max", &kRowGroupsSchema,
          [] { return LaunchRows(PoolForwardFamilies(), "pool_vector_max"); }},
         {"pool"}},
        [](const KernelTarget& k) {

@@ -39,6 +39,7 @@ TEST(DefaultsTables, EveryRowHasProvenanceAndTheLastServesEveryDevice) {
   EXPECT_TRUE(GemmDefaults().back().serves(TargetProfile{}, g));
   EXPECT_TRUE(PointwiseSpreadDefaults().back().serves(TargetProfile{}, ConvDesc{}));
   EXPECT_TRUE(PoolVectorMaxDefaults().back().serves(TargetProfile{}, PoolDesc{}));
+  EXPECT_TRUE(PoolPlaneMaxDefaults().back().serves(TargetProfile{}, PoolDesc{}));
 }
 
 GemmDesc Shape(DataType t, int M, int N, int K, bool trans_b, WeightOperand w) {
@@ -143,6 +144,15 @@ TEST(DefaultsTables, LaunchDefaultsPerDeviceClass) {
   pool5.height = pool5.width = 13;
   EXPECT_STREQ(PoolForwardFamilyFor(pool5, cpu).name, "pool_vector_max");
   EXPECT_STREQ(PoolForwardFamilyFor(pool5, scalar_dialect).name, "pool");
+  PoolDesc inception = pool5;  // 3×3 stride 1 padded: the plane keeps its size
+  inception.type = DataType::kInt8Q, inception.height = inception.width = 14;
+  inception.stride_h = inception.stride_w = inception.pad_h = inception.pad_w = 1;
+  EXPECT_STREQ(PoolForwardFamilyFor(inception, cpu).name, "pool_plane_max");
+  EXPECT_STREQ(PoolForwardFamilyFor(inception, scalar_dialect).name, "pool");
+  inception.type = DataType::kFloat32;
+  EXPECT_STREQ(PoolForwardFamilyFor(inception, cpu).name, "pool_plane_max");
+  inception.type = DataType::kFloat16;  // half loads: the row form
+  EXPECT_STREQ(PoolForwardFamilyFor(inception, cpu).name, "pool_vector_max");
   EXPECT_EQ(DefaultRowFor(PoolVectorMaxDefaults(), "pool", cpu, PoolDesc{}).config.ToString(),
             "width=8 groups=1024");
 }
@@ -158,15 +168,15 @@ TEST(DefaultsTables, ListingHoldsEveryTable) {
     EXPECT_GT(r.provenance.size(), 10u) << r.family << ": " << r.device_class;
   }
   EXPECT_EQ(families, (std::set<std::string>{"gemm", "conv", "conv_pw", "conv_dw", "conv_gemm",
-                                             "conv_wino", "pool_vector_max", "lrn_vector16",
-                                             "lrn_vector", "lrn"}));
+                                             "conv_wino", "pool_plane_max", "pool_vector_max",
+                                             "lrn_vector16", "lrn_vector", "lrn"}));
   EXPECT_EQ(rows.size(), GemmDefaults().size() + DirectConvDefaults().size() +
-                             DirectShapeDefaults().size() +
-                             PointwiseDefaults().size() + StridedPointwiseDefaults().size() +
-                             PointwiseSpreadDefaults().size() + PointwisePrefetchDefaults().size() +
-                             DepthwiseRowDefaults().size() + DepthwiseQuadDefaults().size() +
-                             ConvGemmDefaults().size() + WinogradDefaults().size() +
-                             PoolVectorMaxDefaults().size() + 3);  // the LRN families' rows
+                             DirectShapeDefaults().size() + PointwiseDefaults().size() +
+                             StridedPointwiseDefaults().size() + PointwiseSpreadDefaults().size() +
+                             PointwisePrefetchDefaults().size() + DepthwiseRowDefaults().size() +
+                             DepthwiseQuadDefaults().size() + ConvGemmDefaults().size() +
+                             WinogradDefaults().size() + PoolVectorMaxDefaults().size() +
+                             PoolPlaneMaxDefaults().size() + 3);  // the LRN families' rows
   const std::string md = DefaultsMarkdown();
   EXPECT_EQ(md.rfind("| family | chooses | device class | default | measured by |\n", 0), 0u);
   size_t lines = 0;

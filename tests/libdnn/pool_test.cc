@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -13,6 +16,8 @@
 
 #include "codegen/datatype.h"
 #include "device/device.h"
+#include "device/settings.h"
+#include "libdnn/kernel_config.h"
 #include "tests/testing/random_storage.h"
 
 namespace mpcaffe::libdnn {
@@ -209,6 +214,53 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, PoolForward,
                                   (std::get<1>(i.param) == PoolMethod::kMax ? "_max" : "_ave");
                          });
 
+// The plane form of 3×3 stride-1 max pooling (pool_internal::DeclarePlaneMax) on planes of 16
+// to 1600 elements, the first and last plane's edge vectors (gathered) included: codes with
+// input and output sharing their quantization (copied) and not (requantized), fp32 with NaNs
+// first in some windows and later in others. The choice log names it where the device has
+// vector built-ins, and it, the row form it replaces (MPCAFFE_KERNEL_CONFIG
+// "pool_plane_max:off") and the reference agree on every bit.
+TEST(PoolForward, PlaneFormIsChosenAndMatchesTheRowFormAndTheReference) {
+  Device& dev = DefaultDevice();
+  std::mt19937 rng(11);
+  const int shapes[][4] = {
+      {2, 3, 4, 4}, {1, 5, 7, 7}, {2, 4, 14, 14}, {1, 3, 9, 23}, {1, 2, 40, 40}};
+  for (DataType t : {DataType::kInt8Q, DataType::kInt16Q, DataType::kFloat32})
+    for (const auto& s : shapes)
+      for (int index : {0, 1}) {  // QuantFor: shared parameters, then different ones
+        PoolDesc d;
+        d.type = t, d.method = PoolMethod::kMax;
+        d.batch = s[0], d.channels = s[1], d.height = s[2], d.width = s[3];
+        d.kernel_h = d.kernel_w = 3, d.stride_h = d.stride_w = d.pad_h = d.pad_w = 1;
+        SCOPED_TRACE(d.ToString() + (index ? " requantized" : " codes copied"));
+        const PoolQuant q = QuantFor(t, index);
+        Bytes x = RandomData(t, d.input_count(), rng);
+        if (t == DataType::kFloat32) {  // NaNs first in some windows, later in others
+          const float nan = std::numeric_limits<float>::quiet_NaN();
+          for (size_t i = size_t(index) * 5 + 3; i < d.input_count(); i += 13)
+            std::memcpy(x.data() + 4 * i, &nan, 4);
+        }
+        Bytes want(d.output_count() * SizeOf(t));
+        PoolForwardReference(d, q, x.data(), want.data(), nullptr);
+        auto xm = Upload(dev, x);
+        for (const char* config : {"", "pool_plane_max:off"}) {
+          ScopedSettings env;
+          env->kernel_config = config;
+          KernelChoiceLog log;
+          Pooling pool(dev, d, q);
+          auto ym = dev.Allocate(want.size());
+          pool.Forward(BufferRef(xm.get(), 0), BufferRef(ym.get(), 0));
+          EXPECT_EQ(Download(dev, ym, want.size()), want) << "'" << config << "'";
+          const std::vector<KernelChoice> choices = log.Take();
+          ASSERT_EQ(choices.size(), 1u);
+          if (!KernelTarget::Of(dev).vector_builtins) continue;  // the scalar kernel
+          EXPECT_EQ(choices[0].family,
+                    *config || d.height * d.width < 16 ? "pool_vector_max" : "pool_plane_max")
+              << "'" << config << "'";
+        }
+      }
+}
+
 // The quantized average divides with one round-to-nearest: check the reference itself on a
 // hand-computed case (x_scale = y_scale: out = zero + round(Σ(q − zero) / count)).
 TEST(PoolForward, QuantizedAverageRoundsToNearest) {
@@ -292,6 +344,51 @@ TEST(PoolBackward, RejectsNonFloat32AndMissingMask) {
   Pooling q(dev, d);
   EXPECT_THROW(q.Backward(BufferRef(m.get(), 0), BufferRef(m.get(), 0), BufferRef(m.get(), 0)),
                Error);
+}
+
+// Not a test: the max pools of GoogLeNet (its inception pools, 3×3 stride 1, and the stride-2
+// pools between stages), ResNet-50's and SqueezeNet's (batch 1, no mask: inference), each
+// forward enqueued 20 times per host synchronization, in µs per forward, the median of 15 such
+// batches, int8 and fp32. Run with
+// --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_ZooMaxPools*'.
+TEST(PoolBench, DISABLED_ZooMaxPools) {
+  Device& dev = DefaultDevice();
+  // c, h, w, k, s, p (Caffe's ceil-mode geometry)
+  const int pools[][6] = {{64, 112, 112, 3, 2, 0}, {192, 56, 56, 3, 2, 0},  {192, 28, 28, 3, 1, 1},
+                          {256, 28, 28, 3, 1, 1},  {480, 28, 28, 3, 2, 0},  {480, 14, 14, 3, 1, 1},
+                          {528, 14, 14, 3, 1, 1},  {832, 14, 14, 3, 2, 0},  {832, 7, 7, 3, 1, 1},
+                          {64, 112, 112, 3, 2, 1}, {64, 111, 111, 3, 2, 0}, {256, 27, 27, 3, 2, 0}};
+  std::mt19937 rng(3);
+  for (DataType t : {DataType::kInt8Q, DataType::kFloat32}) {
+    double total = 0;
+    for (const auto& s : pools) {
+      PoolDesc d;
+      d.type = t, d.method = PoolMethod::kMax;
+      d.channels = s[0], d.height = s[1], d.width = s[2];
+      d.kernel_h = d.kernel_w = s[3], d.stride_h = d.stride_w = s[4], d.pad_h = d.pad_w = s[5];
+      PoolQuant q;
+      if (IsQuantized(t)) q.x_scale = q.y_scale = 0.02f, q.x_zero = q.y_zero = 7;
+      Pooling pool(dev, d, q);
+      auto xm = Upload(dev, RandomData(t, d.input_count(), rng));
+      auto ym = dev.Allocate(d.output_count() * SizeOf(t));
+      pool.Forward(BufferRef(xm.get(), 0), BufferRef(ym.get(), 0));
+      dev.Finish();
+      std::vector<double> us;
+      for (int round = 0; round < 15; ++round) {
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < 20; ++i) pool.Forward(BufferRef(xm.get(), 0), BufferRef(ym.get(), 0));
+        dev.Finish();
+        us.push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                .count() /
+            20);
+      }
+      std::sort(us.begin(), us.end());
+      total += us[7];
+      std::printf("%-70s %8.1f us\n", d.ToString().c_str(), us[7]);
+    }
+    std::printf("%s: sum %.1f us\n", Name(t), total);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,33 @@
+// libdnn/pool_internal.h — pooling's vector max kernels kept beside pool.cc: the row form
+// (pool_row.cc) and the plane form of the 3×3 stride-1 max pool that keeps its plane's size
+// (pool_plane.cc).
+#pragma once
+
+#include <string>
+
+#include "codegen/datatype.h"
+#include "codegen/kernel_writer.h"
+#include "libdnn/pool.h"
+
+namespace mpcaffe::libdnn::pool_internal {
+
+/// Adds the row form's kernel "<ForwardKernelName(type, max)>_v<L>" to the max pool's program
+/// `w` (Pooling::ForwardSource: Dtype and the requantization declared).
+void DeclareVectorMax(KernelWriter& w, DataType type, int L);
+
+/// The plane form's lanes: 16 neighbouring outputs of the flattened plane.
+constexpr int kPlaneLanes = 16;
+
+/// Whether the plane form computes `d`: int8q, int16q or fp32 max pooling, a 3×3 window, stride
+/// 1, padding 1 (the output plane the input's size: GoogLeNet's inception pools), planes of at
+/// least kPlaneLanes elements.
+bool PlaneMaxApplies(const PoolDesc& d);
+
+/// "<ForwardKernelName(type, max)>_plane".
+std::string PlaneMaxKernelName(DataType type);
+
+/// Adds the plane form's kernel for `type` (int8q, int16q or fp32) to the max pool's program
+/// `w`, whose Dtype and requantization Pooling::ForwardSource has declared.
+void DeclarePlaneMax(KernelWriter& w, DataType type);
+
+}  // namespace mpcaffe::libdnn::pool_internal

@@ -1,0 +1,162 @@
+// libdnn/pool_plane.cc — the plane form of max pooling (int8q, int16q, fp32): a 3×3 window,
+// stride 1, padding 1, each output plane the size of its input plane (GoogLeNet's inception
+// pools).
+//
+// The row form (pool.cc, DeclareVectorMax) takes one output row per vector: rows of 7, 14 or 28
+// outputs fill a half or less of its 8 or 16 lanes, every vector of a padded row's ends runs the
+// masked loop, and the row's set-up is paid per vector (GoogLeNet's inception pools 2-5× slower
+// than this form: docs/BENCHMARKS.md, "Default configurations"). Here a work-item's vector is 16
+// neighbouring outputs of the flattened plane, the same positions in every plane it walks: output i
+// = (row r, column c) is the maximum of the input at i + dy·W + dx, dy, dx ∈ {−1, 0, 1}, where that
+// tap lies in the plane (r + dy in [0, H), c + dx in [0, W)). The nine taps are nine vector loads
+// at fixed offsets; each one's in-plane mask depends on the lane's position only, so the work-item
+// computes the masks once and every plane costs 9 loads, 8 ANDs, 8 maxima and a store. A code
+// outside the plane is masked to 0, never above the window's maximum: the codes are unsigned and
+// each window holds its centre. Float lanes keep the scalar kernel's order (see `maxima`). The last
+// vector of a plane overlaps the one before it (the same values written twice); vectors whose taps
+// would leave the buffer (the first and last plane's edges) gather lane by lane at clamped indices.
+#include <functional>
+#include <string>
+
+#include "codegen/vector_words.h"
+#include "libdnn/pool_internal.h"
+
+namespace mpcaffe::libdnn::pool_internal {
+
+bool PlaneMaxApplies(const PoolDesc& d) {
+  return (IsQuantized(d.type) || d.type == DataType::kFloat32) && d.method == PoolMethod::kMax &&
+         !d.global && d.kernel_h == 3 && d.kernel_w == 3 && d.stride_h == 1 && d.stride_w == 1 &&
+         d.pad_h == 1 && d.pad_w == 1 && d.out_h() == d.height && d.out_w() == d.width &&
+         d.height * d.width >= kPlaneLanes;
+}
+
+std::string PlaneMaxKernelName(DataType type) {
+  return Pooling::ForwardKernelName(type, PoolMethod::kMax) + "_plane";
+}
+
+void DeclarePlaneMax(KernelWriter& w, DataType type) {
+  const VectorWords vw(w.target());
+  const bool q = IsQuantized(type);
+  constexpr int L = kPlaneLanes;
+  const std::string Ls = std::to_string(L);
+  // The lanes' storage: the codes (uchar, ushort) or float.
+  const std::string U = type == DataType::kInt8Q ? "uchar" : q ? "ushort" : "float";
+  const std::string V = vw.Type(U, L), I = vw.Type("int", L);
+  // The codes through the byte-vector helper's unaligned moves, float as vload16.
+  auto load = [&](const std::string& p) {
+    return q ? std::string(U == "uchar" ? "MP_LOAD_UCHAR16" : "MP_LOAD_USHORT16") + "(" + p + ")"
+             : vw.Load(L, p);
+  };
+  w.UseHelper(KernelHelper::kByteVectorStore);
+  // A lane condition as the taps' mask: the codes' own width (ANDed with them), int for float
+  // (select's condition), the latter through char: Oclgrind took int lanes of a comparison
+  // combined with ~ and | for other values than -1 and 0 (NaNs won windows there).
+  auto mask = [&](const std::string& cond) {
+    return q ? vw.As(V, vw.Convert(vw.Type(U == "uchar" ? "char" : "short", L), cond))
+             : vw.Convert(I, vw.Convert(vw.Type("char", L), cond));
+  };
+  const std::string M = q ? V : I;
+  std::string iota;
+  for (int l = 0; l < L; ++l) iota += (l ? ", " : "") + std::to_string(l);
+  auto& k = w.Kernel(PlaneMaxKernelName(type))
+                .In("Dtype", "x")
+                .Out("Dtype", "y")
+                .VectorWidth(q ? Scalar::kI32 : Scalar::kF32, L);
+  for (const char* name :
+       {"planes", "H", "W", "x_zero", "y_zero", "same", "mult", "shift", "elements"})
+    k.Value("int", name);
+  std::string b = "  const int HW = H * W;\n  const int vecs = (HW + " + std::to_string(L - 1) +
+                  ") / " + Ls + ";\n";
+  b += "  const int v = $global_id(0);\n  if (v >= vecs) return;\n";
+  b += "  const int p0 = min(v * " + Ls + ", HW - " + Ls +
+       ");  // the plane's last vector overlaps its neighbour\n";
+  b += "  const " + I + " at = p0 + " + vw.Of(I, iota) + ";\n";
+  b += "  const " + I + " r = at / W, c = at - r * W;\n";
+  b += "  const " + M + " up = " + mask("r > 0") + ", down = " + mask("r < H - 1") + ";\n";
+  b += "  const " + M + " left = " + mask("c > 0") + ", right = " + mask("c < W - 1") + ";\n";
+  // The nine taps in the window's order (rows, then columns): offset from the output, mask
+  // (empty: the centre, always inside).
+  struct Tap {
+    std::string offset, mask;
+  };
+  const Tap taps[9] = {{" - W - 1", "up & left"},
+                       {" - W", "up"},
+                       {" - W + 1", "up & right"},
+                       {" - 1", "left"},
+                       {"", ""},
+                       {" + 1", "right"},
+                       {" + W - 1", "down & left"},
+                       {" + W", "down"},
+                       {" + W + 1", "down & right"}};
+  for (int t = 0; t < 9; ++t)
+    if (!taps[t].mask.empty())
+      b += "  const " + M + " m" + std::to_string(t) + " = " + taps[t].mask + ";\n";
+  if (!q) {  // float: the lanes whose first tap inside the plane is tap t (1 … 4: the centre)
+    b += "  const " + I + " f1 = m1 & ~m0, f2 = m2 & ~(m0 | m1), f3 = m3 & ~(m0 | m1 | m2);\n";
+    b += "  const " + I + " f4 = ~(m0 | m1 | m2 | m3);\n";
+  }
+  // `value(offset)`: a tap's vector, from the work-item's loads or its clamped gather.
+  // Codes: the taps masked to 0 and their maximum. Float: each lane starts from its first tap
+  // inside the plane (f<t>), whatever its value (a NaN stays), and takes a later one inside the
+  // plane where strictly greater (a later NaN never is) — the scalar kernel's order and values.
+  auto maxima = [&](const std::function<std::string(const std::string&)>& value) {
+    std::string out;
+    if (q) {
+      std::string expr;
+      for (int t = 8; t >= 0; --t) {
+        std::string v = value(taps[t].offset);
+        if (!taps[t].mask.empty()) v = "(" + v + " & m" + std::to_string(t) + ")";
+        expr = expr.empty() ? v : "max(" + v + ", " + expr + ")";
+      }
+      return "      best = " + expr + ";\n";
+    }
+    out += "      best = " + value(taps[0].offset) + ";\n";
+    for (int t = 1; t < 9; ++t) {
+      // f<t>: the lanes whose first tap inside the plane is t (taken whatever its value).
+      std::string take = "val > best";
+      if (!taps[t].mask.empty()) take = "m" + std::to_string(t) + " & (" + take + ")";
+      if (t <= 4) take = "f" + std::to_string(t) + " | (" + take + ")";
+      out += "      {\n        const " + V + " val = " + value(taps[t].offset) + ";\n";
+      out += "        best = " + vw.Select("best", "val", take) + ";\n      }\n";
+    }
+    return out;
+  };
+  std::string gather;
+  for (int l = 0; l < L; ++l)
+    gather += std::string(l ? ", " : "") + "(" + U + ")x[clamp(base + " + std::to_string(l) +
+              "OFF, 0L, last)]";
+  b += R"(  const long last = (long)elements - 1;
+  for (int plane = $group_id(1); plane < planes; plane += $num_groups(1)) {
+    const long base = (long)plane * HW + p0;
+    )" +
+       V + R"( best;
+    if (base - W - 1 >= 0 && base + W + 1 + )" +
+       Ls + R"( <= elements) {
+      const $global Dtype* o = x + base;
+)" + maxima([&](const std::string& off) { return load("o" + off); }) +
+       "    } else {\n" + maxima([&](const std::string& off) {
+         std::string g = gather;
+         for (size_t p; (p = g.find("OFF")) != std::string::npos;) g.replace(p, 3, off);
+         return vw.Of(V, g);
+       }) +
+       "    }\n";
+  if (!q) {
+    b += "    " + vw.Store(L, "best", "y + base") + ";\n  }\n";
+    k.Body(b);
+    return;
+  }
+  const std::string store = U == "uchar" ? "MP_STORE_UCHAR16" : "MP_STORE_USHORT16";
+  b += "    if (same) {\n      " + store + "(best, y + base);\n      continue;\n    }\n";
+  // Input and output quantized apart: each lane's maximum requantized, as the row form does.
+  b += "    int lanes[" + Ls + "];\n    " + vw.Store(L, vw.Convert(I, "best"), "lanes") + ";\n";
+  b += "    for (int l = 0; l < " + Ls + "; ++l) {\n";
+  b += R"(      mp_i64 q = (mp_i64)y_zero + MP_REQUANT(lanes[l] - x_zero, mult, shift);
+      q = Dtype_SAT(q);
+      Dtype_STORE(y, base + l, q);
+    }
+  }
+)";
+  k.Body(b);
+}
+
+}  // namespace mpcaffe::libdnn::pool_internal
