@@ -395,39 +395,27 @@ Event Pooling::Forward(const BufferRef& input, const BufferRef& output, const Bu
     CheckBuffer(d, "mask", mask, d.output_count(), 4);
   }
   const Geometry g = GeometryOf(d);
-  if (plane_ && !has_mask) {
-    // Work-groups along a plane's vectors, the planes shared by about launch.groups groups.
-    const int planes = d.batch * d.channels;
+  if (!forward_vec_.name().empty() && !has_mask) {
+    // The vector max kernels: `items` rows (row form) or planes (plane form) of `vecs` vectors
+    // each; work-groups no wider than an item's vectors (no idle lanes), the items shared by
+    // about vec_launch_.groups groups.
+    const int items = d.batch * d.channels * (plane_ ? 1 : g.oh);
     forward_vec_.ArgBuffer(input.mem, input.byte_offset, es)
         .ArgBuffer(output.mem, output.byte_offset, es);
-    for (int v : {planes, d.height, d.width, quant_.x_zero, quant_.y_zero, max_same_, max_mult_,
-                  max_shift_, int(d.input_count())})
+    // Both kernels start with (items, H, W); the row form's geometry follows.
+    const int sizes[] = {items, d.height, d.width, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw};
+    for (int i = 0; i < (plane_ ? 3 : 11); ++i) forward_vec_.Arg(int32_t{sizes[i]});
+    for (int v :
+         {quant_.x_zero, quant_.y_zero, max_same_, max_mult_, max_shift_, int(d.input_count())})
       forward_vec_.Arg(int32_t{v});
-    const size_t lanes = size_t(pool_internal::kPlaneLanes);
-    const size_t vecs = (size_t(d.height) * d.width + lanes - 1) / lanes;
+    const size_t lanes =
+        plane_ ? size_t(pool_internal::kPlaneLanes) : size_t(VectorMaxLanes(d.type, g.ow));
+    const size_t vecs = ((plane_ ? size_t(d.height) * d.width : size_t(g.ow)) + lanes - 1) / lanes;
     const size_t width = std::min<size_t>(vecs, vec_launch_.width);
     const size_t columns = (vecs + width - 1) / width;
-    const size_t plane_groups =
-        std::max<size_t>(1, std::min<size_t>(planes, size_t(vec_launch_.groups) / columns));
-    return forward_vec_.Launch({columns * width, plane_groups, 1}, {width, 1, 1}, queue);
-  }
-  if (!forward_vec_.name().empty() && !has_mask) {
-    const int rows = d.batch * d.channels * g.oh;
-    forward_vec_.ArgBuffer(input.mem, input.byte_offset, es)
-        .ArgBuffer(output.mem, output.byte_offset, es);
-    for (int v : {rows, d.height, d.width, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw,
-                  quant_.x_zero, quant_.y_zero, max_same_, max_mult_, max_shift_,
-                  int(d.input_count())})
-      forward_vec_.Arg(int32_t{v});
-    // Work-groups no wider than a row's vectors: no idle lanes.
-    const RowGroups& launch = vec_launch_;
-    const size_t lanes = size_t(VectorMaxLanes(d.type, g.ow));
-    const size_t vecs = (size_t(g.ow) + lanes - 1) / lanes;
-    const size_t width = std::min<size_t>(vecs, launch.width);
-    const size_t columns = (vecs + width - 1) / width;
-    const size_t row_groups =
-        std::max<size_t>(1, std::min<size_t>(rows, size_t(launch.groups) / columns));
-    return forward_vec_.Launch({columns * width, row_groups, 1}, {width, 1, 1}, queue);
+    const size_t groups =
+        std::max<size_t>(1, std::min<size_t>(items, size_t(vec_launch_.groups) / columns));
+    return forward_vec_.Launch({columns * width, groups, 1}, {width, 1, 1}, queue);
   }
   const BufferRef m = has_mask ? mask : BufferRef(avg_requant_.mem.get(), 0);
   const int total = int(d.output_count());
