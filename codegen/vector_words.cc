@@ -2,6 +2,7 @@
 // and the vector requantization written once in those words.
 #include "codegen/vector_words.h"
 
+#include <cctype>
 #include <initializer_list>
 #include <stdexcept>
 #include <utility>
@@ -48,6 +49,21 @@ std::string VectorWords::Type(const std::string& scalar, int lanes) const {
 std::string VectorWords::Load(int lanes, const std::string& p) const {
   const std::string n = std::to_string(lanes);
   return Fill(dialect_.vector_load, "load", dialect_.backend, {{'N', &n}, {'P', &p}});
+}
+namespace {
+std::string MoveName(const char* what, const std::string& scalar, int lanes) {
+  std::string upper;
+  for (char c : scalar) upper += char(std::toupper(static_cast<unsigned char>(c)));
+  return std::string("MP_") + what + "_" + upper + std::to_string(lanes);
+}
+}  // namespace
+std::string VectorWords::MoveLoad(const std::string& scalar, int lanes,
+                                  const std::string& p) const {
+  return MoveName("LOAD", scalar, lanes) + "(" + p + ")";
+}
+std::string VectorWords::MoveStore(const std::string& scalar, int lanes, const std::string& x,
+                                   const std::string& p) const {
+  return MoveName("STORE", scalar, lanes) + "(" + x + ", " + p + ")";
 }
 std::string VectorWords::LoadHalf(int lanes, const std::string& p) const {
   const std::string n = std::to_string(lanes);

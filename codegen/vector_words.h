@@ -37,6 +37,11 @@ class VectorWords {
   /// `lanes` values p[0 … lanes − 1] (any element alignment), and from fp16 storage into float.
   std::string Load(int lanes, const std::string& p) const;
   std::string LoadHalf(int lanes, const std::string& p) const;
+  /// KernelHelper::kByteVectorStore's moves of `lanes` `scalar`s (uchar, ushort; float loads of
+  /// 16) from or to any address, one instruction each: MP_LOAD_<SCALAR><n>, MP_STORE_<SCALAR><n>.
+  std::string MoveLoad(const std::string& scalar, int lanes, const std::string& p) const;
+  std::string MoveStore(const std::string& scalar, int lanes, const std::string& x,
+                        const std::string& p) const;
   /// Stores the vector x to p[0 … lanes − 1] (statement text without the ';'); StoreHalf rounds
   /// float lanes to the nearest fp16.
   std::string Store(int lanes, const std::string& x, const std::string& p) const;

@@ -43,10 +43,7 @@ void DeclarePlaneMax(KernelWriter& w, DataType type) {
   const std::string U = type == DataType::kInt8Q ? "uchar" : q ? "ushort" : "float";
   const std::string V = vw.Type(U, L), I = vw.Type("int", L);
   // The codes through the byte-vector helper's unaligned moves, float as vload16.
-  auto load = [&](const std::string& p) {
-    return q ? std::string(U == "uchar" ? "MP_LOAD_UCHAR16" : "MP_LOAD_USHORT16") + "(" + p + ")"
-             : vw.Load(L, p);
-  };
+  auto load = [&](const std::string& p) { return q ? vw.MoveLoad(U, L, p) : vw.Load(L, p); };
   w.UseHelper(KernelHelper::kByteVectorStore);
   // A lane condition as the taps' mask: the codes' own width (ANDed with them), int for float
   // (select's condition), the latter through char: Oclgrind took int lanes of a comparison
@@ -145,8 +142,8 @@ void DeclarePlaneMax(KernelWriter& w, DataType type) {
     k.Body(b);
     return;
   }
-  const std::string store = U == "uchar" ? "MP_STORE_UCHAR16" : "MP_STORE_USHORT16";
-  b += "    if (same) {\n      " + store + "(best, y + base);\n      continue;\n    }\n";
+  b += "    if (same) {\n      " + vw.MoveStore(U, L, "best", "y + base") +
+       ";\n      continue;\n    }\n";
   // Input and output quantized apart: each lane's maximum requantized, as the row form does.
   b += "    int lanes[" + Ls + "];\n    " + vw.Store(L, vw.Convert(I, "best"), "lanes") + ";\n";
   b += "    for (int l = 0; l < " + Ls + "; ++l) {\n";
