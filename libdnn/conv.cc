@@ -368,8 +368,7 @@ Convolution::Convolution(Device& device, const ConvDesc& desc, const ConvQuant& 
     forward_ = program->GetKernel(ForwardKernelName(desc_));
     pack_ = program->GetKernel("conv_pack_" + suffix);
     if (IsPacked(input_)) xpack_ = program->GetKernel("conv_xpack_" + suffix);
-    if (input_ == ConvInput::kDot4 || input_ == ConvInput::kPackedQuads ||
-        input_ == ConvInput::kPackedTiles) {
+    if (input_ == ConvInput::kDot4 || IsByteQuads(input_)) {
       wsum_kernel_ = program->GetKernel("conv_wsum_" + suffix);
       wsum_ = device.Alloc<int32_t>(size_t(oc));
     }
@@ -470,18 +469,17 @@ Event Convolution::SetWeights(const BufferRef& packed_weights, Queue* queue) {
       .Arg(int32_t{oc_padded_ / config_.channels_per_group()})
       .Arg(int32_t{khw})
       .Arg(int32_t{total});
-  if (input_ == ConvInput::kPackedQuads && QuadLayoutOf(d).taps) pack_.Arg(int32_t{d.kernel_w});
+  if ((input_ == ConvInput::kPackedQuads && QuadLayoutOf(d).taps) ||
+      (input_ == ConvInput::kQuadGrid && QuadGridLayoutOf(d).taps))
+    pack_.Arg(int32_t{d.kernel_w});
   packed_ready_ = true;
   Event packed = pack_.Launch1D(size_t(total), queue);
-  if (input_ != ConvInput::kDot4 && input_ != ConvInput::kPackedQuads &&
-      input_ != ConvInput::kPackedTiles)
-    return packed;
+  if (input_ != ConvInput::kDot4 && !IsByteQuads(input_)) return packed;
   wsum_kernel_.ArgBuffer(weights.mem, weights.byte_offset, wbytes)
       .Arg(wsum_)
       .Arg(int32_t{d.out_channels})
       .Arg(int32_t{cg * khw});
-  if (input_ == ConvInput::kPackedQuads || input_ == ConvInput::kPackedTiles)
-    wsum_kernel_.Arg(w_zero_);
+  if (IsByteQuads(input_)) wsum_kernel_.Arg(w_zero_);
   return wsum_kernel_.Launch1D(size_t(d.out_channels), queue);
 }
 
@@ -608,21 +606,26 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
     if (input_ == ConvInput::kPackedSplit) forward_.ArgBuffer(x, xs_byte_offset, 4).Arg(w_zero_);
     if (input_ == ConvInput::kDot4) forward_.Arg(w_zero_).Arg(wsum_);
     const bool tiles = input_ == ConvInput::kPackedTiles;
-    if (input_ == ConvInput::kPackedQuads || tiles) forward_.Arg(wsum_);
+    if (IsByteQuads(input_)) forward_.Arg(wsum_);
     // Byte quads walk their packed planes (QuadLayout: a strided 1×1 window's hold only the
     // pixels it reads, tap quads' the padding; "Cg" is 4 per quad plane); tiles their grid
-    // (TileLayout: the padding inside it, at stride 1).
+    // (TileLayout: the padding inside it, at stride 1); the grid form its planes of the
+    // output's columns (QuadGridLayout: tap quads a window of one column over 4·planes channels
+    // whose rows are the stride apart).
     const bool quads = input_ == ConvInput::kPackedQuads;
+    const bool grid = input_ == ConvInput::kQuadGrid;
     const QuadLayout l = quads ? QuadLayoutOf(d) : QuadLayout{};
     const TileLayout tl = tiles ? TileLayoutOf(d) : TileLayout{};
-    const int h = quads ? l.h : tiles ? tl.h : d.height;
-    const int wd = quads ? l.w : tiles ? tl.w : d.width;
-    const int cg = quads ? 4 * l.planes : d.channels / d.groups;
-    const int kw = quads ? l.kw : d.kernel_w;
-    const int sh = quads ? l.sh : tiles ? 1 : d.stride_h;
-    const int sw = quads ? l.sw : tiles ? 1 : d.stride_w;
-    const int ph = quads ? l.ph : tiles ? 0 : d.pad_h, pw = quads ? l.pw : tiles ? 0 : d.pad_w;
-    const int dw = quads ? l.dw : d.dilation_w;
+    const QuadGridLayout gl = grid ? QuadGridLayoutOf(d) : QuadGridLayout{};
+    const int h = quads ? l.h : tiles ? tl.h : grid ? gl.h : d.height;
+    const int wd = quads ? l.w : tiles ? tl.w : grid ? gl.w : d.width;
+    const int cg = quads ? 4 * l.planes : grid && gl.taps ? 4 * gl.planes : d.channels / d.groups;
+    const int kw = quads ? l.kw : grid && gl.taps ? 1 : d.kernel_w;
+    const int sh = quads ? l.sh : tiles || (grid && !gl.taps) ? 1 : d.stride_h;
+    const int sw = quads ? l.sw : tiles || grid ? 1 : d.stride_w;
+    const int ph = quads ? l.ph : tiles || grid ? 0 : d.pad_h;
+    const int pw = quads ? l.pw : tiles || grid ? 0 : d.pad_w;
+    const int dw = quads ? l.dw : grid && gl.taps ? 1 : d.dilation_w;
     for (int v : {d.channels, h,           wd,           cg,
                   ocg,        oc_padded_,  oh,           ow,
                   d.kernel_h, kw,          sh,           sw,
@@ -630,7 +633,8 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
                   d.groups,   int(d.bias), int(d.relu),  x_zero_,
                   c_zero_,    int(d.residual), res_zero_, res_m_, res_s_, rq_mode_})
       forward_.Arg(int32_t{v});
-    const Dim3 global = {size_t(DivUp(tiles ? tl.grid : oh * ow, config_.px_per_item)) * lanes,
+    const int positions = tiles ? tl.grid : grid ? gl.grid : oh * ow;
+    const Dim3 global = {size_t(DivUp(positions, config_.px_per_item)) * lanes,
                          size_t(DivUp(ocg, config_.channels_per_group())),
                          size_t(images) * d.groups};
     return forward_.Launch(global, {lanes, 1, 1}, queue);
@@ -653,14 +657,24 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
         .ArgBuffer(xpacked_.get(), 0, 4);
     if (input_ == ConvInput::kPackedSplit) xpack_.ArgBuffer(xpacked_.get(), xs_offset, 4);
     const bool quads = input_ == ConvInput::kPackedQuads;
+    const bool grid = input_ == ConvInput::kQuadGrid;
     const bool tiles = input_ == ConvInput::kPackedTiles;
     const QuadLayout l = quads ? QuadLayoutOf(d) : QuadLayout{};
     const TileLayout tl = tiles ? TileLayoutOf(d) : TileLayout{};
-    const size_t planes_hw = quads ? size_t(l.h) * l.w : tiles ? size_t(tl.plane) : hw;
+    const QuadGridLayout gl = grid ? QuadGridLayoutOf(d) : QuadGridLayout{};
+    const size_t planes_hw = quads   ? size_t(l.h) * l.w
+                             : tiles ? size_t(tl.plane)
+                             : grid  ? size_t(gl.plane)
+                                     : hw;
     xpack_.Arg(int32_t{d.channels / d.groups})
         .Arg(int32_t(planes_hw))
         .Arg(int32_t{images * d.groups})
         .Arg(int32_t{x_zero_});
+    if (grid) {
+      xpack_.Arg(int32_t{d.width}).Arg(int32_t(hw)).Arg(int32_t{gl.w});
+      xpack_.Arg(int32_t{d.pad_h}).Arg(int32_t{d.pad_w}).Arg(int32_t{d.stride_w});
+      xpack_.Arg(int32_t{d.dilation_w}).Arg(int32_t{gl.kq});
+    }
     if (tiles) {
       const bool sub = QuadsSubsample(d);
       xpack_.Arg(int32_t{d.width}).Arg(int32_t(hw)).Arg(int32_t{tl.w});
@@ -677,12 +691,12 @@ Event Convolution::Forward(const BufferRef& input, const BufferRef& bias, const 
     }
     // Tap quads: a work-item per packed row; otherwise per pixel, over the planes.
     // Tiles: a work-item per 16 grid positions of a grid row (the plane's rows, the last
-    // partial) and 64-channel block.
-    const size_t items =
-        size_t(images) * d.groups *
-        (l.taps    ? size_t(l.planes) * l.h
-         : tiles ? size_t(tl.blocks) * DivUp(tl.plane, tl.w) * DivUp(tl.w, 16)
-                   : planes_hw);
+    // partial) and 64-channel block. The grid form: per packed row of its quad planes.
+    const size_t items = size_t(images) * d.groups *
+                         (l.taps  ? size_t(l.planes) * l.h
+                          : grid  ? size_t(gl.planes) * gl.h
+                          : tiles ? size_t(tl.blocks) * DivUp(tl.plane, tl.w) * DivUp(tl.w, 16)
+                                  : planes_hw);
     if (tiles)  // few work-items of many lines each: groups of the forward kernel's size
       xpack_.Launch({items, 1, 1}, {size_t(config_.lanes), 1, 1}, queue);
     else

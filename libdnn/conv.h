@@ -113,23 +113,31 @@ struct ConvConfig {
   /// byte quad products (KernelHelper::kByteQuadProduct16; ConvInput::kPackedQuads) with vw = 16;
   /// 64 (vw = 16, lanes = 1) takes 64 channels per step as byte tile products
   /// (KernelHelper::kByteTileProduct; ConvInput::kPackedTiles): px_per_item a multiple of 16.
-  /// 1 is the type's usual input path.
+  /// 4 with px_per_item a multiple of 16 (one lane, vw 4, 8 or 16) is the grid form
+  /// (ConvInput::kQuadGrid at stride 1): vectors of 16 pixels, each of the oc·vw channels a
+  /// broadcast word. 1 is the type's usual input path.
   int kp = 1;
 
   /// The fields: l (lanes), oc, px, v (vw), k (kp; written only when not 1), with their allowed
   /// values.
   static const ConfigSchema<ConvConfig>& Schema();
   std::string ToString() const;  // "l1 oc4 px3 v8", with " k4" when kp = 4
-  /// Throws mpcaffe::Error: lanes in [1, 256], oc and px in [1, 16] (px to 48 with kp = 64),
-  /// oc·px ≤ 64, vw a width above,
-  /// kp 1, 4 (with vw = 1 or 16) or 64 (vw = 16, one lane, px a multiple of 16, and the
-  /// accumulator, input and weight tiles at most 8: oc·px/16 + px/16 + oc ≤ 8).
+  /// Throws mpcaffe::Error: lanes in [1, 256], oc and px in [1, 16] (px to 48 with kp = 64
+  /// and in the grid form), oc·px ≤ 64 (the grid form: see below), vw a width above,
+  /// kp 1, 4 (with vw = 1 or 16; the grid form: one lane, vw 4, 8 or 16, px 16, 32 or 48 and
+  /// at most 24 accumulators, oc·vw·px/16) or 64 (vw = 16, one lane, px a multiple of 16, and
+  /// the accumulator, input and weight tiles at most 8: oc·px/16 + px/16 + oc ≤ 8).
   void Validate() const;
+  /// kp 4 with px_per_item a multiple of 16: the grid form's tile (see kp).
+  bool grid() const { return kp == 4 && px_per_item % 16 == 0; }
   /// Whether the config can run on a backend: every config on both (vw > 1 on CUDA through
   /// KernelWriter::AddVector's struct vectors, the channel-pair inputs through
   /// KernelHelper::kPairProduct16's CUDA row; see InputOf) but byte tile products (kp = 64),
   /// which only OpenCL C spells.
-  bool Supports(Backend backend) const { return kp != 64 || backend == Backend::kOpenCL; }
+  /// The grid form's epilogue is OpenCL vector text too.
+  bool Supports(Backend backend) const {
+    return (kp != 64 && !grid()) || backend == Backend::kOpenCL;
+  }
   /// Channels of one work-group: lanes · oc_per_item · vw.
   int channels_per_group() const { return lanes * oc_per_item * vw; }
   bool operator==(const ConvConfig& o) const { return Schema().Equal(*this, o); }
@@ -163,6 +171,13 @@ enum class ConvInput {
                  // 64-channel block over the padded input (TileLayout); per window tap and
                  // block, 16 pixels' rows times 16 quads' rows of 16 channels' w − z_w in one
                  // MP_TILE_DPBUSD, corrected as kPackedQuads
+  kQuadGrid,     // int8q in the grid form (ConvConfig::grid) at stride 1, or over fewer than
+                 // 4 channels per group at any stride: a pack kernel writes planes of byte
+                 // quads (4 channels of a pixel, or 4 taps of a window row at the stride;
+                 // QuadGridLayout); per step a vector of 16 neighbouring output columns' words
+                 // times one channel's word of w − z_w in every lane (MP_DPBUSD16), so the
+                 // epilogue requantizes and stores 16 pixels of one channel at once; corrected
+                 // as kPackedQuads
 };
 
 /// The default tile for a device class and data type: wide-vector register tiles with one

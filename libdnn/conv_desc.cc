@@ -22,19 +22,14 @@ const char* PackedType(DataType t, ConvInput input) {
     case DataType::kFloat16:
       return "float";
     case DataType::kInt8Q:
-      return input == ConvInput::kDot4 || input == ConvInput::kPackedQuads ||
-                     input == ConvInput::kPackedTiles
-                 ? "mp_u8"
-                 : "mp_i16";
+      return input == ConvInput::kDot4 || IsByteQuads(input) ? "mp_u8" : "mp_i16";
     case DataType::kInt16Q:
       return input == ConvInput::kPackedSplit ? "mp_i16" : "int";
   }
   return "float";
 }
 size_t PackedBytes(DataType t, ConvInput input) {
-  if (input == ConvInput::kDot4 || input == ConvInput::kPackedQuads ||
-      input == ConvInput::kPackedTiles)
-    return 1;
+  if (input == ConvInput::kDot4 || IsByteQuads(input)) return 1;
   return t == DataType::kInt8Q || input == ConvInput::kPackedSplit ? 2 : 4;
 }
 
@@ -46,8 +41,13 @@ size_t PackedBytes(DataType t, ConvInput input) {
 /// w(ic)·x(ic) + w(ic + 1)·x(ic + 1) for 8 output channels: both factors fit 16 bits and the
 /// pair sums int32, so the result is the same integer.
 ConvInput InputOf(Backend backend, const ConvDesc& d, const ConvConfig& c, bool x_fits) {
-  // kp = 4 replicates z_x into the bytes of padding: a zero point within uint8.
-  if (d.type == DataType::kInt8Q && c.kp == 4 && x_fits)
+  // kp = 4 replicates z_x into the bytes of padding: a zero point within uint8. The grid form
+  // reads 16 neighbouring output columns under a step with one load: stride 1, or tap quads
+  // packed at the stride (a strided layer of more channels takes the type's usual path below,
+  // the tile as it is).
+  if (d.type == DataType::kInt8Q && c.grid() && x_fits && GridApplies(d))
+    return ConvInput::kQuadGrid;
+  if (d.type == DataType::kInt8Q && c.kp == 4 && x_fits && !c.grid())
     return c.vw == 16 ? ConvInput::kPackedQuads : ConvInput::kDot4;
   // Tiles read 16 neighbouring pixels' rows with one stride: a window at stride 1 over the
   // padded input, or a subsampled 1×1 window; elsewhere the same tile in byte quads.
@@ -78,16 +78,15 @@ ConvInput InputOf(Backend backend, const ConvDesc& d, const ConvConfig& c, bool 
   }
 }
 bool IsPacked(ConvInput m) {
-  return m == ConvInput::kPackedPairs || m == ConvInput::kPackedSplit ||
-         m == ConvInput::kPackedQuads || m == ConvInput::kPackedTiles;
+  return m == ConvInput::kPackedPairs || m == ConvInput::kPackedSplit || IsByteQuads(m);
+}
+bool IsByteQuads(ConvInput m) {
+  return m == ConvInput::kPackedQuads || m == ConvInput::kPackedTiles || m == ConvInput::kQuadGrid;
 }
 
-/// Input channels per packed step: 4 (kDot4, kPackedQuads, kPackedTiles), 2 (channel pairs) or 1.
+/// Input channels per packed step: 4 (kDot4, byte quads), 2 (channel pairs) or 1.
 int ChannelsPerStep(ConvInput m) {
-  return m == ConvInput::kDot4 || m == ConvInput::kPackedQuads || m == ConvInput::kPackedTiles
-             ? 4
-         : m == ConvInput::kDirect                             ? 1
-                                                               : 2;
+  return m == ConvInput::kDot4 || IsByteQuads(m) ? 4 : m == ConvInput::kDirect ? 1 : 2;
 }
 
 /// Input channels per group as packed: Cg rounded up to the channels per step.
@@ -103,6 +102,10 @@ size_t PackedWindow(const ConvDesc& d, ConvInput m) {
   }
   if (m == ConvInput::kPackedTiles)
     return size_t(d.kernel_h) * d.kernel_w * TileLayoutOf(d).blocks * 64;
+  // kQuadGrid: the channel quads' packing (wp[g][blk][tap][q][t], a word per channel t), or
+  // the tap quads' (wp[g][blk][ky][kq][ic][t]).
+  if (m == ConvInput::kQuadGrid && QuadGridLayoutOf(d).taps)
+    return size_t(d.kernel_h) * QuadGridLayoutOf(d).planes * 4;
   return size_t(d.kernel_h) * d.kernel_w * PackedChannels(d, m);
 }
 
@@ -146,6 +149,28 @@ TileLayout TileLayoutOf(const ConvDesc& d) {
   return l;
 }
 
+bool GridApplies(const ConvDesc& d) {
+  return (d.stride_h == 1 && d.stride_w == 1) || QuadGridLayoutOf(d).taps;
+}
+
+QuadGridLayout QuadGridLayoutOf(const ConvDesc& d) {
+  QuadGridLayout l;
+  const int cg = d.channels / d.groups, xb = DivUp(d.out_w(), 16);
+  l.taps = cg < 4 && d.kernel_w > 1;
+  l.grid = 16 * d.out_h() * xb;
+  // The last word a vector reads: its row's last block, 15 lanes on, at the window's far tap
+  // (tap quads: the far window row; the columns are the output's).
+  const int sh = l.taps ? d.stride_h : 1, kw = l.taps ? 1 : d.kernel_w;
+  l.w = l.taps ? 16 * xb : d.width + 2 * d.pad_w;
+  const long last = long((d.out_h() - 1) * sh + (d.kernel_h - 1) * d.dilation_h) * l.w + 16L * xb -
+                    1 + long(kw - 1) * d.dilation_w;
+  l.h = int(last / l.w) + 1;
+  l.plane = l.h * l.w;
+  l.kq = l.taps ? DivUp(d.kernel_w, 4) : 1;
+  l.planes = l.taps ? cg * l.kq : DivUp(cg, 4);
+  return l;
+}
+
 /// Bytes of one image's packed input: per group ⌈Cg/2⌉ planes of 32-bit pairs (int16: a lo and
 /// a hi word per pixel, then one plane of channel sums), or byte quads' planes (QuadLayout).
 size_t PackedInputBytes(const ConvDesc& d, ConvInput m) {
@@ -157,6 +182,10 @@ size_t PackedInputBytes(const ConvDesc& d, ConvInput m) {
   if (m == ConvInput::kPackedTiles) {
     const TileLayout l = TileLayoutOf(d);
     return size_t(d.groups) * size_t(l.blocks) * size_t(l.plane) * 64;
+  }
+  if (m == ConvInput::kQuadGrid) {
+    const QuadGridLayout l = QuadGridLayoutOf(d);
+    return size_t(d.groups) * size_t(l.planes) * size_t(l.plane) * 4;
   }
   if (m == ConvInput::kPackedPairs) return size_t(d.groups) * pairs * hw * 4;
   if (m == ConvInput::kPackedSplit) return size_t(d.groups) * (pairs * 2 + 1) * hw * 4;
@@ -292,14 +321,18 @@ void ConvConfig::Validate() const {
   const int row_tiles = px_per_item / 16;
   const bool tiles_fit = px_per_item % 16 == 0 && vw == 16 && lanes == 1 &&
                          oc_per_item * row_tiles + row_tiles + oc_per_item <= 8;
-  if (!s.InRange(*this) || oc_per_item * px_per_item > 64 ||
-      (kp != 64 && px_per_item > 16) || (kp == 4 && vw != 1 && vw != 16) ||
-      (kp == 64 && !tiles_fit))
+  // The grid form: oc·vw channels by px/16 vectors of 16 pixels, one accumulator each, within
+  // AVX-512's 32 registers beside the loaded input vectors.
+  const bool grid_fits = lanes == 1 && vw >= 4 && oc_per_item * vw * row_tiles <= 24;
+  if (!s.InRange(*this) || (!grid() && oc_per_item * px_per_item > 64) ||
+      (kp != 64 && !grid() && px_per_item > 16) || (kp == 4 && !grid() && vw != 1 && vw != 16) ||
+      (grid() && !grid_fits) || (kp == 64 && !tiles_fit))
     throw Error("convolution config " + ToString() + ": lanes must be in [" + s.AllowedText("l") +
-                "], oc in [" + s.AllowedText("oc") + "], px in [1…16] (k64: [" +
-                s.AllowedText("px") + "]) with oc·px ≤ 64, vw " +
+                "], oc in [" + s.AllowedText("oc") + "], px in [1…16] (k64 and k4's grid " +
+                "form: [" + s.AllowedText("px") + "]) with oc·px ≤ 64 (not in the grid form), vw " +
                 s.AllowedText("v") + ", kp " + s.AllowedText("k") +
-                " (4 with vw 1 or 16; 64 with vw 16, l1, px a multiple of 16 and oc·px/16 + "
+                " (4 with vw 1 or 16, or px a multiple of 16 with l1, vw 4, 8 or 16 and " +
+                "oc·vw·px/16 ≤ 24; 64 with vw 16, l1, px a multiple of 16 and oc·px/16 + "
                 "px/16 + oc ≤ 8)");
 }
 
@@ -340,6 +373,12 @@ std::vector<ConvConfig> ConvConfig::Candidates(const DeviceInfo& device, DataTyp
     for (const ConvConfig& c : {ConvConfig{1, 4, 3, 16, 4}, ConvConfig{1, 2, 6, 16, 4},
                                 ConvConfig{1, 4, 4, 16, 4}, ConvConfig{1, 2, 4, 16, 4},
                                 ConvConfig{1, 3, 4, 16, 4}})
+      if (!(c == out[0])) out.push_back(c);
+  // ... and the grid form's vectors of 16 pixels (stride 1).
+  if (type == DataType::kInt8Q && TargetProfile::Of(device).byte_quad_products &&
+      device.backend == Backend::kOpenCL)
+    for (const ConvConfig& c :
+         {ConvConfig{1, 1, 16, 16, 4}, ConvConfig{1, 1, 32, 8, 4}, ConvConfig{1, 1, 48, 8, 4}})
       if (!(c == out[0])) out.push_back(c);
   // int8 where byte tile products run in a helper: tiles of 16 pixels by 16 channels.
   if (type == DataType::kInt8Q && TargetProfile::Of(device).byte_tile_products)

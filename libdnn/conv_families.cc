@@ -9,6 +9,33 @@ namespace mpcaffe::libdnn {
 
 namespace {
 
+// The grid form against the channel-lane quads and the pointwise row form (the measurements
+// FirstLayerPointwiseDefaults and DirectShapeDefaults cite).
+constexpr const char* kGridFirstLayerEvidence =
+    "mpcaffe time --model <net converted to int8> --weights <bench/peers.py's> --iterations 20 "
+    "--json --explain --device 1, cec787c's binary and this one alternating, 4 rounds, PoCL, "
+    "AVX-512 (AMD EPYC, Zen 4), loaded, 2026-12-04 (docs/BENCHMARKS.md, \"Default "
+    "configurations\"), ms per layer, ranges of the rounds, before -> after: conv1 of ResNet-50 "
+    "(7x7 s2, tap quads l1 oc4 px4 v16 k4 before) 0.75-0.89 -> "
+    "0.64-0.69, GoogLeNet (the same shape) 0.72-0.74 -> 0.61-0.67, AlexNet (11x11 s4, l1 oc3 px4 "
+    "v16 k4) 0.57-0.95 -> 0.54-0.76, SqueezeNet 1.1 (3x3 s2, the pointwise row form before) "
+    "0.53-0.60 -> 0.41-0.54, MobileNet v1 and v2 (3x3 s2 o32, the row form) level (0.25-0.40 "
+    "both; 40-pass medians, 3 rounds: v1 0.24-0.29 -> 0.21-0.23)";
+constexpr const char* kGridStrideOneEvidence =
+    "mpcaffe time --model <net converted to int8> --weights <bench/peers.py's> --iterations 20 "
+    "--json --explain --device 1, cec787c's binary and this one alternating, 4 rounds, PoCL, "
+    "AVX-512 (AMD EPYC, Zen 4), loaded, 2026-12-04 (docs/BENCHMARKS.md, \"Default "
+    "configurations\"), ms per layer, ranges of the rounds, before -> after: DenseNet-121's 3x3 "
+    "layers of 32 outputs (a 64-channel quad tile half empty) "
+    "c128 h56 0.93-1.05 -> 0.47-0.50, c128 h28 0.29-0.34 -> 0.20-0.22; ResNet-50 res2 (c64 h56 "
+    "o64) 0.48-0.61 -> 0.43-0.46, res3 (c128 h28) 0.40-0.46 -> 0.41-0.44; GoogLeNet conv2 (c64 h56 "
+    "o192) 1.20-1.22 -> 1.11-1.17, inception_3a/3b 5x5 (c16/c32 h28) 0.14-0.16 -> 0.11-0.12 and "
+    "0.30-0.31 -> 0.25-0.26, 3x3 (c96/c128 h28) level; SqueezeNet 1.1 expand3x3 c16 h56 "
+    "0.23-0.27 -> 0.21-0.26, c32 h28 0.18-0.20 -> 0.19-0.23 (the one loss). Forced on 14x14 "
+    "outputs (2 of 16 lanes idle; MPCAFFE_KERNEL_CONFIG='conv:l1 oc1 px32 v8 k4' against the "
+    "quads' l1 oc4 px3 v16 k4, medians of 3 rounds): ResNet-50 res4 level to 3 % slower, "
+    "GoogLeNet 4a-4e 2-20 % slower; 7x7 (9 of 16 idle) 1.5-1.9 x slower: not taken";
+
 bool RowForm(const ConvDesc& d) { return conv_internal::PointwiseRowForm(d); }
 
 bool DepthwiseApplies(const ConvDesc& d, const ConvQuant&, const TargetProfile&) {
@@ -80,6 +107,10 @@ ConvFamilyChoice ChoosePointwiseTile(const Device& device, const ConvDesc& d) {
   ConvFamilyChoice c = ChoiceOf(tile, &ConvFamilyChoice::tile);
   if (!c.off && tile.source == ConfigSource::kDefault && Convolution::IsStridedPointwise(d))
     c.off = !DefaultRowFor(StridedPointwiseDefaults(), "conv_pw",
+                           TargetProfile::Of(device.info()), d)
+                 .config;
+  if (!c.off && tile.source == ConfigSource::kDefault && d.type == DataType::kInt8Q && RowForm(d))
+    c.off = !DefaultRowFor(FirstLayerPointwiseDefaults(), "conv_pw",
                            TargetProfile::Of(device.info()), d)
                  .config;
   return c;
@@ -245,10 +276,22 @@ const DefaultsTable<bool, ConvDesc>& DepthwiseQuadDefaults() {
 }
 
 const DefaultsTable<std::optional<ConvConfig>, ConvDesc>& DirectShapeDefaults() {
+  // The grid form (vectors of 16 pixels of one channel) requantizes and stores whole vectors
+  // where the channel-lane quads take each output byte alone: it pays where the window loop is
+  // short against the epilogue (first layers, few input channels) and the output rows fill its
+  // vectors (at 7 and 14 columns 9 and 2 of 16 lanes are computed for nothing).
   // Tap quads (first layers) run few steps per output, so the epilogue and the channels a
   // tile pads count: 48-channel blocks where 64-channel ones would pad a quarter or more, and 4
   // pixels per work-item, whose output bytes leave as one word per channel.
   static const DefaultsTable<std::optional<ConvConfig>, ConvDesc> table = {
+      {"OpenCL CPU runtime, byte quad products in a helper, int8q first layers (fewer than 4 "
+       "input channels per group under a window wider than one column, any stride), output "
+       "rows of at least 32 columns: the grid form, 8 channels x two vectors of 16 pixels",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.cpu_vectors && p.byte_quad_products && d.type == DataType::kInt8Q &&
+                conv_internal::QuadGridLayoutOf(d).taps && d.out_w() >= 32;
+       },
+       ConvConfig{1, 1, 32, 8, 4}, kGridFirstLayerEvidence},
       {"OpenCL CPU runtime, byte quad products in a helper, int8q in tap quads (fewer than 4 "
        "input channels per group under a window), output channels per group a multiple of 48 "
        "and not of 64",
@@ -302,6 +345,15 @@ const DefaultsTable<std::optional<ConvConfig>, ConvDesc>& DirectShapeDefaults() 
        "int8 5x5 and 3x3 layers in the nets (mpcaffe time --explain, against "
        "MPCAFFE_KERNEL_CONFIG='conv:l1 oc4 px3 v16 k4', 3 alternating rounds): 16-24 channels "
        "mixed (0.197 / 0.156 ms on 14x14, 0.908 / 1.052 on 55x55), 32-64 ahead or level"},
+      {"OpenCL CPU runtime, byte quad products in a helper, int8q, a window wider than 1x1 at "
+       "stride 1, output rows of at least 28 columns: the grid form, 8 channels x two vectors "
+       "of 16 pixels",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.cpu_vectors && p.byte_quad_products && d.type == DataType::kInt8Q &&
+                d.stride_h == 1 && d.stride_w == 1 && d.kernel_h * d.kernel_w > 1 &&
+                d.out_w() >= 28;
+       },
+       ConvConfig{1, 1, 32, 8, 4}, kGridStrideOneEvidence},
       {"everything else: the data type's row (DirectConvDefaults)",
        [](const TargetProfile&, const ConvDesc&) { return true; }, std::nullopt,
        "the data type's row's measurement"},

@@ -28,6 +28,10 @@ const DefaultsTable<Convolution::PointwiseTile, ConvDesc>& PointwiseDefaults();
 /// Whether a strided 1×1 layer (Convolution::IsStridedPointwise) without a tuning record or
 /// override takes the pointwise kernel on its subsampled input (true) or the next family.
 const DefaultsTable<bool, ConvDesc>& StridedPointwiseDefaults();
+/// Whether an int8q first layer (the row form's descriptions) without a tuning record or
+/// override takes the pointwise row form (true) or the next family (the direct kernel's grid
+/// form where byte quads run: DirectShapeDefaults).
+const DefaultsTable<bool, ConvDesc>& FirstLayerPointwiseDefaults();
 /// How many input channels ahead the fp32 plane form fetches its pixels (PointwiseTile::pf; 0:
 /// none), the default tile's field (Convolution::DefaultPointwiseTile).
 const DefaultsTable<int, ConvDesc>& PointwisePrefetchDefaults();

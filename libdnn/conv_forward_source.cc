@@ -76,9 +76,11 @@ struct ForwardText {
         c(config),
         input(InputOf(target.backend, desc, config, channel_pairs)),
         dot4(input == ConvInput::kDot4),
-        quads(input == ConvInput::kPackedQuads || input == ConvInput::kPackedTiles),
+        quads(IsByteQuads(input)),
         byte_tiles(input == ConvInput::kPackedTiles),
-        taps(input == ConvInput::kPackedQuads && QuadLayoutOf(desc).taps),
+        grid(input == ConvInput::kQuadGrid),
+        taps((input == ConvInput::kPackedQuads && QuadLayoutOf(desc).taps) ||
+             (input == ConvInput::kQuadGrid && QuadGridLayoutOf(desc).taps)),
         pairs(input != ConvInput::kDirect && !dot4 && !quads),
         packed(IsPacked(input)),
         split(input == ConvInput::kPackedSplit),
@@ -94,9 +96,12 @@ struct ForwardText {
     AddPackKernels();
     if (byte_tiles)
       w.Function(TileWindowFunction(c));
+    else if (grid)
+      w.Function(GridWindowFunction(c));
     else if (quads)
       w.Function(QuadWindowFunction(c));
     AddForwardKernel(byte_tiles ? TilePrologue(c) + Epilogue()
+                     : grid     ? GridPrologue(c) + GridEpilogue(w.target(), c, pre_shift)
                      : quads    ? QuadPrologue(c) + Epilogue()
                                 : Prologue() + Window() + Epilogue());
     return w.Source();
@@ -108,7 +113,8 @@ struct ForwardText {
   const bool dot4;
   const bool quads;  // the accumulators in `accs`, corrected by z_x·Σ(w − z_w): quads or tiles
   const bool byte_tiles;  // kPackedTiles
-  const bool taps;  // kPackedQuads along the window's columns (QuadLayout)
+  const bool grid;        // kQuadGrid
+  const bool taps;        // byte quads along the window's columns (QuadLayout, QuadGridLayout)
   const bool pairs, packed, split, q, wide;
   const bool vector_builtins;  // KernelTarget::vector_builtins
   const int pre_shift;  // RequantKnown::pre_shift (the int8 vector epilogue's left shift)
@@ -123,7 +129,9 @@ struct ForwardText {
     if (quads) w.UseHelper(KernelHelper::kByteQuadProduct16);
     if (byte_tiles) w.UseHelper(KernelHelper::kByteTileProduct);
     // DirectVectorEpilogue's word per channel of four pixels.
-    if (VectorRequantizes() && c.px_per_item == 4) w.UseHelper(KernelHelper::kByteVectorStore);
+    // The grid form's 16 bytes of a channel's row.
+    if ((VectorRequantizes() && c.px_per_item == 4) || grid)
+      w.UseHelper(KernelHelper::kByteVectorStore);
     if (dot4) {
       w.UseHelper(KernelHelper::kDot4);
       // The word of four packed weight bytes at p (4-byte aligned), and the input bytes of
@@ -252,7 +260,14 @@ struct ForwardText {
                      .Value("int", "XW")
                      .Value("int", "XHW")
                      .Value("int", "PW");
-      if (byte_tiles)
+      if (grid)
+        xk.Value("int", "ph")
+            .Value("int", "pw")
+            .Value("int", "sw")
+            .Value("int", "dw")
+            .Value("int", "KQ")
+            .Body(taps ? GridTapPackInputBody(w.target()) : GridPackInputBody());
+      else if (byte_tiles)
         xk.Value("int", "ph").Value("int", "pw").Value("int", "sh").Value("int", "sw").Body(
             TilePackInputBody());
       else if (taps)

@@ -144,6 +144,9 @@ constexpr size_t kPackChunkBytes = size_t(256) << 10;
 /// `x_fits` is whether x − z_x fits the pair planes (a zero point in the type's range).
 ConvInput InputOf(Backend backend, const ConvDesc& d, const ConvConfig& c, bool x_fits);
 bool IsPacked(ConvInput m);
+/// The byte-quad inputs (kPackedQuads, kPackedTiles, kQuadGrid): unsigned x against w − z_w,
+/// corrected by z_x·Σ(w − z_w) after the window (conv_wsum).
+bool IsByteQuads(ConvInput m);
 /// Input channels per packed step: 4 (kDot4, kPackedQuads), 2 (channel pairs) or 1.
 int ChannelsPerStep(ConvInput m);
 
@@ -219,6 +222,36 @@ inline bool TilesApply(const ConvDesc& d) {
 std::string TilePackInputBody();
 std::string TileWindowFunction(const ConvConfig& c);
 std::string TilePrologue(const ConvConfig& c);
+/// kQuadGrid's layout (QuadGridLayoutOf): per (image, group) `planes` planes of `plane` = h · w
+/// words; an output row is ⌈OW/16⌉ vectors of 16 columns, `grid` = 16 · OH · ⌈OW/16⌉ positions
+/// (the lanes past OW are computed and not stored).
+///  - Channel quads (stride 1): ⌈Cg/4⌉ planes over the padded input, w its columns, h enough
+///    rows for every vector's reach; a step per window tap and plane.
+///  - Tap quads (`taps`: fewer than 4 input channels per group under a window wider than one
+///    column, a first layer; any stride): a plane per (quad kq of window columns, channel),
+///    row r, column c the input bytes at padded row r, columns c·sw + (4kq + j)·dw (j = 0 … 3):
+///    w = 16·⌈OW/16⌉ output columns, h the padded rows the window reaches; a step per window
+///    row and plane, `kq` quads per window row (the weights as tap quads' QuadTapPackWeights).
+/// The kernel text derives h and w from its arguments the same way (GridPrologue).
+struct QuadGridLayout {
+  bool taps = false;
+  int h = 0, w = 0, grid = 0, plane = 0, planes = 0, kq = 1;
+};
+QuadGridLayout QuadGridLayoutOf(const ConvDesc& d);
+/// Whether the grid form serves `d`: a window at stride 1, or tap quads at any stride.
+bool GridApplies(const ConvDesc& d);
+/// kQuadGrid's bodies (conv_grid_source.cc): conv_xpack_<type> (x, xq, Cg, HW, NG, x_zero, XW,
+/// XHW, PW, ph, pw, sw, dw, KQ: HW the plane, PW its columns; a work-item per packed row) of
+/// channel quads and of tap quads (GridTapPackInputBody), the window function conv_grid(xg, wg,
+/// PS, PW, Cq, KH, KW, dh, dw, offsets…, out) with the packed weights of the channel quads
+/// (wp[g][blk][tap][q][t]; tap quads: KW 1 and a plane per step), its prologue (the
+/// accumulators in `accs`, 16 pixels of channel t in vector t·px/16 + v) and the epilogue, which
+/// requantizes and stores each vector (the forward kernel's arguments as kPackedQuads').
+std::string GridPackInputBody();
+std::string GridTapPackInputBody(const KernelTarget& target);
+std::string GridWindowFunction(const ConvConfig& c);
+std::string GridPrologue(const ConvConfig& c);
+std::string GridEpilogue(const KernelTarget& target, const ConvConfig& c, int pre_shift);
 /// Input channels per group as packed: Cg rounded up to the channels per step.
 int PackedChannels(const ConvDesc& d, ConvInput m);
 /// Packed weights per output channel of a group: the window's steps times the channels per step.

@@ -328,6 +328,30 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
   return table;
 }
 
+const DefaultsTable<bool, ConvDesc>& FirstLayerPointwiseDefaults() {
+  // The grid form's tap quads multiply 64 byte products per instruction over a pack of the
+  // input at the layer's stride, where the row form converts every byte to float.
+  static const DefaultsTable<bool, ConvDesc> table = {
+      {"byte quad products in a helper (PoCL, AVX-512 VNNI), output rows of at least 32 "
+       "columns: the direct kernel's grid form",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.cpu_vectors && p.byte_quad_products && d.out_w() >= 32;
+       },
+       false,
+       "mpcaffe time on the int8 nets with bench/peers.py's weights, cec787c's binary and this one "
+       "alternating, 4 rounds, PoCL, AVX-512, loaded, 2026-12-04 (docs/BENCHMARKS.md, \"Default "
+       "configurations\"): SqueezeNet 1.1's conv1 (3x3 s2 o64) 0.53-0.60 -> 0.41-0.54 ms; "
+       "MobileNet v1's and v2's (3x3 s2 o32) level in 20-pass medians (0.25-0.40 both), 40-pass "
+       "medians 3 rounds v1 0.24-0.29 -> 0.21-0.23; alone (mpcaffe time --synthetic "
+       "--iterations 200, 3 rounds): c3 h224 o32 p1 0.23-0.26 -> 0.21-0.22, h224 o64 0.42-0.51 -> "
+       "0.31-0.53, h227 o32 p0 0.27-0.32 -> 0.23-0.35, h227 o64 0.51-0.61 -> 0.37-0.42"},
+      {"every other device and description: the row form",
+       [](const TargetProfile&, const ConvDesc&) { return true; }, true,
+       "the row form's measurements (PointwiseDefaults)"},
+  };
+  return table;
+}
+
 const DefaultsTable<bool, ConvDesc>& StridedPointwiseDefaults() {
   // The subsampling pass costs what the plane form saves where the direct kernel already runs
   // these layers well.

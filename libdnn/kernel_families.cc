@@ -250,6 +250,9 @@ std::vector<ChoiceDefaultsRow> PointwiseRows() {
     return std::string(plane ? "the plane form on the subsampled input"
                              : "off (the next family)");
   });
+  AddRows(&rows, "int8q first layers", FirstLayerPointwiseDefaults(), false, [](bool row) {
+    return std::string(row ? "the row form" : "off (the direct kernel's grid form)");
+  });
   AddRows(&rows, "input prefetch", PointwisePrefetchDefaults(), false, [](int ahead) {
     return ahead ? std::to_string(ahead) + " input channels ahead" : std::string("none");
   });
@@ -326,6 +329,20 @@ std::vector<KernelFamilyEntry> Build() {
                    s.push_back(
                        {Convolution::ForwardKernelName(d),
                         Convolution::ForwardSource(k, d, DefaultConvConfig(InfoOf(k), d.type))});
+                 // int8q's grid form (OpenCL): channel quads under a 3x3 window, and a first
+                 // layer's tap quads at stride 2 (DirectShapeDefaults takes both where byte
+                 // quads run).
+                 if (k.backend == Backend::kOpenCL)
+                   for (ConvDesc d : ConvDescs()) {
+                     if (d.type != DataType::kInt8Q) continue;
+                     d.channels = 8, d.height = d.width = 9, d.out_channels = 8;
+                     d.kernel_h = d.kernel_w = 3;
+                     for (const int c : {8, 3}) {
+                       d.channels = c, d.stride_h = d.stride_w = c == 3 ? 2 : 1;
+                       s.push_back({Convolution::ForwardKernelName(d),
+                                    Convolution::ForwardSource(k, d, {1, 1, 32, 8, 4})});
+                     }
+                   }
                  return s;
                }});
   f.push_back(

@@ -499,6 +499,89 @@ TEST(ConvByteQuads, DirectKernelTilesPortableFormMatchesReference) {
   EXPECT_EQ(CheckDirect(d, {1, 2, 32, 16, 64}, 23), ConvInput::kPackedTiles);
 }
 
+// The direct kernel's grid form (ConvConfig kp 4, px a multiple of 16: ConvInput::kQuadGrid)
+// in each tile shape: Cg mod 4 = 0 … 3, padded 3×3 and 5×5 windows (vectors of 16 grid
+// positions across rows and the padding columns, stored lane by lane), output rows of 16 and
+// more (whole vectors, one 16-byte store), dilation, groups, 1×1, output channels past the last
+// of a work-item's, three images of more packed bytes than a chunk, a residual and a channel
+// whose multiplier takes the 64-bit and long lanes (RequantClamp's other paths); a strided
+// layer of 4 channels or more takes the type's other path with the same tile; first layers (tap
+// quads) at every stride.
+TEST(ConvByteQuads, DirectKernelGridMatchesReference) {
+  Device& dev = DefaultDevice();
+  if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "the grid form is OpenCL text";
+  // clang-format off
+  const DirectCase cases[] = {
+      {2, 13, 9, 7, 20, 3, 1, 1, 1, 1},
+      {1, 130, 10, 11, 40, 3, 1, 1, 1, 1},
+      {1, 15, 8, 9, 16, 3, 1, 2, 2, 1},
+      {1, 16, 20, 37, 24, 5, 1, 2, 1, 1},
+      {1, 96, 5, 5, 33, 1, 1, 0, 1, 1},
+      {2, 6, 7, 8, 18, 3, 1, 1, 1, 2},
+      {3, 64, 50, 50, 16, 3, 1, 1, 1, 1},
+  };
+  // clang-format on
+  int variant = 0;
+  for (const ConvConfig& config :
+       {ConvConfig{1, 1, 16, 16, 4}, ConvConfig{1, 1, 32, 8, 4}, ConvConfig{1, 3, 32, 4, 4}})
+    for (const DirectCase& c : cases) {
+      const ConvDesc d = DirectDescOf(c, variant);
+      SCOPED_TRACE(d.ToString() + " config " + config.ToString());
+      EXPECT_EQ(CheckDirect(d, config, 71 + variant), ConvInput::kQuadGrid);
+      ++variant;
+    }
+  for (const int v : {0, 1}) {  // with a residual (long lanes) and without (RequantWide)
+    const ConvDesc d = DirectDescOf({1, 20, 9, 21, 18, 3, 1, 1, 1, 1}, v);
+    ConvQuant q = QuantOf(d, -1);
+    q.multiplier[1] = quant::QuantizeMultiplier(0.3);
+    SCOPED_TRACE(d.ToString() + " large multiplier");
+    Convolution conv(dev, d, q, {1, 1, 32, 8, 4});
+    EXPECT_EQ(conv.input(), ConvInput::kQuadGrid);
+    CompareWithReference(d, q, conv, 43 + v);
+  }
+  const ConvDesc strided = DirectDescOf({1, 8, 10, 9, 32, 3, 2, 1, 1, 1}, 1);
+  EXPECT_NE(CheckDirect(strided, {1, 1, 16, 16, 4}, 7), ConvInput::kQuadGrid);
+  // Fewer than 4 channels under a window wider than one column: tap quads at any stride —
+  // 3×3 at stride 2 (a quad of 3 taps), 7×7 at 2 (two quads per window row, the second of 3),
+  // 11×11 at 4, 5×5 dilated 2 over groups of one channel, a 4×4 window at stride 3, two images
+  // of more packed bytes than a chunk; output rows of 16 and more and of fewer.
+  // clang-format off
+  const DirectCase taps[] = {
+      {1, 3, 40, 41, 20, 3, 2, 1, 1, 1},
+      {2, 3, 23, 37, 18, 7, 2, 3, 1, 1},
+      {1, 3, 27, 26, 20, 11, 4, 0, 1, 1},
+      {2, 2, 11, 13, 18, 5, 1, 2, 2, 2},
+      {1, 2, 30, 70, 9, 4, 3, 1, 1, 1},
+      {2, 3, 120, 120, 16, 5, 3, 2, 1, 1},
+  };
+  // clang-format on
+  for (const ConvConfig& config : {ConvConfig{1, 1, 16, 16, 4}, ConvConfig{1, 3, 32, 4, 4}})
+    for (const DirectCase& c : taps) {
+      const ConvDesc d = DirectDescOf(c, variant);
+      SCOPED_TRACE(d.ToString() + " config " + config.ToString());
+      EXPECT_TRUE(conv_internal::QuadGridLayoutOf(d).taps);
+      EXPECT_EQ(CheckDirect(d, config, 71 + variant), ConvInput::kQuadGrid);
+      ++variant;
+    }
+  EXPECT_THROW(ConvConfig({1, 2, 32, 8, 4}).Validate(), Error);  // 32 accumulators
+  EXPECT_THROW(ConvConfig({1, 1, 32, 2, 4}).Validate(), Error);
+  EXPECT_FALSE(ConvConfig({1, 1, 16, 16, 4}).Supports(Backend::kCuda));
+}
+
+// The grid form's same integers in the portable forms (no VNNI helper): channel and tap quads.
+TEST(ConvByteQuads, DirectKernelGridPortableFormMatchesReference) {
+  Device& dev = DefaultDevice();
+  MPCAFFE_RUN_IN_PORTABLE_FORMS(dev);
+  ASSERT_FALSE(KernelTarget::Of(dev).byte_quads_in_helper);
+  int variant = 0;
+  for (const DirectCase& c :
+       {DirectCase{1, 13, 9, 21, 20, 3, 1, 1, 1, 1}, DirectCase{2, 3, 23, 37, 18, 7, 2, 3, 1, 1}}) {
+    const ConvDesc d = DirectDescOf(c, variant++);
+    SCOPED_TRACE(d.ToString());
+    EXPECT_EQ(CheckDirect(d, {1, 1, 32, 8, 4}, 29 + variant), ConvInput::kQuadGrid);
+  }
+}
+
 // The direct kernel's default takes byte quads for int8q exactly where the profile has them.
 TEST(ConvByteQuads, DirectDefaultFollowsTheProfile) {
   TargetProfile p;
@@ -510,22 +593,40 @@ TEST(ConvByteQuads, DirectDefaultFollowsTheProfile) {
   EXPECT_EQ(quads.vw, 16);
   EXPECT_NE(DefaultRowFor(DirectConvDefaults(), "conv", p, DataType::kFloat32).config.kp, 4);
   EXPECT_NE(DefaultRowFor(DirectConvDefaults(), "conv", p, DataType::kInt16Q).config.kp, 4);
-  // First layers in tap quads: 4 pixels, in 48-channel blocks where 64-channel ones would pad
-  // (AlexNet's 96), else 64 (ResNet-50's 64); only in byte quads.
+  // First layers: the grid form's tap quads where output rows have 32 columns or more
+  // (AlexNet's 55, ResNet-50's 112); narrower ones in tap quads of 4 pixels, in 48-channel
+  // blocks where 64-channel ones would pad (96 channels), else 64; only in byte quads.
   ConvDesc alexnet = DirectDescOf({1, 3, 227, 227, 96, 11, 4, 0, 1, 1}, 1);
   const ConvDesc resnet = DirectDescOf({1, 3, 224, 224, 64, 7, 2, 3, 1, 1}, 1);
   auto shape = [&](const TargetProfile& tp, const ConvDesc& d) {
     return DefaultRowFor(DirectShapeDefaults(), "conv", tp, d).config;
   };
+  const std::string grid = "l1 oc1 px32 v8 k4";
   ASSERT_TRUE(shape(p, alexnet).has_value());
-  EXPECT_EQ(shape(p, alexnet)->ToString(), "l1 oc3 px4 v16 k4");
+  EXPECT_EQ(shape(p, alexnet)->ToString(), grid);
   ASSERT_TRUE(shape(p, resnet).has_value());
-  EXPECT_EQ(shape(p, resnet)->ToString(), "l1 oc4 px4 v16 k4");
-  alexnet.channels = 4;  // channel quads
+  EXPECT_EQ(shape(p, resnet)->ToString(), grid);
+  ConvDesc narrow = alexnet;
+  narrow.height = narrow.width = 100;  // 23 output columns
+  EXPECT_EQ(shape(p, narrow)->ToString(), "l1 oc3 px4 v16 k4");
+  narrow.out_channels = 64;
+  EXPECT_EQ(shape(p, narrow)->ToString(), "l1 oc4 px4 v16 k4");
+  alexnet.channels = 4;  // channel quads at stride 4
   EXPECT_FALSE(shape(p, alexnet).has_value());
   alexnet.channels = 3;
+  // Windows at stride 1 over channel quads: the grid form from 28 output columns.
+  EXPECT_EQ(shape(p, DirectDescOf({1, 16, 28, 28, 32, 5, 1, 2, 1, 1}, 1))->ToString(), grid);
+  EXPECT_FALSE(shape(p, DirectDescOf({1, 64, 14, 14, 64, 3, 1, 1, 1, 1}, 1)).has_value());
+  EXPECT_FALSE(shape(p, DirectDescOf({1, 64, 56, 56, 64, 1, 1, 0, 1, 1}, 1)).has_value());
+  // The pointwise row form gives way to it on first layers of 32 columns or more.
+  const ConvDesc mobilenet = DirectDescOf({1, 3, 224, 224, 32, 3, 2, 1, 1, 1}, 1);
+  EXPECT_FALSE(DefaultRowFor(FirstLayerPointwiseDefaults(), "conv_pw", p, mobilenet).config);
+  EXPECT_TRUE(DefaultRowFor(FirstLayerPointwiseDefaults(), "conv_pw", p,
+                            DirectDescOf({1, 3, 40, 40, 32, 3, 2, 1, 1, 1}, 1))
+                  .config);
   p.byte_quad_products = false;
   EXPECT_FALSE(shape(p, alexnet).has_value());
+  EXPECT_TRUE(DefaultRowFor(FirstLayerPointwiseDefaults(), "conv_pw", p, mobilenet).config);
   // Byte tiles (AMX in a helper) for windows larger than 1×1 at stride 1 over at least 32
   // channels: 16 channels a tile where the grid is 7×7 outputs' (ResNet-50's res5), else 32.
   p.byte_quad_products = p.byte_tile_products = true;
@@ -537,10 +638,12 @@ TEST(ConvByteQuads, DirectDefaultFollowsTheProfile) {
   EXPECT_EQ(shape(p, res5)->ToString(), "l1 oc1 px32 v16 k64");
   EXPECT_FALSE(shape(p, DirectDescOf({1, 64, 56, 56, 64, 3, 2, 1, 1, 1}, 1)).has_value());
   EXPECT_FALSE(shape(p, DirectDescOf({1, 64, 56, 56, 64, 1, 1, 0, 1, 1}, 1)).has_value());
-  EXPECT_EQ(shape(p, resnet)->kp, 4);  // tap quads: 3 channels
+  EXPECT_EQ(shape(p, resnet)->ToString(), grid);  // tap quads: 3 channels
   EXPECT_FALSE(shape(p, DirectDescOf({1, 24, 14, 14, 64, 5, 1, 2, 1, 1}, 1)).has_value());
+  // Fewer than 32 channels: the grid form where the rows are wide.
+  EXPECT_EQ(shape(p, DirectDescOf({1, 16, 56, 56, 64, 3, 1, 1, 1, 1}, 1))->ToString(), grid);
   p.byte_tile_products = false;
-  EXPECT_FALSE(shape(p, res2).has_value());
+  EXPECT_EQ(shape(p, res2)->ToString(), grid);
   // What device/ said of the default device's tiles.
   const DeviceInfo& di = DefaultDevice().info();
   EXPECT_EQ(di.byte_tile_products_in_helper,

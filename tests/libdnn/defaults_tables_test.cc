@@ -170,13 +170,14 @@ TEST(DefaultsTables, ListingHoldsEveryTable) {
   EXPECT_EQ(families, (std::set<std::string>{"gemm", "conv", "conv_pw", "conv_dw", "conv_gemm",
                                              "conv_wino", "pool_plane_max", "pool_vector_max",
                                              "lrn_vector16", "lrn_vector", "lrn"}));
-  EXPECT_EQ(rows.size(), GemmDefaults().size() + DirectConvDefaults().size() +
-                             DirectShapeDefaults().size() + PointwiseDefaults().size() +
-                             StridedPointwiseDefaults().size() + PointwiseSpreadDefaults().size() +
-                             PointwisePrefetchDefaults().size() + DepthwiseRowDefaults().size() +
-                             DepthwiseQuadDefaults().size() + ConvGemmDefaults().size() +
-                             WinogradDefaults().size() + PoolVectorMaxDefaults().size() +
-                             PoolPlaneMaxDefaults().size() + 3);  // the LRN families' rows
+  EXPECT_EQ(rows.size(),
+            GemmDefaults().size() + DirectConvDefaults().size() + DirectShapeDefaults().size() +
+                PointwiseDefaults().size() + StridedPointwiseDefaults().size() +
+                FirstLayerPointwiseDefaults().size() + PointwiseSpreadDefaults().size() +
+                PointwisePrefetchDefaults().size() + DepthwiseRowDefaults().size() +
+                DepthwiseQuadDefaults().size() + ConvGemmDefaults().size() +
+                WinogradDefaults().size() + PoolVectorMaxDefaults().size() +
+                PoolPlaneMaxDefaults().size() + 3);  // the LRN families' rows
   const std::string md = DefaultsMarkdown();
   EXPECT_EQ(md.rfind("| family | chooses | device class | default | measured by |\n", 0), 0u);
   size_t lines = 0;

@@ -115,6 +115,7 @@ typedef ushort8 __attribute__((aligned(1))) mp_ushort8_u;
 #define MP_STORE_USHORT8(x, p) (*(__global mp_ushort8_u*)(p) = (x))
 typedef ushort16 __attribute__((aligned(1))) mp_ushort16_u;
 #define MP_STORE_USHORT16(x, p) (*(__global mp_ushort16_u*)(p) = (x))
+#define MP_LOAD_UCHAR4(p) (*(const __global mp_uchar4_u*)(p))
 #define MP_LOAD_UCHAR16(p) (*(const __global mp_uchar16_u*)(p))
 #define MP_LOAD_USHORT16(p) (*(const __global mp_ushort16_u*)(p))
 typedef float16 __attribute__((aligned(4))) mp_float16_u;
