@@ -325,6 +325,20 @@ ConvInput CheckDirect(const ConvDesc& d, const ConvConfig& config, uint32_t seed
   return conv.input();
 }
 
+/// CheckDirect of every case (variant `*variant` on, one more per run) in every config, each
+/// expected to read its input as `want`.
+void CheckEachDirect(std::initializer_list<ConvConfig> configs,
+                     std::initializer_list<DirectCase> cases, ConvInput want, uint32_t seed,
+                     int* variant) {
+  for (const ConvConfig& config : configs)
+    for (const DirectCase& c : cases) {
+      const ConvDesc d = DirectDescOf(c, *variant);
+      SCOPED_TRACE(d.ToString() + " config " + config.ToString());
+      EXPECT_EQ(CheckDirect(d, config, seed + *variant), want);
+      ++*variant;
+    }
+}
+
 // The int8q row form (a first layer) at stride 2 in 16 lanes, the even bytes of 32 per load
 // (RowFormKernel; not byte quads, but the same reference check): padded, a last block shifted
 // back (21 columns), two images (the first and last rows gathered lane by lane), output
@@ -460,25 +474,17 @@ TEST(ConvByteQuads, DirectKernelOtherWeightZeroPointsTakePairs) {
 TEST(ConvByteQuads, DirectKernelTilesMatchReference) {
   Device& dev = DefaultDevice();
   if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "byte tile products are OpenCL text";
-  // clang-format off
-  const DirectCase cases[] = {
-      {2, 13, 9, 7, 20, 3, 1, 1, 1, 1},
-      {1, 130, 10, 11, 40, 3, 1, 1, 1, 1},
-      {1, 15, 8, 9, 16, 3, 1, 2, 2, 1},
-      {2, 6, 7, 8, 18, 1, 2, 0, 1, 2},
-      {1, 96, 5, 5, 33, 1, 1, 0, 1, 1},
-      {3, 64, 50, 50, 16, 3, 1, 1, 1, 1},
-  };
-  // clang-format on
   int variant = 0;
-  for (const ConvConfig& config : {ConvConfig{1, 2, 32, 16, 64}, ConvConfig{1, 1, 48, 16, 64},
-                                   ConvConfig{1, 3, 16, 16, 64}})
-    for (const DirectCase& c : cases) {
-      const ConvDesc d = DirectDescOf(c, variant);
-      SCOPED_TRACE(d.ToString() + " config " + config.ToString());
-      EXPECT_EQ(CheckDirect(d, config, 61 + variant), ConvInput::kPackedTiles);
-      ++variant;
-    }
+  // clang-format off
+  CheckEachDirect({{1, 2, 32, 16, 64}, {1, 1, 48, 16, 64}, {1, 3, 16, 16, 64}},
+                  {{2, 13, 9, 7, 20, 3, 1, 1, 1, 1},
+                   {1, 130, 10, 11, 40, 3, 1, 1, 1, 1},
+                   {1, 15, 8, 9, 16, 3, 1, 2, 2, 1},
+                   {2, 6, 7, 8, 18, 1, 2, 0, 1, 2},
+                   {1, 96, 5, 5, 33, 1, 1, 0, 1, 1},
+                   {3, 64, 50, 50, 16, 3, 1, 1, 1, 1}},
+                  ConvInput::kPackedTiles, 61, &variant);
+  // clang-format on
   const ConvDesc strided = DirectDescOf({1, 8, 10, 9, 32, 3, 2, 1, 1, 1}, 1);
   EXPECT_EQ(CheckDirect(strided, {1, 1, 16, 16, 64}, 7), ConvInput::kPackedQuads);
   std::printf("[ tiles    ] direct kernel, %s: %s\n", dev.Describe().c_str(), TileFormOf(dev));
@@ -510,26 +516,18 @@ TEST(ConvByteQuads, DirectKernelTilesPortableFormMatchesReference) {
 TEST(ConvByteQuads, DirectKernelGridMatchesReference) {
   Device& dev = DefaultDevice();
   if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "the grid form is OpenCL text";
-  // clang-format off
-  const DirectCase cases[] = {
-      {2, 13, 9, 7, 20, 3, 1, 1, 1, 1},
-      {1, 130, 10, 11, 40, 3, 1, 1, 1, 1},
-      {1, 15, 8, 9, 16, 3, 1, 2, 2, 1},
-      {1, 16, 20, 37, 24, 5, 1, 2, 1, 1},
-      {1, 96, 5, 5, 33, 1, 1, 0, 1, 1},
-      {2, 6, 7, 8, 18, 3, 1, 1, 1, 2},
-      {3, 64, 50, 50, 16, 3, 1, 1, 1, 1},
-  };
-  // clang-format on
   int variant = 0;
-  for (const ConvConfig& config :
-       {ConvConfig{1, 1, 16, 16, 4}, ConvConfig{1, 1, 32, 8, 4}, ConvConfig{1, 3, 32, 4, 4}})
-    for (const DirectCase& c : cases) {
-      const ConvDesc d = DirectDescOf(c, variant);
-      SCOPED_TRACE(d.ToString() + " config " + config.ToString());
-      EXPECT_EQ(CheckDirect(d, config, 71 + variant), ConvInput::kQuadGrid);
-      ++variant;
-    }
+  // clang-format off
+  CheckEachDirect({{1, 1, 16, 16, 4}, {1, 1, 32, 8, 4}, {1, 3, 32, 4, 4}},
+                  {{2, 13, 9, 7, 20, 3, 1, 1, 1, 1},
+                   {1, 130, 10, 11, 40, 3, 1, 1, 1, 1},
+                   {1, 15, 8, 9, 16, 3, 1, 2, 2, 1},
+                   {1, 16, 20, 37, 24, 5, 1, 2, 1, 1},
+                   {1, 96, 5, 5, 33, 1, 1, 0, 1, 1},
+                   {2, 6, 7, 8, 18, 3, 1, 1, 1, 2},
+                   {3, 64, 50, 50, 16, 3, 1, 1, 1, 1}},
+                  ConvInput::kQuadGrid, 71, &variant);
+  // clang-format on
   for (const int v : {0, 1}) {  // with a residual (long lanes) and without (RequantWide)
     const ConvDesc d = DirectDescOf({1, 20, 9, 21, 18, 3, 1, 1, 1, 1}, v);
     ConvQuant q = QuantOf(d, -1);
@@ -545,24 +543,16 @@ TEST(ConvByteQuads, DirectKernelGridMatchesReference) {
   // 3×3 at stride 2 (a quad of 3 taps), 7×7 at 2 (two quads per window row, the second of 3),
   // 11×11 at 4, 5×5 dilated 2 over groups of one channel, a 4×4 window at stride 3, two images
   // of more packed bytes than a chunk; output rows of 16 and more and of fewer.
-  // clang-format off
   const DirectCase taps[] = {
-      {1, 3, 40, 41, 20, 3, 2, 1, 1, 1},
-      {2, 3, 23, 37, 18, 7, 2, 3, 1, 1},
-      {1, 3, 27, 26, 20, 11, 4, 0, 1, 1},
-      {2, 2, 11, 13, 18, 5, 1, 2, 2, 2},
-      {1, 2, 30, 70, 9, 4, 3, 1, 1, 1},
-      {2, 3, 120, 120, 16, 5, 3, 2, 1, 1},
+      {1, 3, 40, 41, 20, 3, 2, 1, 1, 1},  {2, 3, 23, 37, 18, 7, 2, 3, 1, 1},
+      {1, 3, 27, 26, 20, 11, 4, 0, 1, 1}, {2, 2, 11, 13, 18, 5, 1, 2, 2, 2},
+      {1, 2, 30, 70, 9, 4, 3, 1, 1, 1},   {2, 3, 120, 120, 16, 5, 3, 2, 1, 1},
   };
-  // clang-format on
-  for (const ConvConfig& config : {ConvConfig{1, 1, 16, 16, 4}, ConvConfig{1, 3, 32, 4, 4}})
-    for (const DirectCase& c : taps) {
-      const ConvDesc d = DirectDescOf(c, variant);
-      SCOPED_TRACE(d.ToString() + " config " + config.ToString());
-      EXPECT_TRUE(conv_internal::QuadGridLayoutOf(d).taps);
-      EXPECT_EQ(CheckDirect(d, config, 71 + variant), ConvInput::kQuadGrid);
-      ++variant;
-    }
+  for (const DirectCase& c : taps)
+    EXPECT_TRUE(conv_internal::QuadGridLayoutOf(DirectDescOf(c, 0)).taps);
+  CheckEachDirect({{1, 1, 16, 16, 4}, {1, 3, 32, 4, 4}},
+                  {taps[0], taps[1], taps[2], taps[3], taps[4], taps[5]}, ConvInput::kQuadGrid, 71,
+                  &variant);
   EXPECT_THROW(ConvConfig({1, 2, 32, 8, 4}).Validate(), Error);  // 32 accumulators
   EXPECT_THROW(ConvConfig({1, 1, 32, 2, 4}).Validate(), Error);
   EXPECT_FALSE(ConvConfig({1, 1, 16, 16, 4}).Supports(Backend::kCuda));
