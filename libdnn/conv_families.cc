@@ -31,10 +31,11 @@ constexpr const char* kGridStrideOneEvidence =
     "o64) 0.48-0.61 -> 0.43-0.46, res3 (c128 h28) 0.40-0.46 -> 0.41-0.44; GoogLeNet conv2 (c64 h56 "
     "o192) 1.20-1.22 -> 1.11-1.17, inception_3a/3b 5x5 (c16/c32 h28) 0.14-0.16 -> 0.11-0.12 and "
     "0.30-0.31 -> 0.25-0.26, 3x3 (c96/c128 h28) level; SqueezeNet 1.1 expand3x3 c16 h56 "
-    "0.23-0.27 -> 0.21-0.26, c32 h28 0.18-0.20 -> 0.19-0.23 (the one loss). Forced on 14x14 "
-    "outputs (2 of 16 lanes idle; MPCAFFE_KERNEL_CONFIG='conv:l1 oc1 px32 v8 k4' against the "
-    "quads' l1 oc4 px3 v16 k4, medians of 3 rounds): ResNet-50 res4 level to 3 % slower, "
-    "GoogLeNet 4a-4e 2-20 % slower; 7x7 (9 of 16 idle) 1.5-1.9 x slower: not taken";
+    "0.23-0.27 -> 0.21-0.26, c32 h28 0.18-0.20 -> 0.19-0.23 (the one loss). 14x14 outputs (2 of "
+    "16 lanes idle), MPCAFFE_KERNEL_CONFIG='conv:l1 oc1 px32 v8 k4' against the default l1 oc4 "
+    "px3 v16 k4, 4 alternating rounds, medians: GoogLeNet 4a-4e's 3x3 0.27-0.41 -> 0.21-0.37, "
+    "5x5 0.12-0.17 -> 0.09-0.14, ResNet-50 res4 0.449 -> 0.443, SqueezeNet fire6-9 0.182 / 0.220 "
+    "-> 0.171 / 0.225; 7x7 and 8x8 outputs (9 and 8 of 16 idle) 1.1-1.9 x slower: not taken";
 
 bool RowForm(const ConvDesc& d) { return conv_internal::PointwiseRowForm(d); }
 
@@ -279,7 +280,7 @@ const DefaultsTable<std::optional<ConvConfig>, ConvDesc>& DirectShapeDefaults() 
   // The grid form (vectors of 16 pixels of one channel) requantizes and stores whole vectors
   // where the channel-lane quads take each output byte alone: it pays where the window loop is
   // short against the epilogue (first layers, few input channels) and the output rows fill its
-  // vectors (at 7 and 14 columns 9 and 2 of 16 lanes are computed for nothing).
+  // vectors (at 14 columns 2 of 16 lanes are computed for nothing, at 7 columns 9).
   // Tap quads (first layers) run few steps per output, so the epilogue and the channels a
   // tile pads count: 48-channel blocks where 64-channel ones would pad a quarter or more, and 4
   // pixels per work-item, whose output bytes leave as one word per channel.
@@ -346,12 +347,12 @@ const DefaultsTable<std::optional<ConvConfig>, ConvDesc>& DirectShapeDefaults() 
        "MPCAFFE_KERNEL_CONFIG='conv:l1 oc4 px3 v16 k4', 3 alternating rounds): 16-24 channels "
        "mixed (0.197 / 0.156 ms on 14x14, 0.908 / 1.052 on 55x55), 32-64 ahead or level"},
       {"OpenCL CPU runtime, byte quad products in a helper, int8q, a window wider than 1x1 at "
-       "stride 1, output rows of at least 28 columns: the grid form, 8 channels x two vectors "
+       "stride 1, output rows of at least 14 columns: the grid form, 8 channels x two vectors "
        "of 16 pixels",
        [](const TargetProfile& p, const ConvDesc& d) {
          return p.cpu_vectors && p.byte_quad_products && d.type == DataType::kInt8Q &&
                 d.stride_h == 1 && d.stride_w == 1 && d.kernel_h * d.kernel_w > 1 &&
-                d.out_w() >= 28;
+                d.out_w() >= 14;
        },
        ConvConfig{1, 1, 32, 8, 4}, kGridStrideOneEvidence},
       {"everything else: the data type's row (DirectConvDefaults)",

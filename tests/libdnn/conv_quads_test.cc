@@ -604,9 +604,10 @@ TEST(ConvByteQuads, DirectDefaultFollowsTheProfile) {
   alexnet.channels = 4;  // channel quads at stride 4
   EXPECT_FALSE(shape(p, alexnet).has_value());
   alexnet.channels = 3;
-  // Windows at stride 1 over channel quads: the grid form from 28 output columns.
+  // Windows at stride 1 over channel quads: the grid form from 14 output columns.
   EXPECT_EQ(shape(p, DirectDescOf({1, 16, 28, 28, 32, 5, 1, 2, 1, 1}, 1))->ToString(), grid);
-  EXPECT_FALSE(shape(p, DirectDescOf({1, 64, 14, 14, 64, 3, 1, 1, 1, 1}, 1)).has_value());
+  EXPECT_EQ(shape(p, DirectDescOf({1, 64, 14, 14, 64, 3, 1, 1, 1, 1}, 1))->ToString(), grid);
+  EXPECT_FALSE(shape(p, DirectDescOf({1, 64, 7, 7, 64, 3, 1, 1, 1, 1}, 1)).has_value());
   EXPECT_FALSE(shape(p, DirectDescOf({1, 64, 56, 56, 64, 1, 1, 0, 1, 1}, 1)).has_value());
   // The pointwise row form gives way to it on first layers of 32 columns or more.
   const ConvDesc mobilenet = DirectDescOf({1, 3, 224, 224, 32, 3, 2, 1, 1, 1}, 1);
@@ -629,7 +630,8 @@ TEST(ConvByteQuads, DirectDefaultFollowsTheProfile) {
   EXPECT_FALSE(shape(p, DirectDescOf({1, 64, 56, 56, 64, 3, 2, 1, 1, 1}, 1)).has_value());
   EXPECT_FALSE(shape(p, DirectDescOf({1, 64, 56, 56, 64, 1, 1, 0, 1, 1}, 1)).has_value());
   EXPECT_EQ(shape(p, resnet)->ToString(), grid);  // tap quads: 3 channels
-  EXPECT_FALSE(shape(p, DirectDescOf({1, 24, 14, 14, 64, 5, 1, 2, 1, 1}, 1)).has_value());
+  EXPECT_EQ(shape(p, DirectDescOf({1, 24, 14, 14, 64, 5, 1, 2, 1, 1}, 1))->ToString(), grid);
+  EXPECT_FALSE(shape(p, DirectDescOf({1, 24, 7, 7, 64, 5, 1, 2, 1, 1}, 1)).has_value());
   // Fewer than 32 channels: the grid form where the rows are wide.
   EXPECT_EQ(shape(p, DirectDescOf({1, 16, 56, 56, 64, 3, 1, 1, 1, 1}, 1))->ToString(), grid);
   p.byte_tile_products = false;
