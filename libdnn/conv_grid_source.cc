@@ -1,11 +1,11 @@
 // libdnn/conv_grid_source.cc — the int8 direct convolution's grid form (ConvInput::kQuadGrid,
-// ConvConfig::grid): vectors of 16 neighbouring pixels of the padded input's grid, each of the
+// ConvConfig::grid): vectors of 16 neighbouring output columns of one row, each of the
 // work-item's channels one broadcast word of byte quads. Where the channel-lane quads hold 16
 // channels of one pixel per accumulator and requantize and store them lane by lane across
 // output planes, an accumulator here is 16 pixels of one channel: one requantization of 16
 // lanes with the channel's scalar multiplier and one 16-byte store where the pixels lie in one
-// output row. Layers of few input channels (SqueezeNet's and GoogLeNet's 3x3 and 5x5) spent
-// more in that epilogue than in their window loop.
+// output row. Layers of few input channels (SqueezeNet's 3x3 over 16 channels) spent more in
+// that epilogue than in their window loop.
 #include <string>
 
 #include "codegen/vector_words.h"
