@@ -103,6 +103,39 @@ def version(engine):
     return importlib.import_module(MODULE[engine]).__version__
 
 
+def openvino_config(threads=0, perf_count=False):
+    """The CPU plugin's settings for every compile here (fp32 asked for: see openvino_runner)."""
+    config = {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY",
+              "PERF_COUNT": bool(perf_count)}
+    if threads:
+        config["INFERENCE_NUM_THREADS"] = threads
+    return config
+
+
+def child_compile_failure(code, path, python=None):
+    """Why `code` (Python text compiling the model at sys.argv[1]) failed in a child process,
+    or None where it exited cleanly. A segmentation fault inside an engine's compile takes the
+    process with it (OpenVINO 2026.4's compile_model on DenseNet-121's ONNX export): tried in a
+    child first, a peer that cannot compile a net drops out of its rows instead of the run."""
+    import subprocess
+    import sys
+    r = subprocess.run([python or sys.executable, "-c", code, path], capture_output=True,
+                       text=True)
+    if r.returncode == 0:
+        return None
+    why = (f"killed by signal {-r.returncode}" if r.returncode < 0
+           else f"exit status {r.returncode}")
+    last = r.stderr.strip().splitlines()[-1:] if r.stderr.strip() else []
+    return why + (f": {last[0]}" if last else "")
+
+
+def openvino_compile_failure(path, threads=0):
+    """child_compile_failure of OpenVINO's CPU plugin on the ONNX file `path`."""
+    code = ("import sys, openvino as ov; ov.Core().compile_model(sys.argv[1], 'CPU', "
+            + repr(openvino_config(threads)) + ")")
+    return child_compile_failure(code, path)
+
+
 def openvino_runner(path, feeds, threads=0, perf_count=False):
     """OpenVINO's CPU plugin on an ONNX file: a callable running one synchronous inference (its
     .request the infer request, for get_profiling_info(); .compiled the compiled model). fp32 is
@@ -111,11 +144,7 @@ def openvino_runner(path, feeds, threads=0, perf_count=False):
     low-precision transformations move the convolutions and matrix products to u8 × i8)."""
     import openvino as ov
     core = ov.Core()
-    config = {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY",
-              "PERF_COUNT": bool(perf_count)}
-    if threads:
-        config["INFERENCE_NUM_THREADS"] = threads
-    compiled = core.compile_model(path, "CPU", config)
+    compiled = core.compile_model(path, "CPU", openvino_config(threads, perf_count))
     request = compiled.create_infer_request()
     inputs = {compiled.input(name): x for name, x in feeds.items()}
 

@@ -226,8 +226,16 @@ def peer_runners(args, engines, prototxt, weights, fp32_path, tmp):
         runners["onnxruntime"] = {"fp32": lambda: session.run(None, feeds),
                                   "int8": lambda: int8.run(None, feeds)}
     if "openvino" in engines:
-        runners["openvino"] = {d: pe.openvino_runner(path, feeds, args.threads)
-                               for d, path in (("fp32", fp32_path), ("int8", int8_path))}
+        ov = {}
+        for d, path in (("fp32", fp32_path), ("int8", int8_path)):
+            failure = pe.openvino_compile_failure(path, args.threads)
+            if failure:
+                print(f"OpenVINO cannot compile {args.model}'s {d} export ({failure}); no "
+                      f"openvino {d} rows", flush=True)
+            else:
+                ov[d] = pe.openvino_runner(path, feeds, args.threads)
+        if ov:
+            runners["openvino"] = ov
     if "opencv" in engines:
         try:
             runners["opencv"] = {"fp32": pe.opencv_runner(prototxt, weights, feeds)}

@@ -163,3 +163,14 @@ def test_rusticl_table_pairs_each_rusticl_row_with_pocl_of_the_same_run(tmp_path
                                 "results": [_bench_row("Portable Computing Language", "fp32", 1)]}))
     with pytest.raises(SystemExit, match="no rusticl rows"):
         rusticl_table.main()
+
+
+def test_child_compile_failure_names_a_crash_and_passes_a_clean_exit(tmp_path):
+    model = tmp_path / "model.onnx"
+    model.write_bytes(b"")
+    assert peer_engines.child_compile_failure("import sys; open(sys.argv[1])", str(model)) is None
+    crash = peer_engines.child_compile_failure("import os, signal; os.kill(os.getpid(), "
+                                               "signal.SIGSEGV)", str(model))
+    assert crash.startswith("killed by signal 11")
+    failed = peer_engines.child_compile_failure("raise SystemExit('no such layer')", str(model))
+    assert failed == "exit status 1: no such layer"
