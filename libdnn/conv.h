@@ -442,6 +442,11 @@ class Convolution {
   static ConvDesc SubsampledDesc(const ConvDesc& desc);
 
  private:
+  /// The direct kernel's forward (conv_direct.cc): packing per chunk of images where the input
+  /// mode packs, then the forward kernel; `bias` and `residual` any valid buffer when unused.
+  Event ForwardDirect(const BufferRef& input, const BufferRef& bias, const BufferRef& residual,
+                      const BufferRef& output, Queue* queue);
+
   Device* device_;
   ConvDesc desc_;
   ConvConfig config_;

@@ -104,8 +104,10 @@ size_t PackedWindow(const ConvDesc& d, ConvInput m) {
     return size_t(d.kernel_h) * d.kernel_w * TileLayoutOf(d).blocks * 64;
   // kQuadGrid: the channel quads' packing (wp[g][blk][tap][q][t], a word per channel t), or
   // the tap quads' (wp[g][blk][ky][kq][ic][t]).
-  if (m == ConvInput::kQuadGrid && QuadGridLayoutOf(d).taps)
-    return size_t(d.kernel_h) * QuadGridLayoutOf(d).planes * 4;
+  if (m == ConvInput::kQuadGrid) {
+    const QuadGridLayout l = QuadGridLayoutOf(d);
+    if (l.taps) return size_t(d.kernel_h) * l.planes * 4;
+  }
   return size_t(d.kernel_h) * d.kernel_w * PackedChannels(d, m);
 }
 
