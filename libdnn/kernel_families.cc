@@ -335,7 +335,7 @@ std::vector<KernelFamilyEntry> Build() {
                  if (k.backend == Backend::kOpenCL)
                    for (ConvDesc d : ConvDescs()) {
                      if (d.type != DataType::kInt8Q) continue;
-                     d.channels = 8, d.height = d.width = 9, d.out_channels = 8;
+                     d.height = d.width = 9, d.out_channels = 8;
                      d.kernel_h = d.kernel_w = 3;
                      for (const int c : {8, 3}) {
                        d.channels = c, d.stride_h = d.stride_w = c == 3 ? 2 : 1;
