@@ -149,5 +149,58 @@ TEST(WidenedCompare, WriterFormsGiveTheHostIntegersOnEveryDevice) {
   }
 }
 
+// mp_requant64 (int16q's requantization) against quant::Requantize64 for accumulators on both
+// sides of its 64-bit shortcut (magnitudes below 2^31) and far past it, multipliers across
+// [2^30, 2^31) and below, and shifts from none (right 0) through 62 to past every bit.
+TEST(WidenedCompare, Requantize64MatchesTheHostOnEveryDevice) {
+  const std::vector<Device*> devices = OpenCLDevices();
+  if (devices.empty()) GTEST_SKIP() << "no OpenCL device";
+  const int64_t big = int64_t{1} << 31;
+  // Around 2^31 (the shortcut's bound), products past 2^64 (2^35, 2^39), int16q's largest sums
+  // (784 products of 65535²) and the ends of the range.
+  std::vector<int64_t> accs = {0, 1, 3, 255, 65535, big - 1, big, big + 1, 2 * big - 1, 2 * big};
+  for (int64_t v : {(big << 4) + 7, (big << 8) - 1, big * 1000 + 12345, int64_t{1} << 62,
+                    int64_t{784} * 65535 * 65535, INT64_MAX, INT64_MIN + 1})
+    accs.push_back(v);
+  for (size_t i = 0, n = accs.size(); i < n; ++i) accs.push_back(-accs[i]);
+  const std::vector<int32_t> mults = {1 << 30, 1518500250, INT32_MAX, 1, 12345};
+  // Shifts up to 31: QuantizeMultiplier's range (M < 2^31).
+  const std::vector<int32_t> shifts = {31, 30, 2, 0, -1, -15, -31, -32, -40, -97, -100};
+  std::vector<int64_t> acc;
+  std::vector<int32_t> mult, shift;
+  for (int64_t a : accs)
+    for (int32_t m : mults)
+      for (int32_t s : shifts) acc.push_back(a), mult.push_back(m), shift.push_back(s);
+  const size_t n = acc.size();
+  for (Device* d : devices) {
+    SCOPED_TRACE(d->Describe() + " (" + d->info().implementation + ")");
+    KernelWriter w(KernelTarget::Of(*d), "test_device");
+    w.UseHelper(KernelHelper::kRequantize);
+    w.Kernel("requant64")
+        .Value("int", "n")
+        .In("mp_i64", "acc")
+        .In("int", "mult")
+        .In("int", "shift")
+        .Out("mp_i64", "y")
+        .Body(R"(  const int i = $global_id(0);
+  if (i < n) y[i] = mp_requant64(acc[i], mult[i], shift[i]);
+)");
+    auto program = d->BuildProgram(w.Source());
+    auto a = d->Alloc<int64_t>(n);
+    auto m = d->Alloc<int32_t>(n);
+    auto s = d->Alloc<int32_t>(n);
+    auto y = d->Alloc<int64_t>(n);
+    d->Write(a, acc.data(), n);
+    d->Write(m, mult.data(), n);
+    d->Write(s, shift.data(), n);
+    program->GetKernel("requant64").Arg(int32_t(n)).Arg(a).Arg(m).Arg(s).Arg(y).Launch({n, 1, 1});
+    std::vector<int64_t> got(n);
+    d->Read(y, got.data(), n);
+    for (size_t i = 0; i < n; ++i)
+      EXPECT_EQ(got[i], quant::Requantize64(acc[i], {mult[i], shift[i]}))
+          << "acc " << acc[i] << ", multiplier " << mult[i] << ", shift " << shift[i];
+  }
+}
+
 }  // namespace
 }  // namespace mpcaffe

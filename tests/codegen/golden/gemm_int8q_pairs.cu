@@ -110,6 +110,12 @@ __device__ __forceinline__ mp_i64 mp_requant64(mp_i64 acc, int mult, int shift) 
   int negative = acc < 0;
   mp_u64 a = negative ? (mp_u64)0 - (mp_u64)acc : (mp_u64)acc;
   mp_u64 m = (mp_u64)(mp_u32)mult;
+  if (right >= 1 && right <= 62 && (a >> 31) == 0) {
+    // a < 2^31 and m < 2^32: the product, its nudge (at most 2^61) and their sum fit 64 bits, and
+    // the result is below 2^63: the 128-bit steps below give the same (int16q sums of short rows).
+    const mp_u64 q = (a * m + ((mp_u64)1 << (right - 1))) >> right;
+    return negative ? -(mp_i64)q : (mp_i64)q;
+  }
   mp_u64 lo = a * m;
   mp_u64 hi = __umul64hi(a, m);
   mp_u64 r;
