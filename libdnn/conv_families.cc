@@ -167,6 +167,18 @@ const DefaultsTable<ConvConfig, DataType>& DirectConvDefaults() {
        "2026-11-29 (docs/BENCHMARKS.md, \"Default configurations\"): the 3x3 layers' sum "
        "42.9 -> 12.5 ms, the 1x1 stride-2 layers' 15.5 -> 6.1; oc2 px6, oc4 px4, oc2 px4 and "
        "oc3 px4 within the noise of oc4 px3"},
+      {"OpenCL CPU runtime with 16 vector registers (AVX2), int8q in 16-bit pairs",
+       [](const TargetProfile& p, const DataType& t) {
+         return p.cpu_vectors && p.half_register_tiles && t == DataType::kInt8Q;
+       },
+       {1, 4, 2, 8},
+       "mpcaffe time --model <net converted to int8> --weights <bench/peers.py's> --iterations "
+       "20 --json --explain, the direct kernel's layers summed, MPCAFFE_KERNEL_CONFIG='conv:l1 "
+       "oc4 px2 v8' against l1 oc4 px3 v8, 3 alternating rounds, AVX2 caps, AMD EPYC, "
+       "2026-12-04: GoogLeNet 2.26 -> 2.07 ms (Intel's runtime) and 2.87 -> 2.27 (PoCL), "
+       "ResNet-50 3.72 -> 3.41 and 3.64 -> 3.14, AlexNet 3.97 -> 3.76 and 3.81 -> 3.74; 4 x 3's "
+       "12 accumulators, 3 broadcasts and a weight vector spill an accumulator at 16 registers "
+       "(PoCL's assembly); fp32 keeps 4 x 3 (4 x 2 lost 4-6% on AlexNet's whole pass)"},
       {"OpenCL CPU runtime, fp32, vectors of 16 floats in one register (PoCL at AVX-512)",
        [](const TargetProfile& p, const DataType& t) {
          return p.sixteen_lane_registers && t == DataType::kFloat32;

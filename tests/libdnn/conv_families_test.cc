@@ -138,7 +138,16 @@ TEST(ConvFamilies, DirectDefaultsPerDeviceClass) {
   intel.wide_tiles_slow_at_256_bits = true;
   EXPECT_FALSE(TargetProfile::Of(intel).sixteen_lane_registers);
   EXPECT_EQ(DefaultConvConfig(intel, DataType::kFloat32), (ConvConfig{1, 4, 3, 8}));
-  EXPECT_EQ(DefaultConvConfig(cpu, DataType::kInt8Q), (ConvConfig{1, 4, 3, 8}));
+  // int8q in 16-bit pairs: 4 × 8 channels × 3 pixels, × 2 pixels where 16 registers are all
+  // there are (AVX2: 4 × 3 spilled an accumulator).
+  cpu_profile.half_register_tiles = false;
+  EXPECT_EQ(DefaultRowFor(DirectConvDefaults(), "conv", cpu_profile, DataType::kInt8Q).config,
+            (ConvConfig{1, 4, 3, 8}));
+  cpu_profile.half_register_tiles = true;
+  EXPECT_EQ(DefaultRowFor(DirectConvDefaults(), "conv", cpu_profile, DataType::kInt8Q).config,
+            (ConvConfig{1, 4, 2, 8}));
+  EXPECT_EQ(DefaultRowFor(DirectConvDefaults(), "conv", cpu_profile, DataType::kFloat32).config,
+            (ConvConfig{1, 4, 3, 8}));
   EXPECT_EQ(DefaultConvConfig(cpu, DataType::kInt16Q), (ConvConfig{1, 2, 2, 8}));
   EXPECT_EQ(DefaultConvConfig(llvmpipe, DataType::kInt8Q), (ConvConfig{1, 2, 6, 8}));
   EXPECT_EQ(DefaultConvConfig(llvmpipe, DataType::kInt16Q), (ConvConfig{32, 2, 4, 1}));
