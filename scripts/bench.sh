@@ -14,7 +14,8 @@
 #             BENCH_ZOO_DEVICES (0,1) at each CPU level of BENCH_LEVELS (native, plus avx2 on an
 #             AVX-512 CPU; bench/peer_engines.py) in BENCH_ZOO_ROUNDS (3) alternating rounds,
 #             bench/peers_table.py: zoo
-#   zoomore   the same nets at batch 16 and bench/zoo_nets.py's at batch 1, native level: zoomore
+#   zoomore   the same nets at batch 16 (native level) and bench/zoo_nets.py's at batch 1 (each
+#             level of BENCH_LEVELS): zoomore
 #   scaleout  scripts/bench-scale-out.sh (BENCH_SCALE_OUT_STEPS "lenet,alexnet,allreduce,fp16",
 #             BENCH_SCALE_OUT_RUNS 3; PoCL): training throughput with 1 and 2 MPI ranks, the
 #             allreduce alone, fp16 gradients, the scaling model: scaleout, allreduce,
