@@ -219,24 +219,28 @@ if [[ $STEPS == *,zoomore,* ]] && [ "${BENCH_PEERS:-1}" != 0 ]; then
   load=$(cut -d' ' -f1 /proc/loadavg)
   python3 bench/zoo_nets.py --output-dir build/bench/zoo_nets >&2
   more=() more_native=()
-  # batch:net[:dtypes[:level]]; AlexNet also with 4-bit weights (int8w4, beside the peers' int8).
+  # batch:net[:dtypes[:level[:rounds]]]; AlexNet also with 4-bit weights (int8w4, beside the
+  # peers' int8). The unseen nets take the zoo step's alternating rounds: a single round let
+  # one slow process (a whole process 30% slower now and then on the 2-vCPU VM) decide a ratio.
+  # The batch-16 runs stay single rounds: each iteration is already long.
   alex=$SHARED/models/bvlc/bvlc_alexnet/deploy
   unseen=()
   for level in ${LEVELS//,/ }; do
     for net in mobilenet_v2 squeezenet11 googlenet; do
-      unseen+=("1:build/bench/zoo_nets/${net}_deploy:fp32,int8:$level")
+      unseen+=("1:build/bench/zoo_nets/${net}_deploy:fp32,int8:$level:${BENCH_ZOO_ROUNDS:-3}")
     done
   done
   for spec in 16:$SHARED/models/zoo/resnet50_deploy 16:$SHARED/models/zoo/mobilenet_v1_deploy \
       1:$alex:fp32,int8,int8w4 16:$alex:fp32,int8,int8w4 "${unseen[@]}"; do
-    IFS=: read -r batch model dtypes level <<< "$spec"
-    model=$model.prototxt dtypes=${dtypes:-fp32,int8} level=${level:-native}
+    IFS=: read -r batch model dtypes level rounds <<< "$spec"
+    model=$model.prototxt dtypes=${dtypes:-fp32,int8} level=${level:-native} rounds=${rounds:-1}
     name=$(basename "$(dirname "$model")")_$(basename "$model" .prototxt)
     out="$OUT/zoomore_${level}_b${batch}_$name.json"
     rm -f "$out"
     echo "== bench/peers.py: $model, batch $batch, $dtypes, level $level" >&2
     python3 bench/peers.py --model "$model" --batch "$batch" --device "${BENCH_ZOO_DEVICES:-0,1}" \
-      --no-clblast --iterations "$ITERATIONS" --level "$level" --dtypes "$dtypes" \
+      --no-clblast --iterations "$ITERATIONS" --rounds "$rounds" --level "$level" \
+      --dtypes "$dtypes" \
       --mpcaffe "$MPCAFFE" --json "$out" ||
       echo "bench.sh: bench/peers.py failed for $model at batch $batch, level $level" >&2
     [ -f "$out" ] || continue
@@ -256,7 +260,8 @@ if [[ $STEPS == *,zoomore,* ]] && [ "${BENCH_PEERS:-1}" != 0 ]; then
     splice_table zoomore "$OUT/zoomore.md" "\`python3 bench/zoo_nets.py\`, then \`python3 \
 bench/peers.py --model <net> --batch <16 for the zoo step's nets, 1 for zoo_nets.py's, AlexNet \
 both> --device ${BENCH_ZOO_DEVICES:-0,1} --no-clblast --iterations $ITERATIONS --level <native; \
-zoo_nets.py's nets also at each of $LEVELS> [--dtypes fp32,int8,int8w4 for AlexNet]\` per net, \
+zoo_nets.py's nets also at each of $LEVELS> --rounds <${BENCH_ZOO_ROUNDS:-3} for zoo_nets.py's \
+nets, else 1> [--dtypes fp32,int8,int8w4 for AlexNet]\` per net, \
 \`python3 bench/peers_table.py\` and \`bench/peers_plot.py\`" "$load"
   fi
 fi
