@@ -470,9 +470,7 @@ Event Convolution::SetWeights(const BufferRef& packed_weights, Queue* queue) {
       .Arg(int32_t{oc_padded_ / config_.channels_per_group()})
       .Arg(int32_t{khw})
       .Arg(int32_t{total});
-  if ((input_ == ConvInput::kPackedQuads && QuadLayoutOf(d).taps) ||
-      (input_ == ConvInput::kQuadGrid && QuadGridLayoutOf(d).taps))
-    pack_.Arg(int32_t{d.kernel_w});
+  if (UsesTapQuads(d, input_)) pack_.Arg(int32_t{d.kernel_w});
   packed_ready_ = true;
   Event packed = pack_.Launch1D(size_t(total), queue);
   if (input_ != ConvInput::kDot4 && !IsByteQuads(input_)) return packed;

@@ -151,14 +151,21 @@ TileLayout TileLayoutOf(const ConvDesc& d) {
   return l;
 }
 
+bool GridTapQuads(const ConvDesc& d) { return d.channels / d.groups < 4 && d.kernel_w > 1; }
+
+bool UsesTapQuads(const ConvDesc& d, ConvInput m) {
+  return (m == ConvInput::kPackedQuads && QuadLayoutOf(d).taps) ||
+         (m == ConvInput::kQuadGrid && GridTapQuads(d));
+}
+
 bool GridApplies(const ConvDesc& d) {
-  return (d.stride_h == 1 && d.stride_w == 1) || QuadGridLayoutOf(d).taps;
+  return (d.stride_h == 1 && d.stride_w == 1) || GridTapQuads(d);
 }
 
 QuadGridLayout QuadGridLayoutOf(const ConvDesc& d) {
   QuadGridLayout l;
   const int cg = d.channels / d.groups, xb = DivUp(d.out_w(), 16);
-  l.taps = cg < 4 && d.kernel_w > 1;
+  l.taps = GridTapQuads(d);
   l.grid = 16 * d.out_h() * xb;
   // The last word a vector reads: its row's last block, 15 lanes on, at the window's far tap
   // (tap quads: the far window row; the columns are the output's).

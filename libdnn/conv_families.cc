@@ -302,7 +302,7 @@ const DefaultsTable<std::optional<ConvConfig>, ConvDesc>& DirectShapeDefaults() 
        "rows of at least 32 columns: the grid form, 8 channels x two vectors of 16 pixels",
        [](const TargetProfile& p, const ConvDesc& d) {
          return p.cpu_vectors && p.byte_quad_products && d.type == DataType::kInt8Q &&
-                conv_internal::QuadGridLayoutOf(d).taps && d.out_w() >= 32;
+                conv_internal::GridTapQuads(d) && d.out_w() >= 32;
        },
        ConvConfig{1, 1, 32, 8, 4}, kGridFirstLayerEvidence},
       {"OpenCL CPU runtime, byte quad products in a helper, int8q in tap quads (fewer than 4 "

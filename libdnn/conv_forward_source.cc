@@ -79,8 +79,7 @@ struct ForwardText {
         quads(IsByteQuads(input)),
         byte_tiles(input == ConvInput::kPackedTiles),
         grid(input == ConvInput::kQuadGrid),
-        taps((input == ConvInput::kPackedQuads && QuadLayoutOf(desc).taps) ||
-             (input == ConvInput::kQuadGrid && QuadGridLayoutOf(desc).taps)),
+        taps(UsesTapQuads(desc, input)),
         pairs(input != ConvInput::kDirect && !dot4 && !quads),
         packed(IsPacked(input)),
         split(input == ConvInput::kPackedSplit),

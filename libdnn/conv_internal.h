@@ -238,6 +238,12 @@ struct QuadGridLayout {
   int h = 0, w = 0, grid = 0, plane = 0, planes = 0, kq = 1;
 };
 QuadGridLayout QuadGridLayoutOf(const ConvDesc& d);
+/// The grid form's tap quads (QuadGridLayout::taps): fewer than 4 input channels per group
+/// under a window wider than one column.
+bool GridTapQuads(const ConvDesc& d);
+/// Whether input mode `m` packs `d`'s weights and input as tap quads (QuadLayout::taps in byte
+/// quads, GridTapQuads in the grid form): the weight pack then takes the window's width.
+bool UsesTapQuads(const ConvDesc& d, ConvInput m);
 /// Whether the grid form serves `d`: a window at stride 1, or tap quads at any stride.
 bool GridApplies(const ConvDesc& d);
 /// kQuadGrid's bodies (conv_grid_source.cc): conv_xpack_<type> (x, xq, Cg, HW, NG, x_zero, XW,
