@@ -111,6 +111,9 @@ class VectorWords {
   /// requantized residual when `res` is given, clamped to [lo, hi] — the same integers as
   /// Requant's long lanes summed and clamped, but in int32 lanes (a high multiply) when the
   /// shift allows it, which is every calibrated layer of the zoo nets.
+  /// `lo` spelled as `zero` without a residual (a ReLU's clamp at the zero point): the int32
+  /// path takes max(val, 0) for |val| and clamps above only — the same integers, since every
+  /// value ≤ 0 then clamps to the zero point.
   /// `setup`, when given, names a RequantSetup of the same lanes, multiplier and shift declared
   /// before (the int32-lane path then takes its constants from there instead of deriving them
   /// again: once per channel, not once per vector).

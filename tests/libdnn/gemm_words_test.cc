@@ -157,30 +157,41 @@ TEST(VectorRequantClamp, MatchesTheHostReferenceWithAndWithoutResidual) {
     pre_m.push_back({pre_g[i], pre_g[i + 1]});
   }
   ASSERT_EQ(quant::RequantPreShift(pre_m, 1 << 17), pre);
-  for (int pass = 0; pass < 5; ++pass) {
-    const bool with_residual = pass > 0 && pass < 4, known = pass >= 3;
+  // The sixth and seventh: clamped below at the zero point (a fused ReLU's range, the text's
+  // max(v, 0) form), the paths chosen per vector and then known.
+  const std::vector<int32_t> any_g = g;
+  for (int pass = 0; pass < 7; ++pass) {
+    const bool with_residual = pass > 0 && pass < 4, known = pass == 3 || pass == 4 || pass == 6;
+    const bool relu = pass >= 5;
     SCOPED_TRACE(pass == 0   ? "without a residual"
                  : pass == 1 ? "with a residual"
                  : pass == 2 ? "with x - z"
                  : pass == 3 ? "with x - z, the paths known"
-                             : "the int32 path after a left shift");
+                 : pass == 4 ? "the int32 path after a left shift"
+                 : pass == 5 ? "clamped at the zero point"
+                             : "clamped at the zero point, the path known");
     VectorResidual res{"vload16(0, xr + i)", "p[3]", "p[4]", pass >= 2 ? "1" : "", known};
     const std::vector<int32_t>& rv_pass = pass >= 2 ? small : rv;
     if (pass == 3) g = known_g;
     if (pass == 4) g = pre_g;
+    if (relu) {  // a range from the zero point up (the kernels' zero ≤ their type's maximum)
+      g = pass == 5 ? any_g : known_g;
+      for (size_t i = 0; i < g.size(); i += 8) g[i + 6] = std::max(g[i + 6], g[i + 2]);
+    }
     KernelWriter w(KernelTarget::Of(dev), "test_requant_clamp");
     w.Kernel("vector_requant_clamp")
         .In("int", "xv")
         .In("int", "xr")
         .In("int", "xg")
         .Out("int", "y")
-        .Body("  const int i = $global_id(0) * 16;\n"
-              "  const $global int* p = xg + $global_id(0) * 8;\n" +
-              VectorWords(w.target())
-                  .RequantClamp(16, "r", "vload16(0, xv + i)", "p[0]", "p[1]", "p[2]",
-                                with_residual ? &res : nullptr, "p[5]", "p[6]", 2, "", known,
-                                pass == 4 ? pre : 0) +
-              "  vstore16(r, 0, y + i);\n");
+        .Body(
+            "  const int i = $global_id(0) * 16;\n"
+            "  const $global int* p = xg + $global_id(0) * 8;\n" +
+            VectorWords(w.target())
+                .RequantClamp(16, "r", "vload16(0, xv + i)", "p[0]", "p[1]", "p[2]",
+                              with_residual ? &res : nullptr, relu ? "p[2]" : "p[5]", "p[6]", 2, "",
+                              known, pass == 4 ? pre : 0) +
+            "  vstore16(r, 0, y + i);\n");
     Kernel k = dev.BuildProgram(w.Source())->GetKernel("vector_requant_clamp");
     auto dv = dev.Alloc<int32_t>(n), dr = dev.Alloc<int32_t>(n), dg = dev.Alloc<int32_t>(g.size()),
          dy = dev.Alloc<int32_t>(n);
@@ -193,7 +204,7 @@ TEST(VectorRequantClamp, MatchesTheHostReferenceWithAndWithoutResidual) {
       const int32_t* p = &g[i / 16 * 8];
       int64_t want = int64_t(quant::Requantize32(v[i], {p[0], p[1]})) + p[2];
       if (with_residual) want += quant::Requantize32(rv_pass[i], {p[3], p[4]});
-      want = std::min<int64_t>(std::max<int64_t>(want, p[5]), p[6]);
+      want = std::min<int64_t>(std::max<int64_t>(want, relu ? p[2] : p[5]), p[6]);
       if (got[i] != want) {
         ++bad;
         ADD_FAILURE() << "acc " << v[i] << " multiplier " << p[0] << " shift " << p[1] << " zero "
