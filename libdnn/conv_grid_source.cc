@@ -181,9 +181,11 @@ std::string GridEpilogue(const KernelTarget& target, const ConvConfig& c, int pr
   // the int32 lanes with the channel's constants derived once (RequantSetup; with pre_shift,
   // the value left-shifted first); 1 without a residual, 64-bit products saturated at 2^30
   // (RequantWide); else RequantClamp's own choice per vector, long lanes where it must.
-  auto requant = [&](const VectorResidual* res, bool high) {
-    return v.RequantClamp(16, "r", "val", "rqm", "rqs", "c_zero", res, lo, "Dtype_QMAX", 10,
-                          high ? "rs" : "", high, high ? pre_shift : 0) +
+  // A fused ReLU's range starts at c_zero itself: spelled so, RequantClamp drops the sign's
+  // steps (its floor_at_zero form).
+  auto requant = [&](const VectorResidual* res, bool high, const char* low = nullptr) {
+    return v.RequantClamp(16, "r", "val", "rqm", "rqs", "c_zero", res, low ? low : lo, "Dtype_QMAX",
+                          10, high ? "rs" : "", high, high ? pre_shift : 0) +
            "          qv = " + v.Convert(U8, "r") + ";\n";
   };
   const std::string wide =
@@ -219,7 +221,9 @@ std::string GridEpilogue(const KernelTarget& target, const ConvConfig& c, int pr
          "            rl[l] = l < cols ? Dtype_LOAD(ro, at + l) : res_zero;\n";
     b += "          rc = " + v.Load(16, "rl") + ";\n        }\n        {\n" + requant(&res, false) +
          "        }\n";
-    b += "      } else if (rq_mode == 2) {\n        {\n" + requant(nullptr, true) + "        }\n";
+    b += "      } else if (rq_mode == 2) {\n        if (relu) {\n" +
+         requant(nullptr, true, "c_zero") + "        } else {\n" + requant(nullptr, true) +
+         "        }\n";
     b += "      } else if (rq_mode == 1) {\n        {\n" + wide + "        }\n";
     b += "      } else {\n        {\n" + requant(nullptr, false) + "        }\n      }\n";
     b += "      if (cols == 16) {\n        " + v.MoveStore("uchar", 16, "qv", "yo + at") + ";\n";
