@@ -183,9 +183,9 @@ std::string GridEpilogue(const KernelTarget& target, const ConvConfig& c, int pr
   // (RequantWide); else RequantClamp's own choice per vector, long lanes where it must.
   // A fused ReLU's range starts at c_zero itself: spelled so, RequantClamp drops the sign's
   // steps (its floor_at_zero form).
-  auto requant = [&](const VectorResidual* res, bool high, const char* low = nullptr) {
-    return v.RequantClamp(16, "r", "val", "rqm", "rqs", "c_zero", res, low ? low : lo, "Dtype_QMAX",
-                          10, high ? "rs" : "", high, high ? pre_shift : 0) +
+  auto requant = [&](const VectorResidual* res, bool high, const std::string& low) {
+    return v.RequantClamp(16, "r", "val", "rqm", "rqs", "c_zero", res, low, "Dtype_QMAX", 10,
+                          high ? "rs" : "", high, high ? pre_shift : 0) +
            "          qv = " + v.Convert(U8, "r") + ";\n";
   };
   const std::string wide =
@@ -219,13 +219,13 @@ std::string GridEpilogue(const KernelTarget& target, const ConvConfig& c, int pr
          v.Convert(I, v.MoveLoad("uchar", 16, "ro + at")) + ";\n        } else {\n";
     b += "          int rl[16];\n          for (int l = 0; l < 16; ++l)\n"
          "            rl[l] = l < cols ? Dtype_LOAD(ro, at + l) : res_zero;\n";
-    b += "          rc = " + v.Load(16, "rl") + ";\n        }\n        {\n" + requant(&res, false) +
-         "        }\n";
+    b += "          rc = " + v.Load(16, "rl") + ";\n        }\n        {\n" +
+         requant(&res, false, lo) + "        }\n";
     b += "      } else if (rq_mode == 2) {\n        if (relu) {\n" +
-         requant(nullptr, true, "c_zero") + "        } else {\n" + requant(nullptr, true) +
+         requant(nullptr, true, "c_zero") + "        } else {\n" + requant(nullptr, true, lo) +
          "        }\n";
     b += "      } else if (rq_mode == 1) {\n        {\n" + wide + "        }\n";
-    b += "      } else {\n        {\n" + requant(nullptr, false) + "        }\n      }\n";
+    b += "      } else {\n        {\n" + requant(nullptr, false, lo) + "        }\n      }\n";
     b += "      if (cols == 16) {\n        " + v.MoveStore("uchar", 16, "qv", "yo + at") + ";\n";
     b += "      } else {\n        mp_u8 part[16];\n        " + v.Store(16, "qv", "part") +
          ";\n        for (int l = 0; l < cols; ++l) yo[at + l] = part[l];\n      }\n    }\n";
