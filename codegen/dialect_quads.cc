@@ -20,8 +20,14 @@ typedef int16 mp_i32x16;
 #if defined(MP_BYTE_QUADS_VNNI) && !defined(MP_PORTABLE_FORMS) && !defined(MP_NO_512BIT_FORMS)
 #define MP_QUAD_FN static __attribute__((target("avx512vnni,avx512f"), noinline))
 #define MP_DPBUSD16(acc, x, w) as_int16(__builtin_ia32_vpdpbusd512((acc), (x), (w)))
+#define MP_DPWSSD16(acc, x, w) as_int16(__builtin_ia32_vpdpwssd512((acc), (x), (w)))
 #else
 #define MP_QUAD_FN $device_fn
+$device_fn mp_i32x16 mp_dpwssd16(mp_i32x16 acc, mp_i32x16 x, mp_i32x16 w) {
+  const uint16 p = as_uint16(((x << 16) >> 16) * ((w << 16) >> 16)) + as_uint16((x >> 16) * (w >> 16));
+  return as_int16(as_uint16(acc) + p);
+}
+#define MP_DPWSSD16(acc, x, w) mp_dpwssd16((acc), (x), (w))
 $device_fn mp_i32x16 mp_dpbusd16(mp_i32x16 acc, mp_i32x16 x, mp_i32x16 w) {
   const uint16 wu = as_uint16(w);
   const int16 p = (x & 0xff) * (as_int16(wu << 24) >> 24) +
@@ -42,6 +48,7 @@ $device_fn mp_i32x16 mp_zip4x16(const $global mp_u8* p0, const $global mp_u8* p1
 #define MP_QUAD_LOAD(p) vload16(0, (p))
 #define MP_QUAD_STORE(x, p) vstore16((x), 0, (p))
 typedef int16 __attribute__((aligned(1))) mp_i32x16_u;
+typedef uint8 __attribute__((aligned(1))) mp_u32x8_u;
 #define MP_QUAD_LOAD_BYTES(p) (*(const $global mp_i32x16_u*)(p))
 #define MP_QUAD_XOR(x, w) ((x) ^ (mp_i32x16)(w))
 $device_fn int mp_quad_sum(mp_i32x16 x) {
@@ -50,7 +57,17 @@ $device_fn int mp_quad_sum(mp_i32x16 x) {
   return (int)(q.x + q.y + q.z + q.w);
 }
 #define MP_QUAD_SUM(x) mp_quad_sum(x)
-typedef uint8 __attribute__((aligned(1))) mp_u32x8_u;
+$device_fn mp_i64 mp_quad_sum64(mp_i32x16 x) {
+  const long8 h = convert_long8(x.lo) + convert_long8(x.hi);
+  const long4 q = h.lo + h.hi;
+  return q.x + q.y + q.z + q.w;
+}
+#define MP_QUAD_SUM64(x) mp_quad_sum64(x)
+// The 32 bytes at p in lanes 0..7, zeros above; a word in lanes 0..7, zeros above.
+#define MP_QUAD_LOAD_HALF_BYTES(p) ((mp_i32x16)(as_int8(*(const $global mp_u32x8_u*)(p)), (int8)(0)))
+#define MP_QUAD_HALF_WORD(w) ((mp_i32x16)((int8)(w), (int8)(0)))
+#define MP_QUAD_AND(x, w) ((x) & (mp_i32x16)(w))
+#define MP_QUAD_SRL(x, n) as_int16(as_uint16(x) >> (uint)(n))
 $device_fn mp_i32x16 mp_nibbles64(uint8 p) {
   const uint16 n = (uint16)(p, p >> (uint8)(4)) & (uint16)(0x0f0f0f0fu);
   return as_int16(((n ^ (uint16)(0x08080808u)) + (uint16)(0x78787878u)) ^ (uint16)(0x80808080u));
@@ -87,6 +104,14 @@ __device__ __forceinline__ mp_i32x16 mp_dpbusd16(mp_i32x16 acc, const mp_i32x16&
   return acc;
 }
 #define MP_DPBUSD16(acc, x, w) mp_dpbusd16((acc), (x), (w))
+__device__ __forceinline__ mp_i32x16 mp_dpwssd16(mp_i32x16 acc, const mp_i32x16& x,
+                                                 const mp_i32x16& w) {
+  for (int l = 0; l < 16; ++l)
+    acc.s[l] = (int)((mp_u32)acc.s[l] + (mp_u32)((int)(short)x.s[l] * (short)w.s[l]) +
+                     (mp_u32)((x.s[l] >> 16) * (w.s[l] >> 16)));
+  return acc;
+}
+#define MP_DPWSSD16(acc, x, w) mp_dpwssd16((acc), (x), (w))
 __device__ __forceinline__ mp_i32x16 mp_zip4x16(const mp_u8* p0, const mp_u8* p1, const mp_u8* p2,
                                                 const mp_u8* p3) {
   mp_i32x16 r;
@@ -126,6 +151,36 @@ __device__ __forceinline__ int mp_quad_sum(const mp_i32x16& x) {
   return (int)s;
 }
 #define MP_QUAD_SUM(x) mp_quad_sum(x)
+__device__ __forceinline__ mp_i64 mp_quad_sum64(const mp_i32x16& x) {
+  mp_i64 s = 0;
+  for (int l = 0; l < 16; ++l) s += x.s[l];
+  return s;
+}
+#define MP_QUAD_SUM64(x) mp_quad_sum64(x)
+__device__ __forceinline__ mp_i32x16 mp_quad_and(mp_i32x16 x, int w) {
+  for (int l = 0; l < 16; ++l) x.s[l] &= w;
+  return x;
+}
+#define MP_QUAD_AND(x, w) mp_quad_and((x), (int)(w))
+__device__ __forceinline__ mp_i32x16 mp_quad_load_half_bytes(const mp_u8* p) {
+  mp_i32x16 r(0);
+  for (int l = 0; l < 8; ++l)
+    r.s[l] = (int)((mp_u32)p[4 * l] | ((mp_u32)p[4 * l + 1] << 8) |
+                   ((mp_u32)p[4 * l + 2] << 16) | ((mp_u32)p[4 * l + 3] << 24));
+  return r;
+}
+#define MP_QUAD_LOAD_HALF_BYTES(p) mp_quad_load_half_bytes((const mp_u8*)(p))
+__device__ __forceinline__ mp_i32x16 mp_quad_half_word(int w) {
+  mp_i32x16 r(0);
+  for (int l = 0; l < 8; ++l) r.s[l] = w;
+  return r;
+}
+#define MP_QUAD_HALF_WORD(w) mp_quad_half_word((int)(w))
+__device__ __forceinline__ mp_i32x16 mp_quad_srl(mp_i32x16 x, int n) {
+  for (int l = 0; l < 16; ++l) x.s[l] = (int)((mp_u32)x.s[l] >> n);
+  return x;
+}
+#define MP_QUAD_SRL(x, n) mp_quad_srl((x), (int)(n))
 __device__ __forceinline__ mp_i32x16 mp_nibbles64(const mp_u8* p) {
   mp_i32x16 r;
   for (int l = 0; l < 8; ++l) {

@@ -235,11 +235,28 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       "(and vw=8) mpcaffe time --model <784-30-10 net, int16> --synthetic --iterations 10, 3 "
       "alternating rounds, whole-pass medians 0.83x (PoCL) and 0.88x (Intel's runtime) the vw 8 "
       "time, loaded machine, 2026-11-29";
-  static const char* const kCpuInt16Split =
+  static const char* const kCpuInt16SplitOrder =
       "mpcaffe tune gemm M N K --dtype int16 --tb --weights B --device 0|1 on 10000x30x784, "
-      "16x4096x9216, 64x1000x4096 and 1x4096x9216, AVX-512 and AVX2, 2026-11-30: the best "
-      "tile or within 20% of it on each, 1.5-2.6x the former default (dot tm=4 tn=2 vw=4); "
-      "10000x10x30: no gain, K below 64 keeps the former tile";
+      "16x4096x9216, 64x1000x4096 and 1x4096x9216, AVX-512 and AVX2, 2026-11-30: the tile the "
+      "best or within 20% of it on each, 1.5-2.6x the former default (dot tm=4 tn=2 vw=4; "
+      "10000x10x30: no gain, K below 64 keeps that tile). The order, AMD EPYC (Zen 4), "
+      "2026-12-05, ms: AVX-512, Intel's runtime, dot tm=1 tn=8 vw=8 mf=1 against mf=0: "
+      "10000x30x784 4.14 / 4.51, 16x4096x9216 8.12 / 9.58, 1x4096x9216 1.91 / 2.00, "
+      "64x1000x4096 3.85 (4x2 mf=1: 3.60) / 4.52: neighbouring work-items share a row of the "
+      "weights in cache instead of each reading its own";
+  static const char* const kCpuInt16SplitQuads =
+      "mpcaffe tune gemm M N K --dtype int16 --tb --weights B --device 1 (PoCL, the VNNI "
+      "helper), AMD EPYC (Zen 4, AVX-512), 2026-12-05, ms, dot tm=1 tn=8 vw=16 mf=1 against "
+      "the former default (tm=1 tn=8 vw=8 mf=0): 10000x30x784 3.90 / 5.97, 16x4096x9216 "
+      "8.07 / 33.3, 1x4096x9216 1.93 / 2.20, 64x1000x4096 3.30 / 4.19; the best candidate on "
+      "all four";
+  static const char* const kCpuInt16SplitHalfRegisters =
+      "mpcaffe tune gemm M N K --dtype int16 --tb --weights B --device 0|1 at AVX2 "
+      "(MPCAFFE_ISA=avx2 CL_CONFIG_CPU_TARGET_ARCH=core-avx2 POCL_KERNELLIB_NAME=avx2), AMD EPYC "
+      "(Zen 4), 2026-12-05, ms, dot tm=1 tn=4 vw=8 mf=1 against tm=1 tn=8 vw=8 mf=0: Intel's "
+      "runtime 10000x30x784 5.70-5.83 / 6.02-7.40, 16x4096x9216 11.09 / 12.26, 64x1000x4096 "
+      "within 16% of the best (tn=4 mf=0, 5.02); PoCL 5.24 / 7.19, 11.09 / 33.04, 4.62 / 8.08 "
+      "(the best on each): tn=8's 16 pair accumulators spill 16 registers";
   static const char* const kCpuInt16ShortK =
       "mpcaffe tune gemm M N K --dtype int16 --tb --weights B --device 0|1, 2 runs each, AMD "
       "EPYC (Zen 4, AVX-512), 2026-12-03, dot 4x4 vw 4 against the former default dot 4x2 vw 4 "
@@ -362,11 +379,24 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       {"OpenCL CPU runtime, dot form, N <= 4",
        [](P p, D d) { return p.cpu_vectors && DotForm(d) && d.N <= 4; },
        Tile(kDotTile, 4, 1, 8, 1, 0), kCpuDot},
+      {"OpenCL CPU runtime with byte quads in a helper (AVX-512 VNNI), dot form, int16q, "
+       "K >= 64",
+       [](P p, D d) {
+         return p.cpu_vectors && p.byte_quad_products && DotForm(d) &&
+                d.type == DataType::kInt16Q && d.K >= 64;
+       },
+       Tile(kDotTile, 1, 8, 16, 1, 1, kPairs), kCpuInt16SplitQuads},
+      {"OpenCL CPU runtime at half the registers, dot form, int16q, K >= 64",
+       [](P p, D d) {
+         return p.cpu_vectors && p.half_register_tiles && DotForm(d) &&
+                d.type == DataType::kInt16Q && d.K >= 64;
+       },
+       Tile(kDotTile, 1, 4, 8, 1, 1, kPairs), kCpuInt16SplitHalfRegisters},
       {"OpenCL CPU runtime, dot form, int16q, K >= 64",
        [](P p, D d) {
          return p.cpu_vectors && DotForm(d) && d.type == DataType::kInt16Q && d.K >= 64;
        },
-       Tile(kDotTile, 1, 8, 8, 1, 0, kPairs), kCpuInt16Split},
+       Tile(kDotTile, 1, 8, 8, 1, 1, kPairs), kCpuInt16SplitOrder},
       {"OpenCL CPU runtime, int16q, K below 64, M >= 8, N > 4",
        [](P p, D d) { return p.cpu_vectors && d.type == DataType::kInt16Q && ShortK(d); },
        Tile(kDotTile, 4, 4, 4, 1, 0), kCpuInt16ShortK},
@@ -442,9 +472,12 @@ std::optional<GemmConfig> GemmConfig::Parse(const std::string& text, std::string
 bool GemmConfig::Supports(const GemmDesc& desc, Backend backend) const {
   if (algorithm == Algorithm::kDot && !DotLayout(desc)) return false;
   // kp = 2: the outer tile's k pairs, or the dot tile's 16 k per step (8 lanes, no local tile);
-  // int16q splits its activations into bytes in the dot tile only.
+  // int16q splits its activations into bytes in the dot tile only, 16 k per step in 8 lanes or
+  // 32 in 16 (the byte quads' helper row, gemm_quads.cc).
+  const bool pair_lanes =
+      vw == 8 || (vw == 16 && desc.type == DataType::kInt16Q && algorithm == Algorithm::kDot);
   if (kp == GemmConfig::kPairs &&
-      ((desc.type != DataType::kInt8Q && desc.type != DataType::kInt16Q) || vw != 8 ||
+      ((desc.type != DataType::kInt8Q && desc.type != DataType::kInt16Q) || !pair_lanes ||
        (algorithm == Algorithm::kDot && lm != 0) ||
        (desc.type == DataType::kInt16Q && algorithm != Algorithm::kDot)))
     return false;
@@ -530,7 +563,7 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
   // other K mode of the default, then pair products for each vw = 8 outer tile below.
   const bool cpu_or_cuda = TimesPairProductTiles(device);
   const bool pairs = desc.type == DataType::kInt8Q && cpu_or_cuda;
-  // int16q: the split pair products in the dot tiles (vw = 8) below.
+  // int16q: the split pair products in the dot tiles (vw = 8 and 16) below.
   const bool split_pairs = desc.type == DataType::kInt16Q && cpu_or_cuda;
   if (pairs) {
     GemmConfig other = base;
@@ -557,9 +590,14 @@ std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc&
       }
       for (auto [tm, tn] : {std::pair{4, 1}, {8, 1}, {2, 2}, {4, 2}, {4, 4}, {1, 4}, {1, 8}}) {
         GemmConfig c = Tile(GemmConfig::Algorithm::kDot, tm, tn, vw, wg, base.mf);
-        if ((pairs || split_pairs) && vw == 8) {
+        if ((pairs && vw == 8) || (split_pairs && vw >= 8)) {
           c.kp = GemmConfig::kPairs;
           add(c);
+          if (split_pairs) {  // both orders: which operand's rows neighbouring items share
+            GemmConfig o = c;
+            o.mf = 1 - c.mf;
+            add(o);
+          }
           c.kp = GemmConfig::kOneK;
         }
         add(c);

@@ -25,11 +25,22 @@ bool QuadSums(const GemmDesc& d, const GemmConfig& c) {
 
 constexpr const char* kFlipWord = "(-0x7f7f7f7f - 1)";  // 0x80808080 as an int
 constexpr const char* kOnesWord = "0x01010101";
+constexpr const char* kPairFlipWord = "(-0x7fff7fff - 1)";  // 0x80008000 as an int
+constexpr const char* kPairOnesWord = "0x00010001";
+constexpr const char* kLowBytesWord = "0x00ff00ff";
 
 }  // namespace
 
+/// int16q's split pairs in 16 lanes (kp = 2, vw = 16, the dot tile): 32 k per step, two 16-bit
+/// values per 32-bit lane, MP_DPWSSD16 (one 512-bit vpdpwssd in the VNNI helper).
+bool SplitsPairQuads(const GemmDesc& d, const GemmConfig& c) {
+  return d.type == DataType::kInt16Q && c.kp == GemmConfig::kPairs && c.vw == 16 &&
+         c.algorithm == GemmConfig::Algorithm::kDot;
+}
+
 bool UsesQuads(const GemmDesc& d, const GemmConfig& c) {
-  return d.type == DataType::kInt8Q && c.kp == GemmConfig::kDot4 && c.vw == 16;
+  return (d.type == DataType::kInt8Q && c.kp == GemmConfig::kDot4 && c.vw == 16) ||
+         SplitsPairQuads(d, c);
 }
 
 namespace {
@@ -96,6 +107,98 @@ std::string QuadDotFunction(const GemmDesc& d, const GemmConfig& c) {
   return f.str();
 }
 
+/// Pair steps of 32 k at most this many between flushes of the split sums: a lane adds two
+/// products of a byte (lo or hi, 0..255) and w − WCENTER (int16) per step, below 2^24, and 127
+/// steps stay below 2^31 (the 8-lane split form's bound, libdnn/gemm.cc).
+constexpr int kPairQuadFlushSteps = 127;
+
+/// int16q, kDot with vw = 16: gemm_quads(a, lda, b, ldbk, m0, n0, M, N, K, r, s) runs the tile's
+/// K loop over whole blocks of 32 k and writes r[i·tn + j] = Σx·w and s[q] = Σx of those k. The
+/// 8-lane split form's arithmetic (DotSplitBody) in 16 lanes of two k each: the activation x
+/// (0..65535) splits into bytes hi·256 + lo (both 0..255, one AND and one shift for 32 values),
+/// the weight enters as w' = w − WCENTER (WCENTER 32768 for unsigned weights, their top bit
+/// flipped; 0 for signed), so Σx·w = 256·Σhi·w' + Σlo·w' + WCENTER·Σx in two MP_DPWSSD16 per
+/// 32 products; Σx rides along as Σ(x − 32768) against pairs of ones.
+std::string PairQuadDotFunction(const GemmDesc& d, const GemmConfig& c) {
+  const bool act_a = ActivationsAreA(d);
+  const bool sums = !d.weights_signed || KernelSumsActivations(d, c);
+  const int nx = act_a ? c.tm : c.tn, nw = act_a ? c.tn : c.tm;
+  const std::string xp = act_a ? "ap" : "bp", wp = act_a ? "bp" : "ap";
+  auto acc = [&](int x, int w) { return act_a ? Str(x) + "_" + Str(w) : Str(w) + "_" + Str(x); };
+  std::ostringstream f;
+  f << "MP_QUAD_FN int gemm_quads(const $global Atype* a, const int lda, const $global Btype* b,"
+    << " const int ldbk, const int m0, const int n0, const int M, const int N, const int K, "
+    << "CS* r" << (sums ? ", CS* s" : "") << ") {\n";
+  for (int i = 0; i < c.tm; ++i)
+    f << "  const $global Atype* ap" << i << " = a + min(m0 + " << i << ", M - 1) * lda;\n";
+  for (int j = 0; j < c.tn; ++j)
+    f << "  const $global Btype* bp" << j << " = b + min(n0 + " << j << ", N - 1) * ldbk;\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j) f << "  CS r" << i << "_" << j << " = 0;\n";
+  if (sums)
+    for (int q = 0; q < nx; ++q) f << "  CS s" << q << " = 0;\n";
+  f << "  int k = 0;\n";
+  f << "  while (k + 32 <= K) {\n";
+  f << "    const int kc = min(K, k + " << kPairQuadFlushSteps * 32 << ");\n";
+  for (int x = 0; x < nx; ++x) {
+    if (sums) f << "    mp_i32x16 xp" << x << " = MP_QUAD_WORD(0);\n";
+    for (int w = 0; w < nw; ++w)
+      f << "    mp_i32x16 lo" << acc(x, w) << " = MP_QUAD_WORD(0), hi" << acc(x, w)
+        << " = MP_QUAD_WORD(0);\n";
+  }
+  // One step of 32 k, or of 16 (`half`: lanes 8..15 zero, their products 0).
+  auto step = [&](const std::string& k, bool half) {
+    const std::string load = half ? "MP_QUAD_LOAD_HALF_BYTES(" : "MP_QUAD_LOAD_BYTES(";
+    std::ostringstream t;
+    t << "{\n";
+    for (int w = 0; w < nw; ++w) {
+      const std::string l = load + wp + Str(w) + " + " + k + ")";
+      t << "  const mp_i32x16 w" << w << " = "
+        << (d.weights_signed ? l : "MP_QUAD_XOR(" + l + ", " + kPairFlipWord + ")") << ";\n";
+    }
+    for (int x = 0; x < nx; ++x) {
+      t << "  const mp_i32x16 x" << x << " = " << load << xp << x << " + " << k << ");\n";
+      t << "  const mp_i32x16 xl" << x << " = MP_QUAD_AND(x" << x << ", " << kLowBytesWord
+        << "), xh" << x << " = MP_QUAD_AND(MP_QUAD_SRL(x" << x << ", 8), " << kLowBytesWord
+        << ");\n";
+      if (sums)
+        t << "  xp" << x << " = MP_DPWSSD16(xp" << x << ", MP_QUAD_XOR(x" << x << ", "
+          << kPairFlipWord << "), " << (half ? "MP_QUAD_HALF_WORD(" : "MP_QUAD_WORD(")
+          << kPairOnesWord << "));\n";
+    }
+    for (int x = 0; x < nx; ++x)
+      for (int w = 0; w < nw; ++w) {
+        t << "  lo" << acc(x, w) << " = MP_DPWSSD16(lo" << acc(x, w) << ", xl" << x << ", w" << w
+          << ");\n";
+        t << "  hi" << acc(x, w) << " = MP_DPWSSD16(hi" << acc(x, w) << ", xh" << x << ", w" << w
+          << ");\n";
+      }
+    t << "}\n";
+    return t.str();
+  };
+  f << Indent(KLoopsTo(
+                  c, [&](const std::string& k) { return step(k, false); }, 32, "kc"),
+              4);
+  // A last 16 k in the lower lanes (the loads stay inside the rows; with 127 whole steps before
+  // it a lane stays below 128 · 2^24 = 2^31).
+  f << "    if (kc == K && K - k >= 16) {\n";
+  f << Indent(step("k", true), 6) << "      k += 16;\n    }\n";
+  for (int x = 0; x < nx; ++x) {
+    if (sums) f << "    s" << x << " += MP_QUAD_SUM64(xp" << x << ");\n";
+    for (int w = 0; w < nw; ++w)
+      f << "    r" << acc(x, w) << " += 256 * MP_QUAD_SUM64(hi" << acc(x, w)
+        << ") + MP_QUAD_SUM64(lo" << acc(x, w) << ");\n";
+  }
+  f << "  }\n";
+  // s = Σ(x − 32768) + 32768 per k so far; r = Σx·w' + WCENTER·Σx.
+  for (int q = 0; q < nx && sums; ++q) f << "  s[" << q << "] = s" << q << " + (CS)32768 * k;\n";
+  for (int i = 0; i < c.tm; ++i)
+    for (int j = 0; j < c.tn; ++j)
+      f << "  r[" << i * c.tn + j << "] = r" << i << "_" << j
+        << (d.weights_signed ? "" : " + (CS)32768 * s[" + Str(act_a ? i : j) + "]") << ";\n";
+  f << "  return k;\n}\n";
+  return f.str();
+}
 
 /// kOuter (weights A, neither operand transposed: the convolution's GEMM): gemm_quads(a, lda, b,
 /// ldb, m0, n0, M, N, K, t, xs) runs the tile's whole K loop. Per four k, each vector of 16
@@ -195,6 +298,7 @@ std::string OuterBodyText(const GemmDesc& d, const GemmConfig& c) {
 }  // namespace
 
 std::string QuadFunction(const GemmDesc& d, const GemmConfig& c) {
+  if (SplitsPairQuads(d, c)) return PairQuadDotFunction(d, c);
   return c.algorithm == GemmConfig::Algorithm::kDot ? QuadDotFunction(d, c)
                                                     : QuadOuterFunction(d, c);
 }
@@ -204,18 +308,21 @@ std::string QuadOuterBody(const GemmDesc& d, const GemmConfig& c) { return Outer
 std::string QuadDotBody(const GemmDesc& d, const GemmConfig& c) {
   const bool act_a = ActivationsAreA(d), sums = KernelSumsActivations(d, c);
   const int nsums = act_a ? c.tm : c.tn;
+  const bool pairs = SplitsPairQuads(d, c);
+  const bool fn_sums = pairs ? !d.weights_signed || sums : QuadSums(d, c);
+  const std::string word = pairs ? "CS" : "int";
   std::ostringstream s;
   s << DotTileStart(d, c);
-  s << "int rq[" << c.tm * c.tn << "];\n";
-  if (QuadSums(d, c)) s << "int sq[" << nsums << "];\n";
-  s << "gemm_quads(a, lda, b, ldbk, m0, n0, M, N, K, rq" << (QuadSums(d, c) ? ", sq" : "")
-    << ");\n";
+  s << word << " rq[" << c.tm * c.tn << "];\n";
+  if (fn_sums) s << word << " sq[" << nsums << "];\n";
+  s << (pairs ? "int k = " : "") << "gemm_quads(a, lda, b, ldbk, m0, n0, M, N, K, rq"
+    << (fn_sums ? ", sq" : "") << ");\n";
   for (int i = 0; i < c.tm; ++i)
     for (int j = 0; j < c.tn; ++j)
       s << "CS r" << i << "_" << j << " = rq[" << i * c.tn + j << "];\n";
   if (sums)
     for (int q = 0; q < nsums; ++q) s << "CS s" << q << " = sq[" << q << "];\n";
-  s << "int k = K - K % 64;\n";
+  if (!pairs) s << "int k = K - K % 64;\n";
   s << DotTail(d, c, sums, /*fold=*/false, sums);
   return s.str();
 }

@@ -73,12 +73,24 @@ TEST(DefaultsTables, GemmDefaultsPerDeviceClass) {
   EXPECT_EQ(config(cpu, fc6), "dot tm=1 tn=8 vw=8 wg=1 ku=1 mf=0 kp=1 lm=0");
   EXPECT_EQ(config(gpu, fc6), "dot tm=1 tn=2 vw=1 wg=64 ku=1 mf=0 kp=1 lm=0");
   // int16 with K below 64 at a batch (the 784-30-10 net's output layer): 4 x 4 dot tiles, so
-  // that dimension 0 has work-items to pack; K of 64 and more: the split pair products.
+  // that dimension 0 has work-items to pack; K of 64 and more: the split pair products, with
+  // neighbouring work-items on neighbouring activation rows (mf = 1), in 16 lanes where VNNI
+  // runs in a helper and 4 weight rows at half the registers.
   const GemmDesc out16 = Shape(DataType::kInt16Q, 10000, 10, 30, true, WeightOperand::kB);
   EXPECT_EQ(config(cpu, out16), "dot tm=4 tn=4 vw=4 wg=1 ku=1 mf=0 kp=1 lm=0");
   GemmDesc hidden16 = out16;
   hidden16.N = 30, hidden16.K = 784;
-  EXPECT_EQ(config(cpu, hidden16), "dot tm=1 tn=8 vw=8 wg=1 ku=1 mf=0 kp=2 lm=0");
+  TargetProfile plain = TargetProfile::Of(cpu);
+  plain.byte_quad_products = plain.half_register_tiles = false;
+  EXPECT_EQ(DefaultRowFor(GemmDefaults(), "gemm", plain, hidden16).config.ToString(),
+            "dot tm=1 tn=8 vw=8 wg=1 ku=1 mf=1 kp=2 lm=0");
+  TargetProfile vnni = plain, half = plain;
+  vnni.byte_quad_products = true;
+  half.half_register_tiles = true;
+  EXPECT_EQ(DefaultRowFor(GemmDefaults(), "gemm", vnni, hidden16).config.ToString(),
+            "dot tm=1 tn=8 vw=16 wg=1 ku=1 mf=1 kp=2 lm=0");
+  EXPECT_EQ(DefaultRowFor(GemmDefaults(), "gemm", half, hidden16).config.ToString(),
+            "dot tm=1 tn=4 vw=8 wg=1 ku=1 mf=1 kp=2 lm=0");
   GemmDesc fc6_2 = fc6;
   fc6_2.M = 2;
   EXPECT_EQ(config(gpu, fc6_2), "dot tm=2 tn=2 vw=1 wg=64 ku=1 mf=0 kp=1 lm=0");

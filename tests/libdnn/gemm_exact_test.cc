@@ -162,26 +162,17 @@ TEST(GemmPairTest, DotPairProductsMatchTheReferenceExactly) {
   ExpectDescsExact(dev, descs, configs, shapes, 1300, /*sweep=*/false, /*matrix_vector=*/true);
 }
 
-TEST(GemmPairTest, Int16SplitPairsMatchTheReferenceExactly) {
-  // kp = 2 in the int16q dot tile (activations split into bytes, weights held as w − 32768 or
-  // signed): K below, at and past one 16-k step, its unrolled pair and the 127-step flush of
-  // the int32 partial sums (K = 2032, 2033, 4100), edge tiles in M and N, the inner product's
-  // layout (unsigned weights B with a zero point; signed weights without), matrix × vector
-  // (weights A), then every operand at the extremes of its range, where a partial sum one step
-  // longer than the flush would overflow.
-  Device& dev = DefaultDevice();
-  const std::vector<GemmConfig> configs = DotPairConfigs();
+/// The int16q split pairs in the dot tile on `configs` (kp = 2) against the reference: `shapes`,
+/// then every operand at the extremes of its range on {3, 2, extreme_k}, where a partial sum one
+/// step longer than the flush would overflow.
+void ExpectInt16SplitExact(Device& dev, const std::vector<GemmConfig>& configs,
+                           const std::vector<Shape>& shapes, int extreme_k) {
   const std::vector<GemmDesc> descs = DotPairDescs(DataType::kInt16Q);
-  for (const GemmConfig& c : configs)
-    if (!c.Supports(descs[0], dev.backend())) GTEST_SKIP() << "kp = 2 needs vectors of 8";
-  const std::vector<Shape> shapes = {{1, 1, 1},   {7, 19, 15},   {13, 16, 16},  {6, 33, 17},
-                                     {9, 8, 33},  {5, 30, 47},   {3, 5, 2032},  {2, 3, 2033},
-                                     {3, 2, 4100}};
   ExpectDescsExact(dev, descs, configs, shapes, 2100, /*sweep=*/true, /*matrix_vector=*/true);
   for (size_t v = 0; v < descs.size(); ++v)
     for (uint16_t wv : {uint16_t{0}, uint16_t{0xffff}, uint16_t{0x8000}, uint16_t{0x7fff}}) {
       GemmDesc d = descs[v];
-      SetShape(d, {3, 2, 4100}, /*padded=*/false);
+      SetShape(d, {3, 2, extreme_k}, /*padded=*/false);
       if (d.weights == WeightOperand::kA) d.N = 1;
       Problem p = MakeProblem(d, 2200);
       const bool wa = d.weights == WeightOperand::kA;
@@ -192,6 +183,61 @@ TEST(GemmPairTest, Int16SplitPairsMatchTheReferenceExactly) {
       ExpectSame(p, RunOnDevice(dev, p, &configs[v]), RunReference(p),
                  configs[v].ToString() + " extremes");
     }
+}
+
+TEST(GemmPairTest, Int16SplitPairsMatchTheReferenceExactly) {
+  // kp = 2 in the int16q dot tile (activations split into bytes, weights held as w − 32768 or
+  // signed), 8 lanes: K below, at and past one 16-k step, its unrolled pair and the 127-step
+  // flush of the int32 partial sums (K = 2032, 2033, 4100), edge tiles in M and N, the inner
+  // product's layout (unsigned weights B with a zero point; signed weights without), matrix ×
+  // vector (weights A), then every operand at the extremes of its range.
+  Device& dev = DefaultDevice();
+  const std::vector<GemmConfig> configs = DotPairConfigs();
+  for (const GemmConfig& c : configs)
+    if (!c.Supports(DotPairDescs(DataType::kInt16Q)[0], dev.backend()))
+      GTEST_SKIP() << "kp = 2 needs vectors of 8";
+  ExpectInt16SplitExact(dev, configs,
+                        {{1, 1, 1},
+                         {7, 19, 15},
+                         {13, 16, 16},
+                         {6, 33, 17},
+                         {9, 8, 33},
+                         {5, 30, 47},
+                         {3, 5, 2032},
+                         {2, 3, 2033},
+                         {3, 2, 4100}},
+                        4100);
+}
+
+TEST(GemmPairTest, Int16SplitPairsInSixteenLanesMatchTheReferenceExactly) {
+  // The same in 16 lanes (vw = 16: 32 k per step in the byte quads' helper function, VNNI's
+  // vpdpwssd where the device compiles it there, the portable form elsewhere): K below, at and
+  // past a step, a last half step of 16 k (K mod 32 from 16), the unrolled pair, the flush
+  // after 127 steps (K = 4064) and the half step at its end (4080: the largest partial sum),
+  // and the extremes at K = 4080 and 4100.
+  Device& dev = DefaultDevice();
+  std::vector<GemmConfig> configs = DotPairConfigs();
+  for (GemmConfig& c : configs) c.vw = 16;
+  ExpectInt16SplitExact(dev, configs,
+                        {{1, 1, 1},
+                         {7, 19, 15},
+                         {13, 16, 16},
+                         {6, 33, 31},
+                         {9, 8, 32},
+                         {5, 30, 47},
+                         {4, 7, 48},
+                         {3, 5, 79},
+                         {2, 3, 4064},
+                         {3, 2, 4080},
+                         {2, 2, 4100}},
+                        4080);
+  ExpectInt16SplitExact(dev, {configs[0], configs[0], configs[0]}, {{3, 5, 784}}, 4100);
+  const bool vnni = KernelTarget::Of(dev).byte_quads_in_helper && dev.backend() == Backend::kOpenCL;
+  GemmDesc d = DotPairDescs(DataType::kInt16Q)[0];
+  SetShape(d, {3, 2, 64}, false);
+  const Gemm g(dev, d, MakeProblem(d, 1).quant, configs[0]);
+  EXPECT_EQ(g.source().find("#define MP_BYTE_QUADS_VNNI") != std::string::npos, vnni);
+  EXPECT_NE(g.source().find("MP_DPWSSD16("), std::string::npos);
 }
 
 TEST(GemmQuadTest, DotQuadsMatchTheReferenceExactly) {
