@@ -534,9 +534,43 @@ const GemmFamily& GemmForwardFamily() {
   return family;
 }
 
+const DefaultsTable<int, GemmDesc>& GemmOrderDefaults() {
+  using P = const TargetProfile&;
+  using D = const GemmDesc&;
+  static const char* const kBatchOrder =
+      "mpcaffe tune gemm M N K --dtype fp32|int8 --tb --weights B --device 0|1, the default tile "
+      "with mf=1 against mf=0, AMD EPYC (Zen 4), 2026-12-05, ms. AVX-512: fp32 PoCL "
+      "16x4096x9216 9.28 / 23.48, 64x1000x4096 3.56 / 5.19; Intel's runtime 10.52 / 11.32, "
+      "3.21 / 3.17; int8 PoCL (byte quads) 3.36 / 5.76, 1.05 / 1.21, 16x1000x4096 0.274 / "
+      "0.260; Intel's runtime 4.53 / 4.36, 1.84 / 1.88, 0.469 / 0.468. AVX2 (MPCAFFE_ISA=avx2 "
+      "CL_CONFIG_CPU_TARGET_ARCH=core-avx2 POCL_KERNELLIB_NAME=avx2): fp32 PoCL 13.33 / 26.91, "
+      "4.63 / 5.37; Intel's runtime 13.00 / 14.01, 4.25 / 4.20; int8 PoCL 6.22 / 9.10, 2.38 / "
+      "2.65; Intel's runtime 6.70 / 6.87, 2.50 / 4.61. Where activation rows outnumber weight "
+      "rows (10000x30x784) mf=1 lost: fp32 PoCL 9.67 / 4.17 (AVX2 14.18 / 3.88), Intel's "
+      "runtime at AVX2 4.72 / 4.04";
+  static const DefaultsTable<int, GemmDesc> table = {
+      {"OpenCL CPU runtime, dot form, fp32 or int8q inner product at a batch of fewer "
+       "activation rows than weight rows (2 <= M < N)",
+       [](P p, D d) {
+         return p.cpu_vectors && DotForm(d) && d.weights == WeightOperand::kB &&
+                d.weight_bits == 8 &&
+                (d.type == DataType::kFloat32 || d.type == DataType::kInt8Q) && d.M >= 2 &&
+                d.M < d.N;
+       },
+       1, kBatchOrder},
+      {"every other device and shape", [](P, D) { return true; }, -1,
+       "the configuration row's own order"},
+  };
+  return table;
+}
+
 GemmConfig DefaultGemmConfig(const DeviceInfo& device, const GemmDesc& desc) {
   const GemmFamily& f = GemmForwardFamily();
-  return DefaultRowFor(f.defaults(), f.name, TargetProfile::Of(device), desc).config;
+  const TargetProfile profile = TargetProfile::Of(device);
+  GemmConfig c = DefaultRowFor(f.defaults(), f.name, profile, desc).config;
+  const int mf = DefaultRowFor(GemmOrderDefaults(), "gemm order", profile, desc).config;
+  if (mf >= 0) c.mf = mf;
+  return c;
 }
 
 std::vector<GemmConfig> GemmCandidates(const DeviceInfo& device, const GemmDesc& desc) {

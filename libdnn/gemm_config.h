@@ -114,6 +114,11 @@ struct GemmConfig {
 /// The GEMM's defaults per device class and description (rows of the outer product, the dot
 /// product along K and the 4-bit weights' own kernel).
 const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults();
+/// The work-item order of the default (GemmConfig::mf) where a shape rule overrides its
+/// configuration row's: mf = 1 puts neighbouring work-items on neighbouring activation rows, so
+/// they share each weight row in cache, which pays where the weights are the larger operand.
+/// -1: the row's own order.
+const DefaultsTable<int, GemmDesc>& GemmOrderDefaults();
 /// The GEMM as a family row, as the convolution's, pooling's and LRN's are: its name (the
 /// records' and `mpcaffe time --explain`'s), its rule of application (every GEMM description:
 /// the library's one matrix product), its text form and schema, and its defaults table.

@@ -228,6 +228,9 @@ std::vector<ChoiceDefaultsRow> GemmRows() {
   std::vector<ChoiceDefaultsRow> rows;
   AddRows(&rows, "configuration", GemmForwardFamily().defaults(), true,
           [](const GemmConfig& c) { return c.ToString(); });
+  AddRows(&rows, "work-item order", GemmOrderDefaults(), false, [](int mf) {
+    return mf < 0 ? std::string("the configuration's") : "mf=" + std::to_string(mf);
+  });
   return rows;
 }
 

@@ -24,6 +24,7 @@ using testing::ExpectRowsWithProvenance;
 
 TEST(DefaultsTables, EveryRowHasProvenanceAndTheLastServesEveryDevice) {
   ExpectRowsWithProvenance(GemmDefaults(), "gemm");
+  ExpectRowsWithProvenance(GemmOrderDefaults(), "gemm order");
   ExpectRowsWithProvenance(PointwiseSpreadDefaults(), "conv_pw spread");
   ExpectRowsWithProvenance(PointwisePrefetchDefaults(), "conv_pw prefetch");
   EXPECT_TRUE(PointwisePrefetchDefaults().back().serves(TargetProfile{}, ConvDesc{}));
@@ -37,6 +38,7 @@ TEST(DefaultsTables, EveryRowHasProvenanceAndTheLastServesEveryDevice) {
   GemmDesc g;
   g.M = g.N = g.K = 8;
   EXPECT_TRUE(GemmDefaults().back().serves(TargetProfile{}, g));
+  EXPECT_TRUE(GemmOrderDefaults().back().serves(TargetProfile{}, g));
   EXPECT_TRUE(PointwiseSpreadDefaults().back().serves(TargetProfile{}, ConvDesc{}));
   EXPECT_TRUE(PoolVectorMaxDefaults().back().serves(TargetProfile{}, PoolDesc{}));
   EXPECT_TRUE(PoolPlaneMaxDefaults().back().serves(TargetProfile{}, PoolDesc{}));
@@ -91,6 +93,18 @@ TEST(DefaultsTables, GemmDefaultsPerDeviceClass) {
             "dot tm=1 tn=8 vw=16 wg=1 ku=1 mf=1 kp=2 lm=0");
   EXPECT_EQ(DefaultRowFor(GemmDefaults(), "gemm", half, hidden16).config.ToString(),
             "dot tm=1 tn=4 vw=8 wg=1 ku=1 mf=1 kp=2 lm=0");
+  // At a batch of fewer activation rows than weight rows, neighbouring work-items walk the
+  // activation rows (mf = 1) and share each weight row; where the activation rows are the
+  // more (the 784-30-10 net's hidden layer in fp32) the tile's own order stays.
+  GemmDesc fc6_16 = fc6;
+  fc6_16.M = 16;
+  EXPECT_EQ(DefaultGemmConfig(cpu, fc6_16).mf, 1);
+  GemmDesc fc6_16q = fc6_16;
+  fc6_16q.type = fc6_16q.out_type = DataType::kInt8Q;
+  EXPECT_EQ(DefaultGemmConfig(cpu, fc6_16q).mf, 1);
+  GemmDesc hidden32 = Shape(DataType::kFloat32, 10000, 30, 784, true, WeightOperand::kB);
+  EXPECT_EQ(DefaultGemmConfig(cpu, hidden32).mf, 0);
+  EXPECT_EQ(DefaultGemmConfig(gpu, fc6_16).mf, 0);
   GemmDesc fc6_2 = fc6;
   fc6_2.M = 2;
   EXPECT_EQ(config(gpu, fc6_2), "dot tm=2 tn=2 vw=1 wg=64 ku=1 mf=0 kp=1 lm=0");
@@ -183,13 +197,14 @@ TEST(DefaultsTables, ListingHoldsEveryTable) {
                                              "conv_wino", "pool_plane_max", "pool_vector_max",
                                              "lrn_vector16", "lrn_vector", "lrn"}));
   EXPECT_EQ(rows.size(),
-            GemmDefaults().size() + DirectConvDefaults().size() + DirectShapeDefaults().size() +
-                PointwiseDefaults().size() + StridedPointwiseDefaults().size() +
-                FirstLayerPointwiseDefaults().size() + PointwiseSpreadDefaults().size() +
-                PointwisePrefetchDefaults().size() + DepthwiseRowDefaults().size() +
-                DepthwiseQuadDefaults().size() + ConvGemmDefaults().size() +
-                WinogradDefaults().size() + PoolVectorMaxDefaults().size() +
-                PoolPlaneMaxDefaults().size() + 3);  // the LRN families' rows
+            GemmDefaults().size() + GemmOrderDefaults().size() + DirectConvDefaults().size() +
+                DirectShapeDefaults().size() + PointwiseDefaults().size() +
+                StridedPointwiseDefaults().size() + FirstLayerPointwiseDefaults().size() +
+                PointwiseSpreadDefaults().size() + PointwisePrefetchDefaults().size() +
+                DepthwiseRowDefaults().size() + DepthwiseQuadDefaults().size() +
+                ConvGemmDefaults().size() + WinogradDefaults().size() +
+                PoolVectorMaxDefaults().size() + PoolPlaneMaxDefaults().size() +
+                3);  // the LRN families' rows
   const std::string md = DefaultsMarkdown();
   EXPECT_EQ(md.rfind("| family | chooses | device class | default | measured by |\n", 0), 0u);
   size_t lines = 0;

@@ -322,12 +322,12 @@ TEST(GemmConfigTest, OneActivationRowTakesOneRowTiles) {
   GemmDesc batch = fc;
   batch.M = 16;
   // A batch: 4 activation rows × 2 weight rows in pairs, × 4 in byte quads where the profile
-  // has them.
+  // has them; 16 rows against 4096 weight rows walk the activation rows first (mf = 1).
   const GemmConfig pb = DefaultGemmConfig(plain, batch), qb = DefaultGemmConfig(vnni, batch);
   EXPECT_EQ(qb.tm, 4);
   EXPECT_EQ(pb.kp, GemmConfig::kPairs) << pb.ToString();
   if (TargetProfile::Of(vnni).byte_quad_products)
-    EXPECT_EQ(qb.ToString(), "dot tm=4 tn=4 vw=16 wg=1 ku=1 mf=0 kp=4 lm=0");
+    EXPECT_EQ(qb.ToString(), "dot tm=4 tn=4 vw=16 wg=1 ku=1 mf=1 kp=4 lm=0");
   else
     EXPECT_EQ(qb, pb) << qb.ToString();
   EXPECT_TRUE(qb.Supports(batch, Backend::kOpenCL)) << qb.ToString();
