@@ -45,6 +45,22 @@ bool UsesQuads(const GemmDesc& d, const GemmConfig& c) {
 
 namespace {
 
+/// The dot tile's gemm_quads signature (returning `ret`, its sums in `word`s: r, and s with
+/// `sums`) and the row pointers ap<i> of op(A) and bp<j> of op(B).
+std::string QuadDotHead(const GemmConfig& c, const char* ret, const char* word, bool sums) {
+  std::ostringstream f;
+  f << "MP_QUAD_FN " << ret << " gemm_quads(const $global Atype* a, const int lda, "
+    << "const $global Btype* b, const int ldbk, const int m0, const int n0, const int M, "
+    << "const int N, const int K, " << word << "* r";
+  if (sums) f << ", " << word << "* s";
+  f << ") {\n";
+  for (int i = 0; i < c.tm; ++i)
+    f << "  const $global Atype* ap" << i << " = a + min(m0 + " << i << ", M - 1) * lda;\n";
+  for (int j = 0; j < c.tn; ++j)
+    f << "  const $global Btype* bp" << j << " = b + min(n0 + " << j << ", N - 1) * ldbk;\n";
+  return f.str();
+}
+
 /// kDot: gemm_quads(a, lda, b, ldbk, m0, n0, M, N, K, r, s) runs the tile's K loop over whole
 /// blocks of 64 k (op(A)'s and op(B)'s rows are contiguous in K, so a block of each row is one
 /// 64-byte load whose lanes hold four neighbouring k) and writes the tile's sums r[i·tn + j]
@@ -54,13 +70,7 @@ std::string QuadDotFunction(const GemmDesc& d, const GemmConfig& c) {
   const bool act_a = ActivationsAreA(d), sums = QuadSums(d, c), flip = FlipsWeights(d);
   const int nsums = act_a ? c.tm : c.tn;
   std::ostringstream f;
-  f << "MP_QUAD_FN void gemm_quads(const $global Atype* a, const int lda, const $global Btype* b,"
-    << " const int ldbk, const int m0, const int n0, const int M, const int N, const int K, "
-    << "int* r" << (sums ? ", int* s" : "") << ") {\n";
-  for (int i = 0; i < c.tm; ++i)
-    f << "  const $global Atype* ap" << i << " = a + min(m0 + " << i << ", M - 1) * lda;\n";
-  for (int j = 0; j < c.tn; ++j)
-    f << "  const $global Btype* bp" << j << " = b + min(n0 + " << j << ", N - 1) * ldbk;\n";
+  f << QuadDotHead(c, "void", "int", sums);
   for (int i = 0; i < c.tm; ++i)
     for (int j = 0; j < c.tn; ++j)
       f << "  mp_i32x16 acc" << i << "_" << j << " = MP_QUAD_WORD(0);\n";
@@ -126,13 +136,7 @@ std::string PairQuadDotFunction(const GemmDesc& d, const GemmConfig& c) {
   const std::string xp = act_a ? "ap" : "bp", wp = act_a ? "bp" : "ap";
   auto acc = [&](int x, int w) { return act_a ? Str(x) + "_" + Str(w) : Str(w) + "_" + Str(x); };
   std::ostringstream f;
-  f << "MP_QUAD_FN int gemm_quads(const $global Atype* a, const int lda, const $global Btype* b,"
-    << " const int ldbk, const int m0, const int n0, const int M, const int N, const int K, "
-    << "CS* r" << (sums ? ", CS* s" : "") << ") {\n";
-  for (int i = 0; i < c.tm; ++i)
-    f << "  const $global Atype* ap" << i << " = a + min(m0 + " << i << ", M - 1) * lda;\n";
-  for (int j = 0; j < c.tn; ++j)
-    f << "  const $global Btype* bp" << j << " = b + min(n0 + " << j << ", N - 1) * ldbk;\n";
+  f << QuadDotHead(c, "int", "CS", sums);
   for (int i = 0; i < c.tm; ++i)
     for (int j = 0; j < c.tn; ++j) f << "  CS r" << i << "_" << j << " = 0;\n";
   if (sums)
