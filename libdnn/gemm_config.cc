@@ -255,7 +255,7 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       "(MPCAFFE_ISA=avx2 CL_CONFIG_CPU_TARGET_ARCH=core-avx2 POCL_KERNELLIB_NAME=avx2), AMD EPYC "
       "(Zen 4), 2026-12-05, ms, dot tm=1 tn=4 vw=8 mf=1 against tm=1 tn=8 vw=8 mf=0: Intel's "
       "runtime 10000x30x784 5.70-5.83 / 6.02-7.40, 16x4096x9216 11.09 / 12.26, 64x1000x4096 "
-      "within 16% of the best (tn=4 mf=0, 5.02); PoCL 5.24 / 7.19, 11.09 / 33.04, 4.62 / 8.08 "
+      "4.98-5.04 / 5.90-6.34 (the best, tn=4 mf=0, 4.89-4.90); PoCL 5.24 / 7.19, 11.09 / 33.04, 4.62 / 8.08 "
       "(the best on each): tn=8's 16 pair accumulators spill 16 registers";
   static const char* const kCpuInt16ShortK =
       "mpcaffe tune gemm M N K --dtype int16 --tb --weights B --device 0|1, 2 runs each, AMD "
