@@ -27,9 +27,8 @@ void conv_internal::DeclareWeightStorage(KernelWriter& w, const ConvDesc& d) {
 namespace {
 
 /// Pair steps of a window at most this many between flushes of the int16 split path's int32
-/// accumulators: a pair product of w − c (int16) with a lo (0..255) or hi (−256..255) pair
-/// is at most 2·32768·256 = 2^24 in magnitude, and 127·2^24 < 2^31.
-constexpr int kSplitFlushSteps = 127;
+/// accumulators (the GEMM's bound: a pair of w − c (int16) with a lo or hi byte part).
+using gemm_internal::kSplitFlushSteps;
 
 /// The register-tile part of the forward body: `f(j, t)` gives the text for one accumulator.
 template <typename F>

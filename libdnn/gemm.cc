@@ -112,6 +112,9 @@ bool PacksA(const GemmDesc& d, const GemmConfig& c) {
 bool KernelSumsActivations(const GemmDesc& d, const GemmConfig& c) {
   return NeedActivationSums(d) && !FoldsWeightZero(d, c);
 }
+bool SplitSumsActivations(const GemmDesc& d, const GemmConfig& c) {
+  return !d.weights_signed || KernelSumsActivations(d, c);
+}
 
 /// The output pipeline for one element: `x` is the raw Σ product (compute scalar), `xs` the
 /// activation sum (when needed), `m`/`n` the element's row and column. `folded`: `x` is
@@ -206,11 +209,6 @@ Dim3 LocalSize(const GemmConfig& c) {
 
 namespace {
 
-/// Pair steps of 16 k at most this many between flushes of the int16 split form's int32
-/// partial sums: a lane's pair sum of lo or hi (0..255) times w − WCENTER (int16) is below
-/// 2·255·32768 < 2^24, and 127 of them stay below 2^31.
-constexpr int kSplitFlushSteps = 127;
-
 /// int16q with kp = 2 (the dot tile): 16-bit pair products on 17-bit operands. The activation
 /// x (0..65535) splits into bytes hi·256 + lo, the weight is held as w − WCENTER (int16 for
 /// any stored value: WCENTER = 32768 unsigned, 0 signed), so Σx·w = 256·Σhi·w' + Σlo·w' +
@@ -225,7 +223,7 @@ std::string DotSplitBody(const GemmDesc& d, const GemmConfig& c) {
   auto acc = [&](int x, int w) { return act_a ? Str(x) + "_" + Str(w) : Str(w) + "_" + Str(x); };
   const int step = 2 * c.vw;
   // Σx: for the WCENTER term (unsigned weights) and for z_w's term in the epilogue.
-  const bool sums = !d.weights_signed || KernelSumsActivations(d, c);
+  const bool sums = SplitSumsActivations(d, c);
   std::ostringstream s;
   s << DotTileStart(d, c);
   for (int i = 0; i < c.tm; ++i)

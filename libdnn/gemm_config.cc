@@ -104,6 +104,10 @@ bool DotForm(const GemmDesc& d) { return DotLayout(d) && (d.N <= 4 || d.trans_b)
 /// vectors along K barely fill there.
 bool ShortK(const GemmDesc& d) { return DotForm(d) && d.K < 64 && d.M >= 8 && d.N > 4; }
 bool Int8(const GemmDesc& d) { return d.type == DataType::kInt8Q; }
+/// int16q in the dot form with K of 64 and more: the split pair products' tiles.
+bool Int16SplitDot(const GemmDesc& d) {
+  return DotForm(d) && d.type == DataType::kInt16Q && d.K >= 64;
+}
 /// One activation row against weight rows B: a batch-1 inner product, where a taller tile would
 /// only repeat the one row's loads and products.
 bool OneActivationRow(const GemmDesc& d) { return d.weights == WeightOperand::kB && d.M == 1; }
@@ -382,19 +386,17 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       {"OpenCL CPU runtime with byte quads in a helper (AVX-512 VNNI), dot form, int16q, "
        "K >= 64",
        [](P p, D d) {
-         return p.cpu_vectors && p.byte_quad_products && DotForm(d) &&
-                d.type == DataType::kInt16Q && d.K >= 64;
+         return p.cpu_vectors && p.byte_quad_products && Int16SplitDot(d);
        },
        Tile(kDotTile, 1, 8, 16, 1, 1, kPairs), kCpuInt16SplitQuads},
       {"OpenCL CPU runtime at half the registers, dot form, int16q, K >= 64",
        [](P p, D d) {
-         return p.cpu_vectors && p.half_register_tiles && DotForm(d) &&
-                d.type == DataType::kInt16Q && d.K >= 64;
+         return p.cpu_vectors && p.half_register_tiles && Int16SplitDot(d);
        },
        Tile(kDotTile, 1, 4, 8, 1, 1, kPairs), kCpuInt16SplitHalfRegisters},
       {"OpenCL CPU runtime, dot form, int16q, K >= 64",
        [](P p, D d) {
-         return p.cpu_vectors && DotForm(d) && d.type == DataType::kInt16Q && d.K >= 64;
+         return p.cpu_vectors && Int16SplitDot(d);
        },
        Tile(kDotTile, 1, 8, 8, 1, 1, kPairs), kCpuInt16SplitOrder},
       {"OpenCL CPU runtime, int16q, K below 64, M >= 8, N > 4",

@@ -35,6 +35,15 @@ bool NeedActivationSums(const GemmDesc& d);
 bool FoldsWeightZero(const GemmDesc& d, const GemmConfig& c);
 /// Whether the kernel accumulates Σx beside the products (the Epilogue's `xs`).
 bool KernelSumsActivations(const GemmDesc& d, const GemmConfig& c);
+/// Whether int16q's split pair products sum the activations: for the weights' centre
+/// (unsigned weights held as w − 32768 add back 32768·Σx) or for the epilogue's z_w·Σx.
+bool SplitSumsActivations(const GemmDesc& d, const GemmConfig& c);
+
+/// Pair steps at most this many between flushes of the int16 split forms' int32 partial sums
+/// (the GEMM's 8- and 16-lane tiles, the convolution's split path): a lane adds a pair of
+/// products of a byte part of x (lo 0..255, hi at most ±256) and an int16 weight, at most
+/// 2·256·32768 = 2^24 in magnitude per step, and 127·2^24 < 2^31.
+constexpr int kSplitFlushSteps = 127;
 /// Indents every line of `text` by `n` spaces.
 std::string Indent(const std::string& text, int n);
 /// The K loop: `step` per `stride` k (unrolled ku times) while a whole stride fits; the caller

@@ -117,11 +117,6 @@ std::string QuadDotFunction(const GemmDesc& d, const GemmConfig& c) {
   return f.str();
 }
 
-/// Pair steps of 32 k at most this many between flushes of the split sums: a lane adds two
-/// products of a byte (lo or hi, 0..255) and w − WCENTER (int16) per step, below 2^24, and 127
-/// steps stay below 2^31 (the 8-lane split form's bound, libdnn/gemm.cc).
-constexpr int kPairQuadFlushSteps = 127;
-
 /// int16q, kDot with vw = 16: gemm_quads(a, lda, b, ldbk, m0, n0, M, N, K, r, s) runs the tile's
 /// K loop over whole blocks of 32 k and writes r[i·tn + j] = Σx·w and s[q] = Σx of those k. The
 /// 8-lane split form's arithmetic (DotSplitBody) in 16 lanes of two k each: the activation x
@@ -131,7 +126,7 @@ constexpr int kPairQuadFlushSteps = 127;
 /// 32 products; Σx rides along as Σ(x − 32768) against pairs of ones.
 std::string PairQuadDotFunction(const GemmDesc& d, const GemmConfig& c) {
   const bool act_a = ActivationsAreA(d);
-  const bool sums = !d.weights_signed || KernelSumsActivations(d, c);
+  const bool sums = SplitSumsActivations(d, c);
   const int nx = act_a ? c.tm : c.tn, nw = act_a ? c.tn : c.tm;
   const std::string xp = act_a ? "ap" : "bp", wp = act_a ? "bp" : "ap";
   auto acc = [&](int x, int w) { return act_a ? Str(x) + "_" + Str(w) : Str(w) + "_" + Str(x); };
@@ -143,7 +138,7 @@ std::string PairQuadDotFunction(const GemmDesc& d, const GemmConfig& c) {
     for (int q = 0; q < nx; ++q) f << "  CS s" << q << " = 0;\n";
   f << "  int k = 0;\n";
   f << "  while (k + 32 <= K) {\n";
-  f << "    const int kc = min(K, k + " << kPairQuadFlushSteps * 32 << ");\n";
+  f << "    const int kc = min(K, k + " << kSplitFlushSteps * 32 << ");\n";
   for (int x = 0; x < nx; ++x) {
     if (sums) f << "    mp_i32x16 xp" << x << " = MP_QUAD_WORD(0);\n";
     for (int w = 0; w < nw; ++w)
@@ -183,8 +178,9 @@ std::string PairQuadDotFunction(const GemmDesc& d, const GemmConfig& c) {
   f << Indent(KLoopsTo(
                   c, [&](const std::string& k) { return step(k, false); }, 32, "kc"),
               4);
-  // A last 16 k in the lower lanes (the loads stay inside the rows; with 127 whole steps before
-  // it a lane stays below 128 · 2^24 = 2^31).
+  // A last 16 k in the lower lanes (the loads stay inside the rows). After 127 whole steps a
+  // lane then holds 128 steps' pairs: here both parts are 0..255, so at most
+  // 128·2·255·32768 = 2,139,095,040 < 2^31 in magnitude.
   f << "    if (kc == K && K - k >= 16) {\n";
   f << Indent(step("k", true), 6) << "      k += 16;\n    }\n";
   for (int x = 0; x < nx; ++x) {
@@ -313,7 +309,7 @@ std::string QuadDotBody(const GemmDesc& d, const GemmConfig& c) {
   const bool act_a = ActivationsAreA(d), sums = KernelSumsActivations(d, c);
   const int nsums = act_a ? c.tm : c.tn;
   const bool pairs = SplitsPairQuads(d, c);
-  const bool fn_sums = pairs ? !d.weights_signed || sums : QuadSums(d, c);
+  const bool fn_sums = pairs ? SplitSumsActivations(d, c) : QuadSums(d, c);
   const std::string word = pairs ? "CS" : "int";
   std::ostringstream s;
   s << DotTileStart(d, c);
