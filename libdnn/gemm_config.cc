@@ -385,19 +385,13 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
        Tile(kDotTile, 4, 1, 8, 1, 0), kCpuDot},
       {"OpenCL CPU runtime with byte quads in a helper (AVX-512 VNNI), dot form, int16q, "
        "K >= 64",
-       [](P p, D d) {
-         return p.cpu_vectors && p.byte_quad_products && Int16SplitDot(d);
-       },
+       [](P p, D d) { return p.cpu_vectors && p.byte_quad_products && Int16SplitDot(d); },
        Tile(kDotTile, 1, 8, 16, 1, 1, kPairs), kCpuInt16SplitQuads},
       {"OpenCL CPU runtime at half the registers, dot form, int16q, K >= 64",
-       [](P p, D d) {
-         return p.cpu_vectors && p.half_register_tiles && Int16SplitDot(d);
-       },
+       [](P p, D d) { return p.cpu_vectors && p.half_register_tiles && Int16SplitDot(d); },
        Tile(kDotTile, 1, 4, 8, 1, 1, kPairs), kCpuInt16SplitHalfRegisters},
       {"OpenCL CPU runtime, dot form, int16q, K >= 64",
-       [](P p, D d) {
-         return p.cpu_vectors && Int16SplitDot(d);
-       },
+       [](P p, D d) { return p.cpu_vectors && Int16SplitDot(d); },
        Tile(kDotTile, 1, 8, 8, 1, 1, kPairs), kCpuInt16SplitOrder},
       {"OpenCL CPU runtime, int16q, K below 64, M >= 8, N > 4",
        [](P p, D d) { return p.cpu_vectors && d.type == DataType::kInt16Q && ShortK(d); },
