@@ -65,6 +65,34 @@ std::string VectorWords::MoveStore(const std::string& scalar, int lanes, const s
                                    const std::string& p) const {
   return MoveName("STORE", scalar, lanes) + "(" + x + ", " + p + ")";
 }
+std::string VectorWords::MoveStoreFirst(const std::string& scalar, int lanes, const std::string& x,
+                                        const std::string& p, const std::string& count,
+                                        int indent) const {
+  if (lanes < 2 || lanes > 16 || (lanes & (lanes - 1)) != 0)
+    throw std::invalid_argument("VectorWords::MoveStoreFirst: " + std::to_string(lanes) +
+                                " lanes is not a power of two from 2 to 16");
+  // In registers: at each power of two n the lower n lanes of what is left are stored where
+  // count has that bit, and the upper n lanes are what is left then, else the lower (a
+  // private array spilled lane by lane and read back wider stalls on its store forwarding).
+  const std::string in(indent, ' ');
+  std::string s = in + "{\n" + in + "  int mp_at = 0;\n";
+  std::string left = x;
+  for (int n = lanes / 2; n >= 1; n /= 2) {
+    const std::string half = "mp_left" + std::to_string(n), bit = std::to_string(n);
+    const std::string lower = Lanes(left, 0, n), upper = Lanes(left, n, n);
+    const std::string at = "(" + p + ") + mp_at";
+    s += in + "  if ((" + count + ") & " + bit + ") {\n" + in + "    " +
+         (n == 1 ? "(" + at + ")[0] = " + lower : MoveStore(scalar, n, lower, at)) + ";\n";
+    if (n > 1) s += in + "    mp_at += " + bit + ";\n";
+    s += in + "  }\n";
+    if (n > 1) {
+      s += in + "  const " + Type(scalar, n) + " " + half + " = ((" + count + ") & " + bit +
+           ") ? " + upper + " : " + lower + ";\n";
+      left = half;
+    }
+  }
+  return s + in + "}\n";
+}
 std::string VectorWords::LoadHalf(int lanes, const std::string& p) const {
   const std::string n = std::to_string(lanes);
   return Fill(dialect_.vector_load_half, "load_half", dialect_.backend, {{'N', &n}, {'P', &p}});

@@ -227,8 +227,8 @@ std::string GridEpilogue(const KernelTarget& target, const ConvConfig& c, int pr
     b += "      } else if (rq_mode == 1) {\n        {\n" + wide + "        }\n";
     b += "      } else {\n        {\n" + requant(nullptr, false, lo) + "        }\n      }\n";
     b += "      if (cols == 16) {\n        " + v.MoveStore("uchar", 16, "qv", "yo + at") + ";\n";
-    b += "      } else {\n        mp_u8 part[16];\n        " + v.Store(16, "qv", "part") +
-         ";\n        for (int l = 0; l < cols; ++l) yo[at + l] = part[l];\n      }\n    }\n";
+    b += "      } else {\n" + v.MoveStoreFirst("uchar", 16, "qv", "yo + at", "cols", 8) +
+         "      }\n    }\n";
   }
   return b + "  }\n";
 }

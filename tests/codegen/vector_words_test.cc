@@ -38,6 +38,24 @@ TEST(VectorWords, OpenCLSpellsTheBuiltIns) {
   EXPECT_THROW(v.Lanes("o", 14, 4), std::invalid_argument);
 }
 
+// A row's last, partial vector: one move per power of two in the count, each from the lanes
+// left after the larger ones (numerics on a device: ConvByteQuads.DirectKernelGrid*, whose
+// output rows end in 1 … 15 columns).
+TEST(VectorWords, MoveStoreFirstTakesEachPowerOfTwoFromTheLanesLeft) {
+  const VectorWords v(KernelTarget{});
+  const std::string s = v.MoveStoreFirst("uchar", 8, "q", "y + at", "cols");
+  EXPECT_NE(s.find("if ((cols) & 4) {\n    MP_STORE_UCHAR4(q.s0123, (y + at) + mp_at);"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("const uchar4 mp_left4 = ((cols) & 4) ? q.s4567 : q.s0123;"), std::string::npos)
+      << s;
+  EXPECT_NE(s.find("MP_STORE_UCHAR2(mp_left4.s01, (y + at) + mp_at);"), std::string::npos) << s;
+  EXPECT_NE(s.find("((y + at) + mp_at)[0] = mp_left2.s0;"), std::string::npos) << s;
+  EXPECT_EQ(s.find("MP_STORE_UCHAR8"), std::string::npos) << s;  // 8 lanes: at most 7 left
+  EXPECT_THROW(v.MoveStoreFirst("uchar", 12, "q", "y", "n"), std::invalid_argument);
+  EXPECT_THROW(v.MoveStoreFirst("uchar", 32, "q", "y", "n"), std::invalid_argument);
+}
+
 TEST(VectorWords, ADialectWithoutARowNamesTheWord) {
   const KernelTarget cuda = KernelTarget::Cuda(80);
   EXPECT_FALSE(cuda.vector_builtins);
