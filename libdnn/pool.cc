@@ -280,7 +280,21 @@ std::string Pooling::BackwardSource(const KernelTarget& target, PoolMethod metho
 const DefaultsTable<RowGroups, PoolDesc>& PoolVectorMaxDefaults() {
   // Groups of 8 vectors along a row, about a thousand groups in all: PoCL pays per work-group,
   // and a few groups more than cores keep both busy.
+  // int8 on the CPU runtimes: a quarter of that (a 56-column int8 row is 4 vectors, so a group
+  // walks about 3 rows more before it ends).
   static const DefaultsTable<RowGroups, PoolDesc> table = {
+      {"OpenCL CPU runtime, int8q",
+       [](const TargetProfile& p, const PoolDesc& d) {
+         return p.cpu_vectors && d.type == DataType::kInt8Q;
+       },
+       {8, 256},
+       "PoolBench.DISABLED_ZooMaxPools (tests/libdnn/pool_test.cc), the seven stride-2 max "
+       "pools of GoogLeNet, ResNet-50, SqueezeNet 1.1 and AlexNet summed, "
+       "MPCAFFE_KERNEL_CONFIG='pool_vector_max:width=8 groups=G', 3 alternating rounds, AMD "
+       "EPYC AVX-512, 2026-12-05, us: PoCL groups 1024 948, 591, 741 / 256 520, 513, 495 (64: "
+       "826, 539, 502; 32: 595, 530, 531), Intel's runtime 675, 769, 746 / 607, 725, 639; fp32 "
+       "level on PoCL (1039, 975, 946 / 955, 951, 998) and 1-7 % behind on Intel's runtime, so "
+       "it keeps 1024"},
       {"every device",
        [](const TargetProfile&, const PoolDesc&) { return true; },
        {8, 1024},

@@ -181,6 +181,15 @@ TEST(DefaultsTables, LaunchDefaultsPerDeviceClass) {
   EXPECT_STREQ(PoolForwardFamilyFor(inception, cpu).name, "pool_vector_max");
   EXPECT_EQ(DefaultRowFor(PoolVectorMaxDefaults(), "pool", cpu, PoolDesc{}).config.ToString(),
             "width=8 groups=1024");
+  // int8 on a CPU runtime: a quarter of the groups; elsewhere, and fp32, the thousand.
+  PoolDesc int8_pool = pool1;
+  int8_pool.type = DataType::kInt8Q;
+  EXPECT_EQ(DefaultRowFor(PoolVectorMaxDefaults(), "pool", cpu, int8_pool).config.ToString(),
+            "width=8 groups=256");
+  EXPECT_EQ(DefaultRowFor(PoolVectorMaxDefaults(), "pool", lanes, int8_pool).config.ToString(),
+            "width=8 groups=1024");
+  EXPECT_EQ(DefaultRowFor(PoolVectorMaxDefaults(), "pool", cpu, pool1).config.ToString(),
+            "width=8 groups=1024");
 }
 
 // The printed listing (mpcaffe_defaults --markdown) holds every table's rows, each with its
