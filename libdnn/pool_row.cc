@@ -176,6 +176,9 @@ void DeclareVectorMax(KernelWriter& w, DataType type, int L) {
         (type == DataType::kInt8Q ? "MP_STORE_UCHAR" : "MP_STORE_USHORT") + Ls;
     tail += "    if (same && OW >= " + Ls + ") {\n      " + store +
             "(best, y + i0);\n      continue;\n    }\n";
+    // A row narrower than a vector (7×7 outputs): its OW lanes in a move per power of two.
+    tail += "    if (same) {\n" + vw.MoveStoreFirst(U, L, "best", "y + i0", "OW", 6) +
+            "      continue;\n    }\n";
     tail += "    int lanes[" + Ls + "];\n    " + vw.Store(L, vw.Convert(I8, "best"), "lanes") +
             ";\n";
     tail += "    for (int l = 0; l < " + Ls + " && l < OW; ++l) {\n";
