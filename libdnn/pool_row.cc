@@ -170,15 +170,12 @@ void DeclareVectorMax(KernelWriter& w, DataType type, int L) {
             vw.Store(8, vw.Convert(vw.Type("float", 8), "best"), "lanes") +
             ";\n    for (int l = 0; l < OW; ++l) Dtype_STORE(y, i0 + l, lanes[l]);\n";
   } else {
-    // Equal parameters (the common case: max pooling keeps its input's range): one store.
+    // Equal parameters (the common case: max pooling keeps its input's range): one store, or
+    // for a row narrower than a vector (7×7 outputs) its OW lanes in a move per power of two.
     w.UseHelper(KernelHelper::kByteVectorStore);
-    const std::string store =
-        (type == DataType::kInt8Q ? "MP_STORE_UCHAR" : "MP_STORE_USHORT") + Ls;
-    tail += "    if (same && OW >= " + Ls + ") {\n      " + store +
-            "(best, y + i0);\n      continue;\n    }\n";
-    // A row narrower than a vector (7×7 outputs): its OW lanes in a move per power of two.
-    tail += "    if (same) {\n" + vw.MoveStoreFirst(U, L, "best", "y + i0", "OW", 6) +
-            "      continue;\n    }\n";
+    tail += "    if (same) {\n      if (OW >= " + Ls + ") {\n        " +
+            vw.MoveStore(U, L, "best", "y + i0") + ";\n      } else {\n" +
+            vw.MoveStoreFirst(U, L, "best", "y + i0", "OW", 8) + "      }\n      continue;\n    }\n";
     tail += "    int lanes[" + Ls + "];\n    " + vw.Store(L, vw.Convert(I8, "best"), "lanes") +
             ";\n";
     tail += "    for (int l = 0; l < " + Ls + " && l < OW; ++l) {\n";
