@@ -247,6 +247,39 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "(MPCAFFE_ISA=avx2), ResNet-50 fp32 b1 in mpcaffe time --synthetic --explain, quiet, "
        "2026-11-30: the 1x1 layers' sum 50.2 -> 22.8 ms against oc8 px1 v16 (oc6 px2 v8 "
        "28.5-30.1)"},
+      // A 7×7 plane (49 pixels) in blocks of 16 pixels computes 64 lanes for 49 (the last block
+      // shifted back over the one before it), in blocks of 8 it computes 56. At AVX2 a vector of
+      // 8 pixels is one register, so the narrower block costs no register tile: 8 (or 10)
+      // channels × one vector keep the loads per pair product where 6 × 2 had them.
+      {"int8q plane form, planes of 16 to 63 pixels (7x7), not strided, half-register tiles (a "
+       "CPU runtime at AVX2), input channels zipped in private memory: 8 output channels x one "
+       "vector of 8 pixels over one zip (56 lanes for a 7x7 plane's 49, not 64)",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.half_register_tiles && Int8ColumnZips(d, 2) && Pixels(d) < 64 &&
+                !Convolution::IsStridedPointwise(d);
+       },
+       {8, 1, 8, 2, 64},
+       "ConvBench.DISABLED_PointwiseInt8Tiles (tests/libdnn/conv_tuner_test.cc), PW_BENCH_LAYERS="
+       "'h7 w7' (the zoo's 8 such layers), PW_BENCH_TILES='oc6 px2 v8 ob64;oc8 px1 v8 ob64;oc10 "
+       "px1 v8 ob64;...', 5 alternating rounds (minimum per layer), MPCAFFE_ISA=avx2 with the "
+       "runtimes' AVX2 caps, AMD EPYC (Zen 4), 2026-12-05 (docs/BENCHMARKS.md, \"Default "
+       "configurations\"): geometric mean over oc6 px2 v8 ob64 Intel's runtime 0.94 (oc10 0.92), "
+       "PoCL 0.87 (oc10 0.89); c512 h7 o2048 0.420 -> 0.368 ms, c1024 h7 o1024 0.404 -> 0.368 "
+       "(Intel's runtime); oc12 spills (1.7 x); on 14x14 planes and larger mixed (0.95-1.15 x)"},
+      {"int8q plane form, planes of 16 to 63 pixels (7x7), not strided, half-register tiles (a "
+       "CPU runtime at AVX2), no residual, input channels too many to zip: 10 output channels x "
+       "one vector of 8 pixels",
+       [](const TargetProfile& p, const ConvDesc& d) {
+         return p.half_register_tiles && d.type == DataType::kInt8Q && !RowForm(d) &&
+                Pixels(d) >= 16 && Pixels(d) < 64 && !d.residual &&
+                !Convolution::IsStridedPointwise(d);
+       },
+       {10, 1, 8},
+       "as the row above without ob, PW_BENCH_TILES='oc8 px1 v16;oc6 px2 v8;oc8 px1 v8;oc10 px1 "
+       "v8' (the 9 zoo 7x7 layers), 2026-12-05: c2048 h7 o512 (ResNet-50's res5 branch2a, "
+       "channels past the zip) Intel's runtime 0.481 -> 0.418 ms against oc8 px1 v16, PoCL "
+       "0.514 -> 0.410; geometric mean over the 9 layers 0.88 and 0.82 (oc8 px1 v8 0.91, 0.86; "
+       "oc6 px2 v8 0.97, 0.88)"},
       {"int8q plane form, planes of at least 16 pixels, half-register tiles (a CPU runtime at "
        "AVX2), input channels zipped in private memory: 6 output channels x two vectors of 8 "
        "pixels over one zip",

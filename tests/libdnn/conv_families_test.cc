@@ -181,6 +181,18 @@ TEST(ConvFamilies, PointwiseDefaultsFollowHalfRegisterTiles) {
   q.stride_h = q.stride_w = 2;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(q, p).ToString(), "oc6 px2 v8");
   EXPECT_EQ(Convolution::DefaultPointwiseTile(q, TargetProfile{}).ToString(), "oc8 px1 v16");
+  // A 7×7 plane at AVX2: one vector of 8 pixels (56 lanes for 49, not 64).
+  ConvDesc q7 = d;
+  q7.type = DataType::kInt8Q;
+  q7.height = q7.width = 7;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(q7, p).ToString(), "oc8 px1 v8 ob64");
+  q7.residual = true;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(q7, p).ToString(), "oc8 px1 v8 ob64");
+  q7.channels = 2049;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(q7, p).ToString(), "oc6 px2 v8");
+  q7.residual = false;
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(q7, p).ToString(), "oc10 px1 v8");
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(q7, TargetProfile{}).ToString(), "oc8 px1 v16");
   // fp32 on a CPU runtime at AVX-512 (Intel's runtime): 8 channels × 2 vectors of 16.
   TargetProfile avx512;
   avx512.cpu_vectors = true;

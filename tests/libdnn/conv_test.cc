@@ -285,9 +285,9 @@ TEST(ConvForward, DepthwiseShapesTakeTheDepthwiseKernel) {
 // their ConvQuant takes (libdnn::RequantKnown, checked on the host): every channel's right shift in
 // 34 … 62 and the residual's in 17 … 47 (the zoo nets' calibrations: the int32 lanes alone), one
 // channel at 20 (the long lanes for the output), the residual at 50 (the long lanes for it);
-// each against the reference, in the pointwise tiles of the AVX2 defaults, the depthwise
-// vector forms of 8 and 16 columns and F(2×2) in integers. Treating either check as always true
-// fails this.
+// each against the reference, in the pointwise tiles of the AVX2 defaults (those of 7×7 planes
+// too), the depthwise vector forms of 8 and 16 columns and F(2×2) in integers. Treating either
+// check as always true fails this.
 TEST(ConvInt8Requant, PointwiseDepthwiseAndWinogradKernelsTakeEveryPath) {
   Device& dev = DefaultDevice();
   if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "the int8q vector kernels are OpenCL C";
@@ -297,7 +297,9 @@ TEST(ConvInt8Requant, PointwiseDepthwiseAndWinogradKernelsTakeEveryPath) {
   const Shape depthwise = {1, 12, 11, 19, 12, 3, 3, 1, 1, 1, 1, 1, 1, 12};
   const Shape winograd = {2, 6, 7, 9, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1};  // partial tiles
   // clang-format on
+  // Each variant's tile, and for the first two also the AVX2 defaults of 7×7 planes.
   const Convolution::PointwiseTile tiles[] = {{8, 1, 16}, {6, 2, 8}, {6, 2, 8, 2, 64}};
+  const Convolution::PointwiseTile small_plane_tiles[] = {{8, 1, 8, 2, 64}, {10, 1, 8}};
   int index = 0;
   for (int variant = 0; variant < 3; ++variant) {
     SCOPED_TRACE(variant == 0   ? "every path known"
@@ -313,11 +315,13 @@ TEST(ConvInt8Requant, PointwiseDepthwiseAndWinogradKernelsTakeEveryPath) {
     };
     ConvDesc p = DescOf(pointwise, DataType::kInt8Q, index++);
     p.residual = true, p.relu = variant % 2 == 1;
-    const Convolution::PointwiseTile& tile = tiles[variant];
-    SCOPED_TRACE(p.ToString() + " tile " + tile.ToString());
-    CheckForward(p, make_quant(p), rng, [&](const ConvDesc& dd, const ConvQuant& qq) {
-      return Convolution::Pointwise(dev, dd, tile, qq);
-    });
+    for (int t = 0; t < (variant < 2 ? 2 : 1); ++t) {
+      const Convolution::PointwiseTile& tile = t == 0 ? tiles[variant] : small_plane_tiles[variant];
+      SCOPED_TRACE(p.ToString() + " tile " + tile.ToString());
+      CheckForward(p, make_quant(p), rng, [&](const ConvDesc& dd, const ConvQuant& qq) {
+        return Convolution::Pointwise(dev, dd, tile, qq);
+      });
+    }
     ConvDesc d = DescOf(depthwise, DataType::kInt8Q, index++);
     d.residual = true, d.relu = variant % 2 == 0;
     const int vx = variant % 2 ? 8 : 16;
