@@ -250,7 +250,8 @@ TEST(GemmQuadTest, DotQuadsMatchTheReferenceExactly) {
   Device& dev = DefaultDevice();
   const bool vnni = KernelTarget::Of(dev).byte_quads_in_helper && dev.backend() == Backend::kOpenCL;
   std::vector<GemmConfig> configs;
-  for (auto [tm, tn, ku] : {std::tuple{1, 2, 1}, std::tuple{2, 3, 2}, std::tuple{4, 1, 1}}) {
+  // The first: the batch-1 inner product's default where the quads run in a helper.
+  for (auto [tm, tn, ku] : {std::tuple{1, 1, 2}, std::tuple{2, 3, 2}, std::tuple{4, 1, 1}}) {
     GemmConfig c = Int8Tile(GemmConfig::Algorithm::kDot, tm, tn, ku, GemmConfig::kDot4);
     c.vw = 16;
     configs.push_back(c);
