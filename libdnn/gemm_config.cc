@@ -163,6 +163,12 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       "1x4096x9216 0.91 -> 0.48, 1x4096x4096 0.40 -> 0.23, 1x1000x4096 0.15 -> 0.09, 4096x1x9216 "
       "0.80 -> 0.46, 10x4096x9216 4.02 -> 1.81, 4x4096x4096 0.97 -> 0.43 (int8: 0.88, 0.39, "
       "0.12, 1.32, 2.38, 0.49)";
+  static const char* const kInt4QuadsOneRow =
+      "MPCAFFE_KERNEL_CONFIG='gemm:dot tm=1 tn=1|2|4 vw=16 wg=1 ku=1 mf=0 kp=8' mpcaffe time "
+      "--model <the paper's imagenet_caffenet net_float_1 converted to int8w4> --synthetic "
+      "--iterations 30 --explain --device 1, PoCL, AVX-512 VNNI, AMD EPYC (Zen 4), 2 rounds, "
+      "2026-12-05 (docs/BENCHMARKS.md, \"Default configurations\"): fc6+fc7+fc8 1.48 / 1.47 ms "
+      "(tn=4) -> 0.99 / 1.00 (tn=1; tn=2 1.91 / 1.84), whole pass 3.99 / 4.00 -> 3.46-3.52";
   static const char* const kInt4Quads4x4 =
       "MPCAFFE_KERNEL_CONFIG='gemm:dot tm=4 tn=2|4 vw=16 wg=1 ku=1 mf=0 kp=8', mpcaffe time on "
       "BVLC AlexNet int8w4 at batch 10, 3 alternating rounds, PoCL, AVX-512 VNNI, Xeon, "
@@ -299,9 +305,11 @@ const DefaultsTable<GemmConfig, GemmDesc>& GemmDefaults() {
       {"OpenCL CPU runtime with byte quads, 4-bit weights that pay, dot layout, a batch",
        [](P p, D d) { return Int4Dot(p, d, true) && Int4Rows(d) >= 2; },
        Tile(kDotTile, 2, 2, 16, 1, 0, kU8S4), kInt4Quads},
-      {"OpenCL CPU runtime with byte quads, 4-bit weights B that pay, dot layout, one row",
+      // One weight row per work-item, as int8's one-row default (kCpuQuadsOneRow).
+      {"OpenCL CPU runtime with byte quads, 4-bit weights B that pay, dot layout, one row: one "
+       "weight row per work-item",
        [](P p, D d) { return Int4Dot(p, d, true) && d.weights == WeightOperand::kB; },
-       Tile(kDotTile, 1, 4, 16, 1, 0, kU8S4), kInt4Quads},
+       Tile(kDotTile, 1, 1, 16, 1, 0, kU8S4), kInt4QuadsOneRow},
       {"OpenCL CPU runtime with byte quads, 4-bit weights A that pay, dot layout",
        [](P p, D d) { return Int4Dot(p, d, true); }, Tile(kDotTile, 4, 1, 16, 1, 0, kU8S4),
        kInt4Quads},

@@ -200,8 +200,13 @@ TEST(GemmConfigTest, FourBitWeightsKeepTheirKernelWhereWeightsDominateTheBytes) 
   const GemmDesc conv2 = desc(256, 729, 1200, WeightOperand::kA);
   EXPECT_EQ(DefaultGemmConfig(pairs, fc_b1).ToString(),
             "dot tm=1 tn=8 vw=8 wg=1 ku=1 mf=0 kp=8 lm=0");
+  // Batch 1 in byte quads: one weight row per work-item, 4-bit and 8-bit alike.
   EXPECT_EQ(quad_default(fc_b1).ToString(),
-            "dot tm=1 tn=4 vw=16 wg=1 ku=1 mf=0 kp=8 lm=0");
+            "dot tm=1 tn=1 vw=16 wg=1 ku=1 mf=0 kp=8 lm=0");
+  GemmDesc fc_b1_int8 = fc_b1;
+  fc_b1_int8.weight_bits = 8;
+  EXPECT_EQ(quad_default(fc_b1_int8).ToString(),
+            "dot tm=1 tn=1 vw=16 wg=1 ku=2 mf=0 kp=4 lm=0");
   EXPECT_EQ(DefaultGemmConfig(no_pairs, fc_b1).kp, GemmConfig::kPairs);
   GemmDesc fc_b10 = fc_b1;
   fc_b10.M = 10;

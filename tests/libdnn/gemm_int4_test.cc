@@ -322,6 +322,7 @@ void CheckQuadDotTiles(Device& dev) {
     int variant, tm, tn;
   };
   const std::vector<Case> cases = {{1, 7, 301, WeightOperand::kB, 0, 1, 4},
+                                   {1, 6, 333, WeightOperand::kB, 1, 1, 1},  // one-row default
                                    {6, 5, 128, WeightOperand::kB, 2, 4, 2},
                                    {3, 9, 77, WeightOperand::kB, 1, 4, 2},
                                    {5, 9, 200, WeightOperand::kB, 0, 4, 4},
