@@ -25,6 +25,20 @@ bool UsesDot4(const GemmDesc& d, const GemmConfig& c);
 Dim3 LocalSize(const GemmConfig& c);
 std::string WeightSumsKernelName(const GemmDesc& d);
 
+// Shared by the configuration (gemm_config.cc: Supports, the tuner's candidates) and its
+// defaults tables (gemm_defaults.cc).
+/// Whether op(A) and op(B) are both contiguous along K, as kDot reads them.
+bool DotLayout(const GemmDesc& d);
+/// Whether the 4-bit dot product along K serves `desc`: its activations are the rows of A
+/// (weights B, transposed: the inner product) or the one column of B (weights A, a matrix ×
+/// vector); weights A with several columns of B take the outer product.
+bool Int4DotLayout(const GemmDesc& desc);
+/// One configuration: an algorithm and its register tile, vector width, work-group, work-group
+/// order, K mode and K unroll (lm = 0).
+GemmConfig Tile(GemmConfig::Algorithm algorithm, int tm, int tn, int vw, int wg, int mf,
+                int kp = GemmConfig::kOneK, int ku = 1);
+inline constexpr GemmConfig::Algorithm kOuterTile = GemmConfig::Algorithm::kOuter;
+
 // The generators' vocabulary (gemm.cc), shared by the dot-product tile and gemm_outer.cc.
 /// Index expressions of op(A)(m, k) and op(B)(k, n) in the stored matrices.
 std::string AIndex(const GemmDesc& d, const std::string& m, const std::string& k);
