@@ -16,6 +16,10 @@ bool RowPairsFit(const ConvDesc& d) {
   return d.type == DataType::kInt8Q && RowForm(d) && d.out_w() >= 8;
 }
 long Pixels(const ConvDesc& d) { return long(d.out_h()) * d.out_w(); }
+// A plane of 16 to 63 pixels (7×7) at stride 1, where blocks of 16 pixels leave lanes idle.
+bool SmallPlane(const ConvDesc& d) {
+  return Pixels(d) >= 16 && Pixels(d) < 64 && !Convolution::IsStridedPointwise(d);
+}
 
 // int8q's plane form over planes of at least 16 pixels whose 16-pixel columns of k-channel
 // words fit in private memory (Convolution::PointwiseTile::ob).
@@ -255,8 +259,7 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "CPU runtime at AVX2), input channels zipped in private memory: 8 output channels x one "
        "vector of 8 pixels over one zip (56 lanes for a 7x7 plane's 49, not 64)",
        [](const TargetProfile& p, const ConvDesc& d) {
-         return p.half_register_tiles && Int8ColumnZips(d, 2) && Pixels(d) < 64 &&
-                !Convolution::IsStridedPointwise(d);
+         return p.half_register_tiles && Int8ColumnZips(d, 2) && SmallPlane(d);
        },
        {8, 1, 8, 2, 64},
        "ConvBench.DISABLED_PointwiseInt8Tiles (tests/libdnn/conv_tuner_test.cc), PW_BENCH_LAYERS="
@@ -271,8 +274,7 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "one vector of 8 pixels",
        [](const TargetProfile& p, const ConvDesc& d) {
          return p.half_register_tiles && d.type == DataType::kInt8Q && !RowForm(d) &&
-                Pixels(d) >= 16 && Pixels(d) < 64 && !d.residual &&
-                !Convolution::IsStridedPointwise(d);
+                SmallPlane(d) && !d.residual;
        },
        {10, 1, 8},
        "as the row above without ob, PW_BENCH_TILES='oc8 px1 v16;oc6 px2 v8;oc8 px1 v8;oc10 px1 "
