@@ -280,9 +280,11 @@ class Convolution {
   /// neighbouring pixels of one plane per work-item (libdnn/conv_pointwise_source.cc); int8q's
   /// plane form multiplies `k` input channels per step: 2 (16-bit pair products) or 4 (byte
   /// quad products, vx 16; where the weight zero points leave some w − z_w outside a signed
-  /// byte the convolution runs k = 2 instead). In int8q's plane form a work-item may take `ob`
-  /// blocks of `oc` output channels in turn over one zip of its pixels' input channels (pairs
-  /// or quads kept in private memory, at most kMaxZippedColumnBytes).
+  /// byte the convolution runs k = 2 instead). In int8q's plane form a work-item may take up to
+  /// `ob` blocks of `oc` output channels in turn over one zip of its pixels' input channels
+  /// (pairs or quads kept in private memory, at most kMaxZippedColumnBytes); the convolution
+  /// runs the ob that shares the blocks evenly and spreads the device (PointwiseZipBlocks:
+  /// pointwise_tile() reports it).
   struct PointwiseTile {
     /// kx: the row form's window columns per product (2: int8q's pairs, RowPairsLoop).
     /// pf: fp32's plane form fetches the input `pf` channels ahead ($prefetch; 0: none).

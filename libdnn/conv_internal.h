@@ -300,6 +300,11 @@ struct PlaneLaunch {
 };
 PlaneLaunch PointwisePlaneLaunch(const ConvDesc& d, const Convolution::PointwiseTile& t,
                                  const DeviceInfo& info);
+/// A zipped tile's (ob > 1) blocks of output channels per work-item on `info`'s device: at most
+/// t.ob, shared evenly among the work-items of a pixel block, and fewer where the pixel blocks
+/// alone give under PointwiseSpreadDefaults' work-items per compute unit (conv_launch.cc).
+int PointwiseZipBlocks(const ConvDesc& d, const Convolution::PointwiseTile& t,
+                       const DeviceInfo& info);
 
 /// `b` advanced by `elements` elements of `element_bytes`.
 BufferRef Offset(const BufferRef& b, size_t elements, size_t element_bytes);

@@ -2,7 +2,8 @@
 // with on a CPU runtime (conv_internal::SpreadLocal, PixelsFirstLocal): they divide the grid,
 // fit the device's limit, leave the groups per compute unit asked for where the grid has them,
 // and group the work-items the way conv_launch.cc says (pixels first: every block of channels of a few
-// pixel blocks; spread: all pixel blocks of a few blocks of channels).
+// pixel blocks; spread: all pixel blocks of a few blocks of channels); and how a zipped tile's
+// blocks of output channels are shared among work-items (PointwiseZipBlocks).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -48,6 +49,42 @@ TEST(ConvLaunch, PixelsFirstTakesEveryBlockOfChannelsOfAFewPixels) {
   const Grid capped = conv_internal::PixelsFirstLocal({98, 256, 1}, Cpu(2, 64), 8, 32 << 10);
   EXPECT_LE(capped[0] * capped[1], 64u);
   EXPECT_GE(Groups({98, 256, 1}, capped), 16u);
+}
+
+ConvDesc Plane(int side, int in, int out) {
+  ConvDesc d;
+  d.type = DataType::kInt8Q;
+  d.channels = in, d.out_channels = out, d.height = d.width = side;
+  return d;
+}
+
+// A zipped tile's (ob > 1) blocks of output channels are shared evenly among a pixel block's
+// work-items, and split further where the pixel blocks alone leave the compute units fewer
+// work-items than the spread asks (8 per unit on a CPU runtime).
+TEST(ConvLaunch, ZippedTilesShareTheirChannelBlocksEvenly) {
+  const DeviceInfo two = Cpu(2, 4096);
+  const Convolution::PointwiseTile quads{16, 1, 16, 4, 64}, pairs{8, 1, 16, 2, 64};
+  // 7×7: 4 pixel blocks of 16. 60 blocks of 16 channels in 4 groups of 15 (16 work-items).
+  EXPECT_EQ(conv_internal::PointwiseZipBlocks(Plane(7, 160, 960), quads, two), 15);
+  EXPECT_EQ(conv_internal::PointwiseZipBlocks(Plane(7, 320, 1280), quads, two), 20);
+  // 10 blocks of 8 channels: 4 groups of 3 (the last of one), no fewer than 2 blocks a group.
+  EXPECT_EQ(conv_internal::PointwiseZipBlocks(Plane(7, 24, 76), pairs, two), 3);
+  // 3 blocks: one group (two would hold one block).
+  EXPECT_EQ(conv_internal::PointwiseZipBlocks(Plane(7, 24, 20), pairs, two), 64);
+  // 28×28 has 49 pixel blocks: one group where 64 blocks cover the channels, else even ones
+  // (80 blocks: 40 and 40, not 64 and 16).
+  EXPECT_EQ(conv_internal::PointwiseZipBlocks(Plane(28, 96, 192), quads, two), 64);
+  EXPECT_EQ(conv_internal::PointwiseZipBlocks(Plane(28, 96, 1280), quads, two), 40);
+  // No more blocks than the tile's ob: 5 blocks at ob 2 stay 3 groups.
+  EXPECT_EQ(conv_internal::PointwiseZipBlocks(Plane(7, 24, 40), {8, 1, 16, 2, 2}, two), 2);
+  // Two blocks or none zipped: the tile's own.
+  EXPECT_EQ(conv_internal::PointwiseZipBlocks(Plane(7, 24, 16), pairs, two), 64);
+  EXPECT_EQ(conv_internal::PointwiseZipBlocks(Plane(7, 160, 960), {16, 1, 16, 4, 1}, two), 1);
+  // Work-items in lanes (a GPU): the runtime spreads them, the groups are only evened.
+  DeviceInfo gpu = two;
+  gpu.is_gpu = true;
+  EXPECT_EQ(conv_internal::PointwiseZipBlocks(Plane(7, 160, 960), quads, gpu), 64);
+  EXPECT_EQ(conv_internal::PointwiseZipBlocks(Plane(7, 320, 1280), quads, gpu), 40);
 }
 
 TEST(ConvLaunch, SpreadTakesWholeRowsOfPixels) {

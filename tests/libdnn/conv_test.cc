@@ -23,6 +23,7 @@
 #include "device/device.h"
 #include "tests/testing/random_storage.h"
 #include "tests/testing/sweep.h"
+#include "libdnn/conv_internal.h"
 #include "libdnn/conv_winograd.h"
 #include "tests/libdnn/conv_check.h"
 #include "libdnn/tuner.h"
@@ -335,6 +336,30 @@ TEST(ConvInt8Requant, PointwiseDepthwiseAndWinogradKernelsTakeEveryPath) {
     CheckForward(g, make_quant(g), rng, [&](const ConvDesc& dd, const ConvQuant& qq) {
       return Convolution::Winograd(dev, dd, {2, 6, 2, 8}, qq);
     });
+  }
+}
+
+// A zipped tile's blocks of output channels shared among work-items (PointwiseZipBlocks): on a
+// 7×7 plane 10 blocks of 8 channels in groups of 3 and a last of 1 on two compute units, and 70
+// blocks (the last partial) in even groups; with a residual, exact against the reference.
+TEST(ConvInt8Requant, ZippedTilesShareTheirChannelBlocks) {
+  Device& dev = DefaultDevice();
+  if (dev.backend() != Backend::kOpenCL) GTEST_SKIP() << "the int8q pointwise kernel is OpenCL C";
+  std::mt19937 rng(61);
+  const Convolution::PointwiseTile tile{8, 1, 16, 2, 64};
+  int index = 0;
+  for (int out : {76, 557}) {
+    ConvDesc d = DescOf({1, 24, 7, 7, out, 1, 1, 1, 1, 0, 0, 1, 1, 1}, DataType::kInt8Q, index++);
+    d.residual = true;
+    const int blocks = conv_internal::PointwiseZipBlocks(d, tile, dev.info());
+    SCOPED_TRACE(d.ToString() + " ob " + std::to_string(blocks));
+    if (out == 557) EXPECT_LE(blocks, 35);  // 70 blocks: 64 and 6 no more
+    CheckForward(d, TestQuant(d, index % 2 == 0, rng), rng,
+                 [&](const ConvDesc& dd, const ConvQuant& qq) {
+                   Convolution c = Convolution::Pointwise(dev, dd, tile, qq);
+                   EXPECT_EQ(c.pointwise_tile().ob, blocks);
+                   return c;
+                 });
   }
 }
 
