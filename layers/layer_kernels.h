@@ -20,8 +20,12 @@ void RequireFloat(DataType type, const std::string& op);
 /// (outer · inner of them). Float types only. The same program holds softmax_rows_<dt> (the
 /// same arguments): a work-group of kLaunch1DLocalSize work-items per row, its maximum and sum
 /// reduced in local memory, launched with a work-group per row.
+/// Where HasVectorSoftmax (fp32 on a CPU runtime with vector built-ins) also softmax_v8_<dt>
+/// (the same arguments, inner 1 only): a work-item per row, in vectors of 8 floats.
 std::string SoftmaxSource(const KernelTarget& target, DataType type);
 std::string SoftmaxRowsKernelName(DataType type);
+std::string SoftmaxVectorKernelName(DataType type);
+bool HasVectorSoftmax(const KernelTarget& target, DataType type);
 
 /// concat_<dt>(int n, In x, Out y, int bottom_axis, int top_axis, int inner, int offset,
 ///             int x_zero, int y_zero, int mult, int shift)

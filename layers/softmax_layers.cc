@@ -36,6 +36,9 @@ class SoftmaxLayer : public Layer {
     const long rows = long(b.count(0, axis_)) * b.count(axis_ + 1), channels = b.shape(axis_);
     by_groups_ = TargetProfile::Of(device().info()).group_reductions &&
                  channels >= 4 * long(kLaunch1DLocalSize) && rows < channels;
+    // Contiguous rows on a CPU runtime: the row in vectors (HasVectorSoftmax).
+    by_vectors_ =
+        !by_groups_ && b.count(axis_ + 1) == 1 && HasVectorSoftmax(target(), compute_type_);
   }
 
  protected:
@@ -47,10 +50,11 @@ class SoftmaxLayer : public Layer {
     const long rows = long(outer) * inner;
     // The kernel kept from pass to pass: writing the program's text again for the device's
     // program table to look up cost the host more than the launch itself.
-    Kernel& k = by_groups_ ? rows_kernel_ : row_kernel_;
+    Kernel& k = by_groups_ ? rows_kernel_ : by_vectors_ ? vector_kernel_ : row_kernel_;
     if (!k.device())
-      k = GetKernel(SoftmaxSource(target(), t),
-                    by_groups_ ? SoftmaxRowsKernelName(t) : LayerKernelName("softmax", t));
+      k = GetKernel(SoftmaxSource(target(), t), by_groups_    ? SoftmaxRowsKernelName(t)
+                                                : by_vectors_ ? SoftmaxVectorKernelName(t)
+                                                              : LayerKernelName("softmax", t));
     DeviceMemory* x = bottom[0]->device_data();
     k.Arg(int32_t{outer}).Arg(int32_t{channels}).Arg(int32_t{inner})
         .ArgBuffer(x, 0, SizeOf(t)).ArgBuffer(top[0]->mutable_device_data(), 0, SizeOf(t));
@@ -62,7 +66,9 @@ class SoftmaxLayer : public Layer {
 
  private:
   Kernel row_kernel_, rows_kernel_;  // a work-item per row; a work-group per row
-  bool by_groups_ = false;           // which of the two the current shape runs (Reshape)
+  Kernel vector_kernel_;             // a work-item per contiguous row, in vectors
+  bool by_groups_ = false;           // which of the three the current shape runs (Reshape)
+  bool by_vectors_ = false;
 
  public:
   bool HasBackward() const override { return true; }
