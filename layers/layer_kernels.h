@@ -21,7 +21,7 @@ void RequireFloat(DataType type, const std::string& op);
 /// same arguments): a work-group of kLaunch1DLocalSize work-items per row, its maximum and sum
 /// reduced in local memory, launched with a work-group per row.
 /// Where HasVectorSoftmax (fp32 on a CPU runtime with vector built-ins) also softmax_v8_<dt>
-/// (the same arguments, inner 1 only): a work-item per row, in vectors of 8 floats.
+/// (the same arguments, inner 1 only): a work-item per row, in vectors of 8 floats and a tail.
 std::string SoftmaxSource(const KernelTarget& target, DataType type);
 std::string SoftmaxRowsKernelName(DataType type);
 std::string SoftmaxVectorKernelName(DataType type);

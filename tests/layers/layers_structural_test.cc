@@ -57,13 +57,14 @@ TEST(Layers, SigmoidTanHSoftmaxFloatTypes) {
         want.push_back(AsType(t, std::string(type) == "TanH" ? std::tanh(x) : 1 / (1 + std::exp(-x))));
       ExpectMatch(t, r.top[0]->ToFloat(), want, type);
     }
-    // Positions along an inner axis, and a classifier's rows of 1000, 70 and 5 channels (fp32
-    // on a CPU runtime: in vectors of 8, a tail, a row shorter than a vector); rows fewer than
+    // Positions along an inner axis, and a classifier's rows of 1000, 70, 21 and 10 channels
+    // (fp32 on a CPU runtime: in vectors of 8 and a tail from 16 channels on); rows fewer than
     // their channels (256 and more) run a work-group each where groups reduce: along an inner
     // axis too, and rows no multiple of the group.
     for (const std::vector<int>& shape :
          {std::vector<int>{2, 5, 3}, std::vector<int>{3, 1000}, std::vector<int>{2, 70},
-          std::vector<int>{4, 5}, std::vector<int>{2, 300, 3}, std::vector<int>{1, 4099}}) {
+          std::vector<int>{40, 21}, std::vector<int>{4, 10}, std::vector<int>{2, 300, 3},
+          std::vector<int>{1, 4099}}) {
       LayerRun r = Make(Param("type: 'Softmax'", t), {shape}, 1);
       r.Forward();
       const auto x = Seen(*r.bottom[0]);
