@@ -221,8 +221,7 @@ void Convolution::PreparePointwise(const PointwiseTile& tile) {
     pointwise_tile_.k = 2;
     if (!PointwiseApplies(d, pointwise_tile_)) pointwise_tile_.ob = 1;
   }
-  if (pointwise_tile_.ob > 1 && (IsPointwise(d) || IsStridedPointwise(d)))
-    pointwise_tile_.ob = PointwiseZipBlocks(d, pointwise_tile_, device_->info());
+  pointwise_tile_.ob = PointwiseZipBlocks(d, pointwise_tile_, device_->info());
   auto program = device_->GetProgram(
       PointwiseSource(KernelTarget::Of(*device_), d, pointwise_tile_, requant_known_), "",
       ProgramHints::OneDimensional());

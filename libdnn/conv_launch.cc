@@ -15,6 +15,12 @@ namespace mpcaffe::libdnn {
 
 namespace {
 
+/// The spread's work-groups per compute unit for `d` on `info`'s device (0: the runtime's
+/// choice).
+int SpreadPerUnit(const ConvDesc& d, const DeviceInfo& info) {
+  return DefaultRowFor(PointwiseSpreadDefaults(), "conv_pw", TargetProfile::Of(info), d).config;
+}
+
 /// The largest divisor of n not above limit (at least 1).
 size_t DivisorAtMost(size_t n, size_t limit) {
   for (size_t v = std::min(n, std::max<size_t>(limit, 1)); v > 1; --v)
@@ -96,9 +102,7 @@ int PointwiseZipBlocks(const ConvDesc& d, const Convolution::PointwiseTile& t,
   // per compute unit (PointwiseSpreadDefaults) are the work-items wanted; each group zips its
   // column once more, a 16th of one block's products and less.
   const long pixel_blocks = long(DivUp(d.out_h() * d.out_w(), t.px * t.vx)) * d.batch;
-  const int per_unit =
-      DefaultRowFor(PointwiseSpreadDefaults(), "conv_pw", TargetProfile::Of(info), d).config;
-  const long want = long(per_unit) * std::max(1, info.compute_units);
+  const long want = long(SpreadPerUnit(d, info)) * std::max(1, info.compute_units);
   int groups = DivUp(blocks, t.ob);
   if (pixel_blocks * groups < want)  // no group of fewer than 2 blocks, none of more than ob
     groups = std::max<int>(groups, std::min<long>((want + pixel_blocks - 1) / pixel_blocks,
@@ -114,8 +118,7 @@ PlaneLaunch PointwisePlaneLaunch(const ConvDesc& d, const Convolution::Pointwise
   PlaneLaunch l;
   l.global = {size_t(DivUp(int(hw), int(block))), size_t(DivUp(DivUp(d.out_channels, t.oc), t.ob)),
               size_t(d.batch)};
-  const int per_unit =
-      DefaultRowFor(PointwiseSpreadDefaults(), "conv_pw", TargetProfile::Of(info), d).config;
+  const int per_unit = SpreadPerUnit(d, info);
   // An input larger than a core's L2 and no smaller than the output (ResNet-50's 256 → 64
   // channels at 56×56, MobileNet v1's 128 → 128) is read once in groups of a few pixels and
   // every block of channels; otherwise the groups stream whole planes of a few channels, which

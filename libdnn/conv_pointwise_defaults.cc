@@ -16,6 +16,10 @@ bool RowPairsFit(const ConvDesc& d) {
   return d.type == DataType::kInt8Q && RowForm(d) && d.out_w() >= 8;
 }
 long Pixels(const ConvDesc& d) { return long(d.out_h()) * d.out_w(); }
+// int8q's plane form over planes of at least 16 pixels (a vector of 16 fills).
+bool Int8Plane(const ConvDesc& d) {
+  return d.type == DataType::kInt8Q && !RowForm(d) && Pixels(d) >= 16;
+}
 // A plane of 16 to 63 pixels (7×7) at stride 1, where blocks of 16 pixels leave lanes idle.
 bool SmallPlane(const ConvDesc& d) {
   return Pixels(d) >= 16 && Pixels(d) < 64 && !Convolution::IsStridedPointwise(d);
@@ -24,8 +28,7 @@ bool SmallPlane(const ConvDesc& d) {
 // int8q's plane form over planes of at least 16 pixels whose 16-pixel columns of k-channel
 // words fit in private memory (Convolution::PointwiseTile::ob).
 bool Int8ColumnZips(const ConvDesc& d, int k) {
-  return d.type == DataType::kInt8Q && !RowForm(d) && Pixels(d) >= 16 &&
-         long(d.channels + k - 1) / k * 64 <= Convolution::kMaxZippedColumnBytes;
+  return Int8Plane(d) && long(d.channels + k - 1) / k * 64 <= Convolution::kMaxZippedColumnBytes;
 }
 
 }  // namespace
@@ -133,8 +136,7 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
       {"int8q plane form, planes of at least 16 pixels, byte quad products in a helper, output "
        "channels a multiple of 16",
        [](const TargetProfile& p, const ConvDesc& d) {
-         return p.byte_quad_products && d.type == DataType::kInt8Q && !RowForm(d) &&
-                Pixels(d) >= 16 && d.out_channels % 16 == 0;
+         return p.byte_quad_products && Int8Plane(d) && d.out_channels % 16 == 0;
        },
        {16, 1, 16, 4},
        "mpcaffe time --synthetic --explain on MobileNet v1 int8, PoCL, AVX-512, alternating "
@@ -142,8 +144,7 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "configurations\"): the 1x1 layers' sum about a fifth lower than oc8's"},
       {"int8q plane form, planes of at least 16 pixels, byte quad products in a helper",
        [](const TargetProfile& p, const ConvDesc& d) {
-         return p.byte_quad_products && d.type == DataType::kInt8Q && !RowForm(d) &&
-                Pixels(d) >= 16;
+         return p.byte_quad_products && Int8Plane(d);
        },
        {8, 1, 16, 4},
        "mpcaffe time --synthetic --explain on ResNet-50 and MobileNet v1 int8, PoCL, 3 alternating "
@@ -273,8 +274,7 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "CPU runtime at AVX2), no residual, input channels too many to zip: 10 output channels x "
        "one vector of 8 pixels",
        [](const TargetProfile& p, const ConvDesc& d) {
-         return p.half_register_tiles && d.type == DataType::kInt8Q && !RowForm(d) &&
-                SmallPlane(d) && !d.residual;
+         return p.half_register_tiles && Int8Plane(d) && SmallPlane(d) && !d.residual;
        },
        {10, 1, 8},
        "as the row above without ob, PW_BENCH_TILES='oc8 px1 v16;oc6 px2 v8;oc8 px1 v8;oc10 px1 "
@@ -300,8 +300,8 @@ const DefaultsTable<Tile, ConvDesc>& PointwiseDefaults() {
        "planes of at least 16 pixels, half-register tiles (a CPU runtime at AVX2): 6 output "
        "channels x two vectors of 8 pixels",
        [](const TargetProfile& p, const ConvDesc& d) {
-         return p.half_register_tiles && d.type == DataType::kInt8Q && !RowForm(d) &&
-                Pixels(d) >= 16 && (d.residual || Convolution::IsStridedPointwise(d));
+         return p.half_register_tiles && Int8Plane(d) &&
+                (d.residual || Convolution::IsStridedPointwise(d));
        },
        {6, 2, 8},
        "mpcaffe time --model <ResNet-50 calibrated to int8> --iterations 10 --explain --json, "

@@ -242,11 +242,9 @@ std::string PointwiseInt8Source(const KernelTarget& target, const ConvDesc& d,
   const bool wide = groups % 2 == 0;
   // With ob > 1 the pairs of every input channel are zipped once into private memory (`xz`,
   // step-major) and the blocks of oc output channels taken in turn, each with its epilogue.
-  // The groups share the blocks evenly (80 blocks at ob 64: two of 40, not 64 and 16); their
-  // count is ob's. Convolution's launches pass the ob PointwiseZipBlocks chose for the device.
-  const int per_group = DivUp(ob_count, DivUp(ob_count, t.ob));
-  const std::string ob_loop = "  for (int ob = obg * " + num(per_group) + "; ob < min(obg * " +
-                              num(per_group) + " + " + num(per_group) + ", " + num(ob_count) +
+  // Convolution passes the ob PointwiseZipBlocks chose: the groups even, enough of them.
+  const std::string ob_loop = "  for (int ob = obg * " + num(t.ob) + "; ob < min(obg * " +
+                              num(t.ob) + " + " + num(t.ob) + ", " + num(ob_count) +
                               "); ++ob) {\n  const $global int* wb = wp + ob * " +
                               num(long(pairs) * t.oc) + ";\n";
   auto loops = [&](bool zmm) {
