@@ -32,6 +32,24 @@ void DefineCopyStore(KernelWriter& w, DataType type) {
   }
 }
 
+/// The _v8 channel_affine's walk: each work-item one contiguous range of the n values (a
+/// whole number of vectors of 8), plane by plane: `plane` sets the plane's factors (its channel
+/// c), `vec` computes the 8 values from i, `one` the value i of the plane's inner % 8 tail.
+/// A range per work-item rather than a grid stride: a CPU thread then streams from one place.
+std::string ChannelAffineVectorLoop(const std::string& plane, const std::string& vec,
+                                    const std::string& one) {
+  return "  const long g = $global_size(0);\n"
+         "  const long per = ((n + g - 1) / g + 7) / 8 * 8;\n"
+         "  int i = (int)min((long)n, (long)$global_id(0) * per);\n"
+         "  const int e = (int)min((long)n, (long)i + per);\n"
+         "  while (i < e) {\n"
+         "    const int p = i / inner;\n"
+         "    const int pe = (int)min((long)e, (long)(p + 1) * inner);\n"
+         "    const int c = p % channels;\n" +
+         plane + "    for (; i + 8 <= pe; i += 8) {\n" + vec + "    }\n" +
+         "    for (; i < pe; ++i) {\n" + one + "    }\n  }\n";
+}
+
 }  // namespace
 
 std::string LayerKernelName(const std::string& op, DataType type) {
@@ -48,6 +66,20 @@ bool HasVectorSoftmax(const KernelTarget& target, DataType type) {
 std::string ChannelAffineKernelName(DataType type, DataType param_type) {
   return std::string("channel_affine_") + Name(type) + "_" + Name(param_type);
 }
+
+bool HasVectorChannelAffine(const KernelTarget& target, DataType type, DataType param_type) {
+  return target.vector_builtins && target.work_item_is_thread &&
+         param_type == DataType::kFloat32 &&
+         (type == DataType::kFloat32 || IsQuantized(type));
+}
+
+std::string ChannelAffineLaunchName(const KernelTarget& target, DataType type,
+                                    DataType param_type) {
+  return ChannelAffineKernelName(type, param_type) +
+         (HasVectorChannelAffine(target, type, param_type) ? "_v8" : "");
+}
+
+size_t ChannelAffineVectorItems(int n) { return size_t(std::max(1, n / 1024)); }
 
 std::string SoftmaxSource(const KernelTarget& target, DataType type) {
   RequireFloat(type, "softmax");
@@ -440,6 +472,26 @@ std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataT
     }
   }
 )");
+    if (HasVectorChannelAffine(target, type, param_type)) {
+      const VectorWords v(target);
+      const std::string f8 = v.Type("float", 8), i8 = v.Type("int", 8);
+      const std::string storage = v.Type(TraitsOf(TraitsOf(type).storage).opencl, 8);
+      const std::string q = v.Convert(f8, v.Convert(i8, v.Load(8, "x + i")) + " - " +
+                                              v.Splat(i8, "x_zero"));
+      w.Kernel(ChannelAffineKernelName(type, param_type) + "_v8")
+          .Value("int", "n").Value("int", "channels").Value("int", "inner")
+          .In("Dtype", "x").Out("Dtype", "y").In("Ptype", "scale").In("Ptype", "bias")
+          .Value("int", "x_zero").Value("float", "lo").Value("float", "hi")
+          .VectorWidth(Scalar::kF32, 8)
+          .Body(ChannelAffineVectorLoop(
+              "    const float s = (float)Ptype_LOAD(scale, c);\n"
+              "    const float b = (float)Ptype_LOAD(bias, c);\n"
+              "    const " + f8 + " s8 = " + v.Splat(f8, "s") + ", b8 = " + v.Splat(f8, "b") + ";\n",
+              "      const " + f8 + " r = fmin(fmax($fma(" + q + ", s8, b8), lo), hi);\n"
+              "      " + v.Store(8, v.Convert(storage, "(r + 12582912.0f) - 12582912.0f"), "y + i") + ";\n",
+              "      const float r = fmin(fmax($fma((float)(Dtype_LOAD(x, i) - x_zero), s, b), lo), hi);\n"
+              "      Dtype_STORE(y, i, (int)((r + 12582912.0f) - 12582912.0f));\n"));
+    }
     return w.Source();
   }
   RequireFloat(type, "channel_affine");
@@ -464,6 +516,26 @@ std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataT
     }
   }
 )");
+  if (HasVectorChannelAffine(target, type, param_type)) {
+    const VectorWords v(target);
+    const std::string f8 = v.Type("float", 8);
+    w.Kernel(ChannelAffineKernelName(type, param_type) + "_v8")
+        .Value("int", "n").Value("int", "channels").Value("int", "inner")
+        .In("Dtype", "x").Out("Dtype", "y").In("Ptype", "scale").In("Ptype", "bias")
+        .Value("int", "has_bias").Value("int", "relu")
+        .VectorWidth(Scalar::kF32, 8)
+        .Body(ChannelAffineVectorLoop(
+            "    const float s = (float)Ptype_LOAD(scale, c);\n"
+            "    const float b = has_bias ? (float)Ptype_LOAD(bias, c) : 0.0f;\n",
+            "      " + f8 + " v = " + v.Load(8, "x + i") + " * s;\n"
+            "      if (has_bias) v += b;\n"
+            "      if (relu) v = " + v.Select("v * 0.0f", "v", "v > 0.0f") + ";\n"
+            "      " + v.Store(8, "v", "y + i") + ";\n",
+            "      float v = x[i] * s;\n"
+            "      if (has_bias) v += b;\n"
+            "      if (relu) v = v > 0.0f ? v : v * 0.0f;\n"
+            "      y[i] = v;\n"));
+  }
   return w.Source();
 }
 

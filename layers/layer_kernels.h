@@ -106,7 +106,20 @@ std::string EltwiseSource(const KernelTarget& target, const std::string& op, Dat
 /// q_y = clamp(rint(fma(q_x − x_zero, scale[c], bias[c])), lo, hi): the factors already hold
 /// x's and y's quantization (QuantizedChannelFactors), lo and hi the type's limits (lo raised
 /// to y's zero point for a ReLU).
+/// Where HasVectorChannelAffine the program also holds channel_affine_<dt>_<pt>_v8, the same
+/// arguments and values: each work-item one contiguous range of the values (a whole number of
+/// vectors of 8, launched as LaunchChannelAffineVectors says), its planes' vectors of 8 and
+/// each plane's inner % 8 tail one by one.
 std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataType param_type);
+/// fp32 or a quantized type with float factors, on a CPU runtime with vector built-ins (its
+/// work-items are threads): there the scalar kernel's work-groups of 64 along each plane cost
+/// PoCL more than the values (DenseNet-121's BatchNorms, docs/BENCHMARKS.md "Default
+/// configurations").
+bool HasVectorChannelAffine(const KernelTarget& target, DataType type, DataType param_type);
+/// The name the layers launch: the _v8 form's where HasVectorChannelAffine.
+std::string ChannelAffineLaunchName(const KernelTarget& target, DataType type, DataType param_type);
+/// Work-items for the _v8 form over n values: a range of at least 1024 values each.
+size_t ChannelAffineVectorItems(int n);
 
 /// The quantized channel_affine's factors for y = a[c]·x + b[c] from x's quantization to y's:
 /// scale[c] = a[c]·x.scale / y.scale, bias[c] = b[c] / y.scale + y.zero_point; and its clamp

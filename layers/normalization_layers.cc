@@ -15,10 +15,15 @@
 namespace mpcaffe {
 namespace {
 
-/// Groups of 64 along each plane, at most 16 of them, and as many planes as keep the grid
+/// The _v8 form (`vectors`: HasVectorChannelAffine) as ChannelAffineVectorItems says. Else
+/// groups of 64 along each plane, at most 16 of them, and as many planes as keep the grid
 /// under Launch1D's cap (the kernel strides over the rest); planes of fewer than 64 values
 /// (a BatchNorm after an InnerProduct: one value each) in groups of 64 planes.
-void LaunchChannelPlanes(Kernel& k, int n, int inner) {
+void LaunchChannelPlanes(Kernel& k, int n, int inner, bool vectors) {
+  if (vectors) {
+    k.Launch1D(ChannelAffineVectorItems(n));
+    return;
+  }
   const size_t cap = 65535 - 63;
   const size_t planes = size_t(std::max(1, n / std::max(1, inner)));
   if (inner >= 64) {
@@ -39,7 +44,7 @@ void LaunchChannelAffine(Device& device, Kernel k, DataType t, int n, int channe
       .ArgBuffer(x, 0, SizeOf(t)).ArgBuffer(y, 0, SizeOf(t))
       .ArgBuffer(scale, 0, ps).ArgBuffer(bias ? bias : scale, 0, ps).Arg(int32_t{bias ? 1 : 0})
       .Arg(int32_t{relu ? 1 : 0});
-  LaunchChannelPlanes(k, n, inner);
+  LaunchChannelPlanes(k, n, inner, HasVectorChannelAffine(KernelTarget::Of(device), t, pt));
 }
 
 /// The quantized channel_affine of a layer whose data are quantized (BatchNorm with global
@@ -77,7 +82,8 @@ class QuantizedChannelPass {
     k.Arg(int32_t{n}).Arg(int32_t{channels}).Arg(int32_t{inner})
         .ArgBuffer(x.device_data(), 0, es).ArgBuffer(y.mutable_device_data(), 0, es)
         .Arg(scale_).Arg(bias_).Arg(int32_t{xq.zero_point}).Arg(f_.lo).Arg(f_.hi);
-    LaunchChannelPlanes(k, n, inner);
+    LaunchChannelPlanes(k, n, inner,
+                        HasVectorChannelAffine(KernelTarget::Of(device), t, DataType::kFloat32));
   }
 
  private:
@@ -181,7 +187,7 @@ class BatchNormLayer : public Layer {
     const int inner = Inner(*bottom[0]);
     if (IsQuantized(t)) {
       quantized_.Run(*this, GetKernel(ChannelAffineSource(target(), t, DataType::kFloat32),
-                                      ChannelAffineKernelName(t, DataType::kFloat32)),
+                                      ChannelAffineLaunchName(target(), t, DataType::kFloat32)),
                      t, channels_, inner, *bottom[0], *top[0], BottomAffine(0),
                      AffineOf(OutputParams()), relu_fused(), FactorsKey(),
                      [this](std::vector<float>* a, std::vector<float>* b) { Factors(a, b); });
@@ -201,7 +207,7 @@ class BatchNormLayer : public Layer {
         fused_epilogue_ = fused();
       }
       Kernel k = GetKernel(ChannelAffineSource(target(), t, DataType::kFloat32),
-                           ChannelAffineKernelName(t, DataType::kFloat32));
+                           ChannelAffineLaunchName(target(), t, DataType::kFloat32));
       LaunchChannelAffine(device(), k, t, n, channels_, inner, bottom[0]->device_data(),
                           top[0]->mutable_device_data(), DataType::kFloat32, scale_.mem.get(),
                           bias_.mem.get(), relu_fused());
@@ -226,7 +232,7 @@ class BatchNormLayer : public Layer {
       }
       if (n == 0) return;
       Kernel k = GetKernel(ChannelAffineSource(target(), t, DataType::kFloat32),
-                           ChannelAffineKernelName(t, DataType::kFloat32));
+                           ChannelAffineLaunchName(target(), t, DataType::kFloat32));
       LaunchChannelAffine(device(), k, t, n, channels_, inner, bottom[0]->device_data(),
                           top[0]->mutable_device_data(), DataType::kFloat32, scale_.mem.get(),
                           bias_.mem.get());
@@ -260,7 +266,7 @@ class BatchNormLayer : public Layer {
     stats.Launch1D(channels_);
     folded_ = false;  // the moving averages changed
     Kernel k = GetKernel(ChannelAffineSource(target(), t, DataType::kFloat32),
-                         ChannelAffineKernelName(t, DataType::kFloat32));
+                         ChannelAffineLaunchName(target(), t, DataType::kFloat32));
     LaunchChannelAffine(device(), k, t, n, channels_, inner, y, y, DataType::kFloat32,
                         inv_std_.mem.get(), nullptr);
     if (!x_norm_) x_norm_ = std::make_unique<Blob>(device(), t, std::vector<int>{}, name() + "/x_norm");
@@ -279,7 +285,7 @@ class BatchNormLayer : public Layer {
     DeviceMemory* dy = top[0]->device_diff();
     if (use_global_) {
       Kernel k = GetKernel(ChannelAffineSource(target(), DataType::kFloat32, DataType::kFloat32),
-                           ChannelAffineKernelName(DataType::kFloat32, DataType::kFloat32));
+                           ChannelAffineLaunchName(target(), DataType::kFloat32, DataType::kFloat32));
       LaunchChannelAffine(device(), k, DataType::kFloat32, n, channels_, inner, dy,
                           bottom[0]->mutable_device_diff(), DataType::kFloat32, scale_.mem.get(),
                           nullptr);
@@ -403,7 +409,7 @@ class ScaleLayer : public Layer {
     const DataType t = compute_type_;
     if (IsQuantized(t)) {
       quantized_.Run(*this, GetKernel(ChannelAffineSource(target(), t, DataType::kFloat32),
-                                      ChannelAffineKernelName(t, DataType::kFloat32)),
+                                      ChannelAffineLaunchName(target(), t, DataType::kFloat32)),
                      t, channels_, inner_, *bottom[0], *top[0], BottomAffine(0), TopAffine(0),
                      false, ParamVersionsKey({this}),
                      [this](std::vector<float>* a, std::vector<float>* b) {
@@ -415,7 +421,7 @@ class ScaleLayer : public Layer {
                      });
       return;
     }
-    Kernel k = GetKernel(ChannelAffineSource(target(), t, t), ChannelAffineKernelName(t, t));
+    Kernel k = GetKernel(ChannelAffineSource(target(), t, t), ChannelAffineLaunchName(target(), t, t));
     Blob& s = bottom.size() == 2 ? *bottom[1] : *blobs_[0];
     DeviceMemory* bias = nullptr;
     if (param_.scale_param().bias_term()) bias = blobs_.back()->device_data();
@@ -461,7 +467,7 @@ class ScaleLayer : public Layer {
                  blobs_[bias_index]->mutable_device_diff(), 1.0f, 1.0f);
     if (down[0]) {
       Kernel k = GetKernel(ChannelAffineSource(target(), DataType::kFloat32, DataType::kFloat32),
-                           ChannelAffineKernelName(DataType::kFloat32, DataType::kFloat32));
+                           ChannelAffineLaunchName(target(), DataType::kFloat32, DataType::kFloat32));
       LaunchChannelAffine(device(), k, DataType::kFloat32, n, channels_, inner_, dy,
                           bottom[0]->mutable_device_diff(), DataType::kFloat32, s.device_data(),
                           nullptr);

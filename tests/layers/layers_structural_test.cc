@@ -600,9 +600,11 @@ TEST(Layers, BatchNormAndScaleFloatTypes) {
 
 // The channel-affine launch over planes of every size: one value each past the launch's
 // cap on planes (a 2-D blob: 140 000 planes), more values than the groups along a plane
-// (56 × 56) and a plane between (10 × 10).
+// (56 × 56), a plane between (10 × 10), and planes whose 8-value vectors leave a tail (13 × 11,
+// 57 × 57: the vector form's work-items' ranges start and end inside planes).
 TEST(Layers, ScaleCoversEveryPlaneShape) {
-  const std::vector<std::vector<int>> shapes{{70000, 2}, {2, 3, 56, 56}, {1, 5, 10, 10}};
+  const std::vector<std::vector<int>> shapes{{70000, 2},     {2, 3, 56, 56},  {1, 5, 10, 10},
+                                             {3, 7, 13, 11}, {1, 64, 57, 57}};
   for (const auto& shape : shapes) {
     const int channels = shape[1];
     int inner = 1;

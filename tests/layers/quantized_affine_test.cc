@@ -36,6 +36,9 @@ TEST(QuantizedChannelAffine, BatchNormAndScaleMatchTheReferenceAndTheRealAffine)
       {"name: 'bn' type: 'BatchNorm' batch_norm_param { use_global_stats: true }", {1, 3, 20, 21}},
       {"name: 'sc' type: 'Scale' bottom: 'x' top: 'y' scale_param { bias_term: true }", {2, 6, 11, 13}},
       {"name: 'sc' type: 'Scale' bottom: 'x' top: 'y' scale_param { bias_term: false }", {3, 4, 1, 1}},
+      // Many work-items of the vector form, their ranges starting and ending inside planes
+      // whose vectors of 8 leave a tail.
+      {"name: 'bn' type: 'BatchNorm' batch_norm_param { use_global_stats: true }", {2, 48, 29, 31}},
   };
   const bool exact = !Dev().info().fma_in_software;
   for (DataType t : {DataType::kInt8Q, DataType::kInt16Q})
