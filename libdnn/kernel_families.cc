@@ -417,13 +417,14 @@ std::vector<KernelFamilyEntry> Build() {
                  return Samples{{"conv_nd_col2im", ConvolutionNd::Source(k)}};
                }});
   // Pooling ("pool_plane_max", "pool_vector_max": the max kernel's vector forms, in the same
-  // program).
+  // program; "pool_plane_ave": the whole-plane average, in the average kernel's).
   f.push_back(
       {"pool_forward",
        {{"pool_plane_max", &kRowGroupsSchema,
          [] { return LaunchRows(PoolForwardFamilies(), "pool_plane_max"); }},
         {"pool_vector_max", &kRowGroupsSchema,
          [] { return LaunchRows(PoolForwardFamilies(), "pool_vector_max"); }},
+        {"pool_plane_ave"},
         {"pool"}},
        [](const KernelTarget& k) {
          Samples s;

@@ -84,6 +84,13 @@ bool UsesVectorMax(const KernelTarget& target, PoolMethod method) {
   return target.vector_builtins && method == PoolMethod::kMax;
 }
 
+/// The average pool's program also holds the whole-plane form (pool_plane.cc) on a CPU runtime
+/// with vector built-ins, for fp32 and the quantized types.
+bool UsesPlaneAve(const KernelTarget& target, DataType type, PoolMethod method) {
+  return target.vector_builtins && target.work_item_is_thread &&
+         method == PoolMethod::kAverage && (IsQuantized(type) || type == DataType::kFloat32);
+}
+
 /// The vector max kernel's lane counts in a type's program, and the one a pool runs: int8q
 /// rows of at least 16 outputs in 16 bytes (8 bytes left each work-item's loads, its row loop
 /// and its store a quarter of a register: SqueezeNet's and ResNet-50's 3×3 stride-2 pools ran
@@ -223,6 +230,7 @@ std::string Pooling::ForwardSource(const KernelTarget& target, DataType type, Po
     for (int lanes : VectorMaxLaneCounts(type)) pool_internal::DeclareVectorMax(w, type, lanes);
     if (q || type == DataType::kFloat32) pool_internal::DeclarePlaneMax(w, type);
   }
+  if (UsesPlaneAve(target, type, method)) pool_internal::DeclarePlaneAve(w, type);
   return w.Source();
 }
 
@@ -335,6 +343,11 @@ const std::vector<PoolForwardFamily>& PoolForwardFamilies() {
          return p.vector_builtins && d.method == PoolMethod::kMax;
        },
        PoolVectorMaxDefaults},
+      {"pool_plane_ave",
+       [](const PoolDesc& d, const TargetProfile& p) {
+         return p.vector_builtins && p.cpu_vectors && pool_internal::PlaneAveApplies(d);
+       },
+       nullptr},
       {"pool", [](const PoolDesc&, const TargetProfile&) { return true; }, nullptr},
   };
   return families;
@@ -359,7 +372,10 @@ Pooling::Pooling(Device& device, const PoolDesc& desc, const PoolQuant& quant)
       FirstRowFamily(PoolForwardFamilies(), desc_, profile, "pooling " + desc_.ToString());
   // The vector max kernels (row and plane forms), in the program where UsesVectorMax.
   plane_ = std::string(family->name) == "pool_plane_max";
-  if (plane_) {
+  plane_ave_ = std::string(family->name) == "pool_plane_ave";
+  if (plane_ave_) {
+    forward_vec_ = program->GetKernel(pool_internal::PlaneAveKernelName(desc_.type));
+  } else if (plane_) {
     forward_vec_ = program->GetKernel(pool_internal::PlaneMaxKernelName(desc_.type));
     vec_launch_ = launch.launch;
   } else if (family->launch) {
@@ -411,6 +427,15 @@ Event Pooling::Forward(const BufferRef& input, const BufferRef& output, const Bu
     CheckBuffer(d, "mask", mask, d.output_count(), 4);
   }
   const Geometry g = GeometryOf(d);
+  if (plane_ave_) {  // average pooling takes no mask
+    const int planes = d.batch * d.channels;
+    forward_vec_.ArgBuffer(input.mem, input.byte_offset, es)
+        .ArgBuffer(output.mem, output.byte_offset, es)
+        .Arg(avg_requant_);
+    for (int v : {planes, d.height * d.width, quant_.x_zero, quant_.y_zero})
+      forward_vec_.Arg(int32_t{v});
+    return forward_vec_.Launch1D(size_t(planes), queue);
+  }
   if (!forward_vec_.name().empty() && !has_mask) {
     // The vector max kernels: `items` rows (row form) or planes (plane form) of `vecs` vectors
     // each; work-groups no wider than an item's vectors (no idle lanes), the items shared by

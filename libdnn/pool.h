@@ -96,6 +96,7 @@ class Pooling {
   Kernel forward_vec_;  // max pooling without a mask (OpenCL)
   RowGroups vec_launch_;  // forward_vec_'s launch (PoolVectorMaxDefaults, PoolPlaneMaxDefaults)
   bool plane_ = false;    // forward_vec_ is the plane form (pool_internal::DeclarePlaneMax)
+  bool plane_ave_ = false;  // forward_vec_ is the whole-plane average (DeclarePlaneAve)
   vptr<int32_t> avg_requant_;  // quantized average: (multiplier, shift) per count 1..area
   int32_t max_mult_ = 0, max_shift_ = 0, max_same_ = 1;
 };
@@ -108,7 +109,8 @@ const DefaultsTable<RowGroups, PoolDesc>& PoolPlaneMaxDefaults();
 /// Pooling's forward kernels as families, in the order a Pooling tries them: the first that
 /// applies runs (a mask asked for at Forward takes the scalar kernel, which every device has).
 struct PoolForwardFamily {
-  const char* name;  ///< "pool_plane_max", "pool_vector_max", "pool" (the registry's names)
+  const char* name;  ///< "pool_plane_max", "pool_vector_max", "pool_plane_ave", "pool" (the
+                     ///< registry's names)
   bool (*applies)(const PoolDesc& desc, const TargetProfile& profile);
   /// The family's launch defaults; null: the 1-D launch of the device's choosing.
   const DefaultsTable<RowGroups, PoolDesc>& (*launch)();

@@ -30,4 +30,19 @@ std::string PlaneMaxKernelName(DataType type);
 /// `w`, whose Dtype and requantization Pooling::ForwardSource has declared.
 void DeclarePlaneMax(KernelWriter& w, DataType type);
 
+/// Whether the whole-plane average form computes `d`: int8q, int16q or fp32 average pooling whose
+/// window is the whole input plane without padding (global pooling, or a kernel the plane's size:
+/// the classifiers' last pools), planes of fewer than 2^15 values (int32 sums of 16-bit codes).
+bool PlaneAveApplies(const PoolDesc& d);
+
+/// "<ForwardKernelName(type, ave)>_plane".
+std::string PlaneAveKernelName(DataType type);
+
+/// Adds the whole-plane average kernel for `type` to the average pool's program `w`:
+/// <PlaneAveKernelName>(In Dtype x, Out Dtype y, In int rq, int planes, int hw, int x_zero,
+/// int y_zero), each work-item a contiguous range of planes ($vector_loop), a plane summed in
+/// vectors of 8 and its hw % 8 tail; the scalar kernel's divisor (fp32: the sum / hw) and
+/// requantization (rq's row for hw values), the codes' sums exact.
+void DeclarePlaneAve(KernelWriter& w, DataType type);
+
 }  // namespace mpcaffe::libdnn::pool_internal

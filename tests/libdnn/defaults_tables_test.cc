@@ -179,6 +179,22 @@ TEST(DefaultsTables, LaunchDefaultsPerDeviceClass) {
   EXPECT_STREQ(PoolForwardFamilyFor(inception, cpu).name, "pool_plane_max");
   inception.type = DataType::kFloat16;  // half loads: the row form
   EXPECT_STREQ(PoolForwardFamilyFor(inception, cpu).name, "pool_vector_max");
+  // A classifier's last pool (the window the whole plane): the whole-plane average on a CPU
+  // runtime, in fp32 and the quantized types; fp16 (half loads) and other dialects the scalar.
+  PoolDesc last = average;
+  last.height = last.width = last.kernel_h = last.kernel_w = 7;
+  last.stride_h = last.stride_w = 1, last.pad_h = last.pad_w = 0;
+  for (DataType t : {DataType::kFloat32, DataType::kInt8Q, DataType::kInt16Q}) {
+    last.type = t;
+    EXPECT_STREQ(PoolForwardFamilyFor(last, cpu).name, "pool_plane_ave") << Name(t);
+    EXPECT_STREQ(PoolForwardFamilyFor(last, scalar_dialect).name, "pool") << Name(t);
+  }
+  last.type = DataType::kFloat16;
+  EXPECT_STREQ(PoolForwardFamilyFor(last, cpu).name, "pool");
+  last.type = DataType::kFloat32, last.pad_h = 1;  // padded: windows of other sizes
+  EXPECT_STREQ(PoolForwardFamilyFor(last, cpu).name, "pool");
+  last.pad_h = 0, last.global = true, last.height = 13;
+  EXPECT_STREQ(PoolForwardFamilyFor(last, cpu).name, "pool_plane_ave");
   EXPECT_EQ(DefaultRowFor(PoolVectorMaxDefaults(), "pool", cpu, PoolDesc{}).config.ToString(),
             "width=8 groups=1024");
   // int8 on a CPU runtime: a quarter of the groups; elsewhere, and fp32, the thousand.

@@ -50,6 +50,8 @@ const Shape kShapes[] = {
     {1, 7, 6, 6, 0, 0, 0, 0, 0, 0, true},      // global 6×6
     {3, 2, 1, 1, 0, 0, 0, 0, 0, 0, true},      // global 1×1
     {1, 4, 3, 5, 0, 0, 0, 0, 0, 0, true},      // global 3×5
+    {2, 75, 7, 7, 0, 0, 0, 0, 0, 0, true},     // global 7×7, 150 planes: many work-items
+    {1, 9, 23, 17, 23, 17, 1, 1, 0, 0, false}, // kernel = input, a plane of 391 (a tail of 7)
     {1, 3, 11, 11, 5, 5, 1, 1, 2, 2, false},   // 5×5 window, stride 1, padded
     {3, 5, 9, 6, 2, 2, 2, 2, 1, 1, false},     // batch 3, padded 2×2
     {1, 1, 17, 3, 4, 2, 3, 1, 0, 1, false},    // tall input
