@@ -117,6 +117,18 @@ std::string ReluSource(const KernelTarget& target, DataType type) {
     Dtype_STORE(y, i, Dtype_SELECT(v * (Dtype_c)slope, v, v > (Dtype_c)0.0f));
   }
 )");
+    if (HasVectorRelu(target, type)) {
+      // fp32 on a CPU runtime: 8 floats per step over a contiguous range per work-item, the
+      // scalar form's select (v·slope where v is not above 0: NaN and −0 as there).
+      const VectorWords v(target);
+      const std::string f8 = v.Type("float", 8);
+      std::string body = "  const int n8 = n / 8;\n  $vector_loop(i8, n8) {\n";
+      body += "    const " + f8 + " v = " + v.Load(8, "x + 8 * i8") + ";\n";
+      body += "    " + v.Store(8, v.Select("v * slope", "v", "v > 0.0f"), "y + 8 * i8") + ";\n";
+      body += "  }\n  $loop(t, n - n8 * 8) {\n    const int i = n8 * 8 + t;\n";
+      body += "    const float v = x[i];\n    y[i] = v > 0.0f ? v : v * slope;\n  }\n";
+      declare(ElementwiseKernelName("relu", type) + "_v8").VectorWidth(Scalar::kF32, 8).Body(body);
+    }
   }
   return w.Source();
 }
@@ -236,7 +248,8 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
 }
 
 bool HasVectorRelu(const KernelTarget& target, DataType type) {
-  return Dialect::For(target.backend).vector_builtins && IsQuantized(type);
+  return Dialect::For(target.backend).vector_builtins &&
+         (IsQuantized(type) || (type == DataType::kFloat32 && target.work_item_is_thread));
 }
 
 bool HasVectorConvert(const KernelTarget& target, DataType from, DataType to) {

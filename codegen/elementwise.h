@@ -67,7 +67,7 @@ std::string ConvertKernelName(DataType from, DataType to);
 /// per step (a dialect with vector built-ins: every pair with a float side, fp32 <-> fp16 too).
 bool HasVectorConvert(const KernelTarget& target, DataType from, DataType to);
 /// Whether ReluSource also holds "<ElementwiseKernelName(relu)>_v8", the same ReLU 8 elements per
-/// step (quantized types, a dialect with vector built-ins).
+/// step (a dialect with vector built-ins: quantized types, and fp32 where work-items are threads).
 bool HasVectorRelu(const KernelTarget& target, DataType type);
 
 }  // namespace mpcaffe

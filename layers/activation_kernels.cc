@@ -4,6 +4,9 @@
 
 #include <stdexcept>
 
+#include "codegen/vector_words.h"
+#include "layers/layer_kernels.h"
+
 namespace mpcaffe {
 
 namespace {
@@ -21,7 +24,8 @@ const std::vector<ActivationOp> kOps = {
     {"bnll", "v > 0.0f ? v + log(1.0f + exp(-v)) : log(1.0f + exp(v))",
      "g * (exp(fmin(v, 50.0f)) / (exp(fmin(v, 50.0f)) + 1.0f))", true},
     // Clip: a = min, b = max; the gradient passes where min <= x <= max (both ends included).
-    {"clip", "fmax(a, fmin(v, b))", "g * (v >= a && v <= b ? 1.0f : 0.0f)", true},
+    {"clip", "fmax(a, fmin(v, b))", "g * (v >= a && v <= b ? 1.0f : 0.0f)", true,
+     "fmax(fmin(v, b), a)"},
     // ELU: a = alpha; for x <= 0 the derivative is α·e^x = y + α.
     {"elu", "v > 0.0f ? v : a * (exp(v) - 1.0f)", "g * (v > 0.0f ? 1.0f : y + a)", true},
     // Exp: y = base^(shift + scale·x) = b·e^(a·x) with a = ln(base)·scale, b = base^shift.
@@ -29,14 +33,17 @@ const std::vector<ActivationOp> kOps = {
     // Log: y = log_base(shift + scale·x) = c·ln(a·x + b), a = scale, b = shift, c = 1/ln(base).
     {"log", "c * log(a * v + b)", "g * c * a / (a * v + b)", true},
     // Power: y = (shift + scale·x)^power with a = power, b = scale, c = shift; the gradient is 0
-    // when power·scale is 0 (BVLC's special case, which also avoids 0·∞ at a zero base).
-    {"power", "pow(b * v + c, a)",
-     "(a * b == 0.0f ? 0.0f : g * a * b * pow(b * v + c, a - 1.0f))", true},
+    // when power·scale is 0 (BVLC's special case, which also avoids 0·∞ at a zero base). Powers
+    // 1 and 2 without pow(): the base itself and its square, which the host's std::pow returns
+    // (OpenCL's pow may be 16 ulp off, and PoCL computes it a value at a time).
+    {"power", "(a == 1.0f ? b * v + c : a == 2.0f ? (b * v + c) * (b * v + c) : pow(b * v + c, a))",
+     "(a * b == 0.0f ? 0.0f : g * a * b * pow(b * v + c, a - 1.0f))", true,
+     "(a == 1.0f ? b * v + c : a == 2.0f ? (b * v + c) * (b * v + c) : pow(b * v + c, MP_F8(a)))"},
     // Swish: y = x·σ(βx), a = β; dy/dx = βy + σ(βx)(1 − βy).
     {"swish", "v / (1.0f + exp(-a * v))",
      "g * (a * y + (1.0f - a * y) / (1.0f + exp(-a * v)))", true},
     // Threshold: a = threshold; y = x > threshold. BVLC has no backward pass for it.
-    {"threshold", "v > a ? 1.0f : 0.0f", nullptr, false},
+    {"threshold", "v > a ? 1.0f : 0.0f", nullptr, false, "v > a ? MP_F8(1.0f) : MP_F8(0.0f)"},
 };
 
 }  // namespace
@@ -55,6 +62,15 @@ std::string ActivationKernelName(const std::string& op, DataType type) {
 
 std::string ActivationBackwardKernelName(const std::string& op) { return op + "_backward"; }
 
+bool HasVectorActivation(const KernelTarget& target, DataType type) {
+  return type == DataType::kFloat32 && target.vector_builtins && target.work_item_is_thread;
+}
+
+std::string ActivationLaunchName(const KernelTarget& target, const std::string& op,
+                                 DataType type) {
+  return ActivationKernelName(op, type) + (HasVectorActivation(target, type) ? "_v8" : "");
+}
+
 std::string ActivationSource(const KernelTarget& target, DataType type) {
   if (IsQuantized(type))
     throw std::invalid_argument(std::string("the activation kernels compute in float types, not ") +
@@ -70,6 +86,23 @@ std::string ActivationSource(const KernelTarget& target, DataType type) {
     Dtype_STORE(y, i, (Dtype_c)()") + op.forward + R"());
   }
 )");
+  const bool vec = HasVectorActivation(target, type);
+  const VectorWords vw(target);
+  const std::string f8 = vw.Type("float", 8);
+  if (vec) {
+    w.Define("MP_F8(x)", vw.Splat(f8, "(x)"));
+    for (const auto& op : kOps)
+      w.Kernel(ActivationKernelName(op.name, type) + "_v8")
+          .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
+          .Value("float", "a").Value("float", "b").Value("float", "c")
+          .VectorWidth(Scalar::kF32, 8)
+          .Body("  const int n8 = n / 8;\n  $vector_loop(i8, n8) {\n    const " + f8 + " v = " +
+                vw.Load(8, "x + 8 * i8") + ";\n    " +
+                vw.Store(8, std::string("(") + (op.vector_forward ? op.vector_forward : op.forward) +
+                                ")", "y + 8 * i8") +
+                ";\n  }\n  $loop(t, n - n8 * 8) {\n    const int i = n8 * 8 + t;\n"
+                "    const float v = x[i];\n    y[i] = " + op.forward + ";\n  }\n");
+  }
   w.Kernel(ActivationKernelName("prelu", type))
       .Value("int", "n").Value("int", "channels").Value("int", "inner")
       .In("Dtype", "x").In("Dtype", "slope").Out("Dtype", "y")
@@ -79,6 +112,25 @@ std::string ActivationSource(const KernelTarget& target, DataType type) {
     Dtype_STORE(y, i, (Dtype_c)(v > 0.0f ? v : s * v));
   }
 )");
+  if (vec) {
+    w.Kernel(ActivationKernelName("prelu", type) + "_v8")
+        .Value("int", "n").Value("int", "channels").Value("int", "inner")
+        .In("Dtype", "x").In("Dtype", "slope").Out("Dtype", "y")
+        .VectorWidth(Scalar::kF32, 8)
+        .Body(ChannelPlanesVectorLoop(
+            "    const float s = slope[c];\n",
+            "      const " + f8 + " v = " + vw.Load(8, "x + i") + ";\n      " +
+                vw.Store(8, "(v > 0.0f ? v : s * v)", "y + i") + ";\n",
+            "      const float v = x[i];\n      y[i] = v > 0.0f ? v : s * v;\n"));
+    w.Kernel(ActivationKernelName("bias", type) + "_v8")
+        .Value("int", "n").Value("int", "channels").Value("int", "inner")
+        .In("Dtype", "x").In("Dtype", "bias").Out("Dtype", "y")
+        .VectorWidth(Scalar::kF32, 8)
+        .Body(ChannelPlanesVectorLoop(
+            "    const float s = bias[c];\n",
+            "      " + vw.Store(8, vw.Load(8, "x + i") + " + s", "y + i") + ";\n",
+            "      y[i] = x[i] + s;\n"));
+  }
   w.Kernel(ActivationKernelName("bias", type))
       .Value("int", "n").Value("int", "channels").Value("int", "inner")
       .In("Dtype", "x").In("Dtype", "bias").Out("Dtype", "y")

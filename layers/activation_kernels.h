@@ -24,6 +24,10 @@ struct ActivationOp {
   /// Whether `backward` reads v (x); false when it needs y only, so an in-place layer need not
   /// keep a copy of its input.
   bool backward_reads_x;
+  /// `forward` for v a vector of 8 floats (MP_F8(x): x as one), where the scalar text is not
+  /// OpenCL C for vectors (a scalar first operand of fmax, a vector pow's exponent, scalar
+  /// choices); nullptr: `forward` itself.
+  const char* vector_forward = nullptr;
 };
 
 /// The rows, in table order. Throws std::invalid_argument for an unknown name.
@@ -37,7 +41,16 @@ const std::vector<ActivationOp>& ActivationOps();
 ///   bias_<dt>(int n, int channels, int inner, In Dtype x, In Dtype bias, Out Dtype y):
 ///     y = x + bias[(i / inner) % channels].
 /// Values are loaded and stored in the type's storage and computed in float.
+/// Where HasVectorActivation each kernel also has a "_v8" form with the same arguments and
+/// values: the rows' in vectors of 8 floats over a contiguous range per work-item and the n % 8
+/// tail one by one (launch max(n / 8, n % 8) work-items), prelu's and bias's plane by plane
+/// (ChannelPlanesVectorLoop; launch ChannelAffineVectorItems(n)). PoCL runs the scalar forms'
+/// exp, log, tanh and pow as a scalar call per value (TanH 3.9 ms for 800 K values, Power 57).
 std::string ActivationSource(const KernelTarget& target, DataType type);
+/// fp32 on a CPU runtime with vector built-ins (work-items are threads).
+bool HasVectorActivation(const KernelTarget& target, DataType type);
+/// The forward kernel a layer launches: "<op>_<dt>" or its "_v8" form.
+std::string ActivationLaunchName(const KernelTarget& target, const std::string& op, DataType type);
 
 /// Every fp32 backward kernel of the family:
 ///   <op>_backward(int n, In float x, In float y, In float dy, Out float dx, float a, float b,

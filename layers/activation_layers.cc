@@ -11,6 +11,7 @@
 #include <string>
 
 #include "layers/activation_kernels.h"
+#include "layers/layer_kernels.h"
 #include "layers/layer_registry.h"
 #include "layers/train_kernels.h"
 
@@ -62,11 +63,12 @@ class ActivationLayer : public Layer {
     if (n == 0) return;
     const DataType t = compute_type_;
     KeepInputInPlace(*this, *bottom[0], *top[0], op_.backward && op_.backward_reads_x, &x_copy_);
-    Kernel k = GetKernel(ActivationSource(target(), t), ActivationKernelName(op_.name, t));
+    const bool vec = HasVectorActivation(target(), t);
+    Kernel k = GetKernel(ActivationSource(target(), t), ActivationLaunchName(target(), op_.name, t));
     k.Arg(int32_t{n}).ArgBuffer(bottom[0]->device_data(), 0, SizeOf(t))
         .ArgBuffer(top[0]->mutable_device_data(), 0, SizeOf(t))
         .Arg(args_.a).Arg(args_.b).Arg(args_.c);
-    k.Launch1D(n);
+    k.Launch1D(vec ? std::max(n / 8, n % 8) : n);
   }
 
   void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
@@ -235,11 +237,12 @@ class PReLULayer : public Layer {
     if (n == 0) return;
     const DataType t = compute_type_;
     KeepInputInPlace(*this, *bottom[0], *top[0], true, &x_copy_);
-    Kernel k = GetKernel(ActivationSource(target(), t), ActivationKernelName("prelu", t));
+    const bool vec = HasVectorActivation(target(), t);
+    Kernel k = GetKernel(ActivationSource(target(), t), ActivationLaunchName(target(), "prelu", t));
     k.Arg(int32_t{n}).Arg(int32_t{channels_}).Arg(int32_t{inner_})
         .ArgBuffer(bottom[0]->device_data(), 0, SizeOf(t)).ArgBuffer(blobs_[0]->device_data(), 0, SizeOf(t))
         .ArgBuffer(top[0]->mutable_device_data(), 0, SizeOf(t));
-    k.Launch1D(n);
+    k.Launch1D(vec ? ChannelAffineVectorItems(n) : size_t(n));
   }
 
   // dx = dy·(x > 0 ? 1 : a_c); da_c += Σ dy·min(x, 0) over the positions of channel c.
@@ -328,11 +331,12 @@ class BiasLayer : public Layer {
     if (n == 0) return;
     const DataType t = compute_type_;
     Blob& b = bottom.size() == 2 ? *bottom[1] : *blobs_[0];
-    Kernel k = GetKernel(ActivationSource(target(), t), ActivationKernelName("bias", t));
+    const bool vec = HasVectorActivation(target(), t);
+    Kernel k = GetKernel(ActivationSource(target(), t), ActivationLaunchName(target(), "bias", t));
     k.Arg(int32_t{n}).Arg(int32_t{dim_}).Arg(int32_t{inner_})
         .ArgBuffer(bottom[0]->device_data(), 0, SizeOf(t)).ArgBuffer(b.device_data(), 0, SizeOf(t))
         .ArgBuffer(top[0]->mutable_device_data(), 0, SizeOf(t));
-    k.Launch1D(n);
+    k.Launch1D(vec ? ChannelAffineVectorItems(n) : size_t(n));
   }
 
   // dx = dy; db = Σ dy over the positions outside the bias's axes (a second bottom's diff is

@@ -32,23 +32,7 @@ void DefineCopyStore(KernelWriter& w, DataType type) {
   }
 }
 
-/// The _v8 channel_affine's walk: each work-item one contiguous range of the n values (a
-/// whole number of vectors of 8), plane by plane: `plane` sets the plane's factors (its channel
-/// c), `vec` computes the 8 values from i, `one` the value i of the plane's inner % 8 tail.
-/// A range per work-item rather than a grid stride: a CPU thread then streams from one place.
-std::string ChannelAffineVectorLoop(const std::string& plane, const std::string& vec,
-                                    const std::string& one) {
-  return "  const long g = $global_size(0);\n"
-         "  const long per = ((n + g - 1) / g + 7) / 8 * 8;\n"
-         "  int i = (int)min((long)n, (long)$global_id(0) * per);\n"
-         "  const int e = (int)min((long)n, (long)i + per);\n"
-         "  while (i < e) {\n"
-         "    const int p = i / inner;\n"
-         "    const int pe = (int)min((long)e, (long)(p + 1) * inner);\n"
-         "    const int c = p % channels;\n" +
-         plane + "    for (; i + 8 <= pe; i += 8) {\n" + vec + "    }\n" +
-         "    for (; i < pe; ++i) {\n" + one + "    }\n  }\n";
-}
+
 
 }  // namespace
 
@@ -61,6 +45,20 @@ std::string SoftmaxVectorKernelName(DataType type) { return LayerKernelName("sof
 
 bool HasVectorSoftmax(const KernelTarget& target, DataType type) {
   return type == DataType::kFloat32 && target.vector_builtins && target.work_item_is_thread;
+}
+
+std::string ChannelPlanesVectorLoop(const std::string& plane, const std::string& vec,
+                                   const std::string& one) {
+  return "  const long g = $global_size(0);\n"
+         "  const long per = ((n + g - 1) / g + 7) / 8 * 8;\n"
+         "  int i = (int)min((long)n, (long)$global_id(0) * per);\n"
+         "  const int e = (int)min((long)n, (long)i + per);\n"
+         "  while (i < e) {\n"
+         "    const int p = i / inner;\n"
+         "    const int pe = (int)min((long)e, (long)(p + 1) * inner);\n"
+         "    const int c = p % channels;\n" +
+         plane + "    for (; i + 8 <= pe; i += 8) {\n" + vec + "    }\n" +
+         "    for (; i < pe; ++i) {\n" + one + "    }\n  }\n";
 }
 
 std::string ChannelAffineKernelName(DataType type, DataType param_type) {
@@ -483,7 +481,7 @@ std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataT
           .In("Dtype", "x").Out("Dtype", "y").In("Ptype", "scale").In("Ptype", "bias")
           .Value("int", "x_zero").Value("float", "lo").Value("float", "hi")
           .VectorWidth(Scalar::kF32, 8)
-          .Body(ChannelAffineVectorLoop(
+          .Body(ChannelPlanesVectorLoop(
               "    const float s = (float)Ptype_LOAD(scale, c);\n"
               "    const float b = (float)Ptype_LOAD(bias, c);\n"
               "    const " + f8 + " s8 = " + v.Splat(f8, "s") + ", b8 = " + v.Splat(f8, "b") + ";\n",
@@ -524,7 +522,7 @@ std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataT
         .In("Dtype", "x").Out("Dtype", "y").In("Ptype", "scale").In("Ptype", "bias")
         .Value("int", "has_bias").Value("int", "relu")
         .VectorWidth(Scalar::kF32, 8)
-        .Body(ChannelAffineVectorLoop(
+        .Body(ChannelPlanesVectorLoop(
             "    const float s = (float)Ptype_LOAD(scale, c);\n"
             "    const float b = has_bias ? (float)Ptype_LOAD(bias, c) : 0.0f;\n",
             "      " + f8 + " v = " + v.Load(8, "x + i") + " * s;\n"

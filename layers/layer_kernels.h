@@ -120,6 +120,14 @@ bool HasVectorChannelAffine(const KernelTarget& target, DataType type, DataType 
 std::string ChannelAffineLaunchName(const KernelTarget& target, DataType type, DataType param_type);
 /// Work-items for the _v8 form over n values: a range of at least 1024 values each.
 size_t ChannelAffineVectorItems(int n);
+/// The _v8 channel kernels' walk over (outer, channels, inner) values (channel_affine, prelu,
+/// bias): each work-item one contiguous range of the n values (a whole number of vectors of 8),
+/// plane by plane: `plane` sets the plane's factors from its channel c, `vec` computes the 8
+/// values from i, `one` the value i of the plane's inner % 8 tail. A range per work-item rather
+/// than a grid stride: a CPU thread then streams from one place. The kernel's arguments include
+/// int n, channels and inner.
+std::string ChannelPlanesVectorLoop(const std::string& plane, const std::string& vec,
+                                    const std::string& one);
 
 /// The quantized channel_affine's factors for y = a[c]·x + b[c] from x's quantization to y's:
 /// scale[c] = a[c]·x.scale / y.scale, bias[c] = b[c] / y.scale + y.zero_point; and its clamp

@@ -113,12 +113,34 @@ TEST(Layers, ActivationFamilyFloatTypes) {
        [](double x) { return x > 0.25 ? 1.0 : 0.0; }},
   };
   for (DataType t : kFloats) {
-    for (const Case& c : cases) {
-      LayerRun r = Make(Param(c.proto, t), {{2, 3, 5}}, 1);
-      r.Forward();
-      std::vector<float> want;
-      for (float x : Seen(*r.bottom[0])) want.push_back(AsType(t, static_cast<float>(c.f(x))));
-      ExpectMatch(t, r.top[0]->ToFloat(), want, c.proto);
+    // 30 values (3 vectors of 8 and a tail of 6), and 2751 (343 vectors over many work-items of
+    // the vector form, a tail of 7).
+    for (const Case& c : cases)
+      for (const std::vector<int>& shape : {std::vector<int>{2, 3, 5}, std::vector<int>{3, 7, 131}}) {
+        LayerRun r = Make(Param(c.proto, t), {shape}, 1);
+        r.Forward();
+        std::vector<float> want;
+        for (float x : Seen(*r.bottom[0])) want.push_back(AsType(t, static_cast<float>(c.f(x))));
+        ExpectMatch(t, r.top[0]->ToFloat(), want, c.proto);
+      }
+    // PReLU and Bias over planes of 143 (vectors of 8 and a tail) in many work-items.
+    {
+      LayerRun pl = Make(Param("type: 'PReLU'", t), {{2, 5, 13, 11}}, 1);
+      const std::vector<float> slopes{0.25f, -0.5f, 2.0f, 0.0f, 1.5f};
+      pl.layer->SetParamFromFloat(0, slopes);
+      pl.Forward();
+      LayerRun bl = Make(Param("type: 'Bias'", t), {{2, 5, 13, 11}}, 1);
+      bl.layer->SetParamFromFloat(0, slopes);
+      bl.Forward();
+      const auto xl = Seen(*pl.bottom[0]), xb = Seen(*bl.bottom[0]);
+      std::vector<float> wp(xl.size()), wb(xb.size());
+      for (size_t i = 0; i < xl.size(); ++i) {
+        const float a = slopes[(i / 143) % 5];
+        wp[i] = AsType(t, xl[i] > 0 ? xl[i] : a * xl[i]);
+        wb[i] = AsType(t, xb[i] + a);
+      }
+      ExpectMatch(t, pl.top[0]->ToFloat(), wp, "PReLU, planes of 143");
+      ExpectMatch(t, bl.top[0]->ToFloat(), wb, "Bias, planes of 143");
     }
     // PReLU per channel (axis 1) and shared.
     LayerRun pc = Make(Param("type: 'PReLU'", t), {{2, 3, 2, 2}}, 1);
