@@ -13,12 +13,13 @@
 
 namespace mpcaffe {
 
-// Views. A Split copies its bottom into each top, a TEST-phase Dropout copies (or requantizes)
-// its bottom into its top, and a Concat copies each bottom into its slice of the top: at
-// inference all three can be no work at all, while every blob a user reads after Forward (the
+// Views. A Split copies its bottom into each top, a TEST-phase Dropout, a Flatten and a Reshape
+// copy (or requantize) their bottom into their top, and a Concat copies each bottom into its
+// slice of the top: at inference all of them can be no work at all, while every blob a user reads after Forward (the
 // pycaffe `net.blobs`, BVLC's split tops "<blob>_<layer>_<i>_split_<k>" included) still holds
 // what the unoptimized net writes:
-// - a Split or Dropout top shares its bottom's data (Blob::ShareData, both names stay) when
+// - a Split, Dropout, Flatten or Reshape top shares its bottom's data (Blob::ShareData, both
+//   names and shapes stay) when
 //   neither is written again after the layer (no consumer works in place on either) and, for
 //   quantized types, each top's quantizer has the bottom's scale and zero point (the copy would
 //   be exact);
@@ -60,7 +61,7 @@ void Net::PlanViews() {
   const std::set<const Blob*> inputs(input_blobs_.begin(), input_blobs_.end());
   for (int i = 0; i < n; ++i) {
     const std::string type = layers_[i]->type();
-    if (type != "Split" && type != "Dropout") continue;
+    if (type != "Split" && type != "Dropout" && type != "Flatten" && type != "Reshape") continue;
     const std::vector<Blob*>& bot = bottom_vecs_[i];
     const std::vector<Blob*>& top = top_vecs_[i];
     if (bot.size() != 1 || fused_into_[i] >= 0 || written_after(bot[0], i)) continue;

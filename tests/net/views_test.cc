@@ -98,7 +98,7 @@ layer { name: "out" type: "Convolution" bottom: "f2/cat" top: "out"
 )";
 
 // A residual block: the block input is read by the branch and by the sum (a Split), then a
-// Dropout writing a new blob and an InnerProduct.
+// Dropout writing a new blob, a Flatten, a Reshape and an InnerProduct.
 const char* kResidual = R"(
 name: "residual"
 layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 4 dim: 8 dim: 8 } } }
@@ -114,7 +114,10 @@ layer { name: "b" type: "Convolution" bottom: "a" top: "b"
 layer { name: "sum" type: "Eltwise" bottom: "b" bottom: "c1" top: "sum" }
 layer { name: "sum/relu" type: "ReLU" bottom: "sum" top: "sum" }
 layer { name: "drop" type: "Dropout" bottom: "sum" top: "drop" }
-layer { name: "fc" type: "InnerProduct" bottom: "drop" top: "fc"
+layer { name: "flat" type: "Flatten" bottom: "drop" top: "flat" }
+layer { name: "shape" type: "Reshape" bottom: "flat" top: "shape"
+        reshape_param { shape { dim: 0 dim: 8 dim: -1 } } }
+layer { name: "fc" type: "InnerProduct" bottom: "shape" top: "fc"
         inner_product_param { num_output: 5 weight_filler { type: "msra" } } }
 )";
 
@@ -249,12 +252,17 @@ TEST(Views, Fp32EveryBlobMatchesTheUnoptimizedNetWithFewerLaunches) {
       const int concat_views = Views(*on, "Concat", &concats);
       const int split_views = Views(*on, "Split", &splits);
       const int drop_views = Views(*on, "Dropout", &drops);
+      int flats = 0, reshapes = 0;
+      EXPECT_EQ(Views(*on, "Flatten", &flats), flats) << c.name;
+      EXPECT_EQ(Views(*on, "Reshape", &reshapes), reshapes) << c.name;
       for (const auto& l : on->layers())
         if (l->type() == std::string("Concat")) concat_inputs += l->layer_param().bottom_size();
       EXPECT_EQ(concat_views, concats) << c.name;
       EXPECT_EQ(split_views, splits) << c.name;
       EXPECT_EQ(drop_views, drops) << c.name;
-      EXPECT_EQ(Views(*off, "Concat") + Views(*off, "Split") + Views(*off, "Dropout"), 0);
+      EXPECT_EQ(Views(*off, "Concat") + Views(*off, "Split") + Views(*off, "Dropout") +
+                    Views(*off, "Flatten") + Views(*off, "Reshape"),
+                0);
       // Every blob the user can read (reduced memory: the outputs) holds the unoptimized value.
       double worst = 0;
       std::string worst_blob;
@@ -264,10 +272,12 @@ TEST(Views, Fp32EveryBlobMatchesTheUnoptimizedNetWithFewerLaunches) {
         const double rel = RelativeDifference(on->blob(name).ToFloat(), off->blob(name).ToFloat());
         if (rel >= worst) worst = rel, worst_blob = name;
       }
-      std::printf("%s fp32%s: %d/%d Concat, %d/%d Split, %d/%d Dropout as views; launches %llu -> "
-                  "%llu; largest relative difference %.3g ('%s')\n",
+      std::printf("%s fp32%s: %d/%d Concat, %d/%d Split, %d/%d Dropout, %d/%d Flatten, %d/%d "
+                  "Reshape as views; launches %llu -> %llu; largest relative difference %.3g "
+                  "('%s')\n",
                   c.name, reduced ? " reduced memory" : "", concat_views, concats, split_views,
-                  splits, drop_views, drops, (unsigned long long)l0, (unsigned long long)l1, worst,
+                  splits, drop_views, drops, Views(*on, "Flatten"), flats, Views(*on, "Reshape"),
+                  reshapes, (unsigned long long)l0, (unsigned long long)l1, worst,
                   worst_blob.c_str());
       EXPECT_LT(worst, 1e-5) << c.name << " blob " << worst_blob;
       // Each Concat input's copy kernel is gone (and the fused ReLUs' launches).
@@ -419,6 +429,9 @@ TEST(Views, Int8SplitsAlwaysConcatsWhenTheyShareTheScaleBitExact) {
     EXPECT_EQ(Views(*on, "Concat", &concats), concats) << c.name;
     EXPECT_EQ(Views(*on, "Split", &splits), splits) << c.name;
     EXPECT_EQ(Views(*on, "Dropout", &drops), drops) << c.name;
+    int flats = 0, reshapes = 0;
+    EXPECT_EQ(Views(*on, "Flatten", &flats), flats) << c.name;
+    EXPECT_EQ(Views(*on, "Reshape", &reshapes), reshapes) << c.name;
     int differing = 0;
     for (const std::string& name : off->blob_names()) {
       ASSERT_TRUE(on->has_blob(name)) << name;
