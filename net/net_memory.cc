@@ -15,12 +15,11 @@ namespace mpcaffe {
 
 // Views. A Split copies its bottom into each top, a TEST-phase Dropout, a Flatten and a Reshape
 // copy (or requantize) their bottom into their top, and a Concat copies each bottom into its
-// slice of the top: at inference all of them can be no work at all, while every blob a user reads after Forward (the
-// pycaffe `net.blobs`, BVLC's split tops "<blob>_<layer>_<i>_split_<k>" included) still holds
-// what the unoptimized net writes:
+// slice of the top: at inference all of them can be no work at all, while every blob a user
+// reads after Forward (the pycaffe `net.blobs`, BVLC's split tops
+// "<blob>_<layer>_<i>_split_<k>" included) still holds what the unoptimized net writes:
 // - a Split, Dropout, Flatten or Reshape top shares its bottom's data (Blob::ShareData, both
-//   names and shapes stay) when
-//   neither is written again after the layer (no consumer works in place on either) and, for
+//   names and shapes stay) when neither is written again after the layer (no consumer works in place on either) and, for
 //   quantized types, each top's quantizer has the bottom's scale and zero point (the copy would
 //   be exact);
 // - a Concat's bottoms become views of their slices of its top (Device::SubMemory), so each
