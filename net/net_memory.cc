@@ -19,9 +19,9 @@ namespace mpcaffe {
 // reads after Forward (the pycaffe `net.blobs`, BVLC's split tops
 // "<blob>_<layer>_<i>_split_<k>" included) still holds what the unoptimized net writes:
 // - a Split, Dropout, Flatten or Reshape top shares its bottom's data (Blob::ShareData, both
-//   names and shapes stay) when neither is written again after the layer (no consumer works in place on either) and, for
-//   quantized types, each top's quantizer has the bottom's scale and zero point (the copy would
-//   be exact);
+//   names and shapes stay) when neither is written again after the layer (no consumer works
+//   in place on either) and, for quantized types, each top's quantizer has the bottom's scale
+//   and zero point (the copy would be exact);
 // - a Concat's bottoms become views of their slices of its top (Device::SubMemory), so each
 //   producer writes straight into the output, when every slice is contiguous (the axes before
 //   the concat axis are all 1: batch 1 for the usual channel concat; at batch N > 1 a slice is
