@@ -88,7 +88,7 @@ std::string ActivationSource(const KernelTarget& target, DataType type) {
 )");
   const bool vec = HasVectorActivation(target, type);
   const VectorWords vw(target);
-  const std::string f8 = vw.Type("float", 8);
+  const std::string f8 = vec ? vw.Type("float", 8) : "";
   if (vec) {
     w.Define("MP_F8(x)", vw.Splat(f8, "(x)"));
     for (const auto& op : kOps)
@@ -103,9 +103,13 @@ std::string ActivationSource(const KernelTarget& target, DataType type) {
                 ";\n  }\n  $loop(t, n - n8 * 8) {\n    const int i = n8 * 8 + t;\n"
                 "    const float v = x[i];\n    y[i] = " + op.forward + ";\n  }\n");
   }
-  w.Kernel(ActivationKernelName("prelu", type))
-      .Value("int", "n").Value("int", "channels").Value("int", "inner")
-      .In("Dtype", "x").In("Dtype", "slope").Out("Dtype", "y")
+  // prelu and bias, and their _v8 forms: (n, channels, inner, x, the per-channel `param`, y).
+  auto channel_kernel = [&](const std::string& name, const char* param) -> KernelBuilder& {
+    return w.Kernel(name)
+        .Value("int", "n").Value("int", "channels").Value("int", "inner")
+        .In("Dtype", "x").In("Dtype", param).Out("Dtype", "y");
+  };
+  channel_kernel(ActivationKernelName("prelu", type), "slope")
       .Body(R"(  $loop(i, n) {
     const float v = (float)Dtype_LOAD(x, i);
     const float s = (float)Dtype_LOAD(slope, (i / inner) % channels);
@@ -113,27 +117,21 @@ std::string ActivationSource(const KernelTarget& target, DataType type) {
   }
 )");
   if (vec) {
-    w.Kernel(ActivationKernelName("prelu", type) + "_v8")
-        .Value("int", "n").Value("int", "channels").Value("int", "inner")
-        .In("Dtype", "x").In("Dtype", "slope").Out("Dtype", "y")
+    channel_kernel(ActivationKernelName("prelu", type) + "_v8", "slope")
         .VectorWidth(Scalar::kF32, 8)
         .Body(ChannelPlanesVectorLoop(
             "    const float s = slope[c];\n",
             "      const " + f8 + " v = " + vw.Load(8, "x + i") + ";\n      " +
                 vw.Store(8, "(v > 0.0f ? v : s * v)", "y + i") + ";\n",
             "      const float v = x[i];\n      y[i] = v > 0.0f ? v : s * v;\n"));
-    w.Kernel(ActivationKernelName("bias", type) + "_v8")
-        .Value("int", "n").Value("int", "channels").Value("int", "inner")
-        .In("Dtype", "x").In("Dtype", "bias").Out("Dtype", "y")
+    channel_kernel(ActivationKernelName("bias", type) + "_v8", "bias")
         .VectorWidth(Scalar::kF32, 8)
         .Body(ChannelPlanesVectorLoop(
             "    const float s = bias[c];\n",
             "      " + vw.Store(8, vw.Load(8, "x + i") + " + s", "y + i") + ";\n",
             "      y[i] = x[i] + s;\n"));
   }
-  w.Kernel(ActivationKernelName("bias", type))
-      .Value("int", "n").Value("int", "channels").Value("int", "inner")
-      .In("Dtype", "x").In("Dtype", "bias").Out("Dtype", "y")
+  channel_kernel(ActivationKernelName("bias", type), "bias")
       .Body(R"(  $loop(i, n) {
     const float v = (float)Dtype_LOAD(x, i) + (float)Dtype_LOAD(bias, (i / inner) % channels);
     Dtype_STORE(y, i, (Dtype_c)v);

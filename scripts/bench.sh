@@ -226,7 +226,7 @@ if [[ $STEPS == *,zoomore,* ]] && [ "${BENCH_PEERS:-1}" != 0 ]; then
   alex=$SHARED/models/bvlc/bvlc_alexnet/deploy
   unseen=()
   for level in ${LEVELS//,/ }; do
-    for net in mobilenet_v2 squeezenet11 googlenet; do
+    for net in mobilenet_v2 squeezenet11 googlenet densenet121; do
       unseen+=("1:build/bench/zoo_nets/${net}_deploy:fp32,int8:$level:${BENCH_ZOO_ROUNDS:-3}")
     done
   done
