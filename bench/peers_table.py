@@ -31,7 +31,8 @@ STATISTIC = {"median": "medians of each engine's iterations",
                     "disturbed pass)"}
 NET_NAME = {"resnet50": "ResNet-50", "mobilenet_v1": "MobileNet v1", "bvlc_alexnet": "AlexNet",
             "imagenet_caffenet": "AlexNet (paper's)", "mobilenet_v2": "MobileNet v2",
-            "squeezenet11": "SqueezeNet 1.1", "googlenet": "GoogLeNet"}
+            "squeezenet11": "SqueezeNet 1.1", "googlenet": "GoogLeNet",
+            "densenet121": "DenseNet-121"}
 
 
 def load(paths, statistic="median"):
