@@ -2,6 +2,8 @@
 // algorithm (float or quantized) and emitted through KernelWriter for either dialect.
 #include "codegen/elementwise.h"
 
+#include <algorithm>
+
 #include "codegen/vector_words.h"
 
 namespace mpcaffe {
@@ -96,8 +98,7 @@ std::string ReluSource(const KernelTarget& target, DataType type) {
       const VectorWords v(target);
       const std::string i8 = v.Type("int", 8), l8 = v.Type("long", 8), at = "x + 8 * v";
       const std::string storage = v.Type(TraitsOf(TraitsOf(type).storage).opencl, 8);
-      std::string body = "  const int n8 = n / 8;\n  $vector_loop(v, n8) {\n";
-      body += "    const " + i8 + " d = " + v.Convert(i8, v.Load(8, at)) + " - " +
+      std::string body = "    const " + i8 + " d = " + v.Convert(i8, v.Load(8, at)) + " - " +
               v.Splat(i8, "x_zero") + ";\n";
       body += "    const " + i8 + " m = " +
               v.Select(v.Splat(i8, "neg_mult"), v.Splat(i8, "mult"), "d >= 0") + ";\n";
@@ -107,8 +108,9 @@ std::string ReluSource(const KernelTarget& target, DataType type) {
       body += "    r = " + v.Clamp("r + " + v.Splat(l8, "y_zero"), v.Splat(l8, "Dtype_QMIN"),
                                    v.Splat(l8, "Dtype_QMAX")) + ";\n";
       body += "    " + v.Store(8, v.Convert(storage, "r"), "y + 8 * v") + ";\n";
-      body += "  }\n  $loop(t, n - n8 * 8) {\n    const int i = n8 * 8 + t;\n" + element + "  }\n";
-      declare(ElementwiseKernelName("relu", type) + "_v8").VectorWidth(Scalar::kI32, 8).Body(body);
+      declare(ElementwiseKernelName("relu", type) + "_v8")
+          .VectorWidth(Scalar::kI32, 8)
+          .Body(EightLaneLoop("v", body, element));
     }
   } else {
     w.UseHelper(KernelHelper::kSelect);
@@ -122,12 +124,13 @@ std::string ReluSource(const KernelTarget& target, DataType type) {
       // scalar form's select (v·slope where v is not above 0: NaN and −0 as there).
       const VectorWords v(target);
       const std::string f8 = v.Type("float", 8);
-      std::string body = "  const int n8 = n / 8;\n  $vector_loop(i8, n8) {\n";
-      body += "    const " + f8 + " v = " + v.Load(8, "x + 8 * i8") + ";\n";
-      body += "    " + v.Store(8, v.Select("v * slope", "v", "v > 0.0f"), "y + 8 * i8") + ";\n";
-      body += "  }\n  $loop(t, n - n8 * 8) {\n    const int i = n8 * 8 + t;\n";
-      body += "    const float v = x[i];\n    y[i] = v > 0.0f ? v : v * slope;\n  }\n";
-      declare(ElementwiseKernelName("relu", type) + "_v8").VectorWidth(Scalar::kF32, 8).Body(body);
+      const std::string body =
+          "    const " + f8 + " v = " + v.Load(8, "x + 8 * i8") + ";\n    " +
+          v.Store(8, v.Select("v * slope", "v", "v > 0.0f"), "y + 8 * i8") + ";\n";
+      declare(ElementwiseKernelName("relu", type) + "_v8")
+          .VectorWidth(Scalar::kF32, 8)
+          .Body(EightLaneLoop("i8", body,
+                              "    const float v = x[i];\n    y[i] = v > 0.0f ? v : v * slope;\n"));
     }
   }
   return w.Source();
@@ -226,7 +229,7 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
     // body's do.
     const VectorWords v(target);
     const std::string f8 = v.Type("float", 8), i8 = v.Type("int", 8), at = " + 8 * v";
-    std::string body = "  const int n8 = n / 8;\n  $vector_loop(v, n8) {\n";
+    std::string body;
     if (from == DataType::kFloat32)
       body += "    const " + f8 + " f = " + v.Load(8, "x" + at) + ";\n";
     else if (from == DataType::kFloat16)
@@ -241,11 +244,20 @@ std::string ConvertSource(const KernelTarget& target, DataType from, DataType to
     } else {
       body += VectorQuantizeStoreText(w, to, "Ytype", "f", "y_scale", "y_zero", "y" + at);
     }
-    body += "  }\n  $loop(t, n - n8 * 8) {\n    const int i = n8 * 8 + t;\n" + element + "  }\n";
-    declare(ConvertKernelName(from, to) + "_v8").VectorWidth(Scalar::kF32, 8).Body(body);
+    declare(ConvertKernelName(from, to) + "_v8")
+        .VectorWidth(Scalar::kF32, 8)
+        .Body(EightLaneLoop("v", body, element));
   }
   return w.Source();
 }
+
+std::string EightLaneLoop(const std::string& index, const std::string& vec,
+                          const std::string& one) {
+  return "  const int n8 = n / 8;\n  $vector_loop(" + index + ", n8) {\n" + vec +
+         "  }\n  $loop(t, n - n8 * 8) {\n    const int i = n8 * 8 + t;\n" + one + "  }\n";
+}
+
+size_t EightLaneItems(int n) { return size_t(std::max(n / 8, n % 8)); }
 
 bool HasVectorRelu(const KernelTarget& target, DataType type) {
   return Dialect::For(target.backend).vector_builtins &&

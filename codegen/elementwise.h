@@ -60,6 +60,14 @@ std::string VectorQuantizeStoreText(KernelWriter& w, DataType to, const std::str
                                     const std::string& zero, const std::string& p,
                                     int lanes = 8);
 
+/// The walk of the element-wise "_v8" kernels over int n values: `vec` for each vector `index`
+/// (its 8 values from 8·index on; $vector_loop: a contiguous range of vectors per work-item where
+/// work-items are threads), then `one` for each value i of the n % 8 tail. Launched with
+/// EightLaneItems(n) work-items.
+std::string EightLaneLoop(const std::string& index, const std::string& vec,
+                          const std::string& one);
+size_t EightLaneItems(int n);
+
 /// Kernel names: "relu_int8q", "convert_fp32_int8q", ...
 std::string ElementwiseKernelName(const std::string& op, DataType type);
 std::string ConvertKernelName(DataType from, DataType to);

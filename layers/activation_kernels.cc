@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "codegen/elementwise.h"
 #include "codegen/vector_words.h"
 #include "layers/layer_kernels.h"
 
@@ -96,12 +97,13 @@ std::string ActivationSource(const KernelTarget& target, DataType type) {
           .Value("int", "n").In("Dtype", "x").Out("Dtype", "y")
           .Value("float", "a").Value("float", "b").Value("float", "c")
           .VectorWidth(Scalar::kF32, 8)
-          .Body("  const int n8 = n / 8;\n  $vector_loop(i8, n8) {\n    const " + f8 + " v = " +
-                vw.Load(8, "x + 8 * i8") + ";\n    " +
-                vw.Store(8, std::string("(") + (op.vector_forward ? op.vector_forward : op.forward) +
-                                ")", "y + 8 * i8") +
-                ";\n  }\n  $loop(t, n - n8 * 8) {\n    const int i = n8 * 8 + t;\n"
-                "    const float v = x[i];\n    y[i] = " + op.forward + ";\n  }\n");
+          .Body(EightLaneLoop(
+              "i8",
+              "    const " + f8 + " v = " + vw.Load(8, "x + 8 * i8") + ";\n    " +
+                  vw.Store(8, std::string("(") +
+                                  (op.vector_forward ? op.vector_forward : op.forward) + ")",
+                           "y + 8 * i8") + ";\n",
+              std::string("    const float v = x[i];\n    y[i] = ") + op.forward + ";\n"));
   }
   // prelu and bias, and their _v8 forms: (n, channels, inner, x, the per-channel `param`, y).
   auto channel_kernel = [&](const std::string& name, const char* param) -> KernelBuilder& {

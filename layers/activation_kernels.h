@@ -44,7 +44,7 @@ const std::vector<ActivationOp>& ActivationOps();
 /// Where HasVectorActivation each kernel also has a "_v8" form with the same arguments and
 /// values: the rows' in vectors of 8 floats over a contiguous range per work-item and the n % 8
 /// tail one by one (launch max(n / 8, n % 8) work-items), prelu's and bias's plane by plane
-/// (ChannelPlanesVectorLoop; launch ChannelAffineVectorItems(n)). PoCL runs the scalar forms'
+/// (ChannelPlanesVectorLoop; launch ChannelPlanesVectorItems(n)). PoCL runs the scalar forms'
 /// exp, log, tanh and pow as a scalar call per value (TanH 3.9 ms for 800 K values, Power 57).
 std::string ActivationSource(const KernelTarget& target, DataType type);
 /// fp32 on a CPU runtime with vector built-ins (work-items are threads).

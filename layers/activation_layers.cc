@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "codegen/elementwise.h"
 #include "layers/activation_kernels.h"
 #include "layers/layer_kernels.h"
 #include "layers/layer_registry.h"
@@ -68,7 +69,7 @@ class ActivationLayer : public Layer {
     k.Arg(int32_t{n}).ArgBuffer(bottom[0]->device_data(), 0, SizeOf(t))
         .ArgBuffer(top[0]->mutable_device_data(), 0, SizeOf(t))
         .Arg(args_.a).Arg(args_.b).Arg(args_.c);
-    k.Launch1D(vec ? std::max(n / 8, n % 8) : n);
+    k.Launch1D(vec ? EightLaneItems(n) : size_t(n));
   }
 
   void BackwardImpl(const std::vector<Blob*>& top, const std::vector<bool>& down,
@@ -242,7 +243,7 @@ class PReLULayer : public Layer {
     k.Arg(int32_t{n}).Arg(int32_t{channels_}).Arg(int32_t{inner_})
         .ArgBuffer(bottom[0]->device_data(), 0, SizeOf(t)).ArgBuffer(blobs_[0]->device_data(), 0, SizeOf(t))
         .ArgBuffer(top[0]->mutable_device_data(), 0, SizeOf(t));
-    k.Launch1D(vec ? ChannelAffineVectorItems(n) : size_t(n));
+    k.Launch1D(vec ? ChannelPlanesVectorItems(n) : size_t(n));
   }
 
   // dx = dy·(x > 0 ? 1 : a_c); da_c += Σ dy·min(x, 0) over the positions of channel c.
@@ -336,7 +337,7 @@ class BiasLayer : public Layer {
     k.Arg(int32_t{n}).Arg(int32_t{dim_}).Arg(int32_t{inner_})
         .ArgBuffer(bottom[0]->device_data(), 0, SizeOf(t)).ArgBuffer(b.device_data(), 0, SizeOf(t))
         .ArgBuffer(top[0]->mutable_device_data(), 0, SizeOf(t));
-    k.Launch1D(vec ? ChannelAffineVectorItems(n) : size_t(n));
+    k.Launch1D(vec ? ChannelPlanesVectorItems(n) : size_t(n));
   }
 
   // dx = dy; db = Σ dy over the positions outside the bias's axes (a second bottom's diff is

@@ -69,7 +69,7 @@ void ElementwiseOps::Relu(DataType type, int n, DeviceMemory& x, DeviceMemory& y
   k.Arg(int32_t{n}).ArgBuffer(&x, 0, es).ArgBuffer(&y, 0, es).Arg(slope)
       .Arg(xq.zero_point).Arg(yq.zero_point)
       .Arg(pos.multiplier).Arg(pos.shift).Arg(neg.multiplier).Arg(neg.shift);
-  k.Launch1D(vec ? std::max(n / 8, n % 8) : n);
+  k.Launch1D(vec ? EightLaneItems(n) : size_t(n));
 }
 
 void ElementwiseOps::Scale(DataType type, int n, float alpha, DeviceMemory& x, DeviceMemory& y,
@@ -112,7 +112,7 @@ void ElementwiseOps::Convert(DataType from, DataType to, int n, DeviceMemory& x,
   k.Arg(int32_t{n}).ArgBuffer(&x, 0, SizeOf(from)).ArgBuffer(&y, 0, SizeOf(to))
       .Arg(xq.scale).Arg(xq.zero_point).Arg(yq.scale).Arg(yq.zero_point)
       .Arg(m.multiplier).Arg(m.shift);
-  k.Launch1D(vec ? std::max(n / 8, n % 8) : n);
+  k.Launch1D(vec ? EightLaneItems(n) : size_t(n));
 }
 
 namespace reference {

@@ -32,8 +32,6 @@ void DefineCopyStore(KernelWriter& w, DataType type) {
   }
 }
 
-
-
 }  // namespace
 
 std::string LayerKernelName(const std::string& op, DataType type) {
@@ -77,7 +75,7 @@ std::string ChannelAffineLaunchName(const KernelTarget& target, DataType type,
          (HasVectorChannelAffine(target, type, param_type) ? "_v8" : "");
 }
 
-size_t ChannelAffineVectorItems(int n) { return size_t(std::max(1, n / 1024)); }
+size_t ChannelPlanesVectorItems(int n) { return size_t(std::max(1, n / 1024)); }
 
 std::string SoftmaxSource(const KernelTarget& target, DataType type) {
   RequireFloat(type, "softmax");
@@ -444,7 +442,17 @@ std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataT
   KernelWriter w(target, "channel_affine");
   w.AddType("Dtype", type);
   w.AddType("Ptype", param_type);
-  if (IsQuantized(type)) {
+  // The scalar kernel and its _v8 form take the same arguments: (n, channels, inner, x, y,
+  // scale, bias) and the type's tail (quantized: x_zero, lo, hi; float: has_bias, relu).
+  const bool q = IsQuantized(type);
+  auto declare = [&](const std::string& suffix) -> KernelBuilder& {
+    auto& k = w.Kernel(ChannelAffineKernelName(type, param_type) + suffix)
+                  .Value("int", "n").Value("int", "channels").Value("int", "inner")
+                  .In("Dtype", "x").Out("Dtype", "y").In("Ptype", "scale").In("Ptype", "bias");
+    return q ? k.Value("int", "x_zero").Value("float", "lo").Value("float", "hi")
+             : k.Value("int", "has_bias").Value("int", "relu");
+  };
+  if (q) {
     // Quantized values in and out (a BatchNorm or Scale between int8 layers, its Scale and
     // ReLU fused): q_y = clamp(rint((q_x − x_zero)·scale[c] + bias[c]), lo, hi), the factors
     // composed on the host from the layer's own, x's scale and y's scale and zero point (bias
@@ -454,10 +462,7 @@ std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataT
     // std::fma wherever fma() is the hardware's. Clamped to the integers lo and hi first, then
     // rounded to nearest even as (v + 1.5·2^23) − 1.5·2^23 (|v| < 2^22): the same integer as
     // rint then clamp, without PoCL's lane-by-lane rint.
-    w.Kernel(ChannelAffineKernelName(type, param_type))
-        .Value("int", "n").Value("int", "channels").Value("int", "inner")
-        .In("Dtype", "x").Out("Dtype", "y").In("Ptype", "scale").In("Ptype", "bias")
-        .Value("int", "x_zero").Value("float", "lo").Value("float", "hi")
+    declare("")
         .Body(R"(  const int planes = n / inner;
   for (int p = $global_id(1); p < planes; p += $global_size(1)) {
     const int c = p % channels;
@@ -476,10 +481,7 @@ std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataT
       const std::string storage = v.Type(TraitsOf(TraitsOf(type).storage).opencl, 8);
       const std::string q = v.Convert(f8, v.Convert(i8, v.Load(8, "x + i")) + " - " +
                                               v.Splat(i8, "x_zero"));
-      w.Kernel(ChannelAffineKernelName(type, param_type) + "_v8")
-          .Value("int", "n").Value("int", "channels").Value("int", "inner")
-          .In("Dtype", "x").Out("Dtype", "y").In("Ptype", "scale").In("Ptype", "bias")
-          .Value("int", "x_zero").Value("float", "lo").Value("float", "hi")
+      declare("_v8")
           .VectorWidth(Scalar::kF32, 8)
           .Body(ChannelPlanesVectorLoop(
               "    const float s = (float)Ptype_LOAD(scale, c);\n"
@@ -493,10 +495,7 @@ std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataT
     return w.Source();
   }
   RequireFloat(type, "channel_affine");
-  w.Kernel(ChannelAffineKernelName(type, param_type))
-      .Value("int", "n").Value("int", "channels").Value("int", "inner")
-      .In("Dtype", "x").Out("Dtype", "y").In("Ptype", "scale").In("Ptype", "bias")
-      .Value("int", "has_bias").Value("int", "relu")
+  declare("")
       // A plane of `inner` values per step of dimension 1, its channel's scale and bias read
       // once; dimension 0 walks the plane (a division per value made it 8x slower on PoCL).
       // `relu`: a fused ReLU of slope 0, spelled as the ReLU layer's (v > 0 ? v : v·0).
@@ -517,10 +516,7 @@ std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataT
   if (HasVectorChannelAffine(target, type, param_type)) {
     const VectorWords v(target);
     const std::string f8 = v.Type("float", 8);
-    w.Kernel(ChannelAffineKernelName(type, param_type) + "_v8")
-        .Value("int", "n").Value("int", "channels").Value("int", "inner")
-        .In("Dtype", "x").Out("Dtype", "y").In("Ptype", "scale").In("Ptype", "bias")
-        .Value("int", "has_bias").Value("int", "relu")
+    declare("_v8")
         .VectorWidth(Scalar::kF32, 8)
         .Body(ChannelPlanesVectorLoop(
             "    const float s = (float)Ptype_LOAD(scale, c);\n"

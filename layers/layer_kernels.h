@@ -108,7 +108,7 @@ std::string EltwiseSource(const KernelTarget& target, const std::string& op, Dat
 /// to y's zero point for a ReLU).
 /// Where HasVectorChannelAffine the program also holds channel_affine_<dt>_<pt>_v8, the same
 /// arguments and values: each work-item one contiguous range of the values (a whole number of
-/// vectors of 8, launched as LaunchChannelAffineVectors says), its planes' vectors of 8 and
+/// vectors of 8, launched with ChannelPlanesVectorItems), its planes' vectors of 8 and
 /// each plane's inner % 8 tail one by one.
 std::string ChannelAffineSource(const KernelTarget& target, DataType type, DataType param_type);
 /// fp32 or a quantized type with float factors, on a CPU runtime with vector built-ins (its
@@ -119,7 +119,7 @@ bool HasVectorChannelAffine(const KernelTarget& target, DataType type, DataType 
 /// The name the layers launch: the _v8 form's where HasVectorChannelAffine.
 std::string ChannelAffineLaunchName(const KernelTarget& target, DataType type, DataType param_type);
 /// Work-items for the _v8 form over n values: a range of at least 1024 values each.
-size_t ChannelAffineVectorItems(int n);
+size_t ChannelPlanesVectorItems(int n);
 /// The _v8 channel kernels' walk over (outer, channels, inner) values (channel_affine, prelu,
 /// bias): each work-item one contiguous range of the n values (a whole number of vectors of 8),
 /// plane by plane: `plane` sets the plane's factors from its channel c, `vec` computes the 8

@@ -15,13 +15,13 @@
 namespace mpcaffe {
 namespace {
 
-/// The _v8 form (`vectors`: HasVectorChannelAffine) as ChannelAffineVectorItems says. Else
+/// The _v8 form (`vectors`: HasVectorChannelAffine) as ChannelPlanesVectorItems says. Else
 /// groups of 64 along each plane, at most 16 of them, and as many planes as keep the grid
 /// under Launch1D's cap (the kernel strides over the rest); planes of fewer than 64 values
 /// (a BatchNorm after an InnerProduct: one value each) in groups of 64 planes.
 void LaunchChannelPlanes(Kernel& k, int n, int inner, bool vectors) {
   if (vectors) {
-    k.Launch1D(ChannelAffineVectorItems(n));
+    k.Launch1D(ChannelPlanesVectorItems(n));
     return;
   }
   const size_t cap = 65535 - 63;

@@ -84,11 +84,12 @@ bool UsesVectorMax(const KernelTarget& target, PoolMethod method) {
   return target.vector_builtins && method == PoolMethod::kMax;
 }
 
-/// The average pool's program also holds the whole-plane form (pool_plane.cc) on a CPU runtime
-/// with vector built-ins, for fp32 and the quantized types.
+/// The average pool's program also holds the whole-plane form (pool_plane.cc) wherever the
+/// dialect has vector built-ins, for fp32 and the quantized types; the pool_plane_ave family's
+/// rule (a CPU runtime) says where it runs.
 bool UsesPlaneAve(const KernelTarget& target, DataType type, PoolMethod method) {
-  return target.vector_builtins && target.work_item_is_thread &&
-         method == PoolMethod::kAverage && (IsQuantized(type) || type == DataType::kFloat32);
+  return target.vector_builtins && method == PoolMethod::kAverage &&
+         (IsQuantized(type) || type == DataType::kFloat32);
 }
 
 /// The vector max kernel's lane counts in a type's program, and the one a pool runs: int8q
