@@ -1,6 +1,7 @@
-// libdnn/pool_plane.cc — the plane form of max pooling (int8q, int16q, fp32): a 3×3 window,
-// stride 1, padding 1, each output plane the size of its input plane (GoogLeNet's inception
-// pools).
+// libdnn/pool_plane.cc — pooling's kernels that walk whole planes: the plane form of max pooling
+// (int8q, int16q, fp32: a 3×3 window, stride 1, padding 1, each output plane the size of its
+// input plane: GoogLeNet's inception pools), the stride-2 column walk of max pooling (int8q) and
+// the whole-plane average.
 //
 // The row form (pool.cc, DeclareVectorMax) takes one output row per vector: rows of 7, 14 or 28
 // outputs fill a half or less of its 8 or 16 lanes, every vector of a padded row's ends runs the
@@ -150,6 +151,112 @@ void DeclarePlaneMax(KernelWriter& w, DataType type) {
   b += R"(      mp_i64 q = (mp_i64)y_zero + MP_REQUANT(lanes[l] - x_zero, mult, shift);
       q = Dtype_SAT(q);
       Dtype_STORE(y, base + l, q);
+    }
+  }
+)";
+  k.Body(b);
+}
+
+// The stride-2 column walk (int8q): 2×2 and 3×3 windows at stride 2 (the zoo's downsampling
+// max pools). The row form takes each output row alone: its nine taps are nine loads of 32
+// bytes, each narrowed to its even bytes, and each input row serves up to two output rows, so
+// PoCL spent 2-4× OpenVINO's time on GoogLeNet's and SqueezeNet's pools. Here a work-item takes
+// 16 neighbouring output columns of a plane and walks down its output rows. Each input row it
+// reads is one load of 32 bytes and one at +2 (lanes of 16 bits: the low byte is column 2i,
+// the high byte 2i + 1, the next load's low byte 2i + 2), whose row maximum over the window's
+// columns is an AND, a shift, an AND and two maxima; a 3×3 window's last input row is the next
+// output row's first, carried. Columns outside the row (the padding, Caffe's clipped last
+// window) are masked to 0, never above the window's maximum (the codes are unsigned and every
+// window holds an input element), rows outside the plane are skipped; loads that would leave
+// the buffer (the first and last plane's edges) gather lane by lane at clamped indices. The
+// same values as the scalar kernel, bit for bit.
+bool Stride2MaxApplies(const PoolDesc& d) {
+  return d.type == DataType::kInt8Q && d.method == PoolMethod::kMax && !d.global &&
+         d.kernel_h == d.kernel_w && (d.kernel_h == 2 || d.kernel_h == 3) && d.stride_h == 2 &&
+         d.stride_w == 2 && d.pad_h < d.kernel_h && d.pad_w < d.kernel_w;
+}
+
+std::string Stride2MaxKernelName(DataType type) {
+  return Pooling::ForwardKernelName(type, PoolMethod::kMax) + "_s2";
+}
+
+void DeclareStride2Max(KernelWriter& w) {
+  const VectorWords vw(w.target());
+  constexpr int L = kStride2Lanes;
+  const std::string Ls = std::to_string(L);
+  const std::string U = vw.Type("ushort", L), I = vw.Type("int", L), B = vw.Type("uchar", L);
+  w.UseHelper(KernelHelper::kByteVectorStore);
+  // A lane condition as a 16-bit mask (through short: all ones or zero).
+  auto mask = [&](const std::string& cond) {
+    return vw.As(U, vw.Convert(vw.Type("short", L), cond));
+  };
+  std::string iota;
+  for (int l = 0; l < L; ++l) iota += (l ? ", " : "") + std::to_string(l);
+  // 2·L bytes from s as L lanes of 16 bits, gathered at clamped indices.
+  auto gather = [&](const std::string& s) {
+    std::string lanes;
+    for (int l = 0; l < L; ++l) {
+      const std::string at = "(" + s + ") + " + std::to_string(2 * l);
+      lanes += std::string(l ? ", " : "") + "(ushort)((ushort)x[clamp(" + at +
+               ", 0L, last)] | ((ushort)x[clamp(" + at + " + 1, 0L, last)] << 8))";
+    }
+    return vw.Of(U, lanes);
+  };
+  auto& k = w.Kernel(Stride2MaxKernelName(DataType::kInt8Q))
+                .In("Dtype", "x")
+                .Out("Dtype", "y")
+                .VectorWidth(Scalar::kI32, L);
+  for (const char* name : {"planes", "H", "W", "OH", "OW", "K", "ph", "pw", "x_zero", "y_zero",
+                           "same", "mult", "shift", "elements"})
+    k.Value("int", name);
+  std::string b = "  const int vecs = (OW + " + std::to_string(L - 1) + ") / " + Ls + ";\n";
+  b += "  const int v = $global_id(0);\n  if (v >= vecs) return;\n";
+  b += "  // A row's last vector overlaps its neighbour; a row narrower than " + Ls +
+       " has one, its lanes\n  // past OW computed, not stored.\n";
+  b += "  const int ox0 = max(min(v * " + Ls + ", OW - " + Ls + "), 0);\n";
+  b += "  const int c0 = 2 * ox0 - pw;  // the first lane's first window column\n";
+  b += "  const " + I + " col = c0 + 2 * " + vw.Of(I, iota) + ";\n";
+  // The three window columns' masks: the even byte (its low 8 bits), the odd byte (the high
+  // byte shifted down), the next load's even byte (none for a 2×2 window).
+  b += "  const " + U + " m0 = " + mask("col >= 0 && col < W") + " & (ushort)0xff;\n";
+  b += "  const " + U + " m1 = " + mask("col + 1 >= 0 && col + 1 < W") + ";\n";
+  b += "  const " + U + " m2 = K == 3 ? " + mask("col + 2 >= 0 && col + 2 < W") +
+       " & (ushort)0xff : " + vw.Splat(U, "0") + ";\n";
+  b += "  const long last = (long)elements - 1;\n";
+  // ROW(r): the window columns' maximum of input row r of the plane, 0 outside the plane.
+  auto row = [&](const std::string& out, const std::string& r) {
+    return "      " + U + " " + out + " = " + vw.Splat(U, "0") + ";\n      if (" + r +
+           " >= 0 && " + r + " < H) {\n        const long s = base + (long)(" + r +
+           ") * W + c0;\n        " + U + " a, n;\n        if (s >= 0 && s + " +
+           std::to_string(2 * L + 2) + " <= elements) {\n          a = " +
+           vw.MoveLoad("ushort", L, "x + s") + ";\n          n = " +
+           vw.MoveLoad("ushort", L, "x + s + 2") + ";\n        } else {\n          a = " +
+           gather("s") + ";\n          n = " + gather("s + 2") + ";\n        }\n        " + out +
+           " = max(max(a & m0, (a >> (ushort)8) & m1), n & m2);\n      }\n";
+  };
+  b += R"(  for (int plane = $group_id(1); plane < planes; plane += $num_groups(1)) {
+    const long base = (long)plane * H * W;
+    )" + U + " carry = " + vw.Splat(U, "0") + R"(;
+    for (int oy = 0; oy < OH; ++oy) {
+      const int r0 = 2 * oy - ph;
+)";
+  b += "      " + U + " best;\n      if (K == 3 && oy > 0) {\n        best = carry;\n      } else {\n" +
+       row("h0", "r0") + "        best = h0;\n      }\n";
+  b += "      {\n" + row("h1", "r0 + 1") + "        best = max(best, h1);\n      }\n";
+  b += "      if (K == 3) {\n" + row("h2", "r0 + 2") +
+       "        best = max(best, h2);\n        carry = h2;\n      }\n";
+  b += "      const long i0 = ((long)plane * OH + oy) * OW + ox0;\n";
+  b += "      if (same) {\n        const " + B + " codes = " + vw.Convert(B, "best") + ";\n";
+  b += "        if (OW >= " + Ls + ") {\n          " + vw.MoveStore("uchar", L, "codes", "y + i0") +
+       ";\n        } else {\n" + vw.MoveStoreFirst("uchar", L, "codes", "y + i0", "OW", 10) +
+       "        }\n        continue;\n      }\n";
+  // Input and output quantized apart: each lane's maximum requantized, as the row form does.
+  b += "      int lanes[" + Ls + "];\n      " + vw.Store(L, vw.Convert(I, "best"), "lanes") + ";\n";
+  b += "      for (int l = 0; l < " + Ls + R"( && l < OW; ++l) {
+        mp_i64 q = (mp_i64)y_zero + MP_REQUANT(lanes[l] - x_zero, mult, shift);
+        q = Dtype_SAT(q);
+        Dtype_STORE(y, i0 + l, q);
+      }
     }
   }
 )";

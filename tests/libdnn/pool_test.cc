@@ -263,6 +263,70 @@ TEST(PoolForward, PlaneFormIsChosenAndMatchesTheRowFormAndTheReference) {
       }
 }
 
+// The stride-2 column walk of int8 max pooling (pool_internal::DeclareStride2Max): 2×2 and 3×3
+// windows, padded and not, Caffe's clipped last window (odd and even planes), rows of fewer
+// than 16 outputs (one vector, its dead lanes not stored: guard bytes after the output), of
+// exactly 16 and of several vectors (the last overlapping), one plane and batches of many
+// (the first and last plane's edge rows gathered). Codes copied (shared parameters) and
+// requantized. The choice log names it where its rule holds (vector built-ins), and it, the row
+// form it replaces (MPCAFFE_KERNEL_CONFIG "pool_stride2_max:off") and the reference agree on
+// every bit.
+TEST(PoolForward, Stride2WalkIsChosenAndMatchesTheRowFormAndTheReference) {
+  Device& dev = DefaultDevice();
+  std::mt19937 rng(17);
+  // n, c, h, w, k, p
+  const int shapes[][6] = {{1, 1, 5, 5, 3, 0},    {2, 3, 14, 14, 3, 0}, {1, 4, 15, 13, 3, 1},
+                           {1, 2, 33, 33, 3, 0},  {2, 2, 34, 31, 3, 1}, {1, 3, 112, 40, 3, 0},
+                           {3, 5, 9, 6, 2, 1},    {1, 2, 18, 50, 2, 0}, {2, 7, 7, 7, 3, 1},
+                           {1, 2, 69, 69, 3, 0},  {1, 1, 3, 3, 3, 1},   {1, 3, 4, 35, 2, 1}};
+  const auto& families = PoolForwardFamilies();
+  const auto walk = std::find_if(families.begin(), families.end(), [](const auto& f) {
+    return std::string(f.name) == "pool_stride2_max";
+  });
+  ASSERT_NE(walk, families.end());
+  const bool rule = walk->applies(
+      [] {
+        PoolDesc d;
+        d.type = DataType::kInt8Q, d.method = PoolMethod::kMax;
+        d.kernel_h = d.kernel_w = 3, d.stride_h = d.stride_w = 2;
+        return d;
+      }(),
+      TargetProfile::Of(dev.info()));
+  for (const auto& s : shapes)
+    for (int index : {0, 1}) {  // QuantFor: shared parameters, then different ones
+      PoolDesc d;
+      d.type = DataType::kInt8Q, d.method = PoolMethod::kMax;
+      d.batch = s[0], d.channels = s[1], d.height = s[2], d.width = s[3];
+      d.kernel_h = d.kernel_w = s[4], d.stride_h = d.stride_w = 2, d.pad_h = d.pad_w = s[5];
+      SCOPED_TRACE(d.ToString() + (index ? " requantized" : " codes copied"));
+      const PoolQuant q = QuantFor(d.type, index);
+      const Bytes x = RandomData(d.type, d.input_count(), rng);
+      Bytes want(d.output_count());
+      PoolForwardReference(d, q, x.data(), want.data(), nullptr);
+      auto xm = Upload(dev, x);
+      for (const char* config : {"", "pool_stride2_max:off"}) {
+        ScopedSettings env;
+        env->kernel_config = config;
+        KernelChoiceLog log;
+        Pooling pool(dev, d, q);
+        Bytes filled(want.size(), 0);
+        const Bytes guard(64, 0x5a);
+        filled.insert(filled.end(), guard.begin(), guard.end());
+        auto ym = Upload(dev, filled);
+        pool.Forward(BufferRef(xm.get(), 0), BufferRef(ym.get(), 0));
+        const Bytes got = Download(dev, ym, filled.size());
+        EXPECT_EQ(Bytes(got.begin(), got.begin() + ptrdiff_t(want.size())), want)
+            << "'" << config << "'";
+        EXPECT_EQ(Bytes(got.begin() + ptrdiff_t(want.size()), got.end()), guard)
+            << "'" << config << "': written past the output";
+        const std::vector<KernelChoice> choices = log.Take();
+        ASSERT_EQ(choices.size(), 1u);
+        if (!*config) EXPECT_EQ(choices[0].family == std::string("pool_stride2_max"), rule);
+        if (*config) EXPECT_NE(choices[0].family, std::string("pool_stride2_max"));
+      }
+    }
+}
+
 // The quantized average divides with one round-to-nearest: check the reference itself on a
 // hand-computed case (x_scale = y_scale: out = zero + round(Σ(q − zero) / count)).
 TEST(PoolForward, QuantizedAverageRoundsToNearest) {
