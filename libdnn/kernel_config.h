@@ -17,7 +17,7 @@ namespace mpcaffe::libdnn {
 /// libdnn/kernel_families.h's registry, in its order), each with its schema: "gemm" (GemmConfig),
 /// "conv" (the direct convolution kernel's ConvConfig), "conv_dw" (the depthwise kernel's
 /// DepthwiseConfig), "conv_pw" (the pointwise kernel's Convolution::PointwiseTile),
-/// "pool_stride2_max", "pool_plane_max", "pool_vector_max", "lrn_vector16", "lrn_vector", "lrn"
+/// "pool_walk_max", "pool_plane_max", "pool_vector_max", "lrn_vector16", "lrn_vector", "lrn"
 /// (their launch, RowGroups).
 const std::vector<std::string>& ConfigurableFamilies();
 

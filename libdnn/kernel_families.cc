@@ -416,13 +416,13 @@ std::vector<KernelFamilyEntry> Build() {
   f.push_back({"conv_nd", {}, [](const KernelTarget& k) {
                  return Samples{{"conv_nd_col2im", ConvolutionNd::Source(k)}};
                }});
-  // Pooling ("pool_stride2_max", "pool_plane_max", "pool_vector_max": the max kernel's vector
+  // Pooling ("pool_walk_max", "pool_plane_max", "pool_vector_max": the max kernel's vector
   // forms, in the same program; "pool_plane_ave": the whole-plane average, in the average
   // kernel's).
   f.push_back(
       {"pool_forward",
-       {{"pool_stride2_max", &kRowGroupsSchema,
-         [] { return LaunchRows(PoolForwardFamilies(), "pool_stride2_max"); }},
+       {{"pool_walk_max", &kRowGroupsSchema,
+         [] { return LaunchRows(PoolForwardFamilies(), "pool_walk_max"); }},
         {"pool_plane_max", &kRowGroupsSchema,
          [] { return LaunchRows(PoolForwardFamilies(), "pool_plane_max"); }},
         {"pool_vector_max", &kRowGroupsSchema,

@@ -230,7 +230,8 @@ std::string Pooling::ForwardSource(const KernelTarget& target, DataType type, Po
   if (UsesVectorMax(target, method)) {
     for (int lanes : VectorMaxLaneCounts(type)) pool_internal::DeclareVectorMax(w, type, lanes);
     if (q || type == DataType::kFloat32) pool_internal::DeclarePlaneMax(w, type);
-    if (type == DataType::kInt8Q) pool_internal::DeclareStride2Max(w);
+    if (type == DataType::kInt8Q)
+      for (int stride : {1, 2}) pool_internal::DeclareWalkMax(w, stride);
   }
   if (UsesPlaneAve(target, type, method)) pool_internal::DeclarePlaneAve(w, type);
   return w.Source();
@@ -333,15 +334,16 @@ const DefaultsTable<RowGroups, PoolDesc>& PoolPlaneMaxDefaults() {
   return table;
 }
 
-const DefaultsTable<RowGroups, PoolDesc>& PoolStride2MaxDefaults() {
+const DefaultsTable<RowGroups, PoolDesc>& PoolWalkMaxDefaults() {
   // Groups of up to 4 vectors of a row (a row of 56 outputs is 4), about 64 groups walking the
-  // planes: each work-item's masks serve every plane it walks, and PoCL pays per work-group.
+  // planes: each work-item's masks serve every plane it walks, and PoCL pays per work-group
+  // (measured at stride 2; stride 1 takes the same launch).
   static const DefaultsTable<RowGroups, PoolDesc> table = {
       {"every device",
        [](const TargetProfile&, const PoolDesc&) { return true; },
        {4, 64},
        "PoolBench.DISABLED_ZooMaxPools (tests/libdnn/pool_test.cc), the int8 stride-2 pools, "
-       "MPCAFFE_KERNEL_CONFIG='pool_stride2_max:width=W groups=G', AMD EPYC AVX-512, "
+       "MPCAFFE_KERNEL_CONFIG='pool_walk_max:width=W groups=G', AMD EPYC AVX-512, "
        "2026-12-06 (docs/BENCHMARKS.md, \"Default configurations\"); rusticl (llvmpipe) at the "
        "same launch; not measured on a GPU (none on the build machine)"},
   };
@@ -350,11 +352,16 @@ const DefaultsTable<RowGroups, PoolDesc>& PoolStride2MaxDefaults() {
 
 const std::vector<PoolForwardFamily>& PoolForwardFamilies() {
   static const std::vector<PoolForwardFamily> families = {
-      {"pool_stride2_max",
+      // At stride 1, rows of fewer than 16 outputs leave lanes of each vector idle where the
+      // plane form's vectors of the flattened plane fill them: those keep the plane form where it
+      // applies (GoogLeNet's 14x14 and 7x7 inception pools; the 28x28 ones take the walk).
+      {"pool_walk_max",
        [](const PoolDesc& d, const TargetProfile& p) {
-         return p.vector_builtins && pool_internal::Stride2MaxApplies(d);
+         return p.vector_builtins && pool_internal::WalkMaxApplies(d) &&
+                (d.stride_w == 2 || d.out_w() >= pool_internal::kWalkLanes ||
+                 !pool_internal::PlaneMaxApplies(d));
        },
-       PoolStride2MaxDefaults},
+       PoolWalkMaxDefaults},
       {"pool_plane_max",
        [](const PoolDesc& d, const TargetProfile& p) {
          return p.vector_builtins && pool_internal::PlaneMaxApplies(d);
@@ -395,14 +402,15 @@ Pooling::Pooling(Device& device, const PoolDesc& desc, const PoolQuant& quant)
   // The vector max kernels (row and plane forms), in the program where UsesVectorMax.
   plane_ = std::string(family->name) == "pool_plane_max";
   plane_ave_ = std::string(family->name) == "pool_plane_ave";
-  stride2_ = std::string(family->name) == "pool_stride2_max";
+  walk_ = std::string(family->name) == "pool_walk_max";
   if (plane_ave_) {
     forward_vec_ = program->GetKernel(pool_internal::PlaneAveKernelName(desc_.type));
   } else if (plane_) {
     forward_vec_ = program->GetKernel(pool_internal::PlaneMaxKernelName(desc_.type));
     vec_launch_ = launch.launch;
-  } else if (stride2_) {
-    forward_vec_ = program->GetKernel(pool_internal::Stride2MaxKernelName(desc_.type));
+  } else if (walk_) {
+    forward_vec_ =
+        program->GetKernel(pool_internal::WalkMaxKernelName(desc_.type, desc_.stride_h));
     vec_launch_ = launch.launch;
   } else if (family->launch) {
     forward_vec_ = program->GetKernel(ForwardKernelName(desc_.type, desc_.method) + "_v" +
@@ -462,7 +470,7 @@ Event Pooling::Forward(const BufferRef& input, const BufferRef& output, const Bu
       forward_vec_.Arg(int32_t{v});
     return forward_vec_.Launch1D(size_t(planes), queue);
   }
-  if (stride2_ && !has_mask) {
+  if (walk_ && !has_mask) {
     // Work-items (v, ·): the column vectors of a row, each group walking planes.
     const int planes = d.batch * d.channels;
     forward_vec_.ArgBuffer(input.mem, input.byte_offset, es)
@@ -470,7 +478,7 @@ Event Pooling::Forward(const BufferRef& input, const BufferRef& output, const Bu
     for (int v : {planes, d.height, d.width, g.oh, g.ow, g.kh, g.ph, g.pw, quant_.x_zero,
                   quant_.y_zero, max_same_, max_mult_, max_shift_, int(d.input_count())})
       forward_vec_.Arg(int32_t{v});
-    const size_t L = pool_internal::kStride2Lanes;
+    const size_t L = pool_internal::kWalkLanes;
     const size_t vecs = (size_t(g.ow) + L - 1) / L;
     const size_t width = std::min<size_t>(vecs, vec_launch_.width);
     const size_t columns = (vecs + width - 1) / width;

@@ -97,7 +97,7 @@ class Pooling {
   RowGroups vec_launch_;  // forward_vec_'s launch (PoolVectorMaxDefaults, PoolPlaneMaxDefaults)
   bool plane_ = false;    // forward_vec_ is the plane form (pool_internal::DeclarePlaneMax)
   bool plane_ave_ = false;  // forward_vec_ is the whole-plane average (DeclarePlaneAve)
-  bool stride2_ = false;    // forward_vec_ is the stride-2 column walk (DeclareStride2Max)
+  bool walk_ = false;      // forward_vec_ is the column walk (DeclareWalkMax)
   vptr<int32_t> avg_requant_;  // quantized average: (multiplier, shift) per count 1..area
   int32_t max_mult_ = 0, max_shift_ = 0, max_same_ = 1;
 };
@@ -106,13 +106,13 @@ class Pooling {
 const DefaultsTable<RowGroups, PoolDesc>& PoolVectorMaxDefaults();
 /// The plane form's launch (quantized 3×3 stride-1 pools that keep the plane's size).
 const DefaultsTable<RowGroups, PoolDesc>& PoolPlaneMaxDefaults();
-/// The stride-2 column walk's launch (int8q 2×2 and 3×3 stride-2 max pools).
-const DefaultsTable<RowGroups, PoolDesc>& PoolStride2MaxDefaults();
+/// The column walk's launch (int8q 2×2 and 3×3 max pools at stride 1 and 2).
+const DefaultsTable<RowGroups, PoolDesc>& PoolWalkMaxDefaults();
 
 /// Pooling's forward kernels as families, in the order a Pooling tries them: the first that
 /// applies runs (a mask asked for at Forward takes the scalar kernel, which every device has).
 struct PoolForwardFamily {
-  const char* name;  ///< "pool_stride2_max", "pool_plane_max", "pool_vector_max",
+  const char* name;  ///< "pool_walk_max", "pool_plane_max", "pool_vector_max",
                      ///< "pool_plane_ave", "pool" (the registry's names)
   bool (*applies)(const PoolDesc& desc, const TargetProfile& profile);
   /// The family's launch defaults; null: the 1-D launch of the device's choosing.

@@ -1,6 +1,6 @@
 // libdnn/pool_internal.h — pooling's vector max kernels kept beside pool.cc: the row form
 // (pool_row.cc), the plane form of the 3×3 stride-1 max pool that keeps its plane's size and the
-// stride-2 column walk (pool_plane.cc).
+// column walk (pool_plane.cc).
 #pragma once
 
 #include <string>
@@ -30,21 +30,21 @@ std::string PlaneMaxKernelName(DataType type);
 /// `w`, whose Dtype and requantization Pooling::ForwardSource has declared.
 void DeclarePlaneMax(KernelWriter& w, DataType type);
 
-/// The stride-2 column walk's lanes: 16 neighbouring outputs of a row.
-constexpr int kStride2Lanes = 16;
+/// The column walk's lanes: 16 neighbouring outputs of a row.
+constexpr int kWalkLanes = 16;
 
-/// Whether the stride-2 column walk computes `d`: int8q max pooling, a 2×2 or 3×3 window at
-/// stride 2 (padding below the window, as Caffe requires).
-bool Stride2MaxApplies(const PoolDesc& d);
+/// Whether the column walk computes `d`: int8q max pooling, a 2×2 or 3×3 window at stride 1 or 2
+/// (padding below the window, as Caffe requires).
+bool WalkMaxApplies(const PoolDesc& d);
 
-/// "<ForwardKernelName(int8q, max)>_s2".
-std::string Stride2MaxKernelName(DataType type);
+/// "<ForwardKernelName(type, max)>_walk<stride>".
+std::string WalkMaxKernelName(DataType type, int stride);
 
-/// Adds the stride-2 column walk's kernel (int8q) to the max pool's program `w`:
-/// <Stride2MaxKernelName>(In Dtype x, Out Dtype y, int planes, H, W, OH, OW, K, ph, pw, x_zero,
+/// Adds the column walk's kernel for `stride` (1 or 2; int8q) to the max pool's program `w`:
+/// <WalkMaxKernelName>(In Dtype x, Out Dtype y, int planes, H, W, OH, OW, K, ph, pw, x_zero,
 /// y_zero, same, mult, shift, elements), work-item (v, ·) the output columns 16·v … of every
 /// plane its group walks ($group_id(1), step $num_groups(1)).
-void DeclareStride2Max(KernelWriter& w);
+void DeclareWalkMax(KernelWriter& w, int stride);
 
 /// Whether the whole-plane average form computes `d`: int8q, int16q or fp32 average pooling whose
 /// window is the whole input plane without padding (global pooling, or a kernel the plane's size:

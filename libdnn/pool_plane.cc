@@ -1,6 +1,6 @@
 // libdnn/pool_plane.cc — pooling's kernels that walk whole planes: the plane form of max pooling
 // (int8q, int16q, fp32: a 3×3 window, stride 1, padding 1, each output plane the size of its
-// input plane: GoogLeNet's inception pools), the stride-2 column walk of max pooling (int8q) and
+// input plane: GoogLeNet's inception pools), the column walk of max pooling (int8q, stride 1 and 2) and
 // the whole-plane average.
 //
 // The row form (pool.cc, DeclareVectorMax) takes one output row per vector: rows of 7, 14 or 28
@@ -157,52 +157,59 @@ void DeclarePlaneMax(KernelWriter& w, DataType type) {
   k.Body(b);
 }
 
-// The stride-2 column walk (int8q): 2×2 and 3×3 windows at stride 2 (the zoo's downsampling
-// max pools). The row form takes each output row alone: its nine taps are nine loads of 32
-// bytes, each narrowed to its even bytes, and each input row serves up to two output rows, so
-// PoCL spent 2-4× OpenVINO's time on GoogLeNet's and SqueezeNet's pools. Here a work-item takes
-// 16 neighbouring output columns of a plane and walks down its output rows. Each input row it
-// reads is one load of 32 bytes and one at +2 (lanes of 16 bits: the low byte is column 2i,
-// the high byte 2i + 1, the next load's low byte 2i + 2), whose row maximum over the window's
-// columns is an AND, a shift, an AND and two maxima; a 3×3 window's last input row is the next
-// output row's first, carried. Columns outside the row (the padding, Caffe's clipped last
-// window) are masked to 0, never above the window's maximum (the codes are unsigned and every
-// window holds an input element), rows outside the plane are skipped; loads that would leave
-// the buffer (the first and last plane's edges) gather lane by lane at clamped indices. The
-// same values as the scalar kernel, bit for bit.
-bool Stride2MaxApplies(const PoolDesc& d) {
+// The column walk (int8q): 2×2 and 3×3 windows at stride 1 or 2. The row form takes each
+// output row alone: its nine taps are nine loads (at stride 2 each narrowed to its even bytes),
+// and each input row is read for every output row whose window holds it (PoCL spent 2-4×
+// OpenVINO's time on GoogLeNet's and SqueezeNet's stride-2 pools); the plane form (3×3 stride 1)
+// loads and masks nine taps per vector too. Here a work-item takes 16 neighbouring output
+// columns of a plane and walks down its output rows, computing each input row's maximum over
+// the window's columns once: at stride 1 three loads of 16 bytes one column apart, at stride 2
+// one load of 32 bytes and one at +2 read as 16-bit lanes (the low byte is column 2i, the high
+// byte 2i + 1, the second load's low byte 2i + 2), masked, and two maxima; the rows a window
+// shares with the next output row's (two at stride 1, one at stride 2 of a 3×3 window) are
+// carried. Columns outside the row (the padding, Caffe's clipped last window) are masked to 0,
+// never above the window's maximum (the codes are unsigned and every window holds an input
+// element), rows outside the plane are skipped; loads that would leave the buffer (the first
+// and last plane's edges) gather lane by lane at clamped indices. The same values as the scalar
+// kernel, bit for bit.
+bool WalkMaxApplies(const PoolDesc& d) {
   return d.type == DataType::kInt8Q && d.method == PoolMethod::kMax && !d.global &&
-         d.kernel_h == d.kernel_w && (d.kernel_h == 2 || d.kernel_h == 3) && d.stride_h == 2 &&
-         d.stride_w == 2 && d.pad_h < d.kernel_h && d.pad_w < d.kernel_w;
+         d.kernel_h == d.kernel_w && (d.kernel_h == 2 || d.kernel_h == 3) &&
+         d.stride_h == d.stride_w && (d.stride_h == 1 || d.stride_h == 2) &&
+         d.pad_h < d.kernel_h && d.pad_w < d.kernel_w;
 }
 
-std::string Stride2MaxKernelName(DataType type) {
-  return Pooling::ForwardKernelName(type, PoolMethod::kMax) + "_s2";
+std::string WalkMaxKernelName(DataType type, int stride) {
+  return Pooling::ForwardKernelName(type, PoolMethod::kMax) + "_walk" + std::to_string(stride);
 }
 
-void DeclareStride2Max(KernelWriter& w) {
+void DeclareWalkMax(KernelWriter& w, int S) {
   const VectorWords vw(w.target());
-  constexpr int L = kStride2Lanes;
+  constexpr int L = kWalkLanes;
   const std::string Ls = std::to_string(L);
-  const std::string U = vw.Type("ushort", L), I = vw.Type("int", L), B = vw.Type("uchar", L);
+  // The lanes: the codes themselves at stride 1, 16-bit pairs of neighbouring codes at stride 2.
+  const std::string lane = S == 1 ? "uchar" : "ushort";
+  const std::string U = vw.Type(lane, L), I = vw.Type("int", L), B = vw.Type("uchar", L);
   w.UseHelper(KernelHelper::kByteVectorStore);
-  // A lane condition as a 16-bit mask (through short: all ones or zero).
+  // A lane condition as a mask of the lanes' width (all ones or zero).
   auto mask = [&](const std::string& cond) {
-    return vw.As(U, vw.Convert(vw.Type("short", L), cond));
+    return vw.As(U, vw.Convert(vw.Type(S == 1 ? "char" : "short", L), cond));
   };
   std::string iota;
   for (int l = 0; l < L; ++l) iota += (l ? ", " : "") + std::to_string(l);
-  // 2·L bytes from s as L lanes of 16 bits, gathered at clamped indices.
+  // The lanes of a load at s, gathered at clamped indices.
   auto gather = [&](const std::string& s) {
     std::string lanes;
     for (int l = 0; l < L; ++l) {
-      const std::string at = "(" + s + ") + " + std::to_string(2 * l);
-      lanes += std::string(l ? ", " : "") + "(ushort)((ushort)x[clamp(" + at +
-               ", 0L, last)] | ((ushort)x[clamp(" + at + " + 1, 0L, last)] << 8))";
+      const std::string at = "(" + s + ") + " + std::to_string(S * l);
+      lanes += std::string(l ? ", " : "") +
+               (S == 1 ? "x[clamp(" + at + ", 0L, last)]"
+                       : "(ushort)((ushort)x[clamp(" + at + ", 0L, last)] | ((ushort)x[clamp(" +
+                             at + " + 1, 0L, last)] << 8))");
     }
     return vw.Of(U, lanes);
   };
-  auto& k = w.Kernel(Stride2MaxKernelName(DataType::kInt8Q))
+  auto& k = w.Kernel(WalkMaxKernelName(DataType::kInt8Q, S))
                 .In("Dtype", "x")
                 .Out("Dtype", "y")
                 .VectorWidth(Scalar::kI32, L);
@@ -214,39 +221,66 @@ void DeclareStride2Max(KernelWriter& w) {
   b += "  // A row's last vector overlaps its neighbour; a row narrower than " + Ls +
        " has one, its lanes\n  // past OW computed, not stored.\n";
   b += "  const int ox0 = max(min(v * " + Ls + ", OW - " + Ls + "), 0);\n";
-  b += "  const int c0 = 2 * ox0 - pw;  // the first lane's first window column\n";
-  b += "  const " + I + " col = c0 + 2 * " + vw.Of(I, iota) + ";\n";
-  // The three window columns' masks: the even byte (its low 8 bits), the odd byte (the high
-  // byte shifted down), the next load's even byte (none for a 2×2 window).
-  b += "  const " + U + " m0 = " + mask("col >= 0 && col < W") + " & (ushort)0xff;\n";
+  b += "  const int c0 = " + std::string(S == 1 ? "" : "2 * ") +
+       "ox0 - pw;  // the first lane's first window column\n";
+  b += "  const " + I + " col = c0 + " + (S == 1 ? "" : "2 * ") + vw.Of(I, iota) + ";\n";
+  // The window columns' masks (m2: none for a 2×2 window). At stride 2 the first column is the
+  // low byte of a lane (m0 keeps those 8 bits), the second the high byte shifted down.
+  const std::string low = S == 1 ? "" : " & (ushort)0xff";
+  b += "  const " + U + " m0 = " + mask("col >= 0 && col < W") + low + ";\n";
   b += "  const " + U + " m1 = " + mask("col + 1 >= 0 && col + 1 < W") + ";\n";
-  b += "  const " + U + " m2 = K == 3 ? " + mask("col + 2 >= 0 && col + 2 < W") +
-       " & (ushort)0xff : " + vw.Splat(U, "0") + ";\n";
+  b += "  const " + U + " m2 = K == 3 ? " + mask("col + 2 >= 0 && col + 2 < W") + low + " : " +
+       vw.Splat(U, "0") + ";\n";
   b += "  const long last = (long)elements - 1;\n";
-  // ROW(r): the window columns' maximum of input row r of the plane, 0 outside the plane.
+  // The window columns' maximum of input row r of the plane into `out`, 0 outside the plane.
+  const std::string span = std::to_string(S == 1 ? L + 2 : 2 * L + 2);
   auto row = [&](const std::string& out, const std::string& r) {
-    return "      " + U + " " + out + " = " + vw.Splat(U, "0") + ";\n      if (" + r +
-           " >= 0 && " + r + " < H) {\n        const long s = base + (long)(" + r +
-           ") * W + c0;\n        " + U + " a, n;\n        if (s >= 0 && s + " +
-           std::to_string(2 * L + 2) + " <= elements) {\n          a = " +
-           vw.MoveLoad("ushort", L, "x + s") + ";\n          n = " +
-           vw.MoveLoad("ushort", L, "x + s + 2") + ";\n        } else {\n          a = " +
-           gather("s") + ";\n          n = " + gather("s + 2") + ";\n        }\n        " + out +
+    std::string t = "      " + U + " " + out + " = " + vw.Splat(U, "0") + ";\n      if (" + r +
+                    " >= 0 && " + r + " < H) {\n        const long s = base + (long)(" + r +
+                    ") * W + c0;\n";
+    if (S == 1) {
+      t += "        " + U + " a, n, f;\n        if (s >= 0 && s + " + span +
+           " <= elements) {\n          a = " + vw.MoveLoad("uchar", L, "x + s") +
+           ";\n          n = " + vw.MoveLoad("uchar", L, "x + s + 1") + ";\n          f = " +
+           vw.MoveLoad("uchar", L, "x + s + 2") + ";\n        } else {\n          a = " +
+           gather("s") + ";\n          n = " + gather("s + 1") + ";\n          f = " +
+           gather("s + 2") + ";\n        }\n        " + out +
+           " = max(max(a & m0, n & m1), f & m2);\n      }\n";
+    } else {
+      t += "        " + U + " a, n;\n        if (s >= 0 && s + " + span +
+           " <= elements) {\n          a = " + vw.MoveLoad("ushort", L, "x + s") +
+           ";\n          n = " + vw.MoveLoad("ushort", L, "x + s + 2") +
+           ";\n        } else {\n          a = " + gather("s") + ";\n          n = " +
+           gather("s + 2") + ";\n        }\n        " + out +
            " = max(max(a & m0, (a >> (ushort)8) & m1), n & m2);\n      }\n";
+    }
+    return t;
   };
   b += R"(  for (int plane = $group_id(1); plane < planes; plane += $num_groups(1)) {
     const long base = (long)plane * H * W;
-    )" + U + " carry = " + vw.Splat(U, "0") + R"(;
-    for (int oy = 0; oy < OH; ++oy) {
-      const int r0 = 2 * oy - ph;
-)";
-  b += "      " + U + " best;\n      if (K == 3 && oy > 0) {\n        best = carry;\n      } else {\n" +
-       row("h0", "r0") + "        best = h0;\n      }\n";
-  b += "      {\n" + row("h1", "r0 + 1") + "        best = max(best, h1);\n      }\n";
-  b += "      if (K == 3) {\n" + row("h2", "r0 + 2") +
-       "        best = max(best, h2);\n        carry = h2;\n      }\n";
+    )" + U + " carry0 = " + vw.Splat(U, "0") + ", carry1 = carry0;\n";
+  b += "    for (int oy = 0; oy < OH; ++oy) {\n      const int r0 = " +
+       std::string(S == 1 ? "" : "2 * ") + "oy - ph;\n      " + U + " best;\n";
+  if (S == 1) {
+    // Rows r0 … r0 + K − 1; the next output row's window starts a row lower, so all but its
+    // last row are this one's (carry0, carry1: rows r0 and r0 + 1 at the start of a row).
+    b += "      " + U + " t0, t1 = " + vw.Splat(U, "0") + ";\n      if (oy == 0) {\n" +
+         row("a0", "r0") + "        t0 = a0;\n        if (K == 3) {\n" + row("a1", "r0 + 1") +
+         "          t1 = a1;\n        }\n      } else {\n        t0 = carry0;\n"
+         "        t1 = carry1;\n      }\n";
+    b += "      {\n" + row("z", "r0 + K - 1") +
+         "        best = K == 3 ? max(max(t0, t1), z) : max(t0, z);\n"
+         "        carry0 = K == 3 ? t1 : z;\n        carry1 = z;\n      }\n";
+  } else {
+    b += "      if (K == 3 && oy > 0) {\n        best = carry0;\n      } else {\n" +
+         row("h0", "r0") + "        best = h0;\n      }\n";
+    b += "      {\n" + row("h1", "r0 + 1") + "        best = max(best, h1);\n      }\n";
+    b += "      if (K == 3) {\n" + row("h2", "r0 + 2") +
+         "        best = max(best, h2);\n        carry0 = h2;\n      }\n";
+  }
   b += "      const long i0 = ((long)plane * OH + oy) * OW + ox0;\n";
-  b += "      if (same) {\n        const " + B + " codes = " + vw.Convert(B, "best") + ";\n";
+  const std::string codes = S == 1 ? "best" : vw.Convert(B, "best");
+  b += "      if (same) {\n        const " + B + " codes = " + codes + ";\n";
   b += "        if (OW >= " + Ls + ") {\n          " + vw.MoveStore("uchar", L, "codes", "y + i0") +
        ";\n        } else {\n" + vw.MoveStoreFirst("uchar", L, "codes", "y + i0", "OW", 10) +
        "        }\n        continue;\n      }\n";

@@ -220,10 +220,11 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, PoolForward,
 // to 1600 elements, the first and last plane's edge vectors (gathered) included: codes with
 // input and output sharing their quantization (copied) and not (requantized), fp32 with NaNs
 // first in some windows and later in others. The choice log names it where the device has
-// vector built-ins, and it, the row form it replaces (MPCAFFE_KERNEL_CONFIG
-// "pool_plane_max:off") and the reference agree on every bit.
+// vector built-ins, and it, the form it replaces (MPCAFFE_KERNEL_CONFIG "pool_plane_max:off": the
+// row form, int8q's column walk) and the reference agree on every bit.
 TEST(PoolForward, PlaneFormIsChosenAndMatchesTheRowFormAndTheReference) {
   Device& dev = DefaultDevice();
+  const auto& families = PoolForwardFamilies();
   std::mt19937 rng(11);
   const int shapes[][4] = {
       {2, 3, 4, 4}, {1, 5, 7, 7}, {2, 4, 14, 14}, {1, 3, 9, 23}, {1, 2, 40, 40}};
@@ -256,55 +257,60 @@ TEST(PoolForward, PlaneFormIsChosenAndMatchesTheRowFormAndTheReference) {
           const std::vector<KernelChoice> choices = log.Take();
           ASSERT_EQ(choices.size(), 1u);
           if (!KernelTarget::Of(dev).vector_builtins) continue;  // the scalar kernel
-          EXPECT_EQ(choices[0].family,
-                    *config || d.height * d.width < 16 ? "pool_vector_max" : "pool_plane_max")
+          // int8q's column walk where its rule takes the pool first (rows of 16 outputs and
+          // more, the next test); else the plane form unless off or inapplicable, then the row
+          // form.
+          const bool walk = std::find_if(families.begin(), families.end(), [](const auto& f) {
+                              return std::string(f.name) == "pool_walk_max";
+                            })->applies(d, TargetProfile::Of(dev.info()));
+          EXPECT_EQ(choices[0].family, walk ? "pool_walk_max"
+                                       : *config || d.height * d.width < 16 ? "pool_vector_max"
+                                                                             : "pool_plane_max")
               << "'" << config << "'";
         }
       }
 }
 
-// The stride-2 column walk of int8 max pooling (pool_internal::DeclareStride2Max): 2×2 and 3×3
-// windows, padded and not, Caffe's clipped last window (odd and even planes), rows of fewer
-// than 16 outputs (one vector, its dead lanes not stored: guard bytes after the output), of
-// exactly 16 and of several vectors (the last overlapping), one plane and batches of many
-// (the first and last plane's edge rows gathered). Codes copied (shared parameters) and
-// requantized. The choice log names it where its rule holds (vector built-ins), and it, the row
-// form it replaces (MPCAFFE_KERNEL_CONFIG "pool_stride2_max:off") and the reference agree on
-// every bit.
-TEST(PoolForward, Stride2WalkIsChosenAndMatchesTheRowFormAndTheReference) {
+// The column walk of int8 max pooling (pool_internal::DeclareWalkMax): 2×2 and 3×3 windows at
+// stride 1 and 2, padded and not, Caffe's clipped last window (odd and even planes), rows of
+// fewer than 16 outputs (one vector, its dead lanes not stored: guard bytes after the output),
+// of exactly 16 and of several vectors (the last overlapping), one plane and batches of many
+// (the first and last plane's edge rows gathered), GoogLeNet's inception pools scaled. Codes
+// copied (shared parameters) and requantized. The choice log names it where its rule holds
+// (vector built-ins; at stride 1 rows of 16 outputs and more, or shapes the plane form does not
+// take), and it, the form it replaces (MPCAFFE_KERNEL_CONFIG "pool_walk_max:off") and the
+// reference agree on every bit; GoogLeNet's 28x28 inception pools take it, its 14x14 ones the
+// plane form.
+TEST(PoolForward, ColumnWalkIsChosenAndMatchesTheOtherFormsAndTheReference) {
   Device& dev = DefaultDevice();
   std::mt19937 rng(17);
-  // n, c, h, w, k, p
-  const int shapes[][6] = {{1, 1, 5, 5, 3, 0},    {2, 3, 14, 14, 3, 0}, {1, 4, 15, 13, 3, 1},
-                           {1, 2, 33, 33, 3, 0},  {2, 2, 34, 31, 3, 1}, {1, 3, 112, 40, 3, 0},
-                           {3, 5, 9, 6, 2, 1},    {1, 2, 18, 50, 2, 0}, {2, 7, 7, 7, 3, 1},
-                           {1, 2, 69, 69, 3, 0},  {1, 1, 3, 3, 3, 1},   {1, 3, 4, 35, 2, 1}};
+  // n, c, h, w, k, s, p
+  const int shapes[][7] = {
+      {1, 1, 5, 5, 3, 2, 0},   {2, 3, 14, 14, 3, 2, 0}, {1, 4, 15, 13, 3, 2, 1},
+      {1, 2, 33, 33, 3, 2, 0}, {2, 2, 34, 31, 3, 2, 1}, {1, 3, 112, 40, 3, 2, 0},
+      {3, 5, 9, 6, 2, 2, 1},   {1, 2, 18, 50, 2, 2, 0}, {2, 7, 7, 7, 3, 2, 1},
+      {1, 2, 69, 69, 3, 2, 0}, {1, 1, 3, 3, 3, 2, 1},   {1, 3, 4, 35, 2, 2, 1},
+      {2, 4, 14, 14, 3, 1, 1}, {2, 5, 7, 7, 3, 1, 1},   {1, 3, 28, 28, 3, 1, 1},
+      {1, 2, 9, 23, 3, 1, 1},  {1, 3, 12, 40, 3, 1, 0}, {2, 3, 6, 17, 2, 1, 0},
+      {1, 2, 5, 33, 2, 1, 1},  {1, 1, 1, 1, 3, 1, 1},   {3, 2, 4, 4, 3, 1, 2}};
   const auto& families = PoolForwardFamilies();
   const auto walk = std::find_if(families.begin(), families.end(), [](const auto& f) {
-    return std::string(f.name) == "pool_stride2_max";
+    return std::string(f.name) == "pool_walk_max";
   });
   ASSERT_NE(walk, families.end());
-  const bool rule = walk->applies(
-      [] {
-        PoolDesc d;
-        d.type = DataType::kInt8Q, d.method = PoolMethod::kMax;
-        d.kernel_h = d.kernel_w = 3, d.stride_h = d.stride_w = 2;
-        return d;
-      }(),
-      TargetProfile::Of(dev.info()));
   for (const auto& s : shapes)
     for (int index : {0, 1}) {  // QuantFor: shared parameters, then different ones
       PoolDesc d;
       d.type = DataType::kInt8Q, d.method = PoolMethod::kMax;
       d.batch = s[0], d.channels = s[1], d.height = s[2], d.width = s[3];
-      d.kernel_h = d.kernel_w = s[4], d.stride_h = d.stride_w = 2, d.pad_h = d.pad_w = s[5];
+      d.kernel_h = d.kernel_w = s[4], d.stride_h = d.stride_w = s[5], d.pad_h = d.pad_w = s[6];
       SCOPED_TRACE(d.ToString() + (index ? " requantized" : " codes copied"));
       const PoolQuant q = QuantFor(d.type, index);
       const Bytes x = RandomData(d.type, d.input_count(), rng);
       Bytes want(d.output_count());
       PoolForwardReference(d, q, x.data(), want.data(), nullptr);
       auto xm = Upload(dev, x);
-      for (const char* config : {"", "pool_stride2_max:off"}) {
+      for (const char* config : {"", "pool_walk_max:off"}) {
         ScopedSettings env;
         env->kernel_config = config;
         KernelChoiceLog log;
@@ -321,10 +327,20 @@ TEST(PoolForward, Stride2WalkIsChosenAndMatchesTheRowFormAndTheReference) {
             << "'" << config << "': written past the output";
         const std::vector<KernelChoice> choices = log.Take();
         ASSERT_EQ(choices.size(), 1u);
-        if (!*config) EXPECT_EQ(choices[0].family == std::string("pool_stride2_max"), rule);
-        if (*config) EXPECT_NE(choices[0].family, std::string("pool_stride2_max"));
+        const bool walk_off = *config != 0;
+        EXPECT_EQ(choices[0].family == std::string("pool_walk_max"),
+                  walk->applies(d, TargetProfile::Of(dev.info())) && !walk_off);
       }
     }
+  if (!KernelTarget::Of(dev).vector_builtins) return;
+  for (int hw : {28, 14}) {  // GoogLeNet's inception pools: the walk at 28x28, the plane form below
+    PoolDesc d;
+    d.type = DataType::kInt8Q, d.method = PoolMethod::kMax;
+    d.channels = 192, d.height = d.width = hw;
+    d.kernel_h = d.kernel_w = 3, d.stride_h = d.stride_w = d.pad_h = d.pad_w = 1;
+    EXPECT_EQ(PoolForwardFamilyFor(d, TargetProfile::Of(dev.info())).name,
+              std::string(hw == 28 ? "pool_walk_max" : "pool_plane_max"));
+  }
 }
 
 // The quantized average divides with one round-to-nearest: check the reference itself on a
