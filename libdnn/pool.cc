@@ -230,8 +230,8 @@ std::string Pooling::ForwardSource(const KernelTarget& target, DataType type, Po
   if (UsesVectorMax(target, method)) {
     for (int lanes : VectorMaxLaneCounts(type)) pool_internal::DeclareVectorMax(w, type, lanes);
     if (q || type == DataType::kFloat32) pool_internal::DeclarePlaneMax(w, type);
-    if (type == DataType::kInt8Q)
-      for (int stride : {1, 2}) pool_internal::DeclareWalkMax(w, stride);
+    if (type == DataType::kInt8Q || type == DataType::kFloat32)
+      for (int stride : {1, 2}) pool_internal::DeclareWalkMax(w, type, stride);
   }
   if (UsesPlaneAve(target, type, method)) pool_internal::DeclarePlaneAve(w, type);
   return w.Source();
@@ -352,13 +352,13 @@ const DefaultsTable<RowGroups, PoolDesc>& PoolWalkMaxDefaults() {
 
 const std::vector<PoolForwardFamily>& PoolForwardFamilies() {
   static const std::vector<PoolForwardFamily> families = {
-      // At stride 1, rows of fewer than 16 outputs leave lanes of each vector idle where the
-      // plane form's vectors of the flattened plane fill them: those keep the plane form where it
-      // applies (GoogLeNet's 14x14 and 7x7 inception pools; the 28x28 ones take the walk).
+      // At stride 1, rows narrower than a vector (16 int8 outputs, 8 floats) leave lanes idle
+      // where the plane form's vectors of the flattened plane fill them: those keep the plane
+      // form where it applies (GoogLeNet's int8 14x14 and 7x7 inception pools, fp32's 7x7).
       {"pool_walk_max",
        [](const PoolDesc& d, const TargetProfile& p) {
          return p.vector_builtins && pool_internal::WalkMaxApplies(d) &&
-                (d.stride_w == 2 || d.out_w() >= pool_internal::kWalkLanes ||
+                (d.stride_w == 2 || d.out_w() >= pool_internal::WalkLanes(d.type) ||
                  !pool_internal::PlaneMaxApplies(d));
        },
        PoolWalkMaxDefaults},
@@ -478,7 +478,7 @@ Event Pooling::Forward(const BufferRef& input, const BufferRef& output, const Bu
     for (int v : {planes, d.height, d.width, g.oh, g.ow, g.kh, g.ph, g.pw, quant_.x_zero,
                   quant_.y_zero, max_same_, max_mult_, max_shift_, int(d.input_count())})
       forward_vec_.Arg(int32_t{v});
-    const size_t L = pool_internal::kWalkLanes;
+    const size_t L = pool_internal::WalkLanes(d.type);
     const size_t vecs = (size_t(g.ow) + L - 1) / L;
     const size_t width = std::min<size_t>(vecs, vec_launch_.width);
     const size_t columns = (vecs + width - 1) / width;

@@ -106,7 +106,7 @@ class Pooling {
 const DefaultsTable<RowGroups, PoolDesc>& PoolVectorMaxDefaults();
 /// The plane form's launch (quantized 3×3 stride-1 pools that keep the plane's size).
 const DefaultsTable<RowGroups, PoolDesc>& PoolPlaneMaxDefaults();
-/// The column walk's launch (int8q 2×2 and 3×3 max pools at stride 1 and 2).
+/// The column walk's launch (int8q and fp32 2×2 and 3×3 max pools at stride 1 and 2).
 const DefaultsTable<RowGroups, PoolDesc>& PoolWalkMaxDefaults();
 
 /// Pooling's forward kernels as families, in the order a Pooling tries them: the first that

@@ -30,21 +30,21 @@ std::string PlaneMaxKernelName(DataType type);
 /// `w`, whose Dtype and requantization Pooling::ForwardSource has declared.
 void DeclarePlaneMax(KernelWriter& w, DataType type);
 
-/// The column walk's lanes: 16 neighbouring outputs of a row.
-constexpr int kWalkLanes = 16;
+/// The column walk's lanes: neighbouring outputs of a row, 16 for int8q, 8 for fp32.
+int WalkLanes(DataType type);
 
-/// Whether the column walk computes `d`: int8q max pooling, a 2×2 or 3×3 window at stride 1 or 2
-/// (padding below the window, as Caffe requires).
+/// Whether the column walk computes `d`: int8q or fp32 max pooling, a 2×2 or 3×3 window at stride
+/// 1 or 2 (padding below the window, as Caffe requires).
 bool WalkMaxApplies(const PoolDesc& d);
 
 /// "<ForwardKernelName(type, max)>_walk<stride>".
 std::string WalkMaxKernelName(DataType type, int stride);
 
-/// Adds the column walk's kernel for `stride` (1 or 2; int8q) to the max pool's program `w`:
-/// <WalkMaxKernelName>(In Dtype x, Out Dtype y, int planes, H, W, OH, OW, K, ph, pw, x_zero,
-/// y_zero, same, mult, shift, elements), work-item (v, ·) the output columns 16·v … of every
-/// plane its group walks ($group_id(1), step $num_groups(1)).
-void DeclareWalkMax(KernelWriter& w, int stride);
+/// Adds the column walk's kernel for `type` (int8q, fp32) and `stride` (1 or 2) to the max pool's
+/// program `w`: <WalkMaxKernelName>(In Dtype x, Out Dtype y, int planes, H, W, OH, OW, K, ph,
+/// pw, x_zero, y_zero, same, mult, shift, elements), work-item (v, ·) the output columns
+/// WalkLanes·v … of every plane its group walks ($group_id(1), step $num_groups(1)).
+void DeclareWalkMax(KernelWriter& w, DataType type, int stride);
 
 /// Whether the whole-plane average form computes `d`: int8q, int16q or fp32 average pooling whose
 /// window is the whole input plane without padding (global pooling, or a kernel the plane's size:

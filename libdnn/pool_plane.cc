@@ -1,7 +1,7 @@
 // libdnn/pool_plane.cc — pooling's kernels that walk whole planes: the plane form of max pooling
 // (int8q, int16q, fp32: a 3×3 window, stride 1, padding 1, each output plane the size of its
-// input plane: GoogLeNet's inception pools), the column walk of max pooling (int8q, stride 1 and 2) and
-// the whole-plane average.
+// input plane: GoogLeNet's inception pools), the column walk of max pooling (int8q and fp32,
+// stride 1 and 2) and the whole-plane average.
 //
 // The row form (pool.cc, DeclareVectorMax) takes one output row per vector: rows of 7, 14 or 28
 // outputs fill a half or less of its 8 or 16 lanes, every vector of a padded row's ends runs the
@@ -157,7 +157,7 @@ void DeclarePlaneMax(KernelWriter& w, DataType type) {
   k.Body(b);
 }
 
-// The column walk (int8q): 2×2 and 3×3 windows at stride 1 or 2. The row form takes each
+// The column walk (int8q, fp32): 2×2 and 3×3 windows at stride 1 or 2. The row form takes each
 // output row alone: its nine taps are nine loads (at stride 2 each narrowed to its even bytes),
 // and each input row is read for every output row whose window holds it (PoCL spent 2-4×
 // OpenVINO's time on GoogLeNet's and SqueezeNet's stride-2 pools); the plane form (3×3 stride 1)
@@ -173,46 +173,56 @@ void DeclarePlaneMax(KernelWriter& w, DataType type) {
 // and last plane's edges) gather lane by lane at clamped indices. The same values as the scalar
 // kernel, bit for bit.
 bool WalkMaxApplies(const PoolDesc& d) {
-  return d.type == DataType::kInt8Q && d.method == PoolMethod::kMax && !d.global &&
-         d.kernel_h == d.kernel_w && (d.kernel_h == 2 || d.kernel_h == 3) &&
-         d.stride_h == d.stride_w && (d.stride_h == 1 || d.stride_h == 2) &&
-         d.pad_h < d.kernel_h && d.pad_w < d.kernel_w;
+  return (d.type == DataType::kInt8Q || d.type == DataType::kFloat32) &&
+         d.method == PoolMethod::kMax && !d.global && d.kernel_h == d.kernel_w &&
+         (d.kernel_h == 2 || d.kernel_h == 3) && d.stride_h == d.stride_w &&
+         (d.stride_h == 1 || d.stride_h == 2) && d.pad_h < d.kernel_h && d.pad_w < d.kernel_w;
 }
+
+int WalkLanes(DataType type) { return type == DataType::kInt8Q ? 16 : 8; }
 
 std::string WalkMaxKernelName(DataType type, int stride) {
   return Pooling::ForwardKernelName(type, PoolMethod::kMax) + "_walk" + std::to_string(stride);
 }
 
-void DeclareWalkMax(KernelWriter& w, int S) {
+void DeclareWalkMax(KernelWriter& w, DataType type, int S) {
   const VectorWords vw(w.target());
-  constexpr int L = kWalkLanes;
+  const bool q = type == DataType::kInt8Q;
+  const int L = WalkLanes(type);
   const std::string Ls = std::to_string(L);
-  // The lanes: the codes themselves at stride 1, 16-bit pairs of neighbouring codes at stride 2.
-  const std::string lane = S == 1 ? "uchar" : "ushort";
+  // The lanes: int8q's codes themselves at stride 1 and 16-bit pairs of neighbouring codes at
+  // stride 2; fp32's floats.
+  const std::string lane = !q ? "float" : S == 1 ? "uchar" : "ushort";
   const std::string U = vw.Type(lane, L), I = vw.Type("int", L), B = vw.Type("uchar", L);
   w.UseHelper(KernelHelper::kByteVectorStore);
-  // A lane condition as a mask of the lanes' width (all ones or zero).
+  // A lane condition as a mask: of the lanes' width for the codes (ANDed with them), int for
+  // float (select's condition), the latter through char as the plane form's.
   auto mask = [&](const std::string& cond) {
-    return vw.As(U, vw.Convert(vw.Type(S == 1 ? "char" : "short", L), cond));
+    return q ? vw.As(U, vw.Convert(vw.Type(S == 1 ? "char" : "short", L), cond))
+             : vw.Convert(I, vw.Convert(vw.Type("char", L), cond));
   };
+  const std::string M = q ? U : I;
+  // Float lanes outside the window are NaN, which fmax passes over; the first element of the
+  // window decides alone where it is a NaN (see `first` below).
+  const std::string none = q ? vw.Splat(U, "0") : vw.Splat(U, "NAN");
   std::string iota;
   for (int l = 0; l < L; ++l) iota += (l ? ", " : "") + std::to_string(l);
-  // The lanes of a load at s, gathered at clamped indices.
+  // The lanes of a load at s (lane l: s + S·l), gathered at clamped indices.
   auto gather = [&](const std::string& s) {
     std::string lanes;
     for (int l = 0; l < L; ++l) {
       const std::string at = "(" + s + ") + " + std::to_string(S * l);
       lanes += std::string(l ? ", " : "") +
-               (S == 1 ? "x[clamp(" + at + ", 0L, last)]"
-                       : "(ushort)((ushort)x[clamp(" + at + ", 0L, last)] | ((ushort)x[clamp(" +
-                             at + " + 1, 0L, last)] << 8))");
+               (!q || S == 1 ? "x[clamp(" + at + ", 0L, last)]"
+                             : "(ushort)((ushort)x[clamp(" + at +
+                                   ", 0L, last)] | ((ushort)x[clamp(" + at + " + 1, 0L, last)] << 8))");
     }
     return vw.Of(U, lanes);
   };
-  auto& k = w.Kernel(WalkMaxKernelName(DataType::kInt8Q, S))
+  auto& k = w.Kernel(WalkMaxKernelName(type, S))
                 .In("Dtype", "x")
                 .Out("Dtype", "y")
-                .VectorWidth(Scalar::kI32, L);
+                .VectorWidth(q ? Scalar::kI32 : Scalar::kF32, L);
   for (const char* name : {"planes", "H", "W", "OH", "OW", "K", "ph", "pw", "x_zero", "y_zero",
                            "same", "mult", "shift", "elements"})
     k.Value("int", name);
@@ -224,61 +234,109 @@ void DeclareWalkMax(KernelWriter& w, int S) {
   b += "  const int c0 = " + std::string(S == 1 ? "" : "2 * ") +
        "ox0 - pw;  // the first lane's first window column\n";
   b += "  const " + I + " col = c0 + " + (S == 1 ? "" : "2 * ") + vw.Of(I, iota) + ";\n";
-  // The window columns' masks (m2: none for a 2×2 window). At stride 2 the first column is the
-  // low byte of a lane (m0 keeps those 8 bits), the second the high byte shifted down.
-  const std::string low = S == 1 ? "" : " & (ushort)0xff";
-  b += "  const " + U + " m0 = " + mask("col >= 0 && col < W") + low + ";\n";
-  b += "  const " + U + " m1 = " + mask("col + 1 >= 0 && col + 1 < W") + ";\n";
-  b += "  const " + U + " m2 = K == 3 ? " + mask("col + 2 >= 0 && col + 2 < W") + low + " : " +
-       vw.Splat(U, "0") + ";\n";
+  // The window columns' masks (m2: none for a 2×2 window). int8q at stride 2: the first column
+  // is the low byte of a lane (m0 keeps those 8 bits), the second the high byte shifted down.
+  const std::string low = q && S == 2 ? " & (ushort)0xff" : "";
+  b += "  const " + M + " m0 = " + mask("col >= 0 && col < W") + low + ";\n";
+  b += "  const " + M + " m1 = " + mask("col + 1 >= 0 && col + 1 < W") + ";\n";
+  b += "  const " + M + " m2 = K == 3 ? " + mask("col + 2 >= 0 && col + 2 < W") + low + " : " +
+       vw.Splat(M, "0") + ";\n";
   b += "  const long last = (long)elements - 1;\n";
-  // The window columns' maximum of input row r of the plane into `out`, 0 outside the plane.
+  // The window columns' maximum of input row r of the plane into `out` (`none` outside the
+  // plane); for float also its first column inside the row into `f<out>`.
   const std::string span = std::to_string(S == 1 ? L + 2 : 2 * L + 2);
   auto row = [&](const std::string& out, const std::string& r) {
-    std::string t = "      " + U + " " + out + " = " + vw.Splat(U, "0") + ";\n      if (" + r +
-                    " >= 0 && " + r + " < H) {\n        const long s = base + (long)(" + r +
-                    ") * W + c0;\n";
-    if (S == 1) {
-      t += "        " + U + " a, n, f;\n        if (s >= 0 && s + " + span +
-           " <= elements) {\n          a = " + vw.MoveLoad("uchar", L, "x + s") +
-           ";\n          n = " + vw.MoveLoad("uchar", L, "x + s + 1") + ";\n          f = " +
-           vw.MoveLoad("uchar", L, "x + s + 2") + ";\n        } else {\n          a = " +
-           gather("s") + ";\n          n = " + gather("s + 1") + ";\n          f = " +
-           gather("s + 2") + ";\n        }\n        " + out +
-           " = max(max(a & m0, n & m1), f & m2);\n      }\n";
+    std::string t = "      " + U + " " + out + " = " + none + ";\n";
+    if (!q) t += "      " + U + " f" + out + " = " + none + ";\n";
+    t += "      if (" + r + " >= 0 && " + r + " < H) {\n        const long s = base + (long)(" +
+         r + ") * W + c0;\n        " + U + " a, n, e;\n        if (s >= 0 && s + " + span +
+         " <= elements) {\n";
+    if (!q && S == 2) {
+      // The even and odd lanes of 16 floats and the even ones of 16 from two columns on.
+      t += "          const " + vw.Type("float", 2 * L) + " p = " + vw.Load(2 * L, "x + s") +
+           ";\n          a = " + vw.Even("p") + ";\n          n = " + vw.Odd("p") +
+           ";\n          e = " + vw.Even(vw.Load(2 * L, "x + s + 2")) + ";\n";
+    } else if (!q) {
+      t += "          a = " + vw.Load(L, "x + s") + ";\n          n = " + vw.Load(L, "x + s + 1") +
+           ";\n          e = " + vw.Load(L, "x + s + 2") + ";\n";
+    } else if (S == 1) {
+      t += "          a = " + vw.MoveLoad("uchar", L, "x + s") + ";\n          n = " +
+           vw.MoveLoad("uchar", L, "x + s + 1") + ";\n          e = " +
+           vw.MoveLoad("uchar", L, "x + s + 2") + ";\n";
     } else {
-      t += "        " + U + " a, n;\n        if (s >= 0 && s + " + span +
-           " <= elements) {\n          a = " + vw.MoveLoad("ushort", L, "x + s") +
-           ";\n          n = " + vw.MoveLoad("ushort", L, "x + s + 2") +
-           ";\n        } else {\n          a = " + gather("s") + ";\n          n = " +
-           gather("s + 2") + ";\n        }\n        " + out +
-           " = max(max(a & m0, (a >> (ushort)8) & m1), n & m2);\n      }\n";
+      t += "          a = " + vw.MoveLoad("ushort", L, "x + s") + ";\n          n = a >> (ushort)8;\n" +
+           "          e = " + vw.MoveLoad("ushort", L, "x + s + 2") + ";\n";
+    }
+    t += "        } else {\n          a = " + gather("s") + ";\n";
+    if (q && S == 2)
+      t += "          n = a >> (ushort)8;\n          e = " + gather("s + 2") + ";\n";
+    else
+      t += "          n = " + gather("s + 1") + ";\n          e = " + gather("s + 2") + ";\n";
+    t += "        }\n";
+    if (q) {
+      t += "        " + out + " = max(max(a & m0, n & m1), e & m2);\n      }\n";
+    } else {
+      t += "        " + out + " = fmax(fmax(" + vw.Select(none, "a", "m0") + ", " +
+           vw.Select(none, "n", "m1") + "), " + vw.Select(none, "e", "m2") + ");\n";
+      t += "        f" + out + " = " + vw.Select(vw.Select("e", "n", "m1"), "a", "m0") +
+           ";\n      }\n";
     }
     return t;
   };
+  // fp32: `first`, the window's first element inside the plane (its first row inside, that
+  // row's first column inside), decides alone where it is a NaN (the scalar kernel keeps a NaN
+  // it starts from and never takes a later one); else the maximum of the others, where fmax
+  // passes over NaNs — the scalar kernel's values.
+  const std::string MAX = q ? "max" : "fmax";
+  auto carried = [&](const std::string& name) {
+    return "    " + U + " " + name + " = " + none + (q ? "" : ", f" + name + " = " + none) + ";\n";
+  };
   b += R"(  for (int plane = $group_id(1); plane < planes; plane += $num_groups(1)) {
     const long base = (long)plane * H * W;
-    )" + U + " carry0 = " + vw.Splat(U, "0") + ", carry1 = carry0;\n";
+)" + carried("carry0") + carried("carry1");
   b += "    for (int oy = 0; oy < OH; ++oy) {\n      const int r0 = " +
-       std::string(S == 1 ? "" : "2 * ") + "oy - ph;\n      " + U + " best;\n";
+       std::string(S == 1 ? "" : "2 * ") + "oy - ph;\n      " + U + " best" +
+       (q ? "" : ", first") + ";\n";
+  auto take_first = [&](const std::string& f, const std::string& cond) {
+    return q ? std::string() : "        if (" + cond + ") first = " + f + ";\n";
+  };
   if (S == 1) {
     // Rows r0 … r0 + K − 1; the next output row's window starts a row lower, so all but its
     // last row are this one's (carry0, carry1: rows r0 and r0 + 1 at the start of a row).
-    b += "      " + U + " t0, t1 = " + vw.Splat(U, "0") + ";\n      if (oy == 0) {\n" +
-         row("a0", "r0") + "        t0 = a0;\n        if (K == 3) {\n" + row("a1", "r0 + 1") +
-         "          t1 = a1;\n        }\n      } else {\n        t0 = carry0;\n"
-         "        t1 = carry1;\n      }\n";
-    b += "      {\n" + row("z", "r0 + K - 1") +
-         "        best = K == 3 ? max(max(t0, t1), z) : max(t0, z);\n"
-         "        carry0 = K == 3 ? t1 : z;\n        carry1 = z;\n      }\n";
+    b += "      " + U + " t0, t1 = " + none + (q ? "" : ", ft0, ft1 = " + none) +
+         ";\n      if (oy == 0) {\n" + row("a0", "r0") + "        t0 = a0;\n" +
+         std::string(q ? "" : "        ft0 = fa0;\n") + "        if (K == 3) {\n" + row("a1", "r0 + 1") +
+         "          t1 = a1;\n" + (q ? "" : "          ft1 = fa1;\n") +
+         "        }\n      } else {\n        t0 = carry0;\n        t1 = carry1;\n" +
+         (q ? "" : "        ft0 = fcarry0;\n        ft1 = fcarry1;\n") + "      }\n";
+    b += "      {\n" + row("z", "r0 + K - 1") + "        best = K == 3 ? " + MAX + "(" + MAX +
+         "(t0, t1), z) : " + MAX + "(t0, z);\n";
+    if (!q)
+      b += "        first = ft0;\n" + take_first("K == 3 ? ft1 : fz", "r0 < 0") +
+           take_first("fz", "K == 3 && r0 + 1 < 0");
+    b += "        carry0 = K == 3 ? t1 : z;\n        carry1 = z;\n";
+    if (!q) b += "        fcarry0 = K == 3 ? ft1 : fz;\n        fcarry1 = fz;\n";
+    b += "      }\n";
   } else {
-    b += "      if (K == 3 && oy > 0) {\n        best = carry0;\n      } else {\n" +
-         row("h0", "r0") + "        best = h0;\n      }\n";
-    b += "      {\n" + row("h1", "r0 + 1") + "        best = max(best, h1);\n      }\n";
-    b += "      if (K == 3) {\n" + row("h2", "r0 + 2") +
-         "        best = max(best, h2);\n        carry0 = h2;\n      }\n";
+    b += std::string("      if (K == 3 && oy > 0) {\n        best = carry0;\n") +
+         (q ? "" : "        first = fcarry0;\n") + "      } else {\n" + row("h0", "r0") +
+         "        best = h0;\n" + (q ? "" : "        first = fh0;\n") + "      }\n";
+    b += "      {\n" + row("h1", "r0 + 1") + "        best = " + MAX + "(best, h1);\n" +
+         take_first("fh1", "r0 < 0") + "      }\n";
+    b += "      if (K == 3) {\n" + row("h2", "r0 + 2") + "        best = " + MAX +
+         "(best, h2);\n" + take_first("fh2", "r0 + 1 < 0") + "        carry0 = h2;\n" +
+         (q ? "" : "        fcarry0 = fh2;\n") + "      }\n";
   }
   b += "      const long i0 = ((long)plane * OH + oy) * OW + ox0;\n";
+  if (!q) {
+    b += "      best = " + vw.Select("best", "first", "isnan(first)") + ";\n";
+    b += "      if (OW >= " + Ls + ") {\n        " + vw.Store(L, "best", "y + i0") +
+         ";\n        continue;\n      }\n";
+    b += "      float lanes[" + Ls + "];\n      " + vw.Store(L, "best", "lanes") + ";\n";
+    b += "      for (int l = 0; l < OW; ++l) Dtype_STORE(y, i0 + l, lanes[l]);\n    }\n  }\n";
+    k.Body(b);
+    return;
+  }
   const std::string codes = S == 1 ? "best" : vw.Convert(B, "best");
   b += "      if (same) {\n        const " + B + " codes = " + codes + ";\n";
   b += "        if (OW >= " + Ls + ") {\n          " + vw.MoveStore("uchar", L, "codes", "y + i0") +

@@ -271,16 +271,17 @@ TEST(PoolForward, PlaneFormIsChosenAndMatchesTheRowFormAndTheReference) {
       }
 }
 
-// The column walk of int8 max pooling (pool_internal::DeclareWalkMax): 2×2 and 3×3 windows at
-// stride 1 and 2, padded and not, Caffe's clipped last window (odd and even planes), rows of
-// fewer than 16 outputs (one vector, its dead lanes not stored: guard bytes after the output),
-// of exactly 16 and of several vectors (the last overlapping), one plane and batches of many
-// (the first and last plane's edge rows gathered), GoogLeNet's inception pools scaled. Codes
-// copied (shared parameters) and requantized. The choice log names it where its rule holds
-// (vector built-ins; at stride 1 rows of 16 outputs and more, or shapes the plane form does not
-// take), and it, the form it replaces (MPCAFFE_KERNEL_CONFIG "pool_walk_max:off") and the
-// reference agree on every bit; GoogLeNet's 28x28 inception pools take it, its 14x14 ones the
-// plane form.
+// The column walk of int8 and fp32 max pooling (pool_internal::DeclareWalkMax): 2×2 and 3×3
+// windows at stride 1 and 2, padded and not, Caffe's clipped last window (odd and even planes),
+// rows narrower than a vector (its dead lanes not stored: guard bytes after the output), of one
+// vector and of several (the last overlapping), one plane and batches of many (the first and
+// last plane's edge rows gathered), GoogLeNet's inception pools scaled. Codes copied (shared
+// parameters) and requantized; floats with NaNs first in some windows and later in others. The
+// choice log names it where its rule holds (vector built-ins; at stride 1 rows of a vector and
+// more, or shapes the plane form does not take), and it, the form it replaces
+// (MPCAFFE_KERNEL_CONFIG "pool_walk_max:off") and the reference agree (codes bit for bit, floats
+// value for value); GoogLeNet's 28x28 int8 inception pools take it, its 14x14 ones the plane
+// form.
 TEST(PoolForward, ColumnWalkIsChosenAndMatchesTheOtherFormsAndTheReference) {
   Device& dev = DefaultDevice();
   std::mt19937 rng(17);
@@ -298,16 +299,22 @@ TEST(PoolForward, ColumnWalkIsChosenAndMatchesTheOtherFormsAndTheReference) {
     return std::string(f.name) == "pool_walk_max";
   });
   ASSERT_NE(walk, families.end());
+  for (DataType t : {DataType::kInt8Q, DataType::kFloat32})
   for (const auto& s : shapes)
     for (int index : {0, 1}) {  // QuantFor: shared parameters, then different ones
       PoolDesc d;
-      d.type = DataType::kInt8Q, d.method = PoolMethod::kMax;
+      d.type = t, d.method = PoolMethod::kMax;
       d.batch = s[0], d.channels = s[1], d.height = s[2], d.width = s[3];
       d.kernel_h = d.kernel_w = s[4], d.stride_h = d.stride_w = s[5], d.pad_h = d.pad_w = s[6];
       SCOPED_TRACE(d.ToString() + (index ? " requantized" : " codes copied"));
       const PoolQuant q = QuantFor(d.type, index);
-      const Bytes x = RandomData(d.type, d.input_count(), rng);
-      Bytes want(d.output_count());
+      Bytes x = RandomData(d.type, d.input_count(), rng);
+      if (t == DataType::kFloat32) {  // NaNs first in some windows, later in others
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        for (size_t i = size_t(index) * 5 + 3; i < d.input_count(); i += 13)
+          std::memcpy(x.data() + 4 * i, &nan, 4);
+      }
+      Bytes want(d.output_count() * SizeOf(t));
       PoolForwardReference(d, q, x.data(), want.data(), nullptr);
       auto xm = Upload(dev, x);
       for (const char* config : {"", "pool_walk_max:off"}) {
@@ -321,8 +328,18 @@ TEST(PoolForward, ColumnWalkIsChosenAndMatchesTheOtherFormsAndTheReference) {
         auto ym = Upload(dev, filled);
         pool.Forward(BufferRef(xm.get(), 0), BufferRef(ym.get(), 0));
         const Bytes got = Download(dev, ym, filled.size());
-        EXPECT_EQ(Bytes(got.begin(), got.begin() + ptrdiff_t(want.size())), want)
-            << "'" << config << "'";
+        const Bytes out(got.begin(), got.begin() + ptrdiff_t(want.size()));
+        if (t == DataType::kInt8Q) {
+          EXPECT_EQ(out, want) << "'" << config << "'";
+        } else {  // the same values, a NaN where the reference has one
+          const auto g = RealsOf(t, out), r = RealsOf(t, want);
+          for (size_t i = 0; i < r.size(); ++i)
+            if (std::isnan(r[i]) ? !std::isnan(g[i]) : !(g[i] == r[i])) {
+              ADD_FAILURE() << "'" << config << "': output " << i << " is " << g[i] << ", want "
+                            << r[i];
+              break;
+            }
+        }
         EXPECT_EQ(Bytes(got.begin() + ptrdiff_t(want.size()), got.end()), guard)
             << "'" << config << "': written past the output";
         const std::vector<KernelChoice> choices = log.Take();

@@ -42,12 +42,13 @@ std::vector<float> Download(Device& dev, const std::shared_ptr<DeviceMemory>& m,
   return v;
 }
 
-/// 3×3 stride-2 max pooling with 18 outputs a row (the vector max kernel's rows of 8 or more).
+/// 5×5 stride-2 max pooling with 17 outputs a row (the vector max kernel's rows of 8 or more; the
+/// column walk, which comes first, takes 2×2 and 3×3 windows only).
 PoolDesc PoolShape() {
   PoolDesc d;
   d.method = PoolMethod::kMax;
   d.batch = 2, d.channels = 5, d.height = 11, d.width = 37;
-  d.kernel_h = d.kernel_w = 3, d.stride_h = d.stride_w = 2;
+  d.kernel_h = d.kernel_w = 5, d.stride_h = d.stride_w = 2;
   return d;
 }
 
