@@ -100,6 +100,18 @@ Bytes RandomData(DataType t, size_t n, std::mt19937& rng) {
   return b;
 }
 
+/// Random max pooling input of `n` elements of `t`; fp32 with NaNs first in some windows and later
+/// in others (a lane keeps a NaN it starts from and never takes a later one, `v > best`), placed
+/// by `index`.
+Bytes MaxPoolInput(DataType t, size_t n, int index, std::mt19937& rng) {
+  Bytes x = RandomData(t, n, rng);
+  if (t == DataType::kFloat32) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (size_t i = size_t(index) * 5 + 3; i < n; i += 13) std::memcpy(x.data() + 4 * i, &nan, 4);
+  }
+  return x;
+}
+
 std::shared_ptr<DeviceMemory> Upload(Device& dev, const Bytes& b) {
   auto m = dev.Allocate(std::max<size_t>(b.size(), 4));
   dev.CopyToDevice(b.data(), m.get(), 0, b.size());
@@ -237,12 +249,7 @@ TEST(PoolForward, PlaneFormIsChosenAndMatchesTheRowFormAndTheReference) {
         d.kernel_h = d.kernel_w = 3, d.stride_h = d.stride_w = d.pad_h = d.pad_w = 1;
         SCOPED_TRACE(d.ToString() + (index ? " requantized" : " codes copied"));
         const PoolQuant q = QuantFor(t, index);
-        Bytes x = RandomData(t, d.input_count(), rng);
-        if (t == DataType::kFloat32) {  // NaNs first in some windows, later in others
-          const float nan = std::numeric_limits<float>::quiet_NaN();
-          for (size_t i = size_t(index) * 5 + 3; i < d.input_count(); i += 13)
-            std::memcpy(x.data() + 4 * i, &nan, 4);
-        }
+        const Bytes x = MaxPoolInput(t, d.input_count(), index, rng);
         Bytes want(d.output_count() * SizeOf(t));
         PoolForwardReference(d, q, x.data(), want.data(), nullptr);
         auto xm = Upload(dev, x);
@@ -308,12 +315,7 @@ TEST(PoolForward, ColumnWalkIsChosenAndMatchesTheOtherFormsAndTheReference) {
       d.kernel_h = d.kernel_w = s[4], d.stride_h = d.stride_w = s[5], d.pad_h = d.pad_w = s[6];
       SCOPED_TRACE(d.ToString() + (index ? " requantized" : " codes copied"));
       const PoolQuant q = QuantFor(d.type, index);
-      Bytes x = RandomData(d.type, d.input_count(), rng);
-      if (t == DataType::kFloat32) {  // NaNs first in some windows, later in others
-        const float nan = std::numeric_limits<float>::quiet_NaN();
-        for (size_t i = size_t(index) * 5 + 3; i < d.input_count(); i += 13)
-          std::memcpy(x.data() + 4 * i, &nan, 4);
-      }
+      const Bytes x = MaxPoolInput(t, d.input_count(), index, rng);
       Bytes want(d.output_count() * SizeOf(t));
       PoolForwardReference(d, q, x.data(), want.data(), nullptr);
       auto xm = Upload(dev, x);
