@@ -161,22 +161,36 @@ TEST(DefaultsTables, LaunchDefaultsPerDeviceClass) {
   PoolDesc pool1;
   pool1.channels = 96, pool1.height = pool1.width = 55;
   pool1.kernel_h = pool1.kernel_w = 3, pool1.stride_h = pool1.stride_w = 2;
-  EXPECT_STREQ(PoolForwardFamilyFor(pool1, cpu).name, "pool_vector_max");
+  // fp32 and int8 3×3 stride-2 max pools: the column walk wherever the dialect has vector
+  // built-ins; fp16 (half loads) the row form.
+  EXPECT_STREQ(PoolForwardFamilyFor(pool1, cpu).name, "pool_walk_max");
+  EXPECT_STREQ(PoolForwardFamilyFor(pool1, lanes).name, "pool_walk_max");
   EXPECT_STREQ(PoolForwardFamilyFor(pool1, scalar_dialect).name, "pool");
+  PoolDesc half_pool = pool1;
+  half_pool.type = DataType::kFloat16;
+  EXPECT_STREQ(PoolForwardFamilyFor(half_pool, cpu).name, "pool_vector_max");
+  PoolDesc wide_window = pool1;  // 5×5: the row form
+  wide_window.kernel_h = wide_window.kernel_w = 5;
+  EXPECT_STREQ(PoolForwardFamilyFor(wide_window, cpu).name, "pool_vector_max");
   PoolDesc average = pool1;
   average.method = PoolMethod::kAverage;
   EXPECT_STREQ(PoolForwardFamilyFor(average, cpu).name, "pool");
   PoolDesc pool5 = pool1;  // 6 outputs a row: one vector, its last 2 lanes unstored
   pool5.height = pool5.width = 13;
-  EXPECT_STREQ(PoolForwardFamilyFor(pool5, cpu).name, "pool_vector_max");
+  EXPECT_STREQ(PoolForwardFamilyFor(pool5, cpu).name, "pool_walk_max");
   EXPECT_STREQ(PoolForwardFamilyFor(pool5, scalar_dialect).name, "pool");
   PoolDesc inception = pool5;  // 3×3 stride 1 padded: the plane keeps its size
   inception.type = DataType::kInt8Q, inception.height = inception.width = 14;
   inception.stride_h = inception.stride_w = inception.pad_h = inception.pad_w = 1;
   EXPECT_STREQ(PoolForwardFamilyFor(inception, cpu).name, "pool_plane_max");
   EXPECT_STREQ(PoolForwardFamilyFor(inception, scalar_dialect).name, "pool");
-  inception.type = DataType::kFloat32;
+  inception.type = DataType::kFloat32;  // 14 outputs a row: a vector of 8 floats fills, the walk
+  EXPECT_STREQ(PoolForwardFamilyFor(inception, cpu).name, "pool_walk_max");
+  inception.height = inception.width = 7;  // rows under a vector: the plane form
   EXPECT_STREQ(PoolForwardFamilyFor(inception, cpu).name, "pool_plane_max");
+  inception.type = DataType::kInt8Q, inception.height = inception.width = 28;  // 16 bytes fill
+  EXPECT_STREQ(PoolForwardFamilyFor(inception, cpu).name, "pool_walk_max");
+  inception.height = inception.width = 14;
   inception.type = DataType::kFloat16;  // half loads: the row form
   EXPECT_STREQ(PoolForwardFamilyFor(inception, cpu).name, "pool_vector_max");
   // A classifier's last pool (the window the whole plane): the whole-plane average on a CPU
@@ -219,8 +233,9 @@ TEST(DefaultsTables, ListingHoldsEveryTable) {
     EXPECT_GT(r.provenance.size(), 10u) << r.family << ": " << r.device_class;
   }
   EXPECT_EQ(families, (std::set<std::string>{"gemm", "conv", "conv_pw", "conv_dw", "conv_gemm",
-                                             "conv_wino", "pool_plane_max", "pool_vector_max",
-                                             "lrn_vector16", "lrn_vector", "lrn"}));
+                                             "conv_wino", "pool_walk_max", "pool_plane_max",
+                                             "pool_vector_max", "lrn_vector16", "lrn_vector",
+                                             "lrn"}));
   EXPECT_EQ(rows.size(),
             GemmDefaults().size() + GemmOrderDefaults().size() + DirectConvDefaults().size() +
                 DirectShapeDefaults().size() + PointwiseDefaults().size() +
@@ -229,6 +244,7 @@ TEST(DefaultsTables, ListingHoldsEveryTable) {
                 DepthwiseRowDefaults().size() + DepthwiseQuadDefaults().size() +
                 ConvGemmDefaults().size() + WinogradDefaults().size() +
                 PoolVectorMaxDefaults().size() + PoolPlaneMaxDefaults().size() +
+                PoolWalkMaxDefaults().size() +
                 3);  // the LRN families' rows
   const std::string md = DefaultsMarkdown();
   EXPECT_EQ(md.rfind("| family | chooses | device class | default | measured by |\n", 0), 0u);

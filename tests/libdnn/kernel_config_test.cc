@@ -48,8 +48,9 @@ ConvDesc PointwiseDesc() {
 TEST(KernelConfig, EveryFamilyPrintsAndParsesBack) {
   EXPECT_EQ(
       ConfigurableFamilies(),
-      (std::vector<std::string>{"gemm", "conv", "conv_dw", "conv_pw", "conv_wino", "pool_plane_max",
-                                "pool_vector_max", "lrn_vector16", "lrn_vector", "lrn"}));
+      (std::vector<std::string>{"gemm", "conv", "conv_dw", "conv_pw", "conv_wino", "pool_walk_max",
+                                "pool_plane_max", "pool_vector_max", "lrn_vector16", "lrn_vector",
+                                "lrn"}));
   const DeviceInfo& info = DefaultDevice().info();
   GemmDesc g;
   g.M = 64, g.N = 96, g.K = 80;
