@@ -214,8 +214,8 @@ void DeclareWalkMax(KernelWriter& w, DataType type, int S) {
       const std::string at = "(" + s + ") + " + std::to_string(S * l);
       lanes += std::string(l ? ", " : "") +
                (!q || S == 1 ? "x[clamp(" + at + ", 0L, last)]"
-                             : "(ushort)((ushort)x[clamp(" + at +
-                                   ", 0L, last)] | ((ushort)x[clamp(" + at + " + 1, 0L, last)] << 8))");
+                             : "(ushort)((ushort)x[clamp(" + at + ", 0L, last)] | " +
+                                   "((ushort)x[clamp(" + at + " + 1, 0L, last)] << 8))");
     }
     return vw.Of(U, lanes);
   };
@@ -264,8 +264,9 @@ void DeclareWalkMax(KernelWriter& w, DataType type, int S) {
            vw.MoveLoad("uchar", L, "x + s + 1") + ";\n          e = " +
            vw.MoveLoad("uchar", L, "x + s + 2") + ";\n";
     } else {
-      t += "          a = " + vw.MoveLoad("ushort", L, "x + s") + ";\n          n = a >> (ushort)8;\n" +
-           "          e = " + vw.MoveLoad("ushort", L, "x + s + 2") + ";\n";
+      t += "          a = " + vw.MoveLoad("ushort", L, "x + s") +
+           ";\n          n = a >> (ushort)8;\n          e = " +
+           vw.MoveLoad("ushort", L, "x + s + 2") + ";\n";
     }
     t += "        } else {\n          a = " + gather("s") + ";\n";
     if (q && S == 2)
@@ -305,7 +306,8 @@ void DeclareWalkMax(KernelWriter& w, DataType type, int S) {
     // last row are this one's (carry0, carry1: rows r0 and r0 + 1 at the start of a row).
     b += "      " + U + " t0, t1 = " + none + (q ? "" : ", ft0, ft1 = " + none) +
          ";\n      if (oy == 0) {\n" + row("a0", "r0") + "        t0 = a0;\n" +
-         std::string(q ? "" : "        ft0 = fa0;\n") + "        if (K == 3) {\n" + row("a1", "r0 + 1") +
+         std::string(q ? "" : "        ft0 = fa0;\n") + "        if (K == 3) {\n" +
+         row("a1", "r0 + 1") +
          "          t1 = a1;\n" + (q ? "" : "          ft1 = fa1;\n") +
          "        }\n      } else {\n        t0 = carry0;\n        t1 = carry1;\n" +
          (q ? "" : "        ft0 = fcarry0;\n        ft1 = fcarry1;\n") + "      }\n";

@@ -66,7 +66,8 @@ TEST(ChoiceSchemas, DefaultRowsReadBackThroughTheSchema) {
             std::set<std::string>(ConfigurableFamilies().begin(), ConfigurableFamilies().end()));
   EXPECT_EQ(configurable, (std::set<std::string>{"gemm", "conv", "conv_dw", "conv_pw", "conv_wino",
                                                  "pool_walk_max", "pool_plane_max",
-                                                 "pool_vector_max", "lrn_vector16", "lrn_vector", "lrn"}));
+                                                 "pool_vector_max", "lrn_vector16", "lrn_vector",
+                                                 "lrn"}));
 }
 
 TEST(ChoiceSchemas, TunerCandidatesSatisfyTheirConstraintsAndReadBack) {

@@ -138,6 +138,39 @@ PoolQuant QuantFor(DataType t, int index) {
   return q;
 }
 
+/// Runs `d` (no mask) on the input `xm` into an output followed by guard bytes, under the current
+/// settings; checks that the guard is untouched and the output is `want` (codes bit for bit,
+/// floats value for value, a NaN where `want` has one), failures naming `what`. Returns the
+/// family the pooling chose.
+std::string RunGuarded(Device& dev, const PoolDesc& d, const PoolQuant& q,
+                       const std::shared_ptr<DeviceMemory>& xm, const Bytes& want,
+                       const std::string& what) {
+  KernelChoiceLog log;
+  Pooling pool(dev, d, q);
+  Bytes filled(want.size(), 0);
+  const Bytes guard(64, 0x5a);
+  filled.insert(filled.end(), guard.begin(), guard.end());
+  auto ym = Upload(dev, filled);
+  pool.Forward(BufferRef(xm.get(), 0), BufferRef(ym.get(), 0));
+  const Bytes got = Download(dev, ym, filled.size());
+  const Bytes out(got.begin(), got.begin() + ptrdiff_t(want.size()));
+  if (IsQuantized(d.type)) {
+    EXPECT_EQ(out, want) << what;
+  } else {
+    const auto g = RealsOf(d.type, out), r = RealsOf(d.type, want);
+    for (size_t i = 0; i < r.size(); ++i)
+      if (std::isnan(r[i]) ? !std::isnan(g[i]) : !(g[i] == r[i])) {
+        ADD_FAILURE() << what << ": output " << i << " is " << g[i] << ", want " << r[i];
+        break;
+      }
+  }
+  EXPECT_EQ(Bytes(got.begin() + ptrdiff_t(want.size()), got.end()), guard)
+      << what << ": written past the output";
+  const std::vector<KernelChoice> choices = log.Take();
+  EXPECT_EQ(choices.size(), 1u) << what;
+  return choices.empty() ? std::string() : choices[0].family;
+}
+
 using Param = std::tuple<DataType, PoolMethod>;
 class PoolForward : public testing::TestWithParam<Param> {};
 
@@ -322,33 +355,9 @@ TEST(PoolForward, ColumnWalkIsChosenAndMatchesTheOtherFormsAndTheReference) {
       for (const char* config : {"", "pool_walk_max:off"}) {
         ScopedSettings env;
         env->kernel_config = config;
-        KernelChoiceLog log;
-        Pooling pool(dev, d, q);
-        Bytes filled(want.size(), 0);
-        const Bytes guard(64, 0x5a);
-        filled.insert(filled.end(), guard.begin(), guard.end());
-        auto ym = Upload(dev, filled);
-        pool.Forward(BufferRef(xm.get(), 0), BufferRef(ym.get(), 0));
-        const Bytes got = Download(dev, ym, filled.size());
-        const Bytes out(got.begin(), got.begin() + ptrdiff_t(want.size()));
-        if (t == DataType::kInt8Q) {
-          EXPECT_EQ(out, want) << "'" << config << "'";
-        } else {  // the same values, a NaN where the reference has one
-          const auto g = RealsOf(t, out), r = RealsOf(t, want);
-          for (size_t i = 0; i < r.size(); ++i)
-            if (std::isnan(r[i]) ? !std::isnan(g[i]) : !(g[i] == r[i])) {
-              ADD_FAILURE() << "'" << config << "': output " << i << " is " << g[i] << ", want "
-                            << r[i];
-              break;
-            }
-        }
-        EXPECT_EQ(Bytes(got.begin() + ptrdiff_t(want.size()), got.end()), guard)
-            << "'" << config << "': written past the output";
-        const std::vector<KernelChoice> choices = log.Take();
-        ASSERT_EQ(choices.size(), 1u);
-        const bool walk_off = *config != 0;
-        EXPECT_EQ(choices[0].family == std::string("pool_walk_max"),
-                  walk->applies(d, TargetProfile::Of(dev.info())) && !walk_off);
+        const std::string family = RunGuarded(dev, d, q, xm, want, "'" + std::string(config) + "'");
+        EXPECT_EQ(family == "pool_walk_max",
+                  walk->applies(d, TargetProfile::Of(dev.info())) && !*config);
       }
     }
   if (!KernelTarget::Of(dev).vector_builtins) return;
@@ -360,6 +369,35 @@ TEST(PoolForward, ColumnWalkIsChosenAndMatchesTheOtherFormsAndTheReference) {
     EXPECT_EQ(PoolForwardFamilyFor(d, TargetProfile::Of(dev.info())).name,
               std::string(hw == 28 ? "pool_walk_max" : "pool_plane_max"));
   }
+}
+
+// The column walk against the reference on 300 random 2×2 and 3×3 max pools at stride 1 and 2
+// (planes of 1-40 × 1-70, any padding Caffe allows, batches up to 3), int8 with shared and
+// different quantization, fp32 with NaNs; guard bytes after each output. Every shape whose
+// family is the walk is counted: at least 250 of them must be.
+TEST(PoolForward, ColumnWalkMatchesTheReferenceOnRandomShapes) {
+  Device& dev = DefaultDevice();
+  std::mt19937 rng(123);
+  int runs = 0;
+  for (int it = 0; it < 300; ++it) {
+    PoolDesc d;
+    d.type = (it % 2) ? DataType::kFloat32 : DataType::kInt8Q;
+    d.method = PoolMethod::kMax;
+    d.batch = 1 + rng() % 3, d.channels = 1 + rng() % 9;
+    d.height = 1 + rng() % 40, d.width = 1 + rng() % 70;
+    d.kernel_h = d.kernel_w = 2 + rng() % 2;
+    d.stride_h = d.stride_w = 1 + rng() % 2;
+    d.pad_h = rng() % d.kernel_h, d.pad_w = rng() % d.kernel_w;
+    if (d.height + 2 * d.pad_h < d.kernel_h || d.width + 2 * d.pad_w < d.kernel_w) continue;
+    SCOPED_TRACE(d.ToString());
+    const PoolQuant q = QuantFor(d.type, it / 2);
+    const Bytes x = MaxPoolInput(d.type, d.input_count(), it % 3, rng);
+    Bytes want(d.output_count() * SizeOf(d.type));
+    PoolForwardReference(d, q, x.data(), want.data(), nullptr);
+    if (RunGuarded(dev, d, q, Upload(dev, x), want, "random") == "pool_walk_max") ++runs;
+    if (HasFailure()) return;
+  }
+  if (KernelTarget::Of(dev).vector_builtins) EXPECT_GE(runs, 250);
 }
 
 // The quantized average divides with one round-to-nearest: check the reference itself on a
