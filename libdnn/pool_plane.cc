@@ -24,6 +24,35 @@
 
 namespace mpcaffe::libdnn::pool_internal {
 
+namespace {
+
+/// A lane condition of `lanes` lanes as the max kernels' mask: for the codes (`lane` uchar or
+/// ushort) all ones or zero in the lanes' own width, ANDed with them; for float (`lane` float)
+/// int lanes for select's condition, through char: Oclgrind took int lanes of a comparison
+/// combined with ~ and | for other values than -1 and 0 (NaNs won windows there).
+std::string LaneMask(const VectorWords& vw, const std::string& lane, int lanes,
+                     const std::string& cond) {
+  if (lane == "float")
+    return vw.Convert(vw.Type("int", lanes), vw.Convert(vw.Type("char", lanes), cond));
+  return vw.As(vw.Type(lane, lanes),
+               vw.Convert(vw.Type(lane == "uchar" ? "char" : "short", lanes), cond));
+}
+
+/// Statement text: the maxima `best` (codes in lanes of any width) of `lanes` outputs y[i0 …]
+/// requantized lane by lane from the input's parameters to the output's, the first `count`
+/// stored (a pool whose input and output are quantized apart), `indent` spaces deep.
+std::string RequantizedLanes(const VectorWords& vw, int lanes, const std::string& i0,
+                             const std::string& count, int indent) {
+  const std::string in(indent, ' '), L = std::to_string(lanes);
+  return in + "int lanes[" + L + "];\n" + in +
+         vw.Store(lanes, vw.Convert(vw.Type("int", lanes), "best"), "lanes") + ";\n" + in +
+         "for (int l = 0; l < " + count + "; ++l) {\n" + in +
+         "  mp_i64 q = (mp_i64)y_zero + MP_REQUANT(lanes[l] - x_zero, mult, shift);\n" + in +
+         "  q = Dtype_SAT(q);\n" + in + "  Dtype_STORE(y, " + i0 + " + l, q);\n" + in + "}\n";
+}
+
+}  // namespace
+
 bool PlaneMaxApplies(const PoolDesc& d) {
   return (IsQuantized(d.type) || d.type == DataType::kFloat32) && d.method == PoolMethod::kMax &&
          !d.global && d.kernel_h == 3 && d.kernel_w == 3 && d.stride_h == 1 && d.stride_w == 1 &&
@@ -46,13 +75,8 @@ void DeclarePlaneMax(KernelWriter& w, DataType type) {
   // The codes through the byte-vector helper's unaligned moves, float as vload16.
   auto load = [&](const std::string& p) { return q ? vw.MoveLoad(U, L, p) : vw.Load(L, p); };
   w.UseHelper(KernelHelper::kByteVectorStore);
-  // A lane condition as the taps' mask: the codes' own width (ANDed with them), int for float
-  // (select's condition), the latter through char: Oclgrind took int lanes of a comparison
-  // combined with ~ and | for other values than -1 and 0 (NaNs won windows there).
-  auto mask = [&](const std::string& cond) {
-    return q ? vw.As(V, vw.Convert(vw.Type(U == "uchar" ? "char" : "short", L), cond))
-             : vw.Convert(I, vw.Convert(vw.Type("char", L), cond));
-  };
+  // A lane condition as the taps' mask (LaneMask).
+  auto mask = [&](const std::string& cond) { return LaneMask(vw, U, L, cond); };
   const std::string M = q ? V : I;
   std::string iota;
   for (int l = 0; l < L; ++l) iota += (l ? ", " : "") + std::to_string(l);
@@ -146,14 +170,7 @@ void DeclarePlaneMax(KernelWriter& w, DataType type) {
   b += "    if (same) {\n      " + vw.MoveStore(U, L, "best", "y + base") +
        ";\n      continue;\n    }\n";
   // Input and output quantized apart: each lane's maximum requantized, as the row form does.
-  b += "    int lanes[" + Ls + "];\n    " + vw.Store(L, vw.Convert(I, "best"), "lanes") + ";\n";
-  b += "    for (int l = 0; l < " + Ls + "; ++l) {\n";
-  b += R"(      mp_i64 q = (mp_i64)y_zero + MP_REQUANT(lanes[l] - x_zero, mult, shift);
-      q = Dtype_SAT(q);
-      Dtype_STORE(y, base + l, q);
-    }
-  }
-)";
+  b += RequantizedLanes(vw, L, "base", Ls, 4) + "  }\n";
   k.Body(b);
 }
 
@@ -195,12 +212,8 @@ void DeclareWalkMax(KernelWriter& w, DataType type, int S) {
   const std::string lane = !q ? "float" : S == 1 ? "uchar" : "ushort";
   const std::string U = vw.Type(lane, L), I = vw.Type("int", L), B = vw.Type("uchar", L);
   w.UseHelper(KernelHelper::kByteVectorStore);
-  // A lane condition as a mask: of the lanes' width for the codes (ANDed with them), int for
-  // float (select's condition), the latter through char as the plane form's.
-  auto mask = [&](const std::string& cond) {
-    return q ? vw.As(U, vw.Convert(vw.Type(S == 1 ? "char" : "short", L), cond))
-             : vw.Convert(I, vw.Convert(vw.Type("char", L), cond));
-  };
+  // A lane condition as a mask (LaneMask).
+  auto mask = [&](const std::string& cond) { return LaneMask(vw, lane, L, cond); };
   const std::string M = q ? U : I;
   // Float lanes outside the window are NaN, which fmax passes over; the first element of the
   // window decides alone where it is a NaN (see `first` below).
@@ -298,36 +311,39 @@ void DeclareWalkMax(KernelWriter& w, DataType type, int S) {
   b += "    for (int oy = 0; oy < OH; ++oy) {\n      const int r0 = " +
        std::string(S == 1 ? "" : "2 * ") + "oy - ph;\n      " + U + " best" +
        (q ? "" : ", first") + ";\n";
-  auto take_first = [&](const std::string& f, const std::string& cond) {
-    return q ? std::string() : "        if (" + cond + ") first = " + f + ";\n";
-  };
-  if (S == 1) {
-    // Rows r0 … r0 + K − 1; the next output row's window starts a row lower, so all but its
-    // last row are this one's (carry0, carry1: rows r0 and r0 + 1 at the start of a row).
-    b += "      " + U + " t0, t1 = " + none + (q ? "" : ", ft0, ft1 = " + none) +
-         ";\n      if (oy == 0) {\n" + row("a0", "r0") + "        t0 = a0;\n" +
-         std::string(q ? "" : "        ft0 = fa0;\n") + "        if (K == 3) {\n" +
-         row("a1", "r0 + 1") +
-         "          t1 = a1;\n" + (q ? "" : "          ft1 = fa1;\n") +
-         "        }\n      } else {\n        t0 = carry0;\n        t1 = carry1;\n" +
-         (q ? "" : "        ft0 = fcarry0;\n        ft1 = fcarry1;\n") + "      }\n";
-    b += "      {\n" + row("z", "r0 + K - 1") + "        best = K == 3 ? " + MAX + "(" + MAX +
-         "(t0, t1), z) : " + MAX + "(t0, z);\n";
-    if (!q)
-      b += "        first = ft0;\n" + take_first("K == 3 ? ft1 : fz", "r0 < 0") +
-           take_first("fz", "K == 3 && r0 + 1 < 0");
-    b += "        carry0 = K == 3 ? t1 : z;\n        carry1 = z;\n";
-    if (!q) b += "        fcarry0 = K == 3 ? ft1 : fz;\n        fcarry1 = fz;\n";
-    b += "      }\n";
-  } else {
-    b += std::string("      if (K == 3 && oy > 0) {\n        best = carry0;\n") +
-         (q ? "" : "        first = fcarry0;\n") + "      } else {\n" + row("h0", "r0") +
-         "        best = h0;\n" + (q ? "" : "        first = fh0;\n") + "      }\n";
-    b += "      {\n" + row("h1", "r0 + 1") + "        best = " + MAX + "(best, h1);\n" +
-         take_first("fh1", "r0 < 0") + "      }\n";
-    b += "      if (K == 3) {\n" + row("h2", "r0 + 2") + "        best = " + MAX +
-         "(best, h2);\n" + take_first("fh2", "r0 + 1 < 0") + "        carry0 = h2;\n" +
-         (q ? "" : "        fcarry0 = fh2;\n") + "      }\n";
+  // Rows r0 … r0 + K − 1 (h0 … h2); the next output row's window starts S rows lower, so its
+  // row k is this one's row k + S where that is a row of the window: carried (carry0, carry1).
+  // Row k is carried where k + S < K (at stride 1 all but the last, at stride 2 a 3×3 window's
+  // first).
+  const std::string Ss = std::to_string(S);
+  for (int k = 0; k < 3; ++k) {
+    const std::string h = "h" + std::to_string(k), r = "r0 + " + std::to_string(k);
+    std::string compute = row(h + "r", r);
+    std::string body = "      " + U + " " + h + " = " + none + (q ? "" : ", f" + h + " = " + none) +
+                       ";\n";
+    const std::string computed = "        " + h + " = " + h + "r;\n" +
+                                 (q ? "" : "        f" + h + " = f" + h + "r;\n");
+    if (k < 2) {
+      const std::string c = "carry" + std::to_string(k);
+      body += "      if (oy > 0 && " + std::to_string(k) + " + " + Ss + " < K) {\n        " + h +
+              " = " + c + ";\n" + (q ? "" : "        f" + h + " = f" + c + ";\n") +
+              "      } else {\n" + compute + computed + "      }\n";
+    } else {
+      body += "      if (K == 3) {\n" + compute + computed + "      }\n";
+    }
+    b += body;
+  }
+  b += "      best = " + MAX + "(" + MAX + "(h0, h1), h2);  // h2: `none` for a 2×2 window\n";
+  if (!q) {
+    // The window's first row inside the plane: r0, else r0 + 1, else (a 3×3 window) r0 + 2.
+    b += "      first = r0 >= 0 ? fh0 : r0 + 1 >= 0 || K == 2 ? fh1 : fh2;\n";
+  }
+  // The next row's carried rows: its row k is row k + S here.
+  for (int k = 0; k < 2; ++k) {
+    const int from = k + S;
+    if (from > 2) break;
+    const std::string c = "carry" + std::to_string(k), h = "h" + std::to_string(from);
+    b += "      " + c + " = " + h + ";\n" + (q ? "" : "      f" + c + " = f" + h + ";\n");
   }
   b += "      const long i0 = ((long)plane * OH + oy) * OW + ox0;\n";
   if (!q) {
@@ -345,15 +361,7 @@ void DeclareWalkMax(KernelWriter& w, DataType type, int S) {
        ";\n        } else {\n" + vw.MoveStoreFirst("uchar", L, "codes", "y + i0", "OW", 10) +
        "        }\n        continue;\n      }\n";
   // Input and output quantized apart: each lane's maximum requantized, as the row form does.
-  b += "      int lanes[" + Ls + "];\n      " + vw.Store(L, vw.Convert(I, "best"), "lanes") + ";\n";
-  b += "      for (int l = 0; l < " + Ls + R"( && l < OW; ++l) {
-        mp_i64 q = (mp_i64)y_zero + MP_REQUANT(lanes[l] - x_zero, mult, shift);
-        q = Dtype_SAT(q);
-        Dtype_STORE(y, i0 + l, q);
-      }
-    }
-  }
-)";
+  b += RequantizedLanes(vw, L, "i0", "min(" + Ls + ", OW)", 6) + "    }\n  }\n";
   k.Body(b);
 }
 
