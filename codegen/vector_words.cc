@@ -75,6 +75,9 @@ std::string VectorWords::MoveStoreFirst(const std::string& scalar, int lanes, co
   // count has that bit, and the upper n lanes are what is left then, else the lower (a
   // private array spilled lane by lane and read back wider stalls on its store forwarding).
   const std::string in(indent, ' ');
+  // 32-bit lanes at their own alignment take the dialect's vector store (the moves are for
+  // byte and 16-bit lanes at any address).
+  const bool word_lanes = scalar == "int" || scalar == "uint" || scalar == "float";
   std::string s = in + "{\n" + in + "  int mp_at = 0;\n";
   std::string left = x;
   for (int n = lanes / 2; n >= 1; n /= 2) {
@@ -82,7 +85,9 @@ std::string VectorWords::MoveStoreFirst(const std::string& scalar, int lanes, co
     const std::string lower = Lanes(left, 0, n), upper = Lanes(left, n, n);
     const std::string at = "(" + p + ") + mp_at";
     s += in + "  if ((" + count + ") & " + bit + ") {\n" + in + "    " +
-         (n == 1 ? "(" + at + ")[0] = " + lower : MoveStore(scalar, n, lower, at)) + ";\n";
+         (n == 1 ? "(" + at + ")[0] = " + lower
+                 : word_lanes ? Store(n, lower, at) : MoveStore(scalar, n, lower, at)) +
+         ";\n";
     if (n > 1) s += in + "    mp_at += " + bit + ";\n";
     s += in + "  }\n";
     if (n > 1) {

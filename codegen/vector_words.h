@@ -42,7 +42,8 @@ class VectorWords {
   std::string MoveLoad(const std::string& scalar, int lanes, const std::string& p) const;
   std::string MoveStore(const std::string& scalar, int lanes, const std::string& x,
                         const std::string& p) const;
-  /// Statement text storing the first `count` lanes of the vector x of `lanes` `scalar`s to
+  /// Statement text storing the first `count` lanes of the vector x of `lanes` `scalar`s
+  /// (uchar, ushort at any address; int, uint, float at their own) to
   /// p[0 … count − 1], count a runtime value in 0 … lanes − 1 (a row's last, partial vector):
   /// one move of each power of two in count (8, 4, 2, 1 for 16 lanes) instead of a store per
   /// lane, the lanes taken in registers. `lanes` a power of two up to 16; each line indented by

@@ -264,7 +264,7 @@ struct ForwardText {
             .Value("int", "sw")
             .Value("int", "dw")
             .Value("int", "KQ")
-            .Body(taps ? GridTapPackInputBody(w.target()) : GridPackInputBody());
+            .Body(taps ? GridTapPackInputBody(w.target()) : GridPackInputBody(w.target()));
       else if (byte_tiles)
         xk.Value("int", "ph").Value("int", "pw").Value("int", "sh").Value("int", "sw").Body(
             TilePackInputBody());

@@ -21,12 +21,34 @@ int Channels(const ConvConfig& c) { return c.oc_per_item * c.vw; }  // one lane 
 
 }  // namespace
 
-std::string GridPackInputBody() {
+std::string GridPackInputBody(const KernelTarget& target) {
   // A work-item per packed row (HW / PW of them per plane): plane q of (image, group) ng holds
   // at row r, column c the bytes of channels 4q … 4q + 3 at input row r − ph, column c − pw,
   // z_x outside the input (taken back out by z_x·Σ(w − z_w)), 0 past Cg (zero weights); the
   // row's columns inside the input zipped 16 at a time from four channel rows (MP_ZIP4X16),
   // the rest word by word. (sh, sw: the grid form runs at stride 1 only.)
+  // With vector built-ins the row's last columns inside the input are zipped too: a row of 16
+  // columns and more takes one more vector ending at its end (over words the loop wrote, the
+  // same again); a narrower one (GoogLeNet's 14 and 7) the 16 bytes from its start, whose
+  // lanes past the row belong to the next row or plane, and stores its first XW words — where
+  // those 16 bytes of the fourth channel lie inside this chunk's input; the input's last rows
+  // are zipped word by word as before.
+  std::string tail;
+  if (target.vector_builtins) {
+    const VectorWords v(target);
+    tail = R"(      if (c < pw + XW) {
+        if (XW >= 16) {
+          const $global Dtype* p = src + XW - 16;
+          MP_QUAD_STORE(MP_ZIP4X16(p, p + XHW, p + 2 * XHW, p + 3 * XHW), dst + pw + XW - 16);
+          c = pw + XW;
+        } else if (((long)ng * Cg + c0 + 3) * XHW + (long)iy * XW + 16 <= (long)NG * Cg * XHW) {
+          const mp_i32x16 zipped = MP_ZIP4X16(src, src + XHW, src + 2 * XHW, src + 3 * XHW);
+)" + v.MoveStoreFirst("int", 16, "zipped", "dst + pw", "XW", 10) +
+           R"(          c = pw + XW;
+        }
+      }
+)";
+  }
   return R"(  const int Cq = (Cg + 3) / 4;
   const int XH = XHW / XW;
   const int PR = HW / PW;
@@ -48,7 +70,7 @@ std::string GridPackInputBody() {
         const $global Dtype* p = src + c - pw;
         MP_QUAD_STORE(MP_ZIP4X16(p, p + XHW, p + 2 * XHW, p + 3 * XHW), dst + c);
       }
-    }
+)" + tail + R"(    }
     for (; c < PW; ++c) {
       const int ix = c - pw;
       int v = xz;
@@ -71,9 +93,55 @@ std::string GridTapPackInputBody(const KernelTarget& target) {
   // (j = 0 … 3), z_x outside the input; taps past the window meet zero weights.
   // Four neighbouring taps (dilation 1) inside the row: one unaligned word.
   const std::string word = w.As("uint", w.MoveLoad("uchar", 4, "src + ix0"));
+  // With vector built-ins, 16 columns at a time where their bytes lie inside the row (dilation
+  // 1): lane i's quad starts at byte b0 + sw·i, so at stride 1 the four byte vectors from b0,
+  // b0 + 1, b0 + 2, b0 + 3 zip into the quads (MP_ZIP4X16); at stride 2 those vectors are the
+  // even bytes of 32 from each start; at stride 4 the quads are the 64 bytes from b0 as they
+  // lie. The row's last such vector is taken back to end where the row's bytes do (over words
+  // written before, the same again); rows outside the input are z_x in every byte. The columns
+  // over the row's left edge and past its last vector, and the other strides, take the word
+  // loop. (The zoo's first layers are at stride 2: MobileNet's and SqueezeNet's 3×3, ResNet-50's
+  // and GoogLeNet's 7×7.)
+  std::string blocks;
+  if (target.vector_builtins) {
+    const std::string u16 = w.Type("uint", 16), i16 = w.Type("int", 16);
+    std::string even_zip;
+    for (int j = 0; j < 4; ++j)
+      even_zip += std::string(j ? " | (" : "(") +
+                  w.Convert(u16, w.LoadEven("uchar", 16, "q + " + Num(j))) +
+                  (j ? " << " + Num(8 * j) + ")" : ")");
+    blocks = R"(      if (c + 16 <= PW) {
+        if (!inside) {
+          MP_QUAD_STORE(MP_QUAD_WORD(xz), dst + c);
+          c += 16;
+          continue;
+        }
+        // c·sw at most `last`: the vector's loads end inside the row.
+        const int last = XW - 3 - 16 * sw - 4 * kq + pw;
+        if (dw == 1 && (sw == 1 || sw == 2 || sw == 4) && last >= 0) {
+          const int cv = c * sw > last ? last / sw : c;
+          const int b0 = cv * sw + 4 * kq - pw;
+          if (b0 >= 0 && cv + 16 > c) {
+            const $global mp_u8* q = (const $global mp_u8*)src + b0;
+            mp_i32x16 v;
+            if (sw == 1)
+              v = MP_ZIP4X16(q, q + 1, q + 2, q + 3);
+            else if (sw == 2)
+              v = )" + w.As(i16, even_zip) + R"(;
+            else
+              v = MP_QUAD_LOAD_BYTES(q);
+            MP_QUAD_STORE(v, dst + cv);
+            c = cv + 16;
+            continue;
+          }
+        }
+      }
+)";
+  }
   return R"(  const int NP = Cg * KQ;
   const int XH = XHW / XW;
   const int PR = HW / PW;
+  const int xz = (int)((mp_u32)x_zero * 0x01010101u);
   $loop(i, NG * NP * PR) {
     const int r = i % PR;
     const int b = i / PR;
@@ -85,8 +153,8 @@ std::string GridTapPackInputBody(const KernelTarget& target) {
     const int inside = iy >= 0 && iy < XH;
     const $global Dtype* src = x + ((long)ng * Cg + ic) * XHW + (inside ? iy : 0) * XW;
     $global int* dst = xq + (long)b * HW + r * PW;
-    for (int c = 0; c < PW; ++c) {
-      const int ix0 = c * sw + 4 * kq * dw - pw;
+    for (int c = 0; c < PW;) {
+)" + blocks + R"(      const int ix0 = c * sw + 4 * kq * dw - pw;
       mp_u32 v = 0u;
       if (inside && dw == 1 && ix0 >= 0 && ix0 + 4 <= XW) {
         v = )" +
@@ -97,7 +165,7 @@ std::string GridTapPackInputBody(const KernelTarget& target) {
           v |= (mp_u32)(inside && ix >= 0 && ix < XW ? Dtype_LOAD(src, ix) : x_zero) << (8 * j);
         }
       }
-      dst[c] = (int)v;
+      dst[c++] = (int)v;
     }
   }
 )";

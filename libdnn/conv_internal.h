@@ -253,7 +253,7 @@ bool GridApplies(const ConvDesc& d);
 /// (wp[g][blk][tap][q][t]; tap quads: KW 1 and a plane per step), its prologue (the
 /// accumulators in `accs`, 16 pixels of channel t in vector t·px/16 + v) and the epilogue, which
 /// requantizes and stores each vector (the forward kernel's arguments as kPackedQuads').
-std::string GridPackInputBody();
+std::string GridPackInputBody(const KernelTarget& target);
 std::string GridTapPackInputBody(const KernelTarget& target);
 std::string GridWindowFunction(const ConvConfig& c);
 std::string GridPrologue(const ConvConfig& c);

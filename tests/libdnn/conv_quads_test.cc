@@ -556,6 +556,17 @@ TEST(ConvByteQuads, DirectKernelGridMatchesReference) {
   CheckEachDirect({{1, 1, 16, 16, 4}, {1, 3, 32, 4, 4}},
                   {taps[0], taps[1], taps[2], taps[3], taps[4], taps[5]}, ConvInput::kQuadGrid, 71,
                   &variant);
+  // The input packs' vector paths: channel quads on rows narrower than a vector (14 columns,
+  // GoogLeNet's 14×14 planes; the second image's last rows word by word at the input's end)
+  // and a row's last vector over its tail (28 columns); tap quads of 16 columns from rows wide
+  // enough at strides 1, 2 (two images) and 4.
+  // clang-format off
+  CheckEachDirect({{1, 1, 32, 8, 4}},
+                  {{2, 16, 14, 14, 24, 3, 1, 1, 1, 1}, {1, 20, 28, 28, 16, 5, 1, 2, 1, 1},
+                   {1, 3, 9, 40, 16, 5, 1, 2, 1, 1},   {2, 3, 12, 100, 16, 3, 2, 1, 1, 1},
+                   {1, 3, 15, 150, 16, 11, 4, 0, 1, 1}},
+                  ConvInput::kQuadGrid, 83, &variant);
+  // clang-format on
   EXPECT_THROW(ConvConfig({1, 2, 32, 8, 4}).Validate(), Error);  // 32 accumulators
   EXPECT_THROW(ConvConfig({1, 1, 32, 2, 4}).Validate(), Error);
   EXPECT_FALSE(ConvConfig({1, 1, 16, 16, 4}).Supports(Backend::kCuda));
