@@ -1,7 +1,8 @@
 """test_bench_peers.py — the bench scripts' arithmetic without a device: the CPU level of a
 cpuinfo, what each engine is said to run at, issue 44's table built from peers files (medians,
-ratios to the best of ONNX Runtime and OpenVINO, geometric means), and layer_gap.py's matching of
-OpenVINO's node names to Caffe layers and its convolution op counts."""
+ratios to the best of ONNX Runtime and OpenVINO, geometric means), layer_gap.py's matching of
+OpenVINO's node names to Caffe layers and its convolution op counts, and pocl_trace.py's reading
+of PoCL's event trace."""
 import json
 import os
 import sys
@@ -13,6 +14,7 @@ sys.path.insert(0, BENCH)
 import layer_gap  # noqa: E402
 import peer_engines  # noqa: E402
 import peers_table  # noqa: E402
+import pocl_trace  # noqa: E402
 
 
 @pytest.mark.parametrize("flags, level", [
@@ -174,3 +176,25 @@ def test_child_compile_failure_names_a_crash_and_passes_a_clean_exit(tmp_path):
     assert crash.startswith("killed by signal 11")
     failed = peer_engines.child_compile_failure("raise SystemExit('no such layer')", str(model))
     assert failed == "exit status 1: no such layer"
+
+
+def test_pocl_trace_reads_kernels_and_finds_the_pass(tmp_path):
+    # PoCL's text trace: one line per state of each command, a DEP line between some; only
+    # kernel commands with a running and a complete time are kept, in event order.
+    lines, t = [], 1000
+    names = ["warm"] + ["a", "b", "c"] * 4
+    for eid, name in enumerate(names, start=1):
+        for state in ("queued", "submitted", "running", "complete"):
+            t += 10
+            lines.append(f"{t} | EV ID {eid} | DEV 1 | CQ 4 | ndrange_kernel | {state} | "
+                         f"KERNEL ID {eid} | name={name}")
+        lines.append(f"DEP | EV ID {eid} -> EV ID {eid + 1}")
+    lines.append(f"{t + 5} | EV ID 99 | DEV 1 | CQ 4 | map_buffer | running | MEM ID 3 | size=4")
+    trace = tmp_path / "pocl_trace_events.log"
+    trace.write_text("\n".join(lines) + "\n")
+    kernels = pocl_trace.read_trace(str(trace))
+    assert [k[0] for k in kernels] == names
+    assert all(k[2] - k[1] == 10 for k in kernels)
+    assert pocl_trace.pass_length([k[0] for k in kernels]) == 3
+    with pytest.raises(SystemExit, match="no repeating pass"):
+        pocl_trace.pass_length(["a", "b", "c", "d"])
