@@ -24,7 +24,7 @@ import tempfile
 
 
 def read_trace(path):
-    """The trace's kernel commands in order: [(name, running ns, complete ns)]."""
+    """The trace's kernel commands in order: [(name, running ns, complete ns, queued ns)]."""
     events = {}
     with open(path) as f:
         for line in f:
@@ -36,8 +36,8 @@ def read_trace(path):
             for p in parts[6:]:
                 if p.startswith("name="):
                     event["name"] = p[5:]
-    return [(e["name"], e["running"], e["complete"]) for _, e in sorted(events.items())
-            if "name" in e and "running" in e and "complete" in e]
+    return [(e["name"], e["running"], e["complete"], e.get("queued", e["running"]))
+            for _, e in sorted(events.items()) if "name" in e and "running" in e and "complete" in e]
 
 
 def pass_length(names):
@@ -85,10 +85,12 @@ def main():
         gap_us = statistics.median((b[i][1] - b[i - 1][2]) / 1e3 for b in blocks) if i else 0.0
         rows.append({"index": i, "kernel": blocks[0][i][0], "us": run_us, "gap_us": gap_us})
     span = statistics.median((b[-1][2] - b[0][1]) / 1e3 for b in blocks)
+    # The host's enqueue of the pass: its first command queued to its last.
+    enqueue = statistics.median((b[-1][3] - b[0][3]) / 1e3 for b in blocks)
     print("%s %s, device %s: %d kernels a pass, medians of the last %d passes: kernels %.0f us, "
-          "gaps %.0f us, first start to last end %.0f us" %
+          "gaps %.0f us, first start to last end %.0f us; the host enqueued the pass in %.0f us" %
           (os.path.basename(model), args.dtype, args.device, length, passes,
-           sum(r["us"] for r in rows), sum(r["gap_us"] for r in rows), span))
+           sum(r["us"] for r in rows), sum(r["gap_us"] for r in rows), span, enqueue))
     if args.by_name:
         by = collections.OrderedDict()
         for r in rows:
@@ -105,7 +107,8 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"model": model, "dtype": args.dtype, "device": args.device,
-                       "passes": passes, "span_us": span, "kernels": rows}, f, indent=1)
+                       "passes": passes, "span_us": span, "enqueue_us": enqueue,
+                       "kernels": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
