@@ -112,4 +112,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BrokenPipeError:  # the listing piped into head: what was read is enough
+        sys.stderr.close()
