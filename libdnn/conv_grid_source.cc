@@ -25,29 +25,22 @@ std::string GridPackInputBody(const KernelTarget& target) {
   // A work-item per packed row (HW / PW of them per plane): plane q of (image, group) ng holds
   // at row r, column c the bytes of channels 4q … 4q + 3 at input row r − ph, column c − pw,
   // z_x outside the input (taken back out by z_x·Σ(w − z_w)), 0 past Cg (zero weights); the
-  // row's columns inside the input zipped 16 at a time from four channel rows (MP_ZIP4X16),
-  // the rest word by word. (sh, sw: the grid form runs at stride 1 only.)
-  // With vector built-ins the row's last columns inside the input are zipped too: a row of 16
-  // columns and more takes one more vector ending at its end (over words the loop wrote, the
-  // same again); a narrower one (GoogLeNet's 14 and 7) the 16 bytes from its start, whose
-  // lanes past the row belong to the next row or plane, and stores its first XW words — where
-  // those 16 bytes of the fourth channel lie inside this chunk's input; the input's last rows
-  // are zipped word by word as before.
-  std::string tail;
+  // row's columns inside the input zipped 16 at a time from four channel rows (MP_ZIP4X16), the
+  // last vector taken back to end at the row's end (over words the one before wrote, the same
+  // again); the padding and a last partial quad word by word. (sh, sw: the grid form runs at
+  // stride 1 only.) With vector built-ins a row narrower than 16 columns (GoogLeNet's 14 and 7)
+  // zips the 16 bytes from its start, whose lanes past the row belong to the next row or
+  // plane, and stores its first XW words, where those 16 bytes of the fourth channel lie inside
+  // this chunk's input; the input's last rows stay word by word.
+  std::string narrow;
   if (target.vector_builtins) {
     const VectorWords v(target);
-    tail = R"(      if (c < pw + XW) {
-        if (XW >= 16) {
-          const $global Dtype* p = src + XW - 16;
-          MP_QUAD_STORE(MP_ZIP4X16(p, p + XHW, p + 2 * XHW, p + 3 * XHW), dst + pw + XW - 16);
-          c = pw + XW;
-        } else if (((long)ng * Cg + c0 + 3) * XHW + (long)iy * XW + 16 <= (long)NG * Cg * XHW) {
-          const mp_i32x16 zipped = MP_ZIP4X16(src, src + XHW, src + 2 * XHW, src + 3 * XHW);
-)" + v.MoveStoreFirst("int", 16, "zipped", "dst + pw", "XW", 10) +
-           R"(          c = pw + XW;
-        }
-      }
-)";
+    narrow = R"( else if (((long)ng * Cg + c0 + 3) * XHW + (long)iy * XW + 16 <=
+                 (long)NG * Cg * XHW) {
+        const mp_i32x16 zipped = MP_ZIP4X16(src, src + XHW, src + 2 * XHW, src + 3 * XHW);
+)" + v.MoveStoreFirst("int", 16, "zipped", "dst + pw", "XW", 8) +
+             R"(        c = pw + XW;
+      })";
   }
   return R"(  const int Cq = (Cg + 3) / 4;
   const int XH = XHW / XW;
@@ -66,11 +59,15 @@ std::string GridPackInputBody(const KernelTarget& target) {
     int c = 0;
     if (inside && c0 + 4 <= Cg) {
       for (; c < pw; ++c) dst[c] = xz;
-      for (; c + 16 <= pw + XW; c += 16) {
-        const $global Dtype* p = src + c - pw;
-        MP_QUAD_STORE(MP_ZIP4X16(p, p + XHW, p + 2 * XHW, p + 3 * XHW), dst + c);
-      }
-)" + tail + R"(    }
+      if (XW >= 16) {
+        for (; c < pw + XW; c += 16) {
+          const int cs = min(c, pw + XW - 16);
+          const $global Dtype* p = src + cs - pw;
+          MP_QUAD_STORE(MP_ZIP4X16(p, p + XHW, p + 2 * XHW, p + 3 * XHW), dst + cs);
+        }
+        c = pw + XW;
+      })" + narrow + R"(
+    }
     for (; c < PW; ++c) {
       const int ix = c - pw;
       int v = xz;
@@ -102,8 +99,13 @@ std::string GridTapPackInputBody(const KernelTarget& target) {
   // over the row's left edge and past its last vector, and the other strides, take the word
   // loop. (The zoo's first layers are at stride 2: MobileNet's and SqueezeNet's 3×3, ResNet-50's
   // and GoogLeNet's 7×7.)
-  std::string blocks;
+  std::string blocks, row_setup;
   if (target.vector_builtins) {
+    // Per row: whether its vectors zip (`zips`), and the last column start c whose vector's
+    // loads end inside the row (c·sw ≤ `last`).
+    row_setup = R"(    const int last = XW - 3 - 16 * sw - 4 * kq + pw;
+    const int zips = dw == 1 && (sw == 1 || sw == 2 || sw == 4) && last >= 0;
+)";
     const std::string u16 = w.Type("uint", 16), i16 = w.Type("int", 16);
     std::string even_zip;
     for (int j = 0; j < 4; ++j)
@@ -116,9 +118,7 @@ std::string GridTapPackInputBody(const KernelTarget& target) {
           c += 16;
           continue;
         }
-        // c·sw at most `last`: the vector's loads end inside the row.
-        const int last = XW - 3 - 16 * sw - 4 * kq + pw;
-        if (dw == 1 && (sw == 1 || sw == 2 || sw == 4) && last >= 0) {
+        if (zips) {
           const int cv = c * sw > last ? last / sw : c;
           const int b0 = cv * sw + 4 * kq - pw;
           if (b0 >= 0 && cv + 16 > c) {
@@ -153,7 +153,7 @@ std::string GridTapPackInputBody(const KernelTarget& target) {
     const int inside = iy >= 0 && iy < XH;
     const $global Dtype* src = x + ((long)ng * Cg + ic) * XHW + (inside ? iy : 0) * XW;
     $global int* dst = xq + (long)b * HW + r * PW;
-    for (int c = 0; c < PW;) {
+)" + row_setup + R"(    for (int c = 0; c < PW;) {
 )" + blocks + R"(      const int ix0 = c * sw + 4 * kq * dw - pw;
       mp_u32 v = 0u;
       if (inside && dw == 1 && ix0 >= 0 && ix0 + 4 <= XW) {
