@@ -11,7 +11,8 @@ the pass run beside it and read slower than the later ones; compare binaries or 
 the same run, not with figures from elsewhere.
 
   python3 bench/pocl_trace.py --model <prototxt> [--dtype int8] [--device <PoCL's index>]
-      [--iterations 30] [--passes 15] [--mpcaffe build/bin/mpcaffe] [--by-name] [--json F]
+      [--iterations 30] [--passes 15] [--mpcaffe build/bin/mpcaffe] [--reduced-memory on|off]
+      [--by-name] [--json F]
 """
 import argparse
 import collections
@@ -24,7 +25,8 @@ import tempfile
 
 
 def read_trace(path):
-    """The trace's kernel commands in order: [(name, running ns, complete ns, queued ns)]."""
+    """The trace's kernel commands in order: [(name, running ns, complete ns, queued ns,
+    submitted ns)]."""
     events = {}
     with open(path) as f:
         for line in f:
@@ -36,7 +38,8 @@ def read_trace(path):
             for p in parts[6:]:
                 if p.startswith("name="):
                     event["name"] = p[5:]
-    return [(e["name"], e["running"], e["complete"], e.get("queued", e["running"]))
+    return [(e["name"], e["running"], e["complete"], e.get("queued", e["running"]),
+             e.get("submitted", e["running"]))
             for _, e in sorted(events.items()) if "name" in e and "running" in e and "complete" in e]
 
 
@@ -55,7 +58,10 @@ def main():
     ap.add_argument("--device", default="1", help="mpcaffe's index of the PoCL device")
     ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("--passes", type=int, default=15, help="the last passes taken")
-    ap.add_argument("--mpcaffe", default="build/bin/mpcaffe")
+    ap.add_argument("--mpcaffe", default=os.path.join(os.path.dirname(__file__), "..", "build",
+                                                      "bin", "mpcaffe"))
+    ap.add_argument("--reduced-memory", choices=["on", "off"], default="on",
+                    help="bench net's --reduced-memory (on, as bench/peers.py times the nets)")
     ap.add_argument("--by-name", action="store_true", help="sum the kernels of each name")
     ap.add_argument("--json", help="write the per-kernel figures here")
     args = ap.parse_args()
@@ -65,7 +71,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="pocl-trace-") as work:
         env = dict(os.environ, POCL_TRACING="text")
         run = subprocess.run([binary, "bench", "net", "--model", model, "--dtypes", args.dtype,
-                              "--batch", "1", "--device", args.device, "--reduced-memory", "on",
+                              "--batch", "1", "--device", args.device, "--reduced-memory", args.reduced_memory,
                               "--iterations", str(args.iterations), "--no-setup", "--no-progress"],
                              cwd=work, env=env, capture_output=True, text=True)
         if run.returncode != 0:
@@ -87,10 +93,20 @@ def main():
     span = statistics.median((b[-1][2] - b[0][1]) / 1e3 for b in blocks)
     # The host's enqueue of the pass: its first command queued to its last.
     enqueue = statistics.median((b[-1][3] - b[0][3]) / 1e3 for b in blocks)
+    # What each pass pays before its first kernel runs: the host's turn-around from the pass
+    # before (its last kernel complete, bench net's Finish returning, this pass's first command
+    # queued) and PoCL's start of that command (submitted -> running: its threads, idle since
+    # the pass before, wake up). The kernels' table has neither.
+    starts = [len(kernels) - (p + 1) * length for p in range(passes)]
+    turnaround = statistics.median((kernels[i][3] - kernels[i - 1][2]) / 1e3 for i in starts)
+    wake = statistics.median((kernels[i][1] - kernels[i][4]) / 1e3 for i in starts)
     print("%s %s, device %s: %d kernels a pass, medians of the last %d passes: kernels %.0f us, "
           "gaps %.0f us, first start to last end %.0f us; the host enqueued the pass in %.0f us" %
           (os.path.basename(model), args.dtype, args.device, length, passes,
            sum(r["us"] for r in rows), sum(r["gap_us"] for r in rows), span, enqueue))
+    print("before each pass's first kernel: %.0f us from the last kernel of the pass before to "
+          "its first command queued (the host), %.0f us from submitted to running (PoCL)" %
+          (turnaround, wake))
     if args.by_name:
         by = collections.OrderedDict()
         for r in rows:
@@ -108,6 +124,7 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"model": model, "dtype": args.dtype, "device": args.device,
                        "passes": passes, "span_us": span, "enqueue_us": enqueue,
+                       "turnaround_us": turnaround, "first_start_us": wake,
                        "kernels": rows}, f, indent=1)
 
 

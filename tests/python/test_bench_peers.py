@@ -194,7 +194,7 @@ def test_pocl_trace_reads_kernels_and_finds_the_pass(tmp_path):
     trace.write_text("\n".join(lines) + "\n")
     kernels = pocl_trace.read_trace(str(trace))
     assert [k[0] for k in kernels] == names
-    assert all(k[2] - k[1] == 10 and k[1] - k[3] == 20 for k in kernels)
+    assert all(k[2] - k[1] == 10 and k[1] - k[3] == 20 and k[1] - k[4] == 10 for k in kernels)
     assert pocl_trace.pass_length([k[0] for k in kernels]) == 3
     with pytest.raises(SystemExit, match="no repeating pass"):
         pocl_trace.pass_length(["a", "b", "c", "d"])
