@@ -235,7 +235,10 @@ caffe::NetParameter ZooWeights(const caffe::NetParameter& p, bool spread, uint32
       std::vector<double> f(out, 1.0);
       if (spread && !transposed) {
         double ms = 0;
-        for (double& v : f) ms += (v = std::pow(10.0, exponent(rng))) * v;
+        for (double& v : f) {
+          v = std::pow(10.0, exponent(rng));
+          ms += v * v;
+        }
         for (double& v : f) v /= std::sqrt(ms / out);
       }
       std::normal_distribution<float> he(0.0f, float(std::sqrt(2.0 / per)));
