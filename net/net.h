@@ -332,6 +332,9 @@ class Net {
   std::vector<View> views_;
   std::vector<char> view_on_;  // per layer
   bool views_applied_ = false;
+  /// What the views' conditions read (ViewsKey) when view_on_ was decided.
+  std::vector<int64_t> views_key_;
+  std::vector<int64_t> ViewsKey() const;
   std::vector<bool> layer_need_backward_;
   std::vector<std::vector<bool>> bottom_need_backward_;
   std::vector<Blob*> learnable_params_;

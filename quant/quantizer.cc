@@ -3,6 +3,7 @@
 #include "quant/quantizer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -138,8 +139,18 @@ std::string PseudoSource(const KernelTarget& target, DataType type) {
   return w.Source();
 }
 
+namespace {
+std::atomic<uint64_t> g_state_generation{0};
+}  // namespace
+
+uint64_t QuantizerStateGeneration() { return g_state_generation.load(std::memory_order_relaxed); }
+
+void Quantizer::Changed() { g_state_generation.fetch_add(1, std::memory_order_relaxed); }
+
 Quantizer::Quantizer(Device& device, std::string name, int64_t zone)
-    : device_(&device), name_(std::move(name)), zone_(zone) {}
+    : device_(&device), name_(std::move(name)), zone_(zone) {
+  Changed();
+}
 
 Kernel Quantizer::GetKernel(const std::string& source, const std::string& kernel_name) {
   return device_->GetProgram(source, "", ProgramHints::OneDimensional())->GetKernel(kernel_name);
@@ -169,6 +180,7 @@ void Quantizer::Forward(const vptr<float>& data, size_t n) {
 void Quantizer::Observe(const vptr<float>& data, size_t n) {
   EnsureRangeBuffer();
   device_observed_ = true;
+  Changed();
   if (n == 0) return;
   if (n > static_cast<size_t>(INT32_MAX))
     throw Error("Quantizer '" + name_ + "': Observe of " + std::to_string(n) +
@@ -246,24 +258,28 @@ void Quantizer::ResetObserved() {
     device_->Write(range_, init, 2);
   }
   device_observed_ = false;
+  Changed();
 }
 
 void Quantizer::SetObserved(double min, double max) {
   ResetObserved();
   loaded_min_ = min;
   loaded_max_ = max;
+  Changed();
 }
 
 void Quantizer::SetInputRange(double min, double max) {
   has_in_ = true;
   min_in_ = min;
   max_in_ = max;
+  Changed();
 }
 
 void Quantizer::SetOutputRange(double min, double max) {
   has_out_ = true;
   min_out_ = min;
   max_out_ = max;
+  Changed();
 }
 
 QuantParams Quantizer::ObservedParams(DataType type) {

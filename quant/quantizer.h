@@ -33,6 +33,11 @@ inline constexpr const char* kObserveRangeKernel = "observe_range";
 std::string PseudoSource(const KernelTarget& target, DataType type);
 std::string PseudoKernelName(DataType type);
 
+/// A count that advances with every change of any quantizer's mode, types, ranges or weight
+/// settings in the process (a new quantizer too). What is derived from quantizers alone —
+/// whether a Net's views still apply (Net::UpdateViews) — holds while it stands still.
+uint64_t QuantizerStateGeneration();
+
 /// A quantizer on one blob. Not thread-safe; one per blob and layer side.
 ///
 /// OBSERVE: Observe() reduces min/max on the device into a two-float device buffer; no data
@@ -51,7 +56,10 @@ class Quantizer {
   Device& device() const { return *device_; }
 
   QuantizerMode mode() const { return mode_; }
-  void set_mode(QuantizerMode mode) { mode_ = mode; }
+  void set_mode(QuantizerMode mode) {
+    mode_ = mode;
+    Changed();
+  }
   /// Whether the mode observes or snaps the fp32 data passing it (OBSERVE, PSEUDO): a pass
   /// must then show it the values at its place in the net.
   bool watches_data() const {
@@ -62,30 +70,52 @@ class Quantizer {
   void set_types(DataType input, DataType output) {
     input_type_ = input;
     output_type_ = output;
+    Changed();
   }
   DataType pseudo_target_type() const { return pseudo_target_type_; }
-  void set_pseudo_target_type(DataType type) { pseudo_target_type_ = type; }
+  void set_pseudo_target_type(DataType type) {
+    pseudo_target_type_ = type;
+    Changed();
+  }
   /// Reset the observed range before each Pseudo() batch (proto pseudo_reset_observed).
   bool pseudo_reset_observed() const { return pseudo_reset_observed_; }
-  void set_pseudo_reset_observed(bool reset) { pseudo_reset_observed_ = reset; }
+  void set_pseudo_reset_observed(bool reset) {
+    pseudo_reset_observed_ = reset;
+    Changed();
+  }
   /// Symmetric parameters (weights) instead of asymmetric ones.
   bool symmetric() const { return symmetric_; }
-  void set_symmetric(bool symmetric) { symmetric_ = symmetric; }
+  void set_symmetric(bool symmetric) {
+    symmetric_ = symmetric;
+    Changed();
+  }
 
   /// Bits of the weights of a Convolution / InnerProduct weight blob in an int8 layer
   /// (QuantizerParameter.weight_bits): 8, or 4 for per-channel symmetric 4-bit weights whose
   /// scales are channel_scales() (empty until the weights are quantized or loaded).
   int weight_bits() const { return weight_bits_; }
-  void set_weight_bits(int bits) { weight_bits_ = bits; }
+  void set_weight_bits(int bits) {
+    weight_bits_ = bits;
+    Changed();
+  }
   const std::vector<float>& channel_scales() const { return channel_scales_; }
-  void set_channel_scales(std::vector<float> scales) { channel_scales_ = std::move(scales); }
+  void set_channel_scales(std::vector<float> scales) {
+    channel_scales_ = std::move(scales);
+    Changed();
+  }
   /// Per-output-channel symmetric weights of the blob's own type (int8 depthwise convolutions):
   /// one scale per output channel, channel_scales() (chosen from the fp32 weights with
   /// ChooseWeightChannelParams, or loaded), the zero point the middle of the range.
   bool per_channel_weights() const { return per_channel_weights_; }
-  void set_per_channel_weights(bool on) { per_channel_weights_ = on; }
+  void set_per_channel_weights(bool on) {
+    per_channel_weights_ = on;
+    Changed();
+  }
   Int4ScaleMethod weight_scale_method() const { return weight_scale_method_; }
-  void set_weight_scale_method(Int4ScaleMethod m) { weight_scale_method_ = m; }
+  void set_weight_scale_method(Int4ScaleMethod m) {
+    weight_scale_method_ = m;
+    Changed();
+  }
 
   /// The forward hook of the modes that act on fp32 data: OBSERVE observes, PSEUDO snaps,
   /// PASSIVE and ACTIVE do nothing. Asynchronous except PSEUDO's 8-byte range read.
@@ -137,6 +167,9 @@ class Quantizer {
   }
 
  private:
+  /// Advances QuantizerStateGeneration(): every change of a quantizer's mode, types, ranges
+  /// (set, loaded, observed or reset) or weight settings calls it.
+  static void Changed();
   void EnsureRangeBuffer();
   void ReadRange(double* min, double* max);
   void CheckConvertTypes(size_t x_bytes, size_t y_bytes) const;

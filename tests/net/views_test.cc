@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "device/settings.h"
@@ -481,6 +482,45 @@ TEST(Views, Fp16AndInt16AreBitExact) {
         EXPECT_EQ(on->blob(name).ToFloat(), off->blob(name).ToFloat())
             << c.name << " " << Name(t) << ": blob '" << name << "' differs";
     }
+  }
+}
+
+// The views are decided again when a quantizer of a live net changes (Net::UpdateViews keeps
+// its answer only while every quantizer and shape stands still): a Concat running as a view
+// whose input range is then set apart from its output's requantizes that input from the next
+// pass on, bit for bit as the unoptimized net given the same range, and runs as a view again
+// once the ranges agree.
+TEST(Views, Int8ConcatFollowsARangeChangedBetweenPasses) {
+  const caffe::NetParameter p = NetText(kInception);
+  const caffe::NetParameter typed = tools::TypedVariant(p, DataType::kInt8Q, Dev());
+  caffe::NetParameter trained = Calibrated(p);
+  for (auto& q : *trained.mutable_quantizer()) {
+    if (q.name().find("/blob") != std::string::npos) continue;
+    q.set_observed_min(-2.0);
+    q.set_observed_max(2.0);
+  }
+  auto off = RunAt(typed, 0, trained);
+  auto on = RunAt(typed, 1, trained);
+  ASSERT_EQ(Views(*on, "Concat"), 1);
+  auto concat_input = [](Net& net) -> quant::Quantizer& {
+    for (const auto& l : net.layers())
+      if (std::string(l->type()) == "Concat") return l->bottom_quantizer(0);
+    throw std::runtime_error("no Concat");
+  };
+  auto same_blobs = [&](const char* when) {
+    for (const std::string& name : off->blob_names())
+      EXPECT_EQ(on->blob(name).ToFloat(), off->blob(name).ToFloat())
+          << when << ": blob '" << name << "' differs";
+  };
+  for (const double half : {5.0, 2.0}) {  // apart from the output's [-2, 2], then the same
+    for (Net* net : {off.get(), on.get()}) {
+      concat_input(*net).SetObserved(-half, half);
+      Blob& in = *net->input_blobs()[0];
+      in.FromFloat(SineInput(in));
+      net->Forward();
+    }
+    EXPECT_EQ(Views(*on, "Concat"), half == 2.0 ? 1 : 0) << "input range +-" << half;
+    same_blobs(half == 2.0 ? "ranges agreeing again" : "input range apart");
   }
 }
 
