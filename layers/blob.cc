@@ -2,6 +2,7 @@
 #include "layers/blob.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <cmath>
@@ -149,6 +150,12 @@ Blob::Blob(Device& device, DataType type, const std::vector<int>& shape, std::st
   Reshape(shape);
 }
 
+namespace {
+std::atomic<uint64_t> g_shape_generation{0};
+}  // namespace
+
+uint64_t BlobShapeGeneration() { return g_shape_generation.load(std::memory_order_relaxed); }
+
 void Blob::Reshape(const std::vector<int>& shape) {
   UnshareData();  // a view ends with a new shape (the net makes it again)
   int64_t count = 1;
@@ -170,6 +177,7 @@ void Blob::Reshape(const std::vector<int>& shape) {
                     " can hold (" + std::to_string(limit) + " bytes)");
   shape_ = shape;
   count_ = static_cast<int>(count);
+  g_shape_generation.fetch_add(1, std::memory_order_relaxed);
   // Memory never used (e.g. its allocation failed) follows the shape down as well as up, so a
   // net stays usable at a smaller size after an out-of-memory error.
   if (data_ && data_.use_count() == 1 && data_->head() == SyncedMemory::Head::kUninitialized &&

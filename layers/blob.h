@@ -119,6 +119,11 @@ class SyncedMemory {
   uint64_t version_ = 0;
 };
 
+/// A count that advances with every Blob::Reshape in the process (every shape a blob takes,
+/// a new blob's too): what is derived from blob shapes alone — whether a Net's views still
+/// apply (Net::UpdateViews) — holds while it stands still.
+uint64_t BlobShapeGeneration();
+
 /// An N-d tensor of one data type. Shapes follow Caffe: a list of non-negative dimensions; a
 /// Reshape that needs more elements than the capacity reallocates, one that needs fewer keeps
 /// the memory. Data and diff are separate SyncedMemory arrays (diff is created on first use).

@@ -332,9 +332,8 @@ class Net {
   std::vector<View> views_;
   std::vector<char> view_on_;  // per layer
   bool views_applied_ = false;
-  /// What the views' conditions read (ViewsKey) when view_on_ was decided.
-  std::vector<int64_t> views_key_;
-  std::vector<int64_t> ViewsKey() const;
+  /// QuantizerStateGeneration() and BlobShapeGeneration() when view_on_ was decided.
+  uint64_t views_quant_gen_ = 0, views_shape_gen_ = 0;
   std::vector<bool> layer_need_backward_;
   std::vector<std::vector<bool>> bottom_need_backward_;
   std::vector<Blob*> learnable_params_;

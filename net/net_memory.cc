@@ -179,33 +179,22 @@ std::vector<std::pair<int, std::vector<int>>> Net::ConcatViewCandidates() const 
   return out;
 }
 
-std::vector<int64_t> Net::ViewsKey() const {
-  // ViewUsable reads the quantizers of the views' layers and their inputs' producers, and the
-  // shapes of the views' blobs (ConcatSlicesPlaceable); nothing else.
-  std::vector<int64_t> key = {static_cast<int64_t>(quant::QuantizerStateGeneration())};
-  for (const View& v : views_)
-    for (const auto* blobs : {&bottom_vecs_[v.layer], &top_vecs_[v.layer]})
-      for (const Blob* b : *blobs) {
-        key.push_back(b->num_axes());
-        for (int a = 0; a < b->num_axes(); ++a) key.push_back(b->shape(a));
-      }
-  return key;
-}
-
 void Net::UpdateViews(bool force) {
   if (views_.empty()) {
     if (force && reduced_memory_) PlanMemory();
     return;
   }
-  // Asking every view again derives the parameters of every quantizer involved: about 75 µs
-  // at the start of each of GoogLeNet int8's passes on PoCL, while the device waits
-  // (docs/BENCHMARKS.md, "A kernel's time inside the pass"). Nothing it reads changed: neither
-  // does the answer.
-  std::vector<int64_t> key = ViewsKey();
-  if (!force && views_applied_ && key == views_key_) return;
+  // ViewUsable reads quantizers and blob shapes only, and asking every view again walks every
+  // quantizer and blob involved: 96-103 µs at the start of each of GoogLeNet int8's passes on
+  // PoCL, while the device waits (docs/BENCHMARKS.md, "A kernel's time inside the pass"). While
+  // no quantizer changed and no blob was reshaped, the answer stands.
+  const uint64_t quant_gen = quant::QuantizerStateGeneration(), shape_gen = BlobShapeGeneration();
+  if (!force && views_applied_ && quant_gen == views_quant_gen_ && shape_gen == views_shape_gen_)
+    return;
   std::vector<char> on(layers_.size(), 0);
   for (size_t k = 0; k < views_.size(); ++k) on[views_[k].layer] = ViewUsable(k);
-  views_key_ = std::move(key);
+  views_quant_gen_ = quant_gen;
+  views_shape_gen_ = shape_gen;
   if (!force && views_applied_ && on == view_on_) return;
   // Undo the views, plan the memory for the new ones, then make them. The slices go first,
   // while a Split's top still shares its bottom's data: fresh memory for the shared data, so
