@@ -198,15 +198,22 @@ TEST(ConvFamilies, PointwiseDefaultsFollowHalfRegisterTiles) {
   avx512.cpu_vectors = true;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(d, avx512).ToString(), "oc8 px2 v16");
   // Where 16 floats are a whole register (PoCL at AVX-512): 12 channels × 2 vectors on
-  // planes up to 14 × 14, 8 × 2 on larger ones.
+  // planes up to 14 × 14 where blocks of 12 leave at most 1/32 of the channels padding, 8 × 2
+  // on larger planes and where they would pad more (64 channels: 72 computed).
   TargetProfile wide;
   wide.cpu_vectors = wide.sixteen_lane_registers = true;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(d, wide).ToString(), "oc8 px2 v16");
   ConvDesc plane14 = d;
   plane14.height = plane14.width = 14;
-  EXPECT_EQ(Convolution::DefaultPointwiseTile(plane14, wide).ToString(), "oc12 px2 v16");
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(plane14, wide).ToString(), "oc8 px2 v16");
+  for (const int o : {96, 512}) {  // a multiple of 12; 516 for 512 (4 padding channels)
+    plane14.out_channels = o;
+    EXPECT_EQ(Convolution::DefaultPointwiseTile(plane14, wide).ToString(), "oc12 px2 v16") << o;
+  }
   plane14.height = plane14.width = 7;
   EXPECT_EQ(Convolution::DefaultPointwiseTile(plane14, wide).ToString(), "oc12 px2 v16");
+  plane14.out_channels = 160;  // 168 computed: 1/20 padding
+  EXPECT_EQ(Convolution::DefaultPointwiseTile(plane14, wide).ToString(), "oc8 px2 v16");
   // An int8q first layer at stride 2 (the row form): 16 float lanes only in whole registers;
   // pairs of window columns (kx2) at AVX2 and on Intel's runtime, at either stride.
   ConvDesc first;
