@@ -165,6 +165,8 @@ class ConvolutionLayer : public Layer, ConvGeometry {
 
  private:
   void Prepare() {
+    const PrepareStamp stamp = CurrentPrepareStamp();
+    if (!prepared_key_.empty() && stamp == prepared_stamp_) return;
     desc_.relu = relu_fused();
     desc_.residual = fused() && fused()->residual;
     // Folded BatchNorm / Scale: y = scale[o]·conv(x) + shift[o].
@@ -192,7 +194,10 @@ class ConvolutionLayer : public Layer, ConvGeometry {
     }
     AppendKey(&key, scale);
     AppendKey(&key, shift);
-    if (key == prepared_key_) return;
+    if (key == prepared_key_) {
+      prepared_stamp_ = stamp;
+      return;
+    }
     libdnn::ConvQuant q;
     double s_x = 1.0;
     std::vector<float> s_w{1.0f};
@@ -253,6 +258,7 @@ class ConvolutionLayer : public Layer, ConvGeometry {
     // the weights change (or a backward pass needs it).
     if (release_param_copies() || w4) blobs_[0]->ReleaseDeviceData();
     prepared_key_ = key;
+    prepared_stamp_ = stamp;
   }
 
   /// The 16-bit accumulator of the Arm paper over this pass's activations (host simulation).
@@ -309,6 +315,7 @@ class ConvolutionLayer : public Layer, ConvGeometry {
   std::unique_ptr<libdnn::ConvolutionNd> nd_conv_;
   libdnn::ConvDesc desc_;
   std::string prepared_key_;
+  PrepareStamp prepared_stamp_;  // of the last Prepare that built or checked the key
   std::unique_ptr<libdnn::Convolution> conv_;
   std::shared_ptr<DeviceMemory> bias_;
 };

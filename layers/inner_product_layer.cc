@@ -141,6 +141,8 @@ class InnerProductLayer : public Layer {
   /// (Re)builds the GEMM and the derived bias / weight sums when the shape, the parameters or
   /// the quantization changed.
   void Prepare() {
+    const PrepareStamp stamp = CurrentPrepareStamp();
+    if (!prepared_key_.empty() && stamp == prepared_stamp_) return;
     const auto& p = param_.inner_product_param();
     const DataType t = compute_type_;
     libdnn::GemmDesc d;
@@ -173,7 +175,10 @@ class InnerProductLayer : public Layer {
     }
     AppendKey(&key, scale);
     AppendKey(&key, shift);
-    if (key == prepared_key_) return;
+    if (key == prepared_key_) {
+      prepared_stamp_ = stamp;
+      return;
+    }
     libdnn::GemmQuant q;
     double s_x = 1.0;
     std::vector<float> s_w{1.0f};
@@ -231,10 +236,12 @@ class InnerProductLayer : public Layer {
     // 4-bit weights on their own kernel: only the packed copy stays on the device.
     if (w4) blobs_[0]->ReleaseDeviceData();
     prepared_key_ = key;
+    prepared_stamp_ = stamp;
   }
 
   int axis_ = 1, m_ = 0, n_ = 0, k_ = 0;
   std::string prepared_key_;
+  PrepareStamp prepared_stamp_;  // of the last Prepare that built or checked the key
   std::unique_ptr<libdnn::Gemm> gemm_;
   std::shared_ptr<DeviceMemory> bias_, sums_;
   std::unique_ptr<Blob> folded_w_;  // the weights with a folded BatchNorm / Scale

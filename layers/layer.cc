@@ -156,6 +156,13 @@ void AppendKey(std::string* key, const quant::QuantParams& params) {
   AppendKeyBytes(key, params.zero_point.data(), params.zero_point.size() * sizeof(int32_t));
 }
 
+uint64_t FusedEpilogue::AffineVersions() const {
+  uint64_t sum = 0;
+  for (Layer* l : affine)
+    for (const auto& b : l->blobs()) sum += b->data_version();
+  return sum;
+}
+
 void FusedEpilogue::Affine(int channels, std::vector<float>* scale,
                            std::vector<float>* shift) const {
   // Asked on every pass: the parameters' versions compared in place, the product computed

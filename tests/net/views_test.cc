@@ -524,6 +524,40 @@ TEST(Views, Int8ConcatFollowsARangeChangedBetweenPasses) {
   }
 }
 
+// A convolution's kernels follow its quantizers changed between passes of a live net
+// (Prepare skips rebuilding them only while every quantizer, shape and fused layer stands
+// still: PrepareStamp): the 3x3 branch's output range set to [-3, 3] on its convolution and
+// ReLU (fused into it at level 1), every blob as the unoptimized net given the same ranges.
+TEST(Views, Int8ConvolutionFollowsARangeChangedBetweenPasses) {
+  const caffe::NetParameter p = NetText(kInception);
+  const caffe::NetParameter typed = tools::TypedVariant(p, DataType::kInt8Q, Dev());
+  caffe::NetParameter trained = Calibrated(p);
+  for (auto& q : *trained.mutable_quantizer()) {
+    if (q.name().find("/blob") != std::string::npos) continue;
+    q.set_observed_min(-2.0);
+    q.set_observed_max(2.0);
+  }
+  auto off = RunAt(typed, 0, trained);
+  auto on = RunAt(typed, 1, trained);
+  const std::vector<float> before = on->blob("b3").ToFloat();
+  for (Net* net : {off.get(), on.get()}) {
+    for (const auto& l : net->layers()) {
+      if (l->name() == "b3") l->top_quantizer(0).SetObserved(-3.0, 3.0);
+      if (l->name() == "b3/relu") {
+        l->bottom_quantizer(0).SetObserved(-3.0, 3.0);
+        l->top_quantizer(0).SetObserved(-3.0, 3.0);
+      }
+    }
+    Blob& in = *net->input_blobs()[0];
+    in.FromFloat(SineInput(in));
+    net->Forward();
+  }
+  EXPECT_NE(on->blob("b3").ToFloat(), before) << "the new range changed no code";
+  for (const std::string& name : off->blob_names())
+    EXPECT_EQ(on->blob(name).ToFloat(), off->blob(name).ToFloat())
+        << "blob '" << name << "' differs";
+}
+
 // While quantizers observe (calibration), every layer runs: the ranges of a Split's and a
 // Concat's quantizers are the ones the unoptimized net records.
 TEST(Views, ObservingNetRunsEveryCopy) {
