@@ -306,6 +306,10 @@ class Net {
   std::vector<std::vector<Blob*>> bottom_vecs_, top_vecs_;
   /// Per layer, its bottoms' shapes when it was last reshaped (BottomsReshaped).
   std::vector<std::vector<std::vector<int>>> reshaped_bottoms_;
+  /// BlobShapeGeneration() at the start of the last whole Forward pass that reshaped no blob:
+  /// while it stands, every layer's bottoms have the shapes it was reshaped for.
+  static constexpr uint64_t kNoShapesChecked = ~uint64_t{0};
+  uint64_t shapes_checked_ = kNoShapesChecked;
   std::vector<std::vector<float>> loss_weights_;
   std::vector<Blob*> input_blobs_, output_blobs_;
   quant::QuantizerMode quant_mode_ = quant::QuantizerMode::kPassive;
