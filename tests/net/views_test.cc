@@ -13,6 +13,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "device/settings.h"
 #include "layers/layer.h"
@@ -485,12 +486,9 @@ TEST(Views, Fp16AndInt16AreBitExact) {
   }
 }
 
-// The views are decided again when a quantizer of a live net changes (Net::UpdateViews keeps
-// its answer only while every quantizer and shape stands still): a Concat running as a view
-// whose input range is then set apart from its output's requantizes that input from the next
-// pass on, bit for bit as the unoptimized net given the same range, and runs as a view again
-// once the ranges agree.
-TEST(Views, Int8ConcatFollowsARangeChangedBetweenPasses) {
+/// The inception block in int8, every activation's range [-2, 2] (its Concat a view at level
+/// 1): the unoptimized net and the level-1 one, after one pass each.
+std::pair<std::unique_ptr<Net>, std::unique_ptr<Net>> Int8InceptionOneRange() {
   const caffe::NetParameter p = NetText(kInception);
   const caffe::NetParameter typed = tools::TypedVariant(p, DataType::kInt8Q, Dev());
   caffe::NetParameter trained = Calibrated(p);
@@ -499,8 +497,18 @@ TEST(Views, Int8ConcatFollowsARangeChangedBetweenPasses) {
     q.set_observed_min(-2.0);
     q.set_observed_max(2.0);
   }
-  auto off = RunAt(typed, 0, trained);
-  auto on = RunAt(typed, 1, trained);
+  return {RunAt(typed, 0, trained), RunAt(typed, 1, trained)};
+}
+
+// The views are decided again when a quantizer of a live net changes (Net::UpdateViews keeps
+// its answer only while every quantizer and shape stands still): a Concat running as a view
+// whose input range is then set apart from its output's requantizes that input from the next
+// pass on, bit for bit as the unoptimized net given the same range, and runs as a view again
+// once the ranges agree.
+TEST(Views, Int8ConcatFollowsARangeChangedBetweenPasses) {
+  auto nets = Int8InceptionOneRange();  // lambdas below capture them: no structured binding
+  std::unique_ptr<Net>& off = nets.first;
+  std::unique_ptr<Net>& on = nets.second;
   ASSERT_EQ(Views(*on, "Concat"), 1);
   auto concat_input = [](Net& net) -> quant::Quantizer& {
     for (const auto& l : net.layers())
@@ -529,16 +537,9 @@ TEST(Views, Int8ConcatFollowsARangeChangedBetweenPasses) {
 // still: PrepareStamp): the 3x3 branch's output range set to [-3, 3] on its convolution and
 // ReLU (fused into it at level 1), every blob as the unoptimized net given the same ranges.
 TEST(Views, Int8ConvolutionFollowsARangeChangedBetweenPasses) {
-  const caffe::NetParameter p = NetText(kInception);
-  const caffe::NetParameter typed = tools::TypedVariant(p, DataType::kInt8Q, Dev());
-  caffe::NetParameter trained = Calibrated(p);
-  for (auto& q : *trained.mutable_quantizer()) {
-    if (q.name().find("/blob") != std::string::npos) continue;
-    q.set_observed_min(-2.0);
-    q.set_observed_max(2.0);
-  }
-  auto off = RunAt(typed, 0, trained);
-  auto on = RunAt(typed, 1, trained);
+  auto nets = Int8InceptionOneRange();  // lambdas below capture them: no structured binding
+  std::unique_ptr<Net>& off = nets.first;
+  std::unique_ptr<Net>& on = nets.second;
   const std::vector<float> before = on->blob("b3").ToFloat();
   for (Net* net : {off.get(), on.get()}) {
     for (const auto& l : net->layers()) {
