@@ -179,29 +179,13 @@ class OpenCLKernel : public Kernel::Impl {
  private:
   void Set(size_t logical, size_t bytes, const void* value, bool second_half = false) {
     if (logical == 0 && !second_half) physical_ = 0;
-    // An argument keeps its value on the cl_kernel between launches, and a layer launches its
-    // kernels with the same arguments pass after pass: only a changed value is handed to the
-    // runtime (clSetKernelArg took about a tenth of the host's time in a pass of GoogLeNet
-    // int8 on PoCL). Local sizes (no value) are always set.
-    if (set_.size() <= physical_) set_.resize(physical_ + 1);
-    std::vector<unsigned char>& last = set_[physical_];
-    const auto* bytes_of = static_cast<const unsigned char*>(value);
-    if (value && last.size() == bytes && std::memcmp(last.data(), value, bytes) == 0) {
-      ++physical_;
-      return;
-    }
     cl_int err = clSetKernelArg(kernel_, physical_, bytes, value);
     if (err != CL_SUCCESS) {
       std::string where = "kernel " + Name() + ", argument " + std::to_string(logical) +
                           " (OpenCL index " + std::to_string(physical_) + ")";
-      last.clear();
       physical_ = 0;
       Check(err, "clSetKernelArg", where);
     }
-    if (value)
-      last.assign(bytes_of, bytes_of + bytes);
-    else
-      last.clear();
     ++physical_;
   }
   std::string Name() const {
@@ -219,7 +203,6 @@ class OpenCLKernel : public Kernel::Impl {
   std::shared_ptr<void> program_;
   cl_uint num_args_ = 0;
   cl_uint physical_ = 0;
-  std::vector<std::vector<unsigned char>> set_;  // each argument's last value (empty: none)
 };
 
 class OpenCLDevice;
