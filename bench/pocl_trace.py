@@ -71,7 +71,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="pocl-trace-") as work:
         env = dict(os.environ, POCL_TRACING="text")
         run = subprocess.run([binary, "bench", "net", "--model", model, "--dtypes", args.dtype,
-                              "--batch", "1", "--device", args.device, "--reduced-memory", args.reduced_memory,
+                              "--batch", "1", "--device", args.device,
+                              "--reduced-memory", args.reduced_memory,
                               "--iterations", str(args.iterations), "--no-setup", "--no-progress"],
                              cwd=work, env=env, capture_output=True, text=True)
         if run.returncode != 0:

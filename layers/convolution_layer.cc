@@ -165,8 +165,8 @@ class ConvolutionLayer : public Layer, ConvGeometry {
 
  private:
   void Prepare() {
+    if (!prepared_key_.empty() && PreparedFor(prepared_stamp_)) return;
     const PrepareStamp stamp = CurrentPrepareStamp();
-    if (!prepared_key_.empty() && stamp == prepared_stamp_) return;
     desc_.relu = relu_fused();
     desc_.residual = fused() && fused()->residual;
     // Folded BatchNorm / Scale: y = scale[o]·conv(x) + shift[o].

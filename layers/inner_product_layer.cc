@@ -141,8 +141,8 @@ class InnerProductLayer : public Layer {
   /// (Re)builds the GEMM and the derived bias / weight sums when the shape, the parameters or
   /// the quantization changed.
   void Prepare() {
+    if (!prepared_key_.empty() && PreparedFor(prepared_stamp_)) return;
     const PrepareStamp stamp = CurrentPrepareStamp();
-    if (!prepared_key_.empty() && stamp == prepared_stamp_) return;
     const auto& p = param_.inner_product_param();
     const DataType t = compute_type_;
     libdnn::GemmDesc d;

@@ -156,23 +156,19 @@ void AppendKey(std::string* key, const quant::QuantParams& params) {
   AppendKeyBytes(key, params.zero_point.data(), params.zero_point.size() * sizeof(int32_t));
 }
 
-uint64_t FusedEpilogue::AffineVersions() const {
-  uint64_t sum = 0;
+bool FusedEpilogue::AffineCurrent() const {
+  size_t k = 0;
   for (Layer* l : affine)
-    for (const auto& b : l->blobs()) sum += b->data_version();
-  return sum;
+    for (const auto& b : l->blobs())
+      if (k >= cached_versions_.size() || cached_versions_[k++] != b->data_version()) return false;
+  return k == cached_versions_.size();
 }
 
 void FusedEpilogue::Affine(int channels, std::vector<float>* scale,
                            std::vector<float>* shift) const {
   // Asked on every pass: the parameters' versions compared in place, the product computed
   // again only when one changed.
-  bool same = channels == cached_channels_;
-  size_t k = 0;
-  for (Layer* l : affine)
-    for (const auto& b : l->blobs())
-      same = same && k < cached_versions_.size() && cached_versions_[k++] == b->data_version();
-  if (same && k == cached_versions_.size()) {
+  if (channels == cached_channels_ && AffineCurrent()) {
     *scale = cached_scale_;
     *shift = cached_shift_;
     return;

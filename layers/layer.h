@@ -39,9 +39,9 @@ struct FusedEpilogue {
   /// layer asks at every forward pass, and reading the factors from the device each time
   /// would cost a host synchronisation per folded layer and pass.
   void Affine(int channels, std::vector<float>* scale, std::vector<float>* shift) const;
-  /// The sum of the data_version of every parameter of `affine`: it moves whenever one of them
-  /// changed.
-  uint64_t AffineVersions() const;
+  /// Whether the factors Affine composed last still hold: no parameter of `affine` changed
+  /// since (their data_versions compared with the ones it composed from).
+  bool AffineCurrent() const;
 
  private:
   mutable int cached_channels_ = -1;
@@ -52,16 +52,15 @@ struct FusedEpilogue {
 /// Whatever a producer's kernels are prepared from (Prepare: its shapes, its quantizers, the
 /// epilogue fused into it) can only have changed when one of these moved: every quantizer's
 /// state (quant::QuantizerStateGeneration), every blob's shape (BlobShapeGeneration), the
-/// fused epilogue it runs and its folded layers' parameters. Equal stamps let Prepare skip
-/// building its key at every pass (the layer's own parameters: Layer::ParamsChanged).
+/// fused epilogue it runs — and its folded layers' parameters (FusedEpilogue::AffineCurrent).
+/// Layer::PreparedFor lets Prepare skip building its key at every pass (the layer's own
+/// parameters: Layer::ParamsChanged).
 struct PrepareStamp {
-  uint64_t quantizers = 0, shapes = 0, affine = 0;
+  uint64_t quantizers = 0, shapes = 0;
   const FusedEpilogue* fused = nullptr;
   bool operator==(const PrepareStamp& o) const {
-    return quantizers == o.quantizers && shapes == o.shapes && affine == o.affine &&
-           fused == o.fused;
+    return quantizers == o.quantizers && shapes == o.shapes && fused == o.fused;
   }
-  bool operator!=(const PrepareStamp& o) const { return !(*this == o); }
 };
 
 /// What a producer can take into its epilogue for its compute type (the optimizer's planning).
@@ -340,8 +339,12 @@ class Layer {
   bool relu_fused() const { return fused_ && fused_->relu; }
   /// This pass's PrepareStamp.
   PrepareStamp CurrentPrepareStamp() const {
-    return {quant::QuantizerStateGeneration(), BlobShapeGeneration(),
-            fused_ ? fused_->AffineVersions() : 0, fused_};
+    return {quant::QuantizerStateGeneration(), BlobShapeGeneration(), fused_};
+  }
+  /// Whether nothing Prepare reads moved since it took `last` (and composed the fused
+  /// epilogue's factors).
+  bool PreparedFor(const PrepareStamp& last) const {
+    return CurrentPrepareStamp() == last && (!fused_ || fused_->AffineCurrent());
   }
   /// Quantization of what ForwardImpl stores in top 0: TopParams(0), or the fused output's.
   quant::QuantParams OutputParams() {
